@@ -1,0 +1,13 @@
+"""dask_ps: a parameter server on Dask for machine learning on huge, sparse data."""
+
+from .exceptions import (ClosedModelError, ShardUnavailableError, StalenessDeadlockError,
+                         UnknownTableError)
+from .model import PSModel, Table
+from .state import (ASP, BSP, FTRL, SGD, SSP, AdaGrad, Adam, Add, Consistency, Init, Optimizer,
+                    WorkerView)
+
+__version__ = "0.1.0.dev0"
+
+__all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "ClosedModelError",
+           "Consistency", "Init", "Optimizer", "PSModel", "ShardUnavailableError",
+           "StalenessDeadlockError", "Table", "UnknownTableError", "WorkerView", "__version__"]

@@ -1,0 +1,64 @@
+"""Errors raised by dask_ps.
+
+They subclass the builtin that fits (``KeyError``, ``OSError``, ``RuntimeError``) so that
+code catching builtins keeps working, and they carry the table, shard and key they concern.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ClosedModelError",
+    "ShardUnavailableError",
+    "StalenessDeadlockError",
+    "UnknownTableError",
+]
+
+
+class UnknownTableError(KeyError):
+    """A table name that the model does not hold.
+
+    Parameters
+    ----------
+    name : str
+        The name that was asked for.
+    known : iterable of str
+        The tables the model holds.
+    """
+
+    def __init__(self, name: str, known) -> None:
+        self.name = name
+        self.known = sorted(known)
+        super().__init__(f"unknown table {name!r}; the model holds {self.known}")
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return self.args[0]
+
+
+class ClosedModelError(RuntimeError):
+    """A call on a :class:`~dask_ps.PSModel` after :meth:`~dask_ps.PSModel.close`."""
+
+
+class ShardUnavailableError(OSError):
+    """A shard did not answer: its worker died, or the call exceeded its timeout.
+
+    Parameters
+    ----------
+    shard : int
+        Index of the shard.
+    address : str
+        Address of the worker that held it.
+    detail : str
+        What failed (the operation and the underlying error).
+    """
+
+    def __init__(self, shard: int, address: str, detail: str) -> None:
+        self.shard = shard
+        self.address = address
+        super().__init__(f"shard {shard} on {address} is unavailable: {detail}")
+
+
+class StalenessDeadlockError(RuntimeError):
+    """A pull that can never be served: the clocks it waits for cannot advance.
+
+    Raised in the in-process mode (no Dask client), where waiting would hang forever.
+    """

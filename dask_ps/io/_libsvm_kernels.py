@@ -1,0 +1,311 @@
+"""Numba kernel that parses one block of LIBSVM text (raw bytes) into CSR pieces.
+
+The kernel never calls back into Python, so it runs without the GIL and several blocks
+parse in parallel on one worker. Numbers are converted exactly (correctly rounded, the
+same result as ``float()``/``strtod``) when Clinger's fast path applies, which covers
+every value with at most 15-16 significant digits and a modest exponent; the few tokens
+it cannot prove exact are copied to a side buffer and converted by the caller with
+Python's correctly rounded parser, so the output never differs from ``float(token)``.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["parse_block"]
+
+# Error codes; the caller turns them into messages.
+E_NO_COLON = 1
+E_EMPTY_INDEX = 2
+E_BAD_INDEX = 3
+E_NEG_INDEX = 4
+E_ZERO_INDEX = 5
+E_BIG_INDEX = 6
+E_BAD_VALUE = 7
+E_BAD_LABEL = 8
+
+# Slots of the int64 ``info`` array returned next to the data arrays.
+I_ROWS, I_NNZ, I_NSLOW, I_BLOB, I_MIN, I_MAX, I_CANON, I_NEWLINES = range(8)
+I_ERR, I_ERR_LINE, I_ERR_START, I_ERR_END = range(8, 12)
+N_INFO = 12
+
+NO_LIMIT = np.iinfo(np.int64).max
+
+# Exact powers of ten: 10**k is representable in float64 for k <= 22.
+_POW10 = np.array([float(10**k) for k in range(23)])
+_IPOW10 = np.array([10**k for k in range(16)], dtype=np.int64)
+_TWO53 = 2**53
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _isspace(c):
+    # The same set as bytes.split(): space, \t, \n, \v, \f, \r.
+    return c == 32 or (9 <= c <= 13)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _number(buf, s, e):
+    """Parse buf[s:e] as ``[+-]?(d+.?d*|.d+)([eE][+-]?d+)?``.
+
+    Returns (status, value): status 0 = exact value, 1 = valid but needs the slow
+    exact parser, 2 = not a number (this includes nan and inf, which are rejected).
+    """
+    i = s
+    neg = False
+    if i < e and (buf[i] == 43 or buf[i] == 45):
+        neg = buf[i] == 45
+        i += 1
+    mant = 0
+    nsig = 0
+    ndig = 0
+    exp10 = 0
+    slow = False
+    while i < e and 48 <= buf[i] <= 57:
+        d = buf[i] - 48
+        ndig += 1
+        if mant != 0 or d != 0:
+            if nsig < 18:  # keeps mant below 10**18, far from int64 overflow
+                mant = mant * 10 + d
+                nsig += 1
+            else:
+                slow = True
+        i += 1
+    if i < e and buf[i] == 46:
+        i += 1
+        while i < e and 48 <= buf[i] <= 57:
+            d = buf[i] - 48
+            ndig += 1
+            if mant != 0 or d != 0:
+                if nsig < 18:
+                    mant = mant * 10 + d
+                    nsig += 1
+                else:
+                    slow = True
+            exp10 -= 1
+            i += 1
+    if ndig == 0:
+        return 2, 0.0
+    if i < e and (buf[i] == 101 or buf[i] == 69):
+        i += 1
+        eneg = False
+        if i < e and (buf[i] == 43 or buf[i] == 45):
+            eneg = buf[i] == 45
+            i += 1
+        ex = 0
+        edig = 0
+        while i < e and 48 <= buf[i] <= 57:
+            if ex < 100000:  # larger exponents over/underflow anyway
+                ex = ex * 10 + (buf[i] - 48)
+            edig += 1
+            i += 1
+        if edig == 0:
+            return 2, 0.0
+        exp10 += -ex if eneg else ex
+    if i != e:
+        return 2, 0.0
+    if mant == 0:
+        return 0, -0.0 if neg else 0.0
+    if slow or mant > _TWO53:
+        return 1, 0.0
+    # Clinger's fast path: both operands are exact, so one IEEE operation rounds correctly.
+    if 0 <= exp10 <= 22:
+        v = mant * _POW10[exp10]
+    elif -22 <= exp10 < 0:
+        v = mant / _POW10[-exp10]
+    elif 22 < exp10 <= 37 and mant <= _TWO53 // _IPOW10[exp10 - 22]:
+        v = (mant * _IPOW10[exp10 - 22]) * _POW10[22]
+    else:
+        return 1, 0.0
+    return 0, -v if neg else v
+
+
+@numba.njit(cache=True, nogil=True)
+def parse_block(buf, shift, reject_zero, max_raw):
+    """Parse a block of whole LIBSVM lines.
+
+    Parameters
+    ----------
+    buf : uint8 array
+        The raw bytes.
+    shift : int
+        Subtracted from every feature index (1 for one-based input).
+    reject_zero : bool
+        Index 0 is an error (one-based input).
+    max_raw : int
+        Largest allowed feature index as written in the file.
+
+    Returns
+    -------
+    labels, indptr, indices, values, blob, slow_at, slow_line, slow_start, info
+        ``info[I_ROWS]`` rows and ``info[I_NNZ]`` pairs of the (over-allocated) arrays
+        are filled. The ``info[I_NSLOW]`` numbers the kernel could not convert exactly are
+        in ``blob[:info[I_BLOB]]``, space separated; ``slow_at`` says where each goes
+        (``k >= 0``: ``values[k]``, ``k < 0``: ``labels[-k - 1]``), ``slow_line`` and
+        ``slow_start`` locate its token for error messages. ``info[I_ERR]`` is nonzero
+        after an error, with the 1-based line in the block and the token's byte span.
+    """
+    n = buf.size
+    n_nl = 0
+    n_col = 0
+    for i in range(n):
+        c = buf[i]
+        if c == 10:
+            n_nl += 1
+        elif c == 58:
+            n_col += 1
+    labels = np.empty(n_nl + 1, np.float64)
+    indptr = np.empty(n_nl + 2, np.int64)
+    indices = np.empty(n_col, np.int64)
+    values = np.empty(n_col, np.float64)
+    blob = np.empty(n + 1, np.uint8)
+    slow_at = np.empty(n_col + n_nl + 1, np.int64)
+    slow_line = np.empty(n_col + n_nl + 1, np.int64)
+    slow_start = np.empty(n_col + n_nl + 1, np.int64)
+    info = np.zeros(N_INFO, np.int64)
+    info[I_NEWLINES] = n_nl
+    lo = NO_LIMIT
+    hi = -1
+    canonical = True
+    rows = 0
+    nnz = 0
+    nslow = 0
+    blen = 0
+    err = 0
+    err_s = 0
+    err_e = 0
+    indptr[0] = 0
+    line = 0
+    pos = 0
+    while pos < n:
+        line += 1
+        eol = pos
+        ce = -1  # content ends at the first '#'
+        while eol < n and buf[eol] != 10:
+            if buf[eol] == 35 and ce < 0:
+                ce = eol
+            eol += 1
+        if ce < 0:
+            ce = eol
+        i = pos
+        pos = eol + 1
+        while i < ce and _isspace(buf[i]):
+            i += 1
+        if i == ce:
+            continue
+        ts = i
+        while i < ce and not _isspace(buf[i]):
+            i += 1
+        st, v = _number(buf, ts, i)
+        if st == 2:
+            err, err_s, err_e = E_BAD_LABEL, ts, i
+            break
+        labels[rows] = v
+        if st == 1:
+            for j in range(ts, i):
+                blob[blen] = buf[j]
+                blen += 1
+            blob[blen] = 32
+            blen += 1
+            slow_at[nslow] = -(rows + 1)
+            slow_line[nslow] = line
+            slow_start[nslow] = ts
+            nslow += 1
+        k = nnz
+        prev = -1
+        first = True
+        while True:
+            while i < ce and _isspace(buf[i]):
+                i += 1
+            if i >= ce:
+                break
+            ts = i
+            colon = -1
+            while i < ce and not _isspace(buf[i]):
+                if buf[i] == 58 and colon < 0:
+                    colon = i
+                i += 1
+            te = i
+            if first:
+                first = False
+                # svmlight's optional query id sits right after the label; it is not a feature.
+                if (te - ts >= 4 and buf[ts] == 113 and buf[ts + 1] == 105
+                        and buf[ts + 2] == 100 and buf[ts + 3] == 58):
+                    continue
+            err_s, err_e = ts, te
+            if colon < 0:
+                err = E_NO_COLON
+                break
+            if colon == ts:
+                err = E_EMPTY_INDEX
+                break
+            j = ts
+            neg = buf[j] == 45
+            if neg:
+                j += 1
+            if j == colon:
+                err = E_BAD_INDEX
+                break
+            idx = 0
+            while j < colon and 48 <= buf[j] <= 57:
+                if idx > 10**17:  # the next digit could overflow int64
+                    err = E_BIG_INDEX
+                    break
+                idx = idx * 10 + (buf[j] - 48)
+                j += 1
+            if err:
+                break
+            if j != colon:
+                err = E_BAD_INDEX
+                break
+            if neg:
+                err = E_NEG_INDEX
+                break
+            if idx == 0 and reject_zero:
+                err = E_ZERO_INDEX
+                break
+            if idx > max_raw:
+                err = E_BIG_INDEX
+                break
+            st, v = _number(buf, colon + 1, te)
+            if st == 2:
+                err = E_BAD_VALUE
+                break
+            if st == 1:
+                for j in range(colon + 1, te):
+                    blob[blen] = buf[j]
+                    blen += 1
+                blob[blen] = 32
+                blen += 1
+                slow_at[nslow] = k
+                slow_line[nslow] = line
+                slow_start[nslow] = ts
+                nslow += 1
+            indices[k] = idx - shift
+            values[k] = v
+            if idx <= prev:
+                canonical = False
+            prev = idx
+            if idx < lo:
+                lo = idx
+            if idx > hi:
+                hi = idx
+            k += 1
+        if err:
+            break
+        nnz = k
+        rows += 1
+        indptr[rows] = nnz
+    info[I_ROWS] = rows
+    info[I_NNZ] = nnz
+    info[I_NSLOW] = nslow
+    info[I_BLOB] = blen
+    info[I_MIN] = lo
+    info[I_MAX] = hi
+    info[I_CANON] = canonical
+    if err:
+        info[I_ERR] = err
+        info[I_ERR_LINE] = line
+        info[I_ERR_START] = err_s
+        info[I_ERR_END] = err_e
+    return labels, indptr, indices, values, blob, slow_at, slow_line, slow_start, info

@@ -1,0 +1,243 @@
+"""Numba kernels of the parameter state: key planning, gathers, scatters, hash maps, initialisers.
+
+Kernels take arrays and scalars only (no dask, no strings), write into preallocated buffers
+where they can, and have pure-Python twins in ``tests/state/test_kernels.py``.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_JIT = dict(cache=True, nogil=True)
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+#: Initialiser codes understood by :func:`init_rows` (see ``table.INITIALISERS``).
+INIT_CONSTANT, INIT_UNIFORM, INIT_NORMAL = 0, 1, 2
+
+
+@numba.njit(inline="always", **_JIT)
+def mix64(x):
+    """SplitMix64 finaliser (Steele et al., 2014): a bijective, well-spread 64-bit hash."""
+    z = np.uint64(x) + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(**_JIT)
+def hash_shard(keys, n_shards):
+    """Shard of each key of a hash-partitioned table.
+
+    The high 32 bits of the hash pick the shard, so that the low bits, which the shards' own
+    hash maps use, stay uniform inside each shard.
+    """
+    out = np.empty(keys.shape[0], np.int64)
+    s = np.uint64(n_shards)
+    for i in range(keys.shape[0]):
+        out[i] = np.int64((mix64(keys[i]) >> np.uint64(32)) % s)
+    return out
+
+
+@numba.njit(**_JIT)
+def plan_keys(keys, starts, hashed):
+    """Deduplicate keys and group the distinct ones by shard, in one pass.
+
+    Parameters
+    ----------
+    keys : int64 array, shape (n,)
+        Keys as given by the caller: unsorted, repeated.
+    starts : int64 array, shape (n_shards + 1,)
+        Range partitioning: first row of each shard, then the row count. Hash partitioning:
+        only its length is used.
+    hashed : bool
+        Hash (True) or range (False) partitioning.
+
+    Returns
+    -------
+    local : int64 array, shape (n_unique,)
+        Distinct keys grouped by shard; for range partitioning, offsets inside the shard.
+    offsets : int64 array, shape (n_shards + 1,)
+        ``local[offsets[s]:offsets[s + 1]]`` go to shard ``s``.
+    inverse : int64 array, shape (n,)
+        Position in ``local`` of each input key.
+    bad : int
+        Index of the first key outside ``[0, starts[-1])`` for range partitioning, else -1.
+    """
+    n = keys.shape[0]
+    n_shards = starts.shape[0] - 1
+    inverse = np.empty(n, np.int64)
+    if not hashed:
+        for i in range(n):
+            if keys[i] < 0 or keys[i] >= starts[n_shards]:
+                return np.empty(0, np.int64), np.zeros(n_shards + 1, np.int64), inverse, i
+    cap = 16
+    while cap < 2 * n:
+        cap *= 2
+    mask = np.uint64(cap - 1)
+    slot_key = np.empty(cap, np.int64)
+    slot_id = np.full(cap, -1, np.int64)
+    uniq = np.empty(n, np.int64)
+    n_unique = 0
+    for i in range(n):
+        k = keys[i]
+        h = mix64(k) & mask
+        while True:
+            j = slot_id[h]
+            if j < 0:
+                slot_id[h] = n_unique
+                slot_key[h] = k
+                uniq[n_unique] = k
+                inverse[i] = n_unique
+                n_unique += 1
+                break
+            if slot_key[h] == k:
+                inverse[i] = j
+                break
+            h = (h + np.uint64(1)) & mask
+    shard = np.empty(n_unique, np.int64)
+    counts = np.zeros(n_shards + 1, np.int64)
+    s_count = np.uint64(n_shards)
+    for u in range(n_unique):
+        k = uniq[u]
+        if hashed:
+            s = np.int64((mix64(k) >> np.uint64(32)) % s_count)
+        else:
+            lo, hi = 0, n_shards - 1
+            while lo < hi:  # last shard whose start <= k
+                mid = (lo + hi + 1) // 2
+                if starts[mid] <= k:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            s = lo
+        shard[u] = s
+        counts[s + 1] += 1
+    for s in range(n_shards):
+        counts[s + 1] += counts[s]
+    offsets = counts.copy()
+    fill = counts[:n_shards].copy()
+    local = np.empty(n_unique, np.int64)
+    position = np.empty(n_unique, np.int64)
+    for u in range(n_unique):
+        s = shard[u]
+        p = fill[s]
+        fill[s] += 1
+        local[p] = uniq[u] if hashed else uniq[u] - starts[s]
+        position[u] = p
+    for i in range(n):
+        inverse[i] = position[inverse[i]]
+    return local, offsets, inverse, -1
+
+
+@numba.njit(**_JIT)
+def gather_rows(values, rows, out):
+    """``out[i] = values[rows[i]]`` for 2-D ``values``; ``out`` has shape (len(rows), ncols)."""
+    ncols = values.shape[1]
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        for j in range(ncols):
+            out[i, j] = values[r, j]
+
+
+@numba.njit(**_JIT)
+def segment_sum(updates, inverse, n_unique):
+    """Sum the rows of ``updates`` (n, ncols) that share ``inverse``; result (n_unique, ncols).
+
+    Rows are added in input order, so the result is deterministic.
+    """
+    out = np.zeros((n_unique, updates.shape[1]), updates.dtype)
+    for i in range(updates.shape[0]):
+        u = inverse[i]
+        for j in range(updates.shape[1]):
+            out[u, j] += updates[i, j]
+    return out
+
+
+@numba.njit(**_JIT)
+def map_find(slot_key, slot_row, keys, rows):
+    """Look keys up in an open-addressing map; ``rows[i] = -1`` where absent. Returns #absent."""
+    mask = np.uint64(slot_key.shape[0] - 1)
+    missing = 0
+    for i in range(keys.shape[0]):
+        k = keys[i]
+        h = mix64(k) & mask
+        while True:
+            r = slot_row[h]
+            if r < 0:
+                rows[i] = -1
+                missing += 1
+                break
+            if slot_key[h] == k:
+                rows[i] = r
+                break
+            h = (h + np.uint64(1)) & mask
+    return missing
+
+
+@numba.njit(**_JIT)
+def map_insert(slot_key, slot_row, keys, rows, n_rows):
+    """Give each absent key (``rows[i] == -1``) a new row, numbered from ``n_rows``.
+
+    Keys are distinct. The map must have room (load kept at most 1/2 by the caller).
+    Returns the new row count.
+    """
+    mask = np.uint64(slot_key.shape[0] - 1)
+    for i in range(keys.shape[0]):
+        if rows[i] >= 0:
+            continue
+        k = keys[i]
+        h = mix64(k) & mask
+        while slot_row[h] >= 0:
+            h = (h + np.uint64(1)) & mask
+        slot_key[h] = k
+        slot_row[h] = n_rows
+        rows[i] = n_rows
+        n_rows += 1
+    return n_rows
+
+
+@numba.njit(**_JIT)
+def map_rebuild(keys, n_rows, capacity):
+    """A fresh map of ``capacity`` slots (a power of two) holding ``keys[:n_rows]`` at rows 0.."""
+    slot_key = np.empty(capacity, np.int64)
+    slot_row = np.full(capacity, -1, np.int64)
+    mask = np.uint64(capacity - 1)
+    for r in range(n_rows):
+        h = mix64(keys[r]) & mask
+        while slot_row[h] >= 0:
+            h = (h + np.uint64(1)) & mask
+        slot_key[h] = keys[r]
+        slot_row[h] = r
+    return slot_key, slot_row
+
+
+@numba.njit(**_JIT)
+def _unit_uniform(key, col, seed):
+    """A uniform double in (0, 1) that depends only on (key, column, seed)."""
+    h = mix64(mix64(mix64(np.uint64(seed)) ^ np.uint64(key)) ^ np.uint64(col))
+    return ((h >> np.uint64(11)) + np.uint64(1)) * (1.0 / 9007199254740994.0)
+
+
+@numba.njit(**_JIT)
+def init_rows(values, rows, keys, kind, a, b, seed):
+    """Initialise ``values[rows[i]]`` from ``keys[i]`` alone, so any sharding gives equal tables.
+
+    kind: INIT_CONSTANT (value ``a``), INIT_UNIFORM (on ``[a, b)``), INIT_NORMAL (mean ``a``,
+    standard deviation ``b``; Box-Muller on two independent uniforms).
+    """
+    ncols = values.shape[1]
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        for j in range(ncols):
+            if kind == INIT_CONSTANT:
+                values[r, j] = a
+            elif kind == INIT_UNIFORM:
+                values[r, j] = a + (b - a) * _unit_uniform(keys[i], 2 * j, seed)
+            else:
+                u1 = _unit_uniform(keys[i], 2 * j, seed)
+                u2 = _unit_uniform(keys[i], 2 * j + 1, seed)
+                values[r, j] = a + b * np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)

@@ -1,0 +1,88 @@
+"""Numba kernels of the server-side update rules.
+
+Each applies one step to the rows ``rows`` (distinct) of ``w`` (n_rows, ncols) given the
+updates ``g`` (len(rows), ncols); optimizer state arrays have the shape of ``w`` unless noted.
+Arithmetic is done in float64 and stored in the table's dtype.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_JIT = dict(cache=True, nogil=True)
+
+
+@numba.njit(**_JIT)
+def add_step(w, rows, g):
+    """Plain add: ``w[r] += g`` (counts, deltas)."""
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        for j in range(w.shape[1]):
+            w[r, j] += g[i, j]
+
+
+@numba.njit(**_JIT)
+def sgd_step(w, rows, g, lr):
+    """SGD: ``w -= lr * g``."""
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        for j in range(w.shape[1]):
+            w[r, j] -= lr * g[i, j]
+
+
+@numba.njit(**_JIT)
+def adagrad_step(w, acc, rows, g, lr, eps):
+    """AdaGrad (Duchi, Hazan & Singer, JMLR 2011): ``acc += g²; w -= lr g / (√acc + eps)``."""
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        for j in range(w.shape[1]):
+            gi = np.float64(g[i, j])
+            a = acc[r, j] + gi * gi
+            acc[r, j] = a
+            w[r, j] -= lr * gi / (np.sqrt(np.float64(acc[r, j])) + eps)
+
+
+@numba.njit(**_JIT)
+def adam_step(w, m, v, t, rows, g, lr, beta1, beta2, eps):
+    """Adam (Kingma & Ba, ICLR 2015), lazy: each row counts its own steps in ``t`` (n_rows, 1).
+
+    Rows a push does not touch keep their moments, as in TensorFlow's LazyAdam, so a sparse
+    push costs O(touched rows).
+    """
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        t[r, 0] += 1
+        c1 = 1.0 - beta1 ** t[r, 0]
+        c2 = 1.0 - beta2 ** t[r, 0]
+        for j in range(w.shape[1]):
+            gi = np.float64(g[i, j])
+            mj = beta1 * m[r, j] + (1.0 - beta1) * gi
+            vj = beta2 * v[r, j] + (1.0 - beta2) * gi * gi
+            m[r, j] = mj
+            v[r, j] = vj
+            w[r, j] -= lr * (mj / c1) / (np.sqrt(vj / c2) + eps)
+
+
+@numba.njit(**_JIT)
+def ftrl_step(w, z, n, rows, g, alpha, beta, l1, l2):
+    """FTRL-Proximal (McMahan et al., KDD 2013, Algorithm 1), per coordinate.
+
+    ``sigma = (√(n + g²) − √n) / alpha; z += g − sigma w; n += g²``, then
+    ``w = 0`` if ``|z| <= l1`` else ``−(z − sign(z) l1) / ((beta + √n) / alpha + l2)``.
+    """
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        for j in range(w.shape[1]):
+            gi = np.float64(g[i, j])
+            ni = np.float64(n[r, j])
+            n_new = ni + gi * gi
+            sigma = (np.sqrt(n_new) - np.sqrt(ni)) / alpha
+            zi = np.float64(z[r, j]) + gi - sigma * np.float64(w[r, j])
+            z[r, j] = zi
+            n[r, j] = n_new
+            if abs(zi) <= l1:
+                w[r, j] = 0.0
+            else:
+                sign = 1.0 if zi > 0 else -1.0
+                w[r, j] = -(zi - sign * l1) / ((beta + np.sqrt(n_new)) / alpha + l2)

@@ -1,0 +1,444 @@
+"""The worker side of the parameter server: batched pull/push, clocks, one snapshot per process.
+
+One :class:`ProcessClient` per model and process holds what the tasks (threads) of that process
+share: the transport to the shards, the snapshot of pulled values, and the updates pushed during
+each clock. A task sees it through a :class:`WorkerView`.
+
+* A pull deduplicates its keys, splits them by shard and makes one call per shard, concurrently.
+* Pushes are buffered and merged per clock; when every task of the process has finished a clock,
+  one push per shard carries the merged updates of all tables and the clock tick
+  (the process cache of Petuum's SSP table, Ho et al., NIPS 2013).
+* That push is sent in the background; the next one waits for it, so a participant's pushes reach
+  each shard in order. Its errors surface on the next call.
+* With several tasks per process, or staleness > 0, pulled values are kept and served again while
+  the consistency model allows, so N threads at one clock cost one pull per shard, not N.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import defaultdict
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..exceptions import UnknownTableError
+from ._kernels import segment_sum
+from .consistency import DONE, Consistency
+from .optimizers import Add
+from .partition import HashPartitioner
+from .table import Init, TableShard, TableSpec
+from .transport import Transport
+
+__all__ = ["ProcessClient", "WorkerView"]
+
+
+def as_keys(keys, spec: TableSpec) -> np.ndarray:
+    """Keys as a 1-D int64 array (uint64 keys keep their bits).
+
+    Raises
+    ------
+    TypeError
+        Non-integer keys, naming the table.
+    ValueError
+        Keys that are not 1-D, naming the table and the shape.
+    """
+    keys = np.asarray(keys)
+    if keys.dtype == np.uint64:
+        keys = keys.view(np.int64)
+    elif keys.dtype.kind not in "iu" and not (keys.size == 0 and keys.dtype.kind == "f"):
+        raise TypeError(f"table {spec.name!r}: keys must be integers, got dtype {keys.dtype}")
+    if keys.ndim != 1:
+        raise ValueError(f"table {spec.name!r}: keys must be 1-D, got shape {keys.shape}")
+    return np.ascontiguousarray(keys, dtype=np.int64)
+
+
+def bad_key_error(spec: TableSpec, keys: np.ndarray, i: int) -> IndexError:
+    return IndexError(f"table {spec.name!r}: key {int(keys[i])} at position {i} is outside "
+                      f"the table's rows [0, {spec.n_rows})")
+
+
+class _Snapshot:
+    """Values one shard returned for a table, kept while the consistency model allows."""
+
+    def __init__(self, spec: TableSpec, tag: int, fetched_at: int) -> None:
+        store_spec = TableSpec(spec.name, None, spec.ncols, False, spec.dtype,
+                               HashPartitioner(1), Add(), Init())
+        self.store = TableShard(store_spec, 0)
+        self.tag = tag
+        self.fetched_at = fetched_at
+
+    def lookup(self, keys: np.ndarray) -> np.ndarray:
+        return self.store.rows(keys, create=False)
+
+    def insert(self, keys: np.ndarray, values: np.ndarray, tag: int) -> None:
+        rows = self.store.rows(keys, create=True)
+        self.store.values[rows] = values
+        self.tag = min(self.tag, tag)
+
+
+@dataclass
+class _Job:
+    """What one process knows of a running job."""
+
+    participant: int
+    n_local: int
+    consistency: Consistency
+    clocks: dict = field(default_factory=dict)  # local task -> clock
+    process_clock: int = 0
+    pending: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(list)))
+    inflight: Future | None = None
+    snapshots: dict = field(default_factory=dict)  # (table, shard) -> _Snapshot
+    pull_calls: int = 0
+
+    @property
+    def use_cache(self) -> bool:
+        s = self.consistency.staleness
+        return self.n_local > 1 or s is None or s > 0
+
+    def snapshot_valid(self, snap: _Snapshot, clock: int) -> bool:
+        s = self.consistency.staleness
+        if s is None:  # ASP: share within a clock, refresh at every new one
+            return snap.fetched_at >= clock
+        return snap.tag >= clock - s
+
+
+class ProcessClient:
+    """A model's shards as seen from one process; shared by the process's tasks.
+
+    Parameters
+    ----------
+    specs : dict of str to TableSpec
+        The model's tables (kept up to date by the model).
+    transport : Transport
+    """
+
+    def __init__(self, specs: dict, transport: Transport) -> None:
+        self.specs = specs
+        self.transport = transport
+        self.jobs: dict[str, _Job] = {}
+        self._lock = threading.RLock()
+        self._clock_moved = threading.Condition(self._lock)
+
+    def spec(self, name: str) -> TableSpec:
+        try:
+            return self.specs[name]
+        except KeyError:
+            raise UnknownTableError(name, self.specs) from None
+
+    # -- pull ---------------------------------------------------------------------------
+    def pull(self, name: str, keys, job: str | None = None, clock: int = 0) -> np.ndarray:
+        """Values of ``keys`` for a task at ``clock`` of ``job`` (or outside any job).
+
+        Returns shape (len(keys),) for a vector table, (len(keys), ncols) otherwise.
+        """
+        spec = self.spec(name)
+        if keys is None:
+            if spec.sparse:
+                raise ValueError(f"table {name!r} is sparse: pass the keys to pull")
+            keys = np.arange(spec.n_rows, dtype=np.int64)
+        keys = as_keys(keys, spec)
+        plan, bad = spec.partitioner.plan(keys)
+        if bad >= 0:
+            raise bad_key_error(spec, keys, bad)
+        values = np.empty((plan.n_unique, spec.ncols), spec.dtype)
+        state = self.jobs.get(job) if job is not None else None
+        if state is None or not state.use_cache:
+            self._raise_inflight(state)
+            self.transport.run(self._fetch(spec, plan, values, job, clock, None))
+        else:
+            with self._lock:
+                self._wait_local_clocks(state, clock)
+                self._raise_inflight(state)
+                self.transport.run(self._fetch(spec, plan, values, job, clock, state))
+        out = values[plan.inverse]
+        return out[:, 0] if spec.vector else out
+
+    def _wait_local_clocks(self, state: _Job, clock: int) -> None:
+        """Wait (lock released) until this process's own tasks allow a pull at ``clock``.
+
+        The pulling thread then holds the lock while the shards wait for other processes only,
+        which never wait for this one: no deadlock, and threads at one clock share one fetch.
+        """
+        s = state.consistency.staleness
+        if s is None:
+            return
+        if not self._clock_moved.wait_for(lambda: state.process_clock >= clock - s,
+                                          self.transport.timeout):
+            raise TimeoutError(f"a task at clock {clock} waited {self.transport.timeout:g} s "
+                               f"for the other tasks of its process (at clock "
+                               f"{state.process_clock}, staleness {s})")
+
+    async def _fetch(self, spec, plan, values, job, clock, state: _Job | None):
+        requests = []  # (shard, keys to fetch, where their values go in ``values``)
+        for s in range(plan.offsets.shape[0] - 1):
+            sl = plan.shard_slice(s)
+            if sl.start == sl.stop:
+                continue
+            keys = plan.local[sl]
+            snap = None if state is None else state.snapshots.get((spec.name, s))
+            if snap is not None and not state.snapshot_valid(snap, clock):
+                del state.snapshots[(spec.name, s)]
+                snap = None
+            if snap is None:
+                requests.append((s, keys, np.arange(sl.start, sl.stop)))
+                continue
+            rows = snap.lookup(keys)
+            hit = rows >= 0
+            values[sl][hit] = snap.store.values[rows[hit]]
+            if not hit.all():
+                requests.append((s, keys[~hit], sl.start + np.flatnonzero(~hit)))
+        if not requests:
+            return
+        timeout = self.transport.timeout
+        results = await _gather(self.transport.call(s, "pull", spec.name, k, job=job,
+                                                    clock=clock, timeout=timeout,
+                                                    _timeout=timeout + 5)
+                                for s, k, _ in requests)
+        for (s, keys, where), (vals, tag) in zip(requests, results):
+            values[where] = vals
+            if state is not None:
+                state.pull_calls += 1
+                snap = state.snapshots.get((spec.name, s))
+                if snap is None:
+                    snap = state.snapshots[(spec.name, s)] = _Snapshot(spec, tag, clock)
+                snap.insert(keys, vals, tag)
+
+    # -- push and clock -------------------------------------------------------------------
+    def check_update(self, name: str, keys, updates) -> tuple[TableSpec, np.ndarray, np.ndarray]:
+        """Validated, copied (keys, updates (n, ncols)) of a push.
+
+        Raises
+        ------
+        UnknownTableError, IndexError, TypeError, ValueError
+            Unknown table, key out of range, non-integer keys or updates of an integer table
+            that are not integers, updates of the wrong shape; each names the table.
+        """
+        spec = self.spec(name)
+        keys = as_keys(keys, spec)
+        updates = np.asarray(updates)
+        want = (keys.shape[0],) + spec.row_shape
+        if updates.shape != want and not (spec.vector and updates.shape == want + (1,)):
+            raise ValueError(f"table {name!r}: updates for {keys.shape[0]} keys must have shape "
+                             f"{want}, got {updates.shape}")
+        if spec.dtype.kind in "iu" and updates.dtype.kind not in "iub":
+            raise TypeError(f"table {name!r} holds {spec.dtype}: updates must be integers, "
+                            f"got {updates.dtype}")
+        if not spec.sparse and keys.size:
+            lo, hi = int(keys.min()), int(keys.max())
+            if lo < 0 or hi >= spec.n_rows:
+                raise bad_key_error(spec, keys, int(np.argmax((keys < 0) | (keys >= spec.n_rows))))
+        values = np.array(updates, dtype=spec.dtype, copy=True).reshape(keys.shape[0], spec.ncols)
+        return spec, keys.copy(), values
+
+    def push_now(self, name: str, keys, updates) -> None:
+        """Apply an update at once, outside any job (set-up, evaluation, tests)."""
+        spec, keys, values = self.check_update(name, keys, updates)
+        self.transport.run(self._send({name: [(keys, values)]}, None, 0, 0, tick=False))
+
+    def push(self, job: str, clock: int, name: str, keys, updates) -> None:
+        """Buffer an update of a task at ``clock``; it leaves with the process's clock tick."""
+        spec, keys, values = self.check_update(name, keys, updates)
+        with self._lock:
+            self.jobs[job].pending[clock][name].append((keys, values))
+
+    def _plan_updates(self, by_table: dict) -> list[list]:
+        """Merge each table's buffered updates and split them by shard."""
+        per_shard = [[] for _ in self.transport.shards]
+        for name, parts in by_table.items():
+            spec = self.specs[name]
+            keys = parts[0][0] if len(parts) == 1 else np.concatenate([k for k, _ in parts])
+            values = parts[0][1] if len(parts) == 1 else np.concatenate([v for _, v in parts])
+            plan, _ = spec.partitioner.plan(keys)
+            if plan.n_unique == keys.shape[0]:
+                merged = np.empty_like(values)
+                merged[plan.inverse] = values
+            else:
+                merged = segment_sum(values, plan.inverse, plan.n_unique)
+            for s in range(len(per_shard)):
+                sl = plan.shard_slice(s)
+                if sl.start < sl.stop:
+                    per_shard[s].append((name, plan.local[sl], merged[sl]))
+        return per_shard
+
+    async def _send(self, by_table, job, participant, clock, tick):
+        per_shard = self._plan_updates(by_table)
+        shards = range(len(per_shard)) if tick else [s for s, u in enumerate(per_shard) if u]
+        await _gather(self.transport.call(s, "push", per_shard[s], job=job,
+                                          participant=participant, clock=clock, tick=tick)
+                      for s in shards)
+
+    def _raise_inflight(self, state: _Job | None, wait: bool = False) -> None:
+        if state is None or state.inflight is None:
+            return
+        if wait or state.inflight.done():
+            fut, state.inflight = state.inflight, None
+            fut.result()
+
+    def _flush(self, job: str, state: _Job, clock: int) -> None:
+        """Send the merged updates of ``clock`` with the tick to ``clock + 1`` (background)."""
+        self._raise_inflight(state, wait=True)
+        by_table = state.pending.pop(clock, {})
+        state.inflight = self.transport.submit(
+            self._send(by_table, job, state.participant, clock, tick=True))
+
+    def join(self, job: str, participant: int, n_local: int, consistency: Consistency,
+             task: int) -> None:
+        """Register local task ``task`` of ``job``; the process is ``participant``."""
+        with self._lock:
+            state = self.jobs.setdefault(job, _Job(participant, n_local, consistency))
+            state.clocks[task] = 0
+
+    def clock(self, job: str, task: int) -> int:
+        """Advance ``task``'s clock; when the process's clock moves, flush. Returns the clock."""
+        with self._lock:
+            state = self.jobs[job]
+            state.clocks[task] += 1
+            self._advance(job, state)
+            return state.clocks[task]
+
+    def _advance(self, job: str, state: _Job) -> None:
+        if len(state.clocks) < state.n_local:
+            return  # a task that has not joined yet is at clock 0
+        new = min(state.clocks.values())
+        if new == DONE:
+            for c in sorted(state.pending):
+                self._flush(job, state, c)
+            self._raise_inflight(state, wait=True)
+            self.transport.run(self.transport.call_all("finish", job, state.participant))
+            del self.jobs[job]
+            return
+        for c in range(state.process_clock, new):
+            self._flush(job, state, c)
+        if new > state.process_clock:
+            state.process_clock = new
+            self._clock_moved.notify_all()
+
+    def finish(self, job: str, task: int) -> None:
+        """``task`` is done; the last task of the process flushes and leaves the job."""
+        with self._lock:
+            state = self.jobs.get(job)
+            if state is None:
+                return
+            state.clocks[task] = DONE
+            self._advance(job, state)
+
+    def wait(self, job: str) -> None:
+        """Wait for the pushes in flight of ``job`` (raises their errors)."""
+        with self._lock:
+            self._raise_inflight(self.jobs.get(job), wait=True)
+
+
+async def _gather(coros):
+    return await asyncio.gather(*coros)
+
+
+class WorkerView:
+    """A task's handle on the parameter server during a job: pull, push, clock.
+
+    Obtained from :meth:`~dask_ps.PSModel.run`, which passes it to the task function.
+
+    Parameters
+    ----------
+    client : ProcessClient
+    job : str
+    task : int
+        Index of the task in the job.
+    """
+
+    def __init__(self, client: ProcessClient, job: str, task: int) -> None:
+        self._client = client
+        self.job = job
+        self.task = task
+        self._clock = 0
+
+    @property
+    def current_clock(self) -> int:
+        """Number of times this task called :meth:`clock`."""
+        return self._clock
+
+    def pull(self, table: str, keys=None) -> np.ndarray:
+        """Values of ``keys`` of ``table`` as of the consistency model allows.
+
+        Parameters
+        ----------
+        table : str
+        keys : array of int, shape (n,), optional
+            Any order, repeats allowed; int64 or uint64. None pulls every row of a dense table.
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape (n,) for a vector table, (n, ncols) otherwise, in the table's dtype. Under
+            SSP(s) the values include every update of every task up to clock
+            ``current_clock - s - 1``; under BSP exactly the updates of clocks before
+            ``current_clock``.
+
+        Raises
+        ------
+        UnknownTableError
+            Unknown table name.
+        IndexError
+            A key outside a dense table's rows (names the table and the key).
+        ShardUnavailableError
+            A shard did not answer within the model's timeout.
+        """
+        return self._client.pull(table, keys, self.job, self._clock)
+
+    def push(self, table: str, keys, updates) -> None:
+        """Add ``updates`` for ``keys`` to the current clock's update of ``table``.
+
+        Updates of repeated keys are summed. They reach the shards, merged with those of the
+        process's other tasks, when every task of the process has called :meth:`clock`; the
+        shard then applies the table's optimizer to them.
+
+        Parameters
+        ----------
+        table : str
+        keys : array of int, shape (n,)
+        updates : array, shape (n,) or (n, ncols)
+            Gradients (optimizers) or deltas (plain add); cast to the table's dtype. Copied.
+
+        Raises
+        ------
+        UnknownTableError, IndexError, TypeError, ValueError
+            See :meth:`ProcessClient.check_update`.
+        """
+        self._client.push(self.job, self._clock, table, keys, updates)
+
+    def clock(self) -> int:
+        """End this task's current clock; returns the new clock."""
+        self._clock = self._client.clock(self.job, self.task)
+        return self._clock
+
+    def pull_async(self, table: str, keys=None) -> Future:
+        """:meth:`pull` in a background thread, to overlap it with computation."""
+        return _background(self.pull, table, keys)
+
+    def push_async(self, table: str, keys, updates) -> Future:
+        """:meth:`push` returning a done future (pushes are buffered anyway)."""
+        fut: Future = Future()
+        try:
+            self.push(table, keys, updates)
+            fut.set_result(None)
+        except Exception as exc:  # delivered through the future, like a remote error
+            fut.set_exception(exc)
+        return fut
+
+    def clock_async(self) -> Future:
+        """:meth:`clock` in a background thread."""
+        return _background(self.clock)
+
+
+_pool = None
+
+
+def _background(fn, *args) -> Future:
+    global _pool
+    if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _pool = ThreadPoolExecutor(4, thread_name_prefix="dask-ps-async")
+    return _pool.submit(fn, *args)

@@ -1,0 +1,130 @@
+"""Consistency models: when a pull may be served, and when pushed updates take effect.
+
+Every participant (a worker process of a job) has a clock: the number of times it called
+``clock()``. Under SSP with staleness ``s`` (Ho et al., "More Effective Distributed ML via a
+Stale Synchronous Parallel Parameter Server", NIPS 2013), a pull from a participant at clock
+``c`` is served once every participant has reached clock ``c - s``; BSP is SSP(0) and ASP never
+waits.
+
+Under BSP the shards also hold the updates pushed at clock ``c`` back until every participant
+has finished clock ``c``, then apply their sum in one optimizer step. A pull at clock ``c`` thus
+sees exactly the updates of clocks ``< c``, whatever the timing, and a BSP run gives the same
+model on one process or many (up to the order of floating-point additions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ASP", "BSP", "SSP", "ClockTable", "Consistency", "get_consistency"]
+
+#: Clock of a participant that has finished: it never holds anybody back again.
+DONE = np.iinfo(np.int64).max // 2
+
+
+@dataclass(frozen=True)
+class Consistency:
+    """Base of the consistency models; ``staleness`` None means unbounded (ASP)."""
+
+    staleness: int | None = 0
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__.lower()
+
+    @property
+    def buffered(self) -> bool:
+        """Whether pushes wait for the clock barrier (BSP only)."""
+        return self.staleness == 0
+
+
+@dataclass(frozen=True)
+class SSP(Consistency):
+    """Stale synchronous parallel: a participant may run ``staleness`` clocks ahead.
+
+    Parameters
+    ----------
+    staleness : int, default 1
+        Largest allowed gap between the clock of a pulling participant and the slowest one.
+
+    Raises
+    ------
+    ValueError
+        If ``staleness`` is negative.
+    """
+
+    staleness: int = 1
+
+    def __post_init__(self):
+        if self.staleness is None or int(self.staleness) < 0:
+            raise ValueError(f"SSP staleness must be a non-negative integer, got {self.staleness!r}")
+
+
+@dataclass(frozen=True)
+class BSP(Consistency):
+    """Bulk synchronous parallel: SSP(0), with updates applied together at each barrier."""
+
+    staleness: int = 0
+
+
+@dataclass(frozen=True)
+class ASP(Consistency):
+    """Asynchronous parallel: pulls never wait; updates apply as they arrive."""
+
+    staleness: None = None
+
+
+def get_consistency(spec, staleness: int | None = None) -> Consistency:
+    """A :class:`Consistency` from an instance or a name ("bsp", "ssp", "asp").
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (listing the valid ones) or a bad staleness.
+    """
+    if isinstance(spec, Consistency):
+        return spec
+    name = str(spec).lower()
+    if name == "bsp":
+        return BSP()
+    if name == "asp":
+        return ASP()
+    if name == "ssp":
+        return SSP(1 if staleness is None else staleness)
+    raise ValueError(f"unknown consistency {spec!r}; valid names are ['asp', 'bsp', 'ssp']")
+
+
+class ClockTable:
+    """Clocks of a job's participants as one shard knows them.
+
+    Parameters
+    ----------
+    n_participants : int
+    consistency : Consistency
+    """
+
+    def __init__(self, n_participants: int, consistency: Consistency) -> None:
+        self.clocks = np.zeros(n_participants, np.int64)
+        self.consistency = consistency
+        self._min = 0
+
+    @property
+    def min_clock(self) -> int:
+        return self._min
+
+    def ready(self, clock: int) -> bool:
+        """Whether a pull from a participant at ``clock`` may be served now."""
+        s = self.consistency.staleness
+        return s is None or self._min >= clock - s
+
+    def advance(self, participant: int, clock: int) -> bool:
+        """Record ``participant`` at ``clock``; True when the slowest clock moved."""
+        if clock < self.clocks[participant]:
+            raise ValueError(f"participant {participant} clock went back from "
+                             f"{self.clocks[participant]} to {clock}")
+        self.clocks[participant] = clock
+        m = int(self.clocks.min())
+        moved, self._min = m != self._min, m
+        return moved

@@ -1,0 +1,197 @@
+"""Server-side update rules: what a shard does with the updates pushed to it.
+
+An optimizer declares the state it keeps beside the weights (its *slots*) and applies one
+step to the touched rows. State lives in the shard, is checkpointed and resharded with the
+weights, and never travels to the workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from . import _optim_kernels as K
+
+__all__ = ["SGD", "AdaGrad", "Adam", "Add", "FTRL", "Optimizer", "get_optimizer"]
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """Base class of the server-side update rules.
+
+    Subclasses set ``name`` and ``slots`` — a tuple of ``(slot_name, width, dtype)`` where
+    ``width`` is ``None`` for "as many columns as the table" and ``dtype`` ``None`` for "the
+    table's dtype" — and implement :meth:`step`.
+    """
+
+    name: ClassVar[str] = ""
+    slots: ClassVar[tuple] = ()
+    #: Whether the rule needs a floating-point table.
+    needs_float: ClassVar[bool] = True
+
+    def slot_layout(self, ncols: int, dtype: np.dtype) -> dict[str, tuple[int, np.dtype]]:
+        """Width and dtype of each state array, for a table of ``ncols`` columns and ``dtype``."""
+        return {
+            name: (ncols if width is None else width, dtype if dt is None else np.dtype(dt))
+            for name, width, dt in self.slots
+        }
+
+    def init_slots(self, slots: dict[str, np.ndarray], rows: np.ndarray) -> None:
+        """Set the state of new rows ``rows``; zeros unless a rule says otherwise."""
+        for arr in slots.values():
+            arr[rows] = 0
+
+    def step(self, w: np.ndarray, slots: dict[str, np.ndarray], rows: np.ndarray,
+             g: np.ndarray) -> None:
+        """Apply one update to rows ``rows`` (int64, distinct) of ``w`` given ``g``.
+
+        ``w`` has shape (n_rows, ncols), ``g`` (len(rows), ncols) and ``w``'s dtype.
+        """
+        raise NotImplementedError
+
+    def config(self) -> dict:
+        """JSON-able description (name and hyper-parameters), for checkpoints and reprs."""
+        return {"name": self.name, **asdict(self)}
+
+
+@dataclass(frozen=True)
+class Add(Optimizer):
+    """Plain addition of the pushed values: counts, deltas, sums of gradients (LDA, GBDT)."""
+
+    name: ClassVar[str] = "add"
+    needs_float: ClassVar[bool] = False
+
+    def step(self, w, slots, rows, g):
+        K.add_step(w, rows, g)
+
+
+@dataclass(frozen=True)
+class SGD(Optimizer):
+    """Stochastic gradient descent: ``w -= learning_rate * g``.
+
+    Parameters
+    ----------
+    learning_rate : float, default 0.01
+    """
+
+    learning_rate: float = 0.01
+    name: ClassVar[str] = "sgd"
+
+    def step(self, w, slots, rows, g):
+        K.sgd_step(w, rows, g, self.learning_rate)
+
+
+@dataclass(frozen=True)
+class AdaGrad(Optimizer):
+    """AdaGrad: per-coordinate steps ``learning_rate / sqrt(sum of g²)``.
+
+    Parameters
+    ----------
+    learning_rate : float, default 0.1
+    initial_accumulator_value : float, default 0.0
+        Starting value of the sum of squared gradients.
+    eps : float, default 1e-10
+        Added to the square root to avoid division by zero.
+
+    References
+    ----------
+    Duchi, Hazan & Singer, "Adaptive Subgradient Methods for Online Learning and Stochastic
+    Optimization", JMLR 12, 2011.
+    """
+
+    learning_rate: float = 0.1
+    initial_accumulator_value: float = 0.0
+    eps: float = 1e-10
+    name: ClassVar[str] = "adagrad"
+    slots: ClassVar[tuple] = (("accumulator", None, None),)
+
+    def init_slots(self, slots, rows):
+        slots["accumulator"][rows] = self.initial_accumulator_value
+
+    def step(self, w, slots, rows, g):
+        K.adagrad_step(w, slots["accumulator"], rows, g, self.learning_rate, self.eps)
+
+
+@dataclass(frozen=True)
+class Adam(Optimizer):
+    """Adam with per-row step counts (lazy Adam: untouched rows keep their moments).
+
+    Parameters
+    ----------
+    learning_rate : float, default 0.001
+    beta1, beta2 : float, default 0.9, 0.999
+    eps : float, default 1e-8
+
+    References
+    ----------
+    Kingma & Ba, "Adam: A Method for Stochastic Optimization", ICLR 2015.
+    """
+
+    learning_rate: float = 0.001
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    name: ClassVar[str] = "adam"
+    slots: ClassVar[tuple] = (("m", None, "float64"), ("v", None, "float64"), ("t", 1, "int64"))
+
+    def step(self, w, slots, rows, g):
+        K.adam_step(w, slots["m"], slots["v"], slots["t"], rows, g, self.learning_rate,
+                    self.beta1, self.beta2, self.eps)
+
+
+@dataclass(frozen=True)
+class FTRL(Optimizer):
+    """FTRL-Proximal with L1 and L2 regularisation; pulled weights are the closed-form ``w``.
+
+    Parameters
+    ----------
+    alpha : float, default 0.05
+        Learning-rate scale.
+    beta : float, default 1.0
+        Learning-rate smoothing.
+    l1, l2 : float, default 1.0
+        Regularisation strengths (per coordinate, per step as in the paper).
+
+    References
+    ----------
+    McMahan et al., "Ad Click Prediction: a View from the Trenches", KDD 2013, Algorithm 1.
+    """
+
+    alpha: float = 0.05
+    beta: float = 1.0
+    l1: float = 1.0
+    l2: float = 1.0
+    name: ClassVar[str] = "ftrl"
+    slots: ClassVar[tuple] = (("z", None, "float64"), ("n", None, "float64"))
+
+    def step(self, w, slots, rows, g):
+        K.ftrl_step(w, slots["z"], slots["n"], rows, g, self.alpha, self.beta, self.l1, self.l2)
+
+
+OPTIMIZERS = {cls.name: cls for cls in (Add, SGD, AdaGrad, Adam, FTRL)}
+
+
+def get_optimizer(spec: str | Optimizer | None) -> Optimizer:
+    """An :class:`Optimizer` from an instance, a registered name, or None (plain add).
+
+    Raises
+    ------
+    ValueError
+        For an unknown name; the message lists the valid ones.
+    TypeError
+        For anything that is neither a string nor an Optimizer.
+    """
+    if spec is None:
+        return Add()
+    if isinstance(spec, Optimizer):
+        return spec
+    if isinstance(spec, str):
+        try:
+            return OPTIMIZERS[spec.lower()]()
+        except KeyError:
+            raise ValueError(
+                f"unknown optimizer {spec!r}; valid names are {sorted(OPTIMIZERS)}"
+            ) from None
+    raise TypeError(f"optimizer must be a name or an Optimizer instance, not {type(spec).__name__}")

@@ -1,0 +1,123 @@
+"""Partitioners: which shard holds a key, and where inside it.
+
+A range partitioner cuts the rows of a dense table into contiguous, near-equal blocks; a hash
+partitioner scatters the keys of a sparse table by a 64-bit hash, so that any key space (up to
+2^64 keys) spreads evenly whatever the keys' pattern. Both plan a batch of keys in one numba
+pass (:func:`~dask_ps.state._kernels.plan_keys`): deduplicate, group by shard, remember where
+each caller's key went.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _kernels
+
+__all__ = ["HashPartitioner", "KeyPlan", "RangePartitioner", "make_partitioner"]
+
+
+class KeyPlan(NamedTuple):
+    """Keys of one call, deduplicated and grouped by shard (see :func:`plan_keys`)."""
+
+    local: np.ndarray  # int64 (n_unique,): offsets (range) or keys (hash), grouped by shard
+    offsets: np.ndarray  # int64 (n_shards + 1,)
+    inverse: np.ndarray  # int64 (n,): position in ``local`` of each caller key
+
+    def shard_slice(self, s: int) -> slice:
+        return slice(int(self.offsets[s]), int(self.offsets[s + 1]))
+
+    @property
+    def n_unique(self) -> int:
+        return self.local.shape[0]
+
+
+@dataclass(frozen=True)
+class _Partitioner:
+    n_shards: int
+    hashed: bool = field(init=False)
+    starts: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def plan(self, keys: np.ndarray) -> tuple[KeyPlan, int]:
+        """Plan ``keys`` (int64); returns the plan and the index of the first bad key or -1."""
+        local, offsets, inverse, bad = _kernels.plan_keys(keys, self.starts, self.hashed)
+        return KeyPlan(local, offsets, inverse), int(bad)
+
+
+@dataclass(frozen=True)
+class RangePartitioner(_Partitioner):
+    """Rows ``[starts[s], starts[s + 1])`` on shard ``s``; blocks differ by at most one row.
+
+    Parameters
+    ----------
+    n_shards : int
+    n_rows : int
+        Number of rows of the table.
+    """
+
+    n_rows: int = 0
+
+    def __post_init__(self):
+        object.__setattr__(self, "hashed", False)
+        bounds = np.linspace(0, self.n_rows, self.n_shards + 1).round().astype(np.int64)
+        object.__setattr__(self, "starts", bounds)
+
+    def shard_keys(self, s: int) -> np.ndarray:
+        """Global keys held by shard ``s``, shape (n,), int64."""
+        return np.arange(self.starts[s], self.starts[s + 1], dtype=np.int64)
+
+    def shard_size(self, s: int) -> int:
+        return int(self.starts[s + 1] - self.starts[s])
+
+
+@dataclass(frozen=True)
+class HashPartitioner(_Partitioner):
+    """Key ``k`` on shard ``(splitmix64(k) >> 32) % n_shards``; keys are int64 or uint64 bits.
+
+    Parameters
+    ----------
+    n_shards : int
+    """
+
+    def __post_init__(self):
+        object.__setattr__(self, "hashed", True)
+        object.__setattr__(self, "starts", np.zeros(self.n_shards + 1, np.int64))
+
+
+PARTITIONERS = ("range", "hash")
+
+
+def make_partitioner(kind: str, n_shards: int, n_rows: int | None) -> _Partitioner:
+    """A partitioner by name: "range" (dense tables, needs ``n_rows``) or "hash" (sparse).
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (listing the valid ones) or a range table without a row count.
+    """
+    if kind == "range":
+        if n_rows is None:
+            raise ValueError("a range-partitioned table needs a number of rows")
+        return RangePartitioner(n_shards, n_rows=int(n_rows))
+    if kind == "hash":
+        return HashPartitioner(n_shards)
+    raise ValueError(f"unknown partitioner {kind!r}; valid names are {list(PARTITIONERS)}")
+
+
+_ONE_SHARD = np.zeros(2, np.int64)
+
+
+def merge_duplicates(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sum the rows of ``values`` (n, ncols) whose ``keys`` (n,) repeat.
+
+    Returns the distinct keys in order of first appearance and their sums (n_unique, ncols);
+    rows are added in input order, so the result is deterministic.
+    """
+    local, _, inverse, _ = _kernels.plan_keys(keys, _ONE_SHARD, True)
+    if local.shape[0] == keys.shape[0]:
+        out = np.empty_like(values)
+        out[inverse] = values
+        return local, out
+    return local, _kernels.segment_sum(values, inverse, local.shape[0])

@@ -1,0 +1,236 @@
+"""Tables: what a model holds (:class:`TableSpec`) and one shard's part of it (:class:`TableShard`).
+
+Dense tables store their block of rows as one array. Sparse tables store the keys touched so far
+in an open-addressing hash map (numba) beside growing value arrays, so memory follows the keys
+used, not the key space. Every row is initialised from its own key, so a table's content does
+not depend on how many shards hold it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from numbers import Real
+
+import numpy as np
+
+from . import _kernels
+from .optimizers import Optimizer
+from .partition import RangePartitioner, make_partitioner
+
+__all__ = ["Init", "TableShard", "TableSpec"]
+
+DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "int32", "int64"))
+_KINDS = {"constant": _kernels.INIT_CONSTANT, "uniform": _kernels.INIT_UNIFORM,
+          "normal": _kernels.INIT_NORMAL}
+
+
+@dataclass(frozen=True)
+class Init:
+    """How new rows are filled: a constant, ``uniform(low, high)`` or ``normal(mean, std)``.
+
+    Values are a pure function of (key, column, seed).
+    """
+
+    kind: str = "constant"
+    a: float = 0.0
+    b: float = 0.0
+    seed: int = 0
+
+    @classmethod
+    def parse(cls, init, seed: int = 0) -> "Init":
+        """Read ``"zeros"``, ``"ones"``, a number, ``("uniform", low, high)``,
+        ``("normal", mean, std)`` or an :class:`Init`.
+
+        Raises
+        ------
+        ValueError
+            For anything else, listing the accepted forms.
+        """
+        if isinstance(init, Init):
+            return init
+        if isinstance(init, str) and init in ("zeros", "ones"):
+            return cls("constant", float(init == "ones"), 0.0, seed)
+        if isinstance(init, Real):
+            return cls("constant", float(init), 0.0, seed)
+        if isinstance(init, tuple) and len(init) == 3 and init[0] in ("uniform", "normal"):
+            return cls(init[0], float(init[1]), float(init[2]), seed)
+        raise ValueError(
+            f"init must be 'zeros', 'ones', a number, ('uniform', low, high) or "
+            f"('normal', mean, std); got {init!r}"
+        )
+
+    def fill(self, values: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> None:
+        """Initialise ``values[rows]`` (values 2-D) from the global ``keys`` of those rows."""
+        if self.kind == "constant":
+            values[rows] = self.a
+            return
+        _kernels.init_rows(values, rows, keys, _KINDS[self.kind], self.a, self.b, self.seed)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """Description of a table, shared by the model, its shards and its workers.
+
+    Attributes
+    ----------
+    name : str
+    n_rows : int or None
+        Rows of a dense table; None for a sparse (hash) table, whose keys are any int64.
+    ncols : int
+        Columns per row; 1 for a vector.
+    vector : bool
+        Whether pulls return shape (n,) rather than (n, ncols).
+    dtype : numpy.dtype
+        float32, float64, int32 or int64.
+    partitioner : RangePartitioner or HashPartitioner
+    optimizer : Optimizer
+    init : Init
+    """
+
+    name: str
+    n_rows: int | None
+    ncols: int
+    vector: bool
+    dtype: np.dtype
+    partitioner: object
+    optimizer: Optimizer
+    init: Init
+
+    @classmethod
+    def build(cls, name, shape, dtype, partitioner, optimizer, init, n_shards) -> "TableSpec":
+        """Validate the arguments of :meth:`PSModel.add_table` into a spec.
+
+        Raises
+        ------
+        ValueError
+            Bad shape, dtype, partitioner, or an optimizer that needs floats on an int table.
+        """
+        if isinstance(shape, (int, np.integer)):
+            shape = (int(shape),)
+        shape = tuple(shape)
+        if len(shape) not in (1, 2) or any((s is not None and int(s) < 1) for s in shape):
+            raise ValueError(f"table {name!r}: shape must be (n_rows,) or (n_rows, ncols) "
+                             f"with positive sizes, got {shape}")
+        dtype = np.dtype(dtype)
+        if dtype not in DTYPES:
+            raise ValueError(f"table {name!r}: dtype must be one of "
+                             f"{[str(d) for d in DTYPES]}, got {dtype}")
+        if optimizer.needs_float and dtype.kind != "f":
+            raise ValueError(f"table {name!r}: optimizer {optimizer.name!r} needs a float "
+                             f"dtype, got {dtype}")
+        n_rows = shape[0] if partitioner == "range" else None
+        part = make_partitioner(partitioner, n_shards, n_rows)
+        ncols = 1 if len(shape) == 1 else int(shape[1])
+        return cls(name, n_rows, ncols, len(shape) == 1, dtype, part, optimizer, init)
+
+    @property
+    def sparse(self) -> bool:
+        return self.partitioner.hashed
+
+    @property
+    def row_shape(self) -> tuple[int, ...]:
+        return () if self.vector else (self.ncols,)
+
+
+def _resized(arr: np.ndarray, n: int, keep: int) -> np.ndarray:
+    out = np.empty((n,) + arr.shape[1:], arr.dtype)
+    out[:keep] = arr[:keep]
+    return out
+
+
+class TableShard:
+    """One shard's rows of a table, with the optimizer state beside them.
+
+    Parameters
+    ----------
+    spec : TableSpec
+    shard : int
+        Index of the shard holding it.
+    """
+
+    def __init__(self, spec: TableSpec, shard: int) -> None:
+        self.spec = spec
+        self.shard = shard
+        self._layout = spec.optimizer.slot_layout(spec.ncols, spec.dtype)
+        if spec.sparse:
+            self.n_rows = 0
+            self._keys = np.empty(1024, np.int64)
+            self._slot_key, self._slot_row = _kernels.map_rebuild(self._keys, 0, 2048)
+            capacity = 1024
+        else:
+            part: RangePartitioner = spec.partitioner
+            self.n_rows = capacity = part.shard_size(shard)
+            self.start = int(part.starts[shard])
+        self.values = np.empty((capacity, spec.ncols), spec.dtype)
+        self.slots = {k: np.empty((capacity, w), dt) for k, (w, dt) in self._layout.items()}
+        if not spec.sparse:
+            rows = np.arange(self.n_rows, dtype=np.int64)
+            self._init_rows(rows, rows + self.start)
+
+    def _init_rows(self, rows: np.ndarray, keys: np.ndarray) -> None:
+        self.spec.init.fill(self.values, rows, keys)
+        self.spec.optimizer.init_slots(self.slots, rows)
+
+    def _grow(self, need: int) -> None:
+        """Make room for ``need`` rows in the value arrays and keep the map at most half full."""
+        cap = self.values.shape[0]
+        if need > cap:
+            new = max(need, 2 * cap)
+            self._keys = np.resize(self._keys, new)
+            self.values = _resized(self.values, new, self.n_rows)
+            self.slots = {k: _resized(v, new, self.n_rows) for k, v in self.slots.items()}
+        if 2 * need > self._slot_key.shape[0]:
+            size = self._slot_key.shape[0]
+            while 2 * need > size:
+                size *= 2
+            self._slot_key, self._slot_row = _kernels.map_rebuild(self._keys, self.n_rows, size)
+
+    def rows(self, keys: np.ndarray, create: bool = True) -> np.ndarray:
+        """Rows of ``keys`` (distinct; offsets for dense tables, keys for sparse ones).
+
+        Sparse keys seen for the first time get new rows, initialised, when ``create``;
+        otherwise their row is -1.
+        """
+        if not self.spec.sparse:
+            return keys.astype(np.int64, copy=False)
+        rows = np.empty(keys.shape[0], np.int64)
+        missing = _kernels.map_find(self._slot_key, self._slot_row, keys, rows)
+        if missing and create:
+            first = self.n_rows
+            self._grow(self.n_rows + missing)
+            self.n_rows = _kernels.map_insert(self._slot_key, self._slot_row, keys, rows,
+                                              self.n_rows)
+            new = np.arange(first, self.n_rows, dtype=np.int64)
+            fresh = keys[rows >= first]
+            # map_insert numbers new keys in input order, so rows[rows >= first] == new.
+            self._keys[first: self.n_rows] = fresh
+            self._init_rows(new, fresh)
+        return rows
+
+    def gather(self, keys: np.ndarray) -> np.ndarray:
+        """Values of ``keys``, shape (len(keys), ncols)."""
+        rows = self.rows(keys)
+        out = np.empty((rows.shape[0], self.spec.ncols), self.spec.dtype)
+        _kernels.gather_rows(self.values, rows, out)
+        return out
+
+    def apply(self, keys: np.ndarray, updates: np.ndarray) -> None:
+        """One optimizer step on the rows of ``keys`` (distinct) with ``updates`` (n, ncols)."""
+        rows = self.rows(keys)
+        self.spec.optimizer.step(self.values, self.slots, rows, updates)
+
+    def keys(self) -> np.ndarray:
+        """Global keys held, shape (n_rows,), int64 (ascending for dense tables)."""
+        if self.spec.sparse:
+            return self._keys[: self.n_rows]
+        return np.arange(self.start, self.start + self.n_rows, dtype=np.int64)
+
+    def view(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """(keys, values, slots) of the rows held; arrays are views, valid until the next call."""
+        n = self.n_rows
+        return self.keys(), self.values[:n], {k: v[:n] for k, v in self.slots.items()}
+
+    @property
+    def nbytes(self) -> int:
+        extra = 0 if not self.spec.sparse else self._slot_key.nbytes * 2 + self._keys.nbytes
+        return self.values.nbytes + sum(a.nbytes for a in self.slots.values()) + extra

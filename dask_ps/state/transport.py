@@ -1,0 +1,126 @@
+"""How a process reaches the shards: one coroutine per shard call, on one event loop.
+
+In a Dask worker, calls run on the worker's event loop: a shard living on the same worker is
+called directly (no pickling, no socket), the others through the worker's RPC pool
+(``actor_execute``, the handler Dask's own actor proxies use). On the client, calls go
+through the client's loop. Without any Dask client the shards live in this process, on a
+private event-loop thread, and are called the same way as a same-worker shard.
+
+Every call has a timeout, so a dead shard raises :class:`ShardUnavailableError` instead of
+hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import Future
+from typing import NamedTuple
+
+from distributed.comm.core import CommClosedError
+from distributed.protocol import to_serialize
+
+from ..exceptions import ShardUnavailableError
+
+__all__ = ["ShardRef", "Transport", "local_loop"]
+
+
+class ShardRef(NamedTuple):
+    """Where a shard lives: its index, its worker's address and its actor key (Dask mode)."""
+
+    index: int
+    address: str
+    key: str
+
+
+_local_loop: asyncio.AbstractEventLoop | None = None
+_local_lock = threading.Lock()
+
+
+def local_loop() -> asyncio.AbstractEventLoop:
+    """The event loop that hosts in-process shards (started on first use, daemon thread)."""
+    global _local_loop
+    with _local_lock:
+        if _local_loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="dask-ps-local-shards",
+                             daemon=True).start()
+            _local_loop = loop
+        return _local_loop
+
+
+class Transport:
+    """Runs shard calls for one process.
+
+    Parameters
+    ----------
+    shards : list of ShardRef
+    loop : asyncio.AbstractEventLoop
+        The loop the calls run on.
+    local : dict of int to Shard
+        Shards callable directly (same worker, or in-process mode).
+    rpc : callable or None
+        ``rpc(address)`` gives an object with an ``actor_execute`` coroutine method.
+    timeout : float
+        Seconds before a call is declared failed.
+    """
+
+    def __init__(self, shards, loop, local, rpc, timeout: float) -> None:
+        self.shards = list(shards)
+        self.loop = loop
+        self.local = dict(local)
+        self._rpc = rpc
+        self.timeout = timeout
+
+    async def call(self, s: int, method: str, *args, _timeout: float | None = None, **kwargs):
+        """Call ``method`` of shard ``s``; raises what the shard raised, or
+        :class:`ShardUnavailableError` when it cannot be reached within ``_timeout`` seconds
+        (default: the transport's)."""
+        ref = self.shards[s]
+        timeout = self.timeout if _timeout is None else _timeout
+        try:
+            if s in self.local:
+                return await asyncio.wait_for(getattr(self.local[s], method)(*args, **kwargs),
+                                              timeout)
+            resp = await asyncio.wait_for(
+                self._rpc(ref.address).actor_execute(
+                    actor=ref.key, function=method,
+                    args=[to_serialize(a) for a in args],
+                    kwargs={k: to_serialize(v) for k, v in kwargs.items()}),
+                timeout)
+        except (OSError, CommClosedError) as exc:
+            raise ShardUnavailableError(s, ref.address, f"{method} failed: {exc!r}") from exc
+        except asyncio.TimeoutError:
+            raise ShardUnavailableError(
+                s, ref.address, f"{method} got no answer within {timeout:g} s") from None
+        if resp["status"] == "OK":
+            return resp["result"]
+        raise resp["exception"]
+
+    async def call_all(self, method: str, *args, shards=None, **kwargs) -> list:
+        """The same call on every shard (or ``shards``), concurrently; results in shard order."""
+        shards = range(len(self.shards)) if shards is None else shards
+        return list(await asyncio.gather(*(self.call(s, method, *args, **kwargs)
+                                           for s in shards)))
+
+    def submit(self, coro) -> Future:
+        """Start ``coro`` on the transport's loop from another thread."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro):
+        """Run ``coro`` on the transport's loop and wait for its result.
+
+        Raises
+        ------
+        RuntimeError
+            When called from the loop's own thread, where waiting would deadlock.
+        """
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            coro.close()
+            raise RuntimeError("dask_ps blocking calls cannot run on the event loop that serves "
+                               "them; use the *_async methods from coroutines")
+        return self.submit(coro).result()

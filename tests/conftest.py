@@ -1,0 +1,67 @@
+"""Shared fixtures: real LocalClusters (module-scoped, they take seconds to start) and data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def data_dir() -> Path:
+    """The shared real datasets: ``$DASK_PS_DATA`` or ``../shared/data`` beside the repo."""
+    return Path(os.environ.get("DASK_PS_DATA", REPO.parent / "shared" / "data")).resolve()
+
+
+@pytest.fixture(scope="session")
+def data():
+    path = data_dir()
+    if not path.is_dir():
+        pytest.fail(f"real datasets not found at {path}; set DASK_PS_DATA")
+    return path
+
+
+def _cluster(n_workers: int, threads: int):
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads, processes=True,
+                           dashboard_address=None, worker_dashboard_address=None)
+    client = Client(cluster)
+    return cluster, client
+
+
+@pytest.fixture(scope="module")
+def client2():
+    """2 worker processes x 1 thread."""
+    cluster, client = _cluster(2, 1)
+    yield client
+    client.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def client1():
+    """1 worker process x 1 thread."""
+    cluster, client = _cluster(1, 1)
+    yield client
+    client.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def client1x4():
+    """1 worker process x 4 threads."""
+    cluster, client = _cluster(1, 4)
+    yield client
+    client.close()
+    cluster.close()
+
+
+@pytest.fixture(params=["local", "1x1", "2x1"])
+def any_client(request):
+    """No cluster (in-process shards), and the two cluster shapes of the PS core issue."""
+    if request.param == "local":
+        return "local"
+    return request.getfixturevalue({"1x1": "client1", "2x1": "client2"}[request.param])

@@ -1,0 +1,477 @@
+"""Tests of dask_ps.io.libsvm.read_libsvm (no cluster: dask's synchronous scheduler)."""
+
+from __future__ import annotations
+
+import bz2
+import doctest
+import gzip
+import math
+import os
+import random
+import re
+from pathlib import Path
+
+import dask
+import fsspec
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import dump_svmlight_file, load_svmlight_file, load_svmlight_files
+
+import dask_ps.io.libsvm as libsvm_module
+from dask_ps.io import _libsvm_kernels as K
+from dask_ps.io.libsvm import _Err, _parse, read_libsvm
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(os.environ.get("DASK_PS_DATA", REPO_ROOT / "../shared/data")).resolve()
+
+
+@pytest.fixture(autouse=True)
+def _synchronous():
+    with dask.config.set(scheduler="synchronous"):
+        yield
+
+
+def data_file(rel: str) -> Path:
+    path = DATA / rel
+    if not path.is_file():
+        pytest.fail(f"shared data file {path} is missing; set DASK_PS_DATA to the data folder")
+    return path
+
+
+def assert_same(X, y, X_ref, y_ref):
+    """Equal shape, dtype, stored pattern and values (X_ref may be csr_array or matrix)."""
+    Xc, yc = dask.compute(X, y)
+    assert isinstance(Xc, sp.csr_matrix)
+    X_ref = sp.csr_matrix(X_ref)
+    assert Xc.shape == X_ref.shape
+    assert Xc.dtype == X_ref.dtype
+    assert Xc.has_canonical_format
+    X_ref.sort_indices()
+    np.testing.assert_array_equal(Xc.indptr, X_ref.indptr)
+    np.testing.assert_array_equal(Xc.indices, X_ref.indices)
+    np.testing.assert_array_equal(Xc.data, X_ref.data)
+    assert yc.dtype == np.float64
+    np.testing.assert_array_equal(yc, y_ref)
+
+
+def assert_known_chunks(X, y):
+    assert isinstance(X._meta, sp.csr_matrix)
+    assert not any(math.isnan(c) for c in X.chunks[0])
+    assert X.chunks[0] == y.chunks[0]
+    assert sum(X.chunks[0]) == X.shape[0]
+    assert X.numblocks[1] == 1
+
+
+# --------------------------------------------------------------------------------------
+# Pure-Python twin of the numba kernel, for small inputs.
+
+_NUMBER = re.compile(rb"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\Z")
+
+
+def _twin_number(tok: bytes) -> float | None:
+    if not _NUMBER.match(tok):
+        return None
+    v = float(tok)
+    return v if math.isfinite(v) else None
+
+
+def twin_parse(data: bytes, shift: int, reject_zero: bool, max_raw: int):
+    """Same contract as ``_parse``: an ``_Err``, or (labels, rows of (index, value))."""
+    labels, rows = [], []
+    for lineno, line in enumerate(data.split(b"\n"), 1):
+        toks = line.split(b"#", 1)[0].split()
+        if not toks:
+            continue
+        label = _twin_number(toks[0])
+        if label is None:
+            return _Err(K.E_BAD_LABEL, lineno, toks[0])
+        pairs = toks[1:]
+        if pairs and pairs[0].startswith(b"qid:"):
+            pairs = pairs[1:]
+        row = []
+        for tok in pairs:
+            idx_s, colon, val_s = tok.partition(b":")
+            digits = idx_s[1:] if idx_s.startswith(b"-") else idx_s
+            code = None
+            if not colon:
+                code = K.E_NO_COLON
+            elif not idx_s:
+                code = K.E_EMPTY_INDEX
+            elif not digits or not digits.isdigit():
+                code = K.E_BAD_INDEX
+            elif idx_s.startswith(b"-"):
+                code = K.E_NEG_INDEX
+            elif int(digits) == 0 and reject_zero:
+                code = K.E_ZERO_INDEX
+            elif int(digits) > max_raw:
+                code = K.E_BIG_INDEX
+            elif _twin_number(val_s) is None:
+                code = K.E_BAD_VALUE
+            if code is not None:
+                return _Err(code, lineno, tok)
+            row.append((int(digits) - shift, _twin_number(val_s)))
+        labels.append(label)
+        rows.append(row)
+    return labels, rows
+
+
+GOOD_NUMBERS = [
+    "1", "0", "-0", "+2", "-1", ".5", "5.", "0.1", "1e-3", "1E+30", "1e22", "1e23", "3e37",
+    "9007199254740993", "9007199254740992", "12345678901234567890", "0.30000000000000004",
+    "2.2250738585072014e-308", "4.9e-324", "1e-400", "1.7976931348623157e308", "000123.4500",
+    "0.000000000000000000001234", "123456789e-30", "-7.0E-05", "1.000000000000000000001",
+]
+BAD_VALUES = ["nan", "inf", "-inf", "abc", "1e", "1.2.3", "", "+", ".", "1e999", "0x10", "1_0"]
+BAD_PAIRS = ["7", ":1", "x:1", "1.5:2", "-3:1", "+3:1", "-:1"]
+
+
+def _random_value(rng: random.Random) -> str:
+    kind = rng.random()
+    v = rng.uniform(-1e3, 1e3) * 10.0 ** rng.randint(-30, 30)
+    if kind < 0.3:
+        return rng.choice(GOOD_NUMBERS)
+    if kind < 0.55:
+        return f"{v:.16g}"
+    if kind < 0.75:
+        return repr(v)
+    if kind < 0.9:
+        return f"{v:.6g}"
+    return str(rng.randint(-10, 10))
+
+
+def _random_doc(rng: random.Random, n_lines: int, error: bool) -> bytes:
+    lines = []
+    for _ in range(n_lines):
+        r = rng.random()
+        if r < 0.08:
+            lines.append(rng.choice(["", "   ", "# only a comment", "\t\r"]))
+            continue
+        toks = [rng.choice(["+1", "-1", "0", "3", "1.5", "-2e0", _random_value(rng)])]
+        if rng.random() < 0.1:
+            toks.append(f"qid:{rng.randint(0, 9)}")
+        for _ in range(rng.randint(0, 6)):
+            toks.append(f"{rng.randint(0, 40)}:{_random_value(rng)}")
+        sep = rng.choice([" ", "  ", "\t", " \t "])
+        line = sep.join(toks) + rng.choice(["", " ", "\r", " # c 1:2 x"])
+        lines.append(line)
+    if error and lines:
+        i = rng.randrange(len(lines))
+        kind = rng.random()
+        if kind < 0.4:
+            bad = f"{rng.randint(1, 9)}:{rng.choice(BAD_VALUES)}"
+        elif kind < 0.8:
+            bad = rng.choice(BAD_PAIRS)
+        else:
+            bad = None
+        if bad is None:
+            lines[i] = rng.choice(["abc", "nan", "1e999", "1:1"]) + " 1:1"
+        else:
+            lines[i] = f"1 2:1 {bad} 3:1"
+    text = "\n".join(lines) + rng.choice(["", "\n"])
+    return text.encode()
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_kernel_matches_python_twin(seed):
+    rng = random.Random(seed)
+    doc = _random_doc(rng, rng.randint(0, 12), error=seed % 3 == 0)
+    shift, reject_zero = rng.choice([(0, False), (1, True), (1, False)])
+    max_raw = rng.choice([K.NO_LIMIT, 35, 40])
+    expected = twin_parse(doc, shift, reject_zero, max_raw)
+    got = _parse(doc, shift, reject_zero, max_raw)
+    if isinstance(expected, _Err):
+        assert got == expected, doc
+        return
+    assert not isinstance(got, _Err), (got, doc)
+    labels, rows = expected
+    n, nnz = int(got.info[K.I_ROWS]), int(got.info[K.I_NNZ])
+    assert n == len(rows)
+    np.testing.assert_array_equal(got.labels[:n], labels)
+    assert got.indptr[0] == 0
+    np.testing.assert_array_equal(np.diff(got.indptr[: n + 1]), [len(r) for r in rows])
+    flat = [p for r in rows for p in r]
+    np.testing.assert_array_equal(got.indices[:nnz], [p[0] for p in flat])
+    # Exact: the kernel must agree bit for bit with float().
+    assert got.values[:nnz].tobytes() == np.array([p[1] for p in flat], dtype=np.float64).tobytes()
+    assert got.info[K.I_NEWLINES] == doc.count(b"\n")
+    canonical = all(a[0] < b[0] for r in rows for a, b in zip(r, r[1:]))
+    assert bool(got.info[K.I_CANON]) == canonical
+
+
+def test_every_good_number_is_exact():
+    doc = "\n".join(f"{v} 1:{v}" for v in GOOD_NUMBERS).encode()
+    got = _parse(doc, 1, True, K.NO_LIMIT)
+    want = [float(v) for v in GOOD_NUMBERS]
+    assert got.labels[: len(want)].tobytes() == np.array(want).tobytes()
+    assert got.values[: len(want)].tobytes() == np.array(want).tobytes()
+
+
+# --------------------------------------------------------------------------------------
+# Round trips through sklearn's writer and reader.
+
+
+def _random_problem(seed, n_rows=300, n_cols=25, empty_last_col=False):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n_rows, n_cols, density=0.2, format="csr", random_state=rng)
+    X.data = (X.data - 0.5) * 10.0 ** rng.integers(-5, 5, X.nnz)
+    if empty_last_col:
+        X = X.tolil()
+        X[:, n_cols - 1] = 0
+        X = X.tocsr()
+        X.eliminate_zeros()
+    y = rng.choice([-1.0, 1.0], n_rows)
+    return X, y
+
+
+@pytest.mark.parametrize("zero_based", [True, False])
+@pytest.mark.parametrize("empty_last_col", [False, True])
+@pytest.mark.parametrize("give_n_features", [False, True])
+def test_round_trip_dump_svmlight_file(tmp_path, zero_based, empty_last_col, give_n_features):
+    X, y = _random_problem(7, empty_last_col=empty_last_col)
+    path = tmp_path / "data.svm"
+    dump_svmlight_file(X, y, str(path), zero_based=zero_based)
+    n_features = X.shape[1] if give_n_features else None
+    n_chunks = []
+    for blocksize in [64, 1024, "1MiB", None]:
+        dtypes = [np.float64] if blocksize == 64 else [np.float32, np.float64]
+        for dtype in dtypes:  # float32 is float64 rounded once more, as in sklearn
+            for zb in [zero_based, "auto"]:
+                Xd, yd = read_libsvm(
+                    path, n_features=n_features, zero_based=zb, blocksize=blocksize, dtype=dtype
+                )
+                X_ref, y_ref = load_svmlight_file(
+                    path, n_features=n_features, zero_based=zero_based, dtype=dtype
+                )
+                assert_known_chunks(Xd, yd)
+                assert_same(Xd, yd, X_ref, y_ref)
+                expected_cols = X.shape[1] - (empty_last_col and not give_n_features)
+                assert Xd.shape == (X.shape[0], expected_cols)
+        n_chunks.append(Xd.numblocks[0])
+        # %.16g is not always round-trip exact, but it is within a rounding error.
+        np.testing.assert_allclose(Xd.compute().toarray()[:, : X.shape[1]],
+                                   X.toarray()[:, : expected_cols], rtol=1e-15)
+    assert n_chunks[0] > n_chunks[1] > n_chunks[2] == n_chunks[3] == 1
+
+
+def test_tiny_blocks_and_long_lines(tmp_path):
+    # Lines far longer than the block size leave empty blocks, which add no chunk.
+    X, y = _random_problem(3, n_rows=40, n_cols=200)
+    path = tmp_path / "long.svm"
+    dump_svmlight_file(X, y, str(path))
+    Xd, yd = read_libsvm(path, blocksize=16)
+    assert_known_chunks(Xd, yd)
+    assert all(c > 0 for c in Xd.chunks[0])
+    assert_same(Xd, yd, *load_svmlight_file(path, dtype=np.float32))
+
+
+def test_format_details_against_sklearn(tmp_path):
+    text = (
+        b"# header comment\r\n"
+        b"\r\n"
+        b"1 qid:3 1:0.5 4:1e-3   # trailing comment 9:9\r\n"
+        b"-1\t2:7 3:-2.5e+1 \r\n"
+        b"   \n"
+        b"0 5:0\n"            # explicit zero is stored, like sklearn
+        b"2 1:1 2:2 3:3 4:4 5:5"  # no final newline
+    )
+    path = tmp_path / "details.svm"
+    path.write_bytes(text)
+    for blocksize in [8, 32, None]:
+        Xd, yd = read_libsvm(path, blocksize=blocksize, dtype=np.float64)
+        assert_same(Xd, yd, *load_svmlight_file(path))
+    assert Xd.compute().nnz == 10
+
+
+def test_unsorted_and_duplicate_indices(tmp_path):
+    path = tmp_path / "dup.svm"
+    path.write_bytes(b"1 3:1 1:2 3:0.5\n-1 2:1 2:1 2:1\n1 4:1 2:1\n")
+    Xd, yd = read_libsvm(path, blocksize=12)
+    Xc = Xd.compute()
+    assert Xc.has_canonical_format
+    np.testing.assert_array_equal(
+        Xc.toarray(), [[2, 0, 1.5, 0], [0, 3, 0, 0], [0, 1, 0, 1]]
+    )
+    np.testing.assert_array_equal(Xc.indptr, [0, 2, 3, 5])
+
+
+def test_base_is_decided_for_the_whole_input(tmp_path):
+    # Index 0 appears only in the last block of the second file: every block is zero-based.
+    a, b = tmp_path / "a.svm", tmp_path / "b.svm"
+    a.write_bytes(b"".join(b"1 1:1 %d:2\n" % (i % 9 + 2) for i in range(50)))
+    b.write_bytes(b"".join(b"-1 3:1\n" for _ in range(50)) + b"1 0:4 2:1\n")
+    Xd, yd = read_libsvm([a, b], blocksize=64)
+    assert Xd.numblocks[0] > 4
+    assert_same(Xd, yd, *_sklearn_concat(load_svmlight_files([a, b], dtype=np.float32)))
+    assert Xd.shape == (101, 11)
+    Xd, _ = read_libsvm(a, blocksize=64)  # alone, a is one-based
+    assert Xd.shape == (50, 10)
+    np.testing.assert_array_equal(Xd.compute()[:, 0].toarray().ravel(), np.ones(50))
+
+
+def _sklearn_concat(parts):
+    Xs, ys = parts[0::2], parts[1::2]
+    return sp.vstack(Xs, format="csr"), np.concatenate(ys)
+
+
+def test_empty_file(tmp_path):
+    path = tmp_path / "empty.svm"
+    path.write_bytes(b"")
+    X, y = read_libsvm(path)
+    assert X.shape == (0, 0) and y.shape == (0,)
+    X, y = read_libsvm(path, n_features=5)
+    assert X.compute().shape == (0, 5)
+
+
+# --------------------------------------------------------------------------------------
+# Real data.
+
+
+def test_a9a_matches_sklearn():
+    path = data_file("lr_a9a/a9a")
+    X_ref, y_ref = load_svmlight_file(path, dtype=np.float32)
+    for blocksize in ["32MiB", "256KiB"]:
+        X, y = read_libsvm(path, blocksize=blocksize)
+        assert X.shape == (32_561, 123)
+        assert X.dtype == np.float32
+        assert_known_chunks(X, y)
+        assert_same(X, y, X_ref, y_ref)
+        assert X.compute().nnz == 451_592
+    assert X.numblocks[0] == 9  # 2.3 MB in 256 KiB blocks
+    assert set(np.unique(y.compute())) == {-1.0, 1.0}
+
+
+def test_reuters_bz2_matches_sklearn():
+    path = data_file("lr_reuters_moneyfx/reuters.trn.bz2")
+    X, y = read_libsvm(path, n_features=8315, blocksize=1024, dtype=np.float64)
+    assert X.numblocks[0] == 1  # a bz2 stream is one block
+    assert X.shape == (7770, 8315)
+    assert_same(X, y, *load_svmlight_file(path, n_features=8315))
+
+
+# --------------------------------------------------------------------------------------
+# Errors name the file, the line (counted across blocks) and the token.
+
+GOOD_LINE = b"-1 1:0.25 3:1 7:2.5e-1 11:3\n"
+
+
+def _file_with_bad_line(tmp_path, bad: bytes, lineno: int, n_lines: int = 400) -> Path:
+    lines = [GOOD_LINE] * n_lines
+    lines[lineno - 1] = bad + b"\n"
+    path = tmp_path / "broken.svm"
+    path.write_bytes(b"".join(lines))
+    return path
+
+
+ERROR_CASES = [
+    # (bad line, read_libsvm kwargs, token expected in the message, words expected)
+    (b"1 1:1 3x1 5:1", {}, "3x1", "malformed pair"),
+    (b"1 :1", {}, ":1", "empty feature index"),
+    (b"1 a:1", {}, "a:1", "not an integer"),
+    (b"1 2:nan", {}, "2:nan", "not a finite number"),
+    (b"1 2:inf", {}, "2:inf", "not a finite number"),
+    (b"1 2:1e999", {}, "2:1e999", "not a finite number"),
+    (b"1 2:abc", {}, "2:abc", "not a finite number"),
+    (b"pos 1:1", {}, "pos", "label"),
+    (b"1 -4:1", {}, "-4:1", "negative"),
+    (b"1 13:1", {"n_features": 12}, "13:1", "n_features=12"),
+    (b"1 12:1", {"n_features": 12, "zero_based": True}, "12:1", "n_features=12"),
+    (b"1 0:1", {"zero_based": False}, "0:1", "index 0"),
+]
+
+
+@pytest.mark.parametrize("lineno", [3, 190, 371])
+@pytest.mark.parametrize(("bad", "kwargs", "token", "words"), ERROR_CASES)
+def test_error_names_file_line_and_token(tmp_path, bad, kwargs, token, words, lineno):
+    path = _file_with_bad_line(tmp_path, bad, lineno)
+    blocksize = 2048
+    block_of_line = (lineno - 1) * len(GOOD_LINE) // blocksize
+    assert block_of_line == {3: 0, 190: 2, 371: 5}[lineno]  # 1st, 3rd and 6th block
+    with pytest.raises(ValueError) as info:
+        read_libsvm(path, blocksize=blocksize, **kwargs)
+    msg = str(info.value)
+    assert "broken.svm" in msg and f"line {lineno}:" in msg and repr(token) in msg, msg
+    assert words in msg, msg
+
+
+def test_error_auto_base_index_beyond_n_features(tmp_path):
+    # 12 is fine one-based with n_features=12, but index 0 later makes the input zero-based.
+    path = _file_with_bad_line(tmp_path, b"1 12:1", 150)
+    text = path.read_bytes() + b"1 0:1\n"
+    path.write_bytes(text)
+    expected = r"broken\.svm, line 150: .*n_features=12 \(zero-based\): '12:1'"
+    with pytest.raises(ValueError, match=expected):
+        read_libsvm(path, n_features=12, blocksize=1024)
+    X, _ = read_libsvm(path, n_features=13, blocksize=1024)
+    assert X.shape == (401, 13)
+
+
+def test_error_line_numbers_restart_per_file(tmp_path):
+    good = tmp_path / "a_good.svm"
+    good.write_bytes(GOOD_LINE * 100)
+    bad = tmp_path / "b_bad.svm"
+    bad.write_bytes(GOOD_LINE * 60 + b"1 5:x\n")
+    with pytest.raises(ValueError, match=r"b_bad\.svm, line 61: .*'5:x'"):
+        read_libsvm(str(tmp_path / "*.svm"), blocksize=256)
+
+
+def test_bad_arguments(tmp_path):
+    path = tmp_path / "ok.svm"
+    path.write_bytes(GOOD_LINE)
+    with pytest.raises(ValueError, match="zero_based"):
+        read_libsvm(path, zero_based="yes")
+    with pytest.raises(ValueError, match="n_features"):
+        read_libsvm(path, n_features=-1)
+    with pytest.raises(FileNotFoundError):
+        read_libsvm(str(tmp_path / "*.nothing"))
+
+
+# --------------------------------------------------------------------------------------
+# File systems, globs, compression.
+
+
+def test_memory_filesystem():
+    X, y = _random_problem(11, n_rows=120)
+    fs = fsspec.filesystem("memory")
+    with fs.open("/libsvm-test/data.svm", "wb") as f:
+        dump_svmlight_file(X, y, f)
+    try:
+        Xd, yd = read_libsvm("memory://libsvm-test/data.svm", blocksize=500)
+        with fs.open("/libsvm-test/data.svm", "rb") as f:
+            X_ref, y_ref = load_svmlight_file(f, dtype=np.float32)
+        assert Xd.numblocks[0] > 1
+        assert_same(Xd, yd, X_ref, y_ref)
+    finally:
+        fs.rm("/libsvm-test", recursive=True)
+
+
+def test_glob_concatenates_in_sorted_order(tmp_path):
+    (tmp_path / "part-2.svm").write_bytes(b"2 1:2\n2 2:2\n")  # written first, sorts last
+    (tmp_path / "part-1.svm").write_bytes(b"1 1:1\n")
+    (tmp_path / "other.txt").write_bytes(b"junk")
+    X, y = read_libsvm(str(tmp_path / "part-*.svm"), blocksize=4)
+    np.testing.assert_array_equal(y.compute(), [1, 2, 2])
+    np.testing.assert_array_equal(X.compute().toarray(), [[1, 0], [2, 0], [0, 2]])
+
+
+@pytest.mark.parametrize(("suffix", "opener"), [(".gz", gzip.open), (".bz2", bz2.open)])
+def test_compressed_files(tmp_path, suffix, opener):
+    X, y = _random_problem(5)
+    plain = tmp_path / "data.svm"
+    dump_svmlight_file(X, y, str(plain))
+    packed = tmp_path / f"data.svm{suffix}"
+    with opener(packed, "wb") as f:
+        f.write(plain.read_bytes())
+    Xd, yd = read_libsvm(packed, blocksize=64)
+    assert Xd.numblocks[0] == 1
+    assert_same(Xd, yd, *load_svmlight_file(plain, dtype=np.float32))
+    # compression=None must not decompress; gzip bytes are not LIBSVM text.
+    with pytest.raises(ValueError):
+        read_libsvm(packed, compression=None)
+    Xd, yd = read_libsvm(str(tmp_path / "data.svm*"), blocksize=1024)
+    assert Xd.shape == (2 * X.shape[0], X.shape[1])
+
+
+def test_docstring_examples():
+    result = doctest.testmod(libsvm_module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0

@@ -1,0 +1,85 @@
+"""BSP, SSP and ASP: the staleness bound is enforced, measured on real clusters."""
+
+import time
+
+import numpy as np
+import pytest
+
+import dask_ps
+from dask_ps.state.consistency import SSP, ClockTable, get_consistency
+
+pytestmark = pytest.mark.timeout(180)
+N_CLOCKS = 30
+
+
+def clock_task(ps, item):
+    """Each task adds 1 to its own row at every clock and records the gap it sees.
+
+    A pull at clock c under SSP(s) must see every update up to clock c - s - 1, so the row of
+    every task must read at least c - s: the gap c - min(row) is at most s.
+    """
+    index, n_tasks, delay = item
+    gaps, waits = [], []
+    for _ in range(N_CLOCKS):
+        t0 = time.perf_counter()
+        seen = ps.pull("clocks", np.arange(n_tasks))
+        waits.append(time.perf_counter() - t0)
+        gaps.append(ps.current_clock - int(seen.min()))
+        time.sleep(delay)
+        ps.push("clocks", [index], [1])
+        ps.clock()
+    return max(gaps), sum(waits)
+
+
+def run_clocks(client, consistency, staleness=None):
+    # task 0 is fast, task 1 is slow (20 ms per clock): the fast one runs ahead if allowed
+    items = [(0, 2, 0.0), (1, 2, 0.02)]
+    with dask_ps.PSModel(client) as model:
+        model.add_table("clocks", shape=(2,), dtype="int64")
+        out = model.run(clock_task, items, consistency=consistency, staleness=staleness)
+        assert model.pull("clocks").tolist() == [N_CLOCKS, N_CLOCKS]
+    return out
+
+
+@pytest.mark.parametrize("staleness", [1, 3])
+def test_ssp_bound_is_never_exceeded(client2, staleness):
+    (gap_fast, _), (gap_slow, _) = run_clocks(client2, "ssp", staleness)
+    assert gap_fast <= staleness and gap_slow <= staleness
+    assert gap_fast == staleness  # the fast task did run ahead up to the bound
+
+
+def test_bsp_behaves_as_staleness_zero(client2):
+    (gap_fast, wait_fast), (gap_slow, _) = run_clocks(client2, "bsp")
+    assert gap_fast == 0 and gap_slow == 0
+    assert wait_fast > 0.5 * N_CLOCKS * 0.02  # the fast task waited for the slow one
+
+
+def test_asp_never_waits(client2):
+    (gap_fast, wait_fast), _ = run_clocks(client2, "asp")
+    assert gap_fast > 3  # ran far ahead of the slow task
+    assert wait_fast < 0.25 * N_CLOCKS * 0.02
+
+
+def test_ssp_bound_in_process_threads():
+    (gap_fast, _), (gap_slow, _) = run_clocks("local", "ssp", 2)
+    assert gap_fast <= 2 and gap_slow <= 2
+
+
+def test_clock_table_rules():
+    table = ClockTable(3, SSP(2))
+    assert table.ready(2) and not table.ready(3)
+    assert not table.advance(0, 1)  # participants 1 and 2 still at 0
+    table.advance(1, 1)
+    assert table.advance(2, 4) and table.min_clock == 1 and table.ready(3)
+    with pytest.raises(ValueError, match="went back"):
+        table.advance(2, 3)
+
+
+def test_consistency_names():
+    assert get_consistency("bsp").staleness == 0
+    assert get_consistency("ssp", 4).staleness == 4
+    assert get_consistency("asp").staleness is None
+    with pytest.raises(ValueError, match="valid names are"):
+        get_consistency("eventual")
+    with pytest.raises(ValueError, match="non-negative"):
+        SSP(-1)

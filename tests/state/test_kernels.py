@@ -1,0 +1,89 @@
+"""Numba kernels against pure-Python twins."""
+
+import numpy as np
+import pytest
+
+from dask_ps.state import _kernels as K
+from dask_ps.state.partition import HashPartitioner, RangePartitioner, merge_duplicates
+
+
+def plan_keys_py(keys, starts, hashed):
+    """Slow twin of :func:`plan_keys`: same grouping, first-appearance order inside a shard."""
+    n_shards = len(starts) - 1
+    uniq = list(dict.fromkeys(keys.tolist()))
+    if hashed:
+        shard = [int(K.hash_shard(np.array([k]), n_shards)[0]) for k in uniq]
+    else:
+        shard = [int(np.searchsorted(starts, k, side="right") - 1) for k in uniq]
+    groups = [[k for k, s in zip(uniq, shard) if s == t] for t in range(n_shards)]
+    local = [k if hashed else k - starts[t] for t in range(n_shards) for k in groups[t]]
+    order = [k for t in range(n_shards) for k in groups[t]]
+    offsets = np.cumsum([0] + [len(g) for g in groups])
+    inverse = [order.index(k) for k in keys.tolist()]
+    return np.array(local, np.int64), offsets, np.array(inverse, np.int64)
+
+
+@pytest.mark.parametrize("hashed", [False, True])
+@pytest.mark.parametrize("n_shards", [1, 3])
+def test_plan_keys_matches_python_twin(hashed, n_shards):
+    rng = np.random.default_rng(0)
+    keys = rng.integers(0, 50, 200)
+    part = HashPartitioner(n_shards) if hashed else RangePartitioner(n_shards, n_rows=50)
+    (local, offsets, inverse), bad = part.plan(keys)
+    want = plan_keys_py(keys, part.starts, hashed)
+    assert bad == -1
+    np.testing.assert_array_equal(local, want[0])
+    np.testing.assert_array_equal(offsets, want[1])
+    np.testing.assert_array_equal(inverse, want[2])
+    # reconstructs the keys
+    glob = local.copy()
+    if not hashed:
+        for s in range(n_shards):
+            glob[offsets[s]:offsets[s + 1]] += part.starts[s]
+    np.testing.assert_array_equal(glob[inverse], keys)
+
+
+def test_plan_keys_reports_first_bad_key():
+    part = RangePartitioner(2, n_rows=10)
+    _, bad = part.plan(np.array([3, 9, 10, -1]))
+    assert bad == 2
+
+
+def test_hash_partition_is_balanced_for_patterned_keys():
+    keys = np.arange(0, 2**20, 1024, dtype=np.int64) << 20  # strided, high bits only
+    counts = np.bincount(K.hash_shard(keys, 4), minlength=4)
+    assert counts.min() > 0.2 * len(keys)
+
+
+def test_map_insert_find_and_rebuild():
+    cap = 64
+    slot_key, slot_row = K.map_rebuild(np.empty(0, np.int64), 0, cap)
+    keys = np.array([5, -3, 2**62, 7], np.int64)
+    rows = np.empty(4, np.int64)
+    assert K.map_find(slot_key, slot_row, keys, rows) == 4
+    n = K.map_insert(slot_key, slot_row, keys, rows, 0)
+    assert n == 4 and rows.tolist() == [0, 1, 2, 3]
+    big_key, big_row = K.map_rebuild(keys, 4, 128)
+    again = np.empty(5, np.int64)
+    K.map_find(big_key, big_row, np.array([7, 5, 8, 2**62, -3]), again)
+    assert again.tolist() == [3, 0, -1, 2, 1]
+
+
+def test_init_rows_depends_on_key_only():
+    a = np.zeros((3, 4))
+    b = np.zeros((5, 4))
+    K.init_rows(a, np.arange(3), np.array([10, 11, 12]), K.INIT_NORMAL, 0.0, 1.0, 7)
+    K.init_rows(b, np.array([4, 0]), np.array([12, 10]), K.INIT_NORMAL, 0.0, 1.0, 7)
+    np.testing.assert_array_equal(a[2], b[4])
+    np.testing.assert_array_equal(a[0], b[0])
+    big = np.zeros((20000, 1))
+    K.init_rows(big, np.arange(20000), np.arange(20000), K.INIT_NORMAL, 1.0, 2.0, 0)
+    assert abs(big.mean() - 1.0) < 0.05 and abs(big.std() - 2.0) < 0.05
+
+
+def test_merge_duplicates_sums_in_order():
+    keys = np.array([4, 1, 4, 9, 1])
+    vals = np.arange(10, dtype=np.float64).reshape(5, 2)
+    k, v = merge_duplicates(keys, vals)
+    assert k.tolist() == [4, 1, 9]
+    np.testing.assert_array_equal(v, [[0 + 4, 1 + 5], [2 + 8, 3 + 9], [6, 7]])

@@ -1,0 +1,220 @@
+"""PSModel on real LocalClusters and in-process: pull/push, jobs, server-side functions, errors."""
+
+import operator
+
+import numpy as np
+import pytest
+
+import dask_ps
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.mark.parametrize("partitioner", ["range", "hash"])
+@pytest.mark.parametrize("ncols", [None, 3])
+def test_pull_returns_what_was_pushed(partitioner, ncols, any_client):
+    n = 1000
+    shape = (n,) if ncols is None else (n, ncols)
+    rng = np.random.default_rng(0)
+    keys = rng.integers(0, n, 5000)  # repeats, unsorted, over every shard
+    if partitioner == "hash":
+        keys = keys * 7919 + 2**41
+    upd = rng.normal(size=(5000,) if ncols is None else (5000, ncols))
+    with dask_ps.PSModel(any_client, n_shards=3) as model:
+        model.add_table("t", shape=shape, dtype="float64", partitioner=partitioner)
+        model.push("t", keys, upd)
+        probe = np.concatenate([keys[::-1], keys[:10]])
+        got = model.pull("t", probe)
+        uniq, inv = np.unique(keys, return_inverse=True)
+        want = np.zeros((len(uniq),) + shape[1:])
+        np.add.at(want, inv, upd)
+        lookup = dict(zip(uniq.tolist(), range(len(uniq))))
+        np.testing.assert_allclose(got, want[[lookup[k] for k in probe.tolist()]], rtol=1e-12)
+        assert got.shape == (len(probe),) + shape[1:]
+        if partitioner == "hash":
+            assert model.table("t").n_keys == len(uniq)
+
+
+def count_task(ps, seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(2000):
+        keys = rng.integers(0, 500, 3)
+        ps.push("counts", keys, np.ones(3, np.int64))
+        ps.clock()
+    return seed
+
+
+def expected_counts(seeds):
+    want = np.zeros(500, np.int64)
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        for _ in range(2000):
+            np.add.at(want, rng.integers(0, 500, 3), 1)
+    return want
+
+
+@pytest.mark.parametrize("n_shards", [1, 2, 3])
+def test_bsp_counts_are_exact(any_client, n_shards):
+    """4 tasks x 2,000 pushes of +1 to random keys under BSP."""
+    with dask_ps.PSModel(any_client, n_shards=n_shards) as model:
+        model.add_table("counts", shape=(500,), dtype="int64")
+        assert model.run(count_task, range(4), consistency="bsp") == [0, 1, 2, 3]
+        np.testing.assert_array_equal(model.pull("counts"), expected_counts(range(4)))
+
+
+def test_sparse_counts_exact_under_asp(client2):
+    with dask_ps.PSModel(client2) as model:
+        model.add_table("counts", shape=(None,), dtype="int64", partitioner="hash")
+        model.run(sparse_count_task, range(4), consistency="asp")
+        keys, counts = model.table("counts").to_numpy()
+        want = expected_counts(range(4))
+        np.testing.assert_array_equal(keys, np.flatnonzero(want) * 2**33)
+        np.testing.assert_array_equal(counts, want[want > 0])
+
+
+def sparse_count_task(ps, seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(2000):
+        keys = rng.integers(0, 500, 3)
+        ps.push("counts", keys * 2**33, np.ones(3, np.int64))
+        ps.clock()
+
+
+def same_keys_task(ps, n_clocks):
+    keys = np.arange(0, 1000, 3)
+    for _ in range(n_clocks):
+        ps.pull("w", keys)
+        ps.push("w", keys, np.ones(len(keys)))
+        ps.clock()
+    return ps.current_clock
+
+
+@pytest.mark.parametrize("consistency", ["bsp", "ssp"])
+def test_threads_of_a_process_share_one_pull_per_shard_per_clock(client1x4, consistency):
+    n_clocks = 20
+    with dask_ps.PSModel(client1x4, n_shards=2) as model:
+        model.add_table("w", shape=(1000,))
+        before = model.stats()
+        model.run(same_keys_task, [n_clocks] * 4, consistency=consistency, staleness=0
+                  if consistency == "bsp" else 2)
+        after = model.stats()
+        for b, a in zip(before, after):
+            assert a["pull_calls"] - b["pull_calls"] <= n_clocks  # 4 threads, not 4 x
+            assert a["push_calls"] - b["push_calls"] == n_clocks
+        np.testing.assert_array_equal(model.pull("w", np.arange(0, 1000, 3)), 4 * n_clocks)
+
+
+def test_server_side_reduce_equals_numpy(any_client):
+    with dask_ps.PSModel(any_client, n_shards=3) as model:
+        t = model.add_table("w", shape=(10007, 2), dtype="float64", init=("normal", 0, 1),
+                            seed=3)
+        sq = t.reduce(lambda k, v, s: float((v ** 2).sum()), operator.add)
+        full = model.pull("w")
+        assert np.isclose(np.sqrt(sq), np.linalg.norm(full), rtol=1e-12)
+        top = t.reduce(lambda k, v, s: [(float(v[i, 0]), int(k[i])) for i in
+                                        np.argsort(v[:, 0])[-3:]], operator.add)
+        assert sorted(top)[-3:] == sorted((float(full[i, 0]), i)
+                                          for i in np.argsort(full[:, 0])[-3:])
+        # a function may update the shard in place, next to its data
+        t.map(lambda k, v, s: v.__imul__(2.0))
+        np.testing.assert_allclose(model.pull("w"), 2 * full)
+
+
+def test_initialisation_is_independent_of_shard_count(any_client):
+    tables = []
+    for n_shards in (1, 4):
+        with dask_ps.PSModel(any_client, n_shards=n_shards) as model:
+            model.add_table("d", shape=(100, 2), init=("uniform", -1, 1), seed=5)
+            model.add_table("s", shape=(None, 2), partitioner="hash", init=("normal", 0, 0.1),
+                            seed=5)
+            tables.append((model.pull("d"), model.pull("s", [3, 2**62, -9])))
+    np.testing.assert_array_equal(tables[0][0], tables[1][0])
+    np.testing.assert_array_equal(tables[0][1], tables[1][1])
+
+
+def sgd_task(ps, seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(30):
+        keys = rng.integers(0, 200, 50)
+        w = ps.pull("w", keys)
+        ps.push("w", keys, w - 1.0)  # gradient of (w - 1)^2 / 2
+        ps.clock()
+
+
+def test_bsp_results_identical_in_process_and_on_cluster(client2):
+    finals = []
+    for client in ("local", client2):
+        with dask_ps.PSModel(client, n_shards=2) as model:
+            model.add_table("w", shape=(200,), dtype="float64", optimizer="adagrad")
+            model.run(sgd_task, [0, 1], consistency="bsp")
+            finals.append(model.pull("w"))
+    np.testing.assert_allclose(finals[0], finals[1], rtol=1e-12)
+    assert np.abs(finals[0]).sum() > 0
+
+
+# -- errors --------------------------------------------------------------------------------
+
+def test_errors_name_table_key_and_shape(any_client):
+    with dask_ps.PSModel(any_client, n_shards=2) as model:
+        model.add_table("w", shape=(10, 2))
+        model.add_table("c", shape=(10,), dtype="int32")
+        with pytest.raises(dask_ps.UnknownTableError, match="unknown table 'v'.*\\['c', 'w'\\]"):
+            model.pull("v", [1])
+        with pytest.raises(IndexError, match="table 'w': key 10 at position 1 .*\\[0, 10\\)"):
+            model.pull("w", [3, 10])
+        with pytest.raises(IndexError, match="table 'w': key -1 at position 0"):
+            model.push("w", [-1], np.zeros((1, 2)))
+        with pytest.raises(ValueError, match="table 'w': updates for 2 keys must have shape "
+                                             "\\(2, 2\\), got \\(2,\\)"):
+            model.push("w", [1, 2], np.zeros(2))
+        with pytest.raises(TypeError, match="table 'c' holds int32: updates must be integers"):
+            model.push("c", [1], [0.5])
+        with pytest.raises(TypeError, match="table 'w': keys must be integers"):
+            model.pull("w", [0.5])
+        with pytest.raises(ValueError, match="already has a table 'w'"):
+            model.add_table("w", shape=(3,))
+    with pytest.raises(dask_ps.ClosedModelError):
+        model.pull("w", [1])
+
+
+def failing_task(ps, item):
+    if item == 1:
+        raise ZeroDivisionError("task 1 failed")
+    for _ in range(5):
+        ps.pull("w", [0])
+        ps.clock()
+
+
+def test_failed_task_ends_the_job_without_hanging(any_client):
+    with dask_ps.PSModel(any_client, timeout=30) as model:
+        model.add_table("w", shape=(4,))
+        items = [0, 1, 2]  # tasks 0 and 2 wait at the barrier of clock 1 when task 1 fails
+        with pytest.raises(ZeroDivisionError, match="task 1 failed"):
+            model.run(failing_task, items)
+        assert model.pull("w", [0]).tolist() == [0.0]  # the model is still usable
+
+
+@pytest.mark.timeout(90)
+def test_dedicated_ps_workers():
+    from distributed import Client, Nanny, Scheduler, SpecCluster
+
+    workers = {"ps": {"cls": Nanny, "options": {"nthreads": 1, "resources": {"ps": 1}}},
+               "compute": {"cls": Nanny, "options": {"nthreads": 1}}}
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": None}}
+    with SpecCluster(workers=workers, scheduler=scheduler) as cluster, Client(cluster) as client:
+        client.wait_for_workers(2)
+        ps_worker = [a for a, w in client.scheduler_info()["workers"].items()
+                     if w["resources"].get("ps")]
+        with dask_ps.PSModel(client, resources="ps") as model:
+            assert [s.address for s in model.shards] == ps_worker
+            model.add_table("c", shape=(10,), dtype="int64")
+            model.run(count_task_small, range(3))
+            assert model.pull("c").sum() == 3 * 5
+        with pytest.raises(ValueError, match="no worker offers resource 'gpu'"):
+            dask_ps.PSModel(client, resources="gpu")
+
+
+def count_task_small(ps, seed):
+    for _ in range(5):
+        ps.push("c", [seed], [1])
+        ps.clock()
