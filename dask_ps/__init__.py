@@ -1,7 +1,6 @@
 """dask_ps: a parameter server on Dask for machine learning on huge, sparse data."""
 
-from .exceptions import (ClosedModelError, ShardUnavailableError, StalenessDeadlockError,
-                         UnknownTableError)
+from .exceptions import ClosedModelError, ShardUnavailableError, UnknownTableError
 from .model import PSModel, Table
 from .state import (ASP, BSP, FTRL, SGD, SSP, AdaGrad, Adam, Add, Consistency, Init, Optimizer,
                     WorkerView)
@@ -10,4 +9,4 @@ __version__ = "0.1.0.dev0"
 
 __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "ClosedModelError",
            "Consistency", "Init", "Optimizer", "PSModel", "ShardUnavailableError",
-           "StalenessDeadlockError", "Table", "UnknownTableError", "WorkerView", "__version__"]
+           "Table", "UnknownTableError", "WorkerView", "__version__"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 __all__ = [
     "ClosedModelError",
     "ShardUnavailableError",
-    "StalenessDeadlockError",
     "UnknownTableError",
 ]
 
@@ -55,10 +54,3 @@ class ShardUnavailableError(OSError):
         self.shard = shard
         self.address = address
         super().__init__(f"shard {shard} on {address} is unavailable: {detail}")
-
-
-class StalenessDeadlockError(RuntimeError):
-    """A pull that can never be served: the clocks it waits for cannot advance.
-
-    Raised in the in-process mode (no Dask client), where waiting would hang forever.
-    """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import numbers
 import threading
 import uuid
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor
@@ -92,8 +93,19 @@ class PSModel:
 
     def __init__(self, client=None, n_shards: int | None = None, *, resources: str | None = None,
                  timeout: float = DEFAULT_TIMEOUT) -> None:
-        if n_shards is not None and int(n_shards) < 1:
-            raise ValueError(f"n_shards must be at least 1, got {n_shards}")
+        if n_shards is not None and (not isinstance(n_shards, numbers.Integral)
+                                     or isinstance(n_shards, bool) or n_shards < 1):
+            raise ValueError(f"n_shards must be a positive integer, got {n_shards!r}")
+        if not (isinstance(timeout, numbers.Real) and timeout > 0):
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if isinstance(client, str) and client != "local":
+            raise ValueError(f"client must be a distributed.Client, 'local' or None, "
+                             f"got {client!r}")
+        if client is not None and not isinstance(client, str) and not hasattr(client,
+                                                                               "scheduler_info"):
+            raise TypeError(f"client must be a distributed.Client, 'local' or None, "
+                            f"got {type(client).__name__}")
+        self._job: str | None = None
         self.uid = uuid.uuid4().hex[:12]
         self.timeout = float(timeout)
         self.specs: dict[str, TableSpec] = {}
@@ -220,6 +232,11 @@ class PSModel:
             Duplicate name, bad shape/dtype/partitioner/init, unknown optimizer, or a
             float-only optimizer on an integer table.
         """
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a table name must be a non-empty string, got {name!r}")
+        if self._job is not None:
+            raise RuntimeError(f"cannot add table {name!r} while job {self._job!r} runs: "
+                               f"add tables before PSModel.run, from the driver")
         if name in self.specs:
             raise ValueError(f"the model already has a table {name!r}")
         opt = get_optimizer(optimizer)
@@ -288,11 +305,17 @@ class PSModel:
         """
         items = list(items)
         cons = get_consistency(consistency, staleness)
-        job = uuid.uuid4().hex[:12]
         pc = self._process_client()
+        if self._job is not None:
+            raise RuntimeError(f"job {self._job!r} is already running on this model: one job "
+                               f"at a time (and none from inside a task)")
+        if not items:
+            return []
+        job = uuid.uuid4().hex[:12]
         groups = self._task_groups(len(items), workers)
         pc.transport.run(pc.transport.call_all("start_job", job, len(groups), cons))
         results: list = [None] * len(items)
+        self._job = job
         try:
             if self.is_local:
                 done = _run_group(self, job, 0, cons, fn, list(enumerate(items)))
@@ -305,6 +328,7 @@ class PSModel:
             pc.transport.run(pc.transport.call_all("end_job", job))  # wakes waiting tasks
             raise
         finally:
+            self._job = None
             pc.transport.run(pc.transport.call_all("end_job", job))
 
     def _task_groups(self, n_tasks: int, workers) -> dict[str, list[int]]:
@@ -407,6 +431,7 @@ def _run_group(model: PSModel, job: str, participant: int, cons: Consistency, fn
             result = fn(WorkerView(pc, job, t), item)
         except BaseException as exc:
             errors.append(exc)  # list.append is atomic: errors[0] is the first in time
+            pc.abort(job, exc)
             raise
         pc.finish(job, t)
         return t, result

@@ -23,40 +23,23 @@ def data():
     return path
 
 
-def _cluster(n_workers: int, threads: int):
-    from distributed import Client, LocalCluster
+def _cluster_fixture(n_workers: int, threads: int, doc: str):
+    @pytest.fixture(scope="module")
+    def fixture():
+        from distributed import Client, LocalCluster
 
-    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads, processes=True,
-                           dashboard_address=None, worker_dashboard_address=None)
-    client = Client(cluster)
-    return cluster, client
+        with LocalCluster(n_workers=n_workers, threads_per_worker=threads, processes=True,
+                          dashboard_address=None, worker_dashboard_address=None) as cluster, \
+                Client(cluster) as client:
+            yield client
 
-
-@pytest.fixture(scope="module")
-def client2():
-    """2 worker processes x 1 thread."""
-    cluster, client = _cluster(2, 1)
-    yield client
-    client.close()
-    cluster.close()
+    fixture.__doc__ = doc
+    return fixture
 
 
-@pytest.fixture(scope="module")
-def client1():
-    """1 worker process x 1 thread."""
-    cluster, client = _cluster(1, 1)
-    yield client
-    client.close()
-    cluster.close()
-
-
-@pytest.fixture(scope="module")
-def client1x4():
-    """1 worker process x 4 threads."""
-    cluster, client = _cluster(1, 4)
-    yield client
-    client.close()
-    cluster.close()
+client2 = _cluster_fixture(2, 1, "2 worker processes x 1 thread.")
+client1 = _cluster_fixture(1, 1, "1 worker process x 1 thread.")
+client1x4 = _cluster_fixture(1, 4, "1 worker process x 4 threads.")
 
 
 @pytest.fixture(params=["local", "1x1", "2x1"])

@@ -99,8 +99,15 @@ def _format_error(
 
 def _read(fs, block: _Block) -> bytes:
     if block.length is None:
-        with fs.open(block.path, "rb", compression=block.compression) as f:
-            return f.read()
+        try:
+            with fs.open(block.path, "rb", compression=block.compression) as f:
+                return f.read()
+        except (OSError, EOFError, ValueError) as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise
+            # a corrupt archive says only "Invalid data stream": name the file
+            raise ValueError(f"{block.path}: cannot decompress ({block.compression}): "
+                             f"{exc}") from exc
     with fs.open(block.path, "rb") as f:
         return read_block(f, block.offset, block.length, delimiter=b"\n")
 

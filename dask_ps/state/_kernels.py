@@ -43,8 +43,8 @@ def hash_shard(keys, n_shards):
 
 
 @numba.njit(**_JIT)
-def plan_keys(keys, starts, hashed):
-    """Deduplicate keys and group the distinct ones by shard, in one pass.
+def plan_keys(keys, starts, hashed, slot_key, slot_id, work):
+    """Deduplicate keys and group the distinct ones by shard.
 
     Parameters
     ----------
@@ -55,6 +55,11 @@ def plan_keys(keys, starts, hashed):
         only its length is used.
     hashed : bool
         Hash (True) or range (False) partitioning.
+    slot_key, slot_id : int64 arrays, shape (cap,)
+        Scratch hash table, ``cap`` a power of two >= 2 n, ``slot_id`` all -1 on entry; left
+        so on exit. Reusing it across calls avoids allocating and clearing O(cap) per call.
+    work : int64 array, shape (>= 3 n,)
+        Scratch space.
 
     Returns
     -------
@@ -65,22 +70,34 @@ def plan_keys(keys, starts, hashed):
     inverse : int64 array, shape (n,)
         Position in ``local`` of each input key.
     bad : int
-        Index of the first key outside ``[0, starts[-1])`` for range partitioning, else -1.
+        Index of the first key outside ``[0, starts[-1])`` for range partitioning; else -2
+        when ``inverse`` is the identity (range partitioning, keys sorted and distinct, as
+        ps-lite requires of its callers), else -1.
+
+    Notes
+    -----
+    Sorted keys (as ``np.unique`` or CSR column indices give) take a sequential path with no
+    hash table, several times faster than random keys.
     """
     n = keys.shape[0]
     n_shards = starts.shape[0] - 1
     inverse = np.empty(n, np.int64)
+    offsets = np.zeros(n_shards + 1, np.int64)
     if not hashed:
         for i in range(n):
             if keys[i] < 0 or keys[i] >= starts[n_shards]:
-                return np.empty(0, np.int64), np.zeros(n_shards + 1, np.int64), inverse, i
-    cap = 16
-    while cap < 2 * n:
-        cap *= 2
-    mask = np.uint64(cap - 1)
-    slot_key = np.empty(cap, np.int64)
-    slot_id = np.full(cap, -1, np.int64)
-    uniq = np.empty(n, np.int64)
+                return np.empty(0, np.int64), offsets, inverse, i
+    is_sorted = True
+    for i in range(1, n):
+        if keys[i] < keys[i - 1]:
+            is_sorted = False
+            break
+    if is_sorted and not hashed:
+        return _plan_sorted_range(keys, starts, inverse, offsets)
+    mask = np.uint64(slot_key.shape[0] - 1)
+    uniq = work[:n]
+    slot_of = work[n: 2 * n]
+    shard = work[2 * n: 3 * n]
     n_unique = 0
     for i in range(n):
         k = keys[i]
@@ -91,6 +108,7 @@ def plan_keys(keys, starts, hashed):
                 slot_id[h] = n_unique
                 slot_key[h] = k
                 uniq[n_unique] = k
+                slot_of[n_unique] = h
                 inverse[i] = n_unique
                 n_unique += 1
                 break
@@ -98,12 +116,13 @@ def plan_keys(keys, starts, hashed):
                 inverse[i] = j
                 break
             h = (h + np.uint64(1)) & mask
-    shard = np.empty(n_unique, np.int64)
-    counts = np.zeros(n_shards + 1, np.int64)
     s_count = np.uint64(n_shards)
     for u in range(n_unique):
+        slot_id[slot_of[u]] = -1
         k = uniq[u]
-        if hashed:
+        if n_shards == 1:
+            s = 0
+        elif hashed:
             s = np.int64((mix64(k) >> np.uint64(32)) % s_count)
         else:
             lo, hi = 0, n_shards - 1
@@ -115,13 +134,12 @@ def plan_keys(keys, starts, hashed):
                     hi = mid - 1
             s = lo
         shard[u] = s
-        counts[s + 1] += 1
+        offsets[s + 1] += 1
     for s in range(n_shards):
-        counts[s + 1] += counts[s]
-    offsets = counts.copy()
-    fill = counts[:n_shards].copy()
+        offsets[s + 1] += offsets[s]
+    fill = offsets[:n_shards].copy()
     local = np.empty(n_unique, np.int64)
-    position = np.empty(n_unique, np.int64)
+    position = slot_of  # reused: slot positions are no longer needed
     for u in range(n_unique):
         s = shard[u]
         p = fill[s]
@@ -131,6 +149,28 @@ def plan_keys(keys, starts, hashed):
     for i in range(n):
         inverse[i] = position[inverse[i]]
     return local, offsets, inverse, -1
+
+
+@numba.njit(**_JIT)
+def _plan_sorted_range(keys, starts, inverse, offsets):
+    """:func:`plan_keys` for sorted keys of a range-partitioned table: one sequential pass."""
+    n = keys.shape[0]
+    n_shards = starts.shape[0] - 1
+    local = np.empty(n, np.int64)
+    n_unique = 0
+    s = 0
+    for i in range(n):
+        k = keys[i]
+        if i == 0 or k != keys[i - 1]:
+            while starts[s + 1] <= k:
+                s += 1
+            local[n_unique] = k - starts[s]
+            offsets[s + 1] += 1
+            n_unique += 1
+        inverse[i] = n_unique - 1
+    for t in range(n_shards):
+        offsets[t + 1] += offsets[t]
+    return local[:n_unique], offsets, inverse, (-2 if n_unique == n else -1)
 
 
 @numba.njit(**_JIT)

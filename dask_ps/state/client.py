@@ -47,6 +47,10 @@ def as_keys(keys, spec: TableSpec) -> np.ndarray:
     """
     keys = np.asarray(keys)
     if keys.dtype == np.uint64:
+        if not spec.sparse and keys.size and keys.max() >= np.uint64(spec.n_rows):
+            i = int(np.argmax(keys >= np.uint64(spec.n_rows)))
+            raise IndexError(f"table {spec.name!r}: key {int(keys[i])} at position {i} is "
+                             f"outside the table's rows [0, {spec.n_rows})")
         keys = keys.view(np.int64)
     elif keys.dtype.kind not in "iu" and not (keys.size == 0 and keys.dtype.kind == "f"):
         raise TypeError(f"table {spec.name!r}: keys must be integers, got dtype {keys.dtype}")
@@ -86,17 +90,21 @@ class _Job:
     participant: int
     n_local: int
     consistency: Consistency
+    job_id: str
     clocks: dict = field(default_factory=dict)  # local task -> clock
     process_clock: int = 0
     pending: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(list)))
     inflight: Future | None = None
     snapshots: dict = field(default_factory=dict)  # (table, shard) -> _Snapshot
     pull_calls: int = 0
+    failure: BaseException | None = None  # set when a task of this process failed
 
     @property
     def use_cache(self) -> bool:
+        """Whether a kept value can ever be served again: by another task of this process at
+        the same clock, or by this task within the staleness bound."""
         s = self.consistency.staleness
-        return self.n_local > 1 or s is None or s > 0
+        return self.n_local > 1 or (s is not None and s > 0)
 
     def snapshot_valid(self, snap: _Snapshot, clock: int) -> bool:
         s = self.consistency.staleness
@@ -121,6 +129,7 @@ class ProcessClient:
         self.jobs: dict[str, _Job] = {}
         self._lock = threading.RLock()
         self._clock_moved = threading.Condition(self._lock)
+        self._tls = threading.local()  # per thread: the plan of its last pull of each table
 
     def spec(self, name: str) -> TableSpec:
         try:
@@ -144,7 +153,7 @@ class ProcessClient:
         if bad >= 0:
             raise bad_key_error(spec, keys, bad)
         values = np.empty((plan.n_unique, spec.ncols), spec.dtype)
-        state = self.jobs.get(job) if job is not None else None
+        state = self.job(job) if job is not None else None
         if state is None or not state.use_cache:
             self._raise_inflight(state)
             self.transport.run(self._fetch(spec, plan, values, job, clock, None))
@@ -153,7 +162,9 @@ class ProcessClient:
                 self._wait_local_clocks(state, clock)
                 self._raise_inflight(state)
                 self.transport.run(self._fetch(spec, plan, values, job, clock, state))
-        out = values[plan.inverse]
+        if state is not None:
+            self._tls.__dict__.setdefault("last_pull", {})[name] = (keys.copy(), plan)
+        out = plan.expand(values)
         return out[:, 0] if spec.vector else out
 
     def _wait_local_clocks(self, state: _Job, clock: int) -> None:
@@ -165,11 +176,15 @@ class ProcessClient:
         s = state.consistency.staleness
         if s is None:
             return
-        if not self._clock_moved.wait_for(lambda: state.process_clock >= clock - s,
-                                          self.transport.timeout):
+        if not self._clock_moved.wait_for(
+                lambda: state.process_clock >= clock - s or state.failure is not None,
+                self.transport.timeout):
             raise TimeoutError(f"a task at clock {clock} waited {self.transport.timeout:g} s "
                                f"for the other tasks of its process (at clock "
                                f"{state.process_clock}, staleness {s})")
+        if state.failure is not None:
+            raise RuntimeError(f"job {state.job_id!r} stopped: another task of this process "
+                               f"failed ({state.failure!r})")
 
     async def _fetch(self, spec, plan, values, job, clock, state: _Job | None):
         requests = []  # (shard, keys to fetch, where their values go in ``values``)
@@ -183,7 +198,7 @@ class ProcessClient:
                 del state.snapshots[(spec.name, s)]
                 snap = None
             if snap is None:
-                requests.append((s, keys, np.arange(sl.start, sl.stop)))
+                requests.append((s, keys, sl))  # a slice: the copy below is a memcpy
                 continue
             rows = snap.lookup(keys)
             hit = rows >= 0
@@ -207,8 +222,11 @@ class ProcessClient:
                 snap.insert(keys, vals, tag)
 
     # -- push and clock -------------------------------------------------------------------
-    def check_update(self, name: str, keys, updates) -> tuple[TableSpec, np.ndarray, np.ndarray]:
-        """Validated, copied (keys, updates (n, ncols)) of a push.
+    def check_update(self, name: str, keys, updates, keys_checked: bool = False
+                     ) -> tuple[TableSpec, np.ndarray, np.ndarray]:
+        """Validated (keys int64 (n,), updates (n, ncols) in the table's dtype) of a push.
+
+        The updates are always a new array (the caller may reuse its buffer).
 
         Raises
         ------
@@ -217,7 +235,12 @@ class ProcessClient:
             that are not integers, updates of the wrong shape; each names the table.
         """
         spec = self.spec(name)
-        keys = as_keys(keys, spec)
+        if not keys_checked:
+            keys = as_keys(keys, spec)
+            if not spec.sparse and keys.size:
+                bad = (keys < 0) | (keys >= spec.n_rows)
+                if bad.any():
+                    raise bad_key_error(spec, keys, int(np.argmax(bad)))
         updates = np.asarray(updates)
         want = (keys.shape[0],) + spec.row_shape
         if updates.shape != want and not (spec.vector and updates.shape == want + (1,)):
@@ -226,33 +249,62 @@ class ProcessClient:
         if spec.dtype.kind in "iu" and updates.dtype.kind not in "iub":
             raise TypeError(f"table {name!r} holds {spec.dtype}: updates must be integers, "
                             f"got {updates.dtype}")
-        if not spec.sparse and keys.size:
-            lo, hi = int(keys.min()), int(keys.max())
-            if lo < 0 or hi >= spec.n_rows:
-                raise bad_key_error(spec, keys, int(np.argmax((keys < 0) | (keys >= spec.n_rows))))
+        if updates.dtype.kind not in "iubf":
+            raise TypeError(f"table {name!r}: updates must be real numbers, got {updates.dtype}")
         values = np.array(updates, dtype=spec.dtype, copy=True).reshape(keys.shape[0], spec.ncols)
-        return spec, keys.copy(), values
+        if spec.dtype.kind == "f":
+            finite = np.isfinite(values)
+            if not finite.all():
+                i = int(np.argmax(~finite.all(axis=1)))
+                raise ValueError(f"table {name!r}: update for key {int(keys[i])} (position {i}) "
+                                 f"is not finite: {values[i].tolist()}")
+        elif updates.dtype != spec.dtype and updates.size:
+            info = np.iinfo(spec.dtype)
+            if updates.min() < info.min or updates.max() > info.max:
+                raise ValueError(f"table {name!r}: updates overflow {spec.dtype} "
+                                 f"(range [{updates.min()}, {updates.max()}])")
+        return spec, keys, values
 
     def push_now(self, name: str, keys, updates) -> None:
         """Apply an update at once, outside any job (set-up, evaluation, tests)."""
         spec, keys, values = self.check_update(name, keys, updates)
-        self.transport.run(self._send({name: [(keys, values)]}, None, 0, 0, tick=False))
+        per_shard = self._plan_updates({name: [(keys, values, None)]})
+        self.transport.run(self._send(per_shard, None, 0, 0, tick=False))
 
     def push(self, job: str, clock: int, name: str, keys, updates) -> None:
-        """Buffer an update of a task at ``clock``; it leaves with the process's clock tick."""
-        spec, keys, values = self.check_update(name, keys, updates)
+        """Buffer an update of a task at ``clock``; it leaves with the process's clock tick.
+
+        When ``keys`` equal those of this thread's last pull of the table (the usual
+        pull-compute-push step), that pull's plan is reused: the keys are neither checked nor
+        deduplicated again.
+        """
+        last = getattr(self._tls, "last_pull", {}).get(name)
+        keys_arr = np.asarray(keys)
+        plan = None
+        if last is not None and last[0].shape == keys_arr.shape and np.array_equal(last[0],
+                                                                                     keys_arr):
+            keys_arr, plan = last
+            spec, keys_arr, values = self.check_update(name, keys_arr, updates, keys_checked=True)
+        else:
+            spec, keys_arr, values = self.check_update(name, keys_arr, updates)
+            keys_arr = keys_arr.copy()  # buffered until clock(): the caller may reuse its array
         with self._lock:
-            self.jobs[job].pending[clock][name].append((keys, values))
+            self.job(job).pending[clock][name].append((keys_arr, values, plan))
 
     def _plan_updates(self, by_table: dict) -> list[list]:
-        """Merge each table's buffered updates and split them by shard."""
+        """Merge each table's buffered updates and split them by shard (caller's thread)."""
         per_shard = [[] for _ in self.transport.shards]
         for name, parts in by_table.items():
             spec = self.specs[name]
-            keys = parts[0][0] if len(parts) == 1 else np.concatenate([k for k, _ in parts])
-            values = parts[0][1] if len(parts) == 1 else np.concatenate([v for _, v in parts])
-            plan, _ = spec.partitioner.plan(keys)
-            if plan.n_unique == keys.shape[0]:
+            if len(parts) == 1 and parts[0][2] is not None:
+                _, values, plan = parts[0]
+            else:
+                keys = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
+                values = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+                plan, _ = spec.partitioner.plan(keys)
+            if plan.identity:
+                merged = values
+            elif plan.n_unique == values.shape[0]:
                 merged = np.empty_like(values)
                 merged[plan.inverse] = values
             else:
@@ -263,8 +315,7 @@ class ProcessClient:
                     per_shard[s].append((name, plan.local[sl], merged[sl]))
         return per_shard
 
-    async def _send(self, by_table, job, participant, clock, tick):
-        per_shard = self._plan_updates(by_table)
+    async def _send(self, per_shard, job, participant, clock, tick):
         shards = range(len(per_shard)) if tick else [s for s, u in enumerate(per_shard) if u]
         await _gather(self.transport.call(s, "push", per_shard[s], job=job,
                                           participant=participant, clock=clock, tick=tick)
@@ -279,22 +330,38 @@ class ProcessClient:
 
     def _flush(self, job: str, state: _Job, clock: int) -> None:
         """Send the merged updates of ``clock`` with the tick to ``clock + 1`` (background)."""
+        per_shard = self._plan_updates(state.pending.pop(clock, {}))
         self._raise_inflight(state, wait=True)
-        by_table = state.pending.pop(clock, {})
         state.inflight = self.transport.submit(
-            self._send(by_table, job, state.participant, clock, tick=True))
+            self._send(per_shard, job, state.participant, clock, tick=True))
 
     def join(self, job: str, participant: int, n_local: int, consistency: Consistency,
              task: int) -> None:
         """Register local task ``task`` of ``job``; the process is ``participant``."""
         with self._lock:
-            state = self.jobs.setdefault(job, _Job(participant, n_local, consistency))
+            state = self.jobs.setdefault(job, _Job(participant, n_local, consistency, job))
             state.clocks[task] = 0
+
+    def job(self, job: str) -> _Job:
+        """The state of a running job; RuntimeError naming it when it is over."""
+        try:
+            return self.jobs[job]
+        except KeyError:
+            raise RuntimeError(f"job {job!r} is over: a WorkerView is valid only inside the "
+                               f"task it was given to") from None
+
+    def abort(self, job: str, exc: BaseException) -> None:
+        """A task of this process failed: wake its siblings waiting here, and forget the job."""
+        with self._lock:
+            state = self.jobs.pop(job, None)
+            if state is not None:
+                state.failure = exc
+                self._clock_moved.notify_all()
 
     def clock(self, job: str, task: int) -> int:
         """Advance ``task``'s clock; when the process's clock moves, flush. Returns the clock."""
         with self._lock:
-            state = self.jobs[job]
+            state = self.job(job)
             state.clocks[task] += 1
             self._advance(job, state)
             return state.clocks[task]

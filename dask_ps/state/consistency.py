@@ -14,6 +14,7 @@ model on one process or many (up to the order of floating-point additions).
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,11 +25,27 @@ __all__ = ["ASP", "BSP", "SSP", "ClockTable", "Consistency", "get_consistency"]
 DONE = np.iinfo(np.int64).max // 2
 
 
+def _check_staleness(staleness) -> None:
+    if staleness is not None and (not isinstance(staleness, numbers.Integral)
+                                  or isinstance(staleness, bool) or staleness < 0):
+        raise ValueError(f"staleness must be a non-negative integer or None (unbounded), "
+                         f"got {staleness!r}")
+
+
 @dataclass(frozen=True)
 class Consistency:
-    """Base of the consistency models; ``staleness`` None means unbounded (ASP)."""
+    """Base of the consistency models; ``staleness`` None means unbounded (ASP).
+
+    Raises
+    ------
+    ValueError
+        A staleness that is not a non-negative integer or None.
+    """
 
     staleness: int | None = 0
+
+    def __post_init__(self):
+        _check_staleness(self.staleness)
 
     @property
     def name(self) -> str:
@@ -58,8 +75,10 @@ class SSP(Consistency):
     staleness: int = 1
 
     def __post_init__(self):
-        if self.staleness is None or int(self.staleness) < 0:
-            raise ValueError(f"SSP staleness must be a non-negative integer, got {self.staleness!r}")
+        if self.staleness is None:
+            raise ValueError("SSP staleness must be a non-negative integer; use ASP for "
+                             "unbounded staleness")
+        _check_staleness(self.staleness)
 
 
 @dataclass(frozen=True)
@@ -68,12 +87,21 @@ class BSP(Consistency):
 
     staleness: int = 0
 
+    def __post_init__(self):
+        if self.staleness != 0:
+            raise ValueError(f"BSP has staleness 0; use SSP({self.staleness!r}) for more")
+
 
 @dataclass(frozen=True)
 class ASP(Consistency):
     """Asynchronous parallel: pulls never wait; updates apply as they arrive."""
 
     staleness: None = None
+
+    def __post_init__(self):
+        if self.staleness is not None:
+            raise ValueError(f"ASP has unbounded staleness; use SSP({self.staleness!r}) for "
+                             f"a bound")
 
 
 def get_consistency(spec, staleness: int | None = None) -> Consistency:
@@ -85,14 +113,18 @@ def get_consistency(spec, staleness: int | None = None) -> Consistency:
         For an unknown name (listing the valid ones) or a bad staleness.
     """
     if isinstance(spec, Consistency):
+        if staleness is not None and staleness != spec.staleness:
+            raise ValueError(f"staleness={staleness!r} conflicts with {spec!r}")
         return spec
     name = str(spec).lower()
+    if name == "ssp":
+        return SSP(1 if staleness is None else staleness)
+    if name in ("bsp", "asp") and staleness is not None:
+        raise ValueError(f"staleness applies to consistency='ssp', not {name!r}")
     if name == "bsp":
         return BSP()
     if name == "asp":
         return ASP()
-    if name == "ssp":
-        return SSP(1 if staleness is None else staleness)
     raise ValueError(f"unknown consistency {spec!r}; valid names are ['asp', 'bsp', 'ssp']")
 
 

@@ -8,6 +8,7 @@ weights, and never travels to the workers.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from numbers import Real
 from typing import ClassVar
 
 import numpy as np
@@ -24,6 +25,11 @@ class Optimizer:
     Subclasses set ``name`` and ``slots`` — a tuple of ``(slot_name, width, dtype)`` where
     ``width`` is ``None`` for "as many columns as the table" and ``dtype`` ``None`` for "the
     table's dtype" — and implement :meth:`step`.
+
+    Raises
+    ------
+    ValueError
+        At construction, for a hyper-parameter that is not a finite number in its range.
     """
 
     name: ClassVar[str] = ""
@@ -50,6 +56,28 @@ class Optimizer:
         ``w`` has shape (n_rows, ncols), ``g`` (len(rows), ncols) and ``w``'s dtype.
         """
         raise NotImplementedError
+
+    def __post_init__(self):
+        for name, value in asdict(self).items():
+            if not isinstance(value, Real) or isinstance(value, bool) or not np.isfinite(value):
+                raise ValueError(f"{type(self).__name__}.{name} must be a finite number, "
+                                 f"got {value!r}")
+        self._check()
+
+    def _check(self) -> None:
+        """Range checks of the hyper-parameters; ValueError naming the one at fault."""
+
+    def _positive(self, *names: str) -> None:
+        for name in names:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{type(self).__name__}.{name} must be > 0, "
+                                 f"got {getattr(self, name)!r}")
+
+    def _non_negative(self, *names: str) -> None:
+        for name in names:
+            if getattr(self, name) < 0:
+                raise ValueError(f"{type(self).__name__}.{name} must be >= 0, "
+                                 f"got {getattr(self, name)!r}")
 
     def config(self) -> dict:
         """JSON-able description (name and hyper-parameters), for checkpoints and reprs."""
@@ -79,6 +107,9 @@ class SGD(Optimizer):
     learning_rate: float = 0.01
     name: ClassVar[str] = "sgd"
 
+    def _check(self):
+        self._positive("learning_rate")
+
     def step(self, w, slots, rows, g):
         K.sgd_step(w, rows, g, self.learning_rate)
 
@@ -106,6 +137,10 @@ class AdaGrad(Optimizer):
     eps: float = 1e-10
     name: ClassVar[str] = "adagrad"
     slots: ClassVar[tuple] = (("accumulator", None, None),)
+
+    def _check(self):
+        self._positive("learning_rate", "eps")
+        self._non_negative("initial_accumulator_value")
 
     def init_slots(self, slots, rows):
         slots["accumulator"][rows] = self.initial_accumulator_value
@@ -136,6 +171,12 @@ class Adam(Optimizer):
     name: ClassVar[str] = "adam"
     slots: ClassVar[tuple] = (("m", None, "float64"), ("v", None, "float64"), ("t", 1, "int64"))
 
+    def _check(self):
+        self._positive("learning_rate", "eps")
+        for name in ("beta1", "beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"Adam.{name} must be in [0, 1), got {getattr(self, name)!r}")
+
     def step(self, w, slots, rows, g):
         K.adam_step(w, slots["m"], slots["v"], slots["t"], rows, g, self.learning_rate,
                     self.beta1, self.beta2, self.eps)
@@ -165,6 +206,10 @@ class FTRL(Optimizer):
     l2: float = 1.0
     name: ClassVar[str] = "ftrl"
     slots: ClassVar[tuple] = (("z", None, "float64"), ("n", None, "float64"))
+
+    def _check(self):
+        self._positive("alpha")
+        self._non_negative("beta", "l1", "l2")
 
     def step(self, w, slots, rows, g):
         K.ftrl_step(w, slots["z"], slots["n"], rows, g, self.alpha, self.beta, self.l1, self.l2)

@@ -9,6 +9,7 @@ each caller's key went.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -25,6 +26,11 @@ class KeyPlan(NamedTuple):
     local: np.ndarray  # int64 (n_unique,): offsets (range) or keys (hash), grouped by shard
     offsets: np.ndarray  # int64 (n_shards + 1,)
     inverse: np.ndarray  # int64 (n,): position in ``local`` of each caller key
+    identity: bool = False  # inverse is arange(n): values need no reordering
+
+    def expand(self, values: np.ndarray) -> np.ndarray:
+        """Values per caller key from values per distinct key."""
+        return values if self.identity else values[self.inverse]
 
     def shard_slice(self, s: int) -> slice:
         return slice(int(self.offsets[s]), int(self.offsets[s + 1]))
@@ -32,6 +38,27 @@ class KeyPlan(NamedTuple):
     @property
     def n_unique(self) -> int:
         return self.local.shape[0]
+
+
+_local = threading.local()
+
+
+def _scratch(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """This thread's scratch hash table (cap >= 2 n, ids all -1) and work space (>= 3 n).
+
+    Kept between calls: allocating and clearing them per call cost more than the planning
+    itself (fresh pages are faulted in one by one, see benchmarks/ps_core.py).
+    """
+    cap = 16
+    while cap < 2 * n:
+        cap *= 2
+    scratch = getattr(_local, "scratch", None)
+    if scratch is None or scratch[0].shape[0] < cap:
+        scratch = (np.empty(cap, np.int64), np.full(cap, -1, np.int64),
+                   np.empty(3 * cap // 2, np.int64))
+        _local.scratch = scratch
+    # a smaller table than allocated keeps the probes in fewer cache lines
+    return scratch[0][:cap], scratch[1][:cap], scratch[2]
 
 
 @dataclass(frozen=True)
@@ -42,8 +69,9 @@ class _Partitioner:
 
     def plan(self, keys: np.ndarray) -> tuple[KeyPlan, int]:
         """Plan ``keys`` (int64); returns the plan and the index of the first bad key or -1."""
-        local, offsets, inverse, bad = _kernels.plan_keys(keys, self.starts, self.hashed)
-        return KeyPlan(local, offsets, inverse), int(bad)
+        local, offsets, inverse, bad = _kernels.plan_keys(keys, self.starts, self.hashed,
+                                                          *_scratch(keys.shape[0]))
+        return KeyPlan(local, offsets, inverse, bad == -2), max(int(bad), -1)
 
 
 @dataclass(frozen=True)
@@ -115,7 +143,7 @@ def merge_duplicates(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, 
     Returns the distinct keys in order of first appearance and their sums (n_unique, ncols);
     rows are added in input order, so the result is deterministic.
     """
-    local, _, inverse, _ = _kernels.plan_keys(keys, _ONE_SHARD, True)
+    local, _, inverse, _ = _kernels.plan_keys(keys, _ONE_SHARD, True, *_scratch(keys.shape[0]))
     if local.shape[0] == keys.shape[0]:
         out = np.empty_like(values)
         out[inverse] = values

@@ -75,8 +75,11 @@ class Shard:
         self._pending.clear()
 
     async def end_job(self, job: str) -> None:
+        """Close ``job``; pulls waiting in it fail. Updates still held (BSP) belong to clocks
+        that not every participant finished (the job failed): they are dropped, as they
+        would be without a cluster."""
         if self.job == job:
-            self._flush_pending(DONE)
+            self._pending.clear()
             self.job, self.clocks = None, None
             self._notify()
 

@@ -9,7 +9,7 @@ not depend on how many shards hold it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 
@@ -46,16 +46,24 @@ class Init:
         ValueError
             For anything else, listing the accepted forms.
         """
+        if not isinstance(seed, Integral) or not 0 <= seed < 2**63:
+            raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")
         if isinstance(init, Init):
             return init
         if isinstance(init, str) and init in ("zeros", "ones"):
-            return cls("constant", float(init == "ones"), 0.0, seed)
-        if isinstance(init, Real):
-            return cls("constant", float(init), 0.0, seed)
-        if isinstance(init, tuple) and len(init) == 3 and init[0] in ("uniform", "normal"):
-            return cls(init[0], float(init[1]), float(init[2]), seed)
+            return cls("constant", float(init == "ones"), 0.0, int(seed))
+        if isinstance(init, Real) and not isinstance(init, bool) and np.isfinite(init):
+            return cls("constant", float(init), 0.0, int(seed))
+        if (isinstance(init, tuple) and len(init) == 3 and init[0] in ("uniform", "normal")
+                and all(isinstance(v, Real) and np.isfinite(v) for v in init[1:])):
+            kind, a, b = init[0], float(init[1]), float(init[2])
+            if kind == "uniform" and a > b:
+                raise ValueError(f"init {init!r}: low must not exceed high")
+            if kind == "normal" and b < 0:
+                raise ValueError(f"init {init!r}: the standard deviation must be >= 0")
+            return cls(kind, a, b, int(seed))
         raise ValueError(
-            f"init must be 'zeros', 'ones', a number, ('uniform', low, high) or "
+            f"init must be 'zeros', 'ones', a finite number, ('uniform', low, high) or "
             f"('normal', mean, std); got {init!r}"
         )
 
@@ -105,20 +113,33 @@ class TableSpec:
         ValueError
             Bad shape, dtype, partitioner, or an optimizer that needs floats on an int table.
         """
-        if isinstance(shape, (int, np.integer)):
-            shape = (int(shape),)
-        shape = tuple(shape)
-        if len(shape) not in (1, 2) or any((s is not None and int(s) < 1) for s in shape):
-            raise ValueError(f"table {name!r}: shape must be (n_rows,) or (n_rows, ncols) "
-                             f"with positive sizes, got {shape}")
-        dtype = np.dtype(dtype)
-        if dtype not in DTYPES:
+        if isinstance(shape, Integral):
+            shape = (shape,)
+        ok = isinstance(shape, tuple) and len(shape) in (1, 2) and all(
+            isinstance(s, Integral) and not isinstance(s, bool) and s >= 1
+            for s in shape[1:] + ((shape[0],) if shape[0] is not None else ()))
+        if not ok:
+            raise ValueError(f"table {name!r}: shape must be (n_rows,) or (n_rows, ncols) with "
+                             f"positive integer sizes (n_rows may be None for a sparse table), "
+                             f"got {shape!r}")
+        if shape[0] is None and partitioner == "range":
+            raise ValueError(f"table {name!r}: a range-partitioned (dense) table needs a number "
+                             f"of rows; use partitioner='hash' for a sparse table")
+        try:
+            known = np.dtype(dtype) in DTYPES
+        except TypeError:
+            known = False
+        if not known:
             raise ValueError(f"table {name!r}: dtype must be one of "
-                             f"{[str(d) for d in DTYPES]}, got {dtype}")
+                             f"{[str(d) for d in DTYPES]}, got {dtype!r}")
+        dtype = np.dtype(dtype)
         if optimizer.needs_float and dtype.kind != "f":
             raise ValueError(f"table {name!r}: optimizer {optimizer.name!r} needs a float "
                              f"dtype, got {dtype}")
-        n_rows = shape[0] if partitioner == "range" else None
+        if dtype.kind != "f" and (init.kind != "constant" or init.a != int(init.a)):
+            raise ValueError(f"table {name!r} holds {dtype}: init must be an integer constant, "
+                             f"got {init}")
+        n_rows = int(shape[0]) if partitioner == "range" else None
         part = make_partitioner(partitioner, n_shards, n_rows)
         ncols = 1 if len(shape) == 1 else int(shape[1])
         return cls(name, n_rows, ncols, len(shape) == 1, dtype, part, optimizer, init)

@@ -29,7 +29,7 @@ def test_plan_keys_matches_python_twin(hashed, n_shards):
     rng = np.random.default_rng(0)
     keys = rng.integers(0, 50, 200)
     part = HashPartitioner(n_shards) if hashed else RangePartitioner(n_shards, n_rows=50)
-    (local, offsets, inverse), bad = part.plan(keys)
+    (local, offsets, inverse, _), bad = part.plan(keys)
     want = plan_keys_py(keys, part.starts, hashed)
     assert bad == -1
     np.testing.assert_array_equal(local, want[0])
@@ -87,3 +87,22 @@ def test_merge_duplicates_sums_in_order():
     k, v = merge_duplicates(keys, vals)
     assert k.tolist() == [4, 1, 9]
     np.testing.assert_array_equal(v, [[0 + 4, 1 + 5], [2 + 8, 3 + 9], [6, 7]])
+
+
+@pytest.mark.parametrize("hashed", [False, True])
+def test_sorted_keys_take_the_sequential_path_with_the_same_plan(hashed):
+    keys = np.array([0, 0, 3, 7, 7, 7, 12, 19, 25, 49])
+    part = HashPartitioner(3) if hashed else RangePartitioner(3, n_rows=50)
+    plan, bad = part.plan(keys)
+    want = plan_keys_py(keys, part.starts, hashed)
+    assert bad == -1 and not plan.identity
+    for got, exp in zip(plan[:3], want):
+        np.testing.assert_array_equal(got, exp)
+    uniq = np.unique(keys)
+    unique_plan, _ = part.plan(uniq)
+    assert unique_plan.identity == (not hashed)
+    glob = unique_plan.local.copy()
+    if not hashed:
+        for s in range(3):
+            glob[unique_plan.shard_slice(s)] += part.starts[s]
+    np.testing.assert_array_equal(unique_plan.expand(glob * 10), uniq * 10)

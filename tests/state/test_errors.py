@@ -1,0 +1,191 @@
+"""Bad input gets a clear error naming what is wrong; failures never hang or leave half-work."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import dask_ps
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def model():
+    with dask_ps.PSModel("local", n_shards=2, timeout=20) as m:
+        m.add_table("w", shape=(10,))
+        m.add_table("i", shape=(10,), dtype="int32")
+        yield m
+
+
+@pytest.mark.parametrize("updates, err, match", [
+    ([np.nan], ValueError, r"table 'w': update for key 4 \(position 0\) is not finite"),
+    ([np.inf], ValueError, "not finite"),
+    ([None], TypeError, "real numbers"),
+    ([1 + 2j], TypeError, "real numbers"),
+])
+def test_bad_update_values(model, updates, err, match):
+    with pytest.raises(err, match=match):
+        model.push("w", [4], updates)
+    assert model.pull("w", [4]).tolist() == [0.0]  # nothing was applied
+
+
+def test_integer_overflow_is_refused(model):
+    with pytest.raises(ValueError, match="table 'i': updates overflow int32"):
+        model.push("i", [2], np.array([2**40 + 3]))
+
+
+def test_uint64_key_beyond_dense_table_is_named(model):
+    with pytest.raises(IndexError, match="key 9223372036854775808 at position 0"):
+        model.pull("w", np.array([2**63], np.uint64))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(name=None, shape=(3,)), "non-empty string"),
+    (dict(name="", shape=(3,)), "non-empty string"),
+    (dict(name="t", shape=(3.5,)), "table 't': shape must be"),
+    (dict(name="t", shape=("10",)), "table 't': shape must be"),
+    (dict(name="t", shape=(10, None)), "table 't': shape must be"),
+    (dict(name="t", shape=(None,)), "partitioner='hash' for a sparse table"),
+    (dict(name="t", shape=(3,), dtype="bogus"), "table 't': dtype must be one of"),
+    (dict(name="t", shape=(3,), init=float("nan")), "init must be"),
+    (dict(name="t", shape=(3,), init=("normal", 0, -1)), "standard deviation"),
+    (dict(name="t", shape=(3,), init=("uniform", 1.0, 0.0)), "low must not exceed high"),
+    (dict(name="t", shape=(3,), dtype="int32", init=0.5), "integer constant"),
+    (dict(name="t", shape=(3,), seed=2**70), "seed must be an integer"),
+])
+def test_bad_table_arguments(model, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        model.add_table(**kwargs)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: dask_ps.FTRL(alpha=0.0), "FTRL.alpha must be > 0"),
+    (lambda: dask_ps.Adam(beta1=1.0), r"Adam.beta1 must be in \[0, 1\)"),
+    (lambda: dask_ps.AdaGrad(eps=0.0), "AdaGrad.eps must be > 0"),
+    (lambda: dask_ps.SGD(learning_rate="0.1"), "SGD.learning_rate must be a finite number"),
+    (lambda: dask_ps.SGD(learning_rate=-1), "SGD.learning_rate must be > 0"),
+])
+def test_bad_optimizer_hyper_parameters(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(consistency="ssp", staleness="2"), "non-negative integer"),
+    (dict(consistency="ssp", staleness=1.5), "non-negative integer"),
+    (dict(consistency="bsp", staleness=5), "applies to consistency='ssp'"),
+    (dict(consistency="ssp", staleness=-2), "non-negative integer"),
+])
+def test_bad_consistency(model, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        kwargs = dict(kwargs)
+        cons = kwargs.pop("consistency")
+        model.run(lambda ps, i: None, [0], consistency=cons, **kwargs)
+
+
+@pytest.mark.parametrize("args, err, match", [
+    (dict(client="locl"), ValueError, "'local' or None"),
+    (dict(client=42), TypeError, "'local' or None"),
+    (dict(client="local", n_shards=2.7), ValueError, "positive integer"),
+    (dict(client="local", timeout=0), ValueError, "positive number of seconds"),
+])
+def test_bad_model_arguments(args, err, match):
+    with pytest.raises(err, match=match):
+        dask_ps.PSModel(**args)
+
+
+def test_consistency_objects_check_their_staleness():
+    with pytest.raises(ValueError, match="non-negative integer"):
+        dask_ps.Consistency(staleness=-2)
+    with pytest.raises(ValueError, match="use SSP"):
+        dask_ps.BSP(staleness=3)
+
+
+def test_empty_job_returns_empty_list(model):
+    assert model.run(lambda ps, i: i, []) == []
+
+
+def test_one_job_at_a_time_and_no_tables_during_a_job(model):
+    def nested(ps, item):
+        time.sleep(0.3)
+        return item
+
+    t = threading.Thread(target=model.run, args=(nested, [0]))
+    t.start()
+    time.sleep(0.1)
+    with pytest.raises(RuntimeError, match="already running on this model"):
+        model.run(nested, [1])
+    with pytest.raises(RuntimeError, match="cannot add table 'x' while job"):
+        model.add_table("x", shape=(3,))
+    t.join()
+    model.add_table("x", shape=(3,))
+
+
+def test_worker_view_after_its_job(model):
+    kept = []
+    model.run(lambda ps, i: kept.append(ps), [0])
+    with pytest.raises(RuntimeError, match="is over"):
+        kept[0].push("w", [1], [1.0])
+
+
+def half_failing(ps, item):
+    if item == 0:
+        time.sleep(0.5)
+        raise ValueError("task 0 failed")
+    for _ in range(100):
+        ps.pull("w", [1])
+        ps.push("w", [1], [1.0])
+        ps.clock()
+
+
+def test_failed_task_wakes_its_siblings_at_once(model):
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="task 0 failed"):
+        model.run(half_failing, [0, 1])
+    deadline = time.perf_counter() + 5
+    while any(t.name.startswith("dask-ps-task") for t in threading.enumerate()):
+        assert time.perf_counter() < deadline, "a sibling task is still waiting"
+        time.sleep(0.05)
+    assert time.perf_counter() - t0 < 6
+
+
+def push_then_fail(ps, item):
+    if item == 0:
+        time.sleep(0.5)
+        raise ValueError("fail")
+    ps.push("w", [1], [1.0])
+    ps.clock()
+    ps.pull("w", [1])
+
+
+def test_failed_bsp_job_applies_no_half_finished_clock(any_client):
+    with dask_ps.PSModel(any_client, timeout=20) as m:
+        m.add_table("w", shape=(4,))
+        with pytest.raises(ValueError, match="fail"):
+            m.run(push_then_fail, [0, 1], consistency="bsp")
+        assert m.pull("w", [1]).tolist() == [0.0]
+
+
+def test_errors_name_table_key_and_shape(any_client):
+    with dask_ps.PSModel(any_client, n_shards=2) as model:
+        model.add_table("w", shape=(10, 2))
+        model.add_table("c", shape=(10,), dtype="int32")
+        with pytest.raises(dask_ps.UnknownTableError, match="unknown table 'v'.*\\['c', 'w'\\]"):
+            model.pull("v", [1])
+        with pytest.raises(IndexError, match="table 'w': key 10 at position 1 .*\\[0, 10\\)"):
+            model.pull("w", [3, 10])
+        with pytest.raises(IndexError, match="table 'w': key -1 at position 0"):
+            model.push("w", [-1], np.zeros((1, 2)))
+        with pytest.raises(ValueError, match="table 'w': updates for 2 keys must have shape "
+                                             "\\(2, 2\\), got \\(2,\\)"):
+            model.push("w", [1, 2], np.zeros(2))
+        with pytest.raises(TypeError, match="table 'c' holds int32: updates must be integers"):
+            model.push("c", [1], [0.5])
+        with pytest.raises(TypeError, match="table 'w': keys must be integers"):
+            model.pull("w", [0.5])
+        with pytest.raises(ValueError, match="already has a table 'w'"):
+            model.add_table("w", shape=(3,))
+    with pytest.raises(dask_ps.ClosedModelError):
+        model.pull("w", [1])

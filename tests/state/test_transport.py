@@ -1,0 +1,50 @@
+"""How tasks reach the shards: same-worker shards directly, others through the worker's RPC.
+
+The direct path reads ``Worker.state.actors`` (what distributed's own Actor proxy uses for
+actor-to-actor calls on one worker); pyproject pins distributed to the versions this passes on.
+"""
+
+import numpy as np
+import pytest
+
+import dask_ps
+from dask_ps.state.shard import Shard
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def describe_transport(ps, item):
+    transport = ps._client.transport
+    ps.push("w", [item], [1.0])
+    ps.clock()
+    return (sorted(transport.local), all(isinstance(s, Shard) for s in transport.local.values()),
+            ps.pull("w", [0, 1, 2, 3]).tolist())
+
+
+def test_same_worker_shards_are_called_directly(client2):
+    with dask_ps.PSModel(client2) as model:
+        model.add_table("w", shape=(4,))
+        addrs = [s.address for s in model.shards]
+        out = model.run(describe_transport, [0, 1], workers=addrs)
+        # each task holds exactly its own worker's shard directly, the other through RPC
+        assert [o[0] for o in out] == [[0], [1]]
+        assert all(o[1] for o in out)
+        # BSP: each pull at clock 1 sees both pushes of clock 0, whichever path served it
+        assert [o[2] for o in out] == [[1.0, 1.0, 0.0, 0.0]] * 2
+
+
+def test_client_side_calls_go_through_rpc(client2):
+    with dask_ps.PSModel(client2) as model:
+        model.add_table("w", shape=(4,))
+        assert model._process_client().transport.local == {}
+        model.push("w", [3], [2.0])
+        assert model.pull("w", [3]).tolist() == [2.0]
+
+
+def test_in_process_shards_are_local_objects():
+    with dask_ps.PSModel("local", n_shards=3) as model:
+        transport = model._process_client().transport
+        assert sorted(transport.local) == [0, 1, 2]
+        model.add_table("w", shape=(5,))
+        model.push("w", np.arange(5), np.ones(5))
+        assert model.pull("w").sum() == 5
