@@ -99,26 +99,35 @@ def plan_keys(keys, starts, hashed, slot_key, slot_id, work):
     slot_of = work[n: 2 * n]
     shard = work[2 * n: 3 * n]
     n_unique = 0
-    for i in range(n):
-        k = keys[i]
-        h = mix64(k) & mask
-        while True:
-            j = slot_id[h]
-            if j < 0:
-                slot_id[h] = n_unique
-                slot_key[h] = k
-                uniq[n_unique] = k
-                slot_of[n_unique] = h
-                inverse[i] = n_unique
+    if is_sorted:  # hash partitioning of sorted keys: repeats are adjacent, no table needed
+        for i in range(n):
+            if i == 0 or keys[i] != keys[i - 1]:
+                uniq[n_unique] = keys[i]
+                slot_of[n_unique] = -1
                 n_unique += 1
-                break
-            if slot_key[h] == k:
-                inverse[i] = j
-                break
-            h = (h + np.uint64(1)) & mask
+            inverse[i] = n_unique - 1
+    else:
+        for i in range(n):
+            k = keys[i]
+            h = mix64(k) & mask
+            while True:
+                j = slot_id[h]
+                if j < 0:
+                    slot_id[h] = n_unique
+                    slot_key[h] = k
+                    uniq[n_unique] = k
+                    slot_of[n_unique] = h
+                    inverse[i] = n_unique
+                    n_unique += 1
+                    break
+                if slot_key[h] == k:
+                    inverse[i] = j
+                    break
+                h = (h + np.uint64(1)) & mask
     s_count = np.uint64(n_shards)
     for u in range(n_unique):
-        slot_id[slot_of[u]] = -1
+        if slot_of[u] >= 0:
+            slot_id[slot_of[u]] = -1
         k = uniq[u]
         if n_shards == 1:
             s = 0
@@ -171,6 +180,15 @@ def _plan_sorted_range(keys, starts, inverse, offsets):
     for t in range(n_shards):
         offsets[t + 1] += offsets[t]
     return local[:n_unique], offsets, inverse, (-2 if n_unique == n else -1)
+
+
+@numba.njit(**_JIT)
+def fingerprint(keys):
+    """A 64-bit hash of a key array (order-sensitive), to recognise the same keys again."""
+    h = np.uint64(keys.shape[0])
+    for i in range(keys.shape[0]):
+        h = mix64(h ^ np.uint64(keys[i]))
+    return h
 
 
 @numba.njit(**_JIT)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..exceptions import UnknownTableError
-from ._kernels import segment_sum
+from ._kernels import fingerprint, segment_sum
 from .consistency import DONE, Consistency
 from .optimizers import Add
 from .partition import HashPartitioner
@@ -33,6 +33,9 @@ from .table import Init, TableShard, TableSpec
 from .transport import Transport
 
 __all__ = ["ProcessClient", "WorkerView"]
+
+#: Seconds a clock's push may wait for the next pull to carry it.
+SEND_DELAY = 0.002
 
 
 def as_keys(keys, spec: TableSpec) -> np.ndarray:
@@ -98,6 +101,9 @@ class _Job:
     snapshots: dict = field(default_factory=dict)  # (table, shard) -> _Snapshot
     pull_calls: int = 0
     failure: BaseException | None = None  # set when a task of this process failed
+    # The flushed clock not sent yet: it leaves with the next pull, or after SEND_DELAY.
+    outbox: list = field(default_factory=list)
+    outbox_event: asyncio.Event | None = None
 
     @property
     def use_cache(self) -> bool:
@@ -156,14 +162,15 @@ class ProcessClient:
         state = self.job(job) if job is not None else None
         if state is None or not state.use_cache:
             self._raise_inflight(state)
-            self.transport.run(self._fetch(spec, plan, values, job, clock, None))
+            self.transport.run(self._fetch(spec, plan, values, job, clock, state, False))
         else:
             with self._lock:
                 self._wait_local_clocks(state, clock)
                 self._raise_inflight(state)
-                self.transport.run(self._fetch(spec, plan, values, job, clock, state))
-        if state is not None:
-            self._tls.__dict__.setdefault("last_pull", {})[name] = (keys.copy(), plan)
+                self.transport.run(self._fetch(spec, plan, values, job, clock, state, True))
+        if state is not None:  # remembered by value (hash), not by copy: see push
+            self._tls.__dict__.setdefault("last_pull", {})[name] = (
+                keys.shape[0], fingerprint(keys), plan)
         out = plan.expand(values)
         return out[:, 0] if spec.vector else out
 
@@ -186,35 +193,55 @@ class ProcessClient:
             raise RuntimeError(f"job {state.job_id!r} stopped: another task of this process "
                                f"failed ({state.failure!r})")
 
-    async def _fetch(self, spec, plan, values, job, clock, state: _Job | None):
-        requests = []  # (shard, keys to fetch, where their values go in ``values``)
+    async def _fetch(self, spec, plan, values, job, clock, state: _Job | None, cache: bool):
+        """Fetch what the snapshot cannot serve; carry the clock's push waiting in the outbox.
+
+        Runs on the transport's loop. A shard gets at most one call: ``push_pull`` (the last
+        clock's updates and tick, then this pull), ``pull`` or ``push``.
+        """
+        requests = {}  # shard -> (keys to fetch, where their values go in ``values``)
         for s in range(plan.offsets.shape[0] - 1):
             sl = plan.shard_slice(s)
             if sl.start == sl.stop:
                 continue
             keys = plan.local[sl]
-            snap = None if state is None else state.snapshots.get((spec.name, s))
+            snap = state.snapshots.get((spec.name, s)) if cache else None
             if snap is not None and not state.snapshot_valid(snap, clock):
                 del state.snapshots[(spec.name, s)]
                 snap = None
             if snap is None:
-                requests.append((s, keys, sl))  # a slice: the copy below is a memcpy
+                requests[s] = (keys, sl)  # a slice: the copy below is a memcpy
                 continue
             rows = snap.lookup(keys)
             hit = rows >= 0
             values[sl][hit] = snap.store.values[rows[hit]]
             if not hit.all():
-                requests.append((s, keys[~hit], sl.start + np.flatnonzero(~hit)))
-        if not requests:
+                requests[s] = (keys[~hit], sl.start + np.flatnonzero(~hit))
+        box = self._take_outbox(state)
+        if not requests and box is None:
             return
         timeout = self.transport.timeout
-        results = await _gather(self.transport.call(s, "pull", spec.name, k, job=job,
-                                                    clock=clock, timeout=timeout,
-                                                    _timeout=timeout + 5)
-                                for s, k, _ in requests)
-        for (s, keys, where), (vals, tag) in zip(requests, results):
+        calls = []
+        for s in range(len(self.transport.shards)):
+            pull = s in requests
+            if box is None and not pull:
+                continue
+            args = dict(job=job, _timeout=timeout + 5)
+            if pull:
+                args.update(name=spec.name, keys=requests[s][0], clock=clock, timeout=timeout)
+            if box is not None:
+                args.update(updates=box[0][s], participant=state.participant,
+                            push_clock=box[1])
+            method = "push_pull" if box is not None else "pull"
+            calls.append((s, pull, self.transport.call(s, method, **args)))
+        results = await _gather(c for _, _, c in calls)
+        for (s, pull, _), result in zip(calls, results):
+            if not pull:
+                continue
+            vals, tag = result
+            keys, where = requests[s]
             values[where] = vals
-            if state is not None:
+            if cache:
                 state.pull_calls += 1
                 snap = state.snapshots.get((spec.name, s))
                 if snap is None:
@@ -281,10 +308,12 @@ class ProcessClient:
         last = getattr(self._tls, "last_pull", {}).get(name)
         keys_arr = np.asarray(keys)
         plan = None
-        if last is not None and last[0].shape == keys_arr.shape and np.array_equal(last[0],
-                                                                                     keys_arr):
-            keys_arr, plan = last
+        if (last is not None and keys_arr.shape == (last[0],) and keys_arr.dtype == np.int64
+                and fingerprint(keys_arr) == last[1]):
+            # Same keys as the pull (a 64-bit hash match): the plan holds them, deduplicated.
+            plan = last[2]
             spec, keys_arr, values = self.check_update(name, keys_arr, updates, keys_checked=True)
+            keys_arr = None  # the caller's array may change before clock(): the plan has them
         else:
             spec, keys_arr, values = self.check_update(name, keys_arr, updates)
             keys_arr = keys_arr.copy()  # buffered until clock(): the caller may reuse its array
@@ -299,7 +328,9 @@ class ProcessClient:
             if len(parts) == 1 and parts[0][2] is not None:
                 _, values, plan = parts[0]
             else:
-                keys = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
+                keys = [k if k is not None else spec.partitioner.caller_keys(p)
+                        for k, _, p in parts]
+                keys = np.concatenate(keys) if len(keys) > 1 else keys[0]
                 values = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
                 plan, _ = spec.partitioner.plan(keys)
             if plan.identity:
@@ -329,11 +360,42 @@ class ProcessClient:
             fut.result()
 
     def _flush(self, job: str, state: _Job, clock: int) -> None:
-        """Send the merged updates of ``clock`` with the tick to ``clock + 1`` (background)."""
+        """Queue the merged updates of ``clock`` and the tick to ``clock + 1``.
+
+        They leave with the next pull of this process (one message per shard instead of two)
+        or after ``SEND_DELAY`` seconds, whichever comes first. The previous clock's message
+        is sent and answered first, so a participant's ticks reach each shard in order.
+        """
         per_shard = self._plan_updates(state.pending.pop(clock, {}))
+        self._kick(state)
         self._raise_inflight(state, wait=True)
-        state.inflight = self.transport.submit(
-            self._send(per_shard, job, state.participant, clock, tick=True))
+        state.outbox_event = event = asyncio.Event()
+        state.outbox.append((per_shard, clock))
+        state.inflight = self.transport.submit(self._send_later(job, state, event))
+
+    def _kick(self, state: _Job) -> None:
+        """Send the queued clock now (from any thread but the loop's)."""
+        if state.outbox_event is not None:
+            self.transport.loop.call_soon_threadsafe(state.outbox_event.set)
+
+    async def _send_later(self, job: str, state: _Job, event: asyncio.Event) -> None:
+        try:
+            await asyncio.wait_for(event.wait(), SEND_DELAY)
+        except asyncio.TimeoutError:
+            pass
+        box = self._take_outbox(state)
+        if box is not None:
+            await self._send(box[0], job, state.participant, box[1], tick=True)
+
+    @staticmethod
+    def _take_outbox(state: _Job | None):
+        """The queued clock, or None; only on the loop's thread, so exactly one caller gets it."""
+        if state is None or not state.outbox:
+            return None
+        box = state.outbox.pop()
+        if state.outbox_event is not None:
+            state.outbox_event.set()  # its timer has nothing left to send
+        return box
 
     def join(self, job: str, participant: int, n_local: int, consistency: Consistency,
              task: int) -> None:
@@ -373,6 +435,7 @@ class ProcessClient:
         if new == DONE:
             for c in sorted(state.pending):
                 self._flush(job, state, c)
+            self._kick(state)
             self._raise_inflight(state, wait=True)
             self.transport.run(self.transport.call_all("finish", job, state.participant))
             del self.jobs[job]
@@ -393,9 +456,13 @@ class ProcessClient:
             self._advance(job, state)
 
     def wait(self, job: str) -> None:
-        """Wait for the pushes in flight of ``job`` (raises their errors)."""
+        """Send the queued clock of ``job`` now and wait for every push in flight (raises
+        their errors)."""
         with self._lock:
-            self._raise_inflight(self.jobs.get(job), wait=True)
+            state = self.jobs.get(job)
+            if state is not None:
+                self._kick(state)
+                self._raise_inflight(state, wait=True)
 
 
 async def _gather(coros):

@@ -67,6 +67,14 @@ class _Partitioner:
     hashed: bool = field(init=False)
     starts: np.ndarray = field(init=False, repr=False, compare=False)
 
+    def caller_keys(self, plan: KeyPlan) -> np.ndarray:
+        """The keys a plan was made from, shape (n,) int64, in the caller's order."""
+        keys = plan.local.copy()
+        if not self.hashed:
+            for s in range(self.n_shards):
+                keys[plan.shard_slice(s)] += self.starts[s]
+        return keys[plan.inverse]
+
     def plan(self, keys: np.ndarray) -> tuple[KeyPlan, int]:
         """Plan ``keys`` (int64); returns the plan and the index of the first bad key or -1."""
         local, offsets, inverse, bad = _kernels.plan_keys(keys, self.starts, self.hashed,

@@ -159,6 +159,16 @@ class Shard:
             self._notify()
         return DONE if clocks is None else clocks.min_clock
 
+    async def push_pull(self, updates: list, job: str | None = None, participant: int = 0,
+                        push_clock: int = 0, name: str | None = None, keys=None,
+                        clock: int = 0, timeout: float = 300.0):
+        """:meth:`push` of a clock (with its tick), then :meth:`pull` (if ``name``): one
+        message per shard for the usual push-clock-pull step."""
+        await self.push(updates, job, participant, push_clock, tick=True)
+        if name is None:
+            return None
+        return await self.pull(name, keys, job, clock, timeout)
+
     def _flush_pending(self, upto: int) -> None:
         """Apply the held updates of clocks ``< upto``: per clock, per table, one summed step."""
         for c in sorted(k for k in self._pending if k < upto):

@@ -106,3 +106,11 @@ def test_sorted_keys_take_the_sequential_path_with_the_same_plan(hashed):
         for s in range(3):
             glob[unique_plan.shard_slice(s)] += part.starts[s]
     np.testing.assert_array_equal(unique_plan.expand(glob * 10), uniq * 10)
+
+
+@pytest.mark.parametrize("hashed", [False, True])
+def test_caller_keys_rebuild_the_planned_keys(hashed):
+    keys = np.random.default_rng(3).integers(0, 40, 100)
+    part = HashPartitioner(3) if hashed else RangePartitioner(3, n_rows=40)
+    plan, _ = part.plan(keys)
+    np.testing.assert_array_equal(part.caller_keys(plan), keys)

@@ -176,3 +176,23 @@ def count_task_small(ps, seed):
     for _ in range(5):
         ps.push("c", [seed], [1])
         ps.clock()
+
+
+def reuse_task(ps, item):
+    keys = np.array([5, 1, 5, 9])
+    for _ in range(3):
+        ps.pull("w", keys)
+        ps.push("w", keys, np.ones(4))  # same keys as the pull: its plan is reused
+        keys[0] = 2  # the caller changes its array after the push, before clock()
+        ps.pull("w", [0])
+        ps.push("w", [0], [10.0])  # a second part in the same clock
+        ps.clock()
+        keys[0] = 5
+    return None
+
+
+def test_push_reusing_the_pull_plan_is_safe_against_caller_changes():
+    with dask_ps.PSModel("local", n_shards=2) as model:
+        model.add_table("w", shape=(10,))
+        model.run(reuse_task, [0])
+        np.testing.assert_array_equal(model.pull("w"), [30, 3, 0, 0, 0, 6, 0, 0, 0, 3])

@@ -1,0 +1,25 @@
+"""The benchmark scripts keep running (their figures are read by people, not asserted here)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_ps_core_benchmark_runs(tmp_path):
+    out = tmp_path / "ps_core.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "ps_core.py"), "--quick",
+                           "--key-order", "sorted", "--json", str(out)],
+                          capture_output=True, text=True, timeout=380, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(out.read_text())["summary"]
+    assert set(summary["train"]) == {"10000", "100000"}
+    for row in summary["train"].values():
+        assert row["ps_keys_per_s"] > 0 and row["ceiling_keys_per_s"] > 0
+    assert summary["headline"]["dense"]["ratio"] > 0
+    assert "1e6-key pull+push" in proc.stdout
