@@ -50,6 +50,16 @@ class Shard:
         self.counters = dict(pull_calls=0, push_calls=0, keys_pulled=0, keys_pushed=0,
                              bytes_pulled=0, bytes_pushed=0)
 
+    _METHODS = frozenset({"create_table", "drop_table", "start_job", "end_job", "pull", "push",
+                          "push_pull", "finish", "apply", "stats"})
+
+    async def dispatch(self, call: tuple):
+        """Run ``(method, args, kwargs)``: the one entry point of remote callers."""
+        method, args, kwargs = call
+        if method not in self._METHODS:
+            raise AttributeError(f"shard {self.shard} has no method {method!r}")
+        return await getattr(self, method)(*args, **kwargs)
+
     # -- tables ---------------------------------------------------------------------------
     async def create_table(self, spec: TableSpec) -> int:
         """Allocate this shard's part of ``spec``; returns its size in bytes."""
