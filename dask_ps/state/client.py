@@ -220,6 +220,7 @@ class ProcessClient:
         box = self._take_outbox(state)
         if not requests and box is None:
             return
+        wire = spec.partitioner.wire_dtype
         timeout = self.transport.timeout
         calls = []
         for s in range(len(self.transport.shards)):
@@ -228,7 +229,8 @@ class ProcessClient:
                 continue
             args = dict(job=job, _timeout=timeout + 5)
             if pull:
-                args.update(name=spec.name, keys=requests[s][0], clock=clock, timeout=timeout)
+                args.update(name=spec.name, keys=requests[s][0].astype(wire, copy=False),
+                            clock=clock, timeout=timeout)
             if box is not None:
                 args.update(updates=box[0][s], participant=state.participant,
                             push_clock=box[1])
@@ -343,7 +345,8 @@ class ProcessClient:
             for s in range(len(per_shard)):
                 sl = plan.shard_slice(s)
                 if sl.start < sl.stop:
-                    per_shard[s].append((name, plan.local[sl], merged[sl]))
+                    per_shard[s].append((name, plan.local[sl].astype(
+                        spec.partitioner.wire_dtype, copy=False), merged[sl]))
         return per_shard
 
     async def _send(self, per_shard, job, participant, clock, tick):

@@ -100,6 +100,12 @@ class RangePartitioner(_Partitioner):
         bounds = np.linspace(0, self.n_rows, self.n_shards + 1).round().astype(np.int64)
         object.__setattr__(self, "starts", bounds)
 
+    @property
+    def wire_dtype(self) -> np.dtype:
+        """Offsets inside a shard travel as int32 when every shard is small enough."""
+        small = int(np.diff(self.starts).max(initial=0)) < 2**31
+        return np.dtype(np.int32) if small else np.dtype(np.int64)
+
     def shard_keys(self, s: int) -> np.ndarray:
         """Global keys held by shard ``s``, shape (n,), int64."""
         return np.arange(self.starts[s], self.starts[s + 1], dtype=np.int64)
@@ -116,6 +122,8 @@ class HashPartitioner(_Partitioner):
     ----------
     n_shards : int
     """
+
+    wire_dtype = np.dtype(np.int64)
 
     def __post_init__(self):
         object.__setattr__(self, "hashed", True)

@@ -213,7 +213,7 @@ class TableShard:
         otherwise their row is -1.
         """
         if not self.spec.sparse:
-            return keys.astype(np.int64, copy=False)
+            return keys  # offsets, int32 or int64: the kernels take either
         rows = np.empty(keys.shape[0], np.int64)
         missing = _kernels.map_find(self._slot_key, self._slot_row, keys, rows)
         if missing and create:
