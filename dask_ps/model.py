@@ -83,7 +83,7 @@ class PSModel:
     Examples
     --------
     >>> import numpy as np, dask_ps
-    >>> model = dask_ps.PSModel(n_shards=2)            # no cluster: shards in this process
+    >>> model = dask_ps.PSModel("local", n_shards=2)   # no cluster: shards in this process
     >>> w = model.add_table("w", shape=(10,), optimizer="add")
     >>> model.push("w", [1, 1, 7], [1.0, 2.0, 5.0])
     >>> model.pull("w", [1, 7, 0])

@@ -184,10 +184,14 @@ def _plan_sorted_range(keys, starts, inverse, offsets):
 
 @numba.njit(**_JIT)
 def fingerprint(keys):
-    """A 64-bit hash of a key array (order-sensitive), to recognise the same keys again."""
+    """A 64-bit hash of a key array (order-sensitive), to recognise the same keys again.
+
+    A sum of independent terms rather than a chain, so the CPU overlaps them (a chained
+    hash cost ~5 ms per 10^6 keys, as much as the planning it saves).
+    """
     h = np.uint64(keys.shape[0])
     for i in range(keys.shape[0]):
-        h = mix64(h ^ np.uint64(keys[i]))
+        h += mix64(np.uint64(keys[i]) ^ (np.uint64(i) * _GOLDEN))
     return h
 
 

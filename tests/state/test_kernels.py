@@ -114,3 +114,17 @@ def test_caller_keys_rebuild_the_planned_keys(hashed):
     part = HashPartitioner(3) if hashed else RangePartitioner(3, n_rows=40)
     plan, _ = part.plan(keys)
     np.testing.assert_array_equal(part.caller_keys(plan), keys)
+
+
+def test_fingerprint_tells_arrays_apart():
+    rng = np.random.default_rng(4)
+    keys = rng.integers(0, 2**40, 1000)
+    same = keys.copy()
+    swapped = keys.copy()
+    swapped[[3, 7]] = swapped[[7, 3]]
+    changed = keys.copy()
+    changed[500] += 1
+    assert K.fingerprint(keys) == K.fingerprint(same)
+    assert K.fingerprint(keys) != K.fingerprint(swapped)
+    assert K.fingerprint(keys) != K.fingerprint(changed)
+    assert K.fingerprint(keys[:999]) != K.fingerprint(keys)
