@@ -1,6 +1,7 @@
 """dask_ps: a parameter server on Dask for machine learning on huge, sparse data."""
 
 from .exceptions import ClosedModelError, ShardUnavailableError, UnknownTableError
+from .algorithms import LogisticRegression
 from .model import PSModel, Table
 from .state import (ASP, BSP, FTRL, SGD, SSP, AdaGrad, Adam, Add, Consistency, Init, Optimizer,
                     WorkerView)
@@ -8,5 +9,5 @@ from .state import (ASP, BSP, FTRL, SGD, SSP, AdaGrad, Adam, Add, Consistency, I
 __version__ = "0.1.0.dev0"
 
 __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "ClosedModelError",
-           "Consistency", "Init", "Optimizer", "PSModel", "ShardUnavailableError",
-           "Table", "UnknownTableError", "WorkerView", "__version__"]
+           "Consistency", "Init", "LogisticRegression", "Optimizer", "PSModel",
+           "ShardUnavailableError", "Table", "UnknownTableError", "WorkerView", "__version__"]

@@ -1,0 +1,338 @@
+"""Logistic regression on the parameter server: a functional core and a scikit-learn estimator.
+
+Stochastic solvers ("sgd", "adagrad", "ftrl") run one task per data partition: per clock a task
+pulls the weights of the features its minibatch touches, computes the log-loss gradient with a
+numba kernel, and pushes it; the shards apply the update rule. "lbfgs" is full-batch: for every
+function evaluation the tasks compute their partition's loss and gradient and push them into
+tables that the servers sum; the driver runs SciPy's L-BFGS-B on the result.
+
+Several classes are fitted one-vs-rest, as columns of one weight table, in the same passes.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.optimize
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..model import PSModel
+from ..state.optimizers import FTRL, SGD, AdaGrad
+from ._logistic_kernels import decision, logistic_grad
+
+__all__ = ["LogisticRegression", "train"]
+
+SOLVERS = ("sgd", "adagrad", "ftrl", "lbfgs")
+DEFAULT_LEARNING_RATE = {"sgd": 0.5, "adagrad": 0.1, "ftrl": 0.3, "lbfgs": None}
+
+
+def _split_rows(X: sp.csr_matrix, Y: np.ndarray, n_parts: int) -> list:
+    bounds = np.linspace(0, X.shape[0], n_parts + 1).round().astype(int)
+    return [(X[a:b], Y[a:b]) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def _stochastic_task(ps, item):
+    """Epochs of minibatch steps over one partition; returns its summed loss per epoch."""
+    (X, Y), cfg = item
+    rng = np.random.default_rng(cfg["seed"])
+    n, n_out, bias_key = X.shape[0], Y.shape[1], cfg["n_features"]
+    batch = cfg["batch_size"]
+    losses = []
+    for _ in range(cfg["max_iter"]):
+        order = rng.permutation(n)
+        total = 0.0
+        for start in range(0, n, batch):
+            rows = np.sort(order[start:start + batch])
+            Xb = X[rows]
+            cols = np.unique(Xb.indices)
+            keys = np.append(cols, bias_key)
+            W = ps.pull("w", keys)
+            grad = np.zeros((cols.shape[0] + 1, n_out))
+            total += logistic_grad(Xb.indptr, np.searchsorted(cols, Xb.indices), Xb.data,
+                                   Y[rows], W[:-1], W[-1], grad[:-1], grad[-1])
+            grad /= rows.shape[0]
+            grad[:-1] += cfg["l2"] * W[:-1]
+            if not cfg["fit_intercept"]:
+                grad[-1] = 0.0
+            ps.push("w", keys, grad)
+            ps.clock()
+        losses.append(total)
+    return losses
+
+
+def _full_gradient_task(ps, item):
+    """The partition's summed log-loss and gradient, pushed into the "grad" and "loss" tables."""
+    X, Y = item
+    W = ps.pull("w")
+    grad = np.zeros_like(W)
+    loss = logistic_grad(X.indptr, X.indices, X.data, Y, W[:-1], W[-1], grad[:-1], grad[-1])
+    ps.push("grad", np.arange(W.shape[0]), grad)
+    ps.push("loss", [0], [loss])
+
+
+def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solver: str = "ftrl",
+          penalty: str = "l2", C: float = 1.0, fit_intercept: bool = True, max_iter: int = 10,
+          batch_size: int = 256, learning_rate: float = 0.1, tol: float = 1e-6,
+          consistency="bsp", staleness=None, random_state: int = 0,
+          workers=None) -> tuple[np.ndarray, list, int]:
+    """Fit logistic regression on a PS model; returns the weights and the loss per epoch.
+
+    Parameters
+    ----------
+    model : PSModel
+        Gets the tables "w" (and "grad", "loss" for lbfgs).
+    parts : list
+        One ``(X csr (n_i, n_features) float64 with sorted indices, Y (n_i, n_outputs) in
+        {0, 1})`` per task.
+    n_features, n_outputs : int
+    solver : {"sgd", "adagrad", "ftrl", "lbfgs"}
+    penalty : {"l2", "l1"}
+        "l1" only with "ftrl" (its closed-form L1 step).
+    C : float
+        Inverse regularisation strength, as in scikit-learn: the objective is
+        ``C * sum(log-loss) + penalty(w)``, the intercept unpenalised.
+    fit_intercept : bool
+    max_iter : int
+        Epochs (stochastic solvers) or L-BFGS iterations.
+    batch_size : int
+        Rows per clock (stochastic solvers).
+    learning_rate : float
+        Step of "sgd" and "adagrad"; ``alpha`` of "ftrl".
+    tol : float
+        Projected-gradient tolerance of L-BFGS-B.
+    consistency, staleness
+        See :meth:`PSModel.run` (stochastic solvers).
+    random_state : int
+    workers : list of str, optional
+        Worker of each part.
+
+    Returns
+    -------
+    W : ndarray (n_features + 1, n_outputs)
+        Weights; the last row is the intercept.
+    history : list of dict
+        Per epoch (or per L-BFGS evaluation): the objective ``loss``.
+    n_iter : int
+        Epochs run, or L-BFGS iterations.
+
+    References
+    ----------
+    McMahan et al., KDD 2013 (FTRL-Proximal); Nocedal & Wright, Numerical Optimization, ch. 7
+    (L-BFGS); scikit-learn ``LogisticRegression`` for the objective.
+    """
+    shape = (n_features + 1, n_outputs)
+    lam = 1.0 / C
+    if solver == "lbfgs":
+        n_rows = max(1, sum(p[0].shape[0] for p in parts))
+        return _train_lbfgs(model, parts, shape, C, n_rows, fit_intercept, max_iter, tol,
+                            workers)
+    if penalty == "l1" and solver != "ftrl":
+        raise ValueError(f"penalty='l1' needs solver='ftrl', got {solver!r}")
+    n_rows = max(1, sum(p[0].shape[0] for p in parts))
+    steps = max(1, n_rows // batch_size)
+    optimizer = {"sgd": lambda: SGD(learning_rate),
+                 "adagrad": lambda: AdaGrad(learning_rate),
+                 "ftrl": lambda: FTRL(alpha=learning_rate, beta=1.0,
+                                      l1=lam / n_rows * steps if penalty == "l1" else 0.0,
+                                      l2=0.0)}[solver]()
+    model.add_table("w", shape, "float64", optimizer=optimizer)
+    cfg = dict(n_features=n_features, batch_size=batch_size, max_iter=max_iter,
+               fit_intercept=fit_intercept, l2=lam / n_rows if penalty == "l2" else 0.0)
+    items = [(p, dict(cfg, seed=random_state + i)) for i, p in enumerate(parts)]
+    losses = model.run(_stochastic_task, items, consistency=consistency, staleness=staleness,
+                       workers=workers)
+    history = [dict(epoch=e + 1, loss=float(sum(task[e] for task in losses) / n_rows))
+               for e in range(max_iter)]
+    return model.pull("w"), history, max_iter
+
+
+def _train_lbfgs(model, parts, shape, C, n_rows, fit_intercept, max_iter, tol, workers):
+    model.add_table("w", shape, "float64")
+    model.add_table("grad", shape, "float64")
+    model.add_table("loss", (1,), "float64")
+    rows = np.arange(shape[0])
+    current = np.zeros(shape)
+    history = []
+
+    def objective(x):
+        W = x.reshape(shape)
+        model.push("w", rows, W - current)  # the table holds ``current`` exactly
+        current[:] = W
+        model.run(_full_gradient_task, parts, consistency="asp", workers=workers)
+        grad, loss = model.pull("grad"), float(model.pull("loss")[0])
+        model.push("grad", rows, -grad)
+        model.push("loss", [0], [-loss])
+        # scikit-learn's objective divided by C n: the same optimum, gradients of order 1
+        scale = 1.0 / (C * n_rows)
+        obj = scale * (C * loss + 0.5 * float((W[:-1] ** 2).sum()))
+        g = C * grad
+        g[:-1] += W[:-1]
+        g *= scale
+        if not fit_intercept:
+            g[-1] = 0.0
+        history.append(dict(evaluation=len(history) + 1, loss=obj))
+        return obj, g.ravel()
+
+    res = scipy.optimize.minimize(objective, np.zeros(int(np.prod(shape))), jac=True,
+                                  method="L-BFGS-B",
+                                  options=dict(maxiter=max_iter, gtol=tol, ftol=0.0,
+                                               maxcor=20))
+    return res.x.reshape(shape), history, int(res.nit)
+
+
+class LogisticRegression(ClassifierMixin, BaseEstimator):
+    """Logistic regression trained on a dask_ps parameter server.
+
+    Parameters
+    ----------
+    solver : {"ftrl", "sgd", "adagrad", "lbfgs"}, default "ftrl"
+        Server-side update rule of the stochastic solvers, or full-batch L-BFGS-B with
+        gradients reduced by the servers.
+    penalty : {"l2", "l1"}, default "l2"
+        "l1" needs solver "ftrl".
+    C : float, default 1.0
+        Inverse regularisation strength (scikit-learn's convention).
+    fit_intercept : bool, default True
+    max_iter : int, default 10
+        Epochs, or L-BFGS iterations (use 100 or more with "lbfgs").
+    batch_size : int, default 256
+        Rows per clock.
+    learning_rate : float, optional
+        Step of "sgd" and "adagrad"; ``alpha`` of "ftrl". Default: 0.5, 0.1 and 0.3
+        respectively (tuned on a9a).
+    tol : float, default 1e-6
+        L-BFGS-B projected-gradient tolerance.
+    consistency : {"bsp", "ssp", "asp"}, default "bsp"
+    staleness : int, optional
+        With ``consistency="ssp"``.
+    n_shards : int, optional
+        Default: one per worker (1 without a cluster).
+    random_state : int, optional
+    client : distributed.Client or "local", optional
+        Default: the current Dask client, else in-process.
+
+    Attributes
+    ----------
+    classes_ : ndarray (n_classes,)
+    coef_ : ndarray (1, n_features) for two classes, else (n_classes, n_features), float64
+    intercept_ : ndarray (1,) or (n_classes,)
+    n_features_in_ : int
+    history_ : list of dict
+        Loss per epoch (or per L-BFGS function evaluation).
+    n_iter_ : ndarray (1,)
+        Epochs, or L-BFGS iterations, run.
+
+    Notes
+    -----
+    More than two classes are fitted one-vs-rest (one column each, in the same passes) and
+    ``predict_proba`` normalises their probabilities, as scikit-learn's one-vs-rest does.
+    """
+
+    def __init__(self, solver="ftrl", penalty="l2", C=1.0, fit_intercept=True, max_iter=10,
+                 batch_size=256, learning_rate=None, tol=1e-6, consistency="bsp",
+                 staleness=None, n_shards=None, random_state=None, client=None):
+        self.solver = solver
+        self.penalty = penalty
+        self.C = C
+        self.fit_intercept = fit_intercept
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.tol = tol
+        self.consistency = consistency
+        self.staleness = staleness
+        self.n_shards = n_shards
+        self.random_state = random_state
+        self.client = client
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _check_params(self) -> None:
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {list(SOLVERS)}, got {self.solver!r}")
+        if self.penalty not in ("l2", "l1"):
+            raise ValueError(f"penalty must be 'l2' or 'l1', got {self.penalty!r}")
+        if self.penalty == "l1" and self.solver != "ftrl":
+            raise ValueError("penalty='l1' needs solver='ftrl'")
+        for name in ("C", "learning_rate", "tol"):
+            value = getattr(self, name)
+            if name == "learning_rate" and value is None:
+                continue
+            if not isinstance(value, numbers.Real) or not value > 0:
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        for name in ("max_iter", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+    def fit(self, X, y):
+        """Fit on ``X`` (n_samples, n_features), dense or sparse, and labels ``y``.
+
+        Raises
+        ------
+        ValueError
+            Bad parameters, a single class, non-finite input, or non-finite weights after
+            training (with the advice to lower ``learning_rate``).
+        """
+        self._check_params()
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
+        check_classification_targets(y)
+        self.classes_, codes = np.unique(y, return_inverse=True)
+        if self.classes_.shape[0] < 2:
+            raise ValueError(f"LogisticRegression needs samples of at least 2 classes in the "
+                             f"data, but the data contains only one class: {self.classes_[0]!r}")
+        n_out = 1 if self.classes_.shape[0] == 2 else self.classes_.shape[0]
+        Y = (codes[:, None] == (np.arange(n_out) if n_out > 1 else np.array([1]))).astype(float)
+        X = sp.csr_matrix(X)
+        X.sort_indices()
+        with PSModel(self.client, n_shards=self.n_shards) as model:
+            n_parts = 1 if model.is_local else len(
+                model._client.scheduler_info(n_workers=-1)["workers"])
+            parts = _split_rows(X, Y, n_parts)
+            W, self.history_, n_iter = train(
+                model, parts, n_features=X.shape[1], n_outputs=n_out, solver=self.solver,
+                penalty=self.penalty, C=self.C, fit_intercept=self.fit_intercept,
+                max_iter=self.max_iter, batch_size=self.batch_size,
+                learning_rate=(DEFAULT_LEARNING_RATE[self.solver] if self.learning_rate is None
+                               else self.learning_rate),
+                tol=self.tol, consistency=self.consistency,
+                staleness=self.staleness,
+                random_state=0 if self.random_state is None else int(self.random_state))
+        if not np.isfinite(W).all():
+            raise ValueError("training diverged: the weights are not finite; try a smaller "
+                             "learning_rate")
+        self.n_iter_ = np.array([n_iter])
+        self.coef_ = np.ascontiguousarray(W[:-1].T)
+        self.intercept_ = W[-1].copy()
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        """Margins ``X coef_.T + intercept_``: shape (n,) for two classes, else (n, n_classes)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        X = sp.csr_matrix(X)
+        out = np.empty((X.shape[0], self.coef_.shape[0]))
+        decision(X.indptr, X.indices, X.data, np.ascontiguousarray(self.coef_.T),
+                 self.intercept_, out)
+        return out[:, 0] if out.shape[1] == 1 else out
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities, shape (n, n_classes)."""
+        z = self.decision_function(X)
+        p = 0.5 * (1.0 + np.tanh(0.5 * z))  # a sigmoid that never overflows
+        if p.ndim == 1:
+            return np.column_stack([1.0 - p, p])
+        return p / p.sum(axis=1, keepdims=True)
+
+    def predict(self, X) -> np.ndarray:
+        """Most probable class of each row, shape (n,)."""
+        z = self.decision_function(X)
+        idx = (z > 0).astype(int) if z.ndim == 1 else z.argmax(axis=1)
+        return self.classes_[idx]

@@ -1,0 +1,87 @@
+"""LogisticRegression on real data, against scikit-learn, and under its estimator checks."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_svmlight_file
+from sklearn.linear_model import LogisticRegression as SkLogisticRegression
+from sklearn.metrics import accuracy_score, roc_auc_score
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from dask_ps.algorithms import LogisticRegression
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def a9a(data):
+    X, y = load_svmlight_file(str(data / "lr_a9a" / "a9a"), n_features=123)
+    Xt, yt = load_svmlight_file(str(data / "lr_a9a" / "a9a.t"), n_features=123)
+    return X, y, Xt, yt
+
+
+@pytest.mark.parametrize("solver, kwargs", [
+    ("ftrl", dict(max_iter=5)),
+    ("adagrad", dict(max_iter=5)),
+    ("sgd", dict(max_iter=5)),
+    ("lbfgs", dict(max_iter=500)),
+])
+def test_a9a_quality_each_solver(a9a, solver, kwargs):
+    X, y, Xt, yt = a9a
+    model = LogisticRegression(solver=solver, client="local", random_state=0, **kwargs)
+    model.fit(X, y)
+    auc = roc_auc_score(yt, model.predict_proba(Xt)[:, 1])
+    acc = accuracy_score(yt, model.predict(Xt))
+    assert auc >= 0.900 and acc >= 0.848, (auc, acc)
+    assert len(model.history_) > 0 and np.isfinite([h["loss"] for h in model.history_]).all()
+
+
+def check_lbfgs_equals_scikit_learn(X, y, client):
+    sk = SkLogisticRegression(C=1.0, max_iter=10000, tol=1e-12).fit(X, y)
+    ours = LogisticRegression(solver="lbfgs", C=1.0, max_iter=2000, tol=1e-10,
+                              client=client).fit(X, y)
+    np.testing.assert_allclose(ours.coef_, sk.coef_, atol=1e-4)
+    np.testing.assert_allclose(ours.intercept_, sk.intercept_, atol=1e-4)
+
+
+def test_lbfgs_equals_scikit_learn(a9a):
+    check_lbfgs_equals_scikit_learn(*a9a[:2], "local")
+
+
+@pytest.mark.slow
+def test_lbfgs_equals_scikit_learn_on_two_workers(a9a, client2):
+    """Two partitions, gradients summed by two shards: the same optimum (~1 min here)."""
+    check_lbfgs_equals_scikit_learn(*a9a[:2], client2)
+
+
+def test_ftrl_on_a_cluster(a9a, client2):
+    X, y, Xt, yt = a9a
+    model = LogisticRegression(solver="ftrl", max_iter=5, client=client2, random_state=0)
+    model.fit(X, y)
+    assert roc_auc_score(yt, model.predict_proba(Xt)[:, 1]) >= 0.900
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(solver="ftrl", max_iter=10, learning_rate=1.0, batch_size=32),
+    dict(solver="adagrad", max_iter=20, learning_rate=0.3, C=100.0),
+    dict(solver="lbfgs", max_iter=200),
+])
+def test_agaricus_is_separated(data, kwargs):
+    X, y = load_svmlight_file(str(data / "lr_agaricus" / "agaricus.txt.train"), n_features=127)
+    Xt, yt = load_svmlight_file(str(data / "lr_agaricus" / "agaricus.txt.test"), n_features=127)
+    model = LogisticRegression(client="local", random_state=0, **kwargs).fit(X, y)
+    assert accuracy_score(yt, model.predict(Xt)) == 1.0
+
+
+def test_single_class_and_bad_parameters():
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    with pytest.raises(ValueError, match="only one class"):
+        LogisticRegression(client="local").fit(X, np.ones(20))
+    with pytest.raises(ValueError, match="solver must be one of"):
+        LogisticRegression(solver="newton", client="local").fit(X, np.arange(20) % 2)
+    with pytest.raises(ValueError, match="penalty='l1' needs solver='ftrl'"):
+        LogisticRegression(solver="sgd", penalty="l1", client="local").fit(X, np.arange(20) % 2)
+
+
+@parametrize_with_checks([LogisticRegression(client="local", max_iter=20, random_state=0)])
+def test_scikit_learn_estimator_checks(estimator, check):
+    check(estimator)
