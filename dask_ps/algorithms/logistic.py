@@ -22,17 +22,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..model import PSModel
 from ..state.optimizers import FTRL, SGD, AdaGrad
+from ._data import dask_partitions, encode_part, is_dask_collection, split_rows
 from ._logistic_kernels import decision, logistic_grad
 
 __all__ = ["LogisticRegression", "train"]
 
 SOLVERS = ("sgd", "adagrad", "ftrl", "lbfgs")
 DEFAULT_LEARNING_RATE = {"sgd": 0.5, "adagrad": 0.1, "ftrl": 0.3, "lbfgs": None}
-
-
-def _split_rows(X: sp.csr_matrix, Y: np.ndarray, n_parts: int) -> list:
-    bounds = np.linspace(0, X.shape[0], n_parts + 1).round().astype(int)
-    return [(X[a:b], Y[a:b]) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
 def _stochastic_task(ps, item):
@@ -78,7 +74,7 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
           penalty: str = "l2", C: float = 1.0, fit_intercept: bool = True, max_iter: int = 10,
           batch_size: int = 256, learning_rate: float = 0.1, tol: float = 1e-6,
           consistency="bsp", staleness=None, random_state: int = 0,
-          workers=None) -> tuple[np.ndarray, list, int]:
+          workers=None, n_rows: int | None = None) -> tuple[np.ndarray, list, int]:
     """Fit logistic regression on a PS model; returns the weights and the loss per epoch.
 
     Parameters
@@ -87,7 +83,7 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
         Gets the tables "w" (and "grad", "loss" for lbfgs).
     parts : list
         One ``(X csr (n_i, n_features) float64 with sorted indices, Y (n_i, n_outputs) in
-        {0, 1})`` per task.
+        {0, 1})`` per task, or Dask futures of them (then give ``n_rows`` and ``workers``).
     n_features, n_outputs : int
     solver : {"sgd", "adagrad", "ftrl", "lbfgs"}
     penalty : {"l2", "l1"}
@@ -109,6 +105,8 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
     random_state : int
     workers : list of str, optional
         Worker of each part.
+    n_rows : int, optional
+        Total rows; default: summed over ``parts``.
 
     Returns
     -------
@@ -126,13 +124,14 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
     """
     shape = (n_features + 1, n_outputs)
     lam = 1.0 / C
+    if n_rows is None:
+        n_rows = sum(p[0].shape[0] for p in parts)
+    n_rows = max(1, n_rows)
     if solver == "lbfgs":
-        n_rows = max(1, sum(p[0].shape[0] for p in parts))
         return _train_lbfgs(model, parts, shape, C, n_rows, fit_intercept, max_iter, tol,
                             workers)
     if penalty == "l1" and solver != "ftrl":
         raise ValueError(f"penalty='l1' needs solver='ftrl', got {solver!r}")
-    n_rows = max(1, sum(p[0].shape[0] for p in parts))
     steps = max(1, n_rows // batch_size)
     optimizer = {"sgd": lambda: SGD(learning_rate),
                  "adagrad": lambda: AdaGrad(learning_rate),
@@ -273,7 +272,12 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
     def fit(self, X, y):
-        """Fit on ``X`` (n_samples, n_features), dense or sparse, and labels ``y``.
+        """Fit on ``X`` (n_samples, n_features) and labels ``y`` (n_samples,).
+
+        ``X`` may be a NumPy array, a scipy.sparse matrix, a ``sparse.COO``, a dask array
+        (chunks dense or CSR, as :func:`dask_ps.io.read_libsvm` gives) or a dask dataframe of
+        numeric columns (then ``y`` a dask series or array). Dask inputs stay on the workers:
+        each chunk trains where it was computed.
 
         Raises
         ------
@@ -282,29 +286,41 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             training (with the advice to lower ``learning_rate``).
         """
         self._check_params()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
-        check_classification_targets(y)
-        self.classes_, codes = np.unique(y, return_inverse=True)
+        distributed = is_dask_collection(X)
+        if distributed:
+            y_local = y.compute() if is_dask_collection(y) else y
+            y_local = (y_local.to_numpy() if hasattr(y_local, "to_numpy")
+                       else np.asarray(y_local)).ravel()
+            self.n_features_in_ = int(X.shape[1])
+        else:
+            X, y_local = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
+        check_classification_targets(y_local)
+        self.classes_ = np.unique(y_local)
         if self.classes_.shape[0] < 2:
             raise ValueError(f"LogisticRegression needs samples of at least 2 classes in the "
                              f"data, but the data contains only one class: {self.classes_[0]!r}")
         n_out = 1 if self.classes_.shape[0] == 2 else self.classes_.shape[0]
-        Y = (codes[:, None] == (np.arange(n_out) if n_out > 1 else np.array([1]))).astype(float)
-        X = sp.csr_matrix(X)
-        X.sort_indices()
         with PSModel(self.client, n_shards=self.n_shards) as model:
-            n_parts = 1 if model.is_local else len(
-                model._client.scheduler_info(n_workers=-1)["workers"])
-            parts = _split_rows(X, Y, n_parts)
+            workers = None
+            if distributed and not model.is_local:
+                parts, workers = dask_partitions(model._client, X, y, self.classes_, n_out)
+            else:
+                if distributed:  # no cluster: the collection is computed in this process
+                    X = X.compute()
+                X, Y = encode_part(X, y_local, self.classes_, n_out, "X")
+                n_parts = 1 if model.is_local else len(
+                    model._client.scheduler_info(n_workers=-1)["workers"])
+                parts = split_rows(X, Y, n_parts)
             W, self.history_, n_iter = train(
-                model, parts, n_features=X.shape[1], n_outputs=n_out, solver=self.solver,
-                penalty=self.penalty, C=self.C, fit_intercept=self.fit_intercept,
-                max_iter=self.max_iter, batch_size=self.batch_size,
+                model, parts, n_features=self.n_features_in_, n_outputs=n_out,
+                solver=self.solver, penalty=self.penalty, C=self.C,
+                fit_intercept=self.fit_intercept, max_iter=self.max_iter,
+                batch_size=self.batch_size,
                 learning_rate=(DEFAULT_LEARNING_RATE[self.solver] if self.learning_rate is None
                                else self.learning_rate),
-                tol=self.tol, consistency=self.consistency,
-                staleness=self.staleness,
-                random_state=0 if self.random_state is None else int(self.random_state))
+                tol=self.tol, consistency=self.consistency, staleness=self.staleness,
+                random_state=0 if self.random_state is None else int(self.random_state),
+                workers=workers, n_rows=y_local.shape[0])
         if not np.isfinite(W).all():
             raise ValueError("training diverged: the weights are not finite; try a smaller "
                              "learning_rate")
@@ -313,26 +329,66 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         self.intercept_ = W[-1].copy()
         return self
 
-    def decision_function(self, X) -> np.ndarray:
-        """Margins ``X coef_.T + intercept_``: shape (n,) for two classes, else (n, n_classes)."""
+    def decision_function(self, X):
+        """Margins ``X coef_.T + intercept_``: shape (n,) for two classes, else (n, n_classes).
+
+        A dask ``X`` gives a dask array, computed chunk by chunk.
+        """
         check_is_fitted(self)
+        if is_dask_collection(X):
+            if hasattr(X, "to_dask_array"):
+                X = X.to_dask_array(lengths=True)
+            if X.shape[1] != self.n_features_in_:
+                raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is "
+                                 f"expecting {self.n_features_in_} features as input")
+            X = X.rechunk({1: -1})
+            # functions of arrays only: the estimator (and its client) stays here
+            coef_t, b = np.ascontiguousarray(self.coef_.T), self.intercept_
+            if coef_t.shape[1] == 1:
+                return X.map_blocks(_binary_margins, coef_t, b, drop_axis=1, dtype=np.float64,
+                                    meta=np.empty((0,)))
+            return X.map_blocks(_margins, coef_t, b, chunks=(X.chunks[0], (coef_t.shape[1],)),
+                                dtype=np.float64, meta=np.empty((0, 0)))
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        X = sp.csr_matrix(X)
-        out = np.empty((X.shape[0], self.coef_.shape[0]))
-        decision(X.indptr, X.indices, X.data, np.ascontiguousarray(self.coef_.T),
-                 self.intercept_, out)
+        out = _margins(X, np.ascontiguousarray(self.coef_.T), self.intercept_)
         return out[:, 0] if out.shape[1] == 1 else out
 
-    def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities, shape (n, n_classes)."""
+    def predict_proba(self, X):
+        """Class probabilities, shape (n, n_classes) (a dask array for dask ``X``)."""
         z = self.decision_function(X)
         p = 0.5 * (1.0 + np.tanh(0.5 * z))  # a sigmoid that never overflows
         if p.ndim == 1:
-            return np.column_stack([1.0 - p, p])
+            return _stack([1.0 - p, p])
         return p / p.sum(axis=1, keepdims=True)
 
-    def predict(self, X) -> np.ndarray:
-        """Most probable class of each row, shape (n,)."""
+    def predict(self, X):
+        """Most probable class of each row, shape (n,) (a dask array for dask ``X``)."""
         z = self.decision_function(X)
         idx = (z > 0).astype(int) if z.ndim == 1 else z.argmax(axis=1)
+        if is_dask_collection(idx):
+            return idx.map_blocks(_take_classes, self.classes_, dtype=self.classes_.dtype)
         return self.classes_[idx]
+
+
+def _margins(X, coef_t: np.ndarray, intercept: np.ndarray) -> np.ndarray:
+    """``X coef_t + intercept``, shape (n, n_outputs), for a dense or sparse block."""
+    X = sp.csr_matrix(X, dtype=np.float64)
+    out = np.empty((X.shape[0], coef_t.shape[1]))
+    decision(X.indptr, X.indices, X.data, coef_t, intercept, out)
+    return out
+
+
+def _binary_margins(X, coef_t, intercept) -> np.ndarray:
+    return _margins(X, coef_t, intercept)[:, 0]
+
+
+def _take_classes(idx: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    return classes[idx]
+
+
+def _stack(columns):
+    if is_dask_collection(columns[0]):
+        import dask.array as da
+
+        return da.stack(columns, axis=1)
+    return np.column_stack(columns)

@@ -85,3 +85,47 @@ def test_single_class_and_bad_parameters():
 @parametrize_with_checks([LogisticRegression(client="local", max_iter=20, random_state=0)])
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_reuters_money_fx(data):
+    X, y = load_svmlight_file(str(data / "lr_reuters_moneyfx" / "reuters.trn.bz2"),
+                              n_features=8315)
+    Xt, yt = load_svmlight_file(str(data / "lr_reuters_moneyfx" / "reuters.tst.bz2"),
+                                n_features=8315)
+    for solver in ("adagrad", "lbfgs"):
+        model = LogisticRegression(solver=solver, client="local", random_state=0,
+                                   max_iter=10 if solver != "lbfgs" else 300).fit(X, y)
+        assert roc_auc_score(yt, model.predict_proba(Xt)[:, 1]) >= 0.985, solver
+
+
+def test_dask_array_partitions_train_where_they_live(data, client2):
+    from dask_ps.io import read_libsvm
+
+    X, y = read_libsvm(str(data / "lr_a9a" / "a9a"), n_features=123, blocksize="512KiB")
+    Xt, yt = read_libsvm(str(data / "lr_a9a" / "a9a.t"), n_features=123)
+    assert X.numblocks[0] > 2  # several chunks per worker: threads share a snapshot
+    model = LogisticRegression(solver="ftrl", max_iter=5, client=client2, random_state=0)
+    model.fit(X, y)
+    proba, pred = model.predict_proba(Xt), model.predict(Xt)
+    assert hasattr(proba, "dask") and hasattr(pred, "dask")
+    proba, pred, yt = client2.compute([proba, pred, yt], sync=True)
+    assert roc_auc_score(yt, proba[:, 1]) >= 0.900
+    assert accuracy_score(yt, pred) >= 0.848
+    assert model.n_features_in_ == 123 and model.classes_.tolist() == [-1.0, 1.0]
+
+
+def test_dask_dataframe_multiclass(client2):
+    import dask.dataframe as dd
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    centers = np.array([[3, 0], [0, 3], [-3, -3]])
+    labels = rng.integers(0, 3, 600)
+    pdf = pd.DataFrame(centers[labels] + rng.normal(size=(600, 2)), columns=["a", "b"])
+    ddf = dd.from_pandas(pdf, npartitions=3)
+    y = dd.from_pandas(pd.Series(np.array(["x", "y", "z"])[labels]), npartitions=3)
+    model = LogisticRegression(solver="adagrad", max_iter=10, client=client2, random_state=0)
+    model.fit(ddf, y)
+    pred = model.predict(pdf.to_numpy())
+    assert model.classes_.tolist() == ["x", "y", "z"]
+    assert (pred == np.array(["x", "y", "z"])[labels]).mean() > 0.95
