@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)  ## the main job: logistic regression on a9a on a local Dask cluster
-	$(PY) examples/ps_demo.py
+	$(VENV)/bin/dask-ps train lr --dataset a9a
 
 test: $(STAMP)  ## the whole suite, slow tests included (what CI runs)
 	$(PY) -m pytest -q
