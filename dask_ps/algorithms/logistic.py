@@ -24,6 +24,7 @@ from ..model import PSModel
 from ..state.optimizers import FTRL, SGD, AdaGrad
 from ._data import dask_partitions, encode_part, is_dask_collection, split_rows
 from ._logistic_kernels import decision, logistic_grad
+from ._owlqn import owlqn
 
 __all__ = ["LogisticRegression", "train"]
 
@@ -87,7 +88,7 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
     n_features, n_outputs : int
     solver : {"sgd", "adagrad", "ftrl", "lbfgs"}
     penalty : {"l2", "l1"}
-        "l1" only with "ftrl" (its closed-form L1 step).
+        "l1" with "ftrl" (its closed-form L1 step) or "lbfgs" (then OWL-QN).
     C : float
         Inverse regularisation strength, as in scikit-learn: the objective is
         ``C * sum(log-loss) + penalty(w)``, the intercept unpenalised.
@@ -128,10 +129,10 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
         n_rows = sum(p[0].shape[0] for p in parts)
     n_rows = max(1, n_rows)
     if solver == "lbfgs":
-        return _train_lbfgs(model, parts, shape, C, n_rows, fit_intercept, max_iter, tol,
-                            workers)
-    if penalty == "l1" and solver != "ftrl":
-        raise ValueError(f"penalty='l1' needs solver='ftrl', got {solver!r}")
+        return _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_iter,
+                            tol, workers)
+    if penalty == "l1" and solver not in ("ftrl", "lbfgs"):
+        raise ValueError(f"penalty='l1' needs solver='ftrl' or 'lbfgs', got {solver!r}")
     steps = max(1, n_rows // batch_size)
     optimizer = {"sgd": lambda: SGD(learning_rate),
                  "adagrad": lambda: AdaGrad(learning_rate),
@@ -149,7 +150,8 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
     return model.pull("w"), history, max_iter
 
 
-def _train_lbfgs(model, parts, shape, C, n_rows, fit_intercept, max_iter, tol, workers):
+def _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_iter, tol,
+                 workers):
     model.add_table("w", shape, "float64")
     model.add_table("grad", shape, "float64")
     model.add_table("loss", (1,), "float64")
@@ -167,17 +169,23 @@ def _train_lbfgs(model, parts, shape, C, n_rows, fit_intercept, max_iter, tol, w
         model.push("loss", [0], [-loss])
         # scikit-learn's objective divided by C n: the same optimum, gradients of order 1
         scale = 1.0 / (C * n_rows)
-        obj = scale * (C * loss + 0.5 * float((W[:-1] ** 2).sum()))
-        g = C * grad
-        g[:-1] += W[:-1]
-        g *= scale
+        obj, g = C * loss, C * grad
+        if penalty == "l2":
+            obj += 0.5 * float((W[:-1] ** 2).sum())
+            g[:-1] += W[:-1]
+        obj, g = scale * obj, scale * g
         if not fit_intercept:
             g[-1] = 0.0
         history.append(dict(evaluation=len(history) + 1, loss=obj))
         return obj, g.ravel()
 
-    res = scipy.optimize.minimize(objective, np.zeros(int(np.prod(shape))), jac=True,
-                                  method="L-BFGS-B",
+    x0 = np.zeros(int(np.prod(shape)))
+    if penalty == "l1":  # OWL-QN; the intercept row is not penalised
+        mask = np.ones(shape, bool)
+        mask[-1] = False
+        x, nit = owlqn(objective, x0, 1.0 / (C * n_rows), mask.ravel(), max_iter, tol)
+        return x.reshape(shape), history, nit
+    res = scipy.optimize.minimize(objective, x0, jac=True, method="L-BFGS-B",
                                   options=dict(maxiter=max_iter, gtol=tol, ftol=0.0,
                                                maxcor=20))
     return res.x.reshape(shape), history, int(res.nit)
@@ -192,7 +200,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         Server-side update rule of the stochastic solvers, or full-batch L-BFGS-B with
         gradients reduced by the servers.
     penalty : {"l2", "l1"}, default "l2"
-        "l1" needs solver "ftrl".
+        "l1" needs solver "ftrl" or "lbfgs" (which then runs OWL-QN, Andrew & Gao 2007).
     C : float, default 1.0
         Inverse regularisation strength (scikit-learn's convention).
     fit_intercept : bool, default True
@@ -258,8 +266,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             raise ValueError(f"solver must be one of {list(SOLVERS)}, got {self.solver!r}")
         if self.penalty not in ("l2", "l1"):
             raise ValueError(f"penalty must be 'l2' or 'l1', got {self.penalty!r}")
-        if self.penalty == "l1" and self.solver != "ftrl":
-            raise ValueError("penalty='l1' needs solver='ftrl'")
+        if self.penalty == "l1" and self.solver not in ("ftrl", "lbfgs"):
+            raise ValueError("penalty='l1' needs solver='ftrl' or 'lbfgs' (OWL-QN)")
         for name in ("C", "learning_rate", "tol"):
             value = getattr(self, name)
             if name == "learning_rate" and value is None:

@@ -78,7 +78,7 @@ def test_single_class_and_bad_parameters():
         LogisticRegression(client="local").fit(X, np.ones(20))
     with pytest.raises(ValueError, match="solver must be one of"):
         LogisticRegression(solver="newton", client="local").fit(X, np.arange(20) % 2)
-    with pytest.raises(ValueError, match="penalty='l1' needs solver='ftrl'"):
+    with pytest.raises(ValueError, match="penalty='l1' needs solver='ftrl' or 'lbfgs'"):
         LogisticRegression(solver="sgd", penalty="l1", client="local").fit(X, np.arange(20) % 2)
 
 
@@ -129,3 +129,15 @@ def test_dask_dataframe_multiclass(client2):
     pred = model.predict(pdf.to_numpy())
     assert model.classes_.tolist() == ["x", "y", "z"]
     assert (pred == np.array(["x", "y", "z"])[labels]).mean() > 0.95
+
+
+def test_owlqn_reaches_the_difacto_l1_optimum(data):
+    """rcv1 sample, sum of log-losses + 0.1 ||w||_1, no bias: loss 15.884923 with 47 weights."""
+    X, y = load_svmlight_file(str(data / "lr_rcv1_sample100" / "rcv1_train.binary.head100"))
+    model = LogisticRegression(solver="lbfgs", penalty="l1", C=1 / 0.1, fit_intercept=False,
+                               max_iter=2000, tol=1e-10, client="local").fit(X, y)
+    assert model.intercept_.tolist() == [0.0]
+    margins = X @ model.coef_.ravel()
+    loss = np.logaddexp(0, -np.where(y > 0, 1, -1) * margins).sum()
+    assert abs(loss - 15.884923) <= 1e-3 * 15.884923
+    assert abs(int((model.coef_ != 0).sum()) - 47) <= 1
