@@ -505,6 +505,43 @@ class Table:
         values = values[order]
         return keys[order], (values[:, 0] if self.spec.vector else values)
 
+    def state(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Values and optimizer state of a dense table, gathered from its shards.
+
+        Returns
+        -------
+        values : ndarray (n_rows, ncols)
+        slots : dict of str to ndarray (n_rows, width)
+            The update rule's state (e.g. FTRL's ``z`` and ``n``).
+
+        Raises
+        ------
+        ValueError
+            For a sparse table.
+        """
+        if self.spec.sparse:
+            raise ValueError(f"table {self.name!r} is sparse: state() covers dense tables")
+        parts = self.map(_copy_state)  # shards hold consecutive row ranges, in shard order
+        values = np.concatenate([v for v, _ in parts])
+        slots = {k: np.concatenate([sl[k] for _, sl in parts]) for k in parts[0][1]}
+        return values, slots
+
+    def set_state(self, values: np.ndarray, slots: dict[str, np.ndarray] | None = None) -> None:
+        """Overwrite a dense table's values (and optimizer state) with arrays of
+        :meth:`state`'s shapes, bypassing the update rule (warm starts, restores).
+
+        Raises
+        ------
+        ValueError
+            For a sparse table or arrays of the wrong shape.
+        """
+        if self.spec.sparse:
+            raise ValueError(f"table {self.name!r} is sparse: set_state() covers dense tables")
+        values = np.asarray(values, dtype=self.spec.dtype).reshape(self.spec.n_rows, -1)
+        if values.shape[1] != self.spec.ncols:
+            raise ValueError(f"table {self.name!r}: values must have {self.spec.ncols} columns")
+        self.map(_assign_state, values, slots or {})
+
     @property
     def n_keys(self) -> int:
         """Rows held over all shards (all rows for dense tables, touched keys for sparse)."""
@@ -518,6 +555,16 @@ class Table:
 
 def _copy_rows(keys, values, slots):
     return keys.copy(), values.copy()
+
+
+def _copy_state(keys, values, slots):
+    return values.copy(), {k: v.copy() for k, v in slots.items()}
+
+
+def _assign_state(keys, values, slots, new_values, new_slots):
+    values[:] = new_values[keys]
+    for k, v in new_slots.items():
+        slots[k][:] = v[keys]
 
 
 def _count_rows(keys, values, slots):

@@ -10,11 +10,16 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["dask_partitions", "encode_part", "is_dask_collection", "split_rows"]
+__all__ = ["as_scipy", "dask_partitions", "encode_part", "is_dask_collection", "split_rows"]
 
 
 def is_dask_collection(x) -> bool:
     return hasattr(x, "__dask_graph__") and x.__dask_graph__() is not None
+
+
+def as_scipy(X):
+    """pydata ``sparse`` arrays as scipy CSR; anything else unchanged."""
+    return X.to_scipy_sparse().tocsr() if hasattr(X, "to_scipy_sparse") else X
 
 
 def targets(codes: np.ndarray, n_out: int) -> np.ndarray:

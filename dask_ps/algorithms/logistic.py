@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..model import PSModel
 from ..state.optimizers import FTRL, SGD, AdaGrad
-from ._data import dask_partitions, encode_part, is_dask_collection, split_rows
+from ._data import as_scipy, dask_partitions, encode_part, is_dask_collection, split_rows
 from ._logistic_kernels import decision, logistic_grad
 from ._owlqn import owlqn
 
@@ -39,7 +39,7 @@ def _stochastic_task(ps, item):
     n, n_out, bias_key = X.shape[0], Y.shape[1], cfg["n_features"]
     batch = cfg["batch_size"]
     losses = []
-    for _ in range(cfg["max_iter"]):
+    for epoch in range(1, cfg["max_iter"] + 1):
         order = rng.permutation(n)
         total = 0.0
         for start in range(0, n, batch):
@@ -53,6 +53,10 @@ def _stochastic_task(ps, item):
                                    Y[rows], W[:-1], W[-1], grad[:-1], grad[-1])
             grad /= rows.shape[0]
             grad[:-1] += cfg["l2"] * W[:-1]
+            if not (np.isfinite(W).all() and np.isfinite(grad).all()):
+                raise FloatingPointError(
+                    f"epoch {epoch}: the weights or gradients are no longer finite (training "
+                    f"diverged); try a smaller learning_rate (now {cfg['learning_rate']})")
             if not cfg["fit_intercept"]:
                 grad[-1] = 0.0
             ps.push("w", keys, grad)
@@ -75,7 +79,8 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
           penalty: str = "l2", C: float = 1.0, fit_intercept: bool = True, max_iter: int = 10,
           batch_size: int = 256, learning_rate: float = 0.1, tol: float = 1e-6,
           consistency="bsp", staleness=None, random_state: int = 0,
-          workers=None, n_rows: int | None = None) -> tuple[np.ndarray, list, int]:
+          workers=None, n_rows: int | None = None,
+          init: tuple | None = None) -> tuple[np.ndarray, list, int, tuple]:
     """Fit logistic regression on a PS model; returns the weights and the loss per epoch.
 
     Parameters
@@ -108,6 +113,8 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
         Worker of each part.
     n_rows : int, optional
         Total rows; default: summed over ``parts``.
+    init : (values, slots), optional
+        Starting weights and update-rule state (a previous result's ``state``).
 
     Returns
     -------
@@ -117,6 +124,8 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
         Per epoch (or per L-BFGS evaluation): the objective ``loss``.
     n_iter : int
         Epochs run, or L-BFGS iterations.
+    state : (values, slots)
+        Final weights and update-rule state, to continue from (``init``).
 
     References
     ----------
@@ -130,7 +139,7 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
     n_rows = max(1, n_rows)
     if solver == "lbfgs":
         return _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_iter,
-                            tol, workers)
+                            tol, workers, None if init is None else init[0])
     if penalty == "l1" and solver not in ("ftrl", "lbfgs"):
         raise ValueError(f"penalty='l1' needs solver='ftrl' or 'lbfgs', got {solver!r}")
     steps = max(1, n_rows // batch_size)
@@ -139,19 +148,23 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
                  "ftrl": lambda: FTRL(alpha=learning_rate, beta=1.0,
                                       l1=lam / n_rows * steps if penalty == "l1" else 0.0,
                                       l2=0.0)}[solver]()
-    model.add_table("w", shape, "float64", optimizer=optimizer)
+    table = model.add_table("w", shape, "float64", optimizer=optimizer)
+    if init is not None:
+        table.set_state(*init)
     cfg = dict(n_features=n_features, batch_size=batch_size, max_iter=max_iter,
+               learning_rate=learning_rate,
                fit_intercept=fit_intercept, l2=lam / n_rows if penalty == "l2" else 0.0)
     items = [(p, dict(cfg, seed=random_state + i)) for i, p in enumerate(parts)]
     losses = model.run(_stochastic_task, items, consistency=consistency, staleness=staleness,
                        workers=workers)
     history = [dict(epoch=e + 1, loss=float(sum(task[e] for task in losses) / n_rows))
                for e in range(max_iter)]
-    return model.pull("w"), history, max_iter
+    values, slots = table.state()
+    return values, history, max_iter, (values, slots)
 
 
 def _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_iter, tol,
-                 workers):
+                 workers, x0=None):
     model.add_table("w", shape, "float64")
     model.add_table("grad", shape, "float64")
     model.add_table("loss", (1,), "float64")
@@ -179,16 +192,16 @@ def _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_ite
         history.append(dict(evaluation=len(history) + 1, loss=obj))
         return obj, g.ravel()
 
-    x0 = np.zeros(int(np.prod(shape)))
+    x0 = np.zeros(int(np.prod(shape))) if x0 is None else np.ravel(x0).astype(np.float64)
     if penalty == "l1":  # OWL-QN; the intercept row is not penalised
         mask = np.ones(shape, bool)
         mask[-1] = False
         x, nit = owlqn(objective, x0, 1.0 / (C * n_rows), mask.ravel(), max_iter, tol)
-        return x.reshape(shape), history, nit
+        return x.reshape(shape), history, nit, (x.reshape(shape), {})
     res = scipy.optimize.minimize(objective, x0, jac=True, method="L-BFGS-B",
                                   options=dict(maxiter=max_iter, gtol=tol, ftol=0.0,
                                                maxcor=20))
-    return res.x.reshape(shape), history, int(res.nit)
+    return res.x.reshape(shape), history, int(res.nit), (res.x.reshape(shape), {})
 
 
 class LogisticRegression(ClassifierMixin, BaseEstimator):
@@ -219,6 +232,9 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     n_shards : int, optional
         Default: one per worker (1 without a cluster).
     random_state : int, optional
+    warm_start : bool, default False
+        Start from the previous fit's weights and update-rule state (same classes and
+        features).
     client : distributed.Client or "local", optional
         Default: the current Dask client, else in-process.
 
@@ -241,7 +257,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
 
     def __init__(self, solver="ftrl", penalty="l2", C=1.0, fit_intercept=True, max_iter=10,
                  batch_size=256, learning_rate=None, tol=1e-6, consistency="bsp",
-                 staleness=None, n_shards=None, random_state=None, client=None):
+                 staleness=None, n_shards=None, random_state=None, warm_start=False,
+                 client=None):
         self.solver = solver
         self.penalty = penalty
         self.C = C
@@ -254,6 +271,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         self.staleness = staleness
         self.n_shards = n_shards
         self.random_state = random_state
+        self.warm_start = warm_start
         self.client = client
 
     def __sklearn_tags__(self):
@@ -293,7 +311,33 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             Bad parameters, a single class, non-finite input, or non-finite weights after
             training (with the advice to lower ``learning_rate``).
         """
+        return self._fit(X, y, None, self.max_iter, self.warm_start)
+
+    def partial_fit(self, X, y, classes=None):
+        """One more epoch over ``X``, ``y`` from the current weights (stochastic solvers).
+
+        Parameters
+        ----------
+        classes : array-like, optional
+            All the classes, required on the first call if ``y`` may not show them all.
+
+        Raises
+        ------
+        ValueError
+            With solver "lbfgs", or classes that differ from the first call's.
+        """
+        if self.solver == "lbfgs":
+            raise ValueError("partial_fit needs a stochastic solver ('ftrl', 'sgd', 'adagrad')")
+        if classes is not None and hasattr(self, "classes_") and not np.array_equal(
+                np.unique(classes), self.classes_):
+            raise ValueError(f"classes {np.unique(classes).tolist()} differ from the first "
+                             f"call's {self.classes_.tolist()}")
+        return self._fit(X, y, classes, 1, True)
+
+    def _fit(self, X, y, classes, epochs: int, warm: bool):
         self._check_params()
+        first = not hasattr(self, "classes_")
+        X = as_scipy(X)
         distributed = is_dask_collection(X)
         if distributed:
             y_local = y.compute() if is_dask_collection(y) else y
@@ -301,12 +345,22 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                        else np.asarray(y_local)).ravel()
             self.n_features_in_ = int(X.shape[1])
         else:
-            X, y_local = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
+            X, y_local = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
+                                       reset=not warm or first)
         check_classification_targets(y_local)
-        self.classes_ = np.unique(y_local)
-        if self.classes_.shape[0] < 2:
+        labels = np.unique(y_local if classes is None else classes)
+        if warm and not first:
+            if np.setdiff1d(np.unique(y_local), self.classes_).size:
+                raise ValueError(f"y has classes outside {self.classes_.tolist()}")
+            labels = self.classes_
+        if labels.shape[0] < 2:
             raise ValueError(f"LogisticRegression needs samples of at least 2 classes in the "
-                             f"data, but the data contains only one class: {self.classes_[0]!r}")
+                             f"data, but the data contains only one class: {labels[0]!r}")
+        init = getattr(self, "_ps_state_", None) if warm and not first else None
+        # a continued fit draws new minibatch orders, not the first fit's again
+        seed = (0 if self.random_state is None else int(self.random_state)) + (
+            1000 * len(getattr(self, "history_", [])) if init is not None else 0)
+        self.classes_ = labels
         n_out = 1 if self.classes_.shape[0] == 2 else self.classes_.shape[0]
         with PSModel(self.client, n_shards=self.n_shards) as model:
             workers = None
@@ -319,16 +373,16 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                 n_parts = 1 if model.is_local else len(
                     model._client.scheduler_info(n_workers=-1)["workers"])
                 parts = split_rows(X, Y, n_parts)
-            W, self.history_, n_iter = train(
+            W, history, n_iter, self._ps_state_ = train(
                 model, parts, n_features=self.n_features_in_, n_outputs=n_out,
                 solver=self.solver, penalty=self.penalty, C=self.C,
-                fit_intercept=self.fit_intercept, max_iter=self.max_iter,
+                fit_intercept=self.fit_intercept, max_iter=epochs,
                 batch_size=self.batch_size,
                 learning_rate=(DEFAULT_LEARNING_RATE[self.solver] if self.learning_rate is None
                                else self.learning_rate),
                 tol=self.tol, consistency=self.consistency, staleness=self.staleness,
-                random_state=0 if self.random_state is None else int(self.random_state),
-                workers=workers, n_rows=y_local.shape[0])
+                random_state=seed, workers=workers, n_rows=y_local.shape[0], init=init)
+        self.history_ = (getattr(self, "history_", []) if warm and not first else []) + history
         if not np.isfinite(W).all():
             raise ValueError("training diverged: the weights are not finite; try a smaller "
                              "learning_rate")
@@ -343,6 +397,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         A dask ``X`` gives a dask array, computed chunk by chunk.
         """
         check_is_fitted(self)
+        X = as_scipy(X)
         if is_dask_collection(X):
             if hasattr(X, "to_dask_array"):
                 X = X.to_dask_array(lengths=True)

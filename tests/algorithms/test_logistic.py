@@ -141,3 +141,51 @@ def test_owlqn_reaches_the_difacto_l1_optimum(data):
     loss = np.logaddexp(0, -np.where(y > 0, 1, -1) * margins).sum()
     assert abs(loss - 15.884923) <= 1e-3 * 15.884923
     assert abs(int((model.coef_ != 0).sum()) - 47) <= 1
+
+
+@pytest.mark.parametrize("solver", ["ftrl", "adagrad", "lbfgs"])
+def test_warm_start_continues_from_the_previous_state(a9a, solver):
+    X, y, Xt, yt = a9a
+    kw = dict(solver=solver, client="local", random_state=0)
+    first = LogisticRegression(max_iter=200 if solver == "lbfgs" else 5, **kw).fit(X, y)
+    before = first.coef_.copy()
+    first.set_params(warm_start=True, max_iter=1)
+    first.fit(X, y)
+    cold = LogisticRegression(max_iter=1, **kw).fit(X, y)
+    moved = np.abs(first.coef_ - before).max()
+    assert moved < 0.5 * np.abs(cold.coef_ - before).max()
+    assert roc_auc_score(yt, first.predict_proba(Xt)[:, 1]) >= 0.895
+
+
+def test_partial_fit_epochs_accumulate(a9a):
+    X, y, Xt, yt = a9a
+    model = LogisticRegression(solver="ftrl", client="local", random_state=0)
+    for _ in range(5):  # as many epochs as fit's default
+        model.partial_fit(X, y, classes=[-1.0, 1.0])
+    assert len(model.history_) == 5
+    losses = [h["loss"] for h in model.history_]
+    assert losses[4] < losses[0]
+    assert roc_auc_score(yt, model.predict_proba(Xt)[:, 1]) >= 0.900
+    with pytest.raises(ValueError, match="differ from the first call"):
+        model.partial_fit(X, y, classes=[0, 1])
+    with pytest.raises(ValueError, match="stochastic solver"):
+        LogisticRegression(solver="lbfgs").partial_fit(X, y)
+
+
+def test_divergence_names_the_epoch():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 5)) * 1e150
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(FloatingPointError, match="epoch 1: .*smaller learning_rate"):
+        LogisticRegression(solver="sgd", learning_rate=1e10, client="local").fit(X, y)
+
+
+def test_pydata_sparse_input():
+    import scipy.sparse as sp
+    import sparse
+
+    X = sp.random(300, 10, density=0.3, format="csr", random_state=0)
+    y = (np.asarray(X.sum(axis=1)).ravel() > 0.7).astype(int)
+    model = LogisticRegression(solver="lbfgs", client="local", max_iter=200)
+    model.fit(sparse.COO.from_scipy_sparse(X), y)
+    assert model.score(sparse.COO.from_scipy_sparse(X), y) == model.score(X, y) > 0.8
