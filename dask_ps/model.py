@@ -143,6 +143,7 @@ class PSModel:
 
     @property
     def n_shards(self) -> int:
+        """Number of shards holding the tables."""
         return len(self.shards)
 
     @property
@@ -252,6 +253,7 @@ class PSModel:
 
     @property
     def tables(self) -> list[str]:
+        """Names of the tables, in order of creation."""
         return list(self.specs)
 
     def pull(self, table: str, keys=None) -> np.ndarray:
@@ -465,11 +467,13 @@ class Table:
 
     @property
     def shape(self) -> tuple:
+        """``(n_rows,)`` or ``(n_rows, ncols)``; ``n_rows`` is None for a sparse table."""
         rows = self.spec.n_rows
         return (rows,) if self.spec.vector else (rows, self.spec.ncols)
 
     @property
     def dtype(self) -> np.dtype:
+        """The values' dtype."""
         return self.spec.dtype
 
     def pull(self, keys=None) -> np.ndarray:

@@ -1,5 +1,5 @@
-"""Main job (until the LogisticRegression estimator lands): logistic regression on a9a, on a
-local Dask cluster, written directly against the PSModel API.
+"""Logistic regression on a9a on a local Dask cluster, written directly against the PSModel
+API: what ``dask_ps.LogisticRegression`` does, in fifty lines.
 
 Each worker trains on the partitions it holds: per clock it pulls the weights of the features
 its minibatch touches, computes the log-loss gradient, pushes it, and clocks; the shards apply

@@ -27,3 +27,17 @@ def test_missing_dataset_says_where_to_download(tmp_path):
     proc = run_cli("train", "lr", "--dataset", "a9a", env={"DASK_PS_DATA": str(tmp_path)})
     assert proc.returncode != 0
     assert "not found" in proc.stderr and "csie.ntu.edu.tw" in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("script, args", [("ps_demo.py", ["--epochs", "2"]),
+                                          ("lr_a9a.py", ["--solver", "ftrl", "lbfgs"])])
+def test_examples_run(data, script, args):
+    proc = subprocess.run([sys.executable, str(REPO / "examples" / script), *args],
+                          capture_output=True, text=True, timeout=280, cwd=REPO,
+                          env={**os.environ, "DASK_PS_DATA": str(data)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    aucs = [float(line.split("AUC")[1].split()[0]) for line in proc.stdout.splitlines()
+            if "AUC" in line]
+    assert aucs and min(aucs) >= 0.89

@@ -33,10 +33,12 @@ class KeyPlan(NamedTuple):
         return values if self.identity else values[self.inverse]
 
     def shard_slice(self, s: int) -> slice:
+        """Where shard ``s``'s keys are in ``local``."""
         return slice(int(self.offsets[s]), int(self.offsets[s + 1]))
 
     @property
     def n_unique(self) -> int:
+        """Number of distinct keys."""
         return self.local.shape[0]
 
 
@@ -111,6 +113,7 @@ class RangePartitioner(_Partitioner):
         return np.arange(self.starts[s], self.starts[s + 1], dtype=np.int64)
 
     def shard_size(self, s: int) -> int:
+        """Rows held by shard ``s``."""
         return int(self.starts[s + 1] - self.starts[s])
 
 
