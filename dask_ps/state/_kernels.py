@@ -28,6 +28,15 @@ def mix64(x):
     return z ^ (z >> np.uint64(31))
 
 
+@numba.njit(inline="always", **_JIT)
+def _probe(slot_key, slot_id, mask, k):
+    """Linear probing: the slot holding ``k``, or the empty slot (id -1) where it would go."""
+    h = mix64(k) & mask
+    while slot_id[h] >= 0 and slot_key[h] != k:
+        h = (h + np.uint64(1)) & mask
+    return h
+
+
 @numba.njit(**_JIT)
 def hash_shard(keys, n_shards):
     """Shard of each key of a hash-partitioned table.
@@ -109,21 +118,14 @@ def plan_keys(keys, starts, hashed, slot_key, slot_id, work):
     else:
         for i in range(n):
             k = keys[i]
-            h = mix64(k) & mask
-            while True:
-                j = slot_id[h]
-                if j < 0:
-                    slot_id[h] = n_unique
-                    slot_key[h] = k
-                    uniq[n_unique] = k
-                    slot_of[n_unique] = h
-                    inverse[i] = n_unique
-                    n_unique += 1
-                    break
-                if slot_key[h] == k:
-                    inverse[i] = j
-                    break
-                h = (h + np.uint64(1)) & mask
+            h = _probe(slot_key, slot_id, mask, k)
+            if slot_id[h] < 0:
+                slot_id[h] = n_unique
+                slot_key[h] = k
+                uniq[n_unique] = k
+                slot_of[n_unique] = h
+                n_unique += 1
+            inverse[i] = slot_id[h]
     s_count = np.uint64(n_shards)
     for u in range(n_unique):
         if slot_of[u] >= 0:
@@ -225,18 +227,10 @@ def map_find(slot_key, slot_row, keys, rows):
     mask = np.uint64(slot_key.shape[0] - 1)
     missing = 0
     for i in range(keys.shape[0]):
-        k = keys[i]
-        h = mix64(k) & mask
-        while True:
-            r = slot_row[h]
-            if r < 0:
-                rows[i] = -1
-                missing += 1
-                break
-            if slot_key[h] == k:
-                rows[i] = r
-                break
-            h = (h + np.uint64(1)) & mask
+        r = slot_row[_probe(slot_key, slot_row, mask, keys[i])]
+        rows[i] = r
+        if r < 0:
+            missing += 1
     return missing
 
 
@@ -251,11 +245,8 @@ def map_insert(slot_key, slot_row, keys, rows, n_rows):
     for i in range(keys.shape[0]):
         if rows[i] >= 0:
             continue
-        k = keys[i]
-        h = mix64(k) & mask
-        while slot_row[h] >= 0:
-            h = (h + np.uint64(1)) & mask
-        slot_key[h] = k
+        h = _probe(slot_key, slot_row, mask, keys[i])
+        slot_key[h] = keys[i]
         slot_row[h] = n_rows
         rows[i] = n_rows
         n_rows += 1
@@ -269,9 +260,7 @@ def map_rebuild(keys, n_rows, capacity):
     slot_row = np.full(capacity, -1, np.int64)
     mask = np.uint64(capacity - 1)
     for r in range(n_rows):
-        h = mix64(keys[r]) & mask
-        while slot_row[h] >= 0:
-            h = (h + np.uint64(1)) & mask
+        h = _probe(slot_key, slot_row, mask, keys[r])
         slot_key[h] = keys[r]
         slot_row[h] = r
     return slot_key, slot_row
