@@ -308,17 +308,18 @@ class PSModel:
         items = list(items)
         cons = get_consistency(consistency, staleness)
         pc = self._process_client()
-        if self._job is not None:
-            raise RuntimeError(f"job {self._job!r} is already running on this model: one job "
-                               f"at a time (and none from inside a task)")
         if not items:
             return []
         job = uuid.uuid4().hex[:12]
-        groups = self._task_groups(len(items), workers)
-        pc.transport.run(pc.transport.call_all("start_job", job, len(groups), cons))
+        with _CLIENTS_LOCK:  # claim the model atomically: two run() calls race otherwise
+            if self._job is not None:
+                raise RuntimeError(f"job {self._job!r} is already running on this model: one "
+                                   f"job at a time (and none from inside a task)")
+            self._job = job
         results: list = [None] * len(items)
-        self._job = job
         try:
+            groups = self._task_groups(len(items), workers)
+            pc.transport.run(pc.transport.call_all("start_job", job, len(groups), cons))
             if self.is_local:
                 done = _run_group(self, job, 0, cons, fn, list(enumerate(items)))
             else:
@@ -326,12 +327,10 @@ class PSModel:
             for t, r in done:
                 results[t] = r
             return results
-        except BaseException:
-            pc.transport.run(pc.transport.call_all("end_job", job))  # wakes waiting tasks
-            raise
         finally:
-            self._job = None
+            # ends the job on the shards; after a failure this wakes tasks still waiting
             pc.transport.run(pc.transport.call_all("end_job", job))
+            self._job = None
 
     def _task_groups(self, n_tasks: int, workers) -> dict[str, list[int]]:
         """Task indices by worker address (one group, "local", without a cluster)."""

@@ -55,9 +55,10 @@ def test_bsp_behaves_as_staleness_zero(client2):
 
 
 def test_asp_never_waits(client2):
-    (gap_fast, wait_fast), _ = run_clocks(client2, "asp")
-    assert gap_fast > 3  # ran far ahead of the slow task
-    assert wait_fast < 0.25 * N_CLOCKS * 0.02
+    (gap_fast, _), _ = run_clocks(client2, "asp")
+    # the fast task ran further ahead of the slow one (20 ms per clock) than any bound here:
+    # it never waited for it (a timing assertion would be flaky on a loaded machine)
+    assert gap_fast > 5
 
 
 def test_ssp_bound_in_process_threads():

@@ -108,18 +108,26 @@ def test_empty_job_returns_empty_list(model):
 
 
 def test_one_job_at_a_time_and_no_tables_during_a_job(model):
-    def nested(ps, item):
-        time.sleep(0.3)
+    started, release = threading.Event(), threading.Event()
+
+    def holds_the_job(ps, item):
+        started.set()
+        assert release.wait(30)
         return item
 
-    t = threading.Thread(target=model.run, args=(nested, [0]))
+    out = []
+    t = threading.Thread(target=lambda: out.append(model.run(holds_the_job, [0])))
     t.start()
-    time.sleep(0.1)
-    with pytest.raises(RuntimeError, match="already running on this model"):
-        model.run(nested, [1])
-    with pytest.raises(RuntimeError, match="cannot add table 'x' while job"):
-        model.add_table("x", shape=(3,))
-    t.join()
+    try:
+        assert started.wait(30)
+        with pytest.raises(RuntimeError, match="already running on this model"):
+            model.run(holds_the_job, [1])
+        with pytest.raises(RuntimeError, match="cannot add table 'x' while job"):
+            model.add_table("x", shape=(3,))
+    finally:
+        release.set()
+        t.join(30)
+    assert out == [[0]]
     model.add_table("x", shape=(3,))
 
 
