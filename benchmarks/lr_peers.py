@@ -80,8 +80,8 @@ def run_all(name, X, y, Xt, yt, client, epochs, with_dask_ml):
 
     def record(who, wall, auc, passes):
         rows.append((name, who, wall, auc, nnz * passes / wall))
-        print(f"  {who:28s} {wall:8.2f} s  AUC {auc:.4f}  {nnz * passes / wall / 1e6:8.1f} M nnz/s",
-              flush=True)
+        rate = nnz * passes / wall / 1e6
+        print(f"  {who:28s} {wall:8.2f} s  AUC {auc:.4f}  {rate:8.1f} M nnz/s", flush=True)
 
     wall, auc = numba_bound(X, y, Xt, yt)
     record("numba SGD, 1 epoch (bound)", wall, auc, 1)

@@ -450,7 +450,8 @@ def run(args) -> dict:
     client = Client(cluster)
     workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
     A, B = workers
-    res = dict(config=dict(quick=quick, tuned_malloc=args.tuned_malloc, key_order=args.key_order, ks=KS,
+    res = dict(config=dict(quick=quick, tuned_malloc=args.tuned_malloc,
+                           key_order=args.key_order, ks=KS,
                            reps={str(k): v for k, v in reps.items()},
                            reps_1key=reps_1key, dense_rows=DENSE_ROWS, sparse_pool=SPARSE_POOL,
                            train_rows=TRAIN_ROWS, train_steps={str(k): v for k, v in

@@ -1,10 +1,22 @@
 """dask_ps: a parameter server on Dask for machine learning on huge, sparse data."""
 
-from .exceptions import ClosedModelError, ShardUnavailableError, UnknownTableError
 from .algorithms import LogisticRegression
+from .exceptions import ClosedModelError, ShardUnavailableError, UnknownTableError
 from .model import PSModel, Table
-from .state import (ASP, BSP, FTRL, SGD, SSP, AdaGrad, Adam, Add, Consistency, Init, Optimizer,
-                    WorkerView)
+from .state import (
+                    ASP,
+                    BSP,
+                    FTRL,
+                    SGD,
+                    SSP,
+                    AdaGrad,
+                    Adam,
+                    Add,
+                    Consistency,
+                    Init,
+                    Optimizer,
+                    WorkerView,
+)
 
 __version__ = "0.1.0.dev0"
 

@@ -1,4 +1,4 @@
-"""PSModel: a set of named tables sharded over Dask actors, and the driver that runs tasks on it."""
+"""PSModel: named tables sharded over Dask actors, and the driver that runs tasks on them."""
 
 from __future__ import annotations
 

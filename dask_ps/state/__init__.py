@@ -1,8 +1,8 @@
-"""Parameter state: tables, partitioners, shards, optimizers, clocks, and the worker-side client."""
+"""Parameter state: tables, partitioners, shards, optimizers, clocks, the worker-side client."""
 
 from .client import WorkerView
 from .consistency import ASP, BSP, SSP, Consistency
-from .optimizers import SGD, AdaGrad, Adam, Add, FTRL, Optimizer
+from .optimizers import FTRL, SGD, AdaGrad, Adam, Add, Optimizer
 from .table import Init, TableSpec
 
 __all__ = ["ASP", "BSP", "SSP", "SGD", "AdaGrad", "Adam", "Add", "Consistency", "FTRL", "Init",

@@ -99,7 +99,6 @@ class _Job:
     pending: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(list)))
     inflight: Future | None = None
     snapshots: dict = field(default_factory=dict)  # (table, shard) -> _Snapshot
-    pull_calls: int = 0
     failure: BaseException | None = None  # set when a task of this process failed
     # The flushed clock not sent yet: it leaves with the next pull, or after SEND_DELAY.
     outbox: list = field(default_factory=list)
@@ -244,7 +243,6 @@ class ProcessClient:
             keys, where = requests[s]
             values[where] = vals
             if cache:
-                state.pull_calls += 1
                 snap = state.snapshots.get((spec.name, s))
                 if snap is None:
                     snap = state.snapshots[(spec.name, s)] = _Snapshot(spec, tag, clock)

@@ -239,4 +239,5 @@ def get_optimizer(spec: str | Optimizer | None) -> Optimizer:
             raise ValueError(
                 f"unknown optimizer {spec!r}; valid names are {sorted(OPTIMIZERS)}"
             ) from None
-    raise TypeError(f"optimizer must be a name or an Optimizer instance, not {type(spec).__name__}")
+    raise TypeError(f"optimizer must be a name or an Optimizer instance, "
+                    f"not {type(spec).__name__}")

@@ -1,4 +1,4 @@
-"""Tables: what a model holds (:class:`TableSpec`) and one shard's part of it (:class:`TableShard`).
+"""Tables: what a model holds (:class:`TableSpec`), one shard's part of it (:class:`TableShard`).
 
 Dense tables store their block of rows as one array. Sparse tables store the keys touched so far
 in an open-addressing hash map (numba) beside growing value arrays, so memory follows the keys

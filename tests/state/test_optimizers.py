@@ -1,4 +1,4 @@
-"""Server-side update rules against NumPy references, on the shards (in-process and on a cluster)."""
+"""Server-side update rules against NumPy references, on shards in-process and on a cluster."""
 
 import numpy as np
 import pytest
