@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["as_scipy", "dask_partitions", "encode_part", "is_dask_collection", "split_rows"]
+__all__ = ["as_scipy", "dask_partitions", "encode_part", "hash_columns", "is_dask_collection",
+           "split_rows"]
 
 
 def is_dask_collection(x) -> bool:
@@ -28,8 +29,22 @@ def targets(codes: np.ndarray, n_out: int) -> np.ndarray:
     return (codes[:, None] == cols).astype(np.float64)
 
 
-def encode_part(X, y, classes: np.ndarray, n_out: int, where: str = "") -> tuple:
-    """``(X as CSR float64 with sorted indices, targets (n, n_out))`` of one partition.
+def hash_columns(X: sp.csr_matrix, n_buckets: int) -> sp.csr_matrix:
+    """Feature hashing: column ``j`` goes to bucket ``splitmix64(j) >> 32 mod n_buckets``;
+    values of columns sharing a bucket are summed (Weinberger et al., ICML 2009, unsigned)."""
+    from ..state._kernels import hash_shard
+
+    buckets = hash_shard(X.indices.astype(np.int64), n_buckets)
+    # sum_duplicates works in place: the caller's data and indptr must not be shared
+    out = sp.csr_matrix((X.data.copy(), buckets, X.indptr.copy()), shape=(X.shape[0], n_buckets))
+    out.sum_duplicates()
+    return out
+
+
+def encode_part(X, y, classes: np.ndarray, n_out: int, where: str = "",
+                n_buckets: int | None = None) -> tuple:
+    """``(X as CSR float64 with sorted indices, targets (n, n_out))`` of one partition,
+    its columns hashed into ``n_buckets`` when given.
 
     Raises
     ------
@@ -42,6 +57,8 @@ def encode_part(X, y, classes: np.ndarray, n_out: int, where: str = "") -> tuple
     X.sort_indices()
     if not np.isfinite(X.data).all():
         raise ValueError(f"{where}: X contains NaN or infinity")
+    if n_buckets is not None:
+        X = hash_columns(X, n_buckets)
     y = (y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)).ravel()
     codes = np.searchsorted(classes, y)
     bad = (codes >= classes.shape[0]) | (classes[np.minimum(codes, classes.shape[0] - 1)] != y)
@@ -55,7 +72,8 @@ def split_rows(X: sp.csr_matrix, Y: np.ndarray, n_parts: int) -> list:
     return [(X[a:b], Y[a:b]) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
-def dask_partitions(client, X, y, classes: np.ndarray, n_out: int) -> tuple[list, list[str]]:
+def dask_partitions(client, X, y, classes: np.ndarray, n_out: int,
+                    n_buckets: int | None = None) -> tuple[list, list[str]]:
     """Futures of the encoded chunks of dask ``X``, ``y`` and the worker holding each.
 
     Raises
@@ -83,7 +101,7 @@ def dask_partitions(client, X, y, classes: np.ndarray, n_out: int) -> tuple[list
             raise ValueError(f"y has {y.shape[0]} rows and X {X.shape[0]}")
         y = y.rechunk((X.chunks[0],))
         xs, ys = X.to_delayed().ravel(), y.to_delayed().ravel()
-    parts = [encode(xc, yc, classes, n_out, f"partition {i}")
+    parts = [encode(xc, yc, classes, n_out, f"partition {i}", n_buckets)
              for i, (xc, yc) in enumerate(zip(xs, ys))]
     futures = client.compute(parts)
     wait(futures)

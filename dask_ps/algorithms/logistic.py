@@ -22,7 +22,14 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..model import PSModel
 from ..state.optimizers import FTRL, SGD, AdaGrad
-from ._data import as_scipy, dask_partitions, encode_part, is_dask_collection, split_rows
+from ._data import (
+    as_scipy,
+    dask_partitions,
+    encode_part,
+    hash_columns,
+    is_dask_collection,
+    split_rows,
+)
 from ._logistic_kernels import decision, logistic_grad
 from ._owlqn import owlqn
 
@@ -231,6 +238,9 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         With ``consistency="ssp"``.
     n_shards : int, optional
         Default: one per worker (1 without a cluster).
+    n_hashed_features : int, optional
+        Hash the input's columns into this many buckets (feature hashing, for huge or
+        unknown dimensions); ``coef_`` then has this many columns, indexed by bucket.
     random_state : int, optional
     warm_start : bool, default False
         Start from the previous fit's weights and update-rule state (same classes and
@@ -257,8 +267,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
 
     def __init__(self, solver="ftrl", penalty="l2", C=1.0, fit_intercept=True, max_iter=10,
                  batch_size=256, learning_rate=None, tol=1e-6, consistency="bsp",
-                 staleness=None, n_shards=None, random_state=None, warm_start=False,
-                 client=None):
+                 staleness=None, n_shards=None, n_hashed_features=None, random_state=None,
+                 warm_start=False, client=None):
         self.solver = solver
         self.penalty = penalty
         self.C = C
@@ -270,6 +280,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         self.consistency = consistency
         self.staleness = staleness
         self.n_shards = n_shards
+        self.n_hashed_features = n_hashed_features
         self.random_state = random_state
         self.warm_start = warm_start
         self.client = client
@@ -292,6 +303,11 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                 continue
             if not isinstance(value, numbers.Real) or not value > 0:
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
+        if self.n_hashed_features is not None and (
+                not isinstance(self.n_hashed_features, numbers.Integral)
+                or not 1 <= self.n_hashed_features < 2**32):
+            raise ValueError(f"n_hashed_features must be an integer in [1, 2**32), "
+                             f"got {self.n_hashed_features!r}")
         for name in ("max_iter", "batch_size"):
             value = getattr(self, name)
             if not isinstance(value, numbers.Integral) or value < 1:
@@ -365,16 +381,19 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         with PSModel(self.client, n_shards=self.n_shards) as model:
             workers = None
             if distributed and not model.is_local:
-                parts, workers = dask_partitions(model._client, X, y, self.classes_, n_out)
+                parts, workers = dask_partitions(model._client, X, y, self.classes_, n_out,
+                                                 self.n_hashed_features)
             else:
                 if distributed:  # no cluster: the collection is computed in this process
                     X = X.compute()
-                X, Y = encode_part(X, y_local, self.classes_, n_out, "X")
+                X, Y = encode_part(X, y_local, self.classes_, n_out, "X",
+                                   self.n_hashed_features)
                 n_parts = 1 if model.is_local else len(
                     model._client.scheduler_info(n_workers=-1)["workers"])
                 parts = split_rows(X, Y, n_parts)
             W, history, n_iter, self._ps_state_ = train(
-                model, parts, n_features=self.n_features_in_, n_outputs=n_out,
+                model, parts, n_features=self.n_hashed_features or self.n_features_in_,
+                n_outputs=n_out,
                 solver=self.solver, penalty=self.penalty, C=self.C,
                 fit_intercept=self.fit_intercept, max_iter=epochs,
                 batch_size=self.batch_size,
@@ -407,13 +426,15 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             X = X.rechunk({1: -1})
             # functions of arrays only: the estimator (and its client) stays here
             coef_t, b = np.ascontiguousarray(self.coef_.T), self.intercept_
+            h = self.n_hashed_features
             if coef_t.shape[1] == 1:
-                return X.map_blocks(_binary_margins, coef_t, b, drop_axis=1, dtype=np.float64,
-                                    meta=np.empty((0,)))
-            return X.map_blocks(_margins, coef_t, b, chunks=(X.chunks[0], (coef_t.shape[1],)),
+                return X.map_blocks(_binary_margins, coef_t, b, h, drop_axis=1,
+                                    dtype=np.float64, meta=np.empty((0,)))
+            return X.map_blocks(_margins, coef_t, b, h, chunks=(X.chunks[0], (coef_t.shape[1],)),
                                 dtype=np.float64, meta=np.empty((0, 0)))
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        out = _margins(X, np.ascontiguousarray(self.coef_.T), self.intercept_)
+        out = _margins(X, np.ascontiguousarray(self.coef_.T), self.intercept_,
+                       self.n_hashed_features)
         return out[:, 0] if out.shape[1] == 1 else out
 
     def predict_proba(self, X):
@@ -433,16 +454,19 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         return self.classes_[idx]
 
 
-def _margins(X, coef_t: np.ndarray, intercept: np.ndarray) -> np.ndarray:
-    """``X coef_t + intercept``, shape (n, n_outputs), for a dense or sparse block."""
+def _margins(X, coef_t: np.ndarray, intercept: np.ndarray, n_buckets=None) -> np.ndarray:
+    """``X coef_t + intercept``, shape (n, n_outputs), for a dense or sparse block (its columns
+    hashed into ``n_buckets`` first, when given)."""
     X = sp.csr_matrix(X, dtype=np.float64)
+    if n_buckets is not None:
+        X = hash_columns(X, n_buckets)
     out = np.empty((X.shape[0], coef_t.shape[1]))
     decision(X.indptr, X.indices, X.data, coef_t, intercept, out)
     return out
 
 
-def _binary_margins(X, coef_t, intercept) -> np.ndarray:
-    return _margins(X, coef_t, intercept)[:, 0]
+def _binary_margins(X, coef_t, intercept, n_buckets=None) -> np.ndarray:
+    return _margins(X, coef_t, intercept, n_buckets)[:, 0]
 
 
 def _take_classes(idx: np.ndarray, classes: np.ndarray) -> np.ndarray:

@@ -189,3 +189,19 @@ def test_pydata_sparse_input():
     model = LogisticRegression(solver="lbfgs", client="local", max_iter=200)
     model.fit(sparse.COO.from_scipy_sparse(X), y)
     assert model.score(sparse.COO.from_scipy_sparse(X), y) == model.score(X, y) > 0.8
+
+
+def test_feature_hashing(a9a, client2):
+    from dask_ps.algorithms._data import hash_columns
+
+    X, y, Xt, yt = a9a
+    hashed = hash_columns(X.tocsr(), 4096)
+    assert hashed.shape == (X.shape[0], 4096)
+    np.testing.assert_allclose(np.asarray(hashed.sum(axis=1)), np.asarray(X.sum(axis=1)))
+    for client in ("local", client2):
+        model = LogisticRegression(solver="adagrad", n_hashed_features=4096, client=client,
+                                   random_state=0).fit(X, y)
+        assert model.coef_.shape == (1, 4096) and model.n_features_in_ == 123
+        assert roc_auc_score(yt, model.predict_proba(Xt)[:, 1]) >= 0.895
+    with pytest.raises(ValueError, match="n_hashed_features must be"):
+        LogisticRegression(n_hashed_features=0, client="local").fit(X, y)
