@@ -29,8 +29,9 @@ def test_calls_to_a_dead_shard_raise_within_the_timeout():
         t0 = time.perf_counter()
         with pytest.raises(dask_ps.ShardUnavailableError, match="shard 1 on .* unavailable"):
             model.pull("w", np.arange(60, 70))  # rows 50..99 live on shard 1
-        # bounded by the model's timeout (+5 s for a pull, whose shard may wait for clocks);
-        # through the scheduler's proxy the connect attempt to the dead worker takes all of it
-        assert time.perf_counter() - t0 < 10 + 5 + 3
+        # bounded by the model's timeout (+5 s for a pull, whose shard may wait for clocks):
+        # through the scheduler's proxy the connect attempt to the dead worker takes all of
+        # it; the rest is slack for a loaded machine (the point is that it never hangs)
+        assert time.perf_counter() - t0 < 10 + 5 + 15
         assert model.pull("w", np.arange(10)).tolist() == [0.0] * 10  # shard 0 still serves
         model.close()
