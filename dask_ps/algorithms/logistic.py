@@ -183,7 +183,9 @@ def _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_ite
         W = x.reshape(shape)
         model.push("w", rows, W - current)  # the table holds ``current`` exactly
         current[:] = W
-        model.run(_full_gradient_task, parts, consistency="asp", workers=workers)
+        # BSP: the shards add the partitions' gradients in a fixed order, so the result does
+        # not depend on which worker answered first
+        model.run(_full_gradient_task, parts, consistency="bsp", workers=workers)
         grad, loss = model.pull("grad"), float(model.pull("loss")[0])
         model.push("grad", rows, -grad)
         model.push("loss", [0], [-loss])
