@@ -147,6 +147,18 @@ class PSModel:
         return len(self.shards)
 
     @property
+    def client(self):
+        """The Dask client the shards live on, or None in-process."""
+        return self._client
+
+    @property
+    def n_workers(self) -> int:
+        """Worker processes that tasks may run on (1 in-process)."""
+        if self.is_local:
+            return 1
+        return len(self._client.scheduler_info(n_workers=-1)["workers"])
+
+    @property
     def is_local(self) -> bool:
         """Whether the shards live in this process (no Dask client)."""
         return self.shards[0].address == "local"
@@ -307,7 +319,7 @@ class PSModel:
         """
         items = list(items)
         cons = get_consistency(consistency, staleness)
-        pc = self._process_client()
+        self._process_client()  # ClosedModelError on a closed model
         if not items:
             return []
         job = uuid.uuid4().hex[:12]
@@ -319,7 +331,7 @@ class PSModel:
         results: list = [None] * len(items)
         try:
             groups = self._task_groups(len(items), workers)
-            pc.transport.run(pc.transport.call_all("start_job", job, len(groups), cons))
+            self._call_all("start_job", job, len(groups), cons)
             if self.is_local:
                 done = _run_group(self, job, 0, cons, fn, list(enumerate(items)))
             else:
@@ -329,7 +341,7 @@ class PSModel:
             return results
         finally:
             # ends the job on the shards; after a failure this wakes tasks still waiting
-            pc.transport.run(pc.transport.call_all("end_job", job))
+            self._call_all("end_job", job)
             self._job = None
 
     def _task_groups(self, n_tasks: int, workers) -> dict[str, list[int]]:

@@ -383,16 +383,14 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         with PSModel(self.client, n_shards=self.n_shards) as model:
             workers = None
             if distributed and not model.is_local:
-                parts, workers = dask_partitions(model._client, X, y, self.classes_, n_out,
+                parts, workers = dask_partitions(model.client, X, y, self.classes_, n_out,
                                                  self.n_hashed_features)
             else:
                 if distributed:  # no cluster: the collection is computed in this process
                     X = X.compute()
                 X, Y = encode_part(X, y_local, self.classes_, n_out, "X",
                                    self.n_hashed_features)
-                n_parts = 1 if model.is_local else len(
-                    model._client.scheduler_info(n_workers=-1)["workers"])
-                parts = split_rows(X, Y, n_parts)
+                parts = split_rows(X, Y, model.n_workers)
             W, history, n_iter, self._ps_state_ = train(
                 model, parts, n_features=self.n_hashed_features or self.n_features_in_,
                 n_outputs=n_out,

@@ -48,10 +48,6 @@ class Consistency:
         _check_staleness(self.staleness)
 
     @property
-    def name(self) -> str:
-        return type(self).__name__.lower()
-
-    @property
     def buffered(self) -> bool:
         """Whether pushes wait for the clock barrier (BSP only)."""
         return self.staleness == 0

@@ -98,11 +98,10 @@ class Transport:
             return resp["result"]
         raise resp["exception"]
 
-    async def call_all(self, method: str, *args, shards=None, **kwargs) -> list:
-        """The same call on every shard (or ``shards``), concurrently; results in shard order."""
-        shards = range(len(self.shards)) if shards is None else shards
+    async def call_all(self, method: str, *args, **kwargs) -> list:
+        """The same call on every shard, concurrently; results in shard order."""
         return list(await asyncio.gather(*(self.call(s, method, *args, **kwargs)
-                                           for s in shards)))
+                                           for s in range(len(self.shards)))))
 
     def submit(self, coro) -> Future:
         """Start ``coro`` on the transport's loop from another thread."""
