@@ -12,6 +12,7 @@ from .state import (
                     AdaGrad,
                     Adam,
                     Add,
+                    Average,
                     Consistency,
                     Init,
                     Optimizer,
@@ -20,6 +21,6 @@ from .state import (
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "ClosedModelError",
-           "Consistency", "Init", "LogisticRegression", "Optimizer", "PSModel",
+__all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Average",
+           "ClosedModelError", "Consistency", "Init", "LogisticRegression", "Optimizer", "PSModel",
            "ShardUnavailableError", "Table", "UnknownTableError", "WorkerView", "__version__"]

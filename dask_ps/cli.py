@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
                                                  "(default 500)")
     lr.add_argument("--C", type=float, default=1.0)
     lr.add_argument("--penalty", default="l2", choices=["l2", "l1"])
-    lr.add_argument("--batch-size", type=int, default=256)
+    lr.add_argument("--batch-size", type=int, default=1)
     lr.add_argument("--learning-rate", type=float)
     lr.add_argument("--consistency", default="bsp", choices=["bsp", "ssp", "asp"])
     lr.add_argument("--staleness", type=int)

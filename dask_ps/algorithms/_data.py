@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["as_scipy", "dask_partitions", "encode_part", "hash_columns", "is_dask_collection",
-           "split_rows"]
+__all__ = ["as_scipy", "dask_partitions", "encode_part", "group_parts", "hash_columns",
+           "is_dask_collection", "split_rows"]
 
 
 def is_dask_collection(x) -> bool:
@@ -110,3 +110,27 @@ def dask_partitions(client, X, y, classes: np.ndarray, n_out: int,
             f.result()  # raises the partition's error
     who = client.who_has(futures)
     return futures, [who[f.key][0] for f in futures]
+
+
+def group_parts(parts: list, workers: list[str] | None, nthreads: dict[str, int]
+                ) -> tuple[list[list], list[str] | None]:
+    """Gather the parts held by each worker into as many groups as it has threads.
+
+    One training task per group: a worker's threads each run one task over several parts,
+    instead of one thread per part competing for its cores (and joining every barrier).
+
+    Returns
+    -------
+    groups : list of lists of parts
+    group_workers : list of str or None
+        The worker of each group (None when ``workers`` is None: one group per part).
+    """
+    if workers is None:
+        return [[p] for p in parts], None
+    groups, where = [], []
+    for w in dict.fromkeys(workers):
+        mine = [p for p, pw in zip(parts, workers) if pw == w]
+        k = max(1, min(len(mine), nthreads.get(w, 1)))
+        groups += [mine[i::k] for i in range(k)]
+        where += [w] * k
+    return groups, where

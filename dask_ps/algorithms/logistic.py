@@ -1,8 +1,8 @@
 """Logistic regression on the parameter server: a functional core and a scikit-learn estimator.
 
-Stochastic solvers ("sgd", "adagrad", "ftrl") run one task per data partition: per clock a task
-pulls the weights of the features its minibatch touches, computes the log-loss gradient with a
-numba kernel, and pushes it; the shards apply the update rule. "lbfgs" is full-batch: for every
+Stochastic solvers ("sgd", "adagrad", "ftrl") run one job per epoch, one task per worker thread
+over the partitions that worker holds; a clock covers a block of rows trained locally with one
+round trip per shard (see :mod:`._stochastic`). "lbfgs" is full-batch: for every
 function evaluation the tasks compute their partition's loss and gradient and push them into
 tables that the servers sum; the driver runs SciPy's L-BFGS-B on the result.
 
@@ -12,6 +12,9 @@ Several classes are fitted one-vs-rest, as columns of one weight table, in the s
 from __future__ import annotations
 
 import numbers
+import time
+import uuid
+from typing import NamedTuple
 
 import numpy as np
 import scipy.optimize
@@ -21,55 +24,35 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..model import PSModel
-from ..state.optimizers import FTRL, SGD, AdaGrad
+from ..state.optimizers import Average
 from ._data import (
     as_scipy,
     dask_partitions,
     encode_part,
+    group_parts,
     hash_columns,
     is_dask_collection,
     split_rows,
 )
 from ._logistic_kernels import decision, logistic_grad
 from ._owlqn import owlqn
+from ._stochastic import Rule, epoch_task, forget_blocks
 
 __all__ = ["LogisticRegression", "train"]
 
 SOLVERS = ("sgd", "adagrad", "ftrl", "lbfgs")
-DEFAULT_LEARNING_RATE = {"sgd": 0.5, "adagrad": 0.1, "ftrl": 0.3, "lbfgs": None}
+# per-sample steps (batch_size=1), tuned on a9a and a generated CTR set
+DEFAULT_LEARNING_RATE = {"sgd": 0.005, "adagrad": 0.1, "ftrl": 0.1, "lbfgs": None}
 
 
-def _stochastic_task(ps, item):
-    """Epochs of minibatch steps over one partition; returns its summed loss per epoch."""
-    (X, Y), cfg = item
-    rng = np.random.default_rng(cfg["seed"])
-    n, n_out, bias_key = X.shape[0], Y.shape[1], cfg["n_features"]
-    batch = cfg["batch_size"]
-    losses = []
-    for epoch in range(1, cfg["max_iter"] + 1):
-        order = rng.permutation(n)
-        total = 0.0
-        for start in range(0, n, batch):
-            rows = np.sort(order[start:start + batch])
-            Xb = X[rows]
-            cols = np.unique(Xb.indices)
-            keys = np.append(cols, bias_key)
-            W = ps.pull("w", keys)
-            grad = np.zeros((cols.shape[0] + 1, n_out))
-            total += logistic_grad(Xb.indptr, np.searchsorted(cols, Xb.indices), Xb.data,
-                                   Y[rows], W[:-1], W[-1], grad[:-1], grad[-1])
-            grad /= rows.shape[0]
-            grad[:-1] += cfg["l2"] * W[:-1]
-            if not (np.isfinite(W).all() and np.isfinite(grad).all()):
-                raise FloatingPointError(
-                    f"epoch {epoch}: the weights or gradients are no longer finite (training "
-                    f"diverged); try a smaller learning_rate (now {cfg['learning_rate']})")
-            if not cfg["fit_intercept"]:
-                grad[-1] = 0.0
-            ps.push("w", keys, grad)
-            ps.clock()
-        losses.append(total)
-    return losses
+class TrainState(NamedTuple):
+    """Where a fit ended: its solver, weights ``W`` (n_features + 1, K) and the table's rows
+    (weights and update-rule state, see :class:`~._stochastic.Rule`; ``W`` itself for
+    "lbfgs")."""
+
+    solver: str
+    W: np.ndarray
+    state: np.ndarray
 
 
 def _full_gradient_task(ps, item):
@@ -86,8 +69,10 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
           penalty: str = "l2", C: float = 1.0, fit_intercept: bool = True, max_iter: int = 10,
           batch_size: int = 256, learning_rate: float = 0.1, tol: float = 1e-6,
           consistency="bsp", staleness=None, random_state: int = 0,
-          workers=None, n_rows: int | None = None,
-          init: tuple | None = None) -> tuple[np.ndarray, list, int, tuple]:
+          workers=None, n_rows: int | None = None, clocks_per_epoch: int = 4,
+          early_stopping: bool = False, validation_fraction: float = 0.1,
+          n_iter_no_change: int = 5, callback=None,
+          init: TrainState | None = None) -> tuple[np.ndarray, list, int, TrainState]:
     """Fit logistic regression on a PS model; returns the weights and the loss per epoch.
 
     Parameters
@@ -108,11 +93,12 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
     max_iter : int
         Epochs (stochastic solvers) or L-BFGS iterations.
     batch_size : int
-        Rows per clock (stochastic solvers).
+        Rows per update step (stochastic solvers).
     learning_rate : float
         Step of "sgd" and "adagrad"; ``alpha`` of "ftrl".
     tol : float
-        Projected-gradient tolerance of L-BFGS-B.
+        Projected-gradient tolerance of L-BFGS-B; for the stochastic solvers, the least
+        improvement of the watched loss that counts (see ``n_iter_no_change``).
     consistency, staleness
         See :meth:`PSModel.run` (stochastic solvers).
     random_state : int
@@ -120,18 +106,35 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
         Worker of each part.
     n_rows : int, optional
         Total rows; default: summed over ``parts``.
-    init : (values, slots), optional
-        Starting weights and update-rule state (a previous result's ``state``).
+    clocks_per_epoch : int, default 4
+        Stochastic solvers: a task's rows are cut into this many blocks per epoch; per block
+        it pulls the rows the block touches once, runs all its update steps on that local
+        copy and pushes the change (one clock). More clocks: fresher weights across workers,
+        more round trips.
+    early_stopping : bool, default False
+        Stochastic solvers: hold out ``validation_fraction`` of the rows (drawn at random in
+        each block) and watch their log-loss instead of the training loss.
+    validation_fraction : float, default 0.1
+    n_iter_no_change : int, default 5
+        Stop after this many epochs in a row whose watched loss is not below the best so far
+        minus ``tol`` (scikit-learn's ``SGDClassifier`` rule).
+    callback : callable, optional
+        Called with each epoch's history record (stochastic solvers), on the driver.
+    init : TrainState, optional
+        Where to start (a previous result's ``state``). From another solver, only its
+        weights carry over.
 
     Returns
     -------
     W : ndarray (n_features + 1, n_outputs)
         Weights; the last row is the intercept.
     history : list of dict
-        Per epoch (or per L-BFGS evaluation): the objective ``loss``.
+        Per epoch: the mean progressive training log-loss ``loss`` (each row scored just
+        before its step), ``validation_loss`` with early stopping, wall ``time`` in seconds;
+        per L-BFGS evaluation: the objective ``loss``.
     n_iter : int
         Epochs run, or L-BFGS iterations.
-    state : (values, slots)
+    state : TrainState
         Final weights and update-rule state, to continue from (``init``).
 
     References
@@ -146,28 +149,56 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
     n_rows = max(1, n_rows)
     if solver == "lbfgs":
         return _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_iter,
-                            tol, workers, None if init is None else init[0])
+                            tol, workers, None if init is None else init.W)
     if penalty == "l1" and solver not in ("ftrl", "lbfgs"):
         raise ValueError(f"penalty='l1' needs solver='ftrl' or 'lbfgs', got {solver!r}")
     steps = max(1, n_rows // batch_size)
-    optimizer = {"sgd": lambda: SGD(learning_rate),
-                 "adagrad": lambda: AdaGrad(learning_rate),
-                 "ftrl": lambda: FTRL(alpha=learning_rate, beta=1.0,
-                                      l1=lam / n_rows * steps if penalty == "l1" else 0.0,
-                                      l2=0.0)}[solver]()
-    table = model.add_table("w", shape, "float64", optimizer=optimizer)
+    hyper = {"sgd": [learning_rate], "adagrad": [learning_rate, 1e-10],
+             "ftrl": [learning_rate, 1.0, lam / n_rows * steps if penalty == "l1" else 0.0,
+                      0.0]}[solver]
+    rule = Rule(solver, n_outputs, hyper)
+    table = model.add_table("w", (shape[0], rule.ncols), "float64", optimizer=Average())
     if init is not None:
-        table.set_state(*init)
-    cfg = dict(n_features=n_features, batch_size=batch_size, max_iter=max_iter,
-               learning_rate=learning_rate,
+        start = init.state if init.solver == solver else rule.from_weights(init.W)
+        table.push(np.arange(shape[0]), np.column_stack([start, np.ones(shape[0])]))
+    fit = uuid.uuid4().hex
+    cfg = dict(fit=fit, n_features=n_features, n_outputs=n_outputs, batch_size=batch_size,
+               solver=solver, hyper=rule.hyper, clocks_per_epoch=clocks_per_epoch,
+               validation_fraction=validation_fraction if early_stopping else 0.0,
                fit_intercept=fit_intercept, l2=lam / n_rows if penalty == "l2" else 0.0)
-    items = [(p, dict(cfg, seed=random_state + i)) for i, p in enumerate(parts)]
-    losses = model.run(_stochastic_task, items, consistency=consistency, staleness=staleness,
-                       workers=workers)
-    history = [dict(epoch=e + 1, loss=float(sum(task[e] for task in losses) / n_rows))
-               for e in range(max_iter)]
-    values, slots = table.state()
-    return values, history, max_iter, (values, slots)
+    groups, workers = group_parts(parts, workers,
+                                  {} if model.is_local else model.client.nthreads())
+    history: list[dict] = []
+    best, stale = np.inf, 0
+    try:
+        for epoch in range(1, max_iter + 1):
+            t0 = time.perf_counter()
+            items = [(g, dict(cfg, seed=random_state + i, epoch=epoch))
+                     for i, g in enumerate(groups)]
+            out = np.array(model.run(epoch_task, items, consistency=consistency,
+                                     staleness=staleness, workers=workers)).sum(axis=0)
+            record = dict(epoch=epoch, loss=float(out[0] / max(1.0, out[1])),
+                          time=time.perf_counter() - t0)
+            if early_stopping:
+                record["validation_loss"] = float(out[2] / max(1.0, out[3]))
+            history.append(record)
+            if callback is not None:
+                callback(record)
+            # scikit-learn's rule: stop after n_iter_no_change epochs that do not beat the
+            # best loss by tol
+            watched = record["validation_loss" if early_stopping else "loss"]
+            stale = stale + 1 if watched > best - tol else 0
+            best = min(best, watched)
+            if stale >= n_iter_no_change:
+                break
+    finally:
+        if model.is_local:
+            forget_blocks(fit)
+        else:
+            model.client.run(forget_blocks, fit)
+    state = table.to_numpy()[:, :-1]
+    W = rule.weights(state)
+    return W, history, len(history), TrainState(solver, W, state)
 
 
 def _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_iter, tol,
@@ -206,11 +237,13 @@ def _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_ite
         mask = np.ones(shape, bool)
         mask[-1] = False
         x, nit = owlqn(objective, x0, 1.0 / (C * n_rows), mask.ravel(), max_iter, tol)
-        return x.reshape(shape), history, nit, (x.reshape(shape), {})
+        W = x.reshape(shape)
+        return W, history, nit, TrainState("lbfgs", W, W)
     res = scipy.optimize.minimize(objective, x0, jac=True, method="L-BFGS-B",
                                   options=dict(maxiter=max_iter, gtol=tol, ftol=0.0,
                                                maxcor=20))
-    return res.x.reshape(shape), history, int(res.nit), (res.x.reshape(shape), {})
+    W = res.x.reshape(shape)
+    return W, history, int(res.nit), TrainState("lbfgs", W, W)
 
 
 class LogisticRegression(ClassifierMixin, BaseEstimator):
@@ -227,14 +260,27 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         Inverse regularisation strength (scikit-learn's convention).
     fit_intercept : bool, default True
     max_iter : int, default 10
-        Epochs, or L-BFGS iterations (use 100 or more with "lbfgs").
-    batch_size : int, default 256
-        Rows per clock.
+        Epochs at most, or L-BFGS iterations (use 100 or more with "lbfgs").
+    batch_size : int, default 1
+        Rows per update step of the stochastic solvers (1: per-sample steps, as in McMahan
+        et al.'s FTRL).
     learning_rate : float, optional
-        Step of "sgd" and "adagrad"; ``alpha`` of "ftrl". Default: 0.5, 0.1 and 0.3
-        respectively (tuned on a9a).
+        Step of "sgd" and "adagrad"; ``alpha`` of "ftrl". Default: 0.005, 0.1 and 0.1
+        respectively (tuned with ``batch_size=1`` on a9a and a generated CTR set).
     tol : float, default 1e-6
-        L-BFGS-B projected-gradient tolerance.
+        L-BFGS-B projected-gradient tolerance; for the stochastic solvers, the least
+        improvement of the watched loss (training, or validation with ``early_stopping``)
+        that resets ``n_iter_no_change``.
+    early_stopping : bool, default False
+        Stochastic solvers: hold out ``validation_fraction`` of the rows and stop when their
+        log-loss stops improving.
+    validation_fraction : float, default 0.1
+        In (0, 1); rows drawn at random within each partition.
+    n_iter_no_change : int, default 5
+        Epochs without an improvement of at least ``tol`` before stopping.
+    clocks_per_epoch : int, default 4
+        Stochastic solvers: clocks (pull, local steps, push) per epoch and task. Each clock
+        costs one round trip per shard; more clocks mix the workers' updates more often.
     consistency : {"bsp", "ssp", "asp"}, default "bsp"
     staleness : int, optional
         With ``consistency="ssp"``.
@@ -257,7 +303,9 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     intercept_ : ndarray (1,) or (n_classes,)
     n_features_in_ : int
     history_ : list of dict
-        Loss per epoch (or per L-BFGS function evaluation).
+        Per epoch: mean progressive training log-loss ``loss`` (each row scored before its
+        own step), ``validation_loss`` with ``early_stopping``, wall ``time`` (s); per L-BFGS
+        function evaluation: the objective ``loss``.
     n_iter_ : ndarray (1,)
         Epochs, or L-BFGS iterations, run.
 
@@ -268,9 +316,10 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, solver="ftrl", penalty="l2", C=1.0, fit_intercept=True, max_iter=10,
-                 batch_size=256, learning_rate=None, tol=1e-6, consistency="bsp",
-                 staleness=None, n_shards=None, n_hashed_features=None, random_state=None,
-                 warm_start=False, client=None):
+                 batch_size=1, learning_rate=None, tol=1e-6, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=5, clocks_per_epoch=4,
+                 consistency="bsp", staleness=None, n_shards=None, n_hashed_features=None,
+                 random_state=None, warm_start=False, client=None):
         self.solver = solver
         self.penalty = penalty
         self.C = C
@@ -279,6 +328,10 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         self.batch_size = batch_size
         self.learning_rate = learning_rate
         self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.clocks_per_epoch = clocks_per_epoch
         self.consistency = consistency
         self.staleness = staleness
         self.n_shards = n_shards
@@ -310,7 +363,11 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                 or not 1 <= self.n_hashed_features < 2**32):
             raise ValueError(f"n_hashed_features must be an integer in [1, 2**32), "
                              f"got {self.n_hashed_features!r}")
-        for name in ("max_iter", "batch_size"):
+        if not (isinstance(self.validation_fraction, numbers.Real)
+                and 0 < self.validation_fraction < 1):
+            raise ValueError(f"validation_fraction must be in (0, 1), "
+                             f"got {self.validation_fraction!r}")
+        for name in ("max_iter", "batch_size", "n_iter_no_change", "clocks_per_epoch"):
             value = getattr(self, name)
             if not isinstance(value, numbers.Integral) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -400,6 +457,9 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                 learning_rate=(DEFAULT_LEARNING_RATE[self.solver] if self.learning_rate is None
                                else self.learning_rate),
                 tol=self.tol, consistency=self.consistency, staleness=self.staleness,
+                early_stopping=self.early_stopping and epochs > 1,
+                validation_fraction=self.validation_fraction,
+                n_iter_no_change=self.n_iter_no_change, clocks_per_epoch=self.clocks_per_epoch,
                 random_state=seed, workers=workers, n_rows=y_local.shape[0], init=init)
         self.history_ = (getattr(self, "history_", []) if warm and not first else []) + history
         if not np.isfinite(W).all():

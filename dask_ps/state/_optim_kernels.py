@@ -23,6 +23,23 @@ def add_step(w, rows, g):
 
 
 @numba.njit(**_JIT)
+def average_step(w, rows, g):
+    """Mean of pushed deltas: ``w[r, :-1] += g[:-1] / g[-1]; w[r, -1] += g[-1]``.
+
+    The last column of ``g`` counts the pushers summed into the row, so each row moves by
+    the mean of their deltas; the table's last column accumulates those counts.
+    """
+    last = w.shape[1] - 1
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        count = g[i, last]
+        if count > 0:
+            for j in range(last):
+                w[r, j] += g[i, j] / count
+            w[r, last] += count
+
+
+@numba.njit(**_JIT)
 def sgd_step(w, rows, g, lr):
     """SGD: ``w -= lr * g``."""
     for i in range(rows.shape[0]):
@@ -81,8 +98,21 @@ def ftrl_step(w, z, n, rows, g, alpha, beta, l1, l2):
             zi = np.float64(z[r, j]) + gi - sigma * np.float64(w[r, j])
             z[r, j] = zi
             n[r, j] = n_new
-            if abs(zi) <= l1:
-                w[r, j] = 0.0
-            else:
-                sign = 1.0 if zi > 0 else -1.0
-                w[r, j] = -(zi - sign * l1) / ((beta + np.sqrt(n_new)) / alpha + l2)
+            w[r, j] = _ftrl_weight(zi, n_new, alpha, beta, l1, l2)
+
+
+@numba.njit(inline="always", **_JIT)
+def _ftrl_weight(z, n, alpha, beta, l1, l2):
+    """FTRL-Proximal's closed-form weight of one coordinate from its ``z`` and ``n``."""
+    if abs(z) <= l1:
+        return 0.0
+    sign = 1.0 if z > 0 else -1.0
+    return -(z - sign * l1) / ((beta + np.sqrt(n)) / alpha + l2)
+
+
+@numba.njit(**_JIT)
+def ftrl_weights(z, n, alpha, beta, l1, l2, w):
+    """``w`` from FTRL-Proximal's state ``z``, ``n`` (arrays of one shape, 2-D)."""
+    for i in range(z.shape[0]):
+        for j in range(z.shape[1]):
+            w[i, j] = _ftrl_weight(np.float64(z[i, j]), np.float64(n[i, j]), alpha, beta, l1, l2)
