@@ -54,7 +54,7 @@ def encode_part(X, y, classes: np.ndarray, n_out: int, where: str = "",
     if hasattr(X, "to_numpy"):  # pandas
         X = X.to_numpy(dtype=np.float64)
     X = sp.csr_matrix(X.tocsr() if hasattr(X, "tocsr") else X, dtype=np.float64)
-    X.sort_indices()
+    X.sum_duplicates()  # canonical: sorted, distinct columns per row (per-sample kernels)
     if not np.isfinite(X.data).all():
         raise ValueError(f"{where}: X contains NaN or infinity")
     if n_buckets is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..state._optim_kernels import adagrad_step, ftrl_step, sgd_step
+from ..state._optim_kernels import coord_step
 
 _JIT = dict(cache=True, nogil=True)
 
@@ -86,8 +86,6 @@ def decision(indptr, indices, data, w, bias, out):
                 out[i, k] += data[p] * w[j, k]
 
 
-SGD_RULE, ADAGRAD_RULE, FTRL_RULE = 0, 1, 2
-
 
 @numba.njit(**_JIT)
 def local_steps(indptr, indices, data, y, order, batch, rule, hyper, l2, fit_intercept,
@@ -130,21 +128,25 @@ def local_steps(indptr, indices, data, y, order, batch, rule, hyper, l2, fit_int
     n_out = w.shape[1]
     margin = np.empty(n_out)
     loss = 0.0
+    if batch == 1:  # per sample: no gradient buffer (the rows' columns are distinct)
+        for q in range(order.shape[0]):
+            i = order[q]
+            loss += _residuals(indptr, indices, data, y, w, i, m, margin)
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                for k in range(n_out):
+                    coord_step(rule, hyper, w, s1, s2, j, k,
+                               data[p] * margin[k] + l2 * w[j, k])
+            if fit_intercept:
+                for k in range(n_out):
+                    coord_step(rule, hyper, w, s1, s2, m, k, margin[k])
+        return loss
     for start in range(0, order.shape[0], batch):
         stop = min(start + batch, order.shape[0])
         cnt = 0
         for q in range(start, stop):
             i = order[q]
-            for k in range(n_out):
-                margin[k] = w[m, k]
-            for p in range(indptr[i], indptr[i + 1]):
-                j = indices[p]
-                for k in range(n_out):
-                    margin[k] += data[p] * w[j, k]
-            for k in range(n_out):
-                z = margin[k]
-                loss += log1pexp(z) - y[i, k] * z
-                margin[k] = sigmoid(z) - y[i, k]
+            loss += _residuals(indptr, indices, data, y, w, i, m, margin)
             for p in range(indptr[i], indptr[i + 1]):
                 j = indices[p]
                 if mark[j] < 0:
@@ -165,21 +167,29 @@ def local_steps(indptr, indices, data, y, order, batch, rule, hyper, l2, fit_int
         for r in range(cnt):
             j = touched[r]
             for k in range(n_out):
-                grad[r, k] *= scale
+                g = grad[r, k] * scale
                 if j != m:
-                    grad[r, k] += l2 * w[j, k]
-        rows = touched[:cnt]
-        g = grad[:cnt]
-        if rule == SGD_RULE:
-            sgd_step(w, rows, g, hyper[0])
-        elif rule == ADAGRAD_RULE:
-            adagrad_step(w, s1, rows, g, hyper[0], hyper[1])
-        else:
-            ftrl_step(w, s1, s2, rows, g, hyper[0], hyper[1], hyper[2], hyper[3])
-        for r in range(cnt):
-            mark[touched[r]] = -1
-            for k in range(n_out):
+                    g += l2 * w[j, k]
+                coord_step(rule, hyper, w, s1, s2, j, k, g)
                 grad[r, k] = 0.0
+            mark[j] = -1
+    return loss
+
+
+@numba.njit(inline="always", **_JIT)
+def _residuals(indptr, indices, data, y, w, i, m, out):
+    """``out[k] = sigmoid(x_i w[:, k] + w[m, k]) - y[i, k]``; returns row ``i``'s log-loss."""
+    loss = 0.0
+    for k in range(w.shape[1]):
+        out[k] = w[m, k]
+    for p in range(indptr[i], indptr[i + 1]):
+        j = indices[p]
+        for k in range(w.shape[1]):
+            out[k] += data[p] * w[j, k]
+    for k in range(w.shape[1]):
+        z = out[k]
+        loss += log1pexp(z) - y[i, k] * z
+        out[k] = sigmoid(z) - y[i, k]
     return loss
 
 

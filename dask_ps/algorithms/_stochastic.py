@@ -24,14 +24,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..state._optim_kernels import ftrl_weights
-from ._logistic_kernels import (
-    ADAGRAD_RULE,
-    FTRL_RULE,
-    SGD_RULE,
-    local_steps,
-    rows_loss,
-)
+from ..state._optim_kernels import ADAGRAD_RULE, FTRL_RULE, SGD_RULE, ftrl_weights
+from ._logistic_kernels import local_steps, rows_loss
 
 __all__ = ["Rule", "epoch_task"]
 
