@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import numbers
 import threading
@@ -12,7 +13,9 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from .exceptions import ClosedModelError
+from . import checkpointing
+from .exceptions import ClosedModelError, ShardUnavailableError, WorkerLostError
+from .state import checkpoint as ck
 from .state.client import ProcessClient, WorkerView
 from .state.consistency import Consistency, get_consistency
 from .state.optimizers import Optimizer, get_optimizer
@@ -23,9 +26,12 @@ from .state.transport import ShardRef, Transport, local_loop
 __all__ = ["PSModel", "Table"]
 
 DEFAULT_TIMEOUT = 120.0
+#: Seconds between checks, while a job runs, that its workers and shards are still alive.
+WATCH_INTERVAL = 0.5
 
-# ProcessClients of this process, by (model uid, worker address or "" outside workers).
-_CLIENTS: dict[tuple[str, str], ProcessClient] = {}
+# ProcessClients of this process, by (model uid, generation, worker address or "" outside
+# workers); the generation changes when lost shards are replaced, so every process reconnects.
+_CLIENTS: dict[tuple[str, int, str], ProcessClient] = {}
 _LOCAL_SHARDS: dict[str, list[Shard]] = {}
 _CLIENTS_LOCK = threading.Lock()
 
@@ -115,6 +121,8 @@ class PSModel:
             self._client = client if client is not None else _current_client()
         self._futures = []
         self._closed = False
+        self._resources = resources
+        self._generation = 0
         if self._client is None:
             n = int(n_shards or 1)
             _LOCAL_SHARDS[self.uid] = [Shard(i, n) for i in range(n)]
@@ -175,7 +183,7 @@ class PSModel:
                 address = worker.address
             except ValueError:
                 worker = None
-        key = (self.uid, address)
+        key = (self.uid, self._generation, address)
         with _CLIENTS_LOCK:
             pc = _CLIENTS.get(key)
             if pc is None:
@@ -341,8 +349,21 @@ class PSModel:
             return results
         finally:
             # ends the job on the shards; after a failure this wakes tasks still waiting
-            self._call_all("end_job", job)
+            self._end_job(job)
             self._job = None
+
+    def _end_job(self, job: str) -> None:
+        """``end_job`` on every shard that answers: a dead shard must not mask the error."""
+        pc = self._process_client()
+        t = pc.transport
+
+        async def end_all():
+            return await asyncio.gather(*(t.call(s, "end_job", job, _timeout=min(
+                self.timeout, 10.0)) for s in range(self.n_shards)), return_exceptions=True)
+
+        for r in t.run(end_all()):
+            if isinstance(r, BaseException) and not isinstance(r, ShardUnavailableError):
+                raise r
 
     def _task_groups(self, n_tasks: int, workers) -> dict[str, list[int]]:
         """Task indices by worker address (one group, "local", without a cluster)."""
@@ -362,7 +383,7 @@ class PSModel:
         return dict(sorted(groups.items()))
 
     def _run_dask(self, fn, items, job, cons, groups) -> list:
-        from distributed import as_completed
+        from distributed import wait
 
         futs = [
             self._client.submit(_run_group, self, job, pid, cons, fn,
@@ -371,14 +392,40 @@ class PSModel:
                                 key=f"dask-ps-tasks-{job}-{pid}")
             for pid, (addr, tasks) in enumerate(groups.items())
         ]
+        needed = set(groups) | {r.address for r in self.shards}
         try:
-            out = []
-            for fut in as_completed(futs):
-                out.extend(fut.result())  # the first error ends the job (see run)
+            out, remaining = [], list(futs)
+            while remaining:
+                for fut in [f for f in remaining if f.done()]:
+                    out.extend(fut.result())  # the first error ends the job (see run)
+                    remaining.remove(fut)
+                if remaining:
+                    # a task pinned to a dead worker would wait forever, and the others at
+                    # the next barrier with it: watch the workers instead
+                    self._check_alive(needed)
+                    try:
+                        wait(remaining, timeout=WATCH_INTERVAL, return_when="FIRST_COMPLETED")
+                    except TimeoutError:
+                        pass
             return out
         finally:
             for fut in futs:
                 fut.release()
+
+    def _live_workers(self) -> set[str]:
+        return set(self._client.scheduler_info(n_workers=-1)["workers"])
+
+    def _check_alive(self, needed: set[str]) -> None:
+        gone = needed - self._live_workers()
+        if gone:
+            raise WorkerLostError(gone, [r.index for r in self.shards if r.address in gone])
+
+    def lost_shards(self) -> list[int]:
+        """Indices of the shards whose worker has left the cluster (none in-process)."""
+        if self.is_local:
+            return []
+        live = self._live_workers()
+        return [r.index for r in self.shards if r.address not in live]
 
     # -- functions next to the shards -----------------------------------------------------
     def map_shards(self, table: str, fn: Callable, *args) -> list:
@@ -389,6 +436,186 @@ class PSModel:
         """
         self._process_client().spec(table)
         return self._call_all("apply", table, fn, *args)
+
+    # -- checkpoints and recovery ---------------------------------------------------------
+    def save(self, url: str, *, clock: int = 0, data_position: dict | None = None,
+             extra: dict | None = None, keep: int | None = None,
+             chunk_rows: int | None = None) -> ck.CheckpointInfo:
+        """Write every table and its optimizer state as a new version of a zarr checkpoint.
+
+        Each shard's rows are written from its own worker, in parallel, into arrays chunked
+        independently of the number of shards (sparse tables sorted by key). The version
+        becomes readable only once complete (its manifest is written last).
+
+        Parameters
+        ----------
+        url : str
+            Any fsspec URL (local directory, ``s3://…``); with a cluster it must be reachable
+            from every worker (``memory://`` works only without a cluster).
+        clock : int, default 0
+            Training clock reached (driver step), stored for resuming.
+        data_position : dict, optional
+            Where training was in the data, e.g. ``{"epoch": 3}`` (JSON).
+        extra : dict, optional
+            Other JSON metadata (e.g. an estimator's loss history).
+        keep : int, optional
+            Keep only this many newest complete versions (and delete torn older ones).
+        chunk_rows : int, optional
+            Rows per chunk; default about 4 MiB of weights per chunk.
+
+        Returns
+        -------
+        CheckpointInfo
+
+        Raises
+        ------
+        RuntimeError
+            While a job runs.
+        ValueError
+            A process-private URL with a cluster, or a bad ``keep``/``chunk_rows``.
+        TypeError
+            Metadata that is not JSON-serialisable.
+        """
+        return checkpointing.save(self, url, clock=clock, data_position=data_position,
+                                  extra=extra, keep=keep, chunk_rows=chunk_rows)
+
+    @classmethod
+    def load(cls, client, url: str, n_shards: int | None = None, optimizer_state: bool = True,
+             *, version: int | None = None, resources: str | None = None,
+             timeout: float = DEFAULT_TIMEOUT) -> "PSModel":
+        """A new model holding the newest complete version of the checkpoint at ``url``.
+
+        Parameters
+        ----------
+        client, n_shards, resources, timeout
+            As for :class:`PSModel`; ``n_shards`` may differ from the checkpoint's: rows and
+            optimizer state are resharded exactly.
+        url : str
+        optimizer_state : bool, default True
+            Restore the update rules' state (AdaGrad accumulators, Adam moments, FTRL z and
+            n); with False the state starts afresh and only the weights are loaded.
+        version : int, optional
+            A given version instead of the newest complete one.
+
+        Returns
+        -------
+        PSModel
+            With ``checkpoint_info`` (a :class:`~dask_ps.state.checkpoint.CheckpointInfo`:
+            version, clock, data position, torn versions skipped).
+
+        Raises
+        ------
+        CheckpointNotFoundError
+            No complete version.
+        CheckpointFormatError
+            A newer store format, or an optimizer or layout this dask_ps does not know.
+
+        Warns
+        -----
+        TornCheckpointWarning
+            Newer versions were incomplete (a writer died) and were skipped.
+
+        Notes
+        -----
+        Loading runs no code from the store: it holds JSON metadata and numeric arrays only.
+        """
+        info = ck.latest(url, version)
+        model = cls(client, n_shards, resources=resources, timeout=timeout)
+        try:
+            model.restore(info, optimizer_state)
+        except BaseException:
+            model.close()
+            raise
+        return model
+
+    def restore(self, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInfo:
+        """Replace every table by its state in a checkpoint (URL, newest complete version, or
+        a :class:`CheckpointInfo`), on the current shards; returns what was restored."""
+        info = checkpoint if isinstance(checkpoint, ck.CheckpointInfo) else ck.latest(
+            checkpoint)
+        checkpointing._check_url(self, info.url)
+        checkpointing.restore(self, info, optimizer_state)
+        self.checkpoint_info = info
+        return info
+
+    def export(self, url: str, *, dtype=None, tables: list[str] | None = None) -> None:
+        """Write the weights (no optimizer state) as a plain zarr group, for serving.
+
+        Dense table ``name`` becomes array ``name`` (shape as the table's); a sparse one
+        becomes ``name/keys`` (int64, ascending) and ``name/values``. Readable with zarr
+        alone; attributes under ``dask_ps_export`` describe the tables.
+
+        Parameters
+        ----------
+        url : str
+            Any fsspec URL reachable from the workers; overwritten.
+        dtype : {None, "float16", "float32", "float64"}
+            Cast the weights (e.g. float16 halves the size of float32 weights).
+        tables : list of str, optional
+            Default: all.
+        """
+        checkpointing.export(self, url, dtype=dtype, tables=tables)
+
+    def recover(self, checkpoint: str, optimizer_state: bool = True) -> dict:
+        """Recreate lost shards on live workers and roll every shard back to the newest
+        complete version of ``checkpoint``.
+
+        Returns
+        -------
+        dict
+            ``lost_shards`` (indices), ``moved_to`` (their new workers), ``checkpoint``
+            (URL), ``version``, ``clock`` (of the checkpoint), ``torn`` and ``seconds``.
+
+        Raises
+        ------
+        CheckpointNotFoundError
+            No complete checkpoint.
+        ValueError
+            No live worker can host the lost shards.
+        """
+        import time
+
+        t0 = time.perf_counter()
+        info = ck.latest(checkpoint)
+        lost = self.lost_shards()
+        moved = self._replace_shards(lost) if lost else []
+        self.restore(info, optimizer_state)
+        return dict(lost_shards=lost, moved_to=moved, checkpoint=info.url,
+                    version=info.version, clock=info.clock, torn=info.torn,
+                    seconds=time.perf_counter() - t0)
+
+    def _replace_shards(self, lost: list[int]) -> list[str]:
+        """New, empty actors for shards ``lost`` on the live workers holding fewest shards."""
+        info = self._client.scheduler_info(n_workers=-1)["workers"]
+        live = sorted(a for a, w in info.items() if self._resources is None
+                      or w.get("resources", {}).get(self._resources, 0) > 0)
+        if not live:
+            raise ValueError("no live worker can host the lost shards"
+                             + (f" (resource {self._resources!r})" if self._resources else ""))
+        load = {a: 0 for a in live}
+        for r in self.shards:
+            if r.index not in lost and r.address in load:
+                load[r.address] += 1
+        self._generation += 1
+        placed = []
+        for i in lost:
+            addr = min(live, key=lambda a: (load[a], a))
+            load[addr] += 1
+            fut = self._client.submit(Shard, i, self.n_shards, actor=True, workers=[addr],
+                                      allow_other_workers=False,
+                                      key=f"dask-ps-shard-{self.uid}-{i}-g{self._generation}")
+            actor = fut.result(timeout=self.timeout)
+            self._futures[i].release()
+            self._futures[i] = fut  # kept referenced, as in _place_shards
+            self.shards[i] = ShardRef(i, actor._address, fut.key)
+            placed.append(actor._address)
+        # every process rebuilds its transport (the generation is part of the client key)
+        _forget(self.uid)
+        try:
+            self._client.run(_forget, self.uid)
+        except Exception:  # a worker leaving meanwhile keeps only stale, unused clients
+            pass
+        return placed
 
     # -- life -----------------------------------------------------------------------------
     def close(self) -> None:
