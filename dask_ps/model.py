@@ -17,7 +17,7 @@ from . import checkpointing
 from .exceptions import ClosedModelError, ShardUnavailableError, WorkerLostError
 from .state import checkpoint as ck
 from .state.client import ProcessClient, WorkerView
-from .state.consistency import Consistency, get_consistency
+from .state.consistency import DONE, Consistency, get_consistency
 from .state.optimizers import Optimizer, get_optimizer
 from .state.shard import Shard
 from .state.table import Init, TableSpec
@@ -132,7 +132,7 @@ class PSModel:
 
     # -- placement ------------------------------------------------------------------------
     def _place_shards(self, n_shards, resources) -> list[ShardRef]:
-        info = self._client.scheduler_info(n_workers=-1)["workers"]
+        info = self._workers_info()
         workers = sorted(a for a, w in info.items()
                          if resources is None or w.get("resources", {}).get(resources, 0) > 0)
         if not workers:
@@ -164,7 +164,7 @@ class PSModel:
         """Worker processes that tasks may run on (1 in-process)."""
         if self.is_local:
             return 1
-        return len(self._client.scheduler_info(n_workers=-1)["workers"])
+        return len(self._workers_info())
 
     @property
     def is_local(self) -> bool:
@@ -347,10 +347,28 @@ class PSModel:
             for t, r in done:
                 results[t] = r
             return results
+        except BaseException:
+            self.last_failed_clocks = self._job_clocks()
+            raise
         finally:
             # ends the job on the shards; after a failure this wakes tasks still waiting
             self._end_job(job)
             self._job = None
+
+    def _job_clocks(self) -> list | None:
+        """Clock of each participant of the running job, from the first shard answering
+        (None for finished participants); None if no shard answers."""
+        pc = self._process_client()
+        t = pc.transport
+
+        async def stats_all():
+            return await asyncio.gather(*(t.call(s, "stats", _timeout=min(self.timeout, 5.0))
+                                          for s in range(self.n_shards)), return_exceptions=True)
+
+        for r in t.run(stats_all()):
+            if isinstance(r, dict) and r.get("clocks") is not None:
+                return [None if c >= DONE else int(c) for c in r["clocks"]]
+        return None
 
     def _end_job(self, job: str) -> None:
         """``end_job`` on every shard that answers: a dead shard must not mask the error."""
@@ -369,7 +387,7 @@ class PSModel:
         """Task indices by worker address (one group, "local", without a cluster)."""
         if self.is_local:
             return {"local": list(range(n_tasks))}
-        info = self._client.scheduler_info(n_workers=-1)["workers"]
+        info = self._workers_info()
         if workers is None:
             addrs = sorted(info)
             workers = [addrs[t % len(addrs)] for t in range(n_tasks)]
@@ -412,8 +430,14 @@ class PSModel:
             for fut in futs:
                 fut.release()
 
+    def _workers_info(self) -> dict:
+        """The scheduler's workers, by address, asked now. (``Client.scheduler_info`` returns
+        a cache that the client's periodic refresh may have replaced meanwhile by one
+        without workers.)"""
+        return self._client.sync(self._client.scheduler.identity, n_workers=-1)["workers"]
+
     def _live_workers(self) -> set[str]:
-        return set(self._client.scheduler_info(n_workers=-1)["workers"])
+        return set(self._workers_info())
 
     def _check_alive(self, needed: set[str]) -> None:
         gone = needed - self._live_workers()
@@ -586,7 +610,7 @@ class PSModel:
 
     def _replace_shards(self, lost: list[int]) -> list[str]:
         """New, empty actors for shards ``lost`` on the live workers holding fewest shards."""
-        info = self._client.scheduler_info(n_workers=-1)["workers"]
+        info = self._workers_info()
         live = sorted(a for a, w in info.items() if self._resources is None
                       or w.get("resources", {}).get(self._resources, 0) > 0)
         if not live:

@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..driver import run_clocks
 from ..model import PSModel
 from ..state.optimizers import FTRL, SGD, AdaGrad
 from ._data import (
@@ -28,6 +29,7 @@ from ._data import (
     encode_part,
     hash_columns,
     is_dask_collection,
+    locate,
     split_rows,
 )
 from ._logistic_kernels import decision, logistic_grad
@@ -40,14 +42,15 @@ DEFAULT_LEARNING_RATE = {"sgd": 0.5, "adagrad": 0.1, "ftrl": 0.3, "lbfgs": None}
 
 
 def _stochastic_task(ps, item):
-    """Epochs of minibatch steps over one partition; returns its summed loss per epoch."""
+    """Epochs ``(start, stop]`` of minibatch steps over one partition; returns its summed loss
+    per epoch. Each epoch's order depends on (seed, epoch) only, so that a run resumed from a
+    checkpoint draws what the uninterrupted run would have."""
     (X, Y), cfg = item
-    rng = np.random.default_rng(cfg["seed"])
     n, n_out, bias_key = X.shape[0], Y.shape[1], cfg["n_features"]
     batch = cfg["batch_size"]
     losses = []
-    for epoch in range(1, cfg["max_iter"] + 1):
-        order = rng.permutation(n)
+    for epoch in range(cfg["start"] + 1, cfg["stop"] + 1):
+        order = np.random.default_rng((cfg["seed"], epoch)).permutation(n)
         total = 0.0
         for start in range(0, n, batch):
             rows = np.sort(order[start:start + batch])
@@ -87,7 +90,8 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
           batch_size: int = 256, learning_rate: float = 0.1, tol: float = 1e-6,
           consistency="bsp", staleness=None, random_state: int = 0,
           workers=None, n_rows: int | None = None,
-          init: tuple | None = None) -> tuple[np.ndarray, list, int, tuple]:
+          init: tuple | None = None, checkpoint: str | None = None, checkpoint_every: int = 1,
+          max_recoveries: int = 3) -> tuple[np.ndarray, list, int, tuple]:
     """Fit logistic regression on a PS model; returns the weights and the loss per epoch.
 
     Parameters
@@ -122,13 +126,20 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
         Total rows; default: summed over ``parts``.
     init : (values, slots), optional
         Starting weights and update-rule state (a previous result's ``state``).
+    checkpoint : str, optional
+        URL of a checkpoint store (reachable from every worker), saved every
+        ``checkpoint_every`` epochs (stochastic solvers). A lost worker or shard is then
+        recovered automatically: see :func:`dask_ps.driver.run_clocks`.
+    checkpoint_every : int, default 1
+    max_recoveries : int, default 3
 
     Returns
     -------
     W : ndarray (n_features + 1, n_outputs)
         Weights; the last row is the intercept.
     history : list of dict
-        Per epoch (or per L-BFGS evaluation): the objective ``loss``.
+        Per epoch (or per L-BFGS evaluation): the objective ``loss``; recoveries from lost
+        workers appear as ``{"event": "recovery", …}`` entries where they happened.
     n_iter : int
         Epochs run, or L-BFGS iterations.
     state : (values, slots)
@@ -145,6 +156,8 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
         n_rows = sum(p[0].shape[0] for p in parts)
     n_rows = max(1, n_rows)
     if solver == "lbfgs":
+        if checkpoint is not None:
+            raise ValueError("checkpoint needs a stochastic solver ('ftrl', 'sgd', 'adagrad')")
         return _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_iter,
                             tol, workers, None if init is None else init[0])
     if penalty == "l1" and solver not in ("ftrl", "lbfgs"):
@@ -161,11 +174,26 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
     cfg = dict(n_features=n_features, batch_size=batch_size, max_iter=max_iter,
                learning_rate=learning_rate,
                fit_intercept=fit_intercept, l2=lam / n_rows if penalty == "l2" else 0.0)
-    items = [(p, dict(cfg, seed=random_state + i)) for i, p in enumerate(parts)]
-    losses = model.run(_stochastic_task, items, consistency=consistency, staleness=staleness,
-                       workers=workers)
-    history = [dict(epoch=e + 1, loss=float(sum(task[e] for task in losses) / n_rows))
-               for e in range(max_iter)]
+    placed = {"workers": workers}
+
+    def epochs(start, stop):
+        items = [(p, dict(cfg, seed=random_state + i, start=start, stop=stop))
+                 for i, p in enumerate(parts)]
+        losses = model.run(_stochastic_task, items, consistency=consistency,
+                           staleness=staleness, workers=placed["workers"])
+        return [float(sum(task[e] for task in losses) / n_rows) for e in range(stop - start)]
+
+    def relocate():  # Dask recomputed the partitions of a lost worker elsewhere
+        if workers is not None:
+            placed["workers"] = locate(model.client, parts)
+
+    losses, events = run_clocks(model, epochs, max_iter, checkpoint=checkpoint,
+                                checkpoint_every=checkpoint_every,
+                                max_recoveries=max_recoveries, on_recover=relocate,
+                                data_position=lambda c: {"epoch": c})
+    history = [dict(epoch=e + 1, loss=loss) for e, loss in enumerate(losses)]
+    for ev in reversed(events):
+        history.insert(ev["failed_clock"], ev)
     values, slots = table.state()
     return values, history, max_iter, (values, slots)
 
@@ -249,6 +277,15 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         features).
     client : distributed.Client or "local", optional
         Default: the current Dask client, else in-process.
+    checkpoint : str, optional
+        URL of a zarr checkpoint store reachable from every worker: the model is saved
+        every ``checkpoint_every`` epochs and a fit that loses a worker or a shard recovers
+        by itself from the newest checkpoint (stochastic solvers).
+    checkpoint_every : int, default 1
+        Epochs between checkpoints.
+    max_recoveries : int, default 3
+        Recoveries allowed in one fit before it fails with
+        :class:`~dask_ps.exceptions.RecoveryError`.
 
     Attributes
     ----------
@@ -257,7 +294,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     intercept_ : ndarray (1,) or (n_classes,)
     n_features_in_ : int
     history_ : list of dict
-        Loss per epoch (or per L-BFGS function evaluation).
+        Loss per epoch (or per L-BFGS function evaluation), and a ``{"event": "recovery",
+        "lost_shards", "checkpoint", "clocks_lost", …}`` entry for each recovery.
     n_iter_ : ndarray (1,)
         Epochs, or L-BFGS iterations, run.
 
@@ -270,7 +308,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     def __init__(self, solver="ftrl", penalty="l2", C=1.0, fit_intercept=True, max_iter=10,
                  batch_size=256, learning_rate=None, tol=1e-6, consistency="bsp",
                  staleness=None, n_shards=None, n_hashed_features=None, random_state=None,
-                 warm_start=False, client=None):
+                 warm_start=False, client=None, checkpoint=None, checkpoint_every=1,
+                 max_recoveries=3):
         self.solver = solver
         self.penalty = penalty
         self.C = C
@@ -286,6 +325,9 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.warm_start = warm_start
         self.client = client
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
+        self.max_recoveries = max_recoveries
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -400,7 +442,9 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                 learning_rate=(DEFAULT_LEARNING_RATE[self.solver] if self.learning_rate is None
                                else self.learning_rate),
                 tol=self.tol, consistency=self.consistency, staleness=self.staleness,
-                random_state=seed, workers=workers, n_rows=y_local.shape[0], init=init)
+                random_state=seed, workers=workers, n_rows=y_local.shape[0], init=init,
+                checkpoint=self.checkpoint, checkpoint_every=self.checkpoint_every,
+                max_recoveries=self.max_recoveries)
         self.history_ = (getattr(self, "history_", []) if warm and not first else []) + history
         if not np.isfinite(W).all():
             raise ValueError("training diverged: the weights are not finite; try a smaller "
