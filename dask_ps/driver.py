@@ -82,8 +82,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         failed job), ``clocks_lost`` (driver clocks run again: ``failed_clock -
         checkpoint_clock``, plus one if the failed job had done any work),
         ``job_clocks_at_failure`` (the PS clock each participant of the failed job had
-        reached, None when finished or unknown), ``error`` and ``seconds`` (time to
-        recover).
+        reached, None when finished or unknown), ``error``, ``detected_at`` (Unix
+        time the driver saw the failure) and ``seconds`` (time to recover).
 
     Raises
     ------
@@ -119,6 +119,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
             clock = stop
             pending_save = checkpoint is not None and clock < n_clocks
         except loss_errors as exc:
+            detected = time.time()
             _wait_for_departure(model, exc, model.timeout)
             lost = model.lost_shards()
             job_clocks = getattr(model, "last_failed_clocks", None)
@@ -143,7 +144,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                 moved_to=rec["moved_to"], checkpoint=rec["checkpoint"],
                 checkpoint_version=rec["version"], checkpoint_clock=rec["clock"],
                 failed_clock=clock, clocks_lost=clock - rec["clock"] + (partial > 0),
-                job_clocks_at_failure=job_clocks, error=repr(exc),
+                job_clocks_at_failure=job_clocks, error=repr(exc), detected_at=detected,
                 seconds=rec["seconds"]))
             clock = rec["clock"]
             pending_save = False

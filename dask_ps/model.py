@@ -337,6 +337,7 @@ class PSModel:
                                    f"job at a time (and none from inside a task)")
             self._job = job
         results: list = [None] * len(items)
+        shards = None
         try:
             groups = self._task_groups(len(items), workers)
             self._call_all("start_job", job, len(groups), cons)
@@ -348,40 +349,35 @@ class PSModel:
                 results[t] = r
             return results
         except BaseException:
-            self.last_failed_clocks = self._job_clocks()
+            # skip shards known dead: each call to one waits for its whole timeout
+            shards = [i for i in range(self.n_shards) if i not in self.lost_shards()]
+            self.last_failed_clocks = None
+            for r in self._call_each("stats", shards=shards, timeout=2.0):
+                if isinstance(r, dict) and r.get("clocks") is not None:
+                    self.last_failed_clocks = [None if c >= DONE else int(c)
+                                               for c in r["clocks"]]
+                    break
             raise
         finally:
-            # ends the job on the shards; after a failure this wakes tasks still waiting
-            self._end_job(job)
+            # ends the job on the shards; after a failure this wakes tasks still waiting.
+            # A dead shard must not mask the error.
+            for r in self._call_each("end_job", job, shards=shards,
+                                     timeout=10.0 if shards is None else 2.0):
+                if isinstance(r, BaseException) and not isinstance(r, ShardUnavailableError):
+                    raise r
             self._job = None
 
-    def _job_clocks(self) -> list | None:
-        """Clock of each participant of the running job, from the first shard answering
-        (None for finished participants); None if no shard answers."""
-        pc = self._process_client()
-        t = pc.transport
+    def _call_each(self, method: str, *args, shards=None, timeout: float = 10.0) -> list:
+        """``method`` on each of ``shards`` (default all) concurrently, each bounded by
+        ``timeout`` seconds; results or exceptions, in order."""
+        t = self._process_client().transport
+        shards = range(self.n_shards) if shards is None else shards
 
-        async def stats_all():
-            return await asyncio.gather(*(t.call(s, "stats", _timeout=min(self.timeout, 5.0))
-                                          for s in range(self.n_shards)), return_exceptions=True)
+        async def each():
+            return await asyncio.gather(*(t.call(s, method, *args, _timeout=min(
+                self.timeout, timeout)) for s in shards), return_exceptions=True)
 
-        for r in t.run(stats_all()):
-            if isinstance(r, dict) and r.get("clocks") is not None:
-                return [None if c >= DONE else int(c) for c in r["clocks"]]
-        return None
-
-    def _end_job(self, job: str) -> None:
-        """``end_job`` on every shard that answers: a dead shard must not mask the error."""
-        pc = self._process_client()
-        t = pc.transport
-
-        async def end_all():
-            return await asyncio.gather(*(t.call(s, "end_job", job, _timeout=min(
-                self.timeout, 10.0)) for s in range(self.n_shards)), return_exceptions=True)
-
-        for r in t.run(end_all()):
-            if isinstance(r, BaseException) and not isinstance(r, ShardUnavailableError):
-                raise r
+        return t.run(each())
 
     def _task_groups(self, n_tasks: int, workers) -> dict[str, list[int]]:
         """Task indices by worker address (one group, "local", without a cluster)."""
