@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import Self
 
 import numpy as np
 
 from .state import checkpoint as ck
 
-__all__ = ["export", "restore", "save"]
+__all__ = ["CheckpointMethods", "export", "restore", "save"]
 
 _SAMPLE = 1024  # keys sampled per shard and writer to choose the splitters of sparse tables
 
@@ -151,7 +152,7 @@ def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
         plans[name] = writers
     attrs = dict(
         dask_ps=dict(format=ck.FORMAT, library_version=__version__),
-        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), saved_at=time.time(),
         n_shards=model.n_shards, clock=int(clock),
         data_position=_json(data_position or {}, "data_position"),
         extra=_json(extra or {}, "extra"), tables=tables)
@@ -288,3 +289,152 @@ def export(model, url: str, *, dtype=None, tables=None) -> None:
     _run_tasks(model, _write_part, calls)
     group.attrs.update(dict(dask_ps_export=dict(format=ck.FORMAT, library_version=__version__,
                                                 tables=described)))
+
+
+class CheckpointMethods:
+    """The checkpoint API of :class:`~dask_ps.PSModel` (save, load, restore, export, recover)."""
+
+    def save(self, url: str, *, clock: int = 0, data_position: dict | None = None,
+             extra: dict | None = None, keep: int | None = None,
+             chunk_rows: int | None = None) -> ck.CheckpointInfo:
+        """Write every table and its optimizer state as a new version of a zarr checkpoint.
+
+        Each shard's rows are written from its own worker, in parallel, into arrays chunked
+        independently of the number of shards (sparse tables sorted by key). The version
+        becomes readable only once complete (its manifest is written last).
+
+        Parameters
+        ----------
+        url : str
+            Any fsspec URL (local directory, ``s3://…``); with a cluster it must be reachable
+            from every worker (``memory://`` works only without a cluster).
+        clock : int, default 0
+            Training clock reached (driver step), stored for resuming.
+        data_position : dict, optional
+            Where training was in the data, e.g. ``{"epoch": 3}`` (JSON).
+        extra : dict, optional
+            Other JSON metadata (e.g. an estimator's loss history).
+        keep : int, optional
+            Keep only this many newest complete versions (and delete torn older ones).
+        chunk_rows : int, optional
+            Rows per chunk; default about 4 MiB of weights per chunk.
+
+        Returns
+        -------
+        CheckpointInfo
+
+        Raises
+        ------
+        RuntimeError
+            While a job runs.
+        ValueError
+            A process-private URL with a cluster, or a bad ``keep``/``chunk_rows``.
+        TypeError
+            Metadata that is not JSON-serialisable.
+        """
+        return save(self, url, clock=clock, data_position=data_position,
+                                  extra=extra, keep=keep, chunk_rows=chunk_rows)
+
+    @classmethod
+    def load(cls, client, url: str, n_shards: int | None = None, optimizer_state: bool = True,
+             *, version: int | None = None, resources: str | None = None,
+             timeout: float | None = None) -> Self:
+        """A new model holding the newest complete version of the checkpoint at ``url``.
+
+        Parameters
+        ----------
+        client, n_shards, resources, timeout
+            As for :class:`PSModel` (``timeout`` None: its default); ``n_shards`` may
+            differ from the checkpoint's: rows and optimizer state are resharded exactly.
+        url : str
+        optimizer_state : bool, default True
+            Restore the update rules' state (AdaGrad accumulators, Adam moments, FTRL z and
+            n); with False the state starts afresh and only the weights are loaded.
+        version : int, optional
+            A given version instead of the newest complete one.
+
+        Returns
+        -------
+        PSModel
+            With ``checkpoint_info`` (a :class:`~dask_ps.state.checkpoint.CheckpointInfo`:
+            version, clock, data position, torn versions skipped).
+
+        Raises
+        ------
+        CheckpointNotFoundError
+            No complete version.
+        CheckpointFormatError
+            A newer store format, or an optimizer or layout this dask_ps does not know.
+
+        Warns
+        -----
+        TornCheckpointWarning
+            Newer versions were incomplete (a writer died) and were skipped.
+
+        Notes
+        -----
+        Loading runs no code from the store: it holds JSON metadata and numeric arrays only.
+        """
+        info = ck.latest(url, version)
+        model = cls(client, n_shards, resources=resources,
+                    **({} if timeout is None else {"timeout": timeout}))
+        try:
+            model.restore(info, optimizer_state)
+        except BaseException:
+            model.close()
+            raise
+        return model
+
+    def restore(self, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInfo:
+        """Replace every table by its state in a checkpoint (URL, newest complete version, or
+        a :class:`CheckpointInfo`), on the current shards; returns what was restored."""
+        info = checkpoint if isinstance(checkpoint, ck.CheckpointInfo) else ck.latest(
+            checkpoint)
+        _check_url(self, info.url)
+        restore(self, info, optimizer_state)
+        self.checkpoint_info = info
+        return info
+
+    def export(self, url: str, *, dtype=None, tables: list[str] | None = None) -> None:
+        """Write the weights (no optimizer state) as a plain zarr group, for serving.
+
+        Dense table ``name`` becomes array ``name`` (shape as the table's); a sparse one
+        becomes ``name/keys`` (int64, ascending) and ``name/values``. Readable with zarr
+        alone; attributes under ``dask_ps_export`` describe the tables.
+
+        Parameters
+        ----------
+        url : str
+            Any fsspec URL reachable from the workers; overwritten.
+        dtype : {None, "float16", "float32", "float64"}
+            Cast the weights (e.g. float16 halves the size of float32 weights).
+        tables : list of str, optional
+            Default: all.
+        """
+        export(self, url, dtype=dtype, tables=tables)
+
+    def recover(self, checkpoint: str, optimizer_state: bool = True) -> dict:
+        """Recreate lost shards on live workers and roll every shard back to the newest
+        complete version of ``checkpoint``.
+
+        Returns
+        -------
+        dict
+            ``lost_shards`` (indices), ``moved_to`` (their new workers), ``checkpoint``
+            (URL), ``version``, ``clock`` (of the checkpoint), ``torn`` and ``seconds``.
+
+        Raises
+        ------
+        CheckpointNotFoundError
+            No complete checkpoint.
+        ValueError
+            No live worker can host the lost shards.
+        """
+        t0 = time.perf_counter()
+        info = ck.latest(checkpoint)
+        lost = self.lost_shards()
+        moved = self._replace_shards(lost) if lost else []
+        self.restore(info, optimizer_state)
+        return dict(lost_shards=lost, moved_to=moved, checkpoint=info.url,
+                    version=info.version, clock=info.clock, torn=info.torn,
+                    seconds=time.perf_counter() - t0)

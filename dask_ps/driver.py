@@ -20,6 +20,7 @@ import time
 from typing import Callable
 
 from .exceptions import RecoveryError, ShardUnavailableError, WorkerLostError
+from .state.checkpoint import list_versions
 
 __all__ = ["run_clocks"]
 
@@ -46,6 +47,7 @@ def _wait_for_departure(model, exc: BaseException, limit: float) -> None:
 
 def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                checkpoint: str | None = None, checkpoint_every: int = 1,
+               checkpoint_seconds: float | None = None, resume: bool = False,
                keep: int | None = 2, max_recoveries: int = 3,
                on_recover: Callable[[], None] | None = None,
                data_position: Callable[[int], dict] | None = None) -> tuple[list, list[dict]]:
@@ -62,7 +64,14 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         Checkpoint URL (reachable from every worker). Without one, failures are not
         recovered: they raise :class:`RecoveryError`.
     checkpoint_every : int, default 1
-        Clocks per job; a checkpoint follows every job, and one is taken before the first.
+        Clocks per job; a checkpoint follows every job (and one is taken before the first
+        and after the last).
+    checkpoint_seconds : float, optional
+        Then a checkpoint follows a job only once this many seconds have passed since the
+        previous one.
+    resume : bool, default False
+        Start from the newest complete version of ``checkpoint``, if there is one: its
+        tables, its clock and its results of the clocks before.
     keep : int or None, default 2
         Complete checkpoint versions kept.
     max_recoveries : int, default 3
@@ -101,13 +110,17 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
     every = checkpoint_every if checkpoint is not None else max(n_clocks, 1)
     last = None
     clock = 0
+    if resume and checkpoint is not None and list_versions(checkpoint)[0]:
+        last = model.restore(checkpoint)
+        clock = min(last.clock, n_clocks)
+        results[:clock] = last.attrs.get("extra", {}).get("results", [None] * clock)[:clock]
 
     def save(c):
         return model.save(checkpoint, clock=c, data_position=position(c),
                           extra=dict(results=results[:c]), keep=keep)
 
     loss_errors = _loss_errors()
-    pending_save = checkpoint is not None
+    pending_save = checkpoint is not None and last is None
     while clock < n_clocks or pending_save:
         stop = min(clock + every, n_clocks)
         try:
@@ -117,7 +130,9 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                 continue
             results[clock:stop] = step(clock, stop)
             clock = stop
-            pending_save = checkpoint is not None and clock < n_clocks
+            pending_save = checkpoint is not None and (
+                clock == n_clocks or checkpoint_seconds is None
+                or time.time() - last.attrs["saved_at"] >= checkpoint_seconds)
         except loss_errors as exc:
             detected = time.time()
             _wait_for_departure(model, exc, model.timeout)

@@ -91,7 +91,7 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
           consistency="bsp", staleness=None, random_state: int = 0,
           workers=None, n_rows: int | None = None,
           init: tuple | None = None, checkpoint: str | None = None, checkpoint_every: int = 1,
-          max_recoveries: int = 3) -> tuple[np.ndarray, list, int, tuple]:
+          max_recoveries: int = 3, resume: bool = False) -> tuple[np.ndarray, list, int, tuple]:
     """Fit logistic regression on a PS model; returns the weights and the loss per epoch.
 
     Parameters
@@ -132,6 +132,8 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
         recovered automatically: see :func:`dask_ps.driver.run_clocks`.
     checkpoint_every : int, default 1
     max_recoveries : int, default 3
+    resume : bool, default False
+        Continue from the newest complete version of ``checkpoint`` when there is one.
 
     Returns
     -------
@@ -190,6 +192,7 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
     losses, events = run_clocks(model, epochs, max_iter, checkpoint=checkpoint,
                                 checkpoint_every=checkpoint_every,
                                 max_recoveries=max_recoveries, on_recover=relocate,
+                                resume=resume,
                                 data_position=lambda c: {"epoch": c})
     history = [dict(epoch=e + 1, loss=loss) for e, loss in enumerate(losses)]
     for ev in reversed(events):
