@@ -331,6 +331,21 @@ class CheckpointMethods:
             A process-private URL with a cluster, or a bad ``keep``/``chunk_rows``.
         TypeError
             Metadata that is not JSON-serialisable.
+
+        Examples
+        --------
+        >>> import dask_ps
+        >>> model = dask_ps.PSModel("local", n_shards=3)
+        >>> w = model.add_table("w", shape=(6,), optimizer="adagrad")
+        >>> model.push("w", [0, 5], [1.0, -1.0])
+        >>> model.save("memory://doc/run", clock=1).version
+        1
+        >>> again = dask_ps.PSModel.load("local", "memory://doc/run", n_shards=2)
+        >>> again.pull("w")
+        array([-0.1,  0. ,  0. ,  0. ,  0. ,  0.1], dtype=float32)
+        >>> again.checkpoint_info.clock
+        1
+        >>> again.close(); model.close()
         """
         return save(self, url, clock=clock, data_position=data_position,
                                   extra=extra, keep=keep, chunk_rows=chunk_rows)

@@ -166,7 +166,8 @@ def test_newer_format_and_unknown_optimizer_are_refused_clearly():
         PSModel.load("local", "memory://fmt")
     group.attrs["dask_ps"] = meta
     tables = dict(group.attrs["tables"])
-    tables["dense_ftrl"] = dict(tables["dense_ftrl"], optimizer={"name": "lion", "learning_rate": 0.1})
+    tables["dense_ftrl"] = dict(tables["dense_ftrl"],
+                                optimizer={"name": "lion", "learning_rate": 0.1})
     group.attrs["tables"] = tables
     with pytest.raises(CheckpointFormatError, match="unknown optimizer 'lion'"):
         PSModel.load("local", "memory://fmt")
