@@ -121,46 +121,50 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
 
     loss_errors = _loss_errors()
     pending_save = checkpoint is not None and last is None
-    while clock < n_clocks or pending_save:
+    failure: dict | None = None  # the loss being recovered from
+    n_failures = 0
+    while clock < n_clocks or pending_save or failure is not None:
         stop = min(clock + every, n_clocks)
         try:
-            if pending_save:
+            if failure is not None:  # inside the try: a loss during recovery is one more
+                rec = model.recover(checkpoint)
+                if on_recover is not None:
+                    on_recover()
+                events.append(dict(failure, lost_shards=rec["lost_shards"],
+                                   moved_to=rec["moved_to"], checkpoint=rec["checkpoint"],
+                                   checkpoint_version=rec["version"],
+                                   checkpoint_clock=rec["clock"],
+                                   clocks_lost=failure["failed_clock"] - rec["clock"]
+                                   + failure.pop("partial"), seconds=rec["seconds"]))
+                clock, failure, pending_save = rec["clock"], None, False
+            elif pending_save:
                 last = save(clock)
                 pending_save = False
-                continue
-            results[clock:stop] = step(clock, stop)
-            clock = stop
-            pending_save = checkpoint is not None and (
-                clock == n_clocks or checkpoint_seconds is None
-                or time.time() - last.attrs["saved_at"] >= checkpoint_seconds)
+            else:
+                results[clock:stop] = step(clock, stop)
+                clock = stop
+                pending_save = checkpoint is not None and (
+                    clock == n_clocks or checkpoint_seconds is None
+                    or time.time() - last.attrs["saved_at"] >= checkpoint_seconds)
         except loss_errors as exc:
             detected = time.time()
             _wait_for_departure(model, exc, model.timeout)
-            lost = model.lost_shards()
-            job_clocks = getattr(model, "last_failed_clocks", None)
+            lost = model.lost_shards() or getattr(exc, "shards", [])
             good = None if last is None else f"{last.url} version {last.version} " \
                                              f"(clock {last.clock})"
             if checkpoint is None or last is None:
-                raise RecoveryError(lost or getattr(exc, "shards", []), good,
-                                    f"no checkpoint to recover from ({exc!r}); pass a "
-                                    f"checkpoint URL to recover automatically") from exc
-            if len(events) >= max_recoveries:
-                raise RecoveryError(lost or getattr(exc, "shards", []), good,
-                                    f"{len(events)} recoveries already (max_recoveries); "
-                                    f"last error: {exc!r}") from exc
-            rec = model.recover(checkpoint)
-            if on_recover is not None:
-                on_recover()
-            partial = max([c for c in (job_clocks or []) if c is not None], default=0)
-            events.append(dict(
-                event="recovery", lost_shards=rec["lost_shards"],
+                raise RecoveryError(lost, good, f"no checkpoint to recover from ({exc!r}); "
+                                    f"pass a checkpoint URL to recover automatically") from exc
+            if n_failures >= max_recoveries:
+                raise RecoveryError(lost, good, f"{n_failures} recoveries already "
+                                    f"(max_recoveries); last error: {exc!r}") from exc
+            n_failures += 1
+            job_clocks = getattr(model, "last_failed_clocks", None)
+            model.last_failed_clocks = None  # read once: a later loss may not come from a job
+            partial = max([c for c in (job_clocks or []) if c is not None], default=0) > 0
+            failure = dict(
+                event="recovery", failed_clock=clock, partial=int(partial),
                 lost_workers=sorted(getattr(exc, "workers", []) or
                                     ([exc.address] if getattr(exc, "address", None) else [])),
-                moved_to=rec["moved_to"], checkpoint=rec["checkpoint"],
-                checkpoint_version=rec["version"], checkpoint_clock=rec["clock"],
-                failed_clock=clock, clocks_lost=clock - rec["clock"] + (partial > 0),
-                job_clocks_at_failure=job_clocks, error=repr(exc), detected_at=detected,
-                seconds=rec["seconds"]))
-            clock = rec["clock"]
-            pending_save = False
+                job_clocks_at_failure=job_clocks, error=repr(exc), detected_at=detected)
     return results, events
