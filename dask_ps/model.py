@@ -122,6 +122,7 @@ class PSModel(checkpointing.CheckpointMethods):
         self._closed = False
         self._resources = resources
         self._generation = 0
+        self._seen_workers: set[str] = set()
         if self._client is None:
             n = int(n_shards or 1)
             _LOCAL_SHARDS[self.uid] = [Shard(i, n) for i in range(n)]
@@ -391,6 +392,9 @@ class PSModel(checkpointing.CheckpointMethods):
         groups: dict[str, list[int]] = {}
         for t, addr in enumerate(workers):
             if addr not in info:
+                if addr in self._seen_workers:  # it was here, and left
+                    raise WorkerLostError([addr], [r.index for r in self.shards
+                                                   if r.address == addr])
                 raise ValueError(f"worker {addr} (item {t}) is not in the cluster")
             groups.setdefault(addr, []).append(t)
         return dict(sorted(groups.items()))
@@ -429,7 +433,9 @@ class PSModel(checkpointing.CheckpointMethods):
         """The scheduler's workers, by address, asked now. (``Client.scheduler_info`` returns
         a cache that the client's periodic refresh may have replaced meanwhile by one
         without workers.)"""
-        return self._client.sync(self._client.scheduler.identity, n_workers=-1)["workers"]
+        info = self._client.sync(self._client.scheduler.identity, n_workers=-1)["workers"]
+        self._seen_workers.update(info)
+        return info
 
     def _live_workers(self) -> set[str]:
         return set(self._workers_info())

@@ -100,6 +100,7 @@ def is_process_local(url: str) -> bool:
 
 
 def version_url(url: str, version: int) -> str:
+    """URL of version ``version`` of the store at ``url``."""
     return f"{url.rstrip('/')}/v{version:06d}"
 
 
@@ -312,6 +313,7 @@ def rows_in_range(keys, values, slots, lo, hi, extra: int, with_slots: bool):
 
 
 def align_up(x: int, chunk: int) -> int:
+    """``x`` rounded up to a multiple of ``chunk``: where a writer's whole chunks start."""
     return -(-x // chunk) * chunk
 
 
