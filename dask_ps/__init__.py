@@ -1,7 +1,15 @@
 """dask_ps: a parameter server on Dask for machine learning on huge, sparse data."""
 
 from .algorithms import LogisticRegression
-from .exceptions import ClosedModelError, ShardUnavailableError, UnknownTableError
+from .exceptions import (
+                         CheckpointFormatError,
+                         CheckpointNotFoundError,
+                         ClosedModelError,
+                         RecoveryError,
+                         ShardUnavailableError,
+                         UnknownTableError,
+                         WorkerLostError,
+)
 from .model import PSModel, Table
 from .state import (
                     ASP,
@@ -18,9 +26,12 @@ from .state import (
                     Optimizer,
                     WorkerView,
 )
+from .state.checkpoint import CheckpointInfo, TornCheckpointWarning
 
 __version__ = "0.1.0.dev0"
 
 __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Average",
            "ClosedModelError", "Consistency", "Init", "LogisticRegression", "Optimizer", "PSModel",
            "ShardUnavailableError", "Table", "UnknownTableError", "WorkerView", "__version__"]
+__all__ += ["CheckpointFormatError", "CheckpointInfo", "CheckpointNotFoundError",
+            "RecoveryError", "TornCheckpointWarning", "WorkerLostError"]

@@ -22,3 +22,12 @@ def test_ps_core_benchmark_runs(tmp_path):
         assert row["ps_keys_per_s"] > 0 and row["ceiling_keys_per_s"] > 0
     assert summary["headline"]["dense"]["ratio"] > 0
     assert "1e6-key pull+push" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_checkpoint_benchmark_runs():
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "checkpoint.py"), "--quick"],
+                          capture_output=True, text=True, timeout=280, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "load onto 3 shards" in proc.stdout

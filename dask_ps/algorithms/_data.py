@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["as_scipy", "dask_partitions", "encode_part", "group_parts", "hash_columns",
-           "is_dask_collection", "split_rows"]
+           "is_dask_collection", "locate", "split_rows"]
 
 
 def is_dask_collection(x) -> bool:
@@ -82,7 +82,6 @@ def dask_partitions(client, X, y, classes: np.ndarray, n_out: int,
         ``X`` that is not 2-D, or ``y`` whose length differs from ``X``'s.
     """
     import dask
-    from distributed import wait
 
     encode = dask.delayed(encode_part, pure=True)
     if hasattr(X, "to_dask_array"):  # dask dataframe: partitions as they are
@@ -104,12 +103,20 @@ def dask_partitions(client, X, y, classes: np.ndarray, n_out: int,
     parts = [encode(xc, yc, classes, n_out, f"partition {i}", n_buckets)
              for i, (xc, yc) in enumerate(zip(xs, ys))]
     futures = client.compute(parts)
+    return futures, locate(client, futures)
+
+
+def locate(client, futures: list) -> list[str]:
+    """The worker holding each future's result, once all are computed (again, after a
+    worker was lost); raises the first partition's error."""
+    from distributed import wait
+
     wait(futures)
     for f in futures:
         if f.status == "error":
             f.result()  # raises the partition's error
     who = client.who_has(futures)
-    return futures, [who[f.key][0] for f in futures]
+    return [who[f.key][0] for f in futures]
 
 
 def group_parts(parts: list, workers: list[str] | None, nthreads: dict[str, int]

@@ -23,6 +23,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..driver import run_clocks
 from ..model import PSModel
 from ..state.optimizers import Average
 from ._data import (
@@ -32,6 +33,7 @@ from ._data import (
     group_parts,
     hash_columns,
     is_dask_collection,
+    locate,
     split_rows,
 )
 from ._logistic_kernels import decision, logistic_grad
@@ -71,8 +73,9 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
           consistency="bsp", staleness=None, random_state: int = 0,
           workers=None, n_rows: int | None = None, clocks_per_epoch: int = 4,
           early_stopping: bool = False, validation_fraction: float = 0.1,
-          n_iter_no_change: int = 5, callback=None,
-          init: TrainState | None = None) -> tuple[np.ndarray, list, int, TrainState]:
+          n_iter_no_change: int = 5, callback=None, init: TrainState | None = None,
+          checkpoint: str | None = None, checkpoint_every: int = 1, max_recoveries: int = 3,
+          resume: bool = False) -> tuple[np.ndarray, list, int, TrainState]:
     """Fit logistic regression on a PS model; returns the weights and the loss per epoch.
 
     Parameters
@@ -123,6 +126,14 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
     init : TrainState, optional
         Where to start (a previous result's ``state``). From another solver, only its
         weights carry over.
+    checkpoint : str, optional
+        URL of a checkpoint store (reachable from every worker), saved every
+        ``checkpoint_every`` epochs (stochastic solvers). A lost worker or shard is then
+        recovered automatically: see :func:`dask_ps.driver.run_clocks`.
+    checkpoint_every : int, default 1
+    max_recoveries : int, default 3
+    resume : bool, default False
+        Continue from the newest complete version of ``checkpoint`` when there is one.
 
     Returns
     -------
@@ -131,7 +142,8 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
     history : list of dict
         Per epoch: the mean progressive training log-loss ``loss`` (each row scored just
         before its step), ``validation_loss`` with early stopping, wall ``time`` in seconds;
-        per L-BFGS evaluation: the objective ``loss``.
+        per L-BFGS evaluation: the objective ``loss``. Recoveries from lost workers appear as
+        ``{"event": "recovery", …}`` entries where they happened.
     n_iter : int
         Epochs run, or L-BFGS iterations.
     state : TrainState
@@ -148,6 +160,8 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
         n_rows = sum(p[0].shape[0] for p in parts)
     n_rows = max(1, n_rows)
     if solver == "lbfgs":
+        if checkpoint is not None:
+            raise ValueError("checkpoint needs a stochastic solver ('ftrl', 'sgd', 'adagrad')")
         return _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_iter,
                             tol, workers, None if init is None else init.W)
     if penalty == "l1" and solver not in ("ftrl", "lbfgs"):
@@ -166,39 +180,66 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
                solver=solver, hyper=rule.hyper, clocks_per_epoch=clocks_per_epoch,
                validation_fraction=validation_fraction if early_stopping else 0.0,
                fit_intercept=fit_intercept, l2=lam / n_rows if penalty == "l2" else 0.0)
-    groups, workers = group_parts(parts, workers,
-                                  {} if model.is_local else model.client.nthreads())
-    history: list[dict] = []
-    best, stale = np.inf, 0
-    try:
-        for epoch in range(1, max_iter + 1):
+    groups, placed = group_parts(parts, workers,
+                                 {} if model.is_local else model.client.nthreads())
+    done: dict[int, dict] = {}  # epoch -> record, rewritten when a recovery reruns epochs
+
+    def epochs(start: int, stop: int) -> list[dict]:
+        """Epochs ``start + 1 .. stop``, one job each; fewer when the stopping rule fires."""
+        out = []
+        for epoch in range(start + 1, stop + 1):
             t0 = time.perf_counter()
             items = [(g, dict(cfg, seed=random_state + i, epoch=epoch))
                      for i, g in enumerate(groups)]
-            out = np.array(model.run(epoch_task, items, consistency=consistency,
-                                     staleness=staleness, workers=workers)).sum(axis=0)
-            record = dict(epoch=epoch, loss=float(out[0] / max(1.0, out[1])),
+            sums = np.array(model.run(epoch_task, items, consistency=consistency,
+                                      staleness=staleness, workers=placed)).sum(axis=0)
+            record = dict(epoch=epoch, loss=float(sums[0] / max(1.0, sums[1])),
                           time=time.perf_counter() - t0)
             if early_stopping:
-                record["validation_loss"] = float(out[2] / max(1.0, out[3]))
-            history.append(record)
+                record["validation_loss"] = float(sums[2] / max(1.0, sums[3]))
+            done[epoch] = record
+            out.append(record)
             if callback is not None:
                 callback(record)
-            # scikit-learn's rule: stop after n_iter_no_change epochs that do not beat the
-            # best loss by tol
-            watched = record["validation_loss" if early_stopping else "loss"]
-            stale = stale + 1 if watched > best - tol else 0
-            best = min(best, watched)
-            if stale >= n_iter_no_change:
+            # (after resuming from a checkpoint, the epochs run since)
+            if _no_change([done[e] for e in sorted(done) if e <= epoch], early_stopping, tol,
+                          n_iter_no_change):
                 break
+        return out
+
+    def relocate():  # Dask recomputed the partitions of a lost worker elsewhere
+        nonlocal groups, placed
+        if workers is not None:
+            groups, placed = group_parts(parts, locate(model.client, parts),
+                                         model.client.nthreads())
+
+    try:
+        records, events = run_clocks(model, epochs, max_iter, checkpoint=checkpoint,
+                                     checkpoint_every=checkpoint_every,
+                                     max_recoveries=max_recoveries, on_recover=relocate,
+                                     resume=resume, data_position=lambda c: {"epoch": c})
     finally:
         if model.is_local:
             forget_blocks(fit)
         else:
             model.client.run(forget_blocks, fit)
+    history = list(records)
+    for ev in reversed(events):
+        history.insert(ev["failed_clock"], ev)
     state = table.to_numpy()[:, :-1]
     W = rule.weights(state)
-    return W, history, len(history), TrainState(solver, W, state)
+    return W, history, len(records), TrainState(solver, W, state)
+
+
+def _no_change(records: list[dict], early_stopping: bool, tol: float, patience: int) -> bool:
+    """scikit-learn's rule: the last ``patience`` epochs each failed to beat the best loss
+    before them by ``tol`` (the validation loss with early stopping, else the training loss)."""
+    watched = [r["validation_loss" if early_stopping else "loss"] for r in records]
+    best, stale = np.inf, 0
+    for v in watched:
+        stale = stale + 1 if v > best - tol else 0
+        best = min(best, v)
+    return stale >= patience
 
 
 def _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_iter, tol,
@@ -295,6 +336,15 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         features).
     client : distributed.Client or "local", optional
         Default: the current Dask client, else in-process.
+    checkpoint : str, optional
+        URL of a zarr checkpoint store reachable from every worker: the model is saved
+        every ``checkpoint_every`` epochs and a fit that loses a worker or a shard recovers
+        by itself from the newest checkpoint (stochastic solvers).
+    checkpoint_every : int, default 1
+        Epochs between checkpoints.
+    max_recoveries : int, default 3
+        Recoveries allowed in one fit before it fails with
+        :class:`~dask_ps.exceptions.RecoveryError`.
 
     Attributes
     ----------
@@ -305,7 +355,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     history_ : list of dict
         Per epoch: mean progressive training log-loss ``loss`` (each row scored before its
         own step), ``validation_loss`` with ``early_stopping``, wall ``time`` (s); per L-BFGS
-        function evaluation: the objective ``loss``.
+        function evaluation: the objective ``loss``. A ``{"event": "recovery",
+        "lost_shards", "checkpoint", "clocks_lost", …}`` entry marks each recovery.
     n_iter_ : ndarray (1,)
         Epochs, or L-BFGS iterations, run.
 
@@ -319,7 +370,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                  batch_size=1, learning_rate=None, tol=1e-6, early_stopping=False,
                  validation_fraction=0.1, n_iter_no_change=5, clocks_per_epoch=4,
                  consistency="bsp", staleness=None, n_shards=None, n_hashed_features=None,
-                 random_state=None, warm_start=False, client=None):
+                 random_state=None, warm_start=False, client=None, checkpoint=None,
+                 checkpoint_every=1, max_recoveries=3):
         self.solver = solver
         self.penalty = penalty
         self.C = C
@@ -339,6 +391,9 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.warm_start = warm_start
         self.client = client
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
+        self.max_recoveries = max_recoveries
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -460,7 +515,9 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                 early_stopping=self.early_stopping and epochs > 1,
                 validation_fraction=self.validation_fraction,
                 n_iter_no_change=self.n_iter_no_change, clocks_per_epoch=self.clocks_per_epoch,
-                random_state=seed, workers=workers, n_rows=y_local.shape[0], init=init)
+                random_state=seed, workers=workers, n_rows=y_local.shape[0], init=init,
+                checkpoint=self.checkpoint, checkpoint_every=self.checkpoint_every,
+                max_recoveries=self.max_recoveries)
         self.history_ = (getattr(self, "history_", []) if warm and not first else []) + history
         if not np.isfinite(W).all():
             raise ValueError("training diverged: the weights are not finite; try a smaller "

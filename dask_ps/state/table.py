@@ -246,6 +246,16 @@ class TableShard:
         rows = self.rows(keys)
         self.spec.optimizer.step(self.values, self.slots, rows, updates)
 
+    def set_rows(self, keys: np.ndarray, values: np.ndarray,
+                 slots: dict[str, np.ndarray] | None = None) -> None:
+        """Overwrite the rows of ``keys`` (distinct; offsets for dense tables, keys for sparse
+        ones, created if new) with ``values`` (n, ncols) and the given optimizer ``slots``
+        (n, width each), bypassing the update rule: restores from checkpoints."""
+        rows = self.rows(keys)
+        self.values[rows] = values
+        for name, arr in (slots or {}).items():
+            self.slots[name][rows] = arr
+
     def keys(self) -> np.ndarray:
         """Global keys held, shape (n_rows,), int64 (ascending for dense tables)."""
         if self.spec.sparse:
