@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..diagnostics.progress import FitMonitor
 from ..model import PSModel
 from ..state.optimizers import FTRL, SGD, AdaGrad
 from ._data import (
@@ -69,6 +70,7 @@ def _stochastic_task(ps, item):
             ps.push("w", keys, grad)
             ps.clock()
         losses.append(total)
+        ps.report(epoch=epoch, loss=total)  # live progress and dashboard (FitMonitor)
     return losses
 
 
@@ -87,7 +89,8 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
           batch_size: int = 256, learning_rate: float = 0.1, tol: float = 1e-6,
           consistency="bsp", staleness=None, random_state: int = 0,
           workers=None, n_rows: int | None = None,
-          init: tuple | None = None) -> tuple[np.ndarray, list, int, tuple]:
+          init: tuple | None = None,
+          progress: bool | None = None) -> tuple[np.ndarray, list, int, tuple]:
     """Fit logistic regression on a PS model; returns the weights and the loss per epoch.
 
     Parameters
@@ -122,13 +125,16 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
         Total rows; default: summed over ``parts``.
     init : (values, slots), optional
         Starting weights and update-rule state (a previous result's ``state``).
+    progress : bool, optional
+        Show a progress bar; default: when interactive (a terminal or Jupyter).
 
     Returns
     -------
     W : ndarray (n_features + 1, n_outputs)
         Weights; the last row is the intercept.
     history : list of dict
-        Per epoch (or per L-BFGS evaluation): the objective ``loss``.
+        Per epoch (or per L-BFGS evaluation): the objective ``loss``, ``time`` (seconds since
+        the fit started) and ``bytes`` pulled and pushed during it.
     n_iter : int
         Epochs run, or L-BFGS iterations.
     state : (values, slots)
@@ -145,8 +151,13 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
         n_rows = sum(p[0].shape[0] for p in parts)
     n_rows = max(1, n_rows)
     if solver == "lbfgs":
-        return _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_iter,
-                            tol, workers, None if init is None else init[0])
+        with FitMonitor(model, "LogisticRegression(lbfgs)", None, progress=progress,
+                        unit="evaluation") as monitor:
+            out = _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept,
+                               max_iter, tol, workers, None if init is None else init[0],
+                               monitor)
+        monitor.annotate(out[1], "evaluation")
+        return out
     if penalty == "l1" and solver not in ("ftrl", "lbfgs"):
         raise ValueError(f"penalty='l1' needs solver='ftrl' or 'lbfgs', got {solver!r}")
     steps = max(1, n_rows // batch_size)
@@ -162,16 +173,19 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
                learning_rate=learning_rate,
                fit_intercept=fit_intercept, l2=lam / n_rows if penalty == "l2" else 0.0)
     items = [(p, dict(cfg, seed=random_state + i)) for i, p in enumerate(parts)]
-    losses = model.run(_stochastic_task, items, consistency=consistency, staleness=staleness,
-                       workers=workers)
-    history = [dict(epoch=e + 1, loss=float(sum(task[e] for task in losses) / n_rows))
-               for e in range(max_iter)]
+    with FitMonitor(model, f"LogisticRegression({solver})", max_iter, len(items), n_rows,
+                    progress) as monitor:
+        losses = model.run(_stochastic_task, items, consistency=consistency,
+                           staleness=staleness, workers=workers, callback=monitor.task_report)
+    history = monitor.annotate([dict(epoch=e + 1,
+                                     loss=float(sum(task[e] for task in losses) / n_rows))
+                                for e in range(max_iter)])
     values, slots = table.state()
     return values, history, max_iter, (values, slots)
 
 
 def _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_iter, tol,
-                 workers, x0=None):
+                 workers, x0=None, monitor=None):
     model.add_table("w", shape, "float64")
     model.add_table("grad", shape, "float64")
     model.add_table("loss", (1,), "float64")
@@ -199,6 +213,8 @@ def _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_ite
         if not fit_intercept:
             g[-1] = 0.0
         history.append(dict(evaluation=len(history) + 1, loss=obj))
+        if monitor is not None:
+            monitor.epoch_done(len(history), obj)
         return obj, g.ravel()
 
     x0 = np.zeros(int(np.prod(shape))) if x0 is None else np.ravel(x0).astype(np.float64)
@@ -249,6 +265,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         features).
     client : distributed.Client or "local", optional
         Default: the current Dask client, else in-process.
+    progress : bool, optional
+        Show a progress bar of the epochs (terminal or Jupyter). Default: when interactive.
 
     Attributes
     ----------
@@ -257,7 +275,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     intercept_ : ndarray (1,) or (n_classes,)
     n_features_in_ : int
     history_ : list of dict
-        Loss per epoch (or per L-BFGS function evaluation).
+        Per epoch (or L-BFGS function evaluation): ``loss``, ``time`` (seconds since the
+        fit started) and ``bytes`` pulled and pushed; see :func:`dask_ps.plot_history`.
     n_iter_ : ndarray (1,)
         Epochs, or L-BFGS iterations, run.
 
@@ -270,7 +289,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     def __init__(self, solver="ftrl", penalty="l2", C=1.0, fit_intercept=True, max_iter=10,
                  batch_size=256, learning_rate=None, tol=1e-6, consistency="bsp",
                  staleness=None, n_shards=None, n_hashed_features=None, random_state=None,
-                 warm_start=False, client=None):
+                 warm_start=False, client=None, progress=None):
         self.solver = solver
         self.penalty = penalty
         self.C = C
@@ -286,6 +305,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.warm_start = warm_start
         self.client = client
+        self.progress = progress
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -400,7 +420,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                 learning_rate=(DEFAULT_LEARNING_RATE[self.solver] if self.learning_rate is None
                                else self.learning_rate),
                 tol=self.tol, consistency=self.consistency, staleness=self.staleness,
-                random_state=seed, workers=workers, n_rows=y_local.shape[0], init=init)
+                random_state=seed, workers=workers, n_rows=y_local.shape[0], init=init,
+                progress=self.progress)
         self.history_ = (getattr(self, "history_", []) if warm and not first else []) + history
         if not np.isfinite(W).all():
             raise ValueError("training diverged: the weights are not finite; try a smaller "

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..diagnostics.events import report
 from ..exceptions import UnknownTableError
 from ._kernels import fingerprint, segment_sum
 from .consistency import DONE, Consistency
@@ -547,6 +548,12 @@ class WorkerView:
         """End this task's current clock; returns the new clock."""
         self._clock = self._client.clock(self.job, self.task)
         return self._clock
+
+    def report(self, **values) -> None:
+        """Send ``values`` (numbers, strings) to the driver's ``callback`` of
+        :meth:`~dask_ps.PSModel.run`, e.g. ``ps.report(epoch=3, loss=0.31)``; from a worker
+        they travel as a ``"dask_ps.task"`` event, without a round trip."""
+        report(self.job, self.task, values)
 
     def pull_async(self, table: str, keys=None) -> Future:
         """:meth:`pull` in a background thread, to overlap it with computation."""
