@@ -78,6 +78,7 @@ class PSMetrics(SchedulerPlugin):
     """
 
     name = "dask-ps-metrics"
+    idempotent = True  # registering again keeps the running collector
 
     def __init__(self, interval: float = 1.0, history: int = 600, timeout: float = 5.0):
         if not interval > 0:
@@ -89,10 +90,15 @@ class PSMetrics(SchedulerPlugin):
         self.samples: dict[str, deque] = {}  # shard key -> (worker, stats) samples
         self.staleness: dict[str, deque] = {}  # model uid -> (time, staleness, bound)
         self.polls = 0
+        self.poll_seconds = 0.0  # wall time spent in polls, all shards at once
         self._task: asyncio.Task | None = None
+        self._shard_keys: set[str] = set()
 
     async def start(self, scheduler) -> None:
         self.scheduler = scheduler
+        # shards created before the plugin; later ones arrive through transition()
+        self._shard_keys = {k for k, ts in scheduler.tasks.items()
+                            if _is_shard(k) and ts.state == "memory"}
         from .dashboard import add_routes
 
         add_routes(scheduler)
@@ -103,21 +109,37 @@ class PSMetrics(SchedulerPlugin):
             self._task.cancel()
 
     async def _loop(self) -> None:
+        registered = False
         while True:
+            # stop once unregistered or replaced (Scheduler.remove_plugin does not close it)
+            current = self.scheduler.plugins.get(self.name)
+            registered = registered or current is self
+            if registered and current is not self:
+                return
             try:
                 await self.poll()
             except Exception:  # a bad round must not end the collection
                 logger.exception("dask_ps metrics: polling the shards failed")
             await asyncio.sleep(self.interval)
 
+    def transition(self, key, start, finish, *args, **kwargs) -> None:
+        # called for every task of the cluster: a prefix test, nothing more
+        if _is_shard(key):
+            if finish == "memory":
+                self._shard_keys.add(key)
+            else:
+                self._shard_keys.discard(key)
+
     # -- collection ---------------------------------------------------------------------
     def shard_tasks(self) -> dict[str, str]:
         """Live shard actors: key -> worker address."""
         out = {}
-        for key, ts in self.scheduler.tasks.items():
-            if (isinstance(key, str) and key.startswith(SHARD_PREFIX) and ts.state == "memory"
-                    and ts.who_has):
-                out[key] = next(iter(ts.who_has)).address
+        for key in list(self._shard_keys):
+            ts = self.scheduler.tasks.get(key)
+            if ts is None or ts.state != "memory" or not ts.who_has:
+                self._shard_keys.discard(key)
+                continue
+            out[key] = next(iter(ts.who_has)).address
         return out
 
     async def _stats(self, key: str, address: str):
@@ -138,6 +160,7 @@ class PSMetrics(SchedulerPlugin):
 
     async def poll(self) -> None:
         """Read every live shard's counters once."""
+        t0 = time.perf_counter()
         shards = self.shard_tasks()
         for key in set(self.samples) - set(shards):
             del self.samples[key]
@@ -160,6 +183,7 @@ class PSMetrics(SchedulerPlugin):
         for uid in set(self.staleness) - {_model_of(k) for k in shards}:
             del self.staleness[uid]
         self.polls += 1
+        self.poll_seconds += time.perf_counter() - t0
 
     # -- views ----------------------------------------------------------------------------
     def shards(self) -> list[dict]:
@@ -244,6 +268,10 @@ class PSMetrics(SchedulerPlugin):
                     recoveries=self.events(RECOVERY_TOPIC))
 
 
+def _is_shard(key) -> bool:
+    return isinstance(key, str) and key.startswith(SHARD_PREFIX)
+
+
 def _model_of(key: str) -> str:
     """The model uid in a shard key ``dask-ps-shard-<uid>-<index>``."""
     return key[len(SHARD_PREFIX):].rsplit("-", 1)[0]
@@ -266,6 +294,9 @@ def install(client, interval: float = 1.0) -> str:
     client : distributed.Client
     interval : float, default 1.0
         Seconds between two reads of the shards' counters.
+
+    A collector already running on the scheduler is kept (with its interval); unregister it
+    first (``client.unregister_scheduler_plugin("dask-ps-metrics")``) to change it.
 
     Returns
     -------

@@ -63,7 +63,7 @@ def read_a9a(client, data):
 def test_page_shows_live_metrics_of_a_fit(dash, data):
     client, url = dash
     X, y = read_a9a(client, data)
-    est = dask_ps.LogisticRegression(max_iter=3, batch_size=64, random_state=0, progress=False)
+    est = dask_ps.LogisticRegression(max_iter=2, batch_size=64, random_state=0, progress=False)
     errors = []
 
     def fit():
@@ -102,7 +102,7 @@ def test_page_shows_live_metrics_of_a_fit(dash, data):
 
     # the loss curve of the fit is the estimator's history
     fit = get_json(f"{url}/data/loss.json")
-    assert fit["epoch"] == [1, 2, 3]
+    assert fit["epoch"] == [1, 2]
     np.testing.assert_allclose(fit["loss"], [h["loss"] for h in est.history_], rtol=1e-9)
     assert all(h["bytes"] > 0 and h["time"] > 0 for h in est.history_)
     # rates: some sample saw calls per second on some shard
