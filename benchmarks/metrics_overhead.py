@@ -41,10 +41,6 @@ BOUND = 0.05
 
 def step_task(ps, item):
     """``steps`` pull K / push K / clock steps; returns each step's seconds."""
-    import time
-
-    import numpy as np
-
     k, steps, seed = item
     rng = np.random.default_rng(seed)
     times = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 __all__ = ["plot_history"]
 
 
-def plot_history(estimator, keys=("loss", "bytes"), ax=None):
+def plot_history(estimator, keys: tuple[str, ...] = ("loss", "bytes"), ax=None) -> list:
     """Plot the per-epoch ``history_`` of a fitted estimator.
 
     Parameters

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -31,10 +30,8 @@ def test_run_callback_gets_every_report(where, request):
     got = []
     with dask_ps.PSModel(client) as model:
         model.add_table("w", shape=(10,))
+        # a worker's events reach the driver before its task's result: all are in on return
         assert model.run(reporting_task, [1, 2], callback=got.append) == [1, 2]
-        deadline = time.monotonic() + 30  # worker reports travel as events
-        while len(got) < 6 and time.monotonic() < deadline:
-            time.sleep(0.02)
     assert sorted((m["task"], m["epoch"], m["loss"]) for m in got) == [
         (t, e, float((t + 1) * e)) for t in (0, 1) for e in (1, 2, 3)]
     assert {m["where"] for m in got} == {"task"} and len({m["job"] for m in got}) == 1
