@@ -3,23 +3,27 @@ what happens, through distributed's structured events (``Worker.log_event`` /
 ``Client.log_event``, kept by the scheduler, forwarded to subscribed clients).
 
 An event costs no round trip from a worker: it joins the worker's batched stream to the
-scheduler. The scheduler keeps the last ``distributed.admin.log-length`` events of each topic;
-the dashboard page reads them from there.
+scheduler. The scheduler keeps the last ``distributed.admin.low-level-log-length`` (1000 by
+default) events of each topic; the dashboard page reads them from there.
 
 Topics and their messages (every message also has ``time``, seconds since the epoch):
 
-=====================  ===========================  =========================================
-topic                  emitted by                   fields
-=====================  ===========================  =========================================
-``"dask_ps.task"``     tasks, ``WorkerView.report``  ``job``, ``task``, and the task's values
-``"dask_ps.fit"``      estimators, once per epoch   ``fit`` (id), ``name``, ``epoch``,
-                                                    ``n_epochs``, ``loss``, ``elapsed`` (s),
-                                                    ``bytes`` (moved in the epoch)
-``"dask_ps.checkpoint"`` :func:`log_checkpoint`     ``path``, ``version``, ``nbytes``,
-                                                    ``seconds``, ``model``
-``"dask_ps.recovery"`` :func:`log_recovery`         ``shard``, ``lost_worker``, ``new_worker``,
-                                                    ``checkpoint``, ``model``
-=====================  ===========================  =========================================
+``"dask_ps.task"``
+    From tasks, :meth:`WorkerView.report`: ``job``, ``task`` and the task's values. Routed
+    to the ``callback`` that the job's driver gave to :meth:`PSModel.run`.
+``"dask_ps.fit"``
+    From estimators, once per epoch (:class:`~.progress.FitMonitor`): ``fit`` (an id per
+    fit), ``name``, ``epoch``, ``n_epochs``, ``loss``, ``elapsed`` (seconds since the fit
+    started) and ``bytes`` (pulled and pushed during the epoch). The page plots the latest
+    fit's loss.
+``"dask_ps.checkpoint"``
+    From checkpoint writers, :func:`log_checkpoint`: ``path``, ``version``, ``nbytes``,
+    ``seconds``, ``model``.
+``"dask_ps.recovery"``
+    From recovery code, :func:`log_recovery`: ``shard``, ``lost_worker``, ``new_worker``,
+    ``checkpoint``, ``model``.
+
+Values are numbers, strings, bools or None (messages travel as msgpack).
 """
 
 from __future__ import annotations
