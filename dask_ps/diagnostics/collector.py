@@ -230,7 +230,9 @@ class PSMetrics(SchedulerPlugin):
             running = [c for c in clocks if c is not None]
             for p, c in enumerate(clocks):
                 ts = self.scheduler.tasks.get(f"{TASKS_PREFIX}{job}-{p}")
-                ws = ts.processing_on if ts is not None else None
+                # running: processing_on; finished (result not yet released): who_has
+                ws = None if ts is None else ts.processing_on or next(iter(ts.who_has or ()),
+                                                                        None)
                 rows.append(dict(model=uid, job=job or "", participant=p,
                                  worker=ws.address if ws is not None else "",
                                  clock=c if c is not None else max(running, default=0),

@@ -79,7 +79,8 @@ def test_page_shows_live_metrics_of_a_fit(dash, data):
     def live():
         m = get_json(f"{url}/metrics.json")
         busy = [s for s in m["shards"] if s["pull_calls"] > 0 and s["job"]]
-        return m if len(busy) == 2 and m["clocks"] else None
+        placed = m["clocks"] and all(c["worker"] for c in m["clocks"])
+        return m if len(busy) == 2 and placed else None
 
     try:
         m = wait_for(live, 120, "two shards with calls and the clocks of a running job")
@@ -224,7 +225,8 @@ def test_chromium_draws_the_plots(dash, data, tmp_path):
                 get_json(f"{url}/data/throughput.json")["t"]), 60, "eight throughput samples")
             shot = tmp_path / "dask-ps-page.png"
             proc = subprocess.run(
-                [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                [chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                 "--disable-dev-shm-usage", "--hide-scrollbars",
                  "--window-size=1400,1500", "--virtual-time-budget=5000",
                  f"--screenshot={shot}", url], capture_output=True, text=True, timeout=120)
         finally:
