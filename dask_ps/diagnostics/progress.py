@@ -132,10 +132,13 @@ class FitMonitor:
 
     Tasks report ``ps.report(epoch=e, loss=<summed loss of their rows>)``; when every task
     has reported epoch ``e``, the monitor records ``loss`` (the sum over tasks divided by
-    ``n_rows``), the seconds since the fit started and the bytes the shards moved since the
-    previous epoch, updates the progress bar, and logs a ``"dask_ps.fit"`` event for the
-    dashboard. Blocking work (reading the shards' counters, logging the event) runs in a
-    thread of its own, never in the callback.
+    ``n_rows``), the seconds since the fit started and the bytes moved during the epoch (the
+    growth of each process's ``bytes_moved`` between its reports of epochs ``e - 1`` and
+    ``e``, summed over processes: a clock's push still in flight at a report counts in the
+    next epoch). It updates the progress bar and logs a ``"dask_ps.fit"`` event for the
+    dashboard from a thread of its own, never in the callback. Epochs the driver computes
+    itself (:meth:`epoch_done`, e.g. L-BFGS evaluations) take their bytes from the shards'
+    counters.
 
     Parameters
     ----------
@@ -170,9 +173,10 @@ class FitMonitor:
         self.entries: dict[int, dict] = {}
         self.bar = ProgressBar(n_epochs, name, unit=unit, enabled=progress)
         self._partial: dict[int, list] = {}
+        self._process_bytes: dict[str, int] = {}  # bytes_moved at the last complete epoch
         self._queue: queue.Queue = queue.Queue()
         self._start = time.perf_counter()
-        self._bytes = self._moved()
+        self._bytes = self._moved()  # the shards' total, at the start or last epoch_done
         self._thread = threading.Thread(target=self._work, name="dask-ps-fit-monitor",
                                         daemon=True)
         self._thread.start()
@@ -185,30 +189,33 @@ class FitMonitor:
         if "epoch" not in msg:
             return
         e = int(msg["epoch"])
-        part = self._partial.setdefault(e, [0, 0.0])
+        part = self._partial.setdefault(e, [0, 0.0, {}])
         part[0] += 1
         part[1] += float(msg.get("loss", 0.0))
-        if part[0] == self.n_tasks:
+        if "process" in msg:  # the tasks of a process share its count: keep the largest
+            p = msg["process"]
+            part[2][p] = max(part[2].get(p, 0), int(msg.get("bytes_moved", 0)))
+        if part[0] == self.n_tasks:  # epochs complete in order: a task reports e before e+1
             del self._partial[e]
-            self._queue.put((e, part[1] / self.n_rows, time.perf_counter()))
+            moved = sum(b - self._process_bytes.get(p, 0) for p, b in part[2].items())
+            self._process_bytes.update(part[2])
+            self._queue.put((e, part[1] / self.n_rows, time.perf_counter(), moved))
 
     def epoch_done(self, epoch: int, loss: float) -> None:
-        """Record an epoch (or iteration) whose loss the driver computed itself."""
-        self._queue.put((int(epoch), float(loss), time.perf_counter()))
+        """Record an epoch (or iteration) whose loss the driver computed itself, between
+        two jobs: its bytes are the growth of the shards' counters since the last one."""
+        at = time.perf_counter()
+        total = self._moved()
+        moved, self._bytes = total - self._bytes, total
+        self._queue.put((int(epoch), float(loss), at, moved))
 
     def _work(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            epoch, loss, at = item
-            try:
-                moved = self._moved()
-            except Exception:  # a closing model: the last entry goes without bytes
-                moved = self._bytes
-            entry = dict(epoch=epoch, loss=loss, time=at - self._start,
-                         bytes=moved - self._bytes)
-            self._bytes = moved
+            epoch, loss, at, moved = item
+            entry = dict(epoch=epoch, loss=loss, time=at - self._start, bytes=moved)
             self.entries[epoch] = entry
             self.bar.update(epoch, loss=loss)
             if getattr(self.model, "client", None) is not None:

@@ -133,3 +133,32 @@ def test_plot_history_without_matplotlib(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)  # import fails
     with pytest.raises(ImportError, match="pip install matplotlib"):
         plot_history(est)
+
+
+def epochs_task(ps, item):
+    for epoch in range(1, 4):
+        for _ in range(5):
+            ps.pull("w", [0, 1])
+            ps.push("w", [0, 1], [1.0, 1.0])
+            ps.clock()
+        ps.report(epoch=epoch, loss=1.0)
+    return item
+
+
+@pytest.mark.parametrize("where", ["local", "cluster"])
+def test_monitor_bytes_add_up_to_the_shards_counts(where, request):
+    from dask_ps.diagnostics import FitMonitor
+
+    client = "local" if where == "local" else request.getfixturevalue("client2")
+    with dask_ps.PSModel(client) as model:
+        model.add_table("w", shape=(10,))  # float32: a pull or push of 2 keys moves 24 bytes
+        with FitMonitor(model, "test", 3, n_tasks=2, n_rows=4, progress=False) as monitor:
+            model.run(epochs_task, [0, 1], callback=monitor.task_report)
+        total = sum(s["bytes_pulled"] + s["bytes_pushed"] for s in model.stats())
+    entries = [monitor.entries[e] for e in (1, 2, 3)]
+    assert [e["loss"] for e in entries] == [0.5, 0.5, 0.5]
+    assert all(e["bytes"] >= 24 * 5 for e in entries)  # at least the pulls of 5 clocks
+    # what the processes counted is what the shards counted, but for the pushes still in
+    # flight at the last report (at most one clock's, 24 bytes, per process)
+    n_processes = 1 if where == "local" else 2
+    assert 0 <= total - sum(e["bytes"] for e in entries) <= 24 * n_processes
