@@ -1,6 +1,7 @@
 """dask_ps: a parameter server on Dask for machine learning on huge, sparse data."""
 
 from .algorithms import LogisticRegression
+from .diagnostics import plot_history
 from .exceptions import (
                          CheckpointFormatError,
                          CheckpointNotFoundError,
@@ -32,6 +33,7 @@ __version__ = "0.1.0.dev0"
 
 __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Average",
            "ClosedModelError", "Consistency", "Init", "LogisticRegression", "Optimizer", "PSModel",
-           "ShardUnavailableError", "Table", "UnknownTableError", "WorkerView", "__version__"]
+           "ShardUnavailableError", "Table", "UnknownTableError", "WorkerView", "__version__",
+           "plot_history"]
 __all__ += ["CheckpointFormatError", "CheckpointInfo", "CheckpointNotFoundError",
             "RecoveryError", "TornCheckpointWarning", "WorkerLostError"]

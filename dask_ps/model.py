@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import numbers
 import threading
@@ -14,6 +15,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from . import checkpointing
+from .diagnostics.events import watch_job
 from .exceptions import ClosedModelError, ShardUnavailableError, WorkerLostError
 from .state.client import ProcessClient, WorkerView
 from .state.consistency import DONE, Consistency, get_consistency
@@ -291,7 +293,8 @@ class PSModel(checkpointing.CheckpointMethods):
     # -- jobs -----------------------------------------------------------------------------
     def run(self, fn: Callable[[WorkerView, Any], Any], items: Iterable, *,
             consistency: str | Consistency = "bsp", staleness: int | None = None,
-            workers: list[str] | None = None) -> list:
+            workers: list[str] | None = None,
+            callback: Callable[[dict], None] | None = None) -> list:
         """Run ``fn(ps, item)`` for each item as one task of a job, under one consistency model.
 
         Each task gets a :class:`~dask_ps.state.client.WorkerView` ``ps`` to pull, push and
@@ -312,6 +315,11 @@ class PSModel(checkpointing.CheckpointMethods):
             With ``consistency="ssp"``; default 1.
         workers : list of str, optional
             Worker address for each item.
+        callback : callable, optional
+            ``callback(msg)`` runs in this process for every ``ps.report(**values)`` of a
+            task, as soon as it arrives (a worker's reports travel as events, no round trip);
+            ``msg`` holds ``job``, ``task``, ``time`` and the values. Calls are serialised and
+            must be quick; their errors are logged, not raised.
 
         Returns
         -------
@@ -341,10 +349,11 @@ class PSModel(checkpointing.CheckpointMethods):
         try:
             groups = self._task_groups(len(items), workers)
             self._call_all("start_job", job, len(groups), cons)
-            if self.is_local:
-                done = _run_group(self, job, 0, cons, fn, list(enumerate(items)))
-            else:
-                done = self._run_dask(fn, items, job, cons, groups)
+            with watch_job(self._client, job, callback):
+                if self.is_local:
+                    done = _run_group(self, job, 0, cons, fn, list(enumerate(items)))
+                else:
+                    done = self._run_dask(fn, items, job, cons, groups)
             for t, r in done:
                 results[t] = r
             return results
@@ -559,7 +568,8 @@ def _run_group(model: PSModel, job: str, participant: int, cons: Consistency, fn
         return [one(*tasks[0])]
     ex = ThreadPoolExecutor(len(tasks), thread_name_prefix="dask-ps-task")
     try:
-        futs = [ex.submit(one, t, item) for t, item in tasks]
+        # each thread runs in a copy of this task's context: get_worker() works there too
+        futs = [ex.submit(contextvars.copy_context().run, one, t, item) for t, item in tasks]
         wait_futures(futs, return_when=FIRST_EXCEPTION)
         if errors:  # the others fail soon after, when the driver ends the job
             raise errors[0]

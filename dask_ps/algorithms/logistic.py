@@ -12,7 +12,6 @@ Several classes are fitted one-vs-rest, as columns of one weight table, in the s
 from __future__ import annotations
 
 import numbers
-import time
 import uuid
 from typing import NamedTuple
 
@@ -23,6 +22,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..diagnostics.progress import FitMonitor
 from ..driver import run_clocks
 from ..model import PSModel
 from ..state.optimizers import Average
@@ -75,7 +75,8 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
           early_stopping: bool = False, validation_fraction: float = 0.1,
           n_iter_no_change: int = 5, callback=None, init: TrainState | None = None,
           checkpoint: str | None = None, checkpoint_every: int = 1, max_recoveries: int = 3,
-          resume: bool = False) -> tuple[np.ndarray, list, int, TrainState]:
+          resume: bool = False, progress: bool | None = None
+          ) -> tuple[np.ndarray, list, int, TrainState]:
     """Fit logistic regression on a PS model; returns the weights and the loss per epoch.
 
     Parameters
@@ -134,6 +135,8 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
     max_recoveries : int, default 3
     resume : bool, default False
         Continue from the newest complete version of ``checkpoint`` when there is one.
+    progress : bool, optional
+        Show a progress bar; default: when interactive (a terminal or Jupyter).
 
     Returns
     -------
@@ -141,8 +144,9 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
         Weights; the last row is the intercept.
     history : list of dict
         Per epoch: the mean progressive training log-loss ``loss`` (each row scored just
-        before its step), ``validation_loss`` with early stopping, wall ``time`` in seconds;
-        per L-BFGS evaluation: the objective ``loss``. Recoveries from lost workers appear as
+        before its step), ``validation_loss`` with early stopping, ``time`` (seconds since the
+        fit started) and ``bytes`` pulled and pushed during it; per L-BFGS evaluation: the
+        objective ``loss``, ``time`` and ``bytes``. Recoveries from lost workers appear as
         ``{"event": "recovery", …}`` entries where they happened.
     n_iter : int
         Epochs run, or L-BFGS iterations.
@@ -162,8 +166,13 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
     if solver == "lbfgs":
         if checkpoint is not None:
             raise ValueError("checkpoint needs a stochastic solver ('ftrl', 'sgd', 'adagrad')")
-        return _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_iter,
-                            tol, workers, None if init is None else init.W)
+        with FitMonitor(model, "LogisticRegression(lbfgs)", None, progress=progress,
+                        unit="evaluation") as monitor:
+            out = _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept,
+                               max_iter, tol, workers, None if init is None else init.W,
+                               monitor)
+        monitor.annotate(out[1], "evaluation")
+        return out
     if penalty == "l1" and solver not in ("ftrl", "lbfgs"):
         raise ValueError(f"penalty='l1' needs solver='ftrl' or 'lbfgs', got {solver!r}")
     steps = max(1, n_rows // batch_size)
@@ -188,15 +197,14 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
         """Epochs ``start + 1 .. stop``, one job each; fewer when the stopping rule fires."""
         out = []
         for epoch in range(start + 1, stop + 1):
-            t0 = time.perf_counter()
             items = [(g, dict(cfg, seed=random_state + i, epoch=epoch))
                      for i, g in enumerate(groups)]
             sums = np.array(model.run(epoch_task, items, consistency=consistency,
                                       staleness=staleness, workers=placed)).sum(axis=0)
-            record = dict(epoch=epoch, loss=float(sums[0] / max(1.0, sums[1])),
-                          time=time.perf_counter() - t0)
+            record = dict(epoch=epoch, loss=float(sums[0] / max(1.0, sums[1])))
             if early_stopping:
                 record["validation_loss"] = float(sums[2] / max(1.0, sums[3]))
+            monitor.epoch_done(epoch, record["loss"])
             done[epoch] = record
             out.append(record)
             if callback is not None:
@@ -213,17 +221,19 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
             groups, placed = group_parts(parts, locate(model.client, parts),
                                          model.client.nthreads())
 
+    monitor = FitMonitor(model, f"LogisticRegression({solver})", max_iter, progress=progress)
     try:
         records, events = run_clocks(model, epochs, max_iter, checkpoint=checkpoint,
                                      checkpoint_every=checkpoint_every,
                                      max_recoveries=max_recoveries, on_recover=relocate,
                                      resume=resume, data_position=lambda c: {"epoch": c})
     finally:
+        monitor.close()
         if model.is_local:
             forget_blocks(fit)
         else:
             model.client.run(forget_blocks, fit)
-    history = list(records)
+    history = monitor.annotate(list(records))
     for ev in reversed(events):
         history.insert(ev["failed_clock"], ev)
     state = table.to_numpy()[:, :-1]
@@ -243,7 +253,7 @@ def _no_change(records: list[dict], early_stopping: bool, tol: float, patience: 
 
 
 def _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_iter, tol,
-                 workers, x0=None):
+                 workers, x0=None, monitor=None):
     model.add_table("w", shape, "float64")
     model.add_table("grad", shape, "float64")
     model.add_table("loss", (1,), "float64")
@@ -271,6 +281,8 @@ def _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_ite
         if not fit_intercept:
             g[-1] = 0.0
         history.append(dict(evaluation=len(history) + 1, loss=obj))
+        if monitor is not None:
+            monitor.epoch_done(len(history), obj)
         return obj, g.ravel()
 
     x0 = np.zeros(int(np.prod(shape))) if x0 is None else np.ravel(x0).astype(np.float64)
@@ -345,6 +357,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     max_recoveries : int, default 3
         Recoveries allowed in one fit before it fails with
         :class:`~dask_ps.exceptions.RecoveryError`.
+    progress : bool, optional
+        Show a progress bar of the epochs (terminal or Jupyter). Default: when interactive.
 
     Attributes
     ----------
@@ -354,9 +368,11 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     n_features_in_ : int
     history_ : list of dict
         Per epoch: mean progressive training log-loss ``loss`` (each row scored before its
-        own step), ``validation_loss`` with ``early_stopping``, wall ``time`` (s); per L-BFGS
-        function evaluation: the objective ``loss``. A ``{"event": "recovery",
-        "lost_shards", "checkpoint", "clocks_lost", …}`` entry marks each recovery.
+        own step), ``validation_loss`` with ``early_stopping``, ``time`` (seconds since the
+        fit started) and ``bytes`` pulled and pushed; per L-BFGS function evaluation: the
+        objective ``loss``, ``time`` and ``bytes`` (see :func:`dask_ps.plot_history`). A
+        ``{"event": "recovery", "lost_shards", "checkpoint", "clocks_lost", …}`` entry marks
+        each recovery.
     n_iter_ : ndarray (1,)
         Epochs, or L-BFGS iterations, run.
 
@@ -371,7 +387,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                  validation_fraction=0.1, n_iter_no_change=5, clocks_per_epoch=4,
                  consistency="bsp", staleness=None, n_shards=None, n_hashed_features=None,
                  random_state=None, warm_start=False, client=None, checkpoint=None,
-                 checkpoint_every=1, max_recoveries=3):
+                 checkpoint_every=1, max_recoveries=3, progress=None):
         self.solver = solver
         self.penalty = penalty
         self.C = C
@@ -394,6 +410,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         self.checkpoint = checkpoint
         self.checkpoint_every = checkpoint_every
         self.max_recoveries = max_recoveries
+        self.progress = progress
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -517,7 +534,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                 n_iter_no_change=self.n_iter_no_change, clocks_per_epoch=self.clocks_per_epoch,
                 random_state=seed, workers=workers, n_rows=y_local.shape[0], init=init,
                 checkpoint=self.checkpoint, checkpoint_every=self.checkpoint_every,
-                max_recoveries=self.max_recoveries)
+                max_recoveries=self.max_recoveries, progress=self.progress)
         self.history_ = (getattr(self, "history_", []) if warm and not first else []) + history
         if not np.isfinite(W).all():
             raise ValueError("training diverged: the weights are not finite; try a smaller "

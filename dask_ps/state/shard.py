@@ -227,4 +227,5 @@ class Shard:
             tables={n: dict(rows=t.n_rows, nbytes=t.nbytes) for n, t in self.tables.items()},
             job=self.job,
             clocks=None if self.clocks is None else self.clocks.clocks.tolist(),
+            staleness_bound=None if self.clocks is None else self.clocks.consistency.staleness,
         )
