@@ -16,7 +16,6 @@ import uuid
 from typing import NamedTuple
 
 import numpy as np
-import scipy.optimize
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
@@ -36,8 +35,8 @@ from ._data import (
     locate,
     split_rows,
 )
-from ._logistic_kernels import decision, logistic_grad
-from ._owlqn import owlqn
+from ._lbfgs import train_lbfgs
+from ._logistic_kernels import decision
 from ._stochastic import Rule, epoch_task, forget_blocks
 
 __all__ = ["LogisticRegression", "train"]
@@ -55,16 +54,6 @@ class TrainState(NamedTuple):
     solver: str
     W: np.ndarray
     state: np.ndarray
-
-
-def _full_gradient_task(ps, item):
-    """The partition's summed log-loss and gradient, pushed into the "grad" and "loss" tables."""
-    X, Y = item
-    W = ps.pull("w")
-    grad = np.zeros_like(W)
-    loss = logistic_grad(X.indptr, X.indices, X.data, Y, W[:-1], W[-1], grad[:-1], grad[-1])
-    ps.push("grad", np.arange(W.shape[0]), grad)
-    ps.push("loss", [0], [loss])
 
 
 def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solver: str = "ftrl",
@@ -168,11 +157,11 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
             raise ValueError("checkpoint needs a stochastic solver ('ftrl', 'sgd', 'adagrad')")
         with FitMonitor(model, "LogisticRegression(lbfgs)", None, progress=progress,
                         unit="evaluation") as monitor:
-            out = _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept,
-                               max_iter, tol, workers, None if init is None else init.W,
-                               monitor)
-        monitor.annotate(out[1], "evaluation")
-        return out
+            W, history, nit = train_lbfgs(model, parts, shape, C, n_rows, penalty,
+                                          fit_intercept, max_iter, tol, workers,
+                                          None if init is None else init.W, monitor)
+        monitor.annotate(history, "evaluation")
+        return W, history, nit, TrainState("lbfgs", W, W)
     if penalty == "l1" and solver not in ("ftrl", "lbfgs"):
         raise ValueError(f"penalty='l1' needs solver='ftrl' or 'lbfgs', got {solver!r}")
     steps = max(1, n_rows // batch_size)
@@ -250,53 +239,6 @@ def _no_change(records: list[dict], early_stopping: bool, tol: float, patience: 
         stale = stale + 1 if v > best - tol else 0
         best = min(best, v)
     return stale >= patience
-
-
-def _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_iter, tol,
-                 workers, x0=None, monitor=None):
-    model.add_table("w", shape, "float64")
-    model.add_table("grad", shape, "float64")
-    model.add_table("loss", (1,), "float64")
-    rows = np.arange(shape[0])
-    current = np.zeros(shape)
-    history = []
-
-    def objective(x):
-        W = x.reshape(shape)
-        model.push("w", rows, W - current)  # the table holds ``current`` exactly
-        current[:] = W
-        # BSP: the shards add the partitions' gradients in a fixed order, so the result does
-        # not depend on which worker answered first
-        model.run(_full_gradient_task, parts, consistency="bsp", workers=workers)
-        grad, loss = model.pull("grad"), float(model.pull("loss")[0])
-        model.push("grad", rows, -grad)
-        model.push("loss", [0], [-loss])
-        # scikit-learn's objective divided by C n: the same optimum, gradients of order 1
-        scale = 1.0 / (C * n_rows)
-        obj, g = C * loss, C * grad
-        if penalty == "l2":
-            obj += 0.5 * float((W[:-1] ** 2).sum())
-            g[:-1] += W[:-1]
-        obj, g = scale * obj, scale * g
-        if not fit_intercept:
-            g[-1] = 0.0
-        history.append(dict(evaluation=len(history) + 1, loss=obj))
-        if monitor is not None:
-            monitor.epoch_done(len(history), obj)
-        return obj, g.ravel()
-
-    x0 = np.zeros(int(np.prod(shape))) if x0 is None else np.ravel(x0).astype(np.float64)
-    if penalty == "l1":  # OWL-QN; the intercept row is not penalised
-        mask = np.ones(shape, bool)
-        mask[-1] = False
-        x, nit = owlqn(objective, x0, 1.0 / (C * n_rows), mask.ravel(), max_iter, tol)
-        W = x.reshape(shape)
-        return W, history, nit, TrainState("lbfgs", W, W)
-    res = scipy.optimize.minimize(objective, x0, jac=True, method="L-BFGS-B",
-                                  options=dict(maxiter=max_iter, gtol=tol, ftol=0.0,
-                                               maxcor=20))
-    W = res.x.reshape(shape)
-    return W, history, int(res.nit), TrainState("lbfgs", W, W)
 
 
 class LogisticRegression(ClassifierMixin, BaseEstimator):
