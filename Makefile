@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast bench clean
+.PHONY: run test test-fast bench clean chromium
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,8 +15,15 @@ $(STAMP): pyproject.toml
 run: $(STAMP)  ## the main job: logistic regression on a9a on a local Dask cluster
 	$(VENV)/bin/dask-ps train lr --dataset a9a
 
-test: $(STAMP)  ## the whole suite, slow tests included (what CI runs)
+test: $(STAMP) chromium  ## the whole suite, slow tests included (what CI runs)
 	$(PY) -m pytest -q
+
+# Headless Chromium draws the dashboard page in tests/diagnostics (Debian's package).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO="sudo -n"; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"

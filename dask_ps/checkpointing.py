@@ -23,6 +23,7 @@ from typing import Self
 
 import numpy as np
 
+from .diagnostics.events import log_checkpoint, log_recovery
 from .state import checkpoint as ck
 
 __all__ = ["CheckpointMethods", "export", "restore", "save"]
@@ -347,8 +348,12 @@ class CheckpointMethods:
         1
         >>> again.close(); model.close()
         """
-        return save(self, url, clock=clock, data_position=data_position,
-                                  extra=extra, keep=keep, chunk_rows=chunk_rows)
+        info = save(self, url, clock=clock, data_position=data_position, extra=extra,
+                    keep=keep, chunk_rows=chunk_rows)
+        if not self.is_local:  # the dashboard's table of checkpoints
+            log_checkpoint(info.url, info.version, seconds=info.seconds, model=self.uid,
+                           client=self.client)
+        return info
 
     @classmethod
     def load(cls, client, url: str, n_shards: int | None = None, optimizer_state: bool = True,
@@ -448,8 +453,13 @@ class CheckpointMethods:
         t0 = time.perf_counter()
         info = ck.latest(checkpoint)
         lost = self.lost_shards()
+        was = [self.shards[i].address for i in lost]
         moved = self._replace_shards(lost) if lost else []
         self.restore(info, optimizer_state)
+        if not self.is_local:  # the dashboard's table of recoveries
+            for shard, old, new in zip(lost, was, moved):
+                log_recovery(shard, old, new, checkpoint=f"{info.url} v{info.version}",
+                             model=self.uid, client=self.client)
         return dict(lost_shards=lost, moved_to=moved, checkpoint=info.url,
                     version=info.version, clock=info.clock, torn=info.torn,
                     seconds=time.perf_counter() - t0)
