@@ -1,5 +1,8 @@
-"""Data readers: LIBSVM/svmlight text into dask arrays of scipy.sparse CSR blocks."""
+"""Data readers into dask arrays of scipy.sparse CSR blocks: LIBSVM/svmlight, CTR tables with
+hashed features, bag-of-words and raw text, rating triples; and a CTR-like data generator."""
 
+from .ctr import encode_ctr, read_ctr
+from .hashing import HashingEncoder
 from .libsvm import read_libsvm
 
-__all__ = ["read_libsvm"]
+__all__ = ["HashingEncoder", "encode_ctr", "read_ctr", "read_libsvm"]
