@@ -1,8 +1,11 @@
 """Data readers into dask arrays of scipy.sparse CSR blocks: LIBSVM/svmlight, CTR tables with
 hashed features, bag-of-words and raw text, rating triples; and a CTR-like data generator."""
 
+from .bow import read_docword, read_ldac, read_vocabulary
 from .ctr import encode_ctr, read_ctr
 from .hashing import HashingEncoder
 from .libsvm import read_libsvm
+from .text import read_text, tokenize
 
-__all__ = ["HashingEncoder", "encode_ctr", "read_ctr", "read_libsvm"]
+__all__ = ["HashingEncoder", "encode_ctr", "read_ctr", "read_docword", "read_ldac",
+           "read_libsvm", "read_text", "read_vocabulary", "tokenize"]

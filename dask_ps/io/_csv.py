@@ -44,12 +44,16 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
     return next(csv.reader([line], delimiter=sep)) if line else []
 
 
-def strip_header(data: bytes, block: Block, header: bool) -> tuple[bytes, int]:
-    """The block without its file's header line, and how many lines were dropped."""
-    if header and block.offset == 0:
-        cut = data.find(b"\n")
-        return (b"" if cut < 0 else data[cut + 1:]), 1
-    return data, 0
+def strip_header(data: bytes, block: Block, header: int) -> tuple[bytes, int]:
+    """The block without its file's ``header`` first lines, and how many lines were dropped."""
+    if not header or block.offset != 0:
+        return data, 0
+    cut = -1
+    for _ in range(int(header)):
+        cut = data.find(b"\n", cut + 1)
+        if cut < 0:
+            return b"", int(header)
+    return data[cut + 1:], int(header)
 
 
 def _locate(data: bytes, names: list[str], types: dict, sep: str) -> tuple[int, str] | None:

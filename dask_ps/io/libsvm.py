@@ -244,9 +244,10 @@ def read_libsvm(
 
 
 def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options, compression,
-              check=None, label_dtype=np.float64) -> tuple[da.Array, da.Array]:
+              check=None, out_dtype=None) -> tuple[da.Array, da.Array]:
     """read_libsvm after argument checks; ``check(fs, block, line0, X, y) -> (X, y)`` runs on
-    every parsed block (and may raise a ValueError naming its file and line)."""
+    every parsed block (and may raise a ValueError naming its file and line), and makes X
+    ``out_dtype`` (default ``dtype``) and y int64 when given."""
     fs, paths = open_paths(urlpath, storage_options)
     blocks = plan(fs, paths, blocksize, compression)
 
@@ -283,9 +284,11 @@ def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options
     parts = _each([(blocks[i], line0[i]) for i in keep]).map_blocks(
         _load_chunk, fs, base, n_features, dtype, check, dtype=object, meta=_OBJECTS
     )
-    meta = sp.csr_matrix((0, n_features), dtype=dtype)
+    out_dtype = dtype if out_dtype is None else out_dtype
+    label_dtype = np.float64 if check is None else np.int64
+    meta = sp.csr_matrix((0, n_features), dtype=out_dtype)
     X = parts.map_blocks(
-        _select, 0, new_axis=1, chunks=(rows, (n_features,)), dtype=dtype, meta=meta
+        _select, 0, new_axis=1, chunks=(rows, (n_features,)), dtype=out_dtype, meta=meta
     )
     y = parts.map_blocks(_select, 1, chunks=(rows,), dtype=label_dtype,
                          meta=np.empty(0, label_dtype))
