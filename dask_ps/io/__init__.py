@@ -5,7 +5,9 @@ from .bow import read_docword, read_ldac, read_vocabulary
 from .ctr import encode_ctr, read_ctr
 from .hashing import HashingEncoder
 from .libsvm import read_libsvm
+from .ratings import IdMapping, encode_ratings, read_ratings
 from .text import read_text, tokenize
 
-__all__ = ["HashingEncoder", "encode_ctr", "read_ctr", "read_docword", "read_ldac",
-           "read_libsvm", "read_text", "read_vocabulary", "tokenize"]
+__all__ = ["HashingEncoder", "IdMapping", "encode_ctr", "encode_ratings", "read_ctr",
+           "read_docword", "read_ldac", "read_libsvm", "read_ratings", "read_text",
+           "read_vocabulary", "tokenize"]
