@@ -31,6 +31,9 @@ class LineError(ValueError):
         where = path if line is None else f"{path}, line {line}"
         super().__init__(f"{where}: {reason}")
 
+    def __reduce__(self):  # picklable, to travel from a worker with its fields
+        return LineError, (self.path, self.line, self.reason)
+
     def shifted(self, lines: int) -> LineError:
         """The same error with ``lines`` more lines before it (a later block of the file)."""
         return LineError(self.path, None if self.line is None else self.line + lines,
