@@ -16,6 +16,7 @@ from ._blocks import each as _each
 from ._blocks import open_paths, plan, start_lines
 from ._blocks import read as _read
 from ._blocks import select as _select
+from ._csv import LineError
 
 __all__ = ["read_libsvm"]
 
@@ -51,7 +52,7 @@ class _Stats(NamedTuple):
     newlines: int
     lo: int  # smallest feature index as written, NO_LIMIT when the block has none
     hi: int  # largest, -1 when none
-    error: _Err | None
+    error: _Err | LineError | None
 
 
 def _parse(data: bytes, shift: int, reject_zero: bool, max_raw: int) -> _Parsed | _Err:
@@ -94,16 +95,25 @@ def _format_error(
     return ValueError(f"{path}, line {line0 + err.line}: {reason}: {token!r}")
 
 
-def _scan(fs, block: _Block, reject_zero: bool, max_raw: int) -> _Stats:
+def _scan(fs, block: _Block, reject_zero: bool, max_raw: int, check=None) -> _Stats:
     """First pass: validate a block and count its rows, lines and index range."""
     data = _read(fs, block)
     p = _parse(data, 0, reject_zero, max_raw)
     if isinstance(p, _Err):
         return _Stats(0, 0, data.count(b"\n"), _k.NO_LIMIT, -1, p)
     info = p.info
+    rows, nnz = int(info[_k.I_ROWS]), int(info[_k.I_NNZ])
+    error = None
+    if check is not None:  # only zero-based formats have checks: indices are as written
+        X = sp.csr_matrix((p.values[:nnz], p.indices[:nnz], p.indptr[:rows + 1]),
+                          shape=(rows, max(int(info[_k.I_MAX]) + 1, 1)))
+        X.sum_duplicates()
+        try:
+            check(fs, block, 0, X, p.labels[:rows])
+        except LineError as err:
+            error = err
     return _Stats(
-        int(info[_k.I_ROWS]), int(info[_k.I_NNZ]), int(info[_k.I_NEWLINES]),
-        int(info[_k.I_MIN]), int(info[_k.I_MAX]), None,
+        rows, nnz, int(info[_k.I_NEWLINES]), int(info[_k.I_MIN]), int(info[_k.I_MAX]), error,
     )
 
 
@@ -129,8 +139,9 @@ def _load(fs, block: _Block, line0: int, base: int, n_features: int, dtype) -> t
     return X, p.labels[:rows].copy()
 
 
-def _scan_chunk(chunk: np.ndarray, fs, reject_zero: bool, max_raw: int) -> np.ndarray:
-    return _box(_scan(fs, chunk[0], reject_zero, max_raw))
+def _scan_chunk(chunk: np.ndarray, fs, reject_zero: bool, max_raw: int,
+                check=None) -> np.ndarray:
+    return _box(_scan(fs, chunk[0], reject_zero, max_raw, check))
 
 
 def _load_chunk(chunk: np.ndarray, fs, base: int, n_features: int, dtype,
@@ -255,7 +266,7 @@ def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options
     # scanned, so start from the one-based (looser) bound and tighten it below.
     max_raw = _k.NO_LIMIT if n_features is None else n_features - (zero_based is True)
     scans = _each(blocks).map_blocks(
-        _scan_chunk, fs, zero_based is False, max_raw, dtype=object, meta=_OBJECTS
+        _scan_chunk, fs, zero_based is False, max_raw, check, dtype=object, meta=_OBJECTS
     )
     stats = scans.compute()
 
@@ -263,6 +274,8 @@ def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options
     line0 = start_lines(blocks, [s.newlines for s in stats])
     known_base = None if zero_based == "auto" else int(not zero_based)
     for b, s, l0 in zip(blocks, stats, line0):
+        if isinstance(s.error, LineError):
+            raise s.error.shifted(l0)
         if s.error is not None:
             raise _format_error(b.path, l0, s.error, n_features, known_base)
 

@@ -171,6 +171,10 @@ def read_text(urlpath, vocabulary=None, *, separator: str = DEFAULT_SEPARATOR,
         raise ValueError(f"max_df must be in (0, 1], got {max_df!r}")
     if max_features is not None and (int(max_features) != max_features or max_features < 1):
         raise ValueError(f"max_features must be a positive integer, got {max_features!r}")
+    if vocabulary is not None:
+        vocabulary = np.asarray(vocabulary, dtype=str)
+        if np.unique(vocabulary).shape[0] != vocabulary.shape[0]:
+            raise ValueError("the vocabulary has a repeated term")
     options = (separator, bool(lowercase), int(min_length))
     fs, paths = open_paths(urlpath, storage_options)
     blocks = plan(fs, paths, blocksize, compression)
@@ -185,9 +189,7 @@ def read_text(urlpath, vocabulary=None, *, separator: str = DEFAULT_SEPARATOR,
         vocab = _build_vocabulary([s[2] for s in stats], n_docs, int(min_df), max_df,
                                   max_features)
     else:
-        vocab = np.asarray(vocabulary, dtype=str)
-        if np.unique(vocab).shape[0] != vocab.shape[0]:
-            raise ValueError("the vocabulary has a repeated term")
+        vocab = vocabulary
     keep = [i for i, s in enumerate(stats) if s[0]] or [0]
     rows = tuple(stats[i][0] for i in keep)
     dtype = np.dtype(dtype)
