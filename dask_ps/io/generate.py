@@ -90,8 +90,8 @@ def make_ctr(n_samples: int, n_features: int = 2**22, nnz: int = 30, *, zipf: fl
     scale : float, default 0.3
         Standard deviation of the planted weights.
     intercept : float, default -1.0
-        Planted intercept (about 64 % positives with the defaults: the frequent features
-        push the margin around).
+        Planted intercept. The positive rate also hangs on the weights drawn for the few
+        most frequent features, so it depends on ``random_state`` (0.3 to 0.65 seen).
     chunk_rows : int, default 100_000
     random_state : int, default 0
     dtype : numpy dtype, default numpy.float32

@@ -43,7 +43,7 @@ class IdMapping:
         ids = ids.astype(np.int64) if ids.dtype.kind in "iub" else ids.astype(str)
         ids = np.sort(ids)
         if ids.size > 1 and (ids[1:] == ids[:-1]).any():
-            raise ValueError(f"repeated id {ids[1:][ids[1:] == ids[:-1]][0]!r}")
+            raise ValueError(f"repeated id {ids[1:][ids[1:] == ids[:-1]][0].item()!r}")
         self.ids = ids
 
     def __len__(self) -> int:
