@@ -25,9 +25,11 @@ from ..state.optimizers import FTRL, SGD, AdaGrad
 from ._data import (
     as_scipy,
     dask_partitions,
+    data_report,
     encode_part,
     hash_columns,
     is_dask_collection,
+    read_together,
     split_rows,
 )
 from ._logistic_kernels import decision, logistic_grad
@@ -257,7 +259,12 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     intercept_ : ndarray (1,) or (n_classes,)
     n_features_in_ : int
     history_ : list of dict
-        Loss per epoch (or per L-BFGS function evaluation).
+        Loss per epoch (or per L-BFGS function evaluation). After a fit on dask collections
+        with a cluster, the last entry also reports the data: ``source_reads`` and
+        ``source_bytes`` (blocks and bytes the readers of :mod:`dask_ps.io` read from their
+        files during the fit), ``max_reads_per_block``, ``bytes_in_memory`` and
+        ``bytes_on_disk`` (the partitions at the end, in worker memory and spilled by Dask),
+        ``incoming_transfers`` and ``incoming_transfer_bytes`` (data moved between workers).
     n_iter_ : ndarray (1,)
         Epochs, or L-BFGS iterations, run.
 
@@ -356,11 +363,11 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         self._check_params()
         first = not hasattr(self, "classes_")
         X = as_scipy(X)
-        distributed = is_dask_collection(X)
+        start = None
+        if is_dask_collection(X):  # one read of the source for y (classes) and X (partitions)
+            X, y, y_local, start = read_together(self.client, X, y)
+        distributed = start is not None
         if distributed:
-            y_local = y.compute() if is_dask_collection(y) else y
-            y_local = (y_local.to_numpy() if hasattr(y_local, "to_numpy")
-                       else np.asarray(y_local)).ravel()
             self.n_features_in_ = int(X.shape[1])
         else:
             X, y_local = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
@@ -386,8 +393,6 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                 parts, workers = dask_partitions(model.client, X, y, self.classes_, n_out,
                                                  self.n_hashed_features)
             else:
-                if distributed:  # no cluster: the collection is computed in this process
-                    X = X.compute()
                 X, Y = encode_part(X, y_local, self.classes_, n_out, "X",
                                    self.n_hashed_features)
                 parts = split_rows(X, Y, model.n_workers)
@@ -401,6 +406,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                                else self.learning_rate),
                 tol=self.tol, consistency=self.consistency, staleness=self.staleness,
                 random_state=seed, workers=workers, n_rows=y_local.shape[0], init=init)
+            if start is not None and history:
+                history[-1].update(data_report(model.client, parts, start))
         self.history_ = (getattr(self, "history_", []) if warm and not first else []) + history
         if not np.isfinite(W).all():
             raise ValueError("training diverged: the weights are not finite; try a smaller "

@@ -7,6 +7,8 @@ line boundaries, each compressed file one block (a compressed stream cannot seek
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from typing import NamedTuple
 
 import dask.array as da
@@ -15,10 +17,29 @@ from dask.utils import parse_bytes
 from fsspec.core import get_fs_token_paths
 from fsspec.utils import infer_compression, read_block
 
-__all__ = ["Block", "OBJECTS", "box", "each", "open_paths", "plan", "read", "select",
-           "start_lines"]
+__all__ = ["Block", "OBJECTS", "box", "count_read", "each", "open_paths", "plan", "read",
+           "select", "source_reads", "start_lines"]
 
 OBJECTS = np.empty(0, dtype=object)
+
+# Reads of source data in this process, by (path, part): how the estimators report that each
+# source block was read once (a spilled partition comes back from Dask's disk, not from here).
+_READS: Counter = Counter()
+_READ_BYTES: Counter = Counter()
+_LOCK = threading.Lock()
+
+
+def count_read(path: str, part, nbytes: int) -> None:
+    """Record one read of ``part`` (a block offset, a row group) of a source file."""
+    with _LOCK:
+        _READS[(path, part)] += 1
+        _READ_BYTES[(path, part)] += nbytes
+
+
+def source_reads() -> dict:
+    """``{(path, part): (reads, bytes)}`` of the source reads of this process so far."""
+    with _LOCK:
+        return {k: (n, _READ_BYTES[k]) for k, n in _READS.items()}
 
 
 class Block(NamedTuple):
@@ -64,7 +85,9 @@ def read(fs, block: Block) -> bytes:
     if block.length is None:
         try:
             with fs.open(block.path, "rb", compression=block.compression) as f:
-                return f.read()
+                data = f.read()
+                count_read(block.path, 0, len(data))
+                return data
         except (OSError, EOFError, ValueError) as exc:
             if isinstance(exc, FileNotFoundError):
                 raise
@@ -72,7 +95,9 @@ def read(fs, block: Block) -> bytes:
             raise ValueError(f"{block.path}: cannot decompress ({block.compression}): "
                              f"{exc}") from exc
     with fs.open(block.path, "rb") as f:
-        return read_block(f, block.offset, block.length, delimiter=b"\n")
+        data = read_block(f, block.offset, block.length, delimiter=b"\n")
+    count_read(block.path, block.offset, len(data))
+    return data
 
 
 def start_lines(blocks: list[Block], newlines: list[int]) -> list[int]:

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from ._blocks import open_paths
+from ._blocks import count_read, open_paths
 
 __all__ = ["read_sparse_parquet", "sparse_to_table"]
 
@@ -30,6 +30,7 @@ def sparse_to_table(X: sp.csr_matrix, y: np.ndarray) -> pa.Table:
 def _row_group(fs, path: str, group: int, n_features: int, dtype) -> tuple:
     with fs.open(path, "rb") as f:
         table = pq.ParquetFile(f).read_row_group(group, columns=["label", "indices", "values"])
+    count_read(path, f"row group {group}", table.nbytes)
     ind, val = table.column("indices").combine_chunks(), table.column("values").combine_chunks()
     offsets = ind.offsets.to_numpy()
     X = sp.csr_matrix((val.values.to_numpy().astype(dtype),
