@@ -77,8 +77,6 @@ def read_together(client, X, y) -> tuple:
     when computed here.
     """
     import dask
-    from dask.core import flatten
-    from distributed import futures_of
 
     if client is None:
         from distributed import default_client
@@ -93,10 +91,11 @@ def read_together(client, X, y) -> tuple:
     start = io_snapshot(client)
     if is_dask_collection(y):
         X, y = client.persist([X, y])
-        # straight to this process: a compute would gather the chunks on one worker first
-        futures = {f.key: f for f in futures_of(y)}
+        # chunk by chunk to this process: y.compute() would gather them on one worker first
+        chunks = y.to_delayed()
+        chunks = chunks.ravel().tolist() if hasattr(chunks, "ravel") else list(chunks)
         values = np.concatenate([np.asarray(v).ravel() for v in client.gather(
-            [futures[k] for k in flatten(y.__dask_keys__())])])
+            client.compute(chunks))] or [np.zeros(0)])
     else:
         X, values = client.persist(X), y
     values = values.to_numpy() if hasattr(values, "to_numpy") else np.asarray(values)
