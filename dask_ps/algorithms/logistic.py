@@ -392,6 +392,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             if distributed and not model.is_local:
                 parts, workers = dask_partitions(model.client, X, y, self.classes_, n_out,
                                                  self.n_hashed_features)
+                X = y = None  # releases the persisted input: the encoded partitions replace it
             else:
                 X, Y = encode_part(X, y_local, self.classes_, n_out, "X",
                                    self.n_hashed_features)
