@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
                                                  "(default 500)")
     lr.add_argument("--C", type=float, default=1.0)
     lr.add_argument("--penalty", default="l2", choices=["l2", "l1"])
-    lr.add_argument("--batch-size", type=int, default=256)
+    lr.add_argument("--batch-size", type=int, default=1)
     lr.add_argument("--learning-rate", type=float)
     lr.add_argument("--consistency", default="bsp", choices=["bsp", "ssp", "asp"])
     lr.add_argument("--staleness", type=int)
@@ -73,6 +73,7 @@ def train_lr(args) -> int:
     from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 
     from .algorithms import LogisticRegression
+    from .diagnostics import install
     from .io import read_libsvm
 
     if args.dataset:
@@ -86,6 +87,10 @@ def train_lr(args) -> int:
         client = Client(cluster)
     try:
         print(f"dashboard: {client.dashboard_link}", flush=True)
+        try:
+            print(f"dask_ps page: {install(client)}", flush=True)
+        except Exception as exc:  # e.g. a remote scheduler without dask_ps or bokeh
+            print(f"dask_ps page unavailable: {exc!r}", flush=True)
         n_workers = len(client.scheduler_info(n_workers=-1)["workers"])
         blocksize = args.blocksize or _blocksize(args.train, n_workers)
         X, y = read_libsvm(args.train, n_features=args.n_features, blocksize=blocksize)

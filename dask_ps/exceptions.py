@@ -7,9 +7,13 @@ code catching builtins keeps working, and they carry the table, shard and key th
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointFormatError",
+    "CheckpointNotFoundError",
     "ClosedModelError",
+    "RecoveryError",
     "ShardUnavailableError",
     "UnknownTableError",
+    "WorkerLostError",
 ]
 
 
@@ -54,3 +58,49 @@ class ShardUnavailableError(OSError):
         self.shard = shard
         self.address = address
         super().__init__(f"shard {shard} on {address} is unavailable: {detail}")
+
+
+class WorkerLostError(RuntimeError):
+    """Workers a job depended on left the cluster while it ran.
+
+    Parameters
+    ----------
+    workers : list of str
+        Addresses of the lost workers.
+    shards : list of int
+        Indices of the shards they held (empty for workers holding only data).
+    """
+
+    def __init__(self, workers, shards) -> None:
+        self.workers = sorted(workers)
+        self.shards = sorted(shards)
+        held = f", holding shards {self.shards}" if self.shards else " (data only)"
+        super().__init__(f"lost worker(s) {self.workers}{held}")
+
+
+class RecoveryError(RuntimeError):
+    """Training could not recover from lost shards or workers.
+
+    Parameters
+    ----------
+    shards : list of int
+        The lost shards.
+    checkpoint : str or None
+        The last good checkpoint (URL and version), if any.
+    detail : str
+        Why recovery stopped.
+    """
+
+    def __init__(self, shards, checkpoint: str | None, detail: str) -> None:
+        self.shards = sorted(shards)
+        self.checkpoint = checkpoint
+        super().__init__(f"cannot recover lost shard(s) {self.shards}: {detail}; last good "
+                         f"checkpoint: {checkpoint or 'none'}")
+
+
+class CheckpointFormatError(ValueError):
+    """A checkpoint this dask_ps cannot read: newer format, unknown optimizer or layout."""
+
+
+class CheckpointNotFoundError(FileNotFoundError):
+    """No complete checkpoint version where one was expected."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import functools
 import numbers
 import threading
@@ -12,20 +14,26 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from .exceptions import ClosedModelError
+from . import checkpointing
+from .diagnostics.events import watch_job
+from .exceptions import ClosedModelError, ShardUnavailableError, WorkerLostError
 from .state.client import ProcessClient, WorkerView
-from .state.consistency import Consistency, get_consistency
+from .state.consistency import DONE, Consistency, get_consistency
 from .state.optimizers import Optimizer, get_optimizer
 from .state.shard import Shard
 from .state.table import Init, TableSpec
 from .state.transport import ShardRef, Transport, local_loop
+from .tables import Table
 
-__all__ = ["PSModel", "Table"]
+__all__ = ["PSModel", "Table"]  # Table: re-exported from .tables
 
 DEFAULT_TIMEOUT = 120.0
+#: Seconds between checks, while a job runs, that its workers and shards are still alive.
+WATCH_INTERVAL = 0.5
 
-# ProcessClients of this process, by (model uid, worker address or "" outside workers).
-_CLIENTS: dict[tuple[str, str], ProcessClient] = {}
+# ProcessClients of this process, by (model uid, generation, worker address or "" outside
+# workers); the generation changes when lost shards are replaced, so every process reconnects.
+_CLIENTS: dict[tuple[str, int, str], ProcessClient] = {}
 _LOCAL_SHARDS: dict[str, list[Shard]] = {}
 _CLIENTS_LOCK = threading.Lock()
 
@@ -46,7 +54,7 @@ def _forget(uid: str) -> None:
             del _CLIENTS[key]
 
 
-class PSModel:
+class PSModel(checkpointing.CheckpointMethods):
     """A parameter server: named tables, sharded over Dask actors, updated by server-side rules.
 
     Parameters
@@ -115,6 +123,9 @@ class PSModel:
             self._client = client if client is not None else _current_client()
         self._futures = []
         self._closed = False
+        self._resources = resources
+        self._generation = 0
+        self._seen_workers: set[str] = set()
         if self._client is None:
             n = int(n_shards or 1)
             _LOCAL_SHARDS[self.uid] = [Shard(i, n) for i in range(n)]
@@ -124,7 +135,7 @@ class PSModel:
 
     # -- placement ------------------------------------------------------------------------
     def _place_shards(self, n_shards, resources) -> list[ShardRef]:
-        info = self._client.scheduler_info(n_workers=-1)["workers"]
+        info = self._workers_info()
         workers = sorted(a for a, w in info.items()
                          if resources is None or w.get("resources", {}).get(resources, 0) > 0)
         if not workers:
@@ -156,7 +167,7 @@ class PSModel:
         """Worker processes that tasks may run on (1 in-process)."""
         if self.is_local:
             return 1
-        return len(self._client.scheduler_info(n_workers=-1)["workers"])
+        return len(self._workers_info())
 
     @property
     def is_local(self) -> bool:
@@ -175,7 +186,7 @@ class PSModel:
                 address = worker.address
             except ValueError:
                 worker = None
-        key = (self.uid, address)
+        key = (self.uid, self._generation, address)
         with _CLIENTS_LOCK:
             pc = _CLIENTS.get(key)
             if pc is None:
@@ -283,7 +294,8 @@ class PSModel:
     # -- jobs -----------------------------------------------------------------------------
     def run(self, fn: Callable[[WorkerView, Any], Any], items: Iterable, *,
             consistency: str | Consistency = "bsp", staleness: int | None = None,
-            workers: list[str] | None = None) -> list:
+            workers: list[str] | None = None,
+            callback: Callable[[dict], None] | None = None) -> list:
         """Run ``fn(ps, item)`` for each item as one task of a job, under one consistency model.
 
         Each task gets a :class:`~dask_ps.state.client.WorkerView` ``ps`` to pull, push and
@@ -304,6 +316,11 @@ class PSModel:
             With ``consistency="ssp"``; default 1.
         workers : list of str, optional
             Worker address for each item.
+        callback : callable, optional
+            ``callback(msg)`` runs in this process for every ``ps.report(**values)`` of a
+            task, as soon as it arrives (a worker's reports travel as events, no round trip);
+            ``msg`` holds ``job``, ``task``, ``time`` and the values. Calls are serialised and
+            must be quick; their errors are logged, not raised.
 
         Returns
         -------
@@ -329,26 +346,54 @@ class PSModel:
                                    f"job at a time (and none from inside a task)")
             self._job = job
         results: list = [None] * len(items)
+        shards = None
         try:
             groups = self._task_groups(len(items), workers)
             self._call_all("start_job", job, len(groups), cons)
-            if self.is_local:
-                done = _run_group(self, job, 0, cons, fn, list(enumerate(items)))
-            else:
-                done = self._run_dask(fn, items, job, cons, groups)
+            with watch_job(self._client, job, callback):
+                if self.is_local:
+                    done = _run_group(self, job, 0, cons, fn, list(enumerate(items)))
+                else:
+                    done = self._run_dask(fn, items, job, cons, groups)
             for t, r in done:
                 results[t] = r
             return results
+        except BaseException:
+            # skip shards known dead: each call to one waits for its whole timeout
+            shards = [i for i in range(self.n_shards) if i not in self.lost_shards()]
+            self.last_failed_clocks = None
+            for r in self._call_each("stats", shards=shards, timeout=2.0):
+                if isinstance(r, dict) and r.get("clocks") is not None:
+                    self.last_failed_clocks = [None if c >= DONE else int(c)
+                                               for c in r["clocks"]]
+                    break
+            raise
         finally:
-            # ends the job on the shards; after a failure this wakes tasks still waiting
-            self._call_all("end_job", job)
+            # ends the job on the shards; after a failure this wakes tasks still waiting.
+            # A dead shard must not mask the error.
+            for r in self._call_each("end_job", job, shards=shards,
+                                     timeout=10.0 if shards is None else 2.0):
+                if isinstance(r, BaseException) and not isinstance(r, ShardUnavailableError):
+                    raise r
             self._job = None
+
+    def _call_each(self, method: str, *args, shards=None, timeout: float = 10.0) -> list:
+        """``method`` on each of ``shards`` (default all) concurrently, each bounded by
+        ``timeout`` seconds; results or exceptions, in order."""
+        t = self._process_client().transport
+        shards = range(self.n_shards) if shards is None else shards
+
+        async def each():
+            return await asyncio.gather(*(t.call(s, method, *args, _timeout=min(
+                self.timeout, timeout)) for s in shards), return_exceptions=True)
+
+        return t.run(each())
 
     def _task_groups(self, n_tasks: int, workers) -> dict[str, list[int]]:
         """Task indices by worker address (one group, "local", without a cluster)."""
         if self.is_local:
             return {"local": list(range(n_tasks))}
-        info = self._client.scheduler_info(n_workers=-1)["workers"]
+        info = self._workers_info()
         if workers is None:
             addrs = sorted(info)
             workers = [addrs[t % len(addrs)] for t in range(n_tasks)]
@@ -357,12 +402,15 @@ class PSModel:
         groups: dict[str, list[int]] = {}
         for t, addr in enumerate(workers):
             if addr not in info:
+                if addr in self._seen_workers:  # it was here, and left
+                    raise WorkerLostError([addr], [r.index for r in self.shards
+                                                   if r.address == addr])
                 raise ValueError(f"worker {addr} (item {t}) is not in the cluster")
             groups.setdefault(addr, []).append(t)
         return dict(sorted(groups.items()))
 
     def _run_dask(self, fn, items, job, cons, groups) -> list:
-        from distributed import as_completed
+        from distributed import wait
 
         futs = [
             self._client.submit(_run_group, self, job, pid, cons, fn,
@@ -371,14 +419,48 @@ class PSModel:
                                 key=f"dask-ps-tasks-{job}-{pid}")
             for pid, (addr, tasks) in enumerate(groups.items())
         ]
+        needed = set(groups) | {r.address for r in self.shards}
         try:
-            out = []
-            for fut in as_completed(futs):
-                out.extend(fut.result())  # the first error ends the job (see run)
+            out, remaining = [], list(futs)
+            while remaining:
+                for fut in [f for f in remaining if f.done()]:
+                    out.extend(fut.result())  # the first error ends the job (see run)
+                    remaining.remove(fut)
+                if remaining:
+                    # a task pinned to a dead worker would wait forever, and the others at
+                    # the next barrier with it: watch the workers instead
+                    self._check_alive(needed)
+                    try:
+                        wait(remaining, timeout=WATCH_INTERVAL, return_when="FIRST_COMPLETED")
+                    except TimeoutError:
+                        pass
             return out
         finally:
             for fut in futs:
                 fut.release()
+
+    def _workers_info(self) -> dict:
+        """The scheduler's workers, by address, asked now. (``Client.scheduler_info`` returns
+        a cache that the client's periodic refresh may have replaced meanwhile by one
+        without workers.)"""
+        info = self._client.sync(self._client.scheduler.identity, n_workers=-1)["workers"]
+        self._seen_workers.update(info)
+        return info
+
+    def _live_workers(self) -> set[str]:
+        return set(self._workers_info())
+
+    def _check_alive(self, needed: set[str]) -> None:
+        gone = needed - self._live_workers()
+        if gone:
+            raise WorkerLostError(gone, [r.index for r in self.shards if r.address in gone])
+
+    def lost_shards(self) -> list[int]:
+        """Indices of the shards whose worker has left the cluster (none in-process)."""
+        if self.is_local:
+            return []
+        live = self._live_workers()
+        return [r.index for r in self.shards if r.address not in live]
 
     # -- functions next to the shards -----------------------------------------------------
     def map_shards(self, table: str, fn: Callable, *args) -> list:
@@ -389,6 +471,40 @@ class PSModel:
         """
         self._process_client().spec(table)
         return self._call_all("apply", table, fn, *args)
+
+    # -- checkpoints and recovery ---------------------------------------------------------
+    def _replace_shards(self, lost: list[int]) -> list[str]:
+        """New, empty actors for shards ``lost`` on the live workers holding fewest shards."""
+        info = self._workers_info()
+        live = sorted(a for a, w in info.items() if self._resources is None
+                      or w.get("resources", {}).get(self._resources, 0) > 0)
+        if not live:
+            raise ValueError("no live worker can host the lost shards"
+                             + (f" (resource {self._resources!r})" if self._resources else ""))
+        load = {a: 0 for a in live}
+        for r in self.shards:
+            if r.index not in lost and r.address in load:
+                load[r.address] += 1
+        self._generation += 1
+        placed = []
+        for i in lost:
+            addr = min(live, key=lambda a: (load[a], a))
+            load[addr] += 1
+            fut = self._client.submit(Shard, i, self.n_shards, actor=True, workers=[addr],
+                                      allow_other_workers=False,
+                                      key=f"dask-ps-shard-{self.uid}-{i}-g{self._generation}")
+            actor = fut.result(timeout=self.timeout)
+            self._futures[i].release()
+            self._futures[i] = fut  # kept referenced, as in _place_shards
+            self.shards[i] = ShardRef(i, actor._address, fut.key)
+            placed.append(actor._address)
+        # every process rebuilds its transport (the generation is part of the client key)
+        _forget(self.uid)
+        try:
+            self._client.run(_forget, self.uid)
+        except Exception:  # a worker leaving meanwhile keeps only stale, unused clients
+            pass
+        return placed
 
     # -- life -----------------------------------------------------------------------------
     def close(self) -> None:
@@ -453,134 +569,11 @@ def _run_group(model: PSModel, job: str, participant: int, cons: Consistency, fn
         return [one(*tasks[0])]
     ex = ThreadPoolExecutor(len(tasks), thread_name_prefix="dask-ps-task")
     try:
-        futs = [ex.submit(one, t, item) for t, item in tasks]
+        # each thread runs in a copy of this task's context: get_worker() works there too
+        futs = [ex.submit(contextvars.copy_context().run, one, t, item) for t, item in tasks]
         wait_futures(futs, return_when=FIRST_EXCEPTION)
         if errors:  # the others fail soon after, when the driver ends the job
             raise errors[0]
         return [f.result() for f in futs]
     finally:
         ex.shutdown(wait=False)
-
-
-class Table:
-    """Handle on one table of a :class:`PSModel`.
-
-    Attributes
-    ----------
-    name : str
-    spec : TableSpec
-    """
-
-    def __init__(self, model: PSModel, spec: TableSpec) -> None:
-        self.model = model
-        self.spec = spec
-        self.name = spec.name
-
-    @property
-    def shape(self) -> tuple:
-        """``(n_rows,)`` or ``(n_rows, ncols)``; ``n_rows`` is None for a sparse table."""
-        rows = self.spec.n_rows
-        return (rows,) if self.spec.vector else (rows, self.spec.ncols)
-
-    @property
-    def dtype(self) -> np.dtype:
-        """The values' dtype."""
-        return self.spec.dtype
-
-    def pull(self, keys=None) -> np.ndarray:
-        """See :meth:`PSModel.pull`."""
-        return self.model.pull(self.name, keys)
-
-    def push(self, keys, updates) -> None:
-        """See :meth:`PSModel.push`."""
-        self.model.push(self.name, keys, updates)
-
-    def map(self, fn: Callable, *args) -> list:
-        """See :meth:`PSModel.map_shards`."""
-        return self.model.map_shards(self.name, fn, *args)
-
-    def reduce(self, fn: Callable, combine: Callable, *args):
-        """``combine`` the results of ``fn`` on every shard (e.g. a norm, a sum, a top-k).
-
-        Examples
-        --------
-        >>> sq = table.reduce(lambda k, v, s: float((v.astype("f8") ** 2).sum()),
-        ...                   operator.add)                      # doctest: +SKIP
-        """
-        return functools.reduce(combine, self.map(fn, *args))
-
-    def to_numpy(self) -> tuple[np.ndarray, np.ndarray] | np.ndarray:
-        """The whole table: values (dense), or ``(keys, values)`` sorted by key (sparse)."""
-        if not self.spec.sparse:
-            return self.pull()
-        parts = self.map(_copy_rows)
-        keys = np.concatenate([k for k, _ in parts])
-        values = np.concatenate([v for _, v in parts])
-        order = np.argsort(keys, kind="stable")
-        values = values[order]
-        return keys[order], (values[:, 0] if self.spec.vector else values)
-
-    def state(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Values and optimizer state of a dense table, gathered from its shards.
-
-        Returns
-        -------
-        values : ndarray (n_rows, ncols)
-        slots : dict of str to ndarray (n_rows, width)
-            The update rule's state (e.g. FTRL's ``z`` and ``n``).
-
-        Raises
-        ------
-        ValueError
-            For a sparse table.
-        """
-        if self.spec.sparse:
-            raise ValueError(f"table {self.name!r} is sparse: state() covers dense tables")
-        parts = self.map(_copy_state)  # shards hold consecutive row ranges, in shard order
-        values = np.concatenate([v for v, _ in parts])
-        slots = {k: np.concatenate([sl[k] for _, sl in parts]) for k in parts[0][1]}
-        return values, slots
-
-    def set_state(self, values: np.ndarray, slots: dict[str, np.ndarray] | None = None) -> None:
-        """Overwrite a dense table's values (and optimizer state) with arrays of
-        :meth:`state`'s shapes, bypassing the update rule (warm starts, restores).
-
-        Raises
-        ------
-        ValueError
-            For a sparse table or arrays of the wrong shape.
-        """
-        if self.spec.sparse:
-            raise ValueError(f"table {self.name!r} is sparse: set_state() covers dense tables")
-        values = np.asarray(values, dtype=self.spec.dtype).reshape(self.spec.n_rows, -1)
-        if values.shape[1] != self.spec.ncols:
-            raise ValueError(f"table {self.name!r}: values must have {self.spec.ncols} columns")
-        self.map(_assign_state, values, slots or {})
-
-    @property
-    def n_keys(self) -> int:
-        """Rows held over all shards (all rows for dense tables, touched keys for sparse)."""
-        return sum(self.map(_count_rows))
-
-    def __repr__(self) -> str:
-        kind = "sparse" if self.spec.sparse else "dense"
-        return (f"<Table {self.name!r}: {kind} {self.shape} {self.dtype}, "
-                f"optimizer {self.spec.optimizer.name!r}>")
-
-
-def _copy_rows(keys, values, slots):
-    return keys.copy(), values.copy()
-
-
-def _copy_state(keys, values, slots):
-    return values.copy(), {k: v.copy() for k, v in slots.items()}
-
-
-def _assign_state(keys, values, slots, new_values, new_slots):
-    values[:] = new_values[keys]
-    for k, v in new_slots.items():
-        slots[k][:] = v[keys]
-
-
-def _count_rows(keys, values, slots):
-    return int(keys.shape[0])

@@ -25,6 +25,15 @@ def test_ps_core_benchmark_runs(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_checkpoint_benchmark_runs():
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "checkpoint.py"), "--quick"],
+                          capture_output=True, text=True, timeout=280, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "load onto 3 shards" in proc.stdout
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_lr_scale_benchmark_runs(tmp_path):
     out = tmp_path / "lr_scale.json"

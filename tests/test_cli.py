@@ -20,6 +20,7 @@ def test_main_job_prints_a9a_auc(data):
     line = next(x for x in proc.stdout.splitlines() if x.startswith("test: AUC"))
     assert float(line.split()[2]) >= 0.90
     assert "dashboard: http" in proc.stdout and "non-zeros/s" in proc.stdout
+    assert "dask_ps page: http" in proc.stdout
 
 
 def test_missing_dataset_says_where_to_download(tmp_path):

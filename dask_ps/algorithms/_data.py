@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["as_scipy", "dask_partitions", "data_report", "encode_part", "hash_columns",
-           "io_snapshot", "is_dask_collection", "read_together", "split_rows"]
+__all__ = ["as_scipy", "dask_partitions", "data_report", "encode_part", "group_parts",
+           "hash_columns", "io_snapshot", "is_dask_collection", "locate", "read_together",
+           "split_rows"]
 
 
 def is_dask_collection(x) -> bool:
@@ -54,7 +55,7 @@ def encode_part(X, y, classes: np.ndarray, n_out: int, where: str = "",
     if hasattr(X, "to_numpy"):  # pandas
         X = X.to_numpy(dtype=np.float64)
     X = sp.csr_matrix(X.tocsr() if hasattr(X, "tocsr") else X, dtype=np.float64)
-    X.sort_indices()
+    X.sum_duplicates()  # canonical: sorted, distinct columns per row (per-sample kernels)
     if not np.isfinite(X.data).all():
         raise ValueError(f"{where}: X contains NaN or infinity")
     if n_buckets is not None:
@@ -117,7 +118,6 @@ def dask_partitions(client, X, y, classes: np.ndarray, n_out: int,
         ``X`` that is not 2-D, or ``y`` whose length differs from ``X``'s.
     """
     import dask
-    from distributed import wait
 
     encode = dask.delayed(encode_part, pure=True)
     if hasattr(X, "to_dask_array"):  # dask dataframe: partitions as they are
@@ -151,12 +151,44 @@ def dask_partitions(client, X, y, classes: np.ndarray, n_out: int,
                                 workers=None if addr is None else [addr])
         for i, f in zip(idx, placed):
             futures[i] = f
+    return futures, locate(client, futures)
+
+
+def locate(client, futures: list) -> list[str]:
+    """The worker holding each future's result, once all are computed (again, after a
+    worker was lost); raises the first partition's error."""
+    from distributed import wait
+
     wait(futures)
     for f in futures:
         if f.status == "error":
             f.result()  # raises the partition's error
     who = client.who_has(futures)
-    return futures, [who[f.key][0] for f in futures]
+    return [who[f.key][0] for f in futures]
+
+
+def group_parts(parts: list, workers: list[str] | None, nthreads: dict[str, int]
+                ) -> tuple[list[list], list[str] | None]:
+    """Gather the parts held by each worker into as many groups as it has threads.
+
+    One training task per group: a worker's threads each run one task over several parts,
+    instead of one thread per part competing for its cores (and joining every barrier).
+
+    Returns
+    -------
+    groups : list of lists of parts
+    group_workers : list of str or None
+        The worker of each group (None when ``workers`` is None: one group per part).
+    """
+    if workers is None:
+        return [[p] for p in parts], None
+    groups, where = [], []
+    for w in dict.fromkeys(workers):
+        mine = [p for p, pw in zip(parts, workers) if pw == w]
+        k = max(1, min(len(mine), nthreads.get(w, 1)))
+        groups += [mine[i::k] for i in range(k)]
+        where += [w] * k
+    return groups, where
 
 
 def _worker_io(dask_worker=None, keys=()) -> dict:

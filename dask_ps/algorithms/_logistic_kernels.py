@@ -9,6 +9,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..state._optim_kernels import coord_step
+
 _JIT = dict(cache=True, nogil=True)
 
 
@@ -82,3 +84,125 @@ def decision(indptr, indices, data, w, bias, out):
             j = indices[p]
             for k in range(w.shape[1]):
                 out[i, k] += data[p] * w[j, k]
+
+
+
+@numba.njit(**_JIT)
+def local_steps(indptr, indices, data, y, order, batch, rule, hyper, l2, fit_intercept,
+                w, s1, s2, grad, touched, mark):
+    """Minibatch steps of an update rule over CSR rows, against a local copy of the weights.
+
+    The rows are visited in ``order``, ``batch`` at a time; after each minibatch the rule
+    ``rule`` updates the rows of ``w`` (and its state ``s1``, ``s2``) that the minibatch
+    touched, with the mean log-loss gradient plus ``l2 * w`` — the server-side kernels of
+    :mod:`dask_ps.state._optim_kernels`, so a step here equals a push of that gradient there.
+
+    Parameters
+    ----------
+    indptr, indices, data : CSR arrays; ``indices`` index rows ``0 .. m-1`` of ``w``.
+    y : float array (n, K)
+        Targets in {0, 1}.
+    order : int64 array
+        Rows to visit, in this order.
+    batch : int
+        Rows per step.
+    rule : int
+        ``SGD_RULE`` (``hyper = [lr]``), ``ADAGRAD_RULE`` (``[lr, eps]``, ``s1`` the
+        accumulator) or ``FTRL_RULE`` (``[alpha, beta, l1, l2]``, ``s1 = z``, ``s2 = n``).
+    l2 : float
+        L2 strength added to the gradient of the touched feature rows (not the intercept).
+    fit_intercept : bool
+        Whether the intercept (row ``m`` of ``w``) is updated.
+    w, s1, s2 : float64 arrays (m + 1, K)
+        Weights (row ``m`` the intercept) and rule state, updated in place.
+    grad : float64 array (m + 1, K), touched : int64 array (m + 1,), mark : int64 array (m + 1,)
+        Scratch: ``grad`` zero and ``mark`` all -1 on entry, and left so on exit.
+
+    Returns
+    -------
+    float
+        Summed log-loss of the rows, each taken before the step that uses it (progressive
+        validation, as in McMahan et al., KDD 2013).
+    """
+    m = w.shape[0] - 1
+    n_out = w.shape[1]
+    margin = np.empty(n_out)
+    loss = 0.0
+    if batch == 1:  # per sample: no gradient buffer (the rows' columns are distinct)
+        for q in range(order.shape[0]):
+            i = order[q]
+            loss += _residuals(indptr, indices, data, y, w, i, m, margin)
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                for k in range(n_out):
+                    coord_step(rule, hyper, w, s1, s2, j, k,
+                               data[p] * margin[k] + l2 * w[j, k])
+            if fit_intercept:
+                for k in range(n_out):
+                    coord_step(rule, hyper, w, s1, s2, m, k, margin[k])
+        return loss
+    for start in range(0, order.shape[0], batch):
+        stop = min(start + batch, order.shape[0])
+        cnt = 0
+        for q in range(start, stop):
+            i = order[q]
+            loss += _residuals(indptr, indices, data, y, w, i, m, margin)
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                if mark[j] < 0:
+                    mark[j] = cnt
+                    touched[cnt] = j
+                    cnt += 1
+                r = mark[j]
+                for k in range(n_out):
+                    grad[r, k] += data[p] * margin[k]
+            if fit_intercept:
+                if mark[m] < 0:
+                    mark[m] = cnt
+                    touched[cnt] = m
+                    cnt += 1
+                for k in range(n_out):
+                    grad[mark[m], k] += margin[k]
+        scale = 1.0 / (stop - start)
+        for r in range(cnt):
+            j = touched[r]
+            for k in range(n_out):
+                g = grad[r, k] * scale
+                if j != m:
+                    g += l2 * w[j, k]
+                coord_step(rule, hyper, w, s1, s2, j, k, g)
+                grad[r, k] = 0.0
+            mark[j] = -1
+    return loss
+
+
+@numba.njit(inline="always", **_JIT)
+def _residuals(indptr, indices, data, y, w, i, m, out):
+    """``out[k] = sigmoid(x_i w[:, k] + w[m, k]) - y[i, k]``; returns row ``i``'s log-loss."""
+    loss = 0.0
+    for k in range(w.shape[1]):
+        out[k] = w[m, k]
+    for p in range(indptr[i], indptr[i + 1]):
+        j = indices[p]
+        for k in range(w.shape[1]):
+            out[k] += data[p] * w[j, k]
+    for k in range(w.shape[1]):
+        z = out[k]
+        loss += log1pexp(z) - y[i, k] * z
+        out[k] = sigmoid(z) - y[i, k]
+    return loss
+
+
+@numba.njit(**_JIT)
+def rows_loss(indptr, indices, data, y, rows, w):
+    """Summed log-loss of CSR rows ``rows`` under weights ``w`` (m + 1, K), intercept last."""
+    m = w.shape[0] - 1
+    loss = 0.0
+    for q in range(rows.shape[0]):
+        i = rows[q]
+        for k in range(w.shape[1]):
+            z = w[m, k]
+            for p in range(indptr[i], indptr[i + 1]):
+                z += data[p] * w[indices[p], k]
+            loss += log1pexp(z) - y[i, k] * z
+    return loss

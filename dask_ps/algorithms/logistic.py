@@ -1,8 +1,8 @@
 """Logistic regression on the parameter server: a functional core and a scikit-learn estimator.
 
-Stochastic solvers ("sgd", "adagrad", "ftrl") run one task per data partition: per clock a task
-pulls the weights of the features its minibatch touches, computes the log-loss gradient with a
-numba kernel, and pushes it; the shards apply the update rule. "lbfgs" is full-batch: for every
+Stochastic solvers ("sgd", "adagrad", "ftrl") run one job per epoch, one task per worker thread
+over the partitions that worker holds; a clock covers a block of rows trained locally with one
+round trip per shard (see :mod:`._stochastic`). "lbfgs" is full-batch: for every
 function evaluation the tasks compute their partition's loss and gradient and push them into
 tables that the servers sum; the driver runs SciPy's L-BFGS-B on the result.
 
@@ -12,84 +12,62 @@ Several classes are fitted one-vs-rest, as columns of one weight table, in the s
 from __future__ import annotations
 
 import numbers
+import uuid
+from typing import NamedTuple
 
 import numpy as np
-import scipy.optimize
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..diagnostics.progress import FitMonitor
+from ..driver import run_clocks
 from ..model import PSModel
-from ..state.optimizers import FTRL, SGD, AdaGrad
+from ..state.optimizers import Average
 from ._data import (
     as_scipy,
     dask_partitions,
     data_report,
     encode_part,
+    group_parts,
     hash_columns,
     is_dask_collection,
+    locate,
     read_together,
     split_rows,
 )
-from ._logistic_kernels import decision, logistic_grad
-from ._owlqn import owlqn
+from ._lbfgs import train_lbfgs
+from ._logistic_kernels import decision
+from ._stochastic import Rule, epoch_task, forget_blocks
 
 __all__ = ["LogisticRegression", "train"]
 
 SOLVERS = ("sgd", "adagrad", "ftrl", "lbfgs")
-DEFAULT_LEARNING_RATE = {"sgd": 0.5, "adagrad": 0.1, "ftrl": 0.3, "lbfgs": None}
+# per-sample steps (batch_size=1), tuned on a9a and a generated CTR set
+DEFAULT_LEARNING_RATE = {"sgd": 0.005, "adagrad": 0.1, "ftrl": 0.1, "lbfgs": None}
 
 
-def _stochastic_task(ps, item):
-    """Epochs of minibatch steps over one partition; returns its summed loss per epoch."""
-    (X, Y), cfg = item
-    rng = np.random.default_rng(cfg["seed"])
-    n, n_out, bias_key = X.shape[0], Y.shape[1], cfg["n_features"]
-    batch = cfg["batch_size"]
-    losses = []
-    for epoch in range(1, cfg["max_iter"] + 1):
-        order = rng.permutation(n)
-        total = 0.0
-        for start in range(0, n, batch):
-            rows = np.sort(order[start:start + batch])
-            Xb = X[rows]
-            cols = np.unique(Xb.indices)
-            keys = np.append(cols, bias_key)
-            W = ps.pull("w", keys)
-            grad = np.zeros((cols.shape[0] + 1, n_out))
-            total += logistic_grad(Xb.indptr, np.searchsorted(cols, Xb.indices), Xb.data,
-                                   Y[rows], W[:-1], W[-1], grad[:-1], grad[-1])
-            grad /= rows.shape[0]
-            grad[:-1] += cfg["l2"] * W[:-1]
-            if not (np.isfinite(W).all() and np.isfinite(grad).all()):
-                raise FloatingPointError(
-                    f"epoch {epoch}: the weights or gradients are no longer finite (training "
-                    f"diverged); try a smaller learning_rate (now {cfg['learning_rate']})")
-            if not cfg["fit_intercept"]:
-                grad[-1] = 0.0
-            ps.push("w", keys, grad)
-            ps.clock()
-        losses.append(total)
-    return losses
+class TrainState(NamedTuple):
+    """Where a fit ended: its solver, weights ``W`` (n_features + 1, K) and the table's rows
+    (weights and update-rule state, see :class:`~._stochastic.Rule`; ``W`` itself for
+    "lbfgs")."""
 
-
-def _full_gradient_task(ps, item):
-    """The partition's summed log-loss and gradient, pushed into the "grad" and "loss" tables."""
-    X, Y = item
-    W = ps.pull("w")
-    grad = np.zeros_like(W)
-    loss = logistic_grad(X.indptr, X.indices, X.data, Y, W[:-1], W[-1], grad[:-1], grad[-1])
-    ps.push("grad", np.arange(W.shape[0]), grad)
-    ps.push("loss", [0], [loss])
+    solver: str
+    W: np.ndarray
+    state: np.ndarray
 
 
 def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solver: str = "ftrl",
           penalty: str = "l2", C: float = 1.0, fit_intercept: bool = True, max_iter: int = 10,
           batch_size: int = 256, learning_rate: float = 0.1, tol: float = 1e-6,
           consistency="bsp", staleness=None, random_state: int = 0,
-          workers=None, n_rows: int | None = None,
-          init: tuple | None = None) -> tuple[np.ndarray, list, int, tuple]:
+          workers=None, n_rows: int | None = None, clocks_per_epoch: int = 4,
+          early_stopping: bool = False, validation_fraction: float = 0.1,
+          n_iter_no_change: int = 5, callback=None, init: TrainState | None = None,
+          checkpoint: str | None = None, checkpoint_every: int = 1, max_recoveries: int = 3,
+          resume: bool = False, progress: bool | None = None
+          ) -> tuple[np.ndarray, list, int, TrainState]:
     """Fit logistic regression on a PS model; returns the weights and the loss per epoch.
 
     Parameters
@@ -110,11 +88,12 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
     max_iter : int
         Epochs (stochastic solvers) or L-BFGS iterations.
     batch_size : int
-        Rows per clock (stochastic solvers).
+        Rows per update step (stochastic solvers).
     learning_rate : float
         Step of "sgd" and "adagrad"; ``alpha`` of "ftrl".
     tol : float
-        Projected-gradient tolerance of L-BFGS-B.
+        Projected-gradient tolerance of L-BFGS-B; for the stochastic solvers, the least
+        improvement of the watched loss that counts (see ``n_iter_no_change``).
     consistency, staleness
         See :meth:`PSModel.run` (stochastic solvers).
     random_state : int
@@ -122,18 +101,47 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
         Worker of each part.
     n_rows : int, optional
         Total rows; default: summed over ``parts``.
-    init : (values, slots), optional
-        Starting weights and update-rule state (a previous result's ``state``).
+    clocks_per_epoch : int, default 4
+        Stochastic solvers: a task's rows are cut into this many blocks per epoch; per block
+        it pulls the rows the block touches once, runs all its update steps on that local
+        copy and pushes the change (one clock). More clocks: fresher weights across workers,
+        more round trips.
+    early_stopping : bool, default False
+        Stochastic solvers: hold out ``validation_fraction`` of the rows (drawn at random in
+        each block) and watch their log-loss instead of the training loss.
+    validation_fraction : float, default 0.1
+    n_iter_no_change : int, default 5
+        Stop after this many epochs in a row whose watched loss is not below the best so far
+        minus ``tol`` (scikit-learn's ``SGDClassifier`` rule).
+    callback : callable, optional
+        Called with each epoch's history record (stochastic solvers), on the driver.
+    init : TrainState, optional
+        Where to start (a previous result's ``state``). From another solver, only its
+        weights carry over.
+    checkpoint : str, optional
+        URL of a checkpoint store (reachable from every worker), saved every
+        ``checkpoint_every`` epochs (stochastic solvers). A lost worker or shard is then
+        recovered automatically: see :func:`dask_ps.driver.run_clocks`.
+    checkpoint_every : int, default 1
+    max_recoveries : int, default 3
+    resume : bool, default False
+        Continue from the newest complete version of ``checkpoint`` when there is one.
+    progress : bool, optional
+        Show a progress bar; default: when interactive (a terminal or Jupyter).
 
     Returns
     -------
     W : ndarray (n_features + 1, n_outputs)
         Weights; the last row is the intercept.
     history : list of dict
-        Per epoch (or per L-BFGS evaluation): the objective ``loss``.
+        Per epoch: the mean progressive training log-loss ``loss`` (each row scored just
+        before its step), ``validation_loss`` with early stopping, ``time`` (seconds since the
+        fit started) and ``bytes`` pulled and pushed during it; per L-BFGS evaluation: the
+        objective ``loss``, ``time`` and ``bytes``. Recoveries from lost workers appear as
+        ``{"event": "recovery", …}`` entries where they happened.
     n_iter : int
         Epochs run, or L-BFGS iterations.
-    state : (values, slots)
+    state : TrainState
         Final weights and update-rule state, to continue from (``init``).
 
     References
@@ -147,72 +155,92 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
         n_rows = sum(p[0].shape[0] for p in parts)
     n_rows = max(1, n_rows)
     if solver == "lbfgs":
-        return _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_iter,
-                            tol, workers, None if init is None else init[0])
+        if checkpoint is not None:
+            raise ValueError("checkpoint needs a stochastic solver ('ftrl', 'sgd', 'adagrad')")
+        with FitMonitor(model, "LogisticRegression(lbfgs)", None, progress=progress,
+                        unit="evaluation") as monitor:
+            W, history, nit = train_lbfgs(model, parts, shape, C, n_rows, penalty,
+                                          fit_intercept, max_iter, tol, workers,
+                                          None if init is None else init.W, monitor)
+        monitor.annotate(history, "evaluation")
+        return W, history, nit, TrainState("lbfgs", W, W)
     if penalty == "l1" and solver not in ("ftrl", "lbfgs"):
         raise ValueError(f"penalty='l1' needs solver='ftrl' or 'lbfgs', got {solver!r}")
     steps = max(1, n_rows // batch_size)
-    optimizer = {"sgd": lambda: SGD(learning_rate),
-                 "adagrad": lambda: AdaGrad(learning_rate),
-                 "ftrl": lambda: FTRL(alpha=learning_rate, beta=1.0,
-                                      l1=lam / n_rows * steps if penalty == "l1" else 0.0,
-                                      l2=0.0)}[solver]()
-    table = model.add_table("w", shape, "float64", optimizer=optimizer)
+    hyper = {"sgd": [learning_rate], "adagrad": [learning_rate, 1e-10],
+             "ftrl": [learning_rate, 1.0, lam / n_rows * steps if penalty == "l1" else 0.0,
+                      0.0]}[solver]
+    rule = Rule(solver, n_outputs, hyper)
+    table = model.add_table("w", (shape[0], rule.ncols), "float64", optimizer=Average())
     if init is not None:
-        table.set_state(*init)
-    cfg = dict(n_features=n_features, batch_size=batch_size, max_iter=max_iter,
-               learning_rate=learning_rate,
+        start = init.state if init.solver == solver else rule.from_weights(init.W)
+        table.push(np.arange(shape[0]), np.column_stack([start, np.ones(shape[0])]))
+    fit = uuid.uuid4().hex
+    cfg = dict(fit=fit, n_features=n_features, n_outputs=n_outputs, batch_size=batch_size,
+               solver=solver, hyper=rule.hyper, clocks_per_epoch=clocks_per_epoch,
+               validation_fraction=validation_fraction if early_stopping else 0.0,
                fit_intercept=fit_intercept, l2=lam / n_rows if penalty == "l2" else 0.0)
-    items = [(p, dict(cfg, seed=random_state + i)) for i, p in enumerate(parts)]
-    losses = model.run(_stochastic_task, items, consistency=consistency, staleness=staleness,
-                       workers=workers)
-    history = [dict(epoch=e + 1, loss=float(sum(task[e] for task in losses) / n_rows))
-               for e in range(max_iter)]
-    values, slots = table.state()
-    return values, history, max_iter, (values, slots)
+    groups, placed = group_parts(parts, workers,
+                                 {} if model.is_local else model.client.nthreads())
+    done: dict[int, dict] = {}  # epoch -> record, rewritten when a recovery reruns epochs
+
+    def epochs(start: int, stop: int) -> list[dict]:
+        """Epochs ``start + 1 .. stop``, one job each; fewer when the stopping rule fires."""
+        out = []
+        for epoch in range(start + 1, stop + 1):
+            items = [(g, dict(cfg, seed=random_state + i, epoch=epoch))
+                     for i, g in enumerate(groups)]
+            sums = np.array(model.run(epoch_task, items, consistency=consistency,
+                                      staleness=staleness, workers=placed)).sum(axis=0)
+            record = dict(epoch=epoch, loss=float(sums[0] / max(1.0, sums[1])))
+            if early_stopping:
+                record["validation_loss"] = float(sums[2] / max(1.0, sums[3]))
+            monitor.epoch_done(epoch, record["loss"])
+            done[epoch] = record
+            out.append(record)
+            if callback is not None:
+                callback(record)
+            # (after resuming from a checkpoint, the epochs run since)
+            if _no_change([done[e] for e in sorted(done) if e <= epoch], early_stopping, tol,
+                          n_iter_no_change):
+                break
+        return out
+
+    def relocate():  # Dask recomputed the partitions of a lost worker elsewhere
+        nonlocal groups, placed
+        if workers is not None:
+            groups, placed = group_parts(parts, locate(model.client, parts),
+                                         model.client.nthreads())
+
+    monitor = FitMonitor(model, f"LogisticRegression({solver})", max_iter, progress=progress)
+    try:
+        records, events = run_clocks(model, epochs, max_iter, checkpoint=checkpoint,
+                                     checkpoint_every=checkpoint_every,
+                                     max_recoveries=max_recoveries, on_recover=relocate,
+                                     resume=resume, data_position=lambda c: {"epoch": c})
+    finally:
+        monitor.close()
+        if model.is_local:
+            forget_blocks(fit)
+        else:
+            model.client.run(forget_blocks, fit)
+    history = monitor.annotate(list(records))
+    for ev in reversed(events):
+        history.insert(ev["failed_clock"], ev)
+    state = table.to_numpy()[:, :-1]
+    W = rule.weights(state)
+    return W, history, len(records), TrainState(solver, W, state)
 
 
-def _train_lbfgs(model, parts, shape, C, n_rows, penalty, fit_intercept, max_iter, tol,
-                 workers, x0=None):
-    model.add_table("w", shape, "float64")
-    model.add_table("grad", shape, "float64")
-    model.add_table("loss", (1,), "float64")
-    rows = np.arange(shape[0])
-    current = np.zeros(shape)
-    history = []
-
-    def objective(x):
-        W = x.reshape(shape)
-        model.push("w", rows, W - current)  # the table holds ``current`` exactly
-        current[:] = W
-        # BSP: the shards add the partitions' gradients in a fixed order, so the result does
-        # not depend on which worker answered first
-        model.run(_full_gradient_task, parts, consistency="bsp", workers=workers)
-        grad, loss = model.pull("grad"), float(model.pull("loss")[0])
-        model.push("grad", rows, -grad)
-        model.push("loss", [0], [-loss])
-        # scikit-learn's objective divided by C n: the same optimum, gradients of order 1
-        scale = 1.0 / (C * n_rows)
-        obj, g = C * loss, C * grad
-        if penalty == "l2":
-            obj += 0.5 * float((W[:-1] ** 2).sum())
-            g[:-1] += W[:-1]
-        obj, g = scale * obj, scale * g
-        if not fit_intercept:
-            g[-1] = 0.0
-        history.append(dict(evaluation=len(history) + 1, loss=obj))
-        return obj, g.ravel()
-
-    x0 = np.zeros(int(np.prod(shape))) if x0 is None else np.ravel(x0).astype(np.float64)
-    if penalty == "l1":  # OWL-QN; the intercept row is not penalised
-        mask = np.ones(shape, bool)
-        mask[-1] = False
-        x, nit = owlqn(objective, x0, 1.0 / (C * n_rows), mask.ravel(), max_iter, tol)
-        return x.reshape(shape), history, nit, (x.reshape(shape), {})
-    res = scipy.optimize.minimize(objective, x0, jac=True, method="L-BFGS-B",
-                                  options=dict(maxiter=max_iter, gtol=tol, ftol=0.0,
-                                               maxcor=20))
-    return res.x.reshape(shape), history, int(res.nit), (res.x.reshape(shape), {})
+def _no_change(records: list[dict], early_stopping: bool, tol: float, patience: int) -> bool:
+    """scikit-learn's rule: the last ``patience`` epochs each failed to beat the best loss
+    before them by ``tol`` (the validation loss with early stopping, else the training loss)."""
+    watched = [r["validation_loss" if early_stopping else "loss"] for r in records]
+    best, stale = np.inf, 0
+    for v in watched:
+        stale = stale + 1 if v > best - tol else 0
+        best = min(best, v)
+    return stale >= patience
 
 
 class LogisticRegression(ClassifierMixin, BaseEstimator):
@@ -229,14 +257,27 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         Inverse regularisation strength (scikit-learn's convention).
     fit_intercept : bool, default True
     max_iter : int, default 10
-        Epochs, or L-BFGS iterations (use 100 or more with "lbfgs").
-    batch_size : int, default 256
-        Rows per clock.
+        Epochs at most, or L-BFGS iterations (use 100 or more with "lbfgs").
+    batch_size : int, default 1
+        Rows per update step of the stochastic solvers (1: per-sample steps, as in McMahan
+        et al.'s FTRL).
     learning_rate : float, optional
-        Step of "sgd" and "adagrad"; ``alpha`` of "ftrl". Default: 0.5, 0.1 and 0.3
-        respectively (tuned on a9a).
+        Step of "sgd" and "adagrad"; ``alpha`` of "ftrl". Default: 0.005, 0.1 and 0.1
+        respectively (tuned with ``batch_size=1`` on a9a and a generated CTR set).
     tol : float, default 1e-6
-        L-BFGS-B projected-gradient tolerance.
+        L-BFGS-B projected-gradient tolerance; for the stochastic solvers, the least
+        improvement of the watched loss (training, or validation with ``early_stopping``)
+        that resets ``n_iter_no_change``.
+    early_stopping : bool, default False
+        Stochastic solvers: hold out ``validation_fraction`` of the rows and stop when their
+        log-loss stops improving.
+    validation_fraction : float, default 0.1
+        In (0, 1); rows drawn at random within each partition.
+    n_iter_no_change : int, default 5
+        Epochs without an improvement of at least ``tol`` before stopping.
+    clocks_per_epoch : int, default 4
+        Stochastic solvers: clocks (pull, local steps, push) per epoch and task. Each clock
+        costs one round trip per shard; more clocks mix the workers' updates more often.
     consistency : {"bsp", "ssp", "asp"}, default "bsp"
     staleness : int, optional
         With ``consistency="ssp"``.
@@ -251,6 +292,17 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         features).
     client : distributed.Client or "local", optional
         Default: the current Dask client, else in-process.
+    checkpoint : str, optional
+        URL of a zarr checkpoint store reachable from every worker: the model is saved
+        every ``checkpoint_every`` epochs and a fit that loses a worker or a shard recovers
+        by itself from the newest checkpoint (stochastic solvers).
+    checkpoint_every : int, default 1
+        Epochs between checkpoints.
+    max_recoveries : int, default 3
+        Recoveries allowed in one fit before it fails with
+        :class:`~dask_ps.exceptions.RecoveryError`.
+    progress : bool, optional
+        Show a progress bar of the epochs (terminal or Jupyter). Default: when interactive.
 
     Attributes
     ----------
@@ -259,12 +311,18 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     intercept_ : ndarray (1,) or (n_classes,)
     n_features_in_ : int
     history_ : list of dict
-        Loss per epoch (or per L-BFGS function evaluation). After a fit on dask collections
-        with a cluster, the last entry also reports the data: ``source_reads`` and
-        ``source_bytes`` (blocks and bytes the readers of :mod:`dask_ps.io` read from their
-        files during the fit), ``max_reads_per_block``, ``bytes_in_memory`` and
-        ``bytes_on_disk`` (the partitions at the end, in worker memory and spilled by Dask),
-        ``incoming_transfers`` and ``incoming_transfer_bytes`` (data moved between workers).
+        Per epoch: mean progressive training log-loss ``loss`` (each row scored before its
+        own step), ``validation_loss`` with ``early_stopping``, ``time`` (seconds since the
+        fit started) and ``bytes`` pulled and pushed; per L-BFGS function evaluation: the
+        objective ``loss``, ``time`` and ``bytes`` (see :func:`dask_ps.plot_history`). A
+        ``{"event": "recovery", "lost_shards", "checkpoint", "clocks_lost", …}`` entry marks
+        each recovery.
+        After a fit on dask collections with a cluster, the last entry also reports the
+        data: ``source_reads`` and ``source_bytes`` (blocks and bytes the readers of
+        :mod:`dask_ps.io` read from their files during the fit), ``max_reads_per_block``,
+        ``bytes_in_memory`` and ``bytes_on_disk`` (the partitions at the end, in worker memory
+        and spilled by Dask), ``incoming_transfers`` and ``incoming_transfer_bytes`` (data
+        moved between workers).
     n_iter_ : ndarray (1,)
         Epochs, or L-BFGS iterations, run.
 
@@ -275,9 +333,11 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, solver="ftrl", penalty="l2", C=1.0, fit_intercept=True, max_iter=10,
-                 batch_size=256, learning_rate=None, tol=1e-6, consistency="bsp",
-                 staleness=None, n_shards=None, n_hashed_features=None, random_state=None,
-                 warm_start=False, client=None):
+                 batch_size=1, learning_rate=None, tol=1e-6, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=5, clocks_per_epoch=4,
+                 consistency="bsp", staleness=None, n_shards=None, n_hashed_features=None,
+                 random_state=None, warm_start=False, client=None, checkpoint=None,
+                 checkpoint_every=1, max_recoveries=3, progress=None):
         self.solver = solver
         self.penalty = penalty
         self.C = C
@@ -286,6 +346,10 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         self.batch_size = batch_size
         self.learning_rate = learning_rate
         self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.clocks_per_epoch = clocks_per_epoch
         self.consistency = consistency
         self.staleness = staleness
         self.n_shards = n_shards
@@ -293,6 +357,10 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.warm_start = warm_start
         self.client = client
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
+        self.max_recoveries = max_recoveries
+        self.progress = progress
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -317,7 +385,11 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                 or not 1 <= self.n_hashed_features < 2**32):
             raise ValueError(f"n_hashed_features must be an integer in [1, 2**32), "
                              f"got {self.n_hashed_features!r}")
-        for name in ("max_iter", "batch_size"):
+        if not (isinstance(self.validation_fraction, numbers.Real)
+                and 0 < self.validation_fraction < 1):
+            raise ValueError(f"validation_fraction must be in (0, 1), "
+                             f"got {self.validation_fraction!r}")
+        for name in ("max_iter", "batch_size", "n_iter_no_change", "clocks_per_epoch"):
             value = getattr(self, name)
             if not isinstance(value, numbers.Integral) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -406,7 +478,12 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                 learning_rate=(DEFAULT_LEARNING_RATE[self.solver] if self.learning_rate is None
                                else self.learning_rate),
                 tol=self.tol, consistency=self.consistency, staleness=self.staleness,
-                random_state=seed, workers=workers, n_rows=y_local.shape[0], init=init)
+                early_stopping=self.early_stopping and epochs > 1,
+                validation_fraction=self.validation_fraction,
+                n_iter_no_change=self.n_iter_no_change, clocks_per_epoch=self.clocks_per_epoch,
+                random_state=seed, workers=workers, n_rows=y_local.shape[0], init=init,
+                checkpoint=self.checkpoint, checkpoint_every=self.checkpoint_every,
+                max_recoveries=self.max_recoveries, progress=self.progress)
             if start is not None and history:
                 history[-1].update(data_report(model.client, parts, start))
         self.history_ = (getattr(self, "history_", []) if warm and not first else []) + history

@@ -2,8 +2,8 @@
 
 from .client import WorkerView
 from .consistency import ASP, BSP, SSP, Consistency
-from .optimizers import FTRL, SGD, AdaGrad, Adam, Add, Optimizer
+from .optimizers import FTRL, SGD, AdaGrad, Adam, Add, Average, Optimizer
 from .table import Init, TableSpec
 
-__all__ = ["ASP", "BSP", "SSP", "SGD", "AdaGrad", "Adam", "Add", "Consistency", "FTRL", "Init",
-           "Optimizer", "TableSpec", "WorkerView"]
+__all__ = ["ASP", "BSP", "SSP", "SGD", "AdaGrad", "Adam", "Add", "Average", "Consistency", "FTRL",
+           "Init", "Optimizer", "TableSpec", "WorkerView"]

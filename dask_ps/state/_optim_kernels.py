@@ -23,24 +23,78 @@ def add_step(w, rows, g):
 
 
 @numba.njit(**_JIT)
+def average_step(w, rows, g):
+    """Mean of pushed deltas: ``w[r, :-1] += g[:-1] / g[-1]; w[r, -1] += g[-1]``.
+
+    The last column of ``g`` counts the pushers summed into the row, so each row moves by
+    the mean of their deltas; the table's last column accumulates those counts.
+    """
+    last = w.shape[1] - 1
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        count = g[i, last]
+        if count > 0:
+            for j in range(last):
+                w[r, j] += g[i, j] / count
+            w[r, last] += count
+
+
+@numba.njit(inline="always", **_JIT)
+def _sgd_coord(w, r, j, g, lr):
+    w[r, j] -= lr * g
+
+
+@numba.njit(inline="always", **_JIT)
+def _adagrad_coord(w, acc, r, j, g, lr, eps):
+    acc[r, j] += g * g
+    w[r, j] -= lr * g / (np.sqrt(np.float64(acc[r, j])) + eps)
+
+
+@numba.njit(inline="always", **_JIT)
+def _ftrl_coord(w, z, n, r, j, g, alpha, beta, l1, l2):
+    ni = np.float64(n[r, j])
+    n_new = ni + g * g
+    sigma = (np.sqrt(n_new) - np.sqrt(ni)) / alpha
+    zi = np.float64(z[r, j]) + g - sigma * np.float64(w[r, j])
+    z[r, j] = zi
+    n[r, j] = n_new
+    w[r, j] = _ftrl_weight(zi, n_new, alpha, beta, l1, l2)
+
+
+# Rules that also run on the workers (local steps), by code: one per-coordinate update each,
+# shared by the server kernels below and by local training, so both do the same arithmetic.
+SGD_RULE, ADAGRAD_RULE, FTRL_RULE = 0, 1, 2
+
+
+@numba.njit(inline="always", **_JIT)
+def coord_step(rule, hyper, w, s1, s2, r, j, g):
+    """Update coordinate ``(r, j)`` of ``w`` (state ``s1``, ``s2``) with gradient ``g``.
+
+    ``rule`` and ``hyper``: ``SGD_RULE`` ``[lr]``; ``ADAGRAD_RULE`` ``[lr, eps]`` with ``s1``
+    the accumulator; ``FTRL_RULE`` ``[alpha, beta, l1, l2]`` with ``s1 = z``, ``s2 = n``.
+    """
+    if rule == SGD_RULE:
+        _sgd_coord(w, r, j, g, hyper[0])
+    elif rule == ADAGRAD_RULE:
+        _adagrad_coord(w, s1, r, j, g, hyper[0], hyper[1])
+    else:
+        _ftrl_coord(w, s1, s2, r, j, g, hyper[0], hyper[1], hyper[2], hyper[3])
+
+
+@numba.njit(**_JIT)
 def sgd_step(w, rows, g, lr):
     """SGD: ``w -= lr * g``."""
     for i in range(rows.shape[0]):
-        r = rows[i]
         for j in range(w.shape[1]):
-            w[r, j] -= lr * g[i, j]
+            _sgd_coord(w, rows[i], j, np.float64(g[i, j]), lr)
 
 
 @numba.njit(**_JIT)
 def adagrad_step(w, acc, rows, g, lr, eps):
     """AdaGrad (Duchi, Hazan & Singer, JMLR 2011): ``acc += g²; w -= lr g / (√acc + eps)``."""
     for i in range(rows.shape[0]):
-        r = rows[i]
         for j in range(w.shape[1]):
-            gi = np.float64(g[i, j])
-            a = acc[r, j] + gi * gi
-            acc[r, j] = a
-            w[r, j] -= lr * gi / (np.sqrt(np.float64(acc[r, j])) + eps)
+            _adagrad_coord(w, acc, rows[i], j, np.float64(g[i, j]), lr, eps)
 
 
 @numba.njit(**_JIT)
@@ -72,17 +126,22 @@ def ftrl_step(w, z, n, rows, g, alpha, beta, l1, l2):
     ``w = 0`` if ``|z| <= l1`` else ``−(z − sign(z) l1) / ((beta + √n) / alpha + l2)``.
     """
     for i in range(rows.shape[0]):
-        r = rows[i]
         for j in range(w.shape[1]):
-            gi = np.float64(g[i, j])
-            ni = np.float64(n[r, j])
-            n_new = ni + gi * gi
-            sigma = (np.sqrt(n_new) - np.sqrt(ni)) / alpha
-            zi = np.float64(z[r, j]) + gi - sigma * np.float64(w[r, j])
-            z[r, j] = zi
-            n[r, j] = n_new
-            if abs(zi) <= l1:
-                w[r, j] = 0.0
-            else:
-                sign = 1.0 if zi > 0 else -1.0
-                w[r, j] = -(zi - sign * l1) / ((beta + np.sqrt(n_new)) / alpha + l2)
+            _ftrl_coord(w, z, n, rows[i], j, np.float64(g[i, j]), alpha, beta, l1, l2)
+
+
+@numba.njit(inline="always", **_JIT)
+def _ftrl_weight(z, n, alpha, beta, l1, l2):
+    """FTRL-Proximal's closed-form weight of one coordinate from its ``z`` and ``n``."""
+    if abs(z) <= l1:
+        return 0.0
+    sign = 1.0 if z > 0 else -1.0
+    return -(z - sign * l1) / ((beta + np.sqrt(n)) / alpha + l2)
+
+
+@numba.njit(**_JIT)
+def ftrl_weights(z, n, alpha, beta, l1, l2, w):
+    """``w`` from FTRL-Proximal's state ``z``, ``n`` (arrays of one shape, 2-D)."""
+    for i in range(z.shape[0]):
+        for j in range(z.shape[1]):
+            w[i, j] = _ftrl_weight(np.float64(z[i, j]), np.float64(n[i, j]), alpha, beta, l1, l2)

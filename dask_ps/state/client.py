@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections import defaultdict
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..diagnostics.events import report
 from ..exceptions import UnknownTableError
 from ._kernels import fingerprint, segment_sum
 from .consistency import DONE, Consistency
@@ -135,6 +137,10 @@ class ProcessClient:
         self._lock = threading.RLock()
         self._clock_moved = threading.Condition(self._lock)
         self._tls = threading.local()  # per thread: the plan of its last pull of each table
+        # Bytes of keys and values this process sent to and got from the shards (counted on
+        # the transport's loop only, so without a lock); reports carry it (diagnostics).
+        self.bytes_moved = 0
+        self.uid = uuid.uuid4().hex[:12]
 
     def spec(self, name: str) -> TableSpec:
         try:
@@ -235,11 +241,14 @@ class ProcessClient:
                             push_clock=box[1])
             method = "push_pull" if box is not None else "pull"
             calls.append((s, pull, self.transport.call(s, method, **args)))
+            self.bytes_moved += (args["keys"].nbytes if pull else 0) + (
+                _nbytes(box[0][s]) if box is not None else 0)
         results = await _gather(c for _, _, c in calls)
         for (s, pull, _), result in zip(calls, results):
             if not pull:
                 continue
             vals, tag = result
+            self.bytes_moved += vals.nbytes
             keys, where = requests[s]
             values[where] = vals
             if cache:
@@ -349,6 +358,7 @@ class ProcessClient:
 
     async def _send(self, per_shard, job, participant, clock, tick):
         shards = range(len(per_shard)) if tick else [s for s, u in enumerate(per_shard) if u]
+        self.bytes_moved += sum(_nbytes(per_shard[s]) for s in shards)
         await _gather(self.transport.call(s, "push", per_shard[s], job=job,
                                           participant=participant, clock=clock, tick=tick)
                       for s in shards)
@@ -466,6 +476,11 @@ class ProcessClient:
                 self._raise_inflight(state, wait=True)
 
 
+def _nbytes(updates: list) -> int:
+    """Bytes of keys and values of a push's ``(table, keys, values)`` list."""
+    return sum(k.nbytes + v.nbytes for _, k, v in updates)
+
+
 async def _gather(coros):
     return await asyncio.gather(*coros)
 
@@ -547,6 +562,17 @@ class WorkerView:
         """End this task's current clock; returns the new clock."""
         self._clock = self._client.clock(self.job, self.task)
         return self._clock
+
+    def report(self, **values) -> None:
+        """Send ``values`` (numbers, strings) to the driver's ``callback`` of
+        :meth:`~dask_ps.PSModel.run`, e.g. ``ps.report(epoch=3, loss=0.31)``; from a worker
+        they travel as a ``"dask_ps.task"`` event, without a round trip.
+
+        The message also holds ``process`` (an id of this task's process) and
+        ``bytes_moved`` (keys and values the process has sent to and received from the
+        shards so far; the tasks of a process share it)."""
+        report(self.job, self.task, {"process": self._client.uid,
+                                     "bytes_moved": self._client.bytes_moved, **values})
 
     def pull_async(self, table: str, keys=None) -> Future:
         """:meth:`pull` in a background thread, to overlap it with computation."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _optim_kernels as K
 
-__all__ = ["SGD", "AdaGrad", "Adam", "Add", "FTRL", "Optimizer", "get_optimizer"]
+__all__ = ["SGD", "AdaGrad", "Adam", "Add", "Average", "FTRL", "Optimizer", "get_optimizer"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,32 @@ class Add(Optimizer):
 
     def step(self, w, slots, rows, g):
         K.add_step(w, rows, g)
+
+
+@dataclass(frozen=True)
+class Average(Optimizer):
+    """Per-row mean of the deltas pushed in one clock: model averaging for sparse models.
+
+    Workers that train local copies of the rows they touch (many steps per clock) push the
+    change of each row and, as the row's last column, a count of 1. The shard sums the pushes
+    of a clock (under BSP, of every worker; otherwise, of the tasks of one process merged
+    into one push), then moves each row by the sum of the deltas divided by the sum of the
+    counts: rows touched by one worker take its whole update, rows touched by many take the
+    mean. The last column of the table accumulates the counts (how often a row was updated).
+
+    A table with this rule needs at least two columns.
+
+    References
+    ----------
+    Zinkevich, Weimer, Smola & Li, "Parallelized Stochastic Gradient Descent", NIPS 2010;
+    McDonald, Hall & Mann, "Distributed Training Strategies for the Structured Perceptron"
+    (iterative parameter mixing), NAACL 2010.
+    """
+
+    name: ClassVar[str] = "average"
+
+    def step(self, w, slots, rows, g):
+        K.average_step(w, rows, g)
 
 
 @dataclass(frozen=True)
@@ -215,7 +241,7 @@ class FTRL(Optimizer):
         K.ftrl_step(w, slots["z"], slots["n"], rows, g, self.alpha, self.beta, self.l1, self.l2)
 
 
-OPTIMIZERS = {cls.name: cls for cls in (Add, SGD, AdaGrad, Adam, FTRL)}
+OPTIMIZERS = {cls.name: cls for cls in (Add, Average, SGD, AdaGrad, Adam, FTRL)}
 
 
 def get_optimizer(spec: str | Optimizer | None) -> Optimizer:

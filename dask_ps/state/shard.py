@@ -51,7 +51,7 @@ class Shard:
                              bytes_pulled=0, bytes_pushed=0)
 
     _METHODS = frozenset({"create_table", "drop_table", "start_job", "end_job", "pull", "push",
-                          "push_pull", "finish", "apply", "stats"})
+                          "push_pull", "finish", "apply", "load_rows", "stats"})
 
     async def dispatch(self, call: tuple):
         """Run ``(method, args, kwargs)``: the one entry point of remote callers."""
@@ -212,6 +212,14 @@ class Shard:
         keys, values, slots = self._table(name).view()
         return fn(keys, values, slots, *args)
 
+    async def load_rows(self, name: str, keys: np.ndarray, values: np.ndarray,
+                        slots: dict) -> int:
+        """Overwrite (or create) rows of ``name`` from a checkpoint, bypassing the update
+        rule; see :meth:`TableShard.set_rows`. Returns the rows held afterwards."""
+        table = self._table(name)
+        table.set_rows(keys, values, slots)
+        return table.n_rows
+
     async def stats(self) -> dict:
         """Counters, table sizes and clocks, for diagnostics."""
         return dict(
@@ -219,4 +227,5 @@ class Shard:
             tables={n: dict(rows=t.n_rows, nbytes=t.nbytes) for n, t in self.tables.items()},
             job=self.job,
             clocks=None if self.clocks is None else self.clocks.clocks.tolist(),
+            staleness_bound=None if self.clocks is None else self.clocks.consistency.staleness,
         )

@@ -142,6 +142,9 @@ class TableSpec:
         n_rows = int(shape[0]) if partitioner == "range" else None
         part = make_partitioner(partitioner, n_shards, n_rows)
         ncols = 1 if len(shape) == 1 else int(shape[1])
+        if optimizer.name == "average" and ncols < 2:
+            raise ValueError(f"table {name!r}: optimizer 'average' needs a count column besides "
+                             f"the values (at least 2 columns), got shape {tuple(shape)}")
         return cls(name, n_rows, ncols, len(shape) == 1, dtype, part, optimizer, init)
 
     @property
@@ -186,7 +189,10 @@ class TableShard:
         self.slots = {k: np.empty((capacity, w), dt) for k, (w, dt) in self._layout.items()}
         if not spec.sparse:
             rows = np.arange(self.n_rows, dtype=np.int64)
-            self._init_rows(rows, rows + self.start)
+            # a slice when the values need no keys: fancy-indexing every row of a large
+            # table cost ten times more
+            self._init_rows(slice(None) if spec.init.kind == "constant" else rows,
+                            rows + self.start)
 
     def _init_rows(self, rows: np.ndarray, keys: np.ndarray) -> None:
         self.spec.init.fill(self.values, rows, keys)
@@ -239,6 +245,16 @@ class TableShard:
         """One optimizer step on the rows of ``keys`` (distinct) with ``updates`` (n, ncols)."""
         rows = self.rows(keys)
         self.spec.optimizer.step(self.values, self.slots, rows, updates)
+
+    def set_rows(self, keys: np.ndarray, values: np.ndarray,
+                 slots: dict[str, np.ndarray] | None = None) -> None:
+        """Overwrite the rows of ``keys`` (distinct; offsets for dense tables, keys for sparse
+        ones, created if new) with ``values`` (n, ncols) and the given optimizer ``slots``
+        (n, width each), bypassing the update rule: restores from checkpoints."""
+        rows = self.rows(keys)
+        self.values[rows] = values
+        for name, arr in (slots or {}).items():
+            self.slots[name][rows] = arr
 
     def keys(self) -> np.ndarray:
         """Global keys held, shape (n_rows,), int64 (ascending for dense tables)."""

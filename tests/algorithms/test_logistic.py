@@ -61,8 +61,9 @@ def test_ftrl_on_a_cluster(a9a, client2):
 
 
 @pytest.mark.parametrize("kwargs", [
-    dict(solver="ftrl", max_iter=10, learning_rate=1.0, batch_size=32),
-    dict(solver="adagrad", max_iter=20, learning_rate=0.3, C=100.0),
+    dict(solver="ftrl", max_iter=10),
+    dict(solver="adagrad", max_iter=10, C=100.0),
+    dict(solver="sgd", max_iter=20, C=100.0),
     dict(solver="lbfgs", max_iter=200),
 ])
 def test_agaricus_is_separated(data, kwargs):

@@ -83,3 +83,29 @@ def test_unknown_optimizer_lists_valid_names():
 def test_float_optimizer_on_int_table_is_refused():
     with dask_ps.PSModel() as model, pytest.raises(ValueError, match="table 'c'.*float"):
         model.add_table("c", shape=(4,), dtype="int64", optimizer="adam")
+
+
+def _average_task(ps, item):
+    keys, delta = item
+    ps.pull("m", keys)
+    ps.push("m", keys, np.column_stack([delta, np.ones(len(keys))]))
+    ps.clock()
+
+
+@pytest.mark.timeout(120)
+def test_average_moves_each_row_by_the_mean_of_its_pushers(any_client):
+    """Rows pushed by one task take its whole delta; rows pushed by several, their mean."""
+    with dask_ps.PSModel(any_client, n_shards=2) as model:
+        model.add_table("m", shape=(6, 3), dtype="float64", optimizer="average")
+        items = [(np.array([0, 1, 2]), np.full((3, 2), 3.0)),
+                 (np.array([2, 3]), np.full((2, 2), 6.0)),
+                 (np.array([2, 3, 5]), np.full((3, 2), 9.0))]
+        model.run(_average_task, items, consistency="bsp")
+        got = model.pull("m")
+    np.testing.assert_allclose(got[:, :2], [[3, 3], [3, 3], [6, 6], [7.5, 7.5], [0, 0], [9, 9]])
+    np.testing.assert_allclose(got[:, 2], [1, 1, 3, 2, 0, 1])  # how often each row moved
+
+
+def test_average_needs_a_count_column():
+    with dask_ps.PSModel("local") as model, pytest.raises(ValueError, match="count column"):
+        model.add_table("m", shape=(6,), dtype="float64", optimizer="average")

@@ -1,0 +1,455 @@
+"""Saving, loading and exporting a PSModel: rows move between shards and zarr, in parallel.
+
+Saving runs one writer per shard, on that shard's worker: the writer takes a chunk-aligned
+range of each table's rows (by key), fetches those rows from the shards holding them (its own
+shard in-process, a few boundary rows or, for sparse tables, the other shards' keys of its
+range), sorts them by key and writes whole chunks. Nothing passes through the client but
+counts and key samples. Sparse tables are cut into ranges by splitter keys chosen from a
+sample of every shard's keys (a sample sort), then made exact with one round of counts.
+
+Loading runs one loader per shard of the new model: it reads a chunk-aligned slice of each
+array and sends every row to the shard that owns it under the new partitioning, so a
+checkpoint of N shards loads onto M shards with weights and optimizer state unchanged.
+
+See :mod:`dask_ps.state.checkpoint` for the store format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Self
+
+import numpy as np
+
+from .state import checkpoint as ck
+
+__all__ = ["CheckpointMethods", "export", "restore", "save"]
+
+_SAMPLE = 1024  # keys sampled per shard and writer to choose the splitters of sparse tables
+
+
+def _run_tasks(model, fn, calls: list[tuple[int, tuple]]) -> list:
+    """``fn(model, *args)`` for each ``(shard, args)``: on that shard's worker, or here."""
+    if model.is_local:
+        return [fn(model, *args) for _, args in calls]
+    client = model.client
+    futs = [client.submit(fn, model, *args, workers=[model.shards[s].address],
+                          allow_other_workers=True, pure=False) for s, args in calls]
+    try:
+        return client.gather(futs)
+    finally:
+        for f in futs:
+            f.release()
+
+
+async def _gather(coros):
+    return await asyncio.gather(*coros)
+
+
+def _check_url(model, url: str) -> None:
+    if not isinstance(url, str) or not url:
+        raise ValueError(f"a checkpoint URL must be a non-empty string, got {url!r}")
+    if not model.is_local and ck.is_process_local(url):
+        raise ValueError(f"{url!r} is private to one process, but the shards write from their "
+                         f"workers: use a path or URL every worker reaches (a shared "
+                         f"directory, s3://…)")
+
+
+# -- save -------------------------------------------------------------------------------------
+def _plan_table(model, spec, rows_per_chunk: int) -> tuple[int, list]:
+    """Total rows of a table and its writers: ``(shard, lo, hi, extra, skip, r0, r1, ask)``."""
+    n_shards = model.n_shards
+    if not spec.sparse:
+        n, starts = spec.n_rows, spec.partitioner.starts
+        writers = []
+        for w in range(n_shards):
+            r0 = min(ck.align_up(int(starts[w]), rows_per_chunk), n)
+            r1 = n if w == n_shards - 1 else min(ck.align_up(int(starts[w + 1]),
+                                                             rows_per_chunk), n)
+            ask = [s for s in range(n_shards) if starts[s] < r1 and starts[s + 1] > r0]
+            if r1 > r0:
+                writers.append((w, r0, r1, 0, 0, r0, r1, ask))
+        return n, writers
+    found = model._call_all("apply", spec.name, ck.sample_keys, _SAMPLE * n_shards, 0)
+    counts, samples = [c for c, _ in found], [s for _, s in found]
+    total = int(sum(counts))
+    bounds = ck.split_sorted(samples, counts, n_shards) if n_shards > 1 else np.empty(0, int)
+    below = np.sum(model._call_all("apply", spec.name, ck.count_below, bounds), axis=0) \
+        if bounds.shape[0] else np.empty(0, np.int64)
+    edges = [None] + [int(b) for b in bounds] + [None]
+    ranks = [0] + [int(r) for r in below] + [total]
+    writers, everyone = [], list(range(n_shards))
+    for w in range(len(edges) - 1):
+        last = w == len(edges) - 2
+        r0 = min(ck.align_up(ranks[w], rows_per_chunk), total)
+        r1 = total if last else min(ck.align_up(ranks[w + 1], rows_per_chunk), total)
+        if r1 > r0:
+            writers.append((w % n_shards, edges[w], edges[w + 1], r1 - ranks[w + 1] if not last
+                            else 0, r0 - ranks[w], r0, r1, everyone))
+    return total, writers
+
+
+def _write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, skip: int,
+                r0: int, r1: int, ask: list, dtype) -> int:
+    """Writer task: rows of ranks ``[r0, r1)`` of table ``name`` into ``arrays``."""
+    import zarr
+
+    pc = model._process_client()
+    t = pc.transport
+    with_slots = "slots" in arrays
+    parts = t.run(_gather([t.call(s, "apply", name, ck.rows_in_range, lo, hi, extra,
+                                  with_slots) for s in ask]))
+    keys = np.concatenate([p[0] for p in parts])
+    take = np.argsort(keys, kind="stable")[skip: skip + (r1 - r0)]
+    if take.shape[0] != r1 - r0:
+        raise RuntimeError(f"table {name!r} changed while it was being saved: expected "
+                           f"{r1 - r0} rows at [{r0}, {r1}), found {take.shape[0]}")
+    store = ck.zarr_store(path)
+    values = np.concatenate([p[1] for p in parts])[take]
+    if dtype is not None:
+        values = values.astype(dtype)
+    arr = zarr.open_array(store, path=arrays["values"], mode="r+")
+    arr[r0:r1] = values.reshape((r1 - r0,) + arr.shape[1:])
+    if "keys" in arrays:
+        zarr.open_array(store, path=arrays["keys"], mode="r+")[r0:r1] = keys[take]
+    for slot, slot_path in arrays.get("slots", {}).items():
+        zarr.open_array(store, path=slot_path, mode="r+")[r0:r1] = \
+            np.concatenate([p[2][slot] for p in parts])[take]
+    return r1 - r0
+
+
+def _json(value, what: str):
+    try:
+        return json.loads(json.dumps(value))
+    except TypeError as exc:
+        raise TypeError(f"{what} must be JSON-serialisable (checkpoints hold no pickles): "
+                        f"{exc}") from None
+
+
+def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
+         extra: dict | None = None, keep: int | None = None,
+         chunk_rows: int | None = None) -> ck.CheckpointInfo:
+    """Write a new version of the checkpoint at ``url``; see :meth:`PSModel.save`."""
+    import zarr
+
+    from . import __version__
+
+    _check_url(model, url)
+    if model._job is not None:
+        raise RuntimeError(f"cannot save while job {model._job!r} runs: save between jobs")
+    if keep is not None and (not isinstance(keep, int) or keep < 1):
+        raise ValueError(f"keep must be a positive integer or None, got {keep!r}")
+    if chunk_rows is not None and (not isinstance(chunk_rows, int) or chunk_rows < 1):
+        raise ValueError(f"chunk_rows must be a positive integer or None, got {chunk_rows!r}")
+    t0 = time.perf_counter()
+    plans, tables = {}, {}
+    for i, (name, spec) in enumerate(model.specs.items()):
+        rows_per_chunk = ck.chunk_rows(spec, chunk_rows)
+        n, writers = _plan_table(model, spec, rows_per_chunk)
+        tables[name] = ck.table_attrs(spec, i, n, rows_per_chunk)
+        plans[name] = writers
+    attrs = dict(
+        dask_ps=dict(format=ck.FORMAT, library_version=__version__),
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), saved_at=time.time(),
+        n_shards=model.n_shards, clock=int(clock),
+        data_position=_json(data_position or {}, "data_position"),
+        extra=_json(extra or {}, "extra"), tables=tables)
+    version = ck.next_version(url)
+    path = ck.version_url(url, version)
+    group = zarr.create_group(ck.zarr_store(path), zarr_format=3, attributes=attrs)
+    calls, manifest = [], {}
+    for name, t in tables.items():
+        arrays = _create_arrays(group, t, t["path"], slots=True, dtype=None, squeeze=False)
+        manifest.update({p: [t["n_keys"]] for p in _paths(arrays)})
+        calls += [(w[0], (path, name, arrays) + w[1:] + (None,)) for w in plans[name]]
+    _run_tasks(model, _write_part, calls)
+    ck.write_manifest(path, manifest)
+    if keep is not None:
+        ck.prune(url, keep)
+    return ck.CheckpointInfo(url, version, attrs, seconds=time.perf_counter() - t0)
+
+
+def _paths(arrays: dict) -> list[str]:
+    return [arrays["values"]] + ([arrays["keys"]] if "keys" in arrays else []) + \
+        list(arrays.get("slots", {}).values())
+
+
+def _create_arrays(group, t: dict, prefix: str, *, slots: bool, dtype, squeeze: bool) -> dict:
+    """Empty arrays of one table in ``group``; returns their paths by role."""
+    n, c, ncols = t["n_keys"], t["chunk_rows"], t["ncols"]
+    one_d = squeeze and t["vector"]
+    kw = dict(compressors=None, fill_value=0)
+    vpath = f"{prefix}/values" if (t["partitioner"]["name"] == "hash" or not squeeze) else prefix
+    group.create_array(vpath, shape=(n,) if one_d else (n, ncols),
+                       chunks=(c,) if one_d else (c, ncols),
+                       dtype=np.dtype(dtype or t["dtype"]), **kw)
+    arrays = {"values": vpath}
+    if t["partitioner"]["name"] == "hash":
+        group.create_array(f"{prefix}/keys", shape=(n,), chunks=(c,), dtype="int64", **kw)
+        arrays["keys"] = f"{prefix}/keys"
+    if slots:
+        arrays["slots"] = {}
+        for slot, s in t["slots"].items():
+            group.create_array(f"{prefix}/slots/{slot}", shape=(n, s["width"]),
+                               chunks=(c, s["width"]), dtype=np.dtype(s["dtype"]), **kw)
+            arrays["slots"][slot] = f"{prefix}/slots/{slot}"
+    return arrays
+
+
+# -- load -------------------------------------------------------------------------------------
+def _load_part(model, path: str, name: str, t: dict, r0: int, r1: int,
+               with_slots: bool) -> int:
+    """Loader task: rows ``[r0, r1)`` of a stored table, sent to their shards in ``model``."""
+    import zarr
+
+    pc = model._process_client()
+    spec, tr = pc.spec(name), pc.transport
+    store = ck.zarr_store(path)
+    values_arr = zarr.open_array(store, path=f"{t['path']}/values", mode="r")
+    keys_arr = zarr.open_array(store, path=f"{t['path']}/keys", mode="r") if spec.sparse \
+        else None
+    slot_arrs = {k: zarr.open_array(store, path=f"{t['path']}/slots/{k}", mode="r")
+                 for k in t["slots"]} if with_slots else {}
+    step = 16 * t["chunk_rows"]  # a batch of chunks at a time bounds the loader's memory
+    for a in range(r0, r1, step):
+        b = min(a + step, r1)
+        keys = keys_arr[a:b] if keys_arr is not None else np.arange(a, b, dtype=np.int64)
+        plan, bad = spec.partitioner.plan(keys)
+        if bad >= 0 or plan.n_unique != keys.shape[0]:
+            raise ValueError(f"checkpoint {path!r}, table {name!r}: rows {a}..{b} hold "
+                             f"duplicate or out-of-range keys")
+
+        def arrange(x):
+            if plan.identity:
+                return x
+            out = np.empty_like(x)
+            out[plan.inverse] = x
+            return out
+
+        values = arrange(values_arr[a:b])
+        slots = {k: arrange(arr[a:b]) for k, arr in slot_arrs.items()}
+        calls = [tr.call(s, "load_rows", name, plan.local[plan.shard_slice(s)],
+                         values[plan.shard_slice(s)],
+                         {k: v[plan.shard_slice(s)] for k, v in slots.items()})
+                 for s in range(model.n_shards) if plan.offsets[s + 1] > plan.offsets[s]]
+        tr.run(_gather(calls))
+    return r1 - r0
+
+
+def restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True) -> None:
+    """Replace the model's tables by those of checkpoint ``info`` (all shards), in place."""
+    if model._job is not None:
+        raise RuntimeError(f"cannot restore while job {model._job!r} runs")
+    tables = info.attrs["tables"]
+    specs = {name: ck.spec_from_attrs(t, model.n_shards) for name, t in tables.items()}
+    for name, spec in specs.items():
+        model._call_all("drop_table", name)
+        model._call_all("create_table", spec)
+        model.specs[name] = spec
+    for name in [n for n in model.specs if n not in specs]:
+        model._call_all("drop_table", name)
+        del model.specs[name]
+    calls = []
+    for name, t in tables.items():
+        n, c = t["n_keys"], t["chunk_rows"]
+        bounds = [min(ck.align_up(round(n * w / model.n_shards), c), n)
+                  for w in range(model.n_shards)] + [n]
+        calls += [(w, (info.path, name, t, bounds[w], bounds[w + 1], optimizer_state))
+                  for w in range(model.n_shards) if bounds[w + 1] > bounds[w]]
+    _run_tasks(model, _load_part, calls)
+
+
+# -- export -----------------------------------------------------------------------------------
+def export(model, url: str, *, dtype=None, tables=None) -> None:
+    """Weights only, as a plain zarr group; see :meth:`PSModel.export`."""
+    import zarr
+
+    from . import __version__
+
+    _check_url(model, url)
+    if dtype is not None and np.dtype(dtype) not in (np.float16, np.float32, np.float64):
+        raise ValueError(f"dtype must be float16, float32, float64 or None, got {dtype!r}")
+    names = list(model.specs) if tables is None else list(tables)
+    for name in names:
+        model._process_client().spec(name)  # UnknownTableError naming it
+    described, calls = {}, []
+    group = zarr.open_group(ck.zarr_store(url), mode="w", zarr_format=3)
+    for i, name in enumerate(names):
+        spec = model.specs[name]
+        c = ck.chunk_rows(spec)
+        n, writers = _plan_table(model, spec, c)
+        t = ck.table_attrs(spec, i, n, c)
+        arrays = _create_arrays(group, t, name, slots=False, dtype=dtype, squeeze=True)
+        described[name] = dict(sparse=spec.sparse, n_keys=n, arrays=arrays,
+                               dtype=str(np.dtype(dtype or spec.dtype)),
+                               trained_dtype=str(spec.dtype))
+        calls += [(w[0], (url, name, arrays) + w[1:] + (dtype,)) for w in writers]
+    _run_tasks(model, _write_part, calls)
+    group.attrs.update(dict(dask_ps_export=dict(format=ck.FORMAT, library_version=__version__,
+                                                tables=described)))
+
+
+class CheckpointMethods:
+    """The checkpoint API of :class:`~dask_ps.PSModel` (save, load, restore, export, recover)."""
+
+    def save(self, url: str, *, clock: int = 0, data_position: dict | None = None,
+             extra: dict | None = None, keep: int | None = None,
+             chunk_rows: int | None = None) -> ck.CheckpointInfo:
+        """Write every table and its optimizer state as a new version of a zarr checkpoint.
+
+        Each shard's rows are written from its own worker, in parallel, into arrays chunked
+        independently of the number of shards (sparse tables sorted by key). The version
+        becomes readable only once complete (its manifest is written last).
+
+        Parameters
+        ----------
+        url : str
+            Any fsspec URL (local directory, ``s3://…``); with a cluster it must be reachable
+            from every worker (``memory://`` works only without a cluster).
+        clock : int, default 0
+            Training clock reached (driver step), stored for resuming.
+        data_position : dict, optional
+            Where training was in the data, e.g. ``{"epoch": 3}`` (JSON).
+        extra : dict, optional
+            Other JSON metadata (e.g. an estimator's loss history).
+        keep : int, optional
+            Keep only this many newest complete versions (and delete torn older ones).
+        chunk_rows : int, optional
+            Rows per chunk; default about 4 MiB of weights per chunk.
+
+        Returns
+        -------
+        CheckpointInfo
+
+        Raises
+        ------
+        RuntimeError
+            While a job runs.
+        ValueError
+            A process-private URL with a cluster, or a bad ``keep``/``chunk_rows``.
+        TypeError
+            Metadata that is not JSON-serialisable.
+
+        Examples
+        --------
+        >>> import dask_ps
+        >>> model = dask_ps.PSModel("local", n_shards=3)
+        >>> w = model.add_table("w", shape=(6,), optimizer="adagrad")
+        >>> model.push("w", [0, 5], [1.0, -1.0])
+        >>> model.save("memory://doc/run", clock=1).version
+        1
+        >>> again = dask_ps.PSModel.load("local", "memory://doc/run", n_shards=2)
+        >>> again.pull("w")
+        array([-0.1,  0. ,  0. ,  0. ,  0. ,  0.1], dtype=float32)
+        >>> again.checkpoint_info.clock
+        1
+        >>> again.close(); model.close()
+        """
+        return save(self, url, clock=clock, data_position=data_position,
+                                  extra=extra, keep=keep, chunk_rows=chunk_rows)
+
+    @classmethod
+    def load(cls, client, url: str, n_shards: int | None = None, optimizer_state: bool = True,
+             *, version: int | None = None, resources: str | None = None,
+             timeout: float | None = None) -> Self:
+        """A new model holding the newest complete version of the checkpoint at ``url``.
+
+        Parameters
+        ----------
+        client, n_shards, resources, timeout
+            As for :class:`PSModel` (``timeout`` None: its default); ``n_shards`` may
+            differ from the checkpoint's: rows and optimizer state are resharded exactly.
+        url : str
+        optimizer_state : bool, default True
+            Restore the update rules' state (AdaGrad accumulators, Adam moments, FTRL z and
+            n); with False the state starts afresh and only the weights are loaded.
+        version : int, optional
+            A given version instead of the newest complete one.
+
+        Returns
+        -------
+        PSModel
+            With ``checkpoint_info`` (a :class:`~dask_ps.state.checkpoint.CheckpointInfo`:
+            version, clock, data position, torn versions skipped).
+
+        Raises
+        ------
+        CheckpointNotFoundError
+            No complete version.
+        CheckpointFormatError
+            A newer store format, or an optimizer or layout this dask_ps does not know.
+
+        Warns
+        -----
+        TornCheckpointWarning
+            Newer versions were incomplete (a writer died) and were skipped.
+
+        Notes
+        -----
+        Loading runs no code from the store: it holds JSON metadata and numeric arrays only.
+        """
+        info = ck.latest(url, version)
+        model = cls(client, n_shards, resources=resources,
+                    **({} if timeout is None else {"timeout": timeout}))
+        try:
+            model.restore(info, optimizer_state)
+        except BaseException:
+            model.close()
+            raise
+        return model
+
+    def restore(self, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInfo:
+        """Replace every table by its state in a checkpoint (URL, newest complete version, or
+        a :class:`CheckpointInfo`), on the current shards; returns what was restored."""
+        info = checkpoint if isinstance(checkpoint, ck.CheckpointInfo) else ck.latest(
+            checkpoint)
+        _check_url(self, info.url)
+        restore(self, info, optimizer_state)
+        self.checkpoint_info = info
+        return info
+
+    def export(self, url: str, *, dtype=None, tables: list[str] | None = None) -> None:
+        """Write the weights (no optimizer state) as a plain zarr group, for serving.
+
+        Dense table ``name`` becomes array ``name`` (shape as the table's); a sparse one
+        becomes ``name/keys`` (int64, ascending) and ``name/values``. Readable with zarr
+        alone; attributes under ``dask_ps_export`` describe the tables.
+
+        Parameters
+        ----------
+        url : str
+            Any fsspec URL reachable from the workers; overwritten.
+        dtype : {None, "float16", "float32", "float64"}
+            Cast the weights (e.g. float16 halves the size of float32 weights).
+        tables : list of str, optional
+            Default: all.
+        """
+        export(self, url, dtype=dtype, tables=tables)
+
+    def recover(self, checkpoint: str, optimizer_state: bool = True) -> dict:
+        """Recreate lost shards on live workers and roll every shard back to the newest
+        complete version of ``checkpoint``.
+
+        Returns
+        -------
+        dict
+            ``lost_shards`` (indices), ``moved_to`` (their new workers), ``checkpoint``
+            (URL), ``version``, ``clock`` (of the checkpoint), ``torn`` and ``seconds``.
+
+        Raises
+        ------
+        CheckpointNotFoundError
+            No complete checkpoint.
+        ValueError
+            No live worker can host the lost shards.
+        """
+        t0 = time.perf_counter()
+        info = ck.latest(checkpoint)
+        lost = self.lost_shards()
+        moved = self._replace_shards(lost) if lost else []
+        self.restore(info, optimizer_state)
+        return dict(lost_shards=lost, moved_to=moved, checkpoint=info.url,
+                    version=info.version, clock=info.clock, torn=info.torn,
+                    seconds=time.perf_counter() - t0)

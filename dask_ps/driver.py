@@ -1,0 +1,176 @@
+"""The training driver: clocks run in jobs, periodic checkpoints, recovery from lost workers.
+
+An algorithm hands the driver a ``step(start, stop)`` that runs its clocks ``[start, stop)`` as
+one job of a :class:`~dask_ps.PSModel` (for logistic regression a clock of the driver is an
+epoch) and returns one result per clock. The driver cuts the clocks into jobs of
+``checkpoint_every``, saves a checkpoint after each, and when a job fails because a worker or a
+shard was lost it recreates the lost shards on live workers from the newest complete
+checkpoint, rolls every shard back to that checkpoint's clock, lets the algorithm relocate its
+data (Dask recomputes the partitions a dead worker held), and runs again from there. After
+``max_recoveries`` recoveries it stops with a :class:`~dask_ps.exceptions.RecoveryError`
+naming the lost shards and the last good checkpoint.
+
+Under BSP, with clocks whose randomness depends only on (seed, clock), a recovered run is the
+run that would have happened without the failure, up to the order of floating-point sums.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from .exceptions import RecoveryError, ShardUnavailableError, WorkerLostError
+from .state.checkpoint import list_versions
+
+__all__ = ["run_clocks"]
+
+
+
+def _loss_errors() -> tuple:
+    """Errors that mean "a worker or shard went away"; a task's other errors are re-raised.
+    (TimeoutError: a pull waited in vain for the clock of a participant that died.)"""
+    from distributed.comm.core import CommClosedError
+    from distributed.scheduler import KilledWorker
+
+    return ShardUnavailableError, WorkerLostError, KilledWorker, CommClosedError, TimeoutError
+
+
+def _wait_for_departure(model, exc: BaseException, limit: float) -> None:
+    """Give the scheduler time to notice the death of a shard's worker that just failed."""
+    address = getattr(exc, "address", None)
+    if address is None or model.is_local:
+        return
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and address in model._live_workers():
+        time.sleep(0.2)
+
+
+def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
+               checkpoint: str | None = None, checkpoint_every: int = 1,
+               checkpoint_seconds: float | None = None, resume: bool = False,
+               keep: int | None = 2, max_recoveries: int = 3,
+               on_recover: Callable[[], None] | None = None,
+               data_position: Callable[[int], dict] | None = None) -> tuple[list, list[dict]]:
+    """Run clocks ``[0, n_clocks)`` with ``step``, checkpointing and recovering.
+
+    Parameters
+    ----------
+    model : PSModel
+    step : callable
+        ``step(start, stop) -> list`` runs clocks ``[start, stop)`` (as one job of ``model``,
+        or one per clock) and returns one JSON-able result per clock (e.g. the epoch's
+        loss). Fewer results than clocks mean the algorithm stopped early: the run ends
+        there (with its final checkpoint).
+    n_clocks : int
+    checkpoint : str, optional
+        Checkpoint URL (reachable from every worker). Without one, failures are not
+        recovered: they raise :class:`RecoveryError`.
+    checkpoint_every : int, default 1
+        Clocks per job; a checkpoint follows every job (and one is taken before the first
+        and after the last).
+    checkpoint_seconds : float, optional
+        Then a checkpoint follows a job only once this many seconds have passed since the
+        previous one.
+    resume : bool, default False
+        Start from the newest complete version of ``checkpoint``, if there is one: its
+        tables, its clock and its results of the clocks before.
+    keep : int or None, default 2
+        Complete checkpoint versions kept.
+    max_recoveries : int, default 3
+    on_recover : callable, optional
+        Called after a recovery, before running again (e.g. to locate recomputed data).
+    data_position : callable, optional
+        ``data_position(clock) -> dict`` stored in each checkpoint; default
+        ``{"clock": clock}``.
+
+    Returns
+    -------
+    results : list
+        One per clock.
+    events : list of dict
+        One per recovery: ``lost_shards``, ``lost_workers``, ``moved_to``, ``checkpoint``,
+        ``checkpoint_version``, ``checkpoint_clock``, ``failed_clock`` (first clock of the
+        failed job), ``clocks_lost`` (driver clocks run again: ``failed_clock -
+        checkpoint_clock``, plus one if the failed job had done any work),
+        ``job_clocks_at_failure`` (the PS clock each participant of the failed job had
+        reached, None when finished or unknown), ``error``, ``detected_at`` (Unix
+        time the driver saw the failure) and ``seconds`` (time to recover).
+
+    Raises
+    ------
+    RecoveryError
+        A loss without a checkpoint, or more than ``max_recoveries`` losses.
+    Exception
+        Any other error of a step, unchanged.
+    """
+    if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be a positive integer, got "
+                         f"{checkpoint_every!r}")
+    position = data_position or (lambda c: {"clock": c})
+    results: list = [None] * n_clocks
+    events: list[dict] = []
+    every = checkpoint_every if checkpoint is not None else max(n_clocks, 1)
+    last = None
+    clock = 0
+    if resume and checkpoint is not None and list_versions(checkpoint)[0]:
+        last = model.restore(checkpoint)
+        clock = min(last.clock, n_clocks)
+        results[:clock] = last.attrs.get("extra", {}).get("results", [None] * clock)[:clock]
+
+    def save(c):
+        return model.save(checkpoint, clock=c, data_position=position(c),
+                          extra=dict(results=results[:c]), keep=keep)
+
+    loss_errors = _loss_errors()
+    pending_save = checkpoint is not None and last is None
+    failure: dict | None = None  # the loss being recovered from
+    n_failures = 0
+    while clock < n_clocks or pending_save or failure is not None:
+        stop = min(clock + every, n_clocks)
+        try:
+            if failure is not None:  # inside the try: a loss during recovery is one more
+                rec = model.recover(checkpoint)
+                if on_recover is not None:
+                    on_recover()
+                events.append(dict(failure, lost_shards=rec["lost_shards"],
+                                   moved_to=rec["moved_to"], checkpoint=rec["checkpoint"],
+                                   checkpoint_version=rec["version"],
+                                   checkpoint_clock=rec["clock"],
+                                   clocks_lost=failure["failed_clock"] - rec["clock"]
+                                   + failure.pop("partial"), seconds=rec["seconds"]))
+                clock, failure, pending_save = rec["clock"], None, False
+            elif pending_save:
+                last = save(clock)
+                pending_save = False
+            else:
+                done = step(clock, stop)
+                if len(done) < stop - clock:  # the algorithm stopped early (converged)
+                    n_clocks = clock + len(done)
+                    del results[n_clocks:]
+                results[clock:clock + len(done)] = done
+                clock += len(done)
+                pending_save = checkpoint is not None and (
+                    clock == n_clocks or checkpoint_seconds is None
+                    or time.time() - last.attrs["saved_at"] >= checkpoint_seconds)
+        except loss_errors as exc:
+            detected = time.time()
+            _wait_for_departure(model, exc, model.timeout)
+            lost = model.lost_shards() or getattr(exc, "shards", [])
+            good = None if last is None else f"{last.url} version {last.version} " \
+                                             f"(clock {last.clock})"
+            if checkpoint is None or last is None:
+                raise RecoveryError(lost, good, f"no checkpoint to recover from ({exc!r}); "
+                                    f"pass a checkpoint URL to recover automatically") from exc
+            if n_failures >= max_recoveries:
+                raise RecoveryError(lost, good, f"{n_failures} recoveries already "
+                                    f"(max_recoveries); last error: {exc!r}") from exc
+            n_failures += 1
+            job_clocks = getattr(model, "last_failed_clocks", None)
+            model.last_failed_clocks = None  # read once: a later loss may not come from a job
+            partial = max([c for c in (job_clocks or []) if c is not None], default=0) > 0
+            failure = dict(
+                event="recovery", failed_clock=clock, partial=int(partial),
+                lost_workers=sorted(getattr(exc, "workers", []) or
+                                    ([exc.address] if getattr(exc, "address", None) else [])),
+                job_clocks_at_failure=job_clocks, error=repr(exc), detected_at=detected)
+    return results, events

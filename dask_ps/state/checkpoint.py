@@ -1,0 +1,331 @@
+"""Checkpoint stores: versioned zarr (v3) groups of tables, their optimizer state and metadata.
+
+Layout of a checkpoint at ``url`` (any fsspec URL: a local directory, ``s3://…``, ``memory://…``)::
+
+    url/v000001/zarr.json              group; attributes: JSON metadata (see ``save_attrs``)
+    url/v000001/t0/values              (n, ncols) weights of the first table
+    url/v000001/t0/keys                (n,) int64 keys, ascending (sparse tables only)
+    url/v000001/t0/slots/<slot>        (n, width) optimizer state (FTRL z, n; Adam m, v, t…)
+    url/v000001/manifest.json          written last: the version is complete once it exists
+    url/v000002/…
+
+Arrays are chunked by rows, a fixed number of bytes per chunk whatever the number of shards,
+and written by many processes at once, each owning whole chunks. A version without a valid
+manifest is torn (its writer died): readers skip it and report it with a
+:class:`TornCheckpointWarning`. Nothing in a store is ever unpickled: metadata is JSON and the
+optimizer is rebuilt from its registered name and hyper-parameters.
+
+This module knows the store; :mod:`dask_ps.checkpointing` moves the rows between it and the
+shards.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import fsspec
+import numpy as np
+
+from ..exceptions import CheckpointFormatError, CheckpointNotFoundError
+from .optimizers import OPTIMIZERS
+from .table import Init, TableSpec
+
+__all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "latest", "list_versions",
+           "open_version", "prune", "spec_from_attrs", "table_attrs"]
+
+#: Version of the store layout; readers refuse anything newer.
+FORMAT = 1
+MANIFEST = "manifest.json"
+#: Bytes of weights per chunk (zarr 3 wrote 4 MB chunks at ~1.1 GB/s here, see DESIGN.md).
+CHUNK_BYTES = 4 * 2**20
+_VERSION = re.compile(r"^v(\d{6,})$")
+
+
+class TornCheckpointWarning(UserWarning):
+    """A checkpoint version was found incomplete (its writer died) and skipped."""
+
+
+@dataclass
+class CheckpointInfo:
+    """One complete version of a checkpoint store.
+
+    Attributes
+    ----------
+    url : str
+        The store.
+    version : int
+        Version number (1, 2, …).
+    attrs : dict
+        Its JSON metadata: tables, clock, data position, library and format version.
+    torn : list of int
+        Versions newer than this one that were found incomplete and skipped.
+    seconds : float
+        Time the save took (0 for a version read back).
+    """
+
+    url: str
+    version: int
+    attrs: dict
+    torn: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def path(self) -> str:
+        """URL of this version's zarr group."""
+        return version_url(self.url, self.version)
+
+    @property
+    def clock(self) -> int:
+        """The training clock (driver step) the checkpoint was taken at."""
+        return int(self.attrs.get("clock", 0))
+
+    @property
+    def data_position(self) -> dict:
+        """Where training was in the data (e.g. ``{"epoch": 3}``)."""
+        return dict(self.attrs.get("data_position") or {})
+
+
+def _fs(url: str):
+    fs, root = fsspec.core.url_to_fs(url)
+    return fs, root.rstrip("/")
+
+
+def is_process_local(url: str) -> bool:
+    """Whether the URL names storage private to one process (``memory://``)."""
+    return "memory" in np.atleast_1d(_fs(url)[0].protocol)
+
+
+def version_url(url: str, version: int) -> str:
+    """URL of version ``version`` of the store at ``url``."""
+    return f"{url.rstrip('/')}/v{version:06d}"
+
+
+def zarr_store(url: str):
+    """A zarr store for ``url``: a LocalStore for local paths, else an FsspecStore."""
+    from zarr.storage import FsspecStore, LocalStore
+
+    fs, path = _fs(url)
+    if "file" in np.atleast_1d(fs.protocol):
+        return LocalStore(path)
+    return FsspecStore.from_url(url)
+
+
+def list_versions(url: str) -> tuple[list[int], list[int]]:
+    """Complete and torn version numbers of the store at ``url``, each ascending."""
+    fs, root = _fs(url)
+    try:
+        entries = fs.ls(root, detail=False)
+    except FileNotFoundError:
+        return [], []
+    complete, torn = [], []
+    for entry in entries:
+        m = _VERSION.match(entry.rstrip("/").rsplit("/", 1)[-1])
+        if m is None:
+            continue
+        v = int(m.group(1))
+        (complete if _read_manifest(fs, f"{root}/{m.group(0)}") is not None else torn).append(v)
+    return sorted(complete), sorted(torn)
+
+
+def _read_manifest(fs, path: str) -> dict | None:
+    try:
+        manifest = json.loads(fs.cat_file(f"{path}/{MANIFEST}"))
+    except (FileNotFoundError, ValueError):  # absent, or cut short while being written
+        return None
+    return manifest if isinstance(manifest, dict) and "format" in manifest else None
+
+
+def latest(url: str, version: int | None = None) -> CheckpointInfo:
+    """The newest complete version of the store at ``url`` (or version ``version``).
+
+    Torn versions newer than the one returned are listed in ``torn`` and reported with a
+    :class:`TornCheckpointWarning`.
+
+    Raises
+    ------
+    CheckpointNotFoundError
+        No complete version (or not version ``version``); the message lists the torn ones.
+    CheckpointFormatError
+        A version written in a newer store format than this dask_ps reads.
+    """
+    complete, torn = list_versions(url)
+    if version is not None:
+        if version not in complete:
+            raise CheckpointNotFoundError(
+                f"checkpoint {url!r} has no complete version {version}; complete: {complete}, "
+                f"torn: {torn}")
+        chosen = version
+    elif not complete:
+        raise CheckpointNotFoundError(
+            f"no complete checkpoint version at {url!r}"
+            + (f"; torn (incomplete) versions {torn} were skipped" if torn else ""))
+    else:
+        chosen = complete[-1]
+    newer_torn = [v for v in torn if v > chosen]
+    if newer_torn:
+        warnings.warn(f"checkpoint {url!r}: versions {newer_torn} are incomplete (torn "
+                      f"writes) and were skipped; using version {chosen}",
+                      TornCheckpointWarning, stacklevel=2)
+    attrs = open_version(version_url(url, chosen)).attrs.asdict()
+    _check_format(attrs, url, chosen)
+    return CheckpointInfo(url, chosen, attrs, newer_torn)
+
+
+def _check_format(attrs: dict, url: str, version: int) -> None:
+    meta = attrs.get("dask_ps")
+    if not isinstance(meta, dict) or not isinstance(meta.get("format"), int):
+        raise CheckpointFormatError(f"checkpoint {url!r} version {version} is not a dask_ps "
+                                    f"checkpoint (no 'dask_ps' format attribute)")
+    if meta["format"] > FORMAT:
+        raise CheckpointFormatError(
+            f"checkpoint {url!r} version {version} has format {meta['format']} (written by "
+            f"dask_ps {meta.get('library_version')}); this dask_ps reads formats up to "
+            f"{FORMAT}: upgrade dask_ps to load it")
+
+
+def open_version(path: str, mode: str = "r"):
+    """The zarr group of one version (``mode="w"`` creates it)."""
+    import zarr
+
+    return zarr.open_group(zarr_store(path), mode=mode, zarr_format=3)
+
+
+def next_version(url: str) -> int:
+    """Number for a new version: above every existing one, complete or torn."""
+    complete, torn = list_versions(url)
+    return max(complete + torn, default=0) + 1
+
+
+def write_manifest(path: str, arrays: dict) -> None:
+    """Mark the version at ``path`` complete (the last write of a save).
+
+    The manifest is written beside and then moved into place, so that a reader never sees
+    half of it on file systems where a move is atomic (elsewhere a cut-short manifest fails
+    to parse and the version counts as torn).
+    """
+    fs, root = _fs(path)
+    body = json.dumps(dict(format=FORMAT, written=time.time(), arrays=arrays)).encode()
+    tmp = f"{root}/{MANIFEST}.tmp"
+    fs.pipe_file(tmp, body)
+    fs.mv(tmp, f"{root}/{MANIFEST}")
+
+
+def prune(url: str, keep: int) -> list[int]:
+    """Delete all but the ``keep`` newest complete versions, and torn versions older than
+    the newest complete one; returns the deleted version numbers."""
+    complete, torn = list_versions(url)
+    if not complete:
+        return []
+    doomed = complete[:-keep] if keep > 0 else []
+    doomed += [v for v in torn if v < complete[-1]]
+    fs, _ = _fs(url)
+    for v in doomed:
+        fs.rm(_fs(version_url(url, v))[1], recursive=True)
+    return sorted(doomed)
+
+
+# -- metadata ---------------------------------------------------------------------------------
+def chunk_rows(spec: TableSpec, requested: int | None = None) -> int:
+    """Rows per chunk of a table's arrays: about :data:`CHUNK_BYTES` of values."""
+    if requested is not None:
+        return int(requested)
+    return max(1, CHUNK_BYTES // (spec.ncols * spec.dtype.itemsize))
+
+
+def table_attrs(spec: TableSpec, index: int, n_keys: int, rows_per_chunk: int) -> dict:
+    """JSON description of a table as stored."""
+    layout = spec.optimizer.slot_layout(spec.ncols, spec.dtype)
+    return dict(
+        name=spec.name, path=f"t{index}", n_keys=int(n_keys), chunk_rows=int(rows_per_chunk),
+        n_rows=spec.n_rows, ncols=spec.ncols, vector=spec.vector, dtype=spec.dtype.str,
+        partitioner=dict(name="hash" if spec.sparse else "range",
+                         hash="splitmix64-high32" if spec.sparse else None),
+        optimizer=spec.optimizer.config(),
+        init=dict(kind=spec.init.kind, a=spec.init.a, b=spec.init.b, seed=spec.init.seed),
+        slots={k: dict(width=int(w), dtype=np.dtype(dt).str) for k, (w, dt) in layout.items()},
+    )
+
+
+def spec_from_attrs(t: dict, n_shards: int) -> TableSpec:
+    """Rebuild a table's spec, for ``n_shards`` shards, from its JSON description.
+
+    Raises
+    ------
+    CheckpointFormatError
+        An optimizer, partitioner or init this dask_ps does not know.
+    """
+    opt = dict(t["optimizer"])
+    name = opt.pop("name")
+    if name not in OPTIMIZERS:
+        raise CheckpointFormatError(f"table {t['name']!r}: unknown optimizer {name!r} in the "
+                                    f"checkpoint; known: {sorted(OPTIMIZERS)}")
+    try:
+        optimizer = OPTIMIZERS[name](**opt)
+    except TypeError as exc:
+        raise CheckpointFormatError(f"table {t['name']!r}: optimizer {name!r} "
+                                    f"hyper-parameters {opt} not understood: {exc}") from None
+    part = t["partitioner"]["name"]
+    if part not in ("range", "hash"):
+        raise CheckpointFormatError(f"table {t['name']!r}: unknown partitioner {part!r}")
+    init = t["init"]
+    if init["kind"] not in ("constant", "uniform", "normal"):
+        raise CheckpointFormatError(f"table {t['name']!r}: unknown init {init['kind']!r}")
+    shape = (t["n_rows"] if part == "range" else None,) + (() if t["vector"] else (t["ncols"],))
+    return TableSpec.build(t["name"], shape, np.dtype(t["dtype"]), part, optimizer,
+                           Init(init["kind"], init["a"], init["b"], init["seed"]), n_shards)
+
+
+# -- rows next to the shards (run by Shard.apply) --------------------------------------------
+def sample_keys(keys, values, slots, n: int, seed: int):
+    """Count of rows and a sorted random sample of at most ``n`` of their keys."""
+    rng = np.random.default_rng(seed)
+    pick = keys if keys.shape[0] <= n else keys[rng.choice(keys.shape[0], n, replace=False)]
+    return int(keys.shape[0]), np.sort(pick)
+
+
+def count_below(keys, values, slots, bounds: np.ndarray) -> np.ndarray:
+    """Number of keys below each of ``bounds`` (ascending), shape (len(bounds),)."""
+    bucket = np.searchsorted(bounds, keys, side="right")  # = number of bounds <= key
+    return np.cumsum(np.bincount(bucket, minlength=bounds.shape[0] + 1))[:-1]
+
+
+def rows_in_range(keys, values, slots, lo, hi, extra: int, with_slots: bool):
+    """Rows with ``lo <= key < hi`` plus the ``extra`` smallest keys ``>= hi``, by key.
+
+    ``lo``/``hi`` None mean unbounded. Returns ``(keys, values, slots)`` copies.
+    """
+    mask = np.ones(keys.shape[0], bool) if lo is None else keys >= lo
+    if hi is not None:
+        mask &= keys < hi
+    sel = np.flatnonzero(mask)
+    if extra and hi is not None:
+        above = np.flatnonzero(keys >= hi)
+        if above.shape[0] > extra:
+            above = above[np.argpartition(keys[above], extra - 1)[:extra]]
+        sel = np.concatenate([sel, above])
+    sel = sel[np.argsort(keys[sel], kind="stable")]
+    return keys[sel], values[sel], ({k: v[sel] for k, v in slots.items()} if with_slots
+                                    else {})
+
+
+def align_up(x: int, chunk: int) -> int:
+    """``x`` rounded up to a multiple of ``chunk``: where a writer's whole chunks start."""
+    return -(-x // chunk) * chunk
+
+
+def split_sorted(samples: list, counts: list, n_parts: int) -> np.ndarray:
+    """``n_parts - 1`` ascending splitter keys that cut keys spread over shards (each
+    described by a sorted sample and its count) into parts of about equal size."""
+    keys = np.concatenate(samples) if samples else np.empty(0, np.int64)
+    weights = np.concatenate([np.full(s.shape[0], c / max(s.shape[0], 1))
+                              for s, c in zip(samples, counts)]) if samples else keys
+    order = np.argsort(keys, kind="stable")
+    keys, cum = keys[order], np.cumsum(weights[order])
+    if keys.shape[0] == 0:
+        return np.empty(0, np.int64)
+    targets = cum[-1] * np.arange(1, n_parts) / n_parts
+    return np.unique(keys[np.minimum(np.searchsorted(cum, targets), keys.shape[0] - 1)])

@@ -1,0 +1,139 @@
+"""Table: the driver's handle on one named table of a :class:`~dask_ps.PSModel`."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+from .state.table import TableSpec
+
+if TYPE_CHECKING:  # the model imports this module: no import at run time
+    from .model import PSModel
+
+__all__ = ["Table"]
+
+
+class Table:
+    """Handle on one table of a :class:`PSModel`.
+
+    Attributes
+    ----------
+    name : str
+    spec : TableSpec
+    """
+
+    def __init__(self, model: PSModel, spec: TableSpec) -> None:
+        self.model = model
+        self.spec = spec
+        self.name = spec.name
+
+    @property
+    def shape(self) -> tuple:
+        """``(n_rows,)`` or ``(n_rows, ncols)``; ``n_rows`` is None for a sparse table."""
+        rows = self.spec.n_rows
+        return (rows,) if self.spec.vector else (rows, self.spec.ncols)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The values' dtype."""
+        return self.spec.dtype
+
+    def pull(self, keys=None) -> np.ndarray:
+        """See :meth:`PSModel.pull`."""
+        return self.model.pull(self.name, keys)
+
+    def push(self, keys, updates) -> None:
+        """See :meth:`PSModel.push`."""
+        self.model.push(self.name, keys, updates)
+
+    def map(self, fn: Callable, *args) -> list:
+        """See :meth:`PSModel.map_shards`."""
+        return self.model.map_shards(self.name, fn, *args)
+
+    def reduce(self, fn: Callable, combine: Callable, *args):
+        """``combine`` the results of ``fn`` on every shard (e.g. a norm, a sum, a top-k).
+
+        Examples
+        --------
+        >>> sq = table.reduce(lambda k, v, s: float((v.astype("f8") ** 2).sum()),
+        ...                   operator.add)                      # doctest: +SKIP
+        """
+        return functools.reduce(combine, self.map(fn, *args))
+
+    def to_numpy(self) -> tuple[np.ndarray, np.ndarray] | np.ndarray:
+        """The whole table: values (dense), or ``(keys, values)`` sorted by key (sparse)."""
+        if not self.spec.sparse:
+            return self.pull()
+        parts = self.map(_copy_rows)
+        keys = np.concatenate([k for k, _ in parts])
+        values = np.concatenate([v for _, v in parts])
+        order = np.argsort(keys, kind="stable")
+        values = values[order]
+        return keys[order], (values[:, 0] if self.spec.vector else values)
+
+    def state(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Values and optimizer state of a dense table, gathered from its shards.
+
+        Returns
+        -------
+        values : ndarray (n_rows, ncols)
+        slots : dict of str to ndarray (n_rows, width)
+            The update rule's state (e.g. FTRL's ``z`` and ``n``).
+
+        Raises
+        ------
+        ValueError
+            For a sparse table.
+        """
+        if self.spec.sparse:
+            raise ValueError(f"table {self.name!r} is sparse: state() covers dense tables")
+        parts = self.map(_copy_state)  # shards hold consecutive row ranges, in shard order
+        values = np.concatenate([v for v, _ in parts])
+        slots = {k: np.concatenate([sl[k] for _, sl in parts]) for k in parts[0][1]}
+        return values, slots
+
+    def set_state(self, values: np.ndarray, slots: dict[str, np.ndarray] | None = None) -> None:
+        """Overwrite a dense table's values (and optimizer state) with arrays of
+        :meth:`state`'s shapes, bypassing the update rule (warm starts, restores).
+
+        Raises
+        ------
+        ValueError
+            For a sparse table or arrays of the wrong shape.
+        """
+        if self.spec.sparse:
+            raise ValueError(f"table {self.name!r} is sparse: set_state() covers dense tables")
+        values = np.asarray(values, dtype=self.spec.dtype).reshape(self.spec.n_rows, -1)
+        if values.shape[1] != self.spec.ncols:
+            raise ValueError(f"table {self.name!r}: values must have {self.spec.ncols} columns")
+        self.map(_assign_state, values, slots or {})
+
+    @property
+    def n_keys(self) -> int:
+        """Rows held over all shards (all rows for dense tables, touched keys for sparse)."""
+        return sum(self.map(_count_rows))
+
+    def __repr__(self) -> str:
+        kind = "sparse" if self.spec.sparse else "dense"
+        return (f"<Table {self.name!r}: {kind} {self.shape} {self.dtype}, "
+                f"optimizer {self.spec.optimizer.name!r}>")
+
+
+def _copy_rows(keys, values, slots):
+    return keys.copy(), values.copy()
+
+
+def _copy_state(keys, values, slots):
+    return values.copy(), {k: v.copy() for k, v in slots.items()}
+
+
+def _assign_state(keys, values, slots, new_values, new_slots):
+    values[:] = new_values[keys]
+    for k, v in new_slots.items():
+        slots[k][:] = v[keys]
+
+
+def _count_rows(keys, values, slots):
+    return int(keys.shape[0])

@@ -1,0 +1,246 @@
+"""The /dask-ps dashboard page on a real LocalCluster: over HTTP, and drawn by Chromium."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+import dask_ps
+from dask_ps.diagnostics import install, log_checkpoint, log_recovery
+from dask_ps.diagnostics.dashboard import CLOCK_COLOR, LOSS_COLOR, SOURCES
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def dash():
+    """``(client, page_url)``: 2 workers x 1 thread, dashboard on, metrics read every 0.25 s."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address="127.0.0.1:0", worker_dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        url = install(client, interval=0.25)
+        yield client, url
+
+
+def get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        assert resp.status == 200, url
+        return resp.read()
+
+
+def get_json(url: str):
+    return json.loads(get(url))
+
+
+def wait_for(predicate, timeout: float, what: str):
+    """Poll ``predicate()`` until it returns a true value (returned), or fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def read_a9a(client, data):
+    from dask_ps.io import read_libsvm
+
+    X, y = read_libsvm(str(data / "lr_a9a" / "a9a"), n_features=123, blocksize="1MiB")
+    return client.persist([X, y])
+
+
+def test_page_shows_live_metrics_of_a_fit(dash, data):
+    client, url = dash
+    X, y = read_a9a(client, data)
+    # many short clocks: a fit that lasts seconds, for the poller to see it running
+    est = dask_ps.LogisticRegression(max_iter=20, clocks_per_epoch=128, random_state=0,
+                                     progress=False)
+    errors = []
+
+    def fit():
+        try:
+            est.fit(X, y)
+        except BaseException as exc:
+            errors.append(exc)
+
+    th = threading.Thread(target=fit)
+    th.start()
+    workers = set(client.scheduler_info()["workers"])
+
+    def live():
+        m = get_json(f"{url}/metrics.json")
+        busy = [s for s in m["shards"] if s["pull_calls"] > 0 and s["job"]]
+        placed = m["clocks"] and all(c["worker"] for c in m["clocks"])
+        return m if len(busy) == 2 and placed else None
+
+    try:
+        m = wait_for(live, 120, "two shards with calls and the clocks of a running job")
+        html = get(url).decode()  # while the fit runs
+    finally:
+        th.join(180)
+    assert not errors, errors
+    shards = m["shards"]
+    # the 124 rows of w (123 features + intercept), split over 2 shards: FTRL's z and n, and
+    # the count column of the per-row mean
+    assert sorted(s["keys"] for s in shards) == [62, 62]
+    assert all(s["nbytes"] == 62 * 8 * 3 for s in shards)
+    assert {s["worker"] for s in shards} == workers
+    assert all(s["bytes_pulled"] > 0 and s["bytes_pushed"] > 0 and s["worker_memory"] > 0
+               for s in shards)
+    assert {c["worker"] for c in m["clocks"]} == workers  # one participant per worker
+    assert all(c["clock"] >= 0 and c["lag"] >= 0 for c in m["clocks"])
+    for s in shards:  # the page carries the same rows in its embedded data
+        assert s["worker"] in html
+    assert "dask_ps parameter server" in html and "dask-ps/data/shards.json" in html
+
+    # the loss curve of the fit is the estimator's history
+    fit = get_json(f"{url}/data/loss.json")
+    assert fit["epoch"] == list(range(1, 21))
+    np.testing.assert_allclose(fit["loss"], [h["loss"] for h in est.history_], rtol=1e-9)
+    assert all(h["bytes"] > 0 and h["time"] > 0 for h in est.history_)
+    # rates: some sample saw calls per second on some shard
+    tp = get_json(f"{url}/data/throughput.json")
+    assert all(len(t) == len(c) for t, c in zip(tp["t"], tp["calls_per_s"]))
+    for name in SOURCES:  # every data source answers with equal-length columns
+        cols = get_json(f"{url}/data/{name}.json")
+        assert len({len(v) for v in cols.values()}) <= 1, name
+
+
+def echo_task(ps, n):
+    keys = np.arange(0, 1000, 7)
+    for _ in range(n):
+        ps.pull("w", keys)
+        ps.push("w", keys, np.ones(keys.shape[0], np.float32))
+        ps.clock()
+    return n
+
+
+def test_counters_on_the_page_match_the_shards(dash):
+    client, url = dash
+    with dask_ps.PSModel(client) as model:
+        model.add_table("w", shape=(1000,))
+        model.run(echo_task, [30, 30], consistency="ssp", staleness=1)
+        want = {s["shard"]: s for s in model.stats()}
+        polls = get_json(f"{url}/metrics.json")["polls"]
+        # two more polls after the job: the page's counters are the shards' final ones
+        m = wait_for(lambda: (lambda m: m if m["polls"] >= polls + 2 else None)(
+            get_json(f"{url}/metrics.json")), 30, "two polls")
+        rows = [s for s in m["shards"] if s["model"] == model.uid]
+        assert len(rows) == 2
+        for r in rows:
+            for c in ("pull_calls", "push_calls", "keys_pulled", "keys_pushed", "bytes_pulled",
+                      "bytes_pushed"):
+                assert r[c] == want[r["shard"]][c], c
+            assert r["pull_calls"] > 0 and r["pull_calls_per_s"] == 0.0  # idle now
+        assert sum(r["keys"] for r in rows) == 1000
+
+
+def remote_checkpoint(path):
+    return log_checkpoint(path, 3, nbytes=4096, seconds=0.5, model="m1")
+
+
+def test_checkpoint_and_recovery_events(dash):
+    client, url = dash
+    assert client.submit(remote_checkpoint, "file:///tmp/ckpt.zarr", pure=False).result()
+    assert log_recovery(1, "tcp://10.0.0.1:1", "tcp://10.0.0.2:2", checkpoint="ckpt.zarr",
+                        model="m1", client=client)
+    ck = wait_for(lambda: get_json(f"{url}/data/checkpoints.json")["path"], 30, "checkpoint")
+    assert ck[-1] == "file:///tmp/ckpt.zarr"
+    rec = get_json(f"{url}/data/recoveries.json")
+    assert rec["lost_worker"][-1] == "tcp://10.0.0.1:1" and rec["shard"][-1] == 1
+    with pytest.raises(TypeError, match="'version'"):
+        log_checkpoint("x", version=[1], client=client)
+
+
+def test_routes_setting_serves_the_page_without_install():
+    import dask
+    from distributed import LocalCluster
+
+    routes = dask.config.get("distributed.scheduler.http.routes") + [
+        "dask_ps.diagnostics.dashboard"]
+    with dask.config.set({"distributed.scheduler.http.routes": routes}), \
+            LocalCluster(n_workers=0, dashboard_address="127.0.0.1:0",
+                         processes=False) as cluster:
+        base = f"http://127.0.0.1:{cluster.scheduler.http_server.port}"
+        html = get(f"{base}/dask-ps").decode()
+        assert "dask_ps parameter server" in html
+        assert get_json(f"{base}/dask-ps/metrics.json")["shards"] == []
+        assert get(f"{base}/dask-ps/static/js/bokeh.min.js")[:100]
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            get(f"{base}/dask-ps/data/nothing.json")
+
+
+# -- headless Chromium ----------------------------------------------------------------------
+def chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.fail("chromium not found: install Debian's chromium package (.ci/run does)")
+    return exe
+
+
+def color_pixels(img: np.ndarray, hex_color: str, tol: int = 12) -> int:
+    rgb = np.array([int(hex_color[i:i + 2], 16) for i in (1, 3, 5)])
+    return int((np.abs(img[..., :3].astype(int) - rgb).max(axis=-1) <= tol).sum())
+
+
+def busy_task(ps, item):
+    """Pull/push until the driver sets the distributed Event ``stop`` (or 120 s pass)."""
+    from distributed import Event
+
+    stop, deadline = Event(item[0]), time.time() + item[1]
+    keys = np.arange(0, 4000, 3)
+    while time.time() < deadline and not (ps.current_clock % 20 == 0 and stop.is_set()):
+        ps.pull("w", keys)
+        ps.push("w", keys, np.ones(keys.shape[0], np.float32))
+        ps.clock()
+        time.sleep(0.005)
+    return ps.current_clock
+
+
+@pytest.mark.slow
+def test_chromium_draws_the_plots(dash, data, tmp_path):
+    from distributed import Event
+    from PIL import Image
+
+    client, url = dash
+    X, y = read_a9a(client, data)
+    dask_ps.LogisticRegression(max_iter=3, batch_size=256, progress=False).fit(X, y)
+    stop = Event("dask-ps-test-stop")
+    with dask_ps.PSModel(client) as model:  # traffic while the page is drawn
+        model.add_table("w", shape=(4000,))
+        th = threading.Thread(target=model.run,
+                              args=(busy_task, [(stop.name, 120.0)] * 2),
+                              kwargs=dict(consistency="ssp", staleness=2))
+        th.start()
+        try:
+            wait_for(lambda: (lambda t: t and len(t[-1]) >= 8)(
+                get_json(f"{url}/data/throughput.json")["t"]), 60, "eight throughput samples")
+            shot = tmp_path / "dask-ps-page.png"
+            proc = subprocess.run(
+                [chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                 "--disable-dev-shm-usage", "--hide-scrollbars",
+                 "--window-size=1400,1500", "--virtual-time-budget=5000",
+                 f"--screenshot={shot}", url], capture_output=True, text=True, timeout=120)
+        finally:
+            stop.set()
+            th.join(60)
+    assert shot.is_file(), proc.stderr[-2000:]
+    img = np.asarray(Image.open(shot).convert("RGB"))
+    assert img.shape[:2] == (1500, 1400)
+    print(f"screenshot: {shot}")
+    # the loss line (3 px wide, 3 epochs) and its markers, the clock bars, the shard lines
+    assert color_pixels(img, LOSS_COLOR) > 500
+    assert color_pixels(img, CLOCK_COLOR) > 500
+    assert color_pixels(img, "#1f77b4") > 100 and color_pixels(img, "#ff7f0e") > 100
+    assert (img.reshape(-1, 3) != 255).any(axis=1).mean() > 0.02  # not a blank page

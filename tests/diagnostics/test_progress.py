@@ -1,0 +1,164 @@
+"""Task reports, progress bars, per-epoch history and plot_history."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import dask_ps
+from dask_ps.diagnostics import ProgressBar, plot_history
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def reporting_task(ps, item):
+    for epoch in range(1, 4):
+        ps.pull("w", [0, 1])
+        ps.push("w", [0, 1], [1.0, 1.0])
+        ps.clock()
+        ps.report(epoch=epoch, loss=np.float64(item * epoch), where="task")
+    return item
+
+
+@pytest.mark.parametrize("where", ["local", "cluster"])
+def test_run_callback_gets_every_report(where, request):
+    client = "local" if where == "local" else request.getfixturevalue("client2")
+    got = []
+    with dask_ps.PSModel(client) as model:
+        model.add_table("w", shape=(10,))
+        # a worker's events reach the driver before its task's result: all are in on return
+        assert model.run(reporting_task, [1, 2], callback=got.append) == [1, 2]
+    assert sorted((m["task"], m["epoch"], m["loss"]) for m in got) == [
+        (t, e, float((t + 1) * e)) for t in (0, 1) for e in (1, 2, 3)]
+    assert {m["where"] for m in got} == {"task"} and len({m["job"] for m in got}) == 1
+    assert all(isinstance(m["loss"], float) for m in got)  # NumPy scalars made plain
+
+
+def bad_report_task(ps, item):
+    ps.report(epoch=1, weights=np.zeros(3))
+
+
+def test_report_of_an_array_names_the_key():
+    with dask_ps.PSModel("local") as model:
+        model.add_table("w", shape=(2,))
+        with pytest.raises(TypeError, match="'weights' must be a number"):
+            model.run(bad_report_task, [0], callback=lambda m: None)
+
+
+def test_a_failing_callback_does_not_stop_the_job(caplog):
+    def callback(msg):
+        raise ZeroDivisionError("from the callback")
+
+    with dask_ps.PSModel("local") as model:
+        model.add_table("w", shape=(10,))
+        assert model.run(reporting_task, [1], callback=callback) == [1]
+    assert "callback of job" in caplog.text and "ZeroDivisionError" in caplog.text
+
+
+def test_progress_bar_text():
+    out = io.StringIO()
+    bar = ProgressBar(4, "fit", stream=out, enabled=True, width=8)
+    bar.update(2, loss=0.51234567)
+    assert "fit: |####----| 2/4 epochs [00:00, loss 0.5123]" in out.getvalue()
+    bar.close()
+    assert out.getvalue().endswith("]\n")
+    quiet = io.StringIO()
+    ProgressBar(4, stream=quiet, enabled=False).update(1)
+    assert quiet.getvalue() == ""
+    assert ProgressBar(None, unit="evaluation", enabled=False).text().startswith("0 evaluations")
+
+
+def binary_data(n=2000, d=30, seed=0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.2, format="csr", random_state=seed)
+    y = (X @ rng.normal(size=d) + 0.1 * rng.normal(size=n) > 0).astype(int)
+    return X, y
+
+
+@pytest.mark.parametrize("solver", ["ftrl", "lbfgs"])
+def test_fit_history_and_progress(solver, capsys):
+    X, y = binary_data()
+    est = dask_ps.LogisticRegression(solver=solver, max_iter=3, client="local", progress=True)
+    est.fit(X, y)
+    err = capsys.readouterr().err
+    hist = est.history_
+    if solver == "ftrl":
+        assert [h["epoch"] for h in hist] == [1, 2, 3]
+        assert "LogisticRegression(ftrl): |" in err and "3/3 epochs" in err
+    else:
+        assert [h["evaluation"] for h in hist] == list(range(1, len(hist) + 1))
+        assert f"{len(hist)} evaluations" in err
+    times = [h["time"] for h in hist]
+    assert all(t > 0 for t in times) and times == sorted(times)
+    assert all(h["bytes"] > 0 for h in hist)  # every epoch pulls and pushes weights
+    est.set_params(progress=False).fit(X, y)
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_default_is_off_when_not_interactive(capsys):
+    X, y = binary_data()
+    assert not sys.stderr.isatty()
+    dask_ps.LogisticRegression(max_iter=2, client="local").fit(X, y)
+    assert capsys.readouterr().err == ""
+
+
+def test_plot_history():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    X, y = binary_data()
+    est = dask_ps.LogisticRegression(max_iter=4, client="local", progress=False).fit(X, y)
+    axes = dask_ps.plot_history(est)
+    assert len(axes) == 2
+    xs, ys = axes[0].lines[0].get_data()
+    assert list(xs) == [1, 2, 3, 4]
+    np.testing.assert_allclose(ys, [h["loss"] for h in est.history_])
+    assert axes[1].get_ylabel() == "bytes moved"
+    plt.close("all")
+    with pytest.raises(ValueError, match="not fitted"):
+        plot_history(dask_ps.LogisticRegression())
+    with pytest.raises(ValueError, match="none of"):
+        plot_history(est, keys=("accuracy",))
+
+
+def test_plot_history_without_matplotlib(monkeypatch):
+    X, y = binary_data()
+    est = dask_ps.LogisticRegression(max_iter=1, client="local", progress=False).fit(X, y)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)  # import fails
+    with pytest.raises(ImportError, match="pip install matplotlib"):
+        plot_history(est)
+
+
+def epochs_task(ps, item):
+    for epoch in range(1, 4):
+        for _ in range(5):
+            ps.pull("w", [0, 1])
+            ps.push("w", [0, 1], [1.0, 1.0])
+            ps.clock()
+        ps.report(epoch=epoch, loss=1.0)
+    return item
+
+
+@pytest.mark.parametrize("where", ["local", "cluster"])
+def test_monitor_bytes_add_up_to_the_shards_counts(where, request):
+    from dask_ps.diagnostics import FitMonitor
+
+    client = "local" if where == "local" else request.getfixturevalue("client2")
+    with dask_ps.PSModel(client) as model:
+        model.add_table("w", shape=(10,))  # float32: a pull or push of 2 keys moves 24 bytes
+        with FitMonitor(model, "test", 3, n_tasks=2, n_rows=4, progress=False) as monitor:
+            model.run(epochs_task, [0, 1], callback=monitor.task_report)
+        total = sum(s["bytes_pulled"] + s["bytes_pushed"] for s in model.stats())
+    entries = [monitor.entries[e] for e in (1, 2, 3)]
+    assert [e["loss"] for e in entries] == [0.5, 0.5, 0.5]
+    assert all(e["bytes"] >= 24 * 5 for e in entries)  # at least the pulls of 5 clocks
+    # what the processes counted is what the shards counted, but for the pushes still in
+    # flight at the last report (at most one clock's, 24 bytes, per process)
+    n_processes = 1 if where == "local" else 2
+    assert 0 <= total - sum(e["bytes"] for e in entries) <= 24 * n_processes

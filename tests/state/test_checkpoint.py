@@ -1,0 +1,262 @@
+"""Zarr checkpoints: exact round trips onto any number of shards, torn writes, format checks."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+import dask_ps
+from dask_ps import FTRL, AdaGrad, Adam, PSModel
+from dask_ps.exceptions import CheckpointFormatError, CheckpointNotFoundError
+from dask_ps.state.checkpoint import TornCheckpointWarning, list_versions
+
+pytestmark = pytest.mark.timeout(120)
+
+OPTIMIZERS = {"ftrl": FTRL(alpha=0.1, l1=0.01), "adagrad": AdaGrad(0.2), "adam": Adam(0.01)}
+
+
+def build(client, n_shards, url=None, seed=0):
+    """A model with dense and sparse tables of every stateful optimizer, trained a little."""
+    rng = np.random.default_rng(seed)
+    model = PSModel(client, n_shards=n_shards)
+    for name, opt in OPTIMIZERS.items():
+        model.add_table(f"dense_{name}", (1001, 3), "float64", optimizer=opt)
+        model.add_table(f"sparse_{name}", (None, 2), partitioner="hash", optimizer=opt,
+                        init=("normal", 0.0, 0.1))
+    model.add_table("vector", (77,), "float32", optimizer="adagrad")
+    for _ in range(3):
+        for name in OPTIMIZERS:
+            model.push(f"dense_{name}", rng.choice(1001, 400, replace=False),
+                       rng.normal(size=(400, 3)))
+            keys = rng.integers(-2**62, 2**62, 300)  # includes negative (uint64-like) keys
+            model.push(f"sparse_{name}", keys, rng.normal(size=(300, 2)))
+        model.push("vector", np.arange(77), rng.normal(size=77))
+    return model
+
+
+def _rows(keys, values, slots):
+    return keys.copy(), values.copy(), {k: v.copy() for k, v in slots.items()}
+
+
+def full_state(model) -> dict:
+    """Every table's keys, values and optimizer slots, sorted by key."""
+    out = {}
+    for name in model.tables:
+        parts = model.map_shards(name, _rows)
+        keys = np.concatenate([p[0] for p in parts])
+        order = np.argsort(keys)
+        out[name] = (keys[order], np.concatenate([p[1] for p in parts])[order],
+                     {k: np.concatenate([p[2][k] for p in parts])[order] for k in parts[0][2]})
+    return out
+
+
+def assert_same(a: dict, b: dict, slots=True):
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_array_equal(a[name][0], b[name][0], err_msg=name)
+        np.testing.assert_array_equal(a[name][1], b[name][1], err_msg=name)
+        if slots:
+            assert a[name][2].keys() == b[name][2].keys()
+            for k in a[name][2]:
+                np.testing.assert_array_equal(a[name][2][k], b[name][2][k],
+                                              err_msg=f"{name}.{k}")
+
+
+@pytest.mark.parametrize("n_from, n_to", [(3, 3), (3, 2), (2, 5), (4, 1)])
+def test_round_trip_reshards_tables_and_optimizer_state_exactly(n_from, n_to):
+    url = f"memory://rt-{n_from}-{n_to}"
+    model = build("local", n_from)
+    before = full_state(model)
+    info = model.save(url, clock=7, data_position={"epoch": 3}, chunk_rows=64)
+    assert info.version == 1 and info.attrs["n_shards"] == n_from
+    loaded = PSModel.load("local", url, n_shards=n_to)
+    assert loaded.n_shards == n_to
+    assert loaded.checkpoint_info.clock == 7
+    assert loaded.checkpoint_info.data_position == {"epoch": 3}
+    assert_same(before, full_state(loaded))
+    assert loaded.table("sparse_adam").n_keys == 900
+    assert loaded.specs["dense_ftrl"].optimizer == OPTIMIZERS["ftrl"]
+    # the pulled weights agree too (FTRL's are computed from z and n at each step)
+    keys = np.arange(1001)
+    np.testing.assert_array_equal(model.pull("dense_ftrl", keys), loaded.pull("dense_ftrl", keys))
+    model.close()
+    loaded.close()
+
+
+def test_sparse_keys_are_stored_sorted_in_chunks_of_fixed_size():
+    model = build("local", 3)
+    model.save("memory://sorted", chunk_rows=50)
+    group = zarr.open_group("memory://sorted/v000001", mode="r")
+    t = group.attrs["tables"]["sparse_adam"]
+    keys = group[f"{t['path']}/keys"][:]
+    assert keys.shape == (900,) and np.all(np.diff(keys) > 0)
+    assert group[f"{t['path']}/values"].chunks == (50, 2)
+    assert group[f"{t['path']}/slots/t"].dtype == np.int64
+    json.dumps(dict(group.attrs))  # metadata is plain JSON
+    model.close()
+
+
+@pytest.mark.parametrize("opt", list(OPTIMIZERS))
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_first_update_after_resume_equals_uninterrupted(opt, kind):
+    name = f"{kind}_{opt}"
+    url = f"memory://resume-{name}"
+    rng = np.random.default_rng(1)
+    model = build("local", 3)
+    model.save(url)
+    keys = (rng.choice(1001, 500, replace=False) if kind == "dense"
+            else np.concatenate([model.table(name).to_numpy()[0][:250],
+                                 rng.integers(0, 2**40, 250)]))  # old and new keys
+    update = rng.normal(size=(500, 3 if kind == "dense" else 2))
+    model.push(name, keys, update)
+    resumed = PSModel.load("local", url, n_shards=2)
+    resumed.push(name, keys, update)
+    assert_same({name: full_state(model)[name]}, {name: full_state(resumed)[name]})
+    model.close()
+    resumed.close()
+
+
+def test_weights_only_load_starts_the_optimizer_afresh():
+    model = build("local", 2)
+    model.save("memory://weights-only")
+    loaded = PSModel.load("local", "memory://weights-only", optimizer_state=False)
+    a, b = full_state(model), full_state(loaded)
+    assert_same(a, b, slots=False)
+    assert not b["dense_adagrad"][2]["accumulator"].any()
+    assert a["dense_adagrad"][2]["accumulator"].any()
+    assert not b["sparse_adam"][2]["t"].any()
+    model.close()
+    loaded.close()
+
+
+def test_versions_newest_wins_and_keep_prunes():
+    model = build("local", 2)
+    for i in range(4):
+        model.push("vector", [0], [1.0])
+        info = model.save("memory://keep", clock=i, keep=2)
+    assert info.version == 4
+    assert list_versions("memory://keep") == ([3, 4], [])
+    loaded = PSModel.load("local", "memory://keep")
+    assert loaded.checkpoint_info.version == 4 and loaded.checkpoint_info.clock == 3
+    old = PSModel.load("local", "memory://keep", version=3)
+    assert old.checkpoint_info.clock == 2
+    with pytest.raises(CheckpointNotFoundError, match="no complete version 1"):
+        PSModel.load("local", "memory://keep", version=1)
+    with pytest.raises(CheckpointNotFoundError, match="no complete checkpoint"):
+        PSModel.load("local", "memory://nothing-here")
+    for m in (model, loaded, old):
+        m.close()
+
+
+def test_newer_format_and_unknown_optimizer_are_refused_clearly():
+    model = build("local", 1)
+    model.save("memory://fmt")
+    group = zarr.open_group("memory://fmt/v000001", mode="r+")
+    meta = dict(group.attrs["dask_ps"])
+    group.attrs["dask_ps"] = dict(meta, format=99)
+    with pytest.raises(CheckpointFormatError, match="format 99 .* reads formats up to 1"):
+        PSModel.load("local", "memory://fmt")
+    group.attrs["dask_ps"] = meta
+    tables = dict(group.attrs["tables"])
+    tables["dense_ftrl"] = dict(tables["dense_ftrl"],
+                                optimizer={"name": "lion", "learning_rate": 0.1})
+    group.attrs["tables"] = tables
+    with pytest.raises(CheckpointFormatError, match="unknown optimizer 'lion'"):
+        PSModel.load("local", "memory://fmt")
+    model.close()
+
+
+def test_bad_arguments_are_named():
+    model = build("local", 1)
+    with pytest.raises(ValueError, match="keep must be"):
+        model.save("memory://bad", keep=0)
+    with pytest.raises(TypeError, match="JSON"):
+        model.save("memory://bad", data_position={"epoch": object()})
+    with pytest.raises(ValueError, match="dtype must be"):
+        model.export("memory://bad-export", dtype="int8")
+    model.close()
+
+
+def test_export_for_serving_is_plain_zarr():
+    model = build("local", 3)
+    model.export("memory://serve", dtype="float16")
+    group = zarr.open_group("memory://serve", mode="r")  # zarr only: no dask_ps needed
+    dense = group["dense_adam"][:]
+    assert dense.dtype == np.float16 and dense.shape == (1001, 3)
+    np.testing.assert_allclose(dense, model.pull("dense_adam", np.arange(1001)), rtol=1e-3,
+                               atol=1e-4)
+    assert group["vector"].shape == (77,)
+    keys, values = model.table("sparse_ftrl").to_numpy()
+    np.testing.assert_array_equal(group["sparse_ftrl/keys"][:], keys)
+    np.testing.assert_allclose(group["sparse_ftrl/values"][:], values, rtol=1e-3, atol=1e-4)
+    assert "slots" not in str(list(group.members(max_depth=None)))
+    assert group.attrs["dask_ps_export"]["tables"]["sparse_ftrl"]["sparse"] is True
+    model.close()
+
+
+def test_round_trip_on_a_cluster_written_by_the_workers(client2, tmp_path):
+    url = str(tmp_path / "ck")
+    model = build(client2, 3)
+    before = full_state(model)
+    with pytest.raises(ValueError, match="private to one process"):
+        model.save("memory://not-shared")
+    model.save(url, chunk_rows=100)
+    for n in (2, 5):
+        loaded = PSModel.load(client2, url, n_shards=n)
+        assert_same(before, full_state(loaded))
+        loaded.close()
+    # in place: roll back after more updates
+    model.push("vector", np.arange(77), np.ones(77))
+    model.restore(url)
+    assert_same(before, full_state(model))
+    model.close()
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import dask_ps
+    url = sys.argv[1]
+    model = dask_ps.PSModel("local", n_shards=2)
+    model.add_table("w", (100_000,), "float32", optimizer="ftrl", init="ones")
+    model.save(url, chunk_rows=100)
+    print("saved", flush=True)
+    model.push("w", np.arange(100_000), np.ones(100_000))
+    model.save(url, chunk_rows=100)  # killed during this one
+    print("second saved", flush=True)
+""")
+
+
+def test_a_writer_killed_mid_write_leaves_the_previous_version(tmp_path):
+    url = str(tmp_path / "ck")
+    env = dict(os.environ, PYTHONPATH=str(Path(dask_ps.__file__).parents[1]))
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, url], stdout=subprocess.PIPE,
+                            env=env, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "saved"
+        chunks = tmp_path / "ck" / "v000002" / "t0" / "values" / "c"
+        deadline = time.time() + 60
+        while not (chunks.is_dir() and len(os.listdir(chunks)) > 20):
+            assert time.time() < deadline and proc.poll() is None
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(30)
+    assert list_versions(url) == ([1], [2])
+    with pytest.warns(TornCheckpointWarning, match=r"versions \[2\] are incomplete"):
+        model = PSModel.load("local", url, n_shards=3)
+    assert model.checkpoint_info.version == 1 and model.checkpoint_info.torn == [2]
+    np.testing.assert_array_equal(model.pull("w"), np.ones(100_000, np.float32))
+    # the next save numbers past the torn version, and pruning removes it
+    model.save(url, keep=1)
+    assert list_versions(url) == ([3], [])
+    model.close()

@@ -1,0 +1,99 @@
+"""A fit on a real cluster survives the SIGKILL of a worker holding a shard, or only data."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from dask_ps.algorithms import LogisticRegression
+from dask_ps.exceptions import RecoveryError
+from dask_ps.state.checkpoint import list_versions
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+
+FIT = dict(solver="ftrl", max_iter=5, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def client3():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None,
+                      worker_dashboard_address=None) as cluster, Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def a9a(data, client3):
+    from dask_ps.io import read_libsvm
+
+    X, y = read_libsvm(str(data / "lr_a9a" / "a9a"), n_features=123, blocksize="512KiB")
+    Xt, yt = read_libsvm(str(data / "lr_a9a" / "a9a.t"), n_features=123)
+    Xt, yt = client3.compute([Xt, yt], sync=True)
+    base = LogisticRegression(client=client3, **FIT).fit(X, y)
+    return X, y, Xt, yt, roc_auc_score(yt, base.predict_proba(Xt)[:, 1])
+
+
+def kill_during_epoch_2(client, url, victim_index: int, seen: dict) -> threading.Thread:
+    """SIGKILL ``sorted(workers)[victim_index]`` once the epoch-1 checkpoint is complete."""
+    def run():
+        deadline = time.time() + 120
+        while not any(v >= 2 for v in list_versions(url)[0]):
+            if time.time() > deadline:
+                return
+            time.sleep(0.02)
+        time.sleep(0.2)  # into epoch 2
+        victim = sorted(client.scheduler_info(n_workers=-1)["workers"])[victim_index]
+        seen["victim"] = victim
+        seen["keys_held"] = len(client.has_what().get(victim, ()))
+        os.kill(client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def recoveries(est):
+    return [h for h in est.history_ if h.get("event") == "recovery"]
+
+
+@pytest.mark.parametrize("what", ["shard", "data"])
+def test_fit_recovers_from_a_killed_worker(a9a, client3, tmp_path, what):
+    X, y, Xt, yt, base_auc = a9a
+    client3.wait_for_workers(3, timeout=60)
+    url = str(tmp_path / "ck")
+    seen: dict = {}
+    # shards go round-robin over the sorted workers: shard 1 on worker 1; with 2 shards,
+    # worker 2 holds data only
+    thread = kill_during_epoch_2(client3, url, 1 if what == "shard" else 2, seen)
+    est = LogisticRegression(client=client3, checkpoint=url, n_shards=None if what == "shard"
+                             else 2, **FIT).fit(X, y)
+    thread.join(5)
+    assert "victim" in seen, "the worker was never killed"
+    events = recoveries(est)
+    assert len(events) == 1, est.history_
+    ev = events[0]
+    assert ev["lost_workers"] == [seen["victim"]]
+    assert ev["lost_shards"] == ([1] if what == "shard" else [])
+    if what == "data":
+        assert seen["keys_held"] > 0  # it held data partitions, recomputed by Dask
+    assert ev["checkpoint"] == url and ev["checkpoint_version"] >= 2
+    assert ev["checkpoint_clock"] >= 1 and ev["clocks_lost"] >= 0
+    assert [h["epoch"] for h in est.history_ if "epoch" in h] == [1, 2, 3, 4, 5]
+    auc = roc_auc_score(yt, est.predict_proba(Xt)[:, 1])
+    assert abs(auc - base_auc) < 0.005, (auc, base_auc)
+
+
+def test_recovery_is_bounded_and_names_the_shard_and_checkpoint(a9a, client3, tmp_path):
+    X, y, *_ = a9a
+    client3.wait_for_workers(3, timeout=60)
+    url = str(tmp_path / "ck")
+    seen: dict = {}
+    thread = kill_during_epoch_2(client3, url, 1, seen)
+    with pytest.raises(RecoveryError, match=r"lost shard\(s\) \[1\].*max_recoveries.*last good "
+                                            r"checkpoint: .*ck version \d+ \(clock \d\)"):
+        LogisticRegression(client=client3, checkpoint=url, max_recoveries=0, **FIT).fit(X, y)
+    thread.join(5)

@@ -1,0 +1,79 @@
+"""The training driver: jobs of clocks, checkpoints, resuming."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_svmlight_file
+
+from dask_ps import PSModel
+from dask_ps.algorithms._data import encode_part, split_rows
+from dask_ps.algorithms.logistic import train
+from dask_ps.driver import run_clocks
+from dask_ps.state.checkpoint import latest, list_versions
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def parts(data):
+    X, y = load_svmlight_file(str(data / "lr_a9a" / "a9a"), n_features=123)
+    X, Y = encode_part(X[:8000], y[:8000], np.array([-1.0, 1.0]), 1)
+    return split_rows(X, Y, 3)
+
+
+def fit(parts, max_iter, **kw):
+    with PSModel("local", n_shards=2) as model:
+        W, history, _, state = train(model, parts, n_features=123, n_outputs=1,
+                                     solver="adagrad", max_iter=max_iter, random_state=3, **kw)
+    return W, history, state
+
+
+def test_a_resumed_fit_equals_the_uninterrupted_one(parts):
+    """BSP and per-(seed, epoch) minibatch orders: stopping after 2 epochs and resuming from
+    the checkpoint gives the weights and optimizer state of 4 epochs in one go, up to the
+    order of floating-point sums (threads of a process merge their pushes in the order they
+    arrive, so two uninterrupted runs differ by an ulp too)."""
+    W4, hist4, state4 = fit(parts, 4, checkpoint="memory://resume-a", checkpoint_every=1)
+    fit(parts, 2, checkpoint="memory://resume-b")
+    assert latest("memory://resume-b").clock == 2  # a checkpoint after the last clock
+    W, hist, state = fit(parts, 4, checkpoint="memory://resume-b", resume=True)
+    np.testing.assert_allclose(W, W4, rtol=1e-12, atol=1e-14)
+    # weights and AdaGrad accumulators, side by side in the table
+    np.testing.assert_allclose(state.state, state4.state, rtol=1e-12, atol=1e-14)
+    # epochs 1-2 read back from the store
+    np.testing.assert_allclose([h["loss"] for h in hist], [h["loss"] for h in hist4],
+                               rtol=1e-12)
+    assert len(hist) == 4
+    assert latest("memory://resume-b").data_position == {"epoch": 4}
+
+
+def test_checkpoints_every_k_clocks_and_keep(parts):
+    saved = []
+    with PSModel("local") as model:
+        model.add_table("w", (4,), optimizer="add")
+
+        def step(start, stop):
+            saved.append((start, stop))
+            model.push("w", [0], [1.0])
+            return list(range(start, stop))
+
+        results, events = run_clocks(model, step, 7, checkpoint="memory://every",
+                                     checkpoint_every=3, keep=2)
+    assert results == list(range(7)) and events == []
+    assert saved == [(0, 3), (3, 6), (6, 7)]
+    complete, torn = list_versions("memory://every")
+    assert complete == [3, 4] and torn == []  # versions at clocks 0, 3, 6, 7; two kept
+    assert latest("memory://every").clock == 7
+
+
+def test_a_step_that_stops_early_ends_the_run():
+    with PSModel("local") as model:
+        model.add_table("w", (4,), optimizer="add")
+        results, _ = run_clocks(model, lambda a, b: list(range(a, min(b, 5))), 9,
+                                checkpoint="memory://early", checkpoint_every=2)
+    assert results == [0, 1, 2, 3, 4]
+    assert latest("memory://early").clock == 5
+
+
+def test_bad_checkpoint_every():
+    with PSModel("local") as model, pytest.raises(ValueError, match="checkpoint_every"):
+        run_clocks(model, lambda a, b: [], 3, checkpoint="memory://x", checkpoint_every=0)
