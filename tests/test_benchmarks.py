@@ -31,3 +31,19 @@ def test_checkpoint_benchmark_runs():
                           capture_output=True, text=True, timeout=280, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "load onto 3 shards" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_lr_scale_benchmark_runs(tmp_path):
+    out = tmp_path / "lr_scale.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "lr_scale.py"),
+                           "--rows", "20000", "--features", "16", "--epochs", "1",
+                           "--dir", str(tmp_path / "data"), "--json", str(out)],
+                          capture_output=True, text=True, timeout=380, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(out.read_text())
+    assert summary["runs"]["large"]["rows"] == 20000
+    assert summary["runs"]["small"]["rows"] == 2000
+    assert summary["cost_per_sample_ratio_large_over_small"] > 0
+    assert "cost per sample, large / small" in proc.stdout

@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["as_scipy", "dask_partitions", "encode_part", "group_parts", "hash_columns",
-           "is_dask_collection", "locate", "split_rows"]
+__all__ = ["as_scipy", "dask_partitions", "data_report", "encode_part", "group_parts",
+           "hash_columns", "io_snapshot", "is_dask_collection", "locate", "read_together",
+           "split_rows"]
 
 
 def is_dask_collection(x) -> bool:
@@ -67,6 +68,41 @@ def encode_part(X, y, classes: np.ndarray, n_out: int, where: str = "",
     return X, targets(codes, n_out)
 
 
+def read_together(client, X, y) -> tuple:
+    """Dask ``X`` and ``y`` from one read of their source, which they usually share (a reader
+    parses each block once for both): persisted together on the cluster of ``client``
+    ("local", None without a default client, or a Client), else computed together here.
+
+    Returns ``(X, y, y_values, start)``: ``y_values`` the labels here (1-d), ``start`` the
+    :func:`io_snapshot` taken before the reads on the cluster (for :func:`data_report`), None
+    when computed here.
+    """
+    import dask
+
+    if client is None:
+        from distributed import default_client
+
+        try:
+            client = default_client()
+        except ValueError:
+            client = None
+    if client is None or isinstance(client, str):
+        X, y = dask.compute(X, y)
+        return as_scipy(X), y, y, None
+    start = io_snapshot(client)
+    if is_dask_collection(y):
+        X, y = client.persist([X, y])
+        # chunk by chunk to this process: y.compute() would gather them on one worker first
+        chunks = y.to_delayed()
+        chunks = chunks.ravel().tolist() if hasattr(chunks, "ravel") else list(chunks)
+        values = np.concatenate([np.asarray(v).ravel() for v in client.gather(
+            client.compute(chunks))] or [np.zeros(0)])
+    else:
+        X, values = client.persist(X), y
+    values = values.to_numpy() if hasattr(values, "to_numpy") else np.asarray(values)
+    return X, y, values.ravel(), start
+
+
 def split_rows(X: sp.csr_matrix, Y: np.ndarray, n_parts: int) -> list:
     bounds = np.linspace(0, X.shape[0], n_parts + 1).round().astype(int)
     return [(X[a:b], Y[a:b]) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
@@ -102,7 +138,19 @@ def dask_partitions(client, X, y, classes: np.ndarray, n_out: int,
         xs, ys = X.to_delayed().ravel(), y.to_delayed().ravel()
     parts = [encode(xc, yc, classes, n_out, f"partition {i}", n_buckets)
              for i, (xc, yc) in enumerate(zip(xs, ys))]
-    futures = client.compute(parts)
+    # Chunks of X already on the cluster (persisted) are encoded on the worker holding them:
+    # no partition moves between workers. The others go where the scheduler puts them.
+    who = client.who_has()
+    groups: dict = {}
+    for i, xc in enumerate(xs):
+        holders = who.get(xc.key) or [None]
+        groups.setdefault(holders[0], []).append(i)
+    futures = [None] * len(parts)
+    for addr, idx in groups.items():
+        placed = client.compute([parts[i] for i in idx],
+                                workers=None if addr is None else [addr])
+        for i, f in zip(idx, placed):
+            futures[i] = f
     return futures, locate(client, futures)
 
 
@@ -141,3 +189,66 @@ def group_parts(parts: list, workers: list[str] | None, nthreads: dict[str, int]
         groups += [mine[i::k] for i in range(k)]
         where += [w] * k
     return groups, where
+
+
+def _worker_io(dask_worker=None, keys=()) -> dict:
+    """This worker's source reads and incoming transfers so far, and where ``keys`` are now:
+    bytes in memory (``sizeof``) and on Dask's local disk (pickled)."""
+    from dask.sizeof import sizeof
+
+    from ..io._blocks import source_reads
+
+    out = {"reads": source_reads(), "incoming_count": 0, "incoming_bytes": 0,
+           "in_memory": 0, "on_disk": 0}
+    if dask_worker is None:
+        return out
+    out["incoming_count"] = dask_worker.state.transfer_incoming_count_total
+    out["incoming_bytes"] = sum(e["total"] for e in dask_worker.transfer_incoming_log)
+    data = dask_worker.data
+    memory = getattr(data, "memory", data)
+    # distributed's SpillBuffer keeps the pickled size of each spilled key here (pinned
+    # distributed version; tests/algorithms/test_data_at_scale.py checks it)
+    on_disk = getattr(getattr(data, "_slow_uncached", None), "weight_by_key", {})
+    for k in keys:
+        if k in memory:
+            out["in_memory"] += sizeof(memory[k])
+        elif k in on_disk:
+            out["on_disk"] += on_disk[k].disk
+    return out
+
+
+def io_snapshot(client) -> dict:
+    """Per worker: source reads and incoming transfers so far (see :func:`data_report`)."""
+    return client.run(_worker_io)
+
+
+def data_report(client, futures: list, start: dict) -> dict:
+    """What the data of a fit cost since ``start`` (an :func:`io_snapshot`), for history_.
+
+    Returns
+    -------
+    dict
+        ``source_reads`` (blocks of source files read), ``source_bytes``,
+        ``max_reads_per_block`` (1 when no block was read twice), ``bytes_in_memory`` and
+        ``bytes_on_disk`` (the partitions now, in worker memory and spilled by Dask to local
+        disk), ``incoming_transfers`` and ``incoming_transfer_bytes`` (data moved between
+        workers; 0 when every task ran where its data was).
+    """
+    now = client.run(_worker_io, keys=[f.key for f in futures])
+    reads: dict = {}
+    out = dict(source_reads=0, source_bytes=0, bytes_in_memory=0, bytes_on_disk=0,
+               incoming_transfers=0, incoming_transfer_bytes=0)
+    for addr, w in now.items():
+        before = start.get(addr, {"reads": {}, "incoming_count": 0, "incoming_bytes": 0})
+        for block, (n, nbytes) in w["reads"].items():
+            n0, b0 = before["reads"].get(block, (0, 0))
+            if n > n0:
+                reads[block] = reads.get(block, 0) + n - n0
+                out["source_bytes"] += nbytes - b0
+        out["incoming_transfers"] += w["incoming_count"] - before["incoming_count"]
+        out["incoming_transfer_bytes"] += w["incoming_bytes"] - before["incoming_bytes"]
+        out["bytes_in_memory"] += w["in_memory"]
+        out["bytes_on_disk"] += w["on_disk"]
+    out["source_reads"] = sum(reads.values())
+    out["max_reads_per_block"] = max(reads.values(), default=0)
+    return out

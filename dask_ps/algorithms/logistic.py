@@ -28,11 +28,13 @@ from ..state.optimizers import Average
 from ._data import (
     as_scipy,
     dask_partitions,
+    data_report,
     encode_part,
     group_parts,
     hash_columns,
     is_dask_collection,
     locate,
+    read_together,
     split_rows,
 )
 from ._lbfgs import train_lbfgs
@@ -315,6 +317,12 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         objective ``loss``, ``time`` and ``bytes`` (see :func:`dask_ps.plot_history`). A
         ``{"event": "recovery", "lost_shards", "checkpoint", "clocks_lost", …}`` entry marks
         each recovery.
+        After a fit on dask collections with a cluster, the last entry also reports the
+        data: ``source_reads`` and ``source_bytes`` (blocks and bytes the readers of
+        :mod:`dask_ps.io` read from their files during the fit), ``max_reads_per_block``,
+        ``bytes_in_memory`` and ``bytes_on_disk`` (the partitions at the end, in worker memory
+        and spilled by Dask), ``incoming_transfers`` and ``incoming_transfer_bytes`` (data
+        moved between workers).
     n_iter_ : ndarray (1,)
         Epochs, or L-BFGS iterations, run.
 
@@ -427,11 +435,11 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         self._check_params()
         first = not hasattr(self, "classes_")
         X = as_scipy(X)
-        distributed = is_dask_collection(X)
+        start = None
+        if is_dask_collection(X):  # one read of the source for y (classes) and X (partitions)
+            X, y, y_local, start = read_together(self.client, X, y)
+        distributed = start is not None
         if distributed:
-            y_local = y.compute() if is_dask_collection(y) else y
-            y_local = (y_local.to_numpy() if hasattr(y_local, "to_numpy")
-                       else np.asarray(y_local)).ravel()
             self.n_features_in_ = int(X.shape[1])
         else:
             X, y_local = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
@@ -456,9 +464,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             if distributed and not model.is_local:
                 parts, workers = dask_partitions(model.client, X, y, self.classes_, n_out,
                                                  self.n_hashed_features)
+                X = y = None  # releases the persisted input: the encoded partitions replace it
             else:
-                if distributed:  # no cluster: the collection is computed in this process
-                    X = X.compute()
                 X, Y = encode_part(X, y_local, self.classes_, n_out, "X",
                                    self.n_hashed_features)
                 parts = split_rows(X, Y, model.n_workers)
@@ -477,6 +484,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                 random_state=seed, workers=workers, n_rows=y_local.shape[0], init=init,
                 checkpoint=self.checkpoint, checkpoint_every=self.checkpoint_every,
                 max_recoveries=self.max_recoveries, progress=self.progress)
+            if start is not None and history:
+                history[-1].update(data_report(model.client, parts, start))
         self.history_ = (getattr(self, "history_", []) if warm and not first else []) + history
         if not np.isfinite(W).all():
             raise ValueError("training diverged: the weights are not finite; try a smaller "

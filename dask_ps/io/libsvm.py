@@ -7,11 +7,16 @@ from typing import NamedTuple
 import dask.array as da
 import numpy as np
 import scipy.sparse as sp
-from dask.utils import parse_bytes
-from fsspec.core import get_fs_token_paths
-from fsspec.utils import infer_compression, read_block
 
 from . import _libsvm_kernels as _k
+from ._blocks import OBJECTS as _OBJECTS
+from ._blocks import Block as _Block
+from ._blocks import box as _box
+from ._blocks import each as _each
+from ._blocks import open_paths, plan, start_lines
+from ._blocks import read as _read
+from ._blocks import select as _select
+from ._csv import LineError
 
 __all__ = ["read_libsvm"]
 
@@ -25,13 +30,6 @@ _REASONS = {
     _k.E_BAD_VALUE: "value is not a finite number",
     _k.E_BAD_LABEL: "label is not a finite number",
 }
-
-
-class _Block(NamedTuple):
-    path: str
-    offset: int
-    length: int | None  # None: the whole (decompressed) file
-    compression: str | None
 
 
 class _Err(NamedTuple):
@@ -54,7 +52,7 @@ class _Stats(NamedTuple):
     newlines: int
     lo: int  # smallest feature index as written, NO_LIMIT when the block has none
     hi: int  # largest, -1 when none
-    error: _Err | None
+    error: _Err | LineError | None
 
 
 def _parse(data: bytes, shift: int, reject_zero: bool, max_raw: int) -> _Parsed | _Err:
@@ -97,31 +95,25 @@ def _format_error(
     return ValueError(f"{path}, line {line0 + err.line}: {reason}: {token!r}")
 
 
-def _read(fs, block: _Block) -> bytes:
-    if block.length is None:
-        try:
-            with fs.open(block.path, "rb", compression=block.compression) as f:
-                return f.read()
-        except (OSError, EOFError, ValueError) as exc:
-            if isinstance(exc, FileNotFoundError):
-                raise
-            # a corrupt archive says only "Invalid data stream": name the file
-            raise ValueError(f"{block.path}: cannot decompress ({block.compression}): "
-                             f"{exc}") from exc
-    with fs.open(block.path, "rb") as f:
-        return read_block(f, block.offset, block.length, delimiter=b"\n")
-
-
-def _scan(fs, block: _Block, reject_zero: bool, max_raw: int) -> _Stats:
+def _scan(fs, block: _Block, reject_zero: bool, max_raw: int, check=None) -> _Stats:
     """First pass: validate a block and count its rows, lines and index range."""
     data = _read(fs, block)
     p = _parse(data, 0, reject_zero, max_raw)
     if isinstance(p, _Err):
         return _Stats(0, 0, data.count(b"\n"), _k.NO_LIMIT, -1, p)
     info = p.info
+    rows, nnz = int(info[_k.I_ROWS]), int(info[_k.I_NNZ])
+    error = None
+    if check is not None:  # only zero-based formats have checks: indices are as written
+        X = sp.csr_matrix((p.values[:nnz], p.indices[:nnz], p.indptr[:rows + 1]),
+                          shape=(rows, max(int(info[_k.I_MAX]) + 1, 1)))
+        X.sum_duplicates()
+        try:
+            check(fs, block, 0, X, p.labels[:rows])
+        except LineError as err:
+            error = err
     return _Stats(
-        int(info[_k.I_ROWS]), int(info[_k.I_NNZ]), int(info[_k.I_NEWLINES]),
-        int(info[_k.I_MIN]), int(info[_k.I_MAX]), None,
+        rows, nnz, int(info[_k.I_NEWLINES]), int(info[_k.I_MIN]), int(info[_k.I_MAX]), error,
     )
 
 
@@ -147,47 +139,18 @@ def _load(fs, block: _Block, line0: int, base: int, n_features: int, dtype) -> t
     return X, p.labels[:rows].copy()
 
 
-_OBJECTS = np.empty(0, dtype=object)
+def _scan_chunk(chunk: np.ndarray, fs, reject_zero: bool, max_raw: int,
+                check=None) -> np.ndarray:
+    return _box(_scan(fs, chunk[0], reject_zero, max_raw, check))
 
 
-def _each(items: list) -> da.Array:
-    """A 1-d object dask array with one chunk per item, to map a function over them."""
-    arr = np.empty(len(items), dtype=object)
-    for i, item in enumerate(items):  # element-wise, or numpy would unpack the tuples
-        arr[i] = item
-    return da.from_array(arr, chunks=1, name=False)
-
-
-def _box(value) -> np.ndarray:
-    arr = np.empty(1, dtype=object)
-    arr[0] = value
-    return arr
-
-
-def _scan_chunk(chunk: np.ndarray, fs, reject_zero: bool, max_raw: int) -> np.ndarray:
-    return _box(_scan(fs, chunk[0], reject_zero, max_raw))
-
-
-def _load_chunk(chunk: np.ndarray, fs, base: int, n_features: int, dtype) -> np.ndarray:
+def _load_chunk(chunk: np.ndarray, fs, base: int, n_features: int, dtype,
+                check=None) -> np.ndarray:
     block, line0 = chunk[0]
-    return _box(_load(fs, block, line0, base, n_features, dtype))
-
-
-def _select(chunk: np.ndarray, i: int):
-    return chunk[0][i]
-
-
-def _plan(fs, paths: list[str], blocksize: int | None, compression: str | None) -> list[_Block]:
-    blocks = []
-    for path in paths:
-        comp = infer_compression(path) if compression == "infer" else compression
-        if comp is not None or blocksize is None:
-            blocks.append(_Block(path, 0, None, comp))  # a compressed stream cannot seek
-            continue
-        size = fs.size(path)
-        for off in range(0, max(size, 1), blocksize):
-            blocks.append(_Block(path, off, min(blocksize, size - off), None))
-    return blocks
+    X, y = _load(fs, block, line0, base, n_features, dtype)
+    if check is not None:  # a format built on LIBSVM lines (LDA-C) validates the block
+        X, y = check(fs, block, line0, X, y)
+    return _box((X, y))
 
 
 def read_libsvm(
@@ -287,29 +250,32 @@ def read_libsvm(
             raise ValueError(f"n_features must be a non-negative integer, not {n_features!r}")
         n_features = int(n_features)
     dtype = np.dtype(dtype)
-    fs, _, paths = get_fs_token_paths(urlpath, mode="rb", storage_options=storage_options)
-    if not paths:
-        raise FileNotFoundError(f"no file matches {urlpath!r}")
-    size = None if blocksize is None else parse_bytes(blocksize)
-    if size is not None and size <= 0:
-        raise ValueError(f"blocksize must be positive, not {blocksize!r}")
-    blocks = _plan(fs, paths, size, compression)
+    return _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options,
+                     compression)
+
+
+def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options, compression,
+              check=None, out_dtype=None) -> tuple[da.Array, da.Array]:
+    """read_libsvm after argument checks; ``check(fs, block, line0, X, y) -> (X, y)`` runs on
+    every parsed block (and may raise a ValueError naming its file and line), and makes X
+    ``out_dtype`` (default ``dtype``) and y int64 when given."""
+    fs, paths = open_paths(urlpath, storage_options)
+    blocks = plan(fs, paths, blocksize, compression)
 
     # Limit on indices as written. With "auto" the base is unknown until every block is
     # scanned, so start from the one-based (looser) bound and tighten it below.
     max_raw = _k.NO_LIMIT if n_features is None else n_features - (zero_based is True)
     scans = _each(blocks).map_blocks(
-        _scan_chunk, fs, zero_based is False, max_raw, dtype=object, meta=_OBJECTS
+        _scan_chunk, fs, zero_based is False, max_raw, check, dtype=object, meta=_OBJECTS
     )
     stats = scans.compute()
 
     # Line numbers restart in every file; a block starts after the newlines before it.
-    line0, seen = [], {}
-    for b, s in zip(blocks, stats):
-        line0.append(seen.get(b.path, 0))
-        seen[b.path] = line0[-1] + s.newlines
+    line0 = start_lines(blocks, [s.newlines for s in stats])
     known_base = None if zero_based == "auto" else int(not zero_based)
     for b, s, l0 in zip(blocks, stats, line0):
+        if isinstance(s.error, LineError):
+            raise s.error.shifted(l0)
         if s.error is not None:
             raise _format_error(b.path, l0, s.error, n_features, known_base)
 
@@ -329,11 +295,14 @@ def read_libsvm(
     # One task per block parses it; X and y select from its result, so computing them
     # together reads and parses every block once.
     parts = _each([(blocks[i], line0[i]) for i in keep]).map_blocks(
-        _load_chunk, fs, base, n_features, dtype, dtype=object, meta=_OBJECTS
+        _load_chunk, fs, base, n_features, dtype, check, dtype=object, meta=_OBJECTS
     )
-    meta = sp.csr_matrix((0, n_features), dtype=dtype)
+    out_dtype = dtype if out_dtype is None else out_dtype
+    label_dtype = np.float64 if check is None else np.int64
+    meta = sp.csr_matrix((0, n_features), dtype=out_dtype)
     X = parts.map_blocks(
-        _select, 0, new_axis=1, chunks=(rows, (n_features,)), dtype=dtype, meta=meta
+        _select, 0, new_axis=1, chunks=(rows, (n_features,)), dtype=out_dtype, meta=meta
     )
-    y = parts.map_blocks(_select, 1, chunks=(rows,), dtype=np.float64, meta=np.empty(0))
+    y = parts.map_blocks(_select, 1, chunks=(rows,), dtype=label_dtype,
+                         meta=np.empty(0, label_dtype))
     return X, y

@@ -1,0 +1,127 @@
+"""Splitting files into blocks of whole lines, and mapping functions over the blocks with dask.
+
+Every reader of this package plans its input the same way: the files an fsspec URL (or glob)
+names, in sorted order, each uncompressed file cut into blocks of about ``blocksize`` bytes at
+line boundaries, each compressed file one block (a compressed stream cannot seek).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import NamedTuple
+
+import dask.array as da
+import numpy as np
+from dask.utils import parse_bytes
+from fsspec.core import get_fs_token_paths
+from fsspec.utils import infer_compression, read_block
+
+__all__ = ["Block", "OBJECTS", "box", "count_read", "each", "open_paths", "plan", "read",
+           "select", "source_reads", "start_lines"]
+
+OBJECTS = np.empty(0, dtype=object)
+
+# Reads of source data in this process, by (path, part): how the estimators report that each
+# source block was read once (a spilled partition comes back from Dask's disk, not from here).
+_READS: Counter = Counter()
+_READ_BYTES: Counter = Counter()
+_LOCK = threading.Lock()
+
+
+def count_read(path: str, part, nbytes: int) -> None:
+    """Record one read of ``part`` (a block offset, a row group) of a source file."""
+    with _LOCK:
+        _READS[(path, part)] += 1
+        _READ_BYTES[(path, part)] += nbytes
+
+
+def source_reads() -> dict:
+    """``{(path, part): (reads, bytes)}`` of the source reads of this process so far."""
+    with _LOCK:
+        return {k: (n, _READ_BYTES[k]) for k, n in _READS.items()}
+
+
+class Block(NamedTuple):
+    path: str
+    offset: int
+    length: int | None  # None: the whole (decompressed) file
+    compression: str | None
+
+
+def open_paths(urlpath, storage_options: dict | None = None):
+    """``(fs, paths)`` of a URL, glob or list of them; raises FileNotFoundError for none."""
+    fs, _, paths = get_fs_token_paths(urlpath, mode="rb", storage_options=storage_options)
+    if not paths:
+        raise FileNotFoundError(f"no file matches {urlpath!r}")
+    return fs, paths
+
+
+def plan(fs, paths: list[str], blocksize, compression: str | None) -> list[Block]:
+    """The blocks of ``paths``; ``blocksize`` in bytes (int or "32MiB") or None for whole files.
+
+    Raises
+    ------
+    ValueError
+        A blocksize that is not positive.
+    """
+    size = None if blocksize is None else parse_bytes(blocksize)
+    if size is not None and size <= 0:
+        raise ValueError(f"blocksize must be positive, not {blocksize!r}")
+    blocks = []
+    for path in paths:
+        comp = infer_compression(path) if compression == "infer" else compression
+        if comp is not None or size is None:
+            blocks.append(Block(path, 0, None, comp))
+            continue
+        n = fs.size(path)
+        for off in range(0, max(n, 1), size):
+            blocks.append(Block(path, off, min(size, n - off), None))
+    return blocks
+
+
+def read(fs, block: Block) -> bytes:
+    """The bytes of a block: whole lines only (a line belongs to the block it starts in)."""
+    if block.length is None:
+        try:
+            with fs.open(block.path, "rb", compression=block.compression) as f:
+                data = f.read()
+                count_read(block.path, 0, len(data))
+                return data
+        except (OSError, EOFError, ValueError) as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise
+            # a corrupt archive says only "Invalid data stream": name the file
+            raise ValueError(f"{block.path}: cannot decompress ({block.compression}): "
+                             f"{exc}") from exc
+    with fs.open(block.path, "rb") as f:
+        data = read_block(f, block.offset, block.length, delimiter=b"\n")
+    count_read(block.path, block.offset, len(data))
+    return data
+
+
+def start_lines(blocks: list[Block], newlines: list[int]) -> list[int]:
+    """Lines of its file before each block (line numbers restart in every file)."""
+    line0, seen = [], {}
+    for b, n in zip(blocks, newlines):
+        line0.append(seen.get(b.path, 0))
+        seen[b.path] = line0[-1] + n
+    return line0
+
+
+def each(items: list) -> da.Array:
+    """A 1-d object dask array with one chunk per item, to map a function over them."""
+    arr = np.empty(len(items), dtype=object)
+    for i, item in enumerate(items):  # element-wise, or numpy would unpack the tuples
+        arr[i] = item
+    return da.from_array(arr, chunks=1, name=False)
+
+
+def box(value) -> np.ndarray:
+    arr = np.empty(1, dtype=object)
+    arr[0] = value
+    return arr
+
+
+def select(chunk: np.ndarray, i: int):
+    return chunk[0][i]

@@ -1,0 +1,156 @@
+"""Delimited text blocks (CSV / TSV) into Arrow tables, with errors that name file, line and
+column.
+
+Blocks come from :mod:`._blocks`; pyarrow's CSV parser does the work. When it refuses a block, the
+block is walked again with Python's :mod:`csv` module (only then, so the cost is paid on the
+error path alone) to find the first bad line and field and say what is wrong with it. Quoted
+fields must not contain newlines: a block boundary could fall inside one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from ._blocks import Block, read
+
+__all__ = ["LineError", "header_names", "line_of_row", "parse_block", "read_table",
+           "strip_header"]
+
+
+class LineError(ValueError):
+    """A bad line: ``"<file>, line <n>: <reason>"``; ``line`` is None when it was not found."""
+
+    def __init__(self, path: str, line: int | None, reason: str) -> None:
+        self.path, self.line, self.reason = path, line, reason
+        where = path if line is None else f"{path}, line {line}"
+        super().__init__(f"{where}: {reason}")
+
+    def __reduce__(self):  # picklable, to travel from a worker with its fields
+        return LineError, (self.path, self.line, self.reason)
+
+    def shifted(self, lines: int) -> LineError:
+        """The same error with ``lines`` more lines before it (a later block of the file)."""
+        return LineError(self.path, None if self.line is None else self.line + lines,
+                         self.reason)
+
+
+def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
+    """Column names from the first line of a file."""
+    with fs.open(path, "rb", compression=compression) as f:
+        line = f.readline().decode("utf-8", "replace").rstrip("\r\n")
+    return next(csv.reader([line], delimiter=sep)) if line else []
+
+
+def strip_header(data: bytes, block: Block, header: int) -> tuple[bytes, int]:
+    """The block without its file's ``header`` first lines, and how many lines were dropped."""
+    if not header or block.offset != 0:
+        return data, 0
+    cut = -1
+    for _ in range(int(header)):
+        cut = data.find(b"\n", cut + 1)
+        if cut < 0:
+            return b"", int(header)
+    return data[cut + 1:], int(header)
+
+
+def _locate(data: bytes, names: list[str], types: dict, sep: str) -> tuple[int, str] | None:
+    """(1-based line in ``data``, what is wrong) of the first bad line, or None."""
+    text = data.decode("utf-8", "replace")
+    position = {n: i for i, n in enumerate(names)}
+    for i, line in enumerate(io.StringIO(text, newline=""), start=1):
+        line = line.rstrip("\r\n")
+        if not line:
+            continue
+        fields = next(csv.reader([line], delimiter=sep))
+        if len(fields) != len(names):
+            return i, f"expected {len(names)} fields, got {len(fields)}"
+        for name, typ in types.items():
+            value = fields[position[name]]
+            if value == "" or not pa.types.is_floating(typ):
+                continue
+            try:
+                ok = not math.isinf(float(value))
+            except ValueError:
+                ok = False
+            if not ok:
+                return i, (f"column {name!r} (field {position[name] + 1}): {value!r} is not a "
+                           f"finite number")
+    return None
+
+
+def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str,
+                line0: int) -> pa.Table:
+    """Parse whole lines of delimited text into a table of the columns ``types`` names.
+
+    Parameters
+    ----------
+    data : bytes
+        Whole lines, without a header.
+    names : list of str
+        All the columns of a line, in order.
+    types : dict of str to pyarrow.DataType
+        The columns to keep and their types (float64 or string); an empty field is null.
+    sep : str
+        The field delimiter.
+    where : str
+        The file, for error messages.
+    line0 : int
+        Lines of the file before ``data``.
+
+    Raises
+    ------
+    LineError
+        ``"<file>, line <n>: ..."`` naming the first line with a wrong number of fields or a
+        field that is not a number in a numeric column.
+    """
+    if not data.strip():
+        return pa.table({n: pa.array([], type=t) for n, t in types.items()})
+    try:
+        return pacsv.read_csv(
+            pa.py_buffer(data),
+            read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
+            parse_options=pacsv.ParseOptions(delimiter=sep, newlines_in_values=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types, include_columns=list(types), null_values=[""],
+                strings_can_be_null=True, quoted_strings_can_be_null=False))
+    except pa.ArrowInvalid as exc:
+        found = _locate(data, names, types, sep)
+        if found is None:
+            raise LineError(where, None, f"cannot parse the lines after line {line0}: "
+                                         f"{exc}") from exc
+        raise LineError(where, line0 + found[0], found[1]) from exc
+
+
+def line_of_row(data: bytes, row: int) -> int:
+    """1-based line of ``data`` holding table row ``row`` (0-based; blank lines are no rows)."""
+    seen = -1
+    for i, line in enumerate(data.split(b"\n"), start=1):
+        seen += bool(line.strip(b"\r"))
+        if seen == row:
+            return i
+    raise IndexError(row)
+
+
+def read_table(fs, block: Block, line0: int, header: bool, names: list[str], types: dict,
+               sep: str, required: str | None = None) -> tuple[pa.Table, int]:
+    """Read and parse one block; returns the table and the block's newline count.
+
+    Raises
+    ------
+    LineError
+        A bad line (see :func:`parse_block`) or an empty field in column ``required``.
+    """
+    raw = read(fs, block)
+    data, skipped = strip_header(raw, block, header)
+    table = parse_block(data, names, types, sep, block.path, line0 + skipped)
+    if required is not None and table.column(required).null_count:
+        row = int(np.argmax(table.column(required).is_null().to_numpy(zero_copy_only=False)))
+        raise LineError(block.path, line0 + skipped + line_of_row(data, row),
+                        f"column {required!r} is empty")
+    return table, raw.count(b"\n")

@@ -1,0 +1,270 @@
+"""Bag-of-words corpora into document-term CSR: LDA-C (Blei's lda-c) and UCI docword files."""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pyarrow as pa
+import scipy.sparse as sp
+
+from ._blocks import OBJECTS, box, each, open_paths, plan, read, start_lines
+from ._csv import LineError, line_of_row, parse_block, strip_header
+from .libsvm import _read_svm
+
+__all__ = ["read_docword", "read_ldac", "read_vocabulary"]
+
+
+def read_vocabulary(urlpath, storage_options: dict | None = None) -> np.ndarray:
+    """Terms, one per line (line k, 0-based, is term id k), surrounding whitespace stripped.
+
+    Returns
+    -------
+    ndarray of str, shape (n_terms,)
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``urlpath``.
+    """
+    fs, paths = open_paths(urlpath, storage_options)
+    with fs.open(paths[0], "rb", compression="infer") as f:
+        lines = f.read().decode("utf-8").splitlines()
+    while lines and not lines[-1].strip():  # a final newline adds no term
+        lines.pop()
+    return np.array([t.strip() for t in lines], dtype=str)
+
+
+def _vocabulary(vocabulary, storage_options) -> np.ndarray | None:
+    if vocabulary is None:
+        return None
+    if isinstance(vocabulary, str) or hasattr(vocabulary, "__fspath__"):
+        return read_vocabulary(vocabulary, storage_options)
+    return np.asarray(vocabulary, dtype=str)
+
+
+def _as_counts(X: sp.csr_matrix, dtype, where) -> sp.csr_matrix:
+    """Counts must be positive integers; ``where(row)`` names the row's place for errors."""
+    bad = (X.data <= 0) | (X.data != np.floor(X.data))
+    if bad.any():
+        k = int(np.argmax(bad))
+        row = int(np.searchsorted(X.indptr, k, side="right")) - 1
+        raise where(row, f"count {X.data[k]:g} of term {X.indices[k]} is not a positive "
+                         f"integer")
+    return X.astype(dtype)
+
+
+def _check_ldac(dtype):
+    def check(fs, block, line0, X, n_terms):
+        def error(row, reason):
+            return LineError(block.path, line0 + line_of_row(read(fs, block), row), reason)
+
+        # N counts the distinct terms as written; repeated ids were summed into one entry
+        written = np.diff(X.indptr)
+        bad = n_terms != written
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise error(row, f"the line says {n_terms[row]:g} terms but lists "
+                             f"{written[row]} distinct ones")
+        return _as_counts(X, dtype, error), n_terms.astype(np.int64)
+    return check
+
+
+def read_ldac(urlpath, vocabulary=None, *, blocksize: int | str | None = "32MiB",
+              dtype=np.float32, storage_options: dict | None = None,
+              compression: str | None = "infer") -> tuple[da.Array, np.ndarray | None]:
+    """Read an LDA-C corpus (Blei's lda-c format) into a document-term sparse matrix.
+
+    One document per line, ``N id:count id:count ...``: ``N`` is the number of distinct
+    terms on the line, ids are 0-based term ids (indices into the vocabulary), counts are
+    positive integers. Files are split at line boundaries into blocks (the LIBSVM reader's
+    machinery: the text is read twice, a validating first pass now and the parse when the
+    array is computed).
+
+    Parameters
+    ----------
+    urlpath : str, os.PathLike or list of them
+        Files or fsspec URLs (globs expanded, in sorted order).
+    vocabulary : str, os.PathLike or sequence of str, optional
+        The terms: a file with one term per line (line k is term id k), or the terms. It
+        fixes the number of columns; by default the largest id plus one.
+    blocksize : int, str or None, default "32MiB"
+    dtype : numpy dtype, default numpy.float32
+        Dtype of the counts.
+    storage_options : dict, optional
+    compression : str or None, default "infer"
+
+    Returns
+    -------
+    X : dask.array.Array (n_documents, n_terms) of CSR chunks
+        Counts; row ``i`` is line ``i`` (blank lines are skipped).
+    vocabulary : ndarray of str (n_terms,) or None
+
+    Raises
+    ------
+    ValueError
+        Naming the file and line: a malformed pair, an id beyond the vocabulary, a count
+        that is not a positive integer, ``N`` different from the number of terms listed.
+
+    References
+    ----------
+    D. Blei, lda-c (www.cs.columbia.edu/~blei/lda-c/), the corpus format of its readme.
+
+    Examples
+    --------
+    >>> import fsspec
+    >>> with fsspec.open("memory://read_ldac_demo.dat", "wb") as f:
+    ...     _ = f.write(b"2 0:3 2:1\\n1 1:2\\n")
+    >>> X, vocab = read_ldac("memory://read_ldac_demo.dat", ["apple", "pear", "plum"])
+    >>> X.compute().toarray()
+    array([[3., 0., 1.],
+           [0., 2., 0.]], dtype=float32)
+    """
+    vocab = _vocabulary(vocabulary, storage_options)
+    X, _ = _read_svm(urlpath, None if vocab is None else vocab.shape[0], True, blocksize,
+                     np.float64, storage_options, compression, check=_check_ldac(dtype),
+                     out_dtype=np.dtype(dtype))
+    return X, vocab
+
+
+# --------------------------------------------------------------------------------------
+# UCI bag-of-words: "D\nW\nNNZ\n" then "docID wordID count" lines, 1-based ids.
+
+_TRIPLE = ["doc", "word", "count"]
+_TYPES = {c: pa.float64() for c in _TRIPLE}
+
+
+def _docword_header(fs, path: str, compression) -> tuple[int, int, int]:
+    with fs.open(path, "rb", compression=compression) as f:
+        head = [f.readline() for _ in range(3)]
+    try:
+        d, w, nnz = (int(x) for x in head)
+    except ValueError:
+        raise ValueError(f"{path}: the first three lines must be the numbers of documents, "
+                         f"words and non-zeros, got {b''.join(head)[:80]!r}") from None
+    return d, w, nnz
+
+
+def _docword_block(fs, block, line0: int, n_docs: int, n_words: int) -> tuple:
+    """``(doc, word, count)`` int64 arrays of one block (ids 0-based) and its newlines."""
+    raw = read(fs, block)
+    data, skipped = strip_header(raw, block, 3)
+    table = parse_block(data, _TRIPLE, _TYPES, " ", block.path, line0 + skipped)
+    cols = [table.column(c).to_numpy(zero_copy_only=False) for c in _TRIPLE]
+    limits = (n_docs, n_words, np.inf)
+    for name, v, hi in zip(_TRIPLE, cols, limits):
+        bad = ~((v >= 1) & (v <= hi) & (v == np.floor(v)))  # NaN (empty field) is bad too
+        if bad.any():
+            row = int(np.argmax(bad))
+            what = "count" if name == "count" else f"{name} id"
+            rng = "a positive integer" if name == "count" else f"an integer in [1, {int(hi)}]"
+            raise LineError(block.path, line0 + skipped + line_of_row(data, row),
+                            f"{what} {v[row]:g} is not {rng}")
+    doc, word, count = (c.astype(np.int64) for c in cols)
+    return doc - 1, word - 1, count, raw.count(b"\n")
+
+
+def _docword_scan(chunk, fs, n_docs, n_words):
+    try:
+        doc, _, _, newlines = _docword_block(fs, chunk[0], 0, n_docs, n_words)
+    except LineError as err:
+        return box((None, err))
+    lo, hi = (int(doc.min()), int(doc.max())) if doc.size else (n_docs, -1)
+    return box(((lo, hi, int(doc.size), newlines), None))
+
+
+def _docword_rows(lo: int, hi: int, n_words: int, dtype, *parts) -> sp.csr_matrix:
+    """Documents ``lo:hi`` (0-based) from the parsed blocks that may hold them."""
+    doc = np.concatenate([p[0] for p in parts] + [np.zeros(0, np.int64)])
+    word = np.concatenate([p[1] for p in parts] + [np.zeros(0, np.int64)])
+    count = np.concatenate([p[2] for p in parts] + [np.zeros(0, np.int64)])
+    keep = (doc >= lo) & (doc < hi)
+    X = sp.csr_matrix((count[keep].astype(dtype), (doc[keep] - lo, word[keep])),
+                      shape=(hi - lo, n_words))
+    X.sum_duplicates()
+    return X
+
+
+def read_docword(urlpath, vocabulary=None, *, blocksize: int | str | None = "32MiB",
+                 dtype=np.float32, storage_options: dict | None = None,
+                 compression: str | None = "infer") -> tuple[da.Array, np.ndarray | None]:
+    """Read a UCI bag-of-words ``docword`` file into a document-term sparse matrix.
+
+    The format of the UCI Machine Learning Repository's "Bag of Words" data set: three
+    header lines (numbers of documents D, words W and non-zeros NNZ), then one
+    ``docID wordID count`` line per non-zero, ids 1-based. The file is split into blocks
+    of lines; output row chunks follow the blocks when the documents are sorted (as UCI
+    ships them), and are equal slices of the D documents otherwise. Documents without a
+    line are empty rows.
+
+    Parameters
+    ----------
+    urlpath : str or os.PathLike
+        One docword file or fsspec URL (gzip and the like are read as one block).
+    vocabulary : str, os.PathLike or sequence of str, optional
+        The ``vocab`` file (line k is word id k + 1) or the words.
+    blocksize : int, str or None, default "32MiB"
+    dtype : numpy dtype, default numpy.float32
+    storage_options : dict, optional
+    compression : str or None, default "infer"
+
+    Returns
+    -------
+    X : dask.array.Array (D, W) of CSR chunks
+    vocabulary : ndarray of str (W,) or None
+
+    Raises
+    ------
+    ValueError
+        Naming the file and line: a bad header, a line without three numbers, an id out of
+        range, a count that is not a positive integer, fewer or more lines than NNZ, or a
+        vocabulary whose length is not W.
+
+    References
+    ----------
+    D. Newman, "Bag of Words" data set, UCI Machine Learning Repository (2008),
+    doi:10.24432/C5ZG6P.
+    """
+    fs, paths = open_paths(urlpath, storage_options)
+    if len(paths) != 1:
+        raise ValueError(f"read_docword reads one file, {urlpath!r} matches {len(paths)}")
+    blocks = plan(fs, paths, blocksize, compression)
+    n_docs, n_words, nnz = _docword_header(fs, paths[0], blocks[0].compression)
+    vocab = _vocabulary(vocabulary, storage_options)
+    if vocab is not None and vocab.shape[0] != n_words:
+        raise ValueError(f"the vocabulary has {vocab.shape[0]} words, {paths[0]} says "
+                         f"W = {n_words}")
+    stats = each(blocks).map_blocks(_docword_scan, fs, n_docs, n_words, dtype=object,
+                                    meta=OBJECTS).compute()
+    # a block that failed reports no newlines; only the first error is raised, and the
+    # blocks before it are complete
+    newlines = [0 if s is None else s[3] for s, _ in stats]
+    line0 = start_lines(blocks, newlines)
+    for l0, (_, err) in zip(line0, stats):
+        if err is not None:
+            raise err.shifted(l0)
+    found = sum(s[2] for s, _ in stats)
+    if found != nnz:
+        raise ValueError(f"{paths[0]}: the header says NNZ = {nnz}, the file has {found} "
+                         f"lines of counts")
+    ranges = [(s[0], s[1]) for s, _ in stats]
+    starts = [lo for lo, hi in ranges if hi >= 0]
+    ordered = all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:]) if a[1] >= 0 <= b[1])
+    if ordered and starts:
+        cuts = sorted(set([0] + starts[1:] + [n_docs]))
+    else:
+        cuts = np.linspace(0, n_docs, len(blocks) + 1).round().astype(int).tolist()
+    load = dask.delayed(_docword_block, pure=True)
+    parsed = [load(fs, b, l0, n_docs, n_words) for b, l0 in zip(blocks, line0)]
+    dtype = np.dtype(dtype)
+    chunks = []
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        if hi <= lo:
+            continue
+        need = [p for p, (a, b) in zip(parsed, ranges) if b >= lo and a < hi]
+        rows = dask.delayed(_docword_rows, pure=True)(lo, hi, n_words, dtype, *need)
+        chunks.append(da.from_delayed(rows, (hi - lo, n_words), dtype=dtype,
+                                      meta=sp.csr_matrix((0, n_words), dtype=dtype)))
+    if not chunks:
+        return da.from_array(sp.csr_matrix((0, n_words), dtype=dtype)), vocab
+    return da.concatenate(chunks), vocab

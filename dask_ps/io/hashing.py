@@ -1,0 +1,245 @@
+"""One global rule that turns table rows (numeric and categorical columns) into hashed sparse
+features: the :class:`HashingEncoder`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import scipy.sparse as sp
+
+from . import _hashing_kernels as _k
+
+__all__ = ["HashingEncoder"]
+
+NUMERIC_MODES = ("log_bucket", "value")
+_MISSING = 0x6D697373696E67  # "missing": the token of an empty field, mixed with the column's seed
+_VALUE = 0x76616C7565  # "value": the one feature of a numeric column in "value" mode
+
+
+def _column_seed(name: str, seed: int) -> np.uint64:
+    buf = np.frombuffer(name.encode("utf-8"), np.uint8)
+    return np.uint64(_k.hash_bytes(buf, 0, buf.shape[0], np.uint64(seed)))
+
+
+def _as_table(data) -> pa.Table:
+    if isinstance(data, pa.Table):
+        return data
+    if hasattr(data, "columns") and hasattr(data, "iloc"):  # pandas
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise TypeError(f"expected a pyarrow Table or a pandas DataFrame, got {type(data).__name__}")
+
+
+@dataclass(frozen=True)
+class HashingEncoder:
+    """Feature hashing of table rows into ``n_features`` sparse columns (the hashing trick).
+
+    Every column listed gives exactly one feature per row:
+
+    * a **categorical** column, the pair (column name, value as text): its index is
+      ``h(value, seed=h(name)) mod n_features`` with ``h`` a 64-bit FNV-1a hash finished
+      with SplitMix64, value 1.0;
+    * a **numeric** column in ``"log_bucket"`` mode (the default, the binning of the Criteo
+      winners, Juan et al. 2014): the pair (column name, bucket) with value 1.0, where the
+      bucket of ``v`` is ``floor(v)`` for ``v <= 2`` and ``3 + floor(ln(v)**2)`` above;
+    * a numeric column in ``"value"`` mode: the feature (column name) with value ``v``.
+
+    A missing value (null, NaN or empty string) is the token "missing" of its column, a
+    feature of its own (value 1.0). Features that collide in a row are summed. The rule uses
+    nothing but the row, so equal rows get equal features whatever the partitioning, and the
+    hash is the same on every machine and Python version. Non-string categorical values
+    (e.g. integers from Parquet) are hashed as the text pyarrow casts them to ("123").
+
+    The encoder is a frozen value: store it with a model as JSON (:meth:`to_json`,
+    :meth:`from_json`) and encode new data with the same one.
+
+    Parameters
+    ----------
+    numeric : tuple of str, default ()
+        Numeric columns.
+    categorical : tuple of str, default ()
+        Categorical columns.
+    n_features : int, default 2**20
+        Number of hashed features (columns of the output), 1 <= n_features <= 2**62.
+    numeric_mode : {"log_bucket", "value"}, default "log_bucket"
+        How numeric columns are encoded (see above).
+    seed : int, default 0
+        Hash seed, 0 <= seed < 2**64.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``numeric_mode``, no columns, a column listed twice, or ``n_features``
+        or ``seed`` out of range.
+
+    References
+    ----------
+    Weinberger et al., "Feature hashing for large scale multitask learning", ICML 2009;
+    Juan, Zhuang, Chin, "3 Idiots' approach for display advertising challenge" (Criteo, 2014),
+    github.com/ycjuan/kaggle-2014-criteo (the log-squared binning of integer features).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> enc = HashingEncoder(numeric=("age",), categorical=("city",), n_features=2**10)
+    >>> df = pd.DataFrame({"age": [31.0, None, 31.0], "city": ["Oslo", "Lima", "Oslo"]})
+    >>> X = enc.transform(df)
+    >>> X.shape, X.nnz, (X[0] != X[2]).nnz
+    ((3, 1024), 6, 0)
+    >>> HashingEncoder.from_json(enc.to_json()) == enc
+    True
+    """
+
+    numeric: tuple = field(default=())
+    categorical: tuple = field(default=())
+    n_features: int = 2**20
+    numeric_mode: str = "log_bucket"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "numeric", tuple(str(c) for c in self.numeric))
+        object.__setattr__(self, "categorical", tuple(str(c) for c in self.categorical))
+        if self.numeric_mode not in NUMERIC_MODES:
+            raise ValueError(f"numeric_mode must be one of {list(NUMERIC_MODES)}, "
+                             f"got {self.numeric_mode!r}")
+        cols = self.columns
+        if not cols:
+            raise ValueError("HashingEncoder needs at least one numeric or categorical column")
+        if len(set(cols)) != len(cols):
+            dup = next(c for c in cols if cols.count(c) > 1)
+            raise ValueError(f"column {dup!r} is listed twice")
+        if isinstance(self.n_features, bool) or not (
+                int(self.n_features) == self.n_features and 1 <= self.n_features <= 2**62):
+            raise ValueError(f"n_features must be an integer in [1, 2**62], "
+                             f"got {self.n_features!r}")
+        if not (int(self.seed) == self.seed and 0 <= self.seed < 2**64):
+            raise ValueError(f"seed must be an integer in [0, 2**64), got {self.seed!r}")
+        object.__setattr__(self, "n_features", int(self.n_features))
+        object.__setattr__(self, "seed", int(self.seed))
+
+    @classmethod
+    def criteo(cls, n_features: int = 2**20, **kwargs) -> HashingEncoder:
+        """The Criteo layout: numeric I1..I13, categorical C1..C26."""
+        return cls(numeric=tuple(f"I{i}" for i in range(1, 14)),
+                   categorical=tuple(f"C{i}" for i in range(1, 27)),
+                   n_features=n_features, **kwargs)
+
+    @property
+    def columns(self) -> tuple:
+        """Numeric then categorical column names."""
+        return self.numeric + self.categorical
+
+    def arrow_types(self) -> dict:
+        """The pyarrow type each column is parsed as (float64 or string)."""
+        return {**{c: pa.float64() for c in self.numeric},
+                **{c: pa.string() for c in self.categorical}}
+
+    def to_json(self) -> str:
+        """The encoder as a JSON object (for checkpoints)."""
+        return json.dumps(dict(asdict(self), kind="HashingEncoder"))
+
+    @classmethod
+    def from_json(cls, text: str) -> HashingEncoder:
+        """The encoder :meth:`to_json` wrote.
+
+        Raises
+        ------
+        ValueError
+            JSON that does not describe a HashingEncoder.
+        """
+        spec = json.loads(text)
+        if not isinstance(spec, dict) or spec.pop("kind", None) != "HashingEncoder":
+            raise ValueError("not the JSON of a HashingEncoder")
+        return cls(**spec)
+
+    def hashes(self, data, where: str = "data") -> np.ndarray:
+        """The 64-bit hash of each (row, column): uint64 array (n_rows, n_columns).
+
+        Raises
+        ------
+        ValueError
+            A listed column missing from ``data``, or a numeric column that is not numeric,
+            naming ``where`` and the column.
+        """
+        table = _as_table(data)
+        n = table.num_rows
+        out = np.empty((len(self.columns), n), np.uint64)
+        for j, name in enumerate(self.columns):
+            if name not in table.column_names:
+                raise ValueError(f"{where}: column {name!r} is missing (has "
+                                 f"{table.column_names})")
+            col = table.column(name)
+            seed = _column_seed(name, self.seed)
+            missing = np.uint64(_k.mix64(seed ^ np.uint64(_MISSING)))
+            if name in self.numeric:
+                v = self._numbers(col, where, name)
+                valid = np.isfinite(v)
+                if self.numeric_mode == "value":
+                    token = np.uint64(_k.mix64(seed ^ np.uint64(_VALUE)))
+                    out[j] = np.where(valid, token, missing)
+                else:
+                    v0 = np.where(valid, v, 0.0)
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        big = 3.0 + np.floor(np.log(np.maximum(v0, 1.0)) ** 2)
+                    codes = np.where(v0 > 2, big, np.floor(v0)).astype(np.int64)
+                    _k.hash_codes(codes, valid, seed, missing, out[j])
+            else:
+                arr = pc.cast(col, pa.large_string()).combine_chunks()
+                offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:
+                                                                     arr.offset + n + 1]
+                data_buf = arr.buffers()[2]
+                buf = (np.frombuffer(data_buf, np.uint8) if data_buf is not None
+                       else np.zeros(0, np.uint8))
+                valid = arr.is_valid().to_numpy(zero_copy_only=False) & (
+                    np.diff(offsets) > 0)
+                _k.hash_strings(buf, offsets, valid, seed, missing, out[j])
+        return out.T
+
+    def _numbers(self, col, where: str, name: str) -> np.ndarray:
+        try:
+            return pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise ValueError(f"{where}: numeric column {name!r} has values that are not "
+                             f"numbers ({exc})") from exc
+
+    def transform(self, data, dtype=np.float32, where: str = "data") -> sp.csr_matrix:
+        """Hashed features of the rows of ``data``.
+
+        Parameters
+        ----------
+        data : pyarrow.Table or pandas.DataFrame
+            Has every listed column (others are ignored).
+        dtype : numpy dtype, default numpy.float32
+        where : str
+            Names the data in error messages (file, partition).
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix of shape (n_rows, n_features)
+            Sorted, summed indices (int32 when ``n_features`` allows, else int64).
+
+        Raises
+        ------
+        ValueError
+            See :meth:`hashes`.
+        """
+        table = _as_table(data)
+        h = self.hashes(table, where)
+        n, k = h.shape
+        indices = (h % np.uint64(self.n_features)).astype(np.int64).ravel()
+        values = np.ones(n * k, dtype=np.float64)
+        if self.numeric_mode == "value" and self.numeric:
+            v = np.column_stack([self._numbers(table.column(c), where, c)
+                                 for c in self.numeric])
+            v = np.where(np.isfinite(v), v, 1.0)  # a missing value is the indicator 1.0
+            values.reshape(n, k)[:, :len(self.numeric)] = v
+        small = max(self.n_features, n * k) <= np.iinfo(np.int32).max
+        index_dtype = np.int32 if small else np.int64
+        X = sp.csr_matrix((values.astype(dtype), indices.astype(index_dtype),
+                           np.arange(0, n * k + 1, k, dtype=np.int64).astype(index_dtype)),
+                          shape=(n, self.n_features))
+        X.sum_duplicates()
+        return X

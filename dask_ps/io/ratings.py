@@ -1,0 +1,303 @@
+"""Rating triples (user, item, rating[, timestamp]) from TSV / CSV / Parquet, with a global
+mapping of any int64 or string ids to dense codes 0..n-1."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ._blocks import OBJECTS, box, each, open_paths, plan, start_lines
+from ._csv import LineError, header_names, read_table
+
+__all__ = ["IdMapping", "encode_ratings", "read_ratings"]
+
+
+class IdMapping:
+    """Sorted distinct ids (int64 or str) and their dense codes ``0..n-1``.
+
+    Parameters
+    ----------
+    ids : array-like of int or str
+        Distinct ids (sorted here).
+
+    Raises
+    ------
+    ValueError
+        Repeated ids.
+
+    Examples
+    --------
+    >>> m = IdMapping(["b", "a", "c"])
+    >>> m.codes(["c", "a", "x"]).tolist(), m.ids_of([0, 2]).tolist(), len(m)
+    ([2, 0, -1], ['a', 'c'], 3)
+    >>> IdMapping.from_json(m.to_json()) == m
+    True
+    """
+
+    def __init__(self, ids) -> None:
+        ids = np.asarray(ids)
+        ids = ids.astype(np.int64) if ids.dtype.kind in "iub" else ids.astype(str)
+        ids = np.sort(ids)
+        if ids.size > 1 and (ids[1:] == ids[:-1]).any():
+            raise ValueError(f"repeated id {ids[1:][ids[1:] == ids[:-1]][0].item()!r}")
+        self.ids = ids
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, IdMapping) and self.ids.dtype.kind == other.ids.dtype.kind
+                and np.array_equal(self.ids, other.ids))
+
+    def __repr__(self) -> str:
+        return f"IdMapping({len(self)} {'int64' if self.is_integer else 'str'} ids)"
+
+    @property
+    def is_integer(self) -> bool:
+        return self.ids.dtype.kind == "i"
+
+    def codes(self, values) -> np.ndarray:
+        """int64 code of each id, -1 for an id not in the mapping."""
+        values = np.asarray(values)
+        if self.is_integer:
+            if values.dtype.kind not in "iub":
+                return np.full(values.shape, -1, np.int64)
+            values = values.astype(np.int64)
+        else:
+            values = values.astype(str)
+        at = np.searchsorted(self.ids, values)
+        found = at < len(self)
+        found[found] = self.ids[at[found]] == values[found]
+        return np.where(found, at, -1).astype(np.int64)
+
+    def ids_of(self, codes) -> np.ndarray:
+        """The ids of codes (IndexError for a code out of range)."""
+        return self.ids[np.asarray(codes, dtype=np.int64)]
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": "int64" if self.is_integer else "str",
+                           "ids": self.ids.tolist()})
+
+    @classmethod
+    def from_json(cls, text: str) -> IdMapping:
+        spec = json.loads(text)
+        return cls(np.array(spec["ids"], dtype=np.int64 if spec["kind"] == "int64" else str))
+
+
+def _ids_of(values: pa.ChunkedArray | pa.Array):
+    """Distinct ids of a column: int64 when all parse as integers, else strings."""
+    uniq = pc.unique(values.drop_null())
+    if pa.types.is_integer(uniq.type):
+        return uniq.to_numpy().astype(np.int64)
+    uniq = pc.cast(uniq, pa.string())
+    try:
+        return pc.cast(uniq, pa.int64()).to_numpy()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return np.asarray(uniq.to_pylist(), dtype=str)
+
+
+def _merge_ids(parts: list) -> IdMapping:
+    if any(p.dtype.kind != "i" for p in parts):  # one string id makes every id a string
+        parts = [p.astype(str) for p in parts]
+    return IdMapping(np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64))
+
+
+def _coded(table: pa.Table, cols: dict, users: IdMapping, items: IdMapping) -> pd.DataFrame:
+    out = {}
+    for key, mapping in (("user", users), ("item", items)):
+        col = table.column(cols[key])
+        values = col.to_numpy() if pa.types.is_integer(col.type) and mapping.is_integer \
+            else pc.cast(col, pa.string()).to_numpy(zero_copy_only=False)
+        if mapping.is_integer and values.dtype.kind not in "iu":
+            values = values.astype(np.int64)
+        out[key] = mapping.codes(values)
+    out["rating"] = pc.cast(table.column(cols["rating"]), pa.float64()).to_numpy()
+    if cols.get("timestamp") is not None:
+        out["timestamp"] = pc.cast(table.column(cols["timestamp"]), pa.int64()).to_numpy()
+    return pd.DataFrame(out)
+
+
+def _meta(with_time: bool) -> pd.DataFrame:
+    cols = {"user": np.int64, "item": np.int64, "rating": np.float64}
+    if with_time:
+        cols["timestamp"] = np.int64
+    return pd.DataFrame({k: np.zeros(0, v) for k, v in cols.items()})
+
+
+class _CSV:
+    """How to read the blocks of one CSV input (picklable, shipped to the workers)."""
+
+    def __init__(self, fs, names, types, cols, sep, header):
+        self.fs, self.names, self.types = fs, names, types
+        self.cols, self.sep, self.header = cols, sep, header
+
+    def table(self, block, line0):
+        for c in (self.cols["user"], self.cols["item"], self.cols["rating"]):
+            # every line needs them; read_table names the first line without one
+            table, newlines = read_table(self.fs, block, line0, self.header, self.names,
+                                         self.types, self.sep, required=c)
+        return table, newlines
+
+    def scan(self, chunk):
+        try:
+            table, newlines = self.table(chunk[0], 0)
+        except LineError as err:
+            return box((0, None, None, err))
+        return box((newlines, _ids_of(table.column(self.cols["user"])),
+                    _ids_of(table.column(self.cols["item"])), None))
+
+    def load(self, item, users, items):
+        block, line0 = item
+        return _coded(self.table(block, line0)[0], self.cols, users, items)
+
+
+def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str = "rating",
+                 timestamp: str | None = "timestamp", sep: str | None = None,
+                 header: bool = False, names: list[str] | None = None,
+                 blocksize: int | str | None = "32MiB", storage_options: dict | None = None,
+                 compression: str | None = "infer"):
+    """Read ratings into a dask dataframe of dense user and item codes.
+
+    Text files (TSV, CSV; MovieLens ``u.data`` is ``user<TAB>item<TAB>rating<TAB>timestamp``
+    without a header) are split into blocks of lines; Parquet files (``.parquet``/``.parq``)
+    are read with :func:`dask.dataframe.read_parquet`. A first pass (computed now) validates
+    every line and collects the distinct ids, so the id mappings are global (the same code for
+    an id in every partition); the returned dataframe reads the input again when computed.
+
+    Parameters
+    ----------
+    urlpath : str, os.PathLike or list of them
+        Files or fsspec URLs (globs expanded, in sorted order).
+    user, item, rating : str, default "user", "item", "rating"
+        The columns holding them (names from the header, ``names`` or Parquet).
+    timestamp : str or None, default "timestamp"
+        Its column, if present (ignored when the input has no such column).
+    sep : str, optional
+        Field delimiter of text files; default tab, or "," for ``.csv`` files.
+    header : bool, default False
+        Whether text files start with a line of column names.
+    names : list of str, optional
+        Columns of headerless text; default ``[user, item, rating, timestamp]``.
+    blocksize : int, str or None, default "32MiB"
+    storage_options : dict, optional
+    compression : str or None, default "infer"
+
+    Returns
+    -------
+    ratings : dask.dataframe.DataFrame
+        Columns ``user``, ``item`` (int64 codes), ``rating`` (float64) and, if present,
+        ``timestamp`` (int64), in file order.
+    users, items : IdMapping
+        Code ``k`` is ``users.ids[k]``; ids are int64 when every id parses as an integer,
+        else strings (sorted).
+
+    Raises
+    ------
+    ValueError
+        Naming the file and line: a wrong number of fields, an empty id or rating, a rating
+        that is not a number. Also a column not found.
+    FileNotFoundError
+        No file matches ``urlpath``.
+
+    Examples
+    --------
+    >>> import fsspec
+    >>> with fsspec.open("memory://read_ratings_demo.tsv", "wb") as f:
+    ...     _ = f.write(b"u7\\tm1\\t4\\t100\\nu3\\tm1\\t5\\t101\\nu7\\tm2\\t1\\t102\\n")
+    >>> df, users, items = read_ratings("memory://read_ratings_demo.tsv")
+    >>> pdf = df.compute()
+    >>> pdf["user"].tolist(), pdf["item"].tolist(), pdf["rating"].tolist()
+    ([1, 0, 1], [0, 0, 1], [4.0, 5.0, 1.0])
+    >>> users.ids.tolist(), len(items)
+    (['u3', 'u7'], 2)
+    """
+    import dask.dataframe as dd
+
+    fs, paths = open_paths(urlpath, storage_options)
+    if all(p.endswith((".parquet", ".parq")) for p in paths):
+        df = dd.read_parquet([fs.unstrip_protocol(p) for p in paths],
+                             storage_options=storage_options)
+        return encode_ratings(df, user=user, item=item, rating=rating, timestamp=timestamp)
+    if sep is None:
+        sep = "," if all(p.endswith((".csv", ".csv.gz", ".csv.bz2")) for p in paths) else "\t"
+    blocks = plan(fs, paths, blocksize, compression)
+    if header:
+        names = header_names(fs, paths[0], sep, blocks[0].compression)
+    elif names is None:
+        names = [user, item, rating] + ([timestamp] if timestamp else [])
+    names = list(names)
+    cols = {"user": user, "item": item, "rating": rating,
+            "timestamp": timestamp if timestamp in names else None}
+    absent = [c for c in (user, item, rating) if c not in names]
+    if absent:
+        raise ValueError(f"{paths[0]}: columns {absent} are not among {names}")
+    types = {user: pa.string(), item: pa.string(), rating: pa.float64()}
+    if cols["timestamp"]:
+        types[timestamp] = pa.float64()
+    reader = _CSV(fs, names, types, cols, sep, header)
+    stats = each(blocks).map_blocks(reader.scan, dtype=object, meta=OBJECTS).compute()
+    line0 = start_lines(blocks, [s[0] for s in stats])
+    for l0, s in zip(line0, stats):
+        if s[3] is not None:
+            raise s[3].shifted(l0)
+    users = _merge_ids([s[1] for s in stats])
+    items = _merge_ids([s[2] for s in stats])
+    df = dd.from_map(reader.load, list(zip(blocks, line0)), users=users, items=items,
+                     meta=_meta(cols["timestamp"] is not None), enforce_metadata=False)
+    return df, users, items
+
+
+def _partition_ids(df: pd.DataFrame, column: str) -> pd.Series:
+    return pd.Series([_ids_of(pa.array(df[column]))])
+
+
+def encode_ratings(df, *, user: str = "user", item: str = "item", rating: str = "rating",
+                   timestamp: str | None = "timestamp"):
+    """Dense codes for the ids of a (dask) dataframe of ratings; see :func:`read_ratings`.
+
+    Parameters
+    ----------
+    df : dask.dataframe.DataFrame or pandas.DataFrame
+    user, item, rating, timestamp : str
+        Column names (``timestamp`` is optional: ignored when absent).
+
+    Returns
+    -------
+    ratings : dask.dataframe.DataFrame
+        ``user``, ``item`` (int64 codes), ``rating`` (float64)[, ``timestamp`` (int64)].
+    users, items : IdMapping
+
+    Raises
+    ------
+    ValueError
+        A column not found (now), or an empty id (when computed, naming the column).
+    """
+    import dask
+    import dask.dataframe as dd
+
+    if not isinstance(df, dd.DataFrame):
+        df = dd.from_pandas(df, npartitions=1)
+    absent = [c for c in (user, item, rating) if c not in df.columns]
+    if absent:
+        raise ValueError(f"columns {absent} are not among {list(df.columns)}")
+    cols = {"user": user, "item": item, "rating": rating,
+            "timestamp": timestamp if timestamp in df.columns else None}
+    found = [df[[c]].map_partitions(_partition_ids, c, meta=(None, object))
+             for c in (user, item)]
+    u, i = dask.compute(*found)
+    users, items = _merge_ids(list(u)), _merge_ids(list(i))
+    meta = _meta(cols["timestamp"] is not None)
+    return df.map_partitions(_encode_partition, cols, users, items, meta=meta), users, items
+
+
+def _encode_partition(df: pd.DataFrame, cols: dict, users: IdMapping,
+                      items: IdMapping) -> pd.DataFrame:
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    for c in (cols["user"], cols["item"]):
+        if table.column(c).null_count:
+            raise ValueError(f"column {c!r} has an empty id")
+    return _coded(table, cols, users, items)

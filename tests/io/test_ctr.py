@@ -1,0 +1,156 @@
+"""read_ctr / encode_ctr: Criteo CSV into hashed sparse features, and into LogisticRegression."""
+
+from __future__ import annotations
+
+import doctest
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+from sklearn.metrics import roc_auc_score
+
+import dask_ps.io.ctr as ctr_module
+from dask_ps import LogisticRegression
+from dask_ps.io import HashingEncoder, encode_ctr, read_ctr
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(autouse=True)
+def _synchronous():
+    """Readers compute in this process (memory:// files are per process); cluster tests pass
+    their client explicitly."""
+    with dask.config.set(scheduler="synchronous"):
+        yield
+
+
+@pytest.fixture
+def tiny(data):
+    return data / "ctr_criteo" / "train.tiny.csv"
+
+
+def _compute(X, y):
+    return dask.compute(X, y)
+
+
+def test_codes_identical_for_1_and_4_partitions(tiny):
+    X1, y1 = read_ctr(tiny, blocksize=None)
+    X4, y4 = read_ctr(tiny, blocksize=130_000)
+    assert X1.numblocks[0] == 1 and X4.numblocks[0] == 4
+    assert X4.chunks[0] == tuple(c for c in X4.chunks[0] if c) and sum(X4.chunks[0]) == 1999
+    (A, a), (B, b) = _compute(X1, y1), _compute(X4, y4)
+    assert A.shape == (1999, 2**20) and A.nnz == B.nnz
+    np.testing.assert_array_equal(A.indptr, B.indptr)
+    np.testing.assert_array_equal(A.indices, B.indices)
+    np.testing.assert_array_equal(A.data, B.data)
+    np.testing.assert_array_equal(a, b)
+    assert a.sum() == 418  # positives, PROVENANCE.md
+    # every row has one feature per column (39), fewer only where two collide
+    per_row = np.diff(A.indptr)
+    assert per_row.max() == 39 and (per_row >= 37).all()
+    # a dask dataframe, partitioned differently, gives the same codes
+    df = dd.read_csv(tiny, blocksize=100_000,
+                     dtype={**{f"C{i}": "string" for i in range(1, 27)},
+                            **{f"I{i}": "float64" for i in range(1, 14)}})
+    assert df.npartitions == 5
+    C, c = _compute(*encode_ctr(df))
+    assert (C != A).nnz == 0 and np.array_equal(c, a)
+
+
+def test_criteo_tiny_auc_on_two_workers(tiny, client2):
+    X, y = read_ctr(tiny, blocksize=130_000)
+    n = 1600  # time order: train on the first 80 %, test on the last 20 %
+    model = LogisticRegression(solver="ftrl", max_iter=5, random_state=0, client=client2)
+    model.fit(X[:n], y[:n])
+    proba, yt = client2.compute([model.predict_proba(X[n:]), y[n:]], sync=True)
+    auc = roc_auc_score(yt, proba[:, 1])
+    assert auc >= 0.65, auc
+    assert model.n_features_in_ == 2**20
+
+
+def test_float_written_integers_and_tsv_without_header(tmp_path):
+    enc = HashingEncoder(numeric=["I1"], categorical=["C1"], n_features=2**16)
+    (tmp_path / "a.csv").write_text("label,I1,C1\n1,260,ab\n0,260.0,ab\n1,,\n")
+    X, y = _compute(*read_ctr(tmp_path / "a.csv", enc, label="label"))
+    assert (X[0] != X[1]).nnz == 0 and X[2].nnz == 2 and (X[2] != X[0]).nnz > 0
+    (tmp_path / "b.tsv").write_text("1\t260\tab\n0\t260\tab\n")
+    Xb, yb = _compute(*read_ctr(tmp_path / "b.tsv", enc, label="label", sep="\t",
+                                header=False, names=["label", "I1", "C1"]))
+    assert (Xb[0] != X[0]).nnz == 0 and yb.tolist() == [1.0, 0.0]
+
+
+def test_parquet_through_dask_dataframe(tmp_path, tiny):
+    pdf = pd.read_csv(tiny, dtype={f"C{i}": "string" for i in range(1, 27)})
+    (tmp_path / "pq").mkdir()
+    for i, (a, b) in enumerate([(0, 500), (500, 1200), (1200, 1999)]):
+        pdf.iloc[a:b].to_parquet(tmp_path / "pq" / f"part{i}.parquet")
+    df = dd.read_parquet(tmp_path / "pq")
+    assert df.npartitions == 3
+    X, y = _compute(*encode_ctr(df))
+    A, a = _compute(*read_ctr(tiny))
+    assert (X != A).nnz == 0 and np.array_equal(y, a)
+
+
+def test_glob_of_files_with_the_same_header(tmp_path, tiny):
+    lines = tiny.read_bytes().split(b"\r\n")
+    (tmp_path / "p1.csv").write_bytes(b"\r\n".join(lines[:1001]) + b"\r\n")
+    (tmp_path / "p2.csv").write_bytes(b"\r\n".join(lines[:1] + lines[1001:]))
+    X, y = _compute(*read_ctr(str(tmp_path / "p*.csv"), blocksize=50_000))
+    A, a = _compute(*read_ctr(tiny))
+    assert (X != A).nnz == 0 and np.array_equal(y, a)
+    (tmp_path / "p3.csv").write_bytes(b"Id,label\n1,1\n")
+    with pytest.raises(ValueError, match=r"p3\.csv: header .* differs"):
+        read_ctr(str(tmp_path / "p*.csv"))
+
+
+GOOD = b"1,2,a,b"
+BAD_CASES = [
+    (b",2,a,b", "column 'y' is empty"),
+    (b"1,x,a,b", "column 'n' (field 2): 'x' is not a finite number"),
+    (b"1,2,a", "expected 4 fields, got 3"),
+    (b"1,2,a,b,c", "expected 4 fields, got 5"),
+    (b"yes,2,a,b", "column 'y' (field 1): 'yes' is not a finite number"),
+]
+
+
+@pytest.mark.parametrize("lineno", [2, 75, 199])
+@pytest.mark.parametrize(("bad", "reason"), BAD_CASES)
+def test_errors_name_file_line_and_column(tmp_path, bad, reason, lineno):
+    lines = [b"y,n,c,d"] + [GOOD] * 200
+    lines[lineno - 1] = bad
+    path = tmp_path / "broken.csv"
+    path.write_bytes(b"\r\n".join(lines))
+    enc = HashingEncoder(numeric=["n"], categorical=["c", "d"])
+    with pytest.raises(ValueError) as info:
+        read_ctr(path, enc, label="y", blocksize=256)
+    assert str(info.value) == f"{path}, line {lineno}: {reason}"
+
+
+def test_argument_errors(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_text("y,n\n1,2\n")
+    with pytest.raises(ValueError, match=r"columns \['c'\] are not among \['y', 'n'\]"):
+        read_ctr(path, HashingEncoder(numeric=["n"], categorical=["c"]), label="y")
+    with pytest.raises(ValueError, match="names="):
+        read_ctr(path, HashingEncoder(numeric=["n"]), label="y", header=False)
+    with pytest.raises(FileNotFoundError):
+        read_ctr(str(tmp_path / "*.nothing"))
+    df = pd.DataFrame({"y": [1.0, None], "n": [1.0, 2.0]})
+    X, y = encode_ctr(df, HashingEncoder(numeric=["n"]), label="y")
+    with pytest.raises(ValueError, match="partition 0: label column 'y' is empty .* row 2"):
+        _compute(X, y)
+
+
+def test_docstring_examples():
+    result = doctest.testmod(ctr_module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_sparse_output_types(tiny):
+    X, _ = read_ctr(tiny, blocksize=None, dtype=np.float64)
+    A = X.compute()
+    assert isinstance(A, sp.csr_matrix) and A.dtype == np.float64 and A.has_canonical_format
+    assert isinstance(X._meta, sp.csr_matrix)

@@ -1,0 +1,105 @@
+"""read_ratings / encode_ratings / IdMapping."""
+
+from __future__ import annotations
+
+import doctest
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+import dask_ps.io.ratings as ratings_module
+from dask_ps.io import IdMapping, encode_ratings, read_ratings
+
+
+@pytest.fixture(autouse=True)
+def _synchronous():
+    with dask.config.set(scheduler="synchronous"):
+        yield
+
+
+@pytest.fixture
+def udata(data):
+    return data / "mf_movielens100k" / "u.data"
+
+
+def test_movielens_u_data(udata):
+    df, users, items = read_ratings(udata, blocksize="256KiB")
+    assert df.npartitions == 8
+    assert len(users) == 943 and len(items) == 1682
+    assert users.is_integer and users.ids.tolist() == list(range(1, 944))
+    pdf = df.compute()
+    assert list(pdf.columns) == ["user", "item", "rating", "timestamp"]
+    assert pdf.shape == (100_000, 4)
+    assert pdf["user"].dtype == np.int64 and pdf["rating"].dtype == np.float64
+    assert pdf["rating"].value_counts().sort_index().tolist() == [6110, 11370, 27145, 34174,
+                                                                    21201]
+    ref = pd.read_csv(udata, sep="\t", names=["u", "i", "r", "t"])
+    np.testing.assert_array_equal(users.ids_of(pdf["user"]), ref["u"])
+    np.testing.assert_array_equal(items.ids_of(pdf["item"]), ref["i"])
+    np.testing.assert_array_equal(pdf["timestamp"], ref["t"])
+    assert (pdf["user"].min(), pdf["user"].max(), pdf["item"].max()) == (0, 942, 1681)
+
+
+def test_the_mapping_is_global(udata, tmp_path):
+    # the base and test folds share one mapping only when read together
+    df, users, items = read_ratings(str(udata.parent / "u1.*"), blocksize="128KiB")
+    assert len(users) == 943 and len(items) == 1682
+    base, users_b, items_b = read_ratings(udata.parent / "u1.base")
+    assert len(items_b) == 1650  # PROVENANCE.md
+
+
+def test_string_ids_parquet_and_dataframes(tmp_path):
+    pdf = pd.DataFrame({"who": ["bob", "al", "bob", "cy"], "what": [10, 2, 2, 7],
+                        "stars": [4.5, 3.0, 1.0, 5.0]})
+    pdf.to_parquet(tmp_path / "r.parquet")
+    df, users, items = read_ratings(tmp_path / "r.parquet", user="who", item="what",
+                                    rating="stars")
+    assert users.ids.tolist() == ["al", "bob", "cy"] and items.ids.tolist() == [2, 7, 10]
+    out = df.compute()
+    assert out["user"].tolist() == [1, 0, 1, 2] and out["item"].tolist() == [2, 0, 0, 1]
+    assert list(out.columns) == ["user", "item", "rating"]
+    # the same from a dask dataframe in two partitions
+    df2, users2, items2 = encode_ratings(dd.from_pandas(pdf, npartitions=2), user="who",
+                                         item="what", rating="stars")
+    assert users2 == users and items2 == items
+    pd.testing.assert_frame_equal(df2.compute().reset_index(drop=True), out)
+    # ids that are integers in one block and strings in another become strings
+    path = tmp_path / "mixed.csv"
+    path.write_text("u,i,r\n" + "1,5,1\n" * 30 + "x7,5,2\n")
+    df, users, items = read_ratings(path, user="u", item="i", rating="r", header=True,
+                                    blocksize=64)
+    assert users.ids.tolist() == ["1", "x7"] and items.is_integer
+    assert df.compute()["user"].tolist() == [0] * 30 + [1]
+
+
+def test_errors_name_file_and_line(tmp_path):
+    path = tmp_path / "r.tsv"
+    for bad, reason in [("3\t\t4\t1", "column 'item' is empty"),
+                        ("3\t4\tfive\t1", "column 'rating' (field 3): 'five' is not a "
+                                           "finite number"),
+                        ("3\t4\t5", "expected 4 fields, got 3")]:
+        lines = ["1\t2\t3\t100"] * 50
+        lines[39] = bad
+        path.write_text("\n".join(lines) + "\n")
+        with pytest.raises(ValueError) as info:
+            read_ratings(path, blocksize=100)
+        assert str(info.value) == f"{path}, line 40: {reason}"
+    with pytest.raises(ValueError, match=r"columns \['score'\] are not among"):
+        read_ratings(path, rating="score", header=False, names=["user", "item", "r", "t"])
+
+
+def test_id_mapping():
+    m = IdMapping(np.array([30, 10, 20]))
+    assert m.codes([10, 30, 11]).tolist() == [0, 2, -1]
+    assert m.codes(["10"]).tolist() == [-1]
+    assert IdMapping.from_json(m.to_json()) == m and m != IdMapping(["10", "20", "30"])
+    with pytest.raises(ValueError, match="repeated id 'a'"):
+        IdMapping(["a", "b", "a"])
+
+
+def test_docstring_examples():
+    result = doctest.testmod(ratings_module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
