@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["as_scipy", "dask_partitions", "encode_part", "hash_columns", "is_dask_collection",
-           "split_rows"]
+__all__ = ["as_scipy", "compute_on_workers", "dask_partitions", "encode_part", "hash_columns",
+           "is_dask_collection", "split_rows"]
 
 
 def is_dask_collection(x) -> bool:
@@ -82,7 +82,6 @@ def dask_partitions(client, X, y, classes: np.ndarray, n_out: int,
         ``X`` that is not 2-D, or ``y`` whose length differs from ``X``'s.
     """
     import dask
-    from distributed import wait
 
     encode = dask.delayed(encode_part, pure=True)
     if hasattr(X, "to_dask_array"):  # dask dataframe: partitions as they are
@@ -103,6 +102,19 @@ def dask_partitions(client, X, y, classes: np.ndarray, n_out: int,
         xs, ys = X.to_delayed().ravel(), y.to_delayed().ravel()
     parts = [encode(xc, yc, classes, n_out, f"partition {i}", n_buckets)
              for i, (xc, yc) in enumerate(zip(xs, ys))]
+    return compute_on_workers(client, parts)
+
+
+def compute_on_workers(client, parts: list) -> tuple[list, list[str]]:
+    """Futures of the delayed ``parts``, computed, and the worker holding each.
+
+    Raises
+    ------
+    Exception
+        The first part's error (e.g. bad input naming its partition).
+    """
+    from distributed import wait
+
     futures = client.compute(parts)
     wait(futures)
     for f in futures:
