@@ -13,7 +13,10 @@ by all partitions: their factors and biases are one PS table ``"item"`` of shape
 * ``"sgd"``: per clock a task pulls the item rows its partition touches once, runs a block of
   its ratings through the numba SGD sweep against that snapshot, and pushes one merged delta
   (new - old) per shard to the table, which adds it. Several clocks per epoch bound how stale
-  the item rows a task trains against can be.
+  the item rows a task trains against can be. Deltas of an item are summed over the tasks,
+  except for items a task rates more than ``1 / learning_rate`` times per clock: those reach
+  their local optimum within the clock, so their deltas are averaged over the tasks sharing
+  the item (parameter mixing) instead of overshooting (counts from a first short job).
 * ``"als"``: the user step is local (each task solves its users' normal equations against the
   pulled items). For the item step each task pushes its partial normal equations of the items
   it touches into a PS table ``"gram"``, whose shards sum them; after the barrier, task ``t``
@@ -69,10 +72,18 @@ def _sgd_task(ps, item):
     keys = _unique_sorted(items)
     local = np.searchsorted(keys, items)
     bounds = np.linspace(0, n, cfg["clocks_per_epoch"] + 1).round().astype(np.int64)
+    # How the deltas of tasks sharing an item merge. Summed, they act like one sequential
+    # sweep while each moves the item a little per clock (lr * its ratings per clock << 1);
+    # an item with more ratings per clock than 1 / lr nears its task's optimum within the
+    # clock, and summing m such deltas overshoots m times: those deltas are averaged instead
+    # (parameter mixing, Zinkevich et al., NIPS 2010).
+    sharing = np.maximum(ps.pull("touch", keys), 1.0) if cfg["mix"] else np.ones(keys.shape[0])
+    per_clock = np.bincount(local, minlength=keys.shape[0]) / cfg["clocks_per_epoch"]
     history = []
     for epoch in range(1, cfg["max_iter"] + 1):
         t0 = time.perf_counter()
         lr = cfg["learning_rate"] * cfg["decay"] ** (epoch - 1)
+        scale = np.where(lr * per_clock >= 1.0, 1.0 / sharing, 1.0)[:, None]
         sse = 0.0
         for a, b in zip(bounds[:-1], bounds[1:]):
             if keys.shape[0]:  # an empty partition only keeps the clock
@@ -82,12 +93,20 @@ def _sgd_task(ps, item):
                                  cfg["reg"], cfg["reg_bias"])
                 if not (np.isfinite(sse) and np.isfinite(Q).all()):
                     raise _diverged("sgd", epoch, "the errors or item factors are", cfg)
-                ps.push("item", keys, Q - Q0)
+                ps.push("item", keys, (Q - Q0) * scale)
             ps.clock()
         if not (np.isfinite(P).all() and np.isfinite(bu).all()):
             raise _diverged("sgd", epoch, "the user factors are", cfg)
         history.append((sse, time.perf_counter() - t0))
     return uids, np.column_stack([P, bu]), history
+
+
+def _touch_task(ps, item):
+    """Count, per item, the tasks whose partition rates it (table "touch")."""
+    keys = _unique_sorted(item[2])
+    if keys.shape[0]:
+        ps.push("touch", keys, np.ones(keys.shape[0]))
+    ps.clock()
 
 
 def _als_task(ps, item):
@@ -149,7 +168,8 @@ def train(model: PSModel, parts: list, *, n_users: int, n_items: int, mu: float,
     Parameters
     ----------
     model : PSModel
-        Gets the table ``"item"`` (n_items, rank + 1) float64, and ``"gram"`` for ALS.
+        Gets the table ``"item"`` (n_items, rank + 1) float64; also ``"gram"`` (ALS) or
+        ``"touch"`` (SGD on several parts: tasks per item).
     parts : list
         One ``(uids, users, items, ratings)`` per task, or Dask futures of them: ``uids``
         int64 (n_local_users,) are the dense indices of the partition's users, which no other
@@ -217,6 +237,10 @@ def train(model: PSModel, parts: list, *, n_users: int, n_items: int, mu: float,
                n_tasks=len(parts))
     if solver == "sgd":
         cfg["clocks_per_epoch"] = max(1, math.ceil(max(part_sizes) / batch_size))
+        cfg["mix"] = len(parts) > 1
+        if cfg["mix"]:
+            model.add_table("touch", (n_items,), "float64")
+            model.run(_touch_task, parts, consistency="bsp", workers=workers)
         task = _sgd_task
     elif solver == "als":
         model.add_table("gram", (n_items, d * d + d + 1), "float64")
@@ -406,6 +430,15 @@ def _dask_parts(client, X, est, n_parts: int) -> tuple:
     low = min((s[2] for s in stats if s[1]), default=np.nan)
     high = max((s[3] for s in stats if s[1]), default=np.nan)
     return user_ids, item_ids, total / max(n, 1), (low, high), futures, workers, sizes
+
+
+def _scatter(client, parts: list) -> tuple[list, list[str], list[int]]:
+    """Futures of in-memory parts, part ``p`` on the ``p``-th worker (sorted by address)."""
+    addrs = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    workers = [addrs[p % len(addrs)] for p in range(len(parts))]
+    futures = [client.scatter([part], workers=[w], hash=False)[0]
+               for part, w in zip(parts, workers)]
+    return futures, workers, [_part_size(part) for part in parts]
 
 
 def _part_stats(part) -> tuple:
@@ -615,6 +648,8 @@ class MatrixFactorization(BaseEstimator):
                 mu, rng = float(ratings.mean()), (float(ratings.min()), float(ratings.max()))
                 parts = split_by_user(users, items, ratings, self.user_ids_.shape[0],
                                       model.n_workers)
+                if not model.is_local:  # one part per worker, sent once, not in the graph
+                    parts, workers, sizes = _scatter(model.client, parts)
             elif sum(sizes) == 0:
                 raise ValueError("X has no ratings")
             U, V, self.history_ = train(

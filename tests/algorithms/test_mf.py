@@ -126,10 +126,11 @@ def test_predict_pairs_cold_start_and_clip():
 
 
 # -- quality on MovieLens-100k (the targets) --------------------------------------
-@pytest.mark.parametrize("solver, target", [("sgd", 0.915), ("als", 0.930)])
-def test_movielens_u1_rmse(u1, solver, target):
+@pytest.mark.parametrize("solver, target, kw", [("sgd", 0.915, dict(rank=500)),
+                                               ("als", 0.930, {})])
+def test_movielens_u1_rmse(u1, solver, target, kw):
     train, test = u1
-    model = MatrixFactorization(solver=solver, client="local", random_state=0).fit(train)
+    model = MatrixFactorization(solver=solver, client="local", random_state=0, **kw).fit(train)
     res = model.evaluate(test)
     assert res["rmse"] <= target, res
     # u1.test has 32 ratings of items absent from u1.base (PROVENANCE.md), and no new users
@@ -174,8 +175,8 @@ def test_dask_dataframe_input(u1, client2):
     import dask.dataframe as dd
 
     train, test = u1
-    ref = MatrixFactorization(solver="als", max_iter=3, client="local").fit(train)
-    model = MatrixFactorization(solver="als", max_iter=3, client=client2)
+    ref = MatrixFactorization(solver="als", client="local", **FAST).fit(train)
+    model = MatrixFactorization(solver="als", client=client2, **FAST)
     model.fit(dd.from_pandas(train, npartitions=3))
     np.testing.assert_allclose(model.predict(test), ref.predict(test), atol=1e-8)
     dtest = dd.from_pandas(test, npartitions=2)
