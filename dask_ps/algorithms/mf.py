@@ -285,8 +285,7 @@ def _as_ids(col, name: str) -> np.ndarray:
         return a.astype(np.int64)
     if a.dtype.kind in "OUST" or str(a.dtype) == "string":
         a = a.astype(object)
-        missing = np.array([v is None or v is np.nan or v is _pd().NA for v in a], bool) \
-            if a.dtype.kind == "O" else np.zeros(a.shape, bool)
+        missing = np.asarray(_pd().isna(a), bool)
         if missing.any():
             raise ValueError(f"{name}: missing id at row {int(np.argmax(missing))}")
         return a

@@ -281,6 +281,10 @@ def test_bad_input_is_named():
         MatrixFactorization(client="local").fit(np.zeros((4, 2)))
     with pytest.raises(ValueError, match="id 1.5 at row 0 is not an integer"):
         MatrixFactorization(client="local").fit(np.array([[1.5, 1, 3.0]]))
+    text = df.assign(user=[f"u{u}" for u in df.user])
+    text.loc[3, "user"] = None
+    with pytest.raises(ValueError, match="column 'user'.*missing id at row 3"):
+        MatrixFactorization(client="local").fit(text)
     with pytest.raises(ValueError, match="solver must be one of"):
         MatrixFactorization(solver="svdpp", client="local").fit(df)
     with pytest.raises(ValueError, match="rank must be a positive integer"):
