@@ -1,6 +1,6 @@
 """dask_ps: a parameter server on Dask for machine learning on huge, sparse data."""
 
-from .algorithms import LogisticRegression
+from .algorithms import LogisticRegression, MatrixFactorization
 from .diagnostics import plot_history
 from .exceptions import (
                          CheckpointFormatError,
@@ -37,3 +37,4 @@ __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Averag
            "plot_history"]
 __all__ += ["CheckpointFormatError", "CheckpointInfo", "CheckpointNotFoundError",
             "RecoveryError", "TornCheckpointWarning", "WorkerLostError"]
+__all__ += ["MatrixFactorization"]

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["as_scipy", "dask_partitions", "data_report", "encode_part", "group_parts",
-           "hash_columns", "io_snapshot", "is_dask_collection", "locate", "read_together",
-           "split_rows"]
+__all__ = ["as_scipy", "compute_on_workers", "dask_partitions", "data_report", "encode_part",
+           "group_parts", "hash_columns", "io_snapshot", "is_dask_collection", "locate",
+           "read_together", "split_rows"]
 
 
 def is_dask_collection(x) -> bool:
@@ -252,3 +252,15 @@ def data_report(client, futures: list, start: dict) -> dict:
     out["source_reads"] = sum(reads.values())
     out["max_reads_per_block"] = max(reads.values(), default=0)
     return out
+
+
+def compute_on_workers(client, parts: list) -> tuple[list, list[str]]:
+    """Futures of the delayed ``parts``, computed, and the worker holding each.
+
+    Raises
+    ------
+    Exception
+        The first part's error (e.g. bad input naming its partition).
+    """
+    futures = client.compute(parts)
+    return futures, locate(client, futures)

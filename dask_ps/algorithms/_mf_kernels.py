@@ -1,0 +1,246 @@
+"""Numba kernels of biased matrix factorisation: the SGD sweep and the ALS normal equations.
+
+The model is ``r_ui ≈ mu + b_u + b_i + p_u · q_i``. Item rows travel as one array ``Q`` of
+shape (m, k + 1): columns ``:k`` are ``q_i``, column ``k`` is ``b_i`` (one PS row per item).
+User rows are ``P`` (n, k) and ``bu`` (n,), or ``P`` (n, k + 1) with the bias in column ``k``.
+Indices are local: ``users`` index rows of ``P``, ``items`` rows of ``Q``. Kernels take arrays
+and scalars only and write into the arrays they are given; pure-Python twins are in
+``tests/algorithms/test_mf.py``.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_JIT = dict(cache=True, nogil=True)
+
+
+@numba.njit(**_JIT)
+def sgd_sweep(users, items, ratings, P, bu, Q, mu, lr, reg, reg_bias):
+    """One pass of biased-MF SGD over the given ratings, in their order; updates in place.
+
+    For each rating, with ``e = r - (mu + b_u + b_i + p_u · q_i)``::
+
+        b_u += lr (e - reg_bias b_u)        b_i += lr (e - reg_bias b_i)
+        p_u += lr (e q_i - reg p_u)         q_i += lr (e p_u - reg q_i)
+
+    (both factor updates from the old values), as in Funk's SVD and Koren (KDD 2008, sec. 2.1;
+    Surprise's ``SVD``).
+
+    Parameters
+    ----------
+    users, items : int array (n,)
+        Local row of ``P``/``bu`` and of ``Q`` of each rating.
+    ratings : float array (n,)
+    P : float array (n_users, k), bu : float array (n_users,)
+    Q : float array (n_items, k + 1)
+        Item factors, item bias in the last column.
+    mu, lr, reg, reg_bias : float
+
+    Returns
+    -------
+    float
+        Sum of the squared errors ``e**2``, each taken before its rating's update.
+    """
+    k = P.shape[1]
+    sse = 0.0
+    for t in range(users.shape[0]):
+        u = users[t]
+        i = items[t]
+        pred = mu + bu[u] + Q[i, k]
+        for f in range(k):
+            pred += P[u, f] * Q[i, f]
+        e = ratings[t] - pred
+        sse += e * e
+        bu[u] += lr * (e - reg_bias * bu[u])
+        Q[i, k] += lr * (e - reg_bias * Q[i, k])
+        for f in range(k):
+            pu = P[u, f]
+            qi = Q[i, f]
+            P[u, f] = pu + lr * (e * qi - reg * pu)
+            Q[i, f] = qi + lr * (e * pu - reg * qi)
+    return sse
+
+
+@numba.njit(**_JIT)
+def _cholesky_solve(A, b, x, y):
+    """Solve ``A x = b`` for symmetric positive definite ``A`` (overwritten by its Cholesky
+    factor); ``y`` is scratch. Returns False if ``A`` is not positive definite."""
+    d = A.shape[0]
+    for j in range(d):
+        s = A[j, j]
+        for p in range(j):
+            s -= A[j, p] * A[j, p]
+        if not s > 0.0:
+            return False
+        ljj = np.sqrt(s)
+        A[j, j] = ljj
+        for i in range(j + 1, d):
+            s = A[i, j]
+            for p in range(j):
+                s -= A[i, p] * A[j, p]
+            A[i, j] = s / ljj
+    for i in range(d):
+        s = b[i]
+        for p in range(i):
+            s -= A[i, p] * y[p]
+        y[i] = s / A[i, i]
+    for i in range(d - 1, -1, -1):
+        s = y[i]
+        for p in range(i + 1, d):
+            s -= A[p, i] * x[p]
+        x[i] = s / A[i, i]
+    return True
+
+
+@numba.njit(inline="always", **_JIT)
+def _with_one(F, j, v):
+    """``v = [F[j, :k], 1]`` (the design row of a least-squares step); returns the bias
+    ``F[j, k]``."""
+    k = F.shape[1] - 1
+    for f in range(k):
+        v[f] = F[j, f]
+    v[k] = 1.0
+    return F[j, k]
+
+
+@numba.njit(**_JIT)
+def als_solve_rows(indptr, cols, ratings, F, mu, lam, lam_bias, out):
+    """Weighted-λ ALS for the rows of a CSR block: each row's factors and bias at once.
+
+    Row ``u`` (ratings ``r_uj`` of columns ``j = cols[indptr[u]:indptr[u+1]]``) gets
+    ``x_u = [p_u, b_u]`` minimising
+    ``sum_j (r_uj - mu - b_j - [F_j, 1] · x_u)^2 + n_u (lam |p_u|^2 + lam_bias b_u^2)`` with
+    ``F_j`` the fixed side's factors and ``b_j = F[j, k]`` its bias (Zhou et al., 2008, eq. 5,
+    with biases added).
+
+    Parameters
+    ----------
+    indptr : int array (n + 1,), cols : int array (nnz,), ratings : float array (nnz,)
+    F : float array (m, k + 1)
+        Fixed side: factors, bias in the last column.
+    mu, lam, lam_bias : float
+    out : float64 array (n, k + 1)
+        Receives ``[p_u, b_u]``; rows without ratings are set to zero.
+
+    Returns
+    -------
+    int
+        -1 on success, else the first row whose system is not positive definite.
+    """
+    d = F.shape[1]
+    k = d - 1
+    A = np.empty((d, d))
+    b = np.empty(d)
+    x = np.empty(d)
+    y = np.empty(d)
+    v = np.empty(d)
+    for u in range(indptr.shape[0] - 1):
+        A[:, :] = 0.0
+        b[:] = 0.0
+        n = indptr[u + 1] - indptr[u]
+        if n == 0:
+            out[u, :] = 0.0
+            continue
+        for p in range(indptr[u], indptr[u + 1]):
+            t = ratings[p] - mu - _with_one(F, cols[p], v)
+            for f in range(d):
+                b[f] += t * v[f]
+                for g in range(f + 1):
+                    A[f, g] += v[f] * v[g]
+        for f in range(d):
+            A[f, f] += (lam if f < k else lam_bias) * n
+            for g in range(f + 1, d):
+                A[f, g] = A[g, f]
+        if not _cholesky_solve(A, b, x, y):
+            return u
+        out[u, :] = x
+    return -1
+
+
+@numba.njit(**_JIT)
+def als_gram(users, items, ratings, P, mu, G):
+    """Accumulate the item side's normal equations over ratings, for the items' ALS step.
+
+    For each rating, with ``x = [p_u, 1]`` and target ``t = r - mu - b_u``, row ``i`` of ``G``
+    gets ``x xᵀ`` (flattened, first ``d²`` columns), ``t x`` (next ``d``) and a count (last).
+
+    Parameters
+    ----------
+    users, items : int array (n,)
+        Local rows of ``P`` and of ``G``.
+    ratings : float array (n,)
+    P : float array (n_users, k + 1)
+        User factors, user bias in the last column.
+    mu : float
+    G : float64 array (n_items, d * d + d + 1), ``d = k + 1``
+    """
+    d = P.shape[1]
+    x = np.empty(d)
+    for t in range(users.shape[0]):
+        i = items[t]
+        r = ratings[t] - mu - _with_one(P, users[t], x)
+        for f in range(d):
+            for g in range(d):
+                G[i, f * d + g] += x[f] * x[g]
+            G[i, d * d + f] += r * x[f]
+        G[i, d * d + d] += 1.0
+
+
+@numba.njit(**_JIT)
+def als_solve_gram(G, lam, lam_bias, out):
+    """Solve the normal equations accumulated by :func:`als_gram`, one row at a time.
+
+    Row ``i``: ``(G_i + n_i diag(lam, ..., lam, lam_bias)) x = h_i``; rows with ``n_i = 0``
+    get zeros.
+
+    Parameters
+    ----------
+    G : float64 array (m, d * d + d + 1)
+    lam, lam_bias : float
+    out : float64 array (m, d)
+
+    Returns
+    -------
+    int
+        -1 on success, else the first row whose system is not positive definite.
+    """
+    d = out.shape[1]
+    A = np.empty((d, d))
+    b = np.empty(d)
+    x = np.empty(d)
+    y = np.empty(d)
+    for i in range(G.shape[0]):
+        n = G[i, d * d + d]
+        if n == 0:
+            out[i, :] = 0.0
+            continue
+        for f in range(d):
+            for g in range(d):
+                A[f, g] = G[i, f * d + g]
+            A[f, f] += (lam if f < d - 1 else lam_bias) * n
+            b[f] = G[i, d * d + f]
+        if not _cholesky_solve(A, b, x, y):
+            return i
+        out[i, :] = x
+    return -1
+
+
+@numba.njit(**_JIT)
+def predict_pairs(users, items, P, bu, Q, bi, mu, low, high, out):
+    """``mu + b_u + b_i + p_u · q_i`` clipped to ``[low, high]``; a ``-1`` user (item) is
+    unseen and contributes nothing (cold start: biases and global mean only)."""
+    k = P.shape[1]
+    for t in range(users.shape[0]):
+        u = users[t]
+        i = items[t]
+        pred = mu
+        if u >= 0:
+            pred += bu[u]
+        if i >= 0:
+            pred += bi[i]
+        if u >= 0 and i >= 0:
+            for f in range(k):
+                pred += P[u, f] * Q[i, f]
+        out[t] = min(max(pred, low), high)
