@@ -147,8 +147,11 @@ def dask_partitions(client, X, y, classes: np.ndarray, n_out: int,
         groups.setdefault(holders[0], []).append(i)
     futures = [None] * len(parts)
     for addr, idx in groups.items():
+        # Loose placement: if that worker dies, Dask recomputes the partition elsewhere
+        # instead of waiting for it forever.
         placed = client.compute([parts[i] for i in idx],
-                                workers=None if addr is None else [addr])
+                                workers=None if addr is None else [addr],
+                                allow_other_workers=addr is not None)
         for i, f in zip(idx, placed):
             futures[i] = f
     return futures, locate(client, futures)

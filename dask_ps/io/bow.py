@@ -88,11 +88,10 @@ def read_ldac(urlpath, vocabulary=None, *, blocksize: int | str | None = "32MiB"
     vocabulary : str, os.PathLike or sequence of str, optional
         The terms: a file with one term per line (line k is term id k), or the terms. It
         fixes the number of columns; by default the largest id plus one.
-    blocksize : int, str or None, default "32MiB"
     dtype : numpy dtype, default numpy.float32
         Dtype of the counts.
-    storage_options : dict, optional
-    compression : str or None, default "infer"
+    blocksize, storage_options, compression
+        As in :func:`~dask_ps.io.read_libsvm`.
 
     Returns
     -------
@@ -203,10 +202,9 @@ def read_docword(urlpath, vocabulary=None, *, blocksize: int | str | None = "32M
         One docword file or fsspec URL (gzip and the like are read as one block).
     vocabulary : str, os.PathLike or sequence of str, optional
         The ``vocab`` file (line k is word id k + 1) or the words.
-    blocksize : int, str or None, default "32MiB"
     dtype : numpy dtype, default numpy.float32
-    storage_options : dict, optional
-    compression : str or None, default "infer"
+    blocksize, storage_options, compression
+        As in :func:`~dask_ps.io.read_libsvm`.
 
     Returns
     -------

@@ -81,12 +81,10 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     names : list of str, optional
         Column names when the files have no header (e.g. ``["Label", "I1", ..., "C26"]``
         for Criteo's raw files).
-    blocksize : int, str or None, default "32MiB"
     dtype : numpy dtype, default numpy.float32
         Dtype of ``X``.
-    storage_options : dict, optional
-        fsspec options (credentials, ...).
-    compression : str or None, default "infer"
+    blocksize, storage_options, compression
+        As in :func:`~dask_ps.io.read_libsvm`.
 
     Returns
     -------

@@ -182,9 +182,8 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
         Whether text files start with a line of column names.
     names : list of str, optional
         Columns of headerless text; default ``[user, item, rating, timestamp]``.
-    blocksize : int, str or None, default "32MiB"
-    storage_options : dict, optional
-    compression : str or None, default "infer"
+    blocksize, storage_options, compression
+        As in :func:`~dask_ps.io.read_libsvm`.
 
     Returns
     -------

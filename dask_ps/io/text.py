@@ -136,10 +136,9 @@ def read_text(urlpath, vocabulary=None, *, separator: str = DEFAULT_SEPARATOR,
         Keep terms found in at most this fraction of the documents.
     max_features : int, optional
         Keep only the most frequent terms (by total count, ties by term).
-    blocksize : int, str or None, default "32MiB"
     dtype : numpy dtype, default numpy.float32
-    storage_options : dict, optional
-    compression : str or None, default "infer"
+    blocksize, storage_options, compression
+        As in :func:`~dask_ps.io.read_libsvm`.
 
     Returns
     -------

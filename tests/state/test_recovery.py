@@ -85,6 +85,13 @@ def test_fit_recovers_from_a_killed_worker(a9a, client3, tmp_path, what):
     assert [h["epoch"] for h in est.history_ if "epoch" in h] == [1, 2, 3, 4, 5]
     auc = roc_auc_score(yt, est.predict_proba(Xt)[:, 1])
     assert abs(auc - base_auc) < 0.005, (auc, base_auc)
+    # the dashboard's tables are fed from the scheduler's event log
+    saved = [msg for _, msg in client3.get_events("dask_ps.checkpoint") if msg["path"] == url]
+    assert len(saved) >= 5
+    if what == "shard":
+        moved = [msg for _, msg in client3.get_events("dask_ps.recovery")
+                 if msg["checkpoint"].startswith(url)]
+        assert [(m["shard"], m["lost_worker"]) for m in moved] == [(1, seen["victim"])]
 
 
 def test_recovery_is_bounded_and_names_the_shard_and_checkpoint(a9a, client3, tmp_path):
