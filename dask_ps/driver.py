@@ -89,7 +89,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         One per clock.
     events : list of dict
         One per recovery: ``lost_shards``, ``lost_workers``, ``moved_to``, ``checkpoint``,
-        ``checkpoint_version``, ``checkpoint_clock``, ``failed_clock`` (first clock of the
+        ``checkpoint_version``, ``checkpoint_clock``, ``torn_versions`` (incomplete versions
+        skipped, e.g. one the failure interrupted), ``failed_clock`` (first clock of the
         failed job), ``clocks_lost`` (driver clocks run again: ``failed_clock -
         checkpoint_clock``, plus one if the failed job had done any work),
         ``job_clocks_at_failure`` (the PS clock each participant of the failed job had
@@ -135,7 +136,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                 events.append(dict(failure, lost_shards=rec["lost_shards"],
                                    moved_to=rec["moved_to"], checkpoint=rec["checkpoint"],
                                    checkpoint_version=rec["version"],
-                                   checkpoint_clock=rec["clock"],
+                                   checkpoint_clock=rec["clock"], torn_versions=rec["torn"],
                                    clocks_lost=failure["failed_clock"] - rec["clock"]
                                    + failure.pop("partial"), seconds=rec["seconds"]))
                 clock, failure, pending_save = rec["clock"], None, False

@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+# scikit-learn's check_array_api_input (run by parametrize_with_checks) skips itself unless
+# SciPy's array-API mode is on, and SciPy reads this variable once, at import.
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
+
 REPO = Path(__file__).resolve().parents[1]
 
 

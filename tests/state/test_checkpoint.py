@@ -256,6 +256,9 @@ def test_a_writer_killed_mid_write_leaves_the_previous_version(tmp_path):
         model = PSModel.load("local", url, n_shards=3)
     assert model.checkpoint_info.version == 1 and model.checkpoint_info.torn == [2]
     np.testing.assert_array_equal(model.pull("w"), np.ones(100_000, np.float32))
+    # recovery expects the version its own failure tore: reported, not warned
+    rec = model.recover(url)
+    assert (rec["version"], rec["torn"], rec["lost_shards"]) == (1, [2], [])
     # the next save numbers past the torn version, and pruning removes it
     model.save(url, keep=1)
     assert list_versions(url) == ([3], [])
