@@ -424,7 +424,7 @@ class PSModel(checkpointing.CheckpointMethods):
             out, remaining = [], list(futs)
             while remaining:
                 for fut in [f for f in remaining if f.done()]:
-                    out.extend(fut.result())  # the first error ends the job (see run)
+                    out.extend(self._result(fut, needed))  # the first error ends the job
                     remaining.remove(fut)
                 if remaining:
                     # a task pinned to a dead worker would wait forever, and the others at
@@ -438,6 +438,15 @@ class PSModel(checkpointing.CheckpointMethods):
         finally:
             for fut in futs:
                 fut.release()
+
+    def _result(self, fut, needed: set[str]):
+        """A finished task's result. Its worker may die before we fetch it; Dask would then
+        rerun the task, pinned to that worker, and never finish: watch the workers meanwhile."""
+        while True:
+            try:
+                return fut.result(timeout=WATCH_INTERVAL)
+            except TimeoutError:
+                self._check_alive(needed)
 
     def _workers_info(self) -> dict:
         """The scheduler's workers, by address, asked now. (``Client.scheduler_info`` returns
