@@ -25,6 +25,7 @@ from typing import Self
 import numpy as np
 
 from .diagnostics.events import log_checkpoint, log_recovery
+from .exceptions import CheckpointFormatError
 from .state import checkpoint as ck
 
 __all__ = ["CheckpointMethods", "export", "restore", "save"]
@@ -60,11 +61,13 @@ def _check_url(model, url: str) -> None:
 
 
 # -- save -------------------------------------------------------------------------------------
-def _plan_table(model, spec, rows_per_chunk: int) -> tuple[int, list]:
-    """Total rows of a table and its writers: ``(shard, lo, hi, extra, skip, r0, r1, ask)``."""
+def _plan_table(model, spec, rows_per_chunk: int) -> tuple[int, int, list]:
+    """Total rows of a table, rows per chunk (no more than the rows: a small table makes a
+    small store) and its writers: ``(shard, lo, hi, extra, skip, r0, r1, ask)``."""
     n_shards = model.n_shards
     if not spec.sparse:
         n, starts = spec.n_rows, spec.partitioner.starts
+        rows_per_chunk = max(1, min(rows_per_chunk, n))
         writers = []
         for w in range(n_shards):
             r0 = min(ck.align_up(int(starts[w]), rows_per_chunk), n)
@@ -73,10 +76,11 @@ def _plan_table(model, spec, rows_per_chunk: int) -> tuple[int, list]:
             ask = [s for s in range(n_shards) if starts[s] < r1 and starts[s + 1] > r0]
             if r1 > r0:
                 writers.append((w, r0, r1, 0, 0, r0, r1, ask))
-        return n, writers
+        return n, rows_per_chunk, writers
     found = model._call_all("apply", spec.name, ck.sample_keys, _SAMPLE * n_shards, 0)
     counts, samples = [c for c, _ in found], [s for _, s in found]
     total = int(sum(counts))
+    rows_per_chunk = max(1, min(rows_per_chunk, total))
     bounds = ck.split_sorted(samples, counts, n_shards) if n_shards > 1 else np.empty(0, int)
     below = np.sum(model._call_all("apply", spec.name, ck.count_below, bounds), axis=0) \
         if bounds.shape[0] else np.empty(0, np.int64)
@@ -90,7 +94,7 @@ def _plan_table(model, spec, rows_per_chunk: int) -> tuple[int, list]:
         if r1 > r0:
             writers.append((w % n_shards, edges[w], edges[w + 1], r1 - ranks[w + 1] if not last
                             else 0, r0 - ranks[w], r0, r1, everyone))
-    return total, writers
+    return total, rows_per_chunk, writers
 
 
 def _write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, skip: int,
@@ -112,13 +116,18 @@ def _write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, s
     values = np.concatenate([p[1] for p in parts])[take]
     if dtype is not None:
         values = values.astype(dtype)
-    arr = zarr.open_array(store, path=arrays["values"], mode="r+")
+    def open_w(array_path):
+        # every chunk is written, zeros included: the manifest's chunk count can then tell
+        # a lost chunk from one never written
+        return zarr.open_array(store, path=array_path, mode="r+").with_config(
+            {"write_empty_chunks": True})
+
+    arr = open_w(arrays["values"])
     arr[r0:r1] = values.reshape((r1 - r0,) + arr.shape[1:])
     if "keys" in arrays:
-        zarr.open_array(store, path=arrays["keys"], mode="r+")[r0:r1] = keys[take]
+        open_w(arrays["keys"])[r0:r1] = keys[take]
     for slot, slot_path in arrays.get("slots", {}).items():
-        zarr.open_array(store, path=slot_path, mode="r+")[r0:r1] = \
-            np.concatenate([p[2][slot] for p in parts])[take]
+        open_w(slot_path)[r0:r1] = np.concatenate([p[2][slot] for p in parts])[take]
     return r1 - r0
 
 
@@ -149,7 +158,7 @@ def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
     plans, tables = {}, {}
     for i, (name, spec) in enumerate(model.specs.items()):
         rows_per_chunk = ck.chunk_rows(spec, chunk_rows)
-        n, writers = _plan_table(model, spec, rows_per_chunk)
+        n, rows_per_chunk, writers = _plan_table(model, spec, rows_per_chunk)
         tables[name] = ck.table_attrs(spec, i, n, rows_per_chunk)
         plans[name] = writers
     attrs = dict(
@@ -164,7 +173,8 @@ def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
     calls, manifest = [], {}
     for name, t in tables.items():
         arrays = _create_arrays(group, t, t["path"], slots=True, dtype=None, squeeze=False)
-        manifest.update({p: [t["n_keys"]] for p in _paths(arrays)})
+        n_chunks = -(-t["n_keys"] // t["chunk_rows"])
+        manifest.update({p: [t["n_keys"], n_chunks] for p in _paths(arrays)})
         calls += [(w[0], (path, name, arrays) + w[1:] + (None,)) for w in plans[name]]
     _run_tasks(model, _write_part, calls)
     ck.write_manifest(path, manifest)
@@ -180,9 +190,11 @@ def _paths(arrays: dict) -> list[str]:
 
 def _create_arrays(group, t: dict, prefix: str, *, slots: bool, dtype, squeeze: bool) -> dict:
     """Empty arrays of one table in ``group``; returns their paths by role."""
+    from zarr.codecs import Crc32cCodec
+
     n, c, ncols = t["n_keys"], t["chunk_rows"], t["ncols"]
     one_d = squeeze and t["vector"]
-    kw = dict(compressors=None, fill_value=0)
+    kw = dict(compressors=[Crc32cCodec()], fill_value=0)  # a checksum, not compression
     vpath = f"{prefix}/values" if (t["partitioner"]["name"] == "hash" or not squeeze) else prefix
     group.create_array(vpath, shape=(n,) if one_d else (n, ncols),
                        chunks=(c,) if one_d else (c, ncols),
@@ -217,7 +229,11 @@ def _load_part(model, path: str, name: str, t: dict, r0: int, r1: int,
     step = 16 * t["chunk_rows"]  # a batch of chunks at a time bounds the loader's memory
     for a in range(r0, r1, step):
         b = min(a + step, r1)
-        keys = keys_arr[a:b] if keys_arr is not None else np.arange(a, b, dtype=np.int64)
+        try:
+            keys = keys_arr[a:b] if keys_arr is not None else np.arange(a, b, dtype=np.int64)
+        except ValueError as exc:
+            raise CheckpointFormatError(f"checkpoint {path!r}, table {name!r}: keys of rows "
+                                        f"{a}..{b} are damaged: {exc}") from None
         plan, bad = spec.partitioner.plan(keys)
         if bad >= 0 or plan.n_unique != keys.shape[0]:
             raise ValueError(f"checkpoint {path!r}, table {name!r}: rows {a}..{b} hold "
@@ -230,8 +246,12 @@ def _load_part(model, path: str, name: str, t: dict, r0: int, r1: int,
             out[plan.inverse] = x
             return out
 
-        values = arrange(values_arr[a:b])
-        slots = {k: arrange(arr[a:b]) for k, arr in slot_arrs.items()}
+        try:
+            values = arrange(values_arr[a:b])
+            slots = {k: arrange(arr[a:b]) for k, arr in slot_arrs.items()}
+        except ValueError as exc:  # a checksum that fails, a chunk cut short
+            raise CheckpointFormatError(f"checkpoint {path!r}, table {name!r}: rows {a}..{b} "
+                                        f"are damaged: {exc}") from None
         calls = [tr.call(s, "load_rows", name, plan.local[plan.shard_slice(s)],
                          values[plan.shard_slice(s)],
                          {k: v[plan.shard_slice(s)] for k, v in slots.items()})
@@ -280,8 +300,7 @@ def export(model, url: str, *, dtype=None, tables=None) -> None:
     group = zarr.open_group(ck.zarr_store(url), mode="w", zarr_format=3)
     for i, name in enumerate(names):
         spec = model.specs[name]
-        c = ck.chunk_rows(spec)
-        n, writers = _plan_table(model, spec, c)
+        n, c, writers = _plan_table(model, spec, ck.chunk_rows(spec))
         t = ck.table_attrs(spec, i, n, c)
         arrays = _create_arrays(group, t, name, slots=False, dtype=dtype, squeeze=True)
         described[name] = dict(sparse=spec.sparse, n_keys=n, arrays=arrays,

@@ -20,7 +20,7 @@ import time
 from typing import Callable
 
 from .exceptions import RecoveryError, ShardUnavailableError, WorkerLostError
-from .state.checkpoint import list_versions
+from .state.checkpoint import list_versions, prune
 
 __all__ = ["run_clocks"]
 
@@ -75,7 +75,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         Start from the newest complete version of ``checkpoint``, if there is one: its
         tables, its clock and its results of the clocks before.
     keep : int or None, default 2
-        Complete checkpoint versions kept.
+        Complete versions of this run kept (older ones pruned); versions that were in
+        ``checkpoint`` before the run are never deleted.
     max_recoveries : int, default 3
     on_recover : callable, optional
         Called after a recovery, before running again (e.g. to locate recomputed data).
@@ -118,9 +119,15 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         clock = min(last.clock, n_clocks)
         results[:clock] = last.attrs.get("extra", {}).get("results", [None] * clock)[:clock]
 
+    mine: list[int] = []  # versions this run wrote; older ones (another run's) are kept
+
     def save(c):
-        return model.save(checkpoint, clock=c, data_position=position(c),
-                          extra=dict(results=results[:c]), keep=keep)
+        info = model.save(checkpoint, clock=c, data_position=position(c),
+                          extra=dict(results=results[:c]))
+        mine.append(info.version)
+        if keep is not None:
+            prune(checkpoint, keep, first=mine[0])
+        return info
 
     loss_errors = _loss_errors()
     pending_save = checkpoint is not None and last is None

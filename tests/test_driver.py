@@ -65,6 +65,17 @@ def test_checkpoints_every_k_clocks_and_keep(parts):
     assert latest("memory://every").clock == 7
 
 
+def test_a_run_prunes_only_its_own_versions():
+    """Versions already in the store (a user's save, another run) survive ``keep``."""
+    with PSModel("local") as model:
+        model.add_table("w", (4,), optimizer="add")
+        model.save("memory://others")
+        model.save("memory://others")
+        run_clocks(model, lambda a, b: list(range(a, b)), 4, checkpoint="memory://others",
+                   keep=1)
+    assert list_versions("memory://others") == ([1, 2, 7], [])  # this run wrote 3..7
+
+
 def test_a_step_that_stops_early_ends_the_run():
     with PSModel("local") as model:
         model.add_table("w", (4,), optimizer="add")

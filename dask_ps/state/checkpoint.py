@@ -12,7 +12,10 @@ Layout of a checkpoint at ``url`` (any fsspec URL: a local directory, ``s3://…
 Arrays are chunked by rows, a fixed number of bytes per chunk whatever the number of shards,
 and written by many processes at once, each owning whole chunks. A version without a valid
 manifest is torn (its writer died): readers skip it and report it with a
-:class:`TornCheckpointWarning`. Nothing in a store is ever unpickled: metadata is JSON and the
+:class:`TornCheckpointWarning`. Every chunk carries a CRC32C checksum and the manifest counts
+the chunks of each array, so a version damaged later (a chunk lost, cut short or overwritten)
+is detected too: skipped in favour of an older one when found before loading, an error
+naming the array and rows when a checksum fails while loading. Nothing in a store is ever unpickled: metadata is JSON and the
 optimizer is rebuilt from its registered name and hyper-parameters.
 
 This module knows the store; :mod:`dask_ps.checkpointing` moves the rows between it and the
@@ -35,7 +38,7 @@ from .optimizers import OPTIMIZERS
 from .table import Init, TableSpec
 
 __all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "latest", "list_versions",
-           "open_version", "prune", "spec_from_attrs", "table_attrs"]
+           "open_version", "prune", "spec_from_attrs", "table_attrs", "verify"]
 
 #: Version of the store layout; readers refuse anything newer.
 FORMAT = 1
@@ -46,7 +49,7 @@ _VERSION = re.compile(r"^v(\d{6,})$")
 
 
 class TornCheckpointWarning(UserWarning):
-    """A checkpoint version was found incomplete (its writer died) and skipped."""
+    """A checkpoint version was found incomplete (its writer died) or damaged, and skipped."""
 
 
 @dataclass
@@ -65,6 +68,9 @@ class CheckpointInfo:
         Versions newer than this one that were found incomplete and skipped.
     seconds : float
         Time the save took (0 for a version read back).
+    damaged : dict
+        Versions newer than this one that were complete but are damaged (missing chunks,
+        unreadable metadata), skipped: version -> list of problems.
     """
 
     url: str
@@ -72,6 +78,7 @@ class CheckpointInfo:
     attrs: dict
     torn: list = field(default_factory=list)
     seconds: float = 0.0
+    damaged: dict = field(default_factory=dict)
 
     @property
     def path(self) -> str:
@@ -158,21 +165,61 @@ def latest(url: str, version: int | None = None) -> CheckpointInfo:
             raise CheckpointNotFoundError(
                 f"checkpoint {url!r} has no complete version {version}; complete: {complete}, "
                 f"torn: {torn}")
+        problems = verify(url, version)
+        if problems:
+            raise CheckpointFormatError(f"checkpoint {url!r} version {version} is damaged: "
+                                        + "; ".join(problems))
         chosen = version
-    elif not complete:
-        raise CheckpointNotFoundError(
-            f"no complete checkpoint version at {url!r}"
-            + (f"; torn (incomplete) versions {torn} were skipped" if torn else ""))
     else:
-        chosen = complete[-1]
+        damaged, chosen = {}, None
+        for v in reversed(complete):
+            problems = verify(url, v)
+            if not problems:
+                chosen = v
+                break
+            damaged[v] = problems
+        if chosen is None:
+            raise CheckpointNotFoundError(
+                f"no complete checkpoint version at {url!r}"
+                + (f"; torn (incomplete) versions {torn} were skipped" if torn else "")
+                + "".join(f"; version {v} is damaged: {'; '.join(p)}"
+                          for v, p in damaged.items()))
     newer_torn = [v for v in torn if v > chosen]
-    if newer_torn:
-        warnings.warn(f"checkpoint {url!r}: versions {newer_torn} are incomplete (torn "
-                      f"writes) and were skipped; using version {chosen}",
-                      TornCheckpointWarning, stacklevel=2)
+    damaged = {} if version is not None else damaged
+    if newer_torn or damaged:
+        what = ([f"versions {newer_torn} are incomplete (torn writes)"] if newer_torn else []) \
+            + [f"version {v} is damaged ({'; '.join(p)})" for v, p in damaged.items()]
+        warnings.warn(f"checkpoint {url!r}: {', '.join(what)}; skipped, using version "
+                      f"{chosen}", TornCheckpointWarning, stacklevel=2)
     attrs = open_version(version_url(url, chosen)).attrs.asdict()
     _check_format(attrs, url, chosen)
-    return CheckpointInfo(url, chosen, attrs, newer_torn)
+    return CheckpointInfo(url, chosen, attrs, newer_torn, damaged=damaged)
+
+
+def verify(url: str, version: int) -> list[str]:
+    """Problems found in a complete version without reading its data: metadata that does not
+    parse, arrays with fewer chunks than its manifest counts. Empty when sound.
+
+    (Chunk contents are checked by their CRC32C checksums when read.)
+    """
+    fs, root = _fs(version_url(url, version))
+    manifest = _read_manifest(fs, root) or {}
+    problems = []
+    for meta in ["zarr.json"] + [f"{a}/zarr.json" for a in manifest.get("arrays", {})]:
+        try:
+            json.loads(fs.cat_file(f"{root}/{meta}"))
+        except (FileNotFoundError, ValueError) as exc:
+            problems.append(f"{meta} unreadable ({type(exc).__name__}: {exc})")
+    for array, counts in manifest.get("arrays", {}).items():
+        if len(counts) < 2:  # written before chunks were counted
+            continue
+        try:
+            found = len(fs.find(f"{root}/{array}/c"))
+        except FileNotFoundError:
+            found = 0
+        if found < counts[1]:
+            problems.append(f"array {array!r} has {found} of its {counts[1]} chunks")
+    return problems
 
 
 def _check_format(attrs: dict, url: str, version: int) -> None:
@@ -214,14 +261,16 @@ def write_manifest(path: str, arrays: dict) -> None:
     fs.mv(tmp, f"{root}/{MANIFEST}")
 
 
-def prune(url: str, keep: int) -> list[int]:
+def prune(url: str, keep: int, first: int = 1) -> list[int]:
     """Delete all but the ``keep`` newest complete versions, and torn versions older than
-    the newest complete one; returns the deleted version numbers."""
+    the newest complete one, among versions ``>= first`` (older ones, e.g. of another run,
+    are left alone); returns the deleted version numbers."""
     complete, torn = list_versions(url)
     if not complete:
         return []
-    doomed = complete[:-keep] if keep > 0 else []
-    doomed += [v for v in torn if v < complete[-1]]
+    mine = [v for v in complete if v >= first]
+    doomed = mine[:-keep] if keep > 0 else []
+    doomed += [v for v in torn if first <= v < complete[-1]]
     fs, _ = _fs(url)
     for v in doomed:
         fs.rm(_fs(version_url(url, v))[1], recursive=True)

@@ -156,6 +156,56 @@ def test_versions_newest_wins_and_keep_prunes():
         m.close()
 
 
+def _two_versions(tmp_path):
+    url = str(tmp_path / "ck")
+    model = PSModel("local", n_shards=2)
+    model.add_table("w", (50_000,), "float32", optimizer="add")
+    model.push("w", np.arange(50_000), np.ones(50_000, np.float32))
+    model.save(url, chunk_rows=10_000)
+    model.push("w", np.arange(50_000), np.ones(50_000, np.float32))
+    model.save(url, chunk_rows=10_000)
+    model.close()
+    return url, tmp_path / "ck" / "v000002" / "t0" / "values" / "c"
+
+
+def test_a_lost_chunk_is_found_and_the_previous_version_loaded(tmp_path):
+    url, chunks = _two_versions(tmp_path)
+    (chunks / "3" / "0").unlink()
+    with pytest.warns(TornCheckpointWarning, match=r"version 2 is damaged \(array "
+                                                   r"'t0/values' has 4 of its 5 chunks\)"):
+        model = PSModel.load("local", url)
+    assert model.checkpoint_info.version == 1 and 2 in model.checkpoint_info.damaged
+    np.testing.assert_array_equal(model.pull("w"), np.ones(50_000, np.float32))
+    model.close()
+    with pytest.raises(CheckpointFormatError, match="version 2 is damaged.*4 of its 5"):
+        PSModel.load("local", url, version=2)
+
+
+def test_overwritten_bytes_fail_their_checksum_naming_table_and_rows(tmp_path):
+    url, chunks = _two_versions(tmp_path)
+    chunk = chunks / "2" / "0"
+    raw = bytearray(chunk.read_bytes())
+    raw[100] ^= 0xFF
+    chunk.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointFormatError, match=r"table 'w': rows 0\.\.50000 are "
+                                                    r"damaged: .*checksum"):
+        PSModel.load("local", url)
+    chunk.write_bytes(bytes(raw[:50]))  # cut short
+    with pytest.raises(CheckpointFormatError, match="table 'w': rows 0..50000 are damaged"):
+        PSModel.load("local", url)
+
+
+def test_unreadable_metadata_is_reported_and_skipped(tmp_path):
+    url, _ = _two_versions(tmp_path)
+    meta = tmp_path / "ck" / "v000002" / "t0" / "values" / "zarr.json"
+    meta.write_text(meta.read_text()[:40])
+    with pytest.warns(TornCheckpointWarning, match=r"version 2 is damaged \(t0/values/zarr"
+                                                   r".json unreadable \(JSONDecodeError"):
+        model = PSModel.load("local", url)
+    assert model.checkpoint_info.version == 1
+    model.close()
+
+
 def test_newer_format_and_unknown_optimizer_are_refused_clearly():
     model = build("local", 1)
     model.save("memory://fmt")
