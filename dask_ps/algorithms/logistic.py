@@ -455,7 +455,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             labels = self.classes_
         if labels.shape[0] < 2:
             raise ValueError(f"LogisticRegression needs samples of at least 2 classes in the "
-                             f"data, but the data contains only one class: {labels[0]!r}")
+                             f"data, but the data contains only one class: {labels.tolist()[0]!r}")
         init = getattr(self, "_ps_state_", None) if warm and not first else None
         # a continued fit draws new minibatch orders, not the first fit's again
         seed = (0 if self.random_state is None else int(self.random_state)) + (
