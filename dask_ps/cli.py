@@ -146,10 +146,11 @@ def _connect(args):
                         timeout=args.timeout)
         try:
             client.wait_for_workers(1, timeout=args.timeout)
-        except TimeoutError:
+        except TimeoutError:  # distributed's WorkerStartTimeoutError
+            address = client.scheduler.address
             client.close()
-            raise TimeoutError(f"the scheduler at {client.scheduler.address} has no worker "
-                               f"after {args.timeout:g} s") from None
+            raise TimeoutError(f"the scheduler at {address} has no worker after "
+                               f"{args.timeout:g} s") from None
         return client, None
     cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1,
                            dashboard_address=":0")

@@ -124,14 +124,27 @@ def test_unreachable_scheduler_times_out(tr, capsys):
 
 
 @pytest.mark.timeout(120)
-def test_bad_data_line_prints_one_line(tmp_path):
+def test_bad_test_data_fails_before_training_in_one_line(tr, tmp_path):
     path = tmp_path / "bad.svm"
     path.write_text("1 1:1\n-1 2:x\n")
-    proc = run_cli("train", "lr", "--train", str(path), "--workers", "1")
+    proc = run_cli("train", "lr", "--train", tr, "--test", str(path), "--workers", "1")
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert proc.stderr.strip() == f"dask-ps: error: {path}, line 2: value is not a finite " \
                                   f"number: '2:x'"
-    assert "Traceback" not in proc.stderr
+    assert "dashboard" in proc.stdout and "training" not in proc.stdout
+
+
+@pytest.mark.timeout(60)
+def test_scheduler_without_workers_times_out(tr, tmp_path, capsys):
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        client.write_scheduler_file(str(tmp_path / "s.json"))
+        assert main(["train", "lr", "--train", tr, "--scheduler-file", str(tmp_path / "s.json"),
+                     "--timeout", "1"]) == 2
+    assert capsys.readouterr().err == (f"dask-ps: error: the scheduler at "
+                                       f"{cluster.scheduler_address} has no worker after 1 s\n")
 
 
 # --- metrics and history ---
