@@ -132,6 +132,9 @@ def dask_partitions(client, X, y, classes: np.ndarray, n_out: int,
         X = X.rechunk({1: -1})
         if hasattr(y, "to_dask_array"):
             y = y.to_dask_array(lengths=True)
+        if np.isnan(X.shape[0]) or np.isnan(y.shape[0]):
+            raise ValueError("X and y need known chunk sizes; call compute_chunk_sizes() on "
+                             "them first, e.g. X = X.compute_chunk_sizes()")
         if y.shape[0] != X.shape[0]:
             raise ValueError(f"y has {y.shape[0]} rows and X {X.shape[0]}")
         y = y.rechunk((X.chunks[0],))

@@ -444,6 +444,9 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         else:
             X, y_local = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
                                        reset=not warm or first)
+        if y_local.shape[0] == 0:  # as scikit-learn's check_array says for numpy input
+            raise ValueError(f"Found array with 0 sample(s) (shape={tuple(X.shape)}) while a "
+                             f"minimum of 1 is required by {type(self).__name__}.")
         check_classification_targets(y_local)
         labels = np.unique(y_local if classes is None else classes)
         if warm and not first:
@@ -452,7 +455,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             labels = self.classes_
         if labels.shape[0] < 2:
             raise ValueError(f"LogisticRegression needs samples of at least 2 classes in the "
-                             f"data, but the data contains only one class: {labels[0]!r}")
+                             f"data, but the data contains only one class: {labels.tolist()[0]!r}")
         init = getattr(self, "_ps_state_", None) if warm and not first else None
         # a continued fit draws new minibatch orders, not the first fit's again
         seed = (0 if self.random_state is None else int(self.random_state)) + (

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ._blocks import Block, read
@@ -75,7 +76,7 @@ def _locate(data: bytes, names: list[str], types: dict, sep: str) -> tuple[int, 
             if value == "" or not pa.types.is_floating(typ):
                 continue
             try:
-                ok = not math.isinf(float(value))
+                ok = math.isfinite(float(value))
             except ValueError:
                 ok = False
             if not ok:
@@ -107,12 +108,13 @@ def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str
     ------
     LineError
         ``"<file>, line <n>: ..."`` naming the first line with a wrong number of fields or a
-        field that is not a number in a numeric column.
+        field that is not a finite number in a numeric column (pyarrow accepts ``nan``,
+        ``inf`` and overflowing numbers such as ``1e400``; they are refused here).
     """
     if not data.strip():
         return pa.table({n: pa.array([], type=t) for n, t in types.items()})
     try:
-        return pacsv.read_csv(
+        table = pacsv.read_csv(
             pa.py_buffer(data),
             read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
             parse_options=pacsv.ParseOptions(delimiter=sep, newlines_in_values=False),
@@ -120,11 +122,19 @@ def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str
                 column_types=types, include_columns=list(types), null_values=[""],
                 strings_can_be_null=True, quoted_strings_can_be_null=False))
     except pa.ArrowInvalid as exc:
-        found = _locate(data, names, types, sep)
-        if found is None:
-            raise LineError(where, None, f"cannot parse the lines after line {line0}: "
-                                         f"{exc}") from exc
-        raise LineError(where, line0 + found[0], found[1]) from exc
+        raise _bad_line(data, names, types, sep, where, line0, str(exc)) from exc
+    if any(pc.any(pc.invert(pc.is_finite(table.column(n)))).as_py()
+           for n, t in types.items() if pa.types.is_floating(t)):
+        raise _bad_line(data, names, types, sep, where, line0, "a non-finite number")
+    return table
+
+
+def _bad_line(data: bytes, names: list[str], types: dict, sep: str, where: str, line0: int,
+              detail: str) -> LineError:
+    found = _locate(data, names, types, sep)
+    if found is None:
+        return LineError(where, None, f"cannot parse the lines after line {line0}: {detail}")
+    return LineError(where, line0 + found[0], found[1])
 
 
 def line_of_row(data: bytes, row: int) -> int:

@@ -88,7 +88,10 @@ def _format_error(
     path: str, line0: int, err: _Err, n_features: int | None, base: int | None
 ) -> ValueError:
     based = "" if base is None else (" (one-based)" if base else " (zero-based)")
-    reason = _REASONS[err.code].format(n_features=n_features, based=based)
+    if err.code == _k.E_BIG_INDEX and n_features is None:
+        reason = "feature index too large for int64"
+    else:
+        reason = _REASONS[err.code].format(n_features=n_features, based=based)
     token = err.token.decode("utf-8", "replace")
     if len(token) > 80:
         token = token[:77] + "..."

@@ -206,3 +206,23 @@ def test_feature_hashing(a9a, client2):
         assert roc_auc_score(yt, model.predict_proba(Xt)[:, 1]) >= 0.895
     with pytest.raises(ValueError, match="n_hashed_features must be"):
         LogisticRegression(n_hashed_features=0, client="local").fit(X, y)
+
+
+def test_empty_and_unknown_size_dask_input_on_a_cluster(tmp_path, client2):
+    import dask.array as da
+
+    from dask_ps.io import read_libsvm
+
+    (tmp_path / "empty.svm").write_bytes(b"")
+    X, y = read_libsvm(tmp_path / "empty.svm")
+    with pytest.raises(ValueError, match=r"Found array with 0 sample\(s\)"):
+        LogisticRegression(client=client2).fit(X, y)
+    rng = np.random.default_rng(0)
+    X = da.from_array(rng.random((40, 3)), chunks=10)
+    y = da.from_array((rng.random(40) > 0.5).astype(float), chunks=10)
+    keep = X[:, 0] > 0.3  # boolean indexing leaves the row counts unknown
+    with pytest.raises(ValueError, match=r"known chunk sizes.*compute_chunk_sizes\(\)"):
+        LogisticRegression(client=client2, max_iter=1).fit(X[keep], y[keep])
+    model = LogisticRegression(client=client2, max_iter=1, random_state=0)
+    model.fit(X[keep].compute_chunk_sizes(), y[keep].compute_chunk_sizes())
+    assert model.coef_.shape == (1, 3)

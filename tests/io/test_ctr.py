@@ -113,6 +113,12 @@ BAD_CASES = [
     (b"1,2,a", "expected 4 fields, got 3"),
     (b"1,2,a,b,c", "expected 4 fields, got 5"),
     (b"yes,2,a,b", "column 'y' (field 1): 'yes' is not a finite number"),
+    # pyarrow parses these as floats: refused after the parse
+    (b"nan,2,a,b", "column 'y' (field 1): 'nan' is not a finite number"),
+    (b"-inf,2,a,b", "column 'y' (field 1): '-inf' is not a finite number"),
+    (b"1,NaN,a,b", "column 'n' (field 2): 'NaN' is not a finite number"),
+    (b"1,inf,a,b", "column 'n' (field 2): 'inf' is not a finite number"),
+    (b"1,1e400,a,b", "column 'n' (field 2): '1e400' is not a finite number"),
 ]
 
 

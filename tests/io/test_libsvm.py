@@ -475,3 +475,11 @@ def test_compressed_files(tmp_path, suffix, opener):
 def test_docstring_examples():
     result = doctest.testmod(libsvm_module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_error_index_too_large_for_int64_without_n_features(tmp_path):
+    path = _file_with_bad_line(tmp_path, b"1 99999999999999999999999:1", 7)
+    with pytest.raises(ValueError, match=r"line 7: feature index too large for int64: "
+                                         r"'99999999999999999999999:1'") as info:
+        read_libsvm(path)
+    assert "None" not in str(info.value)
