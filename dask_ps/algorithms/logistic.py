@@ -227,9 +227,27 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
     history = monitor.annotate(list(records))
     for ev in reversed(events):
         history.insert(ev["failed_clock"], ev)
-    state = table.to_numpy()[:, :-1]
+    state = _gather_state(table, rule.width)
     W = rule.weights(state)
     return W, history, len(records), TrainState(solver, W, state)
+
+
+def _touched_state(keys, values, slots, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """A shard's rows whose state is not all zero, and those state columns (not the count)."""
+    rows = np.flatnonzero(values[:, :width].any(axis=1))
+    return keys[rows], values[rows, :width]
+
+
+def _gather_state(table, width: int) -> np.ndarray:
+    """The state columns of every row of a dense table, as float64 (n_rows, width).
+
+    Rows never touched are all zero, so only the others travel: with hashed features most
+    rows of a large table are untouched after an epoch (and the count column stays behind).
+    """
+    state = np.zeros((table.shape[0], width))
+    for keys, rows in table.map(_touched_state, width):
+        state[keys] = rows
+    return state
 
 
 def _no_change(records: list[dict], early_stopping: bool, tol: float, patience: int) -> bool:

@@ -185,9 +185,13 @@ class TableShard:
             part: RangePartitioner = spec.partitioner
             self.n_rows = capacity = part.shard_size(shard)
             self.start = int(part.starts[shard])
-        self.values = np.empty((capacity, spec.ncols), spec.dtype)
+        # zeros from calloc: pages of a large dense table are only written when first touched
+        zero = not spec.sparse and spec.init.kind == "constant" and spec.init.a == 0.0
+        self.values = (np.zeros if zero else np.empty)((capacity, spec.ncols), spec.dtype)
         self.slots = {k: np.empty((capacity, w), dt) for k, (w, dt) in self._layout.items()}
-        if not spec.sparse:
+        if zero:
+            spec.optimizer.init_slots(self.slots, slice(None))
+        elif not spec.sparse:
             rows = np.arange(self.n_rows, dtype=np.int64)
             # a slice when the values need no keys: fancy-indexing every row of a large
             # table cost ten times more
