@@ -3,8 +3,11 @@ gradients computed by the workers and summed by the servers under BSP."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.optimize
+from sklearn.exceptions import ConvergenceWarning
 
 from ..model import PSModel
 from ._logistic_kernels import logistic_grad
@@ -64,11 +67,21 @@ def train_lbfgs(model: PSModel, parts: list, shape: tuple, C: float, n_rows: int
     if penalty == "l1":  # OWL-QN; the intercept row is not penalised
         mask = np.ones(shape, bool)
         mask[-1] = False
-        x, nit = owlqn(objective, x0, 1.0 / (C * n_rows), mask.ravel(), max_iter, tol)
-        W = x.reshape(shape)
-        return W, history, nit
+        x, nit, converged = owlqn(objective, x0, 1.0 / (C * n_rows), mask.ravel(), max_iter,
+                                  tol)
+        if not converged:
+            _not_converged("OWL-QN", max_iter, tol)
+        return x.reshape(shape), history, nit
     res = scipy.optimize.minimize(objective, x0, jac=True, method="L-BFGS-B",
                                   options=dict(maxiter=max_iter, gtol=tol, ftol=0.0,
                                                maxcor=20))
-    W = res.x.reshape(shape)
-    return W, history, int(res.nit)
+    if res.status == 1:  # iteration (or evaluation) limit reached
+        _not_converged("L-BFGS-B", max_iter, tol)
+    return res.x.reshape(shape), history, int(res.nit)
+
+
+def _not_converged(method: str, max_iter: int, tol: float) -> None:
+    # scikit-learn's habit: a solver stopped by max_iter says so
+    warnings.warn(f"{method} stopped at max_iter={max_iter} iterations before the gradient "
+                  f"norm reached tol={tol}; increase max_iter", ConvergenceWarning,
+                  stacklevel=4)

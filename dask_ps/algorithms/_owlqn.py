@@ -60,6 +60,8 @@ def owlqn(fun: Callable, x0: np.ndarray, l1: float, mask: np.ndarray | None = No
     -------
     x : ndarray (n,)
     n_iter : int
+    converged : bool
+        False when ``max_iter`` iterations ran without meeting ``tol``.
 
     References
     ----------
@@ -101,4 +103,6 @@ def owlqn(fun: Callable, x0: np.ndarray, l1: float, mask: np.ndarray | None = No
         x, f, g, F = x_new, f_new, g_new, F_new
         if done:
             break
-    return x, it
+    else:
+        return x, it, False
+    return x, it, True

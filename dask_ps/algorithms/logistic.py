@@ -45,6 +45,8 @@ __all__ = ["LogisticRegression", "train"]
 
 SOLVERS = ("sgd", "adagrad", "ftrl", "lbfgs")
 # per-sample steps (batch_size=1), tuned on a9a and a generated CTR set
+#: ``max_iter=None``: epochs of the stochastic solvers, iterations of L-BFGS (scikit-learn's).
+DEFAULT_MAX_ITER = {"stochastic": 10, "lbfgs": 100}
 DEFAULT_LEARNING_RATE = {"sgd": 0.005, "adagrad": 0.1, "ftrl": 0.1, "lbfgs": None}
 
 
@@ -274,8 +276,10 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     C : float, default 1.0
         Inverse regularisation strength (scikit-learn's convention).
     fit_intercept : bool, default True
-    max_iter : int, default 10
-        Epochs at most, or L-BFGS iterations (use 100 or more with "lbfgs").
+    max_iter : int, optional
+        Epochs at most, or L-BFGS iterations. Default: 10 epochs for the stochastic solvers,
+        100 iterations for "lbfgs" (scikit-learn's default), which warns
+        (``ConvergenceWarning``) when it stops there before meeting ``tol``.
     batch_size : int, default 1
         Rows per update step of the stochastic solvers (1: per-sample steps, as in McMahan
         et al.'s FTRL).
@@ -350,7 +354,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     ``predict_proba`` normalises their probabilities, as scikit-learn's one-vs-rest does.
     """
 
-    def __init__(self, solver="ftrl", penalty="l2", C=1.0, fit_intercept=True, max_iter=10,
+    def __init__(self, solver="ftrl", penalty="l2", C=1.0, fit_intercept=True, max_iter=None,
                  batch_size=1, learning_rate=None, tol=1e-6, early_stopping=False,
                  validation_fraction=0.1, n_iter_no_change=5, clocks_per_epoch=4,
                  consistency="bsp", staleness=None, n_shards=None, n_hashed_features=None,
@@ -409,6 +413,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                              f"got {self.validation_fraction!r}")
         for name in ("max_iter", "batch_size", "n_iter_no_change", "clocks_per_epoch"):
             value = getattr(self, name)
+            if name == "max_iter" and value is None:
+                continue
             if not isinstance(value, numbers.Integral) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
@@ -426,7 +432,10 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             Bad parameters, a single class, non-finite input, or non-finite weights after
             training (with the advice to lower ``learning_rate``).
         """
-        return self._fit(X, y, None, self.max_iter, self.warm_start)
+        max_iter = self.max_iter
+        if max_iter is None:
+            max_iter = DEFAULT_MAX_ITER["lbfgs" if self.solver == "lbfgs" else "stochastic"]
+        return self._fit(X, y, None, max_iter, self.warm_start)
 
     def partial_fit(self, X, y, classes=None):
         """One more epoch over ``X``, ``y`` from the current weights (stochastic solvers).

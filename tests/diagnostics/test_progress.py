@@ -79,6 +79,7 @@ def binary_data(n=2000, d=30, seed=0):
     return X, y
 
 
+@pytest.mark.filterwarnings("ignore:L-BFGS-B stopped at max_iter=3")  # 3 iterations, on purpose
 @pytest.mark.parametrize("solver", ["ftrl", "lbfgs"])
 def test_fit_history_and_progress(solver, capsys):
     X, y = binary_data()
