@@ -28,6 +28,7 @@ import numpy as np
 from ..diagnostics.events import report
 from ..exceptions import UnknownTableError
 from ._kernels import fingerprint, segment_sum
+from ._malloc import tune_malloc
 from .consistency import DONE, Consistency
 from .optimizers import Add
 from .partition import HashPartitioner
@@ -131,6 +132,7 @@ class ProcessClient:
     """
 
     def __init__(self, specs: dict, transport: Transport) -> None:
+        tune_malloc()  # in a Dask worker: see dask_ps.state._malloc
         self.specs = specs
         self.transport = transport
         self.jobs: dict[str, _Job] = {}

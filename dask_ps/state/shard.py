@@ -15,6 +15,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from ._malloc import tune_malloc
 from .consistency import DONE, ClockTable, Consistency
 from .partition import merge_duplicates
 from .table import TableShard, TableSpec
@@ -40,6 +41,7 @@ class Shard:
     """
 
     def __init__(self, shard: int, n_shards: int) -> None:
+        tune_malloc()  # in a Dask worker: see dask_ps.state._malloc
         self.shard = shard
         self.n_shards = n_shards
         self.tables: dict[str, TableShard] = {}

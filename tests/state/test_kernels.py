@@ -128,3 +128,32 @@ def test_fingerprint_tells_arrays_apart():
     assert K.fingerprint(keys) != K.fingerprint(swapped)
     assert K.fingerprint(keys) != K.fingerprint(changed)
     assert K.fingerprint(keys[:999]) != K.fingerprint(keys)
+
+
+@pytest.mark.parametrize("n_shards", [1, 3])
+def test_distinct_unsorted_range_keys_take_the_bitmap_path_with_the_same_plan(n_shards):
+    from dask_ps.state.partition import _bitmap
+
+    rng = np.random.default_rng(5)
+    part = RangePartitioner(n_shards, n_rows=1000)
+    for keys in (rng.permutation(1000)[:300], np.concatenate([rng.permutation(500)[:100], [7]])):
+        plan, bad = part.plan(keys)
+        want = plan_keys_py(keys, part.starts, False)
+        assert bad == -1
+        for got, exp in zip(plan[:3], want):
+            np.testing.assert_array_equal(got, exp)
+        assert plan.identity == (n_shards == 1 and len(np.unique(keys)) == len(keys))
+        assert not _bitmap(1000).any()  # left zeroed for the next call
+    # keys of one shard, distinct, in any order: nothing to reorder
+    plan, _ = part.plan(np.array([part.starts[1] - 1, 0, 2]))
+    assert plan.identity and plan.expand(np.arange(3)).tolist() == [0, 1, 2]
+
+
+def test_hash_plan_of_distinct_keys_of_one_shard_is_the_identity():
+    part = HashPartitioner(2)
+    keys = np.arange(1000, dtype=np.int64)
+    one = keys[K.hash_shard(keys, 2) == 1]
+    plan, _ = part.plan(one)
+    assert plan.identity
+    np.testing.assert_array_equal(plan.local, one)
+    assert not part.plan(keys)[0].identity
