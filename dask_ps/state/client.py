@@ -387,8 +387,11 @@ class ProcessClient:
         state.inflight = self.transport.submit(self._send_later(job, state, event))
 
     def _kick(self, state: _Job) -> None:
-        """Send the queued clock now (from any thread but the loop's)."""
-        if state.outbox_event is not None:
+        """Send the queued clock now (from any thread but the loop's).
+
+        Only while one is queued: usually the next pull has taken it already, and waking the
+        loop for nothing costs a context switch per clock."""
+        if state.outbox and state.outbox_event is not None:
             self.transport.loop.call_soon_threadsafe(state.outbox_event.set)
 
     async def _send_later(self, job: str, state: _Job, event: asyncio.Event) -> None:
