@@ -11,7 +11,8 @@ Measures, in one run:
    ratio ours / raw transfer for the 1e6-key pull + push from the remote shard (target >= 50%);
 4. a training-shaped loop (2 tasks, 2 shards, dense float32 table of 1e7 rows, each step
    pull K + push K + clock under ASP) against a local NumPy ceiling and a bare Dask-actor loop
-   (targets: >= 50% of the ceiling at K=1e5, >= 25% at K=1e4).
+   (targets: >= 50% of the ceiling at K=1e5, >= 25% at K=1e4), in rounds run back to back;
+   the ratios reported are medians over the rounds.
 
 Usage::
 
@@ -436,6 +437,7 @@ def run(args) -> dict:
     reps_1key = 51 if quick else 301
     train_steps = ({10_000: 150, 100_000: 30} if quick else {10_000: 800, 100_000: 120})
     train_warm = 5
+    rounds = args.rounds or (2 if quick else 3)
     t_start = time.perf_counter()
     if args.tuned_malloc:
         # Dask's nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536, which also turns
@@ -456,6 +458,7 @@ def run(args) -> dict:
                            reps_1key=reps_1key, dense_rows=DENSE_ROWS, sparse_pool=SPARSE_POOL,
                            train_rows=TRAIN_ROWS, train_steps={str(k): v for k, v in
                                                               train_steps.items()},
+                           train_rounds=rounds,
                            workers=workers, worker_env=client.run(_worker_env)[A],
                            python=sys.version.split()[0], numpy=np.__version__,
                            machine=platform.machine(), cpus=os.cpu_count(),
@@ -497,23 +500,29 @@ def run(args) -> dict:
                                     allow_other_workers=False)
                       for n, w in ((half, A), (TRAIN_ROWS - half, B))]
         client.gather(actor_futs)
-        train = {}
-        for k in TRAIN_KS:
-            steps = train_steps[k]
-            base = dict(k=k, steps=steps, warm=train_warm, rows=TRAIN_ROWS,
-                        order=args.key_order)
-            start_at = time.time() + _lead(k, steps)
-            ps_res = model.run(_train_task,
-                               [dict(base, seed=100 + t, start_at=start_at) for t in range(2)],
-                               consistency="asp", workers=[A, B])
-            start_at = time.time() + _lead(k, steps)
-            actor_res = client.gather([
-                client.submit(_actor_loop, *actor_futs,
-                              dict(base, seed=200 + t, half=half, start_at=start_at),
-                              workers=[w], allow_other_workers=False, pure=False)
-                for t, w in enumerate((A, B))])
-            ceiling = numpy_ceiling(k, steps, train_warm, seed=300, order=args.key_order)
-            train[k] = dict(ps=ps_res, actor=actor_res, ceiling=ceiling)
+        train = {k: [] for k in TRAIN_KS}
+        # Rounds of (dask_ps loop, actor loop, NumPy ceiling) back to back, so that each
+        # ratio compares runs seconds apart; the summary takes the median over rounds.
+        for r in range(rounds):
+            for k in TRAIN_KS:
+                steps = train_steps[k]
+                base = dict(k=k, steps=steps, warm=train_warm, rows=TRAIN_ROWS,
+                            order=args.key_order)
+                start_at = time.time() + _lead(k, steps)
+                ps_res = model.run(_train_task, [dict(base, seed=100 + 10 * r + t,
+                                                      start_at=start_at) for t in range(2)],
+                                   consistency="asp", workers=[A, B])
+                start_at = time.time() + _lead(k, steps)
+                actor_res = client.gather([
+                    client.submit(_actor_loop, *actor_futs,
+                                  dict(base, seed=200 + 10 * r + t, half=half,
+                                       start_at=start_at),
+                                  workers=[w], allow_other_workers=False, pure=False)
+                    for t, w in enumerate((A, B))])
+                ceiling = numpy_ceiling(k, steps, train_warm, seed=300 + r,
+                                        order=args.key_order)
+                train[k].append(dict(ps=ps_res, actor=actor_res, ceiling=ceiling,
+                                     loadavg=os.getloadavg()[0]))
         del actor_futs
 
         # ---- optional: where the time of a training step goes ------------------------------
@@ -585,18 +594,26 @@ def summarise(core, bounds, train) -> dict:
         raw = 2 * _median(bounds[KS[-1]]["raw_transfer"])
         headline[table] = dict(k=KS[-1], ours_s=ours, raw_s=raw, ratio=raw / ours, target=0.5)
     trn = {}
-    for k, t in train.items():
-        ps_rate, ps_wall = loop_rate(t["ps"])
-        actor_rate, actor_wall = loop_rate(t["actor"])
-        ceil = t["ceiling"]["keys"] / t["ceiling"]["seconds"]
-        trn[k] = dict(ps_keys_per_s=ps_rate, ps_wall_s=ps_wall,
-                      actor_keys_per_s=actor_rate, actor_wall_s=actor_wall,
-                      ceiling_keys_per_s=ceil, ps_vs_ceiling=ps_rate / ceil,
-                      actor_vs_ceiling=actor_rate / ceil, ps_vs_actor=ps_rate / actor_rate,
-                      target=0.5 if k >= 100_000 else 0.25,
-                      ps_step_ms=[r["seconds"] / (r["keys"] / k) * 1e3 for r in t["ps"]],
-                      actor_step_ms=[r["seconds"] / (r["keys"] / k) * 1e3 for r in t["actor"]],
-                      max_late_start_s=max(r["late_s"] for r in t["ps"] + t["actor"]))
+    for k, rounds in train.items():
+        per = []
+        for t in rounds:
+            ps_rate, _ = loop_rate(t["ps"])
+            actor_rate, _ = loop_rate(t["actor"])
+            ceil = t["ceiling"]["keys"] / t["ceiling"]["seconds"]
+            per.append(dict(ps=ps_rate, actor=actor_rate, ceiling=ceil,
+                            ps_vs_ceiling=ps_rate / ceil, actor_vs_ceiling=actor_rate / ceil,
+                            ps_vs_actor=ps_rate / actor_rate))
+        med = {key: _median([p[key] for p in per]) for key in per[0]}
+        trn[k] = dict(ps_keys_per_s=med["ps"], actor_keys_per_s=med["actor"],
+                      ceiling_keys_per_s=med["ceiling"], ps_vs_ceiling=med["ps_vs_ceiling"],
+                      actor_vs_ceiling=med["actor_vs_ceiling"], ps_vs_actor=med["ps_vs_actor"],
+                      rounds=per, target=0.5 if k >= 100_000 else 0.25,
+                      ps_step_ms=[r["seconds"] / (r["keys"] / k) * 1e3
+                                  for t in rounds for r in t["ps"]],
+                      actor_step_ms=[r["seconds"] / (r["keys"] / k) * 1e3
+                                     for t in rounds for r in t["actor"]],
+                      max_late_start_s=max(r["late_s"] for t in rounds
+                                           for r in t["ps"] + t["actor"]))
     return dict(throughput=rows, overhead_us=overhead,
                 bounds={str(k): v for k, v in bnd.items()}, headline=headline,
                 train={str(k): v for k, v in trn.items()})
@@ -651,7 +668,9 @@ def report(res) -> str:
             f"(target >= {h['target']:.0%}: {ok})")
     add("")
     add("4. Training-shaped loop: 2 tasks (A, B), 2 shards, dense float32 1e7 rows, per step "
-        "pull K + push K + clock (ASP)")
+        "pull K + push K + clock (ASP);")
+    add(f"   medians over {c.get('train_rounds', 1)} rounds of (dask_ps, actor, ceiling) run "
+        f"back to back")
     add(f"{'K':>8} {'ceiling keys/s':>15} {'dask_ps keys/s':>15} {'ratio':>6} {'target':>7} "
         f"{'actor keys/s':>13} {'ratio':>6} {'ps/actor':>9}")
     for k, t in s["train"].items():
@@ -661,6 +680,10 @@ def report(res) -> str:
             f"{_si(t['actor_keys_per_s']):>13} {t['actor_vs_ceiling']:>6.1%} "
             f"{t['ps_vs_actor']:>8.2f}x  [{ok}]")
     for k, t in s["train"].items():
+        add(f"   K={k}: dask_ps/ceiling per round "
+            f"{', '.join(format(r['ps_vs_ceiling'], '.1%') for r in t['rounds'])}; "
+            f"actor/ceiling "
+            f"{', '.join(format(r['actor_vs_ceiling'], '.1%') for r in t['rounds'])}")
         add(f"   K={k}: ms/step per task: dask_ps "
             f"{', '.join(f'{x:.2f}' for x in t['ps_step_ms'])}; actor "
             f"{', '.join(f'{x:.2f}' for x in t['actor_step_ms'])}; ceiling "
@@ -697,6 +720,8 @@ def main(argv=None) -> int:
                    help="A/B: start the workers with MALLOC_TRIM_THRESHOLD_=1GiB and "
                         "MALLOC_MMAP_THRESHOLD_=32MiB instead of Dask's "
                         "MALLOC_TRIM_THRESHOLD_=64KiB")
+    p.add_argument("--rounds", type=int, default=0,
+                   help="rounds of the training-loop comparison (default 3, 2 with --quick)")
     p.add_argument("--key-order", choices=["random", "sorted"], default="random",
                    help="keys of each call in random order (default) or sorted, as ps-lite "
                         "requires and np.unique gives; distinct either way")

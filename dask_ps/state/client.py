@@ -28,6 +28,7 @@ import numpy as np
 from ..diagnostics.events import report
 from ..exceptions import UnknownTableError
 from ._kernels import fingerprint, segment_sum
+from ._malloc import tune_malloc
 from .consistency import DONE, Consistency
 from .optimizers import Add
 from .partition import HashPartitioner
@@ -131,6 +132,7 @@ class ProcessClient:
     """
 
     def __init__(self, specs: dict, transport: Transport) -> None:
+        tune_malloc()  # in a Dask worker: see dask_ps.state._malloc
         self.specs = specs
         self.transport = transport
         self.jobs: dict[str, _Job] = {}
@@ -385,8 +387,11 @@ class ProcessClient:
         state.inflight = self.transport.submit(self._send_later(job, state, event))
 
     def _kick(self, state: _Job) -> None:
-        """Send the queued clock now (from any thread but the loop's)."""
-        if state.outbox_event is not None:
+        """Send the queued clock now (from any thread but the loop's).
+
+        Only while one is queued: usually the next pull has taken it already, and waking the
+        loop for nothing costs a context switch per clock."""
+        if state.outbox and state.outbox_event is not None:
             self.transport.loop.call_soon_threadsafe(state.outbox_event.set)
 
     async def _send_later(self, job: str, state: _Job, event: asyncio.Event) -> None:

@@ -63,6 +63,28 @@ def _scratch(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return scratch[0][:cap], scratch[1][:cap], scratch[2]
 
 
+#: Largest range table whose keys are planned with a bitmap of its rows (2^27 rows: 32 MiB
+#: of scratch per thread); larger ones use the hash table only.
+BITMAP_ROWS = 2**27
+#: Keys of a range table come out sorted (the bitmap read in order) when the table has fewer
+#: than ``64 * BITMAP_SORT * n`` rows for ``n`` keys.
+BITMAP_SORT = 8
+_NO_BITS = np.zeros(0, np.uint64)
+
+
+def _bitmap(n_rows: int) -> np.ndarray:
+    """This thread's scratch for :func:`~dask_ps.state._kernels.plan_keys`: a zeroed bitmap of
+    at least ``n_rows`` bits, then as many words of room for counts (kept between calls; pages
+    never touched are never allocated)."""
+    if n_rows > BITMAP_ROWS:
+        return _NO_BITS
+    words = n_rows // 64 + 1
+    bits = getattr(_local, "bits", None)
+    if bits is None or bits.shape[0] < 2 * words:
+        bits = _local.bits = np.zeros(2 * words, np.uint64)
+    return bits[: 2 * words]
+
+
 @dataclass(frozen=True)
 class _Partitioner:
     n_shards: int
@@ -79,8 +101,11 @@ class _Partitioner:
 
     def plan(self, keys: np.ndarray) -> tuple[KeyPlan, int]:
         """Plan ``keys`` (int64); returns the plan and the index of the first bad key or -1."""
-        local, offsets, inverse, bad = _kernels.plan_keys(keys, self.starts, self.hashed,
-                                                          *_scratch(keys.shape[0]))
+        n_rows = int(self.starts[-1])
+        bits = _NO_BITS if self.hashed else _bitmap(n_rows)
+        local, offsets, inverse, bad = _kernels.plan_keys(
+            keys, self.starts, self.hashed, *_scratch(keys.shape[0]), bits,
+            n_rows // 64 < BITMAP_SORT * keys.shape[0])
         return KeyPlan(local, offsets, inverse, bad == -2), max(int(bad), -1)
 
 
@@ -162,7 +187,8 @@ def merge_duplicates(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, 
     Returns the distinct keys in order of first appearance and their sums (n_unique, ncols);
     rows are added in input order, so the result is deterministic.
     """
-    local, _, inverse, _ = _kernels.plan_keys(keys, _ONE_SHARD, True, *_scratch(keys.shape[0]))
+    local, _, inverse, _ = _kernels.plan_keys(keys, _ONE_SHARD, True, *_scratch(keys.shape[0]),
+                                              _NO_BITS, False)
     if local.shape[0] == keys.shape[0]:
         out = np.empty_like(values)
         out[inverse] = values

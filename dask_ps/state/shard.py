@@ -15,9 +15,11 @@ from collections import defaultdict
 
 import numpy as np
 
+from ._malloc import tune_malloc
 from .consistency import DONE, ClockTable, Consistency
 from .partition import merge_duplicates
 from .table import TableShard, TableSpec
+from .transport import packed
 
 __all__ = ["Shard"]
 
@@ -40,6 +42,7 @@ class Shard:
     """
 
     def __init__(self, shard: int, n_shards: int) -> None:
+        tune_malloc()  # in a Dask worker: see dask_ps.state._malloc
         self.shard = shard
         self.n_shards = n_shards
         self.tables: dict[str, TableShard] = {}
@@ -54,11 +57,12 @@ class Shard:
                           "push_pull", "finish", "apply", "load_rows", "stats"})
 
     async def dispatch(self, call: tuple):
-        """Run ``(method, args, kwargs)``: the one entry point of remote callers."""
+        """Run ``(method, args, kwargs)``: the one entry point of remote callers. The result
+        goes back as one pickle (see :func:`~dask_ps.state.transport.packed`)."""
         method, args, kwargs = call
         if method not in self._METHODS:
             raise AttributeError(f"shard {self.shard} has no method {method!r}")
-        return await getattr(self, method)(*args, **kwargs)
+        return packed(await getattr(self, method)(*args, **kwargs))
 
     # -- tables ---------------------------------------------------------------------------
     async def create_table(self, spec: TableSpec) -> int:

@@ -8,9 +8,13 @@ from dask_ps.state.partition import HashPartitioner, RangePartitioner, merge_dup
 
 
 def plan_keys_py(keys, starts, hashed):
-    """Slow twin of :func:`plan_keys`: same grouping, first-appearance order inside a shard."""
+    """Slow twin of :func:`plan_keys`: same grouping; inside a shard, ascending keys for a
+    range table of fewer than 512 rows per key (its bitmap path), else first-appearance
+    order."""
     n_shards = len(starts) - 1
     uniq = list(dict.fromkeys(keys.tolist()))
+    if not hashed and starts[-1] // 64 < 8 * len(keys):
+        uniq = sorted(uniq)
     if hashed:
         shard = [int(K.hash_shard(np.array([k]), n_shards)[0]) for k in uniq]
     else:
@@ -128,3 +132,53 @@ def test_fingerprint_tells_arrays_apart():
     assert K.fingerprint(keys) != K.fingerprint(swapped)
     assert K.fingerprint(keys) != K.fingerprint(changed)
     assert K.fingerprint(keys[:999]) != K.fingerprint(keys)
+
+
+@pytest.mark.parametrize("n_shards", [1, 3])
+def test_distinct_unsorted_keys_of_a_large_range_table_keep_their_order(n_shards):
+    from dask_ps.state.partition import _bitmap
+
+    rng = np.random.default_rng(5)
+    part = RangePartitioner(n_shards, n_rows=100_000)  # > 512 rows per key: order kept
+    for keys in (rng.permutation(100_000)[:150], rng.permutation(1000)[:150],
+                 np.concatenate([rng.permutation(500)[:100], [7]])):
+        plan, bad = part.plan(keys)
+        want = plan_keys_py(keys, part.starts, False)
+        assert bad == -1
+        for got, exp in zip(plan[:3], want):
+            np.testing.assert_array_equal(got, exp)
+        one_shard = len(set(np.searchsorted(part.starts, keys, side="right"))) == 1
+        assert plan.identity == (one_shard and len(np.unique(keys)) == len(keys))
+        assert not _bitmap(100_000).any()  # left zeroed for the next call
+    # keys of one shard, distinct, in any order: nothing to reorder
+    plan, _ = part.plan(np.array([part.starts[1] - 1, 0, 2]))
+    assert plan.identity and plan.expand(np.arange(3)).tolist() == [0, 1, 2]
+
+
+def test_hash_plan_of_distinct_keys_of_one_shard_is_the_identity():
+    part = HashPartitioner(2)
+    keys = np.arange(1000, dtype=np.int64)
+    one = keys[K.hash_shard(keys, 2) == 1]
+    plan, _ = part.plan(one)
+    assert plan.identity
+    np.testing.assert_array_equal(plan.local, one)
+    assert not part.plan(keys)[0].identity
+
+
+@pytest.mark.parametrize("n_shards", [1, 3])
+def test_unsorted_keys_of_a_small_range_table_come_out_sorted(n_shards):
+    from dask_ps.state.partition import _bitmap
+
+    rng = np.random.default_rng(6)
+    part = RangePartitioner(n_shards, n_rows=5000)
+    big = RangePartitioner(n_shards, n_rows=100_000)
+    for keys in (rng.permutation(5000)[:200], rng.integers(0, 5000, 300),
+                 np.array([4999, 0, 64, 63, 4999])):
+        plan, bad = part.plan(keys)
+        want = plan_keys_py(keys, part.starts, False)
+        assert bad == -1 and not plan.identity
+        for got, exp in zip(plan[:3], want):
+            np.testing.assert_array_equal(got, exp)
+        assert not _bitmap(5000).any()
+        big.plan(rng.permutation(100_000)[:100])  # a larger table reuses the scratch
+        assert not _bitmap(100_000).any()

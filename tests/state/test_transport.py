@@ -48,3 +48,28 @@ def test_in_process_shards_are_local_objects():
         model.add_table("w", shape=(5,))
         model.push("w", np.arange(5), np.ones(5))
         assert model.pull("w").sum() == 5
+
+
+def _mmap_threshold_effect(ps, item):
+    """Page faults of three fresh 800 kB arrays after a first one: ~200 each when every
+    large allocation is a new mmap (Dask's worker default), none when the heap is reused."""
+    import resource
+
+    from dask_ps.state._malloc import tune_malloc
+
+    np.ones(100_000)  # the heap has the room afterwards
+    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+    for _ in range(3):
+        np.ones(100_000)
+    return tune_malloc(), resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
+
+
+def test_worker_processes_keep_large_temporaries_on_the_heap(client2):
+    from dask_ps.state._malloc import tune_malloc
+
+    assert not tune_malloc()  # not in a worker: the user's process is left alone
+    with dask_ps.PSModel(client2) as model:
+        model.add_table("w", shape=(4,))
+        out = model.run(_mmap_threshold_effect, [0, 1])
+    assert [o[0] for o in out] == [True, True]
+    assert max(o[1] for o in out) < 50, out
