@@ -248,7 +248,12 @@ def load_part(part):
         return get_worker().data[part.key]
     except KeyError:
         pass
-    value = Future(part.key, get_client()).result()
+    client = get_client()
+    future = Future(part.key, client)
+    # a Future made from a key waits for news of it: ask the scheduler for them (what the
+    # client does for the futures it holds when it reconnects)
+    client._send_to_scheduler({"op": "client-desires-keys", "keys": [part.key]})
+    value = future.result()
     with _FETCHED_LOCK:
         _FETCHED["count"] += 1
         _FETCHED["bytes"] += int(sizeof(value))

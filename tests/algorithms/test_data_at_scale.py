@@ -82,3 +82,28 @@ def test_no_data_moves_between_workers_during_fit(ctr_files, client2):
     # every training task ran where its partitions were, and each file was read once
     assert report["incoming_transfers"] == 0 and report["incoming_transfer_bytes"] == 0
     assert report["source_reads"] == len(files) and report["max_reads_per_block"] == 1
+
+
+def test_a_partition_on_another_worker_is_fetched_and_counted(client2):
+    """After a lost worker, Dask may recompute a partition elsewhere than its task: the task
+    fetches it (counted as an incoming transfer) instead of failing."""
+    from dask_ps.algorithms._data import PartKey, _worker_io, load_part
+
+    a, b = sorted(client2.scheduler_info(n_workers=-1)["workers"])
+    part = client2.submit(lambda: (np.arange(1000.0), np.ones(3)), workers=[a], pure=False)
+    part.result()
+
+    def load(key):
+        before = _worker_io()
+        from distributed import get_worker
+
+        X, Y = load_part(PartKey(key))
+        here = key in get_worker().data
+        after = _worker_io(get_worker())
+        return X.shape[0], Y.shape[0], here, after["incoming_bytes"] >= 8000, before["reads"]
+
+    assert client2.submit(load, part.key, workers=[a], pure=False).result()[:3] == (1000, 3,
+                                                                                     True)
+    rows, _, _, counted, _ = client2.submit(load, part.key, workers=[b], pure=False).result()
+    assert rows == 1000 and counted
+    assert client2.who_has([part])[part.key] == (a,)  # fetched, not moved
