@@ -207,7 +207,7 @@ def main(argv=None) -> int:
                 lim = ", ".join(f"{v / 2**30:.2f}" for v in r["memory_limit_bytes"].values())
                 spilled = sum(r["spilled_to_disk_bytes"].values())
                 last = (r.get("history_extra") or [{}])[-1]
-                print(f"  {name}: source reads {last.get('source_reads')} of "
+                print(f"  {name}: {last.get('source_reads')} blocks read from "
                       f"{r['files']} files ({last.get('source_bytes', 0) / 1e9:.2f} GB), "
                       f"max reads per block {last.get('max_reads_per_block')}, incoming "
                       f"transfers {last.get('incoming_transfers')}, at the end "
