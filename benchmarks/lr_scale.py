@@ -114,7 +114,8 @@ def fit_once(client, files: list[str], info: dict, args) -> dict:
         t0 = time.perf_counter()
         model.fit(X, y)
         wall = time.perf_counter() - t0
-    out = dict(rows=rows, nnz=int(nnz), partitions=int(X.numblocks[0]), fit_s=wall,
+    out = dict(rows=rows, nnz=int(nnz), files=len(files), partitions=int(X.numblocks[0]),
+               fit_s=wall,
                nnz_per_s_per_epoch=nnz * args.epochs / wall,
                cost_per_sample_us=1e6 * wall / (rows * args.epochs),
                peak_memory_bytes=mem.peak, memory_limit_bytes=limits,
@@ -122,6 +123,8 @@ def fit_once(client, files: list[str], info: dict, args) -> dict:
                spilled_to_disk_bytes=mem.spilled,
                loss=[h.get("loss") for h in model.history_])
     times = [h["time"] for h in model.history_ if "epoch" in h and "time" in h]
+    if times:  # the training loop's clock starts once the data is read and encoded
+        out["read_and_encode_s"] = wall - times[-1]
     if len(times) == args.epochs:  # seconds since the fit started, at the end of each epoch
         out["nnz_per_s_each_epoch"] = (nnz / np.diff([0.0] + times)).tolist()
     # per-epoch figures, when the estimator records them (time, bytes in memory/on disk)
@@ -142,16 +145,25 @@ def main(argv=None) -> int:
     p.add_argument("--chunk-rows", type=int, default=500_000)
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--small-ratio", type=float, default=10.0)
-    p.add_argument("--memory-limit", default="auto",
-                   help="per worker, e.g. 8GiB ('auto': RAM / workers)")
+    p.add_argument("--memory-limit", default="8GiB",
+                   help="per worker, e.g. 8GiB ('auto': RAM / workers; leave room for the "
+                        "other processes of the machine)")
+    p.add_argument("--target", type=float, default=0.45,
+                   help="managed memory (share of the limit) above which Dask spills; the "
+                        "block cache (dask-ps.block-cache, 0.1) and the shards come on top, "
+                        "and the process must stay below the spill (0.75) and pause (0.85) "
+                        "thresholds, where Dask would spill from (and block) its event loop")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--sample-s", type=float, default=0.5)
     p.add_argument("--dir", default=None, help="where the data goes (default: a temp dir, "
                                                "deleted at the end)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write the summary here")
+    p.add_argument("--generate-only", action="store_true",
+                   help="write the dataset (into --dir) and stop")
     args = p.parse_args(argv)
 
+    import dask
     from distributed import Client, LocalCluster
 
     n_features = 2 ** args.features
@@ -170,13 +182,20 @@ def main(argv=None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     summary = dict(args=vars(args), machine=dict(cpus=os.cpu_count(),
                                                  ram_bytes=_ram_bytes()))
+    memory = {"distributed.worker.memory.target": args.target,
+              "distributed.worker.memory.spill": 0.75, "distributed.worker.memory.pause": 0.85,
+              "distributed.worker.memory.terminate": 0.95}
     try:
-        with LocalCluster(n_workers=args.workers, threads_per_worker=1,
+        with dask.config.set(memory), LocalCluster(n_workers=args.workers, threads_per_worker=1,
                           memory_limit=args.memory_limit, dashboard_address=":0",
                           local_directory=str(root / "_dask")) as cluster, \
                 Client(cluster) as client:
             info = ensure_data(root, args.rows, args)
             summary["data"] = info
+            if args.generate_only:
+                print(f"data: {info['bytes'] / 2**30:.2f} GiB in {info['files']} files, "
+                      f"written in {info.get('write_s', 0):.0f} s", flush=True)
+                return 0
             print(f"data: {args.rows:,} rows, {info['nnz']:,} non-zeros, "
                   f"{info['bytes'] / 1e9:.2f} GB in {info['files']} files "
                   f"(written in {info.get('write_s', 0):.0f} s)", flush=True)
@@ -187,9 +206,17 @@ def main(argv=None) -> int:
                 peaks = ", ".join(f"{v / 2**30:.2f}" for v in r["peak_memory_bytes"].values())
                 lim = ", ".join(f"{v / 2**30:.2f}" for v in r["memory_limit_bytes"].values())
                 spilled = sum(r["spilled_to_disk_bytes"].values())
+                last = (r.get("history_extra") or [{}])[-1]
+                print(f"  {name}: {last.get('source_reads')} blocks read from "
+                      f"{r['files']} files ({last.get('source_bytes', 0) / 1e9:.2f} GB), "
+                      f"max reads per block {last.get('max_reads_per_block')}, incoming "
+                      f"transfers {last.get('incoming_transfers')}, at the end "
+                      f"{last.get('bytes_in_memory', 0) / 2**30:.2f} GiB in memory and "
+                      f"{last.get('bytes_on_disk', 0) / 2**30:.2f} GiB on disk", flush=True)
                 each = r.get("nnz_per_s_each_epoch")
                 if each:
-                    print(f"  {name}: M nnz/s in each epoch (the first includes reading): "
+                    print(f"  {name}: read and encoded in {r.get('read_and_encode_s', 0):.0f} "
+                          f"s; M nnz/s in each epoch of training: "
                           + ", ".join(f"{v / 1e6:.2f}" for v in each), flush=True)
                 print(f"{name}: {r['rows']:,} rows, fit {r['fit_s']:.1f} s, "
                       f"{r['nnz_per_s_per_epoch'] / 1e6:.2f} M nnz/s per epoch, "

@@ -7,12 +7,14 @@ that computes it, and the training task of that chunk runs there too.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["as_scipy", "compute_on_workers", "dask_partitions", "data_report", "encode_part",
-           "group_parts", "hash_columns", "io_snapshot", "is_dask_collection", "locate",
-           "read_together", "split_rows"]
+__all__ = ["PartKey", "as_scipy", "compute_on_workers", "dask_partitions", "data_report",
+           "encode_part", "group_parts", "hash_columns", "io_snapshot", "is_dask_collection",
+           "load_part", "locate", "part_refs", "read_together", "split_rows"]
 
 
 def is_dask_collection(x) -> bool:
@@ -44,8 +46,10 @@ def hash_columns(X: sp.csr_matrix, n_buckets: int) -> sp.csr_matrix:
 
 def encode_part(X, y, classes: np.ndarray, n_out: int, where: str = "",
                 n_buckets: int | None = None) -> tuple:
-    """``(X as CSR float64 with sorted indices, targets (n, n_out))`` of one partition,
-    its columns hashed into ``n_buckets`` when given.
+    """``(X as CSR with sorted indices, targets (n, n_out))`` of one partition, its columns
+    hashed into ``n_buckets`` when given. ``X`` keeps float32 values (the readers' dtype:
+    half the memory and spill of float64; the kernels compute in float64 all the same, and
+    float32 to float64 is exact); other dtypes become float64.
 
     Raises
     ------
@@ -54,7 +58,10 @@ def encode_part(X, y, classes: np.ndarray, n_out: int, where: str = "",
     """
     if hasattr(X, "to_numpy"):  # pandas
         X = X.to_numpy(dtype=np.float64)
-    X = sp.csr_matrix(X.tocsr() if hasattr(X, "tocsr") else X, dtype=np.float64)
+    X = X.tocsr() if hasattr(X, "tocsr") else X
+    dtype = np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
+    # a copy: sum_duplicates works in place, and X may be the caller's (or Dask's) data
+    X = sp.csr_matrix(X, dtype=dtype, copy=True)
     X.sum_duplicates()  # canonical: sorted, distinct columns per row (per-sample kernels)
     if not np.isfinite(X.data).all():
         raise ValueError(f"{where}: X contains NaN or infinity")
@@ -109,8 +116,11 @@ def split_rows(X: sp.csr_matrix, Y: np.ndarray, n_parts: int) -> list:
 
 
 def dask_partitions(client, X, y, classes: np.ndarray, n_out: int,
-                    n_buckets: int | None = None) -> tuple[list, list[str]]:
-    """Futures of the encoded chunks of dask ``X``, ``y`` and the worker holding each.
+                    n_buckets: int | None = None) -> list:
+    """Futures of the encoded chunks of dask ``X``, ``y``, submitted (not waited for: once
+    the caller lets go of ``X`` and ``y``, Dask frees each input chunk as soon as it is
+    encoded, instead of holding all of them until the last one is; then
+    :func:`locate` them).
 
     Raises
     ------
@@ -157,7 +167,7 @@ def dask_partitions(client, X, y, classes: np.ndarray, n_out: int,
                                 allow_other_workers=addr is not None)
         for i, f in zip(idx, placed):
             futures[i] = f
-    return futures, locate(client, futures)
+    return futures
 
 
 def locate(client, futures: list) -> list[str]:
@@ -197,6 +207,62 @@ def group_parts(parts: list, workers: list[str] | None, nthreads: dict[str, int]
     return groups, where
 
 
+class PartKey:
+    """The Dask key of a partition, passed to a task instead of its future: Dask would
+    resolve a future in the task's arguments, holding every partition of the task in memory
+    (unspilled) at once; a task loads one partition at a time with :func:`load_part`."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key) -> None:
+        self.key = key
+
+    def __reduce__(self):
+        return PartKey, (self.key,)
+
+    def __repr__(self) -> str:
+        return f"PartKey({self.key!r})"
+
+
+def part_refs(parts: list) -> list:
+    """``parts`` with Dask futures replaced by their :class:`PartKey`; other parts as they
+    are."""
+    from distributed import Future
+
+    return [PartKey(p.key) if isinstance(p, Future) else p for p in parts]
+
+
+_FETCHED = {"count": 0, "bytes": 0}  # partitions a task fetched from another worker
+_FETCHED_LOCK = threading.Lock()
+
+
+def load_part(part):
+    """``(X, Y)`` of a partition: ``part`` itself, or for a :class:`PartKey` the value in
+    this worker's store (memory, or Dask's local disk, through its ``SpillBuffer``, which
+    counts and spills it like any other key). A partition that is not on this worker (Dask
+    recomputed it elsewhere after a worker was lost) is fetched from its holder and counted
+    as an incoming transfer (see :func:`data_report`)."""
+    if not isinstance(part, PartKey):
+        return part
+    from dask.sizeof import sizeof
+    from distributed import Future, get_client, get_worker
+
+    try:
+        return get_worker().data[part.key]
+    except KeyError:
+        pass
+    client = get_client()
+    future = Future(part.key, client)
+    # a Future made from a key waits for news of it: ask the scheduler for them (what the
+    # client does for the futures it holds when it reconnects)
+    client._send_to_scheduler({"op": "client-desires-keys", "keys": [part.key]})
+    value = future.result()
+    with _FETCHED_LOCK:
+        _FETCHED["count"] += 1
+        _FETCHED["bytes"] += int(sizeof(value))
+    return value
+
+
 def _worker_io(dask_worker=None, keys=()) -> dict:
     """This worker's source reads and incoming transfers so far, and where ``keys`` are now:
     bytes in memory (``sizeof``) and on Dask's local disk (pickled)."""
@@ -208,8 +274,11 @@ def _worker_io(dask_worker=None, keys=()) -> dict:
            "in_memory": 0, "on_disk": 0}
     if dask_worker is None:
         return out
-    out["incoming_count"] = dask_worker.state.transfer_incoming_count_total
-    out["incoming_bytes"] = sum(e["total"] for e in dask_worker.transfer_incoming_log)
+    with _FETCHED_LOCK:  # Dask's own transfers, and those of load_part
+        out["incoming_count"] = dask_worker.state.transfer_incoming_count_total + _FETCHED[
+            "count"]
+        out["incoming_bytes"] = sum(e["total"] for e in dask_worker.transfer_incoming_log
+                                    ) + _FETCHED["bytes"]
     data = dask_worker.data
     memory = getattr(data, "memory", data)
     # distributed's SpillBuffer keeps the pickled size of each spilled key here (pinned

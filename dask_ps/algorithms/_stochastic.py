@@ -10,8 +10,12 @@ overshoots on the frequent rows, which every task has already fitted on its own:
 tasks, test AUC on a generated CTR set fell from 0.77 to 0.55 after one epoch; with the mean
 it was 0.76.
 
-The blocks (each block's distinct columns and its CSR re-indexed onto them) are built once per
-partition and kept in the worker process for the following epochs.
+A task streams its partitions: it loads one at a time from its worker's store (where Dask
+keeps it in memory or spills it to local disk) and lets it go before the next. The blocks
+(each block's distinct columns and its CSR re-indexed onto them) of a partition are built
+when it is visited and kept in the worker process for the following epochs while the cached
+blocks stay within a share of the worker's memory limit (:func:`cache_budget`); beyond, they
+are rebuilt at each visit.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..state._optim_kernels import ADAGRAD_RULE, FTRL_RULE, SGD_RULE, ftrl_weights
+from ._data import PartKey, load_part
 from ._logistic_kernels import local_steps, rows_loss
 
 __all__ = ["Rule", "epoch_task"]
@@ -78,29 +83,71 @@ def make_blocks(X: sp.csr_matrix, Y: np.ndarray, n_blocks: int, bias_key: int,
 
 
 # Blocks of the partitions this process holds, kept across the epochs (one job each) of a
-# fit: by (fit id, id of the partition's CSR); an entry goes when its partition is freed.
-_BLOCKS: dict[tuple, list[Block]] = {}
+# fit while they fit in the budget (see cache_budget): by (fit id, Dask key of the partition,
+# or id of its CSR when the task got the partition itself; that entry goes when the CSR is
+# freed). Values are (blocks, bytes).
+_BLOCKS: dict[tuple, tuple[list[Block], int]] = {}
 _BLOCKS_LOCK = threading.Lock()
+_CACHED_BYTES = [0]
+
+#: Default share of a worker's memory limit that cached blocks may take (config key
+#: ``dask-ps.block-cache``). The blocks hold a second copy of their partitions' column
+#: indices (and the values, even once Dask has spilled the partition), outside Dask's
+#: memory accounting: bounded, they speed up data that fits while huge data streams.
+BLOCK_CACHE_FRACTION = 0.1
 
 
-def cached_blocks(fit: str, X: sp.csr_matrix, Y: np.ndarray, n_blocks: int, bias_key: int,
-                  validation_fraction: float, seed) -> list[Block]:
-    key = (fit, id(X))
+def cache_budget() -> float:
+    """Bytes of blocks this process may cache: ``dask-ps.block-cache`` (default
+    :data:`BLOCK_CACHE_FRACTION`) times the worker's memory limit; unbounded outside a
+    worker or without a limit."""
+    import dask
+    from distributed import get_worker
+
+    try:
+        limit = get_worker().memory_manager.memory_limit
+    except ValueError:  # not in a worker: the in-process mode
+        return float("inf")
+    fraction = float(dask.config.get("dask-ps.block-cache", BLOCK_CACHE_FRACTION))
+    return fraction * limit if limit else float("inf")
+
+
+def _drop(key: tuple) -> None:
+    with _BLOCKS_LOCK:
+        entry = _BLOCKS.pop(key, None)
+        if entry is not None:
+            _CACHED_BYTES[0] -= entry[1]
+
+
+def cached_blocks(fit: str, part, X: sp.csr_matrix, Y: np.ndarray, n_blocks: int,
+                  bias_key: int, validation_fraction: float, seed, budget: float
+                  ) -> list[Block]:
+    """:func:`make_blocks` of a partition, kept for the next epochs while all cached blocks
+    of this process stay within ``budget`` bytes."""
+    stored = isinstance(part, PartKey)
+    key = (fit, part.key if stored else id(X))
     with _BLOCKS_LOCK:
         found = _BLOCKS.get(key)
-    if found is None:
-        found = make_blocks(X, Y, n_blocks, bias_key, validation_fraction, seed)
-        with _BLOCKS_LOCK:
-            _BLOCKS[key] = found
-        weakref.finalize(X, _BLOCKS.pop, key, None)
-    return found
+    if found is not None:
+        return found[0]
+    blocks = make_blocks(X, Y, n_blocks, bias_key, validation_fraction, seed)
+    size = sum(a.nbytes for b in blocks for a in b)
+    with _BLOCKS_LOCK:
+        if key in _BLOCKS or _CACHED_BYTES[0] + size > budget:
+            return blocks
+        _BLOCKS[key] = (blocks, size)
+        _CACHED_BYTES[0] += size
+    if not stored:  # an id can be reused once X is gone
+        weakref.finalize(X, _drop, key)
+    return blocks
 
 
 def forget_blocks(fit: str) -> None:
     """Drop this process's blocks of fit ``fit`` (run on every worker when the fit ends)."""
     with _BLOCKS_LOCK:
-        for key in [k for k in _BLOCKS if k[0] == fit]:
-            del _BLOCKS[key]
+        keys = [k for k in _BLOCKS if k[0] == fit]
+    for key in keys:
+        _drop(key)
 
 
 class Rule:
@@ -166,9 +213,13 @@ class Rule:
 def epoch_task(ps, item) -> tuple[float, int, float, int]:
     """One epoch over a task's partitions, a clock per block.
 
-    ``item`` is ``(parts, cfg)``: a list of ``(X csr, Y)`` and the settings made by
-    :func:`dask_ps.algorithms.logistic.train`. Returns the summed progressive training loss,
-    the rows trained on, the summed validation loss and the rows held out.
+    ``item`` is ``(parts, cfg)``: a list of ``(X csr, Y)`` or :class:`~._data.PartKey` (then
+    loaded from this worker's store, see :func:`~._data.load_part`), and the settings made by
+    :func:`dask_ps.algorithms.logistic.train`. The task streams: it visits the partitions in
+    a random order, loads one, trains its blocks in a random order, and lets it go before
+    the next, so that a worker never needs all its partitions in memory at once. Returns the
+    summed progressive training loss, the rows trained on, the summed validation loss and
+    the rows held out.
 
     Raises
     ------
@@ -178,33 +229,43 @@ def epoch_task(ps, item) -> tuple[float, int, float, int]:
     parts, cfg = item
     rule = Rule(cfg["solver"], cfg["n_outputs"], cfg["hyper"])
     rng = np.random.default_rng([cfg["seed"], cfg["epoch"]])
-    n = max(1, sum(X.shape[0] for X, _ in parts))
-    blocks = [b for i, (X, Y) in enumerate(parts)
-              for b in cached_blocks(cfg["fit"], X, Y,
-                                     max(1, round(cfg["clocks_per_epoch"] * X.shape[0] / n)),
-                                     cfg["n_features"], cfg["validation_fraction"],
-                                     [cfg["seed"], i])]
-    loss, n_train, val_loss, n_val = 0.0, 0, 0.0, 0
-    for b in rng.permutation(len(blocks)):
-        blk = blocks[b]
-        state = ps.pull("w", blk.keys)
-        buf, w, s1, s2 = rule.unpack(state[:, :-1])
-        m = blk.keys.shape[0]
-        loss += local_steps(blk.indptr, blk.indices, blk.data, blk.Y, rng.permutation(blk.train),
-                            cfg["batch_size"], rule.code, rule.hyper, cfg["l2"],
-                            cfg["fit_intercept"], w, s1, s2, np.zeros(w.shape),
-                            np.empty(m, np.int64), np.full(m, -1, np.int64))
-        if not np.isfinite(w).all():
-            raise FloatingPointError(
-                f"epoch {cfg['epoch']}: the weights are no longer finite (training diverged); "
-                f"try a smaller learning_rate (now {rule.hyper[0]})")
-        if blk.held_out.shape[0]:
-            val_loss += rows_loss(blk.indptr, blk.indices, blk.data, blk.Y, blk.held_out, w)
-        n_train += blk.train.shape[0]
-        n_val += blk.held_out.shape[0]
-        delta = np.empty_like(state)
-        np.subtract(rule.pack(buf), state[:, :-1], out=delta[:, :-1])
-        delta[:, -1] = 1.0
-        ps.push("w", blk.keys, delta)
-        ps.clock()
-    return loss, n_train, val_loss, n_val
+    clocks = cfg["clocks_per_epoch"]
+    # rows per partition are known here only for partitions passed as they are; stored ones
+    # count as equal (Dask chunks nearly are), so none is loaded to find out
+    n = None if any(isinstance(p, PartKey) for p in parts) else max(
+        1, sum(X.shape[0] for X, _ in parts))
+    budget = cache_budget()
+    sums = np.zeros(4)
+    for i in rng.permutation(len(parts)):
+        X, Y = load_part(parts[i])
+        n_blocks = max(1, round(clocks * X.shape[0] / n if n else clocks / len(parts)))
+        blocks = cached_blocks(cfg["fit"], parts[i], X, Y, n_blocks, cfg["n_features"],
+                               cfg["validation_fraction"], [cfg["seed"], int(i)], budget)
+        del X, Y  # the store keeps (or spills) the partition; a cached block keeps its part
+        for b in rng.permutation(len(blocks)):
+            sums += _train_block(ps, rule, blocks[b], rng, cfg)
+        del blocks
+    return float(sums[0]), int(sums[1]), float(sums[2]), int(sums[3])
+
+
+def _train_block(ps, rule: Rule, blk: Block, rng, cfg: dict) -> tuple:
+    """One clock: pull the block's rows, run its steps locally, push the change."""
+    state = ps.pull("w", blk.keys)
+    buf, w, s1, s2 = rule.unpack(state[:, :-1])
+    m = blk.keys.shape[0]
+    loss = local_steps(blk.indptr, blk.indices, blk.data, blk.Y, rng.permutation(blk.train),
+                       cfg["batch_size"], rule.code, rule.hyper, cfg["l2"],
+                       cfg["fit_intercept"], w, s1, s2, np.zeros(w.shape),
+                       np.empty(m, np.int64), np.full(m, -1, np.int64))
+    if not np.isfinite(w).all():
+        raise FloatingPointError(
+            f"epoch {cfg['epoch']}: the weights are no longer finite (training diverged); "
+            f"try a smaller learning_rate (now {rule.hyper[0]})")
+    val_loss = (rows_loss(blk.indptr, blk.indices, blk.data, blk.Y, blk.held_out, w)
+                if blk.held_out.shape[0] else 0.0)
+    delta = np.empty_like(state)
+    np.subtract(rule.pack(buf), state[:, :-1], out=delta[:, :-1])
+    delta[:, -1] = 1.0
+    ps.push("w", blk.keys, delta)
+    ps.clock()
+    return loss, blk.train.shape[0], val_loss, blk.held_out.shape[0]

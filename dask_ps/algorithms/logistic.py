@@ -34,6 +34,7 @@ from ._data import (
     hash_columns,
     is_dask_collection,
     locate,
+    part_refs,
     read_together,
     split_rows,
 )
@@ -190,7 +191,8 @@ def train(model: PSModel, parts: list, *, n_features: int, n_outputs: int, solve
         """Epochs ``start + 1 .. stop``, one job each; fewer when the stopping rule fires."""
         out = []
         for epoch in range(start + 1, stop + 1):
-            items = [(g, dict(cfg, seed=random_state + i, epoch=epoch))
+            # keys, not futures: a task streams its partitions (see epoch_task)
+            items = [(part_refs(g), dict(cfg, seed=random_state + i, epoch=epoch))
                      for i, g in enumerate(groups)]
             sums = np.array(model.run(epoch_task, items, consistency=consistency,
                                       staleness=staleness, workers=placed)).sum(axis=0)
@@ -492,9 +494,12 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         with PSModel(self.client, n_shards=self.n_shards) as model:
             workers = None
             if distributed and not model.is_local:
-                parts, workers = dask_partitions(model.client, X, y, self.classes_, n_out,
-                                                 self.n_hashed_features)
-                X = y = None  # releases the persisted input: the encoded partitions replace it
+                parts = dask_partitions(model.client, X, y, self.classes_, n_out,
+                                        self.n_hashed_features)
+                # releases the persisted input, each chunk once encoded: the encoded
+                # partitions replace it (both at once would double the data)
+                X = y = None
+                workers = locate(model.client, parts)
             else:
                 X, Y = encode_part(X, y_local, self.classes_, n_out, "X",
                                    self.n_hashed_features)

@@ -8,7 +8,7 @@ from sklearn.metrics import roc_auc_score
 from dask_ps import LogisticRegression, PSModel
 from dask_ps.algorithms._data import group_parts, split_rows
 from dask_ps.algorithms._logistic_kernels import local_steps, rows_loss
-from dask_ps.algorithms._stochastic import Rule, make_blocks
+from dask_ps.algorithms._stochastic import Rule, cached_blocks, forget_blocks, make_blocks
 from dask_ps.algorithms.logistic import train
 from dask_ps.state.optimizers import FTRL, SGD, AdaGrad
 
@@ -76,6 +76,26 @@ def test_blocks_index_columns_locally_and_hold_out_rows():
                                            shape=(b.Y.shape[0], bias_key))[:, :50]
                              for b in blocks])
         assert (rebuilt != X).nnz == 0
+
+
+def test_block_cache_keeps_blocks_only_within_its_budget():
+    X = sp.random(100, 50, density=0.1, format="csr", random_state=2)
+    Y = np.ones((100, 1))
+    args = (X, Y, 2, 50, 0.0, 0)
+    size = sum(a.nbytes for b in make_blocks(*args) for a in b)
+    try:
+        first = cached_blocks("fit-a", (X, Y), *args, size)  # fits exactly: kept
+        assert cached_blocks("fit-a", (X, Y), *args, size) is first
+        # over budget (the cache is full): built again at every visit, never kept
+        over = cached_blocks("fit-b", (X, Y), *args, size)
+        assert over is not first and cached_blocks("fit-b", (X, Y), *args, size) is not over
+        np.testing.assert_array_equal(over[1].indices, first[1].indices)
+        forget_blocks("fit-a")  # frees its budget
+        kept = cached_blocks("fit-b", (X, Y), *args, size)
+        assert cached_blocks("fit-b", (X, Y), *args, size) is kept
+    finally:
+        forget_blocks("fit-a")
+        forget_blocks("fit-b")
 
 
 def test_group_parts_gives_each_worker_thread_one_task():
