@@ -15,8 +15,9 @@ manifest is torn (its writer died): readers skip it and report it with a
 :class:`TornCheckpointWarning`. Every chunk carries a CRC32C checksum and the manifest counts
 the chunks of each array, so a version damaged later (a chunk lost, cut short or overwritten)
 is detected too: skipped in favour of an older one when found before loading, an error
-naming the array and rows when a checksum fails while loading. Nothing in a store is ever unpickled: metadata is JSON and the
-optimizer is rebuilt from its registered name and hyper-parameters.
+naming the array and rows when a checksum fails while loading. Nothing in a store is ever
+unpickled: metadata is JSON and the optimizer is rebuilt from its registered name and
+hyper-parameters.
 
 This module knows the store; :mod:`dask_ps.checkpointing` moves the rows between it and the
 shards.
