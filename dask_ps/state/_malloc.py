@@ -9,7 +9,7 @@ instead of 0.15 ms (benchmarks/ps_core.py --tuned-malloc). :func:`tune_malloc` k
 below 32 MiB on the heap and trims it only beyond 32 MiB of free space at its top, so a worker
 keeps at most that much freed memory per allocator arena.
 
-Opt out with the Dask config key ``dask_ps.tune-malloc: false`` (environment variable
+Opt out with the Dask config key ``dask-ps.tune-malloc: false`` (environment variable
 ``DASK_DASK_PS__TUNE_MALLOC=False``).
 """
 
@@ -34,7 +34,7 @@ def tune_malloc() -> bool:
     """Set this process's glibc mmap and trim thresholds to :data:`MALLOC_THRESHOLD`, once.
 
     Only inside a Dask worker process on Linux with glibc, and unless the Dask config key
-    ``dask_ps.tune-malloc`` is false. Returns whether the thresholds are (now) set.
+    ``dask-ps.tune-malloc`` is false. Returns whether the thresholds are (now) set.
     """
     global _done
     with _lock:
@@ -45,7 +45,7 @@ def tune_malloc() -> bool:
         import dask
         from distributed import get_worker
 
-        if not dask.config.get("dask_ps.tune-malloc", True):
+        if not dask.config.get("dask-ps.tune-malloc", True):
             return False
         try:
             get_worker()
