@@ -203,6 +203,7 @@ def read_docword(urlpath, vocabulary=None, *, blocksize: int | str | None = "32M
     vocabulary : str, os.PathLike or sequence of str, optional
         The ``vocab`` file (line k is word id k + 1) or the words.
     dtype : numpy dtype, default numpy.float32
+        Dtype of the counts.
     blocksize, storage_options, compression
         As in :func:`~dask_ps.io.read_libsvm`.
 

@@ -137,6 +137,7 @@ def read_text(urlpath, vocabulary=None, *, separator: str = DEFAULT_SEPARATOR,
     max_features : int, optional
         Keep only the most frequent terms (by total count, ties by term).
     dtype : numpy dtype, default numpy.float32
+        Dtype of the counts in ``X``.
     blocksize, storage_options, compression
         As in :func:`~dask_ps.io.read_libsvm`.
 
