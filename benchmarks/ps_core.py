@@ -260,11 +260,14 @@ def _worker_env():
 # (dask_ps itself is not changed). Each wrapper adds ~1 us per call.
 _TIMED = [
     ("dask_ps.state.client", "ProcessClient",
-     ["pull", "_fetch", "check_update", "clock", "_plan_updates", "_send", "wait"]),
+     ["pull", "_fetch", "check_update", "clock", "_plan_updates", "_send", "_send_outbox",
+      "wait"]),
     ("dask_ps.state.client", "_Snapshot", ["insert"]),
     ("dask_ps.state.partition", "_Partitioner", ["plan"]),
-    ("dask_ps.state.shard", "Shard", ["pull", "push"]),
-    ("dask_ps.state.transport", "Transport", ["call"]),
+    ("dask_ps.state.shard", "Shard", ["pull", "push", "call_now"]),
+    ("dask_ps.state.transport", "Transport", ["call", "call_many"]),
+    ("dask_ps.state.channel", "Channel", ["call"]),
+    ("dask_ps.state.channel", "SyncChannel", ["start", "finish"]),
 ]
 
 

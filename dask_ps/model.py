@@ -51,7 +51,7 @@ def _forget(uid: str) -> None:
     """Drop this process's state of model ``uid`` (run on every worker at close)."""
     with _CLIENTS_LOCK:
         for key in [k for k in _CLIENTS if k[0] == uid]:
-            del _CLIENTS[key]
+            _CLIENTS.pop(key).transport.close()
 
 
 class PSModel(checkpointing.CheckpointMethods):
@@ -149,8 +149,9 @@ class PSModel(checkpointing.CheckpointMethods):
         ]
         # The futures stay referenced for the model's life: Dask drops an unreferenced actor.
         actors = self._client.gather(self._futures)
-        return [ShardRef(i, a._address, f.key) for i, (a, f) in
-                enumerate(zip(actors, self._futures))]
+        channels = [a.open_channel() for a in actors]
+        return [ShardRef(i, a._address, f.key, c.result(timeout=self.timeout)) for i, (a, f, c)
+                in enumerate(zip(actors, self._futures, channels))]
 
     @property
     def n_shards(self) -> int:
@@ -205,7 +206,7 @@ class PSModel(checkpointing.CheckpointMethods):
             local = {r.index: worker.state.actors[r.key] for r in self.shards
                      if r.address == address and r.key in worker.state.actors}
             return Transport(self.shards, worker.loop.asyncio_loop, local, worker.rpc,
-                             self.timeout)
+                             self.timeout, channels=True)
         client = self._client or _current_client()
         if client is None:
             raise RuntimeError("this PSModel lives on a Dask cluster: use it in a task or "
@@ -505,7 +506,8 @@ class PSModel(checkpointing.CheckpointMethods):
             actor = fut.result(timeout=self.timeout)
             self._futures[i].release()
             self._futures[i] = fut  # kept referenced, as in _place_shards
-            self.shards[i] = ShardRef(i, actor._address, fut.key)
+            channel = actor.open_channel().result(timeout=self.timeout)
+            self.shards[i] = ShardRef(i, actor._address, fut.key, channel)
             placed.append(actor._address)
         # every process rebuilds its transport (the generation is part of the client key)
         _forget(self.uid)
@@ -520,6 +522,11 @@ class PSModel(checkpointing.CheckpointMethods):
         """Release the shards; later calls raise :class:`ClosedModelError`."""
         if self._closed:
             return
+        if self._client is not None and self._client.status == "running":
+            try:
+                self._call_all("close_channel")
+            except Exception:  # a shard already gone has no channel left to close
+                pass
         self._closed = True
         _forget(self.uid)
         _LOCAL_SHARDS.pop(self.uid, None)

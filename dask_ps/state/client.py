@@ -8,8 +8,11 @@ each clock. A task sees it through a :class:`WorkerView`.
 * Pushes are buffered and merged per clock; when every task of the process has finished a clock,
   one push per shard carries the merged updates of all tables and the clock tick
   (the process cache of Petuum's SSP table, Ho et al., NIPS 2013).
-* That push is sent in the background; the next one waits for it, so a participant's pushes reach
-  each shard in order. Its errors surface on the next call.
+* That push leaves with the process's next pull (one message per shard for both), or on its own
+  after ``SEND_DELAY`` seconds; the next one waits for it to be answered, so a participant's
+  pushes reach each shard in order. Its errors surface on the next call.
+* In a worker, a pull's requests to remote shards leave from the task's own thread over the
+  shards' channels (:mod:`~dask_ps.state.channel`), without a hop to the event loop.
 * With several tasks per process, or staleness > 0, pulled values are kept and served again while
   the consistency model allows, so N threads at one clock cost one pull per shard, not N.
 """
@@ -18,9 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from collections import defaultdict
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,7 +42,8 @@ from .transport import Transport
 
 __all__ = ["ProcessClient", "WorkerView"]
 
-#: Seconds a clock's push may wait for the next pull to carry it.
+#: Seconds a clock's push may wait for the next pull to carry it (the process checks its
+#: outbox this often, so a push leaves within twice this time).
 SEND_DELAY = 0.002
 
 
@@ -100,12 +106,13 @@ class _Job:
     clocks: dict = field(default_factory=dict)  # local task -> clock
     process_clock: int = 0
     pending: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(list)))
-    inflight: Future | None = None
+    inflight: Future | None = None  # the answer to a push sent on its own
     snapshots: dict = field(default_factory=dict)  # (table, shard) -> _Snapshot
     failure: BaseException | None = None  # set when a task of this process failed
-    # The flushed clock not sent yet: it leaves with the next pull, or after SEND_DELAY.
-    outbox: list = field(default_factory=list)
-    outbox_event: asyncio.Event | None = None
+    # The flushed clock not sent yet, (per-shard updates, clock): it leaves with the next
+    # pull, or after SEND_DELAY (see ProcessClient._poll); taken under ProcessClient._outbox.
+    outbox: tuple | None = None
+    outbox_since: float = 0.0
 
     @property
     def use_cache(self) -> bool:
@@ -138,6 +145,7 @@ class ProcessClient:
         self.jobs: dict[str, _Job] = {}
         self._lock = threading.RLock()
         self._clock_moved = threading.Condition(self._lock)
+        self._outbox = threading.Lock()
         self._tls = threading.local()  # per thread: the plan of its last pull of each table
         # Bytes of keys and values this process sent to and got from the shards (counted on
         # the transport's loop only, so without a lock); reports carry it (diagnostics).
@@ -169,12 +177,12 @@ class ProcessClient:
         state = self.job(job) if job is not None else None
         if state is None or not state.use_cache:
             self._raise_inflight(state)
-            self.transport.run(self._fetch(spec, plan, values, job, clock, state, False))
+            self._fetch(spec, plan, values, job, clock, state, False)
         else:
             with self._lock:
                 self._wait_local_clocks(state, clock)
                 self._raise_inflight(state)
-                self.transport.run(self._fetch(spec, plan, values, job, clock, state, True))
+                self._fetch(spec, plan, values, job, clock, state, True)
         if state is not None:  # remembered by value (hash), not by copy: see push
             self._tls.__dict__.setdefault("last_pull", {})[name] = (
                 keys.shape[0], fingerprint(keys), plan)
@@ -200,13 +208,31 @@ class ProcessClient:
             raise RuntimeError(f"job {state.job_id!r} stopped: another task of this process "
                                f"failed ({state.failure!r})")
 
-    async def _fetch(self, spec, plan, values, job, clock, state: _Job | None, cache: bool):
-        """Fetch what the snapshot cannot serve; carry the clock's push waiting in the outbox.
+    def _fetch(self, spec, plan, values, job, clock, state: _Job | None, cache: bool) -> None:
+        """Fill ``values`` with what the snapshot cannot serve, fetched from the shards; the
+        clock's push waiting in the outbox goes with it.
 
-        Runs on the transport's loop. A shard gets at most one call: ``push_pull`` (the last
-        clock's updates and tick, then this pull), ``pull`` or ``push``.
+        A shard gets at most one call: ``push_pull`` (the last clock's updates and tick, then
+        this pull), ``pull`` or ``push``; straight from this thread when the transport is
+        direct, else on the transport's loop.
         """
-        requests = {}  # shard -> (keys to fetch, where their values go in ``values``)
+        requests = self._lookup(spec, plan, values, clock, state, cache)
+        box = self._take_outbox(state)
+        if not requests and box is None:
+            return
+        calls = self._calls(spec, requests, box, job, clock, state)
+        if self.transport.direct:
+            results = self.transport.call_many(calls, self.transport.timeout + 5)
+        else:
+            results = self.transport.run(_gather(
+                self.transport.call(s, method, _timeout=self.transport.timeout + 5, **kwargs)
+                for s, method, kwargs in calls))
+        self._store(spec, requests, calls, results, values, clock, state, cache)
+
+    def _lookup(self, spec, plan, values, clock, state, cache: bool) -> dict:
+        """Serve what the snapshot holds; returns, per shard, (keys to fetch, where their
+        values go in ``values``)."""
+        requests = {}
         for s in range(plan.offsets.shape[0] - 1):
             sl = plan.shard_slice(s)
             if sl.start == sl.stop:
@@ -217,37 +243,38 @@ class ProcessClient:
                 del state.snapshots[(spec.name, s)]
                 snap = None
             if snap is None:
-                requests[s] = (keys, sl)  # a slice: the copy below is a memcpy
+                requests[s] = (keys, sl)  # a slice: the copy in _store is a memcpy
                 continue
             rows = snap.lookup(keys)
             hit = rows >= 0
             values[sl][hit] = snap.store.values[rows[hit]]
             if not hit.all():
                 requests[s] = (keys[~hit], sl.start + np.flatnonzero(~hit))
-        box = self._take_outbox(state)
-        if not requests and box is None:
-            return
+        return requests
+
+    def _calls(self, spec, requests: dict, box, job, clock, state) -> list:
+        """The ``(shard, method, kwargs)`` of a fetch, remote shards first."""
         wire = spec.partitioner.wire_dtype
-        timeout = self.transport.timeout
         calls = []
-        for s in range(len(self.transport.shards)):
+        for s in self.transport.remote_first:
             pull = s in requests
             if box is None and not pull:
                 continue
-            args = dict(job=job, _timeout=timeout + 5)
+            kwargs = dict(job=job)
             if pull:
-                args.update(name=spec.name, keys=requests[s][0].astype(wire, copy=False),
-                            clock=clock, timeout=timeout)
+                kwargs.update(name=spec.name, keys=requests[s][0].astype(wire, copy=False),
+                              clock=clock, timeout=self.transport.timeout)
+                self.bytes_moved += kwargs["keys"].nbytes
             if box is not None:
-                args.update(updates=box[0][s], participant=state.participant,
-                            push_clock=box[1])
-            method = "push_pull" if box is not None else "pull"
-            calls.append((s, pull, self.transport.call(s, method, **args)))
-            self.bytes_moved += (args["keys"].nbytes if pull else 0) + (
-                _nbytes(box[0][s]) if box is not None else 0)
-        results = await _gather(c for _, _, c in calls)
-        for (s, pull, _), result in zip(calls, results):
-            if not pull:
+                kwargs.update(updates=box[0][s], participant=state.participant,
+                              push_clock=box[1])
+                self.bytes_moved += _nbytes(box[0][s])
+            calls.append((s, "push_pull" if box is not None else "pull", kwargs))
+        return calls
+
+    def _store(self, spec, requests, calls, results, values, clock, state, cache) -> None:
+        for (s, _, _), result in zip(calls, results):
+            if s not in requests:
                 continue
             vals, tag = result
             self.bytes_moved += vals.nbytes
@@ -359,18 +386,27 @@ class ProcessClient:
         return per_shard
 
     async def _send(self, per_shard, job, participant, clock, tick):
-        shards = range(len(per_shard)) if tick else [s for s, u in enumerate(per_shard) if u]
+        shards = [s for s in self.transport.remote_first if tick or per_shard[s]]
         self.bytes_moved += sum(_nbytes(per_shard[s]) for s in shards)
         await _gather(self.transport.call(s, "push", per_shard[s], job=job,
                                           participant=participant, clock=clock, tick=tick)
                       for s in shards)
 
     def _raise_inflight(self, state: _Job | None, wait: bool = False) -> None:
-        if state is None or state.inflight is None:
+        """Raise the error of the push sent on its own, if it failed; with ``wait``, wait for
+        its answer first."""
+        if state is None:
             return
-        if wait or state.inflight.done():
-            fut, state.inflight = state.inflight, None
-            fut.result()
+        with self._outbox:
+            fut = state.inflight
+            if fut is None or not (wait or fut.done()):
+                return
+            state.inflight = None
+        try:
+            fut.result(self.transport.timeout + 10)
+        except FutureTimeout:
+            raise TimeoutError(f"a push of job {state.job_id!r} got no answer within "
+                               f"{self.transport.timeout + 10:g} s") from None
 
     def _flush(self, job: str, state: _Job, clock: int) -> None:
         """Queue the merged updates of ``clock`` and the tick to ``clock + 1``.
@@ -380,44 +416,65 @@ class ProcessClient:
         is sent and answered first, so a participant's ticks reach each shard in order.
         """
         per_shard = self._plan_updates(state.pending.pop(clock, {}))
-        self._kick(state)
-        self._raise_inflight(state, wait=True)
-        state.outbox_event = event = asyncio.Event()
-        state.outbox.append((per_shard, clock))
-        state.inflight = self.transport.submit(self._send_later(job, state, event))
+        self._send_outbox(job, state)
+        with self._outbox:
+            state.outbox = (per_shard, clock)
+            state.outbox_since = time.monotonic()
 
-    def _kick(self, state: _Job) -> None:
-        """Send the queued clock now (from any thread but the loop's).
-
-        Only while one is queued: usually the next pull has taken it already, and waking the
-        loop for nothing costs a context switch per clock."""
-        if state.outbox and state.outbox_event is not None:
-            self.transport.loop.call_soon_threadsafe(state.outbox_event.set)
-
-    async def _send_later(self, job: str, state: _Job, event: asyncio.Event) -> None:
-        try:
-            await asyncio.wait_for(event.wait(), SEND_DELAY)
-        except asyncio.TimeoutError:
-            pass
+    def _send_outbox(self, job: str, state: _Job) -> None:
+        """Send the queued clock now, if no pull took it, and wait for every push in flight
+        (raises their errors)."""
+        self._raise_inflight(state, wait=True)  # sent by _poll: answered before the next one
         box = self._take_outbox(state)
         if box is not None:
-            await self._send(box[0], job, state.participant, box[1], tick=True)
+            per_shard, clock = box
+            calls = [(s, "push", dict(updates=per_shard[s], job=job,
+                                      participant=state.participant, clock=clock, tick=True))
+                     for s in self.transport.remote_first]
+            self.bytes_moved += _nbytes([u for updates in per_shard for u in updates])
+            if self.transport.direct:
+                self.transport.call_many(calls, self.transport.timeout)
+            else:
+                self.transport.run(_gather(self.transport.call(s, m, **kw)
+                                           for s, m, kw in calls))
+        self._raise_inflight(state, wait=True)  # _poll took it meanwhile
 
-    @staticmethod
-    def _take_outbox(state: _Job | None):
-        """The queued clock, or None; only on the loop's thread, so exactly one caller gets it."""
-        if state is None or not state.outbox:
+    def _take_outbox(self, state: _Job | None):
+        """The queued clock, or None; exactly one caller gets it."""
+        if state is None or state.outbox is None:
             return None
-        box = state.outbox.pop()
-        if state.outbox_event is not None:
-            state.outbox_event.set()  # its timer has nothing left to send
+        with self._outbox:
+            box, state.outbox = state.outbox, None
         return box
+
+    def _poll(self, job: str, state: _Job) -> None:
+        """On the loop, every ``SEND_DELAY`` seconds while the job runs here: send the queued
+        clock that no pull took in time (processes that compute long between a clock and
+        their next pull must not hold the others back)."""
+        if self.jobs.get(job) is not state:
+            return
+        loop = self.transport.loop
+        box = None
+        with self._outbox:
+            if (state.outbox is not None and state.inflight is None
+                    and time.monotonic() - state.outbox_since >= SEND_DELAY):
+                box, state.outbox = state.outbox, None
+                state.inflight = done = Future()
+        if box is not None:
+            per_shard, clock = box
+            task = loop.create_task(self._send(per_shard, job, state.participant, clock,
+                                               tick=True))
+            task.add_done_callback(lambda t: _resolve(done, t))
+        loop.call_later(SEND_DELAY, self._poll, job, state)
 
     def join(self, job: str, participant: int, n_local: int, consistency: Consistency,
              task: int) -> None:
         """Register local task ``task`` of ``job``; the process is ``participant``."""
         with self._lock:
-            state = self.jobs.setdefault(job, _Job(participant, n_local, consistency, job))
+            state = self.jobs.get(job)
+            if state is None:
+                state = self.jobs[job] = _Job(participant, n_local, consistency, job)
+                self.transport.loop.call_soon_threadsafe(self._poll, job, state)
             state.clocks[task] = 0
 
     def job(self, job: str) -> _Job:
@@ -451,8 +508,7 @@ class ProcessClient:
         if new == DONE:
             for c in sorted(state.pending):
                 self._flush(job, state, c)
-            self._kick(state)
-            self._raise_inflight(state, wait=True)
+            self._send_outbox(job, state)
             self.transport.run(self.transport.call_all("finish", job, state.participant))
             del self.jobs[job]
             return
@@ -477,8 +533,7 @@ class ProcessClient:
         with self._lock:
             state = self.jobs.get(job)
             if state is not None:
-                self._kick(state)
-                self._raise_inflight(state, wait=True)
+                self._send_outbox(job, state)
 
 
 def _nbytes(updates: list) -> int:
@@ -488,6 +543,16 @@ def _nbytes(updates: list) -> int:
 
 async def _gather(coros):
     return await asyncio.gather(*coros)
+
+
+def _resolve(fut: Future, task) -> None:
+    """Pass the outcome of an asyncio ``task`` to a concurrent ``fut``."""
+    if task.cancelled():
+        fut.set_exception(RuntimeError("a push was cancelled: its event loop is closing"))
+    elif task.exception() is not None:
+        fut.set_exception(task.exception())
+    else:
+        fut.set_result(None)
 
 
 class WorkerView:

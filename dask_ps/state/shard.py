@@ -1,27 +1,49 @@
 """The shard: a Dask actor holding one part of every table of a model.
 
 All methods are ``async def``, so they run on the worker's event loop: they never wait for
-the single thread that Dask gives to the synchronous actor methods of a worker, a pull that
-must wait for slower clocks parks without holding any thread, and, as the loop runs one
-method at a time, the tables need no lock. The work they do inline is a numba gather or
-scatter of at most a few milliseconds.
+the single thread that Dask gives to the synchronous actor methods of a worker, and a pull that
+must wait for slower clocks parks without holding any thread. The work they do inline is a
+numba gather or scatter of at most a few milliseconds.
+
+A task on the shard's own worker calls it directly from its thread (:meth:`Shard.call_now`)
+when its pull needs no wait: a lock keeps that thread and the loop apart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import defaultdict
 
 import numpy as np
 
 from ._malloc import tune_malloc
+from .channel import ChannelServer
 from .consistency import DONE, ClockTable, Consistency
 from .partition import merge_duplicates
 from .table import TableShard, TableSpec
 from .transport import packed
 
 __all__ = ["Shard"]
+
+
+def _channel_host() -> str | None:
+    """The host of this worker's plain-TCP address, when the shard may open a channel."""
+    import dask
+
+    if not dask.config.get("dask-ps.channel", True):
+        return None
+    try:
+        from distributed import get_worker
+        from distributed.comm import get_address_host, parse_address
+
+        address = get_worker().address
+    except (ImportError, ValueError):  # not in a Dask worker: in-process shards
+        return None
+    if parse_address(address)[0] != "tcp":  # TLS, UCX, inproc: Dask's comms only
+        return None
+    return get_address_host(address)
 
 
 class Shard:
@@ -52,28 +74,81 @@ class Shard:
         self._waiters: list[asyncio.Future] = []
         self.counters = dict(pull_calls=0, push_calls=0, keys_pulled=0, keys_pushed=0,
                              bytes_pulled=0, bytes_pushed=0)
+        self._channel_host = _channel_host()
+        self._channel: ChannelServer | None = None
+        self._lock = threading.Lock()  # the loop against tasks calling call_now
+        self._loop: asyncio.AbstractEventLoop | None = None  # set on the loop's first call
 
     _METHODS = frozenset({"create_table", "drop_table", "start_job", "end_job", "pull", "push",
-                          "push_pull", "finish", "apply", "load_rows", "stats"})
+                          "push_pull", "finish", "apply", "load_rows", "stats",
+                          "close_channel"})
 
-    async def dispatch(self, call: tuple):
-        """Run ``(method, args, kwargs)``: the one entry point of remote callers. The result
-        goes back as one pickle (see :func:`~dask_ps.state.transport.packed`)."""
-        method, args, kwargs = call
+    async def dispatch_call(self, method: str, args: tuple, kwargs: dict):
+        """Run ``method(*args, **kwargs)``: the one entry point of remote callers."""
         if method not in self._METHODS:
             raise AttributeError(f"shard {self.shard} has no method {method!r}")
-        return packed(await getattr(self, method)(*args, **kwargs))
+        return await getattr(self, method)(*args, **kwargs)
+
+    def call_now(self, method: str, kwargs: dict) -> tuple[bool, object]:
+        """``pull``, ``push`` or ``push_pull`` from a task's thread on this shard's worker,
+        done at once: ``(True, result)``; or ``(False, pull_kwargs)`` when its pull must wait
+        for slower clocks (its push, if any, is done): the caller then runs
+        ``pull(**pull_kwargs)`` on the loop."""
+        kwargs = dict(kwargs)
+        with self._lock:
+            if method in ("push", "push_pull"):
+                tick = kwargs.pop("tick", False) if method == "push" else True
+                clock = kwargs.pop("clock" if method == "push" else "push_clock", 0)
+                notify = self._push(kwargs.pop("updates"), kwargs.get("job"),
+                                    kwargs.pop("participant", 0), clock, tick)
+                if notify and self._waiters:  # registered under this lock: none is missed
+                    self._loop.call_soon_threadsafe(self._notify)
+                if method == "push" or kwargs.get("name") is None:
+                    return True, None if method == "push_pull" else self._min_clock()
+            elif method != "pull":
+                raise AttributeError(f"shard {self.shard}: {method!r} cannot run from a task")
+            clocks = self._check_job(kwargs.get("job"))
+            if clocks is not None and not clocks.ready(kwargs.get("clock", 0)):
+                return False, kwargs
+            return True, self._gather(kwargs["name"], kwargs["keys"], clocks)
+
+    async def dispatch(self, call: tuple):
+        """:meth:`dispatch_call` of ``(method, args, kwargs)`` through Dask's RPC; the result
+        goes back as one pickle (see :func:`~dask_ps.state.transport.packed`)."""
+        return packed(await self.dispatch_call(*call))
+
+    def _on_loop(self) -> None:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+
+    async def open_channel(self) -> tuple[str, int] | None:
+        """Start (once) this shard's direct channel; its (host, port), or None when the
+        worker's comms are not plain TCP or ``dask-ps.channel`` is false (see
+        :mod:`~dask_ps.state.channel`)."""
+        self._on_loop()
+        if self._channel is None and self._channel_host is not None:
+            self._channel = ChannelServer(self._channel_host, self)
+        return None if self._channel is None else self._channel.address
+
+    async def close_channel(self) -> None:
+        """Stop the channel (the model is closing; Dask releases the actor next)."""
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
 
     # -- tables ---------------------------------------------------------------------------
     async def create_table(self, spec: TableSpec) -> int:
         """Allocate this shard's part of ``spec``; returns its size in bytes."""
         if spec.name in self.tables:
             raise ValueError(f"table {spec.name!r} already exists on shard {self.shard}")
-        self.tables[spec.name] = TableShard(spec, self.shard)
-        return self.tables[spec.name].nbytes
+        table = TableShard(spec, self.shard)
+        with self._lock:
+            self.tables[spec.name] = table
+        return table.nbytes
 
     async def drop_table(self, name: str) -> None:
-        self.tables.pop(name, None)
+        with self._lock:
+            self.tables.pop(name, None)
 
     def _table(self, name: str) -> TableShard:
         try:
@@ -84,17 +159,20 @@ class Shard:
     # -- jobs and clocks -----------------------------------------------------------------
     async def start_job(self, job: str, n_participants: int, consistency: Consistency) -> None:
         """Begin a job of ``n_participants`` clocks at 0; a previous job's leftovers go."""
-        self.job = job
-        self.clocks = ClockTable(n_participants, consistency)
-        self._pending.clear()
+        self._on_loop()
+        with self._lock:
+            self.job = job
+            self.clocks = ClockTable(n_participants, consistency)
+            self._pending.clear()
 
     async def end_job(self, job: str) -> None:
         """Close ``job``; pulls waiting in it fail. Updates still held (BSP) belong to clocks
         that not every participant finished (the job failed): they are dropped, as they
         would be without a cluster."""
         if self.job == job:
-            self._pending.clear()
-            self.job, self.clocks = None, None
+            with self._lock:
+                self._pending.clear()
+                self.job, self.clocks = None, None
             self._notify()
 
     def _check_job(self, job: str | None) -> ClockTable | None:
@@ -116,9 +194,12 @@ class Shard:
         clocks = self.clocks
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while self.job == job and not clocks.ready(clock):
-            fut = loop.create_future()
-            self._waiters.append(fut)
+        while True:
+            with self._lock:  # a task's call_now sees this waiter, or this sees its tick
+                if self.job != job or clocks.ready(clock):
+                    break
+                fut = loop.create_future()
+                self._waiters.append(fut)
             try:
                 await asyncio.wait_for(fut, max(0.0, deadline - loop.time()))
             except asyncio.TimeoutError:
@@ -138,16 +219,23 @@ class Shard:
 
         Returns the values, shape (len(keys), ncols), and the slowest clock they reflect.
         """
-        table = self._table(name)
+        self._table(name)
         clocks = self._check_job(job)
         if clocks is not None:
             await self._wait_ready(job, clock, timeout, f"pull of table {name!r}")
-        out = table.gather(keys)
+        with self._lock:
+            return self._gather(name, keys, clocks)
+
+    def _gather(self, name: str, keys: np.ndarray, clocks) -> tuple[np.ndarray, int]:
+        out = self._table(name).gather(keys)
         c = self.counters
         c["pull_calls"] += 1
         c["keys_pulled"] += keys.shape[0]
         c["bytes_pulled"] += out.nbytes + keys.nbytes
         return out, (DONE if clocks is None else clocks.min_clock)
+
+    def _min_clock(self) -> int:
+        return DONE if self.clocks is None else self.clocks.min_clock
 
     async def push(self, updates: list, job: str | None = None, participant: int = 0,
                    clock: int = 0, tick: bool = False) -> int:
@@ -156,6 +244,15 @@ class Shard:
         ``updates`` is a list of ``(table, keys, values)``, keys distinct and shard-local.
         With ``tick``, ``participant`` then moves to ``clock + 1``. Returns the slowest clock.
         """
+        with self._lock:
+            notify = self._push(updates, job, participant, clock, tick)
+            min_clock = self._min_clock()
+        if notify:
+            self._notify()
+        return min_clock
+
+    def _push(self, updates: list, job, participant: int, clock: int, tick: bool) -> bool:
+        """:meth:`push` under the lock; whether waiting pulls must be woken."""
         for name, keys, values in updates:
             self._table(name)
             self.counters["keys_pushed"] += keys.shape[0]
@@ -170,8 +267,8 @@ class Shard:
         if clocks is not None and tick and clocks.advance(participant, clock + 1):
             if clocks.consistency.buffered:
                 self._flush_pending(clocks.min_clock)
-            self._notify()
-        return DONE if clocks is None else clocks.min_clock
+            return True
+        return False
 
     async def push_pull(self, updates: list, job: str | None = None, participant: int = 0,
                         push_clock: int = 0, name: str | None = None, keys=None,
@@ -200,10 +297,12 @@ class Shard:
 
     async def finish(self, job: str, participant: int) -> None:
         """``participant`` has left the job: it no longer holds the others back."""
-        clocks = self._check_job(job)
-        if clocks.advance(participant, DONE):
-            if clocks.consistency.buffered:
+        with self._lock:
+            clocks = self._check_job(job)
+            moved = clocks.advance(participant, DONE)
+            if moved and clocks.consistency.buffered:
                 self._flush_pending(clocks.min_clock)
+        if moved:
             self._notify()
 
     # -- functions next to the data ------------------------------------------------------
@@ -213,19 +312,25 @@ class Shard:
         ``keys`` (n,) int64 are global keys, ``values`` (n, ncols) and ``slots`` (a dict of
         (n, width) arrays) are views: ``fn`` may update them in place.
         """
-        keys, values, slots = self._table(name).view()
-        return fn(keys, values, slots, *args)
+        with self._lock:
+            keys, values, slots = self._table(name).view()
+            return fn(keys, values, slots, *args)
 
     async def load_rows(self, name: str, keys: np.ndarray, values: np.ndarray,
                         slots: dict) -> int:
         """Overwrite (or create) rows of ``name`` from a checkpoint, bypassing the update
         rule; see :meth:`TableShard.set_rows`. Returns the rows held afterwards."""
-        table = self._table(name)
-        table.set_rows(keys, values, slots)
-        return table.n_rows
+        with self._lock:
+            table = self._table(name)
+            table.set_rows(keys, values, slots)
+            return table.n_rows
 
     async def stats(self) -> dict:
         """Counters, table sizes and clocks, for diagnostics."""
+        with self._lock:
+            return self._stats()
+
+    def _stats(self) -> dict:
         return dict(
             shard=self.shard, time=time.time(), **self.counters,
             tables={n: dict(rows=t.n_rows, nbytes=t.nbytes) for n, t in self.tables.items()},

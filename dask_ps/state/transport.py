@@ -1,10 +1,13 @@
-"""How a process reaches the shards: one coroutine per shard call, on one event loop.
+"""How a process reaches the shards: one call per shard, from the task's thread or the loop.
 
-In a Dask worker, calls run on the worker's event loop: a shard living on the same worker is
-called directly (no pickling, no socket), the others through the worker's RPC pool
+In a Dask worker, a shard living on the same worker is called directly on the worker's event
+loop (no pickling, no socket). The others are reached through their direct channels
+(:mod:`~dask_ps.state.channel`): from a task's own thread with blocking sockets for the
+pulls and pushes of a training step (:meth:`Transport.call_many`), from the loop otherwise;
+a shard without a channel (TLS or other comms) through the worker's RPC pool
 (``actor_execute``, the handler Dask's own actor proxies use). On the client, calls go
-through the client's loop. Without any Dask client the shards live in this process, on a
-private event-loop thread, and are called the same way as a same-worker shard.
+through the client's loop and Dask's RPC. Without any Dask client the shards live in this
+process, on a private event-loop thread, and are called the same way as a same-worker shard.
 
 Every call has a timeout, so a dead shard raises :class:`ShardUnavailableError` instead of
 hanging.
@@ -21,6 +24,7 @@ from distributed.comm.core import CommClosedError
 from distributed.protocol import Serialized, serialize
 
 from ..exceptions import ShardUnavailableError
+from .channel import Channel, SyncChannel
 
 __all__ = ["ShardRef", "Transport", "local_loop", "packed"]
 
@@ -37,11 +41,13 @@ def packed(obj) -> Serialized:
 
 
 class ShardRef(NamedTuple):
-    """Where a shard lives: its index, its worker's address and its actor key (Dask mode)."""
+    """Where a shard lives: its index, its worker's address, its actor key (Dask mode) and
+    its channel's (host, port), if it has one."""
 
     index: int
     address: str
     key: str
+    channel: tuple | None = None
 
 
 _local_loop: asyncio.AbstractEventLoop | None = None
@@ -74,14 +80,24 @@ class Transport:
         ``rpc(address)`` gives an object with an ``actor_execute`` coroutine method.
     timeout : float
         Seconds before a call is declared failed.
+    channels : bool
+        Reach remote shards through their channels where they have one.
     """
 
-    def __init__(self, shards, loop, local, rpc, timeout: float) -> None:
+    def __init__(self, shards, loop, local, rpc, timeout: float, channels: bool = False) -> None:
         self.shards = list(shards)
         self.loop = loop
         self.local = dict(local)
         self._rpc = rpc
         self.timeout = timeout
+        self.channels = {r.index: Channel(r.channel) for r in self.shards
+                         if channels and r.channel is not None and r.index not in self.local}
+        self.sync_channels = {s: SyncChannel(c.address) for s, c in self.channels.items()}
+        #: Whether :meth:`call_many` may run: every remote shard has a channel.
+        self.direct = len(self.channels) + len(self.local) == len(self.shards) > len(self.local)
+        #: Shard indices, remote ones first: their requests leave before the local shard's
+        #: work (run inline on this loop) starts, and that work then overlaps their flight.
+        self.remote_first = sorted(range(len(self.shards)), key=lambda s: s in self.local)
 
     async def call(self, s: int, method: str, *args, _timeout: float | None = None, **kwargs):
         """Call ``method`` of shard ``s``; raises what the shard raised, or
@@ -93,24 +109,117 @@ class Transport:
             # In-process: nothing can be lost on the way, and a pull that waits for clocks
             # times out inside the shard (with a message naming the slow participants).
             return await getattr(self.local[s], method)(*args, **kwargs)
+        channel = self.channels.get(s)
         try:
             async with asyncio.timeout(timeout):  # cheaper than wait_for: no extra task
-                resp = await self._rpc(ref.address).actor_execute(
-                    actor=ref.key, function="dispatch", args=[packed((method, args, kwargs))],
-                    kwargs={})
+                if channel is not None:
+                    status, result = await channel.call(method, args, kwargs)
+                else:
+                    resp = await self._rpc(ref.address).actor_execute(
+                        actor=ref.key, function="dispatch",
+                        args=[packed((method, args, kwargs))], kwargs={})
+                    status = resp["status"]
+                    result = resp["result" if status == "OK" else "exception"]
         except TimeoutError:  # before OSError, its base class
-            raise ShardUnavailableError(
-                s, ref.address, f"{method} got no answer within {timeout:g} s") from None
+            raise self._unavailable(s, method, timeout, TimeoutError()) from None
         except (OSError, CommClosedError) as exc:
             raise ShardUnavailableError(s, ref.address, f"{method} failed: {exc!r}") from exc
-        if resp["status"] == "OK":
-            return resp["result"]
-        raise resp["exception"]
+        if status == "OK":
+            return result
+        raise result
 
     async def call_all(self, method: str, *args, **kwargs) -> list:
         """The same call on every shard, concurrently; results in shard order."""
         return list(await asyncio.gather(*(self.call(s, method, *args, **kwargs)
                                            for s in range(len(self.shards)))))
+
+    def call_many(self, calls: list, timeout: float) -> list:
+        """Blocking twin of gathering :meth:`call`, for a task's thread when :attr:`direct`:
+        ``calls`` is a list of ``(shard, method, kwargs)``, at most one per shard; returns
+        their results in order.
+
+        Remote shards get their requests first, straight from this thread (no hop to the
+        event loop and back); the local shard's calls then run, in this thread too unless a
+        pull must wait for slower clocks (then on the loop), while the remote ones are
+        answered.
+
+        Raises
+        ------
+        ShardUnavailableError
+            A remote shard did not answer within ``timeout`` seconds, or its connection
+            failed; else the first error a shard raised (after every call is answered).
+        RuntimeError
+            When called from the loop's own thread.
+        """
+        if _running_loop() is self.loop:
+            raise RuntimeError("dask_ps blocking calls cannot run on the event loop that serves "
+                               "them; use the *_async methods from coroutines")
+        results: list = [None] * len(calls)
+        errors: list = []
+        started = []
+        local = []
+        for i, (s, method, kwargs) in enumerate(calls):
+            if s in self.local:
+                local.append((i, s, method, kwargs))
+                continue
+            try:
+                started.append((i, s, method, self.sync_channels[s].start(method, (), kwargs,
+                                                                           timeout)))
+            except OSError as exc:
+                errors.append(self._unavailable(s, method, timeout, exc))
+        waiting = []
+        for i, s, method, kwargs in local:
+            try:
+                done, out = self.local[s].call_now(method, kwargs)
+            except Exception as exc:
+                errors.append(exc)
+                continue
+            if done:
+                results[i] = out
+            else:
+                waiting.append((i, s, "pull", out))
+        fut = self.submit(self._call_local(waiting)) if waiting else None
+        for i, s, method, rid in started:
+            try:
+                status, result = self.sync_channels[s].finish(rid)
+            except OSError as exc:
+                errors.append(self._unavailable(s, method, timeout, exc))
+                continue
+            if status == "OK":
+                results[i] = result
+            else:
+                errors.append(result)
+        if fut is not None:
+            try:
+                for i, result in fut.result():
+                    results[i] = result
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        return results
+
+    async def _call_local(self, calls: list) -> list:
+        return [(i, await getattr(self.local[s], method)(**kwargs))
+                for i, s, method, kwargs in calls]
+
+    def _unavailable(self, s: int, method: str, timeout: float, exc: OSError):
+        address = self.shards[s].address
+        if isinstance(exc, TimeoutError):
+            return ShardUnavailableError(s, address, f"{method} got no answer within "
+                                                     f"{timeout:g} s")
+        return ShardUnavailableError(s, address, f"{method} failed: {exc!r}")
+
+    def close(self) -> None:
+        """Close the channels (from any thread)."""
+        for channel in self.sync_channels.values():
+            channel.close()
+        channels, self.channels = list(self.channels.values()), {}
+        for channel in channels:
+            try:
+                self.loop.call_soon_threadsafe(channel.close)
+            except RuntimeError:  # the loop is closed: so are its sockets
+                pass
 
     def submit(self, coro) -> Future:
         """Start ``coro`` on the transport's loop from another thread."""
@@ -124,12 +233,15 @@ class Transport:
         RuntimeError
             When called from the loop's own thread, where waiting would deadlock.
         """
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self.loop:
+        if _running_loop() is self.loop:
             coro.close()
             raise RuntimeError("dask_ps blocking calls cannot run on the event loop that serves "
                                "them; use the *_async methods from coroutines")
         return self.submit(coro).result()
+
+
+def _running_loop():
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

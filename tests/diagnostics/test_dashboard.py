@@ -80,7 +80,9 @@ def test_page_shows_live_metrics_of_a_fit(dash, data):
 
     def live():
         m = get_json(f"{url}/metrics.json")
-        busy = [s for s in m["shards"] if s["pull_calls"] > 0 and s["job"]]
+        # pushes ride with the next clock's pull: wait until both have reached each shard
+        busy = [s for s in m["shards"] if s["pull_calls"] > 0 and s["bytes_pushed"] > 0
+                and s["job"]]
         placed = m["clocks"] and all(c["worker"] for c in m["clocks"])
         return m if len(busy) == 2 and placed else None
 

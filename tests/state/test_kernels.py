@@ -4,16 +4,21 @@ import numpy as np
 import pytest
 
 from dask_ps.state import _kernels as K
-from dask_ps.state.partition import HashPartitioner, RangePartitioner, merge_duplicates
+from dask_ps.state.partition import (
+    BITMAP_SORT,
+    HashPartitioner,
+    RangePartitioner,
+    merge_duplicates,
+)
 
 
 def plan_keys_py(keys, starts, hashed):
     """Slow twin of :func:`plan_keys`: same grouping; inside a shard, ascending keys for a
-    range table of fewer than 512 rows per key (its bitmap path), else first-appearance
-    order."""
+    range table of fewer than ``64 * BITMAP_SORT`` rows per key (its bitmap path), else
+    first-appearance order."""
     n_shards = len(starts) - 1
     uniq = list(dict.fromkeys(keys.tolist()))
-    if not hashed and starts[-1] // 64 < 8 * len(keys):
+    if not hashed and starts[-1] // 64 < BITMAP_SORT * len(keys):
         uniq = sorted(uniq)
     if hashed:
         shard = [int(K.hash_shard(np.array([k]), n_shards)[0]) for k in uniq]
@@ -47,10 +52,21 @@ def test_plan_keys_matches_python_twin(hashed, n_shards):
     np.testing.assert_array_equal(glob[inverse], keys)
 
 
-def test_plan_keys_reports_first_bad_key():
-    part = RangePartitioner(2, n_rows=10)
-    _, bad = part.plan(np.array([3, 9, 10, -1]))
-    assert bad == 2
+@pytest.mark.parametrize("n_rows, keys, first_bad", [
+    (10, [3, 9, 10, -1], 2),  # unsorted, small table: checked while the bitmap is set
+    (10, [-1, 3, 9], 0),  # sorted: the ends tell
+    (10, [3, 9, 10], 2),
+    (10**7, [5, 3, 10**7, 2], 2),  # unsorted, large table: a pass of its own
+    (10**7, [5, 3, -7, 2], 2),
+])
+def test_plan_keys_reports_first_bad_key(n_rows, keys, first_bad):
+    part = RangePartitioner(2, n_rows=n_rows)
+    _, bad = part.plan(np.array(keys))
+    assert bad == first_bad
+    # the scratch bitmap is left clean: the next plan is exact
+    (local, offsets, inverse, _), bad = part.plan(np.array([4, 1, 4]))
+    assert bad == -1 and sorted(local.tolist()) == [1, 4]
+    assert local[inverse].tolist() == [4, 1, 4]
 
 
 def test_hash_partition_is_balanced_for_patterned_keys():
@@ -172,7 +188,7 @@ def test_unsorted_keys_of_a_small_range_table_come_out_sorted(n_shards):
     rng = np.random.default_rng(6)
     part = RangePartitioner(n_shards, n_rows=5000)
     big = RangePartitioner(n_shards, n_rows=100_000)
-    for keys in (rng.permutation(5000)[:200], rng.integers(0, 5000, 300),
+    for keys in (rng.permutation(5000)[:1000], rng.integers(0, 5000, 300),
                  np.array([4999, 0, 64, 63, 4999])):
         plan, bad = part.plan(keys)
         want = plan_keys_py(keys, part.starts, False)

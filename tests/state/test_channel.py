@@ -1,0 +1,213 @@
+"""The direct channel to a shard: framing, errors, concurrency, and its use by worker tasks."""
+
+import asyncio
+import gc
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import dask_ps
+from dask_ps.state.channel import Channel, ChannelServer
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Target:
+    """Stands for a shard: ``dispatch_call`` as the channel server calls it."""
+
+    def __init__(self):
+        self.release = asyncio.Event()
+
+    async def dispatch_call(self, method, args, kwargs):
+        if method == "echo":
+            return args, kwargs
+        if method == "fail":
+            raise KeyError("table 'x' is not on shard 0")
+        if method == "unpicklable":
+            return threading.Lock()
+        if method == "wait":
+            await self.release.wait()
+            return "released"
+        if method == "release":
+            self.release.set()
+            return None
+        raise AttributeError(method)
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def test_arrays_and_objects_round_trip_whatever_their_size():
+    async def main():
+        target = Target()
+        server = ChannelServer("127.0.0.1", target)
+        channel = Channel(server.address)
+        rng = np.random.default_rng(0)
+        sent = [rng.random(n).astype(dt) for n, dt in ((0, "f4"), (3, "i8"), (70_000, "f8"),
+                                                       (3_000_000, "f4"))]
+        status, (args, kwargs) = await channel.call("echo", tuple(sent), {"tag": "x" * 100_000})
+        assert status == "OK" and kwargs == {"tag": "x" * 100_000}
+        for a, b in zip(sent, args):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+            if b.size:
+                b[0] = 1  # received arrays are writable (pulled values are updated in place)
+        channel.close()
+        server.close()
+
+    run(main())
+
+
+def test_errors_come_back_as_raised_and_unpicklable_results_as_runtime_errors():
+    async def main():
+        server = ChannelServer("127.0.0.1", target := Target())
+        channel = Channel(server.address)
+        status, exc = await channel.call("fail", (), {})
+        assert status == "error" and isinstance(exc, KeyError) and "shard 0" in str(exc)
+        status, exc = await channel.call("unpicklable", (), {})
+        assert status == "error" and isinstance(exc, RuntimeError)
+        assert "could not send the reply" in str(exc)
+        # the connection is still usable afterwards
+        assert (await channel.call("echo", (1,), {}))[1] == ((1,), {})
+        channel.close()
+        server.close()
+        del target
+
+    run(main())
+
+
+def test_a_waiting_call_does_not_hold_back_later_ones_on_the_connection():
+    async def main():
+        server = ChannelServer("127.0.0.1", target := Target())
+        channel = Channel(server.address)
+        waiting = asyncio.ensure_future(channel.call("wait", (), {}))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        assert (await channel.call("echo", (2,), {}))[1] == ((2,), {})
+        await channel.call("release", (), {})
+        assert await waiting == ("OK", "released")
+        channel.close()
+        server.close()
+        del target
+
+    run(main())
+
+
+def test_a_closed_server_fails_pending_and_later_calls_with_oserror():
+    async def main():
+        server = ChannelServer("127.0.0.1", target := Target())
+        channel = Channel(server.address)
+        waiting = asyncio.ensure_future(channel.call("wait", (), {}))
+        await asyncio.sleep(0.05)
+        server.close()
+        with pytest.raises(OSError, match="connection to shard channel .* lost"):
+            await waiting
+        with pytest.raises(OSError):
+            await channel.call("echo", (), {})
+        channel.close()
+        del target
+
+    run(main())
+
+
+def test_the_server_closes_when_its_shard_is_freed():
+    async def main():
+        target = Target()
+        server = ChannelServer("127.0.0.1", target)
+        del target
+        gc.collect()
+        await asyncio.sleep(0.05)  # the close is scheduled on the loop
+        assert server._closed
+        with pytest.raises(OSError):
+            await Channel(server.address).call("echo", (), {})
+
+    run(main())
+
+
+def transport_paths(ps, item):
+    transport = ps._client.transport
+    ps.push("w", [item], [1.0])
+    ps.clock()
+    return sorted(transport.channels), ps.pull("w", [0, 1, 2, 3]).tolist()
+
+
+def test_worker_tasks_reach_remote_shards_through_their_channels(client2):
+    with dask_ps.PSModel(client2) as model:
+        model.add_table("w", shape=(4,))
+        assert all(r.channel is not None for r in model.shards)
+        addrs = [s.address for s in model.shards]
+        out = model.run(transport_paths, [0, 1], workers=addrs)
+        assert [o[0] for o in out] == [[1], [0]]  # the other worker's shard
+        assert [o[1] for o in out] == [[1.0, 1.0, 0.0, 0.0]] * 2
+
+
+def _set_channel(flag):
+    import dask
+
+    dask.config.set({"dask-ps.channel": flag})
+
+
+def test_without_channels_tasks_use_dask_rpc_with_the_same_results(client2):
+    client2.run(_set_channel, False)
+    try:
+        with dask_ps.PSModel(client2) as model:
+            model.add_table("w", shape=(4,))
+            assert all(r.channel is None for r in model.shards)
+            addrs = [s.address for s in model.shards]
+            out = model.run(transport_paths, [0, 1], workers=addrs)
+            assert [o[0] for o in out] == [[], []]
+            assert [o[1] for o in out] == [[1.0, 1.0, 0.0, 0.0]] * 2
+    finally:
+        client2.run(_set_channel, True)
+
+
+def _pull_from_dead_shard(ps, item):
+    import time
+
+    from dask_ps.exceptions import ShardUnavailableError
+
+    ps.pull("w", np.arange(100))  # both shards answer: the channel is connected
+    deadline = time.time() + 60
+    while not os.path.exists(item):  # the driver kills the other worker now
+        time.sleep(0.05)
+        assert time.time() < deadline
+    t0 = time.perf_counter()
+    try:
+        ps.pull("w", np.arange(60, 70))  # rows 50..99 live on shard 1
+    except ShardUnavailableError as exc:
+        with open(item + ".out", "w") as f:
+            f.write(f"{time.perf_counter() - t0}\n{exc}")
+        raise
+
+
+@pytest.mark.slow
+def test_a_task_calling_a_killed_shard_worker_gets_shard_unavailable_at_once(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      worker_dashboard_address=None) as cluster, Client(cluster) as client:
+        model = dask_ps.PSModel(client, timeout=60)
+        model.add_table("w", shape=(100,))
+        survivor, victim = model.shards[0].address, model.shards[1].address
+        flag = str(tmp_path / "killed")
+        with ThreadPoolExecutor(1) as pool:
+            job = pool.submit(model.run, _pull_from_dead_shard, [flag], consistency="asp",
+                              workers=[survivor])
+            time.sleep(1.0)
+            pid = client.run(os.getpid, workers=[victim])[victim]
+            os.kill(pid, signal.SIGKILL)
+            open(flag, "w").close()
+            with pytest.raises(dask_ps.ShardUnavailableError, match="shard 1"):
+                job.result(timeout=90)
+        with open(flag + ".out") as f:
+            seconds, message = f.read().split("\n", 1)
+        assert message.startswith("shard 1 on") and "unavailable: pull failed" in message
+        # the closed connection tells at once, not after the model's 60 s timeout
+        assert float(seconds) < 10
+        model.close()
