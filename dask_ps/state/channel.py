@@ -120,6 +120,82 @@ class _Reader:
         return rid, frames
 
 
+class _BlockingReader:
+    """:class:`_Reader` for a blocking socket (a task's or a server thread's)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = bytearray(_READ_AHEAD)
+        self.view = memoryview(self.buf)
+        self.start = self.end = 0
+
+    def _recv_into(self, out: memoryview) -> int:
+        got = self.sock.recv_into(out)
+        if got == 0:
+            raise ConnectionResetError("the connection was closed by its other end")
+        return got
+
+    def read_into(self, out: memoryview) -> None:
+        n, want = 0, out.nbytes
+        while n < want:
+            have = self.end - self.start
+            if have:
+                k = min(have, want - n)
+                out[n:n + k] = self.view[self.start:self.start + k]
+                self.start += k
+                n += k
+            elif want - n >= _READ_AHEAD:
+                n += self._recv_into(out[n:])
+            else:  # one system call usually brings a whole small message
+                self.start, self.end = 0, self._recv_into(self.view)
+
+    def message(self) -> tuple[int, list]:
+        head = bytearray(_HEAD.size)
+        self.read_into(memoryview(head))
+        rid, n_frames = _HEAD.unpack(head)
+        raw = bytearray(8 * n_frames)
+        self.read_into(memoryview(raw))
+        frames = []
+        for size in struct.unpack(f"<{n_frames}Q", raw):
+            buf = np.empty(size, np.uint8) if size > _SMALL else bytearray(size)
+            self.read_into(memoryview(buf))
+            frames.append(buf)
+        return rid, frames
+
+
+def send_blocking(sock: socket.socket, rid: int, frames: list) -> None:
+    """:func:`send` for a blocking socket."""
+    sizes = [memoryview(f).nbytes for f in frames]
+    out = bytearray(_HEAD.pack(rid, len(frames)))
+    out += struct.pack(f"<{len(frames)}Q", *sizes)
+    for f, n in zip(frames, sizes):
+        if n <= _SMALL:
+            out += f
+            continue
+        if out:
+            sock.sendall(out)
+            out = bytearray()
+        sock.sendall(f)
+    if out:
+        sock.sendall(out)
+
+
+def _reply_frames(reply: tuple) -> list:
+    try:
+        return dumps(reply)
+    except Exception as exc:  # an unpicklable result or exception still gets an answer
+        return dumps(("error", RuntimeError(f"could not send the reply: {exc!r} "
+                                            f"(for {reply[1]!r:.200})")))
+
+
+def _send_reply(conn: socket.socket, lock: threading.Lock, rid: int, frames: list) -> None:
+    with lock:
+        try:
+            send_blocking(conn, rid, frames)
+        except OSError:  # the caller is gone; its reader sees the closed connection
+            pass
+
+
 def _nodelay(sock: socket.socket) -> None:
     sock.setblocking(False)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -167,45 +243,58 @@ class ChannelServer:
             except OSError:  # closed
                 return
             _nodelay(conn)
+            conn.setblocking(True)
             self._conns.add(conn)
-            self._spawn(self._serve(conn))
+            threading.Thread(target=self._serve, args=(conn,), daemon=True,
+                             name="dask-ps-channel").start()
 
-    async def _serve(self, conn: socket.socket) -> None:
-        reader = _Reader(self.loop, conn)
-        lock = asyncio.Lock()
+    def _serve(self, conn: socket.socket) -> None:
+        """One thread per connection: it reads the requests in order and answers those that
+        need no wait at once (``call_now``: no event-loop round, the kernel wakes this
+        thread); the others run on the loop, so that a pull waiting for clocks does not hold
+        back the requests behind it."""
+        reader = _BlockingReader(conn)
+        lock = threading.Lock()  # replies come from this thread and from the loop
         try:
             while True:
-                rid, frames = await reader.message()
-                # one task per request, started in arrival order: a pull that waits for
-                # clocks does not hold back the requests behind it
-                self._spawn(self._answer(conn, lock, rid, frames))
-        except (OSError, asyncio.CancelledError):
+                rid, frames = reader.message()
+                target = self._target()
+                try:
+                    if target is None:
+                        raise RuntimeError("the shard behind this channel is gone")
+                    method, args, kwargs = loads(frames)
+                    del frames
+                    now = getattr(target, "call_now", None)
+                    if now is not None and not args and method in ("pull", "push", "push_pull"):
+                        done, out = now(method, kwargs)
+                        if not done:
+                            method, kwargs = "pull", out
+                    else:
+                        done = False
+                    reply = ("OK", out) if done else None
+                except Exception as exc:
+                    reply = ("error", exc)
+                if reply is None:
+                    self.loop.call_soon_threadsafe(
+                        self._spawn, self._answer(conn, lock, rid, target, method, args, kwargs))
+                else:
+                    _send_reply(conn, lock, rid, _reply_frames(reply))
+                del target
+        except (OSError, RuntimeError):  # closed, or the loop is gone
             pass
         finally:
             self._conns.discard(conn)
             conn.close()
 
-    async def _answer(self, conn, lock: asyncio.Lock, rid: int, frames: list) -> None:
-        target = self._target()
+    async def _answer(self, conn, lock, rid: int, target, method, args, kwargs) -> None:
         try:
-            if target is None:
-                raise RuntimeError("the shard behind this channel is gone")
-            method, args, kwargs = loads(frames)
-            del frames
             reply = ("OK", await target.dispatch_call(method, args, kwargs))
         except Exception as exc:
             reply = ("error", exc)
         del target
-        try:
-            out = dumps(reply)
-        except Exception as exc:  # an unpicklable result or exception still gets an answer
-            out = dumps(("error", RuntimeError(f"could not send the reply: {exc!r} "
-                                               f"(for {reply[1]!r:.200})")))
-        async with lock:
-            try:
-                await send(self.loop, conn, rid, out)
-            except OSError:  # the caller is gone; its reader sees the closed connection
-                pass
+        # the socket is blocking (its thread reads it): send from a pool thread, so that the
+        # loop never waits on a caller that may itself wait on this loop
+        await self.loop.run_in_executor(None, _send_reply, conn, lock, rid, _reply_frames(reply))
 
     def close(self) -> None:
         """Stop listening and drop every connection (their callers see them closed)."""
@@ -216,6 +305,10 @@ class ChannelServer:
             task.cancel()
         self._sock.close()
         for conn in list(self._conns):
+            try:  # wakes the thread blocked reading it, and tells the caller
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             conn.close()
         self._conns.clear()
 
@@ -315,15 +408,6 @@ class Channel:
             self._sock = None
 
 
-def _recv_exactly(sock: socket.socket, out: memoryview) -> None:
-    n, want = 0, out.nbytes
-    while n < want:
-        got = sock.recv_into(out[n:])
-        if got == 0:
-            raise ConnectionResetError("the connection was closed by its other end")
-        n += got
-
-
 class SyncChannel:
     """The calling end of a shard's channel for blocking calls from a task's thread.
 
@@ -359,20 +443,10 @@ class SyncChannel:
                 if sock.family != socket.AF_UNIX:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self._sock = sock
+                self._reader = _BlockingReader(sock)
             self._sock.settimeout(timeout)
             self._next += 1
-            sizes = [memoryview(f).nbytes for f in frames]
-            out = bytearray(_HEAD.pack(self._next, len(frames)))
-            out += struct.pack(f"<{len(frames)}Q", *sizes)
-            for f, n in zip(frames, sizes):
-                if n <= _SMALL:
-                    out += f
-                    continue
-                self._sock.sendall(out)
-                out = bytearray()
-                self._sock.sendall(f)
-            if out:
-                self._sock.sendall(out)
+            send_blocking(self._sock, self._next, frames)
             return self._next
         except BaseException:
             self.abort()
@@ -387,17 +461,7 @@ class SyncChannel:
             The connection failed, or no reply came within the call's timeout.
         """
         try:
-            sock = self._sock
-            head = bytearray(_HEAD.size)
-            _recv_exactly(sock, memoryview(head))
-            got, n_frames = _HEAD.unpack(head)
-            raw = bytearray(8 * n_frames)
-            _recv_exactly(sock, memoryview(raw))
-            frames = []
-            for size in struct.unpack(f"<{n_frames}Q", raw):
-                buf = np.empty(size, np.uint8) if size > _SMALL else bytearray(size)
-                _recv_exactly(sock, memoryview(buf))
-                frames.append(buf)
+            got, frames = self._reader.message()
             if got != rid:  # one request at a time: anything else means a broken stream
                 raise ConnectionResetError(f"reply {got} to request {rid}")
         except BaseException:

@@ -375,7 +375,10 @@ class ProcessClient:
                 merged = values
             elif plan.n_unique == values.shape[0]:
                 merged = np.empty_like(values)
-                merged[plan.inverse] = values
+                if values.shape[1] == 1:  # 1-D: ~2x faster than scattering rows
+                    merged[:, 0][plan.inverse] = values[:, 0]
+                else:
+                    merged[plan.inverse] = values
             else:
                 merged = segment_sum(values, plan.inverse, plan.n_unique)
             for s in range(len(per_shard)):
