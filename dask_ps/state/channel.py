@@ -1,20 +1,27 @@
-"""A direct request/reply channel to a shard: one TCP connection per process and shard.
+"""A direct request/reply channel to a shard: TCP connections that skip Dask's RPC.
 
-Dask's RPC (``actor_execute``) costs ~300 us per round trip here for a few bytes and ~1 ms for
-400 kB; this channel costs ~130 us and ~0.6 ms (measured between two worker processes of a
-LocalCluster on this 2-core machine). It skips what a parameter-server call does not need:
-handler lookup, msgpack headers, a connection pool checked out per call. Parameter servers
-have done this since ps-lite's "van" (Li et al., OSDI 2014): the data path is a bare socket.
+Dask's RPC (``actor_execute``) cost ~300 us per round trip here for a few bytes and ~1 ms for
+400 kB, where a bare socket costs ~130 us and ~0.6 ms (measured between two worker processes
+of a LocalCluster on a 2-core machine). The channel skips what a parameter-server call does
+not need: handler lookup, msgpack headers, a pooled connection checked out per call, and, on
+the hot path, the event loop. Parameter servers have done this since ps-lite's "van"
+(Li et al., OSDI 2014): the data path is a bare socket.
 
 A message is a header (request id, frame count, frame sizes) followed by the frames of one
 pickle (protocol 5): the first frame is the pickle, the others are the NumPy buffers, sent
-from and received into their own memory (no copy on either side for large arrays). A reply
-carries the request's id, so calls on one connection may overlap; requests are read and
-started in the order they were sent, so a process's pushes reach a shard in order.
+from and received into their own memory (no copy in Python on either side).
 
-The channel serves plain ``tcp://`` workers only: with TLS (or another comm) the shards are
-reached through Dask's own comms, which carry its security settings. The listening socket is
-bound to the interface of the worker's own address.
+* :class:`ChannelServer` (in the shard's worker) reads each connection in a thread of its
+  own, in order. Pulls and pushes that need no wait are answered at once from that thread
+  (``Shard.call_now``); other calls, and pulls that must wait for slower clocks, run on the
+  worker's event loop, so they do not hold back the requests behind them.
+* :class:`SyncChannel` is the blocking caller used from a task's thread; :class:`Channel`
+  the asyncio caller used on an event loop. Replies carry their request's id.
+
+The channel serves plain ``tcp://`` workers only (see ``Shard.open_channel``): with TLS or
+another comm, shards are reached through Dask's own comms and their security settings. It
+listens on the interface of the worker's address; like Dask's plain TCP it is neither
+encrypted nor authenticated, and it carries pickles.
 """
 
 from __future__ import annotations
