@@ -147,8 +147,9 @@ class ProcessClient:
         self._clock_moved = threading.Condition(self._lock)
         self._outbox = threading.Lock()
         self._tls = threading.local()  # per thread: the plan of its last pull of each table
-        # Bytes of keys and values this process sent to and got from the shards (counted on
-        # the transport's loop only, so without a lock); reports carry it (diagnostics).
+        # Bytes of keys and values this process sent to and got from the shards; reports
+        # carry it. A diagnostic: counted without a lock, from the tasks' threads and the
+        # loop, so concurrent additions may rarely be lost.
         self.bytes_moved = 0
         self.uid = uuid.uuid4().hex[:12]
 

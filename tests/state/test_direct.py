@@ -1,0 +1,50 @@
+"""The direct path (task threads calling shards over channels) with several threads per
+worker process: exact counts, the staleness bound, one pull per shard per clock."""
+
+import numpy as np
+import pytest
+from test_consistency import N_CLOCKS, clock_task
+from test_model import count_task, expected_counts, same_keys_task
+
+import dask_ps
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_the_tasks_of_this_cluster_take_the_direct_path(client2x2):
+    with dask_ps.PSModel(client2x2) as model:
+        model.add_table("w", shape=(10,))
+        out = model.run(lambda ps, _: ps._client.transport.direct, range(4))
+        assert out == [True] * 4
+
+
+def test_bsp_counts_are_exact_with_threads_sharing_channels(client2x2):
+    with dask_ps.PSModel(client2x2) as model:
+        model.add_table("counts", shape=(500,), dtype="int64")
+        assert model.run(count_task, range(4), consistency="bsp") == [0, 1, 2, 3]
+        np.testing.assert_array_equal(model.pull("counts"), expected_counts(range(4)))
+
+
+@pytest.mark.parametrize("consistency, staleness", [("ssp", 2), ("bsp", None)])
+def test_staleness_bound_holds_with_threads_sharing_channels(client2x2, consistency,
+                                                             staleness):
+    # tasks 0 and 1 fast, 2 and 3 slow (20 ms per clock); they spread over both workers
+    items = [(i, 4, 0.0 if i < 2 else 0.02) for i in range(4)]
+    with dask_ps.PSModel(client2x2) as model:
+        model.add_table("clocks", shape=(4,), dtype="int64")
+        out = model.run(clock_task, items, consistency=consistency, staleness=staleness)
+        assert model.pull("clocks").tolist() == [N_CLOCKS] * 4
+    assert max(gap for gap, _ in out) <= (staleness or 0)
+
+
+def test_threads_share_one_pull_per_shard_per_clock_across_workers(client2x2):
+    n_clocks = 20
+    with dask_ps.PSModel(client2x2) as model:
+        model.add_table("w", shape=(1000,))
+        before = model.stats()
+        model.run(same_keys_task, [n_clocks] * 4, consistency="bsp")
+        after = model.stats()
+        for b, a in zip(before, after):
+            # 2 processes x 2 threads: one pull per process and clock, not one per thread
+            assert a["pull_calls"] - b["pull_calls"] <= 2 * n_clocks
+        np.testing.assert_array_equal(model.pull("w", np.arange(0, 1000, 3)), 4 * n_clocks)
