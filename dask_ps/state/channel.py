@@ -487,7 +487,13 @@ class SyncChannel:
             self._lock.release()
 
     def close(self) -> None:
-        with self._lock:
-            if self._sock is not None:
-                self._sock.close()
-                self._sock = None
+        """Drop the connection, without waiting for a call in progress: its thread, blocked
+        reading, gets an ``OSError`` (the shard unavailable) at once."""
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+            self._sock = None
