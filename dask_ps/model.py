@@ -447,6 +447,8 @@ class PSModel(checkpointing.CheckpointMethods):
             try:
                 return fut.result(timeout=WATCH_INTERVAL)
             except TimeoutError:
+                if fut.status == "error":  # the task's own TimeoutError (the poll's class):
+                    fut.result()  # raise it
                 self._check_alive(needed)
 
     def _workers_info(self) -> dict:
@@ -523,9 +525,11 @@ class PSModel(checkpointing.CheckpointMethods):
         if self._closed:
             return
         if self._client is not None and self._client.status == "running":
-            try:
-                self._call_all("close_channel")
-            except Exception:  # a shard already gone has no channel left to close
+            try:  # a shard whose worker is gone has no channel left to close: skip it
+                lost = set(self.lost_shards())
+                self._call_each("close_channel", timeout=2.0,
+                                shards=[i for i in range(self.n_shards) if i not in lost])
+            except Exception:  # closing must not fail because a worker is leaving
                 pass
         self._closed = True
         _forget(self.uid)

@@ -197,3 +197,33 @@ def test_errors_name_table_key_and_shape(any_client):
             model.add_table("w", shape=(3,))
     with pytest.raises(dask_ps.ClosedModelError):
         model.pull("w", [1])
+
+
+def stuck_then_timeout(ps, item):
+    """Task 0 never reaches its first clock: task 1's pull at clock 1 times out."""
+    if item == 0:
+        time.sleep(8)
+        return
+    ps.push("w", [1], [1.0])
+    ps.clock()
+    ps.pull("w", [1])
+
+
+def raises_timeout(ps, item):
+    if item == 0:
+        raise TimeoutError("the task's own timeout")
+
+
+@pytest.mark.parametrize("fn, match", [
+    (raises_timeout, "the task's own timeout"),
+    (stuck_then_timeout, "at clock 1 waited 3 s"),  # for the shard or its own process
+])
+def test_a_task_timeout_reaches_the_driver(any_client, fn, match):
+    # a task's TimeoutError is the class of the driver's own polling timeout: it must still
+    # end the job, not be taken for "no result yet"
+    with dask_ps.PSModel(any_client, timeout=3) as m:
+        m.add_table("w", shape=(4,))
+        t0 = time.perf_counter()
+        with pytest.raises(TimeoutError, match=match):
+            m.run(fn, [0, 1], consistency="bsp")
+        assert time.perf_counter() - t0 < 30

@@ -34,4 +34,6 @@ def test_calls_to_a_dead_shard_raise_within_the_timeout():
         # it; the rest is slack for a loaded machine (the point is that it never hangs)
         assert time.perf_counter() - t0 < 10 + 5 + 15
         assert model.pull("w", np.arange(10)).tolist() == [0.0] * 10  # shard 0 still serves
-        model.close()
+        t0 = time.perf_counter()
+        model.close()  # skips the dead shard instead of waiting for its timeout
+        assert time.perf_counter() - t0 < 6
