@@ -55,136 +55,130 @@ def loads(frames: list):
     return pickle.loads(frames[0], buffers=frames[1:])
 
 
-async def send(loop, sock: socket.socket, rid: int, frames: list) -> None:
-    """Write one message; small frames go with the header in one system call."""
+def _chunks(rid: int, frames: list) -> list:
+    """What to write for one message: the header with the small frames copied behind it
+    (one system call), and each large frame from its own memory."""
     sizes = [memoryview(f).nbytes for f in frames]
     out = bytearray(_HEAD.pack(rid, len(frames)))
     out += struct.pack(f"<{len(frames)}Q", *sizes)
+    chunks = []
     for f, n in zip(frames, sizes):
         if n <= _SMALL:
             out += f
             continue
         if out:
-            await loop.sock_sendall(sock, out)
+            chunks.append(out)
             out = bytearray()
-        await loop.sock_sendall(sock, memoryview(f).cast("B"))
+        chunks.append(memoryview(f).cast("B"))
     if out:
-        await loop.sock_sendall(sock, out)
+        chunks.append(out)
+    return chunks
 
 
-class _Reader:
-    """Reads messages from a socket: small parts out of a read-ahead buffer, large frames
-    straight into their own arrays."""
-
-    def __init__(self, loop, sock: socket.socket) -> None:
-        self.loop = loop
-        self.sock = sock
-        self.buf = bytearray(_READ_AHEAD)
-        self.view = memoryview(self.buf)
-        self.start = self.end = 0
-
-    async def _fill(self) -> None:
-        if self.start == self.end:
-            self.start = self.end = 0
-        elif self.end == len(self.buf):  # move the unread tail to the front
-            n = self.end - self.start
-            self.view[:n] = self.view[self.start:self.end]
-            self.start, self.end = 0, n
-        got = await self.loop.sock_recv_into(self.sock, self.view[self.end:])
-        if got == 0:
-            raise ConnectionResetError("the connection was closed by its other end")
-        self.end += got
-
-    async def read_into(self, out: memoryview) -> None:
-        n, want = 0, out.nbytes
-        while n < want:
-            have = self.end - self.start
-            if have:
-                k = min(have, want - n)
-                out[n:n + k] = self.view[self.start:self.start + k]
-                self.start += k
-                n += k
-            elif want - n >= _READ_AHEAD:
-                got = await self.loop.sock_recv_into(self.sock, out[n:])
-                if got == 0:
-                    raise ConnectionResetError("the connection was closed by its other end")
-                n += got
-            else:
-                await self._fill()
-
-    async def message(self) -> tuple[int, list]:
-        head = bytearray(_HEAD.size)
-        await self.read_into(memoryview(head))
-        rid, n_frames = _HEAD.unpack(head)
-        raw = bytearray(8 * n_frames)
-        await self.read_into(memoryview(raw))
-        frames = []
-        for size in struct.unpack(f"<{n_frames}Q", raw):
-            # np.empty: no zero-filling of a buffer about to be overwritten
-            buf = np.empty(size, np.uint8) if size > _SMALL else bytearray(size)
-            await self.read_into(memoryview(buf))
-            frames.append(buf)
-        return rid, frames
-
-
-class _BlockingReader:
-    """:class:`_Reader` for a blocking socket (a task's or a server thread's)."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buf = bytearray(_READ_AHEAD)
-        self.view = memoryview(self.buf)
-        self.start = self.end = 0
-
-    def _recv_into(self, out: memoryview) -> int:
-        got = self.sock.recv_into(out)
-        if got == 0:
-            raise ConnectionResetError("the connection was closed by its other end")
-        return got
-
-    def read_into(self, out: memoryview) -> None:
-        n, want = 0, out.nbytes
-        while n < want:
-            have = self.end - self.start
-            if have:
-                k = min(have, want - n)
-                out[n:n + k] = self.view[self.start:self.start + k]
-                self.start += k
-                n += k
-            elif want - n >= _READ_AHEAD:
-                n += self._recv_into(out[n:])
-            else:  # one system call usually brings a whole small message
-                self.start, self.end = 0, self._recv_into(self.view)
-
-    def message(self) -> tuple[int, list]:
-        head = bytearray(_HEAD.size)
-        self.read_into(memoryview(head))
-        rid, n_frames = _HEAD.unpack(head)
-        raw = bytearray(8 * n_frames)
-        self.read_into(memoryview(raw))
-        frames = []
-        for size in struct.unpack(f"<{n_frames}Q", raw):
-            buf = np.empty(size, np.uint8) if size > _SMALL else bytearray(size)
-            self.read_into(memoryview(buf))
-            frames.append(buf)
-        return rid, frames
+async def send(loop, sock: socket.socket, rid: int, frames: list) -> None:
+    """Write one message on a non-blocking socket, from the event loop."""
+    for chunk in _chunks(rid, frames):
+        await loop.sock_sendall(sock, chunk)
 
 
 def send_blocking(sock: socket.socket, rid: int, frames: list) -> None:
-    """:func:`send` for a blocking socket."""
-    sizes = [memoryview(f).nbytes for f in frames]
-    out = bytearray(_HEAD.pack(rid, len(frames)))
-    out += struct.pack(f"<{len(frames)}Q", *sizes)
-    for f, n in zip(frames, sizes):
-        if n <= _SMALL:
-            out += f
-            continue
-        if out:
-            sock.sendall(out)
-            out = bytearray()
-        sock.sendall(f)
-    if out:
-        sock.sendall(out)
+    """Write one message on a blocking socket."""
+    for chunk in _chunks(rid, frames):
+        sock.sendall(chunk)
+
+
+def _message_buffers():
+    """The buffers one message is read into, in order (a generator: the header's, the frame
+    sizes', then each frame's); returns ``(request id, frames)``. Shared by both readers."""
+    head = bytearray(_HEAD.size)
+    yield memoryview(head)
+    rid, n_frames = _HEAD.unpack(head)
+    raw = bytearray(8 * n_frames)
+    yield memoryview(raw)
+    frames = []
+    for size in struct.unpack(f"<{n_frames}Q", raw):
+        # np.empty: no zero-filling of a buffer about to be overwritten
+        buf = np.empty(size, np.uint8) if size > _SMALL else bytearray(size)
+        yield memoryview(buf)
+        frames.append(buf)
+    return rid, frames
+
+
+def _received(got: int) -> int:
+    if got == 0:
+        raise ConnectionResetError("the connection was closed by its other end")
+    return got
+
+
+class _ReadAhead:
+    """A read-ahead buffer: small parts of messages come out of it, large frames are
+    received straight into their own arrays (see :meth:`_next_recv`)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.view = memoryview(bytearray(_READ_AHEAD))
+        self.start = self.end = 0
+
+    def _next_recv(self, out: memoryview, n: int) -> tuple[int, memoryview | None]:
+        """Copy what the buffer holds into ``out[n:]``; returns the new ``n`` and, while
+        ``out`` is not full, where the next ``recv_into`` goes: ``out`` itself for a large
+        remainder, else the (emptied) buffer."""
+        k = min(self.end - self.start, out.nbytes - n)
+        out[n:n + k] = self.view[self.start:self.start + k]
+        self.start += k
+        n += k
+        if n == out.nbytes:
+            return n, None
+        if out.nbytes - n >= _READ_AHEAD:
+            return n, out[n:]
+        self.start = self.end = 0
+        return n, self.view
+
+    def _got(self, target: memoryview, n: int, got: int) -> int:
+        if target is self.view:
+            self.end = got
+            return n
+        return n + got
+
+
+class _Reader(_ReadAhead):
+    """Reads messages from a non-blocking socket, on the event loop."""
+
+    def __init__(self, loop, sock: socket.socket) -> None:
+        super().__init__(sock)
+        self.loop = loop
+
+    async def read_into(self, out: memoryview) -> None:
+        n, target = self._next_recv(out, 0)
+        while target is not None:
+            got = _received(await self.loop.sock_recv_into(self.sock, target))
+            n, target = self._next_recv(out, self._got(target, n, got))
+
+    async def message(self) -> tuple[int, list]:
+        steps = _message_buffers()
+        try:
+            while True:
+                await self.read_into(steps.send(None))
+        except StopIteration as done:
+            return done.value
+
+
+class _BlockingReader(_ReadAhead):
+    """Reads messages from a blocking socket (a task's or a server thread's)."""
+
+    def read_into(self, out: memoryview) -> None:
+        n, target = self._next_recv(out, 0)
+        while target is not None:
+            got = _received(self.sock.recv_into(target))
+            n, target = self._next_recv(out, self._got(target, n, got))
+
+    def message(self) -> tuple[int, list]:
+        steps = _message_buffers()
+        try:
+            while True:
+                self.read_into(steps.send(None))
+        except StopIteration as done:
+            return done.value
 
 
 def _reply_frames(reply: tuple) -> list:
@@ -408,6 +402,7 @@ class Channel:
             self._pending.pop(rid, None)
 
     def close(self) -> None:
+        """Drop the connection; calls waiting on it fail with ``OSError``."""
         if self._reading is not None:
             self._reading.cancel()
         if self._sock is not None:
