@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dask_ps.cluster import worker_info
+
 
 def _bytes_per_row(fmt: str, n_features: int, nnz: int) -> float:
     """Bytes per row on disk, measured on a small sample written here."""
@@ -75,7 +77,7 @@ class PeakMemory:
     def _poll(self) -> None:
         while not self._stop.is_set():
             try:
-                info = self.client.scheduler_info(n_workers=-1)["workers"]
+                info = worker_info(self.client)
             except Exception:  # the cluster is closing
                 return
             for addr, w in info.items():
@@ -107,7 +109,7 @@ def fit_once(client, files: list[str], info: dict, args) -> dict:
     nnz = sum(info["file_nnz"][:len(files)])  # files are the first ones, in order
     assert rows == sum(info["file_rows"][:len(files)])
     limits = {a: w["memory_limit"] for a, w in
-              client.scheduler_info(n_workers=-1)["workers"].items()}
+              worker_info(client).items()}
     model = LogisticRegression(solver="ftrl", max_iter=args.epochs, random_state=0,
                                client=client, progress=False)
     with PeakMemory(client, args.sample_s) as mem:

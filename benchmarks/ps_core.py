@@ -433,6 +433,7 @@ def run(args) -> dict:
     from distributed import Client, LocalCluster
 
     import dask_ps
+    from dask_ps.cluster import worker_info
 
     quick = args.quick
     reps = ({1_000: 15, 10_000: 10, 100_000: 5, 1_000_000: 3} if quick else
@@ -453,7 +454,7 @@ def run(args) -> dict:
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                            dashboard_address=None, worker_dashboard_address=None)
     client = Client(cluster)
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    workers = sorted(worker_info(client))
     A, B = workers
     res = dict(config=dict(quick=quick, tuned_malloc=args.tuned_malloc,
                            key_order=args.key_order, ks=KS,

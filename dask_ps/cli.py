@@ -161,6 +161,7 @@ def train_lr(args) -> int:
     import dask
 
     from .algorithms import LogisticRegression
+    from .cluster import worker_info
     from .diagnostics import install
     from .io import read_libsvm
 
@@ -184,7 +185,7 @@ def train_lr(args) -> int:
             print(f"dask_ps page: {install(client)}", flush=True)
         except Exception as exc:  # e.g. a remote scheduler without dask_ps or bokeh
             print(f"dask_ps page unavailable: {exc!r}", flush=True)
-        n_workers = len(client.scheduler_info(n_workers=-1)["workers"])
+        n_workers = len(worker_info(client))
         blocksize = args.blocksize or _blocksize(args.train, n_workers)
         X, y = read_libsvm(args.train, n_features=args.n_features, blocksize=blocksize)
         if args.test:  # its lines are checked now, not after training

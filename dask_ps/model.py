@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from . import checkpointing
+from .cluster import worker_info
 from .diagnostics.events import watch_job
 from .exceptions import ClosedModelError, ShardUnavailableError, WorkerLostError
 from .state.client import ProcessClient, WorkerView
@@ -452,10 +453,8 @@ class PSModel(checkpointing.CheckpointMethods):
                 self._check_alive(needed)
 
     def _workers_info(self) -> dict:
-        """The scheduler's workers, by address, asked now. (``Client.scheduler_info`` returns
-        a cache that the client's periodic refresh may have replaced meanwhile by one
-        without workers.)"""
-        info = self._client.sync(self._client.scheduler.identity, n_workers=-1)["workers"]
+        """The scheduler's workers, by address, asked now."""
+        info = worker_info(self._client)
         self._seen_workers.update(info)
         return info
 

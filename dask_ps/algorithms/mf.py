@@ -36,6 +36,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ..cluster import worker_info
 from ..model import PSModel
 from ._data import compute_on_workers, is_dask_collection
 from ._mf_kernels import als_gram, als_solve_gram, als_solve_rows, predict_pairs, sgd_sweep
@@ -433,7 +434,7 @@ def _dask_parts(client, X, est, n_parts: int) -> tuple:
 
 def _scatter(client, parts: list) -> tuple[list, list[str], list[int]]:
     """Futures of in-memory parts, part ``p`` on the ``p``-th worker (sorted by address)."""
-    addrs = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    addrs = sorted(worker_info(client))
     workers = [addrs[p % len(addrs)] for p in range(len(parts))]
     futures = [client.scatter([part], workers=[w], hash=False)[0]
                for part, w in zip(parts, workers)]

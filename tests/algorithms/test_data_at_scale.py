@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from dask_ps import LogisticRegression
+from dask_ps.cluster import worker_info
 from dask_ps.io import read_libsvm, write_ctr
 
 pytestmark = pytest.mark.timeout(300)
@@ -89,7 +90,7 @@ def test_a_partition_on_another_worker_is_fetched_and_counted(client2):
     fetches it (counted as an incoming transfer) instead of failing."""
     from dask_ps.algorithms._data import PartKey, _worker_io, load_part
 
-    a, b = sorted(client2.scheduler_info(n_workers=-1)["workers"])
+    a, b = sorted(worker_info(client2))
     part = client2.submit(lambda: (np.arange(1000.0), np.ones(3)), workers=[a], pure=False)
     part.result()
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import dask_ps
+from dask_ps.cluster import worker_info
 from dask_ps.diagnostics import install, log_checkpoint, log_recovery
 from dask_ps.diagnostics.dashboard import CLOCK_COLOR, LOSS_COLOR, SOURCES
 
@@ -76,7 +77,7 @@ def test_page_shows_live_metrics_of_a_fit(dash, data):
 
     th = threading.Thread(target=fit)
     th.start()
-    workers = set(client.scheduler_info()["workers"])
+    workers = set(worker_info(client))
 
     def live():
         m = get_json(f"{url}/metrics.json")

@@ -12,6 +12,7 @@ from sklearn.metrics import roc_auc_score
 
 import dask_ps.io.generate as generate_module
 from dask_ps import LogisticRegression
+from dask_ps.cluster import worker_info
 from dask_ps.io import make_ctr, planted_coef, read_libsvm, read_sparse_parquet, write_ctr
 
 pytestmark = pytest.mark.timeout(300)
@@ -68,7 +69,7 @@ def test_written_on_the_workers_and_read_back(tmp_path, client2):
                             random_state=3)
         assert [o[0] for o in out] == [2000, 2000, 1000]
         assert sum(o[1] for o in out) == X.nnz
-    workers = set(client2.scheduler_info()["workers"])
+    workers = set(worker_info(client2))
     done = [t for t in client2.get_task_stream() if "write_chunk" in t["key"]]
     assert len(done) == 6 and {t["worker"] for t in done} <= workers
     A, a = dask.compute(*read_sparse_parquet(str(tmp_path / "parquet" / "*.parquet")))

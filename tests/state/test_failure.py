@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import dask_ps
+from dask_ps.cluster import worker_info
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
@@ -23,7 +24,7 @@ def test_calls_to_a_dead_shard_raise_within_the_timeout():
         pid = client.run(os.getpid, workers=[victim])[victim]
         os.kill(pid, signal.SIGKILL)
         deadline = time.time() + 30
-        while victim in client.scheduler_info(n_workers=-1)["workers"]:
+        while victim in worker_info(client):
             assert time.time() < deadline
             time.sleep(0.1)
         t0 = time.perf_counter()

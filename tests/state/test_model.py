@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import dask_ps
+from dask_ps.cluster import worker_info
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -161,7 +162,7 @@ def test_dedicated_ps_workers():
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": None}}
     with SpecCluster(workers=workers, scheduler=scheduler) as cluster, Client(cluster) as client:
         client.wait_for_workers(2)
-        ps_worker = [a for a, w in client.scheduler_info()["workers"].items()
+        ps_worker = [a for a, w in worker_info(client).items()
                      if w["resources"].get("ps")]
         with dask_ps.PSModel(client, resources="ps") as model:
             assert [s.address for s in model.shards] == ps_worker

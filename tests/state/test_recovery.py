@@ -9,6 +9,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from dask_ps.algorithms import LogisticRegression
+from dask_ps.cluster import worker_info
 from dask_ps.exceptions import RecoveryError
 from dask_ps.state.checkpoint import list_versions
 
@@ -48,7 +49,7 @@ def kill_during_epoch_2(client, url, victim_index: int, seen: dict) -> threading
             if time.time() > deadline:
                 return
             time.sleep(0.005)
-        victim = sorted(client.scheduler_info(n_workers=-1)["workers"])[victim_index]
+        victim = sorted(worker_info(client))[victim_index]
         seen["victim"] = victim
         seen["keys_held"] = len(client.has_what().get(victim, ()))
         os.kill(client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
