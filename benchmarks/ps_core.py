@@ -479,7 +479,7 @@ def run(args) -> dict:
         print(f"[{time.perf_counter() - t_start:5.1f}s] pull/push throughput ...", flush=True)
         cfg = dict(seed=1, local_shard=local_shard, sparse_pool=SPARSE_POOL, ks=KS,
                    reps={str(k): v for k, v in reps.items()}, reps_1key=reps_1key,
-                   warm_ks=[1_000, 100_000], order=args.key_order)
+                   warm_ks=[1_000, 100_000, 1_000_000], order=args.key_order)
         [core] = model.run(_core_task, [cfg], consistency="asp", workers=[A])
 
         # ---- 3: bounds -------------------------------------------------------------------

@@ -18,6 +18,7 @@ _JIT = dict(cache=True, nogil=True)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
+_FULL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 #: Initialiser codes understood by :func:`init_rows` (see ``table.INITIALISERS``).
 INIT_CONSTANT, INIT_UNIFORM, INIT_NORMAL = 0, 1, 2
@@ -56,7 +57,7 @@ def hash_shard(keys, n_shards):
 
 
 @numba.njit(**_JIT)
-def plan_keys(keys, starts, hashed, slot_key, slot_id, work, bits, sort_bits):
+def plan_keys(keys, starts, hashed, slot_key, slot_id, work, bits, sort_bits, defer_inverse):
     """Deduplicate keys and group the distinct ones by shard.
 
     Parameters
@@ -73,14 +74,16 @@ def plan_keys(keys, starts, hashed, slot_key, slot_id, work, bits, sort_bits):
         so on exit. Reusing it across calls avoids allocating and clearing O(cap) per call.
     work : int64 array, shape (>= 3 n,)
         Scratch space.
-    bits : uint64 array, shape (2 (starts[-1] // 64 + 1),) or (0,)
+    bits : uint64 array, shape (starts[-1] // 64 + 1,) or (0,)
         Range partitioning only: scratch, all zero on entry and left so on exit: a bitmap of
-        the table's rows (first half) and room for a count per bitmap word (second half);
-        empty to do without it.
+        the table's rows; empty to do without it.
     sort_bits : bool
         With ``bits``: read the distinct keys off the bitmap, in ascending order (worth it
         when the table has not many more rows than ``n``: the reading scans ``n_rows / 64``
         words); else only check them for repeats there.
+    defer_inverse : bool
+        When the distinct keys are read off the bitmap, leave ``inverse`` unfilled: the
+        caller fills it later with :func:`bitmap_ranks` (while the shards answer a pull).
 
     Returns
     -------
@@ -95,6 +98,10 @@ def plan_keys(keys, starts, hashed, slot_key, slot_id, work, bits, sort_bits):
         when ``inverse`` is the identity (distinct keys already grouped by shard: sorted
         keys of a range table, as ps-lite requires of its callers, or keys of one shard),
         else -1.
+    words : uint64 array, shape (starts[-1] // 64 + 1,) or (0,)
+        When the distinct keys were read off the bitmap (unsorted keys, ``sort_bits``):
+        the bitmap of the distinct keys, bit
+        ``k % 64`` of ``words[k // 64]`` for key ``k``; else empty.
 
     Notes
     -----
@@ -123,14 +130,17 @@ def plan_keys(keys, starts, hashed, slot_key, slot_id, work, bits, sort_bits):
                 or (not is_sorted and bits.shape[0] > 0 and sort_bits)):
             for i in range(n):
                 if keys[i] < 0 or keys[i] >= starts[n_shards]:
-                    return np.empty(0, np.int64), offsets, inverse, i
+                    return np.empty(0, np.int64), offsets, inverse, i, np.empty(0, np.uint64)
         if is_sorted:
-            return _plan_sorted_range(keys, starts, inverse, offsets)
+            local, offsets, inverse, bad = _plan_sorted_range(keys, starts, inverse, offsets)
+            return local, offsets, inverse, bad, np.empty(0, np.uint64)
     if not hashed and bits.shape[0] > 0:
         if sort_bits:
-            return _plan_bitmap_range(keys, starts, inverse, offsets, bits)
+            return _plan_bitmap_range(keys, starts, inverse, offsets, bits, defer_inverse)
         if _distinct_in_bitmap(keys, bits):
-            return _plan_distinct_range(keys, starts, inverse, offsets, work[:n])
+            local, offsets, inverse, bad = _plan_distinct_range(keys, starts, inverse, offsets,
+                                                                work[:n])
+            return local, offsets, inverse, bad, np.empty(0, np.uint64)
     mask = np.uint64(slot_key.shape[0] - 1)
     uniq = work[:n]
     slot_of = work[n: 2 * n]
@@ -171,7 +181,8 @@ def plan_keys(keys, starts, hashed, slot_key, slot_id, work, bits, sort_bits):
     local, identity = _group_by_shard(uniq[:n_unique], shard, offsets, starts, hashed, slot_of)
     for i in range(n):
         inverse[i] = slot_of[inverse[i]]
-    return local, offsets, inverse, (-2 if identity and n_unique == n else -1)
+    return (local, offsets, inverse, (-2 if identity and n_unique == n else -1),
+            np.empty(0, np.uint64))
 
 
 @numba.njit(inline="always", **_JIT)
@@ -256,31 +267,29 @@ def _popcount(typingctx, x):
 
 
 @numba.njit(**_JIT)
-def _plan_bitmap_range(keys, starts, inverse, offsets, scratch):
+def _plan_bitmap_range(keys, starts, inverse, offsets, bits, defer_inverse):
     """:func:`plan_keys` for unsorted keys of a range table: distinct keys in ascending
     order, from a bitmap of the rows; also the range check (the first bad key's index)."""
     n = keys.shape[0]
     n_shards = starts.shape[0] - 1
-    half = scratch.shape[0] // 2
-    bits = scratch[:half]
-    before = scratch[half:].view(np.int64)  # distinct keys in the words before each word
     for i in range(n):
         k = keys[i]
         if k < 0 or k >= starts[n_shards]:
             for j in range(i):
                 bits[keys[j] >> 6] = 0
-            return np.empty(0, np.int64), offsets, inverse, i
+            return np.empty(0, np.int64), offsets, inverse, i, np.empty(0, np.uint64)
         bits[k >> 6] |= np.uint64(1) << np.uint64(k & 63)
     # every word is read: the caller takes this path only for tables of < 64 * 8 n rows
     lo, hi = 0, (starts[n_shards] - 1) >> 6
     # its own array, returned as a view: copying n_unique keys out of scratch cost a pass
     local = np.empty(n + 64, np.int64)  # room for the dense words' loop below
+    words = np.empty(hi + 1 - lo, np.uint64)  # the bitmap, kept: how the keys can travel
     u = 0
     s = 0
     first = starts[0]
     for w in range(lo, hi + 1):
-        before[w] = u
         x = bits[w]
+        words[w - lo] = x
         base = w * 64
         if x and base + 64 <= starts[s + 1] and _popcount(x) >= 16:
             # a dense word inside one shard: all 64 rows, branch-free, kept as u advances
@@ -300,14 +309,26 @@ def _plan_bitmap_range(keys, starts, inverse, offsets, scratch):
             x &= x - np.uint64(1)
     for t in range(s + 1, n_shards + 1):
         offsets[t] = u
-    for i in range(n):
+    bits[lo: hi + 1] = 0
+    if not defer_inverse:
+        bitmap_ranks(keys, words, inverse)
+    return local[:u], offsets, inverse, -1, words
+
+
+@numba.njit(**_JIT)
+def bitmap_ranks(keys, words, inverse):
+    """``inverse[i]``: the rank of ``keys[i]`` among the set bits of ``words`` (the bitmap of
+    the distinct keys), i.e. its position among them in ascending order."""
+    before = np.empty(words.shape[0], np.int64)  # set bits in the words before each word
+    u = 0
+    for w in range(words.shape[0]):
+        before[w] = u
+        u += np.int64(_popcount(words[w]))
+    for i in range(keys.shape[0]):
         k = keys[i]
         w = k >> 6
-        below = bits[w] & ((np.uint64(1) << np.uint64(k & 63)) - np.uint64(1))
+        below = words[w] & ((np.uint64(1) << np.uint64(k & 63)) - np.uint64(1))
         inverse[i] = before[w] + np.int64(_popcount(below))
-    bits[lo: hi + 1] = 0
-    before[lo: hi + 1] = 0  # all of ``scratch`` zero again: a larger table may use it next
-    return local[:u], offsets, inverse, -1
 
 
 @numba.njit(**_JIT)
@@ -344,6 +365,85 @@ def _plan_sorted_range(keys, starts, inverse, offsets):
     for t in range(n_shards):
         offsets[t + 1] += offsets[t]
     return local[:n_unique], offsets, inverse, (-2 if n_unique == n else -1)
+
+
+@numba.njit(**_JIT)
+def rows_to_bits(rows, n_words):
+    """Bitmap of ``rows`` (distinct, ascending, in ``[0, 64 n_words)``): bit ``r % 64`` of
+    word ``r // 64``.
+
+    A word is built in a register and stored once (or-ing into memory for every row chains
+    each row's store to the next one's load: 2.5x slower).
+    """
+    words = np.zeros(n_words, np.uint64)
+    if rows.shape[0] == 0:
+        return words
+    w = rows[0] >> 6
+    x = np.uint64(0)
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        if r >> 6 != w:
+            words[w] = x
+            w = r >> 6
+            x = np.uint64(0)
+        x |= np.uint64(1) << np.uint64(r & 63)
+    words[w] = x
+    return words
+
+
+@numba.njit(**_JIT)
+def bits_to_rows(words, out):
+    """The set bits of ``words`` in ascending order, into ``out`` (their count long)."""
+    u = 0
+    for w in range(words.shape[0]):
+        x = words[w]
+        base = w * 64
+        if x == _FULL:  # no bit to look at: a loop the compiler vectorises
+            for b in range(64):
+                out[u + b] = base + b
+            u += 64
+            continue
+        while x:
+            out[u] = base + np.int64(trailing_zeros(x))
+            u += 1
+            x &= x - np.uint64(1)
+    return out
+
+
+@numba.njit(**_JIT)
+def gather_bits(values, words, out):
+    """``out[u] = values[r]`` for the ``u``-th set bit ``r`` of ``words``, rows ascending.
+
+    ``values`` and ``out`` are C-contiguous. Runs of full words are copied as blocks of rows,
+    without looking at the bits: a dense key set gathers at the speed of a copy.
+    """
+    ncols = values.shape[1]
+    n_words = words.shape[0]
+    flat_in = values.reshape(values.size)  # 1-D copies: numba's 2-D slice copy is 3x slower
+    flat_out = out.reshape(out.size)
+    u = 0
+    w = 0
+    while w < n_words:
+        x = words[w]
+        base = w * 64
+        if x == _FULL:
+            end = w + 1
+            while end < n_words and words[end] == _FULL:
+                end += 1
+            m = (end - w) * 64 * ncols
+            for i in range(m):
+                flat_out[u * ncols + i] = flat_in[base * ncols + i]
+            u += (end - w) * 64
+            w = end
+            continue
+        while x:
+            r = base + np.int64(trailing_zeros(x))
+            for j in range(ncols):
+                out[u, j] = values[r, j]
+            u += 1
+            x &= x - np.uint64(1)
+        w += 1
+    return out
 
 
 @numba.njit(**_JIT)

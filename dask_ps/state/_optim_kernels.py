@@ -16,6 +16,11 @@ _JIT = dict(cache=True, nogil=True)
 @numba.njit(**_JIT)
 def add_step(w, rows, g):
     """Plain add: ``w[r] += g`` (counts, deltas)."""
+    if w.shape[1] == 1:  # vectors: a 1-D loop runs ~2x faster than one over rows of 1 column
+        w1, g1 = w[:, 0], g[:, 0]
+        for i in range(rows.shape[0]):
+            w1[rows[i]] += g1[i]
+        return
     for i in range(rows.shape[0]):
         r = rows[i]
         for j in range(w.shape[1]):

@@ -128,6 +128,22 @@ class _Job:
         return snap.tag >= clock - s
 
 
+class _Meanwhile:
+    """What a pull computes while the shards answer: its plan's deferred ``inverse`` and, to
+    recognise the keys of the push that follows, their hash. Runs once; calling it again
+    returns ``(plan, hash)``."""
+
+    def __init__(self, spec: TableSpec, plan, keys: np.ndarray, remember: bool) -> None:
+        self.spec, self.plan, self.keys, self.remember = spec, plan, keys, remember
+        self.result = None
+
+    def __call__(self):
+        if self.result is None:
+            plan = self.spec.partitioner.complete(self.plan, self.keys)
+            self.result = plan, (fingerprint(self.keys) if self.remember else 0)
+        return self.result
+
+
 class ProcessClient:
     """A model's shards as seen from one process; shared by the process's tasks.
 
@@ -171,22 +187,24 @@ class ProcessClient:
                 raise ValueError(f"table {name!r} is sparse: pass the keys to pull")
             keys = np.arange(spec.n_rows, dtype=np.int64)
         keys = as_keys(keys, spec)
-        plan, bad = spec.partitioner.plan(keys)
+        plan, bad = spec.partitioner.plan(keys, defer_inverse=True)
         if bad >= 0:
             raise bad_key_error(spec, keys, bad)
         values = np.empty((plan.n_unique, spec.ncols), spec.dtype)
         state = self.job(job) if job is not None else None
+        meanwhile = _Meanwhile(spec, plan, keys, remember=state is not None)
         if state is None or not state.use_cache:
             self._raise_inflight(state)
-            self._fetch(spec, plan, values, job, clock, state, False)
+            self._fetch(spec, plan, values, job, clock, state, False, meanwhile)
         else:
             with self._lock:
                 self._wait_local_clocks(state, clock)
                 self._raise_inflight(state)
-                self._fetch(spec, plan, values, job, clock, state, True)
+                self._fetch(spec, plan, values, job, clock, state, True, meanwhile)
+        plan, key_hash = meanwhile()
         if state is not None:  # remembered by value (hash), not by copy: see push
             self._tls.__dict__.setdefault("last_pull", {})[name] = (
-                keys.shape[0], fingerprint(keys), plan)
+                keys.shape[0], key_hash, plan)
         out = plan.expand(values)
         return out[:, 0] if spec.vector else out
 
@@ -209,9 +227,11 @@ class ProcessClient:
             raise RuntimeError(f"job {state.job_id!r} stopped: another task of this process "
                                f"failed ({state.failure!r})")
 
-    def _fetch(self, spec, plan, values, job, clock, state: _Job | None, cache: bool) -> None:
+    def _fetch(self, spec, plan, values, job, clock, state: _Job | None, cache: bool,
+               meanwhile=None) -> None:
         """Fill ``values`` with what the snapshot cannot serve, fetched from the shards; the
-        clock's push waiting in the outbox goes with it.
+        clock's push waiting in the outbox goes with it. ``meanwhile()`` runs while remote
+        shards work on the requests.
 
         A shard gets at most one call: ``push_pull`` (the last clock's updates and tick, then
         this pull), ``pull`` or ``push``; straight from this thread when the transport is
@@ -221,9 +241,9 @@ class ProcessClient:
         box = self._take_outbox(state)
         if not requests and box is None:
             return
-        calls = self._calls(spec, requests, box, job, clock, state)
+        calls = self._calls(spec, plan, requests, box, job, clock, state)
         if self.transport.direct:
-            results = self.transport.call_many(calls, self.transport.timeout + 5)
+            results = self.transport.call_many(calls, self.transport.timeout + 5, meanwhile)
         else:
             results = self.transport.run(_gather(
                 self.transport.call(s, method, _timeout=self.transport.timeout + 5, **kwargs)
@@ -253,9 +273,8 @@ class ProcessClient:
                 requests[s] = (keys[~hit], sl.start + np.flatnonzero(~hit))
         return requests
 
-    def _calls(self, spec, requests: dict, box, job, clock, state) -> list:
+    def _calls(self, spec, plan, requests: dict, box, job, clock, state) -> list:
         """The ``(shard, method, kwargs)`` of a fetch, remote shards first."""
-        wire = spec.partitioner.wire_dtype
         calls = []
         for s in self.transport.remote_first:
             pull = s in requests
@@ -263,8 +282,10 @@ class ProcessClient:
                 continue
             kwargs = dict(job=job)
             if pull:
-                kwargs.update(name=spec.name, keys=requests[s][0].astype(wire, copy=False),
-                              clock=clock, timeout=self.transport.timeout)
+                keys, where = requests[s]
+                kwargs.update(name=spec.name, keys=spec.partitioner.wire_keys(
+                    plan, s, None if isinstance(where, slice) else keys),
+                    clock=clock, timeout=self.transport.timeout)
                 self.bytes_moved += kwargs["keys"].nbytes
             if box is not None:
                 kwargs.update(updates=box[0][s], participant=state.participant,
@@ -385,8 +406,8 @@ class ProcessClient:
             for s in range(len(per_shard)):
                 sl = plan.shard_slice(s)
                 if sl.start < sl.stop:
-                    per_shard[s].append((name, plan.local[sl].astype(
-                        spec.partitioner.wire_dtype, copy=False), merged[sl]))
+                    per_shard[s].append((name, spec.partitioner.wire_keys(plan, s),
+                                         merged[sl]))
         return per_shard
 
     async def _send(self, per_shard, job, participant, clock, tick):

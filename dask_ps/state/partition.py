@@ -17,7 +17,11 @@ import numpy as np
 
 from . import _kernels
 
-__all__ = ["HashPartitioner", "KeyPlan", "RangePartitioner", "make_partitioner"]
+__all__ = ["HashPartitioner", "KeyPlan", "RangePartitioner", "RowBits", "as_rows",
+           "make_partitioner"]
+
+
+_NO_WORDS = np.zeros(0, np.uint64)
 
 
 class KeyPlan(NamedTuple):
@@ -27,6 +31,9 @@ class KeyPlan(NamedTuple):
     offsets: np.ndarray  # int64 (n_shards + 1,)
     inverse: np.ndarray  # int64 (n,): position in ``local`` of each caller key
     identity: bool = False  # inverse is arange(n): values need no reordering
+    ascending: bool = False  # each shard's ``local`` keys are in ascending order
+    words: np.ndarray = _NO_WORDS  # uint64: bitmap of the distinct keys (range), or empty
+    deferred: bool = False  # ``inverse`` not filled yet: see _Partitioner.complete
 
     def expand(self, values: np.ndarray) -> np.ndarray:
         """Values per caller key from values per distinct key."""
@@ -44,6 +51,62 @@ class KeyPlan(NamedTuple):
     def n_unique(self) -> int:
         """Number of distinct keys."""
         return self.local.shape[0]
+
+
+class RowBits(NamedTuple):
+    """Distinct rows of one range shard as a bitmap: the wire form of a dense set of keys.
+
+    Row ``r`` (an offset inside the shard) is in the set when bit ``r % 64`` of
+    ``words[r // 64]`` is set. For a set holding more than 1 row in 32 this is smaller than
+    the rows as int32 (10^6 of a shard's 10^6 rows: 125 kB instead of 4 MB), and the shard
+    reads it in memory order. Made by :meth:`RangePartitioner.wire_keys`.
+
+    Attributes
+    ----------
+    words : numpy.ndarray of uint64, shape (ceil(shard rows / 64),)
+    count : int
+        Number of rows in the set (set bits).
+    """
+
+    words: np.ndarray
+    count: int
+
+    @property
+    def shape(self) -> tuple[int]:
+        """``(count,)``, like the array of rows it stands for."""
+        return (self.count,)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes on the wire."""
+        return self.words.nbytes
+
+    def rows(self) -> np.ndarray:
+        """The rows, ascending, shape (count,): int32 below 2^31 rows (half the bytes for
+        the update rules to read), else int64."""
+        small = 64 * self.words.shape[0] < 2**31
+        return _kernels.bits_to_rows(self.words, np.empty(self.count,
+                                                           np.int32 if small else np.int64))
+
+
+def as_rows(keys) -> np.ndarray:
+    """Keys as received by a shard: an array as is, a :class:`RowBits` as its rows."""
+    return keys.rows() if isinstance(keys, RowBits) else keys
+
+
+def _shard_words(words: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """Rows ``[start, stop)`` of a bitmap of a whole table, as a bitmap of offsets from
+    ``start``: the table's words shifted by ``start % 64``, bits from ``stop`` on cleared."""
+    n_words = (stop - start + 63) // 64
+    w0, r = start >> 6, np.uint64(start & 63)
+    src = words[w0: w0 + n_words + 1]
+    out = src[:n_words] >> r
+    if r:
+        out[: src.shape[0] - 1] |= src[1: n_words + 1] << (np.uint64(64) - r)
+    tail = (stop - start) & 63
+    if tail:
+        out[-1] &= (np.uint64(1) << np.uint64(tail)) - np.uint64(1)
+    return out
 
 
 _local = threading.local()
@@ -67,7 +130,7 @@ def _scratch(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return scratch[0][:cap], scratch[1][:cap], scratch[2]
 
 
-#: Largest range table whose keys are planned with a bitmap of its rows (2^27 rows: 32 MiB
+#: Largest range table whose keys are planned with a bitmap of its rows (2^27 rows: 16 MiB
 #: of scratch per thread); larger ones use the hash table only.
 BITMAP_ROWS = 2**27
 #: Keys of a range table come out sorted (the bitmap read in order) when the table has fewer
@@ -76,19 +139,19 @@ BITMAP_ROWS = 2**27
 #: (measured for 10^4..10^6 keys of 2 10^6..10^7 rows, benchmarks/ps_core.py).
 BITMAP_SORT = 0.3
 _NO_BITS = np.zeros(0, np.uint64)
+_NO_SCRATCH = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
 def _bitmap(n_rows: int) -> np.ndarray:
     """This thread's scratch for :func:`~dask_ps.state._kernels.plan_keys`: a zeroed bitmap of
-    at least ``n_rows`` bits, then as many words of room for counts (kept between calls; pages
-    never touched are never allocated)."""
+    at least ``n_rows`` bits (kept between calls; pages never touched are never allocated)."""
     if n_rows > BITMAP_ROWS:
         return _NO_BITS
     words = n_rows // 64 + 1
     bits = getattr(_local, "bits", None)
-    if bits is None or bits.shape[0] < 2 * words:
-        bits = _local.bits = np.zeros(2 * words, np.uint64)
-    return bits[: 2 * words]
+    if bits is None or bits.shape[0] < words:
+        bits = _local.bits = np.zeros(words, np.uint64)
+    return bits[:words]
 
 
 @dataclass(frozen=True)
@@ -105,14 +168,55 @@ class _Partitioner:
                 keys[plan.shard_slice(s)] += self.starts[s]
         return keys[plan.inverse]
 
-    def plan(self, keys: np.ndarray) -> tuple[KeyPlan, int]:
-        """Plan ``keys`` (int64); returns the plan and the index of the first bad key or -1."""
+    def plan(self, keys: np.ndarray, defer_inverse: bool = False) -> tuple[KeyPlan, int]:
+        """Plan ``keys`` (int64); returns the plan and the index of the first bad key or -1.
+
+        With ``defer_inverse``, the plan may come back with ``deferred`` set: its ``inverse``
+        is filled by :meth:`complete`, which the caller runs while the shards answer.
+        """
         n_rows = int(self.starts[-1])
         bits = _NO_BITS if self.hashed else _bitmap(n_rows)
-        local, offsets, inverse, bad = _kernels.plan_keys(
-            keys, self.starts, self.hashed, *_scratch(keys.shape[0]), bits,
-            n_rows // 64 < BITMAP_SORT * keys.shape[0])
-        return KeyPlan(local, offsets, inverse, bad == -2), max(int(bad), -1)
+        sort_bits = n_rows // 64 < BITMAP_SORT * keys.shape[0]
+        # the bitmap path needs no hash table: none is made (2 x 16 MB for 10^6 keys)
+        scratch = _NO_SCRATCH if bits.shape[0] and sort_bits else _scratch(keys.shape[0])
+        local, offsets, inverse, bad, words = _kernels.plan_keys(
+            keys, self.starts, self.hashed, *scratch, bits, sort_bits, defer_inverse)
+        # sorted keys and keys read off the sorting bitmap both come out ascending
+        ascending = bits.shape[0] > 0 and sort_bits
+        deferred = defer_inverse and words.shape[0] > 0 and bad < 0
+        return (KeyPlan(local, offsets, inverse, bad == -2, ascending, words, deferred),
+                max(int(bad), -1))
+
+    @staticmethod
+    def complete(plan: KeyPlan, keys: np.ndarray) -> KeyPlan:
+        """``plan`` with its ``inverse`` filled, if :meth:`plan` deferred it; ``keys`` are the
+        keys it was made from."""
+        if not plan.deferred:
+            return plan
+        _kernels.bitmap_ranks(keys, plan.words, plan.inverse)
+        return plan._replace(deferred=False)
+
+    def wire_keys(self, plan: KeyPlan, s: int, local: np.ndarray | None = None):
+        """The form in which shard ``s``'s keys of ``plan`` (or ``local``, a subset of them)
+        travel.
+
+        Offsets of a range shard as a :class:`RowBits` bitmap when they are ascending and the
+        bitmap is smaller (more than 1 row in 32), else as :attr:`wire_dtype`; hashed keys as
+        they are.
+        """
+        full = local is None
+        if full:
+            local = plan.local[plan.shard_slice(s)]
+        if plan.ascending and not self.hashed:
+            start, stop = int(self.starts[s]), int(self.starts[s + 1])
+            n_words = (stop - start + 63) // 64
+            if 8 * n_words < local.shape[0] * self.wire_dtype.itemsize:
+                if full and plan.words.shape[0]:
+                    words = _shard_words(plan.words, start, stop)
+                else:
+                    words = _kernels.rows_to_bits(local, n_words)
+                return RowBits(words, local.shape[0])
+        return local.astype(self.wire_dtype, copy=False)
 
 
 @dataclass(frozen=True)
@@ -193,8 +297,9 @@ def merge_duplicates(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, 
     Returns the distinct keys in order of first appearance and their sums (n_unique, ncols);
     rows are added in input order, so the result is deterministic.
     """
-    local, _, inverse, _ = _kernels.plan_keys(keys, _ONE_SHARD, True, *_scratch(keys.shape[0]),
-                                              _NO_BITS, False)
+    local, _, inverse, _, _ = _kernels.plan_keys(keys, _ONE_SHARD, True,
+                                                 *_scratch(keys.shape[0]), _NO_BITS, False,
+                                                 False)
     if local.shape[0] == keys.shape[0]:
         out = np.empty_like(values)
         out[inverse] = values

@@ -21,7 +21,7 @@ import numpy as np
 from ._malloc import tune_malloc
 from .channel import ChannelServer
 from .consistency import DONE, ClockTable, Consistency
-from .partition import merge_duplicates
+from .partition import as_rows, merge_duplicates
 from .table import TableShard, TableSpec
 from .transport import packed
 
@@ -253,6 +253,8 @@ class Shard:
 
     def _push(self, updates: list, job, participant: int, clock: int, tick: bool) -> bool:
         """:meth:`push` under the lock; whether waiting pulls must be woken."""
+        # rows sent as bitmaps become arrays here: held updates are merged as arrays
+        updates = [(name, as_rows(keys), values) for name, keys, values in updates]
         for name, keys, values in updates:
             self._table(name)
             self.counters["keys_pushed"] += keys.shape[0]

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _kernels
 from .optimizers import Optimizer
-from .partition import RangePartitioner, make_partitioner
+from .partition import RangePartitioner, RowBits, as_rows, make_partitioner
 
 __all__ = ["Init", "TableShard", "TableSpec"]
 
@@ -223,7 +223,7 @@ class TableShard:
         otherwise their row is -1.
         """
         if not self.spec.sparse:
-            return keys  # offsets, int32 or int64: the kernels take either
+            return as_rows(keys)  # offsets, int32 or int64: the kernels take either
         rows = np.empty(keys.shape[0], np.int64)
         missing = _kernels.map_find(self._slot_key, self._slot_row, keys, rows)
         if missing and create:
@@ -239,10 +239,12 @@ class TableShard:
         return rows
 
     def gather(self, keys: np.ndarray) -> np.ndarray:
-        """Values of ``keys``, shape (len(keys), ncols)."""
-        rows = self.rows(keys)
-        out = np.empty((rows.shape[0], self.spec.ncols), self.spec.dtype)
-        _kernels.gather_rows(self.values, rows, out)
+        """Values of ``keys`` (or of a :class:`~dask_ps.state.partition.RowBits`), shape
+        (len(keys), ncols)."""
+        out = np.empty((keys.shape[0], self.spec.ncols), self.spec.dtype)
+        if isinstance(keys, RowBits):
+            return _kernels.gather_bits(self.values, keys.words, out)
+        _kernels.gather_rows(self.values, self.rows(keys), out)
         return out
 
     def apply(self, keys: np.ndarray, updates: np.ndarray) -> None:

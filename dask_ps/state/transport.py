@@ -133,10 +133,11 @@ class Transport:
         return list(await asyncio.gather(*(self.call(s, method, *args, **kwargs)
                                            for s in range(len(self.shards)))))
 
-    def call_many(self, calls: list, timeout: float) -> list:
+    def call_many(self, calls: list, timeout: float, meanwhile=None) -> list:
         """Blocking twin of gathering :meth:`call`, for a task's thread when :attr:`direct`:
         ``calls`` is a list of ``(shard, method, kwargs)``, at most one per shard; returns
-        their results in order.
+        their results in order. ``meanwhile()``, if given, runs once the remote requests
+        are sent (the caller's own work, overlapping the shards').
 
         Remote shards get their requests first, straight from this thread (no hop to the
         event loop and back); the local shard's calls then run, in this thread too unless a
@@ -167,6 +168,8 @@ class Transport:
                                                                            timeout)))
             except OSError as exc:
                 errors.append(self._unavailable(s, method, timeout, exc))
+        if meanwhile is not None:
+            meanwhile()
         waiting = []
         for i, s, method, kwargs in local:
             try:

@@ -202,7 +202,8 @@ def busy_task(ps, item):
     from distributed import Event
 
     stop, deadline = Event(item[0]), time.time() + item[1]
-    keys = np.arange(0, 4000, 3)
+    # more bytes to shard 0 than to shard 1: their traffic lines must not overlap
+    keys = np.concatenate([np.arange(0, 2000), np.arange(2000, 4000, 7)])
     while time.time() < deadline and not (ps.current_clock % 20 == 0 and stop.is_set()):
         ps.pull("w", keys)
         ps.push("w", keys, np.ones(keys.shape[0], np.float32))

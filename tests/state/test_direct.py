@@ -48,3 +48,43 @@ def test_threads_share_one_pull_per_shard_per_clock_across_workers(client2x2):
             # 2 processes x 2 threads: one pull per process and clock, not one per thread
             assert a["pull_calls"] - b["pull_calls"] <= 2 * n_clocks
         np.testing.assert_array_equal(model.pull("w", np.arange(0, 1000, 3)), 4 * n_clocks)
+
+
+DENSE_ROWS, DENSE_KEYS, DENSE_CLOCKS = 3000, 6000, 4
+
+
+def _dense_keys(seed, clock):
+    return np.random.default_rng([seed, clock]).integers(0, DENSE_ROWS, DENSE_KEYS)
+
+
+def dense_task(ps, item):
+    """Pull and push most rows of a 3-column table per clock (keys travel as bitmaps); each
+    pull under BSP must see exactly the pushes of the earlier clocks of every task."""
+    seed, seeds = item
+    for c in range(DENSE_CLOCKS):
+        keys = _dense_keys(seed, c)
+        want = np.zeros(DENSE_ROWS)
+        for s in seeds:
+            for earlier in range(c):
+                want += np.bincount(_dense_keys(s, earlier), minlength=DENSE_ROWS)
+        got = ps.pull("t", keys)
+        np.testing.assert_array_equal(got, np.repeat(want[keys, None], 3, axis=1))
+        ps.push("t", keys, np.ones((DENSE_KEYS, 3)))
+        ps.clock()
+    return True
+
+
+def test_dense_key_sets_are_exact_over_the_channels_as_bitmaps(client2x2):
+    seeds = list(range(4))
+    with dask_ps.PSModel(client2x2) as model:
+        model.add_table("t", shape=(DENSE_ROWS, 3), dtype="float64", optimizer="add")
+        assert model.run(dense_task, [(s, seeds) for s in seeds], consistency="bsp") == \
+            [True] * 4
+        want = sum(np.bincount(_dense_keys(s, c), minlength=DENSE_ROWS)
+                   for s in seeds for c in range(DENSE_CLOCKS))
+        np.testing.assert_array_equal(model.pull("t"), np.repeat(want[:, None], 3, axis=1))
+        # the keys went as bitmaps: fewer key bytes than int32 offsets of the distinct keys
+        stats = model.stats()
+        key_bytes = sum(s["bytes_pulled"] for s in stats) - 8 * 3 * sum(
+            s["keys_pulled"] for s in stats)
+        assert 0 < key_bytes < sum(s["keys_pulled"] for s in stats)

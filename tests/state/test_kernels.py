@@ -8,6 +8,8 @@ from dask_ps.state.partition import (
     BITMAP_SORT,
     HashPartitioner,
     RangePartitioner,
+    RowBits,
+    as_rows,
     merge_duplicates,
 )
 
@@ -38,7 +40,7 @@ def test_plan_keys_matches_python_twin(hashed, n_shards):
     rng = np.random.default_rng(0)
     keys = rng.integers(0, 50, 200)
     part = HashPartitioner(n_shards) if hashed else RangePartitioner(n_shards, n_rows=50)
-    (local, offsets, inverse, _), bad = part.plan(keys)
+    (local, offsets, inverse, *_), bad = part.plan(keys)
     want = plan_keys_py(keys, part.starts, hashed)
     assert bad == -1
     np.testing.assert_array_equal(local, want[0])
@@ -64,7 +66,7 @@ def test_plan_keys_reports_first_bad_key(n_rows, keys, first_bad):
     _, bad = part.plan(np.array(keys))
     assert bad == first_bad
     # the scratch bitmap is left clean: the next plan is exact
-    (local, offsets, inverse, _), bad = part.plan(np.array([4, 1, 4]))
+    (local, offsets, inverse, *_), bad = part.plan(np.array([4, 1, 4]))
     assert bad == -1 and sorted(local.tolist()) == [1, 4]
     assert local[inverse].tolist() == [4, 1, 4]
 
@@ -199,3 +201,66 @@ def test_unsorted_keys_of_a_small_range_table_come_out_sorted(n_shards):
         assert not _bitmap(5000).any()
         big.plan(rng.permutation(100_000)[:100])  # a larger table reuses the scratch
         assert not _bitmap(100_000).any()
+
+
+# -- dense key sets as bitmaps (RowBits) -----------------------------------------------------
+@pytest.mark.parametrize("n_rows, n_shards", [(1000, 3), (4096, 2), (130, 1), (6400, 7)])
+def test_dense_keys_travel_as_bitmaps_of_each_shards_rows(n_rows, n_shards):
+    rng = np.random.default_rng(n_rows)
+    part = RangePartitioner(n_shards, n_rows=n_rows)
+    keys = rng.integers(0, n_rows, 3 * n_rows)  # repeats, unsorted, nearly every row
+    plan, bad = part.plan(keys)
+    assert bad == -1 and plan.ascending and plan.words.shape[0] == (n_rows + 63) // 64
+    for s in range(n_shards):
+        sl = plan.shard_slice(s)
+        wire = part.wire_keys(plan, s)
+        assert isinstance(wire, RowBits) and wire.shape == (sl.stop - sl.start,)
+        assert wire.words.shape[0] == (part.shard_size(s) + 63) // 64
+        np.testing.assert_array_equal(wire.rows(), plan.local[sl])
+        # a subset (the snapshot served the rest) is encoded from the offsets themselves
+        sub = plan.local[sl][::2]
+        np.testing.assert_array_equal(part.wire_keys(plan, s, sub).rows(), sub)
+        # as received by a shard: arrays stay arrays, bitmaps become their rows
+        np.testing.assert_array_equal(as_rows(wire), plan.local[sl])
+
+
+def test_sparse_key_sets_travel_as_offsets():
+    part = RangePartitioner(2, n_rows=100_000)
+    keys = np.array([5, 70_000, 3, 99_999])
+    plan, _ = part.plan(keys)
+    for s in range(2):
+        wire = part.wire_keys(plan, s)
+        assert wire.dtype == np.int32
+        np.testing.assert_array_equal(wire, plan.local[plan.shard_slice(s)])
+    hashed = HashPartitioner(2)
+    plan, _ = hashed.plan(keys)
+    assert hashed.wire_keys(plan, 0).dtype == np.int64
+
+
+@pytest.mark.parametrize("ncols", [1, 3])
+def test_gather_bits_matches_fancy_indexing(ncols):
+    rng = np.random.default_rng(ncols)
+    values = rng.normal(size=(1000, ncols))
+    rows = np.unique(np.concatenate([np.arange(128, 448),  # full words, one run
+                                     rng.integers(0, 1000, 200)]))
+    words = K.rows_to_bits(rows, 16)
+    np.testing.assert_array_equal(K.bits_to_rows(words, np.empty(len(rows), np.int64)), rows)
+    out = K.gather_bits(values, words, np.empty((len(rows), ncols)))
+    np.testing.assert_array_equal(out, values[rows])
+
+
+def test_deferred_inverse_equals_the_inverse():
+    rng = np.random.default_rng(1)
+    part = RangePartitioner(3, n_rows=5000)
+    keys = rng.integers(0, 5000, 20_000)
+    want, _ = part.plan(keys)
+    plan, _ = part.plan(keys, defer_inverse=True)
+    assert plan.deferred and not want.deferred
+    done = part.complete(plan, keys)
+    assert not done.deferred and part.complete(done, keys) is done
+    np.testing.assert_array_equal(done.inverse, want.inverse)
+    np.testing.assert_array_equal(done.local, want.local)
+    # keys that are sorted already, or of a large table, have nothing to defer
+    for k, n_rows in ((np.sort(keys), 5000), (keys, 10**8)):
+        p = RangePartitioner(3, n_rows=n_rows)
+        assert not p.plan(k, defer_inverse=True)[0].deferred
