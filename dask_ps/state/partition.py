@@ -40,7 +40,8 @@ class KeyPlan(NamedTuple):
         if self.identity:
             return values
         if values.ndim == 2 and values.shape[1] == 1:  # a 1-D take: ~1.5x faster than rows
-            return np.take(values.reshape(-1), self.inverse).reshape(-1, 1)
+            out = np.empty(self.inverse.shape[0], values.dtype)
+            return _kernels.take_1d(values.reshape(-1), self.inverse, out).reshape(-1, 1)
         return values[self.inverse]
 
     def shard_slice(self, s: int) -> slice:

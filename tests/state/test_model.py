@@ -197,3 +197,15 @@ def test_push_reusing_the_pull_plan_is_safe_against_caller_changes():
         model.add_table("w", shape=(10,))
         model.run(reuse_task, [0])
         np.testing.assert_array_equal(model.pull("w"), [30, 3, 0, 0, 0, 6, 0, 0, 0, 3])
+
+
+@pytest.mark.parametrize("keys", [np.arange(0, 500), np.arange(499, -1, -1)])
+def test_pulled_values_are_the_callers_own(any_client, keys):
+    """The values a pull returns may be the shard's answer itself (one shard, no copy): they
+    are writable and writing them changes neither the table nor a later pull."""
+    with dask_ps.PSModel(any_client, n_shards=2) as model:
+        model.add_table("t", shape=(1000,), dtype="float64")
+        model.push("t", keys, np.ones(len(keys)))
+        got = model.pull("t", keys)
+        got[:] = -5
+        np.testing.assert_array_equal(model.pull("t", keys), np.ones(len(keys)))
