@@ -264,7 +264,8 @@ _TIMED = [
       "wait"]),
     ("dask_ps.state.client", "_Snapshot", ["insert"]),
     ("dask_ps.state.partition", "_Partitioner", ["plan"]),
-    ("dask_ps.state.shard", "Shard", ["pull", "push", "call_now"]),
+    ("dask_ps.state.shard", "Shard", ["pull", "push", "call_now", "_push", "_gather"]),
+    ("dask_ps.state.table", "TableShard", ["gather", "apply"]),
     ("dask_ps.state.transport", "Transport", ["call", "call_many"]),
     ("dask_ps.state.channel", "Channel", ["call"]),
     ("dask_ps.state.channel", "SyncChannel", ["start", "finish"]),
@@ -284,7 +285,10 @@ def _install_timers(timed):
         lambda: [0, 0.0]))
 
     def where():
-        return "loop" if threading.current_thread() is threading.main_thread() else "task"
+        th = threading.current_thread()
+        if th is threading.main_thread():
+            return "loop"
+        return "server" if th.name.startswith("dask-ps-channel") else "task"
 
     def wrap(cls, name):
         f = getattr(cls, name, None)
@@ -699,6 +703,7 @@ def report(res) -> str:
         add("")
         add("5. Where a training step goes (--breakdown; timers wrapped around dask_ps "
             "functions in the workers; ms per step, inclusive; [task] = task thread, "
+            "[server] = a shard's channel thread serving the other worker, "
             "[loop] = worker event loop)")
         for k, b in res["breakdown"].items():
             add(f"   K={k}: {b['steps']} steps, ms/step per task (with timers) "
