@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from typing import NamedTuple
 
 from distributed.comm.core import CommClosedError
-from distributed.protocol import Serialized, serialize
+from distributed.protocol import Serialized, deserialize, serialize
 
 from ..exceptions import ShardUnavailableError
 from .channel import Channel, SyncChannel
@@ -120,6 +120,8 @@ class Transport:
                         args=[packed((method, args, kwargs))], kwargs={})
                     status = resp["status"]
                     result = resp["result" if status == "OK" else "exception"]
+                    if isinstance(result, Serialized):  # in-process comms pass it through
+                        result = deserialize(result.header, result.frames)
         except TimeoutError:  # before OSError, its base class
             raise self._unavailable(s, method, timeout, TimeoutError()) from None
         except (OSError, CommClosedError) as exc:

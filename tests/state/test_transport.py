@@ -73,3 +73,25 @@ def test_worker_processes_keep_large_temporaries_on_the_heap(client2):
         out = model.run(_mmap_threshold_effect, [0, 1])
     assert [o[0] for o in out] == [True, True]
     assert max(o[1] for o in out) < 50, out
+
+
+def test_a_cluster_of_threads_uses_dask_in_process_comms():
+    """Workers as threads of this process (``processes=False``): Dask's ``inproc://`` comms
+    hand the shard's packed answer over unserialised; pulls, pushes and errors still work."""
+    from distributed import Client, LocalCluster
+    from test_model import count_task, expected_counts
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client, \
+            dask_ps.PSModel(client) as model:
+        assert all(s.address.startswith("inproc://") for s in model.shards)
+        model.add_table("counts", shape=(500,), dtype="int64")
+        assert model.run(count_task, range(4), consistency="bsp") == [0, 1, 2, 3]
+        np.testing.assert_array_equal(model.pull("counts"), expected_counts(range(4)))
+        with pytest.raises(IndexError, match="key 500 at position 1"):
+            model.pull("counts", [3, 500])
+        with pytest.raises(dask_ps.exceptions.UnknownTableError):
+            model.run(lambda ps, _: ps.pull("nope", [0]), range(2))
+        with pytest.raises(ZeroDivisionError):  # raised on the shards, by Dask's RPC
+            model.map_shards("counts", lambda keys, values, slots: 1 // 0)
+        assert sum(model.map_shards("counts", lambda keys, values, slots: len(keys))) == 500
