@@ -417,10 +417,22 @@ def gather_bits(values, words, out):
     ``values`` and ``out`` are C-contiguous. Runs of full words are copied as blocks of rows,
     without looking at the bits: a dense key set gathers at the speed of a copy.
     """
-    ncols = values.shape[1]
+    bit_rows(values, out, words, False)
+    return out
+
+
+@numba.njit(**_JIT)
+def bit_rows(table, rows, words, add):
+    """Walk the set bits of ``words`` in order; for the ``u``-th set bit ``r``: with ``add``,
+    ``table[r] += rows[u]``, else ``rows[u] = table[r]``.
+
+    Both arrays are C-contiguous with the same columns. A run of full words is one block of
+    consecutive rows, done as one 1-D loop that the compiler vectorises.
+    """
+    ncols = table.shape[1]
+    flat_t = table.reshape(table.size)
+    flat_r = rows.reshape(rows.size)
     n_words = words.shape[0]
-    flat_in = values.reshape(values.size)  # 1-D copies: numba's 2-D slice copy is 3x slower
-    flat_out = out.reshape(out.size)
     u = 0
     w = 0
     while w < n_words:
@@ -431,19 +443,36 @@ def gather_bits(values, words, out):
             while end < n_words and words[end] == _FULL:
                 end += 1
             m = (end - w) * 64 * ncols
-            for i in range(m):
-                flat_out[u * ncols + i] = flat_in[base * ncols + i]
+            t = flat_t[base * ncols: base * ncols + m]
+            r = flat_r[u * ncols: u * ncols + m]
+            if add:
+                for i in range(m):
+                    t[i] += r[i]
+            else:
+                for i in range(m):
+                    r[i] = t[i]
             u += (end - w) * 64
             w = end
             continue
         while x:
-            r = base + np.int64(trailing_zeros(x))
+            row = base + np.int64(trailing_zeros(x))
             for j in range(ncols):
-                out[u, j] = values[r, j]
+                if add:
+                    table[row, j] += rows[u, j]
+                else:
+                    rows[u, j] = table[row, j]
             u += 1
             x &= x - np.uint64(1)
         w += 1
-    return out
+
+
+@numba.njit(**_JIT)
+def add_bits(w, words, g):
+    """Plain add to the rows given as a bitmap (``words``, as in ``RowBits``): ``w[r] += g[u]``
+    for the ``u``-th set bit ``r``. ``w`` and ``g`` are C-contiguous. Runs of full words add
+    blocks of rows without decoding them (10^6 rows of a 10^6-row shard: ~3x faster than
+    decoding the rows and adding through them)."""
+    bit_rows(w, g, words, True)
 
 
 @numba.njit(**_JIT)

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from numbers import Real
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from . import _optim_kernels as K
+from ._kernels import add_bits
+
+if TYPE_CHECKING:
+    from .partition import RowBits
 
 __all__ = ["SGD", "AdaGrad", "Adam", "Add", "Average", "FTRL", "Optimizer", "get_optimizer"]
 
@@ -57,6 +61,12 @@ class Optimizer:
         """
         raise NotImplementedError
 
+    def step_bits(self, w: np.ndarray, slots: dict[str, np.ndarray], rows: "RowBits",
+                  g: np.ndarray) -> None:
+        """:meth:`step` on rows given as a bitmap (ascending; ``g`` in that order). Decodes
+        them unless a rule does better."""
+        self.step(w, slots, rows.rows(), g)
+
     def __post_init__(self):
         for name, value in asdict(self).items():
             if not isinstance(value, Real) or isinstance(value, bool) or not np.isfinite(value):
@@ -93,6 +103,9 @@ class Add(Optimizer):
 
     def step(self, w, slots, rows, g):
         K.add_step(w, rows, g)
+
+    def step_bits(self, w, slots, rows, g):
+        add_bits(w, rows.words, np.ascontiguousarray(g))
 
 
 @dataclass(frozen=True)

@@ -232,17 +232,15 @@ class RangePartitioner(_Partitioner):
     """
 
     n_rows: int = 0
+    #: Offsets inside a shard travel as int32 when every shard is small enough, else int64.
+    wire_dtype: np.dtype = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "hashed", False)
         bounds = np.linspace(0, self.n_rows, self.n_shards + 1).round().astype(np.int64)
         object.__setattr__(self, "starts", bounds)
-
-    @property
-    def wire_dtype(self) -> np.dtype:
-        """Offsets inside a shard travel as int32 when every shard is small enough."""
-        small = int(np.diff(self.starts).max(initial=0)) < 2**31
-        return np.dtype(np.int32) if small else np.dtype(np.int64)
+        small = int(np.diff(bounds).max(initial=0)) < 2**31
+        object.__setattr__(self, "wire_dtype", np.dtype(np.int32 if small else np.int64))
 
     def shard_keys(self, s: int) -> np.ndarray:
         """Global keys held by shard ``s``, shape (n,), int64."""

@@ -253,8 +253,6 @@ class Shard:
 
     def _push(self, updates: list, job, participant: int, clock: int, tick: bool) -> bool:
         """:meth:`push` under the lock; whether waiting pulls must be woken."""
-        # rows sent as bitmaps become arrays here: held updates are merged as arrays
-        updates = [(name, as_rows(keys), values) for name, keys, values in updates]
         for name, keys, values in updates:
             self._table(name)
             self.counters["keys_pushed"] += keys.shape[0]
@@ -264,8 +262,9 @@ class Shard:
         if clocks is None or not clocks.consistency.buffered:
             for name, keys, values in updates:
                 self.tables[name].apply(keys, values)
-        elif updates:
-            self._pending[clock].append((participant, updates))
+        elif updates:  # held updates are merged as arrays: rows sent as bitmaps decoded
+            self._pending[clock].append((participant, [(name, as_rows(keys), values)
+                                                       for name, keys, values in updates]))
         if clocks is not None and tick and clocks.advance(participant, clock + 1):
             if clocks.consistency.buffered:
                 self._flush_pending(clocks.min_clock)

@@ -248,7 +248,11 @@ class TableShard:
         return out
 
     def apply(self, keys: np.ndarray, updates: np.ndarray) -> None:
-        """One optimizer step on the rows of ``keys`` (distinct) with ``updates`` (n, ncols)."""
+        """One optimizer step on the rows of ``keys`` (distinct; or a
+        :class:`~dask_ps.state.partition.RowBits`) with ``updates`` (n, ncols)."""
+        if isinstance(keys, RowBits):
+            self.spec.optimizer.step_bits(self.values, self.slots, keys, updates)
+            return
         rows = self.rows(keys)
         self.spec.optimizer.step(self.values, self.slots, rows, updates)
 

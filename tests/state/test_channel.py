@@ -171,6 +171,7 @@ def _pull_from_dead_shard(ps, item):
     from dask_ps.exceptions import ShardUnavailableError
 
     ps.pull("w", np.arange(100))  # both shards answer: the channel is connected
+    open(item + ".ready", "w").close()
     deadline = time.time() + 60
     while not os.path.exists(item):  # the driver kills the other worker now
         time.sleep(0.05)
@@ -199,7 +200,10 @@ def test_a_task_calling_a_killed_shard_worker_gets_shard_unavailable_at_once(tmp
         with ThreadPoolExecutor(1) as pool:
             job = pool.submit(model.run, _pull_from_dead_shard, [flag], consistency="asp",
                               workers=[survivor])
-            time.sleep(1.0)
+            deadline = time.time() + 60  # the first pull may compile numba kernels first
+            while not os.path.exists(flag + ".ready") and not job.done():
+                assert time.time() < deadline
+                time.sleep(0.05)
             pid = client.run(os.getpid, workers=[victim])[victim]
             os.kill(pid, signal.SIGKILL)
             open(flag, "w").close()

@@ -109,3 +109,33 @@ def test_average_moves_each_row_by_the_mean_of_its_pushers(any_client):
 def test_average_needs_a_count_column():
     with dask_ps.PSModel("local") as model, pytest.raises(ValueError, match="count column"):
         model.add_table("m", shape=(6,), dtype="float64", optimizer="average")
+
+
+@pytest.mark.parametrize("name", ["add", "sgd", "adagrad", "adam", "ftrl", "average"])
+@pytest.mark.parametrize("ncols", [1, 3])
+def test_step_on_rows_as_a_bitmap_equals_step_on_the_rows(name, ncols):
+    from dask_ps.state import _kernels
+    from dask_ps.state.partition import RowBits
+
+    rng = np.random.default_rng(ncols)
+    opt = get_optimizer(name)
+    rows = np.unique(np.concatenate([np.arange(64, 320), rng.integers(0, 1000, 300)]))
+    g = rng.normal(size=(len(rows), ncols))
+    if name == "average":
+        g[:, -1] = rng.integers(1, 4, len(rows))
+    bits = RowBits(_kernels.rows_to_bits(rows, 16), len(rows))
+    start = np.tile(np.arange(1000.0)[:, None], (1, ncols))
+    out = []
+    for use_bits in (False, True):
+        w = start.copy()
+        slots = {k: np.zeros((1000, width), dt)
+                 for k, (width, dt) in opt.slot_layout(ncols, w.dtype).items()}
+        opt.init_slots(slots, slice(None))
+        for _ in range(3):
+            if use_bits:
+                opt.step_bits(w, slots, bits, g)
+            else:
+                opt.step(w, slots, rows, g)
+        out.append(w)
+    np.testing.assert_array_equal(out[1], out[0])
+    assert not np.array_equal(out[0], start)  # the steps did move the rows
