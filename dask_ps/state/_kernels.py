@@ -98,10 +98,10 @@ def plan_keys(keys, starts, hashed, slot_key, slot_id, work, bits, sort_bits, de
         when ``inverse`` is the identity (distinct keys already grouped by shard: sorted
         keys of a range table, as ps-lite requires of its callers, or keys of one shard),
         else -1.
-    words : uint64 array, shape (starts[-1] // 64 + 1,) or (0,)
-        When the distinct keys were read off the bitmap (unsorted keys, ``sort_bits``):
-        the bitmap of the distinct keys, bit
-        ``k % 64`` of ``words[k // 64]`` for key ``k``; else empty.
+    words : uint64 array, shape (ceil(starts[-1] / 64),) or (0,)
+        When the distinct keys were read off the bitmap (unsorted keys, ``sort_bits``): the
+        bitmap of the distinct keys, bit ``k % 64`` of ``words[k // 64]`` for key ``k``;
+        else empty.
 
     Notes
     -----
@@ -422,16 +422,16 @@ def gather_bits(values, words, out):
 
 
 @numba.njit(**_JIT)
-def bit_rows(table, rows, words, add):
+def bit_rows(table, per_key, words, add):
     """Walk the set bits of ``words`` in order; for the ``u``-th set bit ``r``: with ``add``,
-    ``table[r] += rows[u]``, else ``rows[u] = table[r]``.
+    ``table[r] += per_key[u]``, else ``per_key[u] = table[r]``.
 
     Both arrays are C-contiguous with the same columns. A run of full words is one block of
     consecutive rows, done as one 1-D loop that the compiler vectorises.
     """
     ncols = table.shape[1]
     flat_t = table.reshape(table.size)
-    flat_r = rows.reshape(rows.size)
+    flat_r = per_key.reshape(per_key.size)
     n_words = words.shape[0]
     u = 0
     w = 0
@@ -458,9 +458,9 @@ def bit_rows(table, rows, words, add):
             row = base + np.int64(trailing_zeros(x))
             for j in range(ncols):
                 if add:
-                    table[row, j] += rows[u, j]
+                    table[row, j] += per_key[u, j]
                 else:
-                    rows[u, j] = table[row, j]
+                    per_key[u, j] = table[row, j]
             u += 1
             x &= x - np.uint64(1)
         w += 1
