@@ -4,7 +4,8 @@ A range partitioner cuts the rows of a dense table into contiguous, near-equal b
 partitioner scatters the keys of a sparse table by a 64-bit hash, so that any key space (up to
 2^64 keys) spreads evenly whatever the keys' pattern. Both plan a batch of keys in one numba
 pass (:func:`~dask_ps.state._kernels.plan_keys`): deduplicate, group by shard, remember where
-each caller's key went.
+each caller's key went. A range shard's keys leave as offsets (int32 below 2^31 rows), or,
+when they are dense, as a bitmap of the shard's rows (:class:`RowBits`).
 """
 
 from __future__ import annotations
@@ -197,7 +198,8 @@ class _Partitioner:
         _kernels.bitmap_ranks(keys, plan.words, plan.inverse)
         return plan._replace(deferred=False)
 
-    def wire_keys(self, plan: KeyPlan, s: int, local: np.ndarray | None = None):
+    def wire_keys(self, plan: KeyPlan, s: int,
+                  local: np.ndarray | None = None) -> np.ndarray | RowBits:
         """The form in which shard ``s``'s keys of ``plan`` (or ``local``, a subset of them)
         travel.
 
