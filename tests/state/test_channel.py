@@ -42,11 +42,24 @@ def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 60))
 
 
-def test_arrays_and_objects_round_trip_whatever_their_size():
+def run_connected(test):
+    """``await test(channel, server)`` against a fresh server for a :class:`Target`; both are
+    closed afterwards."""
     async def main():
-        target = Target()
+        target = Target()  # the server holds only a weak reference: kept alive here
         server = ChannelServer("127.0.0.1", target)
         channel = Channel(server.address)
+        try:
+            await test(channel, server)
+        finally:
+            channel.close()
+            server.close()
+
+    run(main())
+
+
+def test_arrays_and_objects_round_trip_whatever_their_size():
+    async def test(channel, server):
         rng = np.random.default_rng(0)
         sent = [rng.random(n).astype(dt) for n, dt in ((0, "f4"), (3, "i8"), (70_000, "f8"),
                                                        (3_000_000, "f4"))]
@@ -56,16 +69,12 @@ def test_arrays_and_objects_round_trip_whatever_their_size():
             assert a.dtype == b.dtype and np.array_equal(a, b)
             if b.size:
                 b[0] = 1  # received arrays are writable (pulled values are updated in place)
-        channel.close()
-        server.close()
 
-    run(main())
+    run_connected(test)
 
 
 def test_errors_come_back_as_raised_and_unpicklable_results_as_runtime_errors():
-    async def main():
-        server = ChannelServer("127.0.0.1", target := Target())
-        channel = Channel(server.address)
+    async def test(channel, server):
         status, exc = await channel.call("fail", (), {})
         assert status == "error" and isinstance(exc, KeyError) and "shard 0" in str(exc)
         status, exc = await channel.call("unpicklable", (), {})
@@ -73,34 +82,24 @@ def test_errors_come_back_as_raised_and_unpicklable_results_as_runtime_errors():
         assert "could not send the reply" in str(exc)
         # the connection is still usable afterwards
         assert (await channel.call("echo", (1,), {}))[1] == ((1,), {})
-        channel.close()
-        server.close()
-        del target
 
-    run(main())
+    run_connected(test)
 
 
 def test_a_waiting_call_does_not_hold_back_later_ones_on_the_connection():
-    async def main():
-        server = ChannelServer("127.0.0.1", target := Target())
-        channel = Channel(server.address)
+    async def test(channel, server):
         waiting = asyncio.ensure_future(channel.call("wait", (), {}))
         await asyncio.sleep(0.05)
         assert not waiting.done()
         assert (await channel.call("echo", (2,), {}))[1] == ((2,), {})
         await channel.call("release", (), {})
         assert await waiting == ("OK", "released")
-        channel.close()
-        server.close()
-        del target
 
-    run(main())
+    run_connected(test)
 
 
 def test_a_closed_server_fails_pending_and_later_calls_with_oserror():
-    async def main():
-        server = ChannelServer("127.0.0.1", target := Target())
-        channel = Channel(server.address)
+    async def test(channel, server):
         waiting = asyncio.ensure_future(channel.call("wait", (), {}))
         await asyncio.sleep(0.05)
         server.close()
@@ -108,10 +107,8 @@ def test_a_closed_server_fails_pending_and_later_calls_with_oserror():
             await waiting
         with pytest.raises(OSError):
             await channel.call("echo", (), {})
-        channel.close()
-        del target
 
-    run(main())
+    run_connected(test)
 
 
 def test_the_server_closes_when_its_shard_is_freed():
