@@ -63,8 +63,9 @@ class Optimizer:
 
     def step_bits(self, w: np.ndarray, slots: dict[str, np.ndarray], rows: "RowBits",
                   g: np.ndarray) -> None:
-        """:meth:`step` on rows given as a bitmap (ascending; ``g`` in that order). Decodes
-        them unless a rule does better."""
+        """:meth:`step` on rows given as a bitmap: ``rows.count`` rows, ascending, and ``g``
+        (rows.count, ncols) in that order. Decodes them unless a rule does better (plain
+        add adds runs of full words as blocks)."""
         self.step(w, slots, rows.rows(), g)
 
     def __post_init__(self):

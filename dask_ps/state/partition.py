@@ -91,8 +91,15 @@ class RowBits(NamedTuple):
                                                            np.int32 if small else np.int64))
 
 
-def as_rows(keys) -> np.ndarray:
-    """Keys as received by a shard: an array as is, a :class:`RowBits` as its rows."""
+def as_rows(keys: np.ndarray | RowBits) -> np.ndarray:
+    """Keys as received by a shard, as an array of rows.
+
+    Parameters
+    ----------
+    keys : numpy.ndarray or RowBits
+        Offsets inside the shard (int32/int64, shape (n,)), returned as they are, or a bitmap
+        of them, decoded (ascending, int32 below 2^31 rows, else int64).
+    """
     return keys.rows() if isinstance(keys, RowBits) else keys
 
 
@@ -206,6 +213,19 @@ class _Partitioner:
         Offsets of a range shard as a :class:`RowBits` bitmap when they are ascending and the
         bitmap is smaller (more than 1 row in 32), else as :attr:`wire_dtype`; hashed keys as
         they are.
+
+        Parameters
+        ----------
+        plan : KeyPlan
+        s : int
+            Shard index.
+        local : numpy.ndarray of int64, shape (m,), optional
+            A subset of ``plan``'s keys of shard ``s``, in plan order (the ones a snapshot
+            could not serve); default all of them.
+
+        Returns
+        -------
+        numpy.ndarray (m,) of :attr:`wire_dtype`, or RowBits
         """
         full = local is None
         if full:
