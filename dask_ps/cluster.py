@@ -29,4 +29,6 @@ def worker_info(client) -> dict[str, dict]:
     OSError
         The scheduler cannot be reached.
     """
-    return dict(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+    from ._compat import scheduler_workers
+
+    return scheduler_workers(client)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..state._kernels import mix64
+from ..kernels.hashing import mix64
 
 __all__ = ["hash_bytes", "hash_codes", "hash_strings"]
 

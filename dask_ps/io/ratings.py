@@ -46,6 +46,14 @@ class IdMapping:
             raise ValueError(f"repeated id {ids[1:][ids[1:] == ids[:-1]][0].item()!r}")
         self.ids = ids
 
+    @classmethod
+    def from_sorted(cls, ids) -> "IdMapping":
+        """The mapping of ``ids`` already sorted and distinct (e.g. a fitted model's
+        ``user_ids_``), taken as they are."""
+        mapping = cls.__new__(cls)
+        mapping.ids = np.asarray(ids)
+        return mapping
+
     def __len__(self) -> int:
         return int(self.ids.shape[0])
 

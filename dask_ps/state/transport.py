@@ -108,7 +108,7 @@ class Transport:
         if s in self.local:
             # In-process: nothing can be lost on the way, and a pull that waits for clocks
             # times out inside the shard (with a message naming the slow participants).
-            return await getattr(self.local[s], method)(*args, **kwargs)
+            return await self.local[s].dispatch_call(method, args, kwargs)
         channel = self.channels.get(s)
         try:
             async with asyncio.timeout(timeout):  # cheaper than wait_for: no extra task
@@ -205,7 +205,7 @@ class Transport:
         return results
 
     async def _call_local(self, calls: list) -> list:
-        return [(i, await getattr(self.local[s], method)(**kwargs))
+        return [(i, await self.local[s].dispatch_call(method, (), kwargs))
                 for i, s, method, kwargs in calls]
 
     def _unavailable(self, s: int, method: str, timeout: float, exc: OSError):

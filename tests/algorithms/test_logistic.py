@@ -80,7 +80,7 @@ def test_single_class_and_bad_parameters():
     X = np.random.default_rng(0).normal(size=(20, 3))
     with pytest.raises(ValueError, match="only one class"):
         LogisticRegression(client="local").fit(X, np.ones(20))
-    with pytest.raises(ValueError, match="solver must be one of"):
+    with pytest.raises(ValueError, match="'solver' parameter of LogisticRegression must be"):
         LogisticRegression(solver="newton", client="local").fit(X, np.arange(20) % 2)
     with pytest.raises(ValueError, match="penalty='l1' needs solver='ftrl' or 'lbfgs'"):
         LogisticRegression(solver="sgd", penalty="l1", client="local").fit(X, np.arange(20) % 2)
@@ -204,7 +204,7 @@ def test_pydata_sparse_input():
 
 
 def test_feature_hashing(a9a, client2):
-    from dask_ps.algorithms._data import hash_columns
+    from dask_ps.algorithms._logistic_data import hash_columns
 
     X, y, Xt, yt = a9a
     hashed = hash_columns(X.tocsr(), 4096)
@@ -215,7 +215,7 @@ def test_feature_hashing(a9a, client2):
                                    random_state=0).fit(X, y)
         assert model.coef_.shape == (1, 4096) and model.n_features_in_ == 123
         assert roc_auc_score(yt, model.predict_proba(Xt)[:, 1]) >= 0.895
-    with pytest.raises(ValueError, match="n_hashed_features must be"):
+    with pytest.raises(ValueError, match="n_hashed_features"):
         LogisticRegression(n_hashed_features=0, client="local").fit(X, y)
 
 
