@@ -38,8 +38,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from dask_ps.algorithms import _lda_kernels as kr
-from dask_ps.algorithms._lda_eval import (doc_loglik, heldout_split, perplexity,
-                                          phi_from_counts, topic_loglik, word_loglik)
+from dask_ps.algorithms._lda_eval import (
+    doc_loglik,
+    heldout_split,
+    perplexity,
+    phi_from_counts,
+    topic_loglik,
+    word_loglik,
+)
 
 ALPHA, ETA = 0.1, 0.01
 
@@ -158,14 +164,16 @@ def run_tomotopy(split, n_topics, iterations, threads=2, seed=0) -> dict:
         words = np.repeat(row.indices, row.data)
         if words.size:
             model.add_doc([str(t) for t in words])
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     model.train(iterations, workers=threads)
-    fit = time.perf_counter() - t0
+    fit, cpu = time.perf_counter() - t0, time.process_time() - c0
     columns = np.array([int(t) for t in model.used_vocabs])
     phi = np.full((n_topics, train.shape[1]), 0.0)
     for k in range(n_topics):
         phi[k, columns] = model.get_topic_word_dist(k)
     return {"fit_s": fit, "tokens_per_s": model.num_words * iterations / fit,
+            "tokens_per_cpu_s": model.num_words * iterations / cpu,
+            "loglik_per_token": model.ll_per_word,
             "perplexity": perplexity(phi, split, ALPHA), "iterations": iterations}
 
 
@@ -259,11 +267,18 @@ def main(argv=None) -> dict:
                   f"workers) / {name} = {ours['tokens_per_s_2_workers'] / r['tokens_per_s']:.2f}"
                   f"x tokens/s, perplexity ratio "
                   f"{ours['perplexity'] / r['perplexity']:.3f}", flush=True)
+            if "loglik_per_token" in r:
+                print(f"    {name}: log p(w,z)/token {r['loglik_per_token']:.4f}", flush=True)
+            if "tokens_per_cpu_s" in r:
+                print(f"    {name}: {r['tokens_per_cpu_s'] / 1e6:.2f} M tokens per CPU-s; "
+                      f"dask_ps / {name} per CPU-s = "
+                      f"{ours['tokens_per_cpu_s'] / r['tokens_per_cpu_s']:.2f}x", flush=True)
     if len(args.topics) > 1:
-        lo, hi = min(args.topics), max(args.topics)
-        ratio = (results[lo]["dask_ps"]["tokens_per_cpu_s"]
-                 / results[hi]["dask_ps"]["tokens_per_cpu_s"])
-        print(f"dask_ps tokens per CPU-s, K={lo} / K={hi}: {ratio:.2f}")
+        hi = max(args.topics)
+        for K in sorted(args.topics)[:-1]:
+            ratio = (results[K]["dask_ps"]["tokens_per_cpu_s"]
+                     / results[hi]["dask_ps"]["tokens_per_cpu_s"])
+            print(f"dask_ps tokens per CPU-s, K={K} / K={hi}: {ratio:.2f}")
     print(f"load: {os.getloadavg()[0]:.2f} (1 min)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=float))

@@ -212,6 +212,16 @@ def build_alias(counts, start, m, total, prob, alias, stack):
 
 
 @numba.njit(inline="always", **_JIT)
+def _check_state(state, n_mh, n_tokens):
+    """Raise before any write if ``state`` cannot hold ``n_mh`` proposals or has the wrong
+    number of tokens (numba does not check indices)."""
+    if n_mh < 1 or PROP + 2 * n_mh > state.shape[1]:
+        raise ValueError("state has too few columns for n_mh proposals (see new_state)")
+    if state.shape[0] != n_tokens:
+        raise ValueError("state has a row per token: its length differs from the tokens'")
+
+
+@numba.njit(inline="always", **_JIT)
 def _propose_doc(a, b, state, n_topics, alpha, n_mh, s):
     """Doc proposals ``q_d(k) ∝ n_dk + α`` of the tokens ``a:b`` of one document (the topic of
     a random token of it, or a uniform topic). Returns the RNG state."""
@@ -248,7 +258,16 @@ def init_state(doc_ptr, state, n_mh, n_topics, alpha, random_topics, rng):
     alpha : float
     random_topics : bool
     rng : uint64 array (1,)
+
+    Raises
+    ------
+    ValueError
+        If ``state`` has not one row per token or too few columns for ``n_mh``, or
+        ``n_topics < 1`` or ``alpha <= 0``.
     """
+    _check_state(state, n_mh, doc_ptr[-1])
+    if n_topics < 1 or not alpha > 0.0:
+        raise ValueError("n_topics must be >= 1 and alpha > 0")
     s = rng[0]
     for p in range(state.shape[0]):
         if random_topics:
@@ -347,10 +366,27 @@ def word_phase(word_ptr, word_tok, row_ptr, row_topic, row_count, nk, nk_delta, 
     -------
     int
         Entries written to ``out_topic`` and ``out_value``.
+
+    Raises
+    ------
+    ValueError
+        Before any write, if the arrays' shapes do not match (``state`` against the tokens and
+        ``n_mh``, the rows against the words, the outputs too short) or a prior is not
+        positive; if a snapshot row holds a topic outside ``0..K-1`` (rows before it are
+        then sampled already).
     """
     n_topics = nk.shape[0]
     width = state.shape[1]
     n_tokens = word_tok.shape[0]
+    _check_state(state, n_mh, n_tokens)
+    if not (alpha > 0.0 and beta > 0.0 and n_words >= 1):
+        raise ValueError("alpha, beta must be > 0 and n_words >= 1")
+    if (row_ptr.shape[0] != word_ptr.shape[0] or out_ptr.shape[0] != word_ptr.shape[0]
+            or nk_delta.shape[0] != n_topics or row_ptr[-1] > row_topic.shape[0]
+            or row_topic.shape[0] != row_count.shape[0]):
+        raise ValueError("row_ptr, out_ptr (V_local + 1), nk_delta (K) or the rows do not match")
+    if min(out_topic.shape[0], out_value.shape[0]) < 2 * n_tokens:
+        raise ValueError("out_topic and out_value need room for 2 entries per token")
     v_beta = n_words * beta
     k_beta = n_topics * beta
     uniform_scale = n_topics / k_beta
@@ -371,6 +407,8 @@ def word_phase(word_ptr, word_tok, row_ptr, row_topic, row_count, nk, nk_delta, 
         m = r1 - r0
         nw = 0
         for j in range(r0, r1):
+            if not 0 <= row_topic[j] < n_topics:
+                raise ValueError("a snapshot row holds a topic outside 0..K-1")
             c = max(row_count[j], 0)
             cw[row_topic[j]] = c
             nw += c
@@ -454,10 +492,21 @@ def doc_phase(doc_ptr, nk, nk_delta, state, n_mh, alpha, beta, n_words, rng, nk_
     Returns
     -------
     float
-        The documents' part of log p(w, z) (see :func:`~dask_ps.algorithms._lda_eval.doc_loglik`) for the topics at the
-        start of the phase, the ones the word phase pushed.
+        The documents' part of log p(w, z) (:func:`~dask_ps.algorithms._lda_eval.doc_loglik`)
+        for the topics at the start of the phase, the ones the word phase pushed.
+
+    Raises
+    ------
+    ValueError
+        Before any write, if ``state`` does not match the tokens and ``n_mh``, the totals'
+        arrays do not have K entries, or a prior is not positive.
     """
     n_topics = nk.shape[0]
+    _check_state(state, n_mh, doc_ptr[-1])
+    if not (alpha > 0.0 and beta > 0.0 and n_words >= 1):
+        raise ValueError("alpha, beta must be > 0 and n_words >= 1")
+    if nk_delta.shape[0] != n_topics or nk_moved.shape[0] != n_topics:
+        raise ValueError("nk_delta and nk_moved need one entry per topic")
     v_beta = n_words * beta
     k_alpha = n_topics * alpha
     log_table = np.log(np.arange(_max_length(doc_ptr) + 1) + alpha)

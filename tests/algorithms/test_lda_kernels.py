@@ -8,10 +8,10 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import gammaln
 
-from dask_ps.algorithms import _lda_kernels as kr
 from dask_ps.algorithms import _lda_eval as ev
+from dask_ps.algorithms import _lda_kernels as kr
 from dask_ps.algorithms._lda_eval import fold_in, heldout_split, perplexity, phi_from_counts
-from dask_ps.algorithms._lda_kernels import PROP, Z, Z_PUSHED
+from dask_ps.algorithms._lda_kernels import PROP, Z_PUSHED, Z
 
 MASK = (1 << 64) - 1
 
@@ -434,16 +434,23 @@ def test_doc_phase_keeps_the_collapsed_conditional(n_mh, tolerance):
     rng = np.array([9], np.uint64)
     gen = np.random.default_rng(1)
     draws = gen.choice(TINY_K, 20000, p=pi)
+    uniforms = gen.random((draws.size, TINY_WORDS.size, n_mh, 1))
     ends = np.empty_like(draws)
-    for r, z0 in enumerate(draws):
-        state, nwk = tiny_state(z0, n_mh, rng)
+    for z0 in range(TINY_K):
+        state0, nwk = tiny_state(z0, n_mh, rng)
         nk = nwk.sum(axis=0).astype(np.int64)
-        q = (nwk[TINY_WORDS] + TINY_BETA) / (nwk[TINY_WORDS] + TINY_BETA).sum(axis=1)[:, None]
-        for p in range(TINY_WORDS.size):
-            state[p, PROP + n_mh:PROP + 2 * n_mh] = gen.choice(TINY_K, n_mh, p=q[p])
-        kr.doc_phase(TINY_DOCS, nk, np.zeros(TINY_K, np.int64), state, n_mh, TINY_ALPHA,
-                     TINY_BETA, TINY_V, rng, np.zeros(TINY_K, np.int64))
-        ends[r] = state[0, Z]
+        q = np.cumsum(nwk[TINY_WORDS] + TINY_BETA, axis=1)
+        q /= q[:, -1:]
+        reps = np.flatnonzero(draws == z0)
+        # inverse CDF: the word proposals of every token of every repetition
+        props = (uniforms[reps] > q[None, :, None, :]).sum(axis=-1)
+        for r, prop in zip(reps, props):
+            state = state0.copy()
+            kr.init_state(TINY_DOCS, state, n_mh, TINY_K, TINY_ALPHA, False, rng)
+            state[:, PROP + n_mh:PROP + 2 * n_mh] = prop
+            kr.doc_phase(TINY_DOCS, nk, np.zeros(TINY_K, np.int64), state, n_mh, TINY_ALPHA,
+                         TINY_BETA, TINY_V, rng, np.zeros(TINY_K, np.int64))
+            ends[r] = state[0, Z]
     freq = np.bincount(ends, minlength=TINY_K) / ends.size
     assert (ends != draws).mean() > 0.05
     assert 0.5 * np.abs(freq - pi).sum() < tolerance
@@ -534,3 +541,28 @@ def test_each_kernel_compiled_once():
                    kr.word_topic_counts, kr.uniforms, ev.word_loglik, ev.topic_loglik,
                    ev.theta_em, ev.heldout_loglik, ev.doc_loglik):
         assert len(kernel.signatures) <= 1, (kernel, kernel.signatures)
+
+
+def test_phases_refuse_mismatched_arrays_before_writing():
+    X = corpus(5, 8, 6, seed=2)
+    p = Partition(X, 1, 4, 0.1, 1)
+    nwk = table_from([p], 8, 4)
+    rows = kr.dense_to_rows(nwk[p.vocab])
+    nk = nwk.sum(axis=0).astype(np.int64)
+    before = p.state.copy()
+    ptr, topic, value = p.out
+    with pytest.raises(ValueError, match="2 entries per token"):
+        kr.word_phase(p.word_ptr, p.word_tok, *rows, nk, np.zeros(4, np.int64), p.state, 1,
+                      0.1, 0.01, 8, p.rng, ptr, topic[:3], value)
+    with pytest.raises(ValueError, match="too few columns"):
+        kr.word_phase(p.word_ptr, p.word_tok, *rows, nk, np.zeros(4, np.int64), p.state, 2,
+                      0.1, 0.01, 8, p.rng, *p.out)
+    with pytest.raises(ValueError, match="alpha, beta must be > 0"):
+        kr.doc_phase(p.doc_ptr, nk, np.zeros(4, np.int64), p.state, 1, 0.1, 0.0, 8, p.rng,
+                     np.zeros(4, np.int64))
+    bad = (rows[0], rows[1].copy(), rows[2])
+    bad[1][0] = 4
+    with pytest.raises(ValueError, match="outside 0..K-1"):
+        kr.word_phase(p.word_ptr, p.word_tok, *bad, nk, np.zeros(4, np.int64), p.state.copy(),
+                      1, 0.1, 0.01, 8, p.rng, *p.out)
+    np.testing.assert_array_equal(p.state, before)
