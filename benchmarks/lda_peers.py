@@ -82,8 +82,9 @@ class SimulatedWorker:
         self.rng = np.array([seed], np.uint64)
         kr.init_state(self.doc_ptr, self.state, n_mh, n_topics, ALPHA, True, self.rng)
         self.moved = np.zeros(n_topics, np.int64)  # doc-phase moves not yet pushed
-        self.delta = (np.zeros(self.vocab.size + 1, np.int64),
-                      np.zeros(2 * words.size, np.int32), np.zeros(2 * words.size, np.int32))
+        room = kr.delta_capacity(self.word_ptr, n_topics)
+        self.delta = (np.zeros(self.vocab.size + 1, np.int64), np.zeros(room, np.int32),
+                      np.zeros(room, np.int32))
 
 
 def run_dask_ps(split, n_topics, iterations, n_workers=2, n_mh=1, eval_at=(), seed=0,
@@ -222,6 +223,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--tomotopy-iterations", type=int, default=200)
     parser.add_argument("--gensim-passes", type=int, default=10)
     parser.add_argument("--sklearn-iterations", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0, help="dask_ps's seed")
     parser.add_argument("--ours-only", action="store_true", help="skip the peers")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: K=20, 20 iterations everywhere")
@@ -241,7 +243,7 @@ def main(argv=None) -> dict:
     for K in args.topics:
         row = results[K] = {}
         ours = run_dask_ps(split, K, args.iterations, n_mh=args.n_mh,
-                           eval_at=set(args.eval_at))
+                           eval_at=set(args.eval_at), seed=args.seed)
         ours["top_words"] = top_words(ours.pop("phi"), train_vocab)
         row["dask_ps"] = ours
         print(f"K={K} dask_ps (kernels, 2 simulated workers, {args.iterations} iterations, "

@@ -306,6 +306,16 @@ def _copy_records(state, buf, rows, start, stop, to_state):
         _copy_fixed(state, buf, rows, start, stop, 16, to_state)
 
 
+@numba.njit(**_JIT)
+def delta_capacity(word_ptr, n_topics):
+    """Room the word phase's delta may need: ``sum_w min(2 n_w, K)`` entries, ``n_w`` the
+    partition's tokens of local word ``w`` (a move touches two topics of its word's row)."""
+    total = 0
+    for w in range(word_ptr.shape[0] - 1):
+        total += min(2 * (word_ptr[w + 1] - word_ptr[w]), n_topics)
+    return total
+
+
 @numba.njit(inline="always", **_JIT)
 def _mh_chain(props, row, first, n_mh, x0, counts, exclude, prior, nk, nk_delta, v_beta, s):
     """Metropolis–Hastings over the proposals ``props[row, first:first + n_mh]`` from topic
@@ -358,7 +368,7 @@ def word_phase(word_ptr, word_tok, row_ptr, row_topic, row_count, nk, nk_delta, 
         Global vocabulary size V.
     rng : uint64 array (1,)
     out_ptr : int64 array (V_local + 1,)
-    out_topic, out_value : int32 arrays (>= 2 N,)
+    out_topic, out_value : int32 arrays (>= delta_capacity(word_ptr, K),)
         Receive the ``n_wk`` delta since the last push: row ``w`` is
         ``out_topic/out_value[out_ptr[w]:out_ptr[w+1]]``, non-zero entries only.
 
@@ -385,8 +395,8 @@ def word_phase(word_ptr, word_tok, row_ptr, row_topic, row_count, nk, nk_delta, 
             or nk_delta.shape[0] != n_topics or row_ptr[-1] > row_topic.shape[0]
             or row_topic.shape[0] != row_count.shape[0]):
         raise ValueError("row_ptr, out_ptr (V_local + 1), nk_delta (K) or the rows do not match")
-    if min(out_topic.shape[0], out_value.shape[0]) < 2 * n_tokens:
-        raise ValueError("out_topic and out_value need room for 2 entries per token")
+    if min(out_topic.shape[0], out_value.shape[0]) < delta_capacity(word_ptr, n_topics):
+        raise ValueError("out_topic and out_value are shorter than delta_capacity()")
     v_beta = n_words * beta
     k_beta = n_topics * beta
     uniform_scale = n_topics / k_beta

@@ -188,8 +188,10 @@ class Partition:
         self.n_mh = n_mh
         kr.init_state(self.doc_ptr, self.state, n_mh, n_topics, alpha, True, self.rng)
         self.moved = np.zeros(n_topics, np.int64)
-        self.out = (np.zeros(self.vocab.size + 1, np.int64),
-                    np.zeros(2 * words.size, np.int32), np.zeros(2 * words.size, np.int32))
+        room = kr.delta_capacity(self.word_ptr, n_topics)
+        assert room == np.minimum(2 * np.diff(self.word_ptr), n_topics).sum()
+        self.out = (np.zeros(self.vocab.size + 1, np.int64), np.zeros(room, np.int32),
+                    np.zeros(room, np.int32))
 
 
 def table_from(parts, n_words, n_topics, column=Z):
@@ -537,7 +539,7 @@ def test_word_loglik_table_and_direct_paths_agree():
 
 def test_each_kernel_compiled_once():
     """The wrappers and tests pass fixed dtypes: one specialisation per kernel."""
-    for kernel in (kr.init_state, kr.word_phase, kr.doc_phase, kr.dense_to_rows,
+    for kernel in (kr.init_state, kr.word_phase, kr.doc_phase, kr.dense_to_rows, kr.delta_capacity,
                    kr.word_topic_counts, kr.uniforms, ev.word_loglik, ev.topic_loglik,
                    ev.theta_em, ev.heldout_loglik, ev.doc_loglik):
         assert len(kernel.signatures) <= 1, (kernel, kernel.signatures)
@@ -551,7 +553,7 @@ def test_phases_refuse_mismatched_arrays_before_writing():
     nk = nwk.sum(axis=0).astype(np.int64)
     before = p.state.copy()
     ptr, topic, value = p.out
-    with pytest.raises(ValueError, match="2 entries per token"):
+    with pytest.raises(ValueError, match="shorter than delta_capacity"):
         kr.word_phase(p.word_ptr, p.word_tok, *rows, nk, np.zeros(4, np.int64), p.state, 1,
                       0.1, 0.01, 8, p.rng, ptr, topic[:3], value)
     with pytest.raises(ValueError, match="too few columns"):
