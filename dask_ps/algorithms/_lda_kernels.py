@@ -26,7 +26,8 @@ For the parameter server (PS):
   (``Z_PUSHED``); ``n_k = nk + nk_delta`` adds the partition's own moves the snapshot lacks.
   A count that a stale snapshot lacks is clamped at zero, so factors stay positive.
 * The word phase emits the partition's ``n_wk`` delta since the last push (from ``Z_PUSHED``
-  to the new topic) as CSR rows of the local words. A clock is::
+  to the new topic) as CSR rows of the local words, into buffers of
+  :func:`delta_capacity` entries allocated once. A clock is::
 
       pull rows, nk  ->  word_phase (delta)  ->  push delta, nk_delta  ->  doc_phase
 
