@@ -144,7 +144,8 @@ def test_scheduler_without_workers_times_out(tr, tmp_path, capsys):
         assert main(["train", "lr", "--train", tr, "--scheduler-file", str(tmp_path / "s.json"),
                      "--timeout", "1"]) == 2
     assert capsys.readouterr().err == (f"dask-ps: error: the scheduler at "
-                                       f"{cluster.scheduler_address} has no worker after 1 s\n")
+                                       f"{cluster.scheduler_address} has 0 of 1 worker after "
+                                       f"1 s\n")
 
 
 # --- metrics and history ---
