@@ -271,21 +271,19 @@ def _wait_workers(client, n: int, timeout: float, t0: float, times: dict) -> Non
         time.sleep(0.1)
 
 
+def _set(spec: ClusterSpec, **names: str) -> dict:
+    """``{keyword: spec.<attribute>}`` for the attributes that are set."""
+    return {k: getattr(spec, a) for k, a in names.items() if getattr(spec, a)}
+
+
 def _jobqueue_kwargs(spec: ClusterSpec, walltime: str, memory: str, extra_args: list) -> dict:
-    kwargs = dict(cores=spec.cores, processes=1, memory=memory, walltime=walltime,
-                  job_extra_directives=list(spec.job_extra), worker_extra_args=extra_args,
-                  python=sys.executable)
-    if spec.queue:
-        kwargs["queue"] = spec.queue
-    if spec.account:
-        kwargs["project" if spec.mode in ("sge", "lsf") else "account"] = spec.account
-    if spec.interface:
-        kwargs["interface"] = spec.interface
-    if spec.log_dir:
-        kwargs["log_directory"] = spec.log_dir
-    if spec.local_directory:
-        kwargs["local_directory"] = spec.local_directory
-    return kwargs
+    return dict(cores=spec.cores, processes=1, memory=memory, walltime=walltime,
+                job_extra_directives=list(spec.job_extra), worker_extra_args=extra_args,
+                python=sys.executable,
+                **_set(spec, queue="queue", interface="interface", log_directory="log_dir",
+                       local_directory="local_directory"),
+                **_set(spec, **{"project" if spec.mode in ("sge", "lsf") else "account":
+                                "account"}))
 
 
 def _jobqueue(spec: ClusterSpec, t0: float) -> Session:
@@ -339,16 +337,10 @@ def _runner(spec: ClusterSpec, t0: float) -> Session:
     from dask_jobqueue.slurm import SLURMRunner
     from distributed import Client
 
-    worker = {"nthreads": spec.cores}
-    if spec.interface:
-        worker["interface"] = spec.interface
-    if spec.local_directory:
-        worker["local_directory"] = spec.local_directory
-    if spec.memory:
-        worker["memory_limit"] = spec.memory
-    scheduler = {"dashboard_address": spec.dashboard_address}
-    if spec.interface:
-        scheduler["interface"] = spec.interface
+    worker = {"nthreads": spec.cores, **_set(spec, interface="interface", memory_limit="memory",
+                                            local_directory="local_directory")}
+    scheduler = {"dashboard_address": spec.dashboard_address,
+                 **_set(spec, interface="interface")}
     # Every task of the allocation runs this: task 0 serves the scheduler and task 2.. a worker
     # until the client (task 1) closes the runner, then they exit (SystemExit, status 0);
     # only task 1 returns from here.
@@ -409,11 +401,8 @@ def connect(spec: ClusterSpec) -> Session:
         session = Session(client, None, description=f"scheduler at {client.scheduler.address}")
         session.times["scheduler"] = time.perf_counter() - t0
     elif spec.mode == "local":
-        kwargs = {"memory_limit": spec.memory} if spec.memory else {}
-        if spec.local_directory:
-            kwargs["local_directory"] = spec.local_directory
-        if spec.interface:
-            kwargs["interface"] = spec.interface
+        kwargs = _set(spec, memory_limit="memory", local_directory="local_directory",
+                      interface="interface")
         cluster = LocalCluster(n_workers=spec.n_workers, threads_per_worker=spec.cores,
                                dashboard_address=spec.dashboard_address, **kwargs)
         session = Session(Client(cluster), cluster,

@@ -161,6 +161,7 @@ def _flatten(data: dict, path: str, where: str) -> dict:
     """Top-level keys and the keys of tables (``[cluster]``, ``[model]``, ...) in one dict."""
     out: dict = {}
     for key, value in data.items():
+        key = key.replace("_", "-")  # max_iter and max-iter are one option
         if isinstance(value, dict):
             inner = _flatten(value, path, f"{where}[{key}]")
             clash = set(inner) & set(out)
@@ -218,6 +219,7 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
         raise ValueError(f"{path}: {exc}") from None
     data = _flatten(data, path, "")
     data.pop("algorithm", None)
+
     actions = _actions(parser)
     given = _given(argv, actions)
     tokens: list[str] = []

@@ -18,9 +18,7 @@ step); the job ends with a non-zero status. A walltime ends every task at once.
 from __future__ import annotations
 
 import argparse
-import os
 import time
-from pathlib import Path
 
 
 def main() -> None:
@@ -29,15 +27,10 @@ def main() -> None:
     p.add_argument("--scheduler-file", default="scheduler-{job_id}.json",
                    help="on a shared file system (default: the current folder)")
     args = p.parse_args()
-    root = Path(os.environ.get("DASK_PS_DATA",
-                               Path(__file__).resolve().parents[2].parent / "shared" / "data"))
 
+    from a9a_fit import fit_and_score  # beside this script
     from dask_jobqueue.slurm import SLURMRunner
     from distributed import Client
-    from sklearn.metrics import roc_auc_score
-
-    from dask_ps import LogisticRegression
-    from dask_ps.io import read_libsvm
 
     net = {"interface": args.interface} if args.interface else {}
     t0 = time.perf_counter()
@@ -47,16 +40,7 @@ def main() -> None:
                      scheduler_options={"dashboard_address": ":0", **net},
                      worker_options={"nthreads": 1, **net}) as runner:
         with Client(runner) as client:
-            client.wait_for_workers(runner.n_workers, timeout=120)
-            print(f"job {runner.job_id}: {runner.n_workers} workers up after "
-                  f"{time.perf_counter() - t0:.1f} s", flush=True)
-            X, y = read_libsvm(str(root / "lr_a9a" / "a9a"), n_features=123, blocksize="1MiB")
-            Xt, yt = read_libsvm(str(root / "lr_a9a" / "a9a.t"), n_features=123)
-            X, y = client.persist([X, y])
-            model = LogisticRegression(random_state=0, progress=False).fit(X, y)
-            proba = model.predict_proba(Xt)[:, 1].compute()
-            print(f"test: AUC {roc_auc_score(yt.compute(), proba):.4f} "
-                  f"({time.perf_counter() - t0:.1f} s in all)", flush=True)
+            fit_and_score(client, runner.n_workers, t0)
 
 
 if __name__ == "__main__":

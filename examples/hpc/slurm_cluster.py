@@ -23,7 +23,6 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 
 def main() -> None:
@@ -35,15 +34,10 @@ def main() -> None:
     p.add_argument("--walltime", default="00:30:00")
     p.add_argument("--log-dir", default=os.path.join(tempfile.gettempdir(), "dask-ps-jobs"))
     args = p.parse_args()
-    root = Path(os.environ.get("DASK_PS_DATA",
-                               Path(__file__).resolve().parents[2].parent / "shared" / "data"))
 
+    from a9a_fit import fit_and_score  # beside this script
     from dask_jobqueue import SLURMCluster
     from distributed import Client
-    from sklearn.metrics import roc_auc_score
-
-    from dask_ps import LogisticRegression
-    from dask_ps.io import read_libsvm
 
     t0 = time.perf_counter()
     extra = {k: v for k, v in (("queue", args.queue), ("account", args.account),
@@ -53,16 +47,7 @@ def main() -> None:
                       scheduler_options={"dashboard_address": ":0"}, **extra) as cluster, \
             Client(cluster) as client:
         cluster.adapt(minimum=args.workers, maximum=args.workers)  # replaces lost jobs
-        client.wait_for_workers(args.workers, timeout=600)
-        print(f"{args.workers} workers up after {time.perf_counter() - t0:.1f} s "
-              f"(dashboard {client.dashboard_link})", flush=True)
-        X, y = read_libsvm(str(root / "lr_a9a" / "a9a"), n_features=123, blocksize="1MiB")
-        Xt, yt = read_libsvm(str(root / "lr_a9a" / "a9a.t"), n_features=123)
-        X, y = client.persist([X, y])
-        model = LogisticRegression(random_state=0, progress=False).fit(X, y)
-        proba = model.predict_proba(Xt)[:, 1].compute()
-        print(f"test: AUC {roc_auc_score(yt.compute(), proba):.4f} "
-              f"({time.perf_counter() - t0:.1f} s in all)", flush=True)
+        fit_and_score(client, args.workers, t0)
 
 
 if __name__ == "__main__":

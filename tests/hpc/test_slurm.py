@@ -92,12 +92,12 @@ def test_slurm_runs_and_stops_cleanly(slurm):
 
 
 def test_train_lr_on_slurm_jobs(slurm, env, jobdir):
-    """dask-ps train lr --cluster slurm: 2 worker jobs, AUC >= 0.900, model saved, every
-    job gone when the command ends."""
+    """dask-ps train lr --cluster slurm: 2 worker jobs, AUC >= 0.900, every job gone when
+    the command ends."""
     proc = subprocess.run(
         [PYTHON, "-m", "dask_ps.cli", "train", "lr", "--dataset", "a9a", "--cluster", "slurm",
          "--workers", "2", "--walltime", "00:10:00", "--log-dir", str(jobdir / "logs"),
-         "--timeout", "120", "--save", str(jobdir / "a9a.npz"), *NET],
+         "--timeout", "120", *NET],
         env=env, cwd=jobdir, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert auc(proc.stdout) >= 0.900
@@ -105,11 +105,6 @@ def test_train_lr_on_slurm_jobs(slurm, env, jobdir):
     assert len(list((jobdir / "logs").glob("dask-worker-*.err"))) == 2  # two Slurm jobs ran
     note_times(proc.stdout, "--cluster slurm")
     slurm.wait_idle(30)
-    ev = subprocess.run([PYTHON, "-m", "dask_ps.cli", "evaluate", str(jobdir / "a9a.npz"),
-                         "--test", str(Path(env["DASK_PS_DATA"]) / "lr_a9a" / "a9a.t")],
-                        env=env, capture_output=True, text=True, timeout=120)
-    assert ev.returncode == 0, ev.stderr[-3000:]
-    assert auc(ev.stdout) == auc(proc.stdout)
 
 
 def test_shard_jobs_hold_the_shards(slurm, jobdir, monkeypatch):
