@@ -286,9 +286,29 @@ def _jobqueue_kwargs(spec: ClusterSpec, walltime: str, memory: str, extra_args: 
                                 "account"}))
 
 
+def _import_jobqueue(module: str = "dask_jobqueue", keep_sigint: bool = True):
+    """Import dask-jobqueue, which replaces the SIGINT handler with ``sys.exit()`` (for its
+    runners): a driver keeps its own, so that Ctrl-C still interrupts (status 130, not 0)."""
+    import importlib
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"this cluster mode needs dask-jobqueue: pip install "
+                          f"'dask-ps[hpc]' ({exc})") from None
+    if keep_sigint and main and previous is not None:
+        signal.signal(signal.SIGINT, previous)
+    return mod
+
+
 def _jobqueue(spec: ClusterSpec, t0: float) -> Session:
-    import dask_jobqueue
     from distributed import Client
+
+    dask_jobqueue = _import_jobqueue()
 
     cls = getattr(dask_jobqueue, JOBQUEUE_SYSTEMS[spec.mode])
     memory = spec.memory or "2GB"
@@ -334,8 +354,16 @@ def _jobqueue(spec: ClusterSpec, t0: float) -> Session:
 
 
 def _runner(spec: ClusterSpec, t0: float) -> Session:
-    from dask_jobqueue.slurm import SLURMRunner
+    import signal
+    import threading
+
     from distributed import Client
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    # its scheduler and worker tasks end through the sys.exit() SIGINT handler it installs;
+    # the client task (the only one that returns from SLURMRunner) gets the previous one back
+    SLURMRunner = _import_jobqueue("dask_jobqueue.slurm", keep_sigint=False).SLURMRunner
 
     worker = {"nthreads": spec.cores, **_set(spec, interface="interface", memory_limit="memory",
                                             local_directory="local_directory")}
@@ -344,8 +372,15 @@ def _runner(spec: ClusterSpec, t0: float) -> Session:
     # Every task of the allocation runs this: task 0 serves the scheduler and task 2.. a worker
     # until the client (task 1) closes the runner, then they exit (SystemExit, status 0);
     # only task 1 returns from here.
-    runner = SLURMRunner(scheduler_file=spec.scheduler_file or "scheduler-{job_id}.json",
-                         scheduler_options=scheduler, worker_options=worker)
+    try:
+        runner = SLURMRunner(scheduler_file=spec.scheduler_file or "scheduler-{job_id}.json",
+                             scheduler_options=scheduler, worker_options=worker)
+    except RuntimeError as exc:  # not in a Slurm job step, or too few tasks
+        raise ValueError(f"--cluster slurm-runner: {exc} (run it as srun -n N>=3 dask-ps "
+                         f"...)") from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     runner.__enter__()
     try:
         client = Client(runner)

@@ -456,13 +456,22 @@ def test_bad_config_files_name_file_and_key(tmp_path, capsys, text, message):
     (["--cluster", "slurm", "--scheduler-file", "f"],
      "--cluster slurm starts its own scheduler: drop --scheduler-file"),
     (["--cluster", "slurm-runner", "--workers", "3"], "--workers does not apply to slurm-runner"),
+    (["--cluster", "slurm-runner"], "--cluster slurm-runner: SLURM_PROCID, SLURM_NTASKS, and "
+                                    "SLURM_JOB_ID must be present"),
     (["--label", "y"], "--label applies to --format csv|parquet"),
 ])
-def test_options_not_supported_yet_fail_before_any_cluster(tr, capsys, argv, message):
+def test_options_not_supported_yet_fail_before_any_cluster(tr, capsys, monkeypatch, argv,
+                                                           message):
     """Plumbing waiting for the estimators (resume, shard placement) and contradictory
     cluster options: one line, status 2, nothing started."""
+    import signal
+
+    for name in ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)
+    sigint = signal.getsignal(signal.SIGINT)
     t0 = time.perf_counter()
     assert main(["train", "lr", "--train", tr, *argv]) == 2
+    assert signal.getsignal(signal.SIGINT) is sigint  # dask-jobqueue's handler is not left
     out = capsys.readouterr()
     assert out.err.startswith(f"dask-ps: error: {message}") and out.err.count("\n") == 1
     assert "cluster:" not in out.out and time.perf_counter() - t0 < 20
