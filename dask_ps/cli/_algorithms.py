@@ -46,7 +46,7 @@ class Loaded(NamedTuple):
     fit_args: tuple  # estimator.fit(*fit_args)
     test: Any  # what ``Algorithm.score`` takes, or None
     meta: dict  # how the data was read (saved with the model; evaluate reads alike)
-    units: Callable[[], float]  # work per pass over the data (e.g. non-zeros)
+    units: float  # work per pass over the data (e.g. non-zeros), counted before the fit
     summary: str  # "1,234 rows x 56 features (4 partitions)"
 
 
@@ -64,6 +64,7 @@ class Algorithm:
     data_options : callable(argparse group)
         Adds the algorithm's data flags (besides --train, --test, --dataset).
     load : callable(args, client) -> Loaded
+        Runs with ``client`` as the current client.
     load_test : callable(path, meta, args) -> test data
         For ``dask-ps evaluate``: read ``path`` as the training data was (``meta``).
     score : callable(estimator, test) -> list of str
@@ -272,9 +273,8 @@ def _lr_load(args, client) -> Loaded:
         test = _lr_read(args.test, meta, n_features=X.shape[1])
     X, y = spread(client, X, y, args.train)
 
-    def units() -> float:
-        return float(sum(dask.compute(*[dask.delayed(_nnz)(b) for b in X.to_delayed().ravel()])))
-
+    # counted now: a fit may release the persisted input once it has encoded it
+    units = float(sum(dask.compute(*[dask.delayed(_nnz)(b) for b in X.to_delayed().ravel()])))
     parts = _count(X.numblocks[0], "partition")
     summary = f"{X.shape[0]:,} rows x {X.shape[1]:,} features ({parts})"
     return Loaded((X, y), test, meta, units, summary)
@@ -394,7 +394,7 @@ def _mf_load(args, client) -> Loaded:
     test = _mf_read(args.test, meta) if args.test else None
     df = client.persist(df)
     n = int(df.map_partitions(len).sum().compute())
-    return Loaded((df,), test, meta, lambda: float(n),
+    return Loaded((df,), test, meta, float(n),
                   f"{n:,} ratings ({_count(df.npartitions, 'partition')})")
 
 

@@ -153,9 +153,6 @@ def _quiet_dask_shuffle() -> None:
 
 
 def train(args, algo: Algorithm) -> int:
-    from ..diagnostics import install
-    from ..saving import save_estimator
-
     _quiet_dask_shuffle()
     spec = cluster_spec(args)
     est = build_estimator(args, algo, spec.ps_workers > 0)
@@ -167,13 +164,25 @@ def train(args, algo: Algorithm) -> int:
     if args.test:
         check_files(args.test, "--test")
     session = connect(spec)
+    try:
+        with session.client.as_current():  # every compute below goes to this cluster
+            _train(args, algo, est, session, spec.n_workers + spec.ps_workers)
+    finally:
+        session.close()
+    return 0
+
+
+def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
+    from ..diagnostics import install
+    from ..saving import save_estimator
+
     events = None
     try:
         client = session.client
         t = session.times
         _say(f"cluster: {session.description}; scheduler after {t['scheduler']:.1f} s, first "
-             f"worker after {t['first_worker']:.1f} s, all {spec.n_workers + spec.ps_workers} "
-             f"after {t['all_workers']:.1f} s")
+             f"worker after {t['first_worker']:.1f} s, all {n_workers} after "
+             f"{t['all_workers']:.1f} s")
         _say(f"dashboard: {client.dashboard_link}")
         try:
             _say(f"dask_ps page: {install(client)}")
@@ -196,7 +205,7 @@ def train(args, algo: Algorithm) -> int:
         est.fit(*data.fit_args)
         wall = time.perf_counter() - t0
         _history(est.history_, args.history)
-        _say(rate_line(est.history_, data.units(), algo.unit, wall, algo.cumulative_time))
+        _say(rate_line(est.history_, data.units, algo.unit, wall, algo.cumulative_time))
         if events.checkpoints:
             _say(f"last checkpoint: {events.checkpoints[-1]}")
         if data.test is not None:
@@ -213,19 +222,21 @@ def train(args, algo: Algorithm) -> int:
     finally:
         if events is not None:
             events.close()
-        session.close()
-    return 0
 
 
 def evaluate(args) -> int:
     """Score a saved model on test data, in this process (Dask's threads)."""
+    import dask
+
     from ..saving import load_estimator
 
     check_files(args.test, "--test")
     est, extra = load_estimator(args.model)
     algo = by_estimator(type(est).__name__)
-    test = algo.load_test(args.test, extra.get("data", {}), args)
-    for line in algo.score(est, test):
+    with dask.config.set(scheduler="threads"):
+        test = algo.load_test(args.test, extra.get("data", {}), args)
+        lines = algo.score(est, test)
+    for line in lines:
         if line.startswith("warning: "):
             print(f"dask-ps: {line}", file=sys.stderr, flush=True)
         else:

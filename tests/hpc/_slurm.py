@@ -1,5 +1,5 @@
 """Start, use and stop a private single-node Slurm (``tools/slurm/start_slurm.sh``) from
-tests: shared by conftest.py's fixture and the tests (imported as ``_slurm``)."""
+tests: shared by conftest.py's fixture and the tests (``tests.hpc._slurm``)."""
 
 from __future__ import annotations
 

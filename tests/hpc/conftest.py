@@ -15,7 +15,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from _slurm import TIMINGS, start_slurm, stop_slurm
+
+from ._slurm import TIMINGS, start_slurm, stop_slurm
 
 
 @pytest.fixture(scope="session")

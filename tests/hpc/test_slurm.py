@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from _slurm import REPO, TIMINGS, start_slurm, stop_slurm
+
+from ._slurm import REPO, TIMINGS, start_slurm, stop_slurm
 
 pytestmark = pytest.mark.timeout(300)
 
