@@ -39,7 +39,7 @@ def test_a_resumed_fit_equals_the_uninterrupted_one(parts):
     W, hist, state = fit(parts, 4, checkpoint="memory://resume-b", resume=True)
     np.testing.assert_allclose(W, W4, rtol=1e-12, atol=1e-14)
     # weights and AdaGrad accumulators, side by side in the table
-    np.testing.assert_allclose(state[2], state4[2], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(state.state, state4.state, rtol=1e-12, atol=1e-14)
     # epochs 1-2 read back from the store
     np.testing.assert_allclose([h["loss"] for h in hist], [h["loss"] for h in hist4],
                                rtol=1e-12)

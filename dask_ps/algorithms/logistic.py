@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.base import ClassifierMixin
@@ -28,7 +29,7 @@ from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, PSEstimator, StrOpti
 from ._lbfgs import train_lbfgs
 from ._stochastic import Rule, server_step, worker_step
 
-__all__ = ["LogisticRegression", "train"]
+__all__ = ["LogisticRegression", "TrainState", "train"]
 
 #: The solvers: the update rule of each stochastic one, built from (learning rate, l1).
 SOLVERS = {"ftrl": lambda lr, l1: FTRL(alpha=lr, beta=1.0, l1=l1, l2=0.0),
@@ -38,6 +39,15 @@ SOLVERS = {"ftrl": lambda lr, l1: FTRL(alpha=lr, beta=1.0, l1=l1, l2=0.0),
 DEFAULT_MAX_ITER = {"stochastic": 10, "lbfgs": 100}
 # per-sample steps (batch_size=1), tuned on a9a and a generated CTR set
 DEFAULT_LEARNING_RATE = {"sgd": 0.005, "adagrad": 0.1, "ftrl": 0.1, "lbfgs": None}
+
+
+class TrainState(NamedTuple):
+    """Where a fit ended: its solver, the weights ``W`` (n_features + 1, K) and the table's
+    rows (weights and update-rule state; ``W`` itself for "lbfgs" and server-side rules)."""
+
+    solver: str
+    W: np.ndarray
+    state: np.ndarray
 
 
 def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
@@ -62,8 +72,8 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     history : list of dict
     n_iter : int
         Epochs run, or L-BFGS iterations.
-    state : tuple
-        ``(solver, W, table rows)``: where to continue from (``init``).
+    state : TrainState
+        Where to continue from (``init``).
 
     References
     ----------
@@ -81,7 +91,7 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
         loop.unit = "evaluation"
         W, nit, history = _lbfgs(model, data, shape, C, penalty, fit_intercept, max_iter,
                                  tol, init, loop)
-        return W, history, nit, ("lbfgs", W, W)
+        return W, history, nit, TrainState("lbfgs", W, W)
     lam = 1.0 / C
     steps = max(1, n_rows // batch_size)
     rule = Rule(SOLVERS[solver](learning_rate, lam / n_rows * steps if penalty == "l1"
@@ -90,12 +100,12 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     if local:
         table = model.add_table("w", (shape[0], rule.ncols), "float64", optimizer=Average())
         if init is not None:
-            start = init[2] if init[0] == solver else rule.from_weights(init[1])
+            start = init.state if init.solver == solver else rule.from_weights(init.W)
             table.push(np.arange(shape[0]), np.column_stack([start, np.ones(shape[0])]))
     else:
         table = model.add_table("w", shape, "float64", optimizer=rule.optimizer)
         if init is not None:
-            table.push(np.arange(shape[0]), init[1])
+            table.push(np.arange(shape[0]), init.W)
     cfg = dict(name=name, n_features=n_features, n_outputs=n_outputs, batch_size=batch_size,
                optimizer=rule.optimizer, learning_rate=learning_rate, seed=random_state,
                clocks_per_epoch=clocks_per_epoch, fit_intercept=fit_intercept,
@@ -133,7 +143,7 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
                        evaluate=None if evaluate is None else (lambda e: evaluate(e, to_weights)))
     rows = _gather_rows(table, rule.width if local else n_outputs)
     W = rule.weights(rows) if local else rows
-    return W, history, sum(1 for h in history if "loss" in h), (solver, W, rows)
+    return W, history, sum(1 for h in history if "loss" in h), TrainState(solver, W, rows)
 
 
 def _lbfgs(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init, loop):
@@ -152,7 +162,7 @@ def _lbfgs(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init, l
             monitor.epoch_done(e, obj)
 
         W, nit = train_lbfgs(model, data, shape, C, penalty, fit_intercept, max_iter, tol,
-                             None if init is None else init[1], on_evaluation)
+                             None if init is None else init.W, on_evaluation)
     for h in history:
         h.update(time=monitor.entries.get(h["epoch"], {}).get("time", math.nan),
                  bytes=monitor.entries.get(h["epoch"], {}).get("bytes", math.nan))

@@ -25,6 +25,8 @@ from ._mf_steps import als_task, collect_step, sgd_step, touch_step
 
 __all__ = ["MatrixFactorization", "train"]
 
+#: The solvers (their defaults below).
+SOLVERS = ("sgd", "als")
 DEFAULTS = {
     # tuned on MovieLens-100k u1.base -> u1.test (see the README section)
     "sgd": dict(rank=200, reg=0.05, reg_bias=0.02, learning_rate=0.01, decay=0.97,
@@ -176,7 +178,7 @@ class MatrixFactorization(PSEstimator):
 
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,
-        "solver": [StrOptions(set(DEFAULTS))],
+        "solver": [StrOptions(set(SOLVERS))],
         "rank": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "reg": [Interval(numbers.Real, 0, None, closed="left"), None],
         "reg_bias": [Interval(numbers.Real, 0, None, closed="left"), None],
