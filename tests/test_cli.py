@@ -7,8 +7,8 @@ import sys
 import time
 
 import numpy as np
-import scipy.sparse as sp
 import pytest
+import scipy.sparse as sp
 from conftest import REPO
 from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 
