@@ -4,6 +4,8 @@ import contextlib
 
 import numpy as np
 import pytest
+
+import dask_ps
 from sklearn.datasets import load_svmlight_file
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression as SkLogisticRegression
@@ -237,3 +239,29 @@ def test_empty_and_unknown_size_dask_input_on_a_cluster(tmp_path, client2):
     model = LogisticRegression(client=client2, max_iter=1, random_state=0)
     model.fit(X[keep].compute_chunk_sizes(), y[keep].compute_chunk_sizes())
     assert model.coef_.shape == (1, 3)
+
+
+def test_probabilities_stay_finite_when_every_class_scores_very_low():
+    """One-vs-rest sigmoids of margins near -800 underflow to 0; normalised in log space the
+    probabilities stay finite, in [0, 1], and sum to 1 (they were NaN)."""
+    from dask_ps.algorithms._logistic_data import proba_from_margins
+
+    z = np.array([[-800.0, -801.0, -805.0], [-1e4, 0.0, 3.0], [50.0, 49.0, -2.0]])
+    p = proba_from_margins(z)
+    assert np.isfinite(p).all() and (p >= 0).all() and (p <= 1).all()
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    assert p[0].argmax() == 0 and p[0, 0] > p[0, 1] > p[0, 2]
+    X = np.random.default_rng(0).normal(size=(300, 4))
+    y = np.arange(300) % 3
+    model = LogisticRegression(solver="sgd", learning_rate=1.0, client="local", max_iter=3,
+                               random_state=0).fit(X, y)
+    proba = model.predict_proba(X * 1e3)  # margins of thousands
+    assert np.isfinite(proba).all()
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+
+
+def test_lbfgs_on_huge_features_says_to_scale_them():
+    X = np.random.default_rng(0).normal(size=(200, 3)) * 1e200
+    y = np.arange(200) % 2
+    with pytest.raises(dask_ps.DivergenceError, match="scale the features"):
+        LogisticRegression(solver="lbfgs", client="local").fit(X, y)
