@@ -4,14 +4,13 @@ import contextlib
 
 import numpy as np
 import pytest
-
-import dask_ps
 from sklearn.datasets import load_svmlight_file
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression as SkLogisticRegression
 from sklearn.metrics import accuracy_score, roc_auc_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+import dask_ps
 from dask_ps.algorithms import LogisticRegression
 
 pytestmark = pytest.mark.timeout(300)
