@@ -1,0 +1,393 @@
+"""Trees of histogram GBDT: level-wise growth with a leaf budget, the ensemble's arrays, and
+the prediction kernels on raw (unbinned) features.
+
+:class:`LevelGrower` is the driver's part of growing the trees of one boosting round level
+by level, the same in one process and on the PS: given the open nodes' best splits (merged
+over shards) it picks the splits to apply within the leaf budget, numbers the children,
+chooses per split the child to build from rows (the smaller one; the other comes from
+sibling subtraction) and says which nodes are open next. It holds only per-node numbers.
+
+:class:`Ensemble` keeps the fitted trees as flat arrays (LightGBM's / scikit-learn's
+``TreePredictor`` layout): per node the input feature, the raw threshold (``x <= threshold``
+goes left), the default direction of NaN, a category bitset for categorical splits, the
+children and the leaf value (learning rate included).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ._gbdt_bins import _XT, BinMapper, _sigs
+from ._gbdt_kernels import (
+    N_SPLIT_COLS,
+    SPLIT_BIN,
+    SPLIT_COLUMN,
+    SPLIT_DEFAULT_LEFT,
+    SPLIT_GAIN,
+    SPLIT_IS_CAT,
+    SPLIT_LEFT,
+    SPLIT_RIGHT,
+)
+
+_JIT = dict(cache=True, nogil=True)
+
+
+class LevelGrower:
+    """The driver's bookkeeping for ``n_trees`` trees grown together, level by level.
+
+    Node ids of tree ``t`` are ``t * nodes_per_tree + (0 .. nodes_per_tree - 1)``; the root
+    is the first. A level: :meth:`choose` (which open nodes split), :meth:`apply` (record
+    them, number the children), :meth:`next_level` (what to build and evaluate next).
+
+    Parameters
+    ----------
+    n_trees : int
+    max_leaf_nodes : int
+        Leaf budget per tree; when a level would exceed it, the splits of highest gain win
+        (ties: lower node id).
+    max_depth : int or None
+        Root depth 0; nodes at ``max_depth`` stay leaves.
+    min_samples_leaf, min_child_weight : float
+        A node with fewer than twice as many rows (or twice the hessian) cannot split; it
+        is not evaluated.
+    hess_unit : float
+        ``1 / scale`` of the quantized hessians.
+    n_cat_words : int
+    """
+
+    def __init__(self, n_trees, max_leaf_nodes, max_depth, min_samples_leaf, min_child_weight,
+                 hess_unit, n_cat_words):
+        self.n_trees = n_trees
+        self.max_leaves = max_leaf_nodes
+        self.max_depth = np.inf if max_depth is None else max_depth
+        self.min_count = 2 * min_samples_leaf
+        self.min_hess = 2 * min_child_weight
+        self.hess_unit = hess_unit
+        self.nodes_per_tree = M = 2 * max_leaf_nodes - 1
+        n = n_trees * M
+        self.split = np.full((n, N_SPLIT_COLS), np.nan)
+        self.split_cat = np.zeros((n, n_cat_words), np.uint32)
+        self.left = np.full(n, -1, np.int64)
+        self.right = np.full(n, -1, np.int64)
+        self.totals = np.zeros((n, 3))
+        self.depth = np.zeros(n, np.int64)
+        self.n_nodes = np.ones(n_trees, np.int64)
+        self.n_leaves = np.ones(n_trees, np.int64)
+
+    def roots(self) -> np.ndarray:
+        return np.arange(self.n_trees, dtype=np.int64) * self.nodes_per_tree
+
+    def splittable(self, nodes) -> np.ndarray:
+        """Nodes that may still split: depth, leaf budget of their tree, rows and hessian."""
+        t = nodes // self.nodes_per_tree
+        tot = self.totals[nodes]
+        return ((self.depth[nodes] < self.max_depth) & (self.n_leaves[t] < self.max_leaves)
+                & (tot[:, 2] >= self.min_count) & (tot[:, 1] * self.hess_unit >= self.min_hess))
+
+    def choose(self, nodes, splits) -> np.ndarray:
+        """Positions (into ``nodes``) of the splits to apply, in order of node id."""
+        valid = np.flatnonzero(splits[:, SPLIT_COLUMN] >= 0)
+        order = valid[np.lexsort((nodes[valid], -splits[valid, SPLIT_GAIN]))]
+        tree = nodes[order] // self.nodes_per_tree
+        budget = self.max_leaves - self.n_leaves
+        rank = np.zeros(order.shape[0], np.int64)  # rank of each candidate within its tree
+        for t in np.unique(tree):
+            rank[tree == t] = np.arange(np.count_nonzero(tree == t))
+        return np.sort(order[rank < budget[tree]])
+
+    def apply(self, nodes, splits, split_cat, chosen):
+        """Record the chosen splits; returns ``(split_node, left_node, right_node,
+        small_is_left)`` — the plan the workers apply with the partition kernels and the
+        histogram build of the next level."""
+        split_node = nodes[chosen]
+        tree = split_node // self.nodes_per_tree
+        left = np.empty(chosen.shape[0], np.int64)
+        right = np.empty(chosen.shape[0], np.int64)
+        for i, (v, t) in enumerate(zip(split_node, tree)):
+            left[i] = t * self.nodes_per_tree + self.n_nodes[t]
+            right[i] = left[i] + 1
+            self.n_nodes[t] += 2
+            self.n_leaves[t] += 1
+        s = splits[chosen]
+        self.split[split_node] = s
+        self.split_cat[split_node] = split_cat[chosen]
+        self.left[split_node] = left
+        self.right[split_node] = right
+        self.totals[left] = s[:, SPLIT_LEFT:SPLIT_LEFT + 3]
+        self.totals[right] = s[:, SPLIT_RIGHT:SPLIT_RIGHT + 3]
+        self.depth[left] = self.depth[right] = self.depth[split_node] + 1
+        # build the child with fewer rows (ties: the left one)
+        small_is_left = (s[:, SPLIT_LEFT + 2] <= s[:, SPLIT_RIGHT + 2]).astype(np.uint8)
+        return split_node, left, right, small_is_left
+
+    def next_level(self, chosen, left, right, small_is_left):
+        """What the next level builds and evaluates.
+
+        Returns
+        -------
+        pairs : int64 array
+            Positions (into this level's applied splits) whose children get histograms:
+            those with a child that may split.
+        build_nodes : int64 array
+            The child built from rows for each pair (the smaller).
+        parent_slot : int64 array
+            Slot of each pair's parent in this level's histograms (its position in
+            ``nodes``, from ``chosen``).
+        open_nodes : int64 array (2 len(pairs),)
+            Children in the order of the next level's histogram slots: ``left, right`` per
+            pair (what :func:`expand_siblings` produces).
+        """
+        ok = self.splittable(left) | self.splittable(right)
+        pairs = np.flatnonzero(ok)
+        build = np.where(small_is_left[pairs] == 1, left[pairs], right[pairs])
+        open_nodes = np.empty(2 * pairs.shape[0], np.int64)
+        open_nodes[0::2] = left[pairs]
+        open_nodes[1::2] = right[pairs]
+        return pairs, build, chosen[pairs], open_nodes
+
+    def leaves(self, tree) -> np.ndarray:
+        """Node ids of the leaves of tree ``tree``."""
+        ids = tree * self.nodes_per_tree + np.arange(self.n_nodes[tree])
+        return ids[self.left[ids] < 0]
+
+    def export(self, tree, mapper: BinMapper, values):
+        """Tree ``tree`` as node arrays for :meth:`Ensemble.add` (node 0 the root).
+
+        ``values`` (float64, one per node id of the tree, learning rate included) become
+        the leaf values.
+        """
+        base = tree * self.nodes_per_tree
+        ids = base + np.arange(self.n_nodes[tree])
+        internal = self.left[ids] >= 0
+        s = self.split[ids]
+        col = np.where(internal, s[:, SPLIT_COLUMN], -1).astype(np.int64)
+        b = np.where(internal, s[:, SPLIT_BIN], 0).astype(np.int64)
+        is_cat = internal & (s[:, SPLIT_IS_CAT] == 1)
+        num = internal & ~is_cat
+        threshold = np.full(ids.shape[0], np.nan)
+        threshold[num] = mapper.bin_upper[mapper.hist_offsets[col[num]] + b[num]]
+        feature = np.full(ids.shape[0], -1, np.int32)
+        feature[internal] = mapper.features[col[internal]]
+        cats = []
+        for i in np.flatnonzero(is_cat):
+            bits = np.unpackbits(self.split_cat[ids[i]].view(np.uint8), bitorder="little")
+            on = np.flatnonzero(bits[: mapper.n_bins[col[i]]])
+            cats.append(mapper.bin_upper[mapper.hist_offsets[col[i]] + on].astype(np.int64))
+        return dict(
+            feature=feature, threshold=threshold,
+            default_left=np.where(internal, s[:, SPLIT_DEFAULT_LEFT], 0).astype(np.uint8),
+            is_cat=is_cat.astype(np.uint8),
+            left=np.where(internal, self.left[ids] - base, -1).astype(np.int32),
+            right=np.where(internal, self.right[ids] - base, -1).astype(np.int32),
+            value=np.asarray(values, np.float64),
+            gain=np.where(internal, s[:, SPLIT_GAIN], 0.0),
+            count=self.totals[ids, 2].copy(), categories=cats)
+
+
+@numba.njit(inline="always", **_JIT)
+def _left_raw(x, thr, dl, cat, cat_start, cat_len, cat_words):
+    if np.isnan(x):
+        return dl != 0
+    if cat:
+        if x < 0 or x != np.floor(x) or x >= 32.0 * cat_len:
+            return False
+        ci = int(x)
+        return (cat_words[cat_start + (ci >> 5)] >> np.uint32(ci & 31)) & np.uint32(1) == 1
+    return x <= thr
+
+
+_TREES = ("int64, int64, int64[::1], int32[::1], int32[::1], float64[::1], uint8[::1], "
+          "uint8[::1], int32[::1], int32[::1], float64[::1], int64[::1], int32[::1], "
+          "uint32[::1], float64[:, ::1]")
+
+
+@numba.njit(inline="always", **_JIT)
+def _walk(xrow, node, feature, threshold, default_left, is_cat, left, right, cat_start,
+          cat_len, cat_words):
+    while left[node] >= 0:
+        if _left_raw(xrow[feature[node]], threshold[node], default_left[node], is_cat[node],
+                     cat_start[node], cat_len[node], cat_words):
+            node = left[node]
+        else:
+            node = right[node]
+    return node
+
+
+@numba.njit(_sigs("void(XT[:, ::1], " + _TREES + ")", XT=_XT), **_JIT)
+def predict_dense(X, t0, t1, tree_start, tree_class, feature, threshold, default_left, is_cat,
+                  left, right, value, cat_start, cat_len, cat_words, out):
+    """``out[tree_class[t], i] += leaf value of row i`` for trees ``t0 <= t < t1``.
+
+    Node arrays are flat over all trees; ``left``/``right`` are absolute node indices, -1
+    at leaves. A row goes left when ``x <= threshold`` (numerical), when its category's bit
+    is set (categorical; negative, non-integer and unknown categories go right), and NaN
+    goes where ``default_left`` says.
+
+    Parameters
+    ----------
+    X : float32/float64 array (n, n_features), C order
+    t0, t1 : int
+    tree_start : int64 array (n_trees + 1,); tree_class : int32 array (n_trees,)
+    feature : int32, threshold : float64, default_left, is_cat : uint8, left, right : int32,
+    value : float64, cat_start : int64, cat_len : int32 — arrays (n_nodes,)
+    cat_words : uint32 array
+    out : float64 array (K, n), added to
+    """
+    for i in range(X.shape[0]):
+        xrow = X[i]
+        for t in range(t0, t1):
+            leaf = _walk(xrow, tree_start[t], feature, threshold, default_left, is_cat, left,
+                         right, cat_start, cat_len, cat_words)
+            out[tree_class[t], i] += value[leaf]
+
+
+@numba.njit(_sigs("void(int64[::1], int32[::1], XT[::1], int64, " + _TREES + ")", XT=_XT),
+            **_JIT)
+def predict_csr(indptr, indices, data, n_features, t0, t1, tree_start, tree_class, feature,
+                threshold, default_left, is_cat, left, right, value, cat_start, cat_len,
+                cat_words, out):
+    """:func:`predict_dense` for CSR rows (absent entries are 0)."""
+    xrow = np.zeros(n_features)
+    for i in range(indptr.shape[0] - 1):
+        for p in range(indptr[i], indptr[i + 1]):
+            xrow[indices[p]] = data[p]
+        for t in range(t0, t1):
+            leaf = _walk(xrow, tree_start[t], feature, threshold, default_left, is_cat, left,
+                         right, cat_start, cat_len, cat_words)
+            out[tree_class[t], i] += value[leaf]
+        for p in range(indptr[i], indptr[i + 1]):
+            xrow[indices[p]] = 0.0
+
+
+class Ensemble:
+    """Fitted trees as flat arrays, and their prediction.
+
+    Parameters
+    ----------
+    n_features : int
+    n_outputs : int
+        1, or the number of classes of a softmax model (one tree per class per round).
+    base_score : float64 array (n_outputs,)
+        Initial raw score.
+    """
+
+    _NODE = ("feature", "threshold", "default_left", "is_cat", "left", "right", "value",
+             "gain", "count")
+
+    def __init__(self, n_features, n_outputs, base_score):
+        self.n_features = n_features
+        self.n_outputs = n_outputs
+        self.base_score = np.asarray(base_score, np.float64).reshape(n_outputs)
+        self._trees = []
+        self._flat = None
+
+    @property
+    def n_trees(self) -> int:
+        return len(self._trees)
+
+    @property
+    def n_rounds(self) -> int:
+        return self.n_trees // self.n_outputs
+
+    def add(self, tree: dict, tree_class: int) -> None:
+        """Append a tree (:meth:`LevelGrower.export`) predicting output ``tree_class``."""
+        cats = tree["categories"]
+        words, start, length = [], np.zeros(tree["feature"].shape[0], np.int64), \
+            np.zeros(tree["feature"].shape[0], np.int32)
+        for i, c in zip(np.flatnonzero(tree["is_cat"]), cats):
+            n_words = int(c.max()) // 32 + 1 if c.size else 1
+            w = np.zeros(n_words, np.uint32)
+            np.bitwise_or.at(w, c >> 5, (np.uint32(1) << (c & 31).astype(np.uint32)))
+            start[i] = sum(x.shape[0] for x in words)
+            length[i] = n_words
+            words.append(w)
+        t = {k: tree[k] for k in self._NODE}
+        t.update(cat_start=start, cat_len=length,
+                 cat_words=np.concatenate(words) if words else np.zeros(0, np.uint32),
+                 tree_class=tree_class)
+        self._trees.append(t)
+        self._flat = None
+
+    def truncate(self, n_rounds: int) -> None:
+        """Keep the first ``n_rounds`` rounds."""
+        del self._trees[n_rounds * self.n_outputs:]
+        self._flat = None
+
+    def flat(self) -> dict:
+        """All trees concatenated, node indices absolute (what the kernels take)."""
+        if self._flat is None:
+            sizes = np.array([t["feature"].shape[0] for t in self._trees], np.int64)
+            start = np.zeros(len(sizes) + 1, np.int64)
+            np.cumsum(sizes, out=start[1:])
+            f = {k: np.concatenate([t[k] for t in self._trees]) if self._trees
+                 else np.zeros(0) for k in self._NODE}
+            for k in ("left", "right"):
+                shift = np.repeat(start[:-1], sizes).astype(np.int32)
+                f[k] = np.where(f[k] >= 0, f[k] + shift, -1).astype(np.int32)
+            wsz = np.array([t["cat_words"].shape[0] for t in self._trees], np.int64)
+            wstart = np.zeros(len(wsz) + 1, np.int64)
+            np.cumsum(wsz, out=wstart[1:])
+            f["cat_start"] = (np.concatenate([t["cat_start"] for t in self._trees])
+                              + np.repeat(wstart[:-1], sizes)) if self._trees else \
+                np.zeros(0, np.int64)
+            f["cat_len"] = np.concatenate([t["cat_len"] for t in self._trees]) \
+                if self._trees else np.zeros(0, np.int32)
+            f["cat_words"] = np.concatenate([t["cat_words"] for t in self._trees]) \
+                if self._trees else np.zeros(0, np.uint32)
+            f["tree_start"] = start
+            f["tree_class"] = np.array([t["tree_class"] for t in self._trees], np.int32)
+            dt = dict(feature=np.int32, threshold=np.float64, default_left=np.uint8,
+                      is_cat=np.uint8, value=np.float64, gain=np.float64, count=np.float64)
+            for k, d in dt.items():
+                f[k] = np.ascontiguousarray(f[k], dtype=d)
+            self._flat = f
+        return self._flat
+
+    def predict_raw(self, X, out=None, rounds=None) -> np.ndarray:
+        """Raw scores, shape (n_outputs, n).
+
+        Parameters
+        ----------
+        X : float array (n, n_features) or scipy.sparse matrix
+        out : float64 array (n_outputs, n), optional
+            Scores to add the trees to (the base score is then not added).
+        rounds : (int, int), optional
+            Only the trees of rounds ``[r0, r1)``.
+        """
+        import scipy.sparse as sp
+
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"X has {X.shape[1]} features; the model was fit on "
+                             f"{self.n_features}")
+        n = X.shape[0]
+        if out is None:
+            out = np.repeat(self.base_score[:, None], n, axis=1)
+        r0, r1 = (0, self.n_rounds) if rounds is None else rounds
+        f = self.flat()
+        args = (r0 * self.n_outputs, r1 * self.n_outputs, f["tree_start"], f["tree_class"],
+                f["feature"], f["threshold"], f["default_left"], f["is_cat"], f["left"],
+                f["right"], f["value"], f["cat_start"], f["cat_len"], f["cat_words"], out)
+        if sp.issparse(X):
+            X = sp.csr_matrix(X)
+            data = X.data if X.data.dtype in (np.float32, np.float64) else \
+                X.data.astype(np.float64)
+            predict_csr(X.indptr.astype(np.int64), X.indices.astype(np.int32),
+                        np.ascontiguousarray(data), self.n_features, *args)
+        else:
+            X = np.asarray(X)
+            if X.dtype not in (np.float32, np.float64):
+                X = X.astype(np.float64)
+            predict_dense(np.ascontiguousarray(X), *args)
+        return out
+
+    def feature_importances(self, kind: str = "gain") -> np.ndarray:
+        """Total split gain (``"gain"``) or number of splits (``"split"``) per input feature.
+        """
+        if kind not in ("gain", "split"):
+            raise ValueError(f"importance kind must be 'gain' or 'split', got {kind!r}")
+        f = self.flat()
+        inner = f["left"] >= 0 if self._trees else np.zeros(0, bool)
+        w = f["gain"][inner] if kind == "gain" else None
+        return np.bincount(f["feature"][inner], weights=w,
+                           minlength=self.n_features).astype(np.float64)
