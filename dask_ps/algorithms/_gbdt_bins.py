@@ -214,7 +214,7 @@ def _greedy_cuts(v, c, max_bins, out):
     return n_cut
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_JIT)
 def _midpoint(a, b):
     mid = 0.5 * a + 0.5 * b
     return mid if a <= mid < b else a
@@ -315,7 +315,7 @@ def _bins_from_sketch(fstart, value, count, zero_count, nan_count, is_cat, max_b
     upper_start[d] = pos
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_JIT)
 def bin_of(x, nb, o, bin_upper, cat):
     """Bin of value ``x`` in a column with ``nb`` value bins whose rows start at ``o``."""
     if np.isnan(x):

@@ -116,21 +116,19 @@ def build_hist_dense(binned, rows, node_start, node_count, nodes_per_tree, build
     out : float64 array (n_hist_rows, n_build, 3), overwritten
     """
     n_cols = binned.shape[1]
-    scratch = np.empty((out.shape[0], 3))
+    out[:] = 0.0
     for j in range(build_nodes.shape[0]):
         v = build_nodes[j]
         t = v // nodes_per_tree
-        scratch[:] = 0.0
         for ii in range(node_start[v], node_start[v] + node_count[v]):
             r = rows[t, ii]
             g = grad[t, r]
             h = hess[t, r]
             for c in range(n_cols):
                 b = hist_offsets[c] + binned[r, c]
-                scratch[b, 0] += g
-                scratch[b, 1] += h
-                scratch[b, 2] += 1.0
-        out[:, j, :] = scratch
+                out[b, j, 0] += g
+                out[b, j, 1] += h
+                out[b, j, 2] += 1.0
 
 
 @numba.njit(_sigs("void(int64[::1], int32[::1], BT[::1], int32[::1], " + _HIST_COMMON + ")",
@@ -149,11 +147,10 @@ def build_hist_csr(indptr, columns, bins, zero_bin, rows, node_start, node_count
     Others as in :func:`build_hist_dense`.
     """
     n_cols = zero_bin.shape[0]
-    scratch = np.empty((out.shape[0], 3))
+    out[:] = 0.0
     for j in range(build_nodes.shape[0]):
         v = build_nodes[j]
         t = v // nodes_per_tree
-        scratch[:] = 0.0
         G = 0.0
         H = 0.0
         C = 0.0
@@ -166,47 +163,48 @@ def build_hist_csr(indptr, columns, bins, zero_bin, rows, node_start, node_count
             C += 1.0
             for p in range(indptr[r], indptr[r + 1]):
                 b = hist_offsets[columns[p]] + bins[p]
-                scratch[b, 0] += g
-                scratch[b, 1] += h
-                scratch[b, 2] += 1.0
+                out[b, j, 0] += g
+                out[b, j, 1] += h
+                out[b, j, 2] += 1.0
         for c in range(n_cols):
             sg = 0.0
             sh = 0.0
             sc = 0.0
             for b in range(hist_offsets[c], hist_offsets[c + 1]):
-                sg += scratch[b, 0]
-                sh += scratch[b, 1]
-                sc += scratch[b, 2]
+                sg += out[b, j, 0]
+                sh += out[b, j, 1]
+                sc += out[b, j, 2]
             z = hist_offsets[c] + zero_bin[c]
-            scratch[z, 0] += G - sg
-            scratch[z, 1] += H - sh
-            scratch[z, 2] += C - sc
-        out[:, j, :] = scratch
+            out[z, j, 0] += G - sg
+            out[z, j, 1] += H - sh
+            out[z, j, 2] += C - sc
 
 
-@numba.njit("void(float64[:, :, ::1], int64[::1], float64[:, :, ::1], uint8[::1], "
+@numba.njit("void(float64[:, :, ::1], int64[::1], float64[:, :, ::1], int64[::1], int64[::1], "
             "float64[:, :, ::1])", **_JIT)
-def expand_siblings(parent, parent_slot, small, small_is_left, out):
+def expand_siblings(parent, parent_slot, small, small_to, large_to, out):
     """Sibling subtraction: the next level's histograms from the built (smaller) children.
 
-    For split ``i`` (parent histogram ``parent[:, parent_slot[i]]``, built child
-    ``small[:, i]``): ``out[:, 2i]`` is the left child and ``out[:, 2i + 1]`` the right one;
-    the built child is copied, the other is ``parent - small`` (exact on quantized sums).
+    For split ``i`` (parent ``parent[:, parent_slot[i]]``, built child ``small[:, i]``):
+    ``out[:, small_to[i]] = small[:, i]`` and ``out[:, large_to[i]] = parent - small``
+    (exact on quantized sums); a slot of -1 skips that child (it cannot split).
 
     Parameters
     ----------
     parent : float64 array (R, n_parent, 3); parent_slot : int64 array (n_split,)
-    small : float64 array (R, n_split, 3); small_is_left : uint8 array (n_split,)
-    out : float64 array (R, 2 n_split, 3), overwritten
+    small : float64 array (R, n_split, 3)
+    small_to, large_to : int64 arrays (n_split,)
+    out : float64 array (R, n_open, 3)
     """
     for r in range(out.shape[0]):
         for i in range(small.shape[1]):
-            p = parent_slot[i]
-            s = 2 * i + (0 if small_is_left[i] else 1)
-            o = 2 * i + (1 if small_is_left[i] else 0)
-            for q in range(3):
-                out[r, s, q] = small[r, i, q]
-                out[r, o, q] = parent[r, p, q] - small[r, i, q]
+            if small_to[i] >= 0:
+                for q in range(3):
+                    out[r, small_to[i], q] = small[r, i, q]
+            if large_to[i] >= 0:
+                p = parent_slot[i]
+                for q in range(3):
+                    out[r, large_to[i], q] = parent[r, p, q] - small[r, i, q]
 
 
 def node_totals(hist, hist_offsets) -> np.ndarray:
@@ -217,7 +215,7 @@ def node_totals(hist, hist_offsets) -> np.ndarray:
 
 # --------------------------------------------------------------------------- split finding
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_JIT)
 def _offer(out, out_cat, k, gain, c, t, dl, cat, GL, HL, CL, GR, HR, CR):
     """Keep the candidate if it beats the node's best so far (strictly: ties keep the
     earlier candidate, i.e. the lower column, then the lower bin)."""
@@ -238,16 +236,17 @@ def _offer(out, out_cat, k, gain, c, t, dl, cat, GL, HL, CL, GR, HR, CR):
     return False
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_JIT)
 def _score(GL, HL, GR, HR, lam, parent, gu, hu):
-    """Loss reduction ``GL²/(HL+λ) + GR²/(HR+λ) - G²/(H+λ)`` (sums de-quantized)."""
+    """Loss reduction ``GL²/(HL+λ) + GR²/(HR+λ) - G²/(H+λ)`` (sums de-quantized), with
+    one division."""
     gl = GL * gu
     gr = GR * gu
     hl = HL * hu + lam
     hr = HR * hu + lam
     if not (hl > 0.0 and hr > 0.0):
         return -np.inf
-    return gl * gl / hl + gr * gr / hr - parent
+    return (gl * gl * hr + gr * gr * hl) / (hl * hr) - parent
 
 
 @numba.njit(**_JIT)
@@ -267,12 +266,16 @@ def _numerical(h, k, nb, c, G, H, C, parent, params, gu, hu, out, out_cat):
     # t = nb - 1 (all values left) is a split only with missing values, which go right
     last = nb if mC > 0 else nb - 1
     for t in range(last):
+        if h[t, 2] == 0.0:
+            continue  # same rows as the previous threshold, which wins ties
         GL += h[t, 0]
         HL += h[t, 1]
         CL += h[t, 2]
         # missing values right
         CR = C - CL
         HR = H - HL
+        if CR < min_c or HR * hu < min_h:
+            break  # the right side only shrinks
         if CL >= min_c and CR >= min_c and HL * hu >= min_h and HR * hu >= min_h:
             gain = _score(GL, HL, G - GL, HR, lam, parent, gu, hu)
             if gain > best:
@@ -422,10 +425,6 @@ def find_splits(hist, c_lo, c_hi, hist_offsets, n_bins, is_cat, totals, params, 
     n_nodes = totals.shape[0]
     parent = np.empty(n_nodes)
     ok = np.zeros(n_nodes, np.bool_)
-    width = 0
-    for c in range(c_lo, c_hi):
-        width = max(width, n_bins[c] + 1)
-    buf = np.empty((width, 3))
     for k in range(n_nodes):
         out[k, :] = 0.0
         out[k, SPLIT_GAIN] = params[P_MIN_GAIN]
@@ -441,10 +440,7 @@ def find_splits(hist, c_lo, c_hi, hist_offsets, n_bins, is_cat, totals, params, 
             if not ok[k]:
                 continue
             nb = n_bins[c]
-            for b in range(nb + 1):  # this node's rows of the column, contiguous
-                buf[b, 0] = hist[o + b, k, 0]
-                buf[b, 1] = hist[o + b, k, 1]
-                buf[b, 2] = hist[o + b, k, 2]
+            buf = hist[o:o + nb + 1, k, :]
             if is_cat[c]:
                 _categorical(buf, k, nb, c, totals[k, 0], totals[k, 1], totals[k, 2],
                              parent[k], params, grad_unit, hess_unit, out, out_cat)
@@ -468,7 +464,7 @@ def merge_splits(best, best_cat, other, other_cat) -> None:
 
 # --------------------------------------------------------------------------- row partition
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_JIT)
 def _goes_left(b, nb, t, dl, cat, words):
     if b == nb:
         return dl

@@ -198,8 +198,11 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
         raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}")
     if max_depth is not None and max_depth < 1:
         raise ValueError(f"max_depth must be >= 1 or None, got {max_depth!r}")
-    if reg_lambda < 0 or min_child_weight < 0 or min_samples_leaf < 0:
-        raise ValueError("reg_lambda, min_child_weight and min_samples_leaf must be >= 0")
+    for name, value in (("reg_lambda", reg_lambda), ("min_child_weight", min_child_weight),
+                        ("min_samples_leaf", min_samples_leaf),
+                        ("min_split_gain", min_split_gain)):
+        if not value >= 0:
+            raise ValueError(f"{name} must be >= 0, got {value!r}")
     if not sp.issparse(X):
         X = np.asarray(X)
     if X.ndim != 2:
@@ -238,6 +241,7 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
         eval_raw = ensemble.predict_raw(X_eval)
     best_loss, best_round = np.inf, None
     T = obj.n_outputs
+    buffers = [_Buffer(), _Buffer(), _Buffer()]  # this level, the next, the built children
     for rnd in range(n_estimators):
         t0 = time.perf_counter()
         gb, hb = np.max([p.bounds() for p in parts], axis=0)
@@ -249,7 +253,7 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
         roots = grower.roots()
         grower.totals[roots] = totals
         nodes = roots[grower.splittable(roots)]
-        hist = _summed(parts, nodes, timings) if nodes.size else None
+        hist = _summed(parts, nodes, timings, buffers[0]) if nodes.size else None
         while nodes.size:
             t0 = time.perf_counter()
             splits, split_cat = sharded_splits(hist, mapper, bounds, grower.totals[nodes],
@@ -264,15 +268,16 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
             for p in parts:
                 p.partition(split_node, left, right, splits[chosen], split_cat[chosen])
             timings["partition"] += time.perf_counter() - t0
-            pairs, build, parent_slot, nodes = grower.next_level(chosen, left, right,
-                                                                 small_left)
+            pairs, build, parent_slot, small_to, large_to, nodes = grower.next_level(
+                chosen, left, right, small_left)
             if not pairs.size:
                 break
-            small = _summed(parts, build, timings)
+            small = _summed(parts, build, timings, buffers[2])
             t0 = time.perf_counter()
-            nxt = np.empty((hist.shape[0], 2 * pairs.shape[0], 3))
-            expand_siblings(hist, parent_slot, small, small_left[pairs], nxt)
+            nxt = buffers[1].view(hist.shape[0], nodes.shape[0])
+            expand_siblings(hist, parent_slot, small, small_to, large_to, nxt)
             hist = nxt
+            buffers[0], buffers[1] = buffers[1], buffers[0]
             timings["histograms"] += time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -313,10 +318,24 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
     return result
 
 
-def _summed(parts, nodes, timings):
+class _Buffer:
+    """Reused memory for a level's histograms: fresh multi-MB arrays every level would cost
+    more in page faults than the kernels that fill them."""
+
+    def __init__(self):
+        self.flat = np.empty(0)
+
+    def view(self, rows, nodes):
+        size = rows * nodes * 3
+        if self.flat.shape[0] < size:
+            self.flat = np.empty(size)
+        return self.flat[:size].reshape(rows, nodes, 3)
+
+
+def _summed(parts, nodes, timings, buffer):
     """The histograms of ``nodes`` summed over partitions (the merged push)."""
     t0 = time.perf_counter()
-    hist = parts[0].histograms(nodes)
+    hist = parts[0].histograms(nodes, buffer.view(parts[0].mapper.n_hist_rows, len(nodes)))
     for p in parts[1:]:
         hist += p.histograms(nodes)
     timings["histograms"] += time.perf_counter() - t0

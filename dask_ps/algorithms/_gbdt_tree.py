@@ -88,27 +88,24 @@ class LevelGrower:
     def choose(self, nodes, splits) -> np.ndarray:
         """Positions (into ``nodes``) of the splits to apply, in order of node id."""
         valid = np.flatnonzero(splits[:, SPLIT_COLUMN] >= 0)
-        order = valid[np.lexsort((nodes[valid], -splits[valid, SPLIT_GAIN]))]
-        tree = nodes[order] // self.nodes_per_tree
-        budget = self.max_leaves - self.n_leaves
-        rank = np.zeros(order.shape[0], np.int64)  # rank of each candidate within its tree
-        for t in np.unique(tree):
-            rank[tree == t] = np.arange(np.count_nonzero(tree == t))
-        return np.sort(order[rank < budget[tree]])
+        tree = nodes[valid] // self.nodes_per_tree
+        order = np.lexsort((nodes[valid], -splits[valid, SPLIT_GAIN], tree))
+        tree = tree[order]
+        rank = np.arange(order.shape[0]) - np.searchsorted(tree, tree)  # rank in its tree
+        return np.sort(valid[order[rank < self.max_leaves - self.n_leaves[tree]]])
 
     def apply(self, nodes, splits, split_cat, chosen):
         """Record the chosen splits; returns ``(split_node, left_node, right_node,
         small_is_left)`` — the plan the workers apply with the partition kernels and the
         histogram build of the next level."""
-        split_node = nodes[chosen]
+        split_node = nodes[chosen]  # increasing, so grouped by tree
         tree = split_node // self.nodes_per_tree
-        left = np.empty(chosen.shape[0], np.int64)
-        right = np.empty(chosen.shape[0], np.int64)
-        for i, (v, t) in enumerate(zip(split_node, tree)):
-            left[i] = t * self.nodes_per_tree + self.n_nodes[t]
-            right[i] = left[i] + 1
-            self.n_nodes[t] += 2
-            self.n_leaves[t] += 1
+        rank = np.arange(tree.shape[0]) - np.searchsorted(tree, tree)
+        left = tree * self.nodes_per_tree + self.n_nodes[tree] + 2 * rank
+        right = left + 1
+        per_tree = np.bincount(tree, minlength=self.n_trees)
+        self.n_nodes += 2 * per_tree
+        self.n_leaves += per_tree
         s = splits[chosen]
         self.split[split_node] = s
         self.split_cat[split_node] = split_cat[chosen]
@@ -124,27 +121,38 @@ class LevelGrower:
     def next_level(self, chosen, left, right, small_is_left):
         """What the next level builds and evaluates.
 
+        Only children that may split are open. A split with an open child gets its
+        smaller child built from rows (needed for the subtraction even when it is not open
+        itself); the larger one is ``parent - smaller``.
+
         Returns
         -------
         pairs : int64 array
-            Positions (into this level's applied splits) whose children get histograms:
-            those with a child that may split.
+            Positions (into this level's applied splits) with an open child.
         build_nodes : int64 array
             The child built from rows for each pair (the smaller).
         parent_slot : int64 array
-            Slot of each pair's parent in this level's histograms (its position in
-            ``nodes``, from ``chosen``).
-        open_nodes : int64 array (2 len(pairs),)
-            Children in the order of the next level's histogram slots: ``left, right`` per
-            pair (what :func:`expand_siblings` produces).
+            Slot of each pair's parent in this level's histograms (from ``chosen``).
+        small_to, large_to : int64 arrays
+            Slot of each pair's built / subtracted child in the next level's histograms,
+            -1 when that child is not open (:func:`expand_siblings`).
+        open_nodes : int64 array
+            The next level's nodes, in slot order (per pair: left, then right).
         """
-        ok = self.splittable(left) | self.splittable(right)
-        pairs = np.flatnonzero(ok)
-        build = np.where(small_is_left[pairs] == 1, left[pairs], right[pairs])
-        open_nodes = np.empty(2 * pairs.shape[0], np.int64)
-        open_nodes[0::2] = left[pairs]
-        open_nodes[1::2] = right[pairs]
-        return pairs, build, chosen[pairs], open_nodes
+        left_ok, right_ok = self.splittable(left), self.splittable(right)
+        pairs = np.flatnonzero(left_ok | right_ok)
+        lo, ro, sl = left_ok[pairs], right_ok[pairs], small_is_left[pairs] == 1
+        n_open = lo.astype(np.int64) + ro
+        first = np.cumsum(n_open) - n_open  # first slot of each pair
+        left_slot = np.where(lo, first, -1)
+        right_slot = np.where(ro, first + lo, -1)
+        open_nodes = np.empty(int(n_open.sum()), np.int64)
+        open_nodes[left_slot[lo]] = left[pairs][lo]
+        open_nodes[right_slot[ro]] = right[pairs][ro]
+        build = np.where(sl, left[pairs], right[pairs])
+        small_to = np.where(sl, left_slot, right_slot)
+        large_to = np.where(sl, right_slot, left_slot)
+        return pairs, build, chosen[pairs], small_to, large_to, open_nodes
 
     def leaves(self, tree) -> np.ndarray:
         """Node ids of the leaves of tree ``tree``."""
@@ -185,7 +193,7 @@ class LevelGrower:
             count=self.totals[ids, 2].copy(), categories=cats)
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_JIT)
 def _left_raw(x, thr, dl, cat, cat_start, cat_len, cat_words):
     if np.isnan(x):
         return dl != 0
@@ -202,7 +210,7 @@ _TREES = ("int64, int64, int64[::1], int32[::1], int32[::1], float64[::1], uint8
           "uint32[::1], float64[:, ::1]")
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_JIT)
 def _walk(xrow, node, feature, threshold, default_left, is_cat, left, right, cat_start,
           cat_len, cat_words):
     while left[node] >= 0:

@@ -88,7 +88,8 @@ def _gain(GL, HL, GR, HR, lam, parent, gu, hu):
     hl, hr = HL * hu + lam, HR * hu + lam
     if not (hl > 0 and hr > 0):
         return -np.inf
-    return (GL * gu) ** 2 / hl + (GR * gu) ** 2 / hr - parent
+    gl, gr = GL * gu, GR * gu
+    return (gl * gl * hr + gr * gr * hl) / (hl * hr) - parent
 
 
 def twin_splits(hist, mapper, totals, p, gu, hu, columns):
@@ -277,9 +278,13 @@ def test_histograms_equal_twin_and_sibling_subtraction_is_exact(sparse):
     np.testing.assert_array_equal(got, want)
     # larger = parent - smaller, bit for bit
     out = np.empty((got.shape[0], 2, 3))
-    expand_siblings(got[:, :1].copy(), np.array([0]), got[:, 1:2].copy(),
-                    np.array([1], np.uint8), out)
+    expand_siblings(got[:, :1].copy(), np.array([0]), got[:, 1:2].copy(), np.array([0]),
+                    np.array([1]), out)
     np.testing.assert_array_equal(out, got[:, 1:])
+    one = np.empty((got.shape[0], 1, 3))  # only the larger child kept
+    expand_siblings(got[:, :1].copy(), np.array([0]), got[:, 1:2].copy(), np.array([-1]),
+                    np.array([0]), one)
+    np.testing.assert_array_equal(one[:, 0], got[:, 2])
     # quantized sums do not depend on the order the rows are added in
     part.rows[0] = order[::-1]
     part.node_count[0] = len(y)
@@ -409,6 +414,33 @@ def test_level_grower_spends_the_leaf_budget_on_the_highest_gains():
     s[:, SPLIT_GAIN] = [1.0, 5.0, 5.0, 0.5, 0.1]
     s[:, SPLIT_COLUMN] = [0, 0, 0, 0, -1]
     np.testing.assert_array_equal(g.choose(nodes, s), [1, 2, 3])  # ties: lower node id
+
+
+def test_level_grower_numbers_children_and_plans_the_next_level():
+    g = LevelGrower(2, max_leaf_nodes=8, max_depth=None, min_samples_leaf=10,
+                    min_child_weight=0.0, hess_unit=1.0, n_cat_words=1)
+    nodes = g.roots()  # 0 and 15
+    s = np.zeros((2, N_SPLIT_COLS))
+    s[:, SPLIT_GAIN] = 1.0
+    # tree 0: children of 30 and 70 rows (both open, left built); tree 1: 50 and 15 rows
+    # (only the left open: the right, smaller, is built for the subtraction)
+    s[0, SPLIT_LEFT:SPLIT_LEFT + 6] = [0, 30, 30, 0, 70, 70]
+    s[1, SPLIT_LEFT:SPLIT_LEFT + 6] = [0, 50, 50, 0, 15, 15]
+    chosen = g.choose(nodes, s)
+    split_node, left, right, small_left = g.apply(nodes, s, np.zeros((2, 1), np.uint32), chosen)
+    np.testing.assert_array_equal(left, [1, 16])
+    np.testing.assert_array_equal(right, [2, 17])
+    np.testing.assert_array_equal(small_left, [1, 0])
+    pairs, build, parent_slot, small_to, large_to, open_nodes = g.next_level(
+        chosen, left, right, small_left)
+    np.testing.assert_array_equal(pairs, [0, 1])
+    np.testing.assert_array_equal(build, [1, 17])
+    np.testing.assert_array_equal(parent_slot, [0, 1])
+    np.testing.assert_array_equal(open_nodes, [1, 2, 16])
+    np.testing.assert_array_equal(small_to, [0, -1])
+    np.testing.assert_array_equal(large_to, [1, 2])
+    np.testing.assert_array_equal(g.n_leaves, [2, 2])
+    np.testing.assert_array_equal(g.depth[[1, 2, 16, 17]], 1)
 
 
 def test_leaf_budget_and_depth_are_respected(data):
