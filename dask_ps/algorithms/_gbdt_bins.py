@@ -117,13 +117,60 @@ class BinSketch:
         d = {s.n_features for s in sketches}
         if len(d) != 1:
             raise ValueError(f"sketches of different numbers of features: {sorted(d)}")
-        feature = np.concatenate([s.feature for s in sketches])
+        n_rows = sum(s.n_rows for s in sketches)
+        nan_count = np.sum([s.nan_count for s in sketches], axis=0, dtype=np.int64)
+        if len(sketches) == 1:
+            return cls(n_rows, nan_count, sketches[0].feature, sketches[0].value,
+                       sketches[0].count)
         value = np.concatenate([s.value for s in sketches])
         count = np.concatenate([s.count for s in sketches])
-        order = np.lexsort((value, feature))
-        return cls(sum(s.n_rows for s in sketches),
-                   np.sum([s.nan_count for s in sketches], axis=0, dtype=np.int64),
-                   *_aggregate(feature[order], value[order], count[order]))
+        base = np.cumsum([0] + [s.value.shape[0] for s in sketches])
+        bounds = np.arange(sketches[0].n_features + 1)
+        fstart = np.stack([np.searchsorted(s.feature, bounds) + base[i]
+                           for i, s in enumerate(sketches)])
+        out_f = np.empty(value.shape[0], np.int32)
+        out_v = np.empty(value.shape[0])
+        out_c = np.empty(value.shape[0], np.int64)
+        n = _merge_runs(fstart.astype(np.int64), value, count, out_f, out_v, out_c)
+        return cls(n_rows, nan_count, out_f[:n].copy(), out_v[:n].copy(), out_c[:n].copy())
+
+
+@numba.njit("int64(int64[:, ::1], float64[::1], int64[::1], int32[::1], float64[::1], "
+            "int64[::1])", **_JIT)
+def _merge_runs(fstart, value, count, out_feature, out_value, out_count):
+    """Merge per-feature sorted runs of several sketches, adding the counts of equal values;
+    run of feature ``f`` in sketch ``s``: ``fstart[s, f]:fstart[s, f + 1]``. Returns the
+    number of entries written."""
+    S, d = fstart.shape[0], fstart.shape[1] - 1
+    width = 0
+    for f in range(d):
+        w = 0
+        for s in range(S):
+            w += fstart[s, f + 1] - fstart[s, f]
+        width = max(width, w)
+    buf_v = np.empty(width)
+    buf_c = np.empty(width, np.int64)
+    pos = 0
+    for f in range(d):
+        n = 0
+        for s in range(S):
+            for i in range(fstart[s, f], fstart[s, f + 1]):
+                buf_v[n] = value[i]
+                buf_c[n] = count[i]
+                n += 1
+        if n == 0:
+            continue
+        order = np.argsort(buf_v[:n], kind="mergesort")
+        for j in range(n):
+            i = order[j]
+            if j > 0 and buf_v[i] == out_value[pos - 1]:
+                out_count[pos - 1] += buf_c[i]
+            else:
+                out_feature[pos] = f
+                out_value[pos] = buf_v[i]
+                out_count[pos] = buf_c[i]
+                pos += 1
+    return pos
 
 
 def _aggregate(feature, value, count):
@@ -173,7 +220,7 @@ def sketch(X, row_ids, rate: float, seed: int = 0) -> BinSketch:
         if Xs.ndim != 2:
             raise ValueError(f"X must be 2-d, got shape {np.shape(X)}")
         d = Xs.shape[1]
-        cols = np.sort(Xs.astype(np.float64, copy=False), axis=0).T  # NaN sort last
+        cols = np.sort(np.asarray(Xs.T, dtype=np.float64, order="C"), axis=1)  # NaN last
         nan_count = np.isnan(cols).sum(axis=1).astype(np.int64)
         value = cols.ravel()
         feature = np.repeat(np.arange(d, dtype=np.int32), cols.shape[1])
@@ -315,7 +362,7 @@ def _bins_from_sketch(fstart, value, count, zero_count, nan_count, is_cat, max_b
     upper_start[d] = pos
 
 
-@numba.njit(**_JIT)
+@numba.njit(inline="always", **_JIT)
 def bin_of(x, nb, o, bin_upper, cat):
     """Bin of value ``x`` in a column with ``nb`` value bins whose rows start at ``o``."""
     if np.isnan(x):
@@ -333,14 +380,16 @@ def bin_of(x, nb, o, bin_upper, cat):
         if lo < nb and bin_upper[o + lo] == x:
             return lo
         return nb
-    lo, hi = 0, nb - 1
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if bin_upper[o + mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    # cuts below x among the nb - 1 cuts: branch-free lower bound (values are random)
+    n = nb - 1
+    if n == 0:
+        return 0
+    base = o
+    while n > 1:
+        half = n >> 1
+        base = base + half if bin_upper[base + half] < x else base
+        n -= half
+    return base - o + (1 if bin_upper[base] < x else 0)
 
 
 def _sigs(template, **choices):
@@ -365,11 +414,45 @@ def bin_dense(X, features, n_bins, hist_offsets, bin_upper, is_cat, out):
     features, n_bins : int32 array (n_cols,); hist_offsets : int64 array (n_cols + 1,)
     bin_upper : float64 array (hist_offsets[-1],); is_cat : uint8 array (n_cols,)
     out : uint8/uint16 array (n, n_cols), C order
+
+    Notes
+    -----
+    A binary search is a chain of dependent loads; searching a block of rows in lockstep
+    keeps many loads in flight (several times faster than one row at a time), and the
+    block's rows stay in cache while every column is binned.
     """
-    for i in range(X.shape[0]):
+    n = X.shape[0]
+    block = 32
+    base = np.empty(block, np.int64)
+    xs = np.empty(block)
+    for i0 in range(0, n, block):
+        m = min(block, n - i0)
         for c in range(features.shape[0]):
-            out[i, c] = bin_of(X[i, features[c]], n_bins[c], hist_offsets[c], bin_upper,
-                               is_cat[c])
+            f = features[c]
+            nb = n_bins[c]
+            o = hist_offsets[c]
+            if is_cat[c]:
+                for j in range(m):
+                    out[i0 + j, c] = bin_of(X[i0 + j, f], nb, o, bin_upper, True)
+                continue
+            for j in range(m):
+                xs[j] = X[i0 + j, f]
+                base[j] = o
+            k = nb - 1  # cuts
+            while k > 1:
+                half = k >> 1
+                for j in range(m):
+                    b = base[j]
+                    base[j] = b + half if bin_upper[b + half] < xs[j] else b
+                k -= half
+            for j in range(m):
+                x = xs[j]
+                if np.isnan(x):
+                    out[i0 + j, c] = nb
+                elif k == 0:
+                    out[i0 + j, c] = 0
+                else:
+                    out[i0 + j, c] = base[j] - o + (1 if bin_upper[base[j]] < x else 0)
 
 
 @numba.njit(_sigs("void(XT[::1], int32[::1], int32[::1], int64[::1], float64[::1], uint8[::1], "
