@@ -406,14 +406,15 @@ _BT = ("uint8", "uint16")
 @numba.njit(_sigs("void(XT[:, ::1], int32[::1], int32[::1], int64[::1], float64[::1], "
                   "uint8[::1], BT[:, ::1])", XT=_XT, BT=_BT), **_JIT)
 def bin_dense(X, features, n_bins, hist_offsets, bin_upper, is_cat, out):
-    """``out[i, c] = bin of X[i, features[c]]`` in column ``c`` (missing bin ``n_bins[c]``).
+    """``out[c, i] = bin of X[i, features[c]]`` in column ``c`` (missing bin ``n_bins[c]``):
+    binned data is stored column by column.
 
     Parameters
     ----------
     X : float32/float64 array (n, d), C order
     features, n_bins : int32 array (n_cols,); hist_offsets : int64 array (n_cols + 1,)
     bin_upper : float64 array (hist_offsets[-1],); is_cat : uint8 array (n_cols,)
-    out : uint8/uint16 array (n, n_cols), C order
+    out : uint8/uint16 array (n_cols, n), C order
 
     Notes
     -----
@@ -433,7 +434,7 @@ def bin_dense(X, features, n_bins, hist_offsets, bin_upper, is_cat, out):
             o = hist_offsets[c]
             if is_cat[c]:
                 for j in range(m):
-                    out[i0 + j, c] = bin_of(X[i0 + j, f], nb, o, bin_upper, True)
+                    out[c, i0 + j] = bin_of(X[i0 + j, f], nb, o, bin_upper, True)
                 continue
             for j in range(m):
                 xs[j] = X[i0 + j, f]
@@ -448,11 +449,11 @@ def bin_dense(X, features, n_bins, hist_offsets, bin_upper, is_cat, out):
             for j in range(m):
                 x = xs[j]
                 if np.isnan(x):
-                    out[i0 + j, c] = nb
+                    out[c, i0 + j] = nb
                 elif k == 0:
-                    out[i0 + j, c] = 0
+                    out[c, i0 + j] = 0
                 else:
-                    out[i0 + j, c] = base[j] - o + (1 if bin_upper[base[j]] < x else 0)
+                    out[c, i0 + j] = base[j] - o + (1 if bin_upper[base[j]] < x else 0)
 
 
 @numba.njit(_sigs("void(XT[::1], int32[::1], int32[::1], int64[::1], float64[::1], uint8[::1], "
@@ -539,7 +540,8 @@ class BinMapper:
 
         Returns
         -------
-        dtype array (n, n_cols), or (indptr int64, columns int32, bins dtype) for sparse
+        dtype array (n_cols, n) (column by column), or (indptr int64, columns int32,
+        bins dtype) for sparse
             For sparse input only the stored entries of usable features are binned; an
             absent entry is in the column's ``zero_bin``. Columns are increasing in each row.
         """
@@ -566,7 +568,7 @@ class BinMapper:
         X = np.asarray(X)
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
-        out = np.empty((X.shape[0], self.n_columns), self.dtype)
+        out = np.empty((self.n_columns, X.shape[0]), self.dtype)
         bin_dense(np.ascontiguousarray(X), self.features, *args, out)
         return out
 
@@ -656,7 +658,7 @@ def bin_mapper(sk: BinSketch, max_bins: int = 255, categorical=None,
     zero_bin = np.empty(features.shape[0], np.int32)
     if features.size:
         zeros = np.zeros((1, d))
-        zb = np.empty((1, features.shape[0]), np.uint16)
+        zb = np.empty((features.shape[0], 1), np.uint16)
         bin_dense(zeros, features, nb, hist_offsets, bin_upper, cat, zb)
-        zero_bin[:] = zb[0]
+        zero_bin[:] = zb[:, 0]
     return BinMapper(d, features, nb, hist_offsets, bin_upper, cat, zero_bin, column_of, dtype)

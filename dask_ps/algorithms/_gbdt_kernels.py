@@ -107,28 +107,50 @@ def build_hist_dense(binned, rows, node_start, node_count, nodes_per_tree, build
 
     Parameters
     ----------
-    binned : uint8/uint16 array (n, n_cols)
+    binned : uint8/uint16 array (n_cols, n), column by column
     rows : int32 array (T, n); node_start, node_count : int64 arrays (n_node_ids,)
     nodes_per_tree : int
     build_nodes : int64 array (n_build,)
     grad, hess : float64 arrays (T, n), quantized
     hist_offsets : int64 array (n_cols + 1,)
     out : float64 array (n_hist_rows, n_build, 3), overwritten
+
+    Notes
+    -----
+    Column by column over a node's rows with its gradients gathered once (LightGBM's
+    "ordered gradients"): one column's histogram stays in L1 cache whatever the number of
+    columns.
     """
-    n_cols = binned.shape[1]
-    out[:] = 0.0
+    n_cols = binned.shape[0]
+    width = 1
+    for c in range(n_cols):
+        width = max(width, hist_offsets[c + 1] - hist_offsets[c])
+    scratch = np.empty((width, 3))
+    most = 0
+    for j in range(build_nodes.shape[0]):
+        most = max(most, node_count[build_nodes[j]])
+    og = np.empty(most)
+    oh = np.empty(most)
     for j in range(build_nodes.shape[0]):
         v = build_nodes[j]
         t = v // nodes_per_tree
-        for ii in range(node_start[v], node_start[v] + node_count[v]):
-            r = rows[t, ii]
-            g = grad[t, r]
-            h = hess[t, r]
-            for c in range(n_cols):
-                b = hist_offsets[c] + binned[r, c]
-                out[b, j, 0] += g
-                out[b, j, 1] += h
-                out[b, j, 2] += 1.0
+        s = node_start[v]
+        cnt = node_count[v]
+        for ii in range(cnt):
+            r = rows[t, s + ii]
+            og[ii] = grad[t, r]
+            oh[ii] = hess[t, r]
+        for c in range(n_cols):
+            o = hist_offsets[c]
+            w = hist_offsets[c + 1] - o
+            scratch[:w] = 0.0
+            col = binned[c]
+            for ii in range(cnt):
+                b = col[rows[t, s + ii]]
+                scratch[b, 0] += og[ii]
+                scratch[b, 1] += oh[ii]
+                scratch[b, 2] += 1.0
+            out[o:o + w, j, :] = scratch[:w]
 
 
 @numba.njit(_sigs("void(int64[::1], int32[::1], BT[::1], int32[::1], " + _HIST_COMMON + ")",
@@ -488,7 +510,7 @@ def partition_dense(binned, rows, node_start, node_count, nodes_per_tree, split_
 
     Parameters
     ----------
-    binned : uint8/uint16 array (n, n_cols)
+    binned : uint8/uint16 array (n_cols, n)
     rows : int32 array (T, n), rearranged in place
     node_start, node_count : int64 arrays (n_node_ids,)
     nodes_per_tree : int
@@ -510,7 +532,7 @@ def partition_dense(binned, rows, node_start, node_count, nodes_per_tree, split_
         nr = 0
         for ii in range(s, s + node_count[v]):
             r = rows[t, ii]
-            if _goes_left(binned[r, c], nb, thr, dl, cat, split_cat[i]):
+            if _goes_left(binned[c, r], nb, thr, dl, cat, split_cat[i]):
                 rows[t, s + nl] = r
                 nl += 1
             else:

@@ -184,6 +184,7 @@ class LevelGrower:
             cats.append(mapper.bin_upper[mapper.hist_offsets[col[i]] + on].astype(np.int64))
         return dict(
             feature=feature, threshold=threshold,
+            threshold_bin=np.where(num, b, -1).astype(np.int32),
             default_left=np.where(internal, s[:, SPLIT_DEFAULT_LEFT], 0).astype(np.uint8),
             is_cat=is_cat.astype(np.uint8),
             left=np.where(internal, self.left[ids] - base, -1).astype(np.int32),
@@ -280,8 +281,12 @@ class Ensemble:
         Initial raw score.
     """
 
-    _NODE = ("feature", "threshold", "default_left", "is_cat", "left", "right", "value",
-             "gain", "count")
+    #: Node arrays: input feature (-1 at leaves), raw threshold (``x <= threshold`` goes
+    #: left; NaN for categorical splits and leaves), threshold bin (the same in bins of the
+    #: fit's BinMapper), default_left (NaN), is_cat, children (-1 at leaves), value (leaf
+    #: value, learning rate included), gain, count (training rows).
+    _NODE = ("feature", "threshold", "threshold_bin", "default_left", "is_cat", "left", "right",
+             "value", "gain", "count")
 
     def __init__(self, n_features, n_outputs, base_score):
         self.n_features = n_features
@@ -345,7 +350,8 @@ class Ensemble:
                 if self._trees else np.zeros(0, np.uint32)
             f["tree_start"] = start
             f["tree_class"] = np.array([t["tree_class"] for t in self._trees], np.int32)
-            dt = dict(feature=np.int32, threshold=np.float64, default_left=np.uint8,
+            dt = dict(feature=np.int32, threshold=np.float64, threshold_bin=np.int32,
+                      default_left=np.uint8,
                       is_cat=np.uint8, value=np.float64, gain=np.float64, count=np.float64)
             for k, d in dt.items():
                 f[k] = np.ascontiguousarray(f[k], dtype=d)

@@ -64,10 +64,8 @@ def _partition(X, y, objective="binary", max_leaves=7, categorical=(4,), n_class
 
 
 def _dense_bins(mapper, X):
-    """Binned matrix (dense), whatever the input's format."""
-    if not sp.issparse(X):
-        return mapper.transform(X)
-    return mapper.transform(X.toarray())
+    """Binned matrix (n, n_cols), whatever the input's format."""
+    return mapper.transform(X.toarray() if sp.issparse(X) else X).T
 
 
 def twin_hist(binned, hist_offsets, node_rows, grad, hess):
@@ -209,7 +207,7 @@ def test_binning_dense_and_csr_agree_and_respect_edges():
     m = bin_mapper(sketch(X, np.arange(300), 1.0), 6, categorical=[7])
     sm = bin_mapper(sketch(dense, np.arange(300), 1.0), 6, categorical=[7])
     np.testing.assert_array_equal(m.bin_upper, sm.bin_upper)
-    binned = m.transform(dense)
+    binned = m.transform(dense).T
     assert binned.dtype == np.uint8
     indptr, cols, bins = m.transform(X)
     rebuilt = np.tile(m.zero_bin, (300, 1)).astype(np.int64)
@@ -232,7 +230,7 @@ def test_greedy_bins_balance_counts_and_isolate_heavy_values():
     rng = np.random.default_rng(4)
     x = np.concatenate([np.zeros(5000), rng.normal(size=5000)])[:, None]
     m = bin_mapper(sketch(x, np.arange(10000), 1.0), 32)
-    b = m.transform(x)[:, 0]
+    b = m.transform(x)[0]
     counts = np.bincount(b, minlength=m.n_bins[0])
     assert m.n_bins[0] <= 32
     assert counts[m.zero_bin[0]] == 5000  # zero has a bin of its own
@@ -244,7 +242,7 @@ def test_categorical_bins_and_errors():
     X = np.array([[0.0], [3.0], [3.0], [-1.0], [np.nan], [7.0]] * 10)
     m = bin_mapper(sketch(X, np.arange(60), 1.0), 255, categorical=[0])
     np.testing.assert_array_equal(m.bin_upper[:3], [0.0, 3.0, 7.0])
-    np.testing.assert_array_equal(m.transform(np.array([[3.0], [-1.0], [5.0], [np.nan]]))[:, 0],
+    np.testing.assert_array_equal(m.transform(np.array([[3.0], [-1.0], [5.0], [np.nan]]))[0],
                                   [1, 3, 3, 3])  # negative, unseen, NaN: the missing bin
     with pytest.raises(ValueError, match="categorical feature 0 has the non-integer value 2.5"):
         bin_mapper(sketch(np.array([[2.5], [1.0]]), np.arange(2), 1.0), categorical=[0])
@@ -501,6 +499,22 @@ def test_prediction_equals_twin_and_training_scores(sparse):
     # the scores accumulated by routing binned rows are those of routing raw rows
     assert r.history[-1]["train_loss"] == pytest.approx(
         r.objective.loss(r.objective.check_y(y), r.predict_raw(X)), rel=1e-12)
+
+
+def test_more_than_255_bins_use_uint16_and_thresholds_match_bins():
+    rng = np.random.default_rng(17)
+    X = rng.normal(size=(3000, 2))
+    y = (X[:, 0] + 0.3 * rng.normal(size=3000) > 0).astype(float)
+    r = boost_local(X, y, n_estimators=5, max_leaf_nodes=8, max_bins=1000)
+    assert r.mapper.dtype == np.uint16 and r.mapper.n_bins.max() > 255
+    f = r.ensemble.flat()
+    inner = f["left"] >= 0
+    col = r.mapper.column_of[f["feature"][inner]]
+    np.testing.assert_array_equal(  # raw threshold = upper edge of the threshold bin
+        f["threshold"][inner],
+        r.mapper.bin_upper[r.mapper.hist_offsets[col] + f["threshold_bin"][inner]])
+    assert f["threshold_bin"][inner].max() > 255
+    np.testing.assert_allclose(r.predict_raw(X), twin_predict(r.ensemble, X), rtol=1e-13)
 
 
 def test_feature_importances_add_up():
