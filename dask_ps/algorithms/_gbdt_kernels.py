@@ -25,10 +25,14 @@ rows : int32 (T, n)
     contiguous: node ``v`` owns ``rows[v // nodes_per_tree, node_start[v]:node_start[v] +
     node_count[v]]`` (LightGBM's ``DataPartition``). Node ids of tree ``t`` are
     ``t * nodes_per_tree ...``.
-hist : float64 (n_hist_rows, n_nodes, 3)
-    Rows are (feature, bin) in the mapper's feature-major order, so a feature range is a row
-    range; per node the (grad, hess, count) sums, in quantized units — exactly the dense PS
-    table of shape (n_hist_rows, 3 · n_nodes) that a level's merged push fills.
+hist : float64 (n_nodes, n_hist_rows, 3)
+    Per node (a slot of the level), rows (feature, bin) in the mapper's feature-major order
+    — a feature range is a row range — holding the (grad, hess, count) sums in quantized
+    units. Node-major: every kernel reads one node's rows of a column contiguously. On the
+    PS, the level's table keyed ``slot * n_hist_rows + row`` with a slicer giving each shard
+    a row range (a feature range) of every slot stores a shard's part as (n_nodes, R_s, 3),
+    and a worker's push to it is a slice of its build buffer; keyed row-major (``row *
+    n_slots + slot``, plain range partitioning) the push and the shard transpose instead.
 splits : float64 (n_nodes, N_SPLIT_COLS), split_cat : uint32 (n_nodes, n_cat_words)
     Best split per node; columns named by the ``SPLIT_*`` constants below; ``split_cat`` is
     the bitset of the bins that go left for a categorical split.
@@ -102,7 +106,7 @@ def build_hist_dense(binned, rows, node_start, node_count, nodes_per_tree, build
                      grad, hess, hist_offsets, out):
     """Histograms of the nodes ``build_nodes`` from dense binned rows.
 
-    ``out[hist_offsets[c] + b, j] = (Σ grad, Σ hess, #rows)`` over the rows of node
+    ``out[j, hist_offsets[c] + b] = (Σ grad, Σ hess, #rows)`` over the rows of node
     ``build_nodes[j]`` whose column ``c`` is in bin ``b``.
 
     Parameters
@@ -113,7 +117,7 @@ def build_hist_dense(binned, rows, node_start, node_count, nodes_per_tree, build
     build_nodes : int64 array (n_build,)
     grad, hess : float64 arrays (T, n), quantized
     hist_offsets : int64 array (n_cols + 1,)
-    out : float64 array (n_hist_rows, n_build, 3), overwritten
+    out : float64 array (n_build, n_hist_rows, 3), overwritten
 
     Notes
     -----
@@ -125,7 +129,7 @@ def build_hist_dense(binned, rows, node_start, node_count, nodes_per_tree, build
     width = 1
     for c in range(n_cols):
         width = max(width, hist_offsets[c + 1] - hist_offsets[c])
-    scratch = np.empty((width, 3))
+    scratch = np.empty((width, 3))  # one column, in L1 cache
     most = 0
     for j in range(build_nodes.shape[0]):
         most = max(most, node_count[build_nodes[j]])
@@ -150,7 +154,7 @@ def build_hist_dense(binned, rows, node_start, node_count, nodes_per_tree, build
                 scratch[b, 0] += og[ii]
                 scratch[b, 1] += oh[ii]
                 scratch[b, 2] += 1.0
-            out[o:o + w, j, :] = scratch[:w]
+            out[j, o:o + w] = scratch[:w]
 
 
 @numba.njit(_sigs("void(int64[::1], int32[::1], BT[::1], int32[::1], " + _HIST_COMMON + ")",
@@ -173,6 +177,7 @@ def build_hist_csr(indptr, columns, bins, zero_bin, rows, node_start, node_count
     for j in range(build_nodes.shape[0]):
         v = build_nodes[j]
         t = v // nodes_per_tree
+        hj = out[j]
         G = 0.0
         H = 0.0
         C = 0.0
@@ -185,21 +190,21 @@ def build_hist_csr(indptr, columns, bins, zero_bin, rows, node_start, node_count
             C += 1.0
             for p in range(indptr[r], indptr[r + 1]):
                 b = hist_offsets[columns[p]] + bins[p]
-                out[b, j, 0] += g
-                out[b, j, 1] += h
-                out[b, j, 2] += 1.0
+                hj[b, 0] += g
+                hj[b, 1] += h
+                hj[b, 2] += 1.0
         for c in range(n_cols):
             sg = 0.0
             sh = 0.0
             sc = 0.0
             for b in range(hist_offsets[c], hist_offsets[c + 1]):
-                sg += out[b, j, 0]
-                sh += out[b, j, 1]
-                sc += out[b, j, 2]
+                sg += hj[b, 0]
+                sh += hj[b, 1]
+                sc += hj[b, 2]
             z = hist_offsets[c] + zero_bin[c]
-            out[z, j, 0] += G - sg
-            out[z, j, 1] += H - sh
-            out[z, j, 2] += C - sc
+            hj[z, 0] += G - sg
+            hj[z, 1] += H - sh
+            hj[z, 2] += C - sc
 
 
 @numba.njit("void(float64[:, :, ::1], int64[::1], float64[:, :, ::1], int64[::1], int64[::1], "
@@ -207,32 +212,33 @@ def build_hist_csr(indptr, columns, bins, zero_bin, rows, node_start, node_count
 def expand_siblings(parent, parent_slot, small, small_to, large_to, out):
     """Sibling subtraction: the next level's histograms from the built (smaller) children.
 
-    For split ``i`` (parent ``parent[:, parent_slot[i]]``, built child ``small[:, i]``):
-    ``out[:, small_to[i]] = small[:, i]`` and ``out[:, large_to[i]] = parent - small``
-    (exact on quantized sums); a slot of -1 skips that child (it cannot split).
+    For split ``i`` (parent ``parent[parent_slot[i]]``, built child ``small[i]``):
+    ``out[small_to[i]] = small[i]`` and ``out[large_to[i]] = parent - small`` (exact on
+    quantized sums); a slot of -1 skips that child (it cannot split).
 
     Parameters
     ----------
-    parent : float64 array (R, n_parent, 3); parent_slot : int64 array (n_split,)
-    small : float64 array (R, n_split, 3)
+    parent : float64 array (n_parent, R, 3); parent_slot : int64 array (n_split,)
+    small : float64 array (n_split, R, 3)
     small_to, large_to : int64 arrays (n_split,)
-    out : float64 array (R, n_open, 3)
+    out : float64 array (n_open, R, 3)
     """
-    for r in range(out.shape[0]):
-        for i in range(small.shape[1]):
-            if small_to[i] >= 0:
+    for i in range(small.shape[0]):
+        if small_to[i] >= 0:
+            out[small_to[i]] = small[i]
+        if large_to[i] >= 0:
+            a = parent[parent_slot[i]]
+            b = small[i]
+            o = out[large_to[i]]
+            for r in range(o.shape[0]):
                 for q in range(3):
-                    out[r, small_to[i], q] = small[r, i, q]
-            if large_to[i] >= 0:
-                p = parent_slot[i]
-                for q in range(3):
-                    out[r, large_to[i], q] = parent[r, p, q] - small[r, i, q]
+                    o[r, q] = a[r, q] - b[r, q]
 
 
 def node_totals(hist, hist_offsets) -> np.ndarray:
     """(grad, hess, count) sums of each node from the rows of the first column: exact, so
     every shard gets the same totals from its own columns. Returns float64 (n_nodes, 3)."""
-    return np.ascontiguousarray(hist[: hist_offsets[1] - hist_offsets[0]].sum(axis=0))
+    return np.ascontiguousarray(hist[:, : hist_offsets[1] - hist_offsets[0]].sum(axis=1))
 
 
 # --------------------------------------------------------------------------- split finding
@@ -408,11 +414,11 @@ def _categorical(h, k, nb, c, G, H, C, parent, params, gu, hu, out, out_cat):
             out_cat[k, b >> 5] |= np.uint32(1) << np.uint32(b & 31)
 
 
-@numba.njit("void(float64[:, :, ::1], int64, int64, int64[::1], int32[::1], uint8[::1], "
+@numba.njit("void(float64[:, :, ::1], int64, int64, int64, int64[::1], int32[::1], uint8[::1], "
             "float64[:, ::1], float64[::1], float64, float64, float64[:, ::1], "
             "uint32[:, ::1])", **_JIT)
-def find_splits(hist, c_lo, c_hi, hist_offsets, n_bins, is_cat, totals, params, grad_unit,
-                hess_unit, out, out_cat):
+def find_splits(hist, row0, c_lo, c_hi, hist_offsets, n_bins, is_cat, totals, params,
+                grad_unit, hess_unit, out, out_cat):
     """Best split of every node over the columns ``c_lo:c_hi`` — what one shard runs.
 
     Numerical columns try every threshold bin with the missing bin on each side (XGBoost's
@@ -425,9 +431,10 @@ def find_splits(hist, c_lo, c_hi, hist_offsets, n_bins, is_cat, totals, params, 
 
     Parameters
     ----------
-    hist : float64 array (hist_offsets[c_hi] - hist_offsets[c_lo], n_nodes, 3)
-        Summed histograms of the range's rows (row 0 is row ``hist_offsets[c_lo]``).
-    c_lo, c_hi : int
+    hist : float64 array (n_nodes, R, 3)
+        Summed histograms holding at least the range's rows; ``hist[:, 0]`` is histogram
+        row ``row0`` (a shard passes its own rows and ``row0 = hist_offsets[c_lo]``).
+    row0, c_lo, c_hi : int
     hist_offsets : int64 (n_cols + 1,); n_bins : int32 (n_cols,); is_cat : uint8 (n_cols,)
         Of the whole :class:`BinMapper`.
     totals : float64 array (n_nodes, 3)
@@ -440,36 +447,30 @@ def find_splits(hist, c_lo, c_hi, hist_offsets, n_bins, is_cat, totals, params, 
     out : float64 array (n_nodes, N_SPLIT_COLS); out_cat : uint32 array (n_nodes, W)
         Overwritten with the best split per node (gain -inf and column -1 when none).
     """
-    base = hist_offsets[c_lo]
     lam = params[P_LAMBDA]
     min_h = params[P_MIN_HESS]
     min_c = params[P_MIN_COUNT]
-    n_nodes = totals.shape[0]
-    parent = np.empty(n_nodes)
-    ok = np.zeros(n_nodes, np.bool_)
-    for k in range(n_nodes):
+    for k in range(totals.shape[0]):
         out[k, :] = 0.0
         out[k, SPLIT_GAIN] = params[P_MIN_GAIN]
         out[k, SPLIT_COLUMN] = -1.0
         out_cat[k, :] = 0
-        ok[k] = totals[k, 2] >= 2 * min_c and totals[k, 1] * hess_unit >= 2 * min_h
-        parent[k] = (totals[k, 0] * grad_unit) ** 2 / (totals[k, 1] * hess_unit + lam)
-    # column-major: one column's rows of all nodes stay in cache while the nodes use them;
-    # each node still sees the columns in increasing order (the tie-breaking rule)
-    for c in range(c_lo, c_hi):
-        o = hist_offsets[c] - base
-        for k in range(n_nodes):
-            if not ok[k]:
-                continue
-            nb = n_bins[c]
-            buf = hist[o:o + nb + 1, k, :]
-            if is_cat[c]:
-                _categorical(buf, k, nb, c, totals[k, 0], totals[k, 1], totals[k, 2],
-                             parent[k], params, grad_unit, hess_unit, out, out_cat)
-            else:
-                _numerical(buf, k, nb, c, totals[k, 0], totals[k, 1], totals[k, 2],
-                           parent[k], params, grad_unit, hess_unit, out, out_cat)
-    for k in range(n_nodes):
+        G = totals[k, 0]
+        H = totals[k, 1]
+        C = totals[k, 2]
+        if C >= 2 * min_c and H * hess_unit >= 2 * min_h:
+            parent = (G * grad_unit) ** 2 / (H * hess_unit + lam)
+            hk = hist[k]
+            for c in range(c_lo, c_hi):  # increasing: the tie-breaking rule
+                o = hist_offsets[c] - row0
+                nb = n_bins[c]
+                h = hk[o:o + nb + 1]
+                if is_cat[c]:
+                    _categorical(h, k, nb, c, G, H, C, parent, params, grad_unit, hess_unit,
+                                 out, out_cat)
+                else:
+                    _numerical(h, k, nb, c, G, H, C, parent, params, grad_unit, hess_unit,
+                               out, out_cat)
         if out[k, SPLIT_COLUMN] < 0:
             out[k, SPLIT_GAIN] = -np.inf
 

@@ -43,13 +43,15 @@ from ._gbdt_worker import BinnedPartition, partition_sketch
 
 
 def level_splits(hist, mapper: BinMapper, totals, params, grad_unit, hess_unit, c_lo=0,
-                 c_hi=None):
+                 c_hi=None, row0=0):
     """Best split per open node over columns ``c_lo:c_hi`` — the server-side function.
 
     Parameters
     ----------
-    hist : float64 array (mapper.hist_offsets[c_hi] - mapper.hist_offsets[c_lo], n_nodes, 3)
-        The shard's rows of the level's summed histograms.
+    hist : float64 array (n_nodes, R, 3)
+        The level's summed histograms (node-major), holding at least the rows of the
+        columns; ``hist[:, 0]`` is histogram row ``row0``. A shard passes its own rows and
+        ``row0 = mapper.hist_offsets[c_lo]``.
     mapper : BinMapper
     totals : float64 array (n_nodes, 3)
         Quantized (grad, hess, count) of the open nodes.
@@ -59,6 +61,7 @@ def level_splits(hist, mapper: BinMapper, totals, params, grad_unit, hess_unit, 
         ``1 / scale`` of the round's quantization.
     c_lo, c_hi : int
         The shard's columns (default: all).
+    row0 : int
 
     Returns
     -------
@@ -69,9 +72,10 @@ def level_splits(hist, mapper: BinMapper, totals, params, grad_unit, hess_unit, 
     n = totals.shape[0]
     splits = np.empty((n, N_SPLIT_COLS))
     split_cat = np.empty((n, mapper.n_cat_words), np.uint32)
-    find_splits(np.ascontiguousarray(hist), int(c_lo), int(c_hi), mapper.hist_offsets,
-                mapper.n_bins, mapper.is_categorical, np.ascontiguousarray(totals), params,
-                float(grad_unit), float(hess_unit), splits, split_cat)
+    find_splits(np.ascontiguousarray(hist), int(row0), int(c_lo), int(c_hi),
+                mapper.hist_offsets, mapper.n_bins, mapper.is_categorical,
+                np.ascontiguousarray(totals), params, float(grad_unit), float(hess_unit),
+                splits, split_cat)
     return splits, split_cat
 
 
@@ -79,8 +83,7 @@ def sharded_splits(hist, mapper, bounds, totals, params, grad_unit, hess_unit):
     """:func:`level_splits` on every column range of ``bounds``, merged as the driver does."""
     best = None
     for lo, hi in zip(bounds[:-1], bounds[1:]):
-        rows = slice(mapper.hist_offsets[lo], mapper.hist_offsets[hi])
-        s, c = level_splits(hist[rows], mapper, totals, params, grad_unit, hess_unit, lo, hi)
+        s, c = level_splits(hist, mapper, totals, params, grad_unit, hess_unit, lo, hi)
         if best is None:
             best = (s, c)
         else:
@@ -258,24 +261,22 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
             t0 = time.perf_counter()
             splits, split_cat = sharded_splits(hist, mapper, bounds, grower.totals[nodes],
                                                params, 1.0 / gs, 1.0 / hs)
-            chosen = grower.choose(nodes, splits)
+            plan = grower.level(nodes, splits, split_cat)
             timings["splits"] += time.perf_counter() - t0
-            if not chosen.size:
+            if not plan.chosen.size:
                 break
-            split_node, left, right, small_left = grower.apply(nodes, splits, split_cat,
-                                                               chosen)
             t0 = time.perf_counter()
             for p in parts:
-                p.partition(split_node, left, right, splits[chosen], split_cat[chosen])
+                p.partition(plan.split_node, plan.left, plan.right, splits[plan.chosen],
+                            split_cat[plan.chosen])
             timings["partition"] += time.perf_counter() - t0
-            pairs, build, parent_slot, small_to, large_to, nodes = grower.next_level(
-                chosen, left, right, small_left)
-            if not pairs.size:
+            nodes = plan.open_nodes
+            if not plan.pairs.size:
                 break
-            small = _summed(parts, build, timings, buffers[2])
+            small = _summed(parts, plan.build, timings, buffers[2])
             t0 = time.perf_counter()
-            nxt = buffers[1].view(hist.shape[0], nodes.shape[0])
-            expand_siblings(hist, parent_slot, small, small_to, large_to, nxt)
+            nxt = buffers[1].view(nodes.shape[0], hist.shape[1])
+            expand_siblings(hist, plan.parent_slot, small, plan.small_to, plan.large_to, nxt)
             hist = nxt
             buffers[0], buffers[1] = buffers[1], buffers[0]
             timings["histograms"] += time.perf_counter() - t0
@@ -325,17 +326,17 @@ class _Buffer:
     def __init__(self):
         self.flat = np.empty(0)
 
-    def view(self, rows, nodes):
+    def view(self, nodes, rows):
         size = rows * nodes * 3
         if self.flat.shape[0] < size:
             self.flat = np.empty(size)
-        return self.flat[:size].reshape(rows, nodes, 3)
+        return self.flat[:size].reshape(nodes, rows, 3)
 
 
 def _summed(parts, nodes, timings, buffer):
     """The histograms of ``nodes`` summed over partitions (the merged push)."""
     t0 = time.perf_counter()
-    hist = parts[0].histograms(nodes, buffer.view(parts[0].mapper.n_hist_rows, len(nodes)))
+    hist = parts[0].histograms(nodes, buffer.view(len(nodes), parts[0].mapper.n_hist_rows))
     for p in parts[1:]:
         hist += p.histograms(nodes)
     timings["histograms"] += time.perf_counter() - t0

@@ -15,6 +15,8 @@ children and the leaf value (learning rate included).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
@@ -33,12 +35,141 @@ from ._gbdt_kernels import (
 _JIT = dict(cache=True, nogil=True)
 
 
+class LevelPlan(NamedTuple):
+    """One level's decisions (:meth:`LevelGrower.level`); all int64 arrays.
+
+    Attributes
+    ----------
+    chosen : positions (into the level's nodes and split table) of the applied splits
+    split_node, left, right : the split nodes and their new children (apply them with
+        :meth:`BinnedPartition.partition` and ``splits[chosen]``)
+    pairs : positions (into ``chosen``) of the splits with a child that may split
+    build : per pair, the child whose histogram is built from rows (the one with fewer rows)
+    parent_slot : per pair, the parent's slot in this level's histograms
+    small_to, large_to : per pair, the slots of the built and of the subtracted child in
+        the next level's histograms, -1 when that child is not open
+        (:func:`expand_siblings`)
+    open_nodes : the next level's nodes, in slot order
+    """
+
+    chosen: np.ndarray
+    split_node: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    pairs: np.ndarray
+    build: np.ndarray
+    parent_slot: np.ndarray
+    small_to: np.ndarray
+    large_to: np.ndarray
+    open_nodes: np.ndarray
+
+
+@numba.njit(**_JIT)
+def _may_split(v, M, max_leaves, max_depth, min_count, min_hess, hess_unit, n_leaves, totals,
+               depth):
+    return (depth[v] < max_depth and n_leaves[v // M] < max_leaves
+            and totals[v, 2] >= min_count and totals[v, 1] * hess_unit >= min_hess)
+
+
+@numba.njit("UniTuple(int64[::1], 10)(int64[::1], float64[:, ::1], uint32[:, ::1], int64, "
+            "int64, float64, float64, float64, float64, int64[::1], int64[::1], "
+            "float64[:, ::1], uint32[:, ::1], int64[::1], int64[::1], float64[:, ::1], "
+            "int64[::1])", **_JIT)
+def _grow_level(nodes, splits, split_cat, M, max_leaves, max_depth, min_count, min_hess,
+                hess_unit, n_nodes, n_leaves, split_rec, cat_rec, left_rec, right_rec, totals,
+                depth):
+    """:meth:`LevelGrower.level` in one pass (the driver's per-level work, on the PS's
+    critical path)."""
+    n = nodes.shape[0]
+    # choose: by gain (descending), ties to the lower node; per tree within its budget
+    neg = np.empty(n)
+    for i in range(n):
+        neg[i] = -splits[i, SPLIT_GAIN] if splits[i, SPLIT_COLUMN] >= 0 else np.inf
+    order = np.argsort(neg, kind="mergesort")  # nodes increase: stable keeps lower first
+    taken = np.zeros(n_leaves.shape[0], np.int64)
+    pick = np.zeros(n, np.bool_)
+    for j in range(n):
+        i = order[j]
+        if splits[i, SPLIT_COLUMN] < 0:
+            break
+        t = nodes[i] // M
+        if taken[t] < max_leaves - n_leaves[t]:
+            taken[t] += 1
+            pick[i] = True
+    chosen = np.flatnonzero(pick).astype(np.int64)
+    k = chosen.shape[0]
+    split_node = np.empty(k, np.int64)
+    left = np.empty(k, np.int64)
+    right = np.empty(k, np.int64)
+    small_left = np.empty(k, np.bool_)
+    # apply: number the children in order of split node, record the splits
+    for j in range(k):
+        i = chosen[j]
+        v = nodes[i]
+        t = v // M
+        split_node[j] = v
+        left[j] = t * M + n_nodes[t]
+        right[j] = left[j] + 1
+        n_nodes[t] += 2
+        n_leaves[t] += 1
+        split_rec[v, :] = splits[i, :]
+        cat_rec[v, :] = split_cat[i, :]
+        left_rec[v] = left[j]
+        right_rec[v] = right[j]
+        for q in range(3):
+            totals[left[j], q] = splits[i, SPLIT_LEFT + q]
+            totals[right[j], q] = splits[i, SPLIT_RIGHT + q]
+        depth[left[j]] = depth[v] + 1
+        depth[right[j]] = depth[v] + 1
+        small_left[j] = splits[i, SPLIT_LEFT + 2] <= splits[i, SPLIT_RIGHT + 2]
+    # plan the next level: open children, the built child, slots
+    pairs = np.empty(k, np.int64)
+    build = np.empty(k, np.int64)
+    parent_slot = np.empty(k, np.int64)
+    small_to = np.empty(k, np.int64)
+    large_to = np.empty(k, np.int64)
+    open_nodes = np.empty(2 * k, np.int64)
+    n_pairs = 0
+    n_open = 0
+    for j in range(k):
+        lo = _may_split(left[j], M, max_leaves, max_depth, min_count, min_hess, hess_unit,
+                        n_leaves, totals, depth)
+        ro = _may_split(right[j], M, max_leaves, max_depth, min_count, min_hess, hess_unit,
+                        n_leaves, totals, depth)
+        if not (lo or ro):
+            continue
+        ls = -1
+        rs = -1
+        if lo:
+            ls = n_open
+            open_nodes[n_open] = left[j]
+            n_open += 1
+        if ro:
+            rs = n_open
+            open_nodes[n_open] = right[j]
+            n_open += 1
+        pairs[n_pairs] = j
+        parent_slot[n_pairs] = chosen[j]
+        if small_left[j]:
+            build[n_pairs] = left[j]
+            small_to[n_pairs] = ls
+            large_to[n_pairs] = rs
+        else:
+            build[n_pairs] = right[j]
+            small_to[n_pairs] = rs
+            large_to[n_pairs] = ls
+        n_pairs += 1
+    return (chosen, split_node, left, right, pairs[:n_pairs].copy(), build[:n_pairs].copy(),
+            parent_slot[:n_pairs].copy(), small_to[:n_pairs].copy(),
+            large_to[:n_pairs].copy(), open_nodes[:n_open].copy())
+
+
 class LevelGrower:
     """The driver's bookkeeping for ``n_trees`` trees grown together, level by level.
 
     Node ids of tree ``t`` are ``t * nodes_per_tree + (0 .. nodes_per_tree - 1)``; the root
-    is the first. A level: :meth:`choose` (which open nodes split), :meth:`apply` (record
-    them, number the children), :meth:`next_level` (what to build and evaluate next).
+    is the first. :meth:`level` takes a level's best splits, picks those to apply, records
+    them, numbers the children and plans the next level.
 
     Parameters
     ----------
@@ -85,74 +216,28 @@ class LevelGrower:
         return ((self.depth[nodes] < self.max_depth) & (self.n_leaves[t] < self.max_leaves)
                 & (tot[:, 2] >= self.min_count) & (tot[:, 1] * self.hess_unit >= self.min_hess))
 
-    def choose(self, nodes, splits) -> np.ndarray:
-        """Positions (into ``nodes``) of the splits to apply, in order of node id."""
-        valid = np.flatnonzero(splits[:, SPLIT_COLUMN] >= 0)
-        tree = nodes[valid] // self.nodes_per_tree
-        order = np.lexsort((nodes[valid], -splits[valid, SPLIT_GAIN], tree))
-        tree = tree[order]
-        rank = np.arange(order.shape[0]) - np.searchsorted(tree, tree)  # rank in its tree
-        return np.sort(valid[order[rank < self.max_leaves - self.n_leaves[tree]]])
+    def level(self, nodes, splits, split_cat) -> LevelPlan:
+        """Choose and record the splits of a level and plan the next one.
 
-    def apply(self, nodes, splits, split_cat, chosen):
-        """Record the chosen splits; returns ``(split_node, left_node, right_node,
-        small_is_left)`` — the plan the workers apply with the partition kernels and the
-        histogram build of the next level."""
-        split_node = nodes[chosen]  # increasing, so grouped by tree
-        tree = split_node // self.nodes_per_tree
-        rank = np.arange(tree.shape[0]) - np.searchsorted(tree, tree)
-        left = tree * self.nodes_per_tree + self.n_nodes[tree] + 2 * rank
-        right = left + 1
-        per_tree = np.bincount(tree, minlength=self.n_trees)
-        self.n_nodes += 2 * per_tree
-        self.n_leaves += per_tree
-        s = splits[chosen]
-        self.split[split_node] = s
-        self.split_cat[split_node] = split_cat[chosen]
-        self.left[split_node] = left
-        self.right[split_node] = right
-        self.totals[left] = s[:, SPLIT_LEFT:SPLIT_LEFT + 3]
-        self.totals[right] = s[:, SPLIT_RIGHT:SPLIT_RIGHT + 3]
-        self.depth[left] = self.depth[right] = self.depth[split_node] + 1
-        # build the child with fewer rows (ties: the left one)
-        small_is_left = (s[:, SPLIT_LEFT + 2] <= s[:, SPLIT_RIGHT + 2]).astype(np.uint8)
-        return split_node, left, right, small_is_left
-
-    def next_level(self, chosen, left, right, small_is_left):
-        """What the next level builds and evaluates.
-
-        Only children that may split are open. A split with an open child gets its
-        smaller child built from rows (needed for the subtraction even when it is not open
-        itself); the larger one is ``parent - smaller``.
+        Parameters
+        ----------
+        nodes : int64 array (n_open,)
+            The level's open nodes, increasing (the order :attr:`LevelPlan.open_nodes`
+            gives).
+        splits : float64 array (n_open, N_SPLIT_COLS); split_cat : uint32 array (n_open, W)
+            Their best splits, merged over shards.
 
         Returns
         -------
-        pairs : int64 array
-            Positions (into this level's applied splits) with an open child.
-        build_nodes : int64 array
-            The child built from rows for each pair (the smaller).
-        parent_slot : int64 array
-            Slot of each pair's parent in this level's histograms (from ``chosen``).
-        small_to, large_to : int64 arrays
-            Slot of each pair's built / subtracted child in the next level's histograms,
-            -1 when that child is not open (:func:`expand_siblings`).
-        open_nodes : int64 array
-            The next level's nodes, in slot order (per pair: left, then right).
+        LevelPlan
         """
-        left_ok, right_ok = self.splittable(left), self.splittable(right)
-        pairs = np.flatnonzero(left_ok | right_ok)
-        lo, ro, sl = left_ok[pairs], right_ok[pairs], small_is_left[pairs] == 1
-        n_open = lo.astype(np.int64) + ro
-        first = np.cumsum(n_open) - n_open  # first slot of each pair
-        left_slot = np.where(lo, first, -1)
-        right_slot = np.where(ro, first + lo, -1)
-        open_nodes = np.empty(int(n_open.sum()), np.int64)
-        open_nodes[left_slot[lo]] = left[pairs][lo]
-        open_nodes[right_slot[ro]] = right[pairs][ro]
-        build = np.where(sl, left[pairs], right[pairs])
-        small_to = np.where(sl, left_slot, right_slot)
-        large_to = np.where(sl, right_slot, left_slot)
-        return pairs, build, chosen[pairs], small_to, large_to, open_nodes
+        out = _grow_level(np.ascontiguousarray(nodes, dtype=np.int64),
+                          np.ascontiguousarray(splits), np.ascontiguousarray(split_cat),
+                          self.nodes_per_tree, self.max_leaves, float(self.max_depth),
+                          float(self.min_count), float(self.min_hess), float(self.hess_unit),
+                          self.n_nodes, self.n_leaves, self.split, self.split_cat, self.left,
+                          self.right, self.totals, self.depth)
+        return LevelPlan(*out)
 
     def leaves(self, tree) -> np.ndarray:
         """Node ids of the leaves of tree ``tree``."""

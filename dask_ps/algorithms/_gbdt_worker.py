@@ -84,12 +84,12 @@ class BinnedPartition:
                          np.full(self.rows.shape[0], float(self.n_rows))], axis=1)
 
     def histograms(self, nodes, out=None) -> np.ndarray:
-        """Histograms of ``nodes`` over this partition's rows: float64 (n_hist_rows,
-        len(nodes), 3) — one level's push; written into ``out`` if given."""
+        """Histograms of ``nodes`` over this partition's rows: float64 (len(nodes),
+        n_hist_rows, 3) — one level's push; written into ``out`` if given."""
         m = self.mapper
         nodes = np.ascontiguousarray(nodes, dtype=np.int64)
         if out is None:
-            out = np.empty((m.n_hist_rows, nodes.shape[0], 3))
+            out = np.empty((nodes.shape[0], m.n_hist_rows, 3))
         common = (self.rows, self.node_start, self.node_count, self.nodes_per_tree, nodes,
                   self.grad, self.hess, m.hist_offsets, out)
         if self.sparse:

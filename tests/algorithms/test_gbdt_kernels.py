@@ -69,11 +69,11 @@ def _dense_bins(mapper, X):
 
 
 def twin_hist(binned, hist_offsets, node_rows, grad, hess):
-    out = np.zeros((hist_offsets[-1], len(node_rows), 3))
+    out = np.zeros((len(node_rows), hist_offsets[-1], 3))
     for j, rows in enumerate(node_rows):
         for r in rows:
             for c in range(binned.shape[1]):
-                out[hist_offsets[c] + binned[r, c], j] += (grad[r], hess[r], 1.0)
+                out[j, hist_offsets[c] + binned[r, c]] += (grad[r], hess[r], 1.0)
     return out
 
 
@@ -101,7 +101,7 @@ def twin_splits(hist, mapper, totals, p, gu, hu, columns):
             parent = (G * gu) ** 2 / (H * hu + p[P_LAMBDA])
             for c in columns:
                 o, nb = mapper.hist_offsets[c], mapper.n_bins[c]
-                h = hist[o:o + nb + 1, k]
+                h = hist[k, o:o + nb + 1]
                 miss = h[nb]
                 cands = []
                 if mapper.is_categorical[c]:
@@ -275,18 +275,18 @@ def test_histograms_equal_twin_and_sibling_subtraction_is_exact(sparse):
                      part.grad[0], part.hess[0])
     np.testing.assert_array_equal(got, want)
     # larger = parent - smaller, bit for bit
-    out = np.empty((got.shape[0], 2, 3))
-    expand_siblings(got[:, :1].copy(), np.array([0]), got[:, 1:2].copy(), np.array([0]),
+    out = np.empty((2, got.shape[1], 3))
+    expand_siblings(got[:1].copy(), np.array([0]), got[1:2].copy(), np.array([0]),
                     np.array([1]), out)
-    np.testing.assert_array_equal(out, got[:, 1:])
-    one = np.empty((got.shape[0], 1, 3))  # only the larger child kept
-    expand_siblings(got[:, :1].copy(), np.array([0]), got[:, 1:2].copy(), np.array([-1]),
+    np.testing.assert_array_equal(out, got[1:])
+    one = np.empty((1, got.shape[1], 3))  # only the larger child kept
+    expand_siblings(got[:1].copy(), np.array([0]), got[1:2].copy(), np.array([-1]),
                     np.array([0]), one)
-    np.testing.assert_array_equal(one[:, 0], got[:, 2])
+    np.testing.assert_array_equal(one[0], got[2])
     # quantized sums do not depend on the order the rows are added in
     part.rows[0] = order[::-1]
     part.node_count[0] = len(y)
-    np.testing.assert_array_equal(part.histograms(np.array([0]))[:, 0], got[:, 0])
+    np.testing.assert_array_equal(part.histograms(np.array([0]))[0], got[0])
 
 
 # ----------------------------------------------------------------------------- split finding
@@ -329,7 +329,8 @@ def test_categorical_one_vs_rest_equals_brute_force():
     _check_against_twin(splits, cats, twin_splits(hist, mapper, totals, p, gu, hu,
                                                   range(mapper.n_columns)), mapper)
     col = mapper.n_columns - 1  # the categorical column alone
-    s, c = level_splits(hist[mapper.hist_offsets[col]:], mapper, totals, p, gu, hu, col, col + 1)
+    s, c = level_splits(hist[:, mapper.hist_offsets[col]:], mapper, totals, p, gu, hu, col,
+                        col + 1, row0=mapper.hist_offsets[col])
     assert (s[:, SPLIT_IS_CAT] == 1).all() and (s[:, SPLIT_BIN] == 1).all()
     _check_against_twin(s, c, twin_splits(hist, mapper, totals, p, gu, hu, [col]), mapper)
 
@@ -344,7 +345,8 @@ def test_split_finding_on_column_ranges_merges_to_the_global_best():
         answers = []
         for lo, hi in zip(bounds[:-1], bounds[1:]):
             rows = slice(mapper.hist_offsets[lo], mapper.hist_offsets[hi])
-            s, c = level_splits(hist[rows], mapper, totals, p, gu, hu, lo, hi)
+            s, c = level_splits(hist[:, rows], mapper, totals, p, gu, hu, lo, hi,
+                                row0=mapper.hist_offsets[lo])
             _check_against_twin(s, c, twin_splits(hist, mapper, totals, p, gu, hu,
                                                   range(lo, hi)), mapper)
             answers.append((s, c))
@@ -386,7 +388,8 @@ def test_partition_rows_equals_twin(sparse):
     # every column once: force a split on it by finding the best within that column
     for c in range(mapper.n_columns):
         rows = slice(mapper.hist_offsets[c], mapper.hist_offsets[c + 1])
-        s, cat = level_splits(hist[rows], mapper, totals, p, gu, hu, c, c + 1)
+        s, cat = level_splits(hist[:, rows], mapper, totals, p, gu, hu, c, c + 1,
+                              row0=mapper.hist_offsets[c])
         if s[0, SPLIT_COLUMN] < 0:
             continue
         part.rows[0] = np.arange(500)
@@ -407,11 +410,15 @@ def test_level_grower_spends_the_leaf_budget_on_the_highest_gains():
     g = LevelGrower(2, max_leaf_nodes=4, max_depth=None, min_samples_leaf=1,
                     min_child_weight=0.0, hess_unit=1.0, n_cat_words=1)
     g.n_leaves[:] = [2, 1]  # tree 0 may split 2 more nodes, tree 1 three
+    g.n_nodes[:] = [5, 3]
     nodes = np.array([1, 2, 3, 7, 8])  # tree 0: 1, 2, 3; tree 1 (ids 7..13): 7, 8
     s = np.zeros((5, N_SPLIT_COLS))
     s[:, SPLIT_GAIN] = [1.0, 5.0, 5.0, 0.5, 0.1]
     s[:, SPLIT_COLUMN] = [0, 0, 0, 0, -1]
-    np.testing.assert_array_equal(g.choose(nodes, s), [1, 2, 3])  # ties: lower node id
+    plan = g.level(nodes, s, np.zeros((5, 1), np.uint32))
+    np.testing.assert_array_equal(plan.chosen, [1, 2, 3])  # ties: lower node id
+    np.testing.assert_array_equal(plan.left, [5, 7, 10])
+    np.testing.assert_array_equal(g.n_leaves, [4, 2])
 
 
 def test_level_grower_numbers_children_and_plans_the_next_level():
@@ -424,21 +431,19 @@ def test_level_grower_numbers_children_and_plans_the_next_level():
     # (only the left open: the right, smaller, is built for the subtraction)
     s[0, SPLIT_LEFT:SPLIT_LEFT + 6] = [0, 30, 30, 0, 70, 70]
     s[1, SPLIT_LEFT:SPLIT_LEFT + 6] = [0, 50, 50, 0, 15, 15]
-    chosen = g.choose(nodes, s)
-    split_node, left, right, small_left = g.apply(nodes, s, np.zeros((2, 1), np.uint32), chosen)
-    np.testing.assert_array_equal(left, [1, 16])
-    np.testing.assert_array_equal(right, [2, 17])
-    np.testing.assert_array_equal(small_left, [1, 0])
-    pairs, build, parent_slot, small_to, large_to, open_nodes = g.next_level(
-        chosen, left, right, small_left)
-    np.testing.assert_array_equal(pairs, [0, 1])
-    np.testing.assert_array_equal(build, [1, 17])
-    np.testing.assert_array_equal(parent_slot, [0, 1])
-    np.testing.assert_array_equal(open_nodes, [1, 2, 16])
-    np.testing.assert_array_equal(small_to, [0, -1])
-    np.testing.assert_array_equal(large_to, [1, 2])
+    plan = g.level(nodes, s, np.zeros((2, 1), np.uint32))
+    np.testing.assert_array_equal(plan.split_node, [0, 15])
+    np.testing.assert_array_equal(plan.left, [1, 16])
+    np.testing.assert_array_equal(plan.right, [2, 17])
+    np.testing.assert_array_equal(plan.pairs, [0, 1])
+    np.testing.assert_array_equal(plan.build, [1, 17])
+    np.testing.assert_array_equal(plan.parent_slot, [0, 1])
+    np.testing.assert_array_equal(plan.open_nodes, [1, 2, 16])
+    np.testing.assert_array_equal(plan.small_to, [0, -1])
+    np.testing.assert_array_equal(plan.large_to, [1, 2])
     np.testing.assert_array_equal(g.n_leaves, [2, 2])
     np.testing.assert_array_equal(g.depth[[1, 2, 16, 17]], 1)
+    np.testing.assert_array_equal(g.totals[[1, 17], 2], [30, 15])
 
 
 def test_leaf_budget_and_depth_are_respected(data):
