@@ -107,7 +107,7 @@ def run_xgboost_dask(X, y, Xt, yt, threads):
     import xgboost.dask  # noqa: F401  (registers xgb.dask)
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
         chunk = (X.shape[0] + 3) // 4
         dX, dy = da.from_array(X, chunks=(chunk, -1)), da.from_array(y, chunks=chunk)

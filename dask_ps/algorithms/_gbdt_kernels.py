@@ -294,7 +294,7 @@ def _numerical(h, k, nb, c, G, H, C, parent, params, gu, hu, out, out_cat):
     # t = nb - 1 (all values left) is a split only with missing values, which go right
     last = nb if mC > 0 else nb - 1
     for t in range(last):
-        if h[t, 2] == 0.0:
+        if h[t, 2] == 0.0 and t > 0:
             continue  # same rows as the previous threshold, which wins ties
         GL += h[t, 0]
         HL += h[t, 1]

@@ -358,6 +358,26 @@ def test_split_finding_on_column_ranges_merges_to_the_global_best():
             np.testing.assert_array_equal(best_cat, glob_cat)
 
 
+def test_missing_alone_on_the_left_when_the_first_bins_are_empty():
+    """A node without rows in the lowest bins whose missing rows differ from the others:
+    the split "missing | values" is found at the first threshold, missing left, as the
+    brute force finds it (not as its mirror, values | missing, at the last threshold)."""
+    x = np.tile([1.0, 2.0, 3.0, 4.0, np.nan], 60)
+    y = np.isnan(x).astype(float)
+    mapper, part = _partition(x[:, None], y, categorical=())
+    keep = np.flatnonzero(x != 1.0)  # the node: bin 0 is empty
+    part.rows[0, :keep.size] = keep
+    part.node_start[0], part.node_count[0] = 0, keep.size
+    hist = part.histograms(np.array([0]))
+    totals = node_totals(hist, mapper.hist_offsets)
+    gb, hb = part.bounds()
+    gu, hu = 1 / quantization_scale(300, gb), 1 / quantization_scale(300, hb)
+    p = split_params(min_samples_leaf=5)
+    s, c = level_splits(hist, mapper, totals, p, gu, hu)
+    _check_against_twin(s, c, twin_splits(hist, mapper, totals, p, gu, hu, [0]), mapper)
+    assert s[0, SPLIT_BIN] == 0 and s[0, SPLIT_DEFAULT_LEFT] == 1
+
+
 def test_ties_go_to_the_lower_column():
     X, y = _mixed_data(300)
     X = np.hstack([X[:, :1], X[:, :1], X[:, :1]])  # three identical columns
