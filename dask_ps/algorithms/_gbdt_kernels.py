@@ -488,12 +488,37 @@ def merge_splits(best, best_cat, other, other_cat) -> None:
 # --------------------------------------------------------------------------- row partition
 
 @numba.njit(**_JIT)
-def _goes_left(b, nb, t, dl, cat, words):
-    if b == nb:
-        return dl
-    if cat:
-        return (words[b >> 5] >> np.uint32(b & 31)) & np.uint32(1) == 1
-    return b <= t
+def _move_rows(rows, t, s, cnt, bin_of_row, nb, splits, i, split_cat, scratch, node_start,
+               node_count, left_id, right_id):
+    """Stable partition of ``rows[t, s:s + cnt]`` by split ``i`` given each row's bin in the
+    split column (``bin_of_row``); records the children's row ranges."""
+    thr = int(splits[i, SPLIT_BIN])
+    dl = splits[i, SPLIT_DEFAULT_LEFT] != 0.0
+    cat = splits[i, SPLIT_IS_CAT] != 0.0
+    words = split_cat[i]
+    nl = 0
+    nr = 0
+    for ii in range(cnt):
+        r = rows[t, s + ii]
+        b = bin_of_row[ii]
+        if b == nb:
+            left = dl
+        elif cat:
+            left = (words[b >> 5] >> np.uint32(b & 31)) & np.uint32(1) == 1
+        else:
+            left = b <= thr
+        if left:
+            rows[t, s + nl] = r
+            nl += 1
+        else:
+            scratch[nr] = r
+            nr += 1
+    for q in range(nr):
+        rows[t, s + nl + q] = scratch[q]
+    node_start[left_id] = s
+    node_count[left_id] = nl
+    node_start[right_id] = s + nl
+    node_count[right_id] = nr
 
 
 _PART_COMMON = ("int32[:, ::1], int64[::1], int64[::1], int64, int64[::1], int64[::1], "
@@ -507,7 +532,8 @@ def partition_dense(binned, rows, node_start, node_count, nodes_per_tree, split_
 
     Split ``i`` divides node ``split_node[i]`` by the split ``splits[i]`` / ``split_cat[i]``
     into ``left_node[i]`` and ``right_node[i]``, whose ``node_start`` / ``node_count`` are
-    written.
+    written. A row goes left if its bin is ``<= SPLIT_BIN`` (numerical) or in the bitset
+    (categorical); the missing bin follows ``SPLIT_DEFAULT_LEFT``.
 
     Parameters
     ----------
@@ -520,31 +546,16 @@ def partition_dense(binned, rows, node_start, node_count, nodes_per_tree, split_
     n_bins : int32 array (n_cols,)
     scratch : int32 array (>= n,)
     """
+    bin_of_row = np.empty(rows.shape[1], np.int64)
     for i in range(split_node.shape[0]):
-        v = split_node[i]
-        t = v // nodes_per_tree
-        s = node_start[v]
+        t = split_node[i] // nodes_per_tree
+        s, cnt = node_start[split_node[i]], node_count[split_node[i]]
         c = int(splits[i, SPLIT_COLUMN])
-        nb = n_bins[c]
-        thr = int(splits[i, SPLIT_BIN])
-        dl = splits[i, SPLIT_DEFAULT_LEFT] != 0.0
-        cat = splits[i, SPLIT_IS_CAT] != 0.0
-        nl = 0
-        nr = 0
-        for ii in range(s, s + node_count[v]):
-            r = rows[t, ii]
-            if _goes_left(binned[c, r], nb, thr, dl, cat, split_cat[i]):
-                rows[t, s + nl] = r
-                nl += 1
-            else:
-                scratch[nr] = r
-                nr += 1
-        for q in range(nr):
-            rows[t, s + nl + q] = scratch[q]
-        node_start[left_node[i]] = s
-        node_count[left_node[i]] = nl
-        node_start[right_node[i]] = s + nl
-        node_count[right_node[i]] = nr
+        col = binned[c]
+        for ii in range(cnt):
+            bin_of_row[ii] = col[rows[t, s + ii]]
+        _move_rows(rows, t, s, cnt, bin_of_row, n_bins[c], splits, i, split_cat, scratch,
+                   node_start, node_count, left_node[i], right_node[i])
 
 
 @numba.njit(_sigs("void(int64[::1], int32[::1], BT[::1], int32[::1], " + _PART_COMMON + ")",
@@ -554,19 +565,13 @@ def partition_csr(indptr, columns, bins, zero_bin, rows, node_start, node_count,
                   scratch):
     """:func:`partition_dense` for binned CSR rows (columns increasing within a row; an
     absent entry is in the column's ``zero_bin``)."""
+    bin_of_row = np.empty(rows.shape[1], np.int64)
     for i in range(split_node.shape[0]):
-        v = split_node[i]
-        t = v // nodes_per_tree
-        s = node_start[v]
+        t = split_node[i] // nodes_per_tree
+        s, cnt = node_start[split_node[i]], node_count[split_node[i]]
         c = int(splits[i, SPLIT_COLUMN])
-        nb = n_bins[c]
-        thr = int(splits[i, SPLIT_BIN])
-        dl = splits[i, SPLIT_DEFAULT_LEFT] != 0.0
-        cat = splits[i, SPLIT_IS_CAT] != 0.0
-        nl = 0
-        nr = 0
-        for ii in range(s, s + node_count[v]):
-            r = rows[t, ii]
+        for ii in range(cnt):
+            r = rows[t, s + ii]
             lo = indptr[r]
             hi = indptr[r + 1]
             while lo < hi:
@@ -575,19 +580,10 @@ def partition_csr(indptr, columns, bins, zero_bin, rows, node_start, node_count,
                     lo = mid + 1
                 else:
                     hi = mid
-            b = bins[lo] if lo < indptr[r + 1] and columns[lo] == c else zero_bin[c]
-            if _goes_left(b, nb, thr, dl, cat, split_cat[i]):
-                rows[t, s + nl] = r
-                nl += 1
-            else:
-                scratch[nr] = r
-                nr += 1
-        for q in range(nr):
-            rows[t, s + nl + q] = scratch[q]
-        node_start[left_node[i]] = s
-        node_count[left_node[i]] = nl
-        node_start[right_node[i]] = s + nl
-        node_count[right_node[i]] = nr
+            found = lo < indptr[r + 1] and columns[lo] == c
+            bin_of_row[ii] = bins[lo] if found else zero_bin[c]
+        _move_rows(rows, t, s, cnt, bin_of_row, n_bins[c], splits, i, split_cat, scratch,
+                   node_start, node_count, left_node[i], right_node[i])
 
 
 @numba.njit("void(int32[:, ::1], int64[::1], int64[::1], int64, int64[::1], float64[::1], "
