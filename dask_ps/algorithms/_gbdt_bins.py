@@ -339,13 +339,24 @@ def _bins_from_sketch(fstart, value, count, zero_count, nan_count, is_cat, max_b
             if total < 2 * min_rows or total - most < min_rows:
                 n_bins[f] = 0
                 continue
-            vv = v[n_neg:]
             # the max_bins most frequent categories (ties: smaller first), in increasing order
-            order = np.argsort(-c[n_neg:], kind="mergesort")
+            # (v is increasing): those above the max_bins-th count, then those equal to it
             keep = min(k, max_bins)
-            chosen = np.sort(vv[order[:keep]])
-            for i in range(keep):
-                upper[pos + i] = chosen[i]
+            cut = 0.0
+            if k > max_bins:
+                cut = np.sort(c[n_neg:])[k - max_bins]
+            n_above = 0
+            for i in range(n_neg, m):
+                if c[i] > cut:
+                    n_above += 1
+            room = keep - n_above
+            j = 0
+            for i in range(n_neg, m):
+                if c[i] > cut or (c[i] == cut and room > 0):
+                    if c[i] == cut:
+                        room -= 1
+                    upper[pos + j] = v[i]
+                    j += 1
             n_bins[f] = keep
             pos += keep
         else:
@@ -362,7 +373,7 @@ def _bins_from_sketch(fstart, value, count, zero_count, nan_count, is_cat, max_b
     upper_start[d] = pos
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_JIT)
 def bin_of(x, nb, o, bin_upper, cat):
     """Bin of value ``x`` in a column with ``nb`` value bins whose rows start at ``o``."""
     if np.isnan(x):
@@ -456,8 +467,8 @@ def bin_dense(X, features, n_bins, hist_offsets, bin_upper, is_cat, out):
                     out[c, i0 + j] = base[j] - o + (1 if bin_upper[base[j]] < x else 0)
 
 
-@numba.njit(_sigs("void(XT[::1], int32[::1], int32[::1], int64[::1], float64[::1], uint8[::1], "
-                  "BT[::1])", XT=_XT, BT=_BT), **_JIT)
+@numba.njit(_sigs("void(float64[::1], int32[::1], int32[::1], int64[::1], float64[::1], "
+                  "uint8[::1], BT[::1])", BT=_BT), **_JIT)
 def bin_entries(values, columns, n_bins, hist_offsets, bin_upper, is_cat, out):
     """``out[p] = bin of values[p]`` in column ``columns[p]`` (the stored entries of CSR rows).
     """
@@ -554,8 +565,6 @@ class BinMapper:
             if not X.has_canonical_format:
                 X = X.copy()
                 X.sum_duplicates()
-            data = X.data if X.data.dtype in (np.float32, np.float64) else \
-                X.data.astype(np.float64)
             columns = self.column_of[X.indices]
             keep = columns >= 0
             row = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))[keep]
@@ -563,7 +572,7 @@ class BinMapper:
             np.cumsum(np.bincount(row, minlength=X.shape[0]), out=indptr[1:])
             columns = np.ascontiguousarray(columns[keep], dtype=np.int32)
             bins = np.empty(columns.shape[0], self.dtype)
-            bin_entries(np.ascontiguousarray(data[keep]), columns, *args, bins)
+            bin_entries(X.data[keep].astype(np.float64), columns, *args, bins)
             return indptr, columns, bins
         X = np.asarray(X)
         if X.dtype not in (np.float32, np.float64):

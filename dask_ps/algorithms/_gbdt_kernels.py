@@ -144,17 +144,24 @@ def build_hist_dense(binned, rows, node_start, node_count, nodes_per_tree, build
             r = rows[t, s + ii]
             og[ii] = grad[t, r]
             oh[ii] = hess[t, r]
+        hj = out[j]
         for c in range(n_cols):
             o = hist_offsets[c]
             w = hist_offsets[c + 1] - o
-            scratch[:w] = 0.0
+            for b in range(w):
+                scratch[b, 0] = 0.0
+                scratch[b, 1] = 0.0
+                scratch[b, 2] = 0.0
             col = binned[c]
             for ii in range(cnt):
                 b = col[rows[t, s + ii]]
                 scratch[b, 0] += og[ii]
                 scratch[b, 1] += oh[ii]
                 scratch[b, 2] += 1.0
-            out[j, o:o + w] = scratch[:w]
+            for b in range(w):
+                hj[o + b, 0] = scratch[b, 0]
+                hj[o + b, 1] = scratch[b, 1]
+                hj[o + b, 2] = scratch[b, 2]
 
 
 @numba.njit(_sigs("void(int64[::1], int32[::1], BT[::1], int32[::1], " + _HIST_COMMON + ")",

@@ -336,8 +336,7 @@ def predict_dense(X, t0, t1, tree_start, tree_class, feature, threshold, default
             out[tree_class[t], i] += value[leaf]
 
 
-@numba.njit(_sigs("void(int64[::1], int32[::1], XT[::1], int64, " + _TREES + ")", XT=_XT),
-            **_JIT)
+@numba.njit("void(int64[::1], int32[::1], float64[::1], int64, " + _TREES + ")", **_JIT)
 def predict_csr(indptr, indices, data, n_features, t0, t1, tree_start, tree_class, feature,
                 threshold, default_left, is_cat, left, right, value, cat_start, cat_len,
                 cat_words, out):
@@ -469,10 +468,8 @@ class Ensemble:
                 f["right"], f["value"], f["cat_start"], f["cat_len"], f["cat_words"], out)
         if sp.issparse(X):
             X = sp.csr_matrix(X)
-            data = X.data if X.data.dtype in (np.float32, np.float64) else \
-                X.data.astype(np.float64)
             predict_csr(X.indptr.astype(np.int64), X.indices.astype(np.int32),
-                        np.ascontiguousarray(data), self.n_features, *args)
+                        X.data.astype(np.float64), self.n_features, *args)
         else:
             X = np.asarray(X)
             if X.dtype not in (np.float32, np.float64):
