@@ -199,6 +199,8 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
             raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}")
     if not learning_rate > 0:
         raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}")
+    if early_stopping_rounds is not None and eval_set is None:
+        raise ValueError("early_stopping_rounds needs an eval_set")
     if max_depth is not None and max_depth < 1:
         raise ValueError(f"max_depth must be >= 1 or None, got {max_depth!r}")
     for name, value in (("reg_lambda", reg_lambda), ("min_child_weight", min_child_weight),

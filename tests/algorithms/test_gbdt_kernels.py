@@ -681,6 +681,8 @@ def test_bad_labels_and_shapes_raise_clear_errors():
         boost_local(X, np.r_[0, np.nan, np.zeros(18)], objective="regression")
     with pytest.raises(ValueError, match="X has 20 rows but y has 19"):
         boost_local(X, np.zeros(19), objective="regression")
+    with pytest.raises(ValueError, match="early_stopping_rounds needs an eval_set"):
+        boost_local(X, np.zeros(20), objective="regression", early_stopping_rounds=3)
     with pytest.raises(ValueError, match="unknown objective 'poisson'"):
         boost_local(X, np.zeros(20), objective="poisson")
     r = boost_local(X, (X[:, 0] > 0).astype(float), n_estimators=2, min_samples_leaf=2)
