@@ -45,7 +45,7 @@ import math
 import numba
 import numpy as np
 
-from ._gbdt_bins import _BT, _sigs
+from ._gbdt_bins import BIN_TYPES, expand_signatures
 
 _JIT = dict(cache=True, nogil=True)
 
@@ -101,7 +101,7 @@ _HIST_COMMON = ("int32[:, ::1], int64[::1], int64[::1], int64, int64[::1], float
                 "float64[:, ::1], int64[::1], float64[:, :, ::1]")
 
 
-@numba.njit(_sigs("void(BT[:, ::1], " + _HIST_COMMON + ")", BT=_BT), **_JIT)
+@numba.njit(expand_signatures("void(BT[:, ::1], " + _HIST_COMMON + ")", BT=BIN_TYPES), **_JIT)
 def build_hist_dense(binned, rows, node_start, node_count, nodes_per_tree, build_nodes,
                      grad, hess, hist_offsets, out):
     """Histograms of the nodes ``build_nodes`` from dense binned rows.
@@ -164,8 +164,8 @@ def build_hist_dense(binned, rows, node_start, node_count, nodes_per_tree, build
                 hj[o + b, 2] = scratch[b, 2]
 
 
-@numba.njit(_sigs("void(int64[::1], int32[::1], BT[::1], int32[::1], " + _HIST_COMMON + ")",
-                  BT=_BT), **_JIT)
+@numba.njit(expand_signatures("void(int64[::1], int32[::1], BT[::1], int32[::1], "
+                              + _HIST_COMMON + ")", BT=BIN_TYPES), **_JIT)
 def build_hist_csr(indptr, columns, bins, zero_bin, rows, node_start, node_count,
                    nodes_per_tree, build_nodes, grad, hess, hist_offsets, out):
     """Histograms of the nodes ``build_nodes`` from binned CSR rows, in O(stored entries +
@@ -532,7 +532,7 @@ _PART_COMMON = ("int32[:, ::1], int64[::1], int64[::1], int64, int64[::1], int64
                 "int64[::1], float64[:, ::1], uint32[:, ::1], int32[::1], int32[::1]")
 
 
-@numba.njit(_sigs("void(BT[:, ::1], " + _PART_COMMON + ")", BT=_BT), **_JIT)
+@numba.njit(expand_signatures("void(BT[:, ::1], " + _PART_COMMON + ")", BT=BIN_TYPES), **_JIT)
 def partition_dense(binned, rows, node_start, node_count, nodes_per_tree, split_node,
                     left_node, right_node, splits, split_cat, n_bins, scratch):
     """Move the rows of each split node to its children (stable: left rows first).
@@ -565,8 +565,8 @@ def partition_dense(binned, rows, node_start, node_count, nodes_per_tree, split_
                    node_start, node_count, left_node[i], right_node[i])
 
 
-@numba.njit(_sigs("void(int64[::1], int32[::1], BT[::1], int32[::1], " + _PART_COMMON + ")",
-                  BT=_BT), **_JIT)
+@numba.njit(expand_signatures("void(int64[::1], int32[::1], BT[::1], int32[::1], "
+                              + _PART_COMMON + ")", BT=BIN_TYPES), **_JIT)
 def partition_csr(indptr, columns, bins, zero_bin, rows, node_start, node_count,
                   nodes_per_tree, split_node, left_node, right_node, splits, split_cat, n_bins,
                   scratch):

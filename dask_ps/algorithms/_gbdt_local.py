@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from ._gbdt_bins import DEFAULT_SAMPLE_COUNT, BinMapper, BinSketch, bin_mapper, sample_rate
+from ._gbdt_bins import BinMapper, bin_mapper
 from ._gbdt_kernels import (
     N_SPLIT_COLS,
     expand_siblings,
@@ -38,6 +38,7 @@ from ._gbdt_kernels import (
     split_params,
 )
 from ._gbdt_objectives import Objective, get_objective
+from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT, BinSketch, sample_rate
 from ._gbdt_tree import Ensemble, LevelGrower
 from ._gbdt_worker import BinnedPartition, partition_sketch
 

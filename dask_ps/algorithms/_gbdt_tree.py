@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from ._gbdt_bins import _XT, BinMapper, _sigs
+from ._gbdt_bins import X_TYPES, BinMapper, expand_signatures
 from ._gbdt_kernels import (
     N_SPLIT_COLS,
     SPLIT_BIN,
@@ -308,7 +308,7 @@ def _walk(xrow, node, feature, threshold, default_left, is_cat, left, right, cat
     return node
 
 
-@numba.njit(_sigs("void(XT[:, ::1], " + _TREES + ")", XT=_XT), **_JIT)
+@numba.njit(expand_signatures("void(XT[:, ::1], " + _TREES + ")", XT=X_TYPES), **_JIT)
 def predict_dense(X, t0, t1, tree_start, tree_class, feature, threshold, default_left, is_cat,
                   left, right, value, cat_start, cat_len, cat_words, out):
     """``out[tree_class[t], i] += leaf value of row i`` for trees ``t0 <= t < t1``.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._gbdt_bins import BinMapper, sketch
+from ._gbdt_bins import BinMapper
 from ._gbdt_kernels import (
     add_leaf_values,
     build_hist_csr,
@@ -22,6 +22,7 @@ from ._gbdt_kernels import (
     partition_dense,
 )
 from ._gbdt_objectives import Objective
+from ._gbdt_sketch import sketch
 
 
 class BinnedPartition:

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from sklearn.datasets import load_digits, load_svmlight_files
 from sklearn.metrics import roc_auc_score
 
-from dask_ps.algorithms._gbdt_bins import BinSketch, bin_mapper, sample_rate, sketch
+from dask_ps.algorithms._gbdt_bins import bin_mapper
 from dask_ps.algorithms._gbdt_kernels import (
     N_SPLIT_COLS,
     P_CAT_L2,
@@ -35,6 +35,7 @@ from dask_ps.algorithms._gbdt_kernels import (
 )
 from dask_ps.algorithms._gbdt_local import boost_local, level_splits, sharded_splits
 from dask_ps.algorithms._gbdt_objectives import get_objective, grad_logloss, grad_softmax
+from dask_ps.algorithms._gbdt_sketch import BinSketch, sample_rate, sketch
 from dask_ps.algorithms._gbdt_tree import LevelGrower
 from dask_ps.algorithms._gbdt_worker import BinnedPartition
 
