@@ -221,14 +221,15 @@ def expand_siblings(parent, parent_slot, small, small_to, large_to, out):
 
     For split ``i`` (parent ``parent[parent_slot[i]]``, built child ``small[i]``):
     ``out[small_to[i]] = small[i]`` and ``out[large_to[i]] = parent - small`` (exact on
-    quantized sums); a slot of -1 skips that child (it cannot split).
+    quantized sums); a slot of -1 skips that child (it cannot split). ``out`` may be
+    ``parent`` (a pool of histograms indexed by node id, children written at their ids).
 
     Parameters
     ----------
     parent : float64 array (n_parent, R, 3); parent_slot : int64 array (n_split,)
     small : float64 array (n_split, R, 3)
     small_to, large_to : int64 arrays (n_split,)
-    out : float64 array (n_open, R, 3)
+    out : float64 array (n_out, R, 3)
     """
     for i in range(small.shape[0]):
         if small_to[i] >= 0:
@@ -421,10 +422,10 @@ def _categorical(h, k, nb, c, G, H, C, parent, params, gu, hu, out, out_cat):
             out_cat[k, b >> 5] |= np.uint32(1) << np.uint32(b & 31)
 
 
-@numba.njit("void(float64[:, :, ::1], int64, int64, int64, int64[::1], int32[::1], uint8[::1], "
-            "float64[:, ::1], float64[::1], float64, float64, float64[:, ::1], "
+@numba.njit("void(float64[:, :, ::1], int64[::1], int64, int64, int64, int64[::1], int32[::1], "
+            "uint8[::1], float64[:, ::1], float64[::1], float64, float64, float64[:, ::1], "
             "uint32[:, ::1])", **_JIT)
-def find_splits(hist, row0, c_lo, c_hi, hist_offsets, n_bins, is_cat, totals, params,
+def find_splits(hist, slots, row0, c_lo, c_hi, hist_offsets, n_bins, is_cat, totals, params,
                 grad_unit, hess_unit, out, out_cat):
     """Best split of every node over the columns ``c_lo:c_hi`` — what one shard runs.
 
@@ -438,9 +439,11 @@ def find_splits(hist, row0, c_lo, c_hi, hist_offsets, n_bins, is_cat, totals, pa
 
     Parameters
     ----------
-    hist : float64 array (n_nodes, R, 3)
+    hist : float64 array (n_slots, R, 3)
         Summed histograms holding at least the range's rows; ``hist[:, 0]`` is histogram
         row ``row0`` (a shard passes its own rows and ``row0 = hist_offsets[c_lo]``).
+    slots : int64 array (n_nodes,)
+        The nodes to evaluate: ``hist[slots[k]]`` (node ids into the pool of histograms).
     row0, c_lo, c_hi : int
     hist_offsets : int64 (n_cols + 1,); n_bins : int32 (n_cols,); is_cat : uint8 (n_cols,)
         Of the whole :class:`BinMapper`.
@@ -467,7 +470,7 @@ def find_splits(hist, row0, c_lo, c_hi, hist_offsets, n_bins, is_cat, totals, pa
         C = totals[k, 2]
         if C >= 2 * min_c and H * hess_unit >= 2 * min_h:
             parent = (G * grad_unit) ** 2 / (H * hess_unit + lam)
-            hk = hist[k]
+            hk = hist[slots[k]]
             for c in range(c_lo, c_hi):  # increasing: the tie-breaking rule
                 o = hist_offsets[c] - row0
                 nb = n_bins[c]

@@ -7,11 +7,13 @@ the same kernels, so the two give the same trees:
   the sketches and makes the :class:`BinMapper`; every partition bins its rows once.
 * **per round** — workers compute quantized gradients; the driver fixes the quantization
   scales from the objective's bounds (a max over partitions).
-* **per level** — workers build the histograms of the nodes to build (the root, then the
-  smaller child of each split) and the sums go to the shards (here: added up in a loop);
-  each shard expands siblings (``parent - smaller``) and finds the best split per open node
-  over its columns (:func:`level_splits`); the driver merges the shards' answers and picks
-  the splits within the leaf budget (:class:`LevelGrower`); workers move their rows.
+* **per step** (a tree level, with the default ``split_share=1``) — workers build the
+  histograms of the nodes to build (the roots, then the smaller child of each split) and
+  the sums go to the shards (here: added up in a loop); each shard keeps a pool of the
+  histograms of the nodes that may split, indexed by node id, expands siblings into it
+  (``parent - smaller``) and finds the best split of each new node over its columns
+  (:func:`level_splits`); the driver merges the shards' answers and picks the splits
+  within the leaf budget (:class:`LevelGrower`); workers move their rows.
 * **per tree** — leaf values ``-G / (H + λ)`` times the learning rate; workers add them to
   their rows' scores.
 
@@ -44,18 +46,18 @@ from ._gbdt_worker import BinnedPartition, partition_sketch
 
 
 def level_splits(hist, mapper: BinMapper, totals, params, grad_unit, hess_unit, c_lo=0,
-                 c_hi=None, row0=0):
-    """Best split per open node over columns ``c_lo:c_hi`` — the server-side function.
+                 c_hi=None, row0=0, slots=None):
+    """Best split per node over columns ``c_lo:c_hi`` — the server-side function.
 
     Parameters
     ----------
-    hist : float64 array (n_nodes, R, 3)
-        The level's summed histograms (node-major), holding at least the rows of the
-        columns; ``hist[:, 0]`` is histogram row ``row0``. A shard passes its own rows and
+    hist : float64 array (n_slots, R, 3)
+        Summed histograms (node-major), holding at least the rows of the columns;
+        ``hist[:, 0]`` is histogram row ``row0``. A shard passes its own rows and
         ``row0 = mapper.hist_offsets[c_lo]``.
     mapper : BinMapper
     totals : float64 array (n_nodes, 3)
-        Quantized (grad, hess, count) of the open nodes.
+        Quantized (grad, hess, count) of the nodes.
     params : float64 array
         :func:`split_params`.
     grad_unit, hess_unit : float
@@ -63,6 +65,8 @@ def level_splits(hist, mapper: BinMapper, totals, params, grad_unit, hess_unit, 
     c_lo, c_hi : int
         The shard's columns (default: all).
     row0 : int
+    slots : int64 array (n_nodes,), optional
+        The nodes' histograms, ``hist[slots]`` (default: all of ``hist``, in order).
 
     Returns
     -------
@@ -71,20 +75,23 @@ def level_splits(hist, mapper: BinMapper, totals, params, grad_unit, hess_unit, 
     """
     c_hi = mapper.n_columns if c_hi is None else c_hi
     n = totals.shape[0]
+    slots = np.arange(n, dtype=np.int64) if slots is None else \
+        np.ascontiguousarray(slots, dtype=np.int64)
     splits = np.empty((n, N_SPLIT_COLS))
     split_cat = np.empty((n, mapper.n_cat_words), np.uint32)
-    find_splits(np.ascontiguousarray(hist), int(row0), int(c_lo), int(c_hi),
+    find_splits(np.ascontiguousarray(hist), slots, int(row0), int(c_lo), int(c_hi),
                 mapper.hist_offsets, mapper.n_bins, mapper.is_categorical,
                 np.ascontiguousarray(totals), params, float(grad_unit), float(hess_unit),
                 splits, split_cat)
     return splits, split_cat
 
 
-def sharded_splits(hist, mapper, bounds, totals, params, grad_unit, hess_unit):
+def sharded_splits(hist, mapper, bounds, totals, params, grad_unit, hess_unit, slots=None):
     """:func:`level_splits` on every column range of ``bounds``, merged as the driver does."""
     best = None
     for lo, hi in zip(bounds[:-1], bounds[1:]):
-        s, c = level_splits(hist, mapper, totals, params, grad_unit, hess_unit, lo, hi)
+        s, c = level_splits(hist, mapper, totals, params, grad_unit, hess_unit, lo, hi,
+                            slots=slots)
         if best is None:
             best = (s, c)
         else:
@@ -102,9 +109,10 @@ class LocalBoost:
     mapper : BinMapper
     objective : Objective
     history : list of dict
-        Per round: ``round``, ``time`` (seconds since the start of the fit), ``train_loss``
-        and, with an eval set, ``eval_loss`` (log-loss, multiclass log-loss or squared
-        error).
+        Per round: ``round``, ``steps`` (steps that split nodes: levels with
+        ``split_share=1``; on the PS, one histogram push and split query each), ``time``
+        (seconds since the start of the fit), ``train_loss`` and, with an eval set,
+        ``eval_loss`` (log-loss, multiclass log-loss or squared error).
     best_round : int or None
         With early stopping, the round kept last (0-based).
     timings : dict
@@ -137,7 +145,7 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
                 min_samples_leaf=20, reg_lambda=0.0, min_split_gain=0.0, max_bins=255,
                 categorical_features=None, max_cat_to_onehot=4, max_cat_threshold=32,
                 cat_smooth=10.0, cat_l2=10.0, min_data_per_group=100, eval_set=None,
-                early_stopping_rounds=None, n_partitions=1, n_shards=1,
+                early_stopping_rounds=None, split_share=1.0, n_partitions=1, n_shards=1,
                 sample_count=DEFAULT_SAMPLE_COUNT, random_state=0) -> LocalBoost:
     """Gradient-boosted trees grown level-wise with a leaf budget, in one process.
 
@@ -175,6 +183,10 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
     eval_set : (X_eval, y_eval), optional
         Scored every round (``history``); with ``early_stopping_rounds`` the fit stops when
         the eval loss has not improved for that many rounds and keeps the best round.
+    split_share : float in (0, 1], default 1
+        Share of a tree's remaining leaf budget one step may spend (best gains first):
+        1 grows level by level; less grows best-first in batches, closer to LightGBM's
+        leaf-wise trees, in more steps (:class:`LevelGrower`).
     n_partitions, n_shards : int, default 1
         Row partitions and histogram column ranges, as on a cluster (same result).
     sample_count : int, default 200,000
@@ -247,7 +259,10 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
         eval_raw = ensemble.predict_raw(X_eval)
     best_loss, best_round = np.inf, None
     T = obj.n_outputs
-    buffers = [_Buffer(), _Buffer(), _Buffer()]  # this level, the next, the built children
+    # histograms of the nodes that may split, by node id (on the PS: each shard's rows)
+    pool = np.empty((T * M, mapper.n_hist_rows, 3))
+    built = _Buffer()  # the children built from rows in a step (the merged push)
+    no_splits = np.empty((0, N_SPLIT_COLS)), np.empty((0, mapper.n_cat_words), np.uint32)
     for rnd in range(n_estimators):
         t0 = time.perf_counter()
         gb, hb = np.max([p.bounds() for p in parts], axis=0)
@@ -255,34 +270,34 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
         totals = np.sum([p.gradients(gs, hs) for p in parts], axis=0)
         timings["gradients"] += time.perf_counter() - t0
         grower = LevelGrower(T, max_leaf_nodes, max_depth, min_samples_leaf, min_child_weight,
-                             1.0 / hs, mapper.n_cat_words)
+                             1.0 / hs, mapper.n_cat_words, split_share)
         roots = grower.roots()
         grower.totals[roots] = totals
         nodes = roots[grower.splittable(roots)]
-        hist = _summed(parts, nodes, timings, buffers[0]) if nodes.size else None
-        while nodes.size:
+        if nodes.size:
+            pool[nodes] = _summed(parts, nodes, timings, built)
+        steps = 0
+        while True:
             t0 = time.perf_counter()
-            splits, split_cat = sharded_splits(hist, mapper, bounds, grower.totals[nodes],
-                                               params, 1.0 / gs, 1.0 / hs)
+            splits, split_cat = sharded_splits(pool, mapper, bounds, grower.totals[nodes],
+                                               params, 1.0 / gs, 1.0 / hs, nodes) \
+                if nodes.size else no_splits
             plan = grower.level(nodes, splits, split_cat)
             timings["splits"] += time.perf_counter() - t0
-            if not plan.chosen.size:
+            if not plan.split_node.size:
                 break
+            steps += 1
             t0 = time.perf_counter()
             for p in parts:
-                p.partition(plan.split_node, plan.left, plan.right, splits[plan.chosen],
-                            split_cat[plan.chosen])
+                p.partition(plan.split_node, plan.left, plan.right, plan.splits,
+                            plan.split_cat)
             timings["partition"] += time.perf_counter() - t0
             nodes = plan.open_nodes
-            if not plan.pairs.size:
-                break
-            small = _summed(parts, plan.build, timings, buffers[2])
-            t0 = time.perf_counter()
-            nxt = buffers[1].view(nodes.shape[0], hist.shape[1])
-            expand_siblings(hist, plan.parent_slot, small, plan.small_to, plan.large_to, nxt)
-            hist = nxt
-            buffers[0], buffers[1] = buffers[1], buffers[0]
-            timings["histograms"] += time.perf_counter() - t0
+            if plan.build.size:
+                small = _summed(parts, plan.build, timings, built)
+                t0 = time.perf_counter()
+                expand_siblings(pool, plan.parent, small, plan.small_to, plan.large_to, pool)
+                timings["histograms"] += time.perf_counter() - t0
 
         t0 = time.perf_counter()
         leaves, values = [], []
@@ -301,7 +316,7 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
         timings["leaves"] += time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        rec = dict(round=rnd, train_loss=sum(p.loss_sum() for p in parts) / n)
+        rec = dict(round=rnd, steps=steps, train_loss=sum(p.loss_sum() for p in parts) / n)
         stop = False
         if eval_set is not None:
             ensemble.predict_raw(X_eval, out=eval_raw, rounds=(rnd, rnd + 1))
@@ -323,8 +338,8 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
 
 
 class _Buffer:
-    """Reused memory for a level's histograms: fresh multi-MB arrays every level would cost
-    more in page faults than the kernels that fill them."""
+    """Reused memory for a step's built histograms: fresh multi-MB arrays every step would
+    cost more in page faults than the kernels that fill them."""
 
     def __init__(self):
         self.flat = np.empty(0)

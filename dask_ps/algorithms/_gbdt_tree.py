@@ -36,29 +36,36 @@ _JIT = dict(cache=True, nogil=True)
 
 
 class LevelPlan(NamedTuple):
-    """One level's decisions (:meth:`LevelGrower.level`); all int64 arrays.
+    """One step's decisions (:meth:`LevelGrower.level`).
+
+    Histograms live in a pool indexed by node id (:func:`expand_siblings` writes children
+    at their ids, :func:`find_splits` reads the ids it is given).
 
     Attributes
     ----------
-    chosen : positions (into the level's nodes and split table) of the applied splits
-    split_node, left, right : the split nodes and their new children (apply them with
-        :meth:`BinnedPartition.partition` and ``splits[chosen]``)
-    pairs : positions (into ``chosen``) of the splits with a child that may split
-    build : per pair, the child whose histogram is built from rows (the one with fewer rows)
-    parent_slot : per pair, the parent's slot in this level's histograms
-    small_to, large_to : per pair, the slots of the built and of the subtracted child in
-        the next level's histograms, -1 when that child is not open
-        (:func:`expand_siblings`)
-    open_nodes : the next level's nodes, in slot order
+    split_node, left, right : int64 arrays (k,)
+        The nodes split in this step and their new children.
+    splits : float64 array (k, N_SPLIT_COLS); split_cat : uint32 array (k, W)
+        Their splits: what the workers apply (:meth:`BinnedPartition.partition`).
+    build : int64 array (n_pairs,)
+        Per split with a child that may split, the child whose histogram is built from
+        rows (the one with fewer rows; needed for the subtraction even when it cannot split).
+    parent : int64 array (n_pairs,)
+        The split node of each pair (its histogram is in the pool).
+    small_to, large_to : int64 arrays (n_pairs,)
+        Node ids where the built and the subtracted child go in the pool, -1 when that
+        child cannot split (not kept).
+    open_nodes : int64 array
+        The new nodes that may split, increasing: the next :func:`find_splits` call.
     """
 
-    chosen: np.ndarray
     split_node: np.ndarray
     left: np.ndarray
     right: np.ndarray
-    pairs: np.ndarray
+    splits: np.ndarray
+    split_cat: np.ndarray
     build: np.ndarray
-    parent_slot: np.ndarray
+    parent: np.ndarray
     small_to: np.ndarray
     large_to: np.ndarray
     open_nodes: np.ndarray
@@ -71,61 +78,70 @@ def _may_split(v, M, max_leaves, max_depth, min_count, min_hess, hess_unit, n_le
             and totals[v, 2] >= min_count and totals[v, 1] * hess_unit >= min_hess)
 
 
-@numba.njit("UniTuple(int64[::1], 10)(int64[::1], float64[:, ::1], uint32[:, ::1], int64, "
-            "int64, float64, float64, float64, float64, int64[::1], int64[::1], "
-            "float64[:, ::1], uint32[:, ::1], int64[::1], int64[::1], float64[:, ::1], "
-            "int64[::1])", **_JIT)
-def _grow_level(nodes, splits, split_cat, M, max_leaves, max_depth, min_count, min_hess,
-                hess_unit, n_nodes, n_leaves, split_rec, cat_rec, left_rec, right_rec, totals,
-                depth):
-    """:meth:`LevelGrower.level` in one pass (the driver's per-level work, on the PS's
+@numba.njit("Tuple((int64[::1], int64[::1], int64[::1], float64[:, ::1], uint32[:, ::1], "
+            "int64[::1], int64[::1], int64[::1], int64[::1], int64[::1]))"
+            "(int64[::1], float64[:, ::1], uint32[:, ::1], int64, int64, float64, float64, "
+            "float64, float64, float64, int64[::1], int64[::1], uint8[::1], float64[:, ::1], "
+            "uint32[:, ::1], int64[::1], int64[::1], float64[:, ::1], int64[::1])", **_JIT)
+def _grow_level(nodes, splits, split_cat, M, max_leaves, share, max_depth, min_count,
+                min_hess, hess_unit, n_nodes, n_leaves, is_cand, split_rec, cat_rec, left_rec,
+                right_rec, totals, depth):
+    """:meth:`LevelGrower.level` in one pass (the driver's per-step work, on the PS's
     critical path)."""
-    n = nodes.shape[0]
-    # choose: by gain (descending), ties to the lower node; per tree within its budget
+    # the new evaluations join the candidates (unsplit nodes with a valid split)
+    for j in range(nodes.shape[0]):
+        v = nodes[j]
+        split_rec[v, :] = splits[j, :]
+        cat_rec[v, :] = split_cat[j, :]
+        is_cand[v] = 1 if splits[j, SPLIT_COLUMN] >= 0 else 0
+    cand = np.flatnonzero(is_cand).astype(np.int64)  # increasing ids
+    n = cand.shape[0]
+    # choose: by gain (descending), ties to the lower id; per tree a share of its budget
     neg = np.empty(n)
     for i in range(n):
-        neg[i] = -splits[i, SPLIT_GAIN] if splits[i, SPLIT_COLUMN] >= 0 else np.inf
-    order = np.argsort(neg, kind="mergesort")  # nodes increase: stable keeps lower first
-    taken = np.zeros(n_leaves.shape[0], np.int64)
+        neg[i] = -split_rec[cand[i], SPLIT_GAIN]
+    order = np.argsort(neg, kind="mergesort")
+    n_trees = n_leaves.shape[0]
+    room = np.zeros(n_trees, np.int64)
+    for t in range(n_trees):
+        budget = max_leaves - n_leaves[t]
+        if budget > 0:
+            room[t] = min(budget, max(1, int(np.ceil(budget * share))))
     pick = np.zeros(n, np.bool_)
     for j in range(n):
-        i = order[j]
-        if splits[i, SPLIT_COLUMN] < 0:
-            break
-        t = nodes[i] // M
-        if taken[t] < max_leaves - n_leaves[t]:
-            taken[t] += 1
-            pick[i] = True
-    chosen = np.flatnonzero(pick).astype(np.int64)
-    k = chosen.shape[0]
-    split_node = np.empty(k, np.int64)
+        t = cand[order[j]] // M
+        if room[t] > 0:
+            room[t] -= 1
+            pick[order[j]] = True
+    split_node = cand[pick]
+    k = split_node.shape[0]
     left = np.empty(k, np.int64)
     right = np.empty(k, np.int64)
+    applied = np.empty((k, split_rec.shape[1]))
+    applied_cat = np.empty((k, cat_rec.shape[1]), np.uint32)
     small_left = np.empty(k, np.bool_)
-    # apply: number the children in order of split node, record the splits
+    # apply: number the children in order of split node
     for j in range(k):
-        i = chosen[j]
-        v = nodes[i]
+        v = split_node[j]
         t = v // M
-        split_node[j] = v
+        is_cand[v] = 0
         left[j] = t * M + n_nodes[t]
         right[j] = left[j] + 1
         n_nodes[t] += 2
         n_leaves[t] += 1
-        split_rec[v, :] = splits[i, :]
-        cat_rec[v, :] = split_cat[i, :]
+        applied[j, :] = split_rec[v, :]
+        applied_cat[j, :] = cat_rec[v, :]
         left_rec[v] = left[j]
         right_rec[v] = right[j]
         for q in range(3):
-            totals[left[j], q] = splits[i, SPLIT_LEFT + q]
-            totals[right[j], q] = splits[i, SPLIT_RIGHT + q]
+            totals[left[j], q] = split_rec[v, SPLIT_LEFT + q]
+            totals[right[j], q] = split_rec[v, SPLIT_RIGHT + q]
         depth[left[j]] = depth[v] + 1
         depth[right[j]] = depth[v] + 1
-        small_left[j] = splits[i, SPLIT_LEFT + 2] <= splits[i, SPLIT_RIGHT + 2]
-    # plan the next level: open children, the built child, slots
-    pairs = np.empty(k, np.int64)
+        small_left[j] = split_rec[v, SPLIT_LEFT + 2] <= split_rec[v, SPLIT_RIGHT + 2]
+    # plan: the children that may split, the child built from rows
     build = np.empty(k, np.int64)
-    parent_slot = np.empty(k, np.int64)
+    parent = np.empty(k, np.int64)
     small_to = np.empty(k, np.int64)
     large_to = np.empty(k, np.int64)
     open_nodes = np.empty(2 * k, np.int64)
@@ -138,45 +154,44 @@ def _grow_level(nodes, splits, split_cat, M, max_leaves, max_depth, min_count, m
                         n_leaves, totals, depth)
         if not (lo or ro):
             continue
-        ls = -1
-        rs = -1
         if lo:
-            ls = n_open
             open_nodes[n_open] = left[j]
             n_open += 1
         if ro:
-            rs = n_open
             open_nodes[n_open] = right[j]
             n_open += 1
-        pairs[n_pairs] = j
-        parent_slot[n_pairs] = chosen[j]
-        if small_left[j]:
-            build[n_pairs] = left[j]
-            small_to[n_pairs] = ls
-            large_to[n_pairs] = rs
-        else:
-            build[n_pairs] = right[j]
-            small_to[n_pairs] = rs
-            large_to[n_pairs] = ls
+        parent[n_pairs] = split_node[j]
+        small, large = (left[j], right[j]) if small_left[j] else (right[j], left[j])
+        small_ok, large_ok = (lo, ro) if small_left[j] else (ro, lo)
+        build[n_pairs] = small
+        small_to[n_pairs] = small if small_ok else -1
+        large_to[n_pairs] = large if large_ok else -1
         n_pairs += 1
-    return (chosen, split_node, left, right, pairs[:n_pairs].copy(), build[:n_pairs].copy(),
-            parent_slot[:n_pairs].copy(), small_to[:n_pairs].copy(),
-            large_to[:n_pairs].copy(), open_nodes[:n_open].copy())
+    return (split_node, left, right, applied, applied_cat, build[:n_pairs].copy(),
+            parent[:n_pairs].copy(), small_to[:n_pairs].copy(), large_to[:n_pairs].copy(),
+            open_nodes[:n_open].copy())
 
 
 class LevelGrower:
-    """The driver's bookkeeping for ``n_trees`` trees grown together, level by level.
+    """The driver's bookkeeping for ``n_trees`` trees grown together, step by step.
 
     Node ids of tree ``t`` are ``t * nodes_per_tree + (0 .. nodes_per_tree - 1)``; the root
-    is the first. :meth:`level` takes a level's best splits, picks those to apply, records
-    them, numbers the children and plans the next level.
+    is the first. A step (:meth:`level`) takes the best splits of the nodes evaluated last,
+    adds them to the candidates (unsplit nodes with a valid split), picks the splits to
+    apply, records them, numbers the children and plans the next step.
+
+    With ``split_share = 1`` a step splits every candidate within the leaf budget: growth
+    level by level (DimBoost, XGBoost ``depthwise``), one step per level; where the budget
+    runs out the highest gains win. With ``split_share < 1`` a step spends at most that
+    share of each tree's remaining budget, best gains first, and unchosen candidates wait
+    for later steps beside the new nodes: best-first growth in batches, between level-wise
+    and LightGBM's leaf-wise growth (``split_share -> 0``: one split per step).
 
     Parameters
     ----------
     n_trees : int
     max_leaf_nodes : int
-        Leaf budget per tree; when a level would exceed it, the splits of highest gain win
-        (ties: lower node id).
+        Leaf budget per tree (ties between equal gains: lower node id).
     max_depth : int or None
         Root depth 0; nodes at ``max_depth`` stay leaves.
     min_samples_leaf, min_child_weight : float
@@ -185,12 +200,16 @@ class LevelGrower:
     hess_unit : float
         ``1 / scale`` of the quantized hessians.
     n_cat_words : int
+    split_share : float in (0, 1], default 1
     """
 
     def __init__(self, n_trees, max_leaf_nodes, max_depth, min_samples_leaf, min_child_weight,
-                 hess_unit, n_cat_words):
+                 hess_unit, n_cat_words, split_share=1.0):
+        if not 0 < split_share <= 1:
+            raise ValueError(f"split_share must be in (0, 1], got {split_share!r}")
         self.n_trees = n_trees
         self.max_leaves = max_leaf_nodes
+        self.split_share = float(split_share)
         self.max_depth = np.inf if max_depth is None else max_depth
         self.min_count = 2 * min_samples_leaf
         self.min_hess = 2 * min_child_weight
@@ -203,6 +222,7 @@ class LevelGrower:
         self.right = np.full(n, -1, np.int64)
         self.totals = np.zeros((n, 3))
         self.depth = np.zeros(n, np.int64)
+        self.is_cand = np.zeros(n, np.uint8)
         self.n_nodes = np.ones(n_trees, np.int64)
         self.n_leaves = np.ones(n_trees, np.int64)
 
@@ -217,26 +237,31 @@ class LevelGrower:
                 & (tot[:, 2] >= self.min_count) & (tot[:, 1] * self.hess_unit >= self.min_hess))
 
     def level(self, nodes, splits, split_cat) -> LevelPlan:
-        """Choose and record the splits of a level and plan the next one.
+        """One step: record the new evaluations, choose and record splits, plan the next.
 
         Parameters
         ----------
-        nodes : int64 array (n_open,)
-            The level's open nodes, increasing (the order :attr:`LevelPlan.open_nodes`
-            gives).
-        splits : float64 array (n_open, N_SPLIT_COLS); split_cat : uint32 array (n_open, W)
+        nodes : int64 array (n,)
+            The nodes evaluated since the last step (the previous plan's ``open_nodes``, or
+            the roots), possibly none.
+        splits : float64 array (n, N_SPLIT_COLS); split_cat : uint32 array (n, W)
             Their best splits, merged over shards.
 
         Returns
         -------
         LevelPlan
+            Nothing split (``split_node`` empty) means the trees are done.
         """
         out = _grow_level(np.ascontiguousarray(nodes, dtype=np.int64),
-                          np.ascontiguousarray(splits), np.ascontiguousarray(split_cat),
-                          self.nodes_per_tree, self.max_leaves, float(self.max_depth),
-                          float(self.min_count), float(self.min_hess), float(self.hess_unit),
-                          self.n_nodes, self.n_leaves, self.split, self.split_cat, self.left,
-                          self.right, self.totals, self.depth)
+                          np.ascontiguousarray(splits, dtype=np.float64).reshape(
+                              -1, N_SPLIT_COLS),
+                          np.ascontiguousarray(split_cat, dtype=np.uint32).reshape(
+                              -1, self.split_cat.shape[1]),
+                          self.nodes_per_tree, self.max_leaves, self.split_share,
+                          float(self.max_depth), float(self.min_count), float(self.min_hess),
+                          float(self.hess_unit), self.n_nodes, self.n_leaves, self.is_cand,
+                          self.split, self.split_cat, self.left, self.right, self.totals,
+                          self.depth)
         return LevelPlan(*out)
 
     def leaves(self, tree) -> np.ndarray:

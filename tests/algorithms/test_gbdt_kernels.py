@@ -424,44 +424,63 @@ def test_partition_rows_equals_twin(sparse):
         assert part.node_start[2] == part.node_count[1] == s[0, SPLIT_LEFT + 2]
 
 
+def _plan(g, nodes, gains, columns=None, sums=None):
+    s = np.zeros((len(nodes), N_SPLIT_COLS))
+    s[:, SPLIT_GAIN] = gains
+    s[:, SPLIT_COLUMN] = 0 if columns is None else columns
+    if sums is not None:
+        s[:, SPLIT_LEFT:SPLIT_LEFT + 6] = sums
+    return g.level(np.array(nodes), s, np.zeros((len(nodes), 1), np.uint32))
+
+
 def test_level_grower_spends_the_leaf_budget_on_the_highest_gains():
     g = LevelGrower(2, max_leaf_nodes=4, max_depth=None, min_samples_leaf=1,
                     min_child_weight=0.0, hess_unit=1.0, n_cat_words=1)
     g.n_leaves[:] = [2, 1]  # tree 0 may split 2 more nodes, tree 1 three
     g.n_nodes[:] = [5, 3]
-    nodes = np.array([1, 2, 3, 7, 8])  # tree 0: 1, 2, 3; tree 1 (ids 7..13): 7, 8
-    s = np.zeros((5, N_SPLIT_COLS))
-    s[:, SPLIT_GAIN] = [1.0, 5.0, 5.0, 0.5, 0.1]
-    s[:, SPLIT_COLUMN] = [0, 0, 0, 0, -1]
-    plan = g.level(nodes, s, np.zeros((5, 1), np.uint32))
-    np.testing.assert_array_equal(plan.chosen, [1, 2, 3])  # ties: lower node id
+    # tree 0: nodes 1, 2, 3; tree 1 (ids 7..13): 7, 8 (8 without a valid split)
+    plan = _plan(g, [1, 2, 3, 7, 8], [1.0, 5.0, 5.0, 0.5, 0.1], [0, 0, 0, 0, -1])
+    np.testing.assert_array_equal(plan.split_node, [2, 3, 7])  # ties: lower node id
     np.testing.assert_array_equal(plan.left, [5, 7, 10])
     np.testing.assert_array_equal(g.n_leaves, [4, 2])
+    assert g.is_cand[1] == 1 and g.is_cand[8] == 0  # 1 waits (tree 0 has no budget left)
 
 
 def test_level_grower_numbers_children_and_plans_the_next_level():
     g = LevelGrower(2, max_leaf_nodes=8, max_depth=None, min_samples_leaf=10,
                     min_child_weight=0.0, hess_unit=1.0, n_cat_words=1)
-    nodes = g.roots()  # 0 and 15
-    s = np.zeros((2, N_SPLIT_COLS))
-    s[:, SPLIT_GAIN] = 1.0
     # tree 0: children of 30 and 70 rows (both open, left built); tree 1: 50 and 15 rows
     # (only the left open: the right, smaller, is built for the subtraction)
-    s[0, SPLIT_LEFT:SPLIT_LEFT + 6] = [0, 30, 30, 0, 70, 70]
-    s[1, SPLIT_LEFT:SPLIT_LEFT + 6] = [0, 50, 50, 0, 15, 15]
-    plan = g.level(nodes, s, np.zeros((2, 1), np.uint32))
+    plan = _plan(g, g.roots(), 1.0, sums=[[0, 30, 30, 0, 70, 70], [0, 50, 50, 0, 15, 15]])
     np.testing.assert_array_equal(plan.split_node, [0, 15])
     np.testing.assert_array_equal(plan.left, [1, 16])
     np.testing.assert_array_equal(plan.right, [2, 17])
-    np.testing.assert_array_equal(plan.pairs, [0, 1])
     np.testing.assert_array_equal(plan.build, [1, 17])
-    np.testing.assert_array_equal(plan.parent_slot, [0, 1])
+    np.testing.assert_array_equal(plan.parent, [0, 15])
     np.testing.assert_array_equal(plan.open_nodes, [1, 2, 16])
-    np.testing.assert_array_equal(plan.small_to, [0, -1])
-    np.testing.assert_array_equal(plan.large_to, [1, 2])
+    np.testing.assert_array_equal(plan.small_to, [1, -1])
+    np.testing.assert_array_equal(plan.large_to, [2, 16])
     np.testing.assert_array_equal(g.n_leaves, [2, 2])
     np.testing.assert_array_equal(g.depth[[1, 2, 16, 17]], 1)
     np.testing.assert_array_equal(g.totals[[1, 17], 2], [30, 15])
+
+
+def test_best_first_steps_spend_a_share_of_the_budget_and_keep_the_rest_waiting():
+    g = LevelGrower(1, max_leaf_nodes=9, max_depth=None, min_samples_leaf=1,
+                    min_child_weight=0.0, hess_unit=1.0, n_cat_words=1, split_share=0.5)
+    sums = [0, 10, 10, 0, 10, 10]
+    plan = _plan(g, [0], 1.0, sums=[sums])  # budget 8: a step may spend 4
+    plan = _plan(g, plan.open_nodes, [3.0, 2.0], sums=[sums, sums])
+    np.testing.assert_array_equal(plan.split_node, [1, 2])
+    # 4 new candidates, budget 5 (share: 3): the three best; node 3 waits
+    plan = _plan(g, plan.open_nodes, [1.0, 9.0, 8.0, 7.0], sums=[sums] * 4)
+    np.testing.assert_array_equal(plan.split_node, [4, 5, 6])
+    assert g.is_cand[3] == 1
+    plan = _plan(g, plan.open_nodes, [0.5] * 6, sums=[sums] * 6)  # budget 2 (share: 1)
+    np.testing.assert_array_equal(plan.split_node, [3])  # the one that waited wins
+    plan = _plan(g, plan.open_nodes, [0.1] * 2, sums=[sums] * 2)  # budget 1
+    np.testing.assert_array_equal(plan.split_node, [7])  # ties: lower node id
+    assert g.n_leaves[0] == 9 and not _plan(g, plan.open_nodes, [], sums=None).split_node.size
 
 
 # ----------------------------------------------------------------------------- prediction
