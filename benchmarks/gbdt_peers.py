@@ -1,7 +1,7 @@
 """GBDT against its peers, in one run: fit time and test AUC.
 
     python benchmarks/gbdt_peers.py [--quick] [--rows 1000000] [--threads 2]
-                                    [--xgboost-dask] [--json out.json]
+                                    [--shares 1 0.25] [--xgboost-dask] [--json out.json]
 
 Settings of the GBDT issue for everyone: 100 trees, learning rate 0.1, 63 leaves (XGBoost:
 depth 6, its depth-wise default, at most 64 leaves), 255 bins, no row or column subsampling.
@@ -12,7 +12,9 @@ flip_y=0.05, random_state=0)``, its last 20 % held out (``--quick`` skips it).
 Contenders:
 
 * dask_ps reference booster (``boost_local``: single process, single thread, the kernels the
-  PS version runs; its time split into bins / histograms / splits / partition / rest);
+  PS version runs; its time split into bins / histograms / splits / partition / rest, and
+  its steps — histogram pushes and split queries on the PS), once per ``--shares`` value
+  (``split_share``: 1 grows level by level, less best-first in batches);
 * LightGBM, XGBoost ``hist``, scikit-learn ``HistGradientBoostingClassifier`` with
   ``--threads`` threads;
 * ``xgboost.dask`` on a LocalCluster of 2 workers x 1 thread (``--xgboost-dask``).
@@ -54,17 +56,19 @@ def generated(rows: int):
     return X[:cut], y[:cut].astype(float), X[cut:], y[cut:].astype(float)
 
 
-def run_dask_ps_local(X, y, Xt, yt, threads):
+def run_dask_ps_local(X, y, Xt, yt, threads, share=1.0):
     t0 = time.perf_counter()
     from dask_ps.algorithms._gbdt_local import boost_local
 
     import_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     r = boost_local(X, y, n_estimators=TREES, learning_rate=RATE, max_leaf_nodes=LEAVES,
-                    max_bins=BINS)
+                    max_bins=BINS, split_share=share)
     fit = time.perf_counter() - t0
     t = {k: round(v, 3) for k, v in r.timings.items()}
-    return fit, roc_auc_score(yt, r.predict(Xt)), dict(import_s=round(import_s, 2), **t)
+    steps = sum(h["steps"] for h in r.history)
+    return fit, roc_auc_score(yt, r.predict(Xt)), dict(import_s=round(import_s, 2),
+                                                       steps=steps, **t)
 
 
 def run_lightgbm(X, y, Xt, yt, threads):
@@ -132,6 +136,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="LightGBM's example only")
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows of the generated set")
     ap.add_argument("--threads", type=int, default=2, help="threads of the in-process peers")
+    ap.add_argument("--shares", type=float, nargs="+", default=[1.0, 0.25],
+                    help="split_share values of the dask_ps booster")
     ap.add_argument("--xgboost-dask", action="store_true", help="add xgboost.dask")
     ap.add_argument("--only", nargs="*", choices=list(CONTENDERS), help="run only these")
     ap.add_argument("--json", help="write the results here")
@@ -146,10 +152,13 @@ def main(argv=None) -> int:
     for set_name, load in sets:
         X, y, Xt, yt = load()
         rows = {}
-        for name in names:
-            fit, auc, extra = CONTENDERS[name](X, y, Xt, yt, args.threads)
-            rows[name] = dict(fit_s=round(fit, 3), auc=round(auc, 4), **extra)
-            print(f"{set_name:32s} {name:14s} fit {fit:8.2f} s  AUC {auc:.4f}  {extra or ''}",
+        runs = [(f"{n} {share:g}", n, dict(share=share)) if n == "dask_ps local"
+                else (n, n, {}) for n in names for share in
+                (args.shares if n == "dask_ps local" else [None])]
+        for label, name, kw in runs:
+            fit, auc, extra = CONTENDERS[name](X, y, Xt, yt, args.threads, **kw)
+            rows[label] = dict(fit_s=round(fit, 3), auc=round(auc, 4), **extra)
+            print(f"{set_name:32s} {label:18s} fit {fit:8.2f} s  AUC {auc:.4f}  {extra or ''}",
                   flush=True)
         if "lightgbm" in rows:
             for name, row in rows.items():
