@@ -2,10 +2,10 @@
 
 The design they serve is DimBoost's (Jiang et al., SIGMOD 2018) and Angel's GBDT: workers
 hold binned rows (see :mod:`._gbdt_bins`) with their gradients and build gradient histograms
-of all open nodes of a tree level; the histograms are summed on parameter-server shards that
-each own a contiguous range of histogram columns (features), and each shard finds the best
-split of every node over its own columns. The kernels are the same in one process
-(:mod:`._gbdt_local`) and on the PS.
+of all new nodes of a growth step (a tree level); the histograms are summed on
+parameter-server shards that each own a contiguous range of histogram columns (features),
+and each shard finds the best split of every node over its own columns. The kernels are the
+same in one process (:mod:`._gbdt_local`) and on the PS.
 
 Exact sums. Gradients and hessians are quantized to integers at a power-of-two scale
 (:func:`quantization_scale`) chosen so every sum of them stays below 2**52 in magnitude; they
@@ -25,14 +25,15 @@ rows : int32 (T, n)
     contiguous: node ``v`` owns ``rows[v // nodes_per_tree, node_start[v]:node_start[v] +
     node_count[v]]`` (LightGBM's ``DataPartition``). Node ids of tree ``t`` are
     ``t * nodes_per_tree ...``.
-hist : float64 (n_nodes, n_hist_rows, 3)
-    Per node (a slot of the level), rows (feature, bin) in the mapper's feature-major order
-    — a feature range is a row range — holding the (grad, hess, count) sums in quantized
+hist : float64 (n_slots, n_hist_rows, 3)
+    Per node (a slot: a position in a step's push, or a node id in the pool of histograms
+    of the nodes that may split), rows (feature, bin) in the mapper's feature-major order —
+    a feature range is a row range — holding the (grad, hess, count) sums in quantized
     units. Node-major: every kernel reads one node's rows of a column contiguously. On the
-    PS, the level's table keyed ``slot * n_hist_rows + row`` with a slicer giving each shard
-    a row range (a feature range) of every slot stores a shard's part as (n_nodes, R_s, 3),
-    and a worker's push to it is a slice of its build buffer; keyed row-major (``row *
-    n_slots + slot``, plain range partitioning) the push and the shard transpose instead.
+    PS, a table keyed ``slot * n_hist_rows + row`` with a slicer giving each shard a row
+    range (a feature range) of every slot stores a shard's part as (n_slots, R_s, 3), and a
+    worker's push to it is a slice of its build buffer; keyed row-major (``row * n_slots +
+    slot``, plain range partitioning) the push and the shard transpose instead.
 splits : float64 (n_nodes, N_SPLIT_COLS), split_cat : uint32 (n_nodes, n_cat_words)
     Best split per node; columns named by the ``SPLIT_*`` constants below; ``split_cat`` is
     the bitset of the bins that go left for a categorical split.
@@ -217,7 +218,7 @@ def build_hist_csr(indptr, columns, bins, zero_bin, rows, node_start, node_count
 @numba.njit("void(float64[:, :, ::1], int64[::1], float64[:, :, ::1], int64[::1], int64[::1], "
             "float64[:, :, ::1])", **_JIT)
 def expand_siblings(parent, parent_slot, small, small_to, large_to, out):
-    """Sibling subtraction: the next level's histograms from the built (smaller) children.
+    """Sibling subtraction: the children's histograms from the built (smaller) ones.
 
     For split ``i`` (parent ``parent[parent_slot[i]]``, built child ``small[i]``):
     ``out[small_to[i]] = small[i]`` and ``out[large_to[i]] = parent - small`` (exact on

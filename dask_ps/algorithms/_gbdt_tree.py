@@ -1,11 +1,12 @@
-"""Trees of histogram GBDT: level-wise growth with a leaf budget, the ensemble's arrays, and
+"""Trees of histogram GBDT: growth in steps with a leaf budget, the ensemble's arrays, and
 the prediction kernels on raw (unbinned) features.
 
-:class:`LevelGrower` is the driver's part of growing the trees of one boosting round level
-by level, the same in one process and on the PS: given the open nodes' best splits (merged
-over shards) it picks the splits to apply within the leaf budget, numbers the children,
-chooses per split the child to build from rows (the smaller one; the other comes from
-sibling subtraction) and says which nodes are open next. It holds only per-node numbers.
+:class:`LevelGrower` is the driver's part of growing the trees of one boosting round — level
+by level, or best-first in batches — the same in one process and on the PS: given the new
+nodes' best splits (merged over shards) it picks the splits to apply within the leaf
+budget, numbers the children, chooses per split the child to build from rows (the smaller
+one; the other comes from sibling subtraction) and says which nodes are evaluated next. It
+holds only per-node numbers.
 
 :class:`Ensemble` keeps the fitted trees as flat arrays (LightGBM's / scikit-learn's
 ``TreePredictor`` layout): per node the input feature, the raw threshold (``x <= threshold``

@@ -2,7 +2,7 @@
 
 :class:`BinnedPartition` is what lives beside a cached partition for the whole fit: the rows
 binned once, labels, raw scores, quantized gradients, and per tree the row permutation that
-keeps each node's rows contiguous. Its methods are the worker side of one tree level —
+keeps each node's rows contiguous. Its methods are the worker side of a growth step —
 :meth:`~BinnedPartition.histograms` (the push), :meth:`~BinnedPartition.partition` (apply
 the chosen splits) — and of a round — :meth:`~BinnedPartition.gradients`,
 :meth:`~BinnedPartition.add_leaves`. They call the kernels of :mod:`._gbdt_kernels` only.
@@ -86,7 +86,7 @@ class BinnedPartition:
 
     def histograms(self, nodes, out=None) -> np.ndarray:
         """Histograms of ``nodes`` over this partition's rows: float64 (len(nodes),
-        n_hist_rows, 3) — one level's push; written into ``out`` if given."""
+        n_hist_rows, 3) — one step's push; written into ``out`` if given."""
         m = self.mapper
         nodes = np.ascontiguousarray(nodes, dtype=np.int64)
         if out is None:
