@@ -16,8 +16,9 @@ from dask_ps.algorithms._gbdt_local import boost_local
 # ----------------------------------------------------------------------------- booster
 
 
-@pytest.mark.parametrize("objective", ["binary", "multiclass", "regression"])
-def test_same_trees_with_1_and_4_partitions_and_any_shards(objective):
+@pytest.mark.parametrize("objective, share", [("binary", 1.0), ("binary", 0.3),
+                                              ("multiclass", 1.0), ("regression", 0.5)])
+def test_same_trees_with_1_and_4_partitions_and_any_shards(objective, share):
     X, y = _mixed_data(1000, 10)
     if objective == "multiclass":
         y = y + (X[:, 0] > 0.5)  # three classes
@@ -25,12 +26,12 @@ def test_same_trees_with_1_and_4_partitions_and_any_shards(objective):
         y = X[:, 0] * 3 + y
     kw = dict(objective=objective, n_classes=3, n_estimators=10, max_leaf_nodes=12,
               min_samples_leaf=5, categorical_features=[4], min_data_per_group=10, cat_smooth=5,
-              sample_count=700)  # bins from a sample of the rows
+              sample_count=700, split_share=share)  # bins from a sample of the rows
     one = boost_local(X, y, **kw)
     many = boost_local(X, y, n_partitions=4, n_shards=3, **kw)
     np.testing.assert_array_equal(one.predict_raw(X), many.predict_raw(X))
     assert one.ensemble.n_trees == 10 * (3 if objective == "multiclass" else 1)
-    if objective != "binary":
+    if objective != "binary" or share != 1.0:
         return
     empty = boost_local(X[:50], y[:50], n_partitions=60, n_estimators=3, min_samples_leaf=3)
     np.testing.assert_array_equal(  # 50 rows in 60 partitions: most have no rows
