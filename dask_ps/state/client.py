@@ -367,8 +367,12 @@ class ProcessClient:
         per_shard = self._plan_updates({name: [(keys, values, None)]})
         self.transport.run(self._send(per_shard, None, 0, 0, tick=False))
 
-    def push(self, job: str, clock: int, name: str, keys, updates) -> None:
-        """Buffer an update of a task at ``clock``; it leaves with the process's clock tick.
+    def push(self, job: str, clock: int, name: str, keys, updates, task: int = 0) -> None:
+        """Buffer an update of ``task`` at ``clock``; it leaves with the process's clock tick.
+
+        The updates of a clock are merged in the order of their tasks' indices (and, within a
+        task, in the order pushed), not in the order the threads got here: the same job on the
+        same data and partitioning sums them the same way, bit for bit.
 
         When ``keys`` equal those of this thread's last pull of the table (the usual
         pull-compute-push step), that pull's plan is reused: the keys are neither checked nor
@@ -387,7 +391,7 @@ class ProcessClient:
             spec, keys_arr, values = self.check_update(name, keys_arr, updates)
             keys_arr = keys_arr.copy()  # buffered until clock(): the caller may reuse its array
         with self._lock:
-            self.job(job).pending[clock][name].append((keys_arr, values, plan))
+            self.job(job).pending[clock][name].append((task, keys_arr, values, plan))
 
     def _plan_updates(self, by_table: dict) -> list[list]:
         """Merge each table's buffered updates and split them by shard (caller's thread)."""
@@ -449,7 +453,10 @@ class ProcessClient:
         or after ``SEND_DELAY`` seconds, whichever comes first. The previous clock's message
         is sent and answered first, so a participant's ticks reach each shard in order.
         """
-        per_shard = self._plan_updates(state.pending.pop(clock, {}))
+        by_table = state.pending.pop(clock, {})
+        # by task index (a stable sort: a task's own pushes keep their order)
+        per_shard = self._plan_updates({name: [p[1:] for p in sorted(parts, key=_task_of)]
+                                        for name, parts in by_table.items()})
         self._send_outbox(job, state)
         with self._outbox:
             state.outbox = (per_shard, clock)
@@ -570,6 +577,10 @@ class ProcessClient:
                 self._send_outbox(job, state)
 
 
+def _task_of(part: tuple) -> int:
+    return part[0]
+
+
 def _nbytes(updates: list) -> int:
     """Bytes of keys and values of a push's ``(table, keys, values)`` list."""
     return sum(k.nbytes + v.nbytes for _, k, v in updates)
@@ -660,7 +671,7 @@ class WorkerView:
         UnknownTableError, IndexError, TypeError, ValueError
             See :meth:`ProcessClient.check_update`.
         """
-        self._client.push(self.job, self._clock, table, keys, updates)
+        self._client.push(self.job, self._clock, table, keys, updates, self.task)
 
     def clock(self) -> int:
         """End this task's current clock; returns the new clock."""
