@@ -355,8 +355,9 @@ class ChannelServer:
         self._conns.clear()
 
 
-class Channel:
-    """The calling end of a shard's channel, for one process; used on one event loop.
+class _Caller:
+    """What both calling ends hold: where the channel is, how to authenticate to it, and the
+    connection once open.
 
     Parameters
     ----------
@@ -370,7 +371,18 @@ class Channel:
                  ) -> None:
         self.address = address
         self._ssl = ssl_context
-        self._sock = None  # the connection: AsyncSocket or AsyncTLSSocket
+        self._sock = None  # the connection, opened on the first call
+
+
+class Channel(_Caller):
+    """The calling end of a shard's channel, for one process; used on one event loop.
+
+    Parameters: see :class:`_Caller`.
+    """
+
+    def __init__(self, address: ChannelAddress, ssl_context: ssl.SSLContext | None = None
+                 ) -> None:
+        super().__init__(address, ssl_context)
         self._connecting: asyncio.Lock | None = None
         self._send_lock: asyncio.Lock | None = None
         self._pending: dict[int, asyncio.Future] = {}
@@ -448,26 +460,19 @@ class Channel:
             self._sock = None
 
 
-class SyncChannel:
+class SyncChannel(_Caller):
     """The calling end of a shard's channel for blocking calls from a task's thread.
 
     A call holds the connection from its request to its reply (:meth:`start` then
     :meth:`finish`), so that the caller can do other work, such as the local shard's part
     of a pull, while the shard answers. Threads of one process take turns.
 
-    Parameters
-    ----------
-    address : ChannelAddress
-        The shard's :attr:`ChannelServer.address`.
-    ssl_context : ssl.SSLContext, optional
-        Client-side TLS context, needed when ``address.tls``.
+    Parameters: see :class:`_Caller`.
     """
 
     def __init__(self, address: ChannelAddress, ssl_context: ssl.SSLContext | None = None
                  ) -> None:
-        self.address = address
-        self._ssl = ssl_context
-        self._sock = None  # a socket, or a TLSSocket
+        super().__init__(address, ssl_context)
         self._lock = threading.Lock()
         self._next = 0
 
