@@ -10,19 +10,21 @@ BSP, so the same data, partitioning and seed give the same model bit for bit.
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
 import scipy.optimize
 from sklearn.exceptions import ConvergenceWarning
 
+from ..exceptions import DivergenceError
 from ..model import PSModel
 from ..partitions import Partitions
 from ._logistic_kernels import logistic_grad
 from ._owlqn import owlqn
 from ._stochastic import make_blocks
 
-__all__ = ["train_lbfgs"]
+__all__ = ["lbfgs_fit", "train_lbfgs"]
 
 
 def _gradient_step(ps, part, n_features: int):
@@ -102,3 +104,36 @@ def _not_converged(method: str, max_iter: int, tol: float) -> None:
     warnings.warn(f"{method} stopped at max_iter={max_iter} iterations before the gradient "
                   f"norm reached tol={tol}; increase max_iter", ConvergenceWarning,
                   stacklevel=4)
+
+
+def lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init, loop):
+    """:func:`train_lbfgs` with a progress monitor and a ``history`` record per evaluation
+    (``epoch`` = ``evaluation``, ``loss`` the objective, ``time``, ``bytes``).
+
+    Returns ``(W, n_iterations, history)``.
+
+    Raises
+    ------
+    DivergenceError
+        The objective stopped being finite (the features want scaling, or C is too large).
+    """
+    from ..diagnostics.progress import FitMonitor
+
+    history = []
+    with FitMonitor(model, loop.name, None, progress=loop.progress,
+                    unit="evaluation") as monitor:
+        def on_evaluation(obj):
+            e = len(history) + 1
+            if not math.isfinite(obj):
+                raise DivergenceError(loop.name, e, f"the objective is {obj}",
+                                      "scale the features (e.g. scikit-learn's "
+                                      "StandardScaler or MaxAbsScaler) or lower C")
+            history.append(dict(epoch=e, evaluation=e, loss=obj))
+            monitor.epoch_done(e, obj)
+
+        W, nit = train_lbfgs(model, data, shape, C, penalty, fit_intercept, max_iter, tol,
+                             None if init is None else init.W, on_evaluation)
+    for h in history:
+        h.update(time=monitor.entries.get(h["epoch"], {}).get("time", math.nan),
+                 bytes=monitor.entries.get(h["epoch"], {}).get("bytes", math.nan))
+    return W, nit, history

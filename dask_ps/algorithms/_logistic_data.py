@@ -8,12 +8,15 @@ scipy and dask inputs alike.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import scipy.sparse as sp
 
 from ._logistic_kernels import decision
 
-__all__ = ["as_scipy", "encode_part", "hash_columns", "labels_of", "margins", "proba_from_margins"]
+__all__ = ["as_scipy", "check_dask_X", "dask_margins", "encode_part", "hash_columns", "labels_of",
+           "margins", "proba_from_margins"]
 
 
 def as_scipy(X):
@@ -115,3 +118,57 @@ def proba_from_margins(z: np.ndarray) -> np.ndarray:
 
 def take_classes(idx: np.ndarray, classes: np.ndarray) -> np.ndarray:
     return classes[idx]
+
+
+def check_dask_X(X, y, estimator: str):
+    """scikit-learn's checks of ``validate_data`` for dask input: ``X`` 2-D with rows, ``y``
+    1-D (a column is raveled with scikit-learn's ``DataConversionWarning``). Returns ``y``.
+
+    Raises
+    ------
+    ValueError
+        ``X`` is not 2-D or has a known number of rows that is 0; ``y`` is not 1-D.
+    """
+    if len(X.shape) != 2:
+        raise ValueError(f"Expected 2D array, got a dask array of shape {X.shape}")
+    if isinstance(X.shape[0], numbers.Integral) and X.shape[0] == 0:  # sklearn's words
+        raise ValueError(f"Found array with 0 sample(s) (shape={tuple(X.shape)}) while a "
+                         f"minimum of 1 is required by {estimator}.")
+    shape = getattr(y, "shape", None)
+    if shape is not None and len(shape) == 2 and shape[1] == 1:
+        import warnings
+
+        from sklearn.exceptions import DataConversionWarning
+
+        warnings.warn("A column-vector y was passed when a 1d array was expected. Please "
+                      "change the shape of y to (n_samples, ), for example using ravel().",
+                      DataConversionWarning, stacklevel=3)
+        return y[:, 0] if hasattr(y, "ndim") else y.iloc[:, 0]
+    if shape is not None and len(shape) != 1:
+        raise ValueError(f"y should be a 1d array, got an array of shape {tuple(shape)} "
+                         f"instead.")
+    return y
+
+
+def dask_margins(X, coef_t: np.ndarray, intercept: np.ndarray, n_buckets, n_features: int,
+                 estimator: str):
+    """:func:`margins` of a dask array or dataframe ``X``, chunk by chunk: a dask array of
+    shape (n,) for one output column, else (n, K).
+
+    Raises
+    ------
+    ValueError
+        ``X`` is not 2-D with ``n_features`` columns.
+    """
+    if hasattr(X, "to_dask_array"):
+        X = X.to_dask_array(lengths=True)
+    if X.ndim != 2 or X.shape[1] != n_features:
+        raise ValueError(f"X has shape {X.shape}, but {estimator} is expecting {n_features} "
+                         f"features as input")
+    X = X.rechunk({1: -1})
+    if coef_t.shape[1] == 1:  # functions of arrays only: no estimator in the graph
+        return X.map_blocks(binary_margins, coef_t, intercept, n_buckets, drop_axis=1,
+                            dtype=np.float64, meta=np.empty((0,)))
+    return X.map_blocks(margins, coef_t, intercept, n_buckets,
+                        chunks=(X.chunks[0], (coef_t.shape[1],)), dtype=np.float64,
+                        meta=np.empty((0, 0)))

@@ -35,7 +35,7 @@ from ..kernels.optim import ftrl_weights
 from ..state.optimizers import FTRL, Optimizer
 from ._logistic_kernels import local_steps, logistic_grad, rows_loss
 
-__all__ = ["Block", "Rule", "make_blocks", "server_step", "worker_step"]
+__all__ = ["Block", "Rule", "gather_rows", "make_blocks", "server_step", "worker_step"]
 
 
 class Block(NamedTuple):
@@ -236,3 +236,18 @@ def server_step(ps, part, cfg: dict) -> np.ndarray:
         ps.push("w", blk.keys, grad)
         ps.clock()
     return sums
+
+
+def _touched(keys, values, slots, width: int):
+    """A shard's rows whose state is not all zero, and those state columns (not a count)."""
+    rows = np.flatnonzero(values[:, :width].any(axis=1))
+    return keys[rows], values[rows, :width]
+
+
+def gather_rows(table, width: int) -> np.ndarray:
+    """The first ``width`` columns of every row of a dense table, float64 (n_rows, width);
+    untouched rows (all zero) stay behind on the shards."""
+    out = np.zeros((table.shape[0], width))
+    for keys, rows in table.map(_touched, width):
+        out[keys] = rows
+    return out

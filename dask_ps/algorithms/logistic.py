@@ -19,15 +19,14 @@ from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..exceptions import DivergenceError
 from ..model import PSModel
 from ..partitions import Partitions
 from ..partitions.inputs import is_dask
 from ..state.optimizers import FTRL, SGD, AdaGrad, Average
 from . import _logistic_data as D
 from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, PSEstimator, StrOptions
-from ._lbfgs import train_lbfgs
-from ._stochastic import Rule, server_step, worker_step
+from ._lbfgs import lbfgs_fit
+from ._stochastic import Rule, gather_rows, server_step, worker_step
 
 __all__ = ["LogisticRegression", "TrainState", "train"]
 
@@ -89,7 +88,7 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     n_rows = max(1, data.total_rows)
     if solver == "lbfgs":
         loop.unit = "evaluation"
-        W, nit, history = _lbfgs(model, data, shape, C, penalty, fit_intercept, max_iter,
+        W, nit, history = lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter,
                                  tol, init, loop)
         return W, history, nit, TrainState("lbfgs", W, W)
     lam = 1.0 / C
@@ -141,47 +140,9 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
 
     history = loop.run(epochs, stop=stop, on_recover=data.locate,
                        evaluate=None if evaluate is None else (lambda e: evaluate(e, to_weights)))
-    rows = _gather_rows(table, rule.width if local else n_outputs)
+    rows = gather_rows(table, rule.width if local else n_outputs)
     W = rule.weights(rows) if local else rows
     return W, history, sum(1 for h in history if "loss" in h), TrainState(solver, W, rows)
-
-
-def _lbfgs(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init, loop):
-    from ..diagnostics.progress import FitMonitor
-
-    history = []
-    with FitMonitor(model, loop.name, None, progress=loop.progress,
-                    unit="evaluation") as monitor:
-        def on_evaluation(obj):
-            e = len(history) + 1
-            if not math.isfinite(obj):
-                raise DivergenceError(loop.name, e, f"the objective is {obj}",
-                                      "scale the features (e.g. scikit-learn's "
-                                      "StandardScaler or MaxAbsScaler) or lower C")
-            history.append(dict(epoch=e, evaluation=e, loss=obj))
-            monitor.epoch_done(e, obj)
-
-        W, nit = train_lbfgs(model, data, shape, C, penalty, fit_intercept, max_iter, tol,
-                             None if init is None else init.W, on_evaluation)
-    for h in history:
-        h.update(time=monitor.entries.get(h["epoch"], {}).get("time", math.nan),
-                 bytes=monitor.entries.get(h["epoch"], {}).get("bytes", math.nan))
-    return W, nit, history
-
-
-def _touched(keys, values, slots, width: int):
-    """A shard's rows whose state is not all zero, and those state columns (not a count)."""
-    rows = np.flatnonzero(values[:, :width].any(axis=1))
-    return keys[rows], values[rows, :width]
-
-
-def _gather_rows(table, width: int) -> np.ndarray:
-    """The first ``width`` columns of every row of a dense table, float64 (n_rows, width);
-    untouched rows (all zero) stay behind on the shards."""
-    out = np.zeros((table.shape[0], width))
-    for keys, rows in table.map(_touched, width):
-        out[keys] = rows
-    return out
 
 
 class LogisticRegression(ClassifierMixin, PSEstimator):
@@ -369,11 +330,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         if not is_dask(X):
             X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
                                  reset=not warm)
-        elif len(X.shape) != 2:
-            raise ValueError(f"Expected 2D array, got a dask array of shape {X.shape}")
-        elif isinstance(X.shape[0], numbers.Integral) and X.shape[0] == 0:  # sklearn's words
-            raise ValueError(f"Found array with 0 sample(s) (shape={tuple(X.shape)}) while a "
-                             f"minimum of 1 is required by {type(self).__name__}.")
+        else:
+            y = D.check_dask_X(X, y, type(self).__name__)
         n_features = int(X.shape[1])
         if warm and n_features != self.n_features_in_:
             raise ValueError(f"X has {n_features} features, but {type(self).__name__} was "
@@ -436,17 +394,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         X = D.as_scipy(X)
         coef_t, b, h = np.ascontiguousarray(self.coef_.T), self.intercept_, self.n_hashed_features
         if is_dask(X):
-            if hasattr(X, "to_dask_array"):
-                X = X.to_dask_array(lengths=True)
-            if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-                raise ValueError(f"X has shape {X.shape}, but {type(self).__name__} is "
-                                 f"expecting {self.n_features_in_} features as input")
-            X = X.rechunk({1: -1})
-            if coef_t.shape[1] == 1:  # functions of arrays only: the estimator stays here
-                return X.map_blocks(D.binary_margins, coef_t, b, h, drop_axis=1,
-                                    dtype=np.float64, meta=np.empty((0,)))
-            return X.map_blocks(D.margins, coef_t, b, h, chunks=(X.chunks[0], (coef_t.shape[1],)),
-                                dtype=np.float64, meta=np.empty((0, 0)))
+            return D.dask_margins(X, coef_t, b, h, self.n_features_in_, type(self).__name__)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         out = D.margins(X, coef_t, b, h)
         return out[:, 0] if out.shape[1] == 1 else out

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
+from ..cluster import PauseWatch
 from ..diagnostics.events import watch_job
 from ..exceptions import ShardUnavailableError, WorkerLostError
 from ..partitions import Partition, Partitions
@@ -260,8 +261,10 @@ def _run_dask(model: PSModel, fn, items, job, cons, groups) -> list:
         for pid, (addr, tasks) in enumerate(groups.items())
     ]
     needed = set(groups) | {r.address for r in model.shards}
+    # a task pinned to a worker paused at its memory limit never starts
+    paused = PauseWatch(client, f"job {job}", workers=set(groups))
     try:
-        out, remaining = [], list(futs)
+        out, remaining, polls = [], list(futs), 0
         while remaining:
             try:
                 wait(remaining, timeout=WATCH_INTERVAL, return_when="FIRST_COMPLETED")
@@ -269,6 +272,9 @@ def _run_dask(model: PSModel, fn, items, job, cons, groups) -> list:
                 # a task pinned to a dead worker would wait forever, and the others at
                 # the next barrier with it: watch the workers instead
                 placement.check_alive(model, needed)
+                polls += 1
+                if polls % 4 == 0 and _started(client, remaining) < len(remaining):
+                    paused.check(len(remaining), len(futs))
             for fut in [f for f in remaining if f.done()]:
                 out.extend(_result(model, fut, needed))  # the first error ends the job
                 remaining.remove(fut)
@@ -276,6 +282,12 @@ def _run_dask(model: PSModel, fn, items, job, cons, groups) -> list:
     finally:
         for fut in futs:
             fut.release()
+
+
+def _started(client, futs) -> int:
+    """How many of ``futs`` are done or processing on a worker."""
+    processing = {k for keys in client.processing().values() for k in keys}
+    return sum(f.done() or f.key in processing for f in futs)
 
 
 def _result(model: PSModel, fut, needed: set[str]):

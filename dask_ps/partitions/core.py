@@ -8,13 +8,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..cluster import worker_info
+from ..cluster import PauseWatch, worker_info
 from . import inputs
 from .worker import Partition, drop_state, io_counters
 
 __all__ = ["Partitions", "partition"]
 
 LOCAL = "local"
+#: Seconds between checks of the workers while partitions are computed (see PauseWatch).
+WAIT_INTERVAL = 2.0
 
 
 def _client_of(client):
@@ -276,7 +278,18 @@ def _finish(client, futures: list, *, start, placed=None) -> Partitions:
     the io counters once in place, default now."""
     from distributed import wait
 
-    wait(futures)
+    watch = PauseWatch(client, f"computing {len(futures)} partitions")
+    while True:
+        try:
+            wait(futures, timeout=WAIT_INTERVAL)
+            break
+        except TimeoutError:
+            pending = sum(not f.done() for f in futures)
+            try:
+                watch.check(pending, len(futures))
+            except MemoryError:
+                client.cancel(futures)
+                raise
     for f in futures:
         if f.status == "error":
             f.result()

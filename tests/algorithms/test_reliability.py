@@ -1,0 +1,146 @@
+"""What a user meets when things go wrong on a cluster (issue 18): a worker dies under a fit
+with default parameters, inputs of the wrong shape, closing a model, restoring another model's
+checkpoint."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dask_ps import LogisticRegression, PSModel
+from dask_ps.cluster import worker_info
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def client3():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None,
+                      worker_dashboard_address=None) as cluster, Client(cluster) as client:
+        yield client
+
+
+def _data(n=4000, d=40, seed=0):
+    X = sp.random(n, d, density=0.2, format="csr", random_state=seed)
+    y = (np.asarray(X[:, :5].sum(axis=1)).ravel() > 0.5).astype(int)
+    return X, y
+
+
+@pytest.mark.slow
+def test_a_default_fit_survives_a_killed_shard_worker(client3):
+    """No checkpoint given: the default ("auto") snapshots let the fit recover from the loss
+    of a shard's worker, unattended, and end with the same quality."""
+    X, y = _data()
+    kw = dict(solver="adagrad", max_iter=6, random_state=0, n_shards=3)
+    base = LogisticRegression(client=client3, **kw).fit(X, y)
+    killed = {}
+
+    def kill_shard_worker(record):  # once, after epoch 2: epoch 3's job finds the shard gone
+        if record.get("epoch") == 2 and not killed:
+            victim = sorted(worker_info(client3))[1]  # shards go round-robin: shard 1 there
+            killed["victim"] = victim
+            os.kill(client3.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+        return False
+
+    est = LogisticRegression(client=client3, callbacks=[kill_shard_worker], **kw).fit(X, y)
+    assert killed, "the callback never ran"
+    events = [h for h in est.history_ if h.get("event") == "recovery"]
+    assert len(events) == 1 and events[0]["lost_shards"] == [1], est.history_
+    assert [h["epoch"] for h in est.history_ if "epoch" in h][-1] == 6
+    assert abs(est.score(X, y) - base.score(X, y)) < 0.01
+    client3.wait_for_workers(3, timeout=120)  # the nanny restarts it for the next test
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda X, y: (X[:, 0], y), r"Expected 2D array"),
+    (lambda X, y: (X, y.reshape(-1, 1)[:, [0, 0]]), r"y should be a 1d array"),
+])
+def test_bad_shapes_on_a_cluster_read_as_in_process(client3, bad, message):
+    """A 1-D X or a 2-D y: scikit-learn's message on a cluster too (dask input as well)."""
+    import dask.array as da
+
+    X = np.random.default_rng(0).normal(size=(200, 4))
+    y = (X[:, 0] > 0).astype(int)
+    Xb, yb = bad(X, y)
+    for client in ("local", client3):
+        with pytest.raises(ValueError, match=message):
+            LogisticRegression(client=client, max_iter=2).fit(Xb, yb)
+    with pytest.raises(ValueError, match=message):
+        LogisticRegression(client=client3, max_iter=2).fit(
+            da.from_array(Xb, chunks=100), da.from_array(yb, chunks=100))
+
+
+def test_a_column_y_is_raveled_with_scikit_learns_warning(client3):
+    from sklearn.exceptions import DataConversionWarning
+
+    X = np.random.default_rng(0).normal(size=(200, 4))
+    y = (X[:, 0] > 0).astype(int).reshape(-1, 1)
+    with pytest.warns(DataConversionWarning):
+        est = LogisticRegression(client=client3, max_iter=2, random_state=0).fit(X, y)
+    assert est.coef_.shape == (1, 4)
+
+
+def test_close_releases_the_shards_memory(client3):
+    """close() drops the shards' tables on their workers at once, not when the model object
+    is garbage-collected."""
+    def held_bytes(dask_worker):
+        import gc
+
+        gc.collect()
+        from dask_ps.state.shard import Shard
+
+        return sum(t.values.nbytes for s in gc.get_objects() if isinstance(s, Shard)
+                   for t in s.tables.values())
+
+    model = PSModel(client3, n_shards=3)
+    model.add_table("big", (3_000_000, 4), "float64")
+    before = sum(client3.run(held_bytes).values())
+    assert before >= 3_000_000 * 4 * 8
+    model.close()
+    after = sum(client3.run(held_bytes).values())
+    assert after < before - 3_000_000 * 4 * 8 * 0.99, (before, after)
+    del model  # still referenced here: the release did not wait for this
+
+
+def test_restore_refuses_another_models_checkpoint(tmp_path):
+    a = PSModel("local", n_shards=2)
+    a.add_table("w", (10,))
+    a.save(str(tmp_path / "a"))
+    b = PSModel("local", n_shards=2)
+    b.add_table("v", (10,))
+    b.push("v", np.arange(10), np.ones(10))
+    with pytest.raises(ValueError, match=r"'v'"):
+        b.restore(str(tmp_path / "a"))
+    np.testing.assert_array_equal(b.pull("v"), np.ones(10))  # the model is as it was
+    b.save(str(tmp_path / "b"))
+    with pytest.warns(UserWarning, match=r"'w'"):
+        b.save(str(tmp_path / "a"))  # another model's tables are there
+
+
+@pytest.mark.timeout(400)
+def test_data_larger_than_memory_without_spilling_fails_clearly():
+    """Spilling off, data ~3x the cluster's memory: the workers pause at their limit and
+    never resume; the fit stops with a MemoryError naming the memory, instead of hanging."""
+    import dask
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    memory = {"distributed.worker.memory.spill": False, "distributed.worker.memory.target": False,
+              "distributed.worker.memory.pause": 0.6,
+              "distributed.worker.memory.terminate": False, "dask-ps.pause-timeout": 5}
+    with dask.config.set(memory), \
+            LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="500MiB",
+                         dashboard_address=None, worker_dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        rows = 3 * 2 * 500 * 2**20 // (8 * 1000)  # ~3x the cluster's memory in float64
+        X = da.random.default_rng(0).random((rows, 1000), chunks=(5_000, 1000))
+        y = (X[:, 0] > 0.5).astype(int)
+        with pytest.raises(MemoryError, match=r"paused at its memory limit.*GiB of 0\.98 GiB"
+                                              r".*spill"):
+            LogisticRegression(client=client, max_iter=1).fit(X, y)
