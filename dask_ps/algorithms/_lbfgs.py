@@ -56,6 +56,8 @@ def train_lbfgs(model: PSModel, data: Partitions, shape: tuple, C: float, penalt
 
     def objective(x):
         W = x.reshape(shape)
+        if not np.isfinite(W).all() and on_evaluation is not None:
+            on_evaluation(np.inf)  # the caller names the evaluation and what to do
         model.push("w", rows, W - current)  # the table holds ``current`` exactly
         current[:] = W
         model.fit_partitions(_step, data, consistency="bsp")
