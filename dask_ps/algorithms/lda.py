@@ -157,6 +157,9 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         Seeds the sampler: the same seed, workers and partitioning give the same model.
     client : distributed.Client or "local", optional
         Default: the current client; "local" (or none) trains in this process.
+    shard_resources : str, optional
+        Place the table's shards on the workers offering this Dask resource (dedicated PS
+        workers, as for :class:`~dask_ps.LogisticRegression`).
     max_recoveries : int, default 3
         A lost worker or shard is recovered without a checkpoint: the word–topic table is
         rebuilt from the workers' assignments (documents whose assignments were lost draw
@@ -230,13 +233,15 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
     def __init__(self, *, n_components=10, doc_topic_prior=None, topic_word_prior=None,
                  max_iter=300, mh_steps=1, evaluate_every=1, max_doc_update_iter=100,
                  consistency="bsp", staleness=None, n_shards=None, random_state=None,
-                 client=None, max_recoveries=3, progress=None, callbacks=None):
+                 client=None, shard_resources=None, max_recoveries=3, progress=None,
+                 callbacks=None):
         self.n_components, self.doc_topic_prior = n_components, doc_topic_prior
         self.topic_word_prior, self.max_iter, self.mh_steps = topic_word_prior, max_iter, \
             mh_steps
         self.evaluate_every, self.max_doc_update_iter = evaluate_every, max_doc_update_iter
         self.consistency, self.staleness, self.n_shards = consistency, staleness, n_shards
         self.random_state, self.client = random_state, client
+        self.shard_resources = shard_resources
         self.max_recoveries, self.progress, self.callbacks = max_recoveries, progress, \
             callbacks
 
