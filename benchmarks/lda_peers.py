@@ -38,6 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dask_ps.algorithms import _lda_kernels as kr
+from dask_ps.algorithms import _lda_tokens as tk
 from dask_ps.algorithms._lda_eval import (
     doc_loglik,
     heldout_split,
@@ -74,9 +75,9 @@ class SimulatedWorker:
     """A worker's cached partition: tokens, local vocabulary, per-token state, RNG."""
 
     def __init__(self, X, n_topics, n_mh, seed):
-        self.doc_ptr, words = kr.tokens_from_counts(X.indptr, X.indices, X.data)
-        self.vocab, self.words = kr.local_vocabulary(words)
-        self.word_ptr, self.word_tok = kr.group_by_word(self.words, self.vocab.size)
+        self.doc_ptr, words = tk.tokens_from_counts(X.indptr, X.indices, X.data)
+        self.vocab, self.words = tk.local_vocabulary(words)
+        self.word_ptr, self.word_tok = tk.group_by_word(self.words, self.vocab.size)
         self.state = kr.new_state(words.size, n_mh)
         self.n_mh = n_mh
         self.rng = np.array([seed], np.uint64)
@@ -97,7 +98,7 @@ def run_dask_ps(split, n_topics, iterations, n_workers=2, n_mh=1, eval_at=(), se
                for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
     nwk = np.zeros((n_words, n_topics), np.int32)
     for w in workers:
-        kr.word_topic_counts(w.vocab[w.words].astype(np.int32),
+        tk.word_topic_counts(w.vocab[w.words].astype(np.int32),
                              np.ascontiguousarray(w.state[:, kr.Z]), nwk)
     nk = nwk.sum(axis=0).astype(np.int64)
     n_tokens = int(nk.sum())
@@ -108,7 +109,7 @@ def run_dask_ps(split, n_topics, iterations, n_workers=2, n_mh=1, eval_at=(), se
     t_start = time.perf_counter()
     for clock in range(1, iterations + 1):
         t0 = time.process_time()
-        snapshots = [(kr.dense_to_rows(nwk[w.vocab]), nk.copy()) for w in workers]
+        snapshots = [(tk.dense_to_rows(nwk[w.vocab]), nk.copy()) for w in workers]
         pull += time.process_time() - t0
         walls, lls = np.zeros(n_workers), 0.0
         pushes = []

@@ -40,8 +40,9 @@ __version__ = "0.1.0.dev0"
 
 __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Average",
            "CheckpointFormatError", "CheckpointInfo", "CheckpointNotFoundError",
-           "ClosedModelError", "Consistency", "DivergenceError", "Init", "LatentDirichletAllocation", "LogisticRegression",
-           "MatrixFactorization", "Optimizer", "PSModel", "Partition", "Partitions",
+           "ClosedModelError", "Consistency", "DivergenceError", "Init",
+           "LatentDirichletAllocation", "LogisticRegression", "MatrixFactorization",
+           "Optimizer", "PSModel", "Partition", "Partitions",
            "RecoveryError", "ShardUnavailableError", "Table", "TornCheckpointWarning",
            "UnknownTableError", "WorkerLostError", "WorkerView", "__version__", "partition",
            "plot_history"]

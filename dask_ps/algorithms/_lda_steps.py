@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _lda_kernels as kr
+from . import _lda_tokens as tk
 from ._lda_eval import doc_loglik, topic_loglik
 from ._lda_table import (
     flat_keys,
@@ -64,10 +65,10 @@ def _tokens(part, cfg: dict) -> dict:
         if X.shape[1] != cfg["n_words"]:
             raise ValueError(f"partition {part.index} has {X.shape[1]} terms, the data "
                              f"{cfg['n_words']}")
-        doc_ptr, words = kr.tokens_from_counts(X.indptr, X.indices, X.data,
+        doc_ptr, words = tk.tokens_from_counts(X.indptr, X.indices, X.data,
                                                first_row=cfg["row_offsets"][part.index])
-        vocab, local = kr.local_vocabulary(words)
-        st["word_ptr"], st["word_tok"] = kr.group_by_word(local, vocab.shape[0])
+        vocab, local = tk.local_vocabulary(words)
+        st["word_ptr"], st["word_tok"] = tk.group_by_word(local, vocab.shape[0])
         st["vocab"], st["doc_ptr"] = vocab, doc_ptr
     return st
 

@@ -204,7 +204,7 @@ def sample_from_rows(word_ptr, word_tok, row_ptr, row_topic, row_count, totals, 
     Parameters
     ----------
     word_ptr, word_tok : int64 arrays
-        Tokens grouped by local word (:func:`~._lda_kernels.group_by_word`).
+        Tokens grouped by local word (:func:`~._lda_tokens.group_by_word`).
     row_ptr, row_topic, row_count
         CSR rows of the local words (as pulled).
     totals : int64 array (K,)
