@@ -129,13 +129,12 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         Number of topics K.
     doc_topic_prior : float, optional
         α of the symmetric Dirichlet prior of the document–topic distributions. Default
-        ``1 / n_components`` (scikit-learn's default; on AP it gave a lower held-out
-        perplexity than Griffiths & Steyvers' ``50 / n_components``, see the Notes).
+        ``1 / n_components`` (scikit-learn's default; Griffiths & Steyvers use
+        ``50 / n_components``).
     topic_word_prior : float, optional
         β of the topic–word distributions. Default ``1 / n_components``.
     max_iter : int, default 300
-        Gibbs iterations (passes over the tokens). On AP (K = 20 and 100) the held-out
-        perplexity stops improving by more than 1 % after about 300 (see the Notes).
+        Gibbs iterations (passes over the tokens), one PS clock each.
     mh_steps : int, default 1
         Metropolis–Hastings steps per token and phase (1 to 7); 1 is exact per step.
     evaluate_every : int, default 1
