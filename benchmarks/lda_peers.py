@@ -1,7 +1,7 @@
 """LDA against its peers, in one run: tokens per second and held-out perplexity on AP.
 
-    python benchmarks/lda_peers.py [--topics 20 100] [--iterations 300] [--ours-only]
-                                   [--eval-at 100 200 300] [--json out.json] [--quick]
+    python benchmarks/lda_peers.py [--topics 20 100] [--iterations 300] [--speed-topics 1000]
+                                   [--ours-only] [--kernels] [--json out.json] [--quick]
 
 Protocol (issue 13, the same for every system): the AP corpus (``$DASK_PS_DATA/lda_ap``), 10 %
 of documents held out (seed 0), vocabulary = terms of the training documents, each held-out
@@ -11,12 +11,13 @@ iterations given each model's φ (α = 0.1 pseudo-counts), perplexity over the s
 
 Contenders:
 
-* dask_ps: for now a single-process driver of the sampling kernels that mimics the PS loop —
-  2 simulated workers with half the documents each; per clock every worker pulls the rows of
-  its words from one table (as CSR), runs the word phase, pushes its delta, runs the doc
-  phase. Tokens/s are given per core (tokens per CPU-second of the kernels) and for 2 workers
-  in parallel (the slower worker's kernel time each clock; sync excluded). To be replaced by
-  ``dask_ps.LatentDirichletAllocation`` on a 2-worker cluster once it exists.
+* dask_ps: ``dask_ps.LatentDirichletAllocation`` on a ``LocalCluster`` of 2 worker processes
+  x 1 thread (one shard each), BSP. Tokens/s = training tokens x iterations / wall time of
+  the iterations after the first (which includes compiling the numba kernels on a cold
+  cache), from ``history_``; the peak resident memory of each worker process is reported.
+  ``--speed-topics`` adds a speed-only run (fewer iterations, no perplexity target) at a
+  large K. ``--kernels`` runs instead the sampling kernels under a single-process simulated
+  PS loop (2 simulated workers; tokens per CPU-second of the kernels alone).
 * tomotopy ``LDAModel`` (collapsed Gibbs, 2 threads, hyper-parameter optimisation off so that
   α stays 0.1), gensim ``LdaMulticore`` (online variational Bayes, 1 extra worker process),
   scikit-learn ``LatentDirichletAllocation`` (batch variational Bayes, ``n_jobs=2``), each if
@@ -38,6 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dask_ps.algorithms import _lda_kernels as kr
+from dask_ps.algorithms import _lda_tokens as tk
 from dask_ps.algorithms._lda_eval import (
     doc_loglik,
     heldout_split,
@@ -74,9 +76,9 @@ class SimulatedWorker:
     """A worker's cached partition: tokens, local vocabulary, per-token state, RNG."""
 
     def __init__(self, X, n_topics, n_mh, seed):
-        self.doc_ptr, words = kr.tokens_from_counts(X.indptr, X.indices, X.data)
-        self.vocab, self.words = kr.local_vocabulary(words)
-        self.word_ptr, self.word_tok = kr.group_by_word(self.words, self.vocab.size)
+        self.doc_ptr, words = tk.tokens_from_counts(X.indptr, X.indices, X.data)
+        self.vocab, self.words = tk.local_vocabulary(words)
+        self.word_ptr, self.word_tok = tk.group_by_word(self.words, self.vocab.size)
         self.state = kr.new_state(words.size, n_mh)
         self.n_mh = n_mh
         self.rng = np.array([seed], np.uint64)
@@ -97,7 +99,7 @@ def run_dask_ps(split, n_topics, iterations, n_workers=2, n_mh=1, eval_at=(), se
                for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
     nwk = np.zeros((n_words, n_topics), np.int32)
     for w in workers:
-        kr.word_topic_counts(w.vocab[w.words].astype(np.int32),
+        tk.word_topic_counts(w.vocab[w.words].astype(np.int32),
                              np.ascontiguousarray(w.state[:, kr.Z]), nwk)
     nk = nwk.sum(axis=0).astype(np.int64)
     n_tokens = int(nk.sum())
@@ -108,7 +110,7 @@ def run_dask_ps(split, n_topics, iterations, n_workers=2, n_mh=1, eval_at=(), se
     t_start = time.perf_counter()
     for clock in range(1, iterations + 1):
         t0 = time.process_time()
-        snapshots = [(kr.dense_to_rows(nwk[w.vocab]), nk.copy()) for w in workers]
+        snapshots = [(tk.dense_to_rows(nwk[w.vocab]), nk.copy()) for w in workers]
         pull += time.process_time() - t0
         walls, lls = np.zeros(n_workers), 0.0
         pushes = []
@@ -151,6 +153,40 @@ def run_dask_ps(split, n_topics, iterations, n_workers=2, n_mh=1, eval_at=(), se
             "loop_wall_s": total, "snapshot_cpu_s_per_iteration": pull / iterations,
             "perplexity": trace[-1]["perplexity"], "trace": trace,
             "phi": phi_from_counts(nwk, ETA)}
+
+
+def run_estimator(client, split, n_topics, iterations, n_mh=1, seed=0, log=print) -> dict:
+    """``dask_ps.LatentDirichletAllocation`` on ``client``'s cluster; the issue's perplexity."""
+    import resource
+
+    from dask_ps import LatentDirichletAllocation
+
+    def peak_rss_mb() -> float:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    lda = LatentDirichletAllocation(n_components=n_topics, doc_topic_prior=ALPHA,
+                                    topic_word_prior=ETA, max_iter=iterations, mh_steps=n_mh,
+                                    evaluate_every=max(1, iterations // 5), client=client,
+                                    random_state=seed, progress=False)
+    t0 = time.perf_counter()
+    lda.fit(split.train)
+    fit = time.perf_counter() - t0
+    steps = [h for h in lda.history_ if "event" not in h]
+    n_tokens = lda.n_tokens_
+    rest = steps[-1]["time"] - steps[0]["time"]
+    phi = lda.components_ / lda.components_.sum(axis=1, keepdims=True)
+    ll = [h for h in steps if "loss" in h]
+    for h in ll:
+        log(f"  dask_ps K={n_topics} iteration {h['epoch']}: log p(w,z)/token "
+            f"{-h['loss']:.4f} at {h['time']:.1f} s")
+    return {"tokens": n_tokens, "iterations": iterations, "n_mh": n_mh, "fit_s": fit,
+            "first_iteration_s": steps[0]["time"],
+            "tokens_per_s": n_tokens * (len(steps) - 1) / rest,
+            "sample_s_per_iteration": float(np.mean([h["sample_s"] for h in steps[1:]])),
+            "wait_s_per_iteration": float(np.mean([h["wait_s"] for h in steps[1:]])),
+            "loglik_per_token": -ll[-1]["loss"],
+            "peak_rss_mb_per_worker": sorted(client.run(peak_rss_mb).values()),
+            "perplexity": perplexity(phi, split, ALPHA), "phi": phi}
 
 
 # -- peers -----------------------------------------------------------------------------------
@@ -219,7 +255,12 @@ def main(argv=None) -> dict:
     parser.add_argument("--iterations", type=int, default=300, help="dask_ps clocks")
     parser.add_argument("--n-mh", type=int, default=1, help="MH steps per token and phase")
     parser.add_argument("--eval-at", type=int, nargs="*", default=[],
-                        help="dask_ps iterations at which to print the perplexity too")
+                        help="--kernels: iterations at which to print the perplexity too")
+    parser.add_argument("--speed-topics", type=int, nargs="*", default=[1000],
+                        help="K of dask_ps speed-only runs (tokens/s; default 1000)")
+    parser.add_argument("--speed-iterations", type=int, default=30)
+    parser.add_argument("--kernels", action="store_true",
+                        help="dask_ps as the kernels under a simulated PS loop, in-process")
     parser.add_argument("--tomotopy-iterations", type=int, default=200)
     parser.add_argument("--gensim-passes", type=int, default=10)
     parser.add_argument("--sklearn-iterations", type=int, default=20)
@@ -231,6 +272,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     if args.quick:
         args.topics, args.iterations, args.eval_at = [20], 20, []
+        args.speed_topics, args.speed_iterations = [100], 5
         args.tomotopy_iterations, args.gensim_passes, args.sklearn_iterations = 20, 1, 2
     X, vocab = load_ap()
     split = heldout_split(X, 0.1, seed=0)
@@ -240,16 +282,47 @@ def main(argv=None) -> dict:
           f"({split.unseen.sum()} tokens scored)", flush=True)
     print(f"load: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores", flush=True)
     results = {}
-    for K in args.topics:
-        row = results[K] = {}
-        ours = run_dask_ps(split, K, args.iterations, n_mh=args.n_mh,
-                           eval_at=set(args.eval_at), seed=args.seed)
-        ours["top_words"] = top_words(ours.pop("phi"), train_vocab)
-        row["dask_ps"] = ours
-        print(f"K={K} dask_ps (kernels, 2 simulated workers, {args.iterations} iterations, "
+    cluster = client = None
+    if not args.kernels:
+        from distributed import Client, LocalCluster
+
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                               dashboard_address=None, worker_dashboard_address=None)
+        client = Client(cluster)
+    try:
+        return _compare(args, split, train_vocab, client, results)
+    finally:
+        if client is not None:
+            client.close()
+            cluster.close()
+
+
+def _ours(args, split, K, iterations, client) -> dict:
+    if args.kernels:
+        ours = run_dask_ps(split, K, iterations, n_mh=args.n_mh, eval_at=set(args.eval_at),
+                           seed=args.seed)
+        ours["tokens_per_s"] = ours["tokens_per_s_2_workers"]
+        print(f"K={K} dask_ps (kernels, 2 simulated workers, {iterations} iterations, "
               f"M={args.n_mh}): {ours['tokens_per_cpu_s'] / 1e6:.2f} M tokens per CPU-s, "
               f"{ours['tokens_per_s_2_workers'] / 1e6:.2f} M tokens/s on 2 workers; "
               f"perplexity {ours['perplexity']:.1f}", flush=True)
+        return ours
+    ours = run_estimator(client, split, K, iterations, n_mh=args.n_mh, seed=args.seed)
+    print(f"K={K} dask_ps (LatentDirichletAllocation, 2 workers x 1 thread, {iterations} "
+          f"iterations, M={args.n_mh}): {ours['tokens_per_s'] / 1e6:.2f} M tokens/s (first "
+          f"iteration {ours['first_iteration_s']:.2f} s left out; per iteration: sampling "
+          f"{ours['sample_s_per_iteration'] * 1e3:.1f} ms, waiting for pulls "
+          f"{ours['wait_s_per_iteration'] * 1e3:.1f} ms), fit {ours['fit_s']:.1f} s; "
+          f"perplexity {ours['perplexity']:.1f}; peak RSS per worker "
+          f"{', '.join(f'{m:.0f}' for m in ours['peak_rss_mb_per_worker'])} MB", flush=True)
+    return ours
+
+
+def _compare(args, split, train_vocab, client, results) -> dict:
+    for K in args.topics:
+        row = results[K] = {}
+        ours = row["dask_ps"] = _ours(args, split, K, args.iterations, client)
+        ours["top_words"] = top_words(ours.pop("phi"), train_vocab)
         for words in ours["top_words"]:
             print(f"    {words}")
         if args.ours_only:
@@ -266,21 +339,24 @@ def main(argv=None) -> dict:
             r = row[name]
             print(f"K={K} {name}: {r['tokens_per_s'] / 1e6:.2f} M tokens/s, "
                   f"fit {r['fit_s']:.1f} s, perplexity {r['perplexity']:.1f}; dask_ps (2 "
-                  f"workers) / {name} = {ours['tokens_per_s_2_workers'] / r['tokens_per_s']:.2f}"
+                  f"workers) / {name} = {ours['tokens_per_s'] / r['tokens_per_s']:.2f}"
                   f"x tokens/s, perplexity ratio "
                   f"{ours['perplexity'] / r['perplexity']:.3f}", flush=True)
             if "loglik_per_token" in r:
                 print(f"    {name}: log p(w,z)/token {r['loglik_per_token']:.4f}", flush=True)
-            if "tokens_per_cpu_s" in r:
+            if "tokens_per_cpu_s" in r and "tokens_per_cpu_s" in ours:
                 print(f"    {name}: {r['tokens_per_cpu_s'] / 1e6:.2f} M tokens per CPU-s; "
                       f"dask_ps / {name} per CPU-s = "
                       f"{ours['tokens_per_cpu_s'] / r['tokens_per_cpu_s']:.2f}x", flush=True)
-    if len(args.topics) > 1:
-        hi = max(args.topics)
-        for K in sorted(args.topics)[:-1]:
-            ratio = (results[K]["dask_ps"]["tokens_per_cpu_s"]
-                     / results[hi]["dask_ps"]["tokens_per_cpu_s"])
-            print(f"dask_ps tokens per CPU-s, K={K} / K={hi}: {ratio:.2f}")
+    for K in args.speed_topics:
+        ours = _ours(args, split, K, args.speed_iterations, client)
+        ours.pop("phi")
+        results.setdefault(K, {})["dask_ps_speed"] = ours
+    speeds = {K: r.get("dask_ps", r.get("dask_ps_speed"))["tokens_per_s"]
+              for K, r in results.items()}
+    for K in sorted(speeds)[:-1]:
+        hi = max(speeds)
+        print(f"dask_ps tokens/s, K={K} / K={hi}: {speeds[K] / speeds[hi]:.2f}")
     print(f"load: {os.getloadavg()[0]:.2f} (1 min)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=float))

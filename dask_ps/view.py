@@ -106,18 +106,20 @@ class WorkerView:
         self._clock = self._client.clock(self.job, self.task)
         return self._clock
 
-    def map_shards(self, table: str, fn, *args) -> list:
+    def map_shards(self, table: str, fn, *args, key_range: bool = False) -> list:
         """``fn(keys, values, slots, *args)`` on every shard's rows of ``table``; the results,
         in shard order. Only the results travel.
 
         The process's pushes are sent first, and each shard runs ``fn`` once a pull at the
         current clock could be served there: after :meth:`clock` under BSP, it sees every
-        task's pushes of the clocks before. ``keys`` (n,) int64 are the shard's global keys,
-        ``values`` (n, ncols) and ``slots`` (the update rule's state, a dict of (n, width)
-        arrays) are the shard's own arrays: ``fn`` may update them in place (e.g. reset a
-        table of histograms). It runs in a thread of the shard's worker, holding the shard.
+        task's pushes of the clocks before. ``keys`` (n,) int64 are the shard's global keys
+        (with ``key_range=True``, a dense table's shard passes ``(start, stop)`` instead,
+        the range it holds: cheaper for large shards), ``values`` (n, ncols) and ``slots``
+        (the update rule's state, a dict of (n, width) arrays) are the shard's own arrays:
+        ``fn`` may update them in place (e.g. reset a table of histograms). It runs in a
+        thread of the shard's worker, holding the shard.
         """
-        return self._client.map_shards(table, fn, args, self.job, self._clock)
+        return self._client.map_shards(table, fn, args, self.job, self._clock, key_range)
 
     def report(self, **values) -> None:
         """Send ``values`` (numbers, strings) to the driver's ``callback`` of

@@ -229,7 +229,8 @@ def _estimator_of(argv):
 
 
 @pytest.mark.parametrize("algorithm, cls", [("lr", "LogisticRegression"),
-                                            ("mf", "MatrixFactorization")])
+                                            ("mf", "MatrixFactorization"),
+                                            ("lda", "LatentDirichletAllocation")])
 def test_defaults_are_the_estimators(algorithm, cls):
     """No flag given: every parameter is the estimator's default (issue 18: the command line
     used 5 epochs where LogisticRegression uses 10); only the progress bar is off (the

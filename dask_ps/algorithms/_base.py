@@ -159,24 +159,31 @@ class EpochLoop:
     advice : str
         What to change when training diverges, for the error message.
     unit : str, default "epoch"
+    job_seconds : float, optional
+        Without a checkpoint, run jobs of about this many seconds (sized by the pace of the
+        previous one, after a first job of one epoch) instead of one job for the whole
+        fit: what a recovery by ``rebuild`` repeats (see :meth:`run`).
     """
 
     def __init__(self, model: PSModel, name: str, n_epochs: int, *,
                  checkpoint: str | None = None, checkpoint_every: int = 1,
                  max_recoveries: int = 3, resume: bool = False, progress: bool | None = None,
                  callbacks: list | None = None, baseline: float | None = None,
-                 advice: str = "", unit: str = "epoch") -> None:
+                 advice: str = "", unit: str = "epoch",
+                 job_seconds: float | None = None) -> None:
         self.model, self.name, self.n_epochs = model, name, int(n_epochs)
         self.checkpoint, self.checkpoint_every = checkpoint, int(checkpoint_every)
         self.max_recoveries, self.resume = int(max_recoveries), bool(resume)
         self.progress, self.callbacks = progress, list(callbacks or [])
         self.baseline, self.advice, self.unit = baseline, advice, unit
+        self.job_seconds = job_seconds
         self.records: dict[int, dict] = {}
 
     def run(self, epochs: Callable[[int, int], list[dict]], *,
             evaluate: Callable[[int], dict] | None = None,
             stop: Callable[[list[dict]], bool] | None = None,
-            on_recover: Callable[[], None] | None = None) -> list[dict]:
+            on_recover: Callable[[], None] | None = None,
+            rebuild: Callable[[], None] | None = None) -> list[dict]:
         """Run epochs ``1..n_epochs``; returns the history records.
 
         Epochs run as few jobs as the fit allows: one per epoch when the driver must act
@@ -195,6 +202,11 @@ class EpochLoop:
             ``stop(records) -> bool``: end the fit after this epoch (e.g. no improvement).
         on_recover : callable, optional
             Called after a recovery, before the epochs run again (e.g. to relocate data).
+        rebuild : callable, optional
+            Recover from a lost worker or shard without a checkpoint: every table is
+            recreated empty, ``on_recover`` runs, ``rebuild()`` refills the tables from the
+            workers' state, and the failed job's epochs run again (see
+            :func:`dask_ps.model.recovery.run_clocks`).
 
         Raises
         ------
@@ -213,13 +225,14 @@ class EpochLoop:
         def job_length(clock: int) -> int:
             if per_epoch:
                 return 1
-            if checkpoint is None:
+            period = seconds if checkpoint is not None else self.job_seconds
+            if checkpoint is None and period is None:
                 return self.n_epochs - clock
-            if seconds is None:
+            if period is None:
                 return every
             if pace["epoch_time"] is None:  # measure the first epoch, then fill the period
                 return 1
-            return max(1, int(seconds / max(pace["epoch_time"], 1e-6)))
+            return max(1, int(period / max(pace["epoch_time"], 1e-6)))
 
         def run_job(start: int, end: int) -> list[dict]:
             if pace["halted"]:  # no records: the driver ends the run here
@@ -255,7 +268,7 @@ class EpochLoop:
                 checkpoint_every=every, checkpoint_seconds=seconds, job_clocks=job_length,
                 max_recoveries=self.max_recoveries, on_recover=on_recover,
                 resume=self.resume and tmp is None,
-                data_position=lambda c: {"epoch": c})
+                data_position=lambda c: {"epoch": c}, rebuild=rebuild)
         finally:
             monitor.close()
             if tmp is not None:

@@ -29,7 +29,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from dask_ps.algorithms._lda_kernels import _max_length
+from ._lda_tokens import max_length
 
 _JIT = dict(cache=True, nogil=True)
 
@@ -62,7 +62,7 @@ def doc_loglik(doc_ptr, z, n_topics, alpha):
     -------
     float
     """
-    table = _lgamma_table(_max_length(doc_ptr), alpha)
+    table = _lgamma_table(max_length(doc_ptr), alpha)
     k_alpha = n_topics * alpha
     cd = np.zeros(n_topics, np.int64)
     ll = 0.0

@@ -40,16 +40,17 @@ Data layout of one worker partition (what the PS wiring provides):
 
 * Tokens in document order: ``doc_ptr`` int64 (D + 1,), document ``d`` owns tokens
   ``doc_ptr[d]:doc_ptr[d+1]``. Grouped by local word: ``word_ptr`` int64 (V_local + 1,),
-  ``word_tok`` int64 (N,) (:func:`group_by_word`). Local word ids ``0..V_local-1`` index the
-  rows pulled, in the order of :func:`local_vocabulary`'s global ids.
+  ``word_tok`` int64 (N,) (:func:`~._lda_tokens.group_by_word`). Local word ids
+  ``0..V_local-1`` index the rows pulled, in the order of
+  :func:`~._lda_tokens.local_vocabulary`'s global ids.
 * Snapshot rows: ``row_ptr`` int64 (V_local + 1,), ``row_topic`` int32, ``row_count`` int32, no
-  topic repeated within a row (:func:`dense_to_rows` makes them from dense rows);
+  topic repeated within a row (:func:`~._lda_tokens.dense_to_rows` makes them from dense rows);
   ``nk`` int64 (K,), the snapshot's totals.
 * ``state`` int32 (N, width) from :func:`new_state`, the per-token state kept on the worker:
   column ``Z`` the topic, ``Z_PUSHED`` the topic the table counts for the token, then ``M`` doc
   proposals and ``M`` word proposals (``PROP``...). Only ``Z`` must survive a restart:
   :func:`init_state` with ``random_topics=False`` rebuilds the rest, and the table is then
-  recounted from ``Z`` (:func:`word_topic_counts`).
+  recounted from ``Z`` (:func:`~._lda_tokens.word_topic_counts`).
 * ``rng`` uint64 (1,): a SplitMix64 state (Steele, Lea & Flood, OOPSLA 2014), advanced in place.
 
 Dtypes are fixed so that one compilation serves every call: pointers and totals int64, ids,
@@ -75,6 +76,8 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from ._lda_tokens import max_length
 
 _JIT = dict(cache=True, nogil=True)
 
@@ -520,7 +523,7 @@ def doc_phase(doc_ptr, nk, nk_delta, state, n_mh, alpha, beta, n_words, rng, nk_
         raise ValueError("nk_delta and nk_moved need one entry per topic")
     v_beta = n_words * beta
     k_alpha = n_topics * alpha
-    log_table = np.log(np.arange(_max_length(doc_ptr) + 1) + alpha)
+    log_table = np.log(np.arange(max_length(doc_ptr) + 1) + alpha)
     cd = np.zeros(n_topics, np.int64)
     nk_moved[:] = 0
     ll = 0.0
@@ -551,105 +554,3 @@ def doc_phase(doc_ptr, nk, nk_delta, state, n_mh, alpha, beta, n_words, rng, nk_
             cd[state[p, Z]] = 0
     rng[0] = s
     return ll
-
-
-@numba.njit(**_JIT)
-def word_topic_counts(words, z, out):
-    """``out[w, k] += #{tokens with word w and topic k}``.
-
-    Parameters
-    ----------
-    words, z : int32 arrays (N,)
-        Word id (row of ``out``) and topic of each token.
-    out : int32 array (V, K)
-        Added to (zero it for plain counts).
-    """
-    for p in range(words.shape[0]):
-        out[words[p], z[p]] += 1
-
-
-@numba.njit(**_JIT)
-def dense_to_rows(dense):
-    """CSR rows of a dense count block: (ptr int64 (R + 1,), topic int32, count int32),
-    non-zero entries only, topics ascending within a row."""
-    n_rows, n_topics = dense.shape
-    ptr = np.zeros(n_rows + 1, np.int64)
-    for r in range(n_rows):
-        c = 0
-        for k in range(n_topics):
-            if dense[r, k] != 0:
-                c += 1
-        ptr[r + 1] = ptr[r] + c
-    topic = np.empty(ptr[n_rows], np.int32)
-    count = np.empty(ptr[n_rows], np.int32)
-    j = 0
-    for r in range(n_rows):
-        for k in range(n_topics):
-            if dense[r, k] != 0:
-                topic[j] = k
-                count[j] = dense[r, k]
-                j += 1
-    return ptr, topic, count
-
-
-@numba.njit(**_JIT)
-def _max_length(ptr):
-    longest = 0
-    for d in range(ptr.shape[0] - 1):
-        longest = max(longest, ptr[d + 1] - ptr[d])
-    return longest
-
-
-# -- preparation (vectorised NumPy, once per partition) ---------------------------------------
-def tokens_from_counts(indptr, indices, data, *, first_row: int = 0):
-    """Token arrays of a document–term count matrix given as CSR parts.
-
-    Parameters
-    ----------
-    indptr, indices, data : arrays
-        CSR of a (D, V) matrix of counts: non-negative integers (any numeric dtype).
-    first_row : int, default 0
-        Document number of row 0, used in error messages only.
-
-    Returns
-    -------
-    doc_ptr : int64 array (D + 1,)
-    words : int32 array (N,)
-        Term id of each token, document-major, a term repeated ``count`` times.
-
-    Raises
-    ------
-    ValueError
-        Naming the first document and term whose count is negative, non-integer or not finite.
-    """
-    indptr = np.asarray(indptr, np.int64)
-    indices = np.asarray(indices)
-    data = np.asarray(data)
-    bad = ~np.isfinite(data) | (data < 0) | (data != np.round(data))
-    if bad.any():
-        j = int(np.flatnonzero(bad)[0])
-        d = int(np.searchsorted(indptr, j, side="right")) - 1
-        raise ValueError(f"LDA needs non-negative integer counts: document {first_row + d}, "
-                         f"term {int(indices[j])} has count {data[j]}")
-    reps = data.astype(np.int64)
-    words = np.repeat(indices.astype(np.int32), reps)
-    ends = np.zeros(reps.shape[0] + 1, np.int64)
-    np.cumsum(reps, out=ends[1:])
-    return ends[indptr], words
-
-
-def group_by_word(words, n_local_words: int):
-    """``(word_ptr, word_tok)``: the tokens of each word, in token order (a stable counting
-    sort). ``words`` int32 (N,) of local ids ``< n_local_words``; both outputs int64."""
-    words = np.asarray(words)
-    word_tok = np.argsort(words, kind="stable").astype(np.int64)
-    word_ptr = np.zeros(n_local_words + 1, np.int64)
-    np.cumsum(np.bincount(words, minlength=n_local_words), out=word_ptr[1:])
-    return word_ptr, word_tok
-
-
-def local_vocabulary(words):
-    """``(vocab, local)``: the sorted global ids a partition uses (int64) and each token's
-    local id (int32), ``vocab[local] == words``."""
-    vocab, local = np.unique(words, return_inverse=True)
-    return vocab.astype(np.int64), local.astype(np.int32)

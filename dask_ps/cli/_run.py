@@ -202,10 +202,12 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
              f"{len(client.nthreads())} workers")
         events = _Events(client)
         t0 = time.perf_counter()
-        est.fit(*data.fit_args)
+        est.fit(*data.fit_args, **data.fit_kwargs)
         wall = time.perf_counter() - t0
         _history(est.history_, args.history)
         _say(rate_line(est.history_, data.units, algo.unit, wall))
+        for line in algo.report(est, args):
+            _say(line)
         if events.checkpoints:
             _say(f"last checkpoint: {events.checkpoints[-1]}")
         if data.test is not None:

@@ -109,10 +109,11 @@ def _transport(model: PSModel, address: str) -> Transport:
     return Transport(model.shards, client.loop.asyncio_loop, {}, rpc, model.timeout)
 
 
-def call_all(model: PSModel, method: str, *args) -> list:
-    """``method(*args)`` on every shard, concurrently; their results in shard order."""
+def call_all(model: PSModel, method: str, *args, **kwargs) -> list:
+    """``method(*args, **kwargs)`` on every shard, concurrently; their results in shard
+    order."""
     pc = process_client(model)
-    return pc.transport.run(pc.transport.call_all(method, *args))
+    return pc.transport.run(pc.transport.call_all(method, *args, **kwargs))
 
 
 def call_each(model: PSModel, method: str, *args, shards=None, timeout: float = 10.0) -> list:

@@ -200,12 +200,14 @@ class PSModel:
     fit_partitions = jobs.fit_partitions
 
     # -- functions next to the shards -------------------------------------------------------
-    def map_shards(self, table: str, fn: Callable, *args) -> list:
+    def map_shards(self, table: str, fn: Callable, *args, key_range: bool = False) -> list:
         """``fn(keys, values, slots, *args)`` on each shard's rows of ``table``, in shard order.
 
-        ``keys`` (n,) int64 are global keys; ``values`` (n, ncols) and the ``slots`` arrays
-        are the shard's own (a function may update them in place). Only the results travel;
-        ``fn`` runs in a thread of the shard's worker, off its event loop.
+        ``keys`` (n,) int64 are global keys (with ``key_range=True``, a dense table's shard
+        passes ``(start, stop)`` instead, the range it holds: no array of every key is built);
+        ``values`` (n, ncols) and the ``slots`` arrays are the shard's own (a function may
+        update them in place). Only the results travel; ``fn`` runs in a thread of the
+        shard's worker, off its event loop.
 
         Raises
         ------
@@ -213,7 +215,7 @@ class PSModel:
             No such table.
         """
         connection.process_client(self).spec(table)
-        return connection.call_all(self, "map_rows", table, fn, *args)
+        return connection.call_all(self, "map_rows", table, fn, *args, key_range=key_range)
 
     def lost_shards(self) -> list[int]:
         """Indices of the shards whose worker has left the cluster (none in-process)."""

@@ -12,7 +12,11 @@ from the shards, for the recovery driver.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextvars
+import itertools
+import time
 import uuid
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
@@ -293,13 +297,21 @@ def _started(client, futs) -> int:
 def _result(model: PSModel, fut, needed: set[str]):
     """A finished task's result. Its worker may die before we fetch it; Dask would then
     rerun the task, pinned to that worker, and never finish: watch the workers meanwhile."""
-    while True:
+    for attempt in itertools.count():
         try:
             return fut.result(timeout=WATCH_INTERVAL)
         except TimeoutError:
             if fut.status == "error":  # the task's own TimeoutError (the poll's class):
                 fut.result()  # raise it
             placement.check_alive(model, needed)
+        except (UnboundLocalError, asyncio.CancelledError, concurrent.futures.CancelledError):
+            # the task was cancelled, or distributed's sync() fell through on that (seen when
+            # the task's worker is SIGKILLed under load: a CancelledError is no Exception):
+            # give the scheduler time to notice the death, which check_alive reports
+            time.sleep(WATCH_INTERVAL)
+            placement.check_alive(model, needed)
+            if attempt > 60:
+                raise WorkerLostError(sorted(needed), []) from None
 
 
 def _run_group(model: PSModel, job: str, participant: int, cons: Consistency, fn,

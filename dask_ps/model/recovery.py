@@ -1,8 +1,10 @@
 """Recovery: lost shards recreated from a checkpoint; the driver that runs clocks through it.
 
 :func:`recover` (:meth:`PSModel.recover`) recreates lost shards on live workers and rolls
-every shard back to the newest complete checkpoint. :func:`run_clocks` is the training driver
-built on it:
+every shard back to the newest complete checkpoint. :func:`recreate` recreates them empty,
+for tables that the workers can rebuild from their own state (LDA's word–topic counts are a
+function of the topic assignments; Angel recovers them so). :func:`run_clocks` is the
+training driver built on them:
 
 An algorithm hands the driver a ``step(start, stop)`` that runs its clocks ``[start, stop)`` as
 one job of a :class:`~dask_ps.PSModel` (for logistic regression a clock of the driver is an
@@ -12,7 +14,9 @@ shard was lost it recreates the lost shards on live workers from the newest comp
 checkpoint, rolls every shard back to that checkpoint's clock, lets the algorithm relocate its
 data (Dask recomputes the partitions a dead worker held), and runs again from there. After
 ``max_recoveries`` recoveries it stops with a :class:`~dask_ps.exceptions.RecoveryError`
-naming the lost shards and the last good checkpoint.
+naming the lost shards and the last good checkpoint. Given a ``rebuild`` function instead, it
+needs no checkpoint: every table is recreated empty, ``rebuild()`` refills them, and the
+run goes on from the first clock of the failed job.
 
 Under BSP, with clocks whose randomness depends only on (seed, clock), a recovered run is the
 run that would have happened without the failure, up to the order of floating-point sums.
@@ -26,10 +30,10 @@ from typing import Callable
 
 from ..diagnostics.events import log_recovery
 from ..exceptions import RecoveryError, ShardUnavailableError, WorkerLostError
+from . import connection, placement
 from . import format as ck
-from . import placement
 
-__all__ = ["recover", "run_clocks"]
+__all__ = ["recover", "recreate", "run_clocks"]
 
 
 def _loss_errors() -> tuple:
@@ -57,7 +61,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                keep: int | None = 2, max_recoveries: int = 3,
                job_clocks: Callable[[int], int] | None = None,
                on_recover: Callable[[], None] | None = None,
-               data_position: Callable[[int], dict] | None = None) -> tuple[list, list[dict]]:
+               data_position: Callable[[int], dict] | None = None,
+               rebuild: Callable[[], None] | None = None) -> tuple[list, list[dict]]:
     """Run clocks ``[0, n_clocks)`` with ``step``, checkpointing and recovering.
 
     Parameters
@@ -93,6 +98,11 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
     data_position : callable, optional
         ``data_position(clock) -> dict`` stored in each checkpoint; default
         ``{"clock": clock}``.
+    rebuild : callable, optional
+        Recover without a checkpoint: after a loss every table is recreated empty
+        (:func:`recreate`), ``on_recover`` runs, then ``rebuild()`` refills the tables (e.g.
+        from the workers' state), and the run goes on from the first clock of the failed
+        job. Checkpoints, if any, are still saved but not restored.
 
     Returns
     -------
@@ -106,7 +116,9 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         checkpoint_clock``, plus one if the failed job had done any work),
         ``job_clocks_at_failure`` (the PS clock each participant of the failed job had
         reached, None when finished or unknown), ``error``, ``detected_at`` (Unix
-        time the driver saw the failure) and ``seconds`` (time to recover).
+        time the driver saw the failure) and ``seconds`` (time to recover). With
+        ``rebuild``, ``checkpoint`` and its fields are None, ``rebuilt`` is True and
+        ``checkpoint_clock`` is the clock the run went on from.
 
     Raises
     ------
@@ -148,15 +160,24 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                    n_clocks)
         try:
             if failure is not None:  # inside the try: a loss during recovery is one more
-                rec = recover(model, checkpoint)
-                if on_recover is not None:
-                    on_recover()
+                if rebuild is None:
+                    rec = recover(model, checkpoint)
+                    if on_recover is not None:
+                        on_recover()
+                else:
+                    rec = recreate(model)
+                    if on_recover is not None:
+                        on_recover()
+                    rebuild()
+                    rec.update(checkpoint=None, version=None, clock=failure["failed_clock"],
+                               torn=[], seconds=time.perf_counter() - rec["started"])
                 events.append(dict(failure, lost_shards=rec["lost_shards"],
                                    moved_to=rec["moved_to"], checkpoint=rec["checkpoint"],
                                    checkpoint_version=rec["version"],
                                    checkpoint_clock=rec["clock"], torn_versions=rec["torn"],
                                    clocks_lost=failure["failed_clock"] - rec["clock"]
-                                   + failure.pop("partial"), seconds=rec["seconds"]))
+                                   + failure.pop("partial"), seconds=rec["seconds"],
+                                   **({} if rebuild is None else {"rebuilt": True})))
                 clock, failure, pending_save = rec["clock"], None, False
             elif pending_save:
                 last = save(clock)
@@ -177,7 +198,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
             lost = model.lost_shards() or getattr(exc, "shards", [])
             good = None if last is None else f"{last.url} version {last.version} " \
                                              f"(clock {last.clock})"
-            if checkpoint is None or last is None:
+            if rebuild is None and (checkpoint is None or last is None):
                 raise RecoveryError(lost, good, f"no checkpoint to recover from ({exc!r}); "
                                     f"pass a checkpoint URL to recover automatically") from exc
             if n_failures >= max_recoveries:
@@ -192,6 +213,37 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                                     ([exc.address] if getattr(exc, "address", None) else [])),
                 job_clocks_at_failure=failed_clocks, error=repr(exc), detected_at=detected)
     return results, events
+
+
+def recreate(model) -> dict:
+    """Recreate lost shards on live workers and every table empty on every shard, as
+    :meth:`PSModel.add_table` made them (the caller refills them).
+
+    Returns
+    -------
+    dict
+        ``lost_shards`` (indices), ``moved_to`` (their new workers), ``started``
+        (``time.perf_counter()`` at the start).
+
+    Raises
+    ------
+    ValueError
+        No live worker can host the lost shards.
+    """
+    t0 = time.perf_counter()
+    if model._job is not None:
+        raise RuntimeError(f"cannot recreate tables while job {model._job!r} runs")
+    lost = placement.lost_shards(model)
+    was = [model.shards[i].address for i in lost]
+    moved = placement.replace_shards(model, lost) if lost else []
+    for name, spec in model.specs.items():
+        connection.call_all(model, "drop_table", name)
+        connection.call_all(model, "create_table", spec)
+    if not model.is_local:
+        for shard, old, new in zip(lost, was, moved):
+            log_recovery(shard, old, new, checkpoint="rebuilt", model=model.uid,
+                         client=model.client)
+    return dict(lost_shards=lost, moved_to=moved, started=t0)
 
 
 def recover(model, checkpoint: str, optimizer_state: bool = True) -> dict:

@@ -479,11 +479,12 @@ class ProcessClient:
         loop.call_later(SEND_DELAY, self._poll, job, state)
 
     def map_shards(self, name: str, fn, args: tuple, job: str | None = None,
-                   clock: int = 0) -> list:
+                   clock: int = 0, key_range: bool = False) -> list:
         """``fn(keys, values, slots, *args)`` on every shard's rows of ``name``, from a task
         at ``clock`` of ``job``: this process's pushes so far are sent first, and each shard
         runs ``fn`` once a pull at ``clock`` could be served there (under BSP, after every
-        participant's pushes of the clocks before). Results in shard order."""
+        participant's pushes of the clocks before). Results in shard order. ``key_range``:
+        see :meth:`~dask_ps.state.table.TableShard.view`."""
         self.spec(name)
         state = self.job(job) if job is not None else None
         if state is not None:
@@ -491,7 +492,8 @@ class ProcessClient:
         fn = Shipped(fn)
         t = self.transport
         return t.run(_gather(t.call(s, "map_rows", name, fn, *args, job=job, clock=clock,
-                                    timeout=t.timeout, _timeout=t.timeout + 5)
+                                    timeout=t.timeout, _timeout=t.timeout + 5,
+                                    key_range=key_range)
                              for s in range(len(t.shards))))
 
     def join(self, job: str, participant: int, n_local: int, consistency: Consistency,

@@ -340,14 +340,15 @@ class Shard:
 
     # -- functions next to the data ------------------------------------------------------
     async def map_rows(self, name: str, fn, *args, job: str | None = None, clock: int = 0,
-                       timeout: float = 300.0):
+                       timeout: float = 300.0, key_range: bool = False):
         """``fn(keys, values, slots, *args)`` on this shard's rows of ``name``; its result.
 
-        ``keys`` (n,) int64 are global keys, ``values`` (n, ncols) and ``slots`` (a dict of
-        (n, width) arrays) are views: ``fn`` may update them in place. It runs in a thread,
-        holding the shard's lock, so the worker's event loop stays free however long it
-        takes. With ``job``, it first waits like a pull at ``clock`` of that job (after a
-        BSP clock: every participant's pushes of the clocks before are applied).
+        ``keys`` (n,) int64 are global keys (with ``key_range``, a dense table's are
+        ``(start, stop)`` instead: see :meth:`TableShard.view`), ``values`` (n, ncols) and
+        ``slots`` (a dict of (n, width) arrays) are views: ``fn`` may update them in place.
+        It runs in a thread, holding the shard's lock, so the worker's event loop stays free
+        however long it takes. With ``job``, it first waits like a pull at ``clock`` of that
+        job (after a BSP clock: every participant's pushes of the clocks before are applied).
         """
         self._table(name)
         if job is not None:
@@ -357,14 +358,15 @@ class Shard:
         loop = asyncio.get_running_loop()
         self._off_loop = done = loop.create_future()
         try:
-            return await loop.run_in_executor(None, self._map_locked, name, fn, args)
+            return await loop.run_in_executor(None, self._map_locked, name, fn, args,
+                                              key_range)
         finally:
             self._off_loop = None
             done.set_result(None)
 
-    def _map_locked(self, name: str, fn, args: tuple):
+    def _map_locked(self, name: str, fn, args: tuple, key_range: bool = False):
         with self._lock:
-            keys, values, slots = self._table(name).view()
+            keys, values, slots = self._table(name).view(key_range)
             return fn(keys, values, slots, *args)
 
     async def load_rows(self, name: str, keys: np.ndarray, values: np.ndarray,

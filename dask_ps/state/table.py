@@ -272,10 +272,18 @@ class TableShard:
             return self._keys[: self.n_rows]
         return np.arange(self.start, self.start + self.n_rows, dtype=np.int64)
 
-    def view(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        """(keys, values, slots) of the rows held; arrays are views, valid until the next call."""
+    def view(self, key_range: bool = False) -> tuple[np.ndarray | tuple[int, int], np.ndarray,
+                                                      dict[str, np.ndarray]]:
+        """(keys, values, slots) of the rows held; arrays are views, valid until the next call.
+
+        With ``key_range``, a dense table gives its keys as ``(start, stop)``, the range of
+        global keys it holds, instead of an array of them (building that array costs more
+        than scanning the values: ~37 ms for a shard of 5.2 10^6 rows); a sparse one gives
+        its keys array (a view) either way."""
         n = self.n_rows
-        return self.keys(), self.values[:n], {k: v[:n] for k, v in self.slots.items()}
+        keys = (self.start, self.start + n) if key_range and not self.spec.sparse else \
+            self.keys()
+        return keys, self.values[:n], {k: v[:n] for k, v in self.slots.items()}
 
     @property
     def nbytes(self) -> int:

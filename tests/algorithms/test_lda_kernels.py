@@ -10,6 +10,7 @@ from scipy.special import gammaln
 
 from dask_ps.algorithms import _lda_eval as ev
 from dask_ps.algorithms import _lda_kernels as kr
+from dask_ps.algorithms import _lda_tokens as tk
 from dask_ps.algorithms._lda_eval import fold_in, heldout_split, perplexity, phi_from_counts
 from dask_ps.algorithms._lda_kernels import PROP, Z_PUSHED, Z
 
@@ -179,9 +180,9 @@ class Partition:
     """One simulated worker's cached partition and state (local word ids)."""
 
     def __init__(self, X, n_mh, n_topics, alpha, seed):
-        self.doc_ptr, words = kr.tokens_from_counts(X.indptr, X.indices, X.data)
-        self.vocab, self.words = kr.local_vocabulary(words)
-        self.word_ptr, self.word_tok = kr.group_by_word(self.words, self.vocab.size)
+        self.doc_ptr, words = tk.tokens_from_counts(X.indptr, X.indices, X.data)
+        self.vocab, self.words = tk.local_vocabulary(words)
+        self.word_ptr, self.word_tok = tk.group_by_word(self.words, self.vocab.size)
         self.doc_of = np.repeat(np.arange(self.doc_ptr.size - 1), np.diff(self.doc_ptr))
         self.state = kr.new_state(words.size, n_mh)
         self.rng = np.array([seed], np.uint64)
@@ -197,7 +198,7 @@ class Partition:
 def table_from(parts, n_words, n_topics, column=Z):
     nwk = np.zeros((n_words, n_topics), np.int32)
     for p in parts:
-        kr.word_topic_counts(p.vocab[p.words].astype(np.int32),
+        tk.word_topic_counts(p.vocab[p.words].astype(np.int32),
                              np.ascontiguousarray(p.state[:, column]), nwk)
     return nwk
 
@@ -206,7 +207,7 @@ def ps_iteration(parts, nwk, nk, alpha, beta, last=False):
     """One BSP clock: every part pulls its rows, runs the word phase, pushes; then (unless
     ``last``) the doc phase. Returns the documents' log-likelihood part (0 if ``last``)."""
     n_words, n_topics = nwk.shape
-    snaps = [(kr.dense_to_rows(nwk[p.vocab]), nk.copy()) for p in parts]
+    snaps = [(tk.dense_to_rows(nwk[p.vocab]), nk.copy()) for p in parts]
     pushes = []
     for p, (rows, nk_snap) in zip(parts, snaps):
         nk_delta = p.moved.copy()
@@ -290,7 +291,7 @@ def test_phases_match_their_twins(n_mh):
             want_state, want_nkd, want_delta = word_phase_twin(
                 p.words, p.doc_of, local, nk_snap, p.moved, p.state, n_mh, alpha, beta, V, twin)
             nk_delta = p.moved.copy()
-            nnz = kr.word_phase(p.word_ptr, p.word_tok, *kr.dense_to_rows(local), nk_snap,
+            nnz = kr.word_phase(p.word_ptr, p.word_tok, *tk.dense_to_rows(local), nk_snap,
                                 nk_delta, p.state, n_mh, alpha, beta, V, p.rng, *p.out)
             np.testing.assert_array_equal(p.state, want_state)
             np.testing.assert_array_equal(nk_delta, want_nkd)
@@ -402,14 +403,14 @@ def tiny_state(z0, n_mh, rng):
     state[:, Z] = z
     kr.init_state(TINY_DOCS, state, n_mh, TINY_K, TINY_ALPHA, False, rng)
     nwk = np.zeros((TINY_V, TINY_K), np.int32)
-    kr.word_topic_counts(TINY_WORDS, z, nwk)
+    tk.word_topic_counts(TINY_WORDS, z, nwk)
     return state, nwk
 
 
 @pytest.mark.parametrize("n_mh", [1, 3])
 def test_word_phase_keeps_the_collapsed_conditional(n_mh):
     pi = conditional()
-    word_ptr, word_tok = kr.group_by_word(TINY_WORDS, TINY_V)
+    word_ptr, word_tok = tk.group_by_word(TINY_WORDS, TINY_V)
     rng = np.array([7], np.uint64)
     draws = np.random.default_rng(0).choice(TINY_K, 20000, p=pi)
     ends = np.empty_like(draws)
@@ -417,7 +418,7 @@ def test_word_phase_keeps_the_collapsed_conditional(n_mh):
     for r, z0 in enumerate(draws):
         state, nwk = tiny_state(z0, n_mh, rng)
         nk = nwk.sum(axis=0).astype(np.int64)
-        kr.word_phase(word_ptr, word_tok, *kr.dense_to_rows(nwk), nk, np.zeros(TINY_K, np.int64),
+        kr.word_phase(word_ptr, word_tok, *tk.dense_to_rows(nwk), nk, np.zeros(TINY_K, np.int64),
                       state, n_mh, TINY_ALPHA, TINY_BETA, TINY_V, rng, *out)
         ends[r] = state[0, Z]
     freq = np.bincount(ends, minlength=TINY_K) / ends.size
@@ -510,16 +511,16 @@ def test_heldout_split_and_uniform_model_perplexity():
 
 def test_tokens_from_counts_names_the_bad_entry():
     X = sp.csr_matrix(np.array([[1, 0, 2], [0, 3, 0], [0, 0, 0], [1, 1, 0]], np.float32))
-    doc_ptr, words = kr.tokens_from_counts(X.indptr, X.indices, X.data)
+    doc_ptr, words = tk.tokens_from_counts(X.indptr, X.indices, X.data)
     np.testing.assert_array_equal(doc_ptr, [0, 3, 6, 6, 8])
     np.testing.assert_array_equal(words, [0, 2, 2, 1, 1, 1, 0, 1])
     bad = X.copy()
     bad.data[3] = 1.5
     with pytest.raises(ValueError, match="document 13, term 0 has count 1.5"):
-        kr.tokens_from_counts(bad.indptr, bad.indices, bad.data, first_row=10)
+        tk.tokens_from_counts(bad.indptr, bad.indices, bad.data, first_row=10)
     bad.data[3] = -1
     with pytest.raises(ValueError, match="document 3, term 0"):
-        kr.tokens_from_counts(bad.indptr, bad.indices, bad.data)
+        tk.tokens_from_counts(bad.indptr, bad.indices, bad.data)
 
 
 def test_new_state_aligned_and_checked():
@@ -539,8 +540,8 @@ def test_word_loglik_table_and_direct_paths_agree():
 
 def test_each_kernel_compiled_once():
     """The wrappers and tests pass fixed dtypes: one specialisation per kernel."""
-    for kernel in (kr.init_state, kr.word_phase, kr.doc_phase, kr.dense_to_rows, kr.delta_capacity,
-                   kr.word_topic_counts, kr.uniforms, ev.word_loglik, ev.topic_loglik,
+    for kernel in (kr.init_state, kr.word_phase, kr.doc_phase, tk.dense_to_rows, kr.delta_capacity,
+                   tk.word_topic_counts, kr.uniforms, ev.word_loglik, ev.topic_loglik,
                    ev.theta_em, ev.heldout_loglik, ev.doc_loglik):
         assert len(kernel.signatures) <= 1, (kernel, kernel.signatures)
 
@@ -549,7 +550,7 @@ def test_phases_refuse_mismatched_arrays_before_writing():
     X = corpus(5, 8, 6, seed=2)
     p = Partition(X, 1, 4, 0.1, 1)
     nwk = table_from([p], 8, 4)
-    rows = kr.dense_to_rows(nwk[p.vocab])
+    rows = tk.dense_to_rows(nwk[p.vocab])
     nk = nwk.sum(axis=0).astype(np.int64)
     before = p.state.copy()
     ptr, topic, value = p.out

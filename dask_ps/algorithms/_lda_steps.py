@@ -1,0 +1,241 @@
+"""The worker side of LDA on the parameter server: tasks over the partitions of a thread.
+
+Each partition's tokens and their sampler state (topic, pushed topic and proposals per token,
+an RNG) live in its worker-local state (``part.state``) for the whole fit, never re-read and
+never sent. The word–topic counts are the PS table :data:`TABLE` (see
+:mod:`~dask_ps.algorithms._lda_table`). A task runs all the partitions of a worker thread
+(:meth:`~dask_ps.PSModel.run`), one clock per iteration::
+
+    pull the rows of the task's words and the totals (one map_shards)
+    -> word phase of each partition (emits its delta)
+    -> push the deltas (merged with the process's other tasks), clock
+    -> doc phase of each partition, while the push travels
+
+A job ends after a push, so that between jobs the table counts every token's topic exactly
+(Z); the next job starts with the doc phase it skipped, against fresh totals.
+
+:func:`setup_task` makes the table count the assignments: partitions that have them push
+their counts, then partitions without (the first fit, or assignments lost with their worker)
+draw topics — uniformly, or from the counts of the others (:func:`~._lda_table.
+sample_from_rows`) — and push theirs. It initialises a fit, and rebuilds the table after a
+lost shard (the table is a function of the assignments, as in Angel's LDA).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import _lda_kernels as kr
+from . import _lda_tokens as tk
+from ._lda_eval import doc_loglik, topic_loglik
+from ._lda_table import (
+    flat_keys,
+    join_shards,
+    sample_from_rows,
+    select_rows,
+    shard_rows,
+    topic_counts,
+)
+
+__all__ = ["TABLE", "as_csr", "assignments_task", "setup_task", "table_counts",
+           "train_task"]
+
+#: Name of the word–topic table (flat, ``word * K + topic``, int32).
+TABLE = "nwk"
+
+
+def as_csr(value) -> sp.csr_matrix:
+    """A partition's documents as CSR (from scipy.sparse, ``sparse.COO`` or a dense array)."""
+    if sp.issparse(value):
+        return value.tocsr()
+    if hasattr(value, "to_scipy_sparse"):  # sparse.COO / GCXS
+        return value.to_scipy_sparse().tocsr()
+    return sp.csr_matrix(np.asarray(value))
+
+
+def _tokens(part, cfg: dict) -> dict:
+    """The partition's tokens, grouped by document and by word (made once, kept in
+    ``part.state``; again after a lost worker)."""
+    st = part.state
+    if "doc_ptr" not in st:
+        X = as_csr(part.load())
+        if X.shape[1] != cfg["n_words"]:
+            raise ValueError(f"partition {part.index} has {X.shape[1]} terms, the data "
+                             f"{cfg['n_words']}")
+        doc_ptr, words = tk.tokens_from_counts(X.indptr, X.indices, X.data,
+                                               first_row=cfg["row_offsets"][part.index])
+        vocab, local = tk.local_vocabulary(words)
+        st["word_ptr"], st["word_tok"] = tk.group_by_word(local, vocab.shape[0])
+        st["vocab"], st["doc_ptr"] = vocab, doc_ptr
+    return st
+
+
+def _new_sampler(st: dict, cfg: dict, seed: tuple) -> None:
+    n = st["word_tok"].shape[0]
+    st["state"] = kr.new_state(n, cfg["n_mh"])
+    st["rng"] = np.array([np.random.SeedSequence(seed).generate_state(1, np.uint64)[0]],
+                         np.uint64)
+    st["moved"] = np.zeros(cfg["n_topics"], np.int64)
+    room = kr.delta_capacity(st["word_ptr"], cfg["n_topics"])
+    st["delta"] = (np.zeros(st["vocab"].shape[0] + 1, np.int64), np.zeros(room, np.int32),
+                   np.zeros(room, np.int32))
+    st["keys"] = np.zeros(room, np.int64)
+    st["pending_doc"] = False
+
+
+def _push_counts(ps, st: dict, cfg: dict) -> None:
+    keys, counts = topic_counts(st["word_ptr"], st["word_tok"],
+                                np.ascontiguousarray(st["state"][:, kr.Z]), st["vocab"],
+                                cfg["n_topics"])
+    if keys.shape[0]:
+        ps.push(TABLE, keys, counts)
+
+
+def _pull(ps, words: np.ndarray, cfg: dict, with_ll: bool):
+    """CSR rows of ``words``, the topic totals and (``with_ll``) the word part of the
+    log-likelihood, from one ``map_shards`` call."""
+    results = ps.map_shards(TABLE, _shard_rows, words, cfg["n_topics"], bool(with_ll),
+                            cfg["beta"], key_range=True)
+    return join_shards(results, words.shape[0], cfg["n_topics"])
+
+
+def _shard_rows(key_range, values, slots, words, n_topics, with_ll, beta):
+    """Runs next to a shard: see :func:`~._lda_table.shard_rows`."""
+    return shard_rows(key_range[0], values.reshape(-1), words, n_topics, with_ll, beta)
+
+
+class _Rows:
+    """The rows of a task's words, and how to cut each partition's out of them."""
+
+    def __init__(self, sts: list[dict]) -> None:
+        vocabs = [st["vocab"] for st in sts]
+        if len(vocabs) == 1:
+            self.words, self.pos = vocabs[0], [None]
+        else:
+            self.words = np.unique(np.concatenate(vocabs)) if vocabs else \
+                np.zeros(0, np.int64)
+            self.pos = [np.searchsorted(self.words, v) for v in vocabs]
+
+    def pull(self, ps, cfg: dict, with_ll: bool):
+        ptr, topic, count, totals, ll = _pull(ps, self.words, cfg, with_ll)
+        rows = [(ptr, topic, count) if pos is None else select_rows(ptr, topic, count, pos)
+                for pos in self.pos]
+        return rows, totals, ll
+
+
+def setup_task(ps, parts: list, cfg: dict) -> list[tuple[int, int, int, bool]]:
+    """Make the table count the assignments (two clocks; see the module docstring).
+
+    ``cfg["warm"]``: partitions without assignments draw them from the counts of the
+    others instead of uniformly. Returns ``(partition, documents, tokens, fresh)`` per
+    partition.
+    """
+    sts = [_tokens(p, cfg) for p in parts]
+    K, alpha = cfg["n_topics"], cfg["alpha"]
+    fresh = []
+    for p, st in zip(parts, sts):
+        if "state" in st:  # assignments kept on this worker: the table is rebuilt from them
+            kr.init_state(st["doc_ptr"], st["state"], cfg["n_mh"], K, alpha, False, st["rng"])
+            st["moved"][:] = 0
+            st["pending_doc"] = False
+            _push_counts(ps, st, cfg)
+        else:
+            fresh.append((p, st))
+    ps.clock()
+    if fresh:
+        for p, st in fresh:
+            _new_sampler(st, cfg, (cfg["seed"], p.index, cfg["generation"]))
+        if cfg["warm"]:
+            rows, totals, _ = _Rows([st for _, st in fresh]).pull(ps, cfg, False)
+            for (_, st), (ptr, topic, count) in zip(fresh, rows):
+                z = np.empty(st["state"].shape[0], np.int32)
+                sample_from_rows(st["word_ptr"], st["word_tok"], ptr, topic, count, totals,
+                                 cfg["beta"], cfg["n_words"], z, st["rng"])
+                st["state"][:, kr.Z] = z
+        for _, st in fresh:
+            kr.init_state(st["doc_ptr"], st["state"], cfg["n_mh"], K, alpha,
+                          not cfg["warm"], st["rng"])
+            _push_counts(ps, st, cfg)
+    ps.clock()
+    fresh_ids = {p.index for p, _ in fresh}
+    return [(p.index, st["doc_ptr"].shape[0] - 1, int(st["word_tok"].shape[0]),
+             p.index in fresh_ids) for p, st in zip(parts, sts)]
+
+
+def train_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[dict]:
+    """Iterations ``first..last`` (one clock each) over a task's partitions.
+
+    Returns one record per iteration: ``doc_ll`` (the documents' part of log p(w, z) of
+    the task's partitions after the iteration's word phase), ``word_ll`` (the rows' and
+    totals' part, from task 0 only, on iterations ``cfg["evaluate"]`` says), ``sample_s``
+    and ``wait_s`` (seconds of the task in the kernels and in pulls).
+    """
+    sts = [p.state for p in parts]
+    if any("state" not in st for st in sts):
+        raise RuntimeError("a partition has no topic assignments: the setup job did not "
+                           "run on this worker")
+    K, n_mh, alpha, beta, V = (cfg["n_topics"], cfg["n_mh"], cfg["alpha"], cfg["beta"],
+                               cfg["n_words"])
+    rows_of = _Rows(sts)
+    lead = ps.task == 0
+    evaluate = cfg["evaluate"]
+    records = []
+    for it in range(first, last + 1):
+        t0 = time.perf_counter()
+        rows, nk, word_ll = rows_of.pull(ps, cfg, lead and it > first and evaluate(it - 1))
+        t1 = time.perf_counter()
+        if lead and it > first and evaluate(it - 1):
+            records[-1]["word_ll"] = word_ll + topic_loglik(nk, V, beta)
+        for st, (ptr, topic, count) in zip(sts, rows):
+            if st["pending_doc"]:  # skipped at the end of the last job: fresh totals count
+                zero = np.zeros(K, np.int64)  # every pushed move
+                kr.doc_phase(st["doc_ptr"], nk, zero, st["state"], n_mh, alpha, beta, V,
+                             st["rng"], st["moved"])
+                st["pending_doc"] = False
+            nk_delta = st["moved"].copy()
+            out_ptr, out_topic, out_value = st["delta"]
+            nnz = kr.word_phase(st["word_ptr"], st["word_tok"], ptr, topic, count, nk,
+                                nk_delta, st["state"], n_mh, alpha, beta, V, st["rng"],
+                                out_ptr, out_topic, out_value)
+            if nnz:
+                ps.push(TABLE, flat_keys(st["vocab"], out_ptr, out_topic, nnz, K, st["keys"]),
+                        out_value[:nnz])
+            st["nk"], st["nk_delta"] = nk, nk_delta
+        ps.clock()
+        doc_ll = 0.0
+        for st in sts:
+            if it < last:
+                doc_ll += kr.doc_phase(st["doc_ptr"], st["nk"], st["nk_delta"], st["state"],
+                                       n_mh, alpha, beta, V, st["rng"], st["moved"])
+            else:  # end on a push: the table counts every Z
+                doc_ll += doc_loglik(st["doc_ptr"], np.ascontiguousarray(st["state"][:, kr.Z]),
+                                     K, alpha)
+                st["pending_doc"] = True
+        records.append(dict(doc_ll=doc_ll, sample_s=time.perf_counter() - t1,
+                            wait_s=t1 - t0))
+    if lead and evaluate(last):
+        t0 = time.perf_counter()
+        _, nk, word_ll = rows_of.pull(ps, cfg, True)
+        records[-1]["word_ll"] = word_ll + topic_loglik(nk, V, beta)
+        records[-1]["wait_s"] += time.perf_counter() - t0
+    return records
+
+
+def assignments_task(ps, parts: list, cfg: dict) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each partition's tokens as ``(global word, topic)`` int64/int32 arrays, in word
+    order (for tests of the count invariants)."""
+    out = []
+    for p in parts:
+        st = p.state
+        counts = np.diff(st["word_ptr"])
+        words = np.repeat(st["vocab"], counts)
+        out.append((words, st["state"][st["word_tok"], kr.Z].astype(np.int32)))
+    return out
+
+
+def table_counts(keys, values, slots):
+    """Runs next to a shard (``key_range=True``): its counts, flat (int32 copy)."""
+    return values.reshape(-1).copy()

@@ -1,0 +1,246 @@
+"""Numba kernels of LDA's word–topic table on the parameter server, and of the worker's side
+of its pulls and pushes.
+
+The table is one flat int32 vector of ``V * K`` entries, entry ``w * K + k`` the count
+``n_wk``, range-partitioned over the shards (so by word: shard ``s`` holds the rows of a
+contiguous range of words, a row cut in two only at a shard boundary). Why flat and not
+``(V, K)``: a clock's push is the sparse delta of the word phase (``sum_w min(2 n_w, K)``
+entries at most, often far fewer), sent as flat keys and int32 values, where a ``(V, K)``
+table would take whole rows of K values (4 kB each at K = 1000). A pull is a function run
+next to each shard (:func:`shard_rows`, through ``map_shards``): it scans the shard once and
+returns, as CSR rows, only the non-zero counts of the words the task asked for, with the
+shard's topic totals (the totals need no table of their own, and are always exactly the
+column sums of the rows pulled with them) and, when asked, the shard's part of the
+log-likelihood (:func:`~dask_ps.algorithms._lda_eval.word_loglik`).
+
+The pure-Python twins are in ``tests/algorithms/test_lda_table.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from ._lda_kernels import _uniform
+
+_JIT = dict(cache=True, nogil=True)
+_LGAMMA_TABLE = 1024
+
+
+@numba.njit(**_JIT)
+def shard_rows(start, values, words, n_topics, with_ll, beta):
+    """What a pull of ``words`` gets from one shard of the flat table.
+
+    Parameters
+    ----------
+    start : int
+        Global key of ``values[0]``; the shard holds keys ``start .. start + n - 1``.
+    values : int32 array (n,)
+        The shard's counts.
+    words : int64 array (m,)
+        Global word ids asked for, ascending, distinct.
+    n_topics : int
+        K.
+    with_ll : bool
+        Also sum ``lgamma(n + β) - lgamma(β)`` over the shard's counts.
+    beta : float
+
+    Returns
+    -------
+    first : int
+        Position in ``words`` of the first word whose row (or part of it) the shard holds.
+    lens : int64 array (r,)
+        Non-zero counts of the rows of ``words[first:first + r]`` held here.
+    topic, count : int32 arrays (sum(lens),)
+        Those counts, word by word, topics ascending.
+    totals : int64 array (K,)
+        Column sums of every row (part) the shard holds.
+    ll : float
+        The shard's part of the word log-likelihood (0 unless ``with_ll``); negative counts,
+        which a consistent table never holds, count as zero.
+    """
+    n = values.shape[0]
+    totals = np.zeros(n_topics, np.int64)
+    if n == 0:
+        return (0, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32),
+                totals, 0.0)
+    stop = start + n
+    w_first = start // n_topics
+    w_last = (stop - 1) // n_topics
+    first = np.searchsorted(words, w_first)
+    last = np.searchsorted(words, w_last, side="right")
+    lens = np.zeros(last - first, np.int64)
+    cap = 0
+    for i in range(first, last):  # room for every entry of the rows asked for
+        w = words[i]
+        cap += min((w + 1) * n_topics, stop) - max(w * n_topics, start)
+    topic = np.empty(cap, np.int32)
+    count = np.empty(cap, np.int32)
+    table = np.empty(_LGAMMA_TABLE, np.float64)
+    base = math.lgamma(beta)
+    if with_ll:
+        for c in range(_LGAMMA_TABLE):
+            table[c] = math.lgamma(c + beta) - base
+    ll = 0.0
+    nnz = 0
+    i = first
+    for w in range(w_first, w_last + 1):
+        a = max(w * n_topics, start)
+        b = min((w + 1) * n_topics, stop)
+        k0 = a - w * n_topics
+        asked = i < last and words[i] == w
+        for j in range(a - start, b - start):
+            v = values[j]
+            if v != 0:
+                k = k0 + j - (a - start)
+                totals[k] += v
+                if with_ll and v > 0:
+                    ll += table[v] if v < _LGAMMA_TABLE else math.lgamma(v + beta) - base
+                if asked:
+                    topic[nnz] = k
+                    count[nnz] = v
+                    nnz += 1
+                    lens[i - first] += 1
+        if asked:
+            i += 1
+    return first, lens, topic[:nnz].copy(), count[:nnz].copy(), totals, ll
+
+
+def join_shards(results: list, n_words: int, n_topics: int):
+    """The CSR rows of ``n_words`` words and the totals from the shards' :func:`shard_rows`.
+
+    Returns
+    -------
+    ptr : int64 array (n_words + 1,)
+    topic, count : int32 arrays
+    totals : int64 array (K,)
+    ll : float
+        Sum of the shards' parts.
+    """
+    lens = np.zeros(n_words, np.int64)
+    totals = np.zeros(n_topics, np.int64)
+    ll = 0.0
+    for first, part, _, _, tot, part_ll in results:
+        lens[first:first + part.shape[0]] += part  # a row cut by a shard boundary adds up
+        totals += tot
+        ll += part_ll
+    ptr = np.zeros(n_words + 1, np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    # shards hold consecutive key ranges: their rows, in shard order, are in word order
+    topic = np.concatenate([r[2] for r in results]) if results else np.zeros(0, np.int32)
+    count = np.concatenate([r[3] for r in results]) if results else np.zeros(0, np.int32)
+    return ptr, topic, count, totals, ll
+
+
+@numba.njit(**_JIT)
+def select_rows(ptr, topic, count, pos):
+    """Rows ``pos`` (int64 (r,)) of CSR rows: ``(ptr int64 (r + 1,), topic, count)``."""
+    out_ptr = np.zeros(pos.shape[0] + 1, np.int64)
+    for i in range(pos.shape[0]):
+        out_ptr[i + 1] = out_ptr[i] + ptr[pos[i] + 1] - ptr[pos[i]]
+    out_topic = np.empty(out_ptr[-1], np.int32)
+    out_count = np.empty(out_ptr[-1], np.int32)
+    for i in range(pos.shape[0]):
+        a = ptr[pos[i]]
+        o = out_ptr[i]
+        for j in range(ptr[pos[i] + 1] - a):
+            out_topic[o + j] = topic[a + j]
+            out_count[o + j] = count[a + j]
+    return out_ptr, out_topic, out_count
+
+
+@numba.njit(**_JIT)
+def flat_keys(vocab, ptr, topic, nnz, n_topics, out):
+    """Table keys ``vocab[w] * K + topic`` of the CSR delta rows ``ptr``/``topic`` (its
+    first ``nnz`` entries), into ``out`` int64 (>= nnz,); returns ``out[:nnz]``."""
+    for w in range(ptr.shape[0] - 1):
+        base = vocab[w] * n_topics
+        for j in range(ptr[w], min(ptr[w + 1], nnz)):
+            out[j] = base + topic[j]
+    return out[:nnz]
+
+
+@numba.njit(**_JIT)
+def topic_counts(word_ptr, word_tok, z, vocab, n_topics):
+    """``(keys int64, counts int32)``: the table entries ``vocab[w] * K + k`` and counts of
+    the tokens of each local word ``w`` (``word_ptr``/``word_tok``) at topic ``z`` (int32
+    (N,)); non-zero ones only, word by word."""
+    cap = 0
+    for w in range(word_ptr.shape[0] - 1):
+        cap += min(word_ptr[w + 1] - word_ptr[w], n_topics)
+    keys = np.empty(cap, np.int64)
+    counts = np.empty(cap, np.int32)
+    acc = np.zeros(n_topics, np.int32)
+    touched = np.empty(n_topics, np.int64)
+    nnz = 0
+    for w in range(word_ptr.shape[0] - 1):
+        m = 0
+        for p in range(word_ptr[w], word_ptr[w + 1]):
+            k = z[word_tok[p]]
+            if acc[k] == 0:
+                touched[m] = k
+                m += 1
+            acc[k] += 1
+        base = vocab[w] * n_topics
+        for j in range(m):
+            k = touched[j]
+            keys[nnz] = base + k
+            counts[nnz] = acc[k]
+            acc[k] = 0
+            nnz += 1
+    return keys[:nnz], counts[:nnz]
+
+
+@numba.njit(**_JIT)
+def sample_from_rows(word_ptr, word_tok, row_ptr, row_topic, row_count, totals, beta,
+                     n_words, z, rng):
+    """Topics of fresh tokens drawn from the model's word–topic distribution alone:
+    ``p(z_i = k) ∝ (n_wk + β) / (n_k + Vβ)`` (the counts of other documents; the token's own
+    document contributes nothing yet). For documents whose assignments were lost with their
+    worker, next to the counts of the others; from an empty table, uniform topics.
+
+    Parameters
+    ----------
+    word_ptr, word_tok : int64 arrays
+        Tokens grouped by local word (:func:`~._lda_tokens.group_by_word`).
+    row_ptr, row_topic, row_count
+        CSR rows of the local words (as pulled).
+    totals : int64 array (K,)
+    beta : float
+    n_words : int
+        V.
+    z : int32 array (N,)
+        Receives the topics (by token).
+    rng : uint64 array (1,)
+    """
+    n_topics = totals.shape[0]
+    v_beta = n_words * beta
+    inv = np.empty(n_topics, np.float64)
+    cum_beta = np.empty(n_topics, np.float64)
+    acc = 0.0
+    for k in range(n_topics):
+        inv[k] = 1.0 / (max(totals[k], 0) + v_beta)
+        acc += beta * inv[k]
+        cum_beta[k] = acc
+    mass_beta = acc
+    cum_row = np.empty(n_topics, np.float64)
+    s = rng[0]
+    for w in range(word_ptr.shape[0] - 1):
+        r0, r1 = row_ptr[w], row_ptr[w + 1]
+        acc = 0.0
+        for j in range(r0, r1):
+            acc += max(row_count[j], 0) * inv[row_topic[j]]
+            cum_row[j - r0] = acc
+        mass_row = acc
+        for p in range(word_ptr[w], word_ptr[w + 1]):
+            s, u = _uniform(s)
+            v = u * (mass_row + mass_beta)
+            if v < mass_row:
+                j = min(np.searchsorted(cum_row[:r1 - r0], v, side="right"), r1 - r0 - 1)
+                k = row_topic[r0 + j]
+            else:
+                k = min(np.searchsorted(cum_beta, v - mass_row, side="right"), n_topics - 1)
+            z[word_tok[p]] = k
+    rng[0] = s

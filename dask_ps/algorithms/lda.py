@@ -1,0 +1,447 @@
+"""Latent Dirichlet allocation on the parameter server: collapsed Gibbs sampling with a
+WarpLDA-style Metropolis–Hastings sampler.
+
+The word–topic counts are a PS table (flat ``word * K + topic``, int32, range-partitioned by
+word, see :mod:`._lda_table`); each worker keeps its documents' tokens and topic assignments
+next to their cached partition (:mod:`._lda_steps`); the sampler is :mod:`._lda_kernels`.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..model import PSModel
+from ..partitions import Partitions
+from ..partitions.inputs import is_dask
+from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, PSEstimator
+from ._lda_eval import fold_in, heldout_loglik
+from ._lda_kernels import MAX_MH
+from ._lda_steps import TABLE, assignments_task, setup_task, table_counts, train_task
+
+__all__ = ["LatentDirichletAllocation", "train"]
+
+#: Seconds of iterations per job (after a first job of one iteration): what a recovery
+#: repeats at most. Each job costs one scheduling round and one extra pull.
+JOB_SECONDS = 30.0
+
+
+def _evaluated(it: int, every: int, last: int) -> bool:
+    """Whether the training log-likelihood is computed after iteration ``it``."""
+    return every > 0 and (it % every == 0 or it == last)
+
+
+def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alpha: float,
+          beta: float, max_iter: int, row_offsets: list[int], n_mh: int = 1,
+          evaluate_every: int = 1, consistency="bsp", staleness=None, random_state: int = 0,
+          loop: EpochLoop | None = None) -> tuple[np.ndarray, list[dict], dict]:
+    """Fit LDA by collapsed Gibbs sampling on a PS model; the functional core of
+    :class:`LatentDirichletAllocation` (see it for the parameters).
+
+    ``data`` holds document–term count partitions (CSR, dense or ``sparse.COO``);
+    ``row_offsets[i]`` is the number of the first document of partition ``i`` (for error
+    messages).
+
+    Returns
+    -------
+    nwk : int32 array (n_words, n_topics)
+        Word–topic counts of the final assignments.
+    history : list of dict
+        Per iteration (see :class:`LatentDirichletAllocation`'s ``history_``).
+    info : dict
+        ``n_tokens``, ``n_documents``.
+
+    Raises
+    ------
+    ValueError
+        Counts that are negative, not integers or not finite (naming the document and the
+        term), or no token at all.
+    """
+    loop = loop or EpochLoop(model, f"LatentDirichletAllocation(K={n_topics})", max_iter,
+                             unit="iteration", job_seconds=JOB_SECONDS)
+    model.add_table(TABLE, (n_words * n_topics,), "int32")
+    cfg = dict(n_words=int(n_words), n_topics=int(n_topics), alpha=float(alpha),
+               beta=float(beta), n_mh=int(n_mh), seed=int(random_state),
+               row_offsets=[int(r) for r in row_offsets], warm=False, generation=0)
+    every, total = int(evaluate_every), int(max_iter)
+    cfg["evaluate"] = lambda it: _evaluated(it, every, total)
+
+    def setup(c):
+        return model.run(lambda ps, parts: setup_task(ps, parts, c), data)
+
+    per_part = [p for task in setup(cfg) for p in task]
+    n_tokens = sum(p[2] for p in per_part)
+    info = dict(n_tokens=n_tokens, n_documents=sum(p[1] for p in per_part))
+    if n_tokens == 0:
+        raise ValueError("the documents hold no token (every count is zero)")
+
+    def epochs(first: int, last: int) -> list[dict]:
+        per_task = model.run(lambda ps, parts: train_task(ps, parts, cfg, first, last), data,
+                             consistency=consistency, staleness=staleness)
+        out = []
+        for e in range(last - first + 1):
+            recs = [t[e] for t in per_task]
+            rec = dict(sample_s=max(r["sample_s"] for r in recs),
+                       wait_s=max(r["wait_s"] for r in recs))
+            word = [r["word_ll"] for r in recs if "word_ll" in r]
+            if word:
+                ll = sum(r["doc_ll"] for r in recs) + word[0]
+                rec.update(loss=-ll / n_tokens, log_likelihood=ll)
+            out.append(rec)
+        return out
+
+    def rebuild() -> None:
+        cfg["generation"] += 1
+        setup(dict(cfg, warm=True))
+
+    history = loop.run(epochs, on_recover=data.locate, rebuild=rebuild)
+    nwk = np.concatenate(model.map_shards(TABLE, table_counts, key_range=True))
+    return nwk.reshape(n_words, n_topics), history, info
+
+
+def assignments(model: PSModel, data: Partitions) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every partition's tokens as ``(word ids, topics)``, from the workers (tests)."""
+    return [p for task in model.run(lambda ps, parts: assignments_task(ps, parts, {}), data)
+            for p in task]
+
+
+class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                                PSEstimator):
+    """Latent Dirichlet allocation by collapsed Gibbs sampling on a dask_ps parameter server.
+
+    The sampler is WarpLDA's Metropolis–Hastings scheme (Chen et al., 2016): every token
+    carries proposals drawn from its document's topics and from its word's topics (an
+    alias table), accepted with the exact collapsed conditional (Griffiths & Steyvers,
+    2004), so a token costs O(1) whatever the number of topics. The word–topic counts
+    ``n_wk`` (int32) live on the PS, range-partitioned by word; each worker keeps its
+    documents' tokens and topic assignments next to its cached partition and, once per
+    iteration (one clock), pulls the non-zero counts of its words with the topic totals (one
+    call per shard), samples, pushes the merged count delta of all its threads, and samples
+    the document side while that push travels (see :mod:`dask_ps.algorithms._lda_steps`).
+
+    Parameters
+    ----------
+    n_components : int, default 10
+        Number of topics K.
+    doc_topic_prior : float, optional
+        α of the symmetric Dirichlet prior of the document–topic distributions. Default
+        ``1 / n_components`` (scikit-learn's default; Griffiths & Steyvers use
+        ``50 / n_components``).
+    topic_word_prior : float, optional
+        β of the topic–word distributions. Default ``1 / n_components``.
+    max_iter : int, default 300
+        Gibbs iterations (passes over the tokens), one PS clock each.
+    mh_steps : int, default 1
+        Metropolis–Hastings steps per token and phase (1 to 7); 1 is exact per step.
+    evaluate_every : int, default 1
+        Compute the training log-likelihood every this many iterations (and after the
+        last); 0 or less: never. It costs a sum over the shard's counts during the pull
+        the next iteration makes anyway.
+    max_doc_update_iter : int, default 100
+        Fixed-point EM iterations of :meth:`transform`.
+    consistency : {"bsp", "ssp", "asp"}, default "bsp"
+        Under BSP every iteration samples against the counts of all pushes of the
+        iterations before; SSP lets a worker run ``staleness`` iterations ahead of the
+        slowest (the counts are then staler; the sampler clamps counts a stale snapshot
+        lacks at zero).
+    staleness : int, optional
+        With ``consistency="ssp"``, default 1.
+    n_shards : int, optional
+        Shards of the word–topic table; default one per worker.
+    random_state : int, optional
+        Seeds the sampler: the same seed, workers and partitioning give the same model.
+    client : distributed.Client or "local", optional
+        Default: the current client; "local" (or none) trains in this process.
+    shard_resources : str, optional
+        Place the table's shards on the workers offering this Dask resource (dedicated PS
+        workers, as for :class:`~dask_ps.LogisticRegression`).
+    max_recoveries : int, default 3
+        A lost worker or shard is recovered without a checkpoint: the word–topic table is
+        rebuilt from the workers' assignments (documents whose assignments were lost draw
+        new ones from the counts of the others), and the iterations of the failed job run
+        again.
+    progress : bool, optional
+        Progress bar; default when interactive.
+    callbacks : list of callable, optional
+        ``cb(record) -> bool`` after each iteration (then one job per iteration); True
+        stops the fit.
+
+    Attributes
+    ----------
+    components_ : ndarray (n_components, n_features) float64
+        Topic–word pseudo-counts ``n_kw + β`` (as scikit-learn's, whose rows normalised are
+        the topics' word distributions).
+    doc_topic_prior_, topic_word_prior_ : float
+    n_features_in_ : int
+        Vocabulary size V.
+    n_iter_ : int
+    n_tokens_ : int
+        Training tokens.
+    history_ : list of dict
+        One record per iteration: ``epoch`` (the iteration, 1-based), ``loss`` (minus the
+        training log-likelihood log p(w, z) per token), ``log_likelihood`` (log p(w, z)),
+        ``time`` (seconds since the fit started), ``epoch_time`` (seconds of this
+        iteration), ``bytes`` (pulled and pushed), ``sample_s`` and ``wait_s`` (seconds the
+        slowest task spent sampling and waiting for its pull); a ``{"event": "recovery",
+        ...}`` record per recovery.
+    vocabulary_ : ndarray of str (n_features,)
+        The terms, when given to :meth:`fit`.
+
+    Notes
+    -----
+    Each clock costs one ``map_shards`` pull (the shard scans its part of the V·K counts
+    and returns the non-zero ones of the words asked for) and one push of the sparse delta
+    (flat keys and int32 counts), merged per worker process.
+
+    References
+    ----------
+    D. Blei, A. Ng, M. Jordan. Latent Dirichlet allocation. JMLR 3, 2003.
+    T. Griffiths, M. Steyvers. Finding scientific topics. PNAS 101, 2004.
+    J. Chen, K. Li, J. Zhu, W. Chen. WarpLDA: a cache efficient O(1) algorithm for latent
+    Dirichlet allocation. PVLDB 9(10), 2016.
+    J. Yuan et al. LightLDA: big topic models on modest computer clusters. WWW 2015.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from dask_ps import LatentDirichletAllocation
+    >>> X = sp.random(50, 30, density=0.2, format="csr", random_state=0,
+    ...               data_rvs=lambda n: np.ones(n))
+    >>> lda = LatentDirichletAllocation(n_components=3, max_iter=20, client="local",
+    ...                                 random_state=0).fit(X)
+    >>> lda.transform(X).sum(axis=1).round(6)[:3]
+    array([1., 1., 1.])
+    """
+
+    _parameter_constraints = {
+        **{k: v for k, v in COMMON_CONSTRAINTS.items()
+           if k not in ("checkpoint", "checkpoint_every", "resume")},
+        "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
+        "doc_topic_prior": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "topic_word_prior": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "mh_steps": [Interval(numbers.Integral, 1, MAX_MH, closed="both")],
+        "evaluate_every": [numbers.Integral],
+        "max_doc_update_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+    }
+
+    def __init__(self, *, n_components=10, doc_topic_prior=None, topic_word_prior=None,
+                 max_iter=300, mh_steps=1, evaluate_every=1, max_doc_update_iter=100,
+                 consistency="bsp", staleness=None, n_shards=None, random_state=None,
+                 client=None, shard_resources=None, max_recoveries=3, progress=None,
+                 callbacks=None):
+        self.n_components, self.doc_topic_prior = n_components, doc_topic_prior
+        self.topic_word_prior, self.max_iter, self.mh_steps = topic_word_prior, max_iter, \
+            mh_steps
+        self.evaluate_every, self.max_doc_update_iter = evaluate_every, max_doc_update_iter
+        self.consistency, self.staleness, self.n_shards = consistency, staleness, n_shards
+        self.random_state, self.client = random_state, client
+        self.shard_resources = shard_resources
+        self.max_recoveries, self.progress, self.callbacks = max_recoveries, progress, \
+            callbacks
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        # counts: scikit-learn's checks then feed non-negative integers (as to CategoricalNB)
+        tags.input_tags.categorical = True
+        return tags
+
+    @property
+    def _n_features_out(self) -> int:
+        return self.components_.shape[0]
+
+    # -- input ------------------------------------------------------------------------
+    def _documents(self, X, reset: bool):
+        """``X`` checked: a dask array as it is, anything else as a CSR of counts."""
+        if isinstance(X, tuple):
+            raise TypeError("X is a tuple: pass the document-term matrix alone (read_ldac, "
+                            "read_docword and read_text return (X, vocabulary); give the "
+                            "vocabulary to fit(X, vocabulary=...) or top_words)")
+        if is_dask(X):
+            if X.ndim != 2:
+                raise ValueError(f"X must be 2-D (documents x terms), got shape {X.shape}")
+            if reset:
+                self.n_features_in_ = int(X.shape[1])
+            elif X.shape[1] != self.n_features_in_:
+                raise ValueError(f"X has {X.shape[1]} terms, the model "
+                                 f"{self.n_features_in_}")
+            return X
+        if hasattr(X, "to_scipy_sparse"):  # sparse.COO / GCXS
+            X = X.to_scipy_sparse()
+        X = validate_data(self, X, accept_sparse="csr", reset=reset,
+                          dtype=(np.float64, np.float32, np.int64, np.int32))
+        X = sp.csr_matrix(X)
+        X.sum_duplicates()
+        _check_counts(X, integers=reset)
+        return X
+
+    # -- fit ----------------------------------------------------------------------------
+    def fit(self, X, y=None, *, vocabulary=None):
+        """Fit the topics to a document–term count matrix.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix (n_documents, n_terms)
+            Non-negative integer counts: NumPy, scipy.sparse, ``sparse.COO`` or a dask
+            array (dense or CSR chunks, as :func:`dask_ps.io.read_ldac`,
+            :func:`~dask_ps.io.read_docword` and :func:`~dask_ps.io.read_text` return).
+            In-memory input is scattered to the workers once; a dask array is read once
+            where its chunks are computed. Empty documents are allowed (they add nothing).
+        y : ignored
+        vocabulary : sequence of str (n_terms,), optional
+            The terms, kept as ``vocabulary_`` for :meth:`top_words`.
+
+        Raises
+        ------
+        ValueError
+            Bad parameters; a count that is negative, not an integer or not finite
+            (naming the document and the term); no token at all; a vocabulary whose length
+            is not the number of terms.
+        """
+        self._validate()
+        X = self._documents(X, reset=True)
+        K, V = int(self.n_components), int(X.shape[1])
+        if vocabulary is not None:
+            vocabulary = np.asarray(vocabulary, dtype=str)
+            if vocabulary.shape != (V,):
+                raise ValueError(f"vocabulary has {vocabulary.shape[0]} terms, X {V} columns")
+        alpha = 1.0 / K if self.doc_topic_prior is None else float(self.doc_topic_prior)
+        beta = 1.0 / K if self.topic_word_prior is None else float(self.topic_word_prior)
+        with self._model() as model:
+            with self._partition(model, X) as data:
+                offsets = np.concatenate(([0], np.cumsum(data.n_rows)[:-1])).tolist()
+                loop = EpochLoop(model, f"LatentDirichletAllocation(K={K})", self.max_iter,
+                                 max_recoveries=self.max_recoveries, progress=self.progress,
+                                 callbacks=self.callbacks, unit="iteration",
+                                 job_seconds=JOB_SECONDS)
+                nwk, history, info = train(
+                    model, data, n_words=V, n_topics=K, alpha=alpha, beta=beta,
+                    max_iter=self.max_iter, row_offsets=offsets, n_mh=self.mh_steps,
+                    evaluate_every=self.evaluate_every, consistency=self.consistency,
+                    staleness=self.staleness, random_state=self._seed(), loop=loop)
+                if history:
+                    history[-1].update(data.report())
+        self.components_ = nwk.T.astype(np.float64) + beta
+        self.doc_topic_prior_, self.topic_word_prior_ = alpha, beta
+        self.n_tokens_ = int(info["n_tokens"])
+        self.history_ = history
+        self.n_iter_ = sum(1 for h in history if "epoch" in h and "event" not in h)
+        if vocabulary is not None:
+            self.vocabulary_ = vocabulary
+        elif hasattr(self, "vocabulary_"):
+            del self.vocabulary_
+        return self
+
+    # -- the topics -----------------------------------------------------------------------
+    def _phi(self) -> np.ndarray:
+        return self.components_ / self.components_.sum(axis=1, keepdims=True)
+
+    def transform(self, X):
+        """Document–topic distributions θ (rows sum to 1) given the fitted topics.
+
+        θ_d is the fixed point of EM on the document's counts with the topics fixed and
+        ``doc_topic_prior_`` pseudo-counts (``max_doc_update_iter`` iterations); an empty
+        document gets the prior mean ``1 / n_components``.
+
+        Parameters
+        ----------
+        X : array-like, sparse matrix or dask array (n_documents, n_features)
+            Non-negative counts.
+
+        Returns
+        -------
+        ndarray (n_documents, n_components) float64, or a dask array for a dask ``X``
+        """
+        check_is_fitted(self)
+        X = self._documents(X, reset=False)
+        phi = self._phi()
+        if is_dask(X):
+            return X.map_blocks(_fold_in_block, phi, self.doc_topic_prior_,
+                                self.max_doc_update_iter, dtype=np.float64,
+                                chunks=(X.chunks[0], (phi.shape[0],)), meta=np.zeros((0, 0)))
+        return fold_in(phi, X, self.doc_topic_prior_, self.max_doc_update_iter)
+
+    def score(self, X, y=None) -> float:
+        """Log-likelihood of the documents, ``sum_dw c_dw log(θ_d · φ_w)`` with θ from
+        :meth:`transform` of the same documents (greater is better)."""
+        check_is_fitted(self)
+        X = self._documents(X, reset=False)
+        if is_dask(X):
+            X = sp.csr_matrix(X.compute())
+        theta = fold_in(self._phi(), X, self.doc_topic_prior_, self.max_doc_update_iter)
+        return float(heldout_loglik(X.indptr.astype(np.int64), X.indices.astype(np.int32),
+                                    X.data.astype(np.float64), theta,
+                                    np.ascontiguousarray(self._phi().T)))
+
+    def perplexity(self, X) -> float:
+        """``exp(-score(X) / tokens of X)``.
+
+        Raises
+        ------
+        ValueError
+            ``X`` holds no token.
+        """
+        check_is_fitted(self)
+        X = self._documents(X, reset=False)
+        if is_dask(X):
+            X = sp.csr_matrix(X.compute())
+        n = float(X.sum())
+        if n <= 0:
+            raise ValueError("X holds no token: its perplexity is undefined")
+        return float(np.exp(-self.score(X) / n))
+
+    def top_words(self, n: int = 10, vocabulary=None) -> np.ndarray:
+        """The ``n`` most probable terms of each topic.
+
+        Parameters
+        ----------
+        n : int, default 10
+        vocabulary : sequence of str (n_features,), optional
+            Default ``vocabulary_`` if fit had one, else the term ids are returned.
+
+        Returns
+        -------
+        ndarray (n_components, min(n, n_features)) of str (or int64 term ids), most probable
+        first
+        """
+        check_is_fitted(self)
+        if not isinstance(n, numbers.Integral) or n < 1:
+            raise ValueError(f"n must be a positive integer, got {n!r}")
+        if vocabulary is None:
+            vocabulary = getattr(self, "vocabulary_", None)
+        n = min(int(n), self.components_.shape[1])
+        top = np.argsort(-self.components_, axis=1, kind="stable")[:, :n]
+        if vocabulary is None:
+            return top.astype(np.int64)
+        vocabulary = np.asarray(vocabulary, dtype=str)
+        if vocabulary.shape != (self.components_.shape[1],):
+            raise ValueError(f"vocabulary has {vocabulary.shape[0]} terms, the model "
+                             f"{self.components_.shape[1]}")
+        return vocabulary[top]
+
+
+def _fold_in_block(block, phi, alpha, n_iter):
+    return fold_in(phi, block.tocsr() if sp.issparse(block) else sp.csr_matrix(block),
+                   alpha, n_iter)
+
+
+def _check_counts(X: sp.csr_matrix, integers: bool = True) -> None:
+    """Raise ValueError naming the first document and term whose count is negative (or,
+    with ``integers``, not an integer)."""
+    data = X.data
+    bad = data < 0
+    what = "Negative values in data passed to LatentDirichletAllocation"
+    if integers and not bad.any():
+        bad = data != np.round(data)
+        what = "LatentDirichletAllocation needs integer counts"
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        d = int(np.searchsorted(X.indptr, j, side="right")) - 1
+        raise ValueError(f"{what}: document {d}, term {int(X.indices[j])} has count "
+                         f"{data[j]:g}")

@@ -1,0 +1,70 @@
+"""LDA survives the SIGKILL of a worker holding a shard of the word–topic table and data:
+the table is rebuilt from the assignments the other workers keep (the lost documents draw
+theirs from the counts of the others), unattended, and the model is as good."""
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dask_ps import LatentDirichletAllocation
+from dask_ps.algorithms._lda_eval import heldout_split, perplexity
+from dask_ps.cluster import worker_info
+
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
+
+ITERATIONS = 120
+FIT = dict(n_components=20, doc_topic_prior=0.1, topic_word_prior=0.01, max_iter=ITERATIONS,
+           random_state=3, progress=False, evaluate_every=10)
+
+
+@pytest.fixture(scope="module")
+def client3():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None,
+                      worker_dashboard_address=None) as cluster, Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def ap(data):
+    from dask_ps.io import read_ldac
+
+    X, _ = read_ldac(str(data / "lda_ap" / "ap.dat"), str(data / "lda_ap" / "vocab.txt"))
+    return heldout_split(sp.csr_matrix(X.compute()), 0.1, seed=0)
+
+
+def test_killed_shard_worker_is_rebuilt_from_the_assignments(ap, client3):
+    client3.wait_for_workers(3, timeout=60)
+    base = LatentDirichletAllocation(client=client3, **FIT).fit(ap.train)
+    assert not [h for h in base.history_ if h.get("event") == "recovery"]
+    client3.wait_for_workers(3, timeout=60)
+    seen: dict = {}
+
+    def kill(record) -> bool:  # after iteration 30: the worker of shard 1 dies mid-fit
+        if record.get("epoch") == 30 and "victim" not in seen:
+            victim = sorted(worker_info(client3))[1]
+            seen["victim"] = victim
+            pid = client3.run(os.getpid, workers=[victim])[victim]
+            threading.Timer(0.05, os.kill, (pid, signal.SIGKILL)).start()
+            time.sleep(0.2)
+        return False
+
+    est = LatentDirichletAllocation(client=client3, callbacks=[kill], **FIT).fit(ap.train)
+    assert "victim" in seen, "the worker was never killed"
+    events = [h for h in est.history_ if h.get("event") == "recovery"]
+    assert len(events) == 1, est.history_
+    ev = events[0]
+    assert ev["rebuilt"] is True and ev["lost_shards"] == [1], ev
+    assert [h["epoch"] for h in est.history_ if "epoch" in h and "event" not in h] == \
+        list(range(1, ITERATIONS + 1))
+    # the table is the counts of the assignments after the rebuild too
+    assert est.components_.sum() == pytest.approx(ap.train.sum() + 0.01 * est.components_.size)
+    p_base = perplexity(base._phi(), ap)
+    p_rec = perplexity(est._phi(), ap)
+    assert np.isfinite(p_rec) and abs(p_rec / p_base - 1) < 0.01, (p_rec, p_base)

@@ -1,0 +1,161 @@
+"""The kernels of LDA's flat word–topic table against pure-Python twins: a pull cut across
+shard boundaries gives the dense rows back; keys, counts and the warm sampler."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.special import gammaln
+from test_lda_kernels import Rng
+
+from dask_ps.algorithms import _lda_table as tb
+from dask_ps.algorithms._lda_eval import word_loglik
+
+
+# -- twins -----------------------------------------------------------------------------------
+def shard_rows_twin(start, values, words, K, beta):
+    """The rows of ``words`` a shard holding keys ``start..`` gives, as dicts, its totals and
+    its log-likelihood part."""
+    rows, totals, ll = {}, np.zeros(K, np.int64), 0.0
+    for j, v in enumerate(values):
+        w, k = divmod(start + j, K)
+        if v:
+            totals[k] += v
+            ll += gammaln(v + beta) - gammaln(beta)
+            if w in set(words.tolist()):
+                rows.setdefault(w, []).append((k, int(v)))
+    return rows, totals, ll
+
+
+def sample_twin(word_ptr, word_tok, ptr, topic, count, totals, beta, V, rng):
+    K = totals.size
+    inv = 1.0 / (np.maximum(totals, 0) + V * beta)
+    z = np.empty(word_tok.size, np.int64)
+    for w in range(word_ptr.size - 1):
+        weights = [max(c, 0) * inv[k] for k, c in zip(topic[ptr[w]:ptr[w + 1]],
+                                                        count[ptr[w]:ptr[w + 1]])]
+        cum = np.cumsum(weights) if weights else np.zeros(0)
+        mass = cum[-1] if weights else 0.0
+        cum_beta = np.cumsum(beta * inv)
+        for p in range(word_ptr[w], word_ptr[w + 1]):
+            v = rng.uniform() * (mass + cum_beta[-1])
+            if v < mass:
+                j = min(int(np.searchsorted(cum, v, side="right")), len(weights) - 1)
+                z[word_tok[p]] = topic[ptr[w] + j]
+            else:
+                z[word_tok[p]] = min(int(np.searchsorted(cum_beta, v - mass, side="right")),
+                                     K - 1)
+    return z
+
+
+def random_table(V, K, density, seed):
+    rng = np.random.default_rng(seed)
+    nwk = np.where(rng.random((V, K)) < density, rng.integers(1, 2000, (V, K)), 0)
+    return nwk.astype(np.int32)
+
+
+# -- tests -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("n_shards", [1, 3, 7])
+@pytest.mark.parametrize("K", [1, 5, 64])
+def test_pull_across_shards_gives_the_rows_back(n_shards, K):
+    V = 23
+    nwk = random_table(V, K, 0.3, K + n_shards)
+    nwk[4] = 0  # an empty row
+    flat = nwk.reshape(-1)
+    rng = np.random.default_rng(n_shards)
+    words = np.sort(rng.choice(V, 15, replace=False)).astype(np.int64)
+    words = np.union1d(words, [4]).astype(np.int64)
+    bounds = np.linspace(0, V * K, n_shards + 1).round().astype(np.int64)  # rows cut
+    results, lls = [], 0.0
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        r = tb.shard_rows(int(a), flat[a:b], words, K, True, 0.01)
+        rows, totals, ll = shard_rows_twin(int(a), flat[a:b], words, K, 0.01)
+        first, lens, topic, count, tot, got_ll = r
+        np.testing.assert_array_equal(tot, totals)
+        assert got_ll == pytest.approx(ll, rel=1e-9, abs=1e-9)
+        mine = {}
+        pos = 0
+        for i, n in enumerate(lens):
+            if n:
+                mine[int(words[first + i])] = list(zip(topic[pos:pos + n].tolist(),
+                                                       count[pos:pos + n].tolist()))
+            pos += n
+        assert mine == {w: v for w, v in rows.items()}
+        assert tb.shard_rows(int(a), flat[a:b], words, K, False, 0.01)[5] == 0.0
+        results.append(r)
+        lls += ll
+    ptr, topic, count, totals, ll = tb.join_shards(results, words.size, K)
+    np.testing.assert_array_equal(totals, nwk.sum(axis=0))
+    assert ll == pytest.approx(word_loglik(flat.copy(), 0.01), rel=1e-9)
+    for i, w in enumerate(words):
+        dense = np.zeros(K, np.int64)
+        dense[topic[ptr[i]:ptr[i + 1]]] = count[ptr[i]:ptr[i + 1]]
+        np.testing.assert_array_equal(dense, nwk[w])
+        assert np.all(np.diff(topic[ptr[i]:ptr[i + 1]]) > 0)  # ascending, no repeat
+
+
+def test_shard_rows_large_counts_and_empty_shard():
+    K = 3
+    values = np.array([0, 5000, 1, 0, 0, 0], np.int32)
+    first, lens, topic, count, totals, ll = tb.shard_rows(3, values, np.array([1, 2], np.int64),
+                                                          K, True, 0.5)
+    assert first == 0 and lens.tolist() == [2, 0]
+    assert topic.tolist() == [1, 2] and count.tolist() == [5000, 1]
+    expect = math.lgamma(5000.5) + math.lgamma(1.5) - 2 * math.lgamma(0.5)
+    assert ll == pytest.approx(expect)
+    out = tb.shard_rows(0, np.zeros(0, np.int32), np.array([0], np.int64), K, True, 0.5)
+    assert out[1].size == 0 and out[4].tolist() == [0, 0, 0] and out[5] == 0.0
+
+
+def test_select_rows_and_flat_keys():
+    ptr = np.array([0, 2, 2, 5], np.int64)
+    topic = np.array([1, 3, 0, 2, 4], np.int32)
+    count = np.array([7, 8, 1, 2, 3], np.int32)
+    p2, t2, c2 = tb.select_rows(ptr, topic, count, np.array([2, 0, 1], np.int64))
+    assert p2.tolist() == [0, 3, 5, 5]
+    assert t2.tolist() == [0, 2, 4, 1, 3] and c2.tolist() == [1, 2, 3, 7, 8]
+    vocab = np.array([10, 20, 30], np.int64)
+    keys = tb.flat_keys(vocab, ptr, topic, 4, 5, np.zeros(5, np.int64))
+    assert keys.tolist() == [51, 53, 150, 152]  # the first 4 entries only
+
+
+def test_topic_counts_match_a_dense_count():
+    rng = np.random.default_rng(0)
+    n, V_local, K = 500, 17, 6
+    local = rng.integers(0, V_local, n).astype(np.int32)
+    z = rng.integers(0, K, n).astype(np.int32)
+    vocab = np.sort(rng.choice(1000, V_local, replace=False)).astype(np.int64)
+    word_tok = np.argsort(local, kind="stable").astype(np.int64)
+    word_ptr = np.concatenate(([0], np.cumsum(np.bincount(local, minlength=V_local))))
+    keys, counts = tb.topic_counts(word_ptr.astype(np.int64), word_tok, z, vocab, K)
+    dense = np.zeros((1000, K), np.int64)
+    np.add.at(dense, (vocab[local], z), 1)
+    got = np.zeros(1000 * K, np.int64)
+    np.add.at(got, keys, counts)
+    np.testing.assert_array_equal(got, dense.reshape(-1))
+    assert np.unique(keys).size == keys.size and (counts > 0).all()
+
+
+def test_sample_from_rows_matches_twin_and_distribution():
+    K, V, beta = 4, 50, 0.1
+    totals = np.array([100, 0, 40, 10], np.int64)
+    ptr = np.array([0, 2, 2], np.int64)  # word 0 has counts, word 1 none
+    topic = np.array([0, 2], np.int32)
+    count = np.array([30, 10], np.int32)
+    n0, n1 = 6000, 4000
+    word_ptr = np.array([0, n0, n0 + n1], np.int64)
+    word_tok = np.random.default_rng(1).permutation(n0 + n1).astype(np.int64)
+    z = np.empty(n0 + n1, np.int32)
+    rng = np.array([12345], np.uint64)
+    tb.sample_from_rows(word_ptr, word_tok, ptr, topic, count, totals, beta, V, z, rng)
+    twin = sample_twin(word_ptr, word_tok, ptr, topic, count, totals, beta, V, Rng(12345))
+    np.testing.assert_array_equal(z, twin)
+    inv = 1 / (totals + V * beta)
+    for w, (a, b) in enumerate([(0, n0), (n0, n0 + n1)]):
+        row = np.zeros(K)
+        row[topic[ptr[w]:ptr[w + 1]]] = count[ptr[w]:ptr[w + 1]]
+        p = (row + beta) * inv
+        p /= p.sum()
+        seen = np.bincount(z[word_tok[a:b]], minlength=K) / (b - a)
+        tolerance = 4 * np.sqrt(p * (1 - p) / (b - a)) + 1e-3  # 4 standard errors
+        assert np.all(np.abs(seen - p) <= tolerance), (seen, p)

@@ -1,0 +1,91 @@
+"""dask-ps train lda on the real AP corpus (LDA-C, and the same documents as a UCI docword
+file): progress, test perplexity, top words; saved, evaluated and exported again."""
+
+import numpy as np
+import pytest
+from test_cli import _scheduler_file
+
+from dask_ps.cli import main
+
+
+def counts(lines):
+    import scipy.sparse as sp
+
+    rows, cols, vals = [], [], []
+    for d, line in enumerate(lines):
+        for pair in line.split()[1:]:
+            w, c = pair.split(":")
+            rows.append(d), cols.append(int(w)), vals.append(int(c))
+    return sp.csr_matrix((vals, (rows, cols)), shape=(len(lines), 10473))
+
+
+def unigram_perplexity(train_lines, test_lines, beta):
+    p = np.asarray(counts(train_lines).sum(axis=0)).ravel() + beta
+    test = counts(test_lines)
+    return float(np.exp(-test.multiply(np.log(p / p.sum())[None, :]).sum() / test.sum()))
+
+
+@pytest.mark.timeout(300)
+def test_train_lda_on_ap_prints_progress_perplexity_and_top_words(data, client2, tmp_path,
+                                                                 capsys):
+    from dask_ps.saving import load_estimator
+
+    lines = (data / "lda_ap" / "ap.dat").read_text().splitlines()
+    (tmp_path / "train.dat").write_text("\n".join(lines[:2000]) + "\n")
+    (tmp_path / "test.dat").write_text("\n".join(lines[2000:]) + "\n")
+    vocab = str(data / "lda_ap" / "vocab.txt")
+    model = str(tmp_path / "lda.npz")
+    argv = ["train", "lda", "--train", str(tmp_path / "train.dat"), "--test",
+            str(tmp_path / "test.dat"), "--vocab", vocab, "--topics", "10", "--max-iter", "8",
+            "--seed", "1", "--top-words", "6", "--save", model,
+            "--scheduler-file", _scheduler_file(client2, tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    progress = [x for x in out if "LatentDirichletAllocation(K=10)" in x and ": loss" in x]
+    assert progress and progress[-1].split()[-3] == "8/8:", out
+    assert any(x.startswith("training LatentDirichletAllocation on 2,000 documents x 10,473 "
+                            "terms") for x in out), out
+    rate = next(x for x in out if x.startswith("train wall"))
+    assert "M tokens/s" in rate
+    test = next(x for x in out if x.startswith("test: perplexity"))
+    ppl = float(test.split()[2])
+    # topics, even after 8 iterations, explain the test documents better than the unigram
+    # model of the training documents (4,548 here, with the same smoothing)
+    assert 100 < ppl < 0.95 * unigram_perplexity(lines[:2000], lines[2000:], 0.1), test
+    topics = [x for x in out if x.startswith("topic ")]
+    terms = set((data / "lda_ap" / "vocab.txt").read_text().split())
+    assert len(topics) == 10
+    for line in topics:
+        words = line.split(": ", 1)[1].split()
+        assert len(words) == 6 and set(words) <= terms, line
+    est, extra = load_estimator(model)
+    assert extra["algorithm"] == "lda" and est.vocabulary_.shape == (10473,)
+    assert main(["evaluate", model, "--test", str(tmp_path / "test.dat")]) == 0
+    assert capsys.readouterr().out.strip() == test
+    assert main(["export", model, str(tmp_path / "out"), "--format", "csv"]) == 0
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "out" / "topics.csv")
+    assert table.shape == (10473, 11)
+    np.testing.assert_allclose(table.iloc[:, 1:].sum(axis=0), 1.0, rtol=1e-9)
+
+
+def test_train_lda_reads_uci_docword(data, client2, tmp_path, capsys):
+    """The first AP documents as a docword file (format from the name, 1-based ids)."""
+    lines = (data / "lda_ap" / "ap.dat").read_text().splitlines()[:300]
+    rows = []
+    for d, line in enumerate(lines):
+        for pair in line.split()[1:]:
+            w, c = pair.split(":")
+            rows.append(f"{d + 1} {int(w) + 1} {c}")
+    path = tmp_path / "docword.ap.txt"
+    path.write_text(f"{len(lines)}\n10473\n{len(rows)}\n" + "\n".join(rows) + "\n")
+    assert main(["train", "lda", "--train", str(path), "--topics", "5", "--max-iter", "3",
+                 "--top-words", "3", "--scheduler-file",
+                 _scheduler_file(client2, tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    tokens = sum(int(p.split(":")[1]) for line in lines for p in line.split()[1:])
+    assert any(f"300 documents x 10,473 terms, {tokens:,} tokens" in x for x in out), out
+    topics = [x for x in out if x.startswith("topic ")]
+    assert len(topics) == 5 and all(len(x.split(": ")[1].split()) == 3 for x in topics)
+    assert all(w.isdigit() for x in topics for w in x.split(": ")[1].split())  # no vocab: ids
