@@ -49,7 +49,7 @@ def _number(buf, s, e):
     """Parse buf[s:e] as ``[+-]?(d+.?d*|.d+)([eE][+-]?d+)?``.
 
     Returns (status, value): status 0 = exact value, 1 = valid but needs the slow
-    exact parser, 2 = not a number (this includes nan and inf, which are rejected).
+    exact parser, 2 = not a number (this includes nan and inf: see :func:`_special`).
     """
     i = s
     neg = False
@@ -118,6 +118,32 @@ def _number(buf, s, e):
     else:
         return 1, 0.0
     return 0, -v if neg else v
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _lower(c):
+    return c + 32 if 65 <= c <= 90 else c
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _special(buf, s, e):
+    """1 for ``nan``, 2 for ``inf`` / ``infinity`` (any case, optional sign), else 0."""
+    if s < e and (buf[s] == 43 or buf[s] == 45):
+        s += 1
+    n = e - s
+    if n == 3:
+        a, b, c = _lower(buf[s]), _lower(buf[s + 1]), _lower(buf[s + 2])
+        if a == 110 and b == 97 and c == 110:
+            return 1
+        if a == 105 and b == 110 and c == 102:
+            return 2
+    if n == 8:
+        word = b"infinity"
+        for k in range(8):
+            if _lower(buf[s + k]) != word[k]:
+                return 0
+        return 2
+    return 0
 
 
 @numba.njit(cache=True, nogil=True)
@@ -269,6 +295,8 @@ def parse_block(buf, shift, reject_zero, max_raw):
                 break
             st, v = _number(buf, colon + 1, te)
             if st == 2:
+                if _special(buf, colon + 1, te) == 1:
+                    continue  # NaN: a missing value, the pair is left out
                 err = E_BAD_VALUE
                 break
             if st == 1:

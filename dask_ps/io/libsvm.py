@@ -175,7 +175,9 @@ def read_libsvm(
     indices need not be sorted: each row is sorted, and **a repeated index within a row
     is summed** (``1:0.5 1:0.25`` gives 0.75, as for :class:`scipy.sparse.coo_matrix` and
     as a LIBSVM/LIBLINEAR linear model sees it; sklearn raises instead). Explicit zeros
-    (``3:0``) are kept as stored entries, as sklearn does.
+    (``3:0``) are kept as stored entries, as sklearn does. A NaN value (``3:nan``) is a
+    missing value and the pair is left out; an infinite one is an error (the rule of every
+    reader, :mod:`dask_ps.io`).
 
     Uncompressed files are split at line boundaries into blocks of about ``blocksize``
     bytes; compressed files are read as one block each. The input is read twice: a
@@ -221,8 +223,9 @@ def read_libsvm(
         For a malformed line; the message names the file, the 1-based line number in
         that file and the offending token. Malformed means: a pair without a colon, an
         empty or non-integer index, a negative index, index 0 with ``zero_based=False``,
-        an index beyond ``n_features``, a value or label that is not a finite number
-        (``nan``, ``inf``, overflow, text). Also for invalid arguments.
+        an index beyond ``n_features``, a value that is infinite (``inf``, overflow) or
+        not a number, a label that is not a finite number (``nan`` too). Also for invalid
+        arguments.
     FileNotFoundError
         If ``urlpath`` matches no file.
 
