@@ -4,17 +4,17 @@ Every key ``k`` of a hashed table has a 64-bit *hash code* ``g = rotl(splitmix64
 bijection of the key. Its low 32 bits pick the shard (``(splitmix64(k) >> 32) % n_shards``,
 the hash partitioner's rule); its high bits pick the key's home slot in the shard's index.
 
-* The client sorts the distinct keys of a call by ``(shard, g)`` with a radix sort
-  (:func:`plan_hashed`): sequential passes over the keys instead of one random probe of a
-  hash table per key.
+* The client groups the distinct keys of a call by shard and by ranges of ``g``
+  (:func:`plan_hashed`): one radix pass over the keys, then repeats found bucket by bucket in
+  a small table that stays in cache, instead of one random probe of a large table per key.
 * The shard's index is open addressing with linear probing, addressed by the high bits of
   ``g``, one 8-byte word per slot: ``(fingerprint << 32) | (row + 1)``, 0 when empty, where
-  the fingerprint is the low 32 bits of ``g``. So keys that arrive sorted by ``g`` visit the
-  index in memory order for any table size (the prefetcher streams it), and a probe compares
+  the fingerprint is the low 32 bits of ``g``. So keys that arrive grouped by ranges of ``g``
+  visit the index range by range, in cache, for any table size, and a probe compares
   fingerprints, looking at the key itself only when they match.
 * When the index grows, the shard renumbers its rows in the order of the index's slots
-  (:func:`index_renumber`): nearly hash-code order, so that rows, too, are read in memory
-  order by sorted calls.
+  (:func:`index_renumber`): nearly hash-code order, so that rows, too, are read range by
+  range by planned calls.
 
 Kernels take arrays and scalars only and have pure-Python twins in
 ``tests/state/test_hash_kernels.py``.
@@ -40,8 +40,6 @@ _U32 = np.uint64(32)
 MAX_ROWS = 2**32 - 2
 #: The index grows (doubles) when more than this fraction of its slots would be in use.
 MAX_LOAD = 0.75
-#: Keys per call below which :func:`plan_hashed` sorts by insertion, without radix passes.
-_SMALL = 48
 
 
 @numba.njit(inline="always", **_JIT)
@@ -79,188 +77,217 @@ def _shard_of(g, n_shards, magic):
     return np.int64(((low >> _U32) * d + (((low & _LOW32) * d) >> _U32)) >> _U32)
 
 
+#: Keys per bucket that :func:`plan_hashed` aims at: the radix pass writes to a few hundred
+#: places (in cache), and a bucket's dedup table (twice as many slots of 16 bytes) stays in
+#: the L2 cache.
+BUCKET = 4096
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+#: Generations a dedup table's tags can tell apart before it must be cleared.
+MAX_GEN = 2**32 - 1
+
+
 @numba.njit(**_JIT)
-def sort_by_hash(keys, n_shards, magic, g0, g1, p0, p1, count):
-    """Sort ``keys`` by ``(shard, hash code)``, stably (equal keys keep their input order).
+def plan_hashed(keys, n_shards, magic, scratch_codes, codes, order, count, table, gen,
+                inverse, defer_inverse):
+    """Deduplicate the keys of a hashed table and group them by shard, in hash-code order.
+
+    One radix pass puts the keys in buckets: by shard, then by the top bits of their hash
+    code (about :data:`BUCKET` keys each, so buckets run in ascending code ranges). Inside a
+    bucket, a small open-addressing table (in cache) finds the repeats — its slots are
+    tagged with a generation number instead of being cleared, so a bucket costs its keys
+    only — and the distinct codes are sorted there. One pass over memory instead of three
+    for a radix sort (10^6 keys: ~40 % less time), and the same order.
 
     Parameters
     ----------
     keys : int64 array, shape (n,)
+        Any order, repeats allowed; ``n < 2^32``.
     n_shards : int
     magic : uint64
         :func:`fastmod_magic` of ``n_shards`` (unused for 1 shard).
-    g0, g1 : uint64 arrays, shape (>= n,)
-    p0, p1 : uint32 arrays, shape (>= n,)
-        Scratch; nothing is expected of their content. ``n < 2^32``.
-    count : int64 array, shape (>= 256 * (n_shards + 2),)
-        Scratch.
-
-    Returns
-    -------
-    codes : uint64 array, shape (n,)
-        The hash codes, sorted by ``(shard, code)`` (a view of ``g0`` or ``g1``).
-    order : uint32 array, shape (n,)
-        ``order[j]``: the input position of the ``j``-th key in that order (a view of ``p0``
-        or ``p1``).
-
-    Notes
-    -----
-    Least-significant-digit radix passes of 8 bits over the top ``8 * passes`` bits of the
-    codes (1 to 3 passes, so that about 4 keys of a shard share those bits), the last pass
-    with the shard as its most significant part, then an insertion pass that orders the
-    keys sharing them. Each pass reads its input in order and writes to 256 (times the
-    shards) places at once, which stay in cache: for 10^6 keys, ~4 ms per pass on this
-    project's 2-core VM, where probing a hash table of 2 10^6 slots at random took ~50 ms.
-    """
-    n = keys.shape[0]
-    if n <= _SMALL:
-        for i in range(n):
-            g0[i] = hash_code(keys[i])
-            p0[i] = i
-    else:
-        per_shard = n // n_shards
-        passes = 1 if per_shard < 4 * 256 else (2 if per_shard < 4 * 65536 else 3)
-        low = 64 - 8 * passes
-        last = 256 * (passes - 1)
-        count[: last + 256 * n_shards] = 0
-        # the codes, and the histograms of all passes, in one read of the keys
-        for i in range(n):
-            g = hash_code(keys[i])
-            g0[i] = g
-            for q in range(passes - 1):
-                count[256 * q + np.int64((g >> np.uint64(low + 8 * q)) & np.uint64(255))] += 1
-            count[last + 256 * _shard_of(g, n_shards, magic) + np.int64(g >> np.uint64(56))] += 1
-        for q in range(passes):
-            t = 0
-            for d in range(256 * q, 256 * q + 256 * (n_shards if q == passes - 1 else 1)):
-                c = count[d]
-                count[d] = t
-                t += c
-        _radix_pass(g0, p0, g1, p1, count, 0, np.uint64(low), passes == 1, True, n_shards,
-                    magic, n)
-        if passes == 2:
-            _radix_pass(g1, p1, g0, p0, count, 256, np.uint64(low + 8), True, False,
-                        n_shards, magic, n)
-        elif passes == 3:
-            _radix_pass(g1, p1, g0, p0, count, 256, np.uint64(low + 8), False, False,
-                        n_shards, magic, n)
-            _radix_pass(g0, p0, g1, p1, count, 512, np.uint64(low + 16), True, False,
-                        n_shards, magic, n)
-        if passes != 2:
-            g0, p0 = g1, p1
-    # insertion pass: exact order by (shard, code); short moves only after the radix passes
-    for j in range(1, n):
-        g = g0[j]
-        if g0[j - 1] <= g and n > _SMALL:
-            continue  # the common case: in order (an earlier shard's code would not move it)
-        s = _shard_of(g, n_shards, magic)
-        p = p0[j]
-        m = j - 1
-        while m >= 0:
-            h = g0[m]
-            t = _shard_of(h, n_shards, magic)
-            if t < s or (t == s and h <= g):
-                break
-            g0[m + 1] = h
-            p0[m + 1] = p0[m]
-            m -= 1
-        g0[m + 1] = g
-        p0[m + 1] = p
-    return g0[:n], p0[:n]
-
-
-@numba.njit(**_JIT)
-def _radix_pass(src_g, src_p, dst_g, dst_p, count, base, shift, by_shard, first, n_shards,
-                magic, n):
-    """One stable counting-sort pass of :func:`sort_by_hash` on the digit
-    ``(code >> shift) & 255`` (with ``by_shard``: plus 256 times the shard), placing at
-    ``count[base + digit]``; ``first``: the positions are the input's own."""
-    for i in range(n):
-        g = src_g[i]
-        if by_shard:
-            d = base + 256 * _shard_of(g, n_shards, magic) + np.int64(g >> shift)
-        else:
-            d = base + np.int64((g >> shift) & np.uint64(255))
-        j = count[d]
-        count[d] = j + 1
-        dst_g[j] = g
-        dst_p[j] = i if first else src_p[i]
-
-
-@numba.njit(**_JIT)
-def plan_hashed(keys, n_shards, magic, g0, g1, p0, p1, count, inverse, defer_inverse):
-    """Deduplicate the keys of a hashed table and group them by shard, in hash order.
-
-    Parameters
-    ----------
-    keys : int64 array, shape (n,)
-        Any order, repeats allowed.
-    n_shards, magic, g0, g1, p0, p1, count
-        As for :func:`sort_by_hash`.
+    scratch_codes, codes : uint64 arrays, shape (>= n,)
+    order : uint32 array, shape (>= n,)
+    count : int64 array, shape (>= n_shards * 2**16 + 1,)
+        Scratch; nothing is expected of their content.
+    table : uint64 array, shape (2 * slots,), slots a power of two
+        The dedup table, kept by the caller between calls: per slot a code and a tag
+        ``(generation << 32) | position``; the tags hold generations below ``gen`` (zeros at
+        first). A bucket that needs more slots (more than half) gets a table of its own.
+    gen : int
+        The generation the first bucket uses (each bucket takes the next one); the caller
+        clears the table before ``gen`` passes :data:`MAX_GEN`.
     inverse : int64 array, shape (n,)
         Filled with the position in ``local`` of each input key, unless ``defer_inverse``.
     defer_inverse : bool
         Leave ``inverse`` alone; the caller fills it with :func:`fill_inverse` from
-        ``order`` and ``runs`` (while the shards answer a pull).
+        ``order`` and ``uid`` (while the shards answer a pull).
 
     Returns
     -------
     local : int64 array, shape (n_unique,)
-        Distinct keys, grouped by shard, in hash-code order inside each shard.
+        Distinct keys, grouped by shard, in ascending hash-code order inside each (each
+        bucket's distinct codes sorted in cache: the shards read their index and rows in
+        memory order).
     offsets : int64 array, shape (n_shards + 1,)
         ``local[offsets[s]:offsets[s + 1]]`` go to shard ``s``.
     order : uint32 array, shape (n,)
-        Input position of each key in sorted order (a view of scratch ``p0`` or ``p1``).
-    runs : int64 array, shape (n_unique + 1,)
-        ``order[runs[u]:runs[u + 1]]`` are the input positions of ``local[u]`` (ascending);
-        shape (0,) when the keys were distinct (then ``runs[u] = u``).
+        Input position of each key in bucket order (a view of ``order``).
+    uid : int64 array, shape (n,) or (0,)
+        Position in ``local`` of each key in bucket order; empty when the keys were
+        distinct (then it is ``arange(n)``).
     identity : bool
         Whether the keys were distinct and in that order already (``inverse`` = arange).
+    gen : int
+        The next unused generation.
     """
     n = keys.shape[0]
-    n_shards_ = max(n_shards, 1)
-    codes, order = sort_by_hash(keys, n_shards_, magic, g0, g1, p0, p1, count)
-    offsets = np.zeros(n_shards_ + 1, np.int64)
+    b = 0
+    while b < 16 and (n_shards << b) * BUCKET < n:
+        b += 1
+    nb = n_shards << b
+    shift = np.uint64(64 - b) if b else np.uint64(0)
+    count[: nb + 1] = 0
+    for i in range(n):
+        g = hash_code(keys[i])
+        scratch_codes[i] = g
+        top = np.int64(g >> shift) if b else 0
+        count[(_shard_of(g, n_shards, magic) << b) + top + 1] += 1
+    biggest = 0
+    for d in range(nb):
+        biggest = max(biggest, count[d + 1])
+        count[d + 1] += count[d]
+    for i in range(n):
+        g = scratch_codes[i]
+        top = np.int64(g >> shift) if b else 0
+        d = (_shard_of(g, n_shards, magic) << b) + top
+        j = count[d]
+        count[d] = j + 1
+        codes[j] = g
+        order[j] = i
+    # count[d] is now the end of bucket d
+    tbits = 1
+    while (1 << tbits) < 2 * biggest:
+        tbits += 1
+    if (2 << tbits) > table.shape[0]:  # a bucket of many repeats: a table of its own
+        table = np.zeros(2 << tbits, np.uint64)
+    tmask = (1 << tbits) - 1
+    tshift = np.uint64(64 - tbits)
+    low = np.uint64(0xFFFFFFFF)
+    offsets = np.zeros(n_shards + 1, np.int64)
     local = np.empty(n, np.int64)
+    uid = np.empty(n, np.int64)
+    ucodes = scratch_codes  # free since the scatter: the distinct codes of a bucket
+    # sorting a bucket's distinct codes: scratch for up to its size
+    sub_codes = np.empty(biggest, np.uint64)
+    sub_pos = np.empty(biggest, np.int64)
+    new_pos = np.empty(biggest, np.int64)
+    sub_count = np.empty(2 * biggest + 2, np.int64)
     u = 0
-    identity = True
-    for j in range(n):
-        g = codes[j]
-        if j > 0 and g == codes[j - 1]:
-            identity = False
+    start = 0
+    for d in range(nb):
+        end = count[d]
+        if end == start:
             continue
-        local[u] = key_of(g)
-        offsets[_shard_of(g, n_shards_, magic) + 1] += 1
-        identity = identity and order[j] == j
-        u += 1
-    for s in range(n_shards_):
+        tag = np.uint64(gen) << np.uint64(32)
+        first = u
+        for j in range(start, end):
+            g = codes[j]
+            t = np.int64(((g ^ (g >> np.uint64(29))) * _GOLDEN) >> tshift)
+            while (table[2 * t + 1] & ~low) == tag and table[2 * t] != g:
+                t = (t + 1) & tmask
+            w = table[2 * t + 1]
+            if (w & ~low) != tag:
+                w = tag | np.uint64(u - first)
+                table[2 * t] = g
+                table[2 * t + 1] = w
+                ucodes[u] = g
+                u += 1
+            uid[j] = np.int64(w & low)  # first appearance in the bucket, for now
+        m = u - first
+        _sort_bucket(ucodes[first:u], 64 - b, sub_codes[:m], sub_pos[:m], new_pos[:m],
+                     sub_count)
+        for r in range(m):
+            local[first + r] = key_of(sub_codes[r])
+        for j in range(start, end):
+            uid[j] = first + new_pos[uid[j]]
+        offsets[(d >> b) + 1] += m
+        gen += 1
+        start = end
+    for s in range(n_shards):
         offsets[s + 1] += offsets[s]
+    identity = False
     if u == n:
-        runs = np.empty(0, np.int64)
-    else:
-        runs = np.empty(u + 1, np.int64)
-        v = 0
+        plain = True
         for j in range(n):
-            if j == 0 or codes[j] != codes[j - 1]:
-                runs[v] = j
-                v += 1
-        runs[u] = n
+            if uid[j] != j:
+                plain = False
+                break
+        if plain:
+            uid = uid[:0]
+            identity = True
+            for j in range(n):
+                if order[j] != j:
+                    identity = False
+                    break
     if not defer_inverse:
-        fill_inverse(order, runs, inverse)
-    return local[:u], offsets, order, runs, identity
+        fill_inverse(order[:n], uid, inverse)
+    return local[:u], offsets, order[:n], uid, identity, gen
+
+
+@numba.njit(inline="always", **_JIT)
+def _sort_bucket(codes, key_bits, out, pos, new_pos, count):
+    """Sort a bucket's distinct ``codes`` (equal above their low ``key_bits`` bits):
+    ``out`` gets them ascending, ``pos[r]`` the index in ``codes`` of ``out[r]`` and
+    ``new_pos[q]`` where ``codes[q]`` went. A counting pass on the next bits into about as
+    many groups as codes (they are uniform), then insertion (in cache: a bucket is small)."""
+    m = codes.shape[0]
+    sb = 0
+    while (1 << sb) < m:
+        sb += 1
+    shift = np.uint64(max(key_bits - sb, 0))
+    mask = np.uint64((1 << sb) - 1)
+    count[: (1 << sb) + 1] = 0
+    for q in range(m):
+        count[np.int64((codes[q] >> shift) & mask) + 1] += 1
+    for k in range(1 << sb):
+        count[k + 1] += count[k]
+    for q in range(m):
+        k = np.int64((codes[q] >> shift) & mask)
+        r = count[k]
+        count[k] = r + 1
+        out[r] = codes[q]
+        pos[r] = q
+    for r in range(1, m):
+        c, p = out[r], pos[r]
+        i = r - 1
+        while i >= 0 and out[i] > c:
+            out[i + 1] = out[i]
+            pos[i + 1] = pos[i]
+            i -= 1
+        out[i + 1] = c
+        pos[i + 1] = p
+    for r in range(m):
+        new_pos[pos[r]] = r
+
+
+def table_size(n: int) -> int:
+    """Slots of a dedup table for buckets of up to ``n`` keys (a power of two >= 2 n)."""
+    size = 16
+    while size < 2 * n:
+        size *= 2
+    return size
 
 
 @numba.njit(**_JIT)
-def fill_inverse(order, runs, inverse):
-    """``inverse[order[j]] = u`` for every position ``j`` of run ``u`` (see
-    :func:`plan_hashed`): the position in ``local`` of each input key."""
-    if runs.shape[0] == 0:
+def fill_inverse(order, uid, inverse):
+    """``inverse[order[j]] = uid[j]`` (``j`` when ``uid`` is empty): the position in
+    ``local`` of each input key (see :func:`plan_hashed`)."""
+    if uid.shape[0] == 0:
         for j in range(order.shape[0]):
             inverse[order[j]] = j
         return
-    for u in range(runs.shape[0] - 1):
-        for j in range(runs[u], runs[u + 1]):
-            inverse[order[j]] = u
+    for j in range(order.shape[0]):
+        inverse[order[j]] = uid[j]
 
 
 # -- the shard's index -------------------------------------------------------------------------

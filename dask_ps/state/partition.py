@@ -40,10 +40,10 @@ class KeyPlan(NamedTuple):
     ascending: bool = False  # each shard's ``local`` keys are in ascending order
     words: np.ndarray = _NO_WORDS  # uint64: bitmap of the distinct keys (range), or empty
     deferred: bool = False  # ``inverse`` not filled yet: see _Partitioner.complete
-    # deferred hashed plans: caller position of each key in sorted order, and where each
-    # distinct key's run of repeats starts in it (empty: no repeats); see plan_hashed
+    # deferred hashed plans: caller position of each key in bucket order, and the position
+    # in ``local`` of each (empty: keys distinct, j-th is j-th); see plan_hashed
     order: np.ndarray = _NO_ORDER  # uint32 (n,)
-    runs: np.ndarray = _NO_INT  # int64 (n_unique + 1,)
+    runs: np.ndarray = _NO_INT  # int64 (n,) or (0,)
 
     def expand(self, values: np.ndarray) -> np.ndarray:
         """Values per caller key from values per distinct key."""
@@ -131,21 +131,30 @@ _local = threading.local()
 
 
 def _hash_scratch(n: int, n_shards: int) -> tuple:
-    """This thread's scratch for :func:`~dask_ps.state._hash_kernels.sort_by_hash` of ``n``
-    keys over ``n_shards`` shards (kept between calls, grown as needed)."""
+    """This thread's scratch for :func:`~dask_ps.state._hash_kernels.plan_hashed` of ``n``
+    keys over ``n_shards`` shards: ``(codes, codes, order, count, table)``, kept between
+    calls (the dedup table's generation tags make clearing it unneeded), grown as needed."""
     scratch = getattr(_local, "hash_scratch", None)
-    if scratch is None or scratch[0].shape[0] < n or scratch[4].shape[0] < 256 * (n_shards + 2):
+    n_count = n_shards * 2**16 + 1
+    if scratch is None or scratch[0].shape[0] < n or scratch[3].shape[0] < n_count:
         size = max(1024, n, 0 if scratch is None else scratch[0].shape[0])
+        n_count = max(n_count, 0 if scratch is None else scratch[3].shape[0])
+        slots = _hash_kernels.table_size(2 * _hash_kernels.BUCKET)
         scratch = (np.empty(size, np.uint64), np.empty(size, np.uint64),
-                   np.empty(size, np.uint32), np.empty(size, np.uint32),
-                   np.empty(256 * (n_shards + 2), np.int64))
+                   np.empty(size, np.uint32), np.empty(n_count, np.int64),
+                   np.zeros(2 * slots, np.uint64))
         _local.hash_scratch = scratch
+        _local.hash_gen = 1
+    if _local.hash_gen > _hash_kernels.MAX_GEN - n:  # the tags would wrap: start afresh
+        scratch[4][:] = 0
+        _local.hash_gen = 1
     return scratch
 
 
 def plan_hashed(keys: np.ndarray, n_shards: int, defer_inverse: bool = False) -> KeyPlan:
     """The :class:`KeyPlan` of ``keys`` (int64) of a table hashed over ``n_shards`` shards:
-    distinct keys grouped by shard, in hash-code order inside each.
+    distinct keys grouped by shard, and inside a shard by ranges of their hash code (see
+    :func:`~dask_ps.state._hash_kernels.plan_hashed`).
 
     With ``defer_inverse`` the plan comes back ``deferred`` (its ``inverse`` filled by
     :meth:`_Partitioner.complete`) unless the keys were distinct and in that order already.
@@ -153,13 +162,14 @@ def plan_hashed(keys: np.ndarray, n_shards: int, defer_inverse: bool = False) ->
     n = keys.shape[0]
     magic = _hash_kernels.fastmod_magic(n_shards) if n_shards > 1 else np.uint64(0)
     inverse = np.empty(n, np.int64)
-    local, offsets, order, runs, identity = _hash_kernels.plan_hashed(
-        keys, n_shards, magic, *_hash_scratch(n, n_shards), inverse, defer_inverse)
+    scratch = _hash_scratch(n, n_shards)
+    local, offsets, order, uid, identity, _local.hash_gen = _hash_kernels.plan_hashed(
+        keys, n_shards, magic, *scratch, _local.hash_gen, inverse, defer_inverse)
     if identity:
         return KeyPlan(local, offsets, np.arange(n, dtype=np.int64), True)
     if defer_inverse:  # the order must outlive this thread's scratch
         return KeyPlan(local, offsets, inverse, False, deferred=True, order=order.copy(),
-                       runs=runs)
+                       runs=uid)
     return KeyPlan(local, offsets, inverse)
 
 

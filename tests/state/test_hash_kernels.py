@@ -64,9 +64,11 @@ def test_hash_code_is_a_bijection_and_picks_the_partitioners_shard():
 
 @pytest.mark.parametrize("n_shards", [1, 2, 3, 9])
 @pytest.mark.parametrize("n, space", [(0, 1), (1, 5), (40, 30), (49, 10**9), (700, 300),
-                                       (5000, 2**62), (30_000, 20_000), (300_000, 2**40)])
+                                       (5000, 2**62), (30_000, 20_000), (300_000, 2**40),
+                                       (20_000, 3)])
 def test_plan_hashed_matches_the_twin(n_shards, n, space):
-    """Sizes around each number of radix passes (insertion only, 1, 2, 3 passes)."""
+    """One bucket, several, many; all repeats of a few keys (a bucket needing a large
+    table); the generation-tagged table carried over from call to call."""
     rng = np.random.default_rng(n + n_shards)
     keys = rng.integers(0, space, n).astype(np.int64)
     if n > 2:
@@ -85,6 +87,16 @@ def test_plan_hashed_matches_the_twin(n_shards, n, space):
         np.testing.assert_array_equal(plan.local[plan.inverse], keys)
         assert (hash_shard(plan.local[plan.shard_slice(n_shards - 1)], n_shards)
                 == n_shards - 1).all()
+
+
+def test_dedup_table_is_reused_without_clearing():
+    """Generation tags: calls of any size in a row, on one thread, plan exactly."""
+    rng = np.random.default_rng(7)
+    for n in (5000, 10, 200_000, 3, 5000, 70_000):
+        keys = rng.integers(0, max(2, n // 3), n)
+        plan = plan_hashed(keys, 2)
+        np.testing.assert_array_equal(plan.local[plan.inverse], keys)
+        assert len(set(plan.local.tolist())) == plan.n_unique == len(np.unique(keys))
 
 
 def test_plan_hashed_is_the_identity_only_for_distinct_keys_in_its_order():

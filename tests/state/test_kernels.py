@@ -15,16 +15,16 @@ from dask_ps.state.partition import (
 
 def plan_keys_py(keys, starts, hashed):
     """Slow twin of a partitioner's plan: same grouping; inside a shard, ascending keys for a
-    range table of fewer than ``64 * BITMAP_SORT`` rows per key (its bitmap path), hash-code
-    order for a hashed table, else first-appearance order."""
-    from test_hash_kernels import twin_code
-
+    range table of fewer than ``64 * BITMAP_SORT`` rows per key (its bitmap path), else
+    first-appearance order; a hashed table's plan is ``test_hash_kernels.twin_plan``'s."""
     n_shards = len(starts) - 1
-    uniq = list(dict.fromkeys(keys.tolist()))
-    if not hashed and starts[-1] // 64 < BITMAP_SORT * len(keys):
-        uniq = sorted(uniq)
     if hashed:
-        uniq = sorted(uniq, key=lambda k: twin_code(k & (2**64 - 1)))
+        from test_hash_kernels import twin_plan
+
+        return twin_plan(keys, n_shards)
+    uniq = list(dict.fromkeys(keys.tolist()))
+    if starts[-1] // 64 < BITMAP_SORT * len(keys):
+        uniq = sorted(uniq)
     if hashed:
         shard = [int(K.hash_shard(np.array([k]), n_shards)[0]) for k in uniq]
     else:
