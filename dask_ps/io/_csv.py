@@ -25,8 +25,8 @@ import pyarrow.csv as pacsv
 
 from ._blocks import Block, read
 
-__all__ = ["LineError", "bad_line", "header_names", "line_of_row", "locate", "parse_block",
-           "read_table", "strip_header"]
+__all__ = ["LineError", "bad_line", "header_end", "header_names", "line_of_row", "locate",
+           "parse_block", "read_table", "strip_header"]
 
 
 class LineError(ValueError):
@@ -53,16 +53,23 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
     return next(csv.reader([line], delimiter=sep)) if line else []
 
 
-def strip_header(data: bytes, block: Block, header: int) -> tuple[bytes, int]:
-    """The block without its file's ``header`` first lines, and how many lines were dropped."""
+def header_end(data: bytes, block: Block, header: int) -> tuple[int, int]:
+    """Where a block's lines start after its file's ``header`` first lines (0 for a block
+    that does not start its file), and how many lines those are."""
     if not header or block.offset != 0:
-        return data, 0
+        return 0, 0
     cut = -1
     for _ in range(int(header)):
         cut = data.find(b"\n", cut + 1)
         if cut < 0:
-            return b"", int(header)
-    return data[cut + 1:], int(header)
+            return len(data), int(header)
+    return cut + 1, int(header)
+
+
+def strip_header(data: bytes, block: Block, header: int) -> tuple[bytes, int]:
+    """The block without its file's ``header`` first lines, and how many lines were dropped."""
+    start, skipped = header_end(data, block, header)
+    return (data[start:] if start else data), skipped
 
 
 def _bad_field(value: str, nan_ok: bool) -> bool:

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from . import _csv_kernels as _ck
 from ._blocks import OBJECTS, box, count_read, each, open_paths, plan, read, select, start_lines
-from ._csv import LineError, bad_line, header_names, parse_block, strip_header
+from ._csv import LineError, bad_line, header_end, header_names, parse_block
 from .hashing import HashingEncoder, csr_rows, index_dtype
 
 __all__ = ["encode_ctr", "infer_encoder", "read_ctr"]
@@ -59,17 +59,19 @@ def _encode_block(fs, block, line0: int, layout: _Layout, encoder: HashingEncode
         The first bad line, with the file's line number (``line0`` lines precede the block).
     """
     raw = read(fs, block)
-    data, skipped = strip_header(raw, block, layout.header)
+    start, skipped = header_end(raw, block, layout.header)  # a view: no copy of the block
     seeds, missing, value, cross_seed = encoder.column_seeds()
     a, b = encoder.cross_columns()
+    # a row takes 2 bytes at least: this bounds the entries before the rows are counted
+    bound = encoder.width * ((len(raw) - start) // 2 + 1)
     labels, indptr, indices, values, info = _ck.encode_block(
-        np.frombuffer(data, np.uint8), ord(layout.sep), layout.kinds, layout.slot, seeds,
-        missing, value, encoder.numeric_mode == "log_bucket", len(encoder.columns), a, b,
-        cross_seed, encoder.n_features, encode,
-        np.empty(0, index_dtype(encoder.n_features, encoder.width * (raw.count(b"\n") + 1))),
-        np.empty(0, dtype))
-    status, newlines = int(info[_ck.I_STATUS]), raw.count(b"\n")
+        np.frombuffer(raw, np.uint8)[start:], ord(layout.sep), layout.kinds, layout.slot,
+        seeds, missing, value, encoder.numeric_mode == "log_bucket", len(encoder.columns), a,
+        b, cross_seed, encoder.n_features, encode,
+        np.empty(0, index_dtype(encoder.n_features, bound)), np.empty(0, dtype))
+    status, newlines = int(info[_ck.I_STATUS]), int(info[_ck.I_NEWLINES]) + skipped
     types = _types(layout, encoder)
+    data = raw[start:] if status != _ck.STATUS_OK else b""
     if status == _ck.STATUS_ERROR:
         bad = int(info[_ck.I_LINE])
         lines = data.split(b"\n")

@@ -68,8 +68,9 @@ class PlantedCTR:
     missing : float, default 0.2
         Largest missing rate of a column, in [0, 1).
     factors : int, default 4
-    n_pairs : int, default 8
-        Column pairs with planted interactions (at most ``C (C - 1) / 2``).
+    n_pairs : int, optional
+        Column pairs with planted interactions (at most ``C (C - 1) / 2``); default 8, or
+        every pair of fewer columns.
     linear_scale, numeric_scale, interaction_scale : float, default 0.35, 0.3, 1.2
     intercept : float, default -1.8
     seed : int, default 0
@@ -87,7 +88,7 @@ class PlantedCTR:
     zipf: float = 1.1
     missing: float = 0.2
     factors: int = 4
-    n_pairs: int = 8
+    n_pairs: int | None = None
     linear_scale: float = 0.35
     numeric_scale: float = 0.3
     interaction_scale: float = 1.2
@@ -97,6 +98,8 @@ class PlantedCTR:
 
     def __post_init__(self):
         C = self.n_categorical
+        if self.n_pairs is None:
+            object.__setattr__(self, "n_pairs", min(8, C * (C - 1) // 2))
         for name, low in (("n_categorical", 1), ("n_numeric", 0), ("min_cardinality", 1),
                           ("max_cardinality", 1), ("factors", 1), ("n_pairs", 0),
                           ("seed", 0)):
@@ -326,8 +329,8 @@ def make_ctr_table(n_rows: int, planted: PlantedCTR | None = None, *,
     planted = PlantedCTR() if planted is None else planted
     sizes = _chunk_sizes(n_rows, chunk_rows)
     meta = _pandas_chunk(planted, 0, 1).iloc[:0]
-    parts = [dask.delayed(_pandas_chunk, pure=True)(planted, i, r) for i, r in enumerate(sizes)]
-    return dd.from_delayed(parts, meta=meta, divisions=None, verify_meta=False)
+    return dd.from_map(_pandas_chunk, [planted] * len(sizes), range(len(sizes)), sizes,
+                       meta=meta, enforce_metadata=False)
 
 
 def _write_table_chunk(planted: PlantedCTR, i: int, rows: int, path: str, fmt: str,
