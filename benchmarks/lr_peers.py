@@ -37,11 +37,11 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
 import numba
 import numpy as np
 import scipy.sparse as sp
+from _common import add_ctr_arguments, ctr_set, data_root
 from sklearn.metrics import roc_auc_score
 
 
@@ -201,20 +201,15 @@ def summary(res: Results) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", type=int, default=1_000_000, help="training rows generated")
-    p.add_argument("--features", type=int, default=22, help="log2 of the feature count")
-    p.add_argument("--nnz", type=int, default=30)
+    add_ctr_arguments(p)
     p.add_argument("--epochs", type=int, default=5, help="SGDClassifier's epochs; the most "
                    "the others get")
     p.add_argument("--dask-ml-iter", type=lambda s: [int(v) for v in s.split(",")],
                    default=[10], help="L-BFGS iterations of dask-ml, comma-separated")
     p.add_argument("--bound-lr", type=float, default=0.005, help="step of the numba bound")
-    p.add_argument("--quick", action="store_true", help="200,000 generated rows")
     p.add_argument("--no-dask-ml", action="store_true")
     p.add_argument("--skip-a9a", action="store_true")
     args = p.parse_args(argv)
-    if args.quick:
-        args.rows = 200_000
 
     import dask.array as da
     from distributed import Client, LocalCluster, wait
@@ -223,8 +218,7 @@ def main(argv=None) -> int:
     from dask_ps import LogisticRegression
     from dask_ps.io import make_ctr
 
-    data = Path(os.environ.get("DASK_PS_DATA",
-                               Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+    data = data_root()
     print(f"load average at start: {os.getloadavg()}")
     results = []
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, \
@@ -246,16 +240,9 @@ def main(argv=None) -> int:
             results.append(run_all("a9a", X, y, Xt, yt, dX, dy, client, args, warm))
             del dX, dy
 
-        n, n_test = args.rows, args.rows // 5
-        GX, Gy = make_ctr(n + n_test, 2**args.features, args.nnz,
-                          chunk_rows=max(1000, n // 10), dtype=np.float64)
-        dX, dy = client.persist([GX[:n], Gy[:n]])  # generated on the workers
-        wait([dX, dy])
-        X, y = _csr(dX.compute()), dy.compute()
-        Xt, yt = _csr(GX[n:].compute()), Gy[n:].compute()
-        print(f"CTR-like (make_ctr): {n:,} rows x 2^{args.features} features, "
-              f"{X.nnz:,} non-zeros ({X.nnz / n:.1f} per row), positive rate {y.mean():.3f}; "
-              f"test {n_test:,} rows")
+        dX, dy, Xt, yt = ctr_set(client, args)
+        X, y, Xt = _csr(dX.compute()), dy.compute(), _csr(Xt)
+        print(f"  {X.nnz:,} non-zeros, positive rate {y.mean():.3f}")
         results.append(run_all("ctr", X, y, Xt, yt, dX, dy, client, args, warm))
 
     print(f"\nsummary (same run; load average now {os.getloadavg()}):")

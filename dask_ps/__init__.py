@@ -1,4 +1,9 @@
-"""dask_ps: a parameter server on Dask for machine learning on huge, sparse data."""
+"""dask_ps: a parameter server on Dask for machine learning on huge, sparse data.
+
+The PSModel API (what every algorithm is written in): :class:`PSModel` (tables, jobs,
+functions next to the shards, checkpoints), :class:`WorkerView` (a task's pull, push and
+clock), :func:`partition` (data held by the workers, streamed to the tasks that own it).
+"""
 
 from .algorithms import LogisticRegression, MatrixFactorization
 from .diagnostics import plot_history
@@ -6,12 +11,15 @@ from .exceptions import (
                          CheckpointFormatError,
                          CheckpointNotFoundError,
                          ClosedModelError,
+                         DivergenceError,
                          RecoveryError,
                          ShardUnavailableError,
                          UnknownTableError,
                          WorkerLostError,
 )
 from .model import PSModel, Table
+from .model.format import CheckpointInfo, TornCheckpointWarning
+from .partitions import Partition, Partitions, partition
 from .state import (
                     ASP,
                     BSP,
@@ -25,16 +33,15 @@ from .state import (
                     Consistency,
                     Init,
                     Optimizer,
-                    WorkerView,
 )
-from .state.checkpoint import CheckpointInfo, TornCheckpointWarning
+from .view import WorkerView
 
 __version__ = "0.1.0.dev0"
 
 __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Average",
-           "ClosedModelError", "Consistency", "Init", "LogisticRegression", "Optimizer", "PSModel",
-           "ShardUnavailableError", "Table", "UnknownTableError", "WorkerView", "__version__",
+           "CheckpointFormatError", "CheckpointInfo", "CheckpointNotFoundError",
+           "ClosedModelError", "Consistency", "DivergenceError", "Init", "LogisticRegression",
+           "MatrixFactorization", "Optimizer", "PSModel", "Partition", "Partitions",
+           "RecoveryError", "ShardUnavailableError", "Table", "TornCheckpointWarning",
+           "UnknownTableError", "WorkerLostError", "WorkerView", "__version__", "partition",
            "plot_history"]
-__all__ += ["CheckpointFormatError", "CheckpointInfo", "CheckpointNotFoundError",
-            "RecoveryError", "TornCheckpointWarning", "WorkerLostError"]
-__all__ += ["MatrixFactorization"]

@@ -1,8 +1,42 @@
-"""What the scheduler knows about the cluster's workers, asked at the moment of the call."""
+"""Where a run's Dask cluster comes from: a local cluster, an existing scheduler, a batch
+system through dask-jobqueue, or one Slurm allocation (``SLURMRunner``); and what the
+scheduler knows about its workers.
+
+:func:`connect` turns a :class:`ClusterSpec` into a :class:`Session` (client, cluster, the
+jobs it submitted, start-up times). On batch systems the parameter-server shards must live
+on workers that are never retired by design: a worker started with ``--lifetime`` closes
+even while it holds a shard's actor, and the shard is lost (measured with Slurm and
+dask-jobqueue 0.9). So a jobqueue session can submit two job classes:
+
+* **shard jobs** (``ps_workers``): workers offering the Dask resource :data:`SHARD_RESOURCE`
+  (``ps=1``), never given a lifetime, with their own walltime and memory; a model places its
+  shards on them with ``PSModel(client, resources=SHARD_RESOURCE)``;
+* **data jobs** (``workers``): the rest, optionally adaptive (``adapt(minimum=n,
+  maximum=n)`` submits a new job when one is cancelled or ends; ``scale(n)`` does not) and
+  optionally recycled with a lifetime (only when the shards are on shard jobs).
+
+dask-jobqueue is an optional dependency (``pip install dask-ps[hpc]``), imported only by the
+modes that need it.
+"""
 
 from __future__ import annotations
 
-__all__ = ["worker_info"]
+import atexit
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+__all__ = ["JOBQUEUE_SYSTEMS", "MODES", "SHARD_RESOURCE", "ClusterSpec", "Session", "connect",
+           "worker_info"]
+
+#: The Dask worker resource that marks parameter-server (shard) workers.
+SHARD_RESOURCE = "ps"
+#: ``--cluster`` values served by dask-jobqueue, and their cluster classes.
+JOBQUEUE_SYSTEMS = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGECluster",
+                    "lsf": "LSFCluster"}
+#: Every mode of :class:`ClusterSpec`.
+MODES = ("local", "address", "file", *JOBQUEUE_SYSTEMS, "slurm-runner")
 
 
 def worker_info(client) -> dict[str, dict]:
@@ -29,4 +63,417 @@ def worker_info(client) -> dict[str, dict]:
     OSError
         The scheduler cannot be reached.
     """
-    return dict(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+    from ._compat import scheduler_workers
+
+    return scheduler_workers(client)
+
+
+@dataclass
+class ClusterSpec:
+    """How to get a cluster; see :func:`connect` and ``dask-ps train --help``.
+
+    Parameters
+    ----------
+    mode : {"local", "address", "file", "slurm", "pbs", "sge", "lsf", "slurm-runner"}
+        A new ``LocalCluster``; an existing scheduler by ``address`` or ``scheduler_file``;
+        a dask-jobqueue cluster; or ``SLURMRunner`` (run the same command as every task of
+        one Slurm allocation: task 0 the scheduler, task 1 this client, the rest workers).
+    workers : int, optional
+        local: worker processes (default 2). jobqueue: data jobs (default 2). address/file:
+        workers to wait for (default 1). slurm-runner: ignored (the allocation decides).
+    cores : int, default 1
+        Threads per worker (local, slurm-runner) or cores per job (jobqueue).
+    memory : str, optional
+        Memory per job (jobqueue, default "2GB") or per worker (local, slurm-runner;
+        default: Dask's choice).
+    walltime : str, default "01:00:00"
+        Data jobs' walltime (jobqueue).
+    ps_workers : int, default 0
+        Shard jobs (jobqueue): workers offering ``SHARD_RESOURCE``, never retired.
+    ps_walltime, ps_memory : str, optional
+        Shard jobs' walltime and memory; default ``walltime`` and ``memory``. Give shard jobs
+        the whole run's length.
+    adapt : bool, default False
+        Data jobs adaptive (jobqueue): a cancelled or ended job is replaced.
+    worker_lifetime : str, optional
+        Data jobs close after this long (``--lifetime``, jobqueue, needs ``adapt`` and
+        ``ps_workers``: only workers without shards may be retired).
+    queue, account : str, optional
+        Queue (partition) and account (project on SGE and LSF) of every job.
+    job_extra : list of str
+        Extra scheduler directives for every job (e.g. ``"--qos=long"``).
+    interface : str, optional
+        Network interface of the scheduler and workers (e.g. ``"ib0"``, ``"lo"``).
+    log_dir : str, optional
+        Folder for the jobs' output files (jobqueue).
+    local_directory : str, optional
+        Workers' scratch folder.
+    address, scheduler_file : str, optional
+        An existing scheduler (modes "address", "file"); for slurm-runner, where the
+        scheduler file is written (default ``scheduler-{job_id}.json`` in the current folder).
+    dashboard_address : str, default ":0"
+        The new scheduler's dashboard (local, jobqueue, slurm-runner).
+    timeout : float, optional
+        Seconds to wait for the scheduler and the workers: default 30, or 600 for jobqueue
+        (jobs may queue).
+    """
+
+    mode: str = "local"
+    workers: int | None = None
+    cores: int = 1
+    memory: str | None = None
+    walltime: str = "01:00:00"
+    ps_workers: int = 0
+    ps_walltime: str | None = None
+    ps_memory: str | None = None
+    adapt: bool = False
+    worker_lifetime: str | None = None
+    queue: str | None = None
+    account: str | None = None
+    job_extra: list = field(default_factory=list)
+    interface: str | None = None
+    log_dir: str | None = None
+    local_directory: str | None = None
+    address: str | None = None
+    scheduler_file: str | None = None
+    dashboard_address: str = ":0"
+    timeout: float | None = None
+
+    def check(self) -> None:
+        """Refuse contradictory options before anything starts.
+
+        Raises
+        ------
+        ValueError
+            Naming the option at fault.
+        """
+        if self.mode not in MODES:
+            raise ValueError(f"cluster mode must be one of {list(MODES)}, got {self.mode!r}")
+        jobqueue = self.mode in JOBQUEUE_SYSTEMS
+        if not jobqueue:
+            for name in ("ps_workers", "adapt", "worker_lifetime", "ps_walltime", "ps_memory",
+                         "queue", "account", "log_dir"):
+                if getattr(self, name):
+                    raise ValueError(f"--{name.replace('_', '-')} applies to --cluster "
+                                     f"{'|'.join(JOBQUEUE_SYSTEMS)}, not {self.mode}")
+            if self.job_extra:
+                raise ValueError(f"--job-extra applies to --cluster "
+                                 f"{'|'.join(JOBQUEUE_SYSTEMS)}, not {self.mode}")
+        if self.worker_lifetime and not self.adapt:
+            raise ValueError("--worker-lifetime needs --adapt (a retired data job is replaced "
+                             "only by an adaptive cluster)")
+        if self.worker_lifetime and not self.ps_workers:
+            raise ValueError("--worker-lifetime needs --ps-workers: a worker with a lifetime "
+                             "closes even while it holds a shard, so only data workers may "
+                             "have one, and the shards must live on shard jobs")
+        if self.mode == "address" and not self.address:
+            raise ValueError("cluster mode 'address' needs --scheduler-address")
+        if self.mode == "file" and not self.scheduler_file:
+            raise ValueError("cluster mode 'file' needs --scheduler-file")
+
+    @property
+    def wait_timeout(self) -> float:
+        if self.timeout is not None:
+            return float(self.timeout)
+        return 600.0 if self.mode in JOBQUEUE_SYSTEMS else 30.0
+
+    @property
+    def n_workers(self) -> int:
+        """Workers to wait for (before the shard jobs, which are added)."""
+        if self.workers is not None:
+            return self.workers
+        return 1 if self.mode in ("address", "file") else 2
+
+
+class Session:
+    """A client on a cluster, and everything :func:`connect` started for it.
+
+    Attributes
+    ----------
+    client : distributed.Client
+    cluster : distributed.deploy.Cluster or None
+        The cluster object this process owns (None for an existing scheduler).
+    shard_resource : str or None
+        The resource shard workers offer (:data:`SHARD_RESOURCE`) when the session has shard
+        jobs; a model must then be created with ``resources=shard_resource``.
+    times : dict
+        Seconds since :func:`connect` was called: ``"scheduler"`` (client connected),
+        ``"first_worker"``, ``"all_workers"``.
+    description : str
+        One line saying what the cluster is.
+    """
+
+    def __init__(self, client, cluster=None, description: str = "", ps_jobs=(),
+                 runner=None, shard_resource: str | None = None) -> None:
+        self.client = client
+        self.cluster = cluster
+        self.description = description
+        self.shard_resource = shard_resource
+        self.times: dict[str, float] = {}
+        self._ps_jobs = list(ps_jobs)
+        self._runner = runner
+        self._closed = False
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Close the client, cancel the shard jobs, close the cluster (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        try:
+            self.client.close()
+            if self._runner is not None:  # ends the scheduler, hence every task of the job
+                self._runner.__exit__(None, None, None)
+        finally:
+            try:
+                if self._ps_jobs and self.cluster is not None:
+                    self.cluster.sync(_close_jobs, self._ps_jobs)
+            finally:
+                if self.cluster is not None:
+                    self._close_cluster()
+
+    def _close_cluster(self) -> None:
+        import logging
+
+        from distributed import LocalCluster
+
+        if not isinstance(self.cluster, LocalCluster):
+            self.cluster.close()
+            return
+        # On a loaded machine a worker process that has imported dask_ps (numba, scikit-learn)
+        # can take over the nanny's 4 s to exit at close (measured 4.4 s at load 10-13); the
+        # nanny then kills it and logs a WARNING. The run is over by then: not a warning for
+        # the user of this session's own local cluster.
+        nanny = logging.getLogger("distributed.nanny")
+        level = nanny.level
+        nanny.setLevel(logging.ERROR)
+        try:
+            self.cluster.close()
+        finally:
+            nanny.setLevel(level)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+async def _close_jobs(jobs) -> None:
+    for job in jobs:
+        await job.close()
+
+
+async def _start_jobs(jobs) -> None:
+    for job in jobs:
+        await job.start()
+
+
+def _wait_workers(client, n: int, timeout: float, t0: float, times: dict) -> None:
+    """Wait until ``n`` workers are connected, noting when the first and the last came.
+
+    Raises
+    ------
+    TimeoutError
+        Fewer than ``n`` after ``timeout`` seconds, giving the count.
+    """
+    deadline = time.perf_counter() + timeout
+    while True:
+        have = len(worker_info(client))
+        now = time.perf_counter()
+        if have and "first_worker" not in times:
+            times["first_worker"] = now - t0
+        if have >= n:
+            times["all_workers"] = now - t0
+            return
+        if now > deadline:
+            raise TimeoutError(f"the scheduler at {client.scheduler.address} has {have} of "
+                               f"{n} worker{'s' if n > 1 else ''} after {timeout:g} s")
+        time.sleep(0.1)
+
+
+def _set(spec: ClusterSpec, **names: str) -> dict:
+    """``{keyword: spec.<attribute>}`` for the attributes that are set."""
+    return {k: getattr(spec, a) for k, a in names.items() if getattr(spec, a)}
+
+
+def _jobqueue_kwargs(spec: ClusterSpec, walltime: str, memory: str, extra_args: list) -> dict:
+    return dict(cores=spec.cores, processes=1, memory=memory, walltime=walltime,
+                job_extra_directives=list(spec.job_extra), worker_extra_args=extra_args,
+                python=sys.executable,
+                **_set(spec, queue="queue", interface="interface", log_directory="log_dir",
+                       local_directory="local_directory"),
+                **_set(spec, **{"project" if spec.mode in ("sge", "lsf") else "account":
+                                "account"}))
+
+
+def _import_jobqueue(module: str = "dask_jobqueue", keep_sigint: bool = True):
+    """Import dask-jobqueue, which replaces the SIGINT handler with ``sys.exit()`` (for its
+    runners): a driver keeps its own, so that Ctrl-C still interrupts (status 130, not 0)."""
+    import importlib
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"this cluster mode needs dask-jobqueue: pip install "
+                          f"'dask-ps[hpc]' ({exc})") from None
+    if keep_sigint and main and previous is not None:
+        signal.signal(signal.SIGINT, previous)
+    return mod
+
+
+def _jobqueue(spec: ClusterSpec, t0: float) -> Session:
+    from distributed import Client
+
+    dask_jobqueue = _import_jobqueue()
+
+    cls = getattr(dask_jobqueue, JOBQUEUE_SYSTEMS[spec.mode])
+    memory = spec.memory or "2GB"
+    data_args = ["--lifetime", spec.worker_lifetime] if spec.worker_lifetime else []
+    cluster = cls(**_jobqueue_kwargs(spec, spec.walltime, memory, data_args),
+                  scheduler_options={"dashboard_address": spec.dashboard_address})
+    ps_jobs = []
+    try:
+        client = Client(cluster)
+        session = Session(client, cluster, shard_resource=SHARD_RESOURCE if spec.ps_workers
+                          else None)
+        session.times["scheduler"] = time.perf_counter() - t0
+        if spec.ps_workers:
+            # Shard jobs are this session's own, outside the cluster's scale/adapt plan, so
+            # that adapt never retires them: same job class, own walltime and memory, a
+            # resource, no lifetime.
+            ps_kwargs = _jobqueue_kwargs(spec, spec.ps_walltime or spec.walltime,
+                                         spec.ps_memory or memory,
+                                         ["--resources", f"{SHARD_RESOURCE}=1"])
+            ps_jobs = [cluster.job_cls(scheduler=cluster.scheduler_address, name=f"ps-{i}",
+                                       job_name="dask-ps-shard", **ps_kwargs)
+                       for i in range(spec.ps_workers)]
+            session._ps_jobs = ps_jobs
+            cluster.sync(_start_jobs, ps_jobs)
+        if spec.adapt:
+            cluster.adapt(minimum=spec.n_workers, maximum=spec.n_workers)
+        else:
+            cluster.scale(spec.n_workers)
+        session.description = (
+            f"{JOBQUEUE_SYSTEMS[spec.mode]}: {spec.n_workers} data job"
+            f"{'s' if spec.n_workers != 1 else ''} ({spec.cores} core, {memory}, walltime "
+            f"{spec.walltime}{', adaptive' if spec.adapt else ''}"
+            f"{', lifetime ' + spec.worker_lifetime if spec.worker_lifetime else ''})"
+            + (f" + {spec.ps_workers} shard job{'s' if spec.ps_workers != 1 else ''} "
+               f"(resource {SHARD_RESOURCE}=1, walltime {spec.ps_walltime or spec.walltime})"
+               if spec.ps_workers else ""))
+        return session
+    except BaseException:
+        if ps_jobs:
+            cluster.sync(_close_jobs, ps_jobs)
+        cluster.close()
+        raise
+
+
+def _runner(spec: ClusterSpec, t0: float) -> Session:
+    import signal
+    import threading
+
+    from distributed import Client
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    # its scheduler and worker tasks end through the sys.exit() SIGINT handler it installs;
+    # the client task (the only one that returns from SLURMRunner) gets the previous one back
+    SLURMRunner = _import_jobqueue("dask_jobqueue.slurm", keep_sigint=False).SLURMRunner
+
+    worker = {"nthreads": spec.cores, **_set(spec, interface="interface", memory_limit="memory",
+                                            local_directory="local_directory")}
+    scheduler = {"dashboard_address": spec.dashboard_address,
+                 **_set(spec, interface="interface")}
+    # Every task of the allocation runs this: task 0 serves the scheduler and task 2.. a worker
+    # until the client (task 1) closes the runner, then they exit (SystemExit, status 0);
+    # only task 1 returns from here.
+    try:
+        runner = SLURMRunner(scheduler_file=spec.scheduler_file or "scheduler-{job_id}.json",
+                             scheduler_options=scheduler, worker_options=worker)
+    except RuntimeError as exc:  # not in a Slurm job step, or too few tasks
+        raise ValueError(f"--cluster slurm-runner: {exc} (run it as srun -n N>=3 dask-ps "
+                         f"...)") from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    runner.__enter__()
+    try:
+        client = Client(runner)
+    except BaseException:
+        runner.__exit__(None, None, None)
+        raise
+    session = Session(client, None, runner=runner,
+                      description=f"SLURMRunner: job {runner.job_id}, {runner.n_workers} "
+                                  f"worker task{'s' if runner.n_workers != 1 else ''} "
+                                  f"({spec.cores} thread{'s' if spec.cores != 1 else ''} "
+                                  f"each)")
+    session.times["scheduler"] = time.perf_counter() - t0
+    spec.workers = runner.n_workers
+    return session
+
+
+def connect(spec: ClusterSpec) -> Session:
+    """Start or reach the cluster ``spec`` describes and wait for its workers.
+
+    Parameters
+    ----------
+    spec : ClusterSpec
+
+    Returns
+    -------
+    Session
+        Close it (or use it as a context manager) to close the client and stop everything
+        it started: the local cluster, or the jobqueue cluster's jobs and shard jobs.
+
+    Raises
+    ------
+    ValueError
+        Contradictory options (:meth:`ClusterSpec.check`).
+    FileNotFoundError
+        ``scheduler_file`` (mode "file") does not exist.
+    TimeoutError
+        The scheduler or the workers did not come within ``spec.timeout`` (the message says
+        how many came).
+    ImportError
+        dask-jobqueue is missing for a jobqueue or slurm-runner mode (``pip install
+        dask-ps[hpc]``).
+    """
+    from distributed import Client, LocalCluster
+
+    spec.check()
+    t0 = time.perf_counter()
+    timeout = spec.wait_timeout
+    if spec.mode in ("address", "file"):
+        # Client waits forever for a scheduler file to appear: refuse a missing one now.
+        if spec.mode == "file" and not os.path.isfile(spec.scheduler_file):
+            raise FileNotFoundError(f"--scheduler-file {spec.scheduler_file}: no such file")
+        client = Client(spec.address, scheduler_file=spec.scheduler_file, timeout=timeout)
+        session = Session(client, None, description=f"scheduler at {client.scheduler.address}")
+        session.times["scheduler"] = time.perf_counter() - t0
+    elif spec.mode == "local":
+        kwargs = _set(spec, memory_limit="memory", local_directory="local_directory",
+                      interface="interface")
+        cluster = LocalCluster(n_workers=spec.n_workers, threads_per_worker=spec.cores,
+                               dashboard_address=spec.dashboard_address, **kwargs)
+        session = Session(Client(cluster), cluster,
+                          description=f"LocalCluster: {spec.n_workers} worker processes x "
+                                      f"{spec.cores} thread{'s' if spec.cores != 1 else ''}")
+        session.times["scheduler"] = time.perf_counter() - t0
+    elif spec.mode == "slurm-runner":
+        session = _runner(spec, t0)
+    else:
+        session = _jobqueue(spec, t0)
+    try:
+        _wait_workers(session.client, spec.n_workers + spec.ps_workers, timeout, t0,
+                      session.times)
+    except BaseException:
+        session.close()
+        raise
+    return session

@@ -10,6 +10,7 @@ __all__ = [
     "CheckpointFormatError",
     "CheckpointNotFoundError",
     "ClosedModelError",
+    "DivergenceError",
     "RecoveryError",
     "ShardUnavailableError",
     "UnknownTableError",
@@ -104,3 +105,28 @@ class CheckpointFormatError(ValueError):
 
 class CheckpointNotFoundError(FileNotFoundError):
     """No complete checkpoint version where one was expected."""
+
+
+class DivergenceError(FloatingPointError, ValueError):
+    """Training diverged: the loss grew by orders of magnitude, or weights stopped being
+    finite. Raised by every estimator, naming the epoch (or iteration) and what to change
+    (a smaller learning rate, a larger regularisation, scaled features). The model keeps its
+    state from before the fit.
+
+    Parameters
+    ----------
+    estimator : str
+        The estimator and solver, e.g. ``"LogisticRegression(solver='sgd')"``.
+    epoch : int
+        The epoch (or iteration) at which divergence was detected, 1-based.
+    what : str
+        What was seen, e.g. ``"the weights are not finite"``.
+    advice : str
+        What to change.
+    """
+
+    def __init__(self, estimator: str, epoch: int, what: str, advice: str) -> None:
+        self.estimator = estimator
+        self.epoch = epoch
+        super().__init__(f"{estimator}: training diverged at epoch {epoch}: {what}; {advice}")
+

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from conftest import REPO
 from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 
@@ -144,7 +145,8 @@ def test_scheduler_without_workers_times_out(tr, tmp_path, capsys):
         assert main(["train", "lr", "--train", tr, "--scheduler-file", str(tmp_path / "s.json"),
                      "--timeout", "1"]) == 2
     assert capsys.readouterr().err == (f"dask-ps: error: the scheduler at "
-                                       f"{cluster.scheduler_address} has no worker after 1 s\n")
+                                       f"{cluster.scheduler_address} has 0 of 1 worker after "
+                                       f"1 s\n")
 
 
 # --- metrics and history ---
@@ -154,9 +156,8 @@ def test_multiclass_run_on_a_scheduler_file(tmp_path, client1, capsys):
     labels = np.tile([0, 1, 2], 100)
     train = _svm(tmp_path / "m.svm", labels)
     test = _svm(tmp_path / "mt.svm", labels[:90], seed=1)
-    client1.write_scheduler_file(str(tmp_path / "scheduler.json"))
     assert main(["train", "lr", "--train", train, "--test", test, "--scheduler-file",
-                 str(tmp_path / "scheduler.json"), "--max-iter", "12"]) == 0
+                 _scheduler_file(client1, tmp_path), "--max-iter", "12"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "history: last 10 of 12 rows (--history N for more, 0: all)" in out
     line = next(x for x in out if x.startswith("test: AUC"))
@@ -201,3 +202,312 @@ def test_metrics_line_single_class_and_unseen_labels():
     assert line.startswith("test: AUC n/a (the test labels hold one class only, 1.0)  "
                            "accuracy 0.2500  log-loss ")
     assert metrics_line(classes, np.zeros(0), np.zeros((0, 2))) == ("test: no rows", [])
+
+
+# --- the command line of issue 15/18: algorithms table, config file, saving, batch behaviour ---
+
+def _scheduler_file(client, tmp_path):
+    """The client's scheduler file (a client writes one at most: module-scoped clients keep
+    the first, which lives as long as the session's temporary folders)."""
+    import json
+
+    path = tmp_path / "scheduler.json"
+    # what `dask scheduler --scheduler-file` writes at start; Client.write_scheduler_file dumps
+    # scheduler_info(), which after some tasks holds tuple keys JSON cannot take
+    path.write_text(json.dumps({"type": "Scheduler", "address": client.scheduler.address}))
+    return str(path)
+
+
+def _estimator_of(argv):
+    """The estimator ``dask-ps train`` would fit for ``argv`` (parsed, not run)."""
+    from dask_ps.cli import _parser
+    from dask_ps.cli._algorithms import ALGORITHMS
+    from dask_ps.cli._run import build_estimator
+
+    args = _parser()[0].parse_args(argv)
+    return build_estimator(args, ALGORITHMS[args.algorithm], shard_workers=False)
+
+
+@pytest.mark.parametrize("algorithm, cls", [("lr", "LogisticRegression"),
+                                            ("mf", "MatrixFactorization")])
+def test_defaults_are_the_estimators(algorithm, cls):
+    """No flag given: every parameter is the estimator's default (issue 18: the command line
+    used 5 epochs where LogisticRegression uses 10); only the progress bar is off (the
+    command prints a line per epoch)."""
+    import dask_ps
+
+    est = _estimator_of(["train", algorithm, "--train", "x"])
+    expected = getattr(dask_ps, cls)().get_params()
+    got = est.get_params()
+    assert got.pop("progress", False) is False and expected.pop("progress", None) is None
+    assert got == expected
+    # and a flag given is passed on
+    assert _estimator_of(["train", algorithm, "--train", "x", "--max-iter", "3"]).max_iter == 3
+
+
+def test_cli_choices_are_what_the_estimators_accept():
+    from dask_ps.algorithms import logistic, mf
+    from dask_ps.cli._algorithms import ALGORITHMS
+
+    def choices(algo, flag):
+        return next(p.kwargs["choices"] for p in ALGORITHMS[algo].params if p.flag == flag)
+
+    assert sorted(choices("lr", "--solver")) == sorted(logistic.SOLVERS)
+    assert sorted(choices("mf", "--solver")) == sorted(mf.SOLVERS)
+
+
+def test_dataset_resolves_beside_the_repository(monkeypatch, tmp_path):
+    """Without $DASK_PS_DATA, --dataset looks in ../shared/data beside the repository, as the
+    README and tests/conftest.py say, whatever the current folder."""
+    from dask_ps.cli._options import data_root
+
+    monkeypatch.delenv("DASK_PS_DATA", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert data_root() == REPO.parent / "shared" / "data"
+    monkeypatch.setenv("DASK_PS_DATA", str(tmp_path))
+    assert data_root() == tmp_path
+
+
+def test_rate_leaves_the_first_pass_out():
+    """A cold run compiles numba kernels in its first pass: the rate is that of the later
+    passes, and the first pass's time is said, never a misleading '0.0 M/s'."""
+    from dask_ps.cli._run import rate_line
+
+    history = [{"epoch": 1, "time": 57.0}, {"epoch": 2, "time": 58.0},
+               {"event": "recovery", "time": 58.5}, {"epoch": 3, "time": 59.0}]
+    line = rate_line(history, 1e6, "non-zeros", 60.0)
+    assert line == ("train wall 60.00 s; first pass 57.00 s (includes compiling numba kernels "
+                    "when their cache is cold), then 1.00 M non-zeros/s (2 passes over "
+                    "1,000,000 non-zeros)")
+    one = rate_line([{"epoch": 1, "time": 57.0}], 1e6, "non-zeros", 58.0)
+    assert "no rate" in one and "/s" not in one
+
+
+@pytest.mark.timeout(120)
+def test_compressed_input_is_split_over_the_workers(client2, data):
+    """A .bz2 file is read as one block: the partitions of a fit cut it into one per worker
+    thread, placed on different workers."""
+    from dask_ps import partition
+    from dask_ps.io import read_libsvm
+
+    path = str(data / "lr_reuters_moneyfx" / "reuters.trn.bz2")
+    X, y = read_libsvm(path)
+    assert X.numblocks[0] == 1
+    with partition((X, y), client=client2) as parts:
+        assert len(parts) == 2 and len(set(parts.workers)) == 2
+        got = parts.reduce(lambda v: v)
+    assert (sp.vstack([g[0] for g in got]) != X.compute()).nnz == 0
+    np.testing.assert_array_equal(np.concatenate([g[1] for g in got]), y.compute())
+
+
+@pytest.mark.timeout(180)
+def test_compressed_run_says_it_split_the_input(client2, data, tmp_path, capsys):
+    path = str(data / "lr_reuters_moneyfx" / "reuters.trn.bz2")
+    test = str(data / "lr_reuters_moneyfx" / "reuters.tst.bz2")
+    assert main(["train", "lr", "--train", path, "--test", test, "--scheduler-file",
+                 _scheduler_file(client2, tmp_path), "--max-iter", "3"]) == 0
+    out = capsys.readouterr().out
+    assert (f"note: {path} gave 1 partition for 2 worker threads (a compressed file is read "
+            f"as one block): split into 2 after reading") in out
+    assert "7,770 rows x 8,315 features (2 partitions), 2 workers" in out
+    assert float(next(x for x in out.splitlines() if x.startswith("test: AUC")).split()[2]) > 0.9
+
+
+def _ctr_csv(path, n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    shop = rng.choice(["a", "b", "c", "d"], n)
+    price = rng.gamma(2.0, 2.0, n).round(2)
+    click = ((shop == "a") | (shop == "b") & (price < 3)).astype(int)
+    lines = ["click,price,shop"] + [f"{c},{p},{s}" for c, p, s in zip(click, price, shop)]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.mark.timeout(180)
+def test_csv_and_parquet_tables_save_evaluate_export(client1, tmp_path, capsys):
+    """--format csv --label click with named columns; the saved model (no pickle) scores the
+    test set the same in evaluate (reading it as training did), and exports its weights."""
+    import json
+
+    import pandas as pd
+
+    train, test = _ctr_csv(tmp_path / "tr.csv"), _ctr_csv(tmp_path / "te.csv", seed=1)
+    model = str(tmp_path / "m.npz")
+    sf = _scheduler_file(client1, tmp_path)
+    common = ["--label", "click", "--numeric", "price", "--categorical", "shop",
+              "--hash-features", "64", "--scheduler-file", sf, "--max-iter", "5"]
+    assert main(["train", "lr", "--format", "csv", "--train", train, "--test", test,
+                 "--save", model, *common]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("test: AUC"))
+    assert float(line.split()[2]) > 0.9 and f"saved: {model}" in out
+    assert main(["evaluate", model, "--test", test]) == 0
+    assert capsys.readouterr().out.strip() == line
+    assert main(["export", model, str(tmp_path / "out"), "--format", "csv"]) == 0
+    coef = pd.read_csv(tmp_path / "out" / "coef.csv")
+    meta = json.loads((tmp_path / "out" / "model.json").read_text())
+    assert list(coef.columns) == ["feature", "coef"] and coef.feature.max() < 64
+    assert meta["data"]["label"] == "click" and meta["n_features"] == 64
+    # the same table as Parquet
+    for name in ("tr", "te"):
+        pd.read_csv(tmp_path / f"{name}.csv").to_parquet(tmp_path / f"{name}.parquet")
+    assert main(["train", "lr", "--format", "parquet", "--train", str(tmp_path / "tr.parquet"),
+                 "--test", str(tmp_path / "te.parquet"), *common]) == 0
+    pline = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("test: AUC"))
+    assert float(pline.split()[2]) > 0.9
+
+
+@pytest.mark.timeout(180)
+def test_mf_ratings_with_string_ids_save_and_evaluate(client1, tmp_path, capsys):
+    """dask-ps train mf from TSV ratings (string ids), RMSE printed, saved without pickle,
+    evaluated again from the file."""
+    from dask_ps.saving import load_estimator
+
+    rng = np.random.default_rng(0)
+    users, items = rng.integers(0, 30, 1500), rng.integers(0, 20, 1500)
+    r = np.clip(np.round(3 + (users % 3 - 1) + (items % 2) + rng.normal(0, 0.3, 1500)), 1, 5)
+    rows = [f"u{u}\ti{i}\t{x:g}\t{k}" for k, (u, i, x) in enumerate(zip(users, items, r))]
+    (tmp_path / "tr.tsv").write_text("\n".join(rows[:1200]) + "\n")
+    (tmp_path / "te.tsv").write_text("\n".join(rows[1200:]) + "\n")
+    model = str(tmp_path / "mf.npz")
+    assert main(["train", "mf", "--train", str(tmp_path / "tr.tsv"), "--test",
+                 str(tmp_path / "te.tsv"), "--rank", "4", "--max-iter", "20", "--save", model,
+                 "--scheduler-file", _scheduler_file(client1, tmp_path)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("test: RMSE"))
+    assert float(line.split()[2]) < 0.8  # the baseline (the mean) is ~1.0 here
+    est, extra = load_estimator(model)
+    assert est.user_ids_.dtype.kind in "OU" and est.user_ids_[0].startswith("u")
+    assert extra["algorithm"] == "mf"
+    assert main(["evaluate", model, "--test", str(tmp_path / "te.tsv")]) == 0
+    assert capsys.readouterr().out.strip() == line
+
+
+def test_saved_file_holds_no_pickle(tmp_path):
+    """The model file loads with allow_pickle=False and refuses newer format versions."""
+    import json
+
+    from dask_ps import LogisticRegression
+    from dask_ps.saving import FORMAT_VERSION, load_estimator, save_estimator
+
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    y = (X[:, 0] > 0).astype(int)
+    est = LogisticRegression(client="local", max_iter=3, progress=False).fit(X, y)
+    path = tmp_path / "m.npz"
+    save_estimator(est, str(path), extra={"note": "x"})
+    again, extra = load_estimator(str(path))
+    np.testing.assert_array_equal(again.predict_proba(X), est.predict_proba(X))
+    assert extra == {"note": "x"} and again.get_params()["client"] is None
+    assert np.load(path, allow_pickle=False)["a/coef_"].shape == (1, 3)
+    arrays = dict(np.load(path, allow_pickle=False))
+    meta = json.loads(str(arrays["__meta__"][()]))
+    meta["format_version"] = FORMAT_VERSION + 1
+    arrays["__meta__"] = np.array(json.dumps(meta))
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match="newer than the 1 this dask_ps"):
+        load_estimator(str(path))
+
+
+def _toml(path, text):
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.timeout(120)
+def test_config_file_and_flags_override_it(tr, tmp_path, client1, capsys):
+    sf = _scheduler_file(client1, tmp_path)
+    cfg = _toml(tmp_path / "run.toml", f'algorithm = "lr"\nmax-iter = 3\n\n[cluster]\n'
+                                       f'scheduler_file = "{sf}"\n\n[model]\nsolver = "sgd"\n')
+    assert main(["train", "--config", cfg, "--train", tr, "--max-iter", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "history: 2 rows" in out and "LogisticRegression(sgd) 2/2" in out
+    assert main(["train", "lr", "--config", cfg, "--train", tr]) == 0
+    assert "history: 3 rows" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text, message", [
+    ("max-iter = 0\n", "run.toml: max-iter: must be >= 1, got 0"),
+    ("solver = \"newton\"\n", "run.toml: solver: 'newton' is not one of"),
+    ("colour = 3\n", "run.toml: unknown option 'colour' for dask-ps train lr"),
+    ("early-stopping = 1\n", "run.toml: early-stopping: must be true or false, got 1"),
+    ("max-iter = 3\n[model]\nmax_iter = 4\n", "run.toml: 'max-iter' is set twice"),
+    ("max-iter = \n", "run.toml: "),
+])
+def test_bad_config_files_name_file_and_key(tmp_path, capsys, text, message):
+    cfg = _toml(tmp_path / "run.toml", text)
+    t0 = time.perf_counter()
+    assert main(["train", "lr", "--config", cfg, "--train", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dask-ps: error: {tmp_path / message}") and err.count("\n") == 1
+    assert time.perf_counter() - t0 < 20
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--resume", "auto"], "--resume auto needs --checkpoint URL"),
+    (["--ps-workers", "1"], "--ps-workers applies to --cluster slurm|pbs|sge|lsf, not local"),
+    (["--cluster", "slurm", "--adapt", "--worker-lifetime", "1h"],
+     "--worker-lifetime needs --ps-workers"),
+    (["--cluster", "slurm", "--scheduler-file", "f"],
+     "--cluster slurm starts its own scheduler: drop --scheduler-file"),
+    (["--cluster", "slurm-runner", "--workers", "3"], "--workers does not apply to slurm-runner"),
+    (["--cluster", "slurm-runner"], "--cluster slurm-runner: SLURM_PROCID, SLURM_NTASKS, and "
+                                    "SLURM_JOB_ID must be present"),
+    (["--label", "y"], "--label applies to --format csv|parquet"),
+])
+def test_options_not_supported_yet_fail_before_any_cluster(tr, capsys, monkeypatch, argv,
+                                                           message):
+    """Plumbing waiting for the estimators (resume, shard placement) and contradictory
+    cluster options: one line, status 2, nothing started."""
+    import signal
+
+    for name in ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)
+    sigint = signal.getsignal(signal.SIGINT)
+    t0 = time.perf_counter()
+    assert main(["train", "lr", "--train", tr, *argv]) == 2
+    assert signal.getsignal(signal.SIGINT) is sigint  # dask-jobqueue's handler is not left
+    out = capsys.readouterr()
+    assert out.err.startswith(f"dask-ps: error: {message}") and out.err.count("\n") == 1
+    assert "cluster:" not in out.out and time.perf_counter() - t0 < 20
+
+
+def test_unexpected_errors_end_with_one_line(tr, capsys, monkeypatch):
+    from dask_ps.cli import _run
+
+    def boom(*a, **k):
+        raise RuntimeError("boom\n  second line")
+
+    monkeypatch.setattr(_run, "train", boom)
+    assert main(["train", "lr", "--train", tr]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("Traceback") and err[-1] == ("dask-ps: error: unexpected "
+                                                          "RuntimeError: boom / second line")
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_exits_143_with_one_line(tr, tmp_path):
+    """A walltime or scancel sends SIGTERM: the command stops with status 143 and says so."""
+    import signal
+
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1",
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        sf = _scheduler_file(client, tmp_path)
+        n0 = len(cluster.scheduler.clients)
+        proc = subprocess.Popen([sys.executable, "-m", "dask_ps.cli", "train", "lr", "--train",
+                                 tr, "--scheduler-file", sf, "--timeout", "100"], cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 90
+            while len(cluster.scheduler.clients) <= n0:  # until the command connects
+                if proc.poll() is not None:
+                    raise AssertionError(proc.communicate()[1][-3000:])
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert proc.returncode == 143, err[-2000:]
+    assert err.splitlines()[-1] == "dask-ps: error: stopped by SIGTERM (a walltime or scancel?)"

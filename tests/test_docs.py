@@ -4,12 +4,17 @@ import doctest
 
 import pytest
 
-import dask_ps.checkpointing
 import dask_ps.io.libsvm
-import dask_ps.model
+import dask_ps.io.ratings
+import dask_ps.model.checkpoint
+import dask_ps.model.core
+import dask_ps.partitions.core
+
+MODULES = [dask_ps.model.core, dask_ps.model.checkpoint, dask_ps.io.libsvm,
+           dask_ps.io.ratings, dask_ps.partitions.core]
 
 
-@pytest.mark.parametrize("module", [dask_ps.model, dask_ps.io.libsvm, dask_ps.checkpointing])
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0

@@ -1,5 +1,12 @@
 """Full-batch logistic regression on the PS: L-BFGS-B (or OWL-QN with an L1 term) on the driver,
-gradients computed by the workers and summed by the servers under BSP."""
+gradients computed by the workers next to their partitions and summed by the servers under BSP.
+
+Per function evaluation the driver writes the new weights into the table ``"w"``, and one job
+runs a step on every partition: it pulls the weights of the columns its rows touch (kept next
+to the partition after the first visit), adds its log-loss gradient over those columns into
+the table ``"grad"`` and its loss into ``"loss"``; the shards sum them, in a fixed order under
+BSP, so the same data, partitioning and seed give the same model bit for bit.
+"""
 
 from __future__ import annotations
 
@@ -10,42 +17,50 @@ import scipy.optimize
 from sklearn.exceptions import ConvergenceWarning
 
 from ..model import PSModel
+from ..partitions import Partitions
 from ._logistic_kernels import logistic_grad
 from ._owlqn import owlqn
+from ._stochastic import make_blocks
 
 __all__ = ["train_lbfgs"]
 
 
-def _full_gradient_task(ps, item):
-    """The partition's summed log-loss and gradient, pushed into the "grad" and "loss" tables."""
-    X, Y = item
-    W = ps.pull("w")
-    grad = np.zeros_like(W)
-    loss = logistic_grad(X.indptr, X.indices, X.data, Y, W[:-1], W[-1], grad[:-1], grad[-1])
-    ps.push("grad", np.arange(W.shape[0]), grad)
+def _gradient_step(ps, part, n_features: int):
+    """The partition's summed log-loss and gradient, pushed into "grad" and "loss"."""
+    def build():
+        X, Y = part.load()
+        return make_blocks(X, Y, 1, n_features, 0.0, 0)[0]
+
+    blk = part.cached("lbfgs-columns", build, lambda b: sum(a.nbytes for a in b))
+    w = ps.pull("w", blk.keys)
+    grad = np.zeros_like(w)
+    loss = logistic_grad(blk.indptr, blk.indices, blk.data, blk.Y, w[:-1], w[-1], grad[:-1],
+                         grad[-1])
+    ps.push("grad", blk.keys, grad)
     ps.push("loss", [0], [loss])
 
 
-def train_lbfgs(model: PSModel, parts: list, shape: tuple, C: float, n_rows: int, penalty: str,
-                fit_intercept: bool, max_iter: int, tol: float, workers, x0=None,
-                monitor=None) -> tuple[np.ndarray, list, int]:
+def train_lbfgs(model: PSModel, data: Partitions, shape: tuple, C: float, penalty: str,
+                fit_intercept: bool, max_iter: int, tol: float, x0=None,
+                on_evaluation=None) -> tuple[np.ndarray, int]:
     """Minimise scikit-learn's objective divided by ``C n_rows``; see
-    :func:`dask_ps.algorithms.logistic.train`. Returns weights (n_features + 1, K), the
-    objective per function evaluation, and the iterations run."""
+    :func:`dask_ps.algorithms.logistic.train`. Returns weights (n_features + 1, K) and the
+    iterations run. ``on_evaluation(objective)`` is called after every function
+    evaluation (a pass over the data)."""
     model.add_table("w", shape, "float64")
     model.add_table("grad", shape, "float64")
     model.add_table("loss", (1,), "float64")
+    n_rows = max(1, data.total_rows)
     rows = np.arange(shape[0])
     current = np.zeros(shape)
-    history = []
 
     def objective(x):
         W = x.reshape(shape)
+        if not np.isfinite(W).all() and on_evaluation is not None:
+            on_evaluation(np.inf)  # the caller names the evaluation and what to do
         model.push("w", rows, W - current)  # the table holds ``current`` exactly
         current[:] = W
-        # BSP: the shards add the partitions' gradients in a fixed order, so the result does
-        # not depend on which worker answered first
-        model.run(_full_gradient_task, parts, consistency="bsp", workers=workers)
+        model.fit_partitions(_step, data, consistency="bsp")
         grad, loss = model.pull("grad"), float(model.pull("loss")[0])
         model.push("grad", rows, -grad)
         model.push("loss", [0], [-loss])
@@ -58,10 +73,12 @@ def train_lbfgs(model: PSModel, parts: list, shape: tuple, C: float, n_rows: int
         obj, g = scale * obj, scale * g
         if not fit_intercept:
             g[-1] = 0.0
-        history.append(dict(evaluation=len(history) + 1, loss=obj))
-        if monitor is not None:
-            monitor.epoch_done(len(history), obj)
+        if on_evaluation is not None:
+            on_evaluation(obj)
         return obj, g.ravel()
+
+    def _step(ps, part):
+        return _gradient_step(ps, part, shape[0] - 1)
 
     x0 = np.zeros(int(np.prod(shape))) if x0 is None else np.ravel(x0).astype(np.float64)
     if penalty == "l1":  # OWL-QN; the intercept row is not penalised
@@ -71,13 +88,13 @@ def train_lbfgs(model: PSModel, parts: list, shape: tuple, C: float, n_rows: int
                                   tol)
         if not converged:
             _not_converged("OWL-QN", max_iter, tol)
-        return x.reshape(shape), history, nit
+        return x.reshape(shape), nit
     res = scipy.optimize.minimize(objective, x0, jac=True, method="L-BFGS-B",
                                   options=dict(maxiter=max_iter, gtol=tol, ftol=0.0,
                                                maxcor=20))
     if res.status == 1:  # iteration (or evaluation) limit reached
         _not_converged("L-BFGS-B", max_iter, tol)
-    return res.x.reshape(shape), history, int(res.nit)
+    return res.x.reshape(shape), int(res.nit)
 
 
 def _not_converged(method: str, max_iter: int, tol: float) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..state._optim_kernels import FTRL_RULE, coord_step
+from ..kernels.optim import FTRL_RULE, coord_step
 
 _JIT = dict(cache=True, nogil=True)
 
@@ -95,7 +95,7 @@ def local_steps(indptr, indices, data, y, order, batch, rule, hyper, l2, fit_int
     The rows are visited in ``order``, ``batch`` at a time; after each minibatch the rule
     ``rule`` updates the rows of ``w`` (and its state ``s1``, ``s2``) that the minibatch
     touched, with the mean log-loss gradient plus ``l2 * w`` — the server-side kernels of
-    :mod:`dask_ps.state._optim_kernels`, so a step here equals a push of that gradient there.
+    :mod:`dask_ps.kernels.optim`, so a step here equals a push of that gradient there.
 
     Parameters
     ----------

@@ -17,16 +17,15 @@ from collections import deque
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
+from .. import _compat
+from ..state.consistency import DONE
+from ..state.keys import SHARD_PREFIX, TASKS_PREFIX
 from .events import CHECKPOINT_TOPIC, FIT_TOPIC, RECOVERY_TOPIC
 
 __all__ = ["PSMetrics", "install", "participant_clocks", "rates"]
 
 logger = logging.getLogger(__name__)
 
-SHARD_PREFIX = "dask-ps-shard-"
-TASKS_PREFIX = "dask-ps-tasks-"
-#: Clocks at or above this are participants that have finished (``consistency.DONE``).
-DONE_CLOCK = 2**62
 _COUNTERS = ("pull_calls", "push_calls", "keys_pulled", "keys_pushed", "bytes_pulled",
              "bytes_pushed")
 
@@ -53,7 +52,7 @@ def participant_clocks(stats: list[dict]) -> tuple[list[int | None], int | None]
         return [], None
     n = max(len(r) for r in rows)
     clocks = [max(r[p] for r in rows if p < len(r)) for p in range(n)]
-    clocks = [None if c >= DONE_CLOCK else int(c) for c in clocks]
+    clocks = [None if c >= DONE else int(c) for c in clocks]
     running = [c for c in clocks if c is not None]
     return clocks, (max(running) - min(running) if running else 0)
 
@@ -147,9 +146,8 @@ class PSMetrics(SchedulerPlugin):
         from distributed.protocol.serialize import Serialized, deserialize
 
         async with asyncio.timeout(self.timeout):
-            resp = await self.scheduler.rpc(address).actor_execute(
-                actor=key, function="dispatch", args=[to_serialize(("stats", (), {}))],
-                kwargs={})
+            resp = await _compat.actor_execute(self.scheduler.rpc, address, key, "dispatch",
+                                               [to_serialize(("stats", (), {}))])
         # the scheduler's connections leave payloads serialised: open them here
         out = resp["result"] if resp["status"] == "OK" else resp["exception"]
         if isinstance(out, Serialized):

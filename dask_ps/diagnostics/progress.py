@@ -204,10 +204,20 @@ class FitMonitor:
     def epoch_done(self, epoch: int, loss: float) -> None:
         """Record an epoch (or iteration) whose loss the driver computed itself, between
         two jobs: its bytes are the growth of the shards' counters since the last one."""
+        self.epochs_done(epoch, [loss])
+
+    def epochs_done(self, first: int, losses: list[float]) -> list[int]:
+        """Record epochs ``first, first + 1, ...`` run by one job, with their ``losses``: the
+        growth of the shards' counters since the last record is split evenly among them.
+        Returns the bytes of each."""
         at = time.perf_counter()
         total = self._moved()
         moved, self._bytes = total - self._bytes, total
-        self._queue.put((int(epoch), float(loss), at, moved))
+        n = max(1, len(losses))
+        share = [moved // n + (1 if i < moved % n else 0) for i in range(n)]
+        for i, loss in enumerate(losses):
+            self._queue.put((int(first) + i, float(loss), at, share[i]))
+        return share
 
     def _work(self) -> None:
         while True:

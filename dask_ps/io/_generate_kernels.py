@@ -6,7 +6,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..state._kernels import mix64
+from ..kernels.hashing import mix64
 
 __all__ = ["format_libsvm", "planted_weights", "scramble"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..state._kernels import mix64
+from ..kernels.hashing import mix64
 
 __all__ = ["bucket_code", "cross_token", "hash_bytes", "hash_codes",
            "hash_crosses", "hash_strings", "number_token", "rows_to_csr", "sort_small",

@@ -2,7 +2,7 @@
 
 One :class:`ProcessClient` per model and process holds what the tasks (threads) of that process
 share: the transport to the shards, the snapshot of pulled values, and the updates pushed during
-each clock. A task sees it through a :class:`WorkerView`.
+each clock. A task sees it through a :class:`~dask_ps.view.WorkerView`.
 
 * A pull deduplicates its keys, splits them by shard and makes one call per shard, concurrently.
 * Pushes are buffered and merged per clock; when every task of the process has finished a clock,
@@ -30,50 +30,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..diagnostics.events import report
 from ..exceptions import UnknownTableError
 from ._kernels import fingerprint, scatter_1d, segment_sum
 from ._malloc import tune_malloc
 from .consistency import DONE, Consistency
 from .optimizers import Add
 from .partition import HashPartitioner
-from .table import Init, TableShard, TableSpec
-from .transport import Transport
+from .table import Init, TableShard, TableSpec, as_keys, bad_key_error
+from .transport import Shipped, Transport
 
-__all__ = ["ProcessClient", "WorkerView"]
+__all__ = ["ProcessClient"]
 
 #: Seconds a clock's push may wait for the next pull to carry it (the process checks its
 #: outbox this often, so a push leaves within twice this time).
 SEND_DELAY = 0.002
-
-
-def as_keys(keys, spec: TableSpec) -> np.ndarray:
-    """Keys as a 1-D int64 array (uint64 keys keep their bits).
-
-    Raises
-    ------
-    TypeError
-        Non-integer keys, naming the table.
-    ValueError
-        Keys that are not 1-D, naming the table and the shape.
-    """
-    keys = np.asarray(keys)
-    if keys.dtype == np.uint64:
-        if not spec.sparse and keys.size and keys.max() >= np.uint64(spec.n_rows):
-            i = int(np.argmax(keys >= np.uint64(spec.n_rows)))
-            raise IndexError(f"table {spec.name!r}: key {int(keys[i])} at position {i} is "
-                             f"outside the table's rows [0, {spec.n_rows})")
-        keys = keys.view(np.int64)
-    elif keys.dtype.kind not in "iu" and not (keys.size == 0 and keys.dtype.kind == "f"):
-        raise TypeError(f"table {spec.name!r}: keys must be integers, got dtype {keys.dtype}")
-    if keys.ndim != 1:
-        raise ValueError(f"table {spec.name!r}: keys must be 1-D, got shape {keys.shape}")
-    return np.ascontiguousarray(keys, dtype=np.int64)
-
-
-def bad_key_error(spec: TableSpec, keys: np.ndarray, i: int) -> IndexError:
-    return IndexError(f"table {spec.name!r}: key {int(keys[i])} at position {i} is outside "
-                      f"the table's rows [0, {spec.n_rows})")
 
 
 class _Snapshot:
@@ -367,8 +337,12 @@ class ProcessClient:
         per_shard = self._plan_updates({name: [(keys, values, None)]})
         self.transport.run(self._send(per_shard, None, 0, 0, tick=False))
 
-    def push(self, job: str, clock: int, name: str, keys, updates) -> None:
-        """Buffer an update of a task at ``clock``; it leaves with the process's clock tick.
+    def push(self, job: str, clock: int, name: str, keys, updates, task: int = 0) -> None:
+        """Buffer an update of ``task`` at ``clock``; it leaves with the process's clock tick.
+
+        The updates of a clock are merged in the order of their tasks' indices (and, within a
+        task, in the order pushed), not in the order the threads got here: the same job on the
+        same data and partitioning sums them the same way, bit for bit.
 
         When ``keys`` equal those of this thread's last pull of the table (the usual
         pull-compute-push step), that pull's plan is reused: the keys are neither checked nor
@@ -387,7 +361,7 @@ class ProcessClient:
             spec, keys_arr, values = self.check_update(name, keys_arr, updates)
             keys_arr = keys_arr.copy()  # buffered until clock(): the caller may reuse its array
         with self._lock:
-            self.job(job).pending[clock][name].append((keys_arr, values, plan))
+            self.job(job).pending[clock][name].append((task, keys_arr, values, plan))
 
     def _plan_updates(self, by_table: dict) -> list[list]:
         """Merge each table's buffered updates and split them by shard (caller's thread)."""
@@ -449,7 +423,10 @@ class ProcessClient:
         or after ``SEND_DELAY`` seconds, whichever comes first. The previous clock's message
         is sent and answered first, so a participant's ticks reach each shard in order.
         """
-        per_shard = self._plan_updates(state.pending.pop(clock, {}))
+        by_table = state.pending.pop(clock, {})
+        # by task index (a stable sort: a task's own pushes keep their order)
+        per_shard = self._plan_updates({name: [p[1:] for p in sorted(parts, key=_task_of)]
+                                        for name, parts in by_table.items()})
         self._send_outbox(job, state)
         with self._outbox:
             state.outbox = (per_shard, clock)
@@ -500,6 +477,22 @@ class ProcessClient:
                                                tick=True))
             task.add_done_callback(lambda t: _resolve(done, t))
         loop.call_later(SEND_DELAY, self._poll, job, state)
+
+    def map_shards(self, name: str, fn, args: tuple, job: str | None = None,
+                   clock: int = 0) -> list:
+        """``fn(keys, values, slots, *args)`` on every shard's rows of ``name``, from a task
+        at ``clock`` of ``job``: this process's pushes so far are sent first, and each shard
+        runs ``fn`` once a pull at ``clock`` could be served there (under BSP, after every
+        participant's pushes of the clocks before). Results in shard order."""
+        self.spec(name)
+        state = self.job(job) if job is not None else None
+        if state is not None:
+            self._send_outbox(job, state)
+        fn = Shipped(fn)
+        t = self.transport
+        return t.run(_gather(t.call(s, "map_rows", name, fn, *args, job=job, clock=clock,
+                                    timeout=t.timeout, _timeout=t.timeout + 5)
+                             for s in range(len(t.shards))))
 
     def join(self, job: str, participant: int, n_local: int, consistency: Consistency,
              task: int) -> None:
@@ -570,6 +563,10 @@ class ProcessClient:
                 self._send_outbox(job, state)
 
 
+def _task_of(part: tuple) -> int:
+    return part[0]
+
+
 def _nbytes(updates: list) -> int:
     """Bytes of keys and values of a push's ``(table, keys, values)`` list."""
     return sum(k.nbytes + v.nbytes for _, k, v in updates)
@@ -587,123 +584,3 @@ def _resolve(fut: Future, task) -> None:
         fut.set_exception(task.exception())
     else:
         fut.set_result(None)
-
-
-class WorkerView:
-    """A task's handle on the parameter server during a job: pull, push, clock.
-
-    Obtained from :meth:`~dask_ps.PSModel.run`, which passes it to the task function.
-
-    Parameters
-    ----------
-    client : ProcessClient
-    job : str
-    task : int
-        Index of the task in the job.
-    """
-
-    def __init__(self, client: ProcessClient, job: str, task: int) -> None:
-        self._client = client
-        self.job = job
-        self.task = task
-        self._clock = 0
-
-    @property
-    def current_clock(self) -> int:
-        """Number of times this task called :meth:`clock`."""
-        return self._clock
-
-    def pull(self, table: str, keys=None) -> np.ndarray:
-        """Values of ``keys`` of ``table`` as of the consistency model allows.
-
-        Parameters
-        ----------
-        table : str
-        keys : array of int, shape (n,), optional
-            Any order, repeats allowed; int64 or uint64. None pulls every row of a dense table.
-
-        Returns
-        -------
-        numpy.ndarray
-            Shape (n,) for a vector table, (n, ncols) otherwise, in the table's dtype. Under
-            SSP(s) the values include every update of every task up to clock
-            ``current_clock - s - 1``; under BSP exactly the updates of clocks before
-            ``current_clock``.
-
-        Raises
-        ------
-        UnknownTableError
-            Unknown table name.
-        IndexError
-            A key outside a dense table's rows (names the table and the key).
-        ShardUnavailableError
-            A shard did not answer within the model's timeout.
-        """
-        return self._client.pull(table, keys, self.job, self._clock)
-
-    def push(self, table: str, keys, updates) -> None:
-        """Add ``updates`` for ``keys`` to the current clock's update of ``table``.
-
-        Updates of repeated keys are summed. They reach the shards, merged with those of the
-        process's other tasks, when every task of the process has called :meth:`clock`; the
-        shard then applies the table's optimizer to them.
-
-        Parameters
-        ----------
-        table : str
-        keys : array of int, shape (n,)
-        updates : array, shape (n,) or (n, ncols)
-            Gradients (optimizers) or deltas (plain add); cast to the table's dtype. Copied.
-
-        Raises
-        ------
-        UnknownTableError, IndexError, TypeError, ValueError
-            See :meth:`ProcessClient.check_update`.
-        """
-        self._client.push(self.job, self._clock, table, keys, updates)
-
-    def clock(self) -> int:
-        """End this task's current clock; returns the new clock."""
-        self._clock = self._client.clock(self.job, self.task)
-        return self._clock
-
-    def report(self, **values) -> None:
-        """Send ``values`` (numbers, strings) to the driver's ``callback`` of
-        :meth:`~dask_ps.PSModel.run`, e.g. ``ps.report(epoch=3, loss=0.31)``; from a worker
-        they travel as a ``"dask_ps.task"`` event, without a round trip.
-
-        The message also holds ``process`` (an id of this task's process) and
-        ``bytes_moved`` (keys and values the process has sent to and received from the
-        shards so far; the tasks of a process share it)."""
-        report(self.job, self.task, {"process": self._client.uid,
-                                     "bytes_moved": self._client.bytes_moved, **values})
-
-    def pull_async(self, table: str, keys=None) -> Future:
-        """:meth:`pull` in a background thread, to overlap it with computation."""
-        return _background(self.pull, table, keys)
-
-    def push_async(self, table: str, keys, updates) -> Future:
-        """:meth:`push` returning a done future (pushes are buffered anyway)."""
-        fut: Future = Future()
-        try:
-            self.push(table, keys, updates)
-            fut.set_result(None)
-        except Exception as exc:  # delivered through the future, like a remote error
-            fut.set_exception(exc)
-        return fut
-
-    def clock_async(self) -> Future:
-        """:meth:`clock` in a background thread."""
-        return _background(self.clock)
-
-
-_pool = None
-
-
-def _background(fn, *args) -> Future:
-    global _pool
-    if _pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _pool = ThreadPoolExecutor(4, thread_name_prefix="dask-ps-async")
-    return _pool.submit(fn, *args)

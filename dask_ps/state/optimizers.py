@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from . import _optim_kernels as K
+from ..kernels import optim as K
 from ._kernels import add_bits
 
 if TYPE_CHECKING:
@@ -40,6 +40,19 @@ class Optimizer:
     slots: ClassVar[tuple] = ()
     #: Whether the rule needs a floating-point table.
     needs_float: ClassVar[bool] = True
+    #: Code of the per-coordinate kernel (:func:`dask_ps.kernels.optim.coord_step`) when the
+    #: rule can also run on the workers, on a local copy of the rows (local steps); else None.
+    rule_code: ClassVar[int | None] = None
+
+    def hyper(self) -> np.ndarray:
+        """The hyper-parameters as ``coord_step`` takes them (float64), for local steps.
+
+        Raises
+        ------
+        ValueError
+            A rule without a worker-side kernel.
+        """
+        raise ValueError(f"the {self.name!r} rule has no worker-side kernel")
 
     def slot_layout(self, ncols: int, dtype: np.dtype) -> dict[str, tuple[int, np.dtype]]:
         """Width and dtype of each state array, for a table of ``ncols`` columns and ``dtype``."""
@@ -146,9 +159,13 @@ class SGD(Optimizer):
 
     learning_rate: float = 0.01
     name: ClassVar[str] = "sgd"
+    rule_code: ClassVar[int] = K.SGD_RULE
 
     def _check(self):
         self._positive("learning_rate")
+
+    def hyper(self):
+        return np.array([self.learning_rate], np.float64)
 
     def step(self, w, slots, rows, g):
         K.sgd_step(w, rows, g, self.learning_rate)
@@ -178,9 +195,14 @@ class AdaGrad(Optimizer):
     name: ClassVar[str] = "adagrad"
     slots: ClassVar[tuple] = (("accumulator", None, None),)
 
+    rule_code: ClassVar[int] = K.ADAGRAD_RULE
+
     def _check(self):
         self._positive("learning_rate", "eps")
         self._non_negative("initial_accumulator_value")
+
+    def hyper(self):
+        return np.array([self.learning_rate, self.eps], np.float64)
 
     def init_slots(self, slots, rows):
         slots["accumulator"][rows] = self.initial_accumulator_value
@@ -252,10 +274,14 @@ class FTRL(Optimizer):
     l2: float = 1.0
     name: ClassVar[str] = "ftrl"
     slots: ClassVar[tuple] = (("z", None, None), ("n", None, None))
+    rule_code: ClassVar[int] = K.FTRL_RULE
 
     def _check(self):
         self._positive("alpha")
         self._non_negative("beta", "l1", "l2")
+
+    def hyper(self):
+        return np.array([self.alpha, self.beta, self.l1, self.l2], np.float64)
 
     def step(self, w, slots, rows, g):
         K.ftrl_step(w, slots["z"], slots["n"], rows, g, self.alpha, self.beta, self.l1, self.l2)

@@ -3,7 +3,10 @@
 All methods are ``async def``, so they run on the worker's event loop: they never wait for
 the single thread that Dask gives to the synchronous actor methods of a worker, and a pull that
 must wait for slower clocks parks without holding any thread. The work they do inline is a
-numba gather or scatter of at most a few milliseconds.
+numba gather or scatter of at most a few milliseconds. Functions run next to the rows
+(:meth:`Shard.map_rows`: user functions, checkpoint sorts) may take seconds on a large shard:
+they run in a thread, off the loop, and the loop's own methods wait for them without
+blocking it (heartbeats go on).
 
 A task on the shard's own worker calls it directly from its thread (:meth:`Shard.call_now`)
 when its pull needs no wait: a lock keeps that thread and the loop apart.
@@ -19,7 +22,8 @@ from collections import defaultdict
 import numpy as np
 
 from ._malloc import tune_malloc
-from .channel import ChannelServer
+from .channel import ChannelAddress, ChannelServer
+from .channel_security import worker_ssl_context
 from .consistency import DONE, ClockTable, Consistency
 from .partition import as_rows, merge_duplicates
 from .table import TableShard, TableSpec
@@ -28,8 +32,9 @@ from .transport import packed
 __all__ = ["Shard"]
 
 
-def _channel_host() -> str | None:
-    """The host of this worker's plain-TCP address, when the shard may open a channel."""
+def _channel_endpoint() -> tuple[str, object] | None:
+    """``(host, server TLS context or None)`` of this worker's ``tcp://`` or ``tls://``
+    address, when the shard may open a channel."""
     import dask
 
     if not dask.config.get("dask-ps.channel", True):
@@ -41,9 +46,13 @@ def _channel_host() -> str | None:
         address = get_worker().address
     except (ImportError, ValueError):  # not in a Dask worker: in-process shards
         return None
-    if parse_address(address)[0] != "tcp":  # TLS, UCX, inproc: Dask's comms only
-        return None
-    return get_address_host(address)
+    scheme = parse_address(address)[0]
+    if scheme == "tcp":
+        return get_address_host(address), None
+    if scheme == "tls":
+        context = worker_ssl_context("server")
+        return None if context is None else (get_address_host(address), context)
+    return None  # UCX, inproc: Dask's comms only
 
 
 class Shard:
@@ -74,20 +83,29 @@ class Shard:
         self._waiters: list[asyncio.Future] = []
         self.counters = dict(pull_calls=0, push_calls=0, keys_pulled=0, keys_pushed=0,
                              bytes_pulled=0, bytes_pushed=0)
-        self._channel_host = _channel_host()
+        self._channel_endpoint = _channel_endpoint()
         self._channel: ChannelServer | None = None
         self._lock = threading.Lock()  # the loop against tasks calling call_now
         self._loop: asyncio.AbstractEventLoop | None = None  # set on the loop's first call
+        # the function of map_rows running in a thread (it holds the lock), or None
+        self._off_loop: asyncio.Future | None = None
 
-    _METHODS = frozenset({"create_table", "drop_table", "start_job", "end_job", "pull", "push",
-                          "push_pull", "finish", "apply", "load_rows", "stats",
-                          "close_channel"})
+    _METHODS = frozenset({"create_table", "drop_table", "drop_tables", "start_job",
+                          "end_job", "pull", "push", "push_pull", "finish", "map_rows",
+                          "load_rows", "stats", "close_channel"})
 
     async def dispatch_call(self, method: str, args: tuple, kwargs: dict):
         """Run ``method(*args, **kwargs)``: the one entry point of remote callers."""
         if method not in self._METHODS:
             raise AttributeError(f"shard {self.shard} has no method {method!r}")
+        await self._quiet()
         return await getattr(self, method)(*args, **kwargs)
+
+    async def _quiet(self) -> None:
+        """Wait, without blocking the loop, until no :meth:`map_rows` function holds the
+        lock; the loop's methods then take it only against quick calls of task threads."""
+        while self._off_loop is not None:
+            await asyncio.shield(self._off_loop)
 
     def call_now(self, method: str, kwargs: dict) -> tuple[bool, object]:
         """``pull``, ``push`` or ``push_pull`` from a task's thread on this shard's worker,
@@ -121,13 +139,21 @@ class Shard:
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
 
-    async def open_channel(self) -> tuple[str, int] | None:
-        """Start (once) this shard's direct channel; its (host, port), or None when the
-        worker's comms are not plain TCP or ``dask-ps.channel`` is false (see
-        :mod:`~dask_ps.state.channel`)."""
+    async def open_channel(self) -> ChannelAddress | None:
+        """Start (once) this shard's direct channel.
+
+        Returns
+        -------
+        ChannelAddress or None
+            Host, port, secret and TLS flag of the channel (the caller hands it to the tasks
+            through Dask's comms, inside the model's :class:`ShardRef`); None when the
+            worker's comms are neither ``tcp://`` nor ``tls://`` or ``dask-ps.channel`` is
+            false (see :mod:`~dask_ps.state.channel`).
+        """
         self._on_loop()
-        if self._channel is None and self._channel_host is not None:
-            self._channel = ChannelServer(self._channel_host, self)
+        if self._channel is None and self._channel_endpoint is not None:
+            host, context = self._channel_endpoint
+            self._channel = ChannelServer(host, self, context)
         return None if self._channel is None else self._channel.address
 
     async def close_channel(self) -> None:
@@ -149,6 +175,12 @@ class Shard:
     async def drop_table(self, name: str) -> None:
         with self._lock:
             self.tables.pop(name, None)
+
+    async def drop_tables(self) -> None:
+        """Free every table (the model is closing: its memory goes now, not whenever Dask
+        lets go of the actor)."""
+        with self._lock:
+            self.tables.clear()
 
     def _table(self, name: str) -> TableShard:
         try:
@@ -307,12 +339,30 @@ class Shard:
             self._notify()
 
     # -- functions next to the data ------------------------------------------------------
-    async def apply(self, name: str, fn, *args):
+    async def map_rows(self, name: str, fn, *args, job: str | None = None, clock: int = 0,
+                       timeout: float = 300.0):
         """``fn(keys, values, slots, *args)`` on this shard's rows of ``name``; its result.
 
         ``keys`` (n,) int64 are global keys, ``values`` (n, ncols) and ``slots`` (a dict of
-        (n, width) arrays) are views: ``fn`` may update them in place.
+        (n, width) arrays) are views: ``fn`` may update them in place. It runs in a thread,
+        holding the shard's lock, so the worker's event loop stays free however long it
+        takes. With ``job``, it first waits like a pull at ``clock`` of that job (after a
+        BSP clock: every participant's pushes of the clocks before are applied).
         """
+        self._table(name)
+        if job is not None:
+            self._check_job(job)
+            await self._wait_ready(job, clock, timeout, f"function on table {name!r}")
+        await self._quiet()
+        loop = asyncio.get_running_loop()
+        self._off_loop = done = loop.create_future()
+        try:
+            return await loop.run_in_executor(None, self._map_locked, name, fn, args)
+        finally:
+            self._off_loop = None
+            done.set_result(None)
+
+    def _map_locked(self, name: str, fn, args: tuple):
         with self._lock:
             keys, values, slots = self._table(name).view()
             return fn(keys, values, slots, *args)

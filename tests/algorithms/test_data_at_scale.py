@@ -88,19 +88,20 @@ def test_no_data_moves_between_workers_during_fit(ctr_files, client2):
 def test_a_partition_on_another_worker_is_fetched_and_counted(client2):
     """After a lost worker, Dask may recompute a partition elsewhere than its task: the task
     fetches it (counted as an incoming transfer) instead of failing."""
-    from dask_ps.algorithms._data import PartKey, _worker_io, load_part
+    from dask_ps.partitions import Partition
+    from dask_ps.partitions.worker import io_counters
 
     a, b = sorted(worker_info(client2))
     part = client2.submit(lambda: (np.arange(1000.0), np.ones(3)), workers=[a], pure=False)
     part.result()
 
     def load(key):
-        before = _worker_io()
+        before = io_counters()
         from distributed import get_worker
 
-        X, Y = load_part(PartKey(key))
+        X, Y = Partition("test", 0, key, 1000).load()
         here = key in get_worker().data
-        after = _worker_io(get_worker())
+        after = io_counters(get_worker())
         return X.shape[0], Y.shape[0], here, after["incoming_bytes"] >= 8000, before["reads"]
 
     assert client2.submit(load, part.key, workers=[a], pure=False).result()[:3] == (1000, 3,

@@ -6,6 +6,7 @@ import scipy.sparse as sp
 
 from dask_ps.algorithms._logistic_kernels import local_steps
 from dask_ps.algorithms._stochastic import Rule
+from dask_ps.state.optimizers import FTRL
 
 
 def _run(X, Y, order, rule, state, l2, fit_intercept):
@@ -27,10 +28,10 @@ def test_binary_ftrl_steps_equal_the_general_path(l2, fit_intercept):
     X.eliminate_zeros()
     y = (rng.random((300, 1)) < 0.4).astype(float)
     order = rng.permutation(300)
-    hyper = np.array([0.1, 1.0, 0.01, 0.0])
+    ftrl = FTRL(alpha=0.1, beta=1.0, l1=0.01, l2=0.0)
     state = np.abs(rng.normal(size=(51, 2))) * 0.1
-    one = _run(X, y, order, Rule("ftrl", 1, hyper), state, l2, fit_intercept)
-    two = _run(X, np.hstack([y, y]), order, Rule("ftrl", 2, hyper),
+    one = _run(X, y, order, Rule(ftrl, 1), state, l2, fit_intercept)
+    two = _run(X, np.hstack([y, y]), order, Rule(ftrl, 2),
                state[:, [0, 0, 1, 1]], l2, fit_intercept)
     assert two[0] == 2 * one[0]
     for a, b in zip(one[1:], two[1:]):

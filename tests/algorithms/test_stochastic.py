@@ -5,16 +5,14 @@ import pytest
 import scipy.sparse as sp
 from sklearn.metrics import roc_auc_score
 
-from dask_ps import LogisticRegression, PSModel
-from dask_ps.algorithms._data import group_parts, split_rows
+from dask_ps import LogisticRegression, PSModel, partition
 from dask_ps.algorithms._logistic_kernels import local_steps, rows_loss
-from dask_ps.algorithms._stochastic import Rule, cached_blocks, forget_blocks, make_blocks
+from dask_ps.algorithms._stochastic import Rule, make_blocks
 from dask_ps.algorithms.logistic import train
 from dask_ps.state.optimizers import FTRL, SGD, AdaGrad
 
-RULES = {"sgd": (SGD(0.05), [0.05]),
-         "adagrad": (AdaGrad(0.1, eps=1e-10), [0.1, 1e-10]),
-         "ftrl": (FTRL(alpha=0.1, beta=1.0, l1=0.01, l2=0.0), [0.1, 1.0, 0.01, 0.0])}
+RULES = {"sgd": SGD(0.05), "adagrad": AdaGrad(0.1, eps=1e-10),
+         "ftrl": FTRL(alpha=0.1, beta=1.0, l1=0.01, l2=0.0)}
 
 
 def reference_steps(X, Y, order, batch, optimizer, l2, w, slots):
@@ -41,8 +39,8 @@ def test_local_steps_equal_server_steps(solver, batch):
     rng = np.random.default_rng(0)
     X = sp.random(40, 12, density=0.3, format="csr", random_state=1)
     Y = (rng.random((40, 2)) < 0.4).astype(float)
-    optimizer, hyper = RULES[solver]
-    rule = Rule(solver, 2, np.array(hyper))
+    optimizer = RULES[solver]
+    rule = Rule(optimizer, 2)
     order = rng.permutation(40)
     state = rng.normal(size=(13, rule.width)) * 0.1
     if solver != "sgd":
@@ -78,35 +76,6 @@ def test_blocks_index_columns_locally_and_hold_out_rows():
         assert (rebuilt != X).nnz == 0
 
 
-def test_block_cache_keeps_blocks_only_within_its_budget():
-    X = sp.random(100, 50, density=0.1, format="csr", random_state=2)
-    Y = np.ones((100, 1))
-    args = (X, Y, 2, 50, 0.0, 0)
-    size = sum(a.nbytes for b in make_blocks(*args) for a in b)
-    try:
-        first = cached_blocks("fit-a", (X, Y), *args, size)  # fits exactly: kept
-        assert cached_blocks("fit-a", (X, Y), *args, size) is first
-        # over budget (the cache is full): built again at every visit, never kept
-        over = cached_blocks("fit-b", (X, Y), *args, size)
-        assert over is not first and cached_blocks("fit-b", (X, Y), *args, size) is not over
-        np.testing.assert_array_equal(over[1].indices, first[1].indices)
-        forget_blocks("fit-a")  # frees its budget
-        kept = cached_blocks("fit-b", (X, Y), *args, size)
-        assert cached_blocks("fit-b", (X, Y), *args, size) is kept
-    finally:
-        forget_blocks("fit-a")
-        forget_blocks("fit-b")
-
-
-def test_group_parts_gives_each_worker_thread_one_task():
-    groups, where = group_parts(list("abcde"), ["w1", "w2", "w1", "w1", "w2"],
-                                {"w1": 2, "w2": 4})
-    # w1: three parts on two threads; w2: two parts, each on a thread of its own
-    assert groups == [["a", "d"], ["c"], ["b"], ["e"]]
-    assert where == ["w1", "w1", "w2", "w2"]
-    assert group_parts(list("ab"), None, {}) == ([["a"], ["b"]], None)
-
-
 def ctr_like(n, n_features, nnz, seed=0):
     rng = np.random.default_rng(seed)
     idx = rng.permutation(n_features)[rng.zipf(1.3, size=n * nnz) % n_features]
@@ -129,8 +98,9 @@ def test_many_tasks_train_about_as_well_as_one():
     aucs = []
     for n_tasks in (1, 8):
         with PSModel("local") as model:
-            W = train(model, split_rows(X, y[:, None].astype(float), n_tasks),
-                      n_features=2**14, n_outputs=1, max_iter=1, batch_size=1,
+            data = partition((X, y[:, None].astype(float)), client="local",
+                             n_partitions=n_tasks)
+            W = train(model, data, n_features=2**14, n_outputs=1, max_iter=1, batch_size=1,
                       learning_rate=0.1)[0]
         aucs.append(roc_auc_score(yt, Xt @ W[:-1, 0] + W[-1, 0]))
     assert aucs[0] > 0.85
@@ -149,5 +119,5 @@ def test_early_stopping_watches_the_validation_loss(data):
     model = LogisticRegression(max_iter=50, early_stopping=True, n_iter_no_change=2,
                                tol=1e-4, client="local", random_state=0).fit(X, y)
     assert 3 <= model.n_iter_[0] < 50
-    with pytest.raises(ValueError, match="validation_fraction"):
+    with pytest.raises(ValueError, match="validation_fraction"):  # scikit-learn's check
         LogisticRegression(validation_fraction=1.5, client="local").fit(X, y)

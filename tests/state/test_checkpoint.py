@@ -16,7 +16,7 @@ import zarr
 import dask_ps
 from dask_ps import FTRL, AdaGrad, Adam, PSModel
 from dask_ps.exceptions import CheckpointFormatError, CheckpointNotFoundError
-from dask_ps.state.checkpoint import TornCheckpointWarning, list_versions
+from dask_ps.model.format import TornCheckpointWarning, list_versions
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,7 +11,7 @@ from sklearn.metrics import roc_auc_score
 from dask_ps.algorithms import LogisticRegression
 from dask_ps.cluster import worker_info
 from dask_ps.exceptions import RecoveryError
-from dask_ps.state.checkpoint import list_versions
+from dask_ps.model.format import list_versions
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 

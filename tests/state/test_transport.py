@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import dask_ps
+from dask_ps.model import connection
 from dask_ps.state.shard import Shard
 
 pytestmark = pytest.mark.timeout(120)
@@ -36,14 +37,14 @@ def test_same_worker_shards_are_called_directly(client2):
 def test_client_side_calls_go_through_rpc(client2):
     with dask_ps.PSModel(client2) as model:
         model.add_table("w", shape=(4,))
-        assert model._process_client().transport.local == {}
+        assert connection.process_client(model).transport.local == {}
         model.push("w", [3], [2.0])
         assert model.pull("w", [3]).tolist() == [2.0]
 
 
 def test_in_process_shards_are_local_objects():
     with dask_ps.PSModel("local", n_shards=3) as model:
-        transport = model._process_client().transport
+        transport = connection.process_client(model).transport
         assert sorted(transport.local) == [0, 1, 2]
         model.add_table("w", shape=(5,))
         model.push("w", np.arange(5), np.ones(5))

@@ -11,7 +11,8 @@ Loading runs one loader per shard of the new model: it reads a chunk-aligned sli
 array and sends every row to the shard that owns it under the new partitioning, so a
 checkpoint of N shards loads onto M shards with weights and optimizer state unchanged.
 
-See :mod:`dask_ps.state.checkpoint` for the store format.
+See :mod:`dask_ps.model.format` for the store format. The functions taking ``model`` first
+are :class:`~dask_ps.PSModel`'s methods ``save``, ``load``, ``restore`` and ``export``.
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ from typing import Self
 
 import numpy as np
 
-from .diagnostics.events import log_checkpoint, log_recovery
-from .exceptions import CheckpointFormatError
-from .state import checkpoint as ck
+from ..diagnostics.events import log_checkpoint
+from ..exceptions import CheckpointFormatError
+from . import connection
+from . import format as ck
 
-__all__ = ["CheckpointMethods", "export", "restore", "save"]
+__all__ = ["export", "load", "restore", "save"]
 
 _SAMPLE = 1024  # keys sampled per shard and writer to choose the splitters of sparse tables
 
@@ -77,13 +79,14 @@ def _plan_table(model, spec, rows_per_chunk: int) -> tuple[int, int, list]:
             if r1 > r0:
                 writers.append((w, r0, r1, 0, 0, r0, r1, ask))
         return n, rows_per_chunk, writers
-    found = model._call_all("apply", spec.name, ck.sample_keys, _SAMPLE * n_shards, 0)
+    found = connection.call_all(model, "map_rows", spec.name, ck.sample_keys,
+                                _SAMPLE * n_shards, 0)
     counts, samples = [c for c, _ in found], [s for _, s in found]
     total = int(sum(counts))
     rows_per_chunk = max(1, min(rows_per_chunk, total))
     bounds = ck.split_sorted(samples, counts, n_shards) if n_shards > 1 else np.empty(0, int)
-    below = np.sum(model._call_all("apply", spec.name, ck.count_below, bounds), axis=0) \
-        if bounds.shape[0] else np.empty(0, np.int64)
+    below = np.sum(connection.call_all(model, "map_rows", spec.name, ck.count_below, bounds),
+                   axis=0) if bounds.shape[0] else np.empty(0, np.int64)
     edges = [None] + [int(b) for b in bounds] + [None]
     ranks = [0] + [int(r) for r in below] + [total]
     writers, everyone = [], list(range(n_shards))
@@ -102,10 +105,10 @@ def _write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, s
     """Writer task: rows of ranks ``[r0, r1)`` of table ``name`` into ``arrays``."""
     import zarr
 
-    pc = model._process_client()
+    pc = connection.process_client(model)
     t = pc.transport
     with_slots = "slots" in arrays
-    parts = t.run(_gather([t.call(s, "apply", name, ck.rows_in_range, lo, hi, extra,
+    parts = t.run(_gather([t.call(s, "map_rows", name, ck.rows_in_range, lo, hi, extra,
                                   with_slots) for s in ask]))
     keys = np.concatenate([p[0] for p in parts])
     take = np.argsort(keys, kind="stable")[skip: skip + (r1 - r0)]
@@ -139,13 +142,13 @@ def _json(value, what: str):
                         f"{exc}") from None
 
 
-def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
+def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
          extra: dict | None = None, keep: int | None = None,
          chunk_rows: int | None = None) -> ck.CheckpointInfo:
     """Write a new version of the checkpoint at ``url``; see :meth:`PSModel.save`."""
     import zarr
 
-    from . import __version__
+    from .. import __version__
 
     _check_url(model, url)
     if model._job is not None:
@@ -167,6 +170,7 @@ def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
         n_shards=model.n_shards, clock=int(clock),
         data_position=_json(data_position or {}, "data_position"),
         extra=_json(extra or {}, "extra"), tables=tables)
+    _warn_other_model(url, tables)
     version = ck.next_version(url)
     path = ck.version_url(url, version)
     group = zarr.create_group(ck.zarr_store(path), zarr_format=3, attributes=attrs)
@@ -181,6 +185,25 @@ def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
     if keep is not None:
         ck.prune(url, keep)
     return ck.CheckpointInfo(url, version, attrs, seconds=time.perf_counter() - t0)
+
+
+def _warn_other_model(url: str, tables: dict) -> None:
+    """Warn when the newest complete version at ``url`` holds other tables: two models are
+    writing into one checkpoint folder."""
+    if not ck.list_versions(url)[0]:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ck.TornCheckpointWarning)
+        try:
+            previous = ck.latest(url)
+        except Exception:  # nothing readable there: nothing to compare with
+            return
+    theirs = sorted(previous.attrs.get("tables", {}))
+    if theirs != sorted(tables):
+        warnings.warn(f"checkpoint folder {url!r}: version {previous.version} holds tables "
+                      f"{theirs}, this model {sorted(tables)}; two models are writing into "
+                      f"one folder (each version is complete, but loading takes the newest)",
+                      UserWarning, stacklevel=4)
 
 
 def _paths(arrays: dict) -> list[str]:
@@ -218,7 +241,7 @@ def _load_part(model, path: str, name: str, t: dict, r0: int, r1: int,
     """Loader task: rows ``[r0, r1)`` of a stored table, sent to their shards in ``model``."""
     import zarr
 
-    pc = model._process_client()
+    pc = connection.process_client(model)
     spec, tr = pc.spec(name), pc.transport
     store = ck.zarr_store(path)
     values_arr = zarr.open_array(store, path=f"{t['path']}/values", mode="r")
@@ -260,19 +283,21 @@ def _load_part(model, path: str, name: str, t: dict, r0: int, r1: int,
     return r1 - r0
 
 
-def restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True) -> None:
+def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True) -> None:
     """Replace the model's tables by those of checkpoint ``info`` (all shards), in place."""
     if model._job is not None:
         raise RuntimeError(f"cannot restore while job {model._job!r} runs")
     tables = info.attrs["tables"]
+    own = [n for n in model.specs if n not in tables]
+    if own:
+        raise ValueError(f"checkpoint {info.url!r} version {info.version} holds tables "
+                         f"{sorted(tables)}, not the model's {own}: it is another model's "
+                         f"checkpoint (load it into a new model with PSModel.load)")
     specs = {name: ck.spec_from_attrs(t, model.n_shards) for name, t in tables.items()}
     for name, spec in specs.items():
-        model._call_all("drop_table", name)
-        model._call_all("create_table", spec)
+        connection.call_all(model, "drop_table", name)
+        connection.call_all(model, "create_table", spec)
         model.specs[name] = spec
-    for name in [n for n in model.specs if n not in specs]:
-        model._call_all("drop_table", name)
-        del model.specs[name]
     calls = []
     for name, t in tables.items():
         n, c = t["n_keys"], t["chunk_rows"]
@@ -284,18 +309,18 @@ def restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True) -> Non
 
 
 # -- export -----------------------------------------------------------------------------------
-def export(model, url: str, *, dtype=None, tables=None) -> None:
+def _export(model, url: str, *, dtype=None, tables=None) -> None:
     """Weights only, as a plain zarr group; see :meth:`PSModel.export`."""
     import zarr
 
-    from . import __version__
+    from .. import __version__
 
     _check_url(model, url)
     if dtype is not None and np.dtype(dtype) not in (np.float16, np.float32, np.float64):
         raise ValueError(f"dtype must be float16, float32, float64 or None, got {dtype!r}")
     names = list(model.specs) if tables is None else list(tables)
     for name in names:
-        model._process_client().spec(name)  # UnknownTableError naming it
+        connection.process_client(model).spec(name)  # UnknownTableError naming it
     described, calls = {}, []
     group = zarr.open_group(ck.zarr_store(url), mode="w", zarr_format=3)
     for i, name in enumerate(names):
@@ -312,178 +337,142 @@ def export(model, url: str, *, dtype=None, tables=None) -> None:
                                                 tables=described)))
 
 
-class CheckpointMethods:
-    """The checkpoint API of :class:`~dask_ps.PSModel` (save, load, restore, export, recover)."""
+def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
+         extra: dict | None = None, keep: int | None = None,
+         chunk_rows: int | None = None) -> ck.CheckpointInfo:
+    """Write every table and its optimizer state as a new version of a zarr checkpoint.
 
-    def save(self, url: str, *, clock: int = 0, data_position: dict | None = None,
-             extra: dict | None = None, keep: int | None = None,
-             chunk_rows: int | None = None) -> ck.CheckpointInfo:
-        """Write every table and its optimizer state as a new version of a zarr checkpoint.
+    Each shard's rows are written from its own worker, in parallel, into arrays chunked
+    independently of the number of shards (sparse tables sorted by key). The version
+    becomes readable only once complete (its manifest is written last).
 
-        Each shard's rows are written from its own worker, in parallel, into arrays chunked
-        independently of the number of shards (sparse tables sorted by key). The version
-        becomes readable only once complete (its manifest is written last).
+    Parameters
+    ----------
+    url : str
+        Any fsspec URL (local directory, ``s3://…``); with a cluster it must be reachable
+        from every worker (``memory://`` works only without a cluster).
+    clock : int, default 0
+        Training clock reached (driver step), stored for resuming.
+    data_position : dict, optional
+        Where training was in the data, e.g. ``{"epoch": 3}`` (JSON).
+    extra : dict, optional
+        Other JSON metadata (e.g. an estimator's loss history).
+    keep : int, optional
+        Keep only this many newest complete versions (and delete torn older ones).
+    chunk_rows : int, optional
+        Rows per chunk; default about 4 MiB of weights per chunk.
 
-        Parameters
-        ----------
-        url : str
-            Any fsspec URL (local directory, ``s3://…``); with a cluster it must be reachable
-            from every worker (``memory://`` works only without a cluster).
-        clock : int, default 0
-            Training clock reached (driver step), stored for resuming.
-        data_position : dict, optional
-            Where training was in the data, e.g. ``{"epoch": 3}`` (JSON).
-        extra : dict, optional
-            Other JSON metadata (e.g. an estimator's loss history).
-        keep : int, optional
-            Keep only this many newest complete versions (and delete torn older ones).
-        chunk_rows : int, optional
-            Rows per chunk; default about 4 MiB of weights per chunk.
+    Returns
+    -------
+    CheckpointInfo
 
-        Returns
-        -------
-        CheckpointInfo
+    Raises
+    ------
+    RuntimeError
+        While a job runs.
+    ValueError
+        A process-private URL with a cluster, or a bad ``keep``/``chunk_rows``.
+    TypeError
+        Metadata that is not JSON-serialisable.
 
-        Raises
-        ------
-        RuntimeError
-            While a job runs.
-        ValueError
-            A process-private URL with a cluster, or a bad ``keep``/``chunk_rows``.
-        TypeError
-            Metadata that is not JSON-serialisable.
+    Examples
+    --------
+    >>> import dask_ps
+    >>> model = dask_ps.PSModel("local", n_shards=3)
+    >>> w = model.add_table("w", shape=(6,), optimizer="adagrad")
+    >>> model.push("w", [0, 5], [1.0, -1.0])
+    >>> model.save("memory://doc/run", clock=1).version
+    1
+    >>> again = dask_ps.PSModel.load("local", "memory://doc/run", n_shards=2)
+    >>> again.pull("w")
+    array([-0.1,  0. ,  0. ,  0. ,  0. ,  0.1], dtype=float32)
+    >>> again.checkpoint_info.clock
+    1
+    >>> again.close(); model.close()
+    """
+    info = _save(model, url, clock=clock, data_position=data_position, extra=extra,
+                keep=keep, chunk_rows=chunk_rows)
+    if not model.is_local:  # the dashboard's table of checkpoints
+        log_checkpoint(info.url, info.version, seconds=info.seconds, model=model.uid,
+                       client=model.client)
+    return info
 
-        Examples
-        --------
-        >>> import dask_ps
-        >>> model = dask_ps.PSModel("local", n_shards=3)
-        >>> w = model.add_table("w", shape=(6,), optimizer="adagrad")
-        >>> model.push("w", [0, 5], [1.0, -1.0])
-        >>> model.save("memory://doc/run", clock=1).version
-        1
-        >>> again = dask_ps.PSModel.load("local", "memory://doc/run", n_shards=2)
-        >>> again.pull("w")
-        array([-0.1,  0. ,  0. ,  0. ,  0. ,  0.1], dtype=float32)
-        >>> again.checkpoint_info.clock
-        1
-        >>> again.close(); model.close()
-        """
-        info = save(self, url, clock=clock, data_position=data_position, extra=extra,
-                    keep=keep, chunk_rows=chunk_rows)
-        if not self.is_local:  # the dashboard's table of checkpoints
-            log_checkpoint(info.url, info.version, seconds=info.seconds, model=self.uid,
-                           client=self.client)
-        return info
 
-    @classmethod
-    def load(cls, client, url: str, n_shards: int | None = None, optimizer_state: bool = True,
-             *, version: int | None = None, resources: str | None = None,
-             timeout: float | None = None) -> Self:
-        """A new model holding the newest complete version of the checkpoint at ``url``.
+def load(cls, client, url: str, n_shards: int | None = None, optimizer_state: bool = True,
+         *, version: int | None = None, resources: str | None = None,
+         timeout: float | None = None) -> Self:
+    """A new model holding the newest complete version of the checkpoint at ``url``.
 
-        Parameters
-        ----------
-        client, n_shards, resources, timeout
-            As for :class:`PSModel` (``timeout`` None: its default); ``n_shards`` may
-            differ from the checkpoint's: rows and optimizer state are resharded exactly.
-        url : str
-        optimizer_state : bool, default True
-            Restore the update rules' state (AdaGrad accumulators, Adam moments, FTRL z and
-            n); with False the state starts afresh and only the weights are loaded.
-        version : int, optional
-            A given version instead of the newest complete one.
+    Parameters
+    ----------
+    client, n_shards, resources, timeout
+        As for :class:`PSModel` (``timeout`` None: its default); ``n_shards`` may
+        differ from the checkpoint's: rows and optimizer state are resharded exactly.
+    url : str
+    optimizer_state : bool, default True
+        Restore the update rules' state (AdaGrad accumulators, Adam moments, FTRL z and
+        n); with False the state starts afresh and only the weights are loaded.
+    version : int, optional
+        A given version instead of the newest complete one.
 
-        Returns
-        -------
-        PSModel
-            With ``checkpoint_info`` (a :class:`~dask_ps.state.checkpoint.CheckpointInfo`:
-            version, clock, data position, torn versions skipped).
+    Returns
+    -------
+    PSModel
+        With ``checkpoint_info`` (a :class:`~dask_ps.model.format.CheckpointInfo`:
+        version, clock, data position, torn versions skipped).
 
-        Raises
-        ------
-        CheckpointNotFoundError
-            No complete version.
-        CheckpointFormatError
-            A newer store format, or an optimizer or layout this dask_ps does not know.
+    Raises
+    ------
+    CheckpointNotFoundError
+        No complete version.
+    CheckpointFormatError
+        A newer store format, or an optimizer or layout this dask_ps does not know.
 
-        Warns
-        -----
-        TornCheckpointWarning
-            Newer versions were incomplete (a writer died) and were skipped.
+    Warns
+    -----
+    TornCheckpointWarning
+        Newer versions were incomplete (a writer died) and were skipped.
 
-        Notes
-        -----
-        Loading runs no code from the store: it holds JSON metadata and numeric arrays only.
-        """
-        info = ck.latest(url, version)
-        model = cls(client, n_shards, resources=resources,
-                    **({} if timeout is None else {"timeout": timeout}))
-        try:
-            model.restore(info, optimizer_state)
-        except BaseException:
-            model.close()
-            raise
-        return model
+    Notes
+    -----
+    Loading runs no code from the store: it holds JSON metadata and numeric arrays only.
+    """
+    info = ck.latest(url, version)
+    model = cls(client, n_shards, resources=resources,
+                **({} if timeout is None else {"timeout": timeout}))
+    try:
+        model.restore(info, optimizer_state)
+    except BaseException:
+        model.close()
+        raise
+    return model
 
-    def restore(self, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInfo:
-        """Replace every table by its state in a checkpoint (URL, newest complete version, or
-        a :class:`CheckpointInfo`), on the current shards; returns what was restored."""
-        info = checkpoint if isinstance(checkpoint, ck.CheckpointInfo) else ck.latest(
-            checkpoint)
-        _check_url(self, info.url)
-        restore(self, info, optimizer_state)
-        self.checkpoint_info = info
-        return info
 
-    def export(self, url: str, *, dtype=None, tables: list[str] | None = None) -> None:
-        """Write the weights (no optimizer state) as a plain zarr group, for serving.
+def restore(model, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInfo:
+    """Replace every table by its state in a checkpoint (URL, newest complete version, or
+    a :class:`CheckpointInfo`), on the current shards; returns what was restored."""
+    info = checkpoint if isinstance(checkpoint, ck.CheckpointInfo) else ck.latest(
+        checkpoint)
+    _check_url(model, info.url)
+    _restore(model, info, optimizer_state)
+    model.checkpoint_info = info
+    return info
 
-        Dense table ``name`` becomes array ``name`` (shape as the table's); a sparse one
-        becomes ``name/keys`` (int64, ascending) and ``name/values``. Readable with zarr
-        alone; attributes under ``dask_ps_export`` describe the tables.
 
-        Parameters
-        ----------
-        url : str
-            Any fsspec URL reachable from the workers; overwritten.
-        dtype : {None, "float16", "float32", "float64"}
-            Cast the weights (e.g. float16 halves the size of float32 weights).
-        tables : list of str, optional
-            Default: all.
-        """
-        export(self, url, dtype=dtype, tables=tables)
+def export(model, url: str, *, dtype=None, tables: list[str] | None = None) -> None:
+    """Write the weights (no optimizer state) as a plain zarr group, for serving.
 
-    def recover(self, checkpoint: str, optimizer_state: bool = True) -> dict:
-        """Recreate lost shards on live workers and roll every shard back to the newest
-        complete version of ``checkpoint``.
+    Dense table ``name`` becomes array ``name`` (shape as the table's); a sparse one
+    becomes ``name/keys`` (int64, ascending) and ``name/values``. Readable with zarr
+    alone; attributes under ``dask_ps_export`` describe the tables.
 
-        Returns
-        -------
-        dict
-            ``lost_shards`` (indices), ``moved_to`` (their new workers), ``checkpoint``
-            (URL), ``version``, ``clock`` (of the checkpoint), ``torn`` and ``seconds``.
-
-        Raises
-        ------
-        CheckpointNotFoundError
-            No complete checkpoint.
-        ValueError
-            No live worker can host the lost shards.
-        """
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            # a version torn by the very failure being recovered from is expected; it is
-            # reported in the result (``torn``) instead
-            warnings.simplefilter("ignore", ck.TornCheckpointWarning)
-            info = ck.latest(checkpoint)
-        lost = self.lost_shards()
-        was = [self.shards[i].address for i in lost]
-        moved = self._replace_shards(lost) if lost else []
-        self.restore(info, optimizer_state)
-        if not self.is_local:  # the dashboard's table of recoveries
-            for shard, old, new in zip(lost, was, moved):
-                log_recovery(shard, old, new, checkpoint=f"{info.url} v{info.version}",
-                             model=self.uid, client=self.client)
-        return dict(lost_shards=lost, moved_to=moved, checkpoint=info.url,
-                    version=info.version, clock=info.clock, torn=info.torn,
-                    seconds=time.perf_counter() - t0)
+    Parameters
+    ----------
+    url : str
+        Any fsspec URL reachable from the workers; overwritten.
+    dtype : {None, "float16", "float32", "float64"}
+        Cast the weights (e.g. float16 halves the size of float32 weights).
+    tables : list of str, optional
+        Default: all.
+    """
+    _export(model, url, dtype=dtype, tables=tables)

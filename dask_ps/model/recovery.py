@@ -1,4 +1,8 @@
-"""The training driver: clocks run in jobs, periodic checkpoints, recovery from lost workers.
+"""Recovery: lost shards recreated from a checkpoint; the driver that runs clocks through it.
+
+:func:`recover` (:meth:`PSModel.recover`) recreates lost shards on live workers and rolls
+every shard back to the newest complete checkpoint. :func:`run_clocks` is the training driver
+built on it:
 
 An algorithm hands the driver a ``step(start, stop)`` that runs its clocks ``[start, stop)`` as
 one job of a :class:`~dask_ps.PSModel` (for logistic regression a clock of the driver is an
@@ -17,13 +21,15 @@ run that would have happened without the failure, up to the order of floating-po
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Callable
 
-from .exceptions import RecoveryError, ShardUnavailableError, WorkerLostError
-from .state.checkpoint import list_versions, prune
+from ..diagnostics.events import log_recovery
+from ..exceptions import RecoveryError, ShardUnavailableError, WorkerLostError
+from . import format as ck
+from . import placement
 
-__all__ = ["run_clocks"]
-
+__all__ = ["recover", "run_clocks"]
 
 
 def _loss_errors() -> tuple:
@@ -41,7 +47,7 @@ def _wait_for_departure(model, exc: BaseException, limit: float) -> None:
     if address is None or model.is_local:
         return
     deadline = time.monotonic() + limit
-    while time.monotonic() < deadline and address in model._live_workers():
+    while time.monotonic() < deadline and address in placement.live_workers(model):
         time.sleep(0.2)
 
 
@@ -49,6 +55,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                checkpoint: str | None = None, checkpoint_every: int = 1,
                checkpoint_seconds: float | None = None, resume: bool = False,
                keep: int | None = 2, max_recoveries: int = 3,
+               job_clocks: Callable[[int], int] | None = None,
                on_recover: Callable[[], None] | None = None,
                data_position: Callable[[int], dict] | None = None) -> tuple[list, list[dict]]:
     """Run clocks ``[0, n_clocks)`` with ``step``, checkpointing and recovering.
@@ -78,6 +85,9 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         Complete versions of this run kept (older ones pruned); versions that were in
         ``checkpoint`` before the run are never deleted.
     max_recoveries : int, default 3
+    job_clocks : callable, optional
+        ``job_clocks(clock) -> int``: clocks of the job starting at ``clock`` (instead of
+        ``checkpoint_every``; e.g. sized by the time an epoch takes).
     on_recover : callable, optional
         Called after a recovery, before running again (e.g. to locate recomputed data).
     data_position : callable, optional
@@ -114,7 +124,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
     every = checkpoint_every if checkpoint is not None else max(n_clocks, 1)
     last = None
     clock = 0
-    if resume and checkpoint is not None and list_versions(checkpoint)[0]:
+    if resume and checkpoint is not None and ck.list_versions(checkpoint)[0]:
         last = model.restore(checkpoint)
         clock = min(last.clock, n_clocks)
         results[:clock] = last.attrs.get("extra", {}).get("results", [None] * clock)[:clock]
@@ -126,7 +136,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                           extra=dict(results=results[:c]))
         mine.append(info.version)
         if keep is not None:
-            prune(checkpoint, keep, first=mine[0])
+            ck.prune(checkpoint, keep, first=mine[0])
         return info
 
     loss_errors = _loss_errors()
@@ -134,10 +144,11 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
     failure: dict | None = None  # the loss being recovered from
     n_failures = 0
     while clock < n_clocks or pending_save or failure is not None:
-        stop = min(clock + every, n_clocks)
+        stop = min(clock + (every if job_clocks is None else max(1, job_clocks(clock))),
+                   n_clocks)
         try:
             if failure is not None:  # inside the try: a loss during recovery is one more
-                rec = model.recover(checkpoint)
+                rec = recover(model, checkpoint)
                 if on_recover is not None:
                     on_recover()
                 events.append(dict(failure, lost_shards=rec["lost_shards"],
@@ -173,12 +184,47 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                 raise RecoveryError(lost, good, f"{n_failures} recoveries already "
                                     f"(max_recoveries); last error: {exc!r}") from exc
             n_failures += 1
-            job_clocks = getattr(model, "last_failed_clocks", None)
-            model.last_failed_clocks = None  # read once: a later loss may not come from a job
-            partial = max([c for c in (job_clocks or []) if c is not None], default=0) > 0
+            failed_clocks = getattr(exc, "job_clocks", None)  # set by a failed job
+            partial = max([c for c in (failed_clocks or []) if c is not None], default=0) > 0
             failure = dict(
                 event="recovery", failed_clock=clock, partial=int(partial),
                 lost_workers=sorted(getattr(exc, "workers", []) or
                                     ([exc.address] if getattr(exc, "address", None) else [])),
-                job_clocks_at_failure=job_clocks, error=repr(exc), detected_at=detected)
+                job_clocks_at_failure=failed_clocks, error=repr(exc), detected_at=detected)
     return results, events
+
+
+def recover(model, checkpoint: str, optimizer_state: bool = True) -> dict:
+    """Recreate lost shards on live workers and roll every shard back to the newest
+    complete version of ``checkpoint``.
+
+    Returns
+    -------
+    dict
+        ``lost_shards`` (indices), ``moved_to`` (their new workers), ``checkpoint``
+        (URL), ``version``, ``clock`` (of the checkpoint), ``torn`` and ``seconds``.
+
+    Raises
+    ------
+    CheckpointNotFoundError
+        No complete checkpoint.
+    ValueError
+        No live worker can host the lost shards.
+    """
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        # a version torn by the very failure being recovered from is expected; it is
+        # reported in the result (``torn``) instead
+        warnings.simplefilter("ignore", ck.TornCheckpointWarning)
+        info = ck.latest(checkpoint)
+    lost = placement.lost_shards(model)
+    was = [model.shards[i].address for i in lost]
+    moved = placement.replace_shards(model, lost) if lost else []
+    model.restore(info, optimizer_state)
+    if not model.is_local:  # the dashboard's table of recoveries
+        for shard, old, new in zip(lost, was, moved):
+            log_recovery(shard, old, new, checkpoint=f"{info.url} v{info.version}",
+                         model=model.uid, client=model.client)
+    return dict(lost_shards=lost, moved_to=moved, checkpoint=info.url,
+                version=info.version, clock=info.clock, torn=info.torn,
+                seconds=time.perf_counter() - t0)

@@ -19,7 +19,7 @@ naming the array and rows when a checksum fails while loading. Nothing in a stor
 unpickled: metadata is JSON and the optimizer is rebuilt from its registered name and
 hyper-parameters.
 
-This module knows the store; :mod:`dask_ps.checkpointing` moves the rows between it and the
+This module knows the store; :mod:`dask_ps.model.checkpoint` moves the rows between it and the
 shards.
 """
 
@@ -35,8 +35,8 @@ import fsspec
 import numpy as np
 
 from ..exceptions import CheckpointFormatError, CheckpointNotFoundError
-from .optimizers import OPTIMIZERS
-from .table import Init, TableSpec
+from ..state.optimizers import OPTIMIZERS
+from ..state.table import Init, TableSpec
 
 __all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "latest", "list_versions",
            "open_version", "prune", "spec_from_attrs", "table_attrs", "verify"]

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from .state.table import TableSpec
+from ..state.table import TableSpec
 
 if TYPE_CHECKING:  # the model imports this module: no import at run time
-    from .model import PSModel
+    from .core import PSModel
 
 __all__ = ["Table"]
 

@@ -1,0 +1,176 @@
+"""GBDT against its peers, in one run: fit time and test AUC.
+
+    python benchmarks/gbdt_peers.py [--quick] [--rows 1000000] [--threads 2]
+                                    [--shares 1 0.25] [--xgboost-dask] [--json out.json]
+
+Settings of the GBDT issue for everyone: 100 trees, learning rate 0.1, 63 leaves (XGBoost:
+depth 6, its depth-wise default, at most 64 leaves), 255 bins, no row or column subsampling.
+Data: LightGBM's example (``gbdt_lightgbm``: 7,000 x 28 train, 500 test) and
+``make_classification(rows x 100, n_informative=30, n_redundant=10, n_clusters_per_class=4,
+flip_y=0.05, random_state=0)``, its last 20 % held out (``--quick`` skips it).
+
+Contenders:
+
+* dask_ps reference booster (``boost_local``: single process, single thread, the kernels the
+  PS version runs; its time split into bins / histograms / splits / partition / rest, and
+  its steps — histogram pushes and split queries on the PS), once per ``--shares`` value
+  (``split_share``: 1 grows level by level, less best-first in batches);
+* LightGBM, XGBoost ``hist``, scikit-learn ``HistGradientBoostingClassifier`` with
+  ``--threads`` threads;
+* ``xgboost.dask`` on a LocalCluster of 2 workers x 1 thread (``--xgboost-dask``).
+
+The PS version (dask_ps on 2 workers x 1 thread) joins when the estimators are wired onto
+the PSModel API. Figures are measured in this run on a shared machine: read the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+from sklearn.metrics import roc_auc_score
+
+TREES, RATE, LEAVES, BINS = 100, 0.1, 63, 255
+
+
+def lightgbm_example():
+    data = Path(os.environ.get("DASK_PS_DATA",
+                               Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+    folder = data / "gbdt_lightgbm"
+    tr = pd.read_csv(folder / "binary.train", sep="\t", header=None).to_numpy()
+    te = pd.read_csv(folder / "binary.test", sep="\t", header=None).to_numpy()
+    return tr[:, 1:], tr[:, 0], te[:, 1:], te[:, 0]
+
+
+def generated(rows: int):
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(rows, 100, n_informative=30, n_redundant=10,
+                               n_clusters_per_class=4, flip_y=0.05, random_state=0)
+    cut = int(rows * 0.8)
+    return X[:cut], y[:cut].astype(float), X[cut:], y[cut:].astype(float)
+
+
+def run_dask_ps_local(X, y, Xt, yt, threads, share=1.0):
+    t0 = time.perf_counter()
+    from dask_ps.algorithms._gbdt_local import boost_local
+
+    import_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    r = boost_local(X, y, n_estimators=TREES, learning_rate=RATE, max_leaf_nodes=LEAVES,
+                    max_bins=BINS, split_share=share)
+    fit = time.perf_counter() - t0
+    t = {k: round(v, 3) for k, v in r.timings.items()}
+    steps = sum(h["steps"] for h in r.history)
+    return fit, roc_auc_score(yt, r.predict(Xt)), dict(import_s=round(import_s, 2),
+                                                       steps=steps, **t)
+
+
+def run_lightgbm(X, y, Xt, yt, threads):
+    import lightgbm as lgb
+
+    params = dict(objective="binary", num_leaves=LEAVES, learning_rate=RATE, max_bin=BINS,
+                  num_threads=threads, verbose=-1)
+    t0 = time.perf_counter()
+    b = lgb.train(params, lgb.Dataset(X, y), TREES)
+    fit = time.perf_counter() - t0
+    return fit, roc_auc_score(yt, b.predict(Xt)), {}
+
+
+def run_xgboost(X, y, Xt, yt, threads):
+    import xgboost as xgb
+
+    t0 = time.perf_counter()
+    m = xgb.XGBClassifier(tree_method="hist", n_estimators=TREES, learning_rate=RATE,
+                          max_depth=6, max_bin=BINS + 1, n_jobs=threads).fit(X, y)
+    fit = time.perf_counter() - t0
+    return fit, roc_auc_score(yt, m.predict_proba(Xt)[:, 1]), {}
+
+
+def run_sklearn(X, y, Xt, yt, threads):
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(threads):
+        t0 = time.perf_counter()
+        m = HistGradientBoostingClassifier(max_iter=TREES, learning_rate=RATE,
+                                           max_leaf_nodes=LEAVES, max_bins=BINS,
+                                           early_stopping=False).fit(X, y)
+        fit = time.perf_counter() - t0
+    return fit, roc_auc_score(yt, m.predict_proba(Xt)[:, 1]), {}
+
+
+def run_xgboost_dask(X, y, Xt, yt, threads):
+    import dask.array as da
+    import xgboost as xgb
+    import xgboost.dask  # noqa: F401  (registers xgb.dask)
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        chunk = (X.shape[0] + 3) // 4
+        dX, dy = da.from_array(X, chunks=(chunk, -1)), da.from_array(y, chunks=chunk)
+        dX, dy = client.persist([dX, dy])
+        t0 = time.perf_counter()
+        dtrain = xgb.dask.DaskQuantileDMatrix(client, dX, dy, max_bin=BINS + 1)
+        out = xgb.dask.train(client, dict(objective="binary:logistic", tree_method="hist",
+                                          learning_rate=RATE, max_depth=6,
+                                          max_bin=BINS + 1), dtrain, TREES)
+        fit = time.perf_counter() - t0
+        pred = out["booster"].predict(xgb.DMatrix(Xt))
+    return fit, roc_auc_score(yt, pred), {}
+
+
+CONTENDERS = {"dask_ps local": run_dask_ps_local, "lightgbm": run_lightgbm,
+              "xgboost hist": run_xgboost, "sklearn hgb": run_sklearn,
+              "xgboost.dask": run_xgboost_dask}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="LightGBM's example only")
+    ap.add_argument("--rows", type=int, default=1_000_000, help="rows of the generated set")
+    ap.add_argument("--threads", type=int, default=2, help="threads of the in-process peers")
+    ap.add_argument("--shares", type=float, nargs="+", default=[1.0, 0.25],
+                    help="split_share values of the dask_ps booster")
+    ap.add_argument("--xgboost-dask", action="store_true", help="add xgboost.dask")
+    ap.add_argument("--only", nargs="*", choices=list(CONTENDERS), help="run only these")
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args(argv)
+    names = args.only or [n for n in CONTENDERS if n != "xgboost.dask" or args.xgboost_dask]
+    sets = [("lightgbm example", lightgbm_example)]
+    if not args.quick:
+        sets.append((f"make_classification {args.rows:,} x 100", lambda: generated(args.rows)))
+    print(f"load average {os.getloadavg()[0]:.2f}; {TREES} trees, rate {RATE}, {LEAVES} "
+          f"leaves, {BINS} bins; peers with {args.threads} threads", flush=True)
+    results = []
+    for set_name, load in sets:
+        X, y, Xt, yt = load()
+        rows = {}
+        runs = [(f"{n} {share:g}", n, dict(share=share)) if n == "dask_ps local"
+                else (n, n, {}) for n in names for share in
+                (args.shares if n == "dask_ps local" else [None])]
+        for label, name, kw in runs:
+            fit, auc, extra = CONTENDERS[name](X, y, Xt, yt, args.threads, **kw)
+            rows[label] = dict(fit_s=round(fit, 3), auc=round(auc, 4), **extra)
+            print(f"{set_name:32s} {label:18s} fit {fit:8.2f} s  AUC {auc:.4f}  {extra or ''}",
+                  flush=True)
+        if "lightgbm" in rows:
+            for name, row in rows.items():
+                row["time_vs_lightgbm"] = round(row["fit_s"] / rows["lightgbm"]["fit_s"], 2)
+            print("  time / LightGBM: " + ", ".join(f"{n} {r['time_vs_lightgbm']}"
+                                                   for n, r in rows.items()))
+        results.append(dict(dataset=set_name, rows=X.shape[0], results=rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(dict(load=os.getloadavg(), runs=results),
+                                              indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Every private ``distributed`` (and scikit-learn) API dask_ps touches, in one place.
+
+Each function here reaches into something that ``distributed`` does not document as public
+(an attribute of a worker, a scheduler handler, an internal class). They are pinned by
+``tests/test_compat.py`` against the installed version, so that a Dask upgrade that changes
+one of them fails there, with the name of the API, instead of somewhere deep in a fit.
+The package pins ``distributed`` to the versions these were checked with (pyproject.toml).
+"""
+
+from __future__ import annotations
+
+__all__ = ["ProxyRPC", "actor_address", "actor_execute", "current_worker", "desire_keys",
+           "in_memory", "memory_limit", "scheduler_workers", "sklearn_param_validation",
+           "spilled_bytes", "transfer_counters", "worker_actors", "worker_loop", "worker_store"]
+
+
+def current_worker():
+    """The Dask worker running this code, or None outside workers (public API, wrapped so
+    that callers need no try/except)."""
+    from distributed import get_worker
+
+    try:
+        return get_worker()
+    except ValueError:
+        return None
+
+
+def worker_actors(worker) -> dict:
+    """The actor instances living in ``worker``, by key (``Worker.state.actors``): a task
+    on a shard's own worker calls the shard object directly instead of through a socket."""
+    return worker.state.actors
+
+
+def worker_loop(worker):
+    """The asyncio event loop of ``worker`` (``Worker.loop.asyncio_loop``)."""
+    return worker.loop.asyncio_loop
+
+
+def actor_address(actor) -> str:
+    """Address of the worker holding a resolved :class:`distributed.Actor` handle."""
+    return actor._address
+
+
+def ProxyRPC():
+    """distributed's ``ProxyRPC``: actor calls relayed by the scheduler, for clients that do
+    not connect to workers directly."""
+    from distributed.actor import ProxyRPC as proxy
+
+    return proxy
+
+
+async def actor_execute(rpc, address: str, key: str, function: str, args: list) -> dict:
+    """Call method ``function`` of actor ``key`` on ``address`` through the worker's
+    ``actor_execute`` handler (what distributed's own actor proxies send); returns the
+    handler's answer, ``{"status": "OK", "result": ...}`` or ``{"status": "error",
+    "exception": ...}``."""
+    return await rpc(address).actor_execute(actor=key, function=function, args=args,
+                                            kwargs={})
+
+
+def scheduler_workers(client) -> dict[str, dict]:
+    """The scheduler's record of every worker, asked now (the scheduler's ``identity``
+    handler with ``n_workers=-1``)."""
+    return dict(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+
+
+def worker_store(worker):
+    """The mapping of the keys a worker holds (memory, or Dask's spill on local disk)."""
+    return worker.data
+
+
+def memory_limit(worker) -> int | None:
+    """The memory limit of ``worker`` in bytes, None (or 0) when unlimited."""
+    return worker.memory_manager.memory_limit
+
+
+def spilled_bytes(worker) -> dict:
+    """Pickled size on local disk of each key ``worker`` has spilled (distributed's
+    ``SpillBuffer`` keeps it in its slow store's ``weight_by_key``); empty without spill."""
+    data = worker.data
+    weights = getattr(getattr(data, "_slow_uncached", None), "weight_by_key", {})
+    return {k: w.disk for k, w in weights.items()}
+
+
+def in_memory(worker):
+    """The part of the worker's store held in memory (the ``SpillBuffer``'s fast store)."""
+    data = worker.data
+    return getattr(data, "memory", data)
+
+
+def transfer_counters(worker) -> tuple[int, int]:
+    """``(count, bytes)`` of the data this worker has received from other workers so far."""
+    count = worker.state.transfer_incoming_count_total
+    nbytes = sum(e["total"] for e in worker.transfer_incoming_log)
+    return int(count), int(nbytes)
+
+
+def desire_keys(client, keys: list) -> None:
+    """Ask the scheduler for news of ``keys`` (a :class:`distributed.Future` made from a key
+    alone waits for them; the client does this itself for the futures it holds when it
+    reconnects)."""
+    client._send_to_scheduler({"op": "client-desires-keys", "keys": list(keys)})
+
+
+def sklearn_param_validation():
+    """scikit-learn's private ``sklearn.utils._param_validation`` (``Interval``,
+    ``StrOptions``, ...), behind the ``_parameter_constraints`` checks that its own
+    estimators use and that :class:`~dask_ps.algorithms._base.PSEstimator` follows."""
+    from sklearn.utils import _param_validation
+
+    return _param_validation

@@ -1,0 +1,610 @@
+"""Numba kernels of histogram GBDT: gradients, histograms, split finding, row partitioning.
+
+The design they serve is DimBoost's (Jiang et al., SIGMOD 2018) and Angel's GBDT: workers
+hold binned rows (see :mod:`._gbdt_bins`) with their gradients and build gradient histograms
+of all new nodes of a growth step (a tree level); the histograms are summed on
+parameter-server shards that each own a contiguous range of histogram columns (features),
+and each shard finds the best split of every node over its own columns. The kernels are the
+same in one process (:mod:`._gbdt_local`) and on the PS.
+
+Exact sums. Gradients and hessians are quantized to integers at a power-of-two scale
+(:func:`quantization_scale`) chosen so every sum of them stays below 2**52 in magnitude; they
+are held in float64, where such sums are exact. Histograms therefore do not depend on the
+order rows are added in, on how rows are split into partitions, or on the order pushes reach
+a shard, and sibling subtraction is exact; 1 and 4 partitions give bit-identical trees. (The
+same idea as XGBoost's fixed-point GPU histograms; the rounding, 2**-52 of the largest sum,
+is far below what changes a split.)
+
+Layouts
+-------
+grad, hess : float64 (T, n)
+    Quantized gradient and hessian of each row for each of the ``T`` trees grown together
+    (``T = 1``, or the ``K`` classes of a softmax round).
+rows : int32 (T, n)
+    Per tree, a permutation of the partition's rows in which every node's rows are
+    contiguous: node ``v`` owns ``rows[v // nodes_per_tree, node_start[v]:node_start[v] +
+    node_count[v]]`` (LightGBM's ``DataPartition``). Node ids of tree ``t`` are
+    ``t * nodes_per_tree ...``.
+hist : float64 (n_slots, n_hist_rows, 3)
+    Per node (a slot: a position in a step's push, or a node id in the pool of histograms
+    of the nodes that may split), rows (feature, bin) in the mapper's feature-major order —
+    a feature range is a row range — holding the (grad, hess, count) sums in quantized
+    units. Node-major: every kernel reads one node's rows of a column contiguously. On the
+    PS, a table keyed ``slot * n_hist_rows + row`` with a slicer giving each shard a row
+    range (a feature range) of every slot stores a shard's part as (n_slots, R_s, 3), and a
+    worker's push to it is a slice of its build buffer; keyed row-major (``row * n_slots +
+    slot``, plain range partitioning) the push and the shard transpose instead.
+splits : float64 (n_nodes, N_SPLIT_COLS), split_cat : uint32 (n_nodes, n_cat_words)
+    Best split per node; columns named by the ``SPLIT_*`` constants below; ``split_cat`` is
+    the bitset of the bins that go left for a categorical split.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from ._gbdt_bins import BIN_TYPES, expand_signatures
+
+_JIT = dict(cache=True, nogil=True)
+
+# Columns of a split table (one row per node).
+SPLIT_GAIN = 0          # loss reduction; -inf when the node has no valid split
+SPLIT_COLUMN = 1        # histogram column (index into BinMapper.features); -1 when none
+SPLIT_BIN = 2           # numerical: rows with bin <= SPLIT_BIN go left; categorical: #left bins
+SPLIT_DEFAULT_LEFT = 3  # 1.0 when the missing bin goes left
+SPLIT_IS_CAT = 4
+SPLIT_LEFT = 5          # 5, 6, 7: left (grad, hess, count), quantized units
+SPLIT_RIGHT = 8         # 8, 9, 10: right (grad, hess, count)
+N_SPLIT_COLS = 11
+
+# Entries of the ``params`` array of :func:`find_splits`.
+P_LAMBDA = 0             # L2 regularisation of leaf values (reg_lambda)
+P_MIN_HESS = 1           # min_child_weight: least hessian sum in a child
+P_MIN_COUNT = 2          # min_samples_leaf: least rows in a child
+P_MIN_GAIN = 3           # min_split_gain: a split must reduce the loss by more
+P_MAX_CAT_ONEHOT = 4     # categorical columns with at most this many bins split one-vs-rest
+P_MAX_CAT_THRESHOLD = 5  # most categories on the left of a many-vs-many split
+P_CAT_SMOOTH = 6         # categories with fewer rows are skipped; smoothing of G/(H + s)
+P_CAT_L2 = 7             # extra L2 for many-vs-many categorical splits
+P_MIN_DATA_PER_GROUP = 8  # least rows per group of categories added to the left
+N_PARAMS = 9
+
+
+def split_params(reg_lambda=0.0, min_child_weight=1e-3, min_samples_leaf=20,
+                 min_split_gain=0.0, max_cat_to_onehot=4, max_cat_threshold=32,
+                 cat_smooth=10.0, cat_l2=10.0, min_data_per_group=100) -> np.ndarray:
+    """The ``params`` array of :func:`find_splits` (defaults: LightGBM's)."""
+    p = np.empty(N_PARAMS)
+    p[[P_LAMBDA, P_MIN_HESS, P_MIN_COUNT, P_MIN_GAIN, P_MAX_CAT_ONEHOT, P_MAX_CAT_THRESHOLD,
+       P_CAT_SMOOTH, P_CAT_L2, P_MIN_DATA_PER_GROUP]] = [
+        reg_lambda, min_child_weight, min_samples_leaf, min_split_gain, max_cat_to_onehot,
+        max_cat_threshold, cat_smooth, cat_l2, min_data_per_group]
+    return p
+
+
+def quantization_scale(n_rows_total: int, bound: float) -> float:
+    """Largest power of two ``s`` with ``n_rows_total · bound · s <= 2**52``.
+
+    With ``|x_i| <= bound`` for all rows, every partial sum of ``rint(x_i · s)`` is an integer
+    below ``2**52`` in magnitude, hence exact in float64, in any order.
+    """
+    if not bound > 0 or n_rows_total <= 0:
+        return 1.0
+    return 2.0 ** math.floor(math.log2(2.0**52 / (n_rows_total * float(bound))))
+
+
+# --------------------------------------------------------------------------- histograms
+
+_HIST_COMMON = ("int32[:, ::1], int64[::1], int64[::1], int64, int64[::1], float64[:, ::1], "
+                "float64[:, ::1], int64[::1], float64[:, :, ::1]")
+
+
+@numba.njit(expand_signatures("void(BT[:, ::1], " + _HIST_COMMON + ")", BT=BIN_TYPES), **_JIT)
+def build_hist_dense(binned, rows, node_start, node_count, nodes_per_tree, build_nodes,
+                     grad, hess, hist_offsets, out):
+    """Histograms of the nodes ``build_nodes`` from dense binned rows.
+
+    ``out[j, hist_offsets[c] + b] = (Σ grad, Σ hess, #rows)`` over the rows of node
+    ``build_nodes[j]`` whose column ``c`` is in bin ``b``.
+
+    Parameters
+    ----------
+    binned : uint8/uint16 array (n_cols, n), column by column
+    rows : int32 array (T, n); node_start, node_count : int64 arrays (n_node_ids,)
+    nodes_per_tree : int
+    build_nodes : int64 array (n_build,)
+    grad, hess : float64 arrays (T, n), quantized
+    hist_offsets : int64 array (n_cols + 1,)
+    out : float64 array (n_build, n_hist_rows, 3), overwritten
+
+    Notes
+    -----
+    Column by column over a node's rows with its gradients gathered once (LightGBM's
+    "ordered gradients"): one column's histogram stays in L1 cache whatever the number of
+    columns.
+    """
+    n_cols = binned.shape[0]
+    width = 1
+    for c in range(n_cols):
+        width = max(width, hist_offsets[c + 1] - hist_offsets[c])
+    scratch = np.empty((width, 3))  # one column, in L1 cache
+    most = 0
+    for j in range(build_nodes.shape[0]):
+        most = max(most, node_count[build_nodes[j]])
+    og = np.empty(most)
+    oh = np.empty(most)
+    for j in range(build_nodes.shape[0]):
+        v = build_nodes[j]
+        t = v // nodes_per_tree
+        s = node_start[v]
+        cnt = node_count[v]
+        for ii in range(cnt):
+            r = rows[t, s + ii]
+            og[ii] = grad[t, r]
+            oh[ii] = hess[t, r]
+        hj = out[j]
+        for c in range(n_cols):
+            o = hist_offsets[c]
+            w = hist_offsets[c + 1] - o
+            for b in range(w):
+                scratch[b, 0] = 0.0
+                scratch[b, 1] = 0.0
+                scratch[b, 2] = 0.0
+            col = binned[c]
+            for ii in range(cnt):
+                b = col[rows[t, s + ii]]
+                scratch[b, 0] += og[ii]
+                scratch[b, 1] += oh[ii]
+                scratch[b, 2] += 1.0
+            for b in range(w):
+                hj[o + b, 0] = scratch[b, 0]
+                hj[o + b, 1] = scratch[b, 1]
+                hj[o + b, 2] = scratch[b, 2]
+
+
+@numba.njit(expand_signatures("void(int64[::1], int32[::1], BT[::1], int32[::1], "
+                              + _HIST_COMMON + ")", BT=BIN_TYPES), **_JIT)
+def build_hist_csr(indptr, columns, bins, zero_bin, rows, node_start, node_count,
+                   nodes_per_tree, build_nodes, grad, hess, hist_offsets, out):
+    """Histograms of the nodes ``build_nodes`` from binned CSR rows, in O(stored entries +
+    histogram rows) per node: the stored entries are added, then each column's ``zero_bin``
+    receives the node's totals minus the column's stored sums (LightGBM's sparse trick).
+
+    Parameters
+    ----------
+    indptr : int64 array (n + 1,), columns : int32 array (nnz,), bins : uint8/uint16 (nnz,)
+        From :meth:`BinMapper.transform`.
+    zero_bin : int32 array (n_cols,)
+    Others as in :func:`build_hist_dense`.
+    """
+    n_cols = zero_bin.shape[0]
+    out[:] = 0.0
+    for j in range(build_nodes.shape[0]):
+        v = build_nodes[j]
+        t = v // nodes_per_tree
+        hj = out[j]
+        G = 0.0
+        H = 0.0
+        C = 0.0
+        for ii in range(node_start[v], node_start[v] + node_count[v]):
+            r = rows[t, ii]
+            g = grad[t, r]
+            h = hess[t, r]
+            G += g
+            H += h
+            C += 1.0
+            for p in range(indptr[r], indptr[r + 1]):
+                b = hist_offsets[columns[p]] + bins[p]
+                hj[b, 0] += g
+                hj[b, 1] += h
+                hj[b, 2] += 1.0
+        for c in range(n_cols):
+            sg = 0.0
+            sh = 0.0
+            sc = 0.0
+            for b in range(hist_offsets[c], hist_offsets[c + 1]):
+                sg += hj[b, 0]
+                sh += hj[b, 1]
+                sc += hj[b, 2]
+            z = hist_offsets[c] + zero_bin[c]
+            hj[z, 0] += G - sg
+            hj[z, 1] += H - sh
+            hj[z, 2] += C - sc
+
+
+@numba.njit("void(float64[:, :, ::1], int64[::1], float64[:, :, ::1], int64[::1], int64[::1], "
+            "float64[:, :, ::1])", **_JIT)
+def expand_siblings(parent, parent_slot, small, small_to, large_to, out):
+    """Sibling subtraction: the children's histograms from the built (smaller) ones.
+
+    For split ``i`` (parent ``parent[parent_slot[i]]``, built child ``small[i]``):
+    ``out[small_to[i]] = small[i]`` and ``out[large_to[i]] = parent - small`` (exact on
+    quantized sums); a slot of -1 skips that child (it cannot split). ``out`` may be
+    ``parent`` (a pool of histograms indexed by node id, children written at their ids).
+
+    Parameters
+    ----------
+    parent : float64 array (n_parent, R, 3); parent_slot : int64 array (n_split,)
+    small : float64 array (n_split, R, 3)
+    small_to, large_to : int64 arrays (n_split,)
+    out : float64 array (n_out, R, 3)
+    """
+    for i in range(small.shape[0]):
+        if small_to[i] >= 0:
+            out[small_to[i]] = small[i]
+        if large_to[i] >= 0:
+            a = parent[parent_slot[i]]
+            b = small[i]
+            o = out[large_to[i]]
+            for r in range(o.shape[0]):
+                for q in range(3):
+                    o[r, q] = a[r, q] - b[r, q]
+
+
+def node_totals(hist, hist_offsets) -> np.ndarray:
+    """(grad, hess, count) sums of each node from the rows of the first column: exact, so
+    every shard gets the same totals from its own columns. Returns float64 (n_nodes, 3)."""
+    return np.ascontiguousarray(hist[:, : hist_offsets[1] - hist_offsets[0]].sum(axis=1))
+
+
+# --------------------------------------------------------------------------- split finding
+
+@numba.njit(**_JIT)
+def _offer(out, out_cat, k, gain, c, t, dl, cat, GL, HL, CL, GR, HR, CR):
+    """Keep the candidate if it beats the node's best so far (strictly: ties keep the
+    earlier candidate, i.e. the lower column, then the lower bin)."""
+    if gain > out[k, SPLIT_GAIN]:
+        out[k, SPLIT_GAIN] = gain
+        out[k, SPLIT_COLUMN] = c
+        out[k, SPLIT_BIN] = t
+        out[k, SPLIT_DEFAULT_LEFT] = dl
+        out[k, SPLIT_IS_CAT] = cat
+        out[k, SPLIT_LEFT] = GL
+        out[k, SPLIT_LEFT + 1] = HL
+        out[k, SPLIT_LEFT + 2] = CL
+        out[k, SPLIT_RIGHT] = GR
+        out[k, SPLIT_RIGHT + 1] = HR
+        out[k, SPLIT_RIGHT + 2] = CR
+        out_cat[k, :] = 0
+        return True
+    return False
+
+
+@numba.njit(**_JIT)
+def _score(GL, HL, GR, HR, lam, parent, gu, hu):
+    """Loss reduction ``GL²/(HL+λ) + GR²/(HR+λ) - G²/(H+λ)`` (sums de-quantized), with
+    one division."""
+    gl = GL * gu
+    gr = GR * gu
+    hl = HL * hu + lam
+    hr = HR * hu + lam
+    if not (hl > 0.0 and hr > 0.0):
+        return -np.inf
+    return (gl * gl * hr + gr * gr * hl) / (hl * hr) - parent
+
+
+@numba.njit(**_JIT)
+def _numerical(h, k, nb, c, G, H, C, parent, params, gu, hu, out, out_cat):
+    lam = params[P_LAMBDA]
+    min_h = params[P_MIN_HESS]
+    min_c = params[P_MIN_COUNT]
+    mG = h[nb, 0]
+    mH = h[nb, 1]
+    mC = h[nb, 2]
+    best = out[k, SPLIT_GAIN]
+    best_t = -1
+    best_left = False  # the missing bin goes left
+    GL = 0.0
+    HL = 0.0
+    CL = 0.0
+    # t = nb - 1 (all values left) is a split only with missing values, which go right
+    last = nb if mC > 0 else nb - 1
+    for t in range(last):
+        if h[t, 2] == 0.0 and t > 0:
+            continue  # same rows as the previous threshold, which wins ties
+        GL += h[t, 0]
+        HL += h[t, 1]
+        CL += h[t, 2]
+        # missing values right
+        CR = C - CL
+        HR = H - HL
+        if CR < min_c or HR * hu < min_h:
+            break  # the right side only shrinks
+        if CL >= min_c and CR >= min_c and HL * hu >= min_h and HR * hu >= min_h:
+            gain = _score(GL, HL, G - GL, HR, lam, parent, gu, hu)
+            if gain > best:
+                best = gain
+                best_t = t
+                best_left = False
+        # missing values left
+        if mC > 0 and t < nb - 1:
+            CR -= mC
+            HR -= mH
+            cl = CL + mC
+            hl = HL + mH
+            if cl >= min_c and CR >= min_c and hl * hu >= min_h and HR * hu >= min_h:
+                gain = _score(GL + mG, hl, G - GL - mG, HR, lam, parent, gu, hu)
+                if gain > best:
+                    best = gain
+                    best_t = t
+                    best_left = True
+    if best_t < 0:
+        return
+    GL = 0.0
+    HL = 0.0
+    CL = 0.0
+    for t in range(best_t + 1):
+        GL += h[t, 0]
+        HL += h[t, 1]
+        CL += h[t, 2]
+    if best_left:
+        GL += mG
+        HL += mH
+        CL += mC
+        dl = 1.0
+    else:
+        # no missing value seen: NaN follows the child with more rows
+        dl = 1.0 if mC == 0 and CL >= C - CL else 0.0
+    _offer(out, out_cat, k, best, c, best_t, dl, 0.0, GL, HL, CL, G - GL, H - HL, C - CL)
+
+
+@numba.njit(**_JIT)
+def _categorical(h, k, nb, c, G, H, C, parent, params, gu, hu, out, out_cat):
+    """LightGBM's categorical split (``FindBestThresholdCategoricalInner``, written anew):
+    one-vs-rest for few categories, else categories sorted by ``G / (H + cat_smooth)`` and
+    the best prefix from either end; missing, rare and unseen categories go right."""
+    lam = params[P_LAMBDA]
+    min_h = params[P_MIN_HESS]
+    min_c = params[P_MIN_COUNT]
+    if nb <= params[P_MAX_CAT_ONEHOT]:
+        for b in range(nb):
+            GL = h[b, 0]
+            HL = h[b, 1]
+            CL = h[b, 2]
+            GR = G - GL
+            HR = H - HL
+            CR = C - CL
+            if CL >= min_c and CR >= min_c and HL * hu >= min_h and HR * hu >= min_h:
+                gain = _score(GL, HL, GR, HR, lam, parent, gu, hu)
+                if _offer(out, out_cat, k, gain, c, 1.0, 0.0, 1.0, GL, HL, CL, GR, HR, CR):
+                    out_cat[k, b >> 5] |= np.uint32(1) << np.uint32(b & 31)
+        return
+    smooth = params[P_CAT_SMOOTH]
+    lam2 = lam + params[P_CAT_L2]
+    per_group = params[P_MIN_DATA_PER_GROUP]
+    used = np.empty(nb, np.int64)
+    n_used = 0
+    for b in range(nb):
+        if h[b, 2] >= smooth:
+            used[n_used] = b
+            n_used += 1
+    if n_used == 0:
+        return
+    used = used[:n_used]
+    ratio = np.empty(n_used)
+    for i in range(n_used):
+        b = used[i]
+        ratio[i] = h[b, 0] * gu / (h[b, 1] * hu + smooth)
+    order = used[np.argsort(ratio, kind="mergesort")]
+    max_num = min(int(params[P_MAX_CAT_THRESHOLD]), (n_used + 1) // 2)
+    best_dir = 0
+    best_len = 0
+    for direction in range(2):
+        GL = 0.0
+        HL = 0.0
+        CL = 0.0
+        group = 0.0
+        for i in range(min(n_used, max_num)):
+            b = order[i] if direction == 0 else order[n_used - 1 - i]
+            GL += h[b, 0]
+            HL += h[b, 1]
+            CL += h[b, 2]
+            group += h[b, 2]
+            if CL < min_c or HL * hu < min_h:
+                continue
+            GR = G - GL
+            HR = H - HL
+            CR = C - CL
+            if CR < min_c or CR < per_group or HR * hu < min_h:
+                break
+            if group < per_group:
+                continue
+            group = 0.0
+            gain = _score(GL, HL, GR, HR, lam2, parent, gu, hu)
+            if _offer(out, out_cat, k, gain, c, i + 1.0, 0.0, 1.0, GL, HL, CL, GR, HR, CR):
+                best_dir = direction
+                best_len = i + 1
+    if best_len > 0 and out[k, SPLIT_COLUMN] == c:
+        for i in range(best_len):
+            b = order[i] if best_dir == 0 else order[n_used - 1 - i]
+            out_cat[k, b >> 5] |= np.uint32(1) << np.uint32(b & 31)
+
+
+@numba.njit("void(float64[:, :, ::1], int64[::1], int64, int64, int64, int64[::1], int32[::1], "
+            "uint8[::1], float64[:, ::1], float64[::1], float64, float64, float64[:, ::1], "
+            "uint32[:, ::1])", **_JIT)
+def find_splits(hist, slots, row0, c_lo, c_hi, hist_offsets, n_bins, is_cat, totals, params,
+                grad_unit, hess_unit, out, out_cat):
+    """Best split of every node over the columns ``c_lo:c_hi`` — what one shard runs.
+
+    Numerical columns try every threshold bin with the missing bin on each side (XGBoost's
+    sparsity-aware split finding, Chen & Guestrin 2016, alg. 3); categorical columns follow
+    LightGBM. Gain is ``GL²/(HL+λ) + GR²/(HR+λ) - G²/(H+λ)`` (λ + cat_l2 for many-vs-many
+    categorical splits); a split needs gain > ``min_split_gain`` and each child at least
+    ``min_samples_leaf`` rows and ``min_child_weight`` hessian. Ties go to the lower column,
+    then the lower bin, so the best over any split of the columns into ranges, merged with
+    :func:`merge_splits`, equals the best over all columns.
+
+    Parameters
+    ----------
+    hist : float64 array (n_slots, R, 3)
+        Summed histograms holding at least the range's rows; ``hist[:, 0]`` is histogram
+        row ``row0`` (a shard passes its own rows and ``row0 = hist_offsets[c_lo]``).
+    slots : int64 array (n_nodes,)
+        The nodes to evaluate: ``hist[slots[k]]`` (node ids into the pool of histograms).
+    row0, c_lo, c_hi : int
+    hist_offsets : int64 (n_cols + 1,); n_bins : int32 (n_cols,); is_cat : uint8 (n_cols,)
+        Of the whole :class:`BinMapper`.
+    totals : float64 array (n_nodes, 3)
+        (grad, hess, count) of each node, quantized (:func:`node_totals` or the parent's
+        split).
+    params : float64 array (N_PARAMS,)
+        From :func:`split_params`.
+    grad_unit, hess_unit : float
+        ``1 / scale`` of the quantized gradients and hessians.
+    out : float64 array (n_nodes, N_SPLIT_COLS); out_cat : uint32 array (n_nodes, W)
+        Overwritten with the best split per node (gain -inf and column -1 when none).
+    """
+    lam = params[P_LAMBDA]
+    min_h = params[P_MIN_HESS]
+    min_c = params[P_MIN_COUNT]
+    for k in range(totals.shape[0]):
+        out[k, :] = 0.0
+        out[k, SPLIT_GAIN] = params[P_MIN_GAIN]
+        out[k, SPLIT_COLUMN] = -1.0
+        out_cat[k, :] = 0
+        G = totals[k, 0]
+        H = totals[k, 1]
+        C = totals[k, 2]
+        if C >= 2 * min_c and H * hess_unit >= 2 * min_h:
+            parent = (G * grad_unit) ** 2 / (H * hess_unit + lam)
+            hk = hist[slots[k]]
+            for c in range(c_lo, c_hi):  # increasing: the tie-breaking rule
+                o = hist_offsets[c] - row0
+                nb = n_bins[c]
+                h = hk[o:o + nb + 1]
+                if is_cat[c]:
+                    _categorical(h, k, nb, c, G, H, C, parent, params, grad_unit, hess_unit,
+                                 out, out_cat)
+                else:
+                    _numerical(h, k, nb, c, G, H, C, parent, params, grad_unit, hess_unit,
+                               out, out_cat)
+        if out[k, SPLIT_COLUMN] < 0:
+            out[k, SPLIT_GAIN] = -np.inf
+
+
+def merge_splits(best, best_cat, other, other_cat) -> None:
+    """Fold another shard's split table into ``best`` (in place): per node the higher gain,
+    ties to the lower column. Any order of shards gives the same result."""
+    take = (other[:, SPLIT_GAIN] > best[:, SPLIT_GAIN]) | (
+        (other[:, SPLIT_GAIN] == best[:, SPLIT_GAIN]) & (other[:, SPLIT_COLUMN] >= 0)
+        & ((best[:, SPLIT_COLUMN] < 0) | (other[:, SPLIT_COLUMN] < best[:, SPLIT_COLUMN])))
+    best[take] = other[take]
+    best_cat[take] = other_cat[take]
+
+
+# --------------------------------------------------------------------------- row partition
+
+@numba.njit(**_JIT)
+def _move_rows(rows, t, s, cnt, bin_of_row, nb, splits, i, split_cat, scratch, node_start,
+               node_count, left_id, right_id):
+    """Stable partition of ``rows[t, s:s + cnt]`` by split ``i`` given each row's bin in the
+    split column (``bin_of_row``); records the children's row ranges."""
+    thr = int(splits[i, SPLIT_BIN])
+    dl = splits[i, SPLIT_DEFAULT_LEFT] != 0.0
+    cat = splits[i, SPLIT_IS_CAT] != 0.0
+    words = split_cat[i]
+    nl = 0
+    nr = 0
+    for ii in range(cnt):
+        r = rows[t, s + ii]
+        b = bin_of_row[ii]
+        if b == nb:
+            left = dl
+        elif cat:
+            left = (words[b >> 5] >> np.uint32(b & 31)) & np.uint32(1) == 1
+        else:
+            left = b <= thr
+        if left:
+            rows[t, s + nl] = r
+            nl += 1
+        else:
+            scratch[nr] = r
+            nr += 1
+    for q in range(nr):
+        rows[t, s + nl + q] = scratch[q]
+    node_start[left_id] = s
+    node_count[left_id] = nl
+    node_start[right_id] = s + nl
+    node_count[right_id] = nr
+
+
+_PART_COMMON = ("int32[:, ::1], int64[::1], int64[::1], int64, int64[::1], int64[::1], "
+                "int64[::1], float64[:, ::1], uint32[:, ::1], int32[::1], int32[::1]")
+
+
+@numba.njit(expand_signatures("void(BT[:, ::1], " + _PART_COMMON + ")", BT=BIN_TYPES), **_JIT)
+def partition_dense(binned, rows, node_start, node_count, nodes_per_tree, split_node,
+                    left_node, right_node, splits, split_cat, n_bins, scratch):
+    """Move the rows of each split node to its children (stable: left rows first).
+
+    Split ``i`` divides node ``split_node[i]`` by the split ``splits[i]`` / ``split_cat[i]``
+    into ``left_node[i]`` and ``right_node[i]``, whose ``node_start`` / ``node_count`` are
+    written. A row goes left if its bin is ``<= SPLIT_BIN`` (numerical) or in the bitset
+    (categorical); the missing bin follows ``SPLIT_DEFAULT_LEFT``.
+
+    Parameters
+    ----------
+    binned : uint8/uint16 array (n_cols, n)
+    rows : int32 array (T, n), rearranged in place
+    node_start, node_count : int64 arrays (n_node_ids,)
+    nodes_per_tree : int
+    split_node, left_node, right_node : int64 arrays (n_split,)
+    splits : float64 array (n_split, N_SPLIT_COLS); split_cat : uint32 array (n_split, W)
+    n_bins : int32 array (n_cols,)
+    scratch : int32 array (>= n,)
+    """
+    bin_of_row = np.empty(rows.shape[1], np.int64)
+    for i in range(split_node.shape[0]):
+        t = split_node[i] // nodes_per_tree
+        s, cnt = node_start[split_node[i]], node_count[split_node[i]]
+        c = int(splits[i, SPLIT_COLUMN])
+        col = binned[c]
+        for ii in range(cnt):
+            bin_of_row[ii] = col[rows[t, s + ii]]
+        _move_rows(rows, t, s, cnt, bin_of_row, n_bins[c], splits, i, split_cat, scratch,
+                   node_start, node_count, left_node[i], right_node[i])
+
+
+@numba.njit(expand_signatures("void(int64[::1], int32[::1], BT[::1], int32[::1], "
+                              + _PART_COMMON + ")", BT=BIN_TYPES), **_JIT)
+def partition_csr(indptr, columns, bins, zero_bin, rows, node_start, node_count,
+                  nodes_per_tree, split_node, left_node, right_node, splits, split_cat, n_bins,
+                  scratch):
+    """:func:`partition_dense` for binned CSR rows (columns increasing within a row; an
+    absent entry is in the column's ``zero_bin``)."""
+    bin_of_row = np.empty(rows.shape[1], np.int64)
+    for i in range(split_node.shape[0]):
+        t = split_node[i] // nodes_per_tree
+        s, cnt = node_start[split_node[i]], node_count[split_node[i]]
+        c = int(splits[i, SPLIT_COLUMN])
+        for ii in range(cnt):
+            r = rows[t, s + ii]
+            lo = indptr[r]
+            hi = indptr[r + 1]
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if columns[mid] < c:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            found = lo < indptr[r + 1] and columns[lo] == c
+            bin_of_row[ii] = bins[lo] if found else zero_bin[c]
+        _move_rows(rows, t, s, cnt, bin_of_row, n_bins[c], splits, i, split_cat, scratch,
+                   node_start, node_count, left_node[i], right_node[i])
+
+
+@numba.njit("void(int32[:, ::1], int64[::1], int64[::1], int64, int64[::1], float64[::1], "
+            "float64[:, ::1])", **_JIT)
+def add_leaf_values(rows, node_start, node_count, nodes_per_tree, leaves, values, raw):
+    """``raw[t, r] += values[i]`` for every row ``r`` of leaf ``leaves[i]`` (tree ``t``):
+    the training rows' scores after a tree, without walking it."""
+    for i in range(leaves.shape[0]):
+        v = leaves[i]
+        t = v // nodes_per_tree
+        x = values[i]
+        for ii in range(node_start[v], node_start[v] + node_count[v]):
+            raw[t, rows[t, ii]] += x

@@ -1,0 +1,214 @@
+"""GBDT objectives: labels checked, initial score, quantized gradients, loss, link.
+
+Each objective is a small class in the ``OBJECTIVES`` registry (names as in LightGBM):
+``"binary"`` (log-loss), ``"multiclass"`` (softmax, one tree per class per round) and
+``"regression"`` (squared error). Raw scores have shape (n_outputs, n). Gradient kernels
+write quantized values (``rint(g · grad_scale)``, see :func:`._gbdt_kernels.quantization_scale`).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_JIT = dict(cache=True, nogil=True)
+
+_GRAD_SIG = "void(float64[::1], float64[::1], float64, float64, float64[::1], float64[::1])"
+
+
+@numba.njit(_GRAD_SIG, **_JIT)
+def grad_logloss(y, raw, grad_scale, hess_scale, grad, hess):
+    """Binary log-loss: ``g = p - y``, ``h = p (1 - p)``, ``p = sigmoid(raw)``, quantized
+    (``rint(g · grad_scale)``). ``y`` in {0, 1}."""
+    for i in range(y.shape[0]):
+        z = raw[i]
+        if z >= 0:
+            p = 1.0 / (1.0 + np.exp(-z))
+        else:
+            e = np.exp(z)
+            p = e / (1.0 + e)
+        grad[i] = np.rint((p - y[i]) * grad_scale)
+        hess[i] = np.rint(p * (1.0 - p) * hess_scale)
+
+
+@numba.njit(_GRAD_SIG, **_JIT)
+def grad_l2(y, raw, grad_scale, hess_scale, grad, hess):
+    """Squared error ``(raw - y)^2 / 2``: ``g = raw - y``, ``h = 1``, quantized."""
+    for i in range(y.shape[0]):
+        grad[i] = np.rint((raw[i] - y[i]) * grad_scale)
+        hess[i] = np.rint(hess_scale)
+
+
+@numba.njit("void(float64[::1], float64[:, ::1], float64, float64, float64[:, ::1], "
+            "float64[:, ::1])", **_JIT)
+def grad_softmax(y, raw, grad_scale, hess_scale, grad, hess):
+    """Softmax cross-entropy over ``K`` classes (``raw``, ``grad``, ``hess`` of shape (K, n);
+    ``y`` holds class indices): ``g_k = p_k - [y = k]``, ``h_k = K/(K-1) p_k (1 - p_k)``
+    (LightGBM's multiclass hessian), quantized."""
+    K, n = raw.shape
+    factor = K / (K - 1.0)
+    for i in range(n):
+        m = raw[0, i]
+        for k in range(1, K):
+            m = max(m, raw[k, i])
+        s = 0.0
+        for k in range(K):
+            s += np.exp(raw[k, i] - m)
+        for k in range(K):
+            p = np.exp(raw[k, i] - m) / s
+            t = 1.0 if y[i] == k else 0.0
+            grad[k, i] = np.rint((p - t) * grad_scale)
+            hess[k, i] = np.rint(factor * p * (1.0 - p) * hess_scale)
+
+
+
+
+class Objective:
+    """Base class; subclasses set ``name`` and implement the methods."""
+
+    name = ""
+
+    def __init__(self, n_classes: int | None = None):
+        self.n_classes = n_classes
+
+    @property
+    def n_outputs(self) -> int:
+        return 1
+
+    def check_y(self, y) -> np.ndarray:
+        """Labels as float64 (n,); raises ValueError naming the first bad row."""
+        y = np.asarray(y, dtype=np.float64).ravel()
+        bad = np.flatnonzero(~np.isfinite(y))
+        if bad.size:
+            raise ValueError(f"y[{bad[0]}] = {y[bad[0]]} is not finite")
+        return y
+
+    def base_score(self, y) -> np.ndarray:
+        raise NotImplementedError
+
+    def bounds(self, y, raw) -> tuple[float, float]:
+        """Bounds on |gradient| and hessian of these rows (the global bound, a max over
+        partitions, sets the quantization scales)."""
+        raise NotImplementedError
+
+    def gradients(self, y, raw, grad_scale, hess_scale, grad, hess) -> None:
+        raise NotImplementedError
+
+    def loss(self, y, raw) -> float:
+        """Mean loss of rows with raw scores ``raw`` (n_outputs, n)."""
+        raise NotImplementedError
+
+    def transform(self, raw) -> np.ndarray:
+        """Predictions from raw scores: probabilities (n,) or (n, K), or values (n,)."""
+        raise NotImplementedError
+
+
+def _sigmoid(z):
+    return np.exp(-np.logaddexp(0.0, -z))
+
+
+class Binary(Objective):
+    """Log-loss for labels in {0, 1}; initial score the log-odds of the mean (LightGBM's
+    ``boost_from_average``)."""
+
+    name = "binary"
+
+    def check_y(self, y):
+        y = super().check_y(y)
+        bad = np.flatnonzero((y != 0) & (y != 1))
+        if bad.size:
+            raise ValueError(f"binary labels must be 0 or 1; y[{bad[0]}] = {y[bad[0]]}")
+        return y
+
+    def base_score(self, y):
+        p = float(np.mean(y))
+        if not 0.0 < p < 1.0:
+            raise ValueError(f"y has a single class ({int(p)}); binary boosting needs both")
+        return np.array([np.log(p / (1.0 - p))])
+
+    def bounds(self, y, raw):
+        return 1.0, 0.25
+
+    def gradients(self, y, raw, grad_scale, hess_scale, grad, hess):
+        grad_logloss(y, raw[0], grad_scale, hess_scale, grad[0], hess[0])
+
+    def loss(self, y, raw):
+        z = raw[0]
+        return float(np.mean(np.logaddexp(0.0, z) - y * z))
+
+    def transform(self, raw):
+        return _sigmoid(raw[0])
+
+
+class Multiclass(Objective):
+    """Softmax cross-entropy over ``n_classes`` classes labelled 0 .. K-1; initial scores
+    the log class priors."""
+
+    name = "multiclass"
+
+    @property
+    def n_outputs(self):
+        return self.n_classes
+
+    def check_y(self, y):
+        y = super().check_y(y)
+        K = self.n_classes
+        if K is None or K < 2:
+            raise ValueError(f"multiclass needs n_classes >= 2, got {K}")
+        bad = np.flatnonzero((y != np.floor(y)) | (y < 0) | (y >= K))
+        if bad.size:
+            raise ValueError(f"multiclass labels must be integers in [0, {K}); "
+                             f"y[{bad[0]}] = {y[bad[0]]}")
+        return y
+
+    def base_score(self, y):
+        prior = np.bincount(y.astype(np.int64), minlength=self.n_classes) / y.shape[0]
+        return np.log(np.maximum(prior, 1e-12))
+
+    def bounds(self, y, raw):
+        K = self.n_classes
+        return 1.0, 0.25 * K / (K - 1.0)
+
+    def gradients(self, y, raw, grad_scale, hess_scale, grad, hess):
+        grad_softmax(y, raw, grad_scale, hess_scale, grad, hess)
+
+    def loss(self, y, raw):
+        m = raw.max(axis=0)
+        lse = m + np.log(np.exp(raw - m).sum(axis=0))
+        return float(np.mean(lse - raw[y.astype(np.int64), np.arange(y.shape[0])]))
+
+    def transform(self, raw):
+        e = np.exp(raw - raw.max(axis=0))
+        return (e / e.sum(axis=0)).T
+
+
+class Regression(Objective):
+    """Squared error; initial score the mean label. Reported loss: mean squared error."""
+
+    name = "regression"
+
+    def base_score(self, y):
+        return np.array([float(np.mean(y))])
+
+    def bounds(self, y, raw):
+        return (float(np.max(np.abs(raw[0] - y))) if y.size else 0.0), 1.0
+
+    def gradients(self, y, raw, grad_scale, hess_scale, grad, hess):
+        grad_l2(y, raw[0], grad_scale, hess_scale, grad[0], hess[0])
+
+    def loss(self, y, raw):
+        return float(np.mean((raw[0] - y) ** 2))
+
+    def transform(self, raw):
+        return raw[0].copy()
+
+
+OBJECTIVES = {c.name: c for c in (Binary, Multiclass, Regression)}
+
+
+def get_objective(name: str, n_classes: int | None = None) -> Objective:
+    """The objective called ``name``; ValueError listing the valid names otherwise."""
+    try:
+        return OBJECTIVES[name](n_classes)
+    except KeyError:
+        raise ValueError(f"unknown objective {name!r}; valid: {sorted(OBJECTIVES)}") from None

@@ -1,0 +1,515 @@
+"""Trees of histogram GBDT: growth in steps with a leaf budget, the ensemble's arrays, and
+the prediction kernels on raw (unbinned) features.
+
+:class:`LevelGrower` is the driver's part of growing the trees of one boosting round — level
+by level, or best-first in batches — the same in one process and on the PS: given the new
+nodes' best splits (merged over shards) it picks the splits to apply within the leaf
+budget, numbers the children, chooses per split the child to build from rows (the smaller
+one; the other comes from sibling subtraction) and says which nodes are evaluated next. It
+holds only per-node numbers.
+
+:class:`Ensemble` keeps the fitted trees as flat arrays (LightGBM's / scikit-learn's
+``TreePredictor`` layout): per node the input feature, the raw threshold (``x <= threshold``
+goes left), the default direction of NaN, a category bitset for categorical splits, the
+children and the leaf value (learning rate included).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+from ._gbdt_bins import X_TYPES, BinMapper, expand_signatures
+from ._gbdt_kernels import (
+    N_SPLIT_COLS,
+    SPLIT_BIN,
+    SPLIT_COLUMN,
+    SPLIT_DEFAULT_LEFT,
+    SPLIT_GAIN,
+    SPLIT_IS_CAT,
+    SPLIT_LEFT,
+    SPLIT_RIGHT,
+)
+
+_JIT = dict(cache=True, nogil=True)
+
+
+class LevelPlan(NamedTuple):
+    """One step's decisions (:meth:`LevelGrower.level`).
+
+    Histograms live in a pool indexed by node id (:func:`expand_siblings` writes children
+    at their ids, :func:`find_splits` reads the ids it is given).
+
+    Attributes
+    ----------
+    split_node, left, right : int64 arrays (k,)
+        The nodes split in this step and their new children.
+    splits : float64 array (k, N_SPLIT_COLS); split_cat : uint32 array (k, W)
+        Their splits: what the workers apply (:meth:`BinnedPartition.partition`).
+    build : int64 array (n_pairs,)
+        Per split with a child that may split, the child whose histogram is built from
+        rows (the one with fewer rows; needed for the subtraction even when it cannot split).
+    parent : int64 array (n_pairs,)
+        The split node of each pair (its histogram is in the pool).
+    small_to, large_to : int64 arrays (n_pairs,)
+        Node ids where the built and the subtracted child go in the pool, -1 when that
+        child cannot split (not kept).
+    open_nodes : int64 array
+        The new nodes that may split, increasing: the next :func:`find_splits` call.
+    """
+
+    split_node: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    splits: np.ndarray
+    split_cat: np.ndarray
+    build: np.ndarray
+    parent: np.ndarray
+    small_to: np.ndarray
+    large_to: np.ndarray
+    open_nodes: np.ndarray
+
+
+@numba.njit(**_JIT)
+def _may_split(v, M, max_leaves, max_depth, min_count, min_hess, hess_unit, n_leaves, totals,
+               depth):
+    return (depth[v] < max_depth and n_leaves[v // M] < max_leaves
+            and totals[v, 2] >= min_count and totals[v, 1] * hess_unit >= min_hess)
+
+
+@numba.njit("Tuple((int64[::1], int64[::1], int64[::1], float64[:, ::1], uint32[:, ::1], "
+            "int64[::1], int64[::1], int64[::1], int64[::1], int64[::1]))"
+            "(int64[::1], float64[:, ::1], uint32[:, ::1], int64, int64, float64, float64, "
+            "float64, float64, float64, int64[::1], int64[::1], uint8[::1], float64[:, ::1], "
+            "uint32[:, ::1], int64[::1], int64[::1], float64[:, ::1], int64[::1])", **_JIT)
+def _grow_level(nodes, splits, split_cat, M, max_leaves, share, max_depth, min_count,
+                min_hess, hess_unit, n_nodes, n_leaves, is_cand, split_rec, cat_rec, left_rec,
+                right_rec, totals, depth):
+    """:meth:`LevelGrower.level` in one pass (the driver's per-step work, on the PS's
+    critical path)."""
+    # the new evaluations join the candidates (unsplit nodes with a valid split)
+    for j in range(nodes.shape[0]):
+        v = nodes[j]
+        split_rec[v, :] = splits[j, :]
+        cat_rec[v, :] = split_cat[j, :]
+        is_cand[v] = 1 if splits[j, SPLIT_COLUMN] >= 0 else 0
+    cand = np.flatnonzero(is_cand).astype(np.int64)  # increasing ids
+    n = cand.shape[0]
+    # choose: by gain (descending), ties to the lower id; per tree a share of its budget
+    neg = np.empty(n)
+    for i in range(n):
+        neg[i] = -split_rec[cand[i], SPLIT_GAIN]
+    order = np.argsort(neg, kind="mergesort")
+    n_trees = n_leaves.shape[0]
+    room = np.zeros(n_trees, np.int64)
+    for t in range(n_trees):
+        budget = max_leaves - n_leaves[t]
+        if budget > 0:
+            room[t] = min(budget, max(1, int(np.ceil(budget * share))))
+    pick = np.zeros(n, np.bool_)
+    for j in range(n):
+        t = cand[order[j]] // M
+        if room[t] > 0:
+            room[t] -= 1
+            pick[order[j]] = True
+    split_node = cand[pick]
+    k = split_node.shape[0]
+    left = np.empty(k, np.int64)
+    right = np.empty(k, np.int64)
+    applied = np.empty((k, split_rec.shape[1]))
+    applied_cat = np.empty((k, cat_rec.shape[1]), np.uint32)
+    small_left = np.empty(k, np.bool_)
+    # apply: number the children in order of split node
+    for j in range(k):
+        v = split_node[j]
+        t = v // M
+        is_cand[v] = 0
+        left[j] = t * M + n_nodes[t]
+        right[j] = left[j] + 1
+        n_nodes[t] += 2
+        n_leaves[t] += 1
+        applied[j, :] = split_rec[v, :]
+        applied_cat[j, :] = cat_rec[v, :]
+        left_rec[v] = left[j]
+        right_rec[v] = right[j]
+        for q in range(3):
+            totals[left[j], q] = split_rec[v, SPLIT_LEFT + q]
+            totals[right[j], q] = split_rec[v, SPLIT_RIGHT + q]
+        depth[left[j]] = depth[v] + 1
+        depth[right[j]] = depth[v] + 1
+        small_left[j] = split_rec[v, SPLIT_LEFT + 2] <= split_rec[v, SPLIT_RIGHT + 2]
+    # plan: the children that may split, the child built from rows
+    build = np.empty(k, np.int64)
+    parent = np.empty(k, np.int64)
+    small_to = np.empty(k, np.int64)
+    large_to = np.empty(k, np.int64)
+    open_nodes = np.empty(2 * k, np.int64)
+    n_pairs = 0
+    n_open = 0
+    for j in range(k):
+        lo = _may_split(left[j], M, max_leaves, max_depth, min_count, min_hess, hess_unit,
+                        n_leaves, totals, depth)
+        ro = _may_split(right[j], M, max_leaves, max_depth, min_count, min_hess, hess_unit,
+                        n_leaves, totals, depth)
+        if not (lo or ro):
+            continue
+        if lo:
+            open_nodes[n_open] = left[j]
+            n_open += 1
+        if ro:
+            open_nodes[n_open] = right[j]
+            n_open += 1
+        parent[n_pairs] = split_node[j]
+        small, large = (left[j], right[j]) if small_left[j] else (right[j], left[j])
+        small_ok, large_ok = (lo, ro) if small_left[j] else (ro, lo)
+        build[n_pairs] = small
+        small_to[n_pairs] = small if small_ok else -1
+        large_to[n_pairs] = large if large_ok else -1
+        n_pairs += 1
+    return (split_node, left, right, applied, applied_cat, build[:n_pairs].copy(),
+            parent[:n_pairs].copy(), small_to[:n_pairs].copy(), large_to[:n_pairs].copy(),
+            open_nodes[:n_open].copy())
+
+
+class LevelGrower:
+    """The driver's bookkeeping for ``n_trees`` trees grown together, step by step.
+
+    Node ids of tree ``t`` are ``t * nodes_per_tree + (0 .. nodes_per_tree - 1)``; the root
+    is the first. A step (:meth:`level`) takes the best splits of the nodes evaluated last,
+    adds them to the candidates (unsplit nodes with a valid split), picks the splits to
+    apply, records them, numbers the children and plans the next step.
+
+    With ``split_share = 1`` a step splits every candidate within the leaf budget: growth
+    level by level (DimBoost, XGBoost ``depthwise``), one step per level; where the budget
+    runs out the highest gains win. With ``split_share < 1`` a step spends at most that
+    share of each tree's remaining budget, best gains first, and unchosen candidates wait
+    for later steps beside the new nodes: best-first growth in batches, between level-wise
+    and LightGBM's leaf-wise growth (``split_share -> 0``: one split per step).
+
+    Parameters
+    ----------
+    n_trees : int
+    max_leaf_nodes : int
+        Leaf budget per tree (ties between equal gains: lower node id).
+    max_depth : int or None
+        Root depth 0; nodes at ``max_depth`` stay leaves.
+    min_samples_leaf, min_child_weight : float
+        A node with fewer than twice as many rows (or twice the hessian) cannot split; it
+        is not evaluated.
+    hess_unit : float
+        ``1 / scale`` of the quantized hessians.
+    n_cat_words : int
+    split_share : float in (0, 1], default 1
+    """
+
+    def __init__(self, n_trees, max_leaf_nodes, max_depth, min_samples_leaf, min_child_weight,
+                 hess_unit, n_cat_words, split_share=1.0):
+        if not 0 < split_share <= 1:
+            raise ValueError(f"split_share must be in (0, 1], got {split_share!r}")
+        self.n_trees = n_trees
+        self.max_leaves = max_leaf_nodes
+        self.split_share = float(split_share)
+        self.max_depth = np.inf if max_depth is None else max_depth
+        self.min_count = 2 * min_samples_leaf
+        self.min_hess = 2 * min_child_weight
+        self.hess_unit = hess_unit
+        self.nodes_per_tree = M = 2 * max_leaf_nodes - 1
+        n = n_trees * M
+        self.split = np.full((n, N_SPLIT_COLS), np.nan)
+        self.split_cat = np.zeros((n, n_cat_words), np.uint32)
+        self.left = np.full(n, -1, np.int64)
+        self.right = np.full(n, -1, np.int64)
+        self.totals = np.zeros((n, 3))
+        self.depth = np.zeros(n, np.int64)
+        self.is_cand = np.zeros(n, np.uint8)
+        self.n_nodes = np.ones(n_trees, np.int64)
+        self.n_leaves = np.ones(n_trees, np.int64)
+
+    def roots(self) -> np.ndarray:
+        return np.arange(self.n_trees, dtype=np.int64) * self.nodes_per_tree
+
+    def splittable(self, nodes) -> np.ndarray:
+        """Nodes that may still split: depth, leaf budget of their tree, rows and hessian."""
+        t = nodes // self.nodes_per_tree
+        tot = self.totals[nodes]
+        return ((self.depth[nodes] < self.max_depth) & (self.n_leaves[t] < self.max_leaves)
+                & (tot[:, 2] >= self.min_count) & (tot[:, 1] * self.hess_unit >= self.min_hess))
+
+    def level(self, nodes, splits, split_cat) -> LevelPlan:
+        """One step: record the new evaluations, choose and record splits, plan the next.
+
+        Parameters
+        ----------
+        nodes : int64 array (n,)
+            The nodes evaluated since the last step (the previous plan's ``open_nodes``, or
+            the roots), possibly none.
+        splits : float64 array (n, N_SPLIT_COLS); split_cat : uint32 array (n, W)
+            Their best splits, merged over shards.
+
+        Returns
+        -------
+        LevelPlan
+            Nothing split (``split_node`` empty) means the trees are done.
+        """
+        out = _grow_level(np.ascontiguousarray(nodes, dtype=np.int64),
+                          np.ascontiguousarray(splits, dtype=np.float64).reshape(
+                              -1, N_SPLIT_COLS),
+                          np.ascontiguousarray(split_cat, dtype=np.uint32).reshape(
+                              -1, self.split_cat.shape[1]),
+                          self.nodes_per_tree, self.max_leaves, self.split_share,
+                          float(self.max_depth), float(self.min_count), float(self.min_hess),
+                          float(self.hess_unit), self.n_nodes, self.n_leaves, self.is_cand,
+                          self.split, self.split_cat, self.left, self.right, self.totals,
+                          self.depth)
+        return LevelPlan(*out)
+
+    def leaves(self, tree) -> np.ndarray:
+        """Node ids of the leaves of tree ``tree``."""
+        ids = tree * self.nodes_per_tree + np.arange(self.n_nodes[tree])
+        return ids[self.left[ids] < 0]
+
+    def export(self, tree, mapper: BinMapper, values):
+        """Tree ``tree`` as node arrays for :meth:`Ensemble.add` (node 0 the root).
+
+        ``values`` (float64, one per node id of the tree, learning rate included) become
+        the leaf values.
+        """
+        base = tree * self.nodes_per_tree
+        ids = base + np.arange(self.n_nodes[tree])
+        internal = self.left[ids] >= 0
+        s = self.split[ids]
+        col = np.where(internal, s[:, SPLIT_COLUMN], -1).astype(np.int64)
+        b = np.where(internal, s[:, SPLIT_BIN], 0).astype(np.int64)
+        is_cat = internal & (s[:, SPLIT_IS_CAT] == 1)
+        num = internal & ~is_cat
+        threshold = np.full(ids.shape[0], np.nan)
+        threshold[num] = mapper.bin_upper[mapper.hist_offsets[col[num]] + b[num]]
+        feature = np.full(ids.shape[0], -1, np.int32)
+        feature[internal] = mapper.features[col[internal]]
+        cats = []
+        for i in np.flatnonzero(is_cat):
+            bits = np.unpackbits(self.split_cat[ids[i]].view(np.uint8), bitorder="little")
+            on = np.flatnonzero(bits[: mapper.n_bins[col[i]]])
+            cats.append(mapper.bin_upper[mapper.hist_offsets[col[i]] + on].astype(np.int64))
+        return dict(
+            feature=feature, threshold=threshold,
+            threshold_bin=np.where(num, b, -1).astype(np.int32),
+            default_left=np.where(internal, s[:, SPLIT_DEFAULT_LEFT], 0).astype(np.uint8),
+            is_cat=is_cat.astype(np.uint8),
+            left=np.where(internal, self.left[ids] - base, -1).astype(np.int32),
+            right=np.where(internal, self.right[ids] - base, -1).astype(np.int32),
+            value=np.asarray(values, np.float64),
+            gain=np.where(internal, s[:, SPLIT_GAIN], 0.0),
+            count=self.totals[ids, 2].copy(), categories=cats)
+
+
+@numba.njit(**_JIT)
+def _left_raw(x, thr, dl, cat, cat_start, cat_len, cat_words):
+    if np.isnan(x):
+        return dl != 0
+    if cat:
+        if x < 0 or x != np.floor(x) or x >= 32.0 * cat_len:
+            return False
+        ci = int(x)
+        return (cat_words[cat_start + (ci >> 5)] >> np.uint32(ci & 31)) & np.uint32(1) == 1
+    return x <= thr
+
+
+_TREES = ("int64, int64, int64[::1], int32[::1], int32[::1], float64[::1], uint8[::1], "
+          "uint8[::1], int32[::1], int32[::1], float64[::1], int64[::1], int32[::1], "
+          "uint32[::1], float64[:, ::1]")
+
+
+@numba.njit(**_JIT)
+def _walk(xrow, node, feature, threshold, default_left, is_cat, left, right, cat_start,
+          cat_len, cat_words):
+    while left[node] >= 0:
+        if _left_raw(xrow[feature[node]], threshold[node], default_left[node], is_cat[node],
+                     cat_start[node], cat_len[node], cat_words):
+            node = left[node]
+        else:
+            node = right[node]
+    return node
+
+
+@numba.njit(expand_signatures("void(XT[:, ::1], " + _TREES + ")", XT=X_TYPES), **_JIT)
+def predict_dense(X, t0, t1, tree_start, tree_class, feature, threshold, default_left, is_cat,
+                  left, right, value, cat_start, cat_len, cat_words, out):
+    """``out[tree_class[t], i] += leaf value of row i`` for trees ``t0 <= t < t1``.
+
+    Node arrays are flat over all trees; ``left``/``right`` are absolute node indices, -1
+    at leaves. A row goes left when ``x <= threshold`` (numerical), when its category's bit
+    is set (categorical; negative, non-integer and unknown categories go right), and NaN
+    goes where ``default_left`` says.
+
+    Parameters
+    ----------
+    X : float32/float64 array (n, n_features), C order
+    t0, t1 : int
+    tree_start : int64 array (n_trees + 1,); tree_class : int32 array (n_trees,)
+    feature : int32, threshold : float64, default_left, is_cat : uint8, left, right : int32,
+    value : float64, cat_start : int64, cat_len : int32 — arrays (n_nodes,)
+    cat_words : uint32 array
+    out : float64 array (K, n), added to
+    """
+    for i in range(X.shape[0]):
+        xrow = X[i]
+        for t in range(t0, t1):
+            leaf = _walk(xrow, tree_start[t], feature, threshold, default_left, is_cat, left,
+                         right, cat_start, cat_len, cat_words)
+            out[tree_class[t], i] += value[leaf]
+
+
+@numba.njit("void(int64[::1], int32[::1], float64[::1], int64, " + _TREES + ")", **_JIT)
+def predict_csr(indptr, indices, data, n_features, t0, t1, tree_start, tree_class, feature,
+                threshold, default_left, is_cat, left, right, value, cat_start, cat_len,
+                cat_words, out):
+    """:func:`predict_dense` for CSR rows (absent entries are 0)."""
+    xrow = np.zeros(n_features)
+    for i in range(indptr.shape[0] - 1):
+        for p in range(indptr[i], indptr[i + 1]):
+            xrow[indices[p]] = data[p]
+        for t in range(t0, t1):
+            leaf = _walk(xrow, tree_start[t], feature, threshold, default_left, is_cat, left,
+                         right, cat_start, cat_len, cat_words)
+            out[tree_class[t], i] += value[leaf]
+        for p in range(indptr[i], indptr[i + 1]):
+            xrow[indices[p]] = 0.0
+
+
+class Ensemble:
+    """Fitted trees as flat arrays, and their prediction.
+
+    Parameters
+    ----------
+    n_features : int
+    n_outputs : int
+        1, or the number of classes of a softmax model (one tree per class per round).
+    base_score : float64 array (n_outputs,)
+        Initial raw score.
+    """
+
+    #: Node arrays: input feature (-1 at leaves), raw threshold (``x <= threshold`` goes
+    #: left; NaN for categorical splits and leaves), threshold bin (the same in bins of the
+    #: fit's BinMapper), default_left (NaN), is_cat, children (-1 at leaves), value (leaf
+    #: value, learning rate included), gain, count (training rows).
+    _NODE = ("feature", "threshold", "threshold_bin", "default_left", "is_cat", "left", "right",
+             "value", "gain", "count")
+
+    def __init__(self, n_features, n_outputs, base_score):
+        self.n_features = n_features
+        self.n_outputs = n_outputs
+        self.base_score = np.asarray(base_score, np.float64).reshape(n_outputs)
+        self._trees = []
+        self._flat = None
+
+    @property
+    def n_trees(self) -> int:
+        return len(self._trees)
+
+    @property
+    def n_rounds(self) -> int:
+        return self.n_trees // self.n_outputs
+
+    def add(self, tree: dict, tree_class: int) -> None:
+        """Append a tree (:meth:`LevelGrower.export`) predicting output ``tree_class``."""
+        cats = tree["categories"]
+        words, start, length = [], np.zeros(tree["feature"].shape[0], np.int64), \
+            np.zeros(tree["feature"].shape[0], np.int32)
+        for i, c in zip(np.flatnonzero(tree["is_cat"]), cats):
+            n_words = int(c.max()) // 32 + 1 if c.size else 1
+            w = np.zeros(n_words, np.uint32)
+            np.bitwise_or.at(w, c >> 5, (np.uint32(1) << (c & 31).astype(np.uint32)))
+            start[i] = sum(x.shape[0] for x in words)
+            length[i] = n_words
+            words.append(w)
+        t = {k: tree[k] for k in self._NODE}
+        t.update(cat_start=start, cat_len=length,
+                 cat_words=np.concatenate(words) if words else np.zeros(0, np.uint32),
+                 tree_class=tree_class)
+        self._trees.append(t)
+        self._flat = None
+
+    def truncate(self, n_rounds: int) -> None:
+        """Keep the first ``n_rounds`` rounds."""
+        del self._trees[n_rounds * self.n_outputs:]
+        self._flat = None
+
+    def flat(self) -> dict:
+        """All trees concatenated, node indices absolute (what the kernels take)."""
+        if self._flat is None:
+            sizes = np.array([t["feature"].shape[0] for t in self._trees], np.int64)
+            start = np.zeros(len(sizes) + 1, np.int64)
+            np.cumsum(sizes, out=start[1:])
+            f = {k: np.concatenate([t[k] for t in self._trees]) if self._trees
+                 else np.zeros(0) for k in self._NODE}
+            for k in ("left", "right"):
+                shift = np.repeat(start[:-1], sizes).astype(np.int32)
+                f[k] = np.where(f[k] >= 0, f[k] + shift, -1).astype(np.int32)
+            wsz = np.array([t["cat_words"].shape[0] for t in self._trees], np.int64)
+            wstart = np.zeros(len(wsz) + 1, np.int64)
+            np.cumsum(wsz, out=wstart[1:])
+            f["cat_start"] = (np.concatenate([t["cat_start"] for t in self._trees])
+                              + np.repeat(wstart[:-1], sizes)) if self._trees else \
+                np.zeros(0, np.int64)
+            f["cat_len"] = np.concatenate([t["cat_len"] for t in self._trees]) \
+                if self._trees else np.zeros(0, np.int32)
+            f["cat_words"] = np.concatenate([t["cat_words"] for t in self._trees]) \
+                if self._trees else np.zeros(0, np.uint32)
+            f["tree_start"] = start
+            f["tree_class"] = np.array([t["tree_class"] for t in self._trees], np.int32)
+            dt = dict(feature=np.int32, threshold=np.float64, threshold_bin=np.int32,
+                      default_left=np.uint8,
+                      is_cat=np.uint8, value=np.float64, gain=np.float64, count=np.float64)
+            for k, d in dt.items():
+                f[k] = np.ascontiguousarray(f[k], dtype=d)
+            self._flat = f
+        return self._flat
+
+    def predict_raw(self, X, out=None, rounds=None) -> np.ndarray:
+        """Raw scores, shape (n_outputs, n).
+
+        Parameters
+        ----------
+        X : float array (n, n_features) or scipy.sparse matrix
+        out : float64 array (n_outputs, n), optional
+            Scores to add the trees to (the base score is then not added).
+        rounds : (int, int), optional
+            Only the trees of rounds ``[r0, r1)``.
+        """
+        import scipy.sparse as sp
+
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"X has {X.shape[1]} features; the model was fit on "
+                             f"{self.n_features}")
+        n = X.shape[0]
+        if out is None:
+            out = np.repeat(self.base_score[:, None], n, axis=1)
+        r0, r1 = (0, self.n_rounds) if rounds is None else rounds
+        f = self.flat()
+        args = (r0 * self.n_outputs, r1 * self.n_outputs, f["tree_start"], f["tree_class"],
+                f["feature"], f["threshold"], f["default_left"], f["is_cat"], f["left"],
+                f["right"], f["value"], f["cat_start"], f["cat_len"], f["cat_words"], out)
+        if sp.issparse(X):
+            X = sp.csr_matrix(X)
+            predict_csr(X.indptr.astype(np.int64), X.indices.astype(np.int32),
+                        X.data.astype(np.float64), self.n_features, *args)
+        else:
+            X = np.asarray(X)
+            if X.dtype not in (np.float32, np.float64):
+                X = X.astype(np.float64)
+            predict_dense(np.ascontiguousarray(X), *args)
+        return out
+
+    def feature_importances(self, kind: str = "gain") -> np.ndarray:
+        """Total split gain (``"gain"``) or number of splits (``"split"``) per input feature.
+        """
+        if kind not in ("gain", "split"):
+            raise ValueError(f"importance kind must be 'gain' or 'split', got {kind!r}")
+        f = self.flat()
+        inner = f["left"] >= 0 if self._trees else np.zeros(0, bool)
+        w = f["gain"][inner] if kind == "gain" else None
+        return np.bincount(f["feature"][inner], weights=w,
+                           minlength=self.n_features).astype(np.float64)

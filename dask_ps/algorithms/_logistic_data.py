@@ -1,0 +1,117 @@
+"""Logistic regression's view of the data: labels encoded once per partition, margins.
+
+Partitions of ``(X, y)`` (see :func:`dask_ps.partitions.partition`) are encoded where they
+live by :func:`encode_part`: ``X`` as canonical CSR (its columns hashed when asked), ``y`` as
+one target column per output. Predictions run on blocks of rows (:func:`margins`), for NumPy,
+scipy and dask inputs alike.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._logistic_kernels import decision
+
+__all__ = ["as_scipy", "encode_part", "hash_columns", "labels_of", "margins", "proba_from_margins"]
+
+
+def as_scipy(X):
+    """pydata ``sparse`` arrays as scipy CSR; anything else unchanged."""
+    return X.to_scipy_sparse().tocsr() if hasattr(X, "to_scipy_sparse") else X
+
+
+def labels_of(part) -> np.ndarray:
+    """The distinct labels of an ``(X, y)`` partition."""
+    y = part[1]
+    y = y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)
+    return np.unique(y.ravel())
+
+
+def targets(codes: np.ndarray, n_out: int) -> np.ndarray:
+    """One column per class (one-vs-rest), or one column "is class 1" for two classes."""
+    cols = np.arange(n_out) if n_out > 1 else np.array([1])
+    return (codes[:, None] == cols).astype(np.float64)
+
+
+def hash_columns(X: sp.csr_matrix, n_buckets: int) -> sp.csr_matrix:
+    """Feature hashing: column ``j`` goes to bucket ``splitmix64(j) >> 32 mod n_buckets``;
+    values of columns sharing a bucket are summed (Weinberger et al., ICML 2009, unsigned)."""
+    from ..kernels.hashing import hash_shard
+
+    buckets = hash_shard(X.indices.astype(np.int64), n_buckets)
+    # sum_duplicates works in place: the caller's data and indptr must not be shared
+    out = sp.csr_matrix((X.data.copy(), buckets, X.indptr.copy()), shape=(X.shape[0], n_buckets))
+    out.sum_duplicates()
+    return out
+
+
+def encode_part(part, classes: np.ndarray, n_out: int, n_buckets: int | None = None,
+                where: str = "X") -> tuple:
+    """``(X as CSR with sorted indices, targets (n, n_out))`` of an ``(X, y)`` partition,
+    its columns hashed into ``n_buckets`` when given. ``X`` keeps float32 values (the
+    readers' dtype: half the memory and spill of float64; the kernels compute in float64
+    all the same, and float32 to float64 is exact); other dtypes become float64.
+
+    Raises
+    ------
+    ValueError
+        Infinite features (naming the row and column), or a label outside ``classes``.
+    """
+    X, y = part
+    if hasattr(X, "to_numpy"):  # pandas
+        X = X.to_numpy(dtype=np.float64)
+    if hasattr(X, "to_scipy_sparse"):  # pydata sparse
+        X = X.to_scipy_sparse()
+    X = X.tocsr() if hasattr(X, "tocsr") else X
+    dtype = np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
+    # a copy: sum_duplicates works in place, and X may be the caller's (or Dask's) data
+    X = sp.csr_matrix(X, dtype=dtype, copy=True)
+    X.sum_duplicates()  # canonical: sorted, distinct columns per row (per-sample kernels)
+    bad = ~np.isfinite(X.data)
+    if bad.any():
+        p = int(np.argmax(bad))
+        row = int(np.searchsorted(X.indptr, p, side="right") - 1)
+        raise ValueError(f"{where}: value {X.data[p]} at row {row}, column {X.indices[p]} is "
+                         f"not finite")
+    if n_buckets is not None:
+        X = hash_columns(X, n_buckets)
+    y = (y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)).ravel()
+    codes = np.searchsorted(classes, y)
+    bad = (codes >= classes.shape[0]) | (classes[np.minimum(codes, classes.shape[0] - 1)] != y)
+    if bad.any():
+        raise ValueError(f"{where}: label {y[np.argmax(bad)]!r} at row {int(np.argmax(bad))} "
+                         f"is not among {classes.tolist()}")
+    return X, targets(codes, n_out)
+
+
+def margins(X, coef_t: np.ndarray, intercept: np.ndarray, n_buckets=None) -> np.ndarray:
+    """``X coef_t + intercept``, shape (n, n_outputs), for a dense or sparse block (its columns
+    hashed into ``n_buckets`` first, when given)."""
+    X = sp.csr_matrix(X, dtype=np.float64)
+    if n_buckets is not None:
+        X = hash_columns(X, n_buckets)
+    out = np.empty((X.shape[0], coef_t.shape[1]))
+    decision(X.indptr, X.indices, X.data, coef_t, intercept, out)
+    return out
+
+
+def binary_margins(X, coef_t, intercept, n_buckets=None) -> np.ndarray:
+    return margins(X, coef_t, intercept, n_buckets)[:, 0]
+
+
+def proba_from_margins(z: np.ndarray) -> np.ndarray:
+    """Class probabilities from margins: ``[1 - p, p]`` of the sigmoid for one column, else
+    the one-vs-rest sigmoids normalised in log space (finite, in [0, 1], rows summing to 1
+    however negative every margin is, e.g. -800)."""
+    if z.ndim == 1:
+        p = 0.5 * (1.0 + np.tanh(0.5 * z))  # a sigmoid that never overflows
+        return np.column_stack([1.0 - p, p])
+    log_p = -np.logaddexp(0.0, -z)  # log sigmoid(z), exact for any z
+    log_p -= log_p.max(axis=1, keepdims=True)
+    p = np.exp(log_p)
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def take_classes(idx: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    return classes[idx]

@@ -1,0 +1,147 @@
+"""Matrix factorisation's view of the data: ratings as dense codes, partitioned by user.
+
+Ids of any kind map to dense codes through the package's one id mapping,
+:class:`dask_ps.io.IdMapping` (what :func:`dask_ps.io.read_ratings` returns): in memory from
+the distinct ids, for dask dataframes with :func:`dask_ps.io.encode_ratings`. The coded
+ratings are then partitioned by user (:func:`dask_ps.partitions.partition` with ``by=``), so
+that every user's ratings are in one partition and its factors stay next to it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..io.ratings import IdMapping
+
+__all__ = ["as_ids", "as_ratings", "coded_frame", "evaluate_sums", "to_part", "triples"]
+
+COLUMNS = ("user", "item", "rating")
+
+
+def as_ids(col, name: str) -> np.ndarray:
+    """Ids as int64 (integers, or integral floats) or as strings.
+
+    Raises
+    ------
+    ValueError
+        Non-integral or non-finite float ids, or missing ids, naming the column and row.
+    TypeError
+        Ids that are neither numbers nor strings.
+    """
+    import pandas as pd
+
+    a = col.to_numpy() if hasattr(col, "to_numpy") else np.asarray(col)
+    if a.dtype.kind in "iu":
+        if a.dtype == np.uint64 and a.size and a.max() >= np.uint64(2**63):
+            raise ValueError(f"{name}: ids must fit in int64")
+        return a.astype(np.int64, copy=False)
+    if a.dtype.kind == "f":
+        bad = ~np.isfinite(a) | (a != np.round(a))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"{name}: id {a[i].item()!r} at row {i} is not an integer")
+        return a.astype(np.int64)
+    if a.dtype.kind in "OUST" or str(a.dtype) == "string":
+        missing = np.asarray(pd.isna(a), bool)
+        if missing.any():
+            raise ValueError(f"{name}: missing id at row {int(np.argmax(missing))}")
+        return a.astype(str)
+    raise TypeError(f"{name}: ids must be integers or strings, got dtype {a.dtype}")
+
+
+def as_ratings(col, name: str) -> np.ndarray:
+    """Ratings as float64; ValueError naming the first non-number or non-finite one."""
+    a = col.to_numpy() if hasattr(col, "to_numpy") else np.asarray(col)
+    try:
+        a = a.astype(np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: ratings must be numbers, got dtype {a.dtype}") from None
+    bad = ~np.isfinite(a)
+    if bad.any():
+        raise ValueError(f"{name}: rating {a[np.argmax(bad)].item()!r} at row "
+                         f"{int(np.argmax(bad))} is not finite")
+    return a
+
+
+def triples(X, y, cols: tuple, need_ratings: bool) -> tuple:
+    """``(user ids, item ids, ratings or None)`` of an in-memory input (NumPy or pandas).
+
+    Raises
+    ------
+    ValueError
+        A missing column (named), an array of the wrong shape, ``y`` of another length.
+    """
+    if hasattr(X, "columns"):  # pandas
+        names = list(cols[:2]) + ([cols[2]] if need_ratings and y is None else [])
+        for what, name in zip(("user_col", "item_col", "rating_col"), names):
+            if name not in X.columns:
+                raise ValueError(f"X has no column {name!r} ({what}); its columns are "
+                                 f"{list(X.columns)}")
+        values = [X[n] for n in names]
+        labels = [f"X column {n!r}" for n in names]
+    else:
+        a = np.asarray(X)
+        width = 3 if need_ratings and y is None else 2
+        if a.ndim != 2 or a.shape[1] not in (width, 3):
+            raise ValueError(f"X must be an array of shape (n, {width}) (user, item"
+                             f"{', rating' if width == 3 else ''}), got shape {a.shape}")
+        values = [a[:, j] for j in range(width)]
+        labels = [f"X column {j} ({w})" for j, w in zip(range(width), COLUMNS)]
+    if y is not None and need_ratings:
+        values, labels = values[:2] + [y], labels[:2] + ["y"]
+    users, items = as_ids(values[0], labels[0]), as_ids(values[1], labels[1])
+    ratings = as_ratings(values[2], labels[2]) if need_ratings else None
+    if ratings is not None and ratings.shape[0] != users.shape[0]:
+        raise ValueError(f"y has {ratings.shape[0]} ratings for {users.shape[0]} rows of X")
+    return users, items, ratings
+
+
+def coded_frame(users: np.ndarray, items: np.ndarray, ratings: np.ndarray,
+                user_map: IdMapping, item_map: IdMapping):
+    """A pandas frame of dense ``user``, ``item`` codes and ``rating``."""
+    import pandas as pd
+
+    return pd.DataFrame({"user": user_map.codes(users), "item": item_map.codes(items),
+                         "rating": ratings})
+
+
+def to_part(df) -> tuple:
+    """A user-grouped partition as ``(uids, users, items, ratings)``: ``uids`` int64 the
+    partition's distinct user codes, ``users`` int64 (n,) indices into ``uids``, ``items``
+    int64 (n,) item codes, ``ratings`` float64 (n,).
+
+    Raises
+    ------
+    ValueError
+        A negative code (an id the mapping does not know) or a non-finite rating.
+    """
+    import pandas as pd
+
+    u = df["user"].to_numpy(np.int64)
+    i = df["item"].to_numpy(np.int64)
+    r = as_ratings(df["rating"], "column 'rating'")
+    for name, codes in (("user", u), ("item", i)):
+        if codes.size and codes.min() < 0:
+            raise ValueError(f"column {name!r}: code {codes.min()} at row "
+                             f"{int(np.argmin(codes))} is not a valid id code")
+    users, uids = pd.factorize(u, sort=True)
+    return np.asarray(uids, np.int64), users.astype(np.int64), i, r
+
+
+def part_stats(part) -> np.ndarray:
+    """``[sum, count, min, max]`` of a partition's ratings."""
+    r = part[3]
+    if r.shape[0] == 0:
+        return np.array([0.0, 0.0, np.inf, -np.inf])
+    return np.array([r.sum(), r.shape[0], r.min(), r.max()])
+
+
+def evaluate_sums(est, X, y) -> np.ndarray:
+    """SSE, SAE, count and cold-start counts of one in-memory block (rows the cold-start
+    rule ``"drop"`` leaves out are not counted)."""
+    _, _, ratings = triples(X, y, est._cols, True)
+    u, i = est._indices(X, warn=False)
+    keep = (u >= 0) & (i >= 0) if est.cold_start == "drop" else np.ones(u.shape[0], bool)
+    err = est._predict_indices(u[keep], i[keep]) - ratings[keep]
+    return np.array([err @ err, np.abs(err).sum(), err.shape[0], (u < 0).sum(),
+                     (i < 0).sum()], dtype=np.float64)

@@ -1,0 +1,248 @@
+"""The ``dask-ps`` command line.
+
+    dask-ps train ALGORITHM [--config run.toml] [data, model, cluster and run options]
+    dask-ps train lr --dataset a9a                       # $DASK_PS_DATA/lr_a9a/{a9a,a9a.t}
+    dask-ps train mf --dataset movielens100k             # .../mf_movielens100k/u1.{base,test}
+    dask-ps train lr --train 'logs/*.csv' --format csv --label click --categorical a,b,c \\
+                     --cluster slurm --workers 8 --walltime 02:00:00 --save model.npz
+    srun dask-ps train lr ... --cluster slurm-runner      # inside one Slurm allocation
+    dask-ps evaluate model.npz --test PATH
+    dask-ps export model.npz OUT_FOLDER [--format parquet|csv]
+
+Options are checked, and the input files looked up, before any cluster starts. Failures end
+with one line on stderr, ``dask-ps: error: <reason>``, and a non-zero status: 2 for a user
+error (bad option, data or file, unreachable scheduler, an error of dask_ps), 1 for an
+unexpected error (its traceback above the line), 143 when stopped by SIGTERM (a walltime or
+``scancel``), 130 when interrupted. ``--debug`` or ``DASK_PS_DEBUG=1`` raises instead.
+A ``--config`` TOML file gives the same options (keys are long option names; flags given
+on the command line win).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+import numpy as np
+
+from . import _options as opt
+from ._algorithms import ALGORITHMS, add_params
+
+__all__ = ["main", "metrics_line"]
+
+
+class Terminated(Exception):
+    """SIGTERM arrived (a batch system's walltime or scancel)."""
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict]:
+    """The parser and the ``train`` sub-parser of each algorithm."""
+    p = argparse.ArgumentParser(prog="dask-ps", description="dask_ps: train, evaluate and "
+                                "export models on a Dask parameter server")
+    sub = p.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train", help="train a model",
+                           description="Train a model; see dask-ps train ALGORITHM --help")
+    algos = train.add_subparsers(dest="algorithm", required=True, metavar="ALGORITHM")
+    parsers = {}
+    for algo in ALGORITHMS.values():
+        a = algos.add_parser(algo.name, help=algo.summary, description=f"Train "
+                             f"{algo.estimator}: {algo.summary}.")
+        data = a.add_argument_group("data")
+        src = data.add_mutually_exclusive_group(required=True)
+        src.add_argument("--train", help="training data: a file, glob or fsspec URL")
+        src.add_argument("--dataset", choices=sorted(algo.datasets),
+                         help="a public dataset under $DASK_PS_DATA (default ../shared/data "
+                              "beside the repository), with its test file")
+        data.add_argument("--test", help="test data, scored after training")
+        algo.data_options(data)
+        add_params(a, algo)
+        opt.add_cluster_options(a)
+        run = a.add_argument_group("run")
+        run.add_argument("--config", metavar="FILE", help="a TOML file of these options "
+                         "(keys: long option names; flags given here win)")
+        run.add_argument("--resume", choices=["never", "auto"], default="never",
+                         help="auto: continue from the newest complete version of "
+                              "--checkpoint when there is one (default never)")
+        run.add_argument("--save", metavar="PATH",
+                         help="save the fitted model (a .npz file, no pickle) for dask-ps "
+                              "evaluate / export")
+        run.add_argument("--history", type=opt.NON_NEGATIVE_INT, default=10,
+                         help="training history rows to print, the last ones (default 10; "
+                              "0: all)")
+        run.add_argument("--debug", action="store_true",
+                         help="raise errors with their traceback (or set DASK_PS_DEBUG=1)")
+        parsers[algo.name] = a
+    ev = sub.add_parser("evaluate", help="score a saved model on test data",
+                        description="Score a model saved by dask-ps train --save, in this "
+                                    "process; the test data is read as the training data was.")
+    ev.add_argument("model", help="the saved model (.npz)")
+    ev.add_argument("--test", required=True, help="test data: a file, glob or fsspec URL")
+    ev.add_argument("--debug", action="store_true", help="raise errors with their traceback")
+    ex = sub.add_parser("export", help="write a saved model's weights as tables",
+                        description="Write the weights of a model saved by dask-ps train "
+                                    "--save into a new folder: tables and a model.json.")
+    ex.add_argument("model", help="the saved model (.npz)")
+    ex.add_argument("out", help="a new folder")
+    ex.add_argument("--format", choices=["parquet", "csv"], default="parquet",
+                    help="table format (default parquet)")
+    ex.add_argument("--debug", action="store_true", help="raise errors with their traceback")
+    return p, parsers
+
+
+def _expand_config(argv: list[str], parsers: dict) -> list[str]:
+    """``dask-ps train [ALGORITHM] --config FILE ...`` with the file's options spelled out
+    before the command line's."""
+    if not argv or argv[0] != "train":
+        return argv
+    path = opt.config_path(argv[1:])
+    if path is None:
+        return argv
+    rest, skip = [], False
+    for i, token in enumerate(argv[1:]):
+        if skip:
+            skip = False
+        elif token == "--config":
+            skip = True
+        elif not token.startswith("--config="):
+            rest.append(token)
+    if rest and rest[0] in ALGORITHMS:
+        name, rest = rest[0], rest[1:]
+    elif rest and not rest[0].startswith("-") and rest[0] not in ("-h", "--help"):
+        return argv  # an unknown algorithm: argparse says so
+    else:
+        name = opt.read_algorithm(path)
+        if name is None:
+            raise ValueError(f"give the algorithm: dask-ps train ALGORITHM --config {path}, "
+                             f"or algorithm = \"lr\" in {path}")
+        if name not in ALGORITHMS:
+            raise ValueError(f"{path}: algorithm {name!r} is not one of {sorted(ALGORITHMS)}")
+    tokens = opt.config_argv(path, parsers[name], rest, f"train {name}")
+    return ["train", name, *tokens, *rest, f"--config={path}"]
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def _one_line(exc: BaseException) -> str:
+    return " / ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or \
+        type(exc).__name__
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``dask-ps`` console script; returns the exit status.
+
+    A user error (bad data or option, missing file, unreachable scheduler, a dask_ps error)
+    prints ``dask-ps: error: <message>`` and returns 2; an unexpected error prints its
+    traceback, then that line, and returns 1; SIGTERM returns 143. ``--debug`` (or
+    ``DASK_PS_DEBUG=1``) raises instead.
+    """
+    from .. import exceptions
+    from . import _run
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("DASK_PS_DEBUG", "") not in ("", "0")
+    user_errors = (ValueError, OSError, ImportError,
+                   *(getattr(exceptions, n) for n in exceptions.__all__))
+    parser, parsers = _parser()
+    try:
+        argv = _expand_config(argv, parsers)
+    except user_errors as exc:
+        if debug:
+            raise
+        print(f"dask-ps: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
+    previous = None
+    if threading_is_main():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        if args.command == "train":
+            return _run.train(args, ALGORITHMS[args.algorithm])
+        if args.command == "evaluate":
+            return _run.evaluate(args)
+        return _run.export(args)
+    except user_errors as exc:
+        if debug:
+            raise
+        print(f"dask-ps: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except Terminated:
+        print("dask-ps: error: stopped by SIGTERM (a walltime or scancel?)", file=sys.stderr)
+        return 143
+    except KeyboardInterrupt:
+        print("dask-ps: error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if debug:
+            raise
+        import traceback
+
+        traceback.print_exc()
+        print(f"dask-ps: error: unexpected {type(exc).__name__}: {_one_line(exc)}",
+              file=sys.stderr)
+        return 1
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def threading_is_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def metrics_line(classes: np.ndarray, y: np.ndarray, proba: np.ndarray
+                 ) -> tuple[str, list[str]]:
+    """The ``test:`` line (AUC, accuracy, log-loss) and warnings about the test labels.
+
+    Two classes: the AUC of ``classes[1]`` and the binary log-loss. More: the macro average of
+    the one-vs-rest AUCs (scikit-learn's ``roc_auc_score(multi_class="ovr")``) and the
+    multi-class log-loss. Test labels not among ``classes`` count as errors in the accuracy and
+    are left out of AUC and log-loss, with a warning naming them; the AUC is "n/a" (with the
+    reason) when fewer than two classes remain.
+
+    Parameters
+    ----------
+    classes : ndarray (n_classes,)
+        The model's ``classes_``, sorted.
+    y : ndarray (n_samples,)
+        Test labels.
+    proba : ndarray (n_samples, n_classes)
+        ``predict_proba`` of the test rows.
+    """
+    from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
+
+    if not y.shape[0]:
+        return "test: no rows", []
+    warnings = []
+    seen = np.isin(y, classes)
+    if not seen.all():
+        warnings.append(
+            f"test labels {np.unique(y[~seen]).tolist()} ({int((~seen).sum()):,} of {len(y):,} "
+            f"rows) are not among the training classes {classes.tolist()}: those rows count "
+            f"as errors in the accuracy and are left out of AUC and log-loss")
+    accuracy = accuracy_score(y, classes[proba.argmax(axis=1)])
+    y, proba = y[seen], proba[seen]
+    present = np.unique(y)
+    multi = classes.shape[0] > 2
+    if present.shape[0] < 2:
+        reason = (f"the test labels hold one class only, {present.tolist()[0]}" if present.shape[0]
+                  else "no test label is a training class")
+        auc = f"n/a ({reason})"
+    elif not multi:
+        auc = f"{roc_auc_score(y == classes[1], proba[:, 1]):.4f}"
+    elif present.shape[0] == classes.shape[0]:
+        auc = (f"{roc_auc_score(y, proba, multi_class='ovr', labels=classes):.4f} "
+               f"(macro one-vs-rest, {classes.shape[0]} classes)")
+    else:  # scikit-learn refuses classes absent from y: average over those present
+        at = np.searchsorted(classes, present)
+        aucs = [roc_auc_score(y == c, proba[:, i]) for c, i in zip(present, at)]
+        auc = (f"{np.mean(aucs):.4f} (macro one-vs-rest over the {present.shape[0]} of "
+               f"{classes.shape[0]} classes in the test labels)")
+    loss = (f"{log_loss(y, proba, labels=classes):.4f}" + (" (multi-class)" if multi else "")
+            if y.shape[0] else "n/a")
+    return f"test: AUC {auc}  accuracy {accuracy:.4f}  log-loss {loss}", warnings

@@ -1,0 +1,293 @@
+"""Option types, the cluster options shared by the commands, and ``--config`` TOML files."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tomllib
+from pathlib import Path
+
+from ..cluster import JOBQUEUE_SYSTEMS, ClusterSpec
+
+
+def _number(kind, low: float, strict: bool):
+    """An argparse type: a finite ``kind`` (int or float) above ``low`` (or equal, if not
+    strict)."""
+    what = "an integer" if kind is int else "a finite number"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        if not (value > low if strict else value >= low):
+            raise argparse.ArgumentTypeError(
+                f"must be {'>' if strict else '>='} {low:g}, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in some messages
+    return parse
+
+
+POSITIVE_INT = _number(int, 1, strict=False)
+NON_NEGATIVE_INT = _number(int, 0, strict=False)
+POSITIVE = _number(float, 0, strict=True)
+NON_NEGATIVE = _number(float, 0, strict=False)
+
+
+def fraction(text: str) -> float:
+    value = POSITIVE(text)
+    if not value < 1:
+        raise argparse.ArgumentTypeError(f"must be < 1, got {text}")
+    return value
+
+
+def size(text: str) -> int:
+    """A byte size such as ``64MiB``."""
+    from dask.utils import parse_bytes
+
+    try:
+        n = parse_bytes(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size such as 64MiB") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return n
+
+
+def columns(text: str) -> list[str]:
+    """A comma-separated list of column names."""
+    names = [c.strip() for c in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"{text!r}: empty column name")
+    return names
+
+
+def walltime(text: str) -> str:
+    """``[D-]HH:MM:SS`` or ``MM:SS``, as batch systems take it."""
+    days, _, clock = text.rpartition("-")
+    parts = clock.split(":")
+    if not (1 <= len(parts) <= 3 and all(p.isdigit() for p in parts)
+            and (not days or days.isdigit())):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a walltime such as 01:30:00")
+    return text
+
+
+def add_cluster_options(p: argparse.ArgumentParser) -> None:
+    """The ``--cluster`` family (see :class:`dask_ps.cluster.ClusterSpec`)."""
+    g = p.add_argument_group(
+        "cluster", "Where the work runs: a new local cluster (default), an existing scheduler, "
+        "a batch system through dask-jobqueue, or every task of one Slurm allocation "
+        "(slurm-runner: srun dask-ps ... --cluster slurm-runner; task 0 runs the scheduler, "
+        "task 1 this command, the others workers)")
+    g.add_argument("--cluster", choices=["local", *JOBQUEUE_SYSTEMS, "slurm-runner"],
+                   help="default: local, or the scheduler given by --scheduler-address/-file")
+    g.add_argument("--scheduler-address", help="an existing Dask scheduler")
+    g.add_argument("--scheduler-file",
+                   help="an existing Dask scheduler's file (with slurm-runner: where the "
+                        "scheduler writes it, default scheduler-{job_id}.json)")
+    g.add_argument("--workers", type=POSITIVE_INT,
+                   help="local: worker processes (default 2); slurm/pbs/sge/lsf: data worker "
+                        "jobs (default 2); existing scheduler: workers to wait for (default 1)")
+    g.add_argument("--cores", type=POSITIVE_INT, default=1,
+                   help="threads per worker, or cores per job (default 1)")
+    g.add_argument("--memory", help="memory per job (jobqueue, default 2GB) or per worker")
+    g.add_argument("--walltime", type=walltime, default="01:00:00",
+                   help="walltime of the data jobs (default 01:00:00)")
+    g.add_argument("--ps-workers", type=NON_NEGATIVE_INT, default=0,
+                   help="jobqueue: extra jobs that hold the model's shards (resource ps=1, "
+                        "never retired; default 0: shards on the data workers)")
+    g.add_argument("--ps-walltime", type=walltime,
+                   help="walltime of the shard jobs (default --walltime): the whole run")
+    g.add_argument("--ps-memory", help="memory of the shard jobs (default --memory)")
+    g.add_argument("--adapt", action="store_true",
+                   help="jobqueue: keep --workers data jobs, submitting a new one when one "
+                        "ends or is cancelled")
+    g.add_argument("--worker-lifetime",
+                   help="jobqueue: data workers close after this long, e.g. 50m (needs "
+                        "--adapt and --ps-workers)")
+    g.add_argument("--queue", help="queue / partition of the jobs")
+    g.add_argument("--account", help="account (project on SGE, LSF) charged for the jobs")
+    g.add_argument("--job-extra", action="append", default=[], metavar="DIRECTIVE",
+                   help="extra batch directive for every job, e.g. --job-extra=--qos=long "
+                        "(repeatable)")
+    g.add_argument("--interface", help="network interface of scheduler and workers, e.g. ib0")
+    g.add_argument("--log-dir", help="folder of the jobs' output files")
+    g.add_argument("--local-directory", help="workers' scratch folder")
+    g.add_argument("--dashboard-address", default=":0",
+                   help="a new scheduler's dashboard (default :0, a free port)")
+    g.add_argument("--timeout", type=POSITIVE,
+                   help="seconds to wait for the scheduler and the workers (default 30; "
+                        "600 for jobqueue clusters, whose jobs may queue)")
+
+
+def cluster_spec(args) -> ClusterSpec:
+    """The :class:`ClusterSpec` of parsed options (checked).
+
+    Raises
+    ------
+    ValueError
+        Contradictory options, naming them.
+    """
+    if args.scheduler_address and args.scheduler_file:
+        raise ValueError("give --scheduler-address or --scheduler-file, not both")
+    mode = args.cluster
+    if mode is None:
+        mode = ("address" if args.scheduler_address else "file" if args.scheduler_file
+                else "local")
+    elif args.scheduler_address or (args.scheduler_file and mode != "slurm-runner"):
+        raise ValueError(f"--cluster {mode} starts its own scheduler: drop "
+                         f"--scheduler-{'address' if args.scheduler_address else 'file'}")
+    spec = ClusterSpec(
+        mode=mode, workers=args.workers, cores=args.cores, memory=args.memory,
+        walltime=args.walltime, ps_workers=args.ps_workers, ps_walltime=args.ps_walltime,
+        ps_memory=args.ps_memory, adapt=args.adapt, worker_lifetime=args.worker_lifetime,
+        queue=args.queue, account=args.account, job_extra=list(args.job_extra),
+        interface=args.interface, log_dir=args.log_dir, local_directory=args.local_directory,
+        address=args.scheduler_address, scheduler_file=args.scheduler_file,
+        dashboard_address=args.dashboard_address, timeout=args.timeout)
+    if mode == "slurm-runner" and args.workers is not None:
+        raise ValueError("--workers does not apply to slurm-runner: the allocation's tasks "
+                         "(srun -n) decide")
+    spec.check()
+    return spec
+
+
+# --- --config FILE -------------------------------------------------------------------------
+
+def _flatten(data: dict, path: str, where: str) -> dict:
+    """Top-level keys and the keys of tables (``[cluster]``, ``[model]``, ...) in one dict."""
+    out: dict = {}
+    for key, value in data.items():
+        key = key.replace("_", "-")  # max_iter and max-iter are one option
+        if isinstance(value, dict):
+            inner = _flatten(value, path, f"{where}[{key}]")
+            clash = set(inner) & set(out)
+            if clash:
+                raise ValueError(f"{path}: {sorted(clash)[0]!r} is set twice")
+            out.update(inner)
+        else:
+            if key in out:
+                raise ValueError(f"{path}: {key!r} is set twice")
+            out[key] = value
+    return out
+
+
+def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {s: a for a in parser._actions for s in a.option_strings}
+
+
+def _given(argv: list[str], actions: dict) -> set[str]:
+    """Destinations of the options on the command line (they override the file)."""
+    dests = set()
+    for token in argv:
+        if token.startswith("--"):
+            name = token.split("=", 1)[0]
+            action = actions.get(name)
+            if action is None and name.startswith("--no-"):
+                action = actions.get("--" + name[5:])
+            if action is not None:
+                dests.add(action.dest)
+    return dests
+
+
+def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
+                command: str) -> list[str]:
+    """Options of TOML file ``path`` as command-line tokens for ``parser`` (placed before
+    ``argv``; options in ``argv`` win).
+
+    Keys are the long option names without dashes (``max-iter`` or ``max_iter``), at the top
+    level or in any table (``[cluster]``, ``[model]``, ``[data]``: tables only group them).
+    Booleans switch flags on or off; arrays give repeatable options (``job-extra``) or
+    comma lists (``categorical``).
+
+    Raises
+    ------
+    ValueError
+        Naming the file and key: unknown keys, bad values, TOML syntax errors.
+    FileNotFoundError
+        No such file.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"--config {path}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    data = _flatten(data, path, "")
+    data.pop("algorithm", None)
+
+    actions = _actions(parser)
+    given = _given(argv, actions)
+    tokens: list[str] = []
+    for key, value in data.items():
+        option = "--" + key.replace("_", "-")
+        action = actions.get(option)
+        if action is None or option in ("--config", "--help"):
+            raise ValueError(f"{path}: unknown option {key!r} for dask-ps {command}")
+        if action.dest in given:
+            continue
+        where = f"{path}: {key}"
+        if isinstance(action, argparse.BooleanOptionalAction) or action.nargs == 0:
+            if not isinstance(value, bool):
+                raise ValueError(f"{where}: must be true or false, got {value!r}")
+            if value:
+                tokens.append(option)
+            elif isinstance(action, argparse.BooleanOptionalAction):
+                tokens.append("--no-" + option[2:])
+            continue
+        if isinstance(action, argparse._AppendAction):
+            values = value if isinstance(value, list) else [value]
+        elif isinstance(value, list):
+            values = [",".join(str(v) for v in value)]
+        else:
+            values = [value]
+        for v in values:
+            if isinstance(v, (dict, list)) or isinstance(v, bool):
+                raise ValueError(f"{where}: unexpected value {v!r}")
+            text = str(v)
+            if action.type is not None:
+                try:
+                    converted = action.type(text)
+                except argparse.ArgumentTypeError as exc:
+                    raise ValueError(f"{where}: {exc}") from None
+            else:
+                converted = text
+            if action.choices is not None and converted not in action.choices:
+                raise ValueError(f"{where}: {v!r} is not one of {list(action.choices)}")
+            tokens.append(f"{option}={text}")
+    return tokens
+
+
+def config_path(argv: list[str]) -> str | None:
+    """The value of ``--config`` in ``argv``, if any."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config")
+    ns, _ = pre.parse_known_args(argv)
+    return ns.config
+
+
+def read_algorithm(path: str) -> str | None:
+    """The ``algorithm`` key of a config file (for ``dask-ps train --config FILE``)."""
+    try:
+        with open(path, "rb") as f:
+            value = tomllib.load(f).get("algorithm")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"--config {path}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{path}: algorithm must be a string, got {value!r}")
+    return value
+
+
+def data_root() -> Path:
+    """``$DASK_PS_DATA``, default ``../shared/data`` beside the repository holding dask_ps
+    (as the tests read it), whatever the current folder."""
+    import os
+
+    repo = Path(__file__).resolve().parents[2]
+    return Path(os.environ.get("DASK_PS_DATA", repo.parent / "shared" / "data"))

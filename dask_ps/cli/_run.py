@@ -1,0 +1,256 @@
+"""What ``dask-ps train``, ``evaluate`` and ``export`` do, once their options are parsed."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+from ..cluster import SHARD_RESOURCE, connect
+from ._algorithms import Algorithm, by_estimator
+from ._options import cluster_spec, data_root
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _resolve_dataset(args, algo: Algorithm) -> None:
+    """``--dataset NAME``: the files under ``$DASK_PS_DATA`` and the options they imply."""
+    ds = algo.datasets[args.dataset]
+    root = data_root() / ds.folder
+    missing = [f for f in (ds.train, ds.test) if not (root / f).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"{', '.join(missing)} not found in {root}. Download them from {ds.url} into that "
+            f"folder, or set DASK_PS_DATA to a folder holding {ds.folder}/.")
+    if args.test:
+        raise ValueError("--dataset brings its own test file: drop --test")
+    args.train, args.test = str(root / ds.train), str(root / ds.test)
+    for key, value in ds.options.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+
+
+def check_files(urlpath: str, option: str) -> None:
+    """Fail before any cluster starts if ``urlpath`` names no file (or a missing one)."""
+    from ..io._blocks import open_paths
+
+    try:
+        fs, paths = open_paths(urlpath)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{option} {urlpath}: no such file") from None
+    absent = [p for p in paths if not fs.isfile(p)]
+    if absent:
+        raise FileNotFoundError(f"{option} {absent[0]}: no such file"
+                                + (" (a directory)" if fs.isdir(absent[0]) else ""))
+
+
+def build_estimator(args, algo: Algorithm, shard_workers: bool):
+    """The estimator of the parsed options: only flags given are passed, so every other
+    parameter keeps the estimator's default.
+
+    Raises
+    ------
+    ValueError
+        An option the estimator cannot honour yet (``--resume auto`` without a ``resume``
+        parameter, shard workers without ``shard_resources``).
+    """
+    kwargs = {p.param: getattr(args, p.param) for p in algo.params if hasattr(args, p.param)}
+    est = algo.cls(**kwargs)
+    params = est.get_params()
+    if args.resume == "auto":
+        if "resume" not in params:
+            raise ValueError(f"--resume auto: {algo.estimator} cannot resume a fit from a "
+                             f"checkpoint yet (it has no 'resume' parameter); rerunning "
+                             f"starts afresh, so drop --resume")
+        if not kwargs.get("checkpoint"):
+            raise ValueError("--resume auto needs --checkpoint URL (where to resume from)")
+        est.set_params(resume=True)
+    if shard_workers:
+        if "shard_resources" not in params:
+            raise ValueError(f"--ps-workers: {algo.estimator} cannot place its shards on shard "
+                             f"workers yet (it has no 'shard_resources' parameter); without "
+                             f"--ps-workers the shards live on the data workers")
+        est.set_params(shard_resources=SHARD_RESOURCE)
+    if "progress" in params:  # the command prints one line per epoch instead of a bar
+        est.set_params(progress=False)
+    return est
+
+
+class _Events:
+    """Prints the fit's epochs, checkpoints and recoveries as they happen (batch logs)."""
+
+    def __init__(self, client) -> None:
+        from ..diagnostics import CHECKPOINT_TOPIC, FIT_TOPIC, RECOVERY_TOPIC
+
+        self.client = client
+        self.checkpoints: list[str] = []
+        self.topics = {FIT_TOPIC: self._fit, CHECKPOINT_TOPIC: self._checkpoint,
+                       RECOVERY_TOPIC: self._recovery}
+        for topic, handler in self.topics.items():
+            client.subscribe_topic(topic, handler)
+
+    @staticmethod
+    def _fit(event) -> None:
+        m = event[1]
+        of = f"/{m['n_epochs']}" if m.get("n_epochs") else ""
+        _say(f"[{m['elapsed']:7.1f} s] {m['name']} {m['epoch']}{of}: loss {m['loss']:.6g}")
+
+    def _checkpoint(self, event) -> None:
+        m = event[1]
+        self.checkpoints.append(f"{m['path']} version {m['version']}")
+        took = f" in {m['seconds']:.2f} s" if m.get("seconds") is not None else ""
+        _say(f"checkpoint written: {m['path']} version {m['version']}{took}")
+
+    @staticmethod
+    def _recovery(event) -> None:
+        m = event[1]
+        _say(f"recovery: shard {m['shard']} lost with worker {m['lost_worker']}, recreated on "
+             f"{m['new_worker']} from {m.get('checkpoint')}")
+
+    def close(self) -> None:
+        for topic in self.topics:
+            try:
+                self.client.unsubscribe_topic(topic)
+            except Exception:  # the client may be gone already
+                pass
+
+
+def rate_line(history: list[dict], units: float, unit: str, wall: float) -> str:
+    """Wall time and throughput, the first pass (numba compiles there on a cold cache)
+    left out of the rate; a record's ``time`` counts from the start of the fit."""
+    times = [h["time"] for h in history
+             if "event" not in h and isinstance(h.get("time"), float) and math.isfinite(h["time"])]
+    line = f"train wall {wall:.2f} s"
+    n = len(times)
+    if n < 2:
+        return (f"{line} ({n or 1} pass over {units:,.0f} {unit}; no rate: a first pass "
+                f"includes compiling numba kernels when their cache is cold)")
+    first, rest = times[0], times[-1] - times[0]
+    if rest <= 0:
+        return f"{line} ({n} passes over {units:,.0f} {unit})"
+    return (f"{line}; first pass {first:.2f} s (includes compiling numba kernels when their "
+            f"cache is cold), then {units * (n - 1) / rest / 1e6:.2f} M {unit}/s ({n - 1} "
+            f"passes over {units:,.0f} {unit})")
+
+
+def _history(history: list[dict], n: int) -> None:
+    shown = history[-n:] if n else history
+    _say(f"history: last {len(shown)} of {len(history)} rows (--history N for more, 0: all)"
+         if len(shown) < len(history) else f"history: {len(history)} rows")
+    for h in shown:
+        _say("  " + "  ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
+                              for k, v in h.items()))
+
+
+def _quiet_dask_shuffle() -> None:
+    """distributed's P2P shuffle logs a WARNING each time a shuffle starts and ends (MF's
+    partitioning by user); they are routine, not warnings for the user."""
+    import logging
+
+    logging.getLogger("distributed.shuffle._scheduler_plugin").setLevel(logging.ERROR)
+
+
+def train(args, algo: Algorithm) -> int:
+    _quiet_dask_shuffle()
+    spec = cluster_spec(args)
+    est = build_estimator(args, algo, spec.ps_workers > 0)
+    if args.dataset:
+        _resolve_dataset(args, algo)
+    # Everything that can be checked without a cluster is checked before starting one.
+    algo.check(args)
+    check_files(args.train, "--train")
+    if args.test:
+        check_files(args.test, "--test")
+    session = connect(spec)
+    try:
+        with session.client.as_current():  # every compute below goes to this cluster
+            _train(args, algo, est, session, spec.n_workers + spec.ps_workers)
+    finally:
+        session.close()
+    return 0
+
+
+def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
+    from ..diagnostics import install
+    from ..saving import save_estimator
+
+    events = None
+    try:
+        client = session.client
+        t = session.times
+        _say(f"cluster: {session.description}; scheduler after {t['scheduler']:.1f} s, first "
+             f"worker after {t['first_worker']:.1f} s, all {n_workers} after "
+             f"{t['all_workers']:.1f} s")
+        _say(f"dashboard: {client.dashboard_link}")
+        try:
+            _say(f"dask_ps page: {install(client)}")
+        except Exception as exc:  # e.g. a remote scheduler without dask_ps or bokeh
+            _say(f"dask_ps page unavailable: {exc!r}")
+        if session.shard_resource:
+            est.set_params(shard_resources=session.shard_resource)
+        data = algo.load(args, client)
+        est.set_params(client=client)
+        params = est.get_params()
+        if params.get("checkpoint"):
+            _say(f"checkpoint: {params['checkpoint']} every "
+                 f"{params.get('checkpoint_every', 1)} epoch(s)"
+                 + (" (resuming from its newest complete version, if any)"
+                    if params.get("resume") else ""))
+        _say(f"training {algo.estimator} on {data.summary}, "
+             f"{len(client.nthreads())} workers")
+        events = _Events(client)
+        t0 = time.perf_counter()
+        est.fit(*data.fit_args)
+        wall = time.perf_counter() - t0
+        _history(est.history_, args.history)
+        _say(rate_line(est.history_, data.units, algo.unit, wall))
+        if events.checkpoints:
+            _say(f"last checkpoint: {events.checkpoints[-1]}")
+        if data.test is not None:
+            for line in algo.score(est, data.test):
+                if line.startswith("warning: "):
+                    print(f"dask-ps: {line}", file=sys.stderr, flush=True)
+                else:
+                    _say(line)
+        if args.save:
+            save_estimator(est, args.save, extra={"algorithm": algo.name, "data": data.meta,
+                                                  "train": args.train})
+            _say(f"saved: {args.save} ({algo.estimator}; dask-ps evaluate {args.save} "
+                 f"--test PATH)")
+    finally:
+        if events is not None:
+            events.close()
+
+
+def evaluate(args) -> int:
+    """Score a saved model on test data, in this process (Dask's threads)."""
+    import dask
+
+    from ..saving import load_estimator
+
+    check_files(args.test, "--test")
+    est, extra = load_estimator(args.model)
+    algo = by_estimator(type(est).__name__)
+    with dask.config.set(scheduler="threads"):
+        test = algo.load_test(args.test, extra.get("data", {}), args)
+        lines = algo.score(est, test)
+    for line in lines:
+        if line.startswith("warning: "):
+            print(f"dask-ps: {line}", file=sys.stderr, flush=True)
+        else:
+            _say(line)
+    return 0
+
+
+def export(args) -> int:
+    """Write a saved model's weights as tables (Parquet or CSV) and a model.json."""
+    from ..saving import load_estimator, write_tables
+
+    est, extra = load_estimator(args.model)
+    algo = by_estimator(type(est).__name__)
+    tables, desc = algo.export(est, extra.get("data", {}))
+    for path in write_tables(args.out, tables, desc, args.format):
+        _say(f"wrote {path}")
+    return 0

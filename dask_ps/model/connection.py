@@ -1,0 +1,128 @@
+"""How a process reaches a model's shards: one :class:`ProcessClient` per model and process.
+
+The driver, and every worker process that runs a task of the model, holds one
+:class:`~dask_ps.state.client.ProcessClient` per model: the transport to the shards (direct
+calls to a shard living in the same process, channels or Dask's RPC to the others), the
+snapshot of pulled values its tasks share, and their buffered pushes. They are kept here by
+(model uid, shard generation, worker address); the generation changes when lost shards are
+replaced, so that every process reconnects to the new ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from typing import TYPE_CHECKING
+
+from .. import _compat
+from ..exceptions import ClosedModelError
+from ..state.client import ProcessClient
+from ..state.shard import Shard
+from ..state.transport import Transport, local_loop
+
+if TYPE_CHECKING:
+    from .core import PSModel
+
+__all__ = ["call_all", "call_each", "current_client", "forget", "local_shards",
+           "process_client"]
+
+# ProcessClients of this process, by (model uid, generation, worker address or "" outside
+# workers).
+_CLIENTS: dict[tuple[str, int, str], ProcessClient] = {}
+# Shards of in-process models (no cluster), by model uid.
+_LOCAL_SHARDS: dict[str, list[Shard]] = {}
+LOCK = threading.Lock()
+
+
+def current_client():
+    """The current Dask client, or None."""
+    from distributed import default_client
+
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+def local_shards(uid: str, n: int) -> list[Shard]:
+    """Create the ``n`` in-process shards of model ``uid``."""
+    shards = _LOCAL_SHARDS[uid] = [Shard(i, n) for i in range(n)]
+    return shards
+
+
+def forget(uid: str) -> None:
+    """Drop this process's connections to model ``uid`` (run on every worker at close, and
+    when lost shards were replaced)."""
+    with LOCK:
+        for key in [k for k in _CLIENTS if k[0] == uid]:
+            _CLIENTS.pop(key).transport.close()
+
+
+def drop_local(uid: str) -> None:
+    """Free the in-process shards of model ``uid``."""
+    _LOCAL_SHARDS.pop(uid, None)
+
+
+def process_client(model: PSModel) -> ProcessClient:
+    """This process's :class:`ProcessClient` of ``model`` (created on first use).
+
+    Raises
+    ------
+    ClosedModelError
+        The model is closed.
+    """
+    if model._closed:
+        raise ClosedModelError(f"PSModel {model.uid} is closed")
+    address = ""
+    if not model.is_local:
+        worker = _compat.current_worker()
+        address = worker.address if worker is not None else ""
+    key = (model.uid, model._generation, address)
+    with LOCK:
+        pc = _CLIENTS.get(key)
+        if pc is None:
+            pc = _CLIENTS[key] = ProcessClient(dict(model.specs), _transport(model, address))
+        pc.specs.update(model.specs)
+    return pc
+
+
+def _transport(model: PSModel, address: str) -> Transport:
+    if model.is_local:
+        return Transport(model.shards, local_loop(), dict(enumerate(_LOCAL_SHARDS[model.uid])),
+                         None, model.timeout)
+    if address:
+        worker = _compat.current_worker()
+        actors = _compat.worker_actors(worker)
+        local = {r.index: actors[r.key] for r in model.shards
+                 if r.address == address and r.key in actors}
+        return Transport(model.shards, _compat.worker_loop(worker), local, worker.rpc,
+                         model.timeout, channels=True)
+    client = model._client or current_client()
+    if client is None:
+        raise RuntimeError("this PSModel lives on a Dask cluster: use it in a task or "
+                           "with its client active")
+    if client.direct_to_workers:
+        rpc = client.rpc
+    else:
+        rpc = functools.partial(_compat.ProxyRPC(), client.scheduler)
+    return Transport(model.shards, client.loop.asyncio_loop, {}, rpc, model.timeout)
+
+
+def call_all(model: PSModel, method: str, *args) -> list:
+    """``method(*args)`` on every shard, concurrently; their results in shard order."""
+    pc = process_client(model)
+    return pc.transport.run(pc.transport.call_all(method, *args))
+
+
+def call_each(model: PSModel, method: str, *args, shards=None, timeout: float = 10.0) -> list:
+    """``method`` on each of ``shards`` (default all) concurrently, each bounded by
+    ``timeout`` seconds; results or exceptions, in order."""
+    t = process_client(model).transport
+    shards = range(model.n_shards) if shards is None else shards
+
+    async def each():
+        return await asyncio.gather(*(t.call(s, method, *args, _timeout=min(
+            model.timeout, timeout)) for s in shards), return_exceptions=True)
+
+    return t.run(each())

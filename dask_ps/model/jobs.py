@@ -1,0 +1,328 @@
+"""Jobs: tasks that pull, push and clock on a model's shards under one consistency model.
+
+:func:`run` runs ``fn(ps, item)`` per item; :func:`fit_partitions` runs a step on every data
+partition, where the partition lives, for some epochs. With a cluster, the tasks of one
+worker run in threads of one Dask task pinned to it, so a worker of any thread count can host
+any number of them, and its tasks share one snapshot and one merged push per shard per clock.
+While a job runs, the driver watches the workers it needs: a lost one ends the job with
+:class:`~dask_ps.exceptions.WorkerLostError` instead of a hang. A failed job's exception
+carries ``job_clocks``: the clock each participant had reached (None when finished), read
+from the shards, for the recovery driver.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import uuid
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+import numpy as np
+
+from ..diagnostics.events import watch_job
+from ..exceptions import ShardUnavailableError, WorkerLostError
+from ..partitions import Partition, Partitions
+from ..state.consistency import DONE, Consistency, get_consistency
+from ..state.keys import TASKS_PREFIX
+from ..view import WorkerView
+from . import connection, placement
+
+if TYPE_CHECKING:
+    from .core import PSModel
+
+__all__ = ["fit_partitions", "run"]
+
+#: Seconds between checks, while a job runs, that its workers and shards are still alive.
+WATCH_INTERVAL = 0.5
+
+
+def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | Partitions, *,
+        consistency: str | Consistency = "bsp", staleness: int | None = None,
+        workers: list[str] | None = None,
+        callback: Callable[[dict], None] | None = None) -> list:
+    """Run ``fn(ps, item)`` for each item as one task of a job, under one consistency model.
+
+    Each task gets a :class:`~dask_ps.view.WorkerView` ``ps`` to pull, push and clock. Tasks
+    on the same worker process share one snapshot and one merged push per shard per clock.
+    With a cluster, the items are spread round-robin over the workers (or placed by
+    ``workers``) and each worker runs its items in threads of one Dask task; without a
+    cluster, they run in threads of this process.
+
+    Given :class:`~dask_ps.partitions.Partitions` instead of items, the job has one task per
+    thread of each worker holding partitions, run on that worker, and ``fn(ps, parts)`` gets
+    the task's :class:`~dask_ps.partitions.Partition` handles (see :func:`fit_partitions`
+    for the usual loop over them).
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(ps, item) -> result``. Dask futures in ``items`` are resolved first.
+    items : iterable or Partitions
+        One per task.
+    consistency : {"bsp", "ssp", "asp"} or Consistency, default "bsp"
+    staleness : int, optional
+        With ``consistency="ssp"``; default 1.
+    workers : list of str, optional
+        Worker address for each item (not with Partitions: they decide).
+    callback : callable, optional
+        ``callback(msg)`` runs in this process for every ``ps.report(**values)`` of a
+        task, as soon as it arrives (a worker's reports travel as events, no round trip);
+        ``msg`` holds ``job``, ``task``, ``time`` and the values. Calls are serialised and
+        must be quick; their errors are logged, not raised.
+
+    Returns
+    -------
+    list
+        The tasks' results, in the order of ``items`` (of the tasks, for Partitions).
+
+    Raises
+    ------
+    ValueError
+        ``workers`` of the wrong length or naming an address outside the cluster.
+    WorkerLostError
+        A worker the job needs (a task's or a shard's) left the cluster.
+    Exception
+        The first error of a task; the job is then ended, so no task is left waiting. Its
+        ``job_clocks`` attribute holds each participant's clock at the failure.
+    """
+    cons = get_consistency(consistency, staleness)
+    connection.process_client(model)  # ClosedModelError on a closed model
+    info = None if model.is_local else placement.live_workers(model)
+    if isinstance(items, Partitions):
+        if workers is not None:
+            raise ValueError("workers= cannot be given with Partitions: tasks run where the "
+                             "partitions are")
+        items, workers = _partition_tasks(model, items, info)
+    items = list(items)
+    if not items:
+        return []
+    job = uuid.uuid4().hex[:12]
+    with connection.LOCK:  # claim the model atomically: two run() calls race otherwise
+        if model._job is not None:
+            raise RuntimeError(f"job {model._job!r} is already running on this model: one "
+                               f"job at a time (and none from inside a task)")
+        model._job = job
+    results: list = [None] * len(items)
+    shards = None
+    try:
+        groups = _task_groups(model, len(items), workers, info)
+        connection.call_all(model, "start_job", job, len(groups), cons)
+        with watch_job(model._client, job, callback):
+            if model.is_local:
+                done = _run_group(model, job, 0, cons, fn, list(enumerate(items)))
+            else:
+                done = _run_dask(model, fn, items, job, cons, groups)
+        for t, r in done:
+            results[t] = r
+        return results
+    except BaseException as exc:
+        # skip shards known dead: each call to one waits for its whole timeout
+        shards = [i for i in range(model.n_shards) if i not in placement.lost_shards(model)]
+        exc.job_clocks = None
+        for r in connection.call_each(model, "stats", shards=shards, timeout=2.0):
+            if isinstance(r, dict) and r.get("clocks") is not None:
+                exc.job_clocks = [None if c >= DONE else int(c) for c in r["clocks"]]
+                break
+        raise
+    finally:
+        # ends the job on the shards; after a failure this wakes tasks still waiting.
+        # A dead shard must not mask the error.
+        for r in connection.call_each(model, "end_job", job, shards=shards,
+                                      timeout=10.0 if shards is None else 2.0):
+            if isinstance(r, BaseException) and not isinstance(r, ShardUnavailableError):
+                raise r
+        model._job = None
+
+
+def fit_partitions(model: PSModel, step: Callable[[WorkerView, Partition], Any],
+                   data: Partitions, *, epochs: int = 1, consistency: str | Consistency = "bsp",
+                   staleness: int | None = None, seed: int = 0, first_epoch: int = 0,
+                   callback: Callable[[dict], None] | None = None) -> list[list]:
+    """Run ``step(ps, part)`` on every partition of ``data``, for ``epochs`` epochs, as one
+    job; each step runs on the worker holding its partition.
+
+    The job has one task per thread of each worker holding partitions (the worker's
+    partitions dealt over its threads). A task visits its partitions in a fresh random order
+    every epoch (drawn from ``seed``, the epoch and the task), one at a time: ``step`` gets a
+    :class:`~dask_ps.partitions.Partition` handle, loads its value with ``part.load()`` (from
+    the worker's memory, or Dask's spill on local disk) and keeps what must live across
+    epochs and jobs in ``part.state``. ``step`` pulls, pushes and clocks as often as it
+    likes (e.g. once per block of rows); the tasks of a worker process share one snapshot
+    and one merged push per shard per clock.
+
+    Parameters
+    ----------
+    step : callable
+        ``step(ps, part) -> result``; ``part.epoch`` is the epoch being run.
+    data : Partitions
+        From :func:`dask_ps.partitions.partition`.
+    epochs : int, default 1
+    consistency, staleness, callback
+        As for :func:`run`.
+    seed : int, default 0
+        Seed of the partitions' orders.
+    first_epoch : int, default 0
+        Number of the first epoch (``part.epoch``), for a fit that runs one job per epoch.
+
+    Returns
+    -------
+    list of lists
+        ``results[e][i]``: what ``step`` returned for partition ``i`` in epoch
+        ``first_epoch + e``.
+
+    Raises
+    ------
+    ValueError
+        ``epochs`` below 1.
+    Exception
+        As for :func:`run`.
+
+    Examples
+    --------
+    >>> def step(ps, part):                     # doctest: +SKIP
+    ...     X = part.load()
+    ...     w = ps.pull("w", keys)
+    ...     ps.push("w", keys, gradient(X, w))
+    ...     ps.clock()
+    >>> model.fit_partitions(step, partition(X), epochs=5)   # doctest: +SKIP
+    """
+    if not isinstance(epochs, (int, np.integer)) or epochs < 1:
+        raise ValueError(f"epochs must be a positive integer, got {epochs!r}")
+    task = _EpochLoop(step, int(epochs), int(seed), int(first_epoch))
+    per_task = run(model, task, data, consistency=consistency, staleness=staleness,
+                   callback=callback)
+    out = [[None] * len(data) for _ in range(epochs)]
+    for results in per_task:
+        for e, i, r in results:
+            out[e][i] = r
+    return out
+
+
+class _EpochLoop:
+    """The task of :func:`fit_partitions`: epochs over the task's partitions."""
+
+    def __init__(self, step, epochs: int, seed: int, first_epoch: int) -> None:
+        self.step, self.epochs, self.seed, self.first = step, epochs, seed, first_epoch
+
+    def __call__(self, ps: WorkerView, parts: list[Partition]) -> list:
+        out = []
+        for e in range(self.epochs):
+            epoch = self.first + e
+            rng = np.random.default_rng([self.seed, epoch, ps.task])
+            for j in rng.permutation(len(parts)):
+                part = parts[j]
+                part.epoch = epoch
+                out.append((e, part.index, self.step(ps, part)))
+        return out
+
+
+def _partition_tasks(model: PSModel, data: Partitions, info) -> tuple[list, list | None]:
+    """One item per task of ``data`` (its Partition handles) and the worker of each."""
+    if data.is_local != model.is_local:
+        raise ValueError("the partitions and the model must both be in this process or both "
+                         "on the same cluster")
+    refs = data.refs()
+    tasks = data.tasks(None if info is None else
+                       {a: int(w.get("nthreads", 1)) for a, w in info.items()})
+    items = [[refs[i] for i in idx] for _, idx in tasks]
+    return items, (None if model.is_local else [w for w, _ in tasks])
+
+
+def _task_groups(model: PSModel, n_tasks: int, workers, info) -> dict[str, list[int]]:
+    """Task indices by worker address (one group, "local", without a cluster)."""
+    if model.is_local:
+        return {"local": list(range(n_tasks))}
+    if workers is None:
+        addrs = sorted(info)
+        workers = [addrs[t % len(addrs)] for t in range(n_tasks)]
+    if len(workers) != n_tasks:
+        raise ValueError(f"workers has {len(workers)} addresses for {n_tasks} items")
+    groups: dict[str, list[int]] = {}
+    for t, addr in enumerate(workers):
+        if addr not in info:
+            if addr in model._seen_workers:  # it was here, and left
+                raise WorkerLostError([addr], [r.index for r in model.shards
+                                               if r.address == addr])
+            raise ValueError(f"worker {addr} (item {t}) is not in the cluster")
+        groups.setdefault(addr, []).append(t)
+    return dict(sorted(groups.items()))
+
+
+def _run_dask(model: PSModel, fn, items, job, cons, groups) -> list:
+    from distributed import wait
+
+    client = model._client
+    futs = [
+        client.submit(_run_group, model, job, pid, cons, fn, [(t, items[t]) for t in tasks],
+                      workers=[addr], allow_other_workers=False, pure=False,
+                      key=f"{TASKS_PREFIX}{job}-{pid}")
+        for pid, (addr, tasks) in enumerate(groups.items())
+    ]
+    needed = set(groups) | {r.address for r in model.shards}
+    try:
+        out, remaining = [], list(futs)
+        while remaining:
+            try:
+                wait(remaining, timeout=WATCH_INTERVAL, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                # a task pinned to a dead worker would wait forever, and the others at
+                # the next barrier with it: watch the workers instead
+                placement.check_alive(model, needed)
+            for fut in [f for f in remaining if f.done()]:
+                out.extend(_result(model, fut, needed))  # the first error ends the job
+                remaining.remove(fut)
+        return out
+    finally:
+        for fut in futs:
+            fut.release()
+
+
+def _result(model: PSModel, fut, needed: set[str]):
+    """A finished task's result. Its worker may die before we fetch it; Dask would then
+    rerun the task, pinned to that worker, and never finish: watch the workers meanwhile."""
+    while True:
+        try:
+            return fut.result(timeout=WATCH_INTERVAL)
+        except TimeoutError:
+            if fut.status == "error":  # the task's own TimeoutError (the poll's class):
+                fut.result()  # raise it
+            placement.check_alive(model, needed)
+
+
+def _run_group(model: PSModel, job: str, participant: int, cons: Consistency, fn,
+               tasks: list) -> list:
+    """Run ``fn(ps, item)`` for the ``(index, item)`` pairs of one process, one thread each.
+
+    Threads share the process's snapshot and merged pushes. Returns ``(index, result)`` pairs;
+    raises the first error without waiting for the other threads (the driver then ends the
+    job, which wakes any thread waiting at a barrier).
+    """
+    pc = connection.process_client(model)
+    for t, _ in tasks:
+        pc.join(job, participant, len(tasks), cons, t)
+
+    errors: list[BaseException] = []
+
+    def one(t, item):
+        try:
+            result = fn(WorkerView(pc, job, t), item)
+        except BaseException as exc:
+            errors.append(exc)  # list.append is atomic: errors[0] is the first in time
+            pc.abort(job, exc)
+            raise
+        pc.finish(job, t)
+        return t, result
+
+    if len(tasks) == 1:
+        return [one(*tasks[0])]
+    ex = ThreadPoolExecutor(len(tasks), thread_name_prefix="dask-ps-task")
+    try:
+        # each thread runs in a copy of this task's context: get_worker() works there too
+        futs = [ex.submit(contextvars.copy_context().run, one, t, item) for t, item in tasks]
+        wait_futures(futs, return_when=FIRST_EXCEPTION)
+        if errors:  # the others fail soon after, when the driver ends the job
+            raise errors[0]
+        return [f.result() for f in futs]
+    finally:
+        ex.shutdown(wait=False)

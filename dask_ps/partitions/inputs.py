@@ -1,0 +1,132 @@
+"""What :func:`~dask_ps.partitions.partition` accepts, and how a value is cut by rows.
+
+A partition's value is one in-memory object with rows on its first axis — a NumPy array, a
+scipy.sparse matrix, a ``sparse.COO``, a pandas DataFrame or Series — or a tuple of such
+objects with the same rows (``(X, y)``). These functions take such values apart and measure
+them; they run on the driver and on the workers alike.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["as_dask_chunks", "is_dask", "n_rows_of", "describe", "slice_rows",
+           "split_bounds"]
+
+
+def is_dask(x) -> bool:
+    """Whether ``x`` is a dask collection (array, dataframe, series, delayed)."""
+    return hasattr(x, "__dask_graph__") and x.__dask_graph__() is not None
+
+
+def n_rows_of(value) -> int:
+    """Rows of a partition value (of its first element for a tuple).
+
+    Raises
+    ------
+    TypeError
+        A value without rows (no ``shape`` or ``len``).
+    """
+    if isinstance(value, tuple):
+        if not value:
+            raise TypeError("an empty tuple is not a partition")
+        value = value[0]
+    shape = getattr(value, "shape", None)
+    if shape is not None and len(shape):
+        return int(shape[0])
+    try:
+        return len(value)
+    except TypeError:
+        raise TypeError(f"a partition must have rows (an array, a sparse matrix, a "
+                        f"DataFrame, or a tuple of those), got {type(value).__name__}"
+                        ) from None
+
+
+def describe(value) -> tuple[int, int]:
+    """``(rows, bytes)`` of a partition value (``dask.sizeof``)."""
+    from dask.sizeof import sizeof
+
+    return n_rows_of(value), int(sizeof(value))
+
+
+def slice_rows(value, a: int, b: int):
+    """Rows ``[a, b)`` of a partition value, every element of a tuple alike."""
+    if isinstance(value, tuple):
+        return tuple(slice_rows(v, a, b) for v in value)
+    if hasattr(value, "iloc"):  # pandas
+        return value.iloc[a:b]
+    if hasattr(value, "tocsr") and not hasattr(value, "to_scipy_sparse"):  # scipy.sparse
+        return value.tocsr()[a:b]
+    return value[a:b]
+
+
+def split_bounds(n: int, k: int) -> np.ndarray:
+    """``k + 1`` row bounds cutting ``n`` rows into ``k`` near-equal parts."""
+    return np.linspace(0, n, k + 1).round().astype(np.int64)
+
+
+def check_rows(value, where: str = "data") -> None:
+    """Raise ValueError when the elements of a tuple value have different row counts."""
+    if isinstance(value, tuple) and len(value) > 1:
+        rows = [n_rows_of(v) for v in value]
+        if len(set(rows)) > 1:
+            raise ValueError(f"{where}: the elements of the tuple have different numbers of "
+                             f"rows {rows}; they must be aligned by rows (e.g. X and y)")
+
+
+def as_dask_chunks(data) -> list:
+    """Delayed objects, one per partition, of dask ``data`` (a collection or a tuple of
+    collections aligned by rows; an in-memory element of a tuple is cut to the first one's
+    row chunks).
+
+    Raises
+    ------
+    ValueError
+        Unknown chunk sizes, collections not aligned by rows, or a dask array of more than
+        two dimensions.
+    """
+    import dask
+
+    items = data if isinstance(data, tuple) else (data,)
+    first = next(x for x in items if is_dask(x))
+    if hasattr(first, "divisions"):  # dask dataframe or series
+        cols = []
+        for x in items:
+            if not is_dask(x) or not hasattr(x, "divisions") or \
+                    x.npartitions != first.npartitions:
+                raise ValueError("with a dask dataframe, every element of the data must be a "
+                                 "dask dataframe or series with the same partitions")
+            cols.append(list(x.to_delayed(optimize_graph=False)))
+    else:
+        arrays = []
+        for x in items:
+            if hasattr(x, "to_dask_array"):
+                x = x.to_dask_array(lengths=True)
+            if not is_dask(x):
+                import dask.array as da
+
+                x = da.from_array(np.asarray(x), chunks=(first.chunks[0],)
+                                  + tuple(-1 for _ in np.shape(x)[1:]))
+            if x.ndim > 2:
+                raise ValueError(f"a dask array of a partition must have 1 or 2 dimensions, "
+                                 f"got shape {x.shape}")
+            if any(np.isnan(c) for c in x.chunks[0]):
+                raise ValueError("the dask arrays need known chunk sizes; call "
+                                 "compute_chunk_sizes() on them first")
+            arrays.append(x)
+        rows = arrays[0].chunks[0]
+        cols = []
+        for x in arrays:
+            if x.shape[0] != arrays[0].shape[0]:
+                raise ValueError(f"the elements of the data have {x.shape[0]} and "
+                                 f"{arrays[0].shape[0]} rows; they must be aligned by rows")
+            x = x.rechunk((rows,) + ((-1,) if x.ndim == 2 else ()))
+            cols.append(list(x.to_delayed(optimize_graph=False).ravel()))
+    if not isinstance(data, tuple):
+        return cols[0]
+    pack = dask.delayed(_pack, pure=True)
+    return [pack(*parts) for parts in zip(*cols)]
+
+
+def _pack(*parts) -> tuple:
+    return tuple(parts)

@@ -1,0 +1,187 @@
+"""The worker side of data partitions: what a task holds, loads and keeps next to its data.
+
+A task of :meth:`~dask_ps.PSModel.fit_partitions` (or of :meth:`~dask_ps.PSModel.run` over
+:class:`~dask_ps.partitions.Partitions`) gets :class:`Partition` handles, not the data: it
+loads one partition at a time (:meth:`Partition.load`) from its worker's store — memory, or
+Dask's spill on local disk — and lets it go before the next, so a worker never needs all its
+partitions in memory at once. Worker-local state that must live across epochs and jobs (topic
+assignments, per-user factors, binned rows, built blocks) lives in :attr:`Partition.state`,
+in the worker process, next to the partition: it survives as long as the
+:class:`~dask_ps.partitions.Partitions` object on the driver (``release()`` drops it) and is
+lost with the worker, so a step must be able to rebuild it from the partition.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from .. import _compat
+
+__all__ = ["Partition", "cache_budget", "drop_state", "io_counters"]
+
+# Worker-local state of the partitions of this process, by (data uid, partition index).
+_STATE: dict[tuple[str, int], dict] = {}
+# Bytes held by Partition.cached entries of this process, by (data uid, partition index).
+_CACHED: dict[tuple[str, int], int] = {}
+_LOCK = threading.Lock()
+# Partitions a task fetched from another worker (after a loss moved its task elsewhere).
+_FETCHED = {"count": 0, "bytes": 0}
+
+#: Default share of a worker's memory limit that :meth:`Partition.cached` values may take
+#: (config key ``dask-ps.block-cache``). They are a second copy of (part of) their partition,
+#: outside Dask's memory accounting: bounded, they speed up data that fits while huge data
+#: streams.
+CACHE_FRACTION = 0.1
+
+
+def cache_budget() -> float:
+    """Bytes of :meth:`Partition.cached` values this process may keep: ``dask-ps.block-cache``
+    (default :data:`CACHE_FRACTION`) times the worker's memory limit; unbounded outside a
+    worker or without a limit."""
+    import dask
+
+    worker = _compat.current_worker()
+    limit = _compat.memory_limit(worker) if worker is not None else None
+    if not limit:
+        return float("inf")
+    return float(dask.config.get("dask-ps.block-cache", CACHE_FRACTION)) * limit
+
+
+class Partition:
+    """One data partition as a task sees it.
+
+    Attributes
+    ----------
+    index : int
+        Position of the partition in its :class:`~dask_ps.partitions.Partitions`.
+    n_rows : int
+        Rows (first-axis length) of the partition's value.
+    epoch : int
+        The epoch being run (set by :meth:`~dask_ps.PSModel.fit_partitions`, 0 otherwise).
+    """
+
+    __slots__ = ("uid", "index", "key", "n_rows", "epoch", "_value")
+
+    def __init__(self, uid: str, index: int, key, n_rows: int, value: Any = None) -> None:
+        self.uid = uid
+        self.index = index
+        self.key = key
+        self.n_rows = n_rows
+        self.epoch = 0
+        self._value = value
+
+    def __reduce__(self):  # travels as a reference: the value stays in the worker's store
+        return Partition, (self.uid, self.index, self.key, self.n_rows, self._value)
+
+    def __repr__(self) -> str:
+        return f"<Partition {self.index} of {self.uid}: {self.n_rows} rows>"
+
+    def load(self):
+        """The partition's value (e.g. a CSR block, an ``(X, y)`` tuple, a DataFrame).
+
+        Read from this worker's store: memory, or Dask's spill on local disk (read back and
+        counted by Dask like any key). A partition that is not on this worker (Dask
+        recomputed it elsewhere after a worker was lost) is fetched from its holder and
+        counted as an incoming transfer (see :meth:`Partitions.report`). Without a
+        cluster, the value itself.
+        """
+        if self.key is None:
+            return self._value
+        worker = _compat.current_worker()
+        try:
+            return _compat.worker_store(worker)[self.key]
+        except (KeyError, TypeError):
+            pass
+        return _fetch(self.key)
+
+    @property
+    def state(self) -> dict:
+        """A dict kept in this worker process for this partition across epochs and jobs
+        (e.g. LDA's topic assignments). Empty at first use, and again after a loss moved the
+        partition to another worker: a step must be able to rebuild what it keeps here."""
+        k = (self.uid, self.index)
+        with _LOCK:
+            found = _STATE.get(k)
+            if found is None:
+                found = _STATE[k] = {}
+            return found
+
+    def cached(self, name: str, build: Callable[[], Any], nbytes: Callable[[Any], int] | None
+               = None):
+        """``build()``'s result, kept in :attr:`state` under ``name`` while the values kept
+        this way in this process stay within :func:`cache_budget`; beyond it, built anew at
+        every call (huge data streams instead of filling the memory).
+
+        Parameters
+        ----------
+        name : str
+        build : callable
+            ``build() -> value``, a function of the partition only.
+        nbytes : callable, optional
+            Size of a value in bytes; default :func:`dask.sizeof.sizeof`.
+        """
+        state = self.state
+        if name in state:
+            return state[name]
+        value = build()
+        if nbytes is None:
+            from dask.sizeof import sizeof as nbytes
+        size = int(nbytes(value))
+        k = (self.uid, self.index)
+        with _LOCK:
+            if sum(_CACHED.values()) + size <= cache_budget():
+                state[name] = value
+                _CACHED[k] = _CACHED.get(k, 0) + size
+        return value
+
+
+def _fetch(key):
+    from dask.sizeof import sizeof
+    from distributed import Future, get_client
+
+    client = get_client()
+    future = Future(key, client)
+    _compat.desire_keys(client, [key])
+    value = future.result()
+    with _LOCK:
+        _FETCHED["count"] += 1
+        _FETCHED["bytes"] += int(sizeof(value))
+    return value
+
+
+def drop_state(uid: str) -> int:
+    """Forget the worker-local state of the partitions of ``uid`` in this process (run on
+    every worker when a :class:`~dask_ps.partitions.Partitions` is released); returns how
+    many partitions had some."""
+    with _LOCK:
+        keys = [k for k in _STATE if k[0] == uid]
+        for k in keys:
+            del _STATE[k]
+            _CACHED.pop(k, None)
+    return len(keys)
+
+
+def io_counters(dask_worker=None, keys=()) -> dict:
+    """This worker's source reads and incoming transfers so far, and where ``keys`` are now:
+    bytes in memory (``sizeof``) and on Dask's local disk (pickled)."""
+    from dask.sizeof import sizeof
+
+    from ..io._blocks import source_reads
+
+    out = {"reads": source_reads(), "incoming_count": 0, "incoming_bytes": 0,
+           "in_memory": 0, "on_disk": 0}
+    if dask_worker is None:
+        return out
+    count, nbytes = _compat.transfer_counters(dask_worker)
+    with _LOCK:
+        out["incoming_count"] = count + _FETCHED["count"]
+        out["incoming_bytes"] = nbytes + _FETCHED["bytes"]
+    memory = _compat.in_memory(dask_worker)
+    on_disk = _compat.spilled_bytes(dask_worker)
+    for k in keys:
+        if k in memory:
+            out["in_memory"] += sizeof(memory[k])
+        elif k in on_disk:
+            out["on_disk"] += on_disk[k]
+    return out

@@ -1,0 +1,159 @@
+"""The worker's side of the PSModel API, on one screen: :class:`WorkerView`.
+
+A task of :meth:`~dask_ps.PSModel.run` or :meth:`~dask_ps.PSModel.fit_partitions` gets a
+``WorkerView`` ``ps`` and needs nothing else to talk to the parameter server:
+
+=====================================  =====================================================
+``ps.pull(table, keys)``               values of ``keys`` as the consistency model allows
+``ps.push(table, keys, updates)``      buffered; merged with the process's other tasks
+``ps.clock()``                         end of a clock: the merged pushes leave, one per shard
+``ps.map_shards(table, fn, *args)``    ``fn`` next to every shard's rows, after the barrier
+``ps.report(**values)``                numbers to the driver's ``callback`` (no round trip)
+=====================================  =====================================================
+
+(Li et al., OSDI 2014 — ps-lite's Push, Pull and Wait; Angel's psFunc for ``map_shards``.)
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+
+from .diagnostics.events import report
+from .state.client import ProcessClient
+
+__all__ = ["WorkerView"]
+
+
+class WorkerView:
+    """A task's handle on the parameter server during a job: pull, push, clock.
+
+    Made by :meth:`~dask_ps.PSModel.run` and :meth:`~dask_ps.PSModel.fit_partitions`, which
+    pass it to the task function; valid only inside that task.
+
+    Attributes
+    ----------
+    job : str
+        The job's id.
+    task : int
+        The task's index in the job.
+    """
+
+    def __init__(self, client: ProcessClient, job: str, task: int) -> None:
+        self._client = client
+        self.job = job
+        self.task = task
+        self._clock = 0
+
+    @property
+    def current_clock(self) -> int:
+        """Number of times this task called :meth:`clock`."""
+        return self._clock
+
+    def pull(self, table: str, keys=None) -> np.ndarray:
+        """Values of ``keys`` of ``table``, as the consistency model allows.
+
+        Parameters
+        ----------
+        table : str
+        keys : array of int, shape (n,), optional
+            Any order, repeats allowed; int64 or uint64. None pulls every row of a dense table.
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape (n,) for a vector table, (n, ncols) otherwise, in the table's dtype. Under
+            SSP(s) the values include every update of every task up to clock
+            ``current_clock - s - 1``; under BSP exactly the updates of clocks before
+            ``current_clock``.
+
+        Raises
+        ------
+        UnknownTableError
+            Unknown table name.
+        IndexError
+            A key outside a dense table's rows (names the table and the key).
+        ShardUnavailableError
+            A shard did not answer within the model's timeout.
+        """
+        return self._client.pull(table, keys, self.job, self._clock)
+
+    def push(self, table: str, keys, updates) -> None:
+        """Add ``updates`` for ``keys`` to the current clock's update of ``table``.
+
+        Updates of repeated keys are summed. They reach the shards, merged with those of the
+        process's other tasks, when every task of the process has called :meth:`clock`; the
+        shard then applies the table's optimizer to them.
+
+        Parameters
+        ----------
+        table : str
+        keys : array of int, shape (n,)
+        updates : array, shape (n,) or (n, ncols)
+            Gradients (optimizers) or deltas (plain add); cast to the table's dtype. Copied.
+
+        Raises
+        ------
+        UnknownTableError, IndexError, TypeError, ValueError
+            Unknown table, key outside a dense table, non-numeric or non-finite updates, or
+            updates of the wrong shape; each names the table (and the key).
+        """
+        self._client.push(self.job, self._clock, table, keys, updates, self.task)
+
+    def clock(self) -> int:
+        """End this task's current clock; returns the new clock."""
+        self._clock = self._client.clock(self.job, self.task)
+        return self._clock
+
+    def map_shards(self, table: str, fn, *args) -> list:
+        """``fn(keys, values, slots, *args)`` on every shard's rows of ``table``; the results,
+        in shard order. Only the results travel.
+
+        The process's pushes are sent first, and each shard runs ``fn`` once a pull at the
+        current clock could be served there: after :meth:`clock` under BSP, it sees every
+        task's pushes of the clocks before. ``keys`` (n,) int64 are the shard's global keys,
+        ``values`` (n, ncols) and ``slots`` (the update rule's state, a dict of (n, width)
+        arrays) are the shard's own arrays: ``fn`` may update them in place (e.g. reset a
+        table of histograms). It runs in a thread of the shard's worker, holding the shard.
+        """
+        return self._client.map_shards(table, fn, args, self.job, self._clock)
+
+    def report(self, **values) -> None:
+        """Send ``values`` (numbers, strings) to the driver's ``callback`` of
+        :meth:`~dask_ps.PSModel.run`, e.g. ``ps.report(epoch=3, loss=0.31)``; from a worker
+        they travel as a ``"dask_ps.task"`` event, without a round trip.
+
+        The message also holds ``process`` (an id of this task's process) and
+        ``bytes_moved`` (keys and values the process has sent to and received from the
+        shards so far; the tasks of a process share it)."""
+        report(self.job, self.task, {"process": self._client.uid,
+                                     "bytes_moved": self._client.bytes_moved, **values})
+
+    def pull_async(self, table: str, keys=None) -> Future:
+        """:meth:`pull` in a background thread, to overlap it with computation."""
+        return _background(self.pull, table, keys)
+
+    def push_async(self, table: str, keys, updates) -> Future:
+        """:meth:`push` returning a done future (pushes are buffered anyway)."""
+        fut: Future = Future()
+        try:
+            self.push(table, keys, updates)
+            fut.set_result(None)
+        except Exception as exc:  # delivered through the future, like a remote error
+            fut.set_exception(exc)
+        return fut
+
+    def clock_async(self) -> Future:
+        """:meth:`clock` in a background thread."""
+        return _background(self.clock)
+
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def _background(fn, *args) -> Future:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(4, thread_name_prefix="dask-ps-async")
+    return _pool.submit(fn, *args)

@@ -1,0 +1,141 @@
+"""What every estimator shares (algorithms/_base.py): pickling, parameters, divergence, epochs,
+callbacks, eval_set, warm starts that refuse other data."""
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+
+import dask_ps
+from dask_ps import DivergenceError, LogisticRegression, MatrixFactorization
+
+ESTIMATORS = [LogisticRegression(max_iter=2, random_state=0),
+              MatrixFactorization(max_iter=2, rank=4, random_state=0)]
+
+
+def _data(est):
+    rng = np.random.default_rng(0)
+    if isinstance(est, LogisticRegression):
+        X = sp.random(400, 20, density=0.3, format="csr", random_state=1)
+        return (X, (np.asarray(X.sum(axis=1)).ravel() > 1.5).astype(int))
+    users, items = rng.integers(0, 30, 600), rng.integers(0, 20, 600)
+    return (np.column_stack([users, items, rng.integers(1, 6, 600)]).astype(float),)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("where", ["local", "cluster"])
+def test_pickle_round_trip_fitted_and_unfitted_with_and_without_a_client(est, where, client2):
+    client = "local" if where == "local" else client2
+    est = clone(est).set_params(client=client)
+    again = pickle.loads(pickle.dumps(est))  # a Dask client does not pickle: it is left out
+    assert again.get_params()["client"] == ("local" if where == "local" else None)
+    data = _data(est)
+    est.fit(*data)
+    fitted = pickle.loads(pickle.dumps(est))
+    X = data[0]
+    np.testing.assert_array_equal(fitted.predict(X[:, :2] if X.shape[1] == 3 else X),
+                                  est.predict(X[:, :2] if X.shape[1] == 3 else X))
+
+
+def test_parameters_are_keyword_only_and_checked_in_one_place():
+    with pytest.raises(TypeError):
+        LogisticRegression("sgd")
+    for est, bad in [(LogisticRegression(), dict(C=-1.0)),
+                     (LogisticRegression(), dict(consistency="sometimes")),
+                     (MatrixFactorization(), dict(n_shards=0)),
+                     (MatrixFactorization(), dict(checkpoint_every=0))]:
+        name = next(iter(bad))
+        with pytest.raises(ValueError, match=f"'{name}' parameter of {type(est).__name__}"):
+            est.set_params(client="local", **bad).fit(*_data(est))
+    with pytest.raises(ValueError, match="staleness=2 needs consistency='ssp'"):
+        LogisticRegression(client="local", staleness=2).fit(*_data(LogisticRegression()))
+
+
+def test_divergence_names_the_epoch_and_the_fix():
+    X, y = _data(LogisticRegression())
+    X = X * 1e4  # huge features and steps
+    with pytest.raises(DivergenceError, match=r"diverged at epoch \d+.*smaller learning_rate"):
+        LogisticRegression(solver="sgd", learning_rate=50.0, client="local",
+                           random_state=0).fit(X, y)
+    assert issubclass(DivergenceError, FloatingPointError)
+    assert issubclass(DivergenceError, ValueError)
+
+
+def test_warm_start_with_another_feature_count_leaves_the_model_as_it_was():
+    X, y = _data(LogisticRegression())
+    model = LogisticRegression(warm_start=True, client="local", max_iter=2,
+                               random_state=0).fit(X, y)
+    coef, history = model.coef_.copy(), list(model.history_)
+    with pytest.raises(ValueError, match="X has 5 features, but LogisticRegression .*20"):
+        model.fit(X[:, :5], y)
+    with pytest.raises(ValueError, match="5 features"):
+        model.partial_fit(X[:, :5], y)
+    np.testing.assert_array_equal(model.coef_, coef)
+    assert model.history_ == history and model.n_features_in_ == 20
+
+
+def test_callbacks_see_each_epoch_and_may_stop_the_fit():
+    X, y = _data(LogisticRegression())
+    seen = []
+
+    def cb(record):
+        seen.append(record["epoch"])
+        return record["epoch"] == 3
+
+    model = LogisticRegression(max_iter=8, callbacks=[cb], client="local", random_state=0,
+                               tol=1e-12).fit(X, y)
+    assert seen == [1, 2, 3] and model.n_iter_[0] == 3
+
+
+def test_history_fields_mean_the_same_everywhere():
+    for est in ESTIMATORS:
+        est = clone(est).set_params(client="local")
+        est.fit(*_data(est))
+        records = [h for h in est.history_ if "event" not in h]
+        assert [h["epoch"] for h in records] == list(range(1, len(records) + 1))
+        for h in records:
+            assert {"epoch", "loss", "time", "epoch_time", "bytes"} <= set(h), h
+        times = [h["time"] for h in records]
+        assert times == sorted(times)  # since the start of the fit
+
+
+def test_eval_set_is_scored_every_epoch(client2):
+    X, y = _data(LogisticRegression())
+    model = LogisticRegression(max_iter=3, client=client2, random_state=0, tol=1e-12)
+    model.fit(X[:300], y[:300], eval_set=[(X[300:], y[300:])])
+    for h in model.history_:
+        assert 0.5 <= h["eval_auc"] <= 1 and h["eval_log_loss"] > 0
+        assert 0 <= h["eval_accuracy"] <= 1
+    with pytest.raises(ValueError, match=r"eval_set\[0\]: X has 5 features"):
+        model.fit(X, y, eval_set=[(X[:, :5], y)])
+
+
+def test_default_checkpoint_snapshots_and_cleans_up(tmp_path, monkeypatch):
+    """checkpoint="auto": a temporary snapshot folder, gone after the fit."""
+    import dask
+
+    X, y = _data(LogisticRegression())
+    with dask.config.set({"temporary-directory": str(tmp_path)}):
+        LogisticRegression(max_iter=2, client="local", random_state=0).fit(X, y)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_resume_continues_from_the_checkpoint(tmp_path):
+    X, y = _data(LogisticRegression())
+    url = str(tmp_path / "ck")
+    kw = dict(solver="adagrad", client="local", random_state=0, tol=1e-12, checkpoint=url)
+    full = LogisticRegression(max_iter=4, **kw).fit(X, y)
+    LogisticRegression(max_iter=2, **dict(kw, checkpoint=str(tmp_path / "ck2"))).fit(X, y)
+    resumed = LogisticRegression(max_iter=4, resume=True,
+                                 **dict(kw, checkpoint=str(tmp_path / "ck2"))).fit(X, y)
+    np.testing.assert_allclose(resumed.coef_, full.coef_, rtol=1e-12)
+    assert [h["epoch"] for h in resumed.history_] == [1, 2, 3, 4]
+
+
+def test_every_public_name_is_documented():
+    for name in dask_ps.__all__:
+        obj = getattr(dask_ps, name)
+        if callable(obj) or isinstance(obj, type):
+            assert (obj.__doc__ or "").strip(), name

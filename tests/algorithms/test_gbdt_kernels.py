@@ -1,0 +1,575 @@
+"""GBDT kernels against slow pure-Python twins (bins, histograms, splits, rows, trees)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dask_ps.algorithms._gbdt_bins import bin_mapper
+from dask_ps.algorithms._gbdt_kernels import (
+    N_SPLIT_COLS,
+    P_CAT_L2,
+    P_CAT_SMOOTH,
+    P_LAMBDA,
+    P_MAX_CAT_ONEHOT,
+    P_MAX_CAT_THRESHOLD,
+    P_MIN_COUNT,
+    P_MIN_DATA_PER_GROUP,
+    P_MIN_GAIN,
+    P_MIN_HESS,
+    SPLIT_BIN,
+    SPLIT_COLUMN,
+    SPLIT_DEFAULT_LEFT,
+    SPLIT_GAIN,
+    SPLIT_IS_CAT,
+    SPLIT_LEFT,
+    expand_siblings,
+    merge_splits,
+    node_totals,
+    quantization_scale,
+    split_params,
+)
+from dask_ps.algorithms._gbdt_local import boost_local, level_splits, sharded_splits
+from dask_ps.algorithms._gbdt_objectives import get_objective, grad_logloss, grad_softmax
+from dask_ps.algorithms._gbdt_sketch import BinSketch, sample_rate, sketch
+from dask_ps.algorithms._gbdt_tree import LevelGrower
+from dask_ps.algorithms._gbdt_worker import BinnedPartition
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _mixed_data(n=400, seed=0):
+    """Numerical columns (one with NaNs, one with few values), a categorical one."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 5))
+    X[rng.random(n) < 0.2, 1] = np.nan
+    X[:, 2] = rng.integers(0, 4, n) * 0.5
+    X[:, 4] = rng.integers(0, 12, n)  # categorical
+    logit = X[:, 0] + np.where(np.isnan(X[:, 1]), 1.5, X[:, 1]) + np.isin(X[:, 4], [2, 5, 7])
+    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(float)
+    return X, y
+
+
+def _partition(X, y, objective="binary", max_leaves=7, categorical=(4,), n_classes=None,
+               min_rows=0.0):
+    obj = get_objective(objective, n_classes)
+    mapper = bin_mapper(sketch(X, np.arange(X.shape[0]), 1.0), 16, list(categorical), min_rows)
+    part = BinnedPartition(X, y, mapper, obj, obj.base_score(y), 2 * max_leaves - 1)
+    gb, hb = part.bounds()
+    part.gradients(quantization_scale(len(y), gb), quantization_scale(len(y), hb))
+    return mapper, part
+
+
+def _dense_bins(mapper, X):
+    """Binned matrix (n, n_cols), whatever the input's format."""
+    return mapper.transform(X.toarray() if sp.issparse(X) else X).T
+
+
+def twin_hist(binned, hist_offsets, node_rows, grad, hess):
+    out = np.zeros((len(node_rows), hist_offsets[-1], 3))
+    for j, rows in enumerate(node_rows):
+        for r in rows:
+            for c in range(binned.shape[1]):
+                out[j, hist_offsets[c] + binned[r, c]] += (grad[r], hess[r], 1.0)
+    return out
+
+
+def _valid(CL, CR, HL, HR, p, hu):
+    return (CL >= p[P_MIN_COUNT] and CR >= p[P_MIN_COUNT] and HL * hu >= p[P_MIN_HESS]
+            and HR * hu >= p[P_MIN_HESS])
+
+
+def _gain(GL, HL, GR, HR, lam, parent, gu, hu):
+    hl, hr = HL * hu + lam, HR * hu + lam
+    if not (hl > 0 and hr > 0):
+        return -np.inf
+    gl, gr = GL * gu, GR * gu
+    return (gl * gl * hr + gr * gr * hl) / (hl * hr) - parent
+
+
+def twin_splits(hist, mapper, totals, p, gu, hu, columns):
+    """Brute force over every candidate, in the documented tie order; returns per node
+    (gain, column, bin, default_left, left categories or None)."""
+    result = []
+    for k in range(totals.shape[0]):
+        G, H, C = totals[k]
+        best = (p[P_MIN_GAIN], -1, -1, 0, None)
+        if C >= 2 * p[P_MIN_COUNT] and H * hu >= 2 * p[P_MIN_HESS]:
+            parent = (G * gu) ** 2 / (H * hu + p[P_LAMBDA])
+            for c in columns:
+                o, nb = mapper.hist_offsets[c], mapper.n_bins[c]
+                h = hist[k, o:o + nb + 1]
+                miss = h[nb]
+                cands = []
+                if mapper.is_categorical[c]:
+                    cands = _twin_categorical(h, nb, G, H, C, p, parent, gu, hu)
+                else:
+                    for t in range(nb):
+                        left = h[:t + 1].sum(axis=0)
+                        if t < nb - 1 or miss[2] > 0:
+                            dl = 1 if miss[2] == 0 and left[2] >= C - left[2] else 0
+                            cands.append((left, t, dl, None, p[P_LAMBDA]))
+                        if miss[2] > 0 and t < nb - 1:
+                            cands.append((left + miss, t, 1, None, p[P_LAMBDA]))
+                for left, t, dl, cats, lam in cands:
+                    GL, HL, CL = left
+                    if not _valid(CL, C - CL, HL, H - HL, p, hu):
+                        continue
+                    g = _gain(GL, HL, G - GL, H - HL, lam, parent, gu, hu)
+                    if g > best[0]:
+                        best = (g, c, t, dl, cats)
+        result.append(best if best[1] >= 0 else (-np.inf, -1, -1, 0, None))
+    return result
+
+
+def _twin_categorical(h, nb, G, H, C, p, parent, gu, hu):
+    """LightGBM's categorical candidates, in its order (constraints other than the group
+    size checked by the caller's _valid)."""
+    if nb <= p[P_MAX_CAT_ONEHOT]:
+        return [(h[b], 1, 0, {b}, p[P_LAMBDA]) for b in range(nb)]
+    used = [b for b in range(nb) if h[b, 2] >= p[P_CAT_SMOOTH]]
+    order = sorted(used, key=lambda b: (h[b, 0] * gu / (h[b, 1] * hu + p[P_CAT_SMOOTH]),
+                                        used.index(b)))
+    max_num = min(int(p[P_MAX_CAT_THRESHOLD]), (len(used) + 1) // 2)
+    cands = []
+    for seq in (order, order[::-1]):
+        left = np.zeros(3)
+        group = 0.0
+        for i, b in enumerate(seq[:max_num]):
+            left = left + h[b]
+            group += h[b, 2]
+            if left[2] < p[P_MIN_COUNT] or left[1] * hu < p[P_MIN_HESS]:
+                continue
+            CR, HR = C - left[2], H - left[1]
+            if CR < p[P_MIN_COUNT] or CR < p[P_MIN_DATA_PER_GROUP] or HR * hu < p[P_MIN_HESS]:
+                break
+            if group < p[P_MIN_DATA_PER_GROUP]:
+                continue
+            group = 0.0
+            cands.append((left.copy(), i + 1, 0, set(seq[:i + 1]), p[P_LAMBDA] + p[P_CAT_L2]))
+    return cands
+
+
+def _bits(words, nb):
+    bits = np.unpackbits(np.ascontiguousarray(words).view(np.uint8), bitorder="little")
+    return set(np.flatnonzero(bits[:nb]).tolist())
+
+
+def _check_against_twin(splits, cats, twin, mapper):
+    for k, (g, c, t, dl, cset) in enumerate(twin):
+        assert splits[k, SPLIT_COLUMN] == c, k
+        if c < 0:
+            assert splits[k, SPLIT_GAIN] == -np.inf
+            continue
+        assert splits[k, SPLIT_GAIN] == pytest.approx(g, rel=1e-12)
+        assert splits[k, SPLIT_BIN] == t
+        assert splits[k, SPLIT_DEFAULT_LEFT] == dl
+        if cset is not None:
+            assert _bits(cats[k], mapper.n_bins[c]) == cset
+
+
+# ----------------------------------------------------------------------------- bins
+
+
+def test_bins_identical_whatever_the_partitioning():
+    """The same rows in 1 or 4 partitions (uneven, any merge order), with a sample of rows
+    drawn by hashing row ids, give the same bins."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(5000, 6))
+    X[:, 3] = np.round(X[:, 3])
+    X[rng.random(5000) < 0.1, 2] = np.nan
+    rate = sample_rate(5000, 1200)
+    one = bin_mapper(sketch(X, np.arange(5000), rate, seed=7), 31)
+    cuts = [0, 700, 701, 3000, 5000]
+    parts = [sketch(X[a:b], np.arange(a, b), rate, seed=7) for a, b in zip(cuts, cuts[1:])]
+    four = bin_mapper(BinSketch.merge(parts[::-1]), 31)
+    nested = bin_mapper(BinSketch.merge([parts[2], BinSketch.merge(parts[:2]), parts[3]]), 31)
+    for m in (four, nested):
+        for name in ("features", "n_bins", "hist_offsets", "is_categorical", "zero_bin"):
+            np.testing.assert_array_equal(getattr(one, name), getattr(m, name))
+        np.testing.assert_array_equal(one.bin_upper, m.bin_upper)
+    assert 1000 < sketch(X, np.arange(5000), rate, seed=7).n_rows < 1400  # a sample
+    np.testing.assert_array_equal(one.n_bins, [31, 31, 31, 9, 31, 31])  # 9 distinct values
+    # a different seed samples other rows: other bins
+    other = bin_mapper(sketch(X, np.arange(5000), rate, seed=8), 31)
+    assert not np.array_equal(one.bin_upper, other.bin_upper)
+
+
+def test_binning_dense_and_csr_agree_and_respect_edges():
+    rng = np.random.default_rng(2)
+    X = sp.random(300, 8, density=0.3, format="csr", random_state=3)
+    X.data = np.round(X.data * 20) - 5
+    X.data[::17] = np.nan
+    dense = X.toarray()
+    m = bin_mapper(sketch(X, np.arange(300), 1.0), 6, categorical=[7])
+    sm = bin_mapper(sketch(dense, np.arange(300), 1.0), 6, categorical=[7])
+    np.testing.assert_array_equal(m.bin_upper, sm.bin_upper)
+    binned = m.transform(dense).T
+    assert binned.dtype == np.uint8
+    indptr, cols, bins = m.transform(X)
+    rebuilt = np.tile(m.zero_bin, (300, 1)).astype(np.int64)
+    for r in range(300):
+        rebuilt[r, cols[indptr[r]:indptr[r + 1]]] = bins[indptr[r]:indptr[r + 1]]
+    np.testing.assert_array_equal(rebuilt, binned)
+    for c, f in enumerate(m.features):  # twin: bin = number of cuts below x; NaN -> missing
+        o, nb = m.hist_offsets[c], m.n_bins[c]
+        x = dense[:, f]
+        if m.is_categorical[c]:
+            cats = list(m.bin_upper[o:o + nb])
+            want = [cats.index(v) if v in cats else nb for v in x]
+        else:
+            want = np.where(np.isnan(x), nb, np.searchsorted(m.bin_upper[o:o + nb - 1], x))
+        np.testing.assert_array_equal(binned[:, c], want)
+    assert rng is not None
+
+
+def test_greedy_bins_balance_counts_and_isolate_heavy_values():
+    rng = np.random.default_rng(4)
+    x = np.concatenate([np.zeros(5000), rng.normal(size=5000)])[:, None]
+    m = bin_mapper(sketch(x, np.arange(10000), 1.0), 32)
+    b = m.transform(x)[0]
+    counts = np.bincount(b, minlength=m.n_bins[0])
+    assert m.n_bins[0] <= 32
+    assert counts[m.zero_bin[0]] == 5000  # zero has a bin of its own
+    others = np.delete(counts, m.zero_bin[0])
+    assert others.max() < 3 * 5000 / 31 and others.min() > 0
+
+
+def test_categorical_bins_and_errors():
+    X = np.array([[0.0], [3.0], [3.0], [-1.0], [np.nan], [7.0]] * 10)
+    m = bin_mapper(sketch(X, np.arange(60), 1.0), 255, categorical=[0])
+    np.testing.assert_array_equal(m.bin_upper[:3], [0.0, 3.0, 7.0])
+    np.testing.assert_array_equal(m.transform(np.array([[3.0], [-1.0], [5.0], [np.nan]]))[0],
+                                  [1, 3, 3, 3])  # negative, unseen, NaN: the missing bin
+    with pytest.raises(ValueError, match="categorical feature 0 has the non-integer value 2.5"):
+        bin_mapper(sketch(np.array([[2.5], [1.0]]), np.arange(2), 1.0), categorical=[0])
+    with pytest.raises(ValueError, match="above the largest"):
+        bin_mapper(sketch(np.array([[2.0**40], [1.0]]), np.arange(2), 1.0), categorical=[0])
+    with pytest.raises(ValueError, match="categorical feature index 3 out of range"):
+        bin_mapper(sketch(X, np.arange(60), 1.0), categorical=[3])
+
+
+# ----------------------------------------------------------------------------- histograms
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_histograms_equal_twin_and_sibling_subtraction_is_exact(sparse):
+    X, y = _mixed_data()
+    X[:, 3] = np.where(np.abs(X[:, 3]) < 0.8, 0.0, X[:, 3])  # a sparse-ish column
+    Xin = sp.csr_matrix(np.nan_to_num(X, nan=0.0)) if sparse else X
+    mapper, part = _partition(Xin, y)
+    binned = _dense_bins(mapper, Xin)
+    rng = np.random.default_rng(5)
+    in_left = rng.random(len(y)) < 0.3
+    # node 0 = all rows; split it by hand into nodes 1 (left) and 2 (right)
+    order = np.concatenate([np.flatnonzero(in_left), np.flatnonzero(~in_left)])
+    part.rows[0] = order
+    part.node_start[:3] = [0, 0, in_left.sum()]
+    part.node_count[:3] = [len(y), in_left.sum(), (~in_left).sum()]
+    got = part.histograms(np.array([0, 1, 2]))
+    want = twin_hist(binned, mapper.hist_offsets,
+                     [order, np.flatnonzero(in_left), np.flatnonzero(~in_left)],
+                     part.grad[0], part.hess[0])
+    np.testing.assert_array_equal(got, want)
+    # larger = parent - smaller, bit for bit
+    out = np.empty((2, got.shape[1], 3))
+    expand_siblings(got[:1].copy(), np.array([0]), got[1:2].copy(), np.array([0]),
+                    np.array([1]), out)
+    np.testing.assert_array_equal(out, got[1:])
+    one = np.empty((1, got.shape[1], 3))  # only the larger child kept
+    expand_siblings(got[:1].copy(), np.array([0]), got[1:2].copy(), np.array([-1]),
+                    np.array([0]), one)
+    np.testing.assert_array_equal(one[0], got[2])
+    # quantized sums do not depend on the order the rows are added in
+    part.rows[0] = order[::-1]
+    part.node_count[0] = len(y)
+    np.testing.assert_array_equal(part.histograms(np.array([0]))[0], got[0])
+
+
+# ----------------------------------------------------------------------------- split finding
+
+
+def _level(seed=0, n_nodes=4, params=None):
+    X, y = _mixed_data(600, seed)
+    mapper, part = _partition(X, y)
+    rng = np.random.default_rng(seed)
+    node = rng.integers(0, n_nodes, len(y))
+    part.rows[0] = np.argsort(node, kind="stable")
+    counts = np.bincount(node, minlength=n_nodes)
+    part.node_start[:n_nodes] = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    part.node_count[:n_nodes] = counts
+    hist = part.histograms(np.arange(n_nodes))
+    totals = node_totals(hist, mapper.hist_offsets)
+    gb, hb = part.bounds()
+    gu, hu = 1 / quantization_scale(len(y), gb), 1 / quantization_scale(len(y), hb)
+    p = split_params(min_samples_leaf=5, min_data_per_group=10, cat_smooth=5, reg_lambda=0.5) \
+        if params is None else params
+    return mapper, hist, totals, p, gu, hu
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_find_splits_equals_brute_force(seed):
+    mapper, hist, totals, p, gu, hu = _level(seed)
+    splits, cats = level_splits(hist, mapper, totals, p, gu, hu)
+    twin = twin_splits(hist, mapper, totals, p, gu, hu, range(mapper.n_columns))
+    _check_against_twin(splits, cats, twin, mapper)
+    assert (splits[:, SPLIT_COLUMN] >= 0).all()
+    # left sums are the histogram's: the children's totals
+    for k in range(len(totals)):
+        assert splits[k, SPLIT_LEFT + 2] + splits[k, SPLIT_LEFT + 5] == totals[k, 2]
+
+
+def test_categorical_one_vs_rest_equals_brute_force():
+    p = split_params(min_samples_leaf=5, max_cat_to_onehot=16)
+    mapper, hist, totals, _, gu, hu = _level(1, params=p)
+    splits, cats = level_splits(hist, mapper, totals, p, gu, hu)
+    _check_against_twin(splits, cats, twin_splits(hist, mapper, totals, p, gu, hu,
+                                                  range(mapper.n_columns)), mapper)
+    col = mapper.n_columns - 1  # the categorical column alone
+    s, c = level_splits(hist[:, mapper.hist_offsets[col]:], mapper, totals, p, gu, hu, col,
+                        col + 1, row0=mapper.hist_offsets[col])
+    assert (s[:, SPLIT_IS_CAT] == 1).all() and (s[:, SPLIT_BIN] == 1).all()
+    _check_against_twin(s, c, twin_splits(hist, mapper, totals, p, gu, hu, [col]), mapper)
+
+
+def test_split_finding_on_column_ranges_merges_to_the_global_best():
+    """What the shards and the driver do: each range's answer is the brute-force best over
+    that range, and the merge of all ranges (any order) is the global best."""
+    mapper, hist, totals, p, gu, hu = _level(3, n_nodes=6)
+    glob, glob_cat = level_splits(hist, mapper, totals, p, gu, hu)
+    for n_shards in (2, 3, 5, 9):
+        bounds = mapper.column_bounds(n_shards)
+        answers = []
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            rows = slice(mapper.hist_offsets[lo], mapper.hist_offsets[hi])
+            s, c = level_splits(hist[:, rows], mapper, totals, p, gu, hu, lo, hi,
+                                row0=mapper.hist_offsets[lo])
+            _check_against_twin(s, c, twin_splits(hist, mapper, totals, p, gu, hu,
+                                                  range(lo, hi)), mapper)
+            answers.append((s, c))
+        for order in (answers, answers[::-1]):
+            best, best_cat = order[0][0].copy(), order[0][1].copy()
+            for s, c in order[1:]:
+                merge_splits(best, best_cat, s, c)
+            np.testing.assert_array_equal(best, glob)
+            np.testing.assert_array_equal(best_cat, glob_cat)
+
+
+def test_missing_alone_on_the_left_when_the_first_bins_are_empty():
+    """A node without rows in the lowest bins whose missing rows differ from the others:
+    the split "missing | values" is found at the first threshold, missing left, as the
+    brute force finds it (not as its mirror, values | missing, at the last threshold)."""
+    x = np.tile([1.0, 2.0, 3.0, 4.0, np.nan], 60)
+    y = np.isnan(x).astype(float)
+    mapper, part = _partition(x[:, None], y, categorical=())
+    keep = np.flatnonzero(x != 1.0)  # the node: bin 0 is empty
+    part.rows[0, :keep.size] = keep
+    part.node_start[0], part.node_count[0] = 0, keep.size
+    hist = part.histograms(np.array([0]))
+    totals = node_totals(hist, mapper.hist_offsets)
+    gb, hb = part.bounds()
+    gu, hu = 1 / quantization_scale(300, gb), 1 / quantization_scale(300, hb)
+    p = split_params(min_samples_leaf=5)
+    s, c = level_splits(hist, mapper, totals, p, gu, hu)
+    _check_against_twin(s, c, twin_splits(hist, mapper, totals, p, gu, hu, [0]), mapper)
+    assert s[0, SPLIT_BIN] == 0 and s[0, SPLIT_DEFAULT_LEFT] == 1
+
+
+def test_ties_go_to_the_lower_column():
+    X, y = _mixed_data(300)
+    X = np.hstack([X[:, :1], X[:, :1], X[:, :1]])  # three identical columns
+    mapper, part = _partition(X, y, categorical=())
+    hist = part.histograms(np.array([0]))
+    totals = node_totals(hist, mapper.hist_offsets)
+    gb, hb = part.bounds()
+    for bounds in ([0, 3], [0, 1, 2, 3], [0, 2, 3]):
+        s, _ = sharded_splits(hist, mapper, np.array(bounds), totals, split_params(),
+                              1 / quantization_scale(300, gb), 1 / quantization_scale(300, hb))
+        assert s[0, SPLIT_COLUMN] == 0
+
+
+# ----------------------------------------------------------------------------- partition, grower
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_partition_rows_equals_twin(sparse):
+    X, y = _mixed_data(500, 4)
+    Xin = sp.csr_matrix(np.nan_to_num(X, nan=0.0)) if sparse else X
+    mapper, part = _partition(Xin, y)
+    binned = _dense_bins(mapper, Xin)
+    hist = part.histograms(np.array([0]))
+    totals = node_totals(hist, mapper.hist_offsets)
+    gb, hb = part.bounds()
+    p = split_params(min_samples_leaf=5, min_data_per_group=10, cat_smooth=5)
+    gu, hu = 1 / quantization_scale(500, gb), 1 / quantization_scale(500, hb)
+    # every column once: force a split on it by finding the best within that column
+    for c in range(mapper.n_columns):
+        rows = slice(mapper.hist_offsets[c], mapper.hist_offsets[c + 1])
+        s, cat = level_splits(hist[:, rows], mapper, totals, p, gu, hu, c, c + 1,
+                              row0=mapper.hist_offsets[c])
+        if s[0, SPLIT_COLUMN] < 0:
+            continue
+        part.rows[0] = np.arange(500)
+        part.node_start[0], part.node_count[0] = 0, 500
+        part.partition([0], [1], [2], s, cat)
+        b = binned[:, c].astype(np.int64)
+        nb = mapper.n_bins[c]
+        if s[0, SPLIT_IS_CAT]:
+            go = np.isin(b, list(_bits(cat[0], nb)))
+        else:
+            go = np.where(b == nb, s[0, SPLIT_DEFAULT_LEFT] == 1, b <= s[0, SPLIT_BIN])
+        np.testing.assert_array_equal(part.rows[0, :part.node_count[1]], np.flatnonzero(go))
+        np.testing.assert_array_equal(part.rows[0, part.node_count[1]:500], np.flatnonzero(~go))
+        assert part.node_start[2] == part.node_count[1] == s[0, SPLIT_LEFT + 2]
+
+
+def _plan(g, nodes, gains, columns=None, sums=None):
+    s = np.zeros((len(nodes), N_SPLIT_COLS))
+    s[:, SPLIT_GAIN] = gains
+    s[:, SPLIT_COLUMN] = 0 if columns is None else columns
+    if sums is not None:
+        s[:, SPLIT_LEFT:SPLIT_LEFT + 6] = sums
+    return g.level(np.array(nodes), s, np.zeros((len(nodes), 1), np.uint32))
+
+
+def test_level_grower_spends_the_leaf_budget_on_the_highest_gains():
+    g = LevelGrower(2, max_leaf_nodes=4, max_depth=None, min_samples_leaf=1,
+                    min_child_weight=0.0, hess_unit=1.0, n_cat_words=1)
+    g.n_leaves[:] = [2, 1]  # tree 0 may split 2 more nodes, tree 1 three
+    g.n_nodes[:] = [5, 3]
+    # tree 0: nodes 1, 2, 3; tree 1 (ids 7..13): 7, 8 (8 without a valid split)
+    plan = _plan(g, [1, 2, 3, 7, 8], [1.0, 5.0, 5.0, 0.5, 0.1], [0, 0, 0, 0, -1])
+    np.testing.assert_array_equal(plan.split_node, [2, 3, 7])  # ties: lower node id
+    np.testing.assert_array_equal(plan.left, [5, 7, 10])
+    np.testing.assert_array_equal(g.n_leaves, [4, 2])
+    assert g.is_cand[1] == 1 and g.is_cand[8] == 0  # 1 waits (tree 0 has no budget left)
+
+
+def test_level_grower_numbers_children_and_plans_the_next_level():
+    g = LevelGrower(2, max_leaf_nodes=8, max_depth=None, min_samples_leaf=10,
+                    min_child_weight=0.0, hess_unit=1.0, n_cat_words=1)
+    # tree 0: children of 30 and 70 rows (both open, left built); tree 1: 50 and 15 rows
+    # (only the left open: the right, smaller, is built for the subtraction)
+    plan = _plan(g, g.roots(), 1.0, sums=[[0, 30, 30, 0, 70, 70], [0, 50, 50, 0, 15, 15]])
+    np.testing.assert_array_equal(plan.split_node, [0, 15])
+    np.testing.assert_array_equal(plan.left, [1, 16])
+    np.testing.assert_array_equal(plan.right, [2, 17])
+    np.testing.assert_array_equal(plan.build, [1, 17])
+    np.testing.assert_array_equal(plan.parent, [0, 15])
+    np.testing.assert_array_equal(plan.open_nodes, [1, 2, 16])
+    np.testing.assert_array_equal(plan.small_to, [1, -1])
+    np.testing.assert_array_equal(plan.large_to, [2, 16])
+    np.testing.assert_array_equal(g.n_leaves, [2, 2])
+    np.testing.assert_array_equal(g.depth[[1, 2, 16, 17]], 1)
+    np.testing.assert_array_equal(g.totals[[1, 17], 2], [30, 15])
+
+
+def test_best_first_steps_spend_a_share_of_the_budget_and_keep_the_rest_waiting():
+    g = LevelGrower(1, max_leaf_nodes=9, max_depth=None, min_samples_leaf=1,
+                    min_child_weight=0.0, hess_unit=1.0, n_cat_words=1, split_share=0.5)
+    sums = [0, 10, 10, 0, 10, 10]
+    plan = _plan(g, [0], 1.0, sums=[sums])  # budget 8: a step may spend 4
+    plan = _plan(g, plan.open_nodes, [3.0, 2.0], sums=[sums, sums])
+    np.testing.assert_array_equal(plan.split_node, [1, 2])
+    # 4 new candidates, budget 5 (share: 3): the three best; node 3 waits
+    plan = _plan(g, plan.open_nodes, [1.0, 9.0, 8.0, 7.0], sums=[sums] * 4)
+    np.testing.assert_array_equal(plan.split_node, [4, 5, 6])
+    assert g.is_cand[3] == 1
+    plan = _plan(g, plan.open_nodes, [0.5] * 6, sums=[sums] * 6)  # budget 2 (share: 1)
+    np.testing.assert_array_equal(plan.split_node, [3])  # the one that waited wins
+    plan = _plan(g, plan.open_nodes, [0.1] * 2, sums=[sums] * 2)  # budget 1
+    np.testing.assert_array_equal(plan.split_node, [7])  # ties: lower node id
+    assert g.n_leaves[0] == 9 and not _plan(g, plan.open_nodes, [], sums=None).split_node.size
+
+
+# ----------------------------------------------------------------------------- prediction
+
+
+def twin_predict(ens, X):
+    f = ens.flat()
+    out = np.repeat(ens.base_score[:, None], X.shape[0], axis=1)
+    for i in range(X.shape[0]):
+        for t in range(ens.n_trees):
+            v = f["tree_start"][t]
+            while f["left"][v] >= 0:
+                x = X[i, f["feature"][v]]
+                if np.isnan(x):
+                    go = f["default_left"][v] == 1
+                elif f["is_cat"][v]:
+                    words = f["cat_words"][f["cat_start"][v]:f["cat_start"][v] + f["cat_len"][v]]
+                    go = x >= 0 and x == int(x) and int(x) in _bits(words, 32 * len(words))
+                else:
+                    go = x <= f["threshold"][v]
+                v = f["left"][v] if go else f["right"][v]
+            out[f["tree_class"][t], i] += f["value"][v]
+    return out
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_prediction_equals_twin_and_training_scores(sparse):
+    X, y = _mixed_data(800, 6)
+    if sparse:
+        X = sp.csr_matrix(np.nan_to_num(X, nan=0.0))
+    r = boost_local(X, y, n_estimators=8, max_leaf_nodes=8, min_samples_leaf=5,
+                    categorical_features=[4], min_data_per_group=10, cat_smooth=5)
+    assert r.ensemble.feature_importances("split")[4] > 0  # categorical splits happened
+    Xt, _ = _mixed_data(200, 7)
+    Xt[:5, 4] = [-1, 2.5, 99, np.nan, 5]  # negative, non-integer, unseen, missing
+    Xt[5:9, 0] = [np.inf, -np.inf, np.nan, 0]
+    Xt = sp.csr_matrix(np.nan_to_num(Xt, nan=0.0)) if sparse else Xt
+    dense = Xt.toarray() if sparse else Xt
+    np.testing.assert_allclose(r.predict_raw(Xt), twin_predict(r.ensemble, dense), rtol=1e-13)
+    # the scores accumulated by routing binned rows are those of routing raw rows
+    assert r.history[-1]["train_loss"] == pytest.approx(
+        r.objective.loss(r.objective.check_y(y), r.predict_raw(X)), rel=1e-12)
+
+
+def test_more_than_255_bins_use_uint16_and_thresholds_match_bins():
+    rng = np.random.default_rng(17)
+    X = rng.normal(size=(3000, 2))
+    y = (X[:, 0] + 0.3 * rng.normal(size=3000) > 0).astype(float)
+    r = boost_local(X, y, n_estimators=5, max_leaf_nodes=8, max_bins=1000)
+    assert r.mapper.dtype == np.uint16 and r.mapper.n_bins.max() > 255
+    f = r.ensemble.flat()
+    inner = f["left"] >= 0
+    col = r.mapper.column_of[f["feature"][inner]]
+    np.testing.assert_array_equal(  # raw threshold = upper edge of the threshold bin
+        f["threshold"][inner],
+        r.mapper.bin_upper[r.mapper.hist_offsets[col] + f["threshold_bin"][inner]])
+    assert f["threshold_bin"][inner].max() > 255
+    np.testing.assert_allclose(r.predict_raw(X), twin_predict(r.ensemble, X), rtol=1e-13)
+
+
+def test_feature_importances_add_up():
+    X, y = _mixed_data(600, 8)
+    r = boost_local(X, y, n_estimators=5, max_leaf_nodes=6, min_samples_leaf=5)
+    f = r.ensemble.flat()
+    inner = f["left"] >= 0
+    assert r.ensemble.feature_importances("split").sum() == inner.sum()
+    assert r.ensemble.feature_importances("gain").sum() == pytest.approx(f["gain"][inner].sum())
+    assert r.ensemble.feature_importances("gain")[0] > r.ensemble.feature_importances("gain")[3]
+    with pytest.raises(ValueError, match="'gain' or 'split'"):
+        r.ensemble.feature_importances("cover")
+
+
+# ----------------------------------------------------------------------------- objectives
+
+
+def test_gradient_kernels_equal_numpy():
+    rng = np.random.default_rng(9)
+    raw = rng.normal(size=(3, 50)) * 3
+    y = rng.integers(0, 3, 50).astype(float)
+    g, h = np.empty((3, 50)), np.empty((3, 50))
+    grad_softmax(y, raw, 2.0**40, 2.0**40, g, h)
+    p = np.exp(raw) / np.exp(raw).sum(axis=0)
+    onehot = (np.arange(3)[:, None] == y).astype(float)
+    np.testing.assert_allclose(g / 2.0**40, p - onehot, atol=1e-11)
+    np.testing.assert_allclose(h / 2.0**40, 1.5 * p * (1 - p), atol=1e-11)
+    yb = (y > 0).astype(float)
+    grad_logloss(yb, raw[0].copy(), 2.0**40, 2.0**40, g[0], h[0])
+    s = 1 / (1 + np.exp(-raw[0]))
+    np.testing.assert_allclose(g[0] / 2.0**40, s - yb, atol=1e-11)
+    np.testing.assert_allclose(h[0] / 2.0**40, s * (1 - s), atol=1e-11)
+    assert np.array_equal(g, np.rint(g))  # quantized: integers
+    assert quantization_scale(1000, 1.0) * 1000 <= 2.0**52 < quantization_scale(1000, 1.0) * 2000

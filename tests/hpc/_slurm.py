@@ -1,0 +1,107 @@
+"""Start, use and stop a private single-node Slurm (``tools/slurm/start_slurm.sh``) from
+tests: shared by conftest.py's fixture and the tests (``tests.hpc._slurm``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "tools" / "slurm" / "start_slurm.sh"
+#: CPUs declared for the test node: a driver job, a scheduler and two workers fit at once.
+CPUS = 4
+#: Start-up times measured in this session (printed at the end of the run).
+TIMINGS: dict[str, float] = {}
+
+
+@dataclass
+class Slurm:
+    """A running test Slurm: its folder and the environment that reaches it."""
+
+    dir: Path
+    env: dict = field(default_factory=dict)
+
+    def run(self, *cmd, timeout=60, check=True, env=None) -> subprocess.CompletedProcess:
+        return subprocess.run(list(cmd), env=self.env if env is None else env,
+                              capture_output=True, text=True, timeout=timeout, check=check)
+
+    def jobs(self) -> list[str]:
+        """Ids of jobs not finished (pending, running, completing)."""
+        return self.run("squeue", "-h", "-o", "%i").stdout.split()
+
+    def job(self, job_id: str) -> dict:
+        """``scontrol show job`` as a dict (JobState, ExitCode, ...)."""
+        out = self.run("scontrol", "show", "job", "-o", job_id).stdout
+        return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+
+    def wait_idle(self, timeout: float = 60) -> None:
+        """Wait until no job is left in the queue (bounded)."""
+        deadline = time.monotonic() + timeout
+        while self.jobs():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"jobs still queued after {timeout} s: {self.jobs()}")
+            time.sleep(0.5)
+
+
+def _ours(folder: Path) -> list[str]:
+    """``ps`` lines of processes that belong to the Slurm in ``folder`` (its daemons, job
+    steps and jobs: anything whose command line names the folder or whose environment holds
+    its SLURM_CONF)."""
+    conf = f"SLURM_CONF={folder}/slurm.conf".encode()
+    pids = []
+    for env in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            pid = env.parent.name
+            if int(pid) == os.getpid():
+                continue
+            cmdline = (env.parent / "cmdline").read_bytes()
+            if conf in env.read_bytes().split(b"\0") or str(folder).encode() in cmdline:
+                pids.append(pid)
+        except (OSError, ValueError):
+            continue
+    if not pids:
+        return []
+    ps = subprocess.run(["ps", "-o", "pid,args", "-p", ",".join(pids)], capture_output=True,
+                        text=True)
+    return [line for line in ps.stdout.splitlines()[1:] if line.strip()]
+
+
+def start_slurm(folder: Path, cpus: int = CPUS) -> Slurm:
+    """Start a Slurm in ``folder``; skips (exit status 3) or fails with the script's words."""
+    if not shutil.which("bash"):
+        pytest.skip("Slurm tests need bash")
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(["bash", str(SCRIPT), "start", "--dir", str(folder), "--cpus",
+                               str(cpus)], capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        subprocess.run(["bash", str(SCRIPT), "stop", "--dir", str(folder)], timeout=120)
+        pytest.fail("start_slurm.sh start did not finish within 600 s")
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    if proc.returncode == 3:
+        pytest.skip(f"Slurm cannot run here: {lines[-1] if lines else 'no reason given'}")
+    if proc.returncode != 0:
+        subprocess.run(["bash", str(SCRIPT), "stop", "--dir", str(folder)], timeout=120)
+        pytest.fail("start_slurm.sh start failed:\n" + "\n".join(lines[-20:]))
+    TIMINGS.setdefault("slurm start (s)", time.perf_counter() - t0)
+    env = {**os.environ, "SLURM_CONF": str(folder / "slurm.conf")}
+    return Slurm(folder, env)
+
+
+def stop_slurm(slurm: Slurm) -> None:
+    """Stop it and check that nothing of it is left."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(["bash", str(SCRIPT), "stop", "--dir", str(slurm.dir)],
+                          capture_output=True, text=True, timeout=180)
+    TIMINGS.setdefault("slurm stop (s)", time.perf_counter() - t0)
+    left = _ours(slurm.dir)
+    assert proc.returncode == 0 and not left, (
+        f"stop failed ({proc.returncode}) or left processes {left}:\n{proc.stderr[-3000:]}")
+
+

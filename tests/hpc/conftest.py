@@ -1,0 +1,52 @@
+"""A private single-node Slurm for the HPC tests: started once per session by
+``tools/slurm/start_slurm.sh`` in a fresh temporary folder with free ports, stopped at the end
+(every job cancelled, every daemon ended, checked with ``ps``).
+
+Where Slurm cannot run here (not root, no apt-get, the installation failed: the script's exit
+status 3), every test using the ``slurm`` fixture is skipped with the script's reason, which
+``pytest -ra`` prints. Any other failure to start fails the tests.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from ._slurm import TIMINGS, start_slurm, stop_slurm
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """A running single-node Slurm (session-wide); ``slurm.env`` reaches it."""
+    if os.geteuid() != 0:
+        pytest.skip(f"Slurm cannot run here: its daemons need root, and this is uid "
+                    f"{os.geteuid()}")
+    # not under pytest's tmp_path (mode 0700): munged, running as user munge, must reach its
+    # socket in this folder
+    folder = Path(tempfile.mkdtemp(prefix="dask-ps-slurm-"))
+    try:
+        instance = start_slurm(folder)
+        try:
+            yield instance
+        finally:
+            stop_slurm(instance)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def jobdir(slurm, tmp_path):
+    """A folder jobs can write to (output files, scheduler files)."""
+    os.chmod(tmp_path, 0o755)
+    return tmp_path
+
+
+def pytest_terminal_summary(terminalreporter):
+    if TIMINGS:
+        terminalreporter.write_sep("-", "HPC start-up times (this run)")
+        for k, v in TIMINGS.items():
+            terminalreporter.write_line(f"{k}: {v:.2f}")

@@ -1,0 +1,62 @@
+"""Functions run next to the shards: off the worker's event loop, and from tasks after the
+barrier; the dashboard reads finished participants with the model's own "done" clock."""
+
+import time
+
+import numpy as np
+import pytest
+
+import dask_ps
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _slow_sum(keys, values, slots, seconds):
+    time.sleep(seconds)
+    return float(values.sum())
+
+
+def test_a_long_function_on_a_shard_leaves_its_event_loop_free(client1):
+    """The checkpoint's whole-shard sort and users' functions run in a thread: meanwhile the
+    worker still answers (its loop serves other calls and heartbeats)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with dask_ps.PSModel(client1) as model:
+        model.add_table("w", (100,))
+        model.push("w", np.arange(100), np.ones(100))
+        with ThreadPoolExecutor(1) as ex:
+            slow = ex.submit(model.map_shards, "w", _slow_sum, 3.0)
+            time.sleep(0.5)
+            t0 = time.perf_counter()
+            info = client1.run(lambda: "alive")  # handled by the same worker's event loop
+            answered = time.perf_counter() - t0
+            assert slow.result() == [100.0]
+        assert list(info.values()) == ["alive"]
+        assert answered < 2.5, answered  # not held until the 3 s function ends
+
+
+def _barrier_step(ps, part):
+    ps.push("w", [0], [1.0])
+    ps.clock()
+    # after the clock: every task's push of the clock before is there
+    return ps.map_shards("w", lambda keys, values, slots: float(values.sum()))
+
+
+def test_map_shards_from_tasks_sees_every_push_of_the_clock_before(client2):
+    with dask_ps.PSModel(client2) as model, \
+            dask_ps.partition(np.zeros((8, 1)), client=client2, n_partitions=4) as data:
+        model.add_table("w", (10,))
+        sums = model.fit_partitions(_barrier_step, data, consistency="bsp")[0]
+    # 4 partitions over 2 single-thread workers: two tasks, each two clocks of one push;
+    # a task's second step runs after its first clock, so it sees at least 2 pushes
+    assert all(sum(s) >= 2.0 for s in sums), sums
+    assert max(sum(s) for s in sums) == 4.0
+
+
+def test_the_dashboard_reads_finished_participants_with_the_done_clock():
+    from dask_ps.diagnostics.collector import participant_clocks
+    from dask_ps.state.consistency import DONE
+
+    clocks, gap = participant_clocks([{"clocks": [DONE, 3, 5]}, {"clocks": [DONE, 4, 5]}])
+    assert clocks == [None, 4, 5] and gap == 1
+    assert participant_clocks([{"clocks": [DONE, DONE]}]) == ([None, None], 0)

@@ -1,0 +1,89 @@
+"""Every private API of ``distributed`` (and scikit-learn) that dask_ps uses, pinned against the
+installed version: a Dask upgrade that changes one fails here, naming it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from dask_ps import _compat
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class _Counter:
+    def __init__(self):
+        self.n = 0
+
+    def add(self, k):
+        self.n += k
+        return self.n
+
+
+def _worker_side(key):
+    worker = _compat.current_worker()
+    actors = _compat.worker_actors(worker)
+    loop = _compat.worker_loop(worker)
+    store = _compat.worker_store(worker)
+    return (key in actors, isinstance(loop, asyncio.AbstractEventLoop),
+            isinstance(_compat.memory_limit(worker), int), hasattr(store, "__getitem__"),
+            hasattr(_compat.in_memory(worker), "__contains__"),
+            isinstance(_compat.spilled_bytes(worker), dict))
+
+
+def test_worker_internals(client2):
+    from dask_ps.cluster import worker_info
+
+    a, b = sorted(worker_info(client2))
+    fut = client2.submit(_Counter, actor=True, workers=[a])
+    actor = fut.result()
+    assert _compat.actor_address(actor) == a
+    assert all(client2.submit(_worker_side, fut.key, workers=[a], pure=False).result())
+    assert _compat.current_worker() is None  # not in a worker here
+
+
+def test_scheduler_workers_and_actor_execute(client2):
+    info = _compat.scheduler_workers(client2)
+    assert len(info) == 2 and all(w["nthreads"] == 1 for w in info.values())
+    a = sorted(info)[0]
+    fut = client2.submit(_Counter, actor=True, workers=[a])
+    fut.result()
+
+    async def call():
+        return await _compat.actor_execute(client2.rpc, a, fut.key, "add", [5])
+
+    resp = client2.sync(call)
+    assert resp["status"] == "OK" and resp["result"] == 5
+    assert callable(_compat.ProxyRPC())
+
+
+def test_transfer_counters_and_desired_keys(client2):
+    from distributed import Future, get_worker
+
+    a, b = sorted(_compat.scheduler_workers(client2))
+    x = client2.submit(np.ones, 100_000, workers=[a], pure=False)
+    before = client2.run(lambda dask_worker: _compat.transfer_counters(dask_worker))[b]
+    y = client2.submit(lambda v: float(v.sum()), x, workers=[b], pure=False)
+    assert y.result() == 100_000
+    after = client2.run(lambda dask_worker: _compat.transfer_counters(dask_worker))[b]
+    assert after[0] == before[0] + 1 and after[1] - before[1] >= 800_000
+
+    def fetch(key):
+        from distributed import get_client
+
+        client = get_client()
+        _compat.desire_keys(client, [key])
+        return float(Future(key, client).result().sum()), get_worker().address
+
+    assert client2.submit(fetch, x.key, workers=[b], pure=False).result() == (100_000, b)
+
+
+def test_scikit_learn_parameter_validation():
+    from sklearn.base import BaseEstimator
+
+    pv = _compat.sklearn_param_validation()
+    assert {"Interval", "StrOptions", "InvalidParameterError"} <= set(dir(pv))
+    assert issubclass(pv.InvalidParameterError, ValueError)
+    assert hasattr(BaseEstimator, "_validate_params")

@@ -1,0 +1,164 @@
+"""Data partitions: cutting, placing, streaming to the tasks that own them, worker-local state."""
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+import dask_ps
+from dask_ps.partitions import partition
+
+_COUNTER = itertools.count()  # in each worker process: the order of the steps
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_in_memory_inputs_are_cut_by_rows():
+    X = sp.random(10, 4, density=0.5, format="csr", random_state=0)
+    y = np.arange(10)
+    parts = partition((X, y), client="local", n_partitions=3)
+    assert parts.n_rows == [3, 4, 3] and len(parts) == 3 and parts.total_rows == 10
+    values = parts.reduce(lambda v: v)
+    assert (sp.vstack([v[0] for v in values]) != X).nnz == 0
+    np.testing.assert_array_equal(np.concatenate([v[1] for v in values]), y)
+    df = pd.DataFrame({"a": np.arange(7)})
+    assert partition(df, client="local", n_partitions=2).n_rows == [4, 3]
+    import sparse
+
+    coo = partition(sparse.COO.from_scipy_sparse(X), client="local", n_partitions=2)
+    assert sp.issparse(coo.reduce(lambda v: v)[0])
+
+
+@pytest.mark.parametrize("bad, match", [
+    ((np.zeros((3, 2)), np.zeros(4)), "different numbers of rows"),
+    (np.zeros((0, 2)), "no rows"),
+    ((), "empty tuple"),
+])
+def test_bad_inputs_are_named(bad, match):
+    with pytest.raises(ValueError, match=match):
+        partition(bad, client="local")
+
+
+def test_bad_n_partitions_and_by():
+    with pytest.raises(ValueError, match="n_partitions must be a positive integer"):
+        partition(np.zeros(3), client="local", n_partitions=0)
+    with pytest.raises(ValueError, match="by='x' is not a column"):
+        partition(pd.DataFrame({"a": [1]}), client="local", by="x")
+    with pytest.raises(ValueError, match="needs a DataFrame"):
+        partition(np.zeros(3), client="local", by="a")
+
+
+def test_by_keeps_equal_values_in_one_partition():
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"user": rng.integers(0, 50, 1000), "r": rng.random(1000)})
+    parts = partition(df, client="local", n_partitions=4, by="user")
+    users = [set(v["user"]) for v in parts.reduce(lambda v: v)]
+    assert sum(len(u) for u in users) == 50  # no user in two partitions
+    assert sum(parts.n_rows) == 1000
+
+
+def _where(ps, part):
+    from distributed import get_worker
+
+    part.state["visits"] = part.state.get("visits", 0) + 1
+    X = part.load()
+    return get_worker().address, part.index, part.epoch, X.shape[0], part.state["visits"]
+
+
+def test_steps_run_where_their_partitions_live(client2):
+    """In-memory data is scattered once; every step runs on the worker holding its
+    partition, in a fresh order each epoch, and nothing moves between workers."""
+    X = sp.random(4000, 50, density=0.1, format="csr", random_state=0, dtype=np.float32)
+    with dask_ps.PSModel(client2) as model, partition(X, client=client2, n_partitions=6) as data:
+        assert sorted(set(data.workers)) == sorted(client2.nthreads())
+        out = model.fit_partitions(_where, data, epochs=3, seed=5)
+        for e, results in enumerate(out):
+            for i, (addr, index, epoch, rows, visits) in enumerate(results):
+                assert addr == data.workers[i] and index == i and epoch == e
+                assert rows == data.n_rows[i] and visits == e + 1
+        # worker-local state lives across jobs too
+        again = model.fit_partitions(_where, data, first_epoch=3)[0]
+        assert [r[4] for r in again] == [4] * 6 and [r[2] for r in again] == [3] * 6
+        report = data.report()
+        assert report["incoming_transfers"] == 0 and report["incoming_transfer_bytes"] == 0
+        assert report["bytes_in_memory"] > 0
+        uid = data.uid
+    from dask_ps.partitions.worker import _STATE
+
+    # released: the worker-local state is gone
+    assert sum(client2.run(lambda: sum(1 for k in _STATE if k[0] == uid)).values()) == 0
+
+
+def _order(ps, parts):
+    return [p.index for p in parts]
+
+
+def test_epochs_visit_a_tasks_partitions_in_fresh_orders():
+    data = partition(np.arange(60.0), client="local", n_partitions=6)
+    seen = []
+    with dask_ps.PSModel("local") as model:
+        # in-process: one task per partition; a task of several partitions is a cluster's
+        runs = model.run(_order, data)
+        assert sorted(i for r in runs for i in r) == list(range(6))
+
+        def step(ps, part):
+            seen.append((part.epoch, part.index))
+        model.fit_partitions(step, data, epochs=4)
+    assert sorted(seen) == [(e, i) for e in range(4) for i in range(6)]
+
+
+def _tick(ps, part):
+    return next(_COUNTER)
+
+
+def test_orders_differ_between_epochs_and_repeat_with_the_seed(client1):
+    """One task (1 worker x 1 thread) visits its 8 partitions in an order drawn from the seed,
+    the epoch and the task: fresh every epoch, the same again with the same seed."""
+    with dask_ps.PSModel(client1) as model, partition(np.arange(80.0), client=client1,
+                                                     n_partitions=8) as data:
+        runs = []
+        for seed in (1, 1, 2):
+            ticks = model.fit_partitions(_tick, data, epochs=3, seed=seed)
+            runs.append([tuple(np.argsort(t)) for t in ticks])  # partitions in visit order
+    assert runs[0] == runs[1] and runs[0] != runs[2]
+    assert len(set(runs[0])) == 3  # a fresh order every epoch
+
+
+def test_a_single_chunk_is_spread_over_the_worker_threads(client2):
+    """A small file read as one chunk would leave a worker idle: it is cut and spread."""
+    import dask.array as da
+
+    X = da.from_array(np.arange(1000.0).reshape(500, 2), chunks=(500, 2))
+    with partition(X, client=client2) as data:
+        assert len(data) >= 2 and sorted(set(data.workers)) == sorted(client2.nthreads())
+        assert data.total_rows == 500
+        np.testing.assert_array_equal(np.concatenate(data.reduce(lambda v: v)),
+                                      np.arange(1000.0).reshape(500, 2))
+
+
+def test_dask_tuples_are_read_once_and_kept_aligned(client2):
+    import dask.array as da
+
+    rng = np.random.default_rng(0)
+    Xn, yn = rng.random((300, 3)), rng.integers(0, 2, 300)
+    X, y = da.from_array(Xn, chunks=(100, 3)), da.from_array(yn, chunks=100)
+    with partition((X, y), client=client2) as data:
+        assert data.n_rows == [100, 100, 100]
+        got = data.reduce(lambda v: v)
+        np.testing.assert_array_equal(np.concatenate([g[0] for g in got]), Xn)
+        np.testing.assert_array_equal(np.concatenate([g[1] for g in got]), yn)
+        mapped = data.map(lambda v, k: v[0] * k, 2.0)
+        np.testing.assert_array_equal(np.concatenate(mapped.reduce(lambda v: v)), 2 * Xn)
+        assert mapped.workers == data.workers
+        mapped.release()
+    with pytest.raises(RuntimeError, match="released"):
+        data.refs()
+
+
+def test_partitions_do_not_pickle():
+    import pickle
+
+    with pytest.raises(TypeError, match="tasks get Partition handles"):
+        pickle.dumps(partition(np.zeros(3), client="local"))
