@@ -1,6 +1,7 @@
 """Algorithms written against the PSModel API, as scikit-learn estimators."""
 
+from .fm import FactorizationMachineClassifier
 from .logistic import LogisticRegression
 from .mf import MatrixFactorization
 
-__all__ = ["LogisticRegression", "MatrixFactorization"]
+__all__ = ["FactorizationMachineClassifier", "LogisticRegression", "MatrixFactorization"]

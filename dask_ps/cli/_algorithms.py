@@ -161,9 +161,13 @@ def _lr_data_options(g) -> None:
                         "header, features hashed (dask_ps.io.read_ctr / encode_ctr)")
     g.add_argument("--label", help="csv/parquet: the label column (default: read_ctr's, "
                                    "'Label')")
-    g.add_argument("--numeric", type=opt.columns, help="csv/parquet: numeric columns, "
-                   "comma-separated (with --categorical; default: the Criteo layout)")
-    g.add_argument("--categorical", type=opt.columns, help="csv/parquet: categorical columns")
+    g.add_argument("--numeric", type=opt.columns, help="csv/parquet: columns forced numeric, "
+                   "comma-separated (default: inferred from the header and the values, "
+                   "dask_ps.io.infer_encoder)")
+    g.add_argument("--categorical", type=opt.columns,
+                   help="csv/parquet: columns forced categorical")
+    g.add_argument("--exclude", type=opt.columns,
+                   help="csv/parquet: columns that are not features (e.g. an id)")
     g.add_argument("--hash-features", type=opt.POSITIVE_INT,
                    help="csv/parquet: hashed feature columns (default 2**20)")
     g.add_argument("--sep", help="csv: field delimiter (default ',')")
@@ -177,7 +181,7 @@ def _lr_meta(args) -> dict:
     """How LR data is read, from the options (saved with the model)."""
     fmt = args.format
     if fmt == "libsvm":
-        for name in ("label", "numeric", "categorical", "hash_features", "sep"):
+        for name in ("label", "numeric", "categorical", "exclude", "hash_features", "sep"):
             if getattr(args, name) is not None:
                 raise ValueError(f"--{name.replace('_', '-')} applies to --format csv|parquet")
         return {"format": fmt, "n_features": args.n_features}
@@ -186,45 +190,52 @@ def _lr_meta(args) -> dict:
                          "--hash-features)")
     if fmt == "parquet" and args.sep is not None:
         raise ValueError("--sep applies to --format csv")
-    encoder = None
-    if args.numeric or args.categorical:
-        from ..io import HashingEncoder
+    # the encoder is inferred from the training files' header when the data is loaded
+    return {"format": fmt, "label": args.label, "encoder": None, "sep": args.sep,
+            "numeric": args.numeric, "categorical": args.categorical,
+            "exclude": args.exclude, "hash_features": args.hash_features}
 
-        kw = {"n_features": args.hash_features} if args.hash_features else {}
-        encoder = HashingEncoder(numeric=tuple(args.numeric or ()),
-                                 categorical=tuple(args.categorical or ()), **kw).to_json()
-    elif args.hash_features:
-        from ..io import HashingEncoder
 
-        encoder = HashingEncoder.criteo(n_features=args.hash_features).to_json()
-    return {"format": fmt, "label": args.label, "encoder": encoder, "sep": args.sep}
+def _ctr_encoder(path: str, meta: dict) -> str:
+    """The JSON of the encoder :func:`~dask_ps.io.infer_encoder` makes from the training
+    files' header and values, with the column options of ``meta`` as overrides."""
+    from ..io import infer_encoder
+
+    kw = {"label": meta["label"]} if meta.get("label") else {}
+    if meta.get("sep"):
+        kw["sep"] = meta["sep"]
+    if meta.get("hash_features"):
+        kw["n_features"] = meta["hash_features"]
+    return infer_encoder(path, numeric=meta.get("numeric"),
+                         categorical=meta.get("categorical"),
+                         exclude=tuple(meta.get("exclude") or ()), format=meta["format"],
+                         **kw).to_json()
 
 
 def _lr_read(path: str, meta: dict, blocksize=None, n_features=None):
     """``X, y`` of one input as ``meta`` says (the first pass runs on the current client)."""
-    from ..io import HashingEncoder, encode_ctr, read_ctr, read_libsvm
+    from ..io import HashingEncoder, read_ctr, read_libsvm
 
     fmt = meta["format"]
     if fmt == "libsvm":
         return read_libsvm(path, n_features=n_features or meta.get("n_features"),
                            blocksize=blocksize)
-    encoder = HashingEncoder.from_json(meta["encoder"]) if meta.get("encoder") else None
+    encoder = HashingEncoder.from_json(meta["encoder"])
     kw = {"label": meta["label"]} if meta.get("label") else {}
     if fmt == "csv":
         if meta.get("sep"):
             kw["sep"] = meta["sep"]
         if blocksize:
             kw["blocksize"] = blocksize
-        return read_ctr(path, encoder, **kw)
-    import dask.dataframe as dd
-
-    return encode_ctr(dd.read_parquet(path), encoder, **kw)
+    return read_ctr(path, encoder, format=fmt, **kw)
 
 
 def _lr_load(args, client) -> Loaded:
     import dask
 
     meta = _lr_meta(args)
+    if meta["format"] != "libsvm":
+        meta["encoder"] = _ctr_encoder(args.train, meta)
     blocksize = args.blocksize
     if blocksize is None and meta["format"] != "parquet":
         blocksize = _blocksize(args.train, _n_workers(client))
