@@ -317,8 +317,13 @@ class FactorizationMachineClassifier(LogisticRegression):
         self.max_recoveries, self.resume = max_recoveries, resume
         self.progress, self.callbacks = progress, callbacks
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
     def _check_params(self) -> None:
-        pass
+        """No cross-parameter rule (LogisticRegression's are about its solvers)."""
 
     def fit(self, X, y):
         """Fit on ``X`` (n_samples, n_features) and binary labels ``y`` (n_samples,).
@@ -335,8 +340,9 @@ class FactorizationMachineClassifier(LogisticRegression):
 
     def _train(self, model, data, labels, n_out, epochs, warm, eval_set, n_features):
         if n_out != 1:
-            raise ValueError(f"{type(self).__name__} is a binary classifier: y has "
-                             f"{labels.shape[0]} classes {labels.tolist()}")
+            raise ValueError(f"Only binary classification is supported: "
+                             f"{type(self).__name__} got y with {labels.shape[0]} classes "
+                             f"{labels.tolist()}")
         seed = self._seed() + (1000 * len(self.history_) if warm else 0)  # new orders
         lr = self.learning_rate or 0.1
         loop = self._epoch_loop(model, type(self).__name__, epochs,
