@@ -18,8 +18,14 @@ import numba
 import numpy as np
 
 from ..state._kernels import mix64
-from ._hashing_kernels import (bucket_code, cross_token, emit_row, hash_bytes, number_token,
-                               pack_bits)
+from ._hashing_kernels import (
+    bucket_code,
+    cross_token,
+    emit_row,
+    hash_bytes,
+    number_token,
+    pack_bits,
+)
 from ._libsvm_kernels import _number, _special
 
 __all__ = ["K_CATEGORICAL", "K_LABEL", "K_NUMERIC", "K_SKIP", "encode_block"]

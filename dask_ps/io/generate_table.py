@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
-from . import _table_kernels as _k
 from ..state._kernels import mix64
+from . import _table_kernels as _k
 
 __all__ = ["PlantedCTR", "make_ctr_table", "write_ctr_table"]
 

@@ -80,8 +80,8 @@ def test_margins_are_the_pairwise_sum():
     X = sp.random(30, 9, density=0.4, random_state=1, format="csr")
     w, V, b = rng.normal(size=9), rng.normal(size=(9, 4)), 0.3
     Xd = X.toarray()
-    want = b + Xd @ w + np.array([sum(V[j] @ V[l] * x[j] * x[l] for j in range(9)
-                                      for l in range(j + 1, 9)) for x in Xd])
+    want = b + Xd @ w + np.array([sum(V[j] @ V[q] * x[j] * x[q] for j in range(9)
+                                      for q in range(j + 1, 9)) for x in Xd])
     np.testing.assert_allclose(fm_margins(X, w, b, V), want, rtol=1e-12)
     np.testing.assert_allclose(fm_margins(Xd, w, b, V), want, rtol=1e-12)
 

@@ -13,8 +13,15 @@ from sklearn.linear_model import LogisticRegression as SkLogistic
 from sklearn.metrics import roc_auc_score
 
 import dask_ps.io.generate_table as module
-from dask_ps.io import (HashingEncoder, PlantedCTR, encode_ctr, infer_encoder, make_ctr_table,
-                        read_ctr, write_ctr_table)
+from dask_ps.io import (
+    HashingEncoder,
+    PlantedCTR,
+    encode_ctr,
+    infer_encoder,
+    make_ctr_table,
+    read_ctr,
+    write_ctr_table,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
