@@ -5,7 +5,12 @@ functions next to the shards, checkpoints), :class:`WorkerView` (a task's pull, 
 clock), :func:`partition` (data held by the workers, streamed to the tasks that own it).
 """
 
-from .algorithms import FactorizationMachineClassifier, LogisticRegression, MatrixFactorization
+from .algorithms import (
+                         FactorizationMachineClassifier,
+                         LogisticRegression,
+                         MatrixFactorization,
+                         learn_online,
+)
 from .diagnostics import plot_history
 from .exceptions import (
                          CheckpointFormatError,
@@ -44,5 +49,6 @@ __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Averag
            "Init", "LogisticRegression",
            "MatrixFactorization", "Optimizer", "PSModel", "Partition", "Partitions",
            "RecoveryError", "ShardUnavailableError", "Table", "TornCheckpointWarning",
-           "UnknownTableError", "WorkerLostError", "WorkerView", "__version__", "partition",
+           "UnknownTableError", "WorkerLostError", "WorkerView", "__version__", "learn_online",
+           "partition",
            "plot_history"]

@@ -3,5 +3,7 @@
 from .fm import FactorizationMachineClassifier
 from .logistic import LogisticRegression
 from .mf import MatrixFactorization
+from .online import learn_online
 
-__all__ = ["FactorizationMachineClassifier", "LogisticRegression", "MatrixFactorization"]
+__all__ = ["FactorizationMachineClassifier", "LogisticRegression", "MatrixFactorization",
+           "learn_online"]
