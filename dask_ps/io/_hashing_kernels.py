@@ -11,6 +11,7 @@ import numba
 import numpy as np
 
 from ..kernels.hashing import mix64
+from ..kernels.sorting import sort_pairs
 
 __all__ = ["bucket_code", "cross_token", "hash_bytes", "hash_codes",
            "hash_crosses", "hash_strings", "number_token", "rows_to_csr", "sort_small",
@@ -92,20 +93,6 @@ def pack_bits(width, n_features):
     if bits + index_bits > 64:
         return 0, 0
     return bits, bits + index_bits
-
-
-@numba.njit(inline="always", **_JIT)
-def sort_pairs(keys, cols, m):
-    """Sort ``keys[:m]`` (and ``cols`` alike) in place, by insertion."""
-    for i in range(1, m):
-        x, c = keys[i], cols[i]
-        j = i - 1
-        while j >= 0 and keys[j] > x:
-            keys[j + 1] = keys[j]
-            cols[j + 1] = cols[j]
-            j -= 1
-        keys[j + 1] = x
-        cols[j + 1] = c
 
 
 @numba.njit(inline="always", **_JIT)

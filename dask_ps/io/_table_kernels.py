@@ -8,6 +8,7 @@ import numba
 import numpy as np
 
 from ..state._kernels import mix64
+from ._generate_kernels import _put_int
 
 __all__ = ["format_csv", "hex_strings", "planted_logits", "planted_tables", "token32", "tokens",
            "unit_normal"]
@@ -121,23 +122,6 @@ def planted_logits(ranks, t, num_missing, beta, starts, w, v, pair_a, pair_b, in
         out[i] = s
 
 
-@numba.njit(inline="always", **_JIT)
-def _put_uint(buf, pos, v):
-    start = pos
-    while True:
-        buf[pos] = 48 + v % 10
-        pos += 1
-        v //= 10
-        if v == 0:
-            break
-    end = pos - 1
-    while start < end:  # the digits came out backwards
-        buf[start], buf[end] = buf[end], buf[start]
-        start += 1
-        end -= 1
-    return pos
-
-
 @numba.njit(**_JIT)
 def format_csv(labels, counts, count_missing, tokens, cat_missing, buf):
     """Rows as CSV text ``label,count,...,token,...\\n``: integer labels and counts
@@ -146,12 +130,12 @@ def format_csv(labels, counts, count_missing, tokens, cat_missing, buf):
     the number of bytes written."""
     pos = 0
     for i in range(labels.shape[0]):
-        pos = _put_uint(buf, pos, labels[i])
+        pos = _put_int(buf, pos, labels[i])
         for j in range(counts.shape[1]):
             buf[pos] = 44
             pos += 1
             if not count_missing[i, j]:
-                pos = _put_uint(buf, pos, counts[i, j])
+                pos = _put_int(buf, pos, counts[i, j])
         for c in range(tokens.shape[1]):
             buf[pos] = 44
             pos += 1

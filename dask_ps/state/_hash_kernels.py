@@ -25,6 +25,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..kernels.sorting import sort_pairs
 from ._kernels import mix64
 
 _JIT = dict(cache=True, nogil=True)
@@ -257,15 +258,7 @@ def _sort_bucket(codes, key_bits, out, pos, new_pos, count):
         count[k] = r + 1
         out[r] = codes[q]
         pos[r] = q
-    for r in range(1, m):
-        c, p = out[r], pos[r]
-        i = r - 1
-        while i >= 0 and out[i] > c:
-            out[i + 1] = out[i]
-            pos[i + 1] = pos[i]
-            i -= 1
-        out[i + 1] = c
-        pos[i + 1] = p
+    sort_pairs(out, pos, m)
     for r in range(m):
         new_pos[pos[r]] = r
 
