@@ -229,6 +229,7 @@ def _estimator_of(argv):
 
 
 @pytest.mark.parametrize("algorithm, cls", [("lr", "LogisticRegression"),
+                                            ("fm", "FactorizationMachineClassifier"),
                                             ("mf", "MatrixFactorization")])
 def test_defaults_are_the_estimators(algorithm, cls):
     """No flag given: every parameter is the estimator's default (issue 18: the command line
@@ -357,14 +358,16 @@ def test_csv_and_parquet_tables_save_evaluate_export(client1, tmp_path, capsys):
     assert float(pline.split()[2]) > 0.9
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(420)
 def test_generated_click_log_with_a_header_trains_with_no_column_list(client1, tmp_path,
                                                                        capsys):
     """`dask-ps train lr --format csv --label click` on a generated click log (20 Zipf
     categorical columns, 4 count columns, missing values): the columns come from the header
     and the values, the saved model holds that encoder, and it beats chance on held-out
-    rows."""
+    rows; the same for `dask-ps train fm`."""
     import json
+
+    import pandas as pd
 
     from dask_ps.io import PlantedCTR
 
@@ -386,6 +389,16 @@ def test_generated_click_log_with_a_header_trains_with_no_column_list(client1, t
     assert sorted(enc["categorical"]) == sorted(planted.categorical_columns)
     assert sorted(enc["numeric"]) == sorted(planted.numeric_columns)
     assert enc["n_features"] == 4096 and meta["label"] == "click"
+    # the factorization machine from the same file, no column list either
+    assert main(["train", "fm", "--format", "csv", "--label", "click", "--train", str(train),
+                 "--test", str(test), "--scheduler-file", _scheduler_file(client1, tmp_path),
+                 "--max-iter", "2", "--k", "4", "--hash-features", "4096", "--save",
+                 model]) == 0
+    out = capsys.readouterr().out
+    assert float(next(x for x in out.splitlines() if x.startswith("test: AUC")).split()[2]) > 0.6
+    assert main(["export", model, str(tmp_path / "fm"), "--format", "csv"]) == 0
+    factors = pd.read_csv(tmp_path / "fm" / "factors.csv")
+    assert list(factors.columns) == ["feature", "f0", "f1", "f2", "f3"] and len(factors) > 20
 
 
 @pytest.mark.timeout(180)

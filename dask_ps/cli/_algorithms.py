@@ -333,6 +333,55 @@ LR = Algorithm(
     export=_lr_export, unit="non-zeros", check=_lr_meta)
 
 
+# --- factorization machine (LR's data path) ----------------------------------------------------
+
+def _fm_export(est, meta: dict):
+    import pandas as pd
+
+    tables, desc = _lr_export(est, meta)
+    F = est.factors_
+    keep = np.flatnonzero(F.any(axis=1))
+    tables["factors"] = pd.DataFrame({"feature": keep.astype(np.int64),
+                                      **{f"f{j}": F[keep, j] for j in range(F.shape[1])}})
+    desc.update(model="factorization machine b + x.w + sum_{j<l} <v_j, v_l> x_j x_l",
+                rank=int(F.shape[1]),
+                factors="rows of features with a non-zero factor: v_j (f0..)")
+    return tables, desc
+
+
+FM = Algorithm(
+    name="fm", summary="factorization machine, binary (LIBSVM, or CSV/Parquet click tables)",
+    estimator="FactorizationMachineClassifier",
+    params=(
+        Param("--k", "k", dict(type=opt.POSITIVE_INT, help="factors per feature")),
+        Param("--learning-rate", "learning_rate",
+              dict(type=opt.POSITIVE, help="alpha of the linear part's FTRL")),
+        Param("--l1", "l1", dict(type=opt.NON_NEGATIVE, help="FTRL L1 of the linear part")),
+        Param("--l2", "l2", dict(type=opt.NON_NEGATIVE, help="FTRL L2 of the linear part")),
+        Param("--factor-solver", "factor_solver", dict(choices=["adagrad", "sgd"])),
+        Param("--factor-learning-rate", "factor_learning_rate", dict(type=opt.POSITIVE)),
+        Param("--reg-factors", "reg_factors",
+              dict(type=opt.NON_NEGATIVE, help="L2 strength of the factors")),
+        Param("--init-std", "init_std", dict(type=opt.POSITIVE)),
+        Param("--fit-intercept", "fit_intercept", dict(action=argparse.BooleanOptionalAction)),
+        Param("--max-iter", "max_iter", dict(type=opt.POSITIVE_INT, help="epochs")),
+        Param("--clocks-per-epoch", "clocks_per_epoch", dict(type=opt.POSITIVE_INT)),
+        Param("--consistency", "consistency", _CONSISTENCY),
+        Param("--staleness", "staleness", dict(type=opt.NON_NEGATIVE_INT)),
+        Param("--n-shards", "n_shards", dict(type=opt.POSITIVE_INT)),
+        Param("--n-hashed-features", "n_hashed_features",
+              dict(type=opt.POSITIVE_INT, help="hash the input's columns into this many")),
+        Param("--seed", "random_state", dict(type=opt.NON_NEGATIVE_INT)),
+        Param("--checkpoint", "checkpoint",
+              dict(metavar="URL", help="checkpoint folder reachable from every worker")),
+        Param("--checkpoint-every", "checkpoint_every", dict(type=opt.POSITIVE_INT)),
+        Param("--max-recoveries", "max_recoveries", dict(type=opt.NON_NEGATIVE_INT)),
+    ),
+    datasets=LR.datasets, data_options=_lr_data_options, load=_lr_load,
+    load_test=_lr_load_test, score=_lr_score, export=_fm_export, unit="non-zeros",
+    check=_lr_meta)
+
+
 # --- matrix factorization ---------------------------------------------------------------------
 
 def _mf_data_options(g) -> None:
@@ -431,8 +480,8 @@ MF = Algorithm(
     data_options=_mf_data_options, load=_mf_load, load_test=_mf_load_test, score=_mf_score,
     export=_mf_export, unit="ratings")
 
-#: ``dask-ps train`` algorithms by name. lda, gbdt, fm: one entry each when they land.
-ALGORITHMS = {a.name: a for a in (LR, MF)}
+#: ``dask-ps train`` algorithms by name. lda, gbdt: one entry each when they land.
+ALGORITHMS = {a.name: a for a in (LR, FM, MF)}
 
 
 def by_estimator(name: str) -> Algorithm:
