@@ -109,6 +109,7 @@ def test_planted_logit_is_recovered_from_the_rows_and_draws_the_labels():
     assert roc_auc_score(labels, logits) > 0.8
 
 
+@pytest.mark.timeout(900)  # four scikit-learn L-BFGS fits: minutes on a loaded machine
 def test_interactions_are_what_a_linear_model_misses():
     """The planted pairs carry signal: logistic regression with their crosses (what a
     factorization machine can learn without being told the pairs) beats it without, while
