@@ -294,6 +294,19 @@ def _lr_export(est, meta: dict):
 
 
 _CONSISTENCY = dict(choices=["bsp", "ssp", "asp"], help="consistency model of the clocks")
+#: The flags LR and FM share: consistency, shards, hashing, seed, checkpoints.
+_CLASSIFIER_RUN = (
+    Param("--consistency", "consistency", _CONSISTENCY),
+    Param("--staleness", "staleness", dict(type=opt.NON_NEGATIVE_INT)),
+    Param("--n-shards", "n_shards", dict(type=opt.POSITIVE_INT)),
+    Param("--n-hashed-features", "n_hashed_features",
+          dict(type=opt.POSITIVE_INT, help="hash the input's columns into this many")),
+    Param("--seed", "random_state", dict(type=opt.NON_NEGATIVE_INT)),
+    Param("--checkpoint", "checkpoint",
+          dict(metavar="URL", help="checkpoint folder reachable from every worker")),
+    Param("--checkpoint-every", "checkpoint_every", dict(type=opt.POSITIVE_INT)),
+    Param("--max-recoveries", "max_recoveries", dict(type=opt.NON_NEGATIVE_INT)),
+)
 
 LR = Algorithm(
     name="lr", summary="logistic regression (LIBSVM, or CSV/Parquet click tables)",
@@ -314,16 +327,7 @@ LR = Algorithm(
         Param("--validation-fraction", "validation_fraction", dict(type=opt.fraction)),
         Param("--n-iter-no-change", "n_iter_no_change", dict(type=opt.POSITIVE_INT)),
         Param("--clocks-per-epoch", "clocks_per_epoch", dict(type=opt.POSITIVE_INT)),
-        Param("--consistency", "consistency", _CONSISTENCY),
-        Param("--staleness", "staleness", dict(type=opt.NON_NEGATIVE_INT)),
-        Param("--n-shards", "n_shards", dict(type=opt.POSITIVE_INT)),
-        Param("--n-hashed-features", "n_hashed_features",
-              dict(type=opt.POSITIVE_INT, help="hash the input's columns into this many")),
-        Param("--seed", "random_state", dict(type=opt.NON_NEGATIVE_INT)),
-        Param("--checkpoint", "checkpoint",
-              dict(metavar="URL", help="checkpoint folder reachable from every worker")),
-        Param("--checkpoint-every", "checkpoint_every", dict(type=opt.POSITIVE_INT)),
-        Param("--max-recoveries", "max_recoveries", dict(type=opt.NON_NEGATIVE_INT)),
+        *_CLASSIFIER_RUN,
     ),
     datasets={"a9a": Dataset(
         "lr_a9a", "a9a", "a9a.t",
@@ -366,16 +370,7 @@ FM = Algorithm(
         Param("--fit-intercept", "fit_intercept", dict(action=argparse.BooleanOptionalAction)),
         Param("--max-iter", "max_iter", dict(type=opt.POSITIVE_INT, help="epochs")),
         Param("--clocks-per-epoch", "clocks_per_epoch", dict(type=opt.POSITIVE_INT)),
-        Param("--consistency", "consistency", _CONSISTENCY),
-        Param("--staleness", "staleness", dict(type=opt.NON_NEGATIVE_INT)),
-        Param("--n-shards", "n_shards", dict(type=opt.POSITIVE_INT)),
-        Param("--n-hashed-features", "n_hashed_features",
-              dict(type=opt.POSITIVE_INT, help="hash the input's columns into this many")),
-        Param("--seed", "random_state", dict(type=opt.NON_NEGATIVE_INT)),
-        Param("--checkpoint", "checkpoint",
-              dict(metavar="URL", help="checkpoint folder reachable from every worker")),
-        Param("--checkpoint-every", "checkpoint_every", dict(type=opt.POSITIVE_INT)),
-        Param("--max-recoveries", "max_recoveries", dict(type=opt.NON_NEGATIVE_INT)),
+        *_CLASSIFIER_RUN,
     ),
     datasets=LR.datasets, data_options=_lr_data_options, load=_lr_load,
     load_test=_lr_load_test, score=_lr_score, export=_fm_export, unit="non-zeros",
