@@ -5,7 +5,13 @@ functions next to the shards, checkpoints), :class:`WorkerView` (a task's pull, 
 clock), :func:`partition` (data held by the workers, streamed to the tasks that own it).
 """
 
-from .algorithms import LatentDirichletAllocation, LogisticRegression, MatrixFactorization
+from .algorithms import (
+                         FactorizationMachineClassifier,
+                         LatentDirichletAllocation,
+                         LogisticRegression,
+                         MatrixFactorization,
+                         learn_online,
+)
 from .diagnostics import plot_history
 from .exceptions import (
                          CheckpointFormatError,
@@ -21,18 +27,18 @@ from .model import PSModel, Table
 from .model.format import CheckpointInfo, TornCheckpointWarning
 from .partitions import Partition, Partitions, partition
 from .state import (
-                    ASP,
-                    BSP,
-                    FTRL,
-                    SGD,
-                    SSP,
-                    AdaGrad,
-                    Adam,
-                    Add,
-                    Average,
-                    Consistency,
-                    Init,
-                    Optimizer,
+                         ASP,
+                         BSP,
+                         FTRL,
+                         SGD,
+                         SSP,
+                         AdaGrad,
+                         Adam,
+                         Add,
+                         Average,
+                         Consistency,
+                         Init,
+                         Optimizer,
 )
 from .view import WorkerView
 
@@ -40,9 +46,10 @@ __version__ = "0.1.0.dev0"
 
 __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Average",
            "CheckpointFormatError", "CheckpointInfo", "CheckpointNotFoundError",
-           "ClosedModelError", "Consistency", "DivergenceError", "Init",
-           "LatentDirichletAllocation", "LogisticRegression", "MatrixFactorization",
-           "Optimizer", "PSModel", "Partition", "Partitions",
+           "ClosedModelError", "Consistency", "DivergenceError", "FactorizationMachineClassifier",
+           "Init", "LatentDirichletAllocation", "LogisticRegression",
+           "MatrixFactorization", "Optimizer", "PSModel", "Partition", "Partitions",
            "RecoveryError", "ShardUnavailableError", "Table", "TornCheckpointWarning",
-           "UnknownTableError", "WorkerLostError", "WorkerView", "__version__", "partition",
+           "UnknownTableError", "WorkerLostError", "WorkerView", "__version__", "learn_online",
+           "partition",
            "plot_history"]

@@ -221,7 +221,7 @@ def _scheduler_file(client, tmp_path):
 def _estimator_of(argv):
     """The estimator ``dask-ps train`` would fit for ``argv`` (parsed, not run)."""
     from dask_ps.cli import _parser
-    from dask_ps.cli._algorithms import ALGORITHMS
+    from dask_ps.cli._registry import ALGORITHMS
     from dask_ps.cli._run import build_estimator
 
     args = _parser()[0].parse_args(argv)
@@ -230,6 +230,7 @@ def _estimator_of(argv):
 
 @pytest.mark.parametrize("algorithm, cls", [("lr", "LogisticRegression"),
                                             ("mf", "MatrixFactorization"),
+                                            ("fm", "FactorizationMachineClassifier"),
                                             ("lda", "LatentDirichletAllocation")])
 def test_defaults_are_the_estimators(algorithm, cls):
     """No flag given: every parameter is the estimator's default (issue 18: the command line
@@ -248,7 +249,7 @@ def test_defaults_are_the_estimators(algorithm, cls):
 
 def test_cli_choices_are_what_the_estimators_accept():
     from dask_ps.algorithms import logistic, mf
-    from dask_ps.cli._algorithms import ALGORITHMS
+    from dask_ps.cli._registry import ALGORITHMS
 
     def choices(algo, flag):
         return next(p.kwargs["choices"] for p in ALGORITHMS[algo].params if p.flag == flag)
@@ -358,6 +359,49 @@ def test_csv_and_parquet_tables_save_evaluate_export(client1, tmp_path, capsys):
     assert float(pline.split()[2]) > 0.9
 
 
+@pytest.mark.timeout(420)
+def test_generated_click_log_with_a_header_trains_with_no_column_list(client1, tmp_path,
+                                                                       capsys):
+    """`dask-ps train lr --format csv --label click` on a generated click log (20 Zipf
+    categorical columns, 4 count columns, missing values): the columns come from the header
+    and the values, the saved model holds that encoder, and it beats chance on held-out
+    rows; the same for `dask-ps train fm`."""
+    import json
+
+    import pandas as pd
+
+    from dask_ps.io import PlantedCTR
+
+    planted = PlantedCTR(n_categorical=20, n_numeric=4, max_cardinality=500, seed=3)
+    train, test = tmp_path / "tr.csv", tmp_path / "te.csv"
+    train.write_bytes(planted.csv_chunk(0, 6000))
+    test.write_bytes(planted.csv_chunk(1, 2000))
+    model = str(tmp_path / "m.npz")
+    assert main(["train", "lr", "--format", "csv", "--label", "click", "--train", str(train),
+                 "--test", str(test), "--scheduler-file", _scheduler_file(client1, tmp_path),
+                 "--max-iter", "3", "--hash-features", "4096", "--save", model]) == 0
+    out = capsys.readouterr().out
+    assert "6,000 rows x 4,096 features" in out
+    auc = float(next(x for x in out.splitlines() if x.startswith("test: AUC")).split()[2])
+    assert auc > 0.6
+    assert main(["export", model, str(tmp_path / "out"), "--format", "csv"]) == 0
+    meta = json.loads((tmp_path / "out" / "model.json").read_text())["data"]
+    enc = json.loads(meta["encoder"])
+    assert sorted(enc["categorical"]) == sorted(planted.categorical_columns)
+    assert sorted(enc["numeric"]) == sorted(planted.numeric_columns)
+    assert enc["n_features"] == 4096 and meta["label"] == "click"
+    # the factorization machine from the same file, no column list either
+    assert main(["train", "fm", "--format", "csv", "--label", "click", "--train", str(train),
+                 "--test", str(test), "--scheduler-file", _scheduler_file(client1, tmp_path),
+                 "--max-iter", "2", "--k", "4", "--hash-features", "4096", "--save",
+                 model]) == 0
+    out = capsys.readouterr().out
+    assert float(next(x for x in out.splitlines() if x.startswith("test: AUC")).split()[2]) > 0.6
+    assert main(["export", model, str(tmp_path / "fm"), "--format", "csv"]) == 0
+    factors = pd.read_csv(tmp_path / "fm" / "factors.csv")
+    assert list(factors.columns) == ["feature", "f0", "f1", "f2", "f3"] and len(factors) > 20
+
+
 @pytest.mark.timeout(180)
 def test_mf_ratings_with_string_ids_save_and_evaluate(client1, tmp_path, capsys):
     """dask-ps train mf from TSV ratings (string ids), RMSE printed, saved without pickle,
@@ -454,6 +498,7 @@ def test_bad_config_files_name_file_and_key(tmp_path, capsys, text, message):
     (["--cluster", "slurm-runner"], "--cluster slurm-runner: SLURM_PROCID, SLURM_NTASKS, and "
                                     "SLURM_JOB_ID must be present"),
     (["--label", "y"], "--label applies to --format csv|parquet"),
+    (["--exclude", "id"], "--exclude applies to --format csv|parquet"),
 ])
 def test_options_not_supported_yet_fail_before_any_cluster(tr, capsys, monkeypatch, argv,
                                                            message):

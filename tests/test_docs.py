@@ -4,6 +4,7 @@ import doctest
 
 import pytest
 
+import dask_ps.algorithms.fm
 import dask_ps.algorithms.lda
 import dask_ps.io.libsvm
 import dask_ps.io.ratings
@@ -11,7 +12,8 @@ import dask_ps.model.checkpoint
 import dask_ps.model.core
 import dask_ps.partitions.core
 
-MODULES = [dask_ps.algorithms.lda, dask_ps.model.core, dask_ps.model.checkpoint, dask_ps.io.libsvm,
+MODULES = [dask_ps.algorithms.fm, dask_ps.algorithms.lda, dask_ps.model.core,
+           dask_ps.model.checkpoint, dask_ps.io.libsvm,
            dask_ps.io.ratings, dask_ps.partitions.core]
 
 

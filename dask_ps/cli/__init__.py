@@ -3,6 +3,7 @@
     dask-ps train ALGORITHM [--config run.toml] [data, model, cluster and run options]
     dask-ps train lr --dataset a9a                       # $DASK_PS_DATA/lr_a9a/{a9a,a9a.t}
     dask-ps train mf --dataset movielens100k             # .../mf_movielens100k/u1.{base,test}
+    dask-ps train fm --train 'logs/*.csv' --format csv --label click   # columns from the header
     dask-ps train lr --train 'logs/*.csv' --format csv --label click --categorical a,b,c \\
                      --cluster slurm --workers 8 --walltime 02:00:00 --save model.npz
     srun dask-ps train lr ... --cluster slurm-runner      # inside one Slurm allocation
@@ -28,7 +29,8 @@ import sys
 import numpy as np
 
 from . import _options as opt
-from ._algorithms import ALGORITHMS, add_params
+from ._algorithms import add_params
+from ._registry import ALGORITHMS
 
 __all__ = ["main", "metrics_line"]
 

@@ -7,8 +7,9 @@ import sys
 import time
 
 from ..cluster import SHARD_RESOURCE, connect
-from ._algorithms import Algorithm, by_estimator
+from ._algorithms import Algorithm
 from ._options import cluster_spec, data_root
+from ._registry import by_estimator
 
 
 def _say(text: str) -> None:

@@ -1,10 +1,15 @@
 """Delimited text blocks (CSV / TSV) into Arrow tables, with errors that name file, line and
 column.
 
-Blocks come from :mod:`._blocks`; pyarrow's CSV parser does the work. When it refuses a block, the
-block is walked again with Python's :mod:`csv` module (only then, so the cost is paid on the
-error path alone) to find the first bad line and field and say what is wrong with it. Quoted
-fields must not contain newlines: a block boundary could fall inside one.
+Blocks come from :mod:`._blocks`; pyarrow's CSV parser does the work (the CTR reader encodes most
+blocks with its own kernel, :mod:`._csv_kernels`, and comes here for the rest). When a block is
+refused, its lines are walked again with Python's :mod:`csv` module (only then, so the cost is
+paid on the error path alone) to find the first bad line and field and say what is wrong with
+it. Quoted fields must not contain newlines: a block boundary could fall inside one.
+
+An empty field is null. An infinite number (``inf``, or one that overflows, such as ``1e400``) is
+an error, and so is ``nan`` unless the caller reads it as missing (``nan_missing``, the CTR
+reader's rule, see :mod:`dask_ps.io`); a ``required`` column (a label) must be a finite number.
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ import pyarrow.csv as pacsv
 
 from ._blocks import Block, read
 
-__all__ = ["LineError", "header_names", "line_of_row", "parse_block", "read_table",
-           "strip_header"]
+__all__ = ["LineError", "bad_line", "header_end", "header_names", "line_of_row", "locate",
+           "parse_block", "read_table", "strip_header"]
 
 
 class LineError(ValueError):
@@ -48,20 +53,43 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
     return next(csv.reader([line], delimiter=sep)) if line else []
 
 
-def strip_header(data: bytes, block: Block, header: int) -> tuple[bytes, int]:
-    """The block without its file's ``header`` first lines, and how many lines were dropped."""
+def header_end(data: bytes, block: Block, header: int) -> tuple[int, int]:
+    """Where a block's lines start after its file's ``header`` first lines (0 for a block
+    that does not start its file), and how many lines those are."""
     if not header or block.offset != 0:
-        return data, 0
+        return 0, 0
     cut = -1
     for _ in range(int(header)):
         cut = data.find(b"\n", cut + 1)
         if cut < 0:
-            return b"", int(header)
-    return data[cut + 1:], int(header)
+            return len(data), int(header)
+    return cut + 1, int(header)
 
 
-def _locate(data: bytes, names: list[str], types: dict, sep: str) -> tuple[int, str] | None:
-    """(1-based line in ``data``, what is wrong) of the first bad line, or None."""
+def strip_header(data: bytes, block: Block, header: int) -> tuple[bytes, int]:
+    """The block without its file's ``header`` first lines, and how many lines were dropped."""
+    start, skipped = header_end(data, block, header)
+    return (data[start:] if start else data), skipped
+
+
+def _bad_field(value: str, nan_ok: bool) -> bool:
+    """Whether a non-empty numeric field breaks the rule: not a number, infinite, or NaN
+    (unless ``nan_ok``)."""
+    try:
+        v = float(value)
+    except ValueError:
+        return True
+    return math.isinf(v) or (math.isnan(v) and not nan_ok)
+
+
+def locate(data: bytes, names: list[str], types: dict, sep: str,
+           required: str | None = None, nan_missing: bool = False) -> tuple[int, str] | None:
+    """(1-based line in ``data``, what is wrong) of the first bad line, or None.
+
+    ``types`` gives the columns read and their pyarrow types (numbers are floating); the
+    ``required`` column must be present and a finite number; ``nan_missing``: other numeric
+    columns may hold ``nan`` (missing).
+    """
     text = data.decode("utf-8", "replace")
     position = {n: i for i, n in enumerate(names)}
     for i, line in enumerate(io.StringIO(text, newline=""), start=1):
@@ -73,20 +101,21 @@ def _locate(data: bytes, names: list[str], types: dict, sep: str) -> tuple[int, 
             return i, f"expected {len(names)} fields, got {len(fields)}"
         for name, typ in types.items():
             value = fields[position[name]]
-            if value == "" or not pa.types.is_floating(typ):
+            if not pa.types.is_floating(typ):
                 continue
-            try:
-                ok = math.isfinite(float(value))
-            except ValueError:
-                ok = False
-            if not ok:
+            if value == "":
+                if name == required:
+                    return i, f"column {name!r} is empty"
+                continue
+            if _bad_field(value, nan_missing and name != required):
                 return i, (f"column {name!r} (field {position[name] + 1}): {value!r} is not a "
                            f"finite number")
     return None
 
 
 def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str,
-                line0: int) -> pa.Table:
+                line0: int, required: str | None = None, nan_missing: bool = False
+                ) -> pa.Table:
     """Parse whole lines of delimited text into a table of the columns ``types`` names.
 
     Parameters
@@ -104,12 +133,20 @@ def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str
     line0 : int
         Lines of the file before ``data``.
 
+    required : str, optional
+        A numeric column that must be a finite number on every line (the label); checked
+        here for NaN, by :func:`read_table` for empty fields.
+    nan_missing : bool, default False
+        Whether ``nan`` in the other numeric columns is a missing value (kept as NaN) rather
+        than an error.
+
     Raises
     ------
     LineError
-        ``"<file>, line <n>: ..."`` naming the first line with a wrong number of fields or a
-        field that is not a finite number in a numeric column (pyarrow accepts ``nan``,
-        ``inf`` and overflowing numbers such as ``1e400``; they are refused here).
+        ``"<file>, line <n>: ..."`` naming the first line with a wrong number of fields, a
+        field that is not a number in a numeric column, an infinite number (pyarrow accepts
+        ``inf`` and overflowing numbers such as ``1e400``; they are refused here), or NaN
+        where it is not allowed.
     """
     if not data.strip():
         return pa.table({n: pa.array([], type=t) for n, t in types.items()})
@@ -122,16 +159,22 @@ def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str
                 column_types=types, include_columns=list(types), null_values=[""],
                 strings_can_be_null=True, quoted_strings_can_be_null=False))
     except pa.ArrowInvalid as exc:
-        raise _bad_line(data, names, types, sep, where, line0, str(exc)) from exc
-    if any(pc.any(pc.invert(pc.is_finite(table.column(n)))).as_py()
+        raise bad_line(data, names, types, sep, where, line0, str(exc), required,
+                       nan_missing) from exc
+    if any(pc.any(pc.is_inf(table.column(n))).as_py() or (
+            (n == required or not nan_missing) and pc.any(pc.is_nan(table.column(n))).as_py())
            for n, t in types.items() if pa.types.is_floating(t)):
-        raise _bad_line(data, names, types, sep, where, line0, "a non-finite number")
+        raise bad_line(data, names, types, sep, where, line0, "a non-finite number", required,
+                       nan_missing)
     return table
 
 
-def _bad_line(data: bytes, names: list[str], types: dict, sep: str, where: str, line0: int,
-              detail: str) -> LineError:
-    found = _locate(data, names, types, sep)
+def bad_line(data: bytes, names: list[str], types: dict, sep: str, where: str, line0: int,
+             detail: str, required: str | None = None, nan_missing: bool = False) -> LineError:
+    """The :class:`LineError` of the first bad line of ``data`` (see :func:`locate`), or one
+    naming the block when no line is found at fault (``detail`` says what the parser
+    found)."""
+    found = locate(data, names, types, sep, required, nan_missing)
     if found is None:
         return LineError(where, None, f"cannot parse the lines after line {line0}: {detail}")
     return LineError(where, line0 + found[0], found[1])
@@ -148,7 +191,8 @@ def line_of_row(data: bytes, row: int) -> int:
 
 
 def read_table(fs, block: Block, line0: int, header: bool, names: list[str], types: dict,
-               sep: str, required: str | None = None) -> tuple[pa.Table, int]:
+               sep: str, required: str | None = None, nan_missing: bool = False
+               ) -> tuple[pa.Table, int]:
     """Read and parse one block; returns the table and the block's newline count.
 
     Raises
@@ -158,7 +202,8 @@ def read_table(fs, block: Block, line0: int, header: bool, names: list[str], typ
     """
     raw = read(fs, block)
     data, skipped = strip_header(raw, block, header)
-    table = parse_block(data, names, types, sep, block.path, line0 + skipped)
+    table = parse_block(data, names, types, sep, block.path, line0 + skipped, required,
+                        nan_missing)
     if required is not None and table.column(required).null_count:
         row = int(np.argmax(table.column(required).is_null().to_numpy(zero_copy_only=False)))
         raise LineError(block.path, line0 + skipped + line_of_row(data, row),

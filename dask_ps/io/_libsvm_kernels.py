@@ -49,7 +49,7 @@ def _number(buf, s, e):
     """Parse buf[s:e] as ``[+-]?(d+.?d*|.d+)([eE][+-]?d+)?``.
 
     Returns (status, value): status 0 = exact value, 1 = valid but needs the slow
-    exact parser, 2 = not a number (this includes nan and inf, which are rejected).
+    exact parser, 2 = not a number (this includes nan and inf: see :func:`_special`).
     """
     i = s
     neg = False
@@ -120,8 +120,34 @@ def _number(buf, s, e):
     return 0, -v if neg else v
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _lower(c):
+    return c + 32 if 65 <= c <= 90 else c
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _special(buf, s, e):
+    """1 for ``nan``, 2 for ``inf`` / ``infinity`` (any case, optional sign), else 0."""
+    if s < e and (buf[s] == 43 or buf[s] == 45):
+        s += 1
+    n = e - s
+    if n == 3:
+        a, b, c = _lower(buf[s]), _lower(buf[s + 1]), _lower(buf[s + 2])
+        if a == 110 and b == 97 and c == 110:
+            return 1
+        if a == 105 and b == 110 and c == 102:
+            return 2
+    if n == 8:
+        word = b"infinity"
+        for k in range(8):
+            if _lower(buf[s + k]) != word[k]:
+                return 0
+        return 2
+    return 0
+
+
 @numba.njit(cache=True, nogil=True)
-def parse_block(buf, shift, reject_zero, max_raw):
+def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_probe):
     """Parse a block of whole LIBSVM lines.
 
     Parameters
@@ -134,30 +160,34 @@ def parse_block(buf, shift, reject_zero, max_raw):
         Index 0 is an error (one-based input).
     max_raw : int
         Largest allowed feature index as written in the file.
+    store : bool
+        Fill the output arrays; False only checks the lines and counts (a first pass).
+    index_probe, value_probe : arrays
+        Their dtypes are those of ``indices`` and ``values`` (e.g. int32 and float32: the
+        numbers are parsed as float64 and rounded once, as ``float(token)`` then a cast).
 
     Returns
     -------
     labels, indptr, indices, values, blob, slow_at, slow_line, slow_start, info
-        ``info[I_ROWS]`` rows and ``info[I_NNZ]`` pairs of the (over-allocated) arrays
-        are filled. The ``info[I_NSLOW]`` numbers the kernel could not convert exactly are
-        in ``blob[:info[I_BLOB]]``, space separated; ``slow_at`` says where each goes
-        (``k >= 0``: ``values[k]``, ``k < 0``: ``labels[-k - 1]``), ``slow_line`` and
-        ``slow_start`` locate its token for error messages. ``info[I_ERR]`` is nonzero
-        after an error, with the 1-based line in the block and the token's byte span.
+        ``info[I_ROWS]`` rows and ``info[I_NNZ]`` pairs of the (over-allocated, or empty
+        without ``store``) arrays are filled. The ``info[I_NSLOW]`` numbers the kernel could
+        not convert exactly are in ``blob[:info[I_BLOB]]``, space separated; ``slow_at`` says
+        where each goes (``k >= 0``: ``values[k]``, ``k < 0``: ``labels[-k - 1]``),
+        ``slow_line`` and ``slow_start`` locate its token for error messages. ``info[I_ERR]``
+        is nonzero after an error, with the 1-based line in the block and the token's byte
+        span. A pair whose value is NaN is left out (a missing value).
     """
     n = buf.size
     n_nl = 0
     n_col = 0
     for i in range(n):
         c = buf[i]
-        if c == 10:
-            n_nl += 1
-        elif c == 58:
-            n_col += 1
-    labels = np.empty(n_nl + 1, np.float64)
-    indptr = np.empty(n_nl + 2, np.int64)
-    indices = np.empty(n_col, np.int64)
-    values = np.empty(n_col, np.float64)
+        n_nl += c == 10
+        n_col += c == 58
+    labels = np.empty(n_nl + 1 if store else 0, np.float64)
+    indptr = np.empty(n_nl + 2 if store else 1, np.int64)
+    indices = np.empty(n_col if store else 0, index_probe.dtype)
+    values = np.empty(n_col if store else 0, value_probe.dtype)
     blob = np.empty(n + 1, np.uint8)
     slow_at = np.empty(n_col + n_nl + 1, np.int64)
     slow_line = np.empty(n_col + n_nl + 1, np.int64)
@@ -179,53 +209,45 @@ def parse_block(buf, shift, reject_zero, max_raw):
     pos = 0
     while pos < n:
         line += 1
-        eol = pos
-        ce = -1  # content ends at the first '#'
-        while eol < n and buf[eol] != 10:
-            if buf[eol] == 35 and ce < 0:
-                ce = eol
-            eol += 1
-        if ce < 0:
-            ce = eol
+        # one walk over the line: tokens end at whitespace; '#' ends the content
         i = pos
-        pos = eol + 1
-        while i < ce and _isspace(buf[i]):
-            i += 1
-        if i == ce:
-            continue
-        ts = i
-        while i < ce and not _isspace(buf[i]):
-            i += 1
-        st, v = _number(buf, ts, i)
-        if st == 2:
-            err, err_s, err_e = E_BAD_LABEL, ts, i
-            break
-        labels[rows] = v
-        if st == 1:
-            for j in range(ts, i):
-                blob[blen] = buf[j]
-                blen += 1
-            blob[blen] = 32
-            blen += 1
-            slow_at[nslow] = -(rows + 1)
-            slow_line[nslow] = line
-            slow_start[nslow] = ts
-            nslow += 1
         k = nnz
         prev = -1
         first = True
+        is_label = True
+        empty = True
         while True:
-            while i < ce and _isspace(buf[i]):
+            while i < n and _isspace(buf[i]) and buf[i] != 10:
                 i += 1
-            if i >= ce:
+            if i >= n or buf[i] == 10 or buf[i] == 35:
                 break
             ts = i
             colon = -1
-            while i < ce and not _isspace(buf[i]):
+            while i < n and not _isspace(buf[i]) and buf[i] != 35:
                 if buf[i] == 58 and colon < 0:
                     colon = i
                 i += 1
             te = i
+            empty = False
+            if is_label:
+                is_label = False
+                st, v = _number(buf, ts, te)
+                if st == 2:
+                    err, err_s, err_e = E_BAD_LABEL, ts, te
+                    break
+                if store:
+                    labels[rows] = v
+                if st == 1:
+                    for j in range(ts, te):
+                        blob[blen] = buf[j]
+                        blen += 1
+                    blob[blen] = 32
+                    blen += 1
+                    slow_at[nslow] = -(rows + 1)
+                    slow_line[nslow] = line
+                    slow_start[nslow] = ts
+                    nslow += 1
+                continue
             if first:
                 first = False
                 # svmlight's optional query id sits right after the label; it is not a feature.
@@ -269,6 +291,8 @@ def parse_block(buf, shift, reject_zero, max_raw):
                 break
             st, v = _number(buf, colon + 1, te)
             if st == 2:
+                if _special(buf, colon + 1, te) == 1:
+                    continue  # NaN: a missing value, the pair is left out
                 err = E_BAD_VALUE
                 break
             if st == 1:
@@ -281,8 +305,9 @@ def parse_block(buf, shift, reject_zero, max_raw):
                 slow_line[nslow] = line
                 slow_start[nslow] = ts
                 nslow += 1
-            indices[k] = idx - shift
-            values[k] = v
+            if store:
+                indices[k] = idx - shift
+                values[k] = v
             if idx <= prev:
                 canonical = False
             prev = idx
@@ -293,9 +318,15 @@ def parse_block(buf, shift, reject_zero, max_raw):
             k += 1
         if err:
             break
+        while i < n and buf[i] != 10:  # a comment, or nothing
+            i += 1
+        pos = i + 1
+        if empty:
+            continue
         nnz = k
         rows += 1
-        indptr[rows] = nnz
+        if store:
+            indptr[rows] = nnz
     info[I_ROWS] = rows
     info[I_NNZ] = nnz
     info[I_NSLOW] = nslow

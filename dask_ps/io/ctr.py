@@ -7,79 +7,311 @@ from typing import NamedTuple
 import dask.array as da
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from ._blocks import OBJECTS, box, each, open_paths, plan, select, start_lines
-from ._csv import LineError, header_names, read_table
-from .hashing import HashingEncoder
+from . import _csv_kernels as _ck
+from ._blocks import OBJECTS, box, count_read, each, open_paths, plan, read, select, start_lines
+from ._csv import LineError, bad_line, header_end, header_names, parse_block
+from .hashing import HashingEncoder, csr_rows, index_dtype
 
-__all__ = ["encode_ctr", "read_ctr"]
+__all__ = ["encode_ctr", "infer_encoder", "read_ctr"]
+
+CRITEO_COLUMNS = HashingEncoder.criteo().columns
+#: Bytes of the first file that :func:`infer_encoder` reads to tell numbers from text.
+SAMPLE_BYTES = 2**20
+_PARQUET = (".parquet", ".pq", ".parq")
 
 
 class _Layout(NamedTuple):
     names: list  # every column of a line
-    types: dict  # the columns kept, with their pyarrow types
     label: str
     header: bool
     sep: str
+    kinds: np.ndarray  # int8 per field: _ck.K_*
+    slot: np.ndarray  # int64 per field: the encoder's column, or -1
 
 
-def _block_table(fs, block, line0, layout: _Layout):
-    table, newlines = read_table(fs, block, line0, layout.header, layout.names, layout.types,
-                                 layout.sep, required=layout.label)
-    return table, newlines, table.column(layout.label).to_numpy().astype(np.float64)
+def _layout(names: list, label: str, header: bool, sep: str,
+            encoder: HashingEncoder) -> _Layout:
+    pos = {c: i for i, c in enumerate(encoder.columns)}
+    kinds = np.array([_ck.K_LABEL if n == label else _ck.K_NUMERIC if n in encoder.numeric
+                      else _ck.K_CATEGORICAL if n in encoder.categorical else _ck.K_SKIP
+                      for n in names], np.int8)
+    slot = np.array([pos.get(n, -1) for n in names], np.int64)
+    return _Layout(list(names), label, header, sep, kinds, slot)
 
 
-def _scan_chunk(chunk: np.ndarray, fs, layout: _Layout) -> np.ndarray:
+def _types(layout: _Layout, encoder: HashingEncoder) -> dict:
+    return {layout.label: pa.float64(), **encoder.arrow_types()}
+
+
+def _encode_block(fs, block, line0: int, layout: _Layout, encoder: HashingEncoder, dtype,
+                  encode: bool) -> tuple:
+    """``(X, y, rows, newlines)`` of one block (``X``, ``y`` None unless ``encode``).
+
+    The kernel (:func:`~._csv_kernels.encode_block`) does the work; a block holding a number
+    it cannot convert exactly goes through pyarrow and ``encoder.transform`` instead.
+
+    Raises
+    ------
+    LineError
+        The first bad line, with the file's line number (``line0`` lines precede the block).
+    """
+    raw = read(fs, block)
+    start, skipped = header_end(raw, block, layout.header)  # a view: no copy of the block
+    seeds, missing, value, cross_seed = encoder.column_seeds()
+    a, b = encoder.cross_columns()
+    # a row takes 2 bytes at least: this bounds the entries before the rows are counted
+    bound = encoder.width * ((len(raw) - start) // 2 + 1)
+    labels, indptr, indices, values, info = _ck.encode_block(
+        np.frombuffer(raw, np.uint8)[start:], ord(layout.sep), layout.kinds, layout.slot,
+        seeds, missing, value, encoder.numeric_mode == "log_bucket", len(encoder.columns), a,
+        b, cross_seed, encoder.n_features, encode,
+        np.empty(0, index_dtype(encoder.n_features, bound)), np.empty(0, dtype))
+    status, newlines = int(info[_ck.I_STATUS]), int(info[_ck.I_NEWLINES]) + skipped
+    types = _types(layout, encoder)
+    data = raw[start:] if status != _ck.STATUS_OK else b""
+    if status == _ck.STATUS_ERROR:
+        bad = int(info[_ck.I_LINE])
+        lines = data.split(b"\n")
+        err = bad_line(lines[bad - 1] + b"\n", layout.names, types, layout.sep, block.path,
+                       line0 + skipped + bad - 1, "cannot parse the line", layout.label, True)
+        if err.line is None:  # the kernel and the slow path disagree: name the line anyway
+            err = LineError(block.path, line0 + skipped + bad, "cannot parse the line")
+        raise err
+    if status == _ck.STATUS_SLOW:
+        table = parse_block(data, layout.names, types, layout.sep, block.path, line0 + skipped,
+                            layout.label, True)
+        if table.column(layout.label).null_count:
+            raise bad_line(data, layout.names, types, layout.sep, block.path, line0 + skipped,
+                           "an empty label", layout.label, True)
+        y = table.column(layout.label).to_numpy()
+        X = encoder.transform(table, dtype, block.path) if encode else None
+        return X, (y if encode else None), table.num_rows, newlines
+    rows = int(info[_ck.I_ROWS])
+    if not encode:
+        return None, None, rows, newlines
+    X = csr_rows(indices, values, encoder.n_features, indptr[:rows + 1], int(info[_ck.I_NNZ]))
+    return X, labels[:rows], rows, newlines
+
+
+def _scan_chunk(chunk: np.ndarray, fs, layout: _Layout, encoder: HashingEncoder) -> np.ndarray:
     """First pass: rows and newlines of a block, or the error of its first bad line (with the
     line counted from the block's start; the client adds the lines before it)."""
     try:
-        table, newlines, _ = _block_table(fs, chunk[0], 0, layout)
+        _, _, rows, newlines = _encode_block(fs, chunk[0], 0, layout, encoder, np.float64,
+                                             False)
     except LineError as err:
         return box((0, 0, err))
-    return box((table.num_rows, newlines, None))
+    return box((rows, newlines, None))
 
 
 def _load_chunk(chunk: np.ndarray, fs, layout: _Layout, encoder: HashingEncoder,
                 dtype) -> np.ndarray:
     block, line0 = chunk[0]
-    table, _, y = _block_table(fs, block, line0, layout)
-    where = f"{block.path} (lines after {line0})"
-    return box((encoder.transform(table, dtype, where), y))
+    X, y, _, _ = _encode_block(fs, block, line0, layout, encoder, dtype, True)
+    return box((X, y))
 
 
+# -- which columns are what --------------------------------------------------------------------
+def _is_parquet(paths: list[str], format: str | None) -> bool:
+    if format is not None:
+        if format not in ("csv", "parquet"):
+            raise ValueError(f"format must be 'csv' or 'parquet', got {format!r}")
+        return format == "parquet"
+    return paths[0].lower().endswith(_PARQUET)
+
+
+def _csv_kinds(fs, path: str, names: list[str], header: bool, sep: str,
+               compression: str | None) -> dict:
+    """``{column: "numeric" | "categorical"}`` from the first rows of a file: numeric when
+    every non-empty value in them is a number."""
+    with fs.open(path, "rb", compression=compression) as f:
+        data = f.read(SAMPLE_BYTES)
+    if len(data) == SAMPLE_BYTES:
+        data = data[: data.rfind(b"\n") + 1]
+    if header:
+        data = data[data.find(b"\n") + 1:]
+    try:
+        table = parse_block(data, names, {n: pa.string() for n in names}, sep, path, 1)
+    except LineError:
+        table = None  # a bad line: let the reader name it; guess text for every column
+    kinds = {}
+    for n in names:
+        col = None if table is None else table.column(n)
+        numeric = False
+        if col is not None and col.null_count < len(col):
+            try:
+                pc.cast(col.drop_null(), pa.float64())
+                numeric = True
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                pass
+        kinds[n] = "numeric" if numeric else "categorical"
+    return kinds
+
+
+def _arrow_kinds(schema: pa.Schema) -> dict:
+    """``{column: kind}`` from Arrow types: integers, floats and decimals are numeric."""
+    def numeric(t):
+        return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+    return {f.name: "numeric" if numeric(f.type) else "categorical" for f in schema}
+
+
+def _build_encoder(kinds: dict, label: str, numeric, categorical, crosses, exclude,
+                   n_features: int, where: str, **options) -> HashingEncoder:
+    """The encoder of a table whose columns are ``kinds`` (in order, label included)."""
+    names = list(kinds)
+    if label not in names:
+        raise ValueError(f"{where}: label column {label!r} is not among {names}")
+    given = [*(numeric or ()), *(categorical or ()), *(exclude or ())]
+    absent = [c for c in given if c not in names]
+    if absent:
+        raise ValueError(f"{where}: columns {absent} are not among {names}")
+    if label in given:
+        raise ValueError(f"{where}: the label {label!r} cannot be a feature or excluded")
+    if numeric is None and categorical is None and not exclude and \
+            set(CRITEO_COLUMNS) <= set(names):
+        return HashingEncoder.criteo(n_features, crosses=tuple(crosses), **options)
+    forced = {**{c: "numeric" for c in numeric or ()},
+              **{c: "categorical" for c in categorical or ()}}
+    both = set(numeric or ()) & set(categorical or ())
+    if both:
+        raise ValueError(f"{where}: columns {sorted(both)} are both numeric and categorical")
+    skip = {label, *(exclude or ())}
+    kind = {c: forced.get(c, k) for c, k in kinds.items() if c not in skip}
+    return HashingEncoder(numeric=tuple(c for c in names if kind.get(c) == "numeric"),
+                          categorical=tuple(c for c in names if kind.get(c) == "categorical"),
+                          crosses=tuple(crosses), n_features=n_features, **options)
+
+
+def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=None,
+                  crosses=(), exclude=(), n_features: int = 2**20, format: str | None = None,
+                  sep: str = ",", header: bool = True, names: list[str] | None = None,
+                  storage_options: dict | None = None, compression: str | None = "infer",
+                  **options) -> HashingEncoder:
+    """The :class:`HashingEncoder` that :func:`read_ctr` uses for files it is given no encoder
+    for: every column but the label and ``exclude`` is a feature.
+
+    * A header holding the Criteo columns (``I1..I13``, ``C1..C26``) and neither ``numeric``
+      nor ``categorical`` gives :meth:`HashingEncoder.criteo` (other columns, such as an
+      ``Id``, are left out).
+    * Otherwise, a Parquet column is numeric when its type is (integers, floats, decimals),
+      categorical else (strings, booleans, dictionaries); a CSV column is numeric when every
+      non-empty value in the first :data:`SAMPLE_BYTES` of the first file is a number.
+      ``numeric`` and ``categorical`` override the guess for the columns they name (e.g. an
+      integer id that is a category).
+
+    Store the result with the model (``to_json``) and read test data with the same encoder.
+
+    Parameters
+    ----------
+    urlpath, label, sep, header, names, storage_options, compression
+        As in :func:`read_ctr`.
+    numeric, categorical : list of str, optional
+        Columns forced to be numeric or categorical.
+    crosses : list of (str, str), default ()
+        Pairs of columns whose combinations are features (:class:`HashingEncoder`).
+    exclude : list of str, default ()
+        Columns that are not features.
+    n_features : int, default 2**20
+    format : {"csv", "parquet"}, optional
+        Default: Parquet for names ending in ``.parquet``, ``.pq`` or ``.parq``, else CSV.
+    **options
+        Other :class:`HashingEncoder` arguments (``numeric_mode``, ``seed``).
+
+    Returns
+    -------
+    HashingEncoder
+
+    Raises
+    ------
+    ValueError
+        A label or a named column that the files do not have, a column both numeric and
+        categorical, CSV files without a header and without ``names``.
+    FileNotFoundError
+        No file matches ``urlpath``.
+
+    Examples
+    --------
+    >>> import fsspec
+    >>> with fsspec.open("memory://infer_demo.csv", "wb") as f:
+    ...     _ = f.write(b"click,price,shop,zip\\n1,3.5,a,0421\\n0,,b,1200\\n")
+    >>> enc = infer_encoder("memory://infer_demo.csv", label="click")
+    >>> enc.numeric, enc.categorical
+    (('price', 'zip'), ('shop',))
+    >>> infer_encoder("memory://infer_demo.csv", label="click", categorical=["zip"],
+    ...               crosses=[("shop", "zip")]).categorical
+    ('shop', 'zip')
+    """
+    fs, paths = open_paths(urlpath, storage_options)
+    where = paths[0]
+    if _is_parquet(paths, format):
+        import pyarrow.parquet as pq
+
+        with fs.open(paths[0], "rb") as f:
+            kinds = _arrow_kinds(pq.ParquetFile(f).schema_arrow)
+    else:
+        comp = plan(fs, paths[:1], None, compression)[0].compression
+        if header:
+            head = header_names(fs, paths[0], sep, comp)
+            names = head if names is None else list(names)
+        elif names is None:
+            raise ValueError("files without a header need names=[...] for their columns")
+        kinds = _csv_kinds(fs, paths[0], list(names), header, sep, comp)
+    return _build_encoder(kinds, label, numeric, categorical, crosses, exclude, n_features,
+                          where, **options)
+
+
+# -- readers -----------------------------------------------------------------------------------
 def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label", *,
-             sep: str = ",", header: bool = True, names: list[str] | None = None,
+             numeric=None, categorical=None, crosses=(), exclude=(),
+             n_features: int = 2**20, format: str | None = None, sep: str = ",",
+             header: bool = True, names: list[str] | None = None,
              blocksize: int | str | None = "32MiB", dtype=np.float32,
              storage_options: dict | None = None,
              compression: str | None = "infer") -> tuple[da.Array, da.Array]:
-    """Read CSV / TSV click logs into hashed sparse features and labels.
+    """Read click logs (CSV / TSV with or without a header, or Parquet) into hashed sparse
+    features and labels.
 
     Every row becomes ``encoder.transform`` of its columns (one global rule, so equal rows
-    give equal features whatever the blocks). The default encoder is the Criteo layout:
-    label, integer columns I1..I13 and categorical C1..C26, an empty field meaning missing;
-    other columns (such as an ``Id``) are ignored. Files are split at line boundaries into
-    blocks of about ``blocksize`` bytes (compressed files are one block each); quoted fields
-    must not contain newlines.
+    give equal features whatever the blocks). Without an ``encoder``, one is made from the
+    files (:func:`infer_encoder`): every column but the label and ``exclude`` is a feature,
+    numeric or categorical as the header and the values say, unless ``numeric`` or
+    ``categorical`` says otherwise; ``crosses`` adds pairs of columns.
 
-    The input is read twice: a first pass (computed now, with the active dask scheduler)
-    validates every line and counts rows, so the arrays have known chunks and every error
-    is raised here; the returned arrays parse and hash the blocks again when computed.
+    Missing values and infinities follow the readers' rule (:mod:`dask_ps.io`): an empty
+    field, ``nan`` or a null is the column's "missing" feature; an infinite number, or a label
+    that is missing or not a finite number, is an error naming the file, the line (CSV) or
+    row (Parquet) and the column.
+
+    CSV files are split at line boundaries into blocks of about ``blocksize`` bytes
+    (compressed files are one block each); quoted fields must not contain newlines. They
+    are read twice: a first pass (computed now, with the active dask scheduler) checks every
+    line and counts rows, so the arrays have known chunks and every error is raised here;
+    the returned arrays parse and hash the blocks again when computed, in a compiled kernel
+    that releases the GIL. Parquet files are read by row group (row counts from their
+    footers); their errors are raised when the arrays are computed.
 
     Parameters
     ----------
     urlpath : str, os.PathLike or list of them
         Files or fsspec URLs (a glob is expanded, matches in sorted order).
     encoder : HashingEncoder, optional
-        Default ``HashingEncoder.criteo()`` (2**20 features, integers log-bucketed).
+        The encoding rule; default :func:`infer_encoder` of the files.
     label : str, default "Label"
-        The label column (required in every row, a number).
+        The label column (required in every row, a finite number).
+    numeric, categorical, crosses, exclude, n_features
+        How the encoder is made when none is given (see :func:`infer_encoder`).
+    format : {"csv", "parquet"}, optional
+        Default: Parquet for names ending in ``.parquet``, ``.pq`` or ``.parq``, else CSV.
     sep : str, default ","
         Field delimiter (``"\\t"`` for Criteo's raw ``train.txt``).
     header : bool, default True
-        Whether every file starts with a line of column names; all must agree.
+        Whether every CSV file starts with a line of column names; all must agree.
     names : list of str, optional
-        Column names when the files have no header (e.g. ``["Label", "I1", ..., "C26"]``
+        Column names when CSV files have no header (e.g. ``["Label", "I1", ..., "C26"]``
         for Criteo's raw files).
     dtype : numpy dtype, default numpy.float32
         Dtype of ``X``.
@@ -97,31 +329,43 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     ------
     ValueError
         Naming the file and line: a line with the wrong number of fields, a numeric field
-        that is not a number (naming the column too), an empty label. Also a header that
-        lacks a column the encoder or ``label`` needs, or headers that differ between files.
+        that is not a number or is infinite (naming the column too), a label that is empty or
+        not a finite number. Also a header that lacks a column the encoder or ``label``
+        needs, headers that differ between files, or an ``encoder`` given together with
+        ``numeric``, ``categorical``, ``crosses`` or ``exclude``.
     FileNotFoundError
         No file matches ``urlpath``.
 
     See Also
     --------
     HashingEncoder : the encoding rule.
-    encode_ctr : the same from a (dask) dataframe, e.g. read from Parquet.
+    infer_encoder : the encoder made from the files.
+    encode_ctr : the same from a (dask) dataframe.
 
     Examples
     --------
     >>> import fsspec
     >>> with fsspec.open("memory://read_ctr_demo.csv", "wb") as f:
     ...     _ = f.write(b"click,price,shop\\n1,3.5,a\\n0,,b\\n1,3.5,a\\n")
-    >>> enc = HashingEncoder(numeric=["price"], categorical=["shop"], n_features=64)
-    >>> X, y = read_ctr("memory://read_ctr_demo.csv", enc, label="click")
+    >>> X, y = read_ctr("memory://read_ctr_demo.csv", label="click", n_features=64)
     >>> X.shape, y.compute().tolist()
     ((3, 64), [1.0, 0.0, 1.0])
     >>> Xc = X.compute()
     >>> Xc.nnz, (Xc[0] != Xc[2]).nnz
     (6, 0)
     """
-    encoder = HashingEncoder.criteo() if encoder is None else encoder
+    if encoder is not None and (numeric is not None or categorical is not None or crosses
+                                or exclude):
+        raise ValueError("give either an encoder or numeric/categorical/crosses/exclude "
+                         "to make one, not both")
     fs, paths = open_paths(urlpath, storage_options)
+    if encoder is None:
+        encoder = infer_encoder(urlpath, label, numeric=numeric, categorical=categorical,
+                                crosses=crosses, exclude=exclude, n_features=n_features,
+                                format=format, sep=sep, header=header, names=names,
+                                storage_options=storage_options, compression=compression)
+    if _is_parquet(paths, format):
+        return _read_parquet(fs, paths, encoder, label, np.dtype(dtype))
     blocks = plan(fs, paths, blocksize, compression)
     if header:
         comp = [b.compression for b in blocks if b.offset == 0]
@@ -137,10 +381,9 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     absent = [c for c in wanted if c not in names]
     if absent:
         raise ValueError(f"{paths[0]}: columns {absent} are not among {names}")
-    types = {label: pa.float64(), **encoder.arrow_types()}
-    layout = _Layout(names, types, label, header, sep)
+    layout = _layout(names, label, header, sep, encoder)
 
-    stats = each(blocks).map_blocks(_scan_chunk, fs, layout, dtype=object,
+    stats = each(blocks).map_blocks(_scan_chunk, fs, layout, encoder, dtype=object,
                                     meta=OBJECTS).compute()
     line0 = start_lines(blocks, [s[1] for s in stats])
     for l0, s in zip(line0, stats):
@@ -162,19 +405,68 @@ def _arrays(parts: da.Array, rows: tuple, n_features: int, dtype) -> tuple[da.Ar
     return X, y
 
 
+def _labels(table: pa.Table, label: str, where: str) -> np.ndarray:
+    """The label column as float64; ValueError naming ``where`` and the first row (1-based)
+    whose label is missing or not a finite number."""
+    if label not in table.column_names:
+        raise ValueError(f"{where}: label column {label!r} is missing")
+    col = table.column(label)
+    try:
+        y = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise ValueError(f"{where}: label column {label!r} is not numeric ({exc})") from exc
+    bad = ~np.isfinite(y)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{where}: label column {label!r} is empty or not a finite number "
+                         f"in row {i + 1} ({y[i]})")
+    return y
+
+
+def _parquet_group(chunk: np.ndarray, fs, columns: list, encoder: HashingEncoder, label: str,
+                   dtype) -> np.ndarray:
+    import pyarrow.parquet as pq
+
+    path, group = chunk[0]
+    with fs.open(path, "rb") as f:
+        table = pq.ParquetFile(f).read_row_group(group, columns=columns)
+    count_read(path, f"row group {group}", table.nbytes)
+    where = f"{path}, row group {group}"
+    return box((encoder.transform(table, dtype, where), _labels(table, label, where)))
+
+
+def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
+                  dtype) -> tuple[da.Array, da.Array]:
+    """read_ctr of Parquet files: one chunk per row group."""
+    import pyarrow.parquet as pq
+
+    groups, rows = [], []
+    for path in paths:
+        with fs.open(path, "rb") as f:
+            pf = pq.ParquetFile(f)
+            meta, have = pf.metadata, pf.schema_arrow.names
+        absent = [c for c in (label, *encoder.columns) if c not in have]
+        if absent:
+            raise ValueError(f"{path}: columns {absent} are not among {have}")
+        for g in range(meta.num_row_groups):
+            if meta.row_group(g).num_rows:
+                groups.append((path, g))
+                rows.append(meta.row_group(g).num_rows)
+    if not groups:
+        raise ValueError(f"{paths[0]}: no rows")
+    parts = each(groups).map_blocks(_parquet_group, fs, [label, *encoder.columns], encoder,
+                                    label, dtype, dtype=object, meta=OBJECTS)
+    return _arrays(parts, tuple(rows), encoder.n_features, dtype)
+
+
 def _encode_partition(df, encoder: HashingEncoder, label: str, dtype, i: int):
     where = f"partition {i}"
-    if label not in df.columns:
-        raise ValueError(f"{where}: label column {label!r} is missing")
-    y = np.asarray(df[label], dtype=np.float64)
-    if not np.isfinite(y).all():
-        raise ValueError(f"{where}: label column {label!r} is empty or not a number in row "
-                         f"{int(np.argmax(~np.isfinite(y))) + 1}")
-    return encoder.transform(df, dtype, where), y
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    return encoder.transform(table, dtype, where), _labels(table, label, where)
 
 
 def encode_ctr(df, encoder: HashingEncoder | None = None, label: str = "Label",
-               dtype=np.float32) -> tuple[da.Array, da.Array]:
+               dtype=np.float32, **infer) -> tuple[da.Array, da.Array]:
     """Hashed sparse features and labels of a (dask) dataframe, one chunk per partition.
 
     Parameters
@@ -182,9 +474,13 @@ def encode_ctr(df, encoder: HashingEncoder | None = None, label: str = "Label",
     df : dask.dataframe.DataFrame or pandas.DataFrame
         E.g. ``dask.dataframe.read_parquet(url)``, which splits the files by row groups.
     encoder : HashingEncoder, optional
-        Default ``HashingEncoder.criteo()``.
+        Default: made from the columns as :func:`infer_encoder` does (the Criteo preset for
+        the Criteo columns, else numeric dtypes numeric and the others categorical).
     label : str, default "Label"
     dtype : numpy dtype, default numpy.float32
+    **infer
+        ``numeric``, ``categorical``, ``crosses``, ``exclude``, ``n_features`` and other
+        :class:`HashingEncoder` arguments, to make the encoder when none is given.
 
     Returns
     -------
@@ -194,15 +490,23 @@ def encode_ctr(df, encoder: HashingEncoder | None = None, label: str = "Label",
     Raises
     ------
     ValueError
-        A missing column, or a label that is empty or not a number, naming the partition
-        and row (raised when the arrays are computed; partition lengths are computed here).
+        A missing column, a label that is missing or not a finite number, an infinite
+        feature value, naming the partition, the row and the column (raised when the arrays
+        are computed; partition lengths are computed here).
     """
     import dask
     import dask.dataframe as dd
 
-    encoder = HashingEncoder.criteo() if encoder is None else encoder
     if not isinstance(df, dd.DataFrame):
         df = dd.from_pandas(df, npartitions=1)
+    if encoder is None:
+        kinds = _arrow_kinds(pa.Schema.from_pandas(df._meta, preserve_index=False))
+        n_features = infer.pop("n_features", 2**20)
+        encoder = _build_encoder(kinds, label, infer.pop("numeric", None),
+                                 infer.pop("categorical", None), infer.pop("crosses", ()),
+                                 infer.pop("exclude", ()), n_features, "dataframe", **infer)
+    elif infer:
+        raise ValueError("give either an encoder or arguments to make one, not both")
     dtype = np.dtype(dtype)
     rows = tuple(int(n) for n in df.map_partitions(len).compute())
     encode = dask.delayed(_encode_partition, pure=True)

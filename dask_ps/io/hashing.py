@@ -25,6 +25,30 @@ def _column_seed(name: str, seed: int) -> np.uint64:
     return np.uint64(_k.hash_bytes(buf, 0, buf.shape[0], np.uint64(seed)))
 
 
+def index_dtype(n_features: int, nnz: int) -> np.dtype:
+    """int32 when ``n_features`` and ``nnz`` allow, else int64: the readers' CSR indices."""
+    return np.dtype(np.int32 if max(n_features, nnz) <= np.iinfo(np.int32).max else np.int64)
+
+
+def csr_rows(tokens: np.ndarray, values: np.ndarray, n_features: int,
+             indptr: np.ndarray | None = None, nnz: int | None = None) -> sp.csr_matrix:
+    """A canonical CSR matrix (sorted indices, repeats summed) of ``tokens % n_features``
+    (uint64, (n, k)) with ``values`` (n, k) in the output dtype; or, given ``indptr`` and
+    ``nnz``, the rows an encoding kernel already built in ``tokens`` (the indices) and
+    ``values`` (1-d)."""
+    if indptr is None:
+        n, k = tokens.shape
+        indptr = np.empty(n + 1, np.int64)
+        indices = np.empty(n * k, index_dtype(n_features, n * k))
+        out = np.empty(n * k, values.dtype)
+        nnz = _k.rows_to_csr(tokens, values, n_features, indptr, indices, out)
+        tokens, values = indices, out
+    X = sp.csr_matrix((values[:nnz], tokens[:nnz], indptr.astype(tokens.dtype, copy=False)),
+                      shape=(indptr.shape[0] - 1, n_features))
+    X.has_canonical_format = True
+    return X
+
+
 def _as_table(data) -> pa.Table:
     if isinstance(data, pa.Table):
         return data
@@ -47,11 +71,16 @@ class HashingEncoder:
       bucket of ``v`` is ``floor(v)`` for ``v <= 2`` and ``3 + floor(ln(v)**2)`` above;
     * a numeric column in ``"value"`` mode: the feature (column name) with value ``v``.
 
+    * a **cross** of two listed columns ``(a, b)``: the pair of their tokens (value 1.0), so a
+      linear model can weigh each combination of values (Rendle's FM learns them instead).
+
     A missing value (null, NaN or empty string) is the token "missing" of its column, a
-    feature of its own (value 1.0). Features that collide in a row are summed. The rule uses
-    nothing but the row, so equal rows get equal features whatever the partitioning, and the
-    hash is the same on every machine and Python version. Non-string categorical values
-    (e.g. integers from Parquet) are hashed as the text pyarrow casts them to ("123").
+    feature of its own (value 1.0); an infinite number is an error (see
+    :mod:`dask_ps.io` for the rule every reader follows). Features that collide in a row are
+    summed. The rule uses nothing but the row, so equal rows get equal features whatever the
+    partitioning, and the hash is the same on every machine and Python version. Non-string
+    categorical values (e.g. integers from Parquet) are hashed as the text pyarrow casts them
+    to ("123").
 
     The encoder is a frozen value: store it with a model as JSON (:meth:`to_json`,
     :meth:`from_json`) and encode new data with the same one.
@@ -62,6 +91,9 @@ class HashingEncoder:
         Numeric columns.
     categorical : tuple of str, default ()
         Categorical columns.
+    crosses : tuple of (str, str), default ()
+        Pairs of listed columns whose combinations are features too; ``(a, b)`` and
+        ``(b, a)`` are the same cross (listed once).
     n_features : int, default 2**20
         Number of hashed features (columns of the output), 1 <= n_features <= 2**62.
     numeric_mode : {"log_bucket", "value"}, default "log_bucket"
@@ -72,8 +104,9 @@ class HashingEncoder:
     Raises
     ------
     ValueError
-        An unknown ``numeric_mode``, no columns, a column listed twice, or ``n_features``
-        or ``seed`` out of range.
+        An unknown ``numeric_mode``, no columns, a column listed twice, a cross of columns
+        that are not listed (or of a column with itself, or listed twice), or
+        ``n_features`` or ``seed`` out of range.
 
     References
     ----------
@@ -95,6 +128,7 @@ class HashingEncoder:
 
     numeric: tuple = field(default=())
     categorical: tuple = field(default=())
+    crosses: tuple = field(default=())
     n_features: int = 2**20
     numeric_mode: str = "log_bucket"
     seed: int = 0
@@ -111,6 +145,15 @@ class HashingEncoder:
         if len(set(cols)) != len(cols):
             dup = next(c for c in cols if cols.count(c) > 1)
             raise ValueError(f"column {dup!r} is listed twice")
+        crosses = tuple((str(a), str(b)) for a, b in self.crosses)
+        seen = set()
+        for a, b in crosses:
+            if a not in cols or b not in cols or a == b:
+                raise ValueError(f"cross ({a!r}, {b!r}) must pair two different listed columns")
+            if frozenset((a, b)) in seen:
+                raise ValueError(f"cross ({a!r}, {b!r}) is listed twice")
+            seen.add(frozenset((a, b)))
+        object.__setattr__(self, "crosses", crosses)
         if isinstance(self.n_features, bool) or not (
                 int(self.n_features) == self.n_features and 1 <= self.n_features <= 2**62):
             raise ValueError(f"n_features must be an integer in [1, 2**62], "
@@ -155,18 +198,40 @@ class HashingEncoder:
             raise ValueError("not the JSON of a HashingEncoder")
         return cls(**spec)
 
+    def column_seeds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per column: its seed, "missing" token and "value" token; per cross: its seed
+        (uint64 arrays), as the encoding kernels take them."""
+        seeds = np.array([_column_seed(c, self.seed) for c in self.columns], np.uint64)
+        missing = np.array([_k.mix64(s ^ np.uint64(_MISSING)) for s in seeds], np.uint64)
+        value = np.array([_k.mix64(s ^ np.uint64(_VALUE)) for s in seeds], np.uint64)
+        cross = np.array([_column_seed(f"{a}\x1f{b}", self.seed) for a, b in self.crosses],
+                         np.uint64)
+        return seeds, missing, value, cross
+
+    def cross_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each cross's two columns, as positions in :attr:`columns` (int64 arrays)."""
+        pos = {c: i for i, c in enumerate(self.columns)}
+        return (np.array([pos[a] for a, _ in self.crosses], np.int64),
+                np.array([pos[b] for _, b in self.crosses], np.int64))
+
+    @property
+    def width(self) -> int:
+        """Features per row before collisions: one per column and per cross."""
+        return len(self.columns) + len(self.crosses)
+
     def hashes(self, data, where: str = "data") -> np.ndarray:
-        """The 64-bit hash of each (row, column): uint64 array (n_rows, n_columns).
+        """The 64-bit hash of each (row, column), then of each cross: uint64 array
+        (n_rows, n_columns + n_crosses).
 
         Raises
         ------
         ValueError
-            A listed column missing from ``data``, or a numeric column that is not numeric,
-            naming ``where`` and the column.
+            A listed column missing from ``data``, a numeric column that is not numeric, or
+            an infinite number, naming ``where``, the column (and the row, 1-based).
         """
         table = _as_table(data)
         n = table.num_rows
-        out = np.empty((len(self.columns), n), np.uint64)
+        out = np.empty((self.width, n), np.uint64)
         for j, name in enumerate(self.columns):
             if name not in table.column_names:
                 raise ValueError(f"{where}: column {name!r} is missing (has "
@@ -177,6 +242,11 @@ class HashingEncoder:
             if name in self.numeric:
                 v = self._numbers(col, where, name)
                 valid = np.isfinite(v)
+                infinite = np.isinf(v)
+                if infinite.any():
+                    i = int(np.argmax(infinite))
+                    raise ValueError(f"{where}: column {name!r}, row {i + 1}: {v[i]} is not a "
+                                     f"finite number")
                 if self.numeric_mode == "value":
                     token = np.uint64(_k.mix64(seed ^ np.uint64(_VALUE)))
                     out[j] = np.where(valid, token, missing)
@@ -196,7 +266,11 @@ class HashingEncoder:
                 valid = arr.is_valid().to_numpy(zero_copy_only=False) & (
                     np.diff(offsets) > 0)
                 _k.hash_strings(buf, offsets, valid, seed, missing, out[j])
-        return out.T
+        out = np.ascontiguousarray(out.T)
+        if self.crosses:
+            a, b = self.cross_columns()
+            _k.hash_crosses(out, a, b, self.column_seeds()[3], len(self.columns))
+        return out
 
     def _numbers(self, col, where: str, name: str) -> np.ndarray:
         try:
@@ -229,17 +303,10 @@ class HashingEncoder:
         table = _as_table(data)
         h = self.hashes(table, where)
         n, k = h.shape
-        indices = (h % np.uint64(self.n_features)).astype(np.int64).ravel()
-        values = np.ones(n * k, dtype=np.float64)
+        values = np.ones((n, k), dtype=np.float64)
         if self.numeric_mode == "value" and self.numeric:
             v = np.column_stack([self._numbers(table.column(c), where, c)
                                  for c in self.numeric])
             v = np.where(np.isfinite(v), v, 1.0)  # a missing value is the indicator 1.0
-            values.reshape(n, k)[:, :len(self.numeric)] = v
-        small = max(self.n_features, n * k) <= np.iinfo(np.int32).max
-        index_dtype = np.int32 if small else np.int64
-        X = sp.csr_matrix((values.astype(dtype), indices.astype(index_dtype),
-                           np.arange(0, n * k + 1, k, dtype=np.int64).astype(index_dtype)),
-                          shape=(n, self.n_features))
-        X.sum_duplicates()
-        return X
+            values[:, :len(self.numeric)] = v
+        return csr_rows(h, values.astype(dtype), self.n_features)

@@ -55,11 +55,14 @@ class _Stats(NamedTuple):
     error: _Err | LineError | None
 
 
-def _parse(data: bytes, shift: int, reject_zero: bool, max_raw: int) -> _Parsed | _Err:
-    """Run the kernel on one block and fill in the numbers it left to the exact slow path."""
+def _parse(data: bytes, shift: int, reject_zero: bool, max_raw: int, store: bool = True,
+           index_dtype=np.int64, value_dtype=np.float64) -> _Parsed | _Err:
+    """Run the kernel on one block and fill in the numbers it left to the exact slow path;
+    without ``store`` only check and count (the arrays of the result are empty)."""
     buf = np.frombuffer(data, dtype=np.uint8)
     labels, indptr, indices, values, blob, at, at_line, at_start, info = _k.parse_block(
-        buf, shift, reject_zero, max_raw
+        buf, shift, reject_zero, max_raw, store, np.empty(0, index_dtype),
+        np.empty(0, value_dtype)
     )
     nslow = info[_k.I_NSLOW]
     if nslow:
@@ -76,7 +79,7 @@ def _parse(data: bytes, shift: int, reject_zero: bool, max_raw: int) -> _Parsed 
     if info[_k.I_ERR]:
         s, e = info[_k.I_ERR_START], info[_k.I_ERR_END]
         return _Err(int(info[_k.I_ERR]), int(info[_k.I_ERR_LINE]), buf[s:e].tobytes())
-    if nslow:
+    if nslow and store:
         at = at[:nslow]
         is_label = at < 0
         values[at[~is_label]] = exact[~is_label]
@@ -101,7 +104,7 @@ def _format_error(
 def _scan(fs, block: _Block, reject_zero: bool, max_raw: int, check=None) -> _Stats:
     """First pass: validate a block and count its rows, lines and index range."""
     data = _read(fs, block)
-    p = _parse(data, 0, reject_zero, max_raw)
+    p = _parse(data, 0, reject_zero, max_raw, store=check is not None)
     if isinstance(p, _Err):
         return _Stats(0, 0, data.count(b"\n"), _k.NO_LIMIT, -1, p)
     info = p.info
@@ -122,17 +125,15 @@ def _scan(fs, block: _Block, reject_zero: bool, max_raw: int, check=None) -> _St
 
 def _load(fs, block: _Block, line0: int, base: int, n_features: int, dtype) -> tuple:
     """Second pass: parse a block into ``(csr_matrix, labels)``."""
-    p = _parse(_read(fs, block), base, base == 1, n_features - 1 + base)
+    data = _read(fs, block)
+    # nnz < len(data): the indices can be int32 before they are counted
+    index_dtype = np.int32 if max(n_features, len(data)) <= np.iinfo(np.int32).max else np.int64
+    p = _parse(data, base, base == 1, n_features - 1 + base, True, index_dtype, dtype)
     if isinstance(p, _Err):  # only if the file changed since the first pass
         raise _format_error(block.path, line0, p, n_features, base)
     rows, nnz = int(p.info[_k.I_ROWS]), int(p.info[_k.I_NNZ])
-    index_dtype = np.int32 if max(n_features, nnz) <= np.iinfo(np.int32).max else np.int64
     X = sp.csr_matrix(
-        (
-            p.values[:nnz].astype(dtype, copy=False),
-            p.indices[:nnz].astype(index_dtype),
-            p.indptr[: rows + 1].astype(index_dtype),
-        ),
+        (p.values[:nnz], p.indices[:nnz], p.indptr[: rows + 1].astype(index_dtype)),
         shape=(rows, n_features),
     )
     if p.info[_k.I_CANON]:
@@ -175,7 +176,9 @@ def read_libsvm(
     indices need not be sorted: each row is sorted, and **a repeated index within a row
     is summed** (``1:0.5 1:0.25`` gives 0.75, as for :class:`scipy.sparse.coo_matrix` and
     as a LIBSVM/LIBLINEAR linear model sees it; sklearn raises instead). Explicit zeros
-    (``3:0``) are kept as stored entries, as sklearn does.
+    (``3:0``) are kept as stored entries, as sklearn does. A NaN value (``3:nan``) is a
+    missing value and the pair is left out; an infinite one is an error (the rule of every
+    reader, :mod:`dask_ps.io`).
 
     Uncompressed files are split at line boundaries into blocks of about ``blocksize``
     bytes; compressed files are read as one block each. The input is read twice: a
@@ -221,8 +224,9 @@ def read_libsvm(
         For a malformed line; the message names the file, the 1-based line number in
         that file and the offending token. Malformed means: a pair without a colon, an
         empty or non-integer index, a negative index, index 0 with ``zero_based=False``,
-        an index beyond ``n_features``, a value or label that is not a finite number
-        (``nan``, ``inf``, overflow, text). Also for invalid arguments.
+        an index beyond ``n_features``, a value that is infinite (``inf``, overflow) or
+        not a number, a label that is not a finite number (``nan`` too). Also for invalid
+        arguments.
     FileNotFoundError
         If ``urlpath`` matches no file.
 

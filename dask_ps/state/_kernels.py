@@ -1,4 +1,5 @@
-"""Numba kernels of the parameter state: key planning, gathers, scatters, hash maps, initialisers.
+"""Numba kernels of the parameter state: key planning of range tables, gathers, scatters,
+initialisers (hashed tables: :mod:`~dask_ps.state._hash_kernels`).
 
 Kernels take arrays and scalars only (no dask, no strings), write into preallocated buffers
 where they can, and have pure-Python twins in ``tests/state/test_kernels.py``.
@@ -33,18 +34,16 @@ def _probe(slot_key, slot_id, mask, k):
 
 
 @numba.njit(**_JIT)
-def plan_keys(keys, starts, hashed, slot_key, slot_id, work, bits, sort_bits, defer_inverse):
-    """Deduplicate keys and group the distinct ones by shard.
+def plan_keys(keys, starts, slot_key, slot_id, work, bits, sort_bits, defer_inverse):
+    """Deduplicate keys of a range-partitioned table and group the distinct ones by shard
+    (hashed tables: :func:`~dask_ps.state._hash_kernels.plan_hashed`).
 
     Parameters
     ----------
     keys : int64 array, shape (n,)
         Keys as given by the caller: unsorted, repeated.
     starts : int64 array, shape (n_shards + 1,)
-        Range partitioning: first row of each shard, then the row count. Hash partitioning:
-        only its length is used.
-    hashed : bool
-        Hash (True) or range (False) partitioning.
+        First row of each shard, then the row count.
     slot_key, slot_id : int64 arrays, shape (cap,)
         Scratch hash table, ``cap`` a power of two >= 2 n, ``slot_id`` all -1 on entry; left
         so on exit. Reusing it across calls avoids allocating and clearing O(cap) per call.
@@ -99,18 +98,17 @@ def plan_keys(keys, starts, hashed, slot_key, slot_id, work, bits, sort_bits, de
         if keys[i] < keys[i - 1]:
             is_sorted = False
             break
-    if not hashed:
-        # the range check costs a pass over the keys: sorted keys need only their ends, and
-        # the bitmap path checks while it sets its bits
-        if not (n == 0 or (is_sorted and keys[0] >= 0 and keys[n - 1] < starts[n_shards])
-                or (not is_sorted and bits.shape[0] > 0 and sort_bits)):
-            for i in range(n):
-                if keys[i] < 0 or keys[i] >= starts[n_shards]:
-                    return np.empty(0, np.int64), offsets, inverse, i, np.empty(0, np.uint64)
-        if is_sorted:
-            local, offsets, inverse, bad = _plan_sorted_range(keys, starts, inverse, offsets)
-            return local, offsets, inverse, bad, np.empty(0, np.uint64)
-    if not hashed and bits.shape[0] > 0:
+    # the range check costs a pass over the keys: sorted keys need only their ends, and
+    # the bitmap path checks while it sets its bits
+    if not (n == 0 or (is_sorted and keys[0] >= 0 and keys[n - 1] < starts[n_shards])
+            or (not is_sorted and bits.shape[0] > 0 and sort_bits)):
+        for i in range(n):
+            if keys[i] < 0 or keys[i] >= starts[n_shards]:
+                return np.empty(0, np.int64), offsets, inverse, i, np.empty(0, np.uint64)
+    if is_sorted:
+        local, offsets, inverse, bad = _plan_sorted_range(keys, starts, inverse, offsets)
+        return local, offsets, inverse, bad, np.empty(0, np.uint64)
+    if bits.shape[0] > 0:
         if sort_bits:
             return _plan_bitmap_range(keys, starts, inverse, offsets, bits, defer_inverse)
         if _distinct_in_bitmap(keys, bits):
@@ -122,39 +120,23 @@ def plan_keys(keys, starts, hashed, slot_key, slot_id, work, bits, sort_bits, de
     slot_of = work[n: 2 * n]
     shard = work[2 * n: 3 * n]
     n_unique = 0
-    if is_sorted:  # hash partitioning of sorted keys: repeats are adjacent, no table needed
-        for i in range(n):
-            if i == 0 or keys[i] != keys[i - 1]:
-                uniq[n_unique] = keys[i]
-                slot_of[n_unique] = -1
-                n_unique += 1
-            inverse[i] = n_unique - 1
-    else:
-        for i in range(n):
-            k = keys[i]
-            h = _probe(slot_key, slot_id, mask, k)
-            if slot_id[h] < 0:
-                slot_id[h] = n_unique
-                slot_key[h] = k
-                uniq[n_unique] = k
-                slot_of[n_unique] = h
-                n_unique += 1
-            inverse[i] = slot_id[h]
-    s_count = np.uint64(n_shards)
+    for i in range(n):
+        k = keys[i]
+        h = _probe(slot_key, slot_id, mask, k)
+        if slot_id[h] < 0:
+            slot_id[h] = n_unique
+            slot_key[h] = k
+            uniq[n_unique] = k
+            slot_of[n_unique] = h
+            n_unique += 1
+        inverse[i] = slot_id[h]
     for u in range(n_unique):
-        if slot_of[u] >= 0:
-            slot_id[slot_of[u]] = -1
-        k = uniq[u]
-        if n_shards == 1:
-            s = 0
-        elif hashed:
-            s = np.int64((mix64(k) >> np.uint64(32)) % s_count)
-        else:
-            s = _range_shard(starts, k)
+        slot_id[slot_of[u]] = -1
+        s = 0 if n_shards == 1 else _range_shard(starts, uniq[u])
         shard[u] = s
         offsets[s + 1] += 1
     # slot positions are no longer needed: slot_of now takes each distinct key's position
-    local, identity = _group_by_shard(uniq[:n_unique], shard, offsets, starts, hashed, slot_of)
+    local, identity = _group_by_shard(uniq[:n_unique], shard, offsets, starts, slot_of)
     for i in range(n):
         inverse[i] = slot_of[inverse[i]]
     return (local, offsets, inverse, (-2 if identity and n_unique == n else -1),
@@ -162,11 +144,11 @@ def plan_keys(keys, starts, hashed, slot_key, slot_id, work, bits, sort_bits, de
 
 
 @numba.njit(inline="always", **_JIT)
-def _group_by_shard(uniq, shard, offsets, starts, hashed, position):
+def _group_by_shard(uniq, shard, offsets, starts, position):
     """Stable counting sort of the distinct keys ``uniq`` by their ``shard``.
 
     ``offsets[s + 1]`` holds shard ``s``'s count on entry, its end on exit. Returns the keys
-    grouped by shard (offsets inside the shard for range partitioning) and whether they were
+    grouped by shard (offsets inside the shard) and whether they were
     grouped already; ``position[u]`` is where ``uniq[u]`` went.
     """
     n_shards = offsets.shape[0] - 1
@@ -179,7 +161,7 @@ def _group_by_shard(uniq, shard, offsets, starts, hashed, position):
         s = shard[u]
         p = fill[s]
         fill[s] += 1
-        local[p] = uniq[u] if hashed else uniq[u] - starts[s]
+        local[p] = uniq[u] - starts[s]
         position[u] = p
         identity = identity and p == u
     return local, identity
@@ -317,7 +299,7 @@ def _plan_distinct_range(keys, starts, inverse, offsets, shard):
         s = 0 if n_shards == 1 else _range_shard(starts, keys[i])
         shard[i] = s
         offsets[s + 1] += 1
-    local, identity = _group_by_shard(keys, shard, offsets, starts, False, inverse)
+    local, identity = _group_by_shard(keys, shard, offsets, starts, inverse)
     return local, offsets, inverse, (-2 if identity else -1)
 
 
@@ -508,51 +490,6 @@ def segment_sum(updates, inverse, n_unique):
         for j in range(updates.shape[1]):
             out[u, j] += updates[i, j]
     return out
-
-
-@numba.njit(**_JIT)
-def map_find(slot_key, slot_row, keys, rows):
-    """Look keys up in an open-addressing map; ``rows[i] = -1`` where absent. Returns #absent."""
-    mask = np.uint64(slot_key.shape[0] - 1)
-    missing = 0
-    for i in range(keys.shape[0]):
-        r = slot_row[_probe(slot_key, slot_row, mask, keys[i])]
-        rows[i] = r
-        if r < 0:
-            missing += 1
-    return missing
-
-
-@numba.njit(**_JIT)
-def map_insert(slot_key, slot_row, keys, rows, n_rows):
-    """Give each absent key (``rows[i] == -1``) a new row, numbered from ``n_rows``.
-
-    Keys are distinct. The map must have room (load kept at most 1/2 by the caller).
-    Returns the new row count.
-    """
-    mask = np.uint64(slot_key.shape[0] - 1)
-    for i in range(keys.shape[0]):
-        if rows[i] >= 0:
-            continue
-        h = _probe(slot_key, slot_row, mask, keys[i])
-        slot_key[h] = keys[i]
-        slot_row[h] = n_rows
-        rows[i] = n_rows
-        n_rows += 1
-    return n_rows
-
-
-@numba.njit(**_JIT)
-def map_rebuild(keys, n_rows, capacity):
-    """A fresh map of ``capacity`` slots (a power of two) holding ``keys[:n_rows]`` at rows 0.."""
-    slot_key = np.empty(capacity, np.int64)
-    slot_row = np.full(capacity, -1, np.int64)
-    mask = np.uint64(capacity - 1)
-    for r in range(n_rows):
-        h = _probe(slot_key, slot_row, mask, keys[r])
-        slot_key[h] = keys[r]
-        slot_row[h] = r
-    return slot_key, slot_row
 
 
 @numba.njit(**_JIT)

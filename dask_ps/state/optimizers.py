@@ -257,6 +257,12 @@ class FTRL(Optimizer):
     l1, l2 : float, default 1.0
         Regularisation strengths (per coordinate, per step as in the paper).
 
+    Notes
+    -----
+    The state ``z`` and ``n`` is kept in the table's dtype (each step computes in float64
+    and stores the result): a float32 table holds 12 bytes per coordinate (weight, ``z``,
+    ``n``), 20 per key of a sparse vector table with its int64 key.
+
     References
     ----------
     McMahan et al., "Ad Click Prediction: a View from the Trenches", KDD 2013, Algorithm 1.
@@ -267,7 +273,7 @@ class FTRL(Optimizer):
     l1: float = 1.0
     l2: float = 1.0
     name: ClassVar[str] = "ftrl"
-    slots: ClassVar[tuple] = (("z", None, "float64"), ("n", None, "float64"))
+    slots: ClassVar[tuple] = (("z", None, None), ("n", None, None))
     rule_code: ClassVar[int] = K.FTRL_RULE
 
     def _check(self):

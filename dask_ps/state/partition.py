@@ -2,10 +2,13 @@
 
 A range partitioner cuts the rows of a dense table into contiguous, near-equal blocks; a hash
 partitioner scatters the keys of a sparse table by a 64-bit hash, so that any key space (up to
-2^64 keys) spreads evenly whatever the keys' pattern. Both plan a batch of keys in one numba
-pass (:func:`~dask_ps.state._kernels.plan_keys`): deduplicate, group by shard, remember where
-each caller's key went. A range shard's keys leave as offsets (int32 below 2^31 rows), or,
-when they are dense, as a bitmap of the shard's rows (:class:`RowBits`).
+2^64 keys) spreads evenly whatever the keys' pattern. Both plan a batch of keys in numba:
+deduplicate, group by shard, remember where each caller's key went
+(:func:`~dask_ps.state._kernels.plan_keys` for range tables,
+:func:`~dask_ps.state._hash_kernels.plan_hashed` for hashed ones). A range shard's keys leave
+as offsets (int32 below 2^31 rows), or, when they are dense, as a bitmap of the shard's rows
+(:class:`RowBits`); a hashed shard's keys leave sorted by their hash code, the order in which
+the shard's index and rows are laid out (see :mod:`~dask_ps.state._hash_kernels`).
 """
 
 from __future__ import annotations
@@ -16,13 +19,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _kernels
+from . import _hash_kernels, _kernels
 
 __all__ = ["HashPartitioner", "KeyPlan", "RangePartitioner", "RowBits", "as_rows",
            "make_partitioner"]
 
 
 _NO_WORDS = np.zeros(0, np.uint64)
+_NO_INT = np.zeros(0, np.int64)
+_NO_ORDER = np.zeros(0, np.uint32)
 
 
 class KeyPlan(NamedTuple):
@@ -35,6 +40,10 @@ class KeyPlan(NamedTuple):
     ascending: bool = False  # each shard's ``local`` keys are in ascending order
     words: np.ndarray = _NO_WORDS  # uint64: bitmap of the distinct keys (range), or empty
     deferred: bool = False  # ``inverse`` not filled yet: see _Partitioner.complete
+    # deferred hashed plans: caller position of each key in bucket order, and the position
+    # in ``local`` of each (empty: keys distinct, j-th is j-th); see plan_hashed
+    order: np.ndarray = _NO_ORDER  # uint32 (n,)
+    runs: np.ndarray = _NO_INT  # int64 (n,) or (0,)
 
     def expand(self, values: np.ndarray) -> np.ndarray:
         """Values per caller key from values per distinct key."""
@@ -121,6 +130,49 @@ def _shard_words(words: np.ndarray, start: int, stop: int) -> np.ndarray:
 _local = threading.local()
 
 
+def _hash_scratch(n: int, n_shards: int) -> tuple:
+    """This thread's scratch for :func:`~dask_ps.state._hash_kernels.plan_hashed` of ``n``
+    keys over ``n_shards`` shards: ``(codes, codes, order, count, table)``, kept between
+    calls (the dedup table's generation tags make clearing it unneeded), grown as needed."""
+    scratch = getattr(_local, "hash_scratch", None)
+    n_count = n_shards * 2**16 + 1
+    if scratch is None or scratch[0].shape[0] < n or scratch[3].shape[0] < n_count:
+        size = max(1024, n, 0 if scratch is None else scratch[0].shape[0])
+        n_count = max(n_count, 0 if scratch is None else scratch[3].shape[0])
+        slots = _hash_kernels.table_size(2 * _hash_kernels.BUCKET)
+        scratch = (np.empty(size, np.uint64), np.empty(size, np.uint64),
+                   np.empty(size, np.uint32), np.empty(n_count, np.int64),
+                   np.zeros(2 * slots, np.uint64))
+        _local.hash_scratch = scratch
+        _local.hash_gen = 1
+    if _local.hash_gen > _hash_kernels.MAX_GEN - n:  # the tags would wrap: start afresh
+        scratch[4][:] = 0
+        _local.hash_gen = 1
+    return scratch
+
+
+def plan_hashed(keys: np.ndarray, n_shards: int, defer_inverse: bool = False) -> KeyPlan:
+    """The :class:`KeyPlan` of ``keys`` (int64) of a table hashed over ``n_shards`` shards:
+    distinct keys grouped by shard, and inside a shard by ranges of their hash code (see
+    :func:`~dask_ps.state._hash_kernels.plan_hashed`).
+
+    With ``defer_inverse`` the plan comes back ``deferred`` (its ``inverse`` filled by
+    :meth:`_Partitioner.complete`) unless the keys were distinct and in that order already.
+    """
+    n = keys.shape[0]
+    magic = _hash_kernels.fastmod_magic(n_shards) if n_shards > 1 else np.uint64(0)
+    inverse = np.empty(n, np.int64)
+    scratch = _hash_scratch(n, n_shards)
+    local, offsets, order, uid, identity, _local.hash_gen = _hash_kernels.plan_hashed(
+        keys, n_shards, magic, *scratch, _local.hash_gen, inverse, defer_inverse)
+    if identity:
+        return KeyPlan(local, offsets, np.arange(n, dtype=np.int64), True)
+    if defer_inverse:  # the order must outlive this thread's scratch
+        return KeyPlan(local, offsets, inverse, False, deferred=True, order=order.copy(),
+                       runs=uid)
+    return KeyPlan(local, offsets, inverse)
+
+
 def _scratch(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """This thread's scratch hash table (cap >= 2 n, ids all -1) and work space (>= 3 n).
 
@@ -183,13 +235,15 @@ class _Partitioner:
         With ``defer_inverse``, the plan may come back with ``deferred`` set: its ``inverse``
         is filled by :meth:`complete`, which the caller runs while the shards answer.
         """
+        if self.hashed:
+            return plan_hashed(keys, self.n_shards, defer_inverse), -1
         n_rows = int(self.starts[-1])
-        bits = _NO_BITS if self.hashed else _bitmap(n_rows)
+        bits = _bitmap(n_rows)
         sort_bits = n_rows // 64 < BITMAP_SORT * keys.shape[0]
         # the bitmap path needs no hash table: none is made (2 x 16 MB for 10^6 keys)
         scratch = _NO_SCRATCH if bits.shape[0] and sort_bits else _scratch(keys.shape[0])
         local, offsets, inverse, bad, words = _kernels.plan_keys(
-            keys, self.starts, self.hashed, *scratch, bits, sort_bits, defer_inverse)
+            keys, self.starts, *scratch, bits, sort_bits, defer_inverse)
         # sorted keys and keys read off the sorting bitmap both come out ascending
         ascending = bits.shape[0] > 0 and sort_bits
         deferred = defer_inverse and words.shape[0] > 0 and bad < 0
@@ -202,8 +256,11 @@ class _Partitioner:
         keys it was made from."""
         if not plan.deferred:
             return plan
-        _kernels.bitmap_ranks(keys, plan.words, plan.inverse)
-        return plan._replace(deferred=False)
+        if plan.words.shape[0]:
+            _kernels.bitmap_ranks(keys, plan.words, plan.inverse)
+        else:
+            _hash_kernels.fill_inverse(plan.order, plan.runs, plan.inverse)
+        return plan._replace(deferred=False, order=_NO_ORDER, runs=_NO_INT)
 
     def wire_keys(self, plan: KeyPlan, s: int,
                   local: np.ndarray | None = None) -> np.ndarray | RowBits:
@@ -277,6 +334,9 @@ class RangePartitioner(_Partitioner):
 class HashPartitioner(_Partitioner):
     """Key ``k`` on shard ``(splitmix64(k) >> 32) % n_shards``; keys are int64 or uint64 bits.
 
+    A plan's distinct keys come out in hash-code order inside each shard (see
+    :mod:`~dask_ps.state._hash_kernels`), whatever the caller's order.
+
     Parameters
     ----------
     n_shards : int
@@ -309,20 +369,17 @@ def make_partitioner(kind: str, n_shards: int, n_rows: int | None) -> _Partition
     raise ValueError(f"unknown partitioner {kind!r}; valid names are {list(PARTITIONERS)}")
 
 
-_ONE_SHARD = np.zeros(2, np.int64)
-
-
 def merge_duplicates(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sum the rows of ``values`` (n, ncols) whose ``keys`` (n,) repeat.
 
-    Returns the distinct keys in order of first appearance and their sums (n_unique, ncols);
-    rows are added in input order, so the result is deterministic.
+    Returns the distinct keys in hash-code order (see :func:`plan_hashed`) and their sums
+    (n_unique, ncols); rows are added in input order, so the result is deterministic.
     """
-    local, _, inverse, _, _ = _kernels.plan_keys(keys, _ONE_SHARD, True,
-                                                 *_scratch(keys.shape[0]), _NO_BITS, False,
-                                                 False)
-    if local.shape[0] == keys.shape[0]:
+    plan = plan_hashed(keys, 1)
+    if plan.identity:
+        return plan.local, values
+    if plan.n_unique == keys.shape[0]:
         out = np.empty_like(values)
-        out[inverse] = values
-        return local, out
-    return local, _kernels.segment_sum(values, inverse, local.shape[0])
+        out[plan.inverse] = values
+        return plan.local, out
+    return plan.local, _kernels.segment_sum(values, plan.inverse, plan.n_unique)

@@ -1,9 +1,17 @@
 """Tables: what a model holds (:class:`TableSpec`), one shard's part of it (:class:`TableShard`).
 
-Dense tables store their block of rows as one array. Sparse tables store the keys touched so far
-in an open-addressing hash map (numba) beside growing value arrays, so memory follows the keys
-used, not the key space. Every row is initialised from its own key, so a table's content does
-not depend on how many shards hold it.
+Dense tables store their block of rows as one array. Sparse (hashed) tables store the keys
+touched so far in growing arrays of rows — the keys (int64), the values, the optimizer's
+slots — found through an open-addressing index (numba, :mod:`~._hash_kernels`), so memory
+follows the keys used, not the key space. Every row is initialised from its own key, so a
+table's content does not depend on how many shards hold it.
+
+Memory of a sparse table, per key held: 8 bytes of key, the row's values and slots (e.g.
+float32 weights with FTRL's ``z`` and ``n``: 12 bytes, 20 with the key), times the spare
+room of the row arrays (they grow by half: 1 to 1.5 times), plus the index: 8 bytes per
+slot at a load between :data:`~._hash_kernels.MAX_LOAD` / 2 and
+:data:`~._hash_kernels.MAX_LOAD` (10.7 to 21.3 bytes per key). :attr:`TableShard.nbytes`
+counts it all; ``benchmarks/hashed_memory.py`` measures it.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from . import _kernels
+from . import _hash_kernels, _kernels
 from .optimizers import Optimizer
 from .partition import RangePartitioner, RowBits, as_rows, make_partitioner
 
@@ -162,6 +170,11 @@ def _resized(arr: np.ndarray, n: int, keep: int) -> np.ndarray:
     return out
 
 
+#: Row arrays of a sparse table grow by this factor (at least) when full.
+ROW_GROWTH = 1.5
+_FIRST_ROWS = 1024
+
+
 class TableShard:
     """One shard's rows of a table, with the optimizer state beside them.
 
@@ -178,9 +191,10 @@ class TableShard:
         self._layout = spec.optimizer.slot_layout(spec.ncols, spec.dtype)
         if spec.sparse:
             self.n_rows = 0
-            self._keys = np.empty(1024, np.int64)
-            self._slot_key, self._slot_row = _kernels.map_rebuild(self._keys, 0, 2048)
-            capacity = 1024
+            self._keys = np.empty(_FIRST_ROWS, np.int64)
+            self._index = np.zeros(2 * _FIRST_ROWS, np.uint64)
+            self._shift = 64 - int(np.log2(self._index.shape[0]))
+            capacity = _FIRST_ROWS
         else:
             part: RangePartitioner = spec.partitioner
             self.n_rows = capacity = part.shard_size(shard)
@@ -202,40 +216,62 @@ class TableShard:
         self.spec.init.fill(self.values, rows, keys)
         self.spec.optimizer.init_slots(self.slots, rows)
 
-    def _grow(self, need: int) -> None:
-        """Make room for ``need`` rows in the value arrays and keep the map at most half full."""
+    def _grow(self, need: int) -> bool:
+        """Make room for ``need`` rows in the row arrays and keep the index's load at most
+        :data:`~._hash_kernels.MAX_LOAD`. Returns whether the rows were renumbered: when the
+        index grows, the rows are put in the order of its slots (about the hash-code order
+        of planned keys), so that calls read them in memory order.
+
+        Raises
+        ------
+        ValueError
+            Beyond :data:`~._hash_kernels.MAX_ROWS` rows in one shard, naming the table.
+        """
+        if need > _hash_kernels.MAX_ROWS:
+            raise ValueError(f"table {self.spec.name!r}: shard {self.shard} would hold {need} "
+                             f"keys, more than {_hash_kernels.MAX_ROWS}; use more shards")
         cap = self.values.shape[0]
+        n = self.n_rows
         if need > cap:
-            new = max(need, 2 * cap)
-            self._keys = np.resize(self._keys, new)
-            self.values = _resized(self.values, new, self.n_rows)
-            self.slots = {k: _resized(v, new, self.n_rows) for k, v in self.slots.items()}
-        if 2 * need > self._slot_key.shape[0]:
-            size = self._slot_key.shape[0]
-            while 2 * need > size:
-                size *= 2
-            self._slot_key, self._slot_row = _kernels.map_rebuild(self._keys, self.n_rows, size)
+            new = min(max(need, int(ROW_GROWTH * cap)), _hash_kernels.MAX_ROWS)
+            self._keys = _resized(self._keys, new, n)
+            self.values = _resized(self.values, new, n)
+            self.slots = {k: _resized(v, new, n) for k, v in self.slots.items()}
+        size = self._index.shape[0]
+        if need <= _hash_kernels.MAX_LOAD * size:
+            return False
+        while need > _hash_kernels.MAX_LOAD * size:
+            size *= 2
+        self._index = None  # freed before the new one is allocated
+        self._index = np.zeros(size, np.uint64)
+        self._shift = 64 - int(np.log2(size))
+        _hash_kernels.index_build(self._index, self._shift, self._keys, n)
+        perm = np.empty(n, np.uint32)
+        _hash_kernels.index_renumber(self._index, perm)
+        for arr in (self._keys, self.values, *self.slots.values()):
+            arr[:n] = arr[perm]
+        return True
 
     def rows(self, keys: np.ndarray, create: bool = True) -> np.ndarray:
         """Rows of ``keys`` (distinct; offsets for dense tables, keys for sparse ones).
 
         Sparse keys seen for the first time get new rows, initialised, when ``create``;
-        otherwise their row is -1.
+        otherwise their row is -1. Creating rows may renumber the others (see
+        :meth:`_grow`): rows are valid until the next call that creates some.
         """
         if not self.spec.sparse:
             return as_rows(keys)  # offsets, int32 or int64: the kernels take either
         rows = np.empty(keys.shape[0], np.int64)
-        missing = _kernels.map_find(self._slot_key, self._slot_row, keys, rows)
+        missing = _hash_kernels.index_find(self._index, self._shift, self._keys, keys, rows)
         if missing and create:
             first = self.n_rows
-            self._grow(self.n_rows + missing)
-            self.n_rows = _kernels.map_insert(self._slot_key, self._slot_row, keys, rows,
-                                              self.n_rows)
+            if self._grow(self.n_rows + missing):
+                _hash_kernels.index_find(self._index, self._shift, self._keys, keys, rows)
+            self.n_rows = _hash_kernels.index_insert(self._index, self._shift, self._keys,
+                                                     keys, rows, self.n_rows)
             new = np.arange(first, self.n_rows, dtype=np.int64)
-            fresh = keys[rows >= first]
-            # map_insert numbers new keys in input order, so rows[rows >= first] == new.
-            self._keys[first: self.n_rows] = fresh
-            self._init_rows(new, fresh)
+            # index_insert numbers new keys in input order, so rows[rows >= first] == new
+            self._init_rows(new, self._keys[first: self.n_rows])
         return rows
 
     def gather(self, keys: np.ndarray) -> np.ndarray:
@@ -244,7 +280,8 @@ class TableShard:
         out = np.empty((keys.shape[0], self.spec.ncols), self.spec.dtype)
         if isinstance(keys, RowBits):
             return _kernels.gather_bits(self.values, keys.words, out)
-        _kernels.gather_rows(self.values, self.rows(keys), out)
+        rows = self.rows(keys)  # first: creating rows may replace self.values
+        _kernels.gather_rows(self.values, rows, out)
         return out
 
     def apply(self, keys: np.ndarray, updates: np.ndarray) -> None:
@@ -287,7 +324,8 @@ class TableShard:
 
     @property
     def nbytes(self) -> int:
-        extra = 0 if not self.spec.sparse else self._slot_key.nbytes * 2 + self._keys.nbytes
+        """Bytes held: values and slots, and for a sparse table its keys and index."""
+        extra = 0 if not self.spec.sparse else self._index.nbytes + self._keys.nbytes
         return self.values.nbytes + sum(a.nbytes for a in self.slots.values()) + extra
 
 

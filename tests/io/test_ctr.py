@@ -116,8 +116,9 @@ BAD_CASES = [
     # pyarrow parses these as floats: refused after the parse
     (b"nan,2,a,b", "column 'y' (field 1): 'nan' is not a finite number"),
     (b"-inf,2,a,b", "column 'y' (field 1): '-inf' is not a finite number"),
-    (b"1,NaN,a,b", "column 'n' (field 2): 'NaN' is not a finite number"),
     (b"1,inf,a,b", "column 'n' (field 2): 'inf' is not a finite number"),
+    (b"1,-Infinity,a,b", "column 'n' (field 2): '-Infinity' is not a finite number"),
+    (b'1,2,"a,b', "expected 4 fields, got 3"),  # a quote that does not close
     (b"1,1e400,a,b", "column 'n' (field 2): '1e400' is not a finite number"),
 ]
 

@@ -10,17 +10,20 @@ from dask_ps.state.partition import (
     RangePartitioner,
     RowBits,
     as_rows,
-    merge_duplicates,
 )
 
 
 def plan_keys_py(keys, starts, hashed):
-    """Slow twin of :func:`plan_keys`: same grouping; inside a shard, ascending keys for a
+    """Slow twin of a partitioner's plan: same grouping; inside a shard, ascending keys for a
     range table of fewer than ``64 * BITMAP_SORT`` rows per key (its bitmap path), else
-    first-appearance order."""
+    first-appearance order; a hashed table's plan is ``test_hash_kernels.twin_plan``'s."""
     n_shards = len(starts) - 1
+    if hashed:
+        from test_hash_kernels import twin_plan
+
+        return twin_plan(keys, n_shards)
     uniq = list(dict.fromkeys(keys.tolist()))
-    if not hashed and starts[-1] // 64 < BITMAP_SORT * len(keys):
+    if starts[-1] // 64 < BITMAP_SORT * len(keys):
         uniq = sorted(uniq)
     if hashed:
         shard = [int(K.hash_shard(np.array([k]), n_shards)[0]) for k in uniq]
@@ -77,20 +80,6 @@ def test_hash_partition_is_balanced_for_patterned_keys():
     assert counts.min() > 0.2 * len(keys)
 
 
-def test_map_insert_find_and_rebuild():
-    cap = 64
-    slot_key, slot_row = K.map_rebuild(np.empty(0, np.int64), 0, cap)
-    keys = np.array([5, -3, 2**62, 7], np.int64)
-    rows = np.empty(4, np.int64)
-    assert K.map_find(slot_key, slot_row, keys, rows) == 4
-    n = K.map_insert(slot_key, slot_row, keys, rows, 0)
-    assert n == 4 and rows.tolist() == [0, 1, 2, 3]
-    big_key, big_row = K.map_rebuild(keys, 4, 128)
-    again = np.empty(5, np.int64)
-    K.map_find(big_key, big_row, np.array([7, 5, 8, 2**62, -3]), again)
-    assert again.tolist() == [3, 0, -1, 2, 1]
-
-
 def test_init_rows_depends_on_key_only():
     a = np.zeros((3, 4))
     b = np.zeros((5, 4))
@@ -101,14 +90,6 @@ def test_init_rows_depends_on_key_only():
     big = np.zeros((20000, 1))
     K.init_rows(big, np.arange(20000), np.arange(20000), K.INIT_NORMAL, 1.0, 2.0, 0)
     assert abs(big.mean() - 1.0) < 0.05 and abs(big.std() - 2.0) < 0.05
-
-
-def test_merge_duplicates_sums_in_order():
-    keys = np.array([4, 1, 4, 9, 1])
-    vals = np.arange(10, dtype=np.float64).reshape(5, 2)
-    k, v = merge_duplicates(keys, vals)
-    assert k.tolist() == [4, 1, 9]
-    np.testing.assert_array_equal(v, [[0 + 4, 1 + 5], [2 + 8, 3 + 9], [6, 7]])
 
 
 @pytest.mark.parametrize("hashed", [False, True])
@@ -171,16 +152,6 @@ def test_distinct_unsorted_keys_of_a_large_range_table_keep_their_order(n_shards
     # keys of one shard, distinct, in any order: nothing to reorder
     plan, _ = part.plan(np.array([part.starts[1] - 1, 0, 2]))
     assert plan.identity and plan.expand(np.arange(3)).tolist() == [0, 1, 2]
-
-
-def test_hash_plan_of_distinct_keys_of_one_shard_is_the_identity():
-    part = HashPartitioner(2)
-    keys = np.arange(1000, dtype=np.int64)
-    one = keys[K.hash_shard(keys, 2) == 1]
-    plan, _ = part.plan(one)
-    assert plan.identity
-    np.testing.assert_array_equal(plan.local, one)
-    assert not part.plan(keys)[0].identity
 
 
 @pytest.mark.parametrize("n_shards", [1, 3])

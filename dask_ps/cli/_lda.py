@@ -1,0 +1,137 @@
+"""``dask-ps train lda``: LDA-C or UCI docword to
+:class:`~dask_ps.LatentDirichletAllocation`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _options as opt
+from ._algorithms import CONSISTENCY, Algorithm, Loaded, Param, _blocksize, _count, _n_workers
+
+# --- latent Dirichlet allocation --------------------------------------------------------------
+
+def _lda_data_options(g) -> None:
+    g.add_argument("--format", choices=["ldac", "docword"],
+                   help="ldac: Blei's LDA-C lines 'N id:count ...' (0-based ids); docword: UCI "
+                        "bag-of-words (3 header lines, then 'doc word count', 1-based). "
+                        "Default: docword when the file name contains 'docword', else ldac")
+    g.add_argument("--vocab", metavar="PATH",
+                   help="the terms, one per line (line k: term id k; UCI: id k + 1); top "
+                        "words print ids without it")
+    g.add_argument("--top-words", type=opt.NON_NEGATIVE_INT, default=10,
+                   help="terms printed per topic after training (default 10; 0: none)")
+    g.add_argument("--blocksize", type=opt.size, help="bytes per data partition (default: "
+                   "two partitions per worker, at most 64MiB each)")
+
+
+def _lda_meta(args) -> dict:
+    fmt = args.format or ("docword" if "docword" in str(args.train).rsplit("/", 1)[-1]
+                          else "ldac")
+    return {"format": fmt, "vocab": args.vocab}
+
+
+def _lda_read(path: str, meta: dict, blocksize=None, n_terms=None):
+    """``(X, vocabulary)`` of one LDA-C or docword input; ``n_terms`` pads the columns."""
+    from ..io import read_docword, read_ldac
+
+    reader = read_docword if meta["format"] == "docword" else read_ldac
+    kw = {"blocksize": blocksize} if blocksize else {}
+    X, vocab = reader(path, meta.get("vocab"), **kw)
+    if n_terms is not None and X.shape[1] != n_terms:
+        if X.shape[1] > n_terms:
+            raise ValueError(f"{path}: term ids up to {X.shape[1] - 1}, the model knows "
+                             f"{n_terms} terms")
+        X = X.map_blocks(_lda_pad, n_terms, dtype=X.dtype,
+                         chunks=(X.chunks[0], (n_terms,)), meta=X._meta)
+    return X, vocab
+
+
+def _lda_pad(block, n_terms: int):
+    import scipy.sparse as sp
+
+    return sp.csr_matrix((block.data, block.indices, block.indptr),
+                         shape=(block.shape[0], n_terms))
+
+
+def _lda_load(args, client) -> Loaded:
+    meta = _lda_meta(args)
+    blocksize = args.blocksize or _blocksize(args.train, _n_workers(client))
+    X, vocab = _lda_read(args.train, meta, blocksize)
+    meta["n_terms"] = int(X.shape[1])
+    test = _lda_read(args.test, meta, n_terms=X.shape[1])[0] if args.test else None
+    X = client.persist(X)
+    tokens = float(X.map_blocks(_lda_tokens, dtype=np.float64, chunks=(1,), drop_axis=1,
+                                meta=np.zeros(0)).sum().compute())
+    summary = (f"{X.shape[0]:,} documents x {X.shape[1]:,} terms, {tokens:,.0f} tokens "
+               f"({_count(X.numblocks[0], 'partition')})")
+    kwargs = {} if vocab is None else {"vocabulary": vocab}
+    return Loaded((X,), test, meta, tokens, summary, kwargs)
+
+
+def _lda_tokens(block) -> np.ndarray:
+    return np.array([float(block.sum())])
+
+
+def _lda_load_test(path: str, meta: dict, args):
+    return _lda_read(path, meta, n_terms=meta.get("n_terms"))[0]
+
+
+def _lda_score(est, test) -> list[str]:
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix(test.compute())
+    return [f"test: perplexity {est.perplexity(X):.2f} ({int(X.sum()):,} tokens, "
+            f"{X.shape[0]:,} documents; theta by EM on each whole document)"]
+
+
+def _lda_report(est, args) -> list[str]:
+    lines = []
+    last = [h for h in est.history_ if "loss" in h and "event" not in h]
+    if last:
+        lines.append(f"train: log-likelihood log p(w, z) {last[-1]['log_likelihood']:.6g}, "
+                     f"per token {-last[-1]['loss']:.4f}")
+    n = getattr(args, "top_words", 10)
+    if n:
+        for k, words in enumerate(est.top_words(n)):
+            lines.append(f"topic {k}: " + " ".join(str(w) for w in words))
+    return lines
+
+
+def _lda_export(est, meta: dict):
+    import pandas as pd
+
+    terms = getattr(est, "vocabulary_", np.arange(est.components_.shape[1]))
+    phi = est.components_ / est.components_.sum(axis=1, keepdims=True)
+    table = pd.DataFrame({"term": terms, **{f"topic_{k}": phi[k]
+                                            for k in range(phi.shape[0])}})
+    desc = {"model": "latent Dirichlet allocation (collapsed Gibbs, WarpLDA sampler)",
+            "estimator": type(est).__name__, "n_topics": int(phi.shape[0]),
+            "doc_topic_prior": est.doc_topic_prior_,
+            "topic_word_prior": est.topic_word_prior_,
+            "columns": {"term": "the term (or its id)",
+                        "topic_k": "p(term | topic k), each topic column sums to 1"},
+            "data": meta}
+    return {"topics": table}, desc
+
+
+LDA = Algorithm(
+    name="lda", summary="latent Dirichlet allocation of documents (LDA-C or UCI docword)",
+    estimator="LatentDirichletAllocation",
+    params=(
+        Param("--topics", "n_components", dict(type=opt.POSITIVE_INT, help="topics K")),
+        Param("--alpha", "doc_topic_prior", dict(type=opt.POSITIVE,
+                                                 help="document-topic prior")),
+        Param("--beta", "topic_word_prior", dict(type=opt.POSITIVE, help="topic-word prior")),
+        Param("--max-iter", "max_iter", dict(type=opt.POSITIVE_INT, help="Gibbs iterations")),
+        Param("--mh-steps", "mh_steps", dict(type=opt.POSITIVE_INT)),
+        Param("--evaluate-every", "evaluate_every", dict(type=opt.NON_NEGATIVE_INT)),
+        Param("--consistency", "consistency", CONSISTENCY),
+        Param("--staleness", "staleness", dict(type=opt.NON_NEGATIVE_INT)),
+        Param("--n-shards", "n_shards", dict(type=opt.POSITIVE_INT)),
+        Param("--seed", "random_state", dict(type=opt.NON_NEGATIVE_INT)),
+        Param("--max-recoveries", "max_recoveries", dict(type=opt.NON_NEGATIVE_INT)),
+    ),
+    datasets={},
+    data_options=_lda_data_options, load=_lda_load, load_test=_lda_load_test,
+    score=_lda_score, export=_lda_export, unit="tokens", check=_lda_meta, report=_lda_report)

@@ -1,0 +1,245 @@
+"""``dask-ps train lr`` and ``fm``: LIBSVM or click tables (CSV/Parquet) to
+:class:`~dask_ps.LogisticRegression` and :class:`~dask_ps.FactorizationMachineClassifier`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from . import _options as opt
+from ._algorithms import (
+    CONSISTENCY,
+    Algorithm,
+    Dataset,
+    Loaded,
+    Param,
+    _blocksize,
+    _count,
+    _n_threads,
+    _n_workers,
+    _nnz,
+)
+
+# --- logistic regression ----------------------------------------------------------------------
+
+def _lr_data_options(g) -> None:
+    g.add_argument("--format", choices=["libsvm", "csv", "parquet"], default="libsvm",
+                   help="input format (default libsvm); csv/parquet: a click table with a "
+                        "header, features hashed (dask_ps.io.read_ctr / encode_ctr)")
+    g.add_argument("--label", help="csv/parquet: the label column (default: read_ctr's, "
+                                   "'Label')")
+    g.add_argument("--numeric", type=opt.columns, help="csv/parquet: columns forced numeric, "
+                   "comma-separated (default: inferred from the header and the values, "
+                   "dask_ps.io.infer_encoder)")
+    g.add_argument("--categorical", type=opt.columns,
+                   help="csv/parquet: columns forced categorical")
+    g.add_argument("--exclude", type=opt.columns,
+                   help="csv/parquet: columns that are not features (e.g. an id)")
+    g.add_argument("--hash-features", type=opt.POSITIVE_INT,
+                   help="csv/parquet: hashed feature columns (default 2**20)")
+    g.add_argument("--sep", help="csv: field delimiter (default ',')")
+    g.add_argument("--n-features", type=opt.POSITIVE_INT,
+                   help="libsvm: feature columns (default: the largest index seen)")
+    g.add_argument("--blocksize", type=opt.size, help="bytes per data partition, e.g. 64MiB "
+                   "(default: two partitions per worker, at most 64MiB each)")
+
+
+def _lr_meta(args) -> dict:
+    """How LR data is read, from the options (saved with the model)."""
+    fmt = args.format
+    if fmt == "libsvm":
+        for name in ("label", "numeric", "categorical", "exclude", "hash_features", "sep"):
+            if getattr(args, name) is not None:
+                raise ValueError(f"--{name.replace('_', '-')} applies to --format csv|parquet")
+        return {"format": fmt, "n_features": args.n_features}
+    if args.n_features is not None:
+        raise ValueError("--n-features applies to --format libsvm (csv/parquet: "
+                         "--hash-features)")
+    if fmt == "parquet" and args.sep is not None:
+        raise ValueError("--sep applies to --format csv")
+    # the encoder is inferred from the training files' header when the data is loaded
+    return {"format": fmt, "label": args.label, "encoder": None, "sep": args.sep,
+            "numeric": args.numeric, "categorical": args.categorical,
+            "exclude": args.exclude, "hash_features": args.hash_features}
+
+
+def _ctr_encoder(path: str, meta: dict) -> str:
+    """The JSON of the encoder :func:`~dask_ps.io.infer_encoder` makes from the training
+    files' header and values, with the column options of ``meta`` as overrides."""
+    from ..io import infer_encoder
+
+    kw = {"label": meta["label"]} if meta.get("label") else {}
+    if meta.get("sep"):
+        kw["sep"] = meta["sep"]
+    if meta.get("hash_features"):
+        kw["n_features"] = meta["hash_features"]
+    return infer_encoder(path, numeric=meta.get("numeric"),
+                         categorical=meta.get("categorical"),
+                         exclude=tuple(meta.get("exclude") or ()), format=meta["format"],
+                         **kw).to_json()
+
+
+def _lr_read(path: str, meta: dict, blocksize=None, n_features=None):
+    """``X, y`` of one input as ``meta`` says (the first pass runs on the current client)."""
+    from ..io import HashingEncoder, read_ctr, read_libsvm
+
+    fmt = meta["format"]
+    if fmt == "libsvm":
+        return read_libsvm(path, n_features=n_features or meta.get("n_features"),
+                           blocksize=blocksize)
+    encoder = HashingEncoder.from_json(meta["encoder"])
+    kw = {"label": meta["label"]} if meta.get("label") else {}
+    if fmt == "csv":
+        if meta.get("sep"):
+            kw["sep"] = meta["sep"]
+        if blocksize:
+            kw["blocksize"] = blocksize
+    return read_ctr(path, encoder, format=fmt, **kw)
+
+
+def _lr_load(args, client) -> Loaded:
+    import dask
+
+    meta = _lr_meta(args)
+    if meta["format"] != "libsvm":
+        meta["encoder"] = _ctr_encoder(args.train, meta)
+    blocksize = args.blocksize
+    if blocksize is None and meta["format"] != "parquet":
+        blocksize = _blocksize(args.train, _n_workers(client))
+    X, y = _lr_read(args.train, meta, blocksize)
+    meta["n_features"] = int(X.shape[1])
+    test = None
+    if args.test:  # its lines are checked now, not after training
+        test = _lr_read(args.test, meta, n_features=X.shape[1])
+    X, y = client.persist([X, y])
+    threads = _n_threads(client)
+    if X.numblocks[0] < threads <= X.shape[0]:  # dask_ps.partition cuts and spreads them
+        print(f"note: {args.train} gave {_count(X.numblocks[0], 'partition')} for {threads} "
+              f"worker threads (a compressed file is read as one block): split into "
+              f"{threads} after reading", flush=True)
+
+    # counted now: a fit may release the persisted input once it has encoded it
+    units = float(sum(dask.compute(*[dask.delayed(_nnz)(b) for b in X.to_delayed().ravel()])))
+    parts = _count(max(X.numblocks[0], min(threads, X.shape[0])), "partition")
+    summary = f"{X.shape[0]:,} rows x {X.shape[1]:,} features ({parts})"
+    return Loaded((X, y), test, meta, units, summary)
+
+
+def _lr_load_test(path: str, meta: dict, args):
+    return _lr_read(path, meta, n_features=meta.get("n_features"))
+
+
+def _lr_score(est, test) -> list[str]:
+    import dask
+
+    from . import metrics_line
+
+    X, y = test
+    proba, y = dask.compute(est.predict_proba(X), y)
+    line, warnings = metrics_line(est.classes_, np.asarray(y), np.asarray(proba))
+    return [f"warning: {w}" for w in warnings] + [line]
+
+
+def _lr_export(est, meta: dict):
+    import pandas as pd
+
+    coef = est.coef_.T  # (n_features, n_outputs)
+    keep = np.flatnonzero((coef != 0).any(axis=1))
+    names = ["coef"] if coef.shape[1] == 1 else [f"coef_{c}" for c in est.classes_.tolist()]
+    table = pd.DataFrame({"feature": keep.astype(np.int64),
+                          **{n: coef[keep, j] for j, n in enumerate(names)}})
+    desc = {"model": "logistic regression", "estimator": type(est).__name__,
+            "classes": est.classes_.tolist(), "intercept": est.intercept_.tolist(),
+            "n_features": int(est.n_features_in_),
+            "n_hashed_features": est.n_hashed_features,
+            "columns": {n: (f"weights of class {c!r} (the positive class)" if len(names) == 1
+                            else f"one-vs-rest weights of class {c!r}")
+                        for n, c in zip(names, est.classes_.tolist()[-len(names):])},
+            "rows": "features with a non-zero weight (feature = column index of X)",
+            "data": meta}
+    return {"coef": table}, desc
+
+
+#: The flags LR and FM share: consistency, shards, hashing, seed, checkpoints.
+_CLASSIFIER_RUN = (
+    Param("--consistency", "consistency", CONSISTENCY),
+    Param("--staleness", "staleness", dict(type=opt.NON_NEGATIVE_INT)),
+    Param("--n-shards", "n_shards", dict(type=opt.POSITIVE_INT)),
+    Param("--n-hashed-features", "n_hashed_features",
+          dict(type=opt.POSITIVE_INT, help="hash the input's columns into this many")),
+    Param("--seed", "random_state", dict(type=opt.NON_NEGATIVE_INT)),
+    Param("--checkpoint", "checkpoint",
+          dict(metavar="URL", help="checkpoint folder reachable from every worker")),
+    Param("--checkpoint-every", "checkpoint_every", dict(type=opt.POSITIVE_INT)),
+    Param("--max-recoveries", "max_recoveries", dict(type=opt.NON_NEGATIVE_INT)),
+)
+
+LR = Algorithm(
+    name="lr", summary="logistic regression (LIBSVM, or CSV/Parquet click tables)",
+    estimator="LogisticRegression",
+    params=(
+        Param("--solver", "solver", dict(choices=["ftrl", "sgd", "adagrad", "lbfgs"])),
+        Param("--penalty", "penalty", dict(choices=["l2", "l1"])),
+        Param("--C", "C", dict(type=opt.POSITIVE, help="inverse regularisation strength")),
+        Param("--fit-intercept", "fit_intercept", dict(action=argparse.BooleanOptionalAction)),
+        Param("--max-iter", "max_iter", dict(type=opt.POSITIVE_INT,
+                                             help="epochs, or L-BFGS iterations")),
+        Param("--batch-size", "batch_size", dict(type=opt.POSITIVE_INT)),
+        Param("--learning-rate", "learning_rate",
+              dict(type=opt.POSITIVE, help="step of sgd, adagrad; alpha of ftrl")),
+        Param("--tol", "tol", dict(type=opt.POSITIVE)),
+        Param("--early-stopping", "early_stopping",
+              dict(action=argparse.BooleanOptionalAction)),
+        Param("--validation-fraction", "validation_fraction", dict(type=opt.fraction)),
+        Param("--n-iter-no-change", "n_iter_no_change", dict(type=opt.POSITIVE_INT)),
+        Param("--clocks-per-epoch", "clocks_per_epoch", dict(type=opt.POSITIVE_INT)),
+        *_CLASSIFIER_RUN,
+    ),
+    datasets={"a9a": Dataset(
+        "lr_a9a", "a9a", "a9a.t",
+        "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary.html#a9a",
+        {"n_features": 123})},
+    data_options=_lr_data_options, load=_lr_load, load_test=_lr_load_test, score=_lr_score,
+    export=_lr_export, unit="non-zeros", check=_lr_meta)
+
+
+# --- factorization machine (LR's data path) ----------------------------------------------------
+
+def _fm_export(est, meta: dict):
+    import pandas as pd
+
+    tables, desc = _lr_export(est, meta)
+    F = est.factors_
+    keep = np.flatnonzero(F.any(axis=1))
+    tables["factors"] = pd.DataFrame({"feature": keep.astype(np.int64),
+                                      **{f"f{j}": F[keep, j] for j in range(F.shape[1])}})
+    desc.update(model="factorization machine b + x.w + sum_{j<l} <v_j, v_l> x_j x_l",
+                rank=int(F.shape[1]),
+                factors="rows of features with a non-zero factor: v_j (f0..)")
+    return tables, desc
+
+
+FM = Algorithm(
+    name="fm", summary="factorization machine, binary (LIBSVM, or CSV/Parquet click tables)",
+    estimator="FactorizationMachineClassifier",
+    params=(
+        Param("--k", "k", dict(type=opt.POSITIVE_INT, help="factors per feature")),
+        Param("--learning-rate", "learning_rate",
+              dict(type=opt.POSITIVE, help="alpha of the linear part's FTRL")),
+        Param("--l1", "l1", dict(type=opt.NON_NEGATIVE, help="FTRL L1 of the linear part")),
+        Param("--l2", "l2", dict(type=opt.NON_NEGATIVE, help="FTRL L2 of the linear part")),
+        Param("--factor-solver", "factor_solver", dict(choices=["adagrad", "sgd"])),
+        Param("--factor-learning-rate", "factor_learning_rate", dict(type=opt.POSITIVE)),
+        Param("--reg-factors", "reg_factors",
+              dict(type=opt.NON_NEGATIVE, help="L2 strength of the factors")),
+        Param("--init-std", "init_std", dict(type=opt.POSITIVE)),
+        Param("--fit-intercept", "fit_intercept", dict(action=argparse.BooleanOptionalAction)),
+        Param("--max-iter", "max_iter", dict(type=opt.POSITIVE_INT, help="epochs")),
+        Param("--clocks-per-epoch", "clocks_per_epoch", dict(type=opt.POSITIVE_INT)),
+        *_CLASSIFIER_RUN,
+    ),
+    datasets=LR.datasets, data_options=_lr_data_options, load=_lr_load,
+    load_test=_lr_load_test, score=_lr_score, export=_fm_export, unit="non-zeros",
+    check=_lr_meta)

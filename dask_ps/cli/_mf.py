@@ -1,0 +1,109 @@
+"""``dask-ps train mf``: ratings to :class:`~dask_ps.MatrixFactorization`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from . import _options as opt
+from ._algorithms import CONSISTENCY, Algorithm, Dataset, Loaded, Param, _count
+
+# --- matrix factorization ---------------------------------------------------------------------
+
+def _mf_data_options(g) -> None:
+    g.add_argument("--sep", help="field delimiter (default: tab, ',' for .csv files)")
+    g.add_argument("--header", action="store_true", help="files start with column names")
+    g.add_argument("--names", type=opt.columns,
+                   help="columns of headerless files (default user,item,rating,timestamp)")
+    g.add_argument("--user-column", help="the user column (default 'user')")
+    g.add_argument("--item-column", help="the item column (default 'item')")
+    g.add_argument("--rating-column", help="the rating column (default 'rating')")
+    g.add_argument("--blocksize", type=opt.size, help="bytes per partition (default 32MiB)")
+
+
+def _with_ids(df, user_ids: np.ndarray, item_ids: np.ndarray):
+    """A partition of codes with the files' ids put back (the model keeps the real ids)."""
+    return df.assign(user=user_ids[df["user"].to_numpy()], item=item_ids[df["item"].to_numpy()])
+
+
+def _mf_read(path: str, meta: dict, blocksize=None):
+    from ..io import read_ratings
+
+    kw = {k: meta[k] for k in ("sep", "names") if meta.get(k)}
+    for key in ("user", "item", "rating"):
+        if meta.get(key):
+            kw[key] = meta[key]
+    if blocksize:
+        kw["blocksize"] = blocksize
+    df, users, items = read_ratings(path, header=bool(meta.get("header")), **kw)
+    return df.map_partitions(_with_ids, users.ids, items.ids,
+                             meta=_with_ids(df._meta, users.ids, items.ids))
+
+
+def _mf_load(args, client) -> Loaded:
+    meta = {"format": "ratings", "sep": args.sep, "header": args.header, "names": args.names,
+            "user": args.user_column, "item": args.item_column, "rating": args.rating_column}
+    df = _mf_read(args.train, meta, args.blocksize)
+    test = _mf_read(args.test, meta) if args.test else None
+    df = client.persist(df)
+    n = int(df.map_partitions(len).sum().compute())
+    return Loaded((df,), test, meta, float(n),
+                  f"{n:,} ratings ({_count(df.npartitions, 'partition')})")
+
+
+def _mf_load_test(path: str, meta: dict, args):
+    return _mf_read(path, meta)
+
+
+def _mf_score(est, test) -> list[str]:
+    r = est.evaluate(test)
+    return [f"test: RMSE {r['rmse']:.4f}  MAE {r['mae']:.4f}  ({r['n_ratings']:,} ratings; "
+            f"unseen: {r['n_unseen_users']:,} users, {r['n_unseen_items']:,} items)"]
+
+
+def _mf_export(est, meta: dict):
+    import pandas as pd
+
+    tables = {}
+    for side in ("user", "item"):
+        F = getattr(est, f"{side}_factors_")
+        tables[f"{side}s"] = pd.DataFrame({
+            "id": getattr(est, f"{side}_ids_"), "bias": getattr(est, f"{side}_bias_"),
+            **{f"f{k}": F[:, k] for k in range(F.shape[1])}})
+    desc = {"model": "biased matrix factorisation r = mu + b_u + b_i + p_u . q_i",
+            "estimator": type(est).__name__, "global_mean": est.global_mean_,
+            "rating_range": list(est.rating_range_), "clip": est.clip,
+            "rank": int(est.user_factors_.shape[1]),
+            "tables": {"users": "id, bias b_u, factors p_u (f0..)",
+                       "items": "id, bias b_i, factors q_i (f0..)"},
+            "data": meta}
+    return tables, desc
+
+
+MF = Algorithm(
+    name="mf", summary="matrix factorisation of ratings (user, item, rating[, timestamp])",
+    estimator="MatrixFactorization",
+    params=(
+        Param("--solver", "solver", dict(choices=["sgd", "als"])),
+        Param("--rank", "rank", dict(type=opt.POSITIVE_INT, help="latent factors")),
+        Param("--reg", "reg", dict(type=opt.NON_NEGATIVE, help="L2 strength of the factors")),
+        Param("--reg-bias", "reg_bias", dict(type=opt.NON_NEGATIVE)),
+        Param("--learning-rate", "learning_rate", dict(type=opt.POSITIVE)),
+        Param("--decay", "decay", dict(type=opt.POSITIVE)),
+        Param("--max-iter", "max_iter", dict(type=opt.POSITIVE_INT,
+                                             help="epochs (sgd) or iterations (als)")),
+        Param("--init-std", "init_std", dict(type=opt.NON_NEGATIVE)),
+        Param("--batch-size", "batch_size", dict(type=opt.POSITIVE_INT)),
+        Param("--consistency", "consistency", CONSISTENCY),
+        Param("--staleness", "staleness", dict(type=opt.NON_NEGATIVE_INT)),
+        Param("--n-shards", "n_shards", dict(type=opt.POSITIVE_INT)),
+        Param("--clip", "clip", dict(action=argparse.BooleanOptionalAction)),
+        Param("--seed", "random_state", dict(type=opt.NON_NEGATIVE_INT)),
+    ),
+    datasets={"movielens100k": Dataset(
+        "mf_movielens100k", "u1.base", "u1.test",
+        "https://grouplens.org/datasets/movielens/100k/")},
+    data_options=_mf_data_options, load=_mf_load, load_test=_mf_load_test, score=_mf_score,
+    export=_mf_export, unit="ratings")

@@ -1,0 +1,165 @@
+"""Factorization machines: the kernel against a slow twin, the margins against the pairwise
+sum, scikit-learn's checks, planted interactions that logistic regression cannot see, a
+LocalCluster, bad input."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.metrics import log_loss, roc_auc_score
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from dask_ps import FactorizationMachineClassifier, LogisticRegression
+from dask_ps.algorithms._fm_kernels import fm_steps
+from dask_ps.algorithms.fm import fm_margins
+from dask_ps.io import HashingEncoder, PlantedCTR
+from dask_ps.kernels.optim import ADAGRAD_RULE, SGD_RULE
+
+
+def _ftrl_twin(w, z, n, j, g, alpha, beta, l1, l2):
+    sigma = (np.sqrt(n[j] + g * g) - np.sqrt(n[j])) / alpha
+    z[j] += g - sigma * w[j]
+    n[j] += g * g
+    w[j] = 0.0 if abs(z[j]) <= l1 else -(z[j] - np.sign(z[j]) * l1) / (
+        (beta + np.sqrt(n[j])) / alpha + l2)
+
+
+def fm_steps_twin(X, y, order, hyper, fit_intercept, w, z, n, adagrad, lr, reg, V, A):
+    """Slow twin of fm_steps: the margin as the explicit sum over pairs."""
+    m = w.shape[0] - 1
+    loss = 0.0
+    for i in order:
+        cols, vals = X.indices[X.indptr[i]:X.indptr[i + 1]], X.data[X.indptr[i]:X.indptr[i + 1]]
+        t = w[m] + sum(w[j] * x for j, x in zip(cols, vals))
+        t += sum(V[cols[a]] @ V[cols[b]] * vals[a] * vals[b]
+                 for a in range(len(cols)) for b in range(a + 1, len(cols)))
+        loss += np.log1p(np.exp(t)) - y[i] * t
+        r = 1 / (1 + np.exp(-t)) - y[i]
+        s = V[cols].T @ vals
+        for j, x in zip(cols, vals):
+            _ftrl_twin(w, z, n, j, r * x, *hyper)
+            g = r * x * (s - V[j] * x) + reg * V[j]
+            if adagrad:
+                A[j] += g * g
+                V[j] -= lr * g / (np.sqrt(A[j]) + 1e-10)
+            else:
+                V[j] -= lr * g
+        if fit_intercept:
+            _ftrl_twin(w, z, n, m, r, *hyper)
+    return loss
+
+
+@pytest.mark.parametrize("adagrad, fit_intercept", [(True, True), (False, False)])
+def test_steps_match_the_twin(adagrad, fit_intercept):
+    rng = np.random.default_rng(3)
+    X = sp.random(40, 12, density=0.3, random_state=4, format="csr")
+    X.sort_indices()
+    y = rng.integers(0, 2, 40).astype(float)
+    hyper = np.array([0.1, 1.0, 0.01, 0.1])
+    V0 = rng.normal(0, 0.1, (12, 3))
+    order = rng.permutation(40)
+    out = []
+    for kernel in (True, False):
+        w, z, n = np.zeros((13, 1)), np.zeros((13, 1)), np.zeros((13, 1))
+        V, A = V0.copy(), np.zeros((12, 3))
+        if kernel:
+            loss = fm_steps(X.indptr, X.indices, X.data, y[:, None], order, hyper,
+                            fit_intercept, w, z, n, ADAGRAD_RULE if adagrad else SGD_RULE,
+                            np.array([0.05, 1e-10]) if adagrad else np.array([0.05]), 1e-3,
+                            V, A, np.empty(3))
+        else:
+            loss = fm_steps_twin(X, y, order, hyper, fit_intercept, w[:, 0], z[:, 0], n[:, 0],
+                                 adagrad, 0.05, 1e-3, V, A)
+        out.append((loss, w, z, n, V, A))
+    for a, b in zip(*out):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    assert not np.allclose(out[0][4], V0)  # the factors moved
+
+
+def test_margins_are_the_pairwise_sum():
+    rng = np.random.default_rng(0)
+    X = sp.random(30, 9, density=0.4, random_state=1, format="csr")
+    w, V, b = rng.normal(size=9), rng.normal(size=(9, 4)), 0.3
+    Xd = X.toarray()
+    want = b + Xd @ w + np.array([sum(V[j] @ V[q] * x[j] * x[q] for j in range(9)
+                                      for q in range(j + 1, 9)) for x in Xd])
+    np.testing.assert_allclose(fm_margins(X, w, b, V), want, rtol=1e-12)
+    np.testing.assert_allclose(fm_margins(Xd, w, b, V), want, rtol=1e-12)
+
+
+@parametrize_with_checks([FactorizationMachineClassifier(client="local", max_iter=20, k=2,
+                                                         random_state=0)])
+def test_scikit_learn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def planted_data(n_train=30_000, n_test=10_000, seed=1):
+    """Click logs whose labels come from planted pairwise interactions (an FM's model)."""
+    planted = PlantedCTR(n_categorical=8, n_numeric=2, max_cardinality=200, n_pairs=6,
+                         interaction_scale=2.0, linear_scale=0.2, seed=seed)
+    enc = HashingEncoder(numeric=tuple(planted.numeric_columns),
+                         categorical=tuple(planted.categorical_columns), n_features=2**14)
+    tr, te = planted.chunk(0, n_train), planted.chunk(1, n_test)
+    return (enc.transform(tr), tr["click"].to_numpy(), enc.transform(te),
+            te["click"].to_numpy())
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return planted_data()
+
+
+def _scores(est, X, y):
+    p = est.predict_proba(X)[:, 1]
+    return log_loss(y, p), roc_auc_score(y, p)
+
+
+@pytest.mark.timeout(300)
+def test_fm_beats_logistic_regression_on_planted_interactions(planted):
+    Xtr, ytr, Xte, yte = planted
+    lr = LogisticRegression(max_iter=5, random_state=0, checkpoint=None).fit(Xtr, ytr)
+    fm = FactorizationMachineClassifier(k=4, max_iter=5, random_state=0,
+                                        checkpoint=None).fit(Xtr, ytr)
+    (lr_loss, lr_auc), (fm_loss, fm_auc) = _scores(lr, Xte, yte), _scores(fm, Xte, yte)
+    assert fm_loss < 0.9 * lr_loss and fm_auc > lr_auc + 0.1
+    assert fm.factors_.shape == (2**14, 4) and np.isfinite(fm.factors_).all()
+    assert fm.coef_.shape == (1, 2**14) and len(fm.history_) == 5
+    assert fm.history_[-1]["loss"] < fm.history_[0]["loss"]
+    # the same seed gives the same model
+    again = FactorizationMachineClassifier(k=4, max_iter=5, random_state=0,
+                                           checkpoint=None).fit(Xtr, ytr)
+    np.testing.assert_array_equal(again.factors_, fm.factors_)
+
+
+@pytest.mark.timeout(300)
+def test_on_a_local_cluster_with_dask_input(planted, client2):
+    import dask.array as da
+
+    Xtr, ytr, Xte, yte = planted
+    X = da.from_array(Xtr, chunks=(10_000, -1), asarray=False)
+    y = da.from_array(ytr, chunks=10_000)
+    # few values per column: larger factor steps than the default pay off here
+    fm = FactorizationMachineClassifier(k=4, max_iter=4, factor_learning_rate=0.05,
+                                        random_state=0).fit(X, y)
+    loss, auc = _scores(fm, Xte, yte)
+    assert auc > 0.85 and loss < 0.5
+    lazy = fm.predict_proba(da.from_array(Xte, chunks=(5_000, -1), asarray=False))
+    np.testing.assert_allclose(lazy.compute(), fm.predict_proba(Xte), rtol=1e-12)
+
+
+def test_bad_input_is_refused():
+    X = sp.random(60, 5, density=0.5, random_state=0, format="csr")
+    with pytest.raises(ValueError, match="Only binary classification is supported.*3 classes"):
+        FactorizationMachineClassifier(client="local").fit(X, np.arange(60) % 3)
+    with pytest.raises(ValueError, match="only one class"):
+        FactorizationMachineClassifier(client="local").fit(X, np.zeros(60))
+    bad = X.copy()
+    bad.data[3] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        FactorizationMachineClassifier(client="local").fit(bad, np.arange(60) % 2)
+    with pytest.raises(ValueError, match="'k' parameter"):
+        FactorizationMachineClassifier(k=0).fit(X, np.arange(60) % 2)
+    with pytest.raises(ValueError, match="factor_solver"):
+        FactorizationMachineClassifier(factor_solver="adam").fit(X, np.arange(60) % 2)
+    fm = FactorizationMachineClassifier(client="local", max_iter=1).fit(X, np.arange(60) % 2)
+    with pytest.raises(ValueError, match="features"):
+        fm.predict(X[:, :4])

@@ -1,0 +1,83 @@
+"""Online learning on a stream of mini-batches: progressive validation in history_, model
+versions saved every N batches and loaded while training goes on, bad streams."""
+
+import numpy as np
+import pytest
+
+from dask_ps import FactorizationMachineClassifier, LogisticRegression, learn_online
+from dask_ps.algorithms.online import version_path
+from dask_ps.io import HashingEncoder, PlantedCTR
+from dask_ps.saving import load_estimator
+
+PLANTED = PlantedCTR(n_categorical=6, n_numeric=2, max_cardinality=100, n_pairs=4,
+                     interaction_scale=2.0, linear_scale=0.4, seed=5)
+ENCODER = HashingEncoder(numeric=tuple(PLANTED.numeric_columns),
+                         categorical=tuple(PLANTED.categorical_columns), n_features=2**12)
+
+
+def stream(n_batches, rows=2000):
+    """Mini-batches of a click log, generated one at a time (as files arriving)."""
+    for i in range(n_batches):
+        table = PLANTED.chunk(i, rows)
+        yield ENCODER.transform(table), table["click"].to_numpy()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("make", [
+    lambda: LogisticRegression(client="local", random_state=0, checkpoint=None),
+    lambda: FactorizationMachineClassifier(client="local", k=4, random_state=0,
+                                           checkpoint=None)])
+def test_stream_with_progressive_validation_and_versions(make, tmp_path):
+    loaded = {}
+
+    def serve(record):  # a server loads the newest version while training continues
+        if record["batch"] == 5:
+            est, _ = load_estimator(version_path(tmp_path, 3))
+            X, y = next(stream(1))
+            loaded["history"], loaded["proba"] = est.history_, est.predict_proba(X)
+
+    est = learn_online(make(), stream(8), classes=[0, 1], version_every=3,
+                       versions=str(tmp_path), on_batch=serve)
+    h = est.history_
+    assert [r["batch"] for r in h] == list(range(1, 9)) and all(r["rows"] == 2000 for r in h)
+    assert np.isnan(h[0]["progressive_log_loss"]) and "progressive_auc" not in h[0]
+    pv = np.array([r["progressive_log_loss"] for r in h[1:]])
+    assert np.isfinite(pv).all() and pv[-3:].mean() < pv[0] < np.log(2) + 0.05
+    assert all(0.5 < r["progressive_auc"] <= 1 for r in h[1:])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["version-000003.npz",
+                                                          "version-000006.npz"]
+    assert [r.get("version") for r in h] == [None, None, version_path(tmp_path, 3), None,
+                                             None, version_path(tmp_path, 6), None, None]
+    # version 3 holds three batches and predicts
+    assert [r["batch"] for r in loaded["history"]] == [1, 2, 3]
+    p = loaded["proba"]
+    assert p.shape == (2000, 2) and np.allclose(p.sum(axis=1), 1) and np.isfinite(p).all()
+    # the last version continues as the running model did after its batch
+    v6, _ = load_estimator(version_path(tmp_path, 6))
+    assert len(v6.history_) == 6
+
+
+def test_progressive_loss_is_the_model_before_the_batch():
+    """The record's progressive loss is the log-loss of the model as it stood before the
+    batch, on that batch."""
+    from sklearn.metrics import log_loss
+
+    batches = list(stream(3, rows=1000))
+    est = LogisticRegression(client="local", random_state=0, checkpoint=None)
+    learn_online(est, batches[:2], classes=[0, 1])
+    want = log_loss(batches[2][1], est.predict_proba(batches[2][0]), labels=[0, 1])
+    learn_online(est, batches[2:], classes=[0, 1])
+    assert est.history_[-1]["progressive_log_loss"] == pytest.approx(want, rel=1e-12)
+    assert est.history_[-1]["batch"] == 1  # batches count per call
+
+
+def test_bad_streams_are_refused(tmp_path):
+    est = LogisticRegression(client="local", checkpoint=None)
+    with pytest.raises(ValueError, match="version_every and versions go together"):
+        learn_online(est, stream(1), version_every=2)
+    with pytest.raises(ValueError, match="version_every must be an integer >= 1"):
+        learn_online(est, stream(1), version_every=0, versions=str(tmp_path))
+    with pytest.raises(ValueError, match="batch 1 of the stream is a ndarray, not an"):
+        learn_online(est, [np.zeros(3)])
+    with pytest.raises(ValueError, match="partial_fit needs a stochastic solver"):
+        learn_online(LogisticRegression(solver="lbfgs", client="local"), stream(1))

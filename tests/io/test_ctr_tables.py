@@ -1,0 +1,196 @@
+"""read_ctr on any table with a header: columns told apart, crosses, Parquet, the encoding
+kernel against HashingEncoder.transform, and the one missing-value rule of every reader."""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dask_ps.io import HashingEncoder, encode_ctr, infer_encoder, read_ctr, read_libsvm
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(autouse=True)
+def _synchronous():
+    with dask.config.set(scheduler="synchronous"):
+        yield
+
+
+def _compute(X, y):
+    return dask.compute(X, y)
+
+
+def _write(path, text: str):
+    path.write_bytes(text.encode())
+    return path
+
+
+def _random_csv(rng, n_rows: int, crlf: bool) -> tuple[str, pd.DataFrame]:
+    """A CSV (with quotes, empty fields, blank lines, odd spacing in numbers) and the table
+    it holds, as pandas would read it."""
+    words = ["a", "b b", "c,d", 'say "hi"', "Zürich", "12", "", "x" * 40]
+    rows = []
+    for _ in range(n_rows):
+        rows.append(dict(
+            label=int(rng.integers(0, 2)),
+            num=rng.choice(["", "0", "2", "2.5", " 3 ", "1e3", "-7", "nan", "NaN", "0.1",
+                            "123456.75", '"4"']),
+            cat=rng.choice(words), cat2=rng.choice(words),
+            other=rng.choice(["p", "q"])))
+    lines = ["label,num,cat,other,cat2"]
+    for r in rows:
+        def q(v):
+            return f'"{v.replace(chr(34), chr(34) * 2)}"' if ("," in v or '"' in v) else v
+        lines.append(f"{r['label']},{r['num']},{q(r['cat'])},{r['other']},{q(r['cat2'])}")
+        if rng.random() < 0.05:
+            lines.append("")
+    sep = "\r\n" if crlf else "\n"
+    df = pd.DataFrame(rows)
+    num = df.num.str.strip().str.strip('"').replace("", None)
+    df["num"] = num.astype(float)
+    df[["cat", "cat2"]] = df[["cat", "cat2"]].astype("string")
+    return sep.join(lines) + sep, df
+
+
+@pytest.mark.parametrize("mode", ["log_bucket", "value"])
+@pytest.mark.parametrize("crlf", [False, True])
+def test_encoding_kernel_equals_transform(tmp_path, mode, crlf):
+    """The kernel that encodes CSV blocks gives HashingEncoder.transform's rows exactly."""
+    rng = np.random.default_rng(int(crlf) + 2 * (mode == "value"))
+    text, df = _random_csv(rng, 700, crlf)
+    path = _write(tmp_path / "t.csv", text)
+    enc = HashingEncoder(numeric=["num"], categorical=["cat", "cat2"], numeric_mode=mode,
+                         crosses=[("cat", "cat2"), ("num", "cat")], n_features=2**12, seed=5)
+    X, y = _compute(*read_ctr(path, enc, label="label", blocksize=3000))
+    want = enc.transform(df)
+    assert X.shape == want.shape and (X != want).nnz == 0
+    np.testing.assert_array_equal(X.indptr, want.indptr)
+    np.testing.assert_array_equal(y, df.label.to_numpy(float))
+    assert X.has_canonical_format and X.indices.dtype == np.int32
+
+
+def test_numbers_beyond_the_fast_parser_take_the_exact_path(tmp_path):
+    """20 significant digits: the block is encoded through pyarrow, with the same rows."""
+    enc = HashingEncoder(numeric=["v"], categorical=["c"], n_features=2**16)
+    text = "y,v,c\n1,2.5,a\n0,7.0000000000000000001,b\n1,,a\n"
+    X, y = _compute(*read_ctr(_write(tmp_path / "slow.csv", text), enc, label="y"))
+    df = pd.DataFrame({"y": [1, 0, 1], "v": [2.5, 7.0000000000000000001, None],
+                       "c": ["a", "b", "a"]})
+    assert (X != enc.transform(df)).nnz == 0 and y.tolist() == [1.0, 0.0, 1.0]
+
+
+# -- columns told apart -------------------------------------------------------------------------
+def test_columns_are_inferred_from_the_header_and_values(tmp_path):
+    text = ("id,click,price,zip,city,empty\n"
+            "1,1,3.5,0421,Oslo,\n2,0,,1200,Lima,\n3,1,nan,0421,,\n")
+    path = _write(tmp_path / "log.csv", text)
+    enc = infer_encoder(path, label="click", exclude=["id"])
+    assert enc.numeric == ("price", "zip") and enc.categorical == ("city", "empty")
+    enc2 = infer_encoder(path, label="click", categorical=["zip", "id"],
+                         crosses=[("city", "zip")], n_features=2**10)
+    assert enc2.numeric == ("price",) and enc2.categorical == ("id", "zip", "city", "empty")
+    X, y = _compute(*read_ctr(path, label="click", exclude=["id"], n_features=2**10))
+    assert X.shape == (3, 2**10) and y.tolist() == [1.0, 0.0, 1.0]
+    assert (X != HashingEncoder(numeric=("price", "zip"), categorical=("city", "empty"),
+                                n_features=2**10).transform(pd.read_csv(path))).nnz == 0
+    # rows 2 and 3 share a missing price (empty and nan): the same price feature
+    with pytest.raises(ValueError, match=r"label column 'clack' is not among"):
+        read_ctr(path, label="clack")
+    with pytest.raises(ValueError, match=r"columns \['nope'\] are not among"):
+        read_ctr(path, label="click", categorical=["nope"])
+    with pytest.raises(ValueError, match="either an encoder"):
+        read_ctr(path, enc, label="click", exclude=["id"])
+
+
+def test_criteo_header_keeps_the_criteo_encoder(data):
+    tiny = data / "ctr_criteo" / "train.tiny.csv"
+    assert infer_encoder(tiny) == HashingEncoder.criteo()
+    enc = infer_encoder(tiny, exclude=["Id", "C3"])
+    assert "C3" not in enc.columns and "Id" not in enc.columns and len(enc.columns) == 38
+
+
+def test_crosses_add_one_feature_per_pair_and_round_trip_json():
+    enc = HashingEncoder(numeric=["n"], categorical=["a", "b"], crosses=[("a", "b"), ("n", "b")],
+                         n_features=2**30)
+    df = pd.DataFrame({"n": [1.0, 1.0, 1.0], "a": ["x", "x", "y"], "b": ["p", "q", "p"]})
+    X = enc.transform(df)
+    assert (np.diff(X.indptr) == 5).all()
+    plain = HashingEncoder(numeric=["n"], categorical=["a", "b"], n_features=2**30)
+    P = plain.transform(df)
+    extra = [set(X[i].indices) - set(P[i].indices) for i in range(3)]
+    assert all(len(e) == 2 for e in extra)
+    assert len(extra[0] & extra[1]) == 0  # (x, p) and (1, p) against (x, q) and (1, q)
+    assert len(extra[0] & extra[2]) == 1  # the (n, b) cross (1, p) is shared
+    assert HashingEncoder.from_json(enc.to_json()) == enc
+    with pytest.raises(ValueError, match="listed twice"):
+        HashingEncoder(categorical=["a", "b"], crosses=[("a", "b"), ("b", "a")])
+    with pytest.raises(ValueError, match="two different listed columns"):
+        HashingEncoder(categorical=["a", "b"], crosses=[("a", "c")])
+
+
+def test_parquet_files_are_read_by_row_group(tmp_path):
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"click": rng.integers(0, 2, 900).astype(np.int8),
+                       "count": pd.array(rng.integers(0, 50, 900), dtype="Int64"),
+                       "site": rng.choice(["a", "b", None], 900),
+                       "flag": rng.random(900) < 0.5})
+    df.loc[::7, "count"] = pd.NA
+    (tmp_path / "pq").mkdir()
+    for i in range(2):
+        pq.write_table(pa.Table.from_pandas(df.iloc[450 * i: 450 * (i + 1)],
+                                            preserve_index=False),
+                       tmp_path / "pq" / f"part{i}.parquet", row_group_size=200)
+    X, y = read_ctr(str(tmp_path / "pq" / "*.parquet"), label="click", n_features=2**12)
+    assert X.chunks[0] == (200, 200, 50, 200, 200, 50)
+    X, y = _compute(X, y)
+    enc = infer_encoder(str(tmp_path / "pq" / "*.parquet"), label="click", n_features=2**12)
+    assert enc.numeric == ("count",) and enc.categorical == ("site", "flag")
+    assert (X != enc.transform(df)).nnz == 0 and np.array_equal(y, df.click.to_numpy(float))
+
+
+# -- the one rule for missing values and infinities -----------------------------------------------
+def test_nan_text_is_missing_in_a_csv_feature_column(tmp_path):
+    enc = HashingEncoder(numeric=["n"], categorical=["c"], n_features=2**20)
+    text = "y,n,c\n1,,a\n1,nan,a\n1,NaN,a\n1,-nan,a\n1,2,a\n"
+    X, _ = _compute(*read_ctr(_write(tmp_path / "m.csv", text), enc, label="y"))
+    for r in (1, 2, 3):
+        assert (X[r] != X[0]).nnz == 0
+    assert (X[4] != X[0]).nnz > 0
+
+
+def test_infinite_values_are_refused_naming_row_and_column(tmp_path):
+    df = pd.DataFrame({"y": [1.0, 0.0, 1.0], "n": [1.0, np.nan, -np.inf], "c": ["a", "b", "c"]})
+    enc = HashingEncoder(numeric=["n"], categorical=["c"])
+    X, y = encode_ctr(df, enc, label="y")
+    with pytest.raises(ValueError, match=r"partition 0: column 'n', row 3: -inf is not a "
+                                         r"finite number"):
+        _compute(X, y)
+    df.loc[2, "n"] = 4.0
+    _compute(*encode_ctr(df, enc, label="y"))  # NaN alone is a missing value
+    df.loc[1, "y"] = np.inf
+    with pytest.raises(ValueError, match=r"partition 0: label column 'y' is empty or not a "
+                                         r"finite number in row 2"):
+        _compute(*encode_ctr(df, enc, label="y"))
+    path = tmp_path / "inf.parquet"
+    pq.write_table(pa.table({"y": [1.0, 0.0], "n": [np.inf, 1.0], "c": ["a", "b"]}), path)
+    X, y = read_ctr(path, enc, label="y")
+    with pytest.raises(ValueError, match=r"inf\.parquet, row group 0: column 'n', row 1: inf"):
+        _compute(X, y)
+
+
+def test_nan_value_in_libsvm_is_an_absent_pair(tmp_path):
+    path = _write(tmp_path / "m.svm", "1 1:0.5 2:nan 3:2\n0 2:NaN\n1 3:-nan 1:1\n")
+    X, y = _compute(*read_libsvm(path, n_features=3))
+    assert X.toarray().tolist() == [[0.5, 0.0, 2.0], [0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]
+    assert X.nnz == 3 and y.tolist() == [1.0, 0.0, 1.0]
+    with pytest.raises(ValueError, match=r"m2\.svm, line 2: value is not a finite number: "
+                                         r"'2:inf'"):
+        read_libsvm(_write(tmp_path / "m2.svm", "1 1:1\n0 2:inf\n"))
+    with pytest.raises(ValueError, match=r"m3\.svm, line 1: label is not a finite number: "
+                                         r"'nan'"):
+        read_libsvm(_write(tmp_path / "m3.svm", "nan 1:1\n"))

@@ -1,0 +1,220 @@
+"""Hashed tables' kernels (planning by hash order, the shards' index) against Python twins,
+and the sparse TableShard built on them (no cluster)."""
+
+import numpy as np
+import pytest
+
+from dask_ps.state import _hash_kernels as H
+from dask_ps.state._kernels import hash_shard
+from dask_ps.state.optimizers import FTRL, Add
+from dask_ps.state.partition import HashPartitioner, merge_duplicates, plan_hashed
+from dask_ps.state.table import Init, TableShard, TableSpec
+
+MASK = 2**64 - 1
+
+
+def twin_code(k: int) -> int:
+    """Pure-Python twin of hash_code: rotl(splitmix64(k), 32)."""
+    z = (k + 0x9E3779B97F4A7C15) & MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    h = z ^ (z >> 31)
+    return ((h << 32) | (h >> 32)) & MASK
+
+
+def twin_shard(k: int, n_shards: int) -> int:
+    return (twin_code(k) & 0xFFFFFFFF) % n_shards
+
+
+def twin_plan(keys, n_shards):
+    """(local, offsets, inverse) of a hashed plan: distinct keys by (shard, code)."""
+    uniq = sorted(set(int(k) for k in keys), key=lambda k: (twin_shard(k, n_shards),
+                                                          twin_code(k)))
+    pos = {k: i for i, k in enumerate(uniq)}
+    offsets = np.searchsorted([twin_shard(k, n_shards) for k in uniq], np.arange(n_shards + 1))
+    return (np.array(uniq, np.int64), offsets, np.array([pos[int(k)] for k in keys], np.int64))
+
+
+def test_hash_code_is_a_bijection_and_picks_the_partitioners_shard():
+    rng = np.random.default_rng(0)
+    keys = np.concatenate([rng.integers(-2**63, 2**63 - 1, 500, dtype=np.int64),
+                           np.array([0, 1, -1, 2**63 - 1, -2**63], np.int64)])
+    import numba
+
+    @numba.njit
+    def codes(ks):
+        out = np.empty(ks.shape[0], np.uint64)
+        back = np.empty_like(ks)
+        for i in range(ks.shape[0]):
+            out[i] = H.hash_code(ks[i])
+            back[i] = H.key_of(out[i])
+        return out, back
+
+    @numba.njit
+    def shards(ks, n, magic):
+        return np.array([H._shard_of(H.hash_code(k), n, magic) for k in ks])
+
+    got, back = codes(keys)
+    assert [int(g) for g in got] == [twin_code(int(k) & MASK) for k in keys]
+    np.testing.assert_array_equal(back, keys)
+    for n in (1, 2, 3, 7, 64, 1000):
+        magic = H.fastmod_magic(n) if n > 1 else np.uint64(0)
+        np.testing.assert_array_equal(shards(keys, n, magic), hash_shard(keys, n))
+
+
+@pytest.mark.parametrize("n_shards", [1, 2, 3, 9])
+@pytest.mark.parametrize("n, space", [(0, 1), (1, 5), (40, 30), (49, 10**9), (700, 300),
+                                       (5000, 2**62), (30_000, 20_000), (300_000, 2**40),
+                                       (20_000, 3)])
+def test_plan_hashed_matches_the_twin(n_shards, n, space):
+    """One bucket, several, many; all repeats of a few keys (a bucket needing a large
+    table); the generation-tagged table carried over from call to call."""
+    rng = np.random.default_rng(n + n_shards)
+    keys = rng.integers(0, space, n).astype(np.int64)
+    if n > 2:
+        keys[: n // 3] = -keys[: n // 3]  # negative keys hash like any others
+    for defer in (False, True):
+        plan = plan_hashed(keys, n_shards, defer_inverse=defer)
+        if defer and not plan.identity:
+            assert plan.deferred
+            plan = HashPartitioner(n_shards).complete(plan, keys)
+        assert not plan.deferred
+        if n <= 5000 or n_shards == 2:  # the twin is slow
+            local, offsets, inverse = twin_plan(keys, n_shards)
+            np.testing.assert_array_equal(plan.local, local)
+            np.testing.assert_array_equal(plan.offsets, offsets)
+            np.testing.assert_array_equal(plan.inverse, inverse)
+        np.testing.assert_array_equal(plan.local[plan.inverse], keys)
+        assert (hash_shard(plan.local[plan.shard_slice(n_shards - 1)], n_shards)
+                == n_shards - 1).all()
+
+
+def test_dedup_table_is_reused_without_clearing():
+    """Generation tags: calls of any size in a row, on one thread, plan exactly."""
+    rng = np.random.default_rng(7)
+    for n in (5000, 10, 200_000, 3, 5000, 70_000):
+        keys = rng.integers(0, max(2, n // 3), n)
+        plan = plan_hashed(keys, 2)
+        np.testing.assert_array_equal(plan.local[plan.inverse], keys)
+        assert len(set(plan.local.tolist())) == plan.n_unique == len(np.unique(keys))
+
+
+def test_plan_hashed_is_the_identity_only_for_distinct_keys_in_its_order():
+    keys = np.random.default_rng(1).integers(0, 2**62, 1000)
+    plan = plan_hashed(keys, 3)
+    assert not plan.identity
+    again = plan_hashed(plan.local, 3, defer_inverse=True)
+    assert again.identity and not again.deferred
+    np.testing.assert_array_equal(again.local, plan.local)
+    np.testing.assert_array_equal(again.expand(np.arange(1000)), np.arange(1000))
+    repeated = np.concatenate([plan.local, plan.local[:1]])
+    assert not plan_hashed(repeated, 3).identity
+
+
+def test_merge_duplicates_sums_repeats_in_input_order():
+    keys = np.array([4, 1, 4, 9, 1])
+    vals = np.arange(10, dtype=np.float64).reshape(5, 2)
+    k, v = merge_duplicates(keys, vals)
+    assert sorted(k.tolist()) == [1, 4, 9]
+    got = {int(a): b.tolist() for a, b in zip(k, v)}
+    assert got == {4: [0 + 4, 1 + 5], 1: [2 + 8, 3 + 9], 9: [6, 7]}
+    # float sums in input order: the same bits whatever the run
+    rng = np.random.default_rng(2)
+    keys = rng.integers(0, 50, 5000)
+    vals = rng.normal(size=(5000, 1)) * 10.0 ** rng.integers(-8, 8, (5000, 1))
+    k, v = merge_duplicates(keys, vals)
+    for key, total in zip(k[:10], v[:10, 0]):
+        want = 0.0
+        for x in vals[keys == key, 0]:
+            want += x
+        assert total == want
+
+
+def test_index_finds_inserts_and_grows():
+    rng = np.random.default_rng(3)
+    index = np.zeros(16, np.uint64)
+    shift = 64 - 4
+    row_keys = np.empty(12, np.int64)
+    keys = np.array([5, -3, 2**62, 7, 0], np.int64)
+    rows = np.empty(5, np.int64)
+    assert H.index_find(index, shift, row_keys, keys, rows) == 5
+    assert (rows == -1).all()
+    assert H.index_insert(index, shift, row_keys, keys, rows, 0) == 5
+    assert rows.tolist() == [0, 1, 2, 3, 4]
+    probe = np.array([7, 5, 8, 2**62, -3, 0, 1], np.int64)
+    got = np.empty(7, np.int64)
+    assert H.index_find(index, shift, row_keys, probe, got) == 2
+    assert got.tolist() == [3, 0, -1, 2, 1, 4, -1]
+    # rebuilt larger and renumbered in slot order: the same keys, new rows
+    big = np.zeros(64, np.uint64)
+    H.index_build(big, 64 - 6, row_keys, 5)
+    perm = np.empty(5, np.uint32)
+    H.index_renumber(big, perm)
+    assert sorted(perm.tolist()) == [0, 1, 2, 3, 4]
+    renumbered = row_keys[:5][perm]
+    H.index_find(big, 64 - 6, renumbered, probe, got)
+    assert [renumbered[r] if r >= 0 else None for r in got] == [7, 5, None, 2**62, -3, 0,
+                                                                 None]
+    # a crowded index (load 3/4) with colliding fingerprints still tells keys apart
+    many = rng.integers(0, 2**62, 48)
+    index = np.zeros(64, np.uint64)
+    row_keys = np.empty(48, np.int64)
+    rows = np.full(48, -1, np.int64)
+    H.index_insert(index, 64 - 6, row_keys, many, rows, 0)
+    H.index_find(index, 64 - 6, row_keys, many, got := np.empty(48, np.int64))
+    np.testing.assert_array_equal(got, np.arange(48))
+
+
+@pytest.mark.parametrize("optimizer", [Add(), FTRL(alpha=0.5, l1=0.0)])
+def test_sparse_shard_keeps_every_key_across_growth(optimizer):
+    """Keys arrive in batches (some repeated, some new) while the index grows and the rows
+    are renumbered; every key keeps its values and optimizer state."""
+    rng = np.random.default_rng(4)
+    spec = TableSpec("t", None, 2, False, np.dtype("float64"), HashPartitioner(1), optimizer,
+                     Init("normal", 0.0, 1.0, 7))
+    table = TableShard(spec, 0)
+    want: dict[int, np.ndarray] = {}
+    seen = np.empty(0, np.int64)
+    for step in range(12):
+        fresh = rng.integers(-2**62, 2**62, int(300 * 1.6 ** step))
+        old = seen[rng.integers(0, max(seen.shape[0], 1), 200)] if seen.shape[0] else seen
+        keys = np.unique(np.concatenate([fresh, old]))
+        rng.shuffle(keys)
+        before = table.gather(keys)  # creates the new keys, initialised from the key alone
+        for k, v in zip(keys, before):
+            if int(k) in want:
+                np.testing.assert_array_equal(v, want[int(k)])
+        g = rng.normal(size=(keys.shape[0], 2))
+        table.apply(keys, g)
+        after = table.gather(keys)
+        for k, v in zip(keys, after):
+            want[int(k)] = v
+        seen = np.union1d(seen, keys)
+    assert table.n_rows == len(want) == seen.shape[0]
+    keys, values, slots = table.view()
+    assert sorted(keys.tolist()) == sorted(want)
+    for k, v in zip(keys, values):
+        np.testing.assert_array_equal(v, want[int(k)])
+    # a second table fed the same keys in another order holds the same initial values
+    other = TableShard(spec, 0)
+    np.testing.assert_array_equal(other.gather(seen[::-1])[::-1],
+                                  TableShard(spec, 0).gather(seen))
+
+
+def test_sparse_shard_memory_per_key():
+    """Float32 FTRL: key + weight + z + n are 20 bytes per key; the index and the spare
+    room of the row arrays come on top, within the documented bounds."""
+    spec = TableSpec("w", None, 1, True, np.dtype("float32"), HashPartitioner(1), FTRL(),
+                     Init())
+    table = TableShard(spec, 0)
+    keys = np.random.default_rng(5).integers(0, 2**63 - 1, 200_000)
+    for part in np.array_split(keys, 10):
+        table.rows(part)
+    n = table.n_rows
+    row_bytes = 8 + table.values.itemsize + sum(a.itemsize * a.shape[1]
+                                                for a in table.slots.values())
+    assert row_bytes == 20
+    per_key = table.nbytes / n
+    index = table._index.nbytes / n
+    assert 8 / H.MAX_LOAD <= index <= 2 * 8 / H.MAX_LOAD
+    assert per_key <= row_bytes * 1.5 + index + 1e-9
