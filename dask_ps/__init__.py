@@ -5,7 +5,7 @@ functions next to the shards, checkpoints), :class:`WorkerView` (a task's pull, 
 clock), :func:`partition` (data held by the workers, streamed to the tasks that own it).
 """
 
-from .algorithms import LogisticRegression, MatrixFactorization
+from .algorithms import GBDTClassifier, GBDTRegressor, LogisticRegression, MatrixFactorization
 from .diagnostics import plot_history
 from .exceptions import (
                          CheckpointFormatError,
@@ -40,7 +40,8 @@ __version__ = "0.1.0.dev0"
 
 __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Average",
            "CheckpointFormatError", "CheckpointInfo", "CheckpointNotFoundError",
-           "ClosedModelError", "Consistency", "DivergenceError", "Init", "LogisticRegression",
+           "ClosedModelError", "Consistency", "DivergenceError", "GBDTClassifier", "GBDTRegressor",
+           "Init", "LogisticRegression",
            "MatrixFactorization", "Optimizer", "PSModel", "Partition", "Partitions",
            "RecoveryError", "ShardUnavailableError", "Table", "TornCheckpointWarning",
            "UnknownTableError", "WorkerLostError", "WorkerView", "__version__", "partition",

@@ -1,6 +1,7 @@
 """Algorithms written against the PSModel API, as scikit-learn estimators."""
 
+from .gbdt import GBDTClassifier, GBDTRegressor
 from .logistic import LogisticRegression
 from .mf import MatrixFactorization
 
-__all__ = ["LogisticRegression", "MatrixFactorization"]
+__all__ = ["GBDTClassifier", "GBDTRegressor", "LogisticRegression", "MatrixFactorization"]
