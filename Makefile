@@ -1,16 +1,40 @@
 # Set-up is part of every target: a fresh clone needs only `make run` or `make test`.
+# Installs are pinned by requirements/constraints.txt (the versions the suite last passed
+# with); `make test-latest` tries the newest versions in a venv of their own, and
+# `make constraints` then pins what that venv holds.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+CONSTRAINTS := requirements/constraints.txt
+LATEST := .venv-latest
+LATEST_STAMP := $(LATEST)/.installed
 
-.PHONY: run test test-fast bench clean chromium slurm
+.PHONY: run test test-fast test-latest constraints bench clean chromium slurm
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -e ".[test]"
+	$(PY) -m pip install --upgrade pip -c $(CONSTRAINTS)
+	$(PY) -m pip install -c $(CONSTRAINTS) -e ".[test]"
 	touch $(STAMP)
+
+# The newest release of every dependency (no constraints), upgraded on every run.
+$(LATEST_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install --upgrade pip
+	$(LATEST)/bin/python -m pip install --upgrade --upgrade-strategy eager -e ".[test]"
+	touch $(LATEST_STAMP)
+
+test-latest: chromium  ## the whole suite against the newest versions of every dependency
+	rm -f $(LATEST_STAMP)
+	$(MAKE) $(LATEST_STAMP)
+	$(LATEST)/bin/python -m pytest -q
+
+constraints: $(LATEST_STAMP)  ## pin what .venv-latest holds (run after test-latest passes)
+	{ echo "# Versions 'make' and '.ci/run' install (pip install -c): the set the suite last passed with."; \
+	  echo "# Regenerate with 'make constraints' after 'make test-latest' passes (see the Makefile)."; \
+	  $(LATEST)/bin/python -m pip freeze --all --exclude-editable | grep -v '^setuptools=='; \
+	} > $(CONSTRAINTS)
 
 run: $(STAMP)  ## the main job: logistic regression on a9a on a local Dask cluster
 	$(VENV)/bin/dask-ps train lr --dataset a9a
@@ -39,4 +63,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/ps_core.py
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache
+	rm -rf $(VENV) $(LATEST) *.egg-info .pytest_cache

@@ -99,7 +99,7 @@ class WorkerView:
             Unknown table, key outside a dense table, non-numeric or non-finite updates, or
             updates of the wrong shape; each names the table (and the key).
         """
-        self._client.push(self.job, self._clock, table, keys, updates)
+        self._client.push(self.job, self._clock, table, keys, updates, self.task)
 
     def clock(self) -> int:
         """End this task's current clock; returns the new clock."""

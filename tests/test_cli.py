@@ -209,9 +209,13 @@ def test_metrics_line_single_class_and_unseen_labels():
 def _scheduler_file(client, tmp_path):
     """The client's scheduler file (a client writes one at most: module-scoped clients keep
     the first, which lives as long as the session's temporary folders)."""
-    if client.scheduler_file is None:
-        client.write_scheduler_file(str(tmp_path / "scheduler.json"))
-    return client.scheduler_file
+    import json
+
+    path = tmp_path / "scheduler.json"
+    # what `dask scheduler --scheduler-file` writes at start; Client.write_scheduler_file dumps
+    # scheduler_info(), which after some tasks holds tuple keys JSON cannot take
+    path.write_text(json.dumps({"type": "Scheduler", "address": client.scheduler.address}))
+    return str(path)
 
 
 def _estimator_of(argv):
@@ -275,9 +279,6 @@ def test_rate_leaves_the_first_pass_out():
     assert line == ("train wall 60.00 s; first pass 57.00 s (includes compiling numba kernels "
                     "when their cache is cold), then 1.00 M non-zeros/s (2 passes over "
                     "1,000,000 non-zeros)")
-    per_pass = [{"iteration": i, "time": t} for i, t in enumerate([30.0, 0.5, 0.5])]
-    assert "then 2.00 M ratings/s (2 passes" in rate_line(per_pass, 1e6, "ratings", 31.0,
-                                                           cumulative=False)
     one = rate_line([{"epoch": 1, "time": 57.0}], 1e6, "non-zeros", 58.0)
     assert "no rate" in one and "/s" not in one
 
@@ -376,7 +377,7 @@ def test_mf_ratings_with_string_ids_save_and_evaluate(client1, tmp_path, capsys)
     line = next(x for x in out.splitlines() if x.startswith("test: RMSE"))
     assert float(line.split()[2]) < 0.8  # the baseline (the mean) is ~1.0 here
     est, extra = load_estimator(model)
-    assert est.user_ids_.dtype == object and est.user_ids_[0].startswith("u")
+    assert est.user_ids_.dtype.kind in "OU" and est.user_ids_[0].startswith("u")
     assert extra["algorithm"] == "mf"
     assert main(["evaluate", model, "--test", str(tmp_path / "te.tsv")]) == 0
     assert capsys.readouterr().out.strip() == line
@@ -442,10 +443,7 @@ def test_bad_config_files_name_file_and_key(tmp_path, capsys, text, message):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--resume", "auto", "--checkpoint", "/tmp/x"],
-     "--resume auto: LogisticRegression cannot resume a fit from a checkpoint yet"),
-    (["--cluster", "slurm", "--ps-workers", "1"],
-     "--ps-workers: LogisticRegression cannot place its shards on shard workers yet"),
+    (["--resume", "auto"], "--resume auto needs --checkpoint URL"),
     (["--ps-workers", "1"], "--ps-workers applies to --cluster slurm|pbs|sge|lsf, not local"),
     (["--cluster", "slurm", "--adapt", "--worker-lifetime", "1h"],
      "--worker-lifetime needs --ps-workers"),

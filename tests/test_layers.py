@@ -15,7 +15,7 @@ LAYERS = [
     ("dask_ps.state", "dask_ps.io", "dask_ps.cluster"),
     ("dask_ps.diagnostics", "dask_ps.partitions"),
     ("dask_ps.view", "dask_ps.model"),
-    ("dask_ps.algorithms",),
+    ("dask_ps.algorithms", "dask_ps.saving"),
     ("dask_ps.cli",),
     ("dask_ps",),
 ]

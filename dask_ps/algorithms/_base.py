@@ -45,6 +45,7 @@ COMMON_CONSTRAINTS: dict[str, list] = {
     "consistency": [StrOptions({"bsp", "ssp", "asp"}), Consistency],
     "staleness": [Interval(numbers.Integral, 0, None, closed="left"), None],
     "n_shards": [Interval(numbers.Integral, 1, None, closed="left"), None],
+    "shard_resources": [str, None],
     "random_state": [Interval(numbers.Integral, 0, None, closed="left"), None],
     "client": "no_validation",
     "checkpoint": [str, None],  # a URL, "auto" or None
@@ -108,8 +109,10 @@ class PSEstimator(BaseEstimator):
         """Cross-parameter checks of a subclass (ValueError naming the parameters)."""
 
     def _model(self) -> PSModel:
-        """A new PS model on the estimator's client (or in this process)."""
-        return PSModel(self.client, n_shards=self.n_shards)
+        """A new PS model on the estimator's client (or in this process); its shards on the
+        workers offering the resource ``shard_resources`` when set (dedicated PS workers)."""
+        return PSModel(self.client, n_shards=self.n_shards,
+                       resources=getattr(self, "shard_resources", None))
 
     def _partition(self, model: PSModel, data, **kwargs) -> Partitions:
         """``data`` as partitions on the model's cluster (or in this process)."""

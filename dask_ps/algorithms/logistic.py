@@ -233,6 +233,10 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         Start from the previous fit's weights and update-rule state.
     client : distributed.Client or "local", optional
         Default: the current Dask client, else in-process.
+    shard_resources : str, optional
+        Place the shards only on workers offering this Dask resource (e.g. "ps" for
+        dedicated parameter-server workers that are never retired; see the README's HPC
+        section). Default: on every worker.
     checkpoint : str, "auto" or None, default "auto"
         URL of a zarr checkpoint store reachable from every worker, saved every
         ``checkpoint_every`` epochs; a fit that loses a worker or shard recovers from it.
@@ -292,8 +296,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
                  tol=1e-6, early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
                  clocks_per_epoch=4, consistency="bsp", staleness=None, n_shards=None,
                  n_hashed_features=None, random_state=None, warm_start=False, client=None,
-                 checkpoint="auto", checkpoint_every=1, max_recoveries=3, resume=False,
-                 progress=None, callbacks=None):
+                 shard_resources=None, checkpoint="auto", checkpoint_every=1, max_recoveries=3,
+                 resume=False, progress=None, callbacks=None):
         self.solver, self.step_on, self.penalty, self.C = solver, step_on, penalty, C
         self.fit_intercept, self.max_iter, self.batch_size = fit_intercept, max_iter, batch_size
         self.learning_rate, self.tol, self.early_stopping = learning_rate, tol, early_stopping
@@ -305,6 +309,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         self.checkpoint, self.checkpoint_every = checkpoint, checkpoint_every
         self.max_recoveries, self.resume = max_recoveries, resume
         self.progress, self.callbacks = progress, callbacks
+        self.shard_resources = shard_resources
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

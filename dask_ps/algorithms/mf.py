@@ -143,8 +143,8 @@ class MatrixFactorization(PSEstimator):
         Columns read from dataframes; arrays are read by position.
     clip : bool, default True
         Clip predictions to the range of the training ratings (as Surprise does).
-    consistency, staleness, n_shards, random_state, client, checkpoint, checkpoint_every,
-    max_recoveries, resume, progress, callbacks
+    consistency, staleness, n_shards, random_state, client, shard_resources, checkpoint,
+    checkpoint_every, max_recoveries, resume, progress, callbacks
         As for :class:`~dask_ps.LogisticRegression` (``checkpoint`` saves the item table;
         user factors live next to their partitions); ALS always runs BSP.
 
@@ -195,8 +195,9 @@ class MatrixFactorization(PSEstimator):
                  decay=None, max_iter=None, init_std=None, batch_size=100_000,
                  cold_start="mean", consistency="bsp", staleness=None, n_shards=None,
                  user_col="user", item_col="item", rating_col="rating", clip=True,
-                 random_state=None, client=None, checkpoint="auto", checkpoint_every=1,
-                 max_recoveries=3, resume=False, progress=None, callbacks=None):
+                 random_state=None, client=None, shard_resources=None, checkpoint="auto",
+                 checkpoint_every=1, max_recoveries=3, resume=False, progress=None,
+                 callbacks=None):
         self.solver, self.rank, self.reg, self.reg_bias = solver, rank, reg, reg_bias
         self.learning_rate, self.decay, self.max_iter = learning_rate, decay, max_iter
         self.init_std, self.batch_size, self.cold_start = init_std, batch_size, cold_start
@@ -206,6 +207,7 @@ class MatrixFactorization(PSEstimator):
         self.checkpoint, self.checkpoint_every = checkpoint, checkpoint_every
         self.max_recoveries, self.resume = max_recoveries, resume
         self.progress, self.callbacks = progress, callbacks
+        self.shard_resources = shard_resources
 
     @property
     def _cols(self) -> tuple:

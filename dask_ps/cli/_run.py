@@ -6,7 +6,7 @@ import math
 import sys
 import time
 
-from ..cluster import connect
+from ..cluster import SHARD_RESOURCE, connect
 from ._algorithms import Algorithm, by_estimator
 from ._options import cluster_spec, data_root
 
@@ -67,10 +67,12 @@ def build_estimator(args, algo: Algorithm, shard_workers: bool):
         if not kwargs.get("checkpoint"):
             raise ValueError("--resume auto needs --checkpoint URL (where to resume from)")
         est.set_params(resume=True)
-    if shard_workers and "shard_resources" not in params:
-        raise ValueError(f"--ps-workers: {algo.estimator} cannot place its shards on shard "
-                         f"workers yet (it has no 'shard_resources' parameter); without "
-                         f"--ps-workers the shards live on the data workers")
+    if shard_workers:
+        if "shard_resources" not in params:
+            raise ValueError(f"--ps-workers: {algo.estimator} cannot place its shards on shard "
+                             f"workers yet (it has no 'shard_resources' parameter); without "
+                             f"--ps-workers the shards live on the data workers")
+        est.set_params(shard_resources=SHARD_RESOURCE)
     if "progress" in params:  # the command prints one line per epoch instead of a bar
         est.set_params(progress=False)
     return est

@@ -3,6 +3,7 @@ mapping of any int64 or string ids to dense codes 0..n-1."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -189,7 +190,9 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     header : bool, default False
         Whether text files start with a line of column names.
     names : list of str, optional
-        Columns of headerless text; default ``[user, item, rating, timestamp]``.
+        Columns of headerless text; default ``[user, item, rating, timestamp]``, or
+        ``[user, item, rating]`` when the first non-empty line of the first file has 3
+        fields (every line must then have as many as that one).
     blocksize, storage_options, compression
         As in :func:`~dask_ps.io.read_libsvm`.
 
@@ -236,6 +239,8 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
         names = header_names(fs, paths[0], sep, blocks[0].compression)
     elif names is None:
         names = [user, item, rating] + ([timestamp] if timestamp else [])
+        if timestamp and _first_fields(fs, paths[0], sep, blocks[0].compression) == 3:
+            names = names[:3]  # user, item, rating: no timestamp column
     names = list(names)
     cols = {"user": user, "item": item, "rating": rating,
             "timestamp": timestamp if timestamp in names else None}
@@ -256,6 +261,20 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     df = dd.from_map(reader.load, list(zip(blocks, line0)), users=users, items=items,
                      meta=_meta(cols["timestamp"] is not None), enforce_metadata=False)
     return df, users, items
+
+
+def _first_fields(fs, path: str, sep: str, compression: str | None,
+                  max_lines: int = 1000) -> int | None:
+    """Fields of the first non-empty line of ``path`` (within ``max_lines``), or None."""
+    with fs.open(path, "rb", compression=compression) as f:
+        for _ in range(max_lines):
+            line = f.readline()
+            if not line:
+                return None
+            text = line.decode("utf-8", "replace").rstrip("\r\n")
+            if text:
+                return len(next(csv.reader([text], delimiter=sep)))
+    return None
 
 
 def _partition_ids(df: pd.DataFrame, column: str) -> pd.Series:

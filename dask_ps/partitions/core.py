@@ -451,7 +451,9 @@ def _grouped(data, by: str, client, n_partitions) -> Partitions:
     threads = {} if client is None else _threads(client)
     k = n_partitions or max(1, sum(threads.values()) if threads else 1)
     if inputs.is_dask(data):
-        return _from_dask(data.shuffle(on=by, npartitions=k), client, None, spread=False)
+        # the task-based shuffle: the P2P one logs WARNINGs at every start and end
+        return _from_dask(data.shuffle(on=by, npartitions=k, shuffle_method="tasks"), client,
+                          None, spread=False)
     import pandas as pd
 
     group = (pd.util.hash_array(data[by].to_numpy()) % np.uint64(k)).astype(np.int64)

@@ -18,24 +18,39 @@ from and received into their own memory (no copy in Python on either side).
 * :class:`SyncChannel` is the blocking caller used from a task's thread; :class:`Channel`
   the asyncio caller used on an event loop. Replies carry their request's id.
 
-The channel serves plain ``tcp://`` workers only (see ``Shard.open_channel``): with TLS or
-another comm, shards are reached through Dask's own comms and their security settings. It
-listens on the interface of the worker's address; like Dask's plain TCP it is neither
-encrypted nor authenticated, and it carries pickles.
+Every connection is authenticated before either end reads a message: a mutual
+challenge-response over the channel's secret, and TLS with the worker's certificates when the
+worker's comms are ``tls://`` (see :mod:`~dask_ps.state.channel_security`). The channel
+serves ``tcp://`` and ``tls://`` workers (see ``Shard.open_channel``); with another comm
+(UCX, inproc), shards are reached through Dask's own comms. It listens on the interface of
+the worker's address.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import pickle
 import socket
+import ssl
 import struct
 import threading
 import weakref
 
 import numpy as np
 
-__all__ = ["Channel", "ChannelServer", "SyncChannel"]
+from .channel_security import (
+    ChannelAddress,
+    ChannelAuthError,
+    new_secret,
+    open_async,
+    open_blocking,
+    serve_handshake,
+)
+
+__all__ = ["Channel", "ChannelAddress", "ChannelServer", "SyncChannel"]
+
+logger = logging.getLogger(__name__)
 
 _HEAD = struct.Struct("<QI")  # request id, number of frames
 #: Frames up to this size are copied into one buffer with the header (one send); larger ones
@@ -75,10 +90,10 @@ def _chunks(rid: int, frames: list) -> list:
     return chunks
 
 
-async def send(loop, sock: socket.socket, rid: int, frames: list) -> None:
-    """Write one message on a non-blocking socket, from the event loop."""
+async def send(conn, rid: int, frames: list) -> None:
+    """Write one message on a connection of the event loop (``async`` ``sendall``)."""
     for chunk in _chunks(rid, frames):
-        await loop.sock_sendall(sock, chunk)
+        await conn.sendall(chunk)
 
 
 def send_blocking(sock: socket.socket, rid: int, frames: list) -> None:
@@ -142,16 +157,12 @@ class _ReadAhead:
 
 
 class _Reader(_ReadAhead):
-    """Reads messages from a non-blocking socket, on the event loop."""
-
-    def __init__(self, loop, sock: socket.socket) -> None:
-        super().__init__(sock)
-        self.loop = loop
+    """Reads messages from a connection of the event loop (``async`` ``recv_into``)."""
 
     async def read_into(self, out: memoryview) -> None:
         n, target = self._next_recv(out, 0)
         while target is not None:
-            got = _received(await self.loop.sock_recv_into(self.sock, target))
+            got = _received(await self.sock.recv_into(target))
             n, target = self._next_recv(out, self._got(target, n, got))
 
     async def message(self) -> tuple[int, list]:
@@ -164,7 +175,8 @@ class _Reader(_ReadAhead):
 
 
 class _BlockingReader(_ReadAhead):
-    """Reads messages from a blocking socket (a task's or a server thread's)."""
+    """Reads messages from a blocking socket, or a
+    :class:`~dask_ps.state.channel_security.TLSSocket` (a task's or a server thread's)."""
 
     def read_into(self, out: memoryview) -> None:
         n, target = self._next_recv(out, 0)
@@ -212,14 +224,28 @@ class ChannelServer:
     target : object
         Whose ``dispatch_call(method, args, kwargs)`` coroutine answers requests; held by a
         weak reference, so that a shard released by Dask is freed (and its server closed).
+    ssl_context : ssl.SSLContext, optional
+        Server-side TLS context (the worker's, from its :class:`distributed.Security`);
+        without it the channel is plain TCP.
+
+    Attributes
+    ----------
+    address : ChannelAddress
+        Host, port, the channel's secret (32 random bytes drawn here) and whether it uses
+        TLS: all a caller needs, to be handed out through Dask's comms only.
+    refused : int
+        Connections closed because their handshake failed.
     """
 
-    def __init__(self, host: str, target) -> None:
+    def __init__(self, host: str, target, ssl_context: ssl.SSLContext | None = None) -> None:
         self.loop = asyncio.get_running_loop()
         self._target = weakref.ref(target, self._target_gone)
         self._sock = socket.create_server((host, 0))
         self._sock.setblocking(False)
-        self.address = (host, self._sock.getsockname()[1])
+        self._ssl = ssl_context
+        self.address = ChannelAddress(host, self._sock.getsockname()[1], new_secret(),
+                                      ssl_context is not None)
+        self.refused = 0
         self._conns: set[socket.socket] = set()
         self._tasks: set[asyncio.Task] = set()  # the loop keeps only weak references
         self._closed = False
@@ -250,10 +276,25 @@ class ChannelServer:
                              name="dask-ps-channel").start()
 
     def _serve(self, conn: socket.socket) -> None:
-        """One thread per connection: it reads the requests in order and answers those that
-        need no wait at once (``call_now``: no event-loop round, the kernel wakes this
-        thread); the others run on the loop, so that a pull waiting for clocks does not hold
-        back the requests behind it."""
+        """One thread per connection: after the handshakes, it reads the requests in order
+        and answers those that need no wait at once (``call_now``: no event-loop round, the
+        kernel wakes this thread); the others run on the loop, so that a pull waiting for
+        clocks does not hold back the requests behind it. Nothing is unpickled before the
+        peer has proved it holds the secret."""
+        raw = conn
+        try:
+            conn = serve_handshake(raw, self.address.secret, self._ssl)
+        except (ChannelAuthError, OSError) as exc:  # ssl.SSLError is an OSError
+            self.refused += 1
+            self._conns.discard(raw)
+            raw.close()
+            if not self._closed:
+                logger.warning("dask_ps channel %s:%d refused a connection: %r",
+                               *self.address.endpoint, exc)
+            return
+        if conn is not raw:  # shut down through its TLS wrapper from now on
+            self._conns.add(conn)
+            self._conns.discard(raw)
         reader = _BlockingReader(conn)
         lock = threading.Lock()  # replies come from this thread and from the loop
         try:
@@ -314,18 +355,34 @@ class ChannelServer:
         self._conns.clear()
 
 
-class Channel:
-    """The calling end of a shard's channel, for one process; used on one event loop.
+class _Caller:
+    """What both calling ends hold: where the channel is, how to authenticate to it, and the
+    connection once open.
 
     Parameters
     ----------
-    address : tuple of (str, int)
+    address : ChannelAddress
         The shard's :attr:`ChannelServer.address`.
+    ssl_context : ssl.SSLContext, optional
+        Client-side TLS context, needed when ``address.tls``.
     """
 
-    def __init__(self, address: tuple[str, int]) -> None:
-        self.address = tuple(address)
-        self._sock: socket.socket | None = None
+    def __init__(self, address: ChannelAddress, ssl_context: ssl.SSLContext | None = None
+                 ) -> None:
+        self.address = address
+        self._ssl = ssl_context
+        self._sock = None  # the connection, opened on the first call
+
+
+class Channel(_Caller):
+    """The calling end of a shard's channel, for one process; used on one event loop.
+
+    Parameters: see :class:`_Caller`.
+    """
+
+    def __init__(self, address: ChannelAddress, ssl_context: ssl.SSLContext | None = None
+                 ) -> None:
+        super().__init__(address, ssl_context)
         self._connecting: asyncio.Lock | None = None
         self._send_lock: asyncio.Lock | None = None
         self._pending: dict[int, asyncio.Future] = {}
@@ -338,20 +395,13 @@ class Channel:
             self._send_lock = asyncio.Lock()
         async with self._connecting:
             if self._sock is None:
-                sock = socket.socket(socket.AF_INET6 if ":" in self.address[0]
-                                     else socket.AF_INET, socket.SOCK_STREAM)
-                try:
-                    _nodelay(sock)
-                    await loop.sock_connect(sock, self.address)
-                except BaseException:
-                    sock.close()
-                    raise
-                self._sock = sock
-                self._reading = loop.create_task(self._read(loop, sock))
+                conn = await open_async(loop, self.address, self._ssl)
+                self._sock = conn
+                self._reading = loop.create_task(self._read(conn))
         return self._sock
 
-    async def _read(self, loop, sock: socket.socket) -> None:
-        reader = _Reader(loop, sock)
+    async def _read(self, sock) -> None:
+        reader = _Reader(sock)
         try:
             while True:
                 rid, frames = await reader.message()
@@ -361,7 +411,7 @@ class Channel:
         except (OSError, asyncio.CancelledError) as exc:
             self._broken(sock, exc)
 
-    def _broken(self, sock: socket.socket, exc: BaseException) -> None:
+    def _broken(self, sock, exc: BaseException) -> None:
         """Fail every call waiting on ``sock``; the next call connects again."""
         if self._sock is sock:
             self._sock = None
@@ -371,7 +421,7 @@ class Channel:
         for fut in pending.values():
             if not fut.done():
                 fut.set_exception(ConnectionResetError(
-                    f"connection to shard channel {self.address} lost: {err!r}"))
+                    f"connection to shard channel {self.address.endpoint} lost: {err!r}"))
 
     async def call(self, method: str, args: tuple, kwargs: dict) -> tuple[str, object]:
         """Run ``method(*args, **kwargs)`` on the shard: ``("OK", result)`` or
@@ -392,7 +442,7 @@ class Channel:
         try:
             async with self._send_lock:
                 try:
-                    await send(loop, sock, rid, frames)
+                    await send(sock, rid, frames)
                 except BaseException as exc:  # a partial message spoils the stream
                     self._broken(sock, exc)
                     raise
@@ -410,22 +460,19 @@ class Channel:
             self._sock = None
 
 
-class SyncChannel:
+class SyncChannel(_Caller):
     """The calling end of a shard's channel for blocking calls from a task's thread.
 
     A call holds the connection from its request to its reply (:meth:`start` then
     :meth:`finish`), so that the caller can do other work, such as the local shard's part
     of a pull, while the shard answers. Threads of one process take turns.
 
-    Parameters
-    ----------
-    address : tuple
-        The shard's :attr:`ChannelServer.address`.
+    Parameters: see :class:`_Caller`.
     """
 
-    def __init__(self, address: tuple[str, int]) -> None:
-        self.address = tuple(address)
-        self._sock: socket.socket | None = None
+    def __init__(self, address: ChannelAddress, ssl_context: ssl.SSLContext | None = None
+                 ) -> None:
+        super().__init__(address, ssl_context)
         self._lock = threading.Lock()
         self._next = 0
 
@@ -441,9 +488,7 @@ class SyncChannel:
         self._lock.acquire()
         try:
             if self._sock is None:
-                sock = socket.create_connection(self.address, timeout=timeout)
-                if sock.family != socket.AF_UNIX:
-                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock = open_blocking(self.address, self._ssl, timeout)
                 self._sock = sock
                 self._reader = _BlockingReader(sock)
             self._sock.settimeout(timeout)

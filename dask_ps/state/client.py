@@ -36,43 +36,14 @@ from ._malloc import tune_malloc
 from .consistency import DONE, Consistency
 from .optimizers import Add
 from .partition import HashPartitioner
-from .table import Init, TableShard, TableSpec
-from .transport import Transport
+from .table import Init, TableShard, TableSpec, as_keys, bad_key_error
+from .transport import Shipped, Transport
 
 __all__ = ["ProcessClient"]
 
 #: Seconds a clock's push may wait for the next pull to carry it (the process checks its
 #: outbox this often, so a push leaves within twice this time).
 SEND_DELAY = 0.002
-
-
-def as_keys(keys, spec: TableSpec) -> np.ndarray:
-    """Keys as a 1-D int64 array (uint64 keys keep their bits).
-
-    Raises
-    ------
-    TypeError
-        Non-integer keys, naming the table.
-    ValueError
-        Keys that are not 1-D, naming the table and the shape.
-    """
-    keys = np.asarray(keys)
-    if keys.dtype == np.uint64:
-        if not spec.sparse and keys.size and keys.max() >= np.uint64(spec.n_rows):
-            i = int(np.argmax(keys >= np.uint64(spec.n_rows)))
-            raise IndexError(f"table {spec.name!r}: key {int(keys[i])} at position {i} is "
-                             f"outside the table's rows [0, {spec.n_rows})")
-        keys = keys.view(np.int64)
-    elif keys.dtype.kind not in "iu" and not (keys.size == 0 and keys.dtype.kind == "f"):
-        raise TypeError(f"table {spec.name!r}: keys must be integers, got dtype {keys.dtype}")
-    if keys.ndim != 1:
-        raise ValueError(f"table {spec.name!r}: keys must be 1-D, got shape {keys.shape}")
-    return np.ascontiguousarray(keys, dtype=np.int64)
-
-
-def bad_key_error(spec: TableSpec, keys: np.ndarray, i: int) -> IndexError:
-    return IndexError(f"table {spec.name!r}: key {int(keys[i])} at position {i} is outside "
-                      f"the table's rows [0, {spec.n_rows})")
 
 
 class _Snapshot:
@@ -366,8 +337,12 @@ class ProcessClient:
         per_shard = self._plan_updates({name: [(keys, values, None)]})
         self.transport.run(self._send(per_shard, None, 0, 0, tick=False))
 
-    def push(self, job: str, clock: int, name: str, keys, updates) -> None:
-        """Buffer an update of a task at ``clock``; it leaves with the process's clock tick.
+    def push(self, job: str, clock: int, name: str, keys, updates, task: int = 0) -> None:
+        """Buffer an update of ``task`` at ``clock``; it leaves with the process's clock tick.
+
+        The updates of a clock are merged in the order of their tasks' indices (and, within a
+        task, in the order pushed), not in the order the threads got here: the same job on the
+        same data and partitioning sums them the same way, bit for bit.
 
         When ``keys`` equal those of this thread's last pull of the table (the usual
         pull-compute-push step), that pull's plan is reused: the keys are neither checked nor
@@ -386,7 +361,7 @@ class ProcessClient:
             spec, keys_arr, values = self.check_update(name, keys_arr, updates)
             keys_arr = keys_arr.copy()  # buffered until clock(): the caller may reuse its array
         with self._lock:
-            self.job(job).pending[clock][name].append((keys_arr, values, plan))
+            self.job(job).pending[clock][name].append((task, keys_arr, values, plan))
 
     def _plan_updates(self, by_table: dict) -> list[list]:
         """Merge each table's buffered updates and split them by shard (caller's thread)."""
@@ -448,7 +423,10 @@ class ProcessClient:
         or after ``SEND_DELAY`` seconds, whichever comes first. The previous clock's message
         is sent and answered first, so a participant's ticks reach each shard in order.
         """
-        per_shard = self._plan_updates(state.pending.pop(clock, {}))
+        by_table = state.pending.pop(clock, {})
+        # by task index (a stable sort: a task's own pushes keep their order)
+        per_shard = self._plan_updates({name: [p[1:] for p in sorted(parts, key=_task_of)]
+                                        for name, parts in by_table.items()})
         self._send_outbox(job, state)
         with self._outbox:
             state.outbox = (per_shard, clock)
@@ -510,7 +488,7 @@ class ProcessClient:
         state = self.job(job) if job is not None else None
         if state is not None:
             self._send_outbox(job, state)
-        fn = _Shipped(fn)
+        fn = Shipped(fn)
         t = self.transport
         return t.run(_gather(t.call(s, "map_rows", name, fn, *args, job=job, clock=clock,
                                     timeout=t.timeout, _timeout=t.timeout + 5)
@@ -585,26 +563,8 @@ class ProcessClient:
                 self._send_outbox(job, state)
 
 
-class _Shipped:
-    """A function that travels by value (cloudpickle), so that functions defined in a user's
-    script reach the shards over the direct channels, which use plain pickle."""
-
-    def __init__(self, fn) -> None:
-        self.fn = fn
-
-    def __reduce__(self):
-        import cloudpickle
-
-        return _unship, (cloudpickle.dumps(self.fn),)
-
-    def __call__(self, *args):
-        return self.fn(*args)
-
-
-def _unship(blob: bytes):
-    import pickle
-
-    return _Shipped(pickle.loads(blob))
+def _task_of(part: tuple) -> int:
+    return part[0]
 
 
 def _nbytes(updates: list) -> int:

@@ -22,7 +22,8 @@ from collections import defaultdict
 import numpy as np
 
 from ._malloc import tune_malloc
-from .channel import ChannelServer
+from .channel import ChannelAddress, ChannelServer
+from .channel_security import worker_ssl_context
 from .consistency import DONE, ClockTable, Consistency
 from .partition import as_rows, merge_duplicates
 from .table import TableShard, TableSpec
@@ -31,8 +32,9 @@ from .transport import packed
 __all__ = ["Shard"]
 
 
-def _channel_host() -> str | None:
-    """The host of this worker's plain-TCP address, when the shard may open a channel."""
+def _channel_endpoint() -> tuple[str, object] | None:
+    """``(host, server TLS context or None)`` of this worker's ``tcp://`` or ``tls://``
+    address, when the shard may open a channel."""
     import dask
 
     if not dask.config.get("dask-ps.channel", True):
@@ -44,9 +46,13 @@ def _channel_host() -> str | None:
         address = get_worker().address
     except (ImportError, ValueError):  # not in a Dask worker: in-process shards
         return None
-    if parse_address(address)[0] != "tcp":  # TLS, UCX, inproc: Dask's comms only
-        return None
-    return get_address_host(address)
+    scheme = parse_address(address)[0]
+    if scheme == "tcp":
+        return get_address_host(address), None
+    if scheme == "tls":
+        context = worker_ssl_context("server")
+        return None if context is None else (get_address_host(address), context)
+    return None  # UCX, inproc: Dask's comms only
 
 
 class Shard:
@@ -77,7 +83,7 @@ class Shard:
         self._waiters: list[asyncio.Future] = []
         self.counters = dict(pull_calls=0, push_calls=0, keys_pulled=0, keys_pushed=0,
                              bytes_pulled=0, bytes_pushed=0)
-        self._channel_host = _channel_host()
+        self._channel_endpoint = _channel_endpoint()
         self._channel: ChannelServer | None = None
         self._lock = threading.Lock()  # the loop against tasks calling call_now
         self._loop: asyncio.AbstractEventLoop | None = None  # set on the loop's first call
@@ -133,13 +139,21 @@ class Shard:
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
 
-    async def open_channel(self) -> tuple[str, int] | None:
-        """Start (once) this shard's direct channel; its (host, port), or None when the
-        worker's comms are not plain TCP or ``dask-ps.channel`` is false (see
-        :mod:`~dask_ps.state.channel`)."""
+    async def open_channel(self) -> ChannelAddress | None:
+        """Start (once) this shard's direct channel.
+
+        Returns
+        -------
+        ChannelAddress or None
+            Host, port, secret and TLS flag of the channel (the caller hands it to the tasks
+            through Dask's comms, inside the model's :class:`ShardRef`); None when the
+            worker's comms are neither ``tcp://`` nor ``tls://`` or ``dask-ps.channel`` is
+            false (see :mod:`~dask_ps.state.channel`).
+        """
         self._on_loop()
-        if self._channel is None and self._channel_host is not None:
-            self._channel = ChannelServer(self._channel_host, self)
+        if self._channel is None and self._channel_endpoint is not None:
+            host, context = self._channel_endpoint
+            self._channel = ChannelServer(host, self, context)
         return None if self._channel is None else self._channel.address
 
     async def close_channel(self) -> None:

@@ -17,7 +17,7 @@ from . import _kernels
 from .optimizers import Optimizer
 from .partition import RangePartitioner, RowBits, as_rows, make_partitioner
 
-__all__ = ["Init", "TableShard", "TableSpec"]
+__all__ = ["Init", "TableShard", "TableSpec", "as_keys", "bad_key_error"]
 
 DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "int32", "int64"))
 _KINDS = {"constant": _kernels.INIT_CONSTANT, "uniform": _kernels.INIT_UNIFORM,
@@ -281,3 +281,32 @@ class TableShard:
     def nbytes(self) -> int:
         extra = 0 if not self.spec.sparse else self._slot_key.nbytes * 2 + self._keys.nbytes
         return self.values.nbytes + sum(a.nbytes for a in self.slots.values()) + extra
+
+
+def as_keys(keys, spec: TableSpec) -> np.ndarray:
+    """Keys as a 1-D int64 array (uint64 keys keep their bits).
+
+    Raises
+    ------
+    TypeError
+        Non-integer keys, naming the table.
+    ValueError
+        Keys that are not 1-D, naming the table and the shape.
+    """
+    keys = np.asarray(keys)
+    if keys.dtype == np.uint64:
+        if not spec.sparse and keys.size and keys.max() >= np.uint64(spec.n_rows):
+            i = int(np.argmax(keys >= np.uint64(spec.n_rows)))
+            raise bad_key_error(spec, keys, i)
+        keys = keys.view(np.int64)
+    elif keys.dtype.kind not in "iu" and not (keys.size == 0 and keys.dtype.kind == "f"):
+        raise TypeError(f"table {spec.name!r}: keys must be integers, got dtype {keys.dtype}")
+    if keys.ndim != 1:
+        raise ValueError(f"table {spec.name!r}: keys must be 1-D, got shape {keys.shape}")
+    return np.ascontiguousarray(keys, dtype=np.int64)
+
+
+def bad_key_error(spec: TableSpec, keys: np.ndarray, i: int) -> IndexError:
+    """The error for ``keys[i]``, a key outside dense table ``spec``'s rows."""
+    return IndexError(f"table {spec.name!r}: key {int(keys[i])} at position {i} is outside "
+                      f"the table's rows [0, {spec.n_rows})")

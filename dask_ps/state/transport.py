@@ -2,10 +2,11 @@
 
 In a Dask worker, a shard living on the same worker is called directly on the worker's event
 loop (no pickling, no socket). The others are reached through their direct channels
-(:mod:`~dask_ps.state.channel`): from a task's own thread with blocking sockets for the
+(:mod:`~dask_ps.state.channel`, authenticated by each channel's secret and over TLS when the
+workers' comms are ``tls://``): from a task's own thread with blocking sockets for the
 pulls and pushes of a training step (:meth:`Transport.call_many`), from the loop otherwise;
-a shard without a channel (TLS or other comms) through the worker's RPC pool
-(``actor_execute``, the handler Dask's own actor proxies use). On the client, calls go
+a shard without a channel (UCX, inproc, channels switched off) through the worker's RPC
+pool (``actor_execute``, the handler Dask's own actor proxies use). On the client, calls go
 through the client's loop and Dask's RPC. Without any Dask client the shards live in this
 process, on a private event-loop thread, and are called the same way as a same-worker shard.
 
@@ -24,9 +25,10 @@ from distributed.comm.core import CommClosedError
 from distributed.protocol import Serialized, deserialize, serialize
 
 from ..exceptions import ShardUnavailableError
-from .channel import Channel, SyncChannel
+from .channel import Channel, ChannelAddress, SyncChannel
+from .channel_security import worker_ssl_context
 
-__all__ = ["ShardRef", "Transport", "local_loop", "packed"]
+__all__ = ["ShardRef", "Shipped", "Transport", "local_loop", "packed", "unship"]
 
 
 def packed(obj) -> Serialized:
@@ -42,12 +44,13 @@ def packed(obj) -> Serialized:
 
 class ShardRef(NamedTuple):
     """Where a shard lives: its index, its worker's address, its actor key (Dask mode) and
-    its channel's (host, port), if it has one."""
+    its channel's :class:`~dask_ps.state.channel.ChannelAddress` (with the channel's secret:
+    a ShardRef travels through Dask's comms only), if it has one."""
 
     index: int
     address: str
     key: str
-    channel: tuple | None = None
+    channel: ChannelAddress | None = None
 
 
 _local_loop: asyncio.AbstractEventLoop | None = None
@@ -90,9 +93,14 @@ class Transport:
         self.local = dict(local)
         self._rpc = rpc
         self.timeout = timeout
-        self.channels = {r.index: Channel(r.channel) for r in self.shards
-                         if channels and r.channel is not None and r.index not in self.local}
-        self.sync_channels = {s: SyncChannel(c.address) for s, c in self.channels.items()}
+        remote = [r for r in self.shards
+                  if channels and r.channel is not None and r.index not in self.local]
+        # TLS channels need this worker's client context; without one, Dask's RPC serves them
+        context = worker_ssl_context("client") if any(r.channel.tls for r in remote) else None
+        self.channels = {r.index: Channel(r.channel, context) for r in remote
+                         if context is not None or not r.channel.tls}
+        self.sync_channels = {s: SyncChannel(c.address, context)
+                              for s, c in self.channels.items()}
         #: Whether :meth:`call_many` may run: every remote shard has a channel.
         self.direct = len(self.channels) + len(self.local) == len(self.shards) > len(self.local)
         #: Shard indices, remote ones first: their requests leave before the local shard's
@@ -250,3 +258,25 @@ def _running_loop():
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+class Shipped:
+    """A function that travels by value (cloudpickle), so that functions defined in a user's
+    script reach the shards over the direct channels, which use plain pickle."""
+
+    def __init__(self, fn) -> None:
+        self.fn = fn
+
+    def __reduce__(self):
+        import cloudpickle
+
+        return unship, (cloudpickle.dumps(self.fn),)
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
+def unship(blob: bytes):
+    import pickle
+
+    return Shipped(pickle.loads(blob))

@@ -103,3 +103,31 @@ def test_id_mapping():
 def test_docstring_examples():
     result = doctest.testmod(ratings_module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("first", ["", "\n\n"])  # blank lines before the first rating too
+def test_a_headerless_file_without_timestamps_has_three_columns(tmp_path, first):
+    path = tmp_path / "r.tsv"
+    path.write_text(first + "u7\tm1\t4\nu3\tm1\t5\n\nu7\tm2\t1.5\n")
+    df, users, items = read_ratings(path, blocksize=16)
+    pdf = df.compute()
+    assert list(pdf.columns) == ["user", "item", "rating"]
+    assert pdf["user"].tolist() == [1, 0, 1] and pdf["item"].tolist() == [0, 0, 1]
+    assert pdf["rating"].tolist() == [4.0, 5.0, 1.5]
+    assert users.ids.tolist() == ["u3", "u7"]
+    # comma-separated too
+    csv = tmp_path / "r.csv"
+    csv.write_text("1,10,2\n2,10,3\n")
+    assert read_ratings(csv)[0].compute()["rating"].tolist() == [2.0, 3.0]
+
+
+def test_a_headerless_file_mixing_three_and_four_fields_names_the_line(tmp_path):
+    path = tmp_path / "r.tsv"
+    path.write_text("1\t2\t3\n" * 5 + "1\t2\t3\t100\n")
+    with pytest.raises(ValueError) as info:
+        read_ratings(path)
+    assert str(info.value) == f"{path}, line 6: expected 3 fields, got 4"
+    # a first line of 5 fields is not guessed: the default 4 columns are expected
+    path.write_text("1\t2\t3\t100\t9\n")
+    with pytest.raises(ValueError, match="line 1: expected 4 fields, got 5"):
+        read_ratings(path)

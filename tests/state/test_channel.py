@@ -100,6 +100,7 @@ def test_a_waiting_call_does_not_hold_back_later_ones_on_the_connection():
 
 def test_a_closed_server_fails_pending_and_later_calls_with_oserror():
     async def test(channel, server):
+        assert (await channel.call("echo", (), {}))[0] == "OK"  # connected, whatever the load
         waiting = asyncio.ensure_future(channel.call("wait", (), {}))
         await asyncio.sleep(0.05)
         server.close()
@@ -216,6 +217,7 @@ def test_a_task_calling_a_killed_shard_worker_gets_shard_unavailable_at_once(tmp
         with open(flag + ".out") as f:
             seconds, message = f.read().split("\n", 1)
         assert message.startswith("shard 1 on") and "unavailable: pull failed" in message
-        # the closed connection tells at once, not after the model's 60 s timeout
-        assert float(seconds) < 10
+        # the closed connection tells at once (~0.1 s idle), not after the model's 60 s
+        # timeout: half of it is the margin for a loaded machine
+        assert float(seconds) < 30
         model.close()
