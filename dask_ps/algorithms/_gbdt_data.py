@@ -88,6 +88,8 @@ def to_matrix(X, categories: dict | None = None):
     elif sp.issparse(X) or hasattr(X, "to_scipy_sparse"):
         X = X.to_scipy_sparse() if hasattr(X, "to_scipy_sparse") else X
         X = sp.csr_matrix(X, dtype=np.float64)
+        if not X.data.flags.writeable:  # the kernels' signatures take writable arrays
+            X = X.copy()
         X.sum_duplicates()
         bad = np.flatnonzero(np.isinf(X.data))
         if bad.size:
@@ -99,7 +101,7 @@ def to_matrix(X, categories: dict | None = None):
         X = np.asarray(X)
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
-        X = np.ascontiguousarray(X)
+        X = np.require(X, requirements=["C", "W"])  # read-only (memmap) input: a copy
         if X.ndim == 1:
             X = X[:, None]
     inf = np.isinf(X)

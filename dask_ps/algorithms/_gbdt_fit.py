@@ -114,7 +114,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
         seen = np.unique(np.concatenate(eval_data.reduce(eval_labels, None, categories)))
         outside = np.setdiff1d(seen, classes)
         if outside.size:
-            raise ValueError(f"eval_set has the label {outside[0]!r}, not one of the classes "
+            raise ValueError(f"eval_set has the label {outside.tolist()[0]!r}, not one of the classes "
                              f"{classes.tolist()} seen in training")
     elif eval_data is not None:
         eval_data.reduce(eval_labels, None, categories)  # features checked

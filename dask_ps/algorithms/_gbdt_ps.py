@@ -339,7 +339,7 @@ class _Rows:
 
 def _encode(y, cfg: FitConfig, start: int | None) -> np.ndarray:
     if cfg.classes is None:
-        y = np.asarray(y, np.float64)
+        y = np.array(y, np.float64)  # a writable copy (the kernels' signatures)
         bad = np.flatnonzero(~np.isfinite(y))
         if bad.size:
             where = f"y[{start + bad[0]}]" if start is not None else f"eval_set y[{bad[0]}]"
@@ -350,7 +350,7 @@ def _encode(y, cfg: FitConfig, start: int | None) -> np.ndarray:
     bad = np.flatnonzero(cfg.classes[codes] != y)
     if bad.size:
         where = f"y[{start + bad[0]}]" if start is not None else f"an eval_set label"
-        raise ValueError(f"{where} = {y[bad[0]]!r} is not one of the classes "
+        raise ValueError(f"{where} = {y[bad].tolist()[0]!r} is not one of the classes "
                          f"{cfg.classes.tolist()} seen in training")
     return codes.astype(np.float64)
 

@@ -522,7 +522,7 @@ class Ensemble:
             X = np.asarray(X)
             if X.dtype not in (np.float32, np.float64):
                 X = X.astype(np.float64)
-            predict_dense(np.ascontiguousarray(X), *args)
+            predict_dense(np.require(X, requirements=["C", "W"]), *args)
         return out
 
     def feature_importances(self, kind: str = "gain") -> np.ndarray:

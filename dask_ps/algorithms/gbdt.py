@@ -124,6 +124,9 @@ _DOC_PARAMS = """
         Seed of the bin sample, row and column sampling (default 0).
     client : distributed.Client or "local", optional
         Default: the current client; "local" (or no client) runs in this process.
+    shard_resources : str, optional
+        Place the histogram shards only on workers offering this Dask resource (as for
+        :class:`~dask_ps.LogisticRegression`). Default: on every worker.
     checkpoint : str, "auto" or None, default None
         Checkpoint URL of the histogram table between jobs (see
         :class:`~dask_ps.LogisticRegression`); its content between rounds is empty, and a
@@ -221,8 +224,8 @@ class _GBDT(PSEstimator):
                  categorical_features="from_dtype", max_cat_to_onehot=4, max_cat_threshold=32,
                  cat_smooth=10.0, cat_l2=10.0, min_data_per_group=100, importance_type="gain",
                  sample_count=DEFAULT_SAMPLE_COUNT, n_shards=None, random_state=None,
-                 client=None, checkpoint=None, checkpoint_every=1, max_recoveries=3,
-                 resume=False, progress=None, callbacks=None):
+                 client=None, shard_resources=None, checkpoint=None, checkpoint_every=1,
+                 max_recoveries=3, resume=False, progress=None, callbacks=None):
         self.n_estimators, self.learning_rate = n_estimators, learning_rate
         self.max_leaf_nodes, self.max_depth = max_leaf_nodes, max_depth
         self.min_child_weight, self.min_samples_leaf = min_child_weight, min_samples_leaf
@@ -240,6 +243,7 @@ class _GBDT(PSEstimator):
             checkpoint_every
         self.max_recoveries, self.resume = max_recoveries, resume
         self.progress, self.callbacks = progress, callbacks
+        self.shard_resources = shard_resources
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -389,6 +393,7 @@ class _GBDT(PSEstimator):
         self.n_estimators_ = r.ensemble.n_rounds
         self.best_iteration_ = r.best_round
         self.history_ = r.history
+        self._cache = (self.booster_, r.ensemble)  # predict leaves __dict__ as it is
         return self
 
     # -- prediction --------------------------------------------------------------------
@@ -426,12 +431,24 @@ class _GBDT(PSEstimator):
     def _matrix_frame(self, df):
         return to_matrix(df, self.categories_)
 
+    def _staged_raw(self, X):
+        """Raw scores (n_outputs, n) of in-memory ``X`` after each round (a generator)."""
+        M = self._matrix(X)
+        if sp.issparse(M):
+            M = sp.csr_matrix(M, dtype=np.float64)
+        ens = self._ensemble()
+        raw = None
+        for r in range(ens.n_rounds):
+            raw = ens.predict_raw(M, rounds=(0, 1)) if raw is None else \
+                ens.predict_raw(M, out=raw, rounds=(r, r + 1))
+            yield raw.copy()
+
     def staged_predict(self, X):
-        """Predictions after each round (a generator over ``n_estimators_`` arrays)."""
+        """Predictions after each round (a generator over ``n_estimators_`` arrays of
+        shape (n,); in-memory ``X`` only)."""
         check_is_fitted(self)
         for raw in self._staged_raw(X):
             yield self._from_raw(raw)
-
 
 
 class GBDTClassifier(ClassifierMixin, _GBDT):
@@ -504,7 +521,6 @@ class GBDTClassifier(ClassifierMixin, _GBDT):
         check_is_fitted(self)
         for raw in self._staged_raw(X):
             yield self._proba_from_raw(raw)
-
 
 
 class GBDTRegressor(RegressorMixin, _GBDT):
