@@ -11,6 +11,7 @@ is one job (see :mod:`._gbdt_ps`).
 
 from __future__ import annotations
 
+import functools
 import numbers
 from typing import NamedTuple
 
@@ -412,9 +413,10 @@ class _GBDT(PSEstimator):
         X, _, _ = self._inputs(X, None, reset=False)
         return to_matrix(X, self.categories_) if hasattr(X, "iloc") else X
 
-    def _raw(self, X, rounds=None) -> np.ndarray:
-        """Raw scores (n_outputs, n) of in-memory ``X``."""
-        M = self._matrix(X)
+    def _raw(self, X, rounds=None, checked=False) -> np.ndarray:
+        """Raw scores (n_outputs, n) of in-memory ``X`` (``checked``: a matrix made by
+        :meth:`_matrix_frame`)."""
+        M = X if checked else self._matrix(X)
         if sp.issparse(M):
             M = sp.csr_matrix(M, dtype=np.float64)
         return self._ensemble().predict_raw(M, rounds=rounds)
@@ -424,11 +426,16 @@ class _GBDT(PSEstimator):
         if hasattr(X, "map_partitions"):
             X = X.map_partitions(self._matrix_frame, meta=np.empty((0, 0)))
             X = X.to_dask_array() if hasattr(X, "to_dask_array") else X
+            fn = functools.partial(fn, checked=True)
         X = X.rechunk({1: -1})
         kw = dict(drop_axis=1) if ndim == 1 else dict(chunks=(X.chunks[0], (width,)))
         return X.map_blocks(fn, dtype=np.float64, meta=np.empty((0,) * ndim), **kw)
 
     def _matrix_frame(self, df):
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None and list(map(str, df.columns)) != list(names):
+            raise ValueError(f"X has other columns than at fit: {list(df.columns)} vs "
+                             f"{list(names)}")
         return to_matrix(df, self.categories_)
 
     def _staged_raw(self, X):
@@ -480,8 +487,8 @@ class GBDTClassifier(ClassifierMixin, _GBDT):
             return self._map(X, self._decision_block, 1 if k == 1 else 2, k)
         return self._decision_block(X)
 
-    def _decision_block(self, X):
-        raw = self._raw(X)
+    def _decision_block(self, X, checked=False):
+        raw = self._raw(X, checked=checked)
         return raw[0] if raw.shape[0] == 1 else raw.T.copy()
 
     def _from_raw(self, raw) -> np.ndarray:
@@ -494,8 +501,8 @@ class GBDTClassifier(ClassifierMixin, _GBDT):
         e = np.exp(raw - raw.max(axis=0))
         return (e / e.sum(axis=0)).T
 
-    def _proba_block(self, X):
-        return self._proba_from_raw(self._raw(X))
+    def _proba_block(self, X, checked=False):
+        return self._proba_from_raw(self._raw(X, checked=checked))
 
     def predict_proba(self, X):
         """Class probabilities, shape (n, n_classes) (a dask array for dask ``X``)."""
@@ -513,8 +520,8 @@ class GBDTClassifier(ClassifierMixin, _GBDT):
                                   dtype=self.classes_.dtype)
         return self.classes_[self._predict_index(X)]
 
-    def _predict_index(self, X):
-        return self._proba_block(X).argmax(axis=1)
+    def _predict_index(self, X, checked=False):
+        return self._proba_block(X, checked).argmax(axis=1)
 
     def staged_predict_proba(self, X):
         """Class probabilities after each round (a generator)."""
@@ -545,8 +552,8 @@ class GBDTRegressor(RegressorMixin, _GBDT):
     def _from_raw(self, raw) -> np.ndarray:
         return raw[0]
 
-    def _predict_block(self, X):
-        return self._raw(X)[0]
+    def _predict_block(self, X, checked=False):
+        return self._raw(X, checked=checked)[0]
 
     def predict(self, X):
         """Predicted values, shape (n,) (a dask array for dask ``X``)."""
