@@ -252,6 +252,11 @@ class _GBDT(PSEstimator):
         tags.input_tags.allow_nan = True
         return tags
 
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state.pop("_cache", None)  # the trees as objects: rebuilt from booster_ when needed
+        return state
+
     # -- fit ---------------------------------------------------------------------------
     def _inputs(self, X, y, reset: bool):
         """``(X, y, categories)`` ready to partition: arrays checked by scikit-learn, a

@@ -109,9 +109,9 @@ def test_multiclass_softmax_matches_scikit_learn(client2):
     names = np.array(["ant", "bee", "cat"])[y]
     X, Xt, y, yt = X[:2000], X[2000:], names[:2000], names[2000:]
     setting = dict(max_leaf_nodes=16, max_depth=4)
-    model = GBDTClassifier(n_estimators=20, learning_rate=0.1, client=client2, random_state=0,
+    model = GBDTClassifier(n_estimators=12, learning_rate=0.15, client=client2, random_state=0,
                            **setting).fit(X, y)
-    peer = HistGradientBoostingClassifier(max_iter=20, learning_rate=0.1 * 2 / 3,
+    peer = HistGradientBoostingClassifier(max_iter=12, learning_rate=0.15 * 2 / 3,
                                           early_stopping=False, random_state=0,
                                           **setting).fit(X, y)
     ours, theirs = model.predict_proba(Xt), peer.predict_proba(Xt)
@@ -120,25 +120,26 @@ def test_multiclass_softmax_matches_scikit_learn(client2):
     np.testing.assert_array_equal(model.classes_, ["ant", "bee", "cat"])
     assert ours.shape == (1000, 3) and model.decision_function(Xt).shape == (1000, 3)
     # one tree per class per round
-    np.testing.assert_array_equal(model.booster_.tree_class, np.tile(np.arange(3), 20))
-    assert model.n_estimators_ == 20
+    np.testing.assert_array_equal(model.booster_.tree_class, np.tile(np.arange(3), 12))
+    assert model.n_estimators_ == 12
 
 
 def test_regression_l2_within_2_percent_of_scikit_learn(lgb_example, client2):
     """LightGBM's regression example (the same files, 0/1 labels as numbers), its notebook's
-    5 leaves and 100 rounds; LightGBM's published l2 is 0.175321 (benchmarks/gbdt_peers.py
+    5 leaves (40 rounds at a learning rate 0.25 to keep the test short; the notebook's 100
+    at 0.1 give l2 0.1760 here, LightGBM's published 0.175321: benchmarks/gbdt_peers.py
     compares with LightGBM itself)."""
     X, y, Xt, yt = lgb_example
-    model = GBDTRegressor(n_estimators=100, max_leaf_nodes=5, client=client2,
-                          random_state=0).fit(X, y)
+    model = GBDTRegressor(n_estimators=40, learning_rate=0.25, max_leaf_nodes=5,
+                          client=client2, random_state=0).fit(X, y)
     ours = float(np.mean((model.predict(Xt) - yt) ** 2))
     peer = float(np.mean((HistGradientBoostingRegressor(
-        max_iter=100, max_leaf_nodes=5, early_stopping=False, random_state=0).fit(X, y)
-        .predict(Xt) - yt) ** 2))
+        max_iter=40, learning_rate=0.25, max_leaf_nodes=5, early_stopping=False,
+        random_state=0).fit(X, y).predict(Xt) - yt) ** 2))
     assert ours <= 1.02 * peer, (ours, peer)
-    assert ours < 0.185  # well below the variance of the labels (0.248)
+    assert ours < 0.19  # well below the variance of the labels (0.248)
     h = [r["loss"] for r in model.history_ if "loss" in r]
-    assert len(h) == 100 and h[-1] < h[0]
+    assert len(h) == 40 and h[-1] < h[0]
 
 
 def test_early_stopping_keeps_the_best_round(lgb_example):
