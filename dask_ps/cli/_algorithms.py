@@ -221,18 +221,24 @@ def _lr_read(path: str, meta: dict, blocksize=None, n_features=None):
     return encode_ctr(dd.read_parquet(path), encoder, **kw)
 
 
-def _lr_load(args, client) -> Loaded:
-    import dask
-
-    meta = _lr_meta(args)
+def _read_train_test(args, client, meta_of, read):
+    """``meta, X, y, test`` of ``--train`` and ``--test`` (read now, so that its lines are
+    checked before training) as ``meta_of(args)`` says, by ``read(path, meta, blocksize,
+    n_features)``; csv and libsvm in two partitions per worker by default."""
+    meta = meta_of(args)
     blocksize = args.blocksize
     if blocksize is None and meta["format"] != "parquet":
         blocksize = _blocksize(args.train, _n_workers(client))
-    X, y = _lr_read(args.train, meta, blocksize)
+    X, y = read(args.train, meta, blocksize)
     meta["n_features"] = int(X.shape[1])
-    test = None
-    if args.test:  # its lines are checked now, not after training
-        test = _lr_read(args.test, meta, n_features=X.shape[1])
+    test = read(args.test, meta, n_features=X.shape[1]) if args.test else None
+    return meta, X, y, test
+
+
+def _lr_load(args, client) -> Loaded:
+    import dask
+
+    meta, X, y, test = _read_train_test(args, client, _lr_meta, _lr_read)
     X, y = client.persist([X, y])
     threads = _n_threads(client)
     if X.numblocks[0] < threads <= X.shape[0]:  # dask_ps.partition cuts and spreads them
@@ -254,11 +260,15 @@ def _lr_load_test(path: str, meta: dict, args):
 def _lr_score(est, test) -> list[str]:
     import dask
 
+    X, y = test
+    return _class_lines(est.classes_, *dask.compute(y, est.predict_proba(X)))
+
+
+def _class_lines(classes, y, proba) -> list[str]:
+    """The test line (and warnings) of a classifier's test labels and probabilities."""
     from . import metrics_line
 
-    X, y = test
-    proba, y = dask.compute(est.predict_proba(X), y)
-    line, warnings = metrics_line(est.classes_, np.asarray(y), np.asarray(proba))
+    line, warnings = metrics_line(classes, np.asarray(y), np.asarray(proba))
     return [f"warning: {w}" for w in warnings] + [line]
 
 
@@ -491,13 +501,7 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
 
 
 def _gbdt_load(args, client) -> Loaded:
-    meta = _gbdt_meta(args)
-    blocksize = args.blocksize
-    if blocksize is None and meta["format"] != "parquet":
-        blocksize = _blocksize(args.train, _n_workers(client))
-    X, y = _gbdt_read(args.train, meta, blocksize)
-    meta["n_features"] = int(X.shape[1])
-    test = _gbdt_read(args.test, meta, n_features=X.shape[1]) if args.test else None
+    meta, X, y, test = _read_train_test(args, client, _gbdt_meta, _gbdt_read)
     X, y = client.persist([X, y])
     n = int(X.shape[0]) if meta["format"] == "libsvm" else int(y.shape[0].compute())
     parts = _count(X.npartitions if hasattr(X, "npartitions") else X.numblocks[0],
@@ -511,14 +515,10 @@ def _gbdt_load_test(path: str, meta: dict, args):
 
 
 def _gbdt_score(est, test) -> list[str]:
-    from . import metrics_line
-
     # computed apart: a table's labels are a dask-expr collection, predictions an array
     y = np.asarray(test[1].compute())
     if hasattr(est, "classes_"):
-        proba = np.asarray(est.predict_proba(test[0]).compute())
-        line, warnings = metrics_line(est.classes_, y, proba)
-        return [f"warning: {w}" for w in warnings] + [line]
+        return _class_lines(est.classes_, y, est.predict_proba(test[0]).compute())
     pred = est.predict(test[0]).compute()
     err = np.asarray(pred, np.float64) - np.asarray(y, np.float64)
     return [f"test: l2 {np.mean(err ** 2):.6f}  l1 {np.mean(np.abs(err)):.6f}  "
