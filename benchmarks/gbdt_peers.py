@@ -1,7 +1,8 @@
 """GBDT against its peers, in one run: fit time and test AUC.
 
     python benchmarks/gbdt_peers.py [--quick] [--rows 1000000] [--threads 2]
-                                    [--shares 1 0.25] [--only NAME ...] [--json out.json]
+                                    [--shares 1 0.25] [--only NAME ...] [--no-example]
+                                    [--json out.json]
 
 Settings of the GBDT issue for everyone: 100 trees, learning rate 0.1, 63 leaves (XGBoost:
 depth 6, its depth-wise default, at most 64 leaves), 255 bins, no row or column subsampling.
@@ -172,6 +173,7 @@ ON_CLUSTER = ("dask_ps", "xgboost.dask")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="LightGBM's example only")
+    ap.add_argument("--no-example", action="store_true", help="the generated set only")
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows of the generated set")
     ap.add_argument("--threads", type=int, default=2, help="threads of the in-process peers")
     ap.add_argument("--shares", type=float, nargs="+", default=[1.0],
@@ -186,7 +188,7 @@ def main(argv=None) -> int:
 
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0")
         client = Client(cluster)
-    sets = [("lightgbm example", lightgbm_example)]
+    sets = [] if args.no_example else [("lightgbm example", lightgbm_example)]
     if not args.quick:
         sets.append((f"make_classification {args.rows:,} x 100", lambda: generated(args.rows)))
     print(f"load average {os.getloadavg()[0]:.2f}; {TREES} trees, rate {RATE}, {LEAVES} "
@@ -212,7 +214,7 @@ def main(argv=None) -> int:
                                                    for n, r in rows.items()))
         results.append(dict(dataset=set_name, rows=X.shape[0], results=rows))
     reg = None
-    if client is not None and "dask_ps" in names:
+    if client is not None and "dask_ps" in names and not args.no_example:
         reg = regression_l2(client)
         print(f"regression example, test l2: dask_ps {reg['dask_ps']:.6f}, LightGBM "
               f"{reg['lightgbm']:.6f} (ratio {reg['dask_ps'] / reg['lightgbm']:.4f})")
