@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 from ._gbdt_sketch import sketch
 
-__all__ = ["frame_categories", "survey", "to_matrix"]
+__all__ = ["categorical_indices", "frame_categories", "survey", "to_matrix"]
 
 
 def frame_categories(frame) -> dict:
@@ -40,6 +40,53 @@ def frame_categories(frame) -> dict:
     return out
 
 
+def categorical_indices(spec, names: list, d: int, cats: dict) -> list | None:
+    """The categorical columns' indices (sorted; None: no categorical column).
+
+    Parameters
+    ----------
+    spec : "from_dtype", None, or array-like of int, bool or str
+        The estimator's ``categorical_features``.
+    names : list of str
+        Column names of a DataFrame (else empty).
+    d : int
+        Number of features.
+    cats : dict
+        :func:`frame_categories` of the training DataFrame (always categorical).
+
+    Raises
+    ------
+    ValueError
+        A name that is not a column, an index out of range, a mask of the wrong shape, or
+        ``spec=None`` with categorical columns.
+    """
+    if isinstance(spec, str):  # "from_dtype"
+        return [names.index(c) for c in cats] if cats else None
+    if spec is None:
+        if cats:
+            raise ValueError(f"categorical_features=None, but the columns {list(cats)} "
+                             f"are categorical")
+        return None
+    spec = np.asarray(spec)
+    if spec.dtype.kind in "OUS":
+        missing = [c for c in spec.tolist() if c not in names]
+        if missing:
+            raise ValueError(f"categorical_features names {missing[0]!r}, not a column of X")
+        idx = [names.index(c) for c in spec.tolist()]
+    elif spec.dtype == bool:
+        if spec.shape != (d,):
+            raise ValueError(f"categorical_features mask has shape {spec.shape}, X has "
+                             f"{d} features")
+        idx = np.flatnonzero(spec).tolist()
+    else:
+        idx = spec.astype(np.int64).ravel().tolist()
+        bad = [i for i in idx if not 0 <= i < d]
+        if bad:
+            raise ValueError(f"categorical_features index {bad[0]} is not a feature of X "
+                             f"({d} features)")
+    return sorted(set(idx) | {names.index(c) for c in cats})
+
+
 def _frame_matrix(df, categories: dict) -> np.ndarray:
     import pandas as pd
 
@@ -48,7 +95,9 @@ def _frame_matrix(df, categories: dict) -> np.ndarray:
         col = df[name]
         key = str(name)
         if key in categories:
-            codes = pd.Categorical(col, categories=categories[key]).codes.astype(np.float64)
+            # -1: NaN or a category unseen at fit (missing)
+            codes = pd.Index(categories[key]).get_indexer(
+                np.asarray(col, dtype=object)).astype(np.float64)
             codes[codes < 0] = np.nan
             out[:, j] = codes
             continue

@@ -23,7 +23,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..partitions.inputs import is_dask
 from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions
-from ._gbdt_data import frame_categories, to_matrix
+from ._gbdt_data import categorical_indices, frame_categories, to_matrix
 from ._gbdt_fit import train
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT
 from ._gbdt_tree import Ensemble
@@ -295,35 +295,9 @@ class _GBDT(PSEstimator):
         return X, y, {}
 
     def _categorical(self, cats: dict):
-        spec = self.categorical_features
-        names = list(getattr(self, "feature_names_in_", []))
-        d = self.n_features_in_
-        if isinstance(spec, str):  # "from_dtype"
-            return [names.index(c) for c in cats] if cats else None
-        if spec is None:
-            if cats:
-                raise ValueError(f"categorical_features=None, but the columns {list(cats)} "
-                                 f"are categorical")
-            return None
-        spec = np.asarray(spec)
-        if spec.dtype.kind in "OUS":
-            missing = [c for c in spec.tolist() if c not in names]
-            if missing:
-                raise ValueError(f"categorical_features names {missing[0]!r}, not a column "
-                                 f"of X")
-            idx = [names.index(c) for c in spec.tolist()]
-        elif spec.dtype == bool:
-            if spec.shape != (d,):
-                raise ValueError(f"categorical_features mask has shape {spec.shape}, X has "
-                                 f"{d} features")
-            idx = np.flatnonzero(spec).tolist()
-        else:
-            idx = spec.astype(np.int64).ravel().tolist()
-            bad = [i for i in idx if not 0 <= i < d]
-            if bad:
-                raise ValueError(f"categorical_features index {bad[0]} is not a feature of X "
-                                 f"({d} features)")
-        return sorted(set(idx) | {names.index(c) for c in cats})
+        return categorical_indices(self.categorical_features,
+                                   list(getattr(self, "feature_names_in_", [])),
+                                   self.n_features_in_, cats)
 
     def fit(self, X, y, eval_set=None):
         """Fit on ``X`` (n_samples, n_features) and ``y`` (n_samples,).
@@ -456,8 +430,8 @@ class _GBDT(PSEstimator):
             yield raw.copy()
 
     def staged_predict(self, X):
-        """Predictions after each round (a generator over ``n_estimators_`` arrays of
-        shape (n,); in-memory ``X`` only)."""
+        """Predictions after each round: yields ``n_estimators_`` arrays (n,), those of
+        the first 1, 2, ... rounds, for in-memory ``X`` (n, n_features_in_)."""
         check_is_fitted(self)
         for raw in self._staged_raw(X):
             yield self._from_raw(raw)
@@ -485,7 +459,18 @@ class GBDTClassifier(ClassifierMixin, _GBDT):
     """
 
     def decision_function(self, X):
-        """Raw scores: (n,) log-odds for two classes, else (n, n_classes)."""
+        """Raw scores (base score plus leaf values).
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, pandas DataFrame, dask array or dask DataFrame
+            (n, n_features_in_), the columns of the fit; NaN is missing.
+
+        Returns
+        -------
+        float64 ndarray (n,) of log-odds of ``classes_[1]`` (two classes), else (n,
+        n_classes) of softmax inputs; a dask array for dask ``X``.
+        """
         check_is_fitted(self)
         if is_dask(X):
             k = self.booster_.base_score.shape[0]
@@ -510,14 +495,35 @@ class GBDTClassifier(ClassifierMixin, _GBDT):
         return self._proba_from_raw(self._raw(X, checked=checked))
 
     def predict_proba(self, X):
-        """Class probabilities, shape (n, n_classes) (a dask array for dask ``X``)."""
+        """Class probabilities.
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, pandas DataFrame, dask array or dask DataFrame
+            (n, n_features_in_), the columns of the fit; NaN is missing.
+
+        Returns
+        -------
+        float64 ndarray (n, n_classes), columns in the order of ``classes_`` (a dask array
+        for dask ``X``).
+        """
         check_is_fitted(self)
         if is_dask(X):
             return self._map(X, self._proba_block, 2, self.classes_.shape[0])
         return self._proba_block(X)
 
     def predict(self, X):
-        """The most probable class of each row (a dask array for dask ``X``)."""
+        """The most probable class of each row.
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, pandas DataFrame, dask array or dask DataFrame
+            (n, n_features_in_), the columns of the fit; NaN is missing.
+
+        Returns
+        -------
+        ndarray (n,) of ``classes_``' dtype (a dask array for dask ``X``).
+        """
         check_is_fitted(self)
         if is_dask(X):
             idx = self._map(X, self._predict_index, 1)
@@ -529,7 +535,8 @@ class GBDTClassifier(ClassifierMixin, _GBDT):
         return self._proba_block(X, checked).argmax(axis=1)
 
     def staged_predict_proba(self, X):
-        """Class probabilities after each round (a generator)."""
+        """Class probabilities after each round: yields ``n_estimators_`` float64 arrays
+        (n, n_classes), of the first 1, 2, ... rounds, for in-memory ``X``."""
         check_is_fitted(self)
         for raw in self._staged_raw(X):
             yield self._proba_from_raw(raw)
@@ -561,7 +568,17 @@ class GBDTRegressor(RegressorMixin, _GBDT):
         return self._raw(X, checked=checked)[0]
 
     def predict(self, X):
-        """Predicted values, shape (n,) (a dask array for dask ``X``)."""
+        """Predicted values.
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, pandas DataFrame, dask array or dask DataFrame
+            (n, n_features_in_), the columns of the fit; NaN is missing.
+
+        Returns
+        -------
+        float64 ndarray (n,) (a dask array for dask ``X``).
+        """
         check_is_fitted(self)
         if is_dask(X):
             return self._map(X, self._predict_block, 1)

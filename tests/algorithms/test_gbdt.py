@@ -230,3 +230,21 @@ def test_1e5_sparse_columns():
                            random_state=0).fit(X, y)
     assert accuracy_score(y, model.predict(X)) > 0.9
     assert model.feature_importances_.shape == (100_000,)
+
+
+def test_dataframe_categories_split_by_category():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x": rng.normal(size=800),
+                       "shop": pd.Categorical(rng.choice(list("abcdefgh"), 800))})
+    y = ((df.x > 1) | df.shop.isin(["b", "e", "g"])).astype(int)
+    model = GBDTClassifier(n_estimators=5, max_leaf_nodes=7, client="local").fit(df, y)
+    assert model.categories_ == {"shop": list("abcdefgh")}
+    assert model.booster_.is_cat.any() and model.score(df, y) == 1.0
+    unseen = df.assign(shop=pd.Categorical(["z"] * 800))  # unseen category: missing
+    assert np.isfinite(model.predict_proba(unseen)).all()
+    with pytest.raises(ValueError, match="categorical_features names 'nope'"):
+        GBDTClassifier(categorical_features=["nope"], client="local").fit(df, y)
+    with pytest.raises(ValueError, match="other columns than at fit"):
+        model.predict(df.rename(columns={"x": "w"}))
