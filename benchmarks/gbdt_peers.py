@@ -1,7 +1,8 @@
 """GBDT against its peers, in one run: fit time and test AUC.
 
     python benchmarks/gbdt_peers.py [--quick] [--rows 1000000] [--threads 2]
-                                    [--shares 1 0.25] [--xgboost-dask] [--json out.json]
+                                    [--shares 1 0.25] [--only NAME ...] [--no-example]
+                                    [--json out.json]
 
 Settings of the GBDT issue for everyone: 100 trees, learning rate 0.1, 63 leaves (XGBoost:
 depth 6, its depth-wise default, at most 64 leaves), 255 bins, no row or column subsampling.
@@ -11,16 +12,20 @@ flip_y=0.05, random_state=0)``, its last 20 % held out (``--quick`` skips it).
 
 Contenders:
 
-* dask_ps reference booster (``boost_local``: single process, single thread, the kernels the
+* dask_ps: :class:`~dask_ps.GBDTClassifier` on a LocalCluster of 2 workers x 1 thread (the
+  PS version: histograms pushed to feature-range shards, splits found on the shards), its
+  data persisted on the cluster first as for xgboost.dask; with the histogram bytes pushed
+  per tree (``history_``'s ``hist_bytes``) and the steps (push + split query) per tree;
+* dask_ps local: the reference booster (``boost_local``: single process, single thread, the kernels the
   PS version runs; its time split into bins / histograms / splits / partition / rest, and
   its steps — histogram pushes and split queries on the PS), once per ``--shares`` value
   (``split_share``: 1 grows level by level, less best-first in batches);
 * LightGBM, XGBoost ``hist``, scikit-learn ``HistGradientBoostingClassifier`` with
   ``--threads`` threads;
-* ``xgboost.dask`` on a LocalCluster of 2 workers x 1 thread (``--xgboost-dask``).
+* ``xgboost.dask`` on the same LocalCluster.
 
-The PS version (dask_ps on 2 workers x 1 thread) joins when the estimators are wired onto
-the PSModel API. Figures are measured in this run on a shared machine: read the ratios.
+The regression objective is compared with LightGBM on its regression example (the same
+files, the notebook's 5 leaves, 100 rounds): test l2. Figures are measured in this run on a shared machine: read the ratios.
 """
 
 from __future__ import annotations
@@ -105,45 +110,85 @@ def run_sklearn(X, y, Xt, yt, threads):
     return fit, roc_auc_score(yt, m.predict_proba(Xt)[:, 1]), {}
 
 
-def run_xgboost_dask(X, y, Xt, yt, threads):
+def _persisted(client, X, y):
     import dask.array as da
+
+    chunk = (X.shape[0] + 3) // 4
+    dX, dy = da.from_array(X, chunks=(chunk, -1)), da.from_array(y, chunks=chunk)
+    return client.persist([dX, dy])
+
+
+def run_xgboost_dask(X, y, Xt, yt, threads, client):
     import xgboost as xgb
     import xgboost.dask  # noqa: F401  (registers xgb.dask)
-    from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, \
-            Client(cluster) as client:
-        chunk = (X.shape[0] + 3) // 4
-        dX, dy = da.from_array(X, chunks=(chunk, -1)), da.from_array(y, chunks=chunk)
-        dX, dy = client.persist([dX, dy])
-        t0 = time.perf_counter()
-        dtrain = xgb.dask.DaskQuantileDMatrix(client, dX, dy, max_bin=BINS + 1)
-        out = xgb.dask.train(client, dict(objective="binary:logistic", tree_method="hist",
-                                          learning_rate=RATE, max_depth=6,
-                                          max_bin=BINS + 1), dtrain, TREES)
-        fit = time.perf_counter() - t0
-        pred = out["booster"].predict(xgb.DMatrix(Xt))
+    dX, dy = _persisted(client, X, y)
+    t0 = time.perf_counter()
+    dtrain = xgb.dask.DaskQuantileDMatrix(client, dX, dy, max_bin=BINS + 1)
+    out = xgb.dask.train(client, dict(objective="binary:logistic", tree_method="hist",
+                                      learning_rate=RATE, max_depth=6,
+                                      max_bin=BINS + 1), dtrain, TREES)
+    fit = time.perf_counter() - t0
+    pred = out["booster"].predict(xgb.DMatrix(Xt))
     return fit, roc_auc_score(yt, pred), {}
 
 
-CONTENDERS = {"dask_ps local": run_dask_ps_local, "lightgbm": run_lightgbm,
-              "xgboost hist": run_xgboost, "sklearn hgb": run_sklearn,
-              "xgboost.dask": run_xgboost_dask}
+def run_dask_ps(X, y, Xt, yt, threads, client):
+    from dask_ps import GBDTClassifier
+
+    dX, dy = _persisted(client, X, y)
+    GBDTClassifier(n_estimators=2, client=client).fit(dX[:2000], dy[:2000])  # warm workers
+    t0 = time.perf_counter()
+    m = GBDTClassifier(n_estimators=TREES, learning_rate=RATE, max_leaf_nodes=LEAVES,
+                       max_bins=BINS, client=client, random_state=0).fit(dX, dy)
+    fit = time.perf_counter() - t0
+    h = [r for r in m.history_ if "hist_bytes" in r]
+    per_tree = sum(r["hist_bytes"] for r in h) / len(h)
+    steps = sum(r["steps"] for r in h) / len(h)
+    return fit, roc_auc_score(yt, m.predict_proba(Xt)[:, 1]), dict(
+        hist_MB_per_tree=round(per_tree / 1e6, 3), steps_per_tree=round(steps, 1))
+
+
+def regression_l2(client) -> dict:
+    """Test l2 on LightGBM's regression example (its notebook's 5 leaves, 100 rounds)."""
+    import lightgbm as lgb
+
+    from dask_ps import GBDTRegressor
+
+    X, y, Xt, yt = lightgbm_example()
+    b = lgb.train(dict(objective="regression", num_leaves=5, verbose=-1, num_threads=2),
+                  lgb.Dataset(X, y), 100)
+    m = GBDTRegressor(n_estimators=100, max_leaf_nodes=5, client=client,
+                      random_state=0).fit(X, y)
+    return {"lightgbm": float(((b.predict(Xt) - yt) ** 2).mean()),
+            "dask_ps": float(((m.predict(Xt) - yt) ** 2).mean())}
+
+
+CONTENDERS = {"dask_ps": run_dask_ps, "dask_ps local": run_dask_ps_local,
+              "lightgbm": run_lightgbm, "xgboost hist": run_xgboost,
+              "sklearn hgb": run_sklearn, "xgboost.dask": run_xgboost_dask}
+ON_CLUSTER = ("dask_ps", "xgboost.dask")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="LightGBM's example only")
+    ap.add_argument("--no-example", action="store_true", help="the generated set only")
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows of the generated set")
     ap.add_argument("--threads", type=int, default=2, help="threads of the in-process peers")
-    ap.add_argument("--shares", type=float, nargs="+", default=[1.0, 0.25],
-                    help="split_share values of the dask_ps booster")
-    ap.add_argument("--xgboost-dask", action="store_true", help="add xgboost.dask")
+    ap.add_argument("--shares", type=float, nargs="+", default=[1.0],
+                    help="split_share values of the dask_ps reference booster")
     ap.add_argument("--only", nargs="*", choices=list(CONTENDERS), help="run only these")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
-    names = args.only or [n for n in CONTENDERS if n != "xgboost.dask" or args.xgboost_dask]
-    sets = [("lightgbm example", lightgbm_example)]
+    names = args.only or list(CONTENDERS)
+    client = None
+    if any(n in ON_CLUSTER for n in names):
+        from distributed import Client, LocalCluster
+
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0")
+        client = Client(cluster)
+    sets = [] if args.no_example else [("lightgbm example", lightgbm_example)]
     if not args.quick:
         sets.append((f"make_classification {args.rows:,} x 100", lambda: generated(args.rows)))
     print(f"load average {os.getloadavg()[0]:.2f}; {TREES} trees, rate {RATE}, {LEAVES} "
@@ -156,6 +201,8 @@ def main(argv=None) -> int:
                 else (n, n, {}) for n in names for share in
                 (args.shares if n == "dask_ps local" else [None])]
         for label, name, kw in runs:
+            if name in ON_CLUSTER:
+                kw = dict(client=client)
             fit, auc, extra = CONTENDERS[name](X, y, Xt, yt, args.threads, **kw)
             rows[label] = dict(fit_s=round(fit, 3), auc=round(auc, 4), **extra)
             print(f"{set_name:32s} {label:18s} fit {fit:8.2f} s  AUC {auc:.4f}  {extra or ''}",
@@ -166,9 +213,18 @@ def main(argv=None) -> int:
             print("  time / LightGBM: " + ", ".join(f"{n} {r['time_vs_lightgbm']}"
                                                    for n, r in rows.items()))
         results.append(dict(dataset=set_name, rows=X.shape[0], results=rows))
+    reg = None
+    if client is not None and "dask_ps" in names and not args.no_example:
+        reg = regression_l2(client)
+        print(f"regression example, test l2: dask_ps {reg['dask_ps']:.6f}, LightGBM "
+              f"{reg['lightgbm']:.6f} (ratio {reg['dask_ps'] / reg['lightgbm']:.4f})")
+    if client is not None:
+        client.close()
+        cluster.close()
+    print(f"load average {os.getloadavg()[0]:.2f} at the end", flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps(dict(load=os.getloadavg(), runs=results),
-                                              indent=1))
+        Path(args.json).write_text(json.dumps(dict(load=os.getloadavg(), runs=results,
+                                                   regression_l2=reg), indent=1))
     return 0
 
 

@@ -7,6 +7,8 @@ clock), :func:`partition` (data held by the workers, streamed to the tasks that 
 
 from .algorithms import (
                          FactorizationMachineClassifier,
+                         GBDTClassifier,
+                         GBDTRegressor,
                          LatentDirichletAllocation,
                          LogisticRegression,
                          MatrixFactorization,
@@ -47,7 +49,8 @@ __version__ = "0.1.0.dev0"
 __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Average",
            "CheckpointFormatError", "CheckpointInfo", "CheckpointNotFoundError",
            "ClosedModelError", "Consistency", "DivergenceError", "FactorizationMachineClassifier",
-           "Init", "LatentDirichletAllocation", "LogisticRegression",
+           "GBDTClassifier", "GBDTRegressor", "Init", "LatentDirichletAllocation",
+           "LogisticRegression",
            "MatrixFactorization", "Optimizer", "PSModel", "Partition", "Partitions",
            "RecoveryError", "ShardUnavailableError", "Table", "TornCheckpointWarning",
            "UnknownTableError", "WorkerLostError", "WorkerView", "__version__", "learn_online",

@@ -424,10 +424,10 @@ def _categorical(h, k, nb, c, G, H, C, parent, params, gu, hu, out, out_cat):
 
 
 @numba.njit("void(float64[:, :, ::1], int64[::1], int64, int64, int64, int64[::1], int32[::1], "
-            "uint8[::1], float64[:, ::1], float64[::1], float64, float64, float64[:, ::1], "
-            "uint32[:, ::1])", **_JIT)
-def find_splits(hist, slots, row0, c_lo, c_hi, hist_offsets, n_bins, is_cat, totals, params,
-                grad_unit, hess_unit, out, out_cat):
+            "uint8[::1], uint8[::1], float64[:, ::1], float64[::1], float64, float64, "
+            "float64[:, ::1], uint32[:, ::1])", **_JIT)
+def find_splits(hist, slots, row0, c_lo, c_hi, hist_offsets, n_bins, is_cat, allowed, totals,
+                params, grad_unit, hess_unit, out, out_cat):
     """Best split of every node over the columns ``c_lo:c_hi`` — what one shard runs.
 
     Numerical columns try every threshold bin with the missing bin on each side (XGBoost's
@@ -448,6 +448,8 @@ def find_splits(hist, slots, row0, c_lo, c_hi, hist_offsets, n_bins, is_cat, tot
     row0, c_lo, c_hi : int
     hist_offsets : int64 (n_cols + 1,); n_bins : int32 (n_cols,); is_cat : uint8 (n_cols,)
         Of the whole :class:`BinMapper`.
+    allowed : uint8 (n_cols,)
+        Columns that may split (0: skipped; column sampling per tree).
     totals : float64 array (n_nodes, 3)
         (grad, hess, count) of each node, quantized (:func:`node_totals` or the parent's
         split).
@@ -473,6 +475,8 @@ def find_splits(hist, slots, row0, c_lo, c_hi, hist_offsets, n_bins, is_cat, tot
             parent = (G * grad_unit) ** 2 / (H * hess_unit + lam)
             hk = hist[slots[k]]
             for c in range(c_lo, c_hi):  # increasing: the tie-breaking rule
+                if allowed[c] == 0:
+                    continue
                 o = hist_offsets[c] - row0
                 nb = n_bins[c]
                 h = hk[o:o + nb + 1]

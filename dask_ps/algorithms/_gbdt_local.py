@@ -81,6 +81,7 @@ def level_splits(hist, mapper: BinMapper, totals, params, grad_unit, hess_unit, 
     split_cat = np.empty((n, mapper.n_cat_words), np.uint32)
     find_splits(np.ascontiguousarray(hist), slots, int(row0), int(c_lo), int(c_hi),
                 mapper.hist_offsets, mapper.n_bins, mapper.is_categorical,
+                np.ones(mapper.n_columns, np.uint8),
                 np.ascontiguousarray(totals), params, float(grad_unit), float(hess_unit),
                 splits, split_cat)
     return splits, split_cat

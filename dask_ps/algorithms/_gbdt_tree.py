@@ -432,6 +432,28 @@ class Ensemble:
         self._trees.append(t)
         self._flat = None
 
+    @classmethod
+    def from_flat(cls, n_features: int, n_outputs: int, base_score, flat: dict) -> "Ensemble":
+        """The ensemble whose :meth:`flat` arrays are ``flat`` (e.g. a saved model's)."""
+        out = cls(n_features, n_outputs, base_score)
+        start = np.asarray(flat["tree_start"], np.int64)
+        words = np.asarray(flat["cat_words"], np.uint32)
+        for t in range(start.shape[0] - 1):
+            a, b = int(start[t]), int(start[t + 1])
+            tree = {k: np.asarray(flat[k])[a:b].copy() for k in cls._NODE}
+            for k in ("left", "right"):
+                tree[k] = np.where(tree[k] >= 0, tree[k] - a, -1).astype(np.int32)
+            cs = np.asarray(flat["cat_start"], np.int64)[a:b]
+            cl = np.asarray(flat["cat_len"], np.int32)[a:b]
+            used = cl > 0
+            w0 = int(cs[used].min()) if used.any() else 0
+            w1 = int((cs + cl)[used].max()) if used.any() else 0
+            tree.update(cat_start=np.where(used, cs - w0, 0).astype(np.int64),
+                        cat_len=cl.copy(), cat_words=words[w0:w1].copy(),
+                        tree_class=int(flat["tree_class"][t]))
+            out._trees.append(tree)
+        return out
+
     def truncate(self, n_rounds: int) -> None:
         """Keep the first ``n_rounds`` rounds."""
         del self._trees[n_rounds * self.n_outputs:]
@@ -500,7 +522,7 @@ class Ensemble:
             X = np.asarray(X)
             if X.dtype not in (np.float32, np.float64):
                 X = X.astype(np.float64)
-            predict_dense(np.ascontiguousarray(X), *args)
+            predict_dense(np.require(X, requirements=["C", "W"]), *args)
         return out
 
     def feature_importances(self, kind: str = "gain") -> np.ndarray:

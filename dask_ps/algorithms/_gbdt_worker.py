@@ -58,6 +58,8 @@ class BinnedPartition:
         self.node_start = np.zeros(T * nodes_per_tree, np.int64)
         self.node_count = np.zeros(T * nodes_per_tree, np.int64)
         self.scratch = np.empty(n, np.int32)
+        self.n_in = n
+        self._splits: list = []
 
     @property
     def n_rows(self) -> int:
@@ -67,22 +69,39 @@ class BinnedPartition:
         """This partition's gradient and hessian bounds (the driver takes the max)."""
         return self.objective.bounds(self.y, self.raw)
 
-    def gradients(self, grad_scale: float, hess_scale: float) -> np.ndarray:
+    def gradients(self, grad_scale: float, hess_scale: float, in_bag=None) -> np.ndarray:
         """New quantized gradients; every tree's rows back to one root.
+
+        Parameters
+        ----------
+        grad_scale, hess_scale : float
+        in_bag : bool array (n,), optional
+            The rows this round's trees are grown from (row subsampling); the others get
+            the trees' values all the same (:meth:`add_leaves`). Default: all rows.
 
         Returns
         -------
         float64 array (T, 3)
-            Per tree the root's (grad, hess, count) sums (exact: add them over partitions).
+            Per tree the root's (grad, hess, count) sums over the rows in the bag (exact:
+            add them over partitions).
         """
         self.objective.gradients(self.y, self.raw, grad_scale, hess_scale, self.grad,
                                  self.hess)
-        self.rows[:] = np.arange(self.n_rows, dtype=np.int32)
+        if in_bag is None:
+            self.rows[:] = np.arange(self.n_rows, dtype=np.int32)
+            self.n_in = self.n_rows
+        else:
+            self.rows[:] = np.concatenate([np.flatnonzero(in_bag),
+                                           np.flatnonzero(~in_bag)]).astype(np.int32)
+            self.n_in = int(in_bag.sum())
+        self._splits = []  # this round's splits, replayed on the rows out of the bag
         roots = np.arange(self.rows.shape[0]) * self.nodes_per_tree
         self.node_start[roots] = 0
-        self.node_count[roots] = self.n_rows
-        return np.stack([self.grad.sum(axis=1), self.hess.sum(axis=1),
-                         np.full(self.rows.shape[0], float(self.n_rows))], axis=1)
+        self.node_count[roots] = self.n_in
+        g, h = (self.grad, self.hess) if in_bag is None else \
+            (self.grad[:, in_bag], self.hess[:, in_bag])
+        return np.stack([g.sum(axis=1), h.sum(axis=1),
+                         np.full(self.rows.shape[0], float(self.n_in))], axis=1)
 
     def histograms(self, nodes, out=None) -> np.ndarray:
         """Histograms of ``nodes`` over this partition's rows: float64 (len(nodes),
@@ -100,9 +119,15 @@ class BinnedPartition:
             build_hist_dense(self.binned, *common)
         return out
 
-    def partition(self, split_node, left_node, right_node, splits, split_cat) -> None:
-        """Move the rows of the split nodes to their children."""
-        args = (self.rows, self.node_start, self.node_count, self.nodes_per_tree,
+    def partition(self, split_node, left_node, right_node, splits, split_cat,
+                  node_start=None, node_count=None) -> None:
+        """Move the rows of the split nodes to their children (of the rows in the bag, or
+        of those whose node ranges ``node_start`` / ``node_count`` give)."""
+        replay = node_start is not None
+        if not replay and self.n_in < self.n_rows:
+            self._splits.append((split_node, left_node, right_node, splits, split_cat))
+        args = (self.rows, self.node_start if not replay else node_start,
+                self.node_count if not replay else node_count, self.nodes_per_tree,
                 np.ascontiguousarray(split_node, dtype=np.int64),
                 np.ascontiguousarray(left_node, dtype=np.int64),
                 np.ascontiguousarray(right_node, dtype=np.int64),
@@ -115,10 +140,21 @@ class BinnedPartition:
             partition_dense(self.binned, *args)
 
     def add_leaves(self, leaves, values) -> None:
-        """Add the leaf values of the round's trees to the scores of their rows."""
+        """Add the leaf values of the round's trees to the scores of their rows; rows out
+        of the bag find their leaves by the round's splits replayed on them."""
+        leaves = np.ascontiguousarray(leaves, dtype=np.int64)
+        values = np.ascontiguousarray(values, dtype=np.float64)
         add_leaf_values(self.rows, self.node_start, self.node_count, self.nodes_per_tree,
-                        np.ascontiguousarray(leaves, dtype=np.int64),
-                        np.ascontiguousarray(values, dtype=np.float64), self.raw)
+                        leaves, values, self.raw)
+        if self.n_in == self.n_rows:
+            return
+        start = np.zeros_like(self.node_start)
+        count = np.zeros_like(self.node_count)
+        roots = np.arange(self.rows.shape[0]) * self.nodes_per_tree
+        start[roots], count[roots] = self.n_in, self.n_rows - self.n_in
+        for plan in self._splits:
+            self.partition(*plan, node_start=start, node_count=count)
+        add_leaf_values(self.rows, start, count, self.nodes_per_tree, leaves, values, self.raw)
 
     def loss_sum(self) -> float:
         """Summed loss of the partition's rows at the current scores."""

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Param:
@@ -157,3 +159,25 @@ def _nnz(block) -> int:
 
 #: The ``--consistency`` flag of every algorithm.
 CONSISTENCY = dict(choices=["bsp", "ssp", "asp"], help="consistency model of the clocks")
+
+
+def read_train_test(args, client, meta_of, read):
+    """``meta, X, y, test`` of ``--train`` and ``--test`` (read now, so that its lines are
+    checked before training) as ``meta_of(args)`` says, by ``read(path, meta, blocksize,
+    n_features)``; csv and libsvm in two partitions per worker by default."""
+    meta = meta_of(args)
+    blocksize = args.blocksize
+    if blocksize is None and meta["format"] != "parquet":
+        blocksize = _blocksize(args.train, _n_workers(client))
+    X, y = read(args.train, meta, blocksize)
+    meta["n_features"] = int(X.shape[1])
+    test = read(args.test, meta, n_features=X.shape[1]) if args.test else None
+    return meta, X, y, test
+
+
+def class_lines(classes, y, proba) -> list[str]:
+    """The test line (and warnings) of a classifier's test labels and probabilities."""
+    from . import metrics_line
+
+    line, warnings = metrics_line(classes, np.asarray(y), np.asarray(proba))
+    return [f"warning: {w}" for w in warnings] + [line]

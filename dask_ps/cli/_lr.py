@@ -15,11 +15,11 @@ from ._algorithms import (
     Dataset,
     Loaded,
     Param,
-    _blocksize,
     _count,
     _n_threads,
-    _n_workers,
     _nnz,
+    class_lines,
+    read_train_test,
 )
 
 # --- logistic regression ----------------------------------------------------------------------
@@ -99,20 +99,18 @@ def _lr_read(path: str, meta: dict, blocksize=None, n_features=None):
     return read_ctr(path, encoder, format=fmt, **kw)
 
 
-def _lr_load(args, client) -> Loaded:
-    import dask
-
+def _lr_meta_encoded(args) -> dict:
+    """:func:`_lr_meta` plus, for click tables, the encoder inferred from ``--train``."""
     meta = _lr_meta(args)
     if meta["format"] != "libsvm":
         meta["encoder"] = _ctr_encoder(args.train, meta)
-    blocksize = args.blocksize
-    if blocksize is None and meta["format"] != "parquet":
-        blocksize = _blocksize(args.train, _n_workers(client))
-    X, y = _lr_read(args.train, meta, blocksize)
-    meta["n_features"] = int(X.shape[1])
-    test = None
-    if args.test:  # its lines are checked now, not after training
-        test = _lr_read(args.test, meta, n_features=X.shape[1])
+    return meta
+
+
+def _lr_load(args, client) -> Loaded:
+    import dask
+
+    meta, X, y, test = read_train_test(args, client, _lr_meta_encoded, _lr_read)
     X, y = client.persist([X, y])
     threads = _n_threads(client)
     if X.numblocks[0] < threads <= X.shape[0]:  # dask_ps.partition cuts and spreads them
@@ -134,12 +132,8 @@ def _lr_load_test(path: str, meta: dict, args):
 def _lr_score(est, test) -> list[str]:
     import dask
 
-    from . import metrics_line
-
     X, y = test
-    proba, y = dask.compute(est.predict_proba(X), y)
-    line, warnings = metrics_line(est.classes_, np.asarray(y), np.asarray(proba))
-    return [f"warning: {w}" for w in warnings] + [line]
+    return class_lines(est.classes_, *dask.compute(y, est.predict_proba(X)))
 
 
 def _lr_export(est, meta: dict):

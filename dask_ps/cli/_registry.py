@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._algorithms import Algorithm
+from ._gbdt import GBDT, GBDT_REGRESSION
 from ._lda import LDA
 from ._lr import FM, LR
 from ._mf import MF
@@ -10,7 +11,7 @@ from ._mf import MF
 __all__ = ["ALGORITHMS", "by_estimator"]
 
 #: ``dask-ps train`` algorithms by name.
-ALGORITHMS = {a.name: a for a in (LR, FM, MF, LDA)}
+ALGORITHMS = {a.name: a for a in (LR, FM, MF, LDA, GBDT, GBDT_REGRESSION)}
 
 
 def by_estimator(name: str) -> Algorithm:

@@ -1,0 +1,210 @@
+"""GBDT's view of the data: partition values as feature matrices, categorical columns,
+labels, and the survey of the partitions the bins are made from.
+
+A partition value is ``(X, y)`` with ``X`` a NumPy array, a scipy.sparse matrix or a pandas
+DataFrame (the chunks of a dask array or dataframe are these). :func:`to_matrix` makes the
+float matrix the kernels take: a DataFrame's categorical columns become their category
+codes under the categories of the training data (LightGBM's convention for pandas
+categoricals: NaN and unseen categories are missing), other columns numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._gbdt_sketch import sketch
+
+__all__ = ["categorical_indices", "frame_categories", "survey", "to_matrix"]
+
+
+def frame_categories(frame) -> dict:
+    """``{column: categories}`` of the categorical columns of a pandas or dask DataFrame
+    (categories as a list, in their order: category ``i`` is the value ``i``).
+
+    Raises
+    ------
+    ValueError
+        A dask categorical column whose categories are unknown (``cat.as_known()`` first).
+    """
+    out = {}
+    for name, dtype in frame.dtypes.items():
+        if str(dtype) != "category":
+            continue
+        cats = frame[name].cat.categories if not hasattr(frame, "dask") else \
+            frame._meta[name].cat.categories
+        if hasattr(frame, "dask") and not frame[name].cat.known:
+            raise ValueError(f"categorical column {name!r} has unknown categories; call "
+                             f"X[{name!r}] = X[{name!r}].cat.as_known() first")
+        out[str(name)] = list(cats)
+    return out
+
+
+def categorical_indices(spec, names: list, d: int, cats: dict) -> list | None:
+    """The categorical columns' indices (sorted; None: no categorical column).
+
+    Parameters
+    ----------
+    spec : "from_dtype", None, or array-like of int, bool or str
+        The estimator's ``categorical_features``.
+    names : list of str
+        Column names of a DataFrame (else empty).
+    d : int
+        Number of features.
+    cats : dict
+        :func:`frame_categories` of the training DataFrame (always categorical).
+
+    Raises
+    ------
+    ValueError
+        A name that is not a column, an index out of range, a mask of the wrong shape, or
+        ``spec=None`` with categorical columns.
+    """
+    if isinstance(spec, str):  # "from_dtype"
+        return [names.index(c) for c in cats] if cats else None
+    if spec is None:
+        if cats:
+            raise ValueError(f"categorical_features=None, but the columns {list(cats)} "
+                             f"are categorical")
+        return None
+    spec = np.asarray(spec)
+    if spec.dtype.kind in "OUS":
+        missing = [c for c in spec.tolist() if c not in names]
+        if missing:
+            raise ValueError(f"categorical_features names {missing[0]!r}, not a column of X")
+        idx = [names.index(c) for c in spec.tolist()]
+    elif spec.dtype == bool:
+        if spec.shape != (d,):
+            raise ValueError(f"categorical_features mask has shape {spec.shape}, X has "
+                             f"{d} features")
+        idx = np.flatnonzero(spec).tolist()
+    else:
+        idx = spec.astype(np.int64).ravel().tolist()
+        bad = [i for i in idx if not 0 <= i < d]
+        if bad:
+            raise ValueError(f"categorical_features index {bad[0]} is not a feature of X "
+                             f"({d} features)")
+    return sorted(set(idx) | {names.index(c) for c in cats})
+
+
+def _frame_matrix(df, categories: dict) -> np.ndarray:
+    import pandas as pd
+
+    out = np.empty((df.shape[0], df.shape[1]), np.float64)
+    for j, name in enumerate(df.columns):
+        col = df[name]
+        key = str(name)
+        if key in categories:
+            # -1: NaN or a category unseen at fit (missing)
+            codes = pd.Index(categories[key]).get_indexer(
+                np.asarray(col, dtype=object)).astype(np.float64)
+            codes[codes < 0] = np.nan
+            out[:, j] = codes
+            continue
+        if str(col.dtype) == "category":
+            raise ValueError(f"column {name!r} is categorical here but was not at fit")
+        try:
+            out[:, j] = pd.to_numeric(col, errors="raise").to_numpy(dtype=np.float64,
+                                                                     na_value=np.nan)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"column {name!r} is neither numeric nor categorical "
+                             f"({col.dtype}): {exc}") from None
+    return out
+
+
+def to_matrix(X, categories: dict | None = None):
+    """A partition's features as the kernels take them.
+
+    Parameters
+    ----------
+    X : ndarray (n, d), scipy.sparse matrix, pandas DataFrame or Series
+    categories : dict, optional
+        ``{column: categories}`` of a DataFrame's categorical columns (from
+        :func:`frame_categories` at fit).
+
+    Returns
+    -------
+    float32/float64 C-ordered ndarray (n, d), or float64 CSR matrix with sorted indices
+
+    Raises
+    ------
+    ValueError
+        Infinite values (naming the row and column), or a column that is neither numeric
+        nor categorical.
+    """
+    if hasattr(X, "iloc"):
+        X = _frame_matrix(X.to_frame() if X.ndim == 1 else X, categories or {})
+    elif sp.issparse(X) or hasattr(X, "to_scipy_sparse"):
+        X = X.to_scipy_sparse() if hasattr(X, "to_scipy_sparse") else X
+        X = sp.csr_matrix(X, dtype=np.float64)
+        if not X.data.flags.writeable:  # the kernels' signatures take writable arrays
+            X = X.copy()
+        X.sum_duplicates()
+        bad = np.flatnonzero(np.isinf(X.data))
+        if bad.size:
+            row = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
+            raise ValueError(f"X[{row}, {int(X.indices[bad[0]])}] = {X.data[bad[0]]} is "
+                             f"infinite")
+        return X
+    else:
+        X = np.asarray(X)
+        if X.dtype not in (np.float32, np.float64):
+            X = X.astype(np.float64)
+        X = np.require(X, requirements=["C", "W"])  # read-only (memmap) input: a copy
+        if X.ndim == 1:
+            X = X[:, None]
+    inf = np.isinf(X)
+    if inf.any():
+        r, c = np.argwhere(inf)[0]
+        raise ValueError(f"X[{r}, {c}] = {X[r, c]} is infinite")
+    return X
+
+
+def labels(y) -> np.ndarray:
+    """A partition's labels as a 1-d array."""
+    y = y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)
+    return y.reshape(-1) if y.ndim == 2 and y.shape[1] == 1 else y
+
+
+def survey(value, start: int, rate: float, seed: int, categories: dict, classify: bool):
+    """What the driver needs from one training partition before the first tree.
+
+    Parameters
+    ----------
+    value : (X, y)
+    start : int
+        Global id of its first row (the bin sample hashes row ids).
+    rate, seed : float, int
+        Of the bin sample (:func:`._gbdt_sketch.sample_rate`).
+    categories : dict
+    classify : bool
+        Labels are classes (their distinct values and counts are returned) or numbers
+        (sum, min and max).
+
+    Returns
+    -------
+    dict
+        ``sketch`` (:class:`BinSketch`), ``n_rows``, and ``classes`` / ``counts`` or
+        ``y_sum`` / ``y_min`` / ``y_max``.
+    """
+    X = to_matrix(value[0], categories)
+    y = labels(value[1])
+    out = dict(n_rows=int(X.shape[0]),
+               sketch=sketch(X, np.arange(start, start + X.shape[0], dtype=np.int64), rate,
+                             seed))
+    if classify:
+        out["classes"], out["counts"] = np.unique(y, return_counts=True)
+    else:
+        y = np.asarray(y, np.float64)
+        bad = np.flatnonzero(~np.isfinite(y))
+        if bad.size:
+            raise ValueError(f"y[{start + bad[0]}] = {y[bad[0]]} is not finite")
+        out.update(y_sum=float(y.sum()), y_min=float(y.min(initial=np.inf)),
+                   y_max=float(y.max(initial=-np.inf)))
+    return out
+
+
+def eval_labels(value, categories: dict) -> np.ndarray:
+    """Distinct labels of an eval partition (its features checked too)."""
+    to_matrix(value[0], categories)
+    return np.unique(labels(value[1]))

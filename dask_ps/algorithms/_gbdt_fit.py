@@ -1,0 +1,176 @@
+"""The driver of a GBDT fit on the PS: bins once, the table, then jobs of boosting rounds.
+
+:func:`train` is the functional core of :class:`~dask_ps.GBDTClassifier` and
+:class:`~dask_ps.GBDTRegressor`. It surveys the training partitions where they live (one
+job: the bin sketch of each, its labels), makes the bins (:func:`~._gbdt_bins.bin_mapper`)
+and the histogram table, puts each shard's columns next to it (:func:`~._gbdt_ps.shard_setup`)
+and runs the rounds through the estimator's :class:`~._base.EpochLoop`: as few jobs as it
+allows (one for the whole fit unless callbacks or checkpoints want the driver between rounds),
+each running :func:`~._gbdt_ps.boost_task` on every task.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model import PSModel
+from ..partitions import Partitions
+from ._base import EpochLoop
+from ._gbdt_bins import BinMapper, bin_mapper
+from ._gbdt_data import eval_labels, survey
+from ._gbdt_kernels import split_params
+from ._gbdt_objectives import get_objective
+from ._gbdt_ps import TABLE, FitConfig, HistLayout, JobArgs, boost_task, early_stop, shard_setup
+from ._gbdt_sketch import BinSketch, sample_rate
+from ._gbdt_tree import Ensemble
+
+__all__ = ["FitResult", "train"]
+
+
+@dataclass
+class FitResult:
+    """What :func:`train` returns."""
+
+    ensemble: Ensemble
+    mapper: BinMapper
+    classes: np.ndarray | None
+    history: list = field(default_factory=list)
+    best_round: int | None = None
+    hist_bytes: float = 0.0
+
+
+def _survey_task(ps, parts, starts, rate, seed, categories, classify):
+    return [(p.index, survey(p.load(), int(starts[p.index]), rate, seed, categories,
+                             classify)) for p in parts]
+
+
+def _eval_assignment(data: Partitions, eval_data: Partitions | None) -> dict:
+    """Eval partitions per task: each to a task on the worker holding it (round-robin over
+    that worker's tasks), else round-robin over all tasks."""
+    if eval_data is None:
+        return {}
+    tasks = data.tasks()
+    refs = eval_data.refs()
+    out: dict = {}
+    for j, ref in enumerate(refs):
+        mine = [t for t, (w, _) in enumerate(tasks) if w == eval_data.workers[j]]
+        t = mine[j % len(mine)] if mine else j % len(tasks)
+        out.setdefault(t, []).append(ref)
+    return out
+
+
+def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, objective: str,
+          classify: bool, categories: dict, categorical, n_estimators: int,
+          learning_rate: float, max_leaf_nodes: int, max_depth, min_child_weight: float,
+          min_samples_leaf: int, reg_lambda: float, min_split_gain: float, max_bins: int,
+          subsample: float, colsample_bytree: float, split_share: float,
+          early_stopping_rounds, sample_count: int, cat_params: dict, random_state: int,
+          loop: EpochLoop) -> FitResult:
+    """Fit boosted trees on ``data`` (partitions of ``(X, y)``); see the estimators.
+
+    Raises
+    ------
+    ValueError
+        A single class, labels outside the classes (eval set), non-finite labels or
+        infinite features (naming the row), no training rows.
+    """
+    n_train = data.total_rows
+    if n_train == 0:
+        raise ValueError("X has no rows")
+    starts = np.concatenate([[0], np.cumsum(data.n_rows)[:-1]]).astype(np.int64)
+    rate = sample_rate(n_train, sample_count)
+    found = model.run(functools.partial(_survey_task, starts=starts, rate=rate,
+                                        seed=random_state, categories=categories,
+                                        classify=classify), data)
+    parts = [s for _, s in sorted((i, s) for task in found for i, s in task)]
+    sk = BinSketch.merge(p["sketch"] for p in parts)
+    classes, n_classes = None, None
+    if classify:
+        classes = np.unique(np.concatenate([p["classes"] for p in parts]))
+        if classes.shape[0] < 2:
+            raise ValueError(f"the data contains only one class: {classes.tolist()[0]!r}; "
+                             f"a classifier needs samples of at least 2 classes")
+        counts = np.zeros(classes.shape[0])
+        for p in parts:
+            counts[np.searchsorted(classes, p["classes"])] += p["counts"]
+        n_classes = classes.shape[0]
+        obj_name = "binary" if n_classes == 2 else "multiclass"
+        y_codes = np.repeat(np.arange(n_classes), counts.astype(np.int64))
+    else:
+        obj_name = objective
+        y_sum = sum(p["y_sum"] for p in parts)
+        y_min, y_max = min(p["y_min"] for p in parts), max(p["y_max"] for p in parts)
+    obj = get_objective(obj_name, n_classes)
+    if classify:
+        base = obj.base_score(y_codes.astype(np.float64))
+        bound = 0.0
+    else:
+        base = np.array([y_sum / n_train])
+        bound = max(abs(y_max - base[0]), abs(y_min - base[0]))
+    if eval_data is not None and classify:
+        seen = np.unique(np.concatenate(eval_data.reduce(eval_labels, None, categories)))
+        outside = np.setdiff1d(seen, classes)
+        if outside.size:
+            raise ValueError(f"eval_set has the label {outside.tolist()[0]!r}, not one of the "
+                             f"classes {classes.tolist()} seen in training")
+    elif eval_data is not None:
+        eval_data.reduce(eval_labels, None, categories)  # features checked
+    mapper = bin_mapper(sk, max_bins, categorical, min_samples_leaf * rate)
+    T = obj.n_outputs
+    L = max_leaf_nodes
+    layout = HistLayout.make(mapper, model.n_shards, T * max(1, L // 2), T * L,
+                             3 * T + 2 + len(data))
+    params = split_params(reg_lambda, min_child_weight, min_samples_leaf, min_split_gain,
+                          **cat_params)
+    model.add_table(TABLE, (layout.n_keys, layout.ncols), "float64", optimizer="add")
+    model.map_shards(TABLE, shard_setup, layout, mapper.hist_offsets, mapper.n_bins,
+                     mapper.is_categorical, params, float(colsample_bytree), random_state)
+    cfg = FitConfig(layout, mapper, obj_name, n_classes, base, n_train, starts, categories,
+                    classes, params, learning_rate, reg_lambda, max_leaf_nodes, max_depth,
+                    min_samples_leaf, min_child_weight, split_share, subsample, random_state,
+                    early_stopping_rounds, len(data), _eval_assignment(data, eval_data),
+                    model.uid)
+    ensemble = Ensemble(mapper.n_features, T, base)
+    state = dict(bound=bound, eval_losses=[], stopped=False, bytes=0.0)
+    eval_key = "eval_l2" if obj_name == "regression" else "eval_log_loss"
+    if classify:
+        loop.baseline = float(np.log(n_classes))
+
+    def rounds(first: int, last: int) -> list[dict]:
+        if state["stopped"]:
+            return []
+        best, best_round, stop = early_stop(state["eval_losses"], early_stopping_rounds)
+        if stop:
+            state["stopped"] = True
+            return []
+        job = JobArgs(first - 1, last - 1, ensemble, state["bound"], best, best_round)
+        results = model.run(functools.partial(boost_task, cfg=cfg, job=job), data)
+        trees = results[0]["trees"]
+        n_done = len(results[0]["rounds"])
+        records = []
+        for i in range(n_done):
+            per_task = np.array([r["rounds"][i] for r in results], np.float64)
+            rec = dict(loss=float(per_task[:, 0].sum() / n_train),
+                       steps=int(per_task[0, 3]), hist_bytes=float(per_task[:, 4].sum()))
+            if eval_data is not None:
+                rec[eval_key] = float(per_task[:, 1].sum() / max(per_task[:, 2].sum(), 1))
+                state["eval_losses"].append(rec[eval_key])
+            for t, tree in enumerate(trees[i]):
+                ensemble.add(tree, t)
+            records.append(rec)
+        state["bound"] = results[0]["bound"]
+        state["stopped"] = any(r["stopped"] for r in results)
+        return records
+
+    history = loop.run(rounds)
+    best_round = None
+    if early_stopping_rounds is not None and state["eval_losses"]:
+        _, best_round, _ = early_stop(state["eval_losses"], early_stopping_rounds)
+        ensemble.truncate(best_round + 1)
+    hist_bytes = sum(h.get("hist_bytes", 0.0) for h in history)
+    return FitResult(ensemble, mapper, classes, history, best_round,
+                     hist_bytes / max(1, sum(1 for h in history if "loss" in h)))
+

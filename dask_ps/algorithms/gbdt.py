@@ -1,0 +1,585 @@
+"""Gradient-boosted trees on the parameter server: :class:`GBDTClassifier` and
+:class:`GBDTRegressor`, thin scikit-learn shells over :func:`._gbdt_fit.train`.
+
+Histogram GBDT (LightGBM, XGBoost ``hist``) in DimBoost's parameter-server form: workers
+hold their partitions' rows binned once, with their gradients; per growth step every worker
+pushes the histograms of all new nodes in one merged push into a table whose shards each own
+a range of features; each shard finds the best split of every node over its features and
+only those candidates travel back; every worker then takes the same decisions. A whole fit
+is one job (see :mod:`._gbdt_ps`).
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..partitions.inputs import is_dask
+from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions
+from ._gbdt_data import categorical_indices, frame_categories, to_matrix
+from ._gbdt_fit import train
+from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT
+from ._gbdt_tree import Ensemble
+
+__all__ = ["Booster", "GBDTClassifier", "GBDTRegressor"]
+
+
+class Booster(NamedTuple):
+    """A fitted ensemble as flat arrays (saved and loaded by :mod:`dask_ps.saving`).
+
+    Node arrays (n_nodes,) over all trees: ``feature`` (int32, -1 at leaves),
+    ``threshold`` (float64: ``x <= threshold`` goes left), ``threshold_bin`` (int32),
+    ``default_left`` (uint8: where NaN goes), ``is_cat`` (uint8), ``left``/``right``
+    (int32 absolute node indices, -1 at leaves), ``value`` (float64 leaf value, learning
+    rate included), ``gain`` (float64), ``count`` (float64 training rows), ``cat_start``
+    (int64), ``cat_len`` (int32) into ``cat_words`` (uint32 bitsets of the categories that
+    go left); per tree ``tree_start`` (int64 (n_trees + 1,)) and ``tree_class`` (int32);
+    ``base_score`` (float64 (n_outputs,)).
+    """
+
+    base_score: np.ndarray
+    tree_start: np.ndarray
+    tree_class: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    threshold_bin: np.ndarray
+    default_left: np.ndarray
+    is_cat: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    value: np.ndarray
+    gain: np.ndarray
+    count: np.ndarray
+    cat_start: np.ndarray
+    cat_len: np.ndarray
+    cat_words: np.ndarray
+
+    @classmethod
+    def of(cls, ensemble: Ensemble) -> Booster:
+        f = ensemble.flat()
+        return cls(ensemble.base_score.copy(), **{k: f[k] for k in cls._fields[1:]})
+
+    def ensemble(self, n_features: int) -> Ensemble:
+        return Ensemble.from_flat(n_features, self.base_score.shape[0], self.base_score,
+                                  self._asdict())
+
+
+_DOC_PARAMS = """
+    n_estimators : int, default 100
+        Boosting rounds (a round grows one tree, or one per class for more than two classes).
+    learning_rate : float, default 0.1
+        Shrinkage of every leaf value.
+    max_leaf_nodes : int, default 31
+        Leaves per tree (LightGBM's ``num_leaves``).
+    max_depth : int, optional
+        Depth limit (root depth 0); default none.
+    min_child_weight : float, default 1e-3
+        Least hessian sum in a leaf (LightGBM's ``min_sum_hessian_in_leaf``).
+    min_samples_leaf : int, default 20
+        Least training rows in a leaf (LightGBM's ``min_data_in_leaf``).
+    reg_lambda : float, default 0
+        L2 regularisation of leaf values: a leaf's value is ``-G / (H + reg_lambda)``.
+    min_split_gain : float, default 0
+        A split must reduce the loss by more.
+    max_bins : int, default 255
+        Value bins per feature (quantiles of a sample of ``sample_count`` rows, computed
+        once; a missing-value bin comes on top). Up to 255 bins store binned rows as uint8.
+    subsample : float in (0, 1], default 1
+        Share of rows each round's trees are grown from (bagging; drawn per row from
+        ``random_state`` and the round, so the same for any partitioning).
+    colsample_bytree : float in (0, 1], default 1
+        Share of features each round's trees may split on.
+    early_stopping_rounds : int, optional
+        With ``eval_set``: stop when the eval loss has not improved for this many rounds,
+        and keep the trees of the best round.
+    split_share : float in (0, 1], default 1
+        Growth policy. 1: trees grow level by level (every node of a level that can split
+        does, best gains first when the leaf budget runs out) — one histogram push and
+        one split query per level; less: best-first in batches, each step splitting the
+        best nodes within this share of the tree's remaining leaf budget, closer to
+        LightGBM's leaf-wise trees but in more steps. See the notes.
+    categorical_features : "from_dtype", None, or array-like of int, bool or str
+        Categorical columns: "from_dtype" takes a DataFrame's ``category`` columns (their
+        codes); or the columns' indices, a boolean mask, or names. Values of a categorical
+        column of an array must be integers >= 0; negative values, NaN and categories
+        unseen at fit are missing. Splits follow LightGBM: one-vs-rest up to
+        ``max_cat_to_onehot`` categories, else a subset of the categories sorted by
+        gradient statistics (``max_cat_threshold``, ``cat_smooth``, ``cat_l2``,
+        ``min_data_per_group``; LightGBM's defaults).
+    max_cat_to_onehot, max_cat_threshold, cat_smooth, cat_l2, min_data_per_group
+        LightGBM's categorical split parameters (defaults 4, 32, 10, 10, 100).
+    importance_type : {"gain", "split"}, default "gain"
+        What ``feature_importances_`` adds up per feature.
+    sample_count : int, default 200,000
+        Rows sampled for the bins (LightGBM's ``bin_construct_sample_cnt``).
+    n_shards : int, optional
+        Shards of the histogram table (default one per worker); each owns a feature range.
+    random_state : int, optional
+        Seed of the bin sample, row and column sampling (default 0).
+    client : distributed.Client or "local", optional
+        Default: the current client; "local" (or no client) runs in this process.
+    shard_resources : str, optional
+        Place the histogram shards only on workers offering this Dask resource (as for
+        :class:`~dask_ps.LogisticRegression`). Default: on every worker.
+    checkpoint : str, "auto" or None, default None
+        Checkpoint URL of the histogram table between jobs (see
+        :class:`~dask_ps.LogisticRegression`); its content between rounds is empty, and a
+        task that lost its worker-local rows rebuilds them from its partition and the trees
+        so far, so a lost worker costs the rounds since the last checkpoint.
+    checkpoint_every, max_recoveries, resume, progress
+        As for :class:`~dask_ps.LogisticRegression` (rounds instead of epochs).
+    callbacks : list of callable, optional
+        ``cb(record) -> bool`` after every round; True stops the fit. With callbacks the
+        fit runs one job per round (a few ms each).
+"""
+
+_DOC_ATTRS = """
+    booster_ : Booster
+        The trees as flat arrays.
+    n_estimators_ : int
+        Rounds kept (the best round's with early stopping).
+    best_iteration_ : int or None
+        With early stopping, the 0-based round of the best eval loss.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Column names, when fitted on a DataFrame.
+    categories_ : dict
+        ``{column: categories}`` of a DataFrame's categorical columns.
+    feature_importances_ : ndarray (n_features_in_,) float64
+        Total split gain (``importance_type="gain"``, in units of the training loss) or
+        number of splits per feature, as LightGBM reports them (not normalised).
+    history_ : list of dict
+        One record per round (see :func:`~dask_ps.algorithms._base.history_fields`;
+        ``epoch`` is the 1-based round): ``loss`` (mean training loss after the round),
+        ``steps`` (histogram pushes and split queries of the round), ``hist_bytes``
+        (histogram and scalar bytes pushed by all workers in the round) and, with
+        ``eval_set``, ``eval_log_loss`` / ``eval_l2``.
+"""
+
+_DOC_NOTES = """
+    Notes
+    -----
+    Trees are the same for any number of workers, partitions and shards (gradients are
+    quantized so sums are exact; bins come from a sample of rows chosen by row id).
+    Growth policy: level-wise (``split_share=1``) needs one synchronisation per level, best-
+    first (``split_share < 1``) about twice as many; measured on LightGBM's example (7,000
+    rows, 63 leaves) level-wise reaches AUC 0.826 (LightGBM 0.816) and on a 10^6 x 100
+    ``make_classification`` set 0.948 where LightGBM's leaf-wise trees reach 0.961 and
+    ``split_share=0.25`` 0.957. Level-wise is the default: it is the fastest per tree on a
+    cluster and matches LightGBM's quality on real data; choose ``split_share=0.25`` when
+    trees are deep and the data large (then compute, not synchronisation, dominates).
+
+    References
+    ----------
+    G. Ke et al., "LightGBM", NeurIPS 2017; T. Chen and C. Guestrin, "XGBoost", KDD 2016;
+    J. Jiang et al., "DimBoost: Boosting Gradient Boosting Decision Tree to Higher
+    Dimensions", SIGMOD 2018; Angel's GBDT (github.com/Angel-ML/angel).
+"""
+
+
+class _GBDT(PSEstimator):
+    """Shared shell of the GBDT estimators (parameters: see the subclasses)."""
+
+    # every step of GBDT is a barrier: BSP, not a parameter
+    consistency = "bsp"
+    staleness = None
+    _objective = ""
+
+    _parameter_constraints = {
+        **{k: v for k, v in COMMON_CONSTRAINTS.items() if k not in ("consistency",
+                                                                      "staleness")},
+        "n_estimators": [Interval(numbers.Integral, 1, None, closed="left")],
+        "learning_rate": [Interval(numbers.Real, 0, None, closed="neither")],
+        "max_leaf_nodes": [Interval(numbers.Integral, 2, None, closed="left")],
+        "max_depth": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "min_child_weight": [Interval(numbers.Real, 0, None, closed="left")],
+        "min_samples_leaf": [Interval(numbers.Integral, 1, None, closed="left")],
+        "reg_lambda": [Interval(numbers.Real, 0, None, closed="left")],
+        "min_split_gain": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_bins": [Interval(numbers.Integral, 2, 65535, closed="both")],
+        "subsample": [Interval(numbers.Real, 0, 1, closed="right")],
+        "colsample_bytree": [Interval(numbers.Real, 0, 1, closed="right")],
+        "early_stopping_rounds": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "split_share": [Interval(numbers.Real, 0, 1, closed="right")],
+        "categorical_features": [StrOptions({"from_dtype"}), "array-like", None],
+        "max_cat_to_onehot": [Interval(numbers.Integral, 1, None, closed="left")],
+        "max_cat_threshold": [Interval(numbers.Integral, 1, None, closed="left")],
+        "cat_smooth": [Interval(numbers.Real, 0, None, closed="left")],
+        "cat_l2": [Interval(numbers.Real, 0, None, closed="left")],
+        "min_data_per_group": [Interval(numbers.Integral, 1, None, closed="left")],
+        "importance_type": [StrOptions({"gain", "split"})],
+        "sample_count": [Interval(numbers.Integral, 1, None, closed="left")],
+    }
+
+    def __init__(self, *, n_estimators=100, learning_rate=0.1, max_leaf_nodes=31,
+                 max_depth=None, min_child_weight=1e-3, min_samples_leaf=20, reg_lambda=0.0,
+                 min_split_gain=0.0, max_bins=255, subsample=1.0, colsample_bytree=1.0,
+                 early_stopping_rounds=None, split_share=1.0,
+                 categorical_features="from_dtype", max_cat_to_onehot=4, max_cat_threshold=32,
+                 cat_smooth=10.0, cat_l2=10.0, min_data_per_group=100, importance_type="gain",
+                 sample_count=DEFAULT_SAMPLE_COUNT, n_shards=None, random_state=None,
+                 client=None, shard_resources=None, checkpoint=None, checkpoint_every=1,
+                 max_recoveries=3, resume=False, progress=None, callbacks=None):
+        self.n_estimators, self.learning_rate = n_estimators, learning_rate
+        self.max_leaf_nodes, self.max_depth = max_leaf_nodes, max_depth
+        self.min_child_weight, self.min_samples_leaf = min_child_weight, min_samples_leaf
+        self.reg_lambda, self.min_split_gain, self.max_bins = reg_lambda, min_split_gain, \
+            max_bins
+        self.subsample, self.colsample_bytree = subsample, colsample_bytree
+        self.early_stopping_rounds, self.split_share = early_stopping_rounds, split_share
+        self.categorical_features = categorical_features
+        self.max_cat_to_onehot, self.max_cat_threshold = max_cat_to_onehot, max_cat_threshold
+        self.cat_smooth, self.cat_l2 = cat_smooth, cat_l2
+        self.min_data_per_group, self.importance_type = min_data_per_group, importance_type
+        self.sample_count, self.n_shards, self.random_state = sample_count, n_shards, \
+            random_state
+        self.client, self.checkpoint, self.checkpoint_every = client, checkpoint, \
+            checkpoint_every
+        self.max_recoveries, self.resume = max_recoveries, resume
+        self.progress, self.callbacks = progress, callbacks
+        self.shard_resources = shard_resources
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.allow_nan = True
+        return tags
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state.pop("_cache", None)  # the trees as objects: rebuilt from booster_ when needed
+        return state
+
+    # -- fit ---------------------------------------------------------------------------
+    def _inputs(self, X, y, reset: bool):
+        """``(X, y, categories)`` ready to partition: arrays checked by scikit-learn, a
+        DataFrame with categorical columns kept as it is, dask collections as they are."""
+        classify = isinstance(self, ClassifierMixin)
+        if is_dask(X):
+            if len(X.shape) != 2:
+                raise ValueError(f"Expected 2D array, got a dask collection of shape "
+                                 f"{X.shape}")
+            cats = frame_categories(X) if hasattr(X, "dtypes") else {}
+            if reset:
+                self.n_features_in_ = int(X.shape[1])
+                if hasattr(X, "columns"):
+                    self.feature_names_in_ = np.asarray([str(c) for c in X.columns], object)
+            return X, y, cats
+        if hasattr(X, "dtypes") and hasattr(X, "columns") and frame_categories(X):
+            cats = frame_categories(X)
+            if reset:
+                self.n_features_in_ = X.shape[1]
+                self.feature_names_in_ = np.asarray([str(c) for c in X.columns], object)
+            elif list(map(str, X.columns)) != list(self.feature_names_in_):
+                raise ValueError("X has other columns than at fit: "
+                                 f"{list(X.columns)} vs {list(self.feature_names_in_)}")
+            if y is not None:
+                y = np.asarray(y)
+                if y.shape[0] != X.shape[0]:
+                    raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
+            return X, y, cats
+        kw = dict(accept_sparse="csr", dtype=[np.float64, np.float32],
+                  ensure_all_finite="allow-nan", reset=reset)
+        if y is None and not reset:
+            return validate_data(self, X, **kw), None, {}
+        X, y = validate_data(self, X, y, y_numeric=not classify, **kw)
+        if classify:
+            check_classification_targets(y)
+        return X, y, {}
+
+    def _categorical(self, cats: dict):
+        return categorical_indices(self.categorical_features,
+                                   list(getattr(self, "feature_names_in_", [])),
+                                   self.n_features_in_, cats)
+
+    def fit(self, X, y, eval_set=None):
+        """Fit on ``X`` (n_samples, n_features) and ``y`` (n_samples,).
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, pandas DataFrame, dask array or dask DataFrame
+            NaN is a missing value (it learns a default direction per split); sparse
+            input stores zeros implicitly. In-memory input is scattered to the workers
+            once; dask input is read once and trained where its partitions are.
+        y : array-like or dask array/series (n_samples,)
+        eval_set : list of one (X, y) pair, optional
+            Scored after every round on the workers that hold it (``history_``); with
+            ``early_stopping_rounds``, the stopping criterion.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            Bad parameters; a single class; labels outside the classes in ``eval_set``;
+            infinite values or non-finite labels (naming the row); a categorical column
+            with non-integer or too large values; ``early_stopping_rounds`` without
+            ``eval_set``.
+        """
+        self._validate()
+        if self.early_stopping_rounds is not None and not eval_set:
+            raise ValueError("early_stopping_rounds needs an eval_set")
+        X, y, cats = self._inputs(X, y, reset=True)
+        categorical = self._categorical(cats)
+        ev = None
+        if eval_set:
+            if isinstance(eval_set, tuple) and len(eval_set) == 2:
+                eval_set = [eval_set]
+            if len(eval_set) != 1:
+                raise ValueError(f"eval_set must hold one (X, y) pair, got {len(eval_set)}")
+            Xv, yv = eval_set[0]
+            Xv, _, _ = self._inputs(Xv, None, reset=False)
+            ev = (Xv, np.asarray(yv) if not is_dask(yv) else yv)
+        classify = isinstance(self, ClassifierMixin)
+        with self._model() as model, self._partition(model, (X, y)) as data:
+            eval_data = self._partition(model, ev) if ev is not None else None
+            try:
+                r = train(model, data, eval_data, objective=self._objective,
+                          classify=classify, categories=cats, categorical=categorical,
+                          n_estimators=self.n_estimators, learning_rate=self.learning_rate,
+                          max_leaf_nodes=self.max_leaf_nodes, max_depth=self.max_depth,
+                          min_child_weight=self.min_child_weight,
+                          min_samples_leaf=self.min_samples_leaf, reg_lambda=self.reg_lambda,
+                          min_split_gain=self.min_split_gain, max_bins=self.max_bins,
+                          subsample=self.subsample, colsample_bytree=self.colsample_bytree,
+                          split_share=self.split_share,
+                          early_stopping_rounds=self.early_stopping_rounds,
+                          sample_count=self.sample_count,
+                          cat_params=dict(max_cat_to_onehot=self.max_cat_to_onehot,
+                                          max_cat_threshold=self.max_cat_threshold,
+                                          cat_smooth=self.cat_smooth, cat_l2=self.cat_l2,
+                                          min_data_per_group=self.min_data_per_group),
+                          random_state=self._seed(),
+                          loop=self._epoch_loop(model, type(self).__name__, self.n_estimators,
+                                                unit="round"))
+                if r.history:
+                    r.history[-1].update(data.report())
+            finally:
+                if eval_data is not None:
+                    eval_data.release()
+        if classify:
+            self.classes_ = r.classes
+        self.categories_ = cats
+        self.booster_ = Booster.of(r.ensemble)
+        self.n_estimators_ = r.ensemble.n_rounds
+        self.best_iteration_ = r.best_round
+        self.history_ = r.history
+        self._cache = (self.booster_, r.ensemble)  # predict leaves __dict__ as it is
+        return self
+
+    # -- prediction --------------------------------------------------------------------
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        check_is_fitted(self)
+        return self._ensemble().feature_importances(self.importance_type)
+
+    def _ensemble(self) -> Ensemble:
+        cache = getattr(self, "_cache", None)
+        if cache is None or cache[0] is not self.booster_:
+            self._cache = (self.booster_, self.booster_.ensemble(self.n_features_in_))
+        return self._cache[1]
+
+    def _matrix(self, X):
+        X, _, _ = self._inputs(X, None, reset=False)
+        return to_matrix(X, self.categories_) if hasattr(X, "iloc") else X
+
+    def _raw(self, X, rounds=None, checked=False) -> np.ndarray:
+        """Raw scores (n_outputs, n) of in-memory ``X`` (``checked``: a matrix made by
+        :meth:`_matrix_frame`)."""
+        M = X if checked else self._matrix(X)
+        if sp.issparse(M):
+            M = sp.csr_matrix(M, dtype=np.float64)
+        return self._ensemble().predict_raw(M, rounds=rounds)
+
+    def _map(self, X, fn, ndim: int, width: int | None = None):
+        """``fn(block)`` over the blocks of a dask ``X`` (lazily)."""
+        if hasattr(X, "map_partitions"):
+            X = X.map_partitions(self._matrix_frame, meta=np.empty((0, 0)))
+            X = X.to_dask_array() if hasattr(X, "to_dask_array") else X
+            fn = functools.partial(fn, checked=True)
+        X = X.rechunk({1: -1})
+        kw = dict(drop_axis=1) if ndim == 1 else dict(chunks=(X.chunks[0], (width,)))
+        return X.map_blocks(fn, dtype=np.float64, meta=np.empty((0,) * ndim), **kw)
+
+    def _matrix_frame(self, df):
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None and list(map(str, df.columns)) != list(names):
+            raise ValueError(f"X has other columns than at fit: {list(df.columns)} vs "
+                             f"{list(names)}")
+        return to_matrix(df, self.categories_)
+
+    def _staged_raw(self, X):
+        """Raw scores (n_outputs, n) of in-memory ``X`` after each round (a generator)."""
+        M = self._matrix(X)
+        if sp.issparse(M):
+            M = sp.csr_matrix(M, dtype=np.float64)
+        ens = self._ensemble()
+        raw = None
+        for r in range(ens.n_rounds):
+            raw = ens.predict_raw(M, rounds=(0, 1)) if raw is None else \
+                ens.predict_raw(M, out=raw, rounds=(r, r + 1))
+            yield raw.copy()
+
+    def staged_predict(self, X):
+        """Predictions after each round: yields ``n_estimators_`` arrays (n,), those of
+        the first 1, 2, ... rounds, for in-memory ``X`` (n, n_features_in_)."""
+        check_is_fitted(self)
+        for raw in self._staged_raw(X):
+            yield self._from_raw(raw)
+
+
+class GBDTClassifier(ClassifierMixin, _GBDT):
+    __doc__ = f"""Gradient-boosted trees for classification on the parameter server.
+
+    Two classes: log-loss, one tree per round; more: softmax cross-entropy, one tree per
+    class per round (LightGBM's ``binary`` and ``multiclass`` objectives).
+
+    Parameters
+    ----------{_DOC_PARAMS}
+    Attributes
+    ----------
+    classes_ : ndarray (n_classes,){_DOC_ATTRS}{_DOC_NOTES}
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from dask_ps import GBDTClassifier
+    >>> X, y = make_classification(2000, random_state=0)
+    >>> clf = GBDTClassifier(n_estimators=20, client="local").fit(X, y)
+    >>> float(clf.score(X, y)) > 0.9
+    True
+    """
+
+    def decision_function(self, X):
+        """Raw scores (base score plus leaf values).
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, pandas DataFrame, dask array or dask DataFrame
+            (n, n_features_in_), the columns of the fit; NaN is missing.
+
+        Returns
+        -------
+        float64 ndarray (n,) of log-odds of ``classes_[1]`` (two classes), else (n,
+        n_classes) of softmax inputs; a dask array for dask ``X``.
+        """
+        check_is_fitted(self)
+        if is_dask(X):
+            k = self.booster_.base_score.shape[0]
+            return self._map(X, self._decision_block, 1 if k == 1 else 2, k)
+        return self._decision_block(X)
+
+    def _decision_block(self, X, checked=False):
+        raw = self._raw(X, checked=checked)
+        return raw[0] if raw.shape[0] == 1 else raw.T.copy()
+
+    def _from_raw(self, raw) -> np.ndarray:
+        return self.classes_[self._proba_from_raw(raw).argmax(axis=1)]
+
+    def _proba_from_raw(self, raw) -> np.ndarray:
+        if raw.shape[0] == 1:
+            p = np.exp(-np.logaddexp(0.0, -raw[0]))
+            return np.column_stack([1.0 - p, p])
+        e = np.exp(raw - raw.max(axis=0))
+        return (e / e.sum(axis=0)).T
+
+    def _proba_block(self, X, checked=False):
+        return self._proba_from_raw(self._raw(X, checked=checked))
+
+    def predict_proba(self, X):
+        """Class probabilities.
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, pandas DataFrame, dask array or dask DataFrame
+            (n, n_features_in_), the columns of the fit; NaN is missing.
+
+        Returns
+        -------
+        float64 ndarray (n, n_classes), columns in the order of ``classes_`` (a dask array
+        for dask ``X``).
+        """
+        check_is_fitted(self)
+        if is_dask(X):
+            return self._map(X, self._proba_block, 2, self.classes_.shape[0])
+        return self._proba_block(X)
+
+    def predict(self, X):
+        """The most probable class of each row.
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, pandas DataFrame, dask array or dask DataFrame
+            (n, n_features_in_), the columns of the fit; NaN is missing.
+
+        Returns
+        -------
+        ndarray (n,) of ``classes_``' dtype (a dask array for dask ``X``).
+        """
+        check_is_fitted(self)
+        if is_dask(X):
+            idx = self._map(X, self._predict_index, 1)
+            return idx.map_blocks(lambda i: self.classes_[i.astype(np.int64)],
+                                  dtype=self.classes_.dtype)
+        return self.classes_[self._predict_index(X)]
+
+    def _predict_index(self, X, checked=False):
+        return self._proba_block(X, checked).argmax(axis=1)
+
+    def staged_predict_proba(self, X):
+        """Class probabilities after each round: yields ``n_estimators_`` float64 arrays
+        (n, n_classes), of the first 1, 2, ... rounds, for in-memory ``X``."""
+        check_is_fitted(self)
+        for raw in self._staged_raw(X):
+            yield self._proba_from_raw(raw)
+
+
+class GBDTRegressor(RegressorMixin, _GBDT):
+    __doc__ = f"""Gradient-boosted trees for regression (squared error) on the parameter server.
+
+    Parameters
+    ----------{_DOC_PARAMS}
+    Attributes
+    ----------{_DOC_ATTRS}{_DOC_NOTES}
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from dask_ps import GBDTRegressor
+    >>> X, y = make_regression(2000, n_features=5, random_state=0)
+    >>> reg = GBDTRegressor(n_estimators=50, client="local").fit(X, y)
+    >>> float(reg.score(X, y)) > 0.9
+    True
+    """
+
+    _objective = "regression"
+
+    def _from_raw(self, raw) -> np.ndarray:
+        return raw[0]
+
+    def _predict_block(self, X, checked=False):
+        return self._raw(X, checked=checked)[0]
+
+    def predict(self, X):
+        """Predicted values.
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, pandas DataFrame, dask array or dask DataFrame
+            (n, n_features_in_), the columns of the fit; NaN is missing.
+
+        Returns
+        -------
+        float64 ndarray (n,) (a dask array for dask ``X``).
+        """
+        check_is_fitted(self)
+        if is_dask(X):
+            return self._map(X, self._predict_block, 1)
+        return self._predict_block(X)

@@ -1,0 +1,173 @@
+"""``dask-ps train gbdt`` and ``gbdt-regression``: LIBSVM or tables (CSV/Parquet) to
+:class:`~dask_ps.GBDTClassifier` and :class:`~dask_ps.GBDTRegressor`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from . import _options as opt
+from ._algorithms import (
+    Algorithm,
+    Dataset,
+    Loaded,
+    Param,
+    _count,
+    class_lines,
+    read_train_test,
+)
+
+# --- gradient-boosted trees -------------------------------------------------------------------
+
+def _gbdt_data_options(g) -> None:
+    g.add_argument("--format", choices=["libsvm", "csv", "parquet"],
+                   help="input format (default libsvm); csv/parquet: a table, one column the "
+                        "label, the others the features")
+    g.add_argument("--label", help="csv/parquet: the label column (default: the first)")
+    g.add_argument("--categorical", type=opt.columns,
+                   help="csv/parquet: categorical feature columns, comma-separated")
+    g.add_argument("--sep", help="csv: field delimiter (default ','; '\\t' for a tab)")
+    g.add_argument("--header", action=argparse.BooleanOptionalAction,
+                   help="csv: the first line names the columns (default yes; --no-header: "
+                        "columns are 0, 1, ...)")
+    g.add_argument("--n-features", type=opt.POSITIVE_INT,
+                   help="libsvm: feature columns (default: the largest index seen)")
+    g.add_argument("--blocksize", type=opt.size, help="bytes per data partition (default: "
+                   "two partitions per worker, at most 64MiB each)")
+
+
+def _gbdt_meta(args) -> dict:
+    fmt = args.format or "libsvm"
+    table = ("label", "categorical", "sep", "header")
+    if fmt == "libsvm":
+        for name in table:
+            if getattr(args, name) is not None:
+                raise ValueError(f"--{name} applies to --format csv|parquet")
+        return {"format": fmt, "n_features": args.n_features}
+    if args.n_features is not None:
+        raise ValueError("--n-features applies to --format libsvm")
+    if fmt == "parquet" and (args.sep is not None or args.header is not None):
+        raise ValueError("--sep and --header apply to --format csv")
+    sep = args.sep.replace("\\t", "\t") if args.sep else None
+    return {"format": fmt, "label": args.label, "categorical": args.categorical, "sep": sep,
+            "header": args.header is not False}
+
+
+def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
+    """``X, y`` of one input as ``meta`` says: LIBSVM as a sparse dask array, a table as a
+    dask DataFrame (categorical columns with the categories of the training data)."""
+    import dask.dataframe as dd
+
+    from ..io import read_libsvm
+
+    if meta["format"] == "libsvm":
+        return read_libsvm(path, n_features=n_features or meta.get("n_features"),
+                           blocksize=blocksize)
+    if meta["format"] == "csv":
+        kw = {"sep": meta["sep"] or ","}
+        if not meta["header"]:
+            kw["header"] = None
+        df = dd.read_csv(path, blocksize=blocksize, **kw)
+        if not meta["header"]:
+            df.columns = [str(c) for c in df.columns]
+    else:
+        df = dd.read_parquet(path)
+    label = meta.get("label") or str(df.columns[0])
+    if label not in df.columns:
+        raise ValueError(f"{path}: no label column {label!r} (columns: {list(df.columns)})")
+    meta["label"] = label
+    X = df.drop(columns=[label])
+    for c in meta.get("categorical") or ():
+        if c not in X.columns:
+            raise ValueError(f"{path}: --categorical names {c!r}, not a column")
+        cats = meta.setdefault("categories", {})
+        if c not in cats:
+            cats[c] = sorted(X[c].dropna().unique().compute().tolist())
+        X[c] = X[c].astype("category").cat.set_categories(cats[c])
+    return X, df[label]
+
+
+def _gbdt_load(args, client) -> Loaded:
+    meta, X, y, test = read_train_test(args, client, _gbdt_meta, _gbdt_read)
+    X, y = client.persist([X, y])
+    n = int(X.shape[0]) if meta["format"] == "libsvm" else int(y.shape[0].compute())
+    parts = _count(X.npartitions if hasattr(X, "npartitions") else X.numblocks[0],
+                   "partition")
+    return Loaded((X, y), test, meta, float(n),
+                  f"{n:,} rows x {meta['n_features']:,} features ({parts})")
+
+
+def _gbdt_load_test(path: str, meta: dict, args):
+    return _gbdt_read(path, meta, n_features=meta.get("n_features"))
+
+
+def _gbdt_score(est, test) -> list[str]:
+    # computed apart: a table's labels are a dask-expr collection, predictions an array
+    y = np.asarray(test[1].compute())
+    if hasattr(est, "classes_"):
+        return class_lines(est.classes_, y, est.predict_proba(test[0]).compute())
+    pred = est.predict(test[0]).compute()
+    err = np.asarray(pred, np.float64) - np.asarray(y, np.float64)
+    return [f"test: l2 {np.mean(err ** 2):.6f}  l1 {np.mean(np.abs(err)):.6f}  "
+            f"({err.shape[0]:,} rows)"]
+
+
+def _gbdt_export(est, meta: dict):
+    import pandas as pd
+
+    b = est.booster_
+    tree = np.repeat(np.arange(b.tree_start.shape[0] - 1), np.diff(b.tree_start))
+    nodes = pd.DataFrame({"tree": tree, "class": b.tree_class[tree],
+                          **{k: getattr(b, k) for k in ("feature", "threshold", "default_left",
+                                                        "is_cat", "left", "right", "value",
+                                                        "gain", "count")}})
+    desc = {"model": "gradient-boosted trees: raw score = base_score + sum of the leaf values "
+                     "reached (x <= threshold, NaN to default_left, goes left)",
+            "estimator": type(est).__name__, "base_score": b.base_score.tolist(),
+            "classes": est.classes_.tolist() if hasattr(est, "classes_") else None,
+            "n_features": int(est.n_features_in_), "n_rounds": int(est.n_estimators_),
+            "tables": {"nodes": "one row per node; left/right: absolute row indices, -1 at "
+                                "leaves; categorical splits' category sets are not exported"},
+            "data": meta}
+    return {"nodes": nodes}, desc
+
+
+_GBDT_PARAMS = (
+    Param("--n-estimators", "n_estimators", dict(type=opt.POSITIVE_INT,
+                                                 help="boosting rounds")),
+    Param("--learning-rate", "learning_rate", dict(type=opt.POSITIVE)),
+    Param("--max-leaf-nodes", "max_leaf_nodes", dict(type=opt.POSITIVE_INT,
+                                                     help="leaves per tree (num_leaves)")),
+    Param("--max-depth", "max_depth", dict(type=opt.POSITIVE_INT)),
+    Param("--min-child-weight", "min_child_weight", dict(type=opt.NON_NEGATIVE)),
+    Param("--min-samples-leaf", "min_samples_leaf", dict(type=opt.POSITIVE_INT)),
+    Param("--reg-lambda", "reg_lambda", dict(type=opt.NON_NEGATIVE)),
+    Param("--min-split-gain", "min_split_gain", dict(type=opt.NON_NEGATIVE)),
+    Param("--max-bins", "max_bins", dict(type=opt.POSITIVE_INT)),
+    Param("--subsample", "subsample", dict(type=opt.fraction)),
+    Param("--colsample-bytree", "colsample_bytree", dict(type=opt.fraction)),
+    Param("--split-share", "split_share", dict(type=opt.fraction,
+                                               help="1: level-wise trees; less: best-first")),
+    Param("--n-shards", "n_shards", dict(type=opt.POSITIVE_INT)),
+    Param("--seed", "random_state", dict(type=opt.NON_NEGATIVE_INT)),
+    Param("--checkpoint", "checkpoint",
+          dict(metavar="URL", help="checkpoint folder reachable from every worker")),
+    Param("--checkpoint-every", "checkpoint_every", dict(type=opt.POSITIVE_INT)),
+)
+_GBDT_DATA = dict(data_options=_gbdt_data_options, load=_gbdt_load,
+                  load_test=_gbdt_load_test, score=_gbdt_score, export=_gbdt_export,
+                  unit="rows", check=_gbdt_meta)
+_LIGHTGBM_EXAMPLE = Dataset(
+    "gbdt_lightgbm", "binary.train", "binary.test",
+    "https://github.com/microsoft/LightGBM/tree/master/examples/binary_classification",
+    {"format": "csv", "sep": "\t", "header": False})
+
+GBDT = Algorithm(name="gbdt", summary="gradient-boosted trees, classification (LIBSVM or "
+                 "CSV/Parquet tables)", estimator="GBDTClassifier", params=_GBDT_PARAMS,
+                 datasets={"lightgbm": _LIGHTGBM_EXAMPLE}, **_GBDT_DATA)
+GBDT_REGRESSION = Algorithm(
+    name="gbdt-regression", summary="gradient-boosted trees, regression (squared error)",
+    estimator="GBDTRegressor", params=_GBDT_PARAMS,
+    datasets={"lightgbm": _LIGHTGBM_EXAMPLE}, **_GBDT_DATA)

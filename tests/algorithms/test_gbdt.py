@@ -1,0 +1,252 @@
+"""GBDTClassifier and GBDTRegressor on real LocalClusters: quality on real data against the
+issue's targets and scikit-learn, the same trees for any cluster shape, the fitted API, and
+bad input (a model or a clear error, never a hang)."""
+
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_svmlight_file, make_classification
+from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
+
+from dask_ps import GBDTClassifier, GBDTRegressor
+from dask_ps.partitions import partition
+
+# generous: a hang guard only (the cluster tests take ~15 s each on an idle 2-core box, minutes
+# when five agents share it)
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def lgb_example(data):
+    """LightGBM's binary_classification example: (X, y, X_test, y_test), 7,000 x 28."""
+    tr = np.loadtxt(data / "gbdt_lightgbm" / "binary.train")
+    te = np.loadtxt(data / "gbdt_lightgbm" / "binary.test")
+    return tr[:, 1:], tr[:, 0], te[:, 1:], te[:, 0]
+
+
+def _flat(model):
+    return {k: np.asarray(v) for k, v in model.booster_._asdict().items()}
+
+
+def test_lightgbm_example_auc_and_fitted_api(lgb_example, client2):
+    """The issue's setting (100 trees, learning rate 0.1, 63 leaves, 255 bins, no
+    subsampling) reaches LightGBM's test AUC 0.816 on 2 workers."""
+    X, y, Xt, yt = lgb_example
+    model = GBDTClassifier(n_estimators=100, learning_rate=0.1, max_leaf_nodes=63,
+                           max_bins=255, client=client2, random_state=0).fit(X, y)
+    proba = model.predict_proba(Xt)
+    assert roc_auc_score(yt, proba[:, 1]) >= 0.816
+    assert model.n_estimators_ == 100 and len(model.booster_.tree_class) == 100
+    np.testing.assert_array_equal(model.classes_, [0.0, 1.0])
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    # history: one record per round, the training loss falls, the bytes are counted
+    h = [r for r in model.history_ if "loss" in r]
+    assert [r["epoch"] for r in h] == list(range(1, 101))
+    assert h[-1]["loss"] < h[0]["loss"] < np.log(2)
+    assert all(r["hist_bytes"] > 0 and r["steps"] >= 1 for r in h)
+    # staged predictions end at the final model's
+    staged = list(model.staged_predict_proba(Xt))
+    assert len(staged) == 100
+    np.testing.assert_allclose(staged[-1], proba, rtol=1e-12)
+    assert roc_auc_score(yt, staged[9][:, 1]) < roc_auc_score(yt, proba[:, 1])
+    labels = list(model.staged_predict(Xt[:50]))
+    np.testing.assert_array_equal(labels[-1], model.predict(Xt[:50]))
+    # importances: splits count the inner nodes, gains are positive where features split
+    inner = int((model.booster_.left >= 0).sum())
+    model.set_params(importance_type="split")
+    split = model.feature_importances_
+    assert split.shape == (28,) and split.sum() == inner
+    model.set_params(importance_type="gain")
+    gain = model.feature_importances_
+    np.testing.assert_array_equal(gain > 0, split > 0)
+    # a dask array predicts the same, block by block
+    Xd = da.from_array(Xt, chunks=(200, 28))
+    np.testing.assert_allclose(model.predict_proba(Xd).compute(), proba, rtol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def small_setting():
+    return dict(n_estimators=6, max_leaf_nodes=8, learning_rate=0.2, random_state=0)
+
+
+def test_same_trees_for_1_and_2_workers_and_1_or_4_partitions(lgb_example, client1, client2,
+                                                            small_setting):
+    X, y, Xt, _ = lgb_example
+    n = X.shape[0]
+    one = (da.from_array(X, chunks=(n, 28)), da.from_array(y, chunks=n))
+    four = (da.from_array(X, chunks=(n // 4, 28)), da.from_array(y, chunks=n // 4))
+    assert len(partition(one, client=client1)) == 1
+    assert len(partition(four, client=client1)) == 4
+    runs = [(client1, one), (client1, four), (client2, four)]
+    models = [GBDTClassifier(client=c, **small_setting).fit(*d) for c, d in runs]
+    ref, ref_p = _flat(models[0]), models[0].predict_proba(Xt)
+    for m in models[1:]:
+        for k, v in _flat(m).items():
+            np.testing.assert_array_equal(v, ref[k], err_msg=k)
+        np.testing.assert_array_equal(m.predict_proba(Xt), ref_p)
+    # the same as in this process, too
+    local = GBDTClassifier(client="local", **small_setting).fit(X, y)
+    np.testing.assert_array_equal(local.predict_proba(Xt), ref_p)
+
+
+def test_agaricus_is_separated(data, client2):
+    X, y = load_svmlight_file(str(data / "lr_agaricus" / "agaricus.txt.train"),
+                              n_features=126)
+    Xt, yt = load_svmlight_file(str(data / "lr_agaricus" / "agaricus.txt.test"),
+                                n_features=126)
+    model = GBDTClassifier(n_estimators=20, client=client2, random_state=0).fit(X, y)
+    assert accuracy_score(yt, model.predict(Xt)) == 1.0
+    # sparse input bins its non-zeros: the dense copy gives the same trees
+    dense = GBDTClassifier(n_estimators=20, client="local", random_state=0).fit(X.toarray(), y)
+    np.testing.assert_array_equal(dense.predict_proba(Xt.toarray()), model.predict_proba(Xt))
+
+
+def test_multiclass_softmax_matches_scikit_learn(client2):
+    """Softmax with LightGBM's hessian (times K / (K - 1)), so scikit-learn's trees match at
+    a learning rate (K - 1) / K times ours."""
+    X, y = make_classification(3000, n_features=20, n_informative=10, n_classes=3,
+                               n_clusters_per_class=2, random_state=0)
+    names = np.array(["ant", "bee", "cat"])[y]
+    X, Xt, y, yt = X[:2000], X[2000:], names[:2000], names[2000:]
+    setting = dict(max_leaf_nodes=16, max_depth=4)
+    model = GBDTClassifier(n_estimators=12, learning_rate=0.15, client=client2, random_state=0,
+                           **setting).fit(X, y)
+    peer = HistGradientBoostingClassifier(max_iter=12, learning_rate=0.15 * 2 / 3,
+                                          early_stopping=False, random_state=0,
+                                          **setting).fit(X, y)
+    ours, theirs = model.predict_proba(Xt), peer.predict_proba(Xt)
+    assert log_loss(yt, ours) <= 1.02 * log_loss(yt, theirs)
+    assert accuracy_score(yt, model.predict(Xt)) >= accuracy_score(yt, peer.predict(Xt)) - 0.02
+    np.testing.assert_array_equal(model.classes_, ["ant", "bee", "cat"])
+    assert ours.shape == (1000, 3) and model.decision_function(Xt).shape == (1000, 3)
+    # one tree per class per round
+    np.testing.assert_array_equal(model.booster_.tree_class, np.tile(np.arange(3), 12))
+    assert model.n_estimators_ == 12
+
+
+def test_regression_l2_within_2_percent_of_scikit_learn(lgb_example, client2):
+    """LightGBM's regression example (the same files, 0/1 labels as numbers), its notebook's
+    5 leaves (40 rounds at a learning rate 0.25 to keep the test short; the notebook's 100
+    at 0.1 give l2 0.1760 here, LightGBM's published 0.175321: benchmarks/gbdt_peers.py
+    compares with LightGBM itself)."""
+    X, y, Xt, yt = lgb_example
+    model = GBDTRegressor(n_estimators=40, learning_rate=0.25, max_leaf_nodes=5,
+                          client=client2, random_state=0).fit(X, y)
+    ours = float(np.mean((model.predict(Xt) - yt) ** 2))
+    peer = float(np.mean((HistGradientBoostingRegressor(
+        max_iter=40, learning_rate=0.25, max_leaf_nodes=5, early_stopping=False,
+        random_state=0).fit(X, y).predict(Xt) - yt) ** 2))
+    assert ours <= 1.02 * peer, (ours, peer)
+    assert ours < 0.19  # well below the variance of the labels (0.248)
+    h = [r["loss"] for r in model.history_ if "loss" in r]
+    assert len(h) == 40 and h[-1] < h[0]
+
+
+def test_early_stopping_keeps_the_best_round(lgb_example):
+    X, y, Xt, yt = lgb_example
+    model = GBDTClassifier(n_estimators=300, learning_rate=0.5, max_leaf_nodes=31,
+                           early_stopping_rounds=5, client="local", random_state=0)
+    model.fit(X, y, eval_set=[(Xt, yt)])
+    ev = [r["eval_log_loss"] for r in model.history_ if "eval_log_loss" in r]
+    assert len(ev) < 300
+    assert model.best_iteration_ == int(np.argmin(ev))
+    assert model.n_estimators_ == model.best_iteration_ + 1
+    assert len(ev) == model.best_iteration_ + 1 + 5
+    # the kept model's eval loss is the best one recorded
+    p = np.clip(model.predict_proba(Xt)[:, 1], 1e-15, 1 - 1e-15)
+    ll = -np.mean(yt * np.log(p) + (1 - yt) * np.log(1 - p))
+    assert ll == pytest.approx(min(ev), rel=1e-9)
+    with pytest.raises(ValueError, match="early_stopping_rounds needs an eval_set"):
+        GBDTClassifier(early_stopping_rounds=3, client="local").fit(X, y)
+
+
+# ------------------------------------------------------------------------------ bad input
+
+def _toy(n=600, d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    return X, (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.int64)
+
+
+def test_all_nan_and_constant_columns_never_split():
+    X, y = _toy()
+    X[:, 2] = np.nan
+    X[:, 3] = 7.0
+    model = GBDTClassifier(n_estimators=10, max_leaf_nodes=7, client="local").fit(X, y)
+    model.set_params(importance_type="split")
+    imp = model.feature_importances_
+    assert imp[2] == 0 and imp[3] == 0 and imp[0] > 0
+    p = model.predict_proba(X)
+    assert np.isfinite(p).all() and accuracy_score(y, model.predict(X)) > 0.9
+
+
+def test_nan_learns_a_default_direction():
+    X, y = _toy(2000)
+    X[np.flatnonzero(y == 1)[:300], 4] = np.nan  # missing means class 1
+    model = GBDTClassifier(n_estimators=20, max_leaf_nodes=7, client="local").fit(X, y)
+    Xq = np.zeros((1, 5))
+    Xq[0, 4] = np.nan
+    assert model.predict_proba(Xq)[0, 1] > model.predict_proba(np.zeros((1, 5)))[0, 1]
+
+
+def test_clear_errors():
+    X, y = _toy()
+    with pytest.raises(ValueError, match="only one class"):
+        GBDTClassifier(client="local").fit(X, np.ones(len(y)))
+    with pytest.raises(ValueError, match="eval_set has the label 5"):
+        GBDTClassifier(n_estimators=2, client="local").fit(X, y, eval_set=[(X, y * 5)])
+    bad = X.copy()
+    bad[7, 3] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        GBDTClassifier(client="local").fit(bad, y)
+    yr = y.astype(float)
+    yr[11] = np.nan
+    with pytest.raises(ValueError, match="y"):
+        GBDTRegressor(client="local").fit(X, yr)
+    with pytest.raises(ValueError, match="feature"):
+        GBDTClassifier(client="local", n_estimators=2).fit(X, y).predict(X[:, :3])
+    with pytest.raises(ValueError, match="max_leaf_nodes"):
+        GBDTClassifier(client="local", max_leaf_nodes=1).fit(X, y)
+
+
+def test_a_partition_with_no_rows(client2):
+    X, y = _toy(800)
+    Xd = da.from_array(X, chunks=((0, 400, 400), (5,)))
+    yd = da.from_array(y, chunks=((0, 400, 400),))
+    model = GBDTClassifier(n_estimators=5, max_leaf_nodes=7, client=client2,
+                           random_state=0).fit(Xd, yd)
+    ref = GBDTClassifier(n_estimators=5, max_leaf_nodes=7, client="local",
+                         random_state=0).fit(X, y)
+    np.testing.assert_array_equal(model.predict_proba(X), ref.predict_proba(X))
+
+
+def test_1e5_sparse_columns():
+    rng = np.random.default_rng(0)
+    informative = rng.random((3000, 3)) * (rng.random((3000, 3)) < 0.5)
+    X = sp.hstack([sp.csr_matrix(informative),
+                   sp.random(3000, 100_000 - 3, density=2e-4, random_state=rng)], "csr")
+    y = (informative[:, 0] + informative[:, 1] > 0.5).astype(int)
+    model = GBDTClassifier(n_estimators=5, max_leaf_nodes=7, client="local",
+                           random_state=0).fit(X, y)
+    assert accuracy_score(y, model.predict(X)) > 0.9
+    assert model.feature_importances_.shape == (100_000,)
+
+
+def test_dataframe_categories_split_by_category():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x": rng.normal(size=800),
+                       "shop": pd.Categorical(rng.choice(list("abcdefgh"), 800))})
+    y = ((df.x > 1) | df.shop.isin(["b", "e", "g"])).astype(int)
+    model = GBDTClassifier(n_estimators=5, max_leaf_nodes=7, client="local").fit(df, y)
+    assert model.categories_ == {"shop": list("abcdefgh")}
+    assert model.booster_.is_cat.any() and model.score(df, y) == 1.0
+    unseen = df.assign(shop=pd.Categorical(["z"] * 800))  # unseen category: missing
+    assert np.isfinite(model.predict_proba(unseen)).all()
+    with pytest.raises(ValueError, match="categorical_features names 'nope'"):
+        GBDTClassifier(categorical_features=["nope"], client="local").fit(df, y)
+    with pytest.raises(ValueError, match="other columns than at fit"):
+        model.predict(df.rename(columns={"x": "w"}))

@@ -1,0 +1,98 @@
+"""``dask-ps train gbdt`` / ``gbdt-regression``: LIBSVM and CSV/Parquet tables, saved,
+evaluated and exported; defaults are the estimators'."""
+
+import json
+
+import numpy as np
+import pytest
+
+import dask_ps
+from dask_ps.cli import main
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _scheduler_file(client, tmp_path):
+    path = tmp_path / "scheduler.json"
+    path.write_text(json.dumps({"type": "Scheduler", "address": client.scheduler.address}))
+    return str(path)
+
+
+@pytest.mark.parametrize("algorithm, cls", [("gbdt", "GBDTClassifier"),
+                                            ("gbdt-regression", "GBDTRegressor")])
+def test_defaults_are_the_estimators(algorithm, cls):
+    from dask_ps.cli import _parser
+    from dask_ps.cli._registry import ALGORITHMS
+    from dask_ps.cli._run import build_estimator
+
+    def estimator(argv):
+        args = _parser()[0].parse_args(argv)
+        return build_estimator(args, ALGORITHMS[args.algorithm], shard_workers=False)
+
+    got = estimator(["train", algorithm, "--train", "x"]).get_params()
+    expected = getattr(dask_ps, cls)().get_params()
+    assert got.pop("progress") is False and expected.pop("progress") is None
+    assert got == expected
+    est = estimator(["train", algorithm, "--train", "x", "--n-estimators", "3",
+                     "--max-leaf-nodes", "7"])
+    assert (est.n_estimators, est.max_leaf_nodes) == (3, 7)
+
+
+def _table(path, n, seed):
+    """Rows whose class shows in a numeric column and a categorical one."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    shop = rng.choice(["a", "b", "c", "d"], size=n)
+    y = ((x > 0.3) | (shop == "b")).astype(int)
+    pd.DataFrame({"x": x, "noise": rng.normal(size=n), "shop": shop, "y": y}).to_csv(
+        path, index=False)
+    return str(path)
+
+
+def test_csv_table_with_a_categorical_column_saves_evaluates_exports(client1, tmp_path,
+                                                                     capsys):
+    import pandas as pd
+
+    train, test = _table(tmp_path / "tr.csv", 1200, 0), _table(tmp_path / "te.csv", 400, 1)
+    model = str(tmp_path / "m.npz")
+    sf = _scheduler_file(client1, tmp_path)
+    common = ["--format", "csv", "--label", "y", "--categorical", "shop", "--n-estimators",
+              "10", "--max-leaf-nodes", "7", "--scheduler-file", sf]
+    assert main(["train", "gbdt", "--train", train, "--test", test, "--save", model,
+                 *common]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("test: AUC"))
+    assert float(line.split()[2]) > 0.97 and f"saved: {model}" in out
+    assert main(["evaluate", model, "--test", test]) == 0
+    assert capsys.readouterr().out.strip() == line
+    est, extra = dask_ps.saving.load_estimator(model)
+    assert est.categories_ == {"shop": ["a", "b", "c", "d"]}
+    assert extra["data"]["label"] == "y"
+    assert main(["export", model, str(tmp_path / "out"), "--format", "csv"]) == 0
+    nodes = pd.read_csv(tmp_path / "out" / "nodes.csv")
+    assert nodes["tree"].nunique() == 10 and (nodes["is_cat"] == 1).any()
+    # the same table as Parquet, regression
+    for name in ("tr", "te"):
+        pd.read_csv(tmp_path / f"{name}.csv").to_parquet(tmp_path / f"{name}.parquet")
+    common[1] = "parquet"
+    assert main(["train", "gbdt-regression", "--train", str(tmp_path / "tr.parquet"),
+                 "--test", str(tmp_path / "te.parquet"), *common]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("test: l2"))
+    assert float(line.split()[2]) < 0.05
+
+
+def test_libsvm_agaricus(client1, data, tmp_path, capsys):
+    sf = _scheduler_file(client1, tmp_path)
+    folder = data / "lr_agaricus"
+    assert main(["train", "gbdt", "--train", str(folder / "agaricus.txt.train"), "--test",
+                 str(folder / "agaricus.txt.test"), "--n-estimators", "20",
+                 "--scheduler-file", sf]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("test: AUC"))
+    assert line.split()[4] == "1.0000"  # accuracy
+
+
+def test_table_options_apply_to_tables_only(capsys):
+    assert main(["train", "gbdt", "--train", "x.svm", "--label", "y"]) == 2
+    assert "--label applies to --format csv|parquet" in capsys.readouterr().err
