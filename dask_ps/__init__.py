@@ -42,7 +42,7 @@ __version__ = "0.1.0.dev0"
 __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Average",
            "CheckpointFormatError", "CheckpointInfo", "CheckpointNotFoundError",
            "ClosedModelError", "Consistency", "DivergenceError", "Init", "LogisticRegression",
-           "MatrixFactorization", "NoShardWorkerError", "Optimizer", "PSModel", "Partition", "Partitions",
-           "RecoveryError", "ShardUnavailableError", "Table", "TornCheckpointWarning",
-           "UnknownTableError", "WorkerLostError", "WorkerView", "__version__", "partition",
+           "MatrixFactorization", "NoShardWorkerError", "Optimizer", "PSModel", "Partition",
+           "Partitions", "RecoveryError", "ShardUnavailableError", "Table",
+           "TornCheckpointWarning", "UnknownTableError", "WorkerLostError", "WorkerView", "__version__", "partition",
            "plot_history"]

@@ -25,8 +25,7 @@ import warnings
 from typing import Callable
 
 from ..diagnostics.events import log_checkpoint, log_recovery
-from ..exceptions import (NoShardWorkerError, RecoveryError, ShardUnavailableError,
-                          WorkerLostError)
+from ..exceptions import NoShardWorkerError, RecoveryError, ShardUnavailableError, WorkerLostError
 from . import format as ck
 from . import placement
 

@@ -172,9 +172,9 @@ def test_walltime_mid_fit_then_rerun_resumes(slurm, env, jobdir):
 
     Slurm ends a job past its limit at its next check (every 30 s) and takes minutes, not
     seconds: a limit of 1 minute ends a job 60-95 s after it started, when a fit of a9a may be
-    over. So after epoch 2's checkpoint the test lowers the running jobs' limit to 1 minute and holds
-    their processes (SIGSTOP) until Slurm ends them (it sends SIGCONT with SIGTERM), keeping
-    the fit mid-way whatever the machine's speed."""
+    over. So after epoch 2's checkpoint the test lowers the running jobs' limit to 1 minute
+    and holds their processes (SIGSTOP) until Slurm ends them (it sends SIGCONT with
+    SIGTERM), keeping the fit mid-way whatever the machine's speed."""
     logs, ck = jobdir / "logs", jobdir / "ck"
     n = 30
     cmd = [*LR_SLURM, "--log-dir", str(logs), "--checkpoint", str(ck), "--resume", "auto"]
@@ -207,9 +207,9 @@ def test_walltime_mid_fit_then_rerun_resumes(slurm, env, jobdir):
     done = [int(e) for e, _ in EPOCH.findall(out)]
     assert 2 <= done[-1] < n, out[-3000:]
     error = first.stderr.strip().splitlines()[-1]  # the reason, on the last line
-    assert re.match(r"dask-ps: error: cannot recover lost shard\(s\) \[0, 1\]: no live worker "
-                    r"can host the lost shards; .*last good checkpoint: .*ck version \d+", error), \
-        first.stderr[-3000:]
+    assert re.match(r"dask-ps: error: cannot recover lost shard\(s\) \[0, 1\]: no live "
+                    r"worker can host the lost shards; .*last good checkpoint: .*ck version \d+",
+                    error), first.stderr[-3000:]
     last = re.search(r"^last checkpoint: (\S+) version (\d+) \(rerun with --resume auto",
                      out, re.M)
     assert last and Path(last.group(1)) == ck, out[-3000:]

@@ -9,13 +9,13 @@ Every wait is bounded; every job is cancelled in ``finally`` and the queue check
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from ._slurm import (DASK_PS, NET, PYTHON, REPO, TIMINGS, auc, note_times, start_slurm,
-                     stop_slurm)
+from ._slurm import DASK_PS, NET, PYTHON, REPO, TIMINGS, auc, note_times, start_slurm, stop_slurm
 
 pytestmark = pytest.mark.timeout(300)
 
