@@ -44,5 +44,5 @@ __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Averag
            "ClosedModelError", "Consistency", "DivergenceError", "Init", "LogisticRegression",
            "MatrixFactorization", "NoShardWorkerError", "Optimizer", "PSModel", "Partition",
            "Partitions", "RecoveryError", "ShardUnavailableError", "Table",
-           "TornCheckpointWarning", "UnknownTableError", "WorkerLostError", "WorkerView", "__version__", "partition",
-           "plot_history"]
+           "TornCheckpointWarning", "UnknownTableError", "WorkerLostError", "WorkerView",
+           "__version__", "partition", "plot_history"]
