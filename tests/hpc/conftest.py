@@ -61,7 +61,7 @@ def lr_reference(slurm, data, tmp_path_factory):
     os.chmod(folder, 0o755)
     env = {**slurm.env, "DASK_PS_DATA": str(data), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run([*LR_SLURM, "--log-dir", str(folder / "logs")], env=env, cwd=folder,
-                          capture_output=True, text=True, timeout=280)
+                          capture_output=True, text=True, timeout=600)
     return proc, folder / "logs"
 
 

@@ -22,7 +22,8 @@ import pytest
 
 from ._slurm import LR_SLURM, TIMINGS, auc, load
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+# Bounds are wide: at load 35 on 2 cores a fit that takes 1 min at load 2 took over 5 min.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 EPOCH = re.compile(r"^\[\s*[\d.]+ s\] LogisticRegression\(\w+\) (\d+)/(\d+): loss", re.M)
 
@@ -112,15 +113,15 @@ def test_scancel_of_the_job_holding_a_shard(slurm, env, jobdir, lr_reference):
     run = Command([*LR_SLURM, "--log-dir", str(logs), "--checkpoint", str(ck),
                    "--history", "0"], env, jobdir)
     try:
-        run.wait_for(r"^shards: ", 240)
+        run.wait_for(r"^shards: ", 600)
         address = shard_addresses(run.stdout)[0]
-        run.wait_for(EPOCH.pattern.replace(r"(\d+)/", "2/"), 120)
+        run.wait_for(EPOCH.pattern.replace(r"(\d+)/", "2/"), 300)
         job = job_of(logs, address)
         cancelled = time.time()
         slurm.run("scancel", job)
         recovered, _ = run.wait_for(rf"^recovery: shard 0 lost with worker {re.escape(address)}"
-                                    rf", recreated on tcp://", 120)
-        status = run.finish(240)
+                                    rf", recreated on tcp://", 300)
+        status = run.finish(600)
     finally:
         run.kill()
     out = run.stdout
@@ -146,7 +147,7 @@ def test_ps_workers_hold_the_shards_end_to_end(slurm, env, jobdir):
     lives on the shard job's worker, none on a data job's; test AUC >= 0.900."""
     logs = jobdir / "logs"
     proc = subprocess.run([*LR_SLURM, "--log-dir", str(logs), "--ps-workers", "1"], env=env,
-                          cwd=jobdir, capture_output=True, text=True, timeout=280)
+                          cwd=jobdir, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     assert ("cluster: SLURMCluster: 2 data jobs (1 core, 2GB, walltime 00:10:00) + 1 shard job "
@@ -163,7 +164,7 @@ def test_ps_workers_hold_the_shards_end_to_end(slurm, env, jobdir):
     slurm.wait_idle(30)
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_walltime_mid_fit_then_rerun_resumes(slurm, env, jobdir):
     """Every data job reaches its time limit mid-fit (Slurm's own walltime kill, job state
     TIMEOUT): the command stops, status 2, naming the checkpoint; the same command again
@@ -182,7 +183,7 @@ def test_walltime_mid_fit_then_rerun_resumes(slurm, env, jobdir):
     held: list[int] = []
     try:
         # version 1 is saved before epoch 1: version 3 after epoch 2
-        first.wait_for(rf"^checkpoint written: {re.escape(str(ck))} version 3 ", 240)
+        first.wait_for(rf"^checkpoint written: {re.escape(str(ck))} version 3 ", 600)
         jobs = slurm.run("squeue", "-h", "-n", "dask-worker", "-o", "%i").stdout.split()
         assert len(jobs) == 2
         for job in jobs:
@@ -193,7 +194,7 @@ def test_walltime_mid_fit_then_rerun_resumes(slurm, env, jobdir):
         for job in jobs:
             slurm.run("scontrol", "update", f"JobId={job}", "TimeLimit=1")
         limited = time.time()
-        status = first.finish(240)
+        status = first.finish(300)
     finally:
         for pid in held:  # let any survivor of a failed test be stopped by the fixture
             try:
@@ -218,7 +219,7 @@ def test_walltime_mid_fit_then_rerun_resumes(slurm, env, jobdir):
 
     started = time.time()
     proc = subprocess.run(cmd, env=env, cwd=jobdir, capture_output=True, text=True,
-                          timeout=500)
+                          timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     again = proc.stdout
     resumed = re.search(rf"^resumed from checkpoint: {re.escape(str(ck))} version (\d+), after "

@@ -76,6 +76,7 @@ def test_slurm_runs_and_stops_cleanly(slurm):
     assert slurm.jobs() == []  # the session's Slurm is untouched
 
 
+@pytest.mark.timeout(900)  # the fixture's fit, bounded at 600 s for a heavily loaded machine
 def test_train_lr_on_slurm_jobs(slurm, lr_reference):
     """dask-ps train lr --cluster slurm: 2 worker jobs, AUC >= 0.900, every job gone when
     the command ends (the run is the ``lr_reference`` fixture's)."""
