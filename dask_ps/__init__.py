@@ -20,6 +20,7 @@ from .exceptions import (
                          CheckpointNotFoundError,
                          ClosedModelError,
                          DivergenceError,
+                         NoShardWorkerError,
                          RecoveryError,
                          ShardUnavailableError,
                          UnknownTableError,
@@ -50,9 +51,7 @@ __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Averag
            "CheckpointFormatError", "CheckpointInfo", "CheckpointNotFoundError",
            "ClosedModelError", "Consistency", "DivergenceError", "FactorizationMachineClassifier",
            "GBDTClassifier", "GBDTRegressor", "Init", "LatentDirichletAllocation",
-           "LogisticRegression",
-           "MatrixFactorization", "Optimizer", "PSModel", "Partition", "Partitions",
-           "RecoveryError", "ShardUnavailableError", "Table", "TornCheckpointWarning",
-           "UnknownTableError", "WorkerLostError", "WorkerView", "__version__", "learn_online",
-           "partition",
-           "plot_history"]
+           "LogisticRegression", "MatrixFactorization", "NoShardWorkerError", "Optimizer",
+           "PSModel", "Partition", "Partitions", "RecoveryError", "ShardUnavailableError",
+           "Table", "TornCheckpointWarning", "UnknownTableError", "WorkerLostError",
+           "WorkerView", "__version__", "learn_online", "partition", "plot_history"]

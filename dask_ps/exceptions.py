@@ -11,6 +11,7 @@ __all__ = [
     "CheckpointNotFoundError",
     "ClosedModelError",
     "DivergenceError",
+    "NoShardWorkerError",
     "RecoveryError",
     "ShardUnavailableError",
     "UnknownTableError",
@@ -97,6 +98,24 @@ class RecoveryError(RuntimeError):
         self.checkpoint = checkpoint
         super().__init__(f"cannot recover lost shard(s) {self.shards}: {detail}; last good "
                          f"checkpoint: {checkpoint or 'none'}")
+
+
+class NoShardWorkerError(ValueError):
+    """No live worker may hold a model's shards: the cluster has no worker, or none offering
+    the model's ``resources`` (e.g. every job ended at the same walltime).
+
+    Parameters
+    ----------
+    resources : str or None
+        The resource shard workers must offer, if any.
+    what : str
+        What could not be placed, e.g. ``"the lost shards"``.
+    """
+
+    def __init__(self, resources: str | None, what: str = "the shards") -> None:
+        self.resources = resources
+        super().__init__(f"no live worker can host {what}"
+                         + (f" (none offers resource {resources!r})" if resources else ""))
 
 
 class CheckpointFormatError(ValueError):

@@ -128,6 +128,17 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
+def _fail(line: str) -> None:
+    """Print the reason of a failure, to stay the last line of the log: the client's
+    futures cut short by the failure (a gather waiting on lost workers) are reported by
+    asyncio when the interpreter exits ("Task exception was never retrieved"); the run is
+    over by then, so that report is silenced."""
+    import logging
+
+    print(f"dask-ps: error: {line}", file=sys.stderr, flush=True)
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+
+
 def _one_line(exc: BaseException) -> str:
     return " / ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or \
         type(exc).__name__
@@ -154,7 +165,7 @@ def main(argv=None) -> int:
     except user_errors as exc:
         if debug:
             raise
-        print(f"dask-ps: error: {_one_line(exc)}", file=sys.stderr)
+        _fail(_one_line(exc))
         return 2
     args = parser.parse_args(argv)
     previous = None
@@ -169,13 +180,13 @@ def main(argv=None) -> int:
     except user_errors as exc:
         if debug:
             raise
-        print(f"dask-ps: error: {_one_line(exc)}", file=sys.stderr)
+        _fail(_one_line(exc))
         return 2
     except Terminated:
-        print("dask-ps: error: stopped by SIGTERM (a walltime or scancel?)", file=sys.stderr)
+        _fail("stopped by SIGTERM (a walltime or scancel?)")
         return 143
     except KeyboardInterrupt:
-        print("dask-ps: error: interrupted", file=sys.stderr)
+        _fail("interrupted")
         return 130
     except Exception as exc:
         if debug:
@@ -183,8 +194,7 @@ def main(argv=None) -> int:
         import traceback
 
         traceback.print_exc()
-        print(f"dask-ps: error: unexpected {type(exc).__name__}: {_one_line(exc)}",
-              file=sys.stderr)
+        _fail(f"unexpected {type(exc).__name__}: {_one_line(exc)}")
         return 1
     finally:
         if previous is not None:

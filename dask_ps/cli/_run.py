@@ -6,7 +6,7 @@ import math
 import sys
 import time
 
-from ..cluster import SHARD_RESOURCE, connect
+from ..cluster import SHARD_RESOURCE, connect, worker_info
 from ._algorithms import Algorithm
 from ._options import cluster_spec, data_root
 from ._registry import by_estimator
@@ -87,19 +87,29 @@ class _Events:
 
         self.client = client
         self.checkpoints: list[str] = []
+        self.shards = ""
         self.topics = {FIT_TOPIC: self._fit, CHECKPOINT_TOPIC: self._checkpoint,
                        RECOVERY_TOPIC: self._recovery}
         for topic, handler in self.topics.items():
             client.subscribe_topic(topic, handler)
 
-    @staticmethod
-    def _fit(event) -> None:
+    def _fit(self, event) -> None:
         m = event[1]
+        if m.get("shards") and m["shards"] != self.shards:  # at the start, after a recovery
+            self.shards = m["shards"]
+            _say("shards: " + ", ".join(f"{i} on {a}" for i, a in
+                                        enumerate(self.shards.split())))
         of = f"/{m['n_epochs']}" if m.get("n_epochs") else ""
         _say(f"[{m['elapsed']:7.1f} s] {m['name']} {m['epoch']}{of}: loss {m['loss']:.6g}")
 
     def _checkpoint(self, event) -> None:
         m = event[1]
+        if m.get("resumed_clock") is not None:
+            done = m["resumed_clock"]
+            _say(f"resumed from checkpoint: {m['path']} version {m['version']}, after epoch "
+                 f"{done} (epochs 1-{done} are not run again)" if done else
+                 f"resumed from checkpoint: {m['path']} version {m['version']}, before epoch 1")
+            return
         self.checkpoints.append(f"{m['path']} version {m['version']}")
         took = f" in {m['seconds']:.2f} s" if m.get("seconds") is not None else ""
         _say(f"checkpoint written: {m['path']} version {m['version']}{took}")
@@ -184,6 +194,9 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
         _say(f"cluster: {session.description}; scheduler after {t['scheduler']:.1f} s, first "
              f"worker after {t['first_worker']:.1f} s, all {n_workers} after "
              f"{t['all_workers']:.1f} s")
+        _say("workers: " + ", ".join(
+            a + "".join(f" ({k}={v:g})" for k, v in sorted(w.get("resources", {}).items()))
+            for a, w in sorted(worker_info(client).items())))
         _say(f"dashboard: {client.dashboard_link}")
         try:
             _say(f"dask_ps page: {install(client)}")
@@ -203,7 +216,13 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
              f"{len(client.nthreads())} workers")
         events = _Events(client)
         t0 = time.perf_counter()
-        est.fit(*data.fit_args, **data.fit_kwargs)
+        try:
+            est.fit(*data.fit_args, **data.fit_kwargs)
+        except BaseException:  # a batch log must say where to resume from
+            if events.checkpoints:
+                _say(f"last checkpoint: {events.checkpoints[-1]} (rerun with --resume auto "
+                     f"to continue from it)")
+            raise
         wall = time.perf_counter() - t0
         _history(est.history_, args.history)
         _say(rate_line(est.history_, data.units, algo.unit, wall))

@@ -14,11 +14,13 @@ Topics and their messages (every message also has ``time``, seconds since the ep
 ``"dask_ps.fit"``
     From estimators, once per epoch (:class:`~.progress.FitMonitor`): ``fit`` (an id per
     fit), ``name``, ``epoch``, ``n_epochs``, ``loss``, ``elapsed`` (seconds since the fit
-    started) and ``bytes`` (pulled and pushed during the epoch). The page plots the latest
-    fit's loss.
+    started), ``bytes`` (pulled and pushed during the epoch) and ``shards`` (the address of
+    each shard's worker, in shard order, space-separated). The page plots the latest fit's
+    loss.
 ``"dask_ps.checkpoint"``
     From checkpoint writers, :func:`log_checkpoint`: ``path``, ``version``, ``nbytes``,
-    ``seconds``, ``model``.
+    ``seconds``, ``model``; and ``resumed_clock`` when a fit resumed from that version
+    (read, not written) at that clock.
 ``"dask_ps.recovery"``
     From recovery code, :func:`log_recovery`: ``shard``, ``lost_worker``, ``new_worker``,
     ``checkpoint``, ``model``.
@@ -116,8 +118,9 @@ def emit(topic: str, msg: dict, client=None) -> bool:
 
 
 def log_checkpoint(path: str, version: int | str, *, nbytes: int | None = None,
-                   seconds: float | None = None, model: str | None = None, client=None) -> bool:
-    """Record a checkpoint written (shown by the dashboard page).
+                   seconds: float | None = None, model: str | None = None, client=None,
+                   resumed_clock: int | None = None) -> bool:
+    """Record a checkpoint written, or one a fit resumed from (shown by the dashboard page).
 
     Parameters
     ----------
@@ -132,14 +135,19 @@ def log_checkpoint(path: str, version: int | str, *, nbytes: int | None = None,
     model : str, optional
         The :attr:`PSModel.uid` checkpointed.
     client : distributed.Client, optional
+    resumed_clock : int, optional
+        Set when the version was read to resume a fit, not written: the clock (for the
+        estimators, the epoch) the fit resumed at.
 
     Returns
     -------
     bool
         Whether a cluster received it.
     """
-    return emit(CHECKPOINT_TOPIC, dict(path=str(path), version=version, nbytes=nbytes,
-                                       seconds=seconds, model=model), client)
+    msg = dict(path=str(path), version=version, nbytes=nbytes, seconds=seconds, model=model)
+    if resumed_clock is not None:
+        msg["resumed_clock"] = int(resumed_clock)
+    return emit(CHECKPOINT_TOPIC, msg, client)
 
 
 def log_recovery(shard: int, lost_worker: str, new_worker: str, *,

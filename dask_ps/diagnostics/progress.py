@@ -230,9 +230,11 @@ class FitMonitor:
             self.bar.update(epoch, loss=loss)
             if getattr(self.model, "client", None) is not None:
                 try:
+                    shards = " ".join(r.address for r in self.model.shards)
                     emit(FIT_TOPIC, dict(fit=self.fit_id, name=self.name, epoch=epoch,
                                          n_epochs=self.n_epochs, loss=loss,
-                                         elapsed=entry["time"], bytes=entry["bytes"]),
+                                         elapsed=entry["time"], bytes=entry["bytes"],
+                                         shards=shards),
                          client=self.model.client)
                 except Exception:  # the dashboard is best effort; the fit goes on
                     pass

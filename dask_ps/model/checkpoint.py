@@ -27,7 +27,7 @@ import numpy as np
 
 from ..diagnostics.events import log_checkpoint
 from ..exceptions import CheckpointFormatError
-from . import connection
+from . import connection, placement
 from . import format as ck
 
 __all__ = ["export", "load", "restore", "save"]
@@ -36,13 +36,29 @@ _SAMPLE = 1024  # keys sampled per shard and writer to choose the splitters of s
 
 
 def _run_tasks(model, fn, calls: list[tuple[int, tuple]]) -> list:
-    """``fn(model, *args)`` for each ``(shard, args)``: on that shard's worker, or here."""
+    """``fn(model, *args)`` for each ``(shard, args)``: on that shard's worker, or here.
+
+    Raises
+    ------
+    WorkerLostError
+        A shard's worker left the cluster meanwhile (e.g. every job's walltime ended during
+        a save): the tasks would wait for a worker forever.
+    """
+    from distributed import wait
+
     if model.is_local:
         return [fn(model, *args) for _, args in calls]
     client = model.client
     futs = [client.submit(fn, model, *args, workers=[model.shards[s].address],
                           allow_other_workers=True, pure=False) for s, args in calls]
+    needed = {model.shards[s].address for s, _ in calls}
     try:
+        while True:
+            try:
+                wait(futs, timeout=1.0)
+                break
+            except TimeoutError:  # not done yet: still worth waiting for?
+                placement.check_alive(model, needed)
         return client.gather(futs)
     finally:
         for f in futs:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from .. import _compat
 from ..cluster import worker_info
-from ..exceptions import WorkerLostError
+from ..exceptions import NoShardWorkerError, WorkerLostError
 from ..state.keys import SHARD_PREFIX
 from ..state.shard import Shard
 from ..state.transport import ShardRef
@@ -86,13 +86,12 @@ def replace_shards(model: PSModel, lost: list[int]) -> list[str]:
 
     Raises
     ------
-    ValueError
-        No live worker can host them.
+    NoShardWorkerError
+        No live worker can host them (a ValueError).
     """
     live = shard_workers(model, live_workers(model))
     if not live:
-        raise ValueError("no live worker can host the lost shards"
-                         + (f" (resource {model._resources!r})" if model._resources else ""))
+        raise NoShardWorkerError(model._resources, "the lost shards")
     load = {a: 0 for a in live}
     for r in model.shards:
         if r.index not in lost and r.address in load:

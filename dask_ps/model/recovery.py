@@ -28,8 +28,8 @@ import time
 import warnings
 from typing import Callable
 
-from ..diagnostics.events import log_recovery
-from ..exceptions import RecoveryError, ShardUnavailableError, WorkerLostError
+from ..diagnostics.events import log_checkpoint, log_recovery
+from ..exceptions import NoShardWorkerError, RecoveryError, ShardUnavailableError, WorkerLostError
 from . import connection, placement
 from . import format as ck
 
@@ -123,7 +123,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
     Raises
     ------
     RecoveryError
-        A loss without a checkpoint, or more than ``max_recoveries`` losses.
+        A loss without a checkpoint, more than ``max_recoveries`` losses, or no live
+        worker left to hold the lost shards (it names the checkpoint to resume from).
     Exception
         Any other error of a step, unchanged.
     """
@@ -140,6 +141,9 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         last = model.restore(checkpoint)
         clock = min(last.clock, n_clocks)
         results[:clock] = last.attrs.get("extra", {}).get("results", [None] * clock)[:clock]
+        if not model.is_local:  # the batch log says where the rerun starts
+            log_checkpoint(last.url, last.version, model=model.uid, client=model.client,
+                           resumed_clock=clock)
 
     mine: list[int] = []  # versions this run wrote; older ones (another run's) are kept
 
@@ -161,7 +165,13 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         try:
             if failure is not None:  # inside the try: a loss during recovery is one more
                 if rebuild is None:
-                    rec = recover(model, checkpoint)
+                    try:
+                        rec = recover(model, checkpoint)
+                    except NoShardWorkerError as exc:  # e.g. every job's walltime ended at once
+                        raise RecoveryError(model.lost_shards(), f"{last.url} version "
+                                            f"{last.version} (clock {last.clock})",
+                                            f"{exc}; rerun with resume to continue from the "
+                                            f"checkpoint") from None
                     if on_recover is not None:
                         on_recover()
                 else:
@@ -260,8 +270,8 @@ def recover(model, checkpoint: str, optimizer_state: bool = True) -> dict:
     ------
     CheckpointNotFoundError
         No complete checkpoint.
-    ValueError
-        No live worker can host the lost shards.
+    NoShardWorkerError
+        No live worker can host the lost shards (a ValueError).
     """
     t0 = time.perf_counter()
     with warnings.catch_warnings():

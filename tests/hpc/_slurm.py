@@ -4,8 +4,10 @@ tests: shared by conftest.py's fixture and the tests (``tests.hpc._slurm``)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,8 +18,40 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "tools" / "slurm" / "start_slurm.sh"
 #: CPUs declared for the test node: a driver job, a scheduler and two workers fit at once.
 CPUS = 4
-#: Start-up times measured in this session (printed at the end of the run).
+#: Start-up and recovery times measured in this session (printed at the end of the run).
 TIMINGS: dict[str, float] = {}
+PYTHON = sys.executable
+DASK_PS = str(Path(sys.executable).with_name("dask-ps"))
+#: the test Slurm lives on loopback: scheduler and workers must never bind another interface
+NET = ["--interface", "lo", "--dashboard-address", "127.0.0.1:0"]
+#: ``dask-ps train lr`` on a9a over two Slurm worker jobs (add ``--log-dir``): the reference
+#: fit and the fits that lose a job mid-way run the same options. 30 epochs of about 0.3 s
+#: each (more under load) leave time to cancel a job after the second.
+LR_SLURM = [PYTHON, "-m", "dask_ps.cli", "train", "lr", "--dataset", "a9a", "--cluster", "slurm",
+            "--workers", "2", "--walltime", "00:10:00", "--timeout", "120", "--max-iter", "30",
+            "--seed", "0", *NET]
+
+
+def auc(text: str) -> float:
+    """The AUC of the single ``test: AUC x`` line of ``text``."""
+    found = re.findall(r"^test: AUC (\d\.\d+)", text, re.M)
+    assert len(found) == 1, text[-3000:]
+    return float(found[0])
+
+
+def note_times(stdout: str, mode: str) -> None:
+    """Record the ``cluster:`` line's start-up times."""
+    m = re.search(r"scheduler after ([\d.]+) s, first worker after ([\d.]+) s, all \d+ after "
+                  r"([\d.]+) s", stdout)
+    if m:
+        TIMINGS[f"{mode}: scheduler up (s)"] = float(m.group(1))
+        TIMINGS[f"{mode}: first worker (s)"] = float(m.group(2))
+        TIMINGS[f"{mode}: all workers (s)"] = float(m.group(3))
+
+
+def load() -> str:
+    """The machine's load averages (1, 5, 15 min), for the figures a test reports."""
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 @dataclass

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from ._slurm import TIMINGS, start_slurm, stop_slurm
+from ._slurm import LR_SLURM, TIMINGS, start_slurm, stop_slurm
 
 
 @pytest.fixture(scope="session")
@@ -45,8 +46,27 @@ def jobdir(slurm, tmp_path):
     return tmp_path
 
 
+@pytest.fixture
+def env(slurm, data):
+    """The environment of a command run against the test Slurm."""
+    return {**slurm.env, "DASK_PS_DATA": str(data), "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture(scope="session")
+def lr_reference(slurm, data, tmp_path_factory):
+    """One uninterrupted ``dask-ps train lr`` on two Slurm worker jobs (``LR_SLURM``): its
+    completed process and its jobs' log folder. Tests check it, and compare with it the fits
+    that lose a job."""
+    folder = tmp_path_factory.mktemp("lr-reference")
+    os.chmod(folder, 0o755)
+    env = {**slurm.env, "DASK_PS_DATA": str(data), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.run([*LR_SLURM, "--log-dir", str(folder / "logs")], env=env, cwd=folder,
+                          capture_output=True, text=True, timeout=600)
+    return proc, folder / "logs"
+
+
 def pytest_terminal_summary(terminalreporter):
     if TIMINGS:
-        terminalreporter.write_sep("-", "HPC start-up times (this run)")
+        terminalreporter.write_sep("-", "HPC start-up and recovery times (this run)")
         for k, v in TIMINGS.items():
-            terminalreporter.write_line(f"{k}: {v:.2f}")
+            terminalreporter.write_line(f"{k}: {v:.4g}")

@@ -10,38 +10,14 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from ._slurm import REPO, TIMINGS, start_slurm, stop_slurm
+from ._slurm import DASK_PS, NET, PYTHON, REPO, TIMINGS, auc, note_times, start_slurm, stop_slurm
 
 pytestmark = pytest.mark.timeout(300)
-
-PYTHON = sys.executable
-DASK_PS = str(Path(sys.executable).with_name("dask-ps"))
-#: the test Slurm lives on loopback: scheduler and workers must never bind another interface
-NET = ["--interface", "lo", "--dashboard-address", "127.0.0.1:0"]
-
-
-def auc(text: str) -> float:
-    """The AUC of the single ``test: AUC x`` line of ``text``."""
-    found = re.findall(r"^test: AUC (\d\.\d+)", text, re.M)
-    assert len(found) == 1, text[-3000:]
-    return float(found[0])
-
-
-def note_times(stdout: str, mode: str) -> None:
-    """Record the ``cluster:`` line's start-up times."""
-    m = re.search(r"scheduler after ([\d.]+) s, first worker after ([\d.]+) s, all \d+ after "
-                  r"([\d.]+) s", stdout)
-    if m:
-        TIMINGS[f"{mode}: scheduler up (s)"] = float(m.group(1))
-        TIMINGS[f"{mode}: first worker (s)"] = float(m.group(2))
-        TIMINGS[f"{mode}: all workers (s)"] = float(m.group(3))
-
 
 def batch(slurm, args: list[str], env: dict, timeout: float, cwd: Path) -> tuple[dict, str]:
     """Submit ``sbatch args``, wait (bounded) until the job has finished; its final record
@@ -77,11 +53,6 @@ def test_cannot_run_is_a_skip_with_the_reason(tmp_path, monkeypatch):
         start_slurm(tmp_path)
 
 
-@pytest.fixture
-def env(slurm, data):
-    return {**slurm.env, "DASK_PS_DATA": str(data), "PYTHONUNBUFFERED": "1"}
-
-
 def test_slurm_runs_and_stops_cleanly(slurm):
     """A second private Slurm next to the session's: a running job, then stop ends the job,
     its step and every daemon (nothing of it left in ps)."""
@@ -105,18 +76,15 @@ def test_slurm_runs_and_stops_cleanly(slurm):
     assert slurm.jobs() == []  # the session's Slurm is untouched
 
 
-def test_train_lr_on_slurm_jobs(slurm, env, jobdir):
+@pytest.mark.timeout(900)  # the fixture's fit, bounded at 600 s for a heavily loaded machine
+def test_train_lr_on_slurm_jobs(slurm, lr_reference):
     """dask-ps train lr --cluster slurm: 2 worker jobs, AUC >= 0.900, every job gone when
-    the command ends."""
-    proc = subprocess.run(
-        [PYTHON, "-m", "dask_ps.cli", "train", "lr", "--dataset", "a9a", "--cluster", "slurm",
-         "--workers", "2", "--walltime", "00:10:00", "--log-dir", str(jobdir / "logs"),
-         "--timeout", "120", *NET],
-        env=env, cwd=jobdir, capture_output=True, text=True, timeout=280)
+    the command ends (the run is the ``lr_reference`` fixture's)."""
+    proc, logs = lr_reference
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert auc(proc.stdout) >= 0.900
     assert "cluster: SLURMCluster: 2 data jobs (1 core, 2GB, walltime 00:10:00)" in proc.stdout
-    assert len(list((jobdir / "logs").glob("dask-worker-*.err"))) == 2  # two Slurm jobs ran
+    assert len(list(logs.glob("dask-worker-*.err"))) == 2  # two Slurm jobs ran
     note_times(proc.stdout, "--cluster slurm")
     slurm.wait_idle(30)
 
