@@ -14,7 +14,8 @@ fits, in this process (``client="local"``), of :class:`~dask_ps.LogisticRegressi
 solver, binary and multi-class, ``step_on`` worker and server, L1 and L2, float32 and float64
 input, with an ``eval_set``) and :class:`~dask_ps.MatrixFactorization` (both solvers), after
 reading a small libsvm file with :func:`dask_ps.io.read_libsvm` and a small click table
-with :func:`dask_ps.io.read_ctr`. Warming twice is harmless: the second run loads every kernel
+with :func:`dask_ps.io.read_ctr`; and ``dask-ps train lr`` (what ``make run`` runs) on the
+small libsvm file with a one-worker local cluster. Warming twice is harmless: the second run loads every kernel
 from the cache and takes a few seconds.
 """
 
@@ -61,6 +62,24 @@ def _ctr(tmp: str) -> None:
     X.compute(), y.compute()
 
 
+def _command_line(tmp: str) -> None:
+    """``make run``'s own path (``dask-ps train lr`` on a local cluster, whose worker processes
+    compile into the same caches): the reader's dtypes, checkpoints, the test scoring."""
+    import contextlib
+    import io
+
+    from .cli import main
+
+    path = os.path.join(tmp, "tiny.libsvm")
+    for solver in ("ftrl", "lbfgs"):
+        with contextlib.redirect_stdout(io.StringIO()):
+            status = main(["train", "lr", "--train", path, "--test", path, "--workers", "1",
+                           "--solver", solver, "--max-iter", "2",
+                           "--checkpoint", os.path.join(tmp, f"ck-{solver}")])
+        if status != 0:
+            raise RuntimeError(f"dask-ps train lr --solver {solver} failed ({status})")
+
+
 def _lr(X, y, Xe, ye) -> None:
     from . import LogisticRegression
 
@@ -105,6 +124,7 @@ def warm(verbose: bool = True) -> float:
     y3 = rng.integers(0, 3, 200)
     steps = [("libsvm reader", lambda tmp: _libsvm(tmp)),
              ("click-table reader", lambda tmp: _ctr(tmp)),
+             ("dask-ps train lr (a local cluster)", _command_line),
              ("logistic regression, float64 input", lambda tmp: (
                  _lr(X, y2, X[:50], y2[:50]), _lr(X, y3, X[:50], y3[:50]))),
              ("logistic regression, float32 input", lambda tmp: _lr(

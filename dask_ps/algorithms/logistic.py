@@ -152,20 +152,19 @@ def _lbfgs(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init, l
     history = []
     with FitMonitor(model, loop.name, None, progress=loop.progress,
                     unit="evaluation") as monitor:
-        def on_evaluation(obj):
+        def on_evaluation(obj, nbytes):
             e = len(history) + 1
             if not math.isfinite(obj):
                 raise DivergenceError(loop.name, e, f"the objective is {obj}",
                                       "scale the features (e.g. scikit-learn's "
                                       "StandardScaler or MaxAbsScaler) or lower C")
-            history.append(dict(epoch=e, evaluation=e, loss=obj))
+            history.append(dict(epoch=e, evaluation=e, loss=obj, bytes=nbytes))
             monitor.epoch_done(e, obj)
 
         W, nit = train_lbfgs(model, data, shape, C, penalty, fit_intercept, max_iter, tol,
                              None if init is None else init.W, on_evaluation)
     for h in history:
-        h.update(time=monitor.entries.get(h["epoch"], {}).get("time", math.nan),
-                 bytes=monitor.entries.get(h["epoch"], {}).get("bytes", math.nan))
+        h.update(time=monitor.entries.get(h["epoch"], {}).get("time", math.nan))
     return W, nit, history
 
 
