@@ -73,11 +73,11 @@ def race(name, X, y, Xt, yt, dX, dy, client, max_iter, tol, load):
                      roc_auc_score(yt, ours.decision_function(Xt))))
     bound = touched_bound(X, 2)
     print(f"\n{name} (load average {load():.1f}); bytes bound 2 x touched x 4 B x workers = "
-          f"{bound / 1e6:.2f} MB")
+          f"{bound / 1e6:.4f} MB")
     print(f"{'contender':22s} {'wall s':>8s} {'iters':>6s} {'s/iter':>8s} "
           f"{'MB/eval (1st, median)':>22s} {'objective':>16s} {'test AUC':>9s}")
     for who, wall, nit, nb, obj, auc in rows:
-        mb = "" if nb is None else f"{nb[0] / 1e6:.2f}, {nb[1] / 1e6:.2f}"
+        mb = "" if nb is None else f"{nb[0] / 1e6:.4f}, {nb[1] / 1e6:.4f}"
         print(f"{who:22s} {wall:8.2f} {nit:6d} {wall / max(nit, 1):8.3f} {mb:>22s} "
               f"{obj:16.6f} {auc:9.4f}")
     (_, w_sk, n_sk, _, f_sk, _), (_, w_ps, n_ps, _, f_ps, _) = rows
