@@ -95,7 +95,10 @@ def _task_evaluate(ps, item, n_features: int, fit: str, version: int) -> tuple:
     loss = logistic_grad(blk.indptr, blk.indices, blk.data, blk.Y, w[:-1], w[-1], grad[:-1],
                          grad[-1])
     if change.dtype == np.float32:
-        g32 = grad.astype(np.float32)
+        with np.errstate(over="ignore"):
+            g32 = grad.astype(np.float32)
+        if not np.isfinite(g32).all():  # beyond float32's range: send it as it is
+            return loss, grad, 0.0
         err = float(np.max(np.abs(g32 - grad), initial=0.0))
         return loss, g32, err
     return loss, grad, 0.0
@@ -133,7 +136,11 @@ class _Evaluations:
         W = x.reshape(self.shape)
         self.version += 1
         version, fit, n_features = self.version, self.fit, self.n_features
-        change = (W - self.held).astype(self.wire)
+        with np.errstate(over="ignore"):
+            change = (W - self.held).astype(self.wire)
+        if self.wire == np.float32 and not np.isfinite(change).all():
+            self.wire = np.float64  # beyond float32's range
+            change = W - self.held
         self.held += change  # exactly what the tasks add
         items = [(parts, change[k], False) for parts, k in zip(self.items, self.keys)]
 
