@@ -6,6 +6,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# numba's on-disk caches of the kernels (next to the sources), filled once after installing
+# and again whenever a source file changes, so the first fit does not compile (dask_ps._warm)
+WARM := $(VENV)/.warm
 CONSTRAINTS := requirements/constraints.txt
 LATEST := .venv-latest
 LATEST_STAMP := $(LATEST)/.installed
@@ -17,6 +20,10 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PY) -m pip install --upgrade pip -c $(CONSTRAINTS)
 	$(PY) -m pip install -c $(CONSTRAINTS) -e ".[test]"
 	touch $(STAMP)
+
+$(WARM): $(STAMP) $(shell find dask_ps -name '*.py')
+	$(PY) -m dask_ps._warm
+	touch $(WARM)
 
 # The newest release of every dependency (no constraints), upgraded on every run.
 $(LATEST_STAMP): pyproject.toml
@@ -36,10 +43,10 @@ constraints: $(LATEST_STAMP)  ## pin what .venv-latest holds (run after test-lat
 	  $(LATEST)/bin/python -m pip freeze --all --exclude-editable | grep -v '^setuptools=='; \
 	} > $(CONSTRAINTS)
 
-run: $(STAMP)  ## the main job: logistic regression on a9a on a local Dask cluster
+run: $(WARM)  ## the main job: logistic regression on a9a on a local Dask cluster
 	$(VENV)/bin/dask-ps train lr --dataset a9a
 
-test: $(STAMP) chromium slurm  ## the whole suite, slow tests included (what CI runs)
+test: $(WARM) chromium slurm  ## the whole suite, slow tests included (what CI runs)
 	$(PY) -m pytest -q
 
 # Headless Chromium draws the dashboard page in tests/diagnostics (Debian's package).
@@ -56,10 +63,10 @@ slurm:
 	  $$SUDO bash tools/slurm/start_slurm.sh install || \
 	  echo "Slurm not installed: tests/hpc will be skipped (pytest -ra gives the reason)"
 
-test-fast: $(STAMP)
+test-fast: $(WARM)
 	$(PY) -m pytest -q -m "not slow"
 
-bench: $(STAMP)
+bench: $(WARM)
 	$(PY) benchmarks/ps_core.py
 
 clean:
