@@ -215,11 +215,13 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
         _say(f"training {algo.estimator} on {data.summary}, "
              f"{len(client.nthreads())} workers")
         events = _Events(client)
+        # checkpoint="auto" snapshots go to a temporary folder deleted after the fit
+        kept = est.get_params().get("checkpoint") not in (None, "auto")
         t0 = time.perf_counter()
         try:
             est.fit(*data.fit_args, **data.fit_kwargs)
         except BaseException:  # a batch log must say where to resume from
-            if events.checkpoints:
+            if events.checkpoints and kept:
                 _say(f"last checkpoint: {events.checkpoints[-1]} (rerun with --resume auto "
                      f"to continue from it)")
             raise
@@ -228,7 +230,7 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
         _say(rate_line(est.history_, data.units, algo.unit, wall))
         for line in algo.report(est, args):
             _say(line)
-        if events.checkpoints:
+        if events.checkpoints and kept:
             _say(f"last checkpoint: {events.checkpoints[-1]}")
         if data.test is not None:
             for line in algo.score(est, data.test):
