@@ -58,11 +58,14 @@ def _mmap_threshold_effect(ps, item):
 
     from dask_ps.state._malloc import tune_malloc
 
-    np.ones(100_000)  # the heap has the room afterwards
-    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
-    for _ in range(3):
-        np.ones(100_000)
-    return tune_malloc(), resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
+    faults = []
+    for _ in range(3):  # the best of three: a thread's first rounds may set up its arena
+        np.ones(100_000)  # the heap has the room afterwards
+        before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        for _ in range(3):
+            np.ones(100_000)
+        faults.append(resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before)
+    return tune_malloc(), min(faults)
 
 
 def test_worker_processes_keep_large_temporaries_on_the_heap(client2):
