@@ -43,6 +43,8 @@ def _cluster_fixture(n_workers: int, threads: int, doc: str):
 
 client2 = _cluster_fixture(2, 1, "2 worker processes x 1 thread.")
 client1 = _cluster_fixture(1, 1, "1 worker process x 1 thread.")
+client3 = _cluster_fixture(3, 1, "3 worker processes x 1 thread (module-scoped: tests that kill "
+                                   "a worker leave other modules a whole cluster).")
 client1x4 = _cluster_fixture(1, 4, "1 worker process x 4 threads.")
 client2x2 = _cluster_fixture(2, 2, "2 worker processes x 2 threads: threads of a process "
                                    "sharing the direct channels to the other's shard.")

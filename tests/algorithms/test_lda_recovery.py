@@ -22,14 +22,6 @@ FIT = dict(n_components=20, doc_topic_prior=0.1, topic_word_prior=0.01, max_iter
            random_state=3, progress=False, evaluate_every=10)
 
 
-@pytest.fixture(scope="module")
-def client3():
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None,
-                      worker_dashboard_address=None) as cluster, Client(cluster) as client:
-        yield client
-
 
 @pytest.fixture(scope="module")
 def ap(data):

@@ -17,14 +17,6 @@ from dask_ps.cluster import worker_info
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.fixture(scope="module")
-def client3():
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None,
-                      worker_dashboard_address=None) as cluster, Client(cluster) as client:
-        yield client
-
 
 def _data(n=4000, d=40, seed=0):
     X = sp.random(n, d, density=0.2, format="csr", random_state=seed)

@@ -20,14 +20,6 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 FIT = dict(solver="ftrl", max_iter=12, random_state=0)
 
 
-@pytest.fixture(scope="module")
-def client3():
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None,
-                      worker_dashboard_address=None) as cluster, Client(cluster) as client:
-        yield client
-
 
 @pytest.fixture(scope="module")
 def a9a(data, client3):
