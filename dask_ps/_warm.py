@@ -14,7 +14,10 @@ fits, in this process (``client="local"``), of :class:`~dask_ps.LogisticRegressi
 solver, binary and multi-class, ``step_on`` worker and server, L1 and L2, float32 and float64
 input, with an ``eval_set``) and :class:`~dask_ps.MatrixFactorization` (both solvers), after
 reading a small libsvm file with :func:`dask_ps.io.read_libsvm` and a small click table
-with :func:`dask_ps.io.read_ctr`; and ``dask-ps train lr`` (what ``make run`` runs) on the
+with :func:`dask_ps.io.read_ctr`; :class:`~dask_ps.FactorizationMachineClassifier`,
+:class:`~dask_ps.LatentDirichletAllocation` (dense and sparse word-topic rows),
+:class:`~dask_ps.GBDTClassifier` and :class:`~dask_ps.GBDTRegressor` (binary, multi-class,
+regression; float64, float32 and sparse input, with missing values); and ``dask-ps train lr`` (what ``make run`` runs) on the
 small libsvm file with a one-worker local cluster. Warming twice is harmless: the second run
 loads every kernel from the cache and takes a few seconds.
 """
@@ -104,6 +107,36 @@ def _mf() -> None:
                             client="local").fit(X).predict(X[:10, :2])
 
 
+def _fm(X, y) -> None:
+    from . import FactorizationMachineClassifier
+
+    FactorizationMachineClassifier(k=2, max_iter=2, random_state=0, client="local").fit(
+        X, y).predict_proba(X[:10])
+
+
+def _lda() -> None:
+    from . import LatentDirichletAllocation
+
+    rng = np.random.default_rng(0)
+    counts = sp.csr_matrix(rng.poisson(0.3, (60, 40)).astype(np.float64))
+    for k in (3, 40):  # dense and sparse word-topic rows
+        lda = LatentDirichletAllocation(n_components=k, max_iter=3, random_state=0,
+                                        client="local").fit(counts)
+        lda.transform(counts[:5]), lda.perplexity(counts[:5])
+
+
+def _gbdt(X, y2, y3) -> None:
+    from . import GBDTClassifier, GBDTRegressor
+
+    dense = X.toarray()
+    dense[::7, 3] = np.nan  # missing values take their own path
+    for data in (dense, dense.astype(np.float32), X):
+        for model, target in ((GBDTClassifier, y2), (GBDTClassifier, y3),
+                              (GBDTRegressor, y2 + 0.5)):
+            model(n_estimators=2, max_leaf_nodes=4, min_samples_leaf=2, random_state=0,
+                  client="local").fit(data, target).predict(data[:10])
+
+
 def warm(verbose: bool = True) -> float:
     """Run the tiny fits that compile (or load) every kernel a fit uses; returns seconds.
 
@@ -129,7 +162,10 @@ def warm(verbose: bool = True) -> float:
                  _lr(X, y2, X[:50], y2[:50]), _lr(X, y3, X[:50], y3[:50]))),
              ("logistic regression, float32 input", lambda tmp: _lr(
                  X.astype(np.float32), y2, X[:50].astype(np.float32), y2[:50])),
-             ("matrix factorization", lambda tmp: _mf())]
+             ("matrix factorization", lambda tmp: _mf()),
+             ("factorization machine", lambda tmp: _fm(X, y2)),
+             ("latent Dirichlet allocation", lambda tmp: _lda()),
+             ("gradient-boosted trees", lambda tmp: _gbdt(X, y2, y3))]
     with tempfile.TemporaryDirectory(prefix="dask-ps-warm-") as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tiny fits stop early and say so: not news here
         for what, fn in steps:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-# the kernels a logistic-regression or matrix-factorization fit spends its time in
+# the kernels a logistic-regression or matrix-factorization fit spends its time in (the FM,
+# LDA and GBDT kernels are checked by the fresh-process fit below)
 HOT = [("dask_ps/algorithms/_logistic_kernels.py", "logistic_grad"),
        ("dask_ps/algorithms/_logistic_kernels.py", "local_steps"),
        ("dask_ps/algorithms/_logistic_kernels.py", "_binary_ftrl_steps"),
@@ -28,13 +29,20 @@ _FRESH_FIT = r"""
 import json, sys, warnings
 import numba, numpy as np, scipy.sparse as sp
 warnings.simplefilter("ignore")
-from dask_ps import LogisticRegression, MatrixFactorization
+from dask_ps import (FactorizationMachineClassifier, GBDTClassifier, GBDTRegressor,
+                     LatentDirichletAllocation, LogisticRegression, MatrixFactorization)
 X = sp.random(120, 30, density=0.2, format="csr", random_state=1)
 y = np.arange(120) % 2
 for solver in ("ftrl", "lbfgs"):
     LogisticRegression(client="local", solver=solver, max_iter=2).fit(X, y).predict(X)
 R = np.column_stack([np.arange(100) % 9, np.arange(100) % 7, 1 + np.arange(100) % 5])
 MatrixFactorization(client="local", rank=3, max_iter=2).fit(R.astype(float))
+FactorizationMachineClassifier(client="local", k=3, max_iter=2).fit(X, y).predict(X)
+counts = sp.csr_matrix(np.random.default_rng(0).poisson(0.5, (50, 30)).astype(float))
+LatentDirichletAllocation(client="local", n_components=4, max_iter=3).fit(counts).transform(counts)
+D = np.random.default_rng(0).normal(size=(150, 6))
+GBDTClassifier(client="local", n_estimators=3, min_samples_leaf=5).fit(D, D[:, 0] > 0).predict(D)
+GBDTRegressor(client="local", n_estimators=3, min_samples_leaf=5).fit(D, D[:, 1]).predict(D)
 out = {}
 for name, mod in list(sys.modules.items()):
     if not name.startswith("dask_ps"):
@@ -79,6 +87,8 @@ def test_a_fresh_process_fits_without_compiling_after_the_warm_step(warmed):
     used = {k: v for k, v in stats.items() if v[0] + v[1] > 0}
     assert any(k.endswith(".logistic_grad") for k in used), sorted(used)
     assert any(k.endswith(".sgd_sweep") for k in used), sorted(used)
+    for module in ("_fm_kernels", "_lda_kernels", "_gbdt_kernels"):
+        assert any(f".{module}." in k for k in used), (module, sorted(used))
     compiled = {k: v[1] for k, v in used.items() if v[1]}
     assert not compiled, f"compiled in the user's first fit (not warmed): {compiled}"
 
