@@ -201,7 +201,7 @@ def _rss_stop(dask_worker=None) -> float:
 
 
 #: Per-iteration seconds of the slowest task in ``history_`` (see LatentDirichletAllocation).
-PARTS = ("wait_s", "word_s", "push_s", "doc_s", "pull_s", "cpu_s")
+PARTS = ("wait_s", "word_s", "push_s", "clock_s", "doc_s", "pull_s", "cpu_s")
 
 
 def run_estimator(client, X, n_topics, iterations, n_mh=1, seed=0, log=print, split=None,
@@ -404,7 +404,8 @@ def main(argv=None) -> dict:
 def _breakdown(ours: dict) -> str:
     ms = ours["ms_per_iteration"]
     return (f"per iteration (median, slowest task): waiting for rows {ms['wait_s']:.1f} ms, "
-            f"word phase {ms['word_s']:.1f}, push+clock {ms['push_s']:.1f}, doc phase "
+            f"word phase {ms['word_s']:.1f}, push {ms['push_s']:.1f}, clock "
+            f"{ms['clock_s']:.1f}, doc phase "
             f"{ms['doc_s']:.1f} ms; the pull took {ms['pull_s']:.1f} ms, overlapped with the "
             f"doc phase; sampler thread CPU {ms['cpu_s']:.1f} ms per worker; worker processes' "
             f"CPU {ours['worker_cpu_ms_per_iteration']:.1f} ms per iteration (both, every "

@@ -34,7 +34,7 @@ from . import _lda_kernels as kr
 from . import _lda_tokens as tk
 from ._lda_eval import doc_loglik, topic_loglik
 from ._lda_table import (
-    flat_keys,
+    delta_entries,
     join_shards,
     sample_from_rows,
     select_rows,
@@ -49,7 +49,8 @@ __all__ = ["TABLE", "TIMES", "as_csr", "assignments_task", "setup_task", "table_
 TABLE = "nwk"
 
 #: Seconds a :func:`train_task` record holds per iteration (see its docstring).
-TIMES = ("wait_s", "word_s", "push_s", "doc_s", "sample_s", "pull_s", "cpu_s")
+TIMES = ("wait_s", "word_s", "push_s", "clock_s", "doc_s", "sample_s", "pull_s",
+         "cpu_s")
 
 
 def as_csr(value) -> sp.csr_matrix:
@@ -87,7 +88,7 @@ def _new_sampler(st: dict, cfg: dict, seed: tuple) -> None:
     room = kr.delta_capacity(st["word_ptr"], cfg["n_topics"])
     st["delta"] = (np.zeros(st["vocab"].shape[0] + 1, np.int64), np.zeros(room, np.int32),
                    np.zeros(room, np.int32))
-    st["keys"] = np.zeros(room, np.int64)
+    st["keys"], st["values"] = np.zeros(room, np.int64), np.zeros(room, np.int32)
     st["pending_doc"] = False
 
 
@@ -195,7 +196,10 @@ def train_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[dict]:
     totals' part, from task 0 only, on iterations ``cfg["evaluate"]`` says), and seconds of
     the task: ``wait_s`` waiting for the iteration's rows (what the doc phase of the
     iteration before did not hide), ``word_s`` and ``doc_s`` in the two phases,
-    ``push_s`` making and queueing the delta and the clock, ``sample_s`` (word + doc).
+    ``push_s`` making and queueing the delta, ``clock_s`` in the clock (the process's
+    pushes merged and queued) and sending the next pull off, ``sample_s`` (word + doc),
+    ``pull_s`` the pull's own seconds (mostly hidden), ``cpu_s`` the thread's CPU seconds
+    in the two phases.
     """
     sts = [p.state for p in parts]
     if any("state" not in st for st in sts):
@@ -235,8 +239,8 @@ def train_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[dict]:
                                     out_ptr, out_topic, out_value)
                 tp = time.perf_counter()
                 if nnz:
-                    ps.push(TABLE, flat_keys(st["vocab"], out_ptr, out_topic, nnz, K,
-                                             st["keys"]), out_value[:nnz])
+                    ps.push(TABLE, *delta_entries(st["vocab"], out_ptr, out_topic, out_value,
+                                                  nnz, K, st["keys"], st["values"]))
                 push_s += time.perf_counter() - tp
                 st["nk"], st["nk_delta"] = nk, nk_delta
             t2 = time.perf_counter()
@@ -260,7 +264,7 @@ def train_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[dict]:
             c4 = time.thread_time()
             word_s = t2 - t1 - push_s
             records.append(dict(doc_ll=doc_ll, wait_s=t1 - t0, word_s=word_s,
-                                push_s=push_s + t3 - t2, doc_s=t4 - t3,
+                                push_s=push_s, clock_s=t3 - t2, doc_s=t4 - t3,
                                 sample_s=word_s + t4 - t3, pull_s=pull_s,
                                 cpu_s=c2 - c1 + c4 - c3))
         if lead and evaluate(last):

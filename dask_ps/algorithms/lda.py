@@ -235,8 +235,11 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         iteration: the job's time over its iterations), ``bytes`` (pulled and pushed), and
         the seconds of the slowest task in each part of the iteration: ``wait_s`` (waiting
         for its rows, what the overlap with the doc phase did not hide), ``word_s`` and
-        ``doc_s`` (the sampler's two phases), ``push_s`` (making the delta and the clock),
-        ``sample_s`` (word + doc); a ``{"event": "recovery", ...}`` record per recovery.
+        ``doc_s`` (the sampler's two phases), ``push_s`` (making the delta), ``clock_s``
+        (the clock: pushes merged and queued, the next pull sent off), ``sample_s`` (word +
+        doc), ``pull_s`` (the pull's own time, overlapped with the doc phase), ``cpu_s``
+        (the sampling thread's CPU seconds in the two phases); a ``{"event": "recovery",
+        ...}`` record per recovery.
     vocabulary_ : ndarray of str (n_features,)
         The terms, when given to :meth:`fit`.
 
