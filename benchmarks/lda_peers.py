@@ -1,6 +1,7 @@
 """LDA against its peers, in one run: tokens per second and held-out perplexity on AP.
 
     python benchmarks/lda_peers.py [--topics 20 100] [--iterations 300] [--speed-topics 1000]
+                                   [--generated-tokens 10000000] [--generated-topics 100 1000]
                                    [--ours-only] [--kernels] [--json out.json] [--quick]
 
 Protocol (issue 13, the same for every system): the AP corpus (``$DASK_PS_DATA/lda_ap``), 10 %
@@ -12,11 +13,17 @@ iterations given each model's φ (α = 0.1 pseudo-counts), perplexity over the s
 Contenders:
 
 * dask_ps: ``dask_ps.LatentDirichletAllocation`` on a ``LocalCluster`` of 2 worker processes
-  x 1 thread (one shard each), BSP. Tokens/s = training tokens x iterations / wall time of
-  the iterations after the first (which includes compiling the numba kernels on a cold
-  cache), from ``history_``; the peak resident memory of each worker process is reported.
-  ``--speed-topics`` adds a speed-only run (fewer iterations, no perplexity target) at a
-  large K. ``--kernels`` runs instead the sampling kernels under a single-process simulated
+  x 1 thread (one shard each), BSP, Dask's statistical profiler of the workers off
+  (``--dask-profiler`` keeps it: it walks every thread's stack every 10 ms). Tokens/s =
+  training tokens x iterations / wall time of the iterations after the first (which
+  includes compiling the numba kernels on a cold cache), from ``history_``, with the
+  per-iteration breakdown of the slowest task (waiting for rows, word phase, push, doc
+  phase; the pull's own time, overlapped with the doc phase) and the worker processes' CPU
+  per iteration against the sampler's; the peak resident memory of each worker process
+  during the fit (psutil, polled every 0.1 s). ``--speed-topics`` adds a speed-only run
+  (fewer iterations) at a large K. A generated corpus (``make_corpus``: LDA's generative
+  model, 10^7 tokens, 30,000 terms, 100 true topics) gives tokens/s and peak memory per
+  worker at ``--generated-topics``. ``--kernels`` runs instead the sampling kernels under a single-process simulated
   PS loop (2 simulated workers; tokens per CPU-second of the kernels alone).
 * tomotopy ``LDAModel`` (collapsed Gibbs, 2 threads, hyper-parameter optimisation off so that
   α stays 0.1), gensim ``LdaMulticore`` (online variational Bayes, 1 extra worker process),
@@ -155,38 +162,122 @@ def run_dask_ps(split, n_topics, iterations, n_workers=2, n_mh=1, eval_at=(), se
             "phi": phi_from_counts(nwk, ETA)}
 
 
-def run_estimator(client, split, n_topics, iterations, n_mh=1, seed=0, log=print) -> dict:
-    """``dask_ps.LatentDirichletAllocation`` on ``client``'s cluster; the issue's perplexity."""
-    import resource
+class PeakRSS:
+    """Peak resident memory of each worker process during a block, from a thread in every
+    worker that reads ``psutil.Process().memory_info().rss`` every ``every`` seconds."""
 
+    def __init__(self, client, every: float = 0.1) -> None:
+        self.client, self.every, self.mb = client, every, []
+
+    def __enter__(self):
+        self.client.run(_rss_start, self.every)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.mb = sorted(self.client.run(_rss_stop).values())
+
+
+def _rss_start(every: float, dask_worker=None) -> None:
+    import threading
+
+    import psutil
+
+    worker, proc, stop = dask_worker, psutil.Process(), threading.Event()
+    worker._lda_bench_rss = [proc.memory_info().rss, stop]
+
+    def poll():
+        while not stop.wait(every):
+            worker._lda_bench_rss[0] = max(worker._lda_bench_rss[0], proc.memory_info().rss)
+
+    threading.Thread(target=poll, daemon=True).start()
+
+
+def _rss_stop(dask_worker=None) -> float:
+    import psutil
+
+    peak, stop = dask_worker._lda_bench_rss
+    stop.set()
+    return max(peak, psutil.Process().memory_info().rss) / 2**20
+
+
+#: Per-iteration seconds of the slowest task in ``history_`` (see LatentDirichletAllocation).
+PARTS = ("wait_s", "word_s", "push_s", "clock_s", "doc_s", "pull_s", "cpu_s")
+
+
+def run_estimator(client, X, n_topics, iterations, n_mh=1, seed=0, log=print, split=None,
+                  evaluate_every=None) -> dict:
+    """``dask_ps.LatentDirichletAllocation`` on ``client``'s cluster, trained on ``X``; the
+    issue's perplexity when ``split`` (whose training documents ``X`` are) is given.
+
+    Tokens/s are over the iterations after the first (which may compile on a cold cache);
+    the worker processes' CPU seconds per iteration (psutil, every thread: sampler, pulls,
+    shards, Dask's event loop) are set against the sampler's own (``cpu_s``, the phases'
+    thread time, summed over the workers) to show the overhead.
+    """
     from dask_ps import LatentDirichletAllocation
 
-    def peak_rss_mb() -> float:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
+    if evaluate_every is None:
+        evaluate_every = max(1, iterations // 5)
     lda = LatentDirichletAllocation(n_components=n_topics, doc_topic_prior=ALPHA,
                                     topic_word_prior=ETA, max_iter=iterations, mh_steps=n_mh,
-                                    evaluate_every=max(1, iterations // 5), client=client,
+                                    evaluate_every=evaluate_every, client=client,
                                     random_state=seed, progress=False)
+    cpu0 = client.run(_process_cpu)
     t0 = time.perf_counter()
-    lda.fit(split.train)
+    with PeakRSS(client) as rss:
+        lda.fit(X)
     fit = time.perf_counter() - t0
+    cpu = sum(client.run(_process_cpu).values()) - sum(cpu0.values())
     steps = [h for h in lda.history_ if "event" not in h]
     n_tokens = lda.n_tokens_
     rest = steps[-1]["time"] - steps[0]["time"]
-    phi = lda.components_ / lda.components_.sum(axis=1, keepdims=True)
     ll = [h for h in steps if "loss" in h]
     for h in ll:
         log(f"  dask_ps K={n_topics} iteration {h['epoch']}: log p(w,z)/token "
             f"{-h['loss']:.4f} at {h['time']:.1f} s")
-    return {"tokens": n_tokens, "iterations": iterations, "n_mh": n_mh, "fit_s": fit,
-            "first_iteration_s": steps[0]["time"],
-            "tokens_per_s": n_tokens * (len(steps) - 1) / rest,
-            "sample_s_per_iteration": float(np.mean([h["sample_s"] for h in steps[1:]])),
-            "wait_s_per_iteration": float(np.mean([h["wait_s"] for h in steps[1:]])),
-            "loglik_per_token": -ll[-1]["loss"],
-            "peak_rss_mb_per_worker": sorted(client.run(peak_rss_mb).values()),
-            "perplexity": perplexity(phi, split, ALPHA), "phi": phi}
+    out = {"tokens": n_tokens, "iterations": iterations, "n_mh": n_mh, "fit_s": fit,
+           "first_iteration_s": steps[0]["time"],
+           "tokens_per_s": n_tokens * (len(steps) - 1) / rest,
+           "ms_per_iteration": {k: 1e3 * float(np.median([h[k] for h in steps[1:]]))
+                                for k in PARTS},
+           "worker_cpu_ms_per_iteration": 1e3 * cpu / len(steps),
+           "loglik_per_token": -ll[-1]["loss"] if ll else None,
+           "peak_rss_mb_per_worker": rss.mb,
+           "phi": lda.components_ / lda.components_.sum(axis=1, keepdims=True)}
+    if split is not None:
+        out["perplexity"] = perplexity(out["phi"], split, ALPHA)
+    return out
+
+
+def _process_cpu() -> float:
+    import psutil
+
+    t = psutil.Process().cpu_times()
+    return t.user + t.system
+
+
+def make_corpus(n_tokens: int, *, n_words: int = 30_000, n_topics: int = 100,
+                doc_length: int = 200, seed: int = 0) -> sp.csr_matrix:
+    """A document–term count matrix drawn from LDA's generative model (vectorised NumPy):
+    ``n_tokens // doc_length`` documents of Poisson(``doc_length``) tokens, θ_d ~ Dir(α),
+    φ_k ~ Dir(η) over ``n_words`` terms (α = 0.1, η = 0.01)."""
+    rng = np.random.default_rng(seed)
+    n_docs = max(1, n_tokens // doc_length)
+    phi = rng.dirichlet(np.full(n_words, ETA), size=n_topics)
+    theta = rng.dirichlet(np.full(n_topics, ALPHA), size=n_docs)
+    lengths = rng.poisson(doc_length, n_docs)
+    dk = rng.multinomial(lengths, theta)  # (D, K) tokens of each topic
+    docs, words = [], []
+    for k in range(n_topics):  # the tokens of topic k, of every document, at once
+        per_doc = dk[:, k]
+        total = int(per_doc.sum())
+        if total:
+            docs.append(np.repeat(np.arange(n_docs), per_doc))
+            words.append(rng.choice(n_words, total, p=phi[k]))
+    d, w = np.concatenate(docs), np.concatenate(words)
+    X = sp.csr_matrix((np.ones(d.size, np.int32), (d, w)), shape=(n_docs, n_words))
+    X.sum_duplicates()
+    return X
 
 
 # -- peers -----------------------------------------------------------------------------------
@@ -259,6 +350,13 @@ def main(argv=None) -> dict:
     parser.add_argument("--speed-topics", type=int, nargs="*", default=[1000],
                         help="K of dask_ps speed-only runs (tokens/s; default 1000)")
     parser.add_argument("--speed-iterations", type=int, default=30)
+    parser.add_argument("--generated-tokens", type=int, default=10_000_000,
+                        help="tokens of the generated corpus (0: skip it)")
+    parser.add_argument("--generated-topics", type=int, nargs="*", default=[100, 1000])
+    parser.add_argument("--generated-iterations", type=int, default=20)
+    parser.add_argument("--dask-profiler", action="store_true",
+                        help="keep Dask's statistical profiler of the workers on (default: "
+                             "off, distributed.worker.profile.enabled=False)")
     parser.add_argument("--kernels", action="store_true",
                         help="dask_ps as the kernels under a simulated PS loop, in-process")
     parser.add_argument("--tomotopy-iterations", type=int, default=200)
@@ -274,6 +372,8 @@ def main(argv=None) -> dict:
         args.topics, args.iterations, args.eval_at = [20], 20, []
         args.speed_topics, args.speed_iterations = [100], 5
         args.tomotopy_iterations, args.gensim_passes, args.sklearn_iterations = 20, 1, 2
+        args.generated_tokens, args.generated_topics = 200_000, [20, 100]
+        args.generated_iterations = 5
     X, vocab = load_ap()
     split = heldout_split(X, 0.1, seed=0)
     train_vocab = vocab[split.terms]
@@ -284,8 +384,12 @@ def main(argv=None) -> dict:
     results = {}
     cluster = client = None
     if not args.kernels:
+        import dask
         from distributed import Client, LocalCluster
 
+        if not args.dask_profiler:  # it samples every thread's stack every 10 ms
+            dask.config.set({"distributed.worker.profile.enabled": False})
+        print(f"Dask's worker profiler: {'on' if args.dask_profiler else 'off'}", flush=True)
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                dashboard_address=None, worker_dashboard_address=None)
         client = Client(cluster)
@@ -295,6 +399,17 @@ def main(argv=None) -> dict:
         if client is not None:
             client.close()
             cluster.close()
+
+
+def _breakdown(ours: dict) -> str:
+    ms = ours["ms_per_iteration"]
+    return (f"per iteration (median, slowest task): waiting for rows {ms['wait_s']:.1f} ms, "
+            f"word phase {ms['word_s']:.1f}, push {ms['push_s']:.1f}, clock "
+            f"{ms['clock_s']:.1f}, doc phase "
+            f"{ms['doc_s']:.1f} ms; the pull took {ms['pull_s']:.1f} ms, overlapped with the "
+            f"doc phase; sampler thread CPU {ms['cpu_s']:.1f} ms per worker; worker processes' "
+            f"CPU {ours['worker_cpu_ms_per_iteration']:.1f} ms per iteration (both, every "
+            f"thread)")
 
 
 def _ours(args, split, K, iterations, client) -> dict:
@@ -307,15 +422,45 @@ def _ours(args, split, K, iterations, client) -> dict:
               f"{ours['tokens_per_s_2_workers'] / 1e6:.2f} M tokens/s on 2 workers; "
               f"perplexity {ours['perplexity']:.1f}", flush=True)
         return ours
-    ours = run_estimator(client, split, K, iterations, n_mh=args.n_mh, seed=args.seed)
+    ours = run_estimator(client, split.train, K, iterations, n_mh=args.n_mh, seed=args.seed,
+                         split=split)
     print(f"K={K} dask_ps (LatentDirichletAllocation, 2 workers x 1 thread, {iterations} "
           f"iterations, M={args.n_mh}): {ours['tokens_per_s'] / 1e6:.2f} M tokens/s (first "
-          f"iteration {ours['first_iteration_s']:.2f} s left out; per iteration: sampling "
-          f"{ours['sample_s_per_iteration'] * 1e3:.1f} ms, waiting for pulls "
-          f"{ours['wait_s_per_iteration'] * 1e3:.1f} ms), fit {ours['fit_s']:.1f} s; "
+          f"iteration {ours['first_iteration_s']:.2f} s left out), fit {ours['fit_s']:.1f} s; "
           f"perplexity {ours['perplexity']:.1f}; peak RSS per worker "
-          f"{', '.join(f'{m:.0f}' for m in ours['peak_rss_mb_per_worker'])} MB", flush=True)
+          f"{', '.join(f'{m:.0f}' for m in ours['peak_rss_mb_per_worker'])} MB; load "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
+    print(f"    {_breakdown(ours)}", flush=True)
     return ours
+
+
+def _generated(args, client, results) -> None:
+    """dask_ps on the generated corpus: tokens/s and peak memory per worker at each K."""
+    if not args.generated_tokens:
+        return
+    t0 = time.perf_counter()
+    X = make_corpus(args.generated_tokens, seed=args.seed)
+    print(f"generated corpus (make_corpus, LDA's generative model, 100 true topics): "
+          f"{X.shape[0]:,} documents x {X.shape[1]:,} terms, {int(X.sum()):,} tokens, "
+          f"{X.nnz:,} non-zeros ({time.perf_counter() - t0:.1f} s)", flush=True)
+    out = results["generated"] = {"documents": X.shape[0], "terms": X.shape[1],
+                                  "tokens": int(X.sum())}
+    for K in args.generated_topics:
+        ours = run_estimator(client, X, K, args.generated_iterations, n_mh=args.n_mh,
+                             seed=args.seed, evaluate_every=args.generated_iterations)
+        ours.pop("phi")
+        out[K] = ours
+        print(f"generated K={K} dask_ps ({args.generated_iterations} iterations): "
+              f"{ours['tokens_per_s'] / 1e6:.2f} M tokens/s, fit {ours['fit_s']:.1f} s, "
+              f"log p(w,z)/token {ours['loglik_per_token']:.4f}; peak RSS per worker "
+              f"{', '.join(f'{m:.0f}' for m in ours['peak_rss_mb_per_worker'])} MB; load "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
+        print(f"    {_breakdown(ours)}", flush=True)
+    speeds = {K: out[K]["tokens_per_s"] for K in args.generated_topics}
+    if len(speeds) > 1:
+        lo, hi = min(speeds), max(speeds)
+        print(f"generated: dask_ps tokens/s, K={lo} / K={hi}: {speeds[lo] / speeds[hi]:.2f}",
+              flush=True)
 
 
 def _compare(args, split, train_vocab, client, results) -> dict:
@@ -348,15 +493,19 @@ def _compare(args, split, train_vocab, client, results) -> dict:
                 print(f"    {name}: {r['tokens_per_cpu_s'] / 1e6:.2f} M tokens per CPU-s; "
                       f"dask_ps / {name} per CPU-s = "
                       f"{ours['tokens_per_cpu_s'] / r['tokens_per_cpu_s']:.2f}x", flush=True)
+    if not args.kernels:
+        _generated(args, client, results)
     for K in args.speed_topics:
         ours = _ours(args, split, K, args.speed_iterations, client)
         ours.pop("phi")
         results.setdefault(K, {})["dask_ps_speed"] = ours
     speeds = {K: r.get("dask_ps", r.get("dask_ps_speed"))["tokens_per_s"]
-              for K, r in results.items()}
-    for K in sorted(speeds)[:-1]:
-        hi = max(speeds)
-        print(f"dask_ps tokens/s, K={K} / K={hi}: {speeds[K] / speeds[hi]:.2f}")
+              for K, r in results.items() if isinstance(K, int)}
+    base = 100 if 100 in speeds else min(speeds)
+    for K in sorted(speeds):
+        if K != base:
+            print(f"AP: dask_ps tokens/s at K={base} / at K={K}: "
+                  f"{speeds[base] / speeds[K]:.2f}x")
     print(f"load: {os.getloadavg()[0]:.2f} (1 min)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=float))

@@ -6,10 +6,11 @@ never sent. The word–topic counts are the PS table :data:`TABLE` (see
 :mod:`~dask_ps.algorithms._lda_table`). A task runs all the partitions of a worker thread
 (:meth:`~dask_ps.PSModel.run`), one clock per iteration::
 
-    pull the rows of the task's words and the totals (one map_shards)
+    rows of the task's words and the totals (one map_shards, sent at the last clock)
     -> word phase of each partition (emits its delta)
     -> push the deltas (merged with the process's other tasks), clock
-    -> doc phase of each partition, while the push travels
+    -> the next pull leaves from a background thread (it sends the clock's push first)
+    -> doc phase of each partition, while the push and the next pull travel
 
 A job ends after a push, so that between jobs the table counts every token's topic exactly
 (Z); the next job starts with the doc phase it skipped, against fresh totals.
@@ -24,6 +25,7 @@ lost shard (the table is a function of the assignments, as in Angel's LDA).
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
@@ -32,7 +34,7 @@ from . import _lda_kernels as kr
 from . import _lda_tokens as tk
 from ._lda_eval import doc_loglik, topic_loglik
 from ._lda_table import (
-    flat_keys,
+    delta_entries,
     join_shards,
     sample_from_rows,
     select_rows,
@@ -40,11 +42,15 @@ from ._lda_table import (
     topic_counts,
 )
 
-__all__ = ["TABLE", "as_csr", "assignments_task", "setup_task", "table_counts",
+__all__ = ["TABLE", "TIMES", "as_csr", "assignments_task", "setup_task", "table_counts",
            "train_task"]
 
 #: Name of the word–topic table (flat, ``word * K + topic``, int32).
 TABLE = "nwk"
+
+#: Seconds a :func:`train_task` record holds per iteration (see its docstring).
+TIMES = ("wait_s", "word_s", "push_s", "clock_s", "doc_s", "sample_s", "pull_s",
+         "cpu_s")
 
 
 def as_csr(value) -> sp.csr_matrix:
@@ -82,7 +88,7 @@ def _new_sampler(st: dict, cfg: dict, seed: tuple) -> None:
     room = kr.delta_capacity(st["word_ptr"], cfg["n_topics"])
     st["delta"] = (np.zeros(st["vocab"].shape[0] + 1, np.int64), np.zeros(room, np.int32),
                    np.zeros(room, np.int32))
-    st["keys"] = np.zeros(room, np.int64)
+    st["keys"], st["values"] = np.zeros(room, np.int64), np.zeros(room, np.int32)
     st["pending_doc"] = False
 
 
@@ -126,14 +132,24 @@ class _Rows:
         return rows, totals, ll
 
 
+def _timed(fn, *args):
+    """``(fn(*args), seconds it took)``."""
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t0
+
+
 def setup_task(ps, parts: list, cfg: dict) -> list[tuple[int, int, int, bool]]:
     """Make the table count the assignments (two clocks; see the module docstring).
 
     ``cfg["warm"]``: partitions without assignments draw them from the counts of the
-    others instead of uniformly. Returns ``(partition, documents, tokens, fresh)`` per
+    others instead of uniformly; ``cfg["redraw"]``: every partition draws anew. Returns ``(partition, documents, tokens, fresh)`` per
     partition.
     """
     sts = [_tokens(p, cfg) for p in parts]
+    if cfg.get("redraw"):  # every partition draws anew (from the counts the table holds)
+        for st in sts:
+            st.pop("state", None)
     K, alpha = cfg["n_topics"], cfg["alpha"]
     fresh = []
     for p, st in zip(parts, sts):
@@ -168,10 +184,22 @@ def setup_task(ps, parts: list, cfg: dict) -> list[tuple[int, int, int, bool]]:
 def train_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[dict]:
     """Iterations ``first..last`` (one clock each) over a task's partitions.
 
+    The pull of iteration ``it + 1`` leaves right after the clock of iteration ``it``, from a
+    background thread, and travels (the push, the barrier, the shards' scans, the rows'
+    transfer and their cutting per partition) while this thread runs the doc phase of
+    iteration ``it``; the doc phase needs only the totals it already has, and under BSP the
+    shards answer with the same counts either way (every push of the clocks before, none of
+    later ones), so the model is the same.
+
     Returns one record per iteration: ``doc_ll`` (the documents' part of log p(w, z) of
     the task's partitions after the iteration's word phase), ``word_ll`` (the rows' and
-    totals' part, from task 0 only, on iterations ``cfg["evaluate"]`` says), ``sample_s``
-    and ``wait_s`` (seconds of the task in the kernels and in pulls).
+    totals' part, from task 0 only, on iterations ``cfg["evaluate"]`` says), and seconds of
+    the task: ``wait_s`` waiting for the iteration's rows (what the doc phase of the
+    iteration before did not hide), ``word_s`` and ``doc_s`` in the two phases,
+    ``push_s`` making and queueing the delta, ``clock_s`` in the clock (the process's
+    pushes merged and queued) and sending the next pull off, ``sample_s`` (word + doc),
+    ``pull_s`` the pull's own seconds (mostly hidden), ``cpu_s`` the thread's CPU seconds
+    in the two phases.
     """
     sts = [p.state for p in parts]
     if any("state" not in st for st in sts):
@@ -183,44 +211,69 @@ def train_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[dict]:
     lead = ps.task == 0
     evaluate = cfg["evaluate"]
     records = []
-    for it in range(first, last + 1):
-        t0 = time.perf_counter()
-        rows, nk, word_ll = rows_of.pull(ps, cfg, lead and it > first and evaluate(it - 1))
-        t1 = time.perf_counter()
-        if lead and it > first and evaluate(it - 1):
+    pool = ThreadPoolExecutor(1, thread_name_prefix="dask-ps-lda-pull")
+    try:
+        prefetched = None
+        for it in range(first, last + 1):
+            with_ll = lead and it > first and evaluate(it - 1)
+            t0 = time.perf_counter()
+            if prefetched is None:
+                (rows, nk, word_ll), pull_s = _timed(rows_of.pull, ps, cfg, with_ll)
+            else:
+                (rows, nk, word_ll), pull_s = prefetched.result()
+            t1 = time.perf_counter()
+            c1 = time.thread_time()
+            if with_ll:
+                records[-1]["word_ll"] = word_ll + topic_loglik(nk, V, beta)
+            push_s = 0.0
+            for st, (ptr, topic, count) in zip(sts, rows):
+                if st["pending_doc"]:  # skipped at the end of the last job: fresh totals
+                    zero = np.zeros(K, np.int64)  # count every pushed move
+                    kr.doc_phase(st["doc_ptr"], nk, zero, st["state"], n_mh, alpha, beta, V,
+                                 st["rng"], st["moved"])
+                    st["pending_doc"] = False
+                nk_delta = st["moved"].copy()
+                out_ptr, out_topic, out_value = st["delta"]
+                nnz = kr.word_phase(st["word_ptr"], st["word_tok"], ptr, topic, count, nk,
+                                    nk_delta, st["state"], n_mh, alpha, beta, V, st["rng"],
+                                    out_ptr, out_topic, out_value)
+                tp = time.perf_counter()
+                if nnz:
+                    ps.push(TABLE, *delta_entries(st["vocab"], out_ptr, out_topic, out_value,
+                                                  nnz, K, st["keys"], st["values"]))
+                push_s += time.perf_counter() - tp
+                st["nk"], st["nk_delta"] = nk, nk_delta
+            t2 = time.perf_counter()
+            c2 = time.thread_time()
+            ps.clock()
+            if it < last:  # the next rows travel while the doc phase runs
+                prefetched = pool.submit(_timed, rows_of.pull, ps, cfg, lead and evaluate(it))
+            t3 = time.perf_counter()
+            c3 = time.thread_time()
+            doc_ll = 0.0
+            for st in sts:
+                if it < last:
+                    doc_ll += kr.doc_phase(st["doc_ptr"], st["nk"], st["nk_delta"],
+                                           st["state"], n_mh, alpha, beta, V, st["rng"],
+                                           st["moved"])
+                else:  # end on a push: the table counts every Z
+                    doc_ll += doc_loglik(st["doc_ptr"],
+                                         np.ascontiguousarray(st["state"][:, kr.Z]), K, alpha)
+                    st["pending_doc"] = True
+            t4 = time.perf_counter()
+            c4 = time.thread_time()
+            word_s = t2 - t1 - push_s
+            records.append(dict(doc_ll=doc_ll, wait_s=t1 - t0, word_s=word_s,
+                                push_s=push_s, clock_s=t3 - t2, doc_s=t4 - t3,
+                                sample_s=word_s + t4 - t3, pull_s=pull_s,
+                                cpu_s=c2 - c1 + c4 - c3))
+        if lead and evaluate(last):
+            t0 = time.perf_counter()
+            _, nk, word_ll = rows_of.pull(ps, cfg, True)
             records[-1]["word_ll"] = word_ll + topic_loglik(nk, V, beta)
-        for st, (ptr, topic, count) in zip(sts, rows):
-            if st["pending_doc"]:  # skipped at the end of the last job: fresh totals count
-                zero = np.zeros(K, np.int64)  # every pushed move
-                kr.doc_phase(st["doc_ptr"], nk, zero, st["state"], n_mh, alpha, beta, V,
-                             st["rng"], st["moved"])
-                st["pending_doc"] = False
-            nk_delta = st["moved"].copy()
-            out_ptr, out_topic, out_value = st["delta"]
-            nnz = kr.word_phase(st["word_ptr"], st["word_tok"], ptr, topic, count, nk,
-                                nk_delta, st["state"], n_mh, alpha, beta, V, st["rng"],
-                                out_ptr, out_topic, out_value)
-            if nnz:
-                ps.push(TABLE, flat_keys(st["vocab"], out_ptr, out_topic, nnz, K, st["keys"]),
-                        out_value[:nnz])
-            st["nk"], st["nk_delta"] = nk, nk_delta
-        ps.clock()
-        doc_ll = 0.0
-        for st in sts:
-            if it < last:
-                doc_ll += kr.doc_phase(st["doc_ptr"], st["nk"], st["nk_delta"], st["state"],
-                                       n_mh, alpha, beta, V, st["rng"], st["moved"])
-            else:  # end on a push: the table counts every Z
-                doc_ll += doc_loglik(st["doc_ptr"], np.ascontiguousarray(st["state"][:, kr.Z]),
-                                     K, alpha)
-                st["pending_doc"] = True
-        records.append(dict(doc_ll=doc_ll, sample_s=time.perf_counter() - t1,
-                            wait_s=t1 - t0))
-    if lead and evaluate(last):
-        t0 = time.perf_counter()
-        _, nk, word_ll = rows_of.pull(ps, cfg, True)
-        records[-1]["word_ll"] = word_ll + topic_loglik(nk, V, beta)
-        records[-1]["wait_s"] += time.perf_counter() - t0
+            records[-1]["wait_s"] += time.perf_counter() - t0
+    finally:  # a failed iteration leaves its prefetch to end (or time out) on its own
+        pool.shutdown(wait=False, cancel_futures=True)
     return records
 
 

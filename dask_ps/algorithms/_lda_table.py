@@ -152,14 +152,37 @@ def select_rows(ptr, topic, count, pos):
 
 
 @numba.njit(**_JIT)
-def flat_keys(vocab, ptr, topic, nnz, n_topics, out):
-    """Table keys ``vocab[w] * K + topic`` of the CSR delta rows ``ptr``/``topic`` (its
-    first ``nnz`` entries), into ``out`` int64 (>= nnz,); returns ``out[:nnz]``."""
+def delta_entries(vocab, ptr, topic, value, nnz, n_topics, keys_out, values_out):
+    """The word phase's delta (CSR rows ``ptr``/``topic``/``value`` of local words, its first
+    ``nnz`` entries) as a push: ``(keys_out[:nnz], values_out[:nnz])``, table keys
+    ``vocab[w] * K + topic`` ascending (each row's entries sorted by topic), so that the
+    push's key plan is the identity (no sort, no scatter when it is merged and sent).
+
+    ``vocab`` int64 (V_local,) ascending; ``keys_out`` int64 and ``values_out`` int32 of at
+    least ``nnz`` entries are overwritten.
+    """
     for w in range(ptr.shape[0] - 1):
+        a, b = ptr[w], min(ptr[w + 1], nnz)
+        if a >= b:
+            continue
         base = vocab[w] * n_topics
-        for j in range(ptr[w], min(ptr[w + 1], nnz)):
-            out[j] = base + topic[j]
-    return out[:nnz]
+        m = b - a
+        if m <= 16:  # insertion sort of a short row
+            for j in range(m):
+                k, v = topic[a + j], value[a + j]
+                i = j
+                while i > 0 and keys_out[a + i - 1] > base + k:
+                    keys_out[a + i] = keys_out[a + i - 1]
+                    values_out[a + i] = values_out[a + i - 1]
+                    i -= 1
+                keys_out[a + i] = base + k
+                values_out[a + i] = v
+        else:
+            order = np.argsort(topic[a:b])
+            for j in range(m):
+                keys_out[a + j] = base + topic[a + order[j]]
+                values_out[a + j] = value[a + order[j]]
+    return keys_out[:nnz], values_out[:nnz]
 
 
 @numba.njit(**_JIT)

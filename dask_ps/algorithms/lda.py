@@ -21,7 +21,7 @@ from ..partitions.inputs import is_dask
 from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, PSEstimator
 from ._lda_eval import fold_in, heldout_loglik
 from ._lda_kernels import MAX_MH
-from ._lda_steps import TABLE, assignments_task, setup_task, table_counts, train_task
+from ._lda_steps import TABLE, TIMES, assignments_task, setup_task, table_counts, train_task
 
 __all__ = ["LatentDirichletAllocation", "train"]
 
@@ -38,13 +38,18 @@ def _evaluated(it: int, every: int, last: int) -> bool:
 def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alpha: float,
           beta: float, max_iter: int, row_offsets: list[int], n_mh: int = 1,
           evaluate_every: int = 1, consistency="bsp", staleness=None, random_state: int = 0,
-          loop: EpochLoop | None = None) -> tuple[np.ndarray, list[dict], dict]:
+          loop: EpochLoop | None = None, init_counts: np.ndarray | None = None
+          ) -> tuple[np.ndarray, list[dict], dict]:
     """Fit LDA by collapsed Gibbs sampling on a PS model; the functional core of
     :class:`LatentDirichletAllocation` (see it for the parameters).
 
     ``data`` holds document–term count partitions (CSR, dense or ``sparse.COO``);
     ``row_offsets[i]`` is the number of the first document of partition ``i`` (for error
-    messages).
+    messages). ``init_counts`` (int (n_words, n_topics), optional), the word–topic counts of
+    a model trained before, continues its training: the first topics of the tokens are
+    drawn from ``p(k | w) ∝ (n_wk + β) / (n_k + Vβ)`` of those counts instead of uniformly
+    (the draw of a recovery, :func:`~._lda_table.sample_from_rows`), so the topics keep
+    their numbers; the table then counts the new assignments alone.
 
     Returns
     -------
@@ -73,26 +78,45 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
     def setup(c):
         return model.run(lambda ps, parts: setup_task(ps, parts, c), data)
 
-    per_part = [p for task in setup(cfg) for p in task]
+    prior = None
+    if init_counts is not None:  # the fresh partitions' warm draw pulls these counts
+        prior = _nonzero_flat(init_counts, n_words, n_topics)
+        model.push(TABLE, *prior)
+    per_part = [p for task in setup(dict(cfg, warm=prior is not None)) for p in task]
+    if prior is not None:  # the table counts the assignments alone again
+        model.push(TABLE, prior[0], -prior[1])
     n_tokens = sum(p[2] for p in per_part)
     info = dict(n_tokens=n_tokens, n_documents=sum(p[1] for p in per_part))
     if n_tokens == 0:
         raise ValueError("the documents hold no token (every count is zero)")
 
+    expected = {"next": 1}
+
     def epochs(first: int, last: int) -> list[dict]:
+        if first != expected["next"]:  # the table was restored from a checkpoint (resume)
+            redraw()
         per_task = model.run(lambda ps, parts: train_task(ps, parts, cfg, first, last), data,
                              consistency=consistency, staleness=staleness)
         out = []
         for e in range(last - first + 1):
             recs = [t[e] for t in per_task]
-            rec = dict(sample_s=max(r["sample_s"] for r in recs),
-                       wait_s=max(r["wait_s"] for r in recs))
+            rec = {key: max(r[key] for r in recs) for key in TIMES}
             word = [r["word_ll"] for r in recs if "word_ll" in r]
             if word:
                 ll = sum(r["doc_ll"] for r in recs) + word[0]
                 rec.update(loss=-ll / n_tokens, log_likelihood=ll)
             out.append(rec)
+        expected["next"] = last + 1
         return out
+
+    def redraw() -> None:
+        """Assignments drawn anew from the counts of the table (restored from a checkpoint:
+        it keeps counts, not assignments), which then counts the new ones alone."""
+        counts = np.concatenate(model.map_shards(TABLE, table_counts, key_range=True))
+        keys = np.flatnonzero(counts).astype(np.int64)
+        cfg["generation"] += 1
+        setup(dict(cfg, warm=True, redraw=True))
+        model.push(TABLE, keys, -counts[keys])
 
     def rebuild() -> None:
         cfg["generation"] += 1
@@ -101,6 +125,17 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
     history = loop.run(epochs, on_recover=data.locate, rebuild=rebuild)
     nwk = np.concatenate(model.map_shards(TABLE, table_counts, key_range=True))
     return nwk.reshape(n_words, n_topics), history, info
+
+
+def _nonzero_flat(counts: np.ndarray, n_words: int, n_topics: int):
+    """``(flat keys int64, counts int32)`` of the non-zero entries of a (V, K) count array."""
+    counts = np.asarray(counts)
+    if counts.shape != (n_words, n_topics):
+        raise ValueError(f"init_counts must have shape {(n_words, n_topics)}, got "
+                         f"{counts.shape}")
+    flat = counts.reshape(-1)
+    keys = np.flatnonzero(flat).astype(np.int64)
+    return keys, flat[keys].astype(np.int32)
 
 
 def assignments(model: PSModel, data: Partitions) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -159,6 +194,18 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
     shard_resources : str, optional
         Place the table's shards on the workers offering this Dask resource (dedicated PS
         workers, as for :class:`~dask_ps.LogisticRegression`).
+    checkpoint : str, optional
+        URL (reachable from every worker, e.g. a shared folder or ``s3://``) where the
+        word–topic table is saved every ``checkpoint_every`` iterations, through
+        :meth:`dask_ps.PSModel.save` (versions, as for
+        :class:`~dask_ps.LogisticRegression`). ``"auto"`` snapshots into a temporary folder;
+        recovery needs no checkpoint (see ``max_recoveries``). Default None.
+    checkpoint_every : int, default 10
+    resume : bool, default False
+        Continue from the newest complete version of ``checkpoint``: the table is
+        restored, each token's topic drawn anew from its counts (a checkpoint holds counts,
+        not assignments; the draw of :meth:`partial_fit`), and the iterations after the
+        saved one run.
     max_recoveries : int, default 3
         A lost worker or shard is recovered without a checkpoint: the word–topic table is
         rebuilt from the workers' assignments (documents whose assignments were lost draw
@@ -185,8 +232,13 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         One record per iteration: ``epoch`` (the iteration, 1-based), ``loss`` (minus the
         training log-likelihood log p(w, z) per token), ``log_likelihood`` (log p(w, z)),
         ``time`` (seconds since the fit started), ``epoch_time`` (seconds of this
-        iteration), ``bytes`` (pulled and pushed), ``sample_s`` and ``wait_s`` (seconds the
-        slowest task spent sampling and waiting for its pull); a ``{"event": "recovery",
+        iteration: the job's time over its iterations), ``bytes`` (pulled and pushed), and
+        the seconds of the slowest task in each part of the iteration: ``wait_s`` (waiting
+        for its rows, what the overlap with the doc phase did not hide), ``word_s`` and
+        ``doc_s`` (the sampler's two phases), ``push_s`` (making the delta), ``clock_s``
+        (the clock: pushes merged and queued, the next pull sent off), ``sample_s`` (word +
+        doc), ``pull_s`` (the pull's own time, overlapped with the doc phase), ``cpu_s``
+        (the sampling thread's CPU seconds in the two phases); a ``{"event": "recovery",
         ...}`` record per recovery.
     vocabulary_ : ndarray of str (n_features,)
         The terms, when given to :meth:`fit`.
@@ -218,8 +270,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
     """
 
     _parameter_constraints = {
-        **{k: v for k, v in COMMON_CONSTRAINTS.items()
-           if k not in ("checkpoint", "checkpoint_every", "resume")},
+        **COMMON_CONSTRAINTS,
         "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
         "doc_topic_prior": [Interval(numbers.Real, 0, None, closed="neither"), None],
         "topic_word_prior": [Interval(numbers.Real, 0, None, closed="neither"), None],
@@ -232,8 +283,8 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
     def __init__(self, *, n_components=10, doc_topic_prior=None, topic_word_prior=None,
                  max_iter=300, mh_steps=1, evaluate_every=1, max_doc_update_iter=100,
                  consistency="bsp", staleness=None, n_shards=None, random_state=None,
-                 client=None, shard_resources=None, max_recoveries=3, progress=None,
-                 callbacks=None):
+                 client=None, shard_resources=None, checkpoint=None, checkpoint_every=10,
+                 resume=False, max_recoveries=3, progress=None, callbacks=None):
         self.n_components, self.doc_topic_prior = n_components, doc_topic_prior
         self.topic_word_prior, self.max_iter, self.mh_steps = topic_word_prior, max_iter, \
             mh_steps
@@ -241,6 +292,8 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         self.consistency, self.staleness, self.n_shards = consistency, staleness, n_shards
         self.random_state, self.client = random_state, client
         self.shard_resources = shard_resources
+        self.checkpoint, self.checkpoint_every, self.resume = checkpoint, checkpoint_every, \
+            resume
         self.max_recoveries, self.progress, self.callbacks = max_recoveries, progress, \
             callbacks
 
@@ -257,8 +310,9 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         return self.components_.shape[0]
 
     # -- input ------------------------------------------------------------------------
-    def _documents(self, X, reset: bool):
-        """``X`` checked: a dask array as it is, anything else as a CSR of counts."""
+    def _documents(self, X, reset: bool, integers: bool | None = None):
+        """``X`` checked: a dask array as it is, anything else as a CSR of counts (integers
+        when ``integers``, default ``reset``: training data)."""
         if isinstance(X, tuple):
             raise TypeError("X is a tuple: pass the document-term matrix alone (read_ldac, "
                             "read_docword and read_text return (X, vocabulary); give the "
@@ -278,7 +332,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
                           dtype=(np.float64, np.float32, np.int64, np.int32))
         X = sp.csr_matrix(X)
         X.sum_duplicates()
-        _check_counts(X, integers=reset)
+        _check_counts(X, integers=reset if integers is None else integers)
         return X
 
     # -- fit ----------------------------------------------------------------------------
@@ -305,7 +359,53 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
             is not the number of terms.
         """
         self._validate()
-        X = self._documents(X, reset=True)
+        return self._fit(self._documents(X, reset=True), vocabulary, None)
+
+    def partial_fit(self, X, y=None, *, vocabulary=None):
+        """Continue training from the fitted topics: ``max_iter`` more iterations on ``X``.
+
+        The first topic of each token of ``X`` is drawn from the fitted word–topic counts
+        (``p(k | w) ∝ components_[k, w] / sum_w components_[k, w]``) instead of uniformly,
+        then collapsed Gibbs sampling runs on ``X`` alone: the topics keep their numbers,
+        and on the same documents the fit goes on from where it was (the assignments
+        themselves are not kept between calls, only the counts they made). Unfitted, this
+        is :meth:`fit`. ``history_`` gets the new iterations appended (``epoch`` counting
+        on), ``n_iter_`` counts all of them; ``time`` is since the start of this call.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix (n_documents, n_features)
+            Non-negative integer counts, the same terms as the fitted model.
+        y : ignored
+        vocabulary : sequence of str (n_features,), optional
+            Replaces ``vocabulary_`` if given.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`fit`; ``X`` with another number of terms than the model, or
+            ``n_components`` changed since the model was fitted.
+        """
+        if not hasattr(self, "components_"):
+            return self.fit(X, vocabulary=vocabulary)
+        self._validate()
+        X = self._documents(X, reset=False, integers=True)
+        if self.n_components != self.components_.shape[0]:
+            raise ValueError(f"n_components is {self.n_components}, the fitted model has "
+                             f"{self.components_.shape[0]} topics: fit it anew")
+        counts = np.rint(self.components_ - self.topic_word_prior_).clip(0).astype(np.int32)
+        before, n_before = self.history_, self.n_iter_
+        if vocabulary is None:
+            vocabulary = getattr(self, "vocabulary_", None)
+        self._fit(X, vocabulary, np.ascontiguousarray(counts.T))
+        for record in self.history_:
+            if "epoch" in record:
+                record["epoch"] += n_before
+        self.history_ = before + self.history_
+        self.n_iter_ += n_before
+        return self
+
+    def _fit(self, X, vocabulary, init_counts):
         K, V = int(self.n_components), int(X.shape[1])
         if vocabulary is not None:
             vocabulary = np.asarray(vocabulary, dtype=str)
@@ -316,15 +416,15 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         with self._model() as model:
             with self._partition(model, X) as data:
                 offsets = np.concatenate(([0], np.cumsum(data.n_rows)[:-1])).tolist()
-                loop = EpochLoop(model, f"LatentDirichletAllocation(K={K})", self.max_iter,
-                                 max_recoveries=self.max_recoveries, progress=self.progress,
-                                 callbacks=self.callbacks, unit="iteration",
-                                 job_seconds=JOB_SECONDS)
+                loop = self._epoch_loop(model, f"LatentDirichletAllocation(K={K})",
+                                        self.max_iter, unit="iteration",
+                                        job_seconds=JOB_SECONDS)
                 nwk, history, info = train(
                     model, data, n_words=V, n_topics=K, alpha=alpha, beta=beta,
                     max_iter=self.max_iter, row_offsets=offsets, n_mh=self.mh_steps,
                     evaluate_every=self.evaluate_every, consistency=self.consistency,
-                    staleness=self.staleness, random_state=self._seed(), loop=loop)
+                    staleness=self.staleness, random_state=self._seed(), loop=loop,
+                    init_counts=init_counts)
                 if history:
                     history[-1].update(data.report())
         self.components_ = nwk.T.astype(np.float64) + beta

@@ -59,4 +59,6 @@ def test_killed_shard_worker_is_rebuilt_from_the_assignments(ap, client3):
     assert est.components_.sum() == pytest.approx(ap.train.sum() + 0.01 * est.components_.size)
     p_base = perplexity(base._phi(), ap)
     p_rec = perplexity(est._phi(), ap)
-    assert np.isfinite(p_rec) and abs(p_rec / p_base - 1) < 0.01, (p_rec, p_base)
+    # no worse than 1 % (two chains differ by about that either way: a recovered run 1.03 %
+    # *better* than the base was seen, and is no failure of the recovery)
+    assert np.isfinite(p_rec) and p_rec / p_base - 1 < 0.01, (p_rec, p_base)

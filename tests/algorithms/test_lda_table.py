@@ -107,7 +107,7 @@ def test_shard_rows_large_counts_and_empty_shard():
     assert out[1].size == 0 and out[4].tolist() == [0, 0, 0] and out[5] == 0.0
 
 
-def test_select_rows_and_flat_keys():
+def test_select_rows_and_delta_entries():
     ptr = np.array([0, 2, 2, 5], np.int64)
     topic = np.array([1, 3, 0, 2, 4], np.int32)
     count = np.array([7, 8, 1, 2, 3], np.int32)
@@ -115,8 +115,27 @@ def test_select_rows_and_flat_keys():
     assert p2.tolist() == [0, 3, 5, 5]
     assert t2.tolist() == [0, 2, 4, 1, 3] and c2.tolist() == [1, 2, 3, 7, 8]
     vocab = np.array([10, 20, 30], np.int64)
-    keys = tb.flat_keys(vocab, ptr, topic, 4, 5, np.zeros(5, np.int64))
-    assert keys.tolist() == [51, 53, 150, 152]  # the first 4 entries only
+    keys, values = tb.delta_entries(vocab, ptr, np.array([3, 1, 4, 0, 2], np.int32), count, 4,
+                                    5, np.zeros(5, np.int64), np.zeros(5, np.int32))
+    # the first 4 entries only, keys ascending within each row
+    assert keys.tolist() == [51, 53, 150, 154] and values.tolist() == [8, 7, 2, 1]
+
+
+def test_delta_entries_sort_long_and_short_rows():
+    rng = np.random.default_rng(4)
+    K, V_local = 200, 40
+    lens = rng.integers(0, 60, V_local)  # rows up to 59 entries: both sorts
+    ptr = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+    topic = np.concatenate([rng.choice(K, n, replace=False) for n in lens]).astype(np.int32)
+    value = rng.integers(-5, 6, ptr[-1]).astype(np.int32)
+    vocab = np.sort(rng.choice(10_000, V_local, replace=False)).astype(np.int64)
+    nnz = int(ptr[-1]) - 3
+    keys, values = tb.delta_entries(vocab, ptr, topic, value, nnz, K,
+                                    np.zeros(ptr[-1], np.int64), np.zeros(ptr[-1], np.int32))
+    assert (np.diff(keys) > 0).all()  # ascending and distinct: the push plan is the identity
+    want = sorted(zip((np.repeat(vocab, lens) * K + topic)[:nnz].tolist(),
+                      value[:nnz].tolist()))
+    assert list(zip(keys.tolist(), values.tolist())) == want
 
 
 def test_topic_counts_match_a_dense_count():

@@ -1,0 +1,94 @@
+"""LatentDirichletAllocation: partial_fit and checkpoint/resume (training continued from the
+fitted or saved topics), and the per-iteration timing records."""
+
+import numpy as np
+import pytest
+from test_lda import planted
+
+from dask_ps import LatentDirichletAllocation
+from dask_ps.algorithms._lda_steps import TIMES
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def lda(client="local", **kw):
+    params = dict(n_components=3, max_iter=30, client=client, random_state=0, progress=False)
+    params.update(kw)
+    return LatentDirichletAllocation(**params)
+
+
+def _planted_topic_of_each_topic(model, topic_of):
+    return [int(np.bincount(topic_of[row]).argmax()) for row in model.top_words(5)]
+
+
+@pytest.mark.parametrize("where", ["local", "cluster"])
+def test_partial_fit_continues_from_the_fitted_topics(where, request):
+    X, topic_of = planted(seed=7)
+    client = "local" if where == "local" else request.getfixturevalue("client2")
+    model = lda(client).fit(X)
+    before = _planted_topic_of_each_topic(model, topic_of)
+    assert sorted(before) == [0, 1, 2]
+    model.set_params(max_iter=5).partial_fit(X)
+    # the topics keep their numbers: topic k still holds the same planted topic's words
+    assert _planted_topic_of_each_topic(model, topic_of) == before
+    h = [r for r in model.history_ if "loss" in r]
+    assert [r["epoch"] for r in h] == list(range(1, 36)) and model.n_iter_ == 35
+    fresh = lda(client, max_iter=5).fit(X)
+    first_fresh = [r for r in fresh.history_ if "loss" in r][0]["loss"]
+    # warm: its first iteration is far better than a fresh fit's first
+    assert h[30]["loss"] < first_fresh - 0.1
+    assert h[-1]["loss"] == pytest.approx(h[29]["loss"], rel=0.03)
+    # the table counts the new assignments alone (not the old counts too)
+    np.testing.assert_allclose(model.components_.sum(),
+                               X.sum() + model.topic_word_prior_ * model.components_.size)
+
+
+def test_partial_fit_unfitted_is_fit_and_checks_its_input():
+    X, _ = planted(n_docs=40, seed=8)
+    a = lda(max_iter=5).partial_fit(X)
+    b = lda(max_iter=5).fit(X)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    with pytest.raises(ValueError, match="features"):
+        a.partial_fit(np.ones((3, X.shape[1] + 1)))
+    with pytest.raises(ValueError, match="integer counts: document 1, term 2 has count 0.5"):
+        bad = np.zeros((3, X.shape[1]))
+        bad[1, 2] = 0.5
+        a.partial_fit(bad)
+    with pytest.raises(ValueError, match="fitted model has 3 topics"):
+        a.set_params(n_components=4).partial_fit(X)
+
+
+def test_history_records_the_time_of_each_part_of_an_iteration(client2):
+    X, _ = planted(n_docs=60, seed=9)
+    model = lda(client2, max_iter=6).fit(X)
+    steps = [r for r in model.history_ if "event" not in r]
+    assert len(steps) == 6
+    for r in steps:
+        assert all(r[k] >= 0 for k in TIMES)
+        # each the slowest task's: the slowest sum is at most the sum of the slowest parts
+        assert max(r["word_s"], r["doc_s"]) <= r["sample_s"] <= r["word_s"] + r["doc_s"] + 1e-9
+
+
+def test_checkpoint_and_resume_continue_the_topics(tmp_path, client2):
+    X, topic_of = planted(seed=10)
+    url = str(tmp_path / "lda-ck")
+    first = lda(client2, max_iter=10, checkpoint=url, checkpoint_every=5).fit(X)
+    topics = _planted_topic_of_each_topic(first, topic_of)
+    assert sorted(topics) == [0, 1, 2]
+    resumed = lda(client2, max_iter=16, checkpoint=url, checkpoint_every=5,
+                  resume=True).fit(X)
+    done = [r for r in first.history_ if "loss" in r]
+    ran = [r for r in resumed.history_ if "loss" in r]
+    assert [r["epoch"] for r in ran] == list(range(1, 17))
+    # iterations 1..10 are the saved run's records (from the checkpoint), not run again
+    assert [(r["loss"], r["time"]) for r in ran[:10]] == [(r["loss"], r["time"]) for r in done]
+    assert _planted_topic_of_each_topic(resumed, topic_of) == topics
+    # training went on from the saved topics: no fall back to where a fresh chain starts
+    assert ran[10]["loss"] < ran[0]["loss"] - 0.1
+    assert ran[-1]["loss"] < done[-1]["loss"] * 1.02
+    # the table counts the redrawn assignments alone, not the restored counts too
+    np.testing.assert_allclose(resumed.components_.sum(),
+                               X.sum() + resumed.topic_word_prior_ * resumed.components_.size)
+    # a fresh fit on the same checkpoint URL without resume starts over
+    again = lda(client2, max_iter=3, checkpoint=url, checkpoint_every=5).fit(X)
+    assert [r["epoch"] for r in again.history_ if "loss" in r] == [1, 2, 3]
