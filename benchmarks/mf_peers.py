@@ -39,11 +39,13 @@ def movielens(split: str = "u1") -> tuple[pd.DataFrame, pd.DataFrame]:
             pd.read_csv(folder / f"{split}.test", sep="\t", names=NAMES)[NAMES[:3]])
 
 
-def generated(n: int, rank: int = 10, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``n`` train and ``n // 10`` test ratings from a planted biased rank-``rank`` model."""
+def generated(n: int, rank: int = 10, seed: int = 0, users: int | None = None,
+              items: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``n`` train and ``n // 10`` test ratings from a planted biased rank-``rank`` model of
+    ``users`` x ``items`` (default ``n // 100`` x ``n // 500``)."""
     rng = np.random.default_rng(seed)
     total = n + n // 10
-    n_users, n_items = max(10, n // 100), max(10, n // 500)
+    n_users, n_items = max(10, users or n // 100), max(10, items or n // 500)
     users = rng.integers(0, n_users, total)
     items = (rng.zipf(1.3, total) - 1) % n_items  # popular items anywhere in the id range
     items = rng.permutation(n_items)[items]

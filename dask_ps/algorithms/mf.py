@@ -20,8 +20,8 @@ from ..partitions import Partitions
 from ..partitions.inputs import is_dask
 from . import _mf_data as data_
 from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, PSEstimator, StrOptions
-from ._mf_kernels import predict_pairs
-from ._mf_steps import als_task, collect_step, sgd_step, touch_step
+from ._mf_kernels import balance_blocks, predict_pairs
+from ._mf_steps import als_task, collect_step, sgd_task
 
 __all__ = ["MatrixFactorization", "train"]
 
@@ -69,27 +69,24 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
     """
     d = rank + 1
     loop = loop or EpochLoop(model, f"MatrixFactorization({solver})", max_iter)
-    table = model.add_table("item", (n_items, d), "float64", init=("normal", 0.0, init_std),
+    dtype = "float32" if solver == "sgd" else "float64"  # SGD: float32 factors and kernel
+    table = model.add_table("item", (n_items, d), dtype, init=("normal", 0.0, init_std),
                             seed=int(random_state) % 2**31)
     rows = np.arange(n_items, dtype=np.int64)
-    delta = np.zeros((n_items, d))
+    delta = np.zeros((n_items, d), dtype)
     delta[:, rank] = -table.pull(rows)[:, rank]  # biases start at zero
     table.push(rows, delta)
     cfg = dict(solver=solver, rank=rank, reg=reg, reg_bias=reg_bias, mu=mu, decay=decay,
                learning_rate=learning_rate, init_std=init_std, n_items=n_items,
-               n_parts=len(data), seed=int(random_state),
-               clocks_per_epoch=max(1, math.ceil(max(data.n_rows) / batch_size)),
-               mix=len(data) > 1)
+               n_parts=len(data), seed=int(random_state))
     if solver == "sgd":
-        if cfg["mix"]:
-            model.add_table("touch", (n_items,), "float64")
-            model.fit_partitions(lambda ps, part: touch_step(ps, part, cfg), data)
+        counts = np.sum(data.reduce(data_.item_counts, None, n_items), axis=0)
 
         def epochs(first, last):
-            return [_rmse(r) for r in model.fit_partitions(
-                lambda ps, part: sgd_step(ps, part, cfg), data, epochs=last - first + 1,
-                first_epoch=first, consistency=consistency, staleness=staleness,
-                seed=int(random_state))]
+            _schedule(cfg, counts, len(data.tasks()))  # again after a lost worker
+            per_task = model.run(lambda ps, parts: sgd_task(ps, parts, cfg, first, last),
+                                 data, consistency=consistency, staleness=staleness)
+            return [_rmse([t[e] for t in per_task]) for e in range(last - first + 1)]
     else:
         model.add_table("gram", (n_items, d * d + d + 1), "float64")
 
@@ -104,9 +101,26 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
     return user_rows, item_rows, history
 
 
+def _schedule(cfg: dict, counts: np.ndarray, n_tasks: int) -> None:
+    """Set ``cfg``'s DSGD item blocks: one per task, of about equal ratings."""
+    if cfg.get("n_blocks") == n_tasks:
+        return
+    blocks = np.zeros(counts.shape[0], np.int32)
+    balance_blocks(counts.astype(np.int64), np.argsort(-counts, kind="stable"),
+                   np.zeros(n_tasks, np.int64), blocks)
+    cfg.update(n_blocks=n_tasks, blocks=blocks, blocks_id=cfg.get("blocks_id", -1) + 1)
+
+
 def _rmse(results: list) -> dict:
-    sse, n = np.sum(np.asarray(results, dtype=np.float64).reshape(-1, 2), axis=0)
-    return dict(loss=math.sqrt(sse / max(n, 1.0)))
+    """The epoch's training RMSE from the tasks' ``(sse, n, ...)``; SGD's also carry the
+    slowest task's seconds in the kernel and in pulls, pushes and clocks."""
+    per_task = np.asarray(results, dtype=np.float64).reshape(len(results), -1)
+    sse, n = per_task[:, :2].sum(axis=0)
+    out = dict(loss=math.sqrt(sse / max(n, 1.0)))
+    if per_task.shape[1] == 4:
+        out.update(kernel_time=float(per_task[:, 2].max()),
+                   exchange_time=float(per_task[:, 3].max()))
+    return out
 
 
 class MatrixFactorization(PSEstimator):
