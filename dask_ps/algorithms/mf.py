@@ -29,8 +29,8 @@ __all__ = ["MatrixFactorization", "train"]
 SOLVERS = ("sgd", "als")
 DEFAULTS = {
     # tuned on MovieLens-100k u1.base -> u1.test (see the README section)
-    "sgd": dict(rank=200, reg=0.05, reg_bias=0.02, learning_rate=0.01, decay=0.97,
-                max_iter=100, init_std=0.01),
+    "sgd": dict(rank=200, reg=0.05, reg_bias=0.02, learning_rate=0.06, decay=0.82,
+                max_iter=20, init_std=0.01),
     "als": dict(rank=50, reg=0.1, reg_bias=0.01, learning_rate=None, decay=None,
                 max_iter=15, init_std=0.1),
 }
@@ -141,9 +141,9 @@ class MatrixFactorization(PSEstimator):
         L2 strengths of the factors and biases: per update (sgd) or times each row's number
         of ratings (als). Default 0.05 / 0.02 (sgd), 0.1 / 0.01 (als).
     learning_rate, decay : float, optional
-        SGD step of epoch ``e``: ``learning_rate * decay**(e - 1)``. Default 0.01, 0.97.
+        SGD step of epoch ``e``: ``learning_rate * decay**(e - 1)``. Default 0.06, 0.82.
     max_iter : int, optional
-        Epochs (sgd) or ALS iterations. Default 100 (sgd), 15 (als).
+        Epochs (sgd) or ALS iterations. Default 20 (sgd), 15 (als).
     init_std : float, optional
         Standard deviation of the normal initial factors. Default 0.01 (sgd), 0.1 (als).
     batch_size : int, default 100_000
