@@ -45,8 +45,9 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
     :class:`MatrixFactorization` (see it for the parameters).
 
     ``data`` holds user-grouped ``(uids, users, items, ratings)`` partitions
-    (:func:`~._mf_data.to_part`); ``batch_size`` is the SGD ratings per clock of the largest
-    partition (every partition runs the same number of clocks per epoch).
+    (:func:`~._mf_data.to_part`). SGD runs the DSGD schedule (:func:`~._mf_steps.sgd_task`):
+    the items are dealt into one block per task, of about equal ratings, and an epoch has
+    one clock per block; ``batch_size`` is not used (kept for existing calls).
 
     Returns
     -------
@@ -65,7 +66,8 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
     References
     ----------
     Koren, KDD 2008; Koren, Bell & Volinsky, IEEE Computer 2009; Zhou, Wilkinson, Schreiber &
-    Pan, AAIM 2008 (ALS with weighted-λ regularisation); Zinkevich et al., NIPS 2010.
+    Pan, AAIM 2008 (ALS with weighted-λ regularisation); Gemulla, Nijkamp, Haas & Sismanis,
+    KDD 2011 (DSGD); Yun, Yu, Hsieh, Vishwanathan & Dhillon, VLDB 2014 (NOMAD).
     """
     d = rank + 1
     loop = loop or EpochLoop(model, f"MatrixFactorization({solver})", max_iter)
@@ -147,7 +149,8 @@ class MatrixFactorization(PSEstimator):
     init_std : float, optional
         Standard deviation of the normal initial factors. Default 0.01 (sgd), 0.1 (als).
     batch_size : int, default 100_000
-        SGD ratings per clock in the largest partition.
+        Not used: SGD runs one clock per item block (the DSGD schedule, see
+        :func:`train`); kept so that existing calls keep working.
     cold_start : {"mean", "nan", "drop", "raise"}, default "mean"
         Predictions for a user or item not seen at fit: "mean" falls back on the biases and
         the global mean (an unseen user gets ``mu + b_i``); "nan" gives NaN; "drop" gives
@@ -174,13 +177,15 @@ class MatrixFactorization(PSEstimator):
     rating_range_ : (float, float)
     history_ : list of dict
         See :func:`~dask_ps.algorithms._base.history_fields`; ``loss`` is the training
-        RMSE.
+        RMSE; SGD epochs also hold ``kernel_time`` and ``exchange_time``, the slowest
+        task's seconds in the SGD kernel and in pulls, pushes and clocks (waits included).
     n_iter_ : int
 
     References
     ----------
     Y. Koren, KDD 2008; Y. Koren, R. Bell and C. Volinsky, IEEE Computer 42(8), 2009; S. Funk,
-    "Netflix Update: Try This at Home", 2006; N. Hug, Surprise; Y. Zhou et al., AAIM 2008.
+    "Netflix Update: Try This at Home", 2006; N. Hug, Surprise; Y. Zhou et al., AAIM 2008;
+    R. Gemulla et al., KDD 2011 (DSGD, the SGD schedule).
 
     Examples
     --------
