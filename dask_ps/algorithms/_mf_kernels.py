@@ -144,21 +144,22 @@ def _with_one(F, j, v):
 
 
 @numba.njit(**_JIT)
-def als_solve_rows(indptr, cols, ratings, F, mu, lam, lam_bias, out):
+def als_solve_rows(indptr, cols, ratings, F, mu, lam, lam_bias, lam0, lam_bias0, out):
     """Weighted-λ ALS for the rows of a CSR block: each row's factors and bias at once.
 
     Row ``u`` (ratings ``r_uj`` of columns ``j = cols[indptr[u]:indptr[u+1]]``) gets
     ``x_u = [p_u, b_u]`` minimising
-    ``sum_j (r_uj - mu - b_j - [F_j, 1] · x_u)^2 + n_u (lam |p_u|^2 + lam_bias b_u^2)`` with
-    ``F_j`` the fixed side's factors and ``b_j = F[j, k]`` its bias (Zhou et al., 2008, eq. 5,
-    with biases added).
+    ``sum_j (r_uj - mu - b_j - [F_j, 1] · x_u)^2 + (lam n_u + lam0) |p_u|^2
+    + (lam_bias n_u + lam_bias0) b_u^2`` with ``F_j`` the fixed side's factors and
+    ``b_j = F[j, k]`` its bias (Zhou et al., 2008, eq. 5, with biases and a fixed part added).
 
     Parameters
     ----------
     indptr : int array (n + 1,), cols : int array (nnz,), ratings : float array (nnz,)
     F : float array (m, k + 1)
         Fixed side: factors, bias in the last column.
-    mu, lam, lam_bias : float
+    mu, lam, lam_bias, lam0, lam_bias0 : float
+        Global mean; L2 strengths per rating and fixed, of the factors and of the bias.
     out : float64 array (n, k + 1)
         Receives ``[p_u, b_u]``; rows without ratings are set to zero.
 
@@ -188,7 +189,7 @@ def als_solve_rows(indptr, cols, ratings, F, mu, lam, lam_bias, out):
                 for g in range(f + 1):
                     A[f, g] += v[f] * v[g]
         for f in range(d):
-            A[f, f] += (lam if f < k else lam_bias) * n
+            A[f, f] += (lam * n + lam0) if f < k else (lam_bias * n + lam_bias0)
             for g in range(f + 1, d):
                 A[f, g] = A[g, f]
         if not _cholesky_solve(A, b, x, y):
@@ -227,16 +228,16 @@ def als_gram(users, items, ratings, P, mu, G):
 
 
 @numba.njit(**_JIT)
-def als_solve_gram(G, lam, lam_bias, out):
+def als_solve_gram(G, lam, lam_bias, lam0, lam_bias0, out):
     """Solve the normal equations accumulated by :func:`als_gram`, one row at a time.
 
-    Row ``i``: ``(G_i + n_i diag(lam, ..., lam, lam_bias)) x = h_i``; rows with ``n_i = 0``
-    get zeros.
+    Row ``i``: ``(G_i + diag(lam n_i + lam0, ..., lam_bias n_i + lam_bias0)) x = h_i``; rows
+    with ``n_i = 0`` get zeros.
 
     Parameters
     ----------
     G : float64 array (m, d * d + d + 1)
-    lam, lam_bias : float
+    lam, lam_bias, lam0, lam_bias0 : float
     out : float64 array (m, d)
 
     Returns
@@ -257,7 +258,7 @@ def als_solve_gram(G, lam, lam_bias, out):
         for f in range(d):
             for g in range(d):
                 A[f, g] = G[i, f * d + g]
-            A[f, f] += (lam if f < d - 1 else lam_bias) * n
+            A[f, f] += (lam * n + lam0) if f < d - 1 else (lam_bias * n + lam_bias0)
             b[f] = G[i, d * d + f]
         if not _cholesky_solve(A, b, x, y):
             return i

@@ -179,6 +179,7 @@ def _als_iteration(ps, parts: list, cfg: dict, epoch: int) -> tuple[float, int]:
     """One ALS iteration over a task's partitions (two clocks); returns SSE and ratings."""
     k, d = cfg["rank"], cfg["rank"] + 1
     lam, lam_bias, mu = cfg["reg"], cfg["reg_bias"], cfg["mu"]
+    lam0, lb0 = cfg["reg_fixed"], cfg["reg_bias_fixed"]
     sse, count = 0.0, 0
     for part in parts:  # user step, against the item rows of the last item step
         st = _local(part, cfg)
@@ -193,8 +194,8 @@ def _als_iteration(ps, parts: list, cfg: dict, epoch: int) -> tuple[float, int]:
         if not keys.shape[0]:
             continue
         Q = ps.pull("item", keys)
-        if als_solve_rows(st["indptr"], st["cols"], st["vals"], Q, mu, lam, lam_bias, P) >= 0 \
-                or not np.isfinite(P).all():
+        if als_solve_rows(st["indptr"], st["cols"], st["vals"], Q, mu, lam, lam_bias, lam0, lb0,
+                          P) >= 0 or not np.isfinite(P).all():
             raise diverged("als", epoch, "the user factors are not finite", cfg)
         rows = np.repeat(np.arange(P.shape[0]), np.diff(st["indptr"]))
         with np.errstate(over="ignore", invalid="ignore"):  # checked just below
@@ -214,7 +215,7 @@ def _als_iteration(ps, parts: list, cfg: dict, epoch: int) -> tuple[float, int]:
             continue
         S = ps.pull("gram", owned)
         new = np.empty((owned.shape[0], d))
-        if als_solve_gram(S, lam, lam_bias, new) >= 0 or not np.isfinite(new).all():
+        if als_solve_gram(S, lam, lam_bias, lam0, lb0, new) >= 0 or not np.isfinite(new).all():
             raise diverged("als", epoch, "the item factors are not finite", cfg)
         ps.push("item", owned, new - ps.pull("item", owned))
         ps.push("gram", owned, -S)  # back to zero for the next iteration
