@@ -77,7 +77,8 @@ def rmse(pred, truth) -> float:
 
 
 def run_dask_ps(client, train, test, epochs, **kw) -> tuple:
-    """(seconds per epoch, fit seconds, test RMSE, kernel and exchange seconds per epoch)."""
+    """(seconds per epoch, fit seconds, test RMSE, and per epoch the slowest task's kernel
+    and exchange wall seconds and kernel CPU seconds)."""
     from dask_ps import MatrixFactorization
 
     t0 = time.perf_counter()
@@ -86,11 +87,11 @@ def run_dask_ps(client, train, test, epochs, **kw) -> tuple:
     fit = time.perf_counter() - t0
     h = model.history_
     med = [float(np.median([r.get(k, np.nan) for r in h]))
-           for k in ("epoch_time", "kernel_time", "exchange_time")]
-    return med[0], fit, model.evaluate(test)["rmse"], med[1], med[2]
+           for k in ("epoch_time", "kernel_time", "exchange_time", "kernel_cpu_time")]
+    return med[0], fit, model.evaluate(test)["rmse"], med[1], med[2], med[3]
 
 
-def run_numba(train, test, epochs, rank, lr, reg, init_std) -> tuple[float, float, float]:
+def run_numba(train, test, epochs, rank, lr, reg, init_std) -> tuple:
     """One thread, one process: dask_ps's SGD kernel over all ratings per epoch, in its
     order (by user, users in a random order, shuffled within a user), float32."""
     from dask_ps.algorithms._mf_kernels import predict_pairs, sgd_sweep
@@ -112,11 +113,12 @@ def run_numba(train, test, epochs, rank, lr, reg, init_std) -> tuple[float, floa
     sgd_sweep(users[:1], items[:1], ratings[:1], P.copy(), bu.copy(), Q.copy(), mu, f(lr),
               f(reg), f(reg))  # compiled or loaded from the cache, outside the timing
     build = time.perf_counter() - t0
-    times = []
+    times, cpu = [], []
     for _ in range(epochs):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         sgd_sweep(users, items, ratings, P, bu, Q, mu, f(lr), f(reg), f(reg))
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
     tu, ti = test.user.to_numpy(), test.item.to_numpy()
     tu = np.where(tu < n_users, tu, -1)
     ti = np.where(ti < n_items, ti, -1)
@@ -124,7 +126,8 @@ def run_numba(train, test, epochs, rank, lr, reg, init_std) -> tuple[float, floa
     low, high = float(ratings.min()), float(ratings.max())
     predict_pairs(tu, ti, P.astype(float), bu.astype(float), Q[:, :rank].astype(float),
                   Q[:, rank].astype(float), float(mu), low, high, out)
-    return float(np.median(times)), build + sum(times), rmse(out, test.rating)
+    return (float(np.median(times)), build + sum(times), rmse(out, test.rating), None, None,
+            float(np.median(cpu)))
 
 
 def run_surprise(train, test, epochs, rank, **kw) -> tuple[float, float, float]:
@@ -206,9 +209,10 @@ def main(argv=None) -> int:
 
     rows = []
 
-    def record(data, who, per_epoch, fit, err, kernel=None, exchange=None):
-        rows.append((data, who, per_epoch, fit, err))
+    def record(data, who, per_epoch, fit, err, kernel=None, exchange=None, cpu=None):
+        rows.append((data, who, per_epoch, fit, err, cpu))
         more = "" if kernel is None else f"  (kernel {kernel:.3f} s, exchange {exchange:.3f} s)"
+        more += "" if cpu is None else f"  kernel CPU {cpu:.3f} s/epoch"
         print(f"  {who:40s} {per_epoch:7.3f} s/epoch  fit {fit:7.2f} s  RMSE {err:.4f}{more}",
               flush=True)
 
@@ -272,6 +276,11 @@ def main(argv=None) -> int:
         if surp:
             line += f" (Surprise {surp[0][4]:.4f}, difference {mine[4] - surp[0][4]:+.4f})"
         print(line)
+    cpu = {r[1].split(" k=")[0]: r[5] for r in rows if r[0] == gen and r[5] is not None}
+    if len(cpu) == 2:  # independent of the other processes on the machine
+        print(f"  {gen}: kernel CPU seconds per epoch, slowest dask_ps task / one thread = "
+              f"{cpu['dask_ps SGD']:.3f} / {cpu['numba SGD']:.3f} = "
+              f"{cpu['dask_ps SGD'] / cpu['numba SGD']:.2f}")
     return 0
 
 

@@ -120,9 +120,10 @@ def _task_blocks(parts: list, cfg: dict) -> dict:
 
 def sgd_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[tuple]:
     """SGD epochs ``first..last`` over a task's partitions, on the DSGD schedule; returns
-    per epoch ``(SSE, ratings, kernel seconds, exchange seconds)``: the SSE of the errors
-    before each update, the time in the SGD kernel and the time in pulls, pushes and clocks
-    (barrier waits included).
+    per epoch ``(SSE, ratings, kernel seconds, exchange seconds, kernel CPU seconds)``: the
+    SSE of the errors before each update, the wall time in the SGD kernel, the wall time in
+    pulls, pushes and clocks (barrier waits included) and the kernel's thread CPU time
+    (below its wall time when other processes share the cores).
 
     The items are dealt into ``n_blocks`` blocks of about equal ratings (one per task).
     An epoch has ``n_blocks`` clocks; at clock ``s`` task ``t`` owns block
@@ -143,20 +144,21 @@ def sgd_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[tuple]:
     for epoch in range(first, last + 1):
         lr = cfg["learning_rate"] * cfg["decay"] ** (epoch - 1)
         scalars = (f32(cfg["mu"]), f32(lr), f32(cfg["reg"]), f32(cfg["reg_bias"]))
-        sse, n, t_kernel, t_all = 0.0, 0, 0.0, time.perf_counter()
+        sse, n, t_kernel, cpu, t_all = 0.0, 0, 0.0, 0.0, time.perf_counter()
         for s in range(B):
             b = (ps.task + s) % B
             keys = lay["keys"][b]
             if keys.shape[0]:  # a task without ratings in the block only keeps the clock
                 Q = ps.pull("item", keys)
                 Q0 = Q.copy()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 for part, cut in zip(parts, lay["parts"]):
                     users, local, ratings = cut[b]
                     sse += sgd_sweep(users, local, ratings, part.state["P"],
                                      part.state["bu"], Q, *scalars)
                     n += ratings.shape[0]
                 t_kernel += time.perf_counter() - t0
+                cpu += time.thread_time() - c0
                 if not (np.isfinite(sse) and np.isfinite(Q).all()):
                     raise diverged("sgd", epoch, "the errors or item factors are not finite",
                                    cfg)
@@ -165,7 +167,7 @@ def sgd_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[tuple]:
         for part in parts:
             if not (np.isfinite(part.state["P"]).all() and np.isfinite(part.state["bu"]).all()):
                 raise diverged("sgd", epoch, "the user factors are not finite", cfg)
-        out.append((sse, n, t_kernel, time.perf_counter() - t_all - t_kernel))
+        out.append((sse, n, t_kernel, time.perf_counter() - t_all - t_kernel, cpu))
     return out
 
 

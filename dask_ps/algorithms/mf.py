@@ -121,9 +121,10 @@ def _rmse(results: list) -> dict:
     per_task = np.asarray(results, dtype=np.float64).reshape(len(results), -1)
     sse, n = per_task[:, :2].sum(axis=0)
     out = dict(loss=math.sqrt(sse / max(n, 1.0)))
-    if per_task.shape[1] == 4:
+    if per_task.shape[1] == 5:
         out.update(kernel_time=float(per_task[:, 2].max()),
-                   exchange_time=float(per_task[:, 3].max()))
+                   exchange_time=float(per_task[:, 3].max()),
+                   kernel_cpu_time=float(per_task[:, 4].max()))
     return out
 
 
@@ -187,8 +188,9 @@ class MatrixFactorization(PSEstimator):
     rating_range_ : (float, float)
     history_ : list of dict
         See :func:`~dask_ps.algorithms._base.history_fields`; ``loss`` is the training
-        RMSE; SGD epochs also hold ``kernel_time`` and ``exchange_time``, the slowest
-        task's seconds in the SGD kernel and in pulls, pushes and clocks (waits included).
+        RMSE; SGD epochs also hold ``kernel_time``, ``exchange_time`` and
+        ``kernel_cpu_time``, the slowest task's wall seconds in the SGD kernel and in pulls,
+        pushes and clocks (waits included), and its CPU seconds in the kernel.
     n_iter_ : int
 
     References
