@@ -215,7 +215,8 @@ def check_one_and_two_workers(u1, clients, solver, tol, bound, **kw):
 
 # smaller than the defaults, to stay fast on a loaded 2-core machine
 @pytest.mark.parametrize("solver, tol, bound, kw", [
-    ("sgd", 0.005, 0.945, dict(rank=32, max_iter=20, decay=1.0, init_std=0.1)),
+    ("sgd", 0.005, 0.945, dict(rank=32, max_iter=20, decay=1.0, init_std=0.1,
+                                   learning_rate=0.01)),
     ("als", 1e-6, 0.94, dict(rank=16, max_iter=8)),  # exact method: equal up to rounding
 ])
 def test_one_and_two_workers_agree(u1, client1, client2, solver, tol, bound, kw):
