@@ -1,20 +1,32 @@
-"""Matrix factorisation against its peers, in one run: time per epoch and test RMSE.
+"""Matrix factorisation against its peers, in one run: time per epoch, fit time, test RMSE.
 
-    python benchmarks/mf_peers.py [--ratings 10000000] [--quick] [--no-spark] [--no-surprise]
+    python benchmarks/mf_peers.py [--ratings 10000000] [--users 70000] [--items 10000]
+        [--rank 100] [--epochs 5] [--quick] [--no-spark] [--no-surprise] [--one-worker]
 
-Contenders, on MovieLens-100k (u1.base -> u1.test) and on a generated set of ``--ratings``
-ratings (a planted rank-10 biased model, Zipf-popular items, integer ratings 1-5, 10 % more
-ratings held out for the test):
+Two sets:
 
-* dask_ps ``MatrixFactorization`` (SGD, and ALS) on a local cluster of 2 worker processes
-  (and SGD on 1 worker, for the 1-vs-2 comparison);
+* MovieLens-100k u1 (u1.base -> u1.test): every contender with its defaults; the figure is
+  the whole fit's wall time (dask_ps: on a local cluster of 2 worker processes x 1 thread,
+  partitioning included; Surprise: building its trainset included).
+* a generated set of ``--ratings`` ratings of ``--users`` x ``--items`` (the shape of
+  MovieLens-10M; a planted rank-10 biased model, Zipf-popular items, integer ratings 1-5,
+  10 % more held out for the test), every SGD contender at the same settings (rank,
+  epochs, learning rate, L2 strength, initial spread, no decay): seconds per epoch.
+
+Contenders:
+
+* dask_ps ``MatrixFactorization`` (SGD on the DSGD schedule; ALS on MovieLens only) on 2
+  workers x 1 thread (and SGD on 1 worker with ``--one-worker``);
+* a single-thread numba reference: dask_ps's own SGD kernel over all the ratings in one
+  process, in the same cache-friendly order (by user, users in a random order), with no PS;
 * Surprise ``SVD`` (biased MF by SGD, single process, Cython), if installed;
 * Spark MLlib ``ALS`` in local mode (``local[2]``), if pyspark and Java are installed.
 
-Per-epoch times: dask_ps reports the slowest task's wall time of each epoch (``history_``);
-for the peers it is the fit time divided by the epochs (their fit includes building their
-own data structures). Figures are ratios measured in this run; the machine is shared and
-noisy, so read them as sizes.
+dask_ps's seconds per epoch are the median over the epochs of ``history_``'s
+``epoch_time`` (a job's wall time over its epochs), with the slowest task's seconds in the
+kernel and in pulls, pushes and clocks beside them; for the peers, the fit time over the
+epochs. Ratios are against the best peer of this run; the machine is shared and noisy (the
+script prints ``uptime``'s load), so read them as sizes.
 """
 
 from __future__ import annotations
@@ -23,27 +35,27 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _common import data_root
 
 NAMES = ["user", "item", "rating", "ts"]
 
 
 def movielens(split: str = "u1") -> tuple[pd.DataFrame, pd.DataFrame]:
-    data = Path(os.environ.get("DASK_PS_DATA",
-                               Path(__file__).resolve().parents[1].parent / "shared" / "data"))
-    folder = data / "mf_movielens100k"
+    folder = data_root() / "mf_movielens100k"
     return (pd.read_csv(folder / f"{split}.base", sep="\t", names=NAMES)[NAMES[:3]],
             pd.read_csv(folder / f"{split}.test", sep="\t", names=NAMES)[NAMES[:3]])
 
 
-def generated(n: int, rank: int = 10, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``n`` train and ``n // 10`` test ratings from a planted biased rank-``rank`` model."""
+def generated(n: int, rank: int = 10, seed: int = 0, users: int | None = None,
+              items: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``n`` train and ``n // 10`` test ratings from a planted biased rank-``rank`` model of
+    ``users`` x ``items`` (default ``n // 100`` x ``n // 500``)."""
     rng = np.random.default_rng(seed)
     total = n + n // 10
-    n_users, n_items = max(10, n // 100), max(10, n // 500)
+    n_users, n_items = max(10, users or n // 100), max(10, items or n // 500)
     users = rng.integers(0, n_users, total)
     items = (rng.zipf(1.3, total) - 1) % n_items  # popular items anywhere in the id range
     items = rng.permutation(n_items)[items]
@@ -64,26 +76,68 @@ def rmse(pred, truth) -> float:
     return float(np.sqrt(np.mean((np.asarray(pred) - np.asarray(truth)) ** 2)))
 
 
-def run_dask_ps(client, train, test, epochs, **kw) -> tuple[float, float, float]:
-    """(seconds per epoch, fit seconds, test RMSE)."""
+def run_dask_ps(client, train, test, epochs, **kw) -> tuple:
+    """(seconds per epoch, fit seconds, test RMSE, and per epoch the slowest task's kernel
+    and exchange wall seconds and kernel CPU seconds)."""
     from dask_ps import MatrixFactorization
 
     t0 = time.perf_counter()
     model = MatrixFactorization(client=client, max_iter=epochs, random_state=0, **kw)
     model.fit(train)
     fit = time.perf_counter() - t0
-    per_epoch = float(np.median([h["time"] for h in model.history_]))
-    return per_epoch, fit, model.evaluate(test)["rmse"]
+    h = model.history_
+    med = [float(np.median([r.get(k, np.nan) for r in h]))
+           for k in ("epoch_time", "kernel_time", "exchange_time", "kernel_cpu_time")]
+    return med[0], fit, model.evaluate(test)["rmse"], med[1], med[2], med[3]
 
 
-def run_surprise(train, test, epochs, rank) -> tuple[float, float, float]:
+def run_numba(train, test, epochs, rank, lr, reg, init_std) -> tuple:
+    """One thread, one process: dask_ps's SGD kernel over all ratings per epoch, in its
+    order (by user, users in a random order, shuffled within a user), float32."""
+    from dask_ps.algorithms._mf_kernels import predict_pairs, sgd_sweep
+
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(0)
+    u, i = train.user.to_numpy(), train.item.to_numpy()
+    n_users, n_items = int(u.max()) + 1, int(i.max()) + 1
+    order = rng.permutation(u.shape[0])
+    order = order[np.argsort(rng.permutation(n_users)[u[order]], kind="stable")]
+    users, items = u[order].astype(np.int32), i[order].astype(np.int32)
+    ratings = train.rating.to_numpy(np.float32)[order]
+    f = np.float32
+    P = rng.normal(0, init_std, (n_users, rank)).astype(f)
+    Q = np.zeros((n_items, rank + 1), f)
+    Q[:, :rank] = rng.normal(0, init_std, (n_items, rank))
+    bu = np.zeros(n_users, f)
+    mu = f(ratings.mean())
+    sgd_sweep(users[:1], items[:1], ratings[:1], P.copy(), bu.copy(), Q.copy(), mu, f(lr),
+              f(reg), f(reg))  # compiled or loaded from the cache, outside the timing
+    build = time.perf_counter() - t0
+    times, cpu = [], []
+    for _ in range(epochs):
+        t, c = time.perf_counter(), time.process_time()
+        sgd_sweep(users, items, ratings, P, bu, Q, mu, f(lr), f(reg), f(reg))
+        times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    tu, ti = test.user.to_numpy(), test.item.to_numpy()
+    tu = np.where(tu < n_users, tu, -1)
+    ti = np.where(ti < n_items, ti, -1)
+    out = np.empty(tu.shape[0])
+    low, high = float(ratings.min()), float(ratings.max())
+    predict_pairs(tu, ti, P.astype(float), bu.astype(float), Q[:, :rank].astype(float),
+                  Q[:, rank].astype(float), float(mu), low, high, out)
+    return (float(np.median(times)), build + sum(times), rmse(out, test.rating), None, None,
+            float(np.median(cpu)))
+
+
+def run_surprise(train, test, epochs, rank, **kw) -> tuple[float, float, float]:
     from surprise import SVD, Dataset, Reader
 
     t0 = time.perf_counter()
     low, high = float(train.rating.min()), float(train.rating.max())
     trainset = Dataset.load_from_df(train, Reader(rating_scale=(low, high))).build_full_trainset()
     build = time.perf_counter() - t0
-    algo = SVD(n_factors=rank, n_epochs=epochs, random_state=0)
+    algo = SVD(n_factors=rank, n_epochs=epochs, random_state=0, **kw)
     t0 = time.perf_counter()
     algo.fit(trainset)
     fit = time.perf_counter() - t0
@@ -123,11 +177,14 @@ def run_spark(spark, train, test, epochs, rank, reg) -> tuple[float, float, floa
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ratings", type=int, default=10_000_000)
+    p.add_argument("--users", type=int, default=70_000)
+    p.add_argument("--items", type=int, default=10_000)
     p.add_argument("--quick", action="store_true", help="10^6 generated ratings")
-    p.add_argument("--epochs", type=int, default=10, help="epochs on the generated set")
-    p.add_argument("--rank", type=int, default=32, help="rank on the generated set")
+    p.add_argument("--epochs", type=int, default=5, help="epochs on the generated set")
+    p.add_argument("--rank", type=int, default=100, help="rank on the generated set")
     p.add_argument("--no-spark", action="store_true")
     p.add_argument("--no-surprise", action="store_true")
+    p.add_argument("--one-worker", action="store_true", help="also dask_ps SGD on 1 worker")
     args = p.parse_args(argv)
     if args.quick:
         args.ratings = 1_000_000
@@ -148,66 +205,82 @@ def main(argv=None) -> int:
         except ImportError:
             print("Surprise not installed (pip install scikit-surprise): skipped")
             surprise = False
+    print(f"load before: {os.getloadavg()}")
 
     rows = []
 
-    def record(data, who, per_epoch, fit, err):
-        rows.append((data, who, per_epoch, fit, err))
-        print(f"  {who:34s} {per_epoch:7.3f} s/epoch  fit {fit:7.2f} s  RMSE {err:.4f}",
+    def record(data, who, per_epoch, fit, err, kernel=None, exchange=None, cpu=None):
+        rows.append((data, who, per_epoch, fit, err, cpu))
+        more = "" if kernel is None else f"  (kernel {kernel:.3f} s, exchange {exchange:.3f} s)"
+        more += "" if cpu is None else f"  kernel CPU {cpu:.3f} s/epoch"
+        print(f"  {who:40s} {per_epoch:7.3f} s/epoch  fit {fit:7.2f} s  RMSE {err:.4f}{more}",
               flush=True)
 
     ml_train, ml_test = movielens("u1")
-    gen_train, gen_test = generated(args.ratings)
-    sets = [("ml100k-u1", ml_train, ml_test, None), (f"gen-{args.ratings:.0e}", gen_train,
-                                                      gen_test, args.rank)]
+    gen_train, gen_test = generated(args.ratings, users=args.users, items=args.items)
+    gen = f"gen-{args.ratings:.0e}"
+    k, e = args.rank, args.epochs
+    # one setting for every SGD contender on the generated set (Surprise's defaults for the
+    # step, the L2 strength and the initial spread; no decay: Surprise has none)
+    same = dict(learning_rate=0.005, reg=0.02, init_std=0.1)
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as c2, \
             Client(c2) as client2:
-        for name, train, test, rank in sets:
-            print(f"{name}: {len(train):,} train / {len(test):,} test ratings, "
-                  f"{train.user.nunique():,} users x {train.item.nunique():,} items")
-            if rank is None:  # MovieLens: the tuned settings
-                sgd = dict(solver="sgd", rank=500)
-                als, e_sgd, e_als, s_rank, s_epochs, sp_rank = (dict(solver="als"), 100, 15,
-                                                                100, 30, 50)
-            else:  # generated: one rank for everyone, per-epoch cost is the point
-                sgd = dict(solver="sgd", rank=rank, learning_rate=0.01, decay=0.9,
-                           reg=0.02, reg_bias=0.02, init_std=0.1, batch_size=1_000_000)
-                als, e_sgd, e_als, s_rank, s_epochs, sp_rank = (
-                    dict(solver="als", rank=rank, reg=0.05), args.epochs, 5, rank,
-                    args.epochs, rank)
-            record(name, f"dask_ps SGD k={sgd['rank']}, 2 workers",
-                   *run_dask_ps(client2, train, test, e_sgd, **sgd))
-            record(name, f"dask_ps ALS k={als.get('rank', 50)}, 2 workers",
-                   *run_dask_ps(client2, train, test, e_als, **als))
-            if surprise:
-                record(name, f"Surprise SVD k={s_rank}, {s_epochs} ep",
-                       *run_surprise(train, test, s_epochs, s_rank))
-            if spark is not None:
-                record(name, f"Spark ALS k={sp_rank}, local[2]",
-                       *run_spark(spark, train, test, e_als if rank else 10, sp_rank, 0.1))
-    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as c1, \
-            Client(c1) as client1:
-        name, train, test, rank = sets[1]
-        record(name, f"dask_ps SGD k={rank}, 1 worker",
-               *run_dask_ps(client1, train, test, args.epochs, solver="sgd", rank=rank,
-                            learning_rate=0.01, decay=0.9, reg=0.02, reg_bias=0.02,
-                            init_std=0.1, batch_size=1_000_000))
+        # a tiny fit first: the workers load the numba caches outside the timings
+        run_dask_ps(client2, ml_train.iloc[:2000], ml_test.iloc[:200], 1, rank=4)
+        print(f"ml100k-u1: {len(ml_train):,} train / {len(ml_test):,} test ratings; defaults")
+        record("ml100k-u1", "dask_ps SGD defaults, 2 workers",
+               *run_dask_ps(client2, ml_train, ml_test, None, solver="sgd"))
+        record("ml100k-u1", "dask_ps ALS defaults, 2 workers",
+               *run_dask_ps(client2, ml_train, ml_test, None, solver="als")[:3])
+        if surprise:
+            record("ml100k-u1", "Surprise SVD defaults (k=100, 20 ep)",
+                   *run_surprise(ml_train, ml_test, 20, 100))
+        if spark is not None:
+            record("ml100k-u1", "Spark ALS k=50, local[2]",
+                   *run_spark(spark, ml_train, ml_test, 10, 50, 0.1))
+        print(f"{gen}: {len(gen_train):,} train / {len(gen_test):,} test ratings, "
+              f"{gen_train.user.nunique():,} users x {gen_train.item.nunique():,} items; "
+              f"k={k}, {e} epochs, {same}")
+        record(gen, f"dask_ps SGD k={k}, 2 workers",
+               *run_dask_ps(client2, gen_train, gen_test, e, solver="sgd", rank=k, decay=1.0,
+                            reg_bias=same["reg"], **same))
+    record(gen, f"numba SGD k={k}, 1 thread",
+           *run_numba(gen_train, gen_test, e, k, same["learning_rate"], same["reg"],
+                      same["init_std"]))
+    if surprise:
+        record(gen, f"Surprise SVD k={k}",
+               *run_surprise(gen_train, gen_test, e, k, lr_all=same["learning_rate"],
+                             reg_all=same["reg"], init_std_dev=same["init_std"]))
     if spark is not None:
+        record(gen, f"Spark ALS k={k}, local[2]",
+               *run_spark(spark, gen_train, gen_test, e, k, 0.1))
         spark.stop()
+    if args.one_worker:
+        with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as c1, \
+                Client(c1) as client1:
+            record(gen, f"dask_ps SGD k={k}, 1 worker",
+                   *run_dask_ps(client1, gen_train, gen_test, e, solver="sgd", rank=k,
+                                decay=1.0, reg_bias=same["reg"], **same)[:3])
+    print(f"load after: {os.getloadavg()}")
 
-    print("\nratios (same run; time per epoch, RMSE difference):")
-    for name, *_ in sets:
-        by = {who.split(" k=")[0] + (" 1w" if "1 worker" in who else ""): (pe, err)
-              for n_, who, pe, _, err in rows if n_ == name}
-        ours = by["dask_ps SGD"]
-        for peer in ("Surprise SVD", "Spark ALS"):
-            if peer in by:
-                print(f"  {name}: {peer} / dask_ps SGD per epoch = {by[peer][0] / ours[0]:.2f}; "
-                      f"RMSE dask_ps - {peer} = {ours[1] - by[peer][1]:+.4f}")
-        if "dask_ps SGD 1w" in by:
-            one = by["dask_ps SGD 1w"]
-            print(f"  {name}: 1 worker / 2 workers per epoch = {one[0] / ours[0]:.2f}; "
-                  f"RMSE 2w - 1w = {ours[1] - one[1]:+.4f}")
+    print("\nratios dask_ps SGD (2 workers) / best peer, this run:")
+    for name, col, what in (("ml100k-u1", 3, "fit seconds"), (gen, 2, "seconds per epoch")):
+        mine = [r for r in rows if r[0] == name and r[1].startswith("dask_ps SGD")][0]
+        peers = [r for r in rows if r[0] == name and not r[1].startswith("dask_ps")]
+        if not peers:
+            continue
+        best = min(peers, key=lambda r: r[col])
+        surp = [r for r in peers if r[1].startswith("Surprise")]
+        line = (f"  {name}: {what} {mine[col]:.3f} / {best[col]:.3f} ({best[1]}) = "
+                f"{mine[col] / best[col]:.2f}; test RMSE {mine[4]:.4f}")
+        if surp:
+            line += f" (Surprise {surp[0][4]:.4f}, difference {mine[4] - surp[0][4]:+.4f})"
+        print(line)
+    cpu = {r[1].split(" k=")[0]: r[5] for r in rows if r[0] == gen and r[5] is not None}
+    if len(cpu) == 2:  # independent of the other processes on the machine
+        print(f"  {gen}: kernel CPU seconds per epoch, slowest dask_ps task / one thread = "
+              f"{cpu['dask_ps SGD']:.3f} / {cpu['numba SGD']:.3f} = "
+              f"{cpu['dask_ps SGD'] / cpu['numba SGD']:.2f}")
     return 0
 
 

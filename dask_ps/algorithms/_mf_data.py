@@ -13,7 +13,8 @@ import numpy as np
 
 from ..io.ratings import IdMapping
 
-__all__ = ["as_ids", "as_ratings", "coded_frame", "evaluate_sums", "to_part", "triples"]
+__all__ = ["as_ids", "as_ratings", "coded_frame", "evaluate_sums", "item_counts", "to_part",
+           "triples"]
 
 COLUMNS = ("user", "item", "rating")
 
@@ -134,6 +135,11 @@ def part_stats(part) -> np.ndarray:
     if r.shape[0] == 0:
         return np.array([0.0, 0.0, np.inf, -np.inf])
     return np.array([r.sum(), r.shape[0], r.min(), r.max()])
+
+
+def item_counts(part, n_items: int) -> np.ndarray:
+    """Ratings of each item in a partition, int64 (n_items,)."""
+    return np.bincount(part[2], minlength=n_items)
 
 
 def evaluate_sums(est, X, y) -> np.ndarray:

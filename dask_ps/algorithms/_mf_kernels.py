@@ -16,7 +16,8 @@ import numpy as np
 _JIT = dict(cache=True, nogil=True)
 
 
-@numba.njit(**_JIT)
+# reassociation only (SIMD sums); no "nnan"/"ninf": divergence must still show as NaN
+@numba.njit(fastmath={"reassoc", "contract"}, **_JIT)
 def sgd_sweep(users, items, ratings, P, bu, Q, mu, lr, reg, reg_bias):
     """One pass of biased-MF SGD over the given ratings, in their order; updates in place.
 
@@ -26,41 +27,78 @@ def sgd_sweep(users, items, ratings, P, bu, Q, mu, lr, reg, reg_bias):
         p_u += lr (e q_i - reg p_u)         q_i += lr (e p_u - reg q_i)
 
     (both factor updates from the old values), as in Funk's SVD and Koren (KDD 2008, sec. 2.1;
-    Surprise's ``SVD``).
+    Surprise's ``SVD``). Compiled with ``fastmath``: the dot product is summed in the
+    factors' precision in any order (SIMD), so results match a sequential float64 sum to
+    the factors' rounding only.
 
     Parameters
     ----------
-    users, items : int array (n,)
+    users, items : int32 array (n,)
         Local row of ``P``/``bu`` and of ``Q`` of each rating.
-    ratings : float array (n,)
-    P : float array (n_users, k), bu : float array (n_users,)
-    Q : float array (n_items, k + 1)
+    ratings : float32 array (n,)
+    P : float32 array (n_users, k), bu : float32 array (n_users,)
+    Q : float32 array (n_items, k + 1)
         Item factors, item bias in the last column.
-    mu, lr, reg, reg_bias : float
+    mu, lr, reg, reg_bias : float32
+        Scalars of the factors' dtype (a float64 scalar would widen the inner loops).
 
     Returns
     -------
     float
-        Sum of the squared errors ``e**2``, each taken before its rating's update.
+        Sum of the squared errors, each taken before its rating's update (float64).
     """
     k = P.shape[1]
     sse = 0.0
+    old_p = np.empty(k, P.dtype)
+    one = np.ones(1, P.dtype)[0]  # an int literal would widen float32 sums to float64
+    zero, keep = one - one, one - lr * reg
     for t in range(users.shape[0]):
         u = users[t]
-        i = items[t]
-        pred = mu + bu[u] + Q[i, k]
+        p = P[u]
+        q = Q[items[t]]
+        dot = zero
         for f in range(k):
-            pred += P[u, f] * Q[i, f]
-        e = ratings[t] - pred
+            dot += p[f] * q[f]
+        e = ratings[t] - (mu + bu[u] + q[k] + dot)
         sse += e * e
         bu[u] += lr * (e - reg_bias * bu[u])
-        Q[i, k] += lr * (e - reg_bias * Q[i, k])
+        q[k] += lr * (e - reg_bias * q[k])
+        step = lr * e  # x + lr (e y - reg x) = keep x + step y
         for f in range(k):
-            pu = P[u, f]
-            qi = Q[i, f]
-            P[u, f] = pu + lr * (e * qi - reg * pu)
-            Q[i, f] = qi + lr * (e * pu - reg * qi)
+            old_p[f] = p[f]
+        for f in range(k):
+            p[f] = keep * p[f] + step * q[f]
+        for f in range(k):
+            q[f] = keep * q[f] + step * old_p[f]
     return sse
+
+
+@numba.njit(**_JIT)
+def balance_blocks(counts, order, loads, out):
+    """Deal items into blocks of about equal rating counts: longest processing time first
+    (Graham, 1969), each item in ``order`` to the block with the fewest ratings so far
+    (the lowest such block on ties).
+
+    Parameters
+    ----------
+    counts : int64 array (n_items,)
+        Ratings of each item.
+    order : int64 array (n_items,)
+        Items by decreasing count (e.g. ``np.argsort(-counts, kind="stable")``).
+    loads : int64 array (n_blocks,)
+        Zeros on entry; receives each block's ratings.
+    out : int32 array (n_items,)
+        Receives each item's block.
+    """
+    n_blocks = loads.shape[0]
+    for j in range(order.shape[0]):
+        i = order[j]
+        best = 0
+        for b in range(1, n_blocks):
+            if loads[b] < loads[best]:
+                best = b
+        out[i] = best
+        loads[best] += counts[i]
 
 
 @numba.njit(**_JIT)

@@ -6,12 +6,13 @@ written next to that partition: they live in the partition's worker-local state
 partitions: their factors and biases are the PS table ``"item"`` (n_items, rank + 1), bias in
 the last column.
 
-* SGD: per clock a step pulls the item rows its partition touches once, runs a block of its
-  ratings through the numba SGD sweep against that snapshot, and pushes one delta (new - old)
-  per shard; the shards add them. Items a partition rates more than ``1 / learning_rate``
-  times per clock reach their local optimum within the clock: their deltas are averaged over
-  the partitions sharing the item (parameter mixing, Zinkevich et al., NIPS 2010) instead of
-  summed, which would overshoot.
+* SGD: the DSGD schedule (Gemulla, Nijkamp, Haas & Sismanis, KDD 2011; the block rotation
+  of NOMAD, Yun et al., VLDB 2014, done in lock step). Items are dealt into one block per
+  task, of about equal ratings; in clock ``s`` of an epoch task ``t`` owns block
+  ``(t + s) % n_blocks``: it pulls that block's item rows once, runs its ratings of the
+  block through the float32 numba SGD kernel and pushes one delta. No item is touched by
+  two tasks in one clock, so an epoch is serial SGD in a stratified order, with one pull
+  and one push of each item row per epoch and task.
 * ALS: the user step is local (each partition solves its users' normal equations against the
   pulled items); for the item step each partition pushes its partial normal equations into the
   table ``"gram"``, whose shards sum them; after the barrier, partition ``p`` solves items
@@ -21,12 +22,14 @@ the last column.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..exceptions import DivergenceError
 from ._mf_kernels import als_gram, als_solve_gram, als_solve_rows, sgd_sweep
 
-__all__ = ["als_task", "collect_step", "sgd_step", "touch_step"]
+__all__ = ["als_task", "collect_step", "sgd_task"]
 
 
 def _unique_sorted(x: np.ndarray) -> np.ndarray:
@@ -44,8 +47,9 @@ def diverged(solver: str, epoch: int, what: str, cfg: dict) -> DivergenceError:
 
 
 def _local(part, cfg: dict) -> dict:
-    """The partition's local state: its users' factors and biases and its ratings in the
-    order SGD visits them (made at the first visit, and again after a lost worker)."""
+    """The partition's ALS state: its users' rows (factors, bias last) and its ratings with
+    item rows local to its sorted item keys (made at the first visit, and again after a
+    lost worker)."""
     st = part.state
     if "P" not in st:
         uids, users, items, ratings = part.load()
@@ -53,59 +57,118 @@ def _local(part, cfg: dict) -> dict:
         k = cfg["rank"]
         n = ratings.shape[0]
         st["uids"] = uids
-        st["P"] = rng.normal(0.0, cfg["init_std"], (uids.shape[0], k)) if cfg["solver"] == \
-            "sgd" else np.zeros((uids.shape[0], k + 1))
+        st["P"] = np.zeros((uids.shape[0], k + 1))
         st["bu"] = np.zeros(uids.shape[0])
-        order = rng.permutation(n)  # one shuffle; the epochs visit the ratings in this order
+        order = rng.permutation(n)
         st["users"], st["items"], st["ratings"] = users[order], items[order], ratings[order]
         st["keys"] = _unique_sorted(items)
         st["local"] = np.searchsorted(st["keys"], st["items"])
     return st
 
 
-def touch_step(ps, part, cfg: dict) -> None:
-    """Count, per item, the partitions rating it (table ``"touch"``)."""
-    keys = _local(part, cfg)["keys"]
-    if keys.shape[0]:
-        ps.push("touch", keys, np.ones(keys.shape[0]))
-    ps.clock()
+def _sgd_local(part, cfg: dict) -> dict:
+    """The partition's SGD state: its users' float32 factors and biases (made at the first
+    visit, and again after a lost worker)."""
+    st = part.state
+    if "P" not in st:
+        uids = part.load()[0]
+        rng = np.random.default_rng([cfg["seed"], part.index])
+        st["uids"] = uids
+        st["P"] = rng.normal(0.0, cfg["init_std"], (uids.shape[0], cfg["rank"])).astype(
+            np.float32)
+        st["bu"] = np.zeros(uids.shape[0], np.float32)
+    return st
 
 
-def sgd_step(ps, part, cfg: dict) -> tuple[float, int]:
-    """One SGD epoch over a partition, ``clocks_per_epoch`` clocks; returns its SSE (errors
-    before each update) and ratings.
+def _task_blocks(parts: list, cfg: dict) -> dict:
+    """The task's ratings cut by item block, once per schedule (kept in the first
+    partition's state).
+
+    Returns ``{"keys": [sorted item keys the task rates in block b, int64], "parts": [per
+    partition, per block: (users int32, local item rows int32 into keys[b], ratings
+    float32)]}``; within a block the ratings keep one random order drawn from the seed.
+    """
+    tag = (cfg["n_blocks"], cfg["blocks_id"], tuple(p.index for p in parts))
+    head = parts[0].state
+    if head.get("dsgd_tag") == tag:
+        return head["dsgd"]
+    B, blocks = cfg["n_blocks"], cfg["blocks"]
+    cut = []
+    for part in parts:
+        _sgd_local(part, cfg)
+        uids, users, items, ratings = part.load()
+        rng = np.random.default_rng([cfg["seed"], part.index, 1])
+        order = rng.permutation(ratings.shape[0])
+        # by block, then by user in a random order, shuffled within a user: a user's factors
+        # stay in cache for its ratings (random rows of P cost a memory miss each)
+        rank_of = rng.permutation(uids.shape[0])
+        block = blocks[items[order]].astype(np.int64)
+        order = order[np.argsort(block * uids.shape[0] + rank_of[users[order]], kind="stable")]
+        bounds = np.concatenate(([0], np.cumsum(np.bincount(block, minlength=B))))
+        cut.append([order[bounds[b]:bounds[b + 1]] for b in range(B)])
+    keys = [_unique_sorted(np.concatenate([part.load()[2][c[b]] for part, c in
+                                           zip(parts, cut)])) for b in range(B)]
+    lay = {"keys": keys, "parts": []}
+    for part, c in zip(parts, cut):
+        _, users, items, ratings = part.load()
+        lay["parts"].append([(users[o].astype(np.int32),
+                              np.searchsorted(keys[b], items[o]).astype(np.int32),
+                              ratings[o].astype(np.float32)) for b, o in enumerate(c)])
+    head["dsgd_tag"], head["dsgd"] = tag, lay
+    return lay
+
+
+def sgd_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[tuple]:
+    """SGD epochs ``first..last`` over a task's partitions, on the DSGD schedule; returns
+    per epoch ``(SSE, ratings, kernel seconds, exchange seconds, kernel CPU seconds)``: the
+    SSE of the errors before each update, the wall time in the SGD kernel, the wall time in
+    pulls, pushes and clocks (barrier waits included) and the kernel's thread CPU time
+    (below its wall time when other processes share the cores).
+
+    The items are dealt into ``n_blocks`` blocks of about equal ratings (one per task).
+    An epoch has ``n_blocks`` clocks; at clock ``s`` task ``t`` owns block
+    ``(t + s) % n_blocks``: it pulls the block's item rows it rates once, runs all its
+    ratings of the block through :func:`~._mf_kernels.sgd_sweep` and pushes one delta
+    (new - old). No two tasks touch an item in the same clock, so under BSP the epoch is
+    a serial SGD pass in a stratified order (Gemulla, Nijkamp, Haas & Sismanis, KDD 2011).
 
     Raises
     ------
     DivergenceError
         Non-finite errors or factors, naming the epoch.
     """
-    st = _local(part, cfg)
-    keys, local, n = st["keys"], st["local"], st["ratings"].shape[0]
-    if "scale" not in st:
-        sharing = np.maximum(ps.pull("touch", keys), 1.0) if cfg["mix"] else \
-            np.ones(keys.shape[0])
-        st["sharing"] = sharing
-        st["per_clock"] = np.bincount(local, minlength=keys.shape[0]) / cfg["clocks_per_epoch"]
-        st["scale"] = True
-    lr = cfg["learning_rate"] * cfg["decay"] ** (part.epoch - 1)
-    scale = np.where(lr * st["per_clock"] >= 1.0, 1.0 / st["sharing"], 1.0)[:, None]
-    bounds = np.linspace(0, n, cfg["clocks_per_epoch"] + 1).round().astype(np.int64)
-    sse = 0.0
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        if keys.shape[0]:  # an empty partition only keeps the clock
-            Q = ps.pull("item", keys)
-            Q0 = Q.copy()
-            sse += sgd_sweep(st["users"][a:b], local[a:b], st["ratings"][a:b], st["P"],
-                             st["bu"], Q, cfg["mu"], lr, cfg["reg"], cfg["reg_bias"])
-            if not (np.isfinite(sse) and np.isfinite(Q).all()):
-                raise diverged("sgd", part.epoch, "the errors or item factors are not finite",
-                               cfg)
-            ps.push("item", keys, (Q - Q0) * scale)
-        ps.clock()
-    if not (np.isfinite(st["P"]).all() and np.isfinite(st["bu"]).all()):
-        raise diverged("sgd", part.epoch, "the user factors are not finite", cfg)
-    return sse, n
+    lay = _task_blocks(parts, cfg)
+    B = cfg["n_blocks"]
+    f32 = np.float32
+    out = []
+    for epoch in range(first, last + 1):
+        lr = cfg["learning_rate"] * cfg["decay"] ** (epoch - 1)
+        scalars = (f32(cfg["mu"]), f32(lr), f32(cfg["reg"]), f32(cfg["reg_bias"]))
+        sse, n, t_kernel, cpu, t_all = 0.0, 0, 0.0, 0.0, time.perf_counter()
+        for s in range(B):
+            b = (ps.task + s) % B
+            keys = lay["keys"][b]
+            if keys.shape[0]:  # a task without ratings in the block only keeps the clock
+                Q = ps.pull("item", keys)
+                Q0 = Q.copy()
+                t0, c0 = time.perf_counter(), time.thread_time()
+                for part, cut in zip(parts, lay["parts"]):
+                    users, local, ratings = cut[b]
+                    sse += sgd_sweep(users, local, ratings, part.state["P"],
+                                     part.state["bu"], Q, *scalars)
+                    n += ratings.shape[0]
+                t_kernel += time.perf_counter() - t0
+                cpu += time.thread_time() - c0
+                if not (np.isfinite(sse) and np.isfinite(Q).all()):
+                    raise diverged("sgd", epoch, "the errors or item factors are not finite",
+                                   cfg)
+                ps.push("item", keys, Q - Q0)
+            ps.clock()
+        for part in parts:
+            if not (np.isfinite(part.state["P"]).all() and np.isfinite(part.state["bu"]).all()):
+                raise diverged("sgd", epoch, "the user factors are not finite", cfg)
+        out.append((sse, n, t_kernel, time.perf_counter() - t_all - t_kernel, cpu))
+    return out
 
 
 def als_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[tuple[float, int]]:
@@ -164,6 +227,9 @@ def _als_iteration(ps, parts: list, cfg: dict, epoch: int) -> tuple[float, int]:
 
 def collect_step(ps, part, cfg: dict) -> tuple[np.ndarray, np.ndarray]:
     """The partition's user codes and their rows (factors, bias last)."""
-    st = _local(part, cfg)
-    P = st["P"] if cfg["solver"] == "als" else np.column_stack([st["P"], st["bu"]])
+    if cfg["solver"] == "als":
+        st = _local(part, cfg)
+        return st["uids"], st["P"]
+    st = _sgd_local(part, cfg)
+    P = np.column_stack([st["P"], st["bu"]])
     return st["uids"], P

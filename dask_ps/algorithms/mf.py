@@ -20,8 +20,8 @@ from ..partitions import Partitions
 from ..partitions.inputs import is_dask
 from . import _mf_data as data_
 from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, PSEstimator, StrOptions
-from ._mf_kernels import predict_pairs
-from ._mf_steps import als_task, collect_step, sgd_step, touch_step
+from ._mf_kernels import balance_blocks, predict_pairs
+from ._mf_steps import als_task, collect_step, sgd_task
 
 __all__ = ["MatrixFactorization", "train"]
 
@@ -30,7 +30,7 @@ SOLVERS = ("sgd", "als")
 DEFAULTS = {
     # tuned on MovieLens-100k u1.base -> u1.test (see the README section)
     "sgd": dict(rank=200, reg=0.05, reg_bias=0.02, reg_fixed=0.0, reg_bias_fixed=0.0,
-                learning_rate=0.01, decay=0.97, max_iter=100, init_std=0.01),
+                learning_rate=0.06, decay=0.82, max_iter=20, init_std=0.01),
     # the fixed parts chosen on u1, ua and two sparse samples of MovieLens-100k (README)
     "als": dict(rank=50, reg=0.1, reg_bias=0.01, reg_fixed=5.0, reg_bias_fixed=3.0,
                 learning_rate=None, decay=None, max_iter=15, init_std=0.1),
@@ -46,8 +46,9 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
     :class:`MatrixFactorization` (see it for the parameters).
 
     ``data`` holds user-grouped ``(uids, users, items, ratings)`` partitions
-    (:func:`~._mf_data.to_part`); ``batch_size`` is the SGD ratings per clock of the largest
-    partition (every partition runs the same number of clocks per epoch).
+    (:func:`~._mf_data.to_part`). SGD runs the DSGD schedule (:func:`~._mf_steps.sgd_task`):
+    the items are dealt into one block per task, of about equal ratings, and an epoch has
+    one clock per block; ``batch_size`` is not used (kept for existing calls).
 
     Returns
     -------
@@ -66,32 +67,30 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
     References
     ----------
     Koren, KDD 2008; Koren, Bell & Volinsky, IEEE Computer 2009; Zhou, Wilkinson, Schreiber &
-    Pan, AAIM 2008 (ALS with weighted-λ regularisation); Zinkevich et al., NIPS 2010.
+    Pan, AAIM 2008 (ALS with weighted-λ regularisation); Gemulla, Nijkamp, Haas & Sismanis,
+    KDD 2011 (DSGD); Yun, Yu, Hsieh, Vishwanathan & Dhillon, VLDB 2014 (NOMAD).
     """
     d = rank + 1
     loop = loop or EpochLoop(model, f"MatrixFactorization({solver})", max_iter)
-    table = model.add_table("item", (n_items, d), "float64", init=("normal", 0.0, init_std),
+    dtype = "float32" if solver == "sgd" else "float64"  # SGD: float32 factors and kernel
+    table = model.add_table("item", (n_items, d), dtype, init=("normal", 0.0, init_std),
                             seed=int(random_state) % 2**31)
     rows = np.arange(n_items, dtype=np.int64)
-    delta = np.zeros((n_items, d))
+    delta = np.zeros((n_items, d), dtype)
     delta[:, rank] = -table.pull(rows)[:, rank]  # biases start at zero
     table.push(rows, delta)
     cfg = dict(solver=solver, rank=rank, reg=reg, reg_bias=reg_bias, reg_fixed=reg_fixed,
                reg_bias_fixed=reg_bias_fixed, mu=mu, decay=decay,
                learning_rate=learning_rate, init_std=init_std, n_items=n_items,
-               n_parts=len(data), seed=int(random_state),
-               clocks_per_epoch=max(1, math.ceil(max(data.n_rows) / batch_size)),
-               mix=len(data) > 1)
+               n_parts=len(data), seed=int(random_state))
     if solver == "sgd":
-        if cfg["mix"]:
-            model.add_table("touch", (n_items,), "float64")
-            model.fit_partitions(lambda ps, part: touch_step(ps, part, cfg), data)
+        counts = np.sum(data.reduce(data_.item_counts, None, n_items), axis=0)
 
         def epochs(first, last):
-            return [_rmse(r) for r in model.fit_partitions(
-                lambda ps, part: sgd_step(ps, part, cfg), data, epochs=last - first + 1,
-                first_epoch=first, consistency=consistency, staleness=staleness,
-                seed=int(random_state))]
+            _schedule(cfg, counts, len(data.tasks()))  # again after a lost worker
+            per_task = model.run(lambda ps, parts: sgd_task(ps, parts, cfg, first, last),
+                                 data, consistency=consistency, staleness=staleness)
+            return [_rmse([t[e] for t in per_task]) for e in range(last - first + 1)]
     else:
         model.add_table("gram", (n_items, d * d + d + 1), "float64")
 
@@ -106,9 +105,27 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
     return user_rows, item_rows, history
 
 
+def _schedule(cfg: dict, counts: np.ndarray, n_tasks: int) -> None:
+    """Set ``cfg``'s DSGD item blocks: one per task, of about equal ratings."""
+    if cfg.get("n_blocks") == n_tasks:
+        return
+    blocks = np.zeros(counts.shape[0], np.int32)
+    balance_blocks(counts.astype(np.int64), np.argsort(-counts, kind="stable"),
+                   np.zeros(n_tasks, np.int64), blocks)
+    cfg.update(n_blocks=n_tasks, blocks=blocks, blocks_id=cfg.get("blocks_id", -1) + 1)
+
+
 def _rmse(results: list) -> dict:
-    sse, n = np.sum(np.asarray(results, dtype=np.float64).reshape(-1, 2), axis=0)
-    return dict(loss=math.sqrt(sse / max(n, 1.0)))
+    """The epoch's training RMSE from the tasks' ``(sse, n, ...)``; SGD's also carry the
+    slowest task's seconds in the kernel and in pulls, pushes and clocks."""
+    per_task = np.asarray(results, dtype=np.float64).reshape(len(results), -1)
+    sse, n = per_task[:, :2].sum(axis=0)
+    out = dict(loss=math.sqrt(sse / max(n, 1.0)))
+    if per_task.shape[1] == 5:
+        out.update(kernel_time=float(per_task[:, 2].max()),
+                   exchange_time=float(per_task[:, 3].max()),
+                   kernel_cpu_time=float(per_task[:, 4].max()))
+    return out
 
 
 class MatrixFactorization(PSEstimator):
@@ -137,13 +154,14 @@ class MatrixFactorization(PSEstimator):
         only 0. Chosen on MovieLens-100k u1, ua and 20 % / 5 % samples: with the defaults
         ALS beats a biases-only baseline on all four (the README's MF section).
     learning_rate, decay : float, optional
-        SGD step of epoch ``e``: ``learning_rate * decay**(e - 1)``. Default 0.01, 0.97.
+        SGD step of epoch ``e``: ``learning_rate * decay**(e - 1)``. Default 0.06, 0.82.
     max_iter : int, optional
-        Epochs (sgd) or ALS iterations. Default 100 (sgd), 15 (als).
+        Epochs (sgd) or ALS iterations. Default 20 (sgd), 15 (als).
     init_std : float, optional
         Standard deviation of the normal initial factors. Default 0.01 (sgd), 0.1 (als).
     batch_size : int, default 100_000
-        SGD ratings per clock in the largest partition.
+        Not used: SGD runs one clock per item block (the DSGD schedule, see
+        :func:`train`); kept so that existing calls keep working.
     cold_start : {"mean", "nan", "drop", "raise"}, default "mean"
         Predictions for a user or item not seen at fit: "mean" falls back on the biases and
         the global mean (an unseen user gets ``mu + b_i``); "nan" gives NaN; "drop" gives
@@ -170,13 +188,16 @@ class MatrixFactorization(PSEstimator):
     rating_range_ : (float, float)
     history_ : list of dict
         See :func:`~dask_ps.algorithms._base.history_fields`; ``loss`` is the training
-        RMSE.
+        RMSE; SGD epochs also hold ``kernel_time``, ``exchange_time`` and
+        ``kernel_cpu_time``, the slowest task's wall seconds in the SGD kernel and in pulls,
+        pushes and clocks (waits included), and its CPU seconds in the kernel.
     n_iter_ : int
 
     References
     ----------
     Y. Koren, KDD 2008; Y. Koren, R. Bell and C. Volinsky, IEEE Computer 42(8), 2009; S. Funk,
-    "Netflix Update: Try This at Home", 2006; N. Hug, Surprise; Y. Zhou et al., AAIM 2008.
+    "Netflix Update: Try This at Home", 2006; N. Hug, Surprise; Y. Zhou et al., AAIM 2008;
+    R. Gemulla et al., KDD 2011 (DSGD, the SGD schedule).
 
     Examples
     --------
