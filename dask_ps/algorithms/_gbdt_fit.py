@@ -159,7 +159,8 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                     early_stopping_rounds, len(data), _eval_assignment(data, eval_data),
                     model.uid)
     ensemble = Ensemble(mapper.n_features, T, base)
-    state = dict(bound=bound, eval_losses=[], stopped=False, bytes=0.0)
+    # bounds: the gradient bound at the start of each round a job starts from
+    state = dict(bounds={0: bound}, eval_losses=[], stopped=False, bytes=0.0)
     eval_key = "eval_l2" if obj_name == "regression" else "eval_log_loss"
     if classify:
         loop.baseline = float(np.log(n_classes))
@@ -167,11 +168,16 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     def rounds(first: int, last: int) -> list[dict]:
         if state["stopped"]:
             return []
+        # after a recovery the run goes on from its checkpoint's round: what the driver
+        # kept of later rounds goes (a failed job's rounds are grown again)
+        ensemble.truncate(first - 1)
+        del state["eval_losses"][first - 1:]
         best, best_round, stop = early_stop(state["eval_losses"], early_stopping_rounds)
         if stop:
             state["stopped"] = True
             return []
-        job = JobArgs(first - 1, last - 1, ensemble, state["bound"], best, best_round)
+        job = JobArgs(first - 1, last - 1, ensemble, state["bounds"][first - 1], best,
+                      best_round)
         results = model.run(functools.partial(boost_task, cfg=cfg, job=job), data)
         trees = results[0]["trees"]
         n_done = len(results[0]["rounds"])
@@ -189,7 +195,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
         if records:  # where the tasks' time went, per task, over the job
             records[-1]["task_seconds"] = [{k: round(v, 4) for k, v in r["timings"].items()}
                                            for r in results]
-        state["bound"] = results[0]["bound"]
+        state["bounds"][first - 1 + n_done] = results[0]["bound"]
         state["stopped"] = any(r["stopped"] for r in results)
         return records
 
