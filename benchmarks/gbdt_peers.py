@@ -15,7 +15,9 @@ Contenders:
 * dask_ps: :class:`~dask_ps.GBDTClassifier` on a LocalCluster of 2 workers x 1 thread (the
   PS version: histograms pushed to feature-range shards, splits found on the shards), its
   data persisted on the cluster first as for xgboost.dask; with the histogram bytes pushed
-  per tree (``history_``'s ``hist_bytes``) and the steps (push + split query) per tree;
+  per tree (``history_``'s ``hist_bytes``), the steps (one push and answer each) per tree
+  and where a task's time went (``task_s``: histograms, push, waiting for the answers,
+  partition, grow, rest, and its worker's CPU seconds);
 * dask_ps local: the reference booster (``boost_local``: single process, single thread, the kernels the
   PS version runs; its time split into bins / histograms / splits / partition / rest, and
   its steps — histogram pushes and split queries on the PS), once per ``--shares`` value
@@ -145,8 +147,15 @@ def run_dask_ps(X, y, Xt, yt, threads, client):
     h = [r for r in m.history_ if "hist_bytes" in r]
     per_tree = sum(r["hist_bytes"] for r in h) / len(h)
     steps = sum(r["steps"] for r in h) / len(h)
+    # where the tasks' time went (summed over the fit's jobs, mean over the tasks)
+    spent: dict = {}
+    for r in m.history_:
+        for task in r.get("task_seconds", []):
+            for k, v in task.items():
+                spent[k] = spent.get(k, 0.0) + v / len(r["task_seconds"])
     return fit, roc_auc_score(yt, m.predict_proba(Xt)[:, 1]), dict(
-        hist_MB_per_tree=round(per_tree / 1e6, 3), steps_per_tree=round(steps, 1))
+        hist_MB_per_tree=round(per_tree / 1e6, 3), steps_per_tree=round(steps, 1),
+        task_s={k: round(v, 2) for k, v in spent.items()})
 
 
 def regression_l2(client) -> dict:

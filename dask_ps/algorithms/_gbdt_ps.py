@@ -1,276 +1,57 @@
 """GBDT on the parameter server: histograms summed and split on the shards, a whole fit in one
 job (DimBoost, Jiang et al., SIGMOD 2018; Angel's GBDT).
 
-One table, ``"hist"`` (float64, update rule "add"), holds per shard a contiguous block of keys
-(:class:`HistLayout`): the *push area* (a slot per node whose histogram the workers build in
-a step), the *pool* (a slot per node that may still split) and a few *scalars*. A slot holds
-the shard's histogram rows — the rows of its columns, a feature range — of one node, node-
-major, ``ROWS_PER_KEY`` histogram rows (x 3 sums) per key, so a slot is a few hundred keys and
-a push costs little more than its bytes.
+One table, ``"hist"`` (float64, update rule :class:`StepRule`: add, then run a step), holds
+per shard a contiguous block of keys (:class:`HistLayout`): the *push area* (a slot per node
+whose histogram the workers build in a step), the *pool* (a slot per node that may still
+split), a few *scalars*, the step's *instructions* and the step's *answer*. A slot holds the
+shard's histogram rows — the rows of its columns, a feature range — of one node, node-major,
+``ROWS_PER_KEY`` histogram rows (x 3 sums) per key, so a slot is a few hundred keys and a
+push costs little more than its bytes.
 
 Every worker task runs the whole boosting loop; every step of a tree is
 
 1. **the push**: each task builds the histograms of the step's nodes over its partitions
    (the smaller child of each split; the roots first) into one buffer laid out as the keys,
    and pushes it, one merged push per shard; at a root step the scalars ride along (each
-   task's root totals, loss sums and gradient bound);
-2. **the split query**: after the clock, ``ps.map_shards(shard_step)``: each shard (once per
-   step, whichever task asks first) expands siblings into the pool (``parent - smaller``),
-   zeroes the push area and finds the best split of every open node over its columns; only
+   task's root totals, loss sums and gradient bound); task 0 adds the step's instructions
+   (:class:`Step`, :func:`encode_step`) to every shard;
+2. **the answer**: the clock, then a pull of the answer rows — one message per shard
+   (``push_pull``). When the BSP clock completes on a shard, the summed push is applied and
+   the update rule runs the step there (:func:`shard_step`): siblings expanded into the pool
+   (``parent - smaller``), the push area zeroed, the best split of every open node over the
+   shard's columns written to the answer rows, which the waiting pulls then read; only
    those candidates travel back;
 3. **the plan**: every task merges the shards' candidates (the same in every task) and runs
    the same :class:`~._gbdt_tree.LevelGrower`, so all decide the same splits, pool slots and
    next step without a word from the driver; each moves its rows.
 
-So a step is one push and one query (two round trips, the push sent just before the query),
-and the driver is not involved until the job ends. Trees, losses and bytes come back as the
-tasks' results. Histograms hold quantized gradients (exact float64 sums, see
-:mod:`._gbdt_kernels`): trees do not depend on the number of workers, partitions or shards.
+So a step is one round trip per shard (before: a push, then a ``map_shards`` query through
+the shards' event loops and thread pools: two), and the driver is not involved until the
+job ends. Trees, losses and bytes come back as the tasks' results. Histograms hold
+quantized gradients (exact float64 sums, see :mod:`._gbdt_kernels`): trees do not depend
+on the number of workers, partitions or shards. The shards' side is :mod:`._gbdt_shard`.
 """
 
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass
-from typing import NamedTuple
+from time import perf_counter, process_time
 
 import numpy as np
 
 from ._gbdt_bins import BinMapper
 from ._gbdt_data import labels as labels_of
 from ._gbdt_data import to_matrix
-from ._gbdt_kernels import (
-    N_SPLIT_COLS,
-    SPLIT_COLUMN,
-    expand_siblings,
-    find_splits,
-    merge_splits,
-    quantization_scale,
-)
+from ._gbdt_kernels import N_SPLIT_COLS, SPLIT_COLUMN, quantization_scale
 from ._gbdt_objectives import get_objective
+from ._gbdt_shard import TABLE, HistLayout, Step, encode_step, read_answers
 from ._gbdt_sketch import sample_rows
 from ._gbdt_tree import Ensemble, LevelGrower
 from ._gbdt_worker import BinnedPartition
 
-__all__ = ["HistLayout", "boost_task", "column_mask", "shard_setup", "shard_step"]
-
-#: Histogram rows (of 3 sums each) per key of the table.
-ROWS_PER_KEY = 32
-#: The table's name.
-TABLE = "hist"
-
-
-@dataclass(frozen=True)
-class HistLayout:
-    """Where histograms live in the table ``"hist"``: per shard a block of ``block`` keys,
-    ``3 * rows_per_key`` float64 columns each.
-
-    Shard ``s`` owns the columns ``bounds[s]:bounds[s + 1]`` (histogram rows
-    ``row0[s]:row0[s + 1]``). In its block, slot ``q`` (push slots ``0 .. n_push - 1``,
-    then pool slots) holds one node's rows, padded to ``rows_pad``, as ``keys_per_slot``
-    keys; the scalars (``n_scalar`` values) follow the slots in shard 0's block.
-    """
-
-    n_shards: int
-    bounds: np.ndarray
-    row0: np.ndarray
-    rows_per_key: int
-    keys_per_slot: int
-    n_push: int
-    n_pool: int
-    n_scalar: int
-
-    @classmethod
-    def make(cls, mapper: BinMapper, n_shards: int, n_push: int, n_pool: int, n_scalar: int,
-             rows_per_key: int = ROWS_PER_KEY) -> HistLayout:
-        bounds = mapper.column_bounds(n_shards)
-        row0 = mapper.hist_offsets[bounds].astype(np.int64)
-        most = max(1, int(np.diff(row0).max(initial=0)))
-        return cls(n_shards, bounds, row0, rows_per_key, -(-most // rows_per_key), n_push,
-                   n_pool, n_scalar)
-
-    @property
-    def rows_pad(self) -> int:
-        return self.keys_per_slot * self.rows_per_key
-
-    @property
-    def ncols(self) -> int:
-        return 3 * self.rows_per_key
-
-    @property
-    def scalar_keys(self) -> int:
-        return -(-self.n_scalar // self.ncols)
-
-    @property
-    def block(self) -> int:
-        return (self.n_push + self.n_pool) * self.keys_per_slot + self.scalar_keys
-
-    @property
-    def n_keys(self) -> int:
-        return self.n_shards * self.block
-
-    def push_offsets(self, hist_offsets: np.ndarray) -> np.ndarray:
-        """Histogram offsets of the columns in a push buffer (n_build, n_shards * rows_pad,
-        3): shard ``s``'s rows at ``s * rows_pad``, zero padding after them (int64
-        (n_cols + 1,), what the histogram kernels take)."""
-        n_cols = hist_offsets.shape[0] - 1
-        c = np.arange(n_cols)
-        s = np.searchsorted(self.bounds, c, side="right") - 1
-        out = np.empty(n_cols + 1, np.int64)
-        out[:n_cols] = s * self.rows_pad + hist_offsets[:n_cols] - self.row0[s]
-        out[n_cols] = self.n_shards * self.rows_pad
-        return out
-
-    def push_keys(self, n_build: int) -> np.ndarray:
-        """Keys of a push buffer of ``n_build`` nodes (push slots ``0 .. n_build - 1``), in
-        the buffer's order (node, shard, key)."""
-        j = np.arange(n_build, dtype=np.int64)[:, None, None]
-        s = np.arange(self.n_shards, dtype=np.int64)[None, :, None]
-        k = np.arange(self.keys_per_slot, dtype=np.int64)[None, None, :]
-        return (s * self.block + j * self.keys_per_slot + k).ravel()
-
-    def scalar_keys_of(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Keys and rows (scalar_keys, ncols) of a push of the scalars ``values``."""
-        rows = np.zeros(self.scalar_keys * self.ncols)
-        rows[: values.shape[0]] = values
-        first = (self.n_push + self.n_pool) * self.keys_per_slot
-        return (np.arange(first, first + self.scalar_keys, dtype=np.int64),
-                rows.reshape(self.scalar_keys, self.ncols))
-
-
-def column_mask(n_cols: int, fraction: float, seed: int, rnd: int) -> np.ndarray:
-    """The columns a round's trees may split on (uint8 (n_cols,)): all, or
-    ``max(1, round(fraction * n_cols))`` drawn from ``(seed, round)`` — the same in every
-    task and shard (LightGBM's ``feature_fraction``, XGBoost's ``colsample_bytree``)."""
-    out = np.ones(n_cols, np.uint8)
-    if fraction >= 1.0 or n_cols == 0:
-        return out
-    k = max(1, int(round(fraction * n_cols)))
-    out[:] = 0
-    out[np.random.default_rng([seed, rnd]).choice(n_cols, k, replace=False)] = 1
-    return out
-
-
-# --------------------------------------------------------------------------- the shards' side
-
-# State of the shards of this process by id of their table's memory: the shard's columns,
-# split parameters, and the last step's answer (every task asks; the first computes).
-_SHARDS: dict[int, tuple] = {}
-
-
-def _root(values: np.ndarray) -> np.ndarray:
-    while isinstance(values.base, np.ndarray):
-        values = values.base
-    return values
-
-
-def shard_setup(keys, values, slots, layout: HistLayout, hist_offsets, n_bins, is_cat,
-                params, colsample: float, seed: int) -> int:
-    """Keep what :func:`shard_step` needs next to a shard of ``"hist"`` (run once per fit,
-    from the driver, through :meth:`PSModel.map_shards`); returns the shard's index."""
-    s = int(keys[0]) // layout.block
-    root = _root(values)
-    state = dict(shard=s, layout=layout, lo=int(layout.bounds[s]),
-                 hi=int(layout.bounds[s + 1]), row0=int(layout.row0[s]),
-                 offsets=hist_offsets, n_bins=n_bins, is_cat=is_cat, params=params,
-                 colsample=colsample, seed=seed, memo=None, mask=None)
-    _SHARDS[id(root)] = (weakref.ref(root), state)
-    weakref.finalize(root, _SHARDS.pop, id(root), None)
-    return s
-
-
-class Step(NamedTuple):
-    """A step's instructions to the shards (the same from every task).
-
-    Attributes
-    ----------
-    job : str; clock : int
-        Identify the step (the shard answers every task from one computation).
-    rnd : int
-        Boosting round (column sampling).
-    n_build : int
-        Push slots filled this step.
-    roots : int64 array or None
-        At a root step, the pool slot of each root (push slot ``t`` holds root ``t``).
-    parent, small_to, large_to : int64 arrays
-        Else, per split: the parent's pool slot, and the pool slots of its built child
-        (push slot ``i``) and of the subtracted one (-1: not kept).
-    slots : int64 array
-        Pool slots of the nodes to evaluate.
-    totals : float64 array (n, 3) or None
-        Their (grad, hess, count) sums; None at a root step (from the histograms).
-    grad_unit, hess_unit : float
-    """
-
-    job: str
-    clock: int
-    rnd: int
-    n_build: int
-    roots: np.ndarray | None
-    parent: np.ndarray
-    small_to: np.ndarray
-    large_to: np.ndarray
-    slots: np.ndarray
-    totals: np.ndarray | None
-    grad_unit: float
-    hess_unit: float
-
-
-def shard_step(keys, values, slots, step: Step):
-    """One step on a shard of ``"hist"``: the summed push becomes pool histograms (roots
-    copied; siblings expanded), the push area is zeroed, and the open nodes' best splits
-    over this shard's columns are found.
-
-    Returns
-    -------
-    splits : float64 (n, N_SPLIT_COLS); split_cat : uint32 (n, W)
-    scalars : float64 array or None
-        The summed scalars (shard 0 at a root step), then zeroed.
-    """
-    st = _SHARDS[id(_root(values))][1]
-    memo = st["memo"]
-    if memo is not None and memo[0] == (step.job, step.clock):
-        return memo[1]
-    L: HistLayout = st["layout"]
-    n_slots = L.n_push + L.n_pool
-    hist = values[: n_slots * L.keys_per_slot].reshape(n_slots, L.rows_pad, 3)
-    push, pool = hist[: L.n_push], hist[L.n_push:]
-    if step.roots is not None:
-        pool[step.roots] = push[: step.n_build]
-    elif step.n_build:
-        expand_siblings(pool, step.parent, push[: step.n_build], step.small_to,
-                        step.large_to, pool)
-    push[: step.n_build] = 0.0
-    n = step.slots.shape[0]
-    if step.totals is None:
-        nb = int(st["n_bins"][st["lo"]]) + 1 if st["hi"] > st["lo"] else 0
-        totals = np.ascontiguousarray(pool[step.slots, :nb].sum(axis=1)) if nb else \
-            np.zeros((n, 3))
-    else:
-        totals = np.ascontiguousarray(step.totals, dtype=np.float64)
-    if st["mask"] is None or st["mask"][0] != step.rnd:
-        st["mask"] = (step.rnd, column_mask(st["n_bins"].shape[0], st["colsample"],
-                                            st["seed"], step.rnd))
-    W = _cat_words(st["n_bins"], st["is_cat"])
-    splits = np.empty((n, N_SPLIT_COLS))
-    split_cat = np.empty((n, W), np.uint32)
-    find_splits(pool, np.ascontiguousarray(step.slots, dtype=np.int64), st["row0"], st["lo"],
-                st["hi"], st["offsets"], st["n_bins"], st["is_cat"], st["mask"][1], totals,
-                st["params"], step.grad_unit, step.hess_unit, splits, split_cat)
-    scalars = None
-    if st["shard"] == 0 and step.roots is not None:
-        area = values[n_slots * L.keys_per_slot:].reshape(-1)
-        scalars = area[: L.n_scalar].copy()
-        area[:] = 0.0
-    result = (splits, split_cat, scalars)
-    st["memo"] = ((step.job, step.clock), result)
-    return result
-
-
-def _cat_words(n_bins, is_cat) -> int:
-    cat = n_bins[is_cat.astype(bool)]
-    return max(1, (int(cat.max()) + 31) // 32) if cat.size else 1
+__all__ = ["FitConfig", "JobArgs", "boost_task", "early_stop"]
 
 
 # --------------------------------------------------------------------------- the workers' side
@@ -427,10 +208,19 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
     best_loss, best_round = job.best_loss, job.best_round
     no_splits = np.empty((0, N_SPLIT_COLS)), np.empty((0, mapper.n_cat_words), np.uint32)
     out = dict(rounds=[], trees=[] if ps.task == 0 else None, stopped=False)
+    clk = dict.fromkeys(("hist", "push", "query", "partition", "grow", "rest"), 0.0)
+    t_start = perf_counter()
+    cpu_start = process_time()
     pending = None  # the last round's (eval loss sum, eval rows), pushed at the next root
 
-    def exchange(build, step_kw, scalars=None) -> tuple:
-        """Push the histograms of ``build`` (and ``scalars``), clock, query the shards."""
+    def seq(rnd: int, step: int) -> int:
+        """A step's number in the fit (the same in every task and job)."""
+        return rnd * (2 * cfg.max_leaf_nodes + 2) + step + 1
+
+    def exchange(build, step: Step, scalars=None) -> tuple:
+        """Push the histograms of ``build`` (and ``scalars``; task 0: the step's
+        instructions), clock, and pull the shards' answers: one round trip."""
+        t0 = perf_counter()
         n_build = len(build)
         h = buf[: n_build * width * 3].reshape(n_build, width, 3)
         for i, r in enumerate(train):
@@ -441,19 +231,29 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
                 target.fill(0.0)
             if i:
                 h += target
-        keys = L.push_keys(n_build)
-        vals = h.reshape(-1, L.ncols)
+        t1 = perf_counter()
+        keys = [L.push_keys(n_build)]
+        vals = [h.reshape(-1, L.ncols)]
         if scalars is not None:
             sk, sv = L.scalar_keys_of(scalars)
-            keys, vals = np.concatenate([keys, sk]), np.concatenate([vals, sv])
+            keys.append(sk)
+            vals.append(sv)
+        if ps.task == 0:
+            ik, iv = L.instr_keys_of(encode_step(step))
+            keys.append(ik)
+            vals.append(iv)
+        keys, vals = np.concatenate(keys), np.concatenate(vals)
         ps.push(TABLE, keys, vals)
         ps.clock()
-        got = ps.map_shards(TABLE, shard_step, Step(ps.job, ps.current_clock, rnd, n_build,
-                                                    **step_kw))
-        splits, split_cat = got[0][0].copy(), got[0][1].copy()
-        for s, c, _ in got[1:]:
-            merge_splits(splits, split_cat, s, c)
-        return splits, split_cat, got[0][2], keys.nbytes + vals.nbytes
+        t2 = perf_counter()
+        n = step.slots.shape[0]
+        got = ps.pull(TABLE, L.answer_keys(n, scalars is not None))
+        splits, split_cat, sc = read_answers(got, L, n, scalars is not None, step.seq)
+        t3 = perf_counter()
+        clk["hist"] += t1 - t0
+        clk["push"] += t2 - t1
+        clk["query"] += t3 - t2
+        return splits, split_cat, sc, keys.nbytes + vals.nbytes
 
     for rnd in range(job.first, job.last + 1):
         gs = quantization_scale(cfg.n_train, gbound)
@@ -482,8 +282,8 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
         units = dict(grad_unit=1.0 / gs, hess_unit=1.0 / hs)
         empty = np.zeros(0, np.int64)
         splits, split_cat, sc, nbytes = exchange(
-            roots, dict(roots=root_slots, parent=empty, small_to=empty, large_to=empty,
-                               slots=root_slots, totals=None, **units), scalars)
+            roots, Step(seq(rnd, 0), rnd, len(roots), root_slots, empty, empty, empty,
+                        root_slots, None, **units), scalars)
         grower.totals[roots] = sc[: 3 * T].reshape(T, 3)
         if cfg.objective == "regression":
             exact = float(sc[3 * T + 2: 3 * T + 2 + cfg.n_tasks].max())
@@ -498,13 +298,17 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
         nodes = roots
         while True:
             pool.release(nodes[splits[:, SPLIT_COLUMN] < 0])  # evaluated, cannot split
+            t0 = perf_counter()
             plan = grower.level(nodes, splits, split_cat)
+            t1 = perf_counter()
+            clk["grow"] += t1 - t0
             if not plan.split_node.size:
                 break
             steps += 1
             for r in train:
                 r.bp.partition(plan.split_node, plan.left, plan.right, plan.splits,
                                plan.split_cat)
+            clk["partition"] += perf_counter() - t1
             paired = set(plan.parent.tolist())
             pool.release([v for v in plan.split_node.tolist() if v not in paired])
             nodes = plan.open_nodes
@@ -524,9 +328,9 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
                 else:
                     pool.slot[plan.small_to[i]] = small_to[i] = parent[i]
             splits, split_cat, _, b = exchange(
-                plan.build, dict(roots=None, parent=parent, small_to=small_to,
-                                        large_to=large_to, slots=pool.slot[nodes].copy(),
-                                        totals=grower.totals[nodes], **units))
+                plan.build, Step(seq(rnd, steps), rnd, len(plan.build), None, parent,
+                                 small_to, large_to, pool.slot[nodes].copy(),
+                                 grower.totals[nodes], **units))
             nbytes += b
         leaves, values, trees = [], [], []
         for t in range(T):
@@ -562,6 +366,9 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
         if out["trees"] is not None:
             out["trees"].append(trees)
     out["bound"] = gbound
+    clk["rest"] = perf_counter() - t_start - sum(clk.values())
+    clk["process_cpu"] = process_time() - cpu_start
+    out["timings"] = clk
     out["best"] = (best_loss, best_round)
     return out
 

@@ -21,10 +21,11 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..model import PSModel
 from ..partitions.inputs import is_dask
 from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions
 from ._gbdt_data import categorical_indices, frame_categories, to_matrix
-from ._gbdt_fit import train
+from ._gbdt_fit import one_shard, train
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT
 from ._gbdt_tree import Ensemble
 
@@ -120,7 +121,10 @@ _DOC_PARAMS = """
     sample_count : int, default 200,000
         Rows sampled for the bins (LightGBM's ``bin_construct_sample_cnt``).
     n_shards : int, optional
-        Shards of the histogram table (default one per worker); each owns a feature range.
+        Shards of the histogram table; each owns a feature range. Default: one when a
+        node's histogram (``n_features * (max_bins + 1)`` bins of 24 bytes) stays under
+        256 KiB — a step then costs each worker one message, or none on the shard's own
+        worker — else one per worker.
     random_state : int, optional
         Seed of the bin sample, row and column sampling (default 0).
     client : distributed.Client or "local", optional
@@ -160,7 +164,11 @@ _DOC_ATTRS = """
         ``epoch`` is the 1-based round): ``loss`` (mean training loss after the round),
         ``steps`` (histogram pushes and split queries of the round), ``hist_bytes``
         (histogram and scalar bytes pushed by all workers in the round) and, with
-        ``eval_set``, ``eval_log_loss`` / ``eval_l2``.
+        ``eval_set``, ``eval_log_loss`` / ``eval_l2``. The last round of each job adds
+        ``task_seconds``: per task, the seconds its job spent building histograms
+        (``hist``), pushing them (``push``), waiting for the shards' answers (``query``,
+        one round trip per step), moving rows (``partition``), planning steps (``grow``)
+        and on the rest, and the CPU seconds of its worker process (``process_cpu``).
 """
 
 _DOC_NOTES = """
@@ -256,6 +264,14 @@ class _GBDT(PSEstimator):
         state = super().__getstate__()
         state.pop("_cache", None)  # the trees as objects: rebuilt from booster_ when needed
         return state
+
+    def _model(self):
+        """The PS model of a fit: :data:`~._gbdt_fit.ONE_SHARD_BYTES` decides the default
+        number of shards (``n_features_in_`` is known by then)."""
+        if self.n_shards is None and one_shard(self.n_features_in_, self.max_bins):
+            return PSModel(self.client, n_shards=1,
+                           resources=getattr(self, "shard_resources", None))
+        return super()._model()
 
     # -- fit ---------------------------------------------------------------------------
     def _inputs(self, X, y, reset: bool):

@@ -299,7 +299,10 @@ def _result(model: PSModel, fut, needed: set[str]):
     rerun the task, pinned to that worker, and never finish: watch the workers meanwhile."""
     for attempt in itertools.count():
         try:
-            return fut.result(timeout=WATCH_INTERVAL)
+            # a timeout cancels the transfer under way: a result that takes longer to fetch
+            # than a fixed timeout would be fetched again and again, never whole (seen with
+            # the ~100 MB bin samples of a GBDT survey on a loaded box); double it each time
+            return fut.result(timeout=WATCH_INTERVAL * 2 ** min(attempt, 8))
         except TimeoutError:
             if fut.status == "error":  # the task's own TimeoutError (the poll's class):
                 fut.result()  # raise it

@@ -1,0 +1,103 @@
+"""GBDT when things go wrong on a real LocalCluster (issue 14): a worker killed during a fit
+ends in a recovery (with a checkpoint) or a clear error (without), never a hang; bad input on
+a cluster gives the model of one process or a clear error."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.metrics import accuracy_score
+
+from dask_ps import GBDTClassifier
+from dask_ps.cluster import worker_info
+from dask_ps.exceptions import RecoveryError
+
+# a hang guard only: the fits take seconds on an idle box, minutes when the box is shared
+pytestmark = pytest.mark.timeout(900)
+
+
+def _toy(n=3000, d=6, seed=0):
+    X = np.random.default_rng(seed).normal(size=(n, d))
+    return X, (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.int64)
+
+
+def _killer(client, after_round: int, killed: dict):
+    """A callback that SIGKILLs the worker holding shard 1 once round ``after_round`` ends:
+    the next round's job finds a task's worker and a shard gone."""
+
+    def kill(record):
+        if record.get("epoch") == after_round and not killed:
+            victim = sorted(worker_info(client))[1]  # shards go round-robin: shard 1 there
+            killed["victim"] = victim
+            killed["at"] = time.monotonic()
+            os.kill(client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+        return False
+
+    return kill
+
+
+@pytest.mark.slow
+def test_a_killed_worker_ends_the_fit_with_a_clear_error_or_a_recovery(client3, tmp_path):
+    X, y = _toy()
+    n = X.shape[0]
+    # dask input: Dask recomputes the lost partitions from their source
+    Xd, yd = da.from_array(X, chunks=(n // 6, -1)), da.from_array(y, chunks=n // 6)
+    kw = dict(n_estimators=6, max_leaf_nodes=15, random_state=0, n_shards=3)
+    ref = GBDTClassifier(client="local", **kw).fit(X, y)
+
+    # no checkpoint: a RecoveryError naming the loss, soon after it (not a hang)
+    killed: dict = {}
+    with pytest.raises(RecoveryError):
+        GBDTClassifier(client=client3, callbacks=[_killer(client3, 2, killed)],
+                       **kw).fit(Xd, yd)
+    assert killed, "the callback never ran"
+    assert time.monotonic() - killed["at"] < 300
+    client3.wait_for_workers(3, timeout=120)  # the nanny restarts it
+
+    # a checkpoint: the fit recovers, the shards are set up again, the same trees come out
+    killed = {}
+    est = GBDTClassifier(client=client3, callbacks=[_killer(client3, 2, killed)],
+                         checkpoint=str(tmp_path / "ck"), **kw).fit(Xd, yd)
+    assert killed, "the callback never ran"
+    events = [h for h in est.history_ if h.get("event") == "recovery"]
+    assert len(events) == 1 and events[0]["lost_shards"] == [1], est.history_
+    assert est.n_estimators_ == 6
+    np.testing.assert_array_equal(est.predict_proba(X), ref.predict_proba(X))
+    client3.wait_for_workers(3, timeout=120)
+
+
+def test_bad_input_on_a_cluster_reads_as_in_process(client2):
+    """All-NaN and constant columns, a partition with no rows and 10^5 sparse columns on two
+    workers: the trees of one process; a single class: the same clear error."""
+    X, y = _toy(1200)
+    X[:, 2] = np.nan
+    X[:, 3] = 7.0
+    X[:400, 4] = np.nan  # all-NaN in the first partition only
+    chunks = ((0, 400, 400, 400), (6,))
+    Xd, yd = da.from_array(X, chunks=chunks), da.from_array(y, chunks=chunks[:1])
+    kw = dict(n_estimators=5, max_leaf_nodes=7, random_state=0)
+    model = GBDTClassifier(client=client2, **kw).fit(Xd, yd)
+    ref = GBDTClassifier(client="local", **kw).fit(X, y)
+    np.testing.assert_array_equal(model.predict_proba(X), ref.predict_proba(X))
+    model.set_params(importance_type="split")
+    assert model.feature_importances_[2] == 0 and model.feature_importances_[3] == 0
+
+    rng = np.random.default_rng(0)
+    informative = rng.random((2000, 3)) * (rng.random((2000, 3)) < 0.5)
+    Xs = sp.hstack([sp.csr_matrix(informative),
+                    sp.random(2000, 100_000 - 3, density=2e-4, random_state=rng)], "csr")
+    ys = (informative[:, 0] + informative[:, 1] > 0.5).astype(int)
+    sparse = GBDTClassifier(client=client2, **kw).fit(Xs, ys)
+    assert accuracy_score(ys, sparse.predict(Xs)) > 0.9
+    np.testing.assert_array_equal(sparse.predict_proba(Xs),
+                                  GBDTClassifier(client="local", **kw).fit(Xs, ys)
+                                  .predict_proba(Xs))
+
+    with pytest.raises(ValueError, match="only one class"):
+        GBDTClassifier(client=client2, **kw).fit(Xd, da.ones_like(yd))
