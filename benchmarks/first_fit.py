@@ -65,10 +65,12 @@ print(json.dumps(dict(import_s=import_s, first=times[0][0], compile=times[0][1],
 SETUP = r"""{
  "lr-ftrl": lambda root: (lambda d: lambda: dask_ps.LogisticRegression(
      solver="ftrl", client="local", random_state=0, progress=False, checkpoint=None).fit(*d))(
-     __import__("sklearn.datasets").datasets.load_svmlight_file(root + "/lr_a9a/a9a", n_features=123)),
+     __import__("sklearn.datasets").datasets.load_svmlight_file(
+         root + "/lr_a9a/a9a", n_features=123)),
  "lr-lbfgs": lambda root: (lambda d: lambda: dask_ps.LogisticRegression(
      solver="lbfgs", client="local", random_state=0, progress=False, checkpoint=None).fit(*d))(
-     __import__("sklearn.datasets").datasets.load_svmlight_file(root + "/lr_a9a/a9a", n_features=123)),
+     __import__("sklearn.datasets").datasets.load_svmlight_file(
+         root + "/lr_a9a/a9a", n_features=123)),
  "mf-sgd": lambda root: (lambda df: lambda: dask_ps.MatrixFactorization(
      client="local", random_state=0, progress=False, checkpoint=None, max_iter=20).fit(df))(
      __import__("pandas").read_csv(root + "/mf_movielens100k/u1.base", sep="\t",
@@ -80,7 +82,8 @@ SETUP = r"""{
                                    names=["user", "item", "rating", "ts"])),
  "fm": lambda root: (lambda d: lambda: dask_ps.FactorizationMachineClassifier(
      client="local", random_state=0, progress=False, checkpoint=None, max_iter=3).fit(*d))(
-     __import__("sklearn.datasets").datasets.load_svmlight_file(root + "/lr_a9a/a9a", n_features=123)),
+     __import__("sklearn.datasets").datasets.load_svmlight_file(
+         root + "/lr_a9a/a9a", n_features=123)),
  "lda": lambda root: (lambda X: lambda: dask_ps.LatentDirichletAllocation(
      n_components=20, max_iter=10, client="local", random_state=0, progress=False).fit(X))(
      dask_ps.io.read_ldac(root + "/lda_ap/ap.dat")[0][:300].compute()),

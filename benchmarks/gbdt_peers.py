@@ -18,7 +18,8 @@ Contenders:
   per tree (``history_``'s ``hist_bytes``), the steps (one push and answer each) per tree
   and where a task's time went (``task_s``: histograms, push, waiting for the answers,
   partition, grow, rest, and its worker's CPU seconds);
-* dask_ps local: the reference booster (``boost_local``: single process, single thread, the kernels the
+* dask_ps local: the reference booster (``boost_local``: single process, single thread, the
+  kernels the
   PS version runs; its time split into bins / histograms / splits / partition / rest, and
   its steps — histogram pushes and split queries on the PS), once per ``--shares`` value
   (``split_share``: 1 grows level by level, less best-first in batches);
@@ -27,7 +28,8 @@ Contenders:
 * ``xgboost.dask`` on the same LocalCluster.
 
 The regression objective is compared with LightGBM on its regression example (the same
-files, the notebook's 5 leaves, 100 rounds): test l2. Figures are measured in this run on a shared machine: read the ratios.
+files, the notebook's 5 leaves, 100 rounds): test l2. Figures are measured in this run on a shared
+machine: read the ratios.
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ Contenders:
   during the fit (psutil, polled every 0.1 s). ``--speed-topics`` adds a speed-only run
   (fewer iterations) at a large K. A generated corpus (``make_corpus``: LDA's generative
   model, 10^7 tokens, 30,000 terms, 100 true topics) gives tokens/s and peak memory per
-  worker at ``--generated-topics``. ``--kernels`` runs instead the sampling kernels under a single-process simulated
+  worker at ``--generated-topics``. ``--kernels`` runs instead the sampling kernels under a
+  single-process simulated
   PS loop (2 simulated workers; tokens per CPU-second of the kernels alone).
 * tomotopy ``LDAModel`` (collapsed Gibbs, 2 threads, hyper-parameter optimisation off so that
   α stays 0.1), gensim ``LdaMulticore`` (online variational Bayes, 1 extra worker process),

@@ -29,8 +29,6 @@ import os
 import sys
 import time
 
-import numpy as np
-
 
 def _read_all(path: str) -> int:
     n = 0

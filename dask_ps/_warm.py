@@ -17,9 +17,10 @@ reading a small libsvm file with :func:`dask_ps.io.read_libsvm` and a small clic
 with :func:`dask_ps.io.read_ctr`; :class:`~dask_ps.FactorizationMachineClassifier`,
 :class:`~dask_ps.LatentDirichletAllocation` (dense and sparse word-topic rows),
 :class:`~dask_ps.GBDTClassifier` and :class:`~dask_ps.GBDTRegressor` (binary, multi-class,
-regression; float64, float32 and sparse input, with missing values); and ``dask-ps train lr`` (what ``make run`` runs) on the
-small libsvm file with a one-worker local cluster. Warming twice is harmless: the second run
-loads every kernel from the cache and takes a few seconds.
+regression; float64, float32 and sparse input, with missing values); and ``dask-ps train
+lr`` (what ``make run`` runs) on the small libsvm file with a one-worker local cluster.
+Warming twice is harmless: the second run loads every kernel from the cache and takes a few
+seconds.
 """
 
 from __future__ import annotations

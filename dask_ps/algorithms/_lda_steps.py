@@ -143,8 +143,8 @@ def setup_task(ps, parts: list, cfg: dict) -> list[tuple[int, int, int, bool]]:
     """Make the table count the assignments (two clocks; see the module docstring).
 
     ``cfg["warm"]``: partitions without assignments draw them from the counts of the
-    others instead of uniformly; ``cfg["redraw"]``: every partition draws anew. Returns ``(partition, documents, tokens, fresh)`` per
-    partition.
+    others instead of uniformly; ``cfg["redraw"]``: every partition draws anew. Returns
+    ``(partition, documents, tokens, fresh)`` per partition.
     """
     sts = [_tokens(p, cfg) for p in parts]
     if cfg.get("redraw"):  # every partition draws anew (from the counts the table holds)

@@ -39,7 +39,8 @@ DEFAULTS = {
 
 def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: float,
           solver: str = "sgd", rank: int = 100, reg: float = 0.05, reg_bias: float = 0.01,
-          reg_fixed: float = 0.0, reg_bias_fixed: float = 0.0, learning_rate: float = 0.007, decay: float = 1.0, max_iter: int = 20,
+          reg_fixed: float = 0.0, reg_bias_fixed: float = 0.0, learning_rate: float = 0.007,
+          decay: float = 1.0, max_iter: int = 20,
           init_std: float = 0.1, batch_size: int = 100_000, consistency="bsp",
           staleness=None, random_state: int = 0, loop: EpochLoop | None = None) -> tuple:
     """Fit biased matrix factorisation on a PS model; the functional core of
@@ -225,7 +226,8 @@ class MatrixFactorization(PSEstimator):
     }
 
     def __init__(self, *, solver="sgd", rank=None, reg=None, reg_bias=None, reg_fixed=None,
-                 reg_bias_fixed=None, learning_rate=None, decay=None, max_iter=None, init_std=None, batch_size=100_000,
+                 reg_bias_fixed=None, learning_rate=None, decay=None, max_iter=None,
+                 init_std=None, batch_size=100_000,
                  cold_start="mean", consistency="bsp", staleness=None, n_shards=None,
                  user_col="user", item_col="item", rating_col="rating", clip=True,
                  random_state=None, client=None, shard_resources=None, checkpoint="auto",
