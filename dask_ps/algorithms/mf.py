@@ -2,12 +2,11 @@
 
 The model is ``r_ui ≈ mu + b_u + b_i + p_u · q_i`` (Koren, Bell & Volinsky, 2009). The ratings
 are partitioned by user; user factors stay next to their partition, item factors are a PS
-table (see :mod:`._mf_steps`).
+table (training in :mod:`._mf_train`, steps in :mod:`._mf_steps`).
 """
 
 from __future__ import annotations
 
-import math
 import numbers
 import warnings
 
@@ -15,13 +14,11 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from ..io.ratings import IdMapping, encode_ratings
-from ..model import PSModel
-from ..partitions import Partitions
 from ..partitions.inputs import is_dask
 from . import _mf_data as data_
-from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, PSEstimator, StrOptions
-from ._mf_kernels import balance_blocks, predict_pairs
-from ._mf_steps import als_task, collect_step, sgd_task
+from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions
+from ._mf_kernels import predict_pairs
+from ._mf_train import train
 
 __all__ = ["MatrixFactorization", "train"]
 
@@ -35,98 +32,6 @@ DEFAULTS = {
     "als": dict(rank=50, reg=0.1, reg_bias=0.01, reg_fixed=5.0, reg_bias_fixed=3.0,
                 learning_rate=None, decay=None, max_iter=15, init_std=0.1),
 }
-
-
-def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: float,
-          solver: str = "sgd", rank: int = 100, reg: float = 0.05, reg_bias: float = 0.01,
-          reg_fixed: float = 0.0, reg_bias_fixed: float = 0.0, learning_rate: float = 0.007,
-          decay: float = 1.0, max_iter: int = 20,
-          init_std: float = 0.1, batch_size: int = 100_000, consistency="bsp",
-          staleness=None, random_state: int = 0, loop: EpochLoop | None = None) -> tuple:
-    """Fit biased matrix factorisation on a PS model; the functional core of
-    :class:`MatrixFactorization` (see it for the parameters).
-
-    ``data`` holds user-grouped ``(uids, users, items, ratings)`` partitions
-    (:func:`~._mf_data.to_part`). SGD runs the DSGD schedule (:func:`~._mf_steps.sgd_task`):
-    the items are dealt into one block per task, of about equal ratings, and an epoch has
-    one clock per block; ``batch_size`` is not used (kept for existing calls).
-
-    Returns
-    -------
-    user_rows : ndarray (n_users, rank + 1)
-        User factors, bias in the last column.
-    item_rows : ndarray (n_items, rank + 1)
-    history : list of dict
-        ``loss`` is the training RMSE (SGD: errors before each update; ALS: after the user
-        step).
-
-    Raises
-    ------
-    DivergenceError
-        Non-finite errors or factors, naming the iteration.
-
-    References
-    ----------
-    Koren, KDD 2008; Koren, Bell & Volinsky, IEEE Computer 2009; Zhou, Wilkinson, Schreiber &
-    Pan, AAIM 2008 (ALS with weighted-λ regularisation); Gemulla, Nijkamp, Haas & Sismanis,
-    KDD 2011 (DSGD); Yun, Yu, Hsieh, Vishwanathan & Dhillon, VLDB 2014 (NOMAD).
-    """
-    d = rank + 1
-    loop = loop or EpochLoop(model, f"MatrixFactorization({solver})", max_iter)
-    dtype = "float32" if solver == "sgd" else "float64"  # SGD: float32 factors and kernel
-    table = model.add_table("item", (n_items, d), dtype, init=("normal", 0.0, init_std),
-                            seed=int(random_state) % 2**31)
-    rows = np.arange(n_items, dtype=np.int64)
-    delta = np.zeros((n_items, d), dtype)
-    delta[:, rank] = -table.pull(rows)[:, rank]  # biases start at zero
-    table.push(rows, delta)
-    cfg = dict(solver=solver, rank=rank, reg=reg, reg_bias=reg_bias, reg_fixed=reg_fixed,
-               reg_bias_fixed=reg_bias_fixed, mu=mu, decay=decay,
-               learning_rate=learning_rate, init_std=init_std, n_items=n_items,
-               n_parts=len(data), seed=int(random_state))
-    if solver == "sgd":
-        counts = np.sum(data.reduce(data_.item_counts, None, n_items), axis=0)
-
-        def epochs(first, last):
-            _schedule(cfg, counts, len(data.tasks()))  # again after a lost worker
-            per_task = model.run(lambda ps, parts: sgd_task(ps, parts, cfg, first, last),
-                                 data, consistency=consistency, staleness=staleness)
-            return [_rmse([t[e] for t in per_task]) for e in range(last - first + 1)]
-    else:
-        model.add_table("gram", (n_items, d * d + d + 1), "float64")
-
-        def epochs(first, last):
-            per_task = model.run(lambda ps, parts: als_task(ps, parts, cfg, first, last), data)
-            return [_rmse([t[e] for t in per_task]) for e in range(last - first + 1)]
-    history = loop.run(epochs, on_recover=data.locate)
-    user_rows = np.zeros((n_users, d))
-    for uids, U in model.fit_partitions(lambda ps, part: collect_step(ps, part, cfg), data)[0]:
-        user_rows[uids] = U
-    item_rows = table.pull(rows)
-    return user_rows, item_rows, history
-
-
-def _schedule(cfg: dict, counts: np.ndarray, n_tasks: int) -> None:
-    """Set ``cfg``'s DSGD item blocks: one per task, of about equal ratings."""
-    if cfg.get("n_blocks") == n_tasks:
-        return
-    blocks = np.zeros(counts.shape[0], np.int32)
-    balance_blocks(counts.astype(np.int64), np.argsort(-counts, kind="stable"),
-                   np.zeros(n_tasks, np.int64), blocks)
-    cfg.update(n_blocks=n_tasks, blocks=blocks, blocks_id=cfg.get("blocks_id", -1) + 1)
-
-
-def _rmse(results: list) -> dict:
-    """The epoch's training RMSE from the tasks' ``(sse, n, ...)``; SGD's also carry the
-    slowest task's seconds in the kernel and in pulls, pushes and clocks."""
-    per_task = np.asarray(results, dtype=np.float64).reshape(len(results), -1)
-    sse, n = per_task[:, :2].sum(axis=0)
-    out = dict(loss=math.sqrt(sse / max(n, 1.0)))
-    if per_task.shape[1] == 5:
-        out.update(kernel_time=float(per_task[:, 2].max()),
-                   exchange_time=float(per_task[:, 3].max()),
-                   kernel_cpu_time=float(per_task[:, 4].max()))
-    return out
 
 
 class MatrixFactorization(PSEstimator):
