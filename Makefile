@@ -47,7 +47,7 @@ run: $(WARM)  ## the main job: logistic regression on a9a on a local Dask cluste
 	$(VENV)/bin/dask-ps train lr --dataset a9a
 
 test: $(WARM) chromium slurm  ## the whole suite, slow tests included (what CI runs)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 # Headless Chromium draws the dashboard page in tests/diagnostics (Debian's package).
 chromium:

@@ -1,4 +1,11 @@
-"""Shared fixtures: real LocalClusters (module-scoped, they take seconds to start) and data."""
+"""Shared fixtures: real LocalClusters (module-scoped, they take seconds to start) and data.
+
+``make test`` runs the suite on two pytest-xdist processes (``-n 2 --dist loadgroup``): most
+of a distributed test's time is waiting (round trips, timeouts, a Slurm job's start), so two
+at once on two cores take ~2/3 of the time of one after another. Every test module is one
+group, so that a module's cluster fixture starts once and its tests run in order; the HPC
+modules share one group, so one private Slurm serves them all.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +19,32 @@ import pytest
 os.environ.setdefault("SCIPY_ARRAY_API", "1")
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(config, items):
+    """One pytest-xdist group per test module; one for all of ``tests/hpc`` (one Slurm)."""
+    hpc = REPO / "tests" / "hpc"
+    for item in items:
+        path = Path(item.path)
+        group = "hpc" if hpc in path.parents else str(path.relative_to(REPO))
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+_XDIST_HPC_TIMINGS: dict[str, float] = {}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """Under pytest-xdist the controller gathers the HPC timings of its workers
+    (``tests/hpc/conftest.py`` prints them itself when the suite runs in one process)."""
+    _XDIST_HPC_TIMINGS.update(getattr(node, "workeroutput", {}).get("hpc_timings", {}))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _XDIST_HPC_TIMINGS:
+        terminalreporter.write_sep("-", "HPC start-up and recovery times (this run)")
+        for k, v in _XDIST_HPC_TIMINGS.items():
+            terminalreporter.write_line(f"{k}: {v:.4g}")
 
 
 def data_dir() -> Path:

@@ -65,6 +65,13 @@ def lr_reference(slurm, data, tmp_path_factory):
     return proc, folder / "logs"
 
 
+def pytest_sessionfinish(session):
+    """Under pytest-xdist, the worker that ran the HPC tests hands their timings to the
+    controller, which prints them (``tests/conftest.py``)."""
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["hpc_timings"] = dict(TIMINGS)
+
+
 def pytest_terminal_summary(terminalreporter):
     if TIMINGS:
         terminalreporter.write_sep("-", "HPC start-up and recovery times (this run)")
