@@ -22,7 +22,7 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
           solver: str = "sgd", rank: int = 100, reg: float = 0.05, reg_bias: float = 0.01,
           reg_fixed: float = 0.0, reg_bias_fixed: float = 0.0, learning_rate: float = 0.007,
           decay: float = 1.0, max_iter: int = 20,
-          init_std: float = 0.1, batch_size: int = 100_000, consistency="bsp",
+          init_std: float = 0.1, consistency="bsp",
           staleness=None, random_state: int = 0, loop: EpochLoop | None = None) -> tuple:
     """Fit biased matrix factorisation on a PS model; the functional core of
     :class:`MatrixFactorization` (see it for the parameters).
@@ -30,7 +30,7 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
     ``data`` holds user-grouped ``(uids, users, items, ratings)`` partitions
     (:func:`~._mf_data.to_part`). SGD runs the DSGD schedule (:func:`~._mf_steps.sgd_task`):
     the items are dealt into one block per task, of about equal ratings, and an epoch has
-    one clock per block; ``batch_size`` is not used (kept for existing calls).
+    one clock per block.
 
     Returns
     -------

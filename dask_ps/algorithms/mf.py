@@ -65,9 +65,10 @@ class MatrixFactorization(PSEstimator):
         Epochs (sgd) or ALS iterations. Default 20 (sgd), 15 (als).
     init_std : float, optional
         Standard deviation of the normal initial factors. Default 0.01 (sgd), 0.1 (als).
-    batch_size : int, default 100_000
-        Not used: SGD runs one clock per item block (the DSGD schedule, see
-        :func:`train`); kept so that existing calls keep working.
+    batch_size : "deprecated"
+        Not used since SGD runs one clock per item block (the DSGD schedule, see
+        :func:`~._mf_train.train`). Passing a value warns (``FutureWarning``) and has no
+        effect; the parameter will be removed.
     cold_start : {"mean", "nan", "drop", "raise"}, default "mean"
         Predictions for a user or item not seen at fit: "mean" falls back on the biases and
         the global mean (an unseen user gets ``mu + b_i``); "nan" gives NaN; "drop" gives
@@ -125,14 +126,15 @@ class MatrixFactorization(PSEstimator):
         "decay": [Interval(numbers.Real, 0, None, closed="neither"), None],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "init_std": [Interval(numbers.Real, 0, None, closed="left"), None],
-        "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
+        "batch_size": [Interval(numbers.Integral, 1, None, closed="left"),
+                       StrOptions({"deprecated"})],
         "cold_start": [StrOptions({"mean", "nan", "drop", "raise"})],
         "user_col": [str], "item_col": [str], "rating_col": [str], "clip": ["boolean"],
     }
 
     def __init__(self, *, solver="sgd", rank=None, reg=None, reg_bias=None, reg_fixed=None,
                  reg_bias_fixed=None, learning_rate=None, decay=None, max_iter=None,
-                 init_std=None, batch_size=100_000,
+                 init_std=None, batch_size="deprecated",
                  cold_start="mean", consistency="bsp", staleness=None, n_shards=None,
                  user_col="user", item_col="item", rating_col="rating", clip=True,
                  random_state=None, client=None, shard_resources=None, checkpoint="auto",
@@ -190,6 +192,10 @@ class MatrixFactorization(PSEstimator):
             Training diverged, naming the iteration.
         """
         self._validate()
+        if not (isinstance(self.batch_size, str) and self.batch_size == "deprecated"):
+            warnings.warn("MatrixFactorization(batch_size=...) has no effect (SGD runs one "
+                          "clock per item block) and will be removed; leave it out",
+                          FutureWarning, stacklevel=2)
         p = self._params()
         with self._model() as model:
             frame, user_map, item_map = self._coded(X, y, users, items)
@@ -210,7 +216,7 @@ class MatrixFactorization(PSEstimator):
                     reg_fixed=p["reg_fixed"], reg_bias_fixed=p["reg_bias_fixed"],
                     learning_rate=p["learning_rate"], decay=p["decay"],
                     max_iter=p["max_iter"], init_std=p["init_std"],
-                    batch_size=self.batch_size, consistency=self.consistency,
+                    consistency=self.consistency,
                     staleness=self.staleness, random_state=self._seed(), loop=loop)
                 if history:
                     history[-1].update(data.report())

@@ -98,7 +98,6 @@ MF = Algorithm(
         Param("--max-iter", "max_iter", dict(type=opt.POSITIVE_INT,
                                              help="epochs (sgd) or iterations (als)")),
         Param("--init-std", "init_std", dict(type=opt.NON_NEGATIVE)),
-        Param("--batch-size", "batch_size", dict(type=opt.POSITIVE_INT)),
         Param("--consistency", "consistency", CONSISTENCY),
         Param("--staleness", "staleness", dict(type=opt.NON_NEGATIVE_INT)),
         Param("--n-shards", "n_shards", dict(type=opt.POSITIVE_INT)),

@@ -8,7 +8,7 @@ from test_lda import planted
 from dask_ps import LatentDirichletAllocation
 from dask_ps.algorithms._lda_steps import TIMES
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(900)
 
 
 def lda(client="local", **kw):

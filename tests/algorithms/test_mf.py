@@ -397,3 +397,10 @@ def test_scikit_learn_conventions():
     np.testing.assert_array_equal(again.predict(df), model.predict(df))
     twin = clone(model).fit(df)  # same parameters and seed: the same model
     np.testing.assert_array_equal(twin.predict(df), model.predict(df))
+
+
+def test_batch_size_is_deprecated():
+    """``batch_size`` has no effect since SGD follows the DSGD schedule: a value warns."""
+    X = np.array([[0, 0, 4.0], [1, 1, 3.0], [0, 1, 5.0], [1, 0, 2.0]])
+    with pytest.warns(FutureWarning, match="batch_size"):
+        MatrixFactorization(batch_size=10, rank=2, max_iter=1, random_state=0).fit(X)
