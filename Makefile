@@ -64,7 +64,7 @@ slurm:
 	  echo "Slurm not installed: tests/hpc will be skipped (pytest -ra gives the reason)"
 
 test-fast: $(WARM)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow"
 
 bench: $(WARM)
 	$(PY) benchmarks/ps_core.py
