@@ -189,9 +189,12 @@ class TableShard:
     spec : TableSpec
     shard : int
         Index of the shard holding it.
+    recall : bool, default True
+        Whether a sparse table remembers the rows of its recent lookups (see
+        :meth:`_recall`); off for the processes' snapshots of pulled values.
     """
 
-    def __init__(self, spec: TableSpec, shard: int) -> None:
+    def __init__(self, spec: TableSpec, shard: int, recall: bool = True) -> None:
         self.spec = spec
         self.shard = shard
         self._layout = spec.optimizer.slot_layout(spec.ncols, spec.dtype)
@@ -201,6 +204,7 @@ class TableShard:
             self._index = np.zeros(2 * _FIRST_ROWS, np.uint64)
             self._shift = 64 - int(np.log2(self._index.shape[0]))
             self._recent: list = []  # (keys, rows) of recent lookups, see rows()
+            self._recall_max = RECALL_MAX if recall else 0
             capacity = _FIRST_ROWS
         else:
             part: RangePartitioner = spec.partitioner
@@ -283,7 +287,7 @@ class TableShard:
             new = np.arange(first, self.n_rows, dtype=np.int64)
             # index_insert numbers new keys in input order, so rows[rows >= first] == new
             self._init_rows(new, self._keys[first: self.n_rows])
-        if (missing == 0 or create) and RECALL_MIN <= keys.shape[0] <= RECALL_MAX:
+        if (missing == 0 or create) and RECALL_MIN <= keys.shape[0] <= self._recall_max:
             self._recent.insert(0, (keys.copy(), rows))  # a copy: callers reuse buffers
             del self._recent[RECALL_CALLS:]
         return rows

@@ -267,6 +267,9 @@ def test_sparse_shard_recalls_the_rows_of_recent_keys_only_while_valid():
     small = keys[: T.RECALL_MIN - 1]
     table.rows(small)
     assert all(k.shape[0] != small.shape[0] for k, _ in table._recent)
+    snapshot = TableShard(spec, 0, recall=False)  # a process's snapshot keeps no memo
+    snapshot.rows(keys)
+    assert snapshot._recent == []
 
 
 def test_sparse_shard_memory_per_key():
