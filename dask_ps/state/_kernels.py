@@ -447,6 +447,16 @@ def fingerprint(keys):
 
 
 @numba.njit(**_JIT)
+def equal_1d(a, b):
+    """Whether 1-D ``a`` and ``b`` (same length) hold the same values; stops at the first
+    difference (``np.array_equal`` without its temporary)."""
+    for i in range(a.shape[0]):
+        if a[i] != b[i]:
+            return False
+    return True
+
+
+@numba.njit(**_JIT)
 def gather_rows(values, rows, out):
     """``out[i] = values[rows[i]]`` for 2-D ``values``; ``out`` has shape (len(rows), ncols)."""
     ncols = values.shape[1]

@@ -52,7 +52,7 @@ class _Snapshot:
     def __init__(self, spec: TableSpec, tag: int, fetched_at: int) -> None:
         store_spec = TableSpec(spec.name, None, spec.ncols, False, spec.dtype,
                                HashPartitioner(1), Add(), Init())
-        self.store = TableShard(store_spec, 0)
+        self.store = TableShard(store_spec, 0, recall=False)
         self.tag = tag
         self.fetched_at = fetched_at
 

@@ -170,6 +170,12 @@ def _resized(arr: np.ndarray, n: int, keep: int) -> np.ndarray:
     return out
 
 
+#: A sparse shard remembers the rows of its last ``RECALL_CALLS`` lookups of
+#: ``RECALL_MIN`` to ``RECALL_MAX`` keys (see :meth:`TableShard._recall`): at most
+#: 4 x 2^21 x 16 bytes (128 MiB) of keys and rows kept alive, ~16 bytes per key of a call.
+RECALL_CALLS = 4
+RECALL_MIN = 1024
+RECALL_MAX = 2**21
 #: Row arrays of a sparse table grow by this factor (at least) when full.
 ROW_GROWTH = 1.5
 _FIRST_ROWS = 1024
@@ -183,9 +189,12 @@ class TableShard:
     spec : TableSpec
     shard : int
         Index of the shard holding it.
+    recall : bool, default True
+        Whether a sparse table remembers the rows of its recent lookups (see
+        :meth:`_recall`); off for the processes' snapshots of pulled values.
     """
 
-    def __init__(self, spec: TableSpec, shard: int) -> None:
+    def __init__(self, spec: TableSpec, shard: int, recall: bool = True) -> None:
         self.spec = spec
         self.shard = shard
         self._layout = spec.optimizer.slot_layout(spec.ncols, spec.dtype)
@@ -194,6 +203,8 @@ class TableShard:
             self._keys = np.empty(_FIRST_ROWS, np.int64)
             self._index = np.zeros(2 * _FIRST_ROWS, np.uint64)
             self._shift = 64 - int(np.log2(self._index.shape[0]))
+            self._recent: list = []  # (keys, rows) of recent lookups, see rows()
+            self._recall_max = RECALL_MAX if recall else 0
             capacity = _FIRST_ROWS
         else:
             part: RangePartitioner = spec.partitioner
@@ -242,6 +253,7 @@ class TableShard:
             return False
         while need > _hash_kernels.MAX_LOAD * size:
             size *= 2
+        self._recent.clear()  # rows renumbered below
         self._index = None  # freed before the new one is allocated
         self._index = np.zeros(size, np.uint64)
         self._shift = 64 - int(np.log2(size))
@@ -261,6 +273,9 @@ class TableShard:
         """
         if not self.spec.sparse:
             return as_rows(keys)  # offsets, int32 or int64: the kernels take either
+        rows = self._recall(keys)
+        if rows is not None:
+            return rows
         rows = np.empty(keys.shape[0], np.int64)
         missing = _hash_kernels.index_find(self._index, self._shift, self._keys, keys, rows)
         if missing and create:
@@ -272,7 +287,24 @@ class TableShard:
             new = np.arange(first, self.n_rows, dtype=np.int64)
             # index_insert numbers new keys in input order, so rows[rows >= first] == new
             self._init_rows(new, self._keys[first: self.n_rows])
+        if (missing == 0 or create) and RECALL_MIN <= keys.shape[0] <= self._recall_max:
+            self._recent.insert(0, (keys.copy(), rows))  # a copy: callers reuse buffers
+            del self._recent[RECALL_CALLS:]
         return rows
+
+    def _recall(self, keys: np.ndarray) -> np.ndarray | None:
+        """The rows of ``keys`` if a recent call looked the same keys up (the push of a
+        pull-compute-push step sends the keys its pull sent): a compare of the keys
+        (memory speed) instead of a probe of the index per key. Rows stay valid until the
+        index grows (:meth:`_grow` forgets them)."""
+        n = keys.shape[0]
+        for i, (old, rows) in enumerate(self._recent):
+            if (old.shape[0] == n and old[0] == keys[0] and old[-1] == keys[-1]
+                    and _kernels.equal_1d(old, keys)):
+                if i:
+                    self._recent.insert(0, self._recent.pop(i))
+                return rows
+        return None
 
     def gather(self, keys: np.ndarray) -> np.ndarray:
         """Values of ``keys`` (or of a :class:`~dask_ps.state.partition.RowBits`), shape
@@ -324,7 +356,8 @@ class TableShard:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held: values and slots, and for a sparse table its keys and index."""
+        """Bytes held: values and slots, and for a sparse table its keys and index (not the
+        memo of recent lookups, at most 128 MiB: see :data:`RECALL_MAX`)."""
         extra = 0 if not self.spec.sparse else self._index.nbytes + self._keys.nbytes
         return self.values.nbytes + sum(a.nbytes for a in self.slots.values()) + extra
 

@@ -89,6 +89,41 @@ def test_plan_hashed_matches_the_twin(n_shards, n, space):
                 == n_shards - 1).all()
 
 
+@pytest.mark.parametrize("n_shards", [1, 2, 3])
+@pytest.mark.parametrize("n", [1, 2, 700, 30_000, 300_000])
+def test_plan_hashed_of_ascending_keys_skips_the_dedup(n_shards, n):
+    """Strictly ascending keys (distinct by construction, as np.unique gives them) take the
+    fast path: the same keys, shards and hash-code ranges as the twin; inside a bucket the
+    input order. Keys that only look sorted (a repeat, one step down) plan as any others."""
+    rng = np.random.default_rng(n)
+    keys = np.unique(rng.integers(-2**62, 2**62, n))
+    _, twin_offsets, _ = twin_plan(keys, n_shards)
+    for defer in (False, True):
+        plan = HashPartitioner(n_shards).complete(
+            plan_hashed(keys, n_shards, defer_inverse=defer), keys)
+        np.testing.assert_array_equal(plan.offsets, twin_offsets)
+        np.testing.assert_array_equal(plan.local[plan.inverse], keys)
+        assert np.array_equal(np.sort(plan.local), keys)
+        codes = np.array([twin_code(int(k) & MASK) for k in plan.local], dtype=np.uint64)
+        for s in range(n_shards):
+            c = codes[plan.shard_slice(s)]
+            assert (np.array([twin_shard(int(k), n_shards)
+                              for k in plan.local[plan.shard_slice(s)]]) == s).all()
+            # buckets of ~BUCKET keys by the top bits of the code: ascending from bucket to
+            # bucket, whatever the order inside one
+            b = 0
+            while b < 16 and (n_shards << b) * H.BUCKET < keys.shape[0]:
+                b += 1
+            top = c >> np.uint64(64 - b) if b else np.zeros_like(c)
+            assert (np.diff(top.astype(np.int64)) >= 0).all()
+    if n >= 2:
+        for bad in (np.concatenate([keys[:1], keys]), keys[::-1].copy()):
+            plan = plan_hashed(bad, n_shards)
+            local, offsets, inverse = twin_plan(bad, n_shards)
+            np.testing.assert_array_equal(plan.local, local)
+            np.testing.assert_array_equal(plan.inverse, inverse)
+
+
 def test_dedup_table_is_reused_without_clearing():
     """Generation tags: calls of any size in a row, on one thread, plan exactly."""
     rng = np.random.default_rng(7)
@@ -199,6 +234,42 @@ def test_sparse_shard_keeps_every_key_across_growth(optimizer):
     other = TableShard(spec, 0)
     np.testing.assert_array_equal(other.gather(seen[::-1])[::-1],
                                   TableShard(spec, 0).gather(seen))
+
+
+def test_sparse_shard_recalls_the_rows_of_recent_keys_only_while_valid():
+    """A push of the keys its pull sent reuses the rows found then: the same rows as a
+    fresh lookup; a caller's buffer changed in place is looked up again; the index growing
+    (rows renumbered) forgets them."""
+    from dask_ps.state import table as T
+
+    spec = TableSpec("t", None, 1, True, np.dtype("float32"), HashPartitioner(1), Add(),
+                     Init())
+    table = TableShard(spec, 0)
+    rng = np.random.default_rng(9)
+    keys = rng.integers(-2**62, 2**62, 5000)
+    table.apply(keys, np.ones((5000, 1), np.float32))
+    table.apply(keys, np.ones((5000, 1), np.float32))  # recalled
+    np.testing.assert_array_equal(table.gather(keys)[:, 0], np.full(5000, 2, np.float32))
+    rows = table.rows(keys)
+    fresh = np.empty(5000, np.int64)
+    H.index_find(table._index, table._shift, table._keys, keys, fresh)
+    np.testing.assert_array_equal(rows, fresh)
+    buf = keys.copy()
+    table.rows(buf)
+    buf[1:-1] = rng.integers(-2**62, 2**62, 4998)  # same length and ends, other keys
+    got = table.gather(buf)[:, 0]
+    np.testing.assert_array_equal(got[1:-1], np.zeros(4998, np.float32))
+    assert len(table._recent) <= T.RECALL_CALLS
+    more = rng.integers(-2**62, 2**62, 50_000)
+    table.rows(more)  # the index grows: rows renumbered, the memo forgotten
+    assert all(r.shape[0] == 50_000 for _, r in table._recent)
+    np.testing.assert_array_equal(table.gather(keys)[:, 0], np.full(5000, 2, np.float32))
+    small = keys[: T.RECALL_MIN - 1]
+    table.rows(small)
+    assert all(k.shape[0] != small.shape[0] for k, _ in table._recent)
+    snapshot = TableShard(spec, 0, recall=False)  # a process's snapshot keeps no memo
+    snapshot.rows(keys)
+    assert snapshot._recent == []
 
 
 def test_sparse_shard_memory_per_key():
