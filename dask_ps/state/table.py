@@ -172,10 +172,10 @@ def _resized(arr: np.ndarray, n: int, keep: int) -> np.ndarray:
 
 #: A sparse shard remembers the rows of its last ``RECALL_CALLS`` lookups of
 #: ``RECALL_MIN`` to ``RECALL_MAX`` keys (see :meth:`TableShard._recall`): at most
-#: 4 x 2^21 x 16 bytes (128 MiB) of keys and rows kept alive, ~16 bytes per key of a call.
+#: 4 x 2^20 x 16 bytes (64 MiB) of keys and rows kept alive, ~16 bytes per key of a call.
 RECALL_CALLS = 4
 RECALL_MIN = 1024
-RECALL_MAX = 2**21
+RECALL_MAX = 2**20
 #: Row arrays of a sparse table grow by this factor (at least) when full.
 ROW_GROWTH = 1.5
 _FIRST_ROWS = 1024
@@ -357,7 +357,7 @@ class TableShard:
     @property
     def nbytes(self) -> int:
         """Bytes held: values and slots, and for a sparse table its keys and index (not the
-        memo of recent lookups, at most 128 MiB: see :data:`RECALL_MAX`)."""
+        memo of recent lookups, at most 64 MiB: see :data:`RECALL_MAX`)."""
         extra = 0 if not self.spec.sparse else self._index.nbytes + self._keys.nbytes
         return self.values.nbytes + sum(a.nbytes for a in self.slots.values()) + extra
 
