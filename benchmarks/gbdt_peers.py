@@ -2,7 +2,7 @@
 
     python benchmarks/gbdt_peers.py [--quick] [--rows 1000000] [--threads 2]
                                     [--shares 1 0.25] [--only NAME ...] [--no-example]
-                                    [--json out.json]
+                                    [--dask-profiler] [--json out.json]
 
 Settings of the GBDT issue for everyone: 100 trees, learning rate 0.1, 63 leaves (XGBoost:
 depth 6, its depth-wise default, at most 64 leaves), 255 bins, no row or column subsampling.
@@ -26,6 +26,10 @@ Contenders:
 * LightGBM, XGBoost ``hist``, scikit-learn ``HistGradientBoostingClassifier`` with
   ``--threads`` threads;
 * ``xgboost.dask`` on the same LocalCluster.
+
+The LocalCluster runs with Dask's statistical profiler of the workers off (``--dask-profiler``
+keeps it): it walks every thread's stack every 10 ms, holding the GIL the tasks' and the
+shards' threads need (for both cluster contenders alike).
 
 The regression objective is compared with LightGBM on its regression example (the same
 files, the notebook's 5 leaves, 100 rounds): test l2. Figures are measured in this run on a shared
@@ -190,12 +194,18 @@ def main(argv=None) -> int:
     ap.add_argument("--shares", type=float, nargs="+", default=[1.0],
                     help="split_share values of the dask_ps reference booster")
     ap.add_argument("--only", nargs="*", choices=list(CONTENDERS), help="run only these")
+    ap.add_argument("--dask-profiler", action="store_true",
+                    help="keep Dask's statistical profiler of the workers on (default: off)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
     names = args.only or list(CONTENDERS)
     client = None
     if any(n in ON_CLUSTER for n in names):
+        import dask
         from distributed import Client, LocalCluster
+
+        if not args.dask_profiler:  # it samples every thread's stack every 10 ms
+            dask.config.set({"distributed.worker.profile.enabled": False})
 
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0")
         client = Client(cluster)
