@@ -1,7 +1,8 @@
 """GBDT against its peers, in one run: fit time and test AUC.
 
     python benchmarks/gbdt_peers.py [--quick] [--rows 1000000] [--threads 2]
-                                    [--shares 1 0.25] [--only NAME ...] [--no-example]
+                                    [--shares 1 0.25] [--ps-shares 1 0.25]
+                                    [--only NAME ...] [--no-example] [--dask-profiler]
                                     [--json out.json]
 
 Settings of the GBDT issue for everyone: 100 trees, learning rate 0.1, 63 leaves (XGBoost:
@@ -16,6 +17,7 @@ Contenders:
   PS version: histograms pushed to feature-range shards, splits found on the shards), its
   data persisted on the cluster first as for xgboost.dask; with the histogram bytes pushed
   per tree (``history_``'s ``hist_bytes``), the steps (one push and answer each) per tree
+  (once per ``--ps-shares`` value: ``split_share``, see below)
   and where a task's time went (``task_s``: histograms, push, waiting for the answers,
   partition, grow, rest, and its worker's CPU seconds);
 * dask_ps local: the reference booster (``boost_local``: single process, single thread, the
@@ -26,6 +28,10 @@ Contenders:
 * LightGBM, XGBoost ``hist``, scikit-learn ``HistGradientBoostingClassifier`` with
   ``--threads`` threads;
 * ``xgboost.dask`` on the same LocalCluster.
+
+The LocalCluster runs with Dask's statistical profiler of the workers off (``--dask-profiler``
+keeps it): it walks every thread's stack every 10 ms, holding the GIL the tasks' and the
+shards' threads need (for both cluster contenders alike).
 
 The regression objective is compared with LightGBM on its regression example (the same
 files, the notebook's 5 leaves, 100 rounds): test l2. Figures are measured in this run on a shared
@@ -137,14 +143,15 @@ def run_xgboost_dask(X, y, Xt, yt, threads, client):
     return fit, roc_auc_score(yt, pred), {}
 
 
-def run_dask_ps(X, y, Xt, yt, threads, client):
+def run_dask_ps(X, y, Xt, yt, threads, client, share=1.0):
     from dask_ps import GBDTClassifier
 
     dX, dy = _persisted(client, X, y)
     GBDTClassifier(n_estimators=2, client=client).fit(dX[:2000], dy[:2000])  # warm workers
     t0 = time.perf_counter()
     m = GBDTClassifier(n_estimators=TREES, learning_rate=RATE, max_leaf_nodes=LEAVES,
-                       max_bins=BINS, client=client, random_state=0).fit(dX, dy)
+                       max_bins=BINS, split_share=share, client=client,
+                       random_state=0).fit(dX, dy)
     fit = time.perf_counter() - t0
     h = [r for r in m.history_ if "hist_bytes" in r]
     per_tree = sum(r["hist_bytes"] for r in h) / len(h)
@@ -189,13 +196,23 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="threads of the in-process peers")
     ap.add_argument("--shares", type=float, nargs="+", default=[1.0],
                     help="split_share values of the dask_ps reference booster")
+    ap.add_argument("--ps-shares", type=float, nargs="+", default=None,
+                    help="split_share values of the dask_ps cluster fit (default: its "
+                         "default, 1: level by level; less: best-first in batches, closer "
+                         "to LightGBM's leaf-wise trees, more steps per tree)")
     ap.add_argument("--only", nargs="*", choices=list(CONTENDERS), help="run only these")
+    ap.add_argument("--dask-profiler", action="store_true",
+                    help="keep Dask's statistical profiler of the workers on (default: off)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
     names = args.only or list(CONTENDERS)
     client = None
     if any(n in ON_CLUSTER for n in names):
+        import dask
         from distributed import Client, LocalCluster
+
+        if not args.dask_profiler:  # it samples every thread's stack every 10 ms
+            dask.config.set({"distributed.worker.profile.enabled": False})
 
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0")
         client = Client(cluster)
@@ -209,11 +226,14 @@ def main(argv=None) -> int:
         X, y, Xt, yt = load()
         rows = {}
         runs = [(f"{n} {share:g}", n, dict(share=share)) if n == "dask_ps local"
-                else (n, n, {}) for n in names for share in
-                (args.shares if n == "dask_ps local" else [None])]
+                else (n if share is None else f"{n} {share:g}", n,
+                      {} if share is None else dict(share=share))
+                for n in names for share in
+                (args.shares if n == "dask_ps local" else
+                 args.ps_shares if n == "dask_ps" and args.ps_shares else [None])]
         for label, name, kw in runs:
             if name in ON_CLUSTER:
-                kw = dict(client=client)
+                kw = dict(client=client, **kw)
             fit, auc, extra = CONTENDERS[name](X, y, Xt, yt, args.threads, **kw)
             rows[label] = dict(fit_s=round(fit, 3), auc=round(auc, 4), **extra)
             print(f"{set_name:32s} {label:18s} fit {fit:8.2f} s  AUC {auc:.4f}  {extra or ''}",

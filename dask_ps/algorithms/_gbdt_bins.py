@@ -335,6 +335,27 @@ class BinMapper:
         cat = self.n_bins[self.is_categorical.astype(bool)]
         return max(1, (int(cat.max()) + 31) // 32) if cat.size else 1
 
+    @classmethod
+    def concat(cls, mappers: list) -> BinMapper:
+        """The mapper of all features from mappers of consecutive feature ranges (each
+        from :func:`bin_mapper` of :meth:`BinSketch.columns` of its range): the same as
+        :func:`bin_mapper` of the whole sketch, each range computed where its sketches
+        are merged."""
+        lo = np.cumsum([0] + [m.n_features for m in mappers])
+        features = np.concatenate([m.features.astype(np.int64) + lo[i]
+                                   for i, m in enumerate(mappers)]).astype(np.int32)
+        nb = np.concatenate([m.n_bins for m in mappers]).astype(np.int32)
+        hist_offsets = np.zeros(nb.shape[0] + 1, np.int64)
+        np.cumsum(nb + 1, out=hist_offsets[1:])
+        column_of = np.full(int(lo[-1]), -1, np.int32)
+        column_of[features] = np.arange(features.shape[0], dtype=np.int32)
+        dtype = np.dtype(np.uint8 if (nb.max() if nb.size else 0) <= 255 else np.uint16)
+        return cls(int(lo[-1]), features, nb, hist_offsets,
+                   np.concatenate([m.bin_upper for m in mappers]),
+                   np.concatenate([m.is_categorical for m in mappers]).astype(np.uint8),
+                   np.concatenate([m.zero_bin for m in mappers]).astype(np.int32),
+                   column_of, dtype)
+
     def column_bounds(self, n_shards: int) -> np.ndarray:
         """Split the columns into ``n_shards`` contiguous ranges of about equal histogram rows.
 
@@ -390,8 +411,34 @@ class BinMapper:
         return out
 
 
+def categorical_mask(categorical, d: int) -> np.ndarray:
+    """The uint8 mask (d,) of the categorical features given as :func:`bin_mapper` takes
+    them (None, a bool mask, or feature indices).
+
+    Raises
+    ------
+    ValueError
+        A mask of the wrong shape, an index outside ``[0, d)``.
+    """
+    is_cat = np.zeros(d, np.uint8)
+    if categorical is not None:
+        categorical = np.asarray(categorical)
+        if categorical.dtype == bool:
+            if categorical.shape != (d,):
+                raise ValueError(f"categorical mask has shape {categorical.shape}, "
+                                 f"expected ({d},)")
+            is_cat[categorical] = 1
+        else:
+            bad = categorical[(categorical < 0) | (categorical >= d)]
+            if bad.size:
+                raise ValueError(f"categorical feature index {int(bad[0])} out of range "
+                                 f"[0, {d})")
+            is_cat[categorical.astype(np.int64)] = 1
+    return is_cat
+
+
 def bin_mapper(sk: BinSketch, max_bins: int = 255, categorical=None,
-               min_rows: float = 0.0) -> BinMapper:
+               min_rows: float = 0.0, feature_offset: int = 0) -> BinMapper:
     """Bins from a (merged) sketch.
 
     Numerical features: with at most ``max_bins`` distinct sampled values, one bin per value;
@@ -411,6 +458,9 @@ def bin_mapper(sk: BinSketch, max_bins: int = 255, categorical=None,
         rate); features no split of which could give both sides that many are dropped, as
         LightGBM does. With the whole data sampled this drops only features that cannot
         split.
+    feature_offset : int, default 0
+        Input index of the sketch's first feature, for error messages (a sketch of a range
+        of features: :meth:`BinSketch.columns`, :meth:`BinMapper.concat`).
 
     Returns
     -------
@@ -425,20 +475,7 @@ def bin_mapper(sk: BinSketch, max_bins: int = 255, categorical=None,
     if not 2 <= max_bins <= 65535:
         raise ValueError(f"max_bins must be in [2, 65535], got {max_bins}")
     d = sk.n_features
-    is_cat = np.zeros(d, np.uint8)
-    if categorical is not None:
-        categorical = np.asarray(categorical)
-        if categorical.dtype == bool:
-            if categorical.shape != (d,):
-                raise ValueError(f"categorical mask has shape {categorical.shape}, "
-                                 f"expected ({d},)")
-            is_cat[categorical] = 1
-        else:
-            bad = categorical[(categorical < 0) | (categorical >= d)]
-            if bad.size:
-                raise ValueError(f"categorical feature index {int(bad[0])} out of range "
-                                 f"[0, {d})")
-            is_cat[categorical.astype(np.int64)] = 1
+    is_cat = categorical_mask(categorical, d)
     fstart = np.searchsorted(sk.feature, np.arange(d + 1)).astype(np.int64)
     nonzero = np.add.reduceat(np.append(sk.count, 0), fstart[:-1]) * (np.diff(fstart) > 0)
     zero_count = (sk.n_rows - sk.nan_count - nonzero).astype(np.float64)
@@ -453,10 +490,12 @@ def bin_mapper(sk: BinSketch, max_bins: int = 255, categorical=None,
         vals = sk.value[fstart[f]:fstart[f + 1]]
         if status[f] == _NOT_INTEGER:
             v = float(vals[vals != np.floor(vals)][0])
-            raise ValueError(f"categorical feature {f} has the non-integer value {v!r}; "
+            raise ValueError(f"categorical feature {f + feature_offset} has the non-integer "
+                             f"value {v!r}; "
                              "categories must be integers >= 0")
         v = float(vals.max())
-        raise ValueError(f"categorical feature {f} has the category {v!r}, above the "
+        raise ValueError(f"categorical feature {f + feature_offset} has the category {v!r}, "
+                         f"above the "
                          f"largest allowed, {MAX_CATEGORY}")
     features = np.flatnonzero(n_bins > 0).astype(np.int32)
     nb = n_bins[features]

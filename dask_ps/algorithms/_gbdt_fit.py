@@ -1,9 +1,9 @@
 """The driver of a GBDT fit on the PS: bins once, the table, then jobs of boosting rounds.
 
 :func:`train` is the functional core of :class:`~dask_ps.GBDTClassifier` and
-:class:`~dask_ps.GBDTRegressor`. It surveys the training partitions where they live (one
-job: the bin sketch of each, its labels), makes the bins (:func:`~._gbdt_bins.bin_mapper`)
-and the histogram table, puts each shard's columns next to it (:func:`~._gbdt_ps.shard_setup`)
+:class:`~dask_ps.GBDTRegressor`. It surveys the training partitions where they live (their
+labels; the bins computed from their sketches on the workers, :mod:`._gbdt_survey`), makes
+the histogram table, puts each shard's columns next to it (:func:`~._gbdt_ps.shard_setup`)
 and runs the rounds through the estimator's :class:`~._base.EpochLoop`: as few jobs as it
 allows (one for the whole fit unless callbacks or checkpoints want the driver between rounds),
 each running :func:`~._gbdt_ps.boost_task` on every task.
@@ -19,13 +19,14 @@ import numpy as np
 from ..model import PSModel
 from ..partitions import Partitions
 from ._base import EpochLoop
-from ._gbdt_bins import BinMapper, bin_mapper
-from ._gbdt_data import eval_labels, survey
+from ._gbdt_bins import BinMapper
+from ._gbdt_data import eval_labels
 from ._gbdt_kernels import split_params
 from ._gbdt_objectives import get_objective
 from ._gbdt_ps import FitConfig, JobArgs, boost_task, early_stop
 from ._gbdt_shard import TABLE, HistLayout, StepRule, shard_setup
-from ._gbdt_sketch import BinSketch, sample_rate
+from ._gbdt_sketch import sample_rate
+from ._gbdt_survey import survey_bins
 from ._gbdt_tree import Ensemble
 
 __all__ = ["ONE_SHARD_BYTES", "FitResult", "one_shard", "train"]
@@ -54,11 +55,6 @@ class FitResult:
     history: list = field(default_factory=list)
     best_round: int | None = None
     hist_bytes: float = 0.0
-
-
-def _survey_task(ps, parts, starts, rate, seed, categories, classify):
-    return [(p.index, survey(p.load(), int(starts[p.index]), rate, seed, categories,
-                             classify)) for p in parts]
 
 
 def _eval_assignment(data: Partitions, eval_data: Partitions | None) -> dict:
@@ -96,11 +92,8 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
         raise ValueError("X has no rows")
     starts = np.concatenate([[0], np.cumsum(data.n_rows)[:-1]]).astype(np.int64)
     rate = sample_rate(n_train, sample_count)
-    found = model.run(functools.partial(_survey_task, starts=starts, rate=rate,
-                                        seed=random_state, categories=categories,
-                                        classify=classify), data)
-    parts = [s for _, s in sorted((i, s) for task in found for i, s in task)]
-    sk = BinSketch.merge(p["sketch"] for p in parts)
+    parts, mapper = survey_bins(data, starts, rate, random_state, categories, classify,
+                                max_bins, categorical, min_samples_leaf * rate)
     classes, n_classes = None, None
     if classify:
         classes = np.unique(np.concatenate([p["classes"] for p in parts]))
@@ -132,7 +125,6 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                              f"classes {classes.tolist()} seen in training")
     elif eval_data is not None:
         eval_data.reduce(eval_labels, None, categories)  # features checked
-    mapper = bin_mapper(sk, max_bins, categorical, min_samples_leaf * rate)
     T = obj.n_outputs
     L = max_leaf_nodes
     layout = HistLayout.make(mapper, model.n_shards, T * max(1, L // 2), T * L,

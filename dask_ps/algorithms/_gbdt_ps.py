@@ -200,8 +200,13 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
     evals = [_local(p, cfg, obj, job, False) for p in cfg.eval_refs.get(ps.task, [])]
     offsets = L.push_offsets(mapper.hist_offsets)
     width = L.n_shards * L.rows_pad
-    buf = np.zeros(L.n_push * width * 3)
-    tmp = np.zeros_like(buf) if len(train) > 1 else None
+    # the push: the histograms of the built nodes, then the scalars' and the instructions'
+    # rows, one buffer (no copy into a message); keys made once per shape of push
+    n_hist = L.n_push * width * 3
+    buf = np.zeros(n_hist + (L.scalar_keys + L.n_shards * L.instr_keys) * L.ncols)
+    tmp = np.zeros(n_hist) if len(train) > 1 else None
+    push_keys: dict = {}
+    answer_keys: dict = {}
     pool = _Pool(L.n_pool, T * M)
     gbound, hbound = obj.bounds(np.zeros(0), np.zeros((T, 0))) if cfg.objective != \
         "regression" else (job.bound, 1.0)
@@ -232,22 +237,25 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
             if i:
                 h += target
         t1 = perf_counter()
-        keys = [L.push_keys(n_build)]
-        vals = [h.reshape(-1, L.ncols)]
+        at = h.size
         if scalars is not None:
-            sk, sv = L.scalar_keys_of(scalars)
-            keys.append(sk)
-            vals.append(sv)
+            at = L.put_scalars(scalars, buf, at)
+        n_instr = 0
         if ps.task == 0:
-            ik, iv = L.instr_keys_of(encode_step(step))
-            keys.append(ik)
-            vals.append(iv)
-        keys, vals = np.concatenate(keys), np.concatenate(vals)
+            at, n_instr = L.put_instr(encode_step(step), buf, at)
+        shape = (n_build, scalars is not None, n_instr)
+        keys = push_keys.get(shape)
+        if keys is None:
+            keys = push_keys[shape] = L.push_keys_of(*shape)
+        vals = buf[:at].reshape(-1, L.ncols)
         ps.push(TABLE, keys, vals)
         ps.clock()
         t2 = perf_counter()
         n = step.slots.shape[0]
-        got = ps.pull(TABLE, L.answer_keys(n, scalars is not None))
+        want = answer_keys.get((n, scalars is not None))
+        if want is None:
+            want = answer_keys[n, scalars is not None] = L.answer_keys(n, scalars is not None)
+        got = ps.pull(TABLE, want)
         splits, split_cat, sc = read_answers(got, L, n, scalars is not None, step.seq)
         t3 = perf_counter()
         clk["hist"] += t1 - t0

@@ -128,21 +128,43 @@ class HistLayout:
         k = np.arange(self.keys_per_slot, dtype=np.int64)[None, None, :]
         return (s * self.block + j * self.keys_per_slot + k).ravel()
 
-    def scalar_keys_of(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Keys and rows (scalar_keys, ncols) of a push of the scalars ``values``."""
-        rows = np.zeros(self.scalar_keys * self.ncols)
-        rows[: values.shape[0]] = values
-        return (np.arange(self.first_scalar, self.first_scalar + self.scalar_keys,
-                          dtype=np.int64), rows.reshape(self.scalar_keys, self.ncols))
+    @property
+    def instr_keys(self) -> int:
+        """Keys of a step's instructions in one shard's block, at most."""
+        return self._keys(self.n_instr)
 
-    def instr_keys_of(self, instr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Keys and rows of a push of the instructions ``instr`` to every shard."""
+    def put_scalars(self, values: np.ndarray, buf: np.ndarray, at: int) -> int:
+        """Write the rows of a push of the scalars ``values`` into the flat ``buf`` from
+        ``at`` (zero-padded); returns where they end (:meth:`push_keys_of`)."""
+        end = at + self.scalar_keys * self.ncols
+        buf[at:end] = 0.0
+        buf[at: at + values.shape[0]] = values
+        return end
+
+    def put_instr(self, instr: np.ndarray, buf: np.ndarray, at: int) -> tuple[int, int]:
+        """Write the rows of a push of the instructions ``instr`` to every shard into the
+        flat ``buf`` from ``at``; returns where they end and their keys per shard."""
         k = self._keys(instr.shape[0])
-        rows = np.zeros(k * self.ncols)
-        rows[: instr.shape[0]] = instr
-        keys = (np.arange(self.n_shards, dtype=np.int64)[:, None] * self.block
-                + self.first_instr + np.arange(k, dtype=np.int64)[None, :]).ravel()
-        return keys, np.tile(rows.reshape(k, self.ncols), (self.n_shards, 1))
+        one = buf[at: at + k * self.ncols]
+        one[:] = 0.0
+        one[: instr.shape[0]] = instr
+        for s in range(1, self.n_shards):
+            buf[at + s * one.shape[0]: at + (s + 1) * one.shape[0]] = one
+        return at + self.n_shards * one.shape[0], k
+
+    def push_keys_of(self, n_build: int, scalars: bool, instr_keys: int) -> np.ndarray:
+        """Keys of a push written by :meth:`put_scalars` (when ``scalars``) and
+        :meth:`put_instr` (``instr_keys`` keys per shard, 0: none) after the histograms of
+        ``n_build`` nodes."""
+        keys = [self.push_keys(n_build)]
+        if scalars:
+            keys.append(np.arange(self.first_scalar, self.first_scalar + self.scalar_keys,
+                                  dtype=np.int64))
+        if instr_keys:
+            keys.append((np.arange(self.n_shards, dtype=np.int64)[:, None] * self.block
+                         + self.first_instr
+                         + np.arange(instr_keys, dtype=np.int64)[None, :]).ravel())
+        return np.concatenate(keys)
 
     def answer_keys(self, n_nodes: int, scalars: bool) -> np.ndarray:
         """Keys of every shard's answer about ``n_nodes`` nodes (and the scalars)."""

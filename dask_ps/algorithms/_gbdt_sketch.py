@@ -91,6 +91,13 @@ class BinSketch:
     def n_features(self) -> int:
         return self.nan_count.shape[0]
 
+    def columns(self, lo: int, hi: int) -> BinSketch:
+        """The sketch of features ``lo .. hi - 1`` only, renumbered from 0 (views, no
+        copy): what the bins of that range are computed from."""
+        a, b = np.searchsorted(self.feature, [lo, hi])
+        return BinSketch(self.n_rows, self.nan_count[lo:hi], self.feature[a:b] - np.int32(lo),
+                         self.value[a:b], self.count[a:b])
+
     @classmethod
     def merge(cls, sketches) -> BinSketch:
         """The sketch of the union of the partitions; any order and grouping gives the same."""

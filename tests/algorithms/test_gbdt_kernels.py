@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dask_ps.algorithms._gbdt_bins import bin_mapper
+from dask_ps.algorithms._gbdt_bins import BinMapper, bin_mapper
 from dask_ps.algorithms._gbdt_kernels import (
     N_SPLIT_COLS,
     P_CAT_L2,
@@ -194,6 +194,30 @@ def test_bins_identical_whatever_the_partitioning():
     # a different seed samples other rows: other bins
     other = bin_mapper(sketch(X, np.arange(5000), rate, seed=8), 31)
     assert not np.array_equal(one.bin_upper, other.bin_upper)
+
+
+def test_bins_of_feature_ranges_join_to_the_bins_of_all():
+    """Bins computed per range of features (as the workers do, each from its range of the
+    merged sketch) and joined are those of the whole sketch: constant, all-NaN, categorical
+    and few-valued columns in any range."""
+    X, _ = _mixed_data(600, seed=5)
+    X = np.column_stack([X, np.full(600, 3.0), np.full(600, np.nan), X[:, 0] * 2])
+    cat = np.zeros(X.shape[1], bool)
+    cat[4] = True
+    sk = sketch(X, np.arange(600), 1.0)
+    whole = bin_mapper(sk, 16, cat, 30.0)
+    assert whole.n_columns == 6  # the constant and the all-NaN columns dropped
+    for bounds in ([0, 8], [0, 4, 5, 8], list(range(9)), [0, 0, 6, 8]):
+        joined = BinMapper.concat([bin_mapper(sk.columns(a, b), 16, cat[a:b], 30.0, a)
+                                   for a, b in zip(bounds, bounds[1:])])
+        for name in ("n_features", "features", "n_bins", "hist_offsets", "is_categorical",
+                     "zero_bin", "column_of", "dtype"):
+            np.testing.assert_array_equal(getattr(joined, name), getattr(whole, name))
+        np.testing.assert_array_equal(joined.bin_upper, whole.bin_upper)
+    bad = np.array([[1.0, 2.5], [2.0, 1.0]])
+    with pytest.raises(ValueError, match="categorical feature 1 has the non-integer value"):
+        bin_mapper(sketch(bad, np.arange(2), 1.0).columns(1, 2), categorical=[0],
+                   feature_offset=1)
 
 
 def test_binning_dense_and_csr_agree_and_respect_edges():
