@@ -143,21 +143,37 @@ class _Evaluator:
 class _Evaluations:
     """The driver's side of the evaluations: task keys, the point the tasks hold, bytes moved.
 
-    ``point(x)`` moves the tasks to (the float32-rounded change towards) ``x`` and returns
-    ``(W, loss, grad)`` at the point they now hold (``W`` float64 of ``shape``).
+    The solver works on the *active* rows only (:attr:`active`: the rows some task's data
+    touches, the intercept, and rows where the starting point is not zero). The others have
+    a zero gradient from the data; starting at zero, their L2 (or L1) term keeps it zero, so
+    every L-BFGS direction (a combination of gradients and of past steps) is zero there and
+    they stay exactly zero: leaving them out changes no step, and the driver's vector work
+    (the two-loop recursion, the line search, the objective's assembly) is proportional to
+    what the data touches, not to ``n_features`` (2^22 rows for ~6 x 10^5 touched on
+    2 x 10^5 CTR rows).
+
+    ``point(x)`` (``x`` over the active rows) moves the tasks to (the float32-rounded change
+    towards) ``x`` and returns ``(W, loss, grad)`` at the point they now hold (``W`` float64
+    of ``shape``: active rows x outputs).
     """
 
-    def __init__(self, data: Partitions, shape: tuple, scale: float, tol: float) -> None:
-        self.shape, self.scale, self.tol = shape, scale, tol
+    def __init__(self, data: Partitions, shape: tuple, scale: float, tol: float,
+                 x0: np.ndarray | None = None) -> None:
+        self.scale, self.tol = scale, tol
         self.n_features = shape[0] - 1
         self.version = -1
         self.wire = np.float32
         self.nbytes = 0  # bytes moved by the last evaluation
         self.residents = Residents(data, _Evaluator, self.n_features)
-        self.keys = [k for ks in self.residents.call("keys", [()] * len(
+        keys = [k for ks in self.residents.call("keys", [()] * len(
             self.residents.workers)) for k in ks]
-        self.setup_bytes = sum(k.nbytes for k in self.keys)
-        self.held = np.zeros(shape)  # what every task holds on its keys
+        self.setup_bytes = sum(k.nbytes for k in keys)
+        nonzero = [] if x0 is None else [np.flatnonzero(np.any(x0 != 0, axis=1))]
+        #: sorted rows of the full table the solver works on; the intercept's last
+        self.active = np.unique(np.concatenate(keys + nonzero + [[self.n_features]]))
+        self.keys = [np.searchsorted(self.active, k) for k in keys]  # into the active rows
+        self.shape = (self.active.shape[0], shape[1])
+        self.held = np.zeros(self.shape)  # what every task holds on its keys
 
     def close(self) -> None:
         self.residents.close()
@@ -214,16 +230,21 @@ def train_lbfgs(model: PSModel, data: Partitions, shape: tuple, C: float, penalt
     (the first evaluation also counts the tasks' keys, sent once per fit)."""
     n_rows = max(1, data.total_rows)
     scale = 1.0 / (C * n_rows)
-    ev = _Evaluations(data, shape, scale, tol)
+    x0 = None if x0 is None else np.asarray(x0, np.float64).reshape(shape)
+    ev = _Evaluations(data, shape, scale, tol, x0)
     try:
-        return _minimize(ev, shape, C, penalty, fit_intercept, max_iter, tol, n_rows, x0,
-                         on_evaluation)
+        x, nit = _minimize(ev, ev.shape, C, penalty, fit_intercept, max_iter, tol, n_rows,
+                           None if x0 is None else x0[ev.active], on_evaluation)
     finally:
         ev.close()
+    W = np.zeros(shape)
+    W[ev.active] = x
+    return W, nit
 
 
 def _minimize(ev, shape, C, penalty, fit_intercept, max_iter, tol, n_rows, x0,
               on_evaluation):
+    """L-BFGS-B (OWL-QN) over the active rows (``shape``); returns ``(x (shape), nit)``."""
     scale = ev.scale
     first = [ev.setup_bytes]
 
