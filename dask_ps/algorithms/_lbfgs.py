@@ -79,6 +79,16 @@ def _task_block(parts, n_features: int):
     return parts[0].cached(name, build, lambda b: sum(a.nbytes for a in b))
 
 
+def _distinct(keys: np.ndarray) -> np.ndarray:
+    """Sorted distinct ``keys``: sort and an adjacent-difference mask (``np.unique``'s hash
+    took 0.9 s for 6 x 10^5 keys under load, sorting 20 ms)."""
+    keys = np.sort(keys)
+    mask = np.empty(keys.shape[0], bool)
+    mask[:1] = True
+    np.not_equal(keys[1:], keys[:-1], out=mask[1:])
+    return keys[mask]
+
+
 class _Evaluator:
     """The worker side of the evaluations: one per worker holding partitions (see
     :class:`~dask_ps.partitions.resident.Residents`), for its tasks (lists of partitions).
@@ -170,7 +180,7 @@ class _Evaluations:
         self.setup_bytes = sum(k.nbytes for k in keys)
         nonzero = [] if x0 is None else [np.flatnonzero(np.any(x0 != 0, axis=1))]
         #: sorted rows of the full table the solver works on; the intercept's last
-        self.active = np.unique(np.concatenate(keys + nonzero + [[self.n_features]]))
+        self.active = _distinct(np.concatenate(keys + nonzero + [[self.n_features]]))
         self.keys = [np.searchsorted(self.active, k) for k in keys]  # into the active rows
         self.shape = (self.active.shape[0], shape[1])
         self.held = np.zeros(self.shape)  # what every task holds on its keys
