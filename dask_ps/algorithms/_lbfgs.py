@@ -37,6 +37,7 @@ float64 gradient with int64 keys (16 + 16 bytes per touched feature).
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -119,12 +120,18 @@ class _Evaluator:
         return [_task_block(parts, self.n_features) for parts in self.tasks]
 
     def evaluate(self, version: int, changes: list, whole: bool) -> list:
-        """Per task ``(loss, gradient on its keys, max rounding of a float32 gradient)``, or
-        None for a task that lost the weights it held (the driver then sends them whole)."""
+        """Per task ``(loss, gradient on its keys, max rounding of a float32 gradient, CPU
+        seconds of its thread)``, or None for a task that lost the weights it held (the
+        driver then sends them whole)."""
         return self._map(lambda t, b, c: self._one(t, b, c, version, whole),
                          range(len(self.tasks)), self._blocks(), changes)
 
     def _one(self, t: int, blk, change: np.ndarray, version: int, whole: bool):
+        cpu = time.thread_time()
+        out = self._gradient(t, blk, change, version, whole)
+        return None if out is None else (*out, time.thread_time() - cpu)
+
+    def _gradient(self, t: int, blk, change: np.ndarray, version: int, whole: bool):
         held = self.held[t]
         if whole:
             held = self.held[t] = [version, change.astype(np.float64)]
@@ -174,6 +181,7 @@ class _Evaluations:
         self.version = -1
         self.wire = np.float32
         self.nbytes = 0  # bytes moved by the last evaluation
+        self.cpu = 0.0  # CPU seconds of its slowest task (the evaluator's work, no transfer)
         self.residents = Residents(data, _Evaluator, self.n_features)
         keys = [k for ks in self.residents.call("keys", [()] * len(
             self.residents.workers)) for k in ks]
@@ -220,10 +228,12 @@ class _Evaluations:
         grad = np.zeros(self.shape)
         loss = 0.0
         err = 0.0
-        for k, (task_loss, g, e) in zip(self.keys, results):
+        self.cpu = 0.0
+        for k, (task_loss, g, e, cpu) in zip(self.keys, results):
             grad[k] += g  # a task's keys are distinct
             loss += task_loss
             err = max(err, e)
+            self.cpu = max(self.cpu, cpu)
             self.nbytes += g.nbytes + 24
         if self.wire == np.float32 and err * self.scale > self.tol * GRAD_ROUNDING:
             self.wire = np.float64  # float32 gradients are too coarse for this tol
@@ -235,9 +245,10 @@ def train_lbfgs(model: PSModel, data: Partitions, shape: tuple, C: float, penalt
                 on_evaluation=None) -> tuple[np.ndarray, int]:
     """Minimise scikit-learn's objective divided by ``C n_rows``; see
     :func:`dask_ps.algorithms.logistic.train`. Returns weights (n_features + 1, K) and the
-    iterations run. ``on_evaluation(objective, nbytes)`` is called after every function
+    iterations run. ``on_evaluation(objective, nbytes, cpu)`` is called after every function
     evaluation (a pass over the data), with the bytes of weights and gradients it moved
-    (the first evaluation also counts the tasks' keys, sent once per fit)."""
+    (the first evaluation also counts the tasks' keys, sent once per fit) and the CPU
+    seconds of its slowest task (applying the change, the kernel, rounding the gradient)."""
     n_rows = max(1, data.total_rows)
     scale = 1.0 / (C * n_rows)
     x0 = None if x0 is None else np.asarray(x0, np.float64).reshape(shape)
@@ -260,7 +271,7 @@ def _minimize(ev, shape, C, penalty, fit_intercept, max_iter, tol, n_rows, x0,
 
     def objective(x):
         if not np.isfinite(x).all() and on_evaluation is not None:
-            on_evaluation(np.inf, math.nan)  # the caller names the evaluation and what to do
+            on_evaluation(np.inf, math.nan, math.nan)  # the caller names the evaluation and what to do
         W, loss, grad = ev.point(x)
         # scikit-learn's objective divided by C n: the same optimum, gradients of order 1
         obj, g = C * loss, C * grad
@@ -271,7 +282,7 @@ def _minimize(ev, shape, C, penalty, fit_intercept, max_iter, tol, n_rows, x0,
         if not fit_intercept:
             g[-1] = 0.0
         if on_evaluation is not None:
-            on_evaluation(obj, ev.nbytes + first.pop() if first else ev.nbytes)
+            on_evaluation(obj, ev.nbytes + first.pop() if first else ev.nbytes, ev.cpu)
         return obj, g.ravel()
 
     x0 = np.zeros(int(np.prod(shape))) if x0 is None else np.ravel(x0).astype(np.float64)
@@ -299,7 +310,8 @@ def _not_converged(method: str, max_iter: int, tol: float) -> None:
 
 def lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init, loop):
     """:func:`train_lbfgs` with a progress monitor and a ``history`` record per evaluation
-    (``epoch`` = ``evaluation``, ``loss`` the objective, ``time``, ``bytes``).
+    (``epoch`` = ``evaluation``, ``loss`` the objective, ``time``, ``bytes``,
+    ``kernel_cpu_time``: CPU seconds of the slowest task, transfers excluded).
 
     Returns ``(W, n_iterations, history)``.
 
@@ -313,13 +325,14 @@ def lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init
     history = []
     with FitMonitor(model, loop.name, None, progress=loop.progress,
                     unit="evaluation") as monitor:
-        def on_evaluation(obj, nbytes):
+        def on_evaluation(obj, nbytes, cpu):
             e = len(history) + 1
             if not math.isfinite(obj):
                 raise DivergenceError(loop.name, e, f"the objective is {obj}",
                                       "scale the features (e.g. scikit-learn's "
                                       "StandardScaler or MaxAbsScaler) or lower C")
-            history.append(dict(epoch=e, evaluation=e, loss=obj, bytes=nbytes))
+            history.append(dict(epoch=e, evaluation=e, loss=obj, bytes=nbytes,
+                                kernel_cpu_time=cpu))
             monitor.record(e, obj, nbytes)
 
         W, nit = train_lbfgs(model, data, shape, C, penalty, fit_intercept, max_iter, tol,
