@@ -271,7 +271,8 @@ def _minimize(ev, shape, C, penalty, fit_intercept, max_iter, tol, n_rows, x0,
 
     def objective(x):
         if not np.isfinite(x).all() and on_evaluation is not None:
-            on_evaluation(np.inf, math.nan, math.nan)  # the caller names the evaluation and what to do
+            # the caller names the evaluation and what to do
+            on_evaluation(np.inf, math.nan, math.nan)
         W, loss, grad = ev.point(x)
         # scikit-learn's objective divided by C n: the same optimum, gradients of order 1
         obj, g = C * loss, C * grad
