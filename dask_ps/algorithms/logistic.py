@@ -3,8 +3,10 @@
 Stochastic solvers ("ftrl", "adagrad", "sgd") run one job per epoch over the data partitions,
 each step where its partition lives, a clock per block of rows (see :mod:`._stochastic` for
 the two designs, local steps and server-side rules). "lbfgs" is full-batch: per function
-evaluation every partition pushes its loss and gradient, the servers sum them, and the driver
-runs SciPy's L-BFGS-B (OWL-QN with ``penalty="l1"``) on the result (see :mod:`._lbfgs`).
+evaluation the driver sends each worker's evaluator (next to its partitions) the weight change
+on the features its rows touch, gets back their loss and gradient over the same features,
+sums them and runs SciPy's L-BFGS-B (OWL-QN with ``penalty="l1"``) on the result (see
+:mod:`._lbfgs`).
 Several classes are fitted one-vs-rest, as columns of one weight table, in the same passes.
 """
 
@@ -152,7 +154,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
     ----------
     solver : {"ftrl", "adagrad", "sgd", "lbfgs"}, default "ftrl"
         FTRL-Proximal, AdaGrad or SGD steps (stochastic), or full-batch L-BFGS-B with
-        gradients reduced by the servers (OWL-QN with ``penalty="l1"``).
+        gradients computed next to the data and summed by the driver (OWL-QN with
+        ``penalty="l1"``).
     step_on : {"worker", "server"}, default "worker"
         Stochastic solvers: where the update rule runs. "worker": each task runs the rule's
         per-sample steps on a local copy of the rows a block touches and the shards average
