@@ -90,3 +90,54 @@ def test_a_step_that_stops_early_ends_the_run():
 def test_bad_checkpoint_every():
     with PSModel("local") as model, pytest.raises(ValueError, match="checkpoint_every"):
         run_clocks(model, lambda a, b: [], 3, checkpoint="memory://x", checkpoint_every=0)
+
+
+def test_restart_spares_the_first_and_last_versions():
+    """``restart`` (``checkpoint="auto"``): no version of untouched tables before the first
+    clock, none after the last with ``save_last=False``; a loss before the first version
+    recreates the tables (as created, plus what ``restart`` pushes) and runs from clock 0."""
+    from dask_ps.exceptions import ShardUnavailableError
+
+    calls, restarts, seen = [], [], []
+    with PSModel("local") as model:
+        model.add_table("w", (4,), optimizer="add")
+
+        def fill():
+            restarts.append(1)
+            model.push("w", [3], [5.0])
+
+        fill()
+
+        def step(start, stop):
+            calls.append((start, stop))
+            seen.append(model.pull("w").tolist())
+            model.push("w", [0], [1.0])
+            if len(calls) == 2:  # the second job fails after writing: no version yet
+                raise ShardUnavailableError(0, "local", "gone")
+            return list(range(start, stop))
+
+        results, events = run_clocks(model, step, 4, checkpoint="memory://restart",
+                                     checkpoint_every=2, restart=fill, save_last=False)
+        final = model.pull("w").tolist()
+    assert results == [0, 1, 2, 3]
+    # job (0, 2) then a version at clock 2; the failed job (2, 4) goes back to clock 2
+    assert calls == [(0, 2), (2, 4), (2, 4)] and restarts == [1]
+    assert [e["checkpoint_clock"] for e in events] == [2]
+    assert list_versions("memory://restart") == ([1], [])  # clock 2 only: none at 0 or 4
+    assert final == [2.0, 0.0, 0.0, 5.0]
+
+    # a loss in the very first job: the tables are recreated and refilled, clock 0 again
+    calls.clear(), restarts.clear(), seen.clear()
+    with PSModel("local") as model:
+        model.add_table("w", (4,), optimizer="add")
+        fill()
+        calls.append(None)  # so that the first job is the failing (second) call
+        results, events = run_clocks(model, step, 2, checkpoint="memory://restart0",
+                                     restart=fill, save_last=False)
+        final = model.pull("w").tolist()
+    assert results == [0, 1] and calls == [None, (0, 1), (0, 1), (1, 2)]
+    assert restarts == [1, 1] and seen[:2] == [[0.0, 0.0, 0.0, 5.0]] * 2
+    assert len(events) == 1 and events[0]["rebuilt"] and events[0]["checkpoint"] is None
+    assert events[0]["checkpoint_clock"] == 0 and events[0]["clocks_lost"] == 0
+    assert final == [2.0, 0.0, 0.0, 5.0]
+    assert list_versions("memory://restart0") == ([1], [])  # after clock 1 only

@@ -183,7 +183,8 @@ class EpochLoop:
             evaluate: Callable[[int], dict] | None = None,
             stop: Callable[[list[dict]], bool] | None = None,
             on_recover: Callable[[], None] | None = None,
-            rebuild: Callable[[], None] | None = None) -> list[dict]:
+            rebuild: Callable[[], None] | None = None,
+            restart: Callable[[], None] | None = None) -> list[dict]:
         """Run epochs ``1..n_epochs``; returns the history records.
 
         Epochs run as few jobs as the fit allows: one per epoch when the driver must act
@@ -207,6 +208,13 @@ class EpochLoop:
             recreated empty, ``on_recover`` runs, ``rebuild()`` refills the tables from the
             workers' state, and the failed job's epochs run again (see
             :func:`dask_ps.model.recovery.run_clocks`).
+        restart : callable, optional
+            ``restart()`` refills the tables as they were before the first epoch, once they
+            are recreated as :meth:`PSModel.add_table` made them (e.g. the warm start's
+            pushes; ``lambda: None`` when nothing was pushed). With ``checkpoint="auto"`` it
+            spares the snapshot before the first epoch: a loss before the first snapshot
+            starts the fit again instead. (``checkpoint="auto"`` never saves after the last
+            epoch either: its folder is deleted with the fit.)
 
         Raises
         ------
@@ -268,7 +276,8 @@ class EpochLoop:
                 checkpoint_every=every, checkpoint_seconds=seconds, job_clocks=job_length,
                 max_recoveries=self.max_recoveries, on_recover=on_recover,
                 resume=self.resume and tmp is None,
-                data_position=lambda c: {"epoch": c}, rebuild=rebuild)
+                data_position=lambda c: {"epoch": c}, rebuild=rebuild,
+                restart=restart if tmp is not None else None, save_last=tmp is None)
         finally:
             monitor.close()
             if tmp is not None:

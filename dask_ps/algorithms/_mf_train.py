@@ -58,9 +58,13 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
     table = model.add_table("item", (n_items, d), dtype, init=("normal", 0.0, init_std),
                             seed=int(random_state) % 2**31)
     rows = np.arange(n_items, dtype=np.int64)
-    delta = np.zeros((n_items, d), dtype)
-    delta[:, rank] = -table.pull(rows)[:, rank]  # biases start at zero
-    table.push(rows, delta)
+
+    def fill():  # the item table before the first epoch: random factors, zero biases
+        delta = np.zeros((n_items, d), dtype)
+        delta[:, rank] = -table.pull(rows)[:, rank]
+        table.push(rows, delta)
+
+    fill()
     cfg = dict(solver=solver, rank=rank, reg=reg, reg_bias=reg_bias, reg_fixed=reg_fixed,
                reg_bias_fixed=reg_bias_fixed, mu=mu, decay=decay,
                learning_rate=learning_rate, init_std=init_std, n_items=n_items,
@@ -79,7 +83,7 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
         def epochs(first, last):
             per_task = model.run(lambda ps, parts: als_task(ps, parts, cfg, first, last), data)
             return [_rmse([t[e] for t in per_task]) for e in range(last - first + 1)]
-    history = loop.run(epochs, on_recover=data.locate)
+    history = loop.run(epochs, on_recover=data.locate, restart=fill)
     user_rows = np.zeros((n_users, d))
     for uids, U in model.fit_partitions(lambda ps, part: collect_step(ps, part, cfg), data)[0]:
         user_rows[uids] = U

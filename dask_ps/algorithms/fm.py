@@ -172,13 +172,19 @@ def train_fm(model: PSModel, data: Partitions, *, n_features: int, k: int = 8,
                               optimizer=Average())
     v_table = model.add_table("v", (None, 2 * k + 1), "float64", partitioner="hash",
                               optimizer=Average())
-    if init is not None:  # a row pushed with count 1 onto zeros becomes the pushed row
+
+    def fill():  # the tables before the first epoch: empty, or the warm start's
+        if init is None:
+            return
+        # a row pushed with count 1 onto zeros becomes the pushed row
         if init.w_keys.shape[0]:
             w_table.push(init.w_keys, np.column_stack([init.w_state,
                                                        np.ones(init.w_keys.shape[0])]))
         if init.v_keys.shape[0]:
             v_table.push(init.v_keys, np.column_stack([init.v_state,
                                                        np.ones(init.v_keys.shape[0])]))
+
+    fill()
     v_hyper = (np.array([factor_learning_rate, 1e-10]) if factor_solver == "adagrad"
                else np.array([factor_learning_rate]))
     cfg = dict(name=name, n_features=n_features, k=k, optimizer=rule.optimizer,
@@ -197,7 +203,7 @@ def train_fm(model: PSModel, data: Partitions, *, n_features: int, k: int = 8,
                     step, data, epochs=last - first + 1, first_epoch=first,
                     consistency=consistency, staleness=staleness, seed=random_state))]
 
-    history = loop.run(epochs, on_recover=data.locate)
+    history = loop.run(epochs, on_recover=data.locate, restart=fill)
     w_keys, w_state = _sparse_rows(w_table, rule.width)
     v_keys, v_state = _sparse_rows(v_table, 2 * k)
     W = np.zeros((n_features + 1, 1))

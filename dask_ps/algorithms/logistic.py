@@ -100,13 +100,19 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     local = step_on == "worker"
     if local:
         table = model.add_table("w", (shape[0], rule.ncols), "float64", optimizer=Average())
-        if init is not None:
-            start = init.state if init.solver == solver else rule.from_weights(init.W)
-            table.push(np.arange(shape[0]), np.column_stack([start, np.ones(shape[0])]))
     else:
         table = model.add_table("w", shape, "float64", optimizer=rule.optimizer)
-        if init is not None:
+
+    def fill():  # the table before the first epoch: as created, or the warm start's
+        if init is None:
+            return
+        if local:
+            start = init.state if init.solver == solver else rule.from_weights(init.W)
+            table.push(np.arange(shape[0]), np.column_stack([start, np.ones(shape[0])]))
+        else:
             table.push(np.arange(shape[0]), init.W)
+
+    fill()
     cfg = dict(name=name, n_features=n_features, n_outputs=n_outputs, batch_size=batch_size,
                optimizer=rule.optimizer, learning_rate=learning_rate, seed=random_state,
                clocks_per_epoch=clocks_per_epoch, fit_intercept=fit_intercept,
@@ -140,7 +146,7 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     def to_weights(rows):
         return rule.weights(rows[:, :-1]) if local else rows
 
-    history = loop.run(epochs, stop=stop, on_recover=data.locate,
+    history = loop.run(epochs, stop=stop, on_recover=data.locate, restart=fill,
                        evaluate=None if evaluate is None else (lambda e: evaluate(e, to_weights)))
     rows = gather_rows(table, rule.width if local else n_outputs)
     W = rule.weights(rows) if local else rows
@@ -204,9 +210,10 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
     checkpoint : str, "auto" or None, default "auto"
         URL of a zarr checkpoint store reachable from every worker, saved every
         ``checkpoint_every`` epochs; a fit that loses a worker or shard recovers from it.
-        "auto": a snapshot every 60 s (and before the first epoch) in a temporary folder,
-        deleted after the fit, when every worker runs on this machine — recovery at the cost
-        of one save per minute; None: no recovery.
+        "auto": a snapshot after every 60 s of training in a temporary folder, deleted
+        after the fit, when every worker runs on this machine — recovery at the cost of one
+        save per minute (a loss before the first snapshot starts the fit again; a fit
+        shorter than a minute writes nothing); None: no recovery.
     checkpoint_every : int, default 1
     max_recoveries : int, default 3
     resume : bool, default False

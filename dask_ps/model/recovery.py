@@ -62,7 +62,9 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                job_clocks: Callable[[int], int] | None = None,
                on_recover: Callable[[], None] | None = None,
                data_position: Callable[[int], dict] | None = None,
-               rebuild: Callable[[], None] | None = None) -> tuple[list, list[dict]]:
+               rebuild: Callable[[], None] | None = None,
+               restart: Callable[[], None] | None = None,
+               save_last: bool = True) -> tuple[list, list[dict]]:
     """Run clocks ``[0, n_clocks)`` with ``step``, checkpointing and recovering.
 
     Parameters
@@ -117,8 +119,9 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         ``job_clocks_at_failure`` (the PS clock each participant of the failed job had
         reached, None when finished or unknown), ``error``, ``detected_at`` (Unix
         time the driver saw the failure) and ``seconds`` (time to recover). With
-        ``rebuild``, ``checkpoint`` and its fields are None, ``rebuilt`` is True and
-        ``checkpoint_clock`` is the clock the run went on from.
+        ``rebuild``, or ``restart`` before the first version, ``checkpoint`` and its fields
+        are None, ``rebuilt`` is True and ``checkpoint_clock`` is the clock the run went on
+        from.
 
     Raises
     ------
@@ -156,7 +159,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         return info
 
     loss_errors = _loss_errors()
-    pending_save = checkpoint is not None and last is None
+    started = time.time()
+    pending_save = checkpoint is not None and last is None and restart is None
     failure: dict | None = None  # the loss being recovered from
     n_failures = 0
     while clock < n_clocks or pending_save or failure is not None:
@@ -164,7 +168,14 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                    n_clocks)
         try:
             if failure is not None:  # inside the try: a loss during recovery is one more
-                if rebuild is None:
+                if failure.pop("restart", False):  # before the first version: start again
+                    rec = recreate(model)
+                    if on_recover is not None:
+                        on_recover()
+                    restart()
+                    rec.update(checkpoint=None, version=None, clock=0, torn=[],
+                               seconds=time.perf_counter() - rec["started"])
+                elif rebuild is None:
                     try:
                         rec = recover(model, checkpoint)
                     except NoShardWorkerError as exc:  # e.g. every job's walltime ended at once
@@ -187,7 +198,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                                    checkpoint_clock=rec["clock"], torn_versions=rec["torn"],
                                    clocks_lost=failure["failed_clock"] - rec["clock"]
                                    + failure.pop("partial"), seconds=rec["seconds"],
-                                   **({} if rebuild is None else {"rebuilt": True})))
+                                   **({"rebuilt": True} if rec["checkpoint"] is None
+                                      else {})))
                 clock, failure, pending_save = rec["clock"], None, False
             elif pending_save:
                 last = save(clock)
@@ -200,15 +212,18 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                 results[clock:clock + len(done)] = done
                 clock += len(done)
                 pending_save = checkpoint is not None and (
-                    clock == n_clocks or checkpoint_seconds is None
-                    or time.time() - last.attrs["saved_at"] >= checkpoint_seconds)
+                    save_last if clock == n_clocks else (
+                        checkpoint_seconds is None or time.time() - (
+                            started if last is None else last.attrs["saved_at"])
+                        >= checkpoint_seconds))
         except loss_errors as exc:
             detected = time.time()
             _wait_for_departure(model, exc, model.timeout)
             lost = model.lost_shards() or getattr(exc, "shards", [])
             good = None if last is None else f"{last.url} version {last.version} " \
                                              f"(clock {last.clock})"
-            if rebuild is None and (checkpoint is None or last is None):
+            first = restart is not None and checkpoint is not None and last is None
+            if rebuild is None and not first and (checkpoint is None or last is None):
                 raise RecoveryError(lost, good, f"no checkpoint to recover from ({exc!r}); "
                                     f"pass a checkpoint URL to recover automatically") from exc
             if n_failures >= max_recoveries:
@@ -221,7 +236,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                 event="recovery", failed_clock=clock, partial=int(partial),
                 lost_workers=sorted(getattr(exc, "workers", []) or
                                     ([exc.address] if getattr(exc, "address", None) else [])),
-                job_clocks_at_failure=failed_clocks, error=repr(exc), detected_at=detected)
+                job_clocks_at_failure=failed_clocks, error=repr(exc), detected_at=detected,
+                **({"restart": True} if first and rebuild is None else {}))
     return results, events
 
 
