@@ -68,9 +68,14 @@ def encode_part(part, classes: np.ndarray, n_out: int, n_buckets: int | None = N
         X = X.to_scipy_sparse()
     X = X.tocsr() if hasattr(X, "tocsr") else X
     dtype = np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
-    # a copy: sum_duplicates works in place, and X may be the caller's (or Dask's) data
-    X = sp.csr_matrix(X, dtype=dtype, copy=True)
-    X.sum_duplicates()  # canonical: sorted, distinct columns per row (per-sample kernels)
+    X = sp.csr_matrix(X, dtype=dtype)  # no copy of a CSR matrix of that dtype
+    # canonical: sorted, distinct columns per row (per-sample kernels). sum_duplicates
+    # works in place and X may be the caller's (or Dask's) data: a copy only when it must
+    # change (the readers' and make_ctr's blocks are canonical already); nothing downstream
+    # writes into X
+    if not X.has_canonical_format:  # scipy's check, O(nnz), cached on X
+        X = X.copy()
+        X.sum_duplicates()
     bad = ~np.isfinite(X.data)
     if bad.any():
         p = int(np.argmax(bad))
