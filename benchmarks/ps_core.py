@@ -20,6 +20,7 @@ Usage::
     python benchmarks/ps_core.py --quick    # < 1 minute, fewer repeats and steps
     python benchmarks/ps_core.py --json out.json
     python benchmarks/ps_core.py --breakdown      # + ms per step by dask_ps function
+    python benchmarks/ps_core.py --hashed-breakdown   # + where the hashed 1e6-key line goes
     python benchmarks/ps_core.py --tuned-malloc   # A/B: workers without Dask's malloc setting
 
 How each time is taken (all times inside worker tasks use ``time.perf_counter``):
@@ -196,6 +197,40 @@ def _train_task(ps, cfg):
     return dict(wall_start=w0, wall_stop=w1, seconds=t1 - t0, keys=k * steps, late_s=late)
 
 
+def _hashed_task(ps, cfg):
+    """--hashed-breakdown: the 1e6-key pull + push of the hashed line again (same pool of
+    keys, already in the table), from worker A against the remote shard, ``reps`` times;
+    returns the seconds of each pull and push, timed as in :func:`_core_task`."""
+    import time
+
+    import numpy as np
+
+    pc = ps._client
+    rng = np.random.default_rng(cfg["seed"])
+    B = 1 - cfg["local_shard"]
+    pool = np.unique(rng.integers(0, 2**62, size=cfg["sparse_pool"], dtype=np.int64))
+    plan, _ = pc.spec("sparse").partitioner.plan(pool)
+    keys_b = plan.local[plan.shard_slice(B)].copy()
+    import builtins
+
+    builtins.__dict__.get("_ps_core_timers", {}).clear()  # the pool's plan is not timed
+    k = cfg["k"]
+    upd = np.ones(k, np.float32)
+    out = []
+    for _ in range(cfg["reps"]):
+        keys = keys_b[_distinct(rng, keys_b.shape[0], k, cfg["order"])]
+        ps.clock()
+        pc.wait(ps.job)
+        t0 = time.perf_counter()
+        ps.pull("sparse", keys)
+        t1 = time.perf_counter()
+        ps.push("sparse", keys, upd)
+        ps.clock()
+        pc.wait(ps.job)
+        out.append((t1 - t0, time.perf_counter() - t1))
+    return out
+
+
 class NumpyShard:
     """The bare actor baseline: half of a dense float32 vector, pull and push by offset."""
 
@@ -270,9 +305,11 @@ _TIMED = [
      ["pull", "_fetch", "check_update", "clock", "_plan_updates", "_send", "_send_outbox",
       "wait"]),
     ("dask_ps.state.client", "_Snapshot", ["insert"]),
-    ("dask_ps.state.partition", "_Partitioner", ["plan"]),
+    ("dask_ps.state.client", "_Meanwhile", ["__call__"]),
+    ("dask_ps.state.partition", "_Partitioner", ["plan", "complete"]),
+    ("dask_ps.state.partition", "KeyPlan", ["expand"]),
     ("dask_ps.state.shard", "Shard", ["pull", "push", "call_now", "_push", "_gather"]),
-    ("dask_ps.state.table", "TableShard", ["gather", "apply"]),
+    ("dask_ps.state.table", "TableShard", ["gather", "apply", "rows"]),
     ("dask_ps.state.transport", "Transport", ["call", "call_many"]),
     ("dask_ps.state.channel", "Channel", ["call"]),
     ("dask_ps.state.channel", "SyncChannel", ["start", "finish"]),
@@ -289,7 +326,7 @@ def _install_timers(timed):
     import time
 
     acc = builtins.__dict__.setdefault("_ps_core_timers", collections.defaultdict(
-        lambda: [0, 0.0]))
+        lambda: [0, 0.0, 0.0]))
 
     def where():
         th = threading.current_thread()
@@ -315,15 +352,17 @@ def _install_timers(timed):
         else:
             @functools.wraps(f)
             def w(*a, **kw):
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.thread_time()
                 try:
                     return f(*a, **kw)
                 finally:
                     e = acc[(label, where())]
                     e[0] += 1
                     e[1] += time.perf_counter() - t
+                    e[2] += time.thread_time() - c  # this thread's CPU time
         w._ps_core_timed = True
-        setattr(cls, name, w)
+        static = isinstance(inspect.getattr_static(cls, name), staticmethod)
+        setattr(cls, name, staticmethod(w) if static else w)
 
     for module, cls_name, names in timed:
         cls = getattr(importlib.import_module(module), cls_name, None)
@@ -336,7 +375,7 @@ def _collect_timers():
     import builtins
 
     acc = builtins.__dict__.get("_ps_core_timers", {})
-    out = [(label, thread, n, t) for (label, thread), (n, t) in acc.items()]
+    out = [(label, thread, n, t, c) for (label, thread), (n, t, c) in acc.items()]
     acc.clear()
     return out
 
@@ -559,8 +598,23 @@ def run(args) -> dict:
                 breakdown[k] = dict(
                     steps=steps, step_ms=[r["seconds"] / steps * 1e3 for r in out],
                     timers={("A" if w == A else "B"): [(lbl, th, n / steps, t / steps * 1e3)
-                                                        for lbl, th, n, t in v]
+                                                        for lbl, th, n, t, _ in v]
                             for w, v in timers.items()})
+        hashed = None
+        if args.hashed_breakdown:
+            print(f"[{time.perf_counter() - t_start:5.1f}s] hashed breakdown (timers) ...",
+                  flush=True)
+            reps_h = 3 if quick else 7
+            client.run(_install_timers, _TIMED)
+            client.run(_collect_timers)
+            [times] = model.run(_hashed_task, [dict(cfg, k=KS[-1], reps=reps_h)],
+                                consistency="asp", workers=[A])
+            timers = client.run(_collect_timers)
+            hashed = dict(reps=reps_h, pull_ms=[p * 1e3 for p, _ in times],
+                          push_ms=[q * 1e3 for _, q in times],
+                          timers={("A" if w == A else "B"): [
+                              (lbl, th, n / reps_h, t / reps_h * 1e3, c / reps_h * 1e3)
+                              for lbl, th, n, t, c in v] for w, v in timers.items()})
         stats = model.stats()
         model.close()
     finally:
@@ -573,6 +627,8 @@ def run(args) -> dict:
     res["summary"] = summarise(core, bounds, train)
     if breakdown is not None:
         res["breakdown"] = {str(k): v for k, v in breakdown.items()}
+    if hashed is not None:
+        res["hashed_breakdown"] = hashed
     return res
 
 
@@ -726,6 +782,20 @@ def report(res) -> str:
             for w, rows in sorted(b["timers"].items()):
                 for lbl, th, calls, ms in sorted(rows, key=lambda r: -r[3]):
                     add(f"     {w} {ms:8.3f} ms  {calls:5.1f} calls  {lbl} [{th}]")
+    if "hashed_breakdown" in res:
+        h = res["hashed_breakdown"]
+        add("")
+        add(f"6. Where the hashed 1e6-key remote pull + push goes (--hashed-breakdown; "
+            f"{h['reps']} reps; pull ms {', '.join(f'{x:.1f}' for x in h['pull_ms'])}; "
+            f"push ms {', '.join(f'{x:.1f}' for x in h['push_ms'])};")
+        add("   ms per pull + push, inclusive: wall, and CPU of the calling thread "
+            "(CPU is 0 for coroutines); [task] = task thread, [server] = the shard's channel "
+            "thread, [loop] = worker event loop)")
+        for w, rows in sorted(h["timers"].items()):
+            for lbl, th, calls, ms, cpu in sorted(rows, key=lambda r: -r[3]):
+                if ms >= 0.1:
+                    add(f"     {w} wall {ms:8.2f} ms  cpu {cpu:8.2f} ms  {calls:5.1f} calls  "
+                        f"{lbl} [{th}]")
     return "\n".join(lines)
 
 
@@ -740,6 +810,9 @@ def main(argv=None) -> int:
     p.add_argument("--breakdown", action="store_true",
                    help="then time the phases of a training step (dask_ps functions wrapped "
                         "with timers in the workers)")
+    p.add_argument("--hashed-breakdown", action="store_true",
+                   help="then time the hashed table's 1e6-key remote pull + push again with "
+                        "timers (wall and CPU) on the dask_ps functions of both workers")
     p.add_argument("--tuned-malloc", action="store_true",
                    help="A/B: start the workers with MALLOC_TRIM_THRESHOLD_=1GiB and "
                         "MALLOC_MMAP_THRESHOLD_=32MiB instead of Dask's "

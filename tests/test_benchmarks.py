@@ -13,7 +13,7 @@ from conftest import REPO
 def test_ps_core_benchmark_runs(tmp_path):
     out = tmp_path / "ps_core.json"
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "ps_core.py"), "--quick",
-                           "--key-order", "sorted", "--json", str(out)],
+                           "--key-order", "sorted", "--hashed-breakdown", "--json", str(out)],
                           capture_output=True, text=True, timeout=380, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(out.read_text())["summary"]
@@ -22,6 +22,12 @@ def test_ps_core_benchmark_runs(tmp_path):
         assert row["ps_keys_per_s"] > 0 and row["ceiling_keys_per_s"] > 0
     assert summary["headline"]["dense"]["ratio"] > 0
     assert "1e6-key pull+push" in proc.stdout
+    # the hashed line's breakdown timed the pull's planning on A and the lookup on shard B
+    hashed = json.loads(out.read_text())["hashed_breakdown"]
+    labels = {(w, row[0]) for w, rows in hashed["timers"].items() for row in rows}
+    assert {("A", "_Partitioner.plan"), ("B", "TableShard.rows")} <= labels
+    assert all(ms > 0 for ms in hashed["pull_ms"] + hashed["push_ms"])
+    assert "Where the hashed 1e6-key remote pull + push goes" in proc.stdout
 
 
 @pytest.mark.slow
