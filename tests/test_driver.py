@@ -112,7 +112,7 @@ def test_restart_spares_the_first_and_last_versions():
             calls.append((start, stop))
             seen.append(model.pull("w").tolist())
             model.push("w", [0], [1.0])
-            if len(calls) == 2:  # the second job fails after writing: no version yet
+            if len(calls) == 2:  # the second call's job fails after writing to the table
                 raise ShardUnavailableError(0, "local", "gone")
             return list(range(start, stop))
 
@@ -127,7 +127,8 @@ def test_restart_spares_the_first_and_last_versions():
     assert final == [2.0, 0.0, 0.0, 5.0]
 
     # a loss in the very first job: the tables are recreated and refilled, clock 0 again
-    calls.clear(), restarts.clear(), seen.clear()
+    for log in (calls, restarts, seen):
+        log.clear()
     with PSModel("local") as model:
         model.add_table("w", (4,), optimizer="add")
         fill()

@@ -80,8 +80,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         Checkpoint URL (reachable from every worker). Without one, failures are not
         recovered: they raise :class:`RecoveryError`.
     checkpoint_every : int, default 1
-        Clocks per job; a checkpoint follows every job (and one is taken before the first
-        and after the last).
+        Clocks per job; a checkpoint follows every job (and one is taken before the first,
+        unless ``restart`` is given, and after the last, unless ``save_last`` is False).
     checkpoint_seconds : float, optional
         Then a checkpoint follows a job only once this many seconds have passed since the
         previous one.
@@ -222,8 +222,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
             lost = model.lost_shards() or getattr(exc, "shards", [])
             good = None if last is None else f"{last.url} version {last.version} " \
                                              f"(clock {last.clock})"
-            first = restart is not None and checkpoint is not None and last is None
-            if rebuild is None and not first and (checkpoint is None or last is None):
+            before_first = restart is not None and checkpoint is not None and last is None
+            if rebuild is None and not before_first and (checkpoint is None or last is None):
                 raise RecoveryError(lost, good, f"no checkpoint to recover from ({exc!r}); "
                                     f"pass a checkpoint URL to recover automatically") from exc
             if n_failures >= max_recoveries:
@@ -237,7 +237,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                 lost_workers=sorted(getattr(exc, "workers", []) or
                                     ([exc.address] if getattr(exc, "address", None) else [])),
                 job_clocks_at_failure=failed_clocks, error=repr(exc), detected_at=detected,
-                **({"restart": True} if first and rebuild is None else {}))
+                **({"restart": True} if before_first and rebuild is None else {}))
     return results, events
 
 
