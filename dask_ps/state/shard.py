@@ -42,6 +42,12 @@ def _exact_sums(spec: TableSpec) -> bool:
     return spec.optimizer.name == "add" and spec.dtype.kind in "iu" and not spec.sparse
 
 
+def _same_keys(parts: list) -> bool:
+    """Whether the ``(keys, values)`` parts of a clock's pushes to a table have equal keys."""
+    k0 = parts[0][0]
+    return all(k.shape == k0.shape and np.array_equal(k, k0) for k, _ in parts[1:])
+
+
 def _channel_endpoint() -> tuple[str, object] | None:
     """``(host, server TLS context or None)`` of this worker's ``tcp://`` or ``tls://``
     address, when the shard may open a channel."""
@@ -412,6 +418,14 @@ class Shard:
                     continue
                 if len(parts) == 1:
                     keys, values = parts[0]
+                elif _same_keys(parts):
+                    # every participant pushed the same keys (e.g. one histogram layout):
+                    # row-wise sums in participant order, the merge's arithmetic without
+                    # its hash
+                    keys = parts[0][0]
+                    values = np.zeros_like(parts[0][1])
+                    for _, v in parts:
+                        values += v
                 else:
                     keys, values = merge_duplicates(np.concatenate([k for k, _ in parts]),
                                                     np.concatenate([v for _, v in parts]))
