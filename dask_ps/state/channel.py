@@ -329,16 +329,17 @@ class ChannelServer:
             while True:
                 rid, frames = reader.message()
                 target = self._target()
+                parked = False
+                settled: list = []  # replies to parked pulls this request's push settled
                 try:
                     if target is None:
                         raise RuntimeError("the shard behind this channel is gone")
                     method, args, kwargs = loads(frames)
                     del frames
                     now = getattr(target, "call_now", None)
-                    parked = False
                     if now is not None and not args and method in ("pull", "push", "push_pull"):
-                        done, out = now(method, kwargs,
-                                        park=_Parked(conn, lock, rid, self.loop))
+                        done, out = now(method, kwargs, park=_Parked(conn, lock, rid, self.loop),
+                                        settled=settled)
                         if not done:
                             parked = out is None
                             method, kwargs = "pull", out
@@ -354,7 +355,9 @@ class ChannelServer:
                         self._spawn, self._answer(conn, lock, rid, target, method, args, kwargs))
                 else:
                     _send_reply(conn, lock, rid, _reply_frames(reply))
-                del target
+                for answer in settled:  # after this caller's reply (see Shard.call_now)
+                    answer()
+                del target, settled
         except (OSError, RuntimeError):  # closed, or the loop is gone
             pass
         finally:

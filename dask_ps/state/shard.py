@@ -18,6 +18,7 @@ with no hop through the event loop (which only expires parked pulls past their t
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from collections import defaultdict
@@ -126,7 +127,8 @@ class Shard:
         while self._off_loop is not None:
             await asyncio.shield(self._off_loop)
 
-    def call_now(self, method: str, kwargs: dict, park=None) -> tuple[bool, object]:
+    def call_now(self, method: str, kwargs: dict, park=None, settled: list | None = None
+                 ) -> tuple[bool, object]:
         """``pull``, ``push`` or ``push_pull`` from a task's thread on this shard's worker,
         done at once: ``(True, result)``; or ``(False, pull_kwargs)`` when its pull must wait
         for slower clocks (its push, if any, is done): the caller then runs
@@ -135,6 +137,10 @@ class Shard:
         With ``park`` (a callable ``park(ok, result_or_exception)``, quick and not raising),
         such a pull is parked here instead and ``(False, None)`` returned: ``park`` is called
         exactly once, from the thread whose push (or the loop's expiry check) settles it.
+        With ``settled`` (a list), the replies to the parked pulls this call's push settles
+        are appended to it as callables, for the caller to run after its own reply (a
+        channel thread answers its remote caller first, then wakes a local task that would
+        otherwise hold the GIL it needs to send).
         """
         kwargs = dict(kwargs)
         ready: list = []
@@ -166,7 +172,11 @@ class Shard:
                     return False, None
                 return True, self._gather(kwargs["name"], kwargs["keys"], clocks)
         finally:
-            _answer_parked(ready)
+            if settled is None:
+                _answer_parked(ready)
+            else:
+                settled.extend(functools.partial(reply, ok, result)
+                               for reply, ok, result in ready)
 
     def _take_parked(self) -> list:
         """Under the lock, after clocks moved or the job changed: the parked pulls now
