@@ -433,8 +433,9 @@ class Shard:
                     # row-wise sums in participant order, the merge's arithmetic without
                     # its hash
                     keys = parts[0][0]
-                    values = np.zeros_like(parts[0][1])
-                    for _, v in parts:
+                    first = parts[0][1]
+                    values = first + first.dtype.type(0)  # 0 + v as the merge; a new array
+                    for _, v in parts[1:]:
                         values += v
                 else:
                     keys, values = merge_duplicates(np.concatenate([k for k, _ in parts]),
