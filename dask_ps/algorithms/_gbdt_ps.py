@@ -15,7 +15,9 @@ Every worker task runs the whole boosting loop; every step of a tree is
    (the smaller child of each split; the roots first) into one buffer laid out as the keys,
    and pushes it, one merged push per shard; at a root step the scalars ride along (each
    task's root totals, loss sums and gradient bound); task 0 adds the step's instructions
-   (:class:`Step`, :func:`encode_step`) to every shard;
+   (:class:`Step`, :func:`encode_step`) to every shard, the other tasks zeros in their
+   place, so that every task pushes the same keys and the shards sum the pushes row by
+   row, without merging keys;
 2. **the answer**: the clock, then a pull of the answer rows — one message per shard
    (``push_pull``). When the BSP clock completes on a shard, the summed push is applied and
    the update rule runs the step there (:func:`shard_step`): siblings expanded into the pool
@@ -240,9 +242,12 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
         at = h.size
         if scalars is not None:
             at = L.put_scalars(scalars, buf, at)
-        n_instr = 0
-        if ps.task == 0:
-            at, n_instr = L.put_instr(encode_step(step), buf, at)
+        # every task pushes the instruction rows (task 0 the step, the others zeros): the
+        # same keys from every task, which the shards sum without merging them
+        instr = encode_step(step)
+        if ps.task != 0:
+            instr[:] = 0.0
+        at, n_instr = L.put_instr(instr, buf, at)
         shape = (n_build, scalars is not None, n_instr)
         keys = push_keys.get(shape)
         if keys is None:

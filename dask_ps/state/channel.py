@@ -13,8 +13,9 @@ from and received into their own memory (no copy in Python on either side).
 
 * :class:`ChannelServer` (in the shard's worker) reads each connection in a thread of its
   own, in order. Pulls and pushes that need no wait are answered at once from that thread
-  (``Shard.call_now``); other calls, and pulls that must wait for slower clocks, run on the
-  worker's event loop, so they do not hold back the requests behind them.
+  (``Shard.call_now``); pulls that must wait for slower clocks are parked there and
+  answered by the thread whose push completes the clock (no event-loop round); other calls
+  run on the worker's event loop, so they do not hold back the requests behind them.
 * :class:`SyncChannel` is the blocking caller used from a task's thread; :class:`Channel`
   the asyncio caller used on an event loop. Replies carry their request's id.
 
@@ -209,6 +210,33 @@ def _send_reply(conn: socket.socket, lock: threading.Lock, rid: int, frames: lis
             pass
 
 
+class _Parked:
+    """The reply of a parked pull (``Shard.call_now``): sent by whichever thread settles
+    it, on the connection the request came from (from a pool thread when that is the
+    event loop's, which never waits on a caller's socket)."""
+
+    __slots__ = ("conn", "lock", "rid", "loop")
+
+    def __init__(self, conn, lock: threading.Lock, rid: int, loop) -> None:
+        self.conn, self.lock, self.rid, self.loop = conn, lock, rid, loop
+
+    def __call__(self, ok: bool, result) -> None:
+        args = (self.conn, self.lock, self.rid,
+                _reply_frames(("OK", result) if ok else ("error", result)))
+        if running_loop() is self.loop:
+            self.loop.run_in_executor(None, _send_reply, *args)
+        else:
+            _send_reply(*args)
+
+
+def running_loop():
+    """The event loop running in this thread, or None."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def _nodelay(sock: socket.socket) -> None:
     sock.setblocking(False)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -301,6 +329,8 @@ class ChannelServer:
             while True:
                 rid, frames = reader.message()
                 target = self._target()
+                parked = False
+                settled: list = []  # replies to parked pulls this request's push settled
                 try:
                     if target is None:
                         raise RuntimeError("the shard behind this channel is gone")
@@ -308,20 +338,26 @@ class ChannelServer:
                     del frames
                     now = getattr(target, "call_now", None)
                     if now is not None and not args and method in ("pull", "push", "push_pull"):
-                        done, out = now(method, kwargs)
+                        done, out = now(method, kwargs, park=_Parked(conn, lock, rid, self.loop),
+                                        settled=settled)
                         if not done:
+                            parked = out is None
                             method, kwargs = "pull", out
                     else:
                         done = False
                     reply = ("OK", out) if done else None
                 except Exception as exc:
                     reply = ("error", exc)
-                if reply is None:
+                if parked:
+                    pass  # answered by the thread whose push lets it be served
+                elif reply is None:
                     self.loop.call_soon_threadsafe(
                         self._spawn, self._answer(conn, lock, rid, target, method, args, kwargs))
                 else:
                     _send_reply(conn, lock, rid, _reply_frames(reply))
-                del target
+                for answer in settled:  # after this caller's reply (see Shard.call_now)
+                    answer()
+                del target, settled
         except (OSError, RuntimeError):  # closed, or the loop is gone
             pass
         finally:

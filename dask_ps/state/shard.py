@@ -9,12 +9,16 @@ they run in a thread, off the loop, and the loop's own methods wait for them wit
 blocking it (heartbeats go on).
 
 A task on the shard's own worker calls it directly from its thread (:meth:`Shard.call_now`)
-when its pull needs no wait: a lock keeps that thread and the loop apart.
+when its pull needs no wait: a lock keeps that thread and the loop apart. A pull from a
+thread that must wait for slower clocks may *park* instead (``call_now(..., park=reply)``):
+the thread whose push completes the clock then gathers its values and calls ``reply`` itself,
+with no hop through the event loop (which only expires parked pulls past their timeout).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from collections import defaultdict
@@ -37,6 +41,12 @@ def _exact_sums(spec: TableSpec) -> bool:
     dense integer table with plain addition (e.g. LDA's counts), whose sums are exact in any
     order, so skipping the merge (a hash of every key) changes no bit."""
     return spec.optimizer.name == "add" and spec.dtype.kind in "iu" and not spec.sparse
+
+
+def _same_keys(parts: list) -> bool:
+    """Whether the ``(keys, values)`` parts of a clock's pushes to a table have equal keys."""
+    k0 = parts[0][0]
+    return all(k.shape == k0.shape and np.array_equal(k, k0) for k, _ in parts[1:])
 
 
 def _channel_endpoint() -> tuple[str, object] | None:
@@ -88,6 +98,9 @@ class Shard:
         self.clocks: ClockTable | None = None
         self._pending: dict[int, list] = defaultdict(list)
         self._waiters: list[asyncio.Future] = []
+        # pulls parked by call_now: (clock, job, table, keys, reply, deadline, timeout)
+        self._parked: list[tuple] = []
+        self._expiring = False  # the loop checks parked pulls' timeouts
         self.counters = dict(pull_calls=0, push_calls=0, keys_pulled=0, keys_pushed=0,
                              bytes_pulled=0, bytes_pushed=0)
         self._channel_endpoint = _channel_endpoint()
@@ -114,28 +127,94 @@ class Shard:
         while self._off_loop is not None:
             await asyncio.shield(self._off_loop)
 
-    def call_now(self, method: str, kwargs: dict) -> tuple[bool, object]:
+    def call_now(self, method: str, kwargs: dict, park=None, settled: list | None = None
+                 ) -> tuple[bool, object]:
         """``pull``, ``push`` or ``push_pull`` from a task's thread on this shard's worker,
         done at once: ``(True, result)``; or ``(False, pull_kwargs)`` when its pull must wait
         for slower clocks (its push, if any, is done): the caller then runs
-        ``pull(**pull_kwargs)`` on the loop."""
+        ``pull(**pull_kwargs)`` on the loop.
+
+        With ``park`` (a callable ``park(ok, result_or_exception)``, quick and not raising),
+        such a pull is parked here instead and ``(False, None)`` returned: ``park`` is called
+        exactly once, from the thread whose push (or the loop's expiry check) settles it.
+        With ``settled`` (a list), the replies to the parked pulls this call's push settles
+        are appended to it as callables, for the caller to run after its own reply (a
+        channel thread answers its remote caller first, then wakes a local task that would
+        otherwise hold the GIL it needs to send).
+        """
         kwargs = dict(kwargs)
+        ready: list = []
+        try:
+            with self._lock:
+                if method in ("push", "push_pull"):
+                    tick = kwargs.pop("tick", False) if method == "push" else True
+                    clock = kwargs.pop("clock" if method == "push" else "push_clock", 0)
+                    notify = self._push(kwargs.pop("updates"), kwargs.get("job"),
+                                        kwargs.pop("participant", 0), clock, tick)
+                    if notify:
+                        ready = self._take_parked()
+                        if self._waiters:  # registered under this lock: none is missed
+                            self._loop.call_soon_threadsafe(self._notify)
+                    if method == "push" or kwargs.get("name") is None:
+                        return True, None if method == "push_pull" else self._min_clock()
+                elif method != "pull":
+                    raise AttributeError(f"shard {self.shard}: {method!r} cannot run from a "
+                                         f"task")
+                clocks = self._check_job(kwargs.get("job"))
+                if clocks is not None and not clocks.ready(kwargs.get("clock", 0)):
+                    if park is None or self._loop is None:
+                        return False, kwargs
+                    self._table(kwargs["name"])
+                    timeout = float(kwargs.get("timeout", 300.0))
+                    self._parked.append((kwargs.get("clock", 0), kwargs["job"], kwargs["name"],
+                                         kwargs["keys"], park, time.monotonic() + timeout,
+                                         timeout))
+                    return False, None
+                return True, self._gather(kwargs["name"], kwargs["keys"], clocks)
+        finally:
+            if settled is None:
+                _answer_parked(ready)
+            else:
+                settled.extend(functools.partial(reply, ok, result)
+                               for reply, ok, result in ready)
+
+    def _take_parked(self) -> list:
+        """Under the lock, after clocks moved or the job changed: the parked pulls now
+        settled, as ``(reply, ok, values or exception)``; the others stay parked."""
+        if not self._parked:
+            return []
+        out, keep = [], []
+        for entry in self._parked:
+            clock, job, name, keys, reply = entry[:5]
+            if job != self.job:
+                out.append((reply, False, self._ended(job, f"pull of table {name!r}")))
+            elif self.clocks.ready(clock):
+                try:
+                    out.append((reply, True, self._gather(name, keys, self.clocks)))
+                except Exception as exc:
+                    out.append((reply, False, exc))
+            else:
+                keep.append(entry)
+        self._parked = keep
+        return out
+
+    def _expire_parked(self) -> None:
+        """On the loop, every second while pulls are parked: fail those past their timeout
+        (naming the participants they waited for)."""
+        now = time.monotonic()
         with self._lock:
-            if method in ("push", "push_pull"):
-                tick = kwargs.pop("tick", False) if method == "push" else True
-                clock = kwargs.pop("clock" if method == "push" else "push_clock", 0)
-                notify = self._push(kwargs.pop("updates"), kwargs.get("job"),
-                                    kwargs.pop("participant", 0), clock, tick)
-                if notify and self._waiters:  # registered under this lock: none is missed
-                    self._loop.call_soon_threadsafe(self._notify)
-                if method == "push" or kwargs.get("name") is None:
-                    return True, None if method == "push_pull" else self._min_clock()
-            elif method != "pull":
-                raise AttributeError(f"shard {self.shard}: {method!r} cannot run from a task")
-            clocks = self._check_job(kwargs.get("job"))
-            if clocks is not None and not clocks.ready(kwargs.get("clock", 0)):
-                return False, kwargs
-            return True, self._gather(kwargs["name"], kwargs["keys"], clocks)
+            late = [e for e in self._parked if e[5] <= now]
+            self._parked = [e for e in self._parked if e[5] > now]
+            out = []
+            for clock, job, name, _, reply, _, timeout in late:
+                what = f"pull of table {name!r}"
+                out.append((reply, False, self._ended(job, what) if job != self.job else
+                            self._stuck(self.clocks, what, clock, timeout)))
+        _answer_parked(out)
+        if self.job is not None or self._parked:
+            self._loop.call_later(1.0, self._expire_parked)
+        else:
+            self._expiring = False
 
     async def dispatch(self, call: tuple):
         """:meth:`dispatch_call` of ``(method, args, kwargs)`` through Dask's RPC; the result
@@ -203,6 +282,11 @@ class Shard:
             self.job = job
             self.clocks = ClockTable(n_participants, consistency)
             self._pending.clear()
+            ready = self._take_parked()  # a previous job's: they fail
+        _answer_parked(ready)
+        if not self._expiring:
+            self._expiring = True
+            self._loop.call_later(1.0, self._expire_parked)
 
     async def end_job(self, job: str) -> None:
         """Close ``job``; pulls waiting in it fail. Updates still held (BSP) belong to clocks
@@ -212,6 +296,8 @@ class Shard:
             with self._lock:
                 self._pending.clear()
                 self.job, self.clocks = None, None
+                ready = self._take_parked()
+            _answer_parked(ready)
             self._notify()
 
     def _check_job(self, job: str | None) -> ClockTable | None:
@@ -242,14 +328,20 @@ class Shard:
             try:
                 await asyncio.wait_for(fut, max(0.0, deadline - loop.time()))
             except asyncio.TimeoutError:
-                slow = np.flatnonzero(clocks.clocks == clocks.min_clock).tolist()
-                raise TimeoutError(
-                    f"shard {self.shard}: {what} at clock {clock} waited {timeout:g} s for "
-                    f"participants {slow} stuck at clock {clocks.min_clock} "
-                    f"(staleness {clocks.consistency.staleness})"
-                ) from None
+                raise self._stuck(clocks, what, clock, timeout) from None
         if self.job != job:
-            raise RuntimeError(f"shard {self.shard}: job {job!r} ended while a {what} waited")
+            raise self._ended(job, what)
+
+    def _stuck(self, clocks: ClockTable, what: str, clock: int, timeout: float
+               ) -> TimeoutError:
+        """The error of a ``what`` at ``clock`` that waited ``timeout`` s in vain."""
+        slow = np.flatnonzero(clocks.clocks == clocks.min_clock).tolist()
+        return TimeoutError(f"shard {self.shard}: {what} at clock {clock} waited {timeout:g} s "
+                            f"for participants {slow} stuck at clock {clocks.min_clock} "
+                            f"(staleness {clocks.consistency.staleness})")
+
+    def _ended(self, job: str, what: str) -> RuntimeError:
+        return RuntimeError(f"shard {self.shard}: job {job!r} ended while a {what} waited")
 
     # -- pull / push ---------------------------------------------------------------------
     async def pull(self, name: str, keys: np.ndarray, job: str | None = None,
@@ -286,6 +378,8 @@ class Shard:
         with self._lock:
             notify = self._push(updates, job, participant, clock, tick)
             min_clock = self._min_clock()
+            ready = self._take_parked() if notify else []
+        _answer_parked(ready)
         if notify:
             self._notify()
         return min_clock
@@ -334,6 +428,15 @@ class Shard:
                     continue
                 if len(parts) == 1:
                     keys, values = parts[0]
+                elif _same_keys(parts):
+                    # every participant pushed the same keys (e.g. one histogram layout):
+                    # row-wise sums in participant order, the merge's arithmetic without
+                    # its hash
+                    keys = parts[0][0]
+                    first = parts[0][1]
+                    values = first + first.dtype.type(0)  # 0 + v as the merge; a new array
+                    for _, v in parts[1:]:
+                        values += v
                 else:
                     keys, values = merge_duplicates(np.concatenate([k for k, _ in parts]),
                                                     np.concatenate([v for _, v in parts]))
@@ -346,6 +449,8 @@ class Shard:
             moved = clocks.advance(participant, DONE)
             if moved and clocks.consistency.buffered:
                 self._flush_pending(clocks.min_clock)
+            ready = self._take_parked() if moved else []
+        _answer_parked(ready)
         if moved:
             self._notify()
 
@@ -402,3 +507,9 @@ class Shard:
             clocks=None if self.clocks is None else self.clocks.clocks.tolist(),
             staleness_bound=None if self.clocks is None else self.clocks.consistency.staleness,
         )
+
+
+def _answer_parked(ready: list) -> None:
+    """Call the replies of settled parked pulls (outside the shard's lock)."""
+    for reply, ok, result in ready:
+        reply(ok, result)

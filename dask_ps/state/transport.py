@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import NamedTuple
 
 from distributed.comm.core import CommClosedError
@@ -26,6 +27,7 @@ from distributed.protocol import Serialized, deserialize, serialize
 
 from ..exceptions import ShardUnavailableError
 from .channel import Channel, ChannelAddress, SyncChannel
+from .channel import running_loop as _running_loop
 from .channel_security import worker_ssl_context
 
 __all__ = ["ShardRef", "Shipped", "Transport", "local_loop", "packed", "unship"]
@@ -101,8 +103,9 @@ class Transport:
                          if context is not None or not r.channel.tls}
         self.sync_channels = {s: SyncChannel(c.address, context)
                               for s, c in self.channels.items()}
-        #: Whether :meth:`call_many` may run: every remote shard has a channel.
-        self.direct = len(self.channels) + len(self.local) == len(self.shards) > len(self.local)
+        #: Whether :meth:`call_many` may run: in a worker, every remote shard has a channel
+        #: (a worker holding every shard calls them all from the task's thread).
+        self.direct = channels and len(self.channels) + len(self.local) == len(self.shards)
         #: Shard indices, remote ones first: their requests leave before the local shard's
         #: work (run inline on this loop) starts, and that work then overlaps their flight.
         self.remote_first = sorted(range(len(self.shards)), key=lambda s: s in self.local)
@@ -181,14 +184,18 @@ class Transport:
         if meanwhile is not None:
             meanwhile()
         waiting = []
+        parked = []
         for i, s, method, kwargs in local:
+            box = Future()
             try:
-                done, out = self.local[s].call_now(method, kwargs)
+                done, out = self.local[s].call_now(method, kwargs, park=_settle(box))
             except Exception as exc:
                 errors.append(exc)
                 continue
             if done:
                 results[i] = out
+            elif out is None:  # parked: the thread that completes the clock answers
+                parked.append((i, box))
             else:
                 waiting.append((i, s, "pull", out))
         fut = self.submit(self._call_local(waiting)) if waiting else None
@@ -202,6 +209,14 @@ class Transport:
                 results[i] = result
             else:
                 errors.append(result)
+        for i, box in parked:
+            try:
+                results[i] = box.result(timeout + 5)
+            except FutureTimeout:
+                errors.append(TimeoutError(f"a parked pull got no answer within "
+                                           f"{timeout + 5:g} s"))
+            except Exception as exc:
+                errors.append(exc)
         if fut is not None:
             try:
                 for i, result in fut.result():
@@ -253,11 +268,14 @@ class Transport:
         return self.submit(coro).result()
 
 
-def _running_loop():
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
+def _settle(box: Future):
+    """The ``park`` callable of a local parked pull: settles ``box``."""
+    def park(ok: bool, result) -> None:
+        if ok:
+            box.set_result(result)
+        else:
+            box.set_exception(result)
+    return park
 
 
 class Shipped:
