@@ -32,6 +32,11 @@ class _Rows:
     def fail(self, x):
         raise ValueError(f"bad {x}")
 
+    def sleep(self, seconds):
+        import time
+
+        time.sleep(seconds)
+
 
 @pytest.mark.parametrize("where", ["local", "client2"])
 def test_each_worker_holding_partitions_gets_one_object_built_from_its_handles(where, request):
@@ -56,3 +61,68 @@ def test_each_worker_holding_partitions_gets_one_object_built_from_its_handles(w
             res.call("fail", [(7,)] * n)
         with pytest.raises(ValueError, match="argument tuples"):
             res.call("add", [(1.0,)] * (n + 1))
+        with pytest.raises(AttributeError, match="private"):
+            res.call("_secret", [()] * n)
+        # the objects answer again after errors, with the state they had
+        out = res.call("add", [(0.0,)] * n)
+        assert out[0][0] == pytest.approx(1000.0 + sum(
+            X[j * 5:(j + 1) * 5].sum() for j in res.tasks[0][0]))
+
+
+@pytest.mark.parametrize("channel", [True, False])
+def test_calls_take_the_direct_channel_where_the_comms_allow_it(channel, client2):
+    """On tcp:// workers each call is one request on an authenticated channel (no actor
+    RPC); with ``dask-ps.channel`` false the same calls go through the Dask actors."""
+    import dask
+
+    X = np.arange(40.0).reshape(20, 2)
+    with dask.config.set({"dask-ps.channel": channel}), \
+            partition(X, client=client2, n_partitions=4) as data, \
+            Residents(data, _Rows, 0.0) as res:
+        assert (res._channels is not None) == channel
+        n = len(res.workers)
+        assert res.call("where", [()] * n) == res.workers
+        first = res.call("add", [(1.0,)] * n)
+        again = res.call("add", [(1.0,)] * n)
+        for a, b in zip(first, again):
+            assert np.allclose(np.subtract(b, a), 1.0)
+        with pytest.raises(ValueError, match="bad 3"):
+            res.call("fail", [(3,)] * n)
+
+
+@pytest.mark.parametrize("channel", [True, False])
+def test_a_worker_dying_during_a_call_raises_worker_lost_without_a_hang(channel):
+    """A call waiting on an object whose worker dies ends with WorkerLostError within
+    seconds, by either path (the channel's connection breaks; the actor's future fails)."""
+    import os
+    import threading
+    import time
+
+    import dask
+    from distributed import Client, LocalCluster
+
+    from dask_ps.exceptions import WorkerLostError
+
+    X = np.arange(40.0).reshape(20, 2)
+    with dask.config.set({"dask-ps.channel": channel}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
+                         worker_dashboard_address=None) as cluster, Client(cluster) as client, \
+            partition(X, client=client, n_partitions=4) as data, \
+            Residents(data, _Rows, 0.0) as res:
+        n = len(res.workers)
+        victim = res.workers[-1]  # the last one waited for: its death must be seen anyway
+
+        def kill():
+            try:
+                client.run(os._exit, 1, workers=[victim])
+            except Exception:  # the worker's connection closes as it dies
+                pass
+
+        killer = threading.Timer(1.0, kill)
+        killer.start()
+        t0 = time.monotonic()
+        with pytest.raises(WorkerLostError):
+            res.call("sleep", [(30.0,)] * n)
+        elapsed = time.monotonic() - t0
+        killer.join()
+        assert elapsed < 25  # not the 30 s of the other worker's call: no wait on it

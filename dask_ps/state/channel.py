@@ -30,8 +30,10 @@ the worker's address.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import pickle
+import select
 import socket
 import ssl
 import struct
@@ -252,6 +254,9 @@ class ChannelServer:
     target : object
         Whose ``dispatch_call(method, args, kwargs)`` coroutine answers requests; held by a
         weak reference, so that a shard released by Dask is freed (and its server closed).
+        A target with a ``call_in_thread(method, args, kwargs)`` method instead has every
+        request answered by it in the connection's thread, in order (the objects of
+        :class:`~dask_ps.partitions.resident.Residents`: no event loop on the way).
     ssl_context : ssl.SSLContext, optional
         Server-side TLS context (the worker's, from its :class:`distributed.Security`);
         without it the channel is plain TCP.
@@ -300,8 +305,10 @@ class ChannelServer:
             _nodelay(conn)
             conn.setblocking(True)
             self._conns.add(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True,
-                             name="dask-ps-channel").start()
+            # the connection's thread runs in the server's context: Dask's get_worker()
+            # (a context variable, set where the server was opened) works there too
+            threading.Thread(target=contextvars.copy_context().run, args=(self._serve, conn),
+                             daemon=True, name="dask-ps-channel").start()
 
     def _serve(self, conn: socket.socket) -> None:
         """One thread per connection: after the handshakes, it reads the requests in order
@@ -337,12 +344,15 @@ class ChannelServer:
                     method, args, kwargs = loads(frames)
                     del frames
                     now = getattr(target, "call_now", None)
+                    in_thread = getattr(target, "call_in_thread", None)
                     if now is not None and not args and method in ("pull", "push", "push_pull"):
                         done, out = now(method, kwargs, park=_Parked(conn, lock, rid, self.loop),
                                         settled=settled)
                         if not done:
                             parked = out is None
                             method, kwargs = "pull", out
+                    elif in_thread is not None:
+                        done, out = True, in_thread(method, args, kwargs)
                     else:
                         done = False
                     reply = ("OK", out) if done else None
@@ -534,6 +544,18 @@ class SyncChannel(_Caller):
         except BaseException:
             self.abort()
             raise
+
+    @staticmethod
+    def ready(channels: list, timeout: float) -> list[int]:
+        """Indices of ``channels`` (each with a request in progress) whose replies have
+        started to arrive (or whose connections closed), waiting up to ``timeout`` seconds
+        for one, so that a caller can look at the cluster between waits."""
+        now = [i for i, c in enumerate(channels) if c._reader.end > c._reader.start]
+        if now:
+            return now
+        socks = [getattr(c._sock, "sock", c._sock) for c in channels]  # under TLS, its socket
+        readable = select.select(socks, [], [], timeout)[0]
+        return [i for i, s in enumerate(socks) if s in readable]
 
     def finish(self, rid: int) -> tuple[str, object]:
         """The reply to request ``rid``: ``("OK", result)`` or ``("error", exception)``.

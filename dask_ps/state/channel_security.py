@@ -41,7 +41,8 @@ import ssl
 import threading
 from typing import NamedTuple
 
-__all__ = ["ChannelAddress", "ChannelAuthError", "HANDSHAKE_TIMEOUT", "worker_ssl_context"]
+__all__ = ["ChannelAddress", "ChannelAuthError", "HANDSHAKE_TIMEOUT", "channel_endpoint",
+           "worker_ssl_context"]
 
 #: Seconds a new connection has to complete the TLS and secret handshakes.
 HANDSHAKE_TIMEOUT = 30.0
@@ -116,6 +117,30 @@ def worker_ssl_context(side: str) -> ssl.SSLContext | None:
     args = (security.get_listen_args("worker") if side == "server"
             else security.get_connection_args("worker"))
     return args.get("ssl_context")
+
+
+def channel_endpoint() -> tuple[str, ssl.SSLContext | None] | None:
+    """``(host, server TLS context or None)`` to open a channel on in this Dask worker: the
+    host of its ``tcp://`` or ``tls://`` address; None outside a worker, with another comm
+    (UCX, inproc), or when ``dask-ps.channel`` is false (Dask's comms only, then)."""
+    import dask
+
+    if not dask.config.get("dask-ps.channel", True):
+        return None
+    try:
+        from distributed import get_worker
+        from distributed.comm import get_address_host, parse_address
+
+        address = get_worker().address
+    except (ImportError, ValueError):  # not in a Dask worker: in-process objects
+        return None
+    scheme = parse_address(address)[0]
+    if scheme == "tcp":
+        return get_address_host(address), None
+    if scheme == "tls":
+        context = worker_ssl_context("server")
+        return None if context is None else (get_address_host(address), context)
+    return None
 
 
 # -- the secret handshake, on anything with blocking recv_into / sendall ------------------------

@@ -27,7 +27,7 @@ import numpy as np
 
 from ._malloc import tune_malloc
 from .channel import ChannelAddress, ChannelServer
-from .channel_security import worker_ssl_context
+from .channel_security import channel_endpoint
 from .consistency import DONE, ClockTable, Consistency
 from .partition import as_rows, merge_duplicates
 from .table import TableShard, TableSpec
@@ -47,29 +47,6 @@ def _same_keys(parts: list) -> bool:
     """Whether the ``(keys, values)`` parts of a clock's pushes to a table have equal keys."""
     k0 = parts[0][0]
     return all(k.shape == k0.shape and np.array_equal(k, k0) for k, _ in parts[1:])
-
-
-def _channel_endpoint() -> tuple[str, object] | None:
-    """``(host, server TLS context or None)`` of this worker's ``tcp://`` or ``tls://``
-    address, when the shard may open a channel."""
-    import dask
-
-    if not dask.config.get("dask-ps.channel", True):
-        return None
-    try:
-        from distributed import get_worker
-        from distributed.comm import get_address_host, parse_address
-
-        address = get_worker().address
-    except (ImportError, ValueError):  # not in a Dask worker: in-process shards
-        return None
-    scheme = parse_address(address)[0]
-    if scheme == "tcp":
-        return get_address_host(address), None
-    if scheme == "tls":
-        context = worker_ssl_context("server")
-        return None if context is None else (get_address_host(address), context)
-    return None  # UCX, inproc: Dask's comms only
 
 
 class Shard:
@@ -103,7 +80,7 @@ class Shard:
         self._expiring = False  # the loop checks parked pulls' timeouts
         self.counters = dict(pull_calls=0, push_calls=0, keys_pulled=0, keys_pushed=0,
                              bytes_pulled=0, bytes_pushed=0)
-        self._channel_endpoint = _channel_endpoint()
+        self._channel_endpoint = channel_endpoint()
         self._channel: ChannelServer | None = None
         self._lock = threading.Lock()  # the loop against tasks calling call_now
         self._loop: asyncio.AbstractEventLoop | None = None  # set on the loop's first call
