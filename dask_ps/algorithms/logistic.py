@@ -60,14 +60,18 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
           learning_rate: float = 0.1, tol: float = 1e-6, consistency="bsp", staleness=None,
           random_state: int = 0, clocks_per_epoch: int = 4, early_stopping: bool = False,
           n_iter_no_change: int = 5, validation_fraction: float = 0.1, init=None,
-          loop: EpochLoop | None = None, evaluate=None, table_dtype: str = "float64") -> tuple:
+          loop: EpochLoop | None = None, evaluate=None, table_dtype: str = "float64",
+          collect: bool = True) -> tuple:
     """Fit logistic regression on a PS model; the functional core of
     :class:`LogisticRegression` (see it for the parameters).
 
     ``data`` holds encoded ``(X csr, Y (n, n_outputs))`` partitions
     (:func:`~._logistic_data.encode_part`); ``init`` a previous result's state; ``loop`` the
     :class:`~._base.EpochLoop` (checkpoints, progress, callbacks); ``evaluate(epoch)`` scores
-    an eval set; ``table_dtype`` the dtype of the weight table.
+    an eval set; ``table_dtype`` the dtype of the weight table. ``collect=False`` leaves the
+    weights on the shards (table "w" of ``model``, e.g. for :meth:`~dask_ps.PSModel.save` or
+    pulls of the keys a test set touches) instead of gathering them to the driver: a model of
+    10^8 keys and more need not fit in the driver's memory; ``W`` and ``state`` are then None.
 
     A wide model (``n_features >=`` :data:`~._logistic_data.WIDE_FEATURES`, any column key
     below 2**63 - 1) keeps its rows in a hashed table, memory per key touched; the stochastic
@@ -166,6 +170,9 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
 
     history = loop.run(epochs, stop=stop, on_recover=data.locate, restart=fill,
                        evaluate=None if evaluate is None else (lambda e: evaluate(e, to_weights)))
+    n_iter = sum(1 for h in history if "loss" in h)
+    if not collect:
+        return None, history, n_iter, None
     width = rule.width if local else n_outputs
     if wide:
         keys, rows = gather_sparse_rows(table, width)
@@ -174,7 +181,7 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     W = rule.weights(rows) if local else rows
     if wide:
         W = D.KeyedWeights(keys, W)
-    return W, history, sum(1 for h in history if "loss" in h), TrainState(solver, W, rows)
+    return W, history, n_iter, TrainState(solver, W, rows)
 
 
 class LogisticRegression(ClassifierMixin, PSEstimator):
