@@ -2,7 +2,7 @@
 """FTRL logistic regression on random 63-bit feature keys: a model of 2·10^8 keys on one box.
 
     python benchmarks/lr_wide.py --keys 200000000            # the issue's run (~16 GiB free)
-    python benchmarks/lr_wide.py --keys 2000000 --quick      # a try
+    python benchmarks/lr_wide.py --quick                     # a try: 2*10^6 keys
 
 Generates a CTR-like set on the workers of a LocalCluster (2 worker processes x 1 thread), one
 partition per task, never through the driver: each row has ``--head-nnz`` keys drawn with a
@@ -96,12 +96,13 @@ def table_size(model) -> tuple[int, int, list]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
-    p.add_argument("--keys", type=float, default=2e7, help="distinct keys to touch (about)")
+    p.add_argument("--keys", type=float, default=None,
+                   help="distinct keys to touch (about); default 2*10^7 (--quick: 2*10^6)")
     p.add_argument("--head-keys", type=int, default=100_000)
     p.add_argument("--head-nnz", type=int, default=4)
     p.add_argument("--tail-nnz", type=int, default=28)
     p.add_argument("--rows-per-part", type=int, default=200_000)
-    p.add_argument("--test-rows", type=int, default=200_000)
+    p.add_argument("--test-rows", type=int, default=None, help="default 200,000 (--quick: 50,000)")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--learning-rate", type=float, default=0.1)
     p.add_argument("--workers", type=int, default=2)
@@ -109,11 +110,14 @@ def main(argv=None) -> int:
     p.add_argument("--sample-s", type=float, default=0.5)
     p.add_argument("--dir", default=None, help="checkpoint folder (default: a temp dir)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="2*10^6 keys, 50,000 test rows")
+    p.add_argument("--quick", action="store_true",
+                   help="defaults for a try: 2*10^6 keys, 50,000 test rows, small partitions")
     p.add_argument("--json", default=None, help="also write the summary here")
     args = p.parse_args(argv)
+    args.keys = args.keys or (2e6 if args.quick else 2e7)
+    args.test_rows = args.test_rows or (50_000 if args.quick else 200_000)
     if args.quick:
-        args.keys, args.test_rows, args.rows_per_part = 2e6, 50_000, 40_000
+        args.rows_per_part = min(args.rows_per_part, 40_000)
     per_worker = max(1, round(args.keys / args.tail_nnz / args.rows_per_part / args.workers))
     n_parts = per_worker * args.workers  # as many partitions on every worker
     rows = n_parts * args.rows_per_part
