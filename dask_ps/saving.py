@@ -7,7 +7,8 @@
   fitted attribute is stored, and caller's ``extra`` metadata (e.g. how the training data
   was read, so that test data can be read the same way);
 * one array per fitted NumPy attribute (``a/<name>``; fields of a named tuple as
-  ``a/<name>/<field>``). Object arrays of strings (string ids) are stored as fixed-width
+  ``a/<name>/<field>``; a scipy CSR matrix, e.g. a wide model's ``coef_``, as its three
+  arrays ``a/<name>/data``, ``.../indices``, ``.../indptr`` and its shape in the JSON). Object arrays of strings (string ids) are stored as fixed-width
   unicode and given back as object arrays.
 
 Numbers, strings, lists and dicts (e.g. ``history_``) live in the JSON. Loading never
@@ -66,6 +67,10 @@ def _store(value: Any, key: str, arrays: dict, where: str) -> dict:
             spec["object"] = True
         arrays[key] = value
         return spec
+    if getattr(value, "format", None) == "csr" and hasattr(value, "indptr"):  # scipy CSR
+        for part in ("data", "indices", "indptr"):
+            arrays[f"{key}/{part}"] = getattr(value, part)
+        return {"kind": "csr", "key": key, "shape": [int(n) for n in value.shape]}
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple
         cls = type(value)
         return {"kind": "namedtuple", "class": f"{cls.__module__}:{cls.__qualname__}",
@@ -131,6 +136,12 @@ def _restore(spec: dict, arrays, where: str):
     if kind == "array":
         value = arrays[spec["key"]]
         return value.astype(object) if spec.get("object") else value
+    if kind == "csr":
+        import scipy.sparse as sp
+
+        k = spec["key"]
+        return sp.csr_matrix((arrays[f"{k}/data"], arrays[f"{k}/indices"], arrays[f"{k}/indptr"]),
+                             shape=tuple(spec["shape"]))
     if kind == "tuple":
         return tuple(spec["value"])
     if kind == "value":

@@ -53,3 +53,21 @@ def test_lr_scale_benchmark_runs(tmp_path):
     assert summary["runs"]["small"]["rows"] == 2000
     assert summary["cost_per_sample_ratio_large_over_small"] > 0
     assert "cost per sample, large / small" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_lr_wide_benchmark_runs(tmp_path):
+    out = tmp_path / "lr_wide.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "lr_wide.py"), "--quick",
+                           "--keys", "200000", "--test-rows", "20000", "--json", str(out)],
+                          capture_output=True, text=True, timeout=380, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    s = json.loads(out.read_text())
+    # every tail key is random 63-bit: about rows x tail_nnz distinct keys, and the loaded
+    # checkpoint holds them all and scores the same
+    assert s["keys"] >= 0.95 * s["rows"] * s["args"]["tail_nnz"]
+    assert s["loaded_keys"] == s["keys"] and s["auc_loaded"] == s["auc"]
+    assert 0.5 < s["auc"] <= s["auc_planted_model"] + 0.02
+    assert 20 <= s["bytes_per_key"] < 100 and len(s["peak_memory_per_worker_gib"]) == 2
+    assert "SUMMARY keys=" in proc.stdout

@@ -9,14 +9,83 @@ scipy and dask inputs alike.
 from __future__ import annotations
 
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from ._logistic_kernels import decision
 
-__all__ = ["as_scipy", "check_dask_X", "dask_margins", "encode_part", "hash_columns", "labels_of",
-           "margins", "proba_from_margins"]
+__all__ = ["WIDE_FEATURES", "KeyedWeights", "as_scipy", "check_dask_X", "dask_margins",
+           "encode_part", "hash_columns", "labels_of", "margins", "proba_from_margins"]
+
+#: Models of at least this many features (columns after hashing) keep their weights in a
+#: hashed PS table, keyed by the column index (any key in [0, 2**63 - 1)), instead of a dense
+#: one; their ``coef_`` is a scipy CSR matrix.
+WIDE_FEATURES = 2**32
+
+
+class KeyedWeights(NamedTuple):
+    """Weights of a wide model, row by key: ``keys`` int64 (m,), ascending and distinct (the
+    intercept's key ``n_features`` last when present); ``W`` float64 (m, K), the weights of
+    those keys (every other key's are zero)."""
+
+    keys: np.ndarray
+    W: np.ndarray
+
+    @classmethod
+    def from_coef(cls, coef: sp.csr_matrix, intercept: np.ndarray) -> "KeyedWeights":
+        """From a sparse ``coef_`` (K, n_features) and ``intercept_`` (K,)."""
+        coef = coef.tocsr()
+        keys = np.append(np.unique(coef.indices).astype(np.int64), coef.shape[1])
+        W = np.zeros((keys.shape[0], coef.shape[0]))
+        for k in range(coef.shape[0]):  # per output, not per row
+            lo, hi = coef.indptr[k], coef.indptr[k + 1]
+            W[np.searchsorted(keys, coef.indices[lo:hi]), k] = coef.data[lo:hi]
+        W[-1] = intercept
+        return cls(keys, W)
+
+    def to_coef(self, n_features: int) -> tuple[sp.csr_matrix, np.ndarray]:
+        """``coef_`` as CSR (K, n_features) float64 with int64 sorted column indices (the
+        non-zero weights only) and ``intercept_`` (K,) float64 (zero when its key is
+        absent)."""
+        bias = self.keys.shape[0] > 0 and self.keys[-1] == n_features
+        keys, W = (self.keys[:-1], self.W[:-1]) if bias else (self.keys, self.W)
+        intercept = self.W[-1].copy() if bias else np.zeros(self.W.shape[1])
+        r, c = np.nonzero(W.T)  # row-major over (K, m): per output, keys ascending
+        coef = sp.csr_matrix((W.T[r, c], keys[c], np.searchsorted(r, np.arange(W.shape[1] + 1))),
+                             shape=(W.shape[1], n_features))
+        return coef, intercept
+
+    def local(self, indices: np.ndarray) -> np.ndarray:
+        """Positions of column ``indices`` in ``keys``, ``len(keys)`` for keys not held (a
+        row of zeros appended to ``W`` by :func:`margins`)."""
+        m = self.keys.shape[0]
+        pos = np.searchsorted(self.keys, indices)
+        held = pos < m
+        held[held] = self.keys[pos[held]] == indices[held]
+        return np.where(held, pos, m)
+
+
+def check_keys(X: sp.csr_matrix, where: str) -> None:
+    """Column keys of a wide ``X`` in [0, n_features).
+
+    Raises
+    ------
+    ValueError
+        A negative key (as a uint64 key >= 2**63 reads in int64) or one >= n_features,
+        naming the row and the key.
+    """
+    if X.nnz == 0:
+        return
+    idx = X.indices
+    for bad, what in ((idx < 0, "is negative: keys must be in [0, 2**63 - 1) (a uint64 key "
+                                "of 2**63 or more reads as negative in int64)"),
+                      (idx >= X.shape[1], f"is not below n_features = {X.shape[1]}")):
+        if bad.any():
+            p = int(np.argmax(bad))
+            row = int(np.searchsorted(X.indptr, p, side="right") - 1)
+            raise ValueError(f"{where}: column key {int(idx[p])} at row {row} {what}")
 
 
 def as_scipy(X):
@@ -59,7 +128,9 @@ def encode_part(part, classes: np.ndarray, n_out: int, n_buckets: int | None = N
     Raises
     ------
     ValueError
-        Infinite features (naming the row and column), or a label outside ``classes``.
+        Infinite features (naming the row and column), a label outside ``classes``, or in a
+        wide ``X`` (:data:`WIDE_FEATURES` columns or more) a column key outside
+        [0, n_features).
     """
     X, y = part
     if hasattr(X, "to_numpy"):  # pandas
@@ -84,6 +155,8 @@ def encode_part(part, classes: np.ndarray, n_out: int, n_buckets: int | None = N
                          f"not finite")
     if n_buckets is not None:
         X = hash_columns(X, n_buckets)
+    elif X.shape[1] >= WIDE_FEATURES:
+        check_keys(X, where)
     y = (y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)).ravel()
     codes = np.searchsorted(classes, y)
     bad = (codes >= classes.shape[0]) | (classes[np.minimum(codes, classes.shape[0] - 1)] != y)
@@ -93,14 +166,19 @@ def encode_part(part, classes: np.ndarray, n_out: int, n_buckets: int | None = N
     return X, targets(codes, n_out)
 
 
-def margins(X, coef_t: np.ndarray, intercept: np.ndarray, n_buckets=None) -> np.ndarray:
+def margins(X, coef_t, intercept: np.ndarray, n_buckets=None) -> np.ndarray:
     """``X coef_t + intercept``, shape (n, n_outputs), for a dense or sparse block (its columns
-    hashed into ``n_buckets`` first, when given)."""
+    hashed into ``n_buckets`` first, when given). ``coef_t``: (n_features, n_outputs), or the
+    :class:`KeyedWeights` of a wide model (its intercept row unused)."""
     X = sp.csr_matrix(X, dtype=np.float64)
     if n_buckets is not None:
         X = hash_columns(X, n_buckets)
+    indices = X.indices
+    if isinstance(coef_t, KeyedWeights):  # columns as positions in its keys, then a zero row
+        indices = coef_t.local(indices.astype(np.int64, copy=False))
+        coef_t = np.vstack([coef_t.W, np.zeros((1, coef_t.W.shape[1]))])
     out = np.empty((X.shape[0], coef_t.shape[1]))
-    decision(X.indptr, X.indices, X.data, coef_t, intercept, out)
+    decision(X.indptr, indices, X.data, coef_t, intercept, out)
     return out
 
 
@@ -155,10 +233,10 @@ def check_dask_X(X, y, estimator: str):
     return y
 
 
-def dask_margins(X, coef_t: np.ndarray, intercept: np.ndarray, n_buckets, n_features: int,
+def dask_margins(X, coef_t, intercept: np.ndarray, n_buckets, n_features: int,
                  estimator: str):
     """:func:`margins` of a dask array or dataframe ``X``, chunk by chunk: a dask array of
-    shape (n,) for one output column, else (n, K).
+    shape (n,) for one output column, else (n, K). ``coef_t`` as in :func:`margins`.
 
     Raises
     ------
@@ -171,9 +249,10 @@ def dask_margins(X, coef_t: np.ndarray, intercept: np.ndarray, n_buckets, n_feat
         raise ValueError(f"X has shape {X.shape}, but {estimator} is expecting {n_features} "
                          f"features as input")
     X = X.rechunk({1: -1})
-    if coef_t.shape[1] == 1:  # functions of arrays only: no estimator in the graph
+    n_out = (coef_t.W if isinstance(coef_t, KeyedWeights) else coef_t).shape[1]
+    if n_out == 1:  # functions of arrays only: no estimator in the graph
         return X.map_blocks(binary_margins, coef_t, intercept, n_buckets, drop_axis=1,
                             dtype=np.float64, meta=np.empty((0,)))
     return X.map_blocks(margins, coef_t, intercept, n_buckets,
-                        chunks=(X.chunks[0], (coef_t.shape[1],)), dtype=np.float64,
+                        chunks=(X.chunks[0], (n_out,)), dtype=np.float64,
                         meta=np.empty((0, 0)))

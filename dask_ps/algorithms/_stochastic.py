@@ -35,7 +35,8 @@ from ..kernels.optim import ftrl_weights
 from ..state.optimizers import FTRL, Optimizer
 from ._logistic_kernels import local_steps, logistic_grad, rows_loss
 
-__all__ = ["Block", "Rule", "gather_rows", "make_blocks", "server_step", "worker_step"]
+__all__ = ["Block", "Rule", "gather_rows", "gather_sparse_rows", "make_blocks", "server_step",
+           "worker_step"]
 
 
 class Block(NamedTuple):
@@ -239,9 +240,10 @@ def server_step(ps, part, cfg: dict) -> np.ndarray:
 
 
 def _touched(keys, values, slots, width: int):
-    """A shard's rows whose state is not all zero, and those state columns (not a count)."""
+    """A shard's rows whose state is not all zero: their keys and first ``width`` columns
+    (float64; not the count)."""
     rows = np.flatnonzero(values[:, :width].any(axis=1))
-    return keys[rows], values[rows, :width]
+    return keys[rows], values[rows, :width].astype(np.float64, copy=False)
 
 
 def gather_rows(table, width: int) -> np.ndarray:
@@ -251,3 +253,13 @@ def gather_rows(table, width: int) -> np.ndarray:
     for keys, rows in table.map(_touched, width):
         out[keys] = rows
     return out
+
+
+def gather_sparse_rows(table, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Keys (int64 (m,), ascending) and first ``width`` columns (float64 (m, width)) of the
+    touched rows (not all zero) of a hashed table."""
+    parts = table.map(_touched, width)
+    keys = np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False)
+    rows = np.concatenate([p[1] for p in parts]).reshape(-1, width)
+    order = np.argsort(keys, kind="stable")
+    return keys[order], rows[order]

@@ -37,7 +37,7 @@ from ..state.optimizers import FTRL, Average
 from . import _logistic_data as D
 from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, StrOptions
 from ._fm_kernels import fm_steps
-from ._stochastic import Rule, _blocks
+from ._stochastic import Rule, _blocks, gather_sparse_rows
 from .logistic import LogisticRegression
 
 __all__ = ["FMState", "FactorizationMachineClassifier", "fm_margins", "train_fm"]
@@ -120,21 +120,6 @@ def fm_step(ps, part, cfg: dict) -> np.ndarray:
     return sums
 
 
-def _shard_rows(keys, values, slots, width: int):
-    """A shard's keys and first ``width`` columns (float64), rows of zeros left out."""
-    rows = np.flatnonzero(values[:, :width].any(axis=1))
-    return keys[rows], values[rows, :width].astype(np.float64)
-
-
-def _sparse_rows(table, width: int):
-    """Keys (ascending) and first ``width`` columns of the touched rows of a hashed table."""
-    parts = table.map(_shard_rows, width)
-    keys = np.concatenate([p[0] for p in parts]).astype(np.int64)
-    rows = np.concatenate([p[1] for p in parts]).astype(np.float64).reshape(-1, width)
-    order = np.argsort(keys, kind="stable")
-    return keys[order], rows[order]
-
-
 def train_fm(model: PSModel, data: Partitions, *, n_features: int, k: int = 8,
              learning_rate: float = 0.1, l1: float = 0.0, l2: float = 0.0,
              factor_solver: str = "adagrad", factor_learning_rate: float = 0.02,
@@ -204,8 +189,8 @@ def train_fm(model: PSModel, data: Partitions, *, n_features: int, k: int = 8,
                     consistency=consistency, staleness=staleness, seed=random_state))]
 
     history = loop.run(epochs, on_recover=data.locate, restart=fill)
-    w_keys, w_state = _sparse_rows(w_table, rule.width)
-    v_keys, v_state = _sparse_rows(v_table, 2 * k)
+    w_keys, w_state = gather_sparse_rows(w_table, rule.width)
+    v_keys, v_state = gather_sparse_rows(v_table, 2 * k)
     W = np.zeros((n_features + 1, 1))
     W[w_keys] = rule.weights(w_state)
     V = np.zeros((n_features, k))

@@ -17,6 +17,7 @@ import numbers
 from typing import NamedTuple
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -28,7 +29,7 @@ from ..state.optimizers import FTRL, SGD, AdaGrad, Average
 from . import _logistic_data as D
 from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, PSEstimator, StrOptions
 from ._lbfgs import lbfgs_fit
-from ._stochastic import Rule, gather_rows, server_step, worker_step
+from ._stochastic import Rule, gather_rows, gather_sparse_rows, server_step, worker_step
 
 __all__ = ["LogisticRegression", "TrainState", "train"]
 
@@ -44,10 +45,12 @@ DEFAULT_LEARNING_RATE = {"sgd": 0.005, "adagrad": 0.1, "ftrl": 0.1, "lbfgs": Non
 
 class TrainState(NamedTuple):
     """Where a fit ended: its solver, the weights ``W`` (n_features + 1, K) and the table's
-    rows (weights and update-rule state; ``W`` itself for "lbfgs" and server-side rules)."""
+    rows (weights and update-rule state; ``W`` itself for "lbfgs" and server-side rules).
+    A wide model's ``W`` is a :class:`~._logistic_data.KeyedWeights` and ``state`` holds the
+    rows of its keys, in the same order."""
 
     solver: str
-    W: np.ndarray
+    W: np.ndarray | D.KeyedWeights
     state: np.ndarray
 
 
@@ -57,19 +60,28 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
           learning_rate: float = 0.1, tol: float = 1e-6, consistency="bsp", staleness=None,
           random_state: int = 0, clocks_per_epoch: int = 4, early_stopping: bool = False,
           n_iter_no_change: int = 5, validation_fraction: float = 0.1, init=None,
-          loop: EpochLoop | None = None, evaluate=None) -> tuple:
+          loop: EpochLoop | None = None, evaluate=None, table_dtype: str = "float64",
+          collect: bool = True) -> tuple:
     """Fit logistic regression on a PS model; the functional core of
     :class:`LogisticRegression` (see it for the parameters).
 
     ``data`` holds encoded ``(X csr, Y (n, n_outputs))`` partitions
     (:func:`~._logistic_data.encode_part`); ``init`` a previous result's state; ``loop`` the
     :class:`~._base.EpochLoop` (checkpoints, progress, callbacks); ``evaluate(epoch)`` scores
-    an eval set.
+    an eval set; ``table_dtype`` the dtype of the weight table. ``collect=False`` leaves the
+    weights on the shards (table "w" of ``model``, e.g. for :meth:`~dask_ps.PSModel.save` or
+    pulls of the keys a test set touches) instead of gathering them to the driver: a model of
+    10^8 keys and more need not fit in the driver's memory; ``W`` and ``state`` are then None.
+
+    A wide model (``n_features >=`` :data:`~._logistic_data.WIDE_FEATURES`, any column key
+    below 2**63 - 1) keeps its rows in a hashed table, memory per key touched; the stochastic
+    solvers only.
 
     Returns
     -------
-    W : ndarray (n_features + 1, n_outputs)
-        Weights; the last row is the intercept.
+    W : ndarray (n_features + 1, n_outputs) or KeyedWeights
+        Weights; the last row is the intercept. A wide model's: the weights of the keys
+        touched (:class:`~._logistic_data.KeyedWeights`).
     history : list of dict
     n_iter : int
         Epochs run, or L-BFGS iterations.
@@ -88,7 +100,12 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
         loop = EpochLoop(model, name, max_iter)
     loop.baseline = math.log(2.0) * n_outputs  # the all-zero model's loss per row
     n_rows = max(1, data.total_rows)
+    wide = n_features >= D.WIDE_FEATURES
     if solver == "lbfgs":
+        if wide:
+            raise ValueError(f"solver='lbfgs' needs fewer than {D.WIDE_FEATURES} features (got "
+                             f"{n_features}); use a stochastic solver ('ftrl', 'adagrad', "
+                             f"'sgd') or n_hashed_features")
         loop.unit = "evaluation"
         W, nit, history = lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter,
                                  tol, init, loop)
@@ -98,19 +115,24 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     rule = Rule(SOLVERS[solver](learning_rate, lam / n_rows * steps if penalty == "l1"
                                 else 0.0), n_outputs)
     local = step_on == "worker"
+    layout = dict(partitioner="hash") if wide else {}
+    rows_of = None if wide else shape[0]
     if local:
-        table = model.add_table("w", (shape[0], rule.ncols), "float64", optimizer=Average())
+        table = model.add_table("w", (rows_of, rule.ncols), table_dtype, optimizer=Average(),
+                                **layout)
     else:
-        table = model.add_table("w", shape, "float64", optimizer=rule.optimizer)
+        table = model.add_table("w", (rows_of, n_outputs), table_dtype,
+                                optimizer=rule.optimizer, **layout)
 
     def fill():  # the table before the first epoch: as created, or the warm start's
         if init is None:
             return
+        keys, W0 = (init.W.keys, init.W.W) if wide else (np.arange(shape[0]), init.W)
         if local:
-            start = init.state if init.solver == solver else rule.from_weights(init.W)
-            table.push(np.arange(shape[0]), np.column_stack([start, np.ones(shape[0])]))
+            start = init.state if init.solver == solver else rule.from_weights(W0)
+            table.push(keys, np.column_stack([start, np.ones(keys.shape[0])]))
         else:
-            table.push(np.arange(shape[0]), init.W)
+            table.push(keys, W0)
 
     fill()
     cfg = dict(name=name, n_features=n_features, n_outputs=n_outputs, batch_size=batch_size,
@@ -148,9 +170,18 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
 
     history = loop.run(epochs, stop=stop, on_recover=data.locate, restart=fill,
                        evaluate=None if evaluate is None else (lambda e: evaluate(e, to_weights)))
-    rows = gather_rows(table, rule.width if local else n_outputs)
+    n_iter = sum(1 for h in history if "loss" in h)
+    if not collect:
+        return None, history, n_iter, None
+    width = rule.width if local else n_outputs
+    if wide:
+        keys, rows = gather_sparse_rows(table, width)
+    else:
+        rows = gather_rows(table, width)
     W = rule.weights(rows) if local else rows
-    return W, history, sum(1 for h in history if "loss" in h), TrainState(solver, W, rows)
+    if wide:
+        W = D.KeyedWeights(keys, W)
+    return W, history, n_iter, TrainState(solver, W, rows)
 
 
 class LogisticRegression(ClassifierMixin, PSEstimator):
@@ -196,8 +227,15 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
     n_shards : int, optional
         Default: one per worker (1 without a cluster).
     n_hashed_features : int, optional
-        Hash the input's columns into this many buckets; ``coef_`` is then indexed by
-        bucket.
+        Hash the input's columns into this many buckets (below 2**32); ``coef_`` is then
+        indexed by bucket. Without it, input of 2**32 columns or more (up to 2**63 - 1: the
+        column index is the 64-bit key, e.g. a hashed feature id) makes a *wide* model: its
+        weights live in hashed PS tables holding only the keys training touches (stochastic
+        solvers only; see ``coef_``).
+    table_dtype : {"float32", "float64"}, optional
+        Dtype of the PS table of weights and update-rule state (training computes in
+        float64 either way). Default: "float64", "float32" for a wide model (half the
+        memory per key: 8-byte key plus 4 bytes per column, FTRL's ``z``, ``n`` and a count).
     random_state : int, optional
     warm_start : bool, default False
         Start from the previous fit's weights and update-rule state.
@@ -227,6 +265,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
     ----------
     classes_ : ndarray (n_classes,)
     coef_ : ndarray (1, n_features) for two classes, else (n_classes, n_features), float64
+        A wide model's is a ``scipy.sparse.csr_matrix`` of that shape, float64, with int64
+        column indices, sorted: the non-zero weights of the keys training touched.
     intercept_ : ndarray (1,) or (n_classes,)
     n_features_in_ : int
     n_iter_ : ndarray (1,)
@@ -259,6 +299,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         "n_iter_no_change": [Interval(numbers.Integral, 1, None, closed="left")],
         "clocks_per_epoch": [Interval(numbers.Integral, 1, None, closed="left")],
         "n_hashed_features": [Interval(numbers.Integral, 1, 2**32, closed="left"), None],
+        "table_dtype": [StrOptions({"float32", "float64"}), None],
         "warm_start": ["boolean"],
     }
 
@@ -266,9 +307,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
                  fit_intercept=True, max_iter=None, batch_size=None, learning_rate=None,
                  tol=1e-6, early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
                  clocks_per_epoch=4, consistency="bsp", staleness=None, n_shards=None,
-                 n_hashed_features=None, random_state=None, warm_start=False, client=None,
-                 shard_resources=None, checkpoint="auto", checkpoint_every=1, max_recoveries=3,
-                 resume=False, progress=None, callbacks=None):
+                 n_hashed_features=None, table_dtype=None, random_state=None, warm_start=False,
+                 client=None, shard_resources=None, checkpoint="auto", checkpoint_every=1,
+                 max_recoveries=3, resume=False, progress=None, callbacks=None):
         self.solver, self.step_on, self.penalty, self.C = solver, step_on, penalty, C
         self.fit_intercept, self.max_iter, self.batch_size = fit_intercept, max_iter, batch_size
         self.learning_rate, self.tol, self.early_stopping = learning_rate, tol, early_stopping
@@ -276,6 +317,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         self.clocks_per_epoch, self.consistency, self.staleness = (clocks_per_epoch,
                                                                     consistency, staleness)
         self.n_shards, self.n_hashed_features = n_shards, n_hashed_features
+        self.table_dtype = table_dtype
         self.random_state, self.warm_start, self.client = random_state, warm_start, client
         self.checkpoint, self.checkpoint_every = checkpoint, checkpoint_every
         self.max_recoveries, self.resume = max_recoveries, resume
@@ -308,7 +350,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         ------
         ValueError
             Bad parameters, a single class, infinite features, a label outside the classes,
-            or a ``warm_start`` fit on another number of features.
+            a ``warm_start`` fit on another number of features, or (wide ``X``) a column
+            key outside [0, n_features) or ``solver="lbfgs"``.
         DivergenceError
             Training diverged (the loss exploded or the weights stopped being finite).
         """
@@ -343,6 +386,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         else:
             y = D.check_dask_X(X, y, type(self).__name__)
         n_features = int(X.shape[1])
+        if n_features >= D.WIDE_FEATURES and sp.issparse(X):  # before slicing drops bad keys
+            D.check_keys(X.tocsr(), "X")
         if warm and n_features != self.n_features_in_:
             raise ValueError(f"X has {n_features} features, but {type(self).__name__} was "
                              f"fitted with {self.n_features_in_}: a warm start needs the same")
@@ -367,7 +412,10 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         self.classes_, self.n_features_in_ = labels, n_features
         self.history_ = (self.history_ if warm else []) + history
         self.n_iter_, self._ps_state_ = np.array([n_iter]), state
-        self.coef_, self.intercept_ = np.ascontiguousarray(W[:-1].T), W[-1].copy()
+        if isinstance(W, D.KeyedWeights):
+            self.coef_, self.intercept_ = W.to_coef(self.n_hashed_features or n_features)
+        else:
+            self.coef_, self.intercept_ = np.ascontiguousarray(W[:-1].T), W[-1].copy()
         return self
 
     def _train(self, model, data, labels, n_out, epochs, warm, eval_set, n_features):
@@ -381,9 +429,10 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
             from ._logistic_eval import Evaluator
 
             evaluate = Evaluator(model, self, eval_set, labels, n_out, n_features)
+        width = self.n_hashed_features or n_features
         try:
             return train(
-                model, data, n_features=self.n_hashed_features or n_features, n_outputs=n_out,
+                model, data, n_features=width, n_outputs=n_out,
                 solver=self.solver, step_on=self.step_on, penalty=self.penalty, C=self.C,
                 fit_intercept=self.fit_intercept, max_iter=epochs,
                 batch_size=self.batch_size or (256 if self.step_on == "server" else 1),
@@ -392,7 +441,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
                 clocks_per_epoch=self.clocks_per_epoch, early_stopping=self.early_stopping,
                 n_iter_no_change=self.n_iter_no_change,
                 validation_fraction=self.validation_fraction,
-                init=self._ps_state_ if warm else None, loop=loop, evaluate=evaluate)
+                init=self._ps_state_ if warm else None, loop=loop, evaluate=evaluate,
+                table_dtype=self.table_dtype or ("float32" if width >= D.WIDE_FEATURES
+                                                 else "float64"))
         finally:
             if evaluate is not None:
                 evaluate.release()
@@ -402,7 +453,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         A dask ``X`` gives a dask array, computed chunk by chunk."""
         check_is_fitted(self)
         X = D.as_scipy(X)
-        coef_t, b, h = np.ascontiguousarray(self.coef_.T), self.intercept_, self.n_hashed_features
+        b, h = self.intercept_, self.n_hashed_features
+        coef_t = (D.KeyedWeights.from_coef(self.coef_, b) if sp.issparse(self.coef_)
+                  else np.ascontiguousarray(self.coef_.T))
         if is_dask(X):
             return D.dask_margins(X, coef_t, b, h, self.n_features_in_, type(self).__name__)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)

@@ -1,0 +1,152 @@
+"""LogisticRegression with 64-bit feature keys (a wide model): weights in hashed PS tables,
+``coef_`` sparse; against the same data remapped onto a narrow dense space."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dask_ps.algorithms import LogisticRegression
+from dask_ps.algorithms._logistic_data import WIDE_FEATURES, KeyedWeights
+
+pytestmark = pytest.mark.timeout(300)
+
+N_WIDE = 2**63 - 1  # the widest CSR matrix scipy holds: keys in [0, 2**63 - 1)
+
+
+def _pair(n=3000, d=300, nnz=6, seed=0, n_classes=2):
+    """The same rows twice: on columns [0, d) and on d sorted random keys in [2**33, 2**63
+    - 1) (a monotone map keeps every block's local column order), and labels."""
+    rng = np.random.default_rng(seed)
+    cols = np.sort(rng.integers(0, d, (n, nnz)), axis=1)
+    Xn = sp.csr_matrix((rng.random(n * nnz).astype(np.float32), cols.ravel(),
+                        np.arange(0, n * nnz + 1, nnz)), shape=(n, d))
+    Xn.sum_duplicates()
+    z = Xn @ rng.normal(size=(d, n_classes)) + rng.normal(size=(n, n_classes))
+    y = z.argmax(axis=1) if n_classes > 2 else (z[:, 0] > np.median(z[:, 0])).astype(int)
+    keys = np.sort(rng.choice(2**62 - 2**33, d, replace=False) + 2**33) * 2
+    assert keys[-1] < N_WIDE
+    Xw = sp.csr_matrix((Xn.data, keys[Xn.indices], Xn.indptr), shape=(n, N_WIDE))
+    return Xn, Xw, y, keys
+
+
+@pytest.mark.parametrize("kw", [dict(solver="ftrl"), dict(solver="adagrad"),
+                                dict(solver="sgd"), dict(solver="ftrl", step_on="server"),
+                                dict(solver="ftrl", penalty="l1", C=0.05)])
+def test_wide_fit_equals_the_narrow_fit_of_the_same_data(client2, kw):
+    Xn, Xw, y, keys = _pair()
+    common = dict(max_iter=3, random_state=0, checkpoint=None, table_dtype="float64",
+                  client=client2, **kw)
+    narrow = LogisticRegression(**common).fit(Xn, y)
+    wide = LogisticRegression(**common).fit(Xw, y)
+    assert sp.isspmatrix_csr(wide.coef_) and wide.coef_.shape == (1, N_WIDE)
+    assert wide.coef_.dtype == np.float64 and wide.coef_.indices.dtype == np.int64
+    assert wide.n_features_in_ == N_WIDE
+    dense = narrow.coef_[0]
+    np.testing.assert_array_equal(wide.coef_.indices, keys[np.flatnonzero(dense)])
+    np.testing.assert_allclose(wide.coef_.data, dense[dense != 0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(wide.intercept_, narrow.intercept_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(wide.predict_proba(Xw), narrow.predict_proba(Xn),
+                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose([h["loss"] for h in wide.history_],
+                               [h["loss"] for h in narrow.history_], rtol=1e-10)
+
+
+def test_wide_float32_table_predicts_as_the_float64_one(client2):
+    """The wide default table dtype (float32, memory per key) changes the weights by its
+    rounding only."""
+    Xn, Xw, y, _ = _pair()
+    common = dict(max_iter=3, random_state=0, checkpoint=None, client=client2)
+    narrow = LogisticRegression(**common).fit(Xn, y)
+    wide = LogisticRegression(**common).fit(Xw, y)  # table_dtype: float32 by default
+    np.testing.assert_allclose(wide.predict_proba(Xw), narrow.predict_proba(Xn), atol=1e-4)
+    assert np.abs(wide.predict_proba(Xw) - narrow.predict_proba(Xn)).max() > 0  # not float64
+
+
+def test_wide_multiclass_and_dask_input(client2):
+    import dask.array as da
+
+    Xn, Xw, y, _ = _pair(n_classes=3)
+    common = dict(max_iter=2, random_state=0, checkpoint=None, table_dtype="float64",
+                  client=client2)
+    narrow = LogisticRegression(**common).fit(Xn, y)
+    wide = LogisticRegression(**common).fit(Xw, y)
+    assert wide.coef_.shape == (3, N_WIDE)
+    np.testing.assert_allclose(wide.predict_proba(Xw), narrow.predict_proba(Xn), atol=1e-12)
+    dX = da.from_array(Xw, chunks=(1000, -1), asarray=False)
+    np.testing.assert_allclose(wide.predict_proba(dX).compute(), wide.predict_proba(Xw),
+                               atol=1e-12)
+    np.testing.assert_array_equal(wide.predict(dX).compute(), narrow.predict(Xn))
+
+
+def test_wide_partial_fit_continues_like_the_narrow_one(client2):
+    Xn, Xw, y, _ = _pair()
+    common = dict(random_state=0, checkpoint=None, table_dtype="float64", client=client2)
+    narrow, wide = LogisticRegression(**common), LogisticRegression(**common)
+    for _ in range(2):
+        narrow.partial_fit(Xn, y, classes=[0, 1])
+        wide.partial_fit(Xw, y, classes=[0, 1])
+    np.testing.assert_allclose(wide.predict_proba(Xw), narrow.predict_proba(Xn), atol=1e-12)
+    assert len(wide.history_) == 2
+
+
+def test_wide_model_saves_loads_and_resumes(client2, tmp_path):
+    """Estimator file round trip (sparse coef_, the keyed PS state) and the zarr checkpoint of
+    the hashed table: a fit resumed from epoch 2 equals the straight 4-epoch fit."""
+    from dask_ps.saving import load_estimator, save_estimator
+
+    _, Xw, y, _ = _pair()
+    kw = dict(random_state=0, table_dtype="float64", client=client2, solver="adagrad")
+    full = LogisticRegression(max_iter=4, checkpoint=str(tmp_path / "a"), **kw).fit(Xw, y)
+    LogisticRegression(max_iter=2, checkpoint=str(tmp_path / "b"), **kw).fit(Xw, y)
+    resumed = LogisticRegression(max_iter=4, checkpoint=str(tmp_path / "b"), resume=True,
+                                 **kw).fit(Xw, y)
+    assert [h["epoch"] for h in resumed.history_] == [1, 2, 3, 4]
+    np.testing.assert_allclose(resumed.predict_proba(Xw), full.predict_proba(Xw), atol=1e-12)
+
+    save_estimator(full, str(tmp_path / "m.npz"))
+    loaded, _ = load_estimator(str(tmp_path / "m.npz"))
+    assert sp.isspmatrix_csr(loaded.coef_) and loaded.coef_.shape == (1, N_WIDE)
+    assert (loaded.coef_ != full.coef_).nnz == 0
+    np.testing.assert_array_equal(loaded.predict_proba(Xw), full.predict_proba(Xw))
+    assert isinstance(loaded._ps_state_.W, KeyedWeights)
+    loaded.set_params(client=client2)
+    loaded.partial_fit(Xw, y)  # warm start from the loaded keyed state
+    full.partial_fit(Xw, y)
+    np.testing.assert_allclose(loaded.predict_proba(Xw), full.predict_proba(Xw), atol=1e-12)
+
+
+def test_keyed_weights_round_trip_through_coef():
+    kw = KeyedWeights(np.array([3, 2**40, 2**62, 2**63 - 1]),
+                      np.array([[1.0, 0.0], [0.0, 2.0], [-1.5, 0.5], [0.25, -0.25]]))
+    coef, b = kw.to_coef(2**63 - 1)
+    assert coef.shape == (2, 2**63 - 1) and coef.nnz == 4
+    np.testing.assert_array_equal(b, [0.25, -0.25])
+    np.testing.assert_array_equal(coef.indices, [3, 2**62, 2**40, 2**62])
+    back = KeyedWeights.from_coef(coef, b)
+    np.testing.assert_array_equal(back.keys, kw.keys)
+    np.testing.assert_array_equal(back.W, kw.W)
+    np.testing.assert_array_equal(back.local(np.array([3, 4, 2**62, 2**63 - 2])), [0, 4, 2, 4])
+
+
+def test_wide_bad_keys_and_solver_are_named(client2):
+    n = 4
+    y = np.array([0, 1, 0, 1])
+    neg = sp.csr_matrix((np.ones(n), np.array([1, 2**40, -7, 5]), np.arange(n + 1)),
+                        shape=(n, N_WIDE))
+    with pytest.raises(ValueError, match=r"column key -7 at row 2 is negative.*2\*\*63"):
+        LogisticRegression(client=client2, checkpoint=None).fit(neg, y)
+    # a uint64 key of 2**63 or more: scipy reads it as a negative int64
+    big = sp.csr_matrix((np.ones(n), np.array([1, 2**63 + 9, 3, 5], dtype=np.uint64),
+                         np.arange(n + 1)), shape=(n, N_WIDE))
+    with pytest.raises(ValueError, match=r"row 1 is negative.*uint64 key of 2\*\*63"):
+        LogisticRegression(client=client2, checkpoint=None).fit(big, y)
+    out = sp.csr_matrix((np.ones(n), np.array([1, 2**33 + 1, 3, 5]), np.arange(n + 1)),
+                        shape=(n, 2**33))
+    with pytest.raises(ValueError, match=r"column key 8589934593 at row 1 is not below "
+                                         r"n_features = 8589934592"):
+        LogisticRegression(client=client2, checkpoint=None).fit(out, y)
+    ok = sp.csr_matrix((np.ones(n), np.array([1, 2**40, 3, 5]), np.arange(n + 1)),
+                       shape=(n, N_WIDE))
+    with pytest.raises(ValueError, match=r"solver='lbfgs' needs fewer than 4294967296"):
+        LogisticRegression(solver="lbfgs", client=client2, checkpoint=None).fit(ok, y)
+    assert WIDE_FEATURES == 2**32
