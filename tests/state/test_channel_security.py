@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 import dask_ps
+from dask_ps.partitions import partition
+from dask_ps.partitions.resident import Residents
 from dask_ps.state.channel import Channel, ChannelServer, SyncChannel
 from dask_ps.state.channel_security import ChannelAuthError
 
@@ -257,6 +259,16 @@ def _least_squares_data():
     return [(X[:200], y[:200]), (X[200:], y[200:])]
 
 
+class _Where:
+    def __init__(self, tasks):
+        self.tasks = tasks
+
+    def where(self):
+        from distributed import get_worker
+
+        return get_worker().address
+
+
 def test_a_cluster_with_tls_trains_over_tls_channels(security):
     from distributed import Client, LocalCluster
 
@@ -277,5 +289,10 @@ def test_a_cluster_with_tls_trains_over_tls_channels(security):
             # each task reached the other worker's shard through its TLS channel
             assert used == [([1], [1]), ([0], [0])]
             w = model.pull("w")
+        # the driver's calls to objects resident next to the data take TLS channels too
+        with partition(np.arange(8.0).reshape(4, 2), client=client, n_partitions=2) as data, \
+                Residents(data, _Where) as res:
+            assert res._channels is not None and all(c.address.tls for c in res._channels)
+            assert res.call("where", [()] * len(res.workers)) == res.workers
     np.testing.assert_allclose(w, expected, rtol=1e-12)
     assert np.abs(w - np.arange(1.0, 7.0)).max() < np.abs(np.arange(1.0, 7.0)).max()
