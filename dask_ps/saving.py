@@ -8,8 +8,9 @@
   was read, so that test data can be read the same way);
 * one array per fitted NumPy attribute (``a/<name>``; fields of a named tuple as
   ``a/<name>/<field>``; a scipy CSR matrix, e.g. a wide model's ``coef_``, as its three
-  arrays ``a/<name>/data``, ``.../indices``, ``.../indptr`` and its shape in the JSON). Object arrays of strings (string ids) are stored as fixed-width
-  unicode and given back as object arrays.
+  arrays ``a/<name>/data``, ``.../indices``, ``.../indptr`` and its shape in the JSON).
+  Object arrays of strings (string ids) are stored as fixed-width unicode and given back as
+  object arrays.
 
 Numbers, strings, lists and dicts (e.g. ``history_``) live in the JSON. Loading never
 unpickles (``numpy.load(allow_pickle=False)``) and creates only estimator classes exported
