@@ -13,6 +13,10 @@ On a LocalCluster of ``--workers`` processes x 1 thread, measured in this run:
 3. its second pass: every block parsed and encoded into CSR on the workers (the blocks'
    entry counts come back, not the blocks).
 
+Before 2, each worker reads the first lines of the first file with the reader (imports, compiled
+kernels loaded from numba's cache): a cost per process, not per byte, reported on its own line
+("worker start-up") and left out of 2 + 3.
+
 Reported: bytes, wall seconds and MB/s per worker process of each, and of 2 + 3 together
 (what a fit pays to turn the files into rows), with the 1-minute load average before and
 after; and the same per CPU second of the workers (their processes' CPU time over the phase),
@@ -42,6 +46,27 @@ def _read_all(path: str) -> int:
 
 def _nnz(block) -> int:
     return int(block.nnz)
+
+
+def _warm(fmt: str, first: str) -> int:
+    """Read the first lines of ``first`` with the reader, in this process (a worker)."""
+    import tempfile
+
+    import dask
+
+    from dask_ps.io import read_ctr, read_libsvm
+
+    with open(first, "rb") as f:
+        head = b"".join(f.readline() for _ in range(3))
+    with tempfile.TemporaryDirectory() as d, dask.config.set(scheduler="synchronous"):
+        path = os.path.join(d, "head." + fmt)
+        with open(path, "wb") as f:
+            f.write(head)
+        if fmt == "csv":
+            X, _ = read_ctr(path, label="click")
+        else:
+            X, _ = read_libsvm(path, n_features=2**22, zero_based=False)
+        return int(X.compute().nnz)
 
 
 def _cpu() -> float:
@@ -92,6 +117,10 @@ def main(argv=None) -> int:
         assert read == nbytes
 
         c0, t0 = cpu(), time.perf_counter()
+        client.run(_warm, args.format, files[0])
+        t_warm, c_warm = time.perf_counter() - t0, cpu() - c0
+
+        c0, t0 = cpu(), time.perf_counter()
         if args.format == "csv":
             X, y = read_ctr(pattern, label="click", blocksize=args.blocksize)
         else:
@@ -114,8 +143,9 @@ def main(argv=None) -> int:
           f"processes x 1 thread; 1-min load {load0:.1f} -> {load1:.1f}")
     print(f"  {'':28s} {'wall s':>8} {'MB/s/worker':>12} {'worker CPU s':>13} "
           f"{'MB per CPU s':>13}")
+    print(f"  {'worker start-up':28s} {t_warm:8.1f} {'':12s} {c_warm:13.1f}")
     for name, s, c in (("plain read of the bytes", t_read, c_read),
-                       ("first pass (check, count)", t_first, c_first),
+                       ("first pass (count rows)", t_first, c_first),
                        ("second pass (parse, encode)", t_second, c_second),
                        ("both passes", t_first + t_second, c_first + c_second)):
         print(f"  {name:28s} {s:8.1f} {mb / s / w:12.1f} {c:13.1f} {mb / c:13.1f}")

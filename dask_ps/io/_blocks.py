@@ -17,8 +17,8 @@ from dask.utils import parse_bytes
 from fsspec.core import get_fs_token_paths
 from fsspec.utils import infer_compression, read_block
 
-__all__ = ["Block", "OBJECTS", "box", "count_read", "each", "open_paths", "plan", "read",
-           "select", "source_reads", "start_lines"]
+__all__ = ["Block", "OBJECTS", "box", "count_read", "each", "expect_rows", "open_paths", "plan",
+           "read", "select", "source_reads", "start_lines"]
 
 OBJECTS = np.empty(0, dtype=object)
 
@@ -98,6 +98,14 @@ def read(fs, block: Block) -> bytes:
         data = read_block(f, block.offset, block.length, delimiter=b"\n")
     count_read(block.path, block.offset, len(data))
     return data
+
+
+def expect_rows(block: Block, line0: int, rows: int, expect: int) -> None:
+    """Raise ValueError unless a block parsed into the ``expect`` rows its first pass counted
+    (the arrays' chunks): its file changed in between."""
+    if rows != expect:
+        raise ValueError(f"{block.path}: {rows} rows after line {line0}, {expect} when the "
+                         f"file was opened; did it change since?")
 
 
 def start_lines(blocks: list[Block], newlines: list[int]) -> list[int]:

@@ -11,7 +11,9 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from . import _csv_kernels as _ck
-from ._blocks import OBJECTS, box, count_read, each, open_paths, plan, read, select, start_lines
+from ._line_kernels import CSV, count_rows
+from ._blocks import (OBJECTS, box, count_read, each, expect_rows, open_paths, plan, read,
+                      select, start_lines)
 from ._csv import LineError, bad_line, header_end, header_names, parse_block
 from .hashing import HashingEncoder, csr_rows, index_dtype
 
@@ -96,21 +98,21 @@ def _encode_block(fs, block, line0: int, layout: _Layout, encoder: HashingEncode
     return X, labels[:rows], rows, newlines
 
 
-def _scan_chunk(chunk: np.ndarray, fs, layout: _Layout, encoder: HashingEncoder) -> np.ndarray:
-    """First pass: rows and newlines of a block, or the error of its first bad line (with the
-    line counted from the block's start; the client adds the lines before it)."""
-    try:
-        _, _, rows, newlines = _encode_block(fs, chunk[0], 0, layout, encoder, np.float64,
-                                             False)
-    except LineError as err:
-        return box((0, 0, err))
-    return box((rows, newlines, None))
+def _count_chunk(chunk: np.ndarray, fs, header: bool) -> np.ndarray:
+    """First pass: rows and newlines of a block (its lines are checked when they are
+    encoded, by :func:`_load_chunk`)."""
+    block = chunk[0]
+    raw = read(fs, block)
+    start, skipped = header_end(raw, block, header)
+    rows, newlines = count_rows(np.frombuffer(raw, np.uint8)[start:], CSV)
+    return box((rows, newlines + skipped))
 
 
 def _load_chunk(chunk: np.ndarray, fs, layout: _Layout, encoder: HashingEncoder,
                 dtype) -> np.ndarray:
-    block, line0 = chunk[0]
-    X, y, _, _ = _encode_block(fs, block, line0, layout, encoder, dtype, True)
+    block, line0, expect = chunk[0]
+    X, y, rows, _ = _encode_block(fs, block, line0, layout, encoder, dtype, True)
+    expect_rows(block, line0, rows, expect)
     return box((X, y))
 
 
@@ -287,12 +289,14 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     row (Parquet) and the column.
 
     CSV files are split at line boundaries into blocks of about ``blocksize`` bytes
-    (compressed files are one block each); quoted fields must not contain newlines. They
-    are read twice: a first pass (computed now, with the active dask scheduler) checks every
-    line and counts rows, so the arrays have known chunks and every error is raised here;
-    the returned arrays parse and hash the blocks again when computed, in a compiled kernel
-    that releases the GIL. Parquet files are read by row group (row counts from their
-    footers); their errors are raised when the arrays are computed.
+    (compressed files are one block each); quoted fields must not contain newlines. Their
+    bytes are read twice: a first pass (computed now, with the active dask scheduler) counts
+    the rows of every block from its newlines (vectorised, near memory speed), so the arrays
+    have known chunks; each line is parsed and hashed once, and checked then, when the
+    arrays are computed (a fit computes them before it trains, so a bad line stops it before
+    the model changes), in a compiled kernel that releases the GIL. Parquet files are read
+    by row group (row counts from their footers); their errors too are raised when the
+    arrays are computed.
 
     Parameters
     ----------
@@ -330,9 +334,11 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     ValueError
         Naming the file and line: a line with the wrong number of fields, a numeric field
         that is not a number or is infinite (naming the column too), a label that is empty or
-        not a finite number. Also a header that lacks a column the encoder or ``label``
-        needs, headers that differ between files, or an ``encoder`` given together with
-        ``numeric``, ``categorical``, ``crosses`` or ``exclude``.
+        not a finite number (raised when the arrays are computed). Also, from this call, a
+        header that lacks a column the encoder or ``label`` needs, headers that differ
+        between files, or an ``encoder`` given together with ``numeric``, ``categorical``,
+        ``crosses`` or ``exclude``; and, when computed, a file that has other rows than
+        when it was opened.
     FileNotFoundError
         No file matches ``urlpath``.
 
@@ -383,15 +389,14 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         raise ValueError(f"{paths[0]}: columns {absent} are not among {names}")
     layout = _layout(names, label, header, sep, encoder)
 
-    stats = each(blocks).map_blocks(_scan_chunk, fs, layout, encoder, dtype=object,
+    # The first pass counts rows and lines; the one parse of every line, which checks it, is
+    # the encoding when the arrays are computed.
+    stats = each(blocks).map_blocks(_count_chunk, fs, header, dtype=object,
                                     meta=OBJECTS).compute()
     line0 = start_lines(blocks, [s[1] for s in stats])
-    for l0, s in zip(line0, stats):
-        if s[2] is not None:
-            raise s[2].shifted(l0) from None
     keep = [i for i, s in enumerate(stats) if s[0]] or [0]
     rows = tuple(stats[i][0] for i in keep)
-    parts = each([(blocks[i], line0[i]) for i in keep]).map_blocks(
+    parts = each([(blocks[i], line0[i], stats[i][0]) for i in keep]).map_blocks(
         _load_chunk, fs, layout, encoder, np.dtype(dtype), dtype=object, meta=OBJECTS)
     return _arrays(parts, rows, encoder.n_features, np.dtype(dtype))
 

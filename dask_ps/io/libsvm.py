@@ -9,10 +9,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _libsvm_kernels as _k
+from ._line_kernels import SVM, count_rows
 from ._blocks import OBJECTS as _OBJECTS
 from ._blocks import Block as _Block
 from ._blocks import box as _box
 from ._blocks import each as _each
+from ._blocks import expect_rows as _expect_rows
 from ._blocks import open_paths, plan, start_lines
 from ._blocks import read as _read
 from ._blocks import select as _select
@@ -123,15 +125,26 @@ def _scan(fs, block: _Block, reject_zero: bool, max_raw: int, check=None) -> _St
     )
 
 
-def _load(fs, block: _Block, line0: int, base: int, n_features: int, dtype) -> tuple:
-    """Second pass: parse a block into ``(csr_matrix, labels)``."""
+def _count(fs, block: _Block) -> _Stats:
+    """First pass when the base and the number of features are known: rows and lines only
+    (the lines are checked when they are parsed, by :func:`_load`)."""
+    rows, newlines = count_rows(np.frombuffer(_read(fs, block), np.uint8), SVM)
+    return _Stats(rows, 0, newlines, _k.NO_LIMIT, -1, None)
+
+
+def _load(fs, block: _Block, line0: int, base: int, n_features: int, dtype,
+          expect: int | None = None) -> tuple:
+    """Second pass: parse (and so check) a block into ``(csr_matrix, labels)``; ``expect``
+    is its rows as the first pass counted them."""
     data = _read(fs, block)
     # nnz < len(data): the indices can be int32 before they are counted
     index_dtype = np.int32 if max(n_features, len(data)) <= np.iinfo(np.int32).max else np.int64
     p = _parse(data, base, base == 1, n_features - 1 + base, True, index_dtype, dtype)
-    if isinstance(p, _Err):  # only if the file changed since the first pass
+    if isinstance(p, _Err):
         raise _format_error(block.path, line0, p, n_features, base)
     rows, nnz = int(p.info[_k.I_ROWS]), int(p.info[_k.I_NNZ])
+    if expect is not None:
+        _expect_rows(block, line0, rows, expect)
     X = sp.csr_matrix(
         (p.values[:nnz], p.indices[:nnz], p.indptr[: rows + 1].astype(index_dtype)),
         shape=(rows, n_features),
@@ -144,14 +157,16 @@ def _load(fs, block: _Block, line0: int, base: int, n_features: int, dtype) -> t
 
 
 def _scan_chunk(chunk: np.ndarray, fs, reject_zero: bool, max_raw: int,
-                check=None) -> np.ndarray:
+                check=None, parse: bool = True) -> np.ndarray:
+    if not parse:
+        return _box(_count(fs, chunk[0]))
     return _box(_scan(fs, chunk[0], reject_zero, max_raw, check))
 
 
 def _load_chunk(chunk: np.ndarray, fs, base: int, n_features: int, dtype,
                 check=None) -> np.ndarray:
-    block, line0 = chunk[0]
-    X, y = _load(fs, block, line0, base, n_features, dtype)
+    block, line0, rows = chunk[0]
+    X, y = _load(fs, block, line0, base, n_features, dtype, rows)
     if check is not None:  # a format built on LIBSVM lines (LDA-C) validates the block
         X, y = check(fs, block, line0, X, y)
     return _box((X, y))
@@ -181,10 +196,14 @@ def read_libsvm(
     reader, :mod:`dask_ps.io`).
 
     Uncompressed files are split at line boundaries into blocks of about ``blocksize``
-    bytes; compressed files are read as one block each. The input is read twice: a
-    first pass (computed now, with the active dask scheduler) validates every line and
-    counts rows, so the arrays have known chunk sizes and the index base and number of
-    features are decided once for the whole input; the returned arrays parse the blocks
+    bytes; compressed files are read as one block each. The bytes are read twice. A
+    first pass (computed now, with the active dask scheduler) counts the rows of every
+    block, so the arrays have known chunk sizes. Given ``n_features`` and ``zero_based``
+    (True or False), it only looks for newlines and line starts (vectorised, near memory
+    speed) and every line is parsed once, and checked then, when the arrays are computed:
+    a fit computes them before it trains, so a bad line stops it before the model changes.
+    Otherwise the first pass parses every line, to decide the index base and the number of
+    features once for the whole input, raises any error now, and the blocks are parsed
     again when computed. Parsing runs in a compiled kernel that releases the GIL.
 
     Parameters
@@ -225,8 +244,10 @@ def read_libsvm(
         that file and the offending token. Malformed means: a pair without a colon, an
         empty or non-integer index, a negative index, index 0 with ``zero_based=False``,
         an index beyond ``n_features``, a value that is infinite (``inf``, overflow) or
-        not a number, a label that is not a finite number (``nan`` too). Also for invalid
-        arguments.
+        not a number, a label that is not a finite number (``nan`` too). Raised when the
+        arrays are computed if ``n_features`` and ``zero_based`` are given, else by this
+        call. Also for invalid arguments, and when a file has other rows when computed
+        than when opened.
     FileNotFoundError
         If ``urlpath`` matches no file.
 
@@ -272,8 +293,12 @@ def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options
     # Limit on indices as written. With "auto" the base is unknown until every block is
     # scanned, so start from the one-based (looser) bound and tighten it below.
     max_raw = _k.NO_LIMIT if n_features is None else n_features - (zero_based is True)
+    # Knowing the base and the width, the first pass only counts rows and lines: every byte
+    # is parsed once, when the arrays are computed, and the lines are checked then.
+    parse = n_features is None or zero_based == "auto" or check is not None
     scans = _each(blocks).map_blocks(
-        _scan_chunk, fs, zero_based is False, max_raw, check, dtype=object, meta=_OBJECTS
+        _scan_chunk, fs, zero_based is False, max_raw, check, parse, dtype=object,
+        meta=_OBJECTS
     )
     stats = scans.compute()
 
@@ -301,7 +326,7 @@ def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options
     rows = tuple(stats[i].rows for i in keep)
     # One task per block parses it; X and y select from its result, so computing them
     # together reads and parses every block once.
-    parts = _each([(blocks[i], line0[i]) for i in keep]).map_blocks(
+    parts = _each([(blocks[i], line0[i], stats[i].rows) for i in keep]).map_blocks(
         _load_chunk, fs, base, n_features, dtype, check, dtype=object, meta=_OBJECTS
     )
     out_dtype = dtype if out_dtype is None else out_dtype

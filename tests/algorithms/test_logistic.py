@@ -279,6 +279,20 @@ def test_feature_hashing(a9a, client2):
         LogisticRegression(n_hashed_features=0, client="local").fit(X, y)
 
 
+def test_bad_line_found_by_the_one_parse_stops_the_fit_before_training(tmp_path):
+    from dask_ps.io import read_libsvm
+
+    good = b"1 1:0.5 3:1\n-1 2:1\n" * 200
+    (tmp_path / "a.svm").write_bytes(good)
+    (tmp_path / "b.svm").write_bytes(good[:57] + b"1 2:x\n" + good)
+    X, y = read_libsvm(str(tmp_path / "*.svm"), n_features=3, zero_based=False,
+                       blocksize=512)  # only counts rows: the lines are checked when parsed
+    model = LogisticRegression(client="local", max_iter=2, random_state=0)
+    with pytest.raises(ValueError, match=r"b\.svm, line 7: .*not a finite number: '2:x'"):
+        model.fit(X, y)
+    assert not hasattr(model, "coef_")
+
+
 def test_empty_and_unknown_size_dask_input_on_a_cluster(tmp_path, client2):
     import dask.array as da
 

@@ -131,8 +131,10 @@ def test_errors_name_file_line_and_column(tmp_path, bad, reason, lineno):
     path = tmp_path / "broken.csv"
     path.write_bytes(b"\r\n".join(lines))
     enc = HashingEncoder(numeric=["n"], categorical=["c", "d"])
+    X, y = read_ctr(path, enc, label="y", blocksize=256)  # the first pass only counts rows
+    assert X.shape[0] == y.shape[0] == 200 and X.numblocks[0] > 1
     with pytest.raises(ValueError) as info:
-        read_ctr(path, enc, label="y", blocksize=256)
+        _compute(X, y)  # every line is checked when it is parsed: a fit raises before training
     assert str(info.value) == f"{path}, line {lineno}: {reason}"
 
 

@@ -360,6 +360,13 @@ def test_reuters_bz2_matches_sklearn():
 GOOD_LINE = b"-1 1:0.25 3:1 7:2.5e-1 11:3\n"
 
 
+def _read_all(*args, **kwargs):
+    """read_libsvm and compute both arrays: a bad line is reported by the first pass when
+    the reader must parse every line to decide the base or the width, else when the
+    blocks are parsed (computed)."""
+    return dask.compute(*read_libsvm(*args, **kwargs))
+
+
 def _file_with_bad_line(tmp_path, bad: bytes, lineno: int, n_lines: int = 400) -> Path:
     lines = [GOOD_LINE] * n_lines
     lines[lineno - 1] = bad + b"\n"
@@ -392,10 +399,39 @@ def test_error_names_file_line_and_token(tmp_path, bad, kwargs, token, words, li
     block_of_line = (lineno - 1) * len(GOOD_LINE) // blocksize
     assert block_of_line == {3: 0, 190: 2, 371: 5}[lineno]  # 1st, 3rd and 6th block
     with pytest.raises(ValueError) as info:
-        read_libsvm(path, blocksize=blocksize, **kwargs)
+        _read_all(path, blocksize=blocksize, **kwargs)
     msg = str(info.value)
     assert "broken.svm" in msg and f"line {lineno}:" in msg and repr(token) in msg, msg
     assert words in msg, msg
+
+
+@pytest.mark.parametrize("lineno", [3, 190, 371])
+@pytest.mark.parametrize(("bad", "token", "words"), [
+    (b"1 1:1 3x1 5:1", "3x1", "malformed pair"), (b"1 2:1e999", "2:1e999", "not a finite"),
+    (b"pos 1:1", "pos", "label"), (b"1 13:1", "13:1", "n_features=12"),
+    (b"1 0:1", "0:1", "index 0")])
+def test_known_width_checks_lines_when_they_are_parsed(tmp_path, bad, token, words, lineno):
+    # base and width given: the first pass only counts rows; the one parse checks the lines
+    path = _file_with_bad_line(tmp_path, bad, lineno)
+    X, y = read_libsvm(path, n_features=12, zero_based=False, blocksize=2048)
+    assert X.shape == (400, 12) and X.numblocks[0] == 6
+    with pytest.raises(ValueError) as info:
+        dask.compute(X, y)
+    msg = str(info.value)
+    assert "broken.svm" in msg and f"line {lineno}:" in msg and repr(token) in msg, msg
+    assert words in msg, msg
+
+
+def test_known_width_file_changed_after_it_was_opened(tmp_path):
+    path = tmp_path / "a.svm"
+    path.write_bytes(GOOD_LINE * 100 + b"# comment\n\n")
+    X, y = read_libsvm(path, n_features=12, zero_based=False, blocksize=None)
+    assert X.shape == (100, 12)
+    text = path.read_bytes()  # the same size, one row less: a row becomes a comment
+    path.write_bytes(b"#" + text[1:])
+    with pytest.raises(ValueError, match=r"a\.svm: 99 rows after line 0, 100 when the file was "
+                                         r"opened; did it change since\?"):
+        dask.compute(X, y)
 
 
 def test_error_auto_base_index_beyond_n_features(tmp_path):
@@ -405,7 +441,7 @@ def test_error_auto_base_index_beyond_n_features(tmp_path):
     path.write_bytes(text)
     expected = r"broken\.svm, line 150: .*n_features=12 \(zero-based\): '12:1'"
     with pytest.raises(ValueError, match=expected):
-        read_libsvm(path, n_features=12, blocksize=1024)
+        _read_all(path, n_features=12, blocksize=1024)
     X, _ = read_libsvm(path, n_features=13, blocksize=1024)
     assert X.shape == (401, 13)
 
@@ -416,7 +452,7 @@ def test_error_line_numbers_restart_per_file(tmp_path):
     bad = tmp_path / "b_bad.svm"
     bad.write_bytes(GOOD_LINE * 60 + b"1 5:x\n")
     with pytest.raises(ValueError, match=r"b_bad\.svm, line 61: .*'5:x'"):
-        read_libsvm(str(tmp_path / "*.svm"), blocksize=256)
+        _read_all(str(tmp_path / "*.svm"), blocksize=256)
 
 
 def test_bad_arguments(tmp_path):
@@ -471,7 +507,7 @@ def test_compressed_files(tmp_path, suffix, opener):
     assert_same(Xd, yd, *load_svmlight_file(plain, dtype=np.float32))
     # compression=None must not decompress; gzip bytes are not LIBSVM text.
     with pytest.raises(ValueError):
-        read_libsvm(packed, compression=None)
+        _read_all(packed, compression=None)
     Xd, yd = read_libsvm(str(tmp_path / "data.svm*"), blocksize=1024)
     assert Xd.shape == (2 * X.shape[0], X.shape[1])
 
@@ -485,5 +521,5 @@ def test_error_index_too_large_for_int64_without_n_features(tmp_path):
     path = _file_with_bad_line(tmp_path, b"1 99999999999999999999999:1", 7)
     with pytest.raises(ValueError, match=r"line 7: feature index too large for int64: "
                                          r"'99999999999999999999999:1'") as info:
-        read_libsvm(path)
+        _read_all(path)
     assert "None" not in str(info.value)

@@ -1,0 +1,68 @@
+"""Counting the rows of a block of text lines without parsing them.
+
+A reader's first pass needs only how many rows each block holds (so that its dask arrays have
+known chunks) and how many lines (so that an error later names the line of its file); the one
+parse of the lines, which also checks them, is left to the pass that stores them. One compiled
+loop looks at the first bytes of each line and runs to its newline: ~1.4 GB per CPU second
+(measured on generated LIBSVM lines), about a seventh of the cost of the parse, with no
+temporary array (NumPy's ``flatnonzero(buf == 10)`` was no faster and allocates a byte per
+byte).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["CSV", "SVM", "count_rows"]
+
+#: What makes a line a row. ``SVM``: a token before any ``#`` (blank lines, lines of spaces
+#: and comment lines are no rows). ``CSV``: anything but an empty line (``\n`` or ``\r\n``).
+SVM, CSV = 0, 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _count(buf, rule):
+    n = buf.shape[0]
+    rows = 0
+    newlines = 0
+    i = 0
+    while i < n:  # at the start of a line
+        c = buf[i]
+        if rule == CSV:
+            rows += not (c == 10 or (c == 13 and (i + 1 == n or buf[i + 1] == 10)))
+        else:
+            # LIBSVM: the whitespace of bytes.split() (space, \t, \v, \f, \r) before the
+            # first token; a newline, '#' or the end first means no token.
+            while c != 10 and (c == 32 or 9 <= c <= 13):
+                i += 1
+                if i == n:
+                    c = 10
+                    break
+                c = buf[i]
+            rows += c != 10 and c != 35
+        while i < n and buf[i] != 10:
+            i += 1
+        newlines += i < n
+        i += 1
+    return rows, newlines
+
+
+def count_rows(buf: np.ndarray, rule: int) -> tuple[int, int]:
+    """``(rows, newlines)`` of whole lines of text.
+
+    Parameters
+    ----------
+    buf : uint8 array
+        The bytes; the last line may lack its newline.
+    rule : int
+        ``SVM`` or ``CSV``: which lines are rows (see the constants).
+
+    Returns
+    -------
+    rows, newlines : int
+        As the parsing kernels of the same format count them (``parse_block`` of
+        :mod:`._libsvm_kernels`, ``encode_block`` of :mod:`._csv_kernels`).
+    """
+    rows, newlines = _count(buf, rule)
+    return int(rows), int(newlines)

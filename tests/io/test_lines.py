@@ -1,0 +1,67 @@
+"""The first pass of the text readers counts rows without parsing: it must count exactly the rows
+and lines the parsing kernels find, on every kind of line (blank, spaces only, comments, CRLF,
+no newline at the end)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dask_ps.io import _csv_kernels as C
+from dask_ps.io import _libsvm_kernels as K
+from dask_ps.io._line_kernels import CSV, SVM, count_rows
+
+SVM_LINES = [b"1 1:0.5 3:2", b"", b"   ", b"\t", b"# a comment", b"  # indented comment",
+             b"-1 qid:3 2:1 # tail", b"\r", b" \r", b"0", b"+1 7:1\r", b"\x0b1 2:1", b" 1 2:2"]
+CSV_LINES = [b"1,a,2", b"", b"\r", b"0,,", b"1,b,3\r", b"0,\"q\",1"]
+
+
+def _text(lines, rng, n):
+    picks = rng.integers(0, len(lines), n)
+    text = b"\n".join(lines[i] for i in picks)
+    return text + (b"\n" if rng.random() < 0.5 else b"")
+
+
+def _svm_counts(buf):
+    out = K.parse_block(buf, 0, False, K.NO_LIMIT, False, np.empty(0, np.int64),
+                        np.empty(0, np.float64))
+    info = out[-1]
+    assert info[K.I_ERR] == 0
+    return int(info[K.I_ROWS]), int(info[K.I_NEWLINES])
+
+
+def _csv_counts(buf):
+    kinds = np.array([C.K_LABEL, C.K_CATEGORICAL, C.K_NUMERIC], np.int8)
+    slot = np.array([-1, 0, 1], np.int64)
+    z = np.zeros(2, np.uint64)
+    empty = np.empty(0, np.int64)
+    info = C.encode_block(buf, ord(","), kinds, slot, z, z, z, True, 2, empty, empty,
+                          np.empty(0, np.uint64), 2**20, False, np.empty(0, np.int64),
+                          np.empty(0, np.float64))[-1]
+    assert info[C.I_STATUS] == C.STATUS_OK
+    return int(info[C.I_ROWS]), int(info[C.I_NEWLINES])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_svm_rows_as_the_parser_counts_them(seed):
+    rng = np.random.default_rng(seed)
+    buf = np.frombuffer(_text(SVM_LINES, rng, int(rng.integers(0, 30))), np.uint8)
+    assert count_rows(buf, SVM) == _svm_counts(buf)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_csv_rows_as_the_encoder_counts_them(seed):
+    rng = np.random.default_rng(seed)
+    buf = np.frombuffer(_text(CSV_LINES, rng, int(rng.integers(0, 30))), np.uint8)
+    assert count_rows(buf, CSV) == _csv_counts(buf)
+
+
+def test_edges():
+    empty = np.empty(0, np.uint8)
+    assert count_rows(empty, SVM) == (0, 0) == count_rows(empty, CSV)
+    for text, svm, csv in [(b"\n", (0, 1), (0, 1)), (b"1", (1, 0), (1, 0)),
+                           (b"1\n2", (2, 1), (2, 1)), (b"  ", (0, 0), (1, 0)),
+                           (b"\r", (0, 0), (0, 0)), (b"#\n#", (0, 1), (2, 1))]:
+        buf = np.frombuffer(text, np.uint8)
+        assert count_rows(buf, SVM) == svm, text
+        assert count_rows(buf, CSV) == csv, text
