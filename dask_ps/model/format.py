@@ -46,6 +46,8 @@ FORMAT = 1
 MANIFEST = "manifest.json"
 #: Bytes of weights per chunk (zarr 3 wrote 4 MB chunks at ~1.1 GB/s here, see DESIGN.md).
 CHUNK_BYTES = 4 * 2**20
+#: Keys a shard-side scan (:func:`count_below`) reads at a time.
+_SCAN_KEYS = 1 << 22
 _VERSION = re.compile(r"^v(\d{6,})$")
 
 
@@ -338,9 +340,13 @@ def sample_keys(keys, values, slots, n: int, seed: int):
 
 
 def count_below(keys, values, slots, bounds: np.ndarray) -> np.ndarray:
-    """Number of keys below each of ``bounds`` (ascending), shape (len(bounds),)."""
-    bucket = np.searchsorted(bounds, keys, side="right")  # = number of bounds <= key
-    return np.cumsum(np.bincount(bucket, minlength=bounds.shape[0] + 1))[:-1]
+    """Number of keys below each of ``bounds`` (ascending), shape (len(bounds),); the keys
+    are read in slices (no int64 per key of a shard that may hold 10^8 of them)."""
+    counts = np.zeros(bounds.shape[0] + 1, np.int64)
+    for a in range(0, keys.shape[0], _SCAN_KEYS):
+        bucket = np.searchsorted(bounds, keys[a:a + _SCAN_KEYS], side="right")
+        counts += np.bincount(bucket, minlength=bounds.shape[0] + 1)  # bucket: bounds <= key
+    return np.cumsum(counts)[:-1]
 
 
 def rows_in_range(keys, values, slots, lo, hi, extra: int, with_slots: bool):

@@ -91,6 +91,37 @@ def test_round_trip_reshards_tables_and_optimizer_state_exactly(n_from, n_to):
     loaded.close()
 
 
+@pytest.mark.parametrize("n_from, n_to", [(3, 2), (1, 4)])
+def test_a_save_written_in_pieces_of_one_chunk_is_the_same_store(n_from, n_to, monkeypatch):
+    """A table is written by writer tasks of at most PIECE_CHUNKS chunks each (a save's
+    memory on a worker holding a large shard stays bounded): pieces of one chunk give the
+    same arrays as pieces of a whole shard, and load back exactly."""
+    from dask_ps.model import checkpoint
+
+    model = build("local", n_from)
+    before = full_state(model)
+    model.save(f"memory://whole-{n_from}", chunk_rows=64)
+    monkeypatch.setattr(checkpoint, "PIECE_CHUNKS", 1)
+    n, c, writers = checkpoint._plan_table(model, model.specs["dense_ftrl"], 64)
+    assert (n, c, len(writers)) == (1001, 64, 16)  # one writer per chunk
+    n, c, writers = checkpoint._plan_table(model, model.specs["sparse_ftrl"], 64)
+    assert n == 900 and len(writers) >= 12  # ~ one per chunk, as the sample splits them
+    assert sum(w[6] - w[5] for w in writers) == 900
+    model.save(f"memory://pieces-{n_from}", chunk_rows=64)
+    whole = zarr.open_group(f"memory://whole-{n_from}/v000001", mode="r")
+    pieces = zarr.open_group(f"memory://pieces-{n_from}/v000001", mode="r")
+    for name, t in whole.attrs["tables"].items():
+        paths = ["values"] + (["keys"] if "sparse" in name else []) + [
+            f"slots/{k}" for k in t["slots"]]
+        for a in paths:
+            np.testing.assert_array_equal(whole[f"{t['path']}/{a}"][:],
+                                          pieces[f"{t['path']}/{a}"][:], err_msg=f"{name} {a}")
+    loaded = PSModel.load("local", f"memory://pieces-{n_from}", n_shards=n_to)
+    assert_same(before, full_state(loaded))
+    model.close()
+    loaded.close()
+
+
 def test_sparse_keys_are_stored_sorted_in_chunks_of_fixed_size():
     model = build("local", 3)
     model.save("memory://sorted", chunk_rows=50)
