@@ -18,7 +18,7 @@ with :func:`dask_ps.io.read_ctr`; :class:`~dask_ps.FactorizationMachineClassifie
 :class:`~dask_ps.LatentDirichletAllocation` (dense and sparse word-topic rows),
 :class:`~dask_ps.GBDTClassifier` and :class:`~dask_ps.GBDTRegressor` (binary, multi-class,
 regression; float64, float32 and sparse input, with missing values); and ``dask-ps train
-lr`` (what ``make run`` runs) on the small libsvm file with a one-worker local cluster.
+lr`` (what ``make run`` runs) on the small libsvm file with a two-worker local cluster.
 Warming twice is harmless: the second run loads every kernel from the cache and takes a few
 seconds.
 """
@@ -68,7 +68,10 @@ def _ctr(tmp: str) -> None:
 
 def _command_line(tmp: str) -> None:
     """``make run``'s own path (``dask-ps train lr`` on a local cluster, whose worker processes
-    compile into the same caches): the reader's dtypes, checkpoints, the test scoring."""
+    compile into the same caches): the reader's dtypes, checkpoints, the test scoring. Two
+    workers, as ``make run`` has: a task then pushes to the other worker's shard and the
+    shards sum the pushes of two tasks (kernels a one-worker cluster never calls: a fresh
+    clone's first ``make run`` compiled them for ~4 s in its first pass)."""
     import contextlib
     import io
 
@@ -77,7 +80,7 @@ def _command_line(tmp: str) -> None:
     path = os.path.join(tmp, "tiny.libsvm")
     for solver in ("ftrl", "lbfgs"):
         with contextlib.redirect_stdout(io.StringIO()):
-            status = main(["train", "lr", "--train", path, "--test", path, "--workers", "1",
+            status = main(["train", "lr", "--train", path, "--test", path, "--workers", "2",
                            "--solver", solver, "--max-iter", "2",
                            "--checkpoint", os.path.join(tmp, f"ck-{solver}")])
         if status != 0:
