@@ -71,6 +71,7 @@ class PeakMemory:
         self.client, self.every = client, every
         self.peak: dict = {}
         self.spilled: dict = {}
+        self.paused: dict = {}  # samples in which the worker was paused
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
@@ -85,6 +86,7 @@ class PeakMemory:
                 self.peak[addr] = max(self.peak.get(addr, 0), int(m.get("memory", 0)))
                 disk = int(m.get("spilled_bytes", {}).get("disk", 0))
                 self.spilled[addr] = max(self.spilled.get(addr, 0), disk)
+                self.paused[addr] = self.paused.get(addr, 0) + (w.get("status") == "paused")
             self._stop.wait(self.every)
 
     def __enter__(self):
@@ -122,7 +124,9 @@ def fit_once(client, files: list[str], info: dict, args) -> dict:
                cost_per_sample_us=1e6 * wall / (rows * args.epochs),
                peak_memory_bytes=mem.peak, memory_limit_bytes=limits,
                peak_under_limit=all(mem.peak.get(a, 0) < lim for a, lim in limits.items()),
-               spilled_to_disk_bytes=mem.spilled,
+               spilled_to_disk_bytes=mem.spilled, paused_samples=mem.paused,
+               peak_under_pause=all(mem.peak.get(a, 0) < args.pause * lim
+                                    for a, lim in limits.items()),
                loss=[h.get("loss") for h in model.history_])
     times = [h["time"] for h in model.history_ if "epoch" in h and "time" in h]
     if times:  # the training loop's clock starts once the data is read and encoded
@@ -136,6 +140,32 @@ def fit_once(client, files: list[str], info: dict, args) -> dict:
     return out
 
 
+def _files_for_memory(client, files: list[str], info: dict, args) -> list[str]:
+    """The first ``files`` whose rows take ``args.memory_ratio`` x the cluster's memory once
+    read (bytes per row measured on the first file, read here)."""
+    from dask.sizeof import sizeof
+
+    from dask_ps.io import read_libsvm, read_sparse_parquet
+
+    if args.format == "parquet":
+        X, y = read_sparse_parquet(files[:1])
+    else:
+        X, y = read_libsvm(files[:1], n_features=info["spec"]["n_features"], zero_based=False)
+    X, y = X.compute(scheduler="sync"), y.compute(scheduler="sync")
+    per_row = (sizeof(X) + sizeof(y)) / X.shape[0]
+    cluster = sum(w["memory_limit"] for w in worker_info(client).values())
+    want = args.memory_ratio * cluster / per_row
+    rows = np.cumsum(info["file_rows"][:len(files)])
+    k = int(np.searchsorted(rows, want)) + 1
+    if k > len(files):
+        raise SystemExit(f"--memory-ratio {args.memory_ratio}: needs {want:,.0f} rows "
+                         f"({per_row:.0f} B each in memory), the data has {rows[-1]:,}")
+    print(f"memory ratio {args.memory_ratio}: {per_row:.0f} B per row in memory, cluster "
+          f"{cluster / 2**30:.2f} GiB: the first {k} files ({rows[k - 1]:,} rows, "
+          f"{rows[k - 1] * per_row / 2**30:.2f} GiB in memory)", flush=True)
+    return files[:k]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     size = p.add_mutually_exclusive_group()
@@ -147,6 +177,10 @@ def main(argv=None) -> int:
     p.add_argument("--chunk-rows", type=int, default=500_000)
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--small-ratio", type=float, default=10.0)
+    p.add_argument("--memory-ratio", type=float, default=None,
+                   help="train the large run on the first files whose rows take about this "
+                        "many times the cluster's memory (workers x limit) once read (the "
+                        "bytes per row in memory measured on the first file); default: all")
     p.add_argument("--memory-limit", default="8GiB",
                    help="per worker, e.g. 8GiB ('auto': RAM / workers; leave room for the "
                         "other processes of the machine)")
@@ -155,6 +189,8 @@ def main(argv=None) -> int:
                         "block cache (dask-ps.block-cache, 0.1) and the shards come on top, "
                         "and the process must stay below the spill (0.75) and pause (0.85) "
                         "thresholds, where Dask would spill from (and block) its event loop")
+    p.add_argument("--pause", type=float, default=0.85,
+                   help="Dask's pause threshold (share of the limit); the peak must stay below")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--sample-s", type=float, default=0.5)
     p.add_argument("--dir", default=None, help="where the data goes (default: a temp dir, "
@@ -185,7 +221,7 @@ def main(argv=None) -> int:
     summary = dict(args=vars(args), machine=dict(cpus=os.cpu_count(),
                                                  ram_bytes=_ram_bytes()))
     memory = {"distributed.worker.memory.target": args.target,
-              "distributed.worker.memory.spill": 0.75, "distributed.worker.memory.pause": 0.85,
+              "distributed.worker.memory.spill": 0.75, "distributed.worker.memory.pause": args.pause,
               "distributed.worker.memory.terminate": 0.95}
     try:
         with dask.config.set(memory), LocalCluster(n_workers=args.workers, threads_per_worker=1,
@@ -202,8 +238,13 @@ def main(argv=None) -> int:
                   f"{info['bytes'] / 1e9:.2f} GB in {info['files']} files "
                   f"(written in {info.get('write_s', 0):.0f} s)", flush=True)
             runs = {}
-            for name, fraction in (("small", 1 / args.small_ratio), ("large", 1.0)):
-                r = fit_once(client, _files(root, args.format, fraction), info, args)
+            large = _files(root, args.format, 1.0)
+            if args.memory_ratio is not None:
+                large = _files_for_memory(client, large, info, args)
+                summary["memory_ratio"] = args.memory_ratio
+            for name, files in (("small", large[:max(1, round(len(large) / args.small_ratio))]),
+                                ("large", large)):
+                r = fit_once(client, files, info, args)
                 runs[name] = r
                 peaks = ", ".join(f"{v / 2**30:.2f}" for v in r["peak_memory_bytes"].values())
                 lim = ", ".join(f"{v / 2**30:.2f}" for v in r["memory_limit_bytes"].values())
@@ -223,7 +264,9 @@ def main(argv=None) -> int:
                 print(f"{name}: {r['rows']:,} rows, fit {r['fit_s']:.1f} s, "
                       f"{r['nnz_per_s_per_epoch'] / 1e6:.2f} M nnz/s per epoch, "
                       f"{r['cost_per_sample_us']:.3f} us per sample-epoch, peak GiB per "
-                      f"worker [{peaks}] of [{lim}], spilled {spilled / 2**30:.2f} GiB",
+                      f"worker [{peaks}] of [{lim}] (pause at {args.pause:.0%}: "
+                      f"{'below' if r['peak_under_pause'] else 'REACHED'}; paused samples "
+                      f"{sum(r['paused_samples'].values())}), spilled {spilled / 2**30:.2f} GiB",
                       flush=True)
             summary["runs"] = runs
             ratio = runs["large"]["cost_per_sample_us"] / runs["small"]["cost_per_sample_us"]

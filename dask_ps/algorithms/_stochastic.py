@@ -239,6 +239,11 @@ def server_step(ps, part, cfg: dict) -> np.ndarray:
     return sums
 
 
+#: Rows of a dense table's shard gathered per call by :func:`gather_rows`: the shard's
+#: transient memory per call is bounded by this (~50 MB at width 1), whatever the table size.
+GATHER_ROWS = 1 << 21
+
+
 def _touched(keys, values, slots, width: int):
     """A shard's rows whose state is not all zero: their keys and first ``width`` columns
     (float64; not the count)."""
@@ -246,12 +251,30 @@ def _touched(keys, values, slots, width: int):
     return keys[rows], values[rows, :width].astype(np.float64, copy=False)
 
 
+def _touched_piece(bounds, values, slots, width: int, piece: int, size: int):
+    """:func:`_touched` of rows ``[piece * size, (piece + 1) * size)`` of a dense table's
+    shard holding global keys ``bounds = (start, stop)``, and whether it was the last piece."""
+    lo = min(piece * size, values.shape[0])
+    part = values[lo:lo + size, :width]
+    rows = np.flatnonzero(part.any(axis=1))
+    return bounds[0] + lo + rows, part[rows].astype(np.float64), lo + size >= values.shape[0]
+
+
 def gather_rows(table, width: int) -> np.ndarray:
     """The first ``width`` columns of every row of a dense table, float64 (n_rows, width);
-    untouched rows (all zero) stay behind on the shards."""
+    untouched rows (all zero) stay behind on the shards. Gathered in pieces of
+    :data:`GATHER_ROWS` rows per shard, so that a shard's worker never holds a copy of its
+    whole table (a worker near its memory limit would be paused or killed at the end of a
+    fit)."""
     out = np.zeros((table.shape[0], width))
-    for keys, rows in table.map(_touched, width):
-        out[keys] = rows
+    piece, last = 0, False
+    while not last:
+        last = True
+        for keys, rows, done in table.model.map_shards(table.name, _touched_piece, width,
+                                                       piece, GATHER_ROWS, key_range=True):
+            out[keys] = rows
+            last = last and done
+        piece += 1
     return out
 
 

@@ -29,6 +29,7 @@ from ..diagnostics.events import watch_job
 from ..exceptions import ShardUnavailableError, WorkerLostError
 from ..partitions import Partition, Partitions
 from ..state.consistency import DONE, Consistency, get_consistency
+from ..state._malloc import release_memory
 from ..state.keys import TASKS_PREFIX
 from ..view import WorkerView
 from . import connection, placement
@@ -219,6 +220,9 @@ class _EpochLoop:
                 part = parts[j]
                 part.epoch = epoch
                 out.append((e, part.index, self.step(ps, part)))
+                # what the step freed (its partition's copies, a reader's buffers) goes
+                # back to the system before the next partition is loaded, when memory is short
+                release_memory()
         return out
 
 

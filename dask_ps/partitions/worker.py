@@ -33,6 +33,22 @@ _FETCHED = {"count": 0, "bytes": 0}
 #: outside Dask's memory accounting: bounded, they speed up data that fits while huge data
 #: streams.
 CACHE_FRACTION = 0.1
+#: A value is cached only while the worker process, with it, stays below this share of its
+#: memory limit: a worker short of memory streams (builds anew) rather than keep a second
+#: copy that Dask cannot spill and that would push it towards its pause threshold.
+CACHE_RSS_FRACTION = 0.5
+
+
+def _room_for(size: int) -> bool:
+    """Whether this process stays under :data:`CACHE_RSS_FRACTION` of its worker's memory
+    limit with ``size`` more bytes (always, outside a worker or without a limit)."""
+    worker = _compat.current_worker()
+    limit = _compat.memory_limit(worker) if worker is not None else None
+    if not limit:
+        return True
+    import psutil
+
+    return psutil.Process().memory_info().rss + size <= CACHE_RSS_FRACTION * limit
 
 
 def cache_budget() -> float:
@@ -110,8 +126,9 @@ class Partition:
     def cached(self, name: str, build: Callable[[], Any], nbytes: Callable[[Any], int] | None
                = None):
         """``build()``'s result, kept in :attr:`state` under ``name`` while the values kept
-        this way in this process stay within :func:`cache_budget`; beyond it, built anew at
-        every call (huge data streams instead of filling the memory).
+        this way in this process stay within :func:`cache_budget` and the process within
+        :data:`CACHE_RSS_FRACTION` of its memory limit; beyond them, built anew at every
+        call (huge data streams instead of filling the memory).
 
         Parameters
         ----------
@@ -130,7 +147,7 @@ class Partition:
         size = int(nbytes(value))
         k = (self.uid, self.index)
         with _LOCK:
-            if sum(_CACHED.values()) + size <= cache_budget():
+            if sum(_CACHED.values()) + size <= cache_budget() and _room_for(size):
                 state[name] = value
                 _CACHED[k] = _CACHED.get(k, 0) + size
         return value

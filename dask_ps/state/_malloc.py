@@ -11,6 +11,11 @@ keeps at most that much freed memory per allocator arena.
 
 Opt out with the Dask config key ``dask-ps.tune-malloc: false`` (environment variable
 ``DASK_DASK_PS__TUNE_MALLOC=False``).
+
+Freed memory kept by the allocators counts as the worker's *unmanaged* memory, which Dask cannot
+spill: :func:`release_memory` hands it back to the system between the steps of a training
+task when the worker's memory is short (measured on a 2 GiB worker reading 250,000-row Parquet
+row groups: pyarrow's mimalloc pool kept ~140 MB after the reads, glibc's heap ~20 MB more).
 """
 
 from __future__ import annotations
@@ -19,10 +24,13 @@ import ctypes
 import sys
 import threading
 
-__all__ = ["MALLOC_THRESHOLD", "tune_malloc"]
+__all__ = ["MALLOC_THRESHOLD", "RELEASE_FRACTION", "release_memory", "tune_malloc"]
 
 #: Bytes: the mmap and trim thresholds set in worker processes.
 MALLOC_THRESHOLD = 32 * 2**20
+
+#: Share of the worker's memory limit above which :func:`release_memory` acts.
+RELEASE_FRACTION = 0.4
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -58,3 +66,34 @@ def tune_malloc() -> bool:
         _done = bool(libc.mallopt(_M_MMAP_THRESHOLD, MALLOC_THRESHOLD)
                      and libc.mallopt(_M_TRIM_THRESHOLD, MALLOC_THRESHOLD))
         return _done
+
+
+def release_memory(force: bool = False) -> bool:
+    """Give freed memory held by the allocators back to the system: pyarrow's pool (when
+    pyarrow is loaded) and glibc's heaps (``malloc_trim``).
+
+    Acts in a Dask worker with a memory limit whose process uses more than
+    :data:`RELEASE_FRACTION` of it (or always, with ``force``); costs ~1-10 ms, so it is
+    meant between steps that each take much longer (e.g. after each partition of an epoch).
+    Returns whether it acted.
+    """
+    if not force:
+        from .. import _compat
+
+        worker = _compat.current_worker()
+        limit = _compat.memory_limit(worker) if worker is not None else None
+        if not limit:
+            return False
+        import psutil
+
+        if psutil.Process().memory_info().rss < RELEASE_FRACTION * limit:
+            return False
+    pyarrow = sys.modules.get("pyarrow")
+    if pyarrow is not None:
+        pyarrow.default_memory_pool().release_unused()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc
+            pass
+    return True

@@ -94,6 +94,23 @@ def test_errors(tmp_path):
         read_sparse_parquet(tmp_path / "other.parquet")
 
 
+def test_a_feature_index_out_of_range_names_file_row_group_and_row(tmp_path):
+    """A key beyond n_features (or negative) in a Parquet file: an error naming the file, the
+    row group and the row, not scipy's anonymous "column index exceeds matrix dimensions"."""
+    import pyarrow.parquet as pq
+    import scipy.sparse as sp
+
+    from dask_ps.io.parquet import sparse_to_table
+
+    X = sp.csr_matrix(np.array([[1, 0, 0], [0, 2, 0], [0, 0, 3]], dtype=np.float32))
+    pq.write_table(sparse_to_table(X, np.array([0.0, 1.0, 0.0])), tmp_path / "a.parquet")
+    A, a = dask.compute(*read_sparse_parquet(str(tmp_path / "a.parquet")))
+    assert A.indices.dtype == np.int32 and (A != X).nnz == 0  # read as written
+    with pytest.raises(ValueError, match=r"a\.parquet: row group 0, row 2: feature index 2 "
+                                         r"is outside \[0, n_features=2\)"):
+        dask.compute(*read_sparse_parquet(str(tmp_path / "a.parquet"), n_features=2))
+
+
 def test_docstring_examples():
     result = doctest.testmod(generate_module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
