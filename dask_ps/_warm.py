@@ -47,6 +47,13 @@ def _libsvm(tmp: str) -> None:
             f.write(f"{1 if i % 2 else -1} {1 + i % 7}:1 {8 + i % 5}:0.5 {13 + i % 3}:1\n")
     X, y = read_libsvm(path)
     X.compute(), y.compute()
+    # Base and width given: the first pass only counts rows (a comment line takes the count's
+    # line-by-line walk too).
+    known = os.path.join(tmp, "known.libsvm")
+    with open(known, "w") as f:
+        f.write("# a comment\n1 1:1 3:0.5\n")
+    X, y = read_libsvm(known, n_features=8, zero_based=False)
+    X.compute(), y.compute()
 
 
 def _ctr(tmp: str) -> None:

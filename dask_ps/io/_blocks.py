@@ -7,6 +7,8 @@ line boundaries, each compressed file one block (a compressed stream cannot seek
 
 from __future__ import annotations
 
+import mmap
+import os
 import threading
 from collections import Counter
 from typing import NamedTuple
@@ -15,10 +17,11 @@ import dask.array as da
 import numpy as np
 from dask.utils import parse_bytes
 from fsspec.core import get_fs_token_paths
+from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import infer_compression, read_block
 
-__all__ = ["Block", "OBJECTS", "box", "count_read", "each", "expect_rows", "open_paths", "plan",
-           "read", "select", "source_reads", "start_lines"]
+__all__ = ["Block", "OBJECTS", "box", "count_read", "each", "expect_rows", "find_newline",
+           "open_paths", "plan", "read", "read_array", "select", "source_reads", "start_lines"]
 
 OBJECTS = np.empty(0, dtype=object)
 
@@ -98,6 +101,48 @@ def read(fs, block: Block) -> bytes:
         data = read_block(f, block.offset, block.length, delimiter=b"\n")
     count_read(block.path, block.offset, len(data))
     return data
+
+
+def read_array(fs, block: Block) -> np.ndarray:
+    """The bytes of :func:`read` as a read-only uint8 array, for the parsing kernels.
+
+    A block of a local uncompressed file is a memory map of the file's pages (in the page
+    cache once read): the kernel reads them where they lie, without the copy that ``read``
+    makes (a third of the time of counting a block's rows, a tenth of parsing it).
+    Truncating the file while a block is parsed can then end the process (SIGBUS) rather
+    than raise; a file that changed between two passes is still found by
+    :func:`expect_rows`.
+    """
+    if block.length is None or block.compression is not None or \
+            not isinstance(fs, LocalFileSystem):
+        return np.frombuffer(read(fs, block), np.uint8)
+    with open(block.path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if block.offset >= size:
+            count_read(block.path, block.offset, 0)
+            return np.empty(0, np.uint8)
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    # As fsspec's read_block: a block starts after the first newline at or past its offset
+    # (at 0 for the first) and ends after the first newline at or past offset + length.
+    start = 0
+    if block.offset:
+        start = mm.find(b"\n", block.offset) + 1 or size
+    end = block.offset + block.length
+    end = size if end >= size else (mm.find(b"\n", end) + 1 or size)
+    count_read(block.path, block.offset, end - start)
+    return np.frombuffer(mm, np.uint8)[start:end]  # the array keeps the map open
+
+
+def find_newline(data, start: int = 0) -> int:
+    """``data.find(b"\\n", start)`` of bytes or of a uint8 array."""
+    if isinstance(data, bytes):
+        return data.find(b"\n", start)
+    step = 1 << 16
+    for i in range(start, len(data), step):
+        hit = np.flatnonzero(data[i:i + step] == 10)
+        if hit.size:
+            return i + int(hit[0])
+    return -1
 
 
 def expect_rows(block: Block, line0: int, rows: int, expect: int) -> None:

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from ._blocks import Block, read
+from ._blocks import Block, find_newline, read
 
 __all__ = ["LineError", "bad_line", "header_end", "header_names", "line_of_row", "locate",
            "parse_block", "read_table", "strip_header"]
@@ -53,14 +53,15 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
     return next(csv.reader([line], delimiter=sep)) if line else []
 
 
-def header_end(data: bytes, block: Block, header: int) -> tuple[int, int]:
+def header_end(data, block: Block, header: int) -> tuple[int, int]:
     """Where a block's lines start after its file's ``header`` first lines (0 for a block
-    that does not start its file), and how many lines those are."""
+    that does not start its file), and how many lines those are; ``data`` is bytes or a
+    uint8 array."""
     if not header or block.offset != 0:
         return 0, 0
     cut = -1
     for _ in range(int(header)):
-        cut = data.find(b"\n", cut + 1)
+        cut = find_newline(data, cut + 1)
         if cut < 0:
             return len(data), int(header)
     return cut + 1, int(header)

@@ -146,6 +146,41 @@ def _special(buf, s, e):
     return 0
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _plain_pair(buf, i, n):
+    """``(index, end, value)`` of a pair ``digits:digits[.digits]`` at ``buf[i]`` (a digit)
+    that ends the token (whitespace, ``#`` or the end follows) and whose value has at most 15
+    digits, so that it is exact; ``end`` is 0 for any other token."""
+    idx = 0
+    j = i
+    while j < n and 48 <= buf[j] <= 57 and j - i < 18:
+        idx = idx * 10 + (buf[j] - 48)
+        j += 1
+    if j >= n or buf[j] != 58:
+        return 0, 0, 0.0
+    j += 1
+    s = j
+    mant = 0
+    while j < n and 48 <= buf[j] <= 57:
+        mant = mant * 10 + (buf[j] - 48)
+        j += 1
+    nd = j - s
+    frac = 0
+    if j < n and buf[j] == 46:
+        j += 1
+        f = j
+        while j < n and 48 <= buf[j] <= 57:
+            mant = mant * 10 + (buf[j] - 48)
+            j += 1
+        frac = j - f
+        nd += frac
+    if nd == 0 or nd > 15 or (j < n and not _isspace(buf[j]) and buf[j] != 35):
+        return 0, 0, 0.0
+    # below 10**15 < 2**53 both operands are exact: one IEEE operation rounds correctly
+    v = mant / _POW10[frac] if frac else float(mant)
+    return idx, j, v
+
+
 @numba.njit(cache=True, nogil=True)
 def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_probe):
     """Parse a block of whole LIBSVM lines.
@@ -222,6 +257,26 @@ def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_prob
             if i >= n or buf[i] == 10 or buf[i] == 35:
                 break
             ts = i
+            if not is_label and 48 <= buf[i] <= 57:
+                # The common pair, digits ':' digits ['.' digits], read in one walk; anything
+                # else (a sign, an exponent, many digits, an error) takes the general path.
+                idx, vend, v = _plain_pair(buf, i, n)
+                if vend > 0 and idx <= max_raw and (idx > 0 or not reject_zero):
+                    first = False
+                    empty = False
+                    if store:
+                        indices[k] = idx - shift
+                        values[k] = v
+                    if idx <= prev:
+                        canonical = False
+                    prev = idx
+                    if idx < lo:
+                        lo = idx
+                    if idx > hi:
+                        hi = idx
+                    k += 1
+                    i = vend
+                    continue
             colon = -1
             while i < n and not _isspace(buf[i]) and buf[i] != 35:
                 if buf[i] == 58 and colon < 0:

@@ -2,11 +2,12 @@
 
 A reader's first pass needs only how many rows each block holds (so that its dask arrays have
 known chunks) and how many lines (so that an error later names the line of its file); the one
-parse of the lines, which also checks them, is left to the pass that stores them. One compiled
-loop looks at the first bytes of each line and runs to its newline: ~1.4 GB per CPU second
-(measured on generated LIBSVM lines), about a seventh of the cost of the parse, with no
-temporary array (NumPy's ``flatnonzero(buf == 10)`` was no faster and allocates a byte per
-byte).
+parse of the lines, which also checks them, is left to the pass that stores them. A compiled
+loop with no branch per byte (vectorised) counts the newlines and the lines that might not be
+rows (those starting with whitespace, ``#`` or a carriage return); only when there are some does
+a second loop walk from line to line to decide each. On generated LIBSVM lines: ~1.6-2.5 GB per
+CPU second against ~0.7 for the walk alone (2 cores shared with other jobs), with no temporary
+array (NumPy's ``flatnonzero(buf == 10)`` allocates a byte per byte).
 """
 
 from __future__ import annotations
@@ -22,7 +23,34 @@ SVM, CSV = 0, 1
 
 
 @numba.njit(cache=True, nogil=True)
-def _count(buf, rule):
+def _quick(buf, rule):
+    """``(newlines, odd)``: ``odd`` counts the lines that may not be rows (a first byte that
+    is a newline, a carriage return, or for ``SVM`` other whitespace or ``#``). Loops with
+    no branch per byte, which the compiler vectorises (~1.8-3 GB per CPU second, against
+    ~0.7 for :func:`_exact`'s walk from line to line on generated LIBSVM lines)."""
+    n = buf.shape[0]
+    if n == 0:
+        return 0, 0
+    newlines = np.uint8(buf[0] == 10)
+    if rule == CSV:
+        odd = np.uint8((buf[0] == 10) | (buf[0] == 13))
+        for i in range(1, n):
+            c = buf[i]
+            newlines += np.uint8(c == 10)
+            odd += np.uint8(buf[i - 1] == 10) & np.uint8((c == 10) | (c == 13))
+    else:
+        c = buf[0]
+        odd = np.uint8((np.uint8(c - 9) <= 4) | (c == 32) | (c == 35))
+        for i in range(1, n):
+            c = buf[i]
+            newlines += np.uint8(c == 10)
+            odd += np.uint8(buf[i - 1] == 10) & np.uint8((np.uint8(c - 9) <= 4) | (c == 32)
+                                                         | (c == 35))
+    return newlines, odd
+
+
+@numba.njit(cache=True, nogil=True)
+def _exact(buf, rule):
     n = buf.shape[0]
     rows = 0
     newlines = 0
@@ -64,5 +92,8 @@ def count_rows(buf: np.ndarray, rule: int) -> tuple[int, int]:
         As the parsing kernels of the same format count them (``parse_block`` of
         :mod:`._libsvm_kernels`, ``encode_block`` of :mod:`._csv_kernels`).
     """
-    rows, newlines = _count(buf, rule)
-    return int(rows), int(newlines)
+    newlines, odd = _quick(buf, rule)
+    if odd:  # some line may not be a row: look at each
+        return tuple(int(v) for v in _exact(buf, rule))
+    # every line is a row, the last one too unless the bytes end with its newline
+    return int(newlines + (buf.shape[0] > 0 and buf[-1] != 10)), int(newlines)

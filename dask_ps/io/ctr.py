@@ -12,8 +12,8 @@ import scipy.sparse as sp
 
 from . import _csv_kernels as _ck
 from ._line_kernels import CSV, count_rows
-from ._blocks import (OBJECTS, box, count_read, each, expect_rows, open_paths, plan, read,
-                      select, start_lines)
+from ._blocks import (OBJECTS, box, count_read, each, expect_rows, open_paths, plan,
+                      read_array, select, start_lines)
 from ._csv import LineError, bad_line, header_end, header_names, parse_block
 from .hashing import HashingEncoder, csr_rows, index_dtype
 
@@ -60,20 +60,20 @@ def _encode_block(fs, block, line0: int, layout: _Layout, encoder: HashingEncode
     LineError
         The first bad line, with the file's line number (``line0`` lines precede the block).
     """
-    raw = read(fs, block)
-    start, skipped = header_end(raw, block, layout.header)  # a view: no copy of the block
+    raw = read_array(fs, block)
+    start, skipped = header_end(raw, block, layout.header)
     seeds, missing, value, cross_seed = encoder.column_seeds()
     a, b = encoder.cross_columns()
     # a row takes 2 bytes at least: this bounds the entries before the rows are counted
     bound = encoder.width * ((len(raw) - start) // 2 + 1)
     labels, indptr, indices, values, info = _ck.encode_block(
-        np.frombuffer(raw, np.uint8)[start:], ord(layout.sep), layout.kinds, layout.slot,
+        raw[start:], ord(layout.sep), layout.kinds, layout.slot,
         seeds, missing, value, encoder.numeric_mode == "log_bucket", len(encoder.columns), a,
         b, cross_seed, encoder.n_features, encode,
         np.empty(0, index_dtype(encoder.n_features, bound)), np.empty(0, dtype))
     status, newlines = int(info[_ck.I_STATUS]), int(info[_ck.I_NEWLINES]) + skipped
     types = _types(layout, encoder)
-    data = raw[start:] if status != _ck.STATUS_OK else b""
+    data = raw[start:].tobytes() if status != _ck.STATUS_OK else b""
     if status == _ck.STATUS_ERROR:
         bad = int(info[_ck.I_LINE])
         lines = data.split(b"\n")
@@ -102,9 +102,9 @@ def _count_chunk(chunk: np.ndarray, fs, header: bool) -> np.ndarray:
     """First pass: rows and newlines of a block (its lines are checked when they are
     encoded, by :func:`_load_chunk`)."""
     block = chunk[0]
-    raw = read(fs, block)
+    raw = read_array(fs, block)
     start, skipped = header_end(raw, block, header)
-    rows, newlines = count_rows(np.frombuffer(raw, np.uint8)[start:], CSV)
+    rows, newlines = count_rows(raw[start:], CSV)
     return box((rows, newlines + skipped))
 
 

@@ -17,6 +17,7 @@ from ._blocks import each as _each
 from ._blocks import expect_rows as _expect_rows
 from ._blocks import open_paths, plan, start_lines
 from ._blocks import read as _read
+from ._blocks import read_array as _read_array
 from ._blocks import select as _select
 from ._csv import LineError
 
@@ -57,10 +58,11 @@ class _Stats(NamedTuple):
     error: _Err | LineError | None
 
 
-def _parse(data: bytes, shift: int, reject_zero: bool, max_raw: int, store: bool = True,
+def _parse(data, shift: int, reject_zero: bool, max_raw: int, store: bool = True,
            index_dtype=np.int64, value_dtype=np.float64) -> _Parsed | _Err:
-    """Run the kernel on one block and fill in the numbers it left to the exact slow path;
-    without ``store`` only check and count (the arrays of the result are empty)."""
+    """Run the kernel on one block (bytes or a uint8 array) and fill in the numbers it left to
+    the exact slow path; without ``store`` only check and count (the arrays of the result are
+    empty)."""
     buf = np.frombuffer(data, dtype=np.uint8)
     labels, indptr, indices, values, blob, at, at_line, at_start, info = _k.parse_block(
         buf, shift, reject_zero, max_raw, store, np.empty(0, index_dtype),
@@ -75,7 +77,7 @@ def _parse(data: bytes, shift: int, reject_zero: bool, max_raw: int, store: bool
         # overflow found here comes first.
         if bad.size:
             j = bad[0]
-            token = data[at_start[j] : at_start[j] + 100].split()[0]
+            token = bytes(data[at_start[j] : at_start[j] + 100]).split()[0]
             code = _k.E_BAD_VALUE if at[j] >= 0 else _k.E_BAD_LABEL
             return _Err(code, int(at_line[j]), token)
     if info[_k.I_ERR]:
@@ -128,7 +130,7 @@ def _scan(fs, block: _Block, reject_zero: bool, max_raw: int, check=None) -> _St
 def _count(fs, block: _Block) -> _Stats:
     """First pass when the base and the number of features are known: rows and lines only
     (the lines are checked when they are parsed, by :func:`_load`)."""
-    rows, newlines = count_rows(np.frombuffer(_read(fs, block), np.uint8), SVM)
+    rows, newlines = count_rows(_read_array(fs, block), SVM)
     return _Stats(rows, 0, newlines, _k.NO_LIMIT, -1, None)
 
 
@@ -136,7 +138,7 @@ def _load(fs, block: _Block, line0: int, base: int, n_features: int, dtype,
           expect: int | None = None) -> tuple:
     """Second pass: parse (and so check) a block into ``(csr_matrix, labels)``; ``expect``
     is its rows as the first pass counted them."""
-    data = _read(fs, block)
+    data = _read_array(fs, block)
     # nnz < len(data): the indices can be int32 before they are counted
     index_dtype = np.int32 if max(n_features, len(data)) <= np.iinfo(np.int32).max else np.int64
     p = _parse(data, base, base == 1, n_features - 1 + base, True, index_dtype, dtype)

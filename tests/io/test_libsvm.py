@@ -212,6 +212,29 @@ def test_every_good_number_is_exact():
     assert got.values[: len(want)].tobytes() == np.array(want).tobytes()
 
 
+@pytest.mark.parametrize("doc", [
+    b"1 3:2#c 4:1\n0 5:1.", b"1 007:1.50 9:0 10:00", b"1 2:123456789012345 3:1234567890123456",
+    b"1 2:0.000000000000001 3:0.0000000000000001 4:99999999999999.9",
+    b"1 2:1.5e3 3:1:2", b"1 2:1 0:1", b"1 41:1", b"1 123456789012345678:1",
+    b"1 2:1x", b"1 2:.5 3:-1 4:+1", b"1 2:1\t\r\n 3:4",
+])
+@pytest.mark.parametrize(("shift", "reject_zero", "max_raw"), [(0, False, K.NO_LIMIT),
+                                                              (1, True, 40)])
+def test_plain_pairs_as_the_general_path(doc, shift, reject_zero, max_raw):
+    """Pairs of digits are read in one walk: the same numbers and errors as every other pair
+    (a value past 15 digits, a sign, an exponent, a bad index all leave that walk)."""
+    expected = twin_parse(doc, shift, reject_zero, max_raw)
+    got = _parse(doc, shift, reject_zero, max_raw)
+    if isinstance(expected, _Err):
+        assert got == expected
+        return
+    labels, rows = expected
+    nnz = int(got.info[K.I_NNZ])
+    flat = [p for r in rows for p in r]
+    np.testing.assert_array_equal(got.indices[:nnz], [p[0] for p in flat])
+    assert got.values[:nnz].tobytes() == np.array([p[1] for p in flat]).tobytes()
+
+
 # --------------------------------------------------------------------------------------
 # Round trips through sklearn's writer and reader.
 

@@ -65,3 +65,15 @@ def test_edges():
         buf = np.frombuffer(text, np.uint8)
         assert count_rows(buf, SVM) == svm, text
         assert count_rows(buf, CSV) == csv, text
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_rows_when_every_line_is_a_row(seed):
+    """The quick count (no line that might not be a row) against the parsers."""
+    rng = np.random.default_rng(seed)
+    svm = [b"1 1:0.5 3:2", b"-1 qid:3 2:1 # tail", b"0", b"+1 7:1\r", b"1#x"]
+    buf = np.frombuffer(_text(svm, rng, int(rng.integers(1, 30))), np.uint8)
+    assert count_rows(buf, SVM) == _svm_counts(buf)
+    csv = [b"1,a,2", b"0,,", b"1,b,3\r", b"0,\"q\",1"]
+    buf = np.frombuffer(_text(csv, rng, int(rng.integers(1, 30))), np.uint8)
+    assert count_rows(buf, CSV) == _csv_counts(buf)

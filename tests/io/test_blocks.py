@@ -1,0 +1,38 @@
+"""Blocks of local files are memory maps (``read_array``): they must hold exactly the bytes that
+fsspec's ``read_block`` gives (``read``), wherever the block boundaries fall."""
+
+from __future__ import annotations
+
+import fsspec
+import numpy as np
+import pytest
+
+from dask_ps.io._blocks import Block, find_newline, plan, read, read_array
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_read_array_is_read(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    lines = [b"x" * int(n) for n in rng.integers(0, 40, int(rng.integers(0, 60)))]
+    text = b"\n".join(lines) + (b"\n" if rng.random() < 0.5 else b"")
+    path = tmp_path / "f.txt"
+    path.write_bytes(text)
+    fs = fsspec.filesystem("file")
+    size = int(rng.integers(1, 50))
+    blocks = plan(fs, [str(path)], size, None)
+    blocks += [Block(str(path), len(text) + 3, 10, None)]  # past the end
+    got = [read_array(fs, b) for b in blocks]
+    assert [g.tobytes() for g in got] == [read(fs, b) for b in blocks]
+    assert b"".join(g.tobytes() for g in got) == text  # every line once
+    mem = fsspec.filesystem("memory")  # other filesystems: read's bytes
+    with mem.open("/blocks_test.txt", "wb") as f:
+        f.write(text)
+    for b in plan(mem, ["/blocks_test.txt"], size, None):
+        assert read_array(mem, b).tobytes() == read(mem, b)
+
+
+def test_find_newline():
+    for data in [b"", b"ab", b"a\nb\n", b"x" * 70000 + b"\n"]:
+        arr = np.frombuffer(data, np.uint8)
+        for start in (0, 1, 2, 69999, 70000):
+            assert find_newline(arr, start) == data.find(b"\n", start)
