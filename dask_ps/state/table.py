@@ -400,7 +400,8 @@ class TableShard:
     @property
     def nbytes(self) -> int:
         """Bytes held: values and slots, and for a sparse table its keys and index (not the
-        memo of recent lookups, at most 64 MiB: see :data:`RECALL_MAX`)."""
+        memo of recent lookups, at most 64 MiB: see :data:`RECALL_MAX`, nor the keys kept
+        for pushes, at most :data:`NAMED_BYTES`, mostly the same arrays)."""
         extra = 0 if not self.spec.sparse else self._index.nbytes + self._keys.nbytes
         return self.values.nbytes + sum(a.nbytes for a in self.slots.values()) + extra
 
