@@ -128,6 +128,7 @@ class KeyRef:
 
     @property
     def shape(self) -> tuple[int]:
+        """``(count,)``, like the array of keys it stands for."""
         return (self.count,)
 
     @property
