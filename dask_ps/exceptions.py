@@ -11,6 +11,7 @@ __all__ = [
     "CheckpointNotFoundError",
     "ClosedModelError",
     "DivergenceError",
+    "KeysNeededError",
     "NoShardWorkerError",
     "RecoveryError",
     "ShardUnavailableError",
@@ -149,3 +150,8 @@ class DivergenceError(FloatingPointError, ValueError):
         self.epoch = epoch
         super().__init__(f"{estimator}: training diverged at epoch {epoch}: {what}; {advice}")
 
+
+class KeysNeededError(LookupError):
+    """A push named the keys of an earlier pull (a :class:`~dask_ps.state.partition.KeyRef`)
+    that the shard no longer holds (forgotten, or the shard was recreated): the caller sends
+    the keys themselves instead. Raised before the push changes anything."""

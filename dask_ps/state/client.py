@@ -20,6 +20,7 @@ each clock. A task sees it through a :class:`~dask_ps.view.WorkerView`.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 import uuid
@@ -35,8 +36,8 @@ from ._kernels import fingerprint, scatter_1d, segment_sum
 from ._malloc import tune_malloc
 from .consistency import DONE, Consistency
 from .optimizers import Add
-from .partition import HashPartitioner
-from .table import Init, TableShard, TableSpec, as_keys, bad_key_error
+from .partition import HashPartitioner, KeyRef
+from .table import RECALL_MIN, Init, TableShard, TableSpec, as_keys, bad_key_error
 from .transport import Shipped, Transport
 
 __all__ = ["ProcessClient"]
@@ -138,6 +139,7 @@ class ProcessClient:
         # loop, so concurrent additions may rarely be lost.
         self.bytes_moved = 0
         self.uid = uuid.uuid4().hex[:12]
+        self._pulls = itertools.count()  # serial numbers of the keys_id of pulls
 
     def spec(self, name: str) -> TableSpec:
         try:
@@ -163,18 +165,21 @@ class ProcessClient:
         values = np.empty((plan.n_unique, spec.ncols), spec.dtype)
         state = self.job(job) if job is not None else None
         meanwhile = _Meanwhile(spec, plan, keys, remember=state is not None)
+        named = {} if state is not None and spec.sparse else None
         if state is None or not state.use_cache:
             self._raise_inflight(state)
-            values = self._fetch(spec, plan, values, job, clock, state, False, meanwhile)
+            values = self._fetch(spec, plan, values, job, clock, state, False, meanwhile,
+                                 named)
         else:
             with self._lock:
                 self._wait_local_clocks(state, clock)
                 self._raise_inflight(state)
-                values = self._fetch(spec, plan, values, job, clock, state, True, meanwhile)
+                values = self._fetch(spec, plan, values, job, clock, state, True, meanwhile,
+                                     named)
         plan, key_hash = meanwhile()
         if state is not None:  # remembered by value (hash), not by copy: see push
             self._tls.__dict__.setdefault("last_pull", {})[name] = (
-                keys.shape[0], key_hash, plan)
+                keys.shape[0], key_hash, plan, named)
         out = plan.expand(values)
         return out[:, 0] if spec.vector else out
 
@@ -198,11 +203,13 @@ class ProcessClient:
                                f"failed ({state.failure!r})")
 
     def _fetch(self, spec, plan, values, job, clock, state: _Job | None, cache: bool,
-               meanwhile=None) -> np.ndarray:
+               meanwhile=None, named: dict | None = None) -> np.ndarray:
         """Fill ``values`` with what the snapshot cannot serve, fetched from the shards, and
         return it (or the one shard's answer that is all of it); the clock's push waiting in
         the outbox goes with it. ``meanwhile()`` runs while remote shards work on the
-        requests.
+        requests. With ``named`` (a dict), the remote shards sent all of their keys of
+        ``plan`` are asked to keep them under a name, recorded there per shard, for the
+        push that follows (see :class:`~dask_ps.state.partition.KeyRef`).
 
         A shard gets at most one call: ``push_pull`` (the last clock's updates and tick, then
         this pull), ``pull`` or ``push``; straight from this thread when the transport is
@@ -212,7 +219,7 @@ class ProcessClient:
         box = self._take_outbox(state)
         if not requests and box is None:
             return values
-        calls = self._calls(spec, plan, requests, box, job, clock, state)
+        calls = self._calls(spec, plan, requests, box, job, clock, state, named)
         if self.transport.direct:
             results = self.transport.call_many(calls, self.transport.timeout + 5, meanwhile)
         else:
@@ -244,8 +251,10 @@ class ProcessClient:
                 requests[s] = (keys[~hit], sl.start + np.flatnonzero(~hit))
         return requests
 
-    def _calls(self, spec, plan, requests: dict, box, job, clock, state) -> list:
-        """The ``(shard, method, kwargs)`` of a fetch, remote shards first."""
+    def _calls(self, spec, plan, requests: dict, box, job, clock, state,
+               named: dict | None = None) -> list:
+        """The ``(shard, method, kwargs)`` of a fetch, remote shards first; ``named``: see
+        :meth:`_fetch`."""
         calls = []
         for s in self.transport.remote_first:
             pull = s in requests
@@ -258,6 +267,9 @@ class ProcessClient:
                     plan, s, None if isinstance(where, slice) else keys),
                     clock=clock, timeout=self.transport.timeout)
                 self.bytes_moved += kwargs["keys"].nbytes
+                if (named is not None and isinstance(where, slice)
+                        and s not in self.transport.local and keys.shape[0] >= RECALL_MIN):
+                    named[s] = kwargs["keys_id"] = (self.uid, next(self._pulls))
             if box is not None:
                 kwargs.update(updates=box[0][s], participant=state.participant,
                               push_clock=box[1])
@@ -334,7 +346,7 @@ class ProcessClient:
     def push_now(self, name: str, keys, updates) -> None:
         """Apply an update at once, outside any job (set-up, evaluation, tests)."""
         spec, keys, values = self.check_update(name, keys, updates)
-        per_shard = self._plan_updates({name: [(keys, values, None)]})
+        per_shard = self._plan_updates({name: [(keys, values, None, None)]})
         self.transport.run(self._send(per_shard, None, 0, 0, tick=False))
 
     def push(self, job: str, clock: int, name: str, keys, updates, task: int = 0) -> None:
@@ -350,29 +362,33 @@ class ProcessClient:
         """
         last = getattr(self._tls, "last_pull", {}).get(name)
         keys_arr = np.asarray(keys)
-        plan = None
+        plan = named = None
         if (last is not None and keys_arr.shape == (last[0],) and keys_arr.dtype == np.int64
                 and fingerprint(keys_arr) == last[1]):
-            # Same keys as the pull (a 64-bit hash match): the plan holds them, deduplicated.
-            plan = last[2]
+            # Same keys as the pull (a 64-bit hash match): the plan holds them, deduplicated,
+            # and the shards that kept them under a name get the name instead.
+            plan, named = last[2], last[3]
             spec, keys_arr, values = self.check_update(name, keys_arr, updates, keys_checked=True)
             keys_arr = None  # the caller's array may change before clock(): the plan has them
         else:
             spec, keys_arr, values = self.check_update(name, keys_arr, updates)
             keys_arr = keys_arr.copy()  # buffered until clock(): the caller may reuse its array
         with self._lock:
-            self.job(job).pending[clock][name].append((task, keys_arr, values, plan))
+            self.job(job).pending[clock][name].append((task, keys_arr, values, plan, named))
 
     def _plan_updates(self, by_table: dict) -> list[list]:
-        """Merge each table's buffered updates and split them by shard (caller's thread)."""
+        """Merge each table's buffered updates ``(keys, values, plan, named)`` and split them
+        by shard (caller's thread). A single update made with the plan of a pull names its
+        keys to the shards that kept them (see :meth:`_fetch`)."""
         per_shard = [[] for _ in self.transport.shards]
         for name, parts in by_table.items():
             spec = self.specs[name]
+            named = None
             if len(parts) == 1 and parts[0][2] is not None:
-                _, values, plan = parts[0]
+                _, values, plan, named = parts[0]
             else:
                 keys = [k if k is not None else spec.partitioner.caller_keys(p)
-                        for k, _, p in parts]
+                        for k, _, p, _ in parts]
                 keys = np.concatenate(keys) if len(keys) > 1 else keys[0]
                 values = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
                 plan, _ = spec.partitioner.plan(keys)
@@ -389,8 +405,10 @@ class ProcessClient:
             for s in range(len(per_shard)):
                 sl = plan.shard_slice(s)
                 if sl.start < sl.stop:
-                    per_shard[s].append((name, spec.partitioner.wire_keys(plan, s),
-                                         merged[sl]))
+                    keys = spec.partitioner.wire_keys(plan, s)
+                    if named and s in named:
+                        keys = KeyRef(named[s], keys.shape[0], keys)
+                    per_shard[s].append((name, keys, merged[sl]))
         return per_shard
 
     async def _send(self, per_shard, job, participant, clock, tick):

@@ -21,8 +21,8 @@ import numpy as np
 
 from . import _hash_kernels, _kernels
 
-__all__ = ["HashPartitioner", "KeyPlan", "RangePartitioner", "RowBits", "as_rows",
-           "make_partitioner"]
+__all__ = ["HashPartitioner", "KeyPlan", "KeyRef", "RangePartitioner", "RowBits", "as_rows",
+           "make_partitioner", "with_keys"]
 
 
 _NO_WORDS = np.zeros(0, np.uint64)
@@ -98,6 +98,55 @@ class RowBits(NamedTuple):
         small = 64 * self.words.shape[0] < 2**31
         return _kernels.bits_to_rows(self.words, np.empty(self.count,
                                                            np.int32 if small else np.int64))
+
+
+class KeyRef:
+    """The keys of a push, named instead of sent: they are the keys a pull of this process
+    sent to the same shard (the pull-compute-push step), which the shard keeps under the
+    pull's ``keys_id`` (see :meth:`~dask_ps.state.table.TableShard.named_keys`). On the wire
+    only the name and count travel (16 bytes instead of 8 per key); the sender keeps the keys,
+    to send them after all if the shard answers :class:`~dask_ps.exceptions.KeysNeededError`
+    (see :func:`with_keys`).
+
+    Parameters
+    ----------
+    id : tuple
+        The pull's ``keys_id``: (process uid, serial number).
+    count : int
+        Number of keys.
+    keys : numpy.ndarray or None
+        The keys (sender's side only; None once received).
+    """
+
+    __slots__ = ("id", "count", "keys")
+
+    def __init__(self, id: tuple, count: int, keys: np.ndarray | None = None) -> None:
+        self.id, self.count, self.keys = id, int(count), keys
+
+    def __reduce__(self):
+        return KeyRef, (self.id, self.count)
+
+    @property
+    def shape(self) -> tuple[int]:
+        """``(count,)``, like the array of keys it stands for."""
+        return (self.count,)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of keys on the wire: none."""
+        return 0
+
+
+def with_keys(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The arguments of a ``push`` or ``push_pull`` call with each :class:`KeyRef` of its
+    updates (the ``updates`` keyword or the first positional argument) replaced by its keys."""
+    def unref(updates):
+        return [(name, k.keys if isinstance(k, KeyRef) else k, v) for name, k, v in updates]
+    if "updates" in kwargs:
+        kwargs = dict(kwargs, updates=unref(kwargs["updates"]))
+    elif args:
+        args = (unref(args[0]),) + tuple(args[1:])
+    return args, kwargs
 
 
 def as_rows(keys: np.ndarray | RowBits) -> np.ndarray:

@@ -29,7 +29,7 @@ from ._malloc import tune_malloc
 from .channel import ChannelAddress, ChannelServer
 from .channel_security import channel_endpoint
 from .consistency import DONE, ClockTable, Consistency
-from .partition import as_rows, merge_duplicates
+from .partition import KeyRef, as_rows, merge_duplicates
 from .table import TableShard, TableSpec
 from .transport import packed
 
@@ -75,7 +75,8 @@ class Shard:
         self.clocks: ClockTable | None = None
         self._pending: dict[int, list] = defaultdict(list)
         self._waiters: list[asyncio.Future] = []
-        # pulls parked by call_now: (clock, job, table, keys, reply, deadline, timeout)
+        # pulls parked by call_now: (clock, job, table, keys, reply, deadline, timeout,
+        # keys_id)
         self._parked: list[tuple] = []
         self._expiring = False  # the loop checks parked pulls' timeouts
         self.counters = dict(pull_calls=0, push_calls=0, keys_pulled=0, keys_pushed=0,
@@ -145,9 +146,10 @@ class Shard:
                     timeout = float(kwargs.get("timeout", 300.0))
                     self._parked.append((kwargs.get("clock", 0), kwargs["job"], kwargs["name"],
                                          kwargs["keys"], park, time.monotonic() + timeout,
-                                         timeout))
+                                         timeout, kwargs.get("keys_id")))
                     return False, None
-                return True, self._gather(kwargs["name"], kwargs["keys"], clocks)
+                return True, self._gather(kwargs["name"], kwargs["keys"], clocks,
+                                          kwargs.get("keys_id"))
         finally:
             if settled is None:
                 _answer_parked(ready)
@@ -167,7 +169,7 @@ class Shard:
                 out.append((reply, False, self._ended(job, f"pull of table {name!r}")))
             elif self.clocks.ready(clock):
                 try:
-                    out.append((reply, True, self._gather(name, keys, self.clocks)))
+                    out.append((reply, True, self._gather(name, keys, self.clocks, entry[7])))
                 except Exception as exc:
                     out.append((reply, False, exc))
             else:
@@ -183,7 +185,7 @@ class Shard:
             late = [e for e in self._parked if e[5] <= now]
             self._parked = [e for e in self._parked if e[5] > now]
             out = []
-            for clock, job, name, _, reply, _, timeout in late:
+            for clock, job, name, _, reply, _, timeout, _ in late:
                 what = f"pull of table {name!r}"
                 out.append((reply, False, self._ended(job, what) if job != self.job else
                             self._stuck(self.clocks, what, clock, timeout)))
@@ -322,20 +324,26 @@ class Shard:
 
     # -- pull / push ---------------------------------------------------------------------
     async def pull(self, name: str, keys: np.ndarray, job: str | None = None,
-                   clock: int = 0, timeout: float = 300.0) -> tuple[np.ndarray, int]:
+                   clock: int = 0, timeout: float = 300.0, keys_id=None
+                   ) -> tuple[np.ndarray, int]:
         """Values of ``keys`` (distinct, shard-local), once the consistency model allows.
 
         Returns the values, shape (len(keys), ncols), and the slowest clock they reflect.
+        With ``keys_id`` (a remote caller's name for these keys, sent in a buffer of their
+        own), a sparse table keeps the keys under that name for the caller's next push,
+        which may then name them (a :class:`~dask_ps.state.partition.KeyRef`) instead of
+        sending them again.
         """
         self._table(name)
         clocks = self._check_job(job)
         if clocks is not None:
             await self._wait_ready(job, clock, timeout, f"pull of table {name!r}")
         with self._lock:
-            return self._gather(name, keys, clocks)
+            return self._gather(name, keys, clocks, keys_id)
 
-    def _gather(self, name: str, keys: np.ndarray, clocks) -> tuple[np.ndarray, int]:
-        out = self._table(name).gather(keys)
+    def _gather(self, name: str, keys: np.ndarray, clocks, keys_id=None
+                ) -> tuple[np.ndarray, int]:
+        out = self._table(name).gather(keys, keys_id)
         c = self.counters
         c["pull_calls"] += 1
         c["keys_pulled"] += keys.shape[0]
@@ -349,8 +357,11 @@ class Shard:
                    clock: int = 0, tick: bool = False) -> int:
         """Apply (or, under BSP, hold until the barrier) ``updates`` made at ``clock``.
 
-        ``updates`` is a list of ``(table, keys, values)``, keys distinct and shard-local.
-        With ``tick``, ``participant`` then moves to ``clock + 1``. Returns the slowest clock.
+        ``updates`` is a list of ``(table, keys, values)``, keys distinct and shard-local,
+        or a :class:`~dask_ps.state.partition.KeyRef` to the keys of a pull of the caller
+        (:class:`~dask_ps.exceptions.KeysNeededError` when this shard no longer holds them:
+        then nothing is applied). With ``tick``, ``participant`` then moves to
+        ``clock + 1``. Returns the slowest clock.
         """
         with self._lock:
             notify = self._push(updates, job, participant, clock, tick)
@@ -365,8 +376,13 @@ class Shard:
         """:meth:`push` under the lock; whether waiting pulls must be woken."""
         for name, keys, values in updates:
             self._table(name)
+        # named keys first: a push that cannot be served changes nothing
+        named = [(name, self.tables[name].named_keys(keys) if isinstance(keys, KeyRef)
+                  else keys, values) for name, keys, values in updates]
+        for name, keys, values in updates:
             self.counters["keys_pushed"] += keys.shape[0]
-            self.counters["bytes_pushed"] += keys.nbytes + values.nbytes
+            self.counters["bytes_pushed"] += keys.nbytes + values.nbytes  # as sent
+        updates = named
         self.counters["push_calls"] += 1
         clocks = self._check_job(job)
         if clocks is None or not clocks.consistency.buffered:
@@ -383,13 +399,13 @@ class Shard:
 
     async def push_pull(self, updates: list, job: str | None = None, participant: int = 0,
                         push_clock: int = 0, name: str | None = None, keys=None,
-                        clock: int = 0, timeout: float = 300.0):
+                        clock: int = 0, timeout: float = 300.0, keys_id=None):
         """:meth:`push` of a clock (with its tick), then :meth:`pull` (if ``name``): one
         message per shard for the usual push-clock-pull step."""
         await self.push(updates, job, participant, push_clock, tick=True)
         if name is None:
             return None
-        return await self.pull(name, keys, job, clock, timeout)
+        return await self.pull(name, keys, job, clock, timeout, keys_id)
 
     def _flush_pending(self, upto: int) -> None:
         """Apply the held updates of clocks ``< upto``: per clock, per table, one summed step."""

@@ -16,11 +16,13 @@ counts it all; ``benchmarks/hashed_memory.py`` measures it.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
 
+from ..exceptions import KeysNeededError
 from . import _hash_kernels, _kernels
 from .optimizers import Optimizer
 from .partition import RangePartitioner, RowBits, as_rows, make_partitioner
@@ -176,6 +178,9 @@ def _resized(arr: np.ndarray, n: int, keep: int) -> np.ndarray:
 RECALL_CALLS = 4
 RECALL_MIN = 1024
 RECALL_MAX = 2**20
+#: Bytes of keys a sparse shard keeps under the names of the pulls that sent them (see
+#: :meth:`TableShard.named_keys`), oldest forgotten first.
+NAMED_BYTES = 64 * 2**20
 #: Row arrays of a sparse table grow by this factor (at least) when full.
 ROW_GROWTH = 1.5
 _FIRST_ROWS = 1024
@@ -204,6 +209,8 @@ class TableShard:
             self._index = np.zeros(2 * _FIRST_ROWS, np.uint64)
             self._shift = 64 - int(np.log2(self._index.shape[0]))
             self._recent: list = []  # (keys, rows) of recent lookups, see rows()
+            self._named: OrderedDict = OrderedDict()  # keys_id -> keys, see named_keys()
+            self._named_bytes = 0
             self._recall_max = RECALL_MAX if recall else 0
             capacity = _FIRST_ROWS
         else:
@@ -264,15 +271,22 @@ class TableShard:
             arr[:n] = arr[perm]
         return True
 
-    def rows(self, keys: np.ndarray, create: bool = True) -> np.ndarray:
+    def rows(self, keys: np.ndarray, create: bool = True, keys_id=None) -> np.ndarray:
         """Rows of ``keys`` (distinct; offsets for dense tables, keys for sparse ones).
 
         Sparse keys seen for the first time get new rows, initialised, when ``create``;
         otherwise their row is -1. Creating rows may renumber the others (see
-        :meth:`_grow`): rows are valid until the next call that creates some.
+        :meth:`_grow`): rows are valid until the next call that creates some. With
+        ``keys_id`` (a pull's name for its keys, which then arrived in a buffer of their own
+        and are kept as they are), the keys are also kept under that name (see
+        :meth:`named_keys`).
         """
         if not self.spec.sparse:
             return as_rows(keys)  # offsets, int32 or int64: the kernels take either
+        if keys_id is not None and RECALL_MIN <= keys.shape[0] <= self._recall_max:
+            self._name(keys_id, keys)
+        else:
+            keys_id = None
         rows = self._recall(keys)
         if rows is not None:
             return rows
@@ -288,9 +302,38 @@ class TableShard:
             # index_insert numbers new keys in input order, so rows[rows >= first] == new
             self._init_rows(new, self._keys[first: self.n_rows])
         if (missing == 0 or create) and RECALL_MIN <= keys.shape[0] <= self._recall_max:
-            self._recent.insert(0, (keys.copy(), rows))  # a copy: callers reuse buffers
+            # a copy (callers reuse buffers), unless the keys arrived in their own
+            self._recent.insert(0, (keys if keys_id is not None else keys.copy(), rows))
             del self._recent[RECALL_CALLS:]
         return rows
+
+    def _name(self, keys_id, keys: np.ndarray) -> None:
+        """Keep ``keys`` under ``keys_id``, forgetting the oldest beyond :data:`NAMED_BYTES`."""
+        old = self._named.pop(keys_id, None)
+        if old is not None:
+            self._named_bytes -= old.nbytes
+        self._named[keys_id] = keys
+        self._named_bytes += keys.nbytes
+        while self._named_bytes > NAMED_BYTES and len(self._named) > 1:
+            self._named_bytes -= self._named.popitem(last=False)[1].nbytes
+
+    def named_keys(self, ref) -> np.ndarray:
+        """The keys a pull sent under the name of ``ref`` (a
+        :class:`~dask_ps.state.partition.KeyRef`), for the push that follows it; forgotten
+        once given.
+
+        Raises
+        ------
+        KeysNeededError
+            When they are not held (never sent, forgotten, or of another count).
+        """
+        keys = self._named.pop(ref.id, None) if self.spec.sparse else None
+        if keys is not None:
+            self._named_bytes -= keys.nbytes
+        if keys is None or keys.shape[0] != ref.count:
+            raise KeysNeededError(f"table {self.spec.name!r}, shard {self.shard}: the keys of "
+                                  f"pull {ref.id} are not held; send them")
+        return keys
 
     def _recall(self, keys: np.ndarray) -> np.ndarray | None:
         """The rows of ``keys`` if a recent call looked the same keys up (the push of a
@@ -299,20 +342,20 @@ class TableShard:
         index grows (:meth:`_grow` forgets them)."""
         n = keys.shape[0]
         for i, (old, rows) in enumerate(self._recent):
-            if (old.shape[0] == n and old[0] == keys[0] and old[-1] == keys[-1]
-                    and _kernels.equal_1d(old, keys)):
+            if old is keys or (old.shape[0] == n and old[0] == keys[0] and old[-1] == keys[-1]
+                               and _kernels.equal_1d(old, keys)):
                 if i:
                     self._recent.insert(0, self._recent.pop(i))
                 return rows
         return None
 
-    def gather(self, keys: np.ndarray) -> np.ndarray:
+    def gather(self, keys: np.ndarray, keys_id=None) -> np.ndarray:
         """Values of ``keys`` (or of a :class:`~dask_ps.state.partition.RowBits`), shape
-        (len(keys), ncols)."""
+        (len(keys), ncols). ``keys_id``: see :meth:`rows`."""
         out = np.empty((keys.shape[0], self.spec.ncols), self.spec.dtype)
         if isinstance(keys, RowBits):
             return _kernels.gather_bits(self.values, keys.words, out)
-        rows = self.rows(keys)  # first: creating rows may replace self.values
+        rows = self.rows(keys, keys_id=keys_id)  # first: creating rows may replace values
         _kernels.gather_rows(self.values, rows, out)
         return out
 
@@ -357,7 +400,8 @@ class TableShard:
     @property
     def nbytes(self) -> int:
         """Bytes held: values and slots, and for a sparse table its keys and index (not the
-        memo of recent lookups, at most 64 MiB: see :data:`RECALL_MAX`)."""
+        memo of recent lookups, at most 64 MiB: see :data:`RECALL_MAX`, nor the keys kept
+        for pushes, at most :data:`NAMED_BYTES`, mostly the same arrays)."""
         extra = 0 if not self.spec.sparse else self._index.nbytes + self._keys.nbytes
         return self.values.nbytes + sum(a.nbytes for a in self.slots.values()) + extra
 

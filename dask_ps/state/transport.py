@@ -25,10 +25,11 @@ from typing import NamedTuple
 from distributed.comm.core import CommClosedError
 from distributed.protocol import Serialized, deserialize, serialize
 
-from ..exceptions import ShardUnavailableError
+from ..exceptions import KeysNeededError, ShardUnavailableError
 from .channel import Channel, ChannelAddress, SyncChannel
 from .channel import running_loop as _running_loop
 from .channel_security import worker_ssl_context
+from .partition import with_keys
 
 __all__ = ["ShardRef", "Shipped", "Transport", "local_loop", "packed", "unship"]
 
@@ -113,7 +114,16 @@ class Transport:
     async def call(self, s: int, method: str, *args, _timeout: float | None = None, **kwargs):
         """Call ``method`` of shard ``s``; raises what the shard raised, or
         :class:`ShardUnavailableError` when it cannot be reached within ``_timeout`` seconds
-        (default: the transport's)."""
+        (default: the transport's). A push that named keys the shard no longer holds
+        (:class:`~dask_ps.exceptions.KeysNeededError`) is sent again with the keys."""
+        try:
+            return await self._call(s, method, args, kwargs, _timeout)
+        except KeysNeededError:
+            args, kwargs = with_keys(args, kwargs)
+            return await self._call(s, method, args, kwargs, _timeout)
+
+    async def _call(self, s: int, method: str, args: tuple, kwargs: dict,
+                    _timeout: float | None):
         ref = self.shards[s]
         timeout = self.timeout if _timeout is None else _timeout
         if s in self.local:
@@ -157,6 +167,9 @@ class Transport:
         pull must wait for slower clocks (then on the loop), while the remote ones are
         answered.
 
+        A push that named keys a remote shard no longer holds is sent again with the keys
+        (see :meth:`call`).
+
         Raises
         ------
         ShardUnavailableError
@@ -177,8 +190,8 @@ class Transport:
                 local.append((i, s, method, kwargs))
                 continue
             try:
-                started.append((i, s, method, self.sync_channels[s].start(method, (), kwargs,
-                                                                           timeout)))
+                started.append((i, s, method, kwargs,
+                                self.sync_channels[s].start(method, (), kwargs, timeout)))
             except OSError as exc:
                 errors.append(self._unavailable(s, method, timeout, exc))
         if meanwhile is not None:
@@ -199,9 +212,13 @@ class Transport:
             else:
                 waiting.append((i, s, "pull", out))
         fut = self.submit(self._call_local(waiting)) if waiting else None
-        for i, s, method, rid in started:
+        for i, s, method, kwargs, rid in started:
             try:
                 status, result = self.sync_channels[s].finish(rid)
+                if status != "OK" and isinstance(result, KeysNeededError):
+                    channel = self.sync_channels[s]
+                    status, result = channel.finish(channel.start(
+                        method, (), with_keys((), kwargs)[1], timeout))
             except OSError as exc:
                 errors.append(self._unavailable(s, method, timeout, exc))
                 continue

@@ -88,3 +88,54 @@ def test_dense_key_sets_are_exact_over_the_channels_as_bitmaps(client2x2):
         key_bytes = sum(s["bytes_pulled"] for s in stats) - 8 * 3 * sum(
             s["keys_pulled"] for s in stats)
         assert 0 < key_bytes < sum(s["keys_pulled"] for s in stats)
+
+
+def named_keys_task(ps, item):
+    """Pull-compute-push steps on a hashed table from one task; then pushes naming keys the
+    remote shard does not hold, through both callers of the transport: each is sent again
+    with its keys and applied once."""
+    from dask_ps.state.partition import KeyRef
+
+    n_clocks, n = item
+    rng = np.random.default_rng(11)
+    pool = rng.integers(-2**62, 2**62, 3 * n)
+    want = {}
+    for _ in range(n_clocks):
+        keys = rng.choice(pool, n)  # with repeats
+        got = ps.pull("h", keys)
+        np.testing.assert_array_equal(got, [want.get(int(k), 0.0) for k in keys])
+        ps.push("h", keys, np.ones(n))
+        for k in keys:
+            want[int(k)] = want.get(int(k), 0.0) + 1.0
+        ps.clock()
+    pc = ps._client
+    pc.wait(ps.job)
+    t = pc.transport
+    [remote] = [s for s in range(len(t.shards)) if s not in t.local]
+    plan, _ = pc.spec("h").partitioner.plan(pool)
+    mine = plan.local[plan.shard_slice(remote)][:2000].copy()
+    ones = np.ones((mine.shape[0], 1))
+    t.call_many([(remote, "push", dict(updates=[("h", KeyRef(("x", 1), mine.shape[0], mine),
+                                                   ones)]))], t.timeout)
+    t.run(t.call(remote, "push", [("h", KeyRef(("x", 2), mine.shape[0], mine), ones)]))
+    for k in mine:
+        want[int(k)] = want.get(int(k), 0.0) + 2.0
+    return [want.get(int(k), 0.0) for k in pool]
+
+
+def test_pushes_name_the_keys_their_pull_sent_to_remote_shards(client2x2):
+    n_clocks, n = 3, 6000
+    with dask_ps.PSModel(client2x2) as model:
+        model.add_table("h", shape=(None,), partitioner="hash", dtype="float64",
+                        optimizer="add")
+        before = model.stats()
+        [want] = model.run(named_keys_task, [(n_clocks, n)], consistency="asp",
+                           workers=[model.shards[0].address])
+        after = model.stats()
+        pool = np.random.default_rng(11).integers(-2**62, 2**62, 3 * n)
+        np.testing.assert_array_equal(model.pull("h", pool), want)
+    # the remote shard (1) got the clocks' pushes as values and key names: fewer key bytes
+    # than the keys it was pushed (the two pushes sent again carry theirs)
+    pushed = after[1]["bytes_pushed"] - before[1]["bytes_pushed"]
+    keys = after[1]["keys_pushed"] - before[1]["keys_pushed"]
+    assert pushed < 8 * keys + 8 * keys * 3 // 4

@@ -272,6 +272,59 @@ def test_sparse_shard_recalls_the_rows_of_recent_keys_only_while_valid():
     assert snapshot._recent == []
 
 
+def test_sparse_shard_keeps_the_keys_of_named_pulls_for_their_push():
+    """A pull that names its keys (keys_id) leaves them with the shard, uncopied, for the
+    push that names them back (a KeyRef); once given, unknown, or of another count, the push
+    is told to send them (KeysNeededError); the oldest are forgotten beyond NAMED_BYTES."""
+    from dask_ps.exceptions import KeysNeededError
+    from dask_ps.state import table as T
+    from dask_ps.state.partition import KeyRef
+    from dask_ps.state.shard import Shard
+
+    spec = TableSpec("t", None, 1, True, np.dtype("float64"), HashPartitioner(1), Add(),
+                     Init())
+    table = TableShard(spec, 0)
+    rng = np.random.default_rng(3)
+    keys = rng.integers(-2**62, 2**62, 5000)
+    np.testing.assert_array_equal(table.gather(keys, ("p", 1))[:, 0], np.zeros(5000))
+    got = table.named_keys(KeyRef(("p", 1), 5000))
+    assert got is keys  # arrived in a buffer of its own: kept as it is
+    with pytest.raises(KeysNeededError, match="send them"):
+        table.named_keys(KeyRef(("p", 1), 5000))  # given once
+    table.gather(keys, ("p", 2))
+    with pytest.raises(KeysNeededError):
+        table.named_keys(KeyRef(("p", 2), 4999))
+    with pytest.raises(KeysNeededError):
+        table.named_keys(KeyRef(("p", 3), 5000))
+    small = keys[: T.RECALL_MIN - 1].copy()
+    table.gather(small, ("p", 4))  # too small to keep
+    with pytest.raises(KeysNeededError):
+        table.named_keys(KeyRef(("p", 4), small.shape[0]))
+    old, T.NAMED_BYTES = T.NAMED_BYTES, 3 * keys.nbytes
+    try:
+        for i in range(5):
+            table.gather(keys.copy(), ("q", i))
+        assert list(table._named) == [("q", 2), ("q", 3), ("q", 4)]
+        assert table._named_bytes == 3 * keys.nbytes
+    finally:
+        T.NAMED_BYTES = old
+
+    # a shard's push naming keys it does not hold changes nothing; one it holds applies
+    shard = Shard(0, 1)
+    shard.tables["t"] = TableShard(spec, 0)
+    shard.tables["t"].gather(keys, ("p", 7))
+    ones = np.ones((5000, 1))
+    with pytest.raises(KeysNeededError):
+        shard._push([("t", KeyRef(("p", 7), 5000), ones), ("t", KeyRef(("p", 8), 5000), ones)],
+                    None, 0, 0, False)
+    np.testing.assert_array_equal(shard.tables["t"].gather(keys)[:, 0], np.zeros(5000))
+    assert shard.counters["push_calls"] == 0
+    shard.tables["t"].gather(keys, ("p", 9))
+    shard._push([("t", KeyRef(("p", 9), 5000), ones)], None, 0, 0, False)
+    np.testing.assert_array_equal(shard.tables["t"].gather(keys)[:, 0], np.ones(5000))
+    assert shard.counters["bytes_pushed"] == ones.nbytes  # the keys were not sent
+
+
 def test_sparse_shard_memory_per_key():
     """Float32 FTRL: key + weight + z + n are 20 bytes per key; the index and the spare
     room of the row arrays come on top, within the documented bounds."""
