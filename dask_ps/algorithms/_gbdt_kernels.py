@@ -244,6 +244,40 @@ def expand_siblings(parent, parent_slot, small, small_to, large_to, out):
                     o[r, q] = a[r, q] - b[r, q]
 
 
+@numba.njit("int64(float64[:, :, ::1], int64, int64, int64, int64[::1], float64[:, ::1], int64)",
+            **_JIT)
+def nonzero_rows(hist, s, rows_pad, key0, keys, values, at):
+    """Append shard ``s``'s histogram rows holding rows of data (count > 0) of every node of
+    a push buffer to ``keys``/``values`` from position ``at``; returns the new end.
+
+    A row without data sums to zero: leaving it out of a push changes no sum, and deep nodes
+    have few rows per bin (LightGBM's example, 2 workers: 27 % of the rows hold data).
+
+    Parameters
+    ----------
+    hist : float64 array (n_build, n_shards * rows_pad, 3)
+        The push buffer: shard ``s``'s rows of node ``j`` at ``hist[j, s * rows_pad:]``.
+    s, rows_pad : int
+    key0 : int
+        Key of shard ``s``'s first row of push slot 0; row ``r`` of node ``j`` gets
+        ``key0 + j * rows_pad + r`` (ascending, in the order written).
+    keys : int64 array; values : float64 array (len(keys), 3)
+    at : int
+    """
+    base = s * rows_pad
+    for j in range(hist.shape[0]):
+        hj = hist[j]
+        k = key0 + j * rows_pad
+        for r in range(rows_pad):
+            if hj[base + r, 2] != 0.0:
+                keys[at] = k + r
+                values[at, 0] = hj[base + r, 0]
+                values[at, 1] = hj[base + r, 1]
+                values[at, 2] = hj[base + r, 2]
+                at += 1
+    return at
+
+
 def node_totals(hist, hist_offsets) -> np.ndarray:
     """(grad, hess, count) sums of each node from the rows of the first column: exact, so
     every shard gets the same totals from its own columns. Returns float64 (n_nodes, 3)."""

@@ -32,6 +32,7 @@ from dask_ps.algorithms._gbdt_kernels import (
 )
 from dask_ps.algorithms._gbdt_local import boost_local, level_splits, sharded_splits
 from dask_ps.algorithms._gbdt_objectives import get_objective, grad_logloss, grad_softmax
+from dask_ps.algorithms._gbdt_shard import HistLayout
 from dask_ps.algorithms._gbdt_sketch import BinSketch, sample_rate, sketch
 from dask_ps.algorithms._gbdt_tree import LevelGrower
 from dask_ps.algorithms._gbdt_worker import BinnedPartition
@@ -330,6 +331,34 @@ def _level(seed=0, n_nodes=4, params=None):
     p = split_params(min_samples_leaf=5, min_data_per_group=10, cat_smooth=5, reg_lambda=0.5) \
         if params is None else params
     return mapper, hist, totals, p, gu, hu
+
+
+def test_push_carries_the_rows_holding_data_and_adds_up_to_the_histograms():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 6))
+    mapper = bin_mapper(sketch(X, np.arange(400), 1.0), 31)
+    L = HistLayout.make(mapper, 2, 4, 6, 5)
+    n_build, R = 3, L.rows_pad
+    hist = np.zeros((n_build, 2 * R, 3))
+    data = rng.random((n_build, 2 * R)) < 0.3
+    hist[data] = rng.integers(1, 9, (int(data.sum()), 3))
+    scalars, instr = np.arange(1.0, 6.0), np.arange(1.0, 8.0)
+    keys = np.full(L.push_size, -1, np.int64)
+    values = np.zeros((L.push_size, L.ncols))
+    m = L.fill_push(hist, scalars, instr, keys, values)
+    per_area = -(-7 // L.ncols)
+    assert m == data.sum() + -(-5 // L.ncols) + 2 * per_area  # no empty histogram row
+    assert (np.diff(keys[:m]) > 0).all()  # ascending: the plan needs no reordering
+    table = np.zeros((L.n_keys, L.ncols))
+    table[keys[:m]] += values[:m]
+    for s in range(2):
+        block = table[s * L.block: (s + 1) * L.block]
+        np.testing.assert_array_equal(block[: n_build * R].reshape(n_build, R, 3),
+                                      hist[:, s * R: (s + 1) * R])
+        np.testing.assert_array_equal(
+            block[L.first_instr: L.first_instr + per_area].ravel()[:7], instr)
+    np.testing.assert_array_equal(
+        table[L.first_scalar: L.first_scalar + L.scalar_keys].ravel()[:5], scalars)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
