@@ -38,6 +38,7 @@ on the number of workers, partitions or shards. The shards' side is :mod:`._gbdt
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from time import perf_counter, process_time
@@ -47,7 +48,13 @@ import numpy as np
 from ._gbdt_bins import BinMapper
 from ._gbdt_data import labels as labels_of
 from ._gbdt_data import to_matrix
-from ._gbdt_kernels import N_SPLIT_COLS, SPLIT_COLUMN, quantization_scale
+from ._gbdt_kernels import (
+    N_SPLIT_COLS,
+    SPLIT_COLUMN,
+    hist_rows_dense,
+    nonzero_rows,
+    quantization_scale,
+)
 from ._gbdt_objectives import get_objective
 from ._gbdt_shard import TABLE, HistLayout, Step, encode_step, read_answers
 from ._gbdt_sketch import sample_rows
@@ -206,7 +213,9 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
     width = L.n_shards * L.rows_pad
     # the histograms of the built nodes (summed over the task's partitions), then the push:
     # their rows holding data, the scalars' and the instructions' rows
-    n_hist = L.n_push * width * 3
+    # one dense partition: its histograms written straight as the push (no buffer)
+    fused = len(train) == 1 and not train[0].bp.sparse and mapper.n_columns > 0
+    n_hist = 0 if fused else L.n_push * width * 3
     buf = np.zeros(n_hist)
     tmp = np.zeros(n_hist) if len(train) > 1 else None
     push_keys = np.empty(L.push_size, np.int64)
@@ -232,22 +241,26 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
         instructions), clock, and pull the shards' answers: one round trip."""
         t0 = perf_counter()
         n_build = len(build)
-        h = buf[: n_build * width * 3].reshape(n_build, width, 3)
-        for i, r in enumerate(train):
-            target = h if i == 0 else tmp[: h.size].reshape(h.shape)
-            if mapper.n_columns:
-                _hist_into(r.bp, build, offsets, target)
-            else:
-                target.fill(0.0)
-            if i:
-                h += target
+        if fused:
+            rows_of = functools.partial(_hist_rows, train[0].bp, build, L)
+        else:
+            h = buf[: n_build * width * 3].reshape(n_build, width, 3)
+            for i, r in enumerate(train):
+                target = h if i == 0 else tmp[: h.size].reshape(h.shape)
+                if mapper.n_columns:
+                    _hist_into(r.bp, build, offsets, target)
+                else:
+                    target.fill(0.0)
+                if i:
+                    h += target
+            rows_of = functools.partial(nonzero_rows, h, L.rows_pad)
         t1 = perf_counter()
         # every task pushes the instruction rows: task 0 the step, the others only their
         # arrival (the shards run the step once every task's push is in)
         instr = encode_step(step)
         if ps.task != 0:
             instr[1:] = 0.0
-        m = L.fill_push(h, scalars, instr, push_keys, push_vals)
+        m = L.fill_push(rows_of, scalars, instr, push_keys, push_vals)
         keys, vals = push_keys[:m], push_vals[:m]
         ps.push(TABLE, keys, vals)
         ps.clock()
@@ -380,6 +393,16 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
     out["timings"] = clk
     out["best"] = (best_loss, best_round)
     return out
+
+
+def _hist_rows(bp: BinnedPartition, build, L: HistLayout, s: int, key0: int, keys, values,
+               at: int) -> int:
+    """Shard ``s``'s histogram rows holding data of the nodes ``build`` over ``bp``'s
+    (dense) rows, written as a push (:meth:`HistLayout.fill_push`)."""
+    return hist_rows_dense(bp.binned, bp.rows, bp.node_start, bp.node_count,
+                           bp.nodes_per_tree, np.ascontiguousarray(build, dtype=np.int64),
+                           bp.grad, bp.hess, bp.mapper.hist_offsets, int(L.bounds[s]),
+                           int(L.bounds[s + 1]), L.rows_pad, key0, keys, values, at)
 
 
 def _hist_into(bp: BinnedPartition, build, offsets, out) -> None:

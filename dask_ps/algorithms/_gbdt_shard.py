@@ -23,7 +23,6 @@ from ._gbdt_kernels import (
     expand_siblings,
     find_splits,
     merge_splits,
-    nonzero_rows,
 )
 
 __all__ = ["ROWS_PER_KEY", "TABLE", "HistLayout", "Step", "StepRule", "column_mask",
@@ -139,17 +138,19 @@ class HistLayout:
         return (self.n_shards * (self.n_push * self.rows_pad + self.instr_keys)
                 + self.scalar_keys)
 
-    def fill_push(self, hist: np.ndarray, scalars: np.ndarray | None, instr: np.ndarray,
+    def fill_push(self, rows_of, scalars: np.ndarray | None, instr: np.ndarray,
                   keys: np.ndarray, values: np.ndarray) -> int:
         """Write a step's push into ``keys`` (int64) and ``values`` (float64, ``ncols``
-        columns), at least :attr:`push_size` long: shard by shard, the rows of the push
-        buffer ``hist`` (n_build, n_shards * rows_pad, 3) holding data (push slots ``0 ..
-        n_build - 1``), then (shard 0) the ``scalars`` if given, then the instructions
-        ``instr`` (:func:`encode_step`). Keys come out ascending (a plan without
-        reordering). Returns how many were written."""
+        columns), at least :attr:`push_size` long: shard by shard, the histogram rows
+        holding data (``rows_of(s, key0, keys, values, at)`` writes shard ``s``'s from
+        ``at`` and returns the new end, ``key0`` the key of its first row of push slot 0:
+        :func:`~._gbdt_kernels.nonzero_rows` of a push buffer, or
+        :func:`~._gbdt_kernels.hist_rows_dense`), then (shard 0) the ``scalars`` if given,
+        then the instructions ``instr`` (:func:`encode_step`). Keys come out ascending (a
+        plan without reordering). Returns how many were written."""
         at = 0
         for s in range(self.n_shards):
-            at = nonzero_rows(hist, s, self.rows_pad, s * self.block, keys, values, at)
+            at = rows_of(s, s * self.block, keys, values, at)
             if s == 0 and scalars is not None:
                 at = self._put_area(scalars, self.first_scalar, keys, values, at)
             at = self._put_area(instr, s * self.block + self.first_instr, keys, values, at)

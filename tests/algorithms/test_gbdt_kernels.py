@@ -24,9 +24,12 @@ from dask_ps.algorithms._gbdt_kernels import (
     SPLIT_GAIN,
     SPLIT_IS_CAT,
     SPLIT_LEFT,
+    build_hist_dense,
     expand_siblings,
+    hist_rows_dense,
     merge_splits,
     node_totals,
+    nonzero_rows,
     quantization_scale,
     split_params,
 )
@@ -333,6 +336,33 @@ def _level(seed=0, n_nodes=4, params=None):
     return mapper, hist, totals, p, gu, hu
 
 
+def test_histogram_rows_written_as_a_push_equal_the_histograms():
+    rng = np.random.default_rng(5)
+    n, widths = 300, np.array([7, 1, 40, 12])
+    offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+    binned = np.ascontiguousarray(
+        (rng.random((4, n)) * widths[:, None]).astype(np.uint8))
+    rows = rng.permutation(n).astype(np.int32)[None, :]
+    node_start, node_count = np.array([0, 0, 250], np.int64), np.array([n, 250, 50], np.int64)
+    build = np.array([2, 0], np.int64)
+    grad = rng.integers(-50, 50, (1, n)).astype(np.float64)
+    hess = rng.integers(1, 9, (1, n)).astype(np.float64)
+    hist = np.zeros((2, offsets[-1], 3))
+    build_hist_dense(binned, rows, node_start, node_count, 3, build, grad, hess, offsets, hist)
+    for c_lo, c_hi in ((0, 4), (2, 4)):  # every column; a shard's range
+        rows_pad, key0 = int(offsets[c_hi] - offsets[c_lo]) + 3, 1000
+        part = np.ascontiguousarray(hist[:, offsets[c_lo]: offsets[c_hi]])
+        part = np.concatenate([part, np.zeros((2, 3, 3))], axis=1)
+        want_k, want_v = np.zeros(1000, np.int64), np.zeros((1000, 3))
+        m = nonzero_rows(part, rows_pad, 0, key0, want_k, want_v, 0)
+        keys, values = np.zeros(1000, np.int64), np.zeros((1000, 3))
+        assert hist_rows_dense(binned, rows, node_start, node_count, 3, build, grad, hess,
+                               offsets, c_lo, c_hi, rows_pad, key0, keys, values, 0) == m
+        np.testing.assert_array_equal(keys[:m], want_k[:m])
+        np.testing.assert_array_equal(values[:m], want_v[:m])
+        assert m < part[..., 2].size and (values[:m, 2] > 0).all()
+
+
 def test_push_carries_the_rows_holding_data_and_adds_up_to_the_histograms():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(400, 6))
@@ -345,7 +375,10 @@ def test_push_carries_the_rows_holding_data_and_adds_up_to_the_histograms():
     scalars, instr = np.arange(1.0, 6.0), np.arange(1.0, 8.0)
     keys = np.full(L.push_size, -1, np.int64)
     values = np.zeros((L.push_size, L.ncols))
-    m = L.fill_push(hist, scalars, instr, keys, values)
+    def rows_of(s, key0, keys, values, at):
+        return nonzero_rows(hist, R, s, key0, keys, values, at)
+
+    m = L.fill_push(rows_of, scalars, instr, keys, values)
     per_area = -(-7 // L.ncols)
     assert m == data.sum() + -(-5 // L.ncols) + 2 * per_area  # no empty histogram row
     assert (np.diff(keys[:m]) > 0).all()  # ascending: the plan needs no reordering
