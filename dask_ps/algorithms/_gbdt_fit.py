@@ -169,7 +169,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
             state["stopped"] = True
             return []
         job = JobArgs(first - 1, last - 1, ensemble, state["bounds"][first - 1], best,
-                      best_round)
+                      best_round, len(data.tasks()))
         results = model.run(functools.partial(boost_task, cfg=cfg, job=job), data)
         trees = results[0]["trees"]
         n_done = len(results[0]["rounds"])

@@ -6,18 +6,19 @@ per shard a contiguous block of keys (:class:`HistLayout`): the *push area* (a s
 whose histogram the workers build in a step), the *pool* (a slot per node that may still
 split), a few *scalars*, the step's *instructions* and the step's *answer*. A slot holds the
 shard's histogram rows — the rows of its columns, a feature range — of one node, node-major,
-``ROWS_PER_KEY`` histogram rows (x 3 sums) per key, so a slot is a few hundred keys and a
-push costs little more than its bytes.
+one histogram row (3 sums) per key, so that a push carries only the rows holding data.
 
 Every worker task runs the whole boosting loop; every step of a tree is
 
 1. **the push**: each task builds the histograms of the step's nodes over its partitions
-   (the smaller child of each split; the roots first) into one buffer laid out as the keys,
-   and pushes it, one merged push per shard; at a root step the scalars ride along (each
-   task's root totals, loss sums and gradient bound); task 0 adds the step's instructions
-   (:class:`Step`, :func:`encode_step`) to every shard, the other tasks zeros in their
-   place, so that every task pushes the same keys and the shards sum the pushes row by
-   row, without merging keys;
+   (the smaller child of each split; the roots first) into one buffer, and pushes the rows
+   of it that hold data (:meth:`HistLayout.fill_push`; deep nodes have few rows per bin:
+   on LightGBM's example a third of the bytes of whole histograms), one merged push per
+   shard; at a root step the scalars ride along (each task's root totals, loss sums and
+   gradient bound); task 0 adds the step's instructions (:class:`Step`,
+   :func:`encode_step`) to every shard, every task its arrival; the shards add the tasks'
+   pushes one by one (exact sums, no merge of their keys) and run the step once all have
+   arrived;
 2. **the answer**: the clock, then a pull of the answer rows — one message per shard
    (``push_pull``). When the BSP clock completes on a shard, the summed push is applied and
    the update rule runs the step there (:func:`shard_step`): siblings expanded into the pool
@@ -37,6 +38,7 @@ on the number of workers, partitions or shards. The shards' side is :mod:`._gbdt
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from time import perf_counter, process_time
@@ -46,7 +48,13 @@ import numpy as np
 from ._gbdt_bins import BinMapper
 from ._gbdt_data import labels as labels_of
 from ._gbdt_data import to_matrix
-from ._gbdt_kernels import N_SPLIT_COLS, SPLIT_COLUMN, quantization_scale
+from ._gbdt_kernels import (
+    N_SPLIT_COLS,
+    SPLIT_COLUMN,
+    hist_rows_dense,
+    nonzero_rows,
+    quantization_scale,
+)
 from ._gbdt_objectives import get_objective
 from ._gbdt_shard import TABLE, HistLayout, Step, encode_step, read_answers
 from ._gbdt_sketch import sample_rows
@@ -97,6 +105,7 @@ class JobArgs:
     bound: float  # gradient bound of round ``first`` (regression; else unused)
     best_loss: float
     best_round: int
+    n_tasks: int = 1  # tasks of the job (each step's push of every one is awaited)
 
 
 class _Rows:
@@ -202,12 +211,15 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
     evals = [_local(p, cfg, obj, job, False) for p in cfg.eval_refs.get(ps.task, [])]
     offsets = L.push_offsets(mapper.hist_offsets)
     width = L.n_shards * L.rows_pad
-    # the push: the histograms of the built nodes, then the scalars' and the instructions'
-    # rows, one buffer (no copy into a message); keys made once per shape of push
-    n_hist = L.n_push * width * 3
-    buf = np.zeros(n_hist + (L.scalar_keys + L.n_shards * L.instr_keys) * L.ncols)
+    # the histograms of the built nodes (summed over the task's partitions), then the push:
+    # their rows holding data, the scalars' and the instructions' rows
+    # one dense partition: its histograms written straight as the push (no buffer)
+    fused = len(train) == 1 and not train[0].bp.sparse and mapper.n_columns > 0
+    n_hist = 0 if fused else L.n_push * width * 3
+    buf = np.zeros(n_hist)
     tmp = np.zeros(n_hist) if len(train) > 1 else None
-    push_keys: dict = {}
+    push_keys = np.empty(L.push_size, np.int64)
+    push_vals = np.empty((L.push_size, L.ncols))
     answer_keys: dict = {}
     pool = _Pool(L.n_pool, T * M)
     gbound, hbound = obj.bounds(np.zeros(0), np.zeros((T, 0))) if cfg.objective != \
@@ -229,30 +241,27 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
         instructions), clock, and pull the shards' answers: one round trip."""
         t0 = perf_counter()
         n_build = len(build)
-        h = buf[: n_build * width * 3].reshape(n_build, width, 3)
-        for i, r in enumerate(train):
-            target = h if i == 0 else tmp[: h.size].reshape(h.shape)
-            if mapper.n_columns:
-                _hist_into(r.bp, build, offsets, target)
-            else:
-                target.fill(0.0)
-            if i:
-                h += target
+        if fused:
+            rows_of = functools.partial(_hist_rows, train[0].bp, build, L)
+        else:
+            h = buf[: n_build * width * 3].reshape(n_build, width, 3)
+            for i, r in enumerate(train):
+                target = h if i == 0 else tmp[: h.size].reshape(h.shape)
+                if mapper.n_columns:
+                    _hist_into(r.bp, build, offsets, target)
+                else:
+                    target.fill(0.0)
+                if i:
+                    h += target
+            rows_of = functools.partial(nonzero_rows, h, L.rows_pad)
         t1 = perf_counter()
-        at = h.size
-        if scalars is not None:
-            at = L.put_scalars(scalars, buf, at)
-        # every task pushes the instruction rows (task 0 the step, the others zeros): the
-        # same keys from every task, which the shards sum without merging them
+        # every task pushes the instruction rows: task 0 the step, the others only their
+        # arrival (the shards run the step once every task's push is in)
         instr = encode_step(step)
         if ps.task != 0:
-            instr[:] = 0.0
-        at, n_instr = L.put_instr(instr, buf, at)
-        shape = (n_build, scalars is not None, n_instr)
-        keys = push_keys.get(shape)
-        if keys is None:
-            keys = push_keys[shape] = L.push_keys_of(*shape)
-        vals = buf[:at].reshape(-1, L.ncols)
+            instr[1:] = 0.0
+        m = L.fill_push(rows_of, scalars, instr, push_keys, push_vals)
+        keys, vals = push_keys[:m], push_vals[:m]
         ps.push(TABLE, keys, vals)
         ps.clock()
         t2 = perf_counter()
@@ -292,7 +301,7 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
         if pending is not None:
             scalars[3 * T: 3 * T + 2] = pending
         scalars[3 * T + 2 + ps.task] = local_bound
-        units = dict(grad_unit=1.0 / gs, hess_unit=1.0 / hs)
+        units = dict(grad_unit=1.0 / gs, hess_unit=1.0 / hs, n_tasks=job.n_tasks)
         empty = np.zeros(0, np.int64)
         splits, split_cat, sc, nbytes = exchange(
             roots, Step(seq(rnd, 0), rnd, len(roots), root_slots, empty, empty, empty,
@@ -384,6 +393,16 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
     out["timings"] = clk
     out["best"] = (best_loss, best_round)
     return out
+
+
+def _hist_rows(bp: BinnedPartition, build, L: HistLayout, s: int, key0: int, keys, values,
+               at: int) -> int:
+    """Shard ``s``'s histogram rows holding data of the nodes ``build`` over ``bp``'s
+    (dense) rows, written as a push (:meth:`HistLayout.fill_push`)."""
+    return hist_rows_dense(bp.binned, bp.rows, bp.node_start, bp.node_count,
+                           bp.nodes_per_tree, np.ascontiguousarray(build, dtype=np.int64),
+                           bp.grad, bp.hess, bp.mapper.hist_offsets, int(L.bounds[s]),
+                           int(L.bounds[s + 1]), L.rows_pad, key0, keys, values, at)
 
 
 def _hist_into(bp: BinnedPartition, build, offsets, out) -> None:

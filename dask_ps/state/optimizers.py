@@ -40,6 +40,10 @@ class Optimizer:
     slots: ClassVar[tuple] = ()
     #: Whether the rule needs a floating-point table.
     needs_float: ClassVar[bool] = True
+    #: Whether the pushes of a clock may be applied one by one instead of merged first (their
+    #: sums exact in any order, e.g. integers held in float64 below 2**53): no merge of
+    #: their keys (a hash of every key) when they push different keys.
+    exact_sums: ClassVar[bool] = False
     #: Code of the per-coordinate kernel (:func:`dask_ps.kernels.optim.coord_step`) when the
     #: rule can also run on the workers, on a local copy of the rows (local steps); else None.
     rule_code: ClassVar[int | None] = None

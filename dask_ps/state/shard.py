@@ -38,9 +38,13 @@ __all__ = ["Shard"]
 
 def _exact_sums(spec: TableSpec) -> bool:
     """Whether the pushes of a clock may be applied one by one instead of merged first: a
-    dense integer table with plain addition (e.g. LDA's counts), whose sums are exact in any
-    order, so skipping the merge (a hash of every key) changes no bit."""
-    return spec.optimizer.name == "add" and spec.dtype.kind in "iu" and not spec.sparse
+    dense table whose sums are exact in any order — integers with plain addition (e.g.
+    LDA's counts), or a rule that says so (``exact_sums``, e.g. GBDT's quantized
+    histograms) — so skipping the merge (a hash of every key) changes no bit."""
+    if spec.sparse:
+        return False
+    return spec.optimizer.exact_sums or (spec.optimizer.name == "add"
+                                         and spec.dtype.kind in "iu")
 
 
 def _same_keys(parts: list) -> bool:

@@ -24,14 +24,18 @@ from dask_ps.algorithms._gbdt_kernels import (
     SPLIT_GAIN,
     SPLIT_IS_CAT,
     SPLIT_LEFT,
+    build_hist_dense,
     expand_siblings,
+    hist_rows_dense,
     merge_splits,
     node_totals,
+    nonzero_rows,
     quantization_scale,
     split_params,
 )
 from dask_ps.algorithms._gbdt_local import boost_local, level_splits, sharded_splits
 from dask_ps.algorithms._gbdt_objectives import get_objective, grad_logloss, grad_softmax
+from dask_ps.algorithms._gbdt_shard import HistLayout
 from dask_ps.algorithms._gbdt_sketch import BinSketch, sample_rate, sketch
 from dask_ps.algorithms._gbdt_tree import LevelGrower
 from dask_ps.algorithms._gbdt_worker import BinnedPartition
@@ -330,6 +334,64 @@ def _level(seed=0, n_nodes=4, params=None):
     p = split_params(min_samples_leaf=5, min_data_per_group=10, cat_smooth=5, reg_lambda=0.5) \
         if params is None else params
     return mapper, hist, totals, p, gu, hu
+
+
+def test_histogram_rows_written_as_a_push_equal_the_histograms():
+    rng = np.random.default_rng(5)
+    n, widths = 300, np.array([7, 1, 40, 12])
+    offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+    binned = np.ascontiguousarray(
+        (rng.random((4, n)) * widths[:, None]).astype(np.uint8))
+    rows = rng.permutation(n).astype(np.int32)[None, :]
+    node_start, node_count = np.array([0, 0, 250], np.int64), np.array([n, 250, 50], np.int64)
+    build = np.array([2, 0], np.int64)
+    grad = rng.integers(-50, 50, (1, n)).astype(np.float64)
+    hess = rng.integers(1, 9, (1, n)).astype(np.float64)
+    hist = np.zeros((2, offsets[-1], 3))
+    build_hist_dense(binned, rows, node_start, node_count, 3, build, grad, hess, offsets, hist)
+    for c_lo, c_hi in ((0, 4), (2, 4)):  # every column; a shard's range
+        rows_pad, key0 = int(offsets[c_hi] - offsets[c_lo]) + 3, 1000
+        part = np.ascontiguousarray(hist[:, offsets[c_lo]: offsets[c_hi]])
+        part = np.concatenate([part, np.zeros((2, 3, 3))], axis=1)
+        want_k, want_v = np.zeros(1000, np.int64), np.zeros((1000, 3))
+        m = nonzero_rows(part, rows_pad, 0, key0, want_k, want_v, 0)
+        keys, values = np.zeros(1000, np.int64), np.zeros((1000, 3))
+        assert hist_rows_dense(binned, rows, node_start, node_count, 3, build, grad, hess,
+                               offsets, c_lo, c_hi, rows_pad, key0, keys, values, 0) == m
+        np.testing.assert_array_equal(keys[:m], want_k[:m])
+        np.testing.assert_array_equal(values[:m], want_v[:m])
+        assert m < part[..., 2].size and (values[:m, 2] > 0).all()
+
+
+def test_push_carries_the_rows_holding_data_and_adds_up_to_the_histograms():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 6))
+    mapper = bin_mapper(sketch(X, np.arange(400), 1.0), 31)
+    L = HistLayout.make(mapper, 2, 4, 6, 5)
+    n_build, R = 3, L.rows_pad
+    hist = np.zeros((n_build, 2 * R, 3))
+    data = rng.random((n_build, 2 * R)) < 0.3
+    hist[data] = rng.integers(1, 9, (int(data.sum()), 3))
+    scalars, instr = np.arange(1.0, 6.0), np.arange(1.0, 8.0)
+    keys = np.full(L.push_size, -1, np.int64)
+    values = np.zeros((L.push_size, L.ncols))
+    def rows_of(s, key0, keys, values, at):
+        return nonzero_rows(hist, R, s, key0, keys, values, at)
+
+    m = L.fill_push(rows_of, scalars, instr, keys, values)
+    per_area = -(-7 // L.ncols)
+    assert m == data.sum() + -(-5 // L.ncols) + 2 * per_area  # no empty histogram row
+    assert (np.diff(keys[:m]) > 0).all()  # ascending: the plan needs no reordering
+    table = np.zeros((L.n_keys, L.ncols))
+    table[keys[:m]] += values[:m]
+    for s in range(2):
+        block = table[s * L.block: (s + 1) * L.block]
+        np.testing.assert_array_equal(block[: n_build * R].reshape(n_build, R, 3),
+                                      hist[:, s * R: (s + 1) * R])
+        np.testing.assert_array_equal(
+            block[L.first_instr: L.first_instr + per_area].ravel()[:7], instr)
+    np.testing.assert_array_equal(
+        table[L.first_scalar: L.first_scalar + L.scalar_keys].ravel()[:5], scalars)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
