@@ -87,7 +87,7 @@ def test_a_fresh_process_fits_without_compiling_after_the_warm_step(warmed):
     used = {k: v for k, v in stats.items() if v[0] + v[1] > 0}
     assert any(k.endswith(".logistic_grad") for k in used), sorted(used)
     assert any(k.endswith(".sgd_sweep") for k in used), sorted(used)
-    for module in ("_fm_kernels", "_lda_kernels", "_gbdt_kernels"):
+    for module in ("_fm_kernels", "_lda_kernels", "_gbdt_kernels", "_gbdt_splits"):
         assert any(f".{module}." in k for k in used), (module, sorted(used))
     compiled = {k: v[1] for k, v in used.items() if v[1]}
     assert not compiled, f"compiled in the user's first fit (not warmed): {compiled}"

@@ -21,11 +21,11 @@ from ..partitions import Partitions
 from ._base import EpochLoop
 from ._gbdt_bins import BinMapper
 from ._gbdt_data import eval_labels
-from ._gbdt_kernels import split_params
 from ._gbdt_objectives import get_objective
 from ._gbdt_ps import FitConfig, JobArgs, boost_task, early_stop
 from ._gbdt_shard import TABLE, HistLayout, StepRule, shard_setup
 from ._gbdt_sketch import sample_rate
+from ._gbdt_splits import split_params
 from ._gbdt_survey import survey_bins
 from ._gbdt_tree import Ensemble
 

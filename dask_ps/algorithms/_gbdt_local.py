@@ -31,16 +31,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._gbdt_bins import BinMapper, bin_mapper
-from ._gbdt_kernels import (
-    N_SPLIT_COLS,
-    expand_siblings,
-    find_splits,
-    merge_splits,
-    quantization_scale,
-    split_params,
-)
+from ._gbdt_kernels import expand_siblings, quantization_scale
 from ._gbdt_objectives import Objective, get_objective
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT, BinSketch, sample_rate
+from ._gbdt_splits import N_SPLIT_COLS, find_splits, merge_splits, split_params
 from ._gbdt_tree import Ensemble, LevelGrower
 from ._gbdt_worker import BinnedPartition, partition_sketch
 

@@ -48,16 +48,11 @@ import numpy as np
 from ._gbdt_bins import BinMapper
 from ._gbdt_data import labels as labels_of
 from ._gbdt_data import to_matrix
-from ._gbdt_kernels import (
-    N_SPLIT_COLS,
-    SPLIT_COLUMN,
-    hist_rows_dense,
-    nonzero_rows,
-    quantization_scale,
-)
+from ._gbdt_kernels import hist_rows_dense, nonzero_rows, quantization_scale
 from ._gbdt_objectives import get_objective
 from ._gbdt_shard import TABLE, HistLayout, Step, encode_step, read_answers
 from ._gbdt_sketch import sample_rows
+from ._gbdt_splits import N_SPLIT_COLS, SPLIT_COLUMN
 from ._gbdt_tree import Ensemble, LevelGrower
 from ._gbdt_worker import BinnedPartition
 

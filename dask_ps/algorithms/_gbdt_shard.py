@@ -18,12 +18,8 @@ import numpy as np
 
 from ..state.optimizers import OPTIMIZERS, Add
 from ._gbdt_bins import BinMapper
-from ._gbdt_kernels import (
-    N_SPLIT_COLS,
-    expand_siblings,
-    find_splits,
-    merge_splits,
-)
+from ._gbdt_kernels import expand_siblings
+from ._gbdt_splits import N_SPLIT_COLS, find_splits, merge_splits
 
 __all__ = ["ROWS_PER_KEY", "TABLE", "HistLayout", "Step", "StepRule", "column_mask",
            "decode_step", "encode_step", "read_answers", "shard_setup", "shard_step"]

@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 from ._gbdt_bins import X_TYPES, BinMapper, expand_signatures
-from ._gbdt_kernels import (
+from ._gbdt_splits import (
     N_SPLIT_COLS,
     SPLIT_BIN,
     SPLIT_COLUMN,

@@ -11,10 +11,20 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from . import _csv_kernels as _ck
-from ._line_kernels import CSV, count_rows
-from ._blocks import (OBJECTS, box, count_read, each, expect_rows, open_paths, plan,
-                      read_array, select, start_lines)
+from ._blocks import (
+    OBJECTS,
+    box,
+    count_read,
+    each,
+    expect_rows,
+    open_paths,
+    plan,
+    read_array,
+    select,
+    start_lines,
+)
 from ._csv import LineError, bad_line, header_end, header_names, parse_block
+from ._line_kernels import CSV, count_rows
 from .hashing import HashingEncoder, csr_rows, index_dtype
 
 __all__ = ["encode_ctr", "infer_encoder", "read_ctr"]

@@ -9,7 +9,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _libsvm_kernels as _k
-from ._line_kernels import SVM, count_rows
 from ._blocks import OBJECTS as _OBJECTS
 from ._blocks import Block as _Block
 from ._blocks import box as _box
@@ -20,6 +19,7 @@ from ._blocks import read as _read
 from ._blocks import read_array as _read_array
 from ._blocks import select as _select
 from ._csv import LineError
+from ._line_kernels import SVM, count_rows
 
 __all__ = ["read_libsvm"]
 

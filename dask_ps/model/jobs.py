@@ -28,8 +28,8 @@ from ..cluster import PauseWatch
 from ..diagnostics.events import watch_job
 from ..exceptions import ShardUnavailableError, WorkerLostError
 from ..partitions import Partition, Partitions
-from ..state.consistency import DONE, Consistency, get_consistency
 from ..state._malloc import release_memory
+from ..state.consistency import DONE, Consistency, get_consistency
 from ..state.keys import TASKS_PREFIX
 from ..view import WorkerView
 from . import connection, placement

@@ -8,6 +8,17 @@ import scipy.sparse as sp
 
 from dask_ps.algorithms._gbdt_bins import BinMapper, bin_mapper
 from dask_ps.algorithms._gbdt_kernels import (
+    build_hist_dense,
+    expand_siblings,
+    hist_rows_dense,
+    nonzero_rows,
+    quantization_scale,
+)
+from dask_ps.algorithms._gbdt_local import boost_local, level_splits, sharded_splits
+from dask_ps.algorithms._gbdt_objectives import get_objective, grad_logloss, grad_softmax
+from dask_ps.algorithms._gbdt_shard import HistLayout
+from dask_ps.algorithms._gbdt_sketch import BinSketch, sample_rate, sketch
+from dask_ps.algorithms._gbdt_splits import (
     N_SPLIT_COLS,
     P_CAT_L2,
     P_CAT_SMOOTH,
@@ -24,19 +35,10 @@ from dask_ps.algorithms._gbdt_kernels import (
     SPLIT_GAIN,
     SPLIT_IS_CAT,
     SPLIT_LEFT,
-    build_hist_dense,
-    expand_siblings,
-    hist_rows_dense,
     merge_splits,
     node_totals,
-    nonzero_rows,
-    quantization_scale,
     split_params,
 )
-from dask_ps.algorithms._gbdt_local import boost_local, level_splits, sharded_splits
-from dask_ps.algorithms._gbdt_objectives import get_objective, grad_logloss, grad_softmax
-from dask_ps.algorithms._gbdt_shard import HistLayout
-from dask_ps.algorithms._gbdt_sketch import BinSketch, sample_rate, sketch
 from dask_ps.algorithms._gbdt_tree import LevelGrower
 from dask_ps.algorithms._gbdt_worker import BinnedPartition
 
