@@ -10,8 +10,9 @@ The package pins ``distributed`` to the versions these were checked with (pyproj
 from __future__ import annotations
 
 __all__ = ["ProxyRPC", "actor_address", "actor_execute", "current_worker", "desire_keys",
-           "in_memory", "memory_limit", "scheduler_workers", "sklearn_param_validation",
-           "spilled_bytes", "transfer_counters", "worker_actors", "worker_loop", "worker_store"]
+           "in_memory", "managed_in_memory", "memory_fractions", "memory_limit",
+           "scheduler_workers", "set_spill_offset", "sklearn_param_validation", "spilled_bytes",
+           "transfer_counters", "worker_actors", "worker_loop", "worker_store"]
 
 
 def current_worker():
@@ -72,6 +73,32 @@ def worker_store(worker):
 def memory_limit(worker) -> int | None:
     """The memory limit of ``worker`` in bytes, None (or 0) when unlimited."""
     return worker.memory_manager.memory_limit
+
+
+def memory_fractions(worker) -> tuple:
+    """Dask's ``(target, spill, pause)`` fractions of ``worker``'s memory limit (each a float,
+    or False when off)."""
+    mm = worker.memory_manager
+    return mm.memory_target_fraction, mm.memory_spill_fraction, mm.memory_pause_fraction
+
+
+def managed_in_memory(worker) -> int | None:
+    """Bytes (``sizeof``) of the data ``worker`` holds in memory, as its ``SpillBuffer``
+    weighs them; None without spilling (a plain dict store)."""
+    fast = getattr(worker.data, "fast", None)
+    return None if fast is None else int(fast.total_weight)
+
+
+def set_spill_offset(worker, nbytes: int) -> bool:
+    """Make ``worker``'s ``SpillBuffer`` count ``nbytes`` more than the data it holds when it
+    decides to spill (zict's public ``Buffer.offset``, unused by distributed itself), and
+    spill now down to that; False without a ``SpillBuffer``."""
+    data = worker.data
+    if not hasattr(data, "offset") or not hasattr(data, "evict_until_below_target"):
+        return False
+    data.offset = max(0, int(nbytes))
+    data.evict_until_below_target()
+    return True
 
 
 def spilled_bytes(worker) -> dict:

@@ -30,7 +30,10 @@ def _worker_side(key):
     return (key in actors, isinstance(loop, asyncio.AbstractEventLoop),
             isinstance(_compat.memory_limit(worker), int), hasattr(store, "__getitem__"),
             hasattr(_compat.in_memory(worker), "__contains__"),
-            isinstance(_compat.spilled_bytes(worker), dict))
+            isinstance(_compat.spilled_bytes(worker), dict),
+            all(f is False or 0 < f <= 1 for f in _compat.memory_fractions(worker)),
+            isinstance(_compat.managed_in_memory(worker), int),
+            _compat.set_spill_offset(worker, 0) and worker.data.offset == 0)
 
 
 def test_worker_internals(client2):

@@ -162,3 +162,40 @@ def test_partitions_do_not_pickle():
 
     with pytest.raises(TypeError, match="tasks get Partition handles"):
         pickle.dumps(partition(np.zeros(3), client="local"))
+
+
+@pytest.mark.timeout(300)
+def test_a_small_worker_spills_its_data_early_enough_for_the_rest_of_the_process():
+    """Dask spills data above its target share of the limit by the data's own size: 300 MB of
+    data on a 1 GiB worker (target 0.45) stays in memory beside a ~0.3 GiB interpreter, and
+    training would add shards and a partition's copies on top, up to the pause threshold.
+    fit_spill_target counts the rest of the process (and a headroom) too: data goes to disk
+    until data + the rest + headroom is below the spill threshold."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    from dask_ps import _compat
+    from dask_ps.partitions.worker import HEADROOM_FRACTION, fit_spill_target
+
+    assert fit_spill_target() is None  # not in a worker
+    memory = {"distributed.worker.memory.target": 0.45, "distributed.worker.memory.spill": 0.75,
+              "distributed.worker.memory.pause": 0.85,
+              "distributed.worker.memory.terminate": False}
+    with dask.config.set(memory), \
+            LocalCluster(n_workers=1, threads_per_worker=1, memory_limit="1GiB",
+                         dashboard_address=None, worker_dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        data = [client.scatter(np.full(100 * 2**20 // 8, float(i))) for i in range(3)]
+
+        def state(dask_worker):
+            return (len(_compat.spilled_bytes(dask_worker)),
+                    _compat.managed_in_memory(dask_worker))
+
+        [(spilled, managed)] = client.run(state).values()
+        assert spilled == 0 and managed >= 300 * 2**20  # Dask alone keeps them in memory
+        [allowed] = client.run(fit_spill_target).values()
+        assert 0 <= allowed <= (0.75 - HEADROOM_FRACTION) * 2**30
+        [(spilled, managed)] = client.run(state).values()
+        assert spilled >= 1 and managed <= allowed, (spilled, managed, allowed)
+        # the data is intact, read back from the worker's disk
+        assert [float(d.result()[0]) for d in data] == [0.0, 1.0, 2.0]

@@ -28,6 +28,7 @@ from ..cluster import PauseWatch
 from ..diagnostics.events import watch_job
 from ..exceptions import ShardUnavailableError, WorkerLostError
 from ..partitions import Partition, Partitions
+from ..partitions.worker import fit_spill_target
 from ..state._malloc import release_memory
 from ..state.consistency import DONE, Consistency, get_consistency
 from ..state.keys import TASKS_PREFIX
@@ -213,6 +214,7 @@ class _EpochLoop:
 
     def __call__(self, ps: WorkerView, parts: list[Partition]) -> list:
         out = []
+        fit_spill_target()  # the data Dask keeps in memory, beside the shards and the rest
         for e in range(self.epochs):
             epoch = self.first + e
             rng = np.random.default_rng([self.seed, epoch, ps.task])
@@ -222,7 +224,8 @@ class _EpochLoop:
                 out.append((e, part.index, self.step(ps, part)))
                 # what the step freed (its partition's copies, a reader's buffers) goes
                 # back to the system before the next partition is loaded, when memory is short
-                release_memory()
+                if release_memory():
+                    fit_spill_target(release=False)
         return out
 
 

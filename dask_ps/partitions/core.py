@@ -10,7 +10,7 @@ import numpy as np
 
 from ..cluster import PauseWatch, worker_info
 from . import inputs
-from .worker import Partition, drop_state, io_counters
+from .worker import Partition, drop_state, fit_spill_target, io_counters
 
 __all__ = ["Partitions", "partition"]
 
@@ -278,6 +278,8 @@ def _finish(client, futures: list, *, start, placed=None) -> Partitions:
     the io counters once in place, default now."""
     from distributed import wait
 
+    # the workers spill what they read early enough to keep room for the rest of the process
+    client.run(fit_spill_target)
     watch = PauseWatch(client, f"computing {len(futures)} partitions")
     while True:
         try:

@@ -17,8 +17,10 @@ import threading
 from typing import Any, Callable
 
 from .. import _compat
+from ..state._malloc import release_memory
 
-__all__ = ["Partition", "cache_budget", "drop_state", "io_counters"]
+__all__ = ["HEADROOM_FRACTION", "Partition", "cache_budget", "drop_state", "fit_spill_target",
+           "io_counters"]
 
 # Worker-local state of the partitions of this process, by (data uid, partition index).
 _STATE: dict[tuple[str, int], dict] = {}
@@ -37,6 +39,50 @@ CACHE_FRACTION = 0.1
 #: memory limit: a worker short of memory streams (builds anew) rather than keep a second
 #: copy that Dask cannot spill and that would push it towards its pause threshold.
 CACHE_RSS_FRACTION = 0.5
+
+
+#: Share of a worker's memory limit that :func:`fit_spill_target` keeps free for a task's
+#: working memory: the partition it trains on, the blocks built from it, a reader's buffers.
+HEADROOM_FRACTION = 0.15
+
+
+def fit_spill_target(dask_worker=None, release: bool = True) -> int | None:
+    """Make Dask spill this worker's data early enough that the data it keeps in memory, plus
+    everything else the process holds (shards, caches, libraries: Dask's "unmanaged" memory)
+    plus :data:`HEADROOM_FRACTION` of the limit, stays below Dask's spill threshold.
+
+    Dask spills data above its ``target`` share of the limit by the data's own size, whatever
+    else the process holds: on a 1 GiB worker, 0.45 GiB of partitions beside a 0.3 GiB
+    interpreter and 0.2 GiB of shards reach the pause threshold and the worker stops. Here the
+    worker's ``SpillBuffer`` counts the rest of the process too (zict's ``offset``), measured
+    now (after :func:`~dask_ps.state._malloc.release_memory` when ``release``); Dask's target
+    stays the upper bound. Run at the start of every training task and, when memory is short,
+    after each of its steps, and on every worker before partitions are read.
+
+    Returns
+    -------
+    int or None
+        Bytes of data the worker may now keep in memory before spilling; None outside a
+        worker, without a memory limit or with spilling off.
+    """
+    worker = dask_worker if dask_worker is not None else _compat.current_worker()
+    if worker is None:
+        return None
+    limit = _compat.memory_limit(worker)
+    target, spill, pause = _compat.memory_fractions(worker)
+    managed = _compat.managed_in_memory(worker)
+    if not limit or managed is None or not (target or spill):
+        return None
+    if release:
+        release_memory(force=True)
+    import psutil
+
+    other = psutil.Process().memory_info().rss - managed
+    upper = (target or spill) * limit
+    ceiling = (spill or pause or 1.0) * limit
+    allowed = max(0.0, min(upper, ceiling - other - HEADROOM_FRACTION * limit))
+    _compat.set_spill_offset(worker, upper - allowed)
+    return int(allowed)
 
 
 def _room_for(size: int) -> bool:
