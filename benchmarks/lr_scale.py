@@ -221,7 +221,8 @@ def main(argv=None) -> int:
     summary = dict(args=vars(args), machine=dict(cpus=os.cpu_count(),
                                                  ram_bytes=_ram_bytes()))
     memory = {"distributed.worker.memory.target": args.target,
-              "distributed.worker.memory.spill": 0.75, "distributed.worker.memory.pause": args.pause,
+              "distributed.worker.memory.spill": 0.75,
+              "distributed.worker.memory.pause": args.pause,
               "distributed.worker.memory.terminate": 0.95}
     try:
         with dask.config.set(memory), LocalCluster(n_workers=args.workers, threads_per_worker=1,

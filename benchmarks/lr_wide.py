@@ -124,14 +124,14 @@ def main(argv=None) -> int:
 
     import dask
     from distributed import Client, LocalCluster, wait
+    from lr_scale import PeakMemory
+    from sklearn.metrics import roc_auc_score
 
     import dask_ps
     from dask_ps.algorithms import _logistic_data as D
     from dask_ps.algorithms._stochastic import Rule
     from dask_ps.algorithms.logistic import SOLVERS, train
     from dask_ps.partitions import partition
-    from sklearn.metrics import roc_auc_score
-    from lr_scale import PeakMemory
 
     def load() -> str:
         return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
