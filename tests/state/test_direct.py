@@ -91,7 +91,8 @@ def test_dense_key_sets_are_exact_over_the_channels_as_bitmaps(client2x2):
 
 
 def named_keys_task(ps, item):
-    """Pull-compute-push steps on a hashed table from one task; then pushes naming keys the
+    """Pull-compute-push steps on a hashed table from one task (BSP: each pull sees the pushes
+    of the clocks before it; ASP would not promise it); then pushes naming keys the
     remote shard does not hold, through both callers of the transport: each is sent again
     with its keys and applied once."""
     from dask_ps.state.partition import KeyRef
@@ -129,7 +130,7 @@ def test_pushes_name_the_keys_their_pull_sent_to_remote_shards(client2x2):
         model.add_table("h", shape=(None,), partitioner="hash", dtype="float64",
                         optimizer="add")
         before = model.stats()
-        [want] = model.run(named_keys_task, [(n_clocks, n)], consistency="asp",
+        [want] = model.run(named_keys_task, [(n_clocks, n)], consistency="bsp",
                            workers=[model.shards[0].address])
         after = model.stats()
         pool = np.random.default_rng(11).integers(-2**62, 2**62, 3 * n)
