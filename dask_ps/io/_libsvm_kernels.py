@@ -181,6 +181,16 @@ def _plain_pair(buf, i, n):
     return idx, j, v
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _record(indices, values, k, idx, v, shift, store, prev, canonical, lo, hi):
+    """Store pair ``k`` (feature ``idx``, value ``v``) when ``store``; returns the row's
+    ``canonical`` flag (indices strictly increasing so far) and the index bounds updated."""
+    if store:
+        indices[k] = idx - shift
+        values[k] = v
+    return canonical and idx > prev, min(lo, idx), max(hi, idx)
+
+
 @numba.njit(cache=True, nogil=True)
 def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_probe):
     """Parse a block of whole LIBSVM lines.
@@ -264,16 +274,9 @@ def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_prob
                 if vend > 0 and idx <= max_raw and (idx > 0 or not reject_zero):
                     first = False
                     empty = False
-                    if store:
-                        indices[k] = idx - shift
-                        values[k] = v
-                    if idx <= prev:
-                        canonical = False
+                    canonical, lo, hi = _record(indices, values, k, idx, v, shift, store,
+                                                prev, canonical, lo, hi)
                     prev = idx
-                    if idx < lo:
-                        lo = idx
-                    if idx > hi:
-                        hi = idx
                     k += 1
                     i = vend
                     continue
@@ -360,16 +363,9 @@ def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_prob
                 slow_line[nslow] = line
                 slow_start[nslow] = ts
                 nslow += 1
-            if store:
-                indices[k] = idx - shift
-                values[k] = v
-            if idx <= prev:
-                canonical = False
+            canonical, lo, hi = _record(indices, values, k, idx, v, shift, store, prev,
+                                        canonical, lo, hi)
             prev = idx
-            if idx < lo:
-                lo = idx
-            if idx > hi:
-                hi = idx
             k += 1
         if err:
             break

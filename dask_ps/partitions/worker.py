@@ -55,9 +55,10 @@ def fit_spill_target(dask_worker=None, release: bool = True) -> int | None:
     else the process holds: on a 1 GiB worker, 0.45 GiB of partitions beside a 0.3 GiB
     interpreter and 0.2 GiB of shards reach the pause threshold and the worker stops. Here the
     worker's ``SpillBuffer`` counts the rest of the process too (zict's ``offset``), measured
-    now (after :func:`~dask_ps.state._malloc.release_memory` when ``release``); Dask's target
-    stays the upper bound. Run at the start of every training task and, when memory is short,
-    after each of its steps, and on every worker before partitions are read.
+    now (after :func:`~dask_ps.state._malloc.release_memory` when ``release`` and the process
+    holds more than ``RELEASE_FRACTION`` of the limit); Dask's target stays the upper bound.
+    Run at the start of every training task and, when memory is short, after each of its
+    steps, and on every worker before partitions are read.
 
     Returns
     -------
@@ -74,7 +75,7 @@ def fit_spill_target(dask_worker=None, release: bool = True) -> int | None:
     if not limit or managed is None or not (target or spill):
         return None
     if release:
-        release_memory(force=True)
+        release_memory()  # acts only past RELEASE_FRACTION of the limit: ~ms otherwise
     import psutil
 
     other = psutil.Process().memory_info().rss - managed
