@@ -198,8 +198,9 @@ def main(argv=None) -> int:
                     help="split_share values of the dask_ps reference booster")
     ap.add_argument("--ps-shares", type=float, nargs="+", default=None,
                     help="split_share values of the dask_ps cluster fit (default: its "
-                         "default, 1: level by level; less: best-first in batches, closer "
-                         "to LightGBM's leaf-wise trees, more steps per tree)")
+                         "default, 'auto': 1 (level by level) below 100,000 rows, 0.1 "
+                         "(best-first in batches, closer to LightGBM's leaf-wise trees, "
+                         "more steps per tree) from there)")
     ap.add_argument("--only", nargs="*", choices=list(CONTENDERS), help="run only these")
     ap.add_argument("--dask-profiler", action="store_true",
                     help="keep Dask's statistical profiler of the workers on (default: off)")

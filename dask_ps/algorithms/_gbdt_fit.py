@@ -27,7 +27,7 @@ from ._gbdt_shard import TABLE, HistLayout, StepRule, shard_setup
 from ._gbdt_sketch import sample_rate
 from ._gbdt_splits import split_params
 from ._gbdt_survey import survey_bins
-from ._gbdt_tree import Ensemble
+from ._gbdt_tree import Ensemble, resolve_split_share
 
 __all__ = ["ONE_SHARD_BYTES", "FitResult", "one_shard", "train"]
 
@@ -76,7 +76,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
           classify: bool, categories: dict, categorical, n_estimators: int,
           learning_rate: float, max_leaf_nodes: int, max_depth, min_child_weight: float,
           min_samples_leaf: int, reg_lambda: float, min_split_gain: float, max_bins: int,
-          subsample: float, colsample_bytree: float, split_share: float,
+          subsample: float, colsample_bytree: float, split_share,
           early_stopping_rounds, sample_count: int, cat_params: dict, random_state: int,
           loop: EpochLoop) -> FitResult:
     """Fit boosted trees on ``data`` (partitions of ``(X, y)``); see the estimators.
@@ -90,6 +90,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     n_train = data.total_rows
     if n_train == 0:
         raise ValueError("X has no rows")
+    split_share = resolve_split_share(split_share, n_train)
     starts = np.concatenate([[0], np.cumsum(data.n_rows)[:-1]]).astype(np.int64)
     rate = sample_rate(n_train, sample_count)
     parts, mapper = survey_bins(data, starts, rate, random_state, categories, classify,

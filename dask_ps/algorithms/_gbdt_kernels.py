@@ -70,43 +70,96 @@ _HIST_COMMON = ("int32[:, ::1], int64[::1], int64[::1], int64, int64[::1], float
 
 
 @numba.njit(**_JIT)
-def _buffers(hist_offsets, c_lo, c_hi, node_count, build_nodes):
-    """Scratch of one column's histogram (in L1 cache) and of a node's gradients."""
+def _gather(rows, node_start, node_count, nodes_per_tree, build_nodes, grad, hess):
+    """The rows of the nodes ``build_nodes``, one after the other (node ``j`` at
+    ``starts[j]:starts[j + 1]``), with their (grad, hess) pairs in that order (LightGBM's
+    "ordered gradients")."""
+    nb = build_nodes.shape[0]
+    starts = np.empty(nb + 1, np.int64)
+    starts[0] = 0
+    for j in range(nb):
+        starts[j + 1] = starts[j] + node_count[build_nodes[j]]
+    orow = np.empty(starts[nb], np.int32)
+    gh = np.empty((starts[nb], 2))
+    for j in range(nb):
+        v = build_nodes[j]
+        t = v // nodes_per_tree
+        s = node_start[v]
+        a = starts[j]
+        for ii in range(node_count[v]):
+            r = rows[t, s + ii]
+            orow[a + ii] = r
+            gh[a + ii, 0] = grad[t, r]
+            gh[a + ii, 1] = hess[t, r]
+    return starts, orow, gh
+
+
+@numba.njit(**_JIT)
+def _one_column(col, orow, gh, a, e, sg, sc):
+    for ii in range(a, e):
+        b = col[orow[ii]]
+        sg[b, 0] += gh[ii, 0]
+        sg[b, 1] += gh[ii, 1]
+        sc[b] += 1
+
+
+@numba.njit(**_JIT)
+def _four_columns(c0, c1, c2, c3, orow, gh, a, e, sg, sc):
+    g0, g1, g2, g3 = sg[0], sg[1], sg[2], sg[3]
+    n0, n1, n2, n3 = sc[0], sc[1], sc[2], sc[3]
+    for ii in range(a, e):
+        r = orow[ii]
+        g = gh[ii, 0]
+        h = gh[ii, 1]
+        b = c0[r]
+        g0[b, 0] += g
+        g0[b, 1] += h
+        n0[b] += 1
+        b = c1[r]
+        g1[b, 0] += g
+        g1[b, 1] += h
+        n1[b] += 1
+        b = c2[r]
+        g2[b, 0] += g
+        g2[b, 1] += h
+        n2[b] += 1
+        b = c3[r]
+        g3[b, 0] += g
+        g3[b, 1] += h
+        n3[b] += 1
+
+
+@numba.njit(**_JIT)
+def _dense_hist(binned, c_lo, c_hi, hist_offsets, starts, orow, gh, out):
+    """Histograms of columns ``c_lo:c_hi`` of the gathered nodes into ``out[j, hist_offsets[c]
+    - hist_offsets[c_lo] + b]``: four columns per pass over a node's rows, one column block
+    for every node before the next block (the block's columns stay in cache)."""
     width = 1
     for c in range(c_lo, c_hi):
         width = max(width, hist_offsets[c + 1] - hist_offsets[c])
-    most = 0
-    for j in range(build_nodes.shape[0]):
-        most = max(most, node_count[build_nodes[j]])
-    return np.empty((width, 3)), np.empty(most), np.empty(most)
-
-
-@numba.njit(**_JIT)
-def _ordered(rows, node_start, node_count, nodes_per_tree, v, grad, hess, og, oh):
-    """Node ``v``'s gradients in its rows' order (LightGBM's "ordered gradients"); returns
-    its tree, first row and row count."""
-    t = v // nodes_per_tree
-    s = node_start[v]
-    cnt = node_count[v]
-    for ii in range(cnt):
-        r = rows[t, s + ii]
-        og[ii] = grad[t, r]
-        oh[ii] = hess[t, r]
-    return t, s, cnt
-
-
-@numba.njit(**_JIT)
-def _column_hist(col, rows, t, s, cnt, og, oh, scratch, w):
-    """One column's histogram of a node's rows into ``scratch[:w]``."""
-    for b in range(w):
-        scratch[b, 0] = 0.0
-        scratch[b, 1] = 0.0
-        scratch[b, 2] = 0.0
-    for ii in range(cnt):
-        b = col[rows[t, s + ii]]
-        scratch[b, 0] += og[ii]
-        scratch[b, 1] += oh[ii]
-        scratch[b, 2] += 1.0
+    sg = np.zeros((4, width, 2))
+    sc = np.zeros((4, width), np.int32)
+    row0 = hist_offsets[c_lo]
+    for c in range(c_lo, c_hi, 4):
+        k = min(4, c_hi - c)
+        for j in range(starts.shape[0] - 1):
+            if k == 4:
+                _four_columns(binned[c], binned[c + 1], binned[c + 2], binned[c + 3], orow,
+                              gh, starts[j], starts[j + 1], sg, sc)
+            else:
+                for q in range(k):
+                    _one_column(binned[c + q], orow, gh, starts[j], starts[j + 1], sg[q],
+                                sc[q])
+            hj = out[j]
+            for q in range(k):
+                o = hist_offsets[c + q] - row0
+                for b in range(hist_offsets[c + q + 1] - hist_offsets[c + q]):
+                    hj[o + b, 0] = sg[q, b, 0]
+                    hj[o + b, 1] = sg[q, b, 1]
+                    hj[o + b, 2] = sc[q, b]
+                    sg[q, b, 0] = 0.0
+                    sg[q, b, 1] = 0.0
+                    sc[q, b] = 0
 
 
 @numba.njit(expand_signatures("void(BT[:, ::1], " + _HIST_COMMON + ")", BT=BIN_TYPES), **_JIT)
@@ -129,135 +182,18 @@ def build_hist_dense(binned, rows, node_start, node_count, nodes_per_tree, build
 
     Notes
     -----
-    Column by column over a node's rows with its gradients gathered once (LightGBM's
-    "ordered gradients"): one column's histogram stays in L1 cache whatever the number of
-    columns.
+    The nodes' rows and (grad, hess) pairs are gathered once (LightGBM's "ordered
+    gradients"); then four columns at a time, every node's rows are passed over once per
+    block of columns, the block's columns staying in cache from one node to the next. Each
+    row adds one (grad, hess) pair (one 16-byte load and store) and one int32 count per
+    column into four per-column histograms in L1 cache, turned into float64 rows on output
+    (sums stay exact). Measured on the steps of 5 trees of a 200k x 100 set (63 leaves, CPU
+    seconds, best of 4, machine load ~10): 1.16 s before (a column at a time, one node after
+    the other, three float64 sums per row), 0.98 s.
     """
-    n_cols = binned.shape[0]
-    scratch, og, oh = _buffers(hist_offsets, 0, n_cols, node_count, build_nodes)
-    for j in range(build_nodes.shape[0]):
-        t, s, cnt = _ordered(rows, node_start, node_count, nodes_per_tree, build_nodes[j],
-                             grad, hess, og, oh)
-        hj = out[j]
-        for c in range(n_cols):
-            o = hist_offsets[c]
-            w = hist_offsets[c + 1] - o
-            _column_hist(binned[c], rows, t, s, cnt, og, oh, scratch, w)
-            for b in range(w):
-                hj[o + b, 0] = scratch[b, 0]
-                hj[o + b, 1] = scratch[b, 1]
-                hj[o + b, 2] = scratch[b, 2]
-
-
-@numba.njit(expand_signatures("int64(BT[:, ::1], " + _HIST_COMMON[:-len(", float64[:, :, ::1]")]
-                              + ", int64, int64, int64, int64, int64[::1], float64[:, ::1], "
-                              "int64)", BT=BIN_TYPES), **_JIT)
-def hist_rows_dense(binned, rows, node_start, node_count, nodes_per_tree, build_nodes, grad,
-                    hess, hist_offsets, c_lo, c_hi, rows_pad, key0, keys, values, at):
-    """:func:`build_hist_dense` of the columns ``c_lo:c_hi`` written as a push: only the
-    histogram rows holding data (count > 0), to ``keys``/``values`` from ``at``, in
-    ascending keys (row ``r`` of the range in node ``build_nodes[j]``: ``key0 + j *
-    rows_pad + r``; see :func:`nonzero_rows`). Returns the new end.
-
-    The same sums as :func:`build_hist_dense` followed by :func:`nonzero_rows`, without
-    writing and reading back the empty rows (most rows of deep nodes).
-    """
-    scratch, og, oh = _buffers(hist_offsets, c_lo, c_hi, node_count, build_nodes)
-    for j in range(build_nodes.shape[0]):
-        t, s, cnt = _ordered(rows, node_start, node_count, nodes_per_tree, build_nodes[j],
-                             grad, hess, og, oh)
-        k0 = key0 + j * rows_pad - hist_offsets[c_lo]
-        for c in range(c_lo, c_hi):
-            o = hist_offsets[c]
-            w = hist_offsets[c + 1] - o
-            _column_hist(binned[c], rows, t, s, cnt, og, oh, scratch, w)
-            for b in range(w):
-                if scratch[b, 2] != 0.0:
-                    keys[at] = k0 + o + b
-                    values[at, 0] = scratch[b, 0]
-                    values[at, 1] = scratch[b, 1]
-                    values[at, 2] = scratch[b, 2]
-                    at += 1
-    return at
-
-
-@numba.njit(expand_signatures("void(int64[::1], int32[::1], BT[::1], int32[::1], "
-                              + _HIST_COMMON + ")", BT=BIN_TYPES), **_JIT)
-def build_hist_csr(indptr, columns, bins, zero_bin, rows, node_start, node_count,
-                   nodes_per_tree, build_nodes, grad, hess, hist_offsets, out):
-    """Histograms of the nodes ``build_nodes`` from binned CSR rows, in O(stored entries +
-    histogram rows) per node: the stored entries are added, then each column's ``zero_bin``
-    receives the node's totals minus the column's stored sums (LightGBM's sparse trick).
-
-    Parameters
-    ----------
-    indptr : int64 array (n + 1,), columns : int32 array (nnz,), bins : uint8/uint16 (nnz,)
-        From :meth:`BinMapper.transform`.
-    zero_bin : int32 array (n_cols,)
-    Others as in :func:`build_hist_dense`.
-    """
-    n_cols = zero_bin.shape[0]
-    out[:] = 0.0
-    for j in range(build_nodes.shape[0]):
-        v = build_nodes[j]
-        t = v // nodes_per_tree
-        hj = out[j]
-        G = 0.0
-        H = 0.0
-        C = 0.0
-        for ii in range(node_start[v], node_start[v] + node_count[v]):
-            r = rows[t, ii]
-            g = grad[t, r]
-            h = hess[t, r]
-            G += g
-            H += h
-            C += 1.0
-            for p in range(indptr[r], indptr[r + 1]):
-                b = hist_offsets[columns[p]] + bins[p]
-                hj[b, 0] += g
-                hj[b, 1] += h
-                hj[b, 2] += 1.0
-        for c in range(n_cols):
-            sg = 0.0
-            sh = 0.0
-            sc = 0.0
-            for b in range(hist_offsets[c], hist_offsets[c + 1]):
-                sg += hj[b, 0]
-                sh += hj[b, 1]
-                sc += hj[b, 2]
-            z = hist_offsets[c] + zero_bin[c]
-            hj[z, 0] += G - sg
-            hj[z, 1] += H - sh
-            hj[z, 2] += C - sc
-
-
-@numba.njit("void(float64[:, :, ::1], int64[::1], float64[:, :, ::1], int64[::1], int64[::1], "
-            "float64[:, :, ::1])", **_JIT)
-def expand_siblings(parent, parent_slot, small, small_to, large_to, out):
-    """Sibling subtraction: the children's histograms from the built (smaller) ones.
-
-    For split ``i`` (parent ``parent[parent_slot[i]]``, built child ``small[i]``):
-    ``out[small_to[i]] = small[i]`` and ``out[large_to[i]] = parent - small`` (exact on
-    quantized sums); a slot of -1 skips that child (it cannot split). ``out`` may be
-    ``parent`` (a pool of histograms indexed by node id, children written at their ids).
-
-    Parameters
-    ----------
-    parent : float64 array (n_parent, R, 3); parent_slot : int64 array (n_split,)
-    small : float64 array (n_split, R, 3)
-    small_to, large_to : int64 arrays (n_split,)
-    out : float64 array (n_out, R, 3)
-    """
-    for i in range(small.shape[0]):
-        if small_to[i] >= 0:
-            out[small_to[i]] = small[i]
-        if large_to[i] >= 0:
-            a = parent[parent_slot[i]]
-            b = small[i]
-            o = out[large_to[i]]
-            for r in range(o.shape[0]):
-                for q in range(3):
-                    o[r, q] = a[r, q] - b[r, q]
+    starts, orow, gh = _gather(rows, node_start, node_count, nodes_per_tree, build_nodes,
+                               grad, hess)
+    _dense_hist(binned, 0, binned.shape[0], hist_offsets, starts, orow, gh, out)
 
 
 @numba.njit("int64(float64[:, :, ::1], int64, int64, int64, int64[::1], float64[:, ::1], int64)",
@@ -292,6 +228,114 @@ def nonzero_rows(hist, rows_pad, s, key0, keys, values, at):
                 values[at, 2] = hj[base + r, 2]
                 at += 1
     return at
+
+
+@numba.njit(expand_signatures("int64(BT[:, ::1], " + _HIST_COMMON[:-len(", float64[:, :, ::1]")]
+                              + ", int64, int64, int64, int64, int64[::1], float64[:, ::1], "
+                              "int64)", BT=BIN_TYPES), **_JIT)
+def hist_rows_dense(binned, rows, node_start, node_count, nodes_per_tree, build_nodes, grad,
+                    hess, hist_offsets, c_lo, c_hi, rows_pad, key0, keys, values, at):
+    """:func:`build_hist_dense` of the columns ``c_lo:c_hi`` written as a push: only the
+    histogram rows holding data (count > 0), to ``keys``/``values`` from ``at``, in
+    ascending keys (row ``r`` of the range in node ``build_nodes[j]``: ``key0 + j *
+    rows_pad + r``; see :func:`nonzero_rows`). Returns the new end.
+
+    The same sums as :func:`build_hist_dense` followed by :func:`nonzero_rows`, for one
+    shard's column range (the range's histograms of all nodes, then their rows with data).
+    """
+    n_rows = hist_offsets[c_hi] - hist_offsets[c_lo]
+    hist = np.empty((build_nodes.shape[0], rows_pad, 3))
+    hist[:, n_rows:] = 0.0
+    if n_rows:
+        starts, orow, gh = _gather(rows, node_start, node_count, nodes_per_tree, build_nodes,
+                                   grad, hess)
+        _dense_hist(binned, c_lo, c_hi, hist_offsets, starts, orow, gh, hist)
+    return nonzero_rows(hist, rows_pad, 0, key0, keys, values, at)
+
+
+@numba.njit(expand_signatures("void(int64[::1], int32[::1], BT[::1], int32[::1], "
+                              + _HIST_COMMON + ")", BT=BIN_TYPES), **_JIT)
+def build_hist_csr(indptr, columns, bins, zero_bin, rows, node_start, node_count,
+                   nodes_per_tree, build_nodes, grad, hess, hist_offsets, out):
+    """Histograms of the nodes ``build_nodes`` from binned CSR rows, in O(stored entries +
+    histogram rows) per node: the stored entries are added, then each column's ``zero_bin``
+    receives the node's totals minus the column's stored sums (LightGBM's sparse trick).
+
+    Parameters
+    ----------
+    indptr : int64 array (n + 1,), columns : int32 array (nnz,), bins : uint8/uint16 (nnz,)
+        From :meth:`BinMapper.transform`.
+    zero_bin : int32 array (n_cols,)
+    Others as in :func:`build_hist_dense`.
+    """
+    n_cols = zero_bin.shape[0]
+    sg = np.zeros((out.shape[1], 2))  # (grad, hess) pairs and counts: two stores per entry
+    sc = np.zeros(out.shape[1], np.int64)
+    for j in range(build_nodes.shape[0]):
+        v = build_nodes[j]
+        t = v // nodes_per_tree
+        hj = out[j]
+        G = 0.0
+        H = 0.0
+        for ii in range(node_start[v], node_start[v] + node_count[v]):
+            r = rows[t, ii]
+            g = grad[t, r]
+            h = hess[t, r]
+            G += g
+            H += h
+            for p in range(indptr[r], indptr[r + 1]):
+                b = hist_offsets[columns[p]] + bins[p]
+                sg[b, 0] += g
+                sg[b, 1] += h
+                sc[b] += 1
+        C = node_count[v]
+        for c in range(n_cols):
+            g_c = 0.0
+            h_c = 0.0
+            n_c = 0
+            for b in range(hist_offsets[c], hist_offsets[c + 1]):
+                g_c += sg[b, 0]
+                h_c += sg[b, 1]
+                n_c += sc[b]
+                hj[b, 0] = sg[b, 0]
+                hj[b, 1] = sg[b, 1]
+                hj[b, 2] = sc[b]
+                sg[b, 0] = 0.0
+                sg[b, 1] = 0.0
+                sc[b] = 0
+            z = hist_offsets[c] + zero_bin[c]
+            hj[z, 0] += G - g_c
+            hj[z, 1] += H - h_c
+            hj[z, 2] += C - n_c
+
+
+@numba.njit("void(float64[:, :, ::1], int64[::1], float64[:, :, ::1], int64[::1], int64[::1], "
+            "float64[:, :, ::1])", **_JIT)
+def expand_siblings(parent, parent_slot, small, small_to, large_to, out):
+    """Sibling subtraction: the children's histograms from the built (smaller) ones.
+
+    For split ``i`` (parent ``parent[parent_slot[i]]``, built child ``small[i]``):
+    ``out[small_to[i]] = small[i]`` and ``out[large_to[i]] = parent - small`` (exact on
+    quantized sums); a slot of -1 skips that child (it cannot split). ``out`` may be
+    ``parent`` (a pool of histograms indexed by node id, children written at their ids).
+
+    Parameters
+    ----------
+    parent : float64 array (n_parent, R, 3); parent_slot : int64 array (n_split,)
+    small : float64 array (n_split, R, 3)
+    small_to, large_to : int64 arrays (n_split,)
+    out : float64 array (n_out, R, 3)
+    """
+    for i in range(small.shape[0]):
+        if small_to[i] >= 0:
+            out[small_to[i]] = small[i]
+        if large_to[i] >= 0:
+            a = parent[parent_slot[i]]
+            b = small[i]
+            o = out[large_to[i]]
+            for r in range(o.shape[0]):
+                for q in range(3):
+                    o[r, q] = a[r, q] - b[r, q]
 
 
 # --------------------------------------------------------------------------- row partition

@@ -35,7 +35,7 @@ from ._gbdt_kernels import expand_siblings, quantization_scale
 from ._gbdt_objectives import Objective, get_objective
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT, BinSketch, sample_rate
 from ._gbdt_splits import N_SPLIT_COLS, find_splits, merge_splits, split_params
-from ._gbdt_tree import Ensemble, LevelGrower
+from ._gbdt_tree import Ensemble, LevelGrower, resolve_split_share
 from ._gbdt_worker import BinnedPartition, partition_sketch
 
 
@@ -178,10 +178,11 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
     eval_set : (X_eval, y_eval), optional
         Scored every round (``history``); with ``early_stopping_rounds`` the fit stops when
         the eval loss has not improved for that many rounds and keeps the best round.
-    split_share : float in (0, 1], default 1
+    split_share : float in (0, 1] or "auto", default 1
         Share of a tree's remaining leaf budget one step may spend (best gains first):
         1 grows level by level; less grows best-first in batches, closer to LightGBM's
-        leaf-wise trees, in more steps (:class:`LevelGrower`).
+        leaf-wise trees, in more steps (:class:`LevelGrower`); "auto" picks by the number
+        of rows (:func:`resolve_split_share`).
     n_partitions, n_shards : int, default 1
         Row partitions and histogram column ranges, as on a cluster (same result).
     sample_count : int, default 200,000
@@ -228,6 +229,7 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
         raise ValueError("X has no rows")
     if sp.issparse(X):
         X = sp.csr_matrix(X)
+    split_share = resolve_split_share(split_share, n)
     base = obj.base_score(y)
     timings = dict.fromkeys(("bins", "gradients", "histograms", "splits", "partition",
                              "leaves", "eval"), 0.0)

@@ -36,6 +36,33 @@ from ._gbdt_splits import (
 _JIT = dict(cache=True, nogil=True)
 
 
+#: ``split_share="auto"``: trees grow level by level (share 1) below this many training
+#: rows, best-first with :data:`AUTO_SHARE` from it on (see :func:`resolve_split_share`).
+AUTO_SHARE_ROWS = 100_000
+AUTO_SHARE = 0.1
+
+
+def resolve_split_share(split_share, n_rows: int) -> float:
+    """The share a ``split_share`` parameter means for ``n_rows`` training rows.
+
+    ``"auto"``: 1 (level-wise: the fewest steps, one synchronisation each, what small data
+    needs, where latency dominates) below :data:`AUTO_SHARE_ROWS` rows; from there
+    :data:`AUTO_SHARE` (best-first in batches, about as accurate as LightGBM's leaf-wise
+    trees; the steps' histogram work, not their number, dominates). Measured (100 trees,
+    63 leaves, 255 bins, ``boost_local``): on ``make_classification(10^6 x 100)`` (800k
+    training rows) share 1 reaches test AUC 0.9475 in 6.1 steps per tree, 0.25 0.957, 0.1
+    0.9598 in 26 steps (LightGBM 0.9600); on LightGBM's example (7,000 rows) share 1 0.826
+    in 8.8 steps, 0.1 0.833 in 26.5. The price on the large set, on a cluster of 2 workers
+    x 1 thread: twice the CPU seconds of a worker (133 s against 64 s) and twice the
+    histogram bytes pushed per tree (97 MB against 48 MB). A number is returned as it is.
+    """
+    if isinstance(split_share, str):
+        if split_share != "auto":
+            raise ValueError(f"split_share must be in (0, 1] or 'auto', got {split_share!r}")
+        return 1.0 if n_rows < AUTO_SHARE_ROWS else AUTO_SHARE
+    return float(split_share)
+
+
 class LevelPlan(NamedTuple):
     """One step's decisions (:meth:`LevelGrower.level`).
 

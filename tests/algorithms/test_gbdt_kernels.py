@@ -39,7 +39,12 @@ from dask_ps.algorithms._gbdt_splits import (
     node_totals,
     split_params,
 )
-from dask_ps.algorithms._gbdt_tree import LevelGrower
+from dask_ps.algorithms._gbdt_tree import (
+    AUTO_SHARE,
+    AUTO_SHARE_ROWS,
+    LevelGrower,
+    resolve_split_share,
+)
 from dask_ps.algorithms._gbdt_worker import BinnedPartition
 
 # ----------------------------------------------------------------------------- helpers
@@ -569,6 +574,14 @@ def test_best_first_steps_spend_a_share_of_the_budget_and_keep_the_rest_waiting(
     plan = _plan(g, plan.open_nodes, [0.1] * 2, sums=[sums] * 2)  # budget 1
     np.testing.assert_array_equal(plan.split_node, [7])  # ties: lower node id
     assert g.n_leaves[0] == 9 and not _plan(g, plan.open_nodes, [], sums=None).split_node.size
+
+
+def test_auto_split_share_is_level_wise_on_small_data_and_best_first_on_large():
+    assert resolve_split_share("auto", AUTO_SHARE_ROWS - 1) == 1.0
+    assert resolve_split_share("auto", AUTO_SHARE_ROWS) == AUTO_SHARE < 1.0
+    assert resolve_split_share(0.25, 10**7) == 0.25
+    with pytest.raises(ValueError, match="split_share"):
+        resolve_split_share("best", 10)
 
 
 # ----------------------------------------------------------------------------- prediction
