@@ -36,6 +36,20 @@ def test_defaults_are_the_estimators(algorithm, cls):
     est = estimator(["train", algorithm, "--train", "x", "--n-estimators", "3",
                      "--max-leaf-nodes", "7"])
     assert (est.n_estimators, est.max_leaf_nodes) == (3, 7)
+    # shares in (0, 1], "auto" for the growth policy
+    for share in ("1", "auto", "0.1"):
+        est = estimator(["train", algorithm, "--train", "x", "--split-share", share,
+                         "--subsample", "1", "--colsample-bytree", "1"])
+        assert est.split_share == (share if share == "auto" else float(share))
+        assert est.subsample == est.colsample_bytree == 1.0
+
+
+@pytest.mark.parametrize("option, value", [("--split-share", "0"), ("--split-share", "1.5"),
+                                           ("--split-share", "best"), ("--subsample", "2")])
+def test_shares_outside_zero_to_one_are_refused(option, value, capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "gbdt", "--train", "x.svm", option, value])
+    assert option in capsys.readouterr().err
 
 
 def _table(path, n, seed):

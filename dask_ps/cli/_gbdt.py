@@ -146,10 +146,11 @@ _GBDT_PARAMS = (
     Param("--reg-lambda", "reg_lambda", dict(type=opt.NON_NEGATIVE)),
     Param("--min-split-gain", "min_split_gain", dict(type=opt.NON_NEGATIVE)),
     Param("--max-bins", "max_bins", dict(type=opt.POSITIVE_INT)),
-    Param("--subsample", "subsample", dict(type=opt.fraction)),
-    Param("--colsample-bytree", "colsample_bytree", dict(type=opt.fraction)),
-    Param("--split-share", "split_share", dict(type=opt.fraction,
-                                               help="1: level-wise trees; less: best-first")),
+    Param("--subsample", "subsample", dict(type=opt.share)),
+    Param("--colsample-bytree", "colsample_bytree", dict(type=opt.share)),
+    Param("--split-share", "split_share", dict(
+        type=opt.share_or_auto, help="1: level-wise trees; less: best-first in batches; "
+        "auto: 1 below 100,000 training rows, 0.1 from there")),
     Param("--n-shards", "n_shards", dict(type=opt.POSITIVE_INT)),
     Param("--seed", "random_state", dict(type=opt.NON_NEGATIVE_INT)),
     Param("--checkpoint", "checkpoint",

@@ -38,10 +38,24 @@ NON_NEGATIVE = _number(float, 0, strict=False)
 
 
 def fraction(text: str) -> float:
+    """A number in (0, 1)."""
     value = POSITIVE(text)
     if not value < 1:
         raise argparse.ArgumentTypeError(f"must be < 1, got {text}")
     return value
+
+
+def share(text: str) -> float:
+    """A number in (0, 1] (a share of rows, columns or leaves; 1: all)."""
+    value = POSITIVE(text)
+    if not value <= 1:
+        raise argparse.ArgumentTypeError(f"must be <= 1, got {text}")
+    return value
+
+
+def share_or_auto(text: str):
+    """``auto``, or a number in (0, 1]."""
+    return "auto" if text == "auto" else share(text)
 
 
 def size(text: str) -> int:
