@@ -1,7 +1,6 @@
 """Sorting kernels for short runs: insertion sort of keys with a companion array.
 
-Shared by the readers (a row's hashed columns) and the parameter state (a bucket's distinct
-hash codes), whose runs are short and already in cache.
+Used by the readers for a row's hashed columns, runs that are short and already in cache.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Numba kernels of hashed (sparse) tables: key planning by hash order, and the shards' index.
+"""Numba kernels of hashed (sparse) tables: key planning by hash range, and the shards' index.
 
 Every key ``k`` of a hashed table has a 64-bit *hash code* ``g = rotl(splitmix64(k), 32)``, a
 bijection of the key. Its low 32 bits pick the shard (``(splitmix64(k) >> 32) % n_shards``,
@@ -11,7 +11,9 @@ the hash partitioner's rule); its high bits pick the key's home slot in the shar
   ``g``, one 8-byte word per slot: ``(fingerprint << 32) | (row + 1)``, 0 when empty, where
   the fingerprint is the low 32 bits of ``g``. So keys that arrive grouped by ranges of ``g``
   visit the index range by range, in cache, for any table size, and a probe compares
-  fingerprints, looking at the key itself only when they match.
+  fingerprints, looking at the key itself only when they match. Lookups prefetch the slots
+  and row keys of the keys a few places ahead (:func:`index_find`): the order inside a range
+  costs nothing, and keys in any order overlap their misses.
 * When the index grows, the shard renumbers its rows in the order of the index's slots
   (:func:`index_renumber`): nearly hash-code order, so that rows, too, are read range by
   range by planned calls.
@@ -25,7 +27,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..kernels.sorting import sort_pairs
+from ..kernels.memory import prefetch
 from ._kernels import mix64
 
 _JIT = dict(cache=True, nogil=True)
@@ -79,271 +81,149 @@ def _shard_of(g, n_shards, magic):
 
 
 #: Keys per bucket that :func:`plan_hashed` aims at: the radix pass writes to a few hundred
-#: places (in cache), and a bucket's dedup table (twice as many slots of 16 bytes) stays in
-#: the L2 cache.
+#: places (in cache), a bucket's dedup table (twice as many slots of 4 bytes) stays in the
+#: L2 cache, and so does the range of a shard's index and rows that a bucket's keys visit
+#: when the keys are a good part of the shard's.
 BUCKET = 4096
-#: Generations a dedup table's tags can tell apart before it must be cleared.
-MAX_GEN = 2**32 - 1
+
+
+@numba.njit(inline="always", **_JIT)
+def _bucket_bits(n, n_shards):
+    """Bits of hash code that split each shard's keys into buckets of about :data:`BUCKET`."""
+    b = 0
+    while b < 16 and (n_shards << b) * BUCKET < n:
+        b += 1
+    return b
 
 
 @numba.njit(**_JIT)
-def plan_hashed(keys, n_shards, magic, scratch_codes, codes, order, count, table, gen,
-                inverse, defer_inverse):
-    """Deduplicate the keys of a hashed table and group them by shard, in hash-code order.
+def plan_hashed(keys, n_shards, magic, count, table, local, inverse, defer_inverse):
+    """Deduplicate the keys of a hashed table and group them by shard and hash-code range.
 
-    One radix pass puts the keys in buckets: by shard, then by the top bits of their hash
-    code (about :data:`BUCKET` keys each, so buckets run in ascending code ranges). Inside a
-    bucket (in cache), its codes are sorted and equal neighbours merged
-    (:func:`_sort_dedup_bucket`); a bucket of many repeats instead finds them in a small
-    open-addressing table — its slots tagged with a generation number instead of being
-    cleared, so a bucket costs its keys only — and sorts the distinct codes. One pass over
-    memory instead of three for a radix sort, and the same order.
+    One counting pass and one radix pass put the keys in buckets: by shard, then by the top
+    bits of their hash code (about :data:`BUCKET` keys each, so a shard's buckets run in
+    ascending code ranges), each bucket in input order; ``inverse`` gets the place of each
+    key there. Inside a bucket (in cache), repeats are found in a small open-addressing table
+    of positions in the bucket (4 bytes a slot, cleared for each bucket: at most 16 bytes per
+    key) and dropped (the first appearance stays). No sort: the shards need the
+    code ranges (a bucket's keys visit a cache-sized range of their index and rows), not the
+    order inside one, and a key's value is then found in the bucket it went to, which the
+    caller's expansion reads as a few hundred sequential streams instead of at random.
+    Strictly ascending keys (distinct by construction: ``np.unique``'s output, CSR columns)
+    skip the dedup.
 
     Parameters
     ----------
     keys : int64 array, shape (n,)
-        Any order, repeats allowed; ``n < 2^32``.
+        Any order, repeats allowed.
     n_shards : int
     magic : uint64
         :func:`fastmod_magic` of ``n_shards`` (unused for 1 shard).
-    scratch_codes, codes : uint64 arrays, shape (>= n,)
-    order : uint32 array, shape (>= n,)
     count : int64 array, shape (>= n_shards * 2**16 + 1,)
-        Scratch; nothing is expected of their content.
-    table : uint64 array, shape (2 * slots,), slots a power of two
-        The dedup table, kept by the caller between calls: per slot a code and a tag
-        ``(generation << 32) | position``; the tags hold generations below ``gen`` (zeros at
-        first). A bucket that needs more slots (more than half) gets a table of its own.
-    gen : int
-        The generation the first bucket uses (each bucket takes the next one); the caller
-        clears the table before ``gen`` passes :data:`MAX_GEN`.
+        Scratch; nothing is expected of its content.
+    table : uint32 array, shape (slots,)
+        Scratch for the dedup table; a call whose biggest bucket needs more slots (twice its
+        keys, rounded up to a power of two) makes a table of its own.
+    local : int64 array, shape (n,)
+        Filled with the distinct keys in its first ``n_unique`` entries.
     inverse : int64 array, shape (n,)
-        Filled with the position in ``local`` of each input key, unless ``defer_inverse``.
+        Filled with the position in ``local`` of each input key; with ``defer_inverse``
+        and repeats, with its place in the buckets (before repeats were dropped): the caller
+        finishes it with :func:`fill_inverse` and ``runs`` (while the shards answer a pull).
     defer_inverse : bool
-        Leave ``inverse`` alone; the caller fills it with :func:`fill_inverse` from
-        ``order`` and ``uid`` (while the shards answer a pull).
 
     Returns
     -------
-    local : int64 array, shape (n_unique,)
-        Distinct keys, grouped by shard, in ascending hash-code order inside each (each
-        bucket's distinct codes sorted in cache: the shards read their index and rows in
-        memory order). Strictly ascending ``keys`` (distinct by construction) skip the
-        dedup and the sort: grouped by shard and by hash-code range (buckets of about
-        :data:`BUCKET` keys, in ascending ranges), in input order inside a bucket — still
-        read range by range by the shards, at less than half the planning time.
+    n_unique : int
     offsets : int64 array, shape (n_shards + 1,)
         ``local[offsets[s]:offsets[s + 1]]`` go to shard ``s``.
-    order : uint32 array, shape (n,)
-        Input position of each key in bucket order (a view of ``order``).
-    uid : int64 array, shape (n,) or (0,)
-        Position in ``local`` of each key in bucket order; empty when the keys were
-        distinct (then it is ``arange(n)``).
+    runs : int64 array, shape (n,) or (0,)
+        Position in ``local`` of each place in the buckets, when there were repeats and
+        ``defer_inverse``; else empty (``inverse`` is complete).
     identity : bool
         Whether the keys were distinct and in that order already (``inverse`` = arange).
-    gen : int
-        The next unused generation.
     """
     n = keys.shape[0]
-    b = 0
-    while b < 16 and (n_shards << b) * BUCKET < n:
-        b += 1
+    b = _bucket_bits(n, n_shards)
     nb = n_shards << b
     shift = np.uint64(64 - b) if b else np.uint64(0)
     count[: nb + 1] = 0
-    ascending = True  # strictly: then the keys are distinct (np.unique's output, CSR columns)
+    ascending = True  # strictly: then the keys are distinct
     prev = keys[0] if n else 0
     for i in range(n):
         k = keys[i]
         ascending &= (i == 0) | (k > prev)
         prev = k
         g = hash_code(k)
-        scratch_codes[i] = g
         top = np.int64(g >> shift) if b else 0
         count[(_shard_of(g, n_shards, magic) << b) + top + 1] += 1
     biggest = 0
     for d in range(nb):
         biggest = max(biggest, count[d + 1])
         count[d + 1] += count[d]
-    for i in range(n):
-        g = scratch_codes[i]
+    offsets = np.zeros(n_shards + 1, np.int64)
+    for s in range(n_shards):
+        offsets[s + 1] = count[(s + 1) << b]
+    identity = True
+    for i in range(n):  # the hash is recomputed: cheaper than storing and reading it
+        k = keys[i]
+        g = hash_code(k)
         top = np.int64(g >> shift) if b else 0
         d = (_shard_of(g, n_shards, magic) << b) + top
         j = count[d]
         count[d] = j + 1
-        codes[j] = g
-        order[j] = i
+        local[j] = k
+        inverse[i] = j
+        identity &= j == i
     # count[d] is now the end of bucket d
-    if ascending:  # distinct: no dedup; a bucket's keys stay in input order
-        return _plan_distinct(codes[:n], order[:n], count, n_shards, b, inverse,
-                              defer_inverse) + (gen,)
+    runs = inverse[:0]
+    if ascending:
+        return n, offsets, runs, identity
     tbits = 1
     while (1 << tbits) < 2 * biggest:
         tbits += 1
-    if (2 << tbits) > table.shape[0]:  # a bucket of many repeats: a table of its own
-        table = np.zeros(2 << tbits, np.uint64)
-    tmask = (1 << tbits) - 1
-    tshift = np.uint64(64 - tbits)
-    low = np.uint64(0xFFFFFFFF)
-    offsets = np.zeros(n_shards + 1, np.int64)
-    local = np.empty(n, np.int64)
-    uid = np.empty(n, np.int64)
-    ucodes = scratch_codes  # free since the scatter: the distinct codes of a bucket
-    # sorting a bucket's distinct codes: scratch for up to its size
-    sub_codes = np.empty(biggest, np.uint64)
-    sub_pos = np.empty(biggest, np.int64)
-    new_pos = np.empty(biggest, np.int64)
-    sub_count = np.empty(2 * biggest + 2, np.int64)
+    if (1 << tbits) > table.shape[0]:  # a bucket of many repeats: a table of its own
+        table = np.empty(1 << tbits, np.uint32)
     u = 0
     start = 0
     for d in range(nb):
         end = count[d]
-        if end == start:
-            continue
         first = u
-        if _sort_dedup_bucket(codes[start:end], 64 - b, sub_codes, sub_pos, sub_count,
-                              local, uid[start:end], u):
-            u += np.int64(sub_count[0])  # the bucket's distinct keys, now in local
-            offsets[(d >> b) + 1] += u - first
-            start = end
-            continue
-        # a bucket of many repeats: find them in the generation-tagged table first
-        tag = np.uint64(gen) << np.uint64(32)
+        tbits = 1  # the bucket's table: at least twice as many slots as keys, cleared
+        while (1 << tbits) < 2 * (end - start):
+            tbits += 1
+        tmask = (1 << tbits) - 1
+        tshift = np.uint64(64 - tbits)
+        table[: 1 << tbits] = 0
         for j in range(start, end):
-            g = codes[j]
-            t = np.int64(((g ^ (g >> np.uint64(29))) * _GOLDEN) >> tshift)
-            while (table[2 * t + 1] & ~low) == tag and table[2 * t] != g:
-                t = (t + 1) & tmask
-            w = table[2 * t + 1]
-            if (w & ~low) != tag:
-                w = tag | np.uint64(u - first)
-                table[2 * t] = g
-                table[2 * t + 1] = w
-                ucodes[u] = g
-                u += 1
-            uid[j] = np.int64(w & low)  # first appearance in the bucket, for now
-        m = u - first
-        _sort_bucket(ucodes[first:u], 64 - b, sub_codes[:m], sub_pos[:m], new_pos[:m],
-                     sub_count)
-        for r in range(m):
-            local[first + r] = key_of(sub_codes[r])
-        for j in range(start, end):
-            uid[j] = first + new_pos[uid[j]]
-        offsets[(d >> b) + 1] += m
-        gen += 1
-        start = end
-    for s in range(n_shards):
-        offsets[s + 1] += offsets[s]
-    identity = False
-    if u == n:
-        plain = True
-        for j in range(n):
-            if uid[j] != j:
-                plain = False
-                break
-        if plain:
-            uid = uid[:0]
-            identity = True
-            for j in range(n):
-                if order[j] != j:
-                    identity = False
+            k = local[j]
+            x = np.uint64(k)
+            t = np.int64(((x ^ (x >> np.uint64(29))) * _GOLDEN) >> tshift)
+            while True:
+                w = np.int64(table[t])
+                if w == 0:  # new: kept, moved down over the repeats before it
+                    table[t] = np.uint32(u - first + 1)
+                    local[u] = k
+                    v = u
+                    u += 1
                     break
-    if not defer_inverse:
-        fill_inverse(order[:n], uid, inverse)
-    return local[:u], offsets, order[:n], uid, identity, gen
-
-
-#: Most keys of a bucket that may share a group of :func:`_sort_dedup_bucket`'s counting
-#: pass; beyond, the bucket has many repeats and goes through the dedup table instead.
-GROUP_MAX = 48
-
-
-@numba.njit(inline="always", **_JIT)
-def _group_sort(codes, key_bits, out, pos, count, group_max):
-    """Sort one bucket's ``codes`` (m,), equal above their low ``key_bits`` bits: a counting
-    pass on the next bits into about ``m`` groups (they are uniform), then insertion sort of
-    (code, position) pairs, in cache. ``out[:m]`` gets the codes ascending and ``pos[r]``
-    the index in ``codes`` of ``out[r]``; ``count`` (>= 2 m + 2) is scratch.
-
-    Returns False, having done nothing but the counting, when a group holds more than
-    ``group_max`` codes (many repeats: insertion sort could go quadratic)."""
-    m = codes.shape[0]
-    sb = 0
-    while (1 << sb) < m:
-        sb += 1
-    shift = np.uint64(max(key_bits - sb, 0))
-    mask = np.uint64((1 << sb) - 1)
-    count[: (1 << sb) + 1] = 0
-    for q in range(m):
-        count[np.int64((codes[q] >> shift) & mask) + 1] += 1
-    for k in range(1 << sb):
-        if count[k + 1] > group_max:
-            return False
-        count[k + 1] += count[k]
-    for q in range(m):
-        k = np.int64((codes[q] >> shift) & mask)
-        r = count[k]
-        count[k] = r + 1
-        out[r] = codes[q]
-        pos[r] = q
-    sort_pairs(out, pos, m)
-    return True
-
-
-@numba.njit(inline="always", **_JIT)
-def _sort_dedup_bucket(codes, key_bits, sub_codes, sub_pos, count, local, uid, u):
-    """Sort-first dedup of one bucket (the usual case: few repeats). ``codes`` (m,) are the
-    bucket's codes, equal above their low ``key_bits`` bits. :func:`_group_sort`, then equal
-    neighbours are one key: ``local[u:]`` gets the distinct keys ascending, ``uid[j]`` the
-    position in ``local`` of ``codes[j]``, and ``count[0]`` their number.
-
-    Returns False, doing nothing but the counting, when a group holds more than
-    :data:`GROUP_MAX` codes; the caller then dedups the bucket with its hash table. One pass
-    fewer than dedup-then-sort and no random probes: about 40 % less time for distinct
-    keys."""
-    if not _group_sort(codes, key_bits, sub_codes, sub_pos, count, GROUP_MAX):
-        return False
-    v = u - 1
-    prev = np.uint64(0)
-    for r in range(codes.shape[0]):
-        g = sub_codes[r]
-        if r == 0 or g != prev:
-            v += 1
-            local[v] = key_of(g)
-            prev = g
-        uid[sub_pos[r]] = v
-    count[0] = v + 1 - u
-    return True
-
-
-@numba.njit(inline="always", **_JIT)
-def _plan_distinct(codes, order, count, n_shards, b, inverse, defer_inverse):
-    """The rest of :func:`plan_hashed` for keys known distinct (strictly ascending): the
-    buckets as the radix pass left them (by shard and code range, input order inside)."""
-    n = codes.shape[0]
-    local = np.empty(n, np.int64)
-    identity = True
-    for j in range(n):
-        local[j] = key_of(codes[j])
-        identity &= order[j] == j
-    offsets = np.zeros(n_shards + 1, np.int64)
-    for s in range(n_shards):
-        offsets[s + 1] = count[((s + 1) << b) - 1]
-    uid = local[:0]
-    if not defer_inverse:
-        fill_inverse(order, uid, inverse)
-    return local, offsets, order, uid, identity
-
-
-@numba.njit(inline="always", **_JIT)
-def _sort_bucket(codes, key_bits, out, pos, new_pos, count):
-    """Sort a bucket's distinct ``codes`` (equal above their low ``key_bits`` bits) with
-    :func:`_group_sort`: ``out`` gets them ascending, ``pos[r]`` the index in ``codes`` of
-    ``out[r]`` and ``new_pos[q]`` where ``codes[q]`` went."""
-    m = codes.shape[0]
-    _group_sort(codes, key_bits, out, pos, count, m)
-    for r in range(m):
-        new_pos[pos[r]] = r
+                if local[first + w - 1] == k:
+                    v = first + w - 1
+                    if runs.shape[0] == 0:  # the first repeat: every place so far was its own
+                        runs = np.empty(n, np.int64)
+                        for q in range(j):
+                            runs[q] = q
+                    break
+                t = (t + 1) & tmask
+            if runs.shape[0]:
+                runs[j] = v
+        if (d & ((1 << b) - 1)) == (1 << b) - 1:  # a shard's last bucket
+            offsets[(d >> b) + 1] = u
+        start = end
+    if runs.shape[0] and not defer_inverse:
+        fill_inverse(runs, inverse)
+        runs = runs[:0]
+    return u, offsets, runs, identity and u == n
 
 
 def table_size(n: int) -> int:
@@ -355,15 +235,11 @@ def table_size(n: int) -> int:
 
 
 @numba.njit(**_JIT)
-def fill_inverse(order, uid, inverse):
-    """``inverse[order[j]] = uid[j]`` (``j`` when ``uid`` is empty): the position in
-    ``local`` of each input key (see :func:`plan_hashed`)."""
-    if uid.shape[0] == 0:
-        for j in range(order.shape[0]):
-            inverse[order[j]] = j
-        return
-    for j in range(order.shape[0]):
-        inverse[order[j]] = uid[j]
+def fill_inverse(runs, inverse):
+    """``inverse[i] = runs[inverse[i]]``: from the place of each input key in the buckets to
+    its position in ``local`` (see :func:`plan_hashed`)."""
+    for i in range(inverse.shape[0]):
+        inverse[i] = runs[inverse[i]]
 
 
 # -- the shard's index -------------------------------------------------------------------------
@@ -372,18 +248,42 @@ def _home(g, shift):
     return np.int64(g >> np.uint64(shift))
 
 
+#: Keys ahead of the current one whose home slot :func:`index_find` asks the cache for (and
+#: half as far, the row key that slot names): enough misses in flight to hide the memory's
+#: latency when the keys are not in slot order.
+PREFETCH = 32
+
+
 @numba.njit(**_JIT)
 def index_find(index, shift, row_keys, keys, rows):
     """Look ``keys`` up: ``rows[i]`` is the row of ``keys[i]``, or -1. Returns the count of
     absent keys.
 
     ``index`` has ``2 ** (64 - shift)`` slots; ``row_keys[r]`` is the key of row ``r``.
+    Software-pipelined: the home slot of the key :data:`PREFETCH` places ahead is
+    prefetched, and the row key named there half as far ahead, so that keys grouped by code
+    range but unsorted inside a range (a plan's buckets) or in any order cost overlapping
+    misses rather than one stall each.
     """
     mask = index.shape[0] - 1
+    n = keys.shape[0]
+    half = PREFETCH // 2
+    ring = np.empty(2 * PREFETCH, np.uint64)  # hash codes of the keys ahead, each hashed once
+    ring_mask = 2 * PREFETCH - 1
+    for i in range(min(n, PREFETCH)):
+        ring[i] = hash_code(keys[i])
     missing = 0
-    for i in range(keys.shape[0]):
+    for i in range(n):
+        if i + PREFETCH < n:
+            g = hash_code(keys[i + PREFETCH])
+            ring[(i + PREFETCH) & ring_mask] = g
+            prefetch(index, _home(g, shift))
+        if i + half < n:
+            w = index[_home(ring[(i + half) & ring_mask], shift)]
+            if w != 0:
+                prefetch(row_keys, np.int64(w & _LOW32) - 1)
         k = keys[i]
-        g = hash_code(k)
+        g = ring[i & ring_mask]
         fp = g & _LOW32
         p = _home(g, shift)
         r = -1

@@ -7,8 +7,8 @@ deduplicate, group by shard, remember where each caller's key went
 (:func:`~dask_ps.state._kernels.plan_keys` for range tables,
 :func:`~dask_ps.state._hash_kernels.plan_hashed` for hashed ones). A range shard's keys leave
 as offsets (int32 below 2^31 rows), or, when they are dense, as a bitmap of the shard's rows
-(:class:`RowBits`); a hashed shard's keys leave sorted by their hash code, the order in which
-the shard's index and rows are laid out (see :mod:`~dask_ps.state._hash_kernels`).
+(:class:`RowBits`); a hashed shard's keys leave grouped by ranges of their hash code, the order
+in which the shard's index and rows are laid out (see :mod:`~dask_ps.state._hash_kernels`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ __all__ = ["HashPartitioner", "KeyPlan", "KeyRef", "RangePartitioner", "RowBits"
 
 _NO_WORDS = np.zeros(0, np.uint64)
 _NO_INT = np.zeros(0, np.int64)
-_NO_ORDER = np.zeros(0, np.uint32)
 
 
 class KeyPlan(NamedTuple):
@@ -40,9 +39,8 @@ class KeyPlan(NamedTuple):
     ascending: bool = False  # each shard's ``local`` keys are in ascending order
     words: np.ndarray = _NO_WORDS  # uint64: bitmap of the distinct keys (range), or empty
     deferred: bool = False  # ``inverse`` not filled yet: see _Partitioner.complete
-    # deferred hashed plans: caller position of each key in bucket order, and the position
-    # in ``local`` of each (empty: keys distinct, j-th is j-th); see plan_hashed
-    order: np.ndarray = _NO_ORDER  # uint32 (n,)
+    # deferred hashed plans: the position in ``local`` of each place in the buckets, where
+    # ``inverse`` holds the place of each caller key (see _hash_kernels.plan_hashed)
     runs: np.ndarray = _NO_INT  # int64 (n,) or (0,)
 
     def expand(self, values: np.ndarray) -> np.ndarray:
@@ -179,24 +177,15 @@ def _shard_words(words: np.ndarray, start: int, stop: int) -> np.ndarray:
 _local = threading.local()
 
 
-def _hash_scratch(n: int, n_shards: int) -> tuple:
-    """This thread's scratch for :func:`~dask_ps.state._hash_kernels.plan_hashed` of ``n``
-    keys over ``n_shards`` shards: ``(codes, codes, order, count, table)``, kept between
-    calls (the dedup table's generation tags make clearing it unneeded), grown as needed."""
+def _hash_scratch(n_shards: int) -> tuple:
+    """This thread's scratch for :func:`~dask_ps.state._hash_kernels.plan_hashed` over
+    ``n_shards`` shards: ``(count, table)``, kept between calls, grown as needed."""
     scratch = getattr(_local, "hash_scratch", None)
     n_count = n_shards * 2**16 + 1
-    if scratch is None or scratch[0].shape[0] < n or scratch[3].shape[0] < n_count:
-        size = max(1024, n, 0 if scratch is None else scratch[0].shape[0])
-        n_count = max(n_count, 0 if scratch is None else scratch[3].shape[0])
+    if scratch is None or scratch[0].shape[0] < n_count:
         slots = _hash_kernels.table_size(2 * _hash_kernels.BUCKET)
-        scratch = (np.empty(size, np.uint64), np.empty(size, np.uint64),
-                   np.empty(size, np.uint32), np.empty(n_count, np.int64),
-                   np.zeros(2 * slots, np.uint64))
-        _local.hash_scratch = scratch
-        _local.hash_gen = 1
-    if _local.hash_gen > _hash_kernels.MAX_GEN - n:  # the tags would wrap: start afresh
-        scratch[4][:] = 0
-        _local.hash_gen = 1
+        scratch = _local.hash_scratch = (np.empty(n_count, np.int64),
+                                         np.empty(slots, np.uint32))
     return scratch
 
 
@@ -205,21 +194,20 @@ def plan_hashed(keys: np.ndarray, n_shards: int, defer_inverse: bool = False) ->
     distinct keys grouped by shard, and inside a shard by ranges of their hash code (see
     :func:`~dask_ps.state._hash_kernels.plan_hashed`).
 
-    With ``defer_inverse`` the plan comes back ``deferred`` (its ``inverse`` filled by
-    :meth:`_Partitioner.complete`) unless the keys were distinct and in that order already.
+    With ``defer_inverse`` the plan comes back ``deferred`` (its ``inverse`` finished by
+    :meth:`_Partitioner.complete`) when the keys had repeats.
     """
     n = keys.shape[0]
     magic = _hash_kernels.fastmod_magic(n_shards) if n_shards > 1 else np.uint64(0)
+    local = np.empty(n, np.int64)
     inverse = np.empty(n, np.int64)
-    scratch = _hash_scratch(n, n_shards)
-    local, offsets, order, uid, identity, _local.hash_gen = _hash_kernels.plan_hashed(
-        keys, n_shards, magic, *scratch, _local.hash_gen, inverse, defer_inverse)
-    if identity:
-        return KeyPlan(local, offsets, np.arange(n, dtype=np.int64), True)
-    if defer_inverse:  # the order must outlive this thread's scratch
-        return KeyPlan(local, offsets, inverse, False, deferred=True, order=order.copy(),
-                       runs=uid)
-    return KeyPlan(local, offsets, inverse)
+    count, table = _hash_scratch(n_shards)
+    u, offsets, runs, identity = _hash_kernels.plan_hashed(
+        keys, n_shards, magic, count, table, local, inverse, defer_inverse)
+    local = local[:u]
+    if runs.shape[0]:
+        return KeyPlan(local, offsets, inverse, False, deferred=True, runs=runs)
+    return KeyPlan(local, offsets, inverse, identity)
 
 
 def _scratch(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -308,8 +296,8 @@ class _Partitioner:
         if plan.words.shape[0]:
             _kernels.bitmap_ranks(keys, plan.words, plan.inverse)
         else:
-            _hash_kernels.fill_inverse(plan.order, plan.runs, plan.inverse)
-        return plan._replace(deferred=False, order=_NO_ORDER, runs=_NO_INT)
+            _hash_kernels.fill_inverse(plan.runs, plan.inverse)
+        return plan._replace(deferred=False, runs=_NO_INT)
 
     def wire_keys(self, plan: KeyPlan, s: int,
                   local: np.ndarray | None = None) -> np.ndarray | RowBits:
@@ -383,8 +371,8 @@ class RangePartitioner(_Partitioner):
 class HashPartitioner(_Partitioner):
     """Key ``k`` on shard ``(splitmix64(k) >> 32) % n_shards``; keys are int64 or uint64 bits.
 
-    A plan's distinct keys come out in hash-code order inside each shard (see
-    :mod:`~dask_ps.state._hash_kernels`), whatever the caller's order.
+    A plan's distinct keys come out grouped by ranges of their hash code inside each shard
+    (see :mod:`~dask_ps.state._hash_kernels`), whatever the caller's order.
 
     Parameters
     ----------
@@ -421,7 +409,7 @@ def make_partitioner(kind: str, n_shards: int, n_rows: int | None) -> _Partition
 def merge_duplicates(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sum the rows of ``values`` (n, ncols) whose ``keys`` (n,) repeat.
 
-    Returns the distinct keys in hash-code order (see :func:`plan_hashed`) and their sums
+    Returns the distinct keys in the order of :func:`plan_hashed` and their sums
     (n_unique, ncols); rows are added in input order, so the result is deterministic.
     """
     plan = plan_hashed(keys, 1)

@@ -237,7 +237,7 @@ class TableShard:
     def _grow(self, need: int) -> bool:
         """Make room for ``need`` rows in the row arrays and keep the index's load at most
         :data:`~._hash_kernels.MAX_LOAD`. Returns whether the rows were renumbered: when the
-        index grows, the rows are put in the order of its slots (about the hash-code order
+        index grows, the rows are put in the order of its slots (about the hash-code ranges
         of planned keys), so that calls read them in memory order.
 
         Raises
