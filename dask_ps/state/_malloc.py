@@ -12,7 +12,8 @@ allocates: the task's, the shard's, the event loop's...). The threshold is 32 Mi
 the worker's memory limit when smaller (:func:`malloc_threshold`): on a 1 GiB worker training a
 2^24-feature model, 32 MiB kept 0.19-0.22 GiB of freed step buffers in the arenas during a
 step (glibc's ``mallinfo2``; the process peaked at 0.87-0.90 GiB, past Dask's pause
-threshold), 8 MiB kept 0.04-0.08 GiB, at no cost to the step's time that we could measure.
+threshold), 8 MiB kept 0.04-0.08 GiB (step times alike within this shared machine's noise;
+the allocations from 8 to 32 MiB are fresh mmaps again, a few per step of seconds).
 
 Opt out with the Dask config key ``dask-ps.tune-malloc: false`` (environment variable
 ``DASK_DASK_PS__TUNE_MALLOC=False``).
