@@ -190,10 +190,12 @@ def worker_step(ps, part, cfg: dict) -> np.ndarray:
         if blk.held_out.shape[0]:
             sums[2] += rows_loss(blk.indptr, blk.indices, blk.data, blk.Y, blk.held_out, w)
             sums[3] += blk.held_out.shape[0]
-        delta = np.empty_like(state)
-        np.subtract(rule.pack(buf), state[:, :-1], out=delta[:, :-1])
-        delta[:, -1] = 1.0
-        ps.push("w", blk.keys, delta)
+        # the change, in place of the pulled rows (one buffer fewer of the block's size)
+        np.subtract(rule.pack(buf), state[:, :-1], out=state[:, :-1])
+        state[:, -1] = 1.0
+        del buf, w, s1, s2
+        ps.push("w", blk.keys, state)
+        del state
         ps.clock()
     return sums
 

@@ -28,7 +28,7 @@ from ..cluster import PauseWatch
 from ..diagnostics.events import watch_job
 from ..exceptions import ShardUnavailableError, WorkerLostError
 from ..partitions import Partition, Partitions
-from ..partitions.worker import fit_spill_target
+from ..partitions.worker import fit_spill_target, shed_cache
 from ..state._malloc import release_memory
 from ..state.consistency import DONE, Consistency, get_consistency
 from ..state.keys import TASKS_PREFIX
@@ -223,8 +223,11 @@ class _EpochLoop:
                 part.epoch = epoch
                 out.append((e, part.index, self.step(ps, part)))
                 # what the step freed (its partition's copies, a reader's buffers) goes
-                # back to the system before the next partition is loaded, when memory is short
+                # back to the system before the next partition is loaded, when memory is
+                # short; so do the cached blocks, past their share
                 if release_memory():
+                    if shed_cache():
+                        release_memory(force=True)
                     fit_spill_target(release=False)
         return out
 

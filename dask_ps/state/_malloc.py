@@ -6,11 +6,22 @@ fresh ``mmap``, page-faulted (and zeroed) on first touch and unmapped when freed
 allocates a few such arrays per call (keys, values, their plans, the comm's receive buffers):
 on this machine an 800 kB temporary cost 0.35 ms instead of 0.015 ms, an 8 MB one 1.5-6 ms
 instead of 0.15 ms (benchmarks/ps_core.py --tuned-malloc). :func:`tune_malloc` keeps blocks
-below 32 MiB on the heap and trims it only beyond 32 MiB of free space at its top, so a worker
-keeps at most that much freed memory per allocator arena.
+below a threshold on the heap and trims it only beyond that much free space at its top, so a
+worker keeps at most that much freed memory per allocator arena (one per thread that
+allocates: the task's, the shard's, the event loop's...). The threshold is 32 MiB, or 1/128 of
+the worker's memory limit when smaller (:func:`malloc_threshold`): on a 1 GiB worker training a
+2^24-feature model, 32 MiB kept 0.19-0.22 GiB of freed step buffers in the arenas during a
+step (glibc's ``mallinfo2``; the process peaked at 0.87-0.90 GiB, past Dask's pause
+threshold), 8 MiB kept 0.04-0.08 GiB (step times alike within this shared machine's noise;
+the allocations from 8 to 32 MiB are fresh mmaps again, a few per step of seconds).
 
 Opt out with the Dask config key ``dask-ps.tune-malloc: false`` (environment variable
 ``DASK_DASK_PS__TUNE_MALLOC=False``).
+
+A large table filled with zeros comes from ``calloc``: its pages take memory only when first
+written, typically all at once in the first training step (a 2^24-row FTRL table's keys touch
+every page). :func:`untouched_bytes` measures the part not yet in memory, so that a worker's
+memory budget counts the whole table before the step commits it.
 
 Freed memory kept by the allocators counts as the worker's *unmanaged* memory, which Dask cannot
 spill: :func:`release_memory` hands it back to the system between the steps of a training
@@ -24,10 +35,16 @@ import ctypes
 import sys
 import threading
 
-__all__ = ["MALLOC_THRESHOLD", "RELEASE_FRACTION", "release_memory", "tune_malloc"]
+import numpy as np
 
-#: Bytes: the mmap and trim thresholds set in worker processes.
+__all__ = ["MALLOC_THRESHOLD", "RELEASE_FRACTION", "malloc_threshold", "release_memory",
+           "tune_malloc", "untouched_bytes"]
+
+#: Bytes: the mmap and trim thresholds set in worker processes (at most; see
+#: :func:`malloc_threshold`).
 MALLOC_THRESHOLD = 32 * 2**20
+#: A worker's thresholds are at most its memory limit divided by this.
+LIMIT_DIVISOR = 128
 
 #: Share of the worker's memory limit above which :func:`release_memory` acts.
 RELEASE_FRACTION = 0.4
@@ -38,8 +55,18 @@ _done = False
 _lock = threading.Lock()
 
 
+def malloc_threshold(limit: int | None) -> int:
+    """The mmap and trim thresholds for a worker with memory ``limit`` (bytes; None or 0:
+    none): :data:`MALLOC_THRESHOLD`, or ``limit / LIMIT_DIVISOR`` when smaller (not below
+    1 MiB)."""
+    if not limit:
+        return MALLOC_THRESHOLD
+    return int(min(MALLOC_THRESHOLD, max(2**20, limit // LIMIT_DIVISOR)))
+
+
 def tune_malloc() -> bool:
-    """Set this process's glibc mmap and trim thresholds to :data:`MALLOC_THRESHOLD`, once.
+    """Set this process's glibc mmap and trim thresholds to :func:`malloc_threshold` of its
+    worker's memory limit, once.
 
     Only inside a Dask worker process on Linux with glibc, and unless the Dask config key
     ``dask-ps.tune-malloc`` is false. Returns whether the thresholds are (now) set.
@@ -56,15 +83,18 @@ def tune_malloc() -> bool:
         if not dask.config.get("dask-ps.tune-malloc", True):
             return False
         try:
-            get_worker()
+            worker = get_worker()
         except ValueError:  # not in a worker: leave the user's process alone
             return False
         try:
             libc = ctypes.CDLL("libc.so.6")
         except OSError:  # not glibc (e.g. musl)
             return False
-        _done = bool(libc.mallopt(_M_MMAP_THRESHOLD, MALLOC_THRESHOLD)
-                     and libc.mallopt(_M_TRIM_THRESHOLD, MALLOC_THRESHOLD))
+        from .. import _compat
+
+        threshold = malloc_threshold(_compat.memory_limit(worker))
+        _done = bool(libc.mallopt(_M_MMAP_THRESHOLD, threshold)
+                     and libc.mallopt(_M_TRIM_THRESHOLD, threshold))
         return _done
 
 
@@ -97,3 +127,34 @@ def release_memory(force: bool = False) -> bool:
         except (OSError, AttributeError):  # not glibc
             pass
     return True
+
+
+def untouched_bytes(arrays) -> int:
+    """Bytes of the pages of ``arrays`` not in memory yet (``mincore``): what they will add to
+    the process's resident memory when written. 0 where ``mincore`` is not available (not
+    Linux), for arrays of less than a page, and for views (their base is counted)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return 0
+    page = _page_size()
+    out = 0
+    for a in arrays:
+        if a.base is not None or a.nbytes < page:
+            continue
+        start = a.ctypes.data - a.ctypes.data % page
+        n = (a.ctypes.data + a.nbytes - start + page - 1) // page
+        vec = (ctypes.c_ubyte * n)()
+        if libc.mincore(ctypes.c_void_p(start), ctypes.c_size_t(n * page), vec) != 0:
+            continue
+        resident = int(np.count_nonzero(np.frombuffer(vec, np.uint8) & 1))
+        out += (n - resident) * page
+    return out
+
+
+def _page_size() -> int:
+    import os
+
+    return os.sysconf("SC_PAGE_SIZE")

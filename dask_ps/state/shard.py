@@ -25,7 +25,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from ._malloc import tune_malloc
+from ._malloc import tune_malloc, untouched_bytes
 from .channel import ChannelAddress, ChannelServer
 from .channel_security import channel_endpoint
 from .consistency import DONE, ClockTable, Consistency
@@ -495,6 +495,13 @@ class Shard:
         """Counters, table sizes and clocks, for diagnostics."""
         with self._lock:
             return self._stats()
+
+    def untouched_bytes(self) -> int:
+        """Bytes of this shard's tables not in memory yet (zero-filled pages never written, see
+        :func:`~dask_ps.state._malloc.untouched_bytes`): what training will add to the
+        worker's memory as it touches their rows."""
+        tables = list(self.tables.values())
+        return untouched_bytes([a for t in tables for a in (t.values, *t.slots.values())])
 
     def _stats(self) -> dict:
         return dict(

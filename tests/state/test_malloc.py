@@ -1,0 +1,26 @@
+"""Allocator settings and measures of the worker processes (dask_ps.state._malloc)."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from dask_ps.state._malloc import MALLOC_THRESHOLD, malloc_threshold, untouched_bytes
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mincore: Linux only")
+def test_untouched_bytes_counts_the_zero_pages_not_yet_written():
+    a = np.zeros(2**25 // 8)  # 32 MiB from calloc: mapped, not in memory
+    assert untouched_bytes([a]) >= 0.9 * a.nbytes
+    a[: a.shape[0] // 2] = 1.0
+    assert 0.4 * a.nbytes <= untouched_bytes([a]) <= 0.6 * a.nbytes
+    a[a.shape[0] // 2:] = 1.0
+    assert untouched_bytes([a]) <= 0.01 * a.nbytes
+    assert untouched_bytes([a[::2], np.ones(3)]) == 0  # views and small arrays: not counted
+
+
+def test_small_workers_keep_less_freed_memory_in_their_allocators():
+    assert malloc_threshold(None) == MALLOC_THRESHOLD
+    assert malloc_threshold(8 * 2**30) == MALLOC_THRESHOLD
+    assert malloc_threshold(2**30) == 8 * 2**20
+    assert malloc_threshold(64 * 2**20) == 2**20
