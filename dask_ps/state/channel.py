@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import io
 import logging
 import pickle
 import select
@@ -62,11 +63,30 @@ _SMALL = 1 << 16
 _READ_AHEAD = 1 << 16
 
 
+def _array(buffer, dtype: str, shape: tuple) -> np.ndarray:
+    """An array of a message (:class:`_Pickler`): a view of its frame."""
+    return np.frombuffer(buffer, dtype).reshape(shape)
+
+
+class _Pickler(pickle.Pickler):
+    """Protocol-5 pickler that sends plain contiguous NumPy arrays as ``(buffer, dtype
+    string, shape)``: NumPy's own reduction pickles the dtype object and looks up its
+    rebuild function on every array (~15 us per array here, about half of a pull's or a
+    push's pickling, and as much to load them); other objects pickle as usual."""
+
+    def reducer_override(self, obj):
+        if (type(obj) is np.ndarray and obj.dtype.kind in "biuf" and obj.dtype.names is None
+                and obj.flags.c_contiguous):
+            return _array, (pickle.PickleBuffer(obj), obj.dtype.str, obj.shape)
+        return NotImplemented
+
+
 def dumps(obj) -> list:
     """``obj`` as frames: a protocol-5 pickle, then its out-of-band buffers."""
     buffers: list = []
-    head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
-    return [head] + [b.raw() for b in buffers]
+    out = io.BytesIO()
+    _Pickler(out, protocol=5, buffer_callback=buffers.append).dump(obj)
+    return [out.getbuffer()] + [b.raw() for b in buffers]
 
 
 def loads(frames: list):
@@ -521,6 +541,7 @@ class SyncChannel(_Caller):
         super().__init__(address, ssl_context)
         self._lock = threading.Lock()
         self._next = 0
+        self._timeout: float | None = None  # the connection's, set at the last call
 
     def start(self, method: str, args: tuple, kwargs: dict, timeout: float) -> int:
         """Send a request; the caller must then call :meth:`finish` (or :meth:`abort`).
@@ -537,7 +558,10 @@ class SyncChannel(_Caller):
                 sock = open_blocking(self.address, self._ssl, timeout)
                 self._sock = sock
                 self._reader = _BlockingReader(sock)
-            self._sock.settimeout(timeout)
+                self._timeout = timeout
+            if timeout != self._timeout:  # a system call or two: only when it changes
+                self._sock.settimeout(timeout)
+                self._timeout = timeout
             self._next += 1
             send_blocking(self._sock, self._next, frames)
             return self._next

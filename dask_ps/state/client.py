@@ -10,7 +10,10 @@ each clock. A task sees it through a :class:`~dask_ps.view.WorkerView`.
   (the process cache of Petuum's SSP table, Ho et al., NIPS 2013).
 * That push leaves with the process's next pull (one message per shard for both), or on its own
   after ``SEND_DELAY`` seconds; the next one waits for it to be answered, so a participant's
-  pushes reach each shard in order. Its errors surface on the next call.
+  pushes reach each shard in order. Its errors surface on the next call. A process whose pulls
+  have carried its last ``PULLS_CARRY`` clocks is checked less often (every ``IDLE_POLL``
+  seconds, until a push has to leave on its own again): its event loop is not woken every
+  ``SEND_DELAY`` for nothing, taking the GIL from the task and channel threads.
 * In a worker, a pull's requests to remote shards leave from the task's own thread over the
   shards' channels (:mod:`~dask_ps.state.channel`), without a hop to the event loop.
 * With several tasks per process, or staleness > 0, pulled values are kept and served again while
@@ -45,6 +48,10 @@ __all__ = ["ProcessClient"]
 #: Seconds a clock's push may wait for the next pull to carry it (the process checks its
 #: outbox this often, so a push leaves within twice this time).
 SEND_DELAY = 0.002
+#: After this many clocks in a row carried by the process's pulls, the outbox is checked every
+#: ``IDLE_POLL`` seconds instead (a push then left alone waits up to that long, once).
+PULLS_CARRY = 16
+IDLE_POLL = 0.032
 
 
 class _Snapshot:
@@ -84,6 +91,7 @@ class _Job:
     # pull, or after SEND_DELAY (see ProcessClient._poll); taken under ProcessClient._outbox.
     outbox: tuple | None = None
     outbox_since: float = 0.0
+    carried: int = 0  # clocks in a row whose push left with a pull (see ProcessClient._poll)
 
     @property
     def use_cache(self) -> bool:
@@ -217,6 +225,8 @@ class ProcessClient:
         """
         requests = self._lookup(spec, plan, values, clock, state, cache)
         box = self._take_outbox(state)
+        if box is not None:
+            state.carried += 1
         if not requests and box is None:
             return values
         calls = self._calls(spec, plan, requests, box, job, clock, state, named)
@@ -479,7 +489,8 @@ class ProcessClient:
     def _poll(self, job: str, state: _Job) -> None:
         """On the loop, every ``SEND_DELAY`` seconds while the job runs here: send the queued
         clock that no pull took in time (processes that compute long between a clock and
-        their next pull must not hold the others back)."""
+        their next pull must not hold the others back). Every ``IDLE_POLL`` seconds instead
+        while the process's pulls carry its clocks (``PULLS_CARRY`` in a row)."""
         if self.jobs.get(job) is not state:
             return
         loop = self.transport.loop
@@ -489,12 +500,14 @@ class ProcessClient:
                     and time.monotonic() - state.outbox_since >= SEND_DELAY):
                 box, state.outbox = state.outbox, None
                 state.inflight = done = Future()
+                state.carried = 0
         if box is not None:
             per_shard, clock = box
             task = loop.create_task(self._send(per_shard, job, state.participant, clock,
                                                tick=True))
             task.add_done_callback(lambda t: _resolve(done, t))
-        loop.call_later(SEND_DELAY, self._poll, job, state)
+        loop.call_later(SEND_DELAY if state.carried < PULLS_CARRY else IDLE_POLL, self._poll,
+                        job, state)
 
     def map_shards(self, name: str, fn, args: tuple, job: str | None = None,
                    clock: int = 0, key_range: bool = False) -> list:

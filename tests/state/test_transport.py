@@ -99,3 +99,39 @@ def test_a_cluster_of_threads_uses_dask_in_process_comms():
         with pytest.raises(ZeroDivisionError):  # raised on the shards, by Dask's RPC
             model.map_shards("counts", lambda keys, values, slots: 1 // 0)
         assert sum(model.map_shards("counts", lambda keys, values, slots: len(keys))) == 500
+
+
+def _carried_then_left_alone(ps, item):
+    """Clocks carried by pulls, then one whose push no pull takes."""
+    import time
+
+    from dask_ps.state.client import PULLS_CARRY
+
+    state = ps._client.job(ps.job)
+    cycles = 0
+    # (on a loaded machine the poll may send one first: the count then starts over)
+    while state.carried < PULLS_CARRY and cycles < 1000:
+        ps.push("w", [0], [1.0])
+        ps.clock()
+        ps.pull("w", [0])
+        cycles += 1
+    carried = state.carried
+    ps.push("w", [1], [1.0])
+    ps.clock()
+    t0 = time.monotonic()
+    while state.outbox is not None and time.monotonic() - t0 < 10:
+        time.sleep(0.001)
+    return cycles, carried, state.outbox is None, state.carried
+
+
+def test_pulls_that_carry_the_clocks_slow_the_outbox_check_down_but_a_push_still_leaves():
+    from dask_ps.state.client import PULLS_CARRY
+
+    with dask_ps.PSModel("local", n_shards=2) as model:
+        model.add_table("w", shape=(4,))
+        (cycles, carried, sent, after), = model.run(_carried_then_left_alone, [0])
+        # the pulls carried every clock: the loop then checks every IDLE_POLL seconds, not
+        # every SEND_DELAY; the push left alone is still sent (and the count starts over)
+        assert carried >= PULLS_CARRY
+        assert sent and after == 0
+        assert model.pull("w", [0, 1]).tolist() == [float(cycles), 1.0]
