@@ -69,10 +69,9 @@ def _array(buffer, dtype: str, shape: tuple) -> np.ndarray:
 
 
 class _Pickler(pickle.Pickler):
-    """Protocol-5 pickler that sends plain contiguous NumPy arrays as ``(buffer, dtype
-    string, shape)``: NumPy's own reduction pickles the dtype object and looks up its
-    rebuild function on every array (~15 us per array here, about half of a pull's or a
-    push's pickling, and as much to load them); other objects pickle as usual."""
+    """Protocol-5 pickler sending plain contiguous arrays as ``(buffer, dtype str, shape)``:
+    NumPy's reduction pickles a dtype object and finds its rebuild function per array (~15 us
+    here, half of a pull's or push's pickling; as much to load). Others pickle as usual."""
 
     def reducer_override(self, obj):
         if (type(obj) is np.ndarray and obj.dtype.kind in "biuf" and obj.dtype.names is None
