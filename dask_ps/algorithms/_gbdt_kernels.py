@@ -94,39 +94,33 @@ def _gather(rows, node_start, node_count, nodes_per_tree, build_nodes, grad, hes
     return starts, orow, gh
 
 
+@numba.njit(inline="always", **_JIT)
+def _add(sg, sc, b, g, h):
+    """One row's (grad, hess) pair and count into bin ``b`` of a column's scratch."""
+    sg[b, 0] += g
+    sg[b, 1] += h
+    sc[b] += 1
+
+
 @numba.njit(**_JIT)
 def _one_column(col, orow, gh, a, e, sg, sc):
     for ii in range(a, e):
-        b = col[orow[ii]]
-        sg[b, 0] += gh[ii, 0]
-        sg[b, 1] += gh[ii, 1]
-        sc[b] += 1
+        _add(sg, sc, col[orow[ii]], gh[ii, 0], gh[ii, 1])
 
 
 @numba.njit(**_JIT)
 def _four_columns(c0, c1, c2, c3, orow, gh, a, e, sg, sc):
+    # four independent bins per row: their additions overlap instead of waiting on each other
     g0, g1, g2, g3 = sg[0], sg[1], sg[2], sg[3]
     n0, n1, n2, n3 = sc[0], sc[1], sc[2], sc[3]
     for ii in range(a, e):
         r = orow[ii]
         g = gh[ii, 0]
         h = gh[ii, 1]
-        b = c0[r]
-        g0[b, 0] += g
-        g0[b, 1] += h
-        n0[b] += 1
-        b = c1[r]
-        g1[b, 0] += g
-        g1[b, 1] += h
-        n1[b] += 1
-        b = c2[r]
-        g2[b, 0] += g
-        g2[b, 1] += h
-        n2[b] += 1
-        b = c3[r]
-        g3[b, 0] += g
-        g3[b, 1] += h
-        n3[b] += 1
+        _add(g0, n0, c0[r], g, h)
+        _add(g1, n1, c1[r], g, h)
+        _add(g2, n2, c2[r], g, h)
+        _add(g3, n3, c3[r], g, h)
 
 
 @numba.njit(**_JIT)
