@@ -9,9 +9,11 @@ on the workers of a LocalCluster (2 worker processes x 1 thread, each with ``--m
 then fits ``dask_ps.LogisticRegression`` (FTRL) twice from the files: on all of it and on its
 first tenth (``--small-ratio``). Reported, measured in this run: rows, non-zeros and bytes on
 disk; fit wall time; non-zeros per second per epoch; peak memory per worker (the scheduler's
-view, sampled every ``--sample-s`` seconds) against its limit; bytes Dask spilled to disk; and
-the ratio of the cost per sample (wall / (rows x epochs)) of the large run to the small one,
-which should stay near 1. Run it on a quiet machine; on a shared one read the numbers as sizes.
+view, sampled every ``--sample-s`` seconds, and the kernel's high-water mark of each worker
+process over the fit, ``VmHWM``, which no sampling misses) against its limit; bytes Dask
+spilled to disk; and the ratio of the cost per sample (wall / (rows x epochs)) of the large run
+to the small one, which should stay near 1. Run it on a quiet machine; on a shared one read the
+numbers as sizes.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ class PeakMemory:
 def fit_once(client, files: list[str], info: dict, args) -> dict:
     from dask_ps import LogisticRegression
     from dask_ps.io import read_libsvm, read_sparse_parquet
+    from dask_ps.state._malloc import highest_rss, reset_peak_rss
 
     n_features = info["spec"]["n_features"]
     if args.format == "parquet":
@@ -114,6 +117,7 @@ def fit_once(client, files: list[str], info: dict, args) -> dict:
               worker_info(client).items()}
     model = LogisticRegression(solver="ftrl", max_iter=args.epochs, random_state=0,
                                client=client, progress=False)
+    client.run(reset_peak_rss, forget=True)
     with PeakMemory(client, args.sample_s) as mem:
         t0 = time.perf_counter()
         model.fit(X, y)
@@ -123,6 +127,7 @@ def fit_once(client, files: list[str], info: dict, args) -> dict:
                nnz_per_s_per_epoch=nnz * args.epochs / wall,
                cost_per_sample_us=1e6 * wall / (rows * args.epochs),
                peak_memory_bytes=mem.peak, memory_limit_bytes=limits,
+               highest_rss_bytes=client.run(highest_rss),
                peak_under_limit=all(mem.peak.get(a, 0) < lim for a, lim in limits.items()),
                spilled_to_disk_bytes=mem.spilled, paused_samples=mem.paused,
                peak_under_pause=all(mem.peak.get(a, 0) < args.pause * lim
@@ -250,6 +255,8 @@ def main(argv=None) -> int:
                 peaks = ", ".join(f"{v / 2**30:.2f}" for v in r["peak_memory_bytes"].values())
                 lim = ", ".join(f"{v / 2**30:.2f}" for v in r["memory_limit_bytes"].values())
                 spilled = sum(r["spilled_to_disk_bytes"].values())
+                highest = ", ".join(f"{(v or 0) / 2**30:.2f}"
+                                    for v in r["highest_rss_bytes"].values())
                 last = (r.get("history_extra") or [{}])[-1]
                 print(f"  {name}: {last.get('source_reads')} blocks read from "
                       f"{r['files']} files ({last.get('source_bytes', 0) / 1e9:.2f} GB), "
@@ -267,7 +274,8 @@ def main(argv=None) -> int:
                       f"{r['cost_per_sample_us']:.3f} us per sample-epoch, peak GiB per "
                       f"worker [{peaks}] of [{lim}] (pause at {args.pause:.0%}: "
                       f"{'below' if r['peak_under_pause'] else 'REACHED'}; paused samples "
-                      f"{sum(r['paused_samples'].values())}), spilled {spilled / 2**30:.2f} GiB",
+                      f"{sum(r['paused_samples'].values())}; the kernel's high-water mark "
+                      f"[{highest}]), spilled {spilled / 2**30:.2f} GiB",
                       flush=True)
             summary["runs"] = runs
             ratio = runs["large"]["cost_per_sample_us"] / runs["small"]["cost_per_sample_us"]

@@ -201,6 +201,35 @@ def test_a_small_worker_spills_its_data_early_enough_for_the_rest_of_the_process
         assert [float(d.result()[0]) for d in data] == [0.0, 1.0, 2.0]
 
 
+def _big_step(dask_worker=None):
+    from dask_ps.partitions.worker import fit_spill_target, measure_step, step_growth
+
+    before = fit_spill_target(dask_worker)
+    with measure_step(dask_worker):
+        a = np.ones(600 * 2**20 // 8)  # written, and freed before the step ends
+        del a
+    return before, fit_spill_target(dask_worker), step_growth()
+
+
+@pytest.mark.timeout(300)
+def test_the_spill_target_leaves_room_for_the_largest_step_measured():
+    import dask
+    from distributed import Client, LocalCluster
+
+    memory = {"distributed.worker.memory.target": 0.45, "distributed.worker.memory.spill": 0.75,
+              "distributed.worker.memory.pause": 0.85,
+              "distributed.worker.memory.terminate": False}
+    with dask.config.set(memory), \
+            LocalCluster(n_workers=1, threads_per_worker=1, memory_limit="2GiB",
+                         dashboard_address=None, worker_dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        [(before, after, growth)] = client.run(_big_step).values()
+        assert growth >= 0.9 * 600 * 2**20  # the step's peak, not its end
+        # the default headroom is 0.15 x 2 GiB = 307 MiB; a step rose 600 MiB: ~290 MiB
+        # less data may stay in memory
+        assert after < before - 200 * 2**20, (before >> 20, after >> 20)
+
+
 def _fill_zeros(keys, values, slots):
     values.fill(0.0)  # writes every page of the shard's table: all of it in memory now
     return 0

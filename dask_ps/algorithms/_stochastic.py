@@ -33,6 +33,7 @@ import scipy.sparse as sp
 from ..exceptions import DivergenceError
 from ..kernels.optim import ftrl_weights
 from ..state.optimizers import FTRL, Optimizer
+from ..state.partition import distinct_ranks
 from ._logistic_kernels import local_steps, logistic_grad, rows_loss
 
 __all__ = ["Block", "Rule", "gather_rows", "gather_sparse_rows", "make_blocks", "server_step",
@@ -61,21 +62,19 @@ def make_blocks(X: sp.csr_matrix, Y: np.ndarray, n_blocks: int, bias_key: int,
     blocks = []
     bounds = np.linspace(0, X.shape[0], n_blocks + 1).round().astype(np.int64)
     rng = np.random.default_rng(seed)
-    # marks over the column range are O(nnz + n_features); beyond a few times the data's size
-    # a hash-based factorisation is cheaper (np.unique's sort is slower than either)
+    # a bitmap over the column range is O(nnz + n_features / 64) (2 MiB at 2^24 columns;
+    # marks of a byte and a position table of int32 per column took 80 MiB there); beyond a
+    # few times the data's size a hash-based factorisation is cheaper (np.unique's sort is
+    # slower than either)
     dense = bias_key <= max(2**22, 8 * X.nnz)
-    position = np.empty(bias_key, np.int32) if dense else None
     for a, b in zip(bounds[:-1], bounds[1:]):
         if b <= a:
             continue
         lo, hi = X.indptr[a], X.indptr[b]
         cols = X.indices[lo:hi]
         if dense:
-            seen = np.zeros(bias_key, bool)
-            seen[cols] = True
-            keys = np.flatnonzero(seen)
-            position[keys] = np.arange(keys.shape[0], dtype=np.int32)
-            codes = position[cols]
+            codes = np.empty(cols.shape[0], np.int32)
+            keys = distinct_ranks(cols, bias_key, codes)
         else:
             codes, keys = pd.factorize(cols, sort=True)
             codes = codes.astype(np.int32 if keys.shape[0] < 2**31 else np.int64)

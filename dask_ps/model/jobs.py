@@ -28,7 +28,7 @@ from ..cluster import PauseWatch
 from ..diagnostics.events import watch_job
 from ..exceptions import ShardUnavailableError, WorkerLostError
 from ..partitions import Partition, Partitions
-from ..partitions.worker import fit_spill_target, shed_cache
+from ..partitions.worker import fit_spill_target, measure_step, shed_cache
 from ..state._malloc import release_memory
 from ..state.consistency import DONE, Consistency, get_consistency
 from ..state.keys import TASKS_PREFIX
@@ -221,7 +221,8 @@ class _EpochLoop:
             for j in rng.permutation(len(parts)):
                 part = parts[j]
                 part.epoch = epoch
-                out.append((e, part.index, self.step(ps, part)))
+                with measure_step():  # sizes the headroom fit_spill_target leaves
+                    out.append((e, part.index, self.step(ps, part)))
                 # what the step freed (its partition's copies, a reader's buffers) goes
                 # back to the system before the next partition is loaded, when memory is
                 # short; so do the cached blocks, past their share

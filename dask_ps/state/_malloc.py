@@ -37,8 +37,8 @@ import threading
 
 import numpy as np
 
-__all__ = ["MALLOC_THRESHOLD", "RELEASE_FRACTION", "malloc_threshold", "release_memory",
-           "tune_malloc", "untouched_bytes"]
+__all__ = ["MALLOC_THRESHOLD", "RELEASE_FRACTION", "highest_rss", "malloc_threshold",
+           "peak_rss", "release_memory", "reset_peak_rss", "tune_malloc", "untouched_bytes"]
 
 #: Bytes: the mmap and trim thresholds set in worker processes (at most; see
 #: :func:`malloc_threshold`).
@@ -130,14 +130,18 @@ def release_memory(force: bool = False) -> bool:
 
 
 def untouched_bytes(arrays) -> int:
-    """Bytes of the pages of ``arrays`` not in memory yet (``mincore``): what they will add to
-    the process's resident memory when written. 0 where ``mincore`` is not available (not
-    Linux), for arrays of less than a page, and for views (their base is counted)."""
+    """Bytes of the pages of ``arrays`` not written yet: what they will add to the process's
+    resident memory when written. 0 outside Linux, for arrays of less than a page, and for
+    views (their base is counted).
+
+    A page counts as written when ``/proc/self/pagemap`` shows it present and mapped by this
+    process alone (bit 56, Linux >= 4.2), or swapped out. Reading a zeroed page maps the
+    kernel's shared zero page, which takes no memory: ``mincore`` calls it resident, and a
+    shard answering pulls of a 2^24-row table it never wrote made it look all in memory
+    while 0.19 GiB were still to come, at the first pushes. Where pagemap cannot be read,
+    ``mincore`` stands in.
+    """
     if not sys.platform.startswith("linux"):
-        return 0
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:
         return 0
     page = _page_size()
     out = 0
@@ -146,12 +150,82 @@ def untouched_bytes(arrays) -> int:
             continue
         start = a.ctypes.data - a.ctypes.data % page
         n = (a.ctypes.data + a.nbytes - start + page - 1) // page
-        vec = (ctypes.c_ubyte * n)()
-        if libc.mincore(ctypes.c_void_p(start), ctypes.c_size_t(n * page), vec) != 0:
-            continue
-        resident = int(np.count_nonzero(np.frombuffer(vec, np.uint8) & 1))
-        out += (n - resident) * page
+        written = _written_pages(start, n, page)
+        out += (n - written) * page
     return out
+
+
+_PRESENT, _SWAPPED, _EXCLUSIVE = np.uint64(1 << 63), np.uint64(1 << 62), np.uint64(1 << 56)
+
+
+def _written_pages(start: int, n: int, page: int) -> int:
+    """Pages of ``[start, start + n * page)`` this process wrote (see :func:`untouched_bytes`)."""
+    try:
+        with open("/proc/self/pagemap", "rb", buffering=0) as f:
+            f.seek(start // page * 8)
+            entries = np.frombuffer(f.read(n * 8), np.uint64)
+        if entries.shape[0] == n:
+            mine = (entries & (_PRESENT | _EXCLUSIVE)) == (_PRESENT | _EXCLUSIVE)
+            return int(np.count_nonzero(mine | ((entries & _SWAPPED) != 0)))
+    except OSError:
+        pass
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return n
+    vec = (ctypes.c_ubyte * n)()
+    if libc.mincore(ctypes.c_void_p(start), ctypes.c_size_t(n * page), vec) != 0:
+        return n
+    return int(np.count_nonzero(np.frombuffer(vec, np.uint8) & 1))
+
+
+def reset_peak_rss(forget: bool = False) -> int | None:
+    """Start a new window for :func:`peak_rss`: the kernel's high-water mark of this process's
+    resident memory (``VmHWM``) is set back to its resident memory now (Linux >= 4.0: ``5``
+    written to ``/proc/self/clear_refs``). Returns the resident bytes now, or None where the
+    mark cannot be reset (then :func:`peak_rss` is not a window's peak).
+
+    The mark is the process's: threads measuring windows at once shorten each other's (a
+    thread that resets it drops the peaks the others saw so far). :func:`highest_rss` keeps
+    the highest mark across resets, unless ``forget``.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    before = peak_rss()
+    if before is not None:
+        with _lock:
+            _HIGHEST[0] = 0 if forget else max(_HIGHEST[0], before)
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return None
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+def peak_rss() -> int | None:
+    """Bytes: the highest resident memory of this process since :func:`reset_peak_rss` (or
+    since it started); None outside Linux."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def highest_rss() -> int | None:
+    """Bytes: the highest resident memory of this process since it started, across the
+    windows of :func:`reset_peak_rss`; None outside Linux."""
+    now = peak_rss()
+    return None if now is None else max(now, _HIGHEST[0])
+
+
+_HIGHEST = [0]  # the highest peak_rss() seen before a reset
 
 
 def _page_size() -> int:

@@ -22,7 +22,7 @@ import numpy as np
 from . import _hash_kernels, _kernels
 
 __all__ = ["HashPartitioner", "KeyPlan", "KeyRef", "RangePartitioner", "RowBits", "as_rows",
-           "make_partitioner", "with_keys"]
+           "distinct_ranks", "make_partitioner", "with_keys"]
 
 
 _NO_WORDS = np.zeros(0, np.uint64)
@@ -187,6 +187,40 @@ def _hash_scratch(n_shards: int) -> tuple:
         scratch = _local.hash_scratch = (np.empty(n_count, np.int64),
                                          np.empty(slots, np.uint32))
     return scratch
+
+
+def distinct_ranks(keys: np.ndarray, n_rows: int, out: np.ndarray) -> np.ndarray:
+    """The distinct values of ``keys`` in ascending order, and each key's rank among them, as
+    a range table's keys are planned: through a bitmap of ``n_rows`` bits (``n_rows / 8``
+    bytes), not a hash table or a table of ``n_rows`` positions (64 MiB of int32 at 2^24
+    rows, most of its pages touched by a block's random columns).
+
+    Parameters
+    ----------
+    keys : ndarray of int32 or int64, shape (n,)
+        Values in ``[0, n_rows)``; repeats allowed. Every word of the bitmap is read once,
+        so this suits ``n_rows`` up to a few times ``64 * n``.
+    n_rows : int
+    out : ndarray of int32 or int64, shape (n,)
+        Receives the ranks: ``distinct[out[i]] == keys[i]``.
+
+    Returns
+    -------
+    ndarray of int64, shape (n_distinct,)
+
+    Raises
+    ------
+    ValueError
+        A key outside ``[0, n_rows)``, naming its position and value.
+    """
+    bits = np.zeros(n_rows // 64 + 1, np.uint64)
+    starts = np.array([0, n_rows], np.int64)
+    distinct, _, _, bad, _ = _kernels._plan_bitmap_range(keys, starts, out,
+                                                        np.zeros(2, np.int64), bits, False)
+    if bad >= 0:
+        raise ValueError(f"key {int(keys[bad])} at position {int(bad)} is outside "
+                         f"[0, {n_rows})")
+    return distinct
 
 
 def plan_hashed(keys: np.ndarray, n_shards: int, defer_inverse: bool = False) -> KeyPlan:

@@ -235,3 +235,29 @@ def test_deferred_inverse_equals_the_inverse():
     for k, n_rows in ((np.sort(keys), 5000), (keys, 10**8)):
         p = RangePartitioner(3, n_rows=n_rows)
         assert not p.plan(k, defer_inverse=True)[0].deferred
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_distinct_ranks_are_numpys_unique_and_inverse(dtype):
+    from dask_ps.state.partition import distinct_ranks
+
+    rng = np.random.default_rng(3)
+    n_rows = 2**20
+    keys = (rng.zipf(1.3, 300_000) % n_rows).astype(dtype)
+    out = np.empty(keys.shape[0], np.int32)
+    distinct = distinct_ranks(keys, n_rows, out)
+    want, inverse = np.unique(keys, return_inverse=True)
+    assert distinct.dtype == np.int64
+    np.testing.assert_array_equal(distinct, want)
+    np.testing.assert_array_equal(out, inverse)
+    # the scratch bitmap is the call's own: a second call starts clean
+    np.testing.assert_array_equal(distinct_ranks(keys[:10], n_rows, out[:10]),
+                                  np.unique(keys[:10]))
+
+
+def test_distinct_ranks_name_a_key_out_of_range():
+    from dask_ps.state.partition import distinct_ranks
+
+    keys = np.array([3, 1, 8, 2], np.int64)
+    with pytest.raises(ValueError, match="key 8 at position 2 is outside"):
+        distinct_ranks(keys, 8, np.empty(4, np.int64))
