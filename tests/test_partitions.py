@@ -1,5 +1,6 @@
 """Data partitions: cutting, placing, streaming to the tasks that own them, worker-local state."""
 
+import contextlib
 import itertools
 
 import numpy as np
@@ -164,6 +165,23 @@ def test_partitions_do_not_pickle():
         pickle.dumps(partition(np.zeros(3), client="local"))
 
 
+@contextlib.contextmanager
+def _small_worker(limit: str):
+    """A client of one worker with ``limit`` of memory, Dask's spill settings of the
+    memory-bounded benchmark (target 0.45, spill 0.75, pause 0.85) and no terminate."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    memory = {"distributed.worker.memory.target": 0.45, "distributed.worker.memory.spill": 0.75,
+              "distributed.worker.memory.pause": 0.85,
+              "distributed.worker.memory.terminate": False}
+    with dask.config.set(memory), \
+            LocalCluster(n_workers=1, threads_per_worker=1, memory_limit=limit,
+                         dashboard_address=None, worker_dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        yield client
+
+
 @pytest.mark.timeout(300)
 def test_a_small_worker_spills_its_data_early_enough_for_the_rest_of_the_process():
     """Dask spills data above its target share of the limit by the data's own size: 300 MB of
@@ -171,20 +189,11 @@ def test_a_small_worker_spills_its_data_early_enough_for_the_rest_of_the_process
     training would add shards and a partition's copies on top, up to the pause threshold.
     fit_spill_target counts the rest of the process (and a headroom) too: data goes to disk
     until data + the rest + headroom is below the spill threshold."""
-    import dask
-    from distributed import Client, LocalCluster
-
     from dask_ps import _compat
     from dask_ps.partitions.worker import HEADROOM_FRACTION, fit_spill_target
 
     assert fit_spill_target() is None  # not in a worker
-    memory = {"distributed.worker.memory.target": 0.45, "distributed.worker.memory.spill": 0.75,
-              "distributed.worker.memory.pause": 0.85,
-              "distributed.worker.memory.terminate": False}
-    with dask.config.set(memory), \
-            LocalCluster(n_workers=1, threads_per_worker=1, memory_limit="1GiB",
-                         dashboard_address=None, worker_dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+    with _small_worker("1GiB") as client:
         data = [client.scatter(np.full(100 * 2**20 // 8, float(i))) for i in range(3)]
 
         def state(dask_worker):
@@ -213,16 +222,7 @@ def _big_step(dask_worker=None):
 
 @pytest.mark.timeout(300)
 def test_the_spill_target_leaves_room_for_the_largest_step_measured():
-    import dask
-    from distributed import Client, LocalCluster
-
-    memory = {"distributed.worker.memory.target": 0.45, "distributed.worker.memory.spill": 0.75,
-              "distributed.worker.memory.pause": 0.85,
-              "distributed.worker.memory.terminate": False}
-    with dask.config.set(memory), \
-            LocalCluster(n_workers=1, threads_per_worker=1, memory_limit="2GiB",
-                         dashboard_address=None, worker_dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+    with _small_worker("2GiB") as client:
         [(before, after, growth)] = client.run(_big_step).values()
         assert growth >= 0.9 * 600 * 2**20  # the step's peak, not its end
         # the default headroom is 0.15 x 2 GiB = 307 MiB; a step rose 600 MiB: ~290 MiB
@@ -241,19 +241,10 @@ def test_the_spill_target_counts_a_shard_table_before_its_pages_are_written():
     steps write them (a 2^24-row FTRL table's keys touch every page at the first step). The
     data Dask may keep in memory must leave room for the whole table from the start, not
     shrink by the table's size once training has begun."""
-    import dask
-    from distributed import Client, LocalCluster
-
     from dask_ps.partitions.worker import fit_spill_target
 
-    memory = {"distributed.worker.memory.target": 0.45, "distributed.worker.memory.spill": 0.75,
-              "distributed.worker.memory.pause": 0.85,
-              "distributed.worker.memory.terminate": False}
     table_bytes = 2**24 * 8  # 128 MiB
-    with dask.config.set(memory), \
-            LocalCluster(n_workers=1, threads_per_worker=1, memory_limit="2GiB",
-                         dashboard_address=None, worker_dashboard_address=None) as cluster, \
-            Client(cluster) as client, dask_ps.PSModel(client) as model:
+    with _small_worker("2GiB") as client, dask_ps.PSModel(client) as model:
         model.add_table("w", shape=(2**24,), dtype="float64")
         [before] = client.run(fit_spill_target).values()
         model.map_shards("w", _fill_zeros, key_range=True)
