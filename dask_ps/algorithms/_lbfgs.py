@@ -329,11 +329,11 @@ def lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init
     DivergenceError
         The objective stopped being finite (the features want scaling, or C is too large).
     """
-    from ..diagnostics.progress import FitMonitor
+    from ..diagnostics.progress import EVENT_INTERVAL, FitMonitor
 
     history = []
-    with FitMonitor(model, loop.name, None, progress=loop.progress,
-                    unit="evaluation") as monitor:
+    with FitMonitor(model, loop.name, None, progress=loop.progress, unit="evaluation",
+                    event_interval=EVENT_INTERVAL) as monitor:
         def on_evaluation(obj, nbytes, cpu):
             e = len(history) + 1
             if not math.isfinite(obj):
