@@ -32,6 +32,17 @@ evaluation the driver pushed a dense float64 weight change of 2^22 rows, pulled 
 gradient table and pushed its negation back to reset it (three dense transfers plus their
 partitioning plans: most of the wall time), and each task pulled float64 weights and pushed a
 float64 gradient with int64 keys (16 + 16 bytes per touched feature).
+
+Where an a9a evaluation's time went once it was one round trip per worker (C=0.1, 2 workers
+x 1 thread; perf_counter stamps in the driver and the evaluators, cProfile of the driver):
+12.8 ms wall for 3.6 ms of kernel CPU in the slowest task. Most of the rest was the driver's
+solver: L-BFGS-B's ``setulb`` on OpenBLAS's two threads, 3.8 ms of CPU per call (two calls per
+evaluation) on 124 variables where one thread takes 9 us (:data:`SOLVER_BLAS_THREADS`); then
+a dashboard event per evaluation, a scheduler round trip from the driver's threads that held
+the GIL its main thread needed to send the next requests (~1.5 ms; now one per 0.1 s, see
+:class:`~dask_ps.diagnostics.FitMonitor`); and the kernel's generic loop over outputs for one
+output (2.4 -> 1.3 ms). Requests already left for both workers before either reply was read,
+and the arrays travel out of band, without copies: neither showed in the profiles.
 """
 
 from __future__ import annotations
@@ -45,6 +56,7 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
+from threadpoolctl import threadpool_limits
 
 from ..exceptions import DivergenceError
 from ..model import PSModel
@@ -65,6 +77,12 @@ GRAD_ROUNDING = 1e-2
 #: no ``ftol`` stop (scikit-learn's is 64 eps): ``tol`` alone, on the projected gradient,
 #: decides convergence.
 LBFGSB_OPTIONS = dict(ftol=0.0, maxls=50, maxcor=10)
+#: BLAS threads of the driver while the solver runs. Its BLAS work is vector operations over
+#: the active rows and ``maxcor`` x ``maxcor`` factorisations, where OpenBLAS's threads cost
+#: more to wake than they save: one L-BFGS-B ``setulb`` call (about two per evaluation) took
+#: 3.8 ms of CPU on 124 variables with OpenBLAS's default two threads here, 9 us with one
+#: (scipy 1.17, OpenBLAS 0.3.30, load 7).
+SOLVER_BLAS_THREADS = 1
 
 
 def _task_block(parts, n_features: int):
@@ -254,8 +272,9 @@ def train_lbfgs(model: PSModel, data: Partitions, shape: tuple, C: float, penalt
     x0 = None if x0 is None else np.asarray(x0, np.float64).reshape(shape)
     ev = _Evaluations(data, shape, scale, tol, x0)
     try:
-        x, nit = _minimize(ev, ev.shape, C, penalty, fit_intercept, max_iter, tol, n_rows,
-                           None if x0 is None else x0[ev.active], on_evaluation)
+        with threadpool_limits(SOLVER_BLAS_THREADS, user_api="blas"):
+            x, nit = _minimize(ev, ev.shape, C, penalty, fit_intercept, max_iter, tol,
+                               n_rows, None if x0 is None else x0[ev.active], on_evaluation)
     finally:
         ev.close()
     W = np.zeros(shape)
@@ -321,11 +340,11 @@ def lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init
     DivergenceError
         The objective stopped being finite (the features want scaling, or C is too large).
     """
-    from ..diagnostics.progress import FitMonitor
+    from ..diagnostics.progress import EVENT_INTERVAL, FitMonitor
 
     history = []
-    with FitMonitor(model, loop.name, None, progress=loop.progress,
-                    unit="evaluation") as monitor:
+    with FitMonitor(model, loop.name, None, progress=loop.progress, unit="evaluation",
+                    event_interval=EVENT_INTERVAL) as monitor:
         def on_evaluation(obj, nbytes, cpu):
             e = len(history) + 1
             if not math.isfinite(obj):

@@ -163,3 +163,27 @@ def test_monitor_bytes_add_up_to_the_shards_counts(where, request):
     # flight at the last report (at most one clock's, 24 bytes, per process)
     n_processes = 1 if where == "local" else 2
     assert 0 <= total - sum(e["bytes"] for e in entries) <= 24 * n_processes
+
+
+@pytest.mark.parametrize("interval, sent", [(0.0, list(range(1, 21))), (60.0, [1, 20])])
+def test_monitor_event_interval(monkeypatch, interval, sent):
+    """With ``event_interval``, epochs recorded sooner than it after the last event are not
+    sent, but the last one is (at close); the entries keep every epoch."""
+    from dask_ps.diagnostics import progress
+
+    class Model:  # the monitor's view of a model on a cluster
+        client = object()
+        shards = []
+
+        def stats(self):
+            return []
+
+    events = []
+    monkeypatch.setattr(progress, "emit", lambda topic, msg, client: events.append(msg))
+    with progress.FitMonitor(Model(), "test", None, progress=False,
+                             event_interval=interval) as monitor:
+        for e in range(1, 21):
+            monitor.record(e, 1.0 / e, 8)
+    assert [m["epoch"] for m in events] == sent
+    assert events[-1]["loss"] == 1.0 / 20
+    assert sorted(monitor.entries) == list(range(1, 21))
