@@ -1,5 +1,6 @@
 """MatrixFactorization: kernels against Python twins, MovieLens-100k quality, ids, clusters."""
 
+import logging
 import pickle
 
 import numpy as np
@@ -244,6 +245,43 @@ def test_dask_dataframe_input(u1, client2):
     assert model.evaluate(dtest) == pytest.approx(ref.evaluate(test))
     got = model.predict(dtest).compute().to_numpy()  # lazy: no warning
     np.testing.assert_allclose(got, expected, atol=1e-8)
+
+
+class _Records(logging.Handler):
+    """Keeps the records at WARNING and above that reach the loggers it is attached to."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def test_a_fit_from_a_dask_dataframe_logs_no_warnings(client2):
+    """Issue 18: MF fits from a dask dataframe printed 12 WARNING lines of Dask's P2P shuffle
+    (logged by the scheduler, in this process for a LocalCluster). 'distributed' does not
+    propagate to the root logger, so the handler is attached to it; the workers' own logs are
+    read back from them. Python warnings are errors (pyproject's filterwarnings)."""
+    import dask.dataframe as dd
+
+    def worker_warnings():
+        return sum(level in ("WARNING", "ERROR", "CRITICAL") for logs in
+                   client2.get_worker_logs().values() for level, _ in logs)
+
+    handler, before = _Records(), worker_warnings()
+    loggers = [logging.getLogger(n) for n in ("distributed", "dask", "dask_ps")]
+    for lg in loggers:
+        lg.addHandler(handler)
+    try:
+        model = MatrixFactorization(client=client2, random_state=0, **FAST)
+        model.fit(dd.from_pandas(toy(), npartitions=3))
+    finally:
+        for lg in loggers:
+            lg.removeHandler(handler)
+    assert [f"{r.name}: {r.getMessage()}" for r in handler.records] == []
+    assert worker_warnings() == before
+    assert model.n_iter_ == FAST["max_iter"]
 
 
 # -- ids and cold start ---------------------------------------------------------------------
