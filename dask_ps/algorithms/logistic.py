@@ -281,7 +281,13 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
     -----
     More than two classes are fitted one-vs-rest and ``predict_proba`` normalises their
     sigmoids in log space. Bit-for-bit reproducible for the same data, partitioning and
-    ``random_state`` under BSP; across partitionings "lbfgs" agrees to its ``tol``.
+    ``random_state`` under BSP. Across partitionings "lbfgs" sums the gradients in another
+    order and agrees to its ``tol``: with "l2" a fit stops once each coordinate of the
+    projected gradient of scikit-learn's objective divided by ``C n`` is below ``tol``, so
+    two fits' ``(coef_, intercept_)`` differ by at most ``4 sqrt(n_features + 1) tol C n /
+    mu`` in norm (``mu``: the smallest Hessian eigenvalue of that objective). Measured: 5e-6
+    against a bound of 1.5e-4 for 1 and 4 partitions of 2000 rows, 20 features, ``C=10``,
+    ``tol=1e-8``.
     """
 
     _parameter_constraints = {

@@ -270,8 +270,11 @@ class MatrixFactorization(PSEstimator):
         if not (n_u or n_i):
             return
         if self.cold_start == "raise":
-            which = (f"user {users[np.argmax(uc < 0)]!r}" if n_u
-                     else f"item {items[np.argmax(ic < 0)]!r}")
+            ids, codes = (users, uc) if n_u else (items, ic)
+            first = np.asarray(ids)[np.argmax(codes < 0)]
+            if isinstance(first, np.generic):  # read as written: 7, not np.int64(7)
+                first = first.item()
+            which = f"{'user' if n_u else 'item'} {first!r}"
             raise ValueError(f"{which} was not seen at fit ({n_u} rows with an unseen user, "
                              f"{n_i} with an unseen item; cold_start='raise')")
         if warn:  # evaluate() returns the counts instead

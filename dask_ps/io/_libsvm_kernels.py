@@ -31,6 +31,12 @@ I_ERR, I_ERR_LINE, I_ERR_START, I_ERR_END = range(8, 12)
 N_INFO = 12
 
 NO_LIMIT = np.iinfo(np.int64).max
+#: The largest feature index a file may hold: 2**63 - 2, so that the index and the width
+#: ``n_features`` (the largest index + 1) both fit int64 (the largest key of a wide model).
+MAX_INDEX = 2**63 - 2
+# ``idx * 10 + digit`` stays at most MAX_INDEX while idx < _TENTH, or == _TENTH and the
+# digit <= _LAST (one comparison per digit in the usual case)
+_TENTH, _LAST = MAX_INDEX // 10, MAX_INDEX % 10
 
 # Exact powers of ten: 10**k is representable in float64 for k <= 22.
 _POW10 = np.array([float(10**k) for k in range(23)])
@@ -328,8 +334,8 @@ def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_prob
                 break
             idx = 0
             while j < colon and 48 <= buf[j] <= 57:
-                if idx > 10**17:  # the next digit could overflow int64
-                    err = E_BIG_INDEX
+                if idx >= _TENTH and (idx > _TENTH or buf[j] - 48 > _LAST):
+                    err = E_BIG_INDEX  # above MAX_INDEX (before int64 could overflow)
                     break
                 idx = idx * 10 + (buf[j] - 48)
                 j += 1

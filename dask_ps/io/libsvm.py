@@ -96,7 +96,8 @@ def _format_error(
 ) -> ValueError:
     based = "" if base is None else (" (one-based)" if base else " (zero-based)")
     if err.code == _k.E_BIG_INDEX and n_features is None:
-        reason = "feature index too large for int64"
+        reason = (f"feature index above {_k.MAX_INDEX} (2**63 - 2, the largest that leaves "
+                  f"room for n_features = index + 1 in int64; hash larger keys below it)")
     else:
         reason = _REASONS[err.code].format(n_features=n_features, based=based)
     token = err.token.decode("utf-8", "replace")
@@ -245,7 +246,8 @@ def read_libsvm(
         For a malformed line; the message names the file, the 1-based line number in
         that file and the offending token. Malformed means: a pair without a colon, an
         empty or non-integer index, a negative index, index 0 with ``zero_based=False``,
-        an index beyond ``n_features``, a value that is infinite (``inf``, overflow) or
+        an index beyond ``n_features`` or above 2**63 - 2 (so that ``n_features``, the
+        largest index + 1, fits int64), a value that is infinite (``inf``, overflow) or
         not a number, a label that is not a finite number (``nan`` too). Raised when the
         arrays are computed if ``n_features`` and ``zero_based`` are given, else by this
         call. Also for invalid arguments, and when a file has other rows when computed

@@ -76,6 +76,32 @@ def test_warm_start_with_another_feature_count_leaves_the_model_as_it_was():
     assert model.history_ == history and model.n_features_in_ == 20
 
 
+@pytest.mark.parametrize("kind", ["numpy", "dask"])
+def test_warm_start_with_another_feature_count_on_a_cluster_leaves_the_model_as_it_was(
+        client2, kind):
+    """Issue 18: on a cluster a raw NumPy concatenation error, and n_features_in_ 5 with coef_
+    3 wide. The refusal names both counts before anything is sent to the workers."""
+    import dask.array as da
+
+    X, y = _data(LogisticRegression())
+    X = X.toarray()
+    if kind == "dask":
+        X, y = da.from_array(X, chunks=100), da.from_array(y, chunks=100)
+    model = LogisticRegression(warm_start=True, client=client2, max_iter=2,
+                               random_state=0).fit(X, y)
+    test = X[:50].compute() if kind == "dask" else X[:50]
+    coef, history, pred = model.coef_.copy(), list(model.history_), model.predict_proba(test)
+    for call in (model.fit, model.partial_fit):
+        with pytest.raises(ValueError, match="X has 5 features, but LogisticRegression .*20"):
+            call(X[:, :5], y)
+    np.testing.assert_array_equal(model.coef_, coef)
+    assert model.coef_.shape == (1, 20) and model.n_features_in_ == 20
+    assert model.history_ == history
+    np.testing.assert_array_equal(model.predict_proba(test), pred)
+    model.partial_fit(X, y)  # and it still trains
+    assert model.coef_.shape == (1, 20) and len(model.history_) > len(history)
+
+
 def test_callbacks_see_each_epoch_and_may_stop_the_fit():
     X, y = _data(LogisticRegression())
     seen = []

@@ -116,6 +116,45 @@ def test_lbfgs_is_reproducible_bit_for_bit_on_threads_of_one_worker(client1x4):
     assert fits[1] == fits[0] and fits[2] == fits[0]
 
 
+def test_lbfgs_on_one_and_four_partitions_agrees_within_the_documented_tolerance():
+    """LogisticRegression's Notes: the same partitioning gives the same model bit for bit;
+    1 and 4 partitions sum the gradients in another order, stop where both scaled projected
+    gradients are below ``tol``, and differ by at most ``4 sqrt(d + 1) tol C n / mu``. In
+    one process, 4 partitions through the functional core (the estimator makes one
+    partition without a cluster)."""
+    from dask_ps import PSModel, partition
+    from dask_ps.algorithms._logistic_data import encode_part
+    from dask_ps.algorithms.logistic import train
+
+    rng = np.random.default_rng(0)
+    n, d, C, tol = 2000, 20, 10.0, 1e-8
+    X = rng.normal(size=(n, d)) * 10.0 ** rng.uniform(-1, 1, d)
+    y = np.where(X @ rng.normal(size=d) + 3 * rng.normal(size=n) > 0, 1.0, -1.0)
+
+    def fit(k):
+        parts = partition((X, y), client="local", n_partitions=k).map(
+            encode_part, np.array([-1.0, 1.0]), 1)
+        assert len(parts) == k
+        with PSModel("local") as model:
+            W, _, nit, _ = train(model, parts, n_features=d, n_outputs=1, solver="lbfgs",
+                                 C=C, max_iter=1000, tol=tol)
+        return W[:-1, 0], W[-1:, 0], nit
+
+    one, four, again = fit(1), fit(4), fit(4)
+    assert all(np.array_equal(a, b) for a, b in zip(four, again))  # bit for bit
+    assert not np.array_equal(one[0], four[0])  # another summation order: not bit for bit
+    gradients, mus = [], []
+    for w, b, _ in (one, four):
+        _, g, mu = l2_logistic_objective(X, y, w, b, C)
+        # L-BFGS-B's stop on the objective divided by C n (float32 rounding below tol / 100)
+        assert np.abs(g).max() / (C * n) <= tol * 1.01, np.abs(g).max() / (C * n)
+        gradients.append(np.linalg.norm(g))
+        mus.append(mu)
+    gap = np.linalg.norm(np.r_[one[0] - four[0], one[1] - four[1]])
+    bound = 4 * np.sqrt(d + 1) * tol * C * n / min(mus)
+    assert gap <= 2 * sum(gradients) / min(mus) <= bound, (gap, gradients, mus, bound)
+
+
 def test_ftrl_on_a_cluster(a9a, client2):
     X, y, Xt, yt = a9a
     model = LogisticRegression(solver="ftrl", max_iter=5, client=client2, random_state=0)

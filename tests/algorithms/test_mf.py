@@ -1,5 +1,6 @@
 """MatrixFactorization: kernels against Python twins, MovieLens-100k quality, ids, clusters."""
 
+import logging
 import pickle
 
 import numpy as np
@@ -246,6 +247,43 @@ def test_dask_dataframe_input(u1, client2):
     np.testing.assert_allclose(got, expected, atol=1e-8)
 
 
+class _Records(logging.Handler):
+    """Keeps the records at WARNING and above that reach the loggers it is attached to."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def test_a_fit_from_a_dask_dataframe_logs_no_warnings(client2):
+    """Issue 18: MF fits from a dask dataframe printed 12 WARNING lines of Dask's P2P shuffle
+    (logged by the scheduler, in this process for a LocalCluster). 'distributed' does not
+    propagate to the root logger, so the handler is attached to it; the workers' own logs are
+    read back from them. Python warnings are errors (pyproject's filterwarnings)."""
+    import dask.dataframe as dd
+
+    def worker_warnings():
+        return sum(level in ("WARNING", "ERROR", "CRITICAL") for logs in
+                   client2.get_worker_logs().values() for level, _ in logs)
+
+    handler, before = _Records(), worker_warnings()
+    loggers = [logging.getLogger(n) for n in ("distributed", "dask", "dask_ps")]
+    for lg in loggers:
+        lg.addHandler(handler)
+    try:
+        model = MatrixFactorization(client=client2, random_state=0, **FAST)
+        model.fit(dd.from_pandas(toy(), npartitions=3))
+    finally:
+        for lg in loggers:
+            lg.removeHandler(handler)
+    assert [f"{r.name}: {r.getMessage()}" for r in handler.records] == []
+    assert worker_warnings() == before
+    assert model.n_iter_ == FAST["max_iter"]
+
+
 # -- ids and cold start ---------------------------------------------------------------------
 @pytest.mark.parametrize("solver", ["sgd", "als"])
 def test_unseen_ids_follow_the_cold_start_rule(solver):
@@ -265,6 +303,75 @@ def test_unseen_ids_follow_the_cold_start_rule(solver):
     res = model.evaluate(test)
     assert (res["n_unseen_users"], res["n_unseen_items"], res["n_ratings"]) == (2, 2, 4)
     assert np.isfinite(res["rmse"])
+
+
+def cold_start_model(cold_start):
+    """A small SGD model with one known user and item, and four test rows: a known pair, an
+    unseen user, an unseen item, and both unseen."""
+    model = MatrixFactorization(client="local", random_state=0, cold_start=cold_start,
+                                **FAST).fit(toy())
+    uid, iid = model.user_ids_[3], model.item_ids_[4]
+    test = pd.DataFrame({"user": [uid, 999, uid, 999], "item": [iid, iid, 999, 998],
+                         "rating": [3.0, 4.0, 5.0, 1.0]})
+    return model, test
+
+
+@pytest.mark.parametrize("cold_start", ["nan", "drop"])
+def test_cold_start_nan_and_drop_predict_nan_for_unseen_ids(cold_start):
+    model, test = cold_start_model(cold_start)
+    known = MatrixFactorization(client="local", random_state=0, **FAST).fit(toy())
+    with pytest.warns(UserWarning, match=f"2 rows with a user and 2 with an item not seen at "
+                                         f"fit: predicted by cold_start='{cold_start}'"):
+        pred = model.predict(test)
+    assert np.isnan(pred[1:]).all()
+    assert pred[0] == known.predict(test.iloc[:1])[0]  # the rule does not touch seen pairs
+    res = model.evaluate(test)
+    assert (res["n_unseen_users"], res["n_unseen_items"]) == (2, 2)
+    if cold_start == "drop":  # the unseen rows are left out of the metrics
+        err = pred[0] - 3.0
+        assert res["n_ratings"] == 1
+        assert res["rmse"] == pytest.approx(abs(err)) and res["mae"] == pytest.approx(abs(err))
+        assert model.score(test) == pytest.approx(-abs(err))
+    else:  # "nan" scores every row, so the metrics are NaN
+        assert res["n_ratings"] == 4 and np.isnan(res["rmse"]) and np.isnan(model.score(test))
+
+
+def test_cold_start_drop_with_only_unseen_rows_has_nothing_to_evaluate():
+    model, test = cold_start_model("drop")
+    with pytest.raises(ValueError, match="no ratings to evaluate"):
+        model.evaluate(test.iloc[1:])
+
+
+@pytest.mark.parametrize("rows, first", [([1, 2, 3], "user 999"), ([2], "item 999")])
+def test_cold_start_raise_names_the_first_unseen_id(rows, first):
+    model, test = cold_start_model("raise")
+    test = test.iloc[[0] + rows]
+    n_u, n_i = int((test.user == 999).sum()), int(test.item.isin([998, 999]).sum())
+    msg = (f"{first} was not seen at fit \\({n_u} rows with an unseen user, {n_i} with an "
+           f"unseen item; cold_start='raise'\\)")
+    for call in (model.predict, model.evaluate, model.score):
+        with pytest.raises(ValueError, match=msg):
+            call(test)
+    assert np.isfinite(model.predict(test.iloc[:1])).all()  # seen ids still predict
+    text = toy().assign(user=lambda d: [f"u{u}" for u in d.user])
+    model = MatrixFactorization(client="local", random_state=0, cold_start="raise",
+                                **FAST).fit(text)
+    with pytest.raises(ValueError, match="user 'new' was not seen"):
+        model.predict(pd.DataFrame({"user": ["new"], "item": [0]}))
+
+
+def test_cold_start_on_a_dask_dataframe_follows_the_rule():
+    import dask
+    import dask.dataframe as dd
+
+    model, test = cold_start_model("drop")
+    dtest = dd.from_pandas(test, npartitions=2)
+    with dask.config.set(scheduler="sync"):
+        assert np.isnan(model.predict(dtest).compute().to_numpy()[1:]).all()
+        assert model.evaluate(dtest)["n_ratings"] == 1
+        model.set_params(cold_start="raise")
+        with pytest.raises(ValueError, match="cold_start='raise'"):
+            model.predict(dtest).compute()
 
 
 def test_large_and_string_ids_give_the_same_model():

@@ -540,9 +540,24 @@ def test_docstring_examples():
     assert result.attempted > 0 and result.failed == 0
 
 
-def test_error_index_too_large_for_int64_without_n_features(tmp_path):
-    path = _file_with_bad_line(tmp_path, b"1 99999999999999999999999:1", 7)
-    with pytest.raises(ValueError, match=r"line 7: feature index too large for int64: "
-                                         r"'99999999999999999999999:1'") as info:
+BIG_INDEX = (r"feature index above 9223372036854775806 \(2\*\*63 - 2, the largest that "
+             r"leaves room for n_features = index \+ 1 in int64; hash larger keys below it\)")
+
+
+@pytest.mark.parametrize("index", [b"9223372036854775807", b"99999999999999999999999"])
+def test_error_index_too_large_for_int64_without_n_features(tmp_path, index):
+    path = _file_with_bad_line(tmp_path, b"1 " + index + b":1", 7)
+    with pytest.raises(ValueError, match=f"line 7: {BIG_INDEX}: '{index.decode()}:1'") as info:
         _read_all(path)
     assert "None" not in str(info.value)
+
+
+def test_indices_up_to_two_to_the_63_minus_two_are_read(tmp_path):
+    """Issue 18: indices from ~1e18 (19 digits) were refused as "too large for int64"; the
+    limit is now exact, 2**63 - 2 (its n_features, 2**63 - 1, still fits int64)."""
+    path = tmp_path / "big.svm"
+    path.write_bytes(b"1 0:1 1000000000000000010:2\n0 9223372036854775806:3\n")
+    X, y = _read_all(path)
+    assert X.shape == (2, 2**63 - 1) and X.indices.dtype == np.int64
+    assert X.indices.tolist() == [0, 10**18 + 10, 2**63 - 2]
+    np.testing.assert_array_equal(X.data, [1.0, 2.0, 3.0])
