@@ -18,7 +18,7 @@ import numpy as np
 
 from ..state.optimizers import OPTIMIZERS, Add
 from ._gbdt_bins import BinMapper
-from ._gbdt_kernels import expand_siblings
+from ._gbdt_kernels import take_pushed
 from ._gbdt_splits import N_SPLIT_COLS, find_splits, merge_splits
 
 __all__ = ["ROWS_PER_KEY", "TABLE", "HistLayout", "Step", "StepRule", "column_mask",
@@ -345,11 +345,10 @@ def shard_step(values: np.ndarray, st: dict, step: Step) -> None:
     hist = values[: n_slots * L.keys_per_slot].reshape(n_slots, L.rows_pad, 3)
     push, pool = hist[: L.n_push], hist[L.n_push:]
     if step.roots is not None:
-        pool[step.roots] = push[: step.n_build]
+        none = np.full(step.n_build, -1, np.int64)
+        take_pushed(pool, none, push[: step.n_build], step.roots, none)
     elif step.n_build:
-        expand_siblings(pool, step.parent, push[: step.n_build], step.small_to,
-                        step.large_to, pool)
-    push[: step.n_build] = 0.0
+        take_pushed(pool, step.parent, push[: step.n_build], step.small_to, step.large_to)
     n = step.slots.shape[0]
     if step.totals is None:
         nb = int(st["n_bins"][st["lo"]]) + 1 if st["hi"] > st["lo"] else 0
