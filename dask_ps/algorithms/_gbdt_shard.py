@@ -299,7 +299,9 @@ class StepRule(Add):
 
     The pushed sums are exact in any order (quantized gradients, :mod:`._gbdt_kernels`), so
     a clock's pushes, which hold different rows (only those with data), are added one by
-    one instead of merged first (``exact_sums``).
+    one instead of merged first (``exact_sums``), each as it arrives, even under BSP
+    (``on_arrival``: the pulls read only the answer rows, written once every push of the
+    step is in), so an early task's push is added while the last one is on its way.
 
     Registered among the optimizers (``"gbdt_step"``), so that a table restored from a
     checkpoint (recovery from a lost worker) gets it back; the fit then runs
@@ -308,6 +310,7 @@ class StepRule(Add):
 
     name: ClassVar[str] = "gbdt_step"
     exact_sums: ClassVar[bool] = True
+    on_arrival: ClassVar[bool] = True
 
     def step(self, w, slots, rows, g):
         super().step(w, slots, rows, g)
