@@ -220,11 +220,13 @@ class _Pool:
 
     def children(self, plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Pool slots of a step's splits: ``(parent, small_to, large_to)`` per pair of
-        :class:`~._gbdt_tree.LevelPlan` (-1: not kept). The kept larger child takes its
-        parent's slot (the sibling subtraction runs in place), the smaller one a free slot,
-        or its parent's when the larger one is not kept."""
+        :class:`~._gbdt_tree.LevelPlan` (-1: not kept). The split nodes without a pair give
+        their slots back first; the kept larger child takes its parent's slot (the sibling
+        subtraction runs in place), the smaller one a free slot, or its parent's when the
+        larger one is not kept."""
         parent = self.slot[plan.parent]
         self.slot[plan.parent] = -1
+        self.release(plan.split_node)  # the others
         large = plan.large_to >= 0
         large_to = np.where(large, parent, -1)
         small_to = np.where(large, -1, parent)
@@ -378,12 +380,11 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
                 r.bp.partition(plan.split_node, plan.left, plan.right, plan.splits,
                                plan.split_cat)
             clk["partition"] += perf_counter() - t1
-            pool.release(plan.split_node[~np.isin(plan.split_node, plan.parent)])
+            parent, small_to, large_to = pool.children(plan)
             nodes = plan.open_nodes
             if not nodes.size:
                 splits, split_cat = no_splits
                 continue
-            parent, small_to, large_to = pool.children(plan)
             splits, split_cat, _, b = exchange(
                 plan.build, Step(seq(rnd, steps), rnd, len(plan.build), None, parent,
                                  small_to, large_to, pool.slot[nodes].copy(),
