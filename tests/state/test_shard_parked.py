@@ -100,15 +100,11 @@ def test_equal_keys_sum_to_the_bits_of_the_merge(loop):
 
 
 def test_a_rule_that_takes_pushes_on_arrival_gets_each_before_its_clock_completes(loop):
-    from dataclasses import dataclass
-    from typing import ClassVar
-
     seen = []
 
-    @dataclass(frozen=True)
     class Early(Add):
-        exact_sums: ClassVar[bool] = True
-        on_arrival: ClassVar[bool] = True
+        exact_sums = True
+        on_arrival = True
 
         def step(self, w, slots, rows, g):
             super().step(w, slots, rows, g)
