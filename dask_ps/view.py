@@ -7,6 +7,7 @@ A task of :meth:`~dask_ps.PSModel.run` or :meth:`~dask_ps.PSModel.fit_partitions
 ``ps.pull(table, keys)``               values of ``keys`` as the consistency model allows
 ``ps.push(table, keys, updates)``      buffered; merged with the process's other tasks
 ``ps.clock()``                         end of a clock: the merged pushes leave, one per shard
+``ps.push_pull(table, k, g, want)``    push, clock and pull in one message per shard
 ``ps.map_shards(table, fn, *args)``    ``fn`` next to every shard's rows, after the barrier
 ``ps.report(**values)``                numbers to the driver's ``callback`` (no round trip)
 =====================================  =====================================================
@@ -105,6 +106,14 @@ class WorkerView:
         """End this task's current clock; returns the new clock."""
         self._clock = self._client.clock(self.job, self.task)
         return self._clock
+
+    def push_pull(self, table: str, keys, updates, pull_keys=None) -> np.ndarray:
+        """:meth:`push`, :meth:`clock`, then :meth:`pull` of ``pull_keys``, in one message
+        per shard (ps-lite's ``ZPushPull``): the usual step of a task that is alone in its
+        process under BSP skips the buffering of its push. Returns the pulled values."""
+        values, self._clock = self._client.push_pull(self.job, self.task, self._clock, table,
+                                                     keys, updates, pull_keys)
+        return values
 
     def map_shards(self, table: str, fn, *args, key_range: bool = False) -> list:
         """``fn(keys, values, slots, *args)`` on every shard's rows of ``table``; the results,

@@ -332,6 +332,50 @@ def expand_siblings(parent, parent_slot, small, small_to, large_to, out):
                     o[r, q] = a[r, q] - b[r, q]
 
 
+@numba.njit("void(float64[:, :, ::1], int64[::1], float64[:, :, ::1], int64[::1], int64[::1])",
+            **_JIT)
+def take_pushed(pool, parent_slot, push, small_to, large_to):
+    """:func:`expand_siblings` of a shard's summed push into its pool, clearing the push
+    slots on the way, ready for the next step's sums.
+
+    For push slot ``i``: ``pool[small_to[i]] = push[i]`` and ``pool[large_to[i]] =
+    pool[parent_slot[i]] - push[i]`` (-1: that child is not kept; a root step passes
+    ``large_to`` all -1), then ``push[i] = 0``. Each row of the parent is read before either
+    child's row is written, so a child may take its parent's slot; a larger child in its
+    parent's slot is written only where the push holds data (rows without data sum to
+    zero: deep nodes have few rows per bin), and so is the push.
+
+    Parameters
+    ----------
+    pool : float64 array (n_pool, R, 3); parent_slot : int64 array (n_push_used,)
+    push : float64 array (n_push_used, R, 3), zeroed on return
+    small_to, large_to : int64 arrays (n_push_used,)
+    """
+    for i in range(push.shape[0]):
+        s = push[i]
+        sm = small_to[i]
+        lg = large_to[i]
+        in_place = lg >= 0 and lg == parent_slot[i]
+        for r in range(s.shape[0]):
+            if s[r, 2] == 0.0 and s[r, 0] == 0.0 and s[r, 1] == 0.0:
+                for q in range(3):
+                    if lg >= 0 and not in_place:
+                        pool[lg, r, q] = pool[parent_slot[i], r, q]
+                    if sm >= 0:
+                        pool[sm, r, q] = 0.0
+                continue
+            for q in range(3):
+                v = s[r, q]
+                if lg >= 0:
+                    d = pool[parent_slot[i], r, q] - v
+                    if sm >= 0:
+                        pool[sm, r, q] = v
+                    pool[lg, r, q] = d
+                elif sm >= 0:
+                    pool[sm, r, q] = v
+                s[r, q] = 0.0
+
+
 # --------------------------------------------------------------------------- row partition
 
 @numba.njit(**_JIT)

@@ -10,19 +10,21 @@ one histogram row (3 sums) per key, so that a push carries only the rows holding
 
 Every worker task runs the whole boosting loop; every step of a tree is
 
-1. **the push**: each task builds the histograms of the step's nodes over its partitions
-   (the smaller child of each split; the roots first) into one buffer, and pushes the rows
-   of it that hold data (:meth:`HistLayout.fill_push`; deep nodes have few rows per bin:
+1. **the push**: each task builds the histograms of the step's nodes over its rows (the
+   smaller child of each split; the roots first; its dense partitions kept as one set of
+   rows, written straight as the push, sparse ones summed in a buffer), and pushes the
+   rows of them that hold data (:meth:`HistLayout.fill_push`; deep nodes have few rows per bin:
    on LightGBM's example a third of the bytes of whole histograms), one merged push per
    shard; at a root step the scalars ride along (each task's root totals, loss sums and
    gradient bound); task 0 adds the step's instructions (:class:`Step`,
    :func:`encode_step`) to every shard, every task its arrival; the shards add the tasks'
    pushes one by one (exact sums, no merge of their keys) and run the step once all have
    arrived;
-2. **the answer**: the clock, then a pull of the answer rows — one message per shard
-   (``push_pull``). When the BSP clock completes on a shard, the summed push is applied and
-   the update rule runs the step there (:func:`shard_step`): siblings expanded into the pool
-   (``parent - smaller``), the push area zeroed, the best split of every open node over the
+2. **the answer**: the push, the clock and a pull of the answer rows in one message per
+   shard (``ps.push_pull``). When the BSP clock completes on a shard, the summed push is
+   applied and the update rule runs the step there (:func:`shard_step`): siblings expanded
+   into the pool (``parent - smaller``, the push area cleared on the way:
+   :func:`~._gbdt_kernels.take_pushed`), the best split of every open node over the
    shard's columns written to the answer rows, which the waiting pulls then read; only
    those candidates travel back;
 3. **the plan**: every task merges the shards' candidates (the same in every task) and runs
@@ -44,6 +46,7 @@ from dataclasses import dataclass
 from time import perf_counter, process_time
 
 import numpy as np
+import scipy.sparse as sp
 
 from ._gbdt_bins import BinMapper
 from ._gbdt_data import labels as labels_of
@@ -104,20 +107,31 @@ class JobArgs:
 
 
 class _Rows:
-    """A task's rows of one partition, kept in ``part.state`` between jobs."""
+    """A task's rows of one partition (kept in ``part.state`` between jobs), or of all its
+    dense partitions as one set of rows (kept in the first one's): one histogram pass and
+    one push per step, written straight from the rows (:func:`_hist_rows`)."""
 
-    def __init__(self, value, start: int, cfg: FitConfig, obj, ensemble: Ensemble,
-                 train: bool) -> None:
-        X = to_matrix(value[0], cfg.categories)
-        y = _encode(labels_of(value[1]), cfg, start if train else None)
-        self.start = start
-        raw = ensemble.predict_raw(X) if ensemble.n_trees else None
+    def __init__(self, values: list, starts: list, cfg: FitConfig, obj, ensemble: Ensemble,
+                 train: bool, matrices: bool = False) -> None:
+        Xs = [v[0] if matrices else to_matrix(v[0], cfg.categories) for v in values]
+        ys = [_encode(labels_of(v[1]), cfg, s if train else None)
+              for v, s in zip(values, starts)]
+        y = np.concatenate(ys) if len(ys) > 1 else ys[0]
+        # global row ids (row subsampling draws by id, whatever partition holds the row)
+        self.ids = np.concatenate([s + np.arange(x.shape[0], dtype=np.int64)
+                                   for x, s in zip(Xs, starts)])
+        raw = None
+        if ensemble.n_trees:
+            raw = [ensemble.predict_raw(x) for x in Xs]
+            raw = np.concatenate(raw, axis=1) if len(raw) > 1 else raw[0]
         if train:
             M = 2 * cfg.max_leaf_nodes - 1
-            self.bp = BinnedPartition(X, y, cfg.mapper, obj, cfg.base_score, M)
+            self.bp = BinnedPartition(Xs if len(Xs) > 1 else Xs[0], y, cfg.mapper, obj,
+                                      cfg.base_score, M)
             if raw is not None:
                 self.bp.raw[:] = raw
         else:
+            X = Xs[0]
             self.X, self.y = X, y
             self.raw = raw if raw is not None else np.repeat(
                 np.asarray(cfg.base_score, np.float64)[:, None], X.shape[0], axis=1)
@@ -149,9 +163,29 @@ def _local(part, cfg: FitConfig, obj, job: JobArgs, train: bool) -> _Rows:
     rows = st.get(cfg.token)
     if rows is None or rows.rounds != job.first:
         start = int(cfg.starts[part.index]) if train else 0
-        rows = st[cfg.token] = _Rows(part.load(), start, cfg, obj,
+        rows = st[cfg.token] = _Rows([part.load()], [start], cfg, obj,
                                      _truncated(job.ensemble, job.first), train)
     return rows
+
+
+def _train_rows(parts: list, cfg: FitConfig, obj, job: JobArgs) -> list[_Rows]:
+    """The task's training rows: its dense partitions as one :class:`_Rows` (kept in the
+    first partition's state, under the task's partition indices), sparse ones one each.
+    The trees do not change (the histograms are exact sums in any grouping of rows)."""
+    if len(parts) < 2:
+        return [_local(p, cfg, obj, job, True) for p in parts]
+    st = parts[0].state
+    key = (cfg.token, tuple(p.index for p in parts))
+    rows = st.get(key)
+    if rows is not None and rows.rounds == job.first:
+        return [rows]
+    values = [(to_matrix(v[0], cfg.categories), v[1]) for v in (p.load() for p in parts)]
+    if any(sp.issparse(v[0]) for v in values):
+        return [_local(p, cfg, obj, job, True) for p in parts]
+    rows = _Rows(values, [int(cfg.starts[p.index]) for p in parts], cfg, obj,
+                 _truncated(job.ensemble, job.first), True, matrices=True)
+    st[key] = rows
+    return [rows]
 
 
 def _truncated(ensemble: Ensemble, rounds: int) -> Ensemble:
@@ -179,10 +213,32 @@ class _Pool:
         return s
 
     def release(self, nodes) -> None:
-        for v in nodes:
-            if self.slot[v] >= 0:
-                self.free.append(int(self.slot[v]))
-                self.slot[v] = -1
+        nodes = np.asarray(nodes, np.int64)
+        held = nodes[self.slot[nodes] >= 0]
+        self.free.extend(self.slot[held].tolist())
+        self.slot[held] = -1
+
+    def children(self, plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Pool slots of a step's splits: ``(parent, small_to, large_to)`` per pair of
+        :class:`~._gbdt_tree.LevelPlan` (-1: not kept). The split nodes without a pair give
+        their slots back first; the kept larger child takes its parent's slot (the sibling
+        subtraction runs in place), the smaller one a free slot, or its parent's when the
+        larger one is not kept."""
+        parent = self.slot[plan.parent]
+        self.slot[plan.parent] = -1
+        self.release(plan.split_node)  # the others
+        large = plan.large_to >= 0
+        large_to = np.where(large, parent, -1)
+        small_to = np.where(large, -1, parent)
+        fresh = large & (plan.small_to >= 0)
+        k = int(fresh.sum())
+        if k:  # taken in pair order, as take() would
+            small_to[fresh] = self.free[: -k - 1: -1]
+            del self.free[-k:]
+        self.slot[plan.large_to[large]] = parent[large]
+        kept = small_to >= 0
+        self.slot[plan.small_to[kept]] = small_to[kept]
+        return parent, small_to, large_to
 
 
 def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
@@ -202,7 +258,7 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
     L = cfg.layout
     mapper = cfg.mapper
     M = 2 * cfg.max_leaf_nodes - 1
-    train = [_local(p, cfg, obj, job, True) for p in parts]
+    train = _train_rows(parts, cfg, obj, job)
     evals = [_local(p, cfg, obj, job, False) for p in cfg.eval_refs.get(ps.task, [])]
     offsets = L.push_offsets(mapper.hist_offsets)
     width = L.n_shards * L.rows_pad
@@ -257,14 +313,12 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
             instr[1:] = 0.0
         m = L.fill_push(rows_of, scalars, instr, push_keys, push_vals)
         keys, vals = push_keys[:m], push_vals[:m]
-        ps.push(TABLE, keys, vals)
-        ps.clock()
-        t2 = perf_counter()
         n = step.slots.shape[0]
         want = answer_keys.get((n, scalars is not None))
         if want is None:
             want = answer_keys[n, scalars is not None] = L.answer_keys(n, scalars is not None)
-        got = ps.pull(TABLE, want)
+        t2 = perf_counter()
+        got = ps.push_pull(TABLE, keys, vals, want)
         splits, split_cat, sc = read_answers(got, L, n, scalars is not None, step.seq)
         t3 = perf_counter()
         clk["hist"] += t1 - t0
@@ -280,7 +334,7 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
         local_bound = 0.0
         for r in train:
             if cfg.subsample < 1.0:
-                in_bag = sample_rows(r.start + np.arange(r.bp.n_rows), cfg.subsample,
+                in_bag = sample_rows(r.ids, cfg.subsample,
                                      (cfg.seed + 1) * 1_000_003 + rnd)
             local_bound = max(local_bound, obj.bounds(r.bp.y, r.bp.raw)[0]) \
                 if cfg.objective == "regression" else 0.0
@@ -326,24 +380,11 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
                 r.bp.partition(plan.split_node, plan.left, plan.right, plan.splits,
                                plan.split_cat)
             clk["partition"] += perf_counter() - t1
-            paired = set(plan.parent.tolist())
-            pool.release([v for v in plan.split_node.tolist() if v not in paired])
+            parent, small_to, large_to = pool.children(plan)
             nodes = plan.open_nodes
             if not nodes.size:
                 splits, split_cat = no_splits
                 continue
-            parent = pool.slot[plan.parent].copy()
-            small_to = np.full(parent.shape[0], -1, np.int64)
-            large_to = np.full(parent.shape[0], -1, np.int64)
-            for i in range(parent.shape[0]):  # the large child keeps its parent's slot
-                p = int(plan.parent[i])
-                pool.slot[p] = -1
-                if plan.large_to[i] >= 0:
-                    pool.slot[plan.large_to[i]] = large_to[i] = parent[i]
-                    if plan.small_to[i] >= 0:
-                        small_to[i] = pool.take(int(plan.small_to[i]))
-                else:
-                    pool.slot[plan.small_to[i]] = small_to[i] = parent[i]
             splits, split_cat, _, b = exchange(
                 plan.build, Step(seq(rnd, steps), rnd, len(plan.build), None, parent,
                                  small_to, large_to, pool.slot[nodes].copy(),

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..state.optimizers import OPTIMIZERS, Add
 from ._gbdt_bins import BinMapper
-from ._gbdt_kernels import expand_siblings
+from ._gbdt_kernels import take_pushed
 from ._gbdt_splits import N_SPLIT_COLS, find_splits, merge_splits
 
 __all__ = ["ROWS_PER_KEY", "TABLE", "HistLayout", "Step", "StepRule", "column_mask",
@@ -299,7 +299,9 @@ class StepRule(Add):
 
     The pushed sums are exact in any order (quantized gradients, :mod:`._gbdt_kernels`), so
     a clock's pushes, which hold different rows (only those with data), are added one by
-    one instead of merged first (``exact_sums``).
+    one instead of merged first (``exact_sums``), each as it arrives, even under BSP
+    (``on_arrival``: the pulls read only the answer rows, written once every push of the
+    step is in), so an early task's push is added while the last one is on its way.
 
     Registered among the optimizers (``"gbdt_step"``), so that a table restored from a
     checkpoint (recovery from a lost worker) gets it back; the fit then runs
@@ -308,6 +310,7 @@ class StepRule(Add):
 
     name: ClassVar[str] = "gbdt_step"
     exact_sums: ClassVar[bool] = True
+    on_arrival: ClassVar[bool] = True
 
     def step(self, w, slots, rows, g):
         super().step(w, slots, rows, g)
@@ -345,11 +348,10 @@ def shard_step(values: np.ndarray, st: dict, step: Step) -> None:
     hist = values[: n_slots * L.keys_per_slot].reshape(n_slots, L.rows_pad, 3)
     push, pool = hist[: L.n_push], hist[L.n_push:]
     if step.roots is not None:
-        pool[step.roots] = push[: step.n_build]
+        none = np.full(step.n_build, -1, np.int64)
+        take_pushed(pool, none, push[: step.n_build], step.roots, none)
     elif step.n_build:
-        expand_siblings(pool, step.parent, push[: step.n_build], step.small_to,
-                        step.large_to, pool)
-    push[: step.n_build] = 0.0
+        take_pushed(pool, step.parent, push[: step.n_build], step.small_to, step.large_to)
     n = step.slots.shape[0]
     if step.totals is None:
         nb = int(st["n_bins"][st["lo"]]) + 1 if st["hi"] > st["lo"] else 0

@@ -30,8 +30,9 @@ class BinnedPartition:
 
     Parameters
     ----------
-    X : float array (n, d) or scipy.sparse matrix (n, d)
-        The partition's raw rows; binned here, then dropped.
+    X : float array (n, d), scipy.sparse matrix (n, d), or list of float arrays
+        The partition's raw rows; binned here, then dropped. A list of dense blocks (a
+        task's partitions) is binned block by block and kept as one set of rows.
     y : float64 array (n,)
         Checked labels (:meth:`Objective.check_y`).
     mapper : BinMapper
@@ -46,7 +47,11 @@ class BinnedPartition:
         self.mapper = mapper
         self.objective = objective
         self.sparse = sp.issparse(X)
-        self.binned = mapper.transform(X)
+        if isinstance(X, list):
+            self.binned = np.concatenate([mapper.transform(x) for x in X], axis=1) \
+                if len(X) > 1 else mapper.transform(X[0])
+        else:
+            self.binned = mapper.transform(X)
         self.y = np.ascontiguousarray(y, dtype=np.float64)
         n = self.y.shape[0]
         T = objective.n_outputs

@@ -166,9 +166,11 @@ _DOC_ATTRS = """
         ``steps`` (histogram pushes and split queries of the round), ``hist_bytes``
         (histogram and scalar bytes pushed by all workers in the round) and, with
         ``eval_set``, ``eval_log_loss`` / ``eval_l2``. The last round of each job adds
-        ``task_seconds``: per task, the seconds its job spent building histograms
-        (``hist``), pushing them (``push``), waiting for the shards' answers (``query``,
-        one round trip per step), moving rows (``partition``), planning steps (``grow``)
+        ``task_seconds``: per task, the seconds its job spent building histograms into a
+        buffer (``hist``: several sparse partitions), writing the push (``push``: with a
+        task's dense rows, their histograms too), sending it and waiting for the shards'
+        answers (``query``, one round trip per step), moving rows (``partition``),
+        planning steps (``grow``)
         and on the rest, and the CPU seconds of its worker process (``process_cpu``).
 """
 

@@ -27,10 +27,8 @@ import itertools
 import threading
 import time
 import uuid
-from collections import defaultdict
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,9 +36,9 @@ from ..exceptions import UnknownTableError
 from ._kernels import fingerprint, scatter_1d, segment_sum
 from ._malloc import tune_malloc
 from .consistency import DONE, Consistency
-from .optimizers import Add
-from .partition import HashPartitioner, KeyRef
-from .table import RECALL_MIN, Init, TableShard, TableSpec, as_keys, bad_key_error
+from .partition import KeyRef
+from .process_job import _Job, _Meanwhile, _Snapshot
+from .table import RECALL_MIN, TableSpec, as_keys, bad_key_error
 from .transport import Shipped, Transport
 
 __all__ = ["ProcessClient"]
@@ -52,75 +50,6 @@ SEND_DELAY = 0.002
 #: ``IDLE_POLL`` seconds instead (a push then left alone waits up to that long, once).
 PULLS_CARRY = 16
 IDLE_POLL = 0.032
-
-
-class _Snapshot:
-    """Values one shard returned for a table, kept while the consistency model allows."""
-
-    def __init__(self, spec: TableSpec, tag: int, fetched_at: int) -> None:
-        store_spec = TableSpec(spec.name, None, spec.ncols, False, spec.dtype,
-                               HashPartitioner(1), Add(), Init())
-        self.store = TableShard(store_spec, 0, recall=False)
-        self.tag = tag
-        self.fetched_at = fetched_at
-
-    def lookup(self, keys: np.ndarray) -> np.ndarray:
-        return self.store.rows(keys, create=False)
-
-    def insert(self, keys: np.ndarray, values: np.ndarray, tag: int) -> None:
-        rows = self.store.rows(keys, create=True)
-        self.store.values[rows] = values
-        self.tag = min(self.tag, tag)
-
-
-@dataclass
-class _Job:
-    """What one process knows of a running job."""
-
-    participant: int
-    n_local: int
-    consistency: Consistency
-    job_id: str
-    clocks: dict = field(default_factory=dict)  # local task -> clock
-    process_clock: int = 0
-    pending: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(list)))
-    inflight: Future | None = None  # the answer to a push sent on its own
-    snapshots: dict = field(default_factory=dict)  # (table, shard) -> _Snapshot
-    failure: BaseException | None = None  # set when a task of this process failed
-    # The flushed clock not sent yet, (per-shard updates, clock): it leaves with the next
-    # pull, or after SEND_DELAY (see ProcessClient._poll); taken under ProcessClient._outbox.
-    outbox: tuple | None = None
-    outbox_since: float = 0.0
-    carried: int = 0  # clocks in a row whose push left with a pull (see ProcessClient._poll)
-
-    @property
-    def use_cache(self) -> bool:
-        """Whether a kept value can ever be served again: by another task of this process at
-        the same clock, or by this task within the staleness bound."""
-        s = self.consistency.staleness
-        return self.n_local > 1 or (s is not None and s > 0)
-
-    def snapshot_valid(self, snap: _Snapshot, clock: int) -> bool:
-        s = self.consistency.staleness
-        if s is None:  # ASP: share within a clock, refresh at every new one
-            return snap.fetched_at >= clock
-        return snap.tag >= clock - s
-
-
-class _Meanwhile:
-    """What a pull computes while the shards answer: its plan's deferred ``inverse`` and, to
-    recognise the keys of the push that follows, their hash. Runs once; calling it again
-    returns ``(plan, hash)``."""
-
-    def __init__(self, spec: TableSpec, plan, keys: np.ndarray, remember: bool) -> None:
-        self.spec, self.plan, self.keys, self.remember = spec, plan, keys, remember
-        self.result = None
-
-    def __call__(self):
-        if self.result is None:
-            plan = self.spec.partitioner.complete(self.plan, self.keys)
-            self.result = plan, (fingerprint(self.keys) if self.remember else 0)
-        return self.result
 
 
 class ProcessClient:
@@ -310,11 +239,12 @@ class ProcessClient:
         return values
 
     # -- push and clock -------------------------------------------------------------------
-    def check_update(self, name: str, keys, updates, keys_checked: bool = False
-                     ) -> tuple[TableSpec, np.ndarray, np.ndarray]:
+    def check_update(self, name: str, keys, updates, keys_checked: bool = False,
+                     copy: bool = True) -> tuple[TableSpec, np.ndarray, np.ndarray]:
         """Validated (keys int64 (n,), updates (n, ncols) in the table's dtype) of a push.
 
-        The updates are always a new array (the caller may reuse its buffer).
+        The updates are a new array (the caller may reuse its buffer), unless ``copy`` is
+        false (a push sent before the caller gets control back).
 
         Raises
         ------
@@ -339,7 +269,8 @@ class ProcessClient:
                             f"got {updates.dtype}")
         if updates.dtype.kind not in "iubf":
             raise TypeError(f"table {name!r}: updates must be real numbers, got {updates.dtype}")
-        values = np.array(updates, dtype=spec.dtype, copy=True).reshape(keys.shape[0], spec.ncols)
+        values = (np.array(updates, dtype=spec.dtype, copy=True) if copy else
+                  np.asarray(updates, dtype=spec.dtype)).reshape(keys.shape[0], spec.ncols)
         if spec.dtype.kind == "f":
             finite = np.isfinite(values)
             if not finite.all():
@@ -385,6 +316,32 @@ class ProcessClient:
             keys_arr = keys_arr.copy()  # buffered until clock(): the caller may reuse its array
         with self._lock:
             self.job(job).pending[clock][name].append((task, keys_arr, values, plan, named))
+
+    def push_pull(self, job: str, task: int, clock: int, name: str, keys, updates,
+                  pull_keys) -> tuple[np.ndarray, int]:
+        """:meth:`push` of ``task`` at ``clock``, :meth:`clock`, then :meth:`pull` of
+        ``pull_keys`` at the new clock, in one message per shard; returns ``(values, new
+        clock)``.
+
+        The only task of its process under BSP goes the short way (ps-lite's ``ZPushPull``):
+        its update is neither copied nor buffered with other tasks' (there are none); it
+        leaves at once, with the tick, in the pull's message. Otherwise the three calls.
+        """
+        state = self.job(job)
+        if not (state.n_local == 1 and state.consistency.staleness == 0 and not state.pending
+                and self.transport.direct):
+            self.push(job, clock, name, keys, updates, task)
+            new = self.clock(job, task)
+            return self.pull(name, pull_keys, job, new), new
+        spec, keys, values = self.check_update(name, keys, updates, copy=False)
+        per_shard = self._plan_updates({name: [(keys, values, None, None)]})
+        with self._lock:
+            self._send_outbox(job, state)  # a clock queued before, answered first
+            state.clocks[task] = state.process_clock = clock + 1
+            self._clock_moved.notify_all()
+            with self._outbox:
+                state.outbox, state.outbox_since = (per_shard, clock), time.monotonic()
+        return self.pull(name, pull_keys, job, clock + 1), clock + 1
 
     def _plan_updates(self, by_table: dict) -> list[list]:
         """Merge each table's buffered updates ``(keys, values, plan, named)`` and split them

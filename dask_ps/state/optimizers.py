@@ -44,6 +44,11 @@ class Optimizer:
     #: sums exact in any order, e.g. integers held in float64 below 2**53): no merge of
     #: their keys (a hash of every key) when they push different keys.
     exact_sums: ClassVar[bool] = False
+    #: Whether a push is applied as it arrives, even under BSP, instead of held until its
+    #: clock completes (with ``exact_sums`` only): for a table whose pulls never read sums
+    #: mid-clock (GBDT's: they read what the rule writes once every push of a step is in).
+    #: The shard then adds an early task's push while the last one is still on its way.
+    on_arrival: ClassVar[bool] = False
     #: Code of the per-coordinate kernel (:func:`dask_ps.kernels.optim.coord_step`) when the
     #: rule can also run on the workers, on a local copy of the rows (local steps); else None.
     rule_code: ClassVar[int | None] = None

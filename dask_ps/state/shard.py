@@ -389,12 +389,16 @@ class Shard:
         updates = named
         self.counters["push_calls"] += 1
         clocks = self._check_job(job)
-        if clocks is None or not clocks.consistency.buffered:
-            for name, keys, values in updates:
+        held = []  # held updates are merged as arrays: rows sent as bitmaps decoded
+        for name, keys, values in updates:
+            spec = self.tables[name].spec
+            if clocks is None or not clocks.consistency.buffered or (
+                    spec.optimizer.on_arrival and _exact_sums(spec)):
                 self.tables[name].apply(keys, values)
-        elif updates:  # held updates are merged as arrays: rows sent as bitmaps decoded
-            self._pending[clock].append((participant, [(name, as_rows(keys), values)
-                                                       for name, keys, values in updates]))
+            else:
+                held.append((name, as_rows(keys), values))
+        if held:
+            self._pending[clock].append((participant, held))
         if clocks is not None and tick and clocks.advance(participant, clock + 1):
             if clocks.consistency.buffered:
                 self._flush_pending(clocks.min_clock)

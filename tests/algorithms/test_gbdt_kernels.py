@@ -13,6 +13,7 @@ from dask_ps.algorithms._gbdt_kernels import (
     hist_rows_dense,
     nonzero_rows,
     quantization_scale,
+    take_pushed,
 )
 from dask_ps.algorithms._gbdt_local import boost_local, level_splits, sharded_splits
 from dask_ps.algorithms._gbdt_objectives import get_objective, grad_logloss, grad_softmax
@@ -320,6 +321,29 @@ def test_histograms_equal_twin_and_sibling_subtraction_is_exact(sparse):
     part.rows[0] = order[::-1]
     part.node_count[0] = len(y)
     np.testing.assert_array_equal(part.histograms(np.array([0]))[0], got[0])
+
+
+def test_a_shard_takes_its_push_into_the_pool_as_sibling_subtraction_and_clears_it():
+    rng = np.random.default_rng(11)
+    R = 40
+    small = rng.integers(-9, 9, (3, R, 3)).astype(np.float64)
+    small[:, ::3] = 0.0  # rows without data
+    pool = rng.integers(-50, 50, (6, R, 3)).astype(np.float64)
+    # pair 0: larger child in its parent's slot 0, smaller one to slot 4; pair 1: only the
+    # smaller child, in its parent's slot 1; pair 2: the larger one elsewhere (slot 5)
+    parent, small_to, large_to = np.array([0, 1, 2]), np.array([4, 1, -1]), \
+        np.array([0, -1, 5])
+    want = pool.copy()
+    expand_siblings(pool.copy(), parent, small.copy(), small_to, large_to, want)
+    push = small.copy()
+    take_pushed(pool, parent, push, small_to, large_to)
+    np.testing.assert_array_equal(pool, want)
+    assert not push.any()
+    # a root step: the push copied to the roots' slots
+    push = small[:2].copy()
+    take_pushed(pool, np.full(2, -1), push, np.array([3, 2]), np.full(2, -1))
+    np.testing.assert_array_equal(pool[[3, 2]], small[:2])
+    assert not push.any()
 
 
 # ----------------------------------------------------------------------------- split finding

@@ -153,6 +153,27 @@ def test_bsp_results_identical_in_process_and_on_cluster(client2):
     assert np.abs(finals[0]).sum() > 0
 
 
+def push_pull_task(ps, item):
+    """Every clock: add ``item + 1`` to each of 8 rows, tick, and pull them (one call)."""
+    keys = np.arange(8)
+    out = []
+    for _ in range(4):
+        got = ps.push_pull("w", keys, np.full(8, item + 1.0), keys[::-1].copy())
+        out.append((ps.current_clock, got[::-1].tolist()))
+    return out
+
+
+@pytest.mark.parametrize("n_items", [2, 4])  # alone in its process (the short way), or not
+def test_push_pull_pulls_what_every_task_pushed_before_its_new_clock(client2, n_items):
+    total = sum(i + 1.0 for i in range(n_items))
+    for client in ("local", client2):
+        with dask_ps.PSModel(client, n_shards=2) as model:
+            model.add_table("w", shape=(8,), dtype="float64")
+            for out in model.run(push_pull_task, range(n_items), consistency="bsp"):
+                assert out == [(c, [c * total] * 8) for c in range(1, 5)]
+            np.testing.assert_array_equal(model.pull("w"), np.full(8, 4 * total))
+
+
 @pytest.mark.timeout(90)
 def test_dedicated_ps_workers():
     from distributed import Client, Nanny, Scheduler, SpecCluster

@@ -97,3 +97,32 @@ def test_equal_keys_sum_to_the_bits_of_the_merge(loop):
     for v in parts:  # participant order
         want += v
     np.testing.assert_array_equal(tables[0], want)
+
+
+def test_a_rule_that_takes_pushes_on_arrival_gets_each_before_its_clock_completes(loop):
+    seen = []
+
+    class Early(Add):
+        exact_sums = True
+        on_arrival = True
+
+        def step(self, w, slots, rows, g):
+            super().step(w, slots, rows, g)
+            seen.append(w[: N_ROWS].sum())
+
+    for rule, early in ((Early(), True), (Add(), False)):
+        seen.clear()
+        shard = Shard(0, 1)
+        spec = TableSpec("w", N_ROWS, N_COLS, False, np.dtype("float64"),
+                         RangePartitioner(1, N_ROWS), rule, Init())
+        for coro in (shard.create_table(spec), shard.start_job("j", 2, BSP())):
+            asyncio.run_coroutine_threadsafe(coro, loop).result(10)
+        keys = np.arange(N_ROWS)
+        shard.call_now("push_pull", _push(keys, np.ones((N_ROWS, N_COLS)), 0))
+        pulled = shard.call_now("pull", dict(name="w", keys=keys, job=None))[1][0]
+        # the rule ran on the first push at once; the plain rule holds it for the clock
+        assert pulled.sum() == (N_ROWS * N_COLS if early else 0.0)
+        shard.call_now("push_pull", _push(keys, np.ones((N_ROWS, N_COLS)), 1))
+        got = shard.call_now("pull", dict(name="w", keys=keys, job="j", clock=1))[1][0]
+        np.testing.assert_array_equal(got, np.full((N_ROWS, N_COLS), 2.0))
+        assert seen == ([N_ROWS * N_COLS, 2 * N_ROWS * N_COLS] if early else [])
