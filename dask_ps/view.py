@@ -110,7 +110,32 @@ class WorkerView:
     def push_pull(self, table: str, keys, updates, pull_keys=None) -> np.ndarray:
         """:meth:`push`, :meth:`clock`, then :meth:`pull` of ``pull_keys``, in one message
         per shard (ps-lite's ``ZPushPull``): the usual step of a task that is alone in its
-        process under BSP skips the buffering of its push. Returns the pulled values."""
+        process under BSP skips the buffering and the copy of its push; otherwise the three
+        calls are made in turn.
+
+        Parameters
+        ----------
+        table : str
+        keys : array of int, shape (n,)
+            Keys of the push, as for :meth:`push`.
+        updates : array, shape (n,) or (n, ncols)
+            As for :meth:`push`, but not copied on the short way: do not change it before
+            the call returns.
+        pull_keys : array of int, shape (m,), optional
+            Keys pulled at the new clock, as for :meth:`pull` (None: every row of a dense
+            table).
+
+        Returns
+        -------
+        numpy.ndarray
+            The values of ``pull_keys``, shape (m,) or (m, ncols), in the table's dtype,
+            including (under BSP) every task's updates of the clock just ended.
+
+        Raises
+        ------
+        UnknownTableError, IndexError, TypeError, ValueError, ShardUnavailableError
+            As :meth:`push` and :meth:`pull`.
+        """
         values, self._clock = self._client.push_pull(self.job, self.task, self._clock, table,
                                                      keys, updates, pull_keys)
         return values
