@@ -213,7 +213,7 @@ def main(argv=None) -> int:
         rows.append((data, who, per_epoch, fit, err, cpu))
         more = "" if kernel is None else f"  (kernel {kernel:.3f} s, exchange {exchange:.3f} s)"
         more += "" if cpu is None else f"  kernel CPU {cpu:.3f} s/epoch"
-        print(f"  {who:40s} {per_epoch:7.3f} s/epoch  fit {fit:7.2f} s  RMSE {err:.4f}{more}",
+        print(f"  {who:40s} {per_epoch:7.3f} s/epoch  fit {fit:7.3f} s  RMSE {err:.4f}{more}",
               flush=True)
 
     ml_train, ml_test = movielens("u1")

@@ -139,6 +139,30 @@ def test_a_single_chunk_is_spread_over_the_worker_threads(client2):
                                       np.arange(1000.0).reshape(500, 2))
 
 
+def test_uneven_chunks_are_moved_to_even_the_rows_per_worker(client2):
+    """Dask may hold 8 of 10 persisted chunks on one worker: whole partitions move once so
+    that each worker holds about as many rows, and the rows stay in their order."""
+    import dask
+    import dask.array as da
+
+    a, b = sorted(client2.nthreads())
+    Xn = np.arange(2000.0).reshape(1000, 2)
+
+    def placed(where):  # chunk i computed on worker where[i] (its input's)
+        futures = [client2.scatter(Xn[100 * i:100 * (i + 1)], workers=[w])
+                   for i, w in enumerate(where)]
+        return da.concatenate([da.from_delayed(dask.delayed(f), shape=(100, 2), dtype=float)
+                               for f in futures])
+
+    with partition(placed([a] * 8 + [b] * 2), client=client2) as data:
+        rows = {w: sum(n for n, v in zip(data.n_rows, data.workers) if v == w) for w in (a, b)}
+        assert rows == {a: 500, b: 500}
+        np.testing.assert_array_equal(np.concatenate(data.reduce(lambda v: v)), Xn)
+    even = [a if i % 2 else b for i in range(10)]
+    with partition(placed(even), client=client2) as data:  # left as it is
+        assert data.workers == even
+
+
 def test_dask_tuples_are_read_once_and_kept_aligned(client2):
     import dask.array as da
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numba
 
 from ..kernels.optim import FTRL_RULE, coord_step
-from ._logistic_kernels import log1pexp, sigmoid
+from ._logistic_kernels import loss_residual
 
 __all__ = ["fm_margin", "fm_steps"]
 
@@ -89,8 +89,8 @@ def fm_steps(indptr, indices, data, y, order, hyper, fit_intercept, w, z, n, v_r
     for q in range(order.shape[0]):
         i = order[q]
         t = fm_margin(indptr, indices, data, i, w, w[m, 0], V, s)
-        loss += log1pexp(t) - y[i, 0] * t
-        r = sigmoid(t) - y[i, 0]
+        li, r = loss_residual(t, y[i, 0])
+        loss += li
         for p in range(indptr[i], indptr[i + 1]):
             j = indices[p]
             x = data[p]

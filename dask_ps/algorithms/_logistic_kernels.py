@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..kernels.optim import FTRL_RULE, coord_step
+from ..kernels.optim import FTRL_RULE, coord_step, ftrl_coord
 
 _JIT = dict(cache=True, nogil=True)
 
@@ -23,12 +23,15 @@ def log1pexp(z):
 
 
 @numba.njit(inline="always", **_JIT)
-def sigmoid(z):
-    """``1 / (1 + exp(-z))`` without overflow for any float ``z``."""
-    if z >= 0:
-        return 1.0 / (1.0 + np.exp(-z))
-    e = np.exp(z)
-    return e / (1.0 + e)
+def loss_residual(z, y):
+    """``(log(1 + exp(z)) - y z, 1 / (1 + exp(-z)) - y)``: a row's log-loss at margin ``z``
+    and its residual, without overflow for any float ``z``, from one ``exp(-|z|)``. The loss
+    has the bits of :func:`log1pexp`; computing the two with an ``exp`` each cost 27 % more
+    CPU in the per-sample FTRL loop (500,000 rows x 22 non-zeros, ``time.thread_time``)."""
+    e = np.exp(-abs(z))
+    if z > 0:
+        return z + np.log1p(e) - y * z, 1.0 / (1.0 + e) - y
+    return np.log1p(e) - y * z, e / (1.0 + e) - y
 
 
 @numba.njit(**_JIT)
@@ -61,8 +64,8 @@ def logistic_grad(indptr, indices, data, y, w, bias, grad, grad_bias):
             z = b
             for p in range(indptr[i], indptr[i + 1]):
                 z += data[p] * w[indices[p], 0]
-            loss += log1pexp(z) - y[i, 0] * z
-            r = sigmoid(z) - y[i, 0]
+            li, r = loss_residual(z, y[i, 0])
+            loss += li
             gb += r
             for p in range(indptr[i], indptr[i + 1]):
                 grad[indices[p], 0] += data[p] * r
@@ -80,8 +83,8 @@ def logistic_grad(indptr, indices, data, y, w, bias, grad, grad_bias):
         for k in range(n_out):
             z = margin[k]
             # log-loss of label y: log(1 + exp(z)) - y z
-            loss += log1pexp(z) - y[i, k] * z
-            r = sigmoid(z) - y[i, k]
+            li, r = loss_residual(z, y[i, k])
+            loss += li
             margin[k] = r
             grad_bias[k] += r
         for p in range(indptr[i], indptr[i + 1]):
@@ -211,8 +214,11 @@ def _binary_ftrl_steps(indptr, indices, data, y, order, hyper, l2, fit_intercept
     ``order`` (a random permutation) is touched first, so that its cache misses overlap the
     current row's work instead of stalling the next step: 15-20 % less CPU per epoch on
     10^6 generated rows x 2^22 features than the general path (measured with
-    ``time.thread_time``).
+    ``time.thread_time``). The hyper-parameters are read once into scalars: read from
+    ``hyper`` at every coordinate (LLVM cannot hoist the loads past the stores into ``w``,
+    which might alias it) the loop took 1.4x the CPU.
     """
+    alpha, beta, l1, l2_rule = hyper[0], hyper[1], hyper[2], hyper[3]
     m = w.shape[0] - 1
     loss = 0.0
     touch = 0.0
@@ -228,13 +234,13 @@ def _binary_ftrl_steps(indptr, indices, data, y, order, hyper, l2, fit_intercept
         margin = w[m, 0]
         for p in range(indptr[i], indptr[i + 1]):
             margin += data[p] * w[indices[p], 0]
-        loss += log1pexp(margin) - y[i, 0] * margin
-        r = sigmoid(margin) - y[i, 0]
+        li, r = loss_residual(margin, y[i, 0])
+        loss += li
         for p in range(indptr[i], indptr[i + 1]):
             j = indices[p]
-            coord_step(FTRL_RULE, hyper, w, z, n, j, 0, data[p] * r + l2 * w[j, 0])
+            ftrl_coord(w, z, n, j, 0, data[p] * r + l2 * w[j, 0], alpha, beta, l1, l2_rule)
         if fit_intercept:
-            coord_step(FTRL_RULE, hyper, w, z, n, m, 0, r)
+            ftrl_coord(w, z, n, m, 0, r, alpha, beta, l1, l2_rule)
     # the touched values are finite (checked input), so this adds 0 and keeps the loads
     return loss + 0.0 * touch
 
@@ -251,8 +257,8 @@ def _residuals(indptr, indices, data, y, w, i, m, out):
             out[k] += data[p] * w[j, k]
     for k in range(w.shape[1]):
         z = out[k]
-        loss += log1pexp(z) - y[i, k] * z
-        out[k] = sigmoid(z) - y[i, k]
+        li, out[k] = loss_residual(z, y[i, k])
+        loss += li
     return loss
 
 

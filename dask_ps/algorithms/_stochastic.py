@@ -128,8 +128,15 @@ class Rule:
         return buf[:, self.n_out:] if self.ftrl else buf
 
     def weights(self, state: np.ndarray) -> np.ndarray:
-        """Weights (m, K) from state rows (m, width) (FTRL: closed form from ``z``, ``n``)."""
-        return self.unpack(state)[1] if self.ftrl else state[:, :self.n_out]
+        """Weights (m, K) float64 from state rows (m, width) (FTRL: closed form from ``z``,
+        ``n``)."""
+        K = self.n_out
+        if not self.ftrl:
+            return state[:, :K]
+        state = np.asarray(state, np.float64)
+        W = np.empty((state.shape[0], K))
+        ftrl_weights(state[:, :K], state[:, K:2 * K], *self.hyper[:4], W)
+        return W
 
     def from_weights(self, W: np.ndarray) -> np.ndarray:
         """State rows (m, width) that start the rule at weights ``W`` with fresh state."""
@@ -253,27 +260,37 @@ def _touched(keys, values, slots, width: int):
 
 
 def _touched_piece(bounds, values, slots, width: int, piece: int, size: int):
-    """:func:`_touched` of rows ``[piece * size, (piece + 1) * size)`` of a dense table's
-    shard holding global keys ``bounds = (start, stop)``, and whether it was the last piece."""
+    """Rows ``[piece * size, (piece + 1) * size)`` of a dense table's shard holding global
+    keys ``bounds = (start, stop)``: ``(keys, rows, last)`` with the first ``width`` columns
+    (float64) of the rows whose state is not all zero and whether it was the last piece. When
+    at least half the rows are touched, the piece goes whole, ``keys`` its first key (an
+    int): no key list, and no scatter of the rows on either side."""
     lo = min(piece * size, values.shape[0])
     part = values[lo:lo + size, :width]
-    rows = np.flatnonzero(part.any(axis=1))
-    return bounds[0] + lo + rows, part[rows].astype(np.float64), lo + size >= values.shape[0]
+    last = lo + size >= values.shape[0]
+    touched = part.any(axis=1)
+    if 2 * np.count_nonzero(touched) >= part.shape[0]:
+        return int(bounds[0] + lo), part.astype(np.float64), last
+    rows = np.flatnonzero(touched)
+    return bounds[0] + lo + rows, part[rows].astype(np.float64), last
 
 
 def gather_rows(table, width: int) -> np.ndarray:
     """The first ``width`` columns of every row of a dense table, float64 (n_rows, width);
-    untouched rows (all zero) stay behind on the shards. Gathered in pieces of
-    :data:`GATHER_ROWS` rows per shard, so that a shard's worker never holds a copy of its
-    whole table (a worker near its memory limit would be paused or killed at the end of a
-    fit)."""
+    untouched rows (all zero) stay behind on the shards, unless most of a piece is touched.
+    Gathered in pieces of :data:`GATHER_ROWS` rows per shard, so that a shard's worker never
+    holds a copy of its whole table (a worker near its memory limit would be paused or killed
+    at the end of a fit)."""
     out = np.zeros((table.shape[0], width))
     piece, last = 0, False
     while not last:
         last = True
         for keys, rows, done in table.model.map_shards(table.name, _touched_piece, width,
                                                        piece, GATHER_ROWS, key_range=True):
-            out[keys] = rows
+            if isinstance(keys, int):
+                out[keys:keys + rows.shape[0]] = rows
+            else:
+                out[keys] = rows
             last = last and done
         piece += 1
     return out

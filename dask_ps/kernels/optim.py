@@ -56,7 +56,10 @@ def _adagrad_coord(w, acc, r, j, g, lr, eps):
 
 
 @numba.njit(inline="always", **_JIT)
-def _ftrl_coord(w, z, n, r, j, g, alpha, beta, l1, l2):
+def ftrl_coord(w, z, n, r, j, g, alpha, beta, l1, l2):
+    """One FTRL-Proximal step of coordinate ``(r, j)`` with gradient ``g`` (see
+    :func:`ftrl_step`); hyper-parameters as scalars, so that a loop calling it keeps them in
+    registers."""
     ni = np.float64(n[r, j])
     n_new = ni + g * g
     sigma = (np.sqrt(n_new) - np.sqrt(ni)) / alpha
@@ -83,7 +86,7 @@ def coord_step(rule, hyper, w, s1, s2, r, j, g):
     elif rule == ADAGRAD_RULE:
         _adagrad_coord(w, s1, r, j, g, hyper[0], hyper[1])
     else:
-        _ftrl_coord(w, s1, s2, r, j, g, hyper[0], hyper[1], hyper[2], hyper[3])
+        ftrl_coord(w, s1, s2, r, j, g, hyper[0], hyper[1], hyper[2], hyper[3])
 
 
 @numba.njit(**_JIT)
@@ -132,7 +135,7 @@ def ftrl_step(w, z, n, rows, g, alpha, beta, l1, l2):
     """
     for i in range(rows.shape[0]):
         for j in range(w.shape[1]):
-            _ftrl_coord(w, z, n, rows[i], j, np.float64(g[i, j]), alpha, beta, l1, l2)
+            ftrl_coord(w, z, n, rows[i], j, np.float64(g[i, j]), alpha, beta, l1, l2)
 
 
 @numba.njit(inline="always", **_JIT)

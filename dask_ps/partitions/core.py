@@ -313,8 +313,10 @@ def partition(data, *, client=None, n_partitions: int | None = None,
         it is cut into ``n_partitions`` row blocks scattered once to the workers (never put
         into a task graph). A dask array, dataframe or series (or a tuple of collections
         aligned by rows, e.g. ``(X, y)``: each partition is then a tuple) is computed once
-        on the cluster, one partition per chunk, each where Dask computed it; a list of
-        Dask futures is taken as it is, one partition each.
+        on the cluster, one partition per chunk, each where Dask computed it, then whole
+        partitions move once from the workers holding the most rows per thread to those
+        holding the fewest while that evens the load (:func:`_balance`); a list of Dask
+        futures is taken as it is, one partition each.
     client : distributed.Client or "local", optional
         Default: the current client; "local" (or no client) keeps the partitions in this
         process.
@@ -418,7 +420,63 @@ def _from_dask(data, client, n_partitions, spread: bool = True) -> Partitions:
     futures = client.compute(chunks)
     parts = _finish(client, futures, start=start)
     want = n_partitions or sum(_threads(client).values())
-    return _spread(parts, want) if spread and len(parts) < want else parts
+    if not spread:
+        return parts
+    return _spread(parts, want) if len(parts) < want else _balance(parts)
+
+
+#: :func:`_balance` moves a partition only if that lowers the largest load (rows per worker
+#: thread) by more than this fraction of the mean load.
+BALANCE_GAIN = 0.05
+
+
+def _balance(parts: Partitions) -> Partitions:
+    """Move whole partitions, once, before any training, from the workers holding the most
+    rows per thread to those holding the fewest, while a move lowers the largest load by
+    more than :data:`BALANCE_GAIN` of the mean (Dask places persisted chunks unevenly: 6 and
+    4 of 10 equal chunks on two workers made every epoch of a BSP job wait 1.5x the
+    shorter task's time). Deterministic for a given placement."""
+    client = parts.client
+    threads = _threads(client)
+    if len(threads) < 2:
+        return parts
+    load = {a: 0 for a in threads}
+    where = list(parts.workers)
+    for w, n in zip(where, parts.n_rows):
+        load[w] = load.get(w, 0) + n
+
+    def per(w):
+        return load[w] / max(1, threads.get(w, 1))
+
+    mean = sum(load.values()) / max(1, sum(max(1, threads.get(w, 1)) for w in load))
+    moves = {}
+    for _ in range(len(where)):
+        hi = max(load, key=lambda w: (per(w), w))
+        lo = min(load, key=lambda w: (per(w), w))
+        t_hi, t_lo = max(1, threads.get(hi, 1)), max(1, threads.get(lo, 1))
+        mine = [i for i, w in enumerate(where) if w == hi and parts.n_rows[i] > 0]
+        if not mine:
+            break
+        best = min(mine, key=lambda i: (max((load[hi] - parts.n_rows[i]) / t_hi,
+                                            (load[lo] + parts.n_rows[i]) / t_lo), i))
+        after = max((load[hi] - parts.n_rows[best]) / t_hi,
+                    (load[lo] + parts.n_rows[best]) / t_lo)
+        if per(hi) - after <= BALANCE_GAIN * mean:
+            break
+        load[hi] -= parts.n_rows[best]
+        load[lo] += parts.n_rows[best]
+        where[best] = lo
+        moves[best] = lo
+    if not moves:
+        return parts
+    from distributed import Future
+
+    futures = [client.submit(_same, f, pure=False, workers=[moves[i]],
+                             allow_other_workers=True) if i in moves
+               else Future(f.key, client=client) for i, f in enumerate(parts._parts)]
+    out = _finish(client, futures, start=parts._start)
+    parts.release()
+    return out
 
 
 def _spread(parts: Partitions, want: int) -> Partitions:

@@ -503,6 +503,36 @@ def segment_sum(updates, inverse, n_unique):
 
 
 @numba.njit(**_JIT)
+def merge_sorted_sum(ka, va, kb, vb):
+    """Merge two pushes whose keys ``ka`` (na,), ``kb`` (nb,) are each strictly ascending:
+    ``(keys, values)`` ascending and distinct, a key in both taking ``va[i] + vb[j]`` (that
+    order). O(na + nb), no hash; ``va``, ``vb`` (n, ncols) of one dtype."""
+    na, nb, ncols = ka.shape[0], kb.shape[0], va.shape[1]
+    keys = np.empty(na + nb, ka.dtype)
+    out = np.empty((na + nb, ncols), va.dtype)
+    i = j = k = 0
+    while i < na or j < nb:
+        if j == nb or (i < na and ka[i] < kb[j]):
+            keys[k] = ka[i]
+            for c in range(ncols):
+                out[k, c] = va[i, c]
+            i += 1
+        elif i == na or kb[j] < ka[i]:
+            keys[k] = kb[j]
+            for c in range(ncols):
+                out[k, c] = vb[j, c]
+            j += 1
+        else:
+            keys[k] = ka[i]
+            for c in range(ncols):
+                out[k, c] = va[i, c] + vb[j, c]
+            i += 1
+            j += 1
+        k += 1
+    return keys[:k], out[:k]
+
+
+@numba.njit(**_JIT)
 def _unit_uniform(key, col, seed):
     """A uniform double in (0, 1) that depends only on (key, column, seed)."""
     h = mix64(mix64(mix64(np.uint64(seed)) ^ np.uint64(key)) ^ np.uint64(col))

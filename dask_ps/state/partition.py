@@ -440,6 +440,26 @@ def make_partitioner(kind: str, n_shards: int, n_rows: int | None) -> _Partition
     raise ValueError(f"unknown partitioner {kind!r}; valid names are {list(PARTITIONERS)}")
 
 
+def merge_pushes(parts: list) -> tuple[np.ndarray, np.ndarray]:
+    """Sum several pushes ``[(keys (n_i,) int64, values (n_i, ncols)), ...]`` into one, in
+    list order: each row's sum adds the pushes' rows in that order, so the result is
+    deterministic. Pushes whose keys are each strictly ascending (a block's distinct keys,
+    as the estimators push them) are merged in one linear pass per push
+    (:func:`~._kernels.merge_sorted_sum`), the others through :func:`merge_duplicates`'s
+    hash: on a shard's two pushes of 150,000 sorted keys per clock, the hash took most of
+    the shard's CPU in a FTRL epoch."""
+    keys, values = parts[0]
+    sorted_runs = all(k.ndim == 1 and v.ndim == 2 and v.dtype == values.dtype
+                      and v.shape[1] == values.shape[1] and (k.shape[0] < 2 or bool(
+                          np.all(k[1:] > k[:-1]))) for k, v in parts)
+    if not sorted_runs:
+        return merge_duplicates(np.concatenate([k for k, _ in parts]),
+                                np.concatenate([v for _, v in parts]))
+    for k, v in parts[1:]:
+        keys, values = _kernels.merge_sorted_sum(keys, values, k, v)
+    return keys, values
+
+
 def merge_duplicates(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sum the rows of ``values`` (n, ncols) whose ``keys`` (n,) repeat.
 

@@ -29,7 +29,7 @@ from ._malloc import tune_malloc, untouched_bytes
 from .channel import ChannelAddress, ChannelServer
 from .channel_security import channel_endpoint
 from .consistency import DONE, ClockTable, Consistency
-from .partition import KeyRef, as_rows, merge_duplicates
+from .partition import KeyRef, as_rows, merge_pushes
 from .table import TableShard, TableSpec
 from .transport import packed
 
@@ -439,8 +439,7 @@ class Shard:
                     for _, v in parts[1:]:
                         values += v
                 else:
-                    keys, values = merge_duplicates(np.concatenate([k for k, _ in parts]),
-                                                    np.concatenate([v for _, v in parts]))
+                    keys, values = merge_pushes(parts)
                 self.tables[name].apply(keys, values)
 
     async def finish(self, job: str, participant: int) -> None:

@@ -123,19 +123,21 @@ def test_early_stopping_watches_the_validation_loss(data):
         LogisticRegression(validation_fraction=1.5, client="local").fit(X, y)
 
 
+@pytest.mark.parametrize("touched", [40, 90])
 @pytest.mark.parametrize("piece", [7, 64, 10**6])
-def test_gather_rows_in_pieces_gives_the_whole_table(monkeypatch, piece):
+def test_gather_rows_in_pieces_gives_the_whole_table(monkeypatch, piece, touched):
     """The end of a fit gathers a dense table from its shards in pieces of GATHER_ROWS rows
     (a worker near its memory limit never copies its whole shard at once); whatever the
-    piece size, every touched row comes back where it belongs and untouched rows are zero."""
+    piece size, and whether a piece comes as its touched rows or whole (most rows touched),
+    every touched row comes back where it belongs and untouched rows are zero."""
     from dask_ps.algorithms import _stochastic
 
     monkeypatch.setattr(_stochastic, "GATHER_ROWS", piece)
     rng = np.random.default_rng(0)
     with PSModel("local", n_shards=3) as model:
         model.add_table("w", (100, 3))
-        keys = rng.choice(100, 40, replace=False)
-        values = rng.normal(size=(40, 3))
+        keys = rng.choice(100, touched, replace=False)
+        values = rng.normal(size=(touched, 3))
         model.push("w", keys, values)
         got = _stochastic.gather_rows(model.table("w"), 2)
     want = np.zeros((100, 2))

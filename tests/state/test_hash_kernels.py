@@ -7,7 +7,7 @@ import pytest
 from dask_ps.state import _hash_kernels as H
 from dask_ps.state._kernels import hash_shard
 from dask_ps.state.optimizers import FTRL, Add
-from dask_ps.state.partition import HashPartitioner, merge_duplicates, plan_hashed
+from dask_ps.state.partition import HashPartitioner, merge_duplicates, merge_pushes, plan_hashed
 from dask_ps.state.table import Init, TableShard, TableSpec
 
 MASK = 2**64 - 1
@@ -173,6 +173,31 @@ def test_merge_duplicates_sums_repeats_in_input_order():
         for x in vals[keys == key, 0]:
             want += x
         assert total == want
+
+
+@pytest.mark.parametrize("n_parts", [2, 3, 5])
+def test_merge_pushes_of_sorted_keys_equals_the_hashed_merge(n_parts):
+    """Pushes whose keys are each ascending are merged linearly, with the sums of the hashed
+    merge (same order of additions, so the same bits); others take the hashed merge."""
+    rng = np.random.default_rng(n_parts)
+    parts = []
+    for p in range(n_parts):
+        keys = np.unique(rng.integers(0, 400, rng.integers(0, 300)))
+        parts.append((keys, rng.normal(size=(keys.shape[0], 3)) * 10.0 ** rng.integers(
+            -8, 8, (keys.shape[0], 1))))
+    k, v = merge_pushes(parts)
+    assert np.all(k[1:] > k[:-1])
+    hk, hv = merge_duplicates(np.concatenate([a for a, _ in parts]),
+                              np.concatenate([b for _, b in parts]))
+    order = np.argsort(hk)
+    np.testing.assert_array_equal(k, hk[order])
+    np.testing.assert_array_equal(v, hv[order])
+    # one push out of order: the hashed merge, same sums
+    parts[0] = (parts[0][0][::-1].copy(), parts[0][1][::-1].copy())
+    k2, v2 = merge_pushes(parts)
+    order2 = np.argsort(k2)
+    np.testing.assert_array_equal(k2[order2], k)
+    np.testing.assert_array_equal(v2[order2], v)
 
 
 def test_index_finds_inserts_and_grows():
