@@ -124,7 +124,7 @@ def test_early_stopping_watches_the_validation_loss(data):
 
 
 @pytest.mark.parametrize("touched", [40, 90])
-@pytest.mark.parametrize("piece", [7, 64, 10**6])
+@pytest.mark.parametrize("piece", [7, 30, 64, 10**6])
 def test_gather_rows_in_pieces_gives_the_whole_table(monkeypatch, piece, touched):
     """The end of a fit gathers a dense table from its shards in pieces of GATHER_ROWS rows
     (a worker near its memory limit never copies its whole shard at once); whatever the
