@@ -449,9 +449,9 @@ def merge_pushes(parts: list) -> tuple[np.ndarray, np.ndarray]:
     hash: on a shard's two pushes of 150,000 sorted keys per clock, the hash took most of
     the shard's CPU in a FTRL epoch."""
     keys, values = parts[0]
-    sorted_runs = all(k.ndim == 1 and v.ndim == 2 and v.dtype == values.dtype
-                      and v.shape[1] == values.shape[1] and (k.shape[0] < 2 or bool(
-                          np.all(k[1:] > k[:-1]))) for k, v in parts)
+    sorted_runs = all(k.ndim == 1 and k.dtype == keys.dtype and v.ndim == 2
+                      and v.dtype == values.dtype and v.shape[1] == values.shape[1]
+                      and (k.shape[0] < 2 or bool(np.all(k[1:] > k[:-1]))) for k, v in parts)
     if not sorted_runs:
         return merge_duplicates(np.concatenate([k for k, _ in parts]),
                                 np.concatenate([v for _, v in parts]))
