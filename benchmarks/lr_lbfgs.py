@@ -81,8 +81,10 @@ def race(name, X, y, Xt, yt, dX, dy, client, max_iter, tol, load, C=1.0):
           f"{gaps[0]:.2f} s from the solver's start to the end of the first evaluation "
           f"(evaluators, blocks, keys)")
     bound = touched_bound(X, 2)
+    literal = 2 * 4 * 2 * (np.unique(X.indices).size + 1)
     print(f"\n{name} (load average {load():.1f}); bytes bound 2 x touched x 4 B x workers = "
-          f"{bound / 1e6:.4f} MB")
+          f"{literal / 1e6:.4f} MB (touched: distinct features of all rows); per task, "
+          f"halves of the rows: {bound / 1e6:.4f} MB")
     print(f"{'contender':22s} {'wall s':>8s} {'iters':>6s} {'s/iter':>8s} "
           f"{'MB/eval (1st, median)':>22s} {'objective':>16s} {'test AUC':>9s}")
     for who, wall, nit, nb, obj, auc in rows:
