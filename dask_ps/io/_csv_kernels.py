@@ -8,10 +8,11 @@ are those of :class:`~dask_ps.io.HashingEncoder` (the same functions,
 ``HashingEncoder.transform``. The kernel never calls back into Python: it runs without the GIL.
 
 Where the time goes (a 21 MB block of 32 generated Criteo-like columns, ~100 k rows): finding
-the fields, 8 bytes at a time (:func:`_field_end`); hashing the categorical fields; sorting
-each row (:func:`~._hashing_kernels.emit_row`); numbers, most of them short integers read
-without a branch per digit (:func:`_short_integer`) and bucketed from a table; and the first
-writes to the output arrays, which the caller allocates (NumPy maps them on huge pages).
+the fields, 8 bytes at a time (:func:`_field_end`); hashing the categorical fields (their bytes
+also loaded 8 at a time); sorting each row (:func:`~._hashing_kernels.emit_row`); numbers,
+most of them short integers read without a branch per digit (:func:`_short_integer`) and
+bucketed from a table; and the first writes to the output arrays, which the caller allocates
+(NumPy maps them on huge pages).
 
 What it cannot decide exactly it hands back: a number with more digits than Clinger's fast
 path covers (``STATUS_SLOW``: the caller encodes the block through pyarrow instead), or a bad
@@ -29,6 +30,7 @@ from ._hashing_kernels import (
     cross_token,
     emit_row,
     hash_bytes,
+    load_word,
     number_token,
     pack_bits,
 )
@@ -66,17 +68,6 @@ def _strip(buf, s, e):
 
 
 @numba.njit(inline="always", **_JIT)
-def _word(buf, i):
-    """The 8 bytes ``buf[i:i + 8]`` as a little-endian uint64 (unsigned indices, which need
-    no wraparound: the compiler then makes the 8 loads one)."""
-    u = np.uint64(i)
-    w = np.uint64(0)
-    for k in range(8):
-        w |= np.uint64(buf[u + np.uint64(k)]) << np.uint64(8 * k)
-    return w
-
-
-@numba.njit(inline="always", **_JIT)
 def _zero_bytes(x):
     """The high bit of each zero byte of ``x`` (the lowest exact; those above it may be
     wrong, from the borrow)."""
@@ -97,7 +88,7 @@ def _short_integer(buf, s, e, n):
     m = e - s
     if m <= 0 or m > 8 or s + 8 > n:
         return -1
-    w = _word(buf, s)
+    w = load_word(buf, s)
     keep = _ALL >> np.uint64(8 * (8 - m))  # the field's bytes
     # a byte above '9' gets its high bit from + 0x46, one below '0' from - 0x30 (a carry or
     # borrow then spoils the bytes above it only, which a bad byte below already condemns)
@@ -136,7 +127,7 @@ def _field_end(buf, s, n, sep):
     seps = np.uint64(sep) * _ONES
     i = s
     while i + 8 <= n:
-        w = _word(buf, i)
+        w = load_word(buf, i)
         m = _zero_bytes(w ^ seps) | _zero_bytes(w ^ _NEWLINES)
         if m:
             return i + _low_byte(m)
