@@ -86,8 +86,9 @@ def sort_small(a, m, key_bits, tmp, count):
 def sort_distinct(a, m, out):
     """``out[:m]`` = ``a[:m]`` sorted, for distinct keys: each key goes to its rank, the
     count of smaller keys. ``m * m`` comparisons without a branch, which the compiler
-    vectorises: for a row of 32 keys ~1.5x quicker than :func:`sort_small`, whose
-    insertion step mispredicts a branch for every pair of keys in one bucket."""
+    vectorises: rows of 32 keys go through :func:`rows_to_csr` in ~25% less time than with
+    :func:`sort_small`, whose insertion step mispredicts a branch for every pair of keys in
+    one bucket."""
     for j in range(m):
         x = a[j]
         r = 0
@@ -199,8 +200,8 @@ def load_word(buf, i):
 def hash_bytes(buf, start, end, seed):
     """Hash of ``buf[start:end]`` (uint8) under ``seed`` (uint64).
 
-    Byte by byte, the bytes read 8 at a time (one load, no loop test per byte: ~5% of
-    encoding a CSV block of 8-character categories)."""
+    Byte by byte, the bytes read 8 at a time (one load, no loop test per byte: 5-10% of the
+    time of encoding a CSV block of 8-character categories)."""
     h = _FNV_OFFSET ^ seed
     i = start
     while i + 8 <= end:
