@@ -59,8 +59,8 @@ def _types(layout: _Layout, encoder: HashingEncoder) -> dict:
 
 
 def _encode_block(fs, block, line0: int, layout: _Layout, encoder: HashingEncoder, dtype,
-                  encode: bool) -> tuple:
-    """``(X, y, rows, newlines)`` of one block (``X``, ``y`` None unless ``encode``).
+                  expect: int) -> tuple:
+    """``(X, y)`` of one block whose first pass counted ``expect`` rows.
 
     The kernel (:func:`~._csv_kernels.encode_block`) does the work; a block holding a number
     it cannot convert exactly goes through pyarrow and ``encoder.transform`` instead.
@@ -69,21 +69,24 @@ def _encode_block(fs, block, line0: int, layout: _Layout, encoder: HashingEncode
     ------
     LineError
         The first bad line, with the file's line number (``line0`` lines precede the block).
+    ValueError
+        Not ``expect`` rows: the file changed since its first pass.
     """
     raw = read_array(fs, block)
     start, skipped = header_end(raw, block, layout.header)
     seeds, missing, value, cross_seed = encoder.column_seeds()
     a, b = encoder.cross_columns()
-    # a row takes 2 bytes at least: this bounds the entries before the rows are counted
-    bound = encoder.width * ((len(raw) - start) // 2 + 1)
-    labels, indptr, indices, values, info = _ck.encode_block(
+    size = expect * encoder.width
+    labels, indptr = np.empty(expect, np.float64), np.empty(expect + 1, np.int64)
+    indices = np.empty(size, index_dtype(encoder.n_features, size))
+    values = np.empty(size, dtype)
+    info = _ck.encode_block(
         raw[start:], ord(layout.sep), layout.kinds, layout.slot,
         seeds, missing, value, encoder.numeric_mode == "log_bucket", len(encoder.columns), a,
-        b, cross_seed, encoder.n_features, encode,
-        np.empty(0, index_dtype(encoder.n_features, bound)), np.empty(0, dtype))
-    status, newlines = int(info[_ck.I_STATUS]), int(info[_ck.I_NEWLINES]) + skipped
+        b, cross_seed, encoder.n_features, True, labels, indptr, indices, values)
+    status = int(info[_ck.I_STATUS])
     types = _types(layout, encoder)
-    data = raw[start:].tobytes() if status != _ck.STATUS_OK else b""
+    data = raw[start:].tobytes() if status in (_ck.STATUS_ERROR, _ck.STATUS_SLOW) else b""
     if status == _ck.STATUS_ERROR:
         bad = int(info[_ck.I_LINE])
         lines = data.split(b"\n")
@@ -98,14 +101,15 @@ def _encode_block(fs, block, line0: int, layout: _Layout, encoder: HashingEncode
         if table.column(layout.label).null_count:
             raise bad_line(data, layout.names, types, layout.sep, block.path, line0 + skipped,
                            "an empty label", layout.label, True)
+        expect_rows(block, line0, table.num_rows, expect)
         y = table.column(layout.label).to_numpy()
-        X = encoder.transform(table, dtype, block.path) if encode else None
-        return X, (y if encode else None), table.num_rows, newlines
+        return encoder.transform(table, dtype, block.path), y
     rows = int(info[_ck.I_ROWS])
-    if not encode:
-        return None, None, rows, newlines
-    X = csr_rows(indices, values, encoder.n_features, indptr[:rows + 1], int(info[_ck.I_NNZ]))
-    return X, labels[:rows], rows, newlines
+    if status == _ck.STATUS_FULL:  # more rows than the first pass counted
+        rows = count_rows(raw[start:], CSV)[0]
+    expect_rows(block, line0, rows, expect)
+    X = csr_rows(indices, values, encoder.n_features, indptr, int(info[_ck.I_NNZ]))
+    return X, labels
 
 
 def _count_chunk(chunk: np.ndarray, fs, header: bool) -> np.ndarray:
@@ -121,9 +125,7 @@ def _count_chunk(chunk: np.ndarray, fs, header: bool) -> np.ndarray:
 def _load_chunk(chunk: np.ndarray, fs, layout: _Layout, encoder: HashingEncoder,
                 dtype) -> np.ndarray:
     block, line0, expect = chunk[0]
-    X, y, rows, _ = _encode_block(fs, block, line0, layout, encoder, dtype, True)
-    expect_rows(block, line0, rows, expect)
-    return box((X, y))
+    return box(_encode_block(fs, block, line0, layout, encoder, dtype, expect))
 
 
 # -- which columns are what --------------------------------------------------------------------

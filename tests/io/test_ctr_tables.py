@@ -84,6 +84,52 @@ def test_numbers_beyond_the_fast_parser_take_the_exact_path(tmp_path):
     assert (X != enc.transform(df)).nnz == 0 and y.tolist() == [1.0, 0.0, 1.0]
 
 
+@pytest.mark.parametrize("mode", ["log_bucket", "value"])
+def test_short_integers_and_line_ends_equal_transform(tmp_path, mode):
+    """Digit strings of 1 to 8 digits take the kernel's branch-free integer parse (and, below
+    1024, a table of buckets), the others the general parser; fields end on a separator, a
+    newline, CRLF or the end of the bytes, closer to it than a word of 8 bytes or not."""
+    rng = np.random.default_rng(7)
+    numbers = ["0", "7", "1023", "1024", "1025", "00042", "12345678", "99999999", "100000000",
+               "123456789012", "-5", "+3", " 8", "8 ", "3.0", "1e2", "", "0000000000001"]
+    cats = ["", "a", "abcdefg", "abcdefgh", "abcdefghi", "x" * 17]
+    rows = [dict(y=int(rng.integers(0, 2)), n=rng.choice(numbers), c=rng.choice(cats),
+                 m=rng.choice(numbers)) for _ in range(300)]
+    ends = rng.choice(["\n", "\r\n"], len(rows))
+    text = "y,n,c,m\n" + "".join(f"{r['y']},{r['n']},{r['c']},{r['m']}{e}"
+                                  for r, e in zip(rows, ends))
+    df = pd.DataFrame(rows)
+    for col in ("n", "m"):
+        df[col] = df[col].str.strip().replace("", None).astype(float)
+    df["c"] = df["c"].astype("string")
+    enc = HashingEncoder(numeric=["n", "m"], categorical=["c"], numeric_mode=mode,
+                         crosses=[("n", "c")], n_features=2**16, seed=3)
+    want = enc.transform(df)
+    for tail in ("", "\n"):  # the last line without or with its newline
+        body = text.rstrip("\r\n") + tail
+        for blocksize in (None, 997):
+            X, y = _compute(*read_ctr(_write(tmp_path / "ints.csv", body), enc, label="y",
+                                      blocksize=blocksize))
+            assert (X != want).nnz == 0 and X.has_canonical_format
+            np.testing.assert_array_equal(X.indptr, want.indptr)
+            np.testing.assert_array_equal(y, df.y.to_numpy(float))
+
+
+@pytest.mark.parametrize("extra", [b"0,5,b\n0,6,c\n", b""])
+def test_file_changed_after_it_was_opened(tmp_path, extra):
+    """More rows than the first pass counted (the kernel stops at the arrays' end; the block
+    ends at the first line end after its bytes then), or fewer."""
+    path = tmp_path / "grown.csv"
+    head, rows = b"y,n,c\n", b"1,2,a\n" * 50
+    path.write_bytes(head + rows)
+    X, y = read_ctr(path, label="y", n_features=64)
+    path.write_bytes(head + (rows + extra if extra else rows[:-12]))
+    want = 51 if extra else 48
+    with pytest.raises(ValueError, match=rf"grown\.csv: {want} rows after line 0, 50 when the "
+                                         r"file was opened; did it change since\?"):
+        _compute(X, y)
+
+
 # -- columns told apart -------------------------------------------------------------------------
 def test_columns_are_inferred_from_the_header_and_values(tmp_path):
     text = ("id,click,price,zip,city,empty\n"

@@ -13,6 +13,7 @@ import pytest
 
 import dask_ps.io.hashing as hashing_module
 from dask_ps.io import HashingEncoder
+from dask_ps.io import _hashing_kernels as _hk
 
 MASK = 2**64 - 1
 
@@ -74,6 +75,29 @@ def test_matches_pure_python_twin(mode, n_features):
     for i, row in enumerate(ROWS):
         got = dict(zip(X[i].indices.tolist(), X[i].data.tolist()))
         assert got == twin_row(enc, row), i
+
+
+@pytest.mark.parametrize("n_columns", [40, 70])  # rows sorted by rank, or by buckets
+@pytest.mark.parametrize("n_features", [7, 2**20])
+def test_wide_rows_match_the_twin(n_columns, n_features):
+    rng = np.random.default_rng(n_columns)
+    names = [f"c{i}" for i in range(n_columns)]
+    enc = HashingEncoder(categorical=names, n_features=n_features, seed=2)
+    rows = [{c: str(rng.integers(0, 50)) if rng.random() < 0.9 else "" for c in names}
+            for _ in range(30)]
+    X = enc.transform(pd.DataFrame(rows))
+    assert X.has_canonical_format
+    for i, row in enumerate(rows):
+        got = dict(zip(X[i].indices.tolist(), X[i].data.tolist()))
+        assert got == twin_row(enc, row), i
+
+
+@pytest.mark.parametrize("m", [0, 1, 2, 31, 32, 64])
+def test_sort_distinct_sorts(m):
+    keys = np.random.default_rng(m).choice(2**40, m, replace=False).astype(np.uint64)
+    out = np.zeros(m, np.uint64)
+    _hk.sort_distinct(keys, m, out)
+    np.testing.assert_array_equal(out, np.sort(keys))
 
 
 def test_equal_rows_equal_features_in_any_batch_and_input_type():

@@ -36,8 +36,8 @@ def _csv_counts(buf):
     z = np.zeros(2, np.uint64)
     empty = np.empty(0, np.int64)
     info = C.encode_block(buf, ord(","), kinds, slot, z, z, z, True, 2, empty, empty,
-                          np.empty(0, np.uint64), 2**20, False, np.empty(0, np.int64),
-                          np.empty(0, np.float64))[-1]
+                          np.empty(0, np.uint64), 2**20, False, np.empty(0, np.float64),
+                          np.empty(1, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
     assert info[C.I_STATUS] == C.STATUS_OK
     return int(info[C.I_ROWS]), int(info[C.I_NEWLINES])
 
