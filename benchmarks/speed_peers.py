@@ -86,7 +86,7 @@ def table(logs: dict) -> list[tuple]:
                      "< 0.5 s", c < 0.5))
     if "lbfgs" in logs:
         text = logs["lbfgs"]
-        ctr = _section(text, "CTR-like")
+        ctr = _section(text, "CTR-like, ")
         bound, halves = _find(rf"bytes bound .* = {NUM} MB .* halves of the rows: {NUM} MB",
                               ctr, "bytes bound")
         sk, ps = _row(ctr, "scikit-learn lbfgs"), _row(ctr, "dask_ps lbfgs (2x1)")
