@@ -108,6 +108,26 @@ def _distinct(keys: np.ndarray) -> np.ndarray:
     return keys[mask]
 
 
+def pack_keys(keys: np.ndarray, n: int) -> np.ndarray:
+    """Sorted distinct ``keys`` in ``[0, n)`` as sent once per fit: a bitmap of ``n`` bits
+    (uint8, little bit order) when it is smaller than the keys, else the keys themselves
+    (int64). On 10^6 CTR rows x 2^22 features a task touches ~10^6 columns: 0.5 MiB instead
+    of 7.9 MB, which made the first evaluation move twice the bytes of the others."""
+    keys = np.asarray(keys, np.int64)
+    if -(-n // 8) >= keys.nbytes:
+        return keys
+    mask = np.zeros(n, bool)
+    mask[keys] = True
+    return np.packbits(mask, bitorder="little")
+
+
+def unpack_keys(packed: np.ndarray, n: int) -> np.ndarray:
+    """The sorted keys (int64) of :func:`pack_keys`'s output."""
+    if packed.dtype != np.uint8:
+        return packed
+    return np.flatnonzero(np.unpackbits(packed, count=n, bitorder="little")).astype(np.int64)
+
+
 class _Evaluator:
     """The worker side of the evaluations: one per worker holding partitions (see
     :class:`~dask_ps.partitions.resident.Residents`), for its tasks (lists of partitions).
@@ -129,8 +149,9 @@ class _Evaluator:
         return list(self.pool.map(fn, *iterables))
 
     def keys(self) -> list[np.ndarray]:
-        """Per task: the sorted columns its rows touch, and the intercept (``n_features``)."""
-        return [b.keys for b in self._blocks()]
+        """Per task: the sorted columns its rows touch, and the intercept (``n_features``),
+        packed by :func:`pack_keys`."""
+        return [pack_keys(b.keys, self.n_features + 1) for b in self._blocks()]
 
     def _blocks(self) -> list:
         # built (or found in the partitions' cache) here, on the actor's thread: loading a
@@ -201,9 +222,10 @@ class _Evaluations:
         self.nbytes = 0  # bytes moved by the last evaluation
         self.cpu = 0.0  # CPU seconds of its slowest task (the evaluator's work, no transfer)
         self.residents = Residents(data, _Evaluator, self.n_features)
-        keys = [k for ks in self.residents.call("keys", [()] * len(
+        packed = [k for ks in self.residents.call("keys", [()] * len(
             self.residents.workers)) for k in ks]
-        self.setup_bytes = sum(k.nbytes for k in keys)
+        self.setup_bytes = sum(k.nbytes for k in packed)
+        keys = [unpack_keys(k, self.n_features + 1) for k in packed]
         nonzero = [] if x0 is None else [np.flatnonzero(np.any(x0 != 0, axis=1))]
         #: sorted rows of the full table the solver works on; the intercept's last
         self.active = _distinct(np.concatenate(keys + nonzero + [[self.n_features]]))

@@ -7,6 +7,7 @@ import warnings
 
 import dask.array as da
 import numpy as np
+import pytest
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
@@ -34,15 +35,31 @@ def test_an_evaluation_moves_float32_weights_and_gradients_of_the_touched_featur
     moved = [h["bytes"] for h in m.history_]
     assert len(moved) >= 5
     assert all(b == moved[1] for b in moved[1:]), moved  # the same every evaluation
-    # the first evaluation also brings each task's keys (int64), once: S keys in all
-    S = (moved[0] - moved[1]) // 8
+    # the first evaluation also brings each task's keys, once, as a bitmap of 2^16 + 1 bits
+    # (smaller than its keys as int64 here): T tasks
+    bitmap = -(-(X.shape[1] + 1) // 8)
+    T, rest = divmod(moved[0] - moved[1], bitmap)
+    assert rest == 0 and 1 <= T <= 8, (moved[:2], bitmap)
+    # later ones: 4 B (float32) per key each way, plus 24 B (loss, rounding) per task: S keys
+    S = (moved[1] - 24 * T) / 8
     distinct = np.unique(X.indices).size + 1  # and the intercept
-    # later ones: 4 B (float32) per key each way, plus 24 B (loss, rounding) per task
-    T = (moved[1] - 8 * S) / 24
-    assert T == int(T) and 1 <= T <= 8, (moved[:2], S, T)
-    assert distinct <= S <= T * distinct, (S, T, distinct)
+    assert S == int(S) and distinct <= S <= T * distinct, (S, T, distinct)
+    assert moved[0] - moved[1] < 8 * S  # the bitmaps moved fewer bytes than the keys
     # the dense table of every feature would be 8 B x 2^16 one way
     assert moved[1] < 0.25 * 8 * X.shape[1]
+
+
+@pytest.mark.parametrize("n_keys", [0, 3, 500, 5000])
+def test_keys_travel_as_the_smaller_of_a_bitmap_and_int64(n_keys):
+    from dask_ps.algorithms._lbfgs import pack_keys, unpack_keys
+
+    n = 10_001
+    keys = np.sort(np.random.default_rng(n_keys).choice(n, n_keys, replace=False))
+    packed = pack_keys(keys, n)
+    assert packed.nbytes == min(-(-n // 8), 8 * n_keys) or (n_keys == 0 and packed.size == 0)
+    got = unpack_keys(packed, n)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, keys)
 
 
 def test_a_tight_tolerance_switches_to_float64_and_still_converges():
