@@ -121,10 +121,11 @@ class ReferenceFM:
         data = X.data.astype(np.float64)
         self.history_ = []
         for _ in range(self.max_iter):
+            t0 = time.perf_counter()
             loss = _reference_fm_epoch(X.indptr, X.indices, data, y, rng.permutation(n),
                                        self.w_, self.v_, self.learning_rate, self.reg_w,
                                        self.reg_v)
-            self.history_.append({"loss": loss})
+            self.history_.append({"loss": loss, "epoch_time": time.perf_counter() - t0})
         return self
 
     def predict_proba(self, X):
@@ -179,6 +180,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ref-lr", type=float, default=0.005, help="numba reference's SGD step")
     p.add_argument("--xlearn-python", help="a Python with xlearn installed: add xLearn's FM")
+    p.add_argument("--xlearn-epochs", type=int, help="xLearn's epochs (default --epochs)")
     args = p.parse_args(argv)
 
     import dask
@@ -228,12 +230,12 @@ def main(argv=None) -> int:
                     type(est).__name__) + (f"(k={args.k})" if hasattr(est, "k") else "")
             print(f"  {name:34s} {log_loss(yt, proba):9.4f} {roc_auc_score(yt, proba):7.4f} "
                   f"{fit_s:7.1f}  {[round(h['loss'], 4) for h in est.history_]}  load "
-                  f"{load:.1f}")
+                  f"{load:.1f}; s per epoch {[round(h['epoch_time'], 1) for h in est.history_]}")
         if args.xlearn_python:
-            load = os.getloadavg()[0]
+            load, epochs = os.getloadavg()[0], args.xlearn_epochs or args.epochs
             proba, fit_s, read_s = xlearn_fm(args.xlearn_python, tmp, Xl, yl, Xt, args.k,
-                                             args.epochs, args.workers)
-            name = f"xLearn FM, {args.workers} threads(k={args.k})"
+                                             epochs, args.workers)
+            name = f"xLearn FM, {args.workers} thr, {epochs} ep(k={args.k})"
             print(f"  {name:34s} {log_loss(yt, proba):9.4f} {roc_auc_score(yt, proba):7.4f} "
                   f"{fit_s:7.1f}  ({read_s:.1f} s of it reading its text)  load {load:.1f}")
     print(f"1-min load average {load0:.1f} -> {os.getloadavg()[0]:.1f}")
