@@ -71,3 +71,71 @@ def test_lr_wide_benchmark_runs(tmp_path):
     assert 0.5 < s["auc"] <= s["auc_planted_model"] + 0.02
     assert 20 <= s["bytes_per_key"] < 100 and len(s["peak_memory_per_worker_gib"]) == 2
     assert "SUMMARY keys=" in proc.stdout
+
+
+def _fm_benchmark():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fm_vs_lr", REPO / "benchmarks" / "fm_vs_lr.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_reference_fm_epoch_matches_a_naive_twin():
+    """The numba reference FM of fm_vs_lr.py steps as libFM's SGD written out naively:
+    margin by the O(k n^2) double sum, gradient x_i (sum_j v_jf x_j - v_if x_i)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    bench = _fm_benchmark()
+    rng = np.random.default_rng(0)
+    X = sp.random(30, 12, density=0.3, format="csr", random_state=1) * 2.0
+    y = (rng.random(30) < 0.4).astype(float)
+    order = rng.permutation(30)
+    w0, v0 = rng.normal(0, 0.1, 13), rng.normal(0, 0.1, (12, 3))
+    lr, reg_w, reg_v = 0.1, 0.01, 0.02
+    w, v = w0.copy(), v0.copy()
+    loss = bench._reference_fm_epoch(X.indptr, X.indices, X.data, y, order, w, v, lr, reg_w,
+                                     reg_v)
+    tw, tv, tloss = w0.copy(), v0.copy(), 0.0
+    for r in order:
+        idx, x = X.indices[X.indptr[r]:X.indptr[r + 1]], X.data[X.indptr[r]:X.indptr[r + 1]]
+        z = tw[-1] + sum(tw[i] * xi for i, xi in zip(idx, x))
+        z += sum(tv[idx[a]] @ tv[idx[b]] * x[a] * x[b]
+                 for a in range(len(idx)) for b in range(a + 1, len(idx)))
+        p = 1 / (1 + np.exp(-z))
+        tloss -= y[r] * np.log(p) + (1 - y[r]) * np.log(1 - p)
+        g = p - y[r]
+        s = sum(tv[i] * xi for i, xi in zip(idx, x)) if len(idx) else np.zeros(3)
+        grad_v = {i: g * xi * (s - tv[i] * xi) + reg_v * tv[i] for i, xi in zip(idx, x)}
+        tw[-1] -= lr * g
+        for i, xi in zip(idx, x):
+            tw[i] -= lr * (g * xi + reg_w * tw[i])
+            tv[i] -= lr * grad_v[i]
+    np.testing.assert_allclose(w, tw, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(v, tv, rtol=1e-10, atol=1e-12)
+    assert loss == pytest.approx(tloss / 30, rel=1e-10)
+    z = bench.ReferenceFM(k=3).fit(X, y).predict_proba(X)
+    assert z.shape == (30, 2) and np.allclose(z.sum(axis=1), 1)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_fm_vs_lr_benchmark_runs():
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "fm_vs_lr.py"),
+                           "--rows", "20000", "--categorical", "6", "--epochs", "1"],
+                          capture_output=True, text=True, timeout=380, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "reference FM, libFM SGD 1 thread" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_online_drift_benchmark_loads_versions_while_training():
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "online_drift.py"),
+                           "--model", "fm", "--batches", "12", "--rows", "1000",
+                           "--window", "3", "--score", "2", "--version-every", "2"],
+                          capture_output=True, text=True, timeout=380, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "while batches remained to train" in proc.stdout and ": ok" in proc.stdout
