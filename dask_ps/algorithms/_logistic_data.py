@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from ..partitions.inputs import broadcast_large
 from ._logistic_kernels import decision
 
 __all__ = ["WIDE_FEATURES", "KeyedWeights", "as_scipy", "check_dask_X", "dask_margins",
@@ -250,6 +251,7 @@ def dask_margins(X, coef_t, intercept: np.ndarray, n_buckets, n_features: int,
                          f"features as input")
     X = X.rechunk({1: -1})
     n_out = (coef_t.W if isinstance(coef_t, KeyedWeights) else coef_t).shape[1]
+    coef_t, intercept = broadcast_large(coef_t, intercept)
     if n_out == 1:  # functions of arrays only: no estimator in the graph
         return X.map_blocks(binary_margins, coef_t, intercept, n_buckets, drop_axis=1,
                             dtype=np.float64, meta=np.empty((0,)))

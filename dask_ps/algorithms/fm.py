@@ -31,7 +31,7 @@ from ..exceptions import DivergenceError
 from ..kernels.optim import ADAGRAD_RULE, SGD_RULE
 from ..model import PSModel
 from ..partitions import Partitions
-from ..partitions.inputs import is_dask
+from ..partitions.inputs import broadcast_large, is_dask
 from ..state._kernels import INIT_NORMAL, init_rows
 from ..state.optimizers import FTRL, Average
 from . import _logistic_data as D
@@ -367,8 +367,9 @@ class FactorizationMachineClassifier(LogisticRegression):
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X has shape {X.shape}, but {type(self).__name__} is "
                                  f"expecting {self.n_features_in_} features as input")
-            return X.rechunk({1: -1}).map_blocks(_margins, *args, drop_axis=1,
-                                                 dtype=np.float64, meta=np.empty((0,)))
+            return X.rechunk({1: -1}).map_blocks(_margins, *broadcast_large(*args),
+                                                 drop_axis=1, dtype=np.float64,
+                                                 meta=np.empty((0,)))
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         return _margins(X, *args)
 

@@ -17,7 +17,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..model import PSModel
 from ..partitions import Partitions
-from ..partitions.inputs import is_dask
+from ..partitions.inputs import broadcast_large, is_dask
 from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, PSEstimator
 from ._lda_eval import fold_in, heldout_loglik
 from ._lda_kernels import MAX_MH
@@ -462,7 +462,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         X = self._documents(X, reset=False)
         phi = self._phi()
         if is_dask(X):
-            return X.map_blocks(_fold_in_block, phi, self.doc_topic_prior_,
+            return X.map_blocks(_fold_in_block, *broadcast_large(phi, self.doc_topic_prior_),
                                 self.max_doc_update_iter, dtype=np.float64,
                                 chunks=(X.chunks[0], (phi.shape[0],)), meta=np.zeros((0, 0)))
         return fold_in(phi, X, self.doc_topic_prior_, self.max_doc_update_iter)

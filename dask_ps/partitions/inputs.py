@@ -74,6 +74,33 @@ def check_rows(value, where: str = "data") -> None:
                              f"rows {rows}; they must be aligned by rows (e.g. X and y)")
 
 
+#: :func:`broadcast_large` sends an argument once to every worker from this many bytes.
+BROADCAST_BYTES = 1 << 20
+
+
+def broadcast_large(*args) -> tuple:
+    """``args`` for a lazy ``map_blocks`` over a dask collection, each NumPy array of
+    :data:`BROADCAST_BYTES` or more replaced by a future of it held by every worker
+    (``Client.scatter(..., broadcast=True)``) when a distributed client is active: the task
+    graph then names it instead of carrying it (a 72 MiB factor table made Dask warn
+    "Sending large graph" at every FM prediction on a dask array). Without a client the
+    arrays stay in the graph, as the threaded scheduler needs them there."""
+    big = [i for i, a in enumerate(args)
+           if isinstance(a, np.ndarray) and a.nbytes >= BROADCAST_BYTES]
+    if not big:
+        return args
+    try:
+        from distributed import default_client
+
+        client = default_client()
+    except (ImportError, ValueError):
+        return args
+    out = list(args)
+    for i in big:
+        out[i] = client.scatter(args[i], broadcast=True, hash=False)
+    return tuple(out)
+
+
 def as_dask_chunks(data) -> list:
     """Delayed objects, one per partition, of dask ``data`` (a collection or a tuple of
     collections aligned by rows; an in-memory element of a tuple is cut to the first one's

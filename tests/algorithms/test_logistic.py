@@ -234,6 +234,31 @@ def test_dask_dataframe_multiclass(client2):
     assert (pred == np.array(["x", "y", "z"])[labels]).mean() > 0.95
 
 
+def test_predicting_a_dask_array_sends_large_weights_once_not_in_the_graph(client2):
+    """A model of 2^21 features (16 MiB of weights) predicts a dask array without Dask's
+    "Sending large graph" warning: the weights go to the workers once, as a future, and the
+    result equals the in-memory prediction."""
+    import warnings
+
+    import dask.array as da
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    cols = np.sort(rng.choice(2**21, size=(400, 40)), axis=1)  # ~40 distinct per row
+    X = sp.csr_matrix((np.ones(cols.size), cols.ravel(), np.arange(0, cols.size + 1, 40)),
+                      shape=(400, 2**21))
+    X.sum_duplicates()
+    y = rng.integers(0, 2, 400)
+    model = LogisticRegression(max_iter=2, client=client2, random_state=0).fit(X, y)
+    dX = da.from_array(X, chunks=(100, X.shape[1]), asarray=False)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = model.decision_function(dX).compute()
+    assert not [w for w in seen if "large graph" in str(w.message)], [
+        str(w.message)[:80] for w in seen]
+    np.testing.assert_allclose(got, model.decision_function(X), rtol=1e-12)
+
+
 def test_owlqn_reaches_the_difacto_l1_optimum(data):
     """rcv1 sample, sum of log-losses + 0.1 ||w||_1, no bias: loss 15.884923 with 47 weights."""
     X, y = load_svmlight_file(str(data / "lr_rcv1_sample100" / "rcv1_train.binary.head100"))
