@@ -260,12 +260,11 @@ def _touched(keys, values, slots, width: int):
 
 
 def _touched_piece(bounds, values, slots, width: int, piece: int, size: int):
-    """Rows ``[piece * size, (piece + 1) * size)`` (to the end if at most ``size // 8`` rows
-    would be left) of a dense table's shard holding global
-    keys ``bounds = (start, stop)``: ``(keys, rows, last)`` with the first ``width`` columns
-    (float64) of the rows whose state is not all zero and whether it was the last piece. When
-    at least half the rows are touched, the piece goes whole, ``keys`` its first key (an
-    int): no key list, and no scatter of the rows on either side."""
+    """Piece ``piece`` of ``size`` rows (to the end when at most ``size // 8`` would be left)
+    of a dense table's shard holding global keys ``bounds = (start, stop)``:
+    ``(keys, rows, last)``, the first ``width`` columns (float64) of the rows whose state is
+    not all zero and whether it was the last piece. When at least half the rows are touched
+    the piece goes whole, ``keys`` its first key (an int): no key list, no scatter."""
     lo = min(piece * size, values.shape[0])
     hi = lo + size
     if values.shape[0] - hi <= size // 8:  # a short tail comes with this piece: one call less
