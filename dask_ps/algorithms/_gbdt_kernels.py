@@ -197,7 +197,11 @@ def nonzero_rows(hist, rows_pad, s, key0, keys, values, at):
     a push buffer to ``keys``/``values`` from position ``at``; returns the new end.
 
     A row without data sums to zero: leaving it out of a push changes no sum, and deep nodes
-    have few rows per bin (LightGBM's example, 2 workers: 27 % of the rows hold data).
+    have few rows per bin (LightGBM's example, 2 workers: 27 % of the rows hold data). Every
+    row is written at ``at``, which moves on only past rows with data (no branch on the
+    data: 0.32 against 0.15 ms for 8 nodes of 6,160 rows, half of them holding data), so
+    ``keys``/``values`` may be written one row past the returned end (within the rows
+    scanned).
 
     Parameters
     ----------
@@ -215,12 +219,44 @@ def nonzero_rows(hist, rows_pad, s, key0, keys, values, at):
         hj = hist[j]
         k = key0 + j * rows_pad
         for r in range(rows_pad):
-            if hj[base + r, 2] != 0.0:
-                keys[at] = k + r
-                values[at, 0] = hj[base + r, 0]
-                values[at, 1] = hj[base + r, 1]
-                values[at, 2] = hj[base + r, 2]
+            c = hj[base + r, 2]
+            keys[at] = k + r
+            values[at, 0] = hj[base + r, 0]
+            values[at, 1] = hj[base + r, 1]
+            values[at, 2] = c
+            at += c != 0.0
+    return at
+
+
+@numba.njit(**_JIT)
+def _emit_rows(sg, sc, k, first, width, dense, key, keys, values, at):
+    """Append the bins holding rows of the ``k`` column scratches ``sg``/``sc`` (column
+    ``q``'s ``width[q]`` bins, histogram rows ``first[q]`` on) as push rows from ``at``, in
+    ascending rows, and clear them; returns the new end. ``dense``: about half of the bins
+    or more may hold rows, written without a branch on it (one row may be written past
+    the end); else only those (few bins hold rows: the branch is predictable, the empty
+    ones hold zeros already)."""
+    for q in range(k):
+        for b in range(width[q]):
+            n = sc[q, b]
+            if dense:
+                keys[at] = key + first[q] + b
+                values[at, 0] = sg[q, b, 0]
+                values[at, 1] = sg[q, b, 1]
+                values[at, 2] = n
+                at += n != 0
+                sg[q, b, 0] = 0.0
+                sg[q, b, 1] = 0.0
+                sc[q, b] = 0
+            elif n != 0:
+                keys[at] = key + first[q] + b
+                values[at, 0] = sg[q, b, 0]
+                values[at, 1] = sg[q, b, 1]
+                values[at, 2] = n
                 at += 1
+                sg[q, b, 0] = 0.0
+                sg[q, b, 1] = 0.0
+                sc[q, b] = 0
     return at
 
 
@@ -234,17 +270,55 @@ def hist_rows_dense(binned, rows, node_start, node_count, nodes_per_tree, build_
     ascending keys (row ``r`` of the range in node ``build_nodes[j]``: ``key0 + j *
     rows_pad + r``; see :func:`nonzero_rows`). Returns the new end.
 
-    The same sums as :func:`build_hist_dense` followed by :func:`nonzero_rows`, for one
-    shard's column range (the range's histograms of all nodes, then their rows with data).
+    The same sums and rows as :func:`build_hist_dense` followed by :func:`nonzero_rows`, for
+    one shard's column range, without the whole histograms in between: the column blocks'
+    scratches go straight to each node's staged rows (:func:`_emit_rows`, dense for a node
+    of at least half as many rows as a column has bins), which are then joined. That
+    per-node cost was most of a deep level's: on LightGBM's example (3,500 rows of a
+    worker, 6,160 histogram rows), 8 nodes of 50 rows 0.26 -> 0.11 ms, 30 of 20 rows
+    0.89 -> 0.25 ms, the root 0.29 -> 0.21 ms.
     """
     n_rows = hist_offsets[c_hi] - hist_offsets[c_lo]
-    hist = np.empty((build_nodes.shape[0], rows_pad, 3))
-    hist[:, n_rows:] = 0.0
-    if n_rows:
-        starts, orow, gh = _gather(rows, node_start, node_count, nodes_per_tree, build_nodes,
-                                   grad, hess)
-        _dense_hist(binned, c_lo, c_hi, hist_offsets, starts, orow, gh, hist)
-    return nonzero_rows(hist, rows_pad, 0, key0, keys, values, at)
+    n_build = build_nodes.shape[0]
+    if n_rows == 0 or n_build == 0:
+        return at
+    starts, orow, gh = _gather(rows, node_start, node_count, nodes_per_tree, build_nodes,
+                               grad, hess)
+    most = 1
+    for c in range(c_lo, c_hi):
+        most = max(most, hist_offsets[c + 1] - hist_offsets[c])
+    sg = np.zeros((4, most, 2))
+    sc = np.zeros((4, most), np.int32)
+    first = np.empty(4, np.int64)
+    width = np.empty(4, np.int64)
+    # node j's rows staged at [j * (n_rows + 1), ...): one spare row for a dense write
+    stage_keys = np.empty(n_build * (n_rows + 1), np.int64)
+    stage_values = np.empty((n_build * (n_rows + 1), 3))
+    end = np.arange(n_build) * (n_rows + 1)
+    row0 = hist_offsets[c_lo]
+    for c in range(c_lo, c_hi, 4):
+        k = min(4, c_hi - c)
+        for q in range(k):
+            first[q] = hist_offsets[c + q] - row0
+            width[q] = hist_offsets[c + q + 1] - hist_offsets[c + q]
+        for j in range(n_build):
+            a, e = starts[j], starts[j + 1]
+            if k == 4:
+                _four_columns(binned[c], binned[c + 1], binned[c + 2], binned[c + 3], orow,
+                              gh, a, e, sg, sc)
+            else:
+                for q in range(k):
+                    _one_column(binned[c + q], orow, gh, a, e, sg[q], sc[q])
+            end[j] = _emit_rows(sg, sc, k, first, width, 2 * (e - a) >= most,
+                                key0 + j * rows_pad, stage_keys, stage_values, end[j])
+    for j in range(n_build):
+        for i in range(j * (n_rows + 1), end[j]):
+            keys[at] = stage_keys[i]
+            values[at, 0] = stage_values[i, 0]
+            values[at, 1] = stage_values[i, 1]
+            values[at, 2] = stage_values[i, 2]
+            at += 1
+    return at
 
 
 @numba.njit(expand_signatures("void(int64[::1], int32[::1], BT[::1], int32[::1], "
@@ -340,10 +414,11 @@ def take_pushed(pool, parent_slot, push, small_to, large_to):
 
     For push slot ``i``: ``pool[small_to[i]] = push[i]`` and ``pool[large_to[i]] =
     pool[parent_slot[i]] - push[i]`` (-1: that child is not kept; a root step passes
-    ``large_to`` all -1), then ``push[i] = 0``. Each row of the parent is read before either
-    child's row is written, so a child may take its parent's slot; a larger child in its
-    parent's slot is written only where the push holds data (rows without data sum to
-    zero: deep nodes have few rows per bin), and so is the push.
+    ``large_to`` all -1), then ``push[i] = 0``. Each value of the parent is read before
+    either child's is written, so a child may take its parent's slot. Every row is
+    written, with no branch on whether the push holds data there (about half of the rows
+    do, at random: branching on it cost 2.5 times as much, 0.38 against 0.15 ms for 8
+    splits of LightGBM's example's 6,160 rows).
 
     Parameters
     ----------
@@ -351,29 +426,34 @@ def take_pushed(pool, parent_slot, push, small_to, large_to):
     push : float64 array (n_push_used, R, 3), zeroed on return
     small_to, large_to : int64 arrays (n_push_used,)
     """
+    R = push.shape[1]
     for i in range(push.shape[0]):
         s = push[i]
         sm = small_to[i]
         lg = large_to[i]
-        in_place = lg >= 0 and lg == parent_slot[i]
-        for r in range(s.shape[0]):
-            if s[r, 2] == 0.0 and s[r, 0] == 0.0 and s[r, 1] == 0.0:
+        if lg >= 0 and sm >= 0:
+            a = pool[parent_slot[i]]
+            big = pool[lg]
+            small = pool[sm]
+            for r in range(R):
                 for q in range(3):
-                    if lg >= 0 and not in_place:
-                        pool[lg, r, q] = pool[parent_slot[i], r, q]
+                    v = s[r, q]
+                    big[r, q] = a[r, q] - v
+                    small[r, q] = v
+                    s[r, q] = 0.0
+        elif lg >= 0:
+            a = pool[parent_slot[i]]
+            big = pool[lg]
+            for r in range(R):
+                for q in range(3):
+                    big[r, q] = a[r, q] - s[r, q]
+                    s[r, q] = 0.0
+        else:
+            for r in range(R):
+                for q in range(3):
                     if sm >= 0:
-                        pool[sm, r, q] = 0.0
-                continue
-            for q in range(3):
-                v = s[r, q]
-                if lg >= 0:
-                    d = pool[parent_slot[i], r, q] - v
-                    if sm >= 0:
-                        pool[sm, r, q] = v
-                    pool[lg, r, q] = d
-                elif sm >= 0:
-                    pool[sm, r, q] = v
-                s[r, q] = 0.0
+                        pool[sm, r, q] = s[r, q]
+                    s[r, q] = 0.0
 
 
 # --------------------------------------------------------------------------- row partition

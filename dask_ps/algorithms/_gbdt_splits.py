@@ -107,9 +107,11 @@ def _numerical(h, k, nb, c, G, H, C, parent, params, gu, hu, out, out_cat):
     CL = 0.0
     # t = nb - 1 (all values left) is a split only with missing values, which go right
     last = nb if mC > 0 else nb - 1
+    # an empty bin gives the previous threshold's sums and gains, which win ties (strict
+    # ``>``): it is scanned all the same, without a branch on it (about half of the bins
+    # hold rows, at random: skipping them cost more in mispredicted branches than the
+    # arithmetic; 0.25 -> 0.16 ms per step on LightGBM's example, 63 leaves)
     for t in range(last):
-        if h[t, 2] == 0.0 and t > 0:
-            continue  # same rows as the previous threshold, which wins ties
         GL += h[t, 0]
         HL += h[t, 1]
         CL += h[t, 2]

@@ -9,6 +9,12 @@ driver, which joins the ranges (:meth:`._gbdt_bins.BinMapper.concat`). The bins 
 the merged sketch of all partitions: the same for any partitioning of the rows, any number
 of workers and any number of ranges. (A sample of 200,000 rows of 100 continuous features
 is ~400 MB of distinct values; sent to the driver, it was the fit's largest transfer.)
+
+A small sample (at most :data:`ONE_RANGE_ROWS` rows) is one range, merged by one task that
+takes the partitions' sketches whole and returns the labels' summaries with the bins: 5
+tasks and one wait for LightGBM's example (4 partitions) instead of 28 tasks and two waits:
+0.15 -> 0.045 s of a fit of ~1.5 s there (2 workers; the work itself is ~30 ms, the rest
+the scheduler's).
 """
 
 from __future__ import annotations
@@ -19,7 +25,10 @@ from ._gbdt_bins import BinMapper, bin_mapper, categorical_mask
 from ._gbdt_data import survey
 from ._gbdt_sketch import BinSketch
 
-__all__ = ["group_bounds", "survey_bins", "survey_part"]
+__all__ = ["ONE_RANGE_ROWS", "group_bounds", "survey_bins", "survey_part"]
+
+#: Sampled rows up to which the bins are computed as one feature range by one task.
+ONE_RANGE_ROWS = 20_000
 
 
 def group_bounds(n_features: int, n_groups: int) -> np.ndarray:
@@ -54,6 +63,15 @@ def _range_bins(lo: int, is_cat: np.ndarray, max_bins: int, min_rows: float,
     """The bins of one feature range from its pieces of every partition."""
     return bin_mapper(BinSketch.merge(pieces), max_bins, is_cat.astype(bool), min_rows,
                       feature_offset=lo)
+
+
+def _one_range(categorical, max_bins: int, min_rows: float, *found: dict
+               ) -> tuple[list[dict], BinMapper]:
+    """The labels' summaries and the bins of partitions surveyed as one range (their
+    :func:`survey_part` with ``n_groups=1``), in one task."""
+    infos = [_info(f) for f in found]
+    is_cat = categorical_mask(categorical, _check_width(infos))
+    return infos, _range_bins(0, is_cat, max_bins, min_rows, *(f["pieces"][0] for f in found))
 
 
 def _check_width(infos: list) -> int:
@@ -96,17 +114,22 @@ def survey_bins(data, starts: np.ndarray, rate: float, seed: int, categories: di
     if data.is_local:
         found = [survey_part(p.load(), int(starts[i]), rate, seed, categories, classify, 1)
                  for i, p in enumerate(data.refs())]
-        d = _check_width(found)
-        is_cat = categorical_mask(categorical, d)
-        mapper = _range_bins(0, is_cat, max_bins, min_rows, *(f["pieces"][0] for f in found))
-        return [_info(f) for f in found], mapper
+        return _one_range(categorical, max_bins, min_rows, *found)
     client = data.client
     workers = sorted(set(data.workers))
-    n_groups = 2 * len(workers)  # ranges merged concurrently, each a share of the memory
+    one = data.total_rows * rate <= ONE_RANGE_ROWS
+    # else ranges merged concurrently, each a share of the memory
+    n_groups = 1 if one else 2 * len(workers)
     where = [dict(workers=[w], allow_other_workers=True, pure=False) for w in data.workers]
     found = [client.submit(survey_part, f, int(starts[i]), rate, seed, categories, classify,
                            n_groups, **where[i])
              for i, f in enumerate(data.futures)]
+    if one:
+        infos, mapper = client.submit(_one_range, categorical, max_bins, min_rows, *found,
+                                      workers=[workers[0]], allow_other_workers=True,
+                                      pure=False).result()
+        del found  # the sketches leave the workers' memory
+        return infos, mapper
     infos = client.gather([client.submit(_info, f, **where[i]) for i, f in enumerate(found)])
     d = _check_width(infos)
     is_cat = categorical_mask(categorical, d)

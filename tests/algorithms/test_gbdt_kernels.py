@@ -374,20 +374,23 @@ def test_histogram_rows_written_as_a_push_equal_the_histograms():
     binned = np.ascontiguousarray(
         (rng.random((4, n)) * widths[:, None]).astype(np.uint8))
     rows = rng.permutation(n).astype(np.int32)[None, :]
-    node_start, node_count = np.array([0, 0, 250], np.int64), np.array([n, 250, 50], np.int64)
-    build = np.array([2, 0], np.int64)
+    # nodes of many rows and of few (fewer than half a column's bins: only the bins with
+    # rows are visited)
+    node_start = np.array([0, 0, 250, 290], np.int64)
+    node_count = np.array([n, 250, 50, 6], np.int64)
+    build = np.array([2, 0, 3], np.int64)
     grad = rng.integers(-50, 50, (1, n)).astype(np.float64)
     hess = rng.integers(1, 9, (1, n)).astype(np.float64)
-    hist = np.zeros((2, offsets[-1], 3))
-    build_hist_dense(binned, rows, node_start, node_count, 3, build, grad, hess, offsets, hist)
+    hist = np.zeros((3, offsets[-1], 3))
+    build_hist_dense(binned, rows, node_start, node_count, 4, build, grad, hess, offsets, hist)
     for c_lo, c_hi in ((0, 4), (2, 4)):  # every column; a shard's range
         rows_pad, key0 = int(offsets[c_hi] - offsets[c_lo]) + 3, 1000
         part = np.ascontiguousarray(hist[:, offsets[c_lo]: offsets[c_hi]])
-        part = np.concatenate([part, np.zeros((2, 3, 3))], axis=1)
+        part = np.concatenate([part, np.zeros((3, 3, 3))], axis=1)
         want_k, want_v = np.zeros(1000, np.int64), np.zeros((1000, 3))
         m = nonzero_rows(part, rows_pad, 0, key0, want_k, want_v, 0)
         keys, values = np.zeros(1000, np.int64), np.zeros((1000, 3))
-        assert hist_rows_dense(binned, rows, node_start, node_count, 3, build, grad, hess,
+        assert hist_rows_dense(binned, rows, node_start, node_count, 4, build, grad, hess,
                                offsets, c_lo, c_hi, rows_pad, key0, keys, values, 0) == m
         np.testing.assert_array_equal(keys[:m], want_k[:m])
         np.testing.assert_array_equal(values[:m], want_v[:m])
