@@ -28,7 +28,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from .. import _compat
-from ..diagnostics.progress import EVENT_INTERVAL, FitMonitor
+from ..diagnostics.progress import FitMonitor
 from ..exceptions import DivergenceError
 from ..model import PSModel
 from ..model.recovery import run_clocks
@@ -224,11 +224,8 @@ class EpochLoop:
             A worker or shard was lost and could not be recovered.
         """
         checkpoint, every, seconds, tmp = self._checkpoint()
-        # a job of many epochs reports them at once when it ends: one dashboard event for
-        # the burst, not one round trip to the scheduler each (GBDT's 100 rounds in one
-        # job: 74 ms at the end of a fit of ~2 s on LightGBM's example)
         monitor = FitMonitor(self.model, self.name, self.n_epochs, progress=self.progress,
-                             unit=self.unit, event_interval=EVENT_INTERVAL)
+                             unit=self.unit)
         t_start = time.perf_counter()
         per_epoch = evaluate is not None or stop is not None or bool(self.callbacks)
         pace = {"epoch_time": None, "halted": False}

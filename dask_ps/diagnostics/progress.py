@@ -128,11 +128,10 @@ class ProgressBar:
                 self.stream.flush()
 
 
-#: Seconds between two dashboard events of a fit (``FitMonitor(event_interval=...)``):
-#: one event per L-BFGS evaluation, a scheduler round trip from the driver's threads while
-#: the next evaluation runs, cost ~1.5 ms of an a9a evaluation's ~5 ms (the driver's main
-#: thread waiting for the GIL; load 4.6); one per epoch of a job of many epochs (the
-#: estimators' ``EpochLoop``), all reported when the job ends, ~0.7 ms each.
+#: Seconds between two dashboard events of a fit whose epochs are L-BFGS evaluations
+#: (``FitMonitor(event_interval=...)``): one event per evaluation, a scheduler round trip
+#: from the driver's threads while the next evaluation runs, cost ~1.5 ms of an a9a
+#: evaluation's ~5 ms (the driver's main thread waiting for the GIL; load 4.6).
 EVENT_INTERVAL = 0.1
 
 
