@@ -177,14 +177,17 @@ def _shard_words(words: np.ndarray, start: int, stop: int) -> np.ndarray:
 _local = threading.local()
 
 
-def _hash_scratch(n_shards: int) -> tuple:
-    """This thread's scratch for :func:`~dask_ps.state._hash_kernels.plan_hashed` over
-    ``n_shards`` shards: ``(count, table)``, kept between calls, grown as needed."""
+def _hash_scratch(n_shards: int, n: int) -> tuple:
+    """This thread's scratch for :func:`~dask_ps.state._hash_kernels.plan_hashed` of ``n``
+    keys over ``n_shards`` shards: ``(count, ids, table)``, kept between calls, grown as
+    needed (``ids``: 4 bytes per key of the largest call)."""
     scratch = getattr(_local, "hash_scratch", None)
     n_count = n_shards * 2**16 + 1
-    if scratch is None or scratch[0].shape[0] < n_count:
+    if scratch is None or scratch[0].shape[0] < n_count or scratch[1].shape[0] < n:
         slots = _hash_kernels.table_size(2 * _hash_kernels.BUCKET)
+        old_ids = scratch[1].shape[0] if scratch is not None else 0
         scratch = _local.hash_scratch = (np.empty(n_count, np.int64),
+                                         np.empty(max(n, old_ids), np.uint32),
                                          np.empty(slots, np.uint32))
     return scratch
 
@@ -235,9 +238,9 @@ def plan_hashed(keys: np.ndarray, n_shards: int, defer_inverse: bool = False) ->
     magic = _hash_kernels.fastmod_magic(n_shards) if n_shards > 1 else np.uint64(0)
     local = np.empty(n, np.int64)
     inverse = np.empty(n, np.int64)
-    count, table = _hash_scratch(n_shards)
+    count, ids, table = _hash_scratch(n_shards, n)
     u, offsets, runs, identity = _hash_kernels.plan_hashed(
-        keys, n_shards, magic, count, table, local, inverse, defer_inverse)
+        keys, n_shards, magic, count, ids, table, local, inverse, defer_inverse)
     local = local[:u]
     if runs.shape[0]:
         return KeyPlan(local, offsets, inverse, False, deferred=True, runs=runs)
