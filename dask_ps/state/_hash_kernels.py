@@ -136,7 +136,8 @@ def _table_bits(m):
 
 
 @numba.njit(**_JIT)
-def plan_hashed(keys, n_shards, magic, count, ids, table, local, inverse, defer_inverse):
+def plan_hashed(keys, n_shards, magic, count, ids, table, local, inverse, defer_inverse,
+                defer_dedup):
     """Deduplicate the keys of a hashed table and group them by shard and hash-code range.
 
     One pass finds the bucket of each key (:func:`_bucket_ids`), one counts the buckets and
@@ -172,6 +173,10 @@ def plan_hashed(keys, n_shards, magic, count, ids, table, local, inverse, defer_
         and repeats, with its place in the buckets (before repeats were dropped): the caller
         finishes it with :func:`fill_inverse` and ``runs`` (while the shards answer a pull).
     defer_inverse : bool
+    defer_dedup : bool
+        Leave the dedup to the caller (:func:`dedup_buckets`, while the shards answer a
+        pull that sends every place: a shard gives repeats the same row) when the first
+        :data:`DEDUP_SAMPLE` places have no repeat.
 
     Returns
     -------
@@ -182,7 +187,11 @@ def plan_hashed(keys, n_shards, magic, count, ids, table, local, inverse, defer_
         Position in ``local`` of each place in the buckets, when there were repeats and
         ``defer_inverse``; else empty (``inverse`` is complete).
     identity : bool
-        Whether the keys were distinct and in that order already (``inverse`` = arange).
+        Whether the keys were distinct and in that order already (``inverse`` = arange);
+        with a dedup left to the caller, whether ``inverse`` is arange.
+    ends : int64 array, shape (n_shards << b,) or (0,)
+        The end of each bucket in ``local`` when the dedup was left to the caller: then
+        ``n_unique`` is ``n``, ``local`` holds every place and ``inverse`` is complete.
     """
     n = keys.shape[0]
     b = _bucket_bits(n, n_shards)
@@ -192,9 +201,7 @@ def plan_hashed(keys, n_shards, magic, count, ids, table, local, inverse, defer_
     count[: nb + 1] = 0
     for i in range(n):
         count[np.int64(ids[i]) + 1] += 1
-    biggest = 0
     for d in range(nb):
-        biggest = max(biggest, count[d + 1])
         count[d + 1] += count[d]
     offsets = np.zeros(n_shards + 1, np.int64)
     for s in range(n_shards):
@@ -208,16 +215,69 @@ def plan_hashed(keys, n_shards, magic, count, ids, table, local, inverse, defer_
         inverse[i] = j
         identity &= j == i
     # count[d] is now the end of bucket d
-    runs = inverse[:0]
+    ends = count[:nb]
     if ascending:
-        return n, offsets, runs, identity
-    tbits = _table_bits(biggest)
-    if (1 << tbits) > table.shape[0]:  # a bucket of many repeats: a table of its own
-        table = np.empty(1 << tbits, np.uint32)
+        return n, offsets, inverse[:0], identity, ends[:0]
+    if defer_dedup and not dedup_buckets(local, ends, table, offsets, True, DEDUP_SAMPLE)[0]:
+        return n, offsets, inverse[:0], identity, ends.copy()  # the dedup waits
+    _, u, runs = dedup_buckets(local, ends, table, offsets, False, n)
+    if runs.shape[0] and not defer_inverse:
+        fill_inverse(runs, inverse)
+        runs = runs[:0]
+    return u, offsets, runs, identity and u == n, ends[:0]
+
+
+#: Places whose repeats :func:`plan_hashed` looks for before it lets the dedup wait
+#: (``defer_dedup``): keys with repeats among their first buckets are deduplicated at once.
+DEDUP_SAMPLE = 4096
+
+
+@numba.njit(**_JIT)
+def dedup_buckets(local, ends, table, offsets, check, min_places):
+    """Drop the repeats of the keys in buckets (see :func:`plan_hashed`), bucket by bucket.
+
+    Parameters
+    ----------
+    local : int64 array, shape (n,)
+        Keys by bucket; compacted in place (distinct keys first, in the order of their first
+        place), unless ``check``.
+    ends : int64 array, shape (n_shards << b,)
+        End of each bucket in ``local``.
+    table : uint32 array
+        Scratch (see :func:`plan_hashed`).
+    offsets : int64 array, shape (n_shards + 1,)
+        Set to the distinct keys' offsets per shard, unless ``check``.
+    check : bool
+        Only look for a repeat: nothing is written but the scratch; stop at the first repeat,
+        or at the end of the bucket that reaches ``min_places`` places.
+    min_places : int
+
+    Returns
+    -------
+    repeat : bool
+        Whether a repeat was found.
+    n_unique : int
+        Distinct keys (without ``check``).
+    runs : int64 array, shape (n,) or (0,)
+        Position in ``local`` of each place, when there were repeats (without ``check``).
+    """
+    nb = ends.shape[0]
+    n = ends[nb - 1] if nb else 0
+    per_shard = nb // (offsets.shape[0] - 1)
+    biggest = 0
+    start = 0
+    for d in range(nb):
+        biggest = max(biggest, ends[d] - start)
+        start = ends[d]
+    if (1 << _table_bits(biggest)) > table.shape[0]:  # a bucket of many repeats
+        table = np.empty(1 << _table_bits(biggest), np.uint32)
+    runs = local[:0]
     u = 0
     start = 0
     for d in range(nb):
-        end = count[d]
+        if check and start >= min_places:
+            break
+        end = ends[d]
         first = u
         tbits = _table_bits(end - start)  # the bucket's table, cleared
         tmask = (1 << tbits) - 1
@@ -231,11 +291,14 @@ def plan_hashed(keys, n_shards, magic, count, ids, table, local, inverse, defer_
                 w = np.int64(table[t])
                 if w == 0:  # new: kept, moved down over the repeats before it
                     table[t] = np.uint32(u - first + 1)
-                    local[u] = k
+                    if not check:
+                        local[u] = k
                     v = u
                     u += 1
                     break
                 if local[first + w - 1] == k:
+                    if check:
+                        return True, u, runs
                     v = first + w - 1
                     if runs.shape[0] == 0:  # the first repeat: every place so far was its own
                         runs = np.empty(n, np.int64)
@@ -245,13 +308,10 @@ def plan_hashed(keys, n_shards, magic, count, ids, table, local, inverse, defer_
                 t = (t + 1) & tmask
             if runs.shape[0]:
                 runs[j] = v
-        if (d & ((1 << b) - 1)) == (1 << b) - 1:  # a shard's last bucket
-            offsets[(d >> b) + 1] = u
+        if not check and d % per_shard == per_shard - 1:  # a shard's last bucket
+            offsets[d // per_shard + 1] = u
         start = end
-    if runs.shape[0] and not defer_inverse:
-        fill_inverse(runs, inverse)
-        runs = runs[:0]
-    return u, offsets, runs, identity and u == n
+    return runs.shape[0] > 0, u, runs
 
 
 def table_size(n: int) -> int:
@@ -345,16 +405,32 @@ def _place(index, shift, g, row):
 @numba.njit(**_JIT)
 def index_insert(index, shift, row_keys, keys, rows, n_rows):
     """Give each absent key (``rows[i] == -1``) the next row, from ``n_rows`` on, in input
-    order: records it in ``row_keys`` and the index. Keys are distinct; the caller keeps the
-    load at most :data:`MAX_LOAD`. Returns the new row count."""
+    order: records it in ``row_keys`` and the index. A key repeated among them gets the row
+    of its first place (the walk to the first free slot from home passes it). The caller
+    keeps the load at most :data:`MAX_LOAD`. Returns the new row count."""
+    mask = index.shape[0] - 1
     for i in range(keys.shape[0]):
         if rows[i] >= 0:
             continue
         k = keys[i]
-        _place(index, shift, hash_code(k), n_rows)
-        row_keys[n_rows] = k
-        rows[i] = n_rows
-        n_rows += 1
+        g = hash_code(k)
+        fp = g & _LOW32
+        p = _home(g, shift)
+        r = -1
+        while True:
+            w = index[p]
+            if w == 0:
+                break
+            if (w >> _U32) == fp and row_keys[np.int64(w & _LOW32) - 1] == k:
+                r = np.int64(w & _LOW32) - 1  # placed by an earlier place of this call
+                break
+            p = (p + 1) & mask
+        if r < 0:
+            index[p] = (fp << _U32) | np.uint64(n_rows + 1)
+            row_keys[n_rows] = k
+            r = n_rows
+            n_rows += 1
+        rows[i] = r
     return n_rows
 
 

@@ -96,7 +96,7 @@ class ProcessClient:
                 raise ValueError(f"table {name!r} is sparse: pass the keys to pull")
             keys = np.arange(spec.n_rows, dtype=np.int64)
         keys = as_keys(keys, spec)
-        plan, bad = spec.partitioner.plan(keys, defer_inverse=True)
+        plan, bad = spec.partitioner.plan(keys, defer_inverse=True, defer_dedup=True)
         if bad >= 0:
             raise bad_key_error(spec, keys, bad)
         values = np.empty((plan.n_unique, spec.ncols), spec.dtype)
@@ -113,11 +113,17 @@ class ProcessClient:
                 self._raise_inflight(state)
                 values = self._fetch(spec, plan, values, job, clock, state, True, meanwhile,
                                      named)
+        sent = plan
         plan, key_hash = meanwhile()
+        if sent.buckets.shape[0]:  # the dedup waited: values came per place
+            if plan.local is not sent.local and named:
+                named = {}  # repeats: the keys the shards kept are not the push's
+            out = sent.expand(values)
+        else:
+            out = plan.expand(values)
         if state is not None:  # remembered by value (hash), not by copy: see push
             self._tls.__dict__.setdefault("last_pull", {})[name] = (
                 keys.shape[0], key_hash, plan, named)
-        out = plan.expand(values)
         return out[:, 0] if spec.vector else out
 
     def _wait_local_clocks(self, state: _Job, clock: int) -> None:
