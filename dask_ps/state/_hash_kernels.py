@@ -7,6 +7,9 @@ the hash partitioner's rule); its high bits pick the key's home slot in the shar
 * The client groups the distinct keys of a call by shard and by ranges of ``g``
   (:func:`plan_hashed`): one radix pass over the keys, then repeats found bucket by bucket in
   a small table that stays in cache, instead of one random probe of a large table per key.
+  A pull may send its keys before that dedup (:func:`dedup_buckets` then runs while the
+  shards answer; the shard's :func:`index_insert` gives a repeated key one row): of
+  ~8.5 ms of CPU for 10^6 random keys, ~5 ms are left before they leave.
 * The shard's index is open addressing with linear probing, addressed by the high bits of
   ``g``, one 8-byte word per slot: ``(fingerprint << 32) | (row + 1)``, 0 when empty, where
   the fingerprint is the low 32 bits of ``g``. So keys that arrive grouped by ranges of ``g``

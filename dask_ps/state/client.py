@@ -4,7 +4,9 @@ One :class:`ProcessClient` per model and process holds what the tasks (threads) 
 share: the transport to the shards, the snapshot of pulled values, and the updates pushed during
 each clock. A task sees it through a :class:`~dask_ps.view.WorkerView`.
 
-* A pull deduplicates its keys, splits them by shard and makes one call per shard, concurrently.
+* A pull deduplicates its keys, splits them by shard and makes one call per shard, concurrently
+  (the keys of a hashed table may leave before the dedup, which then runs while the shards
+  answer: see :func:`~dask_ps.state.partition.plan_hashed`).
 * Pushes are buffered and merged per clock; when every task of the process has finished a clock,
   one push per shard carries the merged updates of all tables and the clock tick
   (the process cache of Petuum's SSP table, Ho et al., NIPS 2013).
