@@ -4,7 +4,9 @@ One :class:`ProcessClient` per model and process holds what the tasks (threads) 
 share: the transport to the shards, the snapshot of pulled values, and the updates pushed during
 each clock. A task sees it through a :class:`~dask_ps.view.WorkerView`.
 
-* A pull deduplicates its keys, splits them by shard and makes one call per shard, concurrently.
+* A pull deduplicates its keys, splits them by shard and makes one call per shard, concurrently
+  (the keys of a hashed table may leave before the dedup, which then runs while the shards
+  answer: see :func:`~dask_ps.state.partition.plan_hashed`).
 * Pushes are buffered and merged per clock; when every task of the process has finished a clock,
   one push per shard carries the merged updates of all tables and the clock tick
   (the process cache of Petuum's SSP table, Ho et al., NIPS 2013).
@@ -96,7 +98,7 @@ class ProcessClient:
                 raise ValueError(f"table {name!r} is sparse: pass the keys to pull")
             keys = np.arange(spec.n_rows, dtype=np.int64)
         keys = as_keys(keys, spec)
-        plan, bad = spec.partitioner.plan(keys, defer_inverse=True)
+        plan, bad = spec.partitioner.plan(keys, defer_inverse=True, defer_dedup=True)
         if bad >= 0:
             raise bad_key_error(spec, keys, bad)
         values = np.empty((plan.n_unique, spec.ncols), spec.dtype)
@@ -113,11 +115,17 @@ class ProcessClient:
                 self._raise_inflight(state)
                 values = self._fetch(spec, plan, values, job, clock, state, True, meanwhile,
                                      named)
+        sent = plan
         plan, key_hash = meanwhile()
+        if sent.buckets.shape[0]:  # the dedup waited: values came per place
+            if plan.local is not sent.local and named:
+                named = {}  # repeats: the keys the shards kept are not the push's
+            out = sent.expand(values)
+        else:
+            out = plan.expand(values)
         if state is not None:  # remembered by value (hash), not by copy: see push
             self._tls.__dict__.setdefault("last_pull", {})[name] = (
                 keys.shape[0], key_hash, plan, named)
-        out = plan.expand(values)
         return out[:, 0] if spec.vector else out
 
     def _wait_local_clocks(self, state: _Job, clock: int) -> None:

@@ -272,7 +272,9 @@ class TableShard:
         return True
 
     def rows(self, keys: np.ndarray, create: bool = True, keys_id=None) -> np.ndarray:
-        """Rows of ``keys`` (distinct; offsets for dense tables, keys for sparse ones).
+        """Rows of ``keys`` (offsets for dense tables, keys for sparse ones; sparse keys may
+        repeat, each place gets the key's row: a pull's keys whose dedup waited, see
+        :func:`~dask_ps.state.partition.plan_hashed`).
 
         Sparse keys seen for the first time get new rows, initialised, when ``create``;
         otherwise their row is -1. Creating rows may renumber the others (see
@@ -299,7 +301,7 @@ class TableShard:
             self.n_rows = _hash_kernels.index_insert(self._index, self._shift, self._keys,
                                                      keys, rows, self.n_rows)
             new = np.arange(first, self.n_rows, dtype=np.int64)
-            # index_insert numbers new keys in input order, so rows[rows >= first] == new
+            # index_insert numbers new keys in order of first place
             self._init_rows(new, self._keys[first: self.n_rows])
         if (missing == 0 or create) and RECALL_MIN <= keys.shape[0] <= self._recall_max:
             # a copy (callers reuse buffers), unless the keys arrived in their own

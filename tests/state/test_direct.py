@@ -140,3 +140,34 @@ def test_pushes_name_the_keys_their_pull_sent_to_remote_shards(client2x2):
     pushed = after[1]["bytes_pushed"] - before[1]["bytes_pushed"]
     keys = after[1]["keys_pushed"] - before[1]["keys_pushed"]
     assert pushed < 8 * keys + 8 * keys * 3 // 4
+
+
+def late_repeats_task(ps, n):
+    """Pull-compute-push steps (BSP) whose keys repeat only in late buckets: the pull's dedup
+    waits until its keys have left (both shards get every place), and the push that follows
+    sums each key's repeats once, with its keys sent again (not named)."""
+    rng = np.random.default_rng(5)
+    keys = rng.permutation(np.unique(rng.integers(-2**62, 2**62, n)))
+    part = ps._client.spec("h").partitioner
+    last = part.plan(keys)[0].local[-2:]
+    keys = np.concatenate([keys, last, last[:1]])
+    assert part.plan(keys, defer_inverse=True, defer_dedup=True)[0].buckets.shape[0]
+    want = {}
+    for _ in range(3):
+        got = ps.pull("h", keys)
+        np.testing.assert_array_equal(got, [want.get(int(k), 0.0) for k in keys])
+        ps.push("h", keys, np.arange(keys.shape[0], dtype=np.float64))
+        for i, k in enumerate(keys):
+            want[int(k)] = want.get(int(k), 0.0) + i
+        ps.clock()
+    return keys, [want[int(k)] for k in keys]
+
+
+def test_pulls_send_late_repeats_and_their_pushes_sum_them(client2x2):
+    with dask_ps.PSModel(client2x2) as model:
+        model.add_table("h", shape=(None,), partitioner="hash", dtype="float64",
+                        optimizer="add")
+        [(keys, want)] = model.run(late_repeats_task, [20_000], consistency="bsp",
+                                   workers=[model.shards[0].address])
+        np.testing.assert_array_equal(model.pull("h", keys), want)
+        assert sum(s["tables"]["h"]["rows"] for s in model.stats()) == np.unique(keys).shape[0]

@@ -131,6 +131,44 @@ def test_plan_hashed_of_ascending_keys_skips_the_dedup(n_shards, n):
             np.testing.assert_array_equal(plan.inverse, inverse)
 
 
+@pytest.mark.parametrize("n_shards", [1, 2, 3])
+@pytest.mark.parametrize("late", [None, "one", "many"])
+def test_plan_hashed_may_leave_the_dedup_to_complete(n_shards, late):
+    """A pull's plan (defer_dedup) whose first buckets have no repeat comes back with every
+    place: it expands values per place exactly; complete() then gives the plan a
+    deduplicating call gives (itself when the keys were distinct, without touching the
+    sent plan's arrays otherwise). Repeats among the first buckets: deduplicated at once."""
+    rng = np.random.default_rng(17 + n_shards)
+    keys = rng.permutation(np.unique(rng.integers(-2**62, 2**62, 40_000)))
+    part = HashPartitioner(n_shards)
+    want = plan_hashed(keys, n_shards)
+    first_bucket = want.local[: want.local.shape[0] // (n_shards * 64) + 1]
+    if late == "one":  # a repeat of a key of a late bucket: beyond the sample
+        keys = np.concatenate([keys, want.local[-3:-2]])
+        want = plan_hashed(keys, n_shards)
+    elif late == "many":
+        keys = np.concatenate([keys, want.local[-500:], want.local[-200:]])
+        want = plan_hashed(keys, n_shards)
+    sent, _ = part.plan(keys, defer_inverse=True, defer_dedup=True)
+    assert sent.deferred and sent.buckets.shape[0] and sent.n_unique == keys.shape[0]
+    local_before = sent.local.copy()
+    values = sent.local.astype(np.float64) * 3.0  # a value per place, as a shard returns
+    np.testing.assert_array_equal(sent.expand(values), keys * 3.0)
+    done = part.complete(sent, keys)
+    assert not done.deferred and not done.buckets.shape[0]
+    np.testing.assert_array_equal(done.local, want.local)
+    np.testing.assert_array_equal(done.offsets, want.offsets)
+    np.testing.assert_array_equal(done.inverse, want.inverse)
+    assert (done.local is sent.local) == (late is None)
+    np.testing.assert_array_equal(sent.local, local_before)
+    # repeats among the first places: no waiting
+    early = np.concatenate([first_bucket, keys])
+    plan, _ = part.plan(early, defer_inverse=True, defer_dedup=True)
+    assert not plan.buckets.shape[0] and plan.n_unique < early.shape[0]
+    plan = part.complete(plan, early)
+    np.testing.assert_array_equal(plan.local[plan.inverse], early)
+
+
 def test_dedup_table_is_reused_from_call_to_call():
     """The thread's scratch table, cleared bucket by bucket: calls of any size in a row, on
     one thread, plan exactly; so does a call whose bucket outgrows it."""
@@ -233,6 +271,26 @@ def test_index_finds_inserts_and_grows():
     H.index_insert(index, 64 - 6, row_keys, many, rows, 0)
     H.index_find(index, 64 - 6, row_keys, many, got := np.empty(48, np.int64))
     np.testing.assert_array_equal(got, np.arange(48))
+
+
+def test_index_insert_gives_a_repeated_key_one_row():
+    """A pull whose dedup waited sends repeats: each place of a new key gets the row of its
+    first place, and only one row is made; so does the sparse shard."""
+    index = np.zeros(64, np.uint64)
+    row_keys = np.empty(8, np.int64)
+    keys = np.array([9, 4, 9, -1, 4, 9, 7], np.int64)
+    rows = np.full(7, -1, np.int64)
+    assert H.index_insert(index, 64 - 6, row_keys, keys, rows, 0) == 4
+    assert rows.tolist() == [0, 1, 0, 2, 1, 0, 3]
+    assert row_keys[:4].tolist() == [9, 4, -1, 7]
+    table = TableShard(TableSpec.build("t", (None,), "float32", "hash", Add(),
+                                       Init.parse(("uniform", -1.0, 1.0)), 1), 0)
+    table.rows(np.array([4, 5], np.int64))
+    rows = table.rows(keys)
+    assert table.n_rows == 5 and rows[0] == rows[2] == rows[5] and rows[1] == rows[4] == 0
+    assert table.keys().tolist() == [4, 5, 9, -1, 7]
+    fresh = TableShard(table.spec, 0)
+    np.testing.assert_array_equal(table.gather(keys), fresh.gather(keys))
 
 
 def test_index_find_in_any_order_with_absent_keys():
