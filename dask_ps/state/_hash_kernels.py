@@ -144,8 +144,9 @@ def plan_hashed(keys, n_shards, magic, count, ids, table, local, inverse, defer_
     """Deduplicate the keys of a hashed table and group them by shard and hash-code range.
 
     One pass finds the bucket of each key (:func:`_bucket_ids`), one counts the buckets and
-    one radix pass puts the keys in them: by shard, then by the top bits of their hash code (about :data:`BUCKET` keys each, so a shard's buckets run in
-    ascending code ranges), each bucket in input order; ``inverse`` gets the place of each
+    one radix pass puts the keys in them: by shard, then by the top bits of their hash code
+    (about :data:`BUCKET` keys each, so a shard's buckets run in ascending code ranges),
+    each bucket in input order; ``inverse`` gets the place of each
     key there. Inside a bucket (in cache), repeats are found in a small open-addressing table
     of positions in the bucket (4 bytes a slot, :data:`SPARE` slots per place, cleared for
     each bucket) and dropped (the first appearance stays). No sort: the shards need the

@@ -401,3 +401,28 @@ def test_lbfgs_on_huge_features_says_to_scale_them():
     y = np.arange(200) % 2
     with pytest.raises(dask_ps.DivergenceError, match="scale the features"):
         LogisticRegression(solver="lbfgs", client="local").fit(X, y)
+
+
+def test_encoding_keeps_a_csr_partition_whose_arrays_view_a_larger_buffer():
+    """A partition moved between workers arrives with its arrays viewing the received
+    message; scipy's CSR constructor would copy such views (its ``prune``). Encoding keeps
+    them: the encoded X shares the input's arrays."""
+    import scipy.sparse as sp
+
+    from dask_ps.algorithms._logistic_data import encode_part
+
+    rng = np.random.default_rng(0)
+    X = sp.random(200, 50, density=0.1, format="csr", random_state=1)
+    X.sort_indices()
+    buffer = np.zeros(10 * X.nnz + X.shape[0] + 1)  # one message holding several arrays
+    data = buffer[:X.nnz]
+    data[:] = X.data
+    message = np.zeros(10 * X.nnz, np.int32)
+    indices, indptr = message[:X.nnz], message[X.nnz:X.nnz + X.shape[0] + 1]
+    indices[:], indptr[:] = X.indices, X.indptr
+    moved = sp.csr_matrix((data, indices, indptr), shape=X.shape)
+    moved.data, moved.indices, moved.indptr = data, indices, indptr  # views, as received
+    y = (rng.random(200) < 0.5).astype(float)
+    Xe, Y = encode_part((moved, y), np.array([0.0, 1.0]), 1)
+    assert np.shares_memory(Xe.data, buffer) and np.shares_memory(Xe.indices, message)
+    assert (Xe != X).nnz == 0 and Y.shape == (200, 1)
