@@ -18,7 +18,7 @@ import threading
 from typing import Any, Callable
 
 from .. import _compat
-from ..state._malloc import peak_rss, release_memory, reset_peak_rss
+from ..state._malloc import freeze_gc, peak_rss, release_memory, reset_peak_rss
 
 __all__ = ["HEADROOM_FRACTION", "Partition", "cache_budget", "drop_state", "fit_spill_target",
            "io_counters", "measure_step", "shed_cache", "step_growth"]
@@ -117,6 +117,7 @@ def fit_spill_target(dask_worker=None, release: bool = True) -> int | None:
     worker = dask_worker if dask_worker is not None else _compat.current_worker()
     if worker is None:
         return None
+    freeze_gc(in_worker=True)  # the first time dask_ps reads data here (state._malloc)
     limit = _compat.memory_limit(worker)
     target, spill, pause = _compat.memory_fractions(worker)
     managed = _compat.managed_in_memory(worker)

@@ -25,7 +25,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from ._malloc import tune_malloc, untouched_bytes
+from ._malloc import freeze_gc, tune_malloc, untouched_bytes
 from .channel import ChannelAddress, ChannelServer
 from .channel_security import channel_endpoint
 from .consistency import DONE, ClockTable, Consistency
@@ -72,6 +72,7 @@ class Shard:
 
     def __init__(self, shard: int, n_shards: int) -> None:
         tune_malloc()  # in a Dask worker: see dask_ps.state._malloc
+        freeze_gc()
         self.shard = shard
         self.n_shards = n_shards
         self.tables: dict[str, TableShard] = {}

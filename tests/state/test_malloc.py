@@ -30,3 +30,22 @@ def test_small_workers_keep_less_freed_memory_in_their_allocators():
     assert malloc_threshold(8 * 2**30) == MALLOC_THRESHOLD
     assert malloc_threshold(2**30) == 8 * 2**20
     assert malloc_threshold(64 * 2**20) == 2**20
+
+
+def test_workers_freeze_what_they_held_before_dask_ps_once(client2):
+    """The first dask_ps call in a worker (here: placing a map's partitions) moves its
+    objects to the collector's permanent generation (full collections then walk only newer
+    objects); not again later, and not in the driver."""
+    import gc
+
+    from dask_ps import partition
+
+    assert set(client2.run(gc.get_freeze_count).values()) == {0}  # a fresh cluster
+    parts = partition(np.arange(10.0), client=client2)
+    squares = parts.map(np.square)
+    first = client2.run(gc.get_freeze_count)
+    assert all(n > 1000 for n in first.values()), first
+    squares.map(np.sqrt).release()
+    later = client2.run(gc.get_freeze_count)
+    assert all(later[w] <= first[w] for w in first), (first, later)  # frozen once
+    assert gc.get_freeze_count() == 0
