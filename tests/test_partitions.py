@@ -2,6 +2,7 @@
 
 import contextlib
 import itertools
+import time
 
 import numpy as np
 import pandas as pd
@@ -161,6 +162,41 @@ def test_uneven_chunks_are_moved_to_even_the_rows_per_worker(client2):
     even = [a if i % 2 else b for i in range(10)]
     with partition(placed(even), client=client2) as data:  # left as it is
         assert data.workers == even
+
+
+def test_a_move_to_a_paused_worker_runs_elsewhere_instead_of_waiting(client2):
+    """Balancing moves are strict (Dask's work stealing would undo them), so a paused target
+    would hold one forever: after WAIT_INTERVAL the move is resubmitted loose and runs on a
+    worker that can, and the placement finishes with the data intact."""
+    import dask
+    import dask.array as da
+    from distributed.core import Status
+
+    from dask_ps.partitions.core import WAIT_INTERVAL
+
+    a, b = sorted(client2.nthreads())
+    Xn = np.arange(2000.0).reshape(1000, 2)
+    futures = [client2.scatter(Xn[100 * i:100 * (i + 1)], workers=[a]) for i in range(10)]
+    X = da.concatenate([da.from_delayed(dask.delayed(f), shape=(100, 2), dtype=float)
+                        for f in futures])
+
+    def set_status(status, dask_worker):  # the memory monitor off while paused by hand
+        mm = dask_worker.memory_manager
+        if status == Status.paused:
+            mm._dask_ps_pause, mm.memory_pause_fraction = mm.memory_pause_fraction, False
+        else:
+            mm.memory_pause_fraction = mm._dask_ps_pause
+        dask_worker.status = status
+
+    client2.run(set_status, Status.paused, workers=[b])
+    try:
+        t0 = time.perf_counter()
+        with partition(X, client=client2) as data:
+            assert set(data.workers) == {a}  # b could take nothing
+            np.testing.assert_array_equal(np.concatenate(data.reduce(lambda v: v)), Xn)
+        assert time.perf_counter() - t0 < 30 * WAIT_INTERVAL  # generous: it did not hang
+    finally:
+        client2.run(set_status, Status.running, workers=[b])
 
 
 def test_dask_tuples_are_read_once_and_kept_aligned(client2):

@@ -484,14 +484,17 @@ def _balance(parts: Partitions) -> Partitions:
 
     futures = [move(i) if i in moves else Future(f.key, client=client)
                for i, f in enumerate(parts._parts)]
-    while True:  # a strict move waits for its worker forever: loose if that worker left
+    # a strict move waits for its worker as long as it takes: loose again (Dask runs it on
+    # a worker that can, likely where the data is) if that worker left or is paused
+    while True:
         try:
             wait([futures[i] for i in moves], timeout=WAIT_INTERVAL)
             break
         except TimeoutError:
-            alive = set(worker_info(client))
+            info = worker_info(client)
             for i in moves:
-                if not futures[i].done() and moves[i] not in alive:
+                target = info.get(moves[i], {"status": "gone"})
+                if not futures[i].done() and target.get("status", "running") != "running":
                     futures[i].cancel()
                     futures[i] = move(i, strict=False)
     out = _finish(client, futures, start=parts._start, placed=parts._placed)
