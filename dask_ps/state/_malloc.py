@@ -31,8 +31,9 @@ s with the GIL held (Python's ``gc.callbacks``; a 10^6-row CTR set, 2 workers: 0
 1.5-1.65 s fit). :func:`freeze_gc` moves what a worker holds when it first serves dask_ps to
 the permanent generation (:func:`gc.freeze`), once: later collections walk only what came
 after. Objects frozen then are not examined again: one that later ends in a reference cycle
-is not freed (plain reference counting still frees the rest, e.g. arrays). Opt out with
-``dask-ps.freeze-gc: false``.
+is not freed (plain reference counting still frees the rest, e.g. arrays); hence the shard and
+the process client call it in ``__new__`` (:class:`FreezeGCFirst`), before they exist. Opt out
+with ``dask-ps.freeze-gc: false``.
 
 Freed memory kept by the allocators counts as the worker's *unmanaged* memory, which Dask cannot
 spill: :func:`release_memory` hands it back to the system between the steps of a training
@@ -48,8 +49,8 @@ import threading
 
 import numpy as np
 
-__all__ = ["MALLOC_THRESHOLD", "RELEASE_FRACTION", "highest_rss", "malloc_threshold",
-           "freeze_gc", "peak_rss", "release_memory", "reset_peak_rss", "tune_malloc",
+__all__ = ["MALLOC_THRESHOLD", "RELEASE_FRACTION", "FreezeGCFirst", "freeze_gc", "highest_rss",
+           "malloc_threshold", "peak_rss", "release_memory", "reset_peak_rss", "tune_malloc",
            "untouched_bytes"]
 
 #: Bytes: the mmap and trim thresholds set in worker processes (at most; see
@@ -136,6 +137,17 @@ def freeze_gc(in_worker: bool = False) -> bool:
         gc.freeze()
         _frozen = True
         return True
+
+
+class FreezeGCFirst:
+    """Base of the objects a worker makes for dask_ps (the shard, the process's PS client):
+    :func:`freeze_gc` runs before such an object exists, in ``__new__``, never after; frozen, it
+    would not be collected if it ended in a reference cycle, nor be seen by
+    :func:`gc.get_objects`."""
+
+    def __new__(cls, *args, **kwargs):
+        freeze_gc()
+        return super().__new__(cls)
 
 
 def release_memory(force: bool = False) -> bool:

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..exceptions import UnknownTableError
 from ._kernels import fingerprint, scatter_1d, segment_sum
-from ._malloc import freeze_gc, tune_malloc
+from ._malloc import FreezeGCFirst, tune_malloc
 from .consistency import DONE, Consistency
 from .partition import KeyRef
 from .process_job import _Job, _Meanwhile, _Snapshot
@@ -54,7 +54,7 @@ PULLS_CARRY = 16
 IDLE_POLL = 0.032
 
 
-class ProcessClient:
+class ProcessClient(FreezeGCFirst):
     """A model's shards as seen from one process; shared by the process's tasks.
 
     Parameters
@@ -66,7 +66,6 @@ class ProcessClient:
 
     def __init__(self, specs: dict, transport: Transport) -> None:
         tune_malloc()  # in a Dask worker: see dask_ps.state._malloc
-        freeze_gc()
         self.specs = specs
         self.transport = transport
         self.jobs: dict[str, _Job] = {}

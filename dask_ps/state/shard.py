@@ -25,7 +25,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from ._malloc import freeze_gc, tune_malloc, untouched_bytes
+from ._malloc import FreezeGCFirst, tune_malloc, untouched_bytes
 from .channel import ChannelAddress, ChannelServer
 from .channel_security import channel_endpoint
 from .consistency import DONE, ClockTable, Consistency
@@ -53,7 +53,7 @@ def _same_keys(parts: list) -> bool:
     return all(k.shape == k0.shape and np.array_equal(k, k0) for k, _ in parts[1:])
 
 
-class Shard:
+class Shard(FreezeGCFirst):
     """One shard of a :class:`~dask_ps.PSModel`: its part of each table and the job's clocks.
 
     Parameters
@@ -72,7 +72,6 @@ class Shard:
 
     def __init__(self, shard: int, n_shards: int) -> None:
         tune_malloc()  # in a Dask worker: see dask_ps.state._malloc
-        freeze_gc()
         self.shard = shard
         self.n_shards = n_shards
         self.tables: dict[str, TableShard] = {}

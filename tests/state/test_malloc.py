@@ -49,3 +49,32 @@ def test_workers_freeze_what_they_held_before_dask_ps_once(client2):
     later = client2.run(gc.get_freeze_count)
     assert all(later[w] <= first[w] for w in first), (first, later)  # frozen once
     assert gc.get_freeze_count() == 0
+
+
+def test_shards_and_process_clients_made_first_stay_visible_to_the_collector():
+    """When a shard (or a process's PS client) is a worker's first dask_ps object, the freeze
+    happens before it exists: a frozen shard would never be collected, nor seen by
+    ``gc.get_objects`` (the freeze ran inside their constructors before)."""
+    from distributed import Client, LocalCluster
+
+    from dask_ps import PSModel
+
+    def visible(dask_worker):
+        import gc
+
+        from dask_ps.state.client import ProcessClient
+        from dask_ps.state.shard import Shard
+
+        kinds = [type(o).__name__ for o in gc.get_objects()
+                 if isinstance(o, (Shard, ProcessClient))]
+        return gc.get_freeze_count(), sorted(kinds)
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None,
+                      worker_dashboard_address=None) as cluster, Client(cluster) as client:
+        model = PSModel(client, n_shards=2)
+        model.add_table("w", (10,))
+        model.run(lambda ps, i: ps.pull("w", np.arange(3)).sum(), [0])
+        [(frozen, kinds)] = client.run(visible).values()
+        assert frozen > 1000
+        assert kinds == ["ProcessClient", "Shard", "Shard"], kinds
+        model.close()
