@@ -188,8 +188,15 @@ def test_a_move_to_a_paused_worker_runs_elsewhere_instead_of_waiting(client2):
             mm.memory_pause_fraction = mm._dask_ps_pause
         dask_worker.status = status
 
+    def seen_as(dask_scheduler):
+        return dask_scheduler.workers[b].status.name
+
     client2.run(set_status, Status.paused, workers=[b])
     try:
+        deadline = time.monotonic() + 30  # the worker tells the scheduler in its own time
+        while client2.run_on_scheduler(seen_as) != "paused" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert client2.run_on_scheduler(seen_as) == "paused"
         t0 = time.perf_counter()
         with partition(X, client=client2) as data:
             assert set(data.workers) == {a}  # b could take nothing
