@@ -9,12 +9,20 @@ and each shard finds the best split of every node over its own columns. The kern
 same in one process (:mod:`._gbdt_local`) and on the PS.
 
 Exact sums. Gradients and hessians are quantized to integers at a power-of-two scale
-(:func:`quantization_scale`) chosen so every sum of them stays below 2**52 in magnitude; they
-are held in float64, where such sums are exact. Histograms therefore do not depend on the
-order rows are added in, on how rows are split into partitions, or on the order pushes reach
-a shard, and sibling subtraction is exact; 1 and 4 partitions give bit-identical trees. (The
-same idea as XGBoost's fixed-point GPU histograms; the rounding, 2**-52 of the largest sum,
-is far below what changes a split.)
+(:func:`quantization_scale`) and held in float64. The dense histogram kernels add them as
+integers: a row's pair packed in one int64 (gradient in the high 32 bits, hessian, never
+negative, in the low 32), so one integer addition adds both; the scale keeps the sums of any
+:data:`PACKED_ROWS` rows inside those 32 bits, and a node of more rows is added in pieces of
+that many, each unpacked into float64 sums. Every sum is an integer below 2**52 in magnitude,
+exact in float64. Histograms therefore do not depend on the order rows are added in, on how
+rows are split into partitions, or on the order pushes reach a shard, and sibling
+subtraction is exact; 1 and 4 partitions give bit-identical trees. (The same idea as
+XGBoost's fixed-point GPU histograms and LightGBM's quantized training, Shi et al., NeurIPS
+2022, which packs low-bit gradients the same way; here a step is about 2**-16 of the largest
+|gradient| and 2**-17 of the largest hessian, whatever the number of rows (up to 2**35):
+far finer than what changes a split. Pieces of 2**14 rows took no measurably longer than
+pieces of 2**16, for 4 times finer steps: 166-203 against 168-201 ms for 400,000 rows x 100
+columns, alternated at load ~3.)
 
 Layouts
 -------
@@ -52,15 +60,27 @@ from ._gbdt_splits import SPLIT_BIN, SPLIT_COLUMN, SPLIT_DEFAULT_LEFT, SPLIT_IS_
 
 _JIT = dict(cache=True, nogil=True)
 
-def quantization_scale(n_rows_total: int, bound: float) -> float:
-    """Largest power of two ``s`` with ``n_rows_total · bound · s <= 2**52``.
+#: Rows whose packed (grad, hess) pairs are summed as integers before they are unpacked into
+#: float64 sums (:func:`quantization_scale` keeps their sums inside 32 bits each).
+PACKED_ROWS = 2**14
+_LOW = np.int64(0xFFFFFFFF)
 
-    With ``|x_i| <= bound`` for all rows, every partial sum of ``rint(x_i · s)`` is an integer
-    below ``2**52`` in magnitude, hence exact in float64, in any order.
+
+def quantization_scale(n_rows_total: int, bound: float, hessian: bool = False) -> float:
+    """The scale ``s`` (a power of two) of the quantized gradients (or hessians) of a round.
+
+    The largest ``s`` such that, with ``|x_i| <= bound`` for all rows, the sum of
+    ``rint(x_i · s)`` over any :data:`PACKED_ROWS` rows fits a signed 32-bit integer (an
+    unsigned one for the hessians, which are never negative), and over all
+    ``n_rows_total`` rows stays below 2**52 in magnitude (exact in float64). The first
+    bound decides up to 2**35 rows: a step of about 2**-16 of ``bound`` (2**-17 for
+    hessians), whatever the number of rows.
     """
     if not bound > 0 or n_rows_total <= 0:
         return 1.0
-    return 2.0 ** math.floor(math.log2(2.0**52 / (n_rows_total * float(bound))))
+    limit = (2.0**32 if hessian else 2.0**31) - 1.0
+    per_row = min(limit / PACKED_ROWS, 2.0**52 / n_rows_total) - 0.5  # rint adds <= 0.5
+    return 2.0 ** math.floor(math.log2(per_row / float(bound)))
 
 
 # --------------------------------------------------------------------------- histograms
@@ -73,14 +93,14 @@ _HIST_COMMON = ("int32[:, ::1], int64[::1], int64[::1], int64, int64[::1], float
 def _gather(rows, node_start, node_count, nodes_per_tree, build_nodes, grad, hess):
     """The rows of the nodes ``build_nodes``, one after the other (node ``j`` at
     ``starts[j]:starts[j + 1]``), with their (grad, hess) pairs in that order (LightGBM's
-    "ordered gradients")."""
+    "ordered gradients"), each packed in one int64: ``grad · 2**32 + hess``."""
     nb = build_nodes.shape[0]
     starts = np.empty(nb + 1, np.int64)
     starts[0] = 0
     for j in range(nb):
         starts[j + 1] = starts[j] + node_count[build_nodes[j]]
     orow = np.empty(starts[nb], np.int32)
-    gh = np.empty((starts[nb], 2))
+    gh = np.empty(starts[nb], np.int64)
     for j in range(nb):
         v = build_nodes[j]
         t = v // nodes_per_tree
@@ -89,38 +109,78 @@ def _gather(rows, node_start, node_count, nodes_per_tree, build_nodes, grad, hes
         for ii in range(node_count[v]):
             r = rows[t, s + ii]
             orow[a + ii] = r
-            gh[a + ii, 0] = grad[t, r]
-            gh[a + ii, 1] = hess[t, r]
+            gh[a + ii] = (np.int64(grad[t, r]) << 32) + np.int64(hess[t, r])
     return starts, orow, gh
 
 
 @numba.njit(inline="always", **_JIT)
-def _add(sg, sc, b, g, h):
-    """One row's (grad, hess) pair and count into bin ``b`` of a column's scratch."""
-    sg[b, 0] += g
-    sg[b, 1] += h
+def _add(sp, sc, b, p):
+    """One row's packed (grad, hess) pair and count into bin ``b`` of a column's scratch."""
+    sp[b] += p
     sc[b] += 1
 
 
 @numba.njit(**_JIT)
-def _one_column(col, orow, gh, a, e, sg, sc):
+def _one_column(col, orow, gh, a, e, sp, sc):
     for ii in range(a, e):
-        _add(sg, sc, col[orow[ii]], gh[ii, 0], gh[ii, 1])
+        _add(sp, sc, col[orow[ii]], gh[ii])
 
 
 @numba.njit(**_JIT)
-def _four_columns(c0, c1, c2, c3, orow, gh, a, e, sg, sc):
+def _four_columns(c0, c1, c2, c3, orow, gh, a, e, sp, sc):
     # four independent bins per row: their additions overlap instead of waiting on each other
-    g0, g1, g2, g3 = sg[0], sg[1], sg[2], sg[3]
+    p0, p1, p2, p3 = sp[0], sp[1], sp[2], sp[3]
     n0, n1, n2, n3 = sc[0], sc[1], sc[2], sc[3]
     for ii in range(a, e):
         r = orow[ii]
-        g = gh[ii, 0]
-        h = gh[ii, 1]
-        _add(g0, n0, c0[r], g, h)
-        _add(g1, n1, c1[r], g, h)
-        _add(g2, n2, c2[r], g, h)
-        _add(g3, n3, c3[r], g, h)
+        p = gh[ii]
+        _add(p0, n0, c0[r], p)
+        _add(p1, n1, c1[r], p)
+        _add(p2, n2, c2[r], p)
+        _add(p3, n3, c3[r], p)
+
+
+@numba.njit(**_JIT)
+def _columns(binned, c, k, orow, gh, a, e, sp, sc, sg):
+    """Add rows ``a:e`` to the scratches of columns ``c:c + k``: packed sums in ``sp`` (and
+    counts in ``sc``) for a piece of at most :data:`PACKED_ROWS` rows; a node of more rows
+    has each full piece unpacked into the float64 sums ``sg`` (the last one stays packed).
+    Returns whether ``sg`` holds sums."""
+    carried = False
+    for a0 in range(a, e, PACKED_ROWS):
+        if a0 > a:
+            for q in range(k):
+                for b in range(sp.shape[1]):
+                    v = sp[q, b]
+                    sg[q, b, 0] += v >> 32
+                    sg[q, b, 1] += v & _LOW
+                    sp[q, b] = 0
+            carried = True
+        e0 = min(e, a0 + PACKED_ROWS)
+        if k == 4:
+            _four_columns(binned[c], binned[c + 1], binned[c + 2], binned[c + 3], orow, gh, a0,
+                          e0, sp, sc)
+        else:
+            for q in range(k):
+                _one_column(binned[c + q], orow, gh, a0, e0, sp[q], sc[q])
+    return carried
+
+
+@numba.njit(inline="always", **_JIT)
+def _take(sp, sg, sc, q, b, carried):
+    """Bin ``b`` of column scratch ``q`` as (grad, hess, count) float64 sums, cleared."""
+    v = sp[q, b]
+    g = float(v >> 32)
+    h = float(v & _LOW)
+    if carried:
+        g += sg[q, b, 0]
+        h += sg[q, b, 1]
+        sg[q, b, 0] = 0.0
+        sg[q, b, 1] = 0.0
+    n = sc[q, b]
+    sp[q, b] = 0
+    sc[q, b] = 0
+    return g, h, n
 
 
 @numba.njit(**_JIT)
@@ -131,29 +191,22 @@ def _dense_hist(binned, c_lo, c_hi, hist_offsets, starts, orow, gh, out):
     width = 1
     for c in range(c_lo, c_hi):
         width = max(width, hist_offsets[c + 1] - hist_offsets[c])
-    sg = np.zeros((4, width, 2))
+    sp = np.zeros((4, width), np.int64)
     sc = np.zeros((4, width), np.int32)
+    sg = np.zeros((4, width, 2))
     row0 = hist_offsets[c_lo]
     for c in range(c_lo, c_hi, 4):
         k = min(4, c_hi - c)
         for j in range(starts.shape[0] - 1):
-            if k == 4:
-                _four_columns(binned[c], binned[c + 1], binned[c + 2], binned[c + 3], orow,
-                              gh, starts[j], starts[j + 1], sg, sc)
-            else:
-                for q in range(k):
-                    _one_column(binned[c + q], orow, gh, starts[j], starts[j + 1], sg[q],
-                                sc[q])
+            carried = _columns(binned, c, k, orow, gh, starts[j], starts[j + 1], sp, sc, sg)
             hj = out[j]
             for q in range(k):
                 o = hist_offsets[c + q] - row0
                 for b in range(hist_offsets[c + q + 1] - hist_offsets[c + q]):
-                    hj[o + b, 0] = sg[q, b, 0]
-                    hj[o + b, 1] = sg[q, b, 1]
-                    hj[o + b, 2] = sc[q, b]
-                    sg[q, b, 0] = 0.0
-                    sg[q, b, 1] = 0.0
-                    sc[q, b] = 0
+                    g, h, n = _take(sp, sg, sc, q, b, carried)
+                    hj[o + b, 0] = g
+                    hj[o + b, 1] = h
+                    hj[o + b, 2] = n
 
 
 @numba.njit(expand_signatures("void(BT[:, ::1], " + _HIST_COMMON + ")", BT=BIN_TYPES), **_JIT)
@@ -179,11 +232,13 @@ def build_hist_dense(binned, rows, node_start, node_count, nodes_per_tree, build
     The nodes' rows and (grad, hess) pairs are gathered once (LightGBM's "ordered
     gradients"); then four columns at a time, every node's rows are passed over once per
     block of columns, the block's columns staying in cache from one node to the next. Each
-    row adds one (grad, hess) pair (one 16-byte load and store) and one int32 count per
+    row adds its packed (grad, hess) pair (one int64 addition) and one int32 count per
     column into four per-column histograms in L1 cache, turned into float64 rows on output
     (sums stay exact). Measured on the steps of 5 trees of a 200k x 100 set (63 leaves, CPU
     seconds, best of 4, machine load ~10): 1.16 s before (a column at a time, one node after
-    the other, three float64 sums per row), 0.98 s.
+    the other, three float64 sums per row), 0.98 s; then the pair packed in one int64
+    instead of two float64 additions: 35 -> 19 ms for 200,000 rows x 100 columns of random
+    bins (one thread, load ~2).
     """
     starts, orow, gh = _gather(rows, node_start, node_count, nodes_per_tree, build_nodes,
                                grad, hess)
@@ -229,34 +284,29 @@ def nonzero_rows(hist, rows_pad, s, key0, keys, values, at):
 
 
 @numba.njit(**_JIT)
-def _emit_rows(sg, sc, k, first, width, dense, key, keys, values, at):
-    """Append the bins holding rows of the ``k`` column scratches ``sg``/``sc`` (column
-    ``q``'s ``width[q]`` bins, histogram rows ``first[q]`` on) as push rows from ``at``, in
-    ascending rows, and clear them; returns the new end. ``dense``: about half of the bins
-    or more may hold rows, written without a branch on it (one row may be written past
-    the end); else only those (few bins hold rows: the branch is predictable, the empty
-    ones hold zeros already)."""
+def _emit_rows(sp, sc, sg, carried, k, first, width, dense, key, keys, values, at):
+    """Append the bins holding rows of the ``k`` column scratches (see :func:`_columns`;
+    column ``q``'s ``width[q]`` bins, histogram rows ``first[q]`` on) as push rows from
+    ``at``, in ascending rows, and clear them; returns the new end. ``dense``: about half of
+    the bins or more may hold rows, written without a branch on it (one row may be written
+    past the end); else only those (few bins hold rows: the branch is predictable, the
+    empty ones hold zeros already)."""
     for q in range(k):
         for b in range(width[q]):
-            n = sc[q, b]
             if dense:
+                g, h, n = _take(sp, sg, sc, q, b, carried)
                 keys[at] = key + first[q] + b
-                values[at, 0] = sg[q, b, 0]
-                values[at, 1] = sg[q, b, 1]
+                values[at, 0] = g
+                values[at, 1] = h
                 values[at, 2] = n
                 at += n != 0
-                sg[q, b, 0] = 0.0
-                sg[q, b, 1] = 0.0
-                sc[q, b] = 0
-            elif n != 0:
+            elif sc[q, b] != 0:
+                g, h, n = _take(sp, sg, sc, q, b, carried)
                 keys[at] = key + first[q] + b
-                values[at, 0] = sg[q, b, 0]
-                values[at, 1] = sg[q, b, 1]
+                values[at, 0] = g
+                values[at, 1] = h
                 values[at, 2] = n
                 at += 1
-                sg[q, b, 0] = 0.0
-                sg[q, b, 1] = 0.0
-                sc[q, b] = 0
     return at
 
 
@@ -287,8 +337,9 @@ def hist_rows_dense(binned, rows, node_start, node_count, nodes_per_tree, build_
     most = 1
     for c in range(c_lo, c_hi):
         most = max(most, hist_offsets[c + 1] - hist_offsets[c])
-    sg = np.zeros((4, most, 2))
+    sp = np.zeros((4, most), np.int64)
     sc = np.zeros((4, most), np.int32)
+    sg = np.zeros((4, most, 2))
     first = np.empty(4, np.int64)
     width = np.empty(4, np.int64)
     # node j's rows staged at [j * (n_rows + 1), ...): one spare row for a dense write
@@ -303,13 +354,8 @@ def hist_rows_dense(binned, rows, node_start, node_count, nodes_per_tree, build_
             width[q] = hist_offsets[c + q + 1] - hist_offsets[c + q]
         for j in range(n_build):
             a, e = starts[j], starts[j + 1]
-            if k == 4:
-                _four_columns(binned[c], binned[c + 1], binned[c + 2], binned[c + 3], orow,
-                              gh, a, e, sg, sc)
-            else:
-                for q in range(k):
-                    _one_column(binned[c + q], orow, gh, a, e, sg[q], sc[q])
-            end[j] = _emit_rows(sg, sc, k, first, width, 2 * (e - a) >= most,
+            carried = _columns(binned, c, k, orow, gh, a, e, sp, sc, sg)
+            end[j] = _emit_rows(sp, sc, sg, carried, k, first, width, 2 * (e - a) >= most,
                                 key0 + j * rows_pad, stage_keys, stage_values, end[j])
     for j in range(n_build):
         for i in range(j * (n_rows + 1), end[j]):

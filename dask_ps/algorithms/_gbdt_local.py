@@ -263,7 +263,7 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
     for rnd in range(n_estimators):
         t0 = time.perf_counter()
         gb, hb = np.max([p.bounds() for p in parts], axis=0)
-        gs, hs = quantization_scale(n, gb), quantization_scale(n, hb)
+        gs, hs = quantization_scale(n, gb), quantization_scale(n, hb, hessian=True)
         totals = np.sum([p.gradients(gs, hs) for p in parts], axis=0)
         timings["gradients"] += time.perf_counter() - t0
         grower = LevelGrower(T, max_leaf_nodes, max_depth, min_samples_leaf, min_child_weight,

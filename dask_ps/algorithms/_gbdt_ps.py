@@ -328,7 +328,7 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
 
     for rnd in range(job.first, job.last + 1):
         gs = quantization_scale(cfg.n_train, gbound)
-        hs = quantization_scale(cfg.n_train, hbound)
+        hs = quantization_scale(cfg.n_train, hbound, hessian=True)
         in_bag = None
         totals = np.zeros((T, 3))
         local_bound = 0.0

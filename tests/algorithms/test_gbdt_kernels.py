@@ -12,6 +12,7 @@ from dask_ps.algorithms._gbdt_kernels import (
     expand_siblings,
     hist_rows_dense,
     nonzero_rows,
+    PACKED_ROWS,
     quantization_scale,
     take_pushed,
 )
@@ -397,6 +398,44 @@ def test_histogram_rows_written_as_a_push_equal_the_histograms():
         assert m < part[..., 2].size and (values[:m, 2] > 0).all()
 
 
+def test_histograms_of_nodes_beyond_one_packed_piece_are_exact_at_the_bounds():
+    """Pairs packed in one int64 (grad high, hess low) are summed PACKED_ROWS rows at a
+    time: nodes of more rows, with every gradient at +-bound and every hessian at its bound
+    (the largest sums the scales allow), give the exact sums, as the pushed rows do."""
+    rng = np.random.default_rng(11)
+    n = 2 * PACKED_ROWS + 123
+    widths = np.array([2, 5, 255, 3, 9])
+    offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+    binned = np.ascontiguousarray((rng.random((5, n)) * widths[:, None]).astype(np.uint8))
+    gs, hs = quantization_scale(n, 0.7), quantization_scale(n, 0.3, hessian=True)
+    grad = np.rint(np.where(rng.random((1, n)) < 0.5, -0.7, 0.7) * gs)
+    grad[0, : PACKED_ROWS + 7] = np.rint(0.7 * gs)  # one sign through a whole piece
+    hess = np.full((1, n), np.rint(0.3 * hs))
+    rows = rng.permutation(n).astype(np.int32)[None, :]
+    node_start = np.array([0, 0, n - 40], np.int64)
+    node_count = np.array([n, n - 40, 40], np.int64)
+    build = np.array([0, 1, 2], np.int64)
+    hist = np.zeros((3, offsets[-1], 3))
+    build_hist_dense(binned, rows, node_start, node_count, 4, build, grad, hess, offsets, hist)
+    for j, v in enumerate(build):
+        r = rows[0, node_start[v]: node_start[v] + node_count[v]]
+        for c in range(5):
+            o, w = offsets[c], widths[c]
+            b = binned[c, r]
+            np.testing.assert_array_equal(hist[j, o: o + w, 0],
+                                          np.bincount(b, grad[0, r], minlength=w))
+            np.testing.assert_array_equal(hist[j, o: o + w, 1],
+                                          np.bincount(b, hess[0, r], minlength=w))
+            np.testing.assert_array_equal(hist[j, o: o + w, 2], np.bincount(b, minlength=w))
+    keys, values = np.zeros(3 * offsets[-1] + 1, np.int64), np.zeros((3 * offsets[-1] + 1, 3))
+    m = hist_rows_dense(binned, rows, node_start, node_count, 4, build, grad, hess, offsets, 0,
+                        5, int(offsets[-1]), 0, keys, values, 0)
+    flat = hist.reshape(-1, 3)
+    held = np.flatnonzero(flat[:, 2])
+    np.testing.assert_array_equal(keys[:m], held)
+    np.testing.assert_array_equal(values[:m], flat[held])
+
+
 def test_push_carries_the_rows_holding_data_and_adds_up_to_the_histograms():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(400, 6))
@@ -700,4 +739,8 @@ def test_gradient_kernels_equal_numpy():
     np.testing.assert_allclose(g[0] / 2.0**40, s - yb, atol=1e-11)
     np.testing.assert_allclose(h[0] / 2.0**40, s * (1 - s), atol=1e-11)
     assert np.array_equal(g, np.rint(g))  # quantized: integers
-    assert quantization_scale(1000, 1.0) * 1000 <= 2.0**52 < quantization_scale(1000, 1.0) * 2000
+    s = quantization_scale(1000, 1.0)  # the packed sums of PACKED_ROWS rows decide
+    assert PACKED_ROWS * (s + 0.5) <= 2**31 - 1 < PACKED_ROWS * (2 * s + 0.5)
+    assert quantization_scale(1000, 1.0, hessian=True) == 2 * s  # unsigned: one bit more
+    big = quantization_scale(2**40, 1.0)  # so many rows that float64's 2**52 decides
+    assert 2**40 * (big + 0.5) <= 2**52 < 2**40 * (2 * big + 0.5)

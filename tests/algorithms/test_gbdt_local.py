@@ -104,7 +104,7 @@ def test_constant_and_all_nan_columns_are_ignored():
     np.testing.assert_array_equal(r.mapper.column_of, [-1, -1, 0])
     assert np.isfinite(r.predict(X)).all() and roc_auc_score(y, r.predict(X)) > 0.99
     r = boost_local(X[:, :2], y, n_estimators=3)  # nothing usable: a model of the base rate
-    np.testing.assert_allclose(r.predict(X[:, :2]), y.mean())
+    np.testing.assert_allclose(r.predict(X[:, :2]), y.mean(), rtol=1e-5)  # quantized sums
 
 
 def test_bad_labels_and_shapes_raise_clear_errors():
