@@ -107,7 +107,8 @@ class WorkerView:
         self._clock = self._client.clock(self.job, self.task)
         return self._clock
 
-    def push_pull(self, table: str, keys, updates, pull_keys=None) -> np.ndarray:
+    def push_pull(self, table: str, keys, updates, pull_keys=None,
+                  checked: bool = False) -> np.ndarray:
         """:meth:`push`, :meth:`clock`, then :meth:`pull` of ``pull_keys``, in one message
         per shard (ps-lite's ``ZPushPull``): the usual step of a task that is alone in its
         process under BSP skips the buffering and the copy of its push; otherwise the three
@@ -124,6 +125,12 @@ class WorkerView:
         pull_keys : array of int, shape (m,), optional
             Keys pulled at the new clock, as for :meth:`pull` (None: every row of a dense
             table).
+        checked : bool, default False
+            The caller vouches for the call (the library's own steps, e.g. GBDT's): ``keys``
+            and ``pull_keys`` int64, distinct, ascending and in range; ``updates`` finite,
+            in the table's dtype, shape ``(n, ncols)``. On the short way nothing is then
+            validated (a wrong push corrupts the table instead of raising) and the keys are
+            only split at the shards' bounds (~0.06 ms less per step on LightGBM's example).
 
         Returns
         -------
@@ -137,7 +144,7 @@ class WorkerView:
             As :meth:`push` and :meth:`pull`.
         """
         values, self._clock = self._client.push_pull(self.job, self.task, self._clock, table,
-                                                     keys, updates, pull_keys)
+                                                     keys, updates, pull_keys, checked)
         return values
 
     def map_shards(self, table: str, fn, *args, key_range: bool = False) -> list:

@@ -87,20 +87,25 @@ class ProcessClient(FreezeGCFirst):
             raise UnknownTableError(name, self.specs) from None
 
     # -- pull ---------------------------------------------------------------------------
-    def pull(self, name: str, keys, job: str | None = None, clock: int = 0) -> np.ndarray:
+    def pull(self, name: str, keys, job: str | None = None, clock: int = 0,
+             checked: bool = False) -> np.ndarray:
         """Values of ``keys`` for a task at ``clock`` of ``job`` (or outside any job).
 
         Returns shape (len(keys),) for a vector table, (len(keys), ncols) otherwise.
+        ``checked``: ``keys`` are int64, distinct, ascending and in range (not checked).
         """
         spec = self.spec(name)
-        if keys is None:
-            if spec.sparse:
-                raise ValueError(f"table {name!r} is sparse: pass the keys to pull")
-            keys = np.arange(spec.n_rows, dtype=np.int64)
-        keys = as_keys(keys, spec)
-        plan, bad = spec.partitioner.plan(keys, defer_inverse=True, defer_dedup=True)
-        if bad >= 0:
-            raise bad_key_error(spec, keys, bad)
+        if checked:
+            plan = spec.partitioner.plan_ascending(keys)
+        else:
+            if keys is None:
+                if spec.sparse:
+                    raise ValueError(f"table {name!r} is sparse: pass the keys to pull")
+                keys = np.arange(spec.n_rows, dtype=np.int64)
+            keys = as_keys(keys, spec)
+            plan, bad = spec.partitioner.plan(keys, defer_inverse=True, defer_dedup=True)
+            if bad >= 0:
+                raise bad_key_error(spec, keys, bad)
         values = np.empty((plan.n_unique, spec.ncols), spec.dtype)
         state = self.job(job) if job is not None else None
         meanwhile = _Meanwhile(spec, plan, keys, remember=state is not None)
@@ -326,7 +331,7 @@ class ProcessClient(FreezeGCFirst):
             self.job(job).pending[clock][name].append((task, keys_arr, values, plan, named))
 
     def push_pull(self, job: str, task: int, clock: int, name: str, keys, updates,
-                  pull_keys) -> tuple[np.ndarray, int]:
+                  pull_keys, checked: bool = False) -> tuple[np.ndarray, int]:
         """:meth:`push` of ``task`` at ``clock``, :meth:`clock`, then :meth:`pull` of
         ``pull_keys`` at the new clock, in one message per shard; returns ``(values, new
         clock)``.
@@ -334,6 +339,9 @@ class ProcessClient(FreezeGCFirst):
         The only task of its process under BSP goes the short way (ps-lite's ``ZPushPull``):
         its update is neither copied nor buffered with other tasks' (there are none); it
         leaves at once, with the tick, in the pull's message. Otherwise the three calls.
+
+        ``checked``: the caller vouches for both key sets and the updates (see
+        :meth:`dask_ps.view.WorkerView.push_pull`); on the short way none is validated.
         """
         state = self.job(job)
         if not (state.n_local == 1 and state.consistency.staleness == 0 and not state.pending
@@ -341,15 +349,20 @@ class ProcessClient(FreezeGCFirst):
             self.push(job, clock, name, keys, updates, task)
             new = self.clock(job, task)
             return self.pull(name, pull_keys, job, new), new
-        spec, keys, values = self.check_update(name, keys, updates, copy=False)
-        per_shard = self._plan_updates({name: [(keys, values, None, None)]})
+        if checked:
+            spec = self.spec(name)
+            plan = spec.partitioner.plan_ascending(keys)
+            per_shard = self._plan_updates({name: [(None, updates, plan, None)]})
+        else:
+            spec, keys, values = self.check_update(name, keys, updates, copy=False)
+            per_shard = self._plan_updates({name: [(keys, values, None, None)]})
         with self._lock:
             self._send_outbox(job, state)  # a clock queued before, answered first
             state.clocks[task] = state.process_clock = clock + 1
             self._clock_moved.notify_all()
             with self._outbox:
                 state.outbox, state.outbox_since = (per_shard, clock), time.monotonic()
-        return self.pull(name, pull_keys, job, clock + 1), clock + 1
+        return self.pull(name, pull_keys, job, clock + 1, checked), clock + 1
 
     def _plan_updates(self, by_table: dict) -> list[list]:
         """Merge each table's buffered updates ``(keys, values, plan, named)`` and split them

@@ -328,7 +328,7 @@ class _Partitioner:
         if not self.hashed:
             for s in range(self.n_shards):
                 keys[plan.shard_slice(s)] += self.starts[s]
-        return keys[plan.inverse]
+        return keys if plan.identity else keys[plan.inverse]
 
     def plan(self, keys: np.ndarray, defer_inverse: bool = False,
              defer_dedup: bool = False) -> tuple[KeyPlan, int]:
@@ -353,6 +353,23 @@ class _Partitioner:
         deferred = defer_inverse and words.shape[0] > 0 and bad < 0
         return (KeyPlan(local, offsets, inverse, bad == -2, ascending, words, deferred),
                 max(int(bad), -1))
+
+    def plan_ascending(self, keys: np.ndarray) -> KeyPlan:
+        """The plan of ``keys`` the caller vouches for: int64, distinct, ascending, in
+        range (not checked). A range table's plan is then a split of ``keys`` at the
+        shards' first rows (no dedup, no reordering: ``identity``); a hashed table's is
+        :meth:`plan`'s."""
+        if self.hashed:
+            return self.plan(keys)[0]
+        n = keys.shape[0]
+        if self.n_shards == 1:  # the keys are the offsets (the caller keeps them unchanged)
+            return KeyPlan(keys, np.array([0, n], np.int64), _NO_INT, True, True)
+        offsets = np.searchsorted(keys, self.starts)
+        offsets[-1] = n
+        local = keys.copy()
+        for s in range(1, self.n_shards):
+            local[offsets[s]: offsets[s + 1]] -= self.starts[s]
+        return KeyPlan(local, offsets, _NO_INT, True, True)  # identity: no inverse needed
 
     @staticmethod
     def complete(plan: KeyPlan, keys: np.ndarray) -> KeyPlan:

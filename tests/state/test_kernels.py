@@ -57,6 +57,24 @@ def test_plan_keys_matches_python_twin(hashed, n_shards):
     np.testing.assert_array_equal(glob[inverse], keys)
 
 
+@pytest.mark.parametrize("hashed", [False, True])
+@pytest.mark.parametrize("n_shards", [1, 3])
+def test_plan_ascending_is_the_plan_of_ascending_distinct_keys(hashed, n_shards):
+    part = HashPartitioner(n_shards) if hashed else RangePartitioner(n_shards, n_rows=5000)
+    rng = np.random.default_rng(1)
+    for n in (0, 1, 40, 3000):  # int32 offsets on the wire, or a bitmap (dense keys)
+        keys = np.sort(rng.choice(5000, n, replace=False)).astype(np.int64)
+        want, bad = part.plan(keys)
+        got = part.plan_ascending(keys)
+        assert bad == -1 and got.identity == want.identity
+        for field in ("local", "offsets"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
+        for s in range(n_shards):
+            a, b = part.wire_keys(got, s), part.wire_keys(want, s)
+            assert type(a) is type(b)
+            np.testing.assert_array_equal(getattr(a, "words", a), getattr(b, "words", b))
+
+
 @pytest.mark.parametrize("n_rows, keys, first_bad", [
     (10, [3, 9, 10, -1], 2),  # unsorted, small table: checked while the bitmap is set
     (10, [-1, 3, 9], 0),  # sorted: the ends tell

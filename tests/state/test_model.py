@@ -174,6 +174,33 @@ def test_push_pull_pulls_what_every_task_pushed_before_its_new_clock(client2, n_
             np.testing.assert_array_equal(model.pull("w"), np.full(8, 4 * total))
 
 
+def checked_push_pull_task(ps, item):
+    """push_pull of pushes the caller vouches for: the process's validation refuses."""
+    client = ps._client
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a checked push was validated")
+
+    client.check_update = refuse
+    try:
+        keys = np.array([1, 6, 7])  # both shards
+        return [ps.push_pull("w", keys, np.full((3, 2), item + 1.0), np.arange(8),
+                             checked=True).tolist() for _ in range(3)]
+    finally:
+        del client.check_update
+
+
+def test_push_pull_checked_is_not_validated_and_sums_the_same(client2):
+    with dask_ps.PSModel(client2, n_shards=2) as model:
+        model.add_table("w", shape=(8, 2), dtype="float64")
+        outs = model.run(checked_push_pull_task, range(2), consistency="bsp")
+        for out in outs:
+            for c, got in enumerate(out, 1):
+                want = np.zeros((8, 2))
+                want[[1, 6, 7]] = c * 3.0
+                np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.timeout(90)
 def test_dedicated_ps_workers():
     from distributed import Client, Nanny, Scheduler, SpecCluster
