@@ -8,11 +8,11 @@ import scipy.sparse as sp
 
 from dask_ps.algorithms._gbdt_bins import BinMapper, bin_mapper
 from dask_ps.algorithms._gbdt_kernels import (
+    PACKED_ROWS,
     build_hist_dense,
     expand_siblings,
     hist_rows_dense,
     nonzero_rows,
-    PACKED_ROWS,
     quantization_scale,
     take_pushed,
 )
