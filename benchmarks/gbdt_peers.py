@@ -15,7 +15,9 @@ Contenders:
 
 * dask_ps: :class:`~dask_ps.GBDTClassifier` on a LocalCluster of 2 workers x 1 thread (the
   PS version: histograms pushed to feature-range shards, splits found on the shards), its
-  data persisted on the cluster first as for xgboost.dask; with the histogram bytes pushed
+  data persisted on the cluster first as for xgboost.dask, with its defaults
+  (``max_workers="auto"``: LightGBM's example is boosted on one of the two workers, the
+  large set on both; ``workers`` says how many); with the histogram bytes pushed
   per tree (``history_``'s ``hist_bytes``), the steps (one push and answer each) per tree
   (once per ``--ps-shares`` value: ``split_share``, see below)
   and where a task's time went (``task_s``: histograms, push, waiting for the answers,
@@ -164,6 +166,7 @@ def run_dask_ps(X, y, Xt, yt, threads, client, share=1.0):
                 spent[k] = spent.get(k, 0.0) + v / len(r["task_seconds"])
     return fit, roc_auc_score(yt, m.predict_proba(Xt)[:, 1]), dict(
         hist_MB_per_tree=round(per_tree / 1e6, 3), steps_per_tree=round(steps, 1),
+        workers=len(m.history_[-1]["task_seconds"]),
         task_s={k: round(v, 2) for k, v in spent.items()})
 
 

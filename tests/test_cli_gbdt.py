@@ -42,6 +42,9 @@ def test_defaults_are_the_estimators(algorithm, cls):
                          "--subsample", "1", "--colsample-bytree", "1"])
         assert est.split_share == (share if share == "auto" else float(share))
         assert est.subsample == est.colsample_bytree == 1.0
+    for n in ("auto", "3"):
+        est = estimator(["train", algorithm, "--train", "x", "--max-workers", n])
+        assert est.max_workers == (n if n == "auto" else int(n))
 
 
 @pytest.mark.parametrize("option, value", [("--split-share", "0"), ("--split-share", "1.5"),

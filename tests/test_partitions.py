@@ -164,6 +164,32 @@ def test_uneven_chunks_are_moved_to_even_the_rows_per_worker(client2):
         assert data.workers == even
 
 
+def test_partitions_go_only_to_the_workers_asked_for(client2):
+    """workers=: in-memory data is scattered there, dask chunks computed elsewhere move
+    there (and a dask DataFrame grouped by a column too); an unknown address is refused."""
+    import dask.array as da
+    import dask.dataframe as dd
+    import pandas as pd
+
+    a, b = sorted(client2.nthreads())
+    Xn = np.arange(400.0).reshape(200, 2)
+    for data in (Xn, da.from_array(Xn, chunks=(25, 2))):
+        for w in (a, b):
+            with partition(data, client=client2, workers=[w]) as parts:
+                assert set(parts.workers) == {w}
+                np.testing.assert_array_equal(np.concatenate(parts.reduce(lambda v: v)), Xn)
+    with partition(Xn, client=client2, workers=[b, a]) as parts:  # both: as by default
+        assert set(parts.workers) == {a, b}
+    frame = dd.from_pandas(pd.DataFrame({"g": np.arange(200) % 7, "x": np.arange(200.0)}),
+                           npartitions=4)
+    with partition(frame, client=client2, by="g", workers=[b]) as parts:
+        assert set(parts.workers) == {b} and parts.total_rows == 200
+    with pytest.raises(ValueError, match="not a worker of the cluster"):
+        partition(Xn, client=client2, workers=["tcp://127.0.0.1:1"])
+    with pytest.raises(ValueError, match="futures"):
+        partition([client2.scatter(Xn)], client=client2, workers=[a])
+
+
 def test_a_move_to_a_paused_worker_runs_elsewhere_instead_of_waiting(client2):
     """Balancing moves are strict (Dask's work stealing would undo them), so a paused target
     would hold one forever: after WAIT_INTERVAL the move is resubmitted loose and runs on a

@@ -25,11 +25,21 @@ from ..model import PSModel
 from ..partitions.inputs import is_dask
 from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions
 from ._gbdt_data import categorical_indices, frame_categories, to_matrix
-from ._gbdt_fit import one_shard, train
+from ._gbdt_fit import one_shard, train, training_workers
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT
 from ._gbdt_tree import Ensemble
 
 __all__ = ["Booster", "GBDTClassifier", "GBDTRegressor"]
+
+
+
+def _known_rows(X) -> int | None:
+    """Rows of ``X`` if known before reading it (not for a dask DataFrame, nor a dask array
+    of unknown chunks)."""
+    if is_dask(X) and not hasattr(X, "chunks"):
+        return None
+    n = getattr(X, "shape", (None,))[0]
+    return int(n) if isinstance(n, numbers.Integral) else None
 
 
 class Booster(NamedTuple):
@@ -126,6 +136,13 @@ _DOC_PARAMS = """
         node's histogram (``n_features * (max_bins + 1)`` bins of 24 bytes) stays under
         256 KiB — a step then costs each worker one message, or none on the shard's own
         worker — else one per worker.
+    max_workers : int, None or "auto", default "auto"
+        Workers that hold the training rows and run the boosting: at most this many (the
+        shards' workers first); None: every worker. "auto": one, the histogram shard's,
+        when the training set has at most :data:`~._gbdt_fit.ONE_WORKER_CELLS` rows x
+        features and its number of rows is known before reading it (arrays, frames in
+        memory, dask arrays of known chunks), else every worker: on so little data a step
+        costs a round trip between workers and saves next to no work (see the notes).
     random_state : int, optional
         Seed of the bin sample, row and column sampling (default 0).
     client : distributed.Client or "local", optional
@@ -233,6 +250,8 @@ class _GBDT(PSEstimator):
         "min_data_per_group": [Interval(numbers.Integral, 1, None, closed="left")],
         "importance_type": [StrOptions({"gain", "split"})],
         "sample_count": [Interval(numbers.Integral, 1, None, closed="left")],
+        "max_workers": [Interval(numbers.Integral, 1, None, closed="left"),
+                        StrOptions({"auto"}), None],
     }
 
     def __init__(self, *, n_estimators=100, learning_rate=0.1, max_leaf_nodes=31,
@@ -241,7 +260,8 @@ class _GBDT(PSEstimator):
                  early_stopping_rounds=None, split_share="auto",
                  categorical_features="from_dtype", max_cat_to_onehot=4, max_cat_threshold=32,
                  cat_smooth=10.0, cat_l2=10.0, min_data_per_group=100, importance_type="gain",
-                 sample_count=DEFAULT_SAMPLE_COUNT, n_shards=None, random_state=None,
+                 sample_count=DEFAULT_SAMPLE_COUNT, n_shards=None, max_workers="auto",
+                 random_state=None,
                  client=None, shard_resources=None, checkpoint=None, checkpoint_every=1,
                  max_recoveries=3, resume=False, progress=None, callbacks=None):
         self.n_estimators, self.learning_rate = n_estimators, learning_rate
@@ -257,6 +277,7 @@ class _GBDT(PSEstimator):
         self.min_data_per_group, self.importance_type = min_data_per_group, importance_type
         self.sample_count, self.n_shards, self.random_state = sample_count, n_shards, \
             random_state
+        self.max_workers = max_workers
         self.client, self.checkpoint, self.checkpoint_every = client, checkpoint, \
             checkpoint_every
         self.max_recoveries, self.resume = max_recoveries, resume
@@ -365,7 +386,9 @@ class _GBDT(PSEstimator):
             Xv, _, _ = self._inputs(Xv, None, reset=False)
             ev = (Xv, np.asarray(yv) if not is_dask(yv) else yv)
         classify = isinstance(self, ClassifierMixin)
-        with self._model() as model, self._partition(model, (X, y)) as data:
+        with self._model() as model, \
+                self._partition(model, (X, y), workers=training_workers(
+                    model, self.max_workers, _known_rows(X), self.n_features_in_)) as data:
             eval_data = self._partition(model, ev) if ev is not None else None
             try:
                 r = train(model, data, eval_data, objective=self._objective,

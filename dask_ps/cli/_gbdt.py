@@ -152,6 +152,9 @@ _GBDT_PARAMS = (
         type=opt.share_or_auto, help="1: level-wise trees; less: best-first in batches; "
         "auto: 1 below 100,000 training rows, 0.1 from there")),
     Param("--n-shards", "n_shards", dict(type=opt.POSITIVE_INT)),
+    Param("--max-workers", "max_workers", dict(
+        type=opt.workers_or_auto, help="at most this many workers hold the training rows "
+        "(auto: one on a small training set, else all)")),
     Param("--seed", "random_state", dict(type=opt.NON_NEGATIVE_INT)),
     Param("--checkpoint", "checkpoint",
           dict(metavar="URL", help="checkpoint folder reachable from every worker")),

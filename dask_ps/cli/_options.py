@@ -58,6 +58,11 @@ def share_or_auto(text: str):
     return "auto" if text == "auto" else share(text)
 
 
+def workers_or_auto(text: str):
+    """``auto``, or a positive integer."""
+    return "auto" if text == "auto" else POSITIVE_INT(text)
+
+
 def size(text: str) -> int:
     """A byte size such as ``64MiB``."""
     from dask.utils import parse_bytes

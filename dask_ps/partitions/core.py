@@ -307,7 +307,7 @@ def _finish(client, futures: list, *, start, placed=None) -> Partitions:
 
 
 def partition(data, *, client=None, n_partitions: int | None = None,
-              by: str | None = None) -> Partitions:
+              by: str | None = None, workers: list[str] | None = None) -> Partitions:
     """Cut ``data`` into partitions held by the workers of a Dask cluster.
 
     Parameters
@@ -331,6 +331,10 @@ def partition(data, *, client=None, n_partitions: int | None = None,
     by : str, optional
         A column of a (dask) DataFrame: rows with equal values go to the same partition
         (in memory by hash; dask data by Dask's shuffle).
+    workers : list of str, optional
+        Addresses of the workers to hold the partitions (default: all; the partitions and
+        the default ``n_partitions`` then count only their threads). Not with a list of
+        futures, which stay where they are.
 
     Returns
     -------
@@ -340,7 +344,8 @@ def partition(data, *, client=None, n_partitions: int | None = None,
     ------
     ValueError
         Empty data, tuples whose elements do not have the same rows, unknown dask chunk
-        sizes, a bad ``n_partitions``, or ``by`` that is not a column.
+        sizes, a bad ``n_partitions``, ``by`` that is not a column, or ``workers`` naming no
+        worker of the cluster.
     TypeError
         Data of a kind that has no rows.
 
@@ -360,28 +365,43 @@ def partition(data, *, client=None, n_partitions: int | None = None,
                                                for f in data):
         if client is None:
             raise ValueError("a list of futures needs their Dask client")
+        if workers is not None:
+            raise ValueError("workers= cannot be given with a list of futures: they stay "
+                             "where they are")
         return _finish(client, list(data), start=client.run(io_counters))
     items = data if isinstance(data, tuple) else (data,)
     if not items:
         raise ValueError("data is an empty tuple")
+    threads = None if client is None else _threads(client, workers)
     if by is not None:
-        return _grouped(data, by, client, n_partitions)
+        return _grouped(data, by, client, n_partitions, threads)
     if any(inputs.is_dask(x) for x in items):
-        return _from_dask(data, client, n_partitions)
-    return _from_memory(data, client, n_partitions)
+        return _from_dask(data, client, n_partitions, threads=threads)
+    return _from_memory(data, client, n_partitions, threads=threads)
 
 
-def _threads(client) -> dict[str, int]:
-    return {a: int(w.get("nthreads", 1)) for a, w in worker_info(client).items()}
+def _threads(client, workers: list[str] | None = None) -> dict[str, int]:
+    """Threads of each worker of the cluster (only of ``workers``, if given)."""
+    threads = {a: int(w.get("nthreads", 1)) for a, w in worker_info(client).items()}
+    if workers is None:
+        return threads
+    unknown = sorted(set(workers) - set(threads))
+    if unknown or not workers:
+        raise ValueError(f"workers names {unknown[0]!r}, not a worker of the cluster "
+                         f"({sorted(threads)})" if unknown else "workers is empty")
+    return {a: threads[a] for a in workers}
 
 
-def _from_memory(data, client, n_partitions, bounds=None) -> Partitions:
+def _from_memory(data, client, n_partitions, bounds=None, threads=None) -> Partitions:
     data = tuple(_rows_ready(x) for x in data) if isinstance(data, tuple) else _rows_ready(data)
     inputs.check_rows(data)
     n = inputs.n_rows_of(data)
     if n == 0:
         raise ValueError("data has no rows")
-    threads = {} if client is None else _threads(client)
+    if client is None:
+        threads = {}
+    elif threads is None:
+        threads = _threads(client)
     if bounds is None:
         k = min(n_partitions or max(1, sum(threads.values()) if threads else 1), n)
         bounds = inputs.split_bounds(n, k)
@@ -409,7 +429,7 @@ def _rows_ready(x):
     return x
 
 
-def _from_dask(data, client, n_partitions, spread: bool = True) -> Partitions:
+def _from_dask(data, client, n_partitions, spread: bool = True, threads=None) -> Partitions:
     import dask
 
     if client is None:
@@ -423,10 +443,14 @@ def _from_dask(data, client, n_partitions, spread: bool = True) -> Partitions:
     # where it is): the partitions start on the workers that read them
     futures = client.compute(chunks)
     parts = _finish(client, futures, start=start)
-    want = n_partitions or sum(_threads(client).values())
+    threads = _threads(client) if threads is None else threads
+    want = n_partitions or sum(threads.values())
     if not spread:
         return parts
-    return _spread(parts, want) if len(parts) < want else _balance(parts)
+    if len(parts) >= want:
+        return _balance(parts, threads)
+    parts = _spread(parts, want, threads)  # its first pieces stay where they were computed
+    return _balance(parts, threads) if set(parts.workers) - set(threads) else parts
 
 
 #: :func:`_balance` moves a partition only if that lowers the largest load (rows per worker
@@ -434,27 +458,34 @@ def _from_dask(data, client, n_partitions, spread: bool = True) -> Partitions:
 BALANCE_GAIN = 0.05
 
 
-def _balance(parts: Partitions) -> Partitions:
-    """Move whole partitions, once, before any training, from the workers holding the most
-    rows per thread to those holding the fewest, while a move lowers the largest load by
-    more than :data:`BALANCE_GAIN` of the mean (Dask places persisted chunks unevenly: 6 and
-    4 of 10 equal chunks on two workers made every epoch of a BSP job wait 1.5x the
-    shorter task's time). Deterministic for a given placement."""
+def _balance(parts: Partitions, threads: dict[str, int] | None = None) -> Partitions:
+    """Move whole partitions, once, before any training: those on workers outside
+    ``threads`` (the workers to hold them, default all) to the least loaded of those; then
+    from the workers holding the most rows per thread to those holding the fewest, while a
+    move lowers the largest load by more than :data:`BALANCE_GAIN` of the mean (Dask places
+    persisted chunks unevenly: 6 and 4 of 10 equal chunks on two workers made every epoch of
+    a BSP job wait 1.5x the shorter task's time). Deterministic for a given placement."""
     client = parts.client
-    threads = _threads(client)
-    if len(threads) < 2:
+    threads = _threads(client) if threads is None else threads
+    where = list(parts.workers)
+    if len(threads) < 2 and all(w in threads for w in where):
         return parts
     load = {a: 0 for a in threads}
-    where = list(parts.workers)
     for w, n in zip(where, parts.n_rows):
-        load[w] = load.get(w, 0) + n
+        if w in load:
+            load[w] += n
 
     def per(w):
         return load[w] / max(1, threads.get(w, 1))
 
-    mean = sum(load.values()) / max(1, sum(max(1, threads.get(w, 1)) for w in load))
     moves = {}
-    for _ in range(len(where)):
+    for i, w in enumerate(where):
+        if w not in load:
+            lo = min(load, key=lambda a: (per(a), a))
+            load[lo] += parts.n_rows[i]
+            where[i] = moves[i] = lo
+    mean = sum(load.values()) / max(1, sum(max(1, threads.get(w, 1)) for w in load))
+    for _ in range(len(where) if len(threads) > 1 else 0):
         hi = max(load, key=lambda w: (per(w), w))
         lo = min(load, key=lambda w: (per(w), w))
         t_hi, t_lo = max(1, threads.get(hi, 1)), max(1, threads.get(lo, 1))
@@ -502,11 +533,13 @@ def _balance(parts: Partitions) -> Partitions:
     return out
 
 
-def _spread(parts: Partitions, want: int) -> Partitions:
+def _spread(parts: Partitions, want: int, threads: dict[str, int] | None = None
+            ) -> Partitions:
     """Cut the largest partitions until there are ``want``, the pieces moved to the workers
-    holding the fewest rows (once, now, before any training)."""
+    (of ``threads``, default all) holding the fewest rows (once, now, before any
+    training)."""
     client = parts.client
-    threads = _threads(client)
+    threads = _threads(client) if threads is None else threads
     pieces = {i: 1 for i in range(len(parts))}
     while sum(pieces.values()) < want:
         i = max(pieces, key=lambda j: parts.n_rows[j] / pieces[j])
@@ -515,7 +548,8 @@ def _spread(parts: Partitions, want: int) -> Partitions:
         pieces[i] += 1
     load = {a: 0.0 for a in threads}
     for i, w in enumerate(parts.workers):
-        load[w] = load.get(w, 0.0) + parts.n_rows[i] / pieces[i]
+        if w in load:
+            load[w] += parts.n_rows[i] / pieces[i]
     futures = []
     for i, f in enumerate(parts._parts):
         bounds = inputs.split_bounds(parts.n_rows[i], pieces[i])
@@ -525,7 +559,8 @@ def _spread(parts: Partitions, want: int) -> Partitions:
             if j > 0:  # the first piece stays; the others go where the fewest rows are
                 target = min(load, key=lambda w: (load[w] / max(1, threads.get(w, 1)), w))
                 load[target] += int(b - a)
-                load[parts.workers[i]] -= int(b - a)
+                if parts.workers[i] in load:
+                    load[parts.workers[i]] -= int(b - a)
                 piece = client.submit(_same, piece, pure=False, workers=[target],
                                       allow_other_workers=True)
             futures.append(piece)
@@ -538,21 +573,28 @@ def _same(value):
     return value
 
 
-def _grouped(data, by: str, client, n_partitions) -> Partitions:
+def _grouped(data, by: str, client, n_partitions, threads=None) -> Partitions:
     """Partitions of a DataFrame in which rows with equal ``by`` share a partition."""
     if isinstance(data, tuple) or not hasattr(data, "columns"):
         raise ValueError("by= needs a DataFrame (pandas or dask)")
     if by not in data.columns:
         raise ValueError(f"by={by!r} is not a column; the columns are {list(data.columns)}")
-    threads = {} if client is None else _threads(client)
+    restricted = threads is not None and client is not None and \
+        set(threads) != set(_threads(client))
+    if client is None:
+        threads = {}
+    elif threads is None:
+        threads = _threads(client)
     k = n_partitions or max(1, sum(threads.values()) if threads else 1)
     if inputs.is_dask(data):
         # the task-based shuffle: the P2P one logs WARNINGs at every start and end
-        return _from_dask(data.shuffle(on=by, npartitions=k, shuffle_method="tasks"), client,
-                          None, spread=False)
+        parts = _from_dask(data.shuffle(on=by, npartitions=k, shuffle_method="tasks"),
+                           client, None, spread=False)
+        return _balance(parts, threads) if restricted else parts
     import pandas as pd
 
     group = (pd.util.hash_array(data[by].to_numpy()) % np.uint64(k)).astype(np.int64)
     order = np.argsort(group, kind="stable")
     bounds = np.concatenate(([0], np.cumsum(np.bincount(group, minlength=k))))
-    return _from_memory(data.iloc[order].reset_index(drop=True), client, None, bounds=bounds)
+    return _from_memory(data.iloc[order].reset_index(drop=True), client, None, bounds=bounds,
+                        threads=threads or None)

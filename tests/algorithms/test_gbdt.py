@@ -79,8 +79,12 @@ def test_same_trees_for_1_and_2_workers_and_1_or_4_partitions(lgb_example, clien
     four = (da.from_array(X, chunks=(n // 4, 28)), da.from_array(y, chunks=n // 4))
     assert len(partition(one, client=client1)) == 1
     assert len(partition(four, client=client1)) == 4
-    runs = [(client1, one), (client1, four), (client2, four)]
-    models = [GBDTClassifier(client=c, **small_setting).fit(*d) for c, d in runs]
+    runs = [(client1, one, "auto"), (client1, four, "auto"), (client2, four, None),
+            (client2, four, "auto")]
+    models = [GBDTClassifier(client=c, max_workers=w, **small_setting).fit(*d)
+              for c, d, w in runs]
+    # every worker, or the one "auto" takes on so little data (7,000 x 28)
+    assert [len(m.history_[-1]["task_seconds"]) for m in models] == [1, 1, 2, 1]
     ref, ref_p = _flat(models[0]), models[0].predict_proba(Xt)
     for m in models[1:]:
         for k, v in _flat(m).items():

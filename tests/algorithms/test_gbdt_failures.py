@@ -48,7 +48,8 @@ def test_a_killed_worker_ends_the_fit_with_a_clear_error_or_a_recovery(client3, 
     n = X.shape[0]
     # dask input: Dask recomputes the lost partitions from their source
     Xd, yd = da.from_array(X, chunks=(n // 6, -1)), da.from_array(y, chunks=n // 6)
-    kw = dict(n_estimators=6, max_leaf_nodes=15, random_state=0, n_shards=3)
+    # every worker holds rows (max_workers=None): the killed one loses partitions too
+    kw = dict(n_estimators=6, max_leaf_nodes=15, random_state=0, n_shards=3, max_workers=None)
     ref = GBDTClassifier(client="local", **kw).fit(X, y)
 
     # no checkpoint: a RecoveryError naming the loss, soon after it (not a hang)
@@ -81,8 +82,9 @@ def test_bad_input_on_a_cluster_reads_as_in_process(client2):
     X[:400, 4] = np.nan  # all-NaN in the first partition only
     chunks = ((0, 400, 400, 400), (6,))
     Xd, yd = da.from_array(X, chunks=chunks), da.from_array(y, chunks=chunks[:1])
-    kw = dict(n_estimators=5, max_leaf_nodes=7, random_state=0)
+    kw = dict(n_estimators=5, max_leaf_nodes=7, random_state=0, max_workers=None)
     model = GBDTClassifier(client=client2, **kw).fit(Xd, yd)
+    assert len(model.history_[-1]["task_seconds"]) == 2  # both workers
     ref = GBDTClassifier(client="local", **kw).fit(X, y)
     np.testing.assert_array_equal(model.predict_proba(X), ref.predict_proba(X))
     model.set_params(importance_type="split")
