@@ -184,10 +184,31 @@ def test_partitions_go_only_to_the_workers_asked_for(client2):
                            npartitions=4)
     with partition(frame, client=client2, by="g", workers=[b]) as parts:
         assert set(parts.workers) == {b} and parts.total_rows == 200
-    with pytest.raises(ValueError, match="not a worker of the cluster"):
+    with partition(Xn, client=client2, workers=b) as parts:  # one address
+        assert set(parts.workers) == {b}
+    with pytest.raises(ValueError, match="'tcp://127.0.0.1:1', not a worker of the cluster"):
         partition(Xn, client=client2, workers=["tcp://127.0.0.1:1"])
     with pytest.raises(ValueError, match="futures"):
         partition([client2.scatter(Xn)], client=client2, workers=[a])
+
+
+def test_balancing_moves_are_part_of_placing_not_later_transfers(client2):
+    """Partitions all computed on one worker are balanced over both when placed; report()
+    counts transfers from there, so the moves are not counted as data moved later."""
+    import dask
+    import dask.array as da
+
+    a, _ = sorted(client2.nthreads())
+    # data of its own: the same scattered values would share keys with another test's
+    Xn = -np.arange(3000.0).reshape(1000, 3)
+    futures = [client2.scatter(Xn[100 * i:100 * (i + 1)], workers=[a]) for i in range(10)]
+    X = da.concatenate([da.from_delayed(dask.delayed(f), shape=(100, 3), dtype=float)
+                        for f in futures])
+    with partition(X, client=client2) as data:
+        assert len(set(data.workers)) == 2  # moved
+        report = data.report()
+        assert report["incoming_transfers"] == 0 and report["incoming_transfer_bytes"] == 0
+        np.testing.assert_array_equal(np.concatenate(data.reduce(lambda v: v)), Xn)
 
 
 def test_a_move_to_a_paused_worker_runs_elsewhere_instead_of_waiting(client2):

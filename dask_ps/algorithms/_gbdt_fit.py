@@ -12,12 +12,14 @@ each running :func:`~._gbdt_ps.boost_task` on every task.
 from __future__ import annotations
 
 import functools
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..model import PSModel
 from ..partitions import Partitions
+from ..partitions.inputs import is_dask
 from ._base import EpochLoop
 from ._gbdt_bins import BinMapper
 from ._gbdt_data import eval_labels
@@ -56,14 +58,17 @@ def one_shard(n_features: int, max_bins: int) -> bool:
 ONE_WORKER_CELLS = 2_000_000
 
 
-def training_workers(model: PSModel, max_workers, n_rows: int | None,
-                     n_features: int) -> list[str] | None:
-    """The workers to hold a fit's training rows (None: every worker): see the
+def training_workers(model: PSModel, max_workers, X, n_features: int) -> list[str] | None:
+    """The workers to hold a fit's training rows ``X`` (None: every worker): see the
     estimators' ``max_workers``. The shards' workers come first, in shard order, then the
-    other workers by address."""
+    other workers by address. ``X``'s rows count only if known without reading it (not a
+    dask DataFrame's, nor a dask array's of unknown chunks)."""
     if model.is_local or max_workers is None:
         return None
     if max_workers == "auto":
+        n_rows = None if is_dask(X) and not hasattr(X, "chunks") else \
+            getattr(X, "shape", (None,))[0]
+        n_rows = int(n_rows) if isinstance(n_rows, numbers.Integral) else None
         if n_rows is None or n_rows * max(1, n_features) > ONE_WORKER_CELLS:
             return None
         max_workers = 1

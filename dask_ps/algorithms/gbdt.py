@@ -33,15 +33,6 @@ __all__ = ["Booster", "GBDTClassifier", "GBDTRegressor"]
 
 
 
-def _known_rows(X) -> int | None:
-    """Rows of ``X`` if known before reading it (not for a dask DataFrame, nor a dask array
-    of unknown chunks)."""
-    if is_dask(X) and not hasattr(X, "chunks"):
-        return None
-    n = getattr(X, "shape", (None,))[0]
-    return int(n) if isinstance(n, numbers.Integral) else None
-
-
 class Booster(NamedTuple):
     """A fitted ensemble as flat arrays (saved and loaded by :mod:`dask_ps.saving`).
 
@@ -137,12 +128,10 @@ _DOC_PARAMS = """
         256 KiB — a step then costs each worker one message, or none on the shard's own
         worker — else one per worker.
     max_workers : int, None or "auto", default "auto"
-        Workers that hold the training rows and run the boosting: at most this many (the
-        shards' workers first); None: every worker. "auto": one, the histogram shard's,
-        when the training set has at most :data:`~._gbdt_fit.ONE_WORKER_CELLS` rows x
-        features and its number of rows is known before reading it (arrays, frames in
-        memory, dask arrays of known chunks), else every worker: on so little data a step
-        costs a round trip between workers and saves next to no work (see the notes).
+        At most this many workers (the shards' first; None: all) hold the training rows and
+        boost. "auto": the histogram shard's worker alone for at most
+        :data:`~._gbdt_fit.ONE_WORKER_CELLS` rows x features (rows known before reading:
+        not a dask DataFrame), where a step's round trip costs more than a worker saves.
     random_state : int, optional
         Seed of the bin sample, row and column sampling (default 0).
     client : distributed.Client or "local", optional
@@ -199,16 +188,16 @@ _DOC_NOTES = """
     Growth policy: level-wise (``split_share=1``) needs one synchronisation per level, best-
     first (``split_share < 1``) more (``0.1``: 3 to 4.3 times as many). Measured (100
     trees, 63 leaves, 255 bins, single-process reference booster): on LightGBM's example
-    (7,000 rows) level-wise reaches test AUC 0.826 in 8.8 steps per tree (LightGBM 0.816),
+    (7,000 rows) level-wise reaches test AUC 0.8345 in 8.8 steps per tree (LightGBM 0.816),
     ``0.1`` 0.833 in 26.5; on a 10^6 x 100 ``make_classification`` set (800k training
     rows) level-wise 0.9475 in 6.1 steps (XGBoost depth-wise 0.947), ``0.25`` 0.957,
-    ``0.1`` 0.9598 in 26 (LightGBM's leaf-wise trees 0.960). The default ``"auto"`` is
+    ``0.1`` 0.9597 in 26 (LightGBM's leaf-wise trees 0.960). The default ``"auto"`` is
     level-wise below 100,000 training rows, where a step's latency dominates, and ``0.1``
     from there, for accuracy (:func:`~dask_ps.algorithms._gbdt_tree.resolve_split_share`).
-    Its cost, measured on the 10^6 x 100 set on 2 workers x 1 thread (machine loaded,
-    load average 12-18; CPU seconds of a worker process): ``0.1`` 133 s and 97 MB of
-    histograms pushed per tree, level-wise 64 s and 48 MB; pass ``split_share=1`` for the
-    fastest fit.
+    Its cost, measured on the 10^6 x 100 set on 2 workers x 1 thread (load ~2): ``0.1``
+    69.8 s (57 CPU seconds per worker process) and 97 MB of histograms pushed per tree,
+    level-wise 34.9 s (27.6) and 48 MB, where LightGBM took 48.5 s and xgboost.dask 33.9 s
+    in the same run; pass ``split_share=1`` for the fastest fit.
 
     References
     ----------
@@ -275,9 +264,8 @@ class _GBDT(PSEstimator):
         self.max_cat_to_onehot, self.max_cat_threshold = max_cat_to_onehot, max_cat_threshold
         self.cat_smooth, self.cat_l2 = cat_smooth, cat_l2
         self.min_data_per_group, self.importance_type = min_data_per_group, importance_type
-        self.sample_count, self.n_shards, self.random_state = sample_count, n_shards, \
-            random_state
-        self.max_workers = max_workers
+        self.sample_count, self.n_shards, self.random_state, self.max_workers = \
+            sample_count, n_shards, random_state, max_workers
         self.client, self.checkpoint, self.checkpoint_every = client, checkpoint, \
             checkpoint_every
         self.max_recoveries, self.resume = max_recoveries, resume
@@ -386,9 +374,8 @@ class _GBDT(PSEstimator):
             Xv, _, _ = self._inputs(Xv, None, reset=False)
             ev = (Xv, np.asarray(yv) if not is_dask(yv) else yv)
         classify = isinstance(self, ClassifierMixin)
-        with self._model() as model, \
-                self._partition(model, (X, y), workers=training_workers(
-                    model, self.max_workers, _known_rows(X), self.n_features_in_)) as data:
+        with self._model() as model, self._partition(model, (X, y), workers=training_workers(
+                model, self.max_workers, X, self.n_features_in_)) as data:
             eval_data = self._partition(model, ev) if ev is not None else None
             try:
                 r = train(model, data, eval_data, objective=self._objective,

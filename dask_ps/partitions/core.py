@@ -331,7 +331,7 @@ def partition(data, *, client=None, n_partitions: int | None = None,
     by : str, optional
         A column of a (dask) DataFrame: rows with equal values go to the same partition
         (in memory by hash; dask data by Dask's shuffle).
-    workers : list of str, optional
+    workers : str or list of str, optional
         Addresses of the workers to hold the partitions (default: all; the partitions and
         the default ``n_partitions`` then count only their threads). Not with a list of
         futures, which stay where they are.
@@ -385,6 +385,7 @@ def _threads(client, workers: list[str] | None = None) -> dict[str, int]:
     threads = {a: int(w.get("nthreads", 1)) for a, w in worker_info(client).items()}
     if workers is None:
         return threads
+    workers = [workers] if isinstance(workers, str) else list(workers)
     unknown = sorted(set(workers) - set(threads))
     if unknown or not workers:
         raise ValueError(f"workers names {unknown[0]!r}, not a worker of the cluster "
@@ -528,7 +529,9 @@ def _balance(parts: Partitions, threads: dict[str, int] | None = None) -> Partit
                 if not futures[i].done() and target.get("status", "running") != "running":
                     futures[i].cancel()
                     futures[i] = move(i, strict=False)
-    out = _finish(client, futures, start=parts._start, placed=parts._placed)
+    # io counters taken anew: the moves are part of placing the data, not of the training
+    # that follows (report()'s transfers count from here)
+    out = _finish(client, futures, start=parts._start)
     parts.release()
     return out
 

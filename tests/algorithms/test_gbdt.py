@@ -32,7 +32,8 @@ def _flat(model):
 
 def test_lightgbm_example_auc_and_fitted_api(lgb_example, client2):
     """The issue's setting (100 trees, learning rate 0.1, 63 leaves, 255 bins, no
-    subsampling) reaches LightGBM's test AUC 0.816 on 2 workers."""
+    subsampling) reaches LightGBM's test AUC 0.816 on a cluster of 2 workers (the default
+    max_workers boosts so small a set on one of them)."""
     X, y, Xt, yt = lgb_example
     model = GBDTClassifier(n_estimators=100, learning_rate=0.1, max_leaf_nodes=63,
                            max_bins=255, client=client2, random_state=0).fit(X, y)
