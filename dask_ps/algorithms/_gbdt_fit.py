@@ -62,10 +62,13 @@ def training_workers(model: PSModel, max_workers, X, n_features: int) -> list[st
     """The workers to hold a fit's training rows ``X`` (None: every worker): see the
     estimators' ``max_workers``. The shards' workers come first, in shard order, then the
     other workers by address. ``X``'s rows count only if known without reading it (not a
-    dask DataFrame's, nor a dask array's of unknown chunks)."""
+    dask DataFrame's, nor a dask array's of unknown chunks); "auto" keeps every worker when
+    the shards have workers of their own (``shard_resources``)."""
     if model.is_local or max_workers is None:
         return None
     if max_workers == "auto":
+        if model._resources is not None:  # the shards' workers are kept for the shards
+            return None
         n_rows = None if is_dask(X) and not hasattr(X, "chunks") else \
             getattr(X, "shape", (None,))[0]
         n_rows = int(n_rows) if isinstance(n_rows, numbers.Integral) else None

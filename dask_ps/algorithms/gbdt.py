@@ -32,7 +32,6 @@ from ._gbdt_tree import Ensemble
 __all__ = ["Booster", "GBDTClassifier", "GBDTRegressor"]
 
 
-
 class Booster(NamedTuple):
     """A fitted ensemble as flat arrays (saved and loaded by :mod:`dask_ps.saving`).
 
@@ -131,7 +130,8 @@ _DOC_PARAMS = """
         At most this many workers (the shards' first; None: all) hold the training rows and
         boost. "auto": the histogram shard's worker alone for at most
         :data:`~._gbdt_fit.ONE_WORKER_CELLS` rows x features (rows known before reading:
-        not a dask DataFrame), where a step's round trip costs more than a worker saves.
+        not a dask DataFrame; not with ``shard_resources``), where a step's round trip
+        costs more than a worker saves; else all.
     random_state : int, optional
         Seed of the bin sample, row and column sampling (default 0).
     client : distributed.Client or "local", optional

@@ -255,3 +255,25 @@ def test_dataframe_categories_split_by_category():
         GBDTClassifier(categorical_features=["nope"], client="local").fit(df, y)
     with pytest.raises(ValueError, match="other columns than at fit"):
         model.predict(df.rename(columns={"x": "w"}))
+
+
+@pytest.mark.timeout(120)
+def test_auto_workers_leave_dedicated_shard_workers_as_they_were():
+    """With shard_resources the shards' workers are kept for the shards: "auto" does not
+    gather a small training set there, it keeps every worker (as before max_workers)."""
+    from distributed import Client, Nanny, Scheduler, SpecCluster
+
+    workers = {"ps": {"cls": Nanny, "options": {"nthreads": 1, "resources": {"ps": 1}}},
+               "compute": {"cls": Nanny, "options": {"nthreads": 1}}}
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": None}}
+    X = np.random.default_rng(3).normal(size=(400, 4))
+    y = (X[:, 0] > 0).astype(int)
+    with SpecCluster(workers=workers, scheduler=scheduler) as cluster, Client(cluster) as client:
+        client.wait_for_workers(2)
+        kw = dict(n_estimators=3, max_leaf_nodes=4, random_state=0, client=client)
+        dedicated = GBDTClassifier(shard_resources="ps", **kw).fit(X, y)
+        assert len(dedicated.history_[-1]["task_seconds"]) == 2
+        assert len(GBDTClassifier(**kw).fit(X, y).history_[-1]["task_seconds"]) == 1
+        kw["client"] = "local"
+        np.testing.assert_array_equal(dedicated.predict_proba(X),
+                                      GBDTClassifier(**kw).fit(X, y).predict_proba(X))
