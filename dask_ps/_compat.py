@@ -129,6 +129,13 @@ def desire_keys(client, keys: list) -> None:
     client._send_to_scheduler({"op": "client-desires-keys", "keys": list(keys)})
 
 
+def lift_restrictions(client, keys: list) -> None:
+    """Let the scheduler run ``keys`` on any worker from now on (their worker restrictions
+    dropped, through the scheduler's ``set_restrictions`` handler): a task that must run
+    again after its worker died would otherwise wait for that address for ever."""
+    client.sync(client.scheduler.set_restrictions, worker={k: None for k in keys})
+
+
 def sklearn_param_validation():
     """scikit-learn's private ``sklearn.utils._param_validation`` (``Interval``,
     ``StrOptions``, ...), behind the ``_parameter_constraints`` checks that its own

@@ -83,6 +83,19 @@ def test_transfer_counters_and_desired_keys(client2):
     assert client2.submit(fetch, x.key, workers=[b], pure=False).result() == (100_000, b)
 
 
+def test_lift_restrictions(client2):
+    a, _ = sorted(client2.nthreads())
+    f = client2.submit(np.ones, 3, workers=[a], allow_other_workers=False, pure=False)
+    f.result()
+
+    def restrictions(key, dask_scheduler):
+        return dask_scheduler.tasks[key].worker_restrictions
+
+    assert client2.run_on_scheduler(restrictions, f.key) == {a}
+    _compat.lift_restrictions(client2, [f.key])
+    assert client2.run_on_scheduler(restrictions, f.key) is None
+
+
 def test_scikit_learn_parameter_validation():
     from sklearn.base import BaseEstimator
 

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .. import _compat
 from ..cluster import PauseWatch, worker_info
 from . import inputs
 from .worker import Partition, drop_state, fit_spill_target, io_counters
@@ -532,6 +533,9 @@ def _balance(parts: Partitions, threads: dict[str, int] | None = None) -> Partit
     # io counters taken anew: the moves are part of placing the data, not of the training
     # that follows (report()'s transfers count from here)
     out = _finish(client, futures, start=parts._start)
+    # placed: a move lost with its worker is recomputed on any worker (strict to a dead
+    # address, locate() waited for ever)
+    _compat.lift_restrictions(client, [futures[i].key for i in moves])
     parts.release()
     return out
 

@@ -5,6 +5,7 @@ import signal
 import threading
 import time
 
+import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
@@ -99,3 +100,34 @@ def test_recovery_is_bounded_and_names_the_shard_and_checkpoint(a9a, client3, tm
                                             r"checkpoint: .*ck version \d+ \(clock \d+\)"):
         LogisticRegression(client=client3, checkpoint=url, max_recoveries=0, **FIT).fit(X, y)
     thread.join(5)
+
+
+def test_partitions_moved_to_a_killed_worker_are_made_again_on_the_others():
+    """Balancing moves run strictly on their target (Dask's work stealing would undo them);
+    once placed, the restriction is lifted: a moved partition whose worker is SIGKILLed is
+    recomputed on a worker that is alive, where a restriction to the dead address would
+    leave ``locate`` waiting for ever (the fit above hung so once in three CI runs)."""
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from dask_ps.partitions import partition
+
+    Xn = np.arange(2400.0).reshape(800, 3) - 7
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None, worker_dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        a, b = sorted(client.nthreads())
+        X = client.persist(da.from_array(Xn, chunks=(100, 3)), workers=[a])
+        with partition(X, client=client) as data:
+            assert sorted(set(data.workers)) == [a, b]  # half of them moved to b
+            os.kill(client.run(os.getpid, workers=[b])[b], signal.SIGKILL)
+            deadline = time.monotonic() + 60
+            while b in client.nthreads() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            done: dict = {}
+            thread = threading.Thread(target=lambda: done.update(w=data.locate()), daemon=True)
+            thread.start()
+            thread.join(120)  # a few seconds when it works
+            assert "w" in done, "locate() still waiting for the partitions of the dead worker"
+            assert b not in done["w"]
+            np.testing.assert_array_equal(np.concatenate(data.reduce(lambda v: v)), Xn)
