@@ -17,7 +17,7 @@ import time
 import uuid
 from typing import TextIO
 
-from .events import FIT_TOPIC, emit
+from .events import FIT_TOPIC, emit_many
 
 __all__ = ["FitMonitor", "ProgressBar", "in_notebook", "interactive"]
 
@@ -246,36 +246,44 @@ class FitMonitor:
         last = -math.inf  # when the last event was sent
         while True:
             try:
-                item = self._queue.get(timeout=None if pending is None else max(
-                    0.0, last + self.event_interval - time.perf_counter()))
+                items = [self._queue.get(timeout=None if pending is None else max(
+                    0.0, last + self.event_interval - time.perf_counter()))]
             except queue.Empty:  # no later epoch within the interval: send this one
-                item = False
-            if not item:
-                if pending is not None:
-                    self._event(pending)
+                items = [False]
+            # what else is waiting (a job's epochs all arrive at its end: 100 GBDT rounds)
+            # is handled at once and its events sent in one round trip
+            while items[-1] and not self._queue.empty():
+                items.append(self._queue.get_nowait())
+            batch = []
+            for item in items:
+                if not item:
+                    if pending is not None:
+                        batch.append(pending)
+                        pending, last = None, time.perf_counter()
+                    continue
+                epoch, loss, at, moved = item
+                entry = dict(epoch=epoch, loss=loss, time=at - self._start, bytes=moved)
+                self.entries[epoch] = entry
+                self.bar.update(epoch, loss=loss)
+                pending = entry
+                if time.perf_counter() - last >= self.event_interval:
+                    batch.append(pending)
                     pending, last = None, time.perf_counter()
-                if item is None:
-                    return
-                continue
-            epoch, loss, at, moved = item
-            entry = dict(epoch=epoch, loss=loss, time=at - self._start, bytes=moved)
-            self.entries[epoch] = entry
-            self.bar.update(epoch, loss=loss)
-            pending = entry
-            if time.perf_counter() - last >= self.event_interval:
-                self._event(pending)
-                pending, last = None, time.perf_counter()
+            self._events(batch)
+            if items[-1] is None:
+                return
 
-    def _event(self, entry: dict) -> None:
-        """Log ``entry`` as a ``"dask_ps.fit"`` event, if the fit runs on a cluster."""
-        if getattr(self.model, "client", None) is None:
+    def _events(self, entries: list[dict]) -> None:
+        """Log ``entries`` as ``"dask_ps.fit"`` events (one round trip), if the fit runs on
+        a cluster."""
+        if not entries or getattr(self.model, "client", None) is None:
             return
         try:
             shards = " ".join(r.address for r in self.model.shards)
-            emit(FIT_TOPIC, dict(fit=self.fit_id, name=self.name, epoch=entry["epoch"],
-                                 n_epochs=self.n_epochs, loss=entry["loss"],
-                                 elapsed=entry["time"], bytes=entry["bytes"], shards=shards),
-                 client=self.model.client)
+            emit_many(FIT_TOPIC, [dict(fit=self.fit_id, name=self.name, epoch=e["epoch"],
+                                       n_epochs=self.n_epochs, loss=e["loss"],
+                                       elapsed=e["time"], bytes=e["bytes"], shards=shards)
+                                  for e in entries], client=self.model.client)
         except Exception:  # the dashboard is best effort; the fit goes on
             pass
 

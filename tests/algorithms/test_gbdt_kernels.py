@@ -399,7 +399,7 @@ def test_histogram_rows_written_as_a_push_equal_the_histograms():
 
 
 def test_histograms_of_nodes_beyond_one_packed_piece_are_exact_at_the_bounds():
-    """Pairs packed in one int64 (grad high, hess low) are summed PACKED_ROWS rows at a
+    """(grad, hess, count) words packed in one int64 are summed PACKED_ROWS rows at a
     time: nodes of more rows, with every gradient at +-bound and every hessian at its bound
     (the largest sums the scales allow), give the exact sums, as the pushed rows do."""
     rng = np.random.default_rng(11)
@@ -410,6 +410,7 @@ def test_histograms_of_nodes_beyond_one_packed_piece_are_exact_at_the_bounds():
     gs, hs = quantization_scale(n, 0.7), quantization_scale(n, 0.3, hessian=True)
     grad = np.rint(np.where(rng.random((1, n)) < 0.5, -0.7, 0.7) * gs)
     grad[0, : PACKED_ROWS + 7] = np.rint(0.7 * gs)  # one sign through a whole piece
+    grad[0, PACKED_ROWS + 7: 2 * PACKED_ROWS + 14] = np.rint(-0.7 * gs)  # and the other
     hess = np.full((1, n), np.rint(0.3 * hs))
     rows = rng.permutation(n).astype(np.int32)[None, :]
     node_start = np.array([0, 0, n - 40], np.int64)
@@ -740,7 +741,8 @@ def test_gradient_kernels_equal_numpy():
     np.testing.assert_allclose(h[0] / 2.0**40, s * (1 - s), atol=1e-11)
     assert np.array_equal(g, np.rint(g))  # quantized: integers
     s = quantization_scale(1000, 1.0)  # the packed sums of PACKED_ROWS rows decide
-    assert PACKED_ROWS * (s + 0.5) <= 2**31 - 1 < PACKED_ROWS * (2 * s + 0.5)
-    assert quantization_scale(1000, 1.0, hessian=True) == 2 * s  # unsigned: one bit more
+    assert PACKED_ROWS * (s + 0.5) <= 2**27 - 1 < PACKED_ROWS * (2 * s + 0.5)  # 28 bits signed
+    sh = quantization_scale(1000, 1.0, hessian=True)  # 25 bits unsigned
+    assert PACKED_ROWS * (sh + 0.5) <= 2**25 - 1 < PACKED_ROWS * (2 * sh + 0.5)
     big = quantization_scale(2**40, 1.0)  # so many rows that float64's 2**52 decides
     assert 2**40 * (big + 0.5) <= 2**52 < 2**40 * (2 * big + 0.5)

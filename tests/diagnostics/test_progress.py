@@ -179,7 +179,8 @@ def test_monitor_event_interval(monkeypatch, interval, sent):
             return []
 
     events = []
-    monkeypatch.setattr(progress, "emit", lambda topic, msg, client: events.append(msg))
+    monkeypatch.setattr(progress, "emit_many",
+                        lambda topic, msgs, client: events.extend(msgs))
     with progress.FitMonitor(Model(), "test", None, progress=False,
                              event_interval=interval) as monitor:
         for e in range(1, 21):
@@ -187,3 +188,25 @@ def test_monitor_event_interval(monkeypatch, interval, sent):
     assert [m["epoch"] for m in events] == sent
     assert events[-1]["loss"] == 1.0 / 20
     assert sorted(monitor.entries) == list(range(1, 21))
+
+
+def test_a_backlog_of_epochs_goes_to_the_scheduler_in_order_at_once(client2):
+    """A job's epochs arrive together at its end: every one is logged, in order, with the
+    same batch time (one round trip), and the fit's events are the monitor's entries."""
+    from dask_ps.diagnostics import FIT_TOPIC, FitMonitor
+
+    with dask_ps.PSModel(client2) as model:
+        model.add_table("w", shape=(4,))
+        with FitMonitor(model, "backlog", 50, progress=False) as monitor:
+            monitor.epochs_done(1, [1.0 / e for e in range(1, 51)])
+    mine = [m for _, m in client2.get_events(FIT_TOPIC) if m["fit"] == monitor.fit_id]
+    assert [m["epoch"] for m in mine] == list(range(1, 51))
+    assert [m["loss"] for m in mine] == [monitor.entries[e]["loss"] for e in range(1, 51)]
+    assert len({m["time"] for m in mine}) < 50  # batched: not one trip per epoch
+
+
+def test_emit_many_names_a_bad_value():
+    from dask_ps.diagnostics.events import emit_many
+
+    with pytest.raises(TypeError, match=r"event 'x': value of 'loss' must be a number"):
+        emit_many("x", [{"loss": 1.0}, {"loss": [1.0]}], client=None)
