@@ -194,9 +194,9 @@ _DOC_NOTES = """
     ``0.1`` 0.9597 in 26 (LightGBM's leaf-wise trees 0.960). The default ``"auto"`` is
     level-wise below 100,000 training rows, where a step's latency dominates, and ``0.1``
     from there, for accuracy (:func:`~dask_ps.algorithms._gbdt_tree.resolve_split_share`).
-    Its cost, measured on the 10^6 x 100 set on 2 workers x 1 thread (load ~2): ``0.1``
-    69.8 s (57 CPU seconds per worker process) and 97 MB of histograms pushed per tree,
-    level-wise 34.9 s (27.6) and 48 MB, where LightGBM took 48.5 s and xgboost.dask 33.9 s
+    Its cost, measured on the 10^6 x 100 set on 2 workers x 1 thread (load 0.3-2.5): ``0.1``
+    56.9 s (45 CPU seconds per worker process) and 97 MB of histograms pushed per tree,
+    level-wise 32.3 s (24.6) and 48 MB, where LightGBM took 54.7 s and xgboost.dask 39.9 s
     in the same run; pass ``split_share=1`` for the fastest fit.
 
     References

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import time
 import uuid
 from typing import Any, Callable
 
@@ -180,16 +181,25 @@ class Partitions:
             return self.workers
         from distributed import wait
 
-        for i, f in enumerate(self._parts):
-            # a partition computed from a dask graph comes back by itself (Dask recomputes
-            # it); one scattered from this process has no graph: scatter it again
-            if self._recipe is not None and f.status in ("lost", "cancelled", "error"):
-                self._parts[i] = self._remake(i)
-        wait(self._parts)
-        for f in self._parts:
-            if f.status == "error":
-                f.result()
-        who = self.client.who_has(self._parts)
+        while True:
+            for i, f in enumerate(self._parts):
+                # a partition computed from a dask graph comes back by itself (Dask
+                # recomputes it); one scattered from this process has no graph: scatter it
+                # again
+                if self._recipe is not None and f.status in ("lost", "cancelled", "error"):
+                    self._parts[i] = self._remake(i)
+            wait(self._parts)
+            for i, f in enumerate(self._parts):
+                if f.status == "error":
+                    f.result()
+                if f.status == "cancelled" and self._recipe is None:
+                    raise RuntimeError(f"partition {i} was lost and cannot be made again")
+            who = self.client.who_has(self._parts)
+            if all(who.get(f.key) for f in self._parts):
+                break
+            # the scheduler lost one that this client still sees as in memory: its news of
+            # the loss is on the way (then the wait above waits for it again)
+            time.sleep(0.05)
         self.workers = [who[f.key][0] for f in self._parts]
         return self.workers
 
