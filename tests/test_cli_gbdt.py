@@ -100,6 +100,26 @@ def test_csv_table_with_a_categorical_column_saves_evaluates_exports(client1, tm
     assert float(line.split()[2]) < 0.05
 
 
+def test_a_csv_column_of_whole_numbers_first_and_decimals_later_is_read(client1, tmp_path,
+                                                                       capsys):
+    """Dask guesses a CSV column's type from the file's first rows: whole numbers there
+    and decimals past them (or a blank) made the read fail ("Mismatched dtypes")."""
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    n = 30_000  # well past the rows dask samples for the types
+    a = rng.integers(0, 100, n).astype(float)
+    a[n // 2:] += 0.5
+    y = (a > 50).astype(int)
+    path = tmp_path / "late.csv"
+    pd.DataFrame({"a": a, "y": y}).to_csv(path, index=False, float_format="%g")
+    assert path.read_text().splitlines()[1].split(",")[0].isdigit()  # whole at the start
+    assert main(["train", "gbdt", "--train", str(path), "--format", "csv", "--label", "y",
+                 "--n-estimators", "3", "--blocksize", "64KiB", "--scheduler-file",
+                 _scheduler_file(client1, tmp_path)]) == 0
+    assert "Mismatched dtypes" not in capsys.readouterr().err
+
+
 def test_libsvm_agaricus(client1, data, tmp_path, capsys):
     sf = _scheduler_file(client1, tmp_path)
     folder = data / "lr_agaricus"

@@ -112,7 +112,7 @@ def _frame_matrix(df, categories: dict) -> np.ndarray:
     return out
 
 
-def to_matrix(X, categories: dict | None = None):
+def to_matrix(X, categories: dict | None = None, row0: int = 0):
     """A partition's features as the kernels take them.
 
     Parameters
@@ -121,6 +121,8 @@ def to_matrix(X, categories: dict | None = None):
     categories : dict, optional
         ``{column: categories}`` of a DataFrame's categorical columns (from
         :func:`frame_categories` at fit).
+    row0 : int
+        Row number in the whole ``X`` of this partition's first row (named by errors).
 
     Returns
     -------
@@ -143,8 +145,8 @@ def to_matrix(X, categories: dict | None = None):
         bad = np.flatnonzero(np.isinf(X.data))
         if bad.size:
             row = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
-            raise ValueError(f"X[{row}, {int(X.indices[bad[0]])}] = {X.data[bad[0]]} is "
-                             f"infinite")
+            raise ValueError(f"X[{row0 + row}, {int(X.indices[bad[0]])}] = {X.data[bad[0]]} "
+                             f"is infinite")
         return X
     else:
         X = np.asarray(X)
@@ -156,7 +158,7 @@ def to_matrix(X, categories: dict | None = None):
     inf = np.isinf(X)
     if inf.any():
         r, c = np.argwhere(inf)[0]
-        raise ValueError(f"X[{r}, {c}] = {X[r, c]} is infinite")
+        raise ValueError(f"X[{row0 + r}, {c}] = {X[r, c]} is infinite")
     return X
 
 
@@ -187,8 +189,14 @@ def survey(value, start: int, rate: float, seed: int, categories: dict, classify
         ``sketch`` (:class:`BinSketch`), ``n_rows``, and ``classes`` / ``counts`` or
         ``y_sum`` / ``y_min`` / ``y_max``.
     """
-    X = to_matrix(value[0], categories)
+    X = to_matrix(value[0], categories, start)
     y = labels(value[1])
+    if y.ndim != 1:
+        raise ValueError(f"y must hold one label per row: got shape {y.shape} in rows "
+                         f"{start}..{start + y.shape[0] - 1}")
+    if classify and y.dtype.kind == "f" and np.isnan(y).any():
+        raise ValueError(f"y[{start + int(np.flatnonzero(np.isnan(y))[0])}] is NaN: a "
+                         f"classifier's labels must be classes")
     out = dict(n_rows=int(X.shape[0]),
                sketch=sketch(X, np.arange(start, start + X.shape[0], dtype=np.int64), rate,
                              seed))

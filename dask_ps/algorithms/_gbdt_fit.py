@@ -16,6 +16,7 @@ import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
+from sklearn.utils.multiclass import type_of_target
 
 from ..model import PSModel
 from ..partitions import Partitions
@@ -133,6 +134,10 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     classes, n_classes = None, None
     if classify:
         classes = np.unique(np.concatenate([p["classes"] for p in parts]))
+        if type_of_target(classes) == "continuous":
+            raise ValueError(f"Unknown label type: continuous (y has {classes.shape[0]} "
+                             f"distinct non-integer values, e.g. {classes[0]!r}); a "
+                             f"classifier needs classes: use GBDTRegressor for numbers")
         if classes.shape[0] < 2:
             raise ValueError(f"the data contains only one class: {classes.tolist()[0]!r}; "
                              f"a classifier needs samples of at least 2 classes")

@@ -69,7 +69,9 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
         kw = {"sep": meta["sep"] or ","}
         if not meta["header"]:
             kw["header"] = None
-        df = dd.read_csv(path, blocksize=blocksize, **kw)
+        # integers are read as floats: dask guesses a column's type from the first block's
+        # rows, and a column of whole numbers there and decimals (or a blank) later failed
+        df = dd.read_csv(path, blocksize=blocksize, assume_missing=True, **kw)
         if not meta["header"]:
             df.columns = [str(c) for c in df.columns]
     else:

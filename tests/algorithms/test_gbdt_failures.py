@@ -14,7 +14,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.metrics import accuracy_score
 
-from dask_ps import GBDTClassifier
+from dask_ps import GBDTClassifier, GBDTRegressor
 from dask_ps.cluster import worker_info
 from dask_ps.exceptions import RecoveryError
 
@@ -103,3 +103,26 @@ def test_bad_input_on_a_cluster_reads_as_in_process(client2):
 
     with pytest.raises(ValueError, match="only one class"):
         GBDTClassifier(client=client2, **kw).fit(Xd, da.ones_like(yd))
+
+
+def test_labels_and_rows_that_skip_scikit_learns_checks_are_named_on_a_cluster(client2):
+    """Dask input reaches the workers unchecked: continuous, NaN or 2-d labels and an
+    infinite value are refused, naming the row in the whole X, not in its partition."""
+    X, y = _toy(1200)
+    chunks = ((400, 400, 400), (6,))
+    Xd = da.from_array(X, chunks=chunks)
+    kw = dict(n_estimators=3, max_leaf_nodes=7, random_state=0, max_workers=None)
+    with pytest.raises(ValueError, match="Unknown label type: continuous"):
+        GBDTClassifier(client=client2, **kw).fit(Xd, da.from_array(X[:, 0], chunks=400))
+    yn = y.astype(float)
+    yn[1000] = np.nan
+    with pytest.raises(ValueError, match=r"y\[1000\] is NaN"):
+        GBDTClassifier(client=client2, **kw).fit(Xd, da.from_array(yn, chunks=400))
+    with pytest.raises(ValueError, match=r"one label per row: got shape \(400, 2\)"):
+        GBDTRegressor(client=client2, **kw).fit(
+            Xd, da.from_array(np.column_stack([y, y]), chunks=(400, 2)))
+    Xi = X.copy()
+    Xi[1034, 2] = np.inf
+    with pytest.raises(ValueError, match=r"X\[1034, 2\] = inf is infinite"):
+        GBDTClassifier(client=client2, **kw).fit(da.from_array(Xi, chunks=chunks),
+                                                 da.from_array(y, chunks=400))
