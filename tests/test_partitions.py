@@ -253,6 +253,42 @@ def test_a_move_to_a_paused_worker_runs_elsewhere_instead_of_waiting(client2):
         client2.run(set_status, Status.running, workers=[b])
 
 
+def test_in_memory_data_goes_to_the_running_workers_and_all_paused_is_named(client2):
+    """A scatter to a paused worker waits, then fails after 30 s ("No valid workers
+    found"): in-memory data goes to the running workers; asked to go only to paused ones,
+    placing says so at once."""
+    from distributed.core import Status
+
+    a, b = sorted(client2.nthreads())
+    Xn = np.arange(600.0).reshape(200, 3) + 0.25  # values of its own (keys of its own)
+
+    def set_status(status, dask_worker):  # the memory monitor off while paused by hand
+        mm = dask_worker.memory_manager
+        if status == Status.paused:
+            mm._dask_ps_pause2, mm.memory_pause_fraction = mm.memory_pause_fraction, False
+        else:
+            mm.memory_pause_fraction = mm._dask_ps_pause2
+        dask_worker.status = status
+
+    def seen_as(dask_scheduler):
+        return dask_scheduler.workers[b].status.name
+
+    client2.run(set_status, Status.paused, workers=[b])
+    try:
+        deadline = time.monotonic() + 30
+        while client2.run_on_scheduler(seen_as) != "paused" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        with partition(Xn, client=client2) as data:
+            assert set(data.workers) == {a}
+            np.testing.assert_array_equal(np.concatenate(data.reduce(lambda v: v)), Xn)
+        with pytest.raises(ValueError, match=r"paused .*or gone: \['tcp"):
+            partition(Xn, client=client2, workers=[b])
+        assert time.monotonic() - t0 < 25  # generous: no 30 s wait for the paused worker
+    finally:
+        client2.run(set_status, Status.running, workers=[b])
+
+
 def test_dask_tuples_are_read_once_and_kept_aligned(client2):
     import dask.array as da
 

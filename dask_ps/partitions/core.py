@@ -404,6 +404,24 @@ def _threads(client, workers: list[str] | None = None) -> dict[str, int]:
     return {a: threads[a] for a in workers}
 
 
+def _running(client, threads: dict[str, int]) -> dict[str, int]:
+    """The running ones of ``threads``' workers: a scatter to a paused worker waits for it,
+    then fails with distributed's "No valid workers found" (30 s).
+
+    Raises
+    ------
+    ValueError
+        Every one of them is paused (at its memory limit) or gone, naming them.
+    """
+    info = worker_info(client)
+    out = {a: t for a, t in threads.items()
+           if info.get(a, {"status": "gone"}).get("status", "running") == "running"}
+    if not out:
+        raise ValueError(f"the workers to hold the data are paused (at their memory limit) "
+                         f"or gone: {sorted(threads)}")
+    return out
+
+
 def _from_memory(data, client, n_partitions, bounds=None, threads=None) -> Partitions:
     data = tuple(_rows_ready(x) for x in data) if isinstance(data, tuple) else _rows_ready(data)
     inputs.check_rows(data)
@@ -412,8 +430,8 @@ def _from_memory(data, client, n_partitions, bounds=None, threads=None) -> Parti
         raise ValueError("data has no rows")
     if client is None:
         threads = {}
-    elif threads is None:
-        threads = _threads(client)
+    else:
+        threads = _running(client, _threads(client) if threads is None else threads)
     if bounds is None:
         k = min(n_partitions or max(1, sum(threads.values()) if threads else 1), n)
         bounds = inputs.split_bounds(n, k)
