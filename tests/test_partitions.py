@@ -211,13 +211,40 @@ def test_balancing_moves_are_part_of_placing_not_later_transfers(client2):
         np.testing.assert_array_equal(np.concatenate(data.reduce(lambda v: v)), Xn)
 
 
+@contextlib.contextmanager
+def _paused(client, worker):
+    """``worker`` paused by hand (its memory monitor off meanwhile) until the block ends;
+    entered once the scheduler sees it paused (the worker tells it in its own time)."""
+    from distributed.core import Status
+
+    def set_status(status, dask_worker):
+        mm = dask_worker.memory_manager
+        if status == Status.paused:
+            mm._dask_ps_pause, mm.memory_pause_fraction = mm.memory_pause_fraction, False
+        else:
+            mm.memory_pause_fraction = mm._dask_ps_pause
+        dask_worker.status = status
+
+    def seen_as(dask_scheduler):
+        return dask_scheduler.workers[worker].status.name
+
+    client.run(set_status, Status.paused, workers=[worker])
+    try:
+        deadline = time.monotonic() + 30
+        while client.run_on_scheduler(seen_as) != "paused" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert client.run_on_scheduler(seen_as) == "paused"
+        yield
+    finally:
+        client.run(set_status, Status.running, workers=[worker])
+
+
 def test_a_move_to_a_paused_worker_runs_elsewhere_instead_of_waiting(client2):
     """Balancing moves are strict (Dask's work stealing would undo them), so a paused target
     would hold one forever: after WAIT_INTERVAL the move is resubmitted loose and runs on a
     worker that can, and the placement finishes with the data intact."""
     import dask
     import dask.array as da
-    from distributed.core import Status
 
     from dask_ps.partitions.core import WAIT_INTERVAL
 
@@ -227,57 +254,22 @@ def test_a_move_to_a_paused_worker_runs_elsewhere_instead_of_waiting(client2):
     X = da.concatenate([da.from_delayed(dask.delayed(f), shape=(100, 2), dtype=float)
                         for f in futures])
 
-    def set_status(status, dask_worker):  # the memory monitor off while paused by hand
-        mm = dask_worker.memory_manager
-        if status == Status.paused:
-            mm._dask_ps_pause, mm.memory_pause_fraction = mm.memory_pause_fraction, False
-        else:
-            mm.memory_pause_fraction = mm._dask_ps_pause
-        dask_worker.status = status
-
-    def seen_as(dask_scheduler):
-        return dask_scheduler.workers[b].status.name
-
-    client2.run(set_status, Status.paused, workers=[b])
-    try:
-        deadline = time.monotonic() + 30  # the worker tells the scheduler in its own time
-        while client2.run_on_scheduler(seen_as) != "paused" and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert client2.run_on_scheduler(seen_as) == "paused"
+    with _paused(client2, b):
         t0 = time.perf_counter()
         with partition(X, client=client2) as data:
             assert set(data.workers) == {a}  # b could take nothing
             np.testing.assert_array_equal(np.concatenate(data.reduce(lambda v: v)), Xn)
         assert time.perf_counter() - t0 < 30 * WAIT_INTERVAL  # generous: it did not hang
-    finally:
-        client2.run(set_status, Status.running, workers=[b])
 
 
 def test_in_memory_data_goes_to_the_running_workers_and_all_paused_is_named(client2):
     """A scatter to a paused worker waits, then fails after 30 s ("No valid workers
     found"): in-memory data goes to the running workers; asked to go only to paused ones,
     placing says so at once."""
-    from distributed.core import Status
-
     a, b = sorted(client2.nthreads())
     Xn = np.arange(600.0).reshape(200, 3) + 0.25  # values of its own (keys of its own)
 
-    def set_status(status, dask_worker):  # the memory monitor off while paused by hand
-        mm = dask_worker.memory_manager
-        if status == Status.paused:
-            mm._dask_ps_pause2, mm.memory_pause_fraction = mm.memory_pause_fraction, False
-        else:
-            mm.memory_pause_fraction = mm._dask_ps_pause2
-        dask_worker.status = status
-
-    def seen_as(dask_scheduler):
-        return dask_scheduler.workers[b].status.name
-
-    client2.run(set_status, Status.paused, workers=[b])
-    try:
-        deadline = time.monotonic() + 30
-        while client2.run_on_scheduler(seen_as) != "paused" and time.monotonic() < deadline:
-            time.sleep(0.01)
+    with _paused(client2, b):
         t0 = time.monotonic()
         with partition(Xn, client=client2) as data:
             assert set(data.workers) == {a}
@@ -285,8 +277,6 @@ def test_in_memory_data_goes_to_the_running_workers_and_all_paused_is_named(clie
         with pytest.raises(ValueError, match=r"paused .*or gone: \['tcp"):
             partition(Xn, client=client2, workers=[b])
         assert time.monotonic() - t0 < 25  # generous: no 30 s wait for the paused worker
-    finally:
-        client2.run(set_status, Status.running, workers=[b])
 
 
 def test_dask_tuples_are_read_once_and_kept_aligned(client2):
