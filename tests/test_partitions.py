@@ -265,7 +265,9 @@ def test_a_move_to_a_paused_worker_runs_elsewhere_instead_of_waiting(client2):
 def test_in_memory_data_goes_to_the_running_workers_and_all_paused_is_named(client2):
     """A scatter to a paused worker waits, then fails after 30 s ("No valid workers
     found"): in-memory data goes to the running workers; asked to go only to paused ones,
-    placing says so at once."""
+    placing waits for them up to dask-ps.pause-timeout, then says so."""
+    import dask
+
     a, b = sorted(client2.nthreads())
     Xn = np.arange(600.0).reshape(200, 3) + 0.25  # values of its own (keys of its own)
 
@@ -274,7 +276,8 @@ def test_in_memory_data_goes_to_the_running_workers_and_all_paused_is_named(clie
         with partition(Xn, client=client2) as data:
             assert set(data.workers) == {a}
             np.testing.assert_array_equal(np.concatenate(data.reduce(lambda v: v)), Xn)
-        with pytest.raises(ValueError, match=r"paused .*or gone: \['tcp"):
+        with dask.config.set({"dask-ps.pause-timeout": 1}), \
+                pytest.raises(MemoryError, match=r"stayed paused .*for 1 s .*: \['tcp"):
             partition(Xn, client=client2, workers=[b])
         assert time.monotonic() - t0 < 25  # generous: no 30 s wait for the paused worker
 

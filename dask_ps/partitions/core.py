@@ -359,6 +359,9 @@ def partition(data, *, client=None, n_partitions: int | None = None,
         worker of the cluster.
     TypeError
         Data of a kind that has no rows.
+    MemoryError
+        In-memory data whose workers all stayed paused (at their memory limit) for
+        ``dask-ps.pause-timeout`` seconds (a paused worker takes none while others run).
 
     Examples
     --------
@@ -405,21 +408,32 @@ def _threads(client, workers: list[str] | None = None) -> dict[str, int]:
 
 
 def _running(client, threads: dict[str, int]) -> dict[str, int]:
-    """The running ones of ``threads``' workers: a scatter to a paused worker waits for it,
-    then fails with distributed's "No valid workers found" (30 s).
+    """The running ones of ``threads``' workers (a scatter to a paused worker waits for it,
+    then fails with distributed's "No valid workers found", 30 s); if every one is paused,
+    they are waited for, up to ``dask-ps.pause-timeout`` seconds.
 
     Raises
     ------
-    ValueError
-        Every one of them is paused (at its memory limit) or gone, naming them.
+    MemoryError
+        Every one of them stayed paused (at its memory limit) or left, naming them.
     """
-    info = worker_info(client)
-    out = {a: t for a, t in threads.items()
-           if info.get(a, {"status": "gone"}).get("status", "running") == "running"}
-    if not out:
-        raise ValueError(f"the workers to hold the data are paused (at their memory limit) "
-                         f"or gone: {sorted(threads)}")
-    return out
+    import dask
+
+    from ..cluster import PAUSE_TIMEOUT
+
+    timeout = float(dask.config.get("dask-ps.pause-timeout", PAUSE_TIMEOUT))
+    deadline = time.monotonic() + timeout
+    while True:
+        info = worker_info(client)
+        out = {a: t for a, t in threads.items()
+               if info.get(a, {"status": "gone"}).get("status", "running") == "running"}
+        if out:
+            return out
+        if time.monotonic() > deadline:
+            raise MemoryError(f"the workers to hold the data stayed paused (at their memory "
+                              f"limit) or left for {timeout:g} s (dask-ps.pause-timeout): "
+                              f"{sorted(threads)}")
+        time.sleep(0.1)
 
 
 def _from_memory(data, client, n_partitions, bounds=None, threads=None) -> Partitions:
