@@ -10,11 +10,11 @@ import dask_ps.io.libsvm
 import dask_ps.io.ratings
 import dask_ps.model.checkpoint
 import dask_ps.model.core
-import dask_ps.partitions.core
+import dask_ps.partitions.placing
 
 MODULES = [dask_ps.algorithms.fm, dask_ps.algorithms.lda, dask_ps.model.core,
            dask_ps.model.checkpoint, dask_ps.io.libsvm,
-           dask_ps.io.ratings, dask_ps.partitions.core]
+           dask_ps.io.ratings, dask_ps.partitions.placing]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)

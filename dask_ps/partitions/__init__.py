@@ -10,7 +10,8 @@ a task in a fresh order every epoch; a task sees :class:`Partition` handles, loa
 partition at a time, and keeps what must live across epochs in :attr:`Partition.state`.
 """
 
-from .core import Partitions, partition
+from .core import Partitions
+from .placing import partition
 from .worker import Partition, cache_budget
 
 __all__ = ["Partition", "Partitions", "cache_budget", "partition"]
