@@ -125,6 +125,12 @@ def _gather(rows, node_start, node_count, nodes_per_tree, build_nodes, grad, hes
     return starts, orow, gh
 
 
+@numba.njit(inline="always", **_JIT)
+def _fields(v):
+    """(grad, hess, count) int64 sums of a packed word (see :data:`GRAD_SHIFT`)."""
+    return v >> GRAD_SHIFT, (v >> HESS_SHIFT) & _HESS_MASK, v & _COUNT_MASK
+
+
 @numba.njit(**_JIT)
 def _one_column(col, orow, gh, a, e, sp):
     for ii in range(a, e):
@@ -155,10 +161,10 @@ def _columns(binned, c, k, orow, gh, a, e, sp, sg):
         if a0 > a:
             for q in range(k):
                 for b in range(sp.shape[1]):
-                    v = sp[q, b]
-                    sg[0, q, b] += v >> GRAD_SHIFT
-                    sg[1, q, b] += (v >> HESS_SHIFT) & _HESS_MASK
-                    sg[2, q, b] += v & _COUNT_MASK
+                    g, h, n = _fields(sp[q, b])
+                    sg[0, q, b] += g
+                    sg[1, q, b] += h
+                    sg[2, q, b] += n
                     sp[q, b] = 0
             carried = True
         e0 = min(e, a0 + PACKED_ROWS)
@@ -174,10 +180,7 @@ def _columns(binned, c, k, orow, gh, a, e, sp, sg):
 @numba.njit(inline="always", **_JIT)
 def _take(sp, sg, q, b, carried):
     """Bin ``b`` of column scratch ``q`` as (grad, hess, count) float64 sums, cleared."""
-    v = sp[q, b]
-    g = v >> GRAD_SHIFT
-    h = (v >> HESS_SHIFT) & _HESS_MASK
-    n = v & _COUNT_MASK
+    g, h, n = _fields(sp[q, b])
     sp[q, b] = 0
     if carried:
         g += sg[0, q, b]

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from .. import _compat
-from ..cluster import worker_info
+from ..cluster import PauseWatch, worker_info
 from . import inputs
 from .core import LOCAL, WAIT_INTERVAL, Partitions, _client_of, _finish
 from .worker import io_counters
@@ -56,8 +56,8 @@ def partition(data, *, client=None, n_partitions: int | None = None,
     ------
     ValueError
         Empty data, tuples whose elements do not have the same rows, unknown dask chunk
-        sizes, a bad ``n_partitions``, ``by`` that is not a column, or ``workers`` naming no
-        worker of the cluster.
+        sizes, a bad ``n_partitions``, ``by`` that is not a column, ``workers`` naming no
+        worker of the cluster, or in-memory data whose workers all left the cluster.
     TypeError
         Data of a kind that has no rows.
     MemoryError
@@ -111,29 +111,25 @@ def _threads(client, workers: list[str] | None = None) -> dict[str, int]:
 def _running(client, threads: dict[str, int]) -> dict[str, int]:
     """The running ones of ``threads``' workers (a scatter to a paused worker waits for it,
     then fails with distributed's "No valid workers found", 30 s); if every one is paused,
-    they are waited for, up to ``dask-ps.pause-timeout`` seconds.
+    they are waited for as :class:`~dask_ps.cluster.PauseWatch` waits for a computation
+    (``dask-ps.pause-timeout``).
 
     Raises
     ------
     MemoryError
-        Every one of them stayed paused (at its memory limit) or left, naming them.
+        Every one of them stayed paused at its memory limit, naming them.
+    ValueError
+        Every one of them left the cluster.
     """
-    import dask
-
-    from ..cluster import PAUSE_TIMEOUT
-
-    timeout = float(dask.config.get("dask-ps.pause-timeout", PAUSE_TIMEOUT))
-    deadline = time.monotonic() + timeout
+    watch = PauseWatch(client, f"placing the data on {sorted(threads)}", workers=list(threads))
     while True:
         info = worker_info(client)
-        out = {a: t for a, t in threads.items()
-               if info.get(a, {"status": "gone"}).get("status", "running") == "running"}
+        if not set(threads) & set(info):
+            raise ValueError(f"the workers to hold the data left the cluster: {sorted(threads)}")
+        out = {a: t for a, t in threads.items() if info.get(a, {}).get("status") == "running"}
         if out:
             return out
-        if time.monotonic() > deadline:
-            raise MemoryError(f"the workers to hold the data stayed paused (at their memory "
-                              f"limit) or left for {timeout:g} s (dask-ps.pause-timeout): "
-                              f"{sorted(threads)}")
+        watch.check(len(threads), len(threads))
         time.sleep(0.1)
 
 
