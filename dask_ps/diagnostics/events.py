@@ -131,6 +131,20 @@ def emit_many(topic: str, msgs: list[dict], client=None) -> bool:
     100 GBDT rounds: ~60 ms of a 1.1 s fit, measured). Falls back to one call per event if
     the scheduler cannot run dask_ps's code (a remote scheduler without it).
 
+    Parameters
+    ----------
+    topic : str
+    msgs : list of dict
+        Numbers, strings, bools or None each; ``time`` (seconds since the epoch, the same
+        for the whole batch) is added.
+    client : distributed.Client, optional
+        Default: the worker of the calling task, else the current client.
+
+    Returns
+    -------
+    bool
+        False when there is no cluster to log them on.
+
     Raises
     ------
     TypeError
