@@ -158,6 +158,10 @@ def test_uneven_chunks_are_moved_to_even_the_rows_per_worker(client2):
     with partition(placed([a] * 8 + [b] * 2), client=client2) as data:
         rows = {w: sum(n for n, v in zip(data.n_rows, data.workers) if v == w) for w in (a, b)}
         assert rows == {a: 500, b: 500}
+        # where the moves put them (not asked of the scheduler again): what it says
+        who = client2.who_has(data._parts)
+        assert data.workers == [who[f.key][0] for f in data._parts]
+        assert data.n_rows == [100] * 10 and data.nbytes == [1600] * 10
         np.testing.assert_array_equal(np.concatenate(data.reduce(lambda v: v)), Xn)
     even = [a if i % 2 else b for i in range(10)]
     with partition(placed(even), client=client2) as data:  # left as it is
@@ -258,6 +262,8 @@ def test_a_move_to_a_paused_worker_runs_elsewhere_instead_of_waiting(client2):
         t0 = time.perf_counter()
         with partition(X, client=client2) as data:
             assert set(data.workers) == {a}  # b could take nothing
+            who = client2.who_has(data._parts)
+            assert data.workers == [who[f.key][0] for f in data._parts]
             np.testing.assert_array_equal(np.concatenate(data.reduce(lambda v: v)), Xn)
         assert time.perf_counter() - t0 < 30 * WAIT_INTERVAL  # generous: it did not hang
 

@@ -281,13 +281,15 @@ class Partitions:
         self.release()
 
 
-def _finish(client, futures: list, *, start, placed=None) -> Partitions:
+def _finish(client, futures: list, *, start, placed=None, spill: bool = True) -> Partitions:
     """Partitions of computed ``futures`` (waited for; the first error raised); ``placed``:
-    the io counters once in place, default now."""
+    the io counters once in place, default now; ``spill=False``: :func:`fit_spill_target`
+    already ran on the workers (``start`` from :func:`~.worker.placing_counters`)."""
     from distributed import wait
 
     # the workers spill what they read early enough to keep room for the rest of the process
-    client.run(fit_spill_target)
+    if spill:
+        client.run(fit_spill_target)
     # each partition is described as soon as it lands, where it lands (one round trip of
     # the scheduler fewer than describing them after the wait: ~20 ms of 10 tasks, measured)
     described = client.map(inputs.describe, futures, pure=False)

@@ -319,6 +319,13 @@ def drop_state(uid: str) -> int:
     return len(keys)
 
 
+def placing_counters(dask_worker=None) -> dict:
+    """:func:`fit_spill_target`, then :func:`io_counters`: what a placement of computed
+    partitions runs on every worker before they land, in one round trip."""
+    fit_spill_target(dask_worker)
+    return io_counters(dask_worker)
+
+
 def io_counters(dask_worker=None, keys=()) -> dict:
     """This worker's source reads and incoming transfers so far, and where ``keys`` are now:
     bytes in memory (``sizeof``) and on Dask's local disk (pickled)."""
