@@ -168,6 +168,11 @@ def labels(y) -> np.ndarray:
     return y.reshape(-1) if y.ndim == 2 and y.shape[1] == 1 else y
 
 
+#: Labels of a regression partition sent to the driver by :func:`survey` (every k-th), for
+#: :func:`~._gbdt_fit.check_quantization`.
+LABEL_SAMPLE = 1000
+
+
 def survey(value, start: int, rate: float, seed: int, categories: dict, classify: bool):
     """What the driver needs from one training partition before the first tree.
 
@@ -187,7 +192,8 @@ def survey(value, start: int, rate: float, seed: int, categories: dict, classify
     -------
     dict
         ``sketch`` (:class:`BinSketch`), ``n_rows``, and ``classes`` / ``counts`` or
-        ``y_sum`` / ``y_min`` / ``y_max``.
+        ``y_sum`` / ``y_min`` / ``y_max`` / ``y_sample`` (every k-th label, at most about
+        :data:`LABEL_SAMPLE`).
     """
     X = to_matrix(value[0], categories, start)
     y = labels(value[1])
@@ -208,7 +214,8 @@ def survey(value, start: int, rate: float, seed: int, categories: dict, classify
         if bad.size:
             raise ValueError(f"y[{start + bad[0]}] = {y[bad[0]]} is not finite")
         out.update(y_sum=float(y.sum()), y_min=float(y.min(initial=np.inf)),
-                   y_max=float(y.max(initial=-np.inf)))
+                   y_max=float(y.max(initial=-np.inf)),
+                   y_sample=y[:: max(1, y.shape[0] // LABEL_SAMPLE)].copy())
     return out
 
 

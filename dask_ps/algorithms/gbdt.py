@@ -105,8 +105,7 @@ _DOC_PARAMS = """
         does, best gains first when the leaf budget runs out) — one histogram push and
         one split query per level; less: best-first in batches, each step splitting the
         best nodes within this share of the tree's remaining leaf budget, closer to
-        LightGBM's leaf-wise trees but in more steps. "auto": 1 below 100,000 training
-        rows, 0.1 from there. See the notes.
+        LightGBM's leaf-wise trees but in more steps. "auto": see the notes.
     categorical_features : "from_dtype", None, or array-like of int, bool or str
         Categorical columns: "from_dtype" takes a DataFrame's ``category`` columns (their
         codes); or the columns' indices, a boolean mask, or names. Values of a categorical
@@ -184,20 +183,16 @@ _DOC_NOTES = """
     Notes
     -----
     Trees are the same for any number of workers, partitions and shards (gradients are
-    quantized so sums are exact; bins come from a sample of rows chosen by row id).
-    Growth policy: level-wise (``split_share=1``) needs one synchronisation per level, best-
-    first (``split_share < 1``) more (``0.1``: 3 to 4.3 times as many). Measured (100
-    trees, 63 leaves, 255 bins, single-process reference booster): on LightGBM's example
-    (7,000 rows) level-wise reaches test AUC 0.8345 in 8.8 steps per tree (LightGBM 0.816),
-    ``0.1`` 0.833 in 26.5; on a 10^6 x 100 ``make_classification`` set (800k training
-    rows) level-wise 0.9475 in 6.1 steps (XGBoost depth-wise 0.947), ``0.25`` 0.957,
-    ``0.1`` 0.9597 in 26 (LightGBM's leaf-wise trees 0.960). The default ``"auto"`` is
-    level-wise below 100,000 training rows, where a step's latency dominates, and ``0.1``
-    from there, for accuracy (:func:`~dask_ps.algorithms._gbdt_tree.resolve_split_share`).
-    Its cost, measured on the 10^6 x 100 set on 2 workers x 1 thread (load 0.3-2.5): ``0.1``
-    56.9 s (45 CPU seconds per worker process) and 97 MB of histograms pushed per tree,
-    level-wise 32.3 s (24.6) and 48 MB, where LightGBM took 54.7 s and xgboost.dask 39.9 s
-    in the same run; pass ``split_share=1`` for the fastest fit.
+    quantized so sums are exact; bins come from a sample of rows chosen by row id). Growth:
+    level-wise (``split_share=1``) needs one synchronisation per level, best-first (``< 1``)
+    more (``0.1``: 3 to 4.3 times as many). The default ``"auto"`` is level-wise below
+    100,000 training rows, where a step's latency dominates, and ``0.1`` from there, for
+    accuracy (:func:`~dask_ps.algorithms._gbdt_tree.resolve_split_share`). Measured (100
+    trees, 63 leaves, 255 bins): LightGBM's example (7,000 rows) level-wise, test AUC 0.8345
+    in 8.8 steps per tree (LightGBM 0.816); a 10^6 x 100 ``make_classification`` set on 2
+    workers x 1 thread, level-wise 0.9475 in 6.1 steps, 32.3 s and 48 MB of histograms
+    pushed per tree, ``0.1`` 0.9597 in 26 steps, 56.9 s and 97 MB, where LightGBM took 54.7 s
+    (0.960) and xgboost.dask 39.9 s (0.947) in the same run: ``split_share=1`` fits fastest.
 
     References
     ----------
@@ -354,10 +349,15 @@ class _GBDT(PSEstimator):
         Raises
         ------
         ValueError
-            Bad parameters; a single class; labels outside the classes in ``eval_set``;
-            infinite values or non-finite labels (naming the row); a categorical column
-            with non-integer or too large values; ``early_stopping_rounds`` without
-            ``eval_set``.
+            Bad parameters; a single class; labels outside the classes in ``eval_set``; infinite
+            values or non-finite labels (naming the row); a categorical column with non-integer
+            or too large values; ``early_stopping_rounds`` without ``eval_set``.
+
+        Warns
+        -----
+        UserWarning
+            Regression labels so extreme that most rows' quantized gradients are coarse
+            (:func:`~dask_ps.algorithms._gbdt_fit.check_quantization`).
         """
         self._validate()
         if self.early_stopping_rounds is not None and not eval_set:
