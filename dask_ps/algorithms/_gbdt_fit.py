@@ -91,7 +91,7 @@ COARSE_STEPS = 64
 def check_quantization(y_sample: np.ndarray, base: float, bound: float, n_train: int) -> None:
     """Warn when a regression's first gradients are too coarse for most rows.
 
-    Gradients are quantized at a step of about 2**-17 of the largest ``|y - mean|`` (exact
+    Gradients are quantized in steps of 2**-17 to 2**-16 of the largest ``|y - mean|`` (exact
     integer sums, :func:`._gbdt_kernels.quantization_scale`): a few extreme labels make the
     step larger than most rows' gradients, which then round to a few steps or to 0 (one
     ``y = 1e9`` among labels of order 1). HistGradientBoosting and LightGBM sum floats and
