@@ -210,3 +210,36 @@ def test_csv_without_rows_or_columns_is_named(client1, tmp_path, capsys, content
                  _scheduler_file(client1, tmp_path)]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == \
         f"dask-ps: error: {path}: {message}"
+
+
+def test_table_columns_the_model_cannot_take_are_named(client1, tmp_path, capsys):
+    """A text column of a Parquet file that is not --categorical, a test file with other
+    feature columns than training's, an infinite value (named with its column)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({"a": rng.normal(size=300), "shop": rng.choice(list("abc"), 300),
+                       "y": rng.integers(0, 2, 300)})
+    df.to_parquet(tmp_path / "s.parquet")
+    df.assign(extra=1.0).to_csv(tmp_path / "extra.csv", index=False)
+    df.to_csv(tmp_path / "s.csv", index=False)
+    df.loc[120, "a"] = np.inf
+    df.to_parquet(tmp_path / "inf.parquet")
+    sf = _scheduler_file(client1, tmp_path)
+
+    def error(*argv):
+        assert main(["train", "gbdt", *argv, "--label", "y", "--n-estimators", "2",
+                     "--scheduler-file", sf]) == 2
+        return capsys.readouterr().err.strip().splitlines()[-1]
+
+    train = str(tmp_path / "s.parquet")
+    assert error("--train", train, "--format", "parquet") == \
+        f"dask-ps: error: {train}: column 'shop' is not numeric (string); name it in --categorical"
+    test = str(tmp_path / "extra.csv")
+    assert error("--train", str(tmp_path / "s.csv"), "--test", test, "--format", "csv",
+                 "--categorical", "shop") == \
+        (f"dask-ps: error: {test}: feature columns ['a', 'shop', 'extra'] differ from the "
+         f"training data's ['a', 'shop']")
+    assert error("--train", str(tmp_path / "inf.parquet"), "--format", "parquet",
+                 "--categorical", "shop") == \
+        "dask-ps: error: X[120, 0] (column 'a') = inf is infinite"

@@ -133,11 +133,14 @@ def to_matrix(X, categories: dict | None = None, row0: int = 0, name: str = "X")
     Raises
     ------
     ValueError
-        Infinite values (naming the row and column), or a column that is neither numeric
-        nor categorical.
+        Infinite values (naming the row and column, and a DataFrame's column name), or a
+        column that is neither numeric nor categorical.
     """
+    columns = None
     if hasattr(X, "iloc"):
-        X = _frame_matrix(X.to_frame() if X.ndim == 1 else X, categories or {})
+        X = X.to_frame() if X.ndim == 1 else X
+        columns = list(X.columns)
+        X = _frame_matrix(X, categories or {})
     elif sp.issparse(X) or hasattr(X, "to_scipy_sparse"):
         X = X.to_scipy_sparse() if hasattr(X, "to_scipy_sparse") else X
         X = sp.csr_matrix(X, dtype=np.float64)
@@ -160,7 +163,8 @@ def to_matrix(X, categories: dict | None = None, row0: int = 0, name: str = "X")
     inf = np.isinf(X)
     if inf.any():
         r, c = np.argwhere(inf)[0]
-        raise ValueError(f"{name}[{row0 + r}, {c}] = {X[r, c]} is infinite")
+        column = "" if columns is None else f" (column {columns[c]!r})"
+        raise ValueError(f"{name}[{row0 + r}, {c}]{column} = {X[r, c]} is infinite")
     return X
 
 

@@ -77,8 +77,17 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
         label = meta.get("label") or str(df.columns[0])
         if label not in df.columns:
             raise ValueError(f"{path}: no label column {label!r} (columns: {list(df.columns)})")
+        text = [c for c, t in df.dtypes.items() if c != label and t.kind not in "biuf"
+                and c not in (meta.get("categorical") or ())]
+        if text:
+            raise ValueError(f"{path}: column {text[0]!r} is not numeric "
+                             f"({df.dtypes[text[0]]}); name it in --categorical")
     meta["label"] = label
     X = df.drop(columns=[label])
+    features = [str(c) for c in X.columns]
+    if meta.setdefault("features", features) != features:
+        raise ValueError(f"{path}: feature columns {features} differ from the training "
+                         f"data's {meta['features']}")
     for c in meta.get("categorical") or ():
         if c not in X.columns:
             raise ValueError(f"{path}: --categorical names {c!r}, not a column")
