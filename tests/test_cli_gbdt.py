@@ -133,3 +133,113 @@ def test_libsvm_agaricus(client1, data, tmp_path, capsys):
 def test_table_options_apply_to_tables_only(capsys):
     assert main(["train", "gbdt", "--train", "x.svm", "--label", "y"]) == 2
     assert "--label applies to --format csv|parquet" in capsys.readouterr().err
+
+
+def _lines(path, n, seed, bad=None):
+    """``a,b,y`` with ``n`` rows of whole-number labels; ``bad``: {file line: text}."""
+    rng = np.random.default_rng(seed)
+    lines = ["a,b,y"] + [f"{a:.6f},{b:.6f},{int(a > 0)}"
+                         for a, b in rng.normal(size=(n, 2))]
+    for lineno, text in (bad or {}).items():
+        lines[lineno - 1] = text
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("abc,0.5,1", "column 'a' (field 1): 'abc' is not a finite number"),
+    ("0.1,0.5,1,7", "expected 3 fields, got 4"),
+    ("0.1,inf,1", "column 'b' (field 2): 'inf' is not a finite number"),
+    ("0.1,0.5,", "column 'y' is empty"),
+])
+def test_a_bad_csv_line_is_named_by_file_line_and_column(client1, tmp_path, capsys, text,
+                                                         reason):
+    """The line is the file's (the header is line 1), past the first block; one line of
+    error, no traceback."""
+    path = _lines(tmp_path / "bad.csv", 3000, 0, {2501: text})
+    assert main(["train", "gbdt", "--train", path, "--format", "csv", "--label", "y",
+                 "--n-estimators", "2", "--blocksize", "16KiB", "--scheduler-file",
+                 _scheduler_file(client1, tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"dask-ps: error: {path}, line 2501: {reason}"
+    assert not any(line.startswith("Traceback") for line in err)
+
+
+def test_csv_labels_written_as_integers_give_integer_classes(client1, tmp_path, capsys):
+    """Only the features are read as floats: a classifier's classes are the file's ints."""
+    train, model = _lines(tmp_path / "tr.csv", 400, 1), str(tmp_path / "m.npz")
+    assert main(["train", "gbdt", "--train", train, "--test", train, "--format", "csv",
+                 "--n-estimators", "2", "--label", "y", "--save", model, "--scheduler-file",
+                 _scheduler_file(client1, tmp_path)]) == 0
+    est, _ = dask_ps.saving.load_estimator(model)
+    assert est.classes_.tolist() == [0, 1] and est.classes_.dtype.kind == "i"
+    # labels with a point stay floats
+    floats = tmp_path / "f.csv"
+    floats.write_text(open(train).read().replace(",0\n", ",0.0\n").replace(",1\n", ",1.0\n"))
+    assert main(["train", "gbdt", "--train", str(floats), "--format", "csv", "--n-estimators",
+                 "2", "--label", "y", "--save", model, "--scheduler-file",
+                 _scheduler_file(client1, tmp_path)]) == 0
+    assert dask_ps.saving.load_estimator(model)[0].classes_.dtype.kind == "f"
+
+
+def test_a_decimal_label_past_the_sample_of_whole_ones_is_named(client1, tmp_path):
+    """The label's type comes from the first MiB; a decimal label past it is a bad line."""
+    from dask_ps.io._csv import SAMPLE_BYTES, read_frame
+
+    n = 2 * SAMPLE_BYTES // 30
+    path = _lines(tmp_path / "big.csv", n, 2, {n: "0.1,0.5,0.5"})
+    frame, label = read_frame(path, "y", blocksize="256KiB")
+    assert label == "y" and frame.npartitions > 4 and frame.dtypes["y"].kind == "i"
+    with pytest.raises(ValueError, match=f"^{path}, line {n}: column 'y' \\(field 3\\): "
+                                         "'0.5' is not a whole number"):
+        client1.compute(frame, sync=True)
+
+
+@pytest.mark.parametrize("content, extra, message", [
+    ("", (), "no columns (an empty file?)"),
+    ("a,b,y\n", (), "no rows"),
+    ("a,b,y\n1,2,0\n", ("--label", "z"), "no column 'z' (columns: ['a', 'b', 'y'])"),
+    ("a,b,y\n1,2,0\n", ("--categorical", "c"), "no column 'c' (columns: ['a', 'b', 'y'])"),
+])
+def test_csv_without_rows_or_columns_is_named(client1, tmp_path, capsys, content, extra,
+                                              message):
+    path = tmp_path / "t.csv"
+    path.write_text(content)
+    assert main(["train", "gbdt", "--train", str(path), "--format", "csv", *extra,
+                 "--n-estimators", "2", "--scheduler-file",
+                 _scheduler_file(client1, tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == \
+        f"dask-ps: error: {path}: {message}"
+
+
+def test_table_columns_the_model_cannot_take_are_named(client1, tmp_path, capsys):
+    """A text column of a Parquet file that is not --categorical, a test file with other
+    feature columns than training's, an infinite value (named with its column)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({"a": rng.normal(size=300), "shop": rng.choice(list("abc"), 300),
+                       "y": rng.integers(0, 2, 300)})
+    df.to_parquet(tmp_path / "s.parquet")
+    df.assign(extra=1.0).to_csv(tmp_path / "extra.csv", index=False)
+    df.to_csv(tmp_path / "s.csv", index=False)
+    df.loc[120, "a"] = np.inf
+    df.to_parquet(tmp_path / "inf.parquet")
+    sf = _scheduler_file(client1, tmp_path)
+
+    def error(*argv):
+        assert main(["train", "gbdt", *argv, "--label", "y", "--n-estimators", "2",
+                     "--scheduler-file", sf]) == 2
+        return capsys.readouterr().err.strip().splitlines()[-1]
+
+    train = str(tmp_path / "s.parquet")
+    assert error("--train", train, "--format", "parquet") == \
+        f"dask-ps: error: {train}: column 'shop' is not numeric (string); name it in --categorical"
+    test = str(tmp_path / "extra.csv")
+    assert error("--train", str(tmp_path / "s.csv"), "--test", test, "--format", "csv",
+                 "--categorical", "shop") == \
+        (f"dask-ps: error: {test}: feature columns ['a', 'shop', 'extra'] differ from the "
+         f"training data's ['a', 'shop']")
+    assert error("--train", str(tmp_path / "inf.parquet"), "--format", "parquet",
+                 "--categorical", "shop") == \
+        "dask-ps: error: X[120, 0] (column 'a') = inf is infinite"

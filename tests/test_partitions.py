@@ -52,6 +52,13 @@ def test_bad_n_partitions_and_by():
         partition(np.zeros(3), client="local", by="a")
 
 
+def test_workers_without_a_cluster_are_refused():
+    """There are no workers to choose in this process: not silently ignored."""
+    with pytest.raises(ValueError, match=r"workers=\['tcp://127.0.0.1:1'\] needs a Dask "
+                                         r"cluster"):
+        partition(np.zeros(3), client="local", workers=["tcp://127.0.0.1:1"])
+
+
 def test_by_keeps_equal_values_in_one_partition():
     rng = np.random.default_rng(0)
     df = pd.DataFrame({"user": rng.integers(0, 50, 1000), "r": rng.random(1000)})

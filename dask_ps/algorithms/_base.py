@@ -35,10 +35,20 @@ from ..model.recovery import run_clocks
 from ..partitions import Partitions, partition
 from ..state.consistency import Consistency
 
-__all__ = ["COMMON_CONSTRAINTS", "EpochLoop", "PSEstimator", "history_fields"]
+__all__ = ["COMMON_CONSTRAINTS", "EpochLoop", "Interval", "PSEstimator", "history_fields"]
 
 _pv = _compat.sklearn_param_validation()
-Interval, StrOptions = _pv.Interval, _pv.StrOptions
+StrOptions = _pv.StrOptions
+
+
+class Interval(_pv.Interval):
+    """scikit-learn's ``Interval`` constraint, refusing bools: Python's ``True`` is an
+    ``Integral`` (and a ``Real``), so scikit-learn's takes ``max_workers=True`` as 1 and
+    ``max_recoveries=False`` as 0. Every estimator's numeric constraints are these."""
+
+    def is_satisfied_by(self, val) -> bool:
+        return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
+
 
 #: Constraints of the parameters every estimator has (scikit-learn's rules).
 COMMON_CONSTRAINTS: dict[str, list] = {

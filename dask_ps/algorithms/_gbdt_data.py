@@ -112,7 +112,7 @@ def _frame_matrix(df, categories: dict) -> np.ndarray:
     return out
 
 
-def to_matrix(X, categories: dict | None = None, row0: int = 0):
+def to_matrix(X, categories: dict | None = None, row0: int = 0, name: str = "X"):
     """A partition's features as the kernels take them.
 
     Parameters
@@ -123,6 +123,8 @@ def to_matrix(X, categories: dict | None = None, row0: int = 0):
         :func:`frame_categories` at fit).
     row0 : int
         Row number in the whole ``X`` of this partition's first row (named by errors).
+    name : str, default "X"
+        What errors call the matrix (e.g. ``"eval_set X"``).
 
     Returns
     -------
@@ -131,11 +133,14 @@ def to_matrix(X, categories: dict | None = None, row0: int = 0):
     Raises
     ------
     ValueError
-        Infinite values (naming the row and column), or a column that is neither numeric
-        nor categorical.
+        Infinite values (naming the row and column, and a DataFrame's column name), or a
+        column that is neither numeric nor categorical.
     """
+    columns = None
     if hasattr(X, "iloc"):
-        X = _frame_matrix(X.to_frame() if X.ndim == 1 else X, categories or {})
+        X = X.to_frame() if X.ndim == 1 else X
+        columns = list(X.columns)
+        X = _frame_matrix(X, categories or {})
     elif sp.issparse(X) or hasattr(X, "to_scipy_sparse"):
         X = X.to_scipy_sparse() if hasattr(X, "to_scipy_sparse") else X
         X = sp.csr_matrix(X, dtype=np.float64)
@@ -145,8 +150,8 @@ def to_matrix(X, categories: dict | None = None, row0: int = 0):
         bad = np.flatnonzero(np.isinf(X.data))
         if bad.size:
             row = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
-            raise ValueError(f"X[{row0 + row}, {int(X.indices[bad[0]])}] = {X.data[bad[0]]} "
-                             f"is infinite")
+            raise ValueError(f"{name}[{row0 + row}, {int(X.indices[bad[0]])}] = "
+                             f"{X.data[bad[0]]} is infinite")
         return X
     else:
         X = np.asarray(X)
@@ -158,7 +163,8 @@ def to_matrix(X, categories: dict | None = None, row0: int = 0):
     inf = np.isinf(X)
     if inf.any():
         r, c = np.argwhere(inf)[0]
-        raise ValueError(f"X[{row0 + r}, {c}] = {X[r, c]} is infinite")
+        column = "" if columns is None else f" (column {columns[c]!r})"
+        raise ValueError(f"{name}[{row0 + r}, {c}]{column} = {X[r, c]} is infinite")
     return X
 
 
@@ -196,13 +202,7 @@ def survey(value, start: int, rate: float, seed: int, categories: dict, classify
         :data:`LABEL_SAMPLE`).
     """
     X = to_matrix(value[0], categories, start)
-    y = labels(value[1])
-    if y.ndim != 1:
-        raise ValueError(f"y must hold one label per row: got shape {y.shape} in rows "
-                         f"{start}..{start + y.shape[0] - 1}")
-    if classify and y.dtype.kind == "f" and np.isnan(y).any():
-        raise ValueError(f"y[{start + int(np.flatnonzero(np.isnan(y))[0])}] is NaN: a "
-                         f"classifier's labels must be classes")
+    y = checked_labels(value[1], start, classify)
     out = dict(n_rows=int(X.shape[0]),
                sketch=sketch(X, np.arange(start, start + X.shape[0], dtype=np.int64), rate,
                              seed))
@@ -210,16 +210,34 @@ def survey(value, start: int, rate: float, seed: int, categories: dict, classify
         out["classes"], out["counts"] = np.unique(y, return_counts=True)
     else:
         y = np.asarray(y, np.float64)
-        bad = np.flatnonzero(~np.isfinite(y))
-        if bad.size:
-            raise ValueError(f"y[{start + bad[0]}] = {y[bad[0]]} is not finite")
         out.update(y_sum=float(y.sum()), y_min=float(y.min(initial=np.inf)),
                    y_max=float(y.max(initial=-np.inf)),
                    y_sample=y[:: max(1, y.shape[0] // LABEL_SAMPLE)].copy())
     return out
 
 
-def eval_labels(value, categories: dict) -> np.ndarray:
-    """Distinct labels of an eval partition (its features checked too)."""
-    to_matrix(value[0], categories)
-    return np.unique(labels(value[1]))
+def checked_labels(y, start: int, classify: bool, name: str = "y") -> np.ndarray:
+    """A partition's labels (:func:`labels`), checked: one per row, no NaN for a classifier,
+    finite for a regressor; errors name the row in the whole data (``start`` the
+    partition's first) as ``name[row]``."""
+    y = labels(y)
+    if y.ndim != 1:
+        raise ValueError(f"{name} must hold one label per row: got shape {y.shape} in rows "
+                         f"{start}..{start + y.shape[0] - 1}")
+    if classify and y.dtype.kind == "f" and np.isnan(y).any():
+        raise ValueError(f"{name}[{start + int(np.flatnonzero(np.isnan(y))[0])}] is NaN: a "
+                         f"classifier's labels must be classes")
+    if not classify:
+        bad = np.flatnonzero(~np.isfinite(np.asarray(y, np.float64)))
+        if bad.size:
+            raise ValueError(f"{name}[{start + bad[0]}] = {y[bad[0]]} is not finite")
+    return y
+
+
+def eval_labels(value, start: int, categories: dict, classify: bool) -> np.ndarray:
+    """Distinct labels of an eval partition (none for a regressor), its features and labels
+    checked; errors name ``eval_set`` and the row in the whole set (``start`` the
+    partition's first)."""
+    to_matrix(value[0], categories, start, "eval_set X")
+    y = checked_labels(value[1], start, classify, "eval_set y")
+    return np.unique(y) if classify else y[:0]

@@ -156,13 +156,14 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     ------
     ValueError
         A single class, labels outside the classes (eval set), non-finite labels or
-        infinite features (naming the row), no training rows.
+        infinite features (naming the row, of ``eval_set`` for the eval set's), no
+        training rows.
     """
     n_train = data.total_rows
     if n_train == 0:
         raise ValueError("X has no rows")
     split_share = resolve_split_share(split_share, n_train)
-    starts = np.concatenate([[0], np.cumsum(data.n_rows)[:-1]]).astype(np.int64)
+    starts = np.array(data.starts, np.int64)
     rate = sample_rate(n_train, sample_count)
     parts, mapper = survey_bins(data, starts, rate, random_state, categories, classify,
                                 max_bins, categorical, min_samples_leaf * rate)
@@ -195,14 +196,12 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
         bound = max(abs(y_max - base[0]), abs(y_min - base[0]))
         check_quantization(np.concatenate([p["y_sample"] for p in parts]), base[0], bound,
                            n_train)
-    if eval_data is not None and classify:
-        seen = np.unique(np.concatenate(eval_data.reduce(eval_labels, None, categories)))
-        outside = np.setdiff1d(seen, classes)
-        if outside.size:
+    if eval_data is not None:  # its features and labels checked, rows named in the set
+        seen = eval_data.reduce(eval_labels, None, categories, classify, with_start=True)
+        outside = np.setdiff1d(np.unique(np.concatenate(seen)), classes) if classify else ()
+        if len(outside):
             raise ValueError(f"eval_set has the label {outside.tolist()[0]!r}, not one of the "
                              f"classes {classes.tolist()} seen in training")
-    elif eval_data is not None:
-        eval_data.reduce(eval_labels, None, categories)  # features checked
     T = obj.n_outputs
     L = max_leaf_nodes
     layout = HistLayout.make(mapper, model.n_shards, T * max(1, L // 2), T * L,

@@ -415,7 +415,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         beta = 1.0 / K if self.topic_word_prior is None else float(self.topic_word_prior)
         with self._model() as model:
             with self._partition(model, X) as data:
-                offsets = np.concatenate(([0], np.cumsum(data.n_rows)[:-1])).tolist()
+                offsets = data.starts
                 loop = self._epoch_loop(model, f"LatentDirichletAllocation(K={K})",
                                         self.max_iter, unit="iteration",
                                         job_seconds=JOB_SECONDS)

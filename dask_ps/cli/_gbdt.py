@@ -61,26 +61,33 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
     import dask.dataframe as dd
 
     from ..io import read_libsvm
+    from ..io._csv import read_frame
 
     if meta["format"] == "libsvm":
         return read_libsvm(path, n_features=n_features or meta.get("n_features"),
                            blocksize=blocksize)
     if meta["format"] == "csv":
-        kw = {"sep": meta["sep"] or ","}
-        if not meta["header"]:
-            kw["header"] = None
-        # integers are read as floats: dask guesses a column's type from the first block's
-        # rows, and a column of whole numbers there and decimals (or a blank) later failed
-        df = dd.read_csv(path, blocksize=blocksize, assume_missing=True, **kw)
-        if not meta["header"]:
-            df.columns = [str(c) for c in df.columns]
+        # features as floats (dask's guess from the first rows could be int, then fail on a
+        # decimal later), the label as written; bad lines named by file, line and column
+        df, label = read_frame(path, meta.get("label"), categorical=meta.get("categorical")
+                               or (), sep=meta["sep"] or ",", header=meta["header"],
+                               blocksize=blocksize)
     else:
         df = dd.read_parquet(path)
-    label = meta.get("label") or str(df.columns[0])
-    if label not in df.columns:
-        raise ValueError(f"{path}: no label column {label!r} (columns: {list(df.columns)})")
+        label = meta.get("label") or str(df.columns[0])
+        if label not in df.columns:
+            raise ValueError(f"{path}: no label column {label!r} (columns: {list(df.columns)})")
+        text = [c for c, t in df.dtypes.items() if c != label and t.kind not in "biuf"
+                and c not in (meta.get("categorical") or ())]
+        if text:
+            raise ValueError(f"{path}: column {text[0]!r} is not numeric "
+                             f"({df.dtypes[text[0]]}); name it in --categorical")
     meta["label"] = label
     X = df.drop(columns=[label])
+    features = [str(c) for c in X.columns]
+    if meta.setdefault("features", features) != features:
+        raise ValueError(f"{path}: feature columns {features} differ from the training "
+                         f"data's {meta['features']}")
     for c in meta.get("categorical") or ():
         if c not in X.columns:
             raise ValueError(f"{path}: --categorical names {c!r}, not a column")
@@ -95,6 +102,8 @@ def _gbdt_load(args, client) -> Loaded:
     meta, X, y, test = read_train_test(args, client, _gbdt_meta, _gbdt_read)
     X, y = client.persist([X, y])
     n = int(X.shape[0]) if meta["format"] == "libsvm" else int(y.shape[0].compute())
+    if not n:
+        raise ValueError(f"{args.train}: no rows")
     parts = _count(X.npartitions if hasattr(X, "npartitions") else X.numblocks[0],
                    "partition")
     return Loaded((X, y), test, meta, float(n),

@@ -21,7 +21,8 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import infer_compression, read_block
 
 __all__ = ["Block", "OBJECTS", "box", "count_read", "each", "expect_rows", "find_newline",
-           "open_paths", "plan", "read", "read_array", "select", "source_reads", "start_lines"]
+           "lines_before", "open_paths", "plan", "read", "read_array", "select", "source_reads",
+           "start_lines"]
 
 OBJECTS = np.empty(0, dtype=object)
 
@@ -160,6 +161,21 @@ def start_lines(blocks: list[Block], newlines: list[int]) -> list[int]:
         line0.append(seen.get(b.path, 0))
         seen[b.path] = line0[-1] + n
     return line0
+
+
+def lines_before(fs, block: Block, step: int = 2**20) -> int:
+    """Lines of its file before a block (as :func:`read` cuts it), counted by reading the file
+    up to the block: for an error's line number when no first pass counted them."""
+    if not block.offset:
+        return 0
+    n = 0
+    with fs.open(block.path, "rb") as f:
+        for start in range(0, block.offset, step):
+            n += f.read(min(step, block.offset - start)).count(b"\n")
+        while chunk := f.read(step):  # the line the offset falls in ends the block before
+            if b"\n" in chunk:
+                return n + 1
+    return n
 
 
 def each(items: list) -> da.Array:

@@ -23,10 +23,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from ._blocks import Block, find_newline, read
+from ._blocks import Block, find_newline, lines_before, open_paths, plan, read
 
-__all__ = ["LineError", "bad_line", "header_end", "header_names", "line_of_row", "locate",
-           "parse_block", "read_table", "strip_header"]
+__all__ = ["SAMPLE_BYTES", "LineError", "bad_line", "common_header", "header_end",
+           "header_names", "line_of_row", "locate", "parse_block", "read_frame", "read_table",
+           "sample_table", "strip_header"]
+
+#: Bytes of a file's start that the readers parse to guess its columns' types.
+SAMPLE_BYTES = 2**20
 
 
 class LineError(ValueError):
@@ -51,6 +55,42 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
     with fs.open(path, "rb", compression=compression) as f:
         line = f.readline().decode("utf-8", "replace").rstrip("\r\n")
     return next(csv.reader([line], delimiter=sep)) if line else []
+
+
+def common_header(fs, blocks: list[Block], sep: str) -> list[str]:
+    """The column names of the first line of every file of ``blocks``.
+
+    Raises
+    ------
+    ValueError
+        A file whose first line differs from the first file's.
+    """
+    files = [(b.path, b.compression) for b in blocks if b.offset == 0]
+    heads = [header_names(fs, p, sep, c) for p, c in files]
+    for (p, _), h in zip(files[1:], heads[1:]):
+        if h != heads[0]:
+            raise ValueError(f"{p}: header {h} differs from {files[0][0]}'s {heads[0]}")
+    return heads[0]
+
+
+def sample_table(fs, path: str, names: list[str], header: bool, sep: str,
+                 compression: str | None) -> pa.Table:
+    """The whole lines of the first :data:`SAMPLE_BYTES` of a file (after its header), every
+    column as strings, to guess the columns' types from.
+
+    Raises
+    ------
+    LineError
+        A line of the sample with the wrong number of fields.
+    """
+    with fs.open(path, "rb", compression=compression) as f:
+        data = f.read(SAMPLE_BYTES)
+    if len(data) == SAMPLE_BYTES:
+        data = data[: data.rfind(b"\n") + 1]
+    skipped = 0
+    if header:
+        data, skipped = data[data.find(b"\n") + 1:], 1
+    return parse_block(data, names, {n: pa.string() for n in names}, sep, path, skipped)
 
 
 def header_end(data, block: Block, header: int) -> tuple[int, int]:
@@ -87,7 +127,8 @@ def locate(data: bytes, names: list[str], types: dict, sep: str,
            required: str | None = None, nan_missing: bool = False) -> tuple[int, str] | None:
     """(1-based line in ``data``, what is wrong) of the first bad line, or None.
 
-    ``types`` gives the columns read and their pyarrow types (numbers are floating); the
+    ``types`` gives the columns read and their pyarrow types (numbers are floating, or
+    integer where only whole numbers may be written); the
     ``required`` column must be present and a finite number; ``nan_missing``: other numeric
     columns may hold ``nan`` (missing).
     """
@@ -102,13 +143,17 @@ def locate(data: bytes, names: list[str], types: dict, sep: str,
             return i, f"expected {len(names)} fields, got {len(fields)}"
         for name, typ in types.items():
             value = fields[position[name]]
-            if not pa.types.is_floating(typ):
+            whole = pa.types.is_integer(typ)
+            if not (whole or pa.types.is_floating(typ)):
                 continue
             if value == "":
                 if name == required:
                     return i, f"column {name!r} is empty"
                 continue
-            if _bad_field(value, nan_missing and name != required):
+            if whole and not value.strip().lstrip("+-").isdigit():
+                return i, (f"column {name!r} (field {position[name] + 1}): {value!r} is not a "
+                           f"whole number (an integer column)")
+            if not whole and _bad_field(value, nan_missing and name != required):
                 return i, (f"column {name!r} (field {position[name] + 1}): {value!r} is not a "
                            f"finite number")
     return None
@@ -126,7 +171,8 @@ def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str
     names : list of str
         All the columns of a line, in order.
     types : dict of str to pyarrow.DataType
-        The columns to keep and their types (float64 or string); an empty field is null.
+        The columns to keep and their types (float64, int64 or string); an empty field is
+        null.
     sep : str
         The field delimiter.
     where : str
@@ -210,3 +256,98 @@ def read_table(fs, block: Block, line0: int, header: bool, names: list[str], typ
         raise LineError(block.path, line0 + skipped + line_of_row(data, row),
                         f"column {required!r} is empty")
     return table, raw.count(b"\n")
+
+
+def _label_type(sample: pa.Table, label: str) -> pa.DataType:
+    """int64 when the sample's labels are all whole numbers (written without a point), else
+    float64."""
+    col = sample.column(label).drop_null()
+    if not len(col):
+        return pa.float64()
+    try:
+        pc.cast(col, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.float64()
+    return pa.int64()
+
+
+def _frame_block(block: Block, fs, names: list[str], types: dict, sep: str, header: bool,
+                 required: str):
+    """One partition of :func:`read_frame`: a block's lines as a pandas DataFrame."""
+    try:
+        table, _ = read_table(fs, block, 0, header, names, types, sep, required,
+                              nan_missing=True)
+    except LineError as exc:  # the block's own line numbers: count the lines before it now
+        raise exc.shifted(lines_before(fs, block)) from None
+    return table.to_pandas()
+
+
+def read_frame(urlpath, label: str | None = None, *, categorical=(), sep: str = ",",
+               header: bool = True, blocksize: int | str | None = "64MiB",
+               storage_options: dict | None = None, compression: str | None = "infer"):
+    """A CSV table as a dask DataFrame, one partition per block, whose every line is checked
+    as it is parsed (when the frame is computed).
+
+    Feature columns are float64 (an empty field or ``nan`` is NaN, see :mod:`dask_ps.io`);
+    those named in ``categorical`` are strings. The label keeps its own type: int64 when
+    the labels of the first :data:`SAMPLE_BYTES` of the first file are all whole numbers,
+    else float64; it is required on every line, a finite number.
+
+    Parameters
+    ----------
+    urlpath : str, os.PathLike or list of them
+        Files or fsspec URLs (a glob is expanded, matches in sorted order).
+    label : str, optional
+        The label column; default the first.
+    categorical : sequence of str, default ()
+        Feature columns read as strings.
+    sep : str, default ","
+    header : bool, default True
+        Whether every file starts with a line of column names (all must agree); without,
+        the columns are named ``"0"``, ``"1"``, ...
+    blocksize, storage_options, compression
+        As in :func:`~dask_ps.io.read_libsvm`.
+
+    Returns
+    -------
+    frame : dask.dataframe.DataFrame
+        Every column, in the files' order.
+    label : str
+        The label column's name.
+
+    Raises
+    ------
+    ValueError
+        An empty file, headers that differ, a ``label`` or ``categorical`` column the files
+        lack, or a bad line in the first file's sample; when computed, a
+        :class:`LineError` ``"<file>, line <n>: ..."`` (lines of the file, 1-based, the
+        header being line 1) naming the first bad line of a block: a wrong number of
+        fields, a feature that is not a number or is infinite (naming the column), a label
+        that is empty or not a finite number, or not a whole number when the sample's are.
+    FileNotFoundError
+        No file matches ``urlpath``.
+    """
+    import dask.dataframe as dd
+
+    fs, paths = open_paths(urlpath, storage_options)
+    blocks = plan(fs, paths, blocksize, compression)
+    names = common_header(fs, blocks, sep) if header else \
+        [str(i) for i in range(len(header_names(fs, paths[0], sep, blocks[0].compression)))]
+    if not names:
+        raise ValueError(f"{paths[0]}: no columns (an empty file?)")
+    if len(set(names)) < len(names):
+        raise ValueError(f"{paths[0]}: columns named twice in {names}")
+    label = names[0] if label is None else label
+    absent = [c for c in (label, *categorical) if c not in names]
+    if absent:
+        raise ValueError(f"{paths[0]}: no column {absent[0]!r} (columns: {names})")
+    if label in categorical:
+        raise ValueError(f"{paths[0]}: the label {label!r} cannot be categorical")
+    types = {n: pa.string() if n in categorical else pa.float64() for n in names}
+    sample = sample_table(fs, paths[0], names, header, sep, blocks[0].compression)
+    types[label] = _label_type(sample, label)
+    meta = pa.schema(list(types.items())).empty_table().to_pandas()
+    frame = dd.from_map(_frame_block, blocks, fs=fs, names=names, types=types, sep=sep,
+                        header=header, required=label, meta=meta, label="read-frame",
+                        enforce_metadata=False)
+    return frame, label

@@ -23,15 +23,21 @@ from ._blocks import (
     select,
     start_lines,
 )
-from ._csv import LineError, bad_line, header_end, header_names, parse_block
+from ._csv import (
+    LineError,
+    bad_line,
+    common_header,
+    header_end,
+    header_names,
+    parse_block,
+    sample_table,
+)
 from ._line_kernels import CSV, count_rows
 from .hashing import HashingEncoder, csr_rows, index_dtype
 
 __all__ = ["encode_ctr", "infer_encoder", "read_ctr"]
 
 CRITEO_COLUMNS = HashingEncoder.criteo().columns
-#: Bytes of the first file that :func:`infer_encoder` reads to tell numbers from text.
-SAMPLE_BYTES = 2**20
 _PARQUET = (".parquet", ".pq", ".parq")
 
 
@@ -141,14 +147,8 @@ def _csv_kinds(fs, path: str, names: list[str], header: bool, sep: str,
                compression: str | None) -> dict:
     """``{column: "numeric" | "categorical"}`` from the first rows of a file: numeric when
     every non-empty value in them is a number."""
-    with fs.open(path, "rb", compression=compression) as f:
-        data = f.read(SAMPLE_BYTES)
-    if len(data) == SAMPLE_BYTES:
-        data = data[: data.rfind(b"\n") + 1]
-    if header:
-        data = data[data.find(b"\n") + 1:]
     try:
-        table = parse_block(data, names, {n: pa.string() for n in names}, sep, path, 1)
+        table = sample_table(fs, path, names, header, sep, compression)
     except LineError:
         table = None  # a bad line: let the reader name it; guess text for every column
     kinds = {}
@@ -213,7 +213,8 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
       ``Id``, are left out).
     * Otherwise, a Parquet column is numeric when its type is (integers, floats, decimals),
       categorical else (strings, booleans, dictionaries); a CSV column is numeric when every
-      non-empty value in the first :data:`SAMPLE_BYTES` of the first file is a number.
+      non-empty value in the first MiB (:data:`~dask_ps.io._csv.SAMPLE_BYTES`) of the first
+      file is a number.
       ``numeric`` and ``categorical`` override the guess for the columns they name (e.g. an
       integer id that is a category).
 
@@ -386,12 +387,8 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         return _read_parquet(fs, paths, encoder, label, np.dtype(dtype))
     blocks = plan(fs, paths, blocksize, compression)
     if header:
-        comp = [b.compression for b in blocks if b.offset == 0]
-        heads = [header_names(fs, p, sep, c) for p, c in zip(paths, comp)]
-        for p, h in zip(paths[1:], heads[1:]):
-            if h != heads[0]:
-                raise ValueError(f"{p}: header {h} differs from {paths[0]}'s {heads[0]}")
-        names = heads[0] if names is None else list(names)
+        head = common_header(fs, blocks, sep)
+        names = head if names is None else list(names)
     elif names is None:
         raise ValueError("files without a header need names=[...] for their columns")
     names = list(names)

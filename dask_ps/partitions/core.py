@@ -91,6 +91,15 @@ class Partitions:
     def total_rows(self) -> int:
         return int(sum(self.n_rows))
 
+    @property
+    def starts(self) -> list[int]:
+        """Row number, in the whole data, of each partition's first row."""
+        out, n = [], 0
+        for rows in self.n_rows:
+            out.append(n)
+            n += rows
+        return out
+
     def __repr__(self) -> str:
         where = "in-process" if self.is_local else f"on {len(set(self.workers))} workers"
         return (f"<Partitions {self.uid}: {len(self)} partitions, {self.total_rows:,} rows, "
@@ -147,18 +156,23 @@ class Partitions:
         out._recipe = ("map", self, fn, args, kwargs) if self._recipe is not None else None
         return out
 
-    def reduce(self, fn: Callable, combine: Callable | None = None, *args) -> Any:
+    def reduce(self, fn: Callable, combine: Callable | None = None, *args,
+               with_start: bool = False) -> Any:
         """``fn(value, *args)`` of each partition, run where it lives; only the results
         travel. Returns their list, in partition order, or ``combine`` applied pairwise
-        (``functools.reduce``) when given."""
+        (``functools.reduce``) when given. ``with_start``: ``fn(value, start, *args)``,
+        ``start`` the partition's first row in the whole data (:attr:`starts`, for errors
+        that name a row)."""
         import functools
 
         self._check()
+        first = [(s,) if with_start else () for s in self.starts]
         if self.is_local:
-            results = [fn(v, *args) for v in self._parts]
+            results = [fn(v, *s, *args) for v, s in zip(self._parts, first)]
         else:
-            futs = [self.client.submit(fn, f, *args, workers=[w], allow_other_workers=True,
-                                       pure=False) for f, w in zip(self._parts, self.workers)]
+            futs = [self.client.submit(fn, f, *s, *args, workers=[w], allow_other_workers=True,
+                                       pure=False)
+                    for f, w, s in zip(self._parts, self.workers, first)]
             results = self.client.gather(futs)
         return results if combine is None else functools.reduce(combine, results)
 

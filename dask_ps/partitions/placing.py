@@ -46,7 +46,7 @@ def partition(data, *, client=None, n_partitions: int | None = None,
     workers : str or list of str, optional
         Addresses of the workers to hold the partitions (default: all; the partitions and
         the default ``n_partitions`` then count only their threads). Not with a list of
-        futures, which stay where they are.
+        futures, which stay where they are, nor without a cluster.
 
     Returns
     -------
@@ -57,7 +57,9 @@ def partition(data, *, client=None, n_partitions: int | None = None,
     ValueError
         Empty data, tuples whose elements do not have the same rows, unknown dask chunk
         sizes, a bad ``n_partitions``, ``by`` that is not a column, ``workers`` naming no
-        worker of the cluster, or in-memory data whose workers all left the cluster.
+        worker of the cluster or given without a cluster (``client="local"`` or no
+        client: there are no workers to choose), or in-memory data whose workers all left
+        the cluster.
     TypeError
         Data of a kind that has no rows.
     MemoryError
@@ -88,6 +90,9 @@ def partition(data, *, client=None, n_partitions: int | None = None,
     items = data if isinstance(data, tuple) else (data,)
     if not items:
         raise ValueError("data is an empty tuple")
+    if client is None and workers is not None:
+        raise ValueError(f"workers={workers!r} needs a Dask cluster: without a client (or "
+                         f"with client='local') the partitions stay in this process")
     threads = None if client is None else _threads(client, workers)
     if by is not None:
         return _grouped(data, by, client, n_partitions, threads)

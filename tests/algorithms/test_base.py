@@ -53,6 +53,30 @@ def test_parameters_are_keyword_only_and_checked_in_one_place():
         LogisticRegression(client="local", staleness=2).fit(*_data(LogisticRegression()))
 
 
+def test_a_bool_is_not_a_number_for_any_estimator():
+    """True is an int in Python (and scikit-learn's Interval takes it as 1): every numeric
+    parameter of every estimator refuses it, e.g. GBDTClassifier(max_workers=True)."""
+    from dask_ps.algorithms._base import Interval, PSEstimator
+
+    with pytest.raises(ValueError, match="'max_workers' parameter of GBDTClassifier .* Got "
+                                         "True"):
+        dask_ps.GBDTClassifier(max_workers=True, client="local").fit(
+            np.eye(4), [0, 1, 0, 1])
+    checked = 0
+    estimators = [c for c in (getattr(dask_ps, n) for n in dask_ps.__all__)
+                  if isinstance(c, type) and issubclass(c, PSEstimator)]
+    assert len(estimators) == 6
+    for cls in estimators:
+        for name, rules in cls._parameter_constraints.items():
+            if rules == "no_validation" or not any(isinstance(r, Interval) for r in rules):
+                continue
+            for bad in (True, np.True_, False):
+                with pytest.raises(ValueError, match=f"'{name}' parameter"):
+                    cls(**{name: bad})._validate_params()
+            checked += 1
+    assert checked >= 100
+
+
 def test_divergence_names_the_epoch_and_the_fix():
     X, y = _data(LogisticRegression())
     X = X * 1e4  # huge features and steps

@@ -126,3 +126,26 @@ def test_labels_and_rows_that_skip_scikit_learns_checks_are_named_on_a_cluster(c
     with pytest.raises(ValueError, match=r"X\[1034, 2\] = inf is infinite"):
         GBDTClassifier(client=client2, **kw).fit(da.from_array(Xi, chunks=chunks),
                                                  da.from_array(y, chunks=400))
+
+
+def test_bad_eval_set_rows_are_named_as_eval_set_rows_of_the_whole_set(client2):
+    """An infinite value or a NaN label in eval_set is named as eval_set's, with its row in
+    the whole eval set (not in its partition); the model stays unfitted."""
+    X, y = _toy(1200)
+    Xd, yd = da.from_array(X, chunks=400), da.from_array(y, chunks=400)
+    Xv, yv = _toy(900, seed=1)
+    Xi = Xv.copy()
+    Xi[700, 3] = -np.inf
+    yn = yv.astype(float)
+    yn[650] = np.nan
+    kw = dict(n_estimators=3, max_leaf_nodes=7, random_state=0, max_workers=None)
+    cases = [(GBDTClassifier, Xi, yv, r"^eval_set X\[700, 3\] = -inf is infinite"),
+             (GBDTRegressor, Xi, yv, r"^eval_set X\[700, 3\] = -inf is infinite"),
+             (GBDTClassifier, Xv, yn, r"^eval_set y\[650\] is NaN"),
+             (GBDTRegressor, Xv, yn, r"^eval_set y\[650\] = nan is not finite")]
+    for cls, Xe, ye, message in cases:
+        model = cls(client=client2, **kw)
+        with pytest.raises(ValueError, match=message):
+            model.fit(Xd, yd, eval_set=[(da.from_array(Xe, chunks=300),
+                                         da.from_array(ye, chunks=300))])
+        assert not hasattr(model, "booster_")

@@ -7,7 +7,7 @@ import fsspec
 import numpy as np
 import pytest
 
-from dask_ps.io._blocks import Block, find_newline, plan, read, read_array
+from dask_ps.io._blocks import Block, find_newline, lines_before, plan, read, read_array
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -29,6 +29,22 @@ def test_read_array_is_read(tmp_path, seed):
         f.write(text)
     for b in plan(mem, ["/blocks_test.txt"], size, None):
         assert read_array(mem, b).tobytes() == read(mem, b)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lines_before_a_block_are_the_lines_of_the_blocks_before_it(tmp_path, seed):
+    """Counted from the file on an error path: the newlines that ``read`` gave the blocks
+    before, wherever the boundaries fall (on a newline, after one, in a line)."""
+    rng = np.random.default_rng(seed)
+    lines = [b"x" * int(n) for n in rng.integers(0, 9, 80)]
+    path = tmp_path / "f.txt"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    fs = fsspec.filesystem("file")
+    for size in range(1, 30):
+        seen = 0
+        for b in plan(fs, [str(path)], size, None):
+            assert lines_before(fs, b, step=7) == seen, (size, b.offset)
+            seen += read(fs, b).count(b"\n")
 
 
 def test_find_newline():
