@@ -183,16 +183,53 @@ def test_csv_labels_written_as_integers_give_integer_classes(client1, tmp_path, 
 
 
 def test_a_decimal_label_past_the_sample_of_whole_ones_is_named(client1, tmp_path):
-    """The label's type comes from the first MiB; a decimal label past it is a bad line."""
+    """A classifier's label type comes from the first MiB: past it, ``1.0`` is class 1 and
+    ``0.5`` a bad line; a regression's labels are numbers wherever they are."""
     from dask_ps.io._csv import SAMPLE_BYTES, read_frame
 
     n = 2 * SAMPLE_BYTES // 30
-    path = _lines(tmp_path / "big.csv", n, 2, {n: "0.1,0.5,0.5"})
-    frame, label = read_frame(path, "y", blocksize="256KiB")
+    path = _lines(tmp_path / "big.csv", n, 2, {n - 1: "0.1,0.5,1.0", n: "0.1,0.5,0.5"})
+    frame, label = read_frame(path, "y", classes=True, blocksize="256KiB")
     assert label == "y" and frame.npartitions > 4 and frame.dtypes["y"].kind == "i"
-    with pytest.raises(ValueError, match=f"^{path}, line {n}: column 'y' \\(field 3\\): "
-                                         "'0.5' is not a whole number"):
+    with pytest.raises(ValueError, match=f"^{path}, line {n}: column 'y': 0.5 is not a "
+                                         "whole number, as the classes in the file's first "
+                                         "lines are$"):
         client1.compute(frame, sync=True)
+    ok = _lines(tmp_path / "ok.csv", n, 2, {n - 1: "0.1,0.5,1.0"})
+    y = client1.compute(read_frame(ok, "y", classes=True, blocksize="256KiB")[0]["y"],
+                        sync=True)
+    assert y.dtype.kind == "i" and y.iloc[n - 3] == 1
+    frame, _ = read_frame(path, "y", blocksize="256KiB")  # a regression's
+    y = client1.compute(frame["y"], sync=True)
+    assert y.dtype.kind == "f" and y.iloc[n - 2] == 0.5
+
+
+def test_csv_text_labels_a_byte_order_mark_and_a_binary_file(client1, tmp_path, capsys):
+    """Text labels are a classifier's classes as written; a spreadsheet's UTF-8 byte order
+    mark is not part of the first column's name; a Parquet file read as CSV is named."""
+    rng = np.random.default_rng(3)
+    path = tmp_path / "t.csv"
+    rows = [f"{['cat', 'dog'][k]},{k + rng.normal() * 0.3:.4f}" for k in rng.integers(0, 2, 300)]
+    path.write_text("label,a\n" + "\n".join(rows) + "\n", encoding="utf-8-sig")
+    model = str(tmp_path / "m.npz")
+    assert main(["train", "gbdt", "--train", str(path), "--format", "csv", "--label", "label",
+                 "--n-estimators", "2", "--save", model, "--scheduler-file",
+                 _scheduler_file(client1, tmp_path)]) == 0
+    assert dask_ps.saving.load_estimator(model)[0].classes_.tolist() == ["cat", "dog"]
+    import pandas as pd
+
+    pq = tmp_path / "t.parquet"
+    pd.DataFrame({"y": [0, 1] * 50, "a": np.arange(100.0)}).to_parquet(pq)
+    assert main(["train", "gbdt", "--train", str(pq), "--format", "csv", "--n-estimators",
+                 "2", "--scheduler-file", _scheduler_file(client1, tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"dask-ps: error: {pq}") and "Traceback" not in "".join(err)
+    from dask_ps.io._csv import read_frame
+
+    cr = tmp_path / "cr.csv"
+    cr.write_bytes(b"y,a\r0,1\r1,2\r")  # lone CR line ends: csv's own error before
+    with pytest.raises(ValueError, match=f"^{cr}: its first line is not delimited text"):
+        read_frame(str(cr))
 
 
 @pytest.mark.parametrize("content, extra, message", [

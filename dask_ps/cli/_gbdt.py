@@ -51,8 +51,10 @@ def _gbdt_meta(args) -> dict:
     if fmt == "parquet" and (args.sep is not None or args.header is not None):
         raise ValueError("--sep and --header apply to --format csv")
     sep = args.sep.replace("\\t", "\t") if args.sep else None
+    # a classifier's labels keep the file's type (classes); a regression's are numbers
     return {"format": fmt, "label": args.label, "categorical": args.categorical, "sep": sep,
-            "header": args.header is not False}
+            "header": args.header is not False,
+            "classes": getattr(args, "algorithm", "gbdt") != "gbdt-regression"}
 
 
 def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
@@ -70,7 +72,8 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
         # features as floats (dask's guess from the first rows could be int, then fail on a
         # decimal later), the label as written; bad lines named by file, line and column
         df, label = read_frame(path, meta.get("label"), categorical=meta.get("categorical")
-                               or (), sep=meta["sep"] or ",", header=meta["header"],
+                               or (), classes=meta.get("classes", True),
+                               sep=meta["sep"] or ",", header=meta["header"],
                                blocksize=blocksize)
     else:
         df = dd.read_parquet(path)

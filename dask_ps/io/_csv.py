@@ -51,10 +51,23 @@ class LineError(ValueError):
 
 
 def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
-    """Column names from the first line of a file."""
+    """Column names from the first line of a file (a UTF-8 byte order mark dropped, as
+    spreadsheets write one).
+
+    Raises
+    ------
+    ValueError
+        The first line is not delimited text (a binary file, e.g. Parquet, or lone CR
+        line endings), naming the file.
+    """
     with fs.open(path, "rb", compression=compression) as f:
-        line = f.readline().decode("utf-8", "replace").rstrip("\r\n")
-    return next(csv.reader([line], delimiter=sep)) if line else []
+        line = f.readline().decode("utf-8", "replace").rstrip("\r\n").lstrip("\ufeff")
+    try:
+        return next(csv.reader([line], delimiter=sep)) if line else []
+    except csv.Error as exc:
+        raise ValueError(f"{path}: its first line is not delimited text ({exc}): a binary "
+                         f"file (e.g. Parquet: --format parquet), or lines ending in a lone "
+                         f"CR?") from None
 
 
 def common_header(fs, blocks: list[Block], sep: str) -> list[str]:
@@ -258,40 +271,59 @@ def read_table(fs, block: Block, line0: int, header: bool, names: list[str], typ
     return table, raw.count(b"\n")
 
 
-def _label_type(sample: pa.Table, label: str) -> pa.DataType:
-    """int64 when the sample's labels are all whole numbers (written without a point), else
-    float64."""
+def _label_kind(sample: pa.Table, label: str, classes: bool) -> str:
+    """How :func:`read_frame` reads the labels: ``"number"`` (float64); for ``classes``,
+    ``"whole"`` (read as float64, then int64) when the sample's labels are all whole
+    numbers written without a point, ``"text"`` when one is not a number."""
     col = sample.column(label).drop_null()
-    if not len(col):
-        return pa.float64()
+    if not classes or not len(col):
+        return "number"
     try:
         pc.cast(col, pa.int64())
+        return "whole"
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return pa.float64()
-    return pa.int64()
+        pass
+    try:
+        pc.cast(col, pa.float64())
+        return "number"
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return "text"
 
 
 def _frame_block(block: Block, fs, names: list[str], types: dict, sep: str, header: bool,
-                 required: str):
-    """One partition of :func:`read_frame`: a block's lines as a pandas DataFrame."""
+                 required: str, whole: bool):
+    """One partition of :func:`read_frame`: a block's lines as a pandas DataFrame
+    (``whole``: the ``required`` labels, read as numbers, become int64)."""
     try:
         table, _ = read_table(fs, block, 0, header, names, types, sep, required,
                               nan_missing=True)
+        if whole:
+            y = table.column(required)
+            frac = pc.not_equal(pc.floor(y), y).to_numpy(zero_copy_only=False)
+            if frac.any():
+                data, skipped = strip_header(read(fs, block), block, header)
+                raise LineError(block.path, skipped + line_of_row(data, int(np.argmax(frac))),
+                                f"column {required!r}: {y[int(np.argmax(frac))].as_py()!r} "
+                                f"is not a whole number, as the classes in the file's first "
+                                f"lines are")
+            i = names.index(required)
+            table = table.set_column(i, required, pc.cast(y, pa.int64()))
     except LineError as exc:  # the block's own line numbers: count the lines before it now
         raise exc.shifted(lines_before(fs, block)) from None
     return table.to_pandas()
 
 
-def read_frame(urlpath, label: str | None = None, *, categorical=(), sep: str = ",",
-               header: bool = True, blocksize: int | str | None = "64MiB",
+def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bool = False,
+               sep: str = ",", header: bool = True, blocksize: int | str | None = "64MiB",
                storage_options: dict | None = None, compression: str | None = "infer"):
     """A CSV table as a dask DataFrame, one partition per block, whose every line is checked
     as it is parsed (when the frame is computed).
 
     Feature columns are float64 (an empty field or ``nan`` is NaN, see :mod:`dask_ps.io`);
-    those named in ``categorical`` are strings. The label keeps its own type: int64 when
-    the labels of the first :data:`SAMPLE_BYTES` of the first file are all whole numbers,
-    else float64; it is required on every line, a finite number.
+    those named in ``categorical`` are strings. The label is required on every line: a
+    finite number, float64; or, with ``classes``, as written: int64 when the labels of the
+    first :data:`SAMPLE_BYTES` of the first file are all whole numbers written without a
+    point (a later ``1.0`` is class 1), strings when one of them is not a number.
 
     Parameters
     ----------
@@ -301,6 +333,8 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), sep: str = 
         The label column; default the first.
     categorical : sequence of str, default ()
         Feature columns read as strings.
+    classes : bool, default False
+        The labels are classes (a classifier's): their type follows the file's first lines.
     sep : str, default ","
     header : bool, default True
         Whether every file starts with a line of column names (all must agree); without,
@@ -323,7 +357,8 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), sep: str = 
         :class:`LineError` ``"<file>, line <n>: ..."`` (lines of the file, 1-based, the
         header being line 1) naming the first bad line of a block: a wrong number of
         fields, a feature that is not a number or is infinite (naming the column), a label
-        that is empty or not a finite number, or not a whole number when the sample's are.
+        that is empty or not a finite number, or not a whole number when the sample's are
+        (``classes``).
     FileNotFoundError
         No file matches ``urlpath``.
     """
@@ -345,9 +380,12 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), sep: str = 
         raise ValueError(f"{paths[0]}: the label {label!r} cannot be categorical")
     types = {n: pa.string() if n in categorical else pa.float64() for n in names}
     sample = sample_table(fs, paths[0], names, header, sep, blocks[0].compression)
-    types[label] = _label_type(sample, label)
-    meta = pa.schema(list(types.items())).empty_table().to_pandas()
+    kind = _label_kind(sample, label, classes)
+    if kind == "text":
+        types[label] = pa.string()
+    meta = pa.schema([(n, pa.int64() if n == label and kind == "whole" else t)
+                      for n, t in types.items()]).empty_table().to_pandas()
     frame = dd.from_map(_frame_block, blocks, fs=fs, names=names, types=types, sep=sep,
-                        header=header, required=label, meta=meta, label="read-frame",
-                        enforce_metadata=False)
+                        header=header, required=label, whole=kind == "whole", meta=meta,
+                        label="read-frame", enforce_metadata=False)
     return frame, label
