@@ -83,37 +83,41 @@ def training_workers(model: PSModel, max_workers, X, n_features: int) -> list[st
     return order[: int(max_workers)] if int(max_workers) < len(order) else None
 
 
-#: :func:`check_quantization` warns when more than half the sampled labels lie within this
-#: many gradient quantization steps of the mean.
-COARSE_STEPS = 64
+#: :func:`check_quantization` warns when the labels' median absolute deviation spans fewer
+#: gradient quantization steps than this.
+COARSE_STEPS = 16
 
 
-def check_quantization(y_sample: np.ndarray, base: float, bound: float, n_train: int) -> None:
-    """Warn when a regression's first gradients are too coarse for most rows.
+def check_quantization(y_sample: np.ndarray, bound: float, n_train: int) -> None:
+    """Warn when a regression's gradients are too coarse for most rows.
 
     Gradients are quantized in steps of 2**-17 to 2**-16 of the largest ``|y - mean|`` (exact
     integer sums, :func:`._gbdt_kernels.quantization_scale`): a few extreme labels make the
-    step larger than most rows' gradients, which then round to a few steps or to 0 (one
-    ``y = 1e9`` among labels of order 1). HistGradientBoosting and LightGBM sum floats and
-    do not lose them. Checked on a sample of the labels (:data:`._gbdt_data.LABEL_SAMPLE`
-    per partition); LightGBM's examples and log-normal labels (sigma 2) stay below 5 %.
+    step larger than the spread of the others, whose gradients then round to a few steps
+    or to 0 (one ``y = 1e9`` among labels of order 1). HistGradientBoosting and LightGBM sum
+    floats and do not lose them. Checked on a sample of the labels
+    (:data:`._gbdt_data.LABEL_SAMPLE` per partition): their median absolute deviation
+    against the step. Measured on 4,000 rows: the ``1e9`` spike 1e-4 steps; log-normal
+    labels 1,200-2,400 (sigma 1), 56-108 (sigma 2), 1-4 (sigma 3: warned); labels that are
+    mostly one value (deviation 0) are fitted exactly and do not warn.
 
     Warns
     -----
     UserWarning
-        More than half the sampled labels lie within :data:`COARSE_STEPS` steps of the
-        mean, naming the largest ``|y - mean|`` and the step.
+        The deviation is above 0 and below :data:`COARSE_STEPS` steps, naming the largest
+        ``|y - mean|``, the step and the deviation.
     """
     if not bound > 0 or y_sample.size == 0:
         return
     step = 1.0 / quantization_scale(n_train, bound)
-    coarse = float(np.mean(np.abs(y_sample - base) < COARSE_STEPS * step))
-    if coarse > 0.5:
+    mad = float(np.median(np.abs(y_sample - np.median(y_sample))))
+    if 0 < mad < COARSE_STEPS * step:
         warnings.warn(f"y has extreme values: the largest |y - mean| is {bound:.4g}, so the "
-                      f"gradients are quantized in steps of {step:.3g}, and {coarse:.0%} of "
-                      f"the rows (sampled) lie within {COARSE_STEPS} steps of the mean: their "
-                      f"gradients are coarse and the fit will be too; clip or transform y "
-                      f"(e.g. log1p), or drop the extreme rows", UserWarning, stacklevel=4)
+                      f"gradients are quantized in steps of {step:.3g}, and the labels' "
+                      f"median absolute deviation ({mad:.3g}) is {mad / step:.2g} steps: "
+                      f"most rows' gradients are coarse and the fit will be too; clip or "
+                      f"transform y (e.g. log1p), or drop the extreme rows", UserWarning,
+                      stacklevel=4)
 
 
 @dataclass
@@ -194,8 +198,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     else:
         base = np.array([y_sum / n_train])
         bound = max(abs(y_max - base[0]), abs(y_min - base[0]))
-        check_quantization(np.concatenate([p["y_sample"] for p in parts]), base[0], bound,
-                           n_train)
+        check_quantization(np.concatenate([p["y_sample"] for p in parts]), bound, n_train)
     if eval_data is not None:  # its features and labels checked, rows named in the set
         seen = eval_data.reduce(eval_labels, None, categories, classify, with_start=True)
         outside = np.setdiff1d(np.unique(np.concatenate(seen)), classes) if classify else ()

@@ -199,8 +199,8 @@ def test_nan_learns_a_default_direction():
 def test_extreme_labels_are_named_and_heavy_tails_are_not():
     """Gradients are quantized at ~2**-17 of the largest |y - mean|: one y = 1e9 among
     labels of order 1 leaves every other row's gradient within a few steps (coarse), which
-    the fit says, on a cluster too; log-normal labels (sigma 2) and 10 % ones do not warn
-    (warnings are errors in this suite)."""
+    the fit says, on a cluster too; log-normal labels (sigma 2), 10 % ones and a single one
+    among zeros (deviation 0: fitted exactly) do not warn (warnings are errors here)."""
     import warnings
 
     rng = np.random.default_rng(0)
@@ -209,11 +209,16 @@ def test_extreme_labels_are_named_and_heavy_tails_are_not():
     spiked = y.copy()
     spiked[10] = 1e9
     with pytest.warns(UserWarning, match=r"y has extreme values: the largest \|y - mean\| "
-                                         r"is 9.997e\+08.* 100% of the rows"):
+                                         r"is 9.997e\+08, so the gradients are quantized in "
+                                         r"steps of 8.19e\+03, and the labels' median absolute "
+                                         r"deviation \(0.\d+\) is 0.000\d+ steps"):
         GBDTRegressor(n_estimators=2, client="local").fit(X, spiked)
+    one = np.zeros(3000)
+    one[7] = 1.0
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for ok in (np.exp(2 * rng.standard_normal(3000)), (rng.random(3000) < 0.1) * 1.0, y):
+        for ok in (np.exp(2 * rng.standard_normal(3000)), (rng.random(3000) < 0.1) * 1.0, y,
+                   one):
             GBDTRegressor(n_estimators=2, client="local").fit(X, ok)
 
 
