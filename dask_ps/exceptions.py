@@ -148,7 +148,8 @@ class DivergenceError(FloatingPointError, ValueError):
     def __init__(self, estimator: str, epoch: int, what: str, advice: str) -> None:
         self.estimator = estimator
         self.epoch = epoch
-        super().__init__(f"{estimator}: training diverged at epoch {epoch}: {what}; {advice}")
+        super().__init__(f"{estimator}: training diverged at epoch {epoch}: {what}"
+                         + (f"; {advice}" if advice else ""))
 
 
 class KeysNeededError(LookupError):

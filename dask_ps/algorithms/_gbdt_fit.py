@@ -83,6 +83,11 @@ def training_workers(model: PSModel, max_workers, X, n_features: int) -> list[st
     return order[: int(max_workers)] if int(max_workers) < len(order) else None
 
 
+#: What a GBDT fit whose loss diverged should change (:class:`~dask_ps.DivergenceError`).
+DIVERGENCE_ADVICE = ("scale the labels (a squared error of labels near 1e154 or more "
+                     "overflows float64) or lower learning_rate")
+
+
 #: :func:`check_quantization` warns when the labels' median absolute deviation spans fewer
 #: gradient quantization steps than this.
 COARSE_STEPS = 16

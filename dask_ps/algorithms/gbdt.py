@@ -25,7 +25,7 @@ from ..model import PSModel
 from ..partitions.inputs import is_dask
 from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions
 from ._gbdt_data import categorical_indices, frame_categories, to_matrix
-from ._gbdt_fit import one_shard, train, training_workers
+from ._gbdt_fit import DIVERGENCE_ADVICE, one_shard, train, training_workers
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT
 from ._gbdt_tree import Ensemble
 
@@ -395,7 +395,7 @@ class _GBDT(PSEstimator):
                                           min_data_per_group=self.min_data_per_group),
                           random_state=self._seed(),
                           loop=self._epoch_loop(model, type(self).__name__, self.n_estimators,
-                                                unit="round"))
+                                                unit="round", advice=DIVERGENCE_ADVICE))
                 if r.history:
                     r.history[-1].update(data.report())
             finally:

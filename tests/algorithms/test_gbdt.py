@@ -222,6 +222,20 @@ def test_extreme_labels_are_named_and_heavy_tails_are_not():
             GBDTRegressor(n_estimators=2, client="local").fit(X, ok)
 
 
+def test_labels_that_overflow_the_loss_say_what_to_change():
+    import warnings
+
+    from dask_ps import DivergenceError
+
+    X = np.random.default_rng(0).random((500, 3))
+    with warnings.catch_warnings():  # numpy's overflow on the way, if it warns
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(
+                DivergenceError, match=r"GBDTRegressor: training diverged at epoch 1: the "
+                                       r"training loss is inf; scale the labels \(a squared"):
+            GBDTRegressor(n_estimators=3, client="local").fit(X, X[:, 0] * 1e300)
+
+
 def test_extreme_labels_are_named_on_a_cluster(client2):
     rng = np.random.default_rng(1)
     X = rng.random((2000, 3))
