@@ -83,6 +83,26 @@ def training_workers(model: PSModel, max_workers, X, n_features: int) -> list[st
     return order[: int(max_workers)] if int(max_workers) < len(order) else None
 
 
+def eval_pair(eval_set) -> tuple:
+    """The ``(X, y)`` of an estimator's ``eval_set``: one pair, or a list of one.
+
+    Raises
+    ------
+    ValueError
+        Not one pair of two items.
+    """
+    if isinstance(eval_set, tuple) and len(eval_set) == 2:
+        eval_set = [eval_set]
+    if len(eval_set) != 1:
+        raise ValueError(f"eval_set must hold one (X, y) pair, got {len(eval_set)}")
+    pair = eval_set[0]
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        raise ValueError(f"eval_set must hold one (X, y) pair, got a "
+                         f"{type(pair).__name__}" + (f" of {len(pair)} items"
+                                                     if hasattr(pair, "__len__") else ""))
+    return tuple(pair)
+
+
 #: What a GBDT fit whose loss diverged should change (:class:`~dask_ps.DivergenceError`).
 DIVERGENCE_ADVICE = ("scale the labels (a squared error of labels near 1e154 or more "
                      "overflows float64) or lower learning_rate")

@@ -25,7 +25,7 @@ from ..model import PSModel
 from ..partitions.inputs import is_dask
 from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions
 from ._gbdt_data import categorical_indices, frame_categories, to_matrix
-from ._gbdt_fit import DIVERGENCE_ADVICE, one_shard, train, training_workers
+from ._gbdt_fit import DIVERGENCE_ADVICE, eval_pair, one_shard, train, training_workers
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT
 from ._gbdt_tree import Ensemble
 
@@ -366,12 +366,11 @@ class _GBDT(PSEstimator):
         categorical = self._categorical(cats)
         ev = None
         if eval_set:
-            if isinstance(eval_set, tuple) and len(eval_set) == 2:
-                eval_set = [eval_set]
-            if len(eval_set) != 1:
-                raise ValueError(f"eval_set must hold one (X, y) pair, got {len(eval_set)}")
-            Xv, yv = eval_set[0]
-            Xv, _, _ = self._inputs(Xv, None, reset=False)
+            Xv, yv = eval_pair(eval_set)
+            try:
+                Xv, _, _ = self._inputs(Xv, None, reset=False)
+            except ValueError as exc:  # scikit-learn's checks of in-memory X name no set
+                raise ValueError(f"eval_set: {exc}") from exc
             ev = (Xv, np.asarray(yv) if not is_dask(yv) else yv)
         classify = isinstance(self, ClassifierMixin)
         with self._model() as model, self._partition(model, (X, y), workers=training_workers(

@@ -149,3 +149,21 @@ def test_bad_eval_set_rows_are_named_as_eval_set_rows_of_the_whole_set(client2):
             model.fit(Xd, yd, eval_set=[(da.from_array(Xe, chunks=300),
                                          da.from_array(ye, chunks=300))])
         assert not hasattr(model, "booster_")
+
+
+def test_in_memory_eval_set_errors_say_eval_set():
+    """scikit-learn's checks of an in-memory eval set name no set: the fit says which one;
+    an eval set that is not one (X, y) pair is named as such."""
+    rng = np.random.default_rng(0)
+    X, y = rng.random((300, 4)), rng.integers(0, 2, 300)
+    bad = X[:50].copy()
+    bad[7, 2] = np.inf
+    est = GBDTClassifier(n_estimators=2, client="local")
+    with pytest.raises(ValueError, match=r"^eval_set: Input X contains infinity"):
+        est.fit(X, y, eval_set=[(bad, y[:50])])
+    with pytest.raises(ValueError, match=r"^eval_set: .*0 sample"):
+        est.fit(X, y, eval_set=[(X[:0], y[:0])])
+    with pytest.raises(ValueError, match=r"^eval_set must hold one \(X, y\) pair, got a "
+                                         r"tuple of 3 items"):
+        est.fit(X, y, eval_set=[(X, y, None)])
+    assert not hasattr(est, "booster_")
