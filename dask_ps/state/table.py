@@ -16,7 +16,6 @@ counts it all; ``benchmarks/hashed_memory.py`` measures it.
 
 from __future__ import annotations
 
-import sys
 from collections import OrderedDict
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -179,9 +178,6 @@ def _resized(arr: np.ndarray, n: int, keep: int) -> np.ndarray:
 RECALL_CALLS = 4
 RECALL_MIN = 1024
 RECALL_MAX = 2**20
-#: Arrays of the lookups the memo forgot that a sparse shard keeps for new lookups (rows,
-#: copies of keys): at most 2 x 2^20 x 8 bytes (16 MiB), see :meth:`TableShard._buffer`.
-SPARE_BUFFERS = 2
 #: Bytes of keys a sparse shard keeps under the names of the pulls that sent them (see
 #: :meth:`TableShard.named_keys`), oldest forgotten first.
 NAMED_BYTES = 64 * 2**20
@@ -212,8 +208,7 @@ class TableShard:
             self._keys = np.empty(_FIRST_ROWS, np.int64)
             self._index = np.zeros(2 * _FIRST_ROWS, np.uint64)
             self._shift = 64 - int(np.log2(self._index.shape[0]))
-            self._recent: list = []  # (keys, rows, keys copied) of recent lookups, see rows()
-            self._spare: list = []  # arrays the memo forgot, for new ones: see _buffer()
+            self._recent: list = []  # (keys, rows) of recent lookups, see rows()
             self._named: OrderedDict = OrderedDict()  # keys_id -> keys, see named_keys()
             self._named_bytes = 0
             self._recall_max = RECALL_MAX if recall else 0
@@ -297,7 +292,7 @@ class TableShard:
         rows = self._recall(keys)
         if rows is not None:
             return rows
-        rows = self._buffer(keys.shape[0])
+        rows = np.empty(keys.shape[0], np.int64)
         missing = _hash_kernels.index_find(self._index, self._shift, self._keys, keys, rows)
         if missing and create:
             first = self.n_rows
@@ -310,42 +305,9 @@ class TableShard:
             self._init_rows(new, self._keys[first: self.n_rows])
         if (missing == 0 or create) and RECALL_MIN <= keys.shape[0] <= self._recall_max:
             # a copy (callers reuse buffers), unless the keys arrived in their own
-            copied = keys_id is None
-            if copied:
-                buf = self._buffer(keys.shape[0])
-                buf[:] = keys
-                keys = buf
-            self._recent.insert(0, (keys, rows, copied))
-            for old_keys, old_rows, old_copied in self._recent[RECALL_CALLS:]:
-                self._keep(old_rows)
-                if old_copied:
-                    self._keep(old_keys)
+            self._recent.insert(0, (keys if keys_id is not None else keys.copy(), rows))
             del self._recent[RECALL_CALLS:]
         return rows
-
-    def _buffer(self, n: int) -> np.ndarray:
-        """An int64 array of ``n`` for a lookup's rows or copied keys: a spare one (an array
-        of a lookup the memo of recent ones forgot, see :meth:`_keep`) large enough that
-        nothing else holds, else a new one. A new 8 MB array in a worker that keeps its
-        recent lookups' arrays often came as fresh pages (the allocator's heaps grow and
-        shrink around the arrays kept): ~450 page faults, ~6.7 us each here, in a 10^6-key
-        pull."""
-        for i in range(len(self._spare)):
-            spare = self._spare[i]
-            # references: the list's, ``spare`` and getrefcount's argument; a view of it
-            # held anywhere would add one
-            if spare.shape[0] >= n and sys.getrefcount(spare) == 3:
-                return self._spare.pop(i)[:n]
-        return np.empty(n, np.int64)
-
-    def _keep(self, arr: np.ndarray) -> None:
-        """Keep the array behind ``arr`` (forgotten by the memo, made by :meth:`_buffer`) as
-        a spare, the largest :data:`SPARE_BUFFERS` only."""
-        base = arr if arr.base is None else arr.base
-        if isinstance(base, np.ndarray) and base.ndim == 1 and base.dtype == np.int64:
-            self._spare.append(base)
-            self._spare.sort(key=len, reverse=True)
-            del self._spare[SPARE_BUFFERS:]
 
     def _name(self, keys_id, keys: np.ndarray) -> None:
         """Keep ``keys`` under ``keys_id``, forgetting the oldest beyond :data:`NAMED_BYTES`."""
@@ -381,7 +343,7 @@ class TableShard:
         (memory speed) instead of a probe of the index per key. Rows stay valid until the
         index grows (:meth:`_grow` forgets them)."""
         n = keys.shape[0]
-        for i, (old, rows, _) in enumerate(self._recent):
+        for i, (old, rows) in enumerate(self._recent):
             if old is keys or (old.shape[0] == n and old[0] == keys[0] and old[-1] == keys[-1]
                                and _kernels.equal_1d(old, keys)):
                 if i:
@@ -440,9 +402,8 @@ class TableShard:
     @property
     def nbytes(self) -> int:
         """Bytes held: values and slots, and for a sparse table its keys and index (not the
-        memo of recent lookups, at most 64 MiB: see :data:`RECALL_MAX`, and its
-        :data:`SPARE_BUFFERS`, nor the keys kept for pushes, at most :data:`NAMED_BYTES`,
-        mostly the same arrays)."""
+        memo of recent lookups, at most 64 MiB: see :data:`RECALL_MAX`, nor the keys kept
+        for pushes, at most :data:`NAMED_BYTES`, mostly the same arrays)."""
         extra = 0 if not self.spec.sparse else self._index.nbytes + self._keys.nbytes
         return self.values.nbytes + sum(a.nbytes for a in self.slots.values()) + extra
 

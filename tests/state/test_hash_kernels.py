@@ -374,47 +374,14 @@ def test_sparse_shard_recalls_the_rows_of_recent_keys_only_while_valid():
     assert len(table._recent) <= T.RECALL_CALLS
     more = rng.integers(-2**62, 2**62, 50_000)
     table.rows(more)  # the index grows: rows renumbered, the memo forgotten
-    assert all(r.shape[0] == 50_000 for _, r, _ in table._recent)
+    assert all(r.shape[0] == 50_000 for _, r in table._recent)
     np.testing.assert_array_equal(table.gather(keys)[:, 0], np.full(5000, 2, np.float32))
     small = keys[: T.RECALL_MIN - 1]
     table.rows(small)
-    assert all(k.shape[0] != small.shape[0] for k, _, _ in table._recent)
+    assert all(k.shape[0] != small.shape[0] for k, _ in table._recent)
     snapshot = TableShard(spec, 0, recall=False)  # a process's snapshot keeps no memo
     snapshot.rows(keys)
     assert snapshot._recent == []
-
-
-def test_sparse_shard_reuses_the_buffers_its_memo_forgot_and_only_those():
-    """A lookup's rows (and its copy of the keys) go into an array of a lookup the memo of
-    recent ones forgot, when nothing else holds that array; the rows are those of a fresh
-    lookup either way."""
-    from dask_ps.state import table as T
-
-    spec = TableSpec("t", None, 1, True, np.dtype("float32"), HashPartitioner(1), Add(),
-                     Init())
-    table = TableShard(spec, 0)
-    rng = np.random.default_rng(11)
-    batches = [rng.integers(-2**62, 2**62, 3000) for _ in range(T.RECALL_CALLS + 4)]
-    table.rows(np.concatenate(batches))  # every key created: no growth below
-
-    def check(keys, rows):
-        fresh = np.empty(keys.shape[0], np.int64)
-        H.index_find(table._index, table._shift, table._keys, keys, fresh)
-        np.testing.assert_array_equal(rows, fresh)
-
-    held = [table.rows(b) for b in batches[: T.RECALL_CALLS + 1]]  # the first one forgotten
-    assert len(table._recent) == T.RECALL_CALLS and len(table._spare) == T.SPARE_BUFFERS
-    rows = table.rows(batches[T.RECALL_CALLS + 1])  # the spares are held here: new arrays
-    assert not any(np.shares_memory(rows, h) for h in held)
-    check(batches[T.RECALL_CALLS + 1], rows)
-    del held, rows
-    spares = {a.ctypes.data for a in table._spare}
-    assert len(spares) == T.SPARE_BUFFERS
-    keys = batches[T.RECALL_CALLS + 2][:2000]
-    rows = table.rows(keys)  # rows and the copy of the keys in the spares
-    assert {rows.ctypes.data, table._recent[0][0].ctypes.data} == spares
-    check(keys, rows)
-    np.testing.assert_array_equal(table._recent[0][0], keys)
 
 
 def test_sparse_shard_keeps_the_keys_of_named_pulls_for_their_push():
