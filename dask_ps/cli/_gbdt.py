@@ -70,7 +70,8 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
                            blocksize=blocksize)
     if meta["format"] == "csv":
         # features as floats (dask's guess from the first rows could be int, then fail on a
-        # decimal later), the label as written; bad lines named by file, line and column
+        # decimal later), a classifier's labels as written (classes), a regression's as
+        # numbers; bad lines named by file, line and column
         df, label = read_frame(path, meta.get("label"), categorical=meta.get("categorical")
                                or (), classes=meta.get("classes", True),
                                sep=meta["sep"] or ",", header=meta["header"],

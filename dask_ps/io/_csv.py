@@ -140,8 +140,7 @@ def locate(data: bytes, names: list[str], types: dict, sep: str,
            required: str | None = None, nan_missing: bool = False) -> tuple[int, str] | None:
     """(1-based line in ``data``, what is wrong) of the first bad line, or None.
 
-    ``types`` gives the columns read and their pyarrow types (numbers are floating, or
-    integer where only whole numbers may be written); the
+    ``types`` gives the columns read and their pyarrow types (numbers are floating); the
     ``required`` column must be present and a finite number; ``nan_missing``: other numeric
     columns may hold ``nan`` (missing).
     """
@@ -156,17 +155,13 @@ def locate(data: bytes, names: list[str], types: dict, sep: str,
             return i, f"expected {len(names)} fields, got {len(fields)}"
         for name, typ in types.items():
             value = fields[position[name]]
-            whole = pa.types.is_integer(typ)
-            if not (whole or pa.types.is_floating(typ)):
+            if not pa.types.is_floating(typ):
                 continue
             if value == "":
                 if name == required:
                     return i, f"column {name!r} is empty"
                 continue
-            if whole and not value.strip().lstrip("+-").isdigit():
-                return i, (f"column {name!r} (field {position[name] + 1}): {value!r} is not a "
-                           f"whole number (an integer column)")
-            if not whole and _bad_field(value, nan_missing and name != required):
+            if _bad_field(value, nan_missing and name != required):
                 return i, (f"column {name!r} (field {position[name] + 1}): {value!r} is not a "
                            f"finite number")
     return None
@@ -184,8 +179,7 @@ def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str
     names : list of str
         All the columns of a line, in order.
     types : dict of str to pyarrow.DataType
-        The columns to keep and their types (float64, int64 or string); an empty field is
-        null.
+        The columns to keep and their types (float64 or string); an empty field is null.
     sep : str
         The field delimiter.
     where : str
