@@ -280,3 +280,13 @@ def test_table_columns_the_model_cannot_take_are_named(client1, tmp_path, capsys
     assert error("--train", str(tmp_path / "inf.parquet"), "--format", "parquet",
                  "--categorical", "shop") == \
         "dask-ps: error: X[120, 0] (column 'a') = inf is infinite"
+    # the same columns in another order are taken by name
+    pd.read_csv(tmp_path / "s.csv")[["y", "shop", "a"]].to_csv(tmp_path / "r.csv", index=False)
+    scores = []
+    for name in ("s.csv", "r.csv"):
+        assert main(["train", "gbdt", "--train", str(tmp_path / "s.csv"), "--test",
+                     str(tmp_path / name), "--format", "csv", "--categorical", "shop",
+                     "--label", "y", "--n-estimators", "2", "--scheduler-file", sf]) == 0
+        scores.append([line for line in capsys.readouterr().out.splitlines()
+                       if line.startswith("test")])
+    assert scores[0] and scores[0] == scores[1]

@@ -89,9 +89,12 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
     meta["label"] = label
     X = df.drop(columns=[label])
     features = [str(c) for c in X.columns]
-    if meta.setdefault("features", features) != features:
+    want = meta.setdefault("features", features)
+    if sorted(want) != sorted(features) or len(set(features)) < len(features):
         raise ValueError(f"{path}: feature columns {features} differ from the training "
-                         f"data's {meta['features']}")
+                         f"data's {want}")
+    if features != want:  # the same columns in another order: taken by name
+        X = X[[X.columns[features.index(c)] for c in want]]
     for c in meta.get("categorical") or ():
         if c not in X.columns:
             raise ValueError(f"{path}: --categorical names {c!r}, not a column")
