@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -205,13 +206,7 @@ def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str
     if not data.strip():
         return pa.table({n: pa.array([], type=t) for n, t in types.items()})
     try:
-        table = pacsv.read_csv(
-            pa.py_buffer(data),
-            read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
-            parse_options=pacsv.ParseOptions(delimiter=sep, newlines_in_values=False),
-            convert_options=pacsv.ConvertOptions(
-                column_types=types, include_columns=list(types), null_values=[""],
-                strings_can_be_null=True, quoted_strings_can_be_null=False))
+        table = _arrow_csv(data, names, types, sep)
     except pa.ArrowInvalid as exc:
         raise bad_line(data, names, types, sep, where, line0, str(exc), required,
                        nan_missing) from exc
@@ -223,12 +218,60 @@ def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str
     return table
 
 
+def _arrow_csv(data: bytes, names: list[str], types: dict, sep: str) -> pa.Table:
+    """pyarrow's parse of whole lines (see :func:`parse_block`); raises ArrowInvalid."""
+    return pacsv.read_csv(
+        pa.py_buffer(data),
+        read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
+        parse_options=pacsv.ParseOptions(delimiter=sep, newlines_in_values=False),
+        convert_options=pacsv.ConvertOptions(
+            column_types=types, include_columns=list(types), null_values=[""],
+            strings_can_be_null=True, quoted_strings_can_be_null=False))
+
+
+def _refused(data: bytes, names: list[str], types: dict, sep: str) -> tuple[int, str] | None:
+    """(1-based line, pyarrow's reason) of the first line pyarrow refuses, found by halving
+    the lines (a few parses of at most ``data``: the error path only), or None. For the
+    values Python's ``float`` takes and pyarrow does not (``1_000``, other scripts'
+    digits, bytes that are not UTF-8), which :func:`locate` passes."""
+    lines = data.split(b"\n")
+
+    def reason(a: int, b: int) -> str | None:
+        chunk = b"\n".join(lines[a:b])
+        if not chunk.strip():
+            return None
+        try:
+            _arrow_csv(chunk + b"\n", names, types, sep)
+        except pa.ArrowInvalid as exc:
+            return str(exc)
+        return None
+
+    lo, hi = 0, len(lines)
+    why = reason(lo, hi)
+    if why is None:
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        first = reason(lo, mid)
+        if first is not None:
+            hi, why = mid, first
+        else:
+            lo = mid
+    why = reason(lo, lo + 1) or why
+    m = re.match(r"In CSV column #(\d+): Row #\d+: (.*)", why, re.S)
+    if m and int(m.group(1)) < len(names):
+        col = int(m.group(1))
+        why = f"column {names[col]!r} (field {col + 1}): {m.group(2).strip()}"
+    return lo + 1, why
+
+
 def bad_line(data: bytes, names: list[str], types: dict, sep: str, where: str, line0: int,
              detail: str, required: str | None = None, nan_missing: bool = False) -> LineError:
-    """The :class:`LineError` of the first bad line of ``data`` (see :func:`locate`), or one
-    naming the block when no line is found at fault (``detail`` says what the parser
-    found)."""
-    found = locate(data, names, types, sep, required, nan_missing)
+    """The :class:`LineError` of the first bad line of ``data`` (see :func:`locate`, then
+    the first line pyarrow refuses), or one naming the block when no line is found at fault
+    (``detail`` says what the parser found)."""
+    found = locate(data, names, types, sep, required, nan_missing) or \
+        _refused(data, names, types, sep)
     if found is None:
         return LineError(where, None, f"cannot parse the lines after line {line0}: {detail}")
     return LineError(where, line0 + found[0], found[1])
