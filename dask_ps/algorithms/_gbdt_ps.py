@@ -139,13 +139,10 @@ class _Rows:
 
 
 def _encode(y, cfg: FitConfig, start: int | None) -> np.ndarray:
+    # labels were checked before the first tree (_gbdt_data.checked_labels, the training
+    # set's in the survey, eval_set's in train()): here they are only encoded
     if cfg.classes is None:
-        y = np.array(y, np.float64)  # a writable copy (the kernels' signatures)
-        bad = np.flatnonzero(~np.isfinite(y))
-        if bad.size:
-            where = f"y[{start + bad[0]}]" if start is not None else f"eval_set y[{bad[0]}]"
-            raise ValueError(f"{where} = {y[bad[0]]} is not finite")
-        return y
+        return np.array(y, np.float64)  # a writable copy (the kernels' signatures)
     codes = np.searchsorted(cfg.classes, y)
     codes = np.minimum(codes, cfg.classes.shape[0] - 1)
     bad = np.flatnonzero(cfg.classes[codes] != y)
