@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import dask_ps
-from dask_ps.state.channel import Channel, ChannelServer, dumps, loads
+from dask_ps.state.channel import Channel, ChannelServer
+from dask_ps.state.channel_wire import dumps, loads
 
 pytestmark = pytest.mark.timeout(120)
 
