@@ -40,7 +40,7 @@ from ._malloc import FreezeGCFirst, tune_malloc
 from .consistency import DONE, Consistency
 from .partition import KeyRef
 from .process_job import _Job, _Meanwhile, _Snapshot
-from .table import RECALL_MIN, TableSpec, as_keys, bad_key_error
+from .table import RECALL_MIN, TableSpec, as_keys, bad_key_error, checked_update
 from .transport import Shipped, Transport
 
 __all__ = ["ProcessClient"]
@@ -254,48 +254,10 @@ class ProcessClient(FreezeGCFirst):
     # -- push and clock -------------------------------------------------------------------
     def check_update(self, name: str, keys, updates, keys_checked: bool = False,
                      copy: bool = True) -> tuple[TableSpec, np.ndarray, np.ndarray]:
-        """Validated (keys int64 (n,), updates (n, ncols) in the table's dtype) of a push.
-
-        The updates are a new array (the caller may reuse its buffer), unless ``copy`` is
-        false (a push sent before the caller gets control back).
-
-        Raises
-        ------
-        UnknownTableError, IndexError, TypeError, ValueError
-            Unknown table, key out of range, non-integer keys or updates of an integer table
-            that are not integers, updates of the wrong shape; each names the table.
-        """
+        """``(spec, keys, updates)`` of a push to table ``name``, validated: see
+        :func:`~dask_ps.state.table.checked_update` (raises UnknownTableError too)."""
         spec = self.spec(name)
-        if not keys_checked:
-            keys = as_keys(keys, spec)
-            if not spec.sparse and keys.size:
-                bad = (keys < 0) | (keys >= spec.n_rows)
-                if bad.any():
-                    raise bad_key_error(spec, keys, int(np.argmax(bad)))
-        updates = np.asarray(updates)
-        want = (keys.shape[0],) + spec.row_shape
-        if updates.shape != want and not (spec.vector and updates.shape == want + (1,)):
-            raise ValueError(f"table {name!r}: updates for {keys.shape[0]} keys must have shape "
-                             f"{want}, got {updates.shape}")
-        if spec.dtype.kind in "iu" and updates.dtype.kind not in "iub":
-            raise TypeError(f"table {name!r} holds {spec.dtype}: updates must be integers, "
-                            f"got {updates.dtype}")
-        if updates.dtype.kind not in "iubf":
-            raise TypeError(f"table {name!r}: updates must be real numbers, got {updates.dtype}")
-        values = (np.array(updates, dtype=spec.dtype, copy=True) if copy else
-                  np.asarray(updates, dtype=spec.dtype)).reshape(keys.shape[0], spec.ncols)
-        if spec.dtype.kind == "f":
-            finite = np.isfinite(values)
-            if not finite.all():
-                i = int(np.argmax(~finite.all(axis=1)))
-                raise ValueError(f"table {name!r}: update for key {int(keys[i])} (position {i}) "
-                                 f"is not finite: {values[i].tolist()}")
-        elif updates.dtype != spec.dtype and updates.size:
-            info = np.iinfo(spec.dtype)
-            if updates.min() < info.min or updates.max() > info.max:
-                raise ValueError(f"table {name!r}: updates overflow {spec.dtype} "
-                                 f"(range [{updates.min()}, {updates.max()}])")
-        return spec, keys, values
+        return (spec,) + checked_update(spec, keys, updates, keys_checked, copy)
 
     def push_now(self, name: str, keys, updates) -> None:
         """Apply an update at once, outside any job (set-up, evaluation, tests)."""

@@ -27,7 +27,8 @@ from . import _hash_kernels, _kernels
 from .optimizers import Optimizer
 from .partition import RangePartitioner, RowBits, as_rows, make_partitioner
 
-__all__ = ["Init", "TableShard", "TableSpec", "as_keys", "bad_key_error"]
+__all__ = ["Init", "TableShard", "TableSpec", "as_keys", "bad_key_error",
+           "checked_update"]
 
 DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "int32", "int64"))
 _KINDS = {"constant": _kernels.INIT_CONSTANT, "uniform": _kernels.INIT_UNIFORM,
@@ -435,3 +436,51 @@ def bad_key_error(spec: TableSpec, keys: np.ndarray, i: int) -> IndexError:
     """The error for ``keys[i]``, a key outside dense table ``spec``'s rows."""
     return IndexError(f"table {spec.name!r}: key {int(keys[i])} at position {i} is outside "
                       f"the table's rows [0, {spec.n_rows})")
+
+
+def checked_update(spec: TableSpec, keys, updates, keys_checked: bool = False,
+                   copy: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Validated ``(keys int64 (n,), updates (n, ncols) in the table's dtype)`` of a push
+    to table ``spec``.
+
+    ``keys_checked``: the keys are int64 and in range already (not checked). The updates
+    are a new array (the caller may reuse its buffer), unless ``copy`` is false (a push sent
+    before the caller gets control back).
+
+    Raises
+    ------
+    IndexError, TypeError, ValueError
+        Key out of range, non-integer keys or updates of an integer table that are not
+        integers, updates of the wrong shape or not finite; each names the table.
+    """
+    name = spec.name
+    if not keys_checked:
+        keys = as_keys(keys, spec)
+        if not spec.sparse and keys.size:
+            bad = (keys < 0) | (keys >= spec.n_rows)
+            if bad.any():
+                raise bad_key_error(spec, keys, int(np.argmax(bad)))
+    updates = np.asarray(updates)
+    want = (keys.shape[0],) + spec.row_shape
+    if updates.shape != want and not (spec.vector and updates.shape == want + (1,)):
+        raise ValueError(f"table {name!r}: updates for {keys.shape[0]} keys must have shape "
+                         f"{want}, got {updates.shape}")
+    if spec.dtype.kind in "iu" and updates.dtype.kind not in "iub":
+        raise TypeError(f"table {name!r} holds {spec.dtype}: updates must be integers, "
+                        f"got {updates.dtype}")
+    if updates.dtype.kind not in "iubf":
+        raise TypeError(f"table {name!r}: updates must be real numbers, got {updates.dtype}")
+    values = (np.array(updates, dtype=spec.dtype, copy=True) if copy else
+              np.asarray(updates, dtype=spec.dtype)).reshape(keys.shape[0], spec.ncols)
+    if spec.dtype.kind == "f":
+        finite = np.isfinite(values)
+        if not finite.all():
+            i = int(np.argmax(~finite.all(axis=1)))
+            raise ValueError(f"table {name!r}: update for key {int(keys[i])} (position {i}) "
+                             f"is not finite: {values[i].tolist()}")
+    elif updates.dtype != spec.dtype and updates.size:
+        info = np.iinfo(spec.dtype)
+        if updates.min() < info.min or updates.max() > info.max:
+            raise ValueError(f"table {name!r}: updates overflow {spec.dtype} "
+                             f"(range [{updates.min()}, {updates.max()}])")
+    return keys, values
