@@ -364,9 +364,11 @@ class Channel(_Caller):
 class SyncChannel(_Caller):
     """The calling end of a shard's channel for blocking calls from a task's thread.
 
-    A call holds the connection from its request to its reply (:meth:`start` then
-    :meth:`finish`), so that the caller can do other work, such as the local shard's part
-    of a pull, while the shard answers. Threads of one process take turns.
+    A thread holds the connection from its first request to its last reply (:meth:`start`
+    then :meth:`finish`), so that it can do other work, such as the local shard's part of a
+    pull, while the shard answers. It may send several requests before the first reply (the
+    pieces of a large pull: the shard works on one while the next travels); replies are
+    matched by request id. Threads of one process take turns.
 
     Parameters: see :class:`_Caller`.
     """
@@ -375,11 +377,16 @@ class SyncChannel(_Caller):
                  ) -> None:
         super().__init__(address, ssl_context)
         self._lock = threading.Lock()
+        self._owner: int | None = None  # the thread whose requests are out
+        self._out: set[int] = set()  # ids of the requests not answered yet
+        self._early: dict[int, list] = {}  # replies read before their turn, by request id
         self._next = 0
         self._timeout: float | None = None  # the connection's, set at the last call
 
     def start(self, method: str, args: tuple, kwargs: dict, timeout: float) -> int:
-        """Send a request; the caller must then call :meth:`finish` (or :meth:`abort`).
+        """Send a request; the caller must then call :meth:`finish` with its id (or
+        :meth:`abort`). The thread holds the connection until every request it sent is
+        finished.
 
         Raises
         ------
@@ -387,7 +394,10 @@ class SyncChannel(_Caller):
             The connection or the send failed (``TimeoutError`` after ``timeout`` seconds).
         """
         frames = dumps((method, args, kwargs))
-        self._lock.acquire()
+        me = threading.get_ident()
+        if self._owner != me:
+            self._lock.acquire()
+            self._owner = me
         try:
             if self._sock is None:
                 sock = open_blocking(self.address, self._ssl, timeout)
@@ -399,6 +409,7 @@ class SyncChannel(_Caller):
                 self._timeout = timeout
             self._next += 1
             send_blocking(self._sock, self._next, frames)
+            self._out.add(self._next)
             return self._next
         except BaseException:
             self.abort()
@@ -409,7 +420,7 @@ class SyncChannel(_Caller):
         """Indices of ``channels`` (each with a request in progress) whose replies have
         started to arrive (or whose connections closed), waiting up to ``timeout`` seconds
         for one, so that a caller can look at the cluster between waits."""
-        now = [i for i, c in enumerate(channels) if c._reader.end > c._reader.start]
+        now = [i for i, c in enumerate(channels) if c._early or c._reader.end > c._reader.start]
         if now:
             return now
         socks = [getattr(c._sock, "sock", c._sock) for c in channels]  # under TLS, its socket
@@ -425,22 +436,34 @@ class SyncChannel(_Caller):
             The connection failed, or no reply came within the call's timeout.
         """
         try:
-            got, frames = self._reader.message()
-            if got != rid:  # one request at a time: anything else means a broken stream
-                raise ConnectionResetError(f"reply {got} to request {rid}")
+            if rid not in self._out:
+                raise ConnectionResetError(f"request {rid} is not out on this connection")
+            frames = self._early.pop(rid, None)
+            while frames is None:
+                got, frames = self._reader.message()
+                if got != rid:  # another of this thread's requests, or a broken stream
+                    if got not in self._out or got in self._early:
+                        raise ConnectionResetError(f"reply {got} to request {rid}")
+                    self._early[got], frames = frames, None
         except BaseException:
             self.abort()
             raise
-        self._lock.release()
+        self._out.discard(rid)
+        if not self._out:
+            self._owner = None
+            self._lock.release()
         return loads(frames)
 
     def abort(self) -> None:
-        """Drop the connection (a request half sent or a reply half read spoils it) and let
-        the next call connect again."""
+        """Drop the connection (a request half sent or a reply half read spoils it; so does
+        a request left unanswered) and let the next call connect again."""
         if self._sock is not None:
             self._sock.close()
             self._sock = None
-        if self._lock.locked():
+        self._out.clear()
+        self._early.clear()
+        if self._owner == threading.get_ident():
+            self._owner = None
             self._lock.release()
 
     def close(self) -> None:

@@ -173,12 +173,14 @@ def _resized(arr: np.ndarray, n: int, keep: int) -> np.ndarray:
     return out
 
 
-#: A sparse shard remembers the rows of its last ``RECALL_CALLS`` lookups of
-#: ``RECALL_MIN`` to ``RECALL_MAX`` keys (see :meth:`TableShard._recall`): at most
-#: 4 x 2^20 x 16 bytes (64 MiB) of keys and rows kept alive, ~16 bytes per key of a call.
-RECALL_CALLS = 4
+#: A sparse shard remembers the rows of its last lookups of ``RECALL_MIN`` to
+#: ``RECALL_MAX`` keys (see :meth:`TableShard._recall`), at most ``RECALL_CALLS`` of them
+#: holding at most ``RECALL_KEYS`` keys: 64 MiB of keys and rows kept alive, ~16 bytes per
+#: key. Each piece of a pull (:func:`~.partition.piece_bounds`) is a lookup of its own.
+RECALL_CALLS = 16
 RECALL_MIN = 1024
 RECALL_MAX = 2**20
+RECALL_KEYS = 4 * RECALL_MAX
 #: Bytes of keys a sparse shard keeps under the names of the pulls that sent them (see
 #: :meth:`TableShard.named_keys`), oldest forgotten first.
 NAMED_BYTES = 64 * 2**20
@@ -307,7 +309,12 @@ class TableShard:
         if (missing == 0 or create) and RECALL_MIN <= keys.shape[0] <= self._recall_max:
             # a copy (callers reuse buffers), unless the keys arrived in their own
             self._recent.insert(0, (keys if keys_id is not None else keys.copy(), rows))
-            del self._recent[RECALL_CALLS:]
+            kept = 0
+            for i, (old, _) in enumerate(self._recent):
+                kept += old.shape[0]
+                if kept > RECALL_KEYS or i == RECALL_CALLS:
+                    del self._recent[i:]
+                    break
         return rows
 
     def _name(self, keys_id, keys: np.ndarray) -> None:
