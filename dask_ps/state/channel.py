@@ -7,9 +7,8 @@ not need: handler lookup, msgpack headers, a pooled connection checked out per c
 the hot path, the event loop. Parameter servers have done this since ps-lite's "van"
 (Li et al., OSDI 2014): the data path is a bare socket.
 
-A message is a header (request id, frame count, frame sizes) followed by the frames of one
-pickle (protocol 5): the first frame is the pickle, the others are the NumPy buffers, sent
-from and received into their own memory (no copy in Python on either side).
+A message is one pickle in frames, its NumPy buffers sent from and received into their own
+memory (:mod:`~dask_ps.state.channel_wire`).
 
 * :class:`ChannelServer` (in the shard's worker) reads each connection in a thread of its
   own, in order. Pulls and pushes that need no wait are answered at once from that thread
@@ -31,17 +30,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import io
 import logging
-import pickle
 import select
 import socket
 import ssl
-import struct
 import threading
 import weakref
-
-import numpy as np
 
 from .channel_security import (
     ChannelAddress,
@@ -51,169 +45,11 @@ from .channel_security import (
     open_blocking,
     serve_handshake,
 )
+from .channel_wire import BlockingReader, Reader, dumps, loads, send, send_blocking
 
 __all__ = ["Channel", "ChannelAddress", "ChannelServer", "SyncChannel"]
 
 logger = logging.getLogger(__name__)
-
-_HEAD = struct.Struct("<QI")  # request id, number of frames
-#: Frames up to this size are copied into one buffer with the header (one send); larger ones
-#: are sent from, and received into, their own memory.
-_SMALL = 1 << 16
-_READ_AHEAD = 1 << 16
-
-
-def _array(buffer, dtype: str, shape: tuple) -> np.ndarray:
-    """An array of a message (:class:`_Pickler`): a view of its frame."""
-    return np.frombuffer(buffer, dtype).reshape(shape)
-
-
-class _Pickler(pickle.Pickler):
-    """Protocol-5 pickler sending plain contiguous arrays as ``(buffer, dtype str, shape)``:
-    NumPy's reduction pickles a dtype object and finds its rebuild function per array (~15 us
-    here, half of a pull's or push's pickling; as much to load). Others pickle as usual."""
-
-    def reducer_override(self, obj):
-        if (type(obj) is np.ndarray and obj.dtype.kind in "biuf" and obj.dtype.names is None
-                and obj.flags.c_contiguous):
-            return _array, (pickle.PickleBuffer(obj), obj.dtype.str, obj.shape)
-        return NotImplemented
-
-
-def dumps(obj) -> list:
-    """``obj`` as frames: a protocol-5 pickle, then its out-of-band buffers."""
-    buffers: list = []
-    out = io.BytesIO()
-    _Pickler(out, protocol=5, buffer_callback=buffers.append).dump(obj)
-    return [out.getbuffer()] + [b.raw() for b in buffers]
-
-
-def loads(frames: list):
-    return pickle.loads(frames[0], buffers=frames[1:])
-
-
-def _chunks(rid: int, frames: list) -> list:
-    """What to write for one message: the header with the small frames copied behind it
-    (one system call), and each large frame from its own memory."""
-    sizes = [memoryview(f).nbytes for f in frames]
-    out = bytearray(_HEAD.pack(rid, len(frames)))
-    out += struct.pack(f"<{len(frames)}Q", *sizes)
-    chunks = []
-    for f, n in zip(frames, sizes):
-        if n <= _SMALL:
-            out += f
-            continue
-        if out:
-            chunks.append(out)
-            out = bytearray()
-        chunks.append(memoryview(f).cast("B"))
-    if out:
-        chunks.append(out)
-    return chunks
-
-
-async def send(conn, rid: int, frames: list) -> None:
-    """Write one message on a connection of the event loop (``async`` ``sendall``)."""
-    for chunk in _chunks(rid, frames):
-        await conn.sendall(chunk)
-
-
-def send_blocking(sock: socket.socket, rid: int, frames: list) -> None:
-    """Write one message on a blocking socket."""
-    for chunk in _chunks(rid, frames):
-        sock.sendall(chunk)
-
-
-def _message_buffers():
-    """The buffers one message is read into, in order (a generator: the header's, the frame
-    sizes', then each frame's); returns ``(request id, frames)``. Shared by both readers."""
-    head = bytearray(_HEAD.size)
-    yield memoryview(head)
-    rid, n_frames = _HEAD.unpack(head)
-    raw = bytearray(8 * n_frames)
-    yield memoryview(raw)
-    frames = []
-    for size in struct.unpack(f"<{n_frames}Q", raw):
-        # np.empty: no zero-filling of a buffer about to be overwritten
-        buf = np.empty(size, np.uint8) if size > _SMALL else bytearray(size)
-        yield memoryview(buf)
-        frames.append(buf)
-    return rid, frames
-
-
-def _received(got: int) -> int:
-    if got == 0:
-        raise ConnectionResetError("the connection was closed by its other end")
-    return got
-
-
-class _ReadAhead:
-    """A read-ahead buffer: small parts of messages come out of it, large frames are
-    received straight into their own arrays (see :meth:`_next_recv`)."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.view = memoryview(bytearray(_READ_AHEAD))
-        self.start = self.end = 0
-
-    def _next_recv(self, out: memoryview, n: int) -> tuple[int, memoryview | None]:
-        """Copy what the buffer holds into ``out[n:]``; returns the new ``n`` and, while
-        ``out`` is not full, where the next ``recv_into`` goes: ``out`` itself for a large
-        remainder, else the (emptied) buffer."""
-        k = min(self.end - self.start, out.nbytes - n)
-        out[n:n + k] = self.view[self.start:self.start + k]
-        self.start += k
-        n += k
-        if n == out.nbytes:
-            return n, None
-        if out.nbytes - n >= _READ_AHEAD:
-            return n, out[n:]
-        self.start = self.end = 0
-        return n, self.view
-
-    def _got(self, target: memoryview, n: int, got: int) -> int:
-        if target is self.view:
-            self.end = got
-            return n
-        return n + got
-
-
-class _Reader(_ReadAhead):
-    """Reads messages from a connection of the event loop (``async`` ``recv_into``)."""
-
-    async def read_into(self, out: memoryview) -> None:
-        n, target = self._next_recv(out, 0)
-        while target is not None:
-            got = _received(await self.sock.recv_into(target))
-            n, target = self._next_recv(out, self._got(target, n, got))
-
-    async def message(self) -> tuple[int, list]:
-        steps = _message_buffers()
-        try:
-            while True:
-                await self.read_into(steps.send(None))
-        except StopIteration as done:
-            return done.value
-
-
-class _BlockingReader(_ReadAhead):
-    """Reads messages from a blocking socket, or a
-    :class:`~dask_ps.state.channel_security.TLSSocket` (a task's or a server thread's)."""
-
-    def read_into(self, out: memoryview) -> None:
-        n, target = self._next_recv(out, 0)
-        while target is not None:
-            got = _received(self.sock.recv_into(target))
-            n, target = self._next_recv(out, self._got(target, n, got))
-
-    def message(self) -> tuple[int, list]:
-        steps = _message_buffers()
-        try:
-            while True:
-                self.read_into(steps.send(None))
-        except StopIteration as done:
-            return done.value
-
 
 def _reply_frames(reply: tuple) -> list:
     try:
@@ -349,7 +185,7 @@ class ChannelServer:
         if conn is not raw:  # shut down through its TLS wrapper from now on
             self._conns.add(conn)
             self._conns.discard(raw)
-        reader = _BlockingReader(conn)
+        reader = BlockingReader(conn)
         lock = threading.Lock()  # replies come from this thread and from the loop
         try:
             while True:
@@ -466,7 +302,7 @@ class Channel(_Caller):
         return self._sock
 
     async def _read(self, sock) -> None:
-        reader = _Reader(sock)
+        reader = Reader(sock)
         try:
             while True:
                 rid, frames = await reader.message()
@@ -528,9 +364,11 @@ class Channel(_Caller):
 class SyncChannel(_Caller):
     """The calling end of a shard's channel for blocking calls from a task's thread.
 
-    A call holds the connection from its request to its reply (:meth:`start` then
-    :meth:`finish`), so that the caller can do other work, such as the local shard's part
-    of a pull, while the shard answers. Threads of one process take turns.
+    A thread holds the connection from its first request to its last reply (:meth:`start`
+    then :meth:`finish`), so that it can do other work, such as the local shard's part of a
+    pull, while the shard answers. It may send several requests before the first reply (the
+    pieces of a large pull: the shard works on one while the next travels); replies are
+    matched by request id. Threads of one process take turns.
 
     Parameters: see :class:`_Caller`.
     """
@@ -539,11 +377,16 @@ class SyncChannel(_Caller):
                  ) -> None:
         super().__init__(address, ssl_context)
         self._lock = threading.Lock()
+        self._owner: int | None = None  # the thread whose requests are out
+        self._out: set[int] = set()  # ids of the requests not answered yet
+        self._early: dict[int, list] = {}  # replies read before their turn, by request id
         self._next = 0
         self._timeout: float | None = None  # the connection's, set at the last call
 
     def start(self, method: str, args: tuple, kwargs: dict, timeout: float) -> int:
-        """Send a request; the caller must then call :meth:`finish` (or :meth:`abort`).
+        """Send a request; the caller must then call :meth:`finish` with its id (or
+        :meth:`abort`). The thread holds the connection until every request it sent is
+        finished.
 
         Raises
         ------
@@ -551,18 +394,22 @@ class SyncChannel(_Caller):
             The connection or the send failed (``TimeoutError`` after ``timeout`` seconds).
         """
         frames = dumps((method, args, kwargs))
-        self._lock.acquire()
+        me = threading.get_ident()
+        if self._owner != me:
+            self._lock.acquire()
+            self._owner = me
         try:
             if self._sock is None:
                 sock = open_blocking(self.address, self._ssl, timeout)
                 self._sock = sock
-                self._reader = _BlockingReader(sock)
+                self._reader = BlockingReader(sock)
                 self._timeout = timeout
             if timeout != self._timeout:  # a system call or two: only when it changes
                 self._sock.settimeout(timeout)
                 self._timeout = timeout
             self._next += 1
             send_blocking(self._sock, self._next, frames)
+            self._out.add(self._next)
             return self._next
         except BaseException:
             self.abort()
@@ -573,7 +420,7 @@ class SyncChannel(_Caller):
         """Indices of ``channels`` (each with a request in progress) whose replies have
         started to arrive (or whose connections closed), waiting up to ``timeout`` seconds
         for one, so that a caller can look at the cluster between waits."""
-        now = [i for i, c in enumerate(channels) if c._reader.end > c._reader.start]
+        now = [i for i, c in enumerate(channels) if c._early or c._reader.end > c._reader.start]
         if now:
             return now
         socks = [getattr(c._sock, "sock", c._sock) for c in channels]  # under TLS, its socket
@@ -589,22 +436,34 @@ class SyncChannel(_Caller):
             The connection failed, or no reply came within the call's timeout.
         """
         try:
-            got, frames = self._reader.message()
-            if got != rid:  # one request at a time: anything else means a broken stream
-                raise ConnectionResetError(f"reply {got} to request {rid}")
+            if rid not in self._out:
+                raise ConnectionResetError(f"request {rid} is not out on this connection")
+            frames = self._early.pop(rid, None)
+            while frames is None:
+                got, frames = self._reader.message()
+                if got != rid:  # another of this thread's requests, or a broken stream
+                    if got not in self._out or got in self._early:
+                        raise ConnectionResetError(f"reply {got} to request {rid}")
+                    self._early[got], frames = frames, None
         except BaseException:
             self.abort()
             raise
-        self._lock.release()
+        self._out.discard(rid)
+        if not self._out:
+            self._owner = None
+            self._lock.release()
         return loads(frames)
 
     def abort(self) -> None:
-        """Drop the connection (a request half sent or a reply half read spoils it) and let
-        the next call connect again."""
+        """Drop the connection (a request half sent or a reply half read spoils it; so does
+        a request left unanswered) and let the next call connect again."""
         if self._sock is not None:
             self._sock.close()
             self._sock = None
-        if self._lock.locked():
+        self._out.clear()
+        self._early.clear()
+        if self._owner == threading.get_ident():
+            self._owner = None
             self._lock.release()
 
     def close(self) -> None:

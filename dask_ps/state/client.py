@@ -6,7 +6,8 @@ each clock. A task sees it through a :class:`~dask_ps.view.WorkerView`.
 
 * A pull deduplicates its keys, splits them by shard and makes one call per shard, concurrently
   (the keys of a hashed table may leave before the dedup, which then runs while the shards
-  answer: see :func:`~dask_ps.state.partition.plan_hashed`).
+  answer: see :func:`~dask_ps.state.partition.plan_hashed`); a large one to a remote shard
+  goes in pieces (:func:`~dask_ps.state.partition.piece_bounds`), sent back to back.
 * Pushes are buffered and merged per clock; when every task of the process has finished a clock,
   one push per shard carries the merged updates of all tables and the clock tick
   (the process cache of Petuum's SSP table, Ho et al., NIPS 2013).
@@ -38,9 +39,9 @@ from ..exceptions import UnknownTableError
 from ._kernels import fingerprint, scatter_1d, segment_sum
 from ._malloc import FreezeGCFirst, tune_malloc
 from .consistency import DONE, Consistency
-from .partition import KeyRef
+from .partition import KeyRef, piece_bounds
 from .process_job import _Job, _Meanwhile, _Snapshot
-from .table import RECALL_MIN, TableSpec, as_keys, bad_key_error
+from .table import RECALL_MIN, TableSpec, as_keys, bad_key_error, checked_update
 from .transport import Shipped, Transport
 
 __all__ = ["ProcessClient"]
@@ -171,14 +172,14 @@ class ProcessClient(FreezeGCFirst):
             state.carried += 1
         if not requests and box is None:
             return values
-        calls = self._calls(spec, plan, requests, box, job, clock, state, named)
+        calls, places = self._calls(spec, plan, requests, box, job, clock, state, named)
         if self.transport.direct:
             results = self.transport.call_many(calls, self.transport.timeout + 5, meanwhile)
         else:
             results = self.transport.run(_gather(
                 self.transport.call(s, method, _timeout=self.transport.timeout + 5, **kwargs)
                 for s, method, kwargs in calls))
-        return self._store(spec, requests, calls, results, values, clock, state, cache)
+        return self._store(spec, places, calls, results, values, clock, state, cache)
 
     def _lookup(self, spec, plan, values, clock, state, cache: bool) -> dict:
         """Serve what the snapshot holds; returns, per shard, (keys to fetch, where their
@@ -204,41 +205,61 @@ class ProcessClient(FreezeGCFirst):
         return requests
 
     def _calls(self, spec, plan, requests: dict, box, job, clock, state,
-               named: dict | None = None) -> list:
-        """The ``(shard, method, kwargs)`` of a fetch, remote shards first; ``named``: see
-        :meth:`_fetch`."""
-        calls = []
+               named: dict | None = None) -> tuple[list, list]:
+        """The ``(shard, method, kwargs)`` of a fetch, remote shards first, and for each the
+        ``(keys, where)`` of its pull, or None; ``named``: see :meth:`_fetch`."""
+        calls, places = [], []
         for s in self.transport.remote_first:
-            pull = s in requests
-            if box is None and not pull:
+            if box is None and s not in requests:
                 continue
-            kwargs = dict(job=job)
-            if pull:
-                keys, where = requests[s]
-                kwargs.update(name=spec.name, keys=spec.partitioner.wire_keys(
-                    plan, s, None if isinstance(where, slice) else keys),
-                    clock=clock, timeout=self.transport.timeout)
-                self.bytes_moved += kwargs["keys"].nbytes
-                if (named is not None and isinstance(where, slice)
-                        and s not in self.transport.local and keys.shape[0] >= RECALL_MIN):
-                    named[s] = kwargs["keys_id"] = (self.uid, next(self._pulls))
-            if box is not None:
-                kwargs.update(updates=box[0][s], participant=state.participant,
-                              push_clock=box[1])
-                self.bytes_moved += _nbytes(box[0][s])
-            calls.append((s, "push_pull" if box is not None else "pull", kwargs))
-        return calls
+            parts = (self._pull_parts(spec, plan, s, requests[s], clock, named)
+                     if s in requests else [({}, None)])
+            for j, (kwargs, place) in enumerate(parts):
+                kwargs["job"] = job
+                if box is not None and j == 0:  # the clock's push goes with the first
+                    kwargs.update(updates=box[0][s], participant=state.participant,
+                                  push_clock=box[1])
+                    self.bytes_moved += _nbytes(box[0][s])
+                calls.append((s, "push_pull" if "updates" in kwargs else "pull", kwargs))
+                places.append(place)
+        return calls, places
 
-    def _store(self, spec, requests, calls, results, values, clock, state,
+    def _pull_parts(self, spec, plan, s: int, request: tuple, clock: int,
+                    named: dict | None) -> list:
+        """The pull of ``request`` (keys, where) from shard ``s``: ``(kwargs, (keys,
+        where))`` of each call. A large pull of a hashed table from a remote shard goes in
+        pieces (:func:`~dask_ps.state.partition.piece_bounds`), each named apart."""
+        keys, where = request
+        whole = isinstance(where, slice)
+        wire = spec.partitioner.wire_keys(plan, s, None if whole else keys)
+        remote = whole and s not in self.transport.local
+        bounds = (piece_bounds(keys.shape[0]) if remote and spec.sparse
+                  and self.transport.direct else [(0, keys.shape[0])])
+        if named is not None and remote and min(b - a for a, b in bounds) >= RECALL_MIN:
+            named[s] = []  # (keys_id, start, stop) of each piece
+        parts = []
+        for a, b in bounds:
+            one = len(bounds) == 1
+            kwargs = dict(name=spec.name, keys=wire if one else wire[a:b], clock=clock,
+                          timeout=self.transport.timeout)
+            self.bytes_moved += kwargs["keys"].nbytes
+            if named is not None and s in named:
+                kwargs["keys_id"] = (self.uid, next(self._pulls))
+                named[s].append((kwargs["keys_id"], a, b))
+            parts.append((kwargs, (keys, where) if one else
+                          (keys[a:b], slice(where.start + a, where.start + b))))
+        return parts
+
+    def _store(self, spec, places, calls, results, values, clock, state,
                cache) -> np.ndarray:
         """Put the shards' answers in ``values``; returns it, or the one answer that holds
         all of them (then no copy is made)."""
-        for (s, _, _), result in zip(calls, results):
-            if s not in requests:
+        for (s, _, _), place, result in zip(calls, places, results):
+            if place is None:
                 continue
             vals, tag = result
             self.bytes_moved += vals.nbytes
-            keys, where = requests[s]
+            keys, where = place
             if (isinstance(where, slice) and vals.shape == values.shape
                     and vals.dtype == values.dtype and vals.flags.writeable):
                 values = vals
@@ -254,48 +275,10 @@ class ProcessClient(FreezeGCFirst):
     # -- push and clock -------------------------------------------------------------------
     def check_update(self, name: str, keys, updates, keys_checked: bool = False,
                      copy: bool = True) -> tuple[TableSpec, np.ndarray, np.ndarray]:
-        """Validated (keys int64 (n,), updates (n, ncols) in the table's dtype) of a push.
-
-        The updates are a new array (the caller may reuse its buffer), unless ``copy`` is
-        false (a push sent before the caller gets control back).
-
-        Raises
-        ------
-        UnknownTableError, IndexError, TypeError, ValueError
-            Unknown table, key out of range, non-integer keys or updates of an integer table
-            that are not integers, updates of the wrong shape; each names the table.
-        """
+        """``(spec, keys, updates)`` of a push to table ``name``, validated: see
+        :func:`~dask_ps.state.table.checked_update` (raises UnknownTableError too)."""
         spec = self.spec(name)
-        if not keys_checked:
-            keys = as_keys(keys, spec)
-            if not spec.sparse and keys.size:
-                bad = (keys < 0) | (keys >= spec.n_rows)
-                if bad.any():
-                    raise bad_key_error(spec, keys, int(np.argmax(bad)))
-        updates = np.asarray(updates)
-        want = (keys.shape[0],) + spec.row_shape
-        if updates.shape != want and not (spec.vector and updates.shape == want + (1,)):
-            raise ValueError(f"table {name!r}: updates for {keys.shape[0]} keys must have shape "
-                             f"{want}, got {updates.shape}")
-        if spec.dtype.kind in "iu" and updates.dtype.kind not in "iub":
-            raise TypeError(f"table {name!r} holds {spec.dtype}: updates must be integers, "
-                            f"got {updates.dtype}")
-        if updates.dtype.kind not in "iubf":
-            raise TypeError(f"table {name!r}: updates must be real numbers, got {updates.dtype}")
-        values = (np.array(updates, dtype=spec.dtype, copy=True) if copy else
-                  np.asarray(updates, dtype=spec.dtype)).reshape(keys.shape[0], spec.ncols)
-        if spec.dtype.kind == "f":
-            finite = np.isfinite(values)
-            if not finite.all():
-                i = int(np.argmax(~finite.all(axis=1)))
-                raise ValueError(f"table {name!r}: update for key {int(keys[i])} (position {i}) "
-                                 f"is not finite: {values[i].tolist()}")
-        elif updates.dtype != spec.dtype and updates.size:
-            info = np.iinfo(spec.dtype)
-            if updates.min() < info.min or updates.max() > info.max:
-                raise ValueError(f"table {name!r}: updates overflow {spec.dtype} "
-                                 f"(range [{updates.min()}, {updates.max()}])")
-        return spec, keys, values
+        return (spec,) + checked_update(spec, keys, updates, keys_checked, copy)
 
     def push_now(self, name: str, keys, updates) -> None:
         """Apply an update at once, outside any job (set-up, evaluation, tests)."""
@@ -394,9 +377,11 @@ class ProcessClient(FreezeGCFirst):
                 sl = plan.shard_slice(s)
                 if sl.start < sl.stop:
                     keys = spec.partitioner.wire_keys(plan, s)
-                    if named and s in named:
-                        keys = KeyRef(named[s], keys.shape[0], keys)
-                    per_shard[s].append((name, keys, merged[sl]))
+                    if named and s in named:  # the names of the pull's pieces
+                        per_shard[s].extend((name, KeyRef(i, b - a, keys[a:b]),
+                                             merged[sl][a:b]) for i, a, b in named[s])
+                    else:
+                        per_shard[s].append((name, keys, merged[sl]))
         return per_shard
 
     async def _send(self, per_shard, job, participant, clock, tick):

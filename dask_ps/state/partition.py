@@ -22,7 +22,7 @@ import numpy as np
 from . import _hash_kernels, _kernels
 
 __all__ = ["HashPartitioner", "KeyPlan", "KeyRef", "RangePartitioner", "RowBits", "as_rows",
-           "distinct_ranks", "make_partitioner", "with_keys"]
+           "distinct_ranks", "make_partitioner", "piece_bounds", "with_keys"]
 
 
 _NO_WORDS = np.zeros(0, np.uint64)
@@ -137,6 +137,26 @@ class KeyRef:
     def nbytes(self) -> int:
         """Bytes of keys on the wire: none."""
         return 0
+
+
+#: A pull of a hashed table sends a remote shard its keys in pieces of about this many
+#: (:func:`piece_bounds`), each a call of its own: the shard looks up one piece while the
+#: next travels, and its answer travels while the shard looks up the next. A 10^6-key pull
+#: and push (4 pieces) took 0.85-0.92 of the time in one piece, paired runs in one cluster
+#: (machine loaded to 5; the gain is larger with idle cores).
+PIECE_KEYS = 2**18
+#: At most this many pieces per shard and pull.
+MAX_PIECES = 4
+
+
+def piece_bounds(n: int) -> list[tuple[int, int]]:
+    """Where a pull cuts ``n`` keys of one remote shard into pieces: ``(start, stop)`` of
+    each, in order; one piece below ``1.5 * PIECE_KEYS`` keys."""
+    k = min(MAX_PIECES, (n + PIECE_KEYS // 2) // PIECE_KEYS)
+    if k <= 1:
+        return [(0, n)]
+    cuts = [n * j // k for j in range(k + 1)]
+    return list(zip(cuts[:-1], cuts[1:]))
 
 
 def with_keys(args: tuple, kwargs: dict) -> tuple[tuple, dict]:

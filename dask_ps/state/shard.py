@@ -398,7 +398,7 @@ class Shard(FreezeGCFirst):
             else:
                 held.append((name, as_rows(keys), values))
         if held:
-            self._pending[clock].append((participant, held))
+            self._pending[clock].append((participant, _joined(held)))
         if clocks is not None and tick and clocks.advance(participant, clock + 1):
             if clocks.consistency.buffered:
                 self._flush_pending(clocks.min_clock)
@@ -514,6 +514,19 @@ class Shard(FreezeGCFirst):
             clocks=None if self.clocks is None else self.clocks.clocks.tolist(),
             staleness_bound=None if self.clocks is None else self.clocks.consistency.staleness,
         )
+
+
+def _joined(updates: list) -> list:
+    """``(table, keys, values)`` updates with those of one table joined into one (the pieces
+    of a large push, each naming the keys of a piece of the pull before it; keys distinct):
+    a participant holds one update per table and clock, merged as before."""
+    by_table: dict[str, list] = defaultdict(list)
+    for name, keys, values in updates:
+        by_table[name].append((keys, values))
+    if len(by_table) == len(updates):
+        return updates
+    return [(name, np.concatenate([k for k, _ in parts]), np.concatenate([v for _, v in parts]))
+            if len(parts) > 1 else (name,) + parts[0] for name, parts in by_table.items()]
 
 
 def _answer_parked(ready: list) -> None:

@@ -27,7 +27,8 @@ from . import _hash_kernels, _kernels
 from .optimizers import Optimizer
 from .partition import RangePartitioner, RowBits, as_rows, make_partitioner
 
-__all__ = ["Init", "TableShard", "TableSpec", "as_keys", "bad_key_error"]
+__all__ = ["Init", "TableShard", "TableSpec", "as_keys", "bad_key_error",
+           "checked_update"]
 
 DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "int32", "int64"))
 _KINDS = {"constant": _kernels.INIT_CONSTANT, "uniform": _kernels.INIT_UNIFORM,
@@ -172,12 +173,14 @@ def _resized(arr: np.ndarray, n: int, keep: int) -> np.ndarray:
     return out
 
 
-#: A sparse shard remembers the rows of its last ``RECALL_CALLS`` lookups of
-#: ``RECALL_MIN`` to ``RECALL_MAX`` keys (see :meth:`TableShard._recall`): at most
-#: 4 x 2^20 x 16 bytes (64 MiB) of keys and rows kept alive, ~16 bytes per key of a call.
-RECALL_CALLS = 4
+#: A sparse shard remembers the rows of its last lookups of ``RECALL_MIN`` to
+#: ``RECALL_MAX`` keys (see :meth:`TableShard._recall`), at most ``RECALL_CALLS`` of them
+#: holding at most ``RECALL_KEYS`` keys: 64 MiB of keys and rows kept alive, ~16 bytes per
+#: key. Each piece of a pull (:func:`~.partition.piece_bounds`) is a lookup of its own.
+RECALL_CALLS = 16
 RECALL_MIN = 1024
 RECALL_MAX = 2**20
+RECALL_KEYS = 4 * RECALL_MAX
 #: Bytes of keys a sparse shard keeps under the names of the pulls that sent them (see
 #: :meth:`TableShard.named_keys`), oldest forgotten first.
 NAMED_BYTES = 64 * 2**20
@@ -306,7 +309,12 @@ class TableShard:
         if (missing == 0 or create) and RECALL_MIN <= keys.shape[0] <= self._recall_max:
             # a copy (callers reuse buffers), unless the keys arrived in their own
             self._recent.insert(0, (keys if keys_id is not None else keys.copy(), rows))
-            del self._recent[RECALL_CALLS:]
+            kept = 0
+            for i, (old, _) in enumerate(self._recent):
+                kept += old.shape[0]
+                if kept > RECALL_KEYS or i == RECALL_CALLS:
+                    del self._recent[i:]
+                    break
         return rows
 
     def _name(self, keys_id, keys: np.ndarray) -> None:
@@ -435,3 +443,51 @@ def bad_key_error(spec: TableSpec, keys: np.ndarray, i: int) -> IndexError:
     """The error for ``keys[i]``, a key outside dense table ``spec``'s rows."""
     return IndexError(f"table {spec.name!r}: key {int(keys[i])} at position {i} is outside "
                       f"the table's rows [0, {spec.n_rows})")
+
+
+def checked_update(spec: TableSpec, keys, updates, keys_checked: bool = False,
+                   copy: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Validated ``(keys int64 (n,), updates (n, ncols) in the table's dtype)`` of a push
+    to table ``spec``.
+
+    ``keys_checked``: the keys are int64 and in range already (not checked). The updates
+    are a new array (the caller may reuse its buffer), unless ``copy`` is false (a push sent
+    before the caller gets control back).
+
+    Raises
+    ------
+    IndexError, TypeError, ValueError
+        Key out of range, non-integer keys or updates of an integer table that are not
+        integers, updates of the wrong shape or not finite; each names the table.
+    """
+    name = spec.name
+    if not keys_checked:
+        keys = as_keys(keys, spec)
+        if not spec.sparse and keys.size:
+            bad = (keys < 0) | (keys >= spec.n_rows)
+            if bad.any():
+                raise bad_key_error(spec, keys, int(np.argmax(bad)))
+    updates = np.asarray(updates)
+    want = (keys.shape[0],) + spec.row_shape
+    if updates.shape != want and not (spec.vector and updates.shape == want + (1,)):
+        raise ValueError(f"table {name!r}: updates for {keys.shape[0]} keys must have shape "
+                         f"{want}, got {updates.shape}")
+    if spec.dtype.kind in "iu" and updates.dtype.kind not in "iub":
+        raise TypeError(f"table {name!r} holds {spec.dtype}: updates must be integers, "
+                        f"got {updates.dtype}")
+    if updates.dtype.kind not in "iubf":
+        raise TypeError(f"table {name!r}: updates must be real numbers, got {updates.dtype}")
+    values = (np.array(updates, dtype=spec.dtype, copy=True) if copy else
+              np.asarray(updates, dtype=spec.dtype)).reshape(keys.shape[0], spec.ncols)
+    if spec.dtype.kind == "f":
+        finite = np.isfinite(values)
+        if not finite.all():
+            i = int(np.argmax(~finite.all(axis=1)))
+            raise ValueError(f"table {name!r}: update for key {int(keys[i])} (position {i}) "
+                             f"is not finite: {values[i].tolist()}")
+    elif updates.dtype != spec.dtype and updates.size:
+        info = np.iinfo(spec.dtype)
+        if updates.min() < info.min or updates.max() > info.max:
+            raise ValueError(f"table {name!r}: updates overflow {spec.dtype} "
+                             f"(range [{updates.min()}, {updates.max()}])")
+    return keys, values

@@ -1,4 +1,4 @@
-"""How a process reaches the shards: one call per shard, from the task's thread or the loop.
+"""How a process reaches the shards: calls per shard, from the task's thread or the loop.
 
 In a Dask worker, a shard living on the same worker is called directly on the worker's event
 loop (no pickling, no socket). The others are reached through their direct channels
@@ -17,6 +17,7 @@ hanging.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -158,17 +159,21 @@ class Transport:
 
     def call_many(self, calls: list, timeout: float, meanwhile=None) -> list:
         """Blocking twin of gathering :meth:`call`, for a task's thread when :attr:`direct`:
-        ``calls`` is a list of ``(shard, method, kwargs)``, at most one per shard; returns
-        their results in order. ``meanwhile()``, if given, runs once the remote requests
-        are sent (the caller's own work, overlapping the shards').
+        ``calls`` is a list of ``(shard, method, kwargs)``; returns their results in order.
+        ``meanwhile()``, if given, runs once the remote requests are sent (the caller's own
+        work, overlapping the shards').
 
         Remote shards get their requests first, straight from this thread (no hop to the
         event loop and back); the local shard's calls then run, in this thread too unless a
         pull must wait for slower clocks (then on the loop), while the remote ones are
-        answered.
+        answered. A remote shard may get several calls (the pieces of a large pull, see
+        :func:`~dask_ps.state.partition.piece_bounds`): all are sent before the first
+        reply is read, every shard's first piece before the second ones, so that the
+        shards work on one piece while the next travels.
 
         A push that named keys a remote shard no longer holds is sent again with the keys
-        (see :meth:`call`).
+        (see :meth:`call`); the shard's pulls sent behind it are then sent again too, so
+        that they see that push.
 
         Raises
         ------
@@ -183,17 +188,11 @@ class Transport:
                                "them; use the *_async methods from coroutines")
         results: list = [None] * len(calls)
         errors: list = []
-        started = []
-        local = []
-        for i, (s, method, kwargs) in enumerate(calls):
-            if s in self.local:
-                local.append((i, s, method, kwargs))
-                continue
-            try:
-                started.append((i, s, method, kwargs,
-                                self.sync_channels[s].start(method, (), kwargs, timeout)))
-            except OSError as exc:
-                errors.append(self._unavailable(s, method, timeout, exc))
+        local = [(i,) + tuple(c) for i, c in enumerate(calls) if c[0] in self.local]
+        failed: set = set()  # remote shards whose connection failed
+        started = self._start_remote(
+            [(i,) + tuple(c) for i, c in enumerate(calls) if c[0] not in self.local],
+            timeout, errors, failed)
         if meanwhile is not None:
             meanwhile()
         waiting = []
@@ -212,20 +211,7 @@ class Transport:
             else:
                 waiting.append((i, s, "pull", out))
         fut = self.submit(self._call_local(waiting)) if waiting else None
-        for i, s, method, kwargs, rid in started:
-            try:
-                status, result = self.sync_channels[s].finish(rid)
-                if status != "OK" and isinstance(result, KeysNeededError):
-                    channel = self.sync_channels[s]
-                    status, result = channel.finish(channel.start(
-                        method, (), with_keys((), kwargs)[1], timeout))
-            except OSError as exc:
-                errors.append(self._unavailable(s, method, timeout, exc))
-                continue
-            if status == "OK":
-                results[i] = result
-            else:
-                errors.append(result)
+        self._finish_remote(started, timeout, results, errors, failed)
         for i, box in parked:
             try:
                 results[i] = box.result(timeout + 5)
@@ -243,6 +229,59 @@ class Transport:
         if errors:
             raise errors[0]
         return results
+
+    def _start_remote(self, calls: list, timeout: float, errors: list, failed: set) -> list:
+        """Send the remote ``(i, shard, method, kwargs)`` calls, a shard's in order, the
+        shards taking turns; returns ``(i, shard, method, kwargs, request id)`` of those
+        sent. A shard whose connection fails gets no more (it joins ``failed``, its error
+        ``errors``)."""
+        by_shard: dict[int, list] = {}
+        for call in calls:
+            by_shard.setdefault(call[1], []).append(call)
+        started = []
+        for turn in itertools.zip_longest(*by_shard.values()):
+            for call in turn:
+                if call is None or call[1] in failed:
+                    continue
+                i, s, method, kwargs = call
+                try:
+                    started.append(call + (self.sync_channels[s].start(method, (), kwargs,
+                                                                       timeout),))
+                except OSError as exc:
+                    failed.add(s)
+                    errors.append(self._unavailable(s, method, timeout, exc))
+        return started
+
+    def _finish_remote(self, started: list, timeout: float, results: list, errors: list,
+                       failed: set) -> None:
+        """Read the replies of the ``started`` calls into ``results`` (errors into
+        ``errors``), sending a push again with its keys where the shard asks for them."""
+        again: dict[int, list] = {}  # shard -> its pulls sent behind a push sent again
+        for i, s, method, kwargs, rid in started:
+            if s in failed:
+                continue
+            channel = self.sync_channels[s]
+            try:
+                status, result = channel.finish(rid)
+                if status != "OK" and isinstance(result, KeysNeededError):
+                    # at once: the shard's pulls behind it may wait for the tick it carries
+                    status, result = channel.finish(channel.start(
+                        method, (), with_keys((), kwargs)[1], timeout))
+                    again[s] = []
+                elif s in again:
+                    again[s].append((i, s, method, kwargs))
+            except OSError as exc:
+                failed.add(s)
+                errors.append(self._unavailable(s, method, timeout, exc))
+                continue
+            if status == "OK":
+                results[i] = result
+            else:
+                errors.append(result)
+        if any(again.values()):
+            self._finish_remote(self._start_remote(
+                [c for calls in again.values() for c in calls], timeout, errors, failed),
+                timeout, results, errors, failed)
 
     async def _call_local(self, calls: list) -> list:
         return [(i, await self.local[s].dispatch_call(method, (), kwargs))

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import dask_ps
-from dask_ps.state.channel import Channel, ChannelServer, dumps, loads
+from dask_ps.state.channel import Channel, ChannelServer, SyncChannel
+from dask_ps.state.channel_wire import dumps, loads
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -127,6 +128,41 @@ def test_a_closed_server_fails_pending_and_later_calls_with_oserror():
             await waiting
         with pytest.raises(OSError):
             await channel.call("echo", (), {})
+
+    run_connected(test)
+
+
+def test_a_thread_may_have_several_requests_out_and_gets_each_its_own_reply():
+    """SyncChannel: requests sent before the first reply (a large pull's pieces) are matched
+    to their replies by id, whatever order the replies come in; the connection is the
+    thread's until its last reply, then another thread's."""
+    def several(address):
+        channel = SyncChannel(address)
+        try:
+            waiting = channel.start("wait", (), {}, timeout=30)  # answered last
+            echo = channel.start("echo", (2,), {"k": np.arange(100_000)}, timeout=30)
+            release = channel.start("release", (), {}, timeout=30)
+            other = []
+            helper = threading.Thread(target=lambda: other.append(
+                channel.finish(channel.start("echo", (3,), {}, timeout=30))))
+            helper.start()
+            assert channel.finish(waiting) == ("OK", "released")
+            status, (args, kwargs) = channel.finish(echo)
+            assert status == "OK" and args == (2,)
+            np.testing.assert_array_equal(kwargs["k"], np.arange(100_000))
+            assert not other  # the helper waits for this thread's last reply
+            assert channel.finish(release) == ("OK", None)
+            helper.join(30)
+            assert other == [("OK", ((3,), {}))]
+            with pytest.raises(ConnectionResetError, match="not out"):
+                channel.finish(echo)  # answered already: the connection is dropped
+            assert channel.finish(channel.start("echo", (4,), {}, timeout=30)) == (
+                "OK", ((4,), {}))
+        finally:
+            channel.close()
+
+    async def test(channel, server):
+        await asyncio.to_thread(several, server.address)
 
     run_connected(test)
 

@@ -105,6 +105,32 @@ def test_dense_key_sets_are_exact_over_the_channels_as_bitmaps(client2x2):
         assert 0 < key_bytes < sum(s["keys_pulled"] for s in stats)
 
 
+def _steps(ps, draws: list, add: float) -> dict:
+    """Pull-compute-push steps on table "h", one clock per key set of ``draws``: each pull
+    is checked against the pushes before it (each adds ``add`` per place of a key: this
+    task's push of ones, and any other task's of the same keys); returns those sums."""
+    want: dict = {}
+    for keys in draws:
+        got = ps.pull("h", keys)
+        np.testing.assert_array_equal(got, [want.get(int(k), 0.0) for k in keys])
+        ps.push("h", keys, np.ones(keys.shape[0]))
+        for k in keys:
+            want[int(k)] = want.get(int(k), 0.0) + add
+        ps.clock()
+    ps._client.wait(ps.job)
+    return want
+
+
+def _remote_keys(ps, pool: np.ndarray) -> tuple:
+    """``(transport, remote shard, 2000 keys of the pool on it)`` for a task of a worker
+    holding the other shard."""
+    pc = ps._client
+    t = pc.transport
+    [remote] = [s for s in range(len(t.shards)) if s not in t.local]
+    plan, _ = pc.spec("h").partitioner.plan(pool)
+    return t, remote, plan.local[plan.shard_slice(remote)][:2000].copy()
+
+
 def named_keys_task(ps, item):
     """Pull-compute-push steps on a hashed table from one task (BSP: each pull sees the pushes
     of the clocks before it; ASP would not promise it); then pushes naming keys the
@@ -115,21 +141,8 @@ def named_keys_task(ps, item):
     n_clocks, n = item
     rng = np.random.default_rng(11)
     pool = rng.integers(-2**62, 2**62, 3 * n)
-    want = {}
-    for _ in range(n_clocks):
-        keys = rng.choice(pool, n)  # with repeats
-        got = ps.pull("h", keys)
-        np.testing.assert_array_equal(got, [want.get(int(k), 0.0) for k in keys])
-        ps.push("h", keys, np.ones(n))
-        for k in keys:
-            want[int(k)] = want.get(int(k), 0.0) + 1.0
-        ps.clock()
-    pc = ps._client
-    pc.wait(ps.job)
-    t = pc.transport
-    [remote] = [s for s in range(len(t.shards)) if s not in t.local]
-    plan, _ = pc.spec("h").partitioner.plan(pool)
-    mine = plan.local[plan.shard_slice(remote)][:2000].copy()
+    want = _steps(ps, [rng.choice(pool, n) for _ in range(n_clocks)], 1.0)  # with repeats
+    t, remote, mine = _remote_keys(ps, pool)
     ones = np.ones((mine.shape[0], 1))
     t.call_many([(remote, "push", dict(updates=[("h", KeyRef(("x", 1), mine.shape[0], mine),
                                                    ones)]))], t.timeout)
@@ -139,15 +152,20 @@ def named_keys_task(ps, item):
     return [want.get(int(k), 0.0) for k in pool]
 
 
+def _run_hashed(model, task, items: list) -> tuple:
+    """``task`` on ``items`` (BSP), on the workers of the first shards, with a float64 hashed
+    table "h": its outputs, and the shards' stats before and after."""
+    model.add_table("h", shape=(None,), partitioner="hash", dtype="float64", optimizer="add")
+    before = model.stats()
+    out = model.run(task, items, consistency="bsp",
+                    workers=[r.address for r in model.shards[:len(items)]])
+    return out, before, model.stats()
+
+
 def test_pushes_name_the_keys_their_pull_sent_to_remote_shards(client2x2):
     n_clocks, n = 3, 6000
     with dask_ps.PSModel(client2x2) as model:
-        model.add_table("h", shape=(None,), partitioner="hash", dtype="float64",
-                        optimizer="add")
-        before = model.stats()
-        [want] = model.run(named_keys_task, [(n_clocks, n)], consistency="bsp",
-                           workers=[model.shards[0].address])
-        after = model.stats()
+        [want], before, after = _run_hashed(model, named_keys_task, [(n_clocks, n)])
         pool = np.random.default_rng(11).integers(-2**62, 2**62, 3 * n)
         np.testing.assert_array_equal(model.pull("h", pool), want)
     # the remote shard (1) got the clocks' pushes as values and key names: fewer key bytes
@@ -186,3 +204,47 @@ def test_pulls_send_late_repeats_and_their_pushes_sum_them(client2x2):
                                    workers=[model.shards[0].address])
         np.testing.assert_array_equal(model.pull("h", keys), want)
         assert sum(s["tables"]["h"]["rows"] for s in model.stats()) == np.unique(keys).shape[0]
+
+
+def pieces_task(ps, item):
+    """Pull-compute-push steps (BSP, both workers' tasks on the same keys, with repeats)
+    whose pulls send the remote shard their keys in pieces (``PIECE_KEYS`` made small in
+    this process): each pull sees every push of the clocks before it. Then a push riding
+    with a pull in pieces names keys the shard does not hold: it is sent again with its
+    keys, and the pieces behind it are pulled again, so that they see it."""
+    from dask_ps.state import partition
+    from dask_ps.state.partition import KeyRef
+
+    task, n_clocks, n = item
+    old = partition.PIECE_KEYS
+    partition.PIECE_KEYS = 1100  # pieces of more than RECALL_MIN keys: named
+    try:
+        pool = np.random.default_rng(3).integers(-2**62, 2**62, 3 * n)
+        # both tasks pull and push the same keys, with repeats
+        want = _steps(ps, [np.random.default_rng(c).choice(pool, n) for c in range(n_clocks)],
+                      2.0)
+        if task:
+            return None
+        t, remote, mine = _remote_keys(ps, pool)
+        calls = [(remote, "push_pull", dict(updates=[("h", KeyRef(("x", 1), 2000, mine),
+                                                      np.ones((2000, 1)))],
+                                            name="h", keys=mine[:500])),
+                 (remote, "pull", dict(name="h", keys=mine[500:]))]
+        got = np.concatenate([v for v, _ in t.call_many(calls, t.timeout)])[:, 0]
+        np.testing.assert_array_equal(got, [want.get(int(k), 0.0) + 1.0 for k in mine])
+        return len(partition.piece_bounds(n))
+    finally:
+        partition.PIECE_KEYS = old
+
+
+def test_large_pulls_go_to_remote_shards_in_pieces_and_stay_exact(client2):
+    n_clocks, n = 4, 9000
+    with dask_ps.PSModel(client2) as model:
+        out, before, after = _run_hashed(model, pieces_task, [(t, n_clocks, n) for t in (0, 1)])
+        assert out[1] is None and out[0] > 1
+    # each shard answered more pull calls than the tasks pulled from it (pieces), and got
+    # the remote task's pushes as values and names of the pieces' keys (16 bytes a key
+    # with their keys, 8 without)
+    for a, b in zip(before, after):
+        assert b["pull_calls"] - a["pull_calls"] > 2 * n_clocks + 2
+        assert b["bytes_pushed"] - a["bytes_pushed"] < 14 * (b["keys_pushed"] - a["keys_pushed"])
