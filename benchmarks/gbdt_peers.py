@@ -157,7 +157,7 @@ def run_xgboost_dask(X, y, Xt, yt, threads, client):
     return fit, roc_auc_score(yt, pred), {}
 
 
-def run_dask_ps(X, y, Xt, yt, threads, client, share=1.0):
+def run_dask_ps(X, y, Xt, yt, threads, client, share="auto"):
     from dask_ps import GBDTClassifier
 
     dX, dy = _persisted(client, X, y)
