@@ -34,6 +34,7 @@ from ._csv import (
 )
 from ._line_kernels import CSV, count_rows
 from .hashing import HashingEncoder, csr_rows, index_dtype
+from .parquet import table_labels
 
 __all__ = ["encode_ctr", "infer_encoder", "read_ctr"]
 
@@ -419,24 +420,6 @@ def _arrays(parts: da.Array, rows: tuple, n_features: int, dtype) -> tuple[da.Ar
     return X, y
 
 
-def _labels(table: pa.Table, label: str, where: str) -> np.ndarray:
-    """The label column as float64; ValueError naming ``where`` and the first row (1-based)
-    whose label is missing or not a finite number."""
-    if label not in table.column_names:
-        raise ValueError(f"{where}: label column {label!r} is missing")
-    col = table.column(label)
-    try:
-        y = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise ValueError(f"{where}: label column {label!r} is not numeric ({exc})") from exc
-    bad = ~np.isfinite(y)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"{where}: label column {label!r} is empty or not a finite number "
-                         f"in row {i + 1} ({y[i]})")
-    return y
-
-
 def _parquet_group(chunk: np.ndarray, fs, columns: list, encoder: HashingEncoder, label: str,
                    dtype) -> np.ndarray:
     import pyarrow.parquet as pq
@@ -446,7 +429,7 @@ def _parquet_group(chunk: np.ndarray, fs, columns: list, encoder: HashingEncoder
         table = pq.ParquetFile(f).read_row_group(group, columns=columns)
     count_read(path, f"row group {group}", table.nbytes)
     where = f"{path}, row group {group}"
-    return box((encoder.transform(table, dtype, where), _labels(table, label, where)))
+    return box((encoder.transform(table, dtype, where), table_labels(table, label, where)))
 
 
 def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
@@ -476,7 +459,7 @@ def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
 def _encode_partition(df, encoder: HashingEncoder, label: str, dtype, i: int):
     where = f"partition {i}"
     table = pa.Table.from_pandas(df, preserve_index=False)
-    return encoder.transform(table, dtype, where), _labels(table, label, where)
+    return encoder.transform(table, dtype, where), table_labels(table, label, where)
 
 
 def encode_ctr(df, encoder: HashingEncoder | None = None, label: str = "Label",

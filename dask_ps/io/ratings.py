@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..exceptions import DataError
 from ._blocks import OBJECTS, box, each, open_paths, plan, start_lines
 from ._csv import LineError, header_names, read_table
 
@@ -44,7 +45,7 @@ class IdMapping:
         ids = ids.astype(np.int64) if ids.dtype.kind in "iub" else ids.astype(str)
         ids = np.sort(ids)
         if ids.size > 1 and (ids[1:] == ids[:-1]).any():
-            raise ValueError(f"repeated id {ids[1:][ids[1:] == ids[:-1]][0].item()!r}")
+            raise DataError(f"repeated id {ids[1:][ids[1:] == ids[:-1]][0].item()!r}")
         self.ids = ids
 
     @classmethod
@@ -325,5 +326,5 @@ def _encode_partition(df: pd.DataFrame, cols: dict, users: IdMapping,
     table = pa.Table.from_pandas(df, preserve_index=False)
     for c in (cols["user"], cols["item"]):
         if table.column(c).null_count:
-            raise ValueError(f"column {c!r} has an empty id")
+            raise DataError(f"column {c!r} has an empty id")
     return _coded(table, cols, users, items)
