@@ -557,3 +557,34 @@ def test_sigterm_exits_143_with_one_line(tr, tmp_path):
             proc.kill()
     assert proc.returncode == 143, err[-2000:]
     assert err.splitlines()[-1] == "dask-ps: error: stopped by SIGTERM (a walltime or scancel?)"
+
+
+@pytest.mark.timeout(200)
+def test_empty_files_and_the_wrong_format_are_named(tmp_path, client1, capsys):
+    """An empty file gives "no rows" naming it (lr/fm said scikit-learn's "Found array with
+    0 sample(s)"); Parquet read as CSV is not taken for a header of binary column names;
+    text read as Parquet names the file (was pyarrow's "Parquet magic bytes not found")."""
+    import pandas as pd
+
+    empty, head = tmp_path / "empty.svm", tmp_path / "head.csv"
+    empty.write_text("")
+    head.write_text("click,a\n")
+    df = pd.DataFrame({"click": [0, 1, 0, 1], "a": [0.1, 0.2, 0.3, 0.4]})
+    parquet, text = tmp_path / "t.parquet", tmp_path / "t.csv"
+    df.to_parquet(parquet)
+    df.to_csv(text, index=False)
+    sf = _scheduler_file(client1, tmp_path)
+    cases = [(["--train", str(empty)], f"{empty}: no rows"),
+             (["--train", str(head), "--format", "csv", "--label", "click"],
+              f"{head}: no rows"),
+             (["--train", str(parquet), "--format", "csv", "--label", "click"],
+              f"{parquet}: its first line is not delimited text (it holds NUL bytes): a "
+              f"binary file (e.g. Parquet: --format parquet), or lines ending in a lone CR?"),
+             (["--train", str(text), "--format", "parquet", "--label", "click"],
+              f"{text}: not a Parquet file (Parquet magic bytes not found in footer. Either "
+              f"the file is corrupted or this is not a parquet file.)")]
+    for algorithm in ("lr", "fm", "gbdt"):
+        for argv, message in cases:
+            assert main(["train", algorithm, *argv, "--scheduler-file", sf]) == 2
+            assert capsys.readouterr().err.strip().splitlines()[-1] == \
+                f"dask-ps: error: {message}", (algorithm, argv)

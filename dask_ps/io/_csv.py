@@ -64,13 +64,16 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
         line endings), naming the file.
     """
     with fs.open(path, "rb", compression=compression) as f:
-        line = f.readline().decode("utf-8", "replace").rstrip("\r\n").lstrip("\ufeff")
+        raw = f.readline()
+    line = raw.decode("utf-8", "replace").rstrip("\r\n").lstrip("\ufeff")
     try:
+        if raw.startswith(b"PAR1") or b"\x00" in raw:  # csv reads binary as garbage names
+            raise csv.Error("it holds NUL bytes")
         return next(csv.reader([line], delimiter=sep)) if line else []
     except csv.Error as exc:
-        raise ValueError(f"{path}: its first line is not delimited text ({exc}): a binary "
-                         f"file (e.g. Parquet: --format parquet), or lines ending in a lone "
-                         f"CR?") from None
+        raise DataError(f"{path}: its first line is not delimited text ({exc}): a binary "
+                        f"file (e.g. Parquet: --format parquet), or lines ending in a lone "
+                        f"CR?") from None
 
 
 def common_header(fs, blocks: list[Block], sep: str) -> list[str]:

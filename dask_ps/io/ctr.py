@@ -34,7 +34,7 @@ from ._csv import (
 )
 from ._line_kernels import CSV, count_rows
 from .hashing import HashingEncoder, csr_rows, index_dtype
-from .parquet import table_labels
+from .parquet import footer, table_labels
 
 __all__ = ["encode_ctr", "infer_encoder", "read_ctr"]
 
@@ -264,10 +264,7 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
     fs, paths = open_paths(urlpath, storage_options)
     where = paths[0]
     if _is_parquet(paths, format):
-        import pyarrow.parquet as pq
-
-        with fs.open(paths[0], "rb") as f:
-            kinds = _arrow_kinds(pq.ParquetFile(f).schema_arrow)
+        kinds = _arrow_kinds(footer(fs, paths[0])[1])
     else:
         comp = plan(fs, paths[:1], None, compression)[0].compression
         if header:
@@ -435,13 +432,10 @@ def _parquet_group(chunk: np.ndarray, fs, columns: list, encoder: HashingEncoder
 def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
                   dtype) -> tuple[da.Array, da.Array]:
     """read_ctr of Parquet files: one chunk per row group."""
-    import pyarrow.parquet as pq
-
     groups, rows = [], []
     for path in paths:
-        with fs.open(path, "rb") as f:
-            pf = pq.ParquetFile(f)
-            meta, have = pf.metadata, pf.schema_arrow.names
+        meta, schema = footer(fs, path)
+        have = schema.names
         absent = [c for c in (label, *encoder.columns) if c not in have]
         if absent:
             raise ValueError(f"{path}: columns {absent} are not among {have}")

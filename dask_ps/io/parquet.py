@@ -17,7 +17,7 @@ from ..exceptions import DataError
 from ..state._malloc import release_memory
 from ._blocks import count_read, open_paths
 
-__all__ = ["check_finite", "label_column", "read_sparse_parquet", "read_table_parquet",
+__all__ = ["check_finite", "footer", "label_column", "read_sparse_parquet", "read_table_parquet",
            "sparse_to_table", "table_labels"]
 
 N_FEATURES_KEY = b"dask_ps.n_features"
@@ -32,6 +32,22 @@ def sparse_to_table(X: sp.csr_matrix, y: np.ndarray) -> pa.Table:
     values = lists.from_arrays(offsets, pa.array(X.data.astype(np.float32)))
     table = pa.table({"label": np.asarray(y), "indices": indices, "values": values})
     return table.replace_schema_metadata({N_FEATURES_KEY: str(X.shape[1]).encode()})
+
+
+def footer(fs, path: str) -> tuple:
+    """``(metadata, arrow schema)`` of a Parquet file.
+
+    Raises
+    ------
+    DataError
+        The file is not Parquet (e.g. text given to ``--format parquet``), naming it.
+    """
+    try:
+        with fs.open(path, "rb") as f:
+            pf = pq.ParquetFile(f)
+            return pf.metadata, pf.schema_arrow
+    except pa.ArrowInvalid as exc:
+        raise DataError(f"{path}: not a Parquet file ({exc})") from None
 
 
 def _row_group(fs, path: str, group: int, n_features: int, dtype) -> tuple:
@@ -88,9 +104,8 @@ def read_sparse_parquet(urlpath, n_features: int | None = None, *, dtype=np.floa
     fs, paths = open_paths(urlpath, storage_options)
     groups = []
     for path in paths:
-        with fs.open(path, "rb") as f:
-            pf = pq.ParquetFile(f)
-            meta, names = pf.metadata, set(pf.schema_arrow.names)
+        meta, schema = footer(fs, path)
+        names = set(schema.names)
         if not {"label", "indices", "values"} <= names:
             raise ValueError(f"{path}: needs the columns label, indices and values, has "
                              f"{sorted(names)}")
@@ -243,9 +258,7 @@ def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
     limit = parse_bytes(blocksize) if blocksize is not None else 0
     parts, schema = [], None
     for path in paths:
-        with fs.open(path, "rb") as f:
-            pf = pq.ParquetFile(f)
-            meta, found = pf.metadata, pf.schema_arrow
+        meta, found = footer(fs, path)
         index = [c for c in (found.pandas_metadata or {}).get("index_columns", [])
                  if isinstance(c, str)]
         found = pa.schema([fd for fd in found if fd.name not in index])
