@@ -115,6 +115,8 @@ def _gbdt_load_test(path: str, meta: dict, args):
 def _gbdt_score(est, test) -> list[str]:
     # computed apart: a table's labels are a dask-expr collection, predictions an array
     y = np.asarray(test[1].compute())
+    if not y.shape[0]:  # the estimator refuses an empty X
+        return ["test: no rows"]
     if hasattr(est, "classes_"):
         return class_lines(est.classes_, y, est.predict_proba(test[0]).compute())
     pred = est.predict(test[0]).compute()

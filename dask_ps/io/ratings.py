@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from ..exceptions import DataError
 from ._blocks import OBJECTS, box, each, open_paths, plan, start_lines
 from ._csv import LineError, header_names, read_table
+from .parquet import footer
 
 __all__ = ["IdMapping", "encode_ratings", "read_ratings"]
 
@@ -230,6 +231,10 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
 
     fs, paths = open_paths(urlpath, storage_options)
     if all(p.endswith((".parquet", ".parq")) for p in paths):
+        names = footer(fs, paths[0])[1].names
+        absent = [c for c in (user, item, rating) if c not in names]
+        if absent:  # named with the file (encode_ratings takes any dataframe)
+            raise DataError(f"{paths[0]}: columns {absent} are not among {names}")
         df = dd.read_parquet([fs.unstrip_protocol(p) for p in paths],
                              storage_options=storage_options)
         return encode_ratings(df, user=user, item=item, rating=rating, timestamp=timestamp)
