@@ -19,6 +19,7 @@ from .exceptions import (
                          CheckpointFormatError,
                          CheckpointNotFoundError,
                          ClosedModelError,
+                         DataError,
                          DivergenceError,
                          NoShardWorkerError,
                          RecoveryError,
@@ -49,9 +50,10 @@ __version__ = "0.1.0.dev0"
 
 __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Average",
            "CheckpointFormatError", "CheckpointInfo", "CheckpointNotFoundError",
-           "ClosedModelError", "Consistency", "DivergenceError", "FactorizationMachineClassifier",
-           "GBDTClassifier", "GBDTRegressor", "Init", "LatentDirichletAllocation",
-           "LogisticRegression", "MatrixFactorization", "NoShardWorkerError", "Optimizer",
-           "PSModel", "Partition", "Partitions", "RecoveryError", "ShardUnavailableError",
-           "Table", "TornCheckpointWarning", "UnknownTableError", "WorkerLostError",
-           "WorkerView", "__version__", "learn_online", "partition", "plot_history"]
+           "ClosedModelError", "Consistency", "DataError", "DivergenceError",
+           "FactorizationMachineClassifier", "GBDTClassifier", "GBDTRegressor", "Init",
+           "LatentDirichletAllocation", "LogisticRegression", "MatrixFactorization",
+           "NoShardWorkerError", "Optimizer", "PSModel", "Partition", "Partitions",
+           "RecoveryError", "ShardUnavailableError", "Table", "TornCheckpointWarning",
+           "UnknownTableError", "WorkerLostError", "WorkerView", "__version__",
+           "learn_online", "partition", "plot_history"]

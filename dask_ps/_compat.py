@@ -10,9 +10,9 @@ The package pins ``distributed`` to the versions these were checked with (pyproj
 from __future__ import annotations
 
 __all__ = ["ProxyRPC", "actor_address", "actor_execute", "current_worker", "desire_keys",
-           "in_memory", "managed_in_memory", "memory_fractions", "memory_limit",
-           "scheduler_workers", "set_spill_offset", "sklearn_param_validation", "spilled_bytes",
-           "transfer_counters", "worker_actors", "worker_loop", "worker_store"]
+           "failed_task_log", "in_memory", "managed_in_memory", "memory_fractions",
+           "memory_limit", "scheduler_workers", "set_spill_offset", "sklearn_param_validation",
+           "spilled_bytes", "transfer_counters", "worker_actors", "worker_loop", "worker_store"]
 
 
 def current_worker():
@@ -24,6 +24,18 @@ def current_worker():
         return get_worker()
     except ValueError:
         return None
+
+
+def failed_task_log(record) -> tuple[str, str] | None:
+    """``(exception, traceback)`` of a worker's "Compute Failed" log record, as texts, or
+    None for another record. That record is the ``logger.error`` of ``Worker.execute`` on
+    the ``distributed.worker`` logger; its arguments are the task's key, its state, the
+    task, ``repr`` of the exception and the formatted traceback (``traceback.format_tb``)."""
+    args = record.args
+    if not (isinstance(record.msg, str) and record.msg.startswith("Compute Failed")
+            and isinstance(args, tuple) and len(args) == 5):
+        return None
+    return str(args[3]), str(args[4])
 
 
 def worker_actors(worker) -> dict:

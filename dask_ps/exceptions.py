@@ -10,6 +10,7 @@ __all__ = [
     "CheckpointFormatError",
     "CheckpointNotFoundError",
     "ClosedModelError",
+    "DataError",
     "DivergenceError",
     "KeysNeededError",
     "NoShardWorkerError",
@@ -117,6 +118,14 @@ class NoShardWorkerError(ValueError):
         self.resources = resources
         super().__init__(f"no live worker can host {what}"
                          + (f" (none offers resource {resources!r})" if resources else ""))
+
+
+class DataError(ValueError):
+    """The user's data holds what a reader or an estimator refuses: a bad line, field or
+    value (an infinite number, a missing label), a row of the wrong width. The message names
+    where: file and line (text), file, row group and row (Parquet), or the row and column
+    of an array. Raised by dask_ps's own readers and checks alone, so that what reports it
+    (the command line) can tell bad input from a bug."""
 
 
 class CheckpointFormatError(ValueError):

@@ -2,6 +2,9 @@
 evaluated and exported; defaults are the estimators'."""
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -279,7 +282,8 @@ def test_table_columns_the_model_cannot_take_are_named(client1, tmp_path, capsys
          f"training data's ['a', 'shop']")
     assert error("--train", str(tmp_path / "inf.parquet"), "--format", "parquet",
                  "--categorical", "shop") == \
-        "dask-ps: error: X[120, 0] (column 'a') = inf is infinite"
+        f"dask-ps: error: {tmp_path / 'inf.parquet'}, row group 0: column 'a', row 121: inf " \
+        f"is not a finite number"
     # the same columns in another order are taken by name
     pd.read_csv(tmp_path / "s.csv")[["y", "shop", "a"]].to_csv(tmp_path / "r.csv", index=False)
     scores = []
@@ -290,3 +294,86 @@ def test_table_columns_the_model_cannot_take_are_named(client1, tmp_path, capsys
         scores.append([line for line in capsys.readouterr().out.splitlines()
                        if line.startswith("test")])
     assert scores[0] and scores[0] == scores[1]
+
+
+def test_bad_parquet_values_are_named_by_file_row_group_and_row(client1, tmp_path, capsys):
+    """Infinite features, missing or infinite labels, text labels of a regression: named by
+    file, row group and row (1-based in the row group), as the LR reader names them, for
+    --train and --test (was ``X[500, 0] ...`` / ``y[700] is NaN``, rows of the whole set)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(4)
+    n = 1000
+    df = pd.DataFrame({"click": rng.integers(0, 2, n).astype(float), "a": rng.random(n),
+                       "c": rng.choice(["x", "y"], n)})
+    good = tmp_path / "good.parquet"
+    df.to_parquet(good, row_group_size=300)
+    files = {"inf": ("a", 800, np.inf), "nan": ("click", 700, np.nan),
+             "yinf": ("click", 100, -np.inf)}
+    for name, (column, row, value) in files.items():
+        bad = df.copy()
+        bad.loc[row, column] = value
+        bad.to_parquet(tmp_path / f"{name}.parquet", row_group_size=300)
+    df.assign(click=np.where(df.click > 0, "yes", "no")).to_parquet(tmp_path / "text.parquet")
+    sf = _scheduler_file(client1, tmp_path)
+
+    def error(algorithm, *argv):
+        assert main(["train", algorithm, "--format", "parquet", "--label", "click",
+                     "--categorical", "c", "--n-estimators", "2", *argv,
+                     "--scheduler-file", sf]) == 2
+        return capsys.readouterr().err.strip().splitlines()[-1]
+
+    path = {name: str(tmp_path / f"{name}.parquet") for name in [*files, "text"]}
+    assert error("gbdt", "--train", path["inf"]) == (
+        f"dask-ps: error: {path['inf']}, row group 2: column 'a', row 201: inf is not a finite "
+        f"number")
+    nan = (f"dask-ps: error: {path['nan']}, row group 2: label column 'click' is empty or not "
+           f"a finite number in row 101 (nan)")
+    assert error("gbdt", "--train", path["nan"]) == nan
+    assert error("gbdt", "--train", str(good), "--test", path["nan"]) == nan
+    for algorithm in ("gbdt", "gbdt-regression"):
+        assert error(algorithm, "--train", path["yinf"]) == (
+            f"dask-ps: error: {path['yinf']}, row group 0: label column 'click' is empty or "
+            f"not a finite number in row 101 (-inf)")
+    assert error("gbdt-regression", "--train", path["text"]) == (
+        f"dask-ps: error: {path['text']}: label column 'click' is not numeric (string)")
+
+
+def test_only_dask_ps_data_errors_are_left_out_of_the_workers_log():
+    import dask_ps.io._csv
+    from dask_ps.cli._quiet import is_data_error
+
+    ours = f'  File "{dask_ps.io._csv.__file__}", line 9, in read_table\n'
+    theirs = '  File "/usr/lib/python3/site-packages/pandas/core/frame.py", line 9, in f\n'
+    assert is_data_error("DataError('y[3] = inf is not finite')", theirs + ours)
+    assert is_data_error("LineError('a.csv, line 2: bad')", ours)
+    assert not is_data_error("ValueError('a bug')", ours)
+    assert not is_data_error("DataError('not ours')", ours + theirs)
+    assert not is_data_error("DataError('no traceback')", "")
+
+
+@pytest.mark.timeout(240)
+def test_bad_input_is_one_line_without_the_workers_failed_task_log(tmp_path):
+    """A cluster the command starts does not log the failed task of bad input ("Compute
+    Failed", key, task, traceback) above the error line; --debug shows it."""
+    import pandas as pd
+
+    rng = np.random.default_rng(6)
+    df = pd.DataFrame({"y": rng.integers(0, 2, 200), "a": rng.random(200)})
+    df.loc[150, "a"] = -np.inf
+    path = tmp_path / "inf.parquet"
+    df.to_parquet(path)
+
+    def run(*extra):
+        return subprocess.run(
+            [sys.executable, "-m", "dask_ps.cli", "train", "gbdt", "--format", "parquet",
+             "--train", str(path), "--label", "y", "--n-estimators", "2", "--workers", "1",
+             *extra], capture_output=True, text=True, timeout=200, env=dict(os.environ))
+
+    proc = run()
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip() == (f"dask-ps: error: {path}, row group 0: column 'a', row "
+                                   f"151: -inf is not a finite number")
+    proc = run("--debug")
+    assert proc.returncode == 1 and "Compute Failed" in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("dask_ps.exceptions.DataError: ")

@@ -96,6 +96,38 @@ def test_lift_restrictions(client2):
     assert client2.run_on_scheduler(restrictions, f.key) is None
 
 
+def test_failed_task_log_of_a_worker(client2):
+    """The worker's "Compute Failed" record gives the exception and the traceback that the
+    command line's filter of bad-input failures reads; other records give None."""
+    import logging
+
+    def install():
+        class Keep(logging.Handler):
+            found: list = []
+
+            def emit(self, record):
+                self.found.append(_compat.failed_task_log(record))
+
+        logging.getLogger("distributed.worker").addHandler(Keep())
+
+    def collect():
+        logger = logging.getLogger("distributed.worker")
+        kept = [h for h in logger.handlers if hasattr(h, "found")]
+        for h in kept:
+            logger.removeHandler(h)
+        return [f for h in kept for f in h.found]
+
+    def fail():
+        raise KeyError("boom")
+
+    client2.run(install)
+    with pytest.raises(KeyError):
+        client2.submit(fail, pure=False).result()
+    found = [f for fs in client2.run(collect).values() for f in fs if f is not None]
+    assert len(found) == 1 and found[0][0] == "KeyError('boom')"
+    assert found[0][1].startswith('  File "') and found[0][1].endswith("in fail\n")
+
+
 def test_scikit_learn_parameter_validation():
     from sklearn.base import BaseEstimator
 

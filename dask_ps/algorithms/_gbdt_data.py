@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ..exceptions import DataError
 from ._gbdt_sketch import sketch
 
 __all__ = ["categorical_indices", "frame_categories", "survey", "to_matrix"]
@@ -102,13 +103,13 @@ def _frame_matrix(df, categories: dict) -> np.ndarray:
             out[:, j] = codes
             continue
         if str(col.dtype) == "category":
-            raise ValueError(f"column {name!r} is categorical here but was not at fit")
+            raise DataError(f"column {name!r} is categorical here but was not at fit")
         try:
             out[:, j] = pd.to_numeric(col, errors="raise").to_numpy(dtype=np.float64,
                                                                      na_value=np.nan)
         except (ValueError, TypeError) as exc:
-            raise ValueError(f"column {name!r} is neither numeric nor categorical "
-                             f"({col.dtype}): {exc}") from None
+            raise DataError(f"column {name!r} is neither numeric nor categorical "
+                            f"({col.dtype}): {exc}") from None
     return out
 
 
@@ -150,8 +151,8 @@ def to_matrix(X, categories: dict | None = None, row0: int = 0, name: str = "X")
         bad = np.flatnonzero(np.isinf(X.data))
         if bad.size:
             row = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
-            raise ValueError(f"{name}[{row0 + row}, {int(X.indices[bad[0]])}] = "
-                             f"{X.data[bad[0]]} is infinite")
+            raise DataError(f"{name}[{row0 + row}, {int(X.indices[bad[0]])}] = "
+                            f"{X.data[bad[0]]} is infinite")
         return X
     else:
         X = np.asarray(X)
@@ -164,7 +165,7 @@ def to_matrix(X, categories: dict | None = None, row0: int = 0, name: str = "X")
     if inf.any():
         r, c = np.argwhere(inf)[0]
         column = "" if columns is None else f" (column {columns[c]!r})"
-        raise ValueError(f"{name}[{row0 + r}, {c}]{column} = {X[r, c]} is infinite")
+        raise DataError(f"{name}[{row0 + r}, {c}]{column} = {X[r, c]} is infinite")
     return X
 
 
@@ -222,15 +223,15 @@ def checked_labels(y, start: int, classify: bool, name: str = "y") -> np.ndarray
     partition's first) as ``name[row]``."""
     y = labels(y)
     if y.ndim != 1:
-        raise ValueError(f"{name} must hold one label per row: got shape {y.shape} in rows "
-                         f"{start}..{start + y.shape[0] - 1}")
+        raise DataError(f"{name} must hold one label per row: got shape {y.shape} in rows "
+                        f"{start}..{start + y.shape[0] - 1}")
     if classify and y.dtype.kind == "f" and np.isnan(y).any():
-        raise ValueError(f"{name}[{start + int(np.flatnonzero(np.isnan(y))[0])}] is NaN: a "
-                         f"classifier's labels must be classes")
+        raise DataError(f"{name}[{start + int(np.flatnonzero(np.isnan(y))[0])}] is NaN: a "
+                        f"classifier's labels must be classes")
     if not classify:
         bad = np.flatnonzero(~np.isfinite(np.asarray(y, np.float64)))
         if bad.size:
-            raise ValueError(f"{name}[{start + bad[0]}] = {y[bad[0]]} is not finite")
+            raise DataError(f"{name}[{start + bad[0]}] = {y[bad[0]]} is not finite")
     return y
 
 

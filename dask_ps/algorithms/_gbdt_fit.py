@@ -32,7 +32,7 @@ from ._gbdt_shard import TABLE, HistLayout, StepRule, shard_setup
 from ._gbdt_sketch import sample_rate
 from ._gbdt_splits import split_params
 from ._gbdt_survey import survey_bins
-from ._gbdt_tree import Ensemble, resolve_split_share
+from ._gbdt_tree import Ensemble, leaf_budget, resolve_split_share
 
 __all__ = ["ONE_SHARD_BYTES", "ONE_WORKER_CELLS", "FitResult", "one_shard", "train",
            "training_workers"]
@@ -192,6 +192,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     if n_train == 0:
         raise ValueError("X has no rows")
     split_share = resolve_split_share(split_share, n_train)
+    max_leaf_nodes = leaf_budget(max_leaf_nodes, n_train, min_samples_leaf, max_depth)
     starts = np.array(data.starts, np.int64)
     rate = sample_rate(n_train, sample_count)
     parts, mapper = survey_bins(data, starts, rate, random_state, categories, classify,

@@ -35,7 +35,7 @@ from ._gbdt_kernels import expand_siblings, quantization_scale
 from ._gbdt_objectives import Objective, get_objective
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT, BinSketch, sample_rate
 from ._gbdt_splits import N_SPLIT_COLS, find_splits, merge_splits, split_params
-from ._gbdt_tree import Ensemble, LevelGrower, resolve_split_share
+from ._gbdt_tree import Ensemble, LevelGrower, leaf_budget, resolve_split_share
 from ._gbdt_worker import BinnedPartition, partition_sketch
 
 
@@ -230,6 +230,7 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
     if sp.issparse(X):
         X = sp.csr_matrix(X)
     split_share = resolve_split_share(split_share, n)
+    max_leaf_nodes = leaf_budget(max_leaf_nodes, n, min_samples_leaf, max_depth)
     base = obj.base_score(y)
     timings = dict.fromkeys(("bins", "gradients", "histograms", "splits", "partition",
                              "leaves", "eval"), 0.0)

@@ -63,6 +63,16 @@ def resolve_split_share(split_share, n_rows: int) -> float:
     return float(split_share)
 
 
+def leaf_budget(max_leaf_nodes: int, n_rows: int, min_samples_leaf: int, max_depth) -> int:
+    """The leaves a tree may have: ``max_leaf_nodes``, but at most one per
+    ``min_samples_leaf`` training rows and ``2 ** max_depth`` (at least 2). The node arrays
+    of a fit are sized by it (``max_leaf_nodes=10**9`` on 1,000 rows asked for 17 TiB)."""
+    cap = max(1, int(n_rows) // max(1, int(min_samples_leaf)))
+    if max_depth is not None and max_depth < 62:
+        cap = min(cap, 2 ** int(max_depth))
+    return int(max(2, min(int(max_leaf_nodes), cap)))
+
+
 class LevelPlan(NamedTuple):
     """One step's decisions (:meth:`LevelGrower.level`).
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..exceptions import DataError
+
 __all__ = ["dense_to_rows", "group_by_word", "local_vocabulary", "max_length",
            "tokens_from_counts", "word_topic_counts"]
 
@@ -94,8 +96,8 @@ def tokens_from_counts(indptr, indices, data, *, first_row: int = 0):
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
         d = int(np.searchsorted(indptr, j, side="right")) - 1
-        raise ValueError(f"LDA needs non-negative integer counts: document {first_row + d}, "
-                         f"term {int(indices[j])} has count {data[j]}")
+        raise DataError(f"LDA needs non-negative integer counts: document {first_row + d}, "
+                        f"term {int(indices[j])} has count {data[j]}")
     reps = data.astype(np.int64)
     words = np.repeat(indices.astype(np.int32), reps)
     ends = np.zeros(reps.shape[0] + 1, np.int64)

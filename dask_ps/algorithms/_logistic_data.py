@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from ..exceptions import DataError
 from ..partitions.inputs import broadcast_large
 from ._logistic_kernels import decision
 
@@ -86,7 +87,7 @@ def check_keys(X: sp.csr_matrix, where: str) -> None:
         if bad.any():
             p = int(np.argmax(bad))
             row = int(np.searchsorted(X.indptr, p, side="right") - 1)
-            raise ValueError(f"{where}: column key {int(idx[p])} at row {row} {what}")
+            raise DataError(f"{where}: column key {int(idx[p])} at row {row} {what}")
 
 
 def as_scipy(X):
@@ -157,8 +158,8 @@ def encode_part(part, classes: np.ndarray, n_out: int, n_buckets: int | None = N
     if bad.any():
         p = int(np.argmax(bad))
         row = int(np.searchsorted(X.indptr, p, side="right") - 1)
-        raise ValueError(f"{where}: value {X.data[p]} at row {row}, column {X.indices[p]} is "
-                         f"not finite")
+        raise DataError(f"{where}: value {X.data[p]} at row {row}, column {X.indices[p]} is "
+                        f"not finite")
     if n_buckets is not None:
         X = hash_columns(X, n_buckets)
     elif X.shape[1] >= WIDE_FEATURES:
@@ -167,8 +168,8 @@ def encode_part(part, classes: np.ndarray, n_out: int, n_buckets: int | None = N
     codes = np.searchsorted(classes, y)
     bad = (codes >= classes.shape[0]) | (classes[np.minimum(codes, classes.shape[0] - 1)] != y)
     if bad.any():
-        raise ValueError(f"{where}: label {y[np.argmax(bad)]!r} at row {int(np.argmax(bad))} "
-                         f"is not among {classes.tolist()}")
+        raise DataError(f"{where}: label {y[np.argmax(bad)]!r} at row {int(np.argmax(bad))} "
+                        f"is not among {classes.tolist()}")
     return X, targets(codes, n_out)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..exceptions import DataError
 from ..io.ratings import IdMapping
 
 __all__ = ["as_ids", "as_ratings", "coded_frame", "evaluate_sums", "item_counts", "to_part",
@@ -34,18 +35,18 @@ def as_ids(col, name: str) -> np.ndarray:
     a = col.to_numpy() if hasattr(col, "to_numpy") else np.asarray(col)
     if a.dtype.kind in "iu":
         if a.dtype == np.uint64 and a.size and a.max() >= np.uint64(2**63):
-            raise ValueError(f"{name}: ids must fit in int64")
+            raise DataError(f"{name}: ids must fit in int64")
         return a.astype(np.int64, copy=False)
     if a.dtype.kind == "f":
         bad = ~np.isfinite(a) | (a != np.round(a))
         if bad.any():
             i = int(np.argmax(bad))
-            raise ValueError(f"{name}: id {a[i].item()!r} at row {i} is not an integer")
+            raise DataError(f"{name}: id {a[i].item()!r} at row {i} is not an integer")
         return a.astype(np.int64)
     if a.dtype.kind in "OUST" or str(a.dtype) == "string":
         missing = np.asarray(pd.isna(a), bool)
         if missing.any():
-            raise ValueError(f"{name}: missing id at row {int(np.argmax(missing))}")
+            raise DataError(f"{name}: missing id at row {int(np.argmax(missing))}")
         return a.astype(str)
     raise TypeError(f"{name}: ids must be integers or strings, got dtype {a.dtype}")
 
@@ -56,11 +57,11 @@ def as_ratings(col, name: str) -> np.ndarray:
     try:
         a = a.astype(np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"{name}: ratings must be numbers, got dtype {a.dtype}") from None
+        raise DataError(f"{name}: ratings must be numbers, got dtype {a.dtype}") from None
     bad = ~np.isfinite(a)
     if bad.any():
-        raise ValueError(f"{name}: rating {a[np.argmax(bad)].item()!r} at row "
-                         f"{int(np.argmax(bad))} is not finite")
+        raise DataError(f"{name}: rating {a[np.argmax(bad)].item()!r} at row "
+                        f"{int(np.argmax(bad))} is not finite")
     return a
 
 
@@ -123,8 +124,8 @@ def to_part(df) -> tuple:
     r = as_ratings(df["rating"], "column 'rating'")
     for name, codes in (("user", u), ("item", i)):
         if codes.size and codes.min() < 0:
-            raise ValueError(f"column {name!r}: code {codes.min()} at row "
-                             f"{int(np.argmin(codes))} is not a valid id code")
+            raise DataError(f"column {name!r}: code {codes.min()} at row "
+                            f"{int(np.argmin(codes))} is not a valid id code")
     users, uids = pd.factorize(u, sort=True)
     return np.asarray(uids, np.int64), users.astype(np.int64), i, r
 

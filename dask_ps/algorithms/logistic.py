@@ -405,7 +405,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
                 raise ValueError(f"y has classes outside {self.classes_.tolist()}")
             labels = self.classes_ if warm else labels
             if labels.shape[0] < 2:
-                raise ValueError(f"LogisticRegression needs samples of at least 2 classes in "
+                raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in "
                                  f"the data, but the data contains only one class: "
                                  f"{labels.tolist()[0]!r}")
             n_out = 1 if labels.shape[0] == 2 else labels.shape[0]

@@ -168,6 +168,7 @@ def main(argv=None) -> int:
         _fail(_one_line(exc))
         return 2
     args = parser.parse_args(argv)
+    args.debug = debug  # DASK_PS_DEBUG=1 too
     previous = None
     if threading_is_main():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)

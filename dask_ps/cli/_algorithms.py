@@ -17,6 +17,8 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from ..exceptions import DataError
+
 
 @dataclass(frozen=True)
 class Param:
@@ -170,6 +172,8 @@ def read_train_test(args, client, meta_of, read):
     if blocksize is None and meta["format"] != "parquet":
         blocksize = _blocksize(args.train, _n_workers(client))
     X, y = read(args.train, meta, blocksize)
+    if isinstance(X.shape[0], (int, np.integer)) and not X.shape[0]:  # a frame's is lazy
+        raise DataError(f"{args.train}: no rows")
     meta["n_features"] = int(X.shape[1])
     test = read(args.test, meta, n_features=X.shape[1]) if args.test else None
     return meta, X, y, test

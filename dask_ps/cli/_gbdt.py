@@ -60,32 +60,23 @@ def _gbdt_meta(args) -> dict:
 def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
     """``X, y`` of one input as ``meta`` says: LIBSVM as a sparse dask array, a table as a
     dask DataFrame (categorical columns with the categories of the training data)."""
-    import dask.dataframe as dd
-
     from ..io import read_libsvm
     from ..io._csv import read_frame
+    from ..io.parquet import read_table_parquet
 
     if meta["format"] == "libsvm":
         return read_libsvm(path, n_features=n_features or meta.get("n_features"),
                            blocksize=blocksize)
+    # a csv's features as floats (dask's guess from the first rows could be int, then fail
+    # on a decimal later), a classifier's labels as written (classes), a regression's as
+    # numbers; bad values named by file and line (csv) or row group and row (parquet)
+    table = dict(categorical=meta.get("categorical") or (), classes=meta.get("classes", True))
     if meta["format"] == "csv":
-        # features as floats (dask's guess from the first rows could be int, then fail on a
-        # decimal later), a classifier's labels as written (classes), a regression's as
-        # numbers; bad lines named by file, line and column
-        df, label = read_frame(path, meta.get("label"), categorical=meta.get("categorical")
-                               or (), classes=meta.get("classes", True),
-                               sep=meta["sep"] or ",", header=meta["header"],
-                               blocksize=blocksize)
+        df, label = read_frame(path, meta.get("label"), sep=meta["sep"] or ",",
+                               header=meta["header"], blocksize=blocksize, **table)
     else:
-        df = dd.read_parquet(path)
-        label = meta.get("label") or str(df.columns[0])
-        if label not in df.columns:
-            raise ValueError(f"{path}: no label column {label!r} (columns: {list(df.columns)})")
-        text = [c for c, t in df.dtypes.items() if c != label and t.kind not in "biuf"
-                and c not in (meta.get("categorical") or ())]
-        if text:
-            raise ValueError(f"{path}: column {text[0]!r} is not numeric "
-                             f"({df.dtypes[text[0]]}); name it in --categorical")
+        df, label = read_table_parquet(path, meta.get("label"), blocksize=blocksize or "64MiB",
+                                       **table)
     meta["label"] = label
     X = df.drop(columns=[label])
     features = [str(c) for c in X.columns]
@@ -124,6 +115,8 @@ def _gbdt_load_test(path: str, meta: dict, args):
 def _gbdt_score(est, test) -> list[str]:
     # computed apart: a table's labels are a dask-expr collection, predictions an array
     y = np.asarray(test[1].compute())
+    if not y.shape[0]:  # the estimator refuses an empty X
+        return ["test: no rows"]
     if hasattr(est, "classes_"):
         return class_lines(est.classes_, y, est.predict_proba(test[0]).compute())
     pred = est.predict(test[0]).compute()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..exceptions import DataError
 from . import _options as opt
 from ._algorithms import CONSISTENCY, Algorithm, Loaded, Param, _blocksize, _count, _n_workers
 
@@ -63,6 +64,8 @@ def _lda_load(args, client) -> Loaded:
     X = client.persist(X)
     tokens = float(X.map_blocks(_lda_tokens, dtype=np.float64, chunks=(1,), drop_axis=1,
                                 meta=np.zeros(0)).sum().compute())
+    if not tokens:
+        raise DataError(f"{args.train}: no tokens (no document counts a term)")
     summary = (f"{X.shape[0]:,} documents x {X.shape[1]:,} terms, {tokens:,.0f} tokens "
                f"({_count(X.numblocks[0], 'partition')})")
     kwargs = {} if vocab is None else {"vocabulary": vocab}
@@ -81,6 +84,8 @@ def _lda_score(est, test) -> list[str]:
     import scipy.sparse as sp
 
     X = sp.csr_matrix(test.compute())
+    if not X.shape[0]:
+        return ["test: no documents"]
     return [f"test: perplexity {est.perplexity(X):.2f} ({int(X.sum()):,} tokens, "
             f"{X.shape[0]:,} documents; theta by EM on each whole document)"]
 

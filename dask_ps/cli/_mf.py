@@ -7,6 +7,7 @@ import argparse
 
 import numpy as np
 
+from ..exceptions import DataError
 from . import _options as opt
 from ._algorithms import CONSISTENCY, Algorithm, Dataset, Loaded, Param, _count
 
@@ -49,6 +50,8 @@ def _mf_load(args, client) -> Loaded:
     test = _mf_read(args.test, meta) if args.test else None
     df = client.persist(df)
     n = int(df.map_partitions(len).sum().compute())
+    if not n:
+        raise DataError(f"{args.train}: no ratings")
     return Loaded((df,), test, meta, float(n),
                   f"{n:,} ratings ({_count(df.npartitions, 'partition')})")
 
@@ -58,6 +61,8 @@ def _mf_load_test(path: str, meta: dict, args):
 
 
 def _mf_score(est, test) -> list[str]:
+    if not int(test.map_partitions(len).sum().compute()):  # evaluate refuses none
+        return ["test: no ratings"]
     r = est.evaluate(test)
     return [f"test: RMSE {r['rmse']:.4f}  MAE {r['mae']:.4f}  ({r['n_ratings']:,} ratings; "
             f"unseen: {r['n_unseen_users']:,} users, {r['n_unseen_items']:,} items)"]

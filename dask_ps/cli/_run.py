@@ -176,6 +176,11 @@ def train(args, algo: Algorithm) -> int:
         check_files(args.test, "--test")
     session = connect(spec)
     try:
+        if spec.mode not in ("address", "file") and not args.debug:
+            from ._quiet import QuietDataErrors
+
+            # this run's own workers: bad input is reported once, by its error line
+            session.client.register_plugin(QuietDataErrors())
         with session.client.as_current():  # every compute below goes to this cluster
             _train(args, algo, est, session, spec.n_workers + spec.ps_workers)
     finally:

@@ -24,7 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from ..exceptions import DataError
 from ._blocks import Block, find_newline, lines_before, open_paths, plan, read
+from .parquet import label_column
 
 __all__ = ["SAMPLE_BYTES", "LineError", "bad_line", "common_header", "header_end",
            "header_names", "line_of_row", "locate", "parse_block", "read_frame", "read_table",
@@ -34,7 +36,7 @@ __all__ = ["SAMPLE_BYTES", "LineError", "bad_line", "common_header", "header_end
 SAMPLE_BYTES = 2**20
 
 
-class LineError(ValueError):
+class LineError(DataError):
     """A bad line: ``"<file>, line <n>: <reason>"``; ``line`` is None when it was not found."""
 
     def __init__(self, path: str, line: int | None, reason: str) -> None:
@@ -62,13 +64,16 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
         line endings), naming the file.
     """
     with fs.open(path, "rb", compression=compression) as f:
-        line = f.readline().decode("utf-8", "replace").rstrip("\r\n").lstrip("\ufeff")
+        raw = f.readline()
+    line = raw.decode("utf-8", "replace").rstrip("\r\n").lstrip("\ufeff")
     try:
+        if raw.startswith(b"PAR1") or b"\x00" in raw:  # csv reads binary as garbage names
+            raise csv.Error("it holds NUL bytes")
         return next(csv.reader([line], delimiter=sep)) if line else []
     except csv.Error as exc:
-        raise ValueError(f"{path}: its first line is not delimited text ({exc}): a binary "
-                         f"file (e.g. Parquet: --format parquet), or lines ending in a lone "
-                         f"CR?") from None
+        raise DataError(f"{path}: its first line is not delimited text ({exc}): a binary "
+                        f"file (e.g. Parquet: --format parquet), or lines ending in a lone "
+                        f"CR?") from None
 
 
 def common_header(fs, blocks: list[Block], sep: str) -> list[str]:
@@ -409,12 +414,7 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
         raise ValueError(f"{paths[0]}: no columns (an empty file?)")
     if len(set(names)) < len(names):
         raise ValueError(f"{paths[0]}: columns named twice in {names}")
-    label = names[0] if label is None else label
-    absent = [c for c in (label, *categorical) if c not in names]
-    if absent:
-        raise ValueError(f"{paths[0]}: no column {absent[0]!r} (columns: {names})")
-    if label in categorical:
-        raise ValueError(f"{paths[0]}: the label {label!r} cannot be categorical")
+    label = label_column(paths[0], names, label, categorical)
     types = {n: pa.string() if n in categorical else pa.float64() for n in names}
     sample = sample_table(fs, paths[0], names, header, sep, blocks[0].compression)
     kind = _label_kind(sample, label, classes)

@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
+from ..exceptions import DataError
 from ._blocks import OBJECTS, box, each, open_paths, plan, read, start_lines
 from ._csv import LineError, line_of_row, parse_block, strip_header
 from .libsvm import _read_svm
@@ -139,8 +140,8 @@ def _docword_header(fs, path: str, compression) -> tuple[int, int, int]:
     try:
         d, w, nnz = (int(x) for x in head)
     except ValueError:
-        raise ValueError(f"{path}: the first three lines must be the numbers of documents, "
-                         f"words and non-zeros, got {b''.join(head)[:80]!r}") from None
+        raise DataError(f"{path}: the first three lines must be the numbers of documents, "
+                        f"words and non-zeros, got {b''.join(head)[:80]!r}") from None
     return d, w, nnz
 
 
@@ -244,8 +245,8 @@ def read_docword(urlpath, vocabulary=None, *, blocksize: int | str | None = "32M
             raise err.shifted(l0)
     found = sum(s[2] for s, _ in stats)
     if found != nnz:
-        raise ValueError(f"{paths[0]}: the header says NNZ = {nnz}, the file has {found} "
-                         f"lines of counts")
+        raise DataError(f"{paths[0]}: the header says NNZ = {nnz}, the file has {found} "
+                        f"lines of counts")
     ranges = [(s[0], s[1]) for s, _ in stats]
     starts = [lo for lo, hi in ranges if hi >= 0]
     ordered = all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:]) if a[1] >= 0 <= b[1])

@@ -34,6 +34,7 @@ from ._csv import (
 )
 from ._line_kernels import CSV, count_rows
 from .hashing import HashingEncoder, csr_rows, index_dtype
+from .parquet import footer, table_labels
 
 __all__ = ["encode_ctr", "infer_encoder", "read_ctr"]
 
@@ -263,10 +264,7 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
     fs, paths = open_paths(urlpath, storage_options)
     where = paths[0]
     if _is_parquet(paths, format):
-        import pyarrow.parquet as pq
-
-        with fs.open(paths[0], "rb") as f:
-            kinds = _arrow_kinds(pq.ParquetFile(f).schema_arrow)
+        kinds = _arrow_kinds(footer(fs, paths[0])[1])
     else:
         comp = plan(fs, paths[:1], None, compression)[0].compression
         if header:
@@ -419,24 +417,6 @@ def _arrays(parts: da.Array, rows: tuple, n_features: int, dtype) -> tuple[da.Ar
     return X, y
 
 
-def _labels(table: pa.Table, label: str, where: str) -> np.ndarray:
-    """The label column as float64; ValueError naming ``where`` and the first row (1-based)
-    whose label is missing or not a finite number."""
-    if label not in table.column_names:
-        raise ValueError(f"{where}: label column {label!r} is missing")
-    col = table.column(label)
-    try:
-        y = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise ValueError(f"{where}: label column {label!r} is not numeric ({exc})") from exc
-    bad = ~np.isfinite(y)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"{where}: label column {label!r} is empty or not a finite number "
-                         f"in row {i + 1} ({y[i]})")
-    return y
-
-
 def _parquet_group(chunk: np.ndarray, fs, columns: list, encoder: HashingEncoder, label: str,
                    dtype) -> np.ndarray:
     import pyarrow.parquet as pq
@@ -446,19 +426,16 @@ def _parquet_group(chunk: np.ndarray, fs, columns: list, encoder: HashingEncoder
         table = pq.ParquetFile(f).read_row_group(group, columns=columns)
     count_read(path, f"row group {group}", table.nbytes)
     where = f"{path}, row group {group}"
-    return box((encoder.transform(table, dtype, where), _labels(table, label, where)))
+    return box((encoder.transform(table, dtype, where), table_labels(table, label, where)))
 
 
 def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
                   dtype) -> tuple[da.Array, da.Array]:
     """read_ctr of Parquet files: one chunk per row group."""
-    import pyarrow.parquet as pq
-
     groups, rows = [], []
     for path in paths:
-        with fs.open(path, "rb") as f:
-            pf = pq.ParquetFile(f)
-            meta, have = pf.metadata, pf.schema_arrow.names
+        meta, schema = footer(fs, path)
+        have = schema.names
         absent = [c for c in (label, *encoder.columns) if c not in have]
         if absent:
             raise ValueError(f"{path}: columns {absent} are not among {have}")
@@ -476,7 +453,7 @@ def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
 def _encode_partition(df, encoder: HashingEncoder, label: str, dtype, i: int):
     where = f"partition {i}"
     table = pa.Table.from_pandas(df, preserve_index=False)
-    return encoder.transform(table, dtype, where), _labels(table, label, where)
+    return encoder.transform(table, dtype, where), table_labels(table, label, where)
 
 
 def encode_ctr(df, encoder: HashingEncoder | None = None, label: str = "Label",

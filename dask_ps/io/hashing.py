@@ -11,7 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
+from ..exceptions import DataError
 from . import _hashing_kernels as _k
+from .parquet import check_finite
 
 __all__ = ["HashingEncoder"]
 
@@ -225,7 +227,7 @@ class HashingEncoder:
 
         Raises
         ------
-        ValueError
+        DataError
             A listed column missing from ``data``, a numeric column that is not numeric, or
             an infinite number, naming ``where``, the column (and the row, 1-based).
         """
@@ -234,19 +236,15 @@ class HashingEncoder:
         out = np.empty((self.width, n), np.uint64)
         for j, name in enumerate(self.columns):
             if name not in table.column_names:
-                raise ValueError(f"{where}: column {name!r} is missing (has "
-                                 f"{table.column_names})")
+                raise DataError(f"{where}: column {name!r} is missing (has "
+                                f"{table.column_names})")
             col = table.column(name)
             seed = _column_seed(name, self.seed)
             missing = np.uint64(_k.mix64(seed ^ np.uint64(_MISSING)))
             if name in self.numeric:
                 v = self._numbers(col, where, name)
                 valid = np.isfinite(v)
-                infinite = np.isinf(v)
-                if infinite.any():
-                    i = int(np.argmax(infinite))
-                    raise ValueError(f"{where}: column {name!r}, row {i + 1}: {v[i]} is not a "
-                                     f"finite number")
+                check_finite(v, where, name)
                 if self.numeric_mode == "value":
                     token = np.uint64(_k.mix64(seed ^ np.uint64(_VALUE)))
                     out[j] = np.where(valid, token, missing)
@@ -276,8 +274,8 @@ class HashingEncoder:
         try:
             return pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise ValueError(f"{where}: numeric column {name!r} has values that are not "
-                             f"numbers ({exc})") from exc
+            raise DataError(f"{where}: numeric column {name!r} has values that are not "
+                            f"numbers ({exc})") from exc
 
     def transform(self, data, dtype=np.float32, where: str = "data") -> sp.csr_matrix:
         """Hashed features of the rows of ``data``.

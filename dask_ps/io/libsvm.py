@@ -93,7 +93,7 @@ def _parse(data, shift: int, reject_zero: bool, max_raw: int, store: bool = True
 
 def _format_error(
     path: str, line0: int, err: _Err, n_features: int | None, base: int | None
-) -> ValueError:
+) -> LineError:
     based = "" if base is None else (" (one-based)" if base else " (zero-based)")
     if err.code == _k.E_BIG_INDEX and n_features is None:
         reason = (f"feature index above {_k.MAX_INDEX} (2**63 - 2, the largest that leaves "
@@ -103,7 +103,7 @@ def _format_error(
     token = err.token.decode("utf-8", "replace")
     if len(token) > 80:
         token = token[:77] + "..."
-    return ValueError(f"{path}, line {line0 + err.line}: {reason}: {token!r}")
+    return LineError(path, line0 + err.line, f"{reason}: {token!r}")
 
 
 def _scan(fs, block: _Block, reject_zero: bool, max_raw: int, check=None) -> _Stats:

@@ -1,4 +1,6 @@
-"""Sparse rows in Parquet: a label column and list columns of feature indices and values."""
+"""Parquet: sparse rows (a label column and list columns of feature indices and values), and
+tables of a label and feature columns read as a dask DataFrame; the checks of a table's
+values, whose errors name the file, the row group and the row."""
 
 from __future__ import annotations
 
@@ -6,13 +8,17 @@ import dask
 import dask.array as da
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import scipy.sparse as sp
+from dask.utils import parse_bytes
 
+from ..exceptions import DataError
 from ..state._malloc import release_memory
 from ._blocks import count_read, open_paths
 
-__all__ = ["read_sparse_parquet", "sparse_to_table"]
+__all__ = ["check_finite", "footer", "label_column", "read_sparse_parquet", "read_table_parquet",
+           "sparse_to_table", "table_labels"]
 
 N_FEATURES_KEY = b"dask_ps.n_features"
 
@@ -26,6 +32,22 @@ def sparse_to_table(X: sp.csr_matrix, y: np.ndarray) -> pa.Table:
     values = lists.from_arrays(offsets, pa.array(X.data.astype(np.float32)))
     table = pa.table({"label": np.asarray(y), "indices": indices, "values": values})
     return table.replace_schema_metadata({N_FEATURES_KEY: str(X.shape[1]).encode()})
+
+
+def footer(fs, path: str) -> tuple:
+    """``(metadata, arrow schema)`` of a Parquet file.
+
+    Raises
+    ------
+    DataError
+        The file is not Parquet (e.g. text given to ``--format parquet``), naming it.
+    """
+    try:
+        with fs.open(path, "rb") as f:
+            pf = pq.ParquetFile(f)
+            return pf.metadata, pf.schema_arrow
+    except pa.ArrowInvalid as exc:
+        raise DataError(f"{path}: not a Parquet file ({exc})") from None
 
 
 def _row_group(fs, path: str, group: int, n_features: int, dtype) -> tuple:
@@ -82,9 +104,8 @@ def read_sparse_parquet(urlpath, n_features: int | None = None, *, dtype=np.floa
     fs, paths = open_paths(urlpath, storage_options)
     groups = []
     for path in paths:
-        with fs.open(path, "rb") as f:
-            pf = pq.ParquetFile(f)
-            meta, names = pf.metadata, set(pf.schema_arrow.names)
+        meta, schema = footer(fs, path)
+        names = set(schema.names)
         if not {"label", "indices", "values"} <= names:
             raise ValueError(f"{path}: needs the columns label, indices and values, has "
                              f"{sorted(names)}")
@@ -102,3 +123,182 @@ def read_sparse_parquet(urlpath, n_features: int | None = None, *, dtype=np.floa
                                   meta=sp.csr_matrix((0, n_features), dtype=dtype)))
         ys.append(da.from_delayed(y, (rows,), dtype=np.float64))
     return da.concatenate(Xs), da.concatenate(ys)
+
+
+def _is_number(typ) -> bool:
+    return (pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_boolean(typ)
+            or pa.types.is_decimal(typ))
+
+
+def _type_name(typ) -> str:
+    return "string" if pa.types.is_string(typ) or pa.types.is_large_string(typ) else str(typ)
+
+
+def check_finite(values: np.ndarray, where: str, name: str) -> None:
+    """Raise :class:`~dask_ps.DataError` ``"<where>: column <name>, row <i>: inf is not a
+    finite number"`` for the first infinite value of a column (rows 1-based)."""
+    infinite = np.isinf(values)
+    if infinite.any():
+        i = int(np.argmax(infinite))
+        raise DataError(f"{where}: column {name!r}, row {i + 1}: {values[i]} is not a finite "
+                        f"number")
+
+
+def label_column(path: str, names: list[str], label: str | None, categorical) -> str:
+    """The label column of a table of columns ``names`` (default the first), checked with
+    the ``categorical`` feature columns: DataError naming ``path`` for one that is not
+    there, or a categorical label."""
+    label = names[0] if label is None else label
+    absent = [c for c in (label, *categorical) if c not in names]
+    if absent:
+        raise DataError(f"{path}: no column {absent[0]!r} (columns: {names})")
+    if label in categorical:
+        raise DataError(f"{path}: the label {label!r} cannot be categorical")
+    return label
+
+
+def table_labels(table: pa.Table, label: str, where: str, classes: bool = False
+                 ) -> np.ndarray:
+    """The label column of a table, checked: float64 numbers that must be finite; with
+    ``classes``, a column that is not numeric (text classes) as it is, every row set.
+
+    Raises
+    ------
+    DataError
+        Naming ``where`` and the first row (1-based) whose label is missing or not a finite
+        number, or a label column that is missing or (without ``classes``) not numeric.
+    """
+    if label not in table.column_names:
+        raise DataError(f"{where}: label column {label!r} is missing")
+    col = table.column(label)
+    if classes and not _is_number(col.type):
+        if col.null_count:
+            i = int(np.argmax(col.is_null().to_numpy(zero_copy_only=False)))
+            raise DataError(f"{where}: label column {label!r} is empty in row {i + 1}")
+        return col.to_numpy(zero_copy_only=False)
+    try:
+        y = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise DataError(f"{where}: label column {label!r} is not numeric ({exc})") from exc
+    bad = ~np.isfinite(y)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise DataError(f"{where}: label column {label!r} is empty or not a finite number "
+                        f"in row {i + 1} ({y[i]})")
+    return y
+
+
+def _table_groups(groups: list, fs, names: list, target: str, numeric: list,
+                  label_type, classes: bool):
+    """One partition of :func:`read_table_parquet`: row groups ``[(path, group), ...]``
+    read, checked and joined as a pandas DataFrame (numeric features float64)."""
+    tables = []
+    for path, g in groups:
+        with fs.open(path, "rb") as f:
+            table = pq.ParquetFile(f).read_row_group(g, columns=names).select(names)
+        count_read(path, f"row group {g}", table.nbytes)
+        where = f"{path}, row group {g}"
+        for name in numeric:
+            i = table.column_names.index(name)
+            col = pc.cast(table.column(name), pa.float64())
+            check_finite(col.to_numpy(zero_copy_only=False), where, name)
+            table = table.set_column(i, name, col)
+        table_labels(table, target, where, classes)
+        i = table.column_names.index(target)
+        try:
+            table = table.set_column(i, target, pc.cast(table.column(target), label_type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise DataError(f"{where}: label column {target!r} is "
+                            f"{_type_name(table.column(target).type)}, the first file's is "
+                            f"{_type_name(label_type)}") from None
+        tables.append(table)
+    return pa.concat_tables(tables).to_pandas(ignore_metadata=True)
+
+
+def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
+                       classes: bool = False, blocksize: int | str | None = "64MiB",
+                       storage_options: dict | None = None):
+    """Parquet tables as a dask DataFrame whose every row group is checked as it is read
+    (when the frame is computed): :func:`dask_ps.io._csv.read_frame` for Parquet.
+
+    Feature columns are numeric (float64; null or NaN is NaN, infinity an error) or named
+    in ``categorical`` (as stored). The label is required on every row: a finite number,
+    float64; or, with ``classes``, the first file's type (classes), text or numbers.
+    A pandas index stored in the files is no column.
+
+    Parameters
+    ----------
+    urlpath, label, categorical, classes
+        As :func:`~dask_ps.io._csv.read_frame` takes them.
+    blocksize : int or str, optional
+        Uncompressed bytes of the consecutive row groups of a file joined in one partition
+        (None: one row group per partition).
+    storage_options : dict, optional
+
+    Returns
+    -------
+    frame : dask.dataframe.DataFrame
+    label : str
+
+    Raises
+    ------
+    DataError
+        Files without rows or with other columns than the first's, a ``label`` or
+        ``categorical`` column the files lack, a feature column that is neither numeric nor
+        ``categorical``, or (without ``classes``) a label column that is not numeric; when
+        computed, ``"<file>, row group <g>: ..."`` naming the column and the first row
+        (1-based, in the row group) holding an infinite feature or a label that is empty
+        or not a finite number.
+    FileNotFoundError
+        No file matches ``urlpath``.
+    """
+    import dask.dataframe as dd
+
+    fs, paths = open_paths(urlpath, storage_options)
+    limit = parse_bytes(blocksize) if blocksize is not None else 0
+    parts, schema = [], None
+    for path in paths:
+        meta, found = footer(fs, path)
+        index = [c for c in (found.pandas_metadata or {}).get("index_columns", [])
+                 if isinstance(c, str)]
+        found = pa.schema([fd for fd in found if fd.name not in index])
+        if schema is None:
+            schema = found
+        elif sorted(found.names) != sorted(schema.names):
+            raise DataError(f"{path}: columns {found.names} differ from {paths[0]}'s "
+                            f"{schema.names}")
+        size = 0
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            if not group.num_rows:
+                continue
+            if parts and parts[-1][0][0] == path and size + group.total_byte_size <= limit:
+                parts[-1].append((path, g))
+                size += group.total_byte_size
+            else:
+                parts.append([(path, g)])
+                size = group.total_byte_size
+    names = schema.names
+    label = label_column(paths[0], names, label, categorical)
+    text = [n for n in names if n != label and n not in categorical
+            and not _is_number(schema.field(n).type)]
+    if text:
+        raise DataError(f"{paths[0]}: column {text[0]!r} is not numeric "
+                        f"({_type_name(schema.field(text[0]).type)}); name it in "
+                        f"--categorical")
+    label_type = schema.field(label).type
+    if not _is_number(label_type) and not classes:
+        raise DataError(f"{paths[0]}: label column {label!r} is not numeric "
+                        f"({_type_name(label_type)})")
+    if not classes or pa.types.is_decimal(label_type):
+        label_type = pa.float64()
+    if not parts:
+        raise DataError(f"{paths[0]}: no rows")
+    numeric = [n for n in names if n != label and n not in categorical]
+    types = pa.schema([(n, pa.float64() if n in numeric else
+                        label_type if n == label else schema.field(n).type) for n in names])
+    # (not ``columns=``: dask would pass the columns a computation projects to instead)
+    return dd.from_map(_table_groups, parts, fs=fs, names=names, target=label,
+                       numeric=numeric, label_type=label_type, classes=classes,
+                       meta=types.empty_table().to_pandas(ignore_metadata=True),
+                       label="read-table-parquet", enforce_metadata=False), label

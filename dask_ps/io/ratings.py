@@ -11,8 +11,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..exceptions import DataError
 from ._blocks import OBJECTS, box, each, open_paths, plan, start_lines
 from ._csv import LineError, header_names, read_table
+from .parquet import footer
 
 __all__ = ["IdMapping", "encode_ratings", "read_ratings"]
 
@@ -44,7 +46,7 @@ class IdMapping:
         ids = ids.astype(np.int64) if ids.dtype.kind in "iub" else ids.astype(str)
         ids = np.sort(ids)
         if ids.size > 1 and (ids[1:] == ids[:-1]).any():
-            raise ValueError(f"repeated id {ids[1:][ids[1:] == ids[:-1]][0].item()!r}")
+            raise DataError(f"repeated id {ids[1:][ids[1:] == ids[:-1]][0].item()!r}")
         self.ids = ids
 
     @classmethod
@@ -229,6 +231,10 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
 
     fs, paths = open_paths(urlpath, storage_options)
     if all(p.endswith((".parquet", ".parq")) for p in paths):
+        names = footer(fs, paths[0])[1].names
+        absent = [c for c in (user, item, rating) if c not in names]
+        if absent:  # named with the file (encode_ratings takes any dataframe)
+            raise DataError(f"{paths[0]}: columns {absent} are not among {names}")
         df = dd.read_parquet([fs.unstrip_protocol(p) for p in paths],
                              storage_options=storage_options)
         return encode_ratings(df, user=user, item=item, rating=rating, timestamp=timestamp)
@@ -325,5 +331,5 @@ def _encode_partition(df: pd.DataFrame, cols: dict, users: IdMapping,
     table = pa.Table.from_pandas(df, preserve_index=False)
     for c in (cols["user"], cols["item"]):
         if table.column(c).null_count:
-            raise ValueError(f"column {c!r} has an empty id")
+            raise DataError(f"column {c!r} has an empty id")
     return _coded(table, cols, users, items)

@@ -135,7 +135,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         raise ValueError(f"checkpoint_every must be a positive integer, got "
                          f"{checkpoint_every!r}")
     position = data_position or (lambda c: {"clock": c})
-    results: list = [None] * n_clocks
+    results: list = []  # grown as clocks finish: n_clocks may be huge (stops early)
     events: list[dict] = []
     every = checkpoint_every if checkpoint is not None else max(n_clocks, 1)
     last = None
@@ -143,7 +143,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
     if resume and checkpoint is not None and ck.list_versions(checkpoint)[0]:
         last = model.restore(checkpoint)
         clock = min(last.clock, n_clocks)
-        results[:clock] = last.attrs.get("extra", {}).get("results", [None] * clock)[:clock]
+        kept = list(last.attrs.get("extra", {}).get("results", []))[:clock]
+        results[:] = kept + [None] * (clock - len(kept))
         if not model.is_local:  # the batch log says where the rerun starts
             log_checkpoint(last.url, last.version, model=model.uid, client=model.client,
                            resumed_clock=clock)

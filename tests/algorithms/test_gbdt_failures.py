@@ -167,3 +167,17 @@ def test_in_memory_eval_set_errors_say_eval_set():
                                          r"tuple of 3 items"):
         est.fit(X, y, eval_set=[(X, y, None)])
     assert not hasattr(est, "booster_")
+
+
+@pytest.mark.parametrize("where", ["cluster", "local"])
+def test_a_huge_max_leaf_nodes_is_bounded_by_the_rows(client2, where):
+    """Trees are sized for the leaves they can reach (one per min_samples_leaf rows):
+    max_leaf_nodes=10**9 asked for 17 TiB of node arrays (MemoryError), and gives the
+    trees of max_leaf_nodes = rows / min_samples_leaf."""
+    X, y = _toy(600)
+    client = client2 if where == "cluster" else "local"
+    fits = [GBDTClassifier(n_estimators=3, max_leaf_nodes=leaves, min_samples_leaf=20,
+                           random_state=0, client=client).fit(X, y)
+            for leaves in (10**9, 600 // 20)]
+    assert np.array_equal(fits[0].predict_proba(X), fits[1].predict_proba(X))
+    assert fits[0].booster_.count.shape[0] > 3 * 10  # trees of many leaves grew

@@ -426,3 +426,15 @@ def test_encoding_keeps_a_csr_partition_whose_arrays_view_a_larger_buffer():
     Xe, Y = encode_part((moved, y), np.array([0.0, 1.0]), 1)
     assert np.shares_memory(Xe.data, buffer) and np.shares_memory(Xe.indices, message)
     assert (Xe != X).nnz == 0 and Y.shape == (200, 1)
+
+
+def test_a_huge_max_iter_is_a_bound_not_a_reservation():
+    """The run keeps its epochs' results as they finish: a list of ``max_iter`` slots was
+    allocated first (8 TB here: MemoryError; ``dask-ps train gbdt --n-estimators
+    1000000000`` took 8 GB before its first round)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] + 0.3 * rng.normal(size=300) > 0).astype(int)
+    model = LogisticRegression(client="local", max_iter=10**12, random_state=0).fit(X, y)
+    assert 1 < len(model.history_) < 10**4
+    assert roc_auc_score(y, model.predict_proba(X)[:, 1]) > 0.9

@@ -1,0 +1,77 @@
+"""dask-ps train with inputs that are empty or of another format than --format says: named
+errors, and empty test sets scored as such."""
+
+import numpy as np
+import pytest
+from test_cli import _scheduler_file, _svm
+
+from dask_ps.cli import main
+
+
+@pytest.mark.timeout(200)
+def test_empty_files_and_the_wrong_format_are_named(tmp_path, client1, capsys):
+    """An empty file gives "no rows" naming it (lr/fm said scikit-learn's "Found array with
+    0 sample(s)"); Parquet read as CSV is not taken for a header of binary column names;
+    text read as Parquet names the file (was pyarrow's "Parquet magic bytes not found")."""
+    import pandas as pd
+
+    empty, head = tmp_path / "empty.svm", tmp_path / "head.csv"
+    empty.write_text("")
+    head.write_text("click,a\n")
+    df = pd.DataFrame({"click": [0, 1, 0, 1], "a": [0.1, 0.2, 0.3, 0.4]})
+    parquet, text = tmp_path / "t.parquet", tmp_path / "t.csv"
+    df.to_parquet(parquet)
+    df.to_csv(text, index=False)
+    sf = _scheduler_file(client1, tmp_path)
+    cases = [(["--train", str(empty)], f"{empty}: no rows"),
+             (["--train", str(head), "--format", "csv", "--label", "click"],
+              f"{head}: no rows"),
+             (["--train", str(parquet), "--format", "csv", "--label", "click"],
+              f"{parquet}: its first line is not delimited text (it holds NUL bytes): a "
+              f"binary file (e.g. Parquet: --format parquet), or lines ending in a lone CR?"),
+             (["--train", str(text), "--format", "parquet", "--label", "click"],
+              f"{text}: not a Parquet file (Parquet magic bytes not found in footer. Either "
+              f"the file is corrupted or this is not a parquet file.)")]
+    for algorithm in ("lr", "fm", "gbdt"):
+        for argv, message in cases:
+            assert main(["train", algorithm, *argv, "--scheduler-file", sf]) == 2
+            assert capsys.readouterr().err.strip().splitlines()[-1] == \
+                f"dask-ps: error: {message}", (algorithm, argv)
+
+
+@pytest.mark.timeout(300)
+def test_empty_inputs_of_mf_lda_gbdt_are_named_and_empty_test_sets_scored(tmp_path, client1,
+                                                                         capsys):
+    """mf said "X has no ratings", lda "table 'nwk': shape must be ...", a Parquet file
+    without the rating columns "columns [...] are not among [...]" (no file); an empty
+    --test file ended mf, lda and gbdt (libsvm) with an error instead of "test: no ...\""""
+    import pandas as pd
+
+    sf = _scheduler_file(client1, tmp_path)
+    empty = {ext: tmp_path / f"empty.{ext}" for ext in ("tsv", "ldac", "svm")}
+    for path in empty.values():
+        path.write_text("")
+    ratings, docs, rows = tmp_path / "r.tsv", tmp_path / "d.ldac", tmp_path / "g.svm"
+    ratings.write_text("1\t2\t5\n1\t3\t4\n2\t2\t3\n3\t1\t1\n")
+    docs.write_text("2 0:1 1:2\n1 2:3\n3 0:1 3:2 4:1\n")
+    _svm(rows, np.tile([0, 1], 50))
+    table = tmp_path / "t.parquet"
+    pd.DataFrame({"u": [1, 2], "i": [3, 4], "r": [5.0, 1.0]}).to_parquet(table)
+
+    def last(algorithm, *argv, status=2):
+        assert main(["train", algorithm, *argv, "--max-iter" if algorithm != "gbdt" else
+                     "--n-estimators", "2", "--scheduler-file", sf]) == status
+        return capsys.readouterr()
+
+    assert last("mf", "--train", str(empty["tsv"])).err.strip().splitlines()[-1] == \
+        f"dask-ps: error: {empty['tsv']}: no ratings"
+    assert last("lda", "--train", str(empty["ldac"])).err.strip().splitlines()[-1] == \
+        f"dask-ps: error: {empty['ldac']}: no tokens (no document counts a term)"
+    assert last("mf", "--train", str(table)).err.strip().splitlines()[-1] == \
+        f"dask-ps: error: {table}: columns ['user', 'item', 'rating'] are not among " \
+        f"['u', 'i', 'r']"
+    for algorithm, train, test, line in [("mf", ratings, "tsv", "test: no ratings"),
+                                         ("lda", docs, "ldac", "test: no documents"),
+                                         ("gbdt", rows, "svm", "test: no rows")]:
+        out = last(algorithm, "--train", str(train), "--test", str(empty[test]), status=0).out
+        assert line in out.splitlines(), (algorithm, out[-500:])
