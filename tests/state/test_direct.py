@@ -225,6 +225,9 @@ def pieces_task(ps, item):
                       2.0)
         if task:
             return None
+        # the calls below go past the clocks: a pull at the next clock (BSP) waits until the
+        # other task's last push has reached the shards
+        ps.pull("h", pool[:1])
         t, remote, mine = _remote_keys(ps, pool)
         calls = [(remote, "push_pull", dict(updates=[("h", KeyRef(("x", 1), 2000, mine),
                                                       np.ones((2000, 1)))],
