@@ -192,7 +192,13 @@ class PSModel:
         connection.process_client(self).push_now(table, keys, updates)
 
     def stats(self) -> list[dict]:
-        """Per-shard counters (calls, keys, bytes pulled and pushed), table sizes and clocks."""
+        """Per-shard counters (calls, keys, bytes pulled and pushed), tables and clocks.
+
+        Each shard's ``tables`` give per table its ``rows`` and ``nbytes``, and for a hashed
+        table ``keys_probed`` and ``keys_recalled``: keys whose rows the shard found by
+        probing its index, and in its memo of recent lookups (the push of a
+        pull-compute-push step, whose keys its pull looked up).
+        """
         return connection.call_all(self, "stats")
 
     # -- jobs (dask_ps.model.jobs) ----------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import threading
 import time
 from collections import defaultdict
@@ -398,7 +399,7 @@ class Shard(FreezeGCFirst):
             else:
                 held.append((name, as_rows(keys), values))
         if held:
-            self._pending[clock].append((participant, _joined(held)))
+            self._pending[clock].append((participant, held))
         if clocks is not None and tick and clocks.advance(participant, clock + 1):
             if clocks.consistency.buffered:
                 self._flush_pending(clocks.min_clock)
@@ -418,18 +419,24 @@ class Shard(FreezeGCFirst):
     def _flush_pending(self, upto: int) -> None:
         """Apply the held updates of clocks ``< upto``: per clock, per table, one summed step."""
         for c in sorted(k for k in self._pending if k < upto):
-            by_table: dict[str, list] = defaultdict(list)
+            by_table: dict[str, list] = defaultdict(list)  # table -> each participant's pieces
             for _, updates in sorted(self._pending.pop(c), key=lambda item: item[0]):
+                mine: dict[str, list] = defaultdict(list)
                 for name, keys, values in updates:
-                    by_table[name].append((keys, values))
-            for name, parts in by_table.items():
-                if len(parts) > 1 and _exact_sums(self.tables[name].spec):
-                    for keys, values in parts:  # no merge: any order gives the same bits
-                        self.tables[name].apply(keys, values)
+                    mine[name].append((keys, values))
+                for name, pieces in mine.items():
+                    by_table[name].append(pieces)
+            for name, per_participant in by_table.items():
+                table = self.tables[name]
+                if len(per_participant) == 1 or _exact_sums(table.spec):
+                    # no merge: one participant's pieces have distinct keys (those of the
+                    # pieces of one pull: each finds its rows in the lookup memo, where a
+                    # joined array would be looked up again), or any order gives the same bits
+                    for keys, values in itertools.chain.from_iterable(per_participant):
+                        table.apply(keys, values)
                     continue
-                if len(parts) == 1:
-                    keys, values = parts[0]
-                elif _same_keys(parts):
+                parts = [_joined(pieces) for pieces in per_participant]
+                if _same_keys(parts):
                     # every participant pushed the same keys (e.g. one histogram layout):
                     # row-wise sums in participant order, the merge's arithmetic without
                     # its hash
@@ -440,7 +447,7 @@ class Shard(FreezeGCFirst):
                         values += v
                 else:
                     keys, values = merge_pushes(parts)
-                self.tables[name].apply(keys, values)
+                table.apply(keys, values)
 
     async def finish(self, job: str, participant: int) -> None:
         """``participant`` has left the job: it no longer holds the others back."""
@@ -509,24 +516,21 @@ class Shard(FreezeGCFirst):
     def _stats(self) -> dict:
         return dict(
             shard=self.shard, time=time.time(), **self.counters,
-            tables={n: dict(rows=t.n_rows, nbytes=t.nbytes) for n, t in self.tables.items()},
+            tables={n: dict(rows=t.n_rows, nbytes=t.nbytes, keys_probed=t.keys_probed,
+                            keys_recalled=t.keys_recalled) for n, t in self.tables.items()},
             job=self.job,
             clocks=None if self.clocks is None else self.clocks.clocks.tolist(),
             staleness_bound=None if self.clocks is None else self.clocks.consistency.staleness,
         )
 
 
-def _joined(updates: list) -> list:
-    """``(table, keys, values)`` updates with those of one table joined into one (the pieces
-    of a large push, each naming the keys of a piece of the pull before it; keys distinct):
-    a participant holds one update per table and clock, merged as before."""
-    by_table: dict[str, list] = defaultdict(list)
-    for name, keys, values in updates:
-        by_table[name].append((keys, values))
-    if len(by_table) == len(updates):
-        return updates
-    return [(name, np.concatenate([k for k, _ in parts]), np.concatenate([v for _, v in parts]))
-            if len(parts) > 1 else (name,) + parts[0] for name, parts in by_table.items()]
+def _joined(pieces: list) -> tuple:
+    """One participant's ``(keys, values)`` pushes of a table at a clock as one: the pieces
+    of a large push, each naming the keys of a piece of the pull before it (keys distinct),
+    joined to be merged with the other participants'."""
+    if len(pieces) == 1:
+        return pieces[0]
+    return (np.concatenate([k for k, _ in pieces]), np.concatenate([v for _, v in pieces]))
 
 
 def _answer_parked(ready: list) -> None:

@@ -206,6 +206,8 @@ class TableShard:
         self.spec = spec
         self.shard = shard
         self._layout = spec.optimizer.slot_layout(spec.ncols, spec.dtype)
+        # sparse keys whose rows were found by probing the index, and in the lookup memo
+        self.keys_probed = self.keys_recalled = 0
         if spec.sparse:
             self.n_rows = 0
             self._keys = np.empty(_FIRST_ROWS, np.int64)
@@ -294,7 +296,9 @@ class TableShard:
             keys_id = None
         rows = self._recall(keys)
         if rows is not None:
+            self.keys_recalled += keys.shape[0]
             return rows
+        self.keys_probed += keys.shape[0]
         rows = np.empty(keys.shape[0], np.int64)
         missing = _hash_kernels.index_find(self._index, self._shift, self._keys, keys, rows)
         if missing and create:
