@@ -75,3 +75,32 @@ def test_empty_inputs_of_mf_lda_gbdt_are_named_and_empty_test_sets_scored(tmp_pa
                                          ("gbdt", rows, "svm", "test: no rows")]:
         out = last(algorithm, "--train", str(train), "--test", str(empty[test]), status=0).out
         assert line in out.splitlines(), (algorithm, out[-500:])
+
+
+@pytest.mark.timeout(200)
+def test_csv_or_parquet_read_as_libsvm_hints_the_format(tmp_path, client1, capsys):
+    """The default --format libsvm on a CSV file said "label is not a finite number:
+    'click,a,c'" and no more; a CSV's first line (a ',' and no index:value pair) or Parquet's
+    magic bytes now add which --format to pass. A bad LIBSVM line gets no such hint."""
+    import pandas as pd
+
+    df = pd.DataFrame({"click": [0, 1, 0, 1], "a": [0.1, 0.2, 0.3, 0.4], "c": list("xyzw")})
+    head, bare, parquet, svm = (tmp_path / n for n in ("h.csv", "bare.txt", "t.parquet",
+                                                       "bad.svm"))
+    df.to_csv(head, index=False)
+    df.to_csv(bare, index=False, header=False)
+    df.to_parquet(parquet)
+    svm.write_text("1 1:0.5,2:1\n")
+    sf = _scheduler_file(client1, tmp_path)
+    csv_hint = " (is this a CSV file? pass --format csv)"
+    cases = [(head, f"line 1: label is not a finite number: 'click,a,c'{csv_hint}"),
+             (bare, f"line 1: label is not a finite number: '0,0.1,x'{csv_hint}"),
+             (parquet, "line 1: label is not a finite number: 'PAR1"),
+             (svm, "line 1: value is not a finite number: '1:0.5,2:1'")]
+    for algorithm in ("lr", "gbdt"):
+        for path, message in cases:
+            assert main(["train", algorithm, "--train", str(path), "--scheduler-file", sf]) == 2
+            line = capsys.readouterr().err.strip().splitlines()[-1]
+            assert line.startswith(f"dask-ps: error: {path}, {message}"), (algorithm, line)
+            assert line.endswith(" (is this a Parquet file? pass --format parquet)"
+                                 if path == parquet else message), (algorithm, line)
