@@ -104,3 +104,39 @@ def test_csv_or_parquet_read_as_libsvm_hints_the_format(tmp_path, client1, capsy
             assert line.startswith(f"dask-ps: error: {path}, {message}"), (algorithm, line)
             assert line.endswith(" (is this a Parquet file? pass --format parquet)"
                                  if path == parquet else message), (algorithm, line)
+
+
+@pytest.mark.timeout(200)
+def test_a_bug_keeps_its_traceback_and_user_errors_stay_one_line(tmp_path, client1, capsys,
+                                                                 monkeypatch):
+    """Every ValueError was taken for the user's (one line, status 2), a bug's deep in NumPy
+    too; now only bad data, options, files and cluster failures are. A ValueError from NumPy
+    injected into a real run keeps its traceback (status 1); the estimator's parameter
+    checks run before any cluster starts, one line naming the flags."""
+    from dask_ps.cli import _lr
+
+    tr = _svm(tmp_path / "tr.svm", np.tile([-1, 1], 100))
+    one = _svm(tmp_path / "one.svm", np.ones(50))
+    sf = _scheduler_file(client1, tmp_path)
+    argv = ["--scheduler-file", sf, "--max-iter", "2"]
+
+    def buggy(client):  # a shape bug, in the load of a real run
+        return int(np.zeros(3).reshape(2, 2).sum())
+
+    with monkeypatch.context() as m:
+        m.setattr(_lr, "_n_threads", buggy)
+        assert main(["train", "lr", "--train", tr, *argv]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0] == "Traceback (most recent call last):" and "buggy" in "\n".join(err)
+    assert err[-1] == "dask-ps: error: unexpected ValueError: cannot reshape array of size 3 " \
+                      "into shape (2,2) (a bug of dask_ps? please report it with the " \
+                      "traceback above)"
+
+    assert main(["train", "lr", "--train", tr, *argv, "--penalty", "l1", "--solver",
+                 "sgd"]) == 2
+    out = capsys.readouterr()
+    assert out.err == "dask-ps: error: --solver, --penalty: penalty='l1' needs solver='ftrl' " \
+                      "or 'lbfgs' (OWL-QN)\n" and "cluster:" not in out.out
+    assert main(["train", "fm", "--train", one, *argv]) == 2
+    assert capsys.readouterr().err == "dask-ps: error: FactorizationMachineClassifier needs " \
+        "samples of at least 2 classes in the data, but the data contains only one class: 1.0\n"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 import time
 
 from ..cluster import SHARD_RESOURCE, connect, worker_info
+from ..exceptions import OptionError
 from ._algorithms import Algorithm
 from ._options import cluster_spec, data_root
 from ._registry import by_estimator
@@ -26,7 +28,7 @@ def _resolve_dataset(args, algo: Algorithm) -> None:
             f"{', '.join(missing)} not found in {root}. Download them from {ds.url} into that "
             f"folder, or set DASK_PS_DATA to a folder holding {ds.folder}/.")
     if args.test:
-        raise ValueError("--dataset brings its own test file: drop --test")
+        raise OptionError("--dataset brings its own test file: drop --test")
     args.train, args.test = str(root / ds.train), str(root / ds.test)
     for key, value in ds.options.items():
         if getattr(args, key, None) is None:
@@ -53,29 +55,36 @@ def build_estimator(args, algo: Algorithm, shard_workers: bool):
 
     Raises
     ------
-    ValueError
+    OptionError
         An option the estimator cannot honour yet (``--resume auto`` without a ``resume``
-        parameter, shard workers without ``shard_resources``).
+        parameter, shard workers without ``shard_resources``), or parameters it refuses
+        (naming the flags given among them).
     """
     kwargs = {p.param: getattr(args, p.param) for p in algo.params if hasattr(args, p.param)}
     est = algo.cls(**kwargs)
     params = est.get_params()
     if args.resume == "auto":
         if "resume" not in params:
-            raise ValueError(f"--resume auto: {algo.estimator} cannot resume a fit from a "
-                             f"checkpoint yet (it has no 'resume' parameter); rerunning "
-                             f"starts afresh, so drop --resume")
+            raise OptionError(f"--resume auto: {algo.estimator} cannot resume a fit from a "
+                              f"checkpoint yet (it has no 'resume' parameter); rerunning "
+                              f"starts afresh, so drop --resume")
         if not kwargs.get("checkpoint"):
-            raise ValueError("--resume auto needs --checkpoint URL (where to resume from)")
+            raise OptionError("--resume auto needs --checkpoint URL (where to resume from)")
         est.set_params(resume=True)
     if shard_workers:
         if "shard_resources" not in params:
-            raise ValueError(f"--ps-workers: {algo.estimator} cannot place its shards on shard "
-                             f"workers yet (it has no 'shard_resources' parameter); without "
-                             f"--ps-workers the shards live on the data workers")
+            raise OptionError(f"--ps-workers: {algo.estimator} cannot place its shards on shard "
+                              f"workers yet (it has no 'shard_resources' parameter); without "
+                              f"--ps-workers the shards live on the data workers")
         est.set_params(shard_resources=SHARD_RESOURCE)
     if "progress" in params:  # the command prints one line per epoch instead of a bar
         est.set_params(progress=False)
+    try:  # the estimator's own checks of its parameters, now rather than once fitting
+        est._validate()
+    except ValueError as exc:  # scikit-learn's InvalidParameterError, or a cross-check
+        flags = [p.flag for p in algo.params
+                 if p.param in kwargs and re.search(rf"\b{p.param}\b", str(exc))]
+        raise OptionError((", ".join(flags) + ": " if flags else "") + str(exc)) from exc
     return est
 
 
