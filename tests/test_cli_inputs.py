@@ -140,3 +140,25 @@ def test_a_bug_keeps_its_traceback_and_user_errors_stay_one_line(tmp_path, clien
     assert main(["train", "fm", "--train", one, *argv]) == 2
     assert capsys.readouterr().err == "dask-ps: error: FactorizationMachineClassifier needs " \
         "samples of at least 2 classes in the data, but the data contains only one class: 1.0\n"
+
+
+@pytest.mark.timeout(200)
+def test_n_shards_far_above_the_workers_is_refused_before_reading(tmp_path, client1, capsys):
+    """--n-shards 1000 on a 1,000-row file and 2 local workers ran 184-206 s (9 s with 2
+    shards: every clock waits on each shard); above 16 per shard worker is refused: before a
+    local cluster starts, once a scheduler's workers are known, before the data is read."""
+    tr = _svm(tmp_path / "tr.svm", np.tile([-1, 1], 100))
+    assert main(["train", "lr", "--train", tr, "--workers", "2", "--n-shards", "33"]) == 2
+    out = capsys.readouterr()
+    assert out.err.startswith("dask-ps: error: --n-shards 33: at most 16 per shard worker, so "
+                              "32 with 2 workers (") and "cluster:" not in out.out
+    argv = ["train", "lr", "--train", tr, "--scheduler-file",
+            _scheduler_file(client1, tmp_path), "--max-iter", "1"]
+    assert main([*argv, "--n-shards", "17"]) == 2
+    out = capsys.readouterr()
+    assert out.err == "dask-ps: error: --n-shards 17: at most 16 per shard worker, so 16 " \
+                      "with 1 worker (every clock waits on each shard, so more only add round " \
+                      "trips; the default is one per worker)\n"
+    assert "workers: " in out.out and "training" not in out.out
+    assert main([*argv, "--n-shards", "16"]) == 0
+    assert "training LogisticRegression" in capsys.readouterr().out
