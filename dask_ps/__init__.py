@@ -22,6 +22,7 @@ from .exceptions import (
                          DataError,
                          DivergenceError,
                          NoShardWorkerError,
+                         OptionError,
                          RecoveryError,
                          ShardUnavailableError,
                          UnknownTableError,
@@ -53,7 +54,7 @@ __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Averag
            "ClosedModelError", "Consistency", "DataError", "DivergenceError",
            "FactorizationMachineClassifier", "GBDTClassifier", "GBDTRegressor", "Init",
            "LatentDirichletAllocation", "LogisticRegression", "MatrixFactorization",
-           "NoShardWorkerError", "Optimizer", "PSModel", "Partition", "Partitions",
+           "NoShardWorkerError", "OptionError", "Optimizer", "PSModel", "Partition", "Partitions",
            "RecoveryError", "ShardUnavailableError", "Table", "TornCheckpointWarning",
-           "UnknownTableError", "WorkerLostError", "WorkerView", "__version__",
-           "learn_online", "partition", "plot_history"]
+           "UnknownTableError", "WorkerLostError", "WorkerView", "__version__", "learn_online",
+           "partition", "plot_history"]

@@ -27,6 +27,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from .exceptions import OptionError
+
 __all__ = ["JOBQUEUE_SYSTEMS", "MODES", "PAUSE_TIMEOUT", "SHARD_RESOURCE", "ClusterSpec",
            "PauseWatch", "Session", "connect", "worker_info"]
 
@@ -207,32 +209,32 @@ class ClusterSpec:
 
         Raises
         ------
-        ValueError
-            Naming the option at fault.
+        OptionError
+            Naming the option at fault (a ValueError).
         """
         if self.mode not in MODES:
-            raise ValueError(f"cluster mode must be one of {list(MODES)}, got {self.mode!r}")
+            raise OptionError(f"cluster mode must be one of {list(MODES)}, got {self.mode!r}")
         jobqueue = self.mode in JOBQUEUE_SYSTEMS
         if not jobqueue:
             for name in ("ps_workers", "adapt", "worker_lifetime", "ps_walltime", "ps_memory",
                          "queue", "account", "log_dir"):
                 if getattr(self, name):
-                    raise ValueError(f"--{name.replace('_', '-')} applies to --cluster "
-                                     f"{'|'.join(JOBQUEUE_SYSTEMS)}, not {self.mode}")
+                    raise OptionError(f"--{name.replace('_', '-')} applies to --cluster "
+                                      f"{'|'.join(JOBQUEUE_SYSTEMS)}, not {self.mode}")
             if self.job_extra:
-                raise ValueError(f"--job-extra applies to --cluster "
-                                 f"{'|'.join(JOBQUEUE_SYSTEMS)}, not {self.mode}")
+                raise OptionError(f"--job-extra applies to --cluster "
+                                  f"{'|'.join(JOBQUEUE_SYSTEMS)}, not {self.mode}")
         if self.worker_lifetime and not self.adapt:
-            raise ValueError("--worker-lifetime needs --adapt (a retired data job is replaced "
-                             "only by an adaptive cluster)")
+            raise OptionError("--worker-lifetime needs --adapt (a retired data job is replaced "
+                              "only by an adaptive cluster)")
         if self.worker_lifetime and not self.ps_workers:
-            raise ValueError("--worker-lifetime needs --ps-workers: a worker with a lifetime "
-                             "closes even while it holds a shard, so only data workers may "
-                             "have one, and the shards must live on shard jobs")
+            raise OptionError("--worker-lifetime needs --ps-workers: a worker with a lifetime "
+                              "closes even while it holds a shard, so only data workers may "
+                              "have one, and the shards must live on shard jobs")
         if self.mode == "address" and not self.address:
-            raise ValueError("cluster mode 'address' needs --scheduler-address")
+            raise OptionError("cluster mode 'address' needs --scheduler-address")
         if self.mode == "file" and not self.scheduler_file:
-            raise ValueError("cluster mode 'file' needs --scheduler-file")
+            raise OptionError("cluster mode 'file' needs --scheduler-file")
 
     @property
     def wait_timeout(self) -> float:
@@ -383,8 +385,8 @@ def _import_jobqueue(module: str = "dask_jobqueue", keep_sigint: bool = True):
     try:
         mod = importlib.import_module(module)
     except ImportError as exc:
-        raise ImportError(f"this cluster mode needs dask-jobqueue: pip install "
-                          f"'dask-ps[hpc]' ({exc})") from None
+        raise ModuleNotFoundError(f"this cluster mode needs dask-jobqueue: pip install "
+                                  f"'dask-ps[hpc]' ({exc})", name="dask_jobqueue") from None
     if keep_sigint and main and previous is not None:
         signal.signal(signal.SIGINT, previous)
     return mod
@@ -461,8 +463,8 @@ def _runner(spec: ClusterSpec, t0: float) -> Session:
         runner = SLURMRunner(scheduler_file=spec.scheduler_file or "scheduler-{job_id}.json",
                              scheduler_options=scheduler, worker_options=worker)
     except RuntimeError as exc:  # not in a Slurm job step, or too few tasks
-        raise ValueError(f"--cluster slurm-runner: {exc} (run it as srun -n N>=3 dask-ps "
-                         f"...)") from None
+        raise OptionError(f"--cluster slurm-runner: {exc} (run it as srun -n N>=3 dask-ps "
+                          f"...)") from None
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
@@ -497,8 +499,9 @@ def connect(spec: ClusterSpec) -> Session:
 
     Raises
     ------
-    ValueError
-        Contradictory options (:meth:`ClusterSpec.check`).
+    OptionError
+        Contradictory options (:meth:`ClusterSpec.check`), or slurm-runner outside a Slurm
+        job step (a ValueError).
     FileNotFoundError
         ``scheduler_file`` (mode "file") does not exist.
     TimeoutError

@@ -14,6 +14,7 @@ __all__ = [
     "DivergenceError",
     "KeysNeededError",
     "NoShardWorkerError",
+    "OptionError",
     "RecoveryError",
     "ShardUnavailableError",
     "UnknownTableError",
@@ -126,6 +127,14 @@ class DataError(ValueError):
     where: file and line (text), file, row group and row (Parquet), or the row and column
     of an array. Raised by dask_ps's own readers and checks alone, so that what reports it
     (the command line) can tell bad input from a bug."""
+
+
+class OptionError(ValueError):
+    """An option the user gave that is contradictory, unsupported, out of range or missing
+    where needed: a flag of the ``dask-ps`` command or a key of its ``--config`` file, a
+    :class:`~dask_ps.cluster.ClusterSpec` field, an estimator parameter the command passes
+    on. The message names the option. Like :class:`DataError` it tells the user's mistake
+    from a bug: the command line prints it as one line, a bug with its traceback."""
 
 
 class CheckpointFormatError(ValueError):

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from .exceptions import DataError
+
 __all__ = ["FORMAT", "FORMAT_VERSION", "load_estimator", "save_estimator", "write_tables"]
 
 FORMAT = "dask-ps-estimator"
@@ -150,14 +152,14 @@ def _restore(spec: dict, arrays, where: str):
     if kind == "namedtuple":
         module, _, qualname = spec["class"].partition(":")
         if not module.startswith("dask_ps."):
-            raise ValueError(f"{where}: refusing to create {spec['class']} (not a dask_ps "
-                             f"class)")
+            raise DataError(f"{where}: refusing to create {spec['class']} (not a dask_ps "
+                            f"class)")
         cls = importlib.import_module(module)
         for part in qualname.split("."):
             cls = getattr(cls, part)
         return cls(**{f: _restore(s, arrays, f"{where}.{f}")
                       for f, s in spec["fields"].items()})
-    raise ValueError(f"{where}: unknown kind {kind!r}")
+    raise DataError(f"{where}: unknown kind {kind!r}")
 
 
 def load_estimator(path: str):
@@ -179,7 +181,7 @@ def load_estimator(path: str):
     ------
     FileNotFoundError
         No such file.
-    ValueError
+    DataError
         Not such a file, a newer format version, or an unknown estimator (naming them).
     """
     import warnings
@@ -194,17 +196,17 @@ def load_estimator(path: str):
         arrays = np.load(io.BytesIO(data), allow_pickle=False)
         meta = json.loads(str(arrays[_META][()]))
     except (ValueError, KeyError, OSError) as exc:
-        raise ValueError(f"{path}: not a dask_ps model file ({exc})") from None
+        raise DataError(f"{path}: not a dask_ps model file ({exc})") from None
     if meta.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a dask_ps model file (format {meta.get('format')!r})")
+        raise DataError(f"{path}: not a dask_ps model file (format {meta.get('format')!r})")
     if meta["format_version"] > FORMAT_VERSION:
-        raise ValueError(f"{path}: format version {meta['format_version']} is newer than the "
-                         f"{FORMAT_VERSION} this dask_ps {dask_ps.__version__} reads; upgrade "
-                         f"dask_ps")
+        raise DataError(f"{path}: format version {meta['format_version']} is newer than the "
+                        f"{FORMAT_VERSION} this dask_ps {dask_ps.__version__} reads; upgrade "
+                        f"dask_ps")
     name = meta["estimator"]
     cls = getattr(dask_ps, name, None) if name in dask_ps.__all__ else None
     if not (isinstance(cls, type) and hasattr(cls, "get_params")):
-        raise ValueError(f"{path}: unknown estimator {name!r}")
+        raise DataError(f"{path}: unknown estimator {name!r}")
     estimator = cls(**meta["params"])
     for attr, spec in meta["attributes"].items():
         try:

@@ -526,8 +526,9 @@ def test_unexpected_errors_end_with_one_line(tr, capsys, monkeypatch):
     monkeypatch.setattr(_run, "train", boom)
     assert main(["train", "lr", "--train", tr]) == 1
     err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("Traceback") and err[-1] == ("dask-ps: error: unexpected "
-                                                          "RuntimeError: boom / second line")
+    assert err[0].startswith("Traceback") and err[-1] == (
+        "dask-ps: error: unexpected RuntimeError: boom / second line (a bug of dask_ps? please "
+        "report it with the traceback above)")
 
 
 @pytest.mark.timeout(120)

@@ -29,7 +29,7 @@ from sklearn.base import BaseEstimator
 
 from .. import _compat
 from ..diagnostics.progress import FitMonitor
-from ..exceptions import DivergenceError
+from ..exceptions import DataError, DivergenceError
 from ..model import PSModel
 from ..model.recovery import run_clocks
 from ..partitions import Partitions, partition
@@ -360,7 +360,7 @@ def check_finite_rows(values: np.ndarray, where: str) -> None:
     bad = np.isinf(values)
     if bad.any():
         r, c = np.argwhere(bad)[0]
-        raise ValueError(f"{where}: value {values[r, c]} at row {r}, column {c} is infinite")
+        raise DataError(f"{where}: value {values[r, c]} at row {r}, column {c} is infinite")
 
 
 def merged(records: list[dict], extra: dict[str, Any]) -> list[dict]:

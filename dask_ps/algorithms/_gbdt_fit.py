@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.utils.multiclass import type_of_target
 
+from ..exceptions import DataError
 from ..model import PSModel
 from ..partitions import Partitions
 from ..partitions.inputs import is_dask
@@ -201,12 +202,12 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     if classify:
         classes = np.unique(np.concatenate([p["classes"] for p in parts]))
         if type_of_target(classes) == "continuous":
-            raise ValueError(f"Unknown label type: continuous (y has {classes.shape[0]} "
-                             f"distinct non-integer values, e.g. {classes[0]!r}); a "
-                             f"classifier needs classes: use GBDTRegressor for numbers")
+            raise DataError(f"Unknown label type: continuous (y has {classes.shape[0]} "
+                            f"distinct non-integer values, e.g. {classes[0]!r}); a "
+                            f"classifier needs classes: use GBDTRegressor for numbers")
         if classes.shape[0] < 2:
-            raise ValueError(f"the data contains only one class: {classes.tolist()[0]!r}; "
-                             f"a classifier needs samples of at least 2 classes")
+            raise DataError(f"the data contains only one class: {classes.tolist()[0]!r}; "
+                            f"a classifier needs samples of at least 2 classes")
         counts = np.zeros(classes.shape[0])
         for p in parts:
             counts[np.searchsorted(classes, p["classes"])] += p["counts"]

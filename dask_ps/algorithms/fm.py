@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..exceptions import DivergenceError
+from ..exceptions import DataError, DivergenceError
 from ..kernels.optim import ADAGRAD_RULE, SGD_RULE
 from ..model import PSModel
 from ..partitions import Partitions
@@ -336,9 +336,9 @@ class FactorizationMachineClassifier(LogisticRegression):
 
     def _train(self, model, data, labels, n_out, epochs, warm, eval_set, n_features):
         if n_out != 1:
-            raise ValueError(f"Only binary classification is supported: "
-                             f"{type(self).__name__} got y with {labels.shape[0]} classes "
-                             f"{labels.tolist()}")
+            raise DataError(f"Only binary classification is supported: "
+                            f"{type(self).__name__} got y with {labels.shape[0]} classes "
+                            f"{labels.tolist()}")
         seed = self._seed() + (1000 * len(self.history_) if warm else 0)  # new orders
         lr = self.learning_rate or 0.1
         loop = self._epoch_loop(model, type(self).__name__, epochs,

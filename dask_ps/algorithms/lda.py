@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..exceptions import DataError
 from ..model import PSModel
 from ..partitions import Partitions
 from ..partitions.inputs import broadcast_large, is_dask
@@ -543,5 +544,5 @@ def _check_counts(X: sp.csr_matrix, integers: bool = True) -> None:
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
         d = int(np.searchsorted(X.indptr, j, side="right")) - 1
-        raise ValueError(f"{what}: document {d}, term {int(X.indices[j])} has count "
-                         f"{data[j]:g}")
+        raise DataError(f"{what}: document {d}, term {int(X.indices[j])} has count "
+                        f"{data[j]:g}")

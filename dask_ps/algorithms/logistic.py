@@ -22,6 +22,7 @@ from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..exceptions import DataError
 from ..model import PSModel
 from ..partitions import Partitions
 from ..partitions.inputs import is_dask
@@ -405,9 +406,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
                 raise ValueError(f"y has classes outside {self.classes_.tolist()}")
             labels = self.classes_ if warm else labels
             if labels.shape[0] < 2:
-                raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in "
-                                 f"the data, but the data contains only one class: "
-                                 f"{labels.tolist()[0]!r}")
+                raise DataError(f"{type(self).__name__} needs samples of at least 2 classes in "
+                                f"the data, but the data contains only one class: "
+                                f"{labels.tolist()[0]!r}")
             n_out = 1 if labels.shape[0] == 2 else labels.shape[0]
             with raw.map(D.encode_part, labels, n_out, self.n_hashed_features) as data:
                 raw.release()  # the encoded partitions replace the raw ones

@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ..exceptions import DataError
 from ..io.ratings import IdMapping, encode_ratings
 from ..partitions.inputs import is_dask
 from . import _mf_data as data_
@@ -157,8 +158,12 @@ class MatrixFactorization(PSEstimator):
         return self.user_col, self.item_col, self.rating_col
 
     def _params(self) -> dict:
-        p = {k: (v if getattr(self, k) is None else getattr(self, k))
-             for k, v in DEFAULTS[self.solver].items()}
+        """The parameters of the solver, its defaults for those left None."""
+        return {k: (v if getattr(self, k) is None else getattr(self, k))
+                for k, v in DEFAULTS[self.solver].items()}
+
+    def _check_params(self) -> None:
+        p = self._params()
         if self.solver == "als" and p["reg"] <= 0:
             raise ValueError("solver='als' needs reg > 0 (its normal equations are singular "
                              "otherwise)")
@@ -166,7 +171,6 @@ class MatrixFactorization(PSEstimator):
             raise ValueError("reg_fixed and reg_bias_fixed apply to solver='als' only (sgd "
                              f"applies reg per update); got reg_fixed={p['reg_fixed']}, "
                              f"reg_bias_fixed={p['reg_bias_fixed']}")
-        return p
 
     def fit(self, X, y=None, *, users: IdMapping | None = None, items: IdMapping | None = None):
         """Fit on rating triples.
@@ -206,7 +210,7 @@ class MatrixFactorization(PSEstimator):
                 stats = [per_part[:, 0].sum(), per_part[:, 1].sum(), per_part[:, 2].min(),
                          per_part[:, 3].max()]
                 if stats[1] == 0:
-                    raise ValueError("X has no ratings")
+                    raise DataError("X has no ratings")
                 mu = float(stats[0] / stats[1])
                 loop = self._epoch_loop(model, f"MatrixFactorization({self.solver})",
                                         p["max_iter"], advice="")
@@ -249,7 +253,7 @@ class MatrixFactorization(PSEstimator):
                 list(data_.COLUMNS)], users, items
         u, i, r = data_.triples(X, y, self._cols, True)
         if r.shape[0] == 0:
-            raise ValueError("X has no ratings")
+            raise DataError("X has no ratings")
         if users is None:
             users, items = IdMapping(np.unique(u)), IdMapping(np.unique(i))
             return data_.coded_frame(u, i, r, users, items), users, items

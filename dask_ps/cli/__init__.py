@@ -12,9 +12,10 @@
 
 Options are checked, and the input files looked up, before any cluster starts. Failures end
 with one line on stderr, ``dask-ps: error: <reason>``, and a non-zero status: 2 for a user
-error (bad option, data or file, unreachable scheduler, an error of dask_ps), 1 for an
-unexpected error (its traceback above the line), 143 when stopped by SIGTERM (a walltime or
-``scancel``), 130 when interrupted. ``--debug`` or ``DASK_PS_DEBUG=1`` raises instead.
+error (a bad option, data or file, an unreachable scheduler, lost workers: see
+:func:`user_error`), 1 for any other error, a bug (its traceback above the line, which asks
+for a report), 143 when stopped by SIGTERM (a walltime or ``scancel``), 130 when
+interrupted. ``--debug`` or ``DASK_PS_DEBUG=1`` raises instead.
 A ``--config`` TOML file gives the same options (keys are long option names; flags given
 on the command line win).
 """
@@ -28,11 +29,12 @@ import sys
 
 import numpy as np
 
+from ..exceptions import OptionError
 from . import _options as opt
 from ._algorithms import add_params
 from ._registry import ALGORITHMS
 
-__all__ = ["main", "metrics_line"]
+__all__ = ["main", "metrics_line", "user_error"]
 
 
 class Terminated(Exception):
@@ -116,10 +118,10 @@ def _expand_config(argv: list[str], parsers: dict) -> list[str]:
     else:
         name = opt.read_algorithm(path)
         if name is None:
-            raise ValueError(f"give the algorithm: dask-ps train ALGORITHM --config {path}, "
-                             f"or algorithm = \"lr\" in {path}")
+            raise OptionError(f"give the algorithm: dask-ps train ALGORITHM --config {path}, "
+                              f"or algorithm = \"lr\" in {path}")
         if name not in ALGORITHMS:
-            raise ValueError(f"{path}: algorithm {name!r} is not one of {sorted(ALGORITHMS)}")
+            raise OptionError(f"{path}: algorithm {name!r} is not one of {sorted(ALGORITHMS)}")
     tokens = opt.config_argv(path, parsers[name], rest, f"train {name}")
     return ["train", name, *tokens, *rest, f"--config={path}"]
 
@@ -144,29 +146,60 @@ def _one_line(exc: BaseException) -> str:
         type(exc).__name__
 
 
+def _failed(exc: Exception) -> int:
+    """Report ``exc``: one line and status 2 for a :func:`user_error`, else (a bug) its
+    traceback, a line asking for a report, and status 1."""
+    if user_error(exc):
+        _fail(_one_line(exc))
+        return 2
+    import traceback
+
+    traceback.print_exception(exc)
+    _fail(f"unexpected {type(exc).__name__}: {_one_line(exc)} (a bug of dask_ps? please "
+          f"report it with the traceback above)")
+    return 1
+
+
+def user_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the user's to fix, printed as one line, rather than a bug, printed
+    with its traceback.
+
+    The user's: bad input (:class:`~dask_ps.DataError`, raised by dask_ps's readers and
+    estimators for what they refuse), a bad option (:class:`~dask_ps.OptionError`: the
+    command's checks, a ``--config`` file, an estimator parameter), a file, connection or
+    timeout (``OSError``), the cluster failing the run (lost workers, no worker for the
+    shards, a failed recovery), training that diverged, an unreadable checkpoint, and a
+    missing optional package. Any other exception, a ``ValueError`` raised deep in NumPy or
+    in dask_ps included, is a bug.
+    """
+    from .. import exceptions as e
+
+    if isinstance(exc, ModuleNotFoundError):  # an optional package, not a module of ours
+        return not (exc.name or "dask_ps").startswith("dask_ps")
+    return isinstance(exc, (e.DataError, e.OptionError, OSError, e.WorkerLostError,
+                            e.NoShardWorkerError, e.RecoveryError, e.DivergenceError,
+                            e.CheckpointFormatError))
+
+
 def main(argv=None) -> int:
     """Entry point of the ``dask-ps`` console script; returns the exit status.
 
-    A user error (bad data or option, missing file, unreachable scheduler, a dask_ps error)
-    prints ``dask-ps: error: <message>`` and returns 2; an unexpected error prints its
-    traceback, then that line, and returns 1; SIGTERM returns 143. ``--debug`` (or
-    ``DASK_PS_DEBUG=1``) raises instead.
+    A user error (:func:`user_error`: bad data or option, missing file, unreachable
+    scheduler, lost workers) prints ``dask-ps: error: <message>`` and returns 2; any other
+    error, a bug, prints its traceback, then that line asking for a report, and returns 1;
+    SIGTERM returns 143. ``--debug`` (or ``DASK_PS_DEBUG=1``) raises instead.
     """
-    from .. import exceptions
     from . import _run
 
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("DASK_PS_DEBUG", "") not in ("", "0")
-    user_errors = (ValueError, OSError, ImportError,
-                   *(getattr(exceptions, n) for n in exceptions.__all__))
     parser, parsers = _parser()
     try:
         argv = _expand_config(argv, parsers)
-    except user_errors as exc:
+    except Exception as exc:
         if debug:
             raise
-        _fail(_one_line(exc))
-        return 2
+        return _failed(exc)
     args = parser.parse_args(argv)
     args.debug = debug  # DASK_PS_DEBUG=1 too
     previous = None
@@ -178,11 +211,6 @@ def main(argv=None) -> int:
         if args.command == "evaluate":
             return _run.evaluate(args)
         return _run.export(args)
-    except user_errors as exc:
-        if debug:
-            raise
-        _fail(_one_line(exc))
-        return 2
     except Terminated:
         _fail("stopped by SIGTERM (a walltime or scancel?)")
         return 143
@@ -192,11 +220,7 @@ def main(argv=None) -> int:
     except Exception as exc:
         if debug:
             raise
-        import traceback
-
-        traceback.print_exc()
-        _fail(f"unexpected {type(exc).__name__}: {_one_line(exc)}")
-        return 1
+        return _failed(exc)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

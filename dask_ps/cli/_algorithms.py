@@ -76,7 +76,7 @@ class Algorithm:
     unit : str
         What ``Loaded.units`` counts ("non-zeros", "ratings").
     check : callable(args)
-        Refuses contradictory data options before a cluster starts (ValueError).
+        Refuses contradictory data options before a cluster starts (OptionError).
     report : callable(estimator, args) -> list of str
         Lines printed about the fitted model after the training history (e.g. LDA's top
         words), test data or not.

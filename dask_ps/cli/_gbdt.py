@@ -8,6 +8,7 @@ import argparse
 
 import numpy as np
 
+from ..exceptions import DataError, OptionError
 from . import _options as opt
 from ._algorithms import (
     Algorithm,
@@ -44,12 +45,12 @@ def _gbdt_meta(args) -> dict:
     if fmt == "libsvm":
         for name in table:
             if getattr(args, name) is not None:
-                raise ValueError(f"--{name} applies to --format csv|parquet")
+                raise OptionError(f"--{name} applies to --format csv|parquet")
         return {"format": fmt, "n_features": args.n_features}
     if args.n_features is not None:
-        raise ValueError("--n-features applies to --format libsvm")
+        raise OptionError("--n-features applies to --format libsvm")
     if fmt == "parquet" and (args.sep is not None or args.header is not None):
-        raise ValueError("--sep and --header apply to --format csv")
+        raise OptionError("--sep and --header apply to --format csv")
     sep = args.sep.replace("\\t", "\t") if args.sep else None
     # a classifier's labels keep the file's type (classes); a regression's are numbers
     return {"format": fmt, "label": args.label, "categorical": args.categorical, "sep": sep,
@@ -82,13 +83,13 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
     features = [str(c) for c in X.columns]
     want = meta.setdefault("features", features)
     if sorted(want) != sorted(features) or len(set(features)) < len(features):
-        raise ValueError(f"{path}: feature columns {features} differ from the training "
-                         f"data's {want}")
+        raise DataError(f"{path}: feature columns {features} differ from the training "
+                        f"data's {want}")
     if features != want:  # the same columns in another order: taken by name
         X = X[[X.columns[features.index(c)] for c in want]]
     for c in meta.get("categorical") or ():
         if c not in X.columns:
-            raise ValueError(f"{path}: --categorical names {c!r}, not a column")
+            raise DataError(f"{path}: --categorical names {c!r}, not a column")
         cats = meta.setdefault("categories", {})
         if c not in cats:
             cats[c] = sorted(X[c].dropna().unique().compute().tolist())
@@ -101,7 +102,7 @@ def _gbdt_load(args, client) -> Loaded:
     X, y = client.persist([X, y])
     n = int(X.shape[0]) if meta["format"] == "libsvm" else int(y.shape[0].compute())
     if not n:
-        raise ValueError(f"{args.train}: no rows")
+        raise DataError(f"{args.train}: no rows")
     parts = _count(X.npartitions if hasattr(X, "npartitions") else X.numblocks[0],
                    "partition")
     return Loaded((X, y), test, meta, float(n),

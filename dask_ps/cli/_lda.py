@@ -41,8 +41,8 @@ def _lda_read(path: str, meta: dict, blocksize=None, n_terms=None):
     X, vocab = reader(path, meta.get("vocab"), **kw)
     if n_terms is not None and X.shape[1] != n_terms:
         if X.shape[1] > n_terms:
-            raise ValueError(f"{path}: term ids up to {X.shape[1] - 1}, the model knows "
-                             f"{n_terms} terms")
+            raise DataError(f"{path}: term ids up to {X.shape[1] - 1}, the model knows "
+                            f"{n_terms} terms")
         X = X.map_blocks(_lda_pad, n_terms, dtype=X.dtype,
                          chunks=(X.chunks[0], (n_terms,)), meta=X._meta)
     return X, vocab

@@ -8,6 +8,7 @@ import argparse
 
 import numpy as np
 
+from ..exceptions import OptionError
 from . import _options as opt
 from ._algorithms import (
     CONSISTENCY,
@@ -52,13 +53,13 @@ def _lr_meta(args) -> dict:
     if fmt == "libsvm":
         for name in ("label", "numeric", "categorical", "exclude", "hash_features", "sep"):
             if getattr(args, name) is not None:
-                raise ValueError(f"--{name.replace('_', '-')} applies to --format csv|parquet")
+                raise OptionError(f"--{name.replace('_', '-')} applies to --format csv|parquet")
         return {"format": fmt, "n_features": args.n_features}
     if args.n_features is not None:
-        raise ValueError("--n-features applies to --format libsvm (csv/parquet: "
-                         "--hash-features)")
+        raise OptionError("--n-features applies to --format libsvm (csv/parquet: "
+                          "--hash-features)")
     if fmt == "parquet" and args.sep is not None:
-        raise ValueError("--sep applies to --format csv")
+        raise OptionError("--sep applies to --format csv")
     # the encoder is inferred from the training files' header when the data is loaded
     return {"format": fmt, "label": args.label, "encoder": None, "sep": args.sep,
             "numeric": args.numeric, "categorical": args.categorical,

@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 from ..cluster import JOBQUEUE_SYSTEMS, ClusterSpec
+from ..exceptions import OptionError
 
 
 def _number(kind, low: float, strict: bool):
@@ -147,18 +148,18 @@ def cluster_spec(args) -> ClusterSpec:
 
     Raises
     ------
-    ValueError
+    OptionError
         Contradictory options, naming them.
     """
     if args.scheduler_address and args.scheduler_file:
-        raise ValueError("give --scheduler-address or --scheduler-file, not both")
+        raise OptionError("give --scheduler-address or --scheduler-file, not both")
     mode = args.cluster
     if mode is None:
         mode = ("address" if args.scheduler_address else "file" if args.scheduler_file
                 else "local")
     elif args.scheduler_address or (args.scheduler_file and mode != "slurm-runner"):
-        raise ValueError(f"--cluster {mode} starts its own scheduler: drop "
-                         f"--scheduler-{'address' if args.scheduler_address else 'file'}")
+        raise OptionError(f"--cluster {mode} starts its own scheduler: drop "
+                          f"--scheduler-{'address' if args.scheduler_address else 'file'}")
     spec = ClusterSpec(
         mode=mode, workers=args.workers, cores=args.cores, memory=args.memory,
         walltime=args.walltime, ps_workers=args.ps_workers, ps_walltime=args.ps_walltime,
@@ -168,8 +169,8 @@ def cluster_spec(args) -> ClusterSpec:
         address=args.scheduler_address, scheduler_file=args.scheduler_file,
         dashboard_address=args.dashboard_address, timeout=args.timeout)
     if mode == "slurm-runner" and args.workers is not None:
-        raise ValueError("--workers does not apply to slurm-runner: the allocation's tasks "
-                         "(srun -n) decide")
+        raise OptionError("--workers does not apply to slurm-runner: the allocation's tasks "
+                          "(srun -n) decide")
     spec.check()
     return spec
 
@@ -185,11 +186,11 @@ def _flatten(data: dict, path: str, where: str) -> dict:
             inner = _flatten(value, path, f"{where}[{key}]")
             clash = set(inner) & set(out)
             if clash:
-                raise ValueError(f"{path}: {sorted(clash)[0]!r} is set twice")
+                raise OptionError(f"{path}: {sorted(clash)[0]!r} is set twice")
             out.update(inner)
         else:
             if key in out:
-                raise ValueError(f"{path}: {key!r} is set twice")
+                raise OptionError(f"{path}: {key!r} is set twice")
             out[key] = value
     return out
 
@@ -224,7 +225,7 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
 
     Raises
     ------
-    ValueError
+    OptionError
         Naming the file and key: unknown keys, bad values, TOML syntax errors.
     FileNotFoundError
         No such file.
@@ -235,7 +236,7 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
     except FileNotFoundError:
         raise FileNotFoundError(f"--config {path}: no such file") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        raise OptionError(f"{path}: {exc}") from None
     data = _flatten(data, path, "")
     data.pop("algorithm", None)
 
@@ -246,13 +247,13 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
         option = "--" + key.replace("_", "-")
         action = actions.get(option)
         if action is None or option in ("--config", "--help"):
-            raise ValueError(f"{path}: unknown option {key!r} for dask-ps {command}")
+            raise OptionError(f"{path}: unknown option {key!r} for dask-ps {command}")
         if action.dest in given:
             continue
         where = f"{path}: {key}"
         if isinstance(action, argparse.BooleanOptionalAction) or action.nargs == 0:
             if not isinstance(value, bool):
-                raise ValueError(f"{where}: must be true or false, got {value!r}")
+                raise OptionError(f"{where}: must be true or false, got {value!r}")
             if value:
                 tokens.append(option)
             elif isinstance(action, argparse.BooleanOptionalAction):
@@ -266,17 +267,17 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
             values = [value]
         for v in values:
             if isinstance(v, (dict, list)) or isinstance(v, bool):
-                raise ValueError(f"{where}: unexpected value {v!r}")
+                raise OptionError(f"{where}: unexpected value {v!r}")
             text = str(v)
             if action.type is not None:
                 try:
                     converted = action.type(text)
                 except argparse.ArgumentTypeError as exc:
-                    raise ValueError(f"{where}: {exc}") from None
+                    raise OptionError(f"{where}: {exc}") from None
             else:
                 converted = text
             if action.choices is not None and converted not in action.choices:
-                raise ValueError(f"{where}: {v!r} is not one of {list(action.choices)}")
+                raise OptionError(f"{where}: {v!r} is not one of {list(action.choices)}")
             tokens.append(f"{option}={text}")
     return tokens
 
@@ -297,9 +298,9 @@ def read_algorithm(path: str) -> str | None:
     except FileNotFoundError:
         raise FileNotFoundError(f"--config {path}: no such file") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        raise OptionError(f"{path}: {exc}") from None
     if value is not None and not isinstance(value, str):
-        raise ValueError(f"{path}: algorithm must be a string, got {value!r}")
+        raise OptionError(f"{path}: algorithm must be a string, got {value!r}")
     return value
 
 

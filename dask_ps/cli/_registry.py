@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..exceptions import OptionError
 from ._algorithms import Algorithm
 from ._gbdt import GBDT, GBDT_REGRESSION
 from ._lda import LDA
@@ -19,4 +20,4 @@ def by_estimator(name: str) -> Algorithm:
     for algo in ALGORITHMS.values():
         if algo.estimator == name:
             return algo
-    raise ValueError(f"the command line knows no algorithm for {name}")
+    raise OptionError(f"the command line knows no algorithm for {name}")

@@ -20,6 +20,8 @@ from fsspec.core import get_fs_token_paths
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import infer_compression, read_block
 
+from ..exceptions import DataError
+
 __all__ = ["Block", "OBJECTS", "box", "count_read", "each", "expect_rows", "find_newline",
            "lines_before", "open_paths", "plan", "read", "read_array", "select", "source_reads",
            "start_lines"]
@@ -96,8 +98,8 @@ def read(fs, block: Block) -> bytes:
             if isinstance(exc, FileNotFoundError):
                 raise
             # a corrupt archive says only "Invalid data stream": name the file
-            raise ValueError(f"{block.path}: cannot decompress ({block.compression}): "
-                             f"{exc}") from exc
+            raise DataError(f"{block.path}: cannot decompress ({block.compression}): "
+                            f"{exc}") from exc
     with fs.open(block.path, "rb") as f:
         data = read_block(f, block.offset, block.length, delimiter=b"\n")
     count_read(block.path, block.offset, len(data))
@@ -147,11 +149,11 @@ def find_newline(data, start: int = 0) -> int:
 
 
 def expect_rows(block: Block, line0: int, rows: int, expect: int) -> None:
-    """Raise ValueError unless a block parsed into the ``expect`` rows its first pass counted
+    """Raise DataError unless a block parsed into the ``expect`` rows its first pass counted
     (the arrays' chunks): its file changed in between."""
     if rows != expect:
-        raise ValueError(f"{block.path}: {rows} rows after line {line0}, {expect} when the "
-                         f"file was opened; did it change since?")
+        raise DataError(f"{block.path}: {rows} rows after line {line0}, {expect} when the "
+                        f"file was opened; did it change since?")
 
 
 def start_lines(blocks: list[Block], newlines: list[int]) -> list[int]:

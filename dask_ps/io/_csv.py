@@ -88,7 +88,7 @@ def common_header(fs, blocks: list[Block], sep: str) -> list[str]:
     heads = [header_names(fs, p, sep, c) for p, c in files]
     for (p, _), h in zip(files[1:], heads[1:]):
         if h != heads[0]:
-            raise ValueError(f"{p}: header {h} differs from {files[0][0]}'s {heads[0]}")
+            raise DataError(f"{p}: header {h} differs from {files[0][0]}'s {heads[0]}")
     return heads[0]
 
 
@@ -411,9 +411,9 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
     names = common_header(fs, blocks, sep) if header else \
         [str(i) for i in range(len(header_names(fs, paths[0], sep, blocks[0].compression)))]
     if not names:
-        raise ValueError(f"{paths[0]}: no columns (an empty file?)")
+        raise DataError(f"{paths[0]}: no columns (an empty file?)")
     if len(set(names)) < len(names):
-        raise ValueError(f"{paths[0]}: columns named twice in {names}")
+        raise DataError(f"{paths[0]}: columns named twice in {names}")
     label = label_column(paths[0], names, label, categorical)
     types = {n: pa.string() if n in categorical else pa.float64() for n in names}
     sample = sample_table(fs, paths[0], names, header, sep, blocks[0].compression)

@@ -227,13 +227,13 @@ def read_docword(urlpath, vocabulary=None, *, blocksize: int | str | None = "32M
     """
     fs, paths = open_paths(urlpath, storage_options)
     if len(paths) != 1:
-        raise ValueError(f"read_docword reads one file, {urlpath!r} matches {len(paths)}")
+        raise DataError(f"read_docword reads one file, {urlpath!r} matches {len(paths)}")
     blocks = plan(fs, paths, blocksize, compression)
     n_docs, n_words, nnz = _docword_header(fs, paths[0], blocks[0].compression)
     vocab = _vocabulary(vocabulary, storage_options)
     if vocab is not None and vocab.shape[0] != n_words:
-        raise ValueError(f"the vocabulary has {vocab.shape[0]} words, {paths[0]} says "
-                         f"W = {n_words}")
+        raise DataError(f"the vocabulary has {vocab.shape[0]} words, {paths[0]} says "
+                        f"W = {n_words}")
     stats = each(blocks).map_blocks(_docword_scan, fs, n_docs, n_words, dtype=object,
                                     meta=OBJECTS).compute()
     # a block that failed reports no newlines; only the first error is raised, and the

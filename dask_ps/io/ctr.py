@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
+from ..exceptions import DataError
 from . import _csv_kernels as _ck
 from ._blocks import (
     OBJECTS,
@@ -179,13 +180,13 @@ def _build_encoder(kinds: dict, label: str, numeric, categorical, crosses, exclu
     """The encoder of a table whose columns are ``kinds`` (in order, label included)."""
     names = list(kinds)
     if label not in names:
-        raise ValueError(f"{where}: label column {label!r} is not among {names}")
+        raise DataError(f"{where}: label column {label!r} is not among {names}")
     given = [*(numeric or ()), *(categorical or ()), *(exclude or ())]
     absent = [c for c in given if c not in names]
     if absent:
-        raise ValueError(f"{where}: columns {absent} are not among {names}")
+        raise DataError(f"{where}: columns {absent} are not among {names}")
     if label in given:
-        raise ValueError(f"{where}: the label {label!r} cannot be a feature or excluded")
+        raise DataError(f"{where}: the label {label!r} cannot be a feature or excluded")
     if numeric is None and categorical is None and not exclude and \
             set(CRITEO_COLUMNS) <= set(names):
         return HashingEncoder.criteo(n_features, crosses=tuple(crosses), **options)
@@ -193,9 +194,12 @@ def _build_encoder(kinds: dict, label: str, numeric, categorical, crosses, exclu
               **{c: "categorical" for c in categorical or ()}}
     both = set(numeric or ()) & set(categorical or ())
     if both:
-        raise ValueError(f"{where}: columns {sorted(both)} are both numeric and categorical")
+        raise DataError(f"{where}: columns {sorted(both)} are both numeric and categorical")
     skip = {label, *(exclude or ())}
     kind = {c: forced.get(c, k) for c, k in kinds.items() if c not in skip}
+    if not kind:
+        raise DataError(f"{where}: no feature column: the columns {names} are the label "
+                        f"{label!r} and excluded")
     return HashingEncoder(numeric=tuple(c for c in names if kind.get(c) == "numeric"),
                           categorical=tuple(c for c in names if kind.get(c) == "categorical"),
                           crosses=tuple(crosses), n_features=n_features, **options)
@@ -393,7 +397,7 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     wanted = [label, *encoder.columns]
     absent = [c for c in wanted if c not in names]
     if absent:
-        raise ValueError(f"{paths[0]}: columns {absent} are not among {names}")
+        raise DataError(f"{paths[0]}: columns {absent} are not among {names}")
     layout = _layout(names, label, header, sep, encoder)
 
     # The first pass counts rows and lines; the one parse of every line, which checks it, is
@@ -438,13 +442,13 @@ def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
         have = schema.names
         absent = [c for c in (label, *encoder.columns) if c not in have]
         if absent:
-            raise ValueError(f"{path}: columns {absent} are not among {have}")
+            raise DataError(f"{path}: columns {absent} are not among {have}")
         for g in range(meta.num_row_groups):
             if meta.row_group(g).num_rows:
                 groups.append((path, g))
                 rows.append(meta.row_group(g).num_rows)
     if not groups:
-        raise ValueError(f"{paths[0]}: no rows")
+        raise DataError(f"{paths[0]}: no rows")
     parts = each(groups).map_blocks(_parquet_group, fs, [label, *encoder.columns], encoder,
                                     label, dtype, dtype=object, meta=OBJECTS)
     return _arrays(parts, tuple(rows), encoder.n_features, dtype)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 import dask.array as da
@@ -33,6 +34,10 @@ _REASONS = {
     _k.E_BAD_VALUE: "value is not a finite number",
     _k.E_BAD_LABEL: "label is not a finite number",
 }
+
+
+#: An ``index:value`` pair (or ``qid:``) at the start of a token: a line of LIBSVM, not CSV.
+_PAIR = re.compile(rb"(?:^|\s)(?:\d+|qid):\S")
 
 
 class _Err(NamedTuple):
@@ -91,9 +96,28 @@ def _parse(data, shift: int, reject_zero: bool, max_raw: int, store: bool = True
     return _Parsed(labels, indptr, indices, values, info)
 
 
-def _format_error(
-    path: str, line0: int, err: _Err, n_features: int | None, base: int | None
-) -> LineError:
+def _other_format(fs, block: _Block) -> str:
+    """The hint of a refused line when its file starts like another format: Parquet (its
+    magic bytes), or CSV (a first line with a ',' and no ``index:value`` pair). Reads the
+    file's first KiB: called for an error only, never on the way of a good read."""
+    try:
+        with fs.open(block.path, "rb", compression=block.compression) as f:
+            head = f.read(1024)
+    except (OSError, EOFError, ValueError):  # unreadable now: the error says enough
+        return ""
+    if head.startswith(b"PAR1"):
+        return " (is this a Parquet file? pass --format parquet)"
+    first = head.split(b"\n", 1)[0]
+    if b"," in first and not _PAIR.search(first):
+        return " (is this a CSV file? pass --format csv)"
+    return ""
+
+
+def _format_error(fs, block: _Block, line0: int, err: _Err, n_features: int | None,
+                  base: int | None, plain: bool) -> LineError:
+    """The :class:`LineError` of a line the kernel refused; ``plain``: read as LIBSVM (not a
+    format built on its lines, LDA-C), so the message says when the file looks like CSV or
+    Parquet."""
     based = "" if base is None else (" (one-based)" if base else " (zero-based)")
     if err.code == _k.E_BIG_INDEX and n_features is None:
         reason = (f"feature index above {_k.MAX_INDEX} (2**63 - 2, the largest that leaves "
@@ -103,7 +127,8 @@ def _format_error(
     token = err.token.decode("utf-8", "replace")
     if len(token) > 80:
         token = token[:77] + "..."
-    return LineError(path, line0 + err.line, f"{reason}: {token!r}")
+    hint = _other_format(fs, block) if plain else ""
+    return LineError(block.path, line0 + err.line, f"{reason}: {token!r}{hint}")
 
 
 def _scan(fs, block: _Block, reject_zero: bool, max_raw: int, check=None) -> _Stats:
@@ -136,15 +161,15 @@ def _count(fs, block: _Block) -> _Stats:
 
 
 def _load(fs, block: _Block, line0: int, base: int, n_features: int, dtype,
-          expect: int | None = None) -> tuple:
+          expect: int | None = None, plain: bool = True) -> tuple:
     """Second pass: parse (and so check) a block into ``(csr_matrix, labels)``; ``expect``
-    is its rows as the first pass counted them."""
+    is its rows as the first pass counted them; ``plain`` as :func:`_format_error`'s."""
     data = _read_array(fs, block)
     # nnz < len(data): the indices can be int32 before they are counted
     index_dtype = np.int32 if max(n_features, len(data)) <= np.iinfo(np.int32).max else np.int64
     p = _parse(data, base, base == 1, n_features - 1 + base, True, index_dtype, dtype)
     if isinstance(p, _Err):
-        raise _format_error(block.path, line0, p, n_features, base)
+        raise _format_error(fs, block, line0, p, n_features, base, plain)
     rows, nnz = int(p.info[_k.I_ROWS]), int(p.info[_k.I_NNZ])
     if expect is not None:
         _expect_rows(block, line0, rows, expect)
@@ -169,7 +194,7 @@ def _scan_chunk(chunk: np.ndarray, fs, reject_zero: bool, max_raw: int,
 def _load_chunk(chunk: np.ndarray, fs, base: int, n_features: int, dtype,
                 check=None) -> np.ndarray:
     block, line0, rows = chunk[0]
-    X, y = _load(fs, block, line0, base, n_features, dtype, rows)
+    X, y = _load(fs, block, line0, base, n_features, dtype, rows, check is None)
     if check is not None:  # a format built on LIBSVM lines (LDA-C) validates the block
         X, y = check(fs, block, line0, X, y)
     return _box((X, y))
@@ -313,7 +338,7 @@ def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options
         if isinstance(s.error, LineError):
             raise s.error.shifted(l0)
         if s.error is not None:
-            raise _format_error(b.path, l0, s.error, n_features, known_base)
+            raise _format_error(fs, b, l0, s.error, n_features, known_base, check is None)
 
     lo = min(s.lo for s in stats)
     hi = max(s.hi for s in stats)
@@ -324,7 +349,7 @@ def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options
         # Only reachable with "auto" resolved to zero-based: find the first culprit token.
         i = next(i for i, s in enumerate(stats) if s.hi - base >= n_features)
         err = _parse(_read(fs, blocks[i]), 0, False, n_features - 1 + base)
-        raise _format_error(blocks[i].path, line0[i], err, n_features, base)
+        raise _format_error(fs, blocks[i], line0[i], err, n_features, base, check is None)
 
     keep = [i for i, s in enumerate(stats) if s.rows] or [0]  # empty blocks add no chunk
     rows = tuple(stats[i].rows for i in keep)

@@ -60,8 +60,8 @@ def _row_group(fs, path: str, group: int, n_features: int, dtype) -> tuple:
     if keys.shape[0] and (keys.min() < 0 or keys.max() >= n_features):
         at = int(np.flatnonzero((keys < 0) | (keys >= n_features))[0])
         row = int(np.searchsorted(offsets - offsets[0], at, side="right")) - 1
-        raise ValueError(f"{path}: row group {group}, row {row}: feature index {keys[at]} is "
-                         f"outside [0, n_features={n_features})")
+        raise DataError(f"{path}: row group {group}, row {row}: feature index {keys[at]} is "
+                        f"outside [0, n_features={n_features})")
     # the index dtype scipy would choose, cast to once (not int64 first, then int32)
     index = np.int32 if max(n_features, keys.shape[0]) <= np.iinfo(np.int32).max else np.int64
     X = sp.csr_matrix((val.values.to_numpy().astype(dtype), keys.astype(index),
@@ -107,11 +107,11 @@ def read_sparse_parquet(urlpath, n_features: int | None = None, *, dtype=np.floa
         meta, schema = footer(fs, path)
         names = set(schema.names)
         if not {"label", "indices", "values"} <= names:
-            raise ValueError(f"{path}: needs the columns label, indices and values, has "
-                             f"{sorted(names)}")
+            raise DataError(f"{path}: needs the columns label, indices and values, has "
+                            f"{sorted(names)}")
         stored = (meta.metadata or {}).get(N_FEATURES_KEY)
         if n_features is None and stored is None:
-            raise ValueError(f"{path}: n_features is not stored in the file; pass it")
+            raise DataError(f"{path}: n_features is not stored in the file; pass it")
         n_features = int(stored) if n_features is None else n_features
         groups += [(path, g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
     dtype = np.dtype(dtype)

@@ -252,7 +252,7 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
             "timestamp": timestamp if timestamp in names else None}
     absent = [c for c in (user, item, rating) if c not in names]
     if absent:
-        raise ValueError(f"{paths[0]}: columns {absent} are not among {names}")
+        raise DataError(f"{paths[0]}: columns {absent} are not among {names}")
     types = {user: pa.string(), item: pa.string(), rating: pa.float64()}
     if cols["timestamp"]:
         types[timestamp] = pa.float64()

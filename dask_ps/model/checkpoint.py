@@ -26,7 +26,7 @@ from typing import Self
 import numpy as np
 
 from ..diagnostics.events import log_checkpoint
-from ..exceptions import CheckpointFormatError
+from ..exceptions import CheckpointFormatError, OptionError
 from . import connection, placement
 from . import format as ck
 
@@ -75,11 +75,11 @@ async def _gather(coros):
 
 def _check_url(model, url: str) -> None:
     if not isinstance(url, str) or not url:
-        raise ValueError(f"a checkpoint URL must be a non-empty string, got {url!r}")
+        raise OptionError(f"a checkpoint URL must be a non-empty string, got {url!r}")
     if not model.is_local and ck.is_process_local(url):
-        raise ValueError(f"{url!r} is private to one process, but the shards write from their "
-                         f"workers: use a path or URL every worker reaches (a shared "
-                         f"directory, s3://…)")
+        raise OptionError(f"{url!r} is private to one process, but the shards write from their "
+                          f"workers: use a path or URL every worker reaches (a shared "
+                          f"directory, s3://…)")
 
 
 # -- save -------------------------------------------------------------------------------------
@@ -287,8 +287,8 @@ def _load_part(model, path: str, name: str, t: dict, r0: int, r1: int,
                                         f"{a}..{b} are damaged: {exc}") from None
         plan, bad = spec.partitioner.plan(keys)
         if bad >= 0 or plan.n_unique != keys.shape[0]:
-            raise ValueError(f"checkpoint {path!r}, table {name!r}: rows {a}..{b} hold "
-                             f"duplicate or out-of-range keys")
+            raise CheckpointFormatError(f"checkpoint {path!r}, table {name!r}: rows {a}..{b} "
+                                        f"hold duplicate or out-of-range keys")
 
         def arrange(x):
             if plan.identity:
@@ -318,9 +318,10 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True) -> No
     tables = info.attrs["tables"]
     own = [n for n in model.specs if n not in tables]
     if own:
-        raise ValueError(f"checkpoint {info.url!r} version {info.version} holds tables "
-                         f"{sorted(tables)}, not the model's {own}: it is another model's "
-                         f"checkpoint (load it into a new model with PSModel.load)")
+        raise CheckpointFormatError(
+            f"checkpoint {info.url!r} version {info.version} holds tables {sorted(tables)}, "
+            f"not the model's {own}: it is another model's checkpoint (load it into a new "
+            f"model with PSModel.load)")
     specs = {name: ck.spec_from_attrs(t, model.n_shards) for name, t in tables.items()}
     for name, spec in specs.items():
         connection.call_all(model, "drop_table", name)
