@@ -253,7 +253,6 @@ def test_large_pulls_go_to_remote_shards_in_pieces_and_stay_exact(client2):
         assert b["bytes_pushed"] - a["bytes_pushed"] < 14 * (b["keys_pushed"] - a["keys_pushed"])
 
 
-
 def one_task_pieces(ps, item):
     """Pull-compute-push steps of one task (BSP) whose pulls go to the remote shard in
     pieces (``PIECE_KEYS`` made small in this process); returns the sums pushed."""
