@@ -136,9 +136,11 @@ def test_counters_on_the_page_match_the_shards(dash):
         model.run(echo_task, [30, 30], consistency="ssp", staleness=1)
         want = {s["shard"]: s for s in model.stats()}
         polls = get_json(f"{url}/metrics.json")["polls"]
-        # two more polls after the job: the page's counters are the shards' final ones
-        m = wait_for(lambda: (lambda m: m if m["polls"] >= polls + 2 else None)(
-            get_json(f"{url}/metrics.json")), 30, "two polls")
+        # three more polls after the job: one may have been under way, reading the shards
+        # before the job ended; the next has the final counters, and the one after that
+        # also a rate of zero (a rate is the change between two polls)
+        m = wait_for(lambda: (lambda m: m if m["polls"] >= polls + 3 else None)(
+            get_json(f"{url}/metrics.json")), 30, "three polls")
         rows = [s for s in m["shards"] if s["model"] == model.uid]
         assert len(rows) == 2
         for r in rows:

@@ -225,10 +225,10 @@ def pieces_task(ps, item):
                       2.0)
         if task:
             return None
-        # the calls below go past the clocks: a pull at the next clock (BSP) waits until the
-        # other task's last push has reached the shards
-        ps.pull("h", pool[:1])
         t, remote, mine = _remote_keys(ps, pool)
+        # the calls below go past the clocks: a pull at the next clock (BSP) of a key of the
+        # remote shard waits until the other task's last push has reached that shard
+        ps.pull("h", mine[:1])
         calls = [(remote, "push_pull", dict(updates=[("h", KeyRef(("x", 1), 2000, mine),
                                                       np.ones((2000, 1)))],
                                             name="h", keys=mine[:500])),
