@@ -434,7 +434,7 @@ def _hist_rows(bp: BinnedPartition, build, L: HistLayout, s: int, key0: int, key
                at: int) -> int:
     """Shard ``s``'s histogram rows holding data of the nodes ``build`` over ``bp``'s
     (dense) rows, written as a push (:meth:`HistLayout.fill_push`)."""
-    return hist_rows_dense(bp.binned, bp.rows, bp.node_start, bp.node_count,
+    return hist_rows_dense(bp.binned, bp.binned_rows, bp.rows, bp.node_start, bp.node_count,
                            bp.nodes_per_tree, np.ascontiguousarray(build, dtype=np.int64),
                            bp.grad, bp.hess, bp.mapper.hist_offsets, int(L.bounds[s]),
                            int(L.bounds[s + 1]), L.rows_pad, key0, keys, values, at)
@@ -451,7 +451,7 @@ def _hist_into(bp: BinnedPartition, build, offsets, out) -> None:
         indptr, columns, bins = bp.binned
         build_hist_csr(indptr, columns, bins, bp.mapper.zero_bin, *common)
     else:
-        build_hist_dense(bp.binned, *common)
+        build_hist_dense(bp.binned, bp.binned_rows, *common)
 
 
 def early_stop(losses: list[float], rounds: int | None) -> tuple[float, int, bool]:

@@ -5,7 +5,8 @@ binned once, labels, raw scores, quantized gradients, and per tree the row permu
 keeps each node's rows contiguous. Its methods are the worker side of a growth step —
 :meth:`~BinnedPartition.histograms` (the push), :meth:`~BinnedPartition.partition` (apply
 the chosen splits) — and of a round — :meth:`~BinnedPartition.gradients`,
-:meth:`~BinnedPartition.add_leaves`. They call the kernels of :mod:`._gbdt_kernels` only.
+:meth:`~BinnedPartition.add_leaves`. They call the kernels of :mod:`._gbdt_kernels` and
+:mod:`._gbdt_rows` only.
 """
 
 from __future__ import annotations
@@ -14,14 +15,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._gbdt_bins import BinMapper
-from ._gbdt_kernels import (
-    add_leaf_values,
-    build_hist_csr,
-    build_hist_dense,
-    partition_csr,
-    partition_dense,
-)
+from ._gbdt_kernels import build_hist_csr, build_hist_dense
 from ._gbdt_objectives import Objective
+from ._gbdt_rows import add_leaf_values, partition_csr, partition_dense
 from ._gbdt_sketch import sketch
 
 
@@ -40,6 +36,13 @@ class BinnedPartition:
     base_score : float64 array (n_outputs,)
     nodes_per_tree : int
         ``2 * max_leaf_nodes - 1``: node ids per tree (:class:`LevelGrower`).
+
+    Notes
+    -----
+    Dense rows are kept binned twice, column by column and row by row (the histograms of
+    nodes holding few rows read the latter, see :func:`~._gbdt_kernels.build_hist_dense`):
+    2 bytes a value with up to 255 bins, 4 with more; plus per row 12 bytes (label,
+    scratch) and 28 per row and output (raw score, gradient, hessian, row permutation).
     """
 
     def __init__(self, X, y, mapper: BinMapper, objective: Objective, base_score,
@@ -52,6 +55,9 @@ class BinnedPartition:
                 if len(X) > 1 else mapper.transform(X[0])
         else:
             self.binned = mapper.transform(X)
+        # dense: the bins row by row too (one byte a value more), read for the nodes holding
+        # few of the rows (see _gbdt_kernels.SMALL_NODE_SHARE)
+        self.binned_rows = None if self.sparse else np.ascontiguousarray(self.binned.T)
         self.y = np.ascontiguousarray(y, dtype=np.float64)
         n = self.y.shape[0]
         T = objective.n_outputs
@@ -121,7 +127,7 @@ class BinnedPartition:
             indptr, columns, bins = self.binned
             build_hist_csr(indptr, columns, bins, m.zero_bin, *common)
         else:
-            build_hist_dense(self.binned, *common)
+            build_hist_dense(self.binned, self.binned_rows, *common)
         return out
 
     def partition(self, split_node, left_node, right_node, splits, split_cat,

@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from dask_ps.algorithms._gbdt_bins import BinMapper, bin_mapper
 from dask_ps.algorithms._gbdt_kernels import (
     PACKED_ROWS,
+    SMALL_NODE_SHARE,
     build_hist_dense,
     expand_siblings,
     hist_rows_dense,
@@ -383,7 +384,9 @@ def test_histogram_rows_written_as_a_push_equal_the_histograms():
     grad = rng.integers(-50, 50, (1, n)).astype(np.float64)
     hess = rng.integers(1, 9, (1, n)).astype(np.float64)
     hist = np.zeros((3, offsets[-1], 3))
-    build_hist_dense(binned, rows, node_start, node_count, 4, build, grad, hess, offsets, hist)
+    by_row = binned.T.copy()  # the bins row by row (small nodes are read from them)
+    build_hist_dense(binned, by_row, rows, node_start, node_count, 4, build, grad, hess,
+                     offsets, hist)
     for c_lo, c_hi in ((0, 4), (2, 4)):  # every column; a shard's range
         rows_pad, key0 = int(offsets[c_hi] - offsets[c_lo]) + 3, 1000
         part = np.ascontiguousarray(hist[:, offsets[c_lo]: offsets[c_hi]])
@@ -391,8 +394,8 @@ def test_histogram_rows_written_as_a_push_equal_the_histograms():
         want_k, want_v = np.zeros(1000, np.int64), np.zeros((1000, 3))
         m = nonzero_rows(part, rows_pad, 0, key0, want_k, want_v, 0)
         keys, values = np.zeros(1000, np.int64), np.zeros((1000, 3))
-        assert hist_rows_dense(binned, rows, node_start, node_count, 4, build, grad, hess,
-                               offsets, c_lo, c_hi, rows_pad, key0, keys, values, 0) == m
+        assert hist_rows_dense(binned, by_row, rows, node_start, node_count, 4, build, grad,
+                               hess, offsets, c_lo, c_hi, rows_pad, key0, keys, values, 0) == m
         np.testing.assert_array_equal(keys[:m], want_k[:m])
         np.testing.assert_array_equal(values[:m], want_v[:m])
         assert m < part[..., 2].size and (values[:m, 2] > 0).all()
@@ -417,7 +420,9 @@ def test_histograms_of_nodes_beyond_one_packed_piece_are_exact_at_the_bounds():
     node_count = np.array([n, n - 40, 40], np.int64)
     build = np.array([0, 1, 2], np.int64)
     hist = np.zeros((3, offsets[-1], 3))
-    build_hist_dense(binned, rows, node_start, node_count, 4, build, grad, hess, offsets, hist)
+    by_row = binned.T.copy()
+    build_hist_dense(binned, by_row, rows, node_start, node_count, 4, build, grad, hess,
+                     offsets, hist)
     for j, v in enumerate(build):
         r = rows[0, node_start[v]: node_start[v] + node_count[v]]
         for c in range(5):
@@ -429,12 +434,54 @@ def test_histograms_of_nodes_beyond_one_packed_piece_are_exact_at_the_bounds():
                                           np.bincount(b, hess[0, r], minlength=w))
             np.testing.assert_array_equal(hist[j, o: o + w, 2], np.bincount(b, minlength=w))
     keys, values = np.zeros(3 * offsets[-1] + 1, np.int64), np.zeros((3 * offsets[-1] + 1, 3))
-    m = hist_rows_dense(binned, rows, node_start, node_count, 4, build, grad, hess, offsets, 0,
-                        5, int(offsets[-1]), 0, keys, values, 0)
+    m = hist_rows_dense(binned, by_row, rows, node_start, node_count, 4, build, grad, hess,
+                        offsets, 0, 5, int(offsets[-1]), 0, keys, values, 0)
     flat = hist.reshape(-1, 3)
     held = np.flatnonzero(flat[:, 2])
     np.testing.assert_array_equal(keys[:m], held)
     np.testing.assert_array_equal(values[:m], flat[held])
+
+
+@pytest.mark.parametrize("dtype, widths", [(np.uint8, [3, 256, 17, 1, 60]),
+                                           (np.uint16, [300, 2, 1000, 5, 9])])
+def test_small_nodes_read_from_the_rows_by_row_give_the_same_sums(dtype, widths):
+    """Nodes holding less than SMALL_NODE_SHARE of the rows are histogrammed from their rows
+    copied out of the row-major bins (one of more than PACKED_ROWS rows: unpacked pieces),
+    the others column by column: every sum is bincount's, for the whole histograms and a
+    shard's rows of them written as a push."""
+    rng = np.random.default_rng(17)
+    n = 40 * PACKED_ROWS
+    widths = np.array(widths)
+    offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+    binned = np.ascontiguousarray((rng.random((5, n)) * widths[:, None]).astype(dtype))
+    rows = rng.permutation(n).astype(np.int32)[None, :]
+    sizes = [n // 2, PACKED_ROWS + 100, 37, n // 2 - PACKED_ROWS - 137]  # small: the 2nd, 3rd
+    assert sizes[1] < SMALL_NODE_SHARE * n < sizes[3]
+    node_start = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    node_count = np.array(sizes, np.int64)
+    build = np.array([1, 0, 2, 3], np.int64)
+    grad = rng.integers(-50, 50, (1, n)).astype(np.float64)
+    hess = rng.integers(1, 9, (1, n)).astype(np.float64)
+    hist = np.zeros((4, offsets[-1], 3))
+    build_hist_dense(binned, binned.T.copy(), rows, node_start, node_count, 4, build, grad,
+                     hess, offsets, hist)
+    for j, v in enumerate(build):
+        r = rows[0, node_start[v]: node_start[v] + node_count[v]]
+        for c in range(5):
+            o, w, b = offsets[c], widths[c], binned[c, r]
+            np.testing.assert_array_equal(hist[j, o: o + w], np.stack(
+                [np.bincount(b, grad[0, r], w), np.bincount(b, hess[0, r], w),
+                 np.bincount(b, minlength=w)], axis=1))
+    c_lo, c_hi = 1, 4  # a shard's columns
+    part = np.ascontiguousarray(hist[:, offsets[c_lo]: offsets[c_hi]])
+    rows_pad = part.shape[1]
+    want_k, want_v = np.zeros(part.size, np.int64), np.zeros((part.size // 3, 3))
+    m = nonzero_rows(part, rows_pad, 0, 0, want_k, want_v, 0)
+    keys, values = np.zeros(part.size, np.int64), np.zeros((part.size // 3, 3))
+    assert hist_rows_dense(binned, binned.T.copy(), rows, node_start, node_count, 4, build,
+                           grad, hess, offsets, c_lo, c_hi, rows_pad, 0, keys, values, 0) == m
+    np.testing.assert_array_equal(keys[:m], want_k[:m])
+    np.testing.assert_array_equal(values[:m], want_v[:m])
 
 
 def test_push_carries_the_rows_holding_data_and_adds_up_to_the_histograms():
