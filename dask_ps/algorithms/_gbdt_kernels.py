@@ -235,9 +235,11 @@ def _copy_rows(binned_rows, orow, a, e, c_lo, c_hi, buf):
     """The bins of columns ``c_lo:c_hi`` of rows ``orow[a:e]`` into ``buf[:e - a]``, row by
     row. In chunks of 64 rows, each row's first and last bytes are copied first: those
     loads, cache misses when the rows are scattered, are then in flight together instead of
-    one row after the other (the copy of a node of 1 % of 400,000 rows x 96 columns took
-    2.0 ns a value copied column by column, 0.5 row by row with this)."""
+    one row after the other (a node of 0.5-2 % of 400,000 rows x 96 columns of random bins:
+    2.1-2.3 ns a value copied row by row without them, 1.0-1.5 with them)."""
     w = c_hi - c_lo
+    if w <= 0:
+        return
     for i0 in range(a, e, 64):
         i1 = min(e, i0 + 64)
         for i in range(i0, i1):

@@ -71,7 +71,7 @@ def _partition(X, y, objective="binary", max_leaves=7, categorical=(4,), n_class
     mapper = bin_mapper(sketch(X, np.arange(X.shape[0]), 1.0), 16, list(categorical), min_rows)
     part = BinnedPartition(X, y, mapper, obj, obj.base_score(y), 2 * max_leaves - 1)
     gb, hb = part.bounds()
-    part.gradients(quantization_scale(len(y), gb), quantization_scale(len(y), hb))
+    part.gradients(quantization_scale(len(y), gb), quantization_scale(len(y), hb, hessian=True))
     return mapper, part
 
 
@@ -363,7 +363,7 @@ def _level(seed=0, n_nodes=4, params=None):
     hist = part.histograms(np.arange(n_nodes))
     totals = node_totals(hist, mapper.hist_offsets)
     gb, hb = part.bounds()
-    gu, hu = 1 / quantization_scale(len(y), gb), 1 / quantization_scale(len(y), hb)
+    gu, hu = 1 / quantization_scale(len(y), gb), 1 / quantization_scale(len(y), hb, True)
     p = split_params(min_samples_leaf=5, min_data_per_group=10, cat_smooth=5, reg_lambda=0.5) \
         if params is None else params
     return mapper, hist, totals, p, gu, hu
@@ -576,7 +576,7 @@ def test_missing_alone_on_the_left_when_the_first_bins_are_empty():
     hist = part.histograms(np.array([0]))
     totals = node_totals(hist, mapper.hist_offsets)
     gb, hb = part.bounds()
-    gu, hu = 1 / quantization_scale(300, gb), 1 / quantization_scale(300, hb)
+    gu, hu = 1 / quantization_scale(300, gb), 1 / quantization_scale(300, hb, True)
     p = split_params(min_samples_leaf=5)
     s, c = level_splits(hist, mapper, totals, p, gu, hu)
     _check_against_twin(s, c, twin_splits(hist, mapper, totals, p, gu, hu, [0]), mapper)
@@ -590,9 +590,9 @@ def test_ties_go_to_the_lower_column():
     hist = part.histograms(np.array([0]))
     totals = node_totals(hist, mapper.hist_offsets)
     gb, hb = part.bounds()
+    gu, hu = 1 / quantization_scale(300, gb), 1 / quantization_scale(300, hb, True)
     for bounds in ([0, 3], [0, 1, 2, 3], [0, 2, 3]):
-        s, _ = sharded_splits(hist, mapper, np.array(bounds), totals, split_params(),
-                              1 / quantization_scale(300, gb), 1 / quantization_scale(300, hb))
+        s, _ = sharded_splits(hist, mapper, np.array(bounds), totals, split_params(), gu, hu)
         assert s[0, SPLIT_COLUMN] == 0
 
 
@@ -609,7 +609,7 @@ def test_partition_rows_equals_twin(sparse):
     totals = node_totals(hist, mapper.hist_offsets)
     gb, hb = part.bounds()
     p = split_params(min_samples_leaf=5, min_data_per_group=10, cat_smooth=5)
-    gu, hu = 1 / quantization_scale(500, gb), 1 / quantization_scale(500, hb)
+    gu, hu = 1 / quantization_scale(500, gb), 1 / quantization_scale(500, hb, True)
     # every column once: force a split on it by finding the best within that column
     for c in range(mapper.n_columns):
         rows = slice(mapper.hist_offsets[c], mapper.hist_offsets[c + 1])
