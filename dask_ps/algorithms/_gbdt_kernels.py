@@ -96,11 +96,14 @@ _HIST_COMMON = ("int32[:, ::1], int64[::1], int64[::1], int64, int64[::1], float
                 "float64[:, ::1], int64[::1], float64[:, :, ::1]")
 
 
-@numba.njit(**_JIT)
-def _gather(rows, node_start, node_count, nodes_per_tree, build_nodes, grad, hess):
+@numba.njit("Tuple((int64[::1], int32[::1], int64[::1]))(" + _HIST_COMMON[:-len(
+    ", int64[::1], float64[:, :, ::1]")] + ")", **_JIT)
+def gather_nodes(rows, node_start, node_count, nodes_per_tree, build_nodes, grad, hess):
     """The rows of the nodes ``build_nodes``, one after the other (node ``j`` at
     ``starts[j]:starts[j + 1]``), with their (grad, hess) pairs in that order (LightGBM's
-    "ordered gradients"), each packed in one int64 with a count of 1 (:data:`GRAD_SHIFT`)."""
+    "ordered gradients"), each packed in one int64 with a count of 1 (:data:`GRAD_SHIFT`):
+    ``(starts, orow, gh)``, int64 (n_build + 1,), int32 (m,), int64 (m,). Arguments as
+    :func:`build_hist_dense`'s."""
     nb = build_nodes.shape[0]
     starts = np.empty(nb + 1, np.int64)
     starts[0] = 0
@@ -217,7 +220,7 @@ SMALL_NODE_SHARE = 1.0 / 32.0
 
 @numba.njit(**_JIT)
 def _small_nodes(starts, n):
-    """Which gathered nodes (``starts``, see :func:`_gather`) are small for ``n`` rows
+    """Which gathered nodes (``starts``, see :func:`gather_nodes`) are small for ``n`` rows
     (:data:`SMALL_NODE_SHARE`), and a buffer wide enough for the largest of them."""
     nb = starts.shape[0] - 1
     small = np.zeros(nb, np.bool_)
@@ -337,8 +340,8 @@ def build_hist_dense(binned, binned_rows, rows, node_start, node_count, nodes_pe
     (``split_share=0.1``), the histograms took 3.21 s instead of 3.88 (nodes of 1,000 to
     4,000 rows: 3.3-11 ns a value, now 2.2).
     """
-    starts, orow, gh = _gather(rows, node_start, node_count, nodes_per_tree, build_nodes,
-                               grad, hess)
+    starts, orow, gh = gather_nodes(rows, node_start, node_count, nodes_per_tree, build_nodes,
+                                    grad, hess)
     _dense_hist(binned, binned_rows, 0, binned.shape[0], hist_offsets, starts, orow, gh, out)
 
 
@@ -407,18 +410,16 @@ def _emit_rows(sp, sg, carried, k, first, width, dense, key, keys, values, at):
     return at
 
 
-@numba.njit(expand_signatures("int64(BT[:, ::1], BT[:, ::1], "
-                              + _HIST_COMMON[:-len(", float64[:, :, ::1]")]
-                              + ", int64, int64, int64, int64, int64[::1], float64[:, ::1], "
-                              "int64)", BT=BIN_TYPES), **_JIT)
-def hist_rows_dense(binned, binned_rows, rows, node_start, node_count, nodes_per_tree,
-                    build_nodes, grad, hess, hist_offsets, c_lo, c_hi, rows_pad, key0, keys,
-                    values, at):
-    """:func:`build_hist_dense` (the same arguments up to ``hist_offsets``) of the columns
-    ``c_lo:c_hi`` written as a push: only the histogram rows holding data (count > 0), to
-    ``keys``/``values`` from ``at``, in ascending keys (row ``r`` of the range in node
-    ``build_nodes[j]``: ``key0 + j * rows_pad + r``; see :func:`nonzero_rows`). Returns the
-    new end.
+@numba.njit(expand_signatures("int64(BT[:, ::1], BT[:, ::1], int64[::1], int32[::1], "
+                              "int64[::1], int64[::1], int64, int64, int64, int64, int64[::1], "
+                              "float64[:, ::1], int64)", BT=BIN_TYPES), **_JIT)
+def hist_rows_dense(binned, binned_rows, starts, orow, gh, hist_offsets, c_lo, c_hi, rows_pad,
+                    key0, keys, values, at):
+    """:func:`build_hist_dense` of the columns ``c_lo:c_hi`` of the nodes gathered by
+    :func:`gather_nodes` (``starts, orow, gh``; gathered once for every shard's columns)
+    written as a push: only the histogram rows holding data (count > 0), to
+    ``keys``/``values`` from ``at``, in ascending keys (row ``r`` of the range in gathered
+    node ``j``: ``key0 + j * rows_pad + r``; see :func:`nonzero_rows`). Returns the new end.
 
     The same sums and rows as :func:`build_hist_dense` followed by :func:`nonzero_rows`, for
     one shard's column range, without the whole histograms in between: the column blocks'
@@ -429,11 +430,9 @@ def hist_rows_dense(binned, binned_rows, rows, node_start, node_count, nodes_per
     0.89 -> 0.25 ms, the root 0.29 -> 0.21 ms.
     """
     n_rows = hist_offsets[c_hi] - hist_offsets[c_lo]
-    n_build = build_nodes.shape[0]
+    n_build = starts.shape[0] - 1
     if n_rows == 0 or n_build == 0:
         return at
-    starts, orow, gh = _gather(rows, node_start, node_count, nodes_per_tree, build_nodes,
-                               grad, hess)
     most = 1
     for c in range(c_lo, c_hi):
         most = max(most, hist_offsets[c + 1] - hist_offsets[c])

@@ -51,7 +51,7 @@ import scipy.sparse as sp
 from ._gbdt_bins import BinMapper
 from ._gbdt_data import labels as labels_of
 from ._gbdt_data import to_matrix
-from ._gbdt_kernels import hist_rows_dense, nonzero_rows, quantization_scale
+from ._gbdt_kernels import gather_nodes, hist_rows_dense, nonzero_rows, quantization_scale
 from ._gbdt_objectives import get_objective
 from ._gbdt_shard import TABLE, HistLayout, Step, encode_step, read_answers
 from ._gbdt_sketch import sample_rows
@@ -290,7 +290,11 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
         t0 = perf_counter()
         n_build = len(build)
         if fused:
-            rows_of = functools.partial(_hist_rows, train[0].bp, build, L)
+            bp = train[0].bp  # its rows gathered once for every shard's columns
+            gathered = gather_nodes(bp.rows, bp.node_start, bp.node_count, bp.nodes_per_tree,
+                                    np.ascontiguousarray(build, dtype=np.int64), bp.grad,
+                                    bp.hess)
+            rows_of = functools.partial(_hist_rows, bp, gathered, L)
         else:
             h = buf[: n_build * width * 3].reshape(n_build, width, 3)
             for i, r in enumerate(train):
@@ -430,14 +434,14 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
     return out
 
 
-def _hist_rows(bp: BinnedPartition, build, L: HistLayout, s: int, key0: int, keys, values,
-               at: int) -> int:
-    """Shard ``s``'s histogram rows holding data of the nodes ``build`` over ``bp``'s
-    (dense) rows, written as a push (:meth:`HistLayout.fill_push`)."""
-    return hist_rows_dense(bp.binned, bp.binned_rows, bp.rows, bp.node_start, bp.node_count,
-                           bp.nodes_per_tree, np.ascontiguousarray(build, dtype=np.int64),
-                           bp.grad, bp.hess, bp.mapper.hist_offsets, int(L.bounds[s]),
-                           int(L.bounds[s + 1]), L.rows_pad, key0, keys, values, at)
+def _hist_rows(bp: BinnedPartition, gathered: tuple, L: HistLayout, s: int, key0: int, keys,
+               values, at: int) -> int:
+    """Shard ``s``'s histogram rows holding data of the nodes gathered (``gathered``:
+    :func:`~._gbdt_kernels.gather_nodes` over ``bp``'s dense rows), written as a push
+    (:meth:`HistLayout.fill_push`)."""
+    return hist_rows_dense(bp.binned, bp.binned_rows, *gathered, bp.mapper.hist_offsets,
+                           int(L.bounds[s]), int(L.bounds[s + 1]), L.rows_pad, key0, keys,
+                           values, at)
 
 
 def _hist_into(bp: BinnedPartition, build, offsets, out) -> None:

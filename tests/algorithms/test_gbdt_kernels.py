@@ -12,6 +12,7 @@ from dask_ps.algorithms._gbdt_kernels import (
     SMALL_NODE_SHARE,
     build_hist_dense,
     expand_siblings,
+    gather_nodes,
     hist_rows_dense,
     nonzero_rows,
     quantization_scale,
@@ -394,8 +395,9 @@ def test_histogram_rows_written_as_a_push_equal_the_histograms():
         want_k, want_v = np.zeros(1000, np.int64), np.zeros((1000, 3))
         m = nonzero_rows(part, rows_pad, 0, key0, want_k, want_v, 0)
         keys, values = np.zeros(1000, np.int64), np.zeros((1000, 3))
-        assert hist_rows_dense(binned, by_row, rows, node_start, node_count, 4, build, grad,
-                               hess, offsets, c_lo, c_hi, rows_pad, key0, keys, values, 0) == m
+        gathered = gather_nodes(rows, node_start, node_count, 4, build, grad, hess)
+        assert hist_rows_dense(binned, by_row, *gathered, offsets, c_lo, c_hi, rows_pad, key0,
+                               keys, values, 0) == m
         np.testing.assert_array_equal(keys[:m], want_k[:m])
         np.testing.assert_array_equal(values[:m], want_v[:m])
         assert m < part[..., 2].size and (values[:m, 2] > 0).all()
@@ -434,8 +436,9 @@ def test_histograms_of_nodes_beyond_one_packed_piece_are_exact_at_the_bounds():
                                           np.bincount(b, hess[0, r], minlength=w))
             np.testing.assert_array_equal(hist[j, o: o + w, 2], np.bincount(b, minlength=w))
     keys, values = np.zeros(3 * offsets[-1] + 1, np.int64), np.zeros((3 * offsets[-1] + 1, 3))
-    m = hist_rows_dense(binned, by_row, rows, node_start, node_count, 4, build, grad, hess,
-                        offsets, 0, 5, int(offsets[-1]), 0, keys, values, 0)
+    gathered = gather_nodes(rows, node_start, node_count, 4, build, grad, hess)
+    m = hist_rows_dense(binned, by_row, *gathered, offsets, 0, 5, int(offsets[-1]), 0, keys,
+                        values, 0)
     flat = hist.reshape(-1, 3)
     held = np.flatnonzero(flat[:, 2])
     np.testing.assert_array_equal(keys[:m], held)
@@ -478,8 +481,9 @@ def test_small_nodes_read_from_the_rows_by_row_give_the_same_sums(dtype, widths)
     want_k, want_v = np.zeros(part.size, np.int64), np.zeros((part.size // 3, 3))
     m = nonzero_rows(part, rows_pad, 0, 0, want_k, want_v, 0)
     keys, values = np.zeros(part.size, np.int64), np.zeros((part.size // 3, 3))
-    assert hist_rows_dense(binned, binned.T.copy(), rows, node_start, node_count, 4, build,
-                           grad, hess, offsets, c_lo, c_hi, rows_pad, 0, keys, values, 0) == m
+    gathered = gather_nodes(rows, node_start, node_count, 4, build, grad, hess)
+    assert hist_rows_dense(binned, binned.T.copy(), *gathered, offsets, c_lo, c_hi, rows_pad, 0,
+                           keys, values, 0) == m
     np.testing.assert_array_equal(keys[:m], want_k[:m])
     np.testing.assert_array_equal(values[:m], want_v[:m])
 
