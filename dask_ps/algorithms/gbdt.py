@@ -189,10 +189,11 @@ _DOC_NOTES = """
     100,000 training rows, where a step's latency dominates, and ``0.1`` from there, for
     accuracy (:func:`~dask_ps.algorithms._gbdt_tree.resolve_split_share`). Measured (100
     trees, 63 leaves, 255 bins): LightGBM's example (7,000 rows) level-wise, test AUC 0.8345
-    in 8.8 steps per tree (LightGBM 0.816); a 10^6 x 100 ``make_classification`` set on 2
-    workers x 1 thread, level-wise 0.9475 in 6.1 steps, 32.3 s and 48 MB of histograms
-    pushed per tree, ``0.1`` 0.9597 in 26 steps, 56.9 s and 97 MB, where LightGBM took 54.7 s
-    (0.960) and xgboost.dask 39.9 s (0.947) in the same run: ``split_share=1`` fits fastest.
+    in 8.8 steps per tree (LightGBM 0.816); a 10^6 x 100 ``make_classification`` set (800,000
+    training rows) on 2 workers x 1 thread, level-wise 0.9481 in 6.1 steps, 18.9 s and 48 MB
+    of histograms pushed per tree, ``0.1`` 0.9600 in 26 steps, 30.2 s and 97 MB, where
+    LightGBM took 33.0 s (0.9613) and xgboost.dask 23.4 s (0.9477) in the same run
+    (``benchmarks/gbdt_peers.py``): ``split_share=1`` fits fastest.
 
     References
     ----------
