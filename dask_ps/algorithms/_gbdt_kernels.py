@@ -212,8 +212,8 @@ def _take(sp, sg, q, b, carried):
 
 
 #: A node holding less than this share of its partition's rows has its rows' bins copied
-#: from the row-major bins into a column-major buffer before the column passes
-#: (:func:`_small_nodes`): its rows are scattered over the partition, so reading them column
+#: out of the row-major bins into a buffer before the column passes (:func:`_small_nodes`,
+#: :func:`_copy_rows`): its rows are scattered over the partition, so reading them column
 #: by column costs a cache miss per row and column, copying them one or two per row.
 SMALL_NODE_SHARE = 1.0 / 32.0
 
