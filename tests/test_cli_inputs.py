@@ -92,7 +92,7 @@ def test_csv_or_parquet_read_as_libsvm_hints_the_format(tmp_path, client1, capsy
     df.to_parquet(parquet)
     svm.write_text("1 1:0.5,2:1\n")
     sf = _scheduler_file(client1, tmp_path)
-    csv_hint = " (is this a CSV file? pass --format csv)"
+    csv_hint = " (is this a CSV file? dask-ps train reads it with --format csv)"
     cases = [(head, f"line 1: label is not a finite number: 'click,a,c'{csv_hint}"),
              (bare, f"line 1: label is not a finite number: '0,0.1,x'{csv_hint}"),
              (parquet, "line 1: label is not a finite number: 'PAR1"),
@@ -102,7 +102,8 @@ def test_csv_or_parquet_read_as_libsvm_hints_the_format(tmp_path, client1, capsy
             assert main(["train", algorithm, "--train", str(path), "--scheduler-file", sf]) == 2
             line = capsys.readouterr().err.strip().splitlines()[-1]
             assert line.startswith(f"dask-ps: error: {path}, {message}"), (algorithm, line)
-            assert line.endswith(" (is this a Parquet file? pass --format parquet)"
+            assert line.endswith(" (is this a Parquet file? dask-ps train reads it with "
+                                 "--format parquet)"
                                  if path == parquet else message), (algorithm, line)
 
 

@@ -106,10 +106,10 @@ def _other_format(fs, block: _Block) -> str:
     except (OSError, EOFError, ValueError):  # unreadable now: the error says enough
         return ""
     if head.startswith(b"PAR1"):
-        return " (is this a Parquet file? pass --format parquet)"
+        return " (is this a Parquet file? dask-ps train reads it with --format parquet)"
     first = head.split(b"\n", 1)[0]
     if b"," in first and not _PAIR.search(first):
-        return " (is this a CSV file? pass --format csv)"
+        return " (is this a CSV file? dask-ps train reads it with --format csv)"
     return ""
 
 
