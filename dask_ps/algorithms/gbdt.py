@@ -189,13 +189,11 @@ _DOC_NOTES = """
     100,000 training rows, where a step's latency dominates, and ``0.1`` from there, for
     accuracy (:func:`~dask_ps.algorithms._gbdt_tree.resolve_split_share`). Measured (100
     trees, 63 leaves, 255 bins): LightGBM's example (7,000 rows) level-wise, test AUC 0.8345
-    in 8.8 steps per tree (LightGBM 0.816); a 10^6 x 100 ``make_classification`` set (800,000
-    training rows) on 2 workers x 1 thread, level-wise 0.9481 in 6.1 steps, 18.9 s and 48 MB
-    of histograms pushed per tree, ``0.1`` 0.9600 in 26 steps, 30.2 s and 97 MB, where
-    LightGBM took 33.0 s (0.9613) and xgboost.dask 23.4 s (0.9477) in the same run
-    (``benchmarks/gbdt_peers.py``): ``split_share=1`` fits fastest. Smaller shares come
-    closer to LightGBM's trees in more steps, each a round trip: in another run ``0.05``
-    0.9606 in 38 steps, 35.9 s, and ``0.02`` 0.9611 in 56 steps, 39.3 s.
+    in 8.8 steps per tree (LightGBM 0.816); 10^6 x 100 ``make_classification`` (800,000
+    training rows), 2 workers x 1 thread: level-wise 0.9481 in 6.1 steps, 18.9 s, 48 MB
+    pushed per tree; ``0.1`` 0.9600 in 26 steps, 30.2 s, 97 MB; LightGBM 33.0 s (0.9613),
+    xgboost.dask 23.4 s (0.9477) in the same run (``benchmarks/gbdt_peers.py``). Smaller
+    shares: ``0.05`` 0.9606 in 38 steps (35.9 s), ``0.02`` 0.9611 in 56 (39.3 s).
 
     References
     ----------
