@@ -258,8 +258,10 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                     early_stopping_rounds, len(data), _eval_assignment(data, eval_data),
                     model.uid)
     ensemble = Ensemble(mapper.n_features, T, base)
-    # bounds: the gradient bound at the start of each round a job starts from
-    state = dict(bounds={0: bound}, eval_losses=[], stopped=False, bytes=0.0)
+    # bounds, floors: the gradient bound and gain floor (LevelGrower) of each round a job
+    # starts from
+    state = dict(bounds={0: bound}, floors={0: None}, eval_losses=[], stopped=False,
+                 bytes=0.0)
     eval_key = "eval_l2" if obj_name == "regression" else "eval_log_loss"
     if classify:
         loop.baseline = float(np.log(n_classes))
@@ -276,7 +278,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
             state["stopped"] = True
             return []
         job = JobArgs(first - 1, last - 1, ensemble, state["bounds"][first - 1], best,
-                      best_round, len(data.tasks()))
+                      best_round, len(data.tasks()), state["floors"][first - 1])
         results = model.run(functools.partial(boost_task, cfg=cfg, job=job), data)
         trees = results[0]["trees"]
         n_done = len(results[0]["rounds"])
@@ -295,6 +297,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
             records[-1]["task_seconds"] = [{k: round(v, 4) for k, v in r["timings"].items()}
                                            for r in results]
         state["bounds"][first - 1 + n_done] = results[0]["bound"]
+        state["floors"][first - 1 + n_done] = results[0]["gain_floor"]
         state["stopped"] = any(r["stopped"] for r in results)
         return records
 

@@ -261,6 +261,7 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
     pool = np.empty((T * M, mapper.n_hist_rows, 3))
     built = _Buffer()  # the children built from rows in a step (the merged push)
     no_splits = np.empty((0, N_SPLIT_COLS)), np.empty((0, mapper.n_cat_words), np.uint32)
+    floor = None  # the gain at which the last tree stopped (LevelGrower)
     for rnd in range(n_estimators):
         t0 = time.perf_counter()
         gb, hb = np.max([p.bounds() for p in parts], axis=0)
@@ -268,7 +269,7 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
         totals = np.sum([p.gradients(gs, hs) for p in parts], axis=0)
         timings["gradients"] += time.perf_counter() - t0
         grower = LevelGrower(T, max_leaf_nodes, max_depth, min_samples_leaf, min_child_weight,
-                             1.0 / hs, mapper.n_cat_words, split_share)
+                             1.0 / hs, mapper.n_cat_words, split_share, floor)
         roots = grower.roots()
         grower.totals[roots] = totals
         nodes = roots[grower.splittable(roots)]
@@ -297,6 +298,7 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
                 expand_siblings(pool, plan.parent, small, plan.small_to, plan.large_to, pool)
                 timings["histograms"] += time.perf_counter() - t0
 
+        floor = grower.frontier_gain()
         t0 = time.perf_counter()
         leaves, values = [], []
         for t in range(T):

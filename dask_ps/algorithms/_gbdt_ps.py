@@ -104,6 +104,7 @@ class JobArgs:
     best_loss: float
     best_round: int
     n_tasks: int = 1  # tasks of the job (each step's push of every one is awaited)
+    gain_floor: np.ndarray | None = None  # of round ``first`` (LevelGrower; None: none)
 
 
 class _Rows:
@@ -247,7 +248,8 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
     dict
         ``rounds``: per round run ``(train loss sum, eval loss sum, steps, bytes pushed)``
         of this task; ``trees`` (task 0 only): per round the ``n_outputs`` trees
-        (:meth:`LevelGrower.export`); ``bound``: the gradient bound of the next round;
+        (:meth:`LevelGrower.export`); ``bound``, ``gain_floor``: the gradient bound and the
+        gain floor of the next round;
         ``stopped``: whether early stopping ended the fit; ``best``: (loss, round).
     """
     obj = get_objective(cfg.objective, cfg.n_classes)
@@ -273,6 +275,7 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
     gbound, hbound = obj.bounds(np.zeros(0), np.zeros((T, 0))) if cfg.objective != \
         "regression" else (job.bound, 1.0)
     best_loss, best_round = job.best_loss, job.best_round
+    floor = job.gain_floor
     no_splits = np.empty((0, N_SPLIT_COLS)), np.empty((0, mapper.n_cat_words), np.uint32)
     out = dict(rounds=[], trees=[] if ps.task == 0 else None, stopped=False)
     clk = dict.fromkeys(("hist", "push", "query", "partition", "grow", "rest"), 0.0)
@@ -344,7 +347,7 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
             totals += r.bp.gradients(gs, hs, in_bag)
         grower = LevelGrower(T, cfg.max_leaf_nodes, cfg.max_depth, cfg.min_samples_leaf,
                              cfg.min_child_weight, 1.0 / hs, mapper.n_cat_words,
-                             cfg.split_share)
+                             cfg.split_share, floor)
         roots = grower.roots()
         pool.reset()
         root_slots = np.array([pool.take(v) for v in roots], np.int64)
@@ -393,6 +396,7 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
                                  small_to, large_to, pool.slot[nodes].copy(),
                                  grower.totals[nodes], **units))
             nbytes += b
+        floor = grower.frontier_gain()
         leaves, values, trees = [], [], []
         for t in range(T):
             ids = t * M + np.arange(grower.n_nodes[t])
@@ -426,7 +430,7 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
                               nbytes))
         if out["trees"] is not None:
             out["trees"].append(trees)
-    out["bound"] = gbound
+    out["bound"], out["gain_floor"] = gbound, floor
     clk["rest"] = perf_counter() - t_start - sum(clk.values())
     clk["process_cpu"] = process_time() - cpu_start
     out["timings"] = clk

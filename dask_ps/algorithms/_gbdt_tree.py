@@ -39,7 +39,7 @@ _JIT = dict(cache=True, nogil=True)
 #: ``split_share="auto"``: trees grow level by level (share 1) below this many training
 #: rows, best-first with :data:`AUTO_SHARE` from it on (see :func:`resolve_split_share`).
 AUTO_SHARE_ROWS = 100_000
-AUTO_SHARE = 0.1
+AUTO_SHARE = 0.02
 
 
 def resolve_split_share(split_share, n_rows: int) -> float:
@@ -47,15 +47,15 @@ def resolve_split_share(split_share, n_rows: int) -> float:
 
     ``"auto"``: 1 (level-wise: the fewest steps, one synchronisation each, what small data
     needs, where latency dominates) below :data:`AUTO_SHARE_ROWS` rows; from there
-    :data:`AUTO_SHARE` (best-first in batches, about as accurate as LightGBM's leaf-wise
-    trees; the steps' histogram work, not their number, dominates). Measured (100 trees,
-    63 leaves, 255 bins, ``boost_local``): on ``make_classification(10^6 x 100)`` (800k
-    training rows) share 1 reaches test AUC 0.9475 in 6.1 steps per tree, 0.25 0.957, 0.1
-    0.9597 in 26 steps (LightGBM 0.9600); on LightGBM's example (7,000 rows) share 1 0.8345
-    in 8.8 steps, 0.1 0.833 in 26.5. The price on the large set, on a cluster of 2 workers
-    x 1 thread: 1.6 times the CPU seconds of a task (22.0 s against 13.7 s, 30.2 s of fit
-    against 18.9) and twice the histogram bytes pushed per tree (97 MB against 48 MB). A
-    number is returned as it is.
+    :data:`AUTO_SHARE` (best-first in batches with the gain floor of :class:`LevelGrower`,
+    as accurate as LightGBM's leaf-wise trees). Measured (100 trees, 63 leaves, 255 bins, 2
+    workers x 1 thread, ``benchmarks/gbdt_peers.py``): on ``make_classification(10^6 x
+    100)`` (800k training rows) share 1 reaches test AUC 0.9481 in 6.1 steps per tree,
+    24.5 s, 48 MB of histograms pushed per tree; 0.02 0.9609 in 22.9 steps, 35.9-38.9 s,
+    96 MB (LightGBM 0.9613, 34.5-36.3 s); at 200k training rows share 1 0.9560 in 11.6 s,
+    0.1 0.9649 in 19.7 s, 0.02 0.9655 in 19.6 s (LightGBM 0.9655). On LightGBM's example
+    (7,000 rows) share 1 gives 0.8345 in 8.8 steps, 0.95 s; 0.02 0.8259 in 32.5, 1.42 s.
+    A number is returned as it is.
     """
     if isinstance(split_share, str):
         if split_share != "auto":
@@ -121,10 +121,11 @@ def _may_split(v, M, max_leaves, max_depth, min_count, min_hess, hess_unit, n_le
             "int64[::1], int64[::1], int64[::1], int64[::1], int64[::1]))"
             "(int64[::1], float64[:, ::1], uint32[:, ::1], int64, int64, float64, float64, "
             "float64, float64, float64, int64[::1], int64[::1], uint8[::1], float64[:, ::1], "
-            "uint32[:, ::1], int64[::1], int64[::1], float64[:, ::1], int64[::1])", **_JIT)
+            "uint32[:, ::1], int64[::1], int64[::1], float64[:, ::1], int64[::1], "
+            "float64[::1])", **_JIT)
 def _grow_level(nodes, splits, split_cat, M, max_leaves, share, max_depth, min_count,
                 min_hess, hess_unit, n_nodes, n_leaves, is_cand, split_rec, cat_rec, left_rec,
-                right_rec, totals, depth):
+                right_rec, totals, depth, floor):
     """:meth:`LevelGrower.level` in one pass (the driver's per-step work, on the PS's
     critical path)."""
     # the new evaluations join the candidates (unsplit nodes with a valid split)
@@ -141,11 +142,15 @@ def _grow_level(nodes, splits, split_cat, M, max_leaves, share, max_depth, min_c
         neg[i] = -split_rec[cand[i], SPLIT_GAIN]
     order = np.argsort(neg, kind="mergesort")
     n_trees = n_leaves.shape[0]
+    above = np.zeros(n_trees, np.int64)
+    for i in range(n):
+        if -neg[i] >= floor[cand[i] // M]:
+            above[cand[i] // M] += 1
     room = np.zeros(n_trees, np.int64)
     for t in range(n_trees):
         budget = max_leaves - n_leaves[t]
         if budget > 0:
-            room[t] = min(budget, max(1, int(np.ceil(budget * share))))
+            room[t] = min(budget, max(1, int(np.ceil(budget * share)), above[t]))
     pick = np.zeros(n, np.bool_)
     for j in range(n):
         t = cand[order[j]] // M
@@ -224,7 +229,14 @@ class LevelGrower:
     runs out the highest gains win. With ``split_share < 1`` a step spends at most that
     share of each tree's remaining budget, best gains first, and unchosen candidates wait
     for later steps beside the new nodes: best-first growth in batches, between level-wise
-    and LightGBM's leaf-wise growth (``split_share -> 0``: one split per step).
+    and LightGBM's leaf-wise growth (``split_share -> 0``: one split per step). A step also
+    splits, within the budget, every candidate whose gain reaches ``gain_floor``: passed the
+    gain at which the previous round's tree stopped (:meth:`frontier_gain`), the splits
+    leaf-wise growth would make anyway go in one step, and the share rule decides only
+    among the gains near the last ones. Measured (``boost_local``, 800k rows of
+    ``make_classification(10^6 x 100)``, 63 leaves): share 0.1 alone 26 steps per tree,
+    test AUC 0.9600; with the floor 16.2 steps, 0.9597; share 0.02 alone 56 steps,
+    0.9611; with the floor 22.9 steps, 0.9609 (LightGBM 0.9613).
 
     Parameters
     ----------
@@ -240,15 +252,20 @@ class LevelGrower:
         ``1 / scale`` of the quantized hessians.
     n_cat_words : int
     split_share : float in (0, 1], default 1
+    gain_floor : float64 array (n_trees,) or None, default None
+        Per tree, the gain from which a candidate splits whatever the share (``None``: no
+        floor). Gains are in the units of the split finder's (real gradients).
     """
 
     def __init__(self, n_trees, max_leaf_nodes, max_depth, min_samples_leaf, min_child_weight,
-                 hess_unit, n_cat_words, split_share=1.0):
+                 hess_unit, n_cat_words, split_share=1.0, gain_floor=None):
         if not 0 < split_share <= 1:
             raise ValueError(f"split_share must be in (0, 1], got {split_share!r}")
         self.n_trees = n_trees
         self.max_leaves = max_leaf_nodes
         self.split_share = float(split_share)
+        self.gain_floor = np.full(n_trees, np.inf) if gain_floor is None else \
+            np.ascontiguousarray(gain_floor, dtype=np.float64)
         self.max_depth = np.inf if max_depth is None else max_depth
         self.min_count = 2 * min_samples_leaf
         self.min_hess = 2 * min_child_weight
@@ -300,8 +317,18 @@ class LevelGrower:
                           float(self.max_depth), float(self.min_count), float(self.min_hess),
                           float(self.hess_unit), self.n_nodes, self.n_leaves, self.is_cand,
                           self.split, self.split_cat, self.left, self.right, self.totals,
-                          self.depth)
+                          self.depth, self.gain_floor)
         return LevelPlan(*out)
+
+    def frontier_gain(self) -> np.ndarray:
+        """Per tree, the best gain among the candidates left unsplit, float64 array
+        (n_trees,): where the leaf budget ran out, the next round's ``gain_floor``
+        (``inf`` where no candidate is left: that tree stopped for want of splits)."""
+        out = np.full(self.n_trees, -np.inf)
+        cand = np.flatnonzero(self.is_cand)
+        np.maximum.at(out, cand // self.nodes_per_tree, self.split[cand, SPLIT_GAIN])
+        out[out == -np.inf] = np.inf
+        return out
 
     def leaves(self, tree) -> np.ndarray:
         """Node ids of the leaves of tree ``tree``."""

@@ -101,11 +101,11 @@ _DOC_PARAMS = """
         With ``eval_set``: stop when the eval loss has not improved for this many rounds,
         and keep the trees of the best round.
     split_share : float in (0, 1] or "auto", default "auto"
-        Growth policy. 1: trees grow level by level (every node of a level that can split
-        does, best gains first when the leaf budget runs out) — one histogram push and
-        one split query per level; less: best-first in batches, each step splitting the
-        best nodes within this share of the tree's remaining leaf budget, closer to
-        LightGBM's leaf-wise trees but in more steps. "auto": see the notes.
+        Growth policy. 1: level by level (every node of a level that can split does, best
+        gains first when the leaf budget runs out), one histogram push and split query per
+        level; less: best-first in batches, each step splitting the best nodes within this
+        share of the tree's remaining leaf budget and every node whose gain reaches the one
+        the tree before stopped at: nearer LightGBM's leaf-wise trees. "auto": see Notes.
     categorical_features : "from_dtype", None, or array-like of int, bool or str
         Categorical columns: "from_dtype" takes a DataFrame's ``category`` columns (their
         codes); or the columns' indices, a boolean mask, or names. Values of a categorical
@@ -185,15 +185,15 @@ _DOC_NOTES = """
     Trees are the same for any number of workers, partitions and shards (gradients are
     quantized so sums are exact; bins come from a sample of rows chosen by row id). Growth:
     level-wise (``split_share=1``) needs one synchronisation per level, best-first (``< 1``)
-    more (``0.1``: 3 to 4.3 times as many). The default ``"auto"`` is level-wise below
-    100,000 training rows, where a step's latency dominates, and ``0.1`` from there, for
-    accuracy (:func:`~dask_ps.algorithms._gbdt_tree.resolve_split_share`). Measured (100
-    trees, 63 leaves, 255 bins): LightGBM's example (7,000 rows) level-wise, test AUC 0.8345
-    in 8.8 steps per tree (LightGBM 0.816); 10^6 x 100 ``make_classification`` (800,000
-    training rows), 2 workers x 1 thread: level-wise 0.9481 in 6.1 steps, 18.9 s, 48 MB
-    pushed per tree; ``0.1`` 0.9600 in 26 steps, 30.2 s, 97 MB; LightGBM 33.0 s (0.9613),
-    xgboost.dask 23.4 s (0.9477) in the same run (``benchmarks/gbdt_peers.py``). Smaller
-    shares: ``0.05`` 0.9606 in 38 steps (35.9 s), ``0.02`` 0.9611 in 56 (39.3 s).
+    more. The default ``"auto"`` is level-wise below 100,000 training rows, where a step's
+    latency dominates, and ``0.02`` from there, for accuracy; a step also splits every node
+    whose gain reaches the gain at which the tree before ran out of leaves, so batches stay
+    large (:func:`~dask_ps.algorithms._gbdt_tree.resolve_split_share`). Measured (100 trees,
+    63 leaves, 255 bins): LightGBM's example (7,000 rows) level-wise, test AUC 0.8345 in 8.8
+    steps per tree (LightGBM 0.816); 10^6 x 100 ``make_classification`` (800,000 training
+    rows), 2 workers x 1 thread: level-wise 0.9481 in 6.1 steps, 24.5 s, 48 MB pushed per
+    tree; ``"auto"`` 0.9609 in 22.9 steps, 35.9-38.9 s, 96 MB; LightGBM 34.5-36.3 s (0.9613),
+    xgboost.dask (63 leaves) 38.4-44.0 s (0.9611) in the same runs (``gbdt_peers.py``).
 
     References
     ----------

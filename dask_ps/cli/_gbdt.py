@@ -162,7 +162,7 @@ _GBDT_PARAMS = (
     Param("--colsample-bytree", "colsample_bytree", dict(type=opt.share)),
     Param("--split-share", "split_share", dict(
         type=opt.share_or_auto, help="1: level-wise trees; less: best-first in batches; "
-        "auto: 1 below 100,000 training rows, 0.1 from there")),
+        "auto: 1 below 100,000 training rows, 0.02 from there")),
     Param("--n-shards", "n_shards", dict(type=opt.POSITIVE_INT)),
     Param("--max-workers", "max_workers", dict(
         type=opt.workers_or_auto, help="at most this many workers hold the training rows "

@@ -49,7 +49,10 @@ def test_a_killed_worker_ends_the_fit_with_a_clear_error_or_a_recovery(client3, 
     # dask input: Dask recomputes the lost partitions from their source
     Xd, yd = da.from_array(X, chunks=(n // 6, -1)), da.from_array(y, chunks=n // 6)
     # every worker holds rows (max_workers=None): the killed one loses partitions too
-    kw = dict(n_estimators=6, max_leaf_nodes=15, random_state=0, n_shards=3, max_workers=None)
+    # best-first (split_share < 1): each round's gain floor comes from the round before,
+    # across jobs (one per round here: callbacks) and the recovery
+    kw = dict(n_estimators=6, max_leaf_nodes=15, random_state=0, n_shards=3, max_workers=None,
+              split_share=0.3)
     ref = GBDTClassifier(client="local", **kw).fit(X, y)
 
     # no checkpoint: a RecoveryError naming the loss, soon after it (not a hang)

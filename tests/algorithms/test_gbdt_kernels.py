@@ -694,6 +694,28 @@ def test_best_first_steps_spend_a_share_of_the_budget_and_keep_the_rest_waiting(
     assert g.n_leaves[0] == 9 and not _plan(g, plan.open_nodes, [], sums=None).split_node.size
 
 
+def test_a_gain_floor_splits_every_candidate_reaching_it_in_one_step():
+    g = LevelGrower(2, max_leaf_nodes=9, max_depth=None, min_samples_leaf=1,
+                    min_child_weight=0.0, hess_unit=1.0, n_cat_words=1, split_share=0.1,
+                    gain_floor=np.array([2.0, np.inf]))
+    sums = [0, 10, 10, 0, 10, 10]
+    roots = g.roots()  # 0 and 17
+    plan = _plan(g, roots, 1.0, sums=[sums] * 2)
+    np.testing.assert_array_equal(plan.split_node, roots)
+    # tree 0: both children reach the floor (the share alone allows 1 of budget 7);
+    # tree 1 (no floor): the share's one split, the best
+    plan = _plan(g, plan.open_nodes, [3.0, 2.5, 3.0, 2.5], sums=[sums] * 4)
+    np.testing.assert_array_equal(plan.split_node, [1, 2, 18])
+    # tree 0: 9 and 8 reach the floor, 1.5 and 1.0 do not: two splits, not one; tree 1:
+    # node 19 (2.5) waited and beats its new children (0.5, 0.25)
+    plan = _plan(g, plan.open_nodes, [1.0, 9.0, 8.0, 1.5, 0.5, 0.25], sums=[sums] * 6)
+    np.testing.assert_array_equal(plan.split_node, [4, 5, 19])
+    np.testing.assert_array_equal(g.frontier_gain(), [1.5, 0.5])  # 1.5: node 6
+    # a tree without candidates left has no floor to pass on
+    g.is_cand[17:] = 0
+    np.testing.assert_array_equal(g.frontier_gain(), [1.5, np.inf])
+
+
 def test_auto_split_share_is_level_wise_on_small_data_and_best_first_on_large():
     assert resolve_split_share("auto", AUTO_SHARE_ROWS - 1) == 1.0
     assert resolve_split_share("auto", AUTO_SHARE_ROWS) == AUTO_SHARE < 1.0
