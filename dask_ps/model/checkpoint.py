@@ -77,9 +77,9 @@ def _check_url(model, url: str) -> None:
     if not isinstance(url, str) or not url:
         raise OptionError(f"a checkpoint URL must be a non-empty string, got {url!r}")
     if not model.is_local and ck.is_process_local(url):
-        raise OptionError(f"{url!r} is private to one process, but the shards write from their "
-                          f"workers: use a path or URL every worker reaches (a shared "
-                          f"directory, s3://…)")
+        raise OptionError(f"checkpoint {url!r} is private to one process, but the shards "
+                          f"write from their workers: use a path or URL every worker reaches "
+                          f"(a shared directory, s3://…)")
 
 
 # -- save -------------------------------------------------------------------------------------

@@ -287,7 +287,7 @@ def test_round_trip_on_a_cluster_written_by_the_workers(client2, tmp_path):
     url = str(tmp_path / "ck")
     model = build(client2, 3)
     before = full_state(model)
-    with pytest.raises(ValueError, match="private to one process"):
+    with pytest.raises(ValueError, match="checkpoint .memory:.* is private to one process"):
         model.save("memory://not-shared")
     model.save(url, chunk_rows=100)
     for n in (2, 5):
