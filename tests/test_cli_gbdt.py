@@ -58,6 +58,16 @@ def test_shares_outside_zero_to_one_are_refused(option, value, capsys):
     assert option in capsys.readouterr().err
 
 
+def test_resume_is_refused_before_anything_runs(tmp_path, capsys):
+    # the trees of a fit live in the driver, not in its checkpoint: a rerun cannot go on
+    # from one, and says so instead of failing later
+    assert "resume" not in dask_ps.GBDTClassifier().get_params()
+    assert main(["train", "gbdt", "--train", "x.svm", "--checkpoint", str(tmp_path / "ck"),
+                 "--resume", "auto"]) == 2
+    err = capsys.readouterr().err
+    assert "--resume auto: GBDTClassifier cannot resume" in err and "Traceback" not in err
+
+
 def _table(path, n, seed):
     """Rows whose class shows in a numeric column and a categorical one."""
     import pandas as pd

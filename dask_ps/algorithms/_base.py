@@ -135,7 +135,8 @@ class PSEstimator(BaseEstimator):
         """An :class:`EpochLoop` with the estimator's checkpoint, progress and callbacks."""
         return EpochLoop(model, name, n_epochs, checkpoint=self.checkpoint,
                          checkpoint_every=self.checkpoint_every,
-                         max_recoveries=self.max_recoveries, resume=self.resume,
+                         max_recoveries=self.max_recoveries,
+                         resume=getattr(self, "resume", False),  # GBDT has none
                          progress=self.progress, callbacks=self.callbacks, **kwargs)
 
 
