@@ -58,16 +58,6 @@ def test_shares_outside_zero_to_one_are_refused(option, value, capsys):
     assert option in capsys.readouterr().err
 
 
-def test_resume_is_refused_before_anything_runs(tmp_path, capsys):
-    # the trees of a fit live in the driver, not in its checkpoint: a rerun cannot go on
-    # from one, and says so instead of failing later
-    assert "resume" not in dask_ps.GBDTClassifier().get_params()
-    assert main(["train", "gbdt", "--train", "x.svm", "--checkpoint", str(tmp_path / "ck"),
-                 "--resume", "auto"]) == 2
-    err = capsys.readouterr().err
-    assert "--resume auto: GBDTClassifier cannot resume" in err and "Traceback" not in err
-
-
 def _table(path, n, seed):
     """Rows whose class shows in a numeric column and a categorical one."""
     import pandas as pd
@@ -383,7 +373,7 @@ def test_bad_input_is_one_line_without_the_workers_failed_task_log(tmp_path):
     proc = run()
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert proc.stderr.strip() == (f"dask-ps: error: {path}, row group 0: column 'a', row "
-                                   f"151: -inf is not a finite number")
+                                   f"151: -inf is not a finite number"), proc.stderr[-3000:]
     proc = run("--debug")
     assert proc.returncode == 1 and "Compute Failed" in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("dask_ps.exceptions.DataError: ")

@@ -135,8 +135,7 @@ class PSEstimator(BaseEstimator):
         """An :class:`EpochLoop` with the estimator's checkpoint, progress and callbacks."""
         return EpochLoop(model, name, n_epochs, checkpoint=self.checkpoint,
                          checkpoint_every=self.checkpoint_every,
-                         max_recoveries=self.max_recoveries,
-                         resume=getattr(self, "resume", False),  # GBDT has none
+                         max_recoveries=self.max_recoveries, resume=self.resume,
                          progress=self.progress, callbacks=self.callbacks, **kwargs)
 
 
@@ -195,7 +194,8 @@ class EpochLoop:
             stop: Callable[[list[dict]], bool] | None = None,
             on_recover: Callable[[], None] | None = None,
             rebuild: Callable[[], None] | None = None,
-            restart: Callable[[], None] | None = None) -> list[dict]:
+            restart: Callable[[], None] | None = None,
+            driver_state: tuple[Callable, Callable] | None = None) -> list[dict]:
         """Run epochs ``1..n_epochs``; returns the history records.
 
         Epochs run as few jobs as the fit allows: one per epoch when the driver must act
@@ -226,6 +226,9 @@ class EpochLoop:
             spares the snapshot before the first epoch: a loss before the first snapshot
             starts the fit again instead. (``checkpoint="auto"`` never saves after the last
             epoch either: its folder is deleted with the fit.)
+        driver_state : (save, load), optional
+            What the fit keeps in the driver, saved with every checkpoint and loaded when
+            ``resume`` goes on from one (see :func:`dask_ps.model.recovery.run_clocks`).
 
         Raises
         ------
@@ -288,7 +291,8 @@ class EpochLoop:
                 max_recoveries=self.max_recoveries, on_recover=on_recover,
                 resume=self.resume and tmp is None,
                 data_position=lambda c: {"epoch": c}, rebuild=rebuild,
-                restart=restart if tmp is not None else None, save_last=tmp is None)
+                restart=restart if tmp is not None else None, save_last=tmp is None,
+                driver_state=driver_state)
         finally:
             monitor.close()
             if tmp is not None:

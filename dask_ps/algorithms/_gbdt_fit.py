@@ -11,7 +11,9 @@ each running :func:`~._gbdt_ps.boost_task` on every task.
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 import numbers
 import warnings
 from dataclasses import dataclass, field
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.utils.multiclass import type_of_target
 
-from ..exceptions import DataError
+from ..exceptions import CheckpointFormatError, DataError, OptionError
 from ..model import PSModel
 from ..partitions import Partitions
 from ..partitions.inputs import is_dask
@@ -301,7 +303,43 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
         state["stopped"] = any(r["stopped"] for r in results)
         return records
 
-    history = loop.run(rounds, on_recover=on_recover)
+    fit_id = dict(rows=int(n_train), features=int(mapper.n_features), outputs=int(T),
+                  leaves=int(max_leaf_nodes), classes=None if classes is None else
+                  [str(c) for c in classes], bins=hashlib.sha256(
+                      mapper.bin_upper.tobytes() + mapper.hist_offsets.tobytes()).hexdigest())
+
+    def save_driver(clock: int) -> dict:
+        """What a checkpoint at ``clock`` keeps of the driver: the trees and the state of
+        the round a resumed fit starts from."""
+        floor = state["floors"][clock]
+        return dict(fit=fit_id, rounds=ensemble.n_rounds,
+                    trees={k: _packed(v) for k, v in ensemble.flat().items()},
+                    bound=float(state["bounds"][clock]),
+                    floor=None if floor is None else _packed(floor),
+                    eval_losses=[float(v) for v in state["eval_losses"][:clock]],
+                    stopped=bool(state["stopped"]))
+
+    def load_driver(saved: dict | None, clock: int) -> None:
+        if saved is None:
+            raise CheckpointFormatError("the checkpoint to resume from holds no trees (it "
+                                        "was not written by a GBDT fit)")
+        if saved["fit"] != fit_id:
+            diff = {k: (saved["fit"].get(k), v) for k, v in fit_id.items()
+                    if saved["fit"].get(k) != v}
+            raise OptionError(f"resume: the checkpoint holds another fit, (theirs, this one's) "
+                              f"{diff}; resume with the same data, bins and max_leaf_nodes, "
+                              f"or use another checkpoint folder")
+        if saved["rounds"] != clock:
+            raise CheckpointFormatError(f"the checkpoint is at round {clock} but holds "
+                                        f"{saved['rounds']} rounds of trees")
+        ensemble.load_flat({k: _unpacked(v) for k, v in saved["trees"].items()})
+        state["bounds"][clock] = saved["bound"]
+        state["floors"][clock] = None if saved["floor"] is None else _unpacked(saved["floor"])
+        state["eval_losses"][:] = saved["eval_losses"]
+        state["stopped"] = saved["stopped"]
+        setup_shards()  # as after a recovery: the restored table's shards told their columns
+
+    history = loop.run(rounds, on_recover=on_recover, driver_state=(save_driver, load_driver))
     best_round = None
     if early_stopping_rounds is not None and state["eval_losses"]:
         _, best_round, _ = early_stop(state["eval_losses"], early_stopping_rounds)
@@ -310,3 +348,15 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     return FitResult(ensemble, mapper, classes, history, best_round,
                      hist_bytes / max(1, sum(1 for h in history if "loss" in h)))
 
+
+
+def _packed(a: np.ndarray) -> dict:
+    """An array as JSON (checkpoint attributes): dtype, shape and base64 of its bytes."""
+    a = np.ascontiguousarray(a)
+    return dict(dtype=a.dtype.str, shape=list(a.shape),
+                b64=base64.b64encode(a.tobytes()).decode("ascii"))
+
+
+def _unpacked(d: dict) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(d["b64"]), np.dtype(d["dtype"])).reshape(
+        d["shape"]).copy()

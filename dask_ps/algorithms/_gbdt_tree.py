@@ -501,6 +501,13 @@ class Ensemble:
     def from_flat(cls, n_features: int, n_outputs: int, base_score, flat: dict) -> "Ensemble":
         """The ensemble whose :meth:`flat` arrays are ``flat`` (e.g. a saved model's)."""
         out = cls(n_features, n_outputs, base_score)
+        out.load_flat(flat)
+        return out
+
+    def load_flat(self, flat: dict) -> None:
+        """Replace the trees with those whose :meth:`flat` arrays are ``flat``."""
+        cls = type(self)
+        self._trees, self._flat = [], None
         start = np.asarray(flat["tree_start"], np.int64)
         words = np.asarray(flat["cat_words"], np.uint32)
         for t in range(start.shape[0] - 1):
@@ -516,8 +523,7 @@ class Ensemble:
             tree.update(cat_start=np.where(used, cs - w0, 0).astype(np.int64),
                         cat_len=cl.copy(), cat_words=words[w0:w1].copy(),
                         tree_class=int(flat["tree_class"][t]))
-            out._trees.append(tree)
-        return out
+            self._trees.append(tree)
 
     def truncate(self, n_rounds: int) -> None:
         """Keep the first ``n_rounds`` rounds."""

@@ -143,9 +143,9 @@ _DOC_PARAMS = """
         :class:`~dask_ps.LogisticRegression`); its content between rounds is empty, and a
         task that lost its worker-local rows rebuilds them from its partition and the trees
         so far, so a lost worker costs the rounds since the last checkpoint.
-    checkpoint_every, max_recoveries, progress
-        As for :class:`~dask_ps.LogisticRegression` (rounds instead of epochs). There is no
-        ``resume``: the trees so far live in the driver, not in the checkpoint.
+    checkpoint_every, max_recoveries, resume, progress
+        As for :class:`~dask_ps.LogisticRegression` (rounds instead of epochs); a checkpoint
+        also holds the trees so far, so ``resume`` goes on from it (with the same data).
     callbacks : list of callable, optional
         ``cb(record) -> bool`` after every round; True stops the fit. With callbacks the
         fit runs one job per round (a few ms each).
@@ -248,7 +248,8 @@ class _GBDT(PSEstimator):
                  cat_smooth=10.0, cat_l2=10.0, min_data_per_group=100, importance_type="gain",
                  sample_count=DEFAULT_SAMPLE_COUNT, n_shards=None, max_workers="auto",
                  random_state=None, client=None, shard_resources=None, checkpoint=None,
-                 checkpoint_every=1, max_recoveries=3, progress=None, callbacks=None):
+                 checkpoint_every=1, max_recoveries=3, resume=False, progress=None,
+                 callbacks=None):
         self.n_estimators, self.learning_rate = n_estimators, learning_rate
         self.max_leaf_nodes, self.max_depth = max_leaf_nodes, max_depth
         self.min_child_weight, self.min_samples_leaf = min_child_weight, min_samples_leaf
@@ -264,9 +265,8 @@ class _GBDT(PSEstimator):
             sample_count, n_shards, random_state, max_workers
         self.client, self.checkpoint, self.checkpoint_every = client, checkpoint, \
             checkpoint_every
-        self.max_recoveries, self.progress, self.callbacks = max_recoveries, progress, \
-            callbacks
-        self.shard_resources = shard_resources
+        self.max_recoveries, self.resume = max_recoveries, resume
+        self.progress, self.callbacks, self.shard_resources = progress, callbacks, shard_resources
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -64,7 +64,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                data_position: Callable[[int], dict] | None = None,
                rebuild: Callable[[], None] | None = None,
                restart: Callable[[], None] | None = None,
-               save_last: bool = True) -> tuple[list, list[dict]]:
+               save_last: bool = True,
+               driver_state: tuple[Callable, Callable] | None = None) -> tuple[list, list[dict]]:
     """Run clocks ``[0, n_clocks)`` with ``step``, checkpointing and recovering.
 
     Parameters
@@ -105,6 +106,11 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         (:func:`recreate`), ``on_recover`` runs, then ``rebuild()`` refills the tables (e.g.
         from the workers' state), and the run goes on from the first clock of the failed
         job. Checkpoints, if any, are still saved but not restored.
+    driver_state : (save, load), optional
+        State the algorithm keeps in the driver rather than in tables (e.g. boosted trees):
+        ``save(clock) -> dict`` (JSON-able) goes into every checkpoint, and ``load(dict or
+        None, clock)`` gets it back when ``resume`` starts from one (None: the checkpoint
+        holds none), before the first job.
 
     Returns
     -------
@@ -145,6 +151,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         clock = min(last.clock, n_clocks)
         kept = list(last.attrs.get("extra", {}).get("results", []))[:clock]
         results[:] = kept + [None] * (clock - len(kept))
+        if driver_state is not None:
+            driver_state[1](last.attrs.get("extra", {}).get("driver"), clock)
         if not model.is_local:  # the batch log says where the rerun starts
             log_checkpoint(last.url, last.version, model=model.uid, client=model.client,
                            resumed_clock=clock)
@@ -152,8 +160,10 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
     mine: list[int] = []  # versions this run wrote; older ones (another run's) are kept
 
     def save(c):
-        info = model.save(checkpoint, clock=c, data_position=position(c),
-                          extra=dict(results=results[:c]))
+        extra = dict(results=results[:c])
+        if driver_state is not None:
+            extra["driver"] = driver_state[0](c)
+        info = model.save(checkpoint, clock=c, data_position=position(c), extra=extra)
         mine.append(info.version)
         if keep is not None:
             ck.prune(checkpoint, keep, first=mine[0])

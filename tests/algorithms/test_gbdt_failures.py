@@ -76,6 +76,29 @@ def test_a_killed_worker_ends_the_fit_with_a_clear_error_or_a_recovery(client3, 
     client3.wait_for_workers(3, timeout=120)
 
 
+def test_resume_goes_on_from_the_checkpoint_with_the_same_trees(client2, tmp_path):
+    X, y = _toy()
+    # best-first: the resumed rounds need the gain floor of the round before, too
+    kw = dict(max_leaf_nodes=15, min_samples_leaf=5, random_state=0, split_share=0.1,
+              client=client2)
+    ck = str(tmp_path / "ck")
+    GBDTClassifier(n_estimators=3, checkpoint=ck, **kw).fit(X, y)
+    grown = []
+    resumed = GBDTClassifier(n_estimators=6, checkpoint=ck, resume=True,
+                             callbacks=[lambda r: grown.append(r["epoch"]) and False],
+                             **kw).fit(X, y)
+    assert grown == [4, 5, 6]  # rounds 1-3 came from the checkpoint
+    whole = GBDTClassifier(n_estimators=6, **kw).fit(X, y)
+    assert resumed.n_estimators_ == 6
+    np.testing.assert_array_equal(resumed.predict_proba(X), whole.predict_proba(X))
+    # other data: a clear error, and the checkpoint is left as it was
+    versions = sorted(os.listdir(ck))
+    with pytest.raises(ValueError, match="the checkpoint holds another fit.*'rows'"):
+        GBDTClassifier(n_estimators=8, checkpoint=ck, resume=True, **kw).fit(X[:2000],
+                                                                               y[:2000])
+    assert sorted(os.listdir(ck)) == versions
+
+
 def test_bad_input_on_a_cluster_reads_as_in_process(client2):
     """All-NaN and constant columns, a partition with no rows and 10^5 sparse columns on two
     workers: the trees of one process; a single class: the same clear error."""
