@@ -55,7 +55,10 @@ def test_defaults_are_the_estimators(algorithm, cls):
 def test_shares_outside_zero_to_one_are_refused(option, value, capsys):
     with pytest.raises(SystemExit):
         main(["train", "gbdt", "--train", "x.svm", option, value])
-    assert option in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert option in err
+    if option == "--split-share":  # what it takes, "auto" too
+        assert "(want a number in (0, 1] or auto)" in err
 
 
 def _table(path, n, seed):

@@ -14,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..exceptions import DataError
+from ._gbdt_objectives import exact_sum
 from ._gbdt_sketch import sketch
 
 __all__ = ["categorical_indices", "frame_categories", "survey", "to_matrix"]
@@ -199,8 +200,8 @@ def survey(value, start: int, rate: float, seed: int, categories: dict, classify
     -------
     dict
         ``sketch`` (:class:`BinSketch`), ``n_rows``, and ``classes`` / ``counts`` or
-        ``y_sum`` / ``y_min`` / ``y_max`` / ``y_sample`` (every k-th label, at most about
-        :data:`LABEL_SAMPLE`).
+        ``y_sum`` (:func:`exact_sum`) / ``y_min`` / ``y_max`` / ``y_sample`` (every k-th
+        label, at most about :data:`LABEL_SAMPLE`).
     """
     X = to_matrix(value[0], categories, start)
     y = checked_labels(value[1], start, classify)
@@ -211,7 +212,7 @@ def survey(value, start: int, rate: float, seed: int, categories: dict, classify
         out["classes"], out["counts"] = np.unique(y, return_counts=True)
     else:
         y = np.asarray(y, np.float64)
-        out.update(y_sum=float(y.sum()), y_min=float(y.min(initial=np.inf)),
+        out.update(y_sum=exact_sum(y), y_min=float(y.min(initial=np.inf)),
                    y_max=float(y.max(initial=-np.inf)),
                    y_sample=y[:: max(1, y.shape[0] // LABEL_SAMPLE)].copy())
     return out

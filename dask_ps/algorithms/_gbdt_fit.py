@@ -29,7 +29,7 @@ from ._base import EpochLoop
 from ._gbdt_bins import BinMapper
 from ._gbdt_data import eval_labels
 from ._gbdt_kernels import quantization_scale
-from ._gbdt_objectives import get_objective
+from ._gbdt_objectives import exact_mean, get_objective
 from ._gbdt_ps import FitConfig, JobArgs, boost_task, early_stop
 from ._gbdt_shard import TABLE, HistLayout, StepRule, shard_setup
 from ._gbdt_sketch import sample_rate
@@ -210,6 +210,11 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
         if classes.shape[0] < 2:
             raise DataError(f"the data contains only one class: {classes.tolist()[0]!r}; "
                             f"a classifier needs samples of at least 2 classes")
+        if classes.shape[0] > 2 and 2 * classes.shape[0] > n_train:
+            raise DataError(f"y has {classes.shape[0]:,} classes among {n_train:,} rows "
+                            f"(e.g. {classes.tolist()[0]!r}), fewer than 2 rows each; a "
+                            f"classifier grows a tree per class and round: is y a number "
+                            f"to regress (GBDTRegressor), or the wrong column?")
         counts = np.zeros(classes.shape[0])
         for p in parts:
             counts[np.searchsorted(classes, p["classes"])] += p["counts"]
@@ -218,14 +223,14 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
         y_codes = np.repeat(np.arange(n_classes), counts.astype(np.int64))
     else:
         obj_name = objective
-        y_sum = sum(p["y_sum"] for p in parts)
+        y_mean = exact_mean([p["y_sum"] for p in parts], n_train)
         y_min, y_max = min(p["y_min"] for p in parts), max(p["y_max"] for p in parts)
     obj = get_objective(obj_name, n_classes)
     if classify:
         base = obj.base_score(y_codes.astype(np.float64))
         bound = 0.0
     else:
-        base = np.array([y_sum / n_train])
+        base = np.array([y_mean])
         bound = max(abs(y_max - base[0]), abs(y_min - base[0]))
         check_quantization(np.concatenate([p["y_sample"] for p in parts]), bound, n_train)
     if eval_data is not None:  # its features and labels checked, rows named in the set

@@ -8,6 +8,8 @@ write quantized values (``rint(g · grad_scale)``, see :func:`._gbdt_kernels.qua
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numba
 import numpy as np
 
@@ -182,13 +184,43 @@ class Multiclass(Objective):
         return (e / e.sum(axis=0)).T
 
 
+def exact_sum(y) -> dict:
+    """The sum of float64 values, exactly, so that it is the same however they are split:
+    ``{e: m}`` (Python ints) with ``sum(y) == sum(m * 2**e)``. Each value is its 53-bit
+    integer mantissa times a power of two; mantissas are summed per exponent in halves of
+    26/27 bits, exactly in float64 (chunks of at most 2**25 values)."""
+    y = np.asarray(y, np.float64).ravel()
+    out: dict = {}
+    for a in range(0, y.shape[0], 2**25):
+        m, e = np.frexp(y[a: a + 2**25])
+        mi = (m * 2.0**53).astype(np.int64)
+        ue, inv = np.unique(e.astype(np.int64) - 53, return_inverse=True)
+        hi = np.bincount(inv, weights=(mi >> 26).astype(np.float64), minlength=ue.shape[0])
+        lo = np.bincount(inv, weights=(mi & (2**26 - 1)).astype(np.float64),
+                         minlength=ue.shape[0])
+        for k, h, q in zip(ue.tolist(), hi.tolist(), lo.tolist()):
+            out[k] = out.get(k, 0) + int(h) * 2**26 + int(q)
+    return out
+
+
+def exact_mean(sums, n: int) -> float:
+    """The mean of values whose :func:`exact_sum` are ``sums`` (one per part), ``n`` of
+    them, rounded once."""
+    total = Fraction(0)
+    for part in sums:
+        for e, m in part.items():
+            total += Fraction(m) * Fraction(2) ** e
+    return float(total / max(n, 1))
+
+
 class Regression(Objective):
-    """Squared error; initial score the mean label. Reported loss: mean squared error."""
+    """Squared error; initial score the mean label (summed exactly: the same for any
+    partitioning). Reported loss: mean squared error."""
 
     name = "regression"
 
     def base_score(self, y):
-        return np.array([float(np.mean(y))])
+        return np.array([exact_mean([exact_sum(y)], np.size(y))])
 
     def bounds(self, y, raw):
         return (float(np.max(np.abs(raw[0] - y))) if y.size else 0.0), 1.0

@@ -54,14 +54,25 @@ def share(text: str) -> float:
     return value
 
 
+def _or_auto(parse, text: str, what: str):
+    """``auto`` (in any case, spaces around), or what ``parse`` reads: else an error saying
+    both."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return parse(text)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (want {what} or auto)") from None
+
+
 def share_or_auto(text: str):
     """``auto``, or a number in (0, 1]."""
-    return "auto" if text == "auto" else share(text)
+    return _or_auto(share, text, "a number in (0, 1]")
 
 
 def workers_or_auto(text: str):
     """``auto``, or a positive integer."""
-    return "auto" if text == "auto" else POSITIVE_INT(text)
+    return _or_auto(POSITIVE_INT, text, "a positive integer")
 
 
 def size(text: str) -> int:

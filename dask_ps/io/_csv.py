@@ -76,6 +76,28 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
                         f"CR?") from None
 
 
+#: Delimiters a table's one-field header may hold (:func:`check_columns`).
+OTHER_DELIMITERS = ("\t", ";", "|", ",")
+
+
+def check_columns(path: str, names: list[str], sep: str) -> None:
+    """Refuse a table of one column (a label, no feature), naming the delimiter its header
+    seems to use instead of ``sep`` (a tab-separated file read as CSV is one column).
+
+    Raises
+    ------
+    DataError
+        ``"<path>: one column, 'y\\ta\\tb', read with the delimiter ',': ..."``.
+    """
+    if len(names) != 1:
+        return
+    hint = next((f"; its header holds {d!r}: is that the delimiter? (sep={d!r}; on the "
+                 f"command line --sep {d!r})" for d in OTHER_DELIMITERS
+                 if d != sep and d in names[0]), "")
+    raise DataError(f"{path}: one column, {names[0]!r}, read with the delimiter {sep!r}: "
+                    f"no feature column beside a label{hint}")
+
+
 def common_header(fs, blocks: list[Block], sep: str) -> list[str]:
     """The column names of the first line of every file of ``blocks``.
 
@@ -414,6 +436,7 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
         raise DataError(f"{paths[0]}: no columns (an empty file?)")
     if len(set(names)) < len(names):
         raise DataError(f"{paths[0]}: columns named twice in {names}")
+    check_columns(paths[0], names, sep)
     label = label_column(paths[0], names, label, categorical)
     types = {n: pa.string() if n in categorical else pa.float64() for n in names}
     sample = sample_table(fs, paths[0], names, header, sep, blocks[0].compression)

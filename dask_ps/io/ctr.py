@@ -27,6 +27,7 @@ from ._blocks import (
 from ._csv import (
     LineError,
     bad_line,
+    check_columns,
     common_header,
     header_end,
     header_names,
@@ -276,6 +277,7 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
             names = head if names is None else list(names)
         elif names is None:
             raise ValueError("files without a header need names=[...] for their columns")
+        check_columns(paths[0], list(names), sep)
         kinds = _csv_kinds(fs, paths[0], list(names), header, sep, comp)
     return _build_encoder(kinds, label, numeric, categorical, crosses, exclude, n_features,
                           where, **options)

@@ -151,6 +151,21 @@ def test_regression_l2_within_2_percent_of_scikit_learn(lgb_example, client2):
     assert len(h) == 40 and h[-1] < h[0]
 
 
+def test_regression_base_score_is_the_same_for_any_partitions(client2):
+    # the mean label is summed exactly: a float sum per partition differed in its last bit
+    # for 4 partitions of these labels (and predictions with it)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20_000, 5))
+    y = 3.3 * X[:, 0] + rng.normal(size=20_000) + 0.1
+    kw = dict(n_estimators=2, max_leaf_nodes=4, random_state=0)
+    one = GBDTRegressor(client="local", **kw).fit(X, y)
+    d = da.from_array(X, chunks=(5_000, 5)), da.from_array(y, chunks=5_000)
+    assert len(partition(d, client=client2)) == 4
+    many = GBDTRegressor(client=client2, max_workers=None, **kw).fit(*d)
+    assert many.booster_.base_score[0] == one.booster_.base_score[0]
+    np.testing.assert_array_equal(many.predict(X), one.predict(X))
+
+
 def test_early_stopping_keeps_the_best_round(lgb_example):
     X, y, Xt, yt = lgb_example
     model = GBDTClassifier(n_estimators=300, learning_rate=0.5, max_leaf_nodes=31,
@@ -266,6 +281,9 @@ def test_clear_errors():
         GBDTClassifier(client="local", n_estimators=2).fit(X, y).predict(X[:, :3])
     with pytest.raises(ValueError, match="max_leaf_nodes"):
         GBDTClassifier(client="local", max_leaf_nodes=1).fit(X, y)
+    # a class per row (an id or a number column as the label) asked for 10.6 GiB here
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match="fewer than 2 rows each"):
+        GBDTClassifier(client="local", n_estimators=1).fit(X, np.arange(len(X)))
 
 
 def test_a_partition_with_no_rows(client2):

@@ -711,9 +711,24 @@ def test_a_gain_floor_splits_every_candidate_reaching_it_in_one_step():
     plan = _plan(g, plan.open_nodes, [1.0, 9.0, 8.0, 1.5, 0.5, 0.25], sums=[sums] * 6)
     np.testing.assert_array_equal(plan.split_node, [4, 5, 19])
     np.testing.assert_array_equal(g.frontier_gain(), [1.5, 0.5])  # 1.5: node 6
-    # a tree without candidates left has no floor to pass on
+    # a tree without candidates left, its budget not spent, has no floor to pass on
     g.is_cand[17:] = 0
     np.testing.assert_array_equal(g.frontier_gain(), [1.5, np.inf])
+    # a gain left that is rounding noise against the tree's best split is no floor
+    g.split[6, SPLIT_GAIN] = 1e-13
+    np.testing.assert_array_equal(g.frontier_gain(), [1.0, np.inf])  # node 3 is next
+    g.split[3, SPLIT_GAIN] = 1e-14
+    np.testing.assert_array_equal(g.frontier_gain(), [np.inf, np.inf])
+    # a step that spends the budget on every candidate leaves none (and never evaluates
+    # their children): the tree passes on the floor it grew with
+    g = LevelGrower(1, max_leaf_nodes=4, max_depth=None, min_samples_leaf=1,
+                    min_child_weight=0.0, hess_unit=1.0, n_cat_words=1, split_share=0.1,
+                    gain_floor=np.array([2.0]))
+    plan = _plan(g, [0], 5.0, sums=[sums])
+    plan = _plan(g, plan.open_nodes, [3.0, 2.5], sums=[sums] * 2)
+    np.testing.assert_array_equal(plan.split_node, [1, 2])
+    assert g.n_leaves[0] == 4 and not plan.open_nodes.size
+    np.testing.assert_array_equal(g.frontier_gain(), [2.0])
 
 
 def test_auto_split_share_is_level_wise_on_small_data_and_best_first_on_large():

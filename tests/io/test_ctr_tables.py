@@ -240,3 +240,17 @@ def test_nan_value_in_libsvm_is_an_absent_pair(tmp_path):
     with pytest.raises(ValueError, match=r"m3\.svm, line 1: label is not a finite number: "
                                          r"'nan'"):
         read_libsvm(_write(tmp_path / "m3.svm", "nan 1:1\n"))
+
+
+def test_a_tab_separated_file_read_as_csv_names_the_delimiter(tmp_path):
+    from dask_ps.io._csv import read_frame
+
+    path = tmp_path / "t.tsv"
+    path.write_text("y\ta\tb\n0\t1.5\t2\n1\t0.3\t1\n")
+    hint = r"one column, 'y\\ta\\tb', read with the delimiter ',': .* is that the delimiter"
+    with pytest.raises(ValueError, match=hint):
+        read_frame(str(path))
+    with pytest.raises(ValueError, match=hint):
+        read_ctr(str(path), label="y")
+    frame, label = read_frame(str(path), sep="\t")
+    assert label == "y" and list(frame.columns) == ["y", "a", "b"]
