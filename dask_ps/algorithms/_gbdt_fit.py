@@ -326,8 +326,9 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
 
     def load_driver(saved: dict | None, clock: int) -> None:
         if saved is None:
-            raise CheckpointFormatError("the checkpoint to resume from holds no trees (it "
-                                        "was not written by a GBDT fit)")
+            raise CheckpointFormatError("the checkpoint to resume from holds no trees: "
+                                        "another estimator wrote it, or a GBDT fit of a "
+                                        "dask_ps that did not keep them")
         if saved["fit"] != fit_id:
             diff = {k: (saved["fit"].get(k), v) for k, v in fit_id.items()
                     if saved["fit"].get(k) != v}
@@ -352,7 +353,6 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     hist_bytes = sum(h.get("hist_bytes", 0.0) for h in history)
     return FitResult(ensemble, mapper, classes, history, best_round,
                      hist_bytes / max(1, sum(1 for h in history if "loss" in h)))
-
 
 
 def _packed(a: np.ndarray) -> dict:
