@@ -255,9 +255,7 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
              f"{len(client.nthreads())} workers")
         events = _Events(client)
         # checkpoint="auto" snapshots go to a temporary folder deleted after the fit
-        # (and only an estimator with a resume parameter can go on from one)
-        kept = est.get_params().get("checkpoint") not in (None, "auto") \
-            and "resume" in est.get_params()
+        kept = est.get_params().get("checkpoint") not in (None, "auto")
         t0 = time.perf_counter()
         try:
             est.fit(*data.fit_args, **data.fit_kwargs)
