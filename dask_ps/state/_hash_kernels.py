@@ -14,9 +14,10 @@ the hash partitioner's rule); its high bits pick the key's home slot in the shar
   ``g``, one 8-byte word per slot: ``(fingerprint << 32) | (row + 1)``, 0 when empty, where
   the fingerprint is the low 32 bits of ``g``. So keys that arrive grouped by ranges of ``g``
   visit the index range by range, in cache, for any table size, and a probe compares
-  fingerprints, looking at the key itself only when they match. Lookups prefetch the slots
-  and row keys of the keys a few places ahead (:func:`index_find`): the order inside a range
-  costs nothing, and keys in any order overlap their misses.
+  fingerprints, looking at the key itself only when they match. Lookups compare the
+  fingerprints of the 4 slots from home at once and prefetch the slots and row keys of the
+  keys a few places ahead (:func:`index_find`): the order inside a range costs nothing, and
+  keys in any order overlap their misses.
 * When the index grows, the shard renumbers its rows in the order of the index's slots
   (:func:`index_renumber`): nearly hash-code order, so that rows, too, are read range by
   range by planned calls.
@@ -343,6 +344,24 @@ def _home(g, shift):
 PREFETCH = 32
 
 
+@numba.njit(inline="always", **_JIT)
+def _in_window(index, mask, p, fp):
+    """``row + 1`` of the first of the 4 slots from ``p`` whose fingerprint is ``fp``, else 0.
+
+    Four loads (one or two cache lines, both prefetched) and selects, no branch: 96 % of the
+    keys of an index at load 0.52 are in their home slot or within 3 of it, and one
+    predictable test then replaces the probe loop's mispredicted exits."""
+    one = np.uint64(1)
+    w0 = index[p]
+    w1 = index[(p + one) & mask]
+    w2 = index[(p + np.uint64(2)) & mask]
+    w3 = index[(p + np.uint64(3)) & mask]
+    c = w3 & _LOW32 if (w3 >> _U32) == fp else np.uint64(0)
+    c = w2 & _LOW32 if (w2 >> _U32) == fp else c
+    c = w1 & _LOW32 if (w1 >> _U32) == fp else c
+    return w0 & _LOW32 if (w0 >> _U32) == fp else c
+
+
 @numba.njit(**_JIT)
 def index_find(index, shift, row_keys, keys, rows):
     """Look ``keys`` up: ``rows[i]`` is the row of ``keys[i]``, or -1. Returns the count of
@@ -352,9 +371,11 @@ def index_find(index, shift, row_keys, keys, rows):
     Software-pipelined: the home slot of the key :data:`PREFETCH` places ahead is
     prefetched, and the row key named there half as far ahead, so that keys grouped by code
     range but unsorted inside a range (a plan's buckets) or in any order cost overlapping
-    misses rather than one stall each. Slots and rows are indexed with unsigned integers:
-    numba then leaves out the test for negative indices (10^6 planned keys of a shard of
-    1.1 10^6 found in ~10.3 ms instead of ~12).
+    misses rather than one stall each. The first 4 slots from home are compared at once
+    (:func:`_in_window`); the probe loop runs only beyond them or for absent keys (10^6
+    planned keys of a shard of 1.1 10^6: 7.0-7.4 ms instead of 9.1-9.4 with the loop alone
+    and the cache warm, 8.5 instead of 9.8 with the index cold). Slots and rows are indexed
+    with unsigned integers: numba then leaves out the test for negative indices.
     """
     mask = np.uint64(index.shape[0] - 1)
     n = keys.shape[0]
@@ -372,6 +393,7 @@ def index_find(index, shift, row_keys, keys, rows):
             g = hash_code(keys[i + PREFETCH])
             ring[(ui + np.uint64(PREFETCH)) & ring_mask] = g
             prefetch(index, g >> ushift)
+            prefetch(index, ((g >> ushift) + np.uint64(3)) & mask)  # the window's end
         if i + half < n:
             w = index[ring[(ui + np.uint64(half)) & ring_mask] >> ushift]
             if w != 0:
@@ -380,18 +402,22 @@ def index_find(index, shift, row_keys, keys, rows):
         g = ring[ui & ring_mask]
         fp = g & _LOW32
         p = g >> ushift
-        r = -1
-        while True:
-            w = index[p]
-            if w == 0:
-                missing += 1
-                break
-            if (w >> _U32) == fp:
-                c = (w & _LOW32) - one
-                if row_keys[c] == k:
-                    r = np.int64(c)
+        c = _in_window(index, mask, p, fp)
+        if c != 0 and row_keys[c - one] == k:
+            r = np.int64(c - one)
+        else:
+            r = -1
+            while True:
+                w = index[p]
+                if w == 0:
+                    missing += 1
                     break
-            p = (p + one) & mask
+                if (w >> _U32) == fp:
+                    c = (w & _LOW32) - one
+                    if row_keys[c] == k:
+                        r = np.int64(c)
+                        break
+                p = (p + one) & mask
         rows[i] = r
     return missing
 

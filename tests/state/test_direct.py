@@ -260,7 +260,7 @@ def one_task_pieces(ps, item):
 
     pool, n_clocks, n = item
     old = partition.PIECE_KEYS
-    partition.PIECE_KEYS = 1100
+    partition.PIECE_KEYS = 2200  # pieces of ~1900 keys, over RECALL_MIN
     try:
         return _steps(ps, [np.random.default_rng(c).choice(pool, n) for c in range(n_clocks)],
                       1.0)

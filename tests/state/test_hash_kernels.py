@@ -293,6 +293,31 @@ def test_index_insert_gives_a_repeated_key_one_row():
     np.testing.assert_array_equal(table.gather(keys), fresh.gather(keys))
 
 
+def test_index_find_past_its_window_and_through_equal_fingerprints():
+    """Keys made from chosen hash codes: one home slot (the last, so probes wrap), equal
+    fingerprints of other keys inside the window that :func:`index_find` compares at once,
+    and keys displaced beyond that window; every key found, an absent one with a held
+    fingerprint not."""
+    shift = 60  # 16 slots: the home slot is the code's top 4 bits
+    def key(mid, fp):
+        return int(H.key_of(np.uint64((0xF << 60) | (mid << 32) | fp)))
+    same_fp = [key(1, 7), key(2, 7)]
+    others = [key(m, 8 + m) for m in range(3, 7)]
+    absent = np.array([key(9, 7), key(10, 8 + 3)], np.int64)
+    for order in (others + same_fp, same_fp + others):
+        index = np.zeros(16, np.uint64)
+        row_keys = np.empty(16, np.int64)
+        keys = np.array(order, np.int64)
+        rows = np.full(keys.shape[0], -1, np.int64)
+        assert H.index_insert(index, shift, row_keys, keys, rows, 0) == keys.shape[0]
+        assert rows.tolist() == list(range(keys.shape[0]))
+        assert index[15] != 0 and index[4] != 0 and index[5] == 0  # wrapped from slot 15
+        probe = np.concatenate([keys[::-1], absent, keys])
+        got = np.empty(probe.shape[0], np.int64)
+        assert H.index_find(index, shift, row_keys, probe, got) == 2
+        assert got.tolist() == rows[::-1].tolist() + [-1, -1] + rows.tolist()
+
+
 def test_index_find_in_any_order_with_absent_keys():
     """The lookup's prefetching pipeline (keys hashed ahead of their probe): any order, any
     count around its depth, absent keys mixed in."""
