@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils.validation import validate_data as _sklearn_validate_data
 
 from .. import _compat
 from ..diagnostics.progress import FitMonitor
@@ -35,7 +36,8 @@ from ..model.recovery import run_clocks
 from ..partitions import Partitions, partition
 from ..state.consistency import Consistency
 
-__all__ = ["COMMON_CONSTRAINTS", "EpochLoop", "Interval", "PSEstimator", "history_fields"]
+__all__ = ["COMMON_CONSTRAINTS", "EpochLoop", "Interval", "PSEstimator", "check_numeric_columns",
+           "history_fields", "validate_data"]
 
 _pv = _compat.sklearn_param_validation()
 StrOptions = _pv.StrOptions
@@ -358,6 +360,48 @@ def _same_host(model: PSModel) -> bool:
     except OSError:
         pass
     return hosts <= local
+
+
+def check_numeric_columns(X, estimator: str) -> None:
+    """Refuse a data frame ``X`` (pandas or dask) with columns that hold no numbers, naming
+    them; anything else passes.
+
+    Raises
+    ------
+    ValueError
+        Columns of strings, objects, dates or categories of strings: up to 5 named, with
+        their dtype and (pandas) a value, and what to do (scikit-learn's own error names
+        only the value: "could not convert string to float: 'u'").
+    """
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is None or not hasattr(dtypes, "items"):  # arrays; a Series has one dtype
+        return
+
+    def numeric(dt) -> bool:
+        dt = getattr(dt, "categories", None) is not None and dt.categories.dtype or dt
+        return getattr(dt, "kind", "O") in "biuf"
+
+    bad = [(name, dt) for name, dt in dtypes.items() if not numeric(dt)]
+    if not bad:
+        return
+    said = []
+    for name, dt in bad[:5]:
+        col = X[name]
+        value = f", e.g. {col.iloc[0]!r}" if hasattr(col, "iloc") and len(col) else ""
+        said.append(f"{name!r} ({dt}{value})")
+    more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+    raise ValueError(f"{estimator}: X has columns that hold no numbers: {', '.join(said)}{more}; "
+                     f"encode them as numbers first (category codes; GBDT also takes pandas "
+                     f"'category' columns), hash them with dask_ps.io.encode_ctr, or drop "
+                     f"them")
+
+
+def validate_data(estimator, *args, **kwargs):
+    """scikit-learn's ``validate_data``, after :func:`check_numeric_columns` of ``X`` (the
+    first of ``args``)."""
+    if args:
+        check_numeric_columns(args[0], type(estimator).__name__)
+    return _sklearn_validate_data(estimator, *args, **kwargs)
 
 
 def check_finite_rows(values: np.ndarray, where: str) -> None:

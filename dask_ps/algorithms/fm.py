@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..exceptions import DataError, DivergenceError
 from ..kernels.optim import ADAGRAD_RULE, SGD_RULE
@@ -35,7 +35,7 @@ from ..partitions.inputs import broadcast_large, is_dask
 from ..state._kernels import INIT_NORMAL, init_rows
 from ..state.optimizers import FTRL, Average
 from . import _logistic_data as D
-from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, StrOptions
+from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, StrOptions, validate_data
 from ._fm_kernels import fm_steps
 from ._stochastic import Rule, _blocks, gather_sparse_rows
 from .logistic import LogisticRegression

@@ -19,11 +19,11 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..model import PSModel
 from ..partitions.inputs import is_dask
-from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions
+from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions, validate_data
 from ._gbdt_data import categorical_indices, frame_categories, to_matrix
 from ._gbdt_fit import DIVERGENCE_ADVICE, eval_pair, one_shard, train, training_workers
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT

@@ -13,13 +13,13 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..exceptions import DataError
 from ..model import PSModel
 from ..partitions import Partitions
 from ..partitions.inputs import broadcast_large, is_dask
-from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, PSEstimator
+from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, PSEstimator, validate_data
 from ._lda_eval import fold_in, heldout_loglik
 from ._lda_kernels import MAX_MH
 from ._lda_steps import TABLE, TIMES, assignments_task, setup_task, table_counts, train_task

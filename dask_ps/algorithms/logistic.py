@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..exceptions import DataError
 from ..model import PSModel
@@ -28,7 +28,15 @@ from ..partitions import Partitions
 from ..partitions.inputs import is_dask
 from ..state.optimizers import FTRL, SGD, AdaGrad, Average
 from . import _logistic_data as D
-from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, PSEstimator, StrOptions
+from ._base import (
+    COMMON_CONSTRAINTS,
+    EpochLoop,
+    Interval,
+    PSEstimator,
+    StrOptions,
+    check_numeric_columns,
+    validate_data,
+)
 from ._lbfgs import lbfgs_fit
 from ._stochastic import Rule, gather_rows, gather_sparse_rows, server_step, worker_step
 
@@ -391,6 +399,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
             X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
                                  reset=not warm)
         else:
+            check_numeric_columns(X, type(self).__name__)
             y = D.check_dask_X(X, y, type(self).__name__)
         n_features = int(X.shape[1])
         if n_features >= D.WIDE_FEATURES and sp.issparse(X):  # before slicing drops bad keys

@@ -77,6 +77,32 @@ def test_a_bool_is_not_a_number_for_any_estimator():
     assert checked >= 100
 
 
+@pytest.mark.parametrize("make", [
+    lambda: LogisticRegression(max_iter=1),
+    lambda: dask_ps.FactorizationMachineClassifier(max_iter=1),
+    lambda: dask_ps.GBDTClassifier(n_estimators=1),
+    lambda: dask_ps.LatentDirichletAllocation(n_components=2, max_iter=1)],
+    ids=["lr", "fm", "gbdt", "lda"])
+def test_a_frame_column_without_numbers_is_named(make):
+    """scikit-learn's own error names only a value ("could not convert string to float:
+    'u'"); ours names the columns, their dtype and a value, and leaves number-like
+    columns (nullable integers, booleans, categories of numbers) alone."""
+    import pandas as pd
+
+    y = np.arange(40) % 2
+    X = pd.DataFrame({"a": np.arange(40.0), "site": ["u", "v"] * 20,
+                      "day": pd.date_range("2020-01-01", periods=40)})
+    with pytest.raises(ValueError, match=r"columns that hold no numbers: 'site' \(.*e\.g\. "
+                                         r"'u'\), 'day' \(datetime64"):
+        make().fit(X, y)
+    fine = pd.DataFrame({"n": pd.array([1, 2] * 20, dtype="Int64"), "b": [True, False] * 20,
+                         "c": pd.Categorical([1, 2] * 20)})
+    from dask_ps.algorithms._base import check_numeric_columns
+    check_numeric_columns(fine, "x")  # nothing raised
+    with pytest.raises(ValueError, match=r"'c' \(category"):
+        check_numeric_columns(fine.assign(c=pd.Categorical(["p", "q"] * 20)), "x")
+
+
 def test_divergence_names_the_epoch_and_the_fix():
     X, y = _data(LogisticRegression())
     X = X * 1e4  # huge features and steps
