@@ -335,13 +335,16 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
             raise OptionError(f"resume: the checkpoint holds another fit, (theirs, this one's) "
                               f"{diff}; resume with the same data, bins and max_leaf_nodes, "
                               f"or use another checkpoint folder")
-        if saved["rounds"] != clock:
+        if saved["rounds"] < clock:
             raise CheckpointFormatError(f"the checkpoint is at round {clock} but holds "
                                         f"{saved['rounds']} rounds of trees")
         ensemble.load_flat({k: _unpacked(v) for k, v in saved["trees"].items()})
+        # a checkpoint past n_estimators (clock is then n_estimators): its first rounds are
+        # this fit's, and nothing is left to grow
+        ensemble.truncate(clock)
         state["bounds"][clock] = saved["bound"]
         state["floors"][clock] = None if saved["floor"] is None else _unpacked(saved["floor"])
-        state["eval_losses"][:] = saved["eval_losses"]
+        state["eval_losses"][:] = saved["eval_losses"][:clock]
         state["stopped"] = saved["stopped"]
         setup_shards()  # as after a recovery: the restored table's shards told their columns
 

@@ -145,7 +145,7 @@ _DOC_PARAMS = """
         so far, so a lost worker costs the rounds since the last checkpoint.
     checkpoint_every, max_recoveries, resume, progress
         As for :class:`~dask_ps.LogisticRegression` (rounds instead of epochs); a checkpoint
-        also holds the trees so far, so ``resume`` goes on from it (with the same data).
+        holds the trees: ``resume`` goes on from them (same data), or keeps the first rounds.
     callbacks : list of callable, optional
         ``cb(record) -> bool`` after every round; True stops the fit. With callbacks the
         fit runs one job per round (a few ms each).

@@ -91,6 +91,14 @@ def test_resume_goes_on_from_the_checkpoint_with_the_same_trees(client2, tmp_pat
     whole = GBDTClassifier(n_estimators=6, **kw).fit(X, y)
     assert resumed.n_estimators_ == 6
     np.testing.assert_array_equal(resumed.predict_proba(X), whole.predict_proba(X))
+    # fewer rounds than the checkpoint holds: its first ones, nothing grown
+    grown.clear()
+    fewer = GBDTClassifier(n_estimators=4, checkpoint=ck, resume=True,
+                           callbacks=[lambda r: grown.append(r["epoch"]) and False],
+                           **kw).fit(X, y)
+    assert fewer.n_estimators_ == 4 and grown == []
+    np.testing.assert_array_equal(fewer.predict_proba(X),
+                                  GBDTClassifier(n_estimators=4, **kw).fit(X, y).predict_proba(X))
     # other data: a clear error, and the checkpoint is left as it was
     versions = sorted(os.listdir(ck))
     with pytest.raises(ValueError, match="the checkpoint holds another fit.*'rows'"):
