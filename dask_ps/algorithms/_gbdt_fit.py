@@ -107,6 +107,38 @@ def eval_pair(eval_set) -> tuple:
 
 
 #: What a GBDT fit whose loss diverged should change (:class:`~dask_ps.DivergenceError`).
+#: Most of a worker's memory limit one shard's block of the histogram table may take: the
+#: worker also holds its partitions and their rows' bins.
+TABLE_SHARE = 0.5
+
+
+def check_table_memory(model: PSModel, layout: HistLayout, n_outputs: int, n_leaves: int,
+                       n_hist: int) -> None:
+    """Refuse a histogram table whose block per shard (a slot per node of a step, per
+    output) exceeds :data:`TABLE_SHARE` of the smallest worker memory limit, before it is
+    made: many classes times many leaves and bins would otherwise end in a killed worker.
+
+    Raises
+    ------
+    DataError
+        Naming the bytes per shard, their factors and what to lower.
+    """
+    from ..cluster import worker_info
+
+    if model.client is None:  # shards in this process: no worker limit to compare with
+        return
+    limits = [w.get("memory_limit") or 0 for w in worker_info(model.client).values()]
+    per_shard = layout.block * layout.ncols * 8
+    if not limits or min(limits) <= 0 or per_shard <= TABLE_SHARE * min(limits):
+        return
+    gib = 2.0 ** 30
+    raise DataError(f"the histogram table would take {per_shard / gib:.2f} GiB per shard "
+                    f"({n_outputs} trees per round x {n_leaves} leaves x {n_hist} bins over "
+                    f"{layout.n_shards} shards), more than {TABLE_SHARE:.0%} of a worker's "
+                    f"{min(limits) / gib:.2f} GiB: lower max_leaf_nodes or max_bins, use "
+                    f"fewer classes, or give the workers more memory")
+
+
 DIVERGENCE_ADVICE = ("scale the labels (a squared error of labels near 1e154 or more "
                      "overflows float64) or lower learning_rate")
 
@@ -245,6 +277,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                              3 * T + 2 + len(data))
     params = split_params(reg_lambda, min_child_weight, min_samples_leaf, min_split_gain,
                           **cat_params)
+    check_table_memory(model, layout, T, L, int(mapper.hist_offsets[-1]))
     model.add_table(TABLE, (layout.n_keys, layout.ncols), "float64", optimizer=StepRule())
     def setup_shards() -> None:
         model.map_shards(TABLE, shard_setup, layout, mapper.hist_offsets, mapper.n_bins,

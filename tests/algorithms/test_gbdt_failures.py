@@ -215,3 +215,21 @@ def test_a_huge_max_leaf_nodes_is_bounded_by_the_rows(client2, where):
             for leaves in (10**9, 600 // 20)]
     assert np.array_equal(fits[0].predict_proba(X), fits[1].predict_proba(X))
     assert fits[0].booster_.count.shape[0] > 3 * 10  # trees of many leaves grew
+
+
+def test_a_histogram_table_past_the_workers_memory_is_refused_before_it_is_made():
+    """300 classes x 31 leaves x 20 columns of 256 bins: 1.6 GiB per shard on a 1 GB worker,
+    refused with the factors named (not a killed worker); 3 classes fit."""
+    from distributed import Client, LocalCluster
+
+    from dask_ps.exceptions import DataError
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 20))
+    with LocalCluster(n_workers=1, threads_per_worker=1, memory_limit="1GB",
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        with pytest.raises(DataError, match=r"GiB per shard \(300 trees per round x 31 leaves"
+                                            r".*lower max_leaf_nodes or max_bins"):
+            GBDTClassifier(n_estimators=1, client=client).fit(X, rng.integers(0, 300, 3000))
+        model = GBDTClassifier(n_estimators=1, client=client).fit(X, rng.integers(0, 3, 3000))
+        assert model.n_estimators_ == 1
