@@ -377,17 +377,25 @@ def check_numeric_columns(X, estimator: str) -> None:
     if dtypes is None or not hasattr(dtypes, "items"):  # arrays; a Series has one dtype
         return
 
-    def numeric(dt) -> bool:
+    def numeric(name, dt) -> bool:
         dt = getattr(dt, "categories", None) is not None and dt.categories.dtype or dt
-        return getattr(dt, "kind", "O") in "biuf"
+        if getattr(dt, "kind", "O") in "biuf":
+            return True
+        if dt != object or lazy:
+            return False
+        try:  # objects that are numbers (scikit-learn takes them): judged by the first 100
+            np.asarray(X[name].iloc[:100], dtype=np.float64)
+        except (TypeError, ValueError):
+            return False
+        return True
 
-    bad = [(name, dt) for name, dt in dtypes.items() if not numeric(dt)]
+    lazy = hasattr(X, "npartitions")  # a dask frame: no values looked at
+    bad = [(name, dt) for name, dt in dtypes.items() if not numeric(name, dt)]
     if not bad:
         return
     said = []
     for name, dt in bad[:5]:
-        col = X[name]
-        value = f", e.g. {col.iloc[0]!r}" if hasattr(col, "iloc") and len(col) else ""
+        value = f", e.g. {X[name].iloc[0]!r}" if not lazy and len(X) else ""
         said.append(f"{name!r} ({dt}{value})")
     more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
     raise ValueError(f"{estimator}: X has columns that hold no numbers: {', '.join(said)}{more}; "

@@ -96,7 +96,8 @@ def test_a_frame_column_without_numbers_is_named(make):
                                          r"'u'\), 'day' \(datetime64"):
         make().fit(X, y)
     fine = pd.DataFrame({"n": pd.array([1, 2] * 20, dtype="Int64"), "b": [True, False] * 20,
-                         "c": pd.Categorical([1, 2] * 20)})
+                         "c": pd.Categorical([1, 2] * 20),
+                         "o": pd.Series([1.5, 2] * 20, dtype=object)})
     from dask_ps.algorithms._base import check_numeric_columns
     check_numeric_columns(fine, "x")  # nothing raised
     with pytest.raises(ValueError, match=r"'c' \(category"):
