@@ -381,7 +381,7 @@ def check_numeric_columns(X, estimator: str) -> None:
         dt = getattr(dt, "categories", None) is not None and dt.categories.dtype or dt
         if getattr(dt, "kind", "O") in "biuf":
             return True
-        if dt != object or lazy:
+        if getattr(dt, "kind", "") != "O" or lazy:
             return False
         try:  # objects that are numbers (scikit-learn takes them): judged by the first 100
             np.asarray(X[name].iloc[:100], dtype=np.float64)
