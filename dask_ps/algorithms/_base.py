@@ -366,37 +366,44 @@ def check_numeric_columns(X, estimator: str) -> None:
     """Refuse a data frame ``X`` (pandas or dask) with columns that hold no numbers, naming
     them; anything else passes.
 
+    Strings and objects are judged by their first 100 values (of a dask frame, those of its
+    first partition, computed): numbers written as strings or objects pass, as scikit-learn
+    takes them.
+
     Raises
     ------
     ValueError
         Columns of strings, objects, dates or categories of strings: up to 5 named, with
-        their dtype and (pandas) a value, and what to do (scikit-learn's own error names
-        only the value: "could not convert string to float: 'u'").
+        their dtype and a value, and what to do (scikit-learn's own error names only the
+        value: "could not convert string to float: 'u'").
     """
     dtypes = getattr(X, "dtypes", None)
     if dtypes is None or not hasattr(dtypes, "items"):  # arrays; a Series has one dtype
         return
 
-    def numeric(name, dt) -> bool:
+    def first(j):  # the first values of column j (a dask frame: of its first partition)
+        col = X.iloc[:, j]
+        return col.head(100) if hasattr(X, "npartitions") else col.iloc[:100]
+
+    def numeric(j, dt) -> bool:
         dt = getattr(dt, "categories", None) is not None and dt.categories.dtype or dt
         if getattr(dt, "kind", "O") in "biuf":
             return True
-        if getattr(dt, "kind", "") != "O" or lazy:
+        if getattr(dt, "kind", "") != "O":  # dates, durations, complex, intervals...
             return False
-        try:  # objects that are numbers (scikit-learn takes them): judged by the first 100
-            np.asarray(X[name].iloc[:100], dtype=np.float64)
+        try:  # strings or objects that are numbers (scikit-learn takes them): judged by
+            np.asarray(first(j), dtype=np.float64)  # the first 100
         except (TypeError, ValueError):
             return False
         return True
 
-    lazy = hasattr(X, "npartitions")  # a dask frame: no values looked at
-    bad = [(name, dt) for name, dt in dtypes.items() if not numeric(name, dt)]
+    bad = [(j, name, dt) for j, (name, dt) in enumerate(dtypes.items()) if not numeric(j, dt)]
     if not bad:
         return
     said = []
-    for name, dt in bad[:5]:
-        value = f", e.g. {X[name].iloc[0]!r}" if not lazy and len(X) else ""
-        said.append(f"{name!r} ({dt}{value})")
+    for j, name, dt in bad[:5]:
+        values = first(j)
+        said.append(f"{name!r} ({dt}" + (f", e.g. {values.iloc[0]!r})" if len(values) else ")"))
     more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
     raise ValueError(f"{estimator}: X has columns that hold no numbers: {', '.join(said)}{more}; "
                      f"encode them as numbers first (category codes; GBDT also takes pandas "

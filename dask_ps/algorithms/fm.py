@@ -35,7 +35,14 @@ from ..partitions.inputs import broadcast_large, is_dask
 from ..state._kernels import INIT_NORMAL, init_rows
 from ..state.optimizers import FTRL, Average
 from . import _logistic_data as D
-from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, StrOptions, validate_data
+from ._base import (
+    COMMON_CONSTRAINTS,
+    EpochLoop,
+    Interval,
+    StrOptions,
+    check_numeric_columns,
+    validate_data,
+)
 from ._fm_kernels import fm_steps
 from ._stochastic import Rule, _blocks, gather_sparse_rows
 from .logistic import LogisticRegression
@@ -362,6 +369,7 @@ class FactorizationMachineClassifier(LogisticRegression):
         args = (self.coef_[0], float(self.intercept_[0]), self.factors_,
                 self.n_hashed_features)
         if is_dask(X):
+            check_numeric_columns(X, type(self).__name__)
             if hasattr(X, "to_dask_array"):
                 X = X.to_dask_array(lengths=True)
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:

@@ -473,6 +473,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         coef_t = (D.KeyedWeights.from_coef(self.coef_, b) if sp.issparse(self.coef_)
                   else np.ascontiguousarray(self.coef_.T))
         if is_dask(X):
+            check_numeric_columns(X, type(self).__name__)
             return D.dask_margins(X, coef_t, b, h, self.n_features_in_, type(self).__name__)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         out = D.margins(X, coef_t, b, h)

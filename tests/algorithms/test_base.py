@@ -102,6 +102,18 @@ def test_a_frame_column_without_numbers_is_named(make):
     check_numeric_columns(fine, "x")  # nothing raised
     with pytest.raises(ValueError, match=r"'c' \(category"):
         check_numeric_columns(fine.assign(c=pd.Categorical(["p", "q"] * 20)), "x")
+    # a dask frame (objects become strings there): judged by its first partition's values;
+    # a repeated column name names its own column's value
+    import dask.dataframe as dd
+
+    check_numeric_columns(dd.from_pandas(fine, npartitions=2), "x")
+    with pytest.raises(ValueError, match=r"'s' \(.*e\.g\. 'u'\)"):
+        check_numeric_columns(dd.from_pandas(X[["a", "site"]].rename(columns={"site": "s"}),
+                                             npartitions=2), "x")
+    twice = pd.DataFrame({"a": np.arange(3.0), "b": ["q", "r", "s"]})
+    twice.columns = ["a", "a"]
+    with pytest.raises(ValueError, match=r"'a' \(\w+, e\.g\. 'q'\)"):
+        check_numeric_columns(twice, "x")
 
 
 def test_divergence_names_the_epoch_and_the_fix():
