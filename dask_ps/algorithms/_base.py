@@ -381,9 +381,13 @@ def check_numeric_columns(X, estimator: str) -> None:
     if dtypes is None or not hasattr(dtypes, "items"):  # arrays; a Series has one dtype
         return
 
-    def first(j):  # the first values of column j (a dask frame: of its first partition)
-        col = X.iloc[:, j]
-        return col.head(100) if hasattr(X, "npartitions") else col.iloc[:100]
+    head: list = []
+
+    def first(j):  # the first values of column j (a dask frame: of its first partition,
+        if not head:  # computed once)
+            part = X.partitions[0].compute() if hasattr(X, "npartitions") else X
+            head.append(part.iloc[:100])
+        return head[0].iloc[:, j]
 
     def numeric(j, dt) -> bool:
         dt = getattr(dt, "categories", None) is not None and dt.categories.dtype or dt

@@ -106,7 +106,6 @@ def eval_pair(eval_set) -> tuple:
     return tuple(pair)
 
 
-#: What a GBDT fit whose loss diverged should change (:class:`~dask_ps.DivergenceError`).
 #: Most of a worker's memory limit one shard's block of the histogram table may take: the
 #: worker also holds its partitions and their rows' bins.
 TABLE_SHARE = 0.5
@@ -133,12 +132,14 @@ def check_table_memory(model: PSModel, layout: HistLayout, n_outputs: int, n_lea
         return
     gib = 2.0 ** 30
     raise DataError(f"the histogram table would take {per_shard / gib:.2f} GiB per shard "
-                    f"({n_outputs} trees per round x {n_leaves} leaves x {n_hist} bins over "
-                    f"{layout.n_shards} shards), more than {TABLE_SHARE:.0%} of a worker's "
-                    f"{min(limits) / gib:.2f} GiB: lower max_leaf_nodes or max_bins, use "
-                    f"fewer classes, or give the workers more memory")
+                    f"({n_outputs} trees per round x {n_leaves} leaves x {n_hist} bins of all "
+                    f"columns, over {layout.n_shards} shard(s)), more than "
+                    f"{TABLE_SHARE:.0%} of a worker's {min(limits) / gib:.2f} GiB: lower "
+                    f"max_leaf_nodes or max_bins, use fewer classes, or give the workers more "
+                    f"memory")
 
 
+#: What a GBDT fit whose loss diverged should change (:class:`~dask_ps.DivergenceError`).
 DIVERGENCE_ADVICE = ("scale the labels (a squared error of labels near 1e154 or more "
                      "overflows float64) or lower learning_rate")
 
