@@ -17,6 +17,7 @@ API. :class:`PSEstimator` gives it, in one place:
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import shutil
@@ -367,8 +368,16 @@ def check_numeric_columns(X, estimator: str) -> None:
     them; anything else passes.
 
     Strings and objects are judged by their first 100 values (of a dask frame, those of its
-    first partition, computed): numbers written as strings or objects pass, as scikit-learn
-    takes them.
+    first partition, computed once): numbers written as strings or objects pass, as
+    scikit-learn takes them.
+
+    Parameters
+    ----------
+    X : object
+        What an estimator was given; only data frames (a ``dtypes`` per column) are looked
+        at.
+    estimator : str
+        The estimator's name, for the message.
 
     Raises
     ------
@@ -381,22 +390,19 @@ def check_numeric_columns(X, estimator: str) -> None:
     if dtypes is None or not hasattr(dtypes, "items"):  # arrays; a Series has one dtype
         return
 
-    head: list = []
-
-    def first(j):  # the first values of column j (a dask frame: of its first partition,
-        if not head:  # computed once)
-            part = X.partitions[0].compute() if hasattr(X, "npartitions") else X
-            head.append(part.iloc[:100])
-        return head[0].iloc[:, j]
+    @functools.cache
+    def head():
+        return (X.partitions[0].compute() if hasattr(X, "npartitions") else X).iloc[:100]
 
     def numeric(j, dt) -> bool:
-        dt = getattr(dt, "categories", None) is not None and dt.categories.dtype or dt
+        if getattr(dt, "categories", None) is not None:  # a category column: its values'
+            dt = dt.categories.dtype
         if getattr(dt, "kind", "O") in "biuf":
             return True
         if getattr(dt, "kind", "") != "O":  # dates, durations, complex, intervals...
             return False
-        try:  # strings or objects that are numbers (scikit-learn takes them): judged by
-            np.asarray(first(j), dtype=np.float64)  # the first 100
+        try:  # strings or objects that are numbers (scikit-learn takes them)
+            np.asarray(head().iloc[:, j], dtype=np.float64)
         except (TypeError, ValueError):
             return False
         return True
@@ -406,8 +412,8 @@ def check_numeric_columns(X, estimator: str) -> None:
         return
     said = []
     for j, name, dt in bad[:5]:
-        values = first(j)
-        said.append(f"{name!r} ({dt}" + (f", e.g. {values.iloc[0]!r})" if len(values) else ")"))
+        example = f", e.g. {head().iloc[0, j]!r}" if len(head()) else ""
+        said.append(f"{name!r} ({dt}{example})")
     more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
     raise ValueError(f"{estimator}: X has columns that hold no numbers: {', '.join(said)}{more}; "
                      f"encode them as numbers first (category codes; GBDT also takes pandas "

@@ -76,13 +76,11 @@ async def _gather(coros):
 def _check_url(model, url: str) -> None:
     if not isinstance(url, str) or not url:
         raise OptionError(f"a checkpoint URL must be a non-empty string, got {url!r}")
-    import fsspec
-
-    try:  # an unknown protocol, or its package missing
-        fsspec.get_filesystem_class(fsspec.core.split_protocol(url)[0] or "file")
+    try:  # resolves the protocol: unknown, or its package missing
+        private = ck.is_process_local(url)
     except (ValueError, ImportError) as exc:
         raise OptionError(f"checkpoint {url!r}: {exc}") from None
-    if not model.is_local and ck.is_process_local(url):
+    if not model.is_local and private:
         raise OptionError(f"checkpoint {url!r} is private to one process, but the shards "
                           f"write from their workers: use a path or URL every worker reaches "
                           f"(a shared directory, s3://…)")
