@@ -22,6 +22,12 @@ def test_ps_core_benchmark_runs(tmp_path):
         assert row["ps_keys_per_s"] > 0 and row["ceiling_keys_per_s"] > 0
     assert summary["headline"]["dense"]["ratio"] > 0
     assert "1e6-key pull+push" in proc.stdout
+    # the paired headline: a ratio per round of (ours, then 2 raw transfers) for each table
+    for table in ("dense", "sparse"):
+        paired = summary["headline"][table]["paired"]
+        assert paired["rounds"] == len(paired["ratios"]) == len(paired["ours_ms"]) == 9
+        assert min(paired["ratios"]) > 0 and paired["q1"] <= paired["median"] <= paired["q3"]
+    assert "paired, sparse: median ratio" in proc.stdout
     # the hashed line's breakdown timed the pull's planning on A and the lookup on shard B
     hashed = json.loads(out.read_text())["hashed_breakdown"]
     labels = {(w, row[0]) for w, rows in hashed["timers"].items() for row in rows}
