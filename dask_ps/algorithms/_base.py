@@ -363,7 +363,7 @@ def _same_host(model: PSModel) -> bool:
     return hosts <= local
 
 
-def check_numeric_columns(X, estimator: str) -> None:
+def check_numeric_columns(X, estimator: str, categories: bool = False) -> None:
     """Refuse a data frame ``X`` (pandas or dask) with columns that hold no numbers, naming
     them; anything else passes.
 
@@ -378,6 +378,9 @@ def check_numeric_columns(X, estimator: str) -> None:
         at.
     estimator : str
         The estimator's name, for the message.
+    categories : bool, default False
+        Whether category columns pass whatever their categories (GBDT's: it splits on
+        their codes); else only categories that are numbers do.
 
     Raises
     ------
@@ -396,6 +399,8 @@ def check_numeric_columns(X, estimator: str) -> None:
 
     def numeric(j, dt) -> bool:
         if getattr(dt, "categories", None) is not None:  # a category column: its values'
+            if categories:
+                return True
             dt = dt.categories.dtype
         if getattr(dt, "kind", "O") in "biuf":
             return True

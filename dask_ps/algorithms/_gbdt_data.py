@@ -14,21 +14,27 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..exceptions import DataError
+from ._base import check_numeric_columns
 from ._gbdt_objectives import exact_sum
 from ._gbdt_sketch import sketch
 
 __all__ = ["categorical_indices", "frame_categories", "survey", "to_matrix"]
 
 
-def frame_categories(frame) -> dict:
+def frame_categories(frame, estimator: str | None = None) -> dict:
     """``{column: categories}`` of the categorical columns of a pandas or dask DataFrame
-    (categories as a list, in their order: category ``i`` is the value ``i``).
+    (categories as a list, in their order: category ``i`` is the value ``i``); with
+    ``estimator`` (its name), the other columns are checked first
+    (:func:`~dask_ps.algorithms._base.check_numeric_columns`).
 
     Raises
     ------
     ValueError
-        A dask categorical column whose categories are unknown (``cat.as_known()`` first).
+        A dask categorical column whose categories are unknown (``cat.as_known()`` first);
+        with ``estimator``, columns that hold no numbers, named.
     """
+    if estimator is not None:
+        check_numeric_columns(frame, estimator, categories=True)
     out = {}
     for name, dtype in frame.dtypes.items():
         if str(dtype) != "category":

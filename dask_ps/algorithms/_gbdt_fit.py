@@ -345,7 +345,9 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     fit_id = dict(rows=int(n_train), features=int(mapper.n_features), outputs=int(T),
                   leaves=int(max_leaf_nodes), classes=None if classes is None else
                   [str(c) for c in classes], bins=hashlib.sha256(
-                      mapper.bin_upper.tobytes() + mapper.hist_offsets.tobytes()).hexdigest())
+                      mapper.bin_upper.tobytes() + mapper.hist_offsets.tobytes()).hexdigest(),
+                  # the eval losses kept for early stopping are of this eval set
+                  eval_rows=None if eval_data is None else int(eval_data.total_rows))
 
     def save_driver(clock: int) -> dict:
         """What a checkpoint at ``clock`` keeps of the driver: the trees and the state of
@@ -363,12 +365,12 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
             raise CheckpointFormatError("the checkpoint to resume from holds no trees: "
                                         "another estimator wrote it, or a GBDT fit of a "
                                         "dask_ps that did not keep them")
-        if saved["fit"] != fit_id:
-            diff = {k: (saved["fit"].get(k), v) for k, v in fit_id.items()
-                    if saved["fit"].get(k) != v}
+        diff = {k: (saved["fit"].get(k), v) for k, v in fit_id.items()
+                if saved["fit"].get(k) != v}  # .get: older checkpoints lack eval_rows
+        if diff:
             raise OptionError(f"resume: the checkpoint holds another fit, (theirs, this one's) "
-                              f"{diff}; resume with the same data, bins and max_leaf_nodes, "
-                              f"or use another checkpoint folder")
+                              f"{diff}; resume with the same data, eval_set, bins and "
+                              f"max_leaf_nodes, or use another checkpoint folder")
         if saved["rounds"] < clock:
             raise CheckpointFormatError(f"the checkpoint is at round {clock} but holds "
                                         f"{saved['rounds']} rounds of trees")

@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import scipy.sparse as sp
 
+from ..exceptions import DataError
 from . import _lda_kernels as kr
 from . import _lda_tokens as tk
 from ._lda_eval import doc_loglik, topic_loglik
@@ -54,11 +55,25 @@ TIMES = ("wait_s", "word_s", "push_s", "clock_s", "doc_s", "sample_s", "pull_s",
 
 
 def as_csr(value) -> sp.csr_matrix:
-    """A partition's documents as CSR (from scipy.sparse, ``sparse.COO`` or a dense array)."""
+    """A partition's documents as CSR (from scipy.sparse, ``sparse.COO``, a dense array or
+    a pandas DataFrame: a dask DataFrame's partition).
+
+    Raises
+    ------
+    DataError
+        A DataFrame with a missing count (NA or NaN), naming its column and row label.
+    """
     if sp.issparse(value):
         return value.tocsr()
     if hasattr(value, "to_scipy_sparse"):  # sparse.COO / GCXS
         return value.to_scipy_sparse().tocsr()
+    if hasattr(value, "columns") and hasattr(value, "isna"):  # nullable integers, booleans
+        missing = value.isna().to_numpy()
+        if missing.any():
+            i, j = np.argwhere(missing)[0]
+            raise DataError(f"LatentDirichletAllocation: X has a missing count in column "
+                            f"{value.columns[j]!r}, row {value.index[i]!r}")
+        value = value.to_numpy(dtype=np.float64)
     return sp.csr_matrix(np.asarray(value))
 
 

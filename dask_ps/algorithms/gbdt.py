@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import numbers
-from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,53 +22,21 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..model import PSModel
 from ..partitions.inputs import is_dask
-from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions, validate_data
+from ._base import (
+    COMMON_CONSTRAINTS,
+    Interval,
+    PSEstimator,
+    StrOptions,
+    check_numeric_columns,
+    validate_data,
+)
+from ._gbdt_booster import Booster
 from ._gbdt_data import categorical_indices, frame_categories, to_matrix
 from ._gbdt_fit import DIVERGENCE_ADVICE, eval_pair, one_shard, train, training_workers
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT
 from ._gbdt_tree import Ensemble
 
 __all__ = ["Booster", "GBDTClassifier", "GBDTRegressor"]
-
-
-class Booster(NamedTuple):
-    """A fitted ensemble as flat arrays (saved and loaded by :mod:`dask_ps.saving`).
-
-    Node arrays (n_nodes,) over all trees: ``feature`` (int32, -1 at leaves),
-    ``threshold`` (float64: ``x <= threshold`` goes left), ``threshold_bin`` (int32),
-    ``default_left`` (uint8: where NaN goes), ``is_cat`` (uint8), ``left``/``right``
-    (int32 absolute node indices, -1 at leaves), ``value`` (float64 leaf value, learning
-    rate included), ``gain`` (float64), ``count`` (float64 training rows), ``cat_start``
-    (int64), ``cat_len`` (int32) into ``cat_words`` (uint32 bitsets of the categories that
-    go left); per tree ``tree_start`` (int64 (n_trees + 1,)) and ``tree_class`` (int32);
-    ``base_score`` (float64 (n_outputs,)).
-    """
-
-    base_score: np.ndarray
-    tree_start: np.ndarray
-    tree_class: np.ndarray
-    feature: np.ndarray
-    threshold: np.ndarray
-    threshold_bin: np.ndarray
-    default_left: np.ndarray
-    is_cat: np.ndarray
-    left: np.ndarray
-    right: np.ndarray
-    value: np.ndarray
-    gain: np.ndarray
-    count: np.ndarray
-    cat_start: np.ndarray
-    cat_len: np.ndarray
-    cat_words: np.ndarray
-
-    @classmethod
-    def of(cls, ensemble: Ensemble) -> Booster:
-        f = ensemble.flat()
-        return cls(ensemble.base_score.copy(), **{k: f[k] for k in cls._fields[1:]})
-
-    def ensemble(self, n_features: int) -> Ensemble:
-        return Ensemble.from_flat(n_features, self.base_score.shape[0], self.base_score,
-                                  self._asdict())
 
 
 _DOC_PARAMS = """
@@ -144,8 +111,8 @@ _DOC_PARAMS = """
         task that lost its worker-local rows rebuilds them from its partition and the trees
         so far, so a lost worker costs the rounds since the last checkpoint.
     checkpoint_every, max_recoveries, resume, progress
-        As for :class:`~dask_ps.LogisticRegression` (rounds instead of epochs); a checkpoint
-        holds the trees: ``resume`` goes on from them (same data), or keeps the first rounds.
+        As for :class:`~dask_ps.LogisticRegression` (rounds, not epochs); a checkpoint holds
+        the trees: ``resume`` goes on from them (same data and eval_set), or keeps the first.
     callbacks : list of callable, optional
         ``cb(record) -> bool`` after every round; True stops the fit. With callbacks the
         fit runs one job per round (a few ms each).
@@ -213,8 +180,7 @@ class _GBDT(PSEstimator):
     _objective = ""
 
     _parameter_constraints = {
-        **{k: v for k, v in COMMON_CONSTRAINTS.items() if k not in ("consistency",
-                                                                      "staleness")},
+        **{k: v for k, v in COMMON_CONSTRAINTS.items() if k not in ("consistency", "staleness")},
         "n_estimators": [Interval(numbers.Integral, 1, None, closed="left")],
         "learning_rate": [Interval(numbers.Real, 0, None, closed="neither")],
         "max_leaf_nodes": [Interval(numbers.Integral, 2, None, closed="left")],
@@ -294,16 +260,15 @@ class _GBDT(PSEstimator):
         classify = isinstance(self, ClassifierMixin)
         if is_dask(X):
             if len(X.shape) != 2:
-                raise ValueError(f"Expected 2D array, got a dask collection of shape "
-                                 f"{X.shape}")
-            cats = frame_categories(X) if hasattr(X, "dtypes") else {}
+                raise ValueError(f"Expected 2D array, got a dask collection of shape {X.shape}")
+            cats = frame_categories(X, type(self).__name__) if hasattr(X, "dtypes") else {}
             if reset:
                 self.n_features_in_ = int(X.shape[1])
                 if hasattr(X, "columns"):
                     self.feature_names_in_ = np.asarray([str(c) for c in X.columns], object)
             return X, y, cats
         if hasattr(X, "dtypes") and hasattr(X, "columns") and frame_categories(X):
-            cats = frame_categories(X)
+            cats = frame_categories(X, type(self).__name__)
             if reset:
                 self.n_features_in_ = X.shape[1]
                 self.feature_names_in_ = np.asarray([str(c) for c in X.columns], object)
@@ -438,6 +403,7 @@ class _GBDT(PSEstimator):
     def _map(self, X, fn, ndim: int, width: int | None = None):
         """``fn(block)`` over the blocks of a dask ``X`` (lazily)."""
         if hasattr(X, "map_partitions"):
+            check_numeric_columns(X, type(self).__name__, categories=True)
             X = X.map_partitions(self._matrix_frame, meta=np.empty((0, 0)))
             X = X.to_dask_array() if hasattr(X, "to_dask_array") else X
             fn = functools.partial(fn, checked=True)

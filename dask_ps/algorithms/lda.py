@@ -19,10 +19,25 @@ from ..exceptions import DataError
 from ..model import PSModel
 from ..partitions import Partitions
 from ..partitions.inputs import broadcast_large, is_dask
-from ._base import COMMON_CONSTRAINTS, EpochLoop, Interval, PSEstimator, validate_data
+from ._base import (
+    COMMON_CONSTRAINTS,
+    EpochLoop,
+    Interval,
+    PSEstimator,
+    check_numeric_columns,
+    validate_data,
+)
 from ._lda_eval import fold_in, heldout_loglik
 from ._lda_kernels import MAX_MH
-from ._lda_steps import TABLE, TIMES, assignments_task, setup_task, table_counts, train_task
+from ._lda_steps import (
+    TABLE,
+    TIMES,
+    as_csr,
+    assignments_task,
+    setup_task,
+    table_counts,
+    train_task,
+)
 
 __all__ = ["LatentDirichletAllocation", "train"]
 
@@ -312,7 +327,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
 
     # -- input ------------------------------------------------------------------------
     def _documents(self, X, reset: bool, integers: bool | None = None):
-        """``X`` checked: a dask array as it is, anything else as a CSR of counts (integers
+        """``X`` checked: a dask collection as it is, anything else as a CSR of counts (integers
         when ``integers``, default ``reset``: training data)."""
         if isinstance(X, tuple):
             raise TypeError("X is a tuple: pass the document-term matrix alone (read_ldac, "
@@ -321,6 +336,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         if is_dask(X):
             if X.ndim != 2:
                 raise ValueError(f"X must be 2-D (documents x terms), got shape {X.shape}")
+            check_numeric_columns(X, type(self).__name__)  # a dask DataFrame's, named now
             if reset:
                 self.n_features_in_ = int(X.shape[1])
             elif X.shape[1] != self.n_features_in_:
@@ -345,9 +361,12 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         X : array-like or sparse matrix (n_documents, n_terms)
             Non-negative integer counts: NumPy, scipy.sparse, ``sparse.COO`` or a dask
             array (dense or CSR chunks, as :func:`dask_ps.io.read_ldac`,
-            :func:`~dask_ps.io.read_docword` and :func:`~dask_ps.io.read_text` return).
-            In-memory input is scattered to the workers once; a dask array is read once
-            where its chunks are computed. Empty documents are allowed (they add nothing).
+            :func:`~dask_ps.io.read_docword` and :func:`~dask_ps.io.read_text` return), or
+            a dask DataFrame of count columns (integers, nullable integers or booleans; a
+            missing count is a :class:`~dask_ps.exceptions.DataError` naming its column and
+            row). In-memory input is scattered to the workers once; a dask collection is
+            read once where its partitions are computed. Empty documents are allowed (they
+            add nothing).
         y : ignored
         vocabulary : sequence of str (n_terms,), optional
             The terms, kept as ``vocabulary_`` for :meth:`top_words`.
@@ -452,16 +471,20 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
 
         Parameters
         ----------
-        X : array-like, sparse matrix or dask array (n_documents, n_features)
+        X : array-like, sparse matrix, dask array or dask DataFrame (n_documents, n_features)
             Non-negative counts.
 
         Returns
         -------
-        ndarray (n_documents, n_components) float64, or a dask array for a dask ``X``
+        ndarray (n_documents, n_components) float64, or a dask array for a dask ``X`` (of
+        unknown row chunks for a DataFrame)
         """
         check_is_fitted(self)
         X = self._documents(X, reset=False)
         phi = self._phi()
+        if is_dask(X) and hasattr(X, "map_partitions"):  # a DataFrame: rows of unknown count
+            return X.map_partitions(_fold_in_block, *broadcast_large(phi, self.doc_topic_prior_),
+                                    self.max_doc_update_iter, meta=np.zeros((0, phi.shape[0])))
         if is_dask(X):
             return X.map_blocks(_fold_in_block, *broadcast_large(phi, self.doc_topic_prior_),
                                 self.max_doc_update_iter, dtype=np.float64,
@@ -474,7 +497,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         check_is_fitted(self)
         X = self._documents(X, reset=False)
         if is_dask(X):
-            X = sp.csr_matrix(X.compute())
+            X = as_csr(X.compute())
         theta = fold_in(self._phi(), X, self.doc_topic_prior_, self.max_doc_update_iter)
         return float(heldout_loglik(X.indptr.astype(np.int64), X.indices.astype(np.int32),
                                     X.data.astype(np.float64), theta,
@@ -491,7 +514,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         check_is_fitted(self)
         X = self._documents(X, reset=False)
         if is_dask(X):
-            X = sp.csr_matrix(X.compute())
+            X = as_csr(X.compute())
         n = float(X.sum())
         if n <= 0:
             raise ValueError("X holds no token: its perplexity is undefined")
@@ -528,8 +551,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
 
 
 def _fold_in_block(block, phi, alpha, n_iter):
-    return fold_in(phi, block.tocsr() if sp.issparse(block) else sp.csr_matrix(block),
-                   alpha, n_iter)
+    return fold_in(phi, as_csr(block), alpha, n_iter)
 
 
 def _check_counts(X: sp.csr_matrix, integers: bool = True) -> None:

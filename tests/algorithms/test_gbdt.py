@@ -2,6 +2,8 @@
 issue's targets and scikit-learn, the same trees for any cluster shape, the fitted API, and
 bad input (a model or a clear error, never a hang)."""
 
+import re
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -325,6 +327,36 @@ def test_dataframe_categories_split_by_category():
         GBDTClassifier(categorical_features=["nope"], client="local").fit(df, y)
     with pytest.raises(ValueError, match="other columns than at fit"):
         model.predict(df.rename(columns={"x": "w"}))
+
+
+def test_frame_columns_without_numbers_are_named_for_dask_frames_too():
+    """A dask frame's string or date column was read as it was and failed in a task (or an
+    interval column with a TypeError, a date column fitted silently): named before anything
+    is read, at fit and at predict; category columns of strings are GBDT's to split on."""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x": rng.normal(size=400),
+                       "shop": pd.Categorical(rng.choice(list("abc"), 400))})
+    y = (df.x > 0).astype(int)
+    ddf = dd.from_pandas(df, npartitions=2)
+    model = GBDTClassifier(n_estimators=3, max_leaf_nodes=7, client="local").fit(ddf, y.values)
+    for bad, what in ((df.assign(site=["u", "v"] * 200), r"'site' \(.*e\.g\. 'u'\)"),
+                      (df.assign(day=pd.date_range("2020-01-01", periods=400)),
+                       r"'day' \(datetime64")):
+        with pytest.raises(ValueError, match="GBDTClassifier: X has columns that hold no "
+                                             "numbers: " + what):
+            GBDTClassifier(n_estimators=3, client="local").fit(
+                dd.from_pandas(bad, npartitions=2), y.values)
+        # at predict: the fit's column names, one of them of strings or dates
+        with pytest.raises(ValueError, match="GBDTClassifier: .*" + re.sub(r"'\w+'", "'shop'",
+                                                                           what, count=1)):
+            model.predict_proba(dd.from_pandas(df.assign(shop=bad.iloc[:, -1]),
+                                               npartitions=2))
+    with pytest.raises(ValueError, match=r"'site' \("):  # a pandas frame with categories
+        GBDTClassifier(n_estimators=3, client="local").fit(df.assign(site=["u", "v"] * 200),
+                                                            y)
 
 
 @pytest.mark.timeout(120)

@@ -99,12 +99,23 @@ def test_resume_goes_on_from_the_checkpoint_with_the_same_trees(client2, tmp_pat
     assert fewer.n_estimators_ == 4 and grown == []
     np.testing.assert_array_equal(fewer.predict_proba(X),
                                   GBDTClassifier(n_estimators=4, **kw).fit(X, y).predict_proba(X))
-    # other data: a clear error, and the checkpoint is left as it was
+    # other data, or an eval set its eval losses are not of: a clear error, and the
+    # checkpoint is left as it was
     versions = sorted(os.listdir(ck))
     with pytest.raises(ValueError, match="the checkpoint holds another fit.*'rows'"):
         GBDTClassifier(n_estimators=8, checkpoint=ck, resume=True, **kw).fit(X[:2000],
                                                                                y[:2000])
+    with pytest.raises(ValueError, match=r"another fit.*'eval_rows': \(None, 500\)"):
+        GBDTClassifier(n_estimators=8, checkpoint=ck, resume=True, **kw).fit(
+            X, y, eval_set=[(X[:500], y[:500])])
     assert sorted(os.listdir(ck)) == versions
+    # with the same eval set: goes on, as a whole fit with it
+    ev, ck2 = [(X[:500], y[:500])], str(tmp_path / "ck2")
+    GBDTClassifier(n_estimators=3, checkpoint=ck2, **kw).fit(X, y, eval_set=ev)
+    resumed = GBDTClassifier(n_estimators=5, checkpoint=ck2, resume=True, **kw).fit(
+        X, y, eval_set=ev)
+    whole = GBDTClassifier(n_estimators=5, **kw).fit(X, y, eval_set=ev)
+    np.testing.assert_array_equal(resumed.predict_proba(X), whole.predict_proba(X))
 
 
 def test_bad_input_on_a_cluster_reads_as_in_process(client2):

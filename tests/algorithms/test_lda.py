@@ -142,6 +142,36 @@ def test_inputs_scipy_numpy_sparse_and_dask_agree():
     np.testing.assert_allclose(t.compute(), fit_local(X, max_iter=5).transform(X))
 
 
+def test_a_dask_dataframe_of_counts_fits_transforms_and_names_bad_columns():
+    """Integer, nullable-integer and boolean count columns fit as the same counts as an
+    array (nullable ones failed in scipy: "does not support dtype object"); transform,
+    score and perplexity take the frame too. A missing count names its column and row; a
+    column of strings is named before anything is read."""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    from dask_ps.exceptions import DataError
+
+    X, _ = planted(n_docs=40, seed=4)
+    df = pd.DataFrame(X.toarray(), columns=[f"w{j}" for j in range(X.shape[1])])
+    for frame in (df, df.astype("Int64"), (df > 0)):
+        dfd = dd.from_pandas(frame, npartitions=1)  # one partition: the same partitioning
+        model = fit_local(dfd, max_iter=5)
+        want = fit_local(sp.csr_matrix(frame.to_numpy(np.int64)), max_iter=5)
+        np.testing.assert_array_equal(model.components_, want.components_)
+        counts = frame.to_numpy(np.float64)
+        np.testing.assert_allclose(model.transform(dd.from_pandas(frame, npartitions=3))
+                                   .compute(), model.transform(counts))
+        assert model.score(dfd) == pytest.approx(model.score(counts))
+        assert model.perplexity(dfd) == pytest.approx(model.perplexity(counts))
+    holed = df.astype("Int64")
+    holed.iloc[7, 3] = pd.NA
+    with pytest.raises(DataError, match="missing count in column 'w3', row 7"):
+        fit_local(dd.from_pandas(holed, npartitions=2), max_iter=2)
+    with pytest.raises(ValueError, match=r"no numbers: 'w1' \(.*e\.g\. 'a'\)"):
+        fit_local(dd.from_pandas(df.assign(w1="a"), npartitions=2), max_iter=2)
+
+
 def test_readers_ldac_docword_text(tmp_path, data, client2):
     from dask_ps.io import read_docword, read_ldac, read_text
 

@@ -1,0 +1,52 @@
+"""A fitted GBDT ensemble as flat arrays: what an estimator keeps (``booster_``), and what
+:mod:`dask_ps.saving` saves and loads."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ._gbdt_tree import Ensemble
+
+__all__ = ["Booster"]
+
+
+class Booster(NamedTuple):
+    """A fitted ensemble as flat arrays (saved and loaded by :mod:`dask_ps.saving`).
+
+    Node arrays (n_nodes,) over all trees: ``feature`` (int32, -1 at leaves),
+    ``threshold`` (float64: ``x <= threshold`` goes left), ``threshold_bin`` (int32),
+    ``default_left`` (uint8: where NaN goes), ``is_cat`` (uint8), ``left``/``right``
+    (int32 absolute node indices, -1 at leaves), ``value`` (float64 leaf value, learning
+    rate included), ``gain`` (float64), ``count`` (float64 training rows), ``cat_start``
+    (int64), ``cat_len`` (int32) into ``cat_words`` (uint32 bitsets of the categories that
+    go left); per tree ``tree_start`` (int64 (n_trees + 1,)) and ``tree_class`` (int32);
+    ``base_score`` (float64 (n_outputs,)).
+    """
+
+    base_score: np.ndarray
+    tree_start: np.ndarray
+    tree_class: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    threshold_bin: np.ndarray
+    default_left: np.ndarray
+    is_cat: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    value: np.ndarray
+    gain: np.ndarray
+    count: np.ndarray
+    cat_start: np.ndarray
+    cat_len: np.ndarray
+    cat_words: np.ndarray
+
+    @classmethod
+    def of(cls, ensemble: Ensemble) -> Booster:
+        f = ensemble.flat()
+        return cls(ensemble.base_score.copy(), **{k: f[k] for k in cls._fields[1:]})
+
+    def ensemble(self, n_features: int) -> Ensemble:
+        return Ensemble.from_flat(n_features, self.base_score.shape[0], self.base_score,
+                                  self._asdict())
