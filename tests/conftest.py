@@ -10,6 +10,12 @@ modules share one group, so one private Slurm serves them all.
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +32,8 @@ def pytest_collection_modifyitems(config, items):
     hpc = REPO / "tests" / "hpc"
     for item in items:
         path = Path(item.path)
-        group = "hpc" if hpc in path.parents else str(path.relative_to(REPO))
+        group = "hpc" if hpc in path.parents else str(
+            path.relative_to(REPO) if REPO in path.parents else path)
         item.add_marker(pytest.mark.xdist_group(group))
 
 
@@ -60,18 +67,90 @@ def data():
     return path
 
 
+#: The worker processes of the live cluster fixtures: pid -> the file where each dumps its
+#: threads' stacks on SIGUSR1 (see :func:`pytest_timeout_set_timer`).
+_STACK_FILES: dict[int, Path] = {}
+#: Seconds before a test's timeout (at most half of it) when its workers' stacks are dumped.
+STACKS_LEAD = 15.0
+
+
 def _cluster_fixture(n_workers: int, threads: int, doc: str):
     @pytest.fixture(scope="module")
     def fixture():
         from distributed import Client, LocalCluster
 
+        def arm(folder):  # in each worker: its stacks to a file of its own on SIGUSR1
+            import faulthandler
+            import os
+            import signal
+
+            path = os.path.join(folder, f"stacks-{os.getpid()}.txt")
+            # appended: the driver empties the file before each dump (faulthandler keeps
+            # the file object alive)
+            faulthandler.register(signal.SIGUSR1, file=open(path, "a"), all_threads=True)
+            return os.getpid(), path
+
+        folder = tempfile.mkdtemp(prefix="dask-ps-stacks-")
         with LocalCluster(n_workers=n_workers, threads_per_worker=threads, processes=True,
                           dashboard_address=None, worker_dashboard_address=None) as cluster, \
                 Client(cluster) as client:
-            yield client
+            armed = dict(client.run(arm, folder).values())
+            _STACK_FILES.update((pid, Path(path)) for pid, path in armed.items())
+            try:
+                yield client
+            finally:
+                for pid in armed:
+                    _STACK_FILES.pop(pid, None)
+        shutil.rmtree(folder, ignore_errors=True)
 
     fixture.__doc__ = doc
     return fixture
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_timeout_set_timer(item, settings):
+    """A test that hangs on a cluster: pytest-timeout shows the driver's stacks only. Shortly
+    before the timeout, the live cluster fixtures' workers dump theirs too (faulthandler, on
+    SIGUSR1: it answers even when a worker's event loop or GIL is stuck), and they go to the
+    test's captured stderr. Returns None: pytest-timeout still sets its own timer."""
+    if not settings.timeout or settings.timeout <= 0:
+        return None
+    lead = min(STACKS_LEAD, settings.timeout / 2)
+    timer = threading.Timer(settings.timeout - lead, _dump_worker_stacks, (item.nodeid, lead))
+    timer.daemon = True
+    item.stash[_STACKS_TIMER] = timer
+    timer.start()
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_timeout_cancel_timer(item):
+    timer = item.stash.get(_STACKS_TIMER, None)
+    if timer is not None:
+        timer.cancel()
+    return None
+
+
+_STACKS_TIMER = pytest.StashKey[threading.Timer]()
+
+
+def _dump_worker_stacks(nodeid: str, lead: float) -> None:
+    files = dict(_STACK_FILES)
+    signalled = []
+    for pid, path in files.items():
+        try:
+            path.write_text("")
+            os.kill(pid, signal.SIGUSR1)
+            signalled.append(pid)
+        except OSError:  # the worker is gone (a test killed it)
+            continue
+    time.sleep(min(2.0, lead / 2))
+    out = [f"\n=== {nodeid}: {lead:g} s before its timeout, the stacks of the cluster "
+           f"fixtures' {len(signalled)} worker processes ==="]
+    for pid in signalled:
+        out.append(f"--- worker process {pid} ---\n" + files[pid].read_text()[-30_000:])
+    sys.stderr.write("\n".join(out) + "\n")
+    sys.stderr.flush()
 
 
 client2 = _cluster_fixture(2, 1, "2 worker processes x 1 thread.")
