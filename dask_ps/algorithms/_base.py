@@ -363,13 +363,20 @@ def _same_host(model: PSModel) -> bool:
     return hosts <= local
 
 
+#: A dask frame's columns are judged by the first of its first this many partitions that
+#: has rows (:func:`check_numeric_columns`).
+HEAD_PARTITIONS = 8
+
+
 def check_numeric_columns(X, estimator: str, categories: bool = False) -> None:
     """Refuse a data frame ``X`` (pandas or dask) with columns that hold no numbers, naming
     them; anything else passes.
 
-    Strings and objects are judged by their first 100 values (of a dask frame, those of its
-    first partition, computed once): numbers written as strings or objects pass, as
-    scikit-learn takes them.
+    Strings and objects are judged by their first 100 values (of a dask frame, those of the
+    first of its first :data:`HEAD_PARTITIONS` partitions that has rows, computed once):
+    numbers written as strings or objects pass, as scikit-learn takes them, and so do
+    missing values among them (NaN, None, ``pd.NA``); the example value named is the first
+    that is neither.
 
     Parameters
     ----------
@@ -395,7 +402,26 @@ def check_numeric_columns(X, estimator: str, categories: bool = False) -> None:
 
     @functools.cache
     def head():
-        return (X.partitions[0].compute() if hasattr(X, "npartitions") else X).iloc[:100]
+        if not hasattr(X, "npartitions"):
+            return X.iloc[:100]
+        for i in range(min(X.npartitions, HEAD_PARTITIONS)):  # the first with rows
+            part = X.partitions[i].compute()
+            if len(part):
+                break
+        return part.iloc[:100]
+
+    def first_bad(j):
+        """The first value of column ``j`` that is neither a number nor missing, or None."""
+        import pandas as pd
+
+        for v in head().iloc[:, j]:
+            try:
+                float(v)
+            except (TypeError, ValueError):
+                missing = pd.isna(v)  # an array for list values
+                if not (isinstance(missing, (bool, np.bool_)) and missing):
+                    return v
+        return None
 
     def numeric(j, dt) -> bool:
         if getattr(dt, "categories", None) is not None:  # a category column: its values'
@@ -406,18 +432,17 @@ def check_numeric_columns(X, estimator: str, categories: bool = False) -> None:
             return True
         if getattr(dt, "kind", "") != "O":  # dates, durations, complex, intervals...
             return False
-        try:  # strings or objects that are numbers (scikit-learn takes them)
-            np.asarray(head().iloc[:, j], dtype=np.float64)
-        except (TypeError, ValueError):
-            return False
-        return True
+        # strings or objects that are numbers (scikit-learn takes them), or missing
+        return first_bad(j) is None
 
     bad = [(j, name, dt) for j, (name, dt) in enumerate(dtypes.items()) if not numeric(j, dt)]
     if not bad:
         return
     said = []
     for j, name, dt in bad[:5]:
-        example = f", e.g. {head().iloc[0, j]!r}" if len(head()) else ""
+        value = first_bad(j) if getattr(dt, "kind", "") == "O" else \
+            (head().iloc[0, j] if len(head()) else None)
+        example = "" if value is None else f", e.g. {value!r}"
         said.append(f"{name!r} ({dt}{example})")
     more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
     raise ValueError(f"{estimator}: X has columns that hold no numbers: {', '.join(said)}{more}; "

@@ -365,8 +365,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
             raise CheckpointFormatError("the checkpoint to resume from holds no trees: "
                                         "another estimator wrote it, or a GBDT fit of a "
                                         "dask_ps that did not keep them")
-        diff = {k: (saved["fit"].get(k), v) for k, v in fit_id.items()
-                if saved["fit"].get(k) != v}  # .get: older checkpoints lack eval_rows
+        diff = fit_differences(saved, fit_id)
         if diff:
             raise OptionError(f"resume: the checkpoint holds another fit, (theirs, this one's) "
                               f"{diff}; resume with the same data, eval_set, bins and "
@@ -381,7 +380,9 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
         state["bounds"][clock] = saved["bound"]
         state["floors"][clock] = None if saved["floor"] is None else _unpacked(saved["floor"])
         state["eval_losses"][:] = saved["eval_losses"][:clock]
-        state["stopped"] = saved["stopped"]
+        # whether to stop is this fit's call (its early_stopping_rounds, maybe none), made
+        # again from the eval losses before the next round
+        state["stopped"] = False
         setup_shards()  # as after a recovery: the restored table's shards told their columns
 
     history = loop.run(rounds, on_recover=on_recover, driver_state=(save_driver, load_driver))
@@ -392,6 +393,19 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     hist_bytes = sum(h.get("hist_bytes", 0.0) for h in history)
     return FitResult(ensemble, mapper, classes, history, best_round,
                      hist_bytes / max(1, sum(1 for h in history if "loss" in h)))
+
+
+def fit_differences(saved: dict, fit_id: dict) -> dict:
+    """``{key: (the checkpoint's, this fit's)}`` where the fit a checkpoint's driver state
+    ``saved`` holds differs from this one's ``fit_id`` (empty: it may resume). A checkpoint
+    written before ``eval_rows`` was kept says only whether it had an eval set (its eval
+    losses): then that must match."""
+    theirs = dict(saved["fit"])
+    if "eval_rows" not in theirs:
+        had = bool(saved.get("eval_losses"))
+        theirs["eval_rows"] = fit_id.get("eval_rows") if had == (
+            fit_id.get("eval_rows") is not None) else ("an eval set" if had else None)
+    return {k: (theirs.get(k), v) for k, v in fit_id.items() if theirs.get(k) != v}
 
 
 def _packed(a: np.ndarray) -> dict:

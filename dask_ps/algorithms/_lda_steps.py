@@ -33,6 +33,7 @@ import scipy.sparse as sp
 from ..exceptions import DataError
 from . import _lda_kernels as kr
 from . import _lda_tokens as tk
+from ._base import check_numeric_columns
 from ._lda_eval import doc_loglik, topic_loglik
 from ._lda_table import (
     delta_entries,
@@ -62,12 +63,15 @@ def as_csr(value) -> sp.csr_matrix:
     ------
     DataError
         A DataFrame with a missing count (NA or NaN), naming its column and row label.
+    ValueError
+        A DataFrame with columns that hold no numbers, named.
     """
     if sp.issparse(value):
         return value.tocsr()
     if hasattr(value, "to_scipy_sparse"):  # sparse.COO / GCXS
         return value.to_scipy_sparse().tocsr()
     if hasattr(value, "columns") and hasattr(value, "isna"):  # nullable integers, booleans
+        check_numeric_columns(value, "LatentDirichletAllocation")  # strings named
         missing = value.isna().to_numpy()
         if missing.any():
             i, j = np.argwhere(missing)[0]

@@ -258,10 +258,10 @@ class _GBDT(PSEstimator):
         """``(X, y, categories)`` ready to partition: arrays checked by scikit-learn, a
         DataFrame with categorical columns kept as it is, dask collections as they are."""
         classify = isinstance(self, ClassifierMixin)
-        if is_dask(X):
+        if is_dask(X):  # a frame's columns first: an interval column breaks X.shape
+            cats = frame_categories(X, type(self).__name__) if hasattr(X, "columns") else {}
             if len(X.shape) != 2:
                 raise ValueError(f"Expected 2D array, got a dask collection of shape {X.shape}")
-            cats = frame_categories(X, type(self).__name__) if hasattr(X, "dtypes") else {}
             if reset:
                 self.n_features_in_ = int(X.shape[1])
                 if hasattr(X, "columns"):
@@ -403,7 +403,8 @@ class _GBDT(PSEstimator):
     def _map(self, X, fn, ndim: int, width: int | None = None):
         """``fn(block)`` over the blocks of a dask ``X`` (lazily)."""
         if hasattr(X, "map_partitions"):
-            check_numeric_columns(X, type(self).__name__, categories=True)
+            check_numeric_columns(X[[c for c in X.columns if str(c) not in self.categories_]],
+                                  type(self).__name__, categories=True)  # fit's: categories
             X = X.map_partitions(self._matrix_frame, meta=np.empty((0, 0)))
             X = X.to_dask_array() if hasattr(X, "to_dask_array") else X
             fn = functools.partial(fn, checked=True)

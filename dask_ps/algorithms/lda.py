@@ -498,6 +498,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         X = self._documents(X, reset=False)
         if is_dask(X):
             X = as_csr(X.compute())
+            _check_counts(X, integers=False)
         theta = fold_in(self._phi(), X, self.doc_topic_prior_, self.max_doc_update_iter)
         return float(heldout_loglik(X.indptr.astype(np.int64), X.indices.astype(np.int32),
                                     X.data.astype(np.float64), theta,
@@ -515,6 +516,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         X = self._documents(X, reset=False)
         if is_dask(X):
             X = as_csr(X.compute())
+            _check_counts(X, integers=False)
         n = float(X.sum())
         if n <= 0:
             raise ValueError("X holds no token: its perplexity is undefined")
@@ -551,15 +553,20 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
 
 
 def _fold_in_block(block, phi, alpha, n_iter):
-    return fold_in(phi, as_csr(block), alpha, n_iter)
+    block = as_csr(block)
+    _check_counts(block, integers=False)
+    return fold_in(phi, block, alpha, n_iter)
 
 
 def _check_counts(X: sp.csr_matrix, integers: bool = True) -> None:
-    """Raise ValueError naming the first document and term whose count is negative (or,
-    with ``integers``, not an integer)."""
+    """Raise ValueError naming the first document and term whose count is not finite, or
+    negative (or, with ``integers``, not an integer)."""
     data = X.data
-    bad = data < 0
-    what = "Negative values in data passed to LatentDirichletAllocation"
+    bad = ~np.isfinite(data)
+    what = "LatentDirichletAllocation needs finite counts"
+    if not bad.any():
+        bad = data < 0
+        what = "Negative values in data passed to LatentDirichletAllocation"
     if integers and not bad.any():
         bad = data != np.round(data)
         what = "LatentDirichletAllocation needs integer counts"

@@ -349,14 +349,22 @@ def test_frame_columns_without_numbers_are_named_for_dask_frames_too():
                                              "numbers: " + what):
             GBDTClassifier(n_estimators=3, client="local").fit(
                 dd.from_pandas(bad, npartitions=2), y.values)
-        # at predict: the fit's column names, one of them of strings or dates
-        with pytest.raises(ValueError, match="GBDTClassifier: .*" + re.sub(r"'\w+'", "'shop'",
+        # at predict: the fit's column names, its numeric one of strings or dates
+        with pytest.raises(ValueError, match="GBDTClassifier: .*" + re.sub(r"'\w+'", "'x'",
                                                                            what, count=1)):
-            model.predict_proba(dd.from_pandas(df.assign(shop=bad.iloc[:, -1]),
-                                               npartitions=2))
+            model.predict_proba(dd.from_pandas(df.assign(x=bad.iloc[:, -1]), npartitions=2))
     with pytest.raises(ValueError, match=r"'site' \("):  # a pandas frame with categories
         GBDTClassifier(n_estimators=3, client="local").fit(df.assign(site=["u", "v"] * 200),
                                                             y)
+    # a column categorical at fit may come as its values at predict (as before the check)
+    want = model.predict_proba(ddf).compute()
+    for values in (df.shop.astype(str), df.shop.astype(object)):
+        np.testing.assert_array_equal(model.predict_proba(dd.from_pandas(
+            df.assign(shop=values), npartitions=2)).compute(), want)
+    # an interval column: named too (dask's X.shape failed on it first)
+    with pytest.raises(ValueError, match=r"'iv' \(interval"):
+        GBDTClassifier(n_estimators=3, client="local").fit(
+            dd.from_pandas(df.assign(iv=pd.interval_range(0, 400)), npartitions=2), y.values)
 
 
 @pytest.mark.timeout(120)

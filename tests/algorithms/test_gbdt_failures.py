@@ -116,6 +116,28 @@ def test_resume_goes_on_from_the_checkpoint_with_the_same_trees(client2, tmp_pat
         X, y, eval_set=ev)
     whole = GBDTClassifier(n_estimators=5, **kw).fit(X, y, eval_set=ev)
     np.testing.assert_array_equal(resumed.predict_proba(X), whole.predict_proba(X))
+    # a checkpoint that stopped early goes on when this fit does not stop early
+    ck3 = str(tmp_path / "ck3")
+    stopped = GBDTClassifier(n_estimators=60, early_stopping_rounds=1, learning_rate=1.0,
+                             checkpoint=ck3, **kw).fit(X, y, eval_set=ev)
+    assert len(stopped.history_) < 60, "the fit did not stop early: no case"
+    again = GBDTClassifier(n_estimators=len(stopped.history_) + 3, learning_rate=1.0,
+                           checkpoint=ck3, resume=True, **kw).fit(X, y, eval_set=ev)
+    assert again.n_estimators_ == len(stopped.history_) + 3
+
+
+def test_a_checkpoint_from_before_eval_rows_resumes_with_an_eval_set_as_it_had():
+    """Checkpoints written before the fit id kept ``eval_rows`` tell whether they had an
+    eval set by their eval losses: the same presence resumes, another is refused."""
+    from dask_ps.algorithms._gbdt_fit import fit_differences
+
+    fit = dict(rows=100, bins="b")
+    for had, now in ((True, 50), (False, None), (True, None), (False, 50)):
+        saved = dict(fit=fit, eval_losses=[0.5, 0.4] if had else [])
+        diff = fit_differences(saved, dict(fit, eval_rows=now))
+        assert (diff == {}) == (had == (now is not None)), (had, now, diff)
+    assert fit_differences(dict(fit=dict(fit, eval_rows=50), eval_losses=[0.1]),
+                           dict(fit, eval_rows=40)) == {"eval_rows": (50, 40)}
 
 
 def test_bad_input_on_a_cluster_reads_as_in_process(client2):

@@ -170,6 +170,13 @@ def test_a_dask_dataframe_of_counts_fits_transforms_and_names_bad_columns():
         fit_local(dd.from_pandas(holed, npartitions=2), max_iter=2)
     with pytest.raises(ValueError, match=r"no numbers: 'w1' \(.*e\.g\. 'a'\)"):
         fit_local(dd.from_pandas(df.assign(w1="a"), npartitions=2), max_iter=2)
+    # a bad count after fit: refused by transform, score and perplexity as for arrays
+    for bad, what in ((-2, "Negative values"), (np.inf, "finite counts")):
+        worse = df.astype(float)
+        worse.iloc[5, 2] = bad
+        for call in (lambda d: model.transform(d).compute(), model.score, model.perplexity):
+            with pytest.raises(DataError, match=f"{what}.*term 2"):
+                call(dd.from_pandas(worse, npartitions=2))
 
 
 def test_readers_ldac_docword_text(tmp_path, data, client2):
