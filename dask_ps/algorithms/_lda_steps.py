@@ -28,8 +28,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import psutil
 import scipy.sparse as sp
 
+from .. import _compat
 from ..exceptions import DataError
 from . import _lda_kernels as kr
 from . import _lda_tokens as tk
@@ -90,12 +92,44 @@ def _tokens(part, cfg: dict) -> dict:
         if X.shape[1] != cfg["n_words"]:
             raise ValueError(f"partition {part.index} has {X.shape[1]} terms, the data "
                              f"{cfg['n_words']}")
+        _check_token_room(X, part.index, cfg["row_offsets"][part.index])
         doc_ptr, words = tk.tokens_from_counts(X.indptr, X.indices, X.data,
                                                first_row=cfg["row_offsets"][part.index])
         vocab, local = tk.local_vocabulary(words)
         st["word_ptr"], st["word_tok"] = tk.group_by_word(local, vocab.shape[0])
         st["vocab"], st["doc_ptr"] = vocab, doc_ptr
     return st
+
+
+#: Bytes that one token takes, at least, while a partition trains: its term (int32), its
+#: local term (int32), its place in word order (int64) and its sampler record (16-64 bytes).
+TOKEN_BYTES = 40
+
+
+def _check_token_room(X: sp.csr_matrix, index: int, first_row: int) -> None:
+    """Refuse a partition whose tokens could not fit in this worker's memory limit (or the
+    machine's memory outside a worker) before they are made: a count of 2^31 had the worker
+    killed after ~27 s, one of 2^40 a ``MemoryError`` of 4 TiB.
+
+    Raises
+    ------
+    DataError
+        Naming the partition, its tokens, the memory and its largest count's document and
+        term.
+    """
+    n = float(np.sum(X.data, dtype=np.float64))
+    worker = _compat.current_worker()
+    limit = (_compat.memory_limit(worker) if worker is not None else None) or \
+        psutil.virtual_memory().total
+    if not n * TOKEN_BYTES > limit:  # NaN counts: tokens_from_counts names them
+        return
+    j = int(np.argmax(X.data))
+    d = int(np.searchsorted(X.indptr, j, side="right")) - 1
+    raise DataError(f"LatentDirichletAllocation: partition {index} holds {n:.4g} tokens, "
+                    f"at least {n * TOKEN_BYTES / 2**30:.1f} GiB to train on, more than the "
+                    f"{limit / 2**30:.1f} GiB this process may use; its largest count is "
+                    f"{X.data[j]:.4g} (document {first_row + d}, term {int(X.indices[j])}): "
+                    f"check the counts, or split the documents into more partitions")
 
 
 def _new_sampler(st: dict, cfg: dict, seed: tuple) -> None:

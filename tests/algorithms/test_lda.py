@@ -16,6 +16,7 @@ from dask_ps.algorithms._base import EpochLoop
 from dask_ps.algorithms._lda_eval import heldout_split, perplexity
 from dask_ps.algorithms._lda_steps import TABLE, table_counts
 from dask_ps.algorithms.lda import assignments, train
+from dask_ps.exceptions import DataError
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -150,8 +151,6 @@ def test_a_dask_dataframe_of_counts_fits_transforms_and_names_bad_columns():
     import dask.dataframe as dd
     import pandas as pd
 
-    from dask_ps.exceptions import DataError
-
     X, _ = planted(n_docs=40, seed=4)
     df = pd.DataFrame(X.toarray(), columns=[f"w{j}" for j in range(X.shape[1])])
     for frame in (df, df.astype("Int64"), (df > 0)):
@@ -242,6 +241,17 @@ def test_bad_counts_name_the_document_and_term(client2):
     X = np.ones((8, 4))
     X[6, 1] = 2.5
     with pytest.raises(ValueError, match="document 6, term 1 has count 2.5"):
+        LatentDirichletAllocation(n_components=2, max_iter=2, client=client2,
+                                  progress=False).fit(da.from_array(X, chunks=(4, -1)))
+    # counts whose tokens cannot fit in memory: named before they are made (a worker was
+    # killed after ~27 s, or a MemoryError of 4 TiB)
+    X = np.ones((8, 4))
+    X[5, 3] = 2**40
+    with pytest.raises(DataError, match=r"partition \d holds 1.1e\+12 tokens.*document 5, "
+                                        r"term 3"):
+        fit_local(X)
+    X[5, 3] = 2**31 + 5
+    with pytest.raises(DataError, match=r"document 5, term 3\): check the counts"):
         LatentDirichletAllocation(n_components=2, max_iter=2, client=client2,
                                   progress=False).fit(da.from_array(X, chunks=(4, -1)))
     with pytest.raises(ValueError, match="no token"):
