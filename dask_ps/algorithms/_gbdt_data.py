@@ -95,7 +95,7 @@ def categorical_indices(spec, names: list, d: int, cats: dict) -> list | None:
     return sorted(set(idx) | {names.index(c) for c in cats})
 
 
-def _frame_matrix(df, categories: dict) -> np.ndarray:
+def _frame_matrix(df, categories: dict, row0: int = 0) -> np.ndarray:
     import pandas as pd
 
     out = np.empty((df.shape[0], df.shape[1]), np.float64)
@@ -115,8 +115,13 @@ def _frame_matrix(df, categories: dict) -> np.ndarray:
             out[:, j] = pd.to_numeric(col, errors="raise").to_numpy(dtype=np.float64,
                                                                      na_value=np.nan)
         except (ValueError, TypeError) as exc:
+            # the row in the whole X (pandas names a position in this partition)
+            bad = np.flatnonzero((pd.to_numeric(col, errors="coerce").isna()
+                                  & col.notna()).to_numpy())
+            where = (f"row {row0 + int(bad[0])} holds {col.iloc[int(bad[0])]!r}"
+                     if bad.shape[0] else str(exc))
             raise DataError(f"column {name!r} is neither numeric nor categorical "
-                            f"({col.dtype}): {exc}") from None
+                            f"({col.dtype}): {where}") from None
     return out
 
 
@@ -148,7 +153,7 @@ def to_matrix(X, categories: dict | None = None, row0: int = 0, name: str = "X")
     if hasattr(X, "iloc"):
         X = X.to_frame() if X.ndim == 1 else X
         columns = list(X.columns)
-        X = _frame_matrix(X, categories or {})
+        X = _frame_matrix(X, categories or {}, row0)
     elif sp.issparse(X) or hasattr(X, "to_scipy_sparse"):
         X = X.to_scipy_sparse() if hasattr(X, "to_scipy_sparse") else X
         X = sp.csr_matrix(X, dtype=np.float64)

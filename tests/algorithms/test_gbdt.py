@@ -13,6 +13,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostin
 from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 
 from dask_ps import GBDTClassifier, GBDTRegressor
+from dask_ps.exceptions import DataError
 from dask_ps.partitions import partition
 
 # generous: a hang guard only (the cluster tests take ~15 s each on an idle 2-core box, minutes
@@ -361,6 +362,13 @@ def test_frame_columns_without_numbers_are_named_for_dask_frames_too():
     for values in (df.shop.astype(str), df.shop.astype(object)):
         np.testing.assert_array_equal(model.predict_proba(dd.from_pandas(
             df.assign(shop=values), npartitions=2)).compute(), want)
+    # a string past the rows the check reads: the worker names its row in the whole X
+    late = df.assign(s=["1.5"] * 400)
+    late.loc[295, "s"] = "txt"
+    with pytest.raises(DataError, match=r"column 's' is neither numeric nor categorical "
+                                        r"\(.*\): row 295 holds 'txt'"):
+        GBDTClassifier(n_estimators=3, client="local").fit(dd.from_pandas(late, npartitions=2),
+                                                            y.values)
     # an interval column: named too (dask's X.shape failed on it first)
     with pytest.raises(ValueError, match=r"'iv' \(interval"):
         GBDTClassifier(n_estimators=3, client="local").fit(
