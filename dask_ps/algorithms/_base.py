@@ -437,6 +437,8 @@ def check_numeric_columns(X, estimator: str, categories: bool = False) -> None:
 
     bad = [(j, name, dt) for j, (name, dt) in enumerate(dtypes.items()) if not numeric(j, dt)]
     if not bad:
+        if not hasattr(X, "npartitions"):  # dask frames are read as floats, pd.NA as NaN
+            _check_na_objects(dtypes, head, estimator)
         return
     said = []
     for j, name, dt in bad[:5]:
@@ -449,6 +451,28 @@ def check_numeric_columns(X, estimator: str, categories: bool = False) -> None:
                      f"encode them as numbers first (category codes; GBDT also takes pandas "
                      f"'category' columns), hash them with dask_ps.io.encode_ctr, or drop "
                      f"them")
+
+
+def _check_na_objects(dtypes, head, estimator: str) -> None:
+    """Refuse ``pd.NA`` among the numbers of a pandas frame's string or object columns (of
+    the values :func:`check_numeric_columns` reads): scikit-learn's conversion to float
+    fails on it with a bare ``TypeError`` ("float() argument must be ... not 'NAType'"),
+    where NaN and None are read as missing values."""
+    import pandas as pd
+
+    said = []
+    for j, (name, dt) in enumerate(dtypes.items()):
+        if getattr(dt, "kind", "") != "O" or getattr(dt, "categories", None) is not None:
+            continue
+        column = head().iloc[:, j]
+        where = np.flatnonzero([v is pd.NA for v in column])
+        if where.shape[0]:
+            said.append(f"{name!r} ({dt}, row {column.index[where[0]]!r})")
+    if said:
+        raise ValueError(f"{estimator}: X has string or object columns whose missing values "
+                         f"are pd.NA, which cannot be read as numbers: {', '.join(said[:5])}; "
+                         f"convert them to floats first, e.g. X.astype({{name: 'Float64'}}) "
+                         f"(pd.NA then reads as NaN)")
 
 
 def validate_data(estimator, *args, **kwargs):

@@ -483,7 +483,8 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         X = self._documents(X, reset=False)
         phi = self._phi()
         if is_dask(X) and hasattr(X, "map_partitions"):  # a DataFrame: rows of unknown count
-            return X.map_partitions(_fold_in_block, *broadcast_large(phi, self.doc_topic_prior_),
+            return X.map_partitions(_fold_in_partition,
+                                    *broadcast_large(phi, self.doc_topic_prior_),
                                     self.max_doc_update_iter, meta=np.zeros((0, phi.shape[0])))
         if is_dask(X):
             return X.map_blocks(_fold_in_block, *broadcast_large(phi, self.doc_topic_prior_),
@@ -552,15 +553,30 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         return vocabulary[top]
 
 
-def _fold_in_block(block, phi, alpha, n_iter):
+def _fold_in_block(block, phi, alpha, n_iter, block_info=None):
+    """:func:`fold_in` of a dask array's block; a bad count is named by its row in the whole
+    array (``block_info``, given by ``map_blocks``)."""
+    first = block_info[0]["array-location"][0][0] if block_info else 0
     block = as_csr(block)
-    _check_counts(block, integers=False)
+    _check_counts(block, integers=False, first_row=first)
     return fold_in(phi, block, alpha, n_iter)
 
 
-def _check_counts(X: sp.csr_matrix, integers: bool = True) -> None:
-    """Raise ValueError naming the first document and term whose count is not finite, or
-    negative (or, with ``integers``, not an integer)."""
+def _fold_in_partition(part, phi, alpha, n_iter, partition_info=None):
+    """:func:`fold_in` of a dask DataFrame's partition; a bad count is named by its row in
+    the partition (``partition_info``, given by ``map_partitions``) and its index label."""
+    block = as_csr(part)
+    number = partition_info["number"] if partition_info else "?"
+    _check_counts(block, integers=False, index=part.index, partition=number)
+    return fold_in(phi, block, alpha, n_iter)
+
+
+def _check_counts(X: sp.csr_matrix, integers: bool = True, first_row: int = 0,
+                  index=None, partition=None) -> None:
+    """Raise DataError naming the first document and term whose count is not finite, or
+    negative (or, with ``integers``, not an integer). The document is named by its row plus
+    ``first_row``; with ``index`` (the pandas index of ``partition``, a dask DataFrame's
+    partition), by its row in that partition and its index label."""
     data = X.data
     bad = ~np.isfinite(data)
     what = "LatentDirichletAllocation needs finite counts"
@@ -573,5 +589,9 @@ def _check_counts(X: sp.csr_matrix, integers: bool = True) -> None:
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
         d = int(np.searchsorted(X.indptr, j, side="right")) - 1
-        raise DataError(f"{what}: document {d}, term {int(X.indices[j])} has count "
-                        f"{data[j]:g}")
+        label = ""
+        if index is not None:
+            name = index[d].item() if hasattr(index[d], "item") else index[d]
+            label = f" of partition {partition} (index {name!r})"
+        raise DataError(f"{what}: document {d + first_row}{label}, term "
+                        f"{int(X.indices[j])} has count {data[j]:g}")

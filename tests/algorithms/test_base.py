@@ -114,6 +114,18 @@ def test_a_frame_column_without_numbers_is_named(make):
     twice.columns = ["a", "a"]
     with pytest.raises(ValueError, match=r"'a' \(\w+, e\.g\. 'q'\)"):
         check_numeric_columns(twice, "x")
+    # pd.NA among the numbers of a pandas string or object column: named (scikit-learn's
+    # conversion raised a bare TypeError: "... not 'NAType'"); NaN and None pass, and so
+    # does a dask frame's pd.NA (read as NaN there)
+    holed = pd.DataFrame({"a": np.arange(40.0), "s": pd.array(["1.5", pd.NA] * 20,
+                                                                dtype="string"),
+                          "o": pd.Series([2.0, pd.NA] * 20, dtype=object)})
+    with pytest.raises(ValueError, match=r"pd\.NA.*'s' \(string, row 1\), 'o' \(object, "
+                                         r"row 1\).*Float64"):
+        make().fit(holed, y)
+    check_numeric_columns(holed.assign(o=pd.Series([2.0, None] * 20, dtype=object),
+                                       s=pd.array(["1.5", "2"] * 20, dtype="string")), "x")
+    check_numeric_columns(dd.from_pandas(holed, npartitions=2), "x")
 
 
 def test_divergence_names_the_epoch_and_the_fix():

@@ -148,6 +148,7 @@ def test_a_dask_dataframe_of_counts_fits_transforms_and_names_bad_columns():
     array (nullable ones failed in scipy: "does not support dtype object"); transform,
     score and perplexity take the frame too. A missing count names its column and row; a
     column of strings is named before anything is read."""
+    import dask.array as da
     import dask.dataframe as dd
     import pandas as pd
 
@@ -172,10 +173,18 @@ def test_a_dask_dataframe_of_counts_fits_transforms_and_names_bad_columns():
     # a bad count after fit: refused by transform, score and perplexity as for arrays
     for bad, what in ((-2, "Negative values"), (np.inf, "finite counts")):
         worse = df.astype(float)
-        worse.iloc[5, 2] = bad
+        worse.iloc[25, 2] = bad
         for call in (lambda d: model.transform(d).compute(), model.score, model.perplexity):
             with pytest.raises(DataError, match=f"{what}.*term 2"):
                 call(dd.from_pandas(worse, npartitions=2))
+    # transform names the document in the whole input: its row in the array, its row in
+    # the frame's partition and its index label (it named the row inside the block)
+    worse = df.astype(float).set_axis(df.index + 1000)
+    worse.iloc[25, 2] = -2
+    with pytest.raises(DataError, match="document 25, term 2 has count -2"):
+        model.transform(da.from_array(worse.to_numpy(), chunks=(10, -1))).compute()
+    with pytest.raises(DataError, match=r"document 5 of partition 1 \(index 1025\), term 2"):
+        model.transform(dd.from_pandas(worse, npartitions=2)).compute()
 
 
 def test_readers_ldac_docword_text(tmp_path, data, client2):
