@@ -67,9 +67,9 @@ def data():
     return path
 
 
-#: The worker processes of the live cluster fixtures: pid -> the file where each dumps its
-#: threads' stacks on SIGUSR1 (see :func:`pytest_timeout_set_timer`).
-_STACK_FILES: dict[int, Path] = {}
+#: The folders of the live cluster fixtures, where each of their worker processes dumps its
+#: threads' stacks on SIGUSR1, to ``stacks-<pid>.txt`` (see :func:`pytest_timeout_set_timer`).
+_STACK_FOLDERS: set[Path] = set()
 #: Seconds before a test's timeout (at most half of it) when its workers' stacks are dumped.
 STACKS_LEAD = 15.0
 
@@ -78,29 +78,36 @@ def _cluster_fixture(n_workers: int, threads: int, doc: str):
     @pytest.fixture(scope="module")
     def fixture():
         from distributed import Client, LocalCluster
+        from distributed.diagnostics.plugin import WorkerPlugin
 
-        def arm(folder):  # in each worker: its stacks to a file of its own on SIGUSR1
-            import faulthandler
-            import os
-            import signal
+        class ArmStacks(WorkerPlugin):  # defined here: pickled by value for the workers
+            """In each worker, also one a nanny starts later (a restart): its stacks to a
+            file of its own on SIGUSR1."""
 
-            path = os.path.join(folder, f"stacks-{os.getpid()}.txt")
-            # appended: the driver empties the file before each dump (faulthandler keeps
-            # the file object alive)
-            faulthandler.register(signal.SIGUSR1, file=open(path, "a"), all_threads=True)
-            return os.getpid(), path
+            def __init__(self, folder):
+                self.folder = folder
 
-        folder = tempfile.mkdtemp(prefix="dask-ps-stacks-")
+            def setup(self, worker):
+                import faulthandler
+                import os
+                import signal
+
+                path = os.path.join(self.folder, f"stacks-{os.getpid()}.txt")
+                # appended: the driver empties the file before each dump (faulthandler
+                # keeps the file object alive)
+                faulthandler.register(signal.SIGUSR1, file=open(path, "a"),
+                                      all_threads=True)
+
+        folder = Path(tempfile.mkdtemp(prefix="dask-ps-stacks-"))
         with LocalCluster(n_workers=n_workers, threads_per_worker=threads, processes=True,
                           dashboard_address=None, worker_dashboard_address=None) as cluster, \
                 Client(cluster) as client:
-            armed = dict(client.run(arm, folder).values())
-            _STACK_FILES.update((pid, Path(path)) for pid, path in armed.items())
+            client.register_plugin(ArmStacks(str(folder)), name="dask-ps-stacks")
+            _STACK_FOLDERS.add(folder)
             try:
                 yield client
             finally:
-                for pid in armed:
-                    _STACK_FILES.pop(pid, None)
+                _STACK_FOLDERS.discard(folder)
         shutil.rmtree(folder, ignore_errors=True)
 
     fixture.__doc__ = doc
@@ -135,20 +142,23 @@ _STACKS_TIMER = pytest.StashKey[threading.Timer]()
 
 
 def _dump_worker_stacks(nodeid: str, lead: float) -> None:
-    files = dict(_STACK_FILES)
     signalled = []
-    for pid, path in files.items():
-        try:
-            path.write_text("")
-            os.kill(pid, signal.SIGUSR1)
-            signalled.append(pid)
-        except OSError:  # the worker is gone (a test killed it)
-            continue
+    for folder in list(_STACK_FOLDERS):
+        for path in sorted(folder.glob("stacks-*.txt")):
+            pid = int(path.stem.split("-")[1])
+            try:
+                path.write_text("")
+                os.kill(pid, signal.SIGUSR1)
+                signalled.append((pid, path))
+            except ProcessLookupError:  # a worker gone (a test killed it, or a restart)
+                path.unlink(missing_ok=True)
+            except OSError:
+                continue
     time.sleep(min(2.0, lead / 2))
     out = [f"\n=== {nodeid}: {lead:g} s before its timeout, the stacks of the cluster "
            f"fixtures' {len(signalled)} worker processes ==="]
-    for pid in signalled:
-        out.append(f"--- worker process {pid} ---\n" + files[pid].read_text()[-30_000:])
+    for pid, path in signalled:
+        out.append(f"--- worker process {pid} ---\n" + path.read_text()[-30_000:])
     sys.stderr.write("\n".join(out) + "\n")
     sys.stderr.flush()
 

@@ -11,7 +11,8 @@ from conftest import REPO
 def test_a_hung_test_shows_its_workers_stacks(tmp_path):
     """The suite's conftest, as a plugin of a pytest run of one test stuck in a worker task:
     shortly before pytest-timeout fails it, each worker of the cluster fixture dumped every
-    thread's stack into the test's captured stderr, the stuck function among them."""
+    thread's stack into the test's captured stderr, the stuck function among them. The
+    worker stuck is one the nanny started again (a restart): it was armed too."""
     (tmp_path / "test_stuck.py").write_text(textwrap.dedent("""
         import time
 
@@ -22,8 +23,9 @@ def test_a_hung_test_shows_its_workers_stacks(tmp_path):
             time.sleep(120)
 
 
-        @pytest.mark.timeout(40)  # the dump at 25 s: the cluster is up by then, even busy
+        @pytest.mark.timeout(60)  # the dump at 45 s: the cluster is up by then, even busy
         def test_stuck(client1):
+            client1.restart()
             client1.submit(stuck_in_a_worker, pure=False).result()
     """))
     proc = subprocess.run(
