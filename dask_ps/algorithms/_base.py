@@ -161,7 +161,10 @@ class EpochLoop:
     checkpoint_every : int, default 1
     max_recoveries : int, default 3
     resume : bool, default False
-        Continue from the newest complete version of ``checkpoint`` when there is one.
+        Continue from the newest complete version of ``checkpoint`` when there is one; a
+        checkpoint whose tables are not this fit's (another feature count, rank, number of
+        topics...) is refused with an :class:`~dask_ps.exceptions.OptionError` before
+        anything is restored.
     progress : bool, optional
         Progress bar; default when interactive.
     callbacks : list of callable, optional

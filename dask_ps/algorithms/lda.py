@@ -221,7 +221,9 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         Continue from the newest complete version of ``checkpoint``: the table is
         restored, each token's topic drawn anew from its counts (a checkpoint holds counts,
         not assignments; the draw of :meth:`partial_fit`), and the iterations after the
-        saved one run.
+        saved one run. A checkpoint of another vocabulary size or number of topics is
+        refused with an :class:`~dask_ps.exceptions.OptionError` before anything is
+        restored.
     max_recoveries : int, default 3
         A lost worker or shard is recovered without a checkpoint: the word–topic table is
         rebuilt from the workers' assignments (documents whose assignments were lost draw

@@ -302,6 +302,22 @@ def table_attrs(spec: TableSpec, index: int, n_keys: int, rows_per_chunk: int) -
     )
 
 
+def spec_differences(spec: TableSpec, t: dict) -> dict:
+    """``{what: (the checkpoint's, the spec's)}`` where table description ``t`` (see
+    :func:`table_attrs`) holds another table than ``spec``: rows (of a range table),
+    columns, dtype, partitioner, update rule or the optimizer state it keeps. Empty when
+    the checkpoint's rows fit the table (hyper-parameters such as the learning rate, the
+    init and the number of shards may differ)."""
+    mine = table_attrs(spec, 0, 0, 1)
+    theirs = dict(rows=t["n_rows"], columns=None if t["vector"] else t["ncols"],
+                  dtype=np.dtype(t["dtype"]).name, partitioner=t["partitioner"]["name"],
+                  optimizer=t["optimizer"]["name"], slots=sorted(t.get("slots", {})))
+    ours = dict(rows=mine["n_rows"], columns=None if mine["vector"] else mine["ncols"],
+                dtype=spec.dtype.name, partitioner=mine["partitioner"]["name"],
+                optimizer=mine["optimizer"]["name"], slots=sorted(mine["slots"]))
+    return {k: (theirs[k], v) for k, v in ours.items() if theirs[k] != v}
+
+
 def spec_from_attrs(t: dict, n_shards: int) -> TableSpec:
     """Rebuild a table's spec, for ``n_shards`` shards, from its JSON description.
 

@@ -29,7 +29,13 @@ import warnings
 from typing import Callable
 
 from ..diagnostics.events import log_checkpoint, log_recovery
-from ..exceptions import NoShardWorkerError, RecoveryError, ShardUnavailableError, WorkerLostError
+from ..exceptions import (
+    NoShardWorkerError,
+    OptionError,
+    RecoveryError,
+    ShardUnavailableError,
+    WorkerLostError,
+)
 from . import connection, placement
 from . import format as ck
 
@@ -53,6 +59,36 @@ def _wait_for_departure(model, exc: BaseException, limit: float) -> None:
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline and address in placement.live_workers(model):
         time.sleep(0.2)
+
+
+def check_resumable(model, info: ck.CheckpointInfo) -> None:
+    """Refuse to resume ``model``'s fit from checkpoint ``info`` when it holds other tables
+    than the fit made: another set of tables, or a table of other rows, columns, dtype,
+    partitioner or update rule (another feature count, rank, number of topics or classes,
+    solver...). Checked before anything is restored: the model and the checkpoint are left
+    as they are.
+
+    Raises
+    ------
+    OptionError
+        Naming the checkpoint, each table that differs and how (the checkpoint's, this
+        fit's).
+    """
+    tables = info.attrs.get("tables", {})
+    said = []
+    extra, missing = sorted(set(tables) - set(model.specs)), sorted(set(model.specs) - set(tables))
+    if extra or missing:
+        said.append(f"tables {sorted(tables)} (this fit's: {sorted(model.specs)})")
+    for name, spec in model.specs.items():
+        if name in tables:
+            diff = ck.spec_differences(spec, tables[name])
+            if diff:
+                said.append(f"table {name!r}: " + ", ".join(
+                    f"{k} {a!r} (this fit's: {b!r})" for k, (a, b) in diff.items()))
+    if said:
+        raise OptionError(f"resume: checkpoint {info.url!r} version {info.version} holds "
+                          f"another fit: {'; '.join(said)}; resume with the same data and "
+                          f"parameters, or use another checkpoint folder")
 
 
 def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
@@ -88,7 +124,9 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         previous one.
     resume : bool, default False
         Start from the newest complete version of ``checkpoint``, if there is one: its
-        tables, its clock and its results of the clocks before.
+        tables, its clock and its results of the clocks before; an
+        :class:`~dask_ps.exceptions.OptionError` when its tables are not the model's (see
+        :func:`check_resumable`).
     keep : int or None, default 2
         Complete versions of this run kept (older ones pruned); versions that were in
         ``checkpoint`` before the run are never deleted.
@@ -147,7 +185,9 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
     last = None
     clock = 0
     if resume and checkpoint is not None and ck.list_versions(checkpoint)[0]:
-        last = model.restore(checkpoint)
+        last = ck.latest(checkpoint)
+        check_resumable(model, last)
+        last = model.restore(last)
         clock = min(last.clock, n_clocks)
         kept = list(last.attrs.get("extra", {}).get("results", []))[:clock]
         results[:] = kept + [None] * (clock - len(kept))

@@ -235,6 +235,47 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
     assert [h["epoch"] for h in resumed.history_] == [1, 2, 3, 4]
 
 
+def test_resume_refuses_a_checkpoint_of_another_fit_before_restoring(tmp_path):
+    """Another feature count, number of classes, rank or number of topics: the checkpoint's
+    tables are not this fit's. Refused, naming the table and how it differs, before anything
+    is restored or saved (MatrixFactorization at another rank had its kernels write past
+    the restored table's rows: a double free; LogisticRegression an IndexError; LDA a key
+    outside its table)."""
+    from dask_ps import LatentDirichletAllocation, MatrixFactorization
+    from dask_ps.model import format as ck
+
+    X, y = _data(LogisticRegression())
+    url = str(tmp_path / "lr")
+    kw = dict(client="local", random_state=0, checkpoint=url, resume=True)
+    LogisticRegression(max_iter=2, **kw).fit(X, y)
+    versions = ck.list_versions(url)
+    with pytest.raises(ValueError, match=r"holds another fit: table 'w': rows 21 "
+                                         r"\(this fit's: 11\)"):
+        LogisticRegression(max_iter=4, **kw).fit(X[:, :10], y)
+    with pytest.raises(ValueError, match=r"table 'w': columns"):
+        LogisticRegression(max_iter=4, **kw).fit(X, np.arange(len(y)) % 3)
+    assert ck.list_versions(url) == versions  # nothing saved
+    resumed = LogisticRegression(max_iter=4, **kw).fit(X, y)  # the same fit still resumes
+    assert [h["epoch"] for h in resumed.history_] == [1, 2, 3, 4]
+
+    rng = np.random.default_rng(0)
+    triples = np.column_stack([rng.integers(0, 30, 400), rng.integers(0, 20, 400),
+                               rng.uniform(1, 5, 400)])
+    mkw = dict(client="local", random_state=0, checkpoint=str(tmp_path / "mf"), resume=True,
+               max_iter=2)
+    MatrixFactorization(rank=4, **mkw).fit(triples)
+    with pytest.raises(ValueError, match=r"table '(user|item)': columns 5 \(this fit's: 9\)"):
+        MatrixFactorization(rank=8, **mkw).fit(triples)
+
+    counts = sp.random(40, 30, density=0.2, random_state=0, format="csr")
+    counts.data = np.ceil(counts.data * 5)
+    lkw = dict(client="local", random_state=0, checkpoint=str(tmp_path / "lda"), resume=True,
+               max_iter=2)
+    LatentDirichletAllocation(n_components=3, **lkw).fit(counts)
+    with pytest.raises(ValueError, match=r"table 'nwk': rows"):
+        LatentDirichletAllocation(n_components=5, **lkw).fit(counts)
+
+
 def test_every_public_name_is_documented():
     for name in dask_ps.__all__:
         obj = getattr(dask_ps, name)
