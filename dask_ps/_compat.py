@@ -74,7 +74,12 @@ async def actor_execute(rpc, address: str, key: str, function: str, args: list) 
 def scheduler_workers(client) -> dict[str, dict]:
     """The scheduler's record of every worker, asked now (the scheduler's ``identity``
     handler with ``n_workers=-1``)."""
-    return dict(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+    return client.sync(scheduler_workers_async, client)
+
+
+async def scheduler_workers_async(client) -> dict[str, dict]:
+    """:func:`scheduler_workers` on the client's loop."""
+    return dict((await client.scheduler.identity(n_workers=-1))["workers"])
 
 
 def worker_store(worker):

@@ -109,7 +109,14 @@ def _transport(model: PSModel, address: str) -> Transport:
         rpc = client.rpc
     else:
         rpc = functools.partial(_compat.ProxyRPC(), client.scheduler)
-    return Transport(model.shards, client.loop.asyncio_loop, {}, rpc, model.timeout)
+    async def alive(address: str) -> bool:
+        try:
+            return address in await _compat.scheduler_workers_async(client)
+        except Exception:  # the scheduler is unreachable: let the call's timeout decide
+            return True
+
+    return Transport(model.shards, client.loop.asyncio_loop, {}, rpc, model.timeout,
+                     alive=alive)
 
 
 def call_all(model: PSModel, method: str, *args, **kwargs) -> list:

@@ -35,6 +35,11 @@ from .partition import with_keys
 __all__ = ["ShardRef", "Shipped", "Transport", "local_loop", "packed", "unship"]
 
 
+#: Seconds a call through Dask's RPC waits before it asks whether the shard's worker is
+#: still in the cluster (and between two such questions).
+WATCH_SECONDS = 1.0
+
+
 def packed(obj) -> Serialized:
     """``obj`` as one pickle (protocol 5: NumPy buffers travel as their own frames, not
     copied), ready for Dask's comms.
@@ -89,13 +94,20 @@ class Transport:
         Seconds before a call is declared failed.
     channels : bool
         Reach remote shards through their channels where they have one.
+    alive : coroutine function, optional
+        ``await alive(address) -> bool``: whether a worker is still in the cluster. A call
+        through ``rpc`` that has not been answered after :data:`WATCH_SECONDS` asks it, and
+        again every :data:`WATCH_SECONDS`: a shard whose worker left then fails at once
+        instead of at the timeout (Dask's connect retries a dead address until then).
     """
 
-    def __init__(self, shards, loop, local, rpc, timeout: float, channels: bool = False) -> None:
+    def __init__(self, shards, loop, local, rpc, timeout: float, channels: bool = False,
+                 alive=None) -> None:
         self.shards = list(shards)
         self.loop = loop
         self.local = dict(local)
         self._rpc = rpc
+        self._alive = alive
         self.timeout = timeout
         remote = [r for r in self.shards
                   if channels and r.channel is not None and r.index not in self.local]
@@ -137,20 +149,39 @@ class Transport:
                 if channel is not None:
                     status, result = await channel.call(method, args, kwargs)
                 else:
-                    resp = await self._rpc(ref.address).actor_execute(
+                    resp = await self._watched(s, method, self._rpc(ref.address).actor_execute(
                         actor=ref.key, function="dispatch",
-                        args=[packed((method, args, kwargs))], kwargs={})
+                        args=[packed((method, args, kwargs))], kwargs={}))
                     status = resp["status"]
                     result = resp["result" if status == "OK" else "exception"]
                     if isinstance(result, Serialized):  # in-process comms pass it through
                         result = deserialize(result.header, result.frames)
         except TimeoutError:  # before OSError, its base class
             raise self._unavailable(s, method, timeout, TimeoutError()) from None
+        except ShardUnavailableError:  # its worker left (_watched): an OSError already
+            raise
         except (OSError, CommClosedError) as exc:
             raise ShardUnavailableError(s, ref.address, f"{method} failed: {exc!r}") from exc
         if status == "OK":
             return result
         raise result
+
+    async def _watched(self, s: int, method: str, call):
+        """Await ``call`` to shard ``s``, failing at once if its worker leaves the cluster
+        (see ``alive``)."""
+        if self._alive is None:
+            return await call
+        task = asyncio.ensure_future(call)
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=WATCH_SECONDS)
+            if done:
+                return task.result()
+            address = self.shards[s].address
+            if not await self._alive(address):
+                task.cancel()
+                raise ShardUnavailableError(s, address, f"{method}: its worker left the "
+                                                        f"cluster (PSModel.recover restores "
+                                                        f"its shards from a checkpoint)")
 
     async def call_all(self, method: str, *args, **kwargs) -> list:
         """The same call on every shard, concurrently; results in shard order."""

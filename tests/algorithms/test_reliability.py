@@ -49,6 +49,35 @@ def test_a_default_fit_survives_a_killed_shard_worker(client3):
     client3.wait_for_workers(3, timeout=120)  # the nanny restarts it for the next test
 
 
+def test_a_call_to_a_shard_whose_worker_left_fails_at_once(client3):
+    """The driver's calls go through Dask's RPC, whose connect retried the dead address
+    until the model's timeout (a pull and a run each waited 25 s at timeout=20, with
+    'got no answer'). They now ask the scheduler after 1 s whether the worker is still
+    there, and fail saying it left and how to recover."""
+    import time
+
+    from dask_ps.exceptions import ShardUnavailableError
+
+    model = PSModel(client3, n_shards=3, timeout=120)
+    model.add_table("w", (30,))
+    victim = model.shards[1].address
+    os.kill(client3.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while model.lost_shards() != [1] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert model.lost_shards() == [1]
+    for call in (lambda: model.pull("w", [15]), lambda: model.run(lambda ps, i: ps.clock(),
+                                                                   range(1))):
+        t0 = time.monotonic()
+        with pytest.raises(ShardUnavailableError, match=r"shard 1 .*its worker left the "
+                                                        r"cluster.*PSModel\.recover"):
+            call()
+        assert time.monotonic() - t0 < 60  # not the 120 s timeout (~1 s here)
+    np.testing.assert_array_equal(model.pull("w", [0, 29]), [0, 0])  # the others answer
+    model.close()
+    client3.wait_for_workers(3, timeout=120)  # the nanny restarts it for the next test
+
+
 @pytest.mark.parametrize("bad, message", [
     (lambda X, y: (X[:, 0], y), r"Expected 2D array"),
     (lambda X, y: (X, y.reshape(-1, 1)[:, [0, 0]]), r"y should be a 1d array"),
