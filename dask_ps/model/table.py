@@ -98,17 +98,54 @@ class Table:
         """Overwrite a dense table's values (and optimizer state) with arrays of
         :meth:`state`'s shapes, bypassing the update rule (warm starts, restores).
 
+        Everything is checked before any shard is written: a refused call leaves the table
+        as it was.
+
+        Parameters
+        ----------
+        values : array-like (n_rows, ncols), or (n_rows,) for a vector table
+            Finite values.
+        slots : dict of str to array-like (n_rows, width), optional
+            State arrays of the table's update rule, by the names :meth:`state` returns
+            (those not given are left as they are).
+
         Raises
         ------
         ValueError
-            For a sparse table or arrays of the wrong shape.
+            For a sparse table; values or a slot of another shape, or not finite; a slot
+            name the update rule does not keep (naming the ones it does).
         """
         if self.spec.sparse:
             raise ValueError(f"table {self.name!r} is sparse: set_state() covers dense tables")
-        values = np.asarray(values, dtype=self.spec.dtype).reshape(self.spec.n_rows, -1)
-        if values.shape[1] != self.spec.ncols:
-            raise ValueError(f"table {self.name!r}: values must have {self.spec.ncols} columns")
-        self.map(_assign_state, values, slots or {})
+        ncols = self.spec.ncols
+        values = self._state_array("values", values, ncols, self.spec.dtype)
+        layout = self.spec.optimizer.slot_layout(ncols, self.spec.dtype)
+        unknown = sorted(set(slots or {}) - set(layout))
+        if unknown:
+            raise ValueError(f"table {self.name!r}: the {self.spec.optimizer.name!r} update "
+                             f"rule keeps no slot {unknown}; its slots: {sorted(layout)}")
+        slots = {k: self._state_array(f"slot {k!r}", v, layout[k][0], layout[k][1])
+                 for k, v in (slots or {}).items()}
+        self.map(_assign_state, values, slots)
+
+    def _state_array(self, what: str, arr, width: int, dtype) -> np.ndarray:
+        """``arr`` as (n_rows, width) of ``dtype`` for :meth:`set_state`, or ValueError."""
+        arr = np.asarray(arr)
+        n = self.spec.n_rows
+        if not (arr.shape == (n, width) or (width == 1 and arr.shape == (n,))):
+            want = f"({n}, {width})" + (f" or ({n},)" if width == 1 else "")
+            raise ValueError(f"table {self.name!r}: {what} must have shape {want}, got "
+                             f"{arr.shape}")
+        if arr.dtype.kind not in "biuf":
+            raise ValueError(f"table {self.name!r}: {what} must be numbers, got {arr.dtype}")
+        out = arr.astype(dtype, copy=False).reshape(n, width)
+        if out.dtype.kind == "f":
+            bad = ~np.isfinite(out)
+            if bad.any():
+                r, c = np.argwhere(bad)[0]
+                raise ValueError(f"table {self.name!r}: {what} at row {r}, column {c} is "
+                                 f"{out[r, c]} (not finite, or beyond {out.dtype})")
+        return out
 
     @property
     def n_keys(self) -> int:

@@ -121,6 +121,36 @@ def test_server_side_reduce_equals_numpy(any_client):
         np.testing.assert_allclose(model.pull("w"), 2 * full)
 
 
+def test_set_state_round_trips_state_and_refuses_bad_arrays_before_writing(any_client):
+    """set_state writes what state() read, on every shard; a misspelt slot, a slot or values
+    of another shape, or NaN are refused before any shard is written (a misspelt slot
+    raised KeyError after the values were overwritten)."""
+    with dask_ps.PSModel(any_client, n_shards=3) as model:
+        t = model.add_table("a", shape=(10, 2), dtype="float64", optimizer="adagrad")
+        rng = np.random.default_rng(0)
+        values, acc = rng.normal(size=(10, 2)), rng.uniform(size=(10, 2))
+        t.set_state(values, {"accumulator": acc})
+        got_values, got_slots = t.state()
+        np.testing.assert_array_equal(got_values, values)
+        np.testing.assert_array_equal(got_slots["accumulator"], acc)
+        for bad_values, bad_slots, message in [
+                (values + 1, {"accumulater": acc}, r"keeps no slot \['accumulater'\]; its "
+                                                   r"slots: \['accumulator'\]"),
+                (values + 1, {"accumulator": acc[:, 0]}, r"slot 'accumulator' must have "
+                                                         r"shape \(10, 2\), got \(10,\)"),
+                (values[:5], None, r"values must have shape \(10, 2\), got \(5, 2\)"),
+                (np.where(np.eye(10, 2) > 0, np.nan, values), None,
+                 r"values at row 0, column 0 is nan"),
+                (np.full((10, 2), "x"), None, r"values must be numbers")]:
+            with pytest.raises(ValueError, match=message):
+                t.set_state(bad_values, bad_slots)
+            np.testing.assert_array_equal(t.state()[0], values)  # as it was
+            np.testing.assert_array_equal(t.state()[1]["accumulator"], acc)
+        v = model.add_table("v", shape=(7,), dtype="float32")
+        v.set_state(np.arange(7.0))  # a vector table takes (n_rows,)
+        np.testing.assert_array_equal(model.pull("v"), np.arange(7.0))
+
+
 def test_initialisation_is_independent_of_shard_count(any_client):
     tables = []
     for n_shards in (1, 4):
