@@ -246,9 +246,12 @@ class Transport:
         for i, box in parked:
             try:
                 results[i] = box.result(timeout + 5)
-            except FutureTimeout:
-                errors.append(TimeoutError(f"a parked pull got no answer within "
-                                           f"{timeout + 5:g} s"))
+            except FutureTimeout as exc:  # the builtin TimeoutError: the shard's own too
+                if box.done():  # the shard's: it names the participants waited for
+                    errors.append(exc)
+                else:
+                    errors.append(TimeoutError(f"a parked pull got no answer within "
+                                               f"{timeout + 5:g} s"))
             except Exception as exc:
                 errors.append(exc)
         if fut is not None:

@@ -54,6 +54,33 @@ def test_bsp_behaves_as_staleness_zero(client2):
     assert wait_fast > 0.5 * N_CLOCKS * 0.02  # the fast task waited for the slow one
 
 
+def _straggle(ps, item):
+    from distributed import get_worker
+
+    i, shard_workers = item
+    mine = [shard_workers.index(get_worker().address) * 5]  # a key of this worker's shard
+    for c in range(3):
+        ps.pull("w", mine)  # parked on the task's own shard while the other is behind
+        ps.push("w", mine, [1.0])
+        if i == 1 and c == 1:
+            time.sleep(12)  # past the model's timeout
+        ps.clock()
+
+
+def test_a_bsp_pull_that_waits_past_the_timeout_names_the_slow_participant(client2):
+    """The pull parked on the task's own shard fails naming the participants it waited
+    for (its TimeoutError used to be caught as the wait's own, and replaced by 'a parked
+    pull got no answer within 20 s' at timeout=10)."""
+    with dask_ps.PSModel(client2, n_shards=2, timeout=5) as model:
+        model.add_table("w", shape=(10,))
+        where = [r.address for r in model.shards]
+        assert len(set(where)) == 2
+        with pytest.raises(TimeoutError, match=r"shard \d: pull of table 'w' at clock 2 "
+                                               r"waited 5 s for participants \[1\] stuck at "
+                                               r"clock 1"):
+            model.run(_straggle, [(0, where), (1, where)], consistency="bsp")
+
+
 def test_asp_never_waits(client2):
     (gap_fast, _), _ = run_clocks(client2, "asp")
     # the fast task ran further ahead of the slow one (20 ms per clock) than any bound here:
