@@ -454,7 +454,10 @@ def test_saved_file_holds_no_pickle(tmp_path):
 
 
 def _toml(path, text):
-    path.write_text(text)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
     return str(path)
 
 
@@ -477,6 +480,12 @@ def test_config_file_and_flags_override_it(tr, tmp_path, client1, capsys):
     ("early-stopping = 1\n", "run.toml: early-stopping: must be true or false, got 1"),
     ("max-iter = 3\n[model]\nmax_iter = 4\n", "run.toml: 'max-iter' is set twice"),
     ("max-iter = \n", "run.toml: "),
+    ('algorithm = "lda"\n', 'run.toml: algorithm = "lda" is not the command\'s dask-ps train '
+                            'lr: drop the key, or run dask-ps train lda --config '),
+    ('[model]\nalgorithm = "mf"\n', 'run.toml: algorithm = "mf" is not the command\'s'),
+    (b"\xff\xfem\x00a\x00", "run.toml: not UTF-8 text (byte 0xff at offset 0, a UTF-16 byte "
+                             "order mark): save the TOML file as UTF-8"),
+    (b'solver = "\xe9"\n', "run.toml: not UTF-8 text (byte 0xe9 at offset 10): save"),
 ])
 def test_bad_config_files_name_file_and_key(tmp_path, capsys, text, message):
     cfg = _toml(tmp_path / "run.toml", text)
@@ -485,6 +494,18 @@ def test_bad_config_files_name_file_and_key(tmp_path, capsys, text, message):
     err = capsys.readouterr().err
     assert err.startswith(f"dask-ps: error: {tmp_path / message}") and err.count("\n") == 1
     assert time.perf_counter() - t0 < 20
+
+
+@pytest.mark.parametrize("algorithm", [[], ["lr"]])
+def test_config_naming_a_directory_or_a_file_that_is_not_utf8(tmp_path, capsys, algorithm):
+    """With the algorithm on the command line or from the file: one line, status 2."""
+    assert main(["train", *algorithm, "--config", str(tmp_path), "--train", "x"]) == 2
+    assert capsys.readouterr().err == (f"dask-ps: error: --config {tmp_path}: a directory, "
+                                       f"not a TOML file\n")
+    cfg = _toml(tmp_path / "latin1.toml", b'algorithm = "lr"\n# caf\xe9\n')
+    assert main(["train", *algorithm, "--config", cfg, "--train", "x"]) == 2
+    assert capsys.readouterr().err == (f"dask-ps: error: {cfg}: not UTF-8 text (byte 0xe9 at "
+                                       f"offset 22): save the TOML file as UTF-8\n")
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -16,8 +16,9 @@ error (a bad option, data or file, an unreachable scheduler, lost workers: see
 :func:`user_error`), 1 for any other error, a bug (its traceback above the line, which asks
 for a report), 143 when stopped by SIGTERM (a walltime or ``scancel``), 130 when
 interrupted. ``--debug`` or ``DASK_PS_DEBUG=1`` raises instead.
-A ``--config`` TOML file gives the same options (keys are long option names; flags given
-on the command line win).
+A ``--config`` TOML file (UTF-8) gives the same options (keys are long option names; flags
+given on the command line win; an ``algorithm`` key names the command's algorithm, or
+refuses another).
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def _expand_config(argv: list[str], parsers: dict) -> list[str]:
                               f"or algorithm = \"lr\" in {path}")
         if name not in ALGORITHMS:
             raise OptionError(f"{path}: algorithm {name!r} is not one of {sorted(ALGORITHMS)}")
-    tokens = opt.config_argv(path, parsers[name], rest, f"train {name}")
+    tokens = opt.config_argv(path, parsers[name], rest, f"train {name}", algorithm=name)
     return ["train", name, *tokens, *rest, f"--config={path}"]
 
 

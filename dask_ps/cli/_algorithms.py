@@ -18,6 +18,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from ..exceptions import DataError
+from . import _options as opt
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,15 @@ def _nnz(block) -> int:
 
 #: The ``--consistency`` flag of every algorithm.
 CONSISTENCY = dict(choices=["bsp", "ssp", "asp"], help="consistency model of the clocks")
+
+#: The checkpoint and recovery flags of every algorithm (its estimator's parameters of these
+#: names); ``--resume auto`` continues from ``--checkpoint``.
+CHECKPOINT = (
+    Param("--checkpoint", "checkpoint",
+          dict(metavar="URL", help="checkpoint folder reachable from every worker")),
+    Param("--checkpoint-every", "checkpoint_every", dict(type=opt.POSITIVE_INT)),
+    Param("--max-recoveries", "max_recoveries", dict(type=opt.NON_NEGATIVE_INT)),
+)
 
 
 def read_train_test(args, client, meta_of, read):

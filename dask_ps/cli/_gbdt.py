@@ -11,6 +11,7 @@ import numpy as np
 from ..exceptions import DataError, OptionError
 from . import _options as opt
 from ._algorithms import (
+    CHECKPOINT,
     Algorithm,
     Dataset,
     Loaded,
@@ -168,9 +169,7 @@ _GBDT_PARAMS = (
         type=opt.workers_or_auto, help="at most this many workers hold the training rows "
         "(auto: one on a small training set, else all)")),
     Param("--seed", "random_state", dict(type=opt.NON_NEGATIVE_INT)),
-    Param("--checkpoint", "checkpoint",
-          dict(metavar="URL", help="checkpoint folder reachable from every worker")),
-    Param("--checkpoint-every", "checkpoint_every", dict(type=opt.POSITIVE_INT)),
+    *CHECKPOINT,
 )
 _GBDT_DATA = dict(data_options=_gbdt_data_options, load=_gbdt_load,
                   load_test=_gbdt_load_test, score=_gbdt_score, export=_gbdt_export,

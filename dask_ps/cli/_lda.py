@@ -8,7 +8,16 @@ import numpy as np
 
 from ..exceptions import DataError
 from . import _options as opt
-from ._algorithms import CONSISTENCY, Algorithm, Loaded, Param, _blocksize, _count, _n_workers
+from ._algorithms import (
+    CHECKPOINT,
+    CONSISTENCY,
+    Algorithm,
+    Loaded,
+    Param,
+    _blocksize,
+    _count,
+    _n_workers,
+)
 
 # --- latent Dirichlet allocation --------------------------------------------------------------
 
@@ -135,10 +144,7 @@ LDA = Algorithm(
         Param("--staleness", "staleness", dict(type=opt.NON_NEGATIVE_INT)),
         Param("--n-shards", "n_shards", dict(type=opt.POSITIVE_INT)),
         Param("--seed", "random_state", dict(type=opt.NON_NEGATIVE_INT)),
-        Param("--max-recoveries", "max_recoveries", dict(type=opt.NON_NEGATIVE_INT)),
-        Param("--checkpoint", "checkpoint",
-              dict(metavar="URL", help="checkpoint folder reachable from every worker")),
-        Param("--checkpoint-every", "checkpoint_every", dict(type=opt.POSITIVE_INT)),
+        *CHECKPOINT,
     ),
     datasets={},
     data_options=_lda_data_options, load=_lda_load, load_test=_lda_load_test,

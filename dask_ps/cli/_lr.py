@@ -11,6 +11,7 @@ import numpy as np
 from ..exceptions import OptionError
 from . import _options as opt
 from ._algorithms import (
+    CHECKPOINT,
     CONSISTENCY,
     Algorithm,
     Dataset,
@@ -165,10 +166,7 @@ _CLASSIFIER_RUN = (
     Param("--n-hashed-features", "n_hashed_features",
           dict(type=opt.POSITIVE_INT, help="hash the input's columns into this many")),
     Param("--seed", "random_state", dict(type=opt.NON_NEGATIVE_INT)),
-    Param("--checkpoint", "checkpoint",
-          dict(metavar="URL", help="checkpoint folder reachable from every worker")),
-    Param("--checkpoint-every", "checkpoint_every", dict(type=opt.POSITIVE_INT)),
-    Param("--max-recoveries", "max_recoveries", dict(type=opt.NON_NEGATIVE_INT)),
+    *CHECKPOINT,
 )
 
 LR = Algorithm(

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..exceptions import DataError
 from . import _options as opt
-from ._algorithms import CONSISTENCY, Algorithm, Dataset, Loaded, Param, _count
+from ._algorithms import CHECKPOINT, CONSISTENCY, Algorithm, Dataset, Loaded, Param, _count
 
 # --- matrix factorization ---------------------------------------------------------------------
 
@@ -108,6 +108,7 @@ MF = Algorithm(
         Param("--n-shards", "n_shards", dict(type=opt.POSITIVE_INT)),
         Param("--clip", "clip", dict(action=argparse.BooleanOptionalAction)),
         Param("--seed", "random_state", dict(type=opt.NON_NEGATIVE_INT)),
+        *CHECKPOINT,
     ),
     datasets={"movielens100k": Dataset(
         "mf_movielens100k", "u1.base", "u1.test",

@@ -225,7 +225,7 @@ def _given(argv: list[str], actions: dict) -> set[str]:
 
 
 def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
-                command: str) -> list[str]:
+                command: str, algorithm: str | None = None) -> list[str]:
     """Options of TOML file ``path`` as command-line tokens for ``parser`` (placed before
     ``argv``; options in ``argv`` win).
 
@@ -234,22 +234,26 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
     Booleans switch flags on or off; arrays give repeatable options (``job-extra``) or
     comma lists (``categorical``).
 
+    Parameters
+    ----------
+    algorithm : str, optional
+        The command's algorithm: an ``algorithm`` key of the file naming another one is
+        refused.
+
     Raises
     ------
     OptionError
-        Naming the file and key: unknown keys, bad values, TOML syntax errors.
+        Naming the file and key: unknown keys, bad values, an ``algorithm`` other than the
+        command's, TOML syntax errors, a file that is not UTF-8, a directory.
     FileNotFoundError
         No such file.
     """
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"--config {path}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise OptionError(f"{path}: {exc}") from None
-    data = _flatten(data, path, "")
-    data.pop("algorithm", None)
+    data = _read(path)
+    named = _algorithm_of(data, path)
+    if algorithm is not None and named is not None and named != algorithm:
+        raise OptionError(f'{path}: algorithm = "{named}" is not the command\'s dask-ps '
+                          f'train {algorithm}: drop the key, or run dask-ps train {named} '
+                          f'--config {path}')
 
     actions = _actions(parser)
     given = _given(argv, actions)
@@ -301,18 +305,56 @@ def config_path(argv: list[str]) -> str | None:
     return ns.config
 
 
-def read_algorithm(path: str) -> str | None:
-    """The ``algorithm`` key of a config file (for ``dask-ps train --config FILE``)."""
+def _read(path: str) -> dict:
+    """The options of TOML file ``path``, tables flattened (see :func:`_flatten`).
+
+    Raises
+    ------
+    OptionError
+        Naming the file: not a file, not UTF-8, not TOML, a key set twice.
+    FileNotFoundError
+        No such file.
+    """
     try:
-        with open(path, "rb") as f:
-            value = tomllib.load(f).get("algorithm")
+        raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise FileNotFoundError(f"--config {path}: no such file") from None
+    except IsADirectoryError:
+        raise OptionError(f"--config {path}: a directory, not a TOML file") from None
+    except OSError as exc:  # e.g. no permission: the reason, naming the option
+        raise OSError(f"--config {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        utf16 = raw[:2] in (b"\xff\xfe", b"\xfe\xff")  # what some Windows editors save
+        hint = ", a UTF-16 byte order mark" if utf16 else ""
+        raise OptionError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                          f"{exc.start}{hint}): save the TOML file as UTF-8") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise OptionError(f"{path}: {exc}") from None
+    return _flatten(data, path, "")
+
+
+def _algorithm_of(data: dict, path: str) -> str | None:
+    """Pop the ``algorithm`` key of a file's flattened options (checked: a string)."""
+    value = data.pop("algorithm", None)
     if value is not None and not isinstance(value, str):
         raise OptionError(f"{path}: algorithm must be a string, got {value!r}")
     return value
+
+
+def read_algorithm(path: str) -> str | None:
+    """The ``algorithm`` key of a config file (for ``dask-ps train --config FILE``), at the
+    top level or in a table.
+
+    Raises
+    ------
+    OptionError, FileNotFoundError
+        As :func:`config_argv`.
+    """
+    return _algorithm_of(_read(path), path)
 
 
 def data_root() -> Path:

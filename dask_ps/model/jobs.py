@@ -85,6 +85,9 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
 
     Raises
     ------
+    RuntimeError
+        A job already runs on this model, or ``run`` was called from inside a task (of a
+        job or not): one job at a time, started from the driver.
     ValueError
         ``workers`` of the wrong length or naming an address outside the cluster.
     WorkerLostError
@@ -95,6 +98,7 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
     """
     cons = get_consistency(consistency, staleness)
     connection.process_client(model)  # ClosedModelError on a closed model
+    _refuse_nested(model)  # before anything needs the driver's client
     info = None if model.is_local else placement.live_workers(model)
     if isinstance(items, Partitions):
         if workers is not None:
@@ -106,9 +110,7 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
         return []
     job = uuid.uuid4().hex[:12]
     with connection.LOCK:  # claim the model atomically: two run() calls race otherwise
-        if model._job is not None:
-            raise RuntimeError(f"job {model._job!r} is already running on this model: one "
-                               f"job at a time (and none from inside a task)")
+        _refuse_nested(model)
         model._job = job
     results: list = [None] * len(items)
     shards = None
@@ -263,6 +265,24 @@ def _task_groups(model: PSModel, n_tasks: int, workers, info) -> dict[str, list[
             raise ValueError(f"worker {addr} (item {t}) is not in the cluster")
         groups.setdefault(addr, []).append(t)
     return dict(sorted(groups.items()))
+
+
+#: The rule :func:`run` enforces, ending its RuntimeErrors.
+ONE_JOB = "one job at a time (and none from inside a task)"
+
+
+def _refuse_nested(model: PSModel) -> None:
+    """Raise RuntimeError if ``model`` runs a job, or is a task's copy of a cluster model
+    (it has no client: jobs start from the driver)."""
+    if model._job is not None:
+        raise RuntimeError(f"job {model._job!r} is already running on this model: {ONE_JOB}")
+    if model._client is None and not model.is_local:
+        from .._compat import current_worker
+
+        where = ("from inside a task" if current_worker() is not None else
+                 "on a copy of the model (copies have no Dask client)")
+        raise RuntimeError(f"PSModel {model.uid}: run called {where}; start jobs from the "
+                           f"driver: {ONE_JOB}")
 
 
 def _run_dask(model: PSModel, fn, items, job, cons, groups) -> list:

@@ -287,3 +287,28 @@ def test_pulled_values_are_the_callers_own(any_client, keys):
         got = model.pull("t", keys)
         got[:] = -5
         np.testing.assert_array_equal(model.pull("t", keys), np.ones(len(keys)))
+
+
+def test_run_from_inside_a_task_is_refused(any_client):
+    """A nested ``run`` raises the RuntimeError of the rule (on a cluster, the task's copy of
+    the model has no client: it used to fail with an AttributeError of dask_ps internals),
+    and the model runs jobs afterwards."""
+    with dask_ps.PSModel(any_client, n_shards=2) as model:
+        model.add_table("w", shape=(4,))
+
+        def nested(ps, item):
+            return model.run(lambda ps2, j: j, [0])
+
+        with pytest.raises(RuntimeError, match=r"already running on this model: one job at "
+                                                r"a time \(and none from inside a task\)"):
+            model.run(nested, [0])
+        assert model.run(lambda ps, i: i * 2, [1, 2]) == [2, 4]
+
+
+def test_run_from_a_task_outside_jobs_is_refused(client2):
+    with dask_ps.PSModel(client2, n_shards=2) as model:
+        model.add_table("w", shape=(4,))
+        fut = client2.submit(lambda m: m.run(lambda ps, j: j, [0]), model, pure=False)
+        with pytest.raises(RuntimeError, match=r"run called from inside a task; start jobs "
+                                                r"from the driver: one job at a time"):
+            fut.result(timeout=60)

@@ -1,0 +1,63 @@
+"""dask-ps train's checkpoint flags: every algorithm has those of its estimator, and an MF run
+with --checkpoint is continued by --resume auto (MF had --resume but no --checkpoint)."""
+
+import re
+
+import numpy as np
+import pytest
+from test_cli import _scheduler_file
+
+from dask_ps.cli import _parser, main
+from dask_ps.cli._registry import ALGORITHMS
+from dask_ps.cli._run import build_estimator
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_every_algorithm_has_its_estimators_checkpoint_flags(name, tmp_path):
+    """The estimator's parameters are the source of truth: each of checkpoint,
+    checkpoint_every and max_recoveries it has is a flag, and --resume auto reaches it."""
+    algo = ALGORITHMS[name]
+    params = set(algo.cls().get_params())
+    flags = {p.param: p.flag for p in algo.params}
+    for param in ("checkpoint", "checkpoint_every", "max_recoveries"):
+        if param in params:
+            assert flags.get(param) == "--" + param.replace("_", "-"), (name, param)
+    argv = ["train", name, "--train", "x", "--checkpoint", str(tmp_path / "ck"),
+            "--checkpoint-every", "2", "--max-recoveries", "1", "--resume", "auto"]
+    est = build_estimator(_parser()[0].parse_args(argv), algo, shard_workers=False)
+    got = est.get_params()
+    assert (got["checkpoint"], got["checkpoint_every"], got["max_recoveries"], got["resume"]) \
+        == (str(tmp_path / "ck"), 2, 1, True)
+
+
+def _ratings(path, n=1500, seed=0):
+    rng = np.random.default_rng(seed)
+    users, items = rng.integers(0, 30, n), rng.integers(0, 20, n)
+    r = np.clip(np.round(3 + (users % 3 - 1) + (items % 2) + rng.normal(0, 0.3, n)), 1, 5)
+    path.write_text("".join(f"u{u}\ti{i}\t{x:g}\t{k}\n"
+                            for k, (u, i, x) in enumerate(zip(users, items, r))))
+    return str(path)
+
+
+@pytest.mark.timeout(200)
+def test_mf_checkpoint_then_resume_auto(client1, tmp_path, capsys):
+    """A first run writes versions into --checkpoint; a second with --resume auto and more
+    epochs says it resumed after epoch 2 and runs epochs 3 and 4 only. A config file's
+    ``checkpoint`` key is taken as the flag is."""
+    train, ck = _ratings(tmp_path / "tr.tsv"), tmp_path / "ck"
+    base = ["train", "mf", "--train", train, "--rank", "2", "--scheduler-file",
+            _scheduler_file(client1, tmp_path)]
+    assert main([*base, "--max-iter", "2", "--checkpoint", str(ck)]) == 0
+    out = capsys.readouterr().out
+    written = re.findall(rf"^checkpoint written: {re.escape(str(ck))} version (\d+)", out, re.M)
+    assert written and sorted(p.name for p in ck.iterdir())[-1] == f"v{int(written[-1]):06d}"
+    assert f"last checkpoint: {ck} version {written[-1]}" in out
+
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(f'checkpoint = "{ck}"\nresume = "auto"\n')
+    assert main([*base, "--max-iter", "4", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert (f"resumed from checkpoint: {ck} version {written[-1]}, after epoch 2 (epochs 1-2 "
+            f"are not run again)") in out
+    epochs = re.findall(r"MatrixFactorization\(sgd\) (\d)/4", out)
+    assert epochs == ["3", "4"], out
