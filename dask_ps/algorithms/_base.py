@@ -179,6 +179,9 @@ class EpochLoop:
         Without a checkpoint, run jobs of about this many seconds (sized by the pace of the
         previous one, after a first job of one epoch) instead of one job for the whole
         fit: what a recovery by ``rebuild`` repeats (see :meth:`run`).
+    fit_id : dict, optional
+        What a checkpoint to resume from must have been written by (e.g. the estimator,
+        its hashed width and classes; see :func:`dask_ps.model.recovery.run_clocks`).
     """
 
     def __init__(self, model: PSModel, name: str, n_epochs: int, *,
@@ -186,13 +189,13 @@ class EpochLoop:
                  max_recoveries: int = 3, resume: bool = False, progress: bool | None = None,
                  callbacks: list | None = None, baseline: float | None = None,
                  advice: str = "", unit: str = "epoch",
-                 job_seconds: float | None = None) -> None:
+                 job_seconds: float | None = None, fit_id: dict | None = None) -> None:
         self.model, self.name, self.n_epochs = model, name, int(n_epochs)
         self.checkpoint, self.checkpoint_every = checkpoint, int(checkpoint_every)
         self.max_recoveries, self.resume = int(max_recoveries), bool(resume)
         self.progress, self.callbacks = progress, list(callbacks or [])
         self.baseline, self.advice, self.unit = baseline, advice, unit
-        self.job_seconds = job_seconds
+        self.job_seconds, self.fit_id = job_seconds, fit_id
         self.records: dict[int, dict] = {}
 
     def run(self, epochs: Callable[[int, int], list[dict]], *,
@@ -298,7 +301,7 @@ class EpochLoop:
                 resume=self.resume and tmp is None,
                 data_position=lambda c: {"epoch": c}, rebuild=rebuild,
                 restart=restart if tmp is not None else None, save_last=tmp is None,
-                driver_state=driver_state)
+                driver_state=driver_state, fit_id=self.fit_id)
         finally:
             monitor.close()
             if tmp is not None:
@@ -476,6 +479,16 @@ def _check_na_objects(dtypes, head, estimator: str) -> None:
                          f"are pd.NA, which cannot be read as numbers: {', '.join(said[:5])}; "
                          f"convert them to floats first, e.g. X.astype({{name: 'Float64'}}) "
                          f"(pd.NA then reads as NaN)")
+
+
+def fit_identity(estimator, n_features: int, classes) -> dict:
+    """What a checkpoint of a linear or FM fit records of it, for ``resume``: the estimator,
+    the feature count (the hashed width when it hashes) and the classes. A hashed table
+    holds any key, so another width is only seen here (see
+    :func:`dask_ps.model.recovery.check_resumable`)."""
+    width = getattr(estimator, "n_hashed_features", None) or n_features
+    return dict(estimator=type(estimator).__name__, n_features=int(width),
+                classes=[str(c) for c in np.asarray(classes).tolist()])
 
 
 def validate_data(estimator, *args, **kwargs):

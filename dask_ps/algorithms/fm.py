@@ -41,6 +41,7 @@ from ._base import (
     Interval,
     StrOptions,
     check_numeric_columns,
+    fit_identity,
     validate_data,
 )
 from ._fm_kernels import fm_steps
@@ -350,7 +351,8 @@ class FactorizationMachineClassifier(LogisticRegression):
         lr = self.learning_rate or 0.1
         loop = self._epoch_loop(model, type(self).__name__, epochs,
                                 advice=f"try a smaller learning_rate (now {lr}) or "
-                                       f"factor_learning_rate (now {self.factor_learning_rate})")
+                                       f"factor_learning_rate (now {self.factor_learning_rate})",
+                                fit_id=fit_identity(self, n_features, labels))
         W, V, history, n_iter, state = train_fm(
             model, data, n_features=self.n_hashed_features or n_features, k=self.k,
             learning_rate=lr, l1=self.l1, l2=self.l2, factor_solver=self.factor_solver,

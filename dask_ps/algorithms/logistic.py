@@ -35,6 +35,7 @@ from ._base import (
     PSEstimator,
     StrOptions,
     check_numeric_columns,
+    fit_identity,
     validate_data,
 )
 from ._lbfgs import lbfgs_fit
@@ -441,7 +442,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         lr = self.learning_rate or DEFAULT_LEARNING_RATE[self.solver]
         name = f"LogisticRegression({self.solver})"
         loop = self._epoch_loop(model, name, epochs, advice=f"try a smaller learning_rate "
-                                f"(now {lr})" if lr else "scale the features")
+                                f"(now {lr})" if lr else "scale the features",
+                                fit_id=fit_identity(self, n_features, labels))
         evaluate = None
         if eval_set:
             from ._logistic_eval import Evaluator

@@ -61,12 +61,13 @@ def _wait_for_departure(model, exc: BaseException, limit: float) -> None:
         time.sleep(0.2)
 
 
-def check_resumable(model, info: ck.CheckpointInfo) -> None:
+def check_resumable(model, info: ck.CheckpointInfo, fit_id: dict | None = None) -> None:
     """Refuse to resume ``model``'s fit from checkpoint ``info`` when it holds other tables
     than the fit made: another set of tables, or a table of other rows, columns, dtype,
     partitioner or update rule (another feature count, rank, number of topics or classes,
-    solver...). Checked before anything is restored: the model and the checkpoint are left
-    as they are.
+    solver...); or, with ``fit_id`` (what the fit says of itself, e.g. its estimator and
+    hashed width: see :func:`run_clocks`), when the checkpoint's differs. Checked before
+    anything is restored: the model and the checkpoint are left as they are.
 
     Raises
     ------
@@ -76,6 +77,10 @@ def check_resumable(model, info: ck.CheckpointInfo) -> None:
     """
     tables = info.attrs.get("tables", {})
     said = []
+    theirs = info.attrs.get("extra", {}).get("fit")
+    if fit_id is not None and theirs is not None:
+        said += [f"{k} {theirs.get(k)!r} (this fit's: {v!r})" for k, v in fit_id.items()
+                 if theirs.get(k) != v]
     extra, missing = sorted(set(tables) - set(model.specs)), sorted(set(model.specs) - set(tables))
     if extra or missing:
         said.append(f"tables {sorted(tables)} (this fit's: {sorted(model.specs)})")
@@ -101,7 +106,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                rebuild: Callable[[], None] | None = None,
                restart: Callable[[], None] | None = None,
                save_last: bool = True,
-               driver_state: tuple[Callable, Callable] | None = None) -> tuple[list, list[dict]]:
+               driver_state: tuple[Callable, Callable] | None = None,
+               fit_id: dict | None = None) -> tuple[list, list[dict]]:
     """Run clocks ``[0, n_clocks)`` with ``step``, checkpointing and recovering.
 
     Parameters
@@ -149,6 +155,10 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         ``save(clock) -> dict`` (JSON-able) goes into every checkpoint, and ``load(dict or
         None, clock)`` gets it back when ``resume`` starts from one (None: the checkpoint
         holds none), before the first job.
+    fit_id : dict, optional
+        JSON-able description of the fit (e.g. its estimator, feature count, classes):
+        saved with every checkpoint; ``resume`` refuses a checkpoint whose description
+        differs (see :func:`check_resumable`).
 
     Returns
     -------
@@ -186,7 +196,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
     clock = 0
     if resume and checkpoint is not None and ck.list_versions(checkpoint)[0]:
         last = ck.latest(checkpoint)
-        check_resumable(model, last)
+        check_resumable(model, last, fit_id)
         last = model.restore(last)
         clock = min(last.clock, n_clocks)
         kept = list(last.attrs.get("extra", {}).get("results", []))[:clock]
@@ -201,6 +211,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
 
     def save(c):
         extra = dict(results=results[:c])
+        if fit_id is not None:
+            extra["fit"] = fit_id
         if driver_state is not None:
             extra["driver"] = driver_state[0](c)
         info = model.save(checkpoint, clock=c, data_position=position(c), extra=extra)

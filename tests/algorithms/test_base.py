@@ -249,14 +249,25 @@ def test_resume_refuses_a_checkpoint_of_another_fit_before_restoring(tmp_path):
     kw = dict(client="local", random_state=0, checkpoint=url, resume=True)
     LogisticRegression(max_iter=2, **kw).fit(X, y)
     versions = ck.list_versions(url)
-    with pytest.raises(ValueError, match=r"holds another fit: table 'w': rows 21 "
-                                         r"\(this fit's: 11\)"):
+    with pytest.raises(ValueError, match=r"holds another fit: n_features 20 \(this fit's: "
+                                         r"10\); table 'w': rows 21 \(this fit's: 11\)"):
         LogisticRegression(max_iter=4, **kw).fit(X[:, :10], y)
     with pytest.raises(ValueError, match=r"table 'w': columns"):
         LogisticRegression(max_iter=4, **kw).fit(X, np.arange(len(y)) % 3)
     assert ck.list_versions(url) == versions  # nothing saved
     resumed = LogisticRegression(max_iter=4, **kw).fit(X, y)  # the same fit still resumes
     assert [h["epoch"] for h in resumed.history_] == [1, 2, 3, 4]
+
+    # hashed tables hold any key: another feature count is seen by the fit's description
+    fkw = dict(client="local", random_state=0, checkpoint=str(tmp_path / "fm"), resume=True,
+               max_iter=2)
+    dask_ps.FactorizationMachineClassifier(**fkw).fit(X, y)
+    with pytest.raises(ValueError, match=r"holds another fit: n_features 20 \(this fit's: "
+                                         r"10\)"):
+        dask_ps.FactorizationMachineClassifier(**fkw).fit(X[:, :10], y)
+    with pytest.raises(ValueError, match=r"estimator 'FactorizationMachineClassifier' \(this "
+                                         r"fit's: 'LogisticRegression'\)"):
+        LogisticRegression(**fkw).fit(X, y)
 
     rng = np.random.default_rng(0)
     triples = np.column_stack([rng.integers(0, 30, 400), rng.integers(0, 20, 400),
