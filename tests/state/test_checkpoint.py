@@ -283,6 +283,46 @@ def test_export_for_serving_is_plain_zarr():
     model.close()
 
 
+def test_export_replaces_only_an_earlier_export(tmp_path):
+    """An export never deletes what is not its own: a folder of other files, a checkpoint
+    folder and an export with a file added are refused, named, and left as they were; an
+    earlier export is replaced."""
+    model = PSModel("local", n_shards=2)
+    model.add_table("w", (10,), optimizer="add")
+    model.add_table("h", (None, 2), partitioner="hash")
+    model.push("h", [5, 7], np.ones((2, 2)))
+    folder, ck = tmp_path / "run", tmp_path / "run" / "ck"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("my notes")
+    model.save(str(ck))
+    with pytest.raises(FileExistsError, match=rf"export target '{folder}' is not empty and is "
+                                              rf"not an earlier export .* holds ck, notes.txt"):
+        model.export(str(folder))
+    model.save(str(ck))
+    with pytest.raises(FileExistsError, match=rf"'{ck}' is a checkpoint folder \(versions "
+                                              rf"\[1, 2\]\)"):
+        model.export(str(ck))
+    assert sorted(os.listdir(folder)) == ["ck", "notes.txt"]
+    assert list_versions(str(ck)) == ([1, 2], [])
+    PSModel.load("local", str(ck)).close()
+    with pytest.raises(FileExistsError, match="is a file"):
+        model.export(str(folder / "notes.txt"))
+
+    serve = tmp_path / "serve"
+    model.export(str(serve))
+    model.push("w", [3], [2.0])
+    model.export(str(serve), dtype="float16")  # an earlier export: replaced
+    group = zarr.open_group(str(serve), mode="r")
+    assert group["w"].dtype == np.float16 and group["w"][3] == 2.0
+    assert group.attrs["dask_ps_export"]["complete"] is True
+    (serve / "README").write_text("served since May")
+    with pytest.raises(FileExistsError, match=rf"'{serve}' holds an earlier export and also "
+                                              rf"README, which are not part of it"):
+        model.export(str(serve))
+    assert (serve / "README").read_text() == "served since May" and group["w"][3] == 2.0
+    model.close()
+
+
 def test_round_trip_on_a_cluster_written_by_the_workers(client2, tmp_path):
     url = str(tmp_path / "ck")
     model = build(client2, 3)
