@@ -226,6 +226,68 @@ def test_overwritten_bytes_fail_their_checksum_naming_table_and_rows(tmp_path):
         PSModel.load("local", url)
 
 
+def _damage_last_chunk(url: str, array: str) -> str:
+    """Flip bytes in the last chunk of ``array`` of version 1: its checksum fails."""
+    chunk = sorted(p for p in (Path(url) / "v000001" / array / "c").rglob("*") if p.is_file())[-1]
+    raw = bytearray(chunk.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    chunk.write_bytes(bytes(raw))
+    return str(chunk)
+
+
+@pytest.mark.parametrize("array, table", [("t6/slots/accumulator", "vector"),
+                                          ("t5/keys", "sparse_adam"),
+                                          ("t0/values", "dense_ftrl")])
+def test_a_failed_restore_leaves_the_model_as_it_was(tmp_path, array, table):
+    """A damaged chunk (of the last table's optimizer state, of a sparse table's keys, of
+    the first table's values) is found before any table is replaced: values, keys,
+    optimizer state and specs stay as they were; the damage is named; a sound checkpoint
+    then restores."""
+    url = str(tmp_path / "ck")
+    model = build("local", 3)
+    model.save(url, chunk_rows=100)
+    saved = full_state(model)
+    model.push("vector", np.arange(77), np.ones(77))  # the live model differs from the save
+    model.push("sparse_adam", [3, 4], np.ones((2, 2)))
+    before, specs = full_state(model), dict(model.specs)
+    _damage_last_chunk(url, array)
+    with pytest.raises(CheckpointFormatError, match=rf"table '{table}': .*rows \d+\.\.\d+ "
+                                                    r"are damaged"):
+        model.restore(url)
+    assert_same(before, full_state(model))
+    assert model.specs == specs and model.checkpoint_info is None
+    np.testing.assert_array_equal(model.table("sparse_adam").to_numpy()[0],
+                                  before["sparse_adam"][0])
+    model.save(url, chunk_rows=100)  # a sound version 2 restores over more pushes
+    model.push("vector", np.arange(77), np.ones(77))
+    assert model.restore(url).version == 2
+    assert_same(before, full_state(model))
+    assert not np.array_equal(before["vector"][1], saved["vector"][1])
+    model.close()
+
+
+def test_a_failed_restore_on_a_cluster_leaves_the_model_as_it_was(client2, tmp_path):
+    """The check runs in the workers' tasks: a damaged chunk there changes nothing either,
+    and recover() (no shard lost) refuses it the same way."""
+    url = str(tmp_path / "ck")
+    model = PSModel(client2, n_shards=2)
+    model.add_table("w", (1000, 4), optimizer="adagrad")
+    model.add_table("h", (None, 2), partitioner="hash")
+    model.push("w", np.arange(1000), np.ones((1000, 4)))
+    model.push("h", [5, 7], np.ones((2, 2)))
+    model.save(url, chunk_rows=100)
+    model.push("w", [0], np.ones((1, 4)))
+    before = full_state(model)
+    _damage_last_chunk(url, "t0/values")
+    for roll_back in (model.restore, model.recover):
+        with pytest.raises(CheckpointFormatError, match=r"table 'w': rows 500\.\.1000 are "
+                                                        r"damaged"):
+            roll_back(url)
+        assert_same(before, full_state(model))
+        assert model.table("h").n_keys == 2
+    model.close()
+
+
 def test_unreadable_metadata_is_reported_and_skipped(tmp_path):
     url, _ = _two_versions(tmp_path)
     meta = tmp_path / "ck" / "v000002" / "t0" / "values" / "zarr.json"
