@@ -239,14 +239,20 @@ def write_tables(out: str, tables: dict, meta: dict, fmt: str = "parquet") -> li
     Raises
     ------
     FileExistsError
-        ``out`` exists and is not an empty folder.
+        ``out`` is a file or a folder that is not empty (the message names what it holds):
+        nothing in it is replaced or deleted.
     ValueError
         An unknown ``fmt``.
     """
     if fmt not in ("parquet", "csv"):
         raise ValueError(f"format must be 'parquet' or 'csv', got {fmt!r}")
-    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
-        raise FileExistsError(f"{out} exists; give a new folder")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise FileExistsError(f"{out} is a file; give a new folder")
+    held = sorted(os.listdir(out)) if os.path.isdir(out) else []
+    if held:  # nothing is replaced: an export of its own included
+        raise FileExistsError(f"{out} is not empty: it holds {', '.join(held[:8])}"
+                              f"{f' and {len(held) - 8} more' if len(held) > 8 else ''}; "
+                              f"give a new or empty folder")
     os.makedirs(out, exist_ok=True)
     written = []
     for name, df in tables.items():

@@ -350,6 +350,13 @@ def test_csv_and_parquet_tables_save_evaluate_export(client1, tmp_path, capsys):
     meta = json.loads((tmp_path / "out" / "model.json").read_text())
     assert list(coef.columns) == ["feature", "coef"] and coef.feature.max() < 64
     assert meta["data"]["label"] == "click" and meta["n_features"] == 64
+    # an export replaces nothing, its own earlier one included: refused, named, untouched
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    assert main(["export", model, str(tmp_path / "out"), "--format", "csv"]) != 0
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'out'} is not empty: it holds coef.csv, model.json, notes.txt" in err
+    assert sorted(os.listdir(tmp_path / "out")) == ["coef.csv", "model.json", "notes.txt"]
+    assert pd.read_csv(tmp_path / "out" / "coef.csv").equals(coef)
     # the same table as Parquet
     for name in ("tr", "te"):
         pd.read_csv(tmp_path / f"{name}.csv").to_parquet(tmp_path / f"{name}.parquet")

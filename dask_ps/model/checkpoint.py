@@ -268,31 +268,68 @@ def _create_arrays(group, t: dict, prefix: str, *, slots: bool, dtype, squeeze: 
 
 
 # -- load -------------------------------------------------------------------------------------
-def _load_part(model, path: str, name: str, t: dict, r0: int, r1: int,
-               with_slots: bool) -> int:
-    """Loader task: rows ``[r0, r1)`` of a stored table, sent to their shards in ``model``."""
+def _stored_rows(path: str, name: str, t: dict, spec, r0: int, r1: int, with_slots: bool):
+    """Rows ``[r0, r1)`` of a stored table, read and checked a batch of chunks at a time.
+
+    Yields ``(plan, values, slots)`` per batch: ``plan`` places its keys on the shards of
+    ``spec`` (:meth:`Partitioner.plan`), ``values`` (m, ncols) and ``slots`` (m, width each)
+    are in stored order.
+
+    Raises
+    ------
+    CheckpointFormatError
+        An array of another shape than the table's, a chunk whose checksum fails or that
+        is cut short, duplicate or out-of-range keys: naming the checkpoint, table and rows.
+    """
     import zarr
 
-    pc = connection.process_client(model)
-    spec, tr = pc.spec(name), pc.transport
     store = ck.zarr_store(path)
-    values_arr = zarr.open_array(store, path=f"{t['path']}/values", mode="r")
-    keys_arr = zarr.open_array(store, path=f"{t['path']}/keys", mode="r") if spec.sparse \
-        else None
-    slot_arrs = {k: zarr.open_array(store, path=f"{t['path']}/slots/{k}", mode="r")
-                 for k in t["slots"]} if with_slots else {}
-    step = 16 * t["chunk_rows"]  # a batch of chunks at a time bounds the loader's memory
+    n, where = t["n_keys"], f"checkpoint {path!r}, table {name!r}"
+
+    def open_checked(role: str, shape: tuple):
+        arr = zarr.open_array(store, path=f"{t['path']}/{role}", mode="r")
+        if arr.shape != shape:
+            raise CheckpointFormatError(f"{where}: array {role} has shape {arr.shape}, the "
+                                        f"table's metadata says {shape}")
+        return arr
+
+    values_arr = open_checked("values", (n, t["ncols"]))
+    keys_arr = open_checked("keys", (n,)) if spec.sparse else None
+    slot_arrs = {k: open_checked(f"slots/{k}", (n, s["width"])) for k, s in t["slots"].items()
+                 } if with_slots else {}
+    step = 16 * t["chunk_rows"]  # a batch of chunks at a time bounds the reader's memory
     for a in range(r0, r1, step):
         b = min(a + step, r1)
         try:
             keys = keys_arr[a:b] if keys_arr is not None else np.arange(a, b, dtype=np.int64)
         except ValueError as exc:
-            raise CheckpointFormatError(f"checkpoint {path!r}, table {name!r}: keys of rows "
-                                        f"{a}..{b} are damaged: {exc}") from None
+            raise CheckpointFormatError(f"{where}: keys of rows {a}..{b} are damaged: "
+                                        f"{exc}") from None
         plan, bad = spec.partitioner.plan(keys)
         if bad >= 0 or plan.n_unique != keys.shape[0]:
-            raise CheckpointFormatError(f"checkpoint {path!r}, table {name!r}: rows {a}..{b} "
-                                        f"hold duplicate or out-of-range keys")
+            raise CheckpointFormatError(f"{where}: rows {a}..{b} hold duplicate or "
+                                        f"out-of-range keys")
+        try:
+            values = values_arr[a:b]
+            slots = {k: arr[a:b] for k, arr in slot_arrs.items()}
+        except ValueError as exc:  # a checksum that fails, a chunk cut short
+            raise CheckpointFormatError(f"{where}: rows {a}..{b} are damaged: {exc}") from None
+        yield plan, values, slots
+
+
+def _check_part(model, path: str, name: str, t: dict, spec, r0: int, r1: int,
+                with_slots: bool) -> int:
+    """Checker task: rows ``[r0, r1)`` read as :func:`_load_part` reads them, and dropped."""
+    for _ in _stored_rows(path, name, t, spec, r0, r1, with_slots):
+        pass
+    return r1 - r0
+
+
+def _load_part(model, path: str, name: str, t: dict, spec, r0: int, r1: int,
+               with_slots: bool) -> int:
+    """Loader task: rows ``[r0, r1)`` of a stored table, sent to their shards in ``model``."""
+    tr = connection.process_client(model).transport
+    for plan, values, slots in _stored_rows(path, name, t, spec, r0, r1, with_slots):
 
         def arrange(x):
             if plan.identity:
@@ -301,12 +338,7 @@ def _load_part(model, path: str, name: str, t: dict, r0: int, r1: int,
             out[plan.inverse] = x
             return out
 
-        try:
-            values = arrange(values_arr[a:b])
-            slots = {k: arrange(arr[a:b]) for k, arr in slot_arrs.items()}
-        except ValueError as exc:  # a checksum that fails, a chunk cut short
-            raise CheckpointFormatError(f"checkpoint {path!r}, table {name!r}: rows {a}..{b} "
-                                        f"are damaged: {exc}") from None
+        values, slots = arrange(values), {k: arrange(v) for k, v in slots.items()}
         calls = [tr.call(s, "load_rows", name, plan.local[plan.shard_slice(s)],
                          values[plan.shard_slice(s)],
                          {k: v[plan.shard_slice(s)] for k, v in slots.items()})
@@ -315,8 +347,15 @@ def _load_part(model, path: str, name: str, t: dict, r0: int, r1: int,
     return r1 - r0
 
 
-def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True) -> None:
-    """Replace the model's tables by those of checkpoint ``info`` (all shards), in place."""
+def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
+             check: bool = True) -> None:
+    """Replace the model's tables by those of checkpoint ``info`` (all shards), in place.
+
+    With ``check``, every array the load reads is first read and checked (checksums, shapes,
+    keys) on the shards' workers before any table is touched, so that a damaged checkpoint
+    leaves the model as it was: a second read of the checkpoint, not a second copy of the
+    tables in memory. A new model (nothing to lose) skips it."""
+    _check_url(model, info.url)
     if model._job is not None:
         raise RuntimeError(f"cannot restore while job {model._job!r} runs")
     tables = info.attrs["tables"]
@@ -327,18 +366,29 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True) -> No
             f"not the model's {own}: it is another model's checkpoint (load it into a new "
             f"model with PSModel.load)")
     specs = {name: ck.spec_from_attrs(t, model.n_shards) for name, t in tables.items()}
-    for name, spec in specs.items():
-        connection.call_all(model, "drop_table", name)
-        connection.call_all(model, "create_table", spec)
-        model.specs[name] = spec
     calls = []
     for name, t in tables.items():
         n, c = t["n_keys"], t["chunk_rows"]
         bounds = [min(ck.align_up(round(n * w / model.n_shards), c), n)
                   for w in range(model.n_shards)] + [n]
-        calls += [(w, (info.path, name, t, bounds[w], bounds[w + 1], optimizer_state))
+        calls += [(w, (info.path, name, t, specs[name], bounds[w], bounds[w + 1],
+                       optimizer_state))
                   for w in range(model.n_shards) if bounds[w + 1] > bounds[w]]
-    _run_tasks(model, _load_part, calls)
+    if check:
+        _run_tasks(model, _check_part, calls)
+    for name, spec in specs.items():
+        connection.call_all(model, "drop_table", name)
+        connection.call_all(model, "create_table", spec)
+        model.specs[name] = spec
+    try:
+        _run_tasks(model, _load_part, calls)
+    except BaseException as exc:  # e.g. a worker lost while loading
+        if check:
+            exc.add_note(f"checkpoint {info.url!r} version {info.version} was loaded only in "
+                         f"part: tables {sorted(specs)} hold some of its rows and initial "
+                         f"values elsewhere; restore it again, or another version")
+        raise
+    model.checkpoint_info = info
 
 
 # -- export -----------------------------------------------------------------------------------
@@ -354,20 +404,25 @@ def _export(model, url: str, *, dtype=None, tables=None) -> None:
     names = list(model.specs) if tables is None else list(tables)
     for name in names:
         connection.process_client(model).spec(name)  # UnknownTableError naming it
-    described, calls = {}, []
-    group = zarr.open_group(ck.zarr_store(url), mode="w", zarr_format=3)
+    ck.check_export_target(url)  # replaces an earlier export only: nothing else is deleted
+    described, plans, calls = {}, {}, []
     for i, name in enumerate(names):
         spec = model.specs[name]
         n, c, writers = _plan_table(model, spec, ck.chunk_rows(spec))
-        t = ck.table_attrs(spec, i, n, c)
-        arrays = _create_arrays(group, t, name, slots=False, dtype=dtype, squeeze=True)
-        described[name] = dict(sparse=spec.sparse, n_keys=n, arrays=arrays,
+        plans[name] = ck.table_attrs(spec, i, n, c), writers
+        described[name] = dict(sparse=spec.sparse, n_keys=n,
                                dtype=str(np.dtype(dtype or spec.dtype)),
                                trained_dtype=str(spec.dtype))
+    # its tables are named from the start: an export cut short is still ours to replace
+    meta = dict(format=ck.FORMAT, library_version=__version__, tables=described)
+    group = zarr.open_group(ck.zarr_store(url), mode="w", zarr_format=3,
+                            attributes=dict(dask_ps_export=dict(meta, complete=False)))
+    for name, (t, writers) in plans.items():
+        arrays = _create_arrays(group, t, name, slots=False, dtype=dtype, squeeze=True)
+        described[name]["arrays"] = arrays
         calls += [(w[0], (url, name, arrays) + w[1:] + (dtype,)) for w in writers]
     _run_tasks(model, _write_part, calls)
-    group.attrs.update(dict(dask_ps_export=dict(format=ck.FORMAT, library_version=__version__,
-                                                tables=described)))
+    group.attrs.update(dict(dask_ps_export=dict(meta, complete=True)))
 
 
 def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
@@ -474,7 +529,7 @@ def load(cls, client, url: str, n_shards: int | None = None, optimizer_state: bo
     model = cls(client, n_shards, resources=resources,
                 **({} if timeout is None else {"timeout": timeout}))
     try:
-        model.restore(info, optimizer_state)
+        _restore(model, info, optimizer_state, check=False)  # a new model: nothing to lose
     except BaseException:
         model.close()
         raise
@@ -482,13 +537,37 @@ def load(cls, client, url: str, n_shards: int | None = None, optimizer_state: bo
 
 
 def restore(model, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInfo:
-    """Replace every table by its state in a checkpoint (URL, newest complete version, or
-    a :class:`CheckpointInfo`), on the current shards; returns what was restored."""
+    """Replace every table by its state in a checkpoint, on the current shards.
+
+    The checkpoint is read twice: first every array is checked (checksums, shapes, keys)
+    without touching the tables, then loaded; a damaged checkpoint leaves the model's
+    tables, keys, optimizer state and specs as they were.
+
+    Parameters
+    ----------
+    checkpoint : str or CheckpointInfo
+        A URL (its newest complete version) or one version.
+    optimizer_state : bool, default True
+        As for :meth:`PSModel.load`.
+
+    Returns
+    -------
+    CheckpointInfo
+        What was restored (also ``model.checkpoint_info``).
+
+    Raises
+    ------
+    CheckpointNotFoundError
+        No complete version.
+    CheckpointFormatError
+        Another model's checkpoint (it lacks a table of this model), a newer format, or a
+        damaged array (naming the checkpoint, table and rows): the model is unchanged.
+    RuntimeError
+        While a job runs.
+    """
     info = checkpoint if isinstance(checkpoint, ck.CheckpointInfo) else ck.latest(
         checkpoint)
-    _check_url(model, info.url)
     _restore(model, info, optimizer_state)
-    model.checkpoint_info = info
     return info
 
 
@@ -497,15 +576,28 @@ def export(model, url: str, *, dtype=None, tables: list[str] | None = None) -> N
 
     Dense table ``name`` becomes array ``name`` (shape as the table's); a sparse one
     becomes ``name/keys`` (int64, ascending) and ``name/values``. Readable with zarr
-    alone; attributes under ``dask_ps_export`` describe the tables.
+    alone; attributes under ``dask_ps_export`` describe the tables (``complete`` is False
+    until every row is written).
 
     Parameters
     ----------
     url : str
-        Any fsspec URL reachable from the workers; overwritten.
+        Any fsspec URL reachable from the workers: a new or empty folder, or an earlier
+        export, which is replaced.
     dtype : {None, "float16", "float32", "float64"}
         Cast the weights (e.g. float16 halves the size of float32 weights).
     tables : list of str, optional
         Default: all.
+
+    Raises
+    ------
+    FileExistsError
+        ``url`` holds anything but an earlier export (files of its own, a checkpoint's
+        versions): the message names the folder and what it holds; nothing is written or
+        deleted.
+    UnknownTableError
+        A name in ``tables`` that is not a table.
+    ValueError
+        A process-private URL with a cluster, or another ``dtype``.
     """
     _export(model, url, dtype=dtype, tables=tables)

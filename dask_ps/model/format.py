@@ -38,8 +38,9 @@ from ..exceptions import CheckpointFormatError, CheckpointNotFoundError
 from ..state.optimizers import OPTIMIZERS
 from ..state.table import Init, TableSpec
 
-__all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "latest", "list_versions",
-           "open_version", "prune", "spec_from_attrs", "table_attrs", "verify"]
+__all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "check_export_target", "latest",
+           "list_versions", "open_version", "prune", "spec_from_attrs", "table_attrs",
+           "verify"]
 
 #: Version of the store layout; readers refuse anything newer.
 FORMAT = 1
@@ -278,6 +279,56 @@ def prune(url: str, keep: int, first: int = 1) -> list[int]:
     for v in doomed:
         fs.rm(_fs(version_url(url, v))[1], recursive=True)
     return sorted(doomed)
+
+
+def check_export_target(url: str) -> None:
+    """Refuse to export into ``url`` unless everything there is an earlier export's.
+
+    An export replaces what is at its URL, so the URL must not exist, be an empty folder, or
+    hold an earlier export of dask_ps and nothing else (its ``zarr.json``, whose attributes
+    ``dask_ps_export`` name its tables, and a folder per table).
+
+    Raises
+    ------
+    FileExistsError
+        ``url`` is a file, holds checkpoint versions, or holds anything that is not part of
+        an earlier export (the message names the folder and what is in it); nothing there
+        is touched.
+    """
+    fs, root = _fs(url)
+    if fs.isfile(root):
+        raise FileExistsError(f"export target {url!r} is a file: give a new or empty folder")
+    try:
+        entries = sorted(e.rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(root, detail=False))
+    except FileNotFoundError:
+        return
+    if not entries:
+        return
+    complete, torn = list_versions(url)
+    if complete or torn:
+        raise FileExistsError(f"export target {url!r} is a checkpoint folder (versions "
+                              f"{sorted(complete + torn)}): an export there would delete "
+                              f"them; export into a new or empty folder")
+    try:
+        attrs = json.loads(fs.cat_file(f"{root}/zarr.json")).get("attributes") or {}
+        tables = attrs["dask_ps_export"]["tables"]
+    except (FileNotFoundError, ValueError, AttributeError, KeyError, TypeError):
+        tables = None
+    if not isinstance(tables, dict):
+        raise FileExistsError(f"export target {url!r} is not empty and is not an earlier "
+                              f"export of dask_ps: it holds {_some(entries)}; an export "
+                              f"there would delete them: export into a new or empty folder")
+    ours = {"zarr.json"} | {str(name).split("/")[0] for name in tables}
+    foreign = [e for e in entries if e not in ours]
+    if foreign:
+        raise FileExistsError(f"export target {url!r} holds an earlier export and also "
+                              f"{_some(foreign)}, which are not part of it; an export there "
+                              f"would delete them: move them away or export into another "
+                              f"folder")
+
+
+def _some(names: list[str], n: int = 8) -> str:
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
 # -- metadata ---------------------------------------------------------------------------------

@@ -226,6 +226,68 @@ def test_overwritten_bytes_fail_their_checksum_naming_table_and_rows(tmp_path):
         PSModel.load("local", url)
 
 
+def _damage_last_chunk(url: str, array: str) -> str:
+    """Flip bytes in the last chunk of ``array`` of version 1: its checksum fails."""
+    chunk = sorted(p for p in (Path(url) / "v000001" / array / "c").rglob("*") if p.is_file())[-1]
+    raw = bytearray(chunk.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    chunk.write_bytes(bytes(raw))
+    return str(chunk)
+
+
+@pytest.mark.parametrize("array, table", [("t6/slots/accumulator", "vector"),
+                                          ("t5/keys", "sparse_adam"),
+                                          ("t0/values", "dense_ftrl")])
+def test_a_failed_restore_leaves_the_model_as_it_was(tmp_path, array, table):
+    """A damaged chunk (of the last table's optimizer state, of a sparse table's keys, of
+    the first table's values) is found before any table is replaced: values, keys,
+    optimizer state and specs stay as they were; the damage is named; a sound checkpoint
+    then restores."""
+    url = str(tmp_path / "ck")
+    model = build("local", 3)
+    model.save(url, chunk_rows=100)
+    saved = full_state(model)
+    model.push("vector", np.arange(77), np.ones(77))  # the live model differs from the save
+    model.push("sparse_adam", [3, 4], np.ones((2, 2)))
+    before, specs = full_state(model), dict(model.specs)
+    _damage_last_chunk(url, array)
+    with pytest.raises(CheckpointFormatError, match=rf"table '{table}': .*rows \d+\.\.\d+ "
+                                                    r"are damaged"):
+        model.restore(url)
+    assert_same(before, full_state(model))
+    assert model.specs == specs and model.checkpoint_info is None
+    np.testing.assert_array_equal(model.table("sparse_adam").to_numpy()[0],
+                                  before["sparse_adam"][0])
+    model.save(url, chunk_rows=100)  # a sound version 2 restores over more pushes
+    model.push("vector", np.arange(77), np.ones(77))
+    assert model.restore(url).version == 2
+    assert_same(before, full_state(model))
+    assert not np.array_equal(before["vector"][1], saved["vector"][1])
+    model.close()
+
+
+def test_a_failed_restore_on_a_cluster_leaves_the_model_as_it_was(client2, tmp_path):
+    """The check runs in the workers' tasks: a damaged chunk there changes nothing either,
+    and recover() (no shard lost) refuses it the same way."""
+    url = str(tmp_path / "ck")
+    model = PSModel(client2, n_shards=2)
+    model.add_table("w", (1000, 4), optimizer="adagrad")
+    model.add_table("h", (None, 2), partitioner="hash")
+    model.push("w", np.arange(1000), np.ones((1000, 4)))
+    model.push("h", [5, 7], np.ones((2, 2)))
+    model.save(url, chunk_rows=100)
+    model.push("w", [0], np.ones((1, 4)))
+    before = full_state(model)
+    _damage_last_chunk(url, "t0/values")
+    for roll_back in (model.restore, model.recover):
+        with pytest.raises(CheckpointFormatError, match=r"table 'w': rows 500\.\.1000 are "
+                                                        r"damaged"):
+            roll_back(url)
+        assert_same(before, full_state(model))
+        assert model.table("h").n_keys == 2
+    model.close()
+
+
 def test_unreadable_metadata_is_reported_and_skipped(tmp_path):
     url, _ = _two_versions(tmp_path)
     meta = tmp_path / "ck" / "v000002" / "t0" / "values" / "zarr.json"
@@ -280,6 +342,46 @@ def test_export_for_serving_is_plain_zarr():
     np.testing.assert_allclose(group["sparse_ftrl/values"][:], values, rtol=1e-3, atol=1e-4)
     assert "slots" not in str(list(group.members(max_depth=None)))
     assert group.attrs["dask_ps_export"]["tables"]["sparse_ftrl"]["sparse"] is True
+    model.close()
+
+
+def test_export_replaces_only_an_earlier_export(tmp_path):
+    """An export never deletes what is not its own: a folder of other files, a checkpoint
+    folder and an export with a file added are refused, named, and left as they were; an
+    earlier export is replaced."""
+    model = PSModel("local", n_shards=2)
+    model.add_table("w", (10,), optimizer="add")
+    model.add_table("h", (None, 2), partitioner="hash")
+    model.push("h", [5, 7], np.ones((2, 2)))
+    folder, ck = tmp_path / "run", tmp_path / "run" / "ck"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("my notes")
+    model.save(str(ck))
+    with pytest.raises(FileExistsError, match=rf"export target '{folder}' is not empty and is "
+                                              rf"not an earlier export .* holds ck, notes.txt"):
+        model.export(str(folder))
+    model.save(str(ck))
+    with pytest.raises(FileExistsError, match=rf"'{ck}' is a checkpoint folder \(versions "
+                                              rf"\[1, 2\]\)"):
+        model.export(str(ck))
+    assert sorted(os.listdir(folder)) == ["ck", "notes.txt"]
+    assert list_versions(str(ck)) == ([1, 2], [])
+    PSModel.load("local", str(ck)).close()
+    with pytest.raises(FileExistsError, match="is a file"):
+        model.export(str(folder / "notes.txt"))
+
+    serve = tmp_path / "serve"
+    model.export(str(serve))
+    model.push("w", [3], [2.0])
+    model.export(str(serve), dtype="float16")  # an earlier export: replaced
+    group = zarr.open_group(str(serve), mode="r")
+    assert group["w"].dtype == np.float16 and group["w"][3] == 2.0
+    assert group.attrs["dask_ps_export"]["complete"] is True
+    (serve / "README").write_text("served since May")
+    with pytest.raises(FileExistsError, match=rf"'{serve}' holds an earlier export and also "
+                                              rf"README, which are not part of it"):
+        model.export(str(serve))
+    assert (serve / "README").read_text() == "served since May" and group["w"][3] == 2.0
     model.close()
 
 
