@@ -193,6 +193,33 @@ def binary_margins(X, coef_t, intercept, n_buckets=None) -> np.ndarray:
     return margins(X, coef_t, intercept, n_buckets)[:, 0]
 
 
+def finite_block(X, estimator: str, block_info=None):
+    """``X``, a chunk of a dask ``X`` given to a fitted estimator, after checking its values
+    are finite, as scikit-learn checks NumPy input ("Input X contains NaN"); dask input
+    otherwise gave NaN margins and probabilities silently.
+
+    Raises
+    ------
+    ValueError
+        Naming the first value that is not finite, its row in the whole ``X`` (from
+        ``block_info``, given by ``map_blocks``) and its column.
+    """
+    data = X.data if sp.issparse(X) else np.asarray(X)
+    if data.dtype.kind == "f" and not np.isfinite(data).all():
+        dense = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
+        if sp.issparse(dense):
+            j = int(np.flatnonzero(~np.isfinite(dense.data))[0])
+            r = int(np.searchsorted(dense.indptr, j, side="right")) - 1
+            c, value = int(dense.indices[j]), dense.data[j]
+        else:
+            r, c = (int(i) for i in np.argwhere(~np.isfinite(dense))[0])
+            value = dense[r, c]
+        first = block_info[0]["array-location"][0][0] if block_info else 0
+        raise ValueError(f"{estimator}: X holds {value} at row {first + r}, column {c}: "
+                         f"its values must be finite (Input X contains NaN or infinity)")
+    return X
+
+
 def proba_from_margins(z: np.ndarray) -> np.ndarray:
     """Class probabilities from margins: ``[1 - p, p]`` of the sigmoid for one column, else
     the one-vs-rest sigmoids normalised in log space (finite, in [0, 1], rows summing to 1
@@ -256,6 +283,7 @@ def dask_margins(X, coef_t, intercept: np.ndarray, n_buckets, n_features: int,
         raise ValueError(f"X has shape {X.shape}, but {estimator} is expecting {n_features} "
                          f"features as input")
     X = X.rechunk({1: -1})
+    X = X.map_blocks(finite_block, estimator, dtype=X.dtype, meta=X._meta)
     n_out = (coef_t.W if isinstance(coef_t, KeyedWeights) else coef_t).shape[1]
     coef_t, intercept = broadcast_large(coef_t, intercept)
     if n_out == 1:  # functions of arrays only: no estimator in the graph

@@ -377,7 +377,9 @@ class FactorizationMachineClassifier(LogisticRegression):
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X has shape {X.shape}, but {type(self).__name__} is "
                                  f"expecting {self.n_features_in_} features as input")
-            return X.rechunk({1: -1}).map_blocks(_margins, *broadcast_large(*args),
+            X = X.rechunk({1: -1})
+            X = X.map_blocks(D.finite_block, type(self).__name__, dtype=X.dtype, meta=X._meta)
+            return X.map_blocks(_margins, *broadcast_large(*args),
                                                  drop_axis=1, dtype=np.float64,
                                                  meta=np.empty((0,)))
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)

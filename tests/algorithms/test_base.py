@@ -287,6 +287,28 @@ def test_resume_refuses_a_checkpoint_of_another_fit_before_restoring(tmp_path):
         LatentDirichletAllocation(n_components=5, **lkw).fit(counts)
 
 
+@pytest.mark.parametrize("make", [lambda: LogisticRegression(max_iter=2, client="local"),
+                                  lambda: dask_ps.FactorizationMachineClassifier(
+                                      max_iter=2, client="local")], ids=["lr", "fm"])
+def test_dask_input_holding_nan_is_refused_at_predict_naming_its_row(make):
+    """NumPy input is refused by scikit-learn ("Input X contains NaN"); dask input gave NaN
+    probabilities silently. Its chunks are checked too, naming the row in the whole X."""
+    import dask.array as da
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 8))
+    model = make().fit(X, (X[:, 0] > 0).astype(int))
+    np.testing.assert_allclose(model.predict_proba(da.from_array(X, chunks=50)).compute(),
+                               model.predict_proba(X))
+    for bad in (np.nan, np.inf):
+        Xb = X.copy()
+        Xb[137, 3] = bad
+        with pytest.raises(ValueError, match=rf"holds {bad} at row 137, column 3"):
+            model.predict_proba(da.from_array(Xb, chunks=50)).compute()
+        with pytest.raises(ValueError, match="row 137"):
+            model.predict(da.from_array(Xb, chunks=50)).compute()
+
+
 def test_every_public_name_is_documented():
     for name in dask_ps.__all__:
         obj = getattr(dask_ps, name)
