@@ -1,4 +1,4 @@
-"""Saving, loading and exporting a PSModel: rows move between shards and zarr, in parallel.
+"""Saving and loading a PSModel: rows move between shards and zarr, in parallel.
 
 Saving runs one writer per shard, on that shard's worker: the writer takes a chunk-aligned
 range of each table's rows (by key), fetches those rows from the shards holding them (its own
@@ -11,8 +11,9 @@ Loading runs one loader per shard of the new model: it reads a chunk-aligned sli
 array and sends every row to the shard that owns it under the new partitioning, so a
 checkpoint of N shards loads onto M shards with weights and optimizer state unchanged.
 
-See :mod:`dask_ps.model.format` for the store format. The functions taking ``model`` first
-are :class:`~dask_ps.PSModel`'s methods ``save``, ``load``, ``restore`` and ``export``.
+See :mod:`dask_ps.model.format` for the store format, :mod:`dask_ps.model.export` for the
+weights written for serving. The functions taking ``model`` first are
+:class:`~dask_ps.PSModel`'s methods ``save``, ``load`` and ``restore``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..exceptions import CheckpointFormatError, OptionError
 from . import connection, placement
 from . import format as ck
 
-__all__ = ["export", "load", "restore", "save"]
+__all__ = ["load", "restore", "save"]
 
 _SAMPLE = 1024  # keys sampled per shard and writer to choose the splitters of sparse tables
 #: Chunks of rows a writer task gathers and writes at once: a save of a large table is many
@@ -178,7 +179,6 @@ def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
          extra: dict | None = None, keep: int | None = None,
          chunk_rows: int | None = None) -> ck.CheckpointInfo:
     """Write a new version of the checkpoint at ``url``; see :meth:`PSModel.save`."""
-    import zarr
 
     from .. import __version__
 
@@ -203,9 +203,7 @@ def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
         data_position=_json(data_position or {}, "data_position"),
         extra=_json(extra or {}, "extra"), tables=tables)
     _warn_other_model(url, tables)
-    version = ck.next_version(url)
-    path = ck.version_url(url, version)
-    group = zarr.create_group(ck.zarr_store(path), zarr_format=3, attributes=attrs)
+    version, path, group = _new_version(url, attrs)
     calls, manifest = [], {}
     for name, t in tables.items():
         arrays = _create_arrays(group, t, t["path"], slots=True, dtype=None, squeeze=False)
@@ -217,6 +215,24 @@ def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
     if keep is not None:
         ck.prune(url, keep)
     return ck.CheckpointInfo(url, version, attrs, seconds=time.perf_counter() - t0)
+
+
+def _new_version(url: str, attrs: dict, tries: int = 8) -> tuple:
+    """``(version, path, group)`` of a new version at ``url``: the next number, or the one
+    after when another save took it meanwhile (zarr refuses a group that exists)."""
+    import zarr
+    from zarr.errors import ContainsGroupError
+
+    for _ in range(tries):
+        version = ck.next_version(url)
+        path = ck.version_url(url, version)
+        try:
+            return version, path, zarr.create_group(ck.zarr_store(path), zarr_format=3,
+                                                    attributes=attrs)
+        except ContainsGroupError:  # another save made it first: take the next number
+            continue
+    raise RuntimeError(f"{url!r}: no free version after {tries} tries: other saves keep "
+                       f"taking them")
 
 
 def _warn_other_model(url: str, tables: dict) -> None:
@@ -391,40 +407,6 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
     model.checkpoint_info = info
 
 
-# -- export -----------------------------------------------------------------------------------
-def _export(model, url: str, *, dtype=None, tables=None) -> None:
-    """Weights only, as a plain zarr group; see :meth:`PSModel.export`."""
-    import zarr
-
-    from .. import __version__
-
-    _check_url(model, url)
-    if dtype is not None and np.dtype(dtype) not in (np.float16, np.float32, np.float64):
-        raise ValueError(f"dtype must be float16, float32, float64 or None, got {dtype!r}")
-    names = list(model.specs) if tables is None else list(tables)
-    for name in names:
-        connection.process_client(model).spec(name)  # UnknownTableError naming it
-    ck.check_export_target(url)  # replaces an earlier export only: nothing else is deleted
-    described, plans, calls = {}, {}, []
-    for i, name in enumerate(names):
-        spec = model.specs[name]
-        n, c, writers = _plan_table(model, spec, ck.chunk_rows(spec))
-        plans[name] = ck.table_attrs(spec, i, n, c), writers
-        described[name] = dict(sparse=spec.sparse, n_keys=n,
-                               dtype=str(np.dtype(dtype or spec.dtype)),
-                               trained_dtype=str(spec.dtype))
-    # its tables are named from the start: an export cut short is still ours to replace
-    meta = dict(format=ck.FORMAT, library_version=__version__, tables=described)
-    group = zarr.open_group(ck.zarr_store(url), mode="w", zarr_format=3,
-                            attributes=dict(dask_ps_export=dict(meta, complete=False)))
-    for name, (t, writers) in plans.items():
-        arrays = _create_arrays(group, t, name, slots=False, dtype=dtype, squeeze=True)
-        described[name]["arrays"] = arrays
-        calls += [(w[0], (url, name, arrays) + w[1:] + (dtype,)) for w in writers]
-    _run_tasks(model, _write_part, calls)
-    group.attrs.update(dict(dask_ps_export=dict(meta, complete=True)))
-
-
 def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
          extra: dict | None = None, keep: int | None = None,
          chunk_rows: int | None = None) -> ck.CheckpointInfo:
@@ -569,35 +551,3 @@ def restore(model, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInf
         checkpoint)
     _restore(model, info, optimizer_state)
     return info
-
-
-def export(model, url: str, *, dtype=None, tables: list[str] | None = None) -> None:
-    """Write the weights (no optimizer state) as a plain zarr group, for serving.
-
-    Dense table ``name`` becomes array ``name`` (shape as the table's); a sparse one
-    becomes ``name/keys`` (int64, ascending) and ``name/values``. Readable with zarr
-    alone; attributes under ``dask_ps_export`` describe the tables (``complete`` is False
-    until every row is written).
-
-    Parameters
-    ----------
-    url : str
-        Any fsspec URL reachable from the workers: a new or empty folder, or an earlier
-        export, which is replaced.
-    dtype : {None, "float16", "float32", "float64"}
-        Cast the weights (e.g. float16 halves the size of float32 weights).
-    tables : list of str, optional
-        Default: all.
-
-    Raises
-    ------
-    FileExistsError
-        ``url`` holds anything but an earlier export (files of its own, a checkpoint's
-        versions): the message names the folder and what it holds; nothing is written or
-        deleted.
-    UnknownTableError
-        A name in ``tables`` that is not a table.
-    ValueError
-        A process-private URL with a cluster, or another ``dtype``.
-    """
-    _export(model, url, dtype=dtype, tables=tables)

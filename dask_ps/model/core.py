@@ -19,6 +19,7 @@ from ..state.optimizers import Optimizer, get_optimizer
 from ..state.table import Init, TableSpec
 from ..state.transport import ShardRef
 from . import checkpoint, connection, jobs, placement, recovery
+from . import export as exporting
 from .table import Table
 
 __all__ = ["PSModel"]
@@ -231,7 +232,7 @@ class PSModel:
     save = checkpoint.save
     load = classmethod(checkpoint.load)
     restore = checkpoint.restore
-    export = checkpoint.export
+    export = exporting.export
     recover = recovery.recover
 
     # -- life -----------------------------------------------------------------------------

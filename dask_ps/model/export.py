@@ -1,0 +1,76 @@
+"""Exporting a PSModel's weights for serving: a plain zarr group, written by one writer per
+shard as a checkpoint is (see :mod:`dask_ps.model.checkpoint`), without optimizer state."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import connection
+from . import format as ck
+from .checkpoint import _check_url, _create_arrays, _plan_table, _run_tasks, _write_part
+
+__all__ = ["export"]
+
+
+def export(model, url: str, *, dtype=None, tables: list[str] | None = None) -> None:
+    """Write the weights (no optimizer state) as a plain zarr group, for serving.
+
+    Dense table ``name`` becomes array ``name`` (shape as the table's); a sparse one
+    becomes ``name/keys`` (int64, ascending) and ``name/values``. Readable with zarr
+    alone; attributes under ``dask_ps_export`` describe the tables (``complete`` is False
+    until every row is written).
+
+    Parameters
+    ----------
+    url : str
+        Any fsspec URL reachable from the workers: a new or empty folder, or an earlier
+        export, which is replaced.
+    dtype : {None, "float16", "float32", "float64"}
+        Cast the weights (e.g. float16 halves the size of float32 weights).
+    tables : list of str, optional
+        Default: all.
+
+    Raises
+    ------
+    FileExistsError
+        ``url`` holds anything but an earlier export (files of its own, a checkpoint's
+        versions): the message names the folder and what it holds; nothing is written or
+        deleted.
+    UnknownTableError
+        A name in ``tables`` that is not a table.
+    ValueError
+        A process-private URL with a cluster, or another ``dtype``.
+    """
+    _export(model, url, dtype=dtype, tables=tables)
+
+
+def _export(model, url: str, *, dtype=None, tables=None) -> None:
+    import zarr
+
+    from .. import __version__
+
+    _check_url(model, url)
+    if dtype is not None and np.dtype(dtype) not in (np.float16, np.float32, np.float64):
+        raise ValueError(f"dtype must be float16, float32, float64 or None, got {dtype!r}")
+    names = list(model.specs) if tables is None else list(tables)
+    for name in names:
+        connection.process_client(model).spec(name)  # UnknownTableError naming it
+    ck.check_export_target(url)  # replaces an earlier export only: nothing else is deleted
+    described, plans, calls = {}, {}, []
+    for i, name in enumerate(names):
+        spec = model.specs[name]
+        n, c, writers = _plan_table(model, spec, ck.chunk_rows(spec))
+        plans[name] = ck.table_attrs(spec, i, n, c), writers
+        described[name] = dict(sparse=spec.sparse, n_keys=n,
+                               dtype=str(np.dtype(dtype or spec.dtype)),
+                               trained_dtype=str(spec.dtype))
+    # its tables are named from the start: an export cut short is still ours to replace
+    meta = dict(format=ck.FORMAT, library_version=__version__, tables=described)
+    group = zarr.open_group(ck.zarr_store(url), mode="w", zarr_format=3,
+                            attributes=dict(dask_ps_export=dict(meta, complete=False)))
+    for name, (t, writers) in plans.items():
+        arrays = _create_arrays(group, t, name, slots=False, dtype=dtype, squeeze=True)
+        described[name]["arrays"] = arrays
+        calls += [(w[0], (url, name, arrays) + w[1:] + (dtype,)) for w in writers]
+    _run_tasks(model, _write_part, calls)
+    group.attrs.update(dict(dask_ps_export=dict(meta, complete=True)))
