@@ -481,14 +481,18 @@ def checked_update(spec: TableSpec, keys, updates, keys_checked: bool = False,
                         f"got {updates.dtype}")
     if updates.dtype.kind not in "iubf":
         raise TypeError(f"table {name!r}: updates must be real numbers, got {updates.dtype}")
-    values = (np.array(updates, dtype=spec.dtype, copy=True) if copy else
-              np.asarray(updates, dtype=spec.dtype)).reshape(keys.shape[0], spec.ncols)
+    with np.errstate(over="ignore"):  # an overflow is refused below, naming the key
+        values = (np.array(updates, dtype=spec.dtype, copy=True) if copy else
+                  np.asarray(updates, dtype=spec.dtype)).reshape(keys.shape[0], spec.ncols)
     if spec.dtype.kind == "f":
         finite = np.isfinite(values)
         if not finite.all():
             i = int(np.argmax(~finite.all(axis=1)))
+            given = np.asarray(updates).reshape(keys.shape[0], -1)[i]
+            what = (f"overflows {spec.dtype}: {given.tolist()}" if np.isfinite(given).all()
+                    else f"is not finite: {values[i].tolist()}")
             raise ValueError(f"table {name!r}: update for key {int(keys[i])} (position {i}) "
-                             f"is not finite: {values[i].tolist()}")
+                             f"{what}")
     elif updates.dtype != spec.dtype and updates.size:
         info = np.iinfo(spec.dtype)
         if updates.min() < info.min or updates.max() > info.max:

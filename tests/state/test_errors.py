@@ -22,6 +22,7 @@ def model():
 @pytest.mark.parametrize("updates, err, match", [
     ([np.nan], ValueError, r"table 'w': update for key 4 \(position 0\) is not finite"),
     ([np.inf], ValueError, "not finite"),
+    ([1e300], ValueError, r"update for key 4 \(position 0\) overflows float32: \[1e\+300\]"),
     ([None], TypeError, "real numbers"),
     ([1 + 2j], TypeError, "real numbers"),
 ])
