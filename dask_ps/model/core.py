@@ -143,7 +143,10 @@ class PSModel:
         dtype : {"float32", "float64", "int32", "int64"}, default "float32"
         partitioner : {"range", "hash"}, default "range"
             "range": dense rows cut into contiguous blocks. "hash": sparse, rows created on
-            first touch; memory proportional to the keys used.
+            first touch, by a pull as by a push (a key never seen reads its ``init``
+            value, and keeps a row); memory proportional to the keys used. A uint64 key
+            and the int64 of the same 64 bits are one key (``2**64 - 1`` is ``-1``), and
+            keys come back as int64.
         optimizer : str or Optimizer, optional
             Server-side update rule: "add" (default; pushes are deltas), "sgd", "adagrad",
             "adam", "ftrl", or an instance with hyper-parameters, e.g. ``FTRL(alpha=0.1)``.
