@@ -7,12 +7,15 @@ stood before seeing it: progressive validation (Blum, Kalai & Langford, COLT 199
 et al., KDD 2013, section 5.1), the honest online estimate of the loss on unseen data. Every
 ``version_every`` batches the estimator is written to a new version file
 (:func:`dask_ps.saving.save_estimator`, an atomic rename), which a serving process can load
-while training goes on.
+while training goes on. Version numbers go on after the highest one already in the folder,
+so a learner restarted on it (e.g. from its last version after a crash) never overwrites a
+version and the newest name is always the newest model.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from typing import Iterable
 
 import numpy as np
@@ -20,13 +23,34 @@ import numpy as np
 from ..partitions.inputs import is_dask
 from ..saving import save_estimator
 
-__all__ = ["learn_online", "version_path"]
+__all__ = ["last_version", "learn_online", "version_path"]
+
+_VERSION_NAME = re.compile(r"version-(\d+)\.npz")
 
 
 def version_path(versions: str, batch: int) -> str:
-    """The file of the version saved after ``batch`` batches (1-based) under ``versions``:
-    ``<versions>/version-000012.npz``; names sort in training order."""
+    """The file of version number ``batch`` under ``versions``:
+    ``<versions>/version-000012.npz``.
+
+    :func:`learn_online` numbers a version by the batches trained since the folder's first
+    one: the highest number already in the folder when it started (:func:`last_version`)
+    plus the batches of its own stream; names sort in training order."""
     return f"{os.fspath(versions).rstrip('/')}/version-{int(batch):06d}.npz"
+
+
+def last_version(versions: str) -> int:
+    """The highest number of the version files (:func:`version_path` names) in the folder
+    ``versions`` (local or fsspec URL); 0 when it has none or does not exist. Other files,
+    such as an interrupted save's temporary file, are not versions."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(os.fspath(versions))
+    try:
+        names = fs.ls(root, detail=False)
+    except FileNotFoundError:
+        return 0
+    found = [_VERSION_NAME.fullmatch(str(n).rstrip("/").rsplit("/", 1)[-1]) for n in names]
+    return max((int(m.group(1)) for m in found if m), default=0)
 
 
 def _progressive(est, X, y, classes) -> dict:
@@ -68,7 +92,11 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
     version_every : int, optional
         Save a version after every this many batches (with ``versions``).
     versions : str, optional
-        Folder (local or fsspec URL) of the versions, :func:`version_path` names.
+        Folder (local or fsspec URL) of the versions, :func:`version_path` names. When it
+        holds versions already (a learner restarted on it), the numbers go on after the
+        highest (:func:`last_version`): after a folder ending at ``version-000006.npz``,
+        ``version_every=2`` writes ``version-000008.npz``, ``version-000010.npz``, ...; a
+        version file is never overwritten.
     on_batch : callable, optional
         ``on_batch(record)`` after each batch (e.g. to log or to stop: a True return ends the
         stream).
@@ -80,13 +108,17 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         (the progressive loss inside the batch, each row scored before its own step), and
         ``batch``, ``rows``, ``progressive_log_loss``, ``progressive_accuracy``,
         ``progressive_auc`` (two classes) of the batch scored before training on it, and
-        ``version`` (the file written after it, if one was).
+        ``version`` (the file written after it, if one was). ``batch`` counts the batches of
+        this call (from 1).
 
     Raises
     ------
     ValueError
         ``version_every`` without ``versions`` (or the reverse), a batch that is not an
         ``(X, y)`` pair, or what ``partial_fit`` refuses.
+    FileExistsError
+        The next version's file appeared meanwhile (another learner writes to the folder);
+        nothing is overwritten.
 
     References
     ----------
@@ -100,6 +132,7 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         raise ValueError(f"version_every must be an integer >= 1, got {version_every!r}")
     if versions is not None and "://" not in str(versions):
         os.makedirs(versions, exist_ok=True)
+    first = last_version(versions) if versions is not None else 0
     for b, batch in enumerate(batches, start=1):
         if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
             raise ValueError(f"batch {b} of the stream is a {type(batch).__name__}, not an "
@@ -107,12 +140,28 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         X, y = batch
         record = {"batch": b, "rows": int(X.shape[0]), **_progressive(estimator, X, y, classes)}
         estimator.partial_fit(X, y, classes=classes)
-        saving = version_every is not None and b % version_every == 0
-        if saving:
-            record["version"] = version_path(versions, b)
         estimator.history_[-1].update(record)
-        if saving:  # the version holds this batch's record too
-            save_estimator(estimator, record["version"])
+        if version_every is not None and b % version_every == 0:
+            _save_version(estimator, version_path(versions, first + b))
         if on_batch is not None and on_batch(estimator.history_[-1]):
             break
     return estimator
+
+
+def _save_version(estimator, path: str) -> None:
+    """:func:`save_estimator` to ``path``, its last ``history_`` record naming it (the
+    version holds that record too), refusing to replace a file there; on failure the
+    record names no version."""
+    import fsspec
+
+    fs, where = fsspec.core.url_to_fs(path)
+    if fs.exists(where):
+        raise FileExistsError(f"{path} exists already: another learner writes versions to "
+                              f"this folder; not overwritten")
+    record = estimator.history_[-1]
+    record["version"] = path
+    try:
+        save_estimator(estimator, path)
+    except BaseException:
+        del record["version"]
+        raise

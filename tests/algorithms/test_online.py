@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from dask_ps import FactorizationMachineClassifier, LogisticRegression, learn_online
-from dask_ps.algorithms.online import version_path
+from dask_ps.algorithms.online import last_version, version_path
 from dask_ps.io import HashingEncoder, PlantedCTR
 from dask_ps.saving import load_estimator
 
@@ -69,6 +69,60 @@ def test_progressive_loss_is_the_model_before_the_batch():
     learn_online(est, batches[2:], classes=[0, 1])
     assert est.history_[-1]["progressive_log_loss"] == pytest.approx(want, rel=1e-12)
     assert est.history_[-1]["batch"] == 1  # batches count per call
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_a_restart_on_a_versions_folder_numbers_on_and_never_overwrites(where, tmp_path):
+    """Issue r12: restarted on its folder (from its last version, after a crash), the learner
+    numbered from 1 again: version-000002.npz was overwritten by a model of 8 batches while
+    the stale version-000006.npz still sorted newest."""
+    import fsspec
+
+    folder = str(tmp_path / "v") if where == "local" else f"memory://r12-{tmp_path.name}/v"
+    fs, root = fsspec.core.url_to_fs(folder)
+    names = lambda: sorted(p.rsplit("/", 1)[-1] for p in fs.ls(root, detail=False))  # noqa
+    assert last_version(folder) == 0  # no folder yet
+    make = lambda: LogisticRegression(client="local", random_state=0, checkpoint=None)  # noqa
+    learn_online(make(), stream(6, rows=300), classes=[0, 1], version_every=2,
+                 versions=folder)
+    assert names() == ["version-000002.npz", "version-000004.npz", "version-000006.npz"]
+    v2, _ = load_estimator(version_path(folder, 2))
+    est, _ = load_estimator(version_path(folder, 6))
+    fs.pipe(f"{root}/version-000005.npz.tmp-1", b"")  # an interrupted save: not a version
+    fs.pipe(f"{root}/notes.txt", b"")
+    assert last_version(folder) == 6
+    est = learn_online(est, stream(4, rows=300), classes=[0, 1], version_every=2,
+                       versions=folder)
+    assert [r.get("version") for r in est.history_[6:]] == [
+        None, version_path(folder, 8), None, version_path(folder, 10)]
+    assert [r["batch"] for r in est.history_[6:]] == [1, 2, 3, 4]
+    newest = [n for n in names() if n.startswith("version-") and n.endswith(".npz")][-1]
+    assert newest == "version-000010.npz" and last_version(folder) == 10
+    assert len(load_estimator(version_path(folder, 10))[0].history_) == 10
+    again, _ = load_estimator(version_path(folder, 2))  # the old version is untouched
+    assert len(again.history_) == 2
+    np.testing.assert_array_equal(again.coef_, v2.coef_)
+    # a restart from an older version still writes after the newest
+    learn_online(v2, stream(2, rows=300), classes=[0, 1], version_every=2, versions=folder)
+    assert last_version(folder) == 12
+    assert len(load_estimator(version_path(folder, 12))[0].history_) == 4
+
+
+def test_a_version_written_meanwhile_is_not_overwritten(tmp_path):
+    """Another learner wrote the next version's file after this one started: refused, and
+    the batch's record names no version."""
+    from pathlib import Path
+
+    def other_writer(record):
+        if record["batch"] == 1:
+            Path(version_path(tmp_path, 2)).write_bytes(b"theirs")
+
+    est = LogisticRegression(client="local", random_state=0, checkpoint=None)
+    with pytest.raises(FileExistsError, match=r"version-000002\.npz exists already"):
+        learn_online(est, stream(2, rows=300), classes=[0, 1], version_every=2,
+                     versions=str(tmp_path), on_batch=other_writer)
+    assert Path(version_path(tmp_path, 2)).read_bytes() == b"theirs"
+    assert "version" not in est.history_[-1]
 
 
 def test_bad_streams_are_refused(tmp_path):
