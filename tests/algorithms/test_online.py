@@ -135,3 +135,93 @@ def test_bad_streams_are_refused(tmp_path):
         learn_online(est, [np.zeros(3)])
     with pytest.raises(ValueError, match="partial_fit needs a stochastic solver"):
         learn_online(LogisticRegression(solver="lbfgs", client="local"), stream(1))
+
+
+def _ctr_files(tag):
+    """A CSV batch of 200 rows and one that holds only its header (a quiet hour), in memory."""
+    import fsspec
+
+    from dask_ps.io import read_ctr
+
+    full, empty = f"memory://online-{tag}/hour1.csv", f"memory://online-{tag}/hour2.csv"
+    with fsspec.open(full, "w") as f:
+        f.write("click,price,shop\n" + "".join(f"{i % 2},{i},s{i % 5}\n" for i in range(200)))
+    with fsspec.open(empty, "w") as f:
+        f.write("click,price,shop\n")
+    return (read_ctr(full, label="click", n_features=2**10),
+            read_ctr(empty, label="click", n_features=2**10))
+
+
+def test_batches_partial_fit_takes_are_learnt(tmp_path, caplog):
+    """Issue r05: a header-only file as a batch raised "Found array with 0 sample(s)"; a dask
+    DataFrame batch "int() argument must be ... not 'Scalar'"; a dask array of unknown chunk
+    sizes "cannot convert float NaN to integer". The empty batch is skipped (logged, no
+    record, no version), the others are learnt with their row counts."""
+    import logging
+
+    import dask.dataframe as dd
+    import pandas as pd
+
+    full, empty = _ctr_files(tmp_path.name)
+    est = LogisticRegression(client="local", random_state=0, checkpoint=None)
+    with caplog.at_level(logging.WARNING, logger="dask_ps.algorithms.online"):
+        learn_online(est, [full, empty, full], version_every=1, versions=str(tmp_path))
+    assert [(r["batch"], r["rows"]) for r in est.history_] == [(1, 200), (3, 200)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["version-000001.npz",
+                                                          "version-000003.npz"]
+    assert "batch 2 of the stream (file /online-" in caplog.text
+    assert "hour2.csv) has no rows: skipped" in caplog.text
+
+    df = pd.DataFrame({"a": np.random.default_rng(0).random(100), "click": np.arange(100) % 2})
+    ddf = dd.from_pandas(df, npartitions=2)
+    X, y = full
+    ddf0 = dd.from_pandas(df.iloc[:0], npartitions=1)
+
+    def unknown(n):  # the first n rows of the file's batch, of unknown chunk sizes
+        return (X.map_blocks(lambda b: b[:n], chunks=((np.nan,), X.chunks[1]), dtype=X.dtype),
+                y.map_blocks(lambda b: b[:n], chunks=((np.nan,),), dtype=y.dtype))
+
+    for batch, none in [((ddf[["a"]], ddf.click), (ddf0[["a"]], ddf0.click)),
+                        (unknown(100), unknown(0))]:
+        est = LogisticRegression(client="local", random_state=0, checkpoint=None)
+        learn_online(est, [batch, batch, none])
+        assert [(r["batch"], r["rows"]) for r in est.history_] == [(1, 100), (2, 100)]
+        assert np.isfinite(est.history_[1]["progressive_log_loss"])
+
+
+def test_an_error_names_its_batch_and_file(tmp_path):
+    """Every error raised while a batch is made, scored or trained on names the batch (and
+    its file), keeping its type; the model keeps what it learnt before."""
+    from dask_ps.exceptions import DataError
+
+    full, _ = _ctr_files(tmp_path.name)
+    X, y = full
+    est = LogisticRegression(client="local", random_state=0, checkpoint=None)
+    with pytest.raises(ValueError, match=r"^batch 2 of the stream \(file /online-.*hour1\.csv"
+                                         r"\): y has labels \[2\.0\] outside the model's "
+                                         r"classes \[0\.0, 1\.0\]: .*give classes="):
+        learn_online(est, [full, (X, y * 2)])
+    assert len(est.history_) == 1
+    coef = est.coef_.copy()
+    with pytest.raises(ValueError, match=r"^batch 1 of the stream \(file .*hour1\.csv\): "
+                                         r"classes \[0, 1, 2\] differ from the first call's"):
+        learn_online(est, [full], classes=[0, 1, 2])  # partial_fit's refusal
+    with pytest.raises(ValueError, match=r"^batch 1 of the stream: X has 5 features, but"):
+        learn_online(est, [(np.ones((4, 5)), np.array([0, 1, 0, 1]))])
+    np.testing.assert_array_equal(est.coef_, coef)
+    with pytest.raises(DataError, match=r"^batch 1 of the stream: LogisticRegression needs "
+                                        r"samples of at least 2 classes") as info:
+        learn_online(LogisticRegression(client="local"), [(np.eye(3), np.zeros(3))])
+    assert isinstance(info.value.__cause__, DataError)
+
+    def failing(kind):
+        yield next(stream(1, rows=50))
+        raise kind
+
+    with pytest.raises(RuntimeError, match=r"^batch 2 of the stream \(making it\): disk gone"):
+        learn_online(LogisticRegression(client="local"), failing(RuntimeError("disk gone")))
+    with pytest.raises(OSError) as info:  # not made from one message: a note
+        learn_online(LogisticRegression(client="local"), failing(OSError(5, "I/O error")))
+    assert info.value.args == (5, "I/O error")
+    assert info.value.__notes__ == ["while learn_online processed batch 2 of the stream "
+                                    "(making it)"]
