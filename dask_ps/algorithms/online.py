@@ -140,8 +140,9 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         With a stochastic solver; fitted already (it continues) or not.
     batches : iterable of (X, y)
         Any input ``partial_fit`` takes (NumPy, scipy.sparse, pandas, dask arrays such as
-        :func:`dask_ps.io.read_ctr` gives, of known or unknown chunk sizes, dask
-        DataFrames with ``y`` a dask Series); consumed lazily, one batch at a time. A batch
+        :func:`dask_ps.io.read_ctr` gives, dask DataFrames with ``y`` a dask Series; dask
+        arrays of unknown chunk sizes in process, while on a cluster ``partial_fit`` asks
+        for ``compute_chunk_sizes()``); consumed lazily, one batch at a time. A batch
         without rows (e.g. a file of a quiet hour holding only its header) is skipped: no
         record, no version, a warning on the ``dask_ps.algorithms.online`` logger naming it.
     classes : array-like, optional

@@ -137,13 +137,14 @@ def test_bad_streams_are_refused(tmp_path):
         learn_online(LogisticRegression(solver="lbfgs", client="local"), stream(1))
 
 
-def _ctr_files(tag):
-    """A CSV batch of 200 rows and one that holds only its header (a quiet hour), in memory."""
+def _ctr_files(folder):
+    """A CSV batch of 200 rows and one that holds only its header (a quiet hour), in the
+    folder (local or fsspec URL)."""
     import fsspec
 
     from dask_ps.io import read_ctr
 
-    full, empty = f"memory://online-{tag}/hour1.csv", f"memory://online-{tag}/hour2.csv"
+    full, empty = f"{folder}/hour1.csv", f"{folder}/hour2.csv"
     with fsspec.open(full, "w") as f:
         f.write("click,price,shop\n" + "".join(f"{i % 2},{i},s{i % 5}\n" for i in range(200)))
     with fsspec.open(empty, "w") as f:
@@ -162,7 +163,7 @@ def test_batches_partial_fit_takes_are_learnt(tmp_path, caplog):
     import dask.dataframe as dd
     import pandas as pd
 
-    full, empty = _ctr_files(tmp_path.name)
+    full, empty = _ctr_files(f"memory://online-{tmp_path.name}")
     est = LogisticRegression(client="local", random_state=0, checkpoint=None)
     with caplog.at_level(logging.WARNING, logger="dask_ps.algorithms.online"):
         learn_online(est, [full, empty, full], version_every=1, versions=str(tmp_path))
@@ -194,7 +195,7 @@ def test_an_error_names_its_batch_and_file(tmp_path):
     its file), keeping its type; the model keeps what it learnt before."""
     from dask_ps.exceptions import DataError
 
-    full, _ = _ctr_files(tmp_path.name)
+    full, _ = _ctr_files(f"memory://online-{tmp_path.name}")
     X, y = full
     est = LogisticRegression(client="local", random_state=0, checkpoint=None)
     with pytest.raises(ValueError, match=r"^batch 2 of the stream \(file /online-.*hour1\.csv"
@@ -225,3 +226,25 @@ def test_an_error_names_its_batch_and_file(tmp_path):
     assert info.value.args == (5, "I/O error")
     assert info.value.__notes__ == ["while learn_online processed batch 2 of the stream "
                                     "(making it)"]
+
+
+def test_on_a_cluster_unknown_chunk_sizes_are_refused_naming_the_batch(tmp_path, client2):
+    """partial_fit on a cluster needs known chunk sizes: learn_online says so, naming the
+    batch and its file; the other batches of issue r05 are learnt there too."""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    full, empty = _ctr_files(str(tmp_path))  # files the workers read
+    X, y = full
+    Xn = X.map_blocks(lambda b: b[:100], chunks=((np.nan,), X.chunks[1]), dtype=X.dtype)
+    yn = y.map_blocks(lambda b: b[:100], chunks=((np.nan,),), dtype=y.dtype)
+    make = lambda: FactorizationMachineClassifier(client=client2, k=2, checkpoint=None)  # noqa
+    with pytest.raises(ValueError, match=r"^batch 1 of the stream \(file .*hour1\.csv\): "
+                                         r"the dask arrays need known chunk sizes"):
+        learn_online(make(), [(Xn, yn)])
+    ddf = dd.from_pandas(pd.DataFrame({"a": np.arange(100.0) % 7, "c": np.arange(100) % 2}),
+                         npartitions=2)
+    est = learn_online(make(), [full, empty, full])
+    assert [(r["batch"], r["rows"]) for r in est.history_] == [(1, 200), (3, 200)]
+    est = learn_online(make(), [(ddf[["a"]], ddf.c)] * 2)
+    assert [(r["batch"], r["rows"]) for r in est.history_] == [(1, 100), (2, 100)]
