@@ -12,7 +12,11 @@ API. :class:`PSEstimator` gives it, in one place:
   ``eval_set`` scored every epoch, divergence detection (:class:`~dask_ps.DivergenceError`),
   and ``history_`` records whose fields mean the same in every estimator;
 * pickling without the client (an estimator made with ``client=c`` pickles, clones and
-  travels to tasks; the copy uses the current client).
+  travels to tasks; the copy uses the current client);
+* fits that fail leave the estimator as it was: every ``fit`` and ``partial_fit`` a
+  subclass defines is wrapped (:func:`keeps_state_on_failure`) so that an exception restores
+  its attributes, e.g. ``n_features_in_`` and ``feature_names_in_``, which scikit-learn's
+  ``validate_data`` sets before training, stay those of the fitted model.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from ..partitions import Partitions, partition
 from ..state.consistency import Consistency
 
 __all__ = ["COMMON_CONSTRAINTS", "EpochLoop", "Interval", "PSEstimator", "check_numeric_columns",
-           "history_fields", "validate_data"]
+           "history_fields", "keeps_state_on_failure", "validate_data"]
 
 _pv = _compat.sklearn_param_validation()
 StrOptions = _pv.StrOptions
@@ -91,10 +95,58 @@ def history_fields() -> str:
         ``incoming_transfer_bytes``, ...; see :meth:`dask_ps.Partitions.report`)."""
 
 
+#: The methods of a :class:`PSEstimator` subclass wrapped by :func:`keeps_state_on_failure`.
+FITTING_METHODS = ("fit", "partial_fit")
+
+
+def keeps_state_on_failure(method: Callable) -> Callable:
+    """``method`` of an estimator, restoring the estimator's attributes when it raises.
+
+    The attributes (``__dict__``) are copied before the call (a shallow copy: the fits
+    replace their fitted attributes, they do not change them in place); on any exception
+    (KeyboardInterrupt too) they are put back, attributes the call added removed, and the
+    exception goes on unchanged. A fitted model stays fitted and consistent (a failed
+    ``fit(X[:, :5], y)`` used to leave ``n_features_in_ == 5`` beside an 8-column
+    ``coef_``); an unfitted one stays unfitted.
+
+    Parameters
+    ----------
+    method : callable
+        ``method(self, *args, **kwargs)``.
+
+    Returns
+    -------
+    callable
+        The wrapped method (its name, docstring and signature are ``method``'s).
+    """
+    if getattr(method, "_keeps_state_on_failure", False):
+        return method
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        before = dict(self.__dict__)
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
+
+    wrapper._keeps_state_on_failure = True
+    return wrapper
+
+
 class PSEstimator(BaseEstimator):
     """Base of the dask_ps estimators (see the module docstring)."""
 
     _parameter_constraints: dict = dict(COMMON_CONSTRAINTS)
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in FITTING_METHODS:  # a failed fit leaves the estimator as it was
+            method = cls.__dict__.get(name)
+            if callable(method):
+                setattr(cls, name, keeps_state_on_failure(method))
 
     def __getstate__(self) -> dict:
         # a Dask client does not pickle: the copy (e.g. in a task) uses the current client

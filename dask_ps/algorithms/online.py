@@ -7,31 +7,67 @@ stood before seeing it: progressive validation (Blum, Kalai & Langford, COLT 199
 et al., KDD 2013, section 5.1), the honest online estimate of the loss on unseen data. Every
 ``version_every`` batches the estimator is written to a new version file
 (:func:`dask_ps.saving.save_estimator`, an atomic rename), which a serving process can load
-while training goes on.
+while training goes on. Version numbers go on after the highest one already in the folder,
+so a learner restarted on it (e.g. from its last version after a crash) never overwrites a
+version and the newest name is always the newest model.
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
+import numbers
 import os
+import re
 from typing import Iterable
 
 import numpy as np
 
+from ..io._blocks import source_paths
 from ..partitions.inputs import is_dask
 from ..saving import save_estimator
 
-__all__ = ["learn_online", "version_path"]
+__all__ = ["last_version", "learn_online", "version_path"]
+
+_log = logging.getLogger(__name__)
+
+_VERSION_NAME = re.compile(r"version-(\d+)\.npz")
 
 
 def version_path(versions: str, batch: int) -> str:
-    """The file of the version saved after ``batch`` batches (1-based) under ``versions``:
-    ``<versions>/version-000012.npz``; names sort in training order."""
+    """The file of version number ``batch`` under ``versions``:
+    ``<versions>/version-000012.npz``.
+
+    :func:`learn_online` numbers a version by the batches trained since the folder's first
+    one: the highest number already in the folder when it started (:func:`last_version`)
+    plus the batches of its own stream; names sort in training order."""
     return f"{os.fspath(versions).rstrip('/')}/version-{int(batch):06d}.npz"
 
 
-def _progressive(est, X, y, classes) -> dict:
+def last_version(versions: str) -> int:
+    """The highest number of the version files (:func:`version_path` names) in the folder
+    ``versions`` (local or fsspec URL); 0 when it has none or does not exist. Other files,
+    such as an interrupted save's temporary file, are not versions."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(os.fspath(versions))
+    try:
+        names = fs.ls(root, detail=False)
+    except FileNotFoundError:
+        return 0
+    found = [_VERSION_NAME.fullmatch(str(n).rstrip("/").rsplit("/", 1)[-1]) for n in names]
+    return max((int(m.group(1)) for m in found if m), default=0)
+
+
+def _progressive(est, X, y) -> dict:
     """Log-loss, AUC (two classes) and accuracy of the current model on a batch it has not
-    seen; NaN fields before the first fit."""
+    seen; NaN fields before the first fit.
+
+    Raises
+    ------
+    ValueError
+        The batch has labels outside the model's ``classes_`` (naming them).
+    """
     from sklearn.metrics import log_loss, roc_auc_score
 
     if not hasattr(est, "classes_"):
@@ -43,11 +79,54 @@ def _progressive(est, X, y, classes) -> dict:
         proba, y = dask.compute(proba, y)
     y = np.asarray(y).ravel()
     labels = est.classes_
+    new = np.setdiff1d(np.unique(y), labels)
+    if new.size:
+        raise ValueError(f"y has labels {new.tolist()} outside the model's classes "
+                         f"{labels.tolist()}: a stream's classes are those of its first batch "
+                         f"and classes=, fixed from then on (give classes= every class of "
+                         f"the stream)")
     out = {"progressive_log_loss": float(log_loss(y, proba, labels=labels)),
            "progressive_accuracy": float(np.mean(labels[proba.argmax(axis=1)] == y))}
     if labels.shape[0] == 2 and np.unique(y).shape[0] == 2:
         out["progressive_auc"] = float(roc_auc_score(y == labels[1], proba[:, 1]))
     return out
+
+
+def _rows(X, y) -> tuple[int, object]:
+    """``(rows, y)`` of a batch: ``X.shape[0]`` when known; else (a dask DataFrame, whose
+    length is a lazy scalar, or a dask array of unknown chunk sizes) the length of ``y``,
+    computed once and returned in memory for the progressive scores."""
+    n = X.shape[0]
+    if isinstance(n, numbers.Integral):
+        return int(n), y
+    if is_dask(y):
+        y = np.asarray(y.compute()).ravel()
+    return int(np.shape(y)[0]), y
+
+
+def _where(b: int, X) -> str:
+    """``batch 3 of the stream`` and, for a batch read from files, which."""
+    files = source_paths(X)
+    said = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return f"batch {b} of the stream" + (f" ({'file' if len(files) == 1 else 'files'} "
+                                         f"{said})" if files else "")
+
+
+def _named(exc: Exception, where: str) -> Exception:
+    """``exc`` naming ``where``: an exception of the same type whose message starts with it
+    (raise it ``from exc``), or, for a type that is not made from one message, ``exc``
+    itself with a note (:meth:`BaseException.add_note`)."""
+    if len(exc.args) == 1 and isinstance(exc.args[0], str) and \
+            not isinstance(exc, UnicodeError):
+        try:
+            named = type(exc)(f"{where}: {exc.args[0]}")
+        except Exception:  # noqa: BLE001 - a constructor of other arguments: a note
+            named = None
+        if named is not None and named.args == (f"{where}: {exc.args[0]}",):
+            named.__dict__.update(vars(exc))  # attributes of the error (e.g. its notes)
+            return named
+    exc.add_note(f"while learn_online processed {where}")
+    return exc
 
 
 def learn_online(estimator, batches: Iterable, *, classes=None, version_every: int | None = None,
@@ -60,15 +139,25 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
     estimator : LogisticRegression or FactorizationMachineClassifier
         With a stochastic solver; fitted already (it continues) or not.
     batches : iterable of (X, y)
-        Any input ``partial_fit`` takes (NumPy, scipy.sparse, dask arrays such as
-        :func:`dask_ps.io.read_ctr` gives); consumed lazily, one batch at a time.
+        Any input ``partial_fit`` takes (NumPy, scipy.sparse, pandas, dask arrays such as
+        :func:`dask_ps.io.read_ctr` gives, dask DataFrames with ``y`` a dask Series; dask
+        arrays of unknown chunk sizes in process, while on a cluster ``partial_fit`` asks
+        for ``compute_chunk_sizes()``); consumed lazily, one batch at a time. A batch
+        without rows (e.g. a file of a quiet hour holding only its header) is skipped: no
+        record, no version, a warning on the ``dask_ps.algorithms.online`` logger naming it.
     classes : array-like, optional
         All the classes of the stream (scikit-learn's ``partial_fit`` convention); needed
         when the first batch may lack one.
     version_every : int, optional
-        Save a version after every this many batches (with ``versions``).
+        Save a version after every this many batches of the stream (with ``versions``;
+        none after a skipped empty batch: the model did not change).
     versions : str, optional
-        Folder (local or fsspec URL) of the versions, :func:`version_path` names.
+        Folder (local or fsspec URL) of the versions, :func:`version_path` names. When it
+        holds versions already (a learner restarted on it), the numbers go on after the
+        highest (:func:`last_version`): after a folder ending at ``version-000006.npz``,
+        ``version_every=2`` writes ``version-000008.npz``, ``version-000010.npz``, ...; a
+        version file is never overwritten. A version's number is the highest one before
+        plus the number of the batch of this stream it was saved after.
     on_batch : callable, optional
         ``on_batch(record)`` after each batch (e.g. to log or to stop: a True return ends the
         stream).
@@ -80,13 +169,25 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         (the progressive loss inside the batch, each row scored before its own step), and
         ``batch``, ``rows``, ``progressive_log_loss``, ``progressive_accuracy``,
         ``progressive_auc`` (two classes) of the batch scored before training on it, and
-        ``version`` (the file written after it, if one was).
+        ``version`` (the file written after it, if one was). ``batch`` counts the batches of
+        this call (from 1).
 
     Raises
     ------
     ValueError
         ``version_every`` without ``versions`` (or the reverse), a batch that is not an
-        ``(X, y)`` pair, or what ``partial_fit`` refuses.
+        ``(X, y)`` pair, a batch with labels outside the classes the model has (those of
+        the first batch and ``classes``), or what ``partial_fit`` refuses.
+    Exception
+        Any error raised while a batch was made, scored, trained on or saved names it: an
+        exception of the same type whose message starts with ``batch 3 of the stream`` and,
+        for a batch read from files (:func:`dask_ps.io.read_ctr`, ...), ``(file ...)``
+        (raised from the original one); an exception type not made from one message keeps
+        its message and gets that as a note. The estimator keeps what it learnt from the
+        batches before (a failed ``partial_fit`` leaves it as it was).
+    FileExistsError
+        The next version's file appeared meanwhile (another learner writes to the folder);
+        nothing is overwritten.
 
     References
     ----------
@@ -100,19 +201,62 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         raise ValueError(f"version_every must be an integer >= 1, got {version_every!r}")
     if versions is not None and "://" not in str(versions):
         os.makedirs(versions, exist_ok=True)
-    for b, batch in enumerate(batches, start=1):
+    first = last_version(versions) if versions is not None else 0
+    stream = iter(batches)
+    for b in itertools.count(1):
+        try:
+            batch = next(stream)
+        except StopIteration:
+            break
+        except Exception as exc:
+            named = _named(exc, f"batch {b} of the stream (making it)")
+            if named is exc:
+                raise
+            raise named from exc
         if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
             raise ValueError(f"batch {b} of the stream is a {type(batch).__name__}, not an "
                              f"(X, y) pair")
-        X, y = batch
-        record = {"batch": b, "rows": int(X.shape[0]), **_progressive(estimator, X, y, classes)}
-        estimator.partial_fit(X, y, classes=classes)
-        saving = version_every is not None and b % version_every == 0
-        if saving:
-            record["version"] = version_path(versions, b)
-        estimator.history_[-1].update(record)
-        if saving:  # the version holds this batch's record too
-            save_estimator(estimator, record["version"])
-        if on_batch is not None and on_batch(estimator.history_[-1]):
+        try:
+            record = _learn(estimator, b, *batch, classes)
+            if record is not None and version_every is not None and b % version_every == 0:
+                _save_version(estimator, version_path(versions, first + b))
+        except Exception as exc:
+            named = _named(exc, _where(b, batch[0]))
+            if named is exc:
+                raise
+            raise named from exc
+        if record is not None and on_batch is not None and on_batch(estimator.history_[-1]):
             break
     return estimator
+
+
+def _learn(estimator, b: int, X, y, classes) -> dict | None:
+    """Score batch ``b`` with the model as it stands, then train on it; its record (also
+    the last of ``history_``), or None for a batch without rows (skipped, logged)."""
+    rows, y_seen = _rows(X, y)
+    if rows == 0:
+        _log.warning("learn_online: %s has no rows: skipped", _where(b, X))
+        return None
+    record = {"batch": b, "rows": rows, **_progressive(estimator, X, y_seen)}
+    estimator.partial_fit(X, y, classes=classes)
+    estimator.history_[-1].update(record)
+    return estimator.history_[-1]
+
+
+def _save_version(estimator, path: str) -> None:
+    """:func:`save_estimator` to ``path``, its last ``history_`` record naming it (the
+    version holds that record too), refusing to replace a file there; on failure the
+    record names no version."""
+    import fsspec
+
+    fs, where = fsspec.core.url_to_fs(path)
+    if fs.exists(where):
+        raise FileExistsError(f"{path} exists already: another learner writes versions to "
+                              f"this folder; not overwritten")
+    record = estimator.history_[-1]
+    record["version"] = path
+    try:
+        save_estimator(estimator, path)
+    except BaseException:
+        del record["version"]
+        raise

@@ -55,6 +55,36 @@ class Block(NamedTuple):
     compression: str | None
 
 
+class RowGroup(NamedTuple):
+    """A Parquet file's row group, one chunk of a reader's arrays."""
+
+    path: str
+    group: int
+
+
+def source_paths(collection) -> list[str]:
+    """The files a dask collection made by this package's readers reads: the paths of the
+    :class:`Block` and :class:`RowGroup` items in its graph (alone or first in a tuple), in
+    graph order, each once; ``[]`` for anything else (NumPy, other dask collections, a
+    graph that cannot be read). Meant for error messages (e.g. which file a batch of
+    :func:`dask_ps.learn_online` came from), so it never raises."""
+    graph = getattr(collection, "__dask_graph__", None)
+    found: dict[str, None] = {}
+    try:
+        values = dict(graph()).values() if graph is not None else ()
+        for value in values:
+            if not (isinstance(value, np.ndarray) and value.dtype == object):
+                continue
+            for item in value.ravel():
+                if isinstance(item, tuple) and not isinstance(item, (Block, RowGroup)) and item:
+                    item = item[0]
+                if isinstance(item, (Block, RowGroup)):
+                    found.setdefault(item.path, None)
+    except Exception:  # noqa: BLE001 - a description for a message, not a check
+        return list(found)
+    return list(found)
+
+
 def open_paths(urlpath, storage_options: dict | None = None):
     """``(fs, paths)`` of a URL, glob or list of them; raises FileNotFoundError for none."""
     fs, _, paths = get_fs_token_paths(urlpath, mode="rb", storage_options=storage_options)

@@ -14,6 +14,7 @@ from ..exceptions import DataError
 from . import _csv_kernels as _ck
 from ._blocks import (
     OBJECTS,
+    RowGroup,
     box,
     count_read,
     each,
@@ -447,7 +448,7 @@ def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
             raise DataError(f"{path}: columns {absent} are not among {have}")
         for g in range(meta.num_row_groups):
             if meta.row_group(g).num_rows:
-                groups.append((path, g))
+                groups.append(RowGroup(path, g))
                 rows.append(meta.row_group(g).num_rows)
     if not groups:
         raise DataError(f"{paths[0]}: no rows")

@@ -177,6 +177,93 @@ def test_warm_start_with_another_feature_count_on_a_cluster_leaves_the_model_as_
     assert model.coef_.shape == (1, 20) and len(model.history_) > len(history)
 
 
+def _fitted_state(est) -> dict:
+    """The estimator's fitted attributes (and private ones), arrays copied."""
+    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in vars(est).items()
+            if k.endswith("_") or k.startswith("_")}
+
+
+def _assert_same_state(est, before: dict):
+    after = _fitted_state(est)
+    assert sorted(after) == sorted(before)
+    for k, v in before.items():
+        if isinstance(v, np.ndarray):
+            np.testing.assert_array_equal(after[k], v, err_msg=k)
+        else:
+            assert after[k] is v or after[k] == v, k
+
+
+@pytest.mark.parametrize("kind", ["lr", "fm", "gbdt", "lda", "mf"])
+def test_a_failed_fit_leaves_a_fitted_model_as_it_was(kind):
+    """Issue r02: fit(X[:, :5], zeros) failed ("only one class") after scikit-learn's
+    validate_data had set n_features_in_ to 5 (and feature_names_in_ to the new columns)
+    beside an 8-column coef_: predict on the model's own data then raised. Every fit and
+    partial_fit of every estimator now restores its attributes on failure."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    names = [f"f{j}" for j in range(8)]
+    X = pd.DataFrame(rng.integers(0, 4, (120, 8)).astype(float), columns=names)
+    y = (X["f0"] + X["f1"] > 3).astype(int).to_numpy()
+    other = X.iloc[:, :5].set_axis([f"g{j}" for j in range(5)], axis=1)
+    kw = dict(client="local", random_state=0)
+    if kind == "mf":
+        est = MatrixFactorization(max_iter=2, rank=2, **kw)
+        data = (np.column_stack([rng.integers(0, 10, 200), rng.integers(0, 8, 200),
+                                 rng.integers(1, 6, 200)]).astype(float),)
+        bad = [(np.array([[0, 1, np.inf], [1, 2, 3.0]]),)]
+        test = data[0][:, :2]
+    elif kind == "lda":
+        est = dask_ps.LatentDirichletAllocation(n_components=2, max_iter=2, **kw)
+        data, test = (X,), X
+        bad = [(other - 1,)]  # negative counts, 5 other columns
+    else:
+        est = {"lr": lambda: LogisticRegression(max_iter=2, **kw),
+               "fm": lambda: dask_ps.FactorizationMachineClassifier(k=2, max_iter=2, **kw),
+               "gbdt": lambda: dask_ps.GBDTClassifier(n_estimators=2, **kw)}[kind]()
+        data, test = (X, y), X
+        bad = [(other, np.zeros(120))]  # one class, 5 other columns
+    est.fit(*data)
+    out = est.transform(test) if kind == "lda" else est.predict(test)
+    before = _fitted_state(est)
+    if hasattr(est, "feature_names_in_"):
+        assert list(before["feature_names_in_"]) == names
+    if kind in ("lr", "fm", "lda"):
+        bad.append(bad[0])  # partial_fit too
+    for call, args in zip([est.fit, getattr(est, "partial_fit", None)], bad):
+        with pytest.raises((ValueError, TypeError)):
+            call(*args)
+        _assert_same_state(est, before)
+        np.testing.assert_array_equal(est.transform(test) if kind == "lda"
+                                      else est.predict(test), out)
+    # an unfitted estimator whose first fit fails stays unfitted
+    fresh = clone(est)
+    with pytest.raises((ValueError, TypeError)):
+        fresh.fit(*bad[0])
+    assert not hasattr(fresh, "n_features_in_") and not hasattr(fresh, "history_")
+
+
+def test_a_failed_fit_restores_even_on_keyboard_interrupt():
+    from dask_ps.algorithms._base import keeps_state_on_failure
+
+    class Stub:
+        @keeps_state_on_failure
+        def fit(self, stop):
+            self.n_features_in_, self.extra_ = 5, 1
+            raise stop
+
+    s = Stub()
+    s.n_features_in_ = 8
+    for stop in (KeyboardInterrupt(), RuntimeError("x")):
+        with pytest.raises(type(stop)):
+            s.fit(stop)
+        assert vars(s) == {"n_features_in_": 8}
+    assert keeps_state_on_failure(Stub.fit) is Stub.fit  # not wrapped twice
+    import inspect
+    assert "eval_set" in inspect.signature(LogisticRegression.fit).parameters
+    assert LogisticRegression.fit.__doc__.startswith("Fit on")
+
+
 def test_callbacks_see_each_epoch_and_may_stop_the_fit():
     X, y = _data(LogisticRegression())
     seen = []

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from dask_ps import FactorizationMachineClassifier, LogisticRegression, learn_online
-from dask_ps.algorithms.online import version_path
+from dask_ps.algorithms.online import last_version, version_path
 from dask_ps.io import HashingEncoder, PlantedCTR
 from dask_ps.saving import load_estimator
 
@@ -71,6 +71,60 @@ def test_progressive_loss_is_the_model_before_the_batch():
     assert est.history_[-1]["batch"] == 1  # batches count per call
 
 
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_a_restart_on_a_versions_folder_numbers_on_and_never_overwrites(where, tmp_path):
+    """Issue r12: restarted on its folder (from its last version, after a crash), the learner
+    numbered from 1 again: version-000002.npz was overwritten by a model of 8 batches while
+    the stale version-000006.npz still sorted newest."""
+    import fsspec
+
+    folder = str(tmp_path / "v") if where == "local" else f"memory://r12-{tmp_path.name}/v"
+    fs, root = fsspec.core.url_to_fs(folder)
+    names = lambda: sorted(p.rsplit("/", 1)[-1] for p in fs.ls(root, detail=False))  # noqa
+    assert last_version(folder) == 0  # no folder yet
+    make = lambda: LogisticRegression(client="local", random_state=0, checkpoint=None)  # noqa
+    learn_online(make(), stream(6, rows=300), classes=[0, 1], version_every=2,
+                 versions=folder)
+    assert names() == ["version-000002.npz", "version-000004.npz", "version-000006.npz"]
+    v2, _ = load_estimator(version_path(folder, 2))
+    est, _ = load_estimator(version_path(folder, 6))
+    fs.pipe(f"{root}/version-000005.npz.tmp-1", b"")  # an interrupted save: not a version
+    fs.pipe(f"{root}/notes.txt", b"")
+    assert last_version(folder) == 6
+    est = learn_online(est, stream(4, rows=300), classes=[0, 1], version_every=2,
+                       versions=folder)
+    assert [r.get("version") for r in est.history_[6:]] == [
+        None, version_path(folder, 8), None, version_path(folder, 10)]
+    assert [r["batch"] for r in est.history_[6:]] == [1, 2, 3, 4]
+    newest = [n for n in names() if n.startswith("version-") and n.endswith(".npz")][-1]
+    assert newest == "version-000010.npz" and last_version(folder) == 10
+    assert len(load_estimator(version_path(folder, 10))[0].history_) == 10
+    again, _ = load_estimator(version_path(folder, 2))  # the old version is untouched
+    assert len(again.history_) == 2
+    np.testing.assert_array_equal(again.coef_, v2.coef_)
+    # a restart from an older version still writes after the newest
+    learn_online(v2, stream(2, rows=300), classes=[0, 1], version_every=2, versions=folder)
+    assert last_version(folder) == 12
+    assert len(load_estimator(version_path(folder, 12))[0].history_) == 4
+
+
+def test_a_version_written_meanwhile_is_not_overwritten(tmp_path):
+    """Another learner wrote the next version's file after this one started: refused, and
+    the batch's record names no version."""
+    from pathlib import Path
+
+    def other_writer(record):
+        if record["batch"] == 1:
+            Path(version_path(tmp_path, 2)).write_bytes(b"theirs")
+
+    est = LogisticRegression(client="local", random_state=0, checkpoint=None)
+    with pytest.raises(FileExistsError, match=r"version-000002\.npz exists already"):
+        learn_online(est, stream(2, rows=300), classes=[0, 1], version_every=2,
+                     versions=str(tmp_path), on_batch=other_writer)
+    assert Path(version_path(tmp_path, 2)).read_bytes() == b"theirs"
+    assert "version" not in est.history_[-1]
+
+
 def test_bad_streams_are_refused(tmp_path):
     est = LogisticRegression(client="local", checkpoint=None)
     with pytest.raises(ValueError, match="version_every and versions go together"):
@@ -81,3 +135,116 @@ def test_bad_streams_are_refused(tmp_path):
         learn_online(est, [np.zeros(3)])
     with pytest.raises(ValueError, match="partial_fit needs a stochastic solver"):
         learn_online(LogisticRegression(solver="lbfgs", client="local"), stream(1))
+
+
+def _ctr_files(folder):
+    """A CSV batch of 200 rows and one that holds only its header (a quiet hour), in the
+    folder (local or fsspec URL)."""
+    import fsspec
+
+    from dask_ps.io import read_ctr
+
+    full, empty = f"{folder}/hour1.csv", f"{folder}/hour2.csv"
+    with fsspec.open(full, "w") as f:
+        f.write("click,price,shop\n" + "".join(f"{i % 2},{i},s{i % 5}\n" for i in range(200)))
+    with fsspec.open(empty, "w") as f:
+        f.write("click,price,shop\n")
+    return (read_ctr(full, label="click", n_features=2**10),
+            read_ctr(empty, label="click", n_features=2**10))
+
+
+def test_batches_partial_fit_takes_are_learnt(tmp_path, caplog):
+    """Issue r05: a header-only file as a batch raised "Found array with 0 sample(s)"; a dask
+    DataFrame batch "int() argument must be ... not 'Scalar'"; a dask array of unknown chunk
+    sizes "cannot convert float NaN to integer". The empty batch is skipped (logged, no
+    record, no version), the others are learnt with their row counts."""
+    import logging
+
+    import dask.dataframe as dd
+    import pandas as pd
+
+    full, empty = _ctr_files(f"memory://online-{tmp_path.name}")
+    est = LogisticRegression(client="local", random_state=0, checkpoint=None)
+    with caplog.at_level(logging.WARNING, logger="dask_ps.algorithms.online"):
+        learn_online(est, [full, empty, full], version_every=1, versions=str(tmp_path))
+    assert [(r["batch"], r["rows"]) for r in est.history_] == [(1, 200), (3, 200)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["version-000001.npz",
+                                                          "version-000003.npz"]
+    assert "batch 2 of the stream (file /online-" in caplog.text
+    assert "hour2.csv) has no rows: skipped" in caplog.text
+
+    df = pd.DataFrame({"a": np.random.default_rng(0).random(100), "click": np.arange(100) % 2})
+    ddf = dd.from_pandas(df, npartitions=2)
+    X, y = full
+    ddf0 = dd.from_pandas(df.iloc[:0], npartitions=1)
+
+    def unknown(n):  # the first n rows of the file's batch, of unknown chunk sizes
+        return (X.map_blocks(lambda b: b[:n], chunks=((np.nan,), X.chunks[1]), dtype=X.dtype),
+                y.map_blocks(lambda b: b[:n], chunks=((np.nan,),), dtype=y.dtype))
+
+    for batch, none in [((ddf[["a"]], ddf.click), (ddf0[["a"]], ddf0.click)),
+                        (unknown(100), unknown(0))]:
+        est = LogisticRegression(client="local", random_state=0, checkpoint=None)
+        learn_online(est, [batch, batch, none])
+        assert [(r["batch"], r["rows"]) for r in est.history_] == [(1, 100), (2, 100)]
+        assert np.isfinite(est.history_[1]["progressive_log_loss"])
+
+
+def test_an_error_names_its_batch_and_file(tmp_path):
+    """Every error raised while a batch is made, scored or trained on names the batch (and
+    its file), keeping its type; the model keeps what it learnt before."""
+    from dask_ps.exceptions import DataError
+
+    full, _ = _ctr_files(f"memory://online-{tmp_path.name}")
+    X, y = full
+    est = LogisticRegression(client="local", random_state=0, checkpoint=None)
+    with pytest.raises(ValueError, match=r"^batch 2 of the stream \(file /online-.*hour1\.csv"
+                                         r"\): y has labels \[2\.0\] outside the model's "
+                                         r"classes \[0\.0, 1\.0\]: .*give classes="):
+        learn_online(est, [full, (X, y * 2)])
+    assert len(est.history_) == 1
+    coef = est.coef_.copy()
+    with pytest.raises(ValueError, match=r"^batch 1 of the stream \(file .*hour1\.csv\): "
+                                         r"classes \[0, 1, 2\] differ from the first call's"):
+        learn_online(est, [full], classes=[0, 1, 2])  # partial_fit's refusal
+    with pytest.raises(ValueError, match=r"^batch 1 of the stream: X has 5 features, but"):
+        learn_online(est, [(np.ones((4, 5)), np.array([0, 1, 0, 1]))])
+    np.testing.assert_array_equal(est.coef_, coef)
+    with pytest.raises(DataError, match=r"^batch 1 of the stream: LogisticRegression needs "
+                                        r"samples of at least 2 classes") as info:
+        learn_online(LogisticRegression(client="local"), [(np.eye(3), np.zeros(3))])
+    assert isinstance(info.value.__cause__, DataError)
+
+    def failing(kind):
+        yield next(stream(1, rows=50))
+        raise kind
+
+    with pytest.raises(RuntimeError, match=r"^batch 2 of the stream \(making it\): disk gone"):
+        learn_online(LogisticRegression(client="local"), failing(RuntimeError("disk gone")))
+    with pytest.raises(OSError) as info:  # not made from one message: a note
+        learn_online(LogisticRegression(client="local"), failing(OSError(5, "I/O error")))
+    assert info.value.args == (5, "I/O error")
+    assert info.value.__notes__ == ["while learn_online processed batch 2 of the stream "
+                                    "(making it)"]
+
+
+def test_on_a_cluster_unknown_chunk_sizes_are_refused_naming_the_batch(tmp_path, client2):
+    """partial_fit on a cluster needs known chunk sizes: learn_online says so, naming the
+    batch and its file; the other batches of issue r05 are learnt there too."""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    full, empty = _ctr_files(str(tmp_path))  # files the workers read
+    X, y = full
+    Xn = X.map_blocks(lambda b: b[:100], chunks=((np.nan,), X.chunks[1]), dtype=X.dtype)
+    yn = y.map_blocks(lambda b: b[:100], chunks=((np.nan,),), dtype=y.dtype)
+    make = lambda: FactorizationMachineClassifier(client=client2, k=2, checkpoint=None)  # noqa
+    with pytest.raises(ValueError, match=r"^batch 1 of the stream \(file .*hour1\.csv\): "
+                                         r"the dask arrays need known chunk sizes"):
+        learn_online(make(), [(Xn, yn)])
+    ddf = dd.from_pandas(pd.DataFrame({"a": np.arange(100.0) % 7, "c": np.arange(100) % 2}),
+                         npartitions=2)
+    est = learn_online(make(), [full, empty, full])
+    assert [(r["batch"], r["rows"]) for r in est.history_] == [(1, 200), (3, 200)]
+    est = learn_online(make(), [(ddf[["a"]], ddf.c)] * 2)
+    assert [(r["batch"], r["rows"]) for r in est.history_] == [(1, 100), (2, 100)]

@@ -52,3 +52,27 @@ def test_find_newline():
         arr = np.frombuffer(data, np.uint8)
         for start in (0, 1, 2, 69999, 70000):
             assert find_newline(arr, start) == data.find(b"\n", start)
+
+
+def test_source_paths_name_the_files_a_reader_reads(tmp_path):
+    """What learn_online names in an error about a batch read from files."""
+    import pandas as pd
+
+    from dask_ps.io import read_ctr, read_libsvm
+    from dask_ps.io._blocks import source_paths
+
+    frame = pd.DataFrame({"click": [0, 1] * 20, "shop": ["a", "b", "c", "d"] * 10})
+    for name in ("b.csv", "a.csv"):
+        frame.to_csv(tmp_path / name, index=False)
+    frame.to_parquet(tmp_path / "p.parquet", row_group_size=10)
+    (tmp_path / "s.svm").write_text("1 3:1\n0 2:1\n")
+    X, y = read_ctr(str(tmp_path / "*.csv"), label="click", n_features=64, blocksize=100)
+    assert source_paths(X) == [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]
+    assert source_paths(y[:5]) == source_paths(X)
+    X, _ = read_ctr(str(tmp_path / "p.parquet"), label="click", n_features=64)
+    assert source_paths(X) == [str(tmp_path / "p.parquet")]
+    X, _ = read_libsvm(str(tmp_path / "s.svm"))
+    assert source_paths(X) == [str(tmp_path / "s.svm")]
+    import dask.array as da
+
+    assert source_paths(np.zeros(3)) == [] and source_paths(da.zeros(3)) == []
