@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 from .exceptions import OptionError
 
-__all__ = ["JOBQUEUE_SYSTEMS", "MODES", "PAUSE_TIMEOUT", "SHARD_RESOURCE", "ClusterSpec",
-           "PauseWatch", "Session", "connect", "worker_info"]
+__all__ = ["JOBQUEUE_SYSTEMS", "MIN_WORKER_MEMORY", "MODES", "PAUSE_TIMEOUT", "SHARD_RESOURCE",
+           "ClusterSpec", "PauseWatch", "Session", "connect", "worker_info"]
 
 #: The Dask worker resource that marks parameter-server (shard) workers.
 SHARD_RESOURCE = "ps"
@@ -39,6 +39,35 @@ JOBQUEUE_SYSTEMS = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGEClu
                     "lsf": "LSFCluster"}
 #: Every mode of :class:`ClusterSpec`.
 MODES = ("local", "address", "file", *JOBQUEUE_SYSTEMS, "slurm-runner")
+#: Least ``memory`` (and ``ps_memory``) a worker is given: a Dask worker process with dask_ps
+#: loaded takes about 150 MB before any data, and its nanny restarts it past 95% of its limit
+#: (``--memory 1KB`` restarted every worker until the wait for them timed out).
+MIN_WORKER_MEMORY = 256 * 2**20
+
+
+def _check_memory(option: str, value, jobqueue: bool) -> None:
+    """Refuse a memory size that is not one (``--memory 4 GB``? ``lots``) or is below
+    :data:`MIN_WORKER_MEMORY`; Dask's own forms for a local worker pass: ``auto``, ``0``
+    (no limit) and a fraction of the machine's memory such as ``0.5``."""
+    from dask.utils import parse_bytes
+
+    text = str(value).strip()
+    if not jobqueue:
+        if text.lower() == "auto":
+            return
+        try:
+            if float(text) <= 1:
+                return
+        except ValueError:
+            pass
+    try:
+        n = parse_bytes(text)
+    except ValueError:
+        raise OptionError(f"{option} {text!r} is not a size such as 4GB") from None
+    if n < MIN_WORKER_MEMORY:
+        raise OptionError(f"{option} {text}: a worker needs at least "
+                          f"{MIN_WORKER_MEMORY >> 20} MiB (a Dask worker process alone takes "
+                          f"about 150 MB)")
 
 
 def worker_info(client) -> dict[str, dict]:
@@ -205,7 +234,8 @@ class ClusterSpec:
     timeout: float | None = None
 
     def check(self) -> None:
-        """Refuse contradictory options before anything starts.
+        """Refuse contradictory options, and a ``memory`` or ``ps_memory`` that is no size
+        or below :data:`MIN_WORKER_MEMORY`, before anything starts.
 
         Raises
         ------
@@ -231,6 +261,9 @@ class ClusterSpec:
             raise OptionError("--worker-lifetime needs --ps-workers: a worker with a lifetime "
                               "closes even while it holds a shard, so only data workers may "
                               "have one, and the shards must live on shard jobs")
+        for name in ("memory", "ps_memory"):
+            if getattr(self, name) is not None:
+                _check_memory(f"--{name.replace('_', '-')}", getattr(self, name), jobqueue)
         if self.mode == "address" and not self.address:
             raise OptionError("cluster mode 'address' needs --scheduler-address")
         if self.mode == "file" and not self.scheduler_file:

@@ -28,6 +28,7 @@ import io
 import json
 import os
 import time
+import zipfile
 from typing import Any
 
 import numpy as np
@@ -102,6 +103,9 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
     ------
     TypeError
         A parameter or fitted attribute that cannot be stored without pickle, naming it.
+    OSError
+        The file cannot be written (e.g. ``path`` is a folder); a local temporary file is
+        removed.
     """
     import fsspec
 
@@ -126,9 +130,14 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
     if "://" not in str(path):  # local: write aside, then rename over the target
         path = os.fspath(path)
         tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:  # e.g. path is a folder, the disk is full: leave nothing behind
+            if os.path.lexists(tmp):
+                os.remove(tmp)
+            raise
     else:
         with fsspec.open(path, "wb") as f:
             f.write(data)
@@ -195,8 +204,11 @@ def load_estimator(path: str):
     try:
         arrays = np.load(io.BytesIO(data), allow_pickle=False)
         meta = json.loads(str(arrays[_META][()]))
-    except (ValueError, KeyError, OSError) as exc:
-        raise DataError(f"{path}: not a dask_ps model file ({exc})") from None
+    except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        why = "an empty file" if not data else f"{type(exc).__name__}: {exc}"
+        raise DataError(f"{path}: not a dask_ps model file, or truncated ({why})") from None
+    if not isinstance(meta, dict):
+        raise DataError(f"{path}: not a dask_ps model file (no metadata)")
     if meta.get("format") != FORMAT:
         raise DataError(f"{path}: not a dask_ps model file (format {meta.get('format')!r})")
     if meta["format_version"] > FORMAT_VERSION:

@@ -83,6 +83,8 @@ def tr(tmp_path):
     ("--learning-rate", "-0.1", "argument --learning-rate: must be > 0, got -0.1"),
     ("--blocksize", "0", "argument --blocksize: must be positive, got 0"),
     ("--timeout", "0", "argument --timeout: must be > 0, got 0"),
+    ("--sep", ";;", "argument --sep: ';;' is not one character (e.g. ',' or ';'; a tab: '\\t')"),
+    ("--sep", "", "argument --sep: '' is not one character"),
 ])
 def test_bad_option_values_are_refused(tr, capsys, option, value, message):
     with pytest.raises(SystemExit) as info:
@@ -527,6 +529,11 @@ def test_config_naming_a_directory_or_a_file_that_is_not_utf8(tmp_path, capsys, 
                                     "SLURM_JOB_ID must be present"),
     (["--label", "y"], "--label applies to --format csv|parquet"),
     (["--exclude", "id"], "--exclude applies to --format csv|parquet"),
+    (["--memory", "1KB"], "--memory 1KB: a worker needs at least 256 MiB"),
+    (["--memory", "lots"], "--memory 'lots' is not a size such as 4GB"),
+    (["--save", "/nonexistent_dir/m.npz"], "--save /nonexistent_dir/m.npz: no folder "
+                                           "/nonexistent_dir"),
+    (["--save", "."], "--save .: a directory; give a file name such as ./model.npz"),
 ])
 def test_options_not_supported_yet_fail_before_any_cluster(tr, capsys, monkeypatch, argv,
                                                            message):

@@ -18,8 +18,9 @@ from ..exceptions import DataError
 from ..partitions.inputs import broadcast_large
 from ._logistic_kernels import decision
 
-__all__ = ["WIDE_FEATURES", "KeyedWeights", "as_scipy", "check_dask_X", "dask_margins",
-           "encode_part", "hash_columns", "labels_of", "margins", "proba_from_margins"]
+__all__ = ["WIDE_FEATURES", "KeyedWeights", "as_scipy", "check_classes", "check_dask_X",
+           "dask_margins", "encode_part", "hash_columns", "labels_of", "margins",
+           "proba_from_margins"]
 
 #: Models of at least this many features (columns after hashing) keep their weights in a
 #: hashed PS table, keyed by the column index (any key in [0, 2**63 - 1)), instead of a dense
@@ -100,6 +101,28 @@ def labels_of(part) -> np.ndarray:
     y = part[1]
     y = y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)
     return np.unique(y.ravel())
+
+
+def check_classes(labels: np.ndarray, what: str) -> None:
+    """Refuse distinct ``labels`` that are not classes (scikit-learn's "continuous" targets:
+    numbers that are not whole, such as a click probability 0.7).
+
+    Raises
+    ------
+    DataError
+        ``"<what> holds 0.7, not a class: ..."``, naming one offending value (a
+        ``ValueError``, as scikit-learn's check raises).
+    """
+    from sklearn.utils.multiclass import check_classification_targets
+
+    labels = np.asarray(labels)
+    if labels.dtype.kind == "f":
+        bad = labels[~np.isfinite(labels) | (labels != np.round(labels))]
+        if bad.shape[0]:
+            raise DataError(f"{what} holds {bad[0].item()!r}, not a class: a classifier "
+                            f"needs discrete labels such as 0 and 1 (whole numbers or text), "
+                            f"not continuous values")
+    check_classification_targets(labels)
 
 
 def targets(codes: np.ndarray, n_out: int) -> np.ndarray:

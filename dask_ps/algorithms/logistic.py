@@ -19,7 +19,6 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import ClassifierMixin
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ..exceptions import DataError
@@ -367,7 +366,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         Raises
         ------
         ValueError
-            Bad parameters, a single class, infinite features, a label outside the classes,
+            Bad parameters, a single class, labels that are not classes (continuous, such
+            as 0.7: a DataError naming one), infinite features, a label outside the classes,
             a ``warm_start`` fit on another number of features, or (wide ``X``) a column
             key outside [0, n_features) or ``solver="lbfgs"``.
         DivergenceError
@@ -413,7 +413,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         with self._model() as model, self._partition(model, (X, y)) as raw:
             labels = np.unique(np.concatenate(raw.reduce(D.labels_of) + [
                 np.asarray([] if classes is None else classes)]))
-            check_classification_targets(labels)
+            D.check_classes(labels, "y")
             if warm and np.setdiff1d(labels, self.classes_).size:
                 raise ValueError(f"y has classes outside {self.classes_.tolist()}")
             labels = self.classes_ if warm else labels

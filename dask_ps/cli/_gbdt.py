@@ -30,7 +30,8 @@ def _gbdt_data_options(g) -> None:
     g.add_argument("--label", help="csv/parquet: the label column (default: the first)")
     g.add_argument("--categorical", type=opt.columns,
                    help="csv/parquet: categorical feature columns, comma-separated")
-    g.add_argument("--sep", help="csv: field delimiter (default ','; '\\t' for a tab)")
+    g.add_argument("--sep", type=opt.separator,
+                   help="csv: field delimiter, one character (default ','; '\\t' for a tab)")
     g.add_argument("--header", action=argparse.BooleanOptionalAction,
                    help="csv: the first line names the columns (default yes; --no-header: "
                         "columns are 0, 1, ...)")
@@ -52,7 +53,7 @@ def _gbdt_meta(args) -> dict:
         raise OptionError("--n-features applies to --format libsvm")
     if fmt == "parquet" and (args.sep is not None or args.header is not None):
         raise OptionError("--sep and --header apply to --format csv")
-    sep = args.sep.replace("\\t", "\t") if args.sep else None
+    sep = args.sep or None  # a tab given as --sep '\t' is one already (opt.separator)
     # a classifier's labels keep the file's type (classes); a regression's are numbers
     return {"format": fmt, "label": args.label, "categorical": args.categorical, "sep": sep,
             "header": args.header is not False,

@@ -41,7 +41,8 @@ def _lr_data_options(g) -> None:
                    help="csv/parquet: columns that are not features (e.g. an id)")
     g.add_argument("--hash-features", type=opt.POSITIVE_INT,
                    help="csv/parquet: hashed feature columns (default 2**20)")
-    g.add_argument("--sep", help="csv: field delimiter (default ',')")
+    g.add_argument("--sep", type=opt.separator,
+                   help="csv: field delimiter, one character (default ','; '\\t' for a tab)")
     g.add_argument("--n-features", type=opt.POSITIVE_INT,
                    help="libsvm: feature columns (default: the largest index seen)")
     g.add_argument("--blocksize", type=opt.size, help="bytes per data partition, e.g. 64MiB "
@@ -112,6 +113,8 @@ def _lr_meta_encoded(args) -> dict:
 def _lr_load(args, client) -> Loaded:
     import dask
 
+    from ..algorithms._logistic_data import check_classes
+
     meta, X, y, test = read_train_test(args, client, _lr_meta_encoded, _lr_read)
     X, y = client.persist([X, y])
     threads = _n_threads(client)
@@ -121,7 +124,13 @@ def _lr_load(args, client) -> Loaded:
               f"{threads} after reading", flush=True)
 
     # counted now: a fit may release the persisted input once it has encoded it
-    units = float(sum(dask.compute(*[dask.delayed(_nnz)(b) for b in X.to_delayed().ravel()])))
+    nnz, labels = dask.compute([dask.delayed(_nnz)(b) for b in X.to_delayed().ravel()],
+                               [dask.delayed(np.unique)(b) for b in y.to_delayed().ravel()])
+    units = float(sum(nnz))
+    # labels that are not classes (0/0.7) are the data's fault: say which column holds them
+    column = ("the labels" if meta["format"] == "libsvm" else
+              f"label column {meta.get('label') or 'Label'!r}")
+    check_classes(np.unique(np.concatenate(labels)), f"{args.train}: {column}")
     parts = _count(max(X.numblocks[0], min(threads, X.shape[0])), "partition")
     summary = f"{X.shape[0]:,} rows x {X.shape[1]:,} features ({parts})"
     return Loaded((X, y), test, meta, units, summary)

@@ -14,7 +14,8 @@ from ._algorithms import CHECKPOINT, CONSISTENCY, Algorithm, Dataset, Loaded, Pa
 # --- matrix factorization ---------------------------------------------------------------------
 
 def _mf_data_options(g) -> None:
-    g.add_argument("--sep", help="field delimiter (default: tab, ',' for .csv files)")
+    g.add_argument("--sep", type=opt.separator,
+                   help="field delimiter, one character (default: tab, ',' for .csv files)")
     g.add_argument("--header", action="store_true", help="files start with column names")
     g.add_argument("--names", type=opt.columns,
                    help="columns of headerless files (default user,item,rating,timestamp)")

@@ -96,6 +96,23 @@ def columns(text: str) -> list[str]:
     return names
 
 
+#: How a tab may be spelt on a command line, where a real tab is awkward to type.
+TAB_SPELLINGS = ("\\t", "\\\\t", "tab", "TAB")
+
+
+def separator(text: str) -> str:
+    """A field delimiter: one character, or a tab spelt ``\\t`` (as the readers' hints and
+    ``--help`` write it), ``\\\\t`` or ``tab``."""
+    from ..io._csv import check_sep
+
+    sep = "\t" if text in TAB_SPELLINGS else text
+    try:
+        return check_sep(sep)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not one character (e.g. ',' or ';'; a tab: '\\t')") from None
+
+
 def walltime(text: str) -> str:
     """``[D-]HH:MM:SS`` or ``MM:SS``, as batch systems take it."""
     days, _, clock = text.rpartition("-")

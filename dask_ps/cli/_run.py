@@ -8,7 +8,7 @@ import sys
 import time
 
 from ..cluster import SHARD_RESOURCE, connect, worker_info
-from ..exceptions import OptionError
+from ..exceptions import DataError, OptionError
 from ._algorithms import Algorithm
 from ._options import cluster_spec, data_root
 from ._registry import by_estimator
@@ -53,6 +53,26 @@ def check_files(urlpath: str, option: str) -> None:
     if absent:
         raise FileNotFoundError(f"{option} {absent[0]}: no such file"
                                 + (" (a directory)" if fs.isdir(absent[0]) else ""))
+
+
+def check_save(path: str) -> None:
+    """Fail before any cluster starts if the model could not be saved at ``path`` (a local
+    path: its folder must exist and be writable, and the path must not be a folder; an
+    fsspec URL is left to the save)."""
+    import os
+
+    if "://" in path:
+        return
+    if os.path.isdir(path):
+        raise OptionError(f"--save {path}: a directory; give a file name such as "
+                          f"{os.path.join(path, 'model.npz')}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise OptionError(f"--save {path}: no folder {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OptionError(f"--save {path}: the folder {folder} is not writable")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise OptionError(f"--save {path}: the file is not writable")
 
 
 def build_estimator(args, algo: Algorithm, shard_workers: bool):
@@ -203,6 +223,8 @@ def train(args, algo: Algorithm) -> int:
     check_files(args.train, "--train")
     if args.test:
         check_files(args.test, "--test")
+    if args.save:
+        check_save(args.save)
     if spec.mode not in ("address", "file", "slurm-runner"):  # the workers it will start
         check_n_shards(est, spec.ps_workers or spec.n_workers, spec.ps_workers > 0)
     session = connect(spec)
@@ -271,17 +293,17 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
             _say(line)
         if events.checkpoints and kept:
             _say(f"last checkpoint: {events.checkpoints[-1]}")
+        if args.save:  # before scoring: a bad line in --test must not lose the model
+            save_estimator(est, args.save, extra={"algorithm": algo.name, "data": data.meta,
+                                                  "train": args.train})
+            _say(f"saved: {args.save} ({algo.estimator}; dask-ps evaluate {args.save} "
+                 f"--test PATH)")
         if data.test is not None:
             for line in algo.score(est, data.test):
                 if line.startswith("warning: "):
                     print(f"dask-ps: {line}", file=sys.stderr, flush=True)
                 else:
                     _say(line)
-        if args.save:
-            save_estimator(est, args.save, extra={"algorithm": algo.name, "data": data.meta,
-                                                  "train": args.train})
-            _say(f"saved: {args.save} ({algo.estimator}; dask-ps evaluate {args.save} "
-                 f"--test PATH)")
     finally:
         if events is not None:
             events.close()
@@ -296,8 +318,14 @@ def evaluate(args) -> int:
     check_files(args.test, "--test")
     est, extra = load_estimator(args.model)
     algo = by_estimator(type(est).__name__)
+    data = extra.get("data")
+    if not (isinstance(data, dict) and "format" in data):  # e.g. a learn_online version
+        raise DataError(f"{args.model}: the model file does not say how its training data "
+                        f"was read (saved by save_estimator, not dask-ps train --save), so "
+                        f"dask-ps evaluate cannot read test data for it: score it in Python "
+                        f"(dask_ps.saving.load_estimator)")
     with dask.config.set(scheduler="threads"):
-        test = algo.load_test(args.test, extra.get("data", {}), args)
+        test = algo.load_test(args.test, data, args)
         lines = algo.score(est, test)
     for line in lines:
         if line.startswith("warning: "):

@@ -26,9 +26,9 @@ import pyarrow.csv as pacsv
 
 from ..exceptions import DataError
 from ._blocks import Block, find_newline, lines_before, open_paths, plan, read
-from .parquet import label_column
+from .parquet import label_column, unique_columns
 
-__all__ = ["SAMPLE_BYTES", "LineError", "bad_line", "common_header", "header_end",
+__all__ = ["SAMPLE_BYTES", "LineError", "bad_line", "check_sep", "common_header", "header_end",
            "header_names", "line_of_row", "locate", "parse_block", "read_frame", "read_table",
            "sample_table", "strip_header"]
 
@@ -51,6 +51,21 @@ class LineError(DataError):
         """The same error with ``lines`` more lines before it (a later block of the file)."""
         return LineError(self.path, None if self.line is None else self.line + lines,
                          self.reason)
+
+
+def check_sep(sep) -> str:
+    """``sep``, a field delimiter, checked: one ASCII character other than a quote or a line
+    break (what Python's :mod:`csv`, pyarrow and the CTR kernel take).
+
+    Raises
+    ------
+    ValueError
+        ``"sep must be one character, such as ',' or '\\t' (a tab), got ';;'"``.
+    """
+    if not (isinstance(sep, str) and len(sep) == 1 and sep.isascii() and sep not in '"\r\n'):
+        raise ValueError(f"sep must be one character, such as ',' or '\\t' (a tab), got "
+                         f"{sep!r}")
+    return sep
 
 
 def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
@@ -428,14 +443,14 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
     """
     import dask.dataframe as dd
 
+    check_sep(sep)
     fs, paths = open_paths(urlpath, storage_options)
     blocks = plan(fs, paths, blocksize, compression)
     names = common_header(fs, blocks, sep) if header else \
         [str(i) for i in range(len(header_names(fs, paths[0], sep, blocks[0].compression)))]
     if not names:
         raise DataError(f"{paths[0]}: no columns (an empty file?)")
-    if len(set(names)) < len(names):
-        raise DataError(f"{paths[0]}: columns named twice in {names}")
+    unique_columns(paths[0], names)
     check_columns(paths[0], names, sep)
     label = label_column(paths[0], names, label, categorical)
     types = {n: pa.string() if n in categorical else pa.float64() for n in names}

@@ -29,6 +29,7 @@ from ._csv import (
     LineError,
     bad_line,
     check_columns,
+    check_sep,
     common_header,
     header_end,
     header_names,
@@ -37,7 +38,7 @@ from ._csv import (
 )
 from ._line_kernels import CSV, count_rows
 from .hashing import HashingEncoder, csr_rows, index_dtype
-from .parquet import footer, table_labels
+from .parquet import footer, table_labels, unique_columns
 
 __all__ = ["encode_ctr", "infer_encoder", "read_ctr"]
 
@@ -251,7 +252,8 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
     ------
     ValueError
         A label or a named column that the files do not have, a column both numeric and
-        categorical, CSV files without a header and without ``names``.
+        categorical, CSV files without a header and without ``names``, columns named twice
+        (naming the file and them), a ``sep`` that is not one character.
     FileNotFoundError
         No file matches ``urlpath``.
 
@@ -267,10 +269,13 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
     ...               crosses=[("shop", "zip")]).categorical
     ('shop', 'zip')
     """
+    check_sep(sep)
     fs, paths = open_paths(urlpath, storage_options)
     where = paths[0]
     if _is_parquet(paths, format):
-        kinds = _arrow_kinds(footer(fs, paths[0])[1])
+        schema = footer(fs, paths[0])[1]
+        unique_columns(where, schema.names)
+        kinds = _arrow_kinds(schema)
     else:
         comp = plan(fs, paths[:1], None, compression)[0].compression
         if header:
@@ -279,6 +284,7 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
         elif names is None:
             raise ValueError("files without a header need names=[...] for their columns")
         check_columns(paths[0], list(names), sep)
+        unique_columns(where, list(names))
         kinds = _csv_kinds(fs, paths[0], list(names), header, sep, comp)
     return _build_encoder(kinds, label, numeric, categorical, crosses, exclude, n_features,
                           where, **options)
@@ -354,9 +360,10 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         that is not a number or is infinite (naming the column too), a label that is empty or
         not a finite number (raised when the arrays are computed). Also, from this call, a
         header that lacks a column the encoder or ``label`` needs, headers that differ
-        between files, or an ``encoder`` given together with ``numeric``, ``categorical``,
-        ``crosses`` or ``exclude``; and, when computed, a file that has other rows than
-        when it was opened.
+        between files, columns named twice in a header or a Parquet schema (naming the file
+        and them), a ``sep`` that is not one character, or an ``encoder`` given together
+        with ``numeric``, ``categorical``, ``crosses`` or ``exclude``; and, when computed,
+        a file that has other rows than when it was opened.
     FileNotFoundError
         No file matches ``urlpath``.
 
@@ -382,6 +389,7 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
                                 or exclude):
         raise ValueError("give either an encoder or numeric/categorical/crosses/exclude "
                          "to make one, not both")
+    check_sep(sep)
     fs, paths = open_paths(urlpath, storage_options)
     if encoder is None:
         encoder = infer_encoder(urlpath, label, numeric=numeric, categorical=categorical,
@@ -397,6 +405,7 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     elif names is None:
         raise ValueError("files without a header need names=[...] for their columns")
     names = list(names)
+    unique_columns(paths[0], names)
     wanted = [label, *encoder.columns]
     absent = [c for c in wanted if c not in names]
     if absent:
@@ -443,6 +452,7 @@ def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
     for path in paths:
         meta, schema = footer(fs, path)
         have = schema.names
+        unique_columns(path, have)
         absent = [c for c in (label, *encoder.columns) if c not in have]
         if absent:
             raise DataError(f"{path}: columns {absent} are not among {have}")

@@ -18,7 +18,7 @@ from ..state._malloc import release_memory
 from ._blocks import count_read, open_paths
 
 __all__ = ["check_finite", "footer", "label_column", "read_sparse_parquet", "read_table_parquet",
-           "sparse_to_table", "table_labels"]
+           "sparse_to_table", "table_labels", "unique_columns"]
 
 N_FEATURES_KEY = b"dask_ps.n_features"
 
@@ -144,6 +144,22 @@ def check_finite(values: np.ndarray, where: str, name: str) -> None:
                         f"number")
 
 
+def unique_columns(path: str, names: list[str]) -> None:
+    """Refuse a table whose columns ``names`` (a CSV header, a Parquet schema) hold a name
+    twice: which of them a column option or the label means is ambiguous.
+
+    Raises
+    ------
+    DataError
+        ``"<path>: columns named twice: ['click'] (columns: [...])"``.
+    """
+    seen: set = set()
+    twice = [n for n in names if n in seen or seen.add(n)]
+    if twice:
+        raise DataError(f"{path}: columns named twice: {list(dict.fromkeys(twice))} "
+                        f"(columns: {list(names)})")
+
+
 def label_column(path: str, names: list[str], label: str | None, categorical) -> str:
     """The label column of a table of columns ``names`` (default the first), checked with
     the ``categorical`` feature columns: DataError naming ``path`` for one that is not
@@ -262,6 +278,7 @@ def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
         index = [c for c in (found.pandas_metadata or {}).get("index_columns", [])
                  if isinstance(c, str)]
         found = pa.schema([fd for fd in found if fd.name not in index])
+        unique_columns(path, found.names)
         if schema is None:
             schema = found
         elif sorted(found.names) != sorted(schema.names):

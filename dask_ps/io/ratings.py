@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from ..exceptions import DataError
 from ._blocks import OBJECTS, box, each, open_paths, plan, start_lines
-from ._csv import LineError, header_names, read_table
+from ._csv import LineError, check_sep, header_names, read_table
 from .parquet import footer
 
 __all__ = ["IdMapping", "encode_ratings", "read_ratings"]
@@ -211,7 +211,7 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     ------
     ValueError
         Naming the file and line: a wrong number of fields, an empty id or rating, a rating
-        that is not a number. Also a column not found.
+        that is not a number. Also a column not found, a ``sep`` that is not one character.
     FileNotFoundError
         No file matches ``urlpath``.
 
@@ -240,6 +240,7 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
         return encode_ratings(df, user=user, item=item, rating=rating, timestamp=timestamp)
     if sep is None:
         sep = "," if all(p.endswith((".csv", ".csv.gz", ".csv.bz2")) for p in paths) else "\t"
+    check_sep(sep)
     blocks = plan(fs, paths, blocksize, compression)
     if header:
         names = header_names(fs, paths[0], sep, blocks[0].compression)

@@ -185,6 +185,19 @@ def test_single_class_and_bad_parameters():
         LogisticRegression(solver="sgd", penalty="l1", client="local").fit(X, np.arange(20) % 2)
 
 
+def test_continuous_labels_are_a_data_error_naming_one():
+    """Labels 0/0.7 (a click probability) gave scikit-learn's bare "Unknown label type:
+    continuous", which the command line took for a bug; now a DataError names a value (still
+    a ValueError whose message says 'continuous', as scikit-learn's checks expect)."""
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    with pytest.raises(dask_ps.DataError, match=r"^y holds 0\.7, not a class: .* continuous"):
+        LogisticRegression(client="local").fit(X, np.tile([0.0, 0.7], 10))
+    with pytest.raises(dask_ps.DataError, match=r"^y holds 0\.5, not a class"):
+        dask_ps.FactorizationMachineClassifier(client="local").fit(X, np.tile([0.0, 0.5], 10))
+    model = LogisticRegression(client="local", max_iter=2).fit(X, np.tile([0.0, 1.0], 10))
+    assert model.classes_.tolist() == [0.0, 1.0]  # whole numbers written as floats are classes
+
+
 @parametrize_with_checks([LogisticRegression(client="local", max_iter=20, random_state=0)])
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)

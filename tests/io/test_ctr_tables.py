@@ -3,6 +3,8 @@ kernel against HashingEncoder.transform, and the one missing-value rule of every
 
 from __future__ import annotations
 
+import re
+
 import dask
 import numpy as np
 import pandas as pd
@@ -254,3 +256,51 @@ def test_a_tab_separated_file_read_as_csv_names_the_delimiter(tmp_path):
         read_ctr(str(path), label="y")
     frame, label = read_frame(str(path), sep="\t")
     assert label == "y" and list(frame.columns) == ["y", "a", "b"]
+
+
+def test_columns_named_twice_are_refused_naming_file_and_column(tmp_path):
+    """A header 'click,price,click,shop' took the label from the second 'click', and
+    'shop,shop' dropped one column, silently; Parquet raised pyarrow's KeyError. Now both
+    formats refuse them, with or without an encoder, as GBDT's reader does."""
+    from dask_ps.io._csv import read_frame
+    from dask_ps.io.parquet import read_table_parquet
+
+    label = _write(tmp_path / "dup.csv", "click,price,click,shop\n1,1,0,a\n0,2,1,a\n")
+    feature = _write(tmp_path / "dup2.csv", "click,price,shop,shop\n1,1,a,x\n1,1,b,x\n")
+    enc = HashingEncoder(numeric=["price"], categorical=["shop"], n_features=64)
+    for path, twice in [(label, "click"), (feature, "shop")]:
+        message = rf"{path}: columns named twice: \['{twice}'\] \(columns: "
+        with pytest.raises(ValueError, match=message):
+            read_ctr(path, label="click", n_features=64)
+        with pytest.raises(ValueError, match=message):
+            read_ctr(path, enc, label="click")
+        with pytest.raises(ValueError, match=message):
+            read_frame(str(path), "click")  # GBDT's reader: the same check, the same words
+    pq_path = tmp_path / "dup.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array([1, 0]), pa.array(["a", "b"]),
+                                         pa.array(["x", "y"])], names=["click", "shop", "shop"]),
+                   pq_path)
+    message = rf"{pq_path}: columns named twice: \['shop'\] \(columns: \['click', 'shop', 'shop'\]"
+    with pytest.raises(ValueError, match=message):
+        read_ctr(pq_path, label="click")
+    with pytest.raises(ValueError, match=message):
+        read_ctr(pq_path, HashingEncoder(categorical=["shop"]), label="click")
+    with pytest.raises(ValueError, match=message):
+        read_table_parquet(str(pq_path), "click", categorical=["shop"])
+
+
+@pytest.mark.parametrize("sep", [";;", "", "\\t", 9])
+def test_a_separator_of_other_than_one_character_is_refused(tmp_path, sep):
+    """read_ctr(sep=';;') raised csv's TypeError "delimiter must be a 1-character string"."""
+    from dask_ps.io import read_ratings
+    from dask_ps.io._csv import read_frame
+
+    path = _write(tmp_path / "t.csv", "y,a\n1,2\n0,3\n")
+    message = (r"sep must be one character, such as ',' or '\\t' \(a tab\), got "
+               + re.escape(repr(sep)) + "$")
+    for call in (lambda: read_ctr(path, label="y", sep=sep),
+                 lambda: infer_encoder(path, label="y", sep=sep),
+                 lambda: read_frame(str(path), "y", sep=sep),
+                 lambda: read_ratings(str(path), sep=sep)):
+        with pytest.raises(ValueError, match=message):
+            call()
