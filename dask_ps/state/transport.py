@@ -172,16 +172,20 @@ class Transport:
         if self._alive is None:
             return await call
         task = asyncio.ensure_future(call)
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=WATCH_SECONDS)
-            if done:
-                return task.result()
-            address = self.shards[s].address
-            if not await self._alive(address):
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=WATCH_SECONDS)
+                if done:
+                    return task.result()
+                address = self.shards[s].address
+                if not await self._alive(address):
+                    raise ShardUnavailableError(s, address, f"{method}: its worker left the "
+                                                            f"cluster (PSModel.recover "
+                                                            f"restores its shards from a "
+                                                            f"checkpoint)")
+        finally:  # the call's timeout, or the worker gone: the call goes too
+            if not task.done():
                 task.cancel()
-                raise ShardUnavailableError(s, address, f"{method}: its worker left the "
-                                                        f"cluster (PSModel.recover restores "
-                                                        f"its shards from a checkpoint)")
 
     async def call_all(self, method: str, *args, **kwargs) -> list:
         """The same call on every shard, concurrently; results in shard order."""
