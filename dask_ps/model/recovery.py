@@ -61,6 +61,51 @@ def _wait_for_departure(model, exc: BaseException, limit: float) -> None:
         time.sleep(0.2)
 
 
+def restore_sound(model, info: ck.CheckpointInfo, optimizer_state: bool = True,
+                  check: Callable | None = None) -> ck.CheckpointInfo:
+    """Restore version ``info`` of a checkpoint, or, when its data fails the restore's
+    checks (e.g. a chunk whose checksum fails, which :func:`~dask_ps.model.format.latest`
+    does not read), the newest older complete version that passes them, with a
+    :class:`~dask_ps.model.format.TornCheckpointWarning` naming the damaged one: what a
+    resume and a recovery need, where ``restore`` of an explicit version stays strict.
+    ``check(info)`` runs before each try (e.g. :func:`check_resumable`). Returns the
+    version restored.
+
+    Raises
+    ------
+    CheckpointFormatError
+        No complete version restores: the first one's error, with a note naming the
+        others'.
+    """
+    from ..exceptions import CheckpointFormatError
+
+    errors: list[str] = []
+    first = None
+    while True:
+        if check is not None:
+            check(info)
+        try:
+            return model.restore(info, optimizer_state)
+        except CheckpointFormatError as exc:
+            first = first or exc
+            failed = f"version {info.version}: {exc}"
+            errors.append(failed)
+        nxt = None
+        for v in reversed([v for v in ck.list_versions(info.url)[0] if v < info.version]):
+            try:
+                nxt = ck.latest(info.url, version=v)
+                break
+            except CheckpointFormatError as exc:  # its metadata is damaged too
+                errors.append(f"version {v}: {exc}")
+        if nxt is None:
+            first.add_note("no other complete version restores either" + (
+                ": " + "; ".join(errors[1:]) if len(errors) > 1 else ""))
+            raise first
+        warnings.warn(f"checkpoint {info.url!r}: {failed}; restoring version {nxt.version} "
+                      f"instead", ck.TornCheckpointWarning, stacklevel=2)
+        info = nxt
+
+
 def check_resumable(model, info: ck.CheckpointInfo, fit_id: dict | None = None) -> None:
     """Refuse to resume ``model``'s fit from checkpoint ``info`` when it holds other tables
     than the fit made: another set of tables, or a table of other rows, columns, dtype,
@@ -195,9 +240,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
     last = None
     clock = 0
     if resume and checkpoint is not None and ck.list_versions(checkpoint)[0]:
-        last = ck.latest(checkpoint)
-        check_resumable(model, last, fit_id)
-        last = model.restore(last)
+        last = restore_sound(model, ck.latest(checkpoint), check=lambda info: (
+            check_resumable(model, info, fit_id)))
         clock = min(last.clock, n_clocks)
         kept = list(last.attrs.get("extra", {}).get("results", []))[:clock]
         results[:] = kept + [None] * (clock - len(kept))
@@ -361,7 +405,7 @@ def recover(model, checkpoint: str, optimizer_state: bool = True) -> dict:
     lost = placement.lost_shards(model)
     was = [model.shards[i].address for i in lost]
     moved = placement.replace_shards(model, lost) if lost else []
-    model.restore(info, optimizer_state)
+    info = restore_sound(model, info, optimizer_state)
     if not model.is_local:  # the dashboard's table of recoveries
         for shard, old, new in zip(lost, was, moved):
             log_recovery(shard, old, new, checkpoint=f"{info.url} v{info.version}",

@@ -226,9 +226,10 @@ def test_overwritten_bytes_fail_their_checksum_naming_table_and_rows(tmp_path):
         PSModel.load("local", url)
 
 
-def _damage_last_chunk(url: str, array: str) -> str:
-    """Flip bytes in the last chunk of ``array`` of version 1: its checksum fails."""
-    chunk = sorted(p for p in (Path(url) / "v000001" / array / "c").rglob("*") if p.is_file())[-1]
+def _damage_last_chunk(url: str, array: str, version: int = 1) -> str:
+    """Flip bytes in the last chunk of ``array`` of ``version``: its checksum fails."""
+    chunk = sorted(p for p in (Path(url) / f"v{version:06d}" / array / "c").rglob("*")
+                   if p.is_file())[-1]
     raw = bytearray(chunk.read_bytes())
     raw[len(raw) // 2] ^= 0xFF
     chunk.write_bytes(bytes(raw))
@@ -263,6 +264,38 @@ def test_a_failed_restore_leaves_the_model_as_it_was(tmp_path, array, table):
     assert model.restore(url).version == 2
     assert_same(before, full_state(model))
     assert not np.array_equal(before["vector"][1], saved["vector"][1])
+    model.close()
+
+
+def test_recover_and_resume_fall_back_to_the_newest_version_that_restores(tmp_path):
+    """The newest version's data fails its checksums (its metadata is sound, so latest()
+    picks it): recover() and a resume restore the version before it, warning which was
+    damaged (they raised, though an intact older version was there); restore() of the
+    checkpoint stays strict."""
+    from dask_ps.model.recovery import run_clocks
+
+    url = str(tmp_path / "ck")
+    model = PSModel("local", n_shards=2)
+    model.add_table("w", (1000, 2), optimizer="adagrad")
+    model.push("w", np.arange(1000), np.ones((1000, 2)))
+    model.save(url, clock=1, chunk_rows=100)
+    good = full_state(model)
+    model.push("w", np.arange(1000), np.ones((1000, 2)))
+    model.save(url, clock=2, chunk_rows=100)
+    _damage_last_chunk(url, "t0/values", version=2)
+    model.push("w", [0], np.ones((1, 2)))
+    with pytest.raises(CheckpointFormatError, match="rows .* are damaged"):
+        model.restore(url)
+    with pytest.warns(TornCheckpointWarning, match=r"version 2: .*damaged.*restoring version 1"):
+        out = model.recover(url)
+    assert out["version"] == 1 and out["clock"] == 1
+    assert_same(good, full_state(model))
+    model.push("w", [0], np.ones((1, 2)))
+    seen = []
+    with pytest.warns(TornCheckpointWarning, match="restoring version 1"):
+        run_clocks(model, lambda a, b: seen.append((a, b)) or [None] * (b - a), 3,
+                   checkpoint=url, resume=True, job_clocks=lambda c: 1)
+    assert seen[0] == (1, 2)  # resumed after clock 1
     model.close()
 
 
