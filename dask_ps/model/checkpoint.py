@@ -302,17 +302,18 @@ def _stored_rows(path: str, name: str, t: dict, spec, r0: int, r1: int, with_slo
     store = ck.zarr_store(path)
     n, where = t["n_keys"], f"checkpoint {path!r}, table {name!r}"
 
-    def open_checked(role: str, shape: tuple):
+    def open_checked(role: str, shape: tuple, dtype):
         arr = zarr.open_array(store, path=f"{t['path']}/{role}", mode="r")
-        if arr.shape != shape:
-            raise CheckpointFormatError(f"{where}: array {role} has shape {arr.shape}, the "
-                                        f"table's metadata says {shape}")
+        if arr.shape != shape or arr.dtype != np.dtype(dtype):
+            raise CheckpointFormatError(f"{where}: array {role} is {arr.dtype} of shape "
+                                        f"{arr.shape}, the table's metadata says "
+                                        f"{np.dtype(dtype)} of shape {shape}")
         return arr
 
-    values_arr = open_checked("values", (n, t["ncols"]))
-    keys_arr = open_checked("keys", (n,)) if spec.sparse else None
-    slot_arrs = {k: open_checked(f"slots/{k}", (n, s["width"])) for k, s in t["slots"].items()
-                 } if with_slots else {}
+    values_arr = open_checked("values", (n, t["ncols"]), t["dtype"])
+    keys_arr = open_checked("keys", (n,), np.int64) if spec.sparse else None
+    slot_arrs = {k: open_checked(f"slots/{k}", (n, s["width"]), s["dtype"])
+                 for k, s in t["slots"].items()} if with_slots else {}
     step = 16 * t["chunk_rows"]  # a batch of chunks at a time bounds the reader's memory
     for a in range(r0, r1, step):
         b = min(a + step, r1)

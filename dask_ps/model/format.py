@@ -236,6 +236,20 @@ def _check_format(attrs: dict, url: str, version: int) -> None:
             f"checkpoint {url!r} version {version} has format {meta['format']} (written by "
             f"dask_ps {meta.get('library_version')}); this dask_ps reads formats up to "
             f"{FORMAT}: upgrade dask_ps to load it")
+    tables = attrs.get("tables")
+    problem = None if isinstance(tables, dict) else "no 'tables' attribute"
+    for name, t in (tables or {}).items() if problem is None else ():
+        if not isinstance(t, dict) or t.get("name") != name:
+            problem = f"table {name!r} is described under another name"
+        elif not isinstance(t.get("chunk_rows"), int) or t["chunk_rows"] < 1 or \
+                not isinstance(t.get("n_keys"), int) or t["n_keys"] < 0:
+            problem = (f"table {name!r} has chunk_rows {t.get('chunk_rows')!r} and n_keys "
+                       f"{t.get('n_keys')!r}")
+        if problem:
+            break
+    if problem:
+        raise CheckpointFormatError(f"checkpoint {url!r} version {version}: its metadata is "
+                                    f"damaged: {problem}")
 
 
 def open_version(path: str, mode: str = "r"):
@@ -394,8 +408,18 @@ def spec_from_attrs(t: dict, n_shards: int) -> TableSpec:
     if init["kind"] not in ("constant", "uniform", "normal"):
         raise CheckpointFormatError(f"table {t['name']!r}: unknown init {init['kind']!r}")
     shape = (t["n_rows"] if part == "range" else None,) + (() if t["vector"] else (t["ncols"],))
-    return TableSpec.build(t["name"], shape, np.dtype(t["dtype"]), part, optimizer,
+    spec = TableSpec.build(t["name"], shape, np.dtype(t["dtype"]), part, optimizer,
                            Init(init["kind"], init["a"], init["b"], init["seed"]), n_shards)
+    if part == "range" and t["n_keys"] != t["n_rows"]:  # a save writes every row of it
+        raise CheckpointFormatError(f"table {t['name']!r}: {t['n_keys']} rows stored for a "
+                                    f"range table of {t['n_rows']} rows: its metadata is "
+                                    f"damaged")
+    want = sorted(spec.optimizer.slot_layout(spec.ncols, spec.dtype))
+    if sorted(t.get("slots", {})) != want:
+        raise CheckpointFormatError(f"table {t['name']!r}: optimizer state "
+                                    f"{sorted(t.get('slots', {}))} stored, its update rule "
+                                    f"{name!r} keeps {want}: its metadata is damaged")
+    return spec
 
 
 # -- rows next to the shards (run by Shard.apply) --------------------------------------------

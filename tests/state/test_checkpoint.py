@@ -299,6 +299,40 @@ def test_recover_and_resume_fall_back_to_the_newest_version_that_restores(tmp_pa
     model.close()
 
 
+@pytest.mark.parametrize("edit, where, match", [
+    (lambda j: j["attributes"]["tables"]["w"].update(n_rows=200), "group",
+     r"100 rows stored for a range table of 200 rows"),
+    (lambda j: j["attributes"]["tables"]["w"].update(n_keys=50), "group",
+     r"50 rows stored for a range table of 100"),
+    (lambda j: j["attributes"]["tables"]["w"].update(slots={}), "group",
+     r"optimizer state \[\] stored, its update rule 'adam' keeps \['m', 't', 'v'\]"),
+    (lambda j: j["attributes"]["tables"]["w"].update(optimizer={"name": "sgd"}), "group",
+     r"update rule 'sgd' keeps \[\]"),
+    (lambda j: j.update(data_type="int32"), "values", r"array values is int32 .* says float32"),
+    (lambda j: j["attributes"]["tables"]["w"].update(chunk_rows=0), "group",
+     r"metadata is damaged: table 'w' has chunk_rows 0"),
+    (lambda j: j["attributes"].pop("tables"), "group", r"no 'tables' attribute"),
+    (lambda j: j["attributes"]["tables"]["w"].update(name="v"), "group",
+     r"described under another name"),
+])
+def test_checkpoint_metadata_that_parses_but_lies_is_refused(tmp_path, edit, where, match):
+    """Metadata edited but still JSON: rows, keys, optimizer state or dtype that disagree
+    with the arrays loaded silently (zeros, a bigger table, Adam's state reset, int32 bits
+    read as floats) or failed with a bare KeyError or ZeroDivisionError."""
+    url = str(tmp_path / "ck")
+    model = PSModel("local", n_shards=2)
+    model.add_table("w", (100, 4), optimizer="adam")
+    model.push("w", np.arange(100), np.ones((100, 4)))
+    model.save(url)
+    path = Path(url) / "v000001" / ("zarr.json" if where == "group" else "t0/values/zarr.json")
+    meta = json.loads(path.read_text())
+    edit(meta)
+    path.write_text(json.dumps(meta))
+    with pytest.raises(CheckpointFormatError, match=match):
+        PSModel.load("local", url, version=1)
+    model.close()
+
+
 def test_a_failed_restore_on_a_cluster_leaves_the_model_as_it_was(client2, tmp_path):
     """The check runs in the workers' tasks: a damaged chunk there changes nothing either,
     and recover() (no shard lost) refuses it the same way."""
