@@ -13,7 +13,7 @@ from ..partitions import Partitions
 from . import _mf_data as data_
 from ._base import EpochLoop
 from ._mf_kernels import balance_blocks
-from ._mf_steps import als_task, collect_step, sgd_task
+from ._mf_steps import als_task, collect_step, resume_users_step, sgd_task
 
 __all__ = ["train"]
 
@@ -83,7 +83,12 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
         def epochs(first, last):
             per_task = model.run(lambda ps, parts: als_task(ps, parts, cfg, first, last), data)
             return [_rmse([t[e] for t in per_task]) for e in range(last - first + 1)]
-    history = loop.run(epochs, on_recover=data.locate, restart=fill)
+    def users_from_items(saved, clock):  # a resume restored the item table only
+        model.fit_partitions(lambda ps, part: resume_users_step(ps, part, cfg), data)
+
+    # SGD solves its users' factors from it; ALS refits them in its first user step
+    resumed = (lambda clock: {}, users_from_items) if solver == "sgd" else None
+    history = loop.run(epochs, on_recover=data.locate, restart=fill, driver_state=resumed)
     user_rows = np.zeros((n_users, d))
     for uids, U in model.fit_partitions(lambda ps, part: collect_step(ps, part, cfg), data)[0]:
         user_rows[uids] = U

@@ -82,7 +82,8 @@ class MatrixFactorization(PSEstimator):
     consistency, staleness, n_shards, random_state, client, shard_resources, checkpoint,
     checkpoint_every, max_recoveries, resume, progress, callbacks
         As for :class:`~dask_ps.LogisticRegression` (``checkpoint`` saves the item table;
-        user factors live next to their partitions); ALS always runs BSP.
+        user factors live next to their partitions, and a resume solves them from the
+        restored item table, as an ALS user step does); ALS always runs BSP.
 
     Attributes
     ----------
