@@ -206,6 +206,28 @@ def train_fm(model: PSModel, data: Partitions, *, n_features: int, k: int = 8,
     return W, V, history, len(history), FMState(w_keys, w_state, v_keys, v_state)
 
 
+def _check_dense_room(estimator: str, width: int, k: int) -> None:
+    """Refuse, before training, a width whose dense ``coef_`` and ``factors_`` (float64,
+    ``width * (k + 1)`` values, made in this process after training) cannot fit in half of
+    the memory available now: at 2^28 features and k=8 the fit trained, then failed making
+    a 16 GiB array.
+
+    Raises
+    ------
+    MemoryError
+        Naming the width, ``k``, the bytes and the memory available.
+    """
+    import psutil
+
+    need = 8 * width * (k + 1)
+    available = psutil.virtual_memory().available
+    if need > available // 2:
+        raise MemoryError(f"{estimator}: coef_ and factors_ of {width} features x (k={k} + 1) "
+                          f"take {need / 2**30:.1f} GiB as dense float64 arrays, more than "
+                          f"half of the {available / 2**30:.1f} GiB available here; use "
+                          f"fewer hashed features (n_hashed_features) or a smaller k")
+
+
 class FactorizationMachineClassifier(LogisticRegression):
     """Binary factorization machine (Rendle, ICDM 2010) trained on a dask_ps parameter
     server, FTRL on the linear part and AdaGrad on the factors (FTRL-FM).
@@ -353,6 +375,7 @@ class FactorizationMachineClassifier(LogisticRegression):
                                 advice=f"try a smaller learning_rate (now {lr}) or "
                                        f"factor_learning_rate (now {self.factor_learning_rate})",
                                 fit_id=fit_identity(self, n_features, labels))
+        _check_dense_room(type(self).__name__, self.n_hashed_features or n_features, self.k)
         W, V, history, n_iter, state = train_fm(
             model, data, n_features=self.n_hashed_features or n_features, k=self.k,
             learning_rate=lr, l1=self.l1, l2=self.l2, factor_solver=self.factor_solver,

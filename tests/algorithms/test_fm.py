@@ -165,3 +165,20 @@ def test_bad_input_is_refused():
     fm = FactorizationMachineClassifier(client="local", max_iter=1).fit(X, np.arange(60) % 2)
     with pytest.raises(ValueError, match="features"):
         fm.predict(X[:, :4])
+
+
+def test_a_width_whose_dense_factors_cannot_fit_is_refused_before_training():
+    """coef_ and factors_ are dense over the width: at 2^28 hashed features the fit trained,
+    then failed making a 16 GiB array; wide keys (2^40 columns, which LogisticRegression
+    takes) asked for 8 TiB. Refused at once, naming the sizes and the fix."""
+    from sklearn.exceptions import NotFittedError
+
+    rng = np.random.default_rng(0)
+    X = sp.csr_matrix((np.ones(400), (np.repeat(np.arange(200), 2),
+                                      rng.integers(0, 2**40, 400))), shape=(200, 2**40))
+    est = FactorizationMachineClassifier(max_iter=1, client="local")
+    with pytest.raises(MemoryError, match=r"1099511627776 features x \(k=8 \+ 1\) take "
+                                          r"73728\.0 GiB .*n_hashed_features"):
+        est.fit(X, np.arange(200) % 2)
+    with pytest.raises(NotFittedError):
+        est.predict(X[:2])
