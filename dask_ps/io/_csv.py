@@ -29,8 +29,8 @@ from ._blocks import Block, find_newline, lines_before, open_paths, plan, read
 from .parquet import label_column, unique_columns
 
 __all__ = ["SAMPLE_BYTES", "LineError", "bad_line", "check_sep", "common_header", "header_end",
-           "header_names", "line_of_row", "locate", "parse_block", "read_frame", "read_table",
-           "sample_table", "strip_header"]
+           "header_names", "line_of_row", "locate", "nan_as_null", "parse_block", "read_frame",
+           "read_table", "sample_table", "strip_header"]
 
 #: Bytes of a file's start that the readers parse to guess its columns' types.
 SAMPLE_BYTES = 2**20
@@ -70,7 +70,7 @@ def check_sep(sep) -> str:
 
 def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
     """Column names from the first line of a file (a UTF-8 byte order mark dropped, as
-    spreadsheets write one).
+    spreadsheets write one; spaces and tabs around a name dropped: ``click, price``).
 
     Raises
     ------
@@ -84,7 +84,8 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
     try:
         if raw.startswith(b"PAR1") or b"\x00" in raw:  # csv reads binary as garbage names
             raise csv.Error("it holds NUL bytes")
-        return next(csv.reader([line], delimiter=sep)) if line else []
+        fields = next(csv.reader([line], delimiter=sep)) if line else []
+        return [f.strip(" \t") for f in fields]
     except csv.Error as exc:
         raise DataError(f"{path}: its first line is not delimited text ({exc}): a binary "
                         f"file (e.g. Parquet: --format parquet), or lines ending in a lone "
@@ -130,14 +131,17 @@ def common_header(fs, blocks: list[Block], sep: str) -> list[str]:
 
 
 def sample_table(fs, path: str, names: list[str], header: bool, sep: str,
-                 compression: str | None) -> pa.Table:
+                 compression: str | None, kind=pa.string(), partial: bool = False
+                 ) -> pa.Table:
     """The whole lines of the first :data:`SAMPLE_BYTES` of a file (after its header), every
-    column as strings, to guess the columns' types from.
+    column as ``kind`` (strings; binary to take bytes that are not UTF-8), to guess the
+    columns' types from; ``partial``: the lines before the first bad one.
 
     Raises
     ------
     LineError
-        A line of the sample with the wrong number of fields.
+        A line of the sample with the wrong number of fields (or not UTF-8, for strings);
+        with ``partial``, only when it is the first line.
     """
     with fs.open(path, "rb", compression=compression) as f:
         data = f.read(SAMPLE_BYTES)
@@ -145,8 +149,16 @@ def sample_table(fs, path: str, names: list[str], header: bool, sep: str,
         data = data[: data.rfind(b"\n") + 1]
     skipped = 0
     if header:
-        data, skipped = data[data.find(b"\n") + 1:], 1
-    return parse_block(data, names, {n: pa.string() for n in names}, sep, path, skipped)
+        data, skipped = (data[data.find(b"\n") + 1:] if b"\n" in data else b""), 1
+    try:
+        return parse_block(data, names, {n: kind for n in names}, sep, path, skipped)
+    except LineError as exc:
+        if not partial or exc.line is None or exc.line <= skipped + 1:
+            raise
+        # the lines before the bad one (which the reader will name) are a sample still
+        cut = data.split(b"\n")[: exc.line - skipped - 1]
+        return parse_block(b"\n".join(cut) + b"\n", names, {n: kind for n in names}, sep,
+                           path, skipped)
 
 
 def header_end(data, block: Block, header: int) -> tuple[int, int]:
@@ -257,6 +269,23 @@ def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str
            for n, t in types.items() if pa.types.is_floating(t)):
         raise bad_line(data, names, types, sep, where, line0, "a non-finite number", required,
                        nan_missing)
+    return table
+
+
+#: A text field that is NaN: ``nan`` in any case and sign, spaces and tabs around it.
+NAN_TEXT = r"^[ \t]*[+-]?[nN][aA][nN][ \t]*$"
+
+
+def nan_as_null(table: pa.Table, columns) -> pa.Table:
+    """``table`` whose string ``columns`` hold null where a field is ``nan`` (any case and
+    sign, see :data:`NAN_TEXT`): the missing value of a categorical CSV field, as an empty
+    one is (:mod:`dask_ps.io`)."""
+    for name in columns:
+        i = table.column_names.index(name)
+        col = table.column(i)
+        nan = pc.fill_null(pc.match_substring_regex(col, NAN_TEXT), False)
+        if pc.any(nan).as_py():
+            table = table.set_column(i, name, pc.if_else(nan, pa.scalar(None, col.type), col))
     return table
 
 

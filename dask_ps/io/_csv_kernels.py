@@ -68,6 +68,18 @@ def _strip(buf, s, e):
 
 
 @numba.njit(inline="always", **_JIT)
+def _nan_text(buf, s, e):
+    """Whether the field ``buf[s:e]`` is ``nan`` (any case and sign, spaces and tabs around
+    it, quoted or not): a categorical field's missing value, as an empty one."""
+    if e - s < 3:
+        return False
+    if buf[s] == _QUOTE:
+        s, e = s + 1, e - 1
+    a, b = _strip(buf, s, e)
+    return _special(buf, a, b) == 1
+
+
+@numba.njit(inline="always", **_JIT)
 def _zero_bytes(x):
     """The high bit of each zero byte of ``x`` (the lowest exact; those above it may be
     wrong, from the borrow)."""
@@ -276,7 +288,7 @@ def encode_block(buf, sep, kinds, slot, seeds, missing, value_token, log_bucket,
                             vals[j] = v
             elif k == K_CATEGORICAL and encode:
                 j = slot[f]
-                if ce == s or (ce - s == 2 and buf[s] == _QUOTE):
+                if ce == s or (ce - s == 2 and buf[s] == _QUOTE) or _nan_text(buf, s, ce):
                     tokens[j] = missing[j]
                 elif buf[s] == _QUOTE:
                     tokens[j] = _hash_quoted(buf, s, ce, seeds[j])

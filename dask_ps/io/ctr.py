@@ -33,11 +33,12 @@ from ._csv import (
     common_header,
     header_end,
     header_names,
+    nan_as_null,
     parse_block,
     sample_table,
 )
 from ._line_kernels import CSV, count_rows
-from .hashing import HashingEncoder, csr_rows, index_dtype
+from .hashing import HashingEncoder, column_names, cross_pairs, csr_rows, index_dtype
 from .parquet import footer, table_labels, unique_columns
 
 __all__ = ["encode_ctr", "infer_encoder", "read_ctr"]
@@ -114,7 +115,8 @@ def _encode_block(fs, block, line0: int, layout: _Layout, encoder: HashingEncode
                            "an empty label", layout.label, True)
         expect_rows(block, line0, table.num_rows, expect)
         y = table.column(layout.label).to_numpy()
-        return encoder.transform(table, dtype, block.path), y
+        return encoder.transform(nan_as_null(table, encoder.categorical), dtype,
+                                 block.path), y
     rows = int(info[_ck.I_ROWS])
     if status == _ck.STATUS_FULL:  # more rows than the first pass counted
         rows = count_rows(raw[start:], CSV)[0]
@@ -148,26 +150,43 @@ def _is_parquet(paths: list[str], format: str | None) -> bool:
     return paths[0].lower().endswith(_PARQUET)
 
 
-def _csv_kinds(fs, path: str, names: list[str], header: bool, sep: str,
-               compression: str | None) -> dict:
-    """``{column: "numeric" | "categorical"}`` from the first rows of a file: numeric when
-    every non-empty value in them is a number."""
+#: Files :func:`infer_encoder` opens at most to find rows to guess from (a glob's first files
+#: may hold a header alone: hours without clicks).
+SAMPLE_FILES = 64
+
+
+def _numeric_sample(col) -> bool:
+    """Whether a binary column of a sample (nulls for empty fields) holds numbers only: all
+    UTF-8, each a number once spaces and tabs around it are dropped, and one at least."""
+    col = col.drop_null()
     try:
-        table = sample_table(fs, path, names, header, sep, compression)
-    except LineError:
-        table = None  # a bad line: let the reader name it; guess text for every column
-    kinds = {}
-    for n in names:
-        col = None if table is None else table.column(n)
-        numeric = False
-        if col is not None and col.null_count < len(col):
-            try:
-                pc.cast(col.drop_null(), pa.float64())
-                numeric = True
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                pass
-        kinds[n] = "numeric" if numeric else "categorical"
-    return kinds
+        text = pc.utf8_trim(pc.cast(col, pa.string()), " \t")
+        text = pc.if_else(pc.equal(text, ""), None, text).drop_null()
+        if not len(text):
+            return False
+        pc.cast(text, pa.float64())
+        return True
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # not UTF-8, or not a number
+        return False
+
+
+def _csv_kinds(fs, paths: list[str], names: list[str], header: bool, sep: str,
+               compression: str | None) -> dict:
+    """``{column: "numeric" | "categorical"}`` from the first rows of the first file that
+    has some (of the first :data:`SAMPLE_FILES`): a column is numeric when its every
+    non-empty value in them is a number (each column on its own: a byte that is not UTF-8
+    makes its column categorical, no other)."""
+    table = None
+    for path in paths[:SAMPLE_FILES]:
+        comp = plan(fs, [path], None, compression)[0].compression
+        try:
+            table = sample_table(fs, path, names, header, sep, comp, pa.binary(), True)
+        except LineError:
+            table = None  # a bad first line: let the reader name it
+        if table is not None and table.num_rows:
+            break
+    return {n: "numeric" if table is not None and _numeric_sample(table.column(n))
+            else "categorical" for n in names}
 
 
 def _arrow_kinds(schema: pa.Schema) -> dict:
@@ -184,10 +203,19 @@ def _build_encoder(kinds: dict, label: str, numeric, categorical, crosses, exclu
     names = list(kinds)
     if label not in names:
         raise DataError(f"{where}: label column {label!r} is not among {names}")
-    given = [*(numeric or ()), *(categorical or ()), *(exclude or ())]
+    numeric = None if numeric is None else column_names(numeric, "numeric")
+    categorical = None if categorical is None else column_names(categorical, "categorical")
+    exclude = column_names(exclude, "exclude")
+    crosses = cross_pairs(crosses)
+    given = [*(numeric or ()), *(categorical or ()), *exclude]
     absent = [c for c in given if c not in names]
     if absent:
         raise DataError(f"{where}: columns {absent} are not among {names}")
+    for pair in crosses:
+        absent = [c for c in pair if c not in names]
+        if absent:
+            raise DataError(f"{where}: cross {pair}: column {absent[0]!r} is not among "
+                            f"{names}")
     if label in given:
         raise DataError(f"{where}: the label {label!r} cannot be a feature or excluded")
     if numeric is None and categorical is None and not exclude and \
@@ -222,7 +250,9 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
     * Otherwise, a Parquet column is numeric when its type is (integers, floats, decimals),
       categorical else (strings, booleans, dictionaries); a CSV column is numeric when every
       non-empty value in the first MiB (:data:`~dask_ps.io._csv.SAMPLE_BYTES`) of the first
-      file is a number.
+      file that has rows (of the first :data:`SAMPLE_FILES`) is a number (spaces around it
+      allowed), each column on its own (bytes that are not UTF-8 make their column
+      categorical, no other).
       ``numeric`` and ``categorical`` override the guess for the columns they name (e.g. an
       integer id that is a category).
 
@@ -232,11 +262,12 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
     ----------
     urlpath, label, sep, header, names, storage_options, compression
         As in :func:`read_ctr`.
-    numeric, categorical : list of str, optional
-        Columns forced to be numeric or categorical.
+    numeric, categorical : str or list of str, optional
+        Columns forced to be numeric or categorical (a single string is one column).
     crosses : list of (str, str), default ()
-        Pairs of columns whose combinations are features (:class:`HashingEncoder`).
-    exclude : list of str, default ()
+        Pairs of columns whose combinations are features (:class:`HashingEncoder`); one
+        pair alone is taken too.
+    exclude : str or list of str, default ()
         Columns that are not features.
     n_features : int, default 2**20
     format : {"csv", "parquet"}, optional
@@ -251,7 +282,8 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
     Raises
     ------
     ValueError
-        A label or a named column that the files do not have, a column both numeric and
+        A label or a named column (or a cross's) that the files do not have, naming it and
+        the files' columns, a column both numeric and
         categorical, CSV files without a header and without ``names``, columns named twice
         (naming the file and them), a ``sep`` that is not one character.
     FileNotFoundError
@@ -285,7 +317,7 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
             raise ValueError("files without a header need names=[...] for their columns")
         check_columns(paths[0], list(names), sep)
         unique_columns(where, list(names))
-        kinds = _csv_kinds(fs, paths[0], list(names), header, sep, comp)
+        kinds = _csv_kinds(fs, paths, list(names), header, sep, compression)
     return _build_encoder(kinds, label, numeric, categorical, crosses, exclude, n_features,
                           where, **options)
 
@@ -308,9 +340,9 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     ``categorical`` says otherwise; ``crosses`` adds pairs of columns.
 
     Missing values and infinities follow the readers' rule (:mod:`dask_ps.io`): an empty
-    field, ``nan`` or a null is the column's "missing" feature; an infinite number, or a label
-    that is missing or not a finite number, is an error naming the file, the line (CSV) or
-    row (Parquet) and the column.
+    field, ``nan`` (any case and sign, in a categorical column too) or a null is the column's
+    "missing" feature; an infinite number, or a label that is missing or not a finite
+    number, is an error naming the file, the line (CSV) or row (Parquet) and the column.
 
     CSV files are split at line boundaries into blocks of about ``blocksize`` bytes
     (compressed files are one block each); quoted fields must not contain newlines. Their
@@ -331,7 +363,8 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     label : str, default "Label"
         The label column (required in every row, a finite number).
     numeric, categorical, crosses, exclude, n_features
-        How the encoder is made when none is given (see :func:`infer_encoder`).
+        How the encoder is made when none is given (see :func:`infer_encoder`); a single
+        string is one column, a single pair one cross.
     format : {"csv", "parquet"}, optional
         Default: Parquet for names ending in ``.parquet``, ``.pq`` or ``.parq``, else CSV.
     sep : str, default ","

@@ -51,6 +51,48 @@ def csr_rows(tokens: np.ndarray, values: np.ndarray, n_features: int,
     return X
 
 
+def column_names(value, what: str) -> tuple:
+    """``value``, a column name or a sequence of them, as a tuple of str (a single string is
+    one column, not its characters).
+
+    Raises
+    ------
+    TypeError
+        ``value`` is neither (e.g. a number), naming ``what``.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    try:
+        return tuple(str(c) for c in value)
+    except TypeError:
+        raise TypeError(f"{what} must be a column name or a list of them, got "
+                        f"{value!r}") from None
+
+
+def cross_pairs(value) -> tuple:
+    """``value``, one pair of column names or a sequence of pairs, as a tuple of pairs of str.
+
+    Raises
+    ------
+    ValueError
+        An element that is not a pair of names.
+    """
+    if value is None:
+        return ()
+    value = tuple(value)
+    if len(value) == 2 and all(isinstance(c, str) for c in value):
+        value = (value,)  # one pair, not a list of pairs
+    pairs = []
+    for pair in value:
+        if isinstance(pair, str) or len(tuple(pair)) != 2:
+            raise ValueError(f"crosses must be pairs of column names, such as "
+                             f"[('shop', 'city')], got {pair!r}")
+        pairs.append(tuple(str(c) for c in pair))
+    return tuple(pairs)
+
+
 def _as_table(data) -> pa.Table:
     if isinstance(data, pa.Table):
         return data
@@ -89,13 +131,13 @@ class HashingEncoder:
 
     Parameters
     ----------
-    numeric : tuple of str, default ()
-        Numeric columns.
-    categorical : tuple of str, default ()
-        Categorical columns.
+    numeric : str or tuple of str, default ()
+        Numeric columns (a single string is one column).
+    categorical : str or tuple of str, default ()
+        Categorical columns (a single string is one column).
     crosses : tuple of (str, str), default ()
-        Pairs of listed columns whose combinations are features too; ``(a, b)`` and
-        ``(b, a)`` are the same cross (listed once).
+        Pairs of listed columns whose combinations are features too (one pair alone is
+        taken too); ``(a, b)`` and ``(b, a)`` are the same cross (listed once).
     n_features : int, default 2**20
         Number of hashed features (columns of the output), 1 <= n_features <= 2**62.
     numeric_mode : {"log_bucket", "value"}, default "log_bucket"
@@ -136,8 +178,9 @@ class HashingEncoder:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "numeric", tuple(str(c) for c in self.numeric))
-        object.__setattr__(self, "categorical", tuple(str(c) for c in self.categorical))
+        object.__setattr__(self, "numeric", column_names(self.numeric, "numeric"))
+        object.__setattr__(self, "categorical",
+                           column_names(self.categorical, "categorical"))
         if self.numeric_mode not in NUMERIC_MODES:
             raise ValueError(f"numeric_mode must be one of {list(NUMERIC_MODES)}, "
                              f"got {self.numeric_mode!r}")
@@ -147,11 +190,15 @@ class HashingEncoder:
         if len(set(cols)) != len(cols):
             dup = next(c for c in cols if cols.count(c) > 1)
             raise ValueError(f"column {dup!r} is listed twice")
-        crosses = tuple((str(a), str(b)) for a, b in self.crosses)
+        crosses = cross_pairs(self.crosses)
         seen = set()
         for a, b in crosses:
-            if a not in cols or b not in cols or a == b:
-                raise ValueError(f"cross ({a!r}, {b!r}) must pair two different listed columns")
+            unknown = [c for c in (a, b) if c not in cols]
+            if unknown:
+                raise ValueError(f"cross ({a!r}, {b!r}): {unknown[0]!r} is not a listed "
+                                 f"column (they are {list(cols)})")
+            if a == b:
+                raise ValueError(f"cross ({a!r}, {b!r}) must pair two different columns")
             if frozenset((a, b)) in seen:
                 raise ValueError(f"cross ({a!r}, {b!r}) is listed twice")
             seen.add(frozenset((a, b)))

@@ -35,7 +35,8 @@ def _write(path, text: str):
 def _random_csv(rng, n_rows: int, crlf: bool) -> tuple[str, pd.DataFrame]:
     """A CSV (with quotes, empty fields, blank lines, odd spacing in numbers) and the table
     it holds, as pandas would read it."""
-    words = ["a", "b b", "c,d", 'say "hi"', "Zürich", "12", "", "x" * 40]
+    words = ["a", "b b", "c,d", 'say "hi"', "Zürich", "12", "", "x" * 40, "nan", " -NaN ",
+             "nana"]
     rows = []
     for _ in range(n_rows):
         rows.append(dict(
@@ -55,7 +56,7 @@ def _random_csv(rng, n_rows: int, crlf: bool) -> tuple[str, pd.DataFrame]:
     df = pd.DataFrame(rows)
     num = df.num.str.strip().str.strip('"').replace("", None)
     df["num"] = num.astype(float)
-    df[["cat", "cat2"]] = df[["cat", "cat2"]].astype("string")
+    df[["cat", "cat2"]] = df[["cat", "cat2"]].replace(["nan", " -NaN "], None).astype("string")
     return sep.join(lines) + sep, df
 
 
@@ -177,8 +178,10 @@ def test_crosses_add_one_feature_per_pair_and_round_trip_json():
     assert HashingEncoder.from_json(enc.to_json()) == enc
     with pytest.raises(ValueError, match="listed twice"):
         HashingEncoder(categorical=["a", "b"], crosses=[("a", "b"), ("b", "a")])
-    with pytest.raises(ValueError, match="two different listed columns"):
+    with pytest.raises(ValueError, match="'c' is not a listed column"):
         HashingEncoder(categorical=["a", "b"], crosses=[("a", "c")])
+    with pytest.raises(ValueError, match="must pair two different columns"):
+        HashingEncoder(categorical=["a", "b"], crosses=[("a", "a")])
 
 
 def test_parquet_files_are_read_by_row_group(tmp_path):
@@ -304,3 +307,101 @@ def test_a_separator_of_other_than_one_character_is_refused(tmp_path, sep):
                  lambda: read_ratings(str(path), sep=sep)):
         with pytest.raises(ValueError, match=message):
             call()
+
+
+# -- guessing the columns' types ------------------------------------------------------------------
+def test_a_glob_whose_first_files_hold_a_header_alone_guesses_from_rows(tmp_path):
+    """A header-only first file (a quiet hour) made every column categorical."""
+    (tmp_path / "logs").mkdir()
+    _write(tmp_path / "logs" / "00.csv", "click,price,shop\n")
+    _write(tmp_path / "logs" / "01.csv", "click,price,shop")  # not even a newline
+    _write(tmp_path / "logs" / "02.csv",
+           "click,price,shop\n" + "".join(f"{i % 2},{i * 0.5},s{i % 7}\n" for i in range(50)))
+    enc = infer_encoder(str(tmp_path / "logs" / "*.csv"), label="click", n_features=2**12)
+    assert enc.numeric == ("price",) and enc.categorical == ("shop",)
+    X, y = _compute(*read_ctr(str(tmp_path / "logs" / "*.csv"), label="click",
+                              n_features=2**12))
+    assert X.shape == (50, 2**12)
+    assert (X != enc.transform(pd.read_csv(tmp_path / "logs" / "02.csv"))).nnz == 0
+
+
+def test_a_byte_that_is_not_utf8_makes_only_its_own_column_categorical(tmp_path):
+    """One latin-1 'é' in the first MiB made every column categorical (each price its own
+    category: 1000 rows gave 1007 distinct features)."""
+    rows = [f"{i % 2},{i * 0.5},shop{i % 7}\n".encode() for i in range(1000)]
+    rows[500] = "1,3.5,caf\xe9\n".encode("latin-1")
+    path = tmp_path / "latin1.csv"
+    path.write_bytes(b"click,price,shop\n" + b"".join(rows))
+    enc = infer_encoder(path, label="click", n_features=2**16)
+    assert enc.numeric == ("price",) and enc.categorical == ("shop",)
+    X, _ = _compute(*read_ctr(path, label="click", n_features=2**16))
+    assert len(set(X.indices.tolist())) < 100  # price buckets and 8 shops, not 1000 prices
+
+
+def test_a_bad_line_in_the_sample_leaves_the_lines_before_it_to_guess_from(tmp_path):
+    path = _write(tmp_path / "t.csv", "y,n,c\n1,2.5,a\n0,3,b\n1,4,c,extra\n")
+    enc = infer_encoder(path, label="y")
+    assert enc.numeric == ("n",) and enc.categorical == ("c",)
+    with pytest.raises(ValueError, match=r"t\.csv, line 4: expected 3 fields, got 4"):
+        _compute(*read_ctr(path, label="y"))
+
+
+def test_spaces_after_the_commas_of_the_header_and_the_numbers(tmp_path):
+    """`click, price, shop`: ' price' was guessed categorical and --numeric price said the
+    column is not among [' price', ...]."""
+    text = "click, price, shop\n1, 1.5, a\n0, 2, b\n1, , a\n1,\tnan , c\n"
+    path = _write(tmp_path / "s.csv", text)
+    enc = infer_encoder(path, label="click", n_features=2**12)
+    assert enc.numeric == ("price",) and enc.categorical == ("shop",)
+    X, y = _compute(*read_ctr(path, label="click", numeric="price", n_features=2**12))
+    assert y.tolist() == [1.0, 0.0, 1.0, 1.0]
+    df = pd.DataFrame({"price": [1.5, 2.0, None, None], "shop": [" a", " b", " a", " c"]})
+    assert (X != enc.transform(df)).nnz == 0
+    with pytest.raises(ValueError, match=r"columns \['city'\] are not among \['click', "
+                                         r"'price', 'shop'\]"):
+        read_ctr(path, label="click", numeric="city")
+
+
+# -- argument shapes ------------------------------------------------------------------------------
+def test_a_single_string_is_one_column_and_one_pair_one_cross(tmp_path):
+    text = "click,price,shop,city\n" + "".join(f"{i % 2},{i},s{i % 7},c{i % 3}\n"
+                                               for i in range(30))
+    path = _write(tmp_path / "g.csv", text)
+    full = dict(label="click", numeric=["price"], categorical=["shop"], exclude=["city"],
+                crosses=[("shop", "price")], n_features=2**12)
+    want = infer_encoder(path, **full)
+    got = infer_encoder(path, label="click", numeric="price", categorical="shop",
+                        exclude="city", crosses=("shop", "price"), n_features=2**12)
+    assert got == want and want.crosses == (("shop", "price"),)
+    X, _ = _compute(*read_ctr(path, label="click", numeric="price", exclude="city",
+                              crosses=("shop", "price"), n_features=2**12))
+    assert (X != _compute(*read_ctr(path, **{**full, "categorical": None}))[0]).nnz == 0
+    with pytest.raises(ValueError, match=r"g\.csv: cross \('shop', 'citty'\): column 'citty' "
+                                         r"is not among \['click', 'price', 'shop', 'city'\]"):
+        read_ctr(path, label="click", crosses=[("shop", "citty")])
+    frame = pd.read_csv(path)
+    X2, _ = _compute(*encode_ctr(frame, label="click", numeric="price", exclude="city",
+                                 crosses=("shop", "price"), n_features=2**12))
+    assert (X2 != X).nnz == 0
+
+
+# -- NaN in categorical text ----------------------------------------------------------------------
+@pytest.mark.parametrize("slow", [False, True])
+def test_nan_in_a_categorical_csv_field_is_missing_as_a_parquet_null(tmp_path, slow):
+    """'NaN' and 'nan' in a categorical CSV field were categories of their own, while a
+    Parquet null is the missing feature; both encoding paths (the kernel, and pyarrow for a
+    block holding a number beyond the kernel's exact parser) now agree with Parquet."""
+    shops = ["a", "", "NaN", "nan", '"nan"', " -NAN ", "nana", "b"]
+    price = "7.0000000000000000001" if slow else "7"
+    text = "click,price,shop\n" + "".join(f"{i % 2},{price},{s}\n" for i, s in enumerate(shops))
+    csv_path = _write(tmp_path / "t.csv", text)
+    df = pd.DataFrame({"click": [i % 2 for i in range(len(shops))],
+                       "price": [float(price)] * len(shops),
+                       "shop": ["a", None, None, None, None, None, "nana", "b"]})
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp_path / "t.parquet")
+    enc = HashingEncoder(numeric="price", categorical="shop", n_features=2**16)
+    X, _ = _compute(*read_ctr(csv_path, enc, label="click"))
+    P, _ = _compute(*read_ctr(tmp_path / "t.parquet", enc, label="click"))
+    assert (X != P).nnz == 0
+    assert all((X[r] != X[1]).nnz == 0 for r in range(1, 6))
+    assert (X[6] != X[1]).nnz > 0 and (X[0] != X[1]).nnz > 0

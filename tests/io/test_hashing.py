@@ -152,6 +152,24 @@ def test_errors():
         enc.transform([[1, 2]])
 
 
+def test_a_single_string_is_one_column_and_one_pair_one_cross():
+    """HashingEncoder(numeric="price") took the characters p, r, i, c, e as columns;
+    crosses=("shop", "city") failed with "too many values to unpack"."""
+    enc = HashingEncoder(numeric="price", categorical="shop", crosses=("price", "shop"))
+    assert enc.numeric == ("price",) and enc.categorical == ("shop",)
+    assert enc.crosses == (("price", "shop"),)
+    assert enc == HashingEncoder(numeric=["price"], categorical=["shop"],
+                                 crosses=[("price", "shop")])
+    assert HashingEncoder.from_json(enc.to_json()) == enc
+    with pytest.raises(ValueError, match=r"cross \('shop', 'citty'\): 'citty' is not a listed "
+                                         r"column \(they are \['price', 'shop'\]\)"):
+        HashingEncoder(numeric="price", categorical="shop", crosses=[("shop", "citty")])
+    with pytest.raises(ValueError, match="must be pairs of column names"):
+        HashingEncoder(categorical=["a", "b", "c"], crosses=[("a", "b", "c")])
+    with pytest.raises(TypeError, match="numeric must be a column name or a list"):
+        HashingEncoder(numeric=3)
+
+
 def test_docstring_examples():
     result = doctest.testmod(hashing_module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
