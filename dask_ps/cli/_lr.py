@@ -84,6 +84,24 @@ def _ctr_encoder(path: str, meta: dict) -> str:
                          **kw).to_json()
 
 
+def _lr_check_inputs(args) -> None:
+    """Before a cluster starts: the header of the first ``--train`` file (and of
+    ``--test``'s) holds ``--label`` and the columns the options name (DataError naming the
+    file and listing its columns); a Parquet feature column is of a type that hashes."""
+    from ..io import HashingEncoder
+    from ..io.ctr import check_header
+
+    meta = _lr_meta(args)
+    if meta["format"] == "libsvm":
+        return
+    encoder = HashingEncoder.from_json(_ctr_encoder(args.train, meta))
+    if args.test:
+        kw = {"label": meta["label"]} if meta.get("label") else {}
+        if meta.get("sep"):
+            kw["sep"] = meta["sep"]
+        check_header(args.test, encoder, format=meta["format"], **kw)
+
+
 def _lr_read(path: str, meta: dict, blocksize=None, n_features=None):
     """``X, y`` of one input as ``meta`` says (the first pass runs on the current client)."""
     from ..io import HashingEncoder, read_ctr, read_libsvm
@@ -204,7 +222,7 @@ LR = Algorithm(
         "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary.html#a9a",
         {"n_features": 123})},
     data_options=_lr_data_options, load=_lr_load, load_test=_lr_load_test, score=_lr_score,
-    export=_lr_export, unit="non-zeros", check=_lr_meta)
+    export=_lr_export, unit="non-zeros", check=_lr_meta, check_inputs=_lr_check_inputs)
 
 
 # --- factorization machine (LR's data path) ----------------------------------------------------
@@ -244,4 +262,4 @@ FM = Algorithm(
     ),
     datasets=LR.datasets, data_options=_lr_data_options, load=_lr_load,
     load_test=_lr_load_test, score=_lr_score, export=_fm_export, unit="non-zeros",
-    check=_lr_meta)
+    check=_lr_meta, check_inputs=_lr_check_inputs)
