@@ -302,3 +302,23 @@ def test_misspelt_columns_and_nested_parquet_columns_are_refused_before_a_cluste
             out = capsys.readouterr()
             assert out.err.startswith(f"dask-ps: error: {message}"), (argv, out.err)
             assert out.err.count("\n") == 1 and "cluster:" not in out.out
+
+
+@pytest.mark.timeout(200)
+def test_a_stray_third_class_for_fm_names_its_first_row(tmp_path, client1, capsys):
+    """A -1 among 0/1 labels gave FM's "got y with 3 classes [-1.0, 0.0, 1.0]", naming no
+    row; now the rarest class, its count and the first data row holding it (in the third of
+    four blocks here) are named, status 2, before the fit."""
+    train = tmp_path / "l.csv"
+    labels = [i % 2 for i in range(400)]
+    labels[301] = -1
+    train.write_text("click,price\n" + "".join(f"{c},{i}\n" for i, c in enumerate(labels)))
+    argv = ["train", "fm", "--format", "csv", "--train", str(train), "--label", "click",
+            "--max-iter", "1", "--hash-features", "64", "--blocksize", "1000",
+            "--scheduler-file", _scheduler_file(client1, tmp_path)]
+    assert main(argv) == 2
+    out = capsys.readouterr()
+    assert out.err == f"dask-ps: error: {train}: label column 'click' holds 3 classes " \
+                      f"[-1.0, 0.0, 1.0]; the factorization machine is binary (two classes): " \
+                      f"-1.0 in 1 row, first in data row 302 (the header not counted)\n"
+    assert "training" not in out.out
