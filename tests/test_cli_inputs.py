@@ -250,3 +250,75 @@ def test_evaluate_refuses_a_model_saved_without_its_data_options(tmp_path, capsy
     assert main(["evaluate", str(model), "--test", str(test)]) == 2
     assert capsys.readouterr().err.startswith(
         f"dask-ps: error: {model}: the model file does not say how its training data was read")
+
+
+@pytest.mark.timeout(120)
+def test_misspelt_columns_and_nested_parquet_columns_are_refused_before_a_cluster(
+        tmp_path, capsys, monkeypatch):
+    """A misspelt --label (or column option) was found once the cluster had started (~7 s;
+    with a job queue, jobs submitted), a Parquet list column gave pyarrow's cast error as a
+    bug (status 1). Now the headers of --train and --test are checked before a cluster
+    starts: status 2, naming the file and listing its columns."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dask_ps.cli import _run
+
+    def no_cluster(spec):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(_run, "connect", no_cluster)
+    train, test = tmp_path / "train.csv", tmp_path / "test.csv"
+    train.write_text("click,price,shop\n" + "".join(f"{i % 2},{i},{'ab'[i % 2]}\n"
+                                                    for i in range(20)))
+    test.write_text("clik,price,shop\n1,1,a\n")
+    pq.write_table(pa.table({"click": [0, 1], "price": [1.0, 2.0], "tags": [["a"], ["b"]]}),
+                   tmp_path / "nested.parquet")
+    pq.write_table(pa.table({"click": [0, 1], "price": [1.0, 2.0]}), tmp_path / "ok.parquet")
+    pq.write_table(pa.table({"click": [0, 1], "cost": [1.0, 2.0]}), tmp_path / "other.parquet")
+    columns = "['click', 'price', 'shop']"
+    cases = [
+        (["--format", "csv", "--train", train, "--label", "clik"],
+         f"{train}: label column 'clik' is not among {columns}"),
+        (["--format", "csv", "--train", train, "--label", "click", "--numeric", "prise"],
+         f"{train}: columns ['prise'] are not among {columns}"),
+        (["--format", "csv", "--train", train, "--label", "click", "--categorical", "shap"],
+         f"{train}: columns ['shap'] are not among {columns}"),
+        (["--format", "csv", "--train", train, "--label", "click", "--test", test],
+         f"{test}: columns ['click'] are not among ['clik', 'price', 'shop']"),
+        (["--format", "parquet", "--train", tmp_path / "ok.parquet", "--label", "clik"],
+         f"{tmp_path / 'ok.parquet'}: label column 'clik' is not among ['click', 'price']"),
+        (["--format", "parquet", "--train", tmp_path / "ok.parquet", "--label", "click",
+          "--test", tmp_path / "other.parquet"],
+         f"{tmp_path / 'other.parquet'}: columns ['price'] are not among ['click', 'cost']"),
+        (["--format", "parquet", "--train", tmp_path / "nested.parquet", "--label", "click"],
+         f"{tmp_path / 'nested.parquet'}: column 'tags' is list<element: string>: a list, "
+         f"struct or map column cannot be a feature; leave it out with --exclude tags"),
+    ]
+    for algorithm in ("lr", "fm"):
+        for argv, message in cases:
+            argv = ["train", algorithm, *map(str, argv), "--workers", "1"]
+            assert main(argv) == 2, argv
+            out = capsys.readouterr()
+            assert out.err.startswith(f"dask-ps: error: {message}"), (argv, out.err)
+            assert out.err.count("\n") == 1 and "cluster:" not in out.out
+
+
+@pytest.mark.timeout(200)
+def test_a_stray_third_class_for_fm_names_its_first_row(tmp_path, client1, capsys):
+    """A -1 among 0/1 labels gave FM's "got y with 3 classes [-1.0, 0.0, 1.0]", naming no
+    row; now the rarest class, its count and the first data row holding it (in the third of
+    four blocks here) are named, status 2, before the fit."""
+    train = tmp_path / "l.csv"
+    labels = [i % 2 for i in range(400)]
+    labels[301] = -1
+    train.write_text("click,price\n" + "".join(f"{c},{i}\n" for i, c in enumerate(labels)))
+    argv = ["train", "fm", "--format", "csv", "--train", str(train), "--label", "click",
+            "--max-iter", "1", "--hash-features", "64", "--blocksize", "1000",
+            "--scheduler-file", _scheduler_file(client1, tmp_path)]
+    assert main(argv) == 2
+    out = capsys.readouterr()
+    assert out.err == f"dask-ps: error: {train}: label column 'click' holds 3 classes " \
+                      f"[-1.0, 0.0, 1.0]; the factorization machine is binary (two classes): " \
+                      f"-1.0 in 1 row, first in data row 302 (the header not counted)\n"
+    assert "training" not in out.out

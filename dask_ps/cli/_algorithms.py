@@ -78,6 +78,9 @@ class Algorithm:
         What ``Loaded.units`` counts ("non-zeros", "ratings").
     check : callable(args)
         Refuses contradictory data options before a cluster starts (OptionError).
+    check_inputs : callable(args)
+        Checks the input files' headers against the data options (a label or column
+        that is not there), after the files are looked up and before a cluster starts.
     report : callable(estimator, args) -> list of str
         Lines printed about the fitted model after the training history (e.g. LDA's top
         words), test data or not.
@@ -95,6 +98,7 @@ class Algorithm:
     export: Callable
     unit: str
     check: Callable = lambda args: None
+    check_inputs: Callable = lambda args: None
     report: Callable = lambda est, args: []
 
     @property

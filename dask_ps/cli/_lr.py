@@ -84,6 +84,24 @@ def _ctr_encoder(path: str, meta: dict) -> str:
                          **kw).to_json()
 
 
+def _lr_check_inputs(args) -> None:
+    """Before a cluster starts: the header of the first ``--train`` file (and of
+    ``--test``'s) holds ``--label`` and the columns the options name (DataError naming the
+    file and listing its columns); a Parquet feature column is of a type that hashes."""
+    from ..io import HashingEncoder
+    from ..io.ctr import check_header
+
+    meta = _lr_meta(args)
+    if meta["format"] == "libsvm":
+        return
+    encoder = HashingEncoder.from_json(_ctr_encoder(args.train, meta))
+    if args.test:
+        kw = {"label": meta["label"]} if meta.get("label") else {}
+        if meta.get("sep"):
+            kw["sep"] = meta["sep"]
+        check_header(args.test, encoder, format=meta["format"], **kw)
+
+
 def _lr_read(path: str, meta: dict, blocksize=None, n_features=None):
     """``X, y`` of one input as ``meta`` says (the first pass runs on the current client)."""
     from ..io import HashingEncoder, read_ctr, read_libsvm
@@ -110,6 +128,39 @@ def _lr_meta_encoded(args) -> dict:
     return meta
 
 
+def _classes(y: np.ndarray) -> tuple:
+    """``(classes, counts, first row of each)`` of a block of labels."""
+    classes, first, counts = np.unique(y, return_index=True, return_counts=True)
+    return classes, counts, first
+
+
+def _refuse_third_class(labels: np.ndarray, found: list, rows: tuple, what: str) -> None:
+    """Refuse labels of more than two classes (a binary classifier's), naming the rarest
+    class, its count and the first data row holding it (1-based, over the files in order,
+    the header not counted), from the blocks' ``found`` (:func:`_classes`) of ``rows`` rows.
+
+    Raises
+    ------
+    DataError
+        ``"<what> holds 3 classes [-1.0, 0.0, 1.0] (... binary): -1.0 in 1 row, first in
+        data row 15001"``.
+    """
+    from ..exceptions import DataError
+
+    counts = {c: 0 for c in labels.tolist()}
+    for classes, n, _ in found:
+        for c, k in zip(classes.tolist(), n.tolist()):
+            counts[c] += k
+    rare = min(counts, key=counts.get)
+    start = np.concatenate([[0], np.cumsum(rows)[:-1]])
+    row = min(int(start[i] + first[list(classes).index(rare)])
+              for i, (classes, _, first) in enumerate(found) if rare in set(classes.tolist()))
+    raise DataError(f"{what} holds {labels.shape[0]} classes {labels.tolist()}; the "
+                    f"factorization machine is binary (two classes): {rare!r} in "
+                    f"{counts[rare]:,} row{'s' if counts[rare] != 1 else ''}, first in data "
+                    f"row {row + 1:,} (the header not counted)")
+
+
 def _lr_load(args, client) -> Loaded:
     import dask
 
@@ -124,13 +175,16 @@ def _lr_load(args, client) -> Loaded:
               f"{threads} after reading", flush=True)
 
     # counted now: a fit may release the persisted input once it has encoded it
-    nnz, labels = dask.compute([dask.delayed(_nnz)(b) for b in X.to_delayed().ravel()],
-                               [dask.delayed(np.unique)(b) for b in y.to_delayed().ravel()])
+    nnz, found = dask.compute([dask.delayed(_nnz)(b) for b in X.to_delayed().ravel()],
+                              [dask.delayed(_classes)(b) for b in y.to_delayed().ravel()])
     units = float(sum(nnz))
     # labels that are not classes (0/0.7) are the data's fault: say which column holds them
     column = ("the labels" if meta["format"] == "libsvm" else
               f"label column {meta.get('label') or 'Label'!r}")
-    check_classes(np.unique(np.concatenate(labels)), f"{args.train}: {column}")
+    labels = np.unique(np.concatenate([f[0] for f in found]))
+    check_classes(labels, f"{args.train}: {column}")
+    if args.algorithm == "fm" and labels.shape[0] > 2:
+        _refuse_third_class(labels, found, y.chunks[0], f"{args.train}: {column}")
     parts = _count(max(X.numblocks[0], min(threads, X.shape[0])), "partition")
     summary = f"{X.shape[0]:,} rows x {X.shape[1]:,} features ({parts})"
     return Loaded((X, y), test, meta, units, summary)
@@ -204,7 +258,7 @@ LR = Algorithm(
         "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary.html#a9a",
         {"n_features": 123})},
     data_options=_lr_data_options, load=_lr_load, load_test=_lr_load_test, score=_lr_score,
-    export=_lr_export, unit="non-zeros", check=_lr_meta)
+    export=_lr_export, unit="non-zeros", check=_lr_meta, check_inputs=_lr_check_inputs)
 
 
 # --- factorization machine (LR's data path) ----------------------------------------------------
@@ -244,4 +298,4 @@ FM = Algorithm(
     ),
     datasets=LR.datasets, data_options=_lr_data_options, load=_lr_load,
     load_test=_lr_load_test, score=_lr_score, export=_fm_export, unit="non-zeros",
-    check=_lr_meta)
+    check=_lr_meta, check_inputs=_lr_check_inputs)

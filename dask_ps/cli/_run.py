@@ -223,6 +223,7 @@ def train(args, algo: Algorithm) -> int:
     check_files(args.train, "--train")
     if args.test:
         check_files(args.test, "--test")
+    algo.check_inputs(args)  # the files' headers against --label and the column options
     if args.save:
         check_save(args.save)
     if spec.mode not in ("address", "file", "slurm-runner"):  # the workers it will start

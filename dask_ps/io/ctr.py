@@ -39,7 +39,7 @@ from ._csv import (
 )
 from ._line_kernels import CSV, count_rows
 from .hashing import HashingEncoder, column_names, cross_pairs, csr_rows, index_dtype
-from .parquet import footer, table_labels, unique_columns
+from .parquet import check_feature_types, footer, table_labels, unique_columns
 
 __all__ = ["encode_ctr", "infer_encoder", "read_ctr"]
 
@@ -248,7 +248,8 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
       nor ``categorical`` gives :meth:`HashingEncoder.criteo` (other columns, such as an
       ``Id``, are left out).
     * Otherwise, a Parquet column is numeric when its type is (integers, floats, decimals),
-      categorical else (strings, booleans, dictionaries); a CSV column is numeric when every
+      categorical else (strings, binary, booleans, dictionaries; a list, struct or map
+      column is refused: ``exclude`` it); a CSV column is numeric when every
       non-empty value in the first MiB (:data:`~dask_ps.io._csv.SAMPLE_BYTES`) of the first
       file that has rows (of the first :data:`SAMPLE_FILES`) is a number (spaces around it
       allowed), each column on its own (bytes that are not UTF-8 make their column
@@ -285,7 +286,8 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
         A label or a named column (or a cross's) that the files do not have, naming it and
         the files' columns, a column both numeric and
         categorical, CSV files without a header and without ``names``, columns named twice
-        (naming the file and them), a ``sep`` that is not one character.
+        (naming the file and them), a ``sep`` that is not one character, a Parquet feature
+        column of a list, struct or map type (naming the file, the column and its type).
     FileNotFoundError
         No file matches ``urlpath``.
 
@@ -304,6 +306,7 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
     check_sep(sep)
     fs, paths = open_paths(urlpath, storage_options)
     where = paths[0]
+    schema = None
     if _is_parquet(paths, format):
         schema = footer(fs, paths[0])[1]
         unique_columns(where, schema.names)
@@ -318,8 +321,57 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
         check_columns(paths[0], list(names), sep)
         unique_columns(where, list(names))
         kinds = _csv_kinds(fs, paths, list(names), header, sep, compression)
-    return _build_encoder(kinds, label, numeric, categorical, crosses, exclude, n_features,
-                          where, **options)
+    encoder = _build_encoder(kinds, label, numeric, categorical, crosses, exclude, n_features,
+                             where, **options)
+    if schema is not None:
+        check_feature_types(where, schema, encoder.columns, label)
+    return encoder
+
+
+def check_header(urlpath, encoder: HashingEncoder, label: str = "Label", *,
+                 format: str | None = None, sep: str = ",", header: bool = True,
+                 names: list[str] | None = None, storage_options: dict | None = None,
+                 compression: str | None = "infer") -> None:
+    """Check, from the first file's header (CSV) or schema (Parquet) alone, that files
+    hold the columns :func:`read_ctr` with ``encoder`` and ``label`` needs: what reading
+    them would refuse, found without reading a row (e.g. by a command line before it starts
+    a cluster).
+
+    Parameters
+    ----------
+    urlpath, encoder, label, format, sep, header, names, storage_options, compression
+        As in :func:`read_ctr`.
+
+    Raises
+    ------
+    DataError
+        ``"<file>: columns ['clik'] are not among [...]"`` naming the first file, the
+        absent columns and those it has; columns named twice; a Parquet feature column of a
+        list, struct or map type.
+    FileNotFoundError
+        No file matches ``urlpath``.
+    """
+    check_sep(sep)
+    fs, paths = open_paths(urlpath, storage_options)
+    path = paths[0]
+    schema = None
+    if _is_parquet(paths, format):
+        schema = footer(fs, path)[1]
+        have = schema.names
+    elif header:
+        comp = plan(fs, paths[:1], None, compression)[0].compression
+        have = header_names(fs, path, sep, comp) if names is None else list(names)
+        check_columns(path, have, sep)
+    elif names is None:
+        raise ValueError("files without a header need names=[...] for their columns")
+    else:
+        have = list(names)
+    unique_columns(path, have)
+    absent = [c for c in (label, *encoder.columns) if c not in have]
+    if absent:
+        raise DataError(f"{path}: columns {absent} are not among {have}")
+    if schema is not None:
+        check_feature_types(path, schema, encoder.columns, label)
 
 
 # -- readers -----------------------------------------------------------------------------------
@@ -394,7 +446,9 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         not a finite number (raised when the arrays are computed). Also, from this call, a
         header that lacks a column the encoder or ``label`` needs, headers that differ
         between files, columns named twice in a header or a Parquet schema (naming the file
-        and them), a ``sep`` that is not one character, or an ``encoder`` given together
+        and them), a Parquet feature column of a list, struct or map type (naming the
+        file, the column and its type; ``exclude`` it), a ``sep`` that is not one character,
+        or an ``encoder`` given together
         with ``numeric``, ``categorical``, ``crosses`` or ``exclude``; and, when computed,
         a file that has other rows than when it was opened.
     FileNotFoundError
@@ -489,6 +543,7 @@ def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
         absent = [c for c in (label, *encoder.columns) if c not in have]
         if absent:
             raise DataError(f"{path}: columns {absent} are not among {have}")
+        check_feature_types(path, schema, encoder.columns, label)
         for g in range(meta.num_row_groups):
             if meta.row_group(g).num_rows:
                 groups.append(RowGroup(path, g))

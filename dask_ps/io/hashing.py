@@ -93,6 +93,19 @@ def cross_pairs(value) -> tuple:
     return tuple(pairs)
 
 
+def _text_type(typ) -> pa.DataType:
+    """What a categorical column is cast to before its values are hashed as bytes: binary
+    columns (also fixed-size, or dictionaries of them) to ``large_binary`` as they are, so
+    that bytes that are not UTF-8 hash too (and UTF-8 bytes as the same text would); the
+    others to ``large_string`` (numbers as pyarrow writes them). Both have the same layout,
+    int64 offsets and a data buffer."""
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    binary = (pa.types.is_binary(typ) or pa.types.is_large_binary(typ)
+              or pa.types.is_fixed_size_binary(typ))
+    return pa.large_binary() if binary else pa.large_string()
+
+
 def _as_table(data) -> pa.Table:
     if isinstance(data, pa.Table):
         return data
@@ -124,7 +137,8 @@ class HashingEncoder:
     summed. The rule uses nothing but the row, so equal rows get equal features whatever the
     partitioning, and the hash is the same on every machine and Python version. Non-string
     categorical values (e.g. integers from Parquet) are hashed as the text pyarrow casts them
-    to ("123").
+    to ("123"); binary values as their bytes (a UTF-8 ``b"Oslo"`` as ``"Oslo"``). A list,
+    struct or map column cannot be a feature.
 
     The encoder is a frozen value: store it with a model as JSON (:meth:`to_json`,
     :meth:`from_json`) and encode new data with the same one.
@@ -302,7 +316,7 @@ class HashingEncoder:
                     codes = np.where(v0 > 2, big, np.floor(v0)).astype(np.int64)
                     _k.hash_codes(codes, valid, seed, missing, out[j])
             else:
-                arr = pc.cast(col, pa.large_string()).combine_chunks()
+                arr = pc.cast(col, _text_type(col.type)).combine_chunks()
                 offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:
                                                                      arr.offset + n + 1]
                 data_buf = arr.buffers()[2]

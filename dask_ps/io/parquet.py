@@ -17,8 +17,8 @@ from ..exceptions import DataError
 from ..state._malloc import release_memory
 from ._blocks import count_read, open_paths
 
-__all__ = ["check_finite", "footer", "label_column", "read_sparse_parquet", "read_table_parquet",
-           "sparse_to_table", "table_labels", "unique_columns"]
+__all__ = ["check_feature_types", "check_finite", "footer", "label_column", "read_sparse_parquet",
+           "read_table_parquet", "sparse_to_table", "table_labels", "unique_columns"]
 
 N_FEATURES_KEY = b"dask_ps.n_features"
 
@@ -128,6 +128,46 @@ def read_sparse_parquet(urlpath, n_features: int | None = None, *, dtype=np.floa
 def _is_number(typ) -> bool:
     return (pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_boolean(typ)
             or pa.types.is_decimal(typ))
+
+
+def is_nested(typ) -> bool:
+    """Whether an Arrow type holds several values per row (list, struct, map, union, or a
+    dictionary of those): no column of such a type is a feature."""
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    return pa.types.is_nested(typ) or pa.types.is_union(typ)
+
+
+def check_feature_types(path: str, schema: pa.Schema, columns, label: str | None = None
+                        ) -> None:
+    """Refuse, from a Parquet file's schema (before any row is read), a feature column of a
+    nested type and a label that is not a number or text.
+
+    Parameters
+    ----------
+    path : str
+        The file, named in the error.
+    schema : pyarrow.Schema
+    columns : iterable of str
+        The feature columns (those absent from ``schema`` are left to the caller's check).
+    label : str, optional
+
+    Raises
+    ------
+    DataError
+        ``"<path>: column 'tags' is list<element: string>: a list, struct or map column
+        cannot be a feature; leave it out with --exclude tags (exclude=['tags'] in
+        read_ctr)"``, or a nested label column.
+    """
+    names = set(schema.names)
+    if label is not None and label in names and is_nested(schema.field(label).type):
+        raise DataError(f"{path}: label column {label!r} is {schema.field(label).type}, not "
+                        f"a number")
+    for name in columns:
+        if name in names and is_nested(schema.field(name).type):
+            raise DataError(f"{path}: column {name!r} is {schema.field(name).type}: a list, "
+                            f"struct or map column cannot be a feature; leave it out with "
+                            f"--exclude {name} (exclude=[{name!r}] in read_ctr)")
 
 
 def _type_name(typ) -> str:

@@ -405,3 +405,45 @@ def test_nan_in_a_categorical_csv_field_is_missing_as_a_parquet_null(tmp_path, s
     assert (X != P).nnz == 0
     assert all((X[r] != X[1]).nnz == 0 for r in range(1, 6))
     assert (X[6] != X[1]).nnz > 0 and (X[0] != X[1]).nnz > 0
+
+
+@pytest.mark.parametrize("name, values", [
+    ("tags", pa.array([["a", "b"], ["c"]] * 3)),
+    ("geo", pa.array([{"lat": 1.0}] * 6)),
+    ("attrs", pa.array([[("k", 1)]] * 6, type=pa.map_(pa.string(), pa.int64()))),
+])
+def test_parquet_list_struct_map_columns_are_refused_from_the_schema(tmp_path, monkeypatch,
+                                                                     name, values):
+    path = tmp_path / "nested.parquet"
+    pq.write_table(pa.table({"click": [0, 1] * 3, "price": [0.5] * 6, "shop": list("abcabc"),
+                             name: values}), path)
+    reads = []
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group",
+                        lambda self, *a, **k: reads.append(a) or 1 / 0)
+    typ = pq.read_schema(path).field(name).type
+    with pytest.raises(ValueError, match=re.escape(
+            f"{path}: column {name!r} is {typ}: a list, struct or map column cannot be "
+            f"a feature; leave it out with --exclude {name}")):
+        read_ctr(path, label="click")
+    enc = HashingEncoder(numeric=("price", name), n_features=64)
+    with pytest.raises(ValueError, match=f"column {name!r} is "):  # a given encoder too
+        read_ctr(path, enc, label="click")
+    assert reads == []  # refused before any row was read
+    monkeypatch.undo()
+    X, y = _compute(*read_ctr(path, label="click", exclude=[name], n_features=64))
+    assert X.shape == (6, 64) and X.nnz == 12 and y.tolist() == [0, 1] * 3
+
+
+def test_parquet_binary_columns_hash_as_their_bytes(tmp_path):
+    """Binary values are hashed as bytes: UTF-8 bytes as the same text, others too."""
+    raw = [b"Oslo", b"\xff\x00", None, b"Oslo"]
+    for typ in (pa.binary(), pa.large_binary()):
+        pq.write_table(pa.table({"click": [0, 1, 0, 1], "city": pa.array(raw, typ)}),
+                       tmp_path / "b.parquet")
+        pq.write_table(pa.table({"click": [0, 1, 0, 1],
+                                 "city": ["Oslo", "other", None, "Oslo"]}),
+                       tmp_path / "s.parquet")
+        Xb, _ = _compute(*read_ctr(tmp_path / "b.parquet", label="click", n_features=2**20))
+        Xs, _ = _compute(*read_ctr(tmp_path / "s.parquet", label="click", n_features=2**20))
+        assert (Xb[0] != Xs[0]).nnz == 0 and (Xb[2] != Xs[2]).nnz == 0  # "Oslo", missing
+        assert (Xb[1] != Xs[1]).nnz and (Xb[1] != Xb[0]).nnz and (Xb[0] != Xb[3]).nnz == 0
