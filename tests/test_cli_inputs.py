@@ -295,13 +295,47 @@ def test_misspelt_columns_and_nested_parquet_columns_are_refused_before_a_cluste
          f"{tmp_path / 'nested.parquet'}: column 'tags' is list<element: string>: a list, "
          f"struct or map column cannot be a feature; leave it out with --exclude tags"),
     ]
-    for algorithm in ("lr", "fm"):
+    _refused_before_a_cluster(cases, ("lr", "fm"), capsys)
+
+
+def _refused_before_a_cluster(cases, algorithms, capsys) -> None:
+    """Each ``(argv, message)`` of ``cases`` exits 2 with the one line ``message`` under
+    each algorithm, no cluster started."""
+    for algorithm in algorithms:
         for argv, message in cases:
             argv = ["train", algorithm, *map(str, argv), "--workers", "1"]
             assert main(argv) == 2, argv
             out = capsys.readouterr()
             assert out.err.startswith(f"dask-ps: error: {message}"), (argv, out.err)
             assert out.err.count("\n") == 1 and "cluster:" not in out.out
+
+
+def test_gbdt_misspelt_label_or_categorical_column_is_refused_before_a_cluster(
+        tmp_path, capsys, monkeypatch):
+    """dask-ps train gbdt found a misspelt --label or --categorical once the cluster had
+    read the files; the headers of --train and --test are now checked first."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dask_ps.cli import _run
+
+    def no_cluster(spec):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(_run, "connect", no_cluster)
+    train, test = tmp_path / "train.csv", tmp_path / "test.csv"
+    train.write_text("y,a,s\n" + "".join(f"{i % 2},{i},{'pq'[i % 2]}\n" for i in range(20)))
+    test.write_text("yy,a,s\n1,1,p\n")
+    pq.write_table(pa.table({"y": [0, 1], "a": [1.0, 2.0]}), tmp_path / "t.parquet")
+    csv = ["--format", "csv", "--train", train]
+    table = ["--format", "parquet", "--train", tmp_path / "t.parquet"]
+    no = "{}: no column {!r} (columns: {})".format  # the reader's own words
+    _refused_before_a_cluster(
+        [(csv + ["--label", "why"], no(train, "why", ["y", "a", "s"])),
+         (csv + ["--label", "y", "--categorical", "ss"], no(train, "ss", ["y", "a", "s"])),
+         (csv + ["--label", "y", "--test", test], no(test, "y", ["yy", "a", "s"])),
+         (table + ["--label", "x"], no(tmp_path / "t.parquet", "x", ["y", "a"]))],
+        ("gbdt", "gbdt-regression"), capsys)
 
 
 @pytest.mark.timeout(200)

@@ -60,6 +60,32 @@ def _gbdt_meta(args) -> dict:
             "classes": getattr(args, "algorithm", "gbdt") != "gbdt-regression"}
 
 
+def _gbdt_check_inputs(args) -> None:
+    """Before a cluster starts: the header of the first ``--train`` file (and of
+    ``--test``'s) holds ``--label`` and the ``--categorical`` columns (DataError naming the
+    file and listing its columns; they were found only once the cluster had read the
+    files). Headerless CSV files name their columns by position: not checked here."""
+    from ..io._blocks import open_paths, plan
+    from ..io._csv import header_names
+    from ..io.parquet import footer
+
+    meta = _gbdt_meta(args)
+    if meta["format"] == "libsvm" or not (meta["format"] == "parquet" or meta["header"]):
+        return
+    wanted = [meta["label"]] if meta["label"] else []
+    wanted += list(meta["categorical"] or ())
+    for url in filter(None, (args.train, args.test)):
+        fs, paths = open_paths(url)
+        if meta["format"] == "parquet":
+            names = list(footer(fs, paths[0])[1].names)
+        else:
+            comp = plan(fs, paths[:1], None, "infer")[0].compression
+            names = header_names(fs, paths[0], meta["sep"] or ",", comp)
+        for c in wanted:  # as the reader says it, once the cluster has read the file
+            if c not in names:
+                raise DataError(f"{paths[0]}: no column {c!r} (columns: {names})")
+
+
 def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
     """``X, y`` of one input as ``meta`` says: LIBSVM as a sparse dask array, a table as a
     dask DataFrame (categorical columns with the categories of the training data)."""
@@ -174,7 +200,7 @@ _GBDT_PARAMS = (
 )
 _GBDT_DATA = dict(data_options=_gbdt_data_options, load=_gbdt_load,
                   load_test=_gbdt_load_test, score=_gbdt_score, export=_gbdt_export,
-                  unit="rows", check=_gbdt_meta)
+                  unit="rows", check=_gbdt_meta, check_inputs=_gbdt_check_inputs)
 _LIGHTGBM_EXAMPLE = Dataset(
     "gbdt_lightgbm", "binary.train", "binary.test",
     "https://github.com/microsoft/LightGBM/tree/master/examples/binary_classification",
