@@ -537,7 +537,22 @@ def fit_identity(estimator, n_features: int, classes) -> dict:
     """What a checkpoint of a linear or FM fit records of it, for ``resume``: the estimator,
     the feature count (the hashed width when it hashes) and the classes. A hashed table
     holds any key, so another width is only seen here (see
-    :func:`dask_ps.model.recovery.check_resumable`)."""
+    :func:`dask_ps.model.recovery.check_resumable`).
+
+    Parameters
+    ----------
+    estimator : PSEstimator
+        Its class name and ``n_hashed_features`` (when it has one) are recorded.
+    n_features : int
+        Columns of ``X``.
+    classes : array-like (n_classes,)
+        The fit's classes, recorded as text.
+
+    Returns
+    -------
+    dict
+        JSON-able ``{"estimator": str, "n_features": int, "classes": list of str}``.
+    """
     width = getattr(estimator, "n_hashed_features", None) or n_features
     return dict(estimator=type(estimator).__name__, n_features=int(width),
                 classes=[str(c) for c in np.asarray(classes).tolist()])
