@@ -153,12 +153,16 @@ def _hashed_pulls() -> None:
     """A pull's plan of unsorted keys of a hashed table, whose dedup waits for the keys to
     leave (the estimators pull sorted keys, which skip it): without and with late repeats."""
     from .state.partition import HashPartitioner
+    from .state.process_job import _Spread
 
     part = HashPartitioner(2)
     keys = np.random.default_rng(0).permutation(np.arange(20_000, dtype=np.int64) * 7919)
     late = part.plan(keys)[0].local[-1:]
     for ks in (keys, np.concatenate([keys, late])):
         part.complete(part.plan(ks, defer_inverse=True, defer_dedup=True)[0], ks)
+    plan = part.plan(keys, defer_inverse=True, defer_dedup=True)[0]
+    for dtype in (np.float32, np.float64):  # a pull's values put in order as they arrive
+        _Spread(plan, 1, dtype).put(slice(0, keys.shape[0]), np.zeros((keys.shape[0], 1), dtype))
 
 
 def warm(verbose: bool = True) -> float:

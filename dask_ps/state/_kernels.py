@@ -489,6 +489,14 @@ def scatter_1d(values, index, out):
 
 
 @numba.njit(**_JIT)
+def invert_permutation(index, out):
+    """``out[index[i]] = i``: the inverse of the permutation ``index`` (1-D, int64)."""
+    for i in range(index.shape[0]):
+        out[index[i]] = i
+    return out
+
+
+@numba.njit(**_JIT)
 def segment_sum(updates, inverse, n_unique):
     """Sum the rows of ``updates`` (n, ncols) that share ``inverse``; result (n_unique, ncols).
 

@@ -40,7 +40,7 @@ from ._kernels import fingerprint, scatter_1d, segment_sum
 from ._malloc import FreezeGCFirst, tune_malloc
 from .consistency import DONE, Consistency
 from .partition import KeyRef, piece_bounds
-from .process_job import _Job, _Meanwhile, _Snapshot
+from .process_job import _Job, _Meanwhile, _Snapshot, _Spread
 from .table import RECALL_MIN, TableSpec, as_keys, bad_key_error, checked_update
 from .transport import Shipped, Transport
 
@@ -109,24 +109,25 @@ class ProcessClient(FreezeGCFirst):
                 raise bad_key_error(spec, keys, bad)
         values = np.empty((plan.n_unique, spec.ncols), spec.dtype)
         state = self.job(job) if job is not None else None
-        meanwhile = _Meanwhile(spec, plan, keys, remember=state is not None)
+        spread = _Spread(plan, spec.ncols, spec.dtype) if plan.buckets.shape[0] else None
+        meanwhile = _Meanwhile(spec, plan, keys, remember=state is not None, spread=spread)
         named = {} if state is not None and spec.sparse else None
         if state is None or not state.use_cache:
             self._raise_inflight(state)
             values = self._fetch(spec, plan, values, job, clock, state, False, meanwhile,
-                                 named)
+                                 named, spread)
         else:
             with self._lock:
                 self._wait_local_clocks(state, clock)
                 self._raise_inflight(state)
                 values = self._fetch(spec, plan, values, job, clock, state, True, meanwhile,
-                                     named)
+                                     named, spread)
         sent = plan
         plan, key_hash = meanwhile()
         if sent.buckets.shape[0]:  # the dedup waited: values came per place
             if plan.local is not sent.local and named:
                 named = {}  # repeats: the keys the shards kept are not the push's
-            out = sent.expand(values)
+            out = spread.out if spread.complete else sent.expand(values)
         else:
             out = plan.expand(values)
         if state is not None:  # remembered by value (hash), not by copy: see push
@@ -154,32 +155,44 @@ class ProcessClient(FreezeGCFirst):
                                f"failed ({state.failure!r})")
 
     def _fetch(self, spec, plan, values, job, clock, state: _Job | None, cache: bool,
-               meanwhile=None, named: dict | None = None) -> np.ndarray:
+               meanwhile=None, named: dict | None = None,
+               spread: _Spread | None = None) -> np.ndarray:
         """Fill ``values`` with what the snapshot cannot serve, fetched from the shards, and
         return it (or the one shard's answer that is all of it); the clock's push waiting in
         the outbox goes with it. ``meanwhile()`` runs while remote shards work on the
         requests. With ``named`` (a dict), the remote shards sent all of their keys of
         ``plan`` are asked to keep them under a name, recorded there per shard, for the
-        push that follows (see :class:`~dask_ps.state.partition.KeyRef`).
+        push that follows (see :class:`~dask_ps.state.partition.KeyRef`). With a
+        ``spread`` whose places all come from the shards, the answers go there (as they
+        arrive) instead of into ``values``; else it is made inactive.
 
         A shard gets at most one call: ``push_pull`` (the last clock's updates and tick, then
         this pull), ``pull`` or ``push``; straight from this thread when the transport is
         direct, else on the transport's loop.
         """
         requests = self._lookup(spec, plan, values, clock, state, cache)
+        if spread is not None:
+            spread.active = (all(isinstance(w, slice) for _, w in requests.values())
+                             and sum(k.shape[0] for k, _ in requests.values())
+                             == plan.n_unique)
         box = self._take_outbox(state)
         if box is not None:
             state.carried += 1
         if not requests and box is None:
             return values
         calls, places = self._calls(spec, plan, requests, box, job, clock, state, named)
+        spread = spread if spread is not None and spread.active else None
         if self.transport.direct:
-            results = self.transport.call_many(calls, self.transport.timeout + 5, meanwhile)
+            def arrived(i, result):
+                if places[i] is not None:
+                    spread.put(places[i][1], result[0])
+            results = self.transport.call_many(calls, self.transport.timeout + 5, meanwhile,
+                                               arrived if spread is not None else None)
         else:
             results = self.transport.run(_gather(
                 self.transport.call(s, method, _timeout=self.transport.timeout + 5, **kwargs)
                 for s, method, kwargs in calls))
-        return self._store(spec, places, calls, results, values, clock, state, cache)
+        return self._store(spec, places, calls, results, values, clock, state, cache, spread)
 
     def _lookup(self, spec, plan, values, clock, state, cache: bool) -> dict:
         """Serve what the snapshot holds; returns, per shard, (keys to fetch, where their
@@ -251,16 +264,20 @@ class ProcessClient(FreezeGCFirst):
         return parts
 
     def _store(self, spec, places, calls, results, values, clock, state,
-               cache) -> np.ndarray:
-        """Put the shards' answers in ``values``; returns it, or the one answer that holds
-        all of them (then no copy is made)."""
+               cache, spread: _Spread | None = None) -> np.ndarray:
+        """Put the shards' answers in ``values`` (or in ``spread``, those it has not had
+        as they arrived); returns it, or the one answer that holds all of them (then no
+        copy is made)."""
         for (s, _, _), place, result in zip(calls, places, results):
             if place is None:
                 continue
             vals, tag = result
             self.bytes_moved += vals.nbytes
             keys, where = place
-            if (isinstance(where, slice) and vals.shape == values.shape
+            if spread is not None:
+                if where.start not in spread.placed:
+                    spread.put(where, vals)
+            elif (isinstance(where, slice) and vals.shape == values.shape
                     and vals.dtype == values.dtype and vals.flags.writeable):
                 values = vals
             else:

@@ -192,11 +192,13 @@ class Transport:
         return list(await asyncio.gather(*(self.call(s, method, *args, **kwargs)
                                            for s in range(len(self.shards)))))
 
-    def call_many(self, calls: list, timeout: float, meanwhile=None) -> list:
+    def call_many(self, calls: list, timeout: float, meanwhile=None,
+                  arrived=None) -> list:
         """Blocking twin of gathering :meth:`call`, for a task's thread when :attr:`direct`:
         ``calls`` is a list of ``(shard, method, kwargs)``; returns their results in order.
         ``meanwhile()``, if given, runs once the remote requests are sent (the caller's own
-        work, overlapping the shards').
+        work, overlapping the shards'); ``arrived(i, result)``, if given, as the answer of
+        remote call ``i`` is read, while later ones may still be on their way.
 
         Remote shards get their requests first, straight from this thread (no hop to the
         event loop and back); the local shard's calls then run, in this thread too unless a
@@ -246,7 +248,7 @@ class Transport:
             else:
                 waiting.append((i, s, "pull", out))
         fut = self.submit(self._call_local(waiting)) if waiting else None
-        self._finish_remote(started, timeout, results, errors, failed)
+        self._finish_remote(started, timeout, results, errors, failed, arrived)
         for i, box in parked:
             try:
                 results[i] = box.result(timeout + 5)
@@ -291,9 +293,10 @@ class Transport:
         return started
 
     def _finish_remote(self, started: list, timeout: float, results: list, errors: list,
-                       failed: set) -> None:
+                       failed: set, arrived=None) -> None:
         """Read the replies of the ``started`` calls into ``results`` (errors into
-        ``errors``), sending a push again with its keys where the shard asks for them."""
+        ``errors``; each result to ``arrived(i, result)`` too, if given), sending a push
+        again with its keys where the shard asks for them."""
         again: dict[int, list] = {}  # shard -> its pulls sent behind a push sent again
         for i, s, method, kwargs, rid in started:
             if s in failed:
@@ -314,12 +317,17 @@ class Transport:
                 continue
             if status == "OK":
                 results[i] = result
+                if arrived is not None:
+                    try:
+                        arrived(i, result)
+                    except Exception as exc:  # the later replies are still read
+                        errors.append(exc)
             else:
                 errors.append(result)
         if any(again.values()):
             self._finish_remote(self._start_remote(
                 [c for calls in again.values() for c in calls], timeout, errors, failed),
-                timeout, results, errors, failed)
+                timeout, results, errors, failed, arrived)
 
     async def _call_local(self, calls: list) -> list:
         return [(i, await self.local[s].dispatch_call(method, (), kwargs))

@@ -289,3 +289,62 @@ def test_a_held_push_in_pieces_finds_its_rows_in_the_lookup_memo(client2):
     probed, recalled = (after[1]["tables"]["h"][k] - before[1]["tables"]["h"][k]
                         for k in ("keys_probed", "keys_recalled"))
     assert recalled == pushed and probed == pushed  # each key pulled once, pushed once
+
+
+def spread_task(ps, item):
+    """Pulls of distinct keys in the caller's random order (their dedup waits: every place
+    is sent), in pieces to the remote shard (``PIECE_KEYS`` made small in this process), of
+    a vector and a matrix table. Returns, per pull, the values and how many places went
+    into the caller's order as they arrived (:class:`~dask_ps.state.process_job._Spread`).
+    Under SSP the second pull of each table finds part of its keys in the process's
+    snapshot, so its places do not all come from the shards."""
+    from dask_ps.state import partition, process_job
+
+    pool = item
+    old_keys, old_put = partition.PIECE_KEYS, process_job._Spread.put
+    spread = []
+
+    def put(self, where, values):
+        spread[-1] += where.stop - where.start
+        return old_put(self, where, values)
+
+    partition.PIECE_KEYS = 2200
+    process_job._Spread.put = put
+    try:
+        ps.push("h", pool, (pool % 1000).astype(np.float64))
+        ps.push("m", pool, np.repeat((pool % 997)[:, None], 3, axis=1).astype(np.float32))
+        ps.clock()
+        ps._client.wait(ps.job)
+        ps.clock()
+        rng = np.random.default_rng(5)
+        first = rng.permutation(pool)[:12_000]
+        second = np.concatenate([first[:3000], rng.permutation(pool)[:9000]])
+        second = np.unique(second)[rng.permutation(np.unique(second).shape[0])]
+        out = []
+        for keys in (first, second):
+            for name in ("h", "m"):
+                spread.append(0)
+                out.append((name, keys, ps.pull(name, keys), spread[-1]))
+        return out
+    finally:
+        partition.PIECE_KEYS, process_job._Spread.put = old_keys, old_put
+
+
+@pytest.mark.parametrize("consistency, staleness", [("bsp", None), ("ssp", 2)])
+def test_pulls_in_pieces_put_values_in_order_as_they_arrive(client2, consistency, staleness):
+    pool = np.unique(np.random.default_rng(9).integers(-2**62, 2**62, 30_000))
+    with dask_ps.PSModel(client2) as model:
+        model.add_table("h", shape=(None,), partitioner="hash", dtype="float64",
+                        optimizer="add")
+        model.add_table("m", shape=(None, 3), partitioner="hash", dtype="float32",
+                        optimizer="add")
+        [out] = model.run(spread_task, [pool], consistency=consistency, staleness=staleness,
+                          workers=[model.shards[0].address])
+    for i, (name, keys, got, spread) in enumerate(out):
+        want = (keys % 1000).astype(np.float64) if name == "h" else \
+            np.repeat((keys % 997)[:, None], 3, axis=1).astype(np.float32)
+        np.testing.assert_array_equal(got, want)
+        if i < 2 or staleness is None:  # every place from the shards: all spread
+            assert spread == keys.shape[0]
+        else:  # part served by the snapshot: expanded after the last answer instead
+            assert spread == 0

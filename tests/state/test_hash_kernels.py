@@ -337,6 +337,36 @@ def test_index_find_in_any_order_with_absent_keys():
         assert got.tolist() == want and missing == want.count(-1)
 
 
+def test_index_find_of_planned_keys_sweeps_ahead_and_finds_every_key():
+    """Keys grouped in ascending code ranges, as a plan sends them (the lookup then also
+    prefetches the index and the row keys ahead, in ascending order), over several chunks of
+    codes, with absent keys and rows made out of code order: the rows a dict gives, with the
+    sweep and without."""
+    rng = np.random.default_rng(12)
+    held = np.unique(rng.integers(-2**63, 2**63 - 1, 40_000, dtype=np.int64))
+    held = held[rng.permutation(held.shape[0])]  # rows in random code order
+    shift = 64 - 17
+    index = np.zeros(2**17, np.uint64)
+    row_keys = np.empty(held.shape[0], np.int64)
+    H.index_insert(index, shift, row_keys, held, np.full(held.shape[0], -1, np.int64), 0)
+    where = {int(k): r for r, k in enumerate(row_keys)}
+    probe = np.unique(np.concatenate([rng.choice(held, 30_000, replace=False),
+                                      rng.integers(0, 2**62, 3000)]))
+    planned = plan_hashed(probe[rng.permutation(probe.shape[0])], 1).local
+    assert planned.shape[0] > 4 * H.CODE_CHUNK
+    want = [where.get(int(k), -1) for k in planned]
+    got = np.empty(planned.shape[0], np.int64)
+    assert H.index_find(index, shift, row_keys, planned, got) == want.count(-1)
+    assert got.tolist() == want
+    codes = np.empty(planned.shape[0], np.uint64)
+    lo, hi = H._codes(planned, codes)
+    assert (int(hi) >> shift) - (int(lo) >> shift) <= H.SWEEP_SPAN * planned.shape[0]
+    for sweep in (True, False):
+        got[:] = -2
+        H._find_codes(index, shift, row_keys, planned, codes, got, sweep)
+        assert got.tolist() == want
+
+
 @pytest.mark.parametrize("optimizer", [Add(), FTRL(alpha=0.5, l1=0.0)])
 def test_sparse_shard_keeps_every_key_across_growth(optimizer):
     """Keys arrive in batches (some repeated, some new) while the index grows and the rows
