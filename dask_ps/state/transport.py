@@ -210,7 +210,7 @@ class Transport:
 
         A push that named keys a remote shard no longer holds is sent again with the keys
         (see :meth:`call`); the shard's pulls sent behind it are then sent again too, so
-        that they see that push.
+        that they see that push (not its pushes: they were applied).
 
         Raises
         ------
@@ -309,7 +309,7 @@ class Transport:
                     status, result = channel.finish(channel.start(
                         method, (), with_keys((), kwargs)[1], timeout))
                     again[s] = []
-                elif s in again:
+                elif s in again and method == "pull":  # (a push behind was applied: once)
                     again[s].append((i, s, method, kwargs))
             except OSError as exc:
                 failed.add(s)

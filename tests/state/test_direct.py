@@ -348,3 +348,66 @@ def test_pulls_in_pieces_put_values_in_order_as_they_arrive(client2, consistency
             assert spread == keys.shape[0]
         else:  # part served by the snapshot: expanded after the last answer instead
             assert spread == 0
+
+
+def asp_push_pieces_task(ps, item):
+    """ASP pull-compute-push steps of distinct keys, each clock's push sent on its own
+    (``wait``) to the remote shard in pieces named after the pull's pieces (``PIECE_KEYS``
+    made small in this process); each pull is checked against the pushes before it."""
+    from dask_ps.state import partition
+
+    pool, n_clocks, n = item
+    old = partition.PIECE_KEYS
+    partition.PIECE_KEYS = 2200  # pieces of ~2000 keys, over RECALL_MIN: named
+    want: dict = {}
+    try:
+        for c in range(n_clocks):
+            keys = np.random.default_rng(c).choice(pool, n, replace=False)
+            got = ps.pull("h", keys)
+            np.testing.assert_array_equal(got, [want.get(int(k), 0.0) for k in keys])
+            ps.push("h", keys, np.full(n, c + 1.0))
+            for k in keys:
+                want[int(k)] = want.get(int(k), 0.0) + c + 1.0
+            ps.clock()
+            ps._client.wait(ps.job)  # the push leaves on its own, in pieces
+        return want
+    finally:
+        partition.PIECE_KEYS = old
+
+
+def _named_bytes(n):
+    from dask_ps.state import table
+
+    old, table.NAMED_BYTES = table.NAMED_BYTES, n
+    return old
+
+
+@pytest.mark.parametrize("forget", [False, True])
+def test_asp_pushes_go_in_pieces_and_apply_once(client2, forget):
+    # under ASP a clock's push named after a pull's pieces goes to the remote shard one
+    # piece per call, the tick with the last; with forget, the remote shard keeps the keys
+    # of 2 pieces only: the first piece of each push is sent again with its keys, after the
+    # others were applied, and they must not be applied twice
+    pool = np.unique(np.random.default_rng(8).integers(-2**62, 2**62, 40_000))
+    with dask_ps.PSModel(client2) as model:
+        model.add_table("h", shape=(None,), partitioner="hash", dtype="float64",
+                        optimizer="add")
+        remote = model.shards[1].address
+        if forget:
+            old = client2.run(_named_bytes, 40_000, workers=[remote])[remote]
+        try:
+            before = model.stats()
+            [want] = model.run(asp_push_pieces_task, [(pool, 4, 12_000)], consistency="asp",
+                               workers=[model.shards[0].address])
+            after = model.stats()
+        finally:
+            if forget:
+                client2.run(_named_bytes, old, workers=[remote])
+        keys = np.array(list(want), np.int64)
+        np.testing.assert_array_equal(model.pull("h", keys), [want[int(k)] for k in keys])
+    # 4 clocks, each push in 3 pieces of ~2000 keys named (8 bytes a key: the values), or
+    # with forget, the first piece of each sent again with its keys (16 bytes a key)
+    pushes, keys, sent = (after[1][k] - before[1][k]
+                          for k in ("push_calls", "keys_pushed", "bytes_pushed"))
+    assert pushes == 3 * 4
+    assert (sent - 8 * keys > 8 * 4 * 1500) == forget
