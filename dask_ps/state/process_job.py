@@ -98,8 +98,8 @@ class _Spread:
     arrive, rather than all at once after the last one: for a plan that sent every place
     (its dedup waited, see :func:`~dask_ps.state.partition.plan_hashed`), whose places are
     then a permutation of the caller's keys. Putting 10^6 values in order took 1.2-1.6 ms
-    after the last answer of a remote pull in 8 pieces; spread, it takes ~0.15 ms per piece
-    while the next ones are on their way.
+    after the last answer of a remote pull in 8 pieces; spread, each piece's reply is read
+    and put in under 0.1 ms while the next ones are on their way.
 
     The pull sets :attr:`active` false before any answer when its places do not all come
     from the shards (some served by the process's snapshot): it then expands as before.
