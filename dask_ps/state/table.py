@@ -276,7 +276,8 @@ class TableShard:
             arr[:n] = arr[perm]
         return True
 
-    def rows(self, keys: np.ndarray, create: bool = True, keys_id=None) -> np.ndarray:
+    def rows(self, keys: np.ndarray, create: bool = True, keys_id=None,
+             also=None) -> np.ndarray:
         """Rows of ``keys`` (offsets for dense tables, keys for sparse ones; sparse keys may
         repeat, each place gets the key's row: a pull's keys whose dedup waited, see
         :func:`~dask_ps.state.partition.plan_hashed`).
@@ -286,7 +287,9 @@ class TableShard:
         :meth:`_grow`): rows are valid until the next call that creates some. With
         ``keys_id`` (a pull's name for its keys, which then arrived in a buffer of their own
         and are kept as they are), the keys are also kept under that name (see
-        :meth:`named_keys`).
+        :meth:`named_keys`). ``also``: an array indexed by row (the values, for a gather that
+        follows) whose rows a sparse lookup fetches ahead with the row keys (see
+        :func:`~dask_ps.state._hash_kernels.index_find`).
         """
         if not self.spec.sparse:
             return as_rows(keys)  # offsets, int32 or int64: the kernels take either
@@ -300,7 +303,8 @@ class TableShard:
             return rows
         self.keys_probed += keys.shape[0]
         rows = np.empty(keys.shape[0], np.int64)
-        missing = _hash_kernels.index_find(self._index, self._shift, self._keys, keys, rows)
+        missing = _hash_kernels.index_find(self._index, self._shift, self._keys, keys, rows,
+                                           also)
         if missing and create:
             first = self.n_rows
             if self._grow(self.n_rows + missing):
@@ -369,7 +373,8 @@ class TableShard:
         out = np.empty((keys.shape[0], self.spec.ncols), self.spec.dtype)
         if isinstance(keys, RowBits):
             return _kernels.gather_bits(self.values, keys.words, out)
-        rows = self.rows(keys, keys_id=keys_id)  # first: creating rows may replace values
+        # first: creating rows may replace values; the lookup fetches their rows ahead
+        rows = self.rows(keys, keys_id=keys_id, also=self.values)
         _kernels.gather_rows(self.values, rows, out)
         return out
 

@@ -339,9 +339,9 @@ def test_index_find_in_any_order_with_absent_keys():
 
 def test_index_find_of_planned_keys_sweeps_ahead_and_finds_every_key():
     """Keys grouped in ascending code ranges, as a plan sends them (the lookup then also
-    prefetches the index and the row keys ahead, in ascending order), over several chunks of
-    codes, with absent keys and rows made out of code order: the rows a dict gives, with the
-    sweep and without."""
+    prefetches the index, the row keys and the rows of the values ahead, in ascending
+    order), over several chunks of codes, with absent keys and rows made out of code order:
+    the rows a dict gives, with the sweep and without."""
     rng = np.random.default_rng(12)
     held = np.unique(rng.integers(-2**63, 2**63 - 1, 40_000, dtype=np.int64))
     held = held[rng.permutation(held.shape[0])]  # rows in random code order
@@ -361,9 +361,12 @@ def test_index_find_of_planned_keys_sweeps_ahead_and_finds_every_key():
     codes = np.empty(planned.shape[0], np.uint64)
     lo, hi = H._codes(planned, codes)
     assert (int(hi) >> shift) - (int(lo) >> shift) <= H.SWEEP_SPAN * planned.shape[0]
-    for sweep in (True, False):
+    values = np.zeros((held.shape[0], 3), np.float32)  # rows fetched ahead too
+    assert H.index_find(index, shift, row_keys, planned, got, values) == want.count(-1)
+    assert got.tolist() == want
+    for sweep, also in ((True, values), (True, H._NO_ROWS), (False, values)):
         got[:] = -2
-        H._find_codes(index, shift, row_keys, planned, codes, got, sweep)
+        H._find_codes(index, shift, row_keys, planned, codes, got, sweep, also)
         assert got.tolist() == want
 
 
