@@ -469,14 +469,14 @@ def _find_codes(index, shift, row_keys, keys, g, rows, sweep, also):
         if i + half < n:
             w = index[g[ui + np.uint64(half)] >> ushift]
             if w != 0:
-                r = (w & _LOW32) - one
-                prefetch(row_keys, r)
+                ahead = (w & _LOW32) - one  # a row key of that home slot (a uint64)
+                prefetch(row_keys, ahead)
                 if sweep:
                     if q_row == n_keys:
-                        q_row = r
-                        far_row = r
-                    elif r > far_row and r - far_row < np.uint64(8 * SWEEP_ROWS):
-                        far_row = r  # (a row created out of order does not jump it)
+                        q_row = ahead
+                        far_row = ahead
+                    elif ahead > far_row and ahead - far_row < np.uint64(8 * SWEEP_ROWS):
+                        far_row = ahead  # (a row created out of order does not jump it)
                     if q_row < min(far_row + np.uint64(SWEEP_ROWS), n_keys):
                         prefetch(row_keys, q_row)
                         if also.shape[0] > q_row:
