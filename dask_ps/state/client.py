@@ -127,7 +127,7 @@ class ProcessClient(FreezeGCFirst):
         if sent.buckets.shape[0]:  # the dedup waited: values came per place
             if plan.local is not sent.local and named:
                 named = {}  # repeats: the keys the shards kept are not the push's
-            out = spread.out if spread.complete else sent.expand(values)
+            out = spread.result() if spread.active else sent.expand(values)
         else:
             out = plan.expand(values)
         if state is not None:  # remembered by value (hash), not by copy: see push

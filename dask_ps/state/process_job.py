@@ -103,6 +103,7 @@ class _Spread:
 
     The pull sets :attr:`active` false before any answer when its places do not all come
     from the shards (some served by the process's snapshot): it then expands as before.
+    While active, the answers go here only: the pull's values are :meth:`result`.
 
     Parameters
     ----------
@@ -126,17 +127,27 @@ class _Spread:
             self.order = invert_permutation(self.inverse, np.empty_like(self.inverse))
 
     def put(self, where: slice, values: np.ndarray) -> None:
-        """Put the values of the places ``where`` (a slice; shape (m, ncols))."""
+        """Put the values of the places ``where`` (a slice; shape (m, ncols)); a slice put
+        again is overwritten (counted once)."""
         self.prepare()
         order = self.order[where]
         if values.shape[1] == 1:
             scatter_1d(values.reshape(-1), order, self.out.reshape(-1))
         else:
             self.out[order] = values
-        self.filled += order.shape[0]
-        self.placed.add(where.start)
+        if where.start not in self.placed:
+            self.filled += order.shape[0]
+            self.placed.add(where.start)
 
-    @property
-    def complete(self) -> bool:
-        """Whether every place has been put."""
-        return self.active and self.filled == self.out.shape[0]
+    def result(self) -> np.ndarray:
+        """The values in the caller's order, shape (n, ncols).
+
+        Raises
+        ------
+        RuntimeError
+            Some places were never put (a bug: their values would be garbage).
+        """
+        if self.filled != self.out.shape[0]:
+            raise RuntimeError(f"a pull put {self.filled} of its {self.out.shape[0]} values "
+                               f"in order; the others never arrived")
+        return self.out

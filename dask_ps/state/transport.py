@@ -311,6 +311,7 @@ class Transport:
                     again[s] = []
                 elif s in again and method == "pull":  # (a push behind was applied: once)
                     again[s].append((i, s, method, kwargs))
+                    continue  # its answer did not see the push: the next one counts
             except OSError as exc:
                 failed.add(s)
                 errors.append(self._unavailable(s, method, timeout, exc))

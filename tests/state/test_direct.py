@@ -1,6 +1,8 @@
 """The direct path (task threads calling shards over channels) with several threads per
 worker process: exact counts, the staleness bound, one pull per shard per clock."""
 
+import contextlib
+
 import numpy as np
 import pytest
 from test_consistency import N_CLOCKS, clock_task
@@ -382,27 +384,32 @@ def _named_bytes(n):
     return old
 
 
+@contextlib.contextmanager
+def _forgetful(client, model, forget: bool = True):
+    """Table "h" (hashed, float64, "add") on ``model``; with ``forget``, its shard 1 keeps
+    the keys of 2 pull pieces of ~2000 keys only (a push naming older ones is sent again
+    with its keys). Yields a pool of 40,000 distinct keys."""
+    model.add_table("h", shape=(None,), partitioner="hash", dtype="float64", optimizer="add")
+    remote = model.shards[1].address
+    old = client.run(_named_bytes, 40_000, workers=[remote])[remote] if forget else None
+    try:
+        yield np.unique(np.random.default_rng(8).integers(-2**62, 2**62, 40_000))
+    finally:
+        if forget:
+            client.run(_named_bytes, old, workers=[remote])
+
+
 @pytest.mark.parametrize("forget", [False, True])
 def test_asp_pushes_go_in_pieces_and_apply_once(client2, forget):
     # under ASP a clock's push named after a pull's pieces goes to the remote shard one
     # piece per call, the tick with the last; with forget, the remote shard keeps the keys
     # of 2 pieces only: the first piece of each push is sent again with its keys, after the
     # others were applied, and they must not be applied twice
-    pool = np.unique(np.random.default_rng(8).integers(-2**62, 2**62, 40_000))
-    with dask_ps.PSModel(client2) as model:
-        model.add_table("h", shape=(None,), partitioner="hash", dtype="float64",
-                        optimizer="add")
-        remote = model.shards[1].address
-        if forget:
-            old = client2.run(_named_bytes, 40_000, workers=[remote])[remote]
-        try:
-            before = model.stats()
-            [want] = model.run(asp_push_pieces_task, [(pool, 4, 12_000)], consistency="asp",
-                               workers=[model.shards[0].address])
-            after = model.stats()
-        finally:
-            if forget:
-                client2.run(_named_bytes, old, workers=[remote])
+    with dask_ps.PSModel(client2) as model, _forgetful(client2, model, forget) as pool:
+        before = model.stats()
+        [want] = model.run(asp_push_pieces_task, [(pool, 4, 12_000)], consistency="asp",
+                           workers=[model.shards[0].address])
+        after = model.stats()
         keys = np.array(list(want), np.int64)
         np.testing.assert_array_equal(model.pull("h", keys), [want[int(k)] for k in keys])
     # 4 clocks, each push in 3 pieces of ~2000 keys named (8 bytes a key: the values), or
@@ -411,3 +418,62 @@ def test_asp_pushes_go_in_pieces_and_apply_once(client2, forget):
                           for k in ("push_calls", "keys_pushed", "bytes_pushed"))
     assert pushes == 3 * 4
     assert (sent - 8 * keys > 8 * 4 * 1500) == forget
+
+
+def carried_push_task(ps, item):
+    """Pull-compute-push steps of distinct keys in random order, whose pulls go to the remote
+    shard in pieces put in order as they arrive, each clock's push carried by the next pull
+    (no ``wait``): a push the shard cannot resolve is sent again with its keys, and the
+    pieces pulled behind it again. Returns, per clock, the keys whose pulled value was wrong."""
+    from dask_ps.state import partition
+
+    pool, n_clocks, n = item
+    old = partition.PIECE_KEYS
+    partition.PIECE_KEYS = 2200
+    want: dict = {}
+    wrong = []
+    try:
+        for c in range(n_clocks):
+            keys = np.random.default_rng(c).choice(pool, n, replace=False)
+            got = ps.pull("h", keys)
+            wrong.append(int((got != [want.get(int(k), 0.0) for k in keys]).sum()))
+            ps.push("h", keys, np.full(n, c + 1.0))
+            for k in keys:
+                want[int(k)] = want.get(int(k), 0.0) + c + 1.0
+            ps.clock()
+        ps._client.wait(ps.job)
+        return want, wrong
+    finally:
+        partition.PIECE_KEYS = old
+
+
+@pytest.mark.parametrize("consistency", ["bsp", "asp"])
+def test_pulls_behind_a_push_sent_again_put_their_values_once(client2, consistency):
+    # the remote shard keeps the keys of 2 pieces only: the push riding with each pull's
+    # first piece names keys it forgot, is sent again with them, and so are the pieces
+    # pulled behind it; their first answers must not be put in order (each pull returned
+    # uninitialised memory, found by a break test)
+    with dask_ps.PSModel(client2) as model, _forgetful(client2, model) as pool:
+        [(want, wrong)] = model.run(carried_push_task, [(pool, 4, 12_000)],
+                                    consistency=consistency,
+                                    workers=[model.shards[0].address])
+        keys = np.array(list(want), np.int64)
+        np.testing.assert_array_equal(model.pull("h", keys), [want[int(k)] for k in keys])
+    assert wrong == [0] * 4
+
+
+def test_spread_counts_a_slice_put_again_once_and_refuses_missing_values():
+    from dask_ps.state.partition import HashPartitioner
+    from dask_ps.state.process_job import _Spread
+
+    keys = np.random.default_rng(2).permutation(np.arange(10_000, dtype=np.int64) * 7919)
+    plan = HashPartitioner(2).plan(keys, defer_inverse=True, defer_dedup=True)[0]
+    assert plan.buckets.shape[0]  # every place sent: the spread's case
+    values = plan.local.astype(np.float64)[:, None]  # a value per place: its key
+    spread = _Spread(plan, 1, np.float64)
+    spread.put(slice(0, 6000), values[:6000])
+    spread.put(slice(0, 6000), values[:6000])  # again (a piece pulled again)
+    with pytest.raises(RuntimeError, match="put 6000 of its 10000"):
+        spread.result()
+    spread.put(slice(6000, 10_000), values[6000:])
+    np.testing.assert_array_equal(spread.result()[:, 0], keys)
