@@ -123,6 +123,12 @@ def _steps(ps, draws: list, add: float) -> dict:
     return want
 
 
+def _assert_sums(model, want: dict) -> None:
+    """Table "h" holds ``want[key]`` for every key of ``want`` (pulled from the driver)."""
+    keys = np.array(list(want), np.int64)
+    np.testing.assert_array_equal(model.pull("h", keys), [want[int(k)] for k in keys])
+
+
 def _remote_keys(ps, pool: np.ndarray) -> tuple:
     """``(transport, remote shard, 2000 keys of the pool on it)`` for a task of a worker
     holding the other shard."""
@@ -284,8 +290,7 @@ def test_a_held_push_in_pieces_finds_its_rows_in_the_lookup_memo(client2):
         [want] = model.run(one_task_pieces, [(pool, 4, 12_000)], consistency="bsp",
                            workers=[model.shards[0].address])
         after = model.stats()
-        keys = np.array(list(want), np.int64)
-        np.testing.assert_array_equal(model.pull("h", keys), [want[int(k)] for k in keys])
+        _assert_sums(model, want)
     pushed = after[1]["keys_pushed"] - before[1]["keys_pushed"]
     assert pushed > 4 * 4 * 1024  # every clock's pull went in pieces of over RECALL_MIN keys
     probed, recalled = (after[1]["tables"]["h"][k] - before[1]["tables"]["h"][k]
@@ -410,8 +415,7 @@ def test_asp_pushes_go_in_pieces_and_apply_once(client2, forget):
         [want] = model.run(asp_push_pieces_task, [(pool, 4, 12_000)], consistency="asp",
                            workers=[model.shards[0].address])
         after = model.stats()
-        keys = np.array(list(want), np.int64)
-        np.testing.assert_array_equal(model.pull("h", keys), [want[int(k)] for k in keys])
+        _assert_sums(model, want)
     # 4 clocks, each push in 3 pieces of ~2000 keys named (8 bytes a key: the values), or
     # with forget, the first piece of each sent again with its keys (16 bytes a key)
     pushes, keys, sent = (after[1][k] - before[1][k]
@@ -468,8 +472,7 @@ def test_pulls_behind_a_push_sent_again_put_their_values_once(client2, consisten
                                     [(pool, 4, 12_000, consistency == "asp")],
                                     consistency=consistency,
                                     workers=[model.shards[0].address])
-        keys = np.array(list(want), np.int64)
-        np.testing.assert_array_equal(model.pull("h", keys), [want[int(k)] for k in keys])
+        _assert_sums(model, want)
     assert wrong == [0] * 4
 
 
