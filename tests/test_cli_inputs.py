@@ -217,7 +217,7 @@ def test_a_failed_save_leaves_no_temporary_file(tmp_path):
 def test_a_tab_given_as_backslash_t_and_labels_that_are_not_classes(tmp_path, client1, capsys):
     """--sep '\\t' (what the one-column hint advises) raised csv's TypeError, status 1; labels
     0/0.7 gave scikit-learn's "Unknown label type: continuous", status 1. Now the first is a
-    tab, the second a user error naming the file, the column and a value."""
+    tab, the second a user error naming the file, the column, a value and its line."""
     tsv, soft = tmp_path / "log.tsv", tmp_path / "soft.csv"
     tsv.write_text("click\tprice\tshop\n" + "".join(f"{i % 2}\t{i}\t{'ab'[i % 2]}\n"
                                                      for i in range(40)))
@@ -232,9 +232,10 @@ def test_a_tab_given_as_backslash_t_and_labels_that_are_not_classes(tmp_path, cl
     for algorithm in ("lr", "fm"):
         assert main(["train", algorithm, "--format", "csv", "--train", str(soft), *argv]) == 2
         out = capsys.readouterr()
-        assert out.err == f"dask-ps: error: {soft}: label column 'click' holds 0.7, not a " \
-                          f"class: a classifier needs discrete labels such as 0 and 1 (whole " \
-                          f"numbers or text), not continuous values\n"
+        assert out.err == f"dask-ps: error: {soft}: label column 'click' holds 0.7 (first " \
+                          f"at {soft}, line 3), not a class: a classifier needs discrete " \
+                          f"labels such as 0 and 1 (whole numbers or text), not continuous " \
+                          f"values\n"
         assert "training" not in out.out
 
 
@@ -341,8 +342,9 @@ def test_gbdt_misspelt_label_or_categorical_column_is_refused_before_a_cluster(
 @pytest.mark.timeout(200)
 def test_a_stray_third_class_for_fm_names_its_first_row(tmp_path, client1, capsys):
     """A -1 among 0/1 labels gave FM's "got y with 3 classes [-1.0, 0.0, 1.0]", naming no
-    row; now the rarest class, its count and the first data row holding it (in the third of
-    four blocks here) are named, status 2, before the fit."""
+    row; now the rarest class, its count and the first row holding it (in the third of four
+    blocks here: its file and line, the header being line 1) are named, status 2, before
+    the fit."""
     train = tmp_path / "l.csv"
     labels = [i % 2 for i in range(400)]
     labels[301] = -1
@@ -354,5 +356,54 @@ def test_a_stray_third_class_for_fm_names_its_first_row(tmp_path, client1, capsy
     out = capsys.readouterr()
     assert out.err == f"dask-ps: error: {train}: label column 'click' holds 3 classes " \
                       f"[-1.0, 0.0, 1.0]; the factorization machine is binary (two classes): " \
-                      f"-1.0 in 1 row, first in data row 302 (the header not counted)\n"
+                      f"-1.0 in 1 row, first at {train}, line 303\n"
     assert "training" not in out.out
+
+
+def _labelled_files(folder, ext: str, bad: str) -> tuple[str, int]:
+    """Two files of 0/1 labels (CSV with a header, or LIBSVM) with blank lines (and LIBSVM
+    comments) among their rows; the second holds ``bad`` once, on a line past several of
+    them. Returns that file and the line (1-based; a CSV header is line 1)."""
+    lines = {}
+    for name, n in (("a", 30), ("b", 60)):
+        rows = [f"{i % 2},{i}" if ext == "csv" else f"{i % 2} 1:{i + 1}" for i in range(n)]
+        rows[5:5] = ["", "# a comment", ""] if ext == "svm" else ["", ""]
+        rows[30:30] = ["", "  # indented"] if ext == "svm" else [""]
+        lines[name] = (["click,price"] if ext == "csv" else []) + rows
+    b = lines["b"]
+    at = b.index("1,41" if ext == "csv" else "1 1:42")
+    b[at] = f"{bad},41" if ext == "csv" else f"{bad} 1:42"
+    for name, text in lines.items():
+        (folder / f"{name}.{ext}").write_text("\n".join(text) + "\n")
+    return str(folder / f"b.{ext}"), at + 1
+
+
+@pytest.mark.timeout(300)
+def test_a_stray_class_is_named_by_its_file_and_line(tmp_path, client1, capsys):
+    """A third class (fm) was named by its data row over all the files concatenated ("first
+    in data row 73 (the header not counted)"), a label that is no class (0.7) not at all:
+    with --train 'logs/*.csv' the user had to count. Now both name the file and the line in
+    it (the CSV header is line 1, blank and comment lines count), here in a later block of
+    the second file."""
+    sf = _scheduler_file(client1, tmp_path)
+    for ext, fmt in (("csv", ["--format", "csv", "--label", "click", "--hash-features", "64"]),
+                     ("svm", [])):
+        for algorithm, bad in (("fm", "-1"), ("lr", "0.7"), ("fm", "0.7")):
+            folder = tmp_path / f"{ext}-{algorithm}-{bad}"
+            folder.mkdir()
+            path, line = _labelled_files(folder, ext, bad)
+            argv = ["train", algorithm, "--train", str(folder / f"*.{ext}"), *fmt,
+                    "--max-iter", "1", "--blocksize", "120", "--scheduler-file", sf]
+            assert main(argv) == 2, argv
+            out = capsys.readouterr()
+            column = "label column 'click'" if ext == "csv" else "the labels"
+            what = f"dask-ps: error: {folder / f'*.{ext}'}: {column} holds "
+            if bad == "-1":
+                assert out.err == f"{what}3 classes [-1.0, 0.0, 1.0]; the factorization " \
+                                  f"machine is binary (two classes): -1.0 in 1 row, first at " \
+                                  f"{path}, line {line}\n", argv
+            else:
+                assert out.err == f"{what}0.7 (first at {path}, line {line}), not a class: " \
+                                  f"a classifier needs discrete labels such as 0 and 1 (whole " \
+                                  f"numbers or text), not continuous values\n", argv
+            assert "training" not in out.out

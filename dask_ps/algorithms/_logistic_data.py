@@ -103,15 +103,25 @@ def labels_of(part) -> np.ndarray:
     return np.unique(y.ravel())
 
 
-def check_classes(labels: np.ndarray, what: str) -> None:
+def check_classes(labels: np.ndarray, what: str, where=None) -> None:
     """Refuse distinct ``labels`` that are not classes (scikit-learn's "continuous" targets:
     numbers that are not whole, such as a click probability 0.7).
+
+    Parameters
+    ----------
+    labels : ndarray of shape (n_classes,)
+        The distinct labels.
+    what : str
+        What holds them, for the message (e.g. ``"logs/*.csv: label column 'click'"``).
+    where : callable, optional
+        ``where(label) -> str | None`` names the first row holding a label, e.g. ``"at
+        logs/b.csv, line 7"``; the message gives it for the offending value.
 
     Raises
     ------
     DataError
-        ``"<what> holds 0.7, not a class: ..."``, naming one offending value (a
-        ``ValueError``, as scikit-learn's check raises).
+        ``"<what> holds 0.7 (first at logs/b.csv, line 7), not a class: ..."``, naming one
+        offending value (a ``ValueError``, as scikit-learn's check raises).
     """
     from sklearn.utils.multiclass import check_classification_targets
 
@@ -119,7 +129,9 @@ def check_classes(labels: np.ndarray, what: str) -> None:
     if labels.dtype.kind == "f":
         bad = labels[~np.isfinite(labels) | (labels != np.round(labels))]
         if bad.shape[0]:
-            raise DataError(f"{what} holds {bad[0].item()!r}, not a class: a classifier "
+            first = None if where is None else where(bad[0].item())
+            at = "" if first is None else f" (first {first})"
+            raise DataError(f"{what} holds {bad[0].item()!r}{at}, not a class: a classifier "
                             f"needs discrete labels such as 0 and 1 (whole numbers or text), "
                             f"not continuous values")
     check_classification_targets(labels)

@@ -134,16 +134,52 @@ def _classes(y: np.ndarray) -> tuple:
     return classes, counts, first
 
 
-def _refuse_third_class(labels: np.ndarray, found: list, rows: tuple, what: str) -> None:
+def _first_row_of(found: list, y, urlpath: str, meta: dict):
+    """``where(label) -> str | None``: where the first row holding ``label`` lies, from the
+    blocks' ``found`` (:func:`_classes`) of ``y`` as the reader made it (not persisted):
+    ``"at <file>, line <n>"`` (a CSV header is line 1, blank and comment lines count),
+    ``"at <file>, row group <g>, row <r>"`` for Parquet, or, when ``y``'s chunks are not
+    the reader's blocks (``chunk_sources`` of :mod:`dask_ps.io._blocks`) or a block cannot
+    be read again, ``"in data row <n> (the header not counted)"`` over the files in order;
+    None for a label no block holds.
+
+    Cheap, and only when an error names a row: the lines before each block come from the
+    reader's first pass (in ``y``'s graph); ``row_origin`` reads the one block holding the
+    row again to find its line (blank and comment lines are no rows)."""
+    def where(value) -> str | None:
+        from ..io._blocks import chunk_sources, open_paths, row_origin
+        from ..io._line_kernels import CSV, SVM
+
+        hit = next(((i, first[classes.tolist().index(value)])
+                    for i, (classes, _, first) in enumerate(found)
+                    if value in classes.tolist()), None)
+        if hit is None:
+            return None
+        i, first = hit
+        sources = chunk_sources(y)
+        if sources is not None:
+            csv = meta["format"] == "csv"
+            try:
+                return "at " + row_origin(open_paths(urlpath)[0], sources[i], int(first),
+                                          CSV if csv else SVM, int(csv))
+            except (OSError, ValueError, IndexError):  # the file changed since: as before
+                pass
+        return f"in data row {sum(y.chunks[0][:i]) + int(first) + 1:,} (the header not " \
+               f"counted)"
+
+    return where
+
+
+def _refuse_third_class(labels: np.ndarray, found: list, what: str, where) -> None:
     """Refuse labels of more than two classes (a binary classifier's), naming the rarest
-    class, its count and the first data row holding it (1-based, over the files in order,
-    the header not counted), from the blocks' ``found`` (:func:`_classes`) of ``rows`` rows.
+    class, its count and ``where(class)`` the first row holding it (:func:`_first_row_of`),
+    from the blocks' ``found`` (:func:`_classes`).
 
     Raises
     ------
     DataError
-        ``"<what> holds 3 classes [-1.0, 0.0, 1.0] (... binary): -1.0 in 1 row, first in
-        data row 15001"``.
+        ``"<what> holds 3 classes [-1.0, 0.0, 1.0] (... binary): -1.0 in 1 row, first at
+        logs/b.csv, line 7"``.
     """
     from ..exceptions import DataError
 
@@ -152,13 +188,10 @@ def _refuse_third_class(labels: np.ndarray, found: list, rows: tuple, what: str)
         for c, k in zip(classes.tolist(), n.tolist()):
             counts[c] += k
     rare = min(counts, key=counts.get)
-    start = np.concatenate([[0], np.cumsum(rows)[:-1]])
-    row = min(int(start[i] + first[list(classes).index(rare)])
-              for i, (classes, _, first) in enumerate(found) if rare in set(classes.tolist()))
     raise DataError(f"{what} holds {labels.shape[0]} classes {labels.tolist()}; the "
                     f"factorization machine is binary (two classes): {rare!r} in "
-                    f"{counts[rare]:,} row{'s' if counts[rare] != 1 else ''}, first in data "
-                    f"row {row + 1:,} (the header not counted)")
+                    f"{counts[rare]:,} row{'s' if counts[rare] != 1 else ''}, first "
+                    f"{where(rare)}")
 
 
 def _lr_load(args, client) -> Loaded:
@@ -167,6 +200,7 @@ def _lr_load(args, client) -> Loaded:
     from ..algorithms._logistic_data import check_classes
 
     meta, X, y, test = read_train_test(args, client, _lr_meta_encoded, _lr_read)
+    y_read = y  # its graph names the blocks of its chunks, the persisted one's does not
     X, y = client.persist([X, y])
     threads = _n_threads(client)
     if X.numblocks[0] < threads <= X.shape[0]:  # dask_ps.partition cuts and spreads them
@@ -182,9 +216,10 @@ def _lr_load(args, client) -> Loaded:
     column = ("the labels" if meta["format"] == "libsvm" else
               f"label column {meta.get('label') or 'Label'!r}")
     labels = np.unique(np.concatenate([f[0] for f in found]))
-    check_classes(labels, f"{args.train}: {column}")
+    where = _first_row_of(found, y_read, args.train, meta)
+    check_classes(labels, f"{args.train}: {column}", where)
     if args.algorithm == "fm" and labels.shape[0] > 2:
-        _refuse_third_class(labels, found, y.chunks[0], f"{args.train}: {column}")
+        _refuse_third_class(labels, found, f"{args.train}: {column}", where)
     parts = _count(max(X.numblocks[0], min(threads, X.shape[0])), "partition")
     summary = f"{X.shape[0]:,} rows x {X.shape[1]:,} features ({parts})"
     return Loaded((X, y), test, meta, units, summary)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import mmap
 import os
 import threading
+import uuid
 from collections import Counter
 from typing import NamedTuple
 
@@ -21,10 +22,11 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import infer_compression, read_block
 
 from ..exceptions import DataError
+from ._line_kernels import line_of_row
 
-__all__ = ["Block", "OBJECTS", "box", "count_read", "each", "expect_rows", "find_newline",
-           "lines_before", "open_paths", "plan", "read", "read_array", "select", "source_reads",
-           "start_lines"]
+__all__ = ["Block", "OBJECTS", "box", "chunk_sources", "count_read", "each", "expect_rows",
+           "find_newline", "header_end", "lines_before", "open_paths", "plan", "read",
+           "read_array", "row_origin", "select", "source_reads", "start_lines"]
 
 OBJECTS = np.empty(0, dtype=object)
 
@@ -178,6 +180,20 @@ def find_newline(data, start: int = 0) -> int:
     return -1
 
 
+def header_end(data, block: Block, header: int) -> tuple[int, int]:
+    """Where a block's lines start after its file's ``header`` first lines (0 for a block
+    that does not start its file), and how many lines those are; ``data`` is bytes or a
+    uint8 array."""
+    if not header or block.offset != 0:
+        return 0, 0
+    cut = -1
+    for _ in range(int(header)):
+        cut = find_newline(data, cut + 1)
+        if cut < 0:
+            return len(data), int(header)
+    return cut + 1, int(header)
+
+
 def expect_rows(block: Block, line0: int, rows: int, expect: int) -> None:
     """Raise DataError unless a block parsed into the ``expect`` rows its first pass counted
     (the arrays' chunks): its file changed in between."""
@@ -211,11 +227,72 @@ def lines_before(fs, block: Block, step: int = 2**20) -> int:
 
 
 def each(items: list) -> da.Array:
-    """A 1-d object dask array with one chunk per item, to map a function over them."""
-    arr = np.empty(len(items), dtype=object)
-    for i, item in enumerate(items):  # element-wise, or numpy would unpack the tuples
-        arr[i] = item
-    return da.from_array(arr, chunks=1, name=False)
+    """A 1-d object dask array with one chunk per item, to map a function over them: chunk
+    ``i`` is the graph's value ``(name, i)``, ``box(items[i])`` (what :func:`chunk_sources`
+    reads back; dask's ``from_array`` lays a NumPy array out so too, but as it chooses)."""
+    name = f"array-{uuid.uuid1()}"
+    graph = {(name, i): box(item) for i, item in enumerate(items)}
+    return da.Array(graph, name, ((1,) * len(items),), dtype=object, meta=OBJECTS)
+
+
+def chunk_sources(collection) -> list | None:
+    """Where each chunk of a reader's array comes from, along its rows: per chunk the
+    ``(Block, lines before it in its file, rows)`` a text reader (:func:`read_ctr`'s CSV,
+    :func:`read_libsvm`) parses, or the :class:`RowGroup` of a Parquet one; None when the
+    chunks are not those items one to one (a rechunked, concatenated or persisted array, or
+    not a reader's). Read from the items :func:`each` put in the graph; meant for error
+    messages (:func:`row_origin`), so it never raises.
+    """
+    chunks = getattr(collection, "chunks", None)
+    graph = getattr(collection, "__dask_graph__", None)
+    try:
+        found: dict[str, dict] = {}
+        for key, value in dict(graph()).items():
+            if not (isinstance(key, tuple) and len(key) == 2 and isinstance(value, np.ndarray)
+                    and value.dtype == object and value.shape == (1,)):
+                continue
+            item = value[0]
+            if isinstance(item, RowGroup) or (
+                    isinstance(item, tuple) and len(item) == 3 and isinstance(item[0], Block)):
+                found.setdefault(key[0], {})[key[1]] = item
+        rows = tuple(chunks[0])
+        fits = [[items[i] for i in range(len(rows))] for items in found.values()
+                if sorted(items) == list(range(len(rows))) and all(
+                    isinstance(items[i], RowGroup) or items[i][2] == n
+                    for i, n in enumerate(rows))]
+    except Exception:  # noqa: BLE001 - a description for a message, not a check
+        return None
+    return fits[0] if len(fits) == 1 else None
+
+
+def row_origin(fs, source, row: int, rule: int, header: int = 0) -> str:
+    """``"<file>, line <n>"`` of row ``row`` (0-based) of a chunk whose :func:`chunk_sources`
+    item is ``source`` (lines 1-based, of its file, the ``header`` lines and blank and comment
+    lines counted, as the readers' errors count them); ``"<file>, row group <g>, row <r>"``
+    (1-based) for Parquet.
+
+    The lines before the block come with it (the readers' first pass counted them); the line
+    of the row within it costs one read of the block (the error path only): blank and
+    comment lines are no rows, and the first pass counted rows, not where they are.
+
+    Parameters
+    ----------
+    fs : fsspec.AbstractFileSystem
+        The file system of the block's file.
+    source : tuple or RowGroup
+        ``(Block, lines before it, rows)``, or a Parquet row group.
+    row : int
+    rule : int
+        Which lines are rows: :data:`~._line_kernels.SVM` or :data:`~._line_kernels.CSV`.
+    header : int, default 0
+        Lines at the start of each file that are no rows (a CSV header).
+    """
+    if isinstance(source, RowGroup):
+        return f"{source.path}, row group {source.group}, row {row + 1}"
+    block, line0, _ = source
+    data = read_array(fs, block)
+    start, skipped = header_end(data, block, header)
+    return f"{block.path}, line {line0 + skipped + line_of_row(data[start:], rule, row)}"
 
 
 def box(value) -> np.ndarray:

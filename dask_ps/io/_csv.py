@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ..exceptions import DataError
-from ._blocks import Block, find_newline, lines_before, open_paths, plan, read
+from ._blocks import Block, header_end, lines_before, open_paths, plan, read
 from .parquet import label_column, unique_columns
 
 __all__ = ["SAMPLE_BYTES", "LineError", "bad_line", "check_sep", "common_header", "header_end",
@@ -159,20 +159,6 @@ def sample_table(fs, path: str, names: list[str], header: bool, sep: str,
         cut = data.split(b"\n")[: exc.line - skipped - 1]
         return parse_block(b"\n".join(cut) + b"\n", names, {n: kind for n in names}, sep,
                            path, skipped)
-
-
-def header_end(data, block: Block, header: int) -> tuple[int, int]:
-    """Where a block's lines start after its file's ``header`` first lines (0 for a block
-    that does not start its file), and how many lines those are; ``data`` is bytes or a
-    uint8 array."""
-    if not header or block.offset != 0:
-        return 0, 0
-    cut = -1
-    for _ in range(int(header)):
-        cut = find_newline(data, cut + 1)
-        if cut < 0:
-            return len(data), int(header)
-    return cut + 1, int(header)
 
 
 def strip_header(data: bytes, block: Block, header: int) -> tuple[bytes, int]:

@@ -76,3 +76,60 @@ def test_source_paths_name_the_files_a_reader_reads(tmp_path):
     import dask.array as da
 
     assert source_paths(np.zeros(3)) == [] and source_paths(da.zeros(3)) == []
+
+
+def test_chunk_sources_and_row_origin_name_every_row_by_file_and_line(tmp_path):
+    """What ``dask-ps train`` names for a stray label: every row of a reader's chunks at the
+    file and line it was written on (a CSV header is line 1; blank and comment lines count),
+    in blocks cut inside files, compressed files and Parquet row groups; no sources for an
+    array whose chunks are not the reader's blocks."""
+    import gzip
+
+    import dask.array as da
+    import pandas as pd
+
+    from dask_ps.io import read_ctr, read_libsvm
+    from dask_ps.io._blocks import RowGroup, chunk_sources, row_origin
+    from dask_ps.io._line_kernels import CSV, SVM
+
+    fs = fsspec.filesystem("file")
+    written = []  # (path, line) of every row, in the readers' order
+    for name, n in (("a", 25), ("b", 40)):
+        lines = ["click,price"]
+        for i in range(n):
+            lines += [""] * (i % 7 == 3) + [f"{i % 2},{i}"]
+        path = str(tmp_path / f"{name}.csv")
+        written += [(path, j + 1) for j, line in enumerate(lines) if line and j]
+        (tmp_path / f"{name}.csv").write_text("\n".join(lines) + "\n")
+    with gzip.open(tmp_path / "c.csv.gz", "wt") as f:
+        f.write("click,price\n\n1,5\n0,6\n")
+    written += [(str(tmp_path / "c.csv.gz"), 3), (str(tmp_path / "c.csv.gz"), 4)]
+    X, y = read_ctr(str(tmp_path / "*.csv*"), label="click", n_features=64, blocksize=64)
+    sources = chunk_sources(y)
+    assert sources is not None and len(sources) == y.numblocks[0] > 6
+    assert chunk_sources(X) == sources
+    named = [row_origin(fs, s, r, CSV, 1) for s, n in zip(sources, y.chunks[0])
+             for r in range(n)]
+    assert named == [f"{p}, line {line}" for p, line in written]
+
+    svm = ["# made by hand", "1 1:1", "", "0 2:1", "  # indented", "1 3:1", "0 1:2"] * 6
+    (tmp_path / "s.svm").write_text("\n".join(svm) + "\n")
+    X, y = read_libsvm(str(tmp_path / "s.svm"), blocksize=40)
+    sources = chunk_sources(y)
+    named = [row_origin(fs, s, r, SVM) for s, n in zip(sources, y.chunks[0])
+             for r in range(n)]
+    assert named == [f"{tmp_path / 's.svm'}, line {j + 1}" for j, line in enumerate(svm)
+                     if line and not line.lstrip().startswith("#")]
+
+    pd.DataFrame({"click": [0, 1] * 10, "price": range(20)}).to_parquet(
+        tmp_path / "p.parquet", row_group_size=8)
+    X, y = read_ctr(str(tmp_path / "p.parquet"), label="click", n_features=64)
+    sources = chunk_sources(y)
+    assert sources == [RowGroup(str(tmp_path / "p.parquet"), g) for g in range(3)]
+    assert row_origin(fs, sources[1], 4, CSV, 1) == f"{tmp_path / 'p.parquet'}, row group 1, " \
+                                                     f"row 5"
+
+    X, y = read_libsvm(str(tmp_path / "s.svm"), blocksize=40)
+    for other in (y.rechunk(-1), da.concatenate([y, y]), y.persist(), da.zeros(3),
+                  np.zeros(3)):
+        assert chunk_sources(other) is None

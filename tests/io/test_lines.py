@@ -9,7 +9,7 @@ import pytest
 
 from dask_ps.io import _csv_kernels as C
 from dask_ps.io import _libsvm_kernels as K
-from dask_ps.io._line_kernels import CSV, SVM, count_rows
+from dask_ps.io._line_kernels import CSV, SVM, count_rows, line_of_row
 
 SVM_LINES = [b"1 1:0.5 3:2", b"", b"   ", b"\t", b"# a comment", b"  # indented comment",
              b"-1 qid:3 2:1 # tail", b"\r", b" \r", b"0", b"+1 7:1\r", b"\x0b1 2:1", b" 1 2:2"]
@@ -77,3 +77,32 @@ def test_rows_when_every_line_is_a_row(seed):
     csv = [b"1,a,2", b"0,,", b"1,b,3\r", b"0,\"q\",1"]
     buf = np.frombuffer(_text(csv, rng, int(rng.integers(1, 30))), np.uint8)
     assert count_rows(buf, CSV) == _csv_counts(buf)
+
+
+def _walk_lines_of_rows(buf, rule):
+    """The 1-based lines holding the rows, by the parsers' rule walked line by line."""
+    out = []
+    for i, line in enumerate(bytes(buf).split(b"\n")[: bytes(buf).count(b"\n") + 1], 1):
+        if rule == CSV:
+            row = line not in (b"", b"\r")
+        else:
+            token = line.lstrip(b" \t\x0b\x0c\r")
+            row = bool(token) and not token.startswith(b"#")
+        if row:
+            out.append(i)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_line_of_row_as_the_counts_see_rows(seed):
+    """The line an error names for a row (:func:`line_of_row`): every row of count_rows, in
+    order, at the line a walk over the lines finds it."""
+    rng = np.random.default_rng(seed)
+    for lines, rule in ((SVM_LINES, SVM), (CSV_LINES, CSV)):
+        buf = np.frombuffer(_text(lines, rng, int(rng.integers(0, 30))), np.uint8)
+        rows, _ = count_rows(buf, rule)
+        expect = _walk_lines_of_rows(buf, rule)
+        assert len(expect) == rows
+        assert [line_of_row(buf, rule, r) for r in range(rows)] == expect
+        with pytest.raises(IndexError):
+            line_of_row(buf, rule, rows)
