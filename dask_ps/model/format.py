@@ -13,11 +13,11 @@ Arrays are chunked by rows, a fixed number of bytes per chunk whatever the numbe
 and written by many processes at once, each owning whole chunks. A version without a valid
 manifest is torn (its writer died): readers skip it and report it with a
 :class:`TornCheckpointWarning`. Every chunk carries a CRC32C checksum and the manifest counts
-the chunks of each array, so a version damaged later (a chunk lost, cut short or overwritten)
-is detected too: skipped in favour of an older one when found before loading, an error
-naming the array and rows when a checksum fails while loading. Nothing in a store is ever
-unpickled: metadata is JSON and the optimizer is rebuilt from its registered name and
-hyper-parameters.
+the chunks of each array (each looked up by its key), so a version damaged later (a chunk
+lost, cut short or overwritten) is detected too: skipped in favour of an older one when
+found before loading, an error naming the array and rows when a checksum fails while
+loading. Nothing in a store is ever unpickled: metadata is JSON and the optimizer is rebuilt
+from its registered name and hyper-parameters.
 
 This module knows the store; :mod:`dask_ps.model.checkpoint` moves the rows between it and the
 shards.
@@ -25,6 +25,7 @@ shards.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -38,9 +39,9 @@ from ..exceptions import CheckpointFormatError, CheckpointNotFoundError
 from ..state.optimizers import OPTIMIZERS
 from ..state.table import Init, TableSpec
 
-__all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "check_export_target", "latest",
-           "list_versions", "open_version", "prune", "spec_from_attrs", "table_attrs",
-           "verify"]
+__all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "check_export_target",
+           "chunk_keys", "latest", "list_versions", "open_version", "prune", "spec_from_attrs",
+           "table_attrs", "verify"]
 
 #: Version of the store layout; readers refuse anything newer.
 FORMAT = 1
@@ -202,28 +203,107 @@ def latest(url: str, version: int | None = None) -> CheckpointInfo:
 
 def verify(url: str, version: int) -> list[str]:
     """Problems found in a complete version without reading its data: metadata that does not
-    parse, arrays with fewer chunks than its manifest counts. Empty when sound.
+    parse, arrays missing chunks (the keys their ``zarr.json`` shape and chunk shape give,
+    :func:`chunk_keys`, looked up among the files; stray files do not stand in for one).
+    Empty when sound.
 
     (Chunk contents are checked by their CRC32C checksums when read.)
+
+    Parameters
+    ----------
+    url : str
+        The store.
+    version : int
+        One of its complete versions (:func:`list_versions`).
+
+    Returns
+    -------
+    list of str
+        E.g. ``"array 't0/values' has 3 of its 5 chunks: c/1/0 and c/3/0 are missing"``
+        (the first :data:`NAMED_CHUNKS` keys named, then a count).
     """
     fs, root = _fs(version_url(url, version))
     manifest = _read_manifest(fs, root) or {}
-    problems = []
+    problems, metas = [], {}
     for meta in ["zarr.json"] + [f"{a}/zarr.json" for a in manifest.get("arrays", {})]:
         try:
-            json.loads(fs.cat_file(f"{root}/{meta}"))
+            metas[meta] = json.loads(fs.cat_file(f"{root}/{meta}"))
         except (FileNotFoundError, ValueError) as exc:
             problems.append(f"{meta} unreadable ({type(exc).__name__}: {exc})")
     for array, counts in manifest.get("arrays", {}).items():
-        if len(counts) < 2:  # written before chunks were counted
+        meta = metas.get(f"{array}/zarr.json")
+        if len(counts) < 2 or meta is None:  # written before chunks were counted; unreadable
             continue
         try:
-            found = len(fs.find(f"{root}/{array}/c"))
+            expected = chunk_keys(meta)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+            problems.append(f"{array}/zarr.json does not give its chunks ({exc!r})")
+            continue
+        if len(expected) != counts[1]:
+            problems.append(f"array {array!r}: its zarr.json gives {len(expected)} chunks, "
+                            f"the manifest counts {counts[1]}")
+            continue
+        if not expected:  # an empty table's
+            continue
+        prefix = f"{root}/{array}/"
+        try:
+            found = {p[len(prefix):] for p in fs.find(prefix) if p.startswith(prefix)}
         except FileNotFoundError:
-            found = 0
-        if found < counts[1]:
-            problems.append(f"array {array!r} has {found} of its {counts[1]} chunks")
+            found = set()
+        missing = [k for k in expected if k not in found]
+        if missing:
+            named = ", ".join(missing[:NAMED_CHUNKS])
+            if len(missing) > NAMED_CHUNKS:
+                named += f" and {len(missing) - NAMED_CHUNKS} more"
+            elif len(missing) > 1:
+                named = f"{', '.join(missing[:-1])} and {missing[-1]}"
+            problems.append(f"array {array!r} has {len(expected) - len(missing)} of its "
+                            f"{len(expected)} chunks: {named} "
+                            f"{'is' if len(missing) == 1 else 'are'} missing")
     return problems
+
+
+#: Missing chunk keys :func:`verify` names before it counts the rest.
+NAMED_CHUNKS = 5
+
+
+def chunk_keys(meta: dict) -> list[str]:
+    """The store keys of every chunk of a zarr v3 array, relative to the array, from its
+    metadata (its ``zarr.json``, parsed): a regular chunk grid, the ``default`` chunk key
+    encoding (``c/0/0``, what zarr writes by default and the checkpoints use; another
+    separator too) or ``v2`` (``0.0``). No chunk for an array with a dimension of length 0.
+
+    Parameters
+    ----------
+    meta : dict
+        The array's ``zarr.json``.
+
+    Returns
+    -------
+    list of str
+        In C order of the chunk grid, e.g. ``["c/0/0", "c/1/0"]`` for shape (77, 1) and
+        chunk shape (64, 1).
+
+    Raises
+    ------
+    ValueError
+        Another chunk grid or key encoding (KeyError, TypeError: metadata without them).
+    """
+    grid = meta["chunk_grid"]
+    if grid["name"] != "regular":
+        raise ValueError(f"chunk grid {grid['name']!r}")
+    shape, chunks = meta["shape"], grid["configuration"]["chunk_shape"]
+    encoding = meta.get("chunk_key_encoding") or {"name": "default"}
+    name = encoding["name"]
+    if name not in ("default", "v2"):
+        raise ValueError(f"chunk key encoding {name!r}")
+    sep = (encoding.get("configuration") or {}).get("separator",
+                                                    "/" if name == "default" else ".")
+    grid_shape = [-(-int(n) // int(c)) for n, c in zip(shape, chunks, strict=True)]
+    if name == "v2":
+        return [sep.join(map(str, i)) or "0" for i in itertools.product(*map(range, grid_shape))]
+    return ["c" + "".join(sep + str(j) for j in i)
+            for i in itertools.product(*map(range, grid_shape))]
 
 
 def _check_format(attrs: dict, url: str, version: int) -> None:

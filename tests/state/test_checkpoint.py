@@ -203,13 +203,70 @@ def test_a_lost_chunk_is_found_and_the_previous_version_loaded(tmp_path):
     url, chunks = _two_versions(tmp_path)
     (chunks / "3" / "0").unlink()
     with pytest.warns(TornCheckpointWarning, match=r"version 2 is damaged \(array "
-                                                   r"'t0/values' has 4 of its 5 chunks\)"):
+                                                   r"'t0/values' has 4 of its 5 chunks: "
+                                                   r"c/3/0 is missing\)"):
         model = PSModel.load("local", url)
     assert model.checkpoint_info.version == 1 and 2 in model.checkpoint_info.damaged
     np.testing.assert_array_equal(model.pull("w"), np.ones(50_000, np.float32))
     model.close()
     with pytest.raises(CheckpointFormatError, match="version 2 is damaged.*4 of its 5"):
         PSModel.load("local", url, version=2)
+
+
+def test_a_lost_chunk_beside_a_stray_file_is_named_and_the_version_skipped(tmp_path):
+    """verify counted the files under an array's ``c/``: two lost chunks beside two stray
+    files (a ``.DS_Store``, a file inside a chunk folder) passed for a sound version, and
+    loading took it, the lost chunks' rows silently zeros (zarr's fill value). Now the
+    chunk keys the array's shape and chunk shape give are looked for: the missing ones are
+    named and the version is skipped as a plain lost chunk is; strays alone are harmless."""
+    from dask_ps.model.format import verify
+
+    url, chunks = _two_versions(tmp_path)
+    for version in ("v000001", "v000002"):  # strays everywhere
+        c = tmp_path / "ck" / version / "t0" / "values" / "c"
+        (c / ".DS_Store").write_bytes(b"finder")
+        (c / "0" / "junk").write_bytes(b"x")
+    assert verify(url, 1) == [] and verify(url, 2) == []
+    (chunks / "1" / "0").unlink()
+    (chunks / "3" / "0").unlink()
+    problem = "array 't0/values' has 3 of its 5 chunks: c/1/0 and c/3/0 are missing"
+    assert verify(url, 2) == [problem]
+    with pytest.warns(TornCheckpointWarning, match=rf"version 2 is damaged \({problem}\)"):
+        model = PSModel.load("local", url)
+    assert model.checkpoint_info.version == 1 and 2 in model.checkpoint_info.damaged
+    np.testing.assert_array_equal(model.pull("w"), np.ones(50_000, np.float32))
+    model.close()
+    with pytest.raises(CheckpointFormatError, match=f"version 2 is damaged: {problem}"):
+        PSModel.load("local", url, version=2)
+
+
+def test_verify_expects_exactly_the_chunks_a_save_writes(tmp_path):
+    """The chunk keys verify expects are the files a save writes, for every kind of array:
+    dense and sparse tables, 1-d keys, optimizer state, a table of one chunk and an empty
+    one (no chunk); and many missing chunks are named by the first few and a count."""
+    from dask_ps.model.format import chunk_keys, verify
+
+    url = str(tmp_path / "kinds")
+    model = build("local", 2)
+    model.add_table("empty", (None, 4), partitioner="hash", optimizer="adagrad")
+    model.add_table("one", (10, 3), "float32", optimizer="adam")
+    model.save(url, chunk_rows=64)
+    model.close()
+    root = tmp_path / "kinds" / "v000001"
+    manifest = json.loads((root / "manifest.json").read_text())["arrays"]
+    assert len(manifest) > 20 and manifest["t7/values"] == [0, 0]
+    for array, (n_keys, n_chunks) in manifest.items():
+        meta = json.loads((root / array / "zarr.json").read_text())
+        on_disk = sorted(str(p.relative_to(root / array)) for p in (root / array).rglob("*")
+                         if p.is_file() and p.name != "zarr.json")
+        assert sorted(chunk_keys(meta)) == on_disk and len(on_disk) == n_chunks, array
+    assert manifest["t6/values"] == [77, 2] and manifest["t6/slots/accumulator"] == [77, 2]
+    assert manifest["t8/values"] == [10, 1] and manifest["t8/slots/m"] == [10, 1]
+    assert verify(url, 1) == []
+    for i in range(10):
+        (root / "t0" / "values" / "c" / str(i) / "0").unlink()
+    assert verify(url, 1) == ["array 't0/values' has 6 of its 16 chunks: c/0/0, c/1/0, "
+                              "c/2/0, c/3/0, c/4/0 and 5 more are missing"]
 
 
 def test_overwritten_bytes_fail_their_checksum_naming_table_and_rows(tmp_path):
