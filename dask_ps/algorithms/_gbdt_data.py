@@ -10,15 +10,18 @@ categoricals: NaN and unseen categories are missing), other columns numbers.
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import scipy.sparse as sp
 
 from ..exceptions import DataError
 from ._base import check_numeric_columns
 from ._gbdt_objectives import exact_sum
-from ._gbdt_sketch import sketch
+from ._gbdt_sketch import hash_rows, sketch
 
-__all__ = ["categorical_indices", "frame_categories", "survey", "to_matrix"]
+__all__ = ["categorical_indices", "checksums", "eval_survey", "frame_categories", "survey",
+           "to_matrix"]
 
 
 def frame_categories(frame, estimator: str | None = None) -> dict:
@@ -247,10 +250,88 @@ def checked_labels(y, start: int, classify: bool, name: str = "y") -> np.ndarray
     return y
 
 
-def eval_labels(value, start: int, categories: dict, classify: bool) -> np.ndarray:
-    """Distinct labels of an eval partition (none for a regressor), its features and labels
-    checked; errors name ``eval_set`` and the row in the whole set (``start`` the
-    partition's first)."""
-    to_matrix(value[0], categories, start, "eval_set X")
+def eval_survey(value, start: int, categories: dict, classify: bool) -> dict:
+    """What the driver needs from an eval partition: its features and labels checked
+    (errors name ``eval_set`` and the row in the whole set, ``start`` the partition's
+    first), its distinct labels (none for a regressor) and their :func:`checksums`.
+
+    Returns
+    -------
+    dict
+        ``classes`` (array), ``features`` and ``labels`` (int in [0, 2**64)).
+    """
+    X = to_matrix(value[0], categories, start, "eval_set X")
     y = checked_labels(value[1], start, classify, "eval_set y")
-    return np.unique(y) if classify else y[:0]
+    features, labels_sum = checksums(X, y, start)
+    return dict(classes=np.unique(y) if classify else y[:0], features=features,
+                labels=labels_sum)
+
+
+#: Seeds of :func:`checksums`' weights: of the rows' features, of the columns, of the labels.
+_ROW_SEED, _COLUMN_SEED, _LABEL_SEED = 0x6576616C, 0x636F6C73, 0x6C61626C
+
+
+def _weights(first: int, n: int, seed: int) -> np.ndarray:
+    """Odd pseudo-random uint64 weights of ids ``first .. first + n - 1``: the row hash of
+    the bin sample (:func:`~._gbdt_sketch.hash_rows`), so they depend on the id alone."""
+    out = np.empty(n, np.uint64)
+    hash_rows(np.arange(first, first + n, dtype=np.int64), np.uint64(seed), out)
+    return out | np.uint64(1)
+
+
+def _words(values) -> np.ndarray:
+    """A well-spread uint64 word per value, 0 for a zero: the row hash
+    (:func:`~._gbdt_sketch.hash_rows`) of the bits of its float64 (the same for float32
+    and for integers below 2**53; the bits alone of 0/1 labels differ in their top 12 bits
+    only), or of the hash of its text (text labels). Same shape as ``values``."""
+    values = np.asarray(values)
+    if values.dtype.kind in "biuf":
+        bits = np.ascontiguousarray(values, np.float64).view(np.int64)
+    else:
+        distinct, codes = np.unique(values.astype(str), return_inverse=True)
+        bits = np.array([int.from_bytes(hashlib.blake2b(v.encode(), digest_size=8).digest(),
+                                        "little", signed=True) for v in distinct.tolist()],
+                        np.int64)[codes].reshape(values.shape)
+    out = np.empty(bits.shape, np.uint64)
+    hash_rows(bits.reshape(-1), np.uint64(0), out.reshape(-1))
+    out[bits == 0] = 0  # zeros add nothing: dense and sparse X agree
+    return out
+
+
+def checksums(X, y, start: int) -> tuple[int, int]:
+    """``(features, labels)`` checksums of a partition whose first row is row ``start`` of
+    its set: sums modulo 2**64 of each value's word (:func:`_words`) times odd weights of its
+    row's global id (and of its column, for features; :func:`_weights`).
+
+    Sums of independent terms, so the checksums of a whole set are the sums of its
+    partitions' whatever its partitioning; any change of one value, or of where a value is,
+    changes them; zeros add nothing, so dense and sparse ``X`` agree. Cheap: a hash, a
+    multiply and a sum per value (per stored value of a sparse ``X``), in the task that
+    checks them, with no pass of their own.
+
+    Parameters
+    ----------
+    X : float ndarray (n, d) or CSR matrix
+        As :func:`to_matrix` returns it.
+    y : ndarray (n,)
+    start : int
+
+    Returns
+    -------
+    features, labels : int
+        In [0, 2**64).
+    """
+    n, d = X.shape
+    rows, cols = _weights(start, n, _ROW_SEED), _weights(0, d, _COLUMN_SEED)
+    if sp.issparse(X):
+        per_row = np.repeat(rows, np.diff(X.indptr))
+        features = (_words(X.data) * per_row * cols[X.indices]).sum(dtype=np.uint64)
+    else:
+        by_column = np.zeros(d, np.uint64)
+        step = max(1, 2**20 // max(d, 1))  # bounded temporaries
+        for a in range(0, n, step):
+            by_column += (_words(X[a:a + step]) * rows[a:a + step, None]).sum(
+                axis=0, dtype=np.uint64)
+        features = (by_column * cols).sum(dtype=np.uint64)
+    labels_sum = (_words(y) * _weights(start, n, _LABEL_SEED)).sum(dtype=np.uint64)
+    return int(features), int(labels_sum)

@@ -27,7 +27,7 @@ from ..partitions import Partitions
 from ..partitions.inputs import is_dask
 from ._base import EpochLoop
 from ._gbdt_bins import BinMapper
-from ._gbdt_data import eval_labels
+from ._gbdt_data import eval_survey
 from ._gbdt_kernels import quantization_scale
 from ._gbdt_objectives import exact_mean, get_objective
 from ._gbdt_ps import FitConfig, JobArgs, boost_task, early_stop
@@ -266,12 +266,18 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
         base = np.array([y_mean])
         bound = max(abs(y_max - base[0]), abs(y_min - base[0]))
         check_quantization(np.concatenate([p["y_sample"] for p in parts]), bound, n_train)
+    eval_id = dict(eval_rows=None, eval_labels=None, eval_features=None)
     if eval_data is not None:  # its features and labels checked, rows named in the set
-        seen = eval_data.reduce(eval_labels, None, categories, classify, with_start=True)
-        outside = np.setdiff1d(np.unique(np.concatenate(seen)), classes) if classify else ()
+        seen = eval_data.reduce(eval_survey, None, categories, classify, with_start=True)
+        outside = np.setdiff1d(np.unique(np.concatenate([s["classes"] for s in seen])),
+                               classes) if classify else ()
         if len(outside):
             raise ValueError(f"eval_set has the label {outside.tolist()[0]!r}, not one of the "
                              f"classes {classes.tolist()} seen in training")
+        # which eval set the eval losses kept for early stopping are of (fit_differences)
+        eval_id = dict(eval_rows=int(eval_data.total_rows),
+                       **{f"eval_{k}": f"{sum(s[k] for s in seen) % 2**64:016x}"
+                          for k in ("labels", "features")})
     T = obj.n_outputs
     L = max_leaf_nodes
     layout = HistLayout.make(mapper, model.n_shards, T * max(1, L // 2), T * L,
@@ -347,7 +353,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                   [str(c) for c in classes], bins=hashlib.sha256(
                       mapper.bin_upper.tobytes() + mapper.hist_offsets.tobytes()).hexdigest(),
                   # the eval losses kept for early stopping are of this eval set
-                  eval_rows=None if eval_data is None else int(eval_data.total_rows))
+                  **eval_id)
 
     def save_driver(clock: int) -> dict:
         """What a checkpoint at ``clock`` keeps of the driver: the trees and the state of
@@ -367,8 +373,12 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                                         "dask_ps that did not keep them")
         diff = fit_differences(saved, fit_id)
         if diff:
+            sums = [k for k in ("eval_labels", "eval_features") if k in diff]
+            said = (f" ({' and '.join(sums)}: checksum{'s' if len(sums) > 1 else ''} of "
+                    f"the eval set's {' and '.join(k[5:] for k in sums)}: another eval_set "
+                    f"than the checkpoint's)") if sums else ""
             raise OptionError(f"resume: the checkpoint holds another fit, (theirs, this one's) "
-                              f"{diff}; resume with the same data, eval_set, bins and "
+                              f"{diff}{said}; resume with the same data, eval_set, bins and "
                               f"max_leaf_nodes, or use another checkpoint folder")
         if saved["rounds"] < clock:
             raise CheckpointFormatError(f"the checkpoint is at round {clock} but holds "
@@ -397,14 +407,18 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
 
 def fit_differences(saved: dict, fit_id: dict) -> dict:
     """``{key: (the checkpoint's, this fit's)}`` where the fit a checkpoint's driver state
-    ``saved`` holds differs from this one's ``fit_id`` (empty: it may resume). A checkpoint
-    written before ``eval_rows`` was kept says only whether it had an eval set (its eval
-    losses): then that must match."""
+    ``saved`` holds differs from this one's ``fit_id`` (empty: it may resume). The eval set
+    is known by its rows and the checksums of its labels and features
+    (:func:`~._gbdt_data.checksums`). A checkpoint written before the checksums were kept
+    says only its eval set's rows, and one written before ``eval_rows`` only whether it had
+    an eval set (its eval losses): then that must match."""
     theirs = dict(saved["fit"])
     if "eval_rows" not in theirs:
         had = bool(saved.get("eval_losses"))
         theirs["eval_rows"] = fit_id.get("eval_rows") if had == (
             fit_id.get("eval_rows") is not None) else ("an eval set" if had else None)
+    for key in ("eval_labels", "eval_features"):
+        theirs.setdefault(key, fit_id.get(key))  # not kept then: its rows decide, as they did
     return {k: (theirs.get(k), v) for k, v in fit_id.items() if theirs.get(k) != v}
 
 

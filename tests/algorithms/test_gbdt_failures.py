@@ -126,6 +126,41 @@ def test_resume_goes_on_from_the_checkpoint_with_the_same_trees(client2, tmp_pat
     assert again.n_estimators_ == len(stopped.history_) + 3
 
 
+def test_resume_refuses_another_eval_set_of_as_many_rows(client2, tmp_path):
+    """The fit id kept the eval set's row count only: a resume with another eval set of as
+    many rows went on with early-stopping losses of the first. Now the eval set's labels and
+    features are fingerprinted where they live (in the pass that checks them): another set
+    is refused naming what differs, the checkpoint untouched; the same set resumes, as
+    NumPy or as a dask array of other partitions."""
+    X, y = _toy()
+    kw = dict(max_leaf_nodes=15, random_state=0, client=client2)
+    ck = str(tmp_path / "ck")
+    A = (X[:500], y[:500])
+    GBDTClassifier(n_estimators=3, checkpoint=ck, **kw).fit(X, y, eval_set=[A])
+    versions = sorted(os.listdir(ck))
+    flipped = y[:500].copy()
+    flipped[::7] = 1 - flipped[::7]
+    for other, differs in (((X[:500], flipped), "eval_labels"),
+                           ((X[500:1000], y[:500]), "eval_features")):
+        with pytest.raises(ValueError, match=rf"another fit.*'{differs}': \('[0-9a-f]{{16}}', "
+                                             rf"'[0-9a-f]{{16}}'\)") as err:
+            GBDTClassifier(n_estimators=5, checkpoint=ck, resume=True, **kw).fit(
+                X, y, eval_set=[other])
+        assert "eval_rows" not in str(err.value)
+    assert sorted(os.listdir(ck)) == versions
+    grown = []
+    resumed = GBDTClassifier(n_estimators=5, checkpoint=ck, resume=True,
+                             callbacks=[lambda r: grown.append(r["epoch"]) and False],
+                             **kw).fit(X, y, eval_set=[A])
+    assert grown == [4, 5]
+    whole = GBDTClassifier(n_estimators=5, **kw).fit(X, y, eval_set=[A])
+    np.testing.assert_array_equal(resumed.predict_proba(X), whole.predict_proba(X))
+    Ad = (da.from_array(A[0], chunks=(130, -1)), da.from_array(A[1], chunks=130))
+    again = GBDTClassifier(n_estimators=6, checkpoint=ck, resume=True, **kw).fit(
+        X, y, eval_set=[Ad])
+    assert again.n_estimators_ == 6
+
+
 def test_a_checkpoint_from_before_eval_rows_resumes_with_an_eval_set_as_it_had():
     """Checkpoints written before the fit id kept ``eval_rows`` tell whether they had an
     eval set by their eval losses: the same presence resumes, another is refused."""
@@ -138,6 +173,42 @@ def test_a_checkpoint_from_before_eval_rows_resumes_with_an_eval_set_as_it_had()
         assert (diff == {}) == (had == (now is not None)), (had, now, diff)
     assert fit_differences(dict(fit=dict(fit, eval_rows=50), eval_losses=[0.1]),
                            dict(fit, eval_rows=40)) == {"eval_rows": (50, 40)}
+    # written before the eval set's checksums were kept: its rows decide, as they did
+    now = dict(fit, eval_rows=50, eval_labels="00000000000000aa", eval_features="bb")
+    assert fit_differences(dict(fit=dict(fit, eval_rows=50), eval_losses=[0.1]), now) == {}
+    assert fit_differences(dict(fit=dict(now, eval_labels="cc"), eval_losses=[0.1]),
+                           now) == {"eval_labels": ("cc", "00000000000000aa")}
+
+
+def test_eval_checksums_are_of_the_set_not_of_its_partitions():
+    """The checksums a resume knows its eval set by: the same for any partitioning, dense
+    or sparse, float32 or float64 X; changed by one value, two rows swapped, one label."""
+    from dask_ps.algorithms._gbdt_data import checksums
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    X[rng.random(X.shape) < 0.4] = 0.0
+    X[3, 2] = np.nan
+    y = rng.integers(0, 3, 300)
+
+    def whole(X, y, cuts=()):
+        edges = [0, *cuts, X.shape[0]]
+        parts = [checksums(X[a:b], y[a:b], a) for a, b in zip(edges[:-1], edges[1:])]
+        return tuple(sum(p[i] for p in parts) % 2**64 for i in range(2))
+
+    ref = whole(X, y)
+    assert whole(X, y, (1, 100, 101, 250)) == ref == whole(sp.csr_matrix(X), y, (17, 200))
+    assert whole(X.astype(np.float32).astype(np.float64), y) == \
+        whole(X.astype(np.float32), y)
+    other = X.copy()
+    other[150, 4] = np.nextafter(other[150, 4], 9.0)
+    assert whole(other, y)[0] != ref[0] and whole(other, y)[1] == ref[1]
+    assert whole(X[[1, 0, *range(2, 300)]], y)[0] != ref[0]
+    flipped = y.copy()
+    flipped[299] = (flipped[299] + 1) % 3
+    assert whole(X, flipped) == (ref[0], whole(X, flipped)[1]) != ref
+    text = np.array(["a", "b", "c"], dtype=object)[y]
+    assert whole(X, text, (40,)) == whole(X, text) != whole(X, text[::-1])
 
 
 def test_bad_input_on_a_cluster_reads_as_in_process(client2):
