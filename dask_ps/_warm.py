@@ -14,8 +14,8 @@ fits, in this process (``client="local"``), of :class:`~dask_ps.LogisticRegressi
 solver, binary and multi-class, ``step_on`` worker and server, L1 and L2, float32 and float64
 input, with an ``eval_set``) and :class:`~dask_ps.MatrixFactorization` (both solvers), after
 reading a small libsvm file with :func:`dask_ps.io.read_libsvm` and a small click table
-with :func:`dask_ps.io.read_ctr`; :class:`~dask_ps.FactorizationMachineClassifier`,
-:class:`~dask_ps.LatentDirichletAllocation` (dense and sparse word-topic rows),
+with :func:`dask_ps.io.read_ctr`; :class:`~dask_ps.FactorizationMachineClassifier` (dense
+and keyed), :class:`~dask_ps.LatentDirichletAllocation` (dense and sparse word-topic rows),
 :class:`~dask_ps.GBDTClassifier` and :class:`~dask_ps.GBDTRegressor` (binary, multi-class,
 regression; float64, float32 and sparse input, with missing values); a hashed table's pull
 plan of unsorted keys (its dedup left until the keys have left); and ``dask-ps train
@@ -122,8 +122,9 @@ def _mf() -> None:
 def _fm(X, y) -> None:
     from . import FactorizationMachineClassifier
 
-    FactorizationMachineClassifier(k=2, max_iter=2, random_state=0, client="local").fit(
-        X, y).predict_proba(X[:10])
+    for width in (None, 2**20):  # dense, and keyed (sparse coef_ and factors_)
+        FactorizationMachineClassifier(k=2, max_iter=2, random_state=0, client="local",
+                                       n_hashed_features=width).fit(X, y).predict_proba(X[:10])
 
 
 def _lda() -> None:

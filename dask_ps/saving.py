@@ -7,8 +7,9 @@
   fitted attribute is stored, and caller's ``extra`` metadata (e.g. how the training data
   was read, so that test data can be read the same way);
 * one array per fitted NumPy attribute (``a/<name>``; fields of a named tuple as
-  ``a/<name>/<field>``; a scipy CSR matrix, e.g. a wide model's ``coef_``, as its three
-  arrays ``a/<name>/data``, ``.../indices``, ``.../indptr`` and its shape in the JSON).
+  ``a/<name>/<field>``; a scipy CSR or CSC matrix, e.g. a wide model's ``coef_`` or a
+  keyed factorization machine's ``factors_``, as its three arrays ``a/<name>/data``,
+  ``.../indices``, ``.../indptr`` and its format and shape in the JSON).
   Object arrays of strings (string ids) are stored as fixed-width unicode and given back as
   object arrays.
 
@@ -71,10 +72,11 @@ def _store(value: Any, key: str, arrays: dict, where: str) -> dict:
             spec["object"] = True
         arrays[key] = value
         return spec
-    if getattr(value, "format", None) == "csr" and hasattr(value, "indptr"):  # scipy CSR
+    fmt = getattr(value, "format", None)
+    if fmt in ("csr", "csc") and hasattr(value, "indptr"):  # scipy CSR or CSC
         for part in ("data", "indices", "indptr"):
             arrays[f"{key}/{part}"] = getattr(value, part)
-        return {"kind": "csr", "key": key, "shape": [int(n) for n in value.shape]}
+        return {"kind": fmt, "key": key, "shape": [int(n) for n in value.shape]}
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple
         cls = type(value)
         return {"kind": "namedtuple", "class": f"{cls.__module__}:{cls.__qualname__}",
@@ -148,12 +150,13 @@ def _restore(spec: dict, arrays, where: str):
     if kind == "array":
         value = arrays[spec["key"]]
         return value.astype(object) if spec.get("object") else value
-    if kind == "csr":
+    if kind in ("csr", "csc"):
         import scipy.sparse as sp
 
         k = spec["key"]
-        return sp.csr_matrix((arrays[f"{k}/data"], arrays[f"{k}/indices"], arrays[f"{k}/indptr"]),
-                             shape=tuple(spec["shape"]))
+        cls = sp.csr_matrix if kind == "csr" else sp.csc_matrix
+        return cls((arrays[f"{k}/data"], arrays[f"{k}/indices"], arrays[f"{k}/indptr"]),
+                   shape=tuple(spec["shape"]))
     if kind == "tuple":
         return tuple(spec["value"])
     if kind == "value":

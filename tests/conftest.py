@@ -67,6 +67,19 @@ def data():
     return path
 
 
+def compute_without_large_graph(lazy):
+    """``lazy.compute()``, failing on Dask's "Sending large graph" warning: the arrays a task
+    graph would carry (a model's weights) must go to the workers once, as futures."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        out = lazy.compute()
+    large = [str(w.message)[:80] for w in seen if "large graph" in str(w.message)]
+    assert not large, large
+    return out
+
+
 #: The folders of the live cluster fixtures, where each of their worker processes dumps its
 #: threads' stacks on SIGUSR1, to ``stacks-<pid>.txt`` (see :func:`pytest_timeout_set_timer`).
 _STACK_FOLDERS: set[Path] = set()

@@ -20,7 +20,7 @@ from ._logistic_kernels import decision
 
 __all__ = ["WIDE_FEATURES", "KeyedWeights", "as_scipy", "check_classes", "check_dask_X",
            "dask_margins", "encode_part", "hash_columns", "labels_of", "margins",
-           "proba_from_margins"]
+           "proba_from_margins", "table_rows"]
 
 #: Models of at least this many features (columns after hashing) keep their weights in a
 #: hashed PS table, keyed by the column index (any key in [0, 2**63 - 1)), instead of a dense
@@ -40,11 +40,20 @@ class KeyedWeights(NamedTuple):
     def from_coef(cls, coef: sp.csr_matrix, intercept: np.ndarray) -> "KeyedWeights":
         """From a sparse ``coef_`` (K, n_features) and ``intercept_`` (K,)."""
         coef = coef.tocsr()
-        keys = np.append(np.unique(coef.indices).astype(np.int64), coef.shape[1])
+        # the keys of K sorted runs (one per output) merged by a stable sort, deduplicated
+        # by an adjacent-difference mask, each value's place from the same sort. Measured
+        # (2 loaded cores), 10^6 keys: 0.2-0.6 s for a factorization machine's 9 x 10^6
+        # values (k=8), 12 ms for one output; np.unique and a searchsorted per output took
+        # 1.8-2 s and 0.56 s
+        idx = coef.indices.astype(np.int64, copy=False)
+        order = np.argsort(idx, kind="stable")
+        first = np.ones(idx.shape[0], bool)
+        np.not_equal(idx[order[1:]], idx[order[:-1]], out=first[1:])
+        keys = np.append(idx[order[first]], coef.shape[1])
+        place = np.empty(idx.shape[0], np.int64)
+        place[order] = np.cumsum(first) - 1
         W = np.zeros((keys.shape[0], coef.shape[0]))
-        for k in range(coef.shape[0]):  # per output, not per row
-            lo, hi = coef.indptr[k], coef.indptr[k + 1]
-            W[np.searchsorted(keys, coef.indices[lo:hi]), k] = coef.data[lo:hi]
+        W[place, np.repeat(np.arange(coef.shape[0]), np.diff(coef.indptr))] = coef.data
         W[-1] = intercept
         return cls(keys, W)
 
@@ -215,13 +224,21 @@ def margins(X, coef_t, intercept: np.ndarray, n_buckets=None) -> np.ndarray:
     X = sp.csr_matrix(X, dtype=np.float64)
     if n_buckets is not None:
         X = hash_columns(X, n_buckets)
-    indices = X.indices
-    if isinstance(coef_t, KeyedWeights):  # columns as positions in its keys, then a zero row
-        indices = coef_t.local(indices.astype(np.int64, copy=False))
-        coef_t = np.vstack([coef_t.W, np.zeros((1, coef_t.W.shape[1]))])
+    indices, coef_t = table_rows(X.indices, coef_t)
     out = np.empty((X.shape[0], coef_t.shape[1]))
     decision(X.indptr, indices, X.data, coef_t, intercept, out)
     return out
+
+
+def table_rows(indices: np.ndarray, coef_t) -> tuple[np.ndarray, np.ndarray]:
+    """Column ``indices`` of a block and the dense table whose rows they index: for the
+    :class:`KeyedWeights` of a wide (or keyed) model, their positions in its keys
+    (:meth:`KeyedWeights.local`) and its ``W`` with a row of zeros appended for the keys it
+    does not hold; a dense ``coef_t`` (n_features, K) and ``indices`` as given."""
+    if isinstance(coef_t, KeyedWeights):
+        return (coef_t.local(indices.astype(np.int64, copy=False)),
+                np.vstack([coef_t.W, np.zeros((1, coef_t.W.shape[1]))]))
+    return indices, coef_t
 
 
 def binary_margins(X, coef_t, intercept, n_buckets=None) -> np.ndarray:
@@ -303,9 +320,11 @@ def check_dask_X(X, y, estimator: str):
 
 
 def dask_margins(X, coef_t, intercept: np.ndarray, n_buckets, n_features: int,
-                 estimator: str):
+                 estimator: str, block=None):
     """:func:`margins` of a dask array or dataframe ``X``, chunk by chunk: a dask array of
-    shape (n,) for one output column, else (n, K). ``coef_t`` as in :func:`margins`.
+    shape (n,) for one output column, else (n, K). ``coef_t`` as in :func:`margins`;
+    ``block(X, coef_t, intercept, n_buckets)``, when given, the margins (n,) of a chunk by
+    another model over the same table (the factorization machine's).
 
     Raises
     ------
@@ -319,11 +338,11 @@ def dask_margins(X, coef_t, intercept: np.ndarray, n_buckets, n_features: int,
                          f"features as input")
     X = X.rechunk({1: -1})
     X = X.map_blocks(finite_block, estimator, dtype=X.dtype, meta=X._meta)
-    n_out = (coef_t.W if isinstance(coef_t, KeyedWeights) else coef_t).shape[1]
+    n_out = 1 if block else (coef_t.W if isinstance(coef_t, KeyedWeights) else coef_t).shape[1]
     coef_t, intercept = broadcast_large(coef_t, intercept)
     if n_out == 1:  # functions of arrays only: no estimator in the graph
-        return X.map_blocks(binary_margins, coef_t, intercept, n_buckets, drop_axis=1,
-                            dtype=np.float64, meta=np.empty((0,)))
+        return X.map_blocks(block or binary_margins, coef_t, intercept, n_buckets,
+                            drop_axis=1, dtype=np.float64, meta=np.empty((0,)))
     return X.map_blocks(margins, coef_t, intercept, n_buckets,
                         chunks=(X.chunks[0], (n_out,)), dtype=np.float64,
                         meta=np.empty((0, 0)))

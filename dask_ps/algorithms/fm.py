@@ -16,6 +16,10 @@ mean change of the tasks that touched it (:class:`~dask_ps.state.optimizers.Aver
 The estimator is :class:`~dask_ps.LogisticRegression` with another model: the same data
 path (validation, partitions, labels, CSR encoding, blocks cached next to the data), the
 same ``partial_fit`` and ``predict_proba``; ``coef_`` and ``intercept_`` are the linear part.
+A keyed model (:data:`KEYED_FEATURES` columns or more, after hashing) comes back from the
+tables as logistic regression's wide one does: :class:`~._logistic_data.KeyedWeights` of
+the keys touched, made into sparse ``coef_`` and ``factors_``, never a dense array over the
+width.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from ..exceptions import DataError, DivergenceError
 from ..kernels.optim import ADAGRAD_RULE, SGD_RULE
 from ..model import PSModel
 from ..partitions import Partitions
-from ..partitions.inputs import broadcast_large, is_dask
+from ..partitions.inputs import is_dask
 from ..state._kernels import INIT_NORMAL, init_rows
 from ..state.optimizers import FTRL, Average
 from . import _logistic_data as D
@@ -48,9 +52,16 @@ from ._fm_kernels import fm_steps
 from ._stochastic import Rule, _blocks, gather_sparse_rows
 from .logistic import LogisticRegression
 
-__all__ = ["FMState", "FactorizationMachineClassifier", "fm_margins", "train_fm"]
+__all__ = ["KEYED_FEATURES", "FMState", "FactorizationMachineClassifier", "fm_margins",
+           "fm_table", "train_fm"]
 
 _FACTOR_RULES = {"adagrad": ADAGRAD_RULE, "sgd": SGD_RULE}
+#: Models of at least this many columns (after hashing: ``n_hashed_features`` when given)
+#: keep ``coef_`` and ``factors_`` sparse, holding the features training touched (see
+#: :class:`FactorizationMachineClassifier`'s ``factors_`` for why). Below it a dense model
+#: is at most 8 MiB per column of ``[w_j, v_j]``: 72 MiB at ``k=8``. It includes
+#: :data:`~._logistic_data.WIDE_FEATURES`, logistic regression's rule.
+KEYED_FEATURES = 2**20
 
 
 class FMState(NamedTuple):
@@ -71,6 +82,30 @@ def fm_margins(X, coef: np.ndarray, intercept: float, factors: np.ndarray) -> np
     XV = X @ factors
     X2V2 = X.multiply(X) @ (factors * factors)
     return intercept + X @ coef + 0.5 * ((XV * XV).sum(axis=1) - X2V2.sum(axis=1))
+
+
+def fm_table(coef, intercept: np.ndarray, factors):
+    """The model of :func:`_margins`: rows ``[w_j, v_j]`` (n_features, 1 + k) of a dense
+    ``coef_`` (1, n_features) and ``factors_`` (n_features, k); of sparse ones, the
+    :class:`~._logistic_data.KeyedWeights` of the keys either holds (rows ``[w_j, v_j]``,
+    the intercept's row ``[b, 0...]`` last)."""
+    if not sp.issparse(coef):
+        return np.column_stack([coef[0], factors])
+    stacked = sp.vstack([coef, factors.T], format="csr")  # (1 + k, n_features), no dense row
+    return D.KeyedWeights.from_coef(stacked, np.r_[intercept, np.zeros(factors.shape[1])])
+
+
+def _margins(X, table, intercept: float, n_buckets) -> np.ndarray:
+    """FM margins (n,) of a block ``X`` (columns hashed into ``n_buckets`` first, when
+    given) by a :func:`fm_table`: its columns become rows of the table
+    (:func:`~._logistic_data.table_rows`; a keyed model's unheld keys a row of zeros), then
+    :func:`fm_margins` of the sparse products."""
+    X = sp.csr_matrix(X, dtype=np.float64)
+    if n_buckets is not None:
+        X = D.hash_columns(X, n_buckets)
+    indices, table = D.table_rows(X.indices, table)
+    X = sp.csr_matrix((X.data, indices, X.indptr), shape=(X.shape[0], table.shape[0]))
+    return fm_margins(X, table[:, 0], intercept, table[:, 1:])
 
 
 def _pull_factors(ps, keys, k: int, cfg: dict):
@@ -134,19 +169,23 @@ def train_fm(model: PSModel, data: Partitions, *, n_features: int, k: int = 8,
              reg_factors: float = 1e-5, init_std: float = 0.01, fit_intercept: bool = True,
              max_iter: int = 10, consistency="bsp", staleness=None, random_state: int = 0,
              init_seed: int = 0, clocks_per_epoch: int = 4, init: FMState | None = None,
-             loop: EpochLoop | None = None) -> tuple:
+             loop: EpochLoop | None = None, keyed: bool | None = None) -> tuple:
     """Fit a binary factorization machine on a PS model; the functional core of
     :class:`FactorizationMachineClassifier` (see it for the parameters).
 
     ``data`` holds encoded ``(X csr, Y (n, 1))`` partitions
-    (:func:`~._logistic_data.encode_part`); ``init`` a previous fit's :class:`FMState`.
+    (:func:`~._logistic_data.encode_part`); ``init`` a previous fit's :class:`FMState`;
+    ``keyed`` whether to return the weights by key (default: for ``n_features >=``
+    :data:`KEYED_FEATURES`).
 
     Returns
     -------
-    W : ndarray (n_features + 1, 1)
-        Linear weights; the last row is the intercept.
-    V : ndarray (n_features, k)
-        Factors (zero for features never seen).
+    W : ndarray (n_features + 1, 1) or KeyedWeights
+        Linear weights; the last row is the intercept. Keyed: those of the keys touched,
+        the intercept's key ``n_features`` last (:class:`~._logistic_data.KeyedWeights`).
+    V : ndarray (n_features, k) or KeyedWeights
+        Factors (zero for features never seen). Keyed: the factors of the feature keys
+        touched.
     history : list of dict
     n_iter : int
     state : FMState
@@ -199,18 +238,25 @@ def train_fm(model: PSModel, data: Partitions, *, n_features: int, k: int = 8,
     history = loop.run(epochs, on_recover=data.locate, restart=fill)
     w_keys, w_state = gather_sparse_rows(w_table, rule.width)
     v_keys, v_state = gather_sparse_rows(v_table, 2 * k)
+    state = FMState(w_keys, w_state, v_keys, v_state)
+    if keyed is None:
+        keyed = n_features >= KEYED_FEATURES
+    if keyed:
+        return (D.KeyedWeights(w_keys, rule.weights(w_state)),
+                D.KeyedWeights(v_keys, v_state[:, :k]), history, len(history), state)
     W = np.zeros((n_features + 1, 1))
     W[w_keys] = rule.weights(w_state)
     V = np.zeros((n_features, k))
     V[v_keys] = v_state[:, :k]
-    return W, V, history, len(history), FMState(w_keys, w_state, v_keys, v_state)
+    return W, V, history, len(history), state
 
 
 def _check_dense_room(estimator: str, width: int, k: int) -> None:
-    """Refuse, before training, a width whose dense ``coef_`` and ``factors_`` (float64,
-    ``width * (k + 1)`` values, made in this process after training) cannot fit in half of
-    the memory available now: at 2^28 features and k=8 the fit trained, then failed making
-    a 16 GiB array.
+    """Refuse, before training, a dense model (fewer than :data:`KEYED_FEATURES` columns)
+    whose ``coef_`` and ``factors_`` (float64, ``width * (k + 1)`` values, made in this
+    process after training) cannot fit in half of the memory available now: a ``k`` of
+    thousands. (Dense at 2^28 features and k=8, a fit trained, then failed making a 16 GiB
+    array; such a model is keyed now.)
 
     Raises
     ------
@@ -224,8 +270,8 @@ def _check_dense_room(estimator: str, width: int, k: int) -> None:
     if need > available // 2:
         raise MemoryError(f"{estimator}: coef_ and factors_ of {width} features x (k={k} + 1) "
                           f"take {need / 2**30:.1f} GiB as dense float64 arrays, more than "
-                          f"half of the {available / 2**30:.1f} GiB available here; use "
-                          f"fewer hashed features (n_hashed_features) or a smaller k")
+                          f"half of the {available / 2**30:.1f} GiB available here; use a "
+                          f"smaller k")
 
 
 class FactorizationMachineClassifier(LogisticRegression):
@@ -268,11 +314,38 @@ class FactorizationMachineClassifier(LogisticRegression):
     Attributes
     ----------
     classes_ : ndarray (2,)
-    coef_ : ndarray (1, n_features), float64
-        Linear weights.
+    coef_ : ndarray (1, n_features), float64, or scipy.sparse.csr_matrix
+        Linear weights, by column of ``X`` (by bucket with ``n_hashed_features``). A *keyed*
+        model's (below) is a ``csr_matrix`` of that shape, float64, with sorted column
+        indices (int64, int32 below 2**31 columns as scipy makes them), holding the
+        non-zero weights of the features training touched (as a wide
+        :class:`~dask_ps.LogisticRegression`'s ``coef_``).
     intercept_ : ndarray (1,)
-    factors_ : ndarray (n_features, k), float64
-        Zero for features never seen in training.
+    factors_ : ndarray (n_features, k), float64, or scipy.sparse.csc_matrix
+        Zero for features never seen in training. A keyed model's is a ``csc_matrix`` of
+        that shape (a compressed column per factor, sorted row indices: the feature keys)
+        holding the non-zero factors of the features training touched. CSC, not CSR:
+        a CSR matrix of ``n_features`` rows carries ``n_features + 1`` row offsets (128 MiB
+        at 2**24 columns, impossible at 2**63). Indexing, ``toarray()`` and ``@`` work as
+        on any scipy matrix.
+
+        **Keyed or dense.** ``coef_`` and ``factors_`` are sparse (keyed) when the model
+        has :data:`KEYED_FEATURES` (2**20) columns or more — ``n_hashed_features`` when
+        given, else those of ``X`` (64-bit keys of wide input included) — and dense NumPy
+        arrays below it. Why a rule on the width alone: it is known before the fit (from
+        ``X.shape`` and the parameters), the same on every machine, whatever ``k``, the
+        data or the memory free, so code written against one fit holds for the next. Why
+        2**20: at that width a dense model of ``k=8`` is already 72 MiB, and as much in a
+        saved file, mostly zeros; such widths come from hashing (2**20 is the default width
+        of :func:`dask_ps.io.read_ctr` and ``dask-ps train --hash-features``), sized for
+        few collisions, so most columns stay untouched, and nobody reads them by position.
+        Measured at 2**24 buckets and ``k=8`` on 200-300 real rows: dense, 1.13 GiB of
+        ``coef_`` and ``factors_``, a 1.2 GB file and a 3 GiB peak; keyed, 10-280 kB, a
+        file of 36-723 kB (with the warm start's state) and no peak to speak of. Below
+        2**20 a dense model is small and is what scikit-learn users and tools expect. A
+        keyed model costs an index per stored value: at most twice the dense bytes if
+        every column is touched. A dense model too large for half the memory free (a ``k``
+        in the thousands) is refused before training with a ``MemoryError``.
     n_features_in_ : int
     n_iter_ : ndarray (1,)
     history_ : list of dict
@@ -303,6 +376,13 @@ class FactorizationMachineClassifier(LogisticRegression):
     >>> fm = FactorizationMachineClassifier(k=4, max_iter=5, random_state=0,
     ...                                     checkpoint=None).fit(X, y)
     >>> bool(fm.score(X, y) > 0.9)
+    True
+    >>> keyed = FactorizationMachineClassifier(k=4, max_iter=5, random_state=0,
+    ...                                        n_hashed_features=2**24,
+    ...                                        checkpoint=None).fit(X, y)
+    >>> type(keyed.factors_).__name__, keyed.factors_.shape, keyed.coef_.nnz <= 8
+    ('csc_matrix', (16777216, 4), True)
+    >>> bool(keyed.score(X, y) > 0.9)
     True
     """
 
@@ -375,42 +455,32 @@ class FactorizationMachineClassifier(LogisticRegression):
                                 advice=f"try a smaller learning_rate (now {lr}) or "
                                        f"factor_learning_rate (now {self.factor_learning_rate})",
                                 fit_id=fit_identity(self, n_features, labels))
-        _check_dense_room(type(self).__name__, self.n_hashed_features or n_features, self.k)
+        width = self.n_hashed_features or n_features
+        keyed = width >= KEYED_FEATURES
+        if not keyed:
+            _check_dense_room(type(self).__name__, width, self.k)
         W, V, history, n_iter, state = train_fm(
-            model, data, n_features=self.n_hashed_features or n_features, k=self.k,
+            model, data, n_features=width, k=self.k,
             learning_rate=lr, l1=self.l1, l2=self.l2, factor_solver=self.factor_solver,
             factor_learning_rate=self.factor_learning_rate, reg_factors=self.reg_factors,
             init_std=self.init_std, fit_intercept=self.fit_intercept, max_iter=epochs,
             consistency=self.consistency, staleness=self.staleness, random_state=seed,
             init_seed=self._seed(), clocks_per_epoch=self.clocks_per_epoch,
-            init=self._ps_state_ if warm else None, loop=loop)
-        self.factors_ = V
+            init=self._ps_state_ if warm else None, loop=loop, keyed=keyed)
+        # keyed: CSR (k, width) of the keys held, transposed (a CSC view, no copy)
+        self.factors_ = V.to_coef(width)[0].T if keyed else V
         return W, history, n_iter, state
 
     def decision_function(self, X):
-        """FM margins, shape (n,) (a dask array for dask ``X``, computed chunk by chunk)."""
+        """FM margins, shape (n,) (a dask array for dask ``X``, computed chunk by chunk),
+        from dense or sparse (keyed) ``coef_`` and ``factors_`` alike."""
         check_is_fitted(self)
         X = D.as_scipy(X)
-        args = (self.coef_[0], float(self.intercept_[0]), self.factors_,
-                self.n_hashed_features)
+        table = fm_table(self.coef_, self.intercept_, self.factors_)
+        b, h = float(self.intercept_[0]), self.n_hashed_features
         if is_dask(X):
             check_numeric_columns(X, type(self).__name__)
-            if hasattr(X, "to_dask_array"):
-                X = X.to_dask_array(lengths=True)
-            if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-                raise ValueError(f"X has shape {X.shape}, but {type(self).__name__} is "
-                                 f"expecting {self.n_features_in_} features as input")
-            X = X.rechunk({1: -1})
-            X = X.map_blocks(D.finite_block, type(self).__name__, dtype=X.dtype, meta=X._meta)
-            return X.map_blocks(_margins, *broadcast_large(*args),
-                                                 drop_axis=1, dtype=np.float64,
-                                                 meta=np.empty((0,)))
+            return D.dask_margins(X, table, b, h, self.n_features_in_, type(self).__name__,
+                                  block=_margins)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        return _margins(X, *args)
-
-
-def _margins(X, coef, intercept, factors, n_buckets):
-    X = sp.csr_matrix(X, dtype=np.float64)
-    if n_buckets is not None:
-        X = D.hash_columns(X, n_buckets)
-    return fm_margins(X, coef, intercept, factors)
+        return _margins(X, table, b, h)

@@ -236,14 +236,28 @@ def _lr_score(est, test) -> list[str]:
     return class_lines(est.classes_, *dask.compute(y, est.predict_proba(X)))
 
 
+def _nonzero_rows(M) -> tuple[np.ndarray, np.ndarray]:
+    """``(features int64 (m,), values (m, K))`` of the rows of ``M`` (n_features, K) holding
+    a non-zero value, ascending: a dense array, or a keyed model's sparse ``coef_.T`` or
+    ``factors_`` (through :class:`~dask_ps.algorithms._logistic_data.KeyedWeights`, never
+    a dense array over ``n_features``)."""
+    import scipy.sparse as sp
+
+    from ..algorithms._logistic_data import KeyedWeights
+
+    if sp.issparse(M):
+        kw = KeyedWeights.from_coef(M.T.tocsr(), np.zeros(M.shape[1]))
+        return kw.keys[:-1], kw.W[:-1]  # the last: from_coef's intercept row
+    keep = np.flatnonzero((M != 0).any(axis=1))
+    return keep.astype(np.int64), M[keep]
+
+
 def _lr_export(est, meta: dict):
     import pandas as pd
 
-    coef = est.coef_.T  # (n_features, n_outputs)
-    keep = np.flatnonzero((coef != 0).any(axis=1))
+    keep, coef = _nonzero_rows(est.coef_.T)  # of (n_features, n_outputs)
     names = ["coef"] if coef.shape[1] == 1 else [f"coef_{c}" for c in est.classes_.tolist()]
-    table = pd.DataFrame({"feature": keep.astype(np.int64),
-                          **{n: coef[keep, j] for j, n in enumerate(names)}})
+    table = pd.DataFrame({"feature": keep, **{n: coef[:, j] for j, n in enumerate(names)}})
     desc = {"model": "logistic regression", "estimator": type(est).__name__,
             "classes": est.classes_.tolist(), "intercept": est.intercept_.tolist(),
             "n_features": int(est.n_features_in_),
@@ -302,10 +316,9 @@ def _fm_export(est, meta: dict):
     import pandas as pd
 
     tables, desc = _lr_export(est, meta)
-    F = est.factors_
-    keep = np.flatnonzero(F.any(axis=1))
-    tables["factors"] = pd.DataFrame({"feature": keep.astype(np.int64),
-                                      **{f"f{j}": F[keep, j] for j in range(F.shape[1])}})
+    keep, F = _nonzero_rows(est.factors_)
+    tables["factors"] = pd.DataFrame({"feature": keep,
+                                      **{f"f{j}": F[:, j] for j in range(F.shape[1])}})
     desc.update(model="factorization machine b + x.w + sum_{j<l} <v_j, v_l> x_j x_l",
                 rank=int(F.shape[1]),
                 factors="rows of features with a non-zero factor: v_j (f0..)")

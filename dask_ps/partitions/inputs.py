@@ -83,10 +83,10 @@ def broadcast_large(*args) -> tuple:
     :data:`BROADCAST_BYTES` or more replaced by a future of it held by every worker
     (``Client.scatter(..., broadcast=True)``) when a distributed client is active: the task
     graph then names it instead of carrying it (a 72 MiB factor table made Dask warn
-    "Sending large graph" at every FM prediction on a dask array). Without a client the
-    arrays stay in the graph, as the threaded scheduler needs them there."""
-    big = [i for i, a in enumerate(args)
-           if isinstance(a, np.ndarray) and a.nbytes >= BROADCAST_BYTES]
+    "Sending large graph" at every FM prediction on a dask array). A named tuple of arrays
+    (a keyed model's keys and weights) goes the same way, whole, from the same size. Without
+    a client the arrays stay in the graph, as the threaded scheduler needs them there."""
+    big = [i for i, a in enumerate(args) if _array_bytes(a) >= BROADCAST_BYTES]
     if not big:
         return args
     try:
@@ -97,8 +97,18 @@ def broadcast_large(*args) -> tuple:
         return args
     out = list(args)
     for i in big:
-        out[i] = client.scatter(args[i], broadcast=True, hash=False)
+        # in a list: a tuple given alone would be scattered field by field
+        out[i] = client.scatter([args[i]], broadcast=True, hash=False)[0]
     return tuple(out)
+
+
+def _array_bytes(a) -> int:
+    """Bytes of a NumPy array, or of the arrays of a named tuple; 0 for anything else."""
+    if isinstance(a, np.ndarray):
+        return a.nbytes
+    if isinstance(a, tuple) and hasattr(a, "_fields"):
+        return sum(v.nbytes for v in a if isinstance(v, np.ndarray))
+    return 0
 
 
 def as_dask_chunks(data) -> list:

@@ -167,18 +167,27 @@ def test_bad_input_is_refused():
         fm.predict(X[:, :4])
 
 
-def test_a_width_whose_dense_factors_cannot_fit_is_refused_before_training():
-    """coef_ and factors_ are dense over the width: at 2^28 hashed features the fit trained,
-    then failed making a 16 GiB array; wide keys (2^40 columns, which LogisticRegression
-    takes) asked for 8 TiB. Refused at once, naming the sizes and the fix."""
+def test_a_dense_model_that_cannot_fit_is_refused_and_a_wide_one_is_keyed():
+    """Dense coef_ and factors_ too large for half the memory free (below KEYED_FEATURES
+    columns, a k in the hundreds of thousands) are refused before training, naming the
+    sizes and the fix. Wide keys (2^40 columns), once refused for asking 8 TiB, give a
+    keyed model: sparse coef_ and factors_ of the keys touched."""
     from sklearn.exceptions import NotFittedError
 
     rng = np.random.default_rng(0)
     X = sp.csr_matrix((np.ones(400), (np.repeat(np.arange(200), 2),
-                                      rng.integers(0, 2**40, 400))), shape=(200, 2**40))
-    est = FactorizationMachineClassifier(max_iter=1, client="local")
-    with pytest.raises(MemoryError, match=r"1099511627776 features x \(k=8 \+ 1\) take "
-                                          r"73728\.0 GiB .*n_hashed_features"):
+                                      rng.integers(0, 2**20 - 1, 400))), shape=(200, 2**20 - 1))
+    est = FactorizationMachineClassifier(k=200_000, max_iter=1, client="local")
+    with pytest.raises(MemoryError, match=r"1048575 features x \(k=200000 \+ 1\) take "
+                                          r"1562\.5 GiB .*smaller k"):
         est.fit(X, np.arange(200) % 2)
     with pytest.raises(NotFittedError):
         est.predict(X[:2])
+    keys = rng.integers(0, 2**40, 400)
+    wide = sp.csr_matrix((np.ones(400), (np.repeat(np.arange(200), 2), keys)),
+                         shape=(200, 2**40))
+    fm = FactorizationMachineClassifier(max_iter=1, client="local", checkpoint=None).fit(
+        wide, np.arange(200) % 2)
+    assert sp.isspmatrix_csr(fm.coef_) and fm.coef_.shape == (1, 2**40)
+    assert sp.isspmatrix_csc(fm.factors_) and fm.factors_.shape == (2**40, 8)
+    assert np.isin(fm.factors_.indices, keys).all() and fm.factors_.nnz == 8 * 400
