@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import operator
 import threading
 import time
 import uuid
@@ -39,7 +40,7 @@ from ..exceptions import UnknownTableError
 from ._kernels import fingerprint, scatter_1d, segment_sum
 from ._malloc import FreezeGCFirst, tune_malloc
 from .consistency import DONE, Consistency
-from .partition import KeyRef, piece_bounds
+from .partition import KeyRef, Reordered, piece_bounds
 from .process_job import _Job, _Meanwhile, _Snapshot, _Spread
 from .table import RECALL_MIN, TableSpec, as_keys, bad_key_error, checked_update
 from .transport import Shipped, Transport
@@ -53,6 +54,7 @@ SEND_DELAY = 0.002
 #: ``IDLE_POLL`` seconds instead (a push then left alone waits up to that long, once).
 PULLS_CARRY = 16
 IDLE_POLL = 0.032
+_TASK = operator.itemgetter(0)  # the task index of a buffered push
 
 
 class ProcessClient(FreezeGCFirst):
@@ -128,6 +130,8 @@ class ProcessClient(FreezeGCFirst):
             if plan.local is not sent.local and named:
                 named = {}  # repeats: the keys the shards kept are not the push's
             out = spread.result() if spread.active else sent.expand(values)
+            if spread.active and plan.local is sent.local:  # for a push in the same pieces
+                plan = plan._replace(order=spread.order)
         else:
             out = plan.expand(values)
         if state is not None:  # remembered by value (hash), not by copy: see push
@@ -365,9 +369,10 @@ class ProcessClient(FreezeGCFirst):
         return self.pull(name, pull_keys, job, clock + 1, checked), clock + 1
 
     def _plan_updates(self, by_table: dict) -> list[list]:
-        """Merge each table's buffered updates ``(keys, values, plan, named)`` and split them
-        by shard (caller's thread). A single update made with the plan of a pull names its
-        keys to the shards that kept them (see :meth:`_fetch`)."""
+        """Merge each table's buffered updates ``(keys, values, plan, named)``, split by shard
+        (caller's thread). One update made with a pull's plan names its keys to the shards
+        that kept them (:meth:`_fetch`), its values put in order per piece as it is sent
+        (:class:`Reordered`) when the pull knew each key's place."""
         per_shard = [[] for _ in self.transport.shards]
         for name, parts in by_table.items():
             spec = self.specs[name]
@@ -380,7 +385,8 @@ class ProcessClient(FreezeGCFirst):
                 keys = np.concatenate(keys) if len(keys) > 1 else keys[0]
                 values = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
                 plan, _ = spec.partitioner.plan(keys)
-            if plan.identity:
+            ordered = bool(named) and plan.order.shape[0] == values.shape[0]
+            if plan.identity or ordered:  # (ordered: as each piece leaves, see Reordered)
                 merged = values
             elif plan.n_unique == values.shape[0]:
                 merged = np.empty_like(values)
@@ -395,10 +401,12 @@ class ProcessClient(FreezeGCFirst):
                 if sl.start < sl.stop:
                     keys = spec.partitioner.wire_keys(plan, s)
                     if named and s in named:  # the names of the pull's pieces
-                        per_shard[s].extend((name, KeyRef(i, b - a, keys[a:b]),
-                                             merged[sl][a:b]) for i, a, b in named[s])
+                        per_shard[s].extend((name, KeyRef(i, b - a, keys[a:b]), Reordered(
+                            values, plan.order[sl][a:b]) if ordered else merged[sl][a:b])
+                            for i, a, b in named[s])
                     else:
-                        per_shard[s].append((name, keys, merged[sl]))
+                        per_shard[s].append((name, keys, Reordered(values, plan.order[sl])
+                                             .array() if ordered else merged[sl]))
         return per_shard
 
     async def _send(self, per_shard, job, participant, clock, tick):
@@ -433,7 +441,7 @@ class ProcessClient(FreezeGCFirst):
         """
         by_table = state.pending.pop(clock, {})
         # by task index (a stable sort: a task's own pushes keep their order)
-        per_shard = self._plan_updates({name: [p[1:] for p in sorted(parts, key=_task_of)]
+        per_shard = self._plan_updates({name: [p[1:] for p in sorted(parts, key=_TASK)]
                                         for name, parts in by_table.items()})
         self._send_outbox(job, state)
         with self._outbox:
@@ -589,10 +597,6 @@ class ProcessClient(FreezeGCFirst):
             state = self.jobs.get(job)
             if state is not None:
                 self._send_outbox(job, state)
-
-
-def _task_of(part: tuple) -> int:
-    return part[0]
 
 
 def _nbytes(updates: list) -> int:

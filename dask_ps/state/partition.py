@@ -46,6 +46,9 @@ class KeyPlan(NamedTuple):
     # included, each shard's keys by bucket) and these are the buckets' ends in it; the
     # pull's values come per place, and complete() makes the deduplicated plan for the push
     buckets: np.ndarray = _NO_INT  # int64 (n_shards << b,) or (0,)
+    # the caller's position of each distinct key, when a pull computed it (its values put
+    # in order as they came, see process_job._Spread): a push then reorders piece by piece
+    order: np.ndarray = _NO_INT  # int64 (n_unique,) or (0,)
 
     def expand(self, values: np.ndarray) -> np.ndarray:
         """Values per caller key from values per distinct key."""
@@ -137,6 +140,47 @@ class KeyRef:
     def nbytes(self) -> int:
         """Bytes of keys on the wire: none."""
         return 0
+
+
+class Reordered:
+    """The values of a push's piece, put in its keys' order when the piece is pickled
+    rather than before: ``values[index]``, rows of the caller's ``values`` (n, ncols). So
+    the first piece of a push named after a pull's pieces leaves without waiting for the
+    others' values to be ordered, and the shard applies it while the next is put in order
+    (see :meth:`~dask_ps.state.client.ProcessClient._plan_updates`). Pickles as the array
+    it stands for; ``shape`` and ``nbytes`` are that array's.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        Shape (n, ncols); the push's own copy (it must not change until sent).
+    index : numpy.ndarray of int64
+        Shape (m,): the row of ``values`` of each key of the piece.
+    """
+
+    __slots__ = ("values", "index")
+
+    def __init__(self, values: np.ndarray, index: np.ndarray) -> None:
+        self.values, self.index = values, index
+
+    def array(self) -> np.ndarray:
+        """``values[index]``, shape (m, ncols)."""
+        v = self.values
+        if v.shape[1] != 1:
+            return v[self.index]
+        out = np.empty(self.index.shape[0], v.dtype)
+        return _kernels.take_1d(v[:, 0], self.index, out).reshape(-1, 1)
+
+    def __reduce_ex__(self, protocol):
+        return self.array().__reduce_ex__(protocol)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.index.shape[0], self.values.shape[1])
+
+    @property
+    def nbytes(self) -> int:
+        return self.index.shape[0] * self.values.shape[1] * self.values.itemsize
 
 
 #: A pull of a hashed table sends a remote shard its keys in pieces of about this many

@@ -491,3 +491,65 @@ def test_spread_counts_a_slice_put_again_once_and_refuses_missing_values():
         spread.result()
     spread.put(slice(6000, 10_000), values[6000:])
     np.testing.assert_array_equal(spread.result()[:, 0], keys)
+
+
+def reordered_push_task(ps, item):
+    """Pull-compute-push steps of distinct keys in random order (pulled in pieces put in
+    order as they arrive), each key pushed a value of its own, to a vector and a matrix
+    table; each clock's push waits (``wait``) or rides with the next pull. Returns the sums
+    pushed per table and how many push pieces were put in order as they left
+    (:class:`~dask_ps.state.partition.Reordered`)."""
+    from dask_ps.state import partition
+
+    pool, n_clocks, n, wait = item
+    old_keys, old_array = partition.PIECE_KEYS, partition.Reordered.array
+    reordered = [0]
+
+    def array(self):
+        reordered[0] += 1
+        return old_array(self)
+
+    partition.PIECE_KEYS, partition.Reordered.array = 2200, array
+    want = {"h": {}, "m": {}}
+    try:
+        for c in range(n_clocks):
+            keys = np.random.default_rng(c).choice(pool, n, replace=False)
+            for name in ("h", "m"):
+                ps.pull(name, keys)
+                upd = (keys % 1009 + c).astype(np.float64)[:, None] * [1.0, 2.0, 3.0][
+                    :1 if name == "h" else 3]
+                ps.push(name, keys, upd[:, 0] if name == "h" else upd)
+                for k, u in zip(keys.tolist(), upd[:, 0] if name == "h" else upd):
+                    want[name][k] = want[name].get(k, 0.0) + u
+            ps.clock()
+            if wait:
+                ps._client.wait(ps.job)
+        ps._client.wait(ps.job)
+        return want, reordered[0]
+    finally:
+        partition.PIECE_KEYS, partition.Reordered.array = old_keys, old_array
+
+
+@pytest.mark.parametrize("consistency, staleness, wait", [
+    ("bsp", None, False), ("ssp", 1, True), ("asp", None, True), ("asp", None, False)])
+def test_pushes_in_a_pulls_pieces_put_each_value_under_its_key(client2, consistency,
+                                                                staleness, wait):
+    # a push named after its pull's pieces puts its values in the pieces' order as each
+    # piece leaves: every key must get its own value, for vector and matrix tables, whether
+    # the pieces go one call each (ASP) or in one call, sent on their own or with a pull
+    with dask_ps.PSModel(client2) as model:
+        model.add_table("h", shape=(None,), partitioner="hash", dtype="float64",
+                        optimizer="add")
+        model.add_table("m", shape=(None, 3), partitioner="hash", dtype="float32",
+                        optimizer="add")
+        pool = np.unique(np.random.default_rng(3).integers(-2**62, 2**62, 30_000))
+        [(want, reordered)] = model.run(reordered_push_task, [(pool, 3, 12_000, wait)],
+                                        consistency=consistency, staleness=staleness,
+                                        workers=[model.shards[0].address])
+        _assert_sums(model, want["h"])
+        keys = np.array(list(want["m"]), np.int64)
+        np.testing.assert_array_equal(model.pull("m", keys),
+                                      np.array([want["m"][k] for k in keys.tolist()],
+                                               np.float32))
+    # ~6000 keys of each pull go to the remote shard, in 2-3 named pieces per table
+    assert reordered >= 3 * 2 * 2
