@@ -157,6 +157,21 @@ class PSEstimator(BaseEstimator):
             state["client"] = None
         return state
 
+    def __sklearn_clone__(self):
+        """scikit-learn's ``clone``, the ``client`` shared rather than copied: a Dask client
+        cannot be deep-copied (``clone`` copies every parameter), and the clones that
+        ``GridSearchCV`` and the like make should train on the same cluster."""
+        client = self.client
+        if client is None or isinstance(client, str):
+            return super().__sklearn_clone__()
+        self.client = None
+        try:
+            new = super().__sklearn_clone__()
+        finally:
+            self.client = client
+        new.client = client
+        return new
+
     def _validate(self) -> None:
         """Check every parameter against ``_parameter_constraints`` (scikit-learn's
         ``InvalidParameterError``, a ValueError, naming it), then the estimator's own

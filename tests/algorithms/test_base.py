@@ -24,6 +24,24 @@ def _data(est):
     return (np.column_stack([users, items, rng.integers(1, 6, 600)]).astype(float),)
 
 
+def test_clones_share_the_client_and_a_grid_search_runs_on_it(client2):
+    # clone deep-copies parameters, and a Dask client cannot be deep-copied: the estimators
+    # share it instead (it failed with "cannot pickle '_asyncio.Task' object")
+    from sklearn.model_selection import GridSearchCV
+
+    for cls in (dask_ps.LogisticRegression, dask_ps.FactorizationMachineClassifier,
+                dask_ps.MatrixFactorization, dask_ps.LatentDirichletAllocation,
+                dask_ps.GBDTClassifier, dask_ps.GBDTRegressor):
+        est = cls(client=client2)
+        copy = clone(est)
+        assert copy is not est and copy.get_params()["client"] is client2
+        assert est.get_params()["client"] is client2
+    X, y = _data(ESTIMATORS[0])
+    search = GridSearchCV(LogisticRegression(max_iter=2, random_state=0, client=client2),
+                          {"C": [0.1, 10.0]}, cv=2).fit(X, y)
+    assert search.best_estimator_.client is client2 and len(search.cv_results_["params"]) == 2
+
+
 @pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: type(e).__name__)
 @pytest.mark.parametrize("where", ["local", "cluster"])
 def test_pickle_round_trip_fitted_and_unfitted_with_and_without_a_client(est, where, client2):
