@@ -396,7 +396,7 @@ def test_a_stray_class_is_named_by_its_file_and_line(tmp_path, client1, capsys):
                     "--max-iter", "1", "--blocksize", "120", "--scheduler-file", sf]
             assert main(argv) == 2, argv
             out = capsys.readouterr()
-            column = "label column 'click'" if ext == "csv" else "the labels"
+            column = "label column 'click'" if ext == "csv" else "the label field"
             what = f"dask-ps: error: {folder / f'*.{ext}'}: {column} holds "
             if bad == "-1":
                 assert out.err == f"{what}3 classes [-1.0, 0.0, 1.0]; the factorization " \

@@ -205,7 +205,7 @@ def _lr_load(args, client) -> Loaded:
     threads = _n_threads(client)
     if X.numblocks[0] < threads <= X.shape[0]:  # dask_ps.partition cuts and spreads them
         print(f"note: {args.train} gave {_count(X.numblocks[0], 'partition')} for {threads} "
-              f"worker threads (a compressed file is read as one block): split into "
+              f"worker threads (a compressed or small file is read as one block): split into "
               f"{threads} after reading", flush=True)
 
     # counted now: a fit may release the persisted input once it has encoded it
@@ -213,7 +213,7 @@ def _lr_load(args, client) -> Loaded:
                               [dask.delayed(_classes)(b) for b in y.to_delayed().ravel()])
     units = float(sum(nnz))
     # labels that are not classes (0/0.7) are the data's fault: say which column holds them
-    column = ("the labels" if meta["format"] == "libsvm" else
+    column = ("the label field" if meta["format"] == "libsvm" else
               f"label column {meta.get('label') or 'Label'!r}")
     labels = np.unique(np.concatenate([f[0] for f in found]))
     where = _first_row_of(found, y_read, args.train, meta)

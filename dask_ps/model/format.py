@@ -204,8 +204,8 @@ def latest(url: str, version: int | None = None) -> CheckpointInfo:
 def verify(url: str, version: int) -> list[str]:
     """Problems found in a complete version without reading its data: metadata that does not
     parse, arrays missing chunks (the keys their ``zarr.json`` shape and chunk shape give,
-    :func:`chunk_keys`, looked up among the files; stray files do not stand in for one).
-    Empty when sound.
+    :func:`chunk_keys`, looked up among the files; stray files do not stand in for one, and
+    an empty file counts as lost). Empty when sound.
 
     (Chunk contents are checked by their CRC32C checksums when read.)
 
@@ -246,11 +246,13 @@ def verify(url: str, version: int) -> list[str]:
         if not expected:  # an empty table's
             continue
         prefix = f"{root}/{array}/"
-        try:
-            found = {p[len(prefix):] for p in fs.find(prefix) if p.startswith(prefix)}
+        try:  # key -> bytes; a chunk holds at least its checksum: an empty file is lost
+            found = {p[len(prefix):]: info.get("size") for p, info in
+                     fs.find(prefix, detail=True).items() if p.startswith(prefix)}
         except FileNotFoundError:
-            found = set()
-        missing = [k for k in expected if k not in found]
+            found = {}
+        missing = [k if k not in found else f"{k} (0 bytes)" for k in expected
+                   if found.get(k, 0) == 0]
         if missing:
             named = ", ".join(missing[:NAMED_CHUNKS])
             if len(missing) > NAMED_CHUNKS:

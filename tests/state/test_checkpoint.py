@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -238,6 +239,22 @@ def test_a_lost_chunk_beside_a_stray_file_is_named_and_the_version_skipped(tmp_p
     model.close()
     with pytest.raises(CheckpointFormatError, match=f"version 2 is damaged: {problem}"):
         PSModel.load("local", url, version=2)
+
+
+def test_an_emptied_chunk_is_named_and_the_version_skipped(tmp_path):
+    """A chunk file cut to 0 bytes passed verify, and loading the latest version then failed
+    on its checksum instead of falling back to the version before: now it counts as lost."""
+    from dask_ps.model.format import verify
+
+    url, chunks = _two_versions(tmp_path)
+    (chunks / "2" / "0").write_bytes(b"")
+    problem = "array 't0/values' has 4 of its 5 chunks: c/2/0 (0 bytes) is missing"
+    assert verify(url, 2) == [problem] and verify(url, 1) == []
+    with pytest.warns(TornCheckpointWarning, match=re.escape(f"version 2 is damaged ({problem})")):
+        model = PSModel.load("local", url)
+    assert model.checkpoint_info.version == 1
+    np.testing.assert_array_equal(model.pull("w"), np.ones(50_000, np.float32))
+    model.close()
 
 
 def test_verify_expects_exactly_the_chunks_a_save_writes(tmp_path):
