@@ -311,8 +311,8 @@ def test_compressed_run_says_it_split_the_input(client2, data, tmp_path, capsys)
     assert main(["train", "lr", "--train", path, "--test", test, "--scheduler-file",
                  _scheduler_file(client2, tmp_path), "--max-iter", "3"]) == 0
     out = capsys.readouterr().out
-    assert (f"note: {path} gave 1 partition for 2 worker threads (a compressed file is read "
-            f"as one block): split into 2 after reading") in out
+    assert (f"note: {path} gave 1 partition for 2 worker threads (a compressed or small file is "
+            f"read as one block): split into 2 after reading") in out
     assert "7,770 rows x 8,315 features (2 partitions), 2 workers" in out
     assert float(next(x for x in out.splitlines() if x.startswith("test: AUC")).split()[2]) > 0.9
 
