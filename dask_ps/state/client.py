@@ -37,7 +37,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import numpy as np
 
 from ..exceptions import UnknownTableError
-from ._kernels import fingerprint, scatter_1d, segment_sum
+from ._kernels import fingerprint, segment_sum
 from ._malloc import FreezeGCFirst, tune_malloc
 from .consistency import DONE, Consistency
 from .partition import KeyRef, Reordered, piece_bounds
@@ -112,7 +112,7 @@ class ProcessClient(FreezeGCFirst):
         values = np.empty((plan.n_unique, spec.ncols), spec.dtype)
         state = self.job(job) if job is not None else None
         spread = _Spread(plan, spec.ncols, spec.dtype) if plan.buckets.shape[0] else None
-        meanwhile = _Meanwhile(spec, plan, keys, remember=state is not None, spread=spread)
+        meanwhile = _Meanwhile(spec, plan, keys, remember=state is not None)
         named = {} if state is not None and spec.sparse else None
         if state is None or not state.use_cache:
             self._raise_inflight(state)
@@ -130,8 +130,6 @@ class ProcessClient(FreezeGCFirst):
             if plan.local is not sent.local and named:
                 named = {}  # repeats: the keys the shards kept are not the push's
             out = spread.result() if spread.active else sent.expand(values)
-            if spread.active and plan.local is sent.local:  # for a push in the same pieces
-                plan = plan._replace(order=spread.order)
         else:
             out = plan.expand(values)
         if state is not None:  # remembered by value (hash), not by copy: see push
@@ -386,14 +384,10 @@ class ProcessClient(FreezeGCFirst):
                 values = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
                 plan, _ = spec.partitioner.plan(keys)
             ordered = bool(named) and plan.order.shape[0] == values.shape[0]
-            if plan.identity or ordered:  # (ordered: as each piece leaves, see Reordered)
+            if ordered:  # as each piece leaves, see Reordered
                 merged = values
             elif plan.n_unique == values.shape[0]:
-                merged = np.empty_like(values)
-                if values.shape[1] == 1:  # 1-D: ~2x faster than scattering rows
-                    scatter_1d(values[:, 0], plan.inverse, merged[:, 0])
-                else:
-                    merged[plan.inverse] = values
+                merged = plan.in_plan_order(values)
             else:
                 merged = segment_sum(values, plan.inverse, plan.n_unique)
             for s in range(len(per_shard)):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._kernels import fingerprint, invert_permutation, scatter_1d
+from ._kernels import fingerprint, scatter_1d
 from .consistency import Consistency
 from .optimizers import Add
 from .partition import HashPartitioner
@@ -74,22 +74,18 @@ class _Job:
 
 
 class _Meanwhile:
-    """What a pull computes while the shards answer: its plan's deferred ``inverse``, to
-    recognise the keys of the push that follows, their hash, and the ``spread``'s order (see
-    :class:`_Spread`). Runs once; calling it again returns ``(plan, hash)``."""
+    """What a pull computes while the shards answer: its plan's deferred ``inverse`` (or
+    dedup), to recognise the keys of the push that follows, and their hash. Runs once;
+    calling it again returns ``(plan, hash)``."""
 
-    def __init__(self, spec: TableSpec, plan, keys: np.ndarray, remember: bool,
-                 spread: _Spread | None = None) -> None:
+    def __init__(self, spec: TableSpec, plan, keys: np.ndarray, remember: bool) -> None:
         self.spec, self.plan, self.keys, self.remember = spec, plan, keys, remember
-        self.spread = spread
         self.result = None
 
     def __call__(self):
         if self.result is None:
             plan = self.spec.partitioner.complete(self.plan, self.keys)
             self.result = plan, (fingerprint(self.keys) if self.remember else 0)
-            if self.spread is not None and self.spread.active:
-                self.spread.prepare()
         return self.result
 
 
@@ -108,28 +104,22 @@ class _Spread:
     Parameters
     ----------
     plan : KeyPlan
-        With every place kept (``plan.inverse`` a permutation).
+        With every place kept and ``plan.order`` the caller's position of each (a
+        permutation).
     ncols : int
     dtype : numpy.dtype
     """
 
     def __init__(self, plan, ncols: int, dtype) -> None:
-        self.inverse = plan.inverse
-        self.out = np.empty((plan.inverse.shape[0], ncols), dtype)
-        self.order: np.ndarray | None = None  # the caller's position of each place
+        self.order = plan.order
+        self.out = np.empty((plan.order.shape[0], ncols), dtype)
         self.active = True
         self.filled = 0
         self.placed: set = set()  # the first place of each slice put
 
-    def prepare(self) -> None:
-        """Compute the caller's position of each place (once)."""
-        if self.order is None:
-            self.order = invert_permutation(self.inverse, np.empty_like(self.inverse))
-
     def put(self, where: slice, values: np.ndarray) -> None:
         """Put the values of the places ``where`` (a slice; shape (m, ncols)); a slice put
         again is overwritten (counted once)."""
-        self.prepare()
         order = self.order[where]
         if values.shape[1] == 1:
             scatter_1d(values.reshape(-1), order, self.out.reshape(-1))

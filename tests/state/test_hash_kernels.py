@@ -158,7 +158,12 @@ def test_plan_hashed_may_leave_the_dedup_to_complete(n_shards, late):
     assert not done.deferred and not done.buckets.shape[0]
     np.testing.assert_array_equal(done.local, want.local)
     np.testing.assert_array_equal(done.offsets, want.offsets)
-    np.testing.assert_array_equal(done.inverse, want.inverse)
+    if late is None:  # distinct keys: the caller's position of each key, no inverse
+        assert not done.inverse.shape[0]
+        np.testing.assert_array_equal(done.order[want.inverse], np.arange(keys.shape[0]))
+    else:
+        np.testing.assert_array_equal(done.inverse, want.inverse)
+    np.testing.assert_array_equal(done.expand(done.local.reshape(-1, 1))[:, 0], keys)
     assert (done.local is sent.local) == (late is None)
     np.testing.assert_array_equal(sent.local, local_before)
     # repeats among the first places: no waiting
@@ -167,6 +172,30 @@ def test_plan_hashed_may_leave_the_dedup_to_complete(n_shards, late):
     assert not plan.buckets.shape[0] and plan.n_unique < early.shape[0]
     plan = part.complete(plan, early)
     np.testing.assert_array_equal(plan.local[plan.inverse], early)
+
+
+@pytest.mark.parametrize("ncols", [1, 3])
+def test_a_plan_known_by_its_order_moves_values_both_ways(ncols):
+    """A pull's plan whose dedup waited carries ``order`` (each place's caller position)
+    instead of ``inverse``: values go to the caller's order (``expand``) and back
+    (``in_plan_order``, what a push sends) exactly as with ``inverse``, and the caller's keys
+    come back; repeats found late give an ``inverse`` again."""
+    rng = np.random.default_rng(5)
+    keys = rng.permutation(np.unique(rng.integers(0, 2**62, 30_000)))
+    part = HashPartitioner(3)
+    plan = part.complete(*part.plan(keys, defer_inverse=True, defer_dedup=True)[:1], keys)
+    assert plan.order.shape[0] == keys.shape[0] and not plan.inverse.shape[0]
+    want = plan_hashed(keys, 3)  # the same places, by inverse
+    np.testing.assert_array_equal(plan.local, want.local)
+    per_key = rng.normal(size=(keys.shape[0], ncols))
+    np.testing.assert_array_equal(plan.in_plan_order(per_key), want.in_plan_order(per_key))
+    np.testing.assert_array_equal(plan.expand(plan.in_plan_order(per_key)), per_key)
+    np.testing.assert_array_equal(part.caller_keys(plan), keys)
+    late = np.concatenate([keys, want.local[-2:]])  # a repeat beyond the first buckets
+    sent = part.plan(late, defer_inverse=True, defer_dedup=True)[0]
+    done = part.complete(sent, late)
+    assert done.inverse.shape[0] == late.shape[0] and not done.order.shape[0]
+    np.testing.assert_array_equal(done.local[done.inverse], late)
 
 
 def test_dedup_table_is_reused_from_call_to_call():
