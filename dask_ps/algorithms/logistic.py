@@ -435,6 +435,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
             self.coef_, self.intercept_ = W.to_coef(self.n_hashed_features or n_features)
         else:
             self.coef_, self.intercept_ = np.ascontiguousarray(W[:-1].T), W[-1].copy()
+        self._tables = D.TableCache()  # the previous model's prediction table goes
         return self
 
     def _train(self, model, data, labels, n_out, epochs, warm, eval_set, n_features):
@@ -474,14 +475,23 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         check_is_fitted(self)
         X = D.as_scipy(X)
         b, h = self.intercept_, self.n_hashed_features
-        coef_t = (D.KeyedWeights.from_coef(self.coef_, b) if sp.issparse(self.coef_)
-                  else np.ascontiguousarray(self.coef_.T))
+        coef_t = (self._keyed_table((self.coef_, b), D.KeyedWeights.from_coef)
+                  if sp.issparse(self.coef_) else np.ascontiguousarray(self.coef_.T))
         if is_dask(X):
             check_numeric_columns(X, type(self).__name__)
             return D.dask_margins(X, coef_t, b, h, self.n_features_in_, type(self).__name__)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         out = D.margins(X, coef_t, b, h)
         return out[:, 0] if out.shape[1] == 1 else out
+
+    def _keyed_table(self, sources: tuple, build):
+        """``build(*sources)``, the table a keyed model predicts from, made once per fitted
+        ``sources`` (:class:`~._logistic_data.TableCache`; a model loaded from a file gets
+        its cache here, at its first prediction)."""
+        tables = self.__dict__.get("_tables")
+        if tables is None:
+            tables = self._tables = D.TableCache()
+        return tables.get(sources, lambda: build(*sources))
 
     def predict_proba(self, X):
         """Class probabilities, shape (n, n_classes) (a dask array for dask ``X``): finite,
