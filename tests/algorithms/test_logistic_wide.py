@@ -128,6 +128,30 @@ def test_keyed_weights_round_trip_through_coef():
     np.testing.assert_array_equal(back.local(np.array([3, 4, 2**62, 2**63 - 2])), [0, 4, 2, 4])
 
 
+def test_a_block_reads_only_the_rows_of_the_keys_it_touches():
+    """table_rows of a keyed model: the rows of the keys a block meets (a row of zeros for
+    those it does not hold, only when it meets one), not the model's whole table."""
+    from dask_ps.algorithms._logistic_data import table_rows
+
+    rng = np.random.default_rng(0)
+    keys = np.sort(rng.choice(2**62, 10**4, replace=False))
+    kw = KeyedWeights(keys, rng.normal(size=(keys.shape[0], 3)))
+    full = np.vstack([kw.W, np.zeros((1, 3))])  # the model's table, as margins read it
+    indices = np.r_[keys[[7, 3, 7, 9000]], 5, keys[3], 2**62 + 1]
+    place, rows = table_rows(indices, kw)
+    assert rows.shape == (4, 3) and place.dtype == np.int64  # 3 keys held, 1 zero row
+    np.testing.assert_array_equal(rows[place], full[kw.local(indices)])
+    np.testing.assert_array_equal(place, [1, 0, 1, 2, 3, 0, 3])  # in key order
+    place, rows = table_rows(keys[[5, 5, 2]].astype(np.uint64), kw)
+    np.testing.assert_array_equal(rows[place], kw.W[[5, 5, 2]])
+    assert rows.shape == (2, 3)
+    place, rows = table_rows(np.zeros(0, np.int64), kw)
+    assert place.shape == (0,) and rows.shape == (0, 3)
+    dense = rng.normal(size=(20, 2))  # a dense table is read as it is
+    place, rows = table_rows(np.array([4, 1]), dense)
+    assert rows is dense and place.tolist() == [4, 1]
+
+
 def test_wide_bad_keys_and_solver_are_named(client2):
     n = 4
     y = np.array([0, 1, 0, 1])
