@@ -438,7 +438,7 @@ class FactorizationMachineClassifier(LogisticRegression):
         ------
         ValueError
             More than two classes, one class, infinite features, bad parameters, or a
-            ``warm_start`` fit on another number of features.
+            ``warm_start`` fit on another number of features or ``n_hashed_features``.
         DivergenceError
             Training diverged.
         """
