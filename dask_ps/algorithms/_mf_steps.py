@@ -27,17 +27,10 @@ import time
 import numpy as np
 
 from ..exceptions import DivergenceError
+from ..kernels.sorting import unique_sorted
 from ._mf_kernels import als_gram, als_solve_gram, als_solve_rows, sgd_sweep
 
 __all__ = ["als_task", "collect_step", "sgd_task"]
-
-
-def _unique_sorted(x: np.ndarray) -> np.ndarray:
-    """Distinct values of ``x``, sorted (sort + adjacent difference; faster than np.unique)."""
-    s = np.sort(x)
-    if s.shape[0] == 0:
-        return s
-    return s[np.concatenate(([True], s[1:] != s[:-1]))]
 
 
 def diverged(solver: str, epoch: int, what: str, cfg: dict) -> DivergenceError:
@@ -61,7 +54,7 @@ def _local(part, cfg: dict) -> dict:
         st["bu"] = np.zeros(uids.shape[0])
         order = rng.permutation(n)
         st["users"], st["items"], st["ratings"] = users[order], items[order], ratings[order]
-        st["keys"] = _unique_sorted(items)
+        st["keys"] = unique_sorted(items)
         st["local"] = np.searchsorted(st["keys"], st["items"])
     return st
 
@@ -106,7 +99,7 @@ def _task_blocks(parts: list, cfg: dict) -> dict:
         order = order[np.argsort(block * uids.shape[0] + rank_of[users[order]], kind="stable")]
         bounds = np.concatenate(([0], np.cumsum(np.bincount(block, minlength=B))))
         cut.append([order[bounds[b]:bounds[b + 1]] for b in range(B)])
-    keys = [_unique_sorted(np.concatenate([part.load()[2][c[b]] for part, c in
+    keys = [unique_sorted(np.concatenate([part.load()[2][c[b]] for part, c in
                                            zip(parts, cut)])) for b in range(B)]
     lay = {"keys": keys, "parts": []}
     for part, c in zip(parts, cut):
@@ -240,7 +233,7 @@ def resume_users_step(ps, part, cfg: dict) -> int:
     """
     st = _sgd_local(part, cfg)
     uids, users, items, ratings = part.load()
-    keys = _unique_sorted(items)
+    keys = unique_sorted(items)
     if not keys.shape[0]:
         return 0
     order = np.argsort(users, kind="stable")  # CSR by user

@@ -438,7 +438,7 @@ class FactorizationMachineClassifier(LogisticRegression):
         ------
         ValueError
             More than two classes, one class, infinite features, bad parameters, or a
-            ``warm_start`` fit on another number of features.
+            ``warm_start`` fit on another number of features or ``n_hashed_features``.
         DivergenceError
             Training diverged.
         """
@@ -476,7 +476,9 @@ class FactorizationMachineClassifier(LogisticRegression):
         from dense or sparse (keyed) ``coef_`` and ``factors_`` alike."""
         check_is_fitted(self)
         X = D.as_scipy(X)
-        table = fm_table(self.coef_, self.intercept_, self.factors_)
+        sources = (self.coef_, self.intercept_, self.factors_)
+        table = (self._keyed_table(sources, fm_table) if sp.issparse(self.coef_)
+                 else fm_table(*sources))
         b, h = float(self.intercept_[0]), self.n_hashed_features
         if is_dask(X):
             check_numeric_columns(X, type(self).__name__)

@@ -247,7 +247,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         memory per key: 8-byte key plus 4 bytes per column, FTRL's ``z``, ``n`` and a count).
     random_state : int, optional
     warm_start : bool, default False
-        Start from the previous fit's weights and update-rule state.
+        Start from the previous fit's weights and update-rule state (``partial_fit`` always
+        does): the same number of features and ``n_hashed_features`` as that fit, else a
+        ValueError before training.
     client : distributed.Client or "local", optional
         Default: the current Dask client, else in-process.
     shard_resources : str, optional
@@ -368,8 +370,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         ValueError
             Bad parameters, a single class, labels that are not classes (continuous, such
             as 0.7: a DataError naming one), infinite features, a label outside the classes,
-            a ``warm_start`` fit on another number of features, or (wide ``X``) a column
-            key outside [0, n_features) or ``solver="lbfgs"``.
+            a ``warm_start`` fit on another number of features or another
+            ``n_hashed_features``, or (wide ``X``) a column key outside [0, n_features) or
+            ``solver="lbfgs"``.
         DivergenceError
             Training diverged (the loss exploded or the weights stopped being finite).
         """
@@ -381,8 +384,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         Raises
         ------
         ValueError
-            With solver "lbfgs", classes that differ from the first call's, or another
-            number of features.
+            With solver "lbfgs", classes that differ from the first call's, another
+            number of features or another ``n_hashed_features``.
         """
         if self.solver == "lbfgs":
             raise ValueError("partial_fit needs a stochastic solver ('ftrl', 'sgd', 'adagrad')")
@@ -410,6 +413,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         if warm and n_features != self.n_features_in_:
             raise ValueError(f"X has {n_features} features, but {type(self).__name__} was "
                              f"fitted with {self.n_features_in_}: a warm start needs the same")
+        if warm:
+            self._check_same_hashing(n_features)
         with self._model() as model, self._partition(model, (X, y)) as raw:
             labels = np.unique(np.concatenate(raw.reduce(D.labels_of) + [
                 np.asarray([] if classes is None else classes)]))
@@ -435,7 +440,37 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
             self.coef_, self.intercept_ = W.to_coef(self.n_hashed_features or n_features)
         else:
             self.coef_, self.intercept_ = np.ascontiguousarray(W[:-1].T), W[-1].copy()
+        self._n_hashed_features_ = self.n_hashed_features  # what a warm start must keep
+        self._tables = D.TableCache()  # the previous model's prediction table goes
         return self
+
+    def _check_same_hashing(self, n_features: int) -> None:
+        """Refuse, before training, a warm start (``warm_start=True`` or ``partial_fit``)
+        whose ``n_hashed_features`` is not the fitted model's: its weights and update-rule
+        state are those of the fitted columns (or buckets), and another hashing puts other
+        features under them (or, dense, fails deep in training on the table's shape). A
+        model saved before the fitted value was kept is checked by the width of its
+        ``coef_``.
+
+        Raises
+        ------
+        ValueError
+            Naming the fitted and the new ``n_hashed_features`` (or widths).
+        """
+        new, name = self.n_hashed_features, type(self).__name__
+        old = self.__dict__.get("_n_hashed_features_", new)
+        how = "fit afresh with warm_start=False (for partial_fit: a new estimator)"
+        if new != old:
+            raise ValueError(f"n_hashed_features={new!r}, but {name} was fitted with "
+                             f"n_hashed_features={old!r}: a warm start (warm_start=True or "
+                             f"partial_fit) continues the weights of the fitted columns (or "
+                             f"buckets) and needs the same hashing; set it back to {old!r}, "
+                             f"or {how}")
+        width, fitted = new or n_features, self.coef_.shape[1]
+        if width != fitted:
+            raise ValueError(f"n_hashed_features={new!r} makes {width} columns of weights, but "
+                             f"{name} was fitted with {fitted}: a warm start (warm_start=True "
+                             f"or partial_fit) needs the same; {how}")
 
     def _train(self, model, data, labels, n_out, epochs, warm, eval_set, n_features):
         seed = self._seed() + (1000 * len(self.history_) if warm else 0)  # new orders
@@ -474,14 +509,23 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         check_is_fitted(self)
         X = D.as_scipy(X)
         b, h = self.intercept_, self.n_hashed_features
-        coef_t = (D.KeyedWeights.from_coef(self.coef_, b) if sp.issparse(self.coef_)
-                  else np.ascontiguousarray(self.coef_.T))
+        coef_t = (self._keyed_table((self.coef_, b), D.KeyedWeights.from_coef)
+                  if sp.issparse(self.coef_) else np.ascontiguousarray(self.coef_.T))
         if is_dask(X):
             check_numeric_columns(X, type(self).__name__)
             return D.dask_margins(X, coef_t, b, h, self.n_features_in_, type(self).__name__)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         out = D.margins(X, coef_t, b, h)
         return out[:, 0] if out.shape[1] == 1 else out
+
+    def _keyed_table(self, sources: tuple, build):
+        """``build(*sources)``, the table a keyed model predicts from, made once per fitted
+        ``sources`` (:class:`~._logistic_data.TableCache`; a model loaded from a file gets
+        its cache here, at its first prediction)."""
+        tables = self.__dict__.get("_tables")
+        if tables is None:
+            tables = self._tables = D.TableCache()
+        return tables.get(sources, lambda: build(*sources))
 
     def predict_proba(self, X):
         """Class probabilities, shape (n, n_classes) (a dask array for dask ``X``): finite,

@@ -316,6 +316,60 @@ def test_partial_fit_epochs_accumulate(a9a):
         LogisticRegression(solver="lbfgs").partial_fit(X, y)
 
 
+@pytest.mark.parametrize("name", ["lr", "fm"])
+@pytest.mark.parametrize("how", ["warm_start", "partial_fit"])
+@pytest.mark.parametrize("old, new", [(64, 128), (None, 64), (64, None), (None, 40),
+                                      (2**20, 2**21)])
+def test_a_warm_start_refuses_another_hashing_before_training(monkeypatch, name, how, old,
+                                                               new):
+    """A warm start with another n_hashed_features (hashing turned on or off included, and
+    40 buckets for 40 columns: the same width, other columns under each weight) is refused
+    with both values named before a PS model is made; the fitted model is left as it was
+    and, the value set back, continues."""
+    import dask.array as da
+    import scipy.sparse as sp
+
+    from dask_ps.algorithms import FactorizationMachineClassifier
+    from dask_ps.algorithms._base import PSEstimator
+
+    X = sp.random(300, 40, density=0.2, random_state=0, format="csr")
+    y = np.random.default_rng(0).integers(0, 2, 300)
+    kw = dict(n_hashed_features=old, max_iter=1, client="local", checkpoint=None,
+              random_state=0)
+    model = (LogisticRegression(**kw) if name == "lr"
+             else FactorizationMachineClassifier(k=2, **kw)).fit(X, y)
+    proba = model.predict_proba(X)
+    model.set_params(n_hashed_features=new, warm_start=how == "warm_start")
+    attributes = dict(model.__dict__)
+    go = model.fit if how == "warm_start" else model.partial_fit
+    made = []
+    monkeypatch.setattr(PSEstimator, "_model", lambda self: made.append(1) / 0)
+    with pytest.raises(ValueError, match=rf"n_hashed_features={new}, but \w+ was fitted "
+                                         rf"with n_hashed_features={old}: a warm start"):
+        go(X, y)
+    dX = da.from_array(X.toarray(), chunks=(100, -1))
+    with pytest.raises(ValueError, match=rf"n_hashed_features={new}, but"):
+        go(dX, da.from_array(y, chunks=100))
+    assert not made and model.__dict__.keys() == attributes.keys()
+    assert all(model.__dict__[k] is v for k, v in attributes.items())
+    with pytest.raises(ValueError, match="X has 30 features, but"):  # another n_features
+        go(X[:, :30], y)
+    with pytest.raises(ValueError, match="X has 30 features, but .* fitted with 40"):
+        go(dX[:, :30], da.from_array(y, chunks=100))
+    monkeypatch.undo()
+    model.set_params(n_hashed_features=old)
+    np.testing.assert_array_equal(model.predict_proba(X), proba)
+    go(X, y)
+    assert len(model.history_) == 2
+    # a model saved before the fitted value was kept: its coef_'s width is checked
+    del model._n_hashed_features_
+    model.set_params(n_hashed_features=new)
+    if (new or 40) != (old or 40):
+        with pytest.raises(ValueError, match=rf"makes {new or 40} columns of weights, but "
+                                             rf"\w+ was fitted with {old or 40}"):
+            go(X, y)
+
+
 def test_divergence_names_the_epoch():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(400, 5)) * 1e150

@@ -128,6 +128,30 @@ def test_keyed_weights_round_trip_through_coef():
     np.testing.assert_array_equal(back.local(np.array([3, 4, 2**62, 2**63 - 2])), [0, 4, 2, 4])
 
 
+def test_a_block_reads_only_the_rows_of_the_keys_it_touches():
+    """table_rows of a keyed model: the rows of the keys a block meets (a row of zeros for
+    those it does not hold, only when it meets one), not the model's whole table."""
+    from dask_ps.algorithms._logistic_data import table_rows
+
+    rng = np.random.default_rng(0)
+    keys = np.sort(rng.choice(2**62, 10**4, replace=False))
+    kw = KeyedWeights(keys, rng.normal(size=(keys.shape[0], 3)))
+    full = np.vstack([kw.W, np.zeros((1, 3))])  # the model's table, as margins read it
+    indices = np.r_[keys[[7, 3, 7, 9000]], 5, keys[3], 2**62 + 1]
+    place, rows = table_rows(indices, kw)
+    assert rows.shape == (4, 3) and place.dtype == np.int64  # 3 keys held, 1 zero row
+    np.testing.assert_array_equal(rows[place], full[kw.local(indices)])
+    np.testing.assert_array_equal(place, [1, 0, 1, 2, 3, 0, 3])  # in key order
+    place, rows = table_rows(keys[[5, 5, 2]].astype(np.uint64), kw)
+    np.testing.assert_array_equal(rows[place], kw.W[[5, 5, 2]])
+    assert rows.shape == (2, 3)
+    place, rows = table_rows(np.zeros(0, np.int64), kw)
+    assert place.shape == (0,) and rows.shape == (0, 3)
+    dense = rng.normal(size=(20, 2))  # a dense table is read as it is
+    place, rows = table_rows(np.array([4, 1]), dense)
+    assert rows is dense and place.tolist() == [4, 1]
+
+
 def test_wide_bad_keys_and_solver_are_named(client2):
     n = 4
     y = np.array([0, 1, 0, 1])
@@ -150,3 +174,53 @@ def test_wide_bad_keys_and_solver_are_named(client2):
     with pytest.raises(ValueError, match=r"solver='lbfgs' needs fewer than 4294967296"):
         LogisticRegression(solver="lbfgs", client=client2, checkpoint=None).fit(ok, y)
     assert WIDE_FEATURES == 2**32
+
+
+@pytest.mark.parametrize("name", ["lr", "fm"])
+def test_a_keyed_model_builds_its_table_once_per_fitted_coef(monkeypatch, name):
+    """A keyed model's lookup table (KeyedWeights.from_coef: 0.2-0.6 s at 10^6 keys) is built
+    at the first prediction and reused until a fit or another coef_ (or intercept_,
+    factors_) replaces the arrays it came from; predicting leaves the estimator's attributes
+    as they were (scikit-learn's check_dict_unchanged); pickles, clones and copies carry no
+    table."""
+    import copy
+    import pickle
+
+    from sklearn.base import clone
+
+    from dask_ps.algorithms import FactorizationMachineClassifier
+
+    _, Xw, y, _ = _pair(n=400, d=50)
+    kw = dict(max_iter=1, random_state=0, checkpoint=None, client="local")
+    model = (LogisticRegression(**kw) if name == "lr"
+             else FactorizationMachineClassifier(k=3, **kw)).fit(Xw, y)
+    assert sp.issparse(model.coef_)
+    built = []
+    original = KeyedWeights.from_coef.__func__
+
+    def counted(cls, coef, intercept):
+        built.append(coef.shape)
+        return original(cls, coef, intercept)
+
+    monkeypatch.setattr(KeyedWeights, "from_coef", classmethod(counted))
+    bare = len(pickle.dumps(model))
+    before = model.decision_function(Xw)
+    attributes = dict(model.__dict__)
+    model.predict(Xw), model.predict_proba(Xw)
+    np.testing.assert_array_equal(model.decision_function(Xw), before)
+    assert len(built) == 1
+    assert model.__dict__ == attributes
+    assert len(pickle.dumps(model)) == bare  # the table is not pickled
+    for twin in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        np.testing.assert_array_equal(twin.decision_function(Xw), before)
+    assert len(built) == 3  # each copy built its own
+    assert not hasattr(clone(model), "_tables")
+
+    model.coef_ = model.coef_ * 2.0  # another object: the table is rebuilt from it
+    doubled = model.decision_function(Xw)
+    assert len(built) == 4 and not np.allclose(doubled, before)
+    np.testing.assert_array_equal(doubled, pickle.loads(pickle.dumps(model)).decision_function(Xw))
+    model.partial_fit(Xw, y)  # a fit drops the table
+    again = model.decision_function(Xw)
+    assert len(built) == 6
+    np.testing.assert_array_equal(again, pickle.loads(pickle.dumps(model)).decision_function(Xw))
