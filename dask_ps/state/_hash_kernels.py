@@ -235,12 +235,12 @@ def plan_hashed(keys, n_shards, magic, count, ids, table, local, inverse, order,
     ends = count[:nb]
     if ascending:
         return n, offsets, inverse[:0], identity, ends[:0]
-    if defer_dedup and not dedup_buckets(local, ends, table, offsets, True, DEDUP_SAMPLE)[0]:
+    if defer_dedup and not dedup_buckets(local, ends, table, offsets, True, DEDUP_SAMPLE, 0)[0]:
         return n, offsets, inverse[:0], identity, ends.copy()  # the dedup waits
     if ordered:  # repeats among the first places: deduplicated now, by ``inverse``
         for j in range(n):
             inverse[order[j]] = j
-    _, u, runs = dedup_buckets(local, ends, table, offsets, False, n)
+    _, u, runs = dedup_buckets(local, ends, table, offsets, False, n, 0)
     if runs.shape[0] and not defer_inverse:
         fill_inverse(runs, inverse)
         runs = runs[:0]
@@ -253,7 +253,7 @@ DEDUP_SAMPLE = 4096
 
 
 @numba.njit(**_JIT)
-def dedup_buckets(local, ends, table, offsets, check, min_places):
+def dedup_buckets(local, ends, table, offsets, check, min_places, from_bucket):
     """Drop the repeats of the keys in buckets (see :func:`plan_hashed`), bucket by bucket.
 
     Parameters
@@ -271,6 +271,10 @@ def dedup_buckets(local, ends, table, offsets, check, min_places):
         Only look for a repeat: nothing is written but the scratch; stop at the first repeat,
         or at the end of the bucket that reaches ``min_places`` places.
     min_places : int
+    from_bucket : int
+        With ``check``: the bucket to start at (its places and those after, up to the
+        bucket that reaches place ``min_places``), so that a long check can be made in
+        slices (see :func:`~dask_ps.state.partition.completion`).
 
     Returns
     -------
@@ -293,8 +297,9 @@ def dedup_buckets(local, ends, table, offsets, check, min_places):
         table = np.empty(1 << _table_bits(biggest), np.uint32)
     runs = local[:0]
     u = 0
-    start = 0
-    for d in range(nb):
+    d0 = from_bucket if check else 0
+    start = ends[d0 - 1] if d0 > 0 else 0
+    for d in range(d0, nb):
         if check and start >= min_places:
             break
         end = ends[d]

@@ -30,7 +30,8 @@ from ._malloc import FreezeGCFirst, tune_malloc, untouched_bytes
 from .channel import ChannelAddress, ChannelServer
 from .channel_security import channel_endpoint
 from .consistency import DONE, ClockTable, Consistency
-from .partition import KeyRef, as_rows, merge_pushes
+from .merging import merge_pushes
+from .partition import KeyRef, as_rows
 from .table import TableShard, TableSpec
 from .transport import packed
 

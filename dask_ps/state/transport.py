@@ -196,9 +196,13 @@ class Transport:
                   arrived=None) -> list:
         """Blocking twin of gathering :meth:`call`, for a task's thread when :attr:`direct`:
         ``calls`` is a list of ``(shard, method, kwargs)``; returns their results in order.
-        ``meanwhile()``, if given, runs once the remote requests are sent (the caller's own
-        work, overlapping the shards'); ``arrived(i, result)``, if given, as the answer of
-        remote call ``i`` is read, while later ones may still be on their way.
+        ``meanwhile``, if given, is an iterator of steps of the caller's own work (each
+        ``next()`` does one), advanced once the remote requests are sent, whenever no answer
+        is waiting to be read, and run to its end before this returns: the caller's work
+        overlaps the shards', and their answers do not wait for it (a shard whose answers
+        fill the connection's buffers stops until they are read); ``arrived(i, result)``, if
+        given, as the answer of remote call ``i`` is read, while later ones may still be on
+        their way.
 
         Remote shards get their requests first, straight from this thread (no hop to the
         event loop and back); the local shard's calls then run, in this thread too unless a
@@ -230,8 +234,6 @@ class Transport:
         started = self._start_remote(
             [(i,) + tuple(c) for i, c in enumerate(calls) if c[0] not in self.local],
             timeout, errors, failed)
-        if meanwhile is not None:
-            meanwhile()
         waiting = []
         parked = []
         for i, s, method, kwargs in local:
@@ -248,7 +250,9 @@ class Transport:
             else:
                 waiting.append((i, s, "pull", out))
         fut = self.submit(self._call_local(waiting)) if waiting else None
-        self._finish_remote(started, timeout, results, errors, failed, arrived)
+        self._finish_remote(started, timeout, results, errors, failed, arrived, meanwhile)
+        for _ in meanwhile or ():  # the steps left
+            pass
         for i, box in parked:
             try:
                 results[i] = box.result(timeout + 5)
@@ -293,15 +297,25 @@ class Transport:
         return started
 
     def _finish_remote(self, started: list, timeout: float, results: list, errors: list,
-                       failed: set, arrived=None) -> None:
+                       failed: set, arrived=None, steps=None) -> None:
         """Read the replies of the ``started`` calls into ``results`` (errors into
         ``errors``; each result to ``arrived(i, result)`` too, if given), sending a push
-        again with its keys where the shard asks for them."""
+        again with its keys where the shard asks for them; ``steps`` (see :meth:`call_many`)
+        advanced while the next reply has not begun to arrive (a step's error joins
+        ``errors`` and ends them)."""
         again: dict[int, list] = {}  # shard -> its pulls sent behind a push sent again
         for i, s, method, kwargs, rid in started:
             if s in failed:
                 continue
             channel = self.sync_channels[s]
+            while steps is not None and not channel.ready([channel], 0):
+                try:
+                    next(steps)
+                except StopIteration:
+                    steps = None
+                except Exception as exc:  # the replies are still read
+                    errors.append(exc)
+                    steps = None
             try:
                 status, result = channel.finish(rid)
                 if status != "OK" and isinstance(result, KeysNeededError):

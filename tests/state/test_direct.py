@@ -357,6 +357,58 @@ def test_pulls_in_pieces_put_values_in_order_as_they_arrive(client2, consistency
             assert spread == 0
 
 
+def meanwhile_task(ps, item):
+    """A pull in pieces from the remote shard whose own work (the check for repeats, in a
+    step per bucket here, and the keys' hash) is slowed to 50 ms a step: returns the values,
+    the steps run, and how many steps had run when each answer was put in order."""
+    import time
+
+    from dask_ps.state import partition, process_job
+
+    pool = item
+    old = (partition.PIECE_KEYS, partition.CHECK_BUCKETS, process_job._Spread.put,
+           process_job._Meanwhile.__next__)
+    steps, at_put = [0], []
+
+    def step(self):
+        out = old[3](self)  # raises StopIteration at the end, before any sleep
+        steps[0] += 1
+        time.sleep(0.05)
+        return out
+
+    def put(self, where, values):
+        at_put.append(steps[0])
+        return old[2](self, where, values)
+
+    partition.PIECE_KEYS, partition.CHECK_BUCKETS = 2200, 1
+    process_job._Spread.put, process_job._Meanwhile.__next__ = put, step
+    try:
+        ps.push("h", pool, (pool % 1000).astype(np.float64))
+        ps.clock()
+        ps._client.wait(ps.job)
+        ps.clock()
+        keys = np.random.default_rng(3).permutation(pool)[:12_000]
+        return keys, ps.pull("h", keys), steps[0], at_put
+    finally:
+        (partition.PIECE_KEYS, partition.CHECK_BUCKETS, process_job._Spread.put,
+         process_job._Meanwhile.__next__) = old
+
+
+def test_a_pull_reads_the_shards_answers_between_the_steps_of_its_own_work(client2):
+    """The pull's own work (its plan's dedup check, the keys' hash) is done in steps while
+    no answer waits to be read, not all before the first is read: a shard whose answers
+    filled the connection's buffers stopped until the caller was done."""
+    pool = np.unique(np.random.default_rng(4).integers(-2**62, 2**62, 30_000))
+    with dask_ps.PSModel(client2) as model:
+        model.add_table("h", shape=(None,), partitioner="hash", dtype="float64",
+                        optimizer="add")
+        [(keys, got, n_steps, at_put)] = model.run(
+            meanwhile_task, [pool], workers=[model.shards[0].address])
+    np.testing.assert_array_equal(got, (keys % 1000).astype(np.float64))
+    assert n_steps >= 3 and len(at_put) >= 2  # several steps, several pieces
+    assert min(at_put) < n_steps  # an answer was put before the last step, not after all
+
+
 def asp_push_pieces_task(ps, item):
     """ASP pull-compute-push steps of distinct keys, each clock's push sent on its own
     (``wait``) to the remote shard in pieces named after the pull's pieces (``PIECE_KEYS``

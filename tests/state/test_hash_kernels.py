@@ -6,8 +6,9 @@ import pytest
 
 from dask_ps.state import _hash_kernels as H
 from dask_ps.state._kernels import hash_shard
+from dask_ps.state.merging import merge_duplicates, merge_pushes
 from dask_ps.state.optimizers import FTRL, Add
-from dask_ps.state.partition import HashPartitioner, merge_duplicates, merge_pushes, plan_hashed
+from dask_ps.state.partition import HashPartitioner, plan_hashed
 from dask_ps.state.table import Init, TableShard, TableSpec
 
 MASK = 2**64 - 1
