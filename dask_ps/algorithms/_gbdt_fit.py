@@ -27,7 +27,7 @@ from ..partitions import Partitions
 from ..partitions.inputs import is_dask
 from ._base import EpochLoop
 from ._gbdt_bins import BinMapper
-from ._gbdt_data import eval_survey
+from ._gbdt_data import eval_survey, set_checksums
 from ._gbdt_kernels import quantization_scale
 from ._gbdt_objectives import exact_mean, get_objective
 from ._gbdt_ps import FitConfig, JobArgs, boost_task, early_stop
@@ -231,8 +231,11 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     max_leaf_nodes = leaf_budget(max_leaf_nodes, n_train, min_samples_leaf, max_depth)
     starts = np.array(data.starts, np.int64)
     rate = sample_rate(n_train, sample_count)
+    # a fit that writes checkpoints knows its training data by their checksums (a resume
+    # on other rows of the same shape and bins is refused, fit_differences)
     parts, mapper = survey_bins(data, starts, rate, random_state, categories, classify,
-                                max_bins, categorical, min_samples_leaf * rate)
+                                max_bins, categorical, min_samples_leaf * rate,
+                                checksum=loop.checkpoint is not None)
     classes, n_classes = None, None
     if classify:
         classes = np.unique(np.concatenate([p["classes"] for p in parts]))
@@ -275,9 +278,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
             raise ValueError(f"eval_set has the label {outside.tolist()[0]!r}, not one of the "
                              f"classes {classes.tolist()} seen in training")
         # which eval set the eval losses kept for early stopping are of (fit_differences)
-        eval_id = dict(eval_rows=int(eval_data.total_rows),
-                       **{f"eval_{k}": f"{sum(s[k] for s in seen) % 2**64:016x}"
-                          for k in ("labels", "features")})
+        eval_id = dict(eval_rows=int(eval_data.total_rows), **set_checksums(seen, "eval"))
     T = obj.n_outputs
     L = max_leaf_nodes
     layout = HistLayout.make(mapper, model.n_shards, T * max(1, L // 2), T * L,
@@ -352,6 +353,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                   leaves=int(max_leaf_nodes), classes=None if classes is None else
                   [str(c) for c in classes], bins=hashlib.sha256(
                       mapper.bin_upper.tobytes() + mapper.hist_offsets.tobytes()).hexdigest(),
+                  **(set_checksums(parts, "train") if loop.checkpoint is not None else {}),
                   # the eval losses kept for early stopping are of this eval set
                   **eval_id)
 
@@ -373,13 +375,10 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                                         "dask_ps that did not keep them")
         diff = fit_differences(saved, fit_id)
         if diff:
-            sums = [k for k in ("eval_labels", "eval_features") if k in diff]
-            said = (f" ({' and '.join(sums)}: checksum{'s' if len(sums) > 1 else ''} of "
-                    f"the eval set's {' and '.join(k[5:] for k in sums)}: another eval_set "
-                    f"than the checkpoint's)") if sums else ""
             raise OptionError(f"resume: the checkpoint holds another fit, (theirs, this one's) "
-                              f"{diff}{said}; resume with the same data, eval_set, bins and "
-                              f"max_leaf_nodes, or use another checkpoint folder")
+                              f"{diff}{checksum_note(diff)}; resume with the same data, "
+                              f"eval_set, bins and max_leaf_nodes, or use another checkpoint "
+                              f"folder")
         if saved["rounds"] < clock:
             raise CheckpointFormatError(f"the checkpoint is at round {clock} but holds "
                                         f"{saved['rounds']} rounds of trees")
@@ -405,19 +404,40 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                      hist_bytes / max(1, sum(1 for h in history if "loss" in h)))
 
 
+#: The sets a fit id knows by the checksums of their labels and features
+#: (:func:`~._gbdt_data.set_checksums`): key prefix, what the set is, what a difference means.
+CHECKSUM_SETS = {"train": ("the training data", "other training data (X, y)"),
+                 "eval": ("the eval set", "another eval_set")}
+
+
+def checksum_note(diff: dict) -> str:
+    """What the checksum keys among ``diff`` (:func:`fit_differences`) mean, for the error:
+    ``" (train_labels: checksum of the training data's labels: other training data (X, y)
+    than the checkpoint's)"``; empty when none differs."""
+    notes = []
+    for prefix, (name, other) in CHECKSUM_SETS.items():
+        sums = [k for k in (f"{prefix}_labels", f"{prefix}_features") if k in diff]
+        if sums:
+            notes.append(f"{' and '.join(sums)}: checksum{'s' if len(sums) > 1 else ''} of "
+                         f"{name}'s {' and '.join(k.split('_', 1)[1] for k in sums)}: "
+                         f"{other} than the checkpoint's")
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
 def fit_differences(saved: dict, fit_id: dict) -> dict:
     """``{key: (the checkpoint's, this fit's)}`` where the fit a checkpoint's driver state
-    ``saved`` holds differs from this one's ``fit_id`` (empty: it may resume). The eval set
-    is known by its rows and the checksums of its labels and features
-    (:func:`~._gbdt_data.checksums`). A checkpoint written before the checksums were kept
-    says only its eval set's rows, and one written before ``eval_rows`` only whether it had
-    an eval set (its eval losses): then that must match."""
+    ``saved`` holds differs from this one's ``fit_id`` (empty: it may resume). The training
+    data and the eval set are known by their rows and the checksums of their labels and
+    features (:func:`~._gbdt_data.checksums`). A checkpoint written before the checksums
+    were kept says only the sets' rows (and the training data's bins), and one written
+    before ``eval_rows`` only whether it had an eval set (its eval losses): then that must
+    match."""
     theirs = dict(saved["fit"])
     if "eval_rows" not in theirs:
         had = bool(saved.get("eval_losses"))
         theirs["eval_rows"] = fit_id.get("eval_rows") if had == (
             fit_id.get("eval_rows") is not None) else ("an eval set" if had else None)
-    for key in ("eval_labels", "eval_features"):
+    for key in (f"{p}_{k}" for p in CHECKSUM_SETS for k in ("labels", "features")):
         theirs.setdefault(key, fit_id.get(key))  # not kept then: its rows decide, as they did
     return {k: (theirs.get(k), v) for k, v in fit_id.items() if theirs.get(k) != v}
 

@@ -112,7 +112,8 @@ _DOC_PARAMS = """
         so far, so a lost worker costs the rounds since the last checkpoint.
     checkpoint_every, max_recoveries, resume, progress
         As for :class:`~dask_ps.LogisticRegression` (rounds, not epochs); a checkpoint holds
-        the trees: ``resume`` goes on from them (same data and eval_set), or keeps the first.
+        the trees: ``resume`` goes on from them (the same data and eval_set, known by the
+        checksums of their labels and features, in as many partitions), or keeps the first.
     callbacks : list of callable, optional
         ``cb(record) -> bool`` after every round; True stops the fit. With callbacks the
         fit runs one job per round (a few ms each).

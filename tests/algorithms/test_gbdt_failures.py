@@ -5,6 +5,7 @@ a cluster gives the model of one process or a clear error."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -161,6 +162,41 @@ def test_resume_refuses_another_eval_set_of_as_many_rows(client2, tmp_path):
     assert again.n_estimators_ == 6
 
 
+def test_resume_refuses_other_training_data_of_the_same_shape(client2, tmp_path):
+    """The fit id knew the training data by its rows, features and bins only: a resume on
+    other rows of the same shape whose bins came out the same (other labels, a nudged
+    value, the rows reversed) went on with trees grown on the first data. Now it knows them
+    by the checksums of their labels and features, taken in the survey: other data is
+    refused naming what differs, the checkpoint untouched; the same data resumes, as NumPy
+    or as a dask array cut at other rows (as many partitions: the histogram table's size
+    follows their number)."""
+    X, y = _toy()
+    kw = dict(max_leaf_nodes=15, random_state=0, client=client2, max_workers=None)
+    ck = str(tmp_path / "ck")
+    GBDTClassifier(n_estimators=3, checkpoint=ck, **kw).fit(X, y)
+    versions = sorted(os.listdir(ck))
+    flipped = y.copy()
+    flipped[::7] = 1 - flipped[::7]
+    nudged = X.copy()
+    nudged[1234, 3] = np.nextafter(nudged[1234, 3], 9.0)  # the bins stay the same
+    cases = (((X, flipped), ["train_labels"]), ((nudged, y), ["train_features"]),
+             ((X[::-1], y[::-1]), ["train_features", "train_labels"]))
+    for (Xo, yo), differs in cases:
+        with pytest.raises(ValueError, match="the checkpoint holds another fit") as err:
+            GBDTClassifier(n_estimators=5, checkpoint=ck, resume=True, **kw).fit(Xo, yo)
+        said = str(err.value)
+        for key in differs:
+            assert re.search(rf"'{key}': \('[0-9a-f]{{16}}', '[0-9a-f]{{16}}'\)", said), said
+        assert "checksum" in said and "training data" in said, said
+        assert "'rows'" not in said and "'bins'" not in said, said
+    assert sorted(os.listdir(ck)) == versions
+    rows = ((1000, 2000),)
+    Xd, yd = da.from_array(X, chunks=(*rows, (6,))), da.from_array(y, chunks=rows)
+    resumed = GBDTClassifier(n_estimators=5, checkpoint=ck, resume=True, **kw).fit(Xd, yd)
+    whole = GBDTClassifier(n_estimators=5, **kw).fit(X, y)
+    np.testing.assert_array_equal(resumed.predict_proba(X), whole.predict_proba(X))
+
+
 def test_a_checkpoint_from_before_eval_rows_resumes_with_an_eval_set_as_it_had():
     """Checkpoints written before the fit id kept ``eval_rows`` tell whether they had an
     eval set by their eval losses: the same presence resumes, another is refused."""
@@ -178,6 +214,9 @@ def test_a_checkpoint_from_before_eval_rows_resumes_with_an_eval_set_as_it_had()
     assert fit_differences(dict(fit=dict(fit, eval_rows=50), eval_losses=[0.1]), now) == {}
     assert fit_differences(dict(fit=dict(now, eval_labels="cc"), eval_losses=[0.1]),
                            now) == {"eval_labels": ("cc", "00000000000000aa")}
+    # written before the training data's checksums were kept: its rows and bins decide
+    now = dict(fit, eval_rows=None, train_labels="00000000000000dd", train_features="ee")
+    assert fit_differences(dict(fit=dict(fit, eval_rows=None), eval_losses=[]), now) == {}
 
 
 def test_eval_checksums_are_of_the_set_not_of_its_partitions():
