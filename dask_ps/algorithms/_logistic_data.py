@@ -9,6 +9,7 @@ scipy and dask inputs alike.
 from __future__ import annotations
 
 import numbers
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -143,7 +144,9 @@ def check_classes(labels: np.ndarray, what: str, where=None) -> None:
             raise DataError(f"{what} holds {bad[0].item()!r}{at}, not a class: a classifier "
                             f"needs discrete labels such as 0 and 1 (whole numbers or text), "
                             f"not continuous values")
-    check_classification_targets(labels)
+    with warnings.catch_warnings():  # distinct labels are all unique: not a sign of numbers
+        warnings.filterwarnings("ignore", "The number of unique classes", UserWarning)
+        check_classification_targets(labels)
 
 
 def targets(codes: np.ndarray, n_out: int) -> np.ndarray:

@@ -199,6 +199,15 @@ def test_continuous_labels_are_a_data_error_naming_one():
     assert model.classes_.tolist() == [0.0, 1.0]  # whole numbers written as floats are classes
 
 
+def test_many_classes_fit_without_a_warning_that_y_may_be_numbers():
+    """The labels check ran scikit-learn's on the distinct labels, which are all unique:
+    more than 20 classes warned "The number of unique classes is greater than 50% of the
+    number of samples" whatever the rows (an error under warnings as errors)."""
+    X = np.random.default_rng(0).normal(size=(1000, 3))
+    model = LogisticRegression(client="local", max_iter=1).fit(X, np.arange(1000) % 25)
+    assert model.classes_.shape == (25,)
+
+
 @parametrize_with_checks([LogisticRegression(client="local", max_iter=20, random_state=0)])
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
