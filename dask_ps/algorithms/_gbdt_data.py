@@ -19,6 +19,7 @@ from ..exceptions import DataError
 from ._base import check_numeric_columns
 from ._gbdt_objectives import exact_sum
 from ._gbdt_sketch import hash_rows, sketch
+from ._logistic_data import classes_of
 
 __all__ = ["categorical_indices", "checksums", "eval_survey", "frame_categories", "set_checksums",
            "survey", "to_matrix"]
@@ -220,6 +221,12 @@ def survey(value, start: int, rate: float, seed: int, categories: dict, classify
         ``sketch`` (:class:`BinSketch`), ``n_rows``, and ``classes`` / ``counts`` or
         ``y_sum`` (:func:`exact_sum`) / ``y_min`` / ``y_max`` / ``y_sample`` (every k-th
         label, at most about :data:`LABEL_SAMPLE`); with ``checksum``, ``checksums``.
+
+    Raises
+    ------
+    ValueError
+        What :func:`to_matrix` and :func:`checked_labels` raise; a classifier's label that
+        is not a class (:func:`~._logistic_data.classes_of`), naming its first row.
     """
     X = to_matrix(value[0], categories, start)
     y = checked_labels(value[1], start, classify)
@@ -229,7 +236,7 @@ def survey(value, start: int, rate: float, seed: int, categories: dict, classify
     if checksum:
         out["checksums"] = checksums(X, y, start)
     if classify:
-        out["classes"], out["counts"] = np.unique(y, return_counts=True)
+        out["classes"], out["counts"] = classes_of(y, start)
     else:
         y = np.asarray(y, np.float64)
         out.update(y_sum=exact_sum(y), y_min=float(y.min(initial=np.inf)),
@@ -268,7 +275,7 @@ def eval_survey(value, start: int, categories: dict, classify: bool) -> dict:
     """
     X = to_matrix(value[0], categories, start, "eval_set X")
     y = checked_labels(value[1], start, classify, "eval_set y")
-    return dict(classes=np.unique(y) if classify else y[:0],
+    return dict(classes=classes_of(y, start, "eval_set y")[0] if classify else y[:0],
                 checksums=checksums(X, y, start))
 
 

@@ -19,7 +19,6 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.utils.multiclass import type_of_target
 
 from ..exceptions import CheckpointFormatError, DataError, OptionError
 from ..model import PSModel
@@ -239,10 +238,6 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     classes, n_classes = None, None
     if classify:
         classes = np.unique(np.concatenate([p["classes"] for p in parts]))
-        if type_of_target(classes) == "continuous":
-            raise DataError(f"Unknown label type: continuous (y has {classes.shape[0]} "
-                            f"distinct non-integer values, e.g. {classes[0]!r}); a "
-                            f"classifier needs classes: use GBDTRegressor for numbers")
         if classes.shape[0] < 2:
             raise DataError(f"the data contains only one class: {classes.tolist()[0]!r}; "
                             f"a classifier needs samples of at least 2 classes")

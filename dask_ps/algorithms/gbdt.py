@@ -35,6 +35,7 @@ from ._gbdt_data import categorical_indices, frame_categories, to_matrix
 from ._gbdt_fit import DIVERGENCE_ADVICE, eval_pair, one_shard, train, training_workers
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT
 from ._gbdt_tree import Ensemble
+from ._logistic_data import classes_of
 
 __all__ = ["Booster", "GBDTClassifier", "GBDTRegressor"]
 
@@ -287,7 +288,11 @@ class _GBDT(PSEstimator):
             return validate_data(self, X, **kw), None, {}
         X, y = validate_data(self, X, y, y_numeric=not classify, **kw)
         if classify:
-            check_classification_targets(y)
+            try:
+                check_classification_targets(y)
+            except ValueError:
+                classes_of(y)  # a label that is not a class (0.7), named by its first row
+                raise
         return X, y, {}
 
     def _categorical(self, cats: dict):
@@ -317,8 +322,9 @@ class _GBDT(PSEstimator):
         ------
         ValueError
             Bad parameters; a single class; labels outside the classes in ``eval_set``; infinite
-            values or non-finite labels (naming the row); a categorical column with non-integer
-            or too large values; ``early_stopping_rounds`` without ``eval_set``.
+            values, non-finite labels or a classifier's label that is not a class such as 0.7
+            (naming the row); a categorical column with non-integer or too large values;
+            ``early_stopping_rounds`` without ``eval_set``.
 
         Warns
         -----

@@ -411,7 +411,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
             raise ValueError(f"X has {n_features} features, but {type(self).__name__} was "
                              f"fitted with {self.n_features_in_}: a warm start needs the same")
         with self._model() as model, self._partition(model, (X, y)) as raw:
-            labels = np.unique(np.concatenate(raw.reduce(D.labels_of) + [
+            labels = np.unique(np.concatenate(raw.reduce(D.labels_of, None, with_start=True) + [
                 np.asarray([] if classes is None else classes)]))
             D.check_classes(labels, "y")
             if warm and np.setdiff1d(labels, self.classes_).size:

@@ -193,6 +193,49 @@ def read_train_test(args, client, meta_of, read):
     return meta, X, y, test
 
 
+def label_classes(y) -> tuple:
+    """``(classes, counts, first row of each)`` of a block of labels (an array's chunk or
+    a frame's partition)."""
+    classes, first, counts = np.unique(np.asarray(y), return_index=True, return_counts=True)
+    return classes, counts, first
+
+
+def first_row_of(found: list, y, urlpath: str, meta: dict):
+    """``where(label) -> str | None``: where the first row holding ``label`` lies, from the
+    blocks' ``found`` (:func:`label_classes`) of ``y`` as the reader made it (not
+    persisted): ``"at <file>, line <n>"`` (a CSV header is line 1, blank and comment lines
+    count), ``"at <file>, row group <g>, row <r>"`` for Parquet, or, when ``y``'s chunks
+    are not the reader's blocks (``chunk_sources`` of :mod:`dask_ps.io._blocks`; a
+    frame's partitions are not) or a block cannot be read again, ``"in data row <n> (the
+    header not counted)"`` over the files in order; None for a label no block holds.
+
+    Cheap, and only when an error names a row: the lines before each block come from the
+    reader's first pass (in ``y``'s graph); ``row_origin`` reads the one block holding the
+    row again to find its line (blank and comment lines are no rows)."""
+    def where(value) -> str | None:
+        from ..io._blocks import chunk_sources, open_paths, row_origin
+        from ..io._line_kernels import CSV, SVM
+
+        hit = next(((i, first[classes.tolist().index(value)])
+                    for i, (classes, _, first) in enumerate(found)
+                    if value in classes.tolist()), None)
+        if hit is None:
+            return None
+        i, first = hit
+        sources = chunk_sources(y)
+        if sources is not None:
+            csv = meta["format"] == "csv"
+            try:
+                return "at " + row_origin(open_paths(urlpath)[0], sources[i], int(first),
+                                          CSV if csv else SVM, int(csv))
+            except (OSError, ValueError, IndexError):  # the file changed since: as before
+                pass
+        before = sum(int(counts.sum()) for _, counts, _ in found[:i])
+        return f"in data row {before + int(first) + 1:,} (the header not counted)"
+
+    return where
+
+
 def class_lines(classes, y, proba) -> list[str]:
     """The test line (and warnings) of a classifier's test labels and probabilities."""
     from . import metrics_line

@@ -18,6 +18,8 @@ from ._algorithms import (
     Param,
     _count,
     class_lines,
+    first_row_of,
+    label_classes,
     read_train_test,
 )
 
@@ -125,12 +127,33 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
     return X, df[label]
 
 
+def _check_classes(y, y_read, args, meta) -> None:
+    """A classifier's labels that are not classes (0/0.7) named by the file and line of the
+    first row holding one, as for LR (:func:`~._algorithms.first_row_of`; a table's reader
+    names a decimal label by its line itself, ``classes=True``)."""
+    import dask
+
+    from ..algorithms._logistic_data import check_classes
+
+    blocks = y.to_delayed()
+    blocks = blocks.ravel() if hasattr(blocks, "ravel") else blocks
+    found = dask.compute([dask.delayed(label_classes)(b) for b in blocks])[0]
+    column = ("the label field" if meta["format"] == "libsvm" else
+              f"label column {meta['label']!r}")
+    labels = np.unique(np.concatenate([f[0] for f in found]))
+    check_classes(labels, f"{args.train}: {column}",
+                  first_row_of(found, y_read, args.train, meta))
+
+
 def _gbdt_load(args, client) -> Loaded:
     meta, X, y, test = read_train_test(args, client, _gbdt_meta, _gbdt_read)
+    y_read = y  # its graph names the blocks of its chunks, the persisted one's does not
     X, y = client.persist([X, y])
     n = int(X.shape[0]) if meta["format"] == "libsvm" else int(y.shape[0].compute())
     if not n:
         raise DataError(f"{args.train}: no rows")
+    if args.algorithm == "gbdt":
+        _check_classes(y, y_read, args, meta)
     parts = _count(X.npartitions if hasattr(X, "npartitions") else X.numblocks[0],
                    "partition")
     return Loaded((X, y), test, meta, float(n),

@@ -21,6 +21,8 @@ from ._algorithms import (
     _n_threads,
     _nnz,
     class_lines,
+    first_row_of,
+    label_classes,
     read_train_test,
 )
 
@@ -128,52 +130,11 @@ def _lr_meta_encoded(args) -> dict:
     return meta
 
 
-def _classes(y: np.ndarray) -> tuple:
-    """``(classes, counts, first row of each)`` of a block of labels."""
-    classes, first, counts = np.unique(y, return_index=True, return_counts=True)
-    return classes, counts, first
-
-
-def _first_row_of(found: list, y, urlpath: str, meta: dict):
-    """``where(label) -> str | None``: where the first row holding ``label`` lies, from the
-    blocks' ``found`` (:func:`_classes`) of ``y`` as the reader made it (not persisted):
-    ``"at <file>, line <n>"`` (a CSV header is line 1, blank and comment lines count),
-    ``"at <file>, row group <g>, row <r>"`` for Parquet, or, when ``y``'s chunks are not
-    the reader's blocks (``chunk_sources`` of :mod:`dask_ps.io._blocks`) or a block cannot
-    be read again, ``"in data row <n> (the header not counted)"`` over the files in order;
-    None for a label no block holds.
-
-    Cheap, and only when an error names a row: the lines before each block come from the
-    reader's first pass (in ``y``'s graph); ``row_origin`` reads the one block holding the
-    row again to find its line (blank and comment lines are no rows)."""
-    def where(value) -> str | None:
-        from ..io._blocks import chunk_sources, open_paths, row_origin
-        from ..io._line_kernels import CSV, SVM
-
-        hit = next(((i, first[classes.tolist().index(value)])
-                    for i, (classes, _, first) in enumerate(found)
-                    if value in classes.tolist()), None)
-        if hit is None:
-            return None
-        i, first = hit
-        sources = chunk_sources(y)
-        if sources is not None:
-            csv = meta["format"] == "csv"
-            try:
-                return "at " + row_origin(open_paths(urlpath)[0], sources[i], int(first),
-                                          CSV if csv else SVM, int(csv))
-            except (OSError, ValueError, IndexError):  # the file changed since: as before
-                pass
-        return f"in data row {sum(y.chunks[0][:i]) + int(first) + 1:,} (the header not " \
-               f"counted)"
-
-    return where
-
-
 def _refuse_third_class(labels: np.ndarray, found: list, what: str, where) -> None:
     """Refuse labels of more than two classes (a binary classifier's), naming the rarest
-    class, its count and ``where(class)`` the first row holding it (:func:`_first_row_of`),
-    from the blocks' ``found`` (:func:`_classes`).
+    class, its count and ``where(class)`` the first row holding it
+    (:func:`~._algorithms.first_row_of`), from the blocks' ``found``
+    (:func:`~._algorithms.label_classes`).
 
     Raises
     ------
@@ -210,13 +171,13 @@ def _lr_load(args, client) -> Loaded:
 
     # counted now: a fit may release the persisted input once it has encoded it
     nnz, found = dask.compute([dask.delayed(_nnz)(b) for b in X.to_delayed().ravel()],
-                              [dask.delayed(_classes)(b) for b in y.to_delayed().ravel()])
+                              [dask.delayed(label_classes)(b) for b in y.to_delayed().ravel()])
     units = float(sum(nnz))
     # labels that are not classes (0/0.7) are the data's fault: say which column holds them
     column = ("the label field" if meta["format"] == "libsvm" else
               f"label column {meta.get('label') or 'Label'!r}")
     labels = np.unique(np.concatenate([f[0] for f in found]))
-    where = _first_row_of(found, y_read, args.train, meta)
+    where = first_row_of(found, y_read, args.train, meta)
     check_classes(labels, f"{args.train}: {column}", where)
     if args.algorithm == "fm" and labels.shape[0] > 2:
         _refuse_third_class(labels, found, f"{args.train}: {column}", where)

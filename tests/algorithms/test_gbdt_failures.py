@@ -284,13 +284,26 @@ def test_bad_input_on_a_cluster_reads_as_in_process(client2):
 
 def test_labels_and_rows_that_skip_scikit_learns_checks_are_named_on_a_cluster(client2):
     """Dask input reaches the workers unchecked: continuous, NaN or 2-d labels and an
-    infinite value are refused, naming the row in the whole X, not in its partition."""
+    infinite value are refused, naming the row in the whole X, not in its partition. A label
+    that is not a class (0.5 among 0/1) said "Unknown label type: continuous (y has 3
+    distinct non-integer values, e.g. 0.0)", naming no row (and a whole number): now the
+    first row holding it, of y or of eval_set's y, as LogisticRegression names it; still
+    'continuous', as scikit-learn's checks want."""
     X, y = _toy(1200)
     chunks = ((400, 400, 400), (6,))
     Xd = da.from_array(X, chunks=chunks)
     kw = dict(n_estimators=3, max_leaf_nodes=7, random_state=0, max_workers=None)
-    with pytest.raises(ValueError, match="Unknown label type: continuous"):
-        GBDTClassifier(client=client2, **kw).fit(Xd, da.from_array(X[:, 0], chunks=400))
+    soft = y.astype(float)
+    soft[[1000, 1100]] = 0.5
+    with pytest.raises(ValueError, match=r"^y holds 0\.5 \(first at y\[1000\]\), not a class: "
+                                         r"a classifier .* not continuous values$"):
+        GBDTClassifier(client=client2, **kw).fit(Xd, da.from_array(soft, chunks=400))
+    with pytest.raises(ValueError, match=r"^eval_set y holds 0\.5 \(first at eval_set "
+                                         r"y\[1000\]\), not a class"):
+        GBDTClassifier(client=client2, **kw).fit(Xd, da.from_array(y, chunks=400), eval_set=[
+            (Xd, da.from_array(soft, chunks=400))])
+    with pytest.raises(ValueError, match=r"^y holds 0\.5 \(first at y\[1000\]\), not a class"):
+        GBDTClassifier(client="local", **kw).fit(X, soft)  # in memory: named alike
     yn = y.astype(float)
     yn[1000] = np.nan
     with pytest.raises(ValueError, match=r"y\[1000\] is NaN"):
