@@ -368,22 +368,36 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
             raise CheckpointFormatError("the checkpoint to resume from holds no trees: "
                                         "another estimator wrote it, or a GBDT fit of a "
                                         "dask_ps that did not keep them")
-        diff = fit_differences(saved, fit_id)
+        try:  # a checkpoint written before its metadata was checksummed may be damaged
+            diff = fit_differences(saved, fit_id)
+            kept = int(saved["rounds"])
+            trees = {k: _unpacked(v) for k, v in saved["trees"].items()}
+            bound, losses = float(saved["bound"]), [float(v) for v in saved["eval_losses"]]
+            floor = None if saved["floor"] is None else _unpacked(saved["floor"])
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise CheckpointFormatError(f"the trees of the checkpoint to resume from cannot "
+                                        f"be read ({type(exc).__name__}: {exc}): it is "
+                                        f"damaged") from None
         if diff:
             raise OptionError(f"resume: the checkpoint holds another fit, (theirs, this one's) "
                               f"{diff}{checksum_note(diff)}; resume with the same data, "
                               f"eval_set, bins and max_leaf_nodes, or use another checkpoint "
                               f"folder")
-        if saved["rounds"] < clock:
+        if kept < clock:
             raise CheckpointFormatError(f"the checkpoint is at round {clock} but holds "
-                                        f"{saved['rounds']} rounds of trees")
-        ensemble.load_flat({k: _unpacked(v) for k, v in saved["trees"].items()})
+                                        f"{kept} rounds of trees")
+        try:
+            ensemble.load_flat(trees)
+        except (IndexError, KeyError, ValueError) as exc:
+            raise CheckpointFormatError(f"the trees of the checkpoint to resume from do not "
+                                        f"fit together ({type(exc).__name__}: {exc}): it is "
+                                        f"damaged") from None
         # a checkpoint past n_estimators (clock is then n_estimators): its first rounds are
         # this fit's, and nothing is left to grow
         ensemble.truncate(clock)
-        state["bounds"][clock] = saved["bound"]
-        state["floors"][clock] = None if saved["floor"] is None else _unpacked(saved["floor"])
-        state["eval_losses"][:] = saved["eval_losses"][:clock]
+        state["bounds"][clock] = bound
+        state["floors"][clock] = floor
+        state["eval_losses"][:] = losses[:clock]
         # whether to stop is this fit's call (its early_stopping_rounds, maybe none), made
         # again from the eval losses before the next round
         state["stopped"] = False
