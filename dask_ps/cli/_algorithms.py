@@ -189,8 +189,76 @@ def read_train_test(args, client, meta_of, read):
     if isinstance(X.shape[0], (int, np.integer)) and not X.shape[0]:  # a frame's is lazy
         raise DataError(f"{args.train}: no rows")
     meta["n_features"] = int(X.shape[1])
-    test = read(args.test, meta, n_features=X.shape[1]) if args.test else None
+    test = TestSet(*read(args.test, meta, n_features=X.shape[1]), args.test, meta) \
+        if args.test else None
     return meta, X, y, test
+
+
+class TestSet(NamedTuple):
+    """Test data as a reader made it (``X``, ``y`` lazy) and where it comes from, so that
+    a label scoring refuses is named by file and line (:func:`check_test_classes`)."""
+
+    X: Any
+    y: Any
+    path: str
+    meta: dict
+
+
+def label_column(meta: dict) -> str:
+    """What holds the labels, for messages: ``"the label field"`` (LIBSVM) or ``"label
+    column 'click'"``."""
+    if meta["format"] == "libsvm":
+        return "the label field"
+    return f"label column {meta.get('label') or 'Label'!r}"
+
+
+def checked_classes(found: list, y, path: str, meta: dict) -> tuple:
+    """``(labels, where)``: the distinct labels of the blocks' ``found``
+    (:func:`label_classes`) of a classifier's training labels ``y`` as the reader made
+    them, and :func:`first_row_of` them.
+
+    Raises
+    ------
+    DataError
+        A label that is not a class, named by the file and line of its first row
+        (:func:`~dask_ps.algorithms._logistic_data.check_classes`), or a single class.
+    """
+    from ..algorithms._logistic_data import check_classes
+
+    what = f"{path}: {label_column(meta)}"
+    labels = np.unique(np.concatenate([f[0] for f in found]))
+    where = first_row_of(found, y, path, meta)
+    check_classes(labels, what, where)
+    if labels.shape[0] == 1:
+        raise DataError(f"{what} holds one class only, {labels.tolist()[0]!r}: a classifier "
+                        f"needs samples of at least 2 classes")
+    return labels, where
+
+
+def check_test_classes(y: np.ndarray, test: TestSet) -> None:
+    """Refuse test labels ``y`` (computed) that are not classes (0.7: scikit-learn's
+    metrics failed on them, a bug's traceback), naming the file and line of the first, as
+    for the training labels; the blocks are read again on this error path only.
+
+    Raises
+    ------
+    DataError
+        ``"t.svm: the label field holds 0.5 (first at t.svm, line 51), not a class: ..."``.
+    """
+    import dask
+
+    from ..algorithms._logistic_data import check_classes
+
+    labels = np.unique(y)
+    try:
+        check_classes(labels, test.path)
+    except DataError:
+        blocks = test.y.to_delayed()
+        blocks = blocks.ravel() if hasattr(blocks, "ravel") else blocks
+        found = dask.compute([dask.delayed(label_classes)(b) for b in blocks])[0]
+        check_classes(labels, f"{test.path}: {label_column(test.meta)}",
+                      first_row_of(found, test.y, test.path, test.meta))
+        raise
 
 
 def label_classes(y) -> tuple:

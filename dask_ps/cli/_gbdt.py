@@ -17,8 +17,10 @@ from ._algorithms import (
     Loaded,
     Param,
     _count,
+    TestSet,
+    check_test_classes,
+    checked_classes,
     class_lines,
-    first_row_of,
     label_classes,
     read_train_test,
 )
@@ -128,21 +130,16 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
 
 
 def _check_classes(y, y_read, args, meta) -> None:
-    """A classifier's labels that are not classes (0/0.7) named by the file and line of the
-    first row holding one, as for LR (:func:`~._algorithms.first_row_of`; a table's reader
-    names a decimal label by its line itself, ``classes=True``)."""
+    """A classifier's labels that are not classes (0/0.7), or a single class, named by the
+    file (and the line of the first row holding one), as for LR
+    (:func:`~._algorithms.checked_classes`; a table's reader names a decimal label by its
+    line itself, ``classes=True``)."""
     import dask
-
-    from ..algorithms._logistic_data import check_classes
 
     blocks = y.to_delayed()
     blocks = blocks.ravel() if hasattr(blocks, "ravel") else blocks
     found = dask.compute([dask.delayed(label_classes)(b) for b in blocks])[0]
-    column = ("the label field" if meta["format"] == "libsvm" else
-              f"label column {meta['label']!r}")
-    labels = np.unique(np.concatenate([f[0] for f in found]))
-    check_classes(labels, f"{args.train}: {column}",
-                  first_row_of(found, y_read, args.train, meta))
+    checked_classes(found, y_read, args.train, meta)
 
 
 def _gbdt_load(args, client) -> Loaded:
@@ -161,17 +158,18 @@ def _gbdt_load(args, client) -> Loaded:
 
 
 def _gbdt_load_test(path: str, meta: dict, args):
-    return _gbdt_read(path, meta, n_features=meta.get("n_features"))
+    return TestSet(*_gbdt_read(path, meta, n_features=meta.get("n_features")), path, meta)
 
 
-def _gbdt_score(est, test) -> list[str]:
+def _gbdt_score(est, test: TestSet) -> list[str]:
     # computed apart: a table's labels are a dask-expr collection, predictions an array
-    y = np.asarray(test[1].compute())
+    y = np.asarray(test.y.compute())
     if not y.shape[0]:  # the estimator refuses an empty X
         return ["test: no rows"]
     if hasattr(est, "classes_"):
-        return class_lines(est.classes_, y, est.predict_proba(test[0]).compute())
-    pred = est.predict(test[0]).compute()
+        check_test_classes(y, test)
+        return class_lines(est.classes_, y, est.predict_proba(test.X).compute())
+    pred = est.predict(test.X).compute()
     err = np.asarray(pred, np.float64) - np.asarray(y, np.float64)
     return [f"test: l2 {np.mean(err ** 2):.6f}  l1 {np.mean(np.abs(err)):.6f}  "
             f"({err.shape[0]:,} rows)"]

@@ -20,9 +20,12 @@ from ._algorithms import (
     _count,
     _n_threads,
     _nnz,
+    TestSet,
+    check_test_classes,
+    checked_classes,
     class_lines,
-    first_row_of,
     label_classes,
+    label_column,
     read_train_test,
 )
 
@@ -158,8 +161,6 @@ def _refuse_third_class(labels: np.ndarray, found: list, what: str, where) -> No
 def _lr_load(args, client) -> Loaded:
     import dask
 
-    from ..algorithms._logistic_data import check_classes
-
     meta, X, y, test = read_train_test(args, client, _lr_meta_encoded, _lr_read)
     y_read = y  # its graph names the blocks of its chunks, the persisted one's does not
     X, y = client.persist([X, y])
@@ -173,28 +174,25 @@ def _lr_load(args, client) -> Loaded:
     nnz, found = dask.compute([dask.delayed(_nnz)(b) for b in X.to_delayed().ravel()],
                               [dask.delayed(label_classes)(b) for b in y.to_delayed().ravel()])
     units = float(sum(nnz))
-    # labels that are not classes (0/0.7) are the data's fault: say which column holds them
-    column = ("the label field" if meta["format"] == "libsvm" else
-              f"label column {meta.get('label') or 'Label'!r}")
-    labels = np.unique(np.concatenate([f[0] for f in found]))
-    where = first_row_of(found, y_read, args.train, meta)
-    check_classes(labels, f"{args.train}: {column}", where)
+    # labels that are not classes (0/0.7), or one class, are the data's fault: say where
+    labels, where = checked_classes(found, y_read, args.train, meta)
     if args.algorithm == "fm" and labels.shape[0] > 2:
-        _refuse_third_class(labels, found, f"{args.train}: {column}", where)
+        _refuse_third_class(labels, found, f"{args.train}: {label_column(meta)}", where)
     parts = _count(max(X.numblocks[0], min(threads, X.shape[0])), "partition")
     summary = f"{X.shape[0]:,} rows x {X.shape[1]:,} features ({parts})"
     return Loaded((X, y), test, meta, units, summary)
 
 
 def _lr_load_test(path: str, meta: dict, args):
-    return _lr_read(path, meta, n_features=meta.get("n_features"))
+    return TestSet(*_lr_read(path, meta, n_features=meta.get("n_features")), path, meta)
 
 
-def _lr_score(est, test) -> list[str]:
+def _lr_score(est, test: TestSet) -> list[str]:
     import dask
 
-    X, y = test
-    return class_lines(est.classes_, *dask.compute(y, est.predict_proba(X)))
+    y, proba = dask.compute(test.y, est.predict_proba(test.X))
+    check_test_classes(np.asarray(y), test)
+    return class_lines(est.classes_, y, proba)
 
 
 def _nonzero_rows(M) -> tuple[np.ndarray, np.ndarray]:
