@@ -281,7 +281,10 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     params = split_params(reg_lambda, min_child_weight, min_samples_leaf, min_split_gain,
                           **cat_params)
     check_table_memory(model, layout, T, L, int(mapper.hist_offsets[-1]))
-    model.add_table(TABLE, (layout.n_keys, layout.ncols), "float64", optimizer=StepRule())
+    # scratch: empty between rounds, and its size follows the partitions and shards, which
+    # a resume may have others of (a checkpoint keeps the trees, save_driver)
+    model.add_table(TABLE, (layout.n_keys, layout.ncols), "float64", optimizer=StepRule(),
+                    checkpoint=False)
     def setup_shards() -> None:
         model.map_shards(TABLE, shard_setup, layout, mapper.hist_offsets, mapper.n_bins,
                          mapper.is_categorical, params, float(colsample_bytree), random_state)

@@ -107,14 +107,15 @@ _DOC_PARAMS = """
         Place the histogram shards only on workers offering this Dask resource (as for
         :class:`~dask_ps.LogisticRegression`). Default: on every worker.
     checkpoint : str, "auto" or None, default None
-        Checkpoint URL of the histogram table between jobs (see
-        :class:`~dask_ps.LogisticRegression`); its content between rounds is empty, and a
-        task that lost its worker-local rows rebuilds them from its partition and the trees
-        so far, so a lost worker costs the rounds since the last checkpoint.
+        Checkpoint URL (see :class:`~dask_ps.LogisticRegression`) of the trees between
+        jobs (the histogram table, empty between rounds, is not kept); a task that lost its
+        worker-local rows rebuilds them from its partition and the trees so far, so a lost
+        worker costs the rounds since the last checkpoint.
     checkpoint_every, max_recoveries, resume, progress
-        As for :class:`~dask_ps.LogisticRegression` (rounds, not epochs); a checkpoint holds
-        the trees: ``resume`` goes on from them (the same data and eval_set, known by the
-        checksums of their labels and features, in as many partitions), or keeps the first.
+        As for :class:`~dask_ps.LogisticRegression` (rounds, not epochs): ``resume`` goes on
+        from the checkpoint's trees (the same data and eval_set, known by the checksums of
+        their labels and features, in any partitions, on any number of shards), or keeps
+        the first.
     callbacks : list of callable, optional
         ``cb(record) -> bool`` after every round; True stops the fit. With callbacks the
         fit runs one job per round (a few ms each).

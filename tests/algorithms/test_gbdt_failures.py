@@ -168,8 +168,7 @@ def test_resume_refuses_other_training_data_of_the_same_shape(client2, tmp_path)
     value, the rows reversed) went on with trees grown on the first data. Now it knows them
     by the checksums of their labels and features, taken in the survey: other data is
     refused naming what differs, the checkpoint untouched; the same data resumes, as NumPy
-    or as a dask array cut at other rows (as many partitions: the histogram table's size
-    follows their number)."""
+    or as a dask array cut at other rows."""
     X, y = _toy()
     kw = dict(max_leaf_nodes=15, random_state=0, client=client2, max_workers=None)
     ck = str(tmp_path / "ck")
@@ -195,6 +194,29 @@ def test_resume_refuses_other_training_data_of_the_same_shape(client2, tmp_path)
     resumed = GBDTClassifier(n_estimators=5, checkpoint=ck, resume=True, **kw).fit(Xd, yd)
     whole = GBDTClassifier(n_estimators=5, **kw).fit(X, y)
     np.testing.assert_array_equal(resumed.predict_proba(X), whole.predict_proba(X))
+
+
+def test_resume_goes_on_in_other_partitions_and_on_other_shards(client2, tmp_path):
+    """The histogram table's size follows the number of partitions and of shards, and the
+    checkpoint kept it: a resume of the same data read in other blocks (dask-ps train's
+    default: two per worker, so another cluster size) or on other shards was refused as
+    "another fit: table 'hist': rows 59071 (this fit's: 59075); resume with the same data
+    and parameters". The table is empty between rounds: checkpoints keep the trees only,
+    and the resumed fit grows the trees of a whole fit."""
+    X, y = _toy()
+    kw = dict(max_leaf_nodes=15, random_state=0, client=client2, max_workers=None)
+    ck = str(tmp_path / "ck")
+    GBDTClassifier(n_estimators=3, checkpoint=ck, **kw).fit(X, y)  # 2 partitions, 1 shard
+    grown = []
+    Xd, yd = da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700)
+    resumed = GBDTClassifier(n_estimators=5, checkpoint=ck, resume=True, n_shards=2,
+                             callbacks=[lambda r: grown.append(r["epoch"]) and False],
+                             **kw).fit(Xd, yd)
+    assert grown == [4, 5]
+    whole = GBDTClassifier(n_estimators=5, **kw).fit(X, y)
+    np.testing.assert_array_equal(resumed.predict_proba(X), whole.predict_proba(X))
+    for version in os.listdir(ck):  # the trees, no table
+        assert sorted(os.listdir(os.path.join(ck, version))) == ["manifest.json", "zarr.json"]
 
 
 def test_changed_trees_in_a_checkpoint_resume_from_the_version_before(tmp_path):

@@ -460,6 +460,37 @@ def test_metadata_changed_since_it_was_written_is_found_and_the_version_skipped(
     model.close()
 
 
+def test_a_scratch_table_is_not_kept_and_restores_empty(tmp_path):
+    """add_table(checkpoint=False): a table whose content between jobs means nothing (a
+    GBDT fit's histograms) is not written, a restore empties it on every shard, and a
+    resume compares nothing of it: another fit's, of another shape on other shards,
+    resumes from the checkpoint."""
+    from dask_ps.model.format import latest
+    from dask_ps.model.recovery import check_resumable
+
+    url = str(tmp_path / "ck")
+    model = PSModel("local", n_shards=2)
+    model.add_table("w", (10, 2), "float64")
+    model.add_table("s", (6, 2), "float64", checkpoint=False)
+    model.push("w", np.arange(10), np.ones((10, 2)))
+    model.push("s", np.arange(6), np.ones((6, 2)))
+    assert sorted(model.save(url).attrs["tables"]) == ["w"] and model.tables == ["w", "s"]
+    model.push("w", np.arange(10), np.ones((10, 2)))
+    model.restore(url)
+    np.testing.assert_array_equal(model.pull("w", np.arange(10)), np.ones((10, 2)))
+    np.testing.assert_array_equal(model.pull("s", np.arange(6)), np.zeros((6, 2)))
+    model.close()
+    other = PSModel("local", n_shards=3)
+    other.add_table("w", (10, 2), "float64")
+    other.add_table("s", (9, 2), "float64", checkpoint=False)
+    other.push("s", np.arange(9), np.ones((9, 2)))
+    check_resumable(other, latest(url))
+    other.restore(url)
+    np.testing.assert_array_equal(other.pull("w", np.arange(10)), np.ones((10, 2)))
+    np.testing.assert_array_equal(other.pull("s", np.arange(9)), np.zeros((9, 2)))
+    other.close()
+
+
 def test_unreadable_metadata_is_reported_and_skipped(tmp_path):
     url, _ = _two_versions(tmp_path)
     meta = tmp_path / "ck" / "v000002" / "t0" / "values" / "zarr.json"
