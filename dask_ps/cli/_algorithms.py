@@ -245,19 +245,14 @@ def check_test_classes(y: np.ndarray, test: TestSet) -> None:
     DataError
         ``"t.svm: the label field holds 0.5 (first at t.svm, line 51), not a class: ..."``.
     """
-    import dask
-
     from ..algorithms._logistic_data import check_classes
 
     labels = np.unique(y)
     try:
         check_classes(labels, test.path)
     except DataError:
-        blocks = test.y.to_delayed()
-        blocks = blocks.ravel() if hasattr(blocks, "ravel") else blocks
-        found = dask.compute([dask.delayed(label_classes)(b) for b in blocks])[0]
         check_classes(labels, f"{test.path}: {label_column(test.meta)}",
-                      first_row_of(found, test.y, test.path, test.meta))
+                      first_row_of(block_classes(test.y), test.y, test.path, test.meta))
         raise
 
 
@@ -266,6 +261,16 @@ def label_classes(y) -> tuple:
     a frame's partition)."""
     classes, first, counts = np.unique(np.asarray(y), return_index=True, return_counts=True)
     return classes, counts, first
+
+
+def block_classes(y) -> list:
+    """:func:`label_classes` of every block of ``y`` (an array's chunks, a frame's
+    partitions), computed on the current client."""
+    import dask
+
+    blocks = y.to_delayed()
+    blocks = blocks.ravel() if hasattr(blocks, "ravel") else blocks
+    return dask.compute([dask.delayed(label_classes)(b) for b in blocks])[0]
 
 
 def first_row_of(found: list, y, urlpath: str, meta: dict):

@@ -16,12 +16,12 @@ from ._algorithms import (
     Dataset,
     Loaded,
     Param,
-    _count,
     TestSet,
+    _count,
+    block_classes,
     check_test_classes,
     checked_classes,
     class_lines,
-    label_classes,
     read_train_test,
 )
 
@@ -134,12 +134,7 @@ def _check_classes(y, y_read, args, meta) -> None:
     file (and the line of the first row holding one), as for LR
     (:func:`~._algorithms.checked_classes`; a table's reader names a decimal label by its
     line itself, ``classes=True``)."""
-    import dask
-
-    blocks = y.to_delayed()
-    blocks = blocks.ravel() if hasattr(blocks, "ravel") else blocks
-    found = dask.compute([dask.delayed(label_classes)(b) for b in blocks])[0]
-    checked_classes(found, y_read, args.train, meta)
+    checked_classes(block_classes(y), y_read, args.train, meta)
 
 
 def _gbdt_load(args, client) -> Loaded:
