@@ -129,6 +129,12 @@ class DataError(ValueError):
     (the command line) can tell bad input from a bug."""
 
 
+#: Why a classifier's label that is not a class (a click probability such as 0.7) is
+#: refused: the end of every message that refuses one, a reader's or an estimator's.
+NOT_A_CLASS = ("a classifier needs discrete labels such as 0 and 1 (whole numbers or text), "
+               "not continuous values")
+
+
 class OptionError(ValueError):
     """An option the user gave that is contradictory, unsupported, out of range or missing
     where needed: a flag of the ``dask-ps`` command or a key of its ``--config`` file, a

@@ -380,3 +380,50 @@ def test_bad_input_is_one_line_without_the_workers_failed_task_log(tmp_path):
     proc = run("--debug")
     assert proc.returncode == 1 and "Compute Failed" in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("dask_ps.exceptions.DataError: ")
+
+
+def test_a_label_that_is_no_class_is_named_by_its_file_and_line(client1, tmp_path, capsys):
+    """``dask-ps train gbdt`` on labels 0/1 with a stray 0.7 ended in "Unknown label type:
+    continuous (y has 3 distinct non-integer values, e.g. 0.0)", naming no file nor line.
+    Now the file and line of the first row holding it, as LR names it (LIBSVM files of a
+    glob, a later block); a table's reader names its line (CSV whose labels are written
+    with a point, so read as numbers), or row group and row (Parquet); a regression takes
+    the labels as they are."""
+    import pandas as pd
+
+    sf = _scheduler_file(client1, tmp_path)
+    run = ["--n-estimators", "2", "--scheduler-file", sf]
+    no_class = ("not a class: a classifier needs discrete labels such as 0 and 1 (whole "
+                "numbers or text), not continuous values")
+    for name, n in (("a", 30), ("b", 60)):
+        rows = [f"{i % 2} 1:{i + 1}" for i in range(n)]
+        rows[5:5] = ["", "# a comment", ""]
+        if name == "b":
+            rows[41] = "0.7 1:42"
+        (tmp_path / f"{name}.svm").write_text("\n".join(rows) + "\n")
+    glob = str(tmp_path / "*.svm")
+    assert main(["train", "gbdt", "--train", glob, "--blocksize", "120", *run]) == 2
+    out = capsys.readouterr()
+    assert out.err == f"dask-ps: error: {glob}: the label field holds 0.7 (first at " \
+                      f"{tmp_path / 'b.svm'}, line 42), {no_class}\n"
+    assert "training" not in out.out
+
+    path = _lines(tmp_path / "points.csv", 3000, 0)
+    text = open(path).read().replace(",0\n", ",0.0\n").replace(",1\n", ",1.0\n").splitlines()
+    text[2500] = "0.1,0.5,0.7"
+    (tmp_path / "points.csv").write_text("\n".join(text) + "\n")
+    assert main(["train", "gbdt", "--train", path, "--format", "csv", "--label", "y",
+                 "--blocksize", "16KiB", *run]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == \
+        f"dask-ps: error: {path}, line 2501: column 'y' holds 0.7, {no_class}"
+
+    df = pd.DataFrame({"y": np.arange(1000) % 2 * 1.0, "a": np.arange(1000.0)})
+    df.loc[450, "y"] = 0.5
+    pq = str(tmp_path / "t.parquet")
+    df.to_parquet(pq, row_group_size=300)
+    assert main(["train", "gbdt", "--train", pq, "--format", "parquet", "--label", "y",
+                 *run]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == \
+        f"dask-ps: error: {pq}, row group 1: label column 'y' holds 0.5 in row 151, {no_class}"
+    for data in ([pq, "--format", "parquet", "--label", "y"], [glob]):
+        assert main(["train", "gbdt-regression", "--train", *data, *run]) == 0

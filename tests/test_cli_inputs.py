@@ -139,8 +139,8 @@ def test_a_bug_keeps_its_traceback_and_user_errors_stay_one_line(tmp_path, clien
     assert out.err == "dask-ps: error: --solver, --penalty: penalty='l1' needs solver='ftrl' " \
                       "or 'lbfgs' (OWL-QN)\n" and "cluster:" not in out.out
     assert main(["train", "fm", "--train", one, *argv]) == 2
-    assert capsys.readouterr().err == "dask-ps: error: FactorizationMachineClassifier needs " \
-        "samples of at least 2 classes in the data, but the data contains only one class: 1.0\n"
+    assert capsys.readouterr().err == f"dask-ps: error: {one}: the label field holds one " \
+        f"class only, 1.0: a classifier needs samples of at least 2 classes\n"
 
 
 @pytest.mark.timeout(200)
@@ -407,3 +407,38 @@ def test_a_stray_class_is_named_by_its_file_and_line(tmp_path, client1, capsys):
                                   f"a classifier needs discrete labels such as 0 and 1 (whole " \
                                   f"numbers or text), not continuous values\n", argv
             assert "training" not in out.out
+
+
+@pytest.mark.timeout(300)
+def test_test_labels_that_are_no_class_and_one_training_class_are_named_by_file(
+        tmp_path, client1, capsys):
+    """A --test file whose labels hold a 0.5 ended the run with scikit-learn's "Classification
+    metrics can't handle a mix of continuous and binary targets" as a bug (status 1), after
+    training, for lr, fm and gbdt, and in dask-ps evaluate; training labels of one class
+    named no file ("the data contains only one class: 1.0"), after "training ...". Now the
+    first as the training labels are named, by file and line (the model saved first), the
+    second by file, before training."""
+    sf = _scheduler_file(client1, tmp_path)
+    train = _svm(tmp_path / "tr.svm", np.tile([0, 1], 100))
+    labels = np.tile([0.0, 1.0], 50)
+    labels[50] = 0.5
+    test = _svm(tmp_path / "te.svm", labels)
+    one = _svm(tmp_path / "one.svm", np.ones(50))
+    no_class = (f"dask-ps: error: {test}: the label field holds 0.5 (first at {test}, line "
+                f"51), not a class: a classifier needs discrete labels such as 0 and 1 (whole "
+                f"numbers or text), not continuous values\n")
+    for algorithm, rounds in (("lr", "--max-iter"), ("fm", "--max-iter"),
+                              ("gbdt", "--n-estimators")):
+        model = tmp_path / f"{algorithm}.npz"
+        assert main(["train", algorithm, "--train", train, "--test", test, rounds, "2",
+                     "--save", str(model), "--scheduler-file", sf]) == 2, algorithm
+        out = capsys.readouterr()
+        assert out.err == no_class and f"saved: {model}" in out.out, algorithm
+        assert main(["evaluate", str(model), "--test", test]) == 2
+        assert capsys.readouterr().err == no_class, algorithm
+        assert main(["train", algorithm, "--train", one, rounds, "2", "--scheduler-file",
+                     sf]) == 2
+        out = capsys.readouterr()
+        assert out.err == f"dask-ps: error: {one}: the label field holds one class only, " \
+                          f"1.0: a classifier needs samples of at least 2 classes\n", algorithm
+        assert "training" not in out.out

@@ -19,9 +19,10 @@ from ..exceptions import DataError
 from ._base import check_numeric_columns
 from ._gbdt_objectives import exact_sum
 from ._gbdt_sketch import hash_rows, sketch
+from ._logistic_data import classes_of
 
-__all__ = ["categorical_indices", "checksums", "eval_survey", "frame_categories", "survey",
-           "to_matrix"]
+__all__ = ["categorical_indices", "checksums", "eval_survey", "frame_categories", "set_checksums",
+           "survey", "to_matrix"]
 
 
 def frame_categories(frame, estimator: str | None = None) -> dict:
@@ -195,7 +196,8 @@ def labels(y) -> np.ndarray:
 LABEL_SAMPLE = 1000
 
 
-def survey(value, start: int, rate: float, seed: int, categories: dict, classify: bool):
+def survey(value, start: int, rate: float, seed: int, categories: dict, classify: bool,
+           checksum: bool = False):
     """What the driver needs from one training partition before the first tree.
 
     Parameters
@@ -209,21 +211,32 @@ def survey(value, start: int, rate: float, seed: int, categories: dict, classify
     classify : bool
         Labels are classes (their distinct values and counts are returned) or numbers
         (sum, min and max).
+    checksum : bool, default False
+        Also return the partition's :func:`checksums` (a fit that writes checkpoints: a
+        resume knows its training data by them).
 
     Returns
     -------
     dict
         ``sketch`` (:class:`BinSketch`), ``n_rows``, and ``classes`` / ``counts`` or
         ``y_sum`` (:func:`exact_sum`) / ``y_min`` / ``y_max`` / ``y_sample`` (every k-th
-        label, at most about :data:`LABEL_SAMPLE`).
+        label, at most about :data:`LABEL_SAMPLE`); with ``checksum``, ``checksums``.
+
+    Raises
+    ------
+    ValueError
+        What :func:`to_matrix` and :func:`checked_labels` raise; a classifier's label that
+        is not a class (:func:`~._logistic_data.classes_of`), naming its first row.
     """
     X = to_matrix(value[0], categories, start)
     y = checked_labels(value[1], start, classify)
     out = dict(n_rows=int(X.shape[0]),
                sketch=sketch(X, np.arange(start, start + X.shape[0], dtype=np.int64), rate,
                              seed))
+    if checksum:
+        out["checksums"] = checksums(X, y, start)
     if classify:
-        out["classes"], out["counts"] = np.unique(y, return_counts=True)
+        out["classes"], out["counts"] = classes_of(y, start)
     else:
         y = np.asarray(y, np.float64)
         out.update(y_sum=exact_sum(y), y_min=float(y.min(initial=np.inf)),
@@ -258,13 +271,12 @@ def eval_survey(value, start: int, categories: dict, classify: bool) -> dict:
     Returns
     -------
     dict
-        ``classes`` (array), ``features`` and ``labels`` (int in [0, 2**64)).
+        ``classes`` (array) and ``checksums``.
     """
     X = to_matrix(value[0], categories, start, "eval_set X")
     y = checked_labels(value[1], start, classify, "eval_set y")
-    features, labels_sum = checksums(X, y, start)
-    return dict(classes=np.unique(y) if classify else y[:0], features=features,
-                labels=labels_sum)
+    return dict(classes=classes_of(y, start, "eval_set y")[0] if classify else y[:0],
+                checksums=checksums(X, y, start))
 
 
 #: Seeds of :func:`checksums`' weights: of the rows' features, of the columns, of the labels.
@@ -335,3 +347,11 @@ def checksums(X, y, start: int) -> tuple[int, int]:
         features = (by_column * cols).sum(dtype=np.uint64)
     labels_sum = (_words(y) * _weights(start, n, _LABEL_SEED)).sum(dtype=np.uint64)
     return int(features), int(labels_sum)
+
+
+def set_checksums(found: list, prefix: str) -> dict:
+    """The checksums of a whole set from its partitions' (the ``checksums`` of their
+    :func:`survey` or :func:`eval_survey`): ``{prefix + "_features": hex, prefix +
+    "_labels": hex}``, 16 hex digits each, as a fit id keeps them."""
+    return {f"{prefix}_{k}": f"{sum(int(f['checksums'][i]) for f in found) % 2**64:016x}"
+            for i, k in enumerate(("features", "labels"))}

@@ -19,7 +19,6 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.utils.multiclass import type_of_target
 
 from ..exceptions import CheckpointFormatError, DataError, OptionError
 from ..model import PSModel
@@ -27,7 +26,7 @@ from ..partitions import Partitions
 from ..partitions.inputs import is_dask
 from ._base import EpochLoop
 from ._gbdt_bins import BinMapper
-from ._gbdt_data import eval_survey
+from ._gbdt_data import eval_survey, set_checksums
 from ._gbdt_kernels import quantization_scale
 from ._gbdt_objectives import exact_mean, get_objective
 from ._gbdt_ps import FitConfig, JobArgs, boost_task, early_stop
@@ -231,15 +230,14 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     max_leaf_nodes = leaf_budget(max_leaf_nodes, n_train, min_samples_leaf, max_depth)
     starts = np.array(data.starts, np.int64)
     rate = sample_rate(n_train, sample_count)
+    # a fit that writes checkpoints knows its training data by their checksums (a resume
+    # on other rows of the same shape and bins is refused, fit_differences)
     parts, mapper = survey_bins(data, starts, rate, random_state, categories, classify,
-                                max_bins, categorical, min_samples_leaf * rate)
+                                max_bins, categorical, min_samples_leaf * rate,
+                                checksum=loop.checkpoint is not None)
     classes, n_classes = None, None
     if classify:
         classes = np.unique(np.concatenate([p["classes"] for p in parts]))
-        if type_of_target(classes) == "continuous":
-            raise DataError(f"Unknown label type: continuous (y has {classes.shape[0]} "
-                            f"distinct non-integer values, e.g. {classes[0]!r}); a "
-                            f"classifier needs classes: use GBDTRegressor for numbers")
         if classes.shape[0] < 2:
             raise DataError(f"the data contains only one class: {classes.tolist()[0]!r}; "
                             f"a classifier needs samples of at least 2 classes")
@@ -275,9 +273,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
             raise ValueError(f"eval_set has the label {outside.tolist()[0]!r}, not one of the "
                              f"classes {classes.tolist()} seen in training")
         # which eval set the eval losses kept for early stopping are of (fit_differences)
-        eval_id = dict(eval_rows=int(eval_data.total_rows),
-                       **{f"eval_{k}": f"{sum(s[k] for s in seen) % 2**64:016x}"
-                          for k in ("labels", "features")})
+        eval_id = dict(eval_rows=int(eval_data.total_rows), **set_checksums(seen, "eval"))
     T = obj.n_outputs
     L = max_leaf_nodes
     layout = HistLayout.make(mapper, model.n_shards, T * max(1, L // 2), T * L,
@@ -285,7 +281,10 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     params = split_params(reg_lambda, min_child_weight, min_samples_leaf, min_split_gain,
                           **cat_params)
     check_table_memory(model, layout, T, L, int(mapper.hist_offsets[-1]))
-    model.add_table(TABLE, (layout.n_keys, layout.ncols), "float64", optimizer=StepRule())
+    # scratch: empty between rounds, and its size follows the partitions and shards, which
+    # a resume may have others of (a checkpoint keeps the trees, save_driver)
+    model.add_table(TABLE, (layout.n_keys, layout.ncols), "float64", optimizer=StepRule(),
+                    checkpoint=False)
     def setup_shards() -> None:
         model.map_shards(TABLE, shard_setup, layout, mapper.hist_offsets, mapper.n_bins,
                          mapper.is_categorical, params, float(colsample_bytree), random_state)
@@ -352,6 +351,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                   leaves=int(max_leaf_nodes), classes=None if classes is None else
                   [str(c) for c in classes], bins=hashlib.sha256(
                       mapper.bin_upper.tobytes() + mapper.hist_offsets.tobytes()).hexdigest(),
+                  **(set_checksums(parts, "train") if loop.checkpoint is not None else {}),
                   # the eval losses kept for early stopping are of this eval set
                   **eval_id)
 
@@ -371,25 +371,36 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
             raise CheckpointFormatError("the checkpoint to resume from holds no trees: "
                                         "another estimator wrote it, or a GBDT fit of a "
                                         "dask_ps that did not keep them")
-        diff = fit_differences(saved, fit_id)
+        try:  # a checkpoint written before its metadata was checksummed may be damaged
+            diff = fit_differences(saved, fit_id)
+            kept = int(saved["rounds"])
+            trees = {k: _unpacked(v) for k, v in saved["trees"].items()}
+            bound, losses = float(saved["bound"]), [float(v) for v in saved["eval_losses"]]
+            floor = None if saved["floor"] is None else _unpacked(saved["floor"])
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise CheckpointFormatError(f"the trees of the checkpoint to resume from cannot "
+                                        f"be read ({type(exc).__name__}: {exc}): it is "
+                                        f"damaged") from None
         if diff:
-            sums = [k for k in ("eval_labels", "eval_features") if k in diff]
-            said = (f" ({' and '.join(sums)}: checksum{'s' if len(sums) > 1 else ''} of "
-                    f"the eval set's {' and '.join(k[5:] for k in sums)}: another eval_set "
-                    f"than the checkpoint's)") if sums else ""
             raise OptionError(f"resume: the checkpoint holds another fit, (theirs, this one's) "
-                              f"{diff}{said}; resume with the same data, eval_set, bins and "
-                              f"max_leaf_nodes, or use another checkpoint folder")
-        if saved["rounds"] < clock:
+                              f"{diff}{checksum_note(diff)}; resume with the same data, "
+                              f"eval_set, bins and max_leaf_nodes, or use another checkpoint "
+                              f"folder")
+        if kept < clock:
             raise CheckpointFormatError(f"the checkpoint is at round {clock} but holds "
-                                        f"{saved['rounds']} rounds of trees")
-        ensemble.load_flat({k: _unpacked(v) for k, v in saved["trees"].items()})
+                                        f"{kept} rounds of trees")
+        try:
+            ensemble.load_flat(trees)
+        except (IndexError, KeyError, ValueError) as exc:
+            raise CheckpointFormatError(f"the trees of the checkpoint to resume from do not "
+                                        f"fit together ({type(exc).__name__}: {exc}): it is "
+                                        f"damaged") from None
         # a checkpoint past n_estimators (clock is then n_estimators): its first rounds are
         # this fit's, and nothing is left to grow
         ensemble.truncate(clock)
-        state["bounds"][clock] = saved["bound"]
-        state["floors"][clock] = None if saved["floor"] is None else _unpacked(saved["floor"])
-        state["eval_losses"][:] = saved["eval_losses"][:clock]
+        state["bounds"][clock] = bound
+        state["floors"][clock] = floor
+        state["eval_losses"][:] = losses[:clock]
         # whether to stop is this fit's call (its early_stopping_rounds, maybe none), made
         # again from the eval losses before the next round
         state["stopped"] = False
@@ -405,19 +416,40 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                      hist_bytes / max(1, sum(1 for h in history if "loss" in h)))
 
 
+#: The sets a fit id knows by the checksums of their labels and features
+#: (:func:`~._gbdt_data.set_checksums`): key prefix, what the set is, what a difference means.
+CHECKSUM_SETS = {"train": ("the training data", "other training data (X, y)"),
+                 "eval": ("the eval set", "another eval_set")}
+
+
+def checksum_note(diff: dict) -> str:
+    """What the checksum keys among ``diff`` (:func:`fit_differences`) mean, for the error:
+    ``" (train_labels: checksum of the training data's labels: other training data (X, y)
+    than the checkpoint's)"``; empty when none differs."""
+    notes = []
+    for prefix, (name, other) in CHECKSUM_SETS.items():
+        sums = [k for k in (f"{prefix}_labels", f"{prefix}_features") if k in diff]
+        if sums:
+            notes.append(f"{' and '.join(sums)}: checksum{'s' if len(sums) > 1 else ''} of "
+                         f"{name}'s {' and '.join(k.split('_', 1)[1] for k in sums)}: "
+                         f"{other} than the checkpoint's")
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
 def fit_differences(saved: dict, fit_id: dict) -> dict:
     """``{key: (the checkpoint's, this fit's)}`` where the fit a checkpoint's driver state
-    ``saved`` holds differs from this one's ``fit_id`` (empty: it may resume). The eval set
-    is known by its rows and the checksums of its labels and features
-    (:func:`~._gbdt_data.checksums`). A checkpoint written before the checksums were kept
-    says only its eval set's rows, and one written before ``eval_rows`` only whether it had
-    an eval set (its eval losses): then that must match."""
+    ``saved`` holds differs from this one's ``fit_id`` (empty: it may resume). The training
+    data and the eval set are known by their rows and the checksums of their labels and
+    features (:func:`~._gbdt_data.checksums`). A checkpoint written before the checksums
+    were kept says only the sets' rows (and the training data's bins), and one written
+    before ``eval_rows`` only whether it had an eval set (its eval losses): then that must
+    match."""
     theirs = dict(saved["fit"])
     if "eval_rows" not in theirs:
         had = bool(saved.get("eval_losses"))
         theirs["eval_rows"] = fit_id.get("eval_rows") if had == (
             fit_id.get("eval_rows") is not None) else ("an eval set" if had else None)
-    for key in ("eval_labels", "eval_features"):
+    for key in (f"{p}_{k}" for p in CHECKSUM_SETS for k in ("labels", "features")):
         theirs.setdefault(key, fit_id.get(key))  # not kept then: its rows decide, as they did
     return {k: (theirs.get(k), v) for k, v in fit_id.items() if theirs.get(k) != v}
 

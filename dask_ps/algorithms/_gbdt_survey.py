@@ -39,10 +39,10 @@ def group_bounds(n_features: int, n_groups: int) -> np.ndarray:
 
 
 def survey_part(value, start: int, rate: float, seed: int, categories: dict, classify: bool,
-                n_groups: int) -> dict:
+                n_groups: int, checksum: bool = False) -> dict:
     """:func:`._gbdt_data.survey` of one partition, its sketch cut into the feature ranges
     of :func:`group_bounds` (``pieces``, a list of :class:`BinSketch`); ``n_features``."""
-    out = survey(value, start, rate, seed, categories, classify)
+    out = survey(value, start, rate, seed, categories, classify, checksum)
     sk = out.pop("sketch")
     b = group_bounds(sk.n_features, n_groups)
     out["n_features"] = sk.n_features
@@ -82,8 +82,8 @@ def _check_width(infos: list) -> int:
 
 
 def survey_bins(data, starts: np.ndarray, rate: float, seed: int, categories: dict,
-                classify: bool, max_bins: int, categorical, min_rows: float
-                ) -> tuple[list[dict], BinMapper]:
+                classify: bool, max_bins: int, categorical, min_rows: float,
+                checksum: bool = False) -> tuple[list[dict], BinMapper]:
     """Survey the training partitions ``data`` (:class:`~dask_ps.partitions.Partitions` of
     ``(X, y)``) and compute the bins.
 
@@ -98,12 +98,14 @@ def survey_bins(data, starts: np.ndarray, rate: float, seed: int, categories: di
     classify : bool
     max_bins, categorical, min_rows
         As :func:`._gbdt_bins.bin_mapper` takes them.
+    checksum : bool, default False
+        Also the partitions' :func:`._gbdt_data.checksums`.
 
     Returns
     -------
     (list of dict, BinMapper)
-        Per partition, in order, :func:`._gbdt_data.survey`'s labels summary and
-        ``n_rows``; the bins.
+        Per partition, in order, :func:`._gbdt_data.survey`'s labels summary,
+        ``n_rows`` (and ``checksums``); the bins.
 
     Raises
     ------
@@ -112,8 +114,8 @@ def survey_bins(data, starts: np.ndarray, rate: float, seed: int, categories: di
         :func:`._gbdt_bins.bin_mapper` raise.
     """
     if data.is_local:
-        found = [survey_part(p.load(), int(starts[i]), rate, seed, categories, classify, 1)
-                 for i, p in enumerate(data.refs())]
+        found = [survey_part(p.load(), int(starts[i]), rate, seed, categories, classify, 1,
+                             checksum) for i, p in enumerate(data.refs())]
         return _one_range(categorical, max_bins, min_rows, *found)
     client = data.client
     workers = sorted(set(data.workers))
@@ -122,7 +124,7 @@ def survey_bins(data, starts: np.ndarray, rate: float, seed: int, categories: di
     n_groups = 1 if one else 2 * len(workers)
     where = [dict(workers=[w], allow_other_workers=True, pure=False) for w in data.workers]
     found = [client.submit(survey_part, f, int(starts[i]), rate, seed, categories, classify,
-                           n_groups, **where[i])
+                           n_groups, checksum, **where[i])
              for i, f in enumerate(data.futures)]
     if one:
         infos, mapper = client.submit(_one_range, categorical, max_bins, min_rows, *found,

@@ -9,18 +9,19 @@ scipy and dask inputs alike.
 from __future__ import annotations
 
 import numbers
+import warnings
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..exceptions import DataError
+from ..exceptions import NOT_A_CLASS, DataError
 from ..partitions.inputs import broadcast_large
 from ._logistic_kernels import decision
 
 __all__ = ["WIDE_FEATURES", "KeyedWeights", "TableCache", "as_scipy", "check_classes",
-           "check_dask_X", "dask_margins", "encode_part", "hash_columns", "labels_of",
-           "margins", "proba_from_margins", "table_rows"]
+           "check_dask_X", "classes_of", "dask_margins", "encode_part", "hash_columns",
+           "labels_of", "margins", "proba_from_margins", "table_rows"]
 
 #: Models of at least this many features (columns after hashing) keep their weights in a
 #: hashed PS table, keyed by the column index (any key in [0, 2**63 - 1)), instead of a dense
@@ -157,11 +158,35 @@ def as_scipy(X):
     return X.to_scipy_sparse().tocsr() if hasattr(X, "to_scipy_sparse") else X
 
 
-def labels_of(part) -> np.ndarray:
-    """The distinct labels of an ``(X, y)`` partition."""
+def labels_of(part, start: int = 0) -> np.ndarray:
+    """The distinct labels of an ``(X, y)`` partition whose first row is row ``start`` of
+    the whole data, checked by :func:`classes_of`."""
     y = part[1]
     y = y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)
-    return np.unique(y.ravel())
+    return classes_of(y.ravel(), start)[0]
+
+
+def classes_of(y: np.ndarray, start: int = 0, name: str = "y") -> tuple:
+    """``(classes, counts)`` of a partition's labels ``y`` (n,), checked by
+    :func:`check_classes`, whose error names the first row holding the offending label as
+    ``name[row]``, the row in the whole data (``start``: the partition's first).
+
+    Raises
+    ------
+    DataError
+        ``"y holds 0.7 (first at y[237]), not a class: ..."``.
+    """
+    classes, first, counts = np.unique(y, return_index=True, return_counts=True)
+
+    def where(value) -> str | None:
+        same = classes == value
+        if not np.any(same) and value != value:  # NaN
+            same = classes != classes
+        hit = np.flatnonzero(same)
+        return f"at {name}[{start + int(first[hit[0]])}]" if hit.size else None
+
+    check_classes(classes, name, where)
+    return classes, counts
 
 
 def check_classes(labels: np.ndarray, what: str, where=None) -> None:
@@ -192,10 +217,10 @@ def check_classes(labels: np.ndarray, what: str, where=None) -> None:
         if bad.shape[0]:
             first = None if where is None else where(bad[0].item())
             at = "" if first is None else f" (first {first})"
-            raise DataError(f"{what} holds {bad[0].item()!r}{at}, not a class: a classifier "
-                            f"needs discrete labels such as 0 and 1 (whole numbers or text), "
-                            f"not continuous values")
-    check_classification_targets(labels)
+            raise DataError(f"{what} holds {bad[0].item()!r}{at}, not a class: {NOT_A_CLASS}")
+    with warnings.catch_warnings():  # distinct labels are all unique: not a sign of numbers
+        warnings.filterwarnings("ignore", "The number of unique classes", UserWarning)
+        check_classification_targets(labels)
 
 
 def targets(codes: np.ndarray, n_out: int) -> np.ndarray:

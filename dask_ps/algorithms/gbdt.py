@@ -35,6 +35,7 @@ from ._gbdt_data import categorical_indices, frame_categories, to_matrix
 from ._gbdt_fit import DIVERGENCE_ADVICE, eval_pair, one_shard, train, training_workers
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT
 from ._gbdt_tree import Ensemble
+from ._logistic_data import classes_of
 
 __all__ = ["Booster", "GBDTClassifier", "GBDTRegressor"]
 
@@ -106,13 +107,15 @@ _DOC_PARAMS = """
         Place the histogram shards only on workers offering this Dask resource (as for
         :class:`~dask_ps.LogisticRegression`). Default: on every worker.
     checkpoint : str, "auto" or None, default None
-        Checkpoint URL of the histogram table between jobs (see
-        :class:`~dask_ps.LogisticRegression`); its content between rounds is empty, and a
-        task that lost its worker-local rows rebuilds them from its partition and the trees
-        so far, so a lost worker costs the rounds since the last checkpoint.
+        Checkpoint URL (see :class:`~dask_ps.LogisticRegression`) of the trees between
+        jobs (the histogram table, empty between rounds, is not kept); a task that lost its
+        worker-local rows rebuilds them from its partition and the trees so far, so a lost
+        worker costs the rounds since the last checkpoint.
     checkpoint_every, max_recoveries, resume, progress
-        As for :class:`~dask_ps.LogisticRegression` (rounds, not epochs); a checkpoint holds
-        the trees: ``resume`` goes on from them (same data and eval_set), or keeps the first.
+        As for :class:`~dask_ps.LogisticRegression` (rounds, not epochs): ``resume`` goes on
+        from the checkpoint's trees (the same data and eval_set, known by the checksums of
+        their labels and features, in any partitions, on any number of shards), or keeps
+        the first.
     callbacks : list of callable, optional
         ``cb(record) -> bool`` after every round; True stops the fit. With callbacks the
         fit runs one job per round (a few ms each).
@@ -286,7 +289,11 @@ class _GBDT(PSEstimator):
             return validate_data(self, X, **kw), None, {}
         X, y = validate_data(self, X, y, y_numeric=not classify, **kw)
         if classify:
-            check_classification_targets(y)
+            try:
+                check_classification_targets(y)
+            except ValueError:
+                classes_of(y)  # a label that is not a class (0.7), named by its first row
+                raise
         return X, y, {}
 
     def _categorical(self, cats: dict):
@@ -316,8 +323,9 @@ class _GBDT(PSEstimator):
         ------
         ValueError
             Bad parameters; a single class; labels outside the classes in ``eval_set``; infinite
-            values or non-finite labels (naming the row); a categorical column with non-integer
-            or too large values; ``early_stopping_rounds`` without ``eval_set``.
+            values, non-finite labels or a classifier's label that is not a class such as 0.7
+            (naming the row); a categorical column with non-integer or too large values;
+            ``early_stopping_rounds`` without ``eval_set``.
 
         Warns
         -----

@@ -416,7 +416,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         if warm:
             self._check_same_hashing(n_features)
         with self._model() as model, self._partition(model, (X, y)) as raw:
-            labels = np.unique(np.concatenate(raw.reduce(D.labels_of) + [
+            labels = np.unique(np.concatenate(raw.reduce(D.labels_of, None, with_start=True) + [
                 np.asarray([] if classes is None else classes)]))
             D.check_classes(labels, "y")
             if warm and np.setdiff1d(labels, self.classes_).size:

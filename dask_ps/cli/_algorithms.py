@@ -189,8 +189,124 @@ def read_train_test(args, client, meta_of, read):
     if isinstance(X.shape[0], (int, np.integer)) and not X.shape[0]:  # a frame's is lazy
         raise DataError(f"{args.train}: no rows")
     meta["n_features"] = int(X.shape[1])
-    test = read(args.test, meta, n_features=X.shape[1]) if args.test else None
+    test = TestSet(*read(args.test, meta, n_features=X.shape[1]), args.test, meta) \
+        if args.test else None
     return meta, X, y, test
+
+
+class TestSet(NamedTuple):
+    """Test data as a reader made it (``X``, ``y`` lazy) and where it comes from, so that
+    a label scoring refuses is named by file and line (:func:`check_test_classes`)."""
+
+    X: Any
+    y: Any
+    path: str
+    meta: dict
+
+
+def label_column(meta: dict) -> str:
+    """What holds the labels, for messages: ``"the label field"`` (LIBSVM) or ``"label
+    column 'click'"``."""
+    if meta["format"] == "libsvm":
+        return "the label field"
+    return f"label column {meta.get('label') or 'Label'!r}"
+
+
+def checked_classes(found: list, y, path: str, meta: dict) -> tuple:
+    """``(labels, where)``: the distinct labels of the blocks' ``found``
+    (:func:`label_classes`) of a classifier's training labels ``y`` as the reader made
+    them, and :func:`first_row_of` them.
+
+    Raises
+    ------
+    DataError
+        A label that is not a class, named by the file and line of its first row
+        (:func:`~dask_ps.algorithms._logistic_data.check_classes`), or a single class.
+    """
+    from ..algorithms._logistic_data import check_classes
+
+    what = f"{path}: {label_column(meta)}"
+    labels = np.unique(np.concatenate([f[0] for f in found]))
+    where = first_row_of(found, y, path, meta)
+    check_classes(labels, what, where)
+    if labels.shape[0] == 1:
+        raise DataError(f"{what} holds one class only, {labels.tolist()[0]!r}: a classifier "
+                        f"needs samples of at least 2 classes")
+    return labels, where
+
+
+def check_test_classes(y: np.ndarray, test: TestSet) -> None:
+    """Refuse test labels ``y`` (computed) that are not classes (0.7: scikit-learn's
+    metrics failed on them, a bug's traceback), naming the file and line of the first, as
+    for the training labels; the blocks are read again on this error path only.
+
+    Raises
+    ------
+    DataError
+        ``"t.svm: the label field holds 0.5 (first at t.svm, line 51), not a class: ..."``.
+    """
+    from ..algorithms._logistic_data import check_classes
+
+    labels = np.unique(y)
+    try:
+        check_classes(labels, test.path)
+    except DataError:
+        check_classes(labels, f"{test.path}: {label_column(test.meta)}",
+                      first_row_of(block_classes(test.y), test.y, test.path, test.meta))
+        raise
+
+
+def label_classes(y) -> tuple:
+    """``(classes, counts, first row of each)`` of a block of labels (an array's chunk or
+    a frame's partition)."""
+    classes, first, counts = np.unique(np.asarray(y), return_index=True, return_counts=True)
+    return classes, counts, first
+
+
+def block_classes(y) -> list:
+    """:func:`label_classes` of every block of ``y`` (an array's chunks, a frame's
+    partitions), computed on the current client."""
+    import dask
+
+    blocks = y.to_delayed()
+    blocks = blocks.ravel() if hasattr(blocks, "ravel") else blocks
+    return dask.compute([dask.delayed(label_classes)(b) for b in blocks])[0]
+
+
+def first_row_of(found: list, y, urlpath: str, meta: dict):
+    """``where(label) -> str | None``: where the first row holding ``label`` lies, from the
+    blocks' ``found`` (:func:`label_classes`) of ``y`` as the reader made it (not
+    persisted): ``"at <file>, line <n>"`` (a CSV header is line 1, blank and comment lines
+    count), ``"at <file>, row group <g>, row <r>"`` for Parquet, or, when ``y``'s chunks
+    are not the reader's blocks (``chunk_sources`` of :mod:`dask_ps.io._blocks`; a
+    frame's partitions are not) or a block cannot be read again, ``"in data row <n> (the
+    header not counted)"`` over the files in order; None for a label no block holds.
+
+    Cheap, and only when an error names a row: the lines before each block come from the
+    reader's first pass (in ``y``'s graph); ``row_origin`` reads the one block holding the
+    row again to find its line (blank and comment lines are no rows)."""
+    def where(value) -> str | None:
+        from ..io._blocks import chunk_sources, open_paths, row_origin
+        from ..io._line_kernels import CSV, SVM
+
+        hit = next(((i, first[classes.tolist().index(value)])
+                    for i, (classes, _, first) in enumerate(found)
+                    if value in classes.tolist()), None)
+        if hit is None:
+            return None
+        i, first = hit
+        sources = chunk_sources(y)
+        if sources is not None:
+            csv = meta["format"] == "csv"
+            try:
+                return "at " + row_origin(open_paths(urlpath)[0], sources[i], int(first),
+                                          CSV if csv else SVM, int(csv))
+            except (OSError, ValueError, IndexError):  # the file changed since: as before
+                pass
+        before = sum(int(counts.sum()) for _, counts, _ in found[:i])
+        return f"in data row {before + int(first) + 1:,} (the header not counted)"
+
+    return where
 
 
 def class_lines(classes, y, proba) -> list[str]:

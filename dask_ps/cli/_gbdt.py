@@ -16,7 +16,11 @@ from ._algorithms import (
     Dataset,
     Loaded,
     Param,
+    TestSet,
     _count,
+    block_classes,
+    check_test_classes,
+    checked_classes,
     class_lines,
     read_train_test,
 )
@@ -125,12 +129,23 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
     return X, df[label]
 
 
+def _check_classes(y, y_read, args, meta) -> None:
+    """A classifier's labels that are not classes (0/0.7), or a single class, named by the
+    file (and the line of the first row holding one), as for LR
+    (:func:`~._algorithms.checked_classes`; a table's reader names a decimal label by its
+    line itself, ``classes=True``)."""
+    checked_classes(block_classes(y), y_read, args.train, meta)
+
+
 def _gbdt_load(args, client) -> Loaded:
     meta, X, y, test = read_train_test(args, client, _gbdt_meta, _gbdt_read)
+    y_read = y  # its graph names the blocks of its chunks, the persisted one's does not
     X, y = client.persist([X, y])
     n = int(X.shape[0]) if meta["format"] == "libsvm" else int(y.shape[0].compute())
     if not n:
         raise DataError(f"{args.train}: no rows")
+    if args.algorithm == "gbdt":
+        _check_classes(y, y_read, args, meta)
     parts = _count(X.npartitions if hasattr(X, "npartitions") else X.numblocks[0],
                    "partition")
     return Loaded((X, y), test, meta, float(n),
@@ -138,17 +153,18 @@ def _gbdt_load(args, client) -> Loaded:
 
 
 def _gbdt_load_test(path: str, meta: dict, args):
-    return _gbdt_read(path, meta, n_features=meta.get("n_features"))
+    return TestSet(*_gbdt_read(path, meta, n_features=meta.get("n_features")), path, meta)
 
 
-def _gbdt_score(est, test) -> list[str]:
+def _gbdt_score(est, test: TestSet) -> list[str]:
     # computed apart: a table's labels are a dask-expr collection, predictions an array
-    y = np.asarray(test[1].compute())
+    y = np.asarray(test.y.compute())
     if not y.shape[0]:  # the estimator refuses an empty X
         return ["test: no rows"]
     if hasattr(est, "classes_"):
-        return class_lines(est.classes_, y, est.predict_proba(test[0]).compute())
-    pred = est.predict(test[0]).compute()
+        check_test_classes(y, test)
+        return class_lines(est.classes_, y, est.predict_proba(test.X).compute())
+    pred = est.predict(test.X).compute()
     err = np.asarray(pred, np.float64) - np.asarray(y, np.float64)
     return [f"test: l2 {np.mean(err ** 2):.6f}  l1 {np.mean(np.abs(err)):.6f}  "
             f"({err.shape[0]:,} rows)"]

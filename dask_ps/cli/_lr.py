@@ -17,10 +17,15 @@ from ._algorithms import (
     Dataset,
     Loaded,
     Param,
+    TestSet,
     _count,
     _n_threads,
     _nnz,
+    check_test_classes,
+    checked_classes,
     class_lines,
+    label_classes,
+    label_column,
     read_train_test,
 )
 
@@ -128,52 +133,11 @@ def _lr_meta_encoded(args) -> dict:
     return meta
 
 
-def _classes(y: np.ndarray) -> tuple:
-    """``(classes, counts, first row of each)`` of a block of labels."""
-    classes, first, counts = np.unique(y, return_index=True, return_counts=True)
-    return classes, counts, first
-
-
-def _first_row_of(found: list, y, urlpath: str, meta: dict):
-    """``where(label) -> str | None``: where the first row holding ``label`` lies, from the
-    blocks' ``found`` (:func:`_classes`) of ``y`` as the reader made it (not persisted):
-    ``"at <file>, line <n>"`` (a CSV header is line 1, blank and comment lines count),
-    ``"at <file>, row group <g>, row <r>"`` for Parquet, or, when ``y``'s chunks are not
-    the reader's blocks (``chunk_sources`` of :mod:`dask_ps.io._blocks`) or a block cannot
-    be read again, ``"in data row <n> (the header not counted)"`` over the files in order;
-    None for a label no block holds.
-
-    Cheap, and only when an error names a row: the lines before each block come from the
-    reader's first pass (in ``y``'s graph); ``row_origin`` reads the one block holding the
-    row again to find its line (blank and comment lines are no rows)."""
-    def where(value) -> str | None:
-        from ..io._blocks import chunk_sources, open_paths, row_origin
-        from ..io._line_kernels import CSV, SVM
-
-        hit = next(((i, first[classes.tolist().index(value)])
-                    for i, (classes, _, first) in enumerate(found)
-                    if value in classes.tolist()), None)
-        if hit is None:
-            return None
-        i, first = hit
-        sources = chunk_sources(y)
-        if sources is not None:
-            csv = meta["format"] == "csv"
-            try:
-                return "at " + row_origin(open_paths(urlpath)[0], sources[i], int(first),
-                                          CSV if csv else SVM, int(csv))
-            except (OSError, ValueError, IndexError):  # the file changed since: as before
-                pass
-        return f"in data row {sum(y.chunks[0][:i]) + int(first) + 1:,} (the header not " \
-               f"counted)"
-
-    return where
-
-
 def _refuse_third_class(labels: np.ndarray, found: list, what: str, where) -> None:
     """Refuse labels of more than two classes (a binary classifier's), naming the rarest
-    class, its count and ``where(class)`` the first row holding it (:func:`_first_row_of`),
-    from the blocks' ``found`` (:func:`_classes`).
+    class, its count and ``where(class)`` the first row holding it
+    (:func:`~._algorithms.first_row_of`), from the blocks' ``found``
+    (:func:`~._algorithms.label_classes`).
 
     Raises
     ------
@@ -197,8 +161,6 @@ def _refuse_third_class(labels: np.ndarray, found: list, what: str, where) -> No
 def _lr_load(args, client) -> Loaded:
     import dask
 
-    from ..algorithms._logistic_data import check_classes
-
     meta, X, y, test = read_train_test(args, client, _lr_meta_encoded, _lr_read)
     y_read = y  # its graph names the blocks of its chunks, the persisted one's does not
     X, y = client.persist([X, y])
@@ -210,30 +172,27 @@ def _lr_load(args, client) -> Loaded:
 
     # counted now: a fit may release the persisted input once it has encoded it
     nnz, found = dask.compute([dask.delayed(_nnz)(b) for b in X.to_delayed().ravel()],
-                              [dask.delayed(_classes)(b) for b in y.to_delayed().ravel()])
+                              [dask.delayed(label_classes)(b) for b in y.to_delayed().ravel()])
     units = float(sum(nnz))
-    # labels that are not classes (0/0.7) are the data's fault: say which column holds them
-    column = ("the label field" if meta["format"] == "libsvm" else
-              f"label column {meta.get('label') or 'Label'!r}")
-    labels = np.unique(np.concatenate([f[0] for f in found]))
-    where = _first_row_of(found, y_read, args.train, meta)
-    check_classes(labels, f"{args.train}: {column}", where)
+    # labels that are not classes (0/0.7), or one class, are the data's fault: say where
+    labels, where = checked_classes(found, y_read, args.train, meta)
     if args.algorithm == "fm" and labels.shape[0] > 2:
-        _refuse_third_class(labels, found, f"{args.train}: {column}", where)
+        _refuse_third_class(labels, found, f"{args.train}: {label_column(meta)}", where)
     parts = _count(max(X.numblocks[0], min(threads, X.shape[0])), "partition")
     summary = f"{X.shape[0]:,} rows x {X.shape[1]:,} features ({parts})"
     return Loaded((X, y), test, meta, units, summary)
 
 
 def _lr_load_test(path: str, meta: dict, args):
-    return _lr_read(path, meta, n_features=meta.get("n_features"))
+    return TestSet(*_lr_read(path, meta, n_features=meta.get("n_features")), path, meta)
 
 
-def _lr_score(est, test) -> list[str]:
+def _lr_score(est, test: TestSet) -> list[str]:
     import dask
 
-    X, y = test
-    return class_lines(est.classes_, *dask.compute(y, est.predict_proba(X)))
+    y, proba = dask.compute(test.y, est.predict_proba(test.X))
+    check_test_classes(np.asarray(y), test)
+    return class_lines(est.classes_, y, proba)
 
 
 def _nonzero_rows(M) -> tuple[np.ndarray, np.ndarray]:

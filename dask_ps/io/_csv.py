@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from ..exceptions import DataError
+from ..exceptions import NOT_A_CLASS, DataError
 from ._blocks import Block, header_end, lines_before, open_paths, plan, read
 from .parquet import label_column, unique_columns
 
@@ -385,21 +385,25 @@ def _label_kind(sample: pa.Table, label: str, classes: bool) -> str:
 
 
 def _frame_block(block: Block, fs, names: list[str], types: dict, sep: str, header: bool,
-                 required: str, whole: bool):
+                 required: str, whole: bool, classes: bool = False):
     """One partition of :func:`read_frame`: a block's lines as a pandas DataFrame
-    (``whole``: the ``required`` labels, read as numbers, become int64)."""
+    (``whole``: the ``required`` labels, read as numbers, become int64; ``classes``:
+    labels read as numbers must be whole, a classifier's classes)."""
     try:
         table, _ = read_table(fs, block, 0, header, names, types, sep, required,
                               nan_missing=True)
-        if whole:
-            y = table.column(required)
+        y = table.column(required)
+        if whole or (classes and pa.types.is_floating(y.type)):
             frac = pc.not_equal(pc.floor(y), y).to_numpy(zero_copy_only=False)
             if frac.any():
+                row = int(np.argmax(frac))
                 data, skipped = strip_header(read(fs, block), block, header)
-                raise LineError(block.path, skipped + line_of_row(data, int(np.argmax(frac))),
-                                f"column {required!r}: {y[int(np.argmax(frac))].as_py()!r} "
-                                f"is not a whole number, as the classes in the file's first "
-                                f"lines are")
+                raise LineError(block.path, skipped + line_of_row(data, row), (
+                    f"column {required!r}: {y[row].as_py()!r} is not a whole number, as the "
+                    f"classes in the file's first lines are") if whole else (
+                    f"column {required!r} holds {y[row].as_py()!r}, not a class: "
+                    f"{NOT_A_CLASS}"))
+        if whole:
             i = names.index(required)
             table = table.set_column(i, required, pc.cast(y, pa.int64()))
     except LineError as exc:  # the block's own line numbers: count the lines before it now
@@ -451,8 +455,8 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
         :class:`LineError` ``"<file>, line <n>: ..."`` (lines of the file, 1-based, the
         header being line 1) naming the first bad line of a block: a wrong number of
         fields, a feature that is not a number or is infinite (naming the column), a label
-        that is empty or not a finite number, or not a whole number when the sample's are
-        (``classes``).
+        that is empty or not a finite number, or (``classes``) not a whole number when the
+        sample's are, or a number that is not whole (``0.7``: not a class).
     FileNotFoundError
         No file matches ``urlpath``.
     """
@@ -476,6 +480,7 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
     meta = pa.schema([(n, pa.int64() if n == label and kind == "whole" else t)
                       for n, t in types.items()]).empty_table().to_pandas()
     frame = dd.from_map(_frame_block, blocks, fs=fs, names=names, types=types, sep=sep,
-                        header=header, required=label, whole=kind == "whole", meta=meta,
+                        header=header, required=label, whole=kind == "whole",
+                        classes=classes, meta=meta,
                         label="read-frame", enforce_metadata=False)
     return frame, label

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 from dask.utils import parse_bytes
 
-from ..exceptions import DataError
+from ..exceptions import NOT_A_CLASS, DataError
 from ..state._malloc import release_memory
 from ._blocks import count_read, open_paths
 
@@ -216,13 +216,15 @@ def label_column(path: str, names: list[str], label: str | None, categorical) ->
 def table_labels(table: pa.Table, label: str, where: str, classes: bool = False
                  ) -> np.ndarray:
     """The label column of a table, checked: float64 numbers that must be finite; with
-    ``classes``, a column that is not numeric (text classes) as it is, every row set.
+    ``classes``, a column that is not numeric (text classes) as it is, every row set, and
+    numbers that must be whole (classes).
 
     Raises
     ------
     DataError
         Naming ``where`` and the first row (1-based) whose label is missing or not a finite
-        number, or a label column that is missing or (without ``classes``) not numeric.
+        number, or (``classes``) a number that is not whole (``0.7``: not a class), or a
+        label column that is missing or (without ``classes``) not numeric.
     """
     if label not in table.column_names:
         raise DataError(f"{where}: label column {label!r} is missing")
@@ -241,6 +243,12 @@ def table_labels(table: pa.Table, label: str, where: str, classes: bool = False
         i = int(np.argmax(bad))
         raise DataError(f"{where}: label column {label!r} is empty or not a finite number "
                         f"in row {i + 1} ({y[i]})")
+    if classes:
+        bad = np.floor(y) != y
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise DataError(f"{where}: label column {label!r} holds {y[i].item()!r} in row "
+                            f"{i + 1}, not a class: {NOT_A_CLASS}")
     return y
 
 

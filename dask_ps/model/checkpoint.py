@@ -191,7 +191,7 @@ def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
         raise ValueError(f"chunk_rows must be a positive integer or None, got {chunk_rows!r}")
     t0 = time.perf_counter()
     plans, tables = {}, {}
-    for i, (name, spec) in enumerate(model.specs.items()):
+    for i, (name, spec) in enumerate(model.saved_specs.items()):
         rows_per_chunk = ck.chunk_rows(spec, chunk_rows)
         n, rows_per_chunk, writers = _plan_table(model, spec, rows_per_chunk)
         tables[name] = ck.table_attrs(spec, i, n, rows_per_chunk)
@@ -375,8 +375,10 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
     _check_url(model, info.url)
     if model._job is not None:
         raise RuntimeError(f"cannot restore while job {model._job!r} runs")
-    tables = info.attrs["tables"]
-    own = [n for n in model.specs if n not in tables]
+    # a scratch table of the model (add_table(checkpoint=False)) is not restored, even from
+    # a checkpoint written when it was kept: it is made empty again below
+    tables = {n: t for n, t in info.attrs["tables"].items() if n not in model._scratch}
+    own = [n for n in model.saved_specs if n not in tables]
     if own:
         raise CheckpointFormatError(
             f"checkpoint {info.url!r} version {info.version} holds tables {sorted(tables)}, "
@@ -397,6 +399,9 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
         connection.call_all(model, "drop_table", name)
         connection.call_all(model, "create_table", spec)
         model.specs[name] = spec
+    for name in model._scratch:  # empty on every shard, a recreated one's too
+        connection.call_all(model, "drop_table", name)
+        connection.call_all(model, "create_table", model.specs[name])
     try:
         _run_tasks(model, _load_part, calls)
     except BaseException as exc:  # e.g. a worker lost while loading

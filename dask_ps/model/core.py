@@ -90,6 +90,7 @@ class PSModel:
         self.uid = uuid.uuid4().hex[:12]
         self.timeout = float(timeout)
         self.specs: dict[str, TableSpec] = {}
+        self._scratch: set[str] = set()  # tables checkpoints do not keep (add_table)
         self._client = None if isinstance(client, str) else (
             client if client is not None else connection.current_client())
         self._futures = []
@@ -130,7 +131,7 @@ class PSModel:
     # -- tables ---------------------------------------------------------------------------
     def add_table(self, name: str, shape, dtype="float32", *, partitioner: str = "range",
                   optimizer: str | Optimizer | None = None, init="zeros",
-                  seed: int = 0) -> "Table":
+                  seed: int = 0, checkpoint: bool = True) -> "Table":
         """Create a table on every shard.
 
         Parameters
@@ -153,6 +154,11 @@ class PSModel:
         init : "zeros", "ones", float, ("uniform", low, high) or ("normal", mean, std)
             Value of new rows, a pure function of (key, column, seed).
         seed : int, default 0
+        checkpoint : bool, default True
+            Whether checkpoints keep the table. False: scratch, whose content between jobs
+            means nothing (a GBDT fit's histograms): a save skips it, a restore (a resume, a
+            recovery) leaves it empty on every shard and compares nothing of it with the
+            checkpoint, so its shape may differ from one fit to the next.
 
         Returns
         -------
@@ -176,7 +182,15 @@ class PSModel:
                                self.n_shards)
         connection.call_all(self, "create_table", spec)
         self.specs[name] = spec
+        if not checkpoint:
+            self._scratch.add(name)
         return Table(self, spec)
+
+    @property
+    def saved_specs(self) -> dict[str, TableSpec]:
+        """The specs of the tables checkpoints keep (all but scratch ones, see
+        :meth:`add_table`), in order of creation."""
+        return {n: s for n, s in self.specs.items() if n not in self._scratch}
 
     def table(self, name: str) -> "Table":
         """The handle of table ``name``; raises :class:`UnknownTableError` if absent."""

@@ -13,8 +13,10 @@ Arrays are chunked by rows, a fixed number of bytes per chunk whatever the numbe
 and written by many processes at once, each owning whole chunks. A version without a valid
 manifest is torn (its writer died): readers skip it and report it with a
 :class:`TornCheckpointWarning`. Every chunk carries a CRC32C checksum and the manifest counts
-the chunks of each array (each looked up by its key), so a version damaged later (a chunk
-lost, cut short or overwritten) is detected too: skipped in favour of an older one when
+the chunks of each array (each looked up by its key) and holds a checksum of every
+``zarr.json`` (the metadata, and the attributes where a fit keeps its own state, e.g. a GBDT
+fit's trees), so a version damaged later (a chunk lost, cut short or overwritten, metadata
+changed even where it still parses) is detected too: skipped in favour of an older one when
 found before loading, an error naming the array and rows when a checksum fails while
 loading. Nothing in a store is ever unpickled: metadata is JSON and the optimizer is rebuilt
 from its registered name and hyper-parameters.
@@ -25,6 +27,7 @@ shards.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import re
@@ -203,9 +206,10 @@ def latest(url: str, version: int | None = None) -> CheckpointInfo:
 
 def verify(url: str, version: int) -> list[str]:
     """Problems found in a complete version without reading its data: metadata that does not
-    parse, arrays missing chunks (the keys their ``zarr.json`` shape and chunk shape give,
-    :func:`chunk_keys`, looked up among the files; stray files do not stand in for one, and
-    an empty file counts as lost). Empty when sound.
+    parse or differs from its checksum in the manifest, arrays missing chunks (the keys
+    their ``zarr.json`` shape and chunk shape give, :func:`chunk_keys`, looked up among the
+    files; stray files do not stand in for one, and an empty file counts as lost). Empty
+    when sound.
 
     (Chunk contents are checked by their CRC32C checksums when read.)
 
@@ -225,11 +229,17 @@ def verify(url: str, version: int) -> list[str]:
     fs, root = _fs(version_url(url, version))
     manifest = _read_manifest(fs, root) or {}
     problems, metas = [], {}
+    sums = manifest.get("metadata") or {}  # none in versions written before they were kept
     for meta in ["zarr.json"] + [f"{a}/zarr.json" for a in manifest.get("arrays", {})]:
         try:
-            metas[meta] = json.loads(fs.cat_file(f"{root}/{meta}"))
+            raw = fs.cat_file(f"{root}/{meta}")
+            metas[meta] = json.loads(raw)
         except (FileNotFoundError, ValueError) as exc:
             problems.append(f"{meta} unreadable ({type(exc).__name__}: {exc})")
+            continue
+        if meta in sums and _digest(raw) != sums[meta]:
+            problems.append(f"{meta} changed since it was written (its checksum in the "
+                            f"manifest differs)")
     for array, counts in manifest.get("arrays", {}).items():
         meta = metas.get(f"{array}/zarr.json")
         if len(counts) < 2 or meta is None:  # written before chunks were counted; unreadable
@@ -347,15 +357,25 @@ def next_version(url: str) -> int:
     return max(complete + torn, default=0) + 1
 
 
+def _digest(raw: bytes) -> str:
+    """The checksum of a ``zarr.json`` the manifest keeps (SHA-256, hex)."""
+    return hashlib.sha256(raw).hexdigest()
+
+
 def write_manifest(path: str, arrays: dict) -> None:
-    """Mark the version at ``path`` complete (the last write of a save).
+    """Mark the version at ``path`` complete (the last write of a save): the chunk count of
+    each of its ``arrays`` and the checksum of every ``zarr.json`` (:func:`verify` checks
+    them).
 
     The manifest is written beside and then moved into place, so that a reader never sees
     half of it on file systems where a move is atomic (elsewhere a cut-short manifest fails
     to parse and the version counts as torn).
     """
     fs, root = _fs(path)
-    body = json.dumps(dict(format=FORMAT, written=time.time(), arrays=arrays)).encode()
+    metadata = {meta: _digest(fs.cat_file(f"{root}/{meta}"))
+                for meta in ["zarr.json"] + [f"{a}/zarr.json" for a in arrays]}
+    body = json.dumps(dict(format=FORMAT, written=time.time(), arrays=arrays,
+                           metadata=metadata)).encode()
     tmp = f"{root}/{MANIFEST}.tmp"
     fs.pipe_file(tmp, body)
     fs.mv(tmp, f"{root}/{MANIFEST}")

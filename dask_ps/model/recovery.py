@@ -120,16 +120,17 @@ def check_resumable(model, info: ck.CheckpointInfo, fit_id: dict | None = None) 
         Naming the checkpoint, each table that differs and how (the checkpoint's, this
         fit's).
     """
-    tables = info.attrs.get("tables", {})
+    # scratch tables (add_table(checkpoint=False)) are not compared: a restore empties them
+    tables = {n: t for n, t in info.attrs.get("tables", {}).items() if n not in model._scratch}
+    specs = model.saved_specs
     said = []
     theirs = info.attrs.get("extra", {}).get("fit")
     if fit_id is not None and theirs is not None:
         said += [f"{k} {theirs.get(k)!r} (this fit's: {v!r})" for k, v in fit_id.items()
                  if theirs.get(k) != v]
-    extra, missing = sorted(set(tables) - set(model.specs)), sorted(set(model.specs) - set(tables))
-    if extra or missing:
-        said.append(f"tables {sorted(tables)} (this fit's: {sorted(model.specs)})")
-    for name, spec in model.specs.items():
+    if sorted(tables) != sorted(specs):
+        said.append(f"tables {sorted(tables)} (this fit's: {sorted(specs)})")
+    for name, spec in specs.items():
         if name in tables:
             diff = ck.spec_differences(spec, tables[name])
             if diff:

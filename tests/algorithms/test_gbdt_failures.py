@@ -5,6 +5,7 @@ a cluster gives the model of one process or a clear error."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -161,6 +162,109 @@ def test_resume_refuses_another_eval_set_of_as_many_rows(client2, tmp_path):
     assert again.n_estimators_ == 6
 
 
+def test_resume_refuses_other_training_data_of_the_same_shape(client2, tmp_path):
+    """The fit id knew the training data by its rows, features and bins only: a resume on
+    other rows of the same shape whose bins came out the same (other labels, a nudged
+    value, the rows reversed) went on with trees grown on the first data. Now it knows them
+    by the checksums of their labels and features, taken in the survey: other data is
+    refused naming what differs, the checkpoint untouched; the same data resumes, as NumPy
+    or as a dask array cut at other rows."""
+    X, y = _toy()
+    kw = dict(max_leaf_nodes=15, random_state=0, client=client2, max_workers=None)
+    ck = str(tmp_path / "ck")
+    GBDTClassifier(n_estimators=3, checkpoint=ck, **kw).fit(X, y)
+    versions = sorted(os.listdir(ck))
+    flipped = y.copy()
+    flipped[::7] = 1 - flipped[::7]
+    nudged = X.copy()
+    nudged[1234, 3] = np.nextafter(nudged[1234, 3], 9.0)  # the bins stay the same
+    cases = (((X, flipped), ["train_labels"]), ((nudged, y), ["train_features"]),
+             ((X[::-1], y[::-1]), ["train_features", "train_labels"]))
+    for (Xo, yo), differs in cases:
+        with pytest.raises(ValueError, match="the checkpoint holds another fit") as err:
+            GBDTClassifier(n_estimators=5, checkpoint=ck, resume=True, **kw).fit(Xo, yo)
+        said = str(err.value)
+        for key in differs:
+            assert re.search(rf"'{key}': \('[0-9a-f]{{16}}', '[0-9a-f]{{16}}'\)", said), said
+        assert "checksum" in said and "training data" in said, said
+        assert "'rows'" not in said and "'bins'" not in said, said
+    assert sorted(os.listdir(ck)) == versions
+    rows = ((1000, 2000),)
+    Xd, yd = da.from_array(X, chunks=(*rows, (6,))), da.from_array(y, chunks=rows)
+    resumed = GBDTClassifier(n_estimators=5, checkpoint=ck, resume=True, **kw).fit(Xd, yd)
+    whole = GBDTClassifier(n_estimators=5, **kw).fit(X, y)
+    np.testing.assert_array_equal(resumed.predict_proba(X), whole.predict_proba(X))
+
+
+def test_resume_goes_on_in_other_partitions_and_on_other_shards(client2, tmp_path):
+    """The histogram table's size follows the number of partitions and of shards, and the
+    checkpoint kept it: a resume of the same data read in other blocks (dask-ps train's
+    default: two per worker, so another cluster size) or on other shards was refused as
+    "another fit: table 'hist': rows 59071 (this fit's: 59075); resume with the same data
+    and parameters". The table is empty between rounds: checkpoints keep the trees only,
+    and the resumed fit grows the trees of a whole fit."""
+    X, y = _toy()
+    kw = dict(max_leaf_nodes=15, random_state=0, client=client2, max_workers=None)
+    ck = str(tmp_path / "ck")
+    GBDTClassifier(n_estimators=3, checkpoint=ck, **kw).fit(X, y)  # 2 partitions, 1 shard
+    grown = []
+    Xd, yd = da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700)
+    resumed = GBDTClassifier(n_estimators=5, checkpoint=ck, resume=True, n_shards=2,
+                             callbacks=[lambda r: grown.append(r["epoch"]) and False],
+                             **kw).fit(Xd, yd)
+    assert grown == [4, 5]
+    whole = GBDTClassifier(n_estimators=5, **kw).fit(X, y)
+    np.testing.assert_array_equal(resumed.predict_proba(X), whole.predict_proba(X))
+    for version in os.listdir(ck):  # the trees, no table
+        assert sorted(os.listdir(os.path.join(ck, version))) == ["manifest.json", "zarr.json"]
+
+
+def test_changed_trees_in_a_checkpoint_resume_from_the_version_before(tmp_path):
+    """A GBDT checkpoint keeps its trees in its version's attributes (zarr.json), which no
+    check covered: leaf values changed there (still JSON and base64: bit rot, an edit)
+    resumed with the changed trees; trees cut short or lost said numpy's "cannot reshape
+    array of size 110 into shape (116,)" or KeyError 'trees'. Now the manifest keeps the
+    checksum of the metadata: the resume goes on from the version before, to the trees of a
+    whole fit; a checkpoint written before the checksums names its damaged trees."""
+    import base64
+    import json
+
+    from dask_ps.exceptions import CheckpointFormatError
+    from dask_ps.model.format import TornCheckpointWarning
+
+    X, y = _toy()
+    kw = dict(max_leaf_nodes=15, random_state=0, client="local")
+    ck = tmp_path / "ck"
+    GBDTClassifier(n_estimators=4, checkpoint=str(ck), **kw).fit(X, y)
+    newest = sorted(ck.iterdir())[-1]
+    meta = json.loads((newest / "zarr.json").read_text())
+    value = meta["attributes"]["extra"]["driver"]["trees"]["value"]
+    doubled = 2 * np.frombuffer(base64.b64decode(value["b64"]), value["dtype"])
+    value["b64"] = base64.b64encode(doubled.tobytes()).decode()
+    (newest / "zarr.json").write_text(json.dumps(meta))
+    with pytest.warns(TornCheckpointWarning, match=f"version {int(newest.name[1:])} is "
+                                                   f"damaged \\(zarr.json changed"):
+        resumed = GBDTClassifier(n_estimators=6, checkpoint=str(ck), resume=True,
+                                 **kw).fit(X, y)
+    whole = GBDTClassifier(n_estimators=6, **kw).fit(X, y)
+    np.testing.assert_array_equal(resumed.predict_proba(X), whole.predict_proba(X))
+
+    # written before the manifest kept checksums: the trees' damage is named
+    old = tmp_path / "old"
+    GBDTClassifier(n_estimators=2, checkpoint=str(old), **kw).fit(X, y)
+    for version in old.iterdir():
+        manifest = json.loads((version / "manifest.json").read_text())
+        del manifest["metadata"]
+        (version / "manifest.json").write_text(json.dumps(manifest))
+        meta = json.loads((version / "zarr.json").read_text())
+        del meta["attributes"]["extra"]["driver"]["trees"]
+        (version / "zarr.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointFormatError, match=r"the trees of the checkpoint to resume "
+                                                    r"from cannot be read \(KeyError: "
+                                                    r"'trees'\): it is damaged"):
+        GBDTClassifier(n_estimators=3, checkpoint=str(old), resume=True, **kw).fit(X, y)
+
+
 def test_a_checkpoint_from_before_eval_rows_resumes_with_an_eval_set_as_it_had():
     """Checkpoints written before the fit id kept ``eval_rows`` tell whether they had an
     eval set by their eval losses: the same presence resumes, another is refused."""
@@ -178,6 +282,9 @@ def test_a_checkpoint_from_before_eval_rows_resumes_with_an_eval_set_as_it_had()
     assert fit_differences(dict(fit=dict(fit, eval_rows=50), eval_losses=[0.1]), now) == {}
     assert fit_differences(dict(fit=dict(now, eval_labels="cc"), eval_losses=[0.1]),
                            now) == {"eval_labels": ("cc", "00000000000000aa")}
+    # written before the training data's checksums were kept: its rows and bins decide
+    now = dict(fit, eval_rows=None, train_labels="00000000000000dd", train_features="ee")
+    assert fit_differences(dict(fit=dict(fit, eval_rows=None), eval_losses=[]), now) == {}
 
 
 def test_eval_checksums_are_of_the_set_not_of_its_partitions():
@@ -245,13 +352,26 @@ def test_bad_input_on_a_cluster_reads_as_in_process(client2):
 
 def test_labels_and_rows_that_skip_scikit_learns_checks_are_named_on_a_cluster(client2):
     """Dask input reaches the workers unchecked: continuous, NaN or 2-d labels and an
-    infinite value are refused, naming the row in the whole X, not in its partition."""
+    infinite value are refused, naming the row in the whole X, not in its partition. A label
+    that is not a class (0.5 among 0/1) said "Unknown label type: continuous (y has 3
+    distinct non-integer values, e.g. 0.0)", naming no row (and a whole number): now the
+    first row holding it, of y or of eval_set's y, as LogisticRegression names it; still
+    'continuous', as scikit-learn's checks want."""
     X, y = _toy(1200)
     chunks = ((400, 400, 400), (6,))
     Xd = da.from_array(X, chunks=chunks)
     kw = dict(n_estimators=3, max_leaf_nodes=7, random_state=0, max_workers=None)
-    with pytest.raises(ValueError, match="Unknown label type: continuous"):
-        GBDTClassifier(client=client2, **kw).fit(Xd, da.from_array(X[:, 0], chunks=400))
+    soft = y.astype(float)
+    soft[[1000, 1100]] = 0.5
+    with pytest.raises(ValueError, match=r"^y holds 0\.5 \(first at y\[1000\]\), not a class: "
+                                         r"a classifier .* not continuous values$"):
+        GBDTClassifier(client=client2, **kw).fit(Xd, da.from_array(soft, chunks=400))
+    with pytest.raises(ValueError, match=r"^eval_set y holds 0\.5 \(first at eval_set "
+                                         r"y\[1000\]\), not a class"):
+        GBDTClassifier(client=client2, **kw).fit(Xd, da.from_array(y, chunks=400), eval_set=[
+            (Xd, da.from_array(soft, chunks=400))])
+    with pytest.raises(ValueError, match=r"^y holds 0\.5 \(first at y\[1000\]\), not a class"):
+        GBDTClassifier(client="local", **kw).fit(X, soft)  # in memory: named alike
     yn = y.astype(float)
     yn[1000] = np.nan
     with pytest.raises(ValueError, match=r"y\[1000\] is NaN"):

@@ -189,14 +189,32 @@ def test_single_class_and_bad_parameters():
 def test_continuous_labels_are_a_data_error_naming_one():
     """Labels 0/0.7 (a click probability) gave scikit-learn's bare "Unknown label type:
     continuous", which the command line took for a bug; now a DataError names a value (still
-    a ValueError whose message says 'continuous', as scikit-learn's checks expect)."""
+    a ValueError whose message says 'continuous', as scikit-learn's checks expect) and the
+    first row holding it, in the whole y (was none: a dask y's rows could not be found)."""
+    import dask.array as da
+
     X = np.random.default_rng(0).normal(size=(20, 3))
-    with pytest.raises(dask_ps.DataError, match=r"^y holds 0\.7, not a class: .* continuous"):
+    with pytest.raises(dask_ps.DataError, match=r"^y holds 0\.7 \(first at y\[1\]\), not a "
+                                                r"class: .* continuous"):
         LogisticRegression(client="local").fit(X, np.tile([0.0, 0.7], 10))
-    with pytest.raises(dask_ps.DataError, match=r"^y holds 0\.5, not a class"):
-        dask_ps.FactorizationMachineClassifier(client="local").fit(X, np.tile([0.0, 0.5], 10))
+    soft = np.tile([0.0, 1.0], 10)
+    soft[[13, 17]] = 0.5
+    for est in (LogisticRegression(client="local"),
+                dask_ps.FactorizationMachineClassifier(client="local")):
+        with pytest.raises(dask_ps.DataError, match=r"^y holds 0\.5 \(first at y\[13\]\), "
+                                                    r"not a class"):
+            est.fit(da.from_array(X, chunks=(5, 3)), da.from_array(soft, chunks=5))
     model = LogisticRegression(client="local", max_iter=2).fit(X, np.tile([0.0, 1.0], 10))
     assert model.classes_.tolist() == [0.0, 1.0]  # whole numbers written as floats are classes
+
+
+def test_many_classes_fit_without_a_warning_that_y_may_be_numbers():
+    """The labels check ran scikit-learn's on the distinct labels, which are all unique:
+    more than 20 classes warned "The number of unique classes is greater than 50% of the
+    number of samples" whatever the rows (an error under warnings as errors)."""
+    X = np.random.default_rng(0).normal(size=(1000, 3))
+    model = LogisticRegression(client="local", max_iter=1).fit(X, np.arange(1000) % 25)
+    assert model.classes_.shape == (25,)
 
 
 @parametrize_with_checks([LogisticRegression(client="local", max_iter=20, random_state=0)])

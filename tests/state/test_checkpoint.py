@@ -392,12 +392,17 @@ def test_recover_and_resume_fall_back_to_the_newest_version_that_restores(tmp_pa
 def test_checkpoint_metadata_that_parses_but_lies_is_refused(tmp_path, edit, where, match):
     """Metadata edited but still JSON: rows, keys, optimizer state or dtype that disagree
     with the arrays loaded silently (zeros, a bigger table, Adam's state reset, int32 bits
-    read as floats) or failed with a bare KeyError or ZeroDivisionError."""
+    read as floats) or failed with a bare KeyError or ZeroDivisionError. (A version written
+    since the manifest keeps the metadata's checksums is refused on them first: these
+    checks stand for versions written before, whose manifest has none.)"""
     url = str(tmp_path / "ck")
     model = PSModel("local", n_shards=2)
     model.add_table("w", (100, 4), optimizer="adam")
     model.push("w", np.arange(100), np.ones((100, 4)))
     model.save(url)
+    manifest = Path(url) / "v000001" / "manifest.json"
+    manifest.write_text(json.dumps({k: v for k, v in json.loads(manifest.read_text()).items()
+                                    if k != "metadata"}))
     path = Path(url) / "v000001" / ("zarr.json" if where == "group" else "t0/values/zarr.json")
     meta = json.loads(path.read_text())
     edit(meta)
@@ -429,6 +434,63 @@ def test_a_failed_restore_on_a_cluster_leaves_the_model_as_it_was(client2, tmp_p
     model.close()
 
 
+@pytest.mark.parametrize("meta, edit", [
+    ("zarr.json", lambda j: j["attributes"].update(clock=7)),
+    ("zarr.json", lambda j: j["attributes"]["extra"].update(driver={"trees": "A"})),
+    ("t0/values/zarr.json", lambda j: j["attributes"].update(note="x")),
+])
+def test_metadata_changed_since_it_was_written_is_found_and_the_version_skipped(tmp_path, meta,
+                                                                               edit):
+    """Metadata that still parses but changed after the save (bit rot, an edit: a fit's own
+    state, such as a GBDT fit's trees, lives in the attributes, which no check covered) was
+    loaded as it read. The manifest now keeps a checksum of every zarr.json: the version is
+    reported damaged and the one before it loaded, as for a lost chunk."""
+    url, _ = _two_versions(tmp_path)
+    path = tmp_path / "ck" / "v000002" / meta
+    j = json.loads(path.read_text())
+    edit(j)
+    path.write_text(json.dumps(j))
+    with pytest.warns(TornCheckpointWarning, match=rf"version 2 is damaged \({re.escape(meta)} "
+                                                   rf"changed since it was written \(its "
+                                                   rf"checksum in the manifest differs\)\); "
+                                                   rf"skipped, using version 1"):
+        model = PSModel.load("local", url)
+    assert model.checkpoint_info.version == 1
+    np.testing.assert_array_equal(model.pull("w", np.arange(5)), np.ones(5))
+    model.close()
+
+
+def test_a_scratch_table_is_not_kept_and_restores_empty(tmp_path):
+    """add_table(checkpoint=False): a table whose content between jobs means nothing (a
+    GBDT fit's histograms) is not written, a restore empties it on every shard, and a
+    resume compares nothing of it: another fit's, of another shape on other shards,
+    resumes from the checkpoint."""
+    from dask_ps.model.format import latest
+    from dask_ps.model.recovery import check_resumable
+
+    url = str(tmp_path / "ck")
+    model = PSModel("local", n_shards=2)
+    model.add_table("w", (10, 2), "float64")
+    model.add_table("s", (6, 2), "float64", checkpoint=False)
+    model.push("w", np.arange(10), np.ones((10, 2)))
+    model.push("s", np.arange(6), np.ones((6, 2)))
+    assert sorted(model.save(url).attrs["tables"]) == ["w"] and model.tables == ["w", "s"]
+    model.push("w", np.arange(10), np.ones((10, 2)))
+    model.restore(url)
+    np.testing.assert_array_equal(model.pull("w", np.arange(10)), np.ones((10, 2)))
+    np.testing.assert_array_equal(model.pull("s", np.arange(6)), np.zeros((6, 2)))
+    model.close()
+    other = PSModel("local", n_shards=3)
+    other.add_table("w", (10, 2), "float64")
+    other.add_table("s", (9, 2), "float64", checkpoint=False)
+    other.push("s", np.arange(9), np.ones((9, 2)))
+    check_resumable(other, latest(url))
+    other.restore(url)
+    np.testing.assert_array_equal(other.pull("w", np.arange(10)), np.ones((10, 2)))
+    np.testing.assert_array_equal(other.pull("s", np.arange(9)), np.zeros((9, 2)))
+    other.close()
+
+
 def test_unreadable_metadata_is_reported_and_skipped(tmp_path):
     url, _ = _two_versions(tmp_path)
     meta = tmp_path / "ck" / "v000002" / "t0" / "values" / "zarr.json"
@@ -441,8 +503,16 @@ def test_unreadable_metadata_is_reported_and_skipped(tmp_path):
 
 
 def test_newer_format_and_unknown_optimizer_are_refused_clearly():
+    import fsspec
+
     model = build("local", 1)
     model.save("memory://fmt")
+    # as a newer writer would: its metadata matches its manifest (here: the manifest keeps
+    # no checksums, as before they were kept, so that the edits below stand)
+    fs = fsspec.filesystem("memory")
+    manifest = json.loads(fs.cat_file("/fmt/v000001/manifest.json"))
+    fs.pipe_file("/fmt/v000001/manifest.json", json.dumps(
+        {k: v for k, v in manifest.items() if k != "metadata"}).encode())
     group = zarr.open_group("memory://fmt/v000001", mode="r+")
     meta = dict(group.attrs["dask_ps"])
     group.attrs["dask_ps"] = dict(meta, format=99)
