@@ -479,7 +479,7 @@ class FactorizationMachineClassifier(LogisticRegression):
         sources = (self.coef_, self.intercept_, self.factors_)
         table = (self._keyed_table(sources, fm_table) if sp.issparse(self.coef_)
                  else fm_table(*sources))
-        b, h = float(self.intercept_[0]), self.n_hashed_features
+        b, h = float(self.intercept_[0]), self._fitted_hashing()
         if is_dask(X):
             check_numeric_columns(X, type(self).__name__)
             return D.dask_margins(X, table, b, h, self.n_features_in_, type(self).__name__,

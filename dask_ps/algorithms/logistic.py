@@ -414,7 +414,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
             raise ValueError(f"X has {n_features} features, but {type(self).__name__} was "
                              f"fitted with {self.n_features_in_}: a warm start needs the same")
         if warm:
-            self._check_same_hashing(n_features)
+            self._check_warm_start(n_features)
         with self._model() as model, self._partition(model, (X, y)) as raw:
             labels = np.unique(np.concatenate(raw.reduce(D.labels_of, None, with_start=True) + [
                 np.asarray([] if classes is None else classes)]))
@@ -444,7 +444,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         self._tables = D.TableCache()  # the previous model's prediction table goes
         return self
 
-    def _check_same_hashing(self, n_features: int) -> None:
+    def _check_warm_start(self, n_features: int) -> None:
         """Refuse, before training, a warm start (``warm_start=True`` or ``partial_fit``)
         whose ``n_hashed_features`` is not the fitted model's: its weights and update-rule
         state are those of the fitted columns (or buckets), and another hashing puts other
@@ -508,7 +508,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         A dask ``X`` gives a dask array, computed chunk by chunk."""
         check_is_fitted(self)
         X = D.as_scipy(X)
-        b, h = self.intercept_, self.n_hashed_features
+        b, h = self.intercept_, self._fitted_hashing()
         coef_t = (self._keyed_table((self.coef_, b), D.KeyedWeights.from_coef)
                   if sp.issparse(self.coef_) else np.ascontiguousarray(self.coef_.T))
         if is_dask(X):
@@ -517,6 +517,12 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         out = D.margins(X, coef_t, b, h)
         return out[:, 0] if out.shape[1] == 1 else out
+
+    def _fitted_hashing(self):
+        """The ``n_hashed_features`` the fitted weights were made with (a later
+        ``set_params`` is for the next fit); the parameter for a model saved before it was
+        kept."""
+        return self.__dict__.get("_n_hashed_features_", self.n_hashed_features)
 
     def _keyed_table(self, sources: tuple, build):
         """``build(*sources)``, the table a keyed model predicts from, made once per fitted

@@ -334,6 +334,35 @@ def test_partial_fit_epochs_accumulate(a9a):
         LogisticRegression(solver="lbfgs").partial_fit(X, y)
 
 
+def _small_fit(name, n_hashed_features, k=2):
+    """300 rows x 40 sparse columns, random binary labels, and a LogisticRegression
+    (``name`` "lr") or FactorizationMachineClassifier ("fm", ``k`` factors) fitted on them
+    for one epoch."""
+    import scipy.sparse as sp
+
+    from dask_ps.algorithms import FactorizationMachineClassifier
+
+    X = sp.random(300, 40, density=0.2, random_state=0, format="csr")
+    y = np.random.default_rng(0).integers(0, 2, 300)
+    kw = dict(n_hashed_features=n_hashed_features, max_iter=1, client="local",
+              checkpoint=None, random_state=0)
+    model = (LogisticRegression(**kw) if name == "lr"
+             else FactorizationMachineClassifier(k=k, **kw)).fit(X, y)
+    return X, y, model
+
+
+def _warm(monkeypatch, model, how, **params):
+    """``model.set_params(**params)`` for a warm start ``how`` ("warm_start" or
+    "partial_fit"); returns its method, the attributes before, and a list to which any PS
+    model made (none must be, until ``monkeypatch.undo()``) appends."""
+    from dask_ps.algorithms._base import PSEstimator
+
+    model.set_params(**params, warm_start=how == "warm_start")
+    made = []
+    monkeypatch.setattr(PSEstimator, "_model", lambda self: made.append(1) / 0)
+    return (model.fit if how == "warm_start" else model.partial_fit), dict(model.__dict__), made
+
+
 @pytest.mark.parametrize("name", ["lr", "fm"])
 @pytest.mark.parametrize("how", ["warm_start", "partial_fit"])
 @pytest.mark.parametrize("old, new", [(64, 128), (None, 64), (64, None), (None, 40),
@@ -345,23 +374,10 @@ def test_a_warm_start_refuses_another_hashing_before_training(monkeypatch, name,
     with both values named before a PS model is made; the fitted model is left as it was
     and, the value set back, continues."""
     import dask.array as da
-    import scipy.sparse as sp
 
-    from dask_ps.algorithms import FactorizationMachineClassifier
-    from dask_ps.algorithms._base import PSEstimator
-
-    X = sp.random(300, 40, density=0.2, random_state=0, format="csr")
-    y = np.random.default_rng(0).integers(0, 2, 300)
-    kw = dict(n_hashed_features=old, max_iter=1, client="local", checkpoint=None,
-              random_state=0)
-    model = (LogisticRegression(**kw) if name == "lr"
-             else FactorizationMachineClassifier(k=2, **kw)).fit(X, y)
+    X, y, model = _small_fit(name, old)
     proba = model.predict_proba(X)
-    model.set_params(n_hashed_features=new, warm_start=how == "warm_start")
-    attributes = dict(model.__dict__)
-    go = model.fit if how == "warm_start" else model.partial_fit
-    made = []
-    monkeypatch.setattr(PSEstimator, "_model", lambda self: made.append(1) / 0)
+    go, attributes, made = _warm(monkeypatch, model, how, n_hashed_features=new)
     with pytest.raises(ValueError, match=rf"n_hashed_features={new}, but \w+ was fitted "
                                          rf"with n_hashed_features={old}: a warm start"):
         go(X, y)
@@ -386,6 +402,23 @@ def test_a_warm_start_refuses_another_hashing_before_training(monkeypatch, name,
         with pytest.raises(ValueError, match=rf"makes {new or 40} columns of weights, but "
                                              rf"\w+ was fitted with {old or 40}"):
             go(X, y)
+
+
+@pytest.mark.parametrize("name", ["lr", "fm"])
+@pytest.mark.parametrize("old, new", [(64, 32), (64, None), (None, 64), (2**20, 2**21)])
+def test_a_fitted_model_predicts_with_the_hashing_it_was_fitted_with(name, old, new):
+    """set_params(n_hashed_features=...) after a fit is for the next fit: predictions (NumPy
+    and dask X) stay those of the fitted weights, not of the columns hashed another way."""
+    import dask.array as da
+
+
+    X, y, model = _small_fit(name, old)
+    margins, proba = model.decision_function(X), model.predict_proba(X)
+    model.set_params(n_hashed_features=new)
+    np.testing.assert_array_equal(model.decision_function(X), margins)
+    np.testing.assert_array_equal(model.predict_proba(X), proba)
+    dX = da.from_array(X.toarray(), chunks=(100, -1))
+    np.testing.assert_allclose(model.predict_proba(dX).compute(), proba, rtol=1e-12)
 
 
 def test_divergence_names_the_epoch():
