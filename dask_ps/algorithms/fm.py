@@ -438,11 +438,30 @@ class FactorizationMachineClassifier(LogisticRegression):
         ------
         ValueError
             More than two classes, one class, infinite features, bad parameters, or a
-            ``warm_start`` fit on another number of features or ``n_hashed_features``.
+            ``warm_start`` fit on another number of features, ``n_hashed_features`` or ``k``.
         DivergenceError
             Training diverged.
         """
         return self._fit(X, y, None, self.max_iter, self.warm_start, None)
+
+    def _check_warm_start(self, n_features: int) -> None:
+        """:meth:`LogisticRegression._check_warm_start`, and the fitted ``k``: the factors
+        continued have that many columns (another ``k`` failed deep in the shards, on the
+        shape of the factor table's updates).
+
+        Raises
+        ------
+        ValueError
+            Naming the fitted and the new ``k``.
+        """
+        super()._check_warm_start(n_features)
+        fitted = self.factors_.shape[1]
+        if self.k != fitted:
+            raise ValueError(f"k={self.k}, but {type(self).__name__} was fitted with "
+                             f"k={fitted}: a warm start (warm_start=True or partial_fit) "
+                             f"continues the fitted factors and needs the same k; set it back "
+                             f"to {fitted}, or fit afresh with warm_start=False (for "
+                             f"partial_fit: a new estimator)")
 
     def _train(self, model, data, labels, n_out, epochs, warm, eval_set, n_features):
         if n_out != 1:
