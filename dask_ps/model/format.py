@@ -151,7 +151,14 @@ def _read_manifest(fs, path: str) -> dict | None:
         manifest = json.loads(fs.cat_file(f"{path}/{MANIFEST}"))
     except (FileNotFoundError, ValueError):  # absent, or cut short while being written
         return None
-    return manifest if isinstance(manifest, dict) and "format" in manifest else None
+    if not (isinstance(manifest, dict) and "format" in manifest):
+        return None
+    # damage that still parses (fields of other types) is not a manifest either: torn
+    arrays, sums = manifest.get("arrays", {}), manifest.get("metadata", {})
+    if not (isinstance(arrays, dict) and isinstance(sums, dict)
+            and all(isinstance(c, list) for c in arrays.values())):
+        return None
+    return manifest
 
 
 def latest(url: str, version: int | None = None) -> CheckpointInfo:

@@ -460,6 +460,24 @@ def test_metadata_changed_since_it_was_written_is_found_and_the_version_skipped(
     model.close()
 
 
+@pytest.mark.parametrize("field, value", [("arrays", []), ("arrays", {"t0/values": 3}),
+                                          ("metadata", [1, 2]), ("arrays", None)])
+def test_a_manifest_that_parses_but_is_not_one_marks_its_version_torn(tmp_path, field, value):
+    """A manifest whose fields have other types (damage that still parses) made the version
+    complete, then failed in verify ("AttributeError: 'list' object has no attribute
+    'items'") or skipped its checks; it is a torn write's: that version is skipped for the
+    one before, with a warning."""
+    url, _ = _two_versions(tmp_path)
+    path = tmp_path / "ck" / "v000002" / "manifest.json"
+    path.write_text(json.dumps(dict(json.loads(path.read_text()), **{field: value})))
+    with pytest.warns(TornCheckpointWarning, match=r"versions \[2\] are incomplete \(torn "
+                                                   r"writes\); skipped, using version 1"):
+        model = PSModel.load("local", url)
+    assert model.checkpoint_info.version == 1
+    np.testing.assert_array_equal(model.pull("w", np.arange(5)), np.ones(5))
+    model.close()
+
+
 def test_a_scratch_table_is_not_kept_and_restores_empty(tmp_path):
     """add_table(checkpoint=False): a table whose content between jobs means nothing (a
     GBDT fit's histograms) is not written, a restore empties it on every shard, and a
