@@ -251,8 +251,11 @@ class Transport:
                 waiting.append((i, s, "pull", out))
         fut = self.submit(self._call_local(waiting)) if waiting else None
         self._finish_remote(started, timeout, results, errors, failed, arrived, meanwhile)
-        for _ in meanwhile or ():  # the steps left
-            pass
+        try:
+            for _ in meanwhile or ():  # the steps left
+                pass
+        except Exception as exc:  # raised below, once the local calls are answered too
+            errors.append(exc)
         for i, box in parked:
             try:
                 results[i] = box.result(timeout + 5)

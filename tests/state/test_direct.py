@@ -409,6 +409,43 @@ def test_a_pull_reads_the_shards_answers_between_the_steps_of_its_own_work(clien
     assert min(at_put) < n_steps  # an answer was put before the last step, not after all
 
 
+def failing_step_task(ps, item):
+    """A pull whose own work fails in a step (the keys' hash, made to raise once), then the
+    same pull again: the first raises that error, the second is served."""
+    from dask_ps.state import partition, process_job
+
+    pool = item
+    old = (partition.PIECE_KEYS, process_job.fingerprint)
+
+    def broken(keys):
+        process_job.fingerprint = old[1]
+        raise ZeroDivisionError("a step failed")
+
+    partition.PIECE_KEYS, process_job.fingerprint = 2200, broken
+    try:
+        keys = np.random.default_rng(2).permutation(pool)[:12_000]
+        try:
+            ps.pull("h", keys)
+            first = None
+        except ZeroDivisionError as exc:
+            first = str(exc)
+        return keys, first, ps.pull("h", keys)
+    finally:
+        partition.PIECE_KEYS, process_job.fingerprint = old
+
+
+def test_a_pulls_failing_step_is_raised_after_the_answers_and_the_next_pull_is_served(client2):
+    pool = np.unique(np.random.default_rng(4).integers(-2**62, 2**62, 30_000))
+    with dask_ps.PSModel(client2) as model:
+        model.add_table("h", shape=(None,), partitioner="hash", dtype="float64",
+                        optimizer="add")
+        model.push("h", pool, (pool % 1000).astype(np.float64))
+        [(keys, first, again)] = model.run(failing_step_task, [pool],
+                                           workers=[model.shards[0].address])
+    assert first == "a step failed"
+    np.testing.assert_array_equal(again, (keys % 1000).astype(np.float64))
+
+
 def asp_push_pieces_task(ps, item):
     """ASP pull-compute-push steps of distinct keys, each clock's push sent on its own
     (``wait``) to the remote shard in pieces named after the pull's pieces (``PIECE_KEYS``
