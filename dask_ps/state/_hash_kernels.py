@@ -32,7 +32,7 @@ import numba
 import numpy as np
 
 from ..kernels.memory import prefetch
-from ._kernels import mix64
+from ._kernels import invert_permutation, mix64
 
 _JIT = dict(cache=True, nogil=True)
 
@@ -238,8 +238,7 @@ def plan_hashed(keys, n_shards, magic, count, ids, table, local, inverse, order,
     if defer_dedup and not dedup_buckets(local, ends, table, offsets, True, DEDUP_SAMPLE, 0)[0]:
         return n, offsets, inverse[:0], identity, ends.copy()  # the dedup waits
     if ordered:  # repeats among the first places: deduplicated now, by ``inverse``
-        for j in range(n):
-            inverse[order[j]] = j
+        invert_permutation(order, inverse)
     _, u, runs = dedup_buckets(local, ends, table, offsets, False, n, 0)
     if runs.shape[0] and not defer_inverse:
         fill_inverse(runs, inverse)

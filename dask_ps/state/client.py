@@ -385,7 +385,7 @@ class ProcessClient(FreezeGCFirst):
                 plan, _ = spec.partitioner.plan(keys)
             ordered = bool(named) and plan.order.shape[0] == values.shape[0]
             if ordered:  # as each piece leaves, see Reordered
-                merged = values
+                merged = None
             elif plan.n_unique == values.shape[0]:
                 merged = plan.in_plan_order(values)
             else:

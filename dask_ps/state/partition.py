@@ -35,7 +35,7 @@ class KeyPlan(NamedTuple):
     local: np.ndarray  # int64 (n_unique,): offsets (range) or keys (hash), grouped by shard
     offsets: np.ndarray  # int64 (n_shards + 1,)
     # int64 (n,): position in ``local`` of each caller key; (0,) in a pull's hashed plan
-    # whose keys were distinct, where ``order`` tells the same (see caller_order)
+    # whose keys were distinct, where ``order`` tells the same
     inverse: np.ndarray
     identity: bool = False  # inverse is arange(n): values need no reordering
     ascending: bool = False  # each shard's ``local`` keys are in ascending order

@@ -359,7 +359,7 @@ def test_pulls_in_pieces_put_values_in_order_as_they_arrive(client2, consistency
 
 def meanwhile_task(ps, item):
     """A pull in pieces from the remote shard whose own work (the check for repeats, in a
-    step per bucket here, and the keys' hash) is slowed to 50 ms a step: returns the values,
+    step per bucket here, and the keys' hash) is slowed to 100 ms a step: returns the values,
     the steps run, and how many steps had run when each answer was put in order."""
     import time
 
@@ -373,7 +373,7 @@ def meanwhile_task(ps, item):
     def step(self):
         out = old[3](self)  # raises StopIteration at the end, before any sleep
         steps[0] += 1
-        time.sleep(0.05)
+        time.sleep(0.1)
         return out
 
     def put(self, where, values):
