@@ -36,7 +36,7 @@ def _probe(slot_key, slot_id, mask, k):
 @numba.njit(**_JIT)
 def plan_keys(keys, starts, slot_key, slot_id, work, bits, sort_bits, defer_inverse):
     """Deduplicate keys of a range-partitioned table and group the distinct ones by shard
-    (hashed tables: :func:`~dask_ps.state._hash_kernels.plan_hashed`).
+    (hashed tables: :func:`~dask_ps.state._plan_kernels.plan_hashed`).
 
     Parameters
     ----------

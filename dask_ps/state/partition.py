@@ -5,7 +5,7 @@ partitioner scatters the keys of a sparse table by a 64-bit hash, so that any ke
 2^64 keys) spreads evenly whatever the keys' pattern. Both plan a batch of keys in numba:
 deduplicate, group by shard, remember where each caller's key went
 (:func:`~dask_ps.state._kernels.plan_keys` for range tables,
-:func:`~dask_ps.state._hash_kernels.plan_hashed` for hashed ones). A range shard's keys leave
+:func:`~dask_ps.state._plan_kernels.plan_hashed` for hashed ones). A range shard's keys leave
 as offsets (int32 below 2^31 rows), or, when they are dense, as a bitmap of the shard's rows
 (:class:`RowBits`); a hashed shard's keys leave grouped by ranges of their hash code, the order
 in which the shard's index and rows are laid out (see :mod:`~dask_ps.state._hash_kernels`).
@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _hash_kernels, _kernels
+from . import _hash_kernels, _kernels, _plan_kernels
 
 __all__ = ["HashPartitioner", "KeyPlan", "KeyRef", "RangePartitioner", "RowBits", "as_rows",
            "distinct_ranks", "make_partitioner", "piece_bounds", "with_keys"]
@@ -42,7 +42,7 @@ class KeyPlan(NamedTuple):
     words: np.ndarray = _NO_WORDS  # uint64: bitmap of the distinct keys (range), or empty
     deferred: bool = False  # ``inverse`` not filled yet: see _Partitioner.complete
     # deferred hashed plans: the position in ``local`` of each place in the buckets, where
-    # ``inverse`` holds the place of each caller key (see _hash_kernels.plan_hashed)
+    # ``inverse`` holds the place of each caller key (see _plan_kernels.plan_hashed)
     runs: np.ndarray = _NO_INT  # int64 (n,) or (0,)
     # hashed plans whose dedup waits (deferred): ``local`` holds every place (repeats
     # included, each shard's keys by bucket) and these are the buckets' ends in it; the
@@ -270,15 +270,15 @@ _local = threading.local()
 
 
 def _hash_scratch(n_shards: int, n: int) -> tuple:
-    """This thread's scratch for :func:`~dask_ps.state._hash_kernels.plan_hashed` of ``n``
+    """This thread's scratch for :func:`~dask_ps.state._plan_kernels.plan_hashed` of ``n``
     keys over ``n_shards`` shards: ``(count, ids, table)``, kept between calls, grown as
     needed (``ids``: 4 bytes per key of the largest call)."""
     scratch = getattr(_local, "hash_scratch", None)
-    n_count = n_shards * 2**16 + 1
-    if scratch is None or scratch[0].shape[0] < n_count or scratch[1].shape[0] < n:
-        slots = _hash_kernels.table_size(2 * _hash_kernels.BUCKET)
+    n_count = n_shards * 2**16
+    if scratch is None or scratch[0].shape[1] < n_count or scratch[1].shape[0] < n:
+        slots = _plan_kernels.table_size(2 * _plan_kernels.BUCKET)
         old_ids = scratch[1].shape[0] if scratch is not None else 0
-        scratch = _local.hash_scratch = (np.empty(n_count, np.int64),
+        scratch = _local.hash_scratch = (np.empty((2, n_count), np.int64),
                                          np.empty(max(n, old_ids), np.uint32),
                                          np.empty(slots, np.uint32))
     return scratch
@@ -322,7 +322,7 @@ def plan_hashed(keys: np.ndarray, n_shards: int, defer_inverse: bool = False,
                 defer_dedup: bool = False) -> KeyPlan:
     """The :class:`KeyPlan` of ``keys`` (int64) of a table hashed over ``n_shards`` shards:
     distinct keys grouped by shard, and inside a shard by ranges of their hash code (see
-    :func:`~dask_ps.state._hash_kernels.plan_hashed`).
+    :func:`~dask_ps.state._plan_kernels.plan_hashed`).
 
     With ``defer_inverse`` the plan comes back ``deferred`` (its ``inverse`` finished by
     :meth:`_Partitioner.complete`) when the keys had repeats. With ``defer_dedup`` too, a
@@ -339,7 +339,7 @@ def plan_hashed(keys: np.ndarray, n_shards: int, defer_inverse: bool = False,
     defer_dedup = defer_inverse and defer_dedup
     order = np.empty(n, np.int64) if defer_dedup else _NO_INT  # (pages untouched if unused)
     count, ids, table = _hash_scratch(n_shards, n)
-    u, offsets, runs, identity, ends = _hash_kernels.plan_hashed(
+    u, offsets, runs, identity, ends = _plan_kernels.plan_hashed(
         keys, n_shards, magic, count, ids, table, local, inverse, order, defer_inverse,
         defer_dedup)
     local = local[:u]
@@ -365,7 +365,7 @@ def _dedup_later(plan: KeyPlan):
     repeat = False
     for d in range(0, ends.shape[0], CHECK_BUCKETS):
         last = min(d + CHECK_BUCKETS, ends.shape[0]) - 1
-        repeat = _hash_kernels.dedup_buckets(plan.local, ends, table, plan.offsets, True,
+        repeat = _plan_kernels.dedup_buckets(plan.local, ends, table, plan.offsets, True,
                                              ends[last], d)[0]
         if repeat:
             break
@@ -373,10 +373,10 @@ def _dedup_later(plan: KeyPlan):
     if not repeat:
         return plan._replace(deferred=False, buckets=_NO_INT)
     local, offsets = plan.local.copy(), plan.offsets.copy()
-    _, u, runs = _hash_kernels.dedup_buckets(local, ends, table, offsets, False,
+    _, u, runs = _plan_kernels.dedup_buckets(local, ends, table, offsets, False,
                                              local.shape[0], 0)
     inverse = _kernels.invert_permutation(plan.order, np.empty_like(plan.order))
-    _hash_kernels.fill_inverse(runs, inverse)
+    _plan_kernels.fill_inverse(runs, inverse)
     return KeyPlan(local[:u], offsets, inverse)
 
 
@@ -501,7 +501,7 @@ class _Partitioner:
         if plan.words.shape[0]:
             _kernels.bitmap_ranks(keys, plan.words, plan.inverse)
         else:
-            _hash_kernels.fill_inverse(plan.runs, plan.inverse)
+            _plan_kernels.fill_inverse(plan.runs, plan.inverse)
         return plan._replace(deferred=False, runs=_NO_INT)
 
     def wire_keys(self, plan: KeyPlan, s: int,

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from dask_ps.state import _hash_kernels as H
+from dask_ps.state import _plan_kernels as P
 from dask_ps.state._kernels import hash_shard
 from dask_ps.state.merging import merge_duplicates, merge_pushes
 from dask_ps.state.optimizers import FTRL, Add
@@ -31,7 +32,7 @@ def twin_plan(keys, n_shards):
     """(local, offsets, inverse) of a hashed plan: distinct keys by (shard, bucket: the top
     bits of the code), in order of first appearance inside a bucket."""
     b = 0
-    while b < 16 and (n_shards << b) * H.BUCKET < len(keys):
+    while b < 16 and (n_shards << b) * P.BUCKET < len(keys):
         b += 1
     first = {}
     for i, k in enumerate(keys):
@@ -120,7 +121,7 @@ def test_plan_hashed_of_ascending_keys_skips_the_dedup(n_shards, n):
             # buckets of ~BUCKET keys by the top bits of the code: ascending from bucket to
             # bucket, whatever the order inside one
             b = 0
-            while b < 16 and (n_shards << b) * H.BUCKET < keys.shape[0]:
+            while b < 16 and (n_shards << b) * P.BUCKET < keys.shape[0]:
                 b += 1
             top = c >> np.uint64(64 - b) if b else np.zeros_like(c)
             assert (np.diff(top.astype(np.int64)) >= 0).all()

@@ -1,0 +1,78 @@
+"""The helper thread (dask_ps.kernels.helper) and the kernels that use it: a split run gives
+what one thread gives."""
+
+import threading
+
+import dask
+import numpy as np
+import pytest
+
+from dask_ps.kernels import helper
+from dask_ps.state import partition
+from dask_ps.state.partition import plan_hashed
+
+
+def test_split_runs_the_second_part_on_the_helper_thread():
+    if not helper.helper_enabled():
+        pytest.skip("this process may run on one CPU only: the helper is never used")
+    seen = []
+    out = helper.split(lambda a, b: seen.append((a, b, threading.current_thread().name))
+                       or b - a, 100_000)
+    assert sum(out) == 100_000 and len(out) == 2
+    (a0, b0, t0), (a1, b1, t1) = sorted(seen)
+    assert (a0, b0, a1, b1) == (0, out[0], out[0], 100_000)
+    assert t0 == threading.current_thread().name and t1.startswith("dask-ps-helper")
+
+
+def test_split_is_one_part_when_small_or_disabled():
+    assert helper.halves(helper.SPLIT_MIN - 1) == [(0, helper.SPLIT_MIN - 1)]
+    with dask.config.set({"dask-ps.helper-thread": False}):
+        assert not helper.helper_enabled()
+        assert helper.split(lambda a, b: (a, b), 10**6) == [(0, 10**6)]
+
+
+@pytest.mark.parametrize("failing", [0, 1])
+def test_a_failing_part_is_raised_once_both_parts_ended(failing):
+    if not helper.helper_enabled():
+        pytest.skip("this process may run on one CPU only: the helper is never used")
+    ended = []
+
+    def part(a, b):
+        if (a > 0) == bool(failing):
+            raise ValueError(f"part from {a}")
+        threading.Event().wait(0.05)  # the other part is slower
+        ended.append(a)
+
+    with pytest.raises(ValueError, match="part from"):
+        helper.split(part, 100_000)
+    assert len(ended) == 1  # the other part had ended before the error was raised
+
+
+def _same_plan(a, b):
+    for field in ("local", "offsets", "inverse", "order", "buckets", "runs"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
+    assert (a.identity, a.deferred) == (b.identity, b.deferred)
+
+
+@pytest.mark.parametrize("case", ["random", "repeats", "ascending", "ascending_halves",
+                                  "identity"])
+@pytest.mark.parametrize("n_shards", [1, 3])
+def test_a_plan_in_two_halves_is_the_plan_in_one(case, n_shards):
+    """Bucket by bucket, the first half's keys then the second's, as one pass puts them;
+    the keys are ascending only if ascending across the halves' boundary too."""
+    rng = np.random.default_rng(len(case) + n_shards)
+    n = 200_000
+    keys = {"random": lambda: rng.integers(-2**62, 2**62, n),
+            "repeats": lambda: rng.integers(0, n // 2, n),
+            "ascending": lambda: np.unique(rng.integers(-2**62, 2**62, n)),
+            "ascending_halves": lambda: np.concatenate(
+                [np.arange(n // 2) * 7, np.arange(n // 2) * 7 + 3]),
+            "identity": lambda: np.arange(n)}[case]().astype(np.int64)
+    for defer_inverse, defer_dedup in ((False, False), (True, False), (True, True)):
+        with dask.config.set({"dask-ps.helper-thread": False}):
+            one = plan_hashed(keys, n_shards, defer_inverse, defer_dedup)
+        two = plan_hashed(keys, n_shards, defer_inverse, defer_dedup)
+        _same_plan(one, two)
+        done = partition.HashPartitioner(n_shards).complete(two, keys)
+        np.testing.assert_array_equal(
+            partition.HashPartitioner(n_shards).caller_keys(done), keys)
