@@ -552,6 +552,18 @@ def test_options_not_supported_yet_fail_before_any_cluster(tr, capsys, monkeypat
     assert "cluster:" not in out.out and time.perf_counter() - t0 < 20
 
 
+def test_a_checkpoint_naming_a_file_fails_before_any_cluster(tr, capsys):
+    """Not after the first epochs, as a fit's first save would (the training file itself
+    is named here)."""
+    t0 = time.perf_counter()
+    assert main(["train", "lr", "--train", tr, "--checkpoint", tr]) == 2
+    out = capsys.readouterr()
+    assert out.err == (f"dask-ps: error: --checkpoint: checkpoint {tr!r} is a file: a "
+                       f"checkpoint is a folder (new or holding earlier versions, "
+                       f"v000001/...); name a folder instead\n")
+    assert "cluster:" not in out.out and time.perf_counter() - t0 < 20
+
+
 def test_unexpected_errors_end_with_one_line(tr, capsys, monkeypatch):
     from dask_ps.cli import _run
 

@@ -37,6 +37,7 @@ from .. import _compat
 from ..diagnostics.progress import FitMonitor
 from ..exceptions import DataError, DivergenceError
 from ..model import PSModel
+from ..model.format import check_store_url
 from ..model.recovery import run_clocks
 from ..partitions import Partitions, partition
 from ..state.consistency import Consistency
@@ -407,6 +408,7 @@ class EpochLoop:
         if url is None:
             return None, 1, None, None
         if url != "auto":
+            check_store_url(url)  # now, not at the first save after training
             return url, self.checkpoint_every, None, None
         if not _same_host(self.model):
             return None, 1, None, None

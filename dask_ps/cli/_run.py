@@ -9,6 +9,7 @@ import time
 
 from ..cluster import SHARD_RESOURCE, connect, worker_info
 from ..exceptions import DataError, OptionError
+from ..model.format import check_store_url
 from ._algorithms import Algorithm
 from ._options import cluster_spec, data_root
 from ._registry import by_estimator
@@ -89,6 +90,11 @@ def build_estimator(args, algo: Algorithm, shard_workers: bool):
     kwargs = {p.param: getattr(args, p.param) for p in algo.params if hasattr(args, p.param)}
     est = algo.cls(**kwargs)
     params = est.get_params()
+    if kwargs.get("checkpoint") not in (None, "auto"):
+        try:  # before the cluster starts and the data is read
+            check_store_url(kwargs["checkpoint"])
+        except ValueError as exc:
+            raise OptionError(f"--checkpoint: {exc}") from None
     if args.resume == "auto":
         if "resume" not in params:
             raise OptionError(f"--resume auto: {algo.estimator} cannot resume a fit from a "

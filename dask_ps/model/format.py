@@ -109,6 +109,20 @@ def _fs(url: str):
     return fs, root.rstrip("/")
 
 
+def check_store_url(url: str) -> None:
+    """Refuse, before any training, a checkpoint URL that names an existing file.
+
+    Raises
+    ------
+    ValueError
+        ``url`` is a file: a checkpoint is a folder of versions (``v000001/``...).
+    """
+    fs, root = _fs(url)
+    if fs.exists(root) and not fs.isdir(root):
+        raise ValueError(f"checkpoint {url!r} is a file: a checkpoint is a folder (new or "
+                         f"holding earlier versions, v000001/...); name a folder instead")
+
+
 def is_process_local(url: str) -> bool:
     """Whether the URL names storage private to one process (``memory://``)."""
     return "memory" in np.atleast_1d(_fs(url)[0].protocol)

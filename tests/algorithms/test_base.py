@@ -419,3 +419,17 @@ def test_every_public_name_is_documented():
         obj = getattr(dask_ps, name)
         if callable(obj) or isinstance(obj, type):
             assert (obj.__doc__ or "").strip(), name
+
+
+@pytest.mark.parametrize("est", [LogisticRegression(max_iter=50, checkpoint_every=40),
+                                 MatrixFactorization(max_iter=50, checkpoint_every=40)])
+def test_a_checkpoint_url_naming_a_file_is_refused_before_training(tmp_path, est):
+    """Not at the first save, 40 epochs later: the fit stops before its first epoch, naming
+    the URL, and the file is left as it was."""
+    path = tmp_path / "notes.txt"
+    path.write_text("mine")
+    records = []
+    est.set_params(client="local", checkpoint=str(path), callbacks=[records.append])
+    with pytest.raises(ValueError, match=r"checkpoint '.*notes\.txt' is a file"):
+        est.fit(*_data(est))
+    assert records == [] and path.read_text() == "mine"
