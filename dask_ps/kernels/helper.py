@@ -32,6 +32,7 @@ _HEAD = 9 / 16
 
 _pool: ThreadPoolExecutor | None = None
 _lock = threading.Lock()
+_idle = threading.Lock()  # held from a part's submission to its end on the helper
 
 
 def _cpus() -> int:
@@ -56,8 +57,8 @@ def _helper() -> ThreadPoolExecutor:
 
 
 def _forget_pool() -> None:  # a forked child has no helper thread
-    global _pool
-    _pool = None
+    global _pool, _idle
+    _pool, _idle = None, threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -80,16 +81,29 @@ def run(fn, parts: list[tuple[int, int]]) -> list:
 
     ``fn`` must release the GIL for most of its time (a numba ``nogil`` kernel) and write
     only to the part ``[a, b)`` of its outputs (or to outputs of its own part). If either
-    part raises, the error is raised once both have ended.
+    part raises, the error is raised once both have ended. While the helper runs another
+    thread's part (several task threads planning at once, or a part that splits again),
+    the calling thread runs both parts itself, one after the other, rather than wait.
     """
-    if len(parts) == 1:
-        return [fn(*parts[0])]
-    other = _helper().submit(fn, *parts[1])
+    if len(parts) == 1 or not _idle.acquire(blocking=False):
+        return [fn(a, b) for a, b in parts]
+
+    def second():
+        try:
+            return fn(*parts[1])
+        finally:
+            _idle.release()
+
+    try:
+        other = _helper().submit(second)
+    except BaseException:
+        _idle.release()
+        raise
     try:
         first = fn(*parts[0])
     finally:
-        second = other.result()  # (waits for the helper's part even when ours failed)
-    return [first, second]
+        result = other.result()  # (waits for the helper's part even when ours failed)
+    return [first, result]
 
 
 def split(fn, n: int, min_n: int = SPLIT_MIN) -> list:

@@ -24,6 +24,15 @@ def test_split_runs_the_second_part_on_the_helper_thread():
     assert t0 == threading.current_thread().name and t1.startswith("dask-ps-helper")
 
 
+def test_a_split_while_the_helper_is_busy_runs_both_parts_here():
+    """Several task threads planning at once: the second does not queue behind the first."""
+    names = []
+    with helper._idle:  # as while another thread's part runs on the helper
+        out = helper.run(lambda a, b: names.append(threading.current_thread().name) or b - a,
+                         [(0, 60_000), (60_000, 100_000)])
+    assert out == [60_000, 40_000] and names == [threading.current_thread().name] * 2
+
+
 def test_split_is_one_part_when_small_or_disabled():
     assert helper.halves(helper.SPLIT_MIN - 1) == [(0, helper.SPLIT_MIN - 1)]
     with dask.config.set({"dask-ps.helper-thread": False}):
