@@ -1,4 +1,4 @@
-"""A helper thread for a process's large kernels: :func:`split` runs one in two halves.
+"""A helper thread for a process's large kernels: :func:`run` runs one in two parts.
 
 The numba kernels release the GIL, so a kernel over many keys can run in two threads of one
 process: the calling thread and this module's helper (one per process, started at first
@@ -22,9 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import dask
 
-__all__ = ["SPLIT_MIN", "halves", "helper_enabled", "run", "split"]
+__all__ = ["SPLIT_MIN", "halves", "helper_enabled", "run"]
 
-#: Items below which :func:`split` runs the kernel in the calling thread alone: waking the
+#: Items below which :func:`halves` leaves a kernel to the calling thread alone: waking the
 #: helper costs 60-80 us on the 2-CPU machines we measure on, about 10^4 hashed lookups.
 SPLIT_MIN = 2**15
 #: The calling thread's share of a split (the helper starts a wake-up later): 9/16.
@@ -43,7 +43,7 @@ def _cpus() -> int:
 
 
 def helper_enabled() -> bool:
-    """Whether :func:`split` may use the helper thread: the config allows it
+    """Whether :func:`halves` may give the helper thread a part: the config allows it
     (``dask-ps.helper-thread``, default true) and the process may run on 2 CPUs or more."""
     return bool(dask.config.get("dask-ps.helper-thread", True)) and _cpus() > 1
 
@@ -96,31 +96,11 @@ def run(fn, parts: list[tuple[int, int]]) -> list:
 
     try:
         other = _helper().submit(second)
-    except BaseException:
+    except RuntimeError:  # the interpreter is shutting down: no new threads
         _idle.release()
-        raise
+        return [fn(a, b) for a, b in parts]
     try:
         first = fn(*parts[0])
     finally:
         result = other.result()  # (waits for the helper's part even when ours failed)
     return [first, result]
-
-
-def split(fn, n: int, min_n: int = SPLIT_MIN) -> list:
-    """``fn(a, b)`` over ``[0, n)`` in the parts of :func:`halves`, by :func:`run`.
-
-    Parameters
-    ----------
-    fn : callable
-        ``fn(a: int, b: int)``: releases the GIL, writes only to the part ``[a, b)``.
-    n : int
-        Items.
-    min_n : int, default :data:`SPLIT_MIN`
-        Below this many items, one part, in the calling thread.
-
-    Returns
-    -------
-    list
-        The results of the calls, in order of the parts (1 or 2).
-    """
-    return run(fn, halves(n, min_n))

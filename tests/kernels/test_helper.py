@@ -12,19 +12,19 @@ from dask_ps.state import partition
 from dask_ps.state.partition import plan_hashed
 
 
-def test_split_runs_the_second_part_on_the_helper_thread():
+def test_run_gives_the_second_half_to_the_helper_thread():
     if not helper.helper_enabled():
         pytest.skip("this process may run on one CPU only: the helper is never used")
     seen = []
-    out = helper.split(lambda a, b: seen.append((a, b, threading.current_thread().name))
-                       or b - a, 100_000)
+    out = helper.run(lambda a, b: seen.append((a, b, threading.current_thread().name))
+                     or b - a, helper.halves(100_000))
     assert sum(out) == 100_000 and len(out) == 2
     (a0, b0, t0), (a1, b1, t1) = sorted(seen)
     assert (a0, b0, a1, b1) == (0, out[0], out[0], 100_000)
     assert t0 == threading.current_thread().name and t1.startswith("dask-ps-helper")
 
 
-def test_a_split_while_the_helper_is_busy_runs_both_parts_here():
+def test_a_run_while_the_helper_is_busy_runs_both_parts_here():
     """Several task threads planning at once: the second does not queue behind the first."""
     names = []
     with helper._idle:  # as while another thread's part runs on the helper
@@ -33,11 +33,11 @@ def test_a_split_while_the_helper_is_busy_runs_both_parts_here():
     assert out == [60_000, 40_000] and names == [threading.current_thread().name] * 2
 
 
-def test_split_is_one_part_when_small_or_disabled():
+def test_one_part_when_small_or_disabled():
     assert helper.halves(helper.SPLIT_MIN - 1) == [(0, helper.SPLIT_MIN - 1)]
     with dask.config.set({"dask-ps.helper-thread": False}):
         assert not helper.helper_enabled()
-        assert helper.split(lambda a, b: (a, b), 10**6) == [(0, 10**6)]
+        assert helper.run(lambda a, b: (a, b), helper.halves(10**6)) == [(0, 10**6)]
 
 
 @pytest.mark.parametrize("failing", [0, 1])
@@ -53,7 +53,7 @@ def test_a_failing_part_is_raised_once_both_parts_ended(failing):
         ended.append(a)
 
     with pytest.raises(ValueError, match="part from"):
-        helper.split(part, 100_000)
+        helper.run(part, helper.halves(100_000))
     assert len(ended) == 1  # the other part had ended before the error was raised
 
 
