@@ -11,7 +11,7 @@ earlier ones are sent, made a pull + push no shorter, or longer, in alternated r
 CPUs (not kept).
 
 Opt out with the Dask config key ``dask-ps.helper-thread: false`` (environment variable
-``DASK_PS__HELPER_THREAD=false``); a process that may run on one CPU only never uses it.
+``DASK_DASK_PS__HELPER_THREAD=false``); a process that may run on one CPU only never uses it.
 """
 
 from __future__ import annotations
@@ -96,9 +96,11 @@ def run(fn, parts: list[tuple[int, int]]) -> list:
 
     try:
         other = _helper().submit(second)
-    except RuntimeError:  # the interpreter is shutting down: no new threads
+    except BaseException as exc:
         _idle.release()
-        return [fn(a, b) for a, b in parts]
+        if not isinstance(exc, RuntimeError):
+            raise
+        return [fn(a, b) for a, b in parts]  # the interpreter is shutting down
     try:
         first = fn(*parts[0])
     finally:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 import re
 import time
 import warnings
@@ -110,17 +111,30 @@ def _fs(url: str):
 
 
 def check_store_url(url: str) -> None:
-    """Refuse, before any training, a checkpoint URL that names an existing file.
+    """Refuse, before any training, a checkpoint URL where no checkpoint folder can be: an
+    existing file, or on the local file system a link to nothing or a path under a file.
 
     Raises
     ------
     ValueError
-        ``url`` is a file: a checkpoint is a folder of versions (``v000001/``...).
+        Naming ``url`` and what is in the way: a checkpoint is a folder of versions
+        (``v000001/``...).
     """
     fs, root = _fs(url)
     if fs.exists(root) and not fs.isdir(root):
         raise ValueError(f"checkpoint {url!r} is a file: a checkpoint is a folder (new or "
                          f"holding earlier versions, v000001/...); name a folder instead")
+    if "file" not in np.atleast_1d(fs.protocol) or os.path.exists(root):
+        return
+    if os.path.islink(root):
+        raise ValueError(f"checkpoint {url!r} is a link to {os.readlink(root)!r}, which does "
+                         f"not exist: name a folder (new or existing) instead")
+    up = os.path.dirname(root)
+    while up != os.path.dirname(up) and not os.path.lexists(up):
+        up = os.path.dirname(up)
+    if os.path.exists(up) and not os.path.isdir(up):
+        raise ValueError(f"checkpoint {url!r}: {up!r} is a file, so no folder can be made "
+                         f"under it")
 
 
 def is_process_local(url: str) -> bool:

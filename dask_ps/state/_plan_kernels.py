@@ -300,6 +300,9 @@ def dedup_buckets(local, ends, table, offsets, check, min_places, from_bucket):
         tmask = (1 << tbits) - 1
         tshift = np.uint64(64 - tbits)
         table[: 1 << tbits] = 0
+        # the table holds 1 + a place of the bucket's keys seen: where they are in
+        # ``local``, from ``base``: moved down over the repeats, unless ``check``
+        base = start if check else first
         for j in range(start, end):
             k = local[j]
             x = np.uint64(k)
@@ -307,13 +310,13 @@ def dedup_buckets(local, ends, table, offsets, check, min_places, from_bucket):
             while True:
                 w = np.int64(table[t])
                 if w == 0:  # new: kept, moved down over the repeats before it
-                    table[t] = np.uint32(u - first + 1)
+                    table[t] = np.uint32((j if check else u) - base + 1)
                     if not check:
                         local[u] = k
                     v = u
                     u += 1
                     break
-                if local[first + w - 1] == k:
+                if local[base + w - 1] == k:
                     if check:
                         return True, u, runs
                     v = first + w - 1

@@ -423,13 +423,20 @@ def test_every_public_name_is_documented():
 
 @pytest.mark.parametrize("est", [LogisticRegression(max_iter=50, checkpoint_every=40),
                                  MatrixFactorization(max_iter=50, checkpoint_every=40)])
-def test_a_checkpoint_url_naming_a_file_is_refused_before_training(tmp_path, est):
+@pytest.mark.parametrize("where, message", [
+    ("notes.txt", r"checkpoint '.*notes\.txt' is a file"),
+    ("notes.txt/ck/sub", r"checkpoint '.*sub': '.*notes\.txt' is a file, so no folder"),
+    ("link", r"checkpoint '.*link' is a link to '.*nowhere', which does not exist")])
+def test_a_checkpoint_url_where_no_folder_can_be_is_refused_before_training(tmp_path, est,
+                                                                            where, message):
     """Not at the first save, 40 epochs later: the fit stops before its first epoch, naming
-    the URL, and the file is left as it was."""
-    path = tmp_path / "notes.txt"
-    path.write_text("mine")
+    the URL and what is in the way, and the file is left as it was."""
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
     records = []
-    est.set_params(client="local", checkpoint=str(path), callbacks=[records.append])
-    with pytest.raises(ValueError, match=r"checkpoint '.*notes\.txt' is a file"):
+    est.set_params(client="local", checkpoint=str(tmp_path / where),
+                   callbacks=[records.append])
+    with pytest.raises(ValueError, match=message):
         est.fit(*_data(est))
-    assert records == [] and path.read_text() == "mine"
+    assert records == [] and (tmp_path / "notes.txt").read_text() == "mine"
+    assert not (tmp_path / "nowhere").exists()

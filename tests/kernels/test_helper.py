@@ -85,3 +85,16 @@ def test_a_plan_in_two_halves_is_the_plan_in_one(case, n_shards):
         done = partition.HashPartitioner(n_shards).complete(two, keys)
         np.testing.assert_array_equal(
             partition.HashPartitioner(n_shards).caller_keys(done), keys)
+
+
+def test_the_documented_environment_variable_turns_the_helper_off():
+    import os
+    import re
+    import subprocess
+    import sys
+
+    var = re.search(r"``(DASK_\w+)=false``", helper.__doc__).group(1)
+    code = "from dask_ps.kernels import helper; print(helper.helper_enabled())"
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **{var: "false"}),
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -135,13 +135,16 @@ def test_plan_hashed_of_ascending_keys_skips_the_dedup(n_shards, n):
 
 @pytest.mark.parametrize("n_shards", [1, 2, 3])
 @pytest.mark.parametrize("late", [None, "one", "many"])
-def test_plan_hashed_may_leave_the_dedup_to_complete(n_shards, late):
+@pytest.mark.parametrize("n", [40_000, 300_000])
+def test_plan_hashed_may_leave_the_dedup_to_complete(n_shards, late, n):
     """A pull's plan (defer_dedup) whose first buckets have no repeat comes back with every
     place: it expands values per place exactly; complete() then gives the plan a
     deduplicating call gives (itself when the keys were distinct, without touching the
-    sent plan's arrays otherwise). Repeats among the first buckets: deduplicated at once."""
+    sent plan's arrays otherwise). Repeats among the first buckets: deduplicated at once.
+    300,000 keys make 128 buckets a shard or more, so that the repeats of the last ones
+    are found by a slice of the check after the first (partition.CHECK_BUCKETS)."""
     rng = np.random.default_rng(17 + n_shards)
-    keys = rng.permutation(np.unique(rng.integers(-2**62, 2**62, 40_000)))
+    keys = rng.permutation(np.unique(rng.integers(-2**62, 2**62, n)))
     part = HashPartitioner(n_shards)
     want = plan_hashed(keys, n_shards)
     first_bucket = want.local[: want.local.shape[0] // (n_shards * 64) + 1]
