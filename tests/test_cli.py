@@ -534,6 +534,7 @@ def test_config_naming_a_directory_or_a_file_that_is_not_utf8(tmp_path, capsys, 
     (["--save", "/nonexistent_dir/m.npz"], "--save /nonexistent_dir/m.npz: no folder "
                                            "/nonexistent_dir"),
     (["--save", "."], "--save .: a directory; give a file name such as ./model.npz"),
+    (["--checkpoint", "zzz://b/ck"], "--checkpoint: Protocol not known: zzz"),
 ])
 def test_options_not_supported_yet_fail_before_any_cluster(tr, capsys, monkeypatch, argv,
                                                            message):

@@ -93,7 +93,7 @@ def build_estimator(args, algo: Algorithm, shard_workers: bool):
     if kwargs.get("checkpoint") not in (None, "auto"):
         try:  # before the cluster starts and the data is read
             check_store_url(kwargs["checkpoint"])
-        except ValueError as exc:
+        except (ValueError, ImportError) as exc:  # (fsspec: a protocol not installed)
             raise OptionError(f"--checkpoint: {exc}") from None
     if args.resume == "auto":
         if "resume" not in params:
