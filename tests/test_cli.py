@@ -606,3 +606,34 @@ def test_sigterm_exits_143_with_one_line(tr, tmp_path):
             proc.kill()
     assert proc.returncode == 143, err[-2000:]
     assert err.splitlines()[-1] == "dask-ps: error: stopped by SIGTERM (a walltime or scancel?)"
+
+
+def test_a_closing_workers_heartbeat_failure_is_left_out_of_its_log():
+    """The command line's workers: while running, a failed heartbeat is logged (the
+    scheduler may be lost); once the worker is closing, it is its own closing."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    from dask_ps.cli._quiet import QuietDataErrors, _ClosingHeartbeatFilter
+
+    def passes(worker) -> bool:
+        record = logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1,
+                                   "Failed to communicate with scheduler during heartbeat.",
+                                   None, None)
+        return _ClosingHeartbeatFilter(worker).filter(record)
+
+    logger = logging.getLogger("distributed.worker")
+    before = list(logger.filters)
+    try:
+        with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, \
+                Client(cluster) as client:
+            client.register_plugin(QuietDataErrors())
+            [worker] = cluster.workers.values()
+            assert passes(worker)
+            assert any(isinstance(f, _ClosingHeartbeatFilter) for f in logger.filters)
+        assert not passes(worker)  # closed with its cluster
+    finally:
+        for f in list(logger.filters):
+            if f not in before:
+                logger.removeFilter(f)
