@@ -5,11 +5,11 @@ process: the calling thread and this module's helper (one per process, started a
 use). It is used where the other processes wait for this one, so that the second CPU is
 otherwise idle: the plan of a pull of many hashed keys, before any shard has keys to look
 up (:func:`~dask_ps.state._plan_kernels.plan_hashed`), and the hash by which a push
-recognises the keys of its pull (:func:`~dask_ps.state._kernels.fingerprint`). Where the other process works at the
-same time, a split competes with it for the CPUs: the remote shard's lookup of a 10^6-key
-pull in two halves, or the pieces of a push put in order ahead on the helper while the
-earlier ones are sent, made a pull + push no shorter, or longer, in alternated runs on 2
-CPUs (not kept).
+recognises the keys of its pull (:func:`~dask_ps.state._kernels.fingerprint`). Where the
+other process works at the same time, a split competes with it for the CPUs: the remote
+shard's lookup of a 10^6-key pull in two halves, or the pieces of a push put in order ahead
+on the helper while the earlier ones are sent, made a pull + push no shorter, or longer, in
+alternated runs on 2 CPUs (not kept).
 
 Opt out with the Dask config key ``dask-ps.helper-thread: false`` (environment variable
 ``DASK_DASK_PS__HELPER_THREAD=false``); a process that may run on one CPU only never uses it.

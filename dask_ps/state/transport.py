@@ -38,13 +38,6 @@ __all__ = ["ShardRef", "Shipped", "Transport", "local_loop", "packed", "unship"]
 #: Seconds a call through Dask's RPC waits before it asks whether the shard's worker is
 #: still in the cluster (and between two such questions).
 WATCH_SECONDS = 1.0
-#: Pieces of a pull (:func:`~dask_ps.state.partition.piece_bounds`) in flight to one shard:
-#: the next is sent as an answer is read. All 8 pieces of a 10^6-key pull sent at once
-#: filled the sockets' buffers: the caller's last sends blocked for ~1 ms each while the
-#: shard, receiving a piece as more kept coming, took longer to read it. 3 at a time:
-#: the pull 23.6 -> 22.2 ms (alternated in one LocalCluster of 2 processes, 60 pulls each);
-#: 2 gave 22.4 ms.
-PULL_WINDOW = 3
 
 
 def packed(obj) -> Serialized:
@@ -215,10 +208,11 @@ class Transport:
         event loop and back); the local shard's calls then run, in this thread too unless a
         pull must wait for slower clocks (then on the loop), while the remote ones are
         answered. A remote shard may get several calls (the pieces of a large pull, see
-        :func:`~dask_ps.state.partition.piece_bounds`): every shard's first piece is
-        sent before the second ones, so that the shards work on one piece while the next
-        travels; a shard has at most :data:`PULL_WINDOW` pieces of a pull in flight (the
-        next is sent as an answer is read), and all the pieces of a push.
+        :func:`~dask_ps.state.partition.piece_bounds`): all are sent before the first
+        reply is read, every shard's first piece before the second ones, so that the
+        shards work on one piece while the next travels. (Keeping 2-4 pieces of a pull in
+        flight instead, the next sent as an answer is read, changed a 10^6-key pull by -1.5
+        to +0.6 ms in 5 alternated runs: not kept.)
 
         A push that named keys a remote shard no longer holds is sent again with the keys
         (see :meth:`call`); the shard's pulls sent behind it are then sent again too, so
@@ -239,10 +233,9 @@ class Transport:
         errors: list = []
         local = [(i,) + tuple(c) for i, c in enumerate(calls) if c[0] in self.local]
         failed: set = set()  # remote shards whose connection failed
-        queued: dict[int, list] = {}
         started = self._start_remote(
             [(i,) + tuple(c) for i, c in enumerate(calls) if c[0] not in self.local],
-            timeout, errors, failed, queued)
+            timeout, errors, failed)
         waiting = []
         parked = []
         for i, s, method, kwargs in local:
@@ -259,8 +252,7 @@ class Transport:
             else:
                 waiting.append((i, s, "pull", out))
         fut = self.submit(self._call_local(waiting)) if waiting else None
-        self._finish_remote(started, timeout, results, errors, failed, arrived, meanwhile,
-                            queued)
+        self._finish_remote(started, timeout, results, errors, failed, arrived, meanwhile)
         try:
             for _ in meanwhile or ():  # the steps left
                 pass
@@ -287,21 +279,14 @@ class Transport:
             raise errors[0]
         return results
 
-    def _start_remote(self, calls: list, timeout: float, errors: list, failed: set,
-                      queued: dict | None = None) -> list:
+    def _start_remote(self, calls: list, timeout: float, errors: list, failed: set) -> list:
         """Send the remote ``(i, shard, method, kwargs)`` calls, a shard's in order, the
         shards taking turns; returns ``(i, shard, method, kwargs, request id)`` of those
         sent. A shard whose connection fails gets no more (it joins ``failed``, its error
-        ``errors``). With ``queued`` (a dict), a shard's pulls beyond the first
-        :data:`PULL_WINDOW` are left there, by shard, for :meth:`_finish_remote` to send."""
+        ``errors``)."""
         by_shard: dict[int, list] = {}
         for call in calls:
             by_shard.setdefault(call[1], []).append(call)
-        if queued is not None:
-            for s, mine in by_shard.items():
-                if len(mine) > PULL_WINDOW and all(c[2] in ("pull", "push_pull")
-                                                   for c in mine):
-                    by_shard[s], queued[s] = mine[:PULL_WINDOW], mine[PULL_WINDOW:]
         started = []
         for turn in itertools.zip_longest(*by_shard.values()):
             for call in turn:
@@ -317,17 +302,14 @@ class Transport:
         return started
 
     def _finish_remote(self, started: list, timeout: float, results: list, errors: list,
-                       failed: set, arrived=None, steps=None, queued: dict | None = None
-                       ) -> None:
+                       failed: set, arrived=None, steps=None) -> None:
         """Read the replies of the ``started`` calls into ``results`` (errors into
         ``errors``; each result to ``arrived(i, result)`` too, if given), sending a push
         again with its keys where the shard asks for them; ``steps`` (see :meth:`call_many`)
         advanced while the next reply has not begun to arrive (a step's error joins
-        ``errors`` and ends them); the ``queued`` calls of a shard (see
-        :meth:`_start_remote`) sent one by one as its replies are read."""
+        ``errors`` and ends them)."""
         again: dict[int, list] = {}  # shard -> its pulls sent behind a push sent again
-        behind: set = set()  # request ids of the pulls sent before a push was sent again
-        for i, s, method, kwargs, rid in started:  # (grows as queued calls are sent)
+        for i, s, method, kwargs, rid in started:
             if s in failed:
                 continue
             channel = self.sync_channels[s]
@@ -342,21 +324,17 @@ class Transport:
             try:
                 status, result = channel.finish(rid)
                 if status != "OK" and isinstance(result, KeysNeededError):
-                    behind |= {c[4] for c in started if c[1] == s and c[4] > rid}
                     # at once: the shard's pulls behind it may wait for the tick it carries
                     status, result = channel.finish(channel.start(
                         method, (), with_keys((), kwargs)[1], timeout))
                     again[s] = []
+                elif s in again and method == "pull":  # (a push behind was applied: once)
+                    again[s].append((i, s, method, kwargs))
+                    continue  # its answer did not see the push: the next one counts
             except OSError as exc:
                 failed.add(s)
                 errors.append(self._unavailable(s, method, timeout, exc))
                 continue
-            if queued and queued.get(s):  # (after a push sent again: the pull sees it)
-                started += self._start_remote([queued[s].pop(0)], timeout, errors, failed)
-            if s in again and method == "pull" and rid in behind:
-                # (a push behind was applied: once)
-                again[s].append((i, s, method, kwargs))
-                continue  # its answer did not see the push: the next one counts
             if status == "OK":
                 results[i] = result
                 if arrived is not None:
