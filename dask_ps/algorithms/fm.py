@@ -95,6 +95,19 @@ def fm_table(coef, intercept: np.ndarray, factors):
     return D.KeyedWeights.from_coef(stacked, np.r_[intercept, np.zeros(factors.shape[1])])
 
 
+def _check_fitted_arrays(estimator: str, coef, factors) -> None:
+    """Raise ValueError unless ``coef_`` (1, n) and ``factors_`` (n, k) are both dense or
+    both sparse, of matching widths (e.g. after one of them was assigned by hand)."""
+    kinds = [("sparse" if sp.issparse(a) else "dense") for a in (coef, factors)]
+    shapes = [getattr(a, "shape", None) for a in (coef, factors)]
+    if (kinds[0] != kinds[1] or any(s is None or len(s) != 2 for s in shapes)
+            or shapes[0][0] != 1 or shapes[0][1] != shapes[1][0]):
+        raise ValueError(f"{estimator}: coef_ ({kinds[0]}, shape {shapes[0]}) and factors_ "
+                         f"({kinds[1]}, shape {shapes[1]}) do not make one model: coef_ must "
+                         f"be (1, n_features) and factors_ (n_features, k), both dense "
+                         f"arrays or both scipy.sparse matrices")
+
+
 def _margins(X, table, intercept: float, n_buckets) -> np.ndarray:
     """FM margins (n,) of a block ``X`` (columns hashed into ``n_buckets`` first, when
     given) by a :func:`fm_table`: its columns become rows of the table
@@ -495,6 +508,7 @@ class FactorizationMachineClassifier(LogisticRegression):
         from dense or sparse (keyed) ``coef_`` and ``factors_`` alike."""
         check_is_fitted(self)
         X = D.as_scipy(X)
+        _check_fitted_arrays(type(self).__name__, self.coef_, self.factors_)
         sources = (self.coef_, self.intercept_, self.factors_)
         table = (self._keyed_table(sources, fm_table) if sp.issparse(self.coef_)
                  else fm_table(*sources))

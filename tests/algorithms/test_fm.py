@@ -165,6 +165,18 @@ def test_bad_input_is_refused():
     fm = FactorizationMachineClassifier(client="local", max_iter=1).fit(X, np.arange(60) % 2)
     with pytest.raises(ValueError, match="features"):
         fm.predict(X[:, :4])
+    # fitted arrays assigned by hand that do not make one model: named, not a NumPy error
+    want = fm.decision_function(X)
+    dense = fm.factors_
+    for factors, what in [(sp.csc_matrix(dense), r"coef_ \(dense, shape \(1, 5\)\) and "
+                                                 r"factors_ \(sparse, shape \(5, 8\)\)"),
+                          (dense[:4], r"coef_ \(dense, shape \(1, 5\)\) and "
+                                      r"factors_ \(dense, shape \(4, 8\)\)")]:
+        fm.factors_ = factors
+        with pytest.raises(ValueError, match="^FactorizationMachineClassifier: " + what):
+            fm.predict(X)
+    fm.factors_ = dense
+    np.testing.assert_array_equal(fm.decision_function(X), want)
 
 
 def test_a_dense_model_that_cannot_fit_is_refused_and_a_wide_one_is_keyed():
