@@ -118,7 +118,10 @@ def check_store_url(url: str) -> None:
     ------
     ValueError
         Naming ``url`` and what is in the way: a checkpoint is a folder of versions
-        (``v000001/``...).
+        (``v000001/``...); or from fsspec, for a protocol it does not know.
+    ImportError
+        From fsspec, for a known protocol whose package is not installed (``s3://``
+        without s3fs).
     """
     fs, root = _fs(url)
     if fs.exists(root) and not fs.isdir(root):

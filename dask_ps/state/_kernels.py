@@ -444,12 +444,23 @@ def fingerprint_part(keys, start, stop):
 
 
 def fingerprint(keys, split: bool = False) -> int:
-    """A 64-bit hash of a key array (order-sensitive), to recognise the same keys again.
+    """A 64-bit hash of a key array (order-sensitive), to recognise the same keys again:
+    ``(n + sum_i splitmix64(keys[i] ^ i * golden)) mod 2^64``.
 
     A sum of independent terms rather than a chain, so the CPU overlaps them (a chained
     hash cost ~5 ms per 10^6 keys, as much as the planning it saves), and the terms of two
     halves can be summed on two threads (``split``: the second half on the process's helper
-    thread, :func:`~dask_ps.kernels.helper.run`).
+    thread, :func:`~dask_ps.kernels.helper.run`; the same value either way).
+
+    Parameters
+    ----------
+    keys : numpy.ndarray of int64, shape (n,)
+    split : bool, default False
+
+    Returns
+    -------
+    int
+        In ``[0, 2^64)``.
     """
     n = keys.shape[0]
     parts = halves(n) if split else [(0, n)]

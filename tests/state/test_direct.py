@@ -642,4 +642,3 @@ def test_pushes_in_a_pulls_pieces_put_each_value_under_its_key(client2, consiste
                                                np.float32))
     # ~6000 keys of each pull go to the remote shard, in 2-3 named pieces per table
     assert reordered >= 3 * 2 * 2
-
