@@ -63,7 +63,10 @@ def _bucket_ids(keys, n_shards, magic, b, ids):
 #: :data:`SPARE_UP_TO` places; twice as many beyond (buckets of many repeats). Probes of a
 #: table at most 1/8 full nearly always end at the first slot (no mispredicted branch):
 #: 10^6 distinct keys deduplicated in 3.9 ms instead of 7.7 at 2 slots per place, and the
-#: table (256 kB for a bucket of 2 :data:`BUCKET`) still stays in the L2 cache.
+#: table (256 kB for a bucket of 2 :data:`BUCKET`) still stays in the L2 cache. Clearing
+#: it per bucket is a small part: generation-tagged words instead (no clearing) checked
+#: 10^6 distinct keys in 2.96 ms against 3.31, and a pull runs that check while its shards
+#: answer (with no check at all, a 10^6-key remote pull was 0.75 ms shorter in a cluster).
 SPARE = 8
 SPARE_UP_TO = 2 * BUCKET
 
@@ -113,7 +116,10 @@ def scatter_keys(keys, ids, pos, local, dest, ordered, base):
     """A plan's radix pass, over the part of its keys from position ``base``: each key to
     the next place of its bucket (``pos[d]``, advanced): ``local[j] = keys[i]`` and, with
     ``ordered``, ``dest[j] = base + i`` (``order``), else ``dest[base + i] = j``
-    (``inverse``). Returns whether every key kept its position."""
+    (``inverse``). Returns whether every key kept its position.
+
+    Writing ``order`` here costs less than a pass of its own: 10^6 keys in two halves took
+    1.79 ms, the keys alone 1.38 ms and ``order`` alone 1.47 more."""
     identity = True
     for i in range(keys.shape[0]):
         d = np.int64(ids[i])

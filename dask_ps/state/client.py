@@ -37,10 +37,11 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import numpy as np
 
 from ..exceptions import UnknownTableError
-from ._kernels import fingerprint, segment_sum
+from ._kernels import fingerprint
 from ._malloc import FreezeGCFirst, tune_malloc
 from .consistency import DONE, Consistency
-from .partition import KeyRef, Reordered, piece_bounds
+from .merging import split_updates
+from .partition import KeyRef, piece_bounds
 from .process_job import _Job, _Meanwhile, _Snapshot, _Spread
 from .table import RECALL_MIN, TableSpec, as_keys, bad_key_error, checked_update
 from .transport import Shipped, Transport
@@ -369,41 +370,9 @@ class ProcessClient(FreezeGCFirst):
         return self.pull(name, pull_keys, job, clock + 1, checked), clock + 1
 
     def _plan_updates(self, by_table: dict) -> list[list]:
-        """Merge each table's buffered updates ``(keys, values, plan, named)``, split by shard
-        (caller's thread). One update made with a pull's plan names its keys to the shards
-        that kept them (:meth:`_fetch`), its values put in order per piece as it is sent
-        (:class:`Reordered`) when the pull knew each key's place."""
-        per_shard = [[] for _ in self.transport.shards]
-        for name, parts in by_table.items():
-            spec = self.specs[name]
-            named = None
-            if len(parts) == 1 and parts[0][2] is not None:
-                _, values, plan, named = parts[0]
-            else:
-                keys = [k if k is not None else spec.partitioner.caller_keys(p)
-                        for k, _, p, _ in parts]
-                keys = np.concatenate(keys) if len(keys) > 1 else keys[0]
-                values = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
-                plan, _ = spec.partitioner.plan(keys)
-            ordered = bool(named) and plan.order.shape[0] == values.shape[0]
-            if ordered:  # as each piece leaves, see Reordered
-                merged = None
-            elif plan.n_unique == values.shape[0]:
-                merged = plan.in_plan_order(values)
-            else:
-                merged = segment_sum(values, plan.inverse, plan.n_unique)
-            for s in range(len(per_shard)):
-                sl = plan.shard_slice(s)
-                if sl.start < sl.stop:
-                    keys = spec.partitioner.wire_keys(plan, s)
-                    if named and s in named:  # the names of the pull's pieces
-                        per_shard[s].extend((name, KeyRef(i, b - a, keys[a:b]), Reordered(
-                            values, plan.order[sl][a:b]) if ordered else merged[sl][a:b])
-                            for i, a, b in named[s])
-                    else:
-                        per_shard[s].append((name, keys, Reordered(values, plan.order[sl])
-                                             .array() if ordered else merged[sl]))
-        return per_shard
+        """Each shard's share of the buffered updates of each table (caller's thread): see
+        :func:`~dask_ps.state.merging.split_updates`."""
+        return split_updates(self.specs, len(self.transport.shards), by_table)
 
     async def _send(self, per_shard, job, participant, clock, tick):
         shards = [s for s in self.transport.remote_first if tick or per_shard[s]]

@@ -1,15 +1,16 @@
-"""How the pushes of one clock to a shard become one: rows of the same key summed in a fixed
-order, so that a job's updates add up to the same bits from run to run (used by
-:class:`~dask_ps.state.shard.Shard`)."""
+"""How the pushes of one clock become one: a process's, split by shard before they leave
+(:func:`split_updates`, used by :class:`~dask_ps.state.client.ProcessClient`), and a
+shard's, rows of the same key summed in a fixed order, so that a job's updates add up to the
+same bits from run to run (:func:`merge_pushes`, used by :class:`~dask_ps.state.shard.Shard`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from . import _kernels
-from .partition import plan_hashed
+from .partition import KeyRef, Reordered, plan_hashed
 
-__all__ = ["merge_duplicates", "merge_pushes"]
+__all__ = ["merge_duplicates", "merge_pushes", "split_updates"]
 
 
 def merge_pushes(parts: list) -> tuple[np.ndarray, np.ndarray]:
@@ -42,3 +43,63 @@ def merge_duplicates(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, 
     if plan.n_unique == keys.shape[0]:
         return plan.local, plan.in_plan_order(values)
     return plan.local, _kernels.segment_sum(values, plan.inverse, plan.n_unique)
+
+
+def split_updates(specs: dict, n_shards: int, by_table: dict) -> list[list]:
+    """Merge each table's buffered updates and split them by shard: what a process's clock
+    sends.
+
+    Parameters
+    ----------
+    specs : dict of str to TableSpec
+        The model's tables.
+    n_shards : int
+    by_table : dict of str to list
+        For each table, its updates of the clock in the order they are summed, each
+        ``(keys, values, plan, named)``: ``keys`` int64 (n,) or None when ``plan`` (the
+        :class:`~dask_ps.state.partition.KeyPlan` of the pull with the same keys) holds
+        them; ``values`` (n, ncols) in the table's dtype; ``named``, from that pull, the
+        ``(keys_id, start, stop)`` of each piece a shard kept under a name, or None.
+
+    Returns
+    -------
+    list of list
+        For each shard, ``(table, keys, values)`` of each call's share: ``keys`` the
+        distinct keys in the form they travel
+        (:meth:`~dask_ps.state.partition._Partitioner.wire_keys`), or a
+        :class:`~dask_ps.state.partition.KeyRef` naming a pull's piece; ``values`` their
+        summed updates, or a :class:`~dask_ps.state.partition.Reordered` that puts them in
+        the piece's order as it is sent (one update with a pull's plan, which knew each
+        key's place).
+    """
+    per_shard = [[] for _ in range(n_shards)]
+    for name, parts in by_table.items():
+        spec = specs[name]
+        named = None
+        if len(parts) == 1 and parts[0][2] is not None:
+            _, values, plan, named = parts[0]
+        else:
+            keys = [k if k is not None else spec.partitioner.caller_keys(p)
+                    for k, _, p, _ in parts]
+            keys = np.concatenate(keys) if len(keys) > 1 else keys[0]
+            values = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+            plan, _ = spec.partitioner.plan(keys)
+        ordered = bool(named) and plan.order.shape[0] == values.shape[0]
+        if ordered:  # as each piece leaves, see Reordered
+            merged = None
+        elif plan.n_unique == values.shape[0]:
+            merged = plan.in_plan_order(values)
+        else:
+            merged = _kernels.segment_sum(values, plan.inverse, plan.n_unique)
+        for s in range(n_shards):
+            sl = plan.shard_slice(s)
+            if sl.start < sl.stop:
+                keys = spec.partitioner.wire_keys(plan, s)
+                if named and s in named:  # the names of the pull's pieces
+                    per_shard[s].extend((name, KeyRef(i, b - a, keys[a:b]), Reordered(
+                        values, plan.order[sl][a:b]) if ordered else merged[sl][a:b])
+                        for i, a, b in named[s])
+                else:
+                    per_shard[s].append((name, keys, Reordered(values, plan.order[sl])
+                                         .array() if ordered else merged[sl]))
+    return per_shard

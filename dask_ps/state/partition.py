@@ -172,8 +172,8 @@ class Reordered:
     rather than before: ``values[index]``, rows of the caller's ``values`` (n, ncols). So
     the first piece of a push named after a pull's pieces leaves without waiting for the
     others' values to be ordered, and the shard applies it while the next is put in order
-    (see :meth:`~dask_ps.state.client.ProcessClient._plan_updates`). Pickles as the array
-    it stands for; ``shape`` and ``nbytes`` are that array's.
+    (see :func:`~dask_ps.state.merging.split_updates`). Pickles as the array it stands
+    for; ``shape`` and ``nbytes`` are that array's.
 
     Parameters
     ----------
