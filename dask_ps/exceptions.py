@@ -177,6 +177,6 @@ class DivergenceError(FloatingPointError, ValueError):
 
 
 class KeysNeededError(LookupError):
-    """A push named the keys of an earlier pull (a :class:`~dask_ps.state.partition.KeyRef`)
+    """A push named the keys of an earlier pull (a :class:`~dask_ps.state.wire_forms.KeyRef`)
     that the shard no longer holds (forgotten, or the shard was recreated): the caller sends
     the keys themselves instead. Raised before the push changes anything."""

@@ -7,7 +7,7 @@ each clock. A task sees it through a :class:`~dask_ps.view.WorkerView`.
 * A pull deduplicates its keys, splits them by shard and makes one call per shard, concurrently
   (the keys of a hashed table may leave before the dedup, which then runs while the shards
   answer: see :func:`~dask_ps.state.partition.plan_hashed`); a large one to a remote shard
-  goes in pieces (:func:`~dask_ps.state.partition.piece_bounds`), sent back to back.
+  goes in pieces (:func:`~dask_ps.state.wire_forms.piece_bounds`), sent back to back.
 * Pushes are buffered and merged per clock; when every task of the process has finished a clock,
   one push per shard carries the merged updates of all tables and the clock tick
   (the process cache of Petuum's SSP table, Ho et al., NIPS 2013).
@@ -41,10 +41,10 @@ from ._kernels import fingerprint
 from ._malloc import FreezeGCFirst, tune_malloc
 from .consistency import DONE, Consistency
 from .merging import split_updates
-from .partition import KeyRef, piece_bounds
 from .process_job import _Job, _Meanwhile, _Snapshot, _Spread
 from .table import RECALL_MIN, TableSpec, as_keys, bad_key_error, checked_update
 from .transport import Shipped, Transport
+from .wire_forms import KeyRef, piece_bounds
 
 __all__ = ["ProcessClient"]
 
@@ -165,7 +165,7 @@ class ProcessClient(FreezeGCFirst):
         the outbox goes with it. ``meanwhile()`` runs while remote shards work on the
         requests. With ``named`` (a dict), the remote shards sent all of their keys of
         ``plan`` are asked to keep them under a name, recorded there per shard, for the
-        push that follows (see :class:`~dask_ps.state.partition.KeyRef`). With a
+        push that follows (see :class:`~dask_ps.state.wire_forms.KeyRef`). With a
         ``spread`` whose places all come from the shards, the answers go there (as they
         arrive) instead of into ``values``; else it is made inactive.
 
@@ -244,7 +244,7 @@ class ProcessClient(FreezeGCFirst):
                     named: dict | None) -> list:
         """The pull of ``request`` (keys, where) from shard ``s``: ``(kwargs, (keys,
         where))`` of each call. A large pull of a hashed table from a remote shard goes in
-        pieces (:func:`~dask_ps.state.partition.piece_bounds`), each named apart."""
+        pieces (:func:`~dask_ps.state.wire_forms.piece_bounds`), each named apart."""
         keys, where = request
         whole = isinstance(where, slice)
         wire = spec.partitioner.wire_keys(plan, s, None if whole else keys)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _kernels
-from .partition import KeyRef, Reordered, plan_hashed
+from .partition import plan_hashed
+from .wire_forms import KeyRef, Reordered
 
 __all__ = ["merge_duplicates", "merge_pushes", "split_updates"]
 
@@ -67,8 +68,8 @@ def split_updates(specs: dict, n_shards: int, by_table: dict) -> list[list]:
         For each shard, ``(table, keys, values)`` of each call's share: ``keys`` the
         distinct keys in the form they travel
         (:meth:`~dask_ps.state.partition._Partitioner.wire_keys`), or a
-        :class:`~dask_ps.state.partition.KeyRef` naming a pull's piece; ``values`` their
-        summed updates, or a :class:`~dask_ps.state.partition.Reordered` that puts them in
+        :class:`~dask_ps.state.wire_forms.KeyRef` naming a pull's piece; ``values`` their
+        summed updates, or a :class:`~dask_ps.state.wire_forms.Reordered` that puts them in
         the piece's order as it is sent (one update with a pull's plan, which knew each
         key's place).
     """

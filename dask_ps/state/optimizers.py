@@ -17,7 +17,7 @@ from ..kernels import optim as K
 from ._kernels import add_bits
 
 if TYPE_CHECKING:
-    from .partition import RowBits
+    from .wire_forms import RowBits
 
 __all__ = ["SGD", "AdaGrad", "Adam", "Add", "Average", "FTRL", "Optimizer", "get_optimizer"]
 

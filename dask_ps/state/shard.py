@@ -31,9 +31,9 @@ from .channel import ChannelAddress, ChannelServer
 from .channel_security import channel_endpoint
 from .consistency import DONE, ClockTable, Consistency
 from .merging import merge_pushes
-from .partition import KeyRef, as_rows
 from .table import TableShard, TableSpec
 from .transport import packed
+from .wire_forms import KeyRef, as_rows
 
 __all__ = ["Shard"]
 
@@ -337,7 +337,7 @@ class Shard(FreezeGCFirst):
         Returns the values, shape (len(keys), ncols), and the slowest clock they reflect.
         With ``keys_id`` (a remote caller's name for these keys, sent in a buffer of their
         own), a sparse table keeps the keys under that name for the caller's next push,
-        which may then name them (a :class:`~dask_ps.state.partition.KeyRef`) instead of
+        which may then name them (a :class:`~dask_ps.state.wire_forms.KeyRef`) instead of
         sending them again.
         """
         self._table(name)
@@ -364,7 +364,7 @@ class Shard(FreezeGCFirst):
         """Apply (or, under BSP, hold until the barrier) ``updates`` made at ``clock``.
 
         ``updates`` is a list of ``(table, keys, values)``, keys distinct and shard-local,
-        or a :class:`~dask_ps.state.partition.KeyRef` to the keys of a pull of the caller
+        or a :class:`~dask_ps.state.wire_forms.KeyRef` to the keys of a pull of the caller
         (:class:`~dask_ps.exceptions.KeysNeededError` when this shard no longer holds them:
         then nothing is applied). With ``tick``, ``participant`` then moves to
         ``clock + 1``. Returns the slowest clock.

@@ -25,7 +25,8 @@ import numpy as np
 from ..exceptions import KeysNeededError
 from . import _hash_kernels, _kernels
 from .optimizers import Optimizer
-from .partition import RangePartitioner, RowBits, as_rows, make_partitioner
+from .partition import RangePartitioner, make_partitioner
+from .wire_forms import RowBits, as_rows
 
 __all__ = ["Init", "TableShard", "TableSpec", "as_keys", "bad_key_error",
            "checked_update"]
@@ -176,7 +177,7 @@ def _resized(arr: np.ndarray, n: int, keep: int) -> np.ndarray:
 #: A sparse shard remembers the rows of its last lookups of ``RECALL_MIN`` to
 #: ``RECALL_MAX`` keys (see :meth:`TableShard._recall`), at most ``RECALL_CALLS`` of them
 #: holding at most ``RECALL_KEYS`` keys: 64 MiB of keys and rows kept alive, ~16 bytes per
-#: key. Each piece of a pull (:func:`~.partition.piece_bounds`) is a lookup of its own.
+#: key. Each piece of a pull (:func:`~.wire_forms.piece_bounds`) is a lookup of its own.
 RECALL_CALLS = 16
 RECALL_MIN = 1024
 RECALL_MAX = 2**20
@@ -337,7 +338,7 @@ class TableShard:
 
     def named_keys(self, ref) -> np.ndarray:
         """The keys a pull sent under the name of ``ref`` (a
-        :class:`~dask_ps.state.partition.KeyRef`), for the push that follows it; forgotten
+        :class:`~dask_ps.state.wire_forms.KeyRef`), for the push that follows it; forgotten
         once given.
 
         Raises
@@ -368,7 +369,7 @@ class TableShard:
         return None
 
     def gather(self, keys: np.ndarray, keys_id=None) -> np.ndarray:
-        """Values of ``keys`` (or of a :class:`~dask_ps.state.partition.RowBits`), shape
+        """Values of ``keys`` (or of a :class:`~dask_ps.state.wire_forms.RowBits`), shape
         (len(keys), ncols). ``keys_id``: see :meth:`rows`."""
         out = np.empty((keys.shape[0], self.spec.ncols), self.spec.dtype)
         if isinstance(keys, RowBits):
@@ -380,7 +381,7 @@ class TableShard:
 
     def apply(self, keys: np.ndarray, updates: np.ndarray) -> None:
         """One optimizer step on the rows of ``keys`` (distinct; or a
-        :class:`~dask_ps.state.partition.RowBits`) with ``updates`` (n, ncols)."""
+        :class:`~dask_ps.state.wire_forms.RowBits`) with ``updates`` (n, ncols)."""
         if isinstance(keys, RowBits):
             self.spec.optimizer.step_bits(self.values, self.slots, keys, updates)
             return

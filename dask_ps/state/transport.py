@@ -30,7 +30,7 @@ from ..exceptions import KeysNeededError, ShardUnavailableError
 from .channel import Channel, ChannelAddress, SyncChannel
 from .channel import running_loop as _running_loop
 from .channel_security import worker_ssl_context
-from .partition import with_keys
+from .wire_forms import with_keys
 
 __all__ = ["ShardRef", "Shipped", "Transport", "local_loop", "packed", "unship"]
 
@@ -208,7 +208,7 @@ class Transport:
         event loop and back); the local shard's calls then run, in this thread too unless a
         pull must wait for slower clocks (then on the loop), while the remote ones are
         answered. A remote shard may get several calls (the pieces of a large pull, see
-        :func:`~dask_ps.state.partition.piece_bounds`): all are sent before the first
+        :func:`~dask_ps.state.wire_forms.piece_bounds`): all are sent before the first
         reply is read, every shard's first piece before the second ones, so that the
         shards work on one piece while the next travels. (Keeping 2-4 pieces of a pull in
         flight instead, the next sent as an answer is read, changed a 10^6-key pull by -1.5

@@ -144,7 +144,7 @@ def named_keys_task(ps, item):
     of the clocks before it; ASP would not promise it); then pushes naming keys the
     remote shard does not hold, through both callers of the transport: each is sent again
     with its keys and applied once."""
-    from dask_ps.state.partition import KeyRef
+    from dask_ps.state.wire_forms import KeyRef
 
     n_clocks, n = item
     rng = np.random.default_rng(11)
@@ -220,12 +220,12 @@ def pieces_task(ps, item):
     this process): each pull sees every push of the clocks before it. Then a push riding
     with a pull in pieces names keys the shard does not hold: it is sent again with its
     keys, and the pieces behind it are pulled again, so that they see it."""
-    from dask_ps.state import partition
-    from dask_ps.state.partition import KeyRef
+    from dask_ps.state import wire_forms
+    from dask_ps.state.wire_forms import KeyRef
 
     task, n_clocks, n = item
-    old = partition.PIECE_KEYS
-    partition.PIECE_KEYS = 1100  # pieces of more than RECALL_MIN keys: named
+    old = wire_forms.PIECE_KEYS
+    wire_forms.PIECE_KEYS = 1100  # pieces of more than RECALL_MIN keys: named
     try:
         pool = np.random.default_rng(3).integers(-2**62, 2**62, 3 * n)
         # both tasks pull and push the same keys, with repeats
@@ -243,9 +243,9 @@ def pieces_task(ps, item):
                  (remote, "pull", dict(name="h", keys=mine[500:]))]
         got = np.concatenate([v for v, _ in t.call_many(calls, t.timeout)])[:, 0]
         np.testing.assert_array_equal(got, [want.get(int(k), 0.0) + 1.0 for k in mine])
-        return len(partition.piece_bounds(n))
+        return len(wire_forms.piece_bounds(n))
     finally:
-        partition.PIECE_KEYS = old
+        wire_forms.PIECE_KEYS = old
 
 
 def test_large_pulls_go_to_remote_shards_in_pieces_and_stay_exact(client2):
@@ -264,16 +264,16 @@ def test_large_pulls_go_to_remote_shards_in_pieces_and_stay_exact(client2):
 def one_task_pieces(ps, item):
     """Pull-compute-push steps of one task (BSP) whose pulls go to the remote shard in
     pieces (``PIECE_KEYS`` made small in this process); returns the sums pushed."""
-    from dask_ps.state import partition
+    from dask_ps.state import wire_forms
 
     pool, n_clocks, n = item
-    old = partition.PIECE_KEYS
-    partition.PIECE_KEYS = 2200  # pieces of ~1900 keys, over RECALL_MIN
+    old = wire_forms.PIECE_KEYS
+    wire_forms.PIECE_KEYS = 2200  # pieces of ~1900 keys, over RECALL_MIN
     try:
         return _steps(ps, [np.random.default_rng(c).choice(pool, n) for c in range(n_clocks)],
                       1.0)
     finally:
-        partition.PIECE_KEYS = old
+        wire_forms.PIECE_KEYS = old
 
 
 def test_a_held_push_in_pieces_finds_its_rows_in_the_lookup_memo(client2):
@@ -305,17 +305,17 @@ def spread_task(ps, item):
     into the caller's order as they arrived (:class:`~dask_ps.state.process_job._Spread`).
     Under SSP the second pull of each table finds part of its keys in the process's
     snapshot, so its places do not all come from the shards."""
-    from dask_ps.state import partition, process_job
+    from dask_ps.state import process_job, wire_forms
 
     pool = item
-    old_keys, old_put = partition.PIECE_KEYS, process_job._Spread.put
+    old_keys, old_put = wire_forms.PIECE_KEYS, process_job._Spread.put
     spread = []
 
     def put(self, where, values):
         spread[-1] += where.stop - where.start
         return old_put(self, where, values)
 
-    partition.PIECE_KEYS = 2200
+    wire_forms.PIECE_KEYS = 2200
     process_job._Spread.put = put
     try:
         ps.push("h", pool, (pool % 1000).astype(np.float64))
@@ -334,7 +334,7 @@ def spread_task(ps, item):
                 out.append((name, keys, ps.pull(name, keys), spread[-1]))
         return out
     finally:
-        partition.PIECE_KEYS, process_job._Spread.put = old_keys, old_put
+        wire_forms.PIECE_KEYS, process_job._Spread.put = old_keys, old_put
 
 
 @pytest.mark.parametrize("consistency, staleness", [("bsp", None), ("ssp", 2)])
@@ -363,10 +363,10 @@ def meanwhile_task(ps, item):
     the steps run, and how many steps had run when each answer was put in order."""
     import time
 
-    from dask_ps.state import partition, process_job
+    from dask_ps.state import partition, process_job, wire_forms
 
     pool = item
-    old = (partition.PIECE_KEYS, partition.CHECK_BUCKETS, process_job._Spread.put,
+    old = (wire_forms.PIECE_KEYS, partition.CHECK_BUCKETS, process_job._Spread.put,
            process_job._Meanwhile.__next__)
     steps, at_put = [0], []
 
@@ -380,7 +380,7 @@ def meanwhile_task(ps, item):
         at_put.append(steps[0])
         return old[2](self, where, values)
 
-    partition.PIECE_KEYS, partition.CHECK_BUCKETS = 2200, 1
+    wire_forms.PIECE_KEYS, partition.CHECK_BUCKETS = 2200, 1
     process_job._Spread.put, process_job._Meanwhile.__next__ = put, step
     try:
         ps.push("h", pool, (pool % 1000).astype(np.float64))
@@ -390,7 +390,7 @@ def meanwhile_task(ps, item):
         keys = np.random.default_rng(3).permutation(pool)[:12_000]
         return keys, ps.pull("h", keys), steps[0], at_put
     finally:
-        (partition.PIECE_KEYS, partition.CHECK_BUCKETS, process_job._Spread.put,
+        (wire_forms.PIECE_KEYS, partition.CHECK_BUCKETS, process_job._Spread.put,
          process_job._Meanwhile.__next__) = old
 
 
@@ -412,16 +412,16 @@ def test_a_pull_reads_the_shards_answers_between_the_steps_of_its_own_work(clien
 def failing_step_task(ps, item):
     """A pull whose own work fails in a step (the keys' hash, made to raise once), then the
     same pull again: the first raises that error, the second is served."""
-    from dask_ps.state import partition, process_job
+    from dask_ps.state import process_job, wire_forms
 
     pool = item
-    old = (partition.PIECE_KEYS, process_job.fingerprint)
+    old = (wire_forms.PIECE_KEYS, process_job.fingerprint)
 
     def broken(keys):
         process_job.fingerprint = old[1]
         raise ZeroDivisionError("a step failed")
 
-    partition.PIECE_KEYS, process_job.fingerprint = 2200, broken
+    wire_forms.PIECE_KEYS, process_job.fingerprint = 2200, broken
     try:
         keys = np.random.default_rng(2).permutation(pool)[:12_000]
         try:
@@ -431,7 +431,7 @@ def failing_step_task(ps, item):
             first = str(exc)
         return keys, first, ps.pull("h", keys)
     finally:
-        partition.PIECE_KEYS, process_job.fingerprint = old
+        wire_forms.PIECE_KEYS, process_job.fingerprint = old
 
 
 def test_a_pulls_failing_step_is_raised_after_the_answers_and_the_next_pull_is_served(client2):
@@ -450,11 +450,11 @@ def asp_push_pieces_task(ps, item):
     """ASP pull-compute-push steps of distinct keys, each clock's push sent on its own
     (``wait``) to the remote shard in pieces named after the pull's pieces (``PIECE_KEYS``
     made small in this process); each pull is checked against the pushes before it."""
-    from dask_ps.state import partition
+    from dask_ps.state import wire_forms
 
     pool, n_clocks, n = item
-    old = partition.PIECE_KEYS
-    partition.PIECE_KEYS = 2200  # pieces of ~2000 keys, over RECALL_MIN: named
+    old = wire_forms.PIECE_KEYS
+    wire_forms.PIECE_KEYS = 2200  # pieces of ~2000 keys, over RECALL_MIN: named
     want: dict = {}
     try:
         for c in range(n_clocks):
@@ -468,7 +468,7 @@ def asp_push_pieces_task(ps, item):
             ps._client.wait(ps.job)  # the push leaves on its own, in pieces
         return want
     finally:
-        partition.PIECE_KEYS = old
+        wire_forms.PIECE_KEYS = old
 
 
 def _named_bytes(n):
@@ -520,11 +520,11 @@ def carried_push_task(ps, item):
     pieces pulled behind it again. Returns the sums pushed and, per clock, how many pulled
     values were wrong: not the sums of the clocks before (BSP), nor, under ASP, those
     without the last clock's push (it may have left on its own and not arrived yet)."""
-    from dask_ps.state import partition
+    from dask_ps.state import wire_forms
 
     pool, n_clocks, n, stale_ok = item
-    old = partition.PIECE_KEYS
-    partition.PIECE_KEYS = 2200
+    old = wire_forms.PIECE_KEYS
+    wire_forms.PIECE_KEYS = 2200
     want: dict = {}
     last = (np.zeros(0, np.int64), 0.0)  # the last clock's keys and pushed value
     wrong = []
@@ -545,7 +545,7 @@ def carried_push_task(ps, item):
         ps._client.wait(ps.job)
         return want, wrong
     finally:
-        partition.PIECE_KEYS = old
+        wire_forms.PIECE_KEYS = old
 
 
 @pytest.mark.parametrize("consistency", ["bsp", "asp"])
@@ -587,18 +587,18 @@ def reordered_push_task(ps, item):
     order as they arrive), each key pushed a value of its own, to a vector and a matrix
     table; each clock's push waits (``wait``) or rides with the next pull. Returns the sums
     pushed per table and how many push pieces were put in order as they left
-    (:class:`~dask_ps.state.partition.Reordered`)."""
-    from dask_ps.state import partition
+    (:class:`~dask_ps.state.wire_forms.Reordered`)."""
+    from dask_ps.state import wire_forms
 
     pool, n_clocks, n, wait = item
-    old_keys, old_array = partition.PIECE_KEYS, partition.Reordered.array
+    old_keys, old_array = wire_forms.PIECE_KEYS, wire_forms.Reordered.array
     reordered = [0]
 
     def array(self):
         reordered[0] += 1
         return old_array(self)
 
-    partition.PIECE_KEYS, partition.Reordered.array = 2200, array
+    wire_forms.PIECE_KEYS, wire_forms.Reordered.array = 2200, array
     want = {"h": {}, "m": {}}
     try:
         for c in range(n_clocks):
@@ -616,7 +616,7 @@ def reordered_push_task(ps, item):
         ps._client.wait(ps.job)
         return want, reordered[0]
     finally:
-        partition.PIECE_KEYS, partition.Reordered.array = old_keys, old_array
+        wire_forms.PIECE_KEYS, wire_forms.Reordered.array = old_keys, old_array
 
 
 @pytest.mark.parametrize("consistency, staleness, wait", [

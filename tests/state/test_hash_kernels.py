@@ -482,8 +482,8 @@ def test_sparse_shard_keeps_the_keys_of_named_pulls_for_their_push():
     is told to send them (KeysNeededError); the oldest are forgotten beyond NAMED_BYTES."""
     from dask_ps.exceptions import KeysNeededError
     from dask_ps.state import table as T
-    from dask_ps.state.partition import KeyRef
     from dask_ps.state.shard import Shard
+    from dask_ps.state.wire_forms import KeyRef
 
     spec = TableSpec("t", None, 1, True, np.dtype("float64"), HashPartitioner(1), Add(),
                      Init())

@@ -4,13 +4,8 @@ import numpy as np
 import pytest
 
 from dask_ps.state import _kernels as K
-from dask_ps.state.partition import (
-    BITMAP_SORT,
-    HashPartitioner,
-    RangePartitioner,
-    RowBits,
-    as_rows,
-)
+from dask_ps.state.partition import BITMAP_SORT, HashPartitioner, RangePartitioner
+from dask_ps.state.wire_forms import RowBits, as_rows
 
 
 def plan_keys_py(keys, starts, hashed):

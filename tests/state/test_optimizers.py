@@ -115,7 +115,7 @@ def test_average_needs_a_count_column():
 @pytest.mark.parametrize("ncols", [1, 3])
 def test_step_on_rows_as_a_bitmap_equals_step_on_the_rows(name, ncols):
     from dask_ps.state import _kernels
-    from dask_ps.state.partition import RowBits
+    from dask_ps.state.wire_forms import RowBits
 
     rng = np.random.default_rng(ncols)
     opt = get_optimizer(name)
