@@ -24,6 +24,7 @@ Usage::
     python benchmarks/ps_core.py --json out.json
     python benchmarks/ps_core.py --breakdown      # + ms per step by dask_ps function
     python benchmarks/ps_core.py --hashed-breakdown   # + where the hashed 1e6-key line goes
+    python benchmarks/ps_core.py --no-train --repeat 10   # the headline ratios over 10 runs
     python benchmarks/ps_core.py --tuned-malloc   # A/B: workers without Dask's malloc setting
 
 How each time is taken (all times inside worker tasks use ``time.perf_counter``):
@@ -754,6 +755,43 @@ def summarise(core, bounds, train, paired=()) -> dict:
                 train={str(k): v for k, v in trn.items()})
 
 
+def across_runs(results: list) -> dict:
+    """The headline ratios of several runs (:func:`run`'s results, each on a cluster of its
+    own), per table: each run's paired median and unpaired ratio, their median over the
+    runs, range, and how many runs meet the target. On a shared machine one run's figure
+    moves by several points with the minute's load; the spread over runs says how steady a
+    line is."""
+    out = {}
+    for table in results[0]["summary"]["headline"]:
+        heads = [r["summary"]["headline"][table] for r in results]
+        target = heads[0]["target"]
+        entry = dict(target=target, runs=len(heads))
+        for kind, values in (("paired", [h["paired"]["median"] for h in heads
+                                         if "paired" in h]),
+                             ("unpaired", [h["ratio"] for h in heads])):
+            if values:
+                entry[kind] = dict(ratios=values, median=statistics.median(values),
+                                   min=min(values), max=max(values),
+                                   met=sum(v >= target for v in values))
+        out[table] = entry
+    return out
+
+
+def report_across(across: dict) -> str:
+    """:func:`across_runs` as text."""
+    lines = [f"Across {next(iter(across.values()))['runs']} runs (each on a cluster of its "
+             f"own), the 1e6-key remote pull + push against 2 raw transfers:"]
+    for table, e in across.items():
+        for kind in ("paired", "unpaired"):
+            if kind in e:
+                k = e[kind]
+                each = ", ".join(f"{v:.1%}" for v in k["ratios"])
+                lines.append(f"   {table:6} {kind:8}: median {k['median']:5.1%}, range "
+                             f"{k['min']:5.1%}-{k['max']:5.1%}, {k['met']} of {e['runs']} runs "
+                             f">= {e['target']:.0%}  ({each})")
+    return "\n".join(lines)
+
+
 def _si(x):
     for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(x) >= scale:
@@ -899,13 +937,27 @@ def main(argv=None) -> int:
     p.add_argument("--key-order", choices=["random", "sorted"], default="random",
                    help="keys of each call in random order (default) or sorted, as ps-lite "
                         "requires and np.unique gives; distinct either way")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run it all this many times, each run on a cluster of its own, then "
+                        "give the headline ratios across the runs (default 1)")
     args = p.parse_args(argv)
-    res = run(args)
-    print()
-    print(report(res))
+    if args.repeat < 1:
+        p.error(f"--repeat must be at least 1, got {args.repeat}")
+    results = []
+    for i in range(args.repeat):
+        if args.repeat > 1:
+            print(f"\n=== run {i + 1} of {args.repeat} ===", flush=True)
+        results.append(run(args))
+        print()
+        print(report(results[-1]))
+    out = results[0]
+    if args.repeat > 1:
+        out = dict(runs=results, across=across_runs(results))
+        print()
+        print(report_across(out["across"]))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(res, f, indent=1, default=float)
+            json.dump(out, f, indent=1, default=float)
         print(f"\nwrote {args.json}")
     return 0
 

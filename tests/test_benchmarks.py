@@ -145,3 +145,23 @@ def test_online_drift_benchmark_loads_versions_while_training():
                           capture_output=True, text=True, timeout=380, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "while batches remained to train" in proc.stdout and ": ok" in proc.stdout
+
+
+def test_ps_core_summarises_the_headline_across_runs():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("ps_core", REPO / "benchmarks" / "ps_core.py")
+    ps_core = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ps_core)
+
+    def result(paired, unpaired):
+        return {"summary": {"headline": {"sparse": {
+            "target": 0.4, "ratio": unpaired, "paired": {"median": paired}}}}}
+
+    across = ps_core.across_runs([result(0.45, 0.38), result(0.35, 0.50),
+                                  result(0.42, 0.41)])["sparse"]
+    assert across["runs"] == 3 and across["target"] == 0.4
+    assert across["paired"]["median"] == 0.42 and across["paired"]["met"] == 2
+    assert (across["paired"]["min"], across["paired"]["max"]) == (0.35, 0.45)
+    assert across["unpaired"]["median"] == 0.41 and across["unpaired"]["met"] == 2
+    text = ps_core.report_across({"sparse": across})
+    assert "2 of 3 runs >= 40%" in text and "35.0%" in text
