@@ -13,10 +13,10 @@ the hash partitioner's rule); its high bits pick the key's home slot in the shar
   visit the index range by range, in cache, for any table size, and a probe compares
   fingerprints, looking at the key itself only when they match (4-byte slots of rows
   alone, each candidate's key compared, halve the index but were slower: 10^6 planned keys
-  in 8 pieces, cache cold, 13.2 ms against 10.4). Lookups compare the
-  fingerprints of the 4 slots from home at once and prefetch the slots and row keys of the
-  keys a few places ahead (:func:`index_find`): the order inside a range costs nothing, and
-  keys in any order overlap their misses.
+  in 8 pieces, cache cold, rows not in slot order, 13.2 ms against 10.4). Lookups compare
+  the fingerprints of the 4 slots from home at once and prefetch the slots and row keys of
+  the keys a few places ahead (:func:`index_find`): the order inside a range costs nothing,
+  and keys in any order overlap their misses.
 * When the index grows, the shard renumbers its rows in the order of the index's slots
   (:func:`index_renumber`): nearly hash-code order, so that rows, too, are read range by
   range by planned calls.
@@ -154,9 +154,10 @@ def index_find(index, shift, row_keys, keys, rows, also=None):
     5.4-5.6 ms that way and 4.2 ms this way with the cache warm; in the caller's random
     order, 16.7 against 15.6 ms.
     One thread: each half of a piece on a thread of its own made 8 pieces 1.7 times faster
-    in one process with the other CPU idle (10.6 -> 6.1 ms), but a 10^6-key remote pull
-    slower in a 2-CPU cluster, where the pulling process uses that CPU (16.9 -> 17.8 ms, 60
-    alternated pulls; 15.7 -> 17.2 ms with the puller's dedup check off).
+    in one process with the other CPU idle (10.6 -> 6.1 ms, rows not in slot order), but a
+    10^6-key remote pull slower in a 2-CPU cluster, where the pulling process uses that CPU
+    (16.9 -> 17.8 ms, 60 alternated pulls; 15.7 -> 17.2 ms with the puller's dedup check
+    off).
     """
     return _index_find(index, shift, row_keys, keys, rows, _NO_ROWS if also is None else also)
 
