@@ -30,6 +30,7 @@ from ..diagnostics.events import log_checkpoint
 from ..exceptions import CheckpointFormatError, OptionError
 from . import connection, placement
 from . import format as ck
+from . import key_ranges as kr
 
 __all__ = ["load", "restore", "save"]
 
@@ -99,34 +100,34 @@ def _plan_table(model, spec, rows_per_chunk: int) -> tuple[int, int, list]:
         piece = PIECE_CHUNKS * rows_per_chunk
         writers = []
         for w in range(n_shards):
-            r0 = min(ck.align_up(int(starts[w]), rows_per_chunk), n)
-            r1 = n if w == n_shards - 1 else min(ck.align_up(int(starts[w + 1]),
+            r0 = min(kr.align_up(int(starts[w]), rows_per_chunk), n)
+            r1 = n if w == n_shards - 1 else min(kr.align_up(int(starts[w + 1]),
                                                              rows_per_chunk), n)
             for a in range(r0, r1, piece):
                 b = min(a + piece, r1)
                 ask = [s for s in range(n_shards) if starts[s] < b and starts[s + 1] > a]
                 writers.append((w, a, b, 0, 0, a, b, ask))
         return n, rows_per_chunk, writers
-    found = connection.call_all(model, "map_rows", spec.name, ck.sample_keys,
+    found = connection.call_all(model, "map_rows", spec.name, kr.sample_keys,
                                 _SAMPLE * n_shards, 0)
     counts, samples = [c for c, _ in found], [s for _, s in found]
     total = int(sum(counts))
     rows_per_chunk = max(1, min(rows_per_chunk, total))
     n_parts = n_shards * max(1, -(-total // (n_shards * PIECE_CHUNKS * rows_per_chunk)))
     if n_parts > n_shards:  # a sample dense enough for the pieces' splitters
-        found = connection.call_all(model, "map_rows", spec.name, ck.sample_keys,
+        found = connection.call_all(model, "map_rows", spec.name, kr.sample_keys,
                                     _SAMPLE * n_parts // n_shards, 1)
         samples = [s for _, s in found]
-    bounds = ck.split_sorted(samples, counts, n_parts) if n_parts > 1 else np.empty(0, int)
-    below = np.sum(connection.call_all(model, "map_rows", spec.name, ck.count_below, bounds),
+    bounds = kr.split_sorted(samples, counts, n_parts) if n_parts > 1 else np.empty(0, int)
+    below = np.sum(connection.call_all(model, "map_rows", spec.name, kr.count_below, bounds),
                    axis=0) if bounds.shape[0] else np.empty(0, np.int64)
     edges = [None] + [int(b) for b in bounds] + [None]
     ranks = [0] + [int(r) for r in below] + [total]
     writers, everyone = [], list(range(n_shards))
     for w in range(len(edges) - 1):
         last = w == len(edges) - 2
-        r0 = min(ck.align_up(ranks[w], rows_per_chunk), total)
-        r1 = total if last else min(ck.align_up(ranks[w + 1], rows_per_chunk), total)
+        r0 = min(kr.align_up(ranks[w], rows_per_chunk), total)
+        r1 = total if last else min(kr.align_up(ranks[w + 1], rows_per_chunk), total)
         if r1 > r0:
             writers.append((w % n_shards, edges[w], edges[w + 1], r1 - ranks[w + 1] if not last
                             else 0, r0 - ranks[w], r0, r1, everyone))
@@ -141,7 +142,7 @@ def _write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, s
     pc = connection.process_client(model)
     t = pc.transport
     with_slots = "slots" in arrays
-    parts = t.run(_gather([t.call(s, "map_rows", name, ck.rows_in_range, lo, hi, extra,
+    parts = t.run(_gather([t.call(s, "map_rows", name, kr.rows_in_range, lo, hi, extra,
                                   with_slots) for s in ask]))
     keys = np.concatenate([p[0] for p in parts])
     take = np.argsort(keys, kind="stable")[skip: skip + (r1 - r0)]
@@ -388,7 +389,7 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
     calls = []
     for name, t in tables.items():
         n, c = t["n_keys"], t["chunk_rows"]
-        bounds = [min(ck.align_up(round(n * w / model.n_shards), c), n)
+        bounds = [min(kr.align_up(round(n * w / model.n_shards), c), n)
                   for w in range(model.n_shards)] + [n]
         calls += [(w, (info.path, name, t, specs[name], bounds[w], bounds[w + 1],
                        optimizer_state))
