@@ -8,8 +8,10 @@ where a large pull is cut into pieces.
 * :class:`Reordered`: a push's values, put in its keys' order as it is pickled.
 * :func:`piece_bounds`: the pieces of a large pull of a hashed table from a remote shard.
 
-Made by :mod:`~dask_ps.state.partition` and :mod:`~dask_ps.state.merging`, read by
-:mod:`~dask_ps.state.shard` and :mod:`~dask_ps.state.table`.
+Made by :mod:`~dask_ps.state.partition`, :mod:`~dask_ps.state.merging` and
+:mod:`~dask_ps.state.client` (a pull's pieces), read by :mod:`~dask_ps.state.shard`,
+:mod:`~dask_ps.state.table` and :mod:`~dask_ps.state.transport` (a push sent again with its
+keys).
 """
 
 from __future__ import annotations
