@@ -5,8 +5,8 @@ import pytest
 from sklearn.datasets import load_svmlight_file
 
 from dask_ps import PSModel, partition
-from dask_ps.algorithms._base import EpochLoop
 from dask_ps.algorithms._logistic_data import encode_part
+from dask_ps.algorithms.epoch_loop import EpochLoop
 from dask_ps.algorithms.logistic import train
 from dask_ps.model.format import latest, list_versions
 from dask_ps.model.recovery import run_clocks

@@ -4,7 +4,7 @@
 :class:`~dask_ps.GBDTRegressor`. It surveys the training partitions where they live (their
 labels; the bins computed from their sketches on the workers, :mod:`._gbdt_survey`), makes
 the histogram table, puts each shard's columns next to it (:func:`~._gbdt_ps.shard_setup`)
-and runs the rounds through the estimator's :class:`~._base.EpochLoop`: as few jobs as it
+and runs the rounds through the estimator's :class:`~.epoch_loop.EpochLoop`: as few jobs as it
 allows (one for the whole fit unless callbacks or checkpoints want the driver between rounds),
 each running :func:`~._gbdt_ps.boost_task` on every task.
 """
@@ -24,7 +24,6 @@ from ..exceptions import CheckpointFormatError, DataError, OptionError
 from ..model import PSModel
 from ..partitions import Partitions
 from ..partitions.inputs import is_dask
-from ._base import EpochLoop
 from ._gbdt_bins import BinMapper
 from ._gbdt_data import eval_survey, set_checksums
 from ._gbdt_kernels import quantization_scale
@@ -35,6 +34,7 @@ from ._gbdt_sketch import sample_rate
 from ._gbdt_splits import split_params
 from ._gbdt_survey import survey_bins
 from ._gbdt_tree import Ensemble, leaf_budget, resolve_split_share
+from .epoch_loop import EpochLoop
 
 __all__ = ["ONE_SHARD_BYTES", "ONE_WORKER_CELLS", "FitResult", "one_shard", "train",
            "training_workers"]

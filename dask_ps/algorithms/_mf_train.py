@@ -11,9 +11,9 @@ import numpy as np
 from ..model import PSModel
 from ..partitions import Partitions
 from . import _mf_data as data_
-from ._base import EpochLoop
 from ._mf_kernels import balance_blocks
 from ._mf_steps import als_task, collect_step, resume_users_step, sgd_task
+from .epoch_loop import EpochLoop
 
 __all__ = ["train"]
 

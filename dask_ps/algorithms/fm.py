@@ -41,7 +41,6 @@ from ..state.optimizers import FTRL, Average
 from . import _logistic_data as D
 from ._base import (
     COMMON_CONSTRAINTS,
-    EpochLoop,
     Interval,
     StrOptions,
     check_numeric_columns,
@@ -50,6 +49,7 @@ from ._base import (
 )
 from ._fm_kernels import fm_steps
 from ._stochastic import Rule, _blocks, gather_sparse_rows
+from .epoch_loop import EpochLoop
 from .logistic import LogisticRegression
 
 __all__ = ["KEYED_FEATURES", "FMState", "FactorizationMachineClassifier", "fm_margins",

@@ -21,7 +21,6 @@ from ..partitions import Partitions
 from ..partitions.inputs import broadcast_large, is_dask
 from ._base import (
     COMMON_CONSTRAINTS,
-    EpochLoop,
     Interval,
     PSEstimator,
     check_numeric_columns,
@@ -38,6 +37,7 @@ from ._lda_steps import (
     table_counts,
     train_task,
 )
+from .epoch_loop import EpochLoop
 
 __all__ = ["LatentDirichletAllocation", "train"]
 

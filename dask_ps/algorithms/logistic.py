@@ -29,7 +29,6 @@ from ..state.optimizers import FTRL, SGD, AdaGrad, Average
 from . import _logistic_data as D
 from ._base import (
     COMMON_CONSTRAINTS,
-    EpochLoop,
     Interval,
     PSEstimator,
     StrOptions,
@@ -39,6 +38,7 @@ from ._base import (
 )
 from ._lbfgs import lbfgs_fit
 from ._stochastic import Rule, gather_rows, gather_sparse_rows, server_step, worker_step
+from .epoch_loop import EpochLoop
 
 __all__ = ["LogisticRegression", "TrainState", "train"]
 
@@ -76,7 +76,7 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
 
     ``data`` holds encoded ``(X csr, Y (n, n_outputs))`` partitions
     (:func:`~._logistic_data.encode_part`); ``init`` a previous result's state; ``loop`` the
-    :class:`~._base.EpochLoop` (checkpoints, progress, callbacks); ``evaluate(epoch)`` scores
+    :class:`~.epoch_loop.EpochLoop` (checkpoints, progress, callbacks); ``evaluate(epoch)`` scores
     an eval set; ``table_dtype`` the dtype of the weight table. ``collect=False`` leaves the
     weights on the shards (table "w" of ``model``, e.g. for :meth:`~dask_ps.PSModel.save` or
     pulls of the keys a test set touches) instead of gathering them to the driver: a model of
