@@ -106,8 +106,8 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
     TypeError
         A parameter or fitted attribute that cannot be stored without pickle, naming it.
     OSError
-        The file cannot be written (e.g. ``path`` is a folder); a local temporary file is
-        removed.
+        The file cannot be written (an ``IsADirectoryError`` before anything is written when
+        a local ``path`` is a folder); a local temporary file is removed.
     """
     import fsspec
 
@@ -131,6 +131,9 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
     data = buf.getvalue()
     if "://" not in str(path):  # local: write aside, then rename over the target
         path = os.fspath(path)
+        if os.path.isdir(path) or path.endswith(os.sep):
+            raise IsADirectoryError(f"{path}: a folder; give a file name such as "
+                                    f"{os.path.join(path, 'model.npz')}")
         tmp = f"{path}.tmp-{os.getpid()}"
         try:
             with open(tmp, "wb") as f:
@@ -194,7 +197,8 @@ def load_estimator(path: str):
     FileNotFoundError
         No such file.
     DataError
-        Not such a file, a newer format version, or an unknown estimator (naming them).
+        Not such a file (a folder, e.g. a checkpoint, included), a newer format version, or
+        an unknown estimator (naming them).
     """
     import warnings
 
@@ -202,8 +206,13 @@ def load_estimator(path: str):
 
     import dask_ps
 
-    with fsspec.open(path, "rb") as f:
-        data = f.read()
+    try:
+        with fsspec.open(path, "rb") as f:
+            data = f.read()
+    except IsADirectoryError:
+        raise DataError(f"{path}: a folder, not a model file written by save_estimator "
+                        f"(dask-ps train --save); a checkpoint folder is continued with "
+                        f"resume=True (--resume auto), not loaded") from None
     try:
         arrays = np.load(io.BytesIO(data), allow_pickle=False)
         meta = json.loads(str(arrays[_META][()]))

@@ -162,6 +162,9 @@ def test_multiclass_run_on_a_scheduler_file(tmp_path, client1, capsys):
                  _scheduler_file(client1, tmp_path), "--max-iter", "12"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "history: last 10 of 12 rows (--history N for more, 0: all)" in out
+    # the default checkpoint: snapshots by time, not "every 1 epoch(s)"
+    assert ("checkpoint: auto (a snapshot after every 60 s of training, in a temporary folder "
+            "deleted after the fit, when every worker runs on this machine)") in out
     line = next(x for x in out if x.startswith("test: AUC"))
     words = line.split()
     assert float(words[2]) >= 0.9, line  # class c lives in feature c + 1
@@ -535,6 +538,10 @@ def test_config_naming_a_directory_or_a_file_that_is_not_utf8(tmp_path, capsys, 
                                            "/nonexistent_dir"),
     (["--save", "."], "--save .: a directory; give a file name such as ./model.npz"),
     (["--checkpoint", "zzz://b/ck"], "--checkpoint: Protocol not known: zzz"),
+    # the default checkpoint of lr is "auto" (by time): epochs would be ignored
+    (["--checkpoint-every", "3"], "--checkpoint-every 3: applies to a --checkpoint URL (this "
+                                  "fit's checkpoint is 'auto': snapshots every 60 s"),
+    (["--checkpoint", "auto", "--checkpoint-every", "2"], "--checkpoint-every 2: applies to"),
 ])
 def test_options_not_supported_yet_fail_before_any_cluster(tr, capsys, monkeypatch, argv,
                                                            message):

@@ -208,9 +208,27 @@ def test_a_failed_save_leaves_no_temporary_file(tmp_path):
 
     folder = tmp_path / "adir"
     folder.mkdir()
-    with pytest.raises(IsADirectoryError):
-        save_estimator(LogisticRegression(), str(folder))
+    # (was NotADirectoryError "Not a directory: '.../adir/.tmp-PID' -> '.../adir/'")
+    for path in (str(folder), str(folder) + "/", str(tmp_path / "new") + "/"):
+        with pytest.raises(IsADirectoryError, match=f"^{path}: a folder; give a file name "
+                                                    f"such as {folder.parent}/"):
+            save_estimator(LogisticRegression(), path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
+
+
+def test_a_folder_given_as_a_model_file_is_named(tmp_path, capsys):
+    """load_estimator (dask-ps evaluate, export) on a folder, e.g. a checkpoint, raised a raw
+    IsADirectoryError from fsspec, status 1."""
+    from dask_ps.exceptions import DataError
+    from dask_ps.saving import load_estimator
+
+    test = tmp_path / "t.svm"
+    test.write_text("1 1:1\n")
+    with pytest.raises(DataError, match=f"^{tmp_path}: a folder, not a model file"):
+        load_estimator(str(tmp_path))
+    assert main(["evaluate", str(tmp_path), "--test", str(test)]) == 2
+    assert capsys.readouterr().err.startswith(f"dask-ps: error: {tmp_path}: a folder, not a "
+                                              f"model file written by save_estimator")
 
 
 @pytest.mark.timeout(200)

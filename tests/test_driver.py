@@ -142,3 +142,25 @@ def test_restart_spares_the_first_and_last_versions():
     assert events[0]["checkpoint_clock"] == 0 and events[0]["clocks_lost"] == 0
     assert final == [2.0, 0.0, 0.0, 5.0]
     assert list_versions("memory://restart0") == ([1], [])  # after clock 1 only
+
+
+def test_epochs_of_one_job_get_its_mean_time_spread_over_it():
+    """Without a checkpoint the epochs run as one job: each record had the job's mean
+    epoch_time but the same ``time`` (the job's end), a vertical step in the loss curve."""
+    import time
+
+    with PSModel("local") as model:
+        jobs = []
+
+        def epochs(first, last):
+            jobs.append((first, last))
+            time.sleep(0.05 * (last - first + 1))
+            return [dict(loss=1.0 / e) for e in range(first, last + 1)]
+
+        history = EpochLoop(model, "test", 4, progress=False).run(epochs)
+    assert jobs == [(1, 4)]
+    times = [h["time"] for h in history]
+    took = history[0]["epoch_time"]
+    assert took >= 0.05 and all(h["epoch_time"] == took for h in history)
+    np.testing.assert_allclose(np.diff(times), took, rtol=1e-9)
+    assert times[0] >= took

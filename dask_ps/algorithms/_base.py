@@ -71,8 +71,10 @@ def history_fields() -> str:
     return """history_ : list of dict
         One record per epoch (a pass over the data; for L-BFGS, a function evaluation):
         ``epoch`` (1-based), ``loss`` (the estimator's training objective, see
-        ``loss_name`` of its notes), ``time`` (seconds since the fit started),
-        ``epoch_time`` (seconds of this epoch), ``bytes`` (keys and values pulled and
+        ``loss_name`` of its notes), ``time`` (seconds since the fit started, at the end
+        of this epoch), ``epoch_time`` (seconds of this epoch; epochs run in one job, with
+        no checkpoint, callback or evaluation between them, each get the job's mean and
+        their ``time`` is spread evenly over it), ``bytes`` (keys and values pulled and
         pushed during it) and, with ``eval_set``, ``eval_<metric>`` for each metric
         scored. A ``{"event": "recovery", ...}`` record marks each recovery from a lost
         worker or shard; after a fit on a cluster the last record also reports the data

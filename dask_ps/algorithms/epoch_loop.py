@@ -167,8 +167,11 @@ class EpochLoop:
                 self._check(e, record)
                 if evaluate is not None:
                     record.update({f"eval_{k}": v for k, v in evaluate(e).items()})
-                record.update(epoch_time=took, time=time.perf_counter() - t_start,
+                # epochs of one job: the job's mean each, their ends spread over it
+                record.update(epoch_time=took, time=t0 - t_start + (i + 1) * took,
                               bytes=shares[i])
+                if evaluate is not None:  # (one epoch per job: its evaluation counts too)
+                    record["time"] = time.perf_counter() - t_start
                 self.records[e] = record
                 kept.append(record)
                 halt = False

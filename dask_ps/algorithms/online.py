@@ -175,7 +175,8 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
     Raises
     ------
     ValueError
-        ``version_every`` without ``versions`` (or the reverse), a batch that is not an
+        ``version_every`` without ``versions`` (or the reverse), or not an integer >= 1
+        (``True`` included), a batch that is not an
         ``(X, y)`` pair, a batch with labels outside the classes the model has (those of
         the first batch and ``classes``), or what ``partial_fit`` refuses.
     Exception
@@ -185,6 +186,8 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         (raised from the original one); an exception type not made from one message keeps
         its message and gets that as a note. The estimator keeps what it learnt from the
         batches before (a failed ``partial_fit`` leaves it as it was).
+    NotADirectoryError
+        A local ``versions`` that is a file.
     FileExistsError
         The next version's file appeared meanwhile (another learner writes to the folder);
         nothing is overwritten.
@@ -197,9 +200,15 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
     """
     if (version_every is None) != (versions is None):
         raise ValueError("version_every and versions go together: give both or neither")
-    if version_every is not None and (int(version_every) != version_every or version_every < 1):
+    if version_every is not None and (isinstance(version_every, (bool, np.bool_))
+                                      or not isinstance(version_every, numbers.Real)
+                                      or int(version_every) != version_every
+                                      or version_every < 1):
         raise ValueError(f"version_every must be an integer >= 1, got {version_every!r}")
     if versions is not None and "://" not in str(versions):
+        if os.path.exists(versions) and not os.path.isdir(versions):
+            raise NotADirectoryError(f"versions={os.fspath(versions)!r} is a file: versions go "
+                                     f"in a folder (version-000001.npz, ...); name a folder")
         os.makedirs(versions, exist_ok=True)
     first = last_version(versions) if versions is not None else 0
     stream = iter(batches)

@@ -226,6 +226,7 @@ def train(args, algo: Algorithm) -> int:
         _resolve_dataset(args, algo)
     # Everything that can be checked without a cluster is checked before starting one.
     algo.check(args)
+    _check_checkpoint_every(args, est)
     check_files(args.train, "--train")
     if args.test:
         check_files(args.test, "--test")
@@ -248,7 +249,29 @@ def train(args, algo: Algorithm) -> int:
     return 0
 
 
+def _check_checkpoint_every(args, est) -> None:
+    """Refuse ``--checkpoint-every`` where it would be ignored: without a checkpoint URL
+    (``--checkpoint auto`` snapshots by time, none by epochs).
+
+    Raises
+    ------
+    OptionError
+    """
+    from ..algorithms.epoch_loop import AUTO_SNAPSHOT_SECONDS
+
+    if getattr(args, "checkpoint_every", None) is None:
+        return
+    checkpoint = est.get_params().get("checkpoint")
+    if checkpoint in (None, "auto"):
+        raise OptionError(f"--checkpoint-every {args.checkpoint_every}: applies to a "
+                          f"--checkpoint URL (this fit's checkpoint is {checkpoint!r}: "
+                          + ("snapshots every "
+                             f"{AUTO_SNAPSHOT_SECONDS:g} s of training, not by epochs)"
+                             if checkpoint == "auto" else "none)"))
+
+
 def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
+    from ..algorithms.epoch_loop import AUTO_SNAPSHOT_SECONDS
     from ..diagnostics import install
     from ..saving import save_estimator
 
@@ -275,7 +298,11 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
         data = algo.load(args, client)
         est.set_params(client=client)
         params = est.get_params()
-        if params.get("checkpoint"):
+        if params.get("checkpoint") == "auto":
+            _say(f"checkpoint: auto (a snapshot after every {AUTO_SNAPSHOT_SECONDS:g} s of "
+                 f"training, in a temporary folder deleted after the fit, when every worker "
+                 f"runs on this machine)")
+        elif params.get("checkpoint"):
             _say(f"checkpoint: {params['checkpoint']} every "
                  f"{params.get('checkpoint_every', 1)} epoch(s)"
                  + (" (resuming from its newest complete version, if any)"

@@ -305,6 +305,10 @@ def test_history_fields_mean_the_same_everywhere():
             assert {"epoch", "loss", "time", "epoch_time", "bytes"} <= set(h), h
         times = [h["time"] for h in records]
         assert times == sorted(times)  # since the start of the fit
+        # an epoch ends its epoch_time after the one before (epochs of one job were all
+        # stamped with the job's end)
+        for before, h in zip(records, records[1:]):
+            assert h["time"] - before["time"] >= h["epoch_time"] * (1 - 1e-9) > 0, h
 
 
 def test_eval_set_is_scored_every_epoch(client2):

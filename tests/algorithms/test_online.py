@@ -129,8 +129,15 @@ def test_bad_streams_are_refused(tmp_path):
     est = LogisticRegression(client="local", checkpoint=None)
     with pytest.raises(ValueError, match="version_every and versions go together"):
         learn_online(est, stream(1), version_every=2)
-    with pytest.raises(ValueError, match="version_every must be an integer >= 1"):
-        learn_online(est, stream(1), version_every=0, versions=str(tmp_path))
+    for bad in (0, True, 1.5, "2"):  # (True was taken as 1)
+        with pytest.raises(ValueError, match="version_every must be an integer >= 1"):
+            learn_online(est, stream(1), version_every=bad, versions=str(tmp_path))
+    a_file = tmp_path / "train.csv"  # (was os.makedirs' bare FileExistsError)
+    a_file.write_text("click\n1\n")
+    with pytest.raises(NotADirectoryError, match=f"versions='{a_file}' is a file: versions "
+                                                 f"go in a folder"):
+        learn_online(est, stream(1), version_every=1, versions=str(a_file))
+    assert a_file.read_text() == "click\n1\n"
     with pytest.raises(ValueError, match="batch 1 of the stream is a ndarray, not an"):
         learn_online(est, [np.zeros(3)])
     with pytest.raises(ValueError, match="partial_fit needs a stochastic solver"):
