@@ -48,6 +48,7 @@ from ._base import (
     validate_data,
 )
 from ._fm_kernels import fm_steps
+from ._logistic_data import KEYED_FEATURES
 from ._stochastic import Rule, _blocks, gather_sparse_rows
 from .epoch_loop import EpochLoop
 from .logistic import LogisticRegression
@@ -56,12 +57,6 @@ __all__ = ["KEYED_FEATURES", "FMState", "FactorizationMachineClassifier", "fm_ma
            "fm_table", "train_fm"]
 
 _FACTOR_RULES = {"adagrad": ADAGRAD_RULE, "sgd": SGD_RULE}
-#: Models of at least this many columns (after hashing: ``n_hashed_features`` when given)
-#: keep ``coef_`` and ``factors_`` sparse, holding the features training touched (see
-#: :class:`FactorizationMachineClassifier`'s ``factors_`` for why). Below it a dense model
-#: is at most 8 MiB per column of ``[w_j, v_j]``: 72 MiB at ``k=8``. It includes
-#: :data:`~._logistic_data.WIDE_FEATURES`, logistic regression's rule.
-KEYED_FEATURES = 2**20
 
 
 class FMState(NamedTuple):
