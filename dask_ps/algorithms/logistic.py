@@ -196,6 +196,12 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     return W, history, n_iter, TrainState(solver, W, rows)
 
 
+def _keyed_from_dense(coef: np.ndarray, intercept: np.ndarray) -> D.KeyedWeights:
+    """The :class:`~._logistic_data.KeyedWeights` of a dense ``coef_`` (K, n_features): its
+    non-zero columns' weights (the others contribute nothing to a margin)."""
+    return D.KeyedWeights.from_coef(sp.csr_matrix(coef), intercept)
+
+
 class LogisticRegression(ClassifierMixin, PSEstimator):
     """Logistic regression trained on a dask_ps parameter server.
 
@@ -513,7 +519,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
 
     def decision_function(self, X):
         """Margins ``X coef_.T + intercept_``: shape (n,) for two classes, else (n, n_classes).
-        A dask ``X`` gives a dask array, computed chunk by chunk."""
+        A dask ``X`` gives a dask array, computed chunk by chunk; the workers get the
+        weights of the non-zero columns only, by key, from
+        :data:`~._logistic_data.KEYED_FEATURES` columns (a dense ``coef_`` too)."""
         check_is_fitted(self)
         X = D.as_scipy(X)
         b, h = self.intercept_, self._fitted_hashing()
@@ -521,6 +529,11 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
                   if sp.issparse(self.coef_) else np.ascontiguousarray(self.coef_.T))
         if is_dask(X):
             check_numeric_columns(X, type(self).__name__)
+            if not sp.issparse(self.coef_) and self.coef_.shape[1] >= D.KEYED_FEATURES:
+                # a dense coef_ over a wide input (a stochastic solver's below WIDE_FEATURES):
+                # the workers get its non-zero rows by key, not the whole array (2 GiB at
+                # 2**28 columns, which killed 3 GiB workers)
+                coef_t = self._keyed_table((self.coef_, b), _keyed_from_dense)
             return D.dask_margins(X, coef_t, b, h, self.n_features_in_, type(self).__name__)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         out = D.margins(X, coef_t, b, h)

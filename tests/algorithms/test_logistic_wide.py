@@ -280,3 +280,38 @@ def test_lbfgs_from_keyed_features_holds_and_sends_only_the_touched_keys(client2
     cold = LogisticRegression(solver="ftrl", n_hashed_features=KEYED_FEATURES,
                               client="local", max_iter=1).fit(Xn, y)
     assert np.abs(hashed.coef_ - optimum).max() < 0.2 < np.abs(cold.coef_ - optimum).max()
+
+
+def test_a_dense_coef_over_a_wide_input_predicts_from_its_nonzero_keys(client2, monkeypatch):
+    """A stochastic solver below WIDE_FEATURES keeps a dense coef_; from KEYED_FEATURES
+    columns its prediction on a dask array sent the whole of it to every worker (2 GiB at
+    2**28 columns: 3 GiB workers killed at the first score). Now its non-zero rows go, by
+    key, and the margins are those of the dense coef_."""
+    import dask.array as da
+
+    from dask_ps.algorithms import _logistic_data as D
+    from dask_ps.algorithms import logistic
+
+    width = D.KEYED_FEATURES * 4  # a dense coef_ of 32 MiB
+    assert width < D.WIDE_FEATURES
+    Xn, _, y, _ = _pair(n=600, d=40)
+    keys = np.sort(np.random.default_rng(2).choice(width, 40, replace=False))
+    Xw = sp.csr_matrix((Xn.data, keys[Xn.indices], Xn.indptr), shape=(600, width))
+    model = LogisticRegression(solver="ftrl", max_iter=3, random_state=0, checkpoint=None,
+                               client=client2).fit(Xw, y)
+    assert isinstance(model.coef_, np.ndarray) and model.coef_.shape == (1, width)
+    sent = []
+    real = D.dask_margins
+
+    def spy(X, coef_t, *args, **kwargs):
+        sent.append(coef_t)
+        return real(X, coef_t, *args, **kwargs)
+
+    monkeypatch.setattr(logistic.D, "dask_margins", spy)
+    dX = da.from_array(Xw, chunks=(300, -1), asarray=False)
+    np.testing.assert_allclose(model.decision_function(dX).compute(),
+                               model.decision_function(Xw), rtol=1e-12)
+    [coef_t] = sent
+    nonzero = np.flatnonzero(model.coef_[0])
+    assert isinstance(coef_t, D.KeyedWeights) and 0 < nonzero.shape[0] <= 40
+    np.testing.assert_array_equal(coef_t.keys, np.append(nonzero, width))
