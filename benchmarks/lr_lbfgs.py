@@ -36,7 +36,9 @@ from sklearn.metrics import roc_auc_score
 
 
 def objective(X, y, coef, intercept, C):
-    """scikit-learn's L2 logistic objective (``C sum log-loss + |w|^2 / 2``)."""
+    """scikit-learn's L2 logistic objective (``C sum log-loss + |w|^2 / 2``); ``coef`` dense,
+    or sparse (dask_ps's "lbfgs" model of 2**20 columns or more)."""
+    coef = coef.toarray() if sp.issparse(coef) else coef
     z = X @ np.ravel(coef) + float(np.ravel(intercept)[0])
     return float(C * np.sum(np.logaddexp(0.0, z) - y * z) + 0.5 * np.sum(np.ravel(coef) ** 2))
 

@@ -63,6 +63,7 @@ from ..kernels.sorting import unique_sorted
 from ..model import PSModel
 from ..partitions import Partitions
 from ..partitions.resident import Residents
+from ._logistic_data import KeyedWeights
 from ._logistic_kernels import logistic_grad
 from ._owlqn import owlqn
 from ._stochastic import make_blocks
@@ -201,11 +202,12 @@ class _Evaluations:
 
     ``point(x)`` (``x`` over the active rows) moves the tasks to (the float32-rounded change
     towards) ``x`` and returns ``(W, loss, grad)`` at the point they now hold (``W`` float64
-    of ``shape``: active rows x outputs).
+    of ``shape``: active rows x outputs). ``x0``: the non-zero rows of the starting point,
+    ``(keys, rows)`` (:func:`_nonzero_rows`).
     """
 
     def __init__(self, data: Partitions, shape: tuple, scale: float, tol: float,
-                 x0: np.ndarray | None = None) -> None:
+                 x0: tuple | None = None) -> None:
         self.scale, self.tol = scale, tol
         self.n_features = shape[0] - 1
         self.version = -1
@@ -217,7 +219,7 @@ class _Evaluations:
             self.residents.workers)) for k in ks]
         self.setup_bytes = sum(k.nbytes for k in packed)
         keys = [unpack_keys(k, self.n_features + 1) for k in packed]
-        nonzero = [] if x0 is None else [np.flatnonzero(np.any(x0 != 0, axis=1))]
+        nonzero = [] if x0 is None else [x0[0]]
         #: sorted rows of the full table the solver works on; the intercept's last
         self.active = unique_sorted(np.concatenate(keys + nonzero + [[self.n_features]]))
         self.keys = [np.searchsorted(self.active, k) for k in keys]  # into the active rows
@@ -271,25 +273,46 @@ class _Evaluations:
         return self.held, loss, grad
 
 
+def _nonzero_rows(x0, shape: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """``(keys, rows)`` of a starting point's rows that are not zero: of a dense ``x0``
+    (``shape``) or of a keyed one (:class:`~._logistic_data.KeyedWeights`)."""
+    if isinstance(x0, KeyedWeights):
+        keys, rows = x0.keys, np.asarray(x0.W, np.float64)
+    else:
+        keys, rows = np.arange(shape[0]), np.asarray(x0, np.float64).reshape(shape)
+    held = np.any(rows != 0, axis=1)
+    return keys[held], rows[held]
+
+
 def train_lbfgs(model: PSModel, data: Partitions, shape: tuple, C: float, penalty: str,
                 fit_intercept: bool, max_iter: int, tol: float, x0=None,
-                on_evaluation=None) -> tuple[np.ndarray, int]:
+                on_evaluation=None, keyed: bool = False) -> tuple:
     """Minimise scikit-learn's objective divided by ``C n_rows``; see
-    :func:`dask_ps.algorithms.logistic.train`. Returns weights (n_features + 1, K) and the
-    iterations run. ``on_evaluation(objective, nbytes, cpu)`` is called after every function
-    evaluation (a pass over the data), with the bytes of weights and gradients it moved
-    (the first evaluation also counts the tasks' keys, sent once per fit) and the CPU
-    seconds of its slowest task (applying the change, the kernel, rounding the gradient)."""
+    :func:`dask_ps.algorithms.logistic.train`. Returns the weights and the iterations run:
+    dense (n_features + 1, K), or with ``keyed`` the
+    :class:`~._logistic_data.KeyedWeights` of the active rows (those the data touches, the
+    intercept's last: every other row is zero), never an array over ``n_features``. ``x0``:
+    a starting point, dense or keyed. ``on_evaluation(objective, nbytes, cpu)`` is called
+    after every function evaluation (a pass over the data), with the bytes of weights and
+    gradients it moved (the first evaluation also counts the tasks' keys, sent once per fit)
+    and the CPU seconds of its slowest task (applying the change, the kernel, rounding the
+    gradient)."""
     n_rows = max(1, data.total_rows)
     scale = 1.0 / (C * n_rows)
-    x0 = None if x0 is None else np.asarray(x0, np.float64).reshape(shape)
+    x0 = None if x0 is None else _nonzero_rows(x0, shape)
     ev = _Evaluations(data, shape, scale, tol, x0)
     try:
+        start = None
+        if x0 is not None:
+            start = np.zeros(ev.shape)
+            start[np.searchsorted(ev.active, x0[0])] = x0[1]
         with threadpool_limits(SOLVER_BLAS_THREADS, user_api="blas"):
             x, nit = _minimize(ev, ev.shape, C, penalty, fit_intercept, max_iter, tol,
-                               n_rows, None if x0 is None else x0[ev.active], on_evaluation)
+                               n_rows, start, on_evaluation)
     finally:
         ev.close()
+    if keyed:
+        return KeyedWeights(ev.active, x), nit
     W = np.zeros(shape)
     W[ev.active] = x
     return W, nit
@@ -341,12 +364,14 @@ def _not_converged(method: str, max_iter: int, tol: float) -> None:
                   stacklevel=5)
 
 
-def lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init, loop):
+def lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init, loop,
+              keyed: bool = False):
     """:func:`train_lbfgs` with a progress monitor and a ``history`` record per evaluation
     (``epoch`` = ``evaluation``, ``loss`` the objective, ``time``, ``bytes``,
     ``kernel_cpu_time``: CPU seconds of the slowest task, transfers excluded).
 
-    Returns ``(W, n_iterations, history)``.
+    Returns ``(W, n_iterations, history)``, ``W`` dense or (``keyed``) a
+    :class:`~._logistic_data.KeyedWeights`.
 
     Raises
     ------
@@ -369,7 +394,7 @@ def lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init
             monitor.record(e, obj, nbytes)
 
         W, nit = train_lbfgs(model, data, shape, C, penalty, fit_intercept, max_iter, tol,
-                             None if init is None else init.W, on_evaluation)
+                             None if init is None else init.W, on_evaluation, keyed)
     for h in history:
         h.update(time=monitor.entries.get(h["epoch"], {}).get("time", math.nan))
     return W, nit, history

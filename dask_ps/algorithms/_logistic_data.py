@@ -19,14 +19,26 @@ from ..exceptions import NOT_A_CLASS, DataError
 from ..partitions.inputs import broadcast_large
 from ._logistic_kernels import decision
 
-__all__ = ["WIDE_FEATURES", "KeyedWeights", "TableCache", "as_scipy", "check_classes",
-           "check_dask_X", "classes_of", "dask_margins", "encode_part", "hash_columns",
-           "labels_of", "margins", "proba_from_margins", "table_rows"]
+__all__ = ["KEYED_FEATURES", "WIDE_FEATURES", "KeyedWeights", "TableCache", "as_scipy",
+           "check_classes", "check_dask_X", "classes_of", "dask_margins", "encode_part",
+           "hash_columns", "labels_of", "margins", "proba_from_margins", "table_rows"]
 
 #: Models of at least this many features (columns after hashing) keep their weights in a
 #: hashed PS table, keyed by the column index (any key in [0, 2**63 - 1)), instead of a dense
 #: one; their ``coef_`` is a scipy CSR matrix.
 WIDE_FEATURES = 2**32
+#: Models of at least this many columns (after hashing: ``n_hashed_features`` when given)
+#: that hold only the rows training touched — a factorization machine (hashed tables), a
+#: logistic regression fitted by "lbfgs" (the solver's active rows) — give ``coef_`` (and
+#: ``factors_``) as sparse matrices of those keys, never a dense array over the width, and
+#: predict from their :class:`KeyedWeights`. A rule on the width alone: known before the fit,
+#: the same on every machine (see :class:`~.fm.FactorizationMachineClassifier`'s ``factors_``
+#: for the measurements). Below it a dense model is at most 8 MiB per column of weights (72
+#: MiB for a factorization machine of ``k=8``); above it dense arrays grew with the width,
+#: not the data: an "lbfgs" model of 2**30 hashed columns made an 8 GiB ``coef_`` that
+#: its prediction on a dask array sent to every worker, killing 3 GiB workers. It includes
+#: :data:`WIDE_FEATURES`.
+KEYED_FEATURES = 2**20
 
 
 class KeyedWeights(NamedTuple):

@@ -48,6 +48,7 @@ from ._base import (
     validate_data,
 )
 from ._fm_kernels import fm_steps
+from ._logistic_data import KEYED_FEATURES
 from ._stochastic import Rule, _blocks, gather_sparse_rows
 from .epoch_loop import EpochLoop
 from .logistic import LogisticRegression
@@ -56,12 +57,6 @@ __all__ = ["KEYED_FEATURES", "FMState", "FactorizationMachineClassifier", "fm_ma
            "fm_table", "train_fm"]
 
 _FACTOR_RULES = {"adagrad": ADAGRAD_RULE, "sgd": SGD_RULE}
-#: Models of at least this many columns (after hashing: ``n_hashed_features`` when given)
-#: keep ``coef_`` and ``factors_`` sparse, holding the features training touched (see
-#: :class:`FactorizationMachineClassifier`'s ``factors_`` for why). Below it a dense model
-#: is at most 8 MiB per column of ``[w_j, v_j]``: 72 MiB at ``k=8``. It includes
-#: :data:`~._logistic_data.WIDE_FEATURES`, logistic regression's rule.
-KEYED_FEATURES = 2**20
 
 
 class FMState(NamedTuple):
@@ -133,6 +128,26 @@ def _pull_factors(ps, keys, k: int, cfg: dict):
     return V, A, rows
 
 
+def _divergence_advice(learning_rate: float, factor_learning_rate: float,
+                      init_std: float) -> str:
+    """What an FM fit that diverged should change (:class:`~dask_ps.DivergenceError`): the
+    learning rates, and ``init_std``, first when it is 1 or more (a row's pairwise terms
+    start near ``init_std**2`` per pair: at ``init_std=10`` the first epoch's loss was 190
+    times a trivial model's, at 1 the fit trained).
+
+    Returns
+    -------
+    str
+        E.g. ``"try a smaller init_std (now 1e+20), learning_rate (now 0.1) or
+        factor_learning_rate (now 0.02)"``.
+    """
+    rates = [f"learning_rate (now {learning_rate:g})",
+             f"factor_learning_rate (now {factor_learning_rate:g})"]
+    std = f"init_std (now {init_std:g})"
+    names = [std, *rates] if init_std >= 1.0 else [*rates, std]
+    return f"try a smaller {names[0]}, {names[1]} or {names[2]}"
+
+
 def fm_step(ps, part, cfg: dict) -> np.ndarray:
     """One epoch of FM over a partition, a clock per block (see the module docstring);
     returns ``[summed progressive log-loss, rows, 0, 0]`` (the layout of
@@ -160,8 +175,8 @@ def fm_step(ps, part, cfg: dict) -> np.ndarray:
                             cfg["reg_factors"], V, A, np.empty(k))
         if not (np.isfinite(w).all() and np.isfinite(V).all()):
             raise DivergenceError(cfg["name"], part.epoch, "the weights are no longer finite",
-                                  f"try a smaller learning_rate (now {cfg['learning_rate']}) "
-                                  f"or factor_learning_rate (now {cfg['v_hyper'][0]})")
+                                  _divergence_advice(cfg["learning_rate"], cfg["v_hyper"][0],
+                                                     cfg["init_std"]))
         sums[1] += blk.train.shape[0]
         delta = np.empty_like(state)
         np.subtract(rule.pack(buf), state[:, :-1], out=delta[:, :-1])
@@ -264,27 +279,52 @@ def train_fm(model: PSModel, data: Partitions, *, n_features: int, k: int = 8,
     return W, V, history, len(history), state
 
 
-def _check_dense_room(estimator: str, width: int, k: int) -> None:
-    """Refuse, before training, a dense model (fewer than :data:`KEYED_FEATURES` columns)
-    whose ``coef_`` and ``factors_`` (float64, ``width * (k + 1)`` values, made in this
-    process after training) cannot fit in half of the memory available now: a ``k`` of
-    thousands. (Dense at 2^28 features and k=8, a fit trained, then failed making a 16 GiB
-    array; such a model is keyed now.)
+def _check_room(estimator: str, model: PSModel, width: int, k: int, keyed: bool) -> None:
+    """Refuse, before training, a model whose arrays cannot be made:
+
+    * a dense model's ``coef_`` and ``factors_`` (fewer than :data:`KEYED_FEATURES`
+      columns; float64, ``width * (k + 1)`` values, made in this process after training),
+      against half of the memory available now: a ``k`` of thousands. (Dense at 2^28
+      features and k=8, a fit trained, then failed making a 16 GiB array; such a model is
+      keyed now.)
+    * the factor table's first block on every shard: a hashed table starts at
+      :data:`~dask_ps.state.table.FIRST_ROWS` rows whatever the width, here of ``2k + 1``
+      float64 columns (factors, their accumulators, a count). ``k=10**7`` on 20 features
+      asked 153 GiB per shard and failed with numpy's allocation error. Against half of the
+      memory available here for the shards of this process (with the dense arrays), or of
+      the smallest worker memory limit for a shard on a worker.
 
     Raises
     ------
     MemoryError
-        Naming the width, ``k``, the bytes and the memory available.
+        Naming the width or the table's rows, ``k``, the bytes and the memory they exceed.
     """
     import psutil
 
-    need = 8 * width * (k + 1)
+    from ..cluster import worker_info
+    from ..state.table import FIRST_ROWS
+
+    gib = 2.0**30
     available = psutil.virtual_memory().available
-    if need > available // 2:
+    dense = 0 if keyed else 8 * width * (k + 1)
+    if dense > available // 2:
         raise MemoryError(f"{estimator}: coef_ and factors_ of {width} features x (k={k} + 1) "
-                          f"take {need / 2**30:.1f} GiB as dense float64 arrays, more than "
-                          f"half of the {available / 2**30:.1f} GiB available here; use a "
+                          f"take {dense / gib:.1f} GiB as dense float64 arrays, more than "
+                          f"half of the {available / gib:.1f} GiB available here; use a "
                           f"smaller k")
+    block = 8 * FIRST_ROWS * (2 * k + 1)  # bytes per shard before any key arrives
+    if model.client is None:  # every shard in this process, and the dense arrays
+        need, room = dense + block * model.n_shards, available // 2
+        where = (f"{need / gib:.1f} GiB here with {model.n_shards} shard(s), more than half "
+                 f"of the {available / gib:.1f} GiB available")
+    else:
+        limits = [w.get("memory_limit") or 0 for w in worker_info(model.client).values()]
+        need, room = block, min(limits, default=0) // 2
+        where = f"more than half of a worker's {2 * room / gib:.1f} GiB memory limit"
+    if room > 0 and need > room:
+        raise MemoryError(f"{estimator}: k={k} makes the factor table {block / gib:.1f} GiB "
+                          f"per shard from its start ({FIRST_ROWS} rows of 2k + 1 float64: "
+                          f"factors, accumulators, a count), {where}; use a smaller k")
 
 
 class FactorizationMachineClassifier(LogisticRegression):
@@ -358,7 +398,9 @@ class FactorizationMachineClassifier(LogisticRegression):
         2**20 a dense model is small and is what scikit-learn users and tools expect. A
         keyed model costs an index per stored value: at most twice the dense bytes if
         every column is touched. A dense model too large for half the memory free (a ``k``
-        in the thousands) is refused before training with a ``MemoryError``.
+        in the thousands), or a ``k`` whose factor table (1024 rows of ``2k + 1`` float64
+        per shard from its start, keyed or dense) exceeds half of a shard's memory, is
+        refused before training with a ``MemoryError``.
     n_features_in_ : int
     n_iter_ : ndarray (1,)
     history_ : list of dict
@@ -370,6 +412,8 @@ class FactorizationMachineClassifier(LogisticRegression):
     ValueError
         From ``fit``: more than two classes, or what :class:`~dask_ps.LogisticRegression`
         refuses (one class, infinite features, bad parameters).
+    MemoryError
+        From ``fit``, before training: a ``k`` too large for the memory (see ``factors_``).
 
     References
     ----------
@@ -484,13 +528,12 @@ class FactorizationMachineClassifier(LogisticRegression):
         seed = self._seed() + (1000 * len(self.history_) if warm else 0)  # new orders
         lr = self.learning_rate or 0.1
         loop = self._epoch_loop(model, type(self).__name__, epochs,
-                                advice=f"try a smaller learning_rate (now {lr}) or "
-                                       f"factor_learning_rate (now {self.factor_learning_rate})",
+                                advice=_divergence_advice(lr, self.factor_learning_rate,
+                                                          self.init_std),
                                 fit_id=fit_identity(self, n_features, labels))
         width = self.n_hashed_features or n_features
         keyed = width >= KEYED_FEATURES
-        if not keyed:
-            _check_dense_room(type(self).__name__, width, self.k)
+        _check_room(type(self).__name__, model, width, self.k, keyed)
         W, V, history, n_iter, state = train_fm(
             model, data, n_features=width, k=self.k,
             learning_rate=lr, l1=self.l1, l2=self.l2, factor_solver=self.factor_solver,

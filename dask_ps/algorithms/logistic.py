@@ -55,8 +55,8 @@ DEFAULT_LEARNING_RATE = {"sgd": 0.005, "adagrad": 0.1, "ftrl": 0.1, "lbfgs": Non
 class TrainState(NamedTuple):
     """Where a fit ended: its solver, the weights ``W`` (n_features + 1, K) and the table's
     rows (weights and update-rule state; ``W`` itself for "lbfgs" and server-side rules).
-    A wide model's ``W`` is a :class:`~._logistic_data.KeyedWeights` and ``state`` holds the
-    rows of its keys, in the same order."""
+    A wide (or keyed "lbfgs") model's ``W`` is a :class:`~._logistic_data.KeyedWeights` and
+    ``state`` holds the rows of its keys, in the same order."""
 
     solver: str
     W: np.ndarray | D.KeyedWeights
@@ -84,13 +84,14 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
 
     A wide model (``n_features >=`` :data:`~._logistic_data.WIDE_FEATURES`, any column key
     below 2**63 - 1) keeps its rows in a hashed table, memory per key touched; the stochastic
-    solvers only.
+    solvers only. "lbfgs" works on the rows the data touches and returns them by key from
+    :data:`~._logistic_data.KEYED_FEATURES` columns (no array over ``n_features``).
 
     Returns
     -------
     W : ndarray (n_features + 1, n_outputs) or KeyedWeights
-        Weights; the last row is the intercept. A wide model's: the weights of the keys
-        touched (:class:`~._logistic_data.KeyedWeights`).
+        Weights; the last row is the intercept. A wide (or keyed "lbfgs") model's: the
+        weights of the keys touched (:class:`~._logistic_data.KeyedWeights`).
     history : list of dict
     n_iter : int
         Epochs run, or L-BFGS iterations.
@@ -117,8 +118,9 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
                              f"'sgd') or n_hashed_features")
         loop.unit = "evaluation"
         W, nit, history = lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter,
-                                 tol, init, loop)
-        return W, history, nit, TrainState("lbfgs", W, W)
+                                    tol, init, loop, keyed=n_features >= D.KEYED_FEATURES)
+        state = W.W if isinstance(W, D.KeyedWeights) else W
+        return W, history, nit, TrainState("lbfgs", W, state)
     lam = 1.0 / C
     steps = max(1, n_rows // batch_size)
     rule = Rule(SOLVERS[solver](learning_rate, lam / n_rows * steps if penalty == "l1"
@@ -136,7 +138,8 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     def fill():  # the table before the first epoch: as created, or the warm start's
         if init is None:
             return
-        keys, W0 = (init.W.keys, init.W.W) if wide else (np.arange(shape[0]), init.W)
+        keyed = isinstance(init.W, D.KeyedWeights)  # wide, or a keyed "lbfgs" fit's
+        keys, W0 = (init.W.keys, init.W.W) if keyed else (np.arange(shape[0]), init.W)
         if local:
             start = init.state if init.solver == solver else rule.from_weights(W0)
             table.push(keys, np.column_stack([start, np.ones(keys.shape[0])]))
@@ -191,6 +194,12 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     if wide:
         W = D.KeyedWeights(keys, W)
     return W, history, n_iter, TrainState(solver, W, rows)
+
+
+def _keyed_from_dense(coef: np.ndarray, intercept: np.ndarray) -> D.KeyedWeights:
+    """The :class:`~._logistic_data.KeyedWeights` of a dense ``coef_`` (K, n_features): its
+    non-zero columns' weights (the others contribute nothing to a margin)."""
+    return D.KeyedWeights.from_coef(sp.csr_matrix(coef), intercept)
 
 
 class LogisticRegression(ClassifierMixin, PSEstimator):
@@ -279,7 +288,12 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
     classes_ : ndarray (n_classes,)
     coef_ : ndarray (1, n_features) for two classes, else (n_classes, n_features), float64
         A wide model's is a ``scipy.sparse.csr_matrix`` of that shape, float64, with int64
-        column indices, sorted: the non-zero weights of the keys training touched.
+        column indices, sorted: the non-zero weights of the keys training touched. So is an
+        "lbfgs" model's from :data:`~._logistic_data.KEYED_FEATURES` (2**20) columns (after
+        hashing; int32 indices below 2**31 columns, as scipy makes them), as a
+        :class:`~dask_ps.FactorizationMachineClassifier`'s: its fit and its predictions hold
+        the weights of the keys the data touched, never an array over the width (8 GiB at
+        2**30 columns).
     intercept_ : ndarray (1,) or (n_classes,)
     n_features_in_ : int
     n_iter_ : ndarray (1,)
@@ -505,7 +519,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
 
     def decision_function(self, X):
         """Margins ``X coef_.T + intercept_``: shape (n,) for two classes, else (n, n_classes).
-        A dask ``X`` gives a dask array, computed chunk by chunk."""
+        A dask ``X`` gives a dask array, computed chunk by chunk; the workers get the
+        weights of the non-zero columns only, by key, from
+        :data:`~._logistic_data.KEYED_FEATURES` columns (a dense ``coef_`` too)."""
         check_is_fitted(self)
         X = D.as_scipy(X)
         b, h = self.intercept_, self._fitted_hashing()
@@ -513,6 +529,11 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
                   if sp.issparse(self.coef_) else np.ascontiguousarray(self.coef_.T))
         if is_dask(X):
             check_numeric_columns(X, type(self).__name__)
+            if not sp.issparse(self.coef_) and self.coef_.shape[1] >= D.KEYED_FEATURES:
+                # a dense coef_ over a wide input (a stochastic solver's below WIDE_FEATURES):
+                # the workers get its non-zero rows by key, not the whole array (2 GiB at
+                # 2**28 columns, which killed 3 GiB workers)
+                coef_t = self._keyed_table((self.coef_, b), _keyed_from_dense)
             return D.dask_margins(X, coef_t, b, h, self.n_features_in_, type(self).__name__)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         out = D.margins(X, coef_t, b, h)

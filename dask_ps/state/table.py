@@ -187,7 +187,9 @@ RECALL_KEYS = 4 * RECALL_MAX
 NAMED_BYTES = 64 * 2**20
 #: Row arrays of a sparse table grow by this factor (at least) when full.
 ROW_GROWTH = 1.5
-_FIRST_ROWS = 1024
+#: Rows of a sparse table's arrays on each shard from its creation, whatever the keys it
+#: will hold: ``FIRST_ROWS x ncols`` values per shard before any push.
+FIRST_ROWS = 1024
 
 
 class TableShard:
@@ -211,14 +213,14 @@ class TableShard:
         self.keys_probed = self.keys_recalled = 0
         if spec.sparse:
             self.n_rows = 0
-            self._keys = np.empty(_FIRST_ROWS, np.int64)
-            self._index = np.zeros(2 * _FIRST_ROWS, np.uint64)
+            self._keys = np.empty(FIRST_ROWS, np.int64)
+            self._index = np.zeros(2 * FIRST_ROWS, np.uint64)
             self._shift = 64 - int(np.log2(self._index.shape[0]))
             self._recent: list = []  # (keys, rows) of recent lookups, see rows()
             self._named: OrderedDict = OrderedDict()  # keys_id -> keys, see named_keys()
             self._named_bytes = 0
             self._recall_max = RECALL_MAX if recall else 0
-            capacity = _FIRST_ROWS
+            capacity = FIRST_ROWS
         else:
             part: RangePartitioner = spec.partitioner
             self.n_rows = capacity = part.shard_size(shard)

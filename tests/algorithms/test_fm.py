@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from sklearn.metrics import log_loss, roc_auc_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from dask_ps import FactorizationMachineClassifier, LogisticRegression
+from dask_ps import DivergenceError, FactorizationMachineClassifier, LogisticRegression
 from dask_ps.algorithms._fm_kernels import fm_steps
 from dask_ps.algorithms.fm import fm_margins
 from dask_ps.io import HashingEncoder, PlantedCTR
@@ -203,3 +203,31 @@ def test_a_dense_model_that_cannot_fit_is_refused_and_a_wide_one_is_keyed():
     assert sp.isspmatrix_csr(fm.coef_) and fm.coef_.shape == (1, 2**40)
     assert sp.isspmatrix_csc(fm.factors_) and fm.factors_.shape == (2**40, 8)
     assert np.isin(fm.factors_.indices, keys).all() and fm.factors_.nnz == 8 * 400
+
+
+@pytest.mark.parametrize("where", ["local", "cluster"])
+def test_a_k_whose_factor_table_cannot_start_is_refused(where, request):
+    """A hashed table starts at 1024 rows per shard whatever the width: k=10**7 on 20
+    features asked 153 GiB of factor rows and failed with numpy's own error. Refused before
+    training, naming k, the table and the memory it exceeds, here and on a worker."""
+    from sklearn.exceptions import NotFittedError
+
+    client = "local" if where == "local" else request.getfixturevalue("client2")
+    X = sp.random(60, 20, density=0.3, format="csr", random_state=0)
+    est = FactorizationMachineClassifier(k=10**7, max_iter=1, client=client, checkpoint=None)
+    memory = "the .* GiB available" if where == "local" else "a worker's .* memory limit"
+    with pytest.raises(MemoryError, match=rf"k=10000000 makes the factor table 152\.6 GiB per "
+                                          rf"shard .*more than half of {memory}; use a smaller k"):
+        est.fit(X, np.arange(60) % 2)
+    with pytest.raises(NotFittedError):
+        est.predict(X[:2])
+
+
+def test_divergence_from_a_large_init_std_says_to_lower_it():
+    X = sp.random(300, 20, density=0.3, format="csr", random_state=0)
+    est = FactorizationMachineClassifier(init_std=1e20, max_iter=3, client="local",
+                                         checkpoint=None)
+    with pytest.raises(DivergenceError, match=r"; try a smaller init_std \(now 1e\+20\), "
+                                              r"learning_rate \(now 0\.1\) or "
+                                              r"factor_learning_rate \(now 0\.02\)$"):
+        est.fit(X, np.arange(300) % 2)

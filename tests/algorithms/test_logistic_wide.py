@@ -224,3 +224,94 @@ def test_a_keyed_model_builds_its_table_once_per_fitted_coef(monkeypatch, name):
     again = model.decision_function(Xw)
     assert len(built) == 6
     np.testing.assert_array_equal(again, pickle.loads(pickle.dumps(model)).decision_function(Xw))
+
+
+def test_lbfgs_from_keyed_features_holds_and_sends_only_the_touched_keys(client2):
+    """An "lbfgs" model of KEYED_FEATURES columns or more is keyed, as a factorization
+    machine is: its fit builds no array over the width in the driver and its sparse coef_
+    predicts on a dask array from the weights of the keys present. At 2**30 columns the dense
+    coef_ (8 GiB) went to every worker at the first prediction and the nanny killed them.
+    The same rows on a narrow dense space give the same model; a warm start continues it."""
+    import tracemalloc
+    import warnings
+
+    import dask.array as da
+    from conftest import compute_without_large_graph
+    from sklearn.exceptions import ConvergenceWarning
+
+    from dask_ps.algorithms.fm import KEYED_FEATURES  # the rule of every keyed model
+
+    width = 2**28  # a dense coef_ of 2 GiB
+    assert width >= KEYED_FEATURES
+    Xn, _, y, _ = _pair(n=600, d=40)
+    keys = np.sort(np.random.default_rng(1).choice(width, 40, replace=False))
+    Xw = sp.csr_matrix((Xn.data, keys[Xn.indices], Xn.indptr), shape=(600, width))
+    dX = da.from_array(Xw, chunks=(300, -1), asarray=False)
+    common = dict(solver="lbfgs", max_iter=30, random_state=0, checkpoint=None,
+                  client=client2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        narrow = LogisticRegression(**common).fit(Xn, y)
+        tracemalloc.start()
+        try:
+            wide = LogisticRegression(**common).fit(dX, da.from_array(y, chunks=300))
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert sp.isspmatrix_csr(wide.coef_) and wide.coef_.shape == (1, width)
+    assert peak < 2**26, peak  # the driver's fit: nothing near the 2 GiB dense vector
+    dense = narrow.coef_[0]
+    np.testing.assert_array_equal(wide.coef_.indices, keys[np.flatnonzero(dense)])
+    np.testing.assert_allclose(wide.coef_.data, dense[dense != 0], rtol=1e-9)
+    np.testing.assert_allclose(wide.intercept_, narrow.intercept_, rtol=1e-9)
+    proba = compute_without_large_graph(wide.predict_proba(dX))
+    np.testing.assert_allclose(proba, narrow.predict_proba(Xn), rtol=1e-9)
+    assert wide.score(dX, y) == narrow.score(Xn, y)
+    # warm starts: from the keyed weights, and (a keyed start into a dense table) FTRL's
+    wide.set_params(warm_start=True, max_iter=200).fit(Xw, y)
+    narrow.set_params(warm_start=True, max_iter=200).fit(Xn, y)
+    np.testing.assert_allclose(wide.intercept_, narrow.intercept_, rtol=1e-9)
+    hashed = LogisticRegression(solver="lbfgs", n_hashed_features=KEYED_FEATURES,
+                                client="local", max_iter=200).fit(Xn, y)
+    assert sp.issparse(hashed.coef_)
+    optimum = hashed.coef_.toarray()
+    hashed.set_params(solver="ftrl", warm_start=True, max_iter=1).fit(Xn, y)
+    assert not sp.issparse(hashed.coef_)
+    cold = LogisticRegression(solver="ftrl", n_hashed_features=KEYED_FEATURES,
+                              client="local", max_iter=1).fit(Xn, y)
+    assert np.abs(hashed.coef_ - optimum).max() < 0.2 < np.abs(cold.coef_ - optimum).max()
+
+
+def test_a_dense_coef_over_a_wide_input_predicts_from_its_nonzero_keys(client2, monkeypatch):
+    """A stochastic solver below WIDE_FEATURES keeps a dense coef_; from KEYED_FEATURES
+    columns its prediction on a dask array sent the whole of it to every worker (2 GiB at
+    2**28 columns: 3 GiB workers killed at the first score). Now its non-zero rows go, by
+    key, and the margins are those of the dense coef_."""
+    import dask.array as da
+
+    from dask_ps.algorithms import _logistic_data as D
+    from dask_ps.algorithms import logistic
+
+    width = D.KEYED_FEATURES * 4  # a dense coef_ of 32 MiB
+    assert width < D.WIDE_FEATURES
+    Xn, _, y, _ = _pair(n=600, d=40)
+    keys = np.sort(np.random.default_rng(2).choice(width, 40, replace=False))
+    Xw = sp.csr_matrix((Xn.data, keys[Xn.indices], Xn.indptr), shape=(600, width))
+    model = LogisticRegression(solver="ftrl", max_iter=3, random_state=0, checkpoint=None,
+                               client=client2).fit(Xw, y)
+    assert isinstance(model.coef_, np.ndarray) and model.coef_.shape == (1, width)
+    sent = []
+    real = D.dask_margins
+
+    def spy(X, coef_t, *args, **kwargs):
+        sent.append(coef_t)
+        return real(X, coef_t, *args, **kwargs)
+
+    monkeypatch.setattr(logistic.D, "dask_margins", spy)
+    dX = da.from_array(Xw, chunks=(300, -1), asarray=False)
+    np.testing.assert_allclose(model.decision_function(dX).compute(),
+                               model.decision_function(Xw), rtol=1e-12)
+    [coef_t] = sent
+    nonzero = np.flatnonzero(model.coef_[0])
+    assert isinstance(coef_t, D.KeyedWeights) and 0 < nonzero.shape[0] <= 40
+    np.testing.assert_array_equal(coef_t.keys, np.append(nonzero, width))
