@@ -28,9 +28,9 @@ from ..exceptions import NOT_A_CLASS, DataError
 from ._blocks import Block, header_end, lines_before, open_paths, plan, read
 from .parquet import label_column, unique_columns
 
-__all__ = ["SAMPLE_BYTES", "LineError", "bad_line", "check_sep", "common_header", "header_end",
-           "header_names", "line_of_row", "locate", "nan_as_null", "parse_block", "read_frame",
-           "read_table", "sample_table", "strip_header"]
+__all__ = ["SAMPLE_BYTES", "SAMPLE_FILES", "LineError", "bad_line", "check_sep", "common_header",
+           "csv_kinds", "header_end", "header_names", "line_of_row", "locate", "nan_as_null",
+           "parse_block", "read_frame", "read_table", "sample_table", "strip_header"]
 
 #: Bytes of a file's start that the readers parse to guess its columns' types.
 SAMPLE_BYTES = 2**20
@@ -159,6 +159,46 @@ def sample_table(fs, path: str, names: list[str], header: bool, sep: str,
         cut = data.split(b"\n")[: exc.line - skipped - 1]
         return parse_block(b"\n".join(cut) + b"\n", names, {n: kind for n in names}, sep,
                            path, skipped)
+
+
+#: Files :func:`~dask_ps.io.infer_encoder` opens at most to find rows to guess from (a
+#: glob's first files may hold a header alone: hours without clicks).
+SAMPLE_FILES = 64
+
+
+def _numeric_sample(col) -> bool:
+    """Whether a binary column of a sample (nulls for empty fields) holds numbers only: all
+    UTF-8, each a number once spaces and tabs around it are dropped, and one at least."""
+    col = col.drop_null()
+    try:
+        text = pc.utf8_trim(pc.cast(col, pa.string()), " \t")
+        text = pc.if_else(pc.equal(text, ""), None, text).drop_null()
+        if not len(text):
+            return False
+        pc.cast(text, pa.float64())
+        return True
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # not UTF-8, or not a number
+        return False
+
+
+def csv_kinds(fs, paths: list[str], names: list[str], header: bool, sep: str,
+              compression: str | None) -> dict:
+    """``{column: "numeric" | "categorical"}`` from the first rows of the first file that
+    has some (of the first :data:`SAMPLE_FILES`): a column is numeric when its every
+    non-empty value in them is a number (each column on its own: a byte that is not UTF-8
+    makes its column categorical, no other); a first line that does not parse gives no
+    rows (the reader names it)."""
+    table = None
+    for path in paths[:SAMPLE_FILES]:
+        comp = plan(fs, [path], None, compression)[0].compression
+        try:
+            table = sample_table(fs, path, names, header, sep, comp, pa.binary(), True)
+        except LineError:
+            table = None  # a bad first line: let the reader name it
+        if table is not None and table.num_rows:
+            break
+    return {n: "numeric" if table is not None and _numeric_sample(table.column(n))
+            else "categorical" for n in names}
 
 
 def strip_header(data: bytes, block: Block, header: int) -> tuple[bytes, int]:

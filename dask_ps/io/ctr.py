@@ -7,7 +7,6 @@ from typing import NamedTuple
 import dask.array as da
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from ..exceptions import DataError
@@ -31,11 +30,11 @@ from ._csv import (
     check_columns,
     check_sep,
     common_header,
+    csv_kinds,
     header_end,
     header_names,
     nan_as_null,
     parse_block,
-    sample_table,
 )
 from ._line_kernels import CSV, count_rows
 from .hashing import HashingEncoder, column_names, cross_pairs, csr_rows, index_dtype
@@ -150,45 +149,6 @@ def _is_parquet(paths: list[str], format: str | None) -> bool:
     return paths[0].lower().endswith(_PARQUET)
 
 
-#: Files :func:`infer_encoder` opens at most to find rows to guess from (a glob's first files
-#: may hold a header alone: hours without clicks).
-SAMPLE_FILES = 64
-
-
-def _numeric_sample(col) -> bool:
-    """Whether a binary column of a sample (nulls for empty fields) holds numbers only: all
-    UTF-8, each a number once spaces and tabs around it are dropped, and one at least."""
-    col = col.drop_null()
-    try:
-        text = pc.utf8_trim(pc.cast(col, pa.string()), " \t")
-        text = pc.if_else(pc.equal(text, ""), None, text).drop_null()
-        if not len(text):
-            return False
-        pc.cast(text, pa.float64())
-        return True
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # not UTF-8, or not a number
-        return False
-
-
-def _csv_kinds(fs, paths: list[str], names: list[str], header: bool, sep: str,
-               compression: str | None) -> dict:
-    """``{column: "numeric" | "categorical"}`` from the first rows of the first file that
-    has some (of the first :data:`SAMPLE_FILES`): a column is numeric when its every
-    non-empty value in them is a number (each column on its own: a byte that is not UTF-8
-    makes its column categorical, no other)."""
-    table = None
-    for path in paths[:SAMPLE_FILES]:
-        comp = plan(fs, [path], None, compression)[0].compression
-        try:
-            table = sample_table(fs, path, names, header, sep, comp, pa.binary(), True)
-        except LineError:
-            table = None  # a bad first line: let the reader name it
-        if table is not None and table.num_rows:
-            break
-    return {n: "numeric" if table is not None and _numeric_sample(table.column(n))
-            else "categorical" for n in names}
-
-
 def _arrow_kinds(schema: pa.Schema) -> dict:
     """``{column: kind}`` from Arrow types: integers, floats and decimals are numeric."""
     def numeric(t):
@@ -251,9 +211,9 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
       categorical else (strings, binary, booleans, dictionaries; a list, struct or map
       column is refused: ``exclude`` it); a CSV column is numeric when every
       non-empty value in the first MiB (:data:`~dask_ps.io._csv.SAMPLE_BYTES`) of the first
-      file that has rows (of the first :data:`SAMPLE_FILES`) is a number (spaces around it
-      allowed), each column on its own (bytes that are not UTF-8 make their column
-      categorical, no other).
+      file that has rows (of the first :data:`~dask_ps.io._csv.SAMPLE_FILES`) is a number
+      (spaces around it allowed), each column on its own (bytes that are not UTF-8 make
+      their column categorical, no other).
       ``numeric`` and ``categorical`` override the guess for the columns they name (e.g. an
       integer id that is a category).
 
@@ -320,7 +280,7 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
             raise ValueError("files without a header need names=[...] for their columns")
         check_columns(paths[0], list(names), sep)
         unique_columns(where, list(names))
-        kinds = _csv_kinds(fs, paths, list(names), header, sep, compression)
+        kinds = csv_kinds(fs, paths, list(names), header, sep, compression)
     encoder = _build_encoder(kinds, label, numeric, categorical, crosses, exclude, n_features,
                              where, **options)
     if schema is not None:
