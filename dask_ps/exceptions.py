@@ -125,14 +125,20 @@ class DataError(ValueError):
     """The user's data holds what a reader or an estimator refuses: a bad line, field or
     value (an infinite number, a missing label), a row of the wrong width. The message names
     where: file and line (text), file, row group and row (Parquet), or the row and column
-    of an array. Raised by dask_ps's own readers and checks alone, so that what reports it
-    (the command line) can tell bad input from a bug."""
+    of an array, each counted from 1. Raised by dask_ps's own readers and checks alone, so
+    that what reports it (the command line) can tell bad input from a bug."""
 
 
 #: Why a classifier's label that is not a class (a click probability such as 0.7) is
 #: refused: the end of every message that refuses one, a reader's or an estimator's.
-NOT_A_CLASS = ("a classifier needs discrete labels such as 0 and 1 (whole numbers or text), "
-               "not continuous values")
+NOT_A_CLASS = ("a classifier needs discrete labels such as 0 and 1 (whole numbers), not "
+               "continuous values")
+
+#: Why a label read as a number that is text (``yes``) is refused: the end of the message of
+#: every reader that reads labels as numbers (CTR files and dataframes, a regression's table):
+#: their blocks are read apart, so text classes would have no one numbering.
+NOT_A_NUMBER = ("labels read here must be numbers, such as 0 and 1; map text classes to "
+                "numbers first (e.g. yes -> 1, no -> 0)")
 
 
 class OptionError(ValueError):

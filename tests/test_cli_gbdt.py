@@ -285,7 +285,7 @@ def test_table_columns_the_model_cannot_take_are_named(client1, tmp_path, capsys
          f"training data's ['a', 'shop']")
     assert error("--train", str(tmp_path / "inf.parquet"), "--format", "parquet",
                  "--categorical", "shop") == \
-        f"dask-ps: error: {tmp_path / 'inf.parquet'}, row group 0: column 'a', row 121: inf " \
+        f"dask-ps: error: {tmp_path / 'inf.parquet'}, row group 1: column 'a', row 121: inf " \
         f"is not a finite number"
     # the same columns in another order are taken by name
     pd.read_csv(tmp_path / "s.csv")[["y", "shop", "a"]].to_csv(tmp_path / "r.csv", index=False)
@@ -301,7 +301,7 @@ def test_table_columns_the_model_cannot_take_are_named(client1, tmp_path, capsys
 
 def test_bad_parquet_values_are_named_by_file_row_group_and_row(client1, tmp_path, capsys):
     """Infinite features, missing or infinite labels, text labels of a regression: named by
-    file, row group and row (1-based in the row group), as the LR reader names them, for
+    file, row group and row (1-based, the row in the row group), as the LR reader names them, for
     --train and --test (was ``X[500, 0] ...`` / ``y[700] is NaN``, rows of the whole set)."""
     import pandas as pd
 
@@ -328,15 +328,15 @@ def test_bad_parquet_values_are_named_by_file_row_group_and_row(client1, tmp_pat
 
     path = {name: str(tmp_path / f"{name}.parquet") for name in [*files, "text"]}
     assert error("gbdt", "--train", path["inf"]) == (
-        f"dask-ps: error: {path['inf']}, row group 2: column 'a', row 201: inf is not a finite "
+        f"dask-ps: error: {path['inf']}, row group 3: column 'a', row 201: inf is not a finite "
         f"number")
-    nan = (f"dask-ps: error: {path['nan']}, row group 2: label column 'click' is empty or not "
+    nan = (f"dask-ps: error: {path['nan']}, row group 3: label column 'click' is empty or not "
            f"a finite number in row 101 (nan)")
     assert error("gbdt", "--train", path["nan"]) == nan
     assert error("gbdt", "--train", str(good), "--test", path["nan"]) == nan
     for algorithm in ("gbdt", "gbdt-regression"):
         assert error(algorithm, "--train", path["yinf"]) == (
-            f"dask-ps: error: {path['yinf']}, row group 0: label column 'click' is empty or "
+            f"dask-ps: error: {path['yinf']}, row group 1: label column 'click' is empty or "
             f"not a finite number in row 101 (-inf)")
     assert error("gbdt-regression", "--train", path["text"]) == (
         f"dask-ps: error: {path['text']}: label column 'click' is not numeric (string)")
@@ -375,7 +375,7 @@ def test_bad_input_is_one_line_without_the_workers_failed_task_log(tmp_path):
 
     proc = run()
     assert proc.returncode == 2, proc.stderr[-3000:]
-    assert proc.stderr.strip() == (f"dask-ps: error: {path}, row group 0: column 'a', row "
+    assert proc.stderr.strip() == (f"dask-ps: error: {path}, row group 1: column 'a', row "
                                    f"151: -inf is not a finite number"), proc.stderr[-3000:]
     proc = run("--debug")
     assert proc.returncode == 1 and "Compute Failed" in proc.stderr
@@ -394,7 +394,7 @@ def test_a_label_that_is_no_class_is_named_by_its_file_and_line(client1, tmp_pat
     sf = _scheduler_file(client1, tmp_path)
     run = ["--n-estimators", "2", "--scheduler-file", sf]
     no_class = ("not a class: a classifier needs discrete labels such as 0 and 1 (whole "
-                "numbers or text), not continuous values")
+                "numbers), not continuous values")
     for name, n in (("a", 30), ("b", 60)):
         rows = [f"{i % 2} 1:{i + 1}" for i in range(n)]
         rows[5:5] = ["", "# a comment", ""]
@@ -424,6 +424,6 @@ def test_a_label_that_is_no_class_is_named_by_its_file_and_line(client1, tmp_pat
     assert main(["train", "gbdt", "--train", pq, "--format", "parquet", "--label", "y",
                  *run]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == \
-        f"dask-ps: error: {pq}, row group 1: label column 'y' holds 0.5 in row 151, {no_class}"
+        f"dask-ps: error: {pq}, row group 2: label column 'y' holds 0.5 in row 151, {no_class}"
     for data in ([pq, "--format", "parquet", "--label", "y"], [glob]):
         assert main(["train", "gbdt-regression", "--train", *data, *run]) == 0

@@ -252,8 +252,7 @@ def test_a_tab_given_as_backslash_t_and_labels_that_are_not_classes(tmp_path, cl
         out = capsys.readouterr()
         assert out.err == f"dask-ps: error: {soft}: label column 'click' holds 0.7 (first " \
                           f"at {soft}, line 3), not a class: a classifier needs discrete " \
-                          f"labels such as 0 and 1 (whole numbers or text), not continuous " \
-                          f"values\n"
+                          f"labels such as 0 and 1 (whole numbers), not continuous values\n"
         assert "training" not in out.out
 
 
@@ -423,7 +422,7 @@ def test_a_stray_class_is_named_by_its_file_and_line(tmp_path, client1, capsys):
             else:
                 assert out.err == f"{what}0.7 (first at {path}, line {line}), not a class: " \
                                   f"a classifier needs discrete labels such as 0 and 1 (whole " \
-                                  f"numbers or text), not continuous values\n", argv
+                                  f"numbers), not continuous values\n", argv
             assert "training" not in out.out
 
 
@@ -444,7 +443,7 @@ def test_test_labels_that_are_no_class_and_one_training_class_are_named_by_file(
     one = _svm(tmp_path / "one.svm", np.ones(50))
     no_class = (f"dask-ps: error: {test}: the label field holds 0.5 (first at {test}, line "
                 f"51), not a class: a classifier needs discrete labels such as 0 and 1 (whole "
-                f"numbers or text), not continuous values\n")
+                f"numbers), not continuous values\n")
     for algorithm, rounds in (("lr", "--max-iter"), ("fm", "--max-iter"),
                               ("gbdt", "--n-estimators")):
         model = tmp_path / f"{algorithm}.npz"

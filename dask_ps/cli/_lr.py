@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 
 import numpy as np
 
@@ -99,7 +100,9 @@ def _lr_check_inputs(args) -> None:
     meta = _lr_meta(args)
     if meta["format"] == "libsvm":
         return
-    encoder = HashingEncoder.from_json(_ctr_encoder(args.train, meta))
+    with warnings.catch_warnings():  # said once, when the data is read (_lr_meta_encoded)
+        warnings.simplefilter("ignore", UserWarning)
+        encoder = HashingEncoder.from_json(_ctr_encoder(args.train, meta))
     if args.test:
         kw = {"label": meta["label"]} if meta.get("label") else {}
         if meta.get("sep"):

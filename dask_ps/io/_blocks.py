@@ -61,7 +61,12 @@ class RowGroup(NamedTuple):
     """A Parquet file's row group, one chunk of a reader's arrays."""
 
     path: str
-    group: int
+    group: int  # pyarrow's index, from 0
+
+    @property
+    def where(self) -> str:
+        """``"<file>, row group <g>"`` as errors name it: counted from 1, as rows are."""
+        return f"{self.path}, row group {self.group + 1}"
 
 
 def source_paths(collection) -> list[str]:
@@ -288,7 +293,7 @@ def row_origin(fs, source, row: int, rule: int, header: int = 0) -> str:
         Lines at the start of each file that are no rows (a CSV header).
     """
     if isinstance(source, RowGroup):
-        return f"{source.path}, row group {source.group}, row {row + 1}"
+        return f"{source.where}, row {row + 1}"
     block, line0, _ = source
     data = read_array(fs, block)
     start, skipped = header_end(data, block, header)

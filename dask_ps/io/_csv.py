@@ -24,13 +24,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from ..exceptions import NOT_A_CLASS, DataError
+from ..exceptions import NOT_A_CLASS, NOT_A_NUMBER, DataError
 from ._blocks import Block, header_end, lines_before, open_paths, plan, read
 from .parquet import label_column, unique_columns
 
-__all__ = ["SAMPLE_BYTES", "LineError", "bad_line", "check_sep", "common_header", "header_end",
-           "header_names", "line_of_row", "locate", "nan_as_null", "parse_block", "read_frame",
-           "read_table", "sample_table", "strip_header"]
+__all__ = ["SAMPLE_BYTES", "SAMPLE_FILES", "LineError", "bad_line", "check_sep", "common_header",
+           "csv_kinds", "header_end", "header_names", "line_hint", "line_of_row", "locate",
+           "nan_as_null", "parse_block", "read_frame", "read_table", "sample_table",
+           "strip_header"]
 
 #: Bytes of a file's start that the readers parse to guess its columns' types.
 SAMPLE_BYTES = 2**20
@@ -76,15 +77,18 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
     ------
     ValueError
         The first line is not delimited text (a binary file, e.g. Parquet, or lone CR
-        line endings), naming the file.
+        line endings), or is empty (``"<file>: no columns (an empty file?)"``), naming the
+        file.
     """
     with fs.open(path, "rb", compression=compression) as f:
         raw = f.readline()
     line = raw.decode("utf-8", "replace").rstrip("\r\n").lstrip("\ufeff")
+    if not line:
+        raise DataError(f"{path}: no columns (an empty file?)")
     try:
         if raw.startswith(b"PAR1") or b"\x00" in raw:  # csv reads binary as garbage names
             raise csv.Error("it holds NUL bytes")
-        fields = next(csv.reader([line], delimiter=sep)) if line else []
+        fields = next(csv.reader([line], delimiter=sep))
         return [f.strip(" \t") for f in fields]
     except csv.Error as exc:
         raise DataError(f"{path}: its first line is not delimited text ({exc}): a binary "
@@ -161,20 +165,82 @@ def sample_table(fs, path: str, names: list[str], header: bool, sep: str,
                            path, skipped)
 
 
+#: Files :func:`~dask_ps.io.infer_encoder` opens at most to find rows to guess from (a
+#: glob's first files may hold a header alone: hours without clicks).
+SAMPLE_FILES = 64
+
+
+def _numeric_sample(col) -> bool:
+    """Whether a binary column of a sample (nulls for empty fields) holds numbers only: all
+    UTF-8, each a number once spaces and tabs around it are dropped, and one at least."""
+    col = col.drop_null()
+    try:
+        text = pc.utf8_trim(pc.cast(col, pa.string()), " \t")
+        text = pc.if_else(pc.equal(text, ""), None, text).drop_null()
+        if not len(text):
+            return False
+        pc.cast(text, pa.float64())
+        return True
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # not UTF-8, or not a number
+        return False
+
+
+def csv_kinds(fs, paths: list[str], names: list[str], header: bool, sep: str,
+              compression: str | None) -> dict:
+    """``{column: "numeric" | "categorical"}`` from the first rows of the first file that
+    has some (of the first :data:`SAMPLE_FILES`): a column is numeric when its every
+    non-empty value in them is a number (each column on its own: a byte that is not UTF-8
+    makes its column categorical, no other); a first line that does not parse gives no
+    rows (the reader names it)."""
+    table = None
+    for path in paths[:SAMPLE_FILES]:
+        comp = plan(fs, [path], None, compression)[0].compression
+        try:
+            table = sample_table(fs, path, names, header, sep, comp, pa.binary(), True)
+        except LineError:
+            table = None  # a bad first line: let the reader name it
+        if table is not None and table.num_rows:
+            break
+    return {n: "numeric" if table is not None and _numeric_sample(table.column(n))
+            else "categorical" for n in names}
+
+
 def strip_header(data: bytes, block: Block, header: int) -> tuple[bytes, int]:
     """The block without its file's ``header`` first lines, and how many lines were dropped."""
     start, skipped = header_end(data, block, header)
     return (data[start:] if start else data), skipped
 
 
-def _bad_field(value: str, nan_ok: bool) -> bool:
-    """Whether a non-empty numeric field breaks the rule: not a number, infinite, or NaN
-    (unless ``nan_ok``)."""
+def _bad_field(value: str, nan_ok: bool, label: bool) -> str | None:
+    """What is wrong with a non-empty numeric field, or None: not a number (a ``label``'s
+    text said so, with :data:`~dask_ps.exceptions.NOT_A_NUMBER`), infinite, or NaN (unless
+    ``nan_ok``)."""
     try:
         v = float(value)
     except ValueError:
-        return True
-    return math.isinf(v) or (math.isnan(v) and not nan_ok)
+        if label:
+            return f"the label {value!r} is not a number: {NOT_A_NUMBER}"
+        v = math.inf
+    return f"{value!r} is not a finite number" if math.isinf(v) or (
+        math.isnan(v) and not nan_ok) else None
+
+
+def line_hint(line: bytes, sep: str) -> str:
+    """``"; ..."``: the likely cause of a line a parser refuses when its fields do not say,
+    or ``""``: a lone CR in it (lines must end in LF or CRLF), or a quoted field that does
+    not close on it (quoted fields must not contain newlines)."""
+    text = line.decode("utf-8", "replace").rstrip("\n")
+    text = text[:-1] if text.endswith("\r") else text
+    if "\r" in text:
+        return ("; it holds a lone CR (\\r): lines must end in LF or CRLF, not CR alone "
+                "(convert the file, e.g. tr '\\r' '\\n')")
+    try:
+        next(csv.reader([text], delimiter=sep, strict=True))
+    except csv.Error as exc:
+        if "unexpected end of data" in str(exc):
+            return ("; a quoted field opens on it and does not close: quoted fields must not "
+                    "contain newlines")
+    return ""
 
 
 def locate(data: bytes, names: list[str], types: dict, sep: str,
@@ -193,7 +259,8 @@ def locate(data: bytes, names: list[str], types: dict, sep: str,
             continue
         fields = next(csv.reader([line], delimiter=sep))
         if len(fields) != len(names):
-            return i, f"expected {len(names)} fields, got {len(fields)}"
+            return i, (f"expected {len(names)} fields, got {len(fields)}"
+                       f"{line_hint(line.encode(), sep)}")
         for name, typ in types.items():
             value = fields[position[name]]
             if not pa.types.is_floating(typ):
@@ -202,9 +269,9 @@ def locate(data: bytes, names: list[str], types: dict, sep: str,
                 if name == required:
                     return i, f"column {name!r} is empty"
                 continue
-            if _bad_field(value, nan_missing and name != required):
-                return i, (f"column {name!r} (field {position[name] + 1}): {value!r} is not a "
-                           f"finite number")
+            why = _bad_field(value, nan_missing and name != required, name == required)
+            if why:
+                return i, f"column {name!r} (field {position[name] + 1}): {why}"
     return None
 
 
@@ -467,8 +534,6 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
     blocks = plan(fs, paths, blocksize, compression)
     names = common_header(fs, blocks, sep) if header else \
         [str(i) for i in range(len(header_names(fs, paths[0], sep, blocks[0].compression)))]
-    if not names:
-        raise DataError(f"{paths[0]}: no columns (an empty file?)")
     unique_columns(paths[0], names)
     check_columns(paths[0], names, sep)
     label = label_column(paths[0], names, label, categorical)

@@ -13,7 +13,7 @@ import numpy as np
 from ..kernels.hashing import mix64
 from ..kernels.sorting import sort_pairs
 
-__all__ = ["bucket_code", "cross_token", "hash_bytes", "hash_codes",
+__all__ = ["LOWEST_BUCKET", "bucket_code", "cross_token", "hash_bytes", "hash_codes",
            "hash_crosses", "hash_strings", "number_token", "rows_to_csr", "sort_small",
            "sort_distinct", "emit_row", "load_word", "pack_bits", "sort_pairs", "RANK_WIDTH"]
 
@@ -25,13 +25,19 @@ _JIT = dict(cache=True, nogil=True)
 RANK_WIDTH = 64
 
 
+#: The lowest bucket (log_bucket mode): every number at or below it (``-1e308``) shares it,
+#: the lowest int64, so that no code is cast from a float that int64 cannot hold.
+LOWEST_BUCKET = -2.0**63
+
+
 @numba.njit(inline="always", **_JIT)
 def bucket_code(v):
-    """The log-squared bucket of a finite number: ``floor(v)`` for ``v <= 2``, else
-    ``3 + floor(ln(v)^2)`` (the binning of the Criteo winners, Juan et al. 2014)."""
+    """The log-squared bucket of a finite number: ``floor(v)`` for ``v <= 2`` (at least
+    :data:`LOWEST_BUCKET`), else ``3 + floor(ln(v)^2)`` (the binning of the Criteo winners,
+    Juan et al. 2014)."""
     if v > 2.0:
         return np.int64(3.0 + np.floor(np.log(v) ** 2))
-    return np.int64(np.floor(v))
+    return np.int64(np.floor(max(v, LOWEST_BUCKET)))
 
 
 @numba.njit(inline="always", **_JIT)

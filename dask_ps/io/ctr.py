@@ -7,7 +7,6 @@ from typing import NamedTuple
 import dask.array as da
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from ..exceptions import DataError
@@ -31,15 +30,24 @@ from ._csv import (
     check_columns,
     check_sep,
     common_header,
+    csv_kinds,
     header_end,
     header_names,
+    line_hint,
+    line_of_row,
     nan_as_null,
     parse_block,
-    sample_table,
 )
 from ._line_kernels import CSV, count_rows
-from .hashing import HashingEncoder, column_names, cross_pairs, csr_rows, index_dtype
-from .parquet import check_feature_types, footer, table_labels, unique_columns
+from .hashing import HashingEncoder, column_names, cross_pairs, csr_rows, index_dtype, too_large
+from .parquet import (
+    check_feature_types,
+    footer,
+    object_schema,
+    table_labels,
+    unique_columns,
+    unnamed_columns,
+)
 
 __all__ = ["encode_ctr", "infer_encoder", "read_ctr"]
 
@@ -97,15 +105,19 @@ def _encode_block(fs, block, line0: int, layout: _Layout, encoder: HashingEncode
         seeds, missing, value, encoder.numeric_mode == "log_bucket", len(encoder.columns), a,
         b, cross_seed, encoder.n_features, True, labels, indptr, indices, values)
     status = int(info[_ck.I_STATUS])
+    if status in (_ck.STATUS_OK, _ck.STATUS_FULL) and encoder.numeric_mode == "value" and \
+            np.isinf(values[:int(info[_ck.I_NNZ])]).any():
+        status = _ck.STATUS_SLOW  # a number too large for dtype: the slow path names it
     types = _types(layout, encoder)
     data = raw[start:].tobytes() if status in (_ck.STATUS_ERROR, _ck.STATUS_SLOW) else b""
     if status == _ck.STATUS_ERROR:
         bad = int(info[_ck.I_LINE])
-        lines = data.split(b"\n")
-        err = bad_line(lines[bad - 1] + b"\n", layout.names, types, layout.sep, block.path,
+        line = data.split(b"\n")[bad - 1] + b"\n"
+        err = bad_line(line, layout.names, types, layout.sep, block.path,
                        line0 + skipped + bad - 1, "cannot parse the line", layout.label, True)
         if err.line is None:  # the kernel and the slow path disagree: name the line anyway
-            err = LineError(block.path, line0 + skipped + bad, "cannot parse the line")
+            err = LineError(block.path, line0 + skipped + bad,
+                            f"cannot parse the line{line_hint(line, layout.sep)}")
         raise err
     if status == _ck.STATUS_SLOW:
         table = parse_block(data, layout.names, types, layout.sep, block.path, line0 + skipped,
@@ -114,6 +126,11 @@ def _encode_block(fs, block, line0: int, layout: _Layout, encoder: HashingEncode
             raise bad_line(data, layout.names, types, layout.sep, block.path, line0 + skipped,
                            "an empty label", layout.label, True)
         expect_rows(block, line0, table.num_rows, expect)
+        for name in encoder.numeric if encoder.numeric_mode == "value" else ():
+            bad = too_large(table.column(name).to_numpy(zero_copy_only=False), dtype)
+            if bad:
+                raise LineError(block.path, line0 + skipped + line_of_row(data, bad[0]),
+                                f"column {name!r}: {bad[1]}")
         y = table.column(layout.label).to_numpy()
         return encoder.transform(nan_as_null(table, encoder.categorical), dtype,
                                  block.path), y
@@ -148,45 +165,6 @@ def _is_parquet(paths: list[str], format: str | None) -> bool:
             raise ValueError(f"format must be 'csv' or 'parquet', got {format!r}")
         return format == "parquet"
     return paths[0].lower().endswith(_PARQUET)
-
-
-#: Files :func:`infer_encoder` opens at most to find rows to guess from (a glob's first files
-#: may hold a header alone: hours without clicks).
-SAMPLE_FILES = 64
-
-
-def _numeric_sample(col) -> bool:
-    """Whether a binary column of a sample (nulls for empty fields) holds numbers only: all
-    UTF-8, each a number once spaces and tabs around it are dropped, and one at least."""
-    col = col.drop_null()
-    try:
-        text = pc.utf8_trim(pc.cast(col, pa.string()), " \t")
-        text = pc.if_else(pc.equal(text, ""), None, text).drop_null()
-        if not len(text):
-            return False
-        pc.cast(text, pa.float64())
-        return True
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # not UTF-8, or not a number
-        return False
-
-
-def _csv_kinds(fs, paths: list[str], names: list[str], header: bool, sep: str,
-               compression: str | None) -> dict:
-    """``{column: "numeric" | "categorical"}`` from the first rows of the first file that
-    has some (of the first :data:`SAMPLE_FILES`): a column is numeric when its every
-    non-empty value in them is a number (each column on its own: a byte that is not UTF-8
-    makes its column categorical, no other)."""
-    table = None
-    for path in paths[:SAMPLE_FILES]:
-        comp = plan(fs, [path], None, compression)[0].compression
-        try:
-            table = sample_table(fs, path, names, header, sep, comp, pa.binary(), True)
-        except LineError:
-            table = None  # a bad first line: let the reader name it
-        if table is not None and table.num_rows:
-            break
-    return {n: "numeric" if table is not None and _numeric_sample(table.column(n))
-            else "categorical" for n in names}
 
 
 def _arrow_kinds(schema: pa.Schema) -> dict:
@@ -226,7 +204,8 @@ def _build_encoder(kinds: dict, label: str, numeric, categorical, crosses, exclu
     both = set(numeric or ()) & set(categorical or ())
     if both:
         raise DataError(f"{where}: columns {sorted(both)} are both numeric and categorical")
-    skip = {label, *(exclude or ())}
+    skip = {label, *(exclude or ()),
+            *unnamed_columns(where, names, [*given, *(c for pair in crosses for c in pair)])}
     kind = {c: forced.get(c, k) for c, k in kinds.items() if c not in skip}
     if not kind:
         raise DataError(f"{where}: no feature column: the columns {names} are the label "
@@ -251,9 +230,10 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
       categorical else (strings, binary, booleans, dictionaries; a list, struct or map
       column is refused: ``exclude`` it); a CSV column is numeric when every
       non-empty value in the first MiB (:data:`~dask_ps.io._csv.SAMPLE_BYTES`) of the first
-      file that has rows (of the first :data:`SAMPLE_FILES`) is a number (spaces around it
-      allowed), each column on its own (bytes that are not UTF-8 make their column
-      categorical, no other).
+      file that has rows (of the first :data:`~dask_ps.io._csv.SAMPLE_FILES`) is a number
+      (spaces around it allowed), each column on its own (bytes that are not UTF-8 make
+      their column categorical, no other). A column without a name (``""``, ``Unnamed: 0``:
+      a pandas index) is left out, with a warning, unless an option names it.
       ``numeric`` and ``categorical`` override the guess for the columns they name (e.g. an
       integer id that is a category).
 
@@ -320,7 +300,7 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
             raise ValueError("files without a header need names=[...] for their columns")
         check_columns(paths[0], list(names), sep)
         unique_columns(where, list(names))
-        kinds = _csv_kinds(fs, paths, list(names), header, sep, compression)
+        kinds = csv_kinds(fs, paths, list(names), header, sep, compression)
     encoder = _build_encoder(kinds, label, numeric, categorical, crosses, exclude, n_features,
                              where, **options)
     if schema is not None:
@@ -366,6 +346,14 @@ def check_header(urlpath, encoder: HashingEncoder, label: str = "Label", *,
         raise ValueError("files without a header need names=[...] for their columns")
     else:
         have = list(names)
+    _has_columns(path, list(have), label, encoder, schema)
+
+
+def _has_columns(path: str, have: list, label: str, encoder: HashingEncoder,
+                 schema: pa.Schema | None = None) -> None:
+    """Refuse a header or schema of columns ``have`` that names one twice or lacks ``label``
+    or a column of ``encoder`` (naming ``path``, those absent and ``have``), or (Parquet's
+    ``schema``) whose feature column is of a nested type."""
     unique_columns(path, have)
     absent = [c for c in (label, *encoder.columns) if c not in have]
     if absent:
@@ -413,7 +401,8 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     encoder : HashingEncoder, optional
         The encoding rule; default :func:`infer_encoder` of the files.
     label : str, default "Label"
-        The label column (required in every row, a finite number).
+        The label column (required in every row, a finite number: text such as ``yes`` is
+        refused, map it to numbers).
     numeric, categorical, crosses, exclude, n_features
         How the encoder is made when none is given (see :func:`infer_encoder`); a single
         string is one column, a single pair one cross.
@@ -492,11 +481,7 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     elif names is None:
         raise ValueError("files without a header need names=[...] for their columns")
     names = list(names)
-    unique_columns(paths[0], names)
-    wanted = [label, *encoder.columns]
-    absent = [c for c in wanted if c not in names]
-    if absent:
-        raise DataError(f"{paths[0]}: columns {absent} are not among {names}")
+    _has_columns(paths[0], names, label, encoder)
     layout = _layout(names, label, header, sep, encoder)
 
     # The first pass counts rows and lines; the one parse of every line, which checks it, is
@@ -524,11 +509,11 @@ def _parquet_group(chunk: np.ndarray, fs, columns: list, encoder: HashingEncoder
                    dtype) -> np.ndarray:
     import pyarrow.parquet as pq
 
-    path, group = chunk[0]
+    path, group = source = chunk[0]
     with fs.open(path, "rb") as f:
         table = pq.ParquetFile(f).read_row_group(group, columns=columns)
     count_read(path, f"row group {group}", table.nbytes)
-    where = f"{path}, row group {group}"
+    where = source.where
     return box((encoder.transform(table, dtype, where), table_labels(table, label, where)))
 
 
@@ -538,12 +523,7 @@ def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
     groups, rows = [], []
     for path in paths:
         meta, schema = footer(fs, path)
-        have = schema.names
-        unique_columns(path, have)
-        absent = [c for c in (label, *encoder.columns) if c not in have]
-        if absent:
-            raise DataError(f"{path}: columns {absent} are not among {have}")
-        check_feature_types(path, schema, encoder.columns, label)
+        _has_columns(path, schema.names, label, encoder, schema)
         for g in range(meta.num_row_groups):
             if meta.row_group(g).num_rows:
                 groups.append(RowGroup(path, g))
@@ -558,6 +538,7 @@ def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
 def _encode_partition(df, encoder: HashingEncoder, label: str, dtype, i: int):
     where = f"partition {i}"
     table = pa.Table.from_pandas(df, preserve_index=False)
+    check_feature_types(where, table.schema, encoder.columns, label)  # lists in objects
     return encoder.transform(table, dtype, where), table_labels(table, label, where)
 
 
@@ -586,13 +567,17 @@ def encode_ctr(df, encoder: HashingEncoder | None = None, label: str = "Label",
     Raises
     ------
     ValueError
-        A missing column, a label that is missing or not a finite number, an infinite
-        feature value, naming the partition, the row and the column (raised when the arrays
-        are computed; partition lengths are computed here).
+        From this call: columns named twice, a feature column of lists, tuples, dicts or
+        arrays (of a pandas frame; a dask frame's, when computed); when computed, a missing
+        column, a label that is missing or not a finite number (text), an infinite feature
+        value, naming the partition, the row and the column (partition lengths are
+        computed here).
     """
     import dask
     import dask.dataframe as dd
 
+    unique_columns("dataframe", list(df.columns))
+    objects = pa.schema([]) if isinstance(df, dd.DataFrame) else object_schema(df)
     if not isinstance(df, dd.DataFrame):
         df = dd.from_pandas(df, npartitions=1)
     if encoder is None:
@@ -603,6 +588,7 @@ def encode_ctr(df, encoder: HashingEncoder | None = None, label: str = "Label",
                                  infer.pop("exclude", ()), n_features, "dataframe", **infer)
     elif infer:
         raise ValueError("give either an encoder or arguments to make one, not both")
+    check_feature_types("dataframe", objects, encoder.columns, label)
     dtype = np.dtype(dtype)
     rows = tuple(int(n) for n in df.map_partitions(len).compute())
     encode = dask.delayed(_encode_partition, pure=True)

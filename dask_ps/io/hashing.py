@@ -51,6 +51,17 @@ def csr_rows(tokens: np.ndarray, values: np.ndarray, n_features: int,
     return X
 
 
+def too_large(values: np.ndarray, dtype: np.dtype) -> tuple[int, str] | None:
+    """``(row, what is wrong)`` of the first finite value of ``values`` (a column) that
+    ``dtype`` holds as infinity (``1e308`` in float32), row 0-based, or None."""
+    big = np.abs(values) > np.finfo(dtype).max if dtype.kind == "f" else np.zeros(0, bool)
+    if not big.any():
+        return None
+    i = int(np.argmax(big))
+    return i, (f"{values[i].item()!r} is too large for {dtype} (X's dtype); scale the "
+               f"column, or read with dtype=numpy.float64")
+
+
 def column_names(value, what: str) -> tuple:
     """``value``, a column name or a sequence of them, as a tuple of str (a single string is
     one column, not its characters).
@@ -125,8 +136,10 @@ class HashingEncoder:
       with SplitMix64, value 1.0;
     * a **numeric** column in ``"log_bucket"`` mode (the default, the binning of the Criteo
       winners, Juan et al. 2014): the pair (column name, bucket) with value 1.0, where the
-      bucket of ``v`` is ``floor(v)`` for ``v <= 2`` and ``3 + floor(ln(v)**2)`` above;
-    * a numeric column in ``"value"`` mode: the feature (column name) with value ``v``.
+      bucket of ``v`` is ``floor(v)`` for ``v <= 2`` (``-2**63`` for any number below
+      that) and ``3 + floor(ln(v)**2)`` above;
+    * a numeric column in ``"value"`` mode: the feature (column name) with value ``v`` (one
+      too large for ``X``'s dtype, such as ``1e308`` in float32, is an error).
 
     * a **cross** of two listed columns ``(a, b)``: the pair of their tokens (value 1.0), so a
       linear model can weigh each combination of values (Rendle's FM learns them instead).
@@ -313,7 +326,8 @@ class HashingEncoder:
                     v0 = np.where(valid, v, 0.0)
                     with np.errstate(divide="ignore", invalid="ignore"):
                         big = 3.0 + np.floor(np.log(np.maximum(v0, 1.0)) ** 2)
-                    codes = np.where(v0 > 2, big, np.floor(v0)).astype(np.int64)
+                    low = np.floor(np.maximum(v0, _k.LOWEST_BUCKET))
+                    codes = np.where(v0 > 2, big, low).astype(np.int64)
                     _k.hash_codes(codes, valid, seed, missing, out[j])
             else:
                 arr = pc.cast(col, _text_type(col.type)).combine_chunks()
@@ -367,5 +381,9 @@ class HashingEncoder:
             v = np.column_stack([self._numbers(table.column(c), where, c)
                                  for c in self.numeric])
             v = np.where(np.isfinite(v), v, 1.0)  # a missing value is the indicator 1.0
+            for j, name in enumerate(self.numeric):
+                bad = too_large(v[:, j], np.dtype(dtype))
+                if bad:
+                    raise DataError(f"{where}: column {name!r}, row {bad[0] + 1}: {bad[1]}")
             values[:, :len(self.numeric)] = v
         return csr_rows(h, values.astype(dtype), self.n_features)

@@ -4,6 +4,9 @@ values, whose errors name the file, the row group and the row."""
 
 from __future__ import annotations
 
+import re
+import warnings
+
 import dask
 import dask.array as da
 import numpy as np
@@ -13,12 +16,13 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 from dask.utils import parse_bytes
 
-from ..exceptions import NOT_A_CLASS, DataError
+from ..exceptions import NOT_A_CLASS, NOT_A_NUMBER, DataError
 from ..state._malloc import release_memory
-from ._blocks import count_read, open_paths
+from ._blocks import RowGroup, count_read, open_paths
 
 __all__ = ["check_feature_types", "check_finite", "footer", "label_column", "read_sparse_parquet",
-           "read_table_parquet", "sparse_to_table", "table_labels", "unique_columns"]
+           "object_schema", "read_table_parquet", "sparse_to_table", "table_labels",
+           "unique_columns", "unnamed_columns"]
 
 N_FEATURES_KEY = b"dask_ps.n_features"
 
@@ -60,8 +64,8 @@ def _row_group(fs, path: str, group: int, n_features: int, dtype) -> tuple:
     if keys.shape[0] and (keys.min() < 0 or keys.max() >= n_features):
         at = int(np.flatnonzero((keys < 0) | (keys >= n_features))[0])
         row = int(np.searchsorted(offsets - offsets[0], at, side="right")) - 1
-        raise DataError(f"{path}: row group {group}, row {row}: feature index {keys[at]} is "
-                        f"outside [0, n_features={n_features})")
+        raise DataError(f"{RowGroup(path, group).where}, row {row + 1}: feature index "
+                        f"{keys[at]} is outside [0, n_features={n_features})")
     # the index dtype scipy would choose, cast to once (not int64 first, then int32)
     index = np.int32 if max(n_features, keys.shape[0]) <= np.iinfo(np.int32).max else np.int64
     X = sp.csr_matrix((val.values.to_numpy().astype(dtype), keys.astype(index),
@@ -157,7 +161,7 @@ def check_feature_types(path: str, schema: pa.Schema, columns, label: str | None
     DataError
         ``"<path>: column 'tags' is list<element: string>: a list, struct or map column
         cannot be a feature; leave it out with --exclude tags (exclude=['tags'] in
-        read_ctr)"``, or a nested label column.
+        read_ctr or encode_ctr)"``, or a nested label column.
     """
     names = set(schema.names)
     if label is not None and label in names and is_nested(schema.field(label).type):
@@ -167,7 +171,31 @@ def check_feature_types(path: str, schema: pa.Schema, columns, label: str | None
         if name in names and is_nested(schema.field(name).type):
             raise DataError(f"{path}: column {name!r} is {schema.field(name).type}: a list, "
                             f"struct or map column cannot be a feature; leave it out with "
-                            f"--exclude {name} (exclude=[{name!r}] in read_ctr)")
+                            f"--exclude {name} (exclude=[{name!r}] in read_ctr or "
+                            f"encode_ctr)")
+
+
+def _number_text(value) -> bool:
+    """Whether a label value of a column that is not numeric casts to a number (or is null,
+    refused as missing further on)."""
+    try:
+        return value is None or pc.cast(pa.array([value]), pa.float64()) is not None
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False
+
+
+def object_schema(df) -> pa.Schema:
+    """The Arrow types of a pandas DataFrame's object columns, as pyarrow infers them from
+    the values (a list per row: a list type), for :func:`check_feature_types`: taken before
+    ``dask.dataframe.from_pandas``, which makes every object column text (``"['a', 'b']"``).
+    Columns of mixed values pyarrow cannot type are left out."""
+    fields = []
+    for name in [n for n, t in df.dtypes.items() if t.kind == "O"]:
+        try:
+            fields.append((name, pa.infer_type(df[name], from_pandas=True)))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            continue
+    return pa.schema(fields)
 
 
 def _type_name(typ) -> str:
@@ -200,6 +228,28 @@ def unique_columns(path: str, names: list[str]) -> None:
                         f"(columns: {list(names)})")
 
 
+#: Names of a column without one of its own, which pandas gives its index when it saves a
+#: table: ``""`` (the first field of ``DataFrame.to_csv``'s header), ``"Unnamed: 0"``
+#: (``read_csv`` of such a file), ``"__index_level_0__"`` (pyarrow's stored index).
+UNNAMED = re.compile(r"|Unnamed: \d+(_level_\d+)?|__index_level_\d+__")
+
+
+def unnamed_columns(where: str, names: list[str], listed) -> list[str]:
+    """The columns of ``names`` without a name of their own (:data:`UNNAMED`: a pandas index
+    saved with the data, most often) that ``listed`` does not name: not features unless
+    listed, each left out with a ``UserWarning`` naming ``where``, its position (from 1)
+    and how to use it."""
+    listed = set(listed)
+    unnamed = [(i, n) for i, n in enumerate(names)
+               if UNNAMED.fullmatch(str(n)) and n not in listed]
+    for i, name in unnamed:
+        warnings.warn(f"{where}: column {i + 1} ({name!r}) has no name of its own (a pandas "
+                      f"index saved with the data?): it is not a feature; to use it, name it "
+                      f"in the header, or list it in numeric= or categorical= (--numeric, "
+                      f"--categorical)", UserWarning, stacklevel=4)
+    return [n for _, n in unnamed]
+
+
 def label_column(path: str, names: list[str], label: str | None, categorical) -> str:
     """The label column of a table of columns ``names`` (default the first), checked with
     the ``categorical`` feature columns: DataError naming ``path`` for one that is not
@@ -223,8 +273,9 @@ def table_labels(table: pa.Table, label: str, where: str, classes: bool = False
     ------
     DataError
         Naming ``where`` and the first row (1-based) whose label is missing or not a finite
-        number, or (``classes``) a number that is not whole (``0.7``: not a class), or a
-        label column that is missing or (without ``classes``) not numeric.
+        number (text such as ``yes``, without ``classes``: map it to numbers), or
+        (``classes``) a number that is not whole (``0.7``: not a class), or a label column
+        that is missing.
     """
     if label not in table.column_names:
         raise DataError(f"{where}: label column {label!r} is missing")
@@ -236,8 +287,11 @@ def table_labels(table: pa.Table, label: str, where: str, classes: bool = False
         return col.to_numpy(zero_copy_only=False)
     try:
         y = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise DataError(f"{where}: label column {label!r} is not numeric ({exc})") from exc
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        i, value = next(((i, v) for i, v in enumerate(col.to_pylist()) if not _number_text(v)),
+                        (0, col[0].as_py()))
+        raise DataError(f"{where}: label column {label!r} holds {value!r} in row {i + 1}, "
+                        f"not a number: {NOT_A_NUMBER}") from None
     bad = ~np.isfinite(y)
     if bad.any():
         i = int(np.argmax(bad))
@@ -261,7 +315,7 @@ def _table_groups(groups: list, fs, names: list, target: str, numeric: list,
         with fs.open(path, "rb") as f:
             table = pq.ParquetFile(f).read_row_group(g, columns=names).select(names)
         count_read(path, f"row group {g}", table.nbytes)
-        where = f"{path}, row group {g}"
+        where = RowGroup(path, g).where
         for name in numeric:
             i = table.column_names.index(name)
             col = pc.cast(table.column(name), pa.float64())
@@ -311,8 +365,8 @@ def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
         ``categorical`` column the files lack, a feature column that is neither numeric nor
         ``categorical``, or (without ``classes``) a label column that is not numeric; when
         computed, ``"<file>, row group <g>: ..."`` naming the column and the first row
-        (1-based, in the row group) holding an infinite feature or a label that is empty
-        or not a finite number.
+        (both 1-based, the row in the row group) holding an infinite feature or a label that
+        is empty or not a finite number.
     FileNotFoundError
         No file matches ``urlpath``.
     """

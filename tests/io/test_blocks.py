@@ -126,7 +126,7 @@ def test_chunk_sources_and_row_origin_name_every_row_by_file_and_line(tmp_path):
     X, y = read_ctr(str(tmp_path / "p.parquet"), label="click", n_features=64)
     sources = chunk_sources(y)
     assert sources == [RowGroup(str(tmp_path / "p.parquet"), g) for g in range(3)]
-    assert row_origin(fs, sources[1], 4, CSV, 1) == f"{tmp_path / 'p.parquet'}, row group 1, " \
+    assert row_origin(fs, sources[1], 4, CSV, 1) == f"{tmp_path / 'p.parquet'}, row group 2, " \
                                                      f"row 5"
 
     X, y = read_libsvm(str(tmp_path / "s.svm"), blocksize=40)

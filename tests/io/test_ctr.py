@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import re
 
 import dask
 import dask.dataframe as dd
@@ -14,7 +15,8 @@ from sklearn.metrics import roc_auc_score
 
 import dask_ps.io.ctr as ctr_module
 from dask_ps import LogisticRegression
-from dask_ps.io import HashingEncoder, encode_ctr, read_ctr
+from dask_ps.io import HashingEncoder, encode_ctr, infer_encoder, read_ctr
+from dask_ps.io.ctr import check_header
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -112,13 +114,18 @@ BAD_CASES = [
     (b"1,x,a,b", "column 'n' (field 2): 'x' is not a finite number"),
     (b"1,2,a", "expected 4 fields, got 3"),
     (b"1,2,a,b,c", "expected 4 fields, got 5"),
-    (b"yes,2,a,b", "column 'y' (field 1): 'yes' is not a finite number"),
+    (b"yes,2,a,b", "column 'y' (field 1): the label 'yes' is not a number: labels read here "
+                   "must be numbers, such as 0 and 1; map text classes to numbers first (e.g. "
+                   "yes -> 1, no -> 0)"),
     # pyarrow parses these as floats: refused after the parse
     (b"nan,2,a,b", "column 'y' (field 1): 'nan' is not a finite number"),
     (b"-inf,2,a,b", "column 'y' (field 1): '-inf' is not a finite number"),
     (b"1,inf,a,b", "column 'n' (field 2): 'inf' is not a finite number"),
     (b"1,-Infinity,a,b", "column 'n' (field 2): '-Infinity' is not a finite number"),
-    (b'1,2,"a,b', "expected 4 fields, got 3"),  # a quote that does not close
+    (b'1,2,"a,b', "expected 4 fields, got 3; a quoted field opens on it and does not close: "
+                  "quoted fields must not contain newlines"),
+    (b"1,2,a,b\r1,2,a,b", "cannot parse the line; it holds a lone CR (\\r): lines must end in "
+                         "LF or CRLF, not CR alone (convert the file, e.g. tr '\\r' '\\n')"),
     (b"1,1e400,a,b", "column 'n' (field 2): '1e400' is not a finite number"),
     # Python's float takes these, pyarrow does not: found by pyarrow itself, line by halves
     (b"1,1_000,a,b", "column 'n' (field 2): CSV conversion error to double: invalid value "
@@ -168,3 +175,100 @@ def test_sparse_output_types(tiny):
     A = X.compute()
     assert isinstance(A, sp.csr_matrix) and A.dtype == np.float64 and A.has_canonical_format
     assert isinstance(X._meta, sp.csr_matrix)
+
+
+FIX = "labels read here must be numbers, such as 0 and 1; map text classes to numbers first"
+
+
+def test_text_labels_in_files_and_dataframes_are_refused_saying_to_map_them(tmp_path):
+    """A click log labelled yes/no: every reader names where the first text label is and
+    says to map the labels to numbers (the README: text classes in an in-memory y only),
+    not that 'yes' is "not a finite number" or the column "not numeric"."""
+    df = pd.DataFrame({"click": ["yes", "no", "yes", "no"], "price": [3.5, 2.0, None, 4.0],
+                       "shop": list("abac")})
+    df.to_csv(tmp_path / "yesno.csv", index=False)
+    df.to_parquet(tmp_path / "yesno.parquet", index=False)
+    cases = [(tmp_path / "yesno.csv", f"{tmp_path / 'yesno.csv'}, line 2: column 'click' "
+                                      f"(field 1): the label 'yes' is not a number: {FIX}"),
+             (tmp_path / "yesno.parquet", f"{tmp_path / 'yesno.parquet'}, row group 1: label "
+                                          f"column 'click' holds 'yes' in row 1, not a number: "
+                                          f"{FIX}")]
+    for path, message in cases:
+        with pytest.raises(ValueError) as info:
+            _compute(*read_ctr(path, label="click"))
+        assert str(info.value).startswith(message), str(info.value)
+    with pytest.raises(ValueError) as info:
+        _compute(*encode_ctr(df.assign(click=["1", "no", "1", "0"]), label="click"))
+    assert str(info.value).startswith(f"partition 0: label column 'click' holds 'no' in row "
+                                      f"2, not a number: {FIX}")
+    _, y = _compute(*encode_ctr(df.assign(click=["1", "0", "1", "0"]), label="click"))
+    assert y.tolist() == [1.0, 0.0, 1.0, 0.0]  # numbers written as text are numbers
+
+
+def test_a_quoted_field_across_lines_is_named_as_the_cause(tmp_path):
+    path = tmp_path / "quoted.csv"
+    path.write_bytes(b'click,price,shop\n0,2,b\n1,3.5,"a\nb"\n0,2,b\n')
+    with pytest.raises(ValueError) as info:
+        _compute(*read_ctr(path, label="click"))
+    assert str(info.value) == f"{path}, line 3: cannot parse the line; a quoted field opens " \
+                              f"on it and does not close: quoted fields must not contain newlines"
+
+
+@pytest.mark.parametrize("value", [["a", "b"], ("a",), {"k": 1}, np.array([1, 2])])
+def test_encode_ctr_refuses_a_column_of_lists_as_read_ctr_does(value):
+    """An object column of lists (tuples, dicts, arrays) was hashed as one value per whole
+    list (['a', 'b'] and ['a'] two unrelated categories): refused as read_ctr refuses a
+    Parquet list column, inferred or listed; excluded, it is no feature."""
+    df = pd.DataFrame({"click": [1, 0, 1, 0], "shop": list("abac"),
+                       "tags": [value, value, None, value]})
+    refused = r"^dataframe: column 'tags' is \w+<.*>: a list, struct or map column cannot " \
+              r"be a feature; leave it out with --exclude tags \(exclude=\['tags'\] in " \
+              r"read_ctr or encode_ctr\)$"
+    for kw in ({}, {"categorical": ["shop", "tags"]}):
+        with pytest.raises(ValueError, match=refused):
+            encode_ctr(df, label="click", **kw)
+    with pytest.raises(ValueError, match=refused):
+        encode_ctr(df, HashingEncoder(categorical=["shop", "tags"]), label="click")
+    X, _ = _compute(*encode_ctr(df, label="click", exclude=["tags"], n_features=64))
+    assert X.nnz == 4
+
+
+def test_encode_ctr_names_the_columns_named_twice():
+    df = pd.DataFrame([[1, 2.0, "a", "b"]], columns=["click", "price", "shop", "shop"])
+    with pytest.raises(ValueError) as info:
+        encode_ctr(df, label="click")
+    assert str(info.value) == "dataframe: columns named twice: ['shop'] (columns: ['click', " \
+                              "'price', 'shop', 'shop'])"
+
+
+def test_a_column_without_a_name_is_left_out_with_a_warning(tmp_path):
+    """pandas' to_csv writes its index as a first column named "": it was a numeric
+    feature, silently; now it is left out, with a warning naming the file, the column's
+    position and how to use it (listing it keeps it, without a warning)."""
+    path = tmp_path / "pdindex.csv"
+    pd.DataFrame({"click": [1, 0, 1, 0], "price": [3.5, 2.0, None, 4.0],
+                  "shop": list("abac")}).to_csv(path)
+    with pytest.warns(UserWarning, match=rf"^{re.escape(str(path))}: column 1 \(''\) has no "
+                                         r"name of its own .* list it in numeric= or "
+                                         r"categorical= \(--numeric, --categorical\)$"):
+        enc = infer_encoder(path, label="click")
+    assert enc.numeric == ("price",) and enc.categorical == ("shop",)
+    assert infer_encoder(path, label="click", numeric=["", "price"]).numeric == ("", "price")
+    read = pd.read_csv(path)  # the index as "Unnamed: 0"
+    with pytest.warns(UserWarning, match=r"^dataframe: column 1 \('Unnamed: 0'\) has no name"):
+        X, _ = _compute(*encode_ctr(read, label="click", n_features=2**20))
+    assert X.nnz == 8  # price and shop: two features a row
+
+
+def test_an_empty_file_is_named_as_empty(tmp_path):
+    """An empty test file said "columns [...] are not among []" (dask-ps evaluate --test
+    checks its header with check_header)."""
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(b"")
+    enc = HashingEncoder(numeric=["price"])
+    for call in (lambda: check_header(empty, enc, label="click"),
+                 lambda: read_ctr(empty, enc, label="click"),
+                 lambda: infer_encoder(empty, label="click")):
+        with pytest.raises(ValueError) as info:
+            call()
+        assert str(info.value) == f"{empty}: no columns (an empty file?)"

@@ -230,8 +230,34 @@ def test_infinite_values_are_refused_naming_row_and_column(tmp_path):
     path = tmp_path / "inf.parquet"
     pq.write_table(pa.table({"y": [1.0, 0.0], "n": [np.inf, 1.0], "c": ["a", "b"]}), path)
     X, y = read_ctr(path, enc, label="y")
-    with pytest.raises(ValueError, match=r"inf\.parquet, row group 0: column 'n', row 1: inf"):
+    with pytest.raises(ValueError, match=r"inf\.parquet, row group 1: column 'n', row 1: inf"):
         _compute(X, y)
+
+
+def test_numbers_beyond_int64_or_float32_are_bucketed_or_named(tmp_path):
+    """±1e308 (finite) in a log-bucketed column: every number below -2**63 has the lowest
+    bucket, in the kernel and in transform alike, without numpy's "invalid value encountered
+    in cast" (an error under this suite's filterwarnings). In "value" mode a number that
+    float32 cannot hold is refused, naming the line (CSV) or the row and column."""
+    path = tmp_path / "huge.csv"
+    path.write_bytes(b"click,price\n1,-1e308\n0,-1e19\n1,1e308\n0,-20000000000000000000\n")
+    enc = HashingEncoder(numeric=["price"])
+    X, _ = _compute(*read_ctr(path, enc, label="click"))
+    T = enc.transform(pa.table({"price": [-1e308, -1e19, 1e308, -2e19]}))
+    assert (X != T).nnz == 0 and X.nnz == 4
+    assert X.indices[0] == X.indices[1] == X.indices[3] != X.indices[2]
+    value = HashingEncoder(numeric=["price"], numeric_mode="value")
+    with pytest.raises(ValueError) as info:
+        _compute(*read_ctr(path, value, label="click"))
+    too_large = "is too large for float32 (X's dtype); scale the column, or read with " \
+                "dtype=numpy.float64"
+    assert str(info.value) == f"{path}, line 2: column 'price': -1e+308 {too_large}"
+    df = pd.DataFrame({"click": [1, 0], "price": [2.0, 1e300]})
+    with pytest.raises(ValueError) as info:
+        _compute(*encode_ctr(df, value, label="click"))
+    assert str(info.value) == f"partition 0: column 'price', row 2: 1e+300 {too_large}"
+    X64, _ = _compute(*read_ctr(path, value, label="click", dtype=np.float64))
+    assert X64.data.tolist() == [-1e308, -1e19, 1e308, -2e19]
 
 
 def test_nan_value_in_libsvm_is_an_absent_pair(tmp_path):

@@ -106,7 +106,7 @@ def test_a_feature_index_out_of_range_names_file_row_group_and_row(tmp_path):
     pq.write_table(sparse_to_table(X, np.array([0.0, 1.0, 0.0])), tmp_path / "a.parquet")
     A, a = dask.compute(*read_sparse_parquet(str(tmp_path / "a.parquet")))
     assert A.indices.dtype == np.int32 and (A != X).nnz == 0  # read as written
-    with pytest.raises(ValueError, match=r"a\.parquet: row group 0, row 2: feature index 2 "
+    with pytest.raises(ValueError, match=r"a\.parquet, row group 1, row 3: feature index 2 "
                                          r"is outside \[0, n_features=2\)"):
         dask.compute(*read_sparse_parquet(str(tmp_path / "a.parquet"), n_features=2))
 
