@@ -23,9 +23,10 @@ __all__ = ["KEYED_FEATURES", "WIDE_FEATURES", "KeyedWeights", "TableCache", "as_
            "check_classes", "check_dask_X", "classes_of", "dask_margins", "encode_part",
            "hash_columns", "labels_of", "margins", "proba_from_margins", "table_rows"]
 
-#: Models of at least this many features (columns after hashing) keep their weights in a
-#: hashed PS table, keyed by the column index (any key in [0, 2**63 - 1)), instead of a dense
-#: one; their ``coef_`` is a scipy CSR matrix.
+#: Models of a stochastic solver of at least this many features (columns after hashing) keep
+#: their weights in a hashed PS table, keyed by the column index (any key in
+#: [0, 2**63 - 1)), instead of a dense one; their ``coef_`` is a scipy CSR matrix ("lbfgs"
+#: models are keyed from :data:`KEYED_FEATURES`, at any width).
 WIDE_FEATURES = 2**32
 #: Models of at least this many columns (after hashing: ``n_hashed_features`` when given)
 #: that hold only the rows training touched — a factorization machine (hashed tables), a

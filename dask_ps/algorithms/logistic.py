@@ -83,9 +83,10 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     10^8 keys and more need not fit in the driver's memory; ``W`` and ``state`` are then None.
 
     A wide model (``n_features >=`` :data:`~._logistic_data.WIDE_FEATURES`, any column key
-    below 2**63 - 1) keeps its rows in a hashed table, memory per key touched; the stochastic
-    solvers only. "lbfgs" works on the rows the data touches and returns them by key from
-    :data:`~._logistic_data.KEYED_FEATURES` columns (no array over ``n_features``).
+    below 2**63 - 1) of a stochastic solver keeps its rows in a hashed table, memory per key
+    touched. "lbfgs" works on the rows the data touches, whatever the width, and returns
+    them by key from :data:`~._logistic_data.KEYED_FEATURES` columns (no array over
+    ``n_features``).
 
     Returns
     -------
@@ -112,10 +113,6 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     n_rows = max(1, data.total_rows)
     wide = n_features >= D.WIDE_FEATURES
     if solver == "lbfgs":
-        if wide:
-            raise ValueError(f"solver='lbfgs' needs fewer than {D.WIDE_FEATURES} features (got "
-                             f"{n_features}); use a stochastic solver ('ftrl', 'adagrad', "
-                             f"'sgd') or n_hashed_features")
         loop.unit = "evaluation"
         W, nit, history = lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter,
                                     tol, init, loop, keyed=n_features >= D.KEYED_FEATURES)

@@ -152,7 +152,7 @@ def test_a_block_reads_only_the_rows_of_the_keys_it_touches():
     assert rows is dense and place.tolist() == [4, 1]
 
 
-def test_wide_bad_keys_and_solver_are_named(client2):
+def test_wide_bad_keys_are_named(client2):
     n = 4
     y = np.array([0, 1, 0, 1])
     neg = sp.csr_matrix((np.ones(n), np.array([1, 2**40, -7, 5]), np.arange(n + 1)),
@@ -169,11 +169,36 @@ def test_wide_bad_keys_and_solver_are_named(client2):
     with pytest.raises(ValueError, match=r"column key 8589934593 at row 1 is not below "
                                          r"n_features = 8589934592"):
         LogisticRegression(client=client2, checkpoint=None).fit(out, y)
-    ok = sp.csr_matrix((np.ones(n), np.array([1, 2**40, 3, 5]), np.arange(n + 1)),
-                       shape=(n, N_WIDE))
-    with pytest.raises(ValueError, match=r"solver='lbfgs' needs fewer than 4294967296"):
-        LogisticRegression(solver="lbfgs", client=client2, checkpoint=None).fit(ok, y)
     assert WIDE_FEATURES == 2**32
+
+
+@pytest.mark.parametrize("penalty", ["l2", "l1"])
+def test_lbfgs_on_63_bit_keys_is_the_narrow_fit(client2, penalty):
+    """"lbfgs" (OWL-QN for l1) was refused from WIDE_FEATURES columns; keyed, it solves over
+    the keys the data touches: on 40 random keys below 2**62 the same model as on the 40
+    columns side by side, and a dask prediction of the same probabilities."""
+    import warnings
+
+    import dask.array as da
+    from sklearn.exceptions import ConvergenceWarning
+
+    Xn, _, y, _ = _pair(n=600, d=40)
+    keys = np.sort(np.random.default_rng(3).choice(2**62, 40, replace=False))
+    Xw = sp.csr_matrix((Xn.data, keys[Xn.indices], Xn.indptr), shape=(600, N_WIDE))
+    common = dict(solver="lbfgs", penalty=penalty, C=0.5, max_iter=50, random_state=0,
+                  checkpoint=None, client=client2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        narrow = LogisticRegression(**common).fit(Xn, y)
+        wide = LogisticRegression(**common).fit(Xw, y)
+    dense = narrow.coef_[0]
+    assert sp.isspmatrix_csr(wide.coef_) and wide.coef_.shape == (1, N_WIDE)
+    np.testing.assert_array_equal(wide.coef_.indices, keys[np.flatnonzero(dense)])
+    np.testing.assert_allclose(wide.coef_.data, dense[dense != 0], rtol=1e-9)
+    np.testing.assert_allclose(wide.intercept_, narrow.intercept_, rtol=1e-9)
+    dX = da.from_array(Xw, chunks=(300, -1), asarray=False)
+    np.testing.assert_allclose(wide.predict_proba(dX).compute(), narrow.predict_proba(Xn),
+                               rtol=1e-9)
 
 
 @pytest.mark.parametrize("name", ["lr", "fm"])
