@@ -218,11 +218,12 @@ def _bad_field(value: str, nan_ok: bool, label: bool) -> str | None:
     try:
         v = float(value)
     except ValueError:
-        if label:
-            return f"the label {value!r} is not a number: {NOT_A_NUMBER}"
-        v = math.inf
-    return f"{value!r} is not a finite number" if math.isinf(v) or (
-        math.isnan(v) and not nan_ok) else None
+        v = None
+    if v is None and label:
+        return f"the label {value!r} is not a number: {NOT_A_NUMBER}"
+    if v is None or math.isinf(v) or (math.isnan(v) and not nan_ok):
+        return f"{value!r} is not a finite number"
+    return None
 
 
 def line_hint(line: bytes, sep: str) -> str:

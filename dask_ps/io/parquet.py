@@ -178,10 +178,13 @@ def check_feature_types(path: str, schema: pa.Schema, columns, label: str | None
 def _number_text(value) -> bool:
     """Whether a label value of a column that is not numeric casts to a number (or is null,
     refused as missing further on)."""
+    if value is None:
+        return True
     try:
-        return value is None or pc.cast(pa.array([value]), pa.float64()) is not None
+        pc.cast(pa.array([value]), pa.float64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return False
+    return True
 
 
 def object_schema(df) -> pa.Schema:
