@@ -13,10 +13,11 @@ each clock. A task sees it through a :class:`~dask_ps.view.WorkerView`.
   (the process cache of Petuum's SSP table, Ho et al., NIPS 2013).
 * That push leaves with the process's next pull (one message per shard for both), or on its own
   after ``SEND_DELAY`` seconds; the next one waits for it to be answered, so a participant's
-  pushes reach each shard in order. Its errors surface on the next call. A process whose pulls
-  have carried its last ``PULLS_CARRY`` clocks is checked less often (every ``IDLE_POLL``
-  seconds, until a push has to leave on its own again): its event loop is not woken every
-  ``SEND_DELAY`` for nothing, taking the GIL from the task and channel threads.
+  pushes reach each shard in order. Its errors surface on the next call. The outbox is checked
+  only while a clock waits there, and every ``IDLE_POLL`` seconds instead of ``SEND_DELAY``
+  once the process has sent its last ``PULLS_CARRY`` clocks itself (with its pulls, or by
+  waiting): its event loop is not woken for nothing, taking the GIL from the task and
+  channel threads.
 * In a worker, a pull's requests to remote shards leave from the task's own thread over the
   shards' channels (:mod:`~dask_ps.state.channel`), without a hop to the event loop.
 * With several tasks per process, or staleness > 0, pulled values are kept and served again while
@@ -365,9 +366,13 @@ class ProcessClient(FreezeGCFirst):
             self._send_outbox(job, state)  # a clock queued before, answered first
             state.clocks[task] = state.process_clock = clock + 1
             self._clock_moved.notify_all()
-            with self._outbox:
+            with self._outbox:  # the pull takes it at once: the poll is not armed for it
                 state.outbox, state.outbox_since = (per_shard, clock), time.monotonic()
-        return self.pull(name, pull_keys, job, clock + 1, checked), clock + 1
+        try:
+            return self.pull(name, pull_keys, job, clock + 1, checked), clock + 1
+        except BaseException:
+            self._arm_poll(job, state)  # a pull refused before it took the clock: send it
+            raise
 
     def _plan_updates(self, by_table: dict) -> list[list]:
         """Each shard's share of the buffered updates of each table (caller's thread): see
@@ -412,6 +417,7 @@ class ProcessClient(FreezeGCFirst):
         with self._outbox:
             state.outbox = (per_shard, clock)
             state.outbox_since = time.monotonic()
+        self._arm_poll(job, state)
 
     def _send_outbox(self, job: str, state: _Job) -> None:
         """Send the queued clock now, if no pull took it, and wait for every push in flight
@@ -419,6 +425,7 @@ class ProcessClient(FreezeGCFirst):
         self._raise_inflight(state, wait=True)  # sent by _poll: answered before the next one
         box = self._take_outbox(state)
         if box is not None:
+            state.carried += 1  # it left without the poll's help
             per_shard, clock = box
             calls = [(s, "push", dict(updates=part, job=job, participant=state.participant,
                                       clock=clock, tick=tick))
@@ -454,11 +461,28 @@ class ProcessClient(FreezeGCFirst):
             box, state.outbox = state.outbox, None
         return box
 
+    def _arm_poll(self, job: str, state: _Job) -> None:
+        """Make sure :meth:`_poll` will look at the clock just queued: a poll that found
+        nothing to wait for has stopped (from any thread)."""
+        with self._outbox:
+            armed, state.polling = state.polling, True
+        if not armed:
+            loop = self.transport.loop
+            loop.call_soon_threadsafe(loop.call_later, SEND_DELAY, self._poll, job, state)
+
     def _poll(self, job: str, state: _Job) -> None:
-        """On the loop, every ``SEND_DELAY`` seconds while the job runs here: send the queued
-        clock that no pull took in time (processes that compute long between a clock and
-        their next pull must not hold the others back). Every ``IDLE_POLL`` seconds instead
-        while the process's pulls carry its clocks (``PULLS_CARRY`` in a row)."""
+        """On the loop: send the queued clock that no pull took within ``SEND_DELAY``
+        seconds (processes that compute long between a clock and their next pull must not
+        hold the others back).
+
+        It runs only while a clock is queued (:meth:`_arm_poll` starts it again), every
+        ``SEND_DELAY`` seconds: a process that sends its clocks itself (with its pulls, or by
+        waiting for them) has its event loop woken twice per clock instead of every
+        ``SEND_DELAY`` (a task that pushed, clocked and waited 10^6 keys at a time left it
+        ~500 wake-ups a second, each taking a core and the GIL from the task and channel
+        threads). While its pulls carry its clocks (``PULLS_CARRY`` in a row) it runs every
+        ``IDLE_POLL`` seconds instead, whether a clock is queued or not, and no clock wakes
+        it."""
         if self.jobs.get(job) is not state:
             return
         loop = self.transport.loop
@@ -469,13 +493,15 @@ class ProcessClient(FreezeGCFirst):
                 box, state.outbox = state.outbox, None
                 state.inflight = done = Future()
                 state.carried = 0
+            idle = state.carried >= PULLS_CARRY
+            state.polling = again = idle or state.outbox is not None
         if box is not None:
             per_shard, clock = box
             task = loop.create_task(self._send(per_shard, job, state.participant, clock,
                                                tick=True))
             task.add_done_callback(lambda t: _resolve(done, t))
-        loop.call_later(SEND_DELAY if state.carried < PULLS_CARRY else IDLE_POLL, self._poll,
-                        job, state)
+        if again:  # (not state.polling: an _arm_poll since may have started a round)
+            loop.call_later(IDLE_POLL if idle else SEND_DELAY, self._poll, job, state)
 
     def map_shards(self, name: str, fn, args: tuple, job: str | None = None,
                    clock: int = 0, key_range: bool = False) -> list:
@@ -502,7 +528,6 @@ class ProcessClient(FreezeGCFirst):
             state = self.jobs.get(job)
             if state is None:
                 state = self.jobs[job] = _Job(participant, n_local, consistency, job)
-                self.transport.loop.call_soon_threadsafe(self._poll, job, state)
             state.clocks[task] = 0
 
     def job(self, job: str) -> _Job:

@@ -57,7 +57,8 @@ class _Job:
     # pull, or after SEND_DELAY (see ProcessClient._poll); taken under ProcessClient._outbox.
     outbox: tuple | None = None
     outbox_since: float = 0.0
-    carried: int = 0  # clocks in a row whose push left with a pull (see ProcessClient._poll)
+    carried: int = 0  # clocks in a row that left without the poll (see ProcessClient._poll)
+    polling: bool = False  # a ProcessClient._poll is scheduled; under ProcessClient._outbox
 
     @property
     def use_cache(self) -> bool:

@@ -135,3 +135,71 @@ def test_pulls_that_carry_the_clocks_slow_the_outbox_check_down_but_a_push_still
         assert carried >= PULLS_CARRY
         assert sent and after == 0
         assert model.pull("w", [0, 1]).tolist() == [float(cycles), 1.0]
+def _poll_runs_only_while_a_clock_waits(ps, item):
+    """A clock left alone (no pull, no wait) before and after clocks the task sent itself;
+    how often the outbox poll ran in between."""
+    import time
+
+    pc = ps._client
+    state = pc.job(ps.job)
+    polls = []
+    poll = pc._poll
+    pc._poll = lambda *a: polls.append(1) or poll(*a)  # counts the rounds scheduled from now
+
+    def left_alone(key):
+        ps.push("w", [key], [1.0])
+        ps.clock()
+        t0 = time.monotonic()
+        while state.outbox is not None and time.monotonic() - t0 < 10:
+            time.sleep(0.001)
+        return state.outbox is None
+
+    def settled():  # rounds of the poll in 0.2 s (every SEND_DELAY = 2 ms if it ran)
+        time.sleep(0.02)  # a round still due
+        n = len(polls)
+        time.sleep(0.2)
+        return len(polls) - n
+
+    out = dict(polling_at_start=settled(), first_sent=left_alone(1),
+               polling_after_send=settled())
+    for _ in range(3):  # clocks the task sends itself, by waiting for them
+        ps.push("w", [0], [1.0])
+        ps.clock()
+        ps._client.wait(ps.job)
+    out["polling_after_waits"] = settled()
+    out["second_sent"] = left_alone(2)
+    return out
+
+
+def test_the_outbox_poll_runs_only_while_a_clock_waits_and_still_sends_a_push_left_alone():
+    with dask_ps.PSModel("local", n_shards=2) as model:
+        model.add_table("w", shape=(4,))
+        [out] = model.run(_poll_runs_only_while_a_clock_waits, [0])
+        assert out == dict(polling_at_start=0, first_sent=True, polling_after_send=0,
+                           polling_after_waits=0, second_sent=True), out
+        assert model.pull("w").tolist() == [3.0, 1.0, 1.0, 0.0]
+
+
+def _push_pull_refused(ps, item):
+    """The short way of push_pull (alone under BSP) whose pull is refused after its clock
+    was queued: the clock must still leave."""
+    import time
+
+    state = ps._client.job(ps.job)
+    try:
+        ps.push_pull("w", [0], [1.0], [99])
+    except IndexError:
+        pass
+    t0 = time.monotonic()
+    while state.outbox is not None and time.monotonic() - t0 < 10:
+        time.sleep(0.001)
+    return state.outbox is None
+
+
+def test_a_clock_whose_push_pull_was_refused_still_leaves():
+    with dask_ps.PSModel("local", n_shards=2) as model:
+        model.add_table("w", shape=(4,))
+        assert model.run(_push_pull_refused, [0], consistency="bsp") == [True]
+        assert model.pull("w").tolist() == [1.0, 0.0, 0.0, 0.0]
+
+
