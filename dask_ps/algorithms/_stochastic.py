@@ -288,25 +288,40 @@ def _touched_piece(bounds, values, slots, width: int, piece: int, size: int):
     return bounds[0] + lo + rows, part[rows].astype(np.float64), last
 
 
-def gather_rows(table, width: int) -> np.ndarray:
+def gather_rows(table, width: int, keyed: bool = False):
     """The first ``width`` columns of every row of a dense table, float64 (n_rows, width);
     untouched rows (all zero) stay behind on the shards, unless most of a piece is touched.
     Gathered in pieces of :data:`GATHER_ROWS` rows per shard, so that a shard's worker never
     holds a copy of its whole table (a worker near its memory limit would be paused or killed
-    at the end of a fit)."""
-    out = np.zeros((table.shape[0], width))
+    at the end of a fit).
+
+    With ``keyed``, ``(keys, rows)`` instead: the keys (int64 (m,), ascending) of the
+    touched rows and those rows (float64 (m, width)), as :func:`gather_sparse_rows` gives a
+    hashed table's; nothing of the table's size is made."""
+    out = None if keyed else np.zeros((table.shape[0], width))
+    got = []
     piece, last = 0, False
     while not last:
         last = True
         for keys, rows, done in table.model.map_shards(table.name, _touched_piece, width,
                                                        piece, GATHER_ROWS, key_range=True):
-            if isinstance(keys, int):
+            if keyed:
+                if isinstance(keys, int):  # a piece sent whole: its touched rows only
+                    touched = np.flatnonzero(_nonzero_rows(rows))
+                    keys, rows = keys + touched, rows[touched]
+                got.append((np.asarray(keys, np.int64), rows))
+            elif isinstance(keys, int):
                 out[keys:keys + rows.shape[0]] = rows
             else:
                 out[keys] = rows
             last = last and done
         piece += 1
-    return out
+    if not keyed:
+        return out
+    keys = np.concatenate([k for k, _ in got] + [np.zeros(0, np.int64)])
+    rows = np.concatenate([r for _, r in got] + [np.zeros((0, width))])
+    order = np.argsort(keys, kind="stable")  # shards answer in turn: sorted per shard
+    return keys[order], rows[order]
 
 
 def gather_sparse_rows(table, width: int) -> tuple[np.ndarray, np.ndarray]:

@@ -84,15 +84,16 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
 
     A wide model (``n_features >=`` :data:`~._logistic_data.WIDE_FEATURES`, any column key
     below 2**63 - 1) of a stochastic solver keeps its rows in a hashed table, memory per key
-    touched. "lbfgs" works on the rows the data touches, whatever the width, and returns
-    them by key from :data:`~._logistic_data.KEYED_FEATURES` columns (no array over
-    ``n_features``).
+    touched. "lbfgs" works on the rows the data touches, whatever the width. Every solver
+    returns the rows the fit touched, by key, from :data:`~._logistic_data.KEYED_FEATURES`
+    columns (no array over ``n_features`` in the driver).
 
     Returns
     -------
     W : ndarray (n_features + 1, n_outputs) or KeyedWeights
-        Weights; the last row is the intercept. A wide (or keyed "lbfgs") model's: the
-        weights of the keys touched (:class:`~._logistic_data.KeyedWeights`).
+        Weights; the last row is the intercept. From
+        :data:`~._logistic_data.KEYED_FEATURES` columns: the weights of the keys touched
+        (:class:`~._logistic_data.KeyedWeights`).
     history : list of dict
     n_iter : int
         Epochs run, or L-BFGS iterations.
@@ -183,12 +184,15 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     if not collect:
         return None, history, n_iter, None
     width = rule.width if local else n_outputs
+    keyed = n_features >= D.KEYED_FEATURES  # (wide included)
     if wide:
         keys, rows = gather_sparse_rows(table, width)
+    elif keyed:  # a dense table's touched rows, by key: no array over the width here
+        keys, rows = gather_rows(table, width, keyed=True)
     else:
         rows = gather_rows(table, width)
     W = rule.weights(rows) if local else rows
-    if wide:
+    if keyed:
         W = D.KeyedWeights(keys, W)
     return W, history, n_iter, TrainState(solver, W, rows)
 
@@ -284,13 +288,13 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
     ----------
     classes_ : ndarray (n_classes,)
     coef_ : ndarray (1, n_features) for two classes, else (n_classes, n_features), float64
-        A wide model's is a ``scipy.sparse.csr_matrix`` of that shape, float64, with int64
-        column indices, sorted: the non-zero weights of the keys training touched. So is an
-        "lbfgs" model's from :data:`~._logistic_data.KEYED_FEATURES` (2**20) columns (after
-        hashing; int32 indices below 2**31 columns, as scipy makes them), as a
-        :class:`~dask_ps.FactorizationMachineClassifier`'s: its fit and its predictions hold
-        the weights of the keys the data touched, never an array over the width (8 GiB at
-        2**30 columns).
+        From :data:`~._logistic_data.KEYED_FEATURES` (2**20) columns (after hashing), a
+        ``scipy.sparse.csr_matrix`` of that shape, float64, with sorted column indices
+        (int64 from 2**31 columns; int32 below, as scipy makes them): the non-zero weights
+        of the keys training touched, as a
+        :class:`~dask_ps.FactorizationMachineClassifier`'s. The fit and the predictions of
+        such a model hold the weights of the keys the data touched, never an array over the
+        width (8 GiB at 2**30 columns).
     intercept_ : ndarray (1,) or (n_classes,)
     n_features_in_ : int
     n_iter_ : ndarray (1,)
