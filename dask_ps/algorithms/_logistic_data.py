@@ -25,14 +25,15 @@ __all__ = ["KEYED_FEATURES", "WIDE_FEATURES", "KeyedWeights", "TableCache", "as_
 
 #: Models of a stochastic solver of at least this many features (columns after hashing) keep
 #: their weights in a hashed PS table, keyed by the column index (any key in
-#: [0, 2**63 - 1)), instead of a dense one; their ``coef_`` is a scipy CSR matrix ("lbfgs"
-#: models are keyed from :data:`KEYED_FEATURES`, at any width).
+#: [0, 2**63 - 1)), instead of a dense one (their ``coef_``, a scipy CSR matrix, is keyed
+#: from :data:`KEYED_FEATURES`, as every model's).
 WIDE_FEATURES = 2**32
 #: Models of at least this many columns (after hashing: ``n_hashed_features`` when given)
-#: that hold only the rows training touched — a factorization machine (hashed tables), a
-#: logistic regression fitted by "lbfgs" (the solver's active rows) — give ``coef_`` (and
-#: ``factors_``) as sparse matrices of those keys, never a dense array over the width, and
-#: predict from their :class:`KeyedWeights`. A rule on the width alone: known before the fit,
+#: hold only the rows training touched — a factorization machine (hashed tables), a logistic
+#: regression ("lbfgs": the solver's active rows; a stochastic solver: the touched rows of
+#: its table, gathered by key) — and give ``coef_`` (and ``factors_``) as sparse matrices of
+#: those keys, never a dense array over the width, and predict from their
+#: :class:`KeyedWeights`. A rule on the width alone: known before the fit,
 #: the same on every machine (see :class:`~.fm.FactorizationMachineClassifier`'s ``factors_``
 #: for the measurements). Below it a dense model is at most 8 MiB per column of weights (72
 #: MiB for a factorization machine of ``k=8``); above it dense arrays grew with the width,

@@ -531,9 +531,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         if is_dask(X):
             check_numeric_columns(X, type(self).__name__)
             if not sp.issparse(self.coef_) and self.coef_.shape[1] >= D.KEYED_FEATURES:
-                # a dense coef_ over a wide input (a stochastic solver's below WIDE_FEATURES):
-                # the workers get its non-zero rows by key, not the whole array (2 GiB at
-                # 2**28 columns, which killed 3 GiB workers)
+                # a dense coef_ over a wide input (a model saved before every solver was
+                # keyed there): the workers get its non-zero rows by key, not the whole
+                # array (2 GiB at 2**28 columns, which killed 3 GiB workers)
                 coef_t = self._keyed_table((self.coef_, b), _keyed_from_dense)
             return D.dask_margins(X, coef_t, b, h, self.n_features_in_, type(self).__name__)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
