@@ -408,12 +408,20 @@ class SyncChannel(_Caller):
                 self._sock.settimeout(timeout)
                 self._timeout = timeout
             self._next += 1
-            send_blocking(self._sock, self._next, frames)
+            # replies that arrive while it sends are read meanwhile (see send_draining)
+            send_blocking(self._sock, self._next, frames, self._drain, timeout)
             self._out.add(self._next)
             return self._next
         except BaseException:
             self.abort()
             raise
+
+    def _drain(self) -> None:
+        """Read one reply that arrives while a request is being sent, for :meth:`finish`."""
+        got, frames = self._reader.message()
+        if got not in self._out or got in self._early:
+            raise ConnectionResetError(f"reply {got} to no request out")
+        self._early[got] = frames
 
     @staticmethod
     def ready(channels: list, timeout: float) -> list[int]:

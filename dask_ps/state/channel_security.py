@@ -41,6 +41,8 @@ import ssl
 import threading
 from typing import NamedTuple
 
+from .channel_wire import send_draining
+
 __all__ = ["ChannelAddress", "ChannelAuthError", "HANDSHAKE_TIMEOUT", "channel_endpoint",
            "worker_ssl_context"]
 
@@ -347,10 +349,15 @@ class TLSSocket:
                 return n
             self._tls.feed(self.sock.recv(_TLS_CHUNK))
 
-    def sendall(self, data) -> None:
+    def sendall(self, data, drain=None, timeout: float | None = None) -> None:
+        """Encrypt and send ``data``; with ``drain``, as
+        :func:`~dask_ps.state.channel_wire.send_draining` does."""
         with self._tls.send_lock:
             for piece in _pieces(data):
-                self.sock.sendall(self._tls.encrypt(piece))
+                if drain is None:
+                    self.sock.sendall(self._tls.encrypt(piece))
+                else:
+                    send_draining(self.sock, self._tls.encrypt(piece), drain, timeout)
 
     def settimeout(self, timeout) -> None:
         self.sock.settimeout(timeout)

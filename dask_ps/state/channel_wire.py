@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import select
 import socket
 import struct
 
@@ -81,10 +82,53 @@ async def send(conn, rid: int, frames: list) -> None:
         await conn.sendall(chunk)
 
 
-def send_blocking(sock: socket.socket, rid: int, frames: list) -> None:
-    """Write one message on a blocking socket."""
+def send_blocking(sock: socket.socket, rid: int, frames: list, drain=None,
+                  timeout: float | None = None) -> None:
+    """Write one message on a blocking socket (or a
+    :class:`~dask_ps.state.channel_security.TLSSocket`).
+
+    With ``drain``, whenever the socket cannot take more and bytes are arriving, ``drain()``
+    reads them (a whole message) before the send goes on (:func:`send_draining`):
+    ``timeout`` is then the seconds to wait for either (None: for ever).
+    """
     for chunk in _chunks(rid, frames):
-        sock.sendall(chunk)
+        if drain is None:
+            sock.sendall(chunk)
+        elif isinstance(sock, socket.socket):
+            send_draining(sock, chunk, drain, timeout)
+        else:  # TLS: it encrypts, then sends the same way on its socket
+            sock.sendall(chunk, drain, timeout)
+
+
+def send_draining(sock: socket.socket, data, drain, timeout: float | None) -> None:
+    """``sock.sendall(data)``, but whenever ``sock`` cannot take more and bytes are arriving
+    on it, ``drain()`` reads them first.
+
+    A caller that sends several requests before it reads the replies (the pieces of a large
+    pull) needs it: the peer, blocked sending its reply to an earlier request, reads nothing
+    more until that reply is read, and once both directions are full neither end moves. A
+    hashed pull of 2 x 10^7 keys from a remote shard (pieces of 20 MB, replies of 10 MB)
+    waited so until its timeout.
+
+    Raises
+    ------
+    TimeoutError
+        Neither could go on for ``timeout`` seconds.
+    OSError
+        From the socket or ``drain``.
+    """
+    poller = select.poll()
+    poller.register(sock, select.POLLOUT | select.POLLIN)
+    wait = -1 if timeout is None else max(1, int(timeout * 1000))
+    view = memoryview(data).cast("B")
+    while view.nbytes:
+        events = poller.poll(wait)
+        if not events:
+            raise TimeoutError(f"a send made no progress within {timeout} s")
+        if events[0][1] & select.POLLOUT:
+            view = view[sock.send(view):]
+        else:  # readable, or closed (drain's read raises then)
+            drain()
 
 
 def _message_buffers():

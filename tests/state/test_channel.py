@@ -4,6 +4,7 @@ import asyncio
 import gc
 import os
 import signal
+import socket
 import threading
 import time
 
@@ -165,6 +166,59 @@ def test_a_thread_may_have_several_requests_out_and_gets_each_its_own_reply():
         await asyncio.to_thread(several, server.address)
 
     run_connected(test)
+
+
+class EchoInThread:
+    """Answers every request in the connection's thread, in order, as a shard answers pulls
+    (the server reads nothing more while it sends a reply)."""
+
+    def call_in_thread(self, method, args, kwargs):
+        return args
+
+
+def _small_buffers(sock) -> None:
+    raw = getattr(sock, "sock", sock)  # under TLS, its socket
+    for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        raw.setsockopt(socket.SOL_SOCKET, opt, 1 << 16)
+
+
+@pytest.mark.parametrize("tls", [False, True])
+def test_requests_sent_back_to_back_while_their_replies_fill_the_connection_finish(tls):
+    """A caller sends several large requests before reading a reply (a big pull's pieces) to
+    a server that answers each from the connection's thread. Once the replies fill the
+    connection, the server reads no more and the caller's send waited for ever: a hashed
+    pull of 2 x 10^7 keys from a remote shard hung until its timeout. The caller reads the
+    replies that arrive while it sends (connection buffers made small here, so that a few
+    MB are enough)."""
+    from distributed import Security
+
+    sec = Security.temporary() if tls else None
+    server_ctx = sec.get_listen_args("worker")["ssl_context"] if tls else None
+    client_ctx = sec.get_connection_args("worker")["ssl_context"] if tls else None
+    payloads = [np.full(250_000, float(i)) for i in range(8)]  # 2 MB each way, each
+
+    async def main():
+        target = EchoInThread()
+        server = ChannelServer("127.0.0.1", target, server_ctx)
+        sync = SyncChannel(server.address, client_ctx)
+        try:
+            def go():
+                sync.finish(sync.start("echo", (), {}, 30))  # connected
+                _small_buffers(sync._sock)
+                for conn in list(server._conns):
+                    _small_buffers(conn)
+                rids = [sync.start("echo", (p,), {}, 30) for p in payloads]
+                return [sync.finish(rid) for rid in rids]
+
+            results = await asyncio.to_thread(go)
+        finally:
+            sync.close()
+            server.close()
+        for (status, (got,)), want in zip(results, payloads):
+            assert status == "OK"
+            np.testing.assert_array_equal(got, want)
+
+    run(main())
 
 
 def test_the_server_closes_when_its_shard_is_freed():
