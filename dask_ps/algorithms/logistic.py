@@ -139,7 +139,10 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
         keyed = isinstance(init.W, D.KeyedWeights)  # wide, or a keyed "lbfgs" fit's
         keys, W0 = (init.W.keys, init.W.W) if keyed else (np.arange(shape[0]), init.W)
         if local:
-            start = init.state if init.solver == solver else rule.from_weights(W0)
+            # the update-rule state of the same solver's worker step; a server step's rows
+            # are its weights (the rule's state stays in its shards' optimizer)
+            same = init.solver == solver and init.state.shape[1] == rule.width
+            start = init.state if same else rule.from_weights(W0)
             table.push(keys, np.column_stack([start, np.ones(keys.shape[0])]))
         else:
             table.push(keys, W0)

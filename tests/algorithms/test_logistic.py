@@ -319,6 +319,21 @@ def test_warm_start_continues_from_the_previous_state(a9a, solver):
     assert roc_auc_score(yt, first.predict_proba(Xt)[:, 1]) >= 0.895
 
 
+@pytest.mark.parametrize("solver", ["ftrl", "adagrad", "sgd"])
+def test_a_warm_start_may_move_the_step_from_the_server_to_the_workers(a9a, solver):
+    """A server-step fit keeps the update rule's state on the shards and hands over only
+    its weights; a warm start back on the workers starts the rule from those weights.
+    FTRL and AdaGrad took the weights for their worker state ("updates for 124 keys must
+    have shape (124, 3), got (124, 2)")."""
+    X, y, Xt, yt = a9a
+    model = LogisticRegression(solver=solver, client="local", random_state=0, max_iter=3,
+                               warm_start=True).fit(X, y)
+    model.set_params(step_on="server").fit(X, y)
+    model.set_params(step_on="worker", max_iter=1).fit(X, y)
+    assert len(model.history_) == 7 and np.isfinite(model.coef_).all()
+    assert roc_auc_score(yt, model.predict_proba(Xt)[:, 1]) >= 0.88
+
+
 def test_partial_fit_epochs_accumulate(a9a):
     X, y, Xt, yt = a9a
     model = LogisticRegression(solver="ftrl", client="local", random_state=0)
