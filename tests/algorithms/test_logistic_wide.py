@@ -308,23 +308,28 @@ def test_lbfgs_from_keyed_features_holds_and_sends_only_the_touched_keys(client2
             < np.abs(cold.coef_.toarray() - optimum).max())
 
 
+@pytest.mark.parametrize("width", [2**24, 2**31])
 @pytest.mark.parametrize("kw", [dict(solver="ftrl"), dict(solver="sgd"),
                                 dict(solver="adagrad", step_on="server")])
-def test_a_stochastic_fit_from_keyed_features_holds_only_the_touched_keys(client2, kw):
+def test_a_stochastic_fit_from_keyed_features_holds_only_the_touched_keys(client2, kw, width):
     """From KEYED_FEATURES columns a stochastic solver's fit is keyed, as "lbfgs"'s is: its
-    dense table stays on the shards and the driver gathers the touched rows by key, not an
-    array over the width (FTRL at 2**28 columns: a 2 GiB coef_ and a driver peak of 2.6
-    GB). The same rows on 40 columns side by side give the same model, and its warm start
-    continues it."""
+    table stays on the shards and the driver gathers the touched rows by key, not an array
+    over the width (FTRL at 2**28 columns: a 2 GiB coef_ and a driver peak of 2.6 GB). The
+    table is dense at 2**24 columns and hashed at 2**31, where a dense one exceeds
+    DENSE_TABLE_BYTES (FTRL's worker step asked for 24 GiB: numpy's MemoryError). The same
+    rows on 40 columns side by side give the same model, and its warm start continues it."""
     import tracemalloc
 
     import dask.array as da
     from conftest import compute_without_large_graph
 
+    from dask_ps.algorithms import logistic
     from dask_ps.algorithms._logistic_data import KEYED_FEATURES
+    from dask_ps.state.optimizers import Average
 
-    width = 2**28
-    assert KEYED_FEATURES <= width < WIDE_FEATURES  # a dense table, keyed result
+    assert KEYED_FEATURES <= width < WIDE_FEATURES  # keyed result, not a wide input
+    dense_bytes = logistic.dense_table_bytes(width + 1, 3, "float64", Average())
+    assert (dense_bytes > logistic.DENSE_TABLE_BYTES) == (width == 2**31)
     Xn, _, y, _ = _pair(n=600, d=40)
     keys = np.sort(np.random.default_rng(1).choice(width, 40, replace=False))
     Xw = sp.csr_matrix((Xn.data, keys[Xn.indices], Xn.indptr), shape=(600, width))
