@@ -308,6 +308,11 @@ def _check_na_objects(dtypes, head, estimator: str) -> None:
                          f"(pd.NA then reads as NaN)")
 
 
+#: Parameters naming a fit's update rules, recorded by :func:`fit_identity` when the
+#: estimator has them.
+RULE_PARAMS = ("solver", "step_on", "factor_solver")
+
+
 def fit_identity(estimator, n_features: int, classes) -> dict:
     """What a checkpoint of a linear or FM fit records of it, for ``resume``: the estimator,
     the feature count (the hashed width when it hashes) and the classes. A hashed table
@@ -317,7 +322,8 @@ def fit_identity(estimator, n_features: int, classes) -> dict:
     Parameters
     ----------
     estimator : PSEstimator
-        Its class name and ``n_hashed_features`` (when it has one) are recorded.
+        Its class name, and ``n_hashed_features`` and the :data:`RULE_PARAMS` it has, are
+        recorded.
     n_features : int
         Columns of ``X``.
     classes : array-like (n_classes,)
@@ -326,11 +332,16 @@ def fit_identity(estimator, n_features: int, classes) -> dict:
     Returns
     -------
     dict
-        JSON-able ``{"estimator": str, "n_features": int, "classes": list of str}``.
+        JSON-able ``{"estimator": str, "n_features": int, "classes": list of str}``, and
+        each of :data:`RULE_PARAMS` the estimator has (as text).
     """
     width = getattr(estimator, "n_hashed_features", None) or n_features
-    return dict(estimator=type(estimator).__name__, n_features=int(width),
-                classes=[str(c) for c in np.asarray(classes).tolist()])
+    out = dict(estimator=type(estimator).__name__, n_features=int(width),
+               classes=[str(c) for c in np.asarray(classes).tolist()])
+    # the update rules: FTRL's and AdaGrad's worker steps keep tables of one layout
+    out.update({name: str(getattr(estimator, name)) for name in RULE_PARAMS
+                if hasattr(estimator, name)})
+    return out
 
 
 def validate_data(estimator, *args, **kwargs):

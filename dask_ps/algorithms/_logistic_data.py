@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 from ..exceptions import NOT_A_CLASS, DataError
 from ..partitions.inputs import broadcast_large
+from ..partitions.inputs import check_columns as check_keys
 from ._logistic_kernels import decision
 
 __all__ = ["KEYED_FEATURES", "WIDE_FEATURES", "KeyedWeights", "TableCache", "as_scipy",
@@ -146,27 +147,6 @@ class TableCache:
         return table
 
 
-def check_keys(X: sp.csr_matrix, where: str) -> None:
-    """Column keys of a wide ``X`` in [0, n_features).
-
-    Raises
-    ------
-    ValueError
-        A negative key (as a uint64 key >= 2**63 reads in int64) or one >= n_features,
-        naming the row and the key.
-    """
-    if X.nnz == 0:
-        return
-    idx = X.indices
-    for bad, what in ((idx < 0, "is negative: keys must be in [0, 2**63 - 1) (a uint64 key "
-                                "of 2**63 or more reads as negative in int64)"),
-                      (idx >= X.shape[1], f"is not below n_features = {X.shape[1]}")):
-        if bad.any():
-            p = int(np.argmax(bad))
-            row = int(np.searchsorted(X.indptr, p, side="right") - 1)
-            raise DataError(f"{where}: column key {int(idx[p])} at row {row} {what}")
-
-
 def as_scipy(X):
     """pydata ``sparse`` arrays as scipy CSR; anything else unchanged."""
     return X.to_scipy_sparse().tocsr() if hasattr(X, "to_scipy_sparse") else X
@@ -265,9 +245,8 @@ def encode_part(part, classes: np.ndarray, n_out: int, n_buckets: int | None = N
     Raises
     ------
     ValueError
-        Infinite features (naming the row and column), a label outside ``classes``, or in a
-        wide ``X`` (:data:`WIDE_FEATURES` columns or more) a column key outside
-        [0, n_features).
+        Infinite features (naming the row and column), a label outside ``classes``, or a
+        column key outside [0, n_features) (:func:`check_keys`).
     """
     X, y = part
     if hasattr(X, "to_numpy"):  # pandas
@@ -295,10 +274,9 @@ def encode_part(part, classes: np.ndarray, n_out: int, n_buckets: int | None = N
         row = int(np.searchsorted(X.indptr, p, side="right") - 1)
         raise DataError(f"{where}: value {X.data[p]} at row {row}, column {X.indices[p]} is "
                         f"not finite")
+    check_keys(X, where)
     if n_buckets is not None:
         X = hash_columns(X, n_buckets)
-    elif X.shape[1] >= WIDE_FEATURES:
-        check_keys(X, where)
     y = (y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)).ravel()
     codes = np.searchsorted(classes, y)
     bad = (codes >= classes.shape[0]) | (classes[np.minimum(codes, classes.shape[0] - 1)] != y)
@@ -313,6 +291,7 @@ def margins(X, coef_t, intercept: np.ndarray, n_buckets=None) -> np.ndarray:
     hashed into ``n_buckets`` first, when given). ``coef_t``: (n_features, n_outputs), or the
     :class:`KeyedWeights` of a wide model (its intercept row unused)."""
     X = sp.csr_matrix(X, dtype=np.float64)
+    check_keys(X, "X")
     if n_buckets is not None:
         X = hash_columns(X, n_buckets)
     indices, coef_t = table_rows(X.indices, coef_t)

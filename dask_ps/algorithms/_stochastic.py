@@ -36,8 +36,8 @@ from ..state.optimizers import FTRL, Optimizer
 from ..state.partition import distinct_ranks
 from ._logistic_kernels import local_steps, logistic_grad, rows_loss
 
-__all__ = ["Block", "Rule", "gather_rows", "gather_sparse_rows", "make_blocks", "server_step",
-           "worker_step"]
+__all__ = ["Block", "Rule", "gather_rows", "gather_sparse_rows", "make_blocks", "nonzero_rows",
+           "server_step", "worker_step"]
 
 
 class Block(NamedTuple):
@@ -137,6 +137,27 @@ class Rule:
         W = np.empty((state.shape[0], K))
         ftrl_weights(state[:, :K], state[:, K:2 * K], *self.hyper[:4], W)
         return W
+
+    @property
+    def server_slots(self) -> tuple:
+        """Names of the slots a server step's rule keeps beside the weights (none for SGD,
+        AdaGrad's accumulator, FTRL's ``z`` and ``n``): its state, with the weights."""
+        return tuple(name for name, _, _ in self.optimizer.slots)
+
+    def from_server(self, rows: np.ndarray) -> np.ndarray:
+        """State rows (m, width) of a server step's rows (m, K (1 + slots)): its weights, then
+        its :attr:`server_slots`, as :func:`gather_rows` gives them."""
+        return rows[:, self.n_out:] if self.ftrl else rows
+
+    def to_server(self, state: np.ndarray) -> tuple[np.ndarray, dict]:
+        """``(weights (m, K), {slot: (m, K)})`` of a server step's table from state rows (m,
+        width): where a warm start puts them (:meth:`~dask_ps.PSModel.set_rows`)."""
+        K = self.n_out
+        if self.optimizer.name == "sgd":
+            return state, {}
+        if not self.ftrl:
+            return state[:, :K], {"accumulator": state[:, K:]}
+        return self.weights(state), {"z": state[:, :K], "n": state[:, K:]}
 
     def from_weights(self, W: np.ndarray) -> np.ndarray:
         """State rows (m, width) that start the rule at weights ``W`` with fresh state."""
@@ -252,7 +273,7 @@ def server_step(ps, part, cfg: dict) -> np.ndarray:
 GATHER_ROWS = 1 << 21
 
 
-def _nonzero_rows(block: np.ndarray) -> np.ndarray:
+def nonzero_rows(block: np.ndarray) -> np.ndarray:
     """bool (n,): the rows of a 2-D ``block`` with a non-zero value. Column by column: ~9x
     less CPU than ``block.any(axis=1)`` on a few columns of a wider row (2^21 x 2 of 3
     float64 columns: 5 ms against 48 ms, measured)."""
@@ -262,52 +283,70 @@ def _nonzero_rows(block: np.ndarray) -> np.ndarray:
     return out
 
 
-def _touched(keys, values, slots, width: int):
-    """A shard's rows whose state is not all zero: their keys and first ``width`` columns
-    (float64; not the count)."""
-    rows = np.flatnonzero(_nonzero_rows(values[:, :width]))
-    return keys[rows], values[rows, :width].astype(np.float64, copy=False)
+def _state(values, slots, width: int, names: tuple, lo: int = 0, hi: int | None = None):
+    """Rows ``lo:hi`` of a shard: the first ``width`` columns of ``values``, then the
+    optimizer slots ``names`` (a server-side rule's state), side by side."""
+    first = values[lo:hi, :width]
+    return np.column_stack([first] + [slots[n][lo:hi] for n in names]) if names else first
 
 
-def _touched_piece(bounds, values, slots, width: int, piece: int, size: int):
+def _touched(keys, values, slots, width: int, names: tuple = ()):
+    """A shard's rows whose state is not all zero: their keys and :func:`_state` (float64;
+    not the count)."""
+    state = _state(values, slots, width, names)
+    rows = np.flatnonzero(nonzero_rows(state))
+    return keys[rows], state[rows].astype(np.float64, copy=False)
+
+
+def _touched_piece(bounds, values, slots, width: int, piece: int, size: int,
+                   names: tuple = ()):
     """Piece ``piece`` of ``size`` rows (to the end when at most ``size // 8`` would be left)
     of a dense table's shard holding global keys ``bounds = (start, stop)``:
-    ``(keys, rows, last)``, the first ``width`` columns (float64) of the rows whose state is
-    not all zero and whether it was the last piece. When at least half the rows are touched
-    the piece goes whole, ``keys`` its first key (an int): no key list, no scatter."""
+    ``(keys, rows, last)``, the :func:`_state` (float64) of the rows whose state is not all
+    zero and whether it was the last piece. When at least half the rows are touched the
+    piece goes whole, ``keys`` its first key (an int): no key list, no scatter."""
     lo = min(piece * size, values.shape[0])
     hi = lo + size
     if values.shape[0] - hi <= size // 8:  # a short tail comes with this piece: one call less
         hi = values.shape[0]
-    part = values[lo:hi, :width]
+    part = _state(values, slots, width, names, lo, hi)
     last = hi >= values.shape[0]
-    touched = _nonzero_rows(part)
+    touched = nonzero_rows(part)
     if 2 * np.count_nonzero(touched) >= part.shape[0]:
         return int(bounds[0] + lo), part.astype(np.float64), last
     rows = np.flatnonzero(touched)
     return bounds[0] + lo + rows, part[rows].astype(np.float64), last
 
 
-def gather_rows(table, width: int, keyed: bool = False):
-    """The first ``width`` columns of every row of a dense table, float64 (n_rows, width);
+def _state_width(table, width: int, names: tuple) -> int:
+    """Columns of :func:`_state`: ``width`` and the slots ``names`` of ``table``'s rule."""
+    layout = table.spec.optimizer.slot_layout(table.spec.ncols, table.spec.dtype)
+    return width + sum(layout[n][0] for n in names)
+
+
+def gather_rows(table, width: int, keyed: bool = False, slots: tuple = ()):
+    """The first ``width`` columns of every row of a dense table, then the optimizer
+    ``slots`` named (a server-side rule's state), float64 (n_rows, width + their widths);
     untouched rows (all zero) stay behind on the shards, unless most of a piece is touched.
     Gathered in pieces of :data:`GATHER_ROWS` rows per shard, so that a shard's worker never
     holds a copy of its whole table (a worker near its memory limit would be paused or killed
     at the end of a fit).
 
     With ``keyed``, ``(keys, rows)`` instead: the keys (int64 (m,), ascending) of the
-    touched rows and those rows (float64 (m, width)), as :func:`gather_sparse_rows` gives a
-    hashed table's; nothing of the table's size is made."""
-    out = None if keyed else np.zeros((table.shape[0], width))
+    touched rows and those rows, as :func:`gather_sparse_rows` gives a hashed table's;
+    nothing of the table's size is made."""
+    cols = _state_width(table, width, slots)
+    out = None if keyed else np.zeros((table.shape[0], cols))
     got = []
     piece, last = 0, False
     while not last:
         last = True
         for keys, rows, done in table.model.map_shards(table.name, _touched_piece, width,
-                                                       piece, GATHER_ROWS, key_range=True):
+                                                       piece, GATHER_ROWS, slots,
+                                                       key_range=True):
             if keyed:
                 if isinstance(keys, int):  # a piece sent whole: its touched rows only
-                    touched = np.flatnonzero(_nonzero_rows(rows))
+                    touched = np.flatnonzero(nonzero_rows(rows))
                     keys, rows = keys + touched, rows[touched]
                 got.append((np.asarray(keys, np.int64), rows))
             elif isinstance(keys, int):
@@ -319,16 +358,17 @@ def gather_rows(table, width: int, keyed: bool = False):
     if not keyed:
         return out
     keys = np.concatenate([k for k, _ in got] + [np.zeros(0, np.int64)])
-    rows = np.concatenate([r for _, r in got] + [np.zeros((0, width))])
+    rows = np.concatenate([r for _, r in got] + [np.zeros((0, cols))])
     order = np.argsort(keys, kind="stable")  # shards answer in turn: sorted per shard
     return keys[order], rows[order]
 
 
-def gather_sparse_rows(table, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Keys (int64 (m,), ascending) and first ``width`` columns (float64 (m, width)) of the
-    touched rows (not all zero) of a hashed table."""
-    parts = table.map(_touched, width)
+def gather_sparse_rows(table, width: int, slots: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Keys (int64 (m,), ascending) and :func:`_state` (float64: the first ``width``
+    columns, then the optimizer ``slots`` named) of the touched rows (not all zero) of a
+    hashed table."""
+    parts = table.map(_touched, width, slots)
     keys = np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False)
-    rows = np.concatenate([p[1] for p in parts]).reshape(-1, width)
+    rows = np.concatenate([p[1] for p in parts]).reshape(-1, _state_width(table, width, slots))
     order = np.argsort(keys, kind="stable")
     return keys[order], rows[order]

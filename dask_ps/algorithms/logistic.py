@@ -37,7 +37,14 @@ from ._base import (
     validate_data,
 )
 from ._lbfgs import lbfgs_fit
-from ._stochastic import Rule, gather_rows, gather_sparse_rows, server_step, worker_step
+from ._stochastic import (
+    Rule,
+    gather_rows,
+    gather_sparse_rows,
+    nonzero_rows,
+    server_step,
+    worker_step,
+)
 from .epoch_loop import EpochLoop
 
 __all__ = ["LogisticRegression", "TrainState", "train"]
@@ -72,8 +79,9 @@ def dense_table_bytes(n_rows: int, ncols: int, dtype, optimizer) -> int:
 
 
 class TrainState(NamedTuple):
-    """Where a fit ended: its solver, the weights ``W`` (n_features + 1, K) and the table's
-    rows (weights and update-rule state; ``W`` itself for "lbfgs" and server-side rules).
+    """Where a fit ended: its solver, the weights ``W`` (n_features + 1, K) and the update
+    rule's state rows (m, width) in the worker step's layout (:class:`~._stochastic.Rule`)
+    whichever step ran, with the server step's slots (``W`` itself for "lbfgs").
     A wide (or keyed "lbfgs") model's ``W`` is a :class:`~._logistic_data.KeyedWeights` and
     ``state`` holds the rows of its keys, in the same order."""
 
@@ -157,14 +165,17 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
             return
         keyed = isinstance(init.W, D.KeyedWeights)  # wide, or a keyed "lbfgs" fit's
         keys, W0 = (init.W.keys, init.W.W) if keyed else (np.arange(shape[0]), init.W)
+        # the update rule's state of the same solver (either step keeps it in the worker
+        # step's layout), else the rule started at the weights
+        same = init.solver == solver and init.state.shape[1] == rule.width
+        start = init.state if same else rule.from_weights(W0)
+        if hashed:  # a hashed table's absent rows are zero already: no rows made for them
+            held = nonzero_rows(start)
+            keys, start = keys[held], start[held]
         if local:
-            # the update-rule state of the same solver's worker step; a server step's rows
-            # are its weights (the rule's state stays in its shards' optimizer)
-            same = init.solver == solver and init.state.shape[1] == rule.width
-            start = init.state if same else rule.from_weights(W0)
             table.push(keys, np.column_stack([start, np.ones(keys.shape[0])]))
-        else:
-            table.push(keys, W0)
+        else:  # set, not pushed: a push of the weights is a gradient step of the rule
+            table.set_rows(keys, *rule.to_server(start))
 
     fill()
     cfg = dict(name=name, n_features=n_features, n_outputs=n_outputs, batch_size=batch_size,
@@ -205,18 +216,24 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     n_iter = sum(1 for h in history if "loss" in h)
     if not collect:
         return None, history, n_iter, None
-    width = rule.width if local else n_outputs
+    # the rule's state: the worker step's rows; a server step's weights and slots
+    width, slots = (rule.width, ()) if local else (n_outputs, rule.server_slots)
     keyed = n_features >= D.KEYED_FEATURES  # (wide included)
     if hashed:
-        keys, rows = gather_sparse_rows(table, width)
+        keys, rows = gather_sparse_rows(table, width, slots)
+        if not keyed:  # a narrow model of many outputs: rows by offset, as a dense table's
+            full = np.zeros((shape[0], rows.shape[1]))
+            full[keys] = rows
+            rows = full
     elif keyed:  # a dense table's touched rows, by key: no array over the width here
-        keys, rows = gather_rows(table, width, keyed=True)
+        keys, rows = gather_rows(table, width, keyed=True, slots=slots)
     else:
-        rows = gather_rows(table, width)
-    W = rule.weights(rows) if local else rows
+        rows = gather_rows(table, width, slots=slots)
+    state = rows if local else rule.from_server(rows)
+    W = rule.weights(rows) if local else rows[:, :n_outputs]
     if keyed:
         W = D.KeyedWeights(keys, W)
-    return W, history, n_iter, TrainState(solver, W, rows)
+    return W, history, n_iter, TrainState(solver, W, state)
 
 
 def _keyed_from_dense(coef: np.ndarray, intercept: np.ndarray) -> D.KeyedWeights:
@@ -445,7 +462,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
             check_numeric_columns(X, type(self).__name__)
             y = D.check_dask_X(X, y, type(self).__name__)
         n_features = int(X.shape[1])
-        if n_features >= D.WIDE_FEATURES and sp.issparse(X):  # before slicing drops bad keys
+        if sp.issparse(X):  # before slicing drops bad keys
             D.check_keys(X.tocsr(), "X")
         if warm and n_features != self.n_features_in_:
             raise ValueError(f"X has {n_features} features, but {type(self).__name__} was "

@@ -346,22 +346,8 @@ def _check_part(model, path: str, name: str, t: dict, spec, r0: int, r1: int,
 def _load_part(model, path: str, name: str, t: dict, spec, r0: int, r1: int,
                with_slots: bool) -> int:
     """Loader task: rows ``[r0, r1)`` of a stored table, sent to their shards in ``model``."""
-    tr = connection.process_client(model).transport
     for plan, values, slots in _stored_rows(path, name, t, spec, r0, r1, with_slots):
-
-        def arrange(x):
-            if plan.identity:
-                return x
-            out = np.empty_like(x)
-            out[plan.inverse] = x
-            return out
-
-        values, slots = arrange(values), {k: arrange(v) for k, v in slots.items()}
-        calls = [tr.call(s, "load_rows", name, plan.local[plan.shard_slice(s)],
-                         values[plan.shard_slice(s)],
-                         {k: v[plan.shard_slice(s)] for k, v in slots.items()})
-                 for s in range(model.n_shards) if plan.offsets[s + 1] > plan.offsets[s]]
-        tr.run(_gather(calls))
+        connection.set_rows(model, name, plan, values, slots)
     return r1 - r0
 
 

@@ -15,6 +15,8 @@ import functools
 import threading
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .. import _compat
 from ..exceptions import ClosedModelError
 from ..state.client import ProcessClient
@@ -137,3 +139,29 @@ def call_each(model: PSModel, method: str, *args, shards=None, timeout: float = 
             model.timeout, timeout)) for s in shards), return_exceptions=True)
 
     return t.run(each())
+
+
+def set_rows(model: PSModel, name: str, plan, values, slots: dict) -> None:
+    """Overwrite (or create) the rows of ``plan``'s keys (a :class:`KeyPlan` of distinct
+    keys) on their shards with ``values`` (m, ncols) and optimizer ``slots`` (m, width
+    each), given in the keys' order, bypassing the update rule: checkpoint restores and
+    warm starts (see :meth:`~dask_ps.state.table.TableShard.set_rows`)."""
+
+    def arrange(x):
+        if plan.identity:
+            return x
+        out = np.empty_like(x)
+        out[plan.inverse] = x
+        return out
+
+    values, slots = arrange(values), {k: arrange(v) for k, v in slots.items()}
+    t = process_client(model).transport
+
+    async def each():
+        return await asyncio.gather(*(
+            t.call(s, "load_rows", name, plan.local[plan.shard_slice(s)],
+                   values[plan.shard_slice(s)],
+                   {k: v[plan.shard_slice(s)] for k, v in slots.items()})
+            for s in range(model.n_shards) if plan.offsets[s + 1] > plan.offsets[s]))
+
+    t.run(each())

@@ -126,8 +126,9 @@ def check_resumable(model, info: ck.CheckpointInfo, fit_id: dict | None = None) 
     said = []
     theirs = info.attrs.get("extra", {}).get("fit")
     if fit_id is not None and theirs is not None:
-        said += [f"{k} {theirs.get(k)!r} (this fit's: {v!r})" for k, v in fit_id.items()
-                 if theirs.get(k) != v]
+        # what the checkpoint records (one written before a field was recorded lacks it)
+        said += [f"{k} {theirs[k]!r} (this fit's: {v!r})" for k, v in fit_id.items()
+                 if k in theirs and theirs[k] != v]
     if sorted(tables) != sorted(specs):
         said.append(f"tables {sorted(tables)} (this fit's: {sorted(specs)})")
     for name, spec in specs.items():

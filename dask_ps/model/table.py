@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from ..state.table import TableSpec
+from . import connection
 
 if TYPE_CHECKING:  # the model imports this module: no import at run time
     from .core import PSModel
@@ -47,6 +48,37 @@ class Table:
     def push(self, keys, updates) -> None:
         """See :meth:`PSModel.push`."""
         self.model.push(self.name, keys, updates)
+
+    def set_rows(self, keys, values, slots: dict | None = None) -> None:
+        """Overwrite the rows of ``keys`` (and their optimizer state), bypassing the update
+        rule: a warm start's weights and state, where :meth:`push` would apply the rule.
+        Everything is checked before any shard is written.
+
+        Parameters
+        ----------
+        keys : array-like of int, shape (m,)
+            Distinct keys: offsets of a dense table, any int64 key of a hashed one (a new
+            key gets a row).
+        values : array-like (m, ncols), or (m,) for a vector table
+            Finite values, cast to the table's dtype.
+        slots : dict of str to array-like (m, width), optional
+            State of those rows by the names :meth:`state` returns (e.g. FTRL's ``z`` and
+            ``n``); a slot not given keeps the rows' state (a new row's initial one).
+
+        Raises
+        ------
+        IndexError, TypeError, ValueError
+            A key out of the table's range, repeated keys, values or a slot of another
+            shape or not finite, a slot name the update rule does not keep.
+        """
+        spec, keys, values = connection.process_client(self.model).check_update(
+            self.name, keys, values)
+        slots = self._checked_slots(slots, keys.shape[0])
+        plan, _ = spec.partitioner.plan(keys)
+        if plan.n_unique != keys.shape[0]:
+            raise ValueError(f"table {self.name!r}: set_rows got repeated keys "
+                             f"({keys.shape[0]} keys, {plan.n_unique} distinct)")
+        connection.set_rows(self.model, self.name, plan, values, slots)
 
     def map(self, fn: Callable, *args) -> list:
         """See :meth:`PSModel.map_shards`."""
@@ -119,19 +151,24 @@ class Table:
             raise ValueError(f"table {self.name!r} is sparse: set_state() covers dense tables")
         ncols = self.spec.ncols
         values = self._state_array("values", values, ncols, self.spec.dtype)
-        layout = self.spec.optimizer.slot_layout(ncols, self.spec.dtype)
+        self.map(_assign_state, values, self._checked_slots(slots, self.spec.n_rows))
+
+    def _checked_slots(self, slots: dict | None, n: int) -> dict[str, np.ndarray]:
+        """``slots`` of ``n`` rows as the update rule keeps them, or ValueError."""
+        layout = self.spec.optimizer.slot_layout(self.spec.ncols, self.spec.dtype)
         unknown = sorted(set(slots or {}) - set(layout))
         if unknown:
             raise ValueError(f"table {self.name!r}: the {self.spec.optimizer.name!r} update "
                              f"rule keeps no slot {unknown}; its slots: {sorted(layout)}")
-        slots = {k: self._state_array(f"slot {k!r}", v, layout[k][0], layout[k][1])
-                 for k, v in (slots or {}).items()}
-        self.map(_assign_state, values, slots)
+        return {k: self._state_array(f"slot {k!r}", v, layout[k][0], layout[k][1], n)
+                for k, v in (slots or {}).items()}
 
-    def _state_array(self, what: str, arr, width: int, dtype) -> np.ndarray:
-        """``arr`` as (n_rows, width) of ``dtype`` for :meth:`set_state`, or ValueError."""
+    def _state_array(self, what: str, arr, width: int, dtype, n: int | None = None
+                     ) -> np.ndarray:
+        """``arr`` as (n, width) of ``dtype`` (``n``: the table's rows by default), or
+        ValueError."""
         arr = np.asarray(arr)
-        n = self.spec.n_rows
+        n = self.spec.n_rows if n is None else n
         if not (arr.shape == (n, width) or (width == 1 and arr.shape == (n,))):
             want = f"({n}, {width})" + (f" or ({n},)" if width == 1 else "")
             raise ValueError(f"table {self.name!r}: {what} must have shape {want}, got "

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["as_dask_chunks", "is_dask", "n_rows_of", "describe", "slice_rows",
-           "split_bounds"]
+__all__ = ["as_dask_chunks", "check_columns", "is_dask", "n_rows_of", "describe",
+           "slice_rows", "split_bounds"]
 
 
 def is_dask(x) -> bool:
@@ -50,14 +50,51 @@ def describe(value) -> tuple[int, int]:
 
 
 def slice_rows(value, a: int, b: int):
-    """Rows ``[a, b)`` of a partition value, every element of a tuple alike."""
+    """Rows ``[a, b)`` of a partition value, every element of a tuple alike.
+
+    Raises
+    ------
+    DataError
+        A scipy.sparse matrix whose column indices in those rows are out of its shape (its
+        row slice would drop them silently; see :func:`check_columns`).
+    """
     if isinstance(value, tuple):
         return tuple(slice_rows(v, a, b) for v in value)
     if hasattr(value, "iloc"):  # pandas
         return value.iloc[a:b]
     if hasattr(value, "tocsr") and not hasattr(value, "to_scipy_sparse"):  # scipy.sparse
-        return value.tocsr()[a:b]
+        value = value.tocsr()
+        check_columns(value, "sparse input (a chunk)", a, b)
+        return value[a:b]
     return value[a:b]
+
+
+def check_columns(X, where: str, a: int = 0, b: int | None = None) -> None:
+    """Column indices (keys) of rows ``[a, b)`` (default: all) of a CSR ``X`` in
+    ``[0, X.shape[1])``: scipy builds a matrix of any indices without checking them (and its
+    row slices drop those out of range), and kernels index weights by them. Two passes
+    (min, max) over the indices when they are good.
+
+    Raises
+    ------
+    DataError
+        A negative key (as a uint64 key >= 2**63 reads in int64) or one not below the
+        number of columns, naming the row (of ``X``) and the key.
+    """
+    from ..exceptions import DataError
+
+    b = X.shape[0] if b is None else b
+    lo, hi = int(X.indptr[a]), int(X.indptr[b])
+    idx = X.indices[lo:hi]
+    if hi == lo or (0 <= idx.min() and idx.max() < X.shape[1]):
+        return
+    for bad, what in ((idx < 0, "is negative: keys must be in [0, 2**63 - 1) (a uint64 key "
+                                "of 2**63 or more reads as negative in int64)"),
+                      (idx >= X.shape[1], f"is not below n_features = {X.shape[1]}")):
+        if bad.any():
+            p = lo + int(np.argmax(bad))
+            row = int(np.searchsorted(X.indptr, p, side="right") - 1)
+            raise DataError(f"{where}: column key {int(X.indices[p])} at row {row} {what}")
 
 
 def split_bounds(n: int, k: int) -> np.ndarray:

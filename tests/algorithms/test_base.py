@@ -363,6 +363,11 @@ def test_resume_refuses_a_checkpoint_of_another_fit_before_restoring(tmp_path):
         LogisticRegression(max_iter=4, **kw).fit(X[:, :10], y)
     with pytest.raises(ValueError, match=r"table 'w': columns"):
         LogisticRegression(max_iter=4, **kw).fit(X, np.arange(len(y)) % 3)
+    # AdaGrad's worker step keeps a table of FTRL's layout: only the fit's record tells
+    # (the checkpoint's z and n were restored as AdaGrad's weights and accumulators)
+    with pytest.raises(ValueError, match=r"holds another fit: solver 'ftrl' \(this fit's: "
+                                         r"'adagrad'\)"):
+        LogisticRegression(max_iter=4, solver="adagrad", **kw).fit(X, y)
     assert ck.list_versions(url) == versions  # nothing saved
     resumed = LogisticRegression(max_iter=4, **kw).fit(X, y)  # the same fit still resumes
     assert [h["epoch"] for h in resumed.history_] == [1, 2, 3, 4]

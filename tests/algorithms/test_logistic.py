@@ -4,6 +4,7 @@ import contextlib
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from conftest import compute_without_large_graph
 from sklearn.datasets import load_svmlight_file
 from sklearn.exceptions import ConvergenceWarning
@@ -332,6 +333,61 @@ def test_a_warm_start_may_move_the_step_from_the_server_to_the_workers(a9a, solv
     model.set_params(step_on="worker", max_iter=1).fit(X, y)
     assert len(model.history_) == 7 and np.isfinite(model.coef_).all()
     assert roc_auc_score(yt, model.predict_proba(Xt)[:, 1]) >= 0.88
+
+
+@pytest.mark.parametrize("solver", ["ftrl", "adagrad", "sgd"])
+def test_a_warm_start_of_a_server_step_goes_on_from_its_weights_and_rule_state(a9a, solver):
+    """A server-step fit hands over its weights and its rule's state (AdaGrad's
+    accumulators, FTRL's z and n); a warm start sets them on the new shards. It pushed the
+    weights instead, which the rule took for a gradient: the model restarted near zero
+    (SGD's third epoch: loss 0.5999, straight on 0.4981), and so did every partial_fit."""
+    X, y, Xt, yt = a9a
+    kw = dict(solver=solver, step_on="server", client="local", random_state=0)
+    model = LogisticRegression(max_iter=2, **kw).fit(X, y)
+    model.set_params(warm_start=True, max_iter=1).fit(X, y)
+    straight = LogisticRegression(max_iter=3, **kw).fit(X, y)
+    warm_loss, straight_loss = model.history_[-1]["loss"], straight.history_[-1]["loss"]
+    assert len(model.history_) == 3
+    assert abs(warm_loss - straight_loss) <= 2e-3 * straight_loss, (warm_loss, straight_loss)
+    assert warm_loss < model.history_[1]["loss"]
+    auc = roc_auc_score(yt, model.decision_function(Xt))
+    assert auc >= roc_auc_score(yt, straight.decision_function(Xt)) - 2e-3
+    streamed = LogisticRegression(**kw)
+    for _ in range(3):
+        streamed.partial_fit(X, y, classes=[-1.0, 1.0])
+    losses = [h["loss"] for h in streamed.history_]
+    assert losses[2] < losses[1] < losses[0], losses
+
+
+@pytest.mark.parametrize("step_on", ["worker", "server"])
+def test_a_narrow_model_in_a_hashed_table_equals_the_dense_one(monkeypatch, step_on):
+    """Below KEYED_FEATURES columns a stochastic fit whose dense table would pass
+    DENSE_TABLE_BYTES (many classes) holds a hashed one: the same coef_ (dense, over every
+    column), intercept, predictions and warm start. Its touched rows were taken for the
+    whole table: coef_ of shape (K, touched columns), the last one as intercept_, and a
+    segfault in predict_proba."""
+    from dask_ps.algorithms import logistic
+
+    rng = np.random.default_rng(4)
+    n, d, width, k = 900, 30, 5000, 4
+    W = rng.normal(size=(d, k))
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.3)
+    y = np.argmax(X @ W + rng.gumbel(size=(n, k)), axis=1)
+    cols = np.sort(rng.choice(width, d, replace=False))
+    Xw = sp.csr_matrix(X)
+    Xw = sp.csr_matrix((Xw.data, cols[Xw.indices], Xw.indptr), shape=(n, width))
+    kw = dict(solver="ftrl", step_on=step_on, max_iter=2, random_state=0, checkpoint=None,
+              client="local")
+    dense = LogisticRegression(**kw).fit(Xw, y)
+    monkeypatch.setattr(logistic, "DENSE_TABLE_BYTES", 1024)  # every table hashed
+    hashed = LogisticRegression(**kw).fit(Xw, y)
+    assert hashed.coef_.shape == dense.coef_.shape == (k, width)
+    np.testing.assert_allclose(hashed.coef_, dense.coef_, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(hashed.intercept_, dense.intercept_, rtol=1e-12)
+    np.testing.assert_allclose(hashed.predict_proba(Xw), dense.predict_proba(Xw), rtol=1e-12)
+    for m in (dense, hashed):
+        m.set_params(warm_start=True, max_iter=1).fit(Xw, y)
+    np.testing.assert_allclose(hashed.coef_, dense.coef_, rtol=1e-12, atol=1e-15)
 
 
 def test_partial_fit_epochs_accumulate(a9a):

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import dask_ps
 from dask_ps.algorithms import LogisticRegression
 from dask_ps.algorithms._logistic_data import WIDE_FEATURES, KeyedWeights
 
@@ -170,6 +171,38 @@ def test_wide_bad_keys_are_named(client2):
                                          r"n_features = 8589934592"):
         LogisticRegression(client=client2, checkpoint=None).fit(out, y)
     assert WIDE_FEATURES == 2**32
+
+
+@pytest.mark.parametrize("estimator", ["LogisticRegression", "FactorizationMachineClassifier"])
+@pytest.mark.parametrize("width", [16, 2**26])
+def test_narrow_bad_column_indices_are_named_in_fit_and_predict(client2, estimator, width):
+    """scipy builds a CSR of any indices without checking them: one outside [0, width) was
+    dropped by the fit, or read as the intercept's row (index == width), and read past the
+    weights in a prediction. Refused at every width, naming the row, in numpy and dask
+    input, in fit and in predict."""
+    import dask
+    import dask.array as da
+
+    cls = getattr(dask_ps, estimator)
+    n = 8
+    y = np.array([0, 1] * 4)
+    good = sp.csr_matrix((np.ones(n), np.arange(n) % 5, np.arange(n + 1)), shape=(n, width))
+    model = cls(client=client2, checkpoint=None, max_iter=1, random_state=0).fit(good, y)
+    for bad_index, message in [(width, rf"column key {width} at row 3 is not below "
+                                       rf"n_features = {width}"),
+                               (-1, r"column key -1 at row 3 is negative")]:
+        indices = np.arange(n) % 5
+        indices[3] = bad_index
+        bad = sp.csr_matrix((np.ones(n), indices, np.arange(n + 1)), shape=(n, width))
+        with pytest.raises(ValueError, match=message):
+            cls(client=client2, checkpoint=None, max_iter=1).fit(bad, y)
+        # a partition made bad (dask's from_array slices rows first, which drops the key)
+        dX = da.from_delayed(dask.delayed(bad), shape=bad.shape, dtype=bad.dtype,
+                             meta=sp.csr_matrix((0, width)))
+        with pytest.raises(ValueError, match=message):
+            cls(client=client2, checkpoint=None, max_iter=1).fit(dX, da.from_array(y, chunks=8))
+        with pytest.raises(ValueError, match=message):
+            model.predict_proba(bad)
 
 
 @pytest.mark.parametrize("penalty", ["l2", "l1"])

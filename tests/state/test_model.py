@@ -312,3 +312,46 @@ def test_run_from_a_task_outside_jobs_is_refused(client2):
         with pytest.raises(RuntimeError, match=r"run called from inside a task; start jobs "
                                                 r"from the driver: one job at a time"):
             fut.result(timeout=60)
+
+
+@pytest.mark.parametrize("partitioner", ["range", "hash"])
+def test_set_rows_sets_values_and_state_and_the_rule_goes_on_from_them(any_client,
+                                                                        partitioner):
+    """set_rows writes rows and their FTRL state as given (a push would take them for a
+    gradient); the next push steps from that state exactly as the rule does on one shard;
+    repeated keys, a key out of range, a misspelt or misshapen slot and NaN are refused
+    before any shard is written."""
+    keys = np.array([7, 1, 12, 3])
+    if partitioner == "hash":
+        keys = keys * 7919 + 2**41
+    rng = np.random.default_rng(3)
+    z, n = rng.normal(size=(4, 2)), rng.uniform(1, 2, size=(4, 2))
+    w = rng.normal(size=(4, 2))
+    g = rng.normal(size=(4, 2))
+    with dask_ps.PSModel(any_client, n_shards=3) as model:
+        t = model.add_table("f", shape=(None if partitioner == "hash" else 16, 2),
+                            dtype="float64", optimizer=dask_ps.FTRL(alpha=0.1),
+                            partitioner=partitioner)
+        t.set_rows(keys, w, {"z": z, "n": n})
+        np.testing.assert_array_equal(model.pull("f", keys), w)
+        # the same rows on one in-process shard, pushed through the rule
+        with dask_ps.PSModel("local", n_shards=1) as ref:
+            r = ref.add_table("f", shape=(None if partitioner == "hash" else 16, 2),
+                              dtype="float64", optimizer=dask_ps.FTRL(alpha=0.1),
+                              partitioner=partitioner)
+            r.set_rows(keys, w, {"z": z, "n": n})
+            r.push(keys, g)
+            want = ref.pull("f", keys)
+        t.push(keys, g)
+        np.testing.assert_array_equal(model.pull("f", keys), want)
+        assert not np.allclose(want, w)
+        for bad_keys, bad_values, bad_slots, error, message in [
+                (keys[[0, 0, 1, 2]], w, None, ValueError, "repeated keys"),
+                (keys, w, {"zz": z}, ValueError, r"keeps no slot \['zz'\]"),
+                (keys, w, {"z": z[:, :1]}, ValueError, r"slot 'z' must have shape \(4, 2\)"),
+                (keys, np.where(w > 0, np.nan, w), None, ValueError, "not finite")] + (
+                [] if partitioner == "hash" else
+                [(np.array([1, 2, 3, 16]), w, None, IndexError, "16")]):
+            with pytest.raises(error, match=message):
+                t.set_rows(bad_keys, bad_values, bad_slots)
+            np.testing.assert_array_equal(model.pull("f", keys), want)  # as it was
