@@ -427,3 +427,27 @@ def test_a_label_that_is_no_class_is_named_by_its_file_and_line(client1, tmp_pat
         f"dask-ps: error: {pq}, row group 2: label column 'y' holds 0.5 in row 151, {no_class}"
     for data in ([pq, "--format", "parquet", "--label", "y"], [glob]):
         assert main(["train", "gbdt-regression", "--train", *data, *run]) == 0
+
+
+@pytest.mark.parametrize("lineno", [2501, 55001])  # in the first MiB (sampled), past it
+@pytest.mark.parametrize("text, reason", [
+    ('0.1,"0.5\nx",1', "expected 3 fields, got 2; a quoted field opens on it and does not "
+                       "close: quoted fields must not contain newlines"),
+    ("0.1,0.5,1\r0.2,0.5,0", "cannot parse the line; it holds a lone CR (\\r): lines must end "
+                             "in LF or CRLF, not CR alone (convert the file, e.g. tr '\\r' "
+                             "'\\n')"),
+])
+def test_a_quoted_newline_or_a_lone_cr_is_named_and_no_model_saved(client1, tmp_path, capsys,
+                                                                   text, reason, lineno):
+    """A categorical column took a quoted newline ("0.5\\nx" a category), and a lone CR split
+    a line in two rows, silently; now the line is named, as read_ctr names it, and no model
+    is written."""
+    path = _lines(tmp_path / "bad.csv", 60_000, 0, {lineno: text})
+    model = tmp_path / "m.npz"
+    assert main(["train", "gbdt", "--train", path, "--format", "csv", "--label", "y",
+                 "--categorical", "b", "--n-estimators", "2", "--blocksize", "256KiB",
+                 "--save", str(model), "--scheduler-file", _scheduler_file(client1, tmp_path)]
+                ) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"dask-ps: error: {path}, line {lineno}: {reason}"
+    assert not model.exists() and not any(line.startswith("Traceback") for line in err)

@@ -5,7 +5,10 @@ Blocks come from :mod:`._blocks`; pyarrow's CSV parser does the work (the CTR re
 blocks with its own kernel, :mod:`._csv_kernels`, and comes here for the rest). When a block is
 refused, its lines are walked again with Python's :mod:`csv` module (only then, so the cost is
 paid on the error path alone) to find the first bad line and field and say what is wrong with
-it. Quoted fields must not contain newlines: a block boundary could fall inside one.
+it. Quoted fields must not contain newlines (a block boundary could fall inside one), and lines
+end in LF or CRLF: pyarrow takes both (a quoted newline, a line ended by a lone CR), so a block
+holding a quote or a CR has its rows checked against its lines (vectorised), and a lone CR or a
+quoted field across lines is a bad line, named as :func:`line_hint` says.
 
 An empty field is null. An infinite number (``inf``, or one that overflows, such as ``1e400``) is
 an error, and so is ``nan`` unless the caller reads it as missing (``nan_missing``, the CTR
@@ -15,7 +18,6 @@ reader's rule, see :mod:`dask_ps.io`); a ``required`` column (a label) must be a
 from __future__ import annotations
 
 import csv
-import io
 import math
 import re
 
@@ -26,6 +28,7 @@ import pyarrow.csv as pacsv
 
 from ..exceptions import NOT_A_CLASS, NOT_A_NUMBER, DataError
 from ._blocks import Block, header_end, lines_before, open_paths, plan, read
+from ._line_kernels import CSV, count_rows, lone_crs
 from .parquet import label_column, unique_columns
 
 __all__ = ["SAMPLE_BYTES", "SAMPLE_FILES", "LineError", "bad_line", "check_sep", "common_header",
@@ -144,8 +147,9 @@ def sample_table(fs, path: str, names: list[str], header: bool, sep: str,
     Raises
     ------
     LineError
-        A line of the sample with the wrong number of fields (or not UTF-8, for strings);
-        with ``partial``, only when it is the first line.
+        A line of the sample with the wrong number of fields (or not UTF-8, for strings),
+        or (not ``partial``) a lone CR or a quoted field across lines; with ``partial``,
+        only when it is the first line.
     """
     with fs.open(path, "rb", compression=compression) as f:
         data = f.read(SAMPLE_BYTES)
@@ -154,15 +158,16 @@ def sample_table(fs, path: str, names: list[str], header: bool, sep: str,
     skipped = 0
     if header:
         data, skipped = (data[data.find(b"\n") + 1:] if b"\n" in data else b""), 1
-    try:
-        return parse_block(data, names, {n: kind for n in names}, sep, path, skipped)
+    types = {n: kind for n in names}
+    try:  # partial: the lines as pyarrow splits them, as the CTR reader's guess always took
+        return parse_block(data, names, types, sep, path, skipped, strict_lines=not partial)
     except LineError as exc:
         if not partial or exc.line is None or exc.line <= skipped + 1:
             raise
         # the lines before the bad one (which the reader will name) are a sample still
         cut = data.split(b"\n")[: exc.line - skipped - 1]
-        return parse_block(b"\n".join(cut) + b"\n", names, {n: kind for n in names}, sep,
-                           path, skipped)
+        return parse_block(b"\n".join(cut) + b"\n", names, types, sep, path, skipped,
+                           strict_lines=False)
 
 
 #: Files :func:`~dask_ps.io.infer_encoder` opens at most to find rows to guess from (a
@@ -254,14 +259,18 @@ def locate(data: bytes, names: list[str], types: dict, sep: str,
     """
     text = data.decode("utf-8", "replace")
     position = {n: i for i, n in enumerate(names)}
-    for i, line in enumerate(io.StringIO(text, newline=""), start=1):
-        line = line.rstrip("\r\n")
+    for i, raw in enumerate(text.split("\n"), start=1):  # a lone CR ends no line here
+        line = raw[:-1] if raw.endswith("\r") else raw
         if not line:
             continue
+        if "\r" in line:  # a lone CR, or below a quoted field that does not close
+            return i, f"cannot parse the line{line_hint(raw.encode(), sep)}"
         fields = next(csv.reader([line], delimiter=sep))
+        hint = line_hint(raw.encode(), sep) if '"' in line else ""
         if len(fields) != len(names):
-            return i, (f"expected {len(names)} fields, got {len(fields)}"
-                       f"{line_hint(line.encode(), sep)}")
+            return i, f"expected {len(names)} fields, got {len(fields)}{hint}"
+        if hint:  # the right number of fields, but one runs on to the next line
+            return i, f"cannot parse the line{hint}"
         for name, typ in types.items():
             value = fields[position[name]]
             if not pa.types.is_floating(typ):
@@ -277,8 +286,8 @@ def locate(data: bytes, names: list[str], types: dict, sep: str,
 
 
 def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str,
-                line0: int, required: str | None = None, nan_missing: bool = False
-                ) -> pa.Table:
+                line0: int, required: str | None = None, nan_missing: bool = False,
+                strict_lines: bool = True) -> pa.Table:
     """Parse whole lines of delimited text into a table of the columns ``types`` names.
 
     Parameters
@@ -302,14 +311,18 @@ def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str
     nan_missing : bool, default False
         Whether ``nan`` in the other numeric columns is a missing value (kept as NaN) rather
         than an error.
+    strict_lines : bool, default True
+        Whether to refuse a lone CR or a quoted field across lines (pyarrow takes both);
+        off for a sample whose columns' types are guessed, the reader checking the lines.
 
     Raises
     ------
     LineError
         ``"<file>, line <n>: ..."`` naming the first line with a wrong number of fields, a
         field that is not a number in a numeric column, an infinite number (pyarrow accepts
-        ``inf`` and overflowing numbers such as ``1e400``; they are refused here), or NaN
-        where it is not allowed.
+        ``inf`` and overflowing numbers such as ``1e400``; they are refused here), NaN
+        where it is not allowed, a lone CR or a quoted field that does not close on its line
+        (pyarrow takes both, see :func:`line_hint`).
     """
     if not data.strip():
         return pa.table({n: pa.array([], type=t) for n, t in types.items()})
@@ -318,12 +331,28 @@ def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str
     except pa.ArrowInvalid as exc:
         raise bad_line(data, names, types, sep, where, line0, str(exc), required,
                        nan_missing) from exc
+    if strict_lines and _rows_unlike_lines(data, table.num_rows, sep):
+        raise bad_line(data, names, types, sep, where, line0, "a line break inside a field",
+                       required, nan_missing)
     if any(pc.any(pc.is_inf(table.column(n))).as_py() or (
             (n == required or not nan_missing) and pc.any(pc.is_nan(table.column(n))).as_py())
            for n, t in types.items() if pa.types.is_floating(t)):
         raise bad_line(data, names, types, sep, where, line0, "a non-finite number", required,
                        nan_missing)
     return table
+
+
+def _rows_unlike_lines(data: bytes, rows: int, sep: str) -> bool:
+    """Whether the ``rows`` pyarrow parsed from ``data`` may not be its lines: a lone CR
+    (pyarrow ends a line there) or a quoted field across lines (pyarrow takes it whole).
+    Each scan is vectorised and runs only on data holding a CR, or a quote."""
+    buf = np.frombuffer(data, np.uint8)
+    if b"\r" in data and lone_crs(buf):
+        return True
+    if b'"' not in data:
+        return False
+    last = data[data.rfind(b"\n", 0, len(data) - 1) + 1:]  # its quote may run to the end
+    return rows != count_rows(buf, CSV)[0] or bool(line_hint(last, sep))
 
 
 #: A text field that is NaN: ``nan`` in any case and sign, spaces and tabs around it.

@@ -126,6 +126,9 @@ BAD_CASES = [
                   "quoted fields must not contain newlines"),
     (b"1,2,a,b\r1,2,a,b", "cannot parse the line; it holds a lone CR (\\r): lines must end in "
                          "LF or CRLF, not CR alone (convert the file, e.g. tr '\\r' '\\n')"),
+    # the lone CR named, not the halves of the line ("expected 4 fields, got 2")
+    (b"1,2\r1,2,a,b", "cannot parse the line; it holds a lone CR (\\r): lines must end in "
+                     "LF or CRLF, not CR alone (convert the file, e.g. tr '\\r' '\\n')"),
     (b"1,1e400,a,b", "column 'n' (field 2): '1e400' is not a finite number"),
     # Python's float takes these, pyarrow does not: found by pyarrow itself, line by halves
     (b"1,1_000,a,b", "column 'n' (field 2): CSV conversion error to double: invalid value "
@@ -212,6 +215,24 @@ def test_a_quoted_field_across_lines_is_named_as_the_cause(tmp_path):
         _compute(*read_ctr(path, label="click"))
     assert str(info.value) == f"{path}, line 3: cannot parse the line; a quoted field opens " \
                               f"on it and does not close: quoted fields must not contain newlines"
+
+
+@pytest.mark.parametrize("text, reason", [
+    (b'1,3,"x\ny"', "a quoted field opens on it and does not close: quoted fields must not "
+                    "contain newlines"),
+    (b"1,3,x\r0,1,a", "it holds a lone CR (\\r): lines must end in LF or CRLF, not CR alone "
+                     "(convert the file, e.g. tr '\\r' '\\n')")])
+def test_a_block_of_the_exact_path_names_a_quoted_newline_or_a_lone_cr(tmp_path, text,
+                                                                      reason):
+    """A block holding a number of 20 digits is parsed by pyarrow, which took these as one
+    row of two lines or two rows of one: 'N rows ..., M when the file was opened; did it
+    change since?'."""
+    path = tmp_path / "slow.csv"
+    path.write_bytes(b"y,v,c\n1,2.5,a\n0,7.0000000000000000001,b\n" + text + b"\n1,1,a\n")
+    enc = HashingEncoder(numeric=["v"], categorical=["c"], n_features=2**16)
+    with pytest.raises(ValueError) as info:
+        _compute(*read_ctr(path, enc, label="y"))
+    assert str(info.value) == f"{path}, line 4: cannot parse the line; {reason}"
 
 
 @pytest.mark.parametrize("value", [["a", "b"], ("a",), {"k": 1}, np.array([1, 2])])

@@ -318,6 +318,62 @@ def test_columns_named_twice_are_refused_naming_file_and_column(tmp_path):
         read_table_parquet(str(pq_path), "click", categorical=["shop"])
 
 
+LONE_CR = ("cannot parse the line; it holds a lone CR (\\r): lines must end in LF or CRLF, "
+           "not CR alone (convert the file, e.g. tr '\\r' '\\n')")
+OPEN_QUOTE = ("a quoted field opens on it and does not close: quoted fields must not contain "
+              "newlines")
+
+
+@pytest.mark.parametrize("text, categorical, line, reason", [
+    # a quoted field across lines, which pyarrow took whole into a text column
+    ('y,a,b\n0,"x\ny",1\n1,2,3\n', ["a"], 2, f"expected 3 fields, got 2; {OPEN_QUOTE}"),
+    ('y,a,b\n0,1,"x\ny"\n1,2,z\n', ["b"], 2, f"cannot parse the line; {OPEN_QUOTE}"),
+    ('y,a,b\n0,1,x\n1,2,"y\n', ["b"], 3, f"cannot parse the line; {OPEN_QUOTE}"),
+    # a lone CR, where pyarrow ended a row: one line, two rows
+    ("y,a,b\n0,1,2\n1,2,3\r0,4,5\n0,5,6\n", [], 3, LONE_CR),
+    ("y,a,b\r\n0,1,2\r\n1,2,3\r0,4,5\r\n0,5,6\r\n", ["a"], 3, LONE_CR),
+    ("y,a,b\n0,1,2\n1,2\r3,4\n0,5,6\n", [], 3, LONE_CR),  # said "expected 3 fields, got 2"
+    ("y,a,b\n0,1,2\n1,2,3\r0,4,5\n0,x,6\n", [], 3, LONE_CR),  # said line 6 for line 5
+])
+def test_gbdt_reader_names_a_quoted_newline_or_a_lone_cr_as_read_ctr(tmp_path, text,
+                                                                    categorical, line, reason):
+    """GBDT's reader (``read_frame``, ``dask-ps train gbdt --format csv``) read a quoted
+    field across lines into a text column, and a line holding a lone CR as two rows,
+    silently (or named the wrong line, without the cause); now it names them as read_ctr."""
+    from dask_ps.io._csv import read_frame
+
+    path = _write(tmp_path / "t.csv", text)
+    message = f"{path}, line {line}: {reason}"
+    for classes in (True, False):
+        with pytest.raises(ValueError) as info:
+            read_frame(str(path), "y", categorical=categorical, classes=classes)[0].compute()
+        assert str(info.value) == message
+    with pytest.raises(ValueError) as info:
+        _compute(*read_ctr(path, label="y", n_features=64))
+    assert str(info.value) == message
+
+
+def test_gbdt_reader_names_a_lone_cr_or_quoted_newline_past_its_sample(tmp_path):
+    """Past the first MiB (its sample) the lines are checked block by block, when the
+    frame is computed; CRLF line ends, quoted fields and a last CR without LF are lines."""
+    from dask_ps.io._csv import SAMPLE_BYTES, read_frame
+
+    n = SAMPLE_BYTES // 10
+    rows = [f'{i % 2},{i}.5,"s,{i % 7}"' for i in range(n)]
+    good = _write(tmp_path / "good.csv", "y,a,b\r\n" + "\r\n".join(rows) + "\r")
+    frame, _ = read_frame(str(good), "y", categorical=["b"], blocksize="256KiB")
+    got = frame.compute()
+    assert frame.npartitions > 4 and len(got) == n and got["b"].iloc[-1] == f"s,{(n - 1) % 7}"
+    for bad, reason in [(f'1,2.5,"s\n{n}"', f"cannot parse the line; {OPEN_QUOTE}"),
+                        ("1,2.5,s\r0,3.5,t", LONE_CR)]:
+        path = _write(tmp_path / "bad.csv", "y,a,b\n" + "\n".join(rows[:-3] + [bad]
+                                                                     + rows[-2:]) + "\n")
+        frame, _ = read_frame(str(path), "y", categorical=["b"], blocksize="256KiB")
+        with pytest.raises(ValueError) as info:
+            frame.compute()
+        assert str(info.value) == f"{path}, line {n - 1}: {reason}"
+
+
 @pytest.mark.parametrize("sep", [";;", "", "\\t", 9])
 def test_a_separator_of_other_than_one_character_is_refused(tmp_path, sep):
     """read_ctr(sep=';;') raised csv's TypeError "delimiter must be a 1-character string"."""

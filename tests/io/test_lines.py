@@ -9,7 +9,7 @@ import pytest
 
 from dask_ps.io import _csv_kernels as C
 from dask_ps.io import _libsvm_kernels as K
-from dask_ps.io._line_kernels import CSV, SVM, count_rows, line_of_row
+from dask_ps.io._line_kernels import CSV, SVM, count_rows, line_of_row, lone_crs
 
 SVM_LINES = [b"1 1:0.5 3:2", b"", b"   ", b"\t", b"# a comment", b"  # indented comment",
              b"-1 qid:3 2:1 # tail", b"\r", b" \r", b"0", b"+1 7:1\r", b"\x0b1 2:1", b" 1 2:2"]
@@ -106,3 +106,13 @@ def test_line_of_row_as_the_counts_see_rows(seed):
         assert [line_of_row(buf, rule, r) for r in range(rows)] == expect
         with pytest.raises(IndexError):
             line_of_row(buf, rule, rows)
+
+
+def test_lone_crs_are_the_crs_before_neither_a_newline_nor_the_end():
+    for text, lone in [(b"", 0), (b"\r", 0), (b"1\r\n2\r", 0), (b"1\r2\n", 1), (b"\r1\n", 1),
+                       (b"1\r\r\n", 1), (b'"a\rb"\r\n', 1), (b"\r\r", 1), (b"1\n\r\r\r\n", 2)]:
+        assert lone_crs(np.frombuffer(text, np.uint8)) == lone, text
+    rng = np.random.default_rng(0)
+    buf = rng.choice(np.array([10, 13, 49], np.uint8), 10_000)
+    text = bytes(buf)
+    assert lone_crs(buf) == text.count(b"\r") - text.count(b"\r\n") - text.endswith(b"\r")
