@@ -72,6 +72,14 @@ def _ctr(tmp: str) -> None:
             f.write(",".join([str(i % 2)] + ints + cats) + "\n")
     X, y = read_ctr(path)
     X.compute(), y.compute()
+    # a table as GBDT reads it, CRLF lines and a quoted field: the checks of its lines
+    from .io._csv import read_frame
+
+    crlf = os.path.join(tmp, "tiny_crlf.csv")
+    with open(crlf, "wb") as f:
+        f.write(b"y,a,b\r\n" + b"".join(b'%d,"x%d",%d\r\n' % (i % 2, i % 3, i)
+                                        for i in range(20)))
+    read_frame(crlf, "y", categorical=["a"])[0].compute()
 
 
 def _command_line(tmp: str) -> None:
