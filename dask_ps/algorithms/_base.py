@@ -24,6 +24,7 @@ import numbers
 from typing import Any, Callable
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import validate_data as _sklearn_validate_data
 
@@ -31,6 +32,7 @@ from .. import _compat
 from ..exceptions import DataError
 from ..model import PSModel
 from ..partitions import Partitions, partition
+from ..partitions.inputs import check_columns
 from ..state.consistency import Consistency
 from .epoch_loop import EpochLoop
 
@@ -346,10 +348,16 @@ def fit_identity(estimator, n_features: int, classes) -> dict:
 
 def validate_data(estimator, *args, **kwargs):
     """scikit-learn's ``validate_data``, after :func:`check_numeric_columns` of ``X`` (the
-    first of ``args``)."""
+    first of ``args``), then :func:`~dask_ps.partitions.inputs.check_columns` of a sparse
+    ``X`` (scikit-learn takes column indices out of the matrix's shape: the kernels then
+    read past their weights)."""
     if args:
         check_numeric_columns(args[0], type(estimator).__name__)
-    return _sklearn_validate_data(estimator, *args, **kwargs)
+    out = _sklearn_validate_data(estimator, *args, **kwargs)
+    X = out[0] if isinstance(out, tuple) else out
+    if sp.issparse(X) and X.format == "csr":
+        check_columns(X, "X")
+    return out
 
 
 def check_finite_rows(values: np.ndarray, where: str) -> None:

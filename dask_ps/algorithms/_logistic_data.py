@@ -291,7 +291,6 @@ def margins(X, coef_t, intercept: np.ndarray, n_buckets=None) -> np.ndarray:
     hashed into ``n_buckets`` first, when given). ``coef_t``: (n_features, n_outputs), or the
     :class:`KeyedWeights` of a wide model (its intercept row unused)."""
     X = sp.csr_matrix(X, dtype=np.float64)
-    check_keys(X, "X")
     if n_buckets is not None:
         X = hash_columns(X, n_buckets)
     indices, coef_t = table_rows(X.indices, coef_t)
@@ -333,7 +332,8 @@ def binary_margins(X, coef_t, intercept, n_buckets=None) -> np.ndarray:
 def finite_block(X, estimator: str, block_info=None):
     """``X``, a chunk of a dask ``X`` given to a fitted estimator, after checking its values
     are finite, as scikit-learn checks NumPy input ("Input X contains NaN"); dask input
-    otherwise gave NaN margins and probabilities silently.
+    otherwise gave NaN margins and probabilities silently; and its column keys
+    (:func:`check_keys`).
 
     Raises
     ------
@@ -341,6 +341,9 @@ def finite_block(X, estimator: str, block_info=None):
         Naming the first value that is not finite, its row in the whole ``X`` (from
         ``block_info``, given by ``map_blocks``) and its column.
     """
+    first = block_info[0]["array-location"][0][0] if block_info else 0
+    if sp.issparse(X):
+        check_keys(sp.csr_matrix(X), "X", first_row=first)
     data = X.data if sp.issparse(X) else np.asarray(X)
     if data.dtype.kind == "f" and not np.isfinite(data).all():
         dense = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
@@ -351,7 +354,6 @@ def finite_block(X, estimator: str, block_info=None):
         else:
             r, c = (int(i) for i in np.argwhere(~np.isfinite(dense))[0])
             value = dense[r, c]
-        first = block_info[0]["array-location"][0][0] if block_info else 0
         raise ValueError(f"{estimator}: X holds {value} at row {first + r}, column {c}: "
                          f"its values must be finite (Input X contains NaN or infinity)")
     return X

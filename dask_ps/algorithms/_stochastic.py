@@ -159,6 +159,20 @@ class Rule:
             return state[:, :K], {"accumulator": state[:, K:]}
         return self.weights(state), {"z": state[:, :K], "n": state[:, K:]}
 
+    def rebase(self, state: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """State rows of the same rule whose weights are ``W`` under this rule's
+        hyper-parameters: FTRL's weights are a function of ``z``, ``n`` and them, so a warm
+        start with another ``learning_rate`` (alpha) or l1 gets the ``z`` that keeps ``W``
+        (``n`` kept); ``state`` itself when it already gives ``W``, and for the other
+        rules (their state holds the weights)."""
+        if not self.ftrl or np.allclose(self.weights(state), W, rtol=1e-12, atol=0.0):
+            return state
+        K = self.n_out
+        alpha, beta, l1, l2 = self.hyper[:4]
+        z, n = state[:, :K], state[:, K:2 * K]
+        kept = -W * ((beta + np.sqrt(n)) / alpha + l2) - np.sign(W) * l1
+        return np.hstack([np.where(W != 0, kept, np.clip(z, -l1, l1)), n])
+
     def from_weights(self, W: np.ndarray) -> np.ndarray:
         """State rows (m, width) that start the rule at weights ``W`` with fresh state."""
         if self.optimizer.name == "sgd":

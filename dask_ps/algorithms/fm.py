@@ -109,7 +109,6 @@ def _margins(X, table, intercept: float, n_buckets) -> np.ndarray:
     (:func:`~._logistic_data.table_rows`; a keyed model's unheld keys a row of zeros), then
     :func:`fm_margins` of the sparse products."""
     X = sp.csr_matrix(X, dtype=np.float64)
-    D.check_keys(X, "X")
     if n_buckets is not None:
         X = D.hash_columns(X, n_buckets)
     indices, table = D.table_rows(X.indices, table)

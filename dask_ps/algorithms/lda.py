@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..exceptions import DataError
 from ..model import PSModel
 from ..partitions import Partitions
-from ..partitions.inputs import broadcast_large, is_dask
+from ..partitions.inputs import broadcast_large, check_columns, is_dask
 from ._base import (
     COMMON_CONSTRAINTS,
     Interval,
@@ -578,7 +578,9 @@ def _check_counts(X: sp.csr_matrix, integers: bool = True, first_row: int = 0,
     """Raise DataError naming the first document and term whose count is not finite, or
     negative (or, with ``integers``, not an integer). The document is named by its row plus
     ``first_row``; with ``index`` (the pandas index of ``partition``, a dask DataFrame's
-    partition), by its row in that partition and its index label."""
+    partition), by its row in that partition and its index label. Column indices out of
+    the matrix's shape too (:func:`~dask_ps.partitions.inputs.check_columns`)."""
+    check_columns(X, "X", first_row=first_row)
     data = X.data
     bad = ~np.isfinite(data)
     what = "LatentDirichletAllocation needs finite counts"

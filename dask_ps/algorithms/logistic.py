@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -168,7 +169,7 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
         # the update rule's state of the same solver (either step keeps it in the worker
         # step's layout), else the rule started at the weights
         same = init.solver == solver and init.state.shape[1] == rule.width
-        start = init.state if same else rule.from_weights(W0)
+        start = rule.rebase(init.state, W0) if same else rule.from_weights(W0)
         if hashed:  # a hashed table's absent rows are zero already: no rows made for them
             held = nonzero_rows(start)
             keys, start = keys[held], start[held]
@@ -311,7 +312,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         "auto": a snapshot after every 60 s of training in a temporary folder, deleted
         after the fit, when every worker runs on this machine — recovery at the cost of one
         save per minute (a loss before the first snapshot starts the fit again; a fit
-        shorter than a minute writes nothing); None: no recovery.
+        shorter than a minute writes nothing); None: no recovery. "lbfgs" writes none and
+        resumes from none (its state is the driver's): a URL or ``resume`` given with it
+        warns (UserWarning).
     checkpoint_every : int, default 1
     max_recoveries : int, default 3
     resume : bool, default False
@@ -405,6 +408,10 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
     def _check_params(self) -> None:
         if self.penalty == "l1" and self.solver not in ("ftrl", "lbfgs"):
             raise ValueError("penalty='l1' needs solver='ftrl' or 'lbfgs' (OWL-QN)")
+        if self.solver == "lbfgs" and (self.resume or self.checkpoint not in (None, "auto")):
+            warnings.warn(f"solver='lbfgs' keeps its state on the driver: it writes no "
+                          f"checkpoint and resumes from none (checkpoint={self.checkpoint!r}"
+                          f", resume={self.resume!r} are not used)", UserWarning, stacklevel=3)
 
     def fit(self, X, y, eval_set=None):
         """Fit on ``X`` (n_samples, n_features) and labels ``y`` (n_samples,).
@@ -462,8 +469,6 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
             check_numeric_columns(X, type(self).__name__)
             y = D.check_dask_X(X, y, type(self).__name__)
         n_features = int(X.shape[1])
-        if sp.issparse(X):  # before slicing drops bad keys
-            D.check_keys(X.tocsr(), "X")
         if warm and n_features != self.n_features_in_:
             raise ValueError(f"X has {n_features} features, but {type(self).__name__} was "
                              f"fitted with {self.n_features_in_}: a warm start needs the same")

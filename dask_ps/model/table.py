@@ -160,8 +160,16 @@ class Table:
         if unknown:
             raise ValueError(f"table {self.name!r}: the {self.spec.optimizer.name!r} update "
                              f"rule keeps no slot {unknown}; its slots: {sorted(layout)}")
-        return {k: self._state_array(f"slot {k!r}", v, layout[k][0], layout[k][1], n)
-                for k, v in (slots or {}).items()}
+        out = {k: self._state_array(f"slot {k!r}", v, layout[k][0], layout[k][1], n)
+               for k, v in (slots or {}).items()}
+        for k in set(out) & set(self.spec.optimizer.nonnegative):
+            bad = out[k] < 0
+            if bad.any():
+                r, c = np.argwhere(bad)[0]
+                raise ValueError(f"table {self.name!r}: slot {k!r} at row {r}, column {c} is "
+                                 f"{out[k][r, c]}: the {self.spec.optimizer.name!r} rule "
+                                 f"keeps it non-negative (a sum of squares or a count)")
+        return out
 
     def _state_array(self, what: str, arr, width: int, dtype, n: int | None = None
                      ) -> np.ndarray:
@@ -175,6 +183,16 @@ class Table:
                              f"{arr.shape}")
         if arr.dtype.kind not in "biuf":
             raise ValueError(f"table {self.name!r}: {what} must be numbers, got {arr.dtype}")
+        if np.dtype(dtype).kind in "iu" and arr.dtype.kind == "f":  # a cast would wrap
+            info = np.iinfo(dtype)
+            with np.errstate(invalid="ignore"):
+                bad = (~np.isfinite(arr) | (arr != np.trunc(arr)) | (arr < info.min)
+                       | (arr > info.max)).reshape(n, width)
+            if bad.any():
+                r, c = np.argwhere(bad)[0]
+                raise ValueError(f"table {self.name!r}: {what} at row {r}, column {c} is "
+                                 f"{arr.reshape(n, width)[r, c]}, not an integer of "
+                                 f"{np.dtype(dtype)}")
         out = arr.astype(dtype, copy=False).reshape(n, width)
         if out.dtype.kind == "f":
             bad = ~np.isfinite(out)

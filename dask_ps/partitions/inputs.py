@@ -64,12 +64,13 @@ def slice_rows(value, a: int, b: int):
         return value.iloc[a:b]
     if hasattr(value, "tocsr") and not hasattr(value, "to_scipy_sparse"):  # scipy.sparse
         value = value.tocsr()
-        check_columns(value, "sparse input (a chunk)", a, b)
+        check_columns(value, "sparse input", a, b)
         return value[a:b]
     return value[a:b]
 
 
-def check_columns(X, where: str, a: int = 0, b: int | None = None) -> None:
+def check_columns(X, where: str, a: int = 0, b: int | None = None,
+                  first_row: int = 0) -> None:
     """Column indices (keys) of rows ``[a, b)`` (default: all) of a CSR ``X`` in
     ``[0, X.shape[1])``: scipy builds a matrix of any indices without checking them (and its
     row slices drop those out of range), and kernels index weights by them. Two passes
@@ -79,7 +80,8 @@ def check_columns(X, where: str, a: int = 0, b: int | None = None) -> None:
     ------
     DataError
         A negative key (as a uint64 key >= 2**63 reads in int64) or one not below the
-        number of columns, naming the row (of ``X``) and the key.
+        number of columns, naming the key and its row: of ``X``, plus ``first_row`` (a
+        chunk's first row in the whole array).
     """
     from ..exceptions import DataError
 
@@ -94,7 +96,8 @@ def check_columns(X, where: str, a: int = 0, b: int | None = None) -> None:
         if bad.any():
             p = lo + int(np.argmax(bad))
             row = int(np.searchsorted(X.indptr, p, side="right") - 1)
-            raise DataError(f"{where}: column key {int(X.indices[p])} at row {row} {what}")
+            raise DataError(f"{where}: column key {int(X.indices[p])} at row "
+                            f"{first_row + row} {what}")
 
 
 def split_bounds(n: int, k: int) -> np.ndarray:

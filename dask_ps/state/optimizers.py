@@ -49,6 +49,9 @@ class Optimizer:
     #: mid-clock (GBDT's: they read what the rule writes once every push of a step is in).
     #: The shard then adds an early task's push while the last one is still on its way.
     on_arrival: ClassVar[bool] = False
+    #: Slots whose values are never negative (sums of squares, step counts): a state set
+    #: from outside (:meth:`~dask_ps.model.table.Table.set_rows`) is checked.
+    nonnegative: ClassVar[tuple] = ()
     #: Code of the per-coordinate kernel (:func:`dask_ps.kernels.optim.coord_step`) when the
     #: rule can also run on the workers, on a local copy of the rows (local steps); else None.
     rule_code: ClassVar[int | None] = None
@@ -203,6 +206,7 @@ class AdaGrad(Optimizer):
     eps: float = 1e-10
     name: ClassVar[str] = "adagrad"
     slots: ClassVar[tuple] = (("accumulator", None, None),)
+    nonnegative: ClassVar[tuple] = ("accumulator",)
 
     rule_code: ClassVar[int] = K.ADAGRAD_RULE
 
@@ -241,6 +245,7 @@ class Adam(Optimizer):
     eps: float = 1e-8
     name: ClassVar[str] = "adam"
     slots: ClassVar[tuple] = (("m", None, "float64"), ("v", None, "float64"), ("t", 1, "int64"))
+    nonnegative: ClassVar[tuple] = ("v", "t")
 
     def _check(self):
         self._positive("learning_rate", "eps")
@@ -283,6 +288,7 @@ class FTRL(Optimizer):
     l2: float = 1.0
     name: ClassVar[str] = "ftrl"
     slots: ClassVar[tuple] = (("z", None, None), ("n", None, None))
+    nonnegative: ClassVar[tuple] = ("n",)
     rule_code: ClassVar[int] = K.FTRL_RULE
 
     def _check(self):

@@ -2,6 +2,7 @@
 callbacks, eval_set, warm starts that refuse other data."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -449,3 +450,68 @@ def test_a_checkpoint_url_where_no_folder_can_be_is_refused_before_training(tmp_
         est.fit(*_data(est))
     assert records == [] and (tmp_path / "notes.txt").read_text() == "mine"
     assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("name", ["LogisticRegression", "FactorizationMachineClassifier",
+                                  "GBDTClassifier", "LatentDirichletAllocation"])
+def test_every_estimator_refuses_column_indices_out_of_the_matrix(name):
+    """scipy builds a CSR of any column indices without checking them. A fitted GBDT's
+    prediction read past its bins on one of 10^8 (a segfault), LDA's transform too, and
+    -1 changed LDA's perplexity silently (28.06 against 10.44); a linear model's fit dropped
+    them. Each is refused, naming the row (of the whole array for a dask chunk), in fit and
+    in what follows it."""
+    import dask
+    import dask.array as da
+
+    rng = np.random.default_rng(0)
+    n, d = 40, 12
+    X = sp.csr_matrix(rng.integers(0, 3, size=(n, d)).astype(float))
+    y = np.arange(n) % 2
+    est = getattr(dask_ps, name)(**({"n_components": 2} if "Latent" in name else
+                                    {"n_estimators": 2} if "GBDT" in name else {"max_iter": 1}),
+                                 client="local")
+    lda = "Latent" in name
+    est.fit(X) if lda else est.fit(X, y)
+    after = ([est.transform, est.perplexity, est.score] if lda else
+             [est.predict, est.predict_proba])
+    for bad_index, message in [(d, rf"column key {d} at row 3 is not below n_features"),
+                               (-1, r"column key -1 at row 3 is negative"),
+                               (10**8, r"column key 100000000 at row 3")]:
+        bad = X.copy()
+        bad.indices[bad.indptr[3]] = bad_index
+        with pytest.raises(ValueError, match=message):
+            est.fit(bad) if lda else est.fit(bad, y)
+        for method in after:
+            with pytest.raises(ValueError, match=message):
+                method(bad)
+        if lda or "GBDT" in name:
+            continue
+        # a dask array whose second chunk (rows 20..39) holds the bad row 23
+        late = X.copy()
+        late.indices[late.indptr[23]] = bad_index
+        blocks = [da.from_delayed(dask.delayed(_rows(late, a, a + 20)), shape=(20, d),
+                                  dtype=float, meta=sp.csr_matrix((0, d))) for a in (0, 20)]
+        with pytest.raises(ValueError, match=message.replace("row 3", "row 23")):
+            est.predict_proba(da.concatenate(blocks)).compute()
+
+
+def _rows(M, a: int, b: int) -> sp.csr_matrix:
+    """Rows ``a:b`` of a CSR ``M`` as they are (scipy's row slice drops bad indices)."""
+    lo, hi = M.indptr[a], M.indptr[b]
+    return sp.csr_matrix((M.data[lo:hi], M.indices[lo:hi], M.indptr[a:b + 1] - lo),
+                         shape=(b - a, M.shape[1]))
+
+
+def test_lbfgs_says_it_neither_checkpoints_nor_resumes(tmp_path):
+    """"lbfgs" keeps its state on the driver: a checkpoint URL or resume=True were ignored
+    without a word (resume=True on another solver's checkpoint ran a fresh fit)."""
+    X, y = _data(LogisticRegression())
+    url = str(tmp_path / "ck")
+    LogisticRegression(max_iter=2, client="local", checkpoint=url).fit(X, y)  # ftrl's
+    for kw in (dict(checkpoint=url), dict(checkpoint=url, resume=True)):
+        with pytest.warns(UserWarning, match="lbfgs.*writes no checkpoint and resumes from "
+                                             "none"):
+            LogisticRegression(solver="lbfgs", max_iter=500, client="local", **kw).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the default "auto" says nothing
+        LogisticRegression(solver="lbfgs", max_iter=500, client="local").fit(X, y)

@@ -359,6 +359,24 @@ def test_a_warm_start_of_a_server_step_goes_on_from_its_weights_and_rule_state(a
     assert losses[2] < losses[1] < losses[0], losses
 
 
+@pytest.mark.parametrize("penalty", ["l2", "l1"])
+@pytest.mark.parametrize("step_on", ["worker", "server"])
+def test_an_ftrl_warm_start_with_another_learning_rate_keeps_the_weights(a9a, step_on,
+                                                                        penalty):
+    """FTRL's weights are a function of its z, n and alpha (the learning rate): a warm
+    start with another learning rate kept z, so the weights came back rescaled (0.1 -> 0.01:
+    every weight times 0.1, the loss from 0.33 to 0.44). Now z is rebased to keep them: an
+    epoch at a learning rate of 1e-9 leaves them where they were."""
+    X, y, _, _ = a9a
+    model = LogisticRegression(solver="ftrl", step_on=step_on, penalty=penalty,
+                               C=0.01 if penalty == "l1" else 1.0, max_iter=2,
+                               random_state=0, client="local").fit(X, y)
+    before = model.coef_.copy()
+    model.set_params(warm_start=True, max_iter=1, learning_rate=1e-9).fit(X, y)
+    assert np.abs(model.coef_ - before).max() <= 1e-6 * np.abs(before).max()
+    assert model.history_[2]["loss"] <= model.history_[1]["loss"] * 1.001
+
+
 @pytest.mark.parametrize("step_on", ["worker", "server"])
 def test_a_narrow_model_in_a_hashed_table_equals_the_dense_one(monkeypatch, step_on):
     """Below KEYED_FEATURES columns a stochastic fit whose dense table would pass

@@ -349,9 +349,25 @@ def test_set_rows_sets_values_and_state_and_the_rule_goes_on_from_them(any_clien
                 (keys[[0, 0, 1, 2]], w, None, ValueError, "repeated keys"),
                 (keys, w, {"zz": z}, ValueError, r"keeps no slot \['zz'\]"),
                 (keys, w, {"z": z[:, :1]}, ValueError, r"slot 'z' must have shape \(4, 2\)"),
-                (keys, np.where(w > 0, np.nan, w), None, ValueError, "not finite")] + (
+                (keys, np.where(w > 0, np.nan, w), None, ValueError, "not finite"),
+                (keys, w, {"n": -n}, ValueError, r"slot 'n' at row 0, column 0 is -.*"
+                                                 r"keeps it non-negative")] + (
                 [] if partitioner == "hash" else
                 [(np.array([1, 2, 3, 16]), w, None, IndexError, "16")]):
             with pytest.raises(error, match=message):
                 t.set_rows(bad_keys, bad_values, bad_slots)
             np.testing.assert_array_equal(model.pull("f", keys), want)  # as it was
+
+
+def test_set_rows_refuses_what_an_integer_slot_cannot_hold(any_client):
+    """Adam's step count is int64: NaN, 1e30 and 2.7 were cast to -2**63, -2**63 and 2 with
+    only numpy's warning; refused, naming the row, and the rows left as they were."""
+    with dask_ps.PSModel(any_client, n_shards=2) as model:
+        t = model.add_table("a", shape=(6, 2), dtype="float64", optimizer="adam")
+        t.set_rows([1, 4], np.ones((2, 2)), {"t": np.array([[3.0], [5.0]])})
+        for bad, shown in [(np.nan, "nan"), (1e30, r"1e\+30"), (2.7, "2.7"), (-1.0, "-1")]:
+            with pytest.raises(ValueError, match=rf"slot 't' at row 1, column 0 is {shown}"):
+                t.set_rows([1, 4], np.zeros((2, 2)), {"t": np.array([[3.0], [bad]])})
+        values, slots = t.state()
+        np.testing.assert_array_equal(values[[1, 4]], np.ones((2, 2)))
+        assert slots["t"][[1, 4], 0].tolist() == [3, 5]
