@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import functools
 import numbers
+import os
+import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -344,6 +346,16 @@ def fit_identity(estimator, n_features: int, classes) -> dict:
     out.update({name: str(getattr(estimator, name)) for name in RULE_PARAMS
                 if hasattr(estimator, name)})
     return out
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` of :func:`warnings.warn` that points at the first caller outside
+    dask_ps (the user's line), from the function that calls this."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def validate_data(estimator, *args, **kwargs):

@@ -329,7 +329,7 @@ def binary_margins(X, coef_t, intercept, n_buckets=None) -> np.ndarray:
     return margins(X, coef_t, intercept, n_buckets)[:, 0]
 
 
-def finite_block(X, estimator: str, block_info=None):
+def finite_block(X, estimator: str, n_features: int | None = None, block_info=None):
     """``X``, a chunk of a dask ``X`` given to a fitted estimator, after checking its values
     are finite, as scikit-learn checks NumPy input ("Input X contains NaN"); dask input
     otherwise gave NaN margins and probabilities silently; and its column keys
@@ -342,6 +342,9 @@ def finite_block(X, estimator: str, block_info=None):
         ``block_info``, given by ``map_blocks``) and its column.
     """
     first = block_info[0]["array-location"][0][0] if block_info else 0
+    if n_features is not None and X.shape[1] != n_features:  # a chunk unlike its array
+        raise ValueError(f"{estimator}: a chunk of X from row {first} has {X.shape[1]} "
+                         f"columns, the model {n_features}")
     if sp.issparse(X):
         check_keys(sp.csr_matrix(X), "X", first_row=first)
     data = X.data if sp.issparse(X) else np.asarray(X)
@@ -424,7 +427,7 @@ def dask_margins(X, coef_t, intercept: np.ndarray, n_buckets, n_features: int,
         raise ValueError(f"X has shape {X.shape}, but {estimator} is expecting {n_features} "
                          f"features as input")
     X = X.rechunk({1: -1})
-    X = X.map_blocks(finite_block, estimator, dtype=X.dtype, meta=X._meta)
+    X = X.map_blocks(finite_block, estimator, n_features, dtype=X.dtype, meta=X._meta)
     n_out = 1 if block else (coef_t.W if isinstance(coef_t, KeyedWeights) else coef_t).shape[1]
     coef_t, intercept = broadcast_large(coef_t, intercept)
     if n_out == 1:  # functions of arrays only: no estimator in the graph

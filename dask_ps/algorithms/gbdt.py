@@ -406,6 +406,9 @@ class _GBDT(PSEstimator):
         M = X if checked else self._matrix(X)
         if sp.issparse(M):
             M = sp.csr_matrix(M, dtype=np.float64)
+            if not M.has_canonical_format:  # repeated entries of a cell add up, as in fit
+                M = M.copy()
+                M.sum_duplicates()
         return self._ensemble().predict_raw(M, rounds=rounds)
 
     def _map(self, X, fn, ndim: int, width: int | None = None):

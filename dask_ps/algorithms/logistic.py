@@ -35,6 +35,7 @@ from ._base import (
     StrOptions,
     check_numeric_columns,
     fit_identity,
+    user_stacklevel,
     validate_data,
 )
 from ._lbfgs import lbfgs_fit
@@ -411,7 +412,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         if self.solver == "lbfgs" and (self.resume or self.checkpoint not in (None, "auto")):
             warnings.warn(f"solver='lbfgs' keeps its state on the driver: it writes no "
                           f"checkpoint and resumes from none (checkpoint={self.checkpoint!r}"
-                          f", resume={self.resume!r} are not used)", UserWarning, stacklevel=3)
+                          f", resume={self.resume!r} are not used)", UserWarning,
+                          stacklevel=user_stacklevel())
 
     def fit(self, X, y, eval_set=None):
         """Fit on ``X`` (n_samples, n_features) and labels ``y`` (n_samples,).

@@ -183,11 +183,16 @@ class Table:
                              f"{arr.shape}")
         if arr.dtype.kind not in "biuf":
             raise ValueError(f"table {self.name!r}: {what} must be numbers, got {arr.dtype}")
-        if np.dtype(dtype).kind in "iu" and arr.dtype.kind == "f":  # a cast would wrap
+        if np.dtype(dtype).kind in "iu" and arr.dtype.kind in "fiu":  # a cast would wrap
             info = np.iinfo(dtype)
-            with np.errstate(invalid="ignore"):
-                bad = (~np.isfinite(arr) | (arr != np.trunc(arr)) | (arr < info.min)
-                       | (arr > info.max)).reshape(n, width)
+            if arr.dtype.kind == "f":  # the bounds as floats, exactly (max + 1: a power of 2)
+                with np.errstate(invalid="ignore"):
+                    bad = (~np.isfinite(arr) | (arr != np.trunc(arr)) | (arr < float(info.min))
+                           | (arr >= 2.0 ** (info.bits - (info.min < 0))))
+            else:
+                bad = ((arr < info.min) if arr.dtype.kind == "i" else
+                       np.zeros(arr.shape, bool)) | (arr > info.max)
+            bad = bad.reshape(n, width)
             if bad.any():
                 r, c = np.argwhere(bad)[0]
                 raise ValueError(f"table {self.name!r}: {what} at row {r}, column {c} is "

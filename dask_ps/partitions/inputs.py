@@ -43,9 +43,20 @@ def n_rows_of(value) -> int:
 
 
 def describe(value) -> tuple[int, int]:
-    """``(rows, bytes)`` of a partition value (``dask.sizeof``)."""
+    """``(rows, bytes)`` of a partition value (``dask.sizeof``), where it lands, after
+    :func:`check_columns` of a scipy.sparse one (a dask array's chunk: the algorithms' own
+    checks come after its rows were cut, or not at all).
+
+    Raises
+    ------
+    DataError
+        See :func:`check_columns`.
+    """
     from dask.sizeof import sizeof
 
+    for v in value if isinstance(value, tuple) else (value,):
+        if hasattr(v, "tocsr") and not hasattr(v, "to_scipy_sparse"):  # scipy.sparse
+            check_columns(v.tocsr(), "sparse input (a partition)")
     return n_rows_of(value), int(sizeof(value))
 
 
@@ -72,21 +83,31 @@ def slice_rows(value, a: int, b: int):
 def check_columns(X, where: str, a: int = 0, b: int | None = None,
                   first_row: int = 0) -> None:
     """Column indices (keys) of rows ``[a, b)`` (default: all) of a CSR ``X`` in
-    ``[0, X.shape[1])``: scipy builds a matrix of any indices without checking them (and its
-    row slices drop those out of range), and kernels index weights by them. Two passes
-    (min, max) over the indices when they are good.
+    ``[0, X.shape[1])``, and its row pointer (``indptr``) a valid one: scipy builds a matrix
+    of any indices and row pointer without checking them (and its row slices drop indices
+    out of range), and kernels index weights and rows by them. Two passes (min, max) over
+    the indices, one over the row pointer, when they are good.
 
     Raises
     ------
     DataError
         A negative key (as a uint64 key >= 2**63 reads in int64) or one not below the
         number of columns, naming the key and its row: of ``X``, plus ``first_row`` (a
-        chunk's first row in the whole array).
+        chunk's first row in the whole array); a row pointer that decreases or points
+        past the stored entries, naming the row.
     """
     from ..exceptions import DataError
 
     b = X.shape[0] if b is None else b
-    lo, hi = int(X.indptr[a]), int(X.indptr[b])
+    ptr = X.indptr[a:b + 1]
+    steps = np.diff(ptr)
+    if (ptr.shape[0] != b - a + 1 or (steps < 0).any() or ptr[0] < 0
+            or ptr[-1] > min(X.indices.shape[0], X.data.shape[0])):
+        row = a + (int(np.argmax(steps < 0)) if (steps < 0).any() else 0)
+        raise DataError(f"{where}: not a valid CSR matrix: its row pointer (indptr) "
+                        f"decreases, or points past its {X.indices.shape[0]} stored entries, "
+                        f"at row {first_row + row}")
+    lo, hi = int(ptr[0]), int(ptr[-1])
     idx = X.indices[lo:hi]
     if hi == lo or (0 <= idx.min() and idx.max() < X.shape[1]):
         return

@@ -510,8 +510,81 @@ def test_lbfgs_says_it_neither_checkpoints_nor_resumes(tmp_path):
     LogisticRegression(max_iter=2, client="local", checkpoint=url).fit(X, y)  # ftrl's
     for kw in (dict(checkpoint=url), dict(checkpoint=url, resume=True)):
         with pytest.warns(UserWarning, match="lbfgs.*writes no checkpoint and resumes from "
-                                             "none"):
+                                             "none") as said:
             LogisticRegression(solver="lbfgs", max_iter=500, client="local", **kw).fit(X, y)
+        assert said[0].filename == __file__  # the caller's line, not the library's
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # the default "auto" says nothing
         LogisticRegression(solver="lbfgs", max_iter=500, client="local").fit(X, y)
+
+
+def test_a_csr_whose_row_pointer_decreases_is_refused():
+    """scipy builds ``csr_matrix((data, indices, [0, 3, 1, 2]))`` without a word: its row 0
+    then reads past the others' entries. LogisticRegression's fit aborted with "double free
+    or corruption", predict_proba segfaulted. Refused, naming the row."""
+    X = sp.csr_matrix((np.ones(3), np.array([0, 1, 5]), np.array([0, 3, 1, 2])), shape=(3, 6))
+    good = sp.csr_matrix(np.eye(4, 6))
+    y = np.array([0, 1, 0, 1])
+    for est in (LogisticRegression(max_iter=1, client="local"),
+                dask_ps.GBDTClassifier(n_estimators=2, client="local")):
+        with pytest.raises(ValueError, match=r"not a valid CSR matrix: its row pointer "
+                                             r"\(indptr\) decreases.*at row 1"):
+            est.fit(X, y[:3])
+        est.fit(good, y)
+        with pytest.raises(ValueError, match=r"row pointer \(indptr\) decreases"):
+            est.predict_proba(X)
+
+
+def test_dask_csr_partitions_are_checked_where_they_land(client2):
+    """On a cluster a dask array's chunks become partitions as they are: GBDT's fit trained
+    on a key of -1 silently, and GBDT's and LDA's fits failed on a key of n_features with an
+    IndexError from their tables. Each partition is checked where it lands."""
+    import dask
+    import dask.array as da
+
+    rng = np.random.default_rng(0)
+    n, d = 60, 6
+    X = sp.csr_matrix(rng.integers(0, 3, size=(n, d)).astype(float))
+    y = np.arange(n) % 2
+    for bad_index in (-1, d):
+        bad = X.copy()
+        bad.indices[bad.indptr[47]] = bad_index
+        dX = da.concatenate([da.from_delayed(dask.delayed(_rows(bad, a, a + 20)), shape=(20, d),
+                                             dtype=float, meta=sp.csr_matrix((0, d)))
+                             for a in (0, 20, 40)])
+        dy = da.from_array(y, chunks=20)
+        for est in (dask_ps.GBDTClassifier(n_estimators=2, client=client2),
+                    dask_ps.LatentDirichletAllocation(n_components=2, client=client2)):
+            with pytest.raises(ValueError, match=rf"column key {bad_index} at row 7"):
+                est.fit(dX) if isinstance(est, dask_ps.LatentDirichletAllocation) else \
+                    est.fit(dX, dy)
+
+
+def test_a_dask_chunk_wider_than_its_array_is_refused_in_predict():
+    """A dask array declaring 6 columns whose chunk holds 10^6 + 1: a linear model's
+    prediction read past its weights (a segfault)."""
+    import dask
+    import dask.array as da
+
+    X = sp.csr_matrix(np.eye(4, 6))
+    model = LogisticRegression(max_iter=1, client="local").fit(X, [0, 1, 0, 1])
+    wide = sp.csr_matrix((np.ones(1), np.array([10**6]), np.array([0, 1])), shape=(1, 10**6 + 1))
+    dX = da.from_delayed(dask.delayed(wide), shape=(1, 6), dtype=float,
+                         meta=sp.csr_matrix((0, 6)))
+    with pytest.raises(ValueError, match=r"a chunk of X from row 0 has 1000001 columns, the "
+                                         r"model 6"):
+        model.predict_proba(dX).compute()
+
+
+def test_gbdt_adds_up_repeated_entries_of_a_csr_in_predict_as_in_fit():
+    """A CSR may store one cell twice (scipy adds them up when densified): GBDT's fit did,
+    its predict took one of them (a classifier's probabilities off by up to 1)."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 3))
+    y = (X[:, 0] > 0.5).astype(int)  # half of a value crosses the split
+    model = dask_ps.GBDTClassifier(n_estimators=5, client="local").fit(X, y)
+    cols = np.tile([0, 1, 2, 0], 200)  # the cell (i, 0) twice, apart
+    vals = np.column_stack([X[:, 0] / 2, X[:, 1], X[:, 2], X[:, 0] / 2]).ravel()
+    dup = sp.csr_matrix((vals, cols, np.arange(0, 801, 4)), shape=(200, 3))
+    assert not dup.has_canonical_format
+    np.testing.assert_allclose(model.predict_proba(dup), model.predict_proba(X), atol=1e-12)
