@@ -59,15 +59,12 @@ SOLVERS = {"ftrl": lambda lr, l1: FTRL(alpha=lr, beta=1.0, l1=l1, l2=0.0),
 DEFAULT_MAX_ITER = {"stochastic": 10, "lbfgs": 100}
 # per-sample steps (batch_size=1), tuned on a9a and a generated CTR set
 DEFAULT_LEARNING_RATE = {"sgd": 0.005, "adagrad": 0.1, "ftrl": 0.1, "lbfgs": None}
-#: A stochastic solver's table is dense (a row per column, addressed by offset) while it,
-#: with its update rule's state, would hold at most this many bytes; beyond, it is a hashed
-#: table holding the rows of the keys training touches, and the model is the same. A dense
-#: table is mapped whole and its pages filled as keys land in them. FTRL (worker step,
-#: float64, 3 epochs) on 10^5 rows touching 2 x 10^6 random columns, 2 workers: at 2**20
-#: columns dense 0.7-0.8 s against hashed 1.2-1.4 s; at 2**24 both 1.7-1.8 s; at 2**26 dense
-#: 2.9 s and 1.36 GB per worker against 1.9 s and 0.70 GB; at 2**28 9.0 s and 3.9 GB against
-#: 2.1 s and 0.76 GB; at 2**30 dense paused at the memory limit (11.5 GB per worker), at
-#: 2**31 numpy could not allocate it (24 GiB).
+#: A stochastic solver's table is dense (a row per column) while it and its rule's state
+#: would hold at most this many bytes, else hashed (the touched keys' rows; the same model).
+#: FTRL (worker step, float64) on 10^5 rows touching 2 x 10^6 random columns, 2 workers:
+#: dense 0.7-0.8 s against hashed 1.2-1.4 s at 2**20 columns, both 1.7-1.8 s at 2**24, 2.9 s
+#: and 1.36 GB per worker against 1.9 s and 0.70 GB at 2**26, 9.0 s and 3.9 GB against 2.1 s
+#: and 0.76 GB at 2**28; at 2**31 the dense one could not be allocated (24 GiB).
 DENSE_TABLE_BYTES = 2**30
 
 
