@@ -151,7 +151,8 @@ class Rule:
 
     def to_server(self, state: np.ndarray) -> tuple[np.ndarray, dict]:
         """``(weights (m, K), {slot: (m, K)})`` of a server step's table from state rows (m,
-        width): where a warm start puts them (:meth:`~dask_ps.PSModel.set_rows`)."""
+        width): where a warm start puts them
+        (:meth:`~dask_ps.model.table.Table.set_rows`)."""
         K = self.n_out
         if self.optimizer.name == "sgd":
             return state, {}
