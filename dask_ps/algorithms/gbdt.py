@@ -35,7 +35,7 @@ from ._gbdt_data import categorical_indices, frame_categories, to_matrix
 from ._gbdt_fit import DIVERGENCE_ADVICE, eval_pair, one_shard, train, training_workers
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT
 from ._gbdt_tree import Ensemble
-from ._logistic_data import classes_of, finite_block
+from ._logistic_data import as_scipy, classes_of, finite_block
 
 __all__ = ["Booster", "GBDTClassifier", "GBDTRegressor"]
 
@@ -258,9 +258,11 @@ class _GBDT(PSEstimator):
 
     # -- fit ---------------------------------------------------------------------------
     def _inputs(self, X, y, reset: bool):
-        """``(X, y, categories)`` ready to partition: arrays checked by scikit-learn, a
-        DataFrame with categorical columns kept as it is, dask collections as they are."""
+        """``(X, y, categories)`` ready to partition: arrays checked by scikit-learn (a
+        ``sparse.COO`` as scipy CSR first, as the other estimators take it), a DataFrame
+        with categorical columns kept as it is, dask collections as they are."""
         classify = isinstance(self, ClassifierMixin)
+        X = as_scipy(X)
         if is_dask(X):  # a frame's columns first: an interval column breaks X.shape
             cats = frame_categories(X, type(self).__name__) if hasattr(X, "columns") else {}
             if len(X.shape) != 2:
@@ -308,8 +310,9 @@ class _GBDT(PSEstimator):
         ----------
         X : array-like, scipy.sparse matrix, pandas DataFrame, dask array or dask DataFrame
             NaN is a missing value (it learns a default direction per split); sparse
-            input stores zeros implicitly. In-memory input is scattered to the workers
-            once; dask input is read once and trained where its partitions are.
+            input (scipy's or a ``sparse.COO``, at predict too) stores zeros implicitly.
+            In-memory input is scattered to the workers once; dask input is read once
+            and trained where its partitions are.
         y : array-like or dask array/series (n_samples,)
         eval_set : list of one (X, y) pair, optional
             Scored after every round on the workers that hold it (``history_``); with
