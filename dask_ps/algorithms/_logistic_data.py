@@ -236,11 +236,12 @@ def hash_columns(X: sp.csr_matrix, n_buckets: int) -> sp.csr_matrix:
 
 
 def encode_part(part, classes: np.ndarray, n_out: int, n_buckets: int | None = None,
-                where: str = "X") -> tuple:
+                where: str = "X", start: int = 0) -> tuple:
     """``(X as CSR with sorted indices, targets (n, n_out))`` of an ``(X, y)`` partition,
     its columns hashed into ``n_buckets`` when given. ``X`` keeps float32 values (the
     readers' dtype: half the memory and spill of float64; the kernels compute in float64
     all the same, and float32 to float64 is exact); other dtypes become float64.
+    ``start``: the partition's first row in the whole data (errors name rows from it).
 
     Raises
     ------
@@ -272,17 +273,17 @@ def encode_part(part, classes: np.ndarray, n_out: int, n_buckets: int | None = N
     if bad.any():
         p = int(np.argmax(bad))
         row = int(np.searchsorted(X.indptr, p, side="right") - 1)
-        raise DataError(f"{where}: value {X.data[p]} at row {row}, column {X.indices[p]} is "
-                        f"not finite")
-    check_keys(X, where)
+        raise DataError(f"{where}: value {X.data[p]} at row {start + row}, column "
+                        f"{X.indices[p]} is not finite")
+    check_keys(X, where, first_row=start)
     if n_buckets is not None:
         X = hash_columns(X, n_buckets)
     y = (y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)).ravel()
     codes = np.searchsorted(classes, y)
     bad = (codes >= classes.shape[0]) | (classes[np.minimum(codes, classes.shape[0] - 1)] != y)
     if bad.any():
-        raise DataError(f"{where}: label {y[np.argmax(bad)]!r} at row {int(np.argmax(bad))} "
-                        f"is not among {classes.tolist()}")
+        raise DataError(f"{where}: label {y[np.argmax(bad)]!r} at row "
+                        f"{start + int(np.argmax(bad))} is not among {classes.tolist()}")
     return X, targets(codes, n_out)
 
 
@@ -329,17 +330,18 @@ def binary_margins(X, coef_t, intercept, n_buckets=None) -> np.ndarray:
     return margins(X, coef_t, intercept, n_buckets)[:, 0]
 
 
-def finite_block(X, estimator: str, n_features: int | None = None, block_info=None):
+def finite_block(X, estimator: str, n_features: int | None = None, block_info=None,
+                 allow_nan: bool = False):
     """``X``, a chunk of a dask ``X`` given to a fitted estimator, after checking its values
     are finite, as scikit-learn checks NumPy input ("Input X contains NaN"); dask input
     otherwise gave NaN margins and probabilities silently; and its column keys
-    (:func:`check_keys`).
+    (:func:`check_keys`). ``allow_nan``: NaN passes (a missing value), infinity does not.
 
     Raises
     ------
     ValueError
-        Naming the first value that is not finite, its row in the whole ``X`` (from
-        ``block_info``, given by ``map_blocks``) and its column.
+        Naming the first value that is not finite (infinite, with ``allow_nan``), its row in
+        the whole ``X`` (from ``block_info``, given by ``map_blocks``) and its column.
     """
     first = block_info[0]["array-location"][0][0] if block_info else 0
     if n_features is not None and X.shape[1] != n_features:  # a chunk unlike its array
@@ -348,17 +350,20 @@ def finite_block(X, estimator: str, n_features: int | None = None, block_info=No
     if sp.issparse(X):
         check_keys(sp.csr_matrix(X), "X", first_row=first)
     data = X.data if sp.issparse(X) else np.asarray(X)
-    if data.dtype.kind == "f" and not np.isfinite(data).all():
+    bad, what = (np.isinf, "infinity") if allow_nan else (
+        lambda v: ~np.isfinite(v), "NaN or infinity")
+    if data.dtype.kind == "f" and bad(data).any():
         dense = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
         if sp.issparse(dense):
-            j = int(np.flatnonzero(~np.isfinite(dense.data))[0])
+            j = int(np.flatnonzero(bad(dense.data))[0])
             r = int(np.searchsorted(dense.indptr, j, side="right")) - 1
             c, value = int(dense.indices[j]), dense.data[j]
         else:
-            r, c = (int(i) for i in np.argwhere(~np.isfinite(dense))[0])
+            r, c = (int(i) for i in np.argwhere(bad(dense))[0])
             value = dense[r, c]
         raise ValueError(f"{estimator}: X holds {value} at row {first + r}, column {c}: "
-                         f"its values must be finite (Input X contains NaN or infinity)")
+                         f"its values must be {'finite or NaN' if allow_nan else 'finite'} "
+                         f"(Input X contains {what})")
     return X
 
 

@@ -58,7 +58,7 @@ class Evaluator:
                                  f"data {n_features}")
             with est._partition(model, (X, y)) as raw:
                 self.parts.append(raw.map(D.encode_part, labels, n_out, est.n_hashed_features,
-                                          where=f"eval_set[{i}]"))
+                                          where=f"eval_set[{i}]", with_start=True))
 
     def __call__(self, epoch: int, to_weights) -> dict:
         from sklearn.metrics import roc_auc_score

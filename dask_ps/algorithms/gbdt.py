@@ -21,7 +21,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ..model import PSModel
-from ..partitions.inputs import is_dask
+from ..partitions.inputs import first_rows, is_dask
 from ._base import (
     COMMON_CONSTRAINTS,
     Interval,
@@ -35,7 +35,7 @@ from ._gbdt_data import categorical_indices, frame_categories, to_matrix
 from ._gbdt_fit import DIVERGENCE_ADVICE, eval_pair, one_shard, train, training_workers
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT
 from ._gbdt_tree import Ensemble
-from ._logistic_data import classes_of
+from ._logistic_data import as_scipy, classes_of, finite_block
 
 __all__ = ["Booster", "GBDTClassifier", "GBDTRegressor"]
 
@@ -258,9 +258,11 @@ class _GBDT(PSEstimator):
 
     # -- fit ---------------------------------------------------------------------------
     def _inputs(self, X, y, reset: bool):
-        """``(X, y, categories)`` ready to partition: arrays checked by scikit-learn, a
-        DataFrame with categorical columns kept as it is, dask collections as they are."""
+        """``(X, y, categories)`` ready to partition: arrays checked by scikit-learn (a
+        ``sparse.COO`` as scipy CSR first, as the other estimators take it), a DataFrame
+        with categorical columns kept as it is, dask collections as they are."""
         classify = isinstance(self, ClassifierMixin)
+        X = as_scipy(X)
         if is_dask(X):  # a frame's columns first: an interval column breaks X.shape
             cats = frame_categories(X, type(self).__name__) if hasattr(X, "columns") else {}
             if len(X.shape) != 2:
@@ -308,8 +310,9 @@ class _GBDT(PSEstimator):
         ----------
         X : array-like, scipy.sparse matrix, pandas DataFrame, dask array or dask DataFrame
             NaN is a missing value (it learns a default direction per split); sparse
-            input stores zeros implicitly. In-memory input is scattered to the workers
-            once; dask input is read once and trained where its partitions are.
+            input (scipy's or a ``sparse.COO``, at predict too) stores zeros implicitly.
+            In-memory input is scattered to the workers once; dask input is read once
+            and trained where its partitions are.
         y : array-like or dask array/series (n_samples,)
         eval_set : list of one (X, y) pair, optional
             Scored after every round on the workers that hold it (``history_``); with
@@ -412,23 +415,37 @@ class _GBDT(PSEstimator):
         return self._ensemble().predict_raw(M, rounds=rounds)
 
     def _map(self, X, fn, ndim: int, width: int | None = None):
-        """``fn(block)`` over the blocks of a dask ``X`` (lazily)."""
-        if hasattr(X, "map_partitions"):
+        """``fn(block)`` over the blocks of a dask ``X`` (lazily), a bad value named by its
+        row in the whole ``X`` (a dataframe's partition lengths are computed here)."""
+        frame = hasattr(X, "map_partitions")
+        if frame:
             check_numeric_columns(X[[c for c in X.columns if str(c) not in self.categories_]],
                                   type(self).__name__, categories=True)  # fit's: categories
-            X = X.map_partitions(self._matrix_frame, meta=np.empty((0, 0)))
-            X = X.to_dask_array() if hasattr(X, "to_dask_array") else X
+            rows = [int(n) for n in X.map_partitions(len).compute()]
+            X = X.map_partitions(self._matrix_frame, first_rows(rows), meta=np.empty((0, 0)))
+            import dask.array as da
+
+            # the chunks' sizes known: scikit-learn's score takes the predictions' len()
+            X = da.Array(X.dask, X.name, (tuple(rows), (self.n_features_in_,)), meta=X._meta)
             fn = functools.partial(fn, checked=True)
         X = X.rechunk({1: -1})
+        if not frame:  # a frame's partitions are checked as they become matrices
+            X = X.map_blocks(finite_block, type(self).__name__, allow_nan=True,
+                             dtype=X.dtype, meta=X._meta)
         kw = dict(drop_axis=1) if ndim == 1 else dict(chunks=(X.chunks[0], (width,)))
         return X.map_blocks(fn, dtype=np.float64, meta=np.empty((0,) * ndim), **kw)
 
-    def _matrix_frame(self, df):
+    def _matrix_frame(self, df, starts=None, partition_info=None):
+        """A dask dataframe's partition as a matrix; ``starts``: each partition's first row
+        in the whole frame, named by errors (``partition_info``: given by
+        ``map_partitions``)."""
         names = getattr(self, "feature_names_in_", None)
         if names is not None and list(map(str, df.columns)) != list(names):
             raise ValueError(f"X has other columns than at fit: {list(df.columns)} vs "
                              f"{list(names)}")
-        return to_matrix(df, self.categories_)
+        row0 = 0 if starts is None or not partition_info else \
+            int(starts[partition_info["number"]])
+        return to_matrix(df, self.categories_, row0)
 
     def _staged_raw(self, X):
         """Raw scores (n_outputs, n) of in-memory ``X`` after each round (a generator)."""

@@ -485,7 +485,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
                                 f"the data, but the data contains only one class: "
                                 f"{labels.tolist()[0]!r}")
             n_out = 1 if labels.shape[0] == 2 else labels.shape[0]
-            with raw.map(D.encode_part, labels, n_out, self.n_hashed_features) as data:
+            with raw.map(D.encode_part, labels, n_out, self.n_hashed_features,
+                         with_start=True) as data:
                 raw.release()  # the encoded partitions replace the raw ones
                 W, history, n_iter, state = self._train(model, data, labels, n_out, epochs,
                                                         warm, eval_set, n_features)

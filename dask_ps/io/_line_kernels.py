@@ -107,11 +107,32 @@ def _lone_crs(buf):
     return n
 
 
+@numba.njit(cache=True, nogil=True)
+def _holds_cr(buf):
+    """Whether ``buf`` holds a CR: 4 KiB at a time without a branch per byte (a running
+    maximum, which the compiler vectorises: memchr's speed, ~4x the count's), stopping at
+    the first 4 KiB that holds one."""
+    n = buf.shape[0]
+    i = 0
+    while i + 4096 <= n:
+        seen = np.uint8(0)
+        for j in range(i, i + 4096):
+            seen = max(seen, np.uint8(buf[j] == np.uint8(13)))
+        if seen:
+            return True
+        i += 4096
+    for j in range(i, n):
+        if buf[j] == 13:
+            return True
+    return False
+
+
 def lone_crs(buf: np.ndarray) -> int:
     """How many carriage returns of whole lines of text (uint8) end no line: a CR ends one
     before a newline (CRLF) or as the last byte, no other (pyarrow ends a line at any CR, so
-    a lone one splits a row in two). A loop with no branch per byte (~13 GB per CPU second)."""
-    return int(_lone_crs(buf))
+    a lone one splits a row in two). A loop with no branch per byte (~13 GB per CPU second),
+    run only on bytes that hold a CR (LF-only text: a scan at memchr's speed, no count)."""
+    return int(_lone_crs(buf)) if _holds_cr(buf) else 0
 
 
 def line_of_row(buf: np.ndarray, rule: int, row: int) -> int:

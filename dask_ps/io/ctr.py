@@ -38,7 +38,7 @@ from ._csv import (
     nan_as_null,
     parse_block,
 )
-from ._line_kernels import CSV, count_rows
+from ._line_kernels import CSV, count_rows, lone_crs
 from .hashing import HashingEncoder, column_names, cross_pairs, csr_rows, index_dtype, too_large
 from .parquet import (
     check_feature_types,
@@ -88,12 +88,19 @@ def _encode_block(fs, block, line0: int, layout: _Layout, encoder: HashingEncode
     Raises
     ------
     LineError
-        The first bad line, with the file's line number (``line0`` lines precede the block).
+        The first bad line, with the file's line number (``line0`` lines precede the block);
+        a lone CR (:func:`~._line_kernels.lone_crs`) makes its line bad, as in
+        :func:`~._csv.read_frame`.
     ValueError
         Not ``expect`` rows: the file changed since its first pass.
     """
     raw = read_array(fs, block)
     start, skipped = header_end(raw, block, layout.header)
+    types = _types(layout, encoder)
+    # a lone CR, refused as read_frame refuses it (the kernel reads it as a field's byte)
+    if lone_crs(raw[start:]):
+        raise bad_line(raw[start:].tobytes(), layout.names, types, layout.sep, block.path,
+                       line0 + skipped, "a lone CR", layout.label, True)
     seeds, missing, value, cross_seed = encoder.column_seeds()
     a, b = encoder.cross_columns()
     size = expect * encoder.width
@@ -108,7 +115,6 @@ def _encode_block(fs, block, line0: int, layout: _Layout, encoder: HashingEncode
     if status in (_ck.STATUS_OK, _ck.STATUS_FULL) and encoder.numeric_mode == "value" and \
             np.isinf(values[:int(info[_ck.I_NNZ])]).any():
         status = _ck.STATUS_SLOW  # a number too large for dtype: the slow path names it
-    types = _types(layout, encoder)
     data = raw[start:].tobytes() if status in (_ck.STATUS_ERROR, _ck.STATUS_SLOW) else b""
     if status == _ck.STATUS_ERROR:
         bad = int(info[_ck.I_LINE])
@@ -432,7 +438,8 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     ValueError
         Naming the file and line: a line with the wrong number of fields, a numeric field
         that is not a number or is infinite (naming the column too), a label that is empty or
-        not a finite number (raised when the arrays are computed). Also, from this call, a
+        not a finite number, a lone CR (lines end in LF or CRLF) (raised when the arrays are
+        computed). Also, from this call, a
         header that lacks a column the encoder or ``label`` needs, headers that differ
         between files, columns named twice in a header or a Parquet schema (naming the file
         and them), a Parquet feature column of a list, struct or map type (naming the

@@ -69,15 +69,21 @@ class Table:
         ------
         IndexError, TypeError, ValueError
             A key out of the table's range, repeated keys, values or a slot of another
-            shape or not finite, a slot name the update rule does not keep.
+            shape or not finite, a slot name the update rule does not keep; a bad value is
+            named by its key and its position in ``keys`` ("slot 'n' at key 12345
+            (position 3 of keys), column 0 is -1.0: ...").
         """
         spec, keys, values = connection.process_client(self.model).check_update(
             self.name, keys, values)
-        slots = self._checked_slots(slots, keys.shape[0])
+        slots = self._checked_slots(slots, keys.shape[0], keys)
         plan, _ = spec.partitioner.plan(keys)
         if plan.n_unique != keys.shape[0]:
+            _, first, count = np.unique(keys, return_index=True, return_counts=True)
+            i = int(np.sort(first[count > 1])[0])  # the first key given twice
+            j = i + 1 + int(np.argmax(keys[i + 1:] == keys[i]))
             raise ValueError(f"table {self.name!r}: set_rows got repeated keys "
-                             f"({keys.shape[0]} keys, {plan.n_unique} distinct)")
+                             f"({keys.shape[0]} keys, {plan.n_unique} distinct): key "
+                             f"{int(keys[i])} at positions {i} and {j} of keys")
         connection.set_rows(self.model, self.name, plan, values, slots)
 
     def map(self, fn: Callable, *args) -> list:
@@ -153,28 +159,31 @@ class Table:
         values = self._state_array("values", values, ncols, self.spec.dtype)
         self.map(_assign_state, values, self._checked_slots(slots, self.spec.n_rows))
 
-    def _checked_slots(self, slots: dict | None, n: int) -> dict[str, np.ndarray]:
-        """``slots`` of ``n`` rows as the update rule keeps them, or ValueError."""
+    def _checked_slots(self, slots: dict | None, n: int, keys: np.ndarray | None = None
+                       ) -> dict[str, np.ndarray]:
+        """``slots`` of ``n`` rows as the update rule keeps them, or ValueError (naming a
+        row by its key and position in ``keys`` when given, see :func:`_row_name`)."""
         layout = self.spec.optimizer.slot_layout(self.spec.ncols, self.spec.dtype)
         unknown = sorted(set(slots or {}) - set(layout))
         if unknown:
             raise ValueError(f"table {self.name!r}: the {self.spec.optimizer.name!r} update "
                              f"rule keeps no slot {unknown}; its slots: {sorted(layout)}")
-        out = {k: self._state_array(f"slot {k!r}", v, layout[k][0], layout[k][1], n)
+        out = {k: self._state_array(f"slot {k!r}", v, layout[k][0], layout[k][1], n, keys)
                for k, v in (slots or {}).items()}
         for k in set(out) & set(self.spec.optimizer.nonnegative):
             bad = out[k] < 0
             if bad.any():
                 r, c = np.argwhere(bad)[0]
-                raise ValueError(f"table {self.name!r}: slot {k!r} at row {r}, column {c} is "
-                                 f"{out[k][r, c]}: the {self.spec.optimizer.name!r} rule "
-                                 f"keeps it non-negative (a sum of squares or a count)")
+                raise ValueError(f"table {self.name!r}: slot {k!r} at {_row_name(r, keys)}, "
+                                 f"column {c} is {out[k][r, c]}: the "
+                                 f"{self.spec.optimizer.name!r} rule keeps it non-negative "
+                                 f"(a sum of squares or a count)")
         return out
 
-    def _state_array(self, what: str, arr, width: int, dtype, n: int | None = None
-                     ) -> np.ndarray:
+    def _state_array(self, what: str, arr, width: int, dtype, n: int | None = None,
+                     keys: np.ndarray | None = None) -> np.ndarray:
         """``arr`` as (n, width) of ``dtype`` (``n``: the table's rows by default), or
-        ValueError."""
+        ValueError (naming a row by its key and position in ``keys`` when given)."""
         arr = np.asarray(arr)
         n = self.spec.n_rows if n is None else n
         if not (arr.shape == (n, width) or (width == 1 and arr.shape == (n,))):
@@ -195,16 +204,17 @@ class Table:
             bad = bad.reshape(n, width)
             if bad.any():
                 r, c = np.argwhere(bad)[0]
-                raise ValueError(f"table {self.name!r}: {what} at row {r}, column {c} is "
-                                 f"{arr.reshape(n, width)[r, c]}, not an integer of "
-                                 f"{np.dtype(dtype)}")
+                raise ValueError(f"table {self.name!r}: {what} at {_row_name(r, keys)}, "
+                                 f"column {c} is {arr.reshape(n, width)[r, c]}, not an "
+                                 f"integer of {np.dtype(dtype)}")
         out = arr.astype(dtype, copy=False).reshape(n, width)
         if out.dtype.kind == "f":
             bad = ~np.isfinite(out)
             if bad.any():
                 r, c = np.argwhere(bad)[0]
-                raise ValueError(f"table {self.name!r}: {what} at row {r}, column {c} is "
-                                 f"{out[r, c]} (not finite, or beyond {out.dtype})")
+                raise ValueError(f"table {self.name!r}: {what} at {_row_name(r, keys)}, "
+                                 f"column {c} is {out[r, c]} (not finite, or beyond "
+                                 f"{out.dtype})")
         return out
 
     @property
@@ -234,3 +244,9 @@ def _assign_state(keys, values, slots, new_values, new_slots):
 
 def _count_rows(keys, values, slots):
     return int(keys.shape[0])
+
+
+def _row_name(r: int, keys: np.ndarray | None) -> str:
+    """Row ``r`` of arrays given by key (``keys``: ``"key 12345 (position 3 of keys)"``), or
+    of the whole table (``"row 3"``)."""
+    return f"row {r}" if keys is None else f"key {int(keys[r])} (position {r} of keys)"

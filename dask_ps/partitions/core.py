@@ -94,11 +94,7 @@ class Partitions:
     @property
     def starts(self) -> list[int]:
         """Row number, in the whole data, of each partition's first row."""
-        out, n = [], 0
-        for rows in self.n_rows:
-            out.append(n)
-            n += rows
-        return out
+        return inputs.first_rows(self.n_rows)
 
     def __repr__(self) -> str:
         where = "in-process" if self.is_local else f"on {len(set(self.workers))} workers"
@@ -134,10 +130,12 @@ class Partitions:
         return out
 
     # -- deriving new partitions ---------------------------------------------------------
-    def map(self, fn: Callable, *args, **kwargs) -> "Partitions":
+    def map(self, fn: Callable, *args, with_start: bool = False, **kwargs) -> "Partitions":
         """New partitions ``fn(value, *args, **kwargs)`` of each partition, computed on the
         worker holding it (e.g. encoding, binning). The new ones have the same workers;
-        this object stays valid until released.
+        this object stays valid until released. ``with_start``: ``fn(value, *args,
+        start=start, **kwargs)``, ``start`` the partition's first row in the whole data
+        (:attr:`starts`, for errors that name a row).
 
         Raises
         ------
@@ -145,15 +143,17 @@ class Partitions:
             The first error of ``fn`` (e.g. bad input naming its partition).
         """
         self._check()
+        kws = [dict(kwargs, start=s) if with_start else kwargs for s in self.starts]
         if self.is_local:
-            values = [fn(v, *args, **kwargs) for v in self._parts]
+            values = [fn(v, *args, **kw) for v, kw in zip(self._parts, kws)]
             return Partitions(None, values, self.workers, [inputs.describe(v) for v in values],
                               start=self._start, placed=self._placed)
         futs = [self.client.submit(fn, f, *args, workers=[w], allow_other_workers=True,
-                                   pure=False, **kwargs)
-                for f, w in zip(self._parts, self.workers)]
+                                   pure=False, **kw)
+                for f, w, kw in zip(self._parts, self.workers, kws)]
         out = _finish(self.client, futs, start=self._start, placed=self._placed)
-        out._recipe = ("map", self, fn, args, kwargs) if self._recipe is not None else None
+        out._recipe = (("map", self, fn, args, kwargs, with_start)
+                       if self._recipe is not None else None)
         return out
 
     def reduce(self, fn: Callable, combine: Callable | None = None, *args,
@@ -222,10 +222,12 @@ class Partitions:
             _, source, bounds = self._recipe
             piece = inputs.slice_rows(source, int(bounds[i]), int(bounds[i + 1]))
             return self.client.scatter([piece], hash=False)[0]
-        _, parent, fn, args, kwargs = self._recipe
+        _, parent, fn, args, kwargs, with_start = self._recipe
         base = parent._parts[i] if not parent._released else parent._remake(i)
         if base.status in ("lost", "cancelled", "error"):
             base = parent._remake(i)
+        if with_start:
+            kwargs = dict(kwargs, start=parent.starts[i])
         return self.client.submit(fn, base, *args, pure=False, **kwargs)
 
     # -- what the data cost ----------------------------------------------------------------
@@ -295,10 +297,13 @@ class Partitions:
         self.release()
 
 
-def _finish(client, futures: list, *, start, placed=None, spill: bool = True) -> Partitions:
+def _finish(client, futures: list, *, start, placed=None, spill: bool = True,
+            first_rows: list[int] | None = None) -> Partitions:
     """Partitions of computed ``futures`` (waited for; the first error raised); ``placed``:
     the io counters once in place, default now; ``spill=False``: :func:`fit_spill_target`
-    already ran on the workers (``start`` from :func:`~.worker.placing_counters`)."""
+    already ran on the workers (``start`` from :func:`~.worker.placing_counters`);
+    ``first_rows``: each one's first row in the whole data, when known (named by
+    :func:`~.inputs.describe`'s errors)."""
     from distributed import wait
 
     # the workers spill what they read early enough to keep room for the rest of the process
@@ -306,7 +311,8 @@ def _finish(client, futures: list, *, start, placed=None, spill: bool = True) ->
         client.run(fit_spill_target)
     # each partition is described as soon as it lands, where it lands (one round trip of
     # the scheduler fewer than describing them after the wait: ~20 ms of 10 tasks, measured)
-    described = client.map(inputs.describe, futures, pure=False)
+    described = client.map(inputs.describe, futures, first_rows or [0] * len(futures),
+                           pure=False)
     watch = PauseWatch(client, f"computing {len(futures)} partitions")
     while True:
         try:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["as_dask_chunks", "check_columns", "is_dask", "n_rows_of", "describe",
-           "slice_rows", "split_bounds"]
+__all__ = ["as_dask_chunks", "check_columns", "first_rows", "is_dask", "n_rows_of",
+           "describe", "slice_rows", "split_bounds"]
 
 
 def is_dask(x) -> bool:
@@ -42,10 +42,11 @@ def n_rows_of(value) -> int:
                         ) from None
 
 
-def describe(value) -> tuple[int, int]:
+def describe(value, first_row: int = 0) -> tuple[int, int]:
     """``(rows, bytes)`` of a partition value (``dask.sizeof``), where it lands, after
     :func:`check_columns` of a scipy.sparse one (a dask array's chunk: the algorithms' own
-    checks come after its rows were cut, or not at all).
+    checks come after its rows were cut, or not at all), its rows named from ``first_row``
+    (the partition's first row in the whole data).
 
     Raises
     ------
@@ -56,7 +57,7 @@ def describe(value) -> tuple[int, int]:
 
     for v in value if isinstance(value, tuple) else (value,):
         if hasattr(v, "tocsr") and not hasattr(v, "to_scipy_sparse"):  # scipy.sparse
-            check_columns(v.tocsr(), "sparse input (a partition)")
+            check_columns(v.tocsr(), "sparse input (a partition)", first_row=first_row)
     return n_rows_of(value), int(sizeof(value))
 
 
@@ -121,6 +122,12 @@ def check_columns(X, where: str, a: int = 0, b: int | None = None,
                             f"{first_row + row} {what}")
 
 
+def first_rows(lengths) -> list[int]:
+    """The first row, in the whole data, of each of consecutive parts of ``lengths`` rows."""
+    lengths = np.asarray(lengths, np.int64)
+    return (np.cumsum(lengths) - lengths).tolist()
+
+
 def split_bounds(n: int, k: int) -> np.ndarray:
     """``k + 1`` row bounds cutting ``n`` rows into ``k`` near-equal parts."""
     return np.linspace(0, n, k + 1).round().astype(np.int64)
@@ -172,10 +179,11 @@ def _array_bytes(a) -> int:
     return 0
 
 
-def as_dask_chunks(data) -> list:
+def as_dask_chunks(data) -> tuple[list, list[int] | None]:
     """Delayed objects, one per partition, of dask ``data`` (a collection or a tuple of
     collections aligned by rows; an in-memory element of a tuple is cut to the first one's
-    row chunks).
+    row chunks), and the first row of each in the whole data (None for a dask dataframe's,
+    whose lengths are not known before they are computed).
 
     Raises
     ------
@@ -195,6 +203,7 @@ def as_dask_chunks(data) -> list:
                 raise ValueError("with a dask dataframe, every element of the data must be a "
                                  "dask dataframe or series with the same partitions")
             cols.append(list(x.to_delayed(optimize_graph=False)))
+        starts = None
     else:
         arrays = []
         for x in items:
@@ -213,6 +222,7 @@ def as_dask_chunks(data) -> list:
                                  "compute_chunk_sizes() on them first")
             arrays.append(x)
         rows = arrays[0].chunks[0]
+        starts = first_rows(rows)
         cols = []
         for x in arrays:
             if x.shape[0] != arrays[0].shape[0]:
@@ -221,9 +231,9 @@ def as_dask_chunks(data) -> list:
             x = x.rechunk((rows,) + ((-1,) if x.ndim == 2 else ()))
             cols.append(list(x.to_delayed(optimize_graph=False).ravel()))
     if not isinstance(data, tuple):
-        return cols[0]
+        return cols[0], starts
     pack = dask.delayed(_pack, pure=True)
-    return [pack(*parts) for parts in zip(*cols)]
+    return [pack(*parts) for parts in zip(*cols)], starts
 
 
 def _pack(*parts) -> tuple:

@@ -182,14 +182,14 @@ def _from_dask(data, client, n_partitions, spread: bool = True, threads=None) ->
     if client is None:
         computed = dask.compute(data)[0]
         return _from_memory(computed, None, n_partitions)
-    chunks = inputs.as_dask_chunks(data)
+    chunks, first_rows = inputs.as_dask_chunks(data)
     if not chunks:
         raise ValueError("data has no partitions")
     start = client.run(placing_counters)
     # Dask's scheduler computes each chunk where its inputs are (a persisted input stays
     # where it is): the partitions start on the workers that read them
     futures = client.compute(chunks)
-    parts = _finish(client, futures, start=start, spill=False)
+    parts = _finish(client, futures, start=start, spill=False, first_rows=first_rows)
     threads = _threads(client) if threads is None else threads
     want = n_partitions or sum(threads.values())
     if not spread:

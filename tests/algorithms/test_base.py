@@ -458,8 +458,8 @@ def test_every_estimator_refuses_column_indices_out_of_the_matrix(name):
     """scipy builds a CSR of any column indices without checking them. A fitted GBDT's
     prediction read past its bins on one of 10^8 (a segfault), LDA's transform too, and
     -1 changed LDA's perplexity silently (28.06 against 10.44); a linear model's fit dropped
-    them. Each is refused, naming the row (of the whole array for a dask chunk), in fit and
-    in what follows it."""
+    them. Each is refused, naming the row (of the whole array for a dask chunk: GBDT's
+    prediction named the row in the chunk, 3 for 23), in fit and in what follows it."""
     import dask
     import dask.array as da
 
@@ -484,15 +484,18 @@ def test_every_estimator_refuses_column_indices_out_of_the_matrix(name):
         for method in after:
             with pytest.raises(ValueError, match=message):
                 method(bad)
-        if lda or "GBDT" in name:
+        if lda:
             continue
         # a dask array whose second chunk (rows 20..39) holds the bad row 23
         late = X.copy()
         late.indices[late.indptr[23]] = bad_index
         blocks = [da.from_delayed(dask.delayed(_rows(late, a, a + 20)), shape=(20, d),
                                   dtype=float, meta=sp.csr_matrix((0, d))) for a in (0, 20)]
+        for method in (est.predict_proba, est.predict):
+            with pytest.raises(ValueError, match=message.replace("row 3", "row 23")):
+                method(da.concatenate(blocks)).compute()
         with pytest.raises(ValueError, match=message.replace("row 3", "row 23")):
-            est.predict_proba(da.concatenate(blocks)).compute()
+            est.score(da.concatenate(blocks), y)
 
 
 def _rows(M, a: int, b: int) -> sp.csr_matrix:
@@ -538,7 +541,9 @@ def test_a_csr_whose_row_pointer_decreases_is_refused():
 def test_dask_csr_partitions_are_checked_where_they_land(client2):
     """On a cluster a dask array's chunks become partitions as they are: GBDT's fit trained
     on a key of -1 silently, and GBDT's and LDA's fits failed on a key of n_features with an
-    IndexError from their tables. Each partition is checked where it lands."""
+    IndexError from their tables. Each partition is checked where it lands, naming the row
+    in the whole array (47, not 7, its row in the third chunk), as are the values that are
+    not finite of LogisticRegression's and the factorization machine's partitions."""
     import dask
     import dask.array as da
 
@@ -546,17 +551,29 @@ def test_dask_csr_partitions_are_checked_where_they_land(client2):
     n, d = 60, 6
     X = sp.csr_matrix(rng.integers(0, 3, size=(n, d)).astype(float))
     y = np.arange(n) % 2
+    dy = da.from_array(y, chunks=20)
+    linear = (LogisticRegression(max_iter=1, client=client2),
+              dask_ps.FactorizationMachineClassifier(max_iter=1, client=client2))
     for bad_index in (-1, d):
         bad = X.copy()
         bad.indices[bad.indptr[47]] = bad_index
         dX = da.concatenate([da.from_delayed(dask.delayed(_rows(bad, a, a + 20)), shape=(20, d),
                                              dtype=float, meta=sp.csr_matrix((0, d)))
                              for a in (0, 20, 40)])
-        dy = da.from_array(y, chunks=20)
         for est in (dask_ps.GBDTClassifier(n_estimators=2, client=client2),
-                    dask_ps.LatentDirichletAllocation(n_components=2, client=client2)):
-            with pytest.raises(ValueError, match=rf"column key {bad_index} at row 7"):
+                    dask_ps.LatentDirichletAllocation(n_components=2, client=client2),
+                    *linear):
+            with pytest.raises(ValueError, match=rf"column key {bad_index} at row 47 "):
                 est.fit(dX) if isinstance(est, dask_ps.LatentDirichletAllocation) else \
+                    est.fit(dX, dy)
+    for value in (np.nan, np.inf):
+        dense = rng.normal(size=(n, d))
+        dense[47, 2] = value
+        for dX in (da.from_array(dense, chunks=(20, d)),
+                   da.from_array(sp.csr_matrix(dense), chunks=(20, d), asarray=False)):
+            for est in linear:
+                with pytest.raises(ValueError, match=rf"value {value} at row 47, column 2 is "
+                                                     r"not finite"):
                     est.fit(dX, dy)
 
 

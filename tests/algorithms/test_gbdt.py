@@ -312,6 +312,30 @@ def test_1e5_sparse_columns():
     assert model.feature_importances_.shape == (100_000,)
 
 
+def test_pydata_sparse_input_fits_and_predicts_as_its_scipy_csr():
+    """A ``sparse.COO`` was refused with numpy's RuntimeError ("Cannot convert a sparse array
+    to dense automatically") while the other estimators take it as scipy CSR: the same trees
+    and predictions as of its CSR, in fit, eval_set and predict."""
+    import sparse
+
+    rng = np.random.default_rng(0)
+    X = sp.random(400, 12, density=0.3, format="csr", random_state=1)
+    y = np.asarray(X[:, :3].sum(axis=1)).ravel() + 0.1 * rng.normal(size=400)
+    coo = sparse.COO.from_scipy_sparse(X)
+    kw = dict(n_estimators=4, max_leaf_nodes=7, random_state=0, client="local")
+    for cls, target in ((GBDTClassifier, (y > np.median(y)).astype(int)), (GBDTRegressor, y)):
+        ref = cls(**kw).fit(X, target, eval_set=[(X, target)])
+        model = cls(**kw).fit(coo, target, eval_set=[(coo, target)])
+        for k, v in _flat(ref).items():
+            np.testing.assert_array_equal(_flat(model)[k], v, err_msg=k)
+        metric = "eval_log_loss" if cls is GBDTClassifier else "eval_l2"
+        assert [r[metric] for r in model.history_] == [r[metric] for r in ref.history_]
+        np.testing.assert_array_equal(model.predict(coo), ref.predict(X))
+        if cls is GBDTClassifier:
+            np.testing.assert_array_equal(model.predict_proba(coo), ref.predict_proba(X))
+        assert model.score(coo, target) == ref.score(X, target)
+
+
 def test_dataframe_categories_split_by_category():
     import pandas as pd
 

@@ -427,6 +427,43 @@ def test_in_memory_eval_set_errors_say_eval_set():
     assert not hasattr(est, "booster_")
 
 
+def test_bad_cells_of_dask_input_to_a_fitted_model_are_named_by_their_row_in_the_whole_x(
+        client2):
+    """predict, predict_proba and score of a dask array (or dataframe) whose third chunk
+    holds an infinite value at row 47 named row 7, the row in the chunk (an array's:
+    scikit-learn's "Input X contains infinity", no row at all); now row 47. A dataframe's
+    score failed on the predictions' unknown length."""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    X, y = _toy(60)
+    bad = X.copy()
+    bad[47, 2] = np.inf
+    columns = [f"c{j}" for j in range(X.shape[1])]
+    kw = dict(n_estimators=2, max_leaf_nodes=4, min_samples_leaf=5, client=client2)
+    for cls in (GBDTClassifier, GBDTRegressor):
+        model = cls(**kw).fit(X, y)
+        framed = cls(**kw).fit(pd.DataFrame(X, columns=columns), y)
+        Xd, yd = da.from_array(bad, chunks=(20, 6)), da.from_array(y, chunks=20)
+        frame = dd.from_pandas(pd.DataFrame(bad, columns=columns), npartitions=3)
+        good = dd.from_pandas(pd.DataFrame(X, columns=columns), npartitions=3)
+        assert framed.score(good, y) == pytest.approx(
+            framed.score(pd.DataFrame(X, columns=columns), y))
+        calls = [model.predict, lambda Z: model.score(Z, yd)]
+        calls += [model.predict_proba] if cls is GBDTClassifier else []
+        for call in calls:
+            with pytest.raises(ValueError, match=r"X holds inf at row 47, column 2"):
+                out = call(Xd)
+                getattr(out, "compute", lambda: out)()
+        calls = [framed.predict, lambda Z: framed.score(Z, y)]
+        calls += [framed.predict_proba] if cls is GBDTClassifier else []
+        for call in calls:
+            with pytest.raises(ValueError, match=r"X\[47, 2\] \(column 'c2'\) = inf is "
+                                                 r"infinite"):
+                out = call(frame)
+                getattr(out, "compute", lambda: out)()
+
+
 @pytest.mark.parametrize("where", ["cluster", "local"])
 def test_a_huge_max_leaf_nodes_is_bounded_by_the_rows(client2, where):
     """Trees are sized for the leaves they can reach (one per min_samples_leaf rows):

@@ -129,6 +129,9 @@ BAD_CASES = [
     # the lone CR named, not the halves of the line ("expected 4 fields, got 2")
     (b"1,2\r1,2,a,b", "cannot parse the line; it holds a lone CR (\\r): lines must end in "
                      "LF or CRLF, not CR alone (convert the file, e.g. tr '\\r' '\\n')"),
+    # inside a categorical field: the kernel hashed "a\rx" as the value, silently
+    (b"1,2,a\rx,b", "cannot parse the line; it holds a lone CR (\\r): lines must end in "
+                    "LF or CRLF, not CR alone (convert the file, e.g. tr '\\r' '\\n')"),
     (b"1,1e400,a,b", "column 'n' (field 2): '1e400' is not a finite number"),
     # Python's float takes these, pyarrow does not: found by pyarrow itself, line by halves
     (b"1,1_000,a,b", "column 'n' (field 2): CSV conversion error to double: invalid value "
@@ -215,6 +218,35 @@ def test_a_quoted_field_across_lines_is_named_as_the_cause(tmp_path):
         _compute(*read_ctr(path, label="click"))
     assert str(info.value) == f"{path}, line 3: cannot parse the line; a quoted field opens " \
                               f"on it and does not close: quoted fields must not contain newlines"
+
+
+def test_a_lone_cr_in_a_categorical_field_is_refused_as_read_frame_refuses_it(tmp_path):
+    """read_ctr's kernel took a lone CR inside a categorical field (quoted or not) as a byte
+    of the category, silently; read_frame refuses the line. Now read_ctr names the file and
+    line in read_frame's words. CRLF lines read as their LF twins."""
+    from dask_ps.io._csv import read_frame
+
+    rows = [b"click,price,shop", b"1,3.5,a", b"0,2,b", b"1,,a"]
+    enc = HashingEncoder(numeric=["price"], categorical=["shop"], n_features=2**10)
+    read = []
+    for name, eol in (("lf.csv", b"\n"), ("crlf.csv", b"\r\n")):
+        path = tmp_path / name
+        path.write_bytes(eol.join(rows) + eol)
+        read.append(_compute(*read_ctr(path, enc, label="click")))
+    assert (read[0][0] != read[1][0]).nnz == 0 and read[0][0].nnz == 6
+    assert read[0][1].tolist() == read[1][1].tolist() == [1.0, 0.0, 1.0]
+    for field in (b"b\rx", b'"b\rx"'):
+        for eol in (b"\n", b"\r\n"):
+            path = tmp_path / "bad.csv"
+            path.write_bytes(eol.join(rows[:2] + [b"0,2," + field] + rows[3:]) + eol)
+            with pytest.raises(ValueError) as info:
+                _compute(*read_ctr(path, enc, label="click"))
+            assert str(info.value) == (
+                f"{path}, line 3: cannot parse the line; it holds a lone CR (\\r): lines must "
+                f"end in LF or CRLF, not CR alone (convert the file, e.g. tr '\\r' '\\n')")
+            with pytest.raises(ValueError) as frame:
+                dask.compute(*read_frame(path, "click", categorical=["shop"]))
+            assert str(frame.value) == str(info.value)
 
 
 @pytest.mark.parametrize("text, reason", [

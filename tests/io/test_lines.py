@@ -116,3 +116,12 @@ def test_lone_crs_are_the_crs_before_neither_a_newline_nor_the_end():
     buf = rng.choice(np.array([10, 13, 49], np.uint8), 10_000)
     text = bytes(buf)
     assert lone_crs(buf) == text.count(b"\r") - text.count(b"\r\n") - text.endswith(b"\r")
+    # LF-only text is scanned for a CR 8 bytes at a time before any is counted: one CR at
+    # any place of a word, a 4 KiB stretch or the tail is found, in views at any offset
+    lines = np.frombuffer(b"12,ab,c\n" * 1100, np.uint8)  # 8800 bytes
+    assert lone_crs(lines) == 0
+    for at in (0, 7, 4095, 4096, 4100, 8191, 8192, 8789, 8797):  # none before a LF
+        with_cr = lines.copy()
+        with_cr[at] = 13
+        for skip in (0, 3):
+            assert lone_crs(with_cr[skip:]) == (at >= skip), (at, skip)

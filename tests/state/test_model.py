@@ -320,7 +320,8 @@ def test_set_rows_sets_values_and_state_and_the_rule_goes_on_from_them(any_clien
     """set_rows writes rows and their FTRL state as given (a push would take them for a
     gradient); the next push steps from that state exactly as the rule does on one shard;
     repeated keys, a key out of range, a misspelt or misshapen slot and NaN are refused
-    before any shard is written."""
+    before any shard is written, a bad row named by its key and its position in keys (it
+    said "row 2" for the third key)."""
     keys = np.array([7, 1, 12, 3])
     if partitioner == "hash":
         keys = keys * 7919 + 2**41
@@ -346,12 +347,15 @@ def test_set_rows_sets_values_and_state_and_the_rule_goes_on_from_them(any_clien
         np.testing.assert_array_equal(model.pull("f", keys), want)
         assert not np.allclose(want, w)
         for bad_keys, bad_values, bad_slots, error, message in [
-                (keys[[0, 0, 1, 2]], w, None, ValueError, "repeated keys"),
+                (keys[[1, 0, 2, 0]], w, None, ValueError,
+                 rf"repeated keys \(4 keys, 3 distinct\): key {keys[0]} at positions 1 and 3 "
+                 rf"of keys$"),
                 (keys, w, {"zz": z}, ValueError, r"keeps no slot \['zz'\]"),
                 (keys, w, {"z": z[:, :1]}, ValueError, r"slot 'z' must have shape \(4, 2\)"),
                 (keys, np.where(w > 0, np.nan, w), None, ValueError, "not finite"),
-                (keys, w, {"n": -n}, ValueError, r"slot 'n' at row 0, column 0 is -.*"
-                                                 r"keeps it non-negative")] + (
+                (keys, w, {"n": np.where(np.eye(4, 2, -2) > 0, -n, n)}, ValueError,
+                 rf"slot 'n' at key {keys[2]} \(position 2 of keys\), column 0 is -.*"
+                 r"keeps it non-negative")] + (
                 [] if partitioner == "hash" else
                 [(np.array([1, 2, 3, 16]), w, None, IndexError, "16")]):
             with pytest.raises(error, match=message):
@@ -361,12 +365,14 @@ def test_set_rows_sets_values_and_state_and_the_rule_goes_on_from_them(any_clien
 
 def test_set_rows_refuses_what_an_integer_slot_cannot_hold(any_client):
     """Adam's step count is int64: NaN, 1e30 and 2.7 were cast to -2**63, -2**63 and 2 with
-    only numpy's warning; refused, naming the row, and the rows left as they were."""
+    only numpy's warning; refused, naming the row by its key and position in keys (not
+    "row 1" for key 4), and the rows left as they were."""
     with dask_ps.PSModel(any_client, n_shards=2) as model:
         t = model.add_table("a", shape=(6, 2), dtype="float64", optimizer="adam")
         t.set_rows([1, 4], np.ones((2, 2)), {"t": np.array([[3.0], [5.0]])})
         for bad, shown in [(np.nan, "nan"), (1e30, r"1e\+30"), (2.7, "2.7"), (-1.0, "-1")]:
-            with pytest.raises(ValueError, match=rf"slot 't' at row 1, column 0 is {shown}"):
+            with pytest.raises(ValueError, match=rf"slot 't' at key 4 \(position 1 of keys\), "
+                                                 rf"column 0 is {shown}"):
                 t.set_rows([1, 4], np.zeros((2, 2)), {"t": np.array([[3.0], [bad]])})
         values, slots = t.state()
         np.testing.assert_array_equal(values[[1, 4]], np.ones((2, 2)))
