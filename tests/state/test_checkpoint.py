@@ -292,11 +292,34 @@ def test_overwritten_bytes_fail_their_checksum_naming_table_and_rows(tmp_path):
     raw = bytearray(chunk.read_bytes())
     raw[100] ^= 0xFF
     chunk.write_bytes(bytes(raw))
-    with pytest.raises(CheckpointFormatError, match=r"table 'w': rows 0\.\.50000 are "
-                                                    r"damaged: .*checksum"):
+    # the array and the chunk's rows are named, not the batch of chunks read at once
+    with pytest.raises(CheckpointFormatError, match=r"table 'w': array 'values', rows "
+                                                    r"20000\.\.30000 are damaged \(its chunk "
+                                                    r"2\): .*checksum"):
         PSModel.load("local", url)
     chunk.write_bytes(bytes(raw[:50]))  # cut short
-    with pytest.raises(CheckpointFormatError, match="table 'w': rows 0..50000 are damaged"):
+    with pytest.raises(CheckpointFormatError, match=r"table 'w': array 'values', rows "
+                                                    r"20000\.\.30000 are damaged \(its chunk 2\)"):
+        PSModel.load("local", url)
+
+
+@pytest.mark.parametrize("array, role", [("slots/accumulator", "slots/accumulator"),
+                                         ("values", "values")])
+def test_a_damaged_chunk_of_a_tables_optimizer_state_is_named(tmp_path, array, role):
+    """A bad chunk among the 16 read at once names its array (the values or a slot of the
+    update rule's state) and its own rows (it said rows 0..100 of the table)."""
+    url = str(tmp_path / "ck")
+    model = PSModel("local", n_shards=2)
+    model.add_table("w", (100, 3), optimizer="adagrad")
+    model.push("w", np.arange(100), np.ones((100, 3)))
+    model.save(url, chunk_rows=16)
+    model.close()
+    chunk = Path(url) / "v000001" / "t0" / array / "c" / "5" / "0"
+    raw = bytearray(chunk.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    chunk.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointFormatError, match=rf"table 'w': array '{role}', rows "
+                                                    r"80\.\.96 are damaged \(its chunk 5\)"):
         PSModel.load("local", url)
 
 
@@ -426,8 +449,8 @@ def test_a_failed_restore_on_a_cluster_leaves_the_model_as_it_was(client2, tmp_p
     before = full_state(model)
     _damage_last_chunk(url, "t0/values")
     for roll_back in (model.restore, model.recover):
-        with pytest.raises(CheckpointFormatError, match=r"table 'w': rows 500\.\.1000 are "
-                                                        r"damaged"):
+        with pytest.raises(CheckpointFormatError, match=r"table 'w': array 'values', rows "
+                                                        r"900\.\.1000 are damaged"):
             roll_back(url)
         assert_same(before, full_state(model))
         assert model.table("h").n_keys == 2
