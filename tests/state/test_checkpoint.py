@@ -200,6 +200,18 @@ def _two_versions(tmp_path):
     return url, tmp_path / "ck" / "v000002" / "t0" / "values" / "c"
 
 
+def test_a_version_that_is_not_an_integer_is_refused_as_such(tmp_path):
+    """load(version="1") said 'has no complete version 1; complete: [1]'."""
+    url = str(tmp_path / "ck")
+    model = PSModel("local")
+    model.add_table("w", (4,))
+    model.save(url)
+    model.close()
+    with pytest.raises(TypeError, match=r"version must be an integer, got '1' \(str\)"):
+        PSModel.load("local", url, version="1")
+    PSModel.load("local", url, version=np.int64(1)).close()
+
+
 def test_a_lost_chunk_is_found_and_the_previous_version_loaded(tmp_path):
     url, chunks = _two_versions(tmp_path)
     (chunks / "3" / "0").unlink()
