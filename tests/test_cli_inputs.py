@@ -462,3 +462,34 @@ def test_test_labels_that_are_no_class_and_one_training_class_are_named_by_file(
         assert out.err == f"dask-ps: error: {one}: the label field holds one class only, " \
                           f"1.0: a classifier needs samples of at least 2 classes\n", algorithm
         assert "training" not in out.out
+
+
+def test_mf_columns_missing_from_names_or_header_are_refused_before_a_cluster(
+        tmp_path, capsys, monkeypatch):
+    """dask-ps train mf found --names without the rating column, or --header on a file
+    without one, once a cluster had started (4-13 s); they are now refused first."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dask_ps.cli import _run
+
+    def no_cluster(spec):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(_run, "connect", no_cluster)
+    train, test = tmp_path / "r.tsv", tmp_path / "t.tsv"
+    train.write_text("".join(f"{i}\t{i % 3}\t{1 + i % 5}\t{100 + i}\n" for i in range(20)))
+    test.write_text("u\ti\tr\n1\t1\t5\n")
+    pq.write_table(pa.table({"u": [1, 2], "item": [1, 2], "rating": [3.0, 4.0]}),
+                   tmp_path / "r.parquet")
+    _refused_before_a_cluster(
+        [(["--train", train, "--names", "user,item"],
+          f"{train}: columns ['rating'] are not among ['user', 'item']"),
+         (["--train", train, "--header"],
+          f"{train}: columns ['user', 'item', 'rating'] are not among ['0', '0', '1', '100']"),
+         (["--train", train, "--test", test, "--header", "--user-column", "0",
+           "--item-column", "0", "--rating-column", "1"],
+          f"{test}: columns ['0', '0', '1'] are not among ['u', 'i', 'r']"),
+         (["--train", tmp_path / "r.parquet"],
+          f"{tmp_path / 'r.parquet'}: columns ['user'] are not among ['u', 'item', 'rating']")],
+        ("mf",), capsys)
