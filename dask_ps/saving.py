@@ -213,12 +213,16 @@ def load_estimator(path: str):
         raise DataError(f"{path}: a folder, not a model file written by save_estimator "
                         f"(dask-ps train --save); a checkpoint folder is continued with "
                         f"resume=True (--resume auto), not loaded") from None
+    if not data.startswith(b"PK"):  # not a zip: numpy's error would be about pickles
+        why = ("an empty file" if not data else
+               f"it starts with {data[:16]!r}, not a .npz archive's 'PK'")
+        raise DataError(f"{path}: not a dask_ps model file ({why})")
     try:
         arrays = np.load(io.BytesIO(data), allow_pickle=False)
         meta = json.loads(str(arrays[_META][()]))
     except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        why = "an empty file" if not data else f"{type(exc).__name__}: {exc}"
-        raise DataError(f"{path}: not a dask_ps model file, or truncated ({why})") from None
+        raise DataError(f"{path}: not a dask_ps model file, or truncated "
+                        f"({type(exc).__name__}: {exc})") from None
     if not isinstance(meta, dict):
         raise DataError(f"{path}: not a dask_ps model file (no metadata)")
     if meta.get("format") != FORMAT:

@@ -191,14 +191,17 @@ def test_the_model_is_saved_before_the_test_set_is_scored(tmp_path, client1, cap
     data = model.read_bytes()
     (tmp_path / "cut.npz").write_bytes(data[: len(data) // 2])
     (tmp_path / "empty.npz").write_bytes(b"")
-    for name, why in [("cut.npz", "BadZipFile: File is not a zip file"),
-                      ("empty.npz", "an empty file")]:
+    (tmp_path / "text.npz").write_bytes(b"hello\n")  # numpy's error spoke of pickles
+    for name, why in [("cut.npz", ", or truncated (BadZipFile: File is not a zip file)"),
+                      ("empty.npz", " (an empty file)"),
+                      ("text.npz", " (it starts with b'hello\\n', not a .npz archive's "
+                                   "'PK')")]:
         path = tmp_path / name
         for command in (["evaluate", str(path), "--test", str(train)],
                         ["export", str(path), str(tmp_path / "out")]):
             assert main(command) == 2
             assert capsys.readouterr().err == f"dask-ps: error: {path}: not a dask_ps model " \
-                                              f"file, or truncated ({why})\n"
+                                              f"file{why}\n"
 
 
 def test_a_failed_save_leaves_no_temporary_file(tmp_path):
@@ -459,3 +462,34 @@ def test_test_labels_that_are_no_class_and_one_training_class_are_named_by_file(
         assert out.err == f"dask-ps: error: {one}: the label field holds one class only, " \
                           f"1.0: a classifier needs samples of at least 2 classes\n", algorithm
         assert "training" not in out.out
+
+
+def test_mf_columns_missing_from_names_or_header_are_refused_before_a_cluster(
+        tmp_path, capsys, monkeypatch):
+    """dask-ps train mf found --names without the rating column, or --header on a file
+    without one, once a cluster had started (4-13 s); they are now refused first."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dask_ps.cli import _run
+
+    def no_cluster(spec):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(_run, "connect", no_cluster)
+    train, test = tmp_path / "r.tsv", tmp_path / "t.tsv"
+    train.write_text("".join(f"{i}\t{i % 3}\t{1 + i % 5}\t{100 + i}\n" for i in range(20)))
+    test.write_text("u\ti\tr\n1\t1\t5\n")
+    pq.write_table(pa.table({"u": [1, 2], "item": [1, 2], "rating": [3.0, 4.0]}),
+                   tmp_path / "r.parquet")
+    _refused_before_a_cluster(
+        [(["--train", train, "--names", "user,item"],
+          f"{train}: columns ['rating'] are not among ['user', 'item']"),
+         (["--train", train, "--header"],
+          f"{train}: columns ['user', 'item', 'rating'] are not among ['0', '0', '1', '100']"),
+         (["--train", train, "--test", test, "--header", "--user-column", "0",
+           "--item-column", "0", "--rating-column", "1"],
+          f"{test}: columns ['0', '0', '1'] are not among ['u', 'i', 'r']"),
+         (["--train", tmp_path / "r.parquet"],
+          f"{tmp_path / 'r.parquet'}: columns ['user'] are not among ['u', 'item', 'rating']")],
+        ("mf",), capsys)

@@ -30,23 +30,45 @@ def _with_ids(df, user_ids: np.ndarray, item_ids: np.ndarray):
     return df.assign(user=user_ids[df["user"].to_numpy()], item=item_ids[df["item"].to_numpy()])
 
 
-def _mf_read(path: str, meta: dict, blocksize=None):
-    from ..io import read_ratings
+def _mf_meta(args) -> dict:
+    return {"format": "ratings", "sep": args.sep, "header": args.header, "names": args.names,
+            "user": args.user_column, "item": args.item_column, "rating": args.rating_column}
 
+
+def _mf_kwargs(meta: dict) -> dict:
+    """read_ratings's keyword arguments of the data options in ``meta``."""
     kw = {k: meta[k] for k in ("sep", "names") if meta.get(k)}
     for key in ("user", "item", "rating"):
         if meta.get(key):
             kw[key] = meta[key]
+    return dict(kw, header=bool(meta.get("header")))
+
+
+def _mf_check_inputs(args) -> None:
+    """Before a cluster starts: the user, item and rating columns are among those of
+    ``--train``'s first file (and ``--test``'s), from its header or --names (DataError
+    naming the file and its columns)."""
+    from ..io.ratings import check_ratings_columns
+
+    kw = _mf_kwargs(_mf_meta(args))
+    for path in (args.train, args.test):
+        if path:
+            check_ratings_columns(path, **kw)
+
+
+def _mf_read(path: str, meta: dict, blocksize=None):
+    from ..io import read_ratings
+
+    kw = _mf_kwargs(meta)
     if blocksize:
         kw["blocksize"] = blocksize
-    df, users, items = read_ratings(path, header=bool(meta.get("header")), **kw)
+    df, users, items = read_ratings(path, **kw)
     return df.map_partitions(_with_ids, users.ids, items.ids,
                              meta=_with_ids(df._meta, users.ids, items.ids))
 
 
 def _mf_load(args, client) -> Loaded:
-    meta = {"format": "ratings", "sep": args.sep, "header": args.header, "names": args.names,
-            "user": args.user_column, "item": args.item_column, "rating": args.rating_column}
+    meta = _mf_meta(args)
     df = _mf_read(args.train, meta, args.blocksize)
     test = _mf_read(args.test, meta) if args.test else None
     df = client.persist(df)
@@ -115,4 +137,4 @@ MF = Algorithm(
         "mf_movielens100k", "u1.base", "u1.test",
         "https://grouplens.org/datasets/movielens/100k/")},
     data_options=_mf_data_options, load=_mf_load, load_test=_mf_load_test, score=_mf_score,
-    export=_mf_export, unit="ratings")
+    export=_mf_export, unit="ratings", check_inputs=_mf_check_inputs)

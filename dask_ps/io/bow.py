@@ -9,6 +9,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from ..exceptions import DataError
+from . import _libsvm_kernels as _k
 from ._blocks import OBJECTS, box, each, open_paths, plan, read, start_lines
 from ._csv import LineError, line_of_row, parse_block, strip_header
 from .libsvm import _read_svm
@@ -55,6 +56,18 @@ def _as_counts(X: sp.csr_matrix, dtype, where) -> sp.csr_matrix:
     return X.astype(dtype)
 
 
+#: The LIBSVM kernel's errors in LDA-C's words (a line is ``N id:count ...``, no label).
+_LDAC_REASONS = {
+    _k.E_NO_COLON: "malformed pair, expected 'id:count'",
+    _k.E_EMPTY_INDEX: "malformed pair, empty term id",
+    _k.E_BAD_INDEX: "malformed pair, term id is not an integer",
+    _k.E_NEG_INDEX: "negative term id",
+    _k.E_BIG_INDEX: "term id beyond the vocabulary's {n_features} terms (ids from 0)",
+    _k.E_BAD_VALUE: "count is not a finite number",
+    _k.E_BAD_LABEL: "the line's first field is not its number of terms N",
+}
+
+
 def _check_ldac(dtype):
     def check(fs, block, line0, X, n_terms):
         def error(row, reason):
@@ -66,8 +79,10 @@ def _check_ldac(dtype):
         if bad.any():
             row = int(np.argmax(bad))
             raise error(row, f"the line says {n_terms[row]:g} terms but lists "
-                             f"{written[row]} distinct ones")
+                             f"{written[row]} distinct ones (a term whose count is NaN or "
+                             f"empty is not listed)")
         return _as_counts(X, dtype, error), n_terms.astype(np.int64)
+    check.reasons = _LDAC_REASONS
     return check
 
 

@@ -346,8 +346,11 @@ class HashingEncoder:
         return out
 
     def _numbers(self, col, where: str, name: str) -> np.ndarray:
+        """A numeric column as float64; integers beyond 2^53 rounded, as a CSV reads them
+        (arrow's safe cast refused them as not numbers: hashed ids in Parquet)."""
         try:
-            return pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+            return pc.cast(col, pa.float64(), safe=not pa.types.is_integer(col.type)
+                           ).to_numpy(zero_copy_only=False)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise DataError(f"{where}: numeric column {name!r} has values that are not "
                             f"numbers ({exc})") from exc

@@ -114,20 +114,23 @@ def _other_format(fs, block: _Block) -> str:
 
 
 def _format_error(fs, block: _Block, line0: int, err: _Err, n_features: int | None,
-                  base: int | None, plain: bool) -> LineError:
-    """The :class:`LineError` of a line the kernel refused; ``plain``: read as LIBSVM (not a
-    format built on its lines, LDA-C), so the message says when the file looks like CSV or
-    Parquet."""
+                  base: int | None, check=None) -> LineError:
+    """The :class:`LineError` of a line the kernel refused. Read as LIBSVM (no ``check``),
+    the message says when the file looks like CSV or Parquet; a format built on its lines
+    (LDA-C) gives its own words for the kernel's errors in ``check.reasons`` (code ->
+    reason, formatted as :data:`_REASONS`)."""
     based = "" if base is None else (" (one-based)" if base else " (zero-based)")
+    reasons = {**_REASONS, **getattr(check, "reasons", {})}
     if err.code == _k.E_BIG_INDEX and n_features is None:
-        reason = (f"feature index above {_k.MAX_INDEX} (2**63 - 2, the largest that leaves "
-                  f"room for n_features = index + 1 in int64; hash larger keys below it)")
+        reason = (f"{reasons[_k.E_BIG_INDEX].split(' beyond')[0]} above {_k.MAX_INDEX} "
+                  f"(2**63 - 2, the largest that leaves room for n_features = index + 1 in "
+                  f"int64; hash larger keys below it)")
     else:
-        reason = _REASONS[err.code].format(n_features=n_features, based=based)
+        reason = reasons[err.code].format(n_features=n_features, based=based)
     token = err.token.decode("utf-8", "replace")
     if len(token) > 80:
         token = token[:77] + "..."
-    hint = _other_format(fs, block) if plain else ""
+    hint = _other_format(fs, block) if check is None else ""
     return LineError(block.path, line0 + err.line, f"{reason}: {token!r}{hint}")
 
 
@@ -161,15 +164,15 @@ def _count(fs, block: _Block) -> _Stats:
 
 
 def _load(fs, block: _Block, line0: int, base: int, n_features: int, dtype,
-          expect: int | None = None, plain: bool = True) -> tuple:
+          expect: int | None = None, check=None) -> tuple:
     """Second pass: parse (and so check) a block into ``(csr_matrix, labels)``; ``expect``
-    is its rows as the first pass counted them; ``plain`` as :func:`_format_error`'s."""
+    is its rows as the first pass counted them; ``check`` as :func:`_format_error`'s."""
     data = _read_array(fs, block)
     # nnz < len(data): the indices can be int32 before they are counted
     index_dtype = np.int32 if max(n_features, len(data)) <= np.iinfo(np.int32).max else np.int64
     p = _parse(data, base, base == 1, n_features - 1 + base, True, index_dtype, dtype)
     if isinstance(p, _Err):
-        raise _format_error(fs, block, line0, p, n_features, base, plain)
+        raise _format_error(fs, block, line0, p, n_features, base, check)
     rows, nnz = int(p.info[_k.I_ROWS]), int(p.info[_k.I_NNZ])
     if expect is not None:
         _expect_rows(block, line0, rows, expect)
@@ -194,7 +197,7 @@ def _scan_chunk(chunk: np.ndarray, fs, reject_zero: bool, max_raw: int,
 def _load_chunk(chunk: np.ndarray, fs, base: int, n_features: int, dtype,
                 check=None) -> np.ndarray:
     block, line0, rows = chunk[0]
-    X, y = _load(fs, block, line0, base, n_features, dtype, rows, check is None)
+    X, y = _load(fs, block, line0, base, n_features, dtype, rows, check)
     if check is not None:  # a format built on LIBSVM lines (LDA-C) validates the block
         X, y = check(fs, block, line0, X, y)
     return _box((X, y))
@@ -338,7 +341,7 @@ def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options
         if isinstance(s.error, LineError):
             raise s.error.shifted(l0)
         if s.error is not None:
-            raise _format_error(fs, b, l0, s.error, n_features, known_base, check is None)
+            raise _format_error(fs, b, l0, s.error, n_features, known_base, check)
 
     lo = min(s.lo for s in stats)
     hi = max(s.hi for s in stats)
@@ -349,7 +352,7 @@ def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options
         # Only reachable with "auto" resolved to zero-based: find the first culprit token.
         i = next(i for i, s in enumerate(stats) if s.hi - base >= n_features)
         err = _parse(_read(fs, blocks[i]), 0, False, n_features - 1 + base)
-        raise _format_error(fs, blocks[i], line0[i], err, n_features, base, check is None)
+        raise _format_error(fs, blocks[i], line0[i], err, n_features, base, check)
 
     keep = [i for i, s in enumerate(stats) if s.rows] or [0]  # empty blocks add no chunk
     rows = tuple(stats[i].rows for i in keep)

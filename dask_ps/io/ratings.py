@@ -16,7 +16,7 @@ from ._blocks import OBJECTS, box, each, open_paths, plan, start_lines
 from ._csv import LineError, check_sep, header_names, read_table
 from .parquet import footer
 
-__all__ = ["IdMapping", "encode_ratings", "read_ratings"]
+__all__ = ["IdMapping", "check_ratings_columns", "encode_ratings", "read_ratings"]
 
 
 class IdMapping:
@@ -166,6 +166,58 @@ class _CSV:
         return _coded(self.table(block, line0)[0], self.cols, users, items)
 
 
+def _layout(urlpath, user, item, rating, timestamp, sep, header, names, blocksize,
+            storage_options, compression) -> tuple:
+    """``(fs, paths, sep, blocks, names)`` of ratings files as :func:`read_ratings` reads
+    them (``blocks`` None for Parquet), from their headers or first lines only.
+
+    Raises
+    ------
+    DataError
+        The user, item or rating column is not among the columns, naming the first file.
+    """
+    fs, paths = open_paths(urlpath, storage_options)
+    if all(p.endswith((".parquet", ".parq")) for p in paths):
+        names, blocks = footer(fs, paths[0])[1].names, None
+    else:
+        if sep is None:
+            sep = "," if all(p.endswith((".csv", ".csv.gz", ".csv.bz2")) for p in paths) \
+                else "\t"
+        check_sep(sep)
+        blocks = plan(fs, paths, blocksize, compression)
+        if header:
+            names = header_names(fs, paths[0], sep, blocks[0].compression)
+        elif names is None:
+            names = [user, item, rating] + ([timestamp] if timestamp else [])
+            if timestamp and _first_fields(fs, paths[0], sep, blocks[0].compression) == 3:
+                names = names[:3]  # user, item, rating: no timestamp column
+    names = list(names)
+    absent = [c for c in (user, item, rating) if c not in names]
+    if absent:  # named with the file (encode_ratings takes any dataframe)
+        raise DataError(f"{paths[0]}: columns {absent} are not among {names}")
+    return fs, paths, sep, blocks, names
+
+
+def check_ratings_columns(urlpath, *, user: str = "user", item: str = "item",
+                          rating: str = "rating", timestamp: str | None = "timestamp",
+                          sep: str | None = None, header: bool = False,
+                          names: list[str] | None = None, storage_options: dict | None = None,
+                          compression: str | None = "infer") -> list[str]:
+    """The columns :func:`read_ratings` would find in ``urlpath`` (same parameters), read
+    from the first file's header or first line only: a check to run before a cluster starts.
+
+    Raises
+    ------
+    ValueError
+        The user, item or rating column is not among them (naming the file and the
+        columns), a ``sep`` that is not one character.
+    FileNotFoundError
+        No file matches ``urlpath``.
+    """
+    return _layout(urlpath, user, item, rating, timestamp, sep, header, names, None,
+                   storage_options, compression)[4]
+
+
 def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str = "rating",
                  timestamp: str | None = "timestamp", sep: str | None = None,
                  header: bool = False, names: list[str] | None = None,
@@ -229,31 +281,15 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     """
     import dask.dataframe as dd
 
-    fs, paths = open_paths(urlpath, storage_options)
-    if all(p.endswith((".parquet", ".parq")) for p in paths):
-        names = footer(fs, paths[0])[1].names
-        absent = [c for c in (user, item, rating) if c not in names]
-        if absent:  # named with the file (encode_ratings takes any dataframe)
-            raise DataError(f"{paths[0]}: columns {absent} are not among {names}")
+    fs, paths, sep, blocks, names = _layout(urlpath, user, item, rating, timestamp, sep,
+                                            header, names, blocksize, storage_options,
+                                            compression)
+    if blocks is None:
         df = dd.read_parquet([fs.unstrip_protocol(p) for p in paths],
                              storage_options=storage_options)
         return encode_ratings(df, user=user, item=item, rating=rating, timestamp=timestamp)
-    if sep is None:
-        sep = "," if all(p.endswith((".csv", ".csv.gz", ".csv.bz2")) for p in paths) else "\t"
-    check_sep(sep)
-    blocks = plan(fs, paths, blocksize, compression)
-    if header:
-        names = header_names(fs, paths[0], sep, blocks[0].compression)
-    elif names is None:
-        names = [user, item, rating] + ([timestamp] if timestamp else [])
-        if timestamp and _first_fields(fs, paths[0], sep, blocks[0].compression) == 3:
-            names = names[:3]  # user, item, rating: no timestamp column
-    names = list(names)
     cols = {"user": user, "item": item, "rating": rating,
             "timestamp": timestamp if timestamp in names else None}
-    absent = [c for c in (user, item, rating) if c not in names]
-    if absent:
-        raise DataError(f"{paths[0]}: columns {absent} are not among {names}")
     types = {user: pa.string(), item: pa.string(), rating: pa.float64()}
     if cols["timestamp"]:
         types[timestamp] = pa.float64()

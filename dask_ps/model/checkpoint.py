@@ -321,8 +321,7 @@ def _stored_rows(path: str, name: str, t: dict, spec, r0: int, r1: int, with_slo
         try:
             keys = keys_arr[a:b] if keys_arr is not None else np.arange(a, b, dtype=np.int64)
         except ValueError as exc:
-            raise CheckpointFormatError(f"{where}: keys of rows {a}..{b} are damaged: "
-                                        f"{exc}") from None
+            raise _damaged(where, {"keys": keys_arr}, a, b, t["chunk_rows"], exc) from None
         plan, bad = spec.partitioner.plan(keys)
         if bad >= 0 or plan.n_unique != keys.shape[0]:
             raise CheckpointFormatError(f"{where}: rows {a}..{b} hold duplicate or "
@@ -331,8 +330,25 @@ def _stored_rows(path: str, name: str, t: dict, spec, r0: int, r1: int, with_slo
             values = values_arr[a:b]
             slots = {k: arr[a:b] for k, arr in slot_arrs.items()}
         except ValueError as exc:  # a checksum that fails, a chunk cut short
-            raise CheckpointFormatError(f"{where}: rows {a}..{b} are damaged: {exc}") from None
+            arrays = {"values": values_arr, **{f"slots/{k}": v for k, v in slot_arrs.items()}}
+            raise _damaged(where, arrays, a, b, t["chunk_rows"], exc) from None
         yield plan, values, slots
+
+
+def _damaged(where: str, arrays: dict, a: int, b: int, chunk_rows: int,
+             exc: ValueError) -> CheckpointFormatError:
+    """The error for rows ``[a, b)`` of ``arrays`` (role -> zarr array), one of which failed
+    to read with ``exc``: naming the first array and chunk that fails alone (read again,
+    chunk by chunk: the error path only), else the rows of the whole batch."""
+    for role, arr in arrays.items():
+        for c0 in range(a - a % chunk_rows, b, chunk_rows):
+            try:
+                arr[c0:min(c0 + chunk_rows, arr.shape[0])]
+            except ValueError as one:
+                return CheckpointFormatError(
+                    f"{where}: array {role!r}, rows {c0}..{min(c0 + chunk_rows, arr.shape[0])}"
+                    f" are damaged (its chunk {c0 // chunk_rows}): {one}")
+    return CheckpointFormatError(f"{where}: rows {a}..{b} are damaged: {exc}")
 
 
 def _check_part(model, path: str, name: str, t: dict, spec, r0: int, r1: int,

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import operator
 import os
 import re
 import time
@@ -202,7 +203,15 @@ def latest(url: str, version: int | None = None) -> CheckpointInfo:
         No complete version (or not version ``version``); the message lists the torn ones.
     CheckpointFormatError
         A version written in a newer store format than this dask_ps reads.
+    TypeError
+        ``version`` is not an integer (a string ``"1"`` was reported as missing).
     """
+    if version is not None:
+        try:
+            version = operator.index(version)
+        except TypeError:
+            raise TypeError(f"checkpoint version must be an integer, got {version!r} "
+                            f"({type(version).__name__})") from None
     complete, torn = list_versions(url)
     if version is not None:
         if version not in complete:

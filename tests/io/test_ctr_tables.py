@@ -529,3 +529,23 @@ def test_parquet_binary_columns_hash_as_their_bytes(tmp_path):
         Xs, _ = _compute(*read_ctr(tmp_path / "s.parquet", label="click", n_features=2**20))
         assert (Xb[0] != Xs[0]).nnz == 0 and (Xb[2] != Xs[2]).nnz == 0  # "Oslo", missing
         assert (Xb[1] != Xs[1]).nnz and (Xb[1] != Xb[0]).nnz and (Xb[0] != Xb[3]).nnz == 0
+
+
+def test_parquet_integers_beyond_2_53_are_numbers_as_in_a_csv(tmp_path):
+    """An int64/uint64 numeric column (hashed ids) beyond 2^53 reads as a CSV of the same
+    values reads (rounded to float64); arrow's safe cast refused it as 'not numbers'."""
+    big = [2**53 + 1, 5, 2**62 + 3, 7]
+    csv = tmp_path / "t.csv"
+    csv.write_text("click,uid\n" + "".join(f"{c},{v}\n" for c, v in zip([0, 1, 0, 1], big)))
+    Xc, yc = _compute(*read_ctr(csv, label="click", numeric=["uid"], n_features=2**20))
+    for typ in (pa.int64(), pa.uint64()):
+        pq.write_table(pa.table({"click": [0, 1, 0, 1], "uid": pa.array(big, typ)}),
+                       tmp_path / "t.parquet")
+        Xp, yp = _compute(*read_ctr(tmp_path / "t.parquet", label="click", numeric=["uid"],
+                                    n_features=2**20))
+        assert (Xp != Xc).nnz == 0 and yp.tolist() == yc.tolist() == [0, 1, 0, 1]
+    pq.write_table(pa.table({"click": [0, 1], "uid": pa.array([2**64 - 1, 1], pa.uint64())}),
+                   tmp_path / "t.parquet")
+    Xp, _ = _compute(*read_ctr(tmp_path / "t.parquet", label="click", numeric=["uid"],
+                               n_features=2**20))
+    assert Xp.shape == (2, 2**20) and Xp.nnz == 2

@@ -174,7 +174,17 @@ def test_ldac_errors_name_file_and_line(tmp_path):
     for bad, reason in [("3 0:1 3:2", "the line says 3 terms but lists 2"),
                         ("2 0:1 3:2.5", "count 2.5 of term 3 is not a positive integer"),
                         ("2 0:1 3:0", "count 0 of term 3 is not a positive integer"),
-                        ("2 0:1 9:1", "n_features=5")]:
+                        # LDA-C's words, not LIBSVM's (feature index, n_features, label)
+                        ("2 0:1 9:1", "term id beyond the vocabulary's 5 terms (ids from 0): "
+                                      "'9:1'"),
+                        ("0:1 3:2", "the line's first field is not its number of terms N: "
+                                    "'0:1'"),
+                        ("nan 0:1 3:2", "first field is not its number of terms N: 'nan'"),
+                        ("2 0:1 x:2", "term id is not an integer"),
+                        ("2 0:1 3:inf", "count is not a finite number"),
+                        ("2 0:1 -3:2", "negative term id"),
+                        ("2 0:1 3:nan", "the line says 2 terms but lists 1 distinct ones (a "
+                                        "term whose count is NaN")]:
         lines = [good] * 60
         lines[44] = bad
         path.write_text("\n".join(lines) + "\n")

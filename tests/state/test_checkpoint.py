@@ -200,6 +200,18 @@ def _two_versions(tmp_path):
     return url, tmp_path / "ck" / "v000002" / "t0" / "values" / "c"
 
 
+def test_a_version_that_is_not_an_integer_is_refused_as_such(tmp_path):
+    """load(version="1") said 'has no complete version 1; complete: [1]'."""
+    url = str(tmp_path / "ck")
+    model = PSModel("local")
+    model.add_table("w", (4,))
+    model.save(url)
+    model.close()
+    with pytest.raises(TypeError, match=r"version must be an integer, got '1' \(str\)"):
+        PSModel.load("local", url, version="1")
+    PSModel.load("local", url, version=np.int64(1)).close()
+
+
 def test_a_lost_chunk_is_found_and_the_previous_version_loaded(tmp_path):
     url, chunks = _two_versions(tmp_path)
     (chunks / "3" / "0").unlink()
@@ -292,11 +304,34 @@ def test_overwritten_bytes_fail_their_checksum_naming_table_and_rows(tmp_path):
     raw = bytearray(chunk.read_bytes())
     raw[100] ^= 0xFF
     chunk.write_bytes(bytes(raw))
-    with pytest.raises(CheckpointFormatError, match=r"table 'w': rows 0\.\.50000 are "
-                                                    r"damaged: .*checksum"):
+    # the array and the chunk's rows are named, not the batch of chunks read at once
+    with pytest.raises(CheckpointFormatError, match=r"table 'w': array 'values', rows "
+                                                    r"20000\.\.30000 are damaged \(its chunk "
+                                                    r"2\): .*checksum"):
         PSModel.load("local", url)
     chunk.write_bytes(bytes(raw[:50]))  # cut short
-    with pytest.raises(CheckpointFormatError, match="table 'w': rows 0..50000 are damaged"):
+    with pytest.raises(CheckpointFormatError, match=r"table 'w': array 'values', rows "
+                                                    r"20000\.\.30000 are damaged \(its chunk 2\)"):
+        PSModel.load("local", url)
+
+
+@pytest.mark.parametrize("array, role", [("slots/accumulator", "slots/accumulator"),
+                                         ("values", "values")])
+def test_a_damaged_chunk_of_a_tables_optimizer_state_is_named(tmp_path, array, role):
+    """A bad chunk among the 16 read at once names its array (the values or a slot of the
+    update rule's state) and its own rows (it said rows 0..100 of the table)."""
+    url = str(tmp_path / "ck")
+    model = PSModel("local", n_shards=2)
+    model.add_table("w", (100, 3), optimizer="adagrad")
+    model.push("w", np.arange(100), np.ones((100, 3)))
+    model.save(url, chunk_rows=16)
+    model.close()
+    chunk = Path(url) / "v000001" / "t0" / array / "c" / "5" / "0"
+    raw = bytearray(chunk.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    chunk.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointFormatError, match=rf"table 'w': array '{role}', rows "
+                                                    r"80\.\.96 are damaged \(its chunk 5\)"):
         PSModel.load("local", url)
 
 
@@ -426,8 +461,8 @@ def test_a_failed_restore_on_a_cluster_leaves_the_model_as_it_was(client2, tmp_p
     before = full_state(model)
     _damage_last_chunk(url, "t0/values")
     for roll_back in (model.restore, model.recover):
-        with pytest.raises(CheckpointFormatError, match=r"table 'w': rows 500\.\.1000 are "
-                                                        r"damaged"):
+        with pytest.raises(CheckpointFormatError, match=r"table 'w': array 'values', rows "
+                                                        r"900\.\.1000 are damaged"):
             roll_back(url)
         assert_same(before, full_state(model))
         assert model.table("h").n_keys == 2
