@@ -81,9 +81,11 @@ class MatrixFactorization(PSEstimator):
         Clip predictions to the range of the training ratings (as Surprise does).
     consistency, staleness, n_shards, random_state, client, shard_resources, checkpoint,
     checkpoint_every, max_recoveries, resume, progress, callbacks
-        As for :class:`~dask_ps.LogisticRegression` (``checkpoint`` saves the item table;
-        user factors live next to their partitions, and a resume solves them from the
-        restored item table, as an ALS user step does); ALS always runs BSP.
+        As for :class:`~dask_ps.LogisticRegression`; ALS always runs BSP. User factors live
+        next to their partitions; a ``checkpoint`` URL also keeps them in a PS table
+        ``"user"`` (n_users, rank + 1), written before each save, so that ``resume`` goes on
+        with the saved users and items (and a resume of a finished fit returns the saved
+        model). ``"auto"`` snapshots hold the item table only.
 
     Attributes
     ----------
