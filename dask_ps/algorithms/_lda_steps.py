@@ -36,6 +36,7 @@ from ..exceptions import DataError
 from . import _lda_kernels as kr
 from . import _lda_tokens as tk
 from ._base import check_numeric_columns
+from ._gbdt_data import checksums
 from ._lda_eval import doc_loglik, topic_loglik
 from ._lda_table import (
     delta_entries,
@@ -98,6 +99,8 @@ def _tokens(part, cfg: dict) -> dict:
         vocab, local = tk.local_vocabulary(words)
         st["word_ptr"], st["word_tok"] = tk.group_by_word(local, vocab.shape[0])
         st["vocab"], st["doc_ptr"] = vocab, doc_ptr
+        # the counts and where they are, whatever the partitioning (a resume's fit id)
+        st["checksum"] = checksums(X, None, cfg["row_offsets"][part.index])[0]
     return st
 
 
@@ -197,7 +200,8 @@ def setup_task(ps, parts: list, cfg: dict) -> list[tuple[int, int, int, bool]]:
 
     ``cfg["warm"]``: partitions without assignments draw them from the counts of the
     others instead of uniformly; ``cfg["redraw"]``: every partition draws anew. Returns
-    ``(partition, documents, tokens, fresh)`` per partition.
+    ``(partition, documents, tokens, fresh, checksum)`` per partition, ``checksum`` that of
+    its counts (:func:`~._gbdt_data.checksums`).
     """
     sts = [_tokens(p, cfg) for p in parts]
     if cfg.get("redraw"):  # every partition draws anew (from the counts the table holds)
@@ -231,7 +235,7 @@ def setup_task(ps, parts: list, cfg: dict) -> list[tuple[int, int, int, bool]]:
     ps.clock()
     fresh_ids = {p.index for p, _ in fresh}
     return [(p.index, st["doc_ptr"].shape[0] - 1, int(st["word_tok"].shape[0]),
-             p.index in fresh_ids) for p, st in zip(parts, sts)]
+             p.index in fresh_ids, st["checksum"]) for p, st in zip(parts, sts)]
 
 
 def train_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[dict]:

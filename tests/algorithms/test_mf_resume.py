@@ -45,3 +45,30 @@ def test_a_resume_of_a_finished_fit_returns_the_saved_model(tmp_path, solver):
     resumed = MatrixFactorization(max_iter=4, checkpoint=half, resume=True, **kw).fit(X)
     np.testing.assert_allclose(losses(resumed), losses(first), rtol=1e-6)
     np.testing.assert_allclose(resumed.predict(X), first.predict(X), rtol=0, atol=1e-5)
+
+
+def test_a_checkpoint_of_other_ids_is_refused_naming_them(tmp_path):
+    """Only the tables' shapes were compared: a resume onto other items of the same count
+    went on silently, item 1000 with the factors item 0 was saved with. The checkpoint now
+    records the fit's solver and id sets; other ones are refused before anything is
+    restored, naming what differs, and the same fit still resumes."""
+    from dask_ps.exceptions import OptionError
+    from dask_ps.model import format as ck
+
+    X = ratings(n=600)
+    url = str(tmp_path / "ck")
+    kw = dict(rank=3, random_state=0, client="local", checkpoint=url, resume=True)
+    MatrixFactorization(max_iter=2, **kw).fit(X)
+    versions = ck.list_versions(url)
+    other_items = X.copy()
+    other_items[:, 1] += 1000
+    with pytest.raises(OptionError, match=r"holds another fit: item_ids '[0-9a-f]{64}' "
+                                          r"\(this fit's: '[0-9a-f]{64}'\); resume with"):
+        MatrixFactorization(max_iter=3, **kw).fit(other_items)
+    other_users = X.copy()
+    other_users[:, 0] += 500  # the same user count, other users
+    with pytest.raises(OptionError, match=r"user_ids '[0-9a-f]{64}' \(this fit's: "):
+        MatrixFactorization(max_iter=3, **kw).fit(other_users)
+    assert ck.list_versions(url) == versions  # nothing restored nor saved
+    resumed = MatrixFactorization(max_iter=3, **kw).fit(X)
+    assert [h["epoch"] for h in resumed.history_] == [1, 2, 3]
