@@ -35,6 +35,7 @@ from ._lda_steps import (
     TIMES,
     as_csr,
     assignments_task,
+    check_table_room,
     setup_task,
     table_counts,
     train_task,
@@ -84,10 +85,12 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
     ------
     ValueError
         Counts that are negative, not integers or not finite (naming the document and the
-        term), or no token at all.
+        term), no token at all, or more topics x terms than memory holds (before the table
+        is made: :func:`~._lda_steps.check_table_room`).
     """
     loop = loop or EpochLoop(model, f"LatentDirichletAllocation(K={n_topics})", max_iter,
                              unit="iteration", job_seconds=JOB_SECONDS)
+    check_table_room(model, n_words, n_topics)
     model.add_table(TABLE, (n_words * n_topics,), "int32")
     cfg = dict(n_words=int(n_words), n_topics=int(n_topics), alpha=float(alpha),
                beta=float(beta), n_mh=int(n_mh), seed=int(random_state),
@@ -388,7 +391,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         ValueError
             Bad parameters; a count that is negative, not an integer or not finite
             (naming the document and the term); no token at all; a vocabulary whose length
-            is not the number of terms.
+            is not the number of terms; ``n_components`` x terms beyond memory.
         """
         self._validate()
         return self._fit(self._documents(X, reset=True), vocabulary, None)
