@@ -20,6 +20,7 @@ API. :class:`PSEstimator` gives it, in one place:
 from __future__ import annotations
 
 import functools
+import hashlib
 import numbers
 import os
 import sys
@@ -39,7 +40,7 @@ from ..state.consistency import Consistency
 from .epoch_loop import EpochLoop
 
 __all__ = ["COMMON_CONSTRAINTS", "Interval", "PSEstimator", "check_numeric_columns",
-           "history_fields", "keeps_state_on_failure", "validate_data"]
+           "checksum", "history_fields", "keeps_state_on_failure", "validate_data"]
 
 _pv = _compat.sklearn_param_validation()
 StrOptions = _pv.StrOptions
@@ -346,6 +347,29 @@ def fit_identity(estimator, n_features: int, classes) -> dict:
     out.update({name: str(getattr(estimator, name)) for name in RULE_PARAMS
                 if hasattr(estimator, name)})
     return out
+
+
+def checksum(*arrays) -> str:
+    """SHA-256 (hex) of the arrays' values, one after the other: how a fit id (see
+    :func:`fit_identity`) knows a set it does not keep, e.g. MatrixFactorization's user and
+    item ids, an LDA vocabulary or a GBDT fit's bins.
+
+    Parameters
+    ----------
+    *arrays : array-like
+        Numbers are hashed by their bytes in C order (so the dtype counts), text (str or
+        object arrays) by its UTF-32 code points.
+
+    Returns
+    -------
+    str
+        64 hex digits.
+    """
+    digest = hashlib.sha256()
+    for a in arrays:
+        a = np.asarray(a)
+        digest.update(np.ascontiguousarray(a.astype(str) if a.dtype.kind == "O" else a).data)
+    return digest.hexdigest()
 
 
 def user_stacklevel() -> int:

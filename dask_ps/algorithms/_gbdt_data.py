@@ -325,7 +325,8 @@ def checksums(X, y, start: int) -> tuple[int, int]:
     ----------
     X : float ndarray (n, d) or CSR matrix
         As :func:`to_matrix` returns it.
-    y : ndarray (n,)
+    y : ndarray (n,) or None
+        None: no labels (e.g. LDA's documents); their checksum is 0.
     start : int
 
     Returns
@@ -345,7 +346,8 @@ def checksums(X, y, start: int) -> tuple[int, int]:
             by_column += (_words(X[a:a + step]) * rows[a:a + step, None]).sum(
                 axis=0, dtype=np.uint64)
         features = (by_column * cols).sum(dtype=np.uint64)
-    labels_sum = (_words(y) * _weights(start, n, _LABEL_SEED)).sum(dtype=np.uint64)
+    labels_sum = 0 if y is None else (_words(y) * _weights(start, n, _LABEL_SEED)).sum(
+        dtype=np.uint64)
     return int(features), int(labels_sum)
 
 

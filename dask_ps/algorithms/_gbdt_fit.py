@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import hashlib
 import numbers
 import warnings
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from ..exceptions import CheckpointFormatError, DataError, OptionError
 from ..model import PSModel
 from ..partitions import Partitions
 from ..partitions.inputs import is_dask
+from ._base import checksum
 from ._gbdt_bins import BinMapper
 from ._gbdt_data import eval_survey, set_checksums
 from ._gbdt_kernels import quantization_scale
@@ -349,8 +349,8 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
 
     fit_id = dict(rows=int(n_train), features=int(mapper.n_features), outputs=int(T),
                   leaves=int(max_leaf_nodes), classes=None if classes is None else
-                  [str(c) for c in classes], bins=hashlib.sha256(
-                      mapper.bin_upper.tobytes() + mapper.hist_offsets.tobytes()).hexdigest(),
+                  [str(c) for c in classes],
+                  bins=checksum(mapper.bin_upper, mapper.hist_offsets),
                   **(set_checksums(parts, "train") if loop.checkpoint is not None else {}),
                   # the eval losses kept for early stopping are of this eval set
                   **eval_id)

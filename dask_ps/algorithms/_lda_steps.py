@@ -36,6 +36,7 @@ from ..exceptions import DataError
 from . import _lda_kernels as kr
 from . import _lda_tokens as tk
 from ._base import check_numeric_columns
+from ._gbdt_data import checksums
 from ._lda_eval import doc_loglik, topic_loglik
 from ._lda_table import (
     delta_entries,
@@ -46,8 +47,8 @@ from ._lda_table import (
     topic_counts,
 )
 
-__all__ = ["TABLE", "TIMES", "as_csr", "assignments_task", "setup_task", "table_counts",
-           "train_task"]
+__all__ = ["TABLE", "TIMES", "as_csr", "assignments_task", "check_table_room", "setup_task",
+           "table_counts", "train_task"]
 
 #: Name of the word–topic table (flat, ``word * K + topic``, int32).
 TABLE = "nwk"
@@ -98,12 +99,77 @@ def _tokens(part, cfg: dict) -> dict:
         vocab, local = tk.local_vocabulary(words)
         st["word_ptr"], st["word_tok"] = tk.group_by_word(local, vocab.shape[0])
         st["vocab"], st["doc_ptr"] = vocab, doc_ptr
+        # the counts and where they are, whatever the partitioning (a resume's fit id)
+        st["checksum"] = checksums(X, None, cfg["row_offsets"][part.index])[0]
     return st
 
 
 #: Bytes that one token takes, at least, while a partition trains: its term (int32), its
 #: local term (int32), its place in word order (int64) and its sampler record (16-64 bytes).
 TOKEN_BYTES = 40
+
+
+#: Bytes per topic that a training task takes, at least, whatever its tokens: the word
+#: phase's counts, alias table and lists over the topics (49), the doc phase's counts, the
+#: totals pulled, their deltas and the moves pushed (8 each).
+TOPIC_BYTES = 89
+
+#: Bytes per word–topic cell, at least: on the shards (the int32 table), and in the
+#: process that fits (the counts gathered, int32, and ``components_`` made of them, float64).
+CELL_BYTES, GATHERED_CELL_BYTES = 4, 12
+
+
+def process_memory() -> int:
+    """Bytes this process may use: its Dask worker's memory limit, or the machine's memory
+    outside a worker (or in a worker without a limit)."""
+    worker = _compat.current_worker()
+    return (_compat.memory_limit(worker) if worker is not None else None) or \
+        psutil.virtual_memory().total
+
+
+def check_table_room(model, n_words: int, n_topics: int) -> None:
+    """Refuse a fit whose word–topic counts (``n_words * n_topics`` cells) and per-topic
+    working arrays could not fit in memory, before any is made: ``n_components=10**8`` on
+    a 40 x 30 corpus allocated an 11.2 GiB table, then was killed by the kernel at 22.9 GB.
+
+    Counts, at least, :data:`CELL_BYTES` per cell on the shards (spread evenly), and
+    :data:`TOPIC_BYTES` per topic and task thread of each worker, against that worker's
+    memory limit; :data:`GATHERED_CELL_BYTES` per cell in this process (plus the shards and
+    one task in-process) against what it may use (:func:`process_memory`). Workers without
+    a limit are not checked.
+
+    Raises
+    ------
+    ValueError
+        Naming ``n_components``, ``n_words``, the bytes needed, where, and what that
+        process may use.
+    """
+    cells = int(n_words) * int(n_topics)
+    per_shard = -(-cells // model.n_shards) * CELL_BYTES
+    needs = []  # (bytes, limit, where)
+    here = cells * GATHERED_CELL_BYTES
+    if model.is_local:
+        here += cells * CELL_BYTES + n_topics * TOPIC_BYTES
+    else:
+        from ..cluster import worker_info
+
+        info = worker_info(model.client)
+        for address, w in info.items():
+            shards = sum(1 for ref in model.shards if ref.address == address)
+            need = shards * per_shard + int(w.get("nthreads", 1)) * n_topics * TOPIC_BYTES
+            if w.get("memory_limit"):
+                needs.append((need, int(w["memory_limit"]), f"worker {address}"))
+    needs.append((here, process_memory(), "this process"))
+    for need, limit, where in needs:
+        if need > limit:
+            raise ValueError(
+                f"LatentDirichletAllocation: n_components={n_topics} topics x n_words="
+                f"{n_words} terms need at least {need / 2**30:.1f} GiB in {where} (the "
+                f"word-topic counts: {cells * CELL_BYTES / 2**30:.1f} GiB of int32 on the "
+                f"shards, {cells * GATHERED_CELL_BYTES / 2**30:.1f} GiB gathered with "
+                f"components_ where the fit runs; {TOPIC_BYTES} bytes per topic and task "
+                f"for sampling), more than the {limit / 2**30:.1f} GiB it may use: use fewer "
+                f"topics or terms")
 
 
 def _check_token_room(X: sp.csr_matrix, index: int, first_row: int) -> None:
@@ -118,9 +184,7 @@ def _check_token_room(X: sp.csr_matrix, index: int, first_row: int) -> None:
         term.
     """
     n = float(np.sum(X.data, dtype=np.float64))
-    worker = _compat.current_worker()
-    limit = (_compat.memory_limit(worker) if worker is not None else None) or \
-        psutil.virtual_memory().total
+    limit = process_memory()
     if not n * TOKEN_BYTES > limit:  # NaN counts: tokens_from_counts names them
         return
     j = int(np.argmax(X.data))
@@ -197,7 +261,8 @@ def setup_task(ps, parts: list, cfg: dict) -> list[tuple[int, int, int, bool]]:
 
     ``cfg["warm"]``: partitions without assignments draw them from the counts of the
     others instead of uniformly; ``cfg["redraw"]``: every partition draws anew. Returns
-    ``(partition, documents, tokens, fresh)`` per partition.
+    ``(partition, documents, tokens, fresh, checksum)`` per partition, ``checksum`` that of
+    its counts (:func:`~._gbdt_data.checksums`).
     """
     sts = [_tokens(p, cfg) for p in parts]
     if cfg.get("redraw"):  # every partition draws anew (from the counts the table holds)
@@ -231,7 +296,7 @@ def setup_task(ps, parts: list, cfg: dict) -> list[tuple[int, int, int, bool]]:
     ps.clock()
     fresh_ids = {p.index for p, _ in fresh}
     return [(p.index, st["doc_ptr"].shape[0] - 1, int(st["word_tok"].shape[0]),
-             p.index in fresh_ids) for p, st in zip(parts, sts)]
+             p.index in fresh_ids, st["checksum"]) for p, st in zip(parts, sts)]
 
 
 def train_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[dict]:

@@ -2,7 +2,9 @@
 
 Every user's ratings are in one partition, so its factors and bias are only ever read and
 written next to that partition: they live in the partition's worker-local state
-(``part.state``), never pulled, pushed or stored on the PS. Items are shared by all
+(``part.state``), never pulled during training. A fit with a checkpoint copies them into the
+table :data:`USERS` before each save (:func:`store_users_step`), and a resume copies them
+back (:func:`set_users_step`). Items are shared by all
 partitions: their factors and biases are the PS table ``"item"`` (n_items, rank + 1), bias in
 the last column.
 
@@ -30,7 +32,12 @@ from ..exceptions import DivergenceError
 from ..kernels.sorting import unique_sorted
 from ._mf_kernels import als_gram, als_solve_gram, als_solve_rows, sgd_sweep
 
-__all__ = ["als_task", "collect_step", "sgd_task"]
+__all__ = ["USERS", "als_task", "collect_step", "set_users_step", "sgd_task",
+           "store_users_step"]
+
+#: Name of the table of user rows (factors, bias last) a checkpoint holds (see
+#: :func:`store_users_step`).
+USERS = "user"
 
 
 def diverged(solver: str, epoch: int, what: str, cfg: dict) -> DivergenceError:
@@ -218,37 +225,37 @@ def _als_iteration(ps, parts: list, cfg: dict, epoch: int) -> tuple[float, int]:
     return sse, count
 
 
-def resume_users_step(ps, part, cfg: dict) -> int:
-    """After a resume of SGD: the partition's user factors and biases solved from the
-    restored item rows (an ALS user step, :func:`~._mf_kernels.als_solve_rows`), in place
-    of the random factors a partition starts with (a checkpoint holds the item table only:
-    against random user factors, the first epoch after a resume had a training RMSE of 0.505
-    where the checkpoint's epoch had 0.306 and a fresh first epoch 0.486). Returns the
-    partition's ratings.
+def set_users_step(ps, part, cfg: dict) -> None:
+    """The partition's user rows (factors, bias last) set from the table :data:`USERS`
+    (restored from a checkpoint by a resume), in place of the rows a partition starts with.
 
     Raises
     ------
     DivergenceError
-        The solved factors are not finite.
+        The restored rows are not finite (the checkpoint's were not).
     """
-    st = _sgd_local(part, cfg)
-    uids, users, items, ratings = part.load()
-    keys = unique_sorted(items)
-    if not keys.shape[0]:
-        return 0
-    order = np.argsort(users, kind="stable")  # CSR by user
-    indptr = np.zeros(uids.shape[0] + 1, np.int64)
-    np.cumsum(np.bincount(users, minlength=uids.shape[0]), out=indptr[1:])
-    k = cfg["rank"]
-    out = np.zeros((uids.shape[0], k + 1))
-    Q = ps.pull("item", keys).astype(np.float64)
-    if als_solve_rows(indptr, np.searchsorted(keys, items)[order], ratings[order], Q,
-                      cfg["mu"], cfg["reg"], cfg["reg_bias"], cfg["reg_fixed"],
-                      cfg["reg_bias_fixed"], out) >= 0 or not np.isfinite(out).all():
-        raise diverged("sgd", 0, "the user factors solved after the resume are not finite",
-                       cfg)
-    st["P"], st["bu"] = out[:, :k].astype(np.float32), out[:, k].astype(np.float32)
-    return int(ratings.shape[0])
+    if cfg["solver"] == "als":
+        st = _local(part, cfg)
+        st["P"][:] = ps.pull(USERS, st["uids"])
+        rows = st["P"]
+    else:
+        st = _sgd_local(part, cfg)
+        rows = ps.pull(USERS, st["uids"])
+        k = cfg["rank"]
+        st["P"], st["bu"] = np.ascontiguousarray(rows[:, :k]), rows[:, k].copy()
+    if not np.isfinite(rows).all():
+        raise diverged(cfg["solver"], 0, "the user factors restored by the resume are not "
+                       "finite", cfg)
+
+
+def store_users_step(ps, part, cfg: dict) -> None:
+    """Write the partition's user rows into the table :data:`USERS` (before a checkpoint
+    saves it): one push of the change per user row, the table's rows of other partitions
+    untouched."""
+    uids, rows = collect_step(ps, part, cfg)
+    if uids.shape[0]:
+        ps.push(USERS, uids, rows.astype(cfg["dtype"]) - ps.pull(USERS, uids))
+    ps.clock()
 
 
 def collect_step(ps, part, cfg: dict) -> tuple[np.ndarray, np.ndarray]:

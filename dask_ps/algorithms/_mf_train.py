@@ -12,7 +12,14 @@ from ..model import PSModel
 from ..partitions import Partitions
 from . import _mf_data as data_
 from ._mf_kernels import balance_blocks
-from ._mf_steps import als_task, collect_step, resume_users_step, sgd_task
+from ._mf_steps import (
+    USERS,
+    als_task,
+    collect_step,
+    set_users_step,
+    sgd_task,
+    store_users_step,
+)
 from .epoch_loop import EpochLoop
 
 __all__ = ["train"]
@@ -68,7 +75,7 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
     cfg = dict(solver=solver, rank=rank, reg=reg, reg_bias=reg_bias, reg_fixed=reg_fixed,
                reg_bias_fixed=reg_bias_fixed, mu=mu, decay=decay,
                learning_rate=learning_rate, init_std=init_std, n_items=n_items,
-               n_parts=len(data), seed=int(random_state))
+               n_parts=len(data), seed=int(random_state), dtype=dtype)
     if solver == "sgd":
         counts = np.sum(data.reduce(data_.item_counts, None, n_items), axis=0)
 
@@ -83,12 +90,19 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
         def epochs(first, last):
             per_task = model.run(lambda ps, parts: als_task(ps, parts, cfg, first, last), data)
             return [_rmse([t[e] for t in per_task]) for e in range(last - first + 1)]
-    def users_from_items(saved, clock):  # a resume restored the item table only
-        model.fit_partitions(lambda ps, part: resume_users_step(ps, part, cfg), data)
+    users = None
+    if loop.checkpoint not in (None, "auto"):  # a resume restores the users with the items
+        model.add_table(USERS, (n_users, d), dtype)
 
-    # SGD solves its users' factors from it; ALS refits them in its first user step
-    resumed = (lambda clock: {}, users_from_items) if solver == "sgd" else None
-    history = loop.run(epochs, on_recover=data.locate, restart=fill, driver_state=resumed)
+        def store(clock: int) -> dict:
+            model.fit_partitions(lambda ps, part: store_users_step(ps, part, cfg), data)
+            return {}
+
+        def restore(saved: dict | None, clock: int) -> None:
+            model.fit_partitions(lambda ps, part: set_users_step(ps, part, cfg), data)
+
+        users = (store, restore)
+    history = loop.run(epochs, on_recover=data.locate, restart=fill, driver_state=users)
     user_rows = np.zeros((n_users, d))
     for uids, U in model.fit_partitions(lambda ps, part: collect_step(ps, part, cfg), data)[0]:
         user_rows[uids] = U

@@ -24,8 +24,10 @@ from ._base import (
     Interval,
     PSEstimator,
     check_numeric_columns,
+    checksum,
     validate_data,
 )
+from ._gbdt_data import set_checksums
 from ._lda_eval import fold_in, heldout_loglik
 from ._lda_kernels import MAX_MH
 from ._lda_steps import (
@@ -33,6 +35,7 @@ from ._lda_steps import (
     TIMES,
     as_csr,
     assignments_task,
+    check_table_room,
     setup_task,
     table_counts,
     train_task,
@@ -65,7 +68,9 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
     a model trained before, continues its training: the first topics of the tokens are
     drawn from ``p(k | w) ∝ (n_wk + β) / (n_k + Vβ)`` of those counts instead of uniformly
     (the draw of a recovery, :func:`~._lda_table.sample_from_rows`), so the topics keep
-    their numbers; the table then counts the new assignments alone.
+    their numbers; the table then counts the new assignments alone. ``loop.fit_id`` gets
+    ``n_words``, ``n_topics`` and ``counts``, the checksum of the documents' counts (see
+    :func:`~dask_ps.model.recovery.check_resumable`).
 
     Returns
     -------
@@ -80,10 +85,12 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
     ------
     ValueError
         Counts that are negative, not integers or not finite (naming the document and the
-        term), or no token at all.
+        term), no token at all, or more topics x terms than memory holds (before the table
+        is made: :func:`~._lda_steps.check_table_room`).
     """
     loop = loop or EpochLoop(model, f"LatentDirichletAllocation(K={n_topics})", max_iter,
                              unit="iteration", job_seconds=JOB_SECONDS)
+    check_table_room(model, n_words, n_topics)
     model.add_table(TABLE, (n_words * n_topics,), "int32")
     cfg = dict(n_words=int(n_words), n_topics=int(n_topics), alpha=float(alpha),
                beta=float(beta), n_mh=int(n_mh), seed=int(random_state),
@@ -105,6 +112,11 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
     info = dict(n_tokens=n_tokens, n_documents=sum(p[1] for p in per_part))
     if n_tokens == 0:
         raise ValueError("the documents hold no token (every count is zero)")
+    # what a checkpoint to resume from must hold: the table is flat (V * K rows), and its
+    # rows are these terms' (the counts' checksum: the same documents, columns in place)
+    sums = set_checksums([dict(checksums=(p[4], 0)) for p in per_part], "counts")
+    loop.fit_id = dict(loop.fit_id or {}, n_words=int(n_words), n_topics=int(n_topics),
+                       counts=sums["counts_features"])
 
     expected = {"next": 1}
 
@@ -221,9 +233,10 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         Continue from the newest complete version of ``checkpoint``: the table is
         restored, each token's topic drawn anew from its counts (a checkpoint holds counts,
         not assignments; the draw of :meth:`partial_fit`), and the iterations after the
-        saved one run. A checkpoint of another vocabulary size or number of topics is
-        refused with an :class:`~dask_ps.exceptions.OptionError` before anything is
-        restored.
+        saved one run. A checkpoint of another fit (another number of topics or terms,
+        another ``vocabulary``, or other counts: other documents, or their columns in
+        another order) is refused with an :class:`~dask_ps.exceptions.OptionError` naming
+        what differs, before anything is restored.
     max_recoveries : int, default 3
         A lost worker or shard is recovered without a checkpoint: the word–topic table is
         rebuilt from the workers' assignments (documents whose assignments were lost draw
@@ -378,7 +391,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         ValueError
             Bad parameters; a count that is negative, not an integer or not finite
             (naming the document and the term); no token at all; a vocabulary whose length
-            is not the number of terms.
+            is not the number of terms; ``n_components`` x terms beyond memory.
         """
         self._validate()
         return self._fit(self._documents(X, reset=True), vocabulary, None)
@@ -440,7 +453,9 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
                 offsets = data.starts
                 loop = self._epoch_loop(model, f"LatentDirichletAllocation(K={K})",
                                         self.max_iter, unit="iteration",
-                                        job_seconds=JOB_SECONDS)
+                                        job_seconds=JOB_SECONDS, fit_id=dict(
+                                            estimator=type(self).__name__, vocabulary=None
+                                            if vocabulary is None else checksum(vocabulary)))
                 nwk, history, info = train(
                     model, data, n_words=V, n_topics=K, alpha=alpha, beta=beta,
                     max_iter=self.max_iter, row_offsets=offsets, n_mh=self.mh_steps,

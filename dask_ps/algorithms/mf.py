@@ -17,7 +17,7 @@ from ..exceptions import DataError
 from ..io.ratings import IdMapping, encode_ratings
 from ..partitions.inputs import is_dask
 from . import _mf_data as data_
-from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions
+from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions, checksum
 from ._mf_kernels import predict_pairs
 from ._mf_train import train
 
@@ -81,9 +81,13 @@ class MatrixFactorization(PSEstimator):
         Clip predictions to the range of the training ratings (as Surprise does).
     consistency, staleness, n_shards, random_state, client, shard_resources, checkpoint,
     checkpoint_every, max_recoveries, resume, progress, callbacks
-        As for :class:`~dask_ps.LogisticRegression` (``checkpoint`` saves the item table;
-        user factors live next to their partitions, and a resume solves them from the
-        restored item table, as an ALS user step does); ALS always runs BSP.
+        As for :class:`~dask_ps.LogisticRegression`; ALS always runs BSP. User factors live
+        next to their partitions; a ``checkpoint`` URL also keeps them in a PS table
+        ``"user"`` (n_users, rank + 1), written before each save, so that ``resume`` goes on
+        with the saved users and items (and a resume of a finished fit returns the saved
+        model); a checkpoint of another fit (another solver, or other user or item ids) is
+        refused with an :class:`~dask_ps.exceptions.OptionError` naming what differs.
+        ``"auto"`` snapshots hold the item table only.
 
     Attributes
     ----------
@@ -213,8 +217,12 @@ class MatrixFactorization(PSEstimator):
                 if stats[1] == 0:
                     raise DataError("X has no ratings")
                 mu = float(stats[0] / stats[1])
+                # the rows of the item table and of the users are these ids' (sorted)
+                fit_id = dict(estimator=type(self).__name__, solver=self.solver,
+                              n_users=len(user_map), n_items=len(item_map),
+                              user_ids=checksum(user_map.ids), item_ids=checksum(item_map.ids))
                 loop = self._epoch_loop(model, f"MatrixFactorization({self.solver})",
-                                        p["max_iter"], advice="")
+                                        p["max_iter"], advice="", fit_id=fit_id)
                 U, V, history = train(
                     model, data, n_users=len(user_map), n_items=len(item_map), mu=mu,
                     solver=self.solver, rank=p["rank"], reg=p["reg"], reg_bias=p["reg_bias"],
