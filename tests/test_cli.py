@@ -85,6 +85,13 @@ def tr(tmp_path):
     ("--timeout", "0", "argument --timeout: must be > 0, got 0"),
     ("--sep", ";;", "argument --sep: ';;' is not one character (e.g. ',' or ';'; a tab: '\\t')"),
     ("--sep", "", "argument --sep: '' is not one character"),
+    # beyond int64: refused while parsing, not by numba after the cluster started
+    ("--n-features", "9223372036854775808", "argument --n-features: must be <= 2**63 - 1 "
+                                             "(9223372036854775807, the largest int64), got "
+                                             "9223372036854775808"),
+    ("--n-features", "1" + "0" * 30, "argument --n-features: must be <= 2**63 - 1"),
+    ("--max-iter", "1" + "0" * 20, "argument --max-iter: must be <= 2**63 - 1"),
+    ("--workers", "1" + "0" * 20, "argument --workers: must be <= 2**63 - 1"),
 ])
 def test_bad_option_values_are_refused(tr, capsys, option, value, message):
     with pytest.raises(SystemExit) as info:
@@ -487,6 +494,7 @@ def test_config_file_and_flags_override_it(tr, tmp_path, client1, capsys):
 
 @pytest.mark.parametrize("text, message", [
     ("max-iter = 0\n", "run.toml: max-iter: must be >= 1, got 0"),
+    ("n-features = 99999999999999999999\n", "run.toml: n-features: must be <= 2**63 - 1"),
     ("solver = \"newton\"\n", "run.toml: solver: 'newton' is not one of"),
     ("colour = 3\n", "run.toml: unknown option 'colour' for dask-ps train lr"),
     ("early-stopping = 1\n", "run.toml: early-stopping: must be true or false, got 1"),

@@ -10,10 +10,14 @@ from pathlib import Path
 from ..cluster import JOBQUEUE_SYSTEMS, ClusterSpec
 from ..exceptions import OptionError
 
+#: The largest integer option: every count, size, width and seed ends up in an int64 (a
+#: NumPy array, a numba kernel), so larger values are refused while parsing, naming the option.
+INT_MAX = 2**63 - 1
+
 
 def _number(kind, low: float, strict: bool):
     """An argparse type: a finite ``kind`` (int or float) above ``low`` (or equal, if not
-    strict)."""
+    strict); an int at most :data:`INT_MAX`."""
     what = "an integer" if kind is int else "a finite number"
 
     def parse(text: str):
@@ -26,6 +30,9 @@ def _number(kind, low: float, strict: bool):
         if not (value > low if strict else value >= low):
             raise argparse.ArgumentTypeError(
                 f"must be {'>' if strict else '>='} {low:g}, got {text}")
+        if kind is int and value > INT_MAX:
+            raise argparse.ArgumentTypeError(
+                f"must be <= 2**63 - 1 ({INT_MAX}, the largest int64), got {text}")
         return value
 
     parse.__name__ = kind.__name__  # argparse names the type in some messages

@@ -241,8 +241,8 @@ def read_libsvm(
         ``memory://``, ...); a glob is expanded and its matches are read in sorted
         order. Rows of several files are concatenated in the given order.
     n_features : int, optional
-        Number of columns of ``X``. By default the largest index in the input plus one
-        (zero-based) or the largest index (one-based).
+        Number of columns of ``X``, at most 2**63 - 1. By default the largest index in
+        the input plus one (zero-based) or the largest index (one-based).
     zero_based : bool or "auto", default "auto"
         Whether indices start at 0. ``"auto"`` decides for the whole input: zero-based
         if index 0 occurs anywhere, otherwise one-based.
@@ -305,6 +305,9 @@ def read_libsvm(
     if n_features is not None:
         if isinstance(n_features, bool) or int(n_features) != n_features or n_features < 0:
             raise ValueError(f"n_features must be a non-negative integer, not {n_features!r}")
+        if n_features > _k.MAX_INDEX + 1:
+            raise ValueError(f"n_features must be at most 2**63 - 1 (feature indices are "
+                             f"int64), not {n_features!r}")
         n_features = int(n_features)
     dtype = np.dtype(dtype)
     return _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options,

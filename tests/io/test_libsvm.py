@@ -485,6 +485,9 @@ def test_bad_arguments(tmp_path):
         read_libsvm(path, zero_based="yes")
     with pytest.raises(ValueError, match="n_features"):
         read_libsvm(path, n_features=-1)
+    for too_wide in (2**63, 10**30):  # not numba's OverflowError, naming nothing
+        with pytest.raises(ValueError, match=r"n_features must be at most 2\*\*63 - 1 "):
+            read_libsvm(path, n_features=too_wide)
     with pytest.raises(FileNotFoundError):
         read_libsvm(str(tmp_path / "*.nothing"))
 
