@@ -546,6 +546,8 @@ def test_config_naming_a_directory_or_a_file_that_is_not_utf8(tmp_path, capsys, 
                                            "/nonexistent_dir"),
     (["--save", "."], "--save .: a directory; give a file name such as ./model.npz"),
     (["--checkpoint", "zzz://b/ck"], "--checkpoint: Protocol not known: zzz"),
+    # a forgotten unit: one block, one task, per byte of the 6 kB file
+    (["--blocksize", "1"], "--blocksize 1: blocksize 1 byte cuts "),
     # the default checkpoint of lr is "auto" (by time): epochs would be ignored
     (["--checkpoint-every", "3"], "--checkpoint-every 3: applies to a --checkpoint URL (this "
                                   "fit's checkpoint is 'auto': snapshots every 60 s"),

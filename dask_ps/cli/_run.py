@@ -42,9 +42,11 @@ def _resolve_dataset(args, algo: Algorithm) -> None:
             setattr(args, key, value)
 
 
-def check_files(urlpath: str, option: str) -> None:
-    """Fail before any cluster starts if ``urlpath`` names no file (or a missing one)."""
-    from ..io._blocks import open_paths
+def check_files(urlpath: str, option: str, blocksize: int | None = None) -> None:
+    """Fail before any cluster starts if ``urlpath`` names no file (or a missing one), or
+    if ``blocksize`` (``--blocksize``, of text input) cuts it into too many small blocks
+    (:func:`~dask_ps.io._blocks.plan`'s rule)."""
+    from ..io._blocks import open_paths, plan
 
     try:
         fs, paths = open_paths(urlpath)
@@ -54,6 +56,11 @@ def check_files(urlpath: str, option: str) -> None:
     if absent:
         raise FileNotFoundError(f"{option} {absent[0]}: no such file"
                                 + (" (a directory)" if fs.isdir(absent[0]) else ""))
+    if blocksize is not None:
+        try:
+            plan(fs, paths, blocksize, "infer")
+        except ValueError as exc:
+            raise OptionError(f"--blocksize {blocksize}: {exc}") from None
 
 
 def check_save(path: str) -> None:
@@ -227,7 +234,8 @@ def train(args, algo: Algorithm) -> int:
     # Everything that can be checked without a cluster is checked before starting one.
     algo.check(args)
     _check_checkpoint_every(args, est)
-    check_files(args.train, "--train")
+    check_files(args.train, "--train", None if getattr(args, "format", None) == "parquet"
+                else getattr(args, "blocksize", None))
     if args.test:
         check_files(args.test, "--test")
     algo.check_inputs(args)  # the files' headers against --label and the column options

@@ -248,7 +248,8 @@ def read_libsvm(
         if index 0 occurs anywhere, otherwise one-based.
     blocksize : int, str or None, default "32MiB"
         Approximate bytes per block of an uncompressed file; ``None`` reads each file
-        as one block.
+        as one block. Under 64 KiB, at most 1,000 blocks in all (a block is a task; see
+        :func:`dask_ps.io._blocks.plan`).
     dtype : numpy dtype, default numpy.float32
         Dtype of ``X``. Values are parsed as float64 and then cast, as sklearn does.
     storage_options : dict, optional
