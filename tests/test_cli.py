@@ -492,8 +492,26 @@ def test_config_file_and_flags_override_it(tr, tmp_path, client1, capsys):
     assert "history: 3 rows" in capsys.readouterr().out
 
 
+def test_a_flag_wins_over_the_file_s_other_data_source(tmp_path, capsys):
+    """dataset in the file, --train on the command line: "argument --train: not allowed
+    with argument --dataset" before; now --train wins, as any flag does."""
+    from dask_ps.cli import _parser
+    from dask_ps.cli._options import config_argv
+
+    cfg = _toml(tmp_path / "run.toml", 'dataset = "a9a"\n')
+    missing = str(tmp_path / "nofile")
+    assert main(["train", "lr", "--config", cfg, "--train", missing]) == 2
+    assert capsys.readouterr().err == f"dask-ps: error: --train {missing}: no such file\n"
+    parser = _parser()[1]["lr"]  # an array still gives a comma list where one is taken
+    cfg = _toml(tmp_path / "run.toml", 'dataset = "a9a"\ncategorical = ["a", "b"]\n')
+    assert config_argv(cfg, parser, ["--train", "x"], "train lr") == ["--categorical=a,b"]
+
+
 @pytest.mark.parametrize("text, message", [
     ("max-iter = 0\n", "run.toml: max-iter: must be >= 1, got 0"),
+    ('test = ["a.svm", "b.svm"]\n', "run.toml: test: takes one value, not a list ['a.svm', "
+                                    "'b.svm']: for several files, one glob such as"),
+    ('solver = ["sgd", "ftrl"]\n', "run.toml: solver: takes one value, not a list"),
     ("n-features = 99999999999999999999\n", "run.toml: n-features: must be <= 2**63 - 1"),
     ("solver = \"newton\"\n", "run.toml: solver: 'newton' is not one of"),
     ("colour = 3\n", "run.toml: unknown option 'colour' for dask-ps train lr"),

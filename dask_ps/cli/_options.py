@@ -234,8 +234,10 @@ def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     return {s: a for a in parser._actions for s in a.option_strings}
 
 
-def _given(argv: list[str], actions: dict) -> set[str]:
-    """Destinations of the options on the command line (they override the file)."""
+def _given(argv: list[str], actions: dict, parser: argparse.ArgumentParser) -> set[str]:
+    """Destinations of the options on the command line, and of the other members of their
+    mutually exclusive groups (they override the file: ``--train`` given here drops the
+    file's ``dataset``)."""
     dests = set()
     for token in argv:
         if token.startswith("--"):
@@ -245,6 +247,10 @@ def _given(argv: list[str], actions: dict) -> set[str]:
                 action = actions.get("--" + name[5:])
             if action is not None:
                 dests.add(action.dest)
+    for group in parser._mutually_exclusive_groups:
+        members = {a.dest for a in group._group_actions}
+        if members & dests:
+            dests |= members
     return dests
 
 
@@ -256,7 +262,9 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
     Keys are the long option names without dashes (``max-iter`` or ``max_iter``), at the top
     level or in any table (``[cluster]``, ``[model]``, ``[data]``: tables only group them).
     Booleans switch flags on or off; arrays give repeatable options (``job-extra``) or
-    comma lists (``categorical``).
+    comma lists (``categorical``), and are refused for any other option (``train``: one
+    path or glob). An option on the command line wins over the file's, and over the
+    file's other members of its mutually exclusive group (``--train`` over ``dataset``).
 
     Parameters
     ----------
@@ -280,7 +288,7 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
                           f'--config {path}')
 
     actions = _actions(parser)
-    given = _given(argv, actions)
+    given = _given(argv, actions, parser)
     tokens: list[str] = []
     for key, value in data.items():
         option = "--" + key.replace("_", "-")
@@ -300,8 +308,12 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
             continue
         if isinstance(action, argparse._AppendAction):
             values = value if isinstance(value, list) else [value]
-        elif isinstance(value, list):
+        elif isinstance(value, list) and action.type is columns:
             values = [",".join(str(v) for v in value)]
+        elif isinstance(value, list):
+            several = (": for several files, one glob such as 'logs/*.csv'"
+                       if action.dest in ("train", "test") else "")
+            raise OptionError(f"{where}: takes one value, not a list {value!r}{several}")
         else:
             values = [value]
         for v in values:
