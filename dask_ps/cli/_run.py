@@ -26,18 +26,23 @@ def _say(text: str) -> None:
 
 
 def _resolve_dataset(args, algo: Algorithm) -> None:
-    """``--dataset NAME``: the files under ``$DASK_PS_DATA`` and the options they imply."""
+    """``--dataset NAME``: the files under ``$DASK_PS_DATA`` and the options they imply
+    (options given win; ``--test`` only for a dataset without a test file)."""
     ds = algo.datasets[args.dataset]
     root = data_root() / ds.folder
-    missing = [f for f in (ds.train, ds.test) if not (root / f).is_file()]
+    files = [ds.train, *([ds.test] if ds.test else []), *ds.paths.values()]
+    missing = [f for f in files if not (root / f).is_file()]
     if missing:
         raise FileNotFoundError(
             f"{', '.join(missing)} not found in {root}. Download them from {ds.url} into that "
             f"folder, or set DASK_PS_DATA to a folder holding {ds.folder}/.")
-    if args.test:
+    if args.test and ds.test:
         raise OptionError("--dataset brings its own test file: drop --test")
-    args.train, args.test = str(root / ds.train), str(root / ds.test)
-    for key, value in ds.options.items():
+    args.train = str(root / ds.train)
+    if ds.test:
+        args.test = str(root / ds.test)
+    implied = {**ds.options, **{key: str(root / name) for key, name in ds.paths.items()}}
+    for key, value in implied.items():
         if getattr(args, key, None) is None:
             setattr(args, key, value)
 
