@@ -105,8 +105,8 @@ def build_estimator(args, algo: Algorithm, shard_workers: bool):
     if kwargs.get("checkpoint") not in (None, "auto"):
         try:  # before the cluster starts and the data is read
             check_store_url(kwargs["checkpoint"])
-        except (ValueError, ImportError) as exc:  # (fsspec: a protocol not installed)
-            raise OptionError(f"--checkpoint: {exc}") from None
+        except (ValueError, ImportError, OSError) as exc:  # (a protocol not installed,
+            raise OptionError(f"--checkpoint: {exc}") from None  # a folder not writable)
     if args.resume == "auto":
         if "resume" not in params:
             raise OptionError(f"--resume auto: {algo.estimator} cannot resume a fit from a "
