@@ -85,6 +85,7 @@ def tr(tmp_path):
     ("--timeout", "0", "argument --timeout: must be > 0, got 0"),
     ("--sep", ";;", "argument --sep: ';;' is not one character (e.g. ',' or ';'; a tab: '\\t')"),
     ("--sep", "", "argument --sep: '' is not one character"),
+    ("--sep", '"', """argument --sep: sep cannot be '"': it quotes fields"""),
     # beyond int64: refused while parsing, not by numba after the cluster started
     ("--n-features", "9223372036854775808", "argument --n-features: must be <= 2**63 - 1 "
                                              "(9223372036854775807, the largest int64), got "

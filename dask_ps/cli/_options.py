@@ -115,7 +115,9 @@ def separator(text: str) -> str:
     sep = "\t" if text in TAB_SPELLINGS else text
     try:
         return check_sep(sep)
-    except ValueError:
+    except ValueError as exc:
+        if len(sep) == 1:  # one character, but a quote, a line end, not ASCII: which
+            raise argparse.ArgumentTypeError(str(exc)) from None
         raise argparse.ArgumentTypeError(
             f"{text!r} is not one character (e.g. ',' or ';'; a tab: '\\t')") from None
 
