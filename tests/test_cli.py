@@ -85,6 +85,14 @@ def tr(tmp_path):
     ("--timeout", "0", "argument --timeout: must be > 0, got 0"),
     ("--sep", ";;", "argument --sep: ';;' is not one character (e.g. ',' or ';'; a tab: '\\t')"),
     ("--sep", "", "argument --sep: '' is not one character"),
+    ("--sep", '"', """argument --sep: sep cannot be '"': it quotes fields"""),
+    # beyond int64: refused while parsing, not by numba after the cluster started
+    ("--n-features", "9223372036854775808", "argument --n-features: must be <= 2**63 - 1 "
+                                             "(9223372036854775807, the largest int64), got "
+                                             "9223372036854775808"),
+    ("--n-features", "1" + "0" * 30, "argument --n-features: must be <= 2**63 - 1"),
+    ("--max-iter", "1" + "0" * 20, "argument --max-iter: must be <= 2**63 - 1"),
+    ("--workers", "1" + "0" * 20, "argument --workers: must be <= 2**63 - 1"),
 ])
 def test_bad_option_values_are_refused(tr, capsys, option, value, message):
     with pytest.raises(SystemExit) as info:
@@ -485,8 +493,27 @@ def test_config_file_and_flags_override_it(tr, tmp_path, client1, capsys):
     assert "history: 3 rows" in capsys.readouterr().out
 
 
+def test_a_flag_wins_over_the_file_s_other_data_source(tmp_path, capsys):
+    """dataset in the file, --train on the command line: "argument --train: not allowed
+    with argument --dataset" before; now --train wins, as any flag does."""
+    from dask_ps.cli import _parser
+    from dask_ps.cli._options import config_argv
+
+    cfg = _toml(tmp_path / "run.toml", 'dataset = "a9a"\n')
+    missing = str(tmp_path / "nofile")
+    assert main(["train", "lr", "--config", cfg, "--train", missing]) == 2
+    assert capsys.readouterr().err == f"dask-ps: error: --train {missing}: no such file\n"
+    parser = _parser()[1]["lr"]  # an array still gives a comma list where one is taken
+    cfg = _toml(tmp_path / "run.toml", 'dataset = "a9a"\ncategorical = ["a", "b"]\n')
+    assert config_argv(cfg, parser, ["--train", "x"], "train lr") == ["--categorical=a,b"]
+
+
 @pytest.mark.parametrize("text, message", [
     ("max-iter = 0\n", "run.toml: max-iter: must be >= 1, got 0"),
+    ('test = ["a.svm", "b.svm"]\n', "run.toml: test: takes one value, not a list ['a.svm', "
+                                    "'b.svm']: for several files, one glob such as"),
+    ('solver = ["sgd", "ftrl"]\n', "run.toml: solver: takes one value, not a list"),
+    ("n-features = 99999999999999999999\n", "run.toml: n-features: must be <= 2**63 - 1"),
     ("solver = \"newton\"\n", "run.toml: solver: 'newton' is not one of"),
     ("colour = 3\n", "run.toml: unknown option 'colour' for dask-ps train lr"),
     ("early-stopping = 1\n", "run.toml: early-stopping: must be true or false, got 1"),
@@ -537,7 +564,12 @@ def test_config_naming_a_directory_or_a_file_that_is_not_utf8(tmp_path, capsys, 
     (["--save", "/nonexistent_dir/m.npz"], "--save /nonexistent_dir/m.npz: no folder "
                                            "/nonexistent_dir"),
     (["--save", "."], "--save .: a directory; give a file name such as ./model.npz"),
-    (["--checkpoint", "zzz://b/ck"], "--checkpoint: Protocol not known: zzz"),
+    (["--checkpoint", "zzz://b/ck"], "--checkpoint: checkpoint 'zzz://b/ck': Protocol not "
+                                     "known: zzz"),
+    (["--checkpoint", "/proc/dask-ps-ck"], "--checkpoint: checkpoint '/proc/dask-ps-ck': no "
+                                           "folder can be made in '/proc' ("),
+    # a forgotten unit: one block, one task, per byte of the 6 kB file
+    (["--blocksize", "1"], "--blocksize 1: blocksize 1 byte cuts "),
     # the default checkpoint of lr is "auto" (by time): epochs would be ignored
     (["--checkpoint-every", "3"], "--checkpoint-every 3: applies to a --checkpoint URL (this "
                                   "fit's checkpoint is 'auto': snapshots every 60 s"),

@@ -89,3 +89,26 @@ def test_train_lda_reads_uci_docword(data, client2, tmp_path, capsys):
     topics = [x for x in out if x.startswith("topic ")]
     assert len(topics) == 5 and all(len(x.split(": ")[1].split()) == 3 for x in topics)
     assert all(w.isdigit() for x in topics for w in x.split(": ")[1].split())  # no vocab: ids
+
+
+def test_dataset_ap_is_offered_with_its_vocabulary(data, monkeypatch, capsys):
+    """lda's --dataset offered no choice ("--dataset {}") although $DASK_PS_DATA holds
+    lda_ap/; every dataset of every algorithm names files that are there."""
+    from dask_ps.cli import _parser
+    from dask_ps.cli._registry import ALGORITHMS
+    from dask_ps.cli._run import _resolve_dataset
+
+    monkeypatch.setenv("DASK_PS_DATA", str(data))
+    parser = _parser()[1]["lda"]
+    assert "--dataset {ap}" in parser.format_help()
+    args = parser.parse_args(["--dataset", "ap", "--topics", "3"])
+    _resolve_dataset(args, ALGORITHMS["lda"])
+    assert (args.train, args.test, args.vocab) == (
+        str(data / "lda_ap" / "ap.dat"), None, str(data / "lda_ap" / "vocab.txt"))
+    args = parser.parse_args(["--dataset", "ap", "--test", "t.dat", "--vocab", "v.txt"])
+    _resolve_dataset(args, ALGORITHMS["lda"])  # no test file of its own: --test is taken
+    assert (args.test, args.vocab) == ("t.dat", "v.txt")
+    for algo in ALGORITHMS.values():
+        for ds in algo.datasets.values():
+            for name in (ds.train, ds.test, *ds.paths.values()):
+                assert name is None or (data / ds.folder / name).is_file(), (algo.name, name)

@@ -59,7 +59,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
         src.add_argument("--train", help="training data: a file, glob or fsspec URL")
         src.add_argument("--dataset", choices=sorted(algo.datasets),
                          help="a public dataset under $DASK_PS_DATA (default ../shared/data "
-                              "beside the repository), with its test file")
+                              "beside the repository), with its test file if it has "
+                              "one")
         data.add_argument("--test", help="test data, scored after training")
         algo.data_options(data)
         add_params(a, algo)

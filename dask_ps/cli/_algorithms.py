@@ -32,14 +32,17 @@ class Param:
 
 @dataclass(frozen=True)
 class Dataset:
-    """A public dataset under ``$DASK_PS_DATA/<folder>``; ``options`` are the data options
-    it implies (e.g. ``{"n_features": 123}``)."""
+    """A public dataset under ``$DASK_PS_DATA/<folder>``: its ``train`` file, its ``test``
+    file (None: it has none, ``--test`` may name one), where to download them; ``options``
+    are the data options it implies (e.g. ``{"n_features": 123}``), ``paths`` the data
+    options naming more of its files (e.g. ``{"vocab": "vocab.txt"}``)."""
 
     folder: str
     train: str
-    test: str
+    test: str | None
     url: str
     options: dict = field(default_factory=dict)
+    paths: dict = field(default_factory=dict)
 
 
 class Loaded(NamedTuple):

@@ -12,6 +12,7 @@ from ._algorithms import (
     CHECKPOINT,
     CONSISTENCY,
     Algorithm,
+    Dataset,
     Loaded,
     Param,
     _blocksize,
@@ -146,6 +147,9 @@ LDA = Algorithm(
         Param("--seed", "random_state", dict(type=opt.NON_NEGATIVE_INT)),
         *CHECKPOINT,
     ),
-    datasets={},
+    # Blei's AP sample (2,246 documents; no test file: --test may name one). lda_lee/ is
+    # raw text, which the command does not read (dask_ps.io.read_text does).
+    datasets={"ap": Dataset("lda_ap", "ap.dat", None, "http://www.cs.columbia.edu/~blei/lda-c/",
+                            paths={"vocab": "vocab.txt"})},
     data_options=_lda_data_options, load=_lda_load, load_test=_lda_load_test,
     score=_lda_score, export=_lda_export, unit="tokens", check=_lda_meta, report=_lda_report)

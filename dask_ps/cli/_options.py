@@ -10,10 +10,14 @@ from pathlib import Path
 from ..cluster import JOBQUEUE_SYSTEMS, ClusterSpec
 from ..exceptions import OptionError
 
+#: The largest integer option: every count, size, width and seed ends up in an int64 (a
+#: NumPy array, a numba kernel), so larger values are refused while parsing, naming the option.
+INT_MAX = 2**63 - 1
+
 
 def _number(kind, low: float, strict: bool):
     """An argparse type: a finite ``kind`` (int or float) above ``low`` (or equal, if not
-    strict)."""
+    strict); an int at most :data:`INT_MAX`."""
     what = "an integer" if kind is int else "a finite number"
 
     def parse(text: str):
@@ -26,6 +30,9 @@ def _number(kind, low: float, strict: bool):
         if not (value > low if strict else value >= low):
             raise argparse.ArgumentTypeError(
                 f"must be {'>' if strict else '>='} {low:g}, got {text}")
+        if kind is int and value > INT_MAX:
+            raise argparse.ArgumentTypeError(
+                f"must be <= 2**63 - 1 ({INT_MAX}, the largest int64), got {text}")
         return value
 
     parse.__name__ = kind.__name__  # argparse names the type in some messages
@@ -108,7 +115,9 @@ def separator(text: str) -> str:
     sep = "\t" if text in TAB_SPELLINGS else text
     try:
         return check_sep(sep)
-    except ValueError:
+    except ValueError as exc:
+        if len(sep) == 1:  # one character, but a quote, a line end, not ASCII: which
+            raise argparse.ArgumentTypeError(str(exc)) from None
         raise argparse.ArgumentTypeError(
             f"{text!r} is not one character (e.g. ',' or ';'; a tab: '\\t')") from None
 
@@ -227,8 +236,10 @@ def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     return {s: a for a in parser._actions for s in a.option_strings}
 
 
-def _given(argv: list[str], actions: dict) -> set[str]:
-    """Destinations of the options on the command line (they override the file)."""
+def _given(argv: list[str], actions: dict, parser: argparse.ArgumentParser) -> set[str]:
+    """Destinations of the options on the command line, and of the other members of their
+    mutually exclusive groups (they override the file: ``--train`` given here drops the
+    file's ``dataset``)."""
     dests = set()
     for token in argv:
         if token.startswith("--"):
@@ -238,6 +249,10 @@ def _given(argv: list[str], actions: dict) -> set[str]:
                 action = actions.get("--" + name[5:])
             if action is not None:
                 dests.add(action.dest)
+    for group in parser._mutually_exclusive_groups:
+        members = {a.dest for a in group._group_actions}
+        if members & dests:
+            dests |= members
     return dests
 
 
@@ -249,7 +264,9 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
     Keys are the long option names without dashes (``max-iter`` or ``max_iter``), at the top
     level or in any table (``[cluster]``, ``[model]``, ``[data]``: tables only group them).
     Booleans switch flags on or off; arrays give repeatable options (``job-extra``) or
-    comma lists (``categorical``).
+    comma lists (``categorical``), and are refused for any other option (``train``: one
+    path or glob). An option on the command line wins over the file's, and over the
+    file's other members of its mutually exclusive group (``--train`` over ``dataset``).
 
     Parameters
     ----------
@@ -273,7 +290,7 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
                           f'--config {path}')
 
     actions = _actions(parser)
-    given = _given(argv, actions)
+    given = _given(argv, actions, parser)
     tokens: list[str] = []
     for key, value in data.items():
         option = "--" + key.replace("_", "-")
@@ -293,8 +310,12 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
             continue
         if isinstance(action, argparse._AppendAction):
             values = value if isinstance(value, list) else [value]
-        elif isinstance(value, list):
+        elif isinstance(value, list) and action.type is columns:
             values = [",".join(str(v) for v in value)]
+        elif isinstance(value, list):
+            several = (": for several files, one glob such as 'logs/*.csv'"
+                       if action.dest in ("train", "test") else "")
+            raise OptionError(f"{where}: takes one value, not a list {value!r}{several}")
         else:
             values = [value]
         for v in values:

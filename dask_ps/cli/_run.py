@@ -26,25 +26,32 @@ def _say(text: str) -> None:
 
 
 def _resolve_dataset(args, algo: Algorithm) -> None:
-    """``--dataset NAME``: the files under ``$DASK_PS_DATA`` and the options they imply."""
+    """``--dataset NAME``: the files under ``$DASK_PS_DATA`` and the options they imply
+    (options given win; ``--test`` only for a dataset without a test file)."""
     ds = algo.datasets[args.dataset]
     root = data_root() / ds.folder
-    missing = [f for f in (ds.train, ds.test) if not (root / f).is_file()]
+    files = [ds.train, *([ds.test] if ds.test else []), *ds.paths.values()]
+    missing = [f for f in files if not (root / f).is_file()]
     if missing:
         raise FileNotFoundError(
             f"{', '.join(missing)} not found in {root}. Download them from {ds.url} into that "
             f"folder, or set DASK_PS_DATA to a folder holding {ds.folder}/.")
-    if args.test:
+    if args.test and ds.test:
         raise OptionError("--dataset brings its own test file: drop --test")
-    args.train, args.test = str(root / ds.train), str(root / ds.test)
-    for key, value in ds.options.items():
+    args.train = str(root / ds.train)
+    if ds.test:
+        args.test = str(root / ds.test)
+    implied = {**ds.options, **{key: str(root / name) for key, name in ds.paths.items()}}
+    for key, value in implied.items():
         if getattr(args, key, None) is None:
             setattr(args, key, value)
 
 
-def check_files(urlpath: str, option: str) -> None:
-    """Fail before any cluster starts if ``urlpath`` names no file (or a missing one)."""
-    from ..io._blocks import open_paths
+def check_files(urlpath: str, option: str, blocksize: int | None = None) -> None:
+    """Fail before any cluster starts if ``urlpath`` names no file (or a missing one), or
+    if ``blocksize`` (``--blocksize``, of text input) cuts it into too many small blocks
+    (:func:`~dask_ps.io._blocks.plan`'s rule)."""
+    from ..io._blocks import open_paths, plan
 
     try:
         fs, paths = open_paths(urlpath)
@@ -54,6 +61,11 @@ def check_files(urlpath: str, option: str) -> None:
     if absent:
         raise FileNotFoundError(f"{option} {absent[0]}: no such file"
                                 + (" (a directory)" if fs.isdir(absent[0]) else ""))
+    if blocksize is not None:
+        try:
+            plan(fs, paths, blocksize, "infer")
+        except ValueError as exc:
+            raise OptionError(f"--blocksize {blocksize}: {exc}") from None
 
 
 def check_save(path: str) -> None:
@@ -93,8 +105,8 @@ def build_estimator(args, algo: Algorithm, shard_workers: bool):
     if kwargs.get("checkpoint") not in (None, "auto"):
         try:  # before the cluster starts and the data is read
             check_store_url(kwargs["checkpoint"])
-        except (ValueError, ImportError) as exc:  # (fsspec: a protocol not installed)
-            raise OptionError(f"--checkpoint: {exc}") from None
+        except (ValueError, ImportError, OSError) as exc:  # (a protocol not installed,
+            raise OptionError(f"--checkpoint: {exc}") from None  # a folder not writable)
     if args.resume == "auto":
         if "resume" not in params:
             raise OptionError(f"--resume auto: {algo.estimator} cannot resume a fit from a "
@@ -227,7 +239,8 @@ def train(args, algo: Algorithm) -> int:
     # Everything that can be checked without a cluster is checked before starting one.
     algo.check(args)
     _check_checkpoint_every(args, est)
-    check_files(args.train, "--train")
+    check_files(args.train, "--train", None if getattr(args, "format", None) == "parquet"
+                else getattr(args, "blocksize", None))
     if args.test:
         check_files(args.test, "--test")
     algo.check_inputs(args)  # the files' headers against --label and the column options

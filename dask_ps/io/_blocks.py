@@ -100,24 +100,47 @@ def open_paths(urlpath, storage_options: dict | None = None):
     return fs, paths
 
 
+#: A blocksize below this many bytes is for small inputs only: at most
+#: :data:`MAX_SMALL_BLOCKS` blocks. Every block is a task costing milliseconds whatever its
+#: size, so a forgotten unit (``blocksize=1``, one block per byte: 150 s for a 14 kB file
+#: instead of 15) is refused rather than run. A block smaller than a line is read empty
+#: (a line belongs to the block it starts in), so small blocks stay correct, only slow.
+MIN_BLOCKSIZE = 64 * 1024
+MAX_SMALL_BLOCKS = 1000
+
+
 def plan(fs, paths: list[str], blocksize, compression: str | None) -> list[Block]:
     """The blocks of ``paths``; ``blocksize`` in bytes (int or "32MiB") or None for whole files.
 
     Raises
     ------
     ValueError
-        A blocksize that is not positive.
+        A blocksize that is not positive, or one under :data:`MIN_BLOCKSIZE` (64 KiB)
+        that cuts the files into more than :data:`MAX_SMALL_BLOCKS` blocks (naming the
+        blocksize, the count and the first file).
     """
     size = None if blocksize is None else parse_bytes(blocksize)
     if size is not None and size <= 0:
         raise ValueError(f"blocksize must be positive, not {blocksize!r}")
+    comps = [infer_compression(p) if compression == "infer" else compression for p in paths]
+    sizes = [None if comp is not None or size is None else fs.size(path)
+             for path, comp in zip(paths, comps)]
+    if size is not None and size < MIN_BLOCKSIZE:
+        count = sum(1 if n is None else max(-(-n // size), 1) for n in sizes)
+        if count > MAX_SMALL_BLOCKS:
+            what = f"{size:,} byte{'s' if size != 1 else ''}" + \
+                (f" ({blocksize!r})" if isinstance(blocksize, str) else "")
+            raise ValueError(
+                f"blocksize {what} cuts {paths[0]}"
+                f"{f' and {len(paths) - 1:,} more files' if len(paths) > 1 else ''} into "
+                f"{count:,} blocks, one task each: a blocksize under 64 KiB is for small "
+                f"inputs, at most {MAX_SMALL_BLOCKS:,} blocks; give a larger one such as "
+                f"'64MiB' (a number without a unit counts bytes)")
     blocks = []
-    for path in paths:
-        comp = infer_compression(path) if compression == "infer" else compression
-        if comp is not None or size is None:
+    for path, comp, n in zip(paths, comps, sizes):
+        if n is None:
             blocks.append(Block(path, 0, None, comp))
             continue
-        n = fs.size(path)
         for off in range(0, max(n, 1), size):
             blocks.append(Block(path, off, min(size, n - off), None))
     return blocks

@@ -64,11 +64,20 @@ def check_sep(sep) -> str:
     Raises
     ------
     ValueError
-        ``"sep must be one character, such as ',' or '\\t' (a tab), got ';;'"``.
+        ``"sep must be one character, such as ',' or '\\t' (a tab), got ';;'"``; for one
+        character, what is wrong with it: a quote, a line end, not ASCII.
     """
-    if not (isinstance(sep, str) and len(sep) == 1 and sep.isascii() and sep not in '"\r\n'):
+    if not (isinstance(sep, str) and len(sep) == 1):
         raise ValueError(f"sep must be one character, such as ',' or '\\t' (a tab), got "
                          f"{sep!r}")
+    if sep == '"':
+        raise ValueError(f"sep cannot be {sep!r}: it quotes fields (\"a,b\" is one field); "
+                         f"use ',' or ';', or '\\t' (a tab)")
+    if sep in "\r\n":
+        raise ValueError(f"sep cannot be {sep!r}: it ends lines (one line is one row)")
+    if not sep.isascii():
+        raise ValueError(f"sep must be an ASCII character (the files are split on one byte, "
+                         f"and {sep!r} takes {len(sep.encode())} in UTF-8), got {sep!r}")
     return sep
 
 

@@ -244,14 +244,15 @@ def read_libsvm(
         ``memory://``, ...); a glob is expanded and its matches are read in sorted
         order. Rows of several files are concatenated in the given order.
     n_features : int, optional
-        Number of columns of ``X``. By default the largest index in the input plus one
-        (zero-based) or the largest index (one-based).
+        Number of columns of ``X``, at most 2**63 - 1. By default the largest index in
+        the input plus one (zero-based) or the largest index (one-based).
     zero_based : bool or "auto", default "auto"
         Whether indices start at 0. ``"auto"`` decides for the whole input: zero-based
         if index 0 occurs anywhere, otherwise one-based.
     blocksize : int, str or None, default "32MiB"
         Approximate bytes per block of an uncompressed file; ``None`` reads each file
-        as one block.
+        as one block. Under 64 KiB, at most 1,000 blocks in all (a block is a task; see
+        :func:`dask_ps.io._blocks.plan`).
     dtype : numpy dtype, default numpy.float32
         Dtype of ``X``. Values are parsed as float64 and then cast, as sklearn does.
     storage_options : dict, optional
@@ -308,6 +309,9 @@ def read_libsvm(
     if n_features is not None:
         if isinstance(n_features, bool) or int(n_features) != n_features or n_features < 0:
             raise ValueError(f"n_features must be a non-negative integer, not {n_features!r}")
+        if n_features > _k.MAX_INDEX + 1:
+            raise ValueError(f"n_features must be at most 2**63 - 1 (feature indices are "
+                             f"int64), not {n_features!r}")
         n_features = int(n_features)
     dtype = np.dtype(dtype)
     return _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options,

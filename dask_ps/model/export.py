@@ -39,7 +39,10 @@ def export(model, url: str, *, dtype=None, tables: list[str] | None = None) -> N
     UnknownTableError
         A name in ``tables`` that is not a table.
     ValueError
-        A process-private URL with a cluster, or another ``dtype``.
+        A process-private URL with a cluster, or another ``dtype``; finite weights beyond
+        ``dtype``'s range (e.g. 1e5 in float16, whose largest is 65504), which the cast
+        would write as +-inf: the message names the table, how many values and the largest
+        magnitude; nothing is written.
     """
     _export(model, url, dtype=dtype, tables=tables)
 
@@ -55,6 +58,9 @@ def _export(model, url: str, *, dtype=None, tables=None) -> None:
     names = list(model.specs) if tables is None else list(tables)
     for name in names:
         connection.process_client(model).spec(name)  # UnknownTableError naming it
+    if dtype is not None:
+        for name in names:
+            _check_range(model, name, np.dtype(dtype))
     ck.check_export_target(url)  # replaces an earlier export only: nothing else is deleted
     described, plans, calls = {}, {}, []
     for i, name in enumerate(names):
@@ -74,3 +80,45 @@ def _export(model, url: str, *, dtype=None, tables=None) -> None:
         calls += [(w[0], (url, name, arrays) + w[1:] + (dtype,)) for w in writers]
     _run_tasks(model, _write_part, calls)
     group.attrs.update(dict(dask_ps_export=dict(meta, complete=True)))
+
+
+#: Rows of a shard's table cast at once by :func:`_overflow` (a bounded copy).
+_SCAN_ROWS = 1 << 16
+
+
+def _overflow(keys, values, slots, dtype: np.dtype) -> tuple[int, float]:
+    """Shard function: ``(count, largest magnitude)`` of the finite ``values`` that
+    ``values.astype(dtype)`` makes infinite (0, 0.0: none)."""
+    count, largest = 0, 0.0
+    for a in range(0, values.shape[0], _SCAN_ROWS):
+        part = values[a:a + _SCAN_ROWS]
+        with np.errstate(over="ignore"):
+            bad = np.isinf(part.astype(dtype)) & np.isfinite(part)
+        if bad.any():
+            count += int(bad.sum())
+            largest = max(largest, float(np.abs(part[bad]).max()))
+    return count, largest
+
+
+def _check_range(model, name: str, dtype: np.dtype) -> None:
+    """Refuse to export table ``name`` as ``dtype`` when a finite weight is beyond its
+    range (the cast would write it as +-inf), before anything is written.
+
+    Raises
+    ------
+    ValueError
+        Naming the table, the count of such values and the largest magnitude.
+    """
+    spec = model.specs[name]
+    if np.dtype(spec.dtype).kind == "f" and dtype.itemsize >= np.dtype(spec.dtype).itemsize:
+        return  # a float cast to a float as wide or wider stays finite
+    found = connection.call_all(model, "map_rows", name, _overflow, dtype)
+    count = sum(c for c, _ in found)
+    if count:
+        largest = max(m for _, m in found)
+        raise ValueError(f"export as {dtype.name}: table {name!r} holds {count:,} value"
+                         f"{'s' if count != 1 else ''} beyond {dtype.name}'s range (largest "
+                         f"magnitude {largest:.6g}; {dtype.name} holds up to "
+                         f"{float(np.finfo(dtype).max):.6g}), which would be written as "
+                         f"+-inf: export as a wider dtype (or dtype=None), or leave out the "
+                         f"table (tables=); nothing was written")

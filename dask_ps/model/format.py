@@ -111,7 +111,9 @@ def _fs(url: str):
 
 def check_store_url(url: str) -> None:
     """Refuse, before any training, a checkpoint URL where no checkpoint folder can be: an
-    existing file, or on the local file system a link to nothing or a path under a file.
+    unknown protocol, an existing file, or on the local file system a link to nothing, a
+    path under a file, or a folder that cannot be created or written to (tried by making
+    and removing a temporary folder in it, or in its nearest existing parent).
 
     Raises
     ------
@@ -120,13 +122,22 @@ def check_store_url(url: str) -> None:
         (``v000001/``...); or from fsspec, for a protocol it does not know.
     ImportError
         From fsspec, for a known protocol whose package is not installed (``s3://``
-        without s3fs).
+        without s3fs), naming ``url``.
+    OSError
+        Naming ``url`` and the folder where no folder can be made (a read-only file
+        system, no permission, ``/proc``), of the system's error's type, with its reason.
     """
-    fs, root = _fs(url)
+    try:
+        fs, root = _fs(url)
+    except (ValueError, ImportError) as exc:
+        raise type(exc)(f"checkpoint {url!r}: {exc}") from None
     if fs.exists(root) and not fs.isdir(root):
         raise ValueError(f"checkpoint {url!r} is a file: a checkpoint is a folder (new or "
                          f"holding earlier versions, v000001/...); name a folder instead")
-    if "file" not in np.atleast_1d(fs.protocol) or os.path.exists(root):
+    if "file" not in np.atleast_1d(fs.protocol):
+        return
+    if os.path.exists(root):
+        _check_writable(url, root, "the folder")
         return
     if os.path.islink(root):
         raise ValueError(f"checkpoint {url!r} is a link to {os.readlink(root)!r}, which does "
@@ -137,6 +148,20 @@ def check_store_url(url: str) -> None:
     if os.path.exists(up) and not os.path.isdir(up):
         raise ValueError(f"checkpoint {url!r}: {up!r} is a file, so no folder can be made "
                          f"under it")
+    _check_writable(url, up, "no folder can be made in")
+
+
+def _check_writable(url: str, folder: str, what: str) -> None:
+    """Make and remove a temporary folder in local ``folder`` (the checkpoint's, or its
+    nearest existing parent); an OSError naming ``url`` and ``folder`` if it fails."""
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".dask-ps-check-", dir=folder))
+    except OSError as exc:
+        where = f"{what} {folder!r} is not writable" if what == "the folder" else \
+            f"{what} {folder!r}"
+        raise type(exc)(f"checkpoint {url!r}: {where} ({exc.strerror or exc})") from None
 
 
 def is_process_local(url: str) -> bool:

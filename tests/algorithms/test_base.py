@@ -452,6 +452,22 @@ def test_a_checkpoint_url_where_no_folder_can_be_is_refused_before_training(tmp_
     assert not (tmp_path / "nowhere").exists()
 
 
+@pytest.mark.parametrize("url, error, message", [
+    ("/proc/dask-ps-ck", OSError, r"checkpoint '/proc/dask-ps-ck': no folder can be made in "
+                                  r"'/proc' \("),
+    ("nosuch://ck", ValueError, r"checkpoint 'nosuch://ck': Protocol not known: nosuch")])
+def test_a_checkpoint_folder_that_cannot_be_made_is_named_before_training(url, error,
+                                                                          message):
+    """A bare "[Errno 2] No such file or directory: '/proc/dask-ps-ck'" at the first save,
+    or "Protocol not known: nosuch", named neither the checkpoint nor its URL."""
+    records = []
+    est = LogisticRegression(client="local", max_iter=3, checkpoint=url,
+                             callbacks=[records.append])
+    with pytest.raises(error, match=message):
+        est.fit(*_data(est))
+    assert records == []
+
+
 @pytest.mark.parametrize("name", ["LogisticRegression", "FactorizationMachineClassifier",
                                   "GBDTClassifier", "LatentDirichletAllocation"])
 def test_every_estimator_refuses_column_indices_out_of_the_matrix(name):

@@ -133,3 +133,26 @@ def test_chunk_sources_and_row_origin_name_every_row_by_file_and_line(tmp_path):
     for other in (y.rechunk(-1), da.concatenate([y, y]), y.persist(), da.zeros(3),
                   np.zeros(3)):
         assert chunk_sources(other) is None
+
+
+def test_many_tiny_blocks_are_refused_few_are_not(tmp_path):
+    """blocksize=1 (a forgotten unit) planned one block, one task, per byte: 150 s for a
+    14 kB file. Under 64 KiB at most 1,000 blocks are planned; larger blocks any number."""
+    from dask_ps.io._blocks import MAX_SMALL_BLOCKS, MIN_BLOCKSIZE
+
+    path = tmp_path / "a.svm"
+    path.write_bytes(b"1 1:0.5\n" * 1500)  # 12,000 bytes
+    fs = fsspec.filesystem("file")
+    with pytest.raises(ValueError, match=rf"blocksize 1 byte cuts {path} into 12,000 blocks, "
+                                         rf"one task each: a blocksize under 64 KiB is for "
+                                         rf"small inputs, at most 1,000 blocks; give a larger "
+                                         rf"one such as '64MiB'"):
+        plan(fs, [str(path)], 1, None)
+    with pytest.raises(ValueError, match=r"blocksize 8 bytes \('8B'\) cuts .* and 1 more "
+                                         r"files into 3,000 blocks"):
+        plan(fs, [str(path)] * 2, "8B", None)
+    assert len(plan(fs, [str(path)], 12, None)) == MAX_SMALL_BLOCKS  # small, and few
+    big = tmp_path / "big.svm"
+    with open(big, "wb") as f:  # sparse: no bytes written
+        f.truncate(MIN_BLOCKSIZE * (MAX_SMALL_BLOCKS + 1))
+    assert len(plan(fs, [str(big)], MIN_BLOCKSIZE, None)) == MAX_SMALL_BLOCKS + 1

@@ -391,6 +391,19 @@ def test_a_separator_of_other_than_one_character_is_refused(tmp_path, sep):
             call()
 
 
+@pytest.mark.parametrize("sep, message", [
+    ('"', r"""sep cannot be '"': it quotes fields \("a,b" is one field\)"""),
+    ("\n", r"sep cannot be '\\n': it ends lines \(one line is one row\)$"),
+    ("\r", r"sep cannot be '\\r': it ends lines"),
+    ("é", r"sep must be an ASCII character \(the files are split on one byte, and 'é' takes "
+          r"2 in UTF-8\), got 'é'$")])
+def test_a_one_character_separator_that_cannot_be_says_why(tmp_path, sep, message):
+    """Each was refused as "sep must be one character", though it is one."""
+    path = _write(tmp_path / "t.csv", "y,a\n1,2\n0,3\n")
+    with pytest.raises(ValueError, match=message):
+        read_ctr(path, label="y", sep=sep)
+
+
 # -- guessing the columns' types ------------------------------------------------------------------
 def test_a_glob_whose_first_files_hold_a_header_alone_guesses_from_rows(tmp_path):
     """A header-only first file (a quiet hour) made every column categorical."""

@@ -287,7 +287,7 @@ def test_tiny_blocks_and_long_lines(tmp_path):
     X, y = _random_problem(3, n_rows=40, n_cols=200)
     path = tmp_path / "long.svm"
     dump_svmlight_file(X, y, str(path))
-    Xd, yd = read_libsvm(path, blocksize=16)
+    Xd, yd = read_libsvm(path, blocksize=128)  # ~625 blocks, lines ~2 kB
     assert_known_chunks(Xd, yd)
     assert all(c > 0 for c in Xd.chunks[0])
     assert_same(Xd, yd, *load_svmlight_file(path, dtype=np.float32))
@@ -485,6 +485,9 @@ def test_bad_arguments(tmp_path):
         read_libsvm(path, zero_based="yes")
     with pytest.raises(ValueError, match="n_features"):
         read_libsvm(path, n_features=-1)
+    for too_wide in (2**63, 10**30):  # not numba's OverflowError, naming nothing
+        with pytest.raises(ValueError, match=r"n_features must be at most 2\*\*63 - 1 "):
+            read_libsvm(path, n_features=too_wide)
     with pytest.raises(FileNotFoundError):
         read_libsvm(str(tmp_path / "*.nothing"))
 

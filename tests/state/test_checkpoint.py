@@ -609,6 +609,26 @@ def test_export_for_serving_is_plain_zarr():
     model.close()
 
 
+def test_export_refuses_weights_beyond_the_dtype_before_writing(tmp_path):
+    """float16 holds up to 65504: a cast would write 1e5 as inf, silently."""
+    model = PSModel("local", n_shards=2)
+    model.add_table("w", (4,), optimizer="add")
+    model.add_table("h", (None, 2), partitioner="hash")
+    model.push("w", np.arange(4), np.array([1e5, -1e6, 0.5, 2.0]))
+    model.push("h", [5, 7], np.ones((2, 2)))
+    serve = tmp_path / "serve"
+    with pytest.raises(ValueError, match=r"export as float16: table 'w' holds 2 values beyond "
+                                         r"float16's range \(largest magnitude 1e\+06; float16 "
+                                         r"holds up to 65504\), which would be written as "
+                                         r"\+-inf: .* nothing was written"):
+        model.export(str(serve), dtype="float16")
+    assert not serve.exists()
+    model.export(str(serve), dtype="float16", tables=["h"])  # the table in range
+    model.export(str(serve), dtype="float32")
+    assert zarr.open_group(str(serve), mode="r")["w"][1] == -1e6
+    model.close()
+
+
 def test_export_replaces_only_an_earlier_export(tmp_path):
     """An export never deletes what is not its own: a folder of other files, a checkpoint
     folder and an export with a file added are refused, named, and left as they were; an
