@@ -317,8 +317,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
     max_recoveries : int, default 3
     resume : bool, default False
         Continue from the newest complete version of ``checkpoint`` if there is one; a
-        checkpoint of another fit (another feature count, classes or solver) is refused
-        with an :class:`~dask_ps.exceptions.OptionError` before anything is restored.
+        checkpoint of another fit (another feature count, classes, solver, fit_intercept or
+        hashing) is refused with an :class:`~dask_ps.exceptions.OptionError` before
+        anything is restored.
     progress : bool, optional
         Progress bar (terminal or Jupyter); default when interactive.
     callbacks : list of callable, optional

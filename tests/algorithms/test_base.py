@@ -402,6 +402,41 @@ def test_resume_refuses_a_checkpoint_of_another_fit_before_restoring(tmp_path):
         LatentDirichletAllocation(n_components=5, **lkw).fit(counts)
 
 
+@pytest.mark.parametrize("make", [LogisticRegression, dask_ps.FactorizationMachineClassifier],
+                         ids=["lr", "fm"])
+def test_resume_refuses_a_checkpoint_of_another_intercept_or_hashing(tmp_path, monkeypatch,
+                                                                    make):
+    """fit_intercept and hashing change what the tables hold, not their shape: a
+    fit_intercept=False fit resumed a fit_intercept=True checkpoint and kept its intercept
+    (intercept_ 1.42, predictions shifted by it), and a hashed fit (n_hashed_features the
+    feature count) took an unhashed checkpoint's weights as its buckets'. Refused before
+    anything is restored; a checkpoint that does not record them still resumes."""
+    from dask_ps.algorithms import _base
+    from dask_ps.model import format as ck
+
+    X, y = _data(LogisticRegression())
+    url = str(tmp_path / "ck")
+    kw = dict(client="local", random_state=0, checkpoint=url, resume=True, max_iter=2)
+    make(**kw).fit(X, y)
+    versions = ck.list_versions(url)
+    with pytest.raises(ValueError, match=r"holds another fit: fit_intercept 'True' \(this "
+                                         r"fit's: 'False'\)"):
+        make(**dict(kw, fit_intercept=False)).fit(X, y)
+    with pytest.raises(ValueError, match=r"holds another fit: n_hashed_features 'None' "
+                                         r"\(this fit's: '20'\)"):
+        make(**dict(kw, n_hashed_features=20)).fit(X, y)
+    assert ck.list_versions(url) == versions  # nothing saved
+    fresh = make(**dict(kw, fit_intercept=False, resume=False, checkpoint=None)).fit(X, y)
+    np.testing.assert_array_equal(fresh.intercept_, 0.0)
+
+    old = dict(kw, checkpoint=str(tmp_path / "old"))
+    monkeypatch.setattr(_base, "TABLE_PARAMS", ())  # written before they were recorded
+    make(**old).fit(X, y)
+    monkeypatch.undo()
+    resumed = make(**dict(old, max_iter=3)).fit(X, y)
+    assert [h["epoch"] for h in resumed.history_] == [1, 2, 3]
+
+
 @pytest.mark.parametrize("make", [lambda: LogisticRegression(max_iter=2, client="local"),
                                   lambda: dask_ps.FactorizationMachineClassifier(
                                       max_iter=2, client="local")], ids=["lr", "fm"])
