@@ -437,6 +437,40 @@ def test_resume_refuses_a_checkpoint_of_another_intercept_or_hashing(tmp_path, m
     assert [h["epoch"] for h in resumed.history_] == [1, 2, 3]
 
 
+@pytest.mark.parametrize("name", ["lr", "mf", "lda"])
+def test_resume_refuses_a_checkpoint_past_max_iter(tmp_path, name):
+    """A checkpoint at epoch 4 resumed with max_iter=2 returned the 4-epoch model, while
+    history_ and n_iter_ said 2 epochs. Refused before anything is restored or saved, naming
+    the checkpoint's epoch and max_iter; GBDT keeps the first trees instead (its own test)."""
+    from dask_ps import LatentDirichletAllocation
+    from dask_ps.exceptions import OptionError
+    from dask_ps.model import format as ck
+
+    url = str(tmp_path / "ck")
+    kw = dict(client="local", random_state=0, checkpoint=url, resume=True)
+    if name == "lr":
+        make, data, unit = LogisticRegression, _data(LogisticRegression()), "epoch"
+        kw.update(solver="sgd", tol=1e-12)
+    elif name == "mf":
+        make, data, unit = MatrixFactorization, _data(MatrixFactorization()), "epoch"
+    else:
+        counts = sp.random(40, 30, density=0.2, random_state=0, format="csr")
+        counts.data = np.ceil(counts.data * 5)
+        make, data, unit = LatentDirichletAllocation, (counts,), "iteration"
+        kw.update(n_components=3, checkpoint_every=1)
+    make(max_iter=4, **kw).fit(*data)
+    versions = ck.list_versions(url)
+    model = make(max_iter=2, **kw)
+    with pytest.raises(OptionError, match=rf"^resume: checkpoint '.*' version \d+ is at {unit} "
+                                          rf"4, past the 2 {unit}s of this fit \(max_iter\)"
+                                          rf".*max_iter=4 or more.*resume=False"):
+        model.fit(*data)
+    assert not hasattr(model, "history_")
+    assert ck.list_versions(url) == versions  # nothing saved
+    same = make(max_iter=4, **kw).fit(*data)  # at the checkpoint's epoch: nothing left to run
+    assert [h["epoch"] for h in same.history_ if "epoch" in h] == [1, 2, 3, 4]
+
+
 @pytest.mark.parametrize("make", [lambda: LogisticRegression(max_iter=2, client="local"),
                                   lambda: dask_ps.FactorizationMachineClassifier(
                                       max_iter=2, client="local")], ids=["lr", "fm"])
