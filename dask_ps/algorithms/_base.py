@@ -174,6 +174,12 @@ class PSEstimator(BaseEstimator):
         if isinstance(self.client, str) and self.client != "local":
             raise ValueError(f"client must be a distributed.Client, 'local' or None, "
                              f"got {self.client!r}")
+        if self.resume and self.checkpoint in (None, "auto"):
+            why = ("writes no checkpoint" if self.checkpoint is None else "snapshots into a "
+                   "temporary folder deleted after each fit")
+            raise ValueError(f"resume=True needs a checkpoint URL to resume from, but "
+                             f"checkpoint={self.checkpoint!r} {why}; give checkpoint=URL (the "
+                             f"folder of the fit to continue), or resume=False")
         self._check_params()
 
     def _check_params(self) -> None:

@@ -319,7 +319,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         Continue from the newest complete version of ``checkpoint`` if there is one; a
         checkpoint of another fit (another feature count, classes, solver, fit_intercept or
         hashing) is refused with an :class:`~dask_ps.exceptions.OptionError` before
-        anything is restored.
+        anything is restored. Needs a checkpoint URL (None or "auto": ValueError).
     progress : bool, optional
         Progress bar (terminal or Jupyter); default when interactive.
     callbacks : list of callable, optional

@@ -471,6 +471,22 @@ def test_resume_refuses_a_checkpoint_past_max_iter(tmp_path, name):
     assert [h["epoch"] for h in same.history_ if "epoch" in h] == [1, 2, 3, 4]
 
 
+@pytest.mark.parametrize("name", ["LogisticRegression", "FactorizationMachineClassifier",
+                                  "MatrixFactorization", "LatentDirichletAllocation",
+                                  "GBDTClassifier", "GBDTRegressor"])
+@pytest.mark.parametrize("checkpoint", [None, "auto"])
+def test_resume_without_a_checkpoint_url_is_refused(name, checkpoint, tmp_path):
+    """resume=True with checkpoint=None (or "auto", a temporary folder deleted after each
+    fit) was ignored without a word: the fit started afresh. Refused before any data is
+    read, as the command line refused --resume auto without --checkpoint."""
+    model = getattr(dask_ps, name)(client="local", checkpoint=checkpoint, resume=True)
+    with pytest.raises(ValueError, match=rf"^resume=True needs a checkpoint URL to resume "
+                                         rf"from, but checkpoint={checkpoint!r} "):
+        model.fit(object(), object())
+    model.set_params(checkpoint=str(tmp_path / "ck"))
+    model._validate()  # a URL: resume=True is fine
+
+
 @pytest.mark.parametrize("make", [lambda: LogisticRegression(max_iter=2, client="local"),
                                   lambda: dask_ps.FactorizationMachineClassifier(
                                       max_iter=2, client="local")], ids=["lr", "fm"])
