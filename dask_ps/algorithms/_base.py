@@ -175,6 +175,12 @@ class PSEstimator(BaseEstimator):
         if isinstance(self.client, str) and self.client != "local":
             raise ValueError(f"client must be a distributed.Client, 'local' or None, "
                              f"got {self.client!r}")
+        if self.resume and self.checkpoint in (None, "auto"):
+            why = ("writes no checkpoint" if self.checkpoint is None else "snapshots into a "
+                   "temporary folder deleted after each fit")
+            raise ValueError(f"resume=True needs a checkpoint URL to resume from, but "
+                             f"checkpoint={self.checkpoint!r} {why}; give checkpoint=URL (the "
+                             f"folder of the fit to continue), or resume=False")
         self._check_params()
 
     def _check_params(self) -> None:
@@ -316,6 +322,11 @@ def _check_na_objects(dtypes, head, estimator: str) -> None:
 #: Parameters naming a fit's update rules, recorded by :func:`fit_identity` when the
 #: estimator has them.
 RULE_PARAMS = ("solver", "step_on", "factor_solver")
+#: Parameters that change what the tables hold without changing their shape (a trained or
+#: a zero bias row; a column's own row or its hash bucket's) or, for ``k``, name the shape
+#: the table's columns come from; recorded by :func:`fit_identity` when the estimator has
+#: them.
+TABLE_PARAMS = ("fit_intercept", "n_hashed_features", "k")
 
 
 def fit_identity(estimator, n_features: int, classes) -> dict:
@@ -327,7 +338,7 @@ def fit_identity(estimator, n_features: int, classes) -> dict:
     Parameters
     ----------
     estimator : PSEstimator
-        Its class name, and ``n_hashed_features`` and the :data:`RULE_PARAMS` it has, are
+        Its class name, and the :data:`RULE_PARAMS` and :data:`TABLE_PARAMS` it has, are
         recorded.
     n_features : int
         Columns of ``X``.
@@ -338,13 +349,15 @@ def fit_identity(estimator, n_features: int, classes) -> dict:
     -------
     dict
         JSON-able ``{"estimator": str, "n_features": int, "classes": list of str}``, and
-        each of :data:`RULE_PARAMS` the estimator has (as text).
+        each of :data:`RULE_PARAMS` and :data:`TABLE_PARAMS` the estimator has (as text).
+        A checkpoint that lacks one (written before it was recorded) is not checked on it.
     """
     width = getattr(estimator, "n_hashed_features", None) or n_features
     out = dict(estimator=type(estimator).__name__, n_features=int(width),
                classes=[str(c) for c in np.asarray(classes).tolist()])
-    # the update rules: FTRL's and AdaGrad's worker steps keep tables of one layout
-    out.update({name: str(getattr(estimator, name)) for name in RULE_PARAMS
+    # the update rules (FTRL's and AdaGrad's worker steps keep tables of one layout) and
+    # what the tables mean
+    out.update({name: str(getattr(estimator, name)) for name in RULE_PARAMS + TABLE_PARAMS
                 if hasattr(estimator, name)})
     return out
 

@@ -406,7 +406,8 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
         state["stopped"] = False
         setup_shards()  # as after a recovery: the restored table's shards told their columns
 
-    history = loop.run(rounds, on_recover=on_recover, driver_state=(save_driver, load_driver))
+    history = loop.run(rounds, on_recover=on_recover, driver_state=(save_driver, load_driver),
+                       rewinds=True)  # a checkpoint past n_estimators: its first trees
     best_round = None
     if early_stopping_rounds is not None and state["eval_losses"]:
         _, best_round, _ = early_stop(state["eval_losses"], early_stopping_rounds)

@@ -22,7 +22,8 @@ from ._logistic_kernels import decision
 
 __all__ = ["KEYED_FEATURES", "WIDE_FEATURES", "KeyedWeights", "TableCache", "as_scipy",
            "check_classes", "check_dask_X", "classes_of", "dask_margins", "encode_part",
-           "hash_columns", "labels_of", "margins", "proba_from_margins", "table_rows"]
+           "fit_classes", "hash_columns", "labels_of", "margins", "proba_from_margins",
+           "table_rows"]
 
 #: Models of a stochastic solver of at least this many features (columns after hashing) keep
 #: their weights in a hashed PS table, keyed by the column index (any key in
@@ -217,6 +218,52 @@ def check_classes(labels: np.ndarray, what: str, where=None) -> None:
         check_classification_targets(labels)
 
 
+def fit_classes(found: list, classes=None, fitted: np.ndarray | None = None) -> np.ndarray:
+    """The classes of a fit or ``partial_fit`` call, checked against the labels of ``y``.
+
+    scikit-learn's ``partial_fit`` convention (``SGDClassifier``): ``classes``, when given,
+    are the classes and must include every label ``y`` holds; a model fitted already keeps
+    its classes; otherwise the classes are the labels of ``y``.
+
+    Parameters
+    ----------
+    found : list of ndarray
+        The distinct labels of each partition of ``y`` (:func:`labels_of`).
+    classes : array-like, optional
+        The ``classes`` argument of the call.
+    fitted : ndarray (n_classes,), optional
+        The ``classes_`` of the model a warm start continues.
+
+    Returns
+    -------
+    ndarray (n_classes,)
+        Sorted and distinct: ``fitted``, else ``classes``, else the labels of ``y``.
+
+    Raises
+    ------
+    ValueError
+        ``y`` holds labels outside ``fitted`` or ``classes`` (naming them), or labels or
+        ``classes`` that are not classes (:func:`check_classes`).
+    """
+    if fitted is None and classes is None:  # numbers as float64, as fits have given them
+        labels = np.unique(np.concatenate(list(found) + [np.asarray([])]))
+        check_classes(labels, "y")
+        return labels
+    if fitted is not None:
+        allowed, said = fitted, (f"outside the fitted classes {fitted.tolist()}: a warm start "
+                                 f"(warm_start=True or partial_fit) keeps the classes of the "
+                                 f"first fit")
+    else:
+        allowed = np.unique(np.asarray(classes))
+        check_classes(allowed, "classes")
+        said = (f"that are not in classes={allowed.tolist()}: classes must include every "
+                f"label y can hold (scikit-learn's partial_fit convention)")
+    outside = np.setdiff1d(np.unique(np.concatenate(found)) if found else [], allowed)
+    if outside.size:
+        raise ValueError(f"y has labels {outside.tolist()} {said}")
+    return allowed
+
+
 def targets(codes: np.ndarray, n_out: int) -> np.ndarray:
     """One column per class (one-vs-rest), or one column "is class 1" for two classes."""
     cols = np.arange(n_out) if n_out > 1 else np.array([1])
@@ -281,9 +328,11 @@ def encode_part(part, classes: np.ndarray, n_out: int, n_buckets: int | None = N
     y = (y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)).ravel()
     codes = np.searchsorted(classes, y)
     bad = (codes >= classes.shape[0]) | (classes[np.minimum(codes, classes.shape[0] - 1)] != y)
-    if bad.any():
-        raise DataError(f"{where}: label {y[np.argmax(bad)]!r} at row "
-                        f"{start + int(np.argmax(bad))} is not among {classes.tolist()}")
+    if bad.any():  # y, of the data ``where`` names
+        label, row = y[np.argmax(bad)], start + int(np.argmax(bad))
+        raise DataError(f"{'y' if where == 'X' else where + ': y'}: label "
+                        f"{getattr(label, 'item', lambda: label)()!r} at row {row} is not "
+                        f"among the classes {classes.tolist()}")
     return X, targets(codes, n_out)
 
 

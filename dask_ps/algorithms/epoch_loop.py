@@ -62,6 +62,9 @@ class EpochLoop:
     advice : str
         What to change when training diverges, for the error message.
     unit : str, default "epoch"
+    limit : str, default "max_iter"
+        The estimator's parameter that sets ``n_epochs``, for messages (a ``resume`` from a
+        checkpoint past ``n_epochs`` is refused naming it; see :meth:`run`'s ``rewinds``).
     job_seconds : float, optional
         Without a checkpoint, run jobs of about this many seconds (sized by the pace of the
         previous one, after a first job of one epoch) instead of one job for the whole
@@ -75,13 +78,13 @@ class EpochLoop:
                  checkpoint: str | None = None, checkpoint_every: int = 1,
                  max_recoveries: int = 3, resume: bool = False, progress: bool | None = None,
                  callbacks: list | None = None, baseline: float | None = None,
-                 advice: str = "", unit: str = "epoch",
+                 advice: str = "", unit: str = "epoch", limit: str = "max_iter",
                  job_seconds: float | None = None, fit_id: dict | None = None) -> None:
         self.model, self.name, self.n_epochs = model, name, int(n_epochs)
         self.checkpoint, self.checkpoint_every = checkpoint, int(checkpoint_every)
         self.max_recoveries, self.resume = int(max_recoveries), bool(resume)
         self.progress, self.callbacks = progress, list(callbacks or [])
-        self.baseline, self.advice, self.unit = baseline, advice, unit
+        self.baseline, self.advice, self.unit, self.limit = baseline, advice, unit, limit
         self.job_seconds, self.fit_id = job_seconds, fit_id
         self.records: dict[int, dict] = {}
 
@@ -91,7 +94,8 @@ class EpochLoop:
             on_recover: Callable[[], None] | None = None,
             rebuild: Callable[[], None] | None = None,
             restart: Callable[[], None] | None = None,
-            driver_state: tuple[Callable, Callable] | None = None) -> list[dict]:
+            driver_state: tuple[Callable, Callable] | None = None,
+            rewinds: bool = False) -> list[dict]:
         """Run epochs ``1..n_epochs``; returns the history records.
 
         Epochs run as few jobs as the fit allows: one per epoch when the driver must act
@@ -125,6 +129,10 @@ class EpochLoop:
         driver_state : (save, load), optional
             What the fit keeps in the driver, saved with every checkpoint and loaded when
             ``resume`` goes on from one (see :func:`dask_ps.model.recovery.run_clocks`).
+        rewinds : bool, default False
+            Whether ``driver_state``'s load takes a checkpoint past ``n_epochs`` back to
+            ``n_epochs`` (GBDT's first trees); otherwise ``resume`` refuses one with an
+            :class:`~dask_ps.exceptions.OptionError` naming ``limit``.
 
         Raises
         ------
@@ -191,7 +199,8 @@ class EpochLoop:
                 resume=self.resume and tmp is None,
                 data_position=lambda c: {"epoch": c}, rebuild=rebuild,
                 restart=restart if tmp is not None else None, save_last=tmp is None,
-                driver_state=driver_state, fit_id=self.fit_id)
+                driver_state=driver_state, fit_id=self.fit_id, rewinds=rewinds,
+                unit=self.unit, limit=self.limit)
         finally:
             monitor.close()
             if tmp is not None:

@@ -317,8 +317,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
     max_recoveries : int, default 3
     resume : bool, default False
         Continue from the newest complete version of ``checkpoint`` if there is one; a
-        checkpoint of another fit (another feature count, classes or solver) is refused
-        with an :class:`~dask_ps.exceptions.OptionError` before anything is restored.
+        checkpoint of another fit (another feature count, classes, solver, fit_intercept or
+        hashing) is refused with an :class:`~dask_ps.exceptions.OptionError` before
+        anything is restored. Needs a checkpoint URL (None or "auto": ValueError).
     progress : bool, optional
         Progress bar (terminal or Jupyter); default when interactive.
     callbacks : list of callable, optional
@@ -444,8 +445,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         Raises
         ------
         ValueError
-            With solver "lbfgs", classes that differ from the first call's, another
-            number of features or another ``n_hashed_features``.
+            With solver "lbfgs", classes that differ from the first call's, labels of
+            ``y`` outside ``classes`` (scikit-learn's rule: ``classes`` lists them all) or
+            the fitted ``classes_``, another number of features or ``n_hashed_features``.
         """
         if self.solver == "lbfgs":
             raise ValueError("partial_fit needs a stochastic solver ('ftrl', 'sgd', 'adagrad')")
@@ -474,12 +476,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         if warm:
             self._check_warm_start(n_features)
         with self._model() as model, self._partition(model, (X, y)) as raw:
-            labels = np.unique(np.concatenate(raw.reduce(D.labels_of, None, with_start=True) + [
-                np.asarray([] if classes is None else classes)]))
-            D.check_classes(labels, "y")
-            if warm and np.setdiff1d(labels, self.classes_).size:
-                raise ValueError(f"y has classes outside {self.classes_.tolist()}")
-            labels = self.classes_ if warm else labels
+            labels = D.fit_classes(raw.reduce(D.labels_of, None, with_start=True), classes,
+                                   self.classes_ if warm else None)
             if labels.shape[0] < 2:
                 raise DataError(f"{type(self).__name__} needs samples of at least 2 classes in "
                                 f"the data, but the data contains only one class: "

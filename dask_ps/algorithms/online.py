@@ -82,9 +82,9 @@ def _progressive(est, X, y) -> dict:
     new = np.setdiff1d(np.unique(y), labels)
     if new.size:
         raise ValueError(f"y has labels {new.tolist()} outside the model's classes "
-                         f"{labels.tolist()}: a stream's classes are those of its first batch "
-                         f"and classes=, fixed from then on (give classes= every class of "
-                         f"the stream)")
+                         f"{labels.tolist()}: a stream's classes are classes= (else those of "
+                         f"its first batch), fixed from then on (give classes= every class "
+                         f"of the stream)")
     out = {"progressive_log_loss": float(log_loss(y, proba, labels=labels)),
            "progressive_accuracy": float(np.mean(labels[proba.argmax(axis=1)] == y))}
     if labels.shape[0] == 2 and np.unique(y).shape[0] == 2:
@@ -146,8 +146,8 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         without rows (e.g. a file of a quiet hour holding only its header) is skipped: no
         record, no version, a warning on the ``dask_ps.algorithms.online`` logger naming it.
     classes : array-like, optional
-        All the classes of the stream (scikit-learn's ``partial_fit`` convention); needed
-        when the first batch may lack one.
+        All the classes of the stream (scikit-learn's ``partial_fit`` convention: a label
+        outside them is refused); needed when the first batch may lack one.
     version_every : int, optional
         Save a version after every this many batches of the stream (with ``versions``;
         none after a skipped empty batch: the model did not change).
@@ -177,8 +177,9 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
     ValueError
         ``version_every`` without ``versions`` (or the reverse), or not an integer >= 1
         (``True`` included), a batch that is not an
-        ``(X, y)`` pair, a batch with labels outside the classes the model has (those of
-        the first batch and ``classes``), or what ``partial_fit`` refuses.
+        ``(X, y)`` pair, a batch with labels outside the classes the model has
+        (``classes``, else those of the first batch; the first batch too: ``classes`` must
+        include every label of the stream), or what ``partial_fit`` refuses.
     Exception
         Any error raised while a batch was made, scored, trained on or saved names it: an
         exception of the same type whose message starts with ``batch 3 of the stream`` and,

@@ -97,7 +97,8 @@ def build_estimator(args, algo: Algorithm, shard_workers: bool):
     OptionError
         An option the estimator cannot honour yet (``--resume auto`` without a ``resume``
         parameter, shard workers without ``shard_resources``), or parameters it refuses
-        (naming the flags given among them).
+        (naming the flags given among them, and ``--resume auto`` when it refuses
+        ``resume=True``, e.g. without a ``--checkpoint`` URL).
     """
     kwargs = {p.param: getattr(args, p.param) for p in algo.params if hasattr(args, p.param)}
     est = algo.cls(**kwargs)
@@ -112,9 +113,7 @@ def build_estimator(args, algo: Algorithm, shard_workers: bool):
             raise OptionError(f"--resume auto: {algo.estimator} cannot resume a fit from a "
                               f"checkpoint yet (it has no 'resume' parameter); rerunning "
                               f"starts afresh, so drop --resume")
-        if not kwargs.get("checkpoint"):
-            raise OptionError("--resume auto needs --checkpoint URL (where to resume from)")
-        est.set_params(resume=True)
+        est.set_params(resume=True)  # without a checkpoint URL: refused by est._validate
     if shard_workers:
         if "shard_resources" not in params:
             raise OptionError(f"--ps-workers: {algo.estimator} cannot place its shards on shard "
@@ -128,6 +127,8 @@ def build_estimator(args, algo: Algorithm, shard_workers: bool):
     except ValueError as exc:  # scikit-learn's InvalidParameterError, or a cross-check
         flags = [p.flag for p in algo.params
                  if p.param in kwargs and re.search(rf"\b{p.param}\b", str(exc))]
+        if args.resume == "auto" and re.search(r"\bresume=", str(exc)):
+            flags.insert(0, "--resume auto")
         raise OptionError((", ".join(flags) + ": " if flags else "") + str(exc)) from exc
     return est
 

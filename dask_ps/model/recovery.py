@@ -39,7 +39,7 @@ from ..exceptions import (
 from . import connection, placement
 from . import format as ck
 
-__all__ = ["recover", "recreate", "run_clocks"]
+__all__ = ["check_not_past", "recover", "recreate", "run_clocks"]
 
 
 def _loss_errors() -> tuple:
@@ -143,6 +143,35 @@ def check_resumable(model, info: ck.CheckpointInfo, fit_id: dict | None = None) 
                           f"parameters, or use another checkpoint folder")
 
 
+def check_not_past(info: ck.CheckpointInfo, n_clocks: int, unit: str = "clock",
+                   limit: str = "n_clocks") -> None:
+    """Refuse to resume a run of ``n_clocks`` from checkpoint ``info`` taken after more
+    clocks: its tables are those of the longer run, which a run of ``n_clocks`` cannot
+    return (its results, ``history_`` and ``n_iter_`` would say ``n_clocks``).
+
+    Parameters
+    ----------
+    info : CheckpointInfo
+    n_clocks : int
+    unit : str, default "clock"
+        What a clock is to the user (e.g. "epoch"), for the message.
+    limit : str, default "n_clocks"
+        The parameter that sets ``n_clocks`` (e.g. "max_iter"), for the message.
+
+    Raises
+    ------
+    OptionError
+        Naming the checkpoint, its clock and ``limit``.
+    """
+    if info.clock > n_clocks:
+        raise OptionError(f"resume: checkpoint {info.url!r} version {info.version} is at "
+                          f"{unit} {info.clock}, past the {n_clocks} {unit}s of this fit "
+                          f"({limit}): its tables are those of {info.clock} {unit}s, which "
+                          f"a fit of {n_clocks} cannot return; set {limit}={info.clock} or "
+                          f"more to go on from it, or fit afresh (resume=False, or another "
+                          f"checkpoint folder)")
+
+
 def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                checkpoint: str | None = None, checkpoint_every: int = 1,
                checkpoint_seconds: float | None = None, resume: bool = False,
@@ -154,7 +183,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                restart: Callable[[], None] | None = None,
                save_last: bool = True,
                driver_state: tuple[Callable, Callable] | None = None,
-               fit_id: dict | None = None) -> tuple[list, list[dict]]:
+               fit_id: dict | None = None, rewinds: bool = False, unit: str = "clock",
+               limit: str = "n_clocks") -> tuple[list, list[dict]]:
     """Run clocks ``[0, n_clocks)`` with ``step``, checkpointing and recovering.
 
     Parameters
@@ -179,7 +209,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         Start from the newest complete version of ``checkpoint``, if there is one: its
         tables, its clock and its results of the clocks before; an
         :class:`~dask_ps.exceptions.OptionError` when its tables are not the model's (see
-        :func:`check_resumable`).
+        :func:`check_resumable`) or, unless ``rewinds``, when its clock is past
+        ``n_clocks`` (:func:`check_not_past`), before anything is restored.
     keep : int or None, default 2
         Complete versions of this run kept (older ones pruned); versions that were in
         ``checkpoint`` before the run are never deleted.
@@ -206,6 +237,12 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         JSON-able description of the fit (e.g. its estimator, feature count, classes):
         saved with every checkpoint; ``resume`` refuses a checkpoint whose description
         differs (see :func:`check_resumable`).
+    rewinds : bool, default False
+        Whether ``driver_state``'s load can take a checkpoint past ``n_clocks`` back to
+        ``n_clocks`` (GBDT: its first trees are those of the shorter fit); then ``resume``
+        goes on from one, at clock ``n_clocks``.
+    unit, limit : str
+        What a clock is and what sets ``n_clocks``, for :func:`check_not_past`'s message.
 
     Returns
     -------
@@ -242,8 +279,12 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
     last = None
     clock = 0
     if resume and checkpoint is not None and ck.list_versions(checkpoint)[0]:
-        last = restore_sound(model, ck.latest(checkpoint), check=lambda info: (
-            check_resumable(model, info, fit_id)))
+        def check(info):
+            check_resumable(model, info, fit_id)
+            if not rewinds:
+                check_not_past(info, n_clocks, unit, limit)
+
+        last = restore_sound(model, ck.latest(checkpoint), check=check)
         clock = min(last.clock, n_clocks)
         kept = list(last.attrs.get("extra", {}).get("results", []))[:clock]
         results[:] = kept + [None] * (clock - len(kept))

@@ -402,6 +402,91 @@ def test_resume_refuses_a_checkpoint_of_another_fit_before_restoring(tmp_path):
         LatentDirichletAllocation(n_components=5, **lkw).fit(counts)
 
 
+@pytest.mark.parametrize("make", [LogisticRegression, dask_ps.FactorizationMachineClassifier],
+                         ids=["lr", "fm"])
+def test_resume_refuses_a_checkpoint_of_another_intercept_or_hashing(tmp_path, monkeypatch,
+                                                                    make):
+    """fit_intercept and hashing change what the tables hold, not their shape: a
+    fit_intercept=False fit resumed a fit_intercept=True checkpoint and kept its intercept
+    (intercept_ 1.42, predictions shifted by it), and a hashed fit (n_hashed_features the
+    feature count) took an unhashed checkpoint's weights as its buckets'. Refused before
+    anything is restored; a checkpoint that does not record them still resumes."""
+    from dask_ps.algorithms import _base
+    from dask_ps.model import format as ck
+
+    X, y = _data(LogisticRegression())
+    url = str(tmp_path / "ck")
+    kw = dict(client="local", random_state=0, checkpoint=url, resume=True, max_iter=2)
+    make(**kw).fit(X, y)
+    versions = ck.list_versions(url)
+    with pytest.raises(ValueError, match=r"holds another fit: fit_intercept 'True' \(this "
+                                         r"fit's: 'False'\)"):
+        make(**dict(kw, fit_intercept=False)).fit(X, y)
+    with pytest.raises(ValueError, match=r"holds another fit: n_hashed_features 'None' "
+                                         r"\(this fit's: '20'\)"):
+        make(**dict(kw, n_hashed_features=20)).fit(X, y)
+    assert ck.list_versions(url) == versions  # nothing saved
+    fresh = make(**dict(kw, fit_intercept=False, resume=False, checkpoint=None)).fit(X, y)
+    np.testing.assert_array_equal(fresh.intercept_, 0.0)
+
+    old = dict(kw, checkpoint=str(tmp_path / "old"))
+    monkeypatch.setattr(_base, "TABLE_PARAMS", ())  # written before they were recorded
+    make(**old).fit(X, y)
+    monkeypatch.undo()
+    resumed = make(**dict(old, max_iter=3)).fit(X, y)
+    assert [h["epoch"] for h in resumed.history_] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("name", ["lr", "mf", "lda"])
+def test_resume_refuses_a_checkpoint_past_max_iter(tmp_path, name):
+    """A checkpoint at epoch 4 resumed with max_iter=2 returned the 4-epoch model, while
+    history_ and n_iter_ said 2 epochs. Refused before anything is restored or saved, naming
+    the checkpoint's epoch and max_iter; GBDT keeps the first trees instead (its own test)."""
+    from dask_ps import LatentDirichletAllocation
+    from dask_ps.exceptions import OptionError
+    from dask_ps.model import format as ck
+
+    url = str(tmp_path / "ck")
+    kw = dict(client="local", random_state=0, checkpoint=url, resume=True)
+    if name == "lr":
+        make, data, unit = LogisticRegression, _data(LogisticRegression()), "epoch"
+        kw.update(solver="sgd", tol=1e-12)
+    elif name == "mf":
+        make, data, unit = MatrixFactorization, _data(MatrixFactorization()), "epoch"
+    else:
+        counts = sp.random(40, 30, density=0.2, random_state=0, format="csr")
+        counts.data = np.ceil(counts.data * 5)
+        make, data, unit = LatentDirichletAllocation, (counts,), "iteration"
+        kw.update(n_components=3, checkpoint_every=1)
+    make(max_iter=4, **kw).fit(*data)
+    versions = ck.list_versions(url)
+    model = make(max_iter=2, **kw)
+    with pytest.raises(OptionError, match=rf"^resume: checkpoint '.*' version \d+ is at {unit} "
+                                          rf"4, past the 2 {unit}s of this fit \(max_iter\)"
+                                          rf".*max_iter=4 or more.*resume=False"):
+        model.fit(*data)
+    assert not hasattr(model, "history_")
+    assert ck.list_versions(url) == versions  # nothing saved
+    same = make(max_iter=4, **kw).fit(*data)  # at the checkpoint's epoch: nothing left to run
+    assert [h["epoch"] for h in same.history_ if "epoch" in h] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("name", ["LogisticRegression", "FactorizationMachineClassifier",
+                                  "MatrixFactorization", "LatentDirichletAllocation",
+                                  "GBDTClassifier", "GBDTRegressor"])
+@pytest.mark.parametrize("checkpoint", [None, "auto"])
+def test_resume_without_a_checkpoint_url_is_refused(name, checkpoint, tmp_path):
+    """resume=True with checkpoint=None (or "auto", a temporary folder deleted after each
+    fit) was ignored without a word: the fit started afresh. Refused before any data is
+    read, as the command line refused --resume auto without --checkpoint."""
+    model = getattr(dask_ps, name)(client="local", checkpoint=checkpoint, resume=True)
+    with pytest.raises(ValueError, match=rf"^resume=True needs a checkpoint URL to resume "
+                                         rf"from, but checkpoint={checkpoint!r} "):
+        model.fit(object(), object())
+    model.set_params(checkpoint=str(tmp_path / "ck"))
+    model._validate()  # a URL: resume=True is fine
+
+
 @pytest.mark.parametrize("make", [lambda: LogisticRegression(max_iter=2, client="local"),
                                   lambda: dask_ps.FactorizationMachineClassifier(
                                       max_iter=2, client="local")], ids=["lr", "fm"])

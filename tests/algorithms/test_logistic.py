@@ -423,6 +423,51 @@ def test_partial_fit_epochs_accumulate(a9a):
         LogisticRegression(solver="lbfgs").partial_fit(X, y)
 
 
+@pytest.mark.parametrize("name", ["lr", "fm"])
+def test_partial_fit_refuses_labels_of_y_outside_classes(name):
+    """scikit-learn's partial_fit rule: ``classes`` lists every label y can hold. A 0/1
+    batch given classes=[-1, 1] became a 3-class model (classes_ [-1 0 1], or for FM a
+    "3 classes" error naming labels never given); a label outside the fitted classes was
+    not named ("y has classes outside [0.0, 1.0]")."""
+    from dask_ps.algorithms import FactorizationMachineClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 5))
+    y = (X[:, 0] > 0).astype(int)
+    make = LogisticRegression if name == "lr" else FactorizationMachineClassifier
+    kw = dict(client="local", checkpoint=None, random_state=0)
+    for classes, said in [([-1, 1], r"\[0\] that are not in classes=\[-1, 1\]"),
+                          (["0", "1"], r"\[0, 1\] that are not in classes=\['0', '1'\]")]:
+        model = make(**kw)
+        with pytest.raises(ValueError, match=rf"^y has labels {said}: classes must include"):
+            model.partial_fit(X, y, classes=classes)
+        assert not hasattr(model, "classes_")
+    model = make(**kw).partial_fit(X[y == 0], y[y == 0], classes=[1, 0])
+    np.testing.assert_array_equal(model.classes_, [0, 1])
+    assert model.coef_.shape == (1, 5)
+    with pytest.raises(ValueError, match=r"^y has labels \[2\] outside the fitted classes "
+                                         r"\[0, 1\]"):
+        model.partial_fit(X, y + 1)
+
+
+def test_a_label_outside_the_classes_is_said_to_be_of_y():
+    """An eval_set label outside the training classes said "eval_set[0]: label np.int64(5)
+    ..."; the data path's own error said "X: label ..." of a label of y."""
+    from dask_ps.algorithms import _logistic_data as D
+    from dask_ps.exceptions import DataError
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(DataError, match=r"^y: label 1 at row 5 is not among the classes "
+                                        r"\[0, 2\]$"):
+        D.encode_part((X, y), np.array([0, 2]), 1, start=5)
+    model = LogisticRegression(client="local", checkpoint=None, random_state=0, max_iter=1)
+    with pytest.raises(DataError, match=r"^eval_set\[0\]: y: label 5 at row 0 is not among "
+                                        r"the classes \[0\.0, 1\.0\]$"):
+        model.fit(X, y, eval_set=[(X[:4], np.array([5, 0, 1, 0]))])
+
+
 def _small_fit(name, n_hashed_features, k=2):
     """300 rows x 40 sparse columns, random binary labels, and a LogisticRegression
     (``name`` "lr") or FactorizationMachineClassifier ("fm", ``k`` factors) fitted on them

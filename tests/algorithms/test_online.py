@@ -197,6 +197,19 @@ def test_batches_partial_fit_takes_are_learnt(tmp_path, caplog):
         assert np.isfinite(est.history_[1]["progressive_log_loss"])
 
 
+def test_classes_must_include_every_label_of_the_stream():
+    """scikit-learn's partial_fit rule: a 0/1 stream given classes=[-1, 1] trained a
+    3-class model (classes_ [-1 0 1]) instead of being refused."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 5))
+    y = (X[:, 0] > 0).astype(int)
+    est = LogisticRegression(client="local", random_state=0, checkpoint=None)
+    with pytest.raises(ValueError, match=r"^batch 1 of the stream: y has labels \[0\] that "
+                                         r"are not in classes=\[-1, 1\]"):
+        learn_online(est, [(X, y)], classes=[-1, 1])
+    assert not hasattr(est, "classes_")
+
+
 def test_an_error_names_its_batch_and_file(tmp_path):
     """Every error raised while a batch is made, scored or trained on names the batch (and
     its file), keeping its type; the model keeps what it learnt before."""
