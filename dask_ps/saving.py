@@ -87,6 +87,25 @@ def _store(value: Any, key: str, arrays: dict, where: str) -> dict:
     return {"kind": "value", "value": _plain(value, where)}
 
 
+def saved_params(estimator) -> tuple[str, dict]:
+    """``(class name, parameters)`` of ``estimator`` as :func:`save_estimator` stores them
+    (``client`` left out): a check, before a long run that saves it, that it can be saved.
+
+    Raises
+    ------
+    TypeError
+        Not an estimator exported by dask_ps, or a parameter that cannot be stored without
+        pickle (a function among ``callbacks``...), naming it.
+    """
+    import dask_ps
+
+    name = type(estimator).__name__
+    if getattr(dask_ps, name, None) is not type(estimator):
+        raise TypeError(f"{name} is not an estimator exported by dask_ps")
+    return name, {k: _plain(v, f"parameter {k}")
+                  for k, v in estimator.get_params(deep=False).items() if k != "client"}
+
+
 def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
     """Write a fitted (or unfitted) dask_ps estimator to ``path``, without pickle.
 
@@ -113,11 +132,7 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
 
     import dask_ps
 
-    name = type(estimator).__name__
-    if getattr(dask_ps, name, None) is not type(estimator):
-        raise TypeError(f"{name} is not an estimator exported by dask_ps")
-    params = {k: _plain(v, f"parameter {k}")
-              for k, v in estimator.get_params(deep=False).items() if k != "client"}
+    name, params = saved_params(estimator)
     arrays: dict[str, np.ndarray] = {}
     attributes = {k: _store(v, f"a/{k}", arrays, f"attribute {k}")
                   for k, v in sorted(vars(estimator).items())

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..io._blocks import source_paths
 from ..partitions.inputs import is_dask
-from ..saving import save_estimator
+from ..saving import save_estimator, saved_params
 
 __all__ = ["last_version", "learn_online", "version_path"]
 
@@ -40,7 +40,9 @@ def version_path(versions: str, batch: int) -> str:
 
     :func:`learn_online` numbers a version by the batches trained since the folder's first
     one: the highest number already in the folder when it started (:func:`last_version`)
-    plus the batches of its own stream; names sort in training order."""
+    plus the batches of its own stream. Names sort in training order up to version
+    999999 (6 digits); beyond, the number is wider and :func:`last_version`, which
+    compares numbers, not names, still finds the newest."""
     return f"{os.fspath(versions).rstrip('/')}/version-{int(batch):06d}.npz"
 
 
@@ -187,8 +189,11 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         (raised from the original one); an exception type not made from one message keeps
         its message and gets that as a note. The estimator keeps what it learnt from the
         batches before (a failed ``partial_fit`` leaves it as it was).
-    NotADirectoryError
-        A local ``versions`` that is a file.
+    TypeError
+        With ``versions``, before any batch: a parameter that cannot be saved in a version
+        (a function among ``callbacks``), naming it.
+    NotADirectoryError, OSError
+        With ``versions``, before any batch: it is a file, or its folder cannot be made.
     FileExistsError
         The next version's file appeared meanwhile (another learner writes to the folder);
         nothing is overwritten.
@@ -206,11 +211,8 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
                                       or int(version_every) != version_every
                                       or version_every < 1):
         raise ValueError(f"version_every must be an integer >= 1, got {version_every!r}")
-    if versions is not None and "://" not in str(versions):
-        if os.path.exists(versions) and not os.path.isdir(versions):
-            raise NotADirectoryError(f"versions={os.fspath(versions)!r} is a file: versions go "
-                                     f"in a folder (version-000001.npz, ...); name a folder")
-        os.makedirs(versions, exist_ok=True)
+    if versions is not None:
+        _check_versions(estimator, versions)
     first = last_version(versions) if versions is not None else 0
     stream = iter(batches)
     for b in itertools.count(1):
@@ -238,6 +240,25 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         if record is not None and on_batch is not None and on_batch(estimator.history_[-1]):
             break
     return estimator
+
+
+def _check_versions(estimator, versions) -> None:
+    """Before the stream: the estimator's parameters can be saved (:func:`saved_params`)
+    and ``versions`` is, or is made, a folder (an error naming it, not at the first version,
+    ``version_every`` batches in)."""
+    import fsspec
+
+    saved_params(estimator)
+    name = os.fspath(versions)
+    fs, root = fsspec.core.url_to_fs(name)
+    if fs.exists(root) and not fs.isdir(root):
+        raise NotADirectoryError(f"versions={name!r} is a file: versions go in a folder "
+                                 f"(version-000001.npz, ...); name a folder")
+    try:
+        fs.makedirs(root, exist_ok=True)
+    except OSError as exc:
+        raise type(exc)(f"versions={name!r}: the folder cannot be made "
+                        f"({exc.strerror or exc})") from None
 
 
 def _learn(estimator, b: int, X, y, classes) -> dict | None:

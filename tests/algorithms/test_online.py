@@ -138,6 +138,24 @@ def test_bad_streams_are_refused(tmp_path):
                                                  f"go in a folder"):
         learn_online(est, stream(1), version_every=1, versions=str(a_file))
     assert a_file.read_text() == "click\n1\n"
+    # the same as a file:// URL, or under a file, or with a parameter no version can hold:
+    # refused before the first batch (they failed at the first save, version_every in)
+    with pytest.raises(NotADirectoryError, match=f"versions='file://{a_file}' is a file"):
+        learn_online(est, stream(1), version_every=1, versions=f"file://{a_file}")
+    with pytest.raises(OSError, match=f"versions='{a_file}/v': the folder cannot be made"):
+        learn_online(est, stream(1), version_every=1, versions=f"{a_file}/v")
+
+    def taken(n):
+        for i, batch in enumerate(stream(n)):
+            seen.append(i)
+            yield batch
+
+    seen = []
+    with pytest.raises(TypeError, match="parameter callbacks: a function cannot be saved"):
+        learn_online(LogisticRegression(client="local", checkpoint=None,
+                                        callbacks=[lambda record: None]),
+                     taken(3), version_every=2, versions=str(tmp_path / "cb"))
+    assert seen == []
     with pytest.raises(ValueError, match="batch 1 of the stream is a ndarray, not an"):
         learn_online(est, [np.zeros(3)])
     with pytest.raises(ValueError, match="partial_fit needs a stochastic solver"):
