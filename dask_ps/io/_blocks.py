@@ -93,8 +93,14 @@ def source_paths(collection) -> list[str]:
 
 
 def open_paths(urlpath, storage_options: dict | None = None):
-    """``(fs, paths)`` of a URL, glob or list of them; raises FileNotFoundError for none."""
+    """``(fs, paths)`` of a URL, glob or list of them; raises FileNotFoundError for none.
+
+    Globs use ``*``, ``?`` and ``[...]`` (fsspec expands ``*`` only; a path holding ``?``
+    or ``[`` is expanded here unless a file has that very name), matches in sorted order."""
     fs, _, paths = get_fs_token_paths(urlpath, mode="rb", storage_options=storage_options)
+    paths = [q for p in paths
+             for q in (sorted(fs.glob(p)) if any(c in p for c in "?[") and not fs.exists(p)
+                       else [p])]
     if not paths:
         raise FileNotFoundError(f"no file matches {urlpath!r}")
     return fs, paths
