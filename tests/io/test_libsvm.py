@@ -522,6 +522,9 @@ def test_glob_concatenates_in_sorted_order(tmp_path):
     for pattern in ("part-?.svm", "part-[12].svm", "part-[!3].svm"):
         X, y = read_libsvm(str(tmp_path / pattern), blocksize=4)
         np.testing.assert_array_equal(y.compute(), [1, 2, 2])
+    (tmp_path / "part-9.svm").mkdir()  # a folder matches no glob, as with '*'
+    X, y = read_libsvm(str(tmp_path / "part-?.svm"))
+    np.testing.assert_array_equal(y.compute(), [1, 2, 2])
     (tmp_path / "part-[1].svm").write_bytes(b"3 1:3\n")
     np.testing.assert_array_equal(read_libsvm(str(tmp_path / "part-[1].svm"))[1].compute(),
                                   [3])
