@@ -93,8 +93,15 @@ def source_paths(collection) -> list[str]:
 
 
 def open_paths(urlpath, storage_options: dict | None = None):
-    """``(fs, paths)`` of a URL, glob or list of them; raises FileNotFoundError for none."""
+    """``(fs, paths)`` of a URL, glob or list of them; raises FileNotFoundError for none.
+
+    Globs use ``*``, ``?`` and ``[...]`` (fsspec expands ``*`` only; a path holding ``?``
+    or ``[`` is expanded here unless a file has that very name), matching files (not
+    folders) in sorted order."""
     fs, _, paths = get_fs_token_paths(urlpath, mode="rb", storage_options=storage_options)
+    paths = [q for p in paths
+             for q in ([f for f in sorted(fs.glob(p)) if not fs.isdir(f)]  # as fsspec's '*'
+                       if any(c in p for c in "?[") and not fs.exists(p) else [p])]
     if not paths:
         raise FileNotFoundError(f"no file matches {urlpath!r}")
     return fs, paths
@@ -116,8 +123,8 @@ def plan(fs, paths: list[str], blocksize, compression: str | None) -> list[Block
     ------
     ValueError
         A blocksize that is not positive, or one under :data:`MIN_BLOCKSIZE` (64 KiB)
-        that cuts the files into more than :data:`MAX_SMALL_BLOCKS` blocks (naming the
-        blocksize, the count and the first file).
+        that cuts more than :data:`MAX_SMALL_BLOCKS` blocks off the files beyond their
+        first ones (naming the blocksize, the count and the first file).
     """
     size = None if blocksize is None else parse_bytes(blocksize)
     if size is not None and size <= 0:
@@ -127,7 +134,8 @@ def plan(fs, paths: list[str], blocksize, compression: str | None) -> list[Block
              for path, comp in zip(paths, comps)]
     if size is not None and size < MIN_BLOCKSIZE:
         count = sum(1 if n is None else max(-(-n // size), 1) for n in sizes)
-        if count > MAX_SMALL_BLOCKS:
+        # a file is a block whatever the blocksize: only the blocks it cuts off count
+        if count - len(paths) > MAX_SMALL_BLOCKS:
             what = f"{size:,} byte{'s' if size != 1 else ''}" + \
                 (f" ({blocksize!r})" if isinstance(blocksize, str) else "")
             raise ValueError(

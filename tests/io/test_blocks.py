@@ -156,3 +156,13 @@ def test_many_tiny_blocks_are_refused_few_are_not(tmp_path):
     with open(big, "wb") as f:  # sparse: no bytes written
         f.truncate(MIN_BLOCKSIZE * (MAX_SMALL_BLOCKS + 1))
     assert len(plan(fs, [str(big)], MIN_BLOCKSIZE, None)) == MAX_SMALL_BLOCKS + 1
+    # a file is a block whatever the blocksize: many small files are not refused (1,001
+    # one-line files at 32 KiB were: "cuts them into 1,001 blocks")
+    one = tmp_path / "one.svm"
+    one.write_bytes(b"1 1:0.5\n")
+    many = [str(one)] * (MAX_SMALL_BLOCKS + 1)
+    assert len(plan(fs, many, "32KiB", None)) == len(plan(fs, many, "64MiB", None)) == 1001
+    # refused when the blocksize cuts more than MAX_SMALL_BLOCKS blocks off the files
+    assert len(plan(fs, [str(path), str(one)], 12, None)) == 1001  # 999 cut off
+    with pytest.raises(ValueError, match="and 1 more files into 2,000 blocks"):
+        plan(fs, [str(path)] * 2, 12, None)  # 1,998 cut off

@@ -518,6 +518,18 @@ def test_glob_concatenates_in_sorted_order(tmp_path):
     X, y = read_libsvm(str(tmp_path / "part-*.svm"), blocksize=4)
     np.testing.assert_array_equal(y.compute(), [1, 2, 2])
     np.testing.assert_array_equal(X.compute().toarray(), [[1, 0], [2, 0], [0, 2]])
+    # '?' and '[...]' were taken literally ("No such file"); a file named so is itself
+    for pattern in ("part-?.svm", "part-[12].svm", "part-[!3].svm"):
+        X, y = read_libsvm(str(tmp_path / pattern), blocksize=4)
+        np.testing.assert_array_equal(y.compute(), [1, 2, 2])
+    (tmp_path / "part-9.svm").mkdir()  # a folder matches no glob, as with '*'
+    X, y = read_libsvm(str(tmp_path / "part-?.svm"))
+    np.testing.assert_array_equal(y.compute(), [1, 2, 2])
+    (tmp_path / "part-[1].svm").write_bytes(b"3 1:3\n")
+    np.testing.assert_array_equal(read_libsvm(str(tmp_path / "part-[1].svm"))[1].compute(),
+                                  [3])
+    with pytest.raises(FileNotFoundError, match=r"no file matches .*part-\[89\]\.svm"):
+        read_libsvm(str(tmp_path / "part-[89].svm"))
 
 
 @pytest.mark.parametrize(("suffix", "opener"), [(".gz", gzip.open), (".bz2", bz2.open)])
