@@ -418,12 +418,14 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         Raises
         ------
         ValueError
-            As :meth:`fit`; ``X`` with another number of terms than the model, or
-            ``n_components`` changed since the model was fitted.
+            As :meth:`fit`; ``X`` with another number of terms than the model,
+            ``n_components`` changed since the model was fitted, or ``resume=True`` on a
+            fitted model (it goes on from the model in memory).
         """
         if not hasattr(self, "components_"):
             return self.fit(X, vocabulary=vocabulary)
         self._validate()
+        self._refuse_resume()
         X = self._documents(X, reset=False, integers=True)
         if self.n_components != self.components_.shape[0]:
             raise ValueError(f"n_components is {self.n_components}, the fitted model has "
