@@ -383,7 +383,8 @@ def checksum(*arrays) -> str:
     ----------
     *arrays : array-like
         Numbers are hashed by their bytes in C order (so the dtype counts), text (str or
-        object arrays) by its UTF-32 code points.
+        object arrays) by its UTF-32 code points, padded to its longest string whatever
+        the array's width (``<U12`` or ``<U7`` holding the same strings hash alike).
 
     Returns
     -------
@@ -393,7 +394,10 @@ def checksum(*arrays) -> str:
     digest = hashlib.sha256()
     for a in arrays:
         a = np.asarray(a)
-        digest.update(np.ascontiguousarray(a.astype(str) if a.dtype.kind == "O" else a).data)
+        if a.dtype.kind in "OU":  # as text of its longest string's width (not the dtype's)
+            a = a.astype(str)
+            a = a.astype(f"<U{max(int(np.char.str_len(a).max(initial=0)), 1)}")
+        digest.update(np.ascontiguousarray(a).data)
     return digest.hexdigest()
 
 

@@ -456,8 +456,10 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
                 loop = self._epoch_loop(model, f"LatentDirichletAllocation(K={K})",
                                         self.max_iter, unit="iteration",
                                         job_seconds=JOB_SECONDS, fit_id=dict(
-                                            estimator=type(self).__name__, vocabulary=None
-                                            if vocabulary is None else checksum(vocabulary)))
+                                            estimator=type(self).__name__,
+                                            # compared when both fits name their terms
+                                            **({} if vocabulary is None else dict(
+                                                vocabulary=checksum(vocabulary)))))
                 nwk, history, info = train(
                     model, data, n_words=V, n_topics=K, alpha=alpha, beta=beta,
                     max_iter=self.max_iter, row_offsets=offsets, n_mh=self.mh_steps,
