@@ -548,10 +548,10 @@ def test_config_naming_a_directory_or_a_file_that_is_not_utf8(tmp_path, capsys, 
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--resume", "auto"], "--resume auto: resume=True needs a checkpoint URL to resume from, "
-                           "but checkpoint='auto' snapshots into a temporary folder"),
-    (["--resume", "auto", "--checkpoint", "auto"], "--resume auto, --checkpoint: resume=True "
-                                                   "needs a checkpoint URL"),
+    # in the command's words (it said "resume=True needs a checkpoint URL ...")
+    (["--resume", "auto"], "--resume auto needs --checkpoint URL, the folder of the run to "
+                           "continue (--checkpoint auto snapshots into a temporary folder"),
+    (["--resume", "auto", "--checkpoint", "auto"], "--resume auto needs --checkpoint URL"),
     (["--ps-workers", "1"], "--ps-workers applies to --cluster slurm|pbs|sge|lsf, not local"),
     (["--cluster", "slurm", "--adapt", "--worker-lifetime", "1h"],
      "--worker-lifetime needs --ps-workers"),

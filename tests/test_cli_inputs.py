@@ -480,6 +480,8 @@ def test_mf_columns_missing_from_names_or_header_are_refused_before_a_cluster(
     train, test = tmp_path / "r.tsv", tmp_path / "t.tsv"
     train.write_text("".join(f"{i}\t{i % 3}\t{1 + i % 5}\t{100 + i}\n" for i in range(20)))
     test.write_text("u\ti\tr\n1\t1\t5\n")
+    headed = tmp_path / "h.tsv"
+    headed.write_text("user\titem\trating\n1\t1\t5\n")
     pq.write_table(pa.table({"u": [1, 2], "item": [1, 2], "rating": [3.0, 4.0]}),
                    tmp_path / "r.parquet")
     _refused_before_a_cluster(
@@ -487,9 +489,11 @@ def test_mf_columns_missing_from_names_or_header_are_refused_before_a_cluster(
           f"{train}: columns ['rating'] are not among ['user', 'item']"),
          (["--train", train, "--header"],
           f"{train}: columns ['user', 'item', 'rating'] are not among ['0', '0', '1', '100']"),
-         (["--train", train, "--test", test, "--header", "--user-column", "0",
-           "--item-column", "0", "--rating-column", "1"],
-          f"{test}: columns ['0', '0', '1'] are not among ['u', 'i', 'r']"),
+         (["--train", headed, "--test", test, "--header"],
+          f"{test}: columns ['user', 'item', 'rating'] are not among ['u', 'i', 'r']"),
+         (["--train", headed, "--header", "--item-column", "user"],
+          f"{headed}: one column cannot be two of user, item and rating: user='user', "
+          f"item='user'"),
          (["--train", tmp_path / "r.parquet"],
           f"{tmp_path / 'r.parquet'}: columns ['user'] are not among ['u', 'item', 'rating']")],
         ("mf",), capsys)

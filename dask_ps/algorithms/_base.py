@@ -186,6 +186,18 @@ class PSEstimator(BaseEstimator):
     def _check_params(self) -> None:
         """Cross-parameter checks of a subclass (ValueError naming the parameters)."""
 
+    def _refuse_resume(self) -> None:
+        """A ``partial_fit`` going on from the model in memory refuses ``resume=True``: a
+        resume continues the checkpoint's fit, finished at its one pass, and so trained
+        nothing on the batch (LogisticRegression's second and later calls; a warm LDA's
+        resume was refused as another fit, or trained nothing on the same documents)."""
+        if self.resume:
+            raise ValueError("partial_fit trains on its batch from the model in memory and "
+                             "does not resume from a checkpoint (resume=True would continue "
+                             "the checkpoint's finished fit and skip the batch); set "
+                             "resume=False: a restarted learner loads a saved model "
+                             "(dask_ps.saving.load_estimator) or resumes a fit")
+
     def _model(self) -> PSModel:
         """A new PS model on the estimator's client (or in this process); its shards on the
         workers offering the resource ``shard_resources`` when set (dedicated PS workers)."""
@@ -371,7 +383,8 @@ def checksum(*arrays) -> str:
     ----------
     *arrays : array-like
         Numbers are hashed by their bytes in C order (so the dtype counts), text (str or
-        object arrays) by its UTF-32 code points.
+        object arrays) by its UTF-32 code points, padded to its longest string whatever
+        the array's width (``<U12`` or ``<U7`` holding the same strings hash alike).
 
     Returns
     -------
@@ -381,7 +394,10 @@ def checksum(*arrays) -> str:
     digest = hashlib.sha256()
     for a in arrays:
         a = np.asarray(a)
-        digest.update(np.ascontiguousarray(a.astype(str) if a.dtype.kind == "O" else a).data)
+        if a.dtype.kind in "OU":  # as text of its longest string's width (not the dtype's)
+            a = a.astype(str)
+            a = a.astype(f"<U{max(int(np.char.str_len(a).max(initial=0)), 1)}")
+        digest.update(np.ascontiguousarray(a).data)
     return digest.hexdigest()
 
 

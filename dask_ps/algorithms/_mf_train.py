@@ -25,6 +25,29 @@ from .epoch_loop import EpochLoop
 __all__ = ["train"]
 
 
+def _refuse_items_only(url: str) -> None:
+    """Refuse to resume from a checkpoint written before MatrixFactorization kept its users
+    (the item table alone; the generic check said "tables ['item'] (this fit's: ['item',
+    'user'])", as if the data or parameters differed)."""
+    import warnings
+
+    from ..exceptions import OptionError
+    from ..model import format as ck
+
+    try:
+        with warnings.catch_warnings():  # torn versions: said when the resume reads it
+            warnings.simplefilter("ignore")
+            info = ck.latest(url)
+    except Exception:  # none, or damaged: the resume itself says so
+        return
+    tables = info.attrs.get("tables", {})
+    if "item" in tables and USERS not in tables:
+        raise OptionError(f"resume: checkpoint {url!r} version {info.version} holds the item "
+                          f"factors only: a dask_ps before 2026-12-06 wrote it, without the "
+                          f"users' factors that a resume needs; fit afresh (resume=False) or "
+                          f"into another checkpoint folder")
+
+
 def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: float,
           solver: str = "sgd", rank: int = 100, reg: float = 0.05, reg_bias: float = 0.01,
           reg_fixed: float = 0.0, reg_bias_fixed: float = 0.0, learning_rate: float = 0.007,
@@ -102,7 +125,16 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
             model.fit_partitions(lambda ps, part: set_users_step(ps, part, cfg), data)
 
         users = (store, restore)
-    history = loop.run(epochs, on_recover=data.locate, restart=fill, driver_state=users)
+
+    if users is not None and loop.resume:
+        _refuse_items_only(loop.checkpoint)
+
+    def recovered():  # after a lost worker: the partitions moved, the tables restored
+        data.locate()
+        if users is not None and model.checkpoint_info is not None:  # (not a restart)
+            users[1](None, model.checkpoint_info.clock)  # every partition's, as saved
+
+    history = loop.run(epochs, on_recover=recovered, restart=fill, driver_state=users)
     user_rows = np.zeros((n_users, d))
     for uids, U in model.fit_partitions(lambda ps, part: collect_step(ps, part, cfg), data)[0]:
         user_rows[uids] = U

@@ -418,12 +418,14 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         Raises
         ------
         ValueError
-            As :meth:`fit`; ``X`` with another number of terms than the model, or
-            ``n_components`` changed since the model was fitted.
+            As :meth:`fit`; ``X`` with another number of terms than the model,
+            ``n_components`` changed since the model was fitted, or ``resume=True`` on a
+            fitted model (it goes on from the model in memory).
         """
         if not hasattr(self, "components_"):
             return self.fit(X, vocabulary=vocabulary)
         self._validate()
+        self._refuse_resume()
         X = self._documents(X, reset=False, integers=True)
         if self.n_components != self.components_.shape[0]:
             raise ValueError(f"n_components is {self.n_components}, the fitted model has "
@@ -454,8 +456,10 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
                 loop = self._epoch_loop(model, f"LatentDirichletAllocation(K={K})",
                                         self.max_iter, unit="iteration",
                                         job_seconds=JOB_SECONDS, fit_id=dict(
-                                            estimator=type(self).__name__, vocabulary=None
-                                            if vocabulary is None else checksum(vocabulary)))
+                                            estimator=type(self).__name__,
+                                            # compared when both fits name their terms
+                                            **({} if vocabulary is None else dict(
+                                                vocabulary=checksum(vocabulary)))))
                 nwk, history, info = train(
                     model, data, n_words=V, n_topics=K, alpha=alpha, beta=beta,
                     max_iter=self.max_iter, row_offsets=offsets, n_mh=self.mh_steps,

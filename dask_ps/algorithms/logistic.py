@@ -445,12 +445,14 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         Raises
         ------
         ValueError
-            With solver "lbfgs", classes that differ from the first call's, labels of
-            ``y`` outside ``classes`` (scikit-learn's rule: ``classes`` lists them all) or
-            the fitted ``classes_``, another number of features or ``n_hashed_features``.
+            With solver "lbfgs" or ``resume=True``, classes that differ from the first
+            call's, labels of ``y`` outside ``classes`` (scikit-learn's rule: ``classes``
+            lists them all) or the fitted ``classes_``, another number of features or
+            ``n_hashed_features``.
         """
         if self.solver == "lbfgs":
             raise ValueError("partial_fit needs a stochastic solver ('ftrl', 'sgd', 'adagrad')")
+        self._refuse_resume()
         if classes is not None and hasattr(self, "classes_") and not np.array_equal(
                 np.unique(classes), self.classes_):
             raise ValueError(f"classes {np.unique(classes).tolist()} differ from the first "

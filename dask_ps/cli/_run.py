@@ -125,6 +125,11 @@ def build_estimator(args, algo: Algorithm, shard_workers: bool):
     try:  # the estimator's own checks of its parameters, now rather than once fitting
         est._validate()
     except ValueError as exc:  # scikit-learn's InvalidParameterError, or a cross-check
+        if args.resume == "auto" and str(exc).startswith("resume=True needs a checkpoint URL"):
+            how = ("--checkpoint auto snapshots into a temporary folder deleted after the run"
+                   if est.checkpoint == "auto" else "no checkpoint is written")
+            raise OptionError(f"--resume auto needs --checkpoint URL, the folder of the run "
+                              f"to continue ({how})") from exc
         flags = [p.flag for p in algo.params
                  if p.param in kwargs and re.search(rf"\b{p.param}\b", str(exc))]
         if args.resume == "auto" and re.search(r"\bresume=", str(exc)):

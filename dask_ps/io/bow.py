@@ -79,8 +79,8 @@ def _check_ldac(dtype):
         if bad.any():
             row = int(np.argmax(bad))
             raise error(row, f"the line says {n_terms[row]:g} terms but lists "
-                             f"{written[row]} distinct ones (a term whose count is NaN or "
-                             f"empty is not listed)")
+                             f"{written[row]} distinct ones (a repeated term id counts once; "
+                             f"a term whose count is NaN is not listed)")
         return _as_counts(X, dtype, error), n_terms.astype(np.int64)
     check.reasons = _LDAC_REASONS
     return check

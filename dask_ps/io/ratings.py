@@ -166,6 +166,19 @@ class _CSV:
         return _coded(self.table(block, line0)[0], self.cols, users, items)
 
 
+def _check_columns(user: str, item: str, rating: str, names: list, where: str = "") -> None:
+    """The user, item and rating columns are three of ``names`` (DataError, a ValueError,
+    naming them: one column as both user and item trained a model of nothing)."""
+    absent = [c for c in (user, item, rating) if c not in names]
+    if absent:
+        raise DataError(f"{where}columns {absent} are not among {names}")
+    roles = {"user": user, "item": item, "rating": rating}
+    if len(set(roles.values())) < 3:
+        twice = [f"{k}={v!r}" for k, v in roles.items() if list(roles.values()).count(v) > 1]
+        raise DataError(f"{where}one column cannot be two of user, item and rating: "
+                        f"{', '.join(twice)}")
+
+
 def _layout(urlpath, user, item, rating, timestamp, sep, header, names, blocksize,
             storage_options, compression) -> tuple:
     """``(fs, paths, sep, blocks, names)`` of ratings files as :func:`read_ratings` reads
@@ -174,7 +187,8 @@ def _layout(urlpath, user, item, rating, timestamp, sep, header, names, blocksiz
     Raises
     ------
     DataError
-        The user, item or rating column is not among the columns, naming the first file.
+        The user, item or rating column is not among the columns, or one column is named
+        for two of them, naming the first file.
     """
     fs, paths = open_paths(urlpath, storage_options)
     if all(p.endswith((".parquet", ".parq")) for p in paths):
@@ -192,9 +206,7 @@ def _layout(urlpath, user, item, rating, timestamp, sep, header, names, blocksiz
             if timestamp and _first_fields(fs, paths[0], sep, blocks[0].compression) == 3:
                 names = names[:3]  # user, item, rating: no timestamp column
     names = list(names)
-    absent = [c for c in (user, item, rating) if c not in names]
-    if absent:  # named with the file (encode_ratings takes any dataframe)
-        raise DataError(f"{paths[0]}: columns {absent} are not among {names}")
+    _check_columns(user, item, rating, names, f"{paths[0]}: ")  # named with the file
     return fs, paths, sep, blocks, names
 
 
@@ -210,7 +222,7 @@ def check_ratings_columns(urlpath, *, user: str = "user", item: str = "item",
     ------
     ValueError
         The user, item or rating column is not among them (naming the file and the
-        columns), a ``sep`` that is not one character.
+        columns), one column named for two of them, a ``sep`` that is not one character.
     FileNotFoundError
         No file matches ``urlpath``.
     """
@@ -263,7 +275,8 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     ------
     ValueError
         Naming the file and line: a wrong number of fields, an empty id or rating, a rating
-        that is not a number. Also a column not found, a ``sep`` that is not one character.
+        that is not a number. Also a column not found or named for two of user, item and
+        rating, a ``sep`` that is not one character.
     FileNotFoundError
         No file matches ``urlpath``.
 
@@ -343,16 +356,15 @@ def encode_ratings(df, *, user: str = "user", item: str = "item", rating: str = 
     Raises
     ------
     ValueError
-        A column not found (now), or an empty id (when computed, naming the column).
+        A column not found or named for two roles (now), or an empty id (when computed,
+        naming the column).
     """
     import dask
     import dask.dataframe as dd
 
     if not isinstance(df, dd.DataFrame):
         df = dd.from_pandas(df, npartitions=1)
-    absent = [c for c in (user, item, rating) if c not in df.columns]
-    if absent:
-        raise ValueError(f"columns {absent} are not among {list(df.columns)}")
+    _check_columns(user, item, rating, list(df.columns))
     cols = {"user": user, "item": item, "rating": rating,
             "timestamp": timestamp if timestamp in df.columns else None}
     found = [df[[c]].map_partitions(_partition_ids, c, meta=(None, object))

@@ -72,3 +72,24 @@ def test_a_checkpoint_of_other_ids_is_refused_naming_them(tmp_path):
     assert ck.list_versions(url) == versions  # nothing restored nor saved
     resumed = MatrixFactorization(max_iter=3, **kw).fit(X)
     assert [h["epoch"] for h in resumed.history_] == [1, 2, 3]
+
+
+def test_a_checkpoint_of_the_item_table_alone_is_refused_as_such(tmp_path):
+    """A checkpoint written before the users were kept (the item table alone) was refused
+    as "tables ['item'] (this fit's: ['item', 'user'])", as if the data or parameters had
+    changed; the refusal now says what it is, and nothing is restored or saved."""
+    from dask_ps import PSModel
+    from dask_ps.exceptions import OptionError
+    from dask_ps.model import format as ck
+
+    url = str(tmp_path / "ck")
+    old = PSModel("local")
+    old.add_table("item", (40, 5), "float32")
+    old.save(url, clock=2)
+    old.close()
+    versions = ck.list_versions(url)
+    with pytest.raises(OptionError, match=r"version 1 holds the item factors only: a dask_ps "
+                                          r"before 2026-12-06 wrote it"):
+        MatrixFactorization(rank=4, max_iter=4, checkpoint=url, resume=True,
+                            client="local").fit(ratings())
+    assert ck.list_versions(url) == versions

@@ -131,3 +131,19 @@ def test_a_headerless_file_mixing_three_and_four_fields_names_the_line(tmp_path)
     path.write_text("1\t2\t3\t100\t9\n")
     with pytest.raises(ValueError, match="line 1: expected 4 fields, got 5"):
         read_ratings(path)
+
+
+def test_one_column_for_two_roles_is_refused(tmp_path):
+    """user and item (or rating) naming one column trained a model of nothing without a
+    word (dask-ps train mf --user-column u --item-column u exited 0)."""
+    path = tmp_path / "r.csv"
+    path.write_text("u,i,r\n1,2,3\n2,1,4\n")
+    with pytest.raises(ValueError, match=rf"{path}: one column cannot be two of user, item "
+                                         r"and rating: user='u', item='u'"):
+        read_ratings(path, header=True, user="u", item="u", rating="r")
+    with pytest.raises(ValueError, match=r"^one column cannot be two of user, item and "
+                                         r"rating: user='u', rating='u'"):
+        encode_ratings(pd.DataFrame({"u": [1], "i": [2], "r": [3.0]}), user="u", item="i",
+                       rating="u")
+    df, users, items = read_ratings(path, header=True, user="u", item="i", rating="r")
+    assert len(users) == len(items) == 2

@@ -184,7 +184,9 @@ def test_ldac_errors_name_file_and_line(tmp_path):
                         ("2 0:1 3:inf", "count is not a finite number"),
                         ("2 0:1 -3:2", "negative term id"),
                         ("2 0:1 3:nan", "the line says 2 terms but lists 1 distinct ones (a "
-                                        "term whose count is NaN")]:
+                                        "repeated term id counts once; a term whose count is "
+                                        "NaN is not listed)"),
+                        ("2 3:1 3:2", "says 2 terms but lists 1 distinct ones (a repeated")]:
         lines = [good] * 60
         lines[44] = bad
         path.write_text("\n".join(lines) + "\n")
