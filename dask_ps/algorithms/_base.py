@@ -341,6 +341,10 @@ RULE_PARAMS = ("solver", "step_on", "factor_solver")
 TABLE_PARAMS = ("fit_intercept", "n_hashed_features", "k")
 
 
+def _numbers_as_floats(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float64) if a.dtype.kind in "biuf" else a
+
+
 def fit_identity(estimator, n_features: int, classes) -> dict:
     """What a checkpoint of a linear or FM fit records of it, for ``resume``: the estimator,
     the feature count (the hashed width when it hashes) and the classes. A hashed table
@@ -355,7 +359,9 @@ def fit_identity(estimator, n_features: int, classes) -> dict:
     n_features : int
         Columns of ``X``.
     classes : array-like (n_classes,)
-        The fit's classes, recorded as text.
+        The fit's classes, recorded as text; numbers (bool, int, float) as floats, so that
+        the labels 1, True and 1.0 are one class, as in the checkpoints of earlier versions
+        (whose fits made every numeric class a float).
 
     Returns
     -------
@@ -366,7 +372,7 @@ def fit_identity(estimator, n_features: int, classes) -> dict:
     """
     width = getattr(estimator, "n_hashed_features", None) or n_features
     out = dict(estimator=type(estimator).__name__, n_features=int(width),
-               classes=[str(c) for c in np.asarray(classes).tolist()])
+               classes=[str(c) for c in _numbers_as_floats(np.asarray(classes)).tolist()])
     # the update rules (FTRL's and AdaGrad's worker steps keep tables of one layout) and
     # what the tables mean
     out.update({name: str(getattr(estimator, name)) for name in RULE_PARAMS + TABLE_PARAMS

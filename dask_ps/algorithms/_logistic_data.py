@@ -237,7 +237,8 @@ def fit_classes(found: list, classes=None, fitted: np.ndarray | None = None) -> 
     Returns
     -------
     ndarray (n_classes,)
-        Sorted and distinct: ``fitted``, else ``classes``, else the labels of ``y``.
+        Sorted and distinct: ``fitted``, else ``classes``, else the labels of ``y``, of
+        their dtype (bool, int or str labels give classes of that dtype, as scikit-learn's).
 
     Raises
     ------
@@ -245,8 +246,8 @@ def fit_classes(found: list, classes=None, fitted: np.ndarray | None = None) -> 
         ``y`` holds labels outside ``fitted`` or ``classes`` (naming them), or labels or
         ``classes`` that are not classes (:func:`check_classes`).
     """
-    if fitted is None and classes is None:  # numbers as float64, as fits have given them
-        labels = np.unique(np.concatenate(list(found) + [np.asarray([])]))
+    if fitted is None and classes is None:
+        labels = np.unique(np.concatenate(found)) if found else np.asarray([])
         check_classes(labels, "y")
         return labels
     if fitted is not None:

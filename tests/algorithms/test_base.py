@@ -345,6 +345,19 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
     assert [h["epoch"] for h in resumed.history_] == [1, 2, 3, 4]
 
 
+def test_resume_takes_the_same_labels_in_another_dtype(tmp_path):
+    """Classes keep y's dtype; the fit id records numeric classes as floats, so a fit on
+    0/1 ints resumes one on 0./1. floats (and checkpoints of earlier versions, whose
+    classes were all floats, stay resumable)."""
+    X, y = _data(LogisticRegression())
+    url = str(tmp_path / "ck")
+    kw = dict(solver="adagrad", client="local", random_state=0, tol=1e-12, checkpoint=url)
+    LogisticRegression(max_iter=2, **kw).fit(X, y.astype(np.float64))
+    resumed = LogisticRegression(max_iter=3, resume=True, **kw).fit(X, y.astype(np.int64))
+    assert [h["epoch"] for h in resumed.history_] == [1, 2, 3]
+    assert resumed.classes_.dtype == np.int64
+
+
 def test_resume_refuses_a_checkpoint_of_another_fit_before_restoring(tmp_path):
     """Another feature count, number of classes, rank or number of topics: the checkpoint's
     tables are not this fit's. Refused, naming the table and how it differs, before anything

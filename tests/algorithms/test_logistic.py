@@ -209,6 +209,20 @@ def test_continuous_labels_are_a_data_error_naming_one():
     assert model.classes_.tolist() == [0.0, 1.0]  # whole numbers written as floats are classes
 
 
+def test_classes_keep_the_dtype_of_y():
+    """scikit-learn's classifiers keep the labels' dtype in ``classes_`` and ``predict``;
+    LR and FM made every numeric label a float: y of bools gave classes_ [0., 1.] and
+    predictions 0./1. that no longer compared equal to y's labels by dtype."""
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    y = np.tile([True, False], 20)
+    for est in (LogisticRegression(client="local", max_iter=2),
+                dask_ps.FactorizationMachineClassifier(client="local", max_iter=2)):
+        for labels in (y, y.astype(np.int8), y.astype(np.int64), y.astype(np.float32)):
+            model = est.fit(X, labels)
+            assert model.classes_.dtype == labels.dtype, (est, labels.dtype)
+            assert model.predict(X[:3]).dtype == labels.dtype, (est, labels.dtype)
+
+
 def test_many_classes_fit_without_a_warning_that_y_may_be_numbers():
     """The labels check ran scikit-learn's on the distinct labels, which are all unique:
     more than 20 classes warned "The number of unique classes is greater than 50% of the
@@ -464,7 +478,7 @@ def test_a_label_outside_the_classes_is_said_to_be_of_y():
         D.encode_part((X, y), np.array([0, 2]), 1, start=5)
     model = LogisticRegression(client="local", checkpoint=None, random_state=0, max_iter=1)
     with pytest.raises(DataError, match=r"^eval_set\[0\]: y: label 5 at row 0 is not among "
-                                        r"the classes \[0\.0, 1\.0\]$"):
+                                        r"the classes \[0, 1\]$"):
         model.fit(X, y, eval_set=[(X[:4], np.array([5, 0, 1, 0]))])
 
 
