@@ -10,9 +10,10 @@ The package pins ``distributed`` to the versions these were checked with (pyproj
 from __future__ import annotations
 
 __all__ = ["ProxyRPC", "actor_address", "actor_execute", "current_worker", "desire_keys",
-           "failed_task_log", "in_memory", "managed_in_memory", "memory_fractions",
-           "memory_limit", "scheduler_workers", "set_spill_offset", "sklearn_param_validation",
-           "spilled_bytes", "transfer_counters", "worker_actors", "worker_loop", "worker_store"]
+           "failed_task_log", "in_memory", "machine_memory", "managed_in_memory",
+           "memory_fractions", "memory_limit", "scheduler_workers", "set_spill_offset",
+           "sklearn_param_validation", "spilled_bytes", "transfer_counters", "worker_actors",
+           "worker_loop", "worker_store"]
 
 
 def current_worker():
@@ -85,6 +86,14 @@ async def scheduler_workers_async(client) -> dict[str, dict]:
 def worker_store(worker):
     """The mapping of the keys a worker holds (memory, or Dask's spill on local disk)."""
     return worker.data
+
+
+def machine_memory() -> int:
+    """Bytes of memory Dask sizes a worker by by default (``distributed.system.MEMORY_LIMIT``):
+    the RAM, capped by a cgroup limit and by ``RLIMIT_RSS``."""
+    from distributed.system import MEMORY_LIMIT
+
+    return int(MEMORY_LIMIT)
 
 
 def memory_limit(worker) -> int | None:

@@ -135,3 +135,9 @@ def test_scikit_learn_parameter_validation():
     assert {"Interval", "StrOptions", "InvalidParameterError"} <= set(dir(pv))
     assert issubclass(pv.InvalidParameterError, ValueError)
     assert hasattr(BaseEstimator, "_validate_params")
+
+
+def test_machine_memory():
+    import psutil
+
+    assert 2**28 <= _compat.machine_memory() <= psutil.virtual_memory().total

@@ -121,19 +121,19 @@ def check_table_memory(model: PSModel, layout: HistLayout, n_outputs: int, n_lea
     DataError
         Naming the bytes per shard, their factors and what to lower.
     """
-    from ..cluster import worker_info
+    from ..partitions.worker import smallest_limit
 
     if model.client is None:  # shards in this process: no worker limit to compare with
         return
-    limits = [w.get("memory_limit") or 0 for w in worker_info(model.client).values()]
+    limit = smallest_limit(model.client)
     per_shard = layout.block * layout.ncols * 8
-    if not limits or min(limits) <= 0 or per_shard <= TABLE_SHARE * min(limits):
+    if limit <= 0 or per_shard <= TABLE_SHARE * limit:
         return
     gib = 2.0 ** 30
     raise DataError(f"the histogram table would take {per_shard / gib:.2f} GiB per shard "
                     f"({n_outputs} trees per round x {n_leaves} leaves x {n_hist} bins of all "
                     f"columns, over {layout.n_shards} shard(s)), more than "
-                    f"{TABLE_SHARE:.0%} of a worker's {min(limits) / gib:.2f} GiB: lower "
+                    f"{TABLE_SHARE:.0%} of a worker's {limit / gib:.2f} GiB: lower "
                     f"max_leaf_nodes or max_bins, use fewer classes, or give the workers more "
                     f"memory")
 

@@ -28,11 +28,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import psutil
 import scipy.sparse as sp
 
-from .. import _compat
 from ..exceptions import DataError
+from ..partitions.worker import process_memory
 from . import _lda_kernels as kr
 from . import _lda_tokens as tk
 from ._base import check_numeric_columns
@@ -119,14 +118,6 @@ TOPIC_BYTES = 89
 CELL_BYTES, GATHERED_CELL_BYTES = 4, 12
 
 
-def process_memory() -> int:
-    """Bytes this process may use: its Dask worker's memory limit, or the machine's memory
-    outside a worker (or in a worker without a limit)."""
-    worker = _compat.current_worker()
-    return (_compat.memory_limit(worker) if worker is not None else None) or \
-        psutil.virtual_memory().total
-
-
 def check_table_room(model, n_words: int, n_topics: int) -> None:
     """Refuse a fit whose word–topic counts (``n_words * n_topics`` cells) and per-topic
     working arrays could not fit in memory, before any is made: ``n_components=10**8`` on
@@ -135,7 +126,8 @@ def check_table_room(model, n_words: int, n_topics: int) -> None:
     Counts, at least, :data:`CELL_BYTES` per cell on the shards (spread evenly), and
     :data:`TOPIC_BYTES` per topic and task thread of each worker, against that worker's
     memory limit; :data:`GATHERED_CELL_BYTES` per cell in this process (plus the shards and
-    one task in-process) against what it may use (:func:`process_memory`). Workers without
+    one task in-process) against what it may use
+    (:func:`~dask_ps.partitions.worker.process_memory`). Workers without
     a limit are not checked.
 
     Raises

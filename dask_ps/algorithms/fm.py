@@ -284,7 +284,8 @@ def _check_room(estimator: str, model: PSModel, width: int, k: int, keyed: bool)
 
     * a dense model's ``coef_`` and ``factors_`` (fewer than :data:`KEYED_FEATURES`
       columns; float64, ``width * (k + 1)`` values, made in this process after training),
-      against half of the memory available now: a ``k`` of thousands. (Dense at 2^28
+      against half of the memory available now (or of this process's limit:
+      :func:`~dask_ps.partitions.worker.process_memory`): a ``k`` of thousands. (Dense at 2^28
       features and k=8, a fit trained, then failed making a 16 GiB array; such a model is
       keyed now.)
     * the factor table's first block on every shard: a hashed table starts at
@@ -299,13 +300,11 @@ def _check_room(estimator: str, model: PSModel, width: int, k: int, keyed: bool)
     MemoryError
         Naming the width or the table's rows, ``k``, the bytes and the memory they exceed.
     """
-    import psutil
-
-    from ..cluster import worker_info
+    from ..partitions.worker import process_memory, smallest_limit
     from ..state.table import FIRST_ROWS
 
     gib = 2.0**30
-    available = psutil.virtual_memory().available
+    available = process_memory(available=True)
     dense = 0 if keyed else 8 * width * (k + 1)
     if dense > available // 2:
         raise MemoryError(f"{estimator}: coef_ and factors_ of {width} features x (k={k} + 1) "
@@ -318,8 +317,7 @@ def _check_room(estimator: str, model: PSModel, width: int, k: int, keyed: bool)
         where = (f"{need / gib:.1f} GiB here with {model.n_shards} shard(s), more than half "
                  f"of the {available / gib:.1f} GiB available")
     else:
-        limits = [w.get("memory_limit") or 0 for w in worker_info(model.client).values()]
-        need, room = block, min(limits, default=0) // 2
+        need, room = block, smallest_limit(model.client) // 2
         where = f"more than half of a worker's {2 * room / gib:.1f} GiB memory limit"
     if room > 0 and need > room:
         raise MemoryError(f"{estimator}: k={k} makes the factor table {block / gib:.1f} GiB "

@@ -21,7 +21,8 @@ from .. import _compat
 from ..state._malloc import freeze_gc, peak_rss, release_memory, reset_peak_rss
 
 __all__ = ["HEADROOM_FRACTION", "Partition", "cache_budget", "drop_state", "fit_spill_target",
-           "io_counters", "measure_step", "shed_cache", "step_growth"]
+           "io_counters", "measure_step", "process_memory", "shed_cache", "smallest_limit",
+           "step_growth"]
 
 # Worker-local state of the partitions of this process, by (data uid, partition index).
 _STATE: dict[tuple[str, int], dict] = {}
@@ -49,6 +50,48 @@ CACHE_RSS_FRACTION = 0.5
 #: working memory (the partition it trains on, the blocks built from it, a reader's buffers),
 #: or more once a step has been measured to need more (:func:`step_growth`).
 HEADROOM_FRACTION = 0.15
+
+
+def process_memory(available: bool = False) -> int:
+    """Bytes this process may use: its Dask worker's memory limit, in a worker that has one;
+    else the machine's memory as Dask sizes a worker by default
+    (:func:`~dask_ps._compat.machine_memory`: the RAM, capped by a cgroup limit, a
+    container's or a Slurm job's, and by ``RLIMIT_RSS``). Either way capped by what ``RLIMIT_AS``
+    (``ulimit -v``) leaves of this process's address space.
+
+    Parameters
+    ----------
+    available : bool, default False
+        Also no more than the memory free now (psutil's ``available``): for arrays made at
+        once in this process, rather than a limit to plan tables by.
+
+    Returns
+    -------
+    int
+        Bytes.
+    """
+    import resource
+
+    import psutil
+
+    worker = _compat.current_worker()
+    room = ((_compat.memory_limit(worker) if worker is not None else None)
+            or _compat.machine_memory())
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        room = min(room, max(0, soft - psutil.Process().memory_info().vms))
+    if available:
+        room = min(room, psutil.virtual_memory().available)
+    return int(room)
+
+
+def smallest_limit(client) -> int:
+    """The smallest memory limit of ``client``'s workers, in bytes; 0 when one has none, or
+    there is no worker (nothing to check against)."""
+    from ..cluster import worker_info
+
+    limits = [w.get("memory_limit") or 0 for w in worker_info(client).values()]
+    return int(min(limits, default=0))
 
 
 @contextlib.contextmanager

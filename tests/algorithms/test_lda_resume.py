@@ -1,6 +1,11 @@
 """LatentDirichletAllocation: a resume refuses a checkpoint of another fit; a fit refuses
 more topics x terms than memory holds."""
 
+import re
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -79,3 +84,28 @@ def test_the_table_room_is_checked_on_each_worker(monkeypatch):
                                          r"need at least 2\.2 GiB in worker tcp://a:1 .* "
                                          r"more than the 1\.0 GiB it may use"):
         check_table_room(model, 30, 10**7)
+
+
+def test_the_table_room_heeds_an_address_space_limit():
+    """Under ``ulimit -v`` (or a container's or Slurm job's cgroup limit) the guard compared
+    the table with the machine's RAM: 10**7 topics x 30 terms (3.4 GiB here) passed it, then
+    failed in numpy's allocation. What the process may use is now capped by the limit."""
+    code = textwrap.dedent("""
+        import resource
+        import numpy as np, psutil, scipy.sparse as sp
+        from dask_ps import LatentDirichletAllocation
+        from dask_ps.partitions.worker import process_memory
+        vms = psutil.Process().memory_info().vms
+        resource.setrlimit(resource.RLIMIT_AS, (vms + 2**31, resource.RLIM_INFINITY))
+        assert process_memory() <= 2**31, process_memory()
+        X = sp.csr_matrix(np.random.default_rng(0).poisson(0.5, size=(40, 30)))
+        try:
+            LatentDirichletAllocation(n_components=10**7, max_iter=1, client="local").fit(X)
+        except ValueError as e:
+            print(e)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert re.search(r"need at least \d+\.\d GiB in this process .* more than the "
+                     r"[0-2]\.\d GiB it may use", out.stdout), out.stdout
