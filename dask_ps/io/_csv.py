@@ -247,6 +247,9 @@ def line_hint(line: bytes, sep: str) -> str:
     text = line.decode("utf-8", "replace").rstrip("\n")
     text = text[:-1] if text.endswith("\r") else text
     if "\r" in text:
+        if _quoted_cr(text):
+            return ("; a quoted field on it holds a CR (\\r): quoted fields must not contain "
+                    "line breaks (CR or LF)")
         return ("; it holds a lone CR (\\r): lines must end in LF or CRLF, not CR alone "
                 "(convert the file, e.g. tr '\\r' '\\n')")
     try:
@@ -256,6 +259,18 @@ def line_hint(line: bytes, sep: str) -> str:
             return ("; a quoted field opens on it and does not close: quoted fields must not "
                     "contain newlines")
     return ""
+
+
+def _quoted_cr(text: str) -> bool:
+    """Whether a CR of ``text`` (one line) is inside a quoted field (quotes counted from
+    the line's start: a doubled quote inside a field closes and reopens it)."""
+    quoted = False
+    for ch in text:
+        if ch == '"':
+            quoted = not quoted
+        elif ch == "\r" and quoted:
+            return True
+    return False
 
 
 def locate(data: bytes, names: list[str], types: dict, sep: str,
