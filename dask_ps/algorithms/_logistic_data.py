@@ -148,9 +148,25 @@ class TableCache:
         return table
 
 
-def as_scipy(X):
-    """pydata ``sparse`` arrays as scipy CSR; anything else unchanged."""
-    return X.to_scipy_sparse().tocsr() if hasattr(X, "to_scipy_sparse") else X
+def as_scipy(X, name: str = "X"):
+    """pydata ``sparse`` arrays as scipy CSR; anything else unchanged.
+
+    Raises
+    ------
+    ValueError
+        A pydata array that is not 2-D, or whose fill value (the value of the entries it
+        does not store) is not 0, naming ``name``.
+    """
+    if not hasattr(X, "to_scipy_sparse"):
+        return X
+    if X.ndim != 2:
+        raise ValueError(f"{name} is a {X.ndim}-D sparse array of shape {X.shape}: expected "
+                         f"2-D (n_samples, n_features)")
+    fill = np.asarray(X.fill_value).item()
+    if not (fill == 0):  # NaN too
+        raise ValueError(f"{name} is a sparse array whose fill value is {fill!r}: only a fill "
+                         f"value of 0 is taken (the entries it does not store are 0)")
+    return X.to_scipy_sparse().tocsr()
 
 
 def labels_of(part, start: int = 0) -> np.ndarray:

@@ -223,6 +223,27 @@ def test_classes_keep_the_dtype_of_y():
             assert model.predict(X[:3]).dtype == labels.dtype, (est, labels.dtype)
 
 
+def test_pydata_sparse_that_is_not_a_2d_matrix_of_zeros_is_refused_naming_x():
+    """A 3-D or NaN-filled pydata ``sparse`` array failed in the sparse library's words
+    ("CSR must be 1D or 2D", "x.fill_value=np.float64(nan) but should be in [0]")."""
+    import sparse
+
+    rng = np.random.default_rng(0)
+    y = np.tile([0, 1], 10)
+    cube = sparse.COO.from_numpy(rng.random((20, 3, 2)))
+    nan_filled = sparse.COO.from_numpy(rng.random((20, 3)), fill_value=np.nan)
+    for est in (LogisticRegression(client="local", max_iter=2),
+                dask_ps.FactorizationMachineClassifier(client="local", max_iter=2),
+                dask_ps.GBDTClassifier(client="local", n_estimators=2)):
+        with pytest.raises(ValueError, match=r"^X is a 3-D sparse array of shape \(20, 3, 2\)"):
+            est.fit(cube, y)
+        with pytest.raises(ValueError, match=r"^X is a sparse array whose fill value is nan"):
+            est.fit(nan_filled, y)
+        est.fit(cube[:, :, 0], y)
+        with pytest.raises(ValueError, match=r"^X is a sparse array whose fill value is nan"):
+            est.predict(nan_filled)
+
+
 def test_many_classes_fit_without_a_warning_that_y_may_be_numbers():
     """The labels check ran scikit-learn's on the distinct labels, which are all unique:
     more than 20 classes warned "The number of unique classes is greater than 50% of the
