@@ -47,6 +47,17 @@ def current_client():
         return None
 
 
+def default_cluster():
+    """The client a model uses when given none: the current Dask client, or None (shards in
+    this process). None inside a Dask worker process too: a fit there runs in a task (as
+    joblib's "dask" backend runs each fit of a GridSearchCV), and shards and tasks of its
+    own on that cluster would wait for worker threads its fellow fits hold (a deadlock
+    when every thread runs one); it trains in its task instead."""
+    if _compat.current_worker() is not None:
+        return None
+    return current_client()
+
+
 def local_shards(uid: str, n: int) -> list[Shard]:
     """Create the ``n`` in-process shards of model ``uid``."""
     shards = _LOCAL_SHARDS[uid] = [Shard(i, n) for i in range(n)]

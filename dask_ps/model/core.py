@@ -33,7 +33,8 @@ class PSModel:
     Parameters
     ----------
     client : distributed.Client or "local", optional
-        Cluster to place the shards on. Default: the current Dask client if there is one;
+        Cluster to place the shards on. Default: the current Dask client if there is one,
+        except inside a Dask worker (a fit in a task, e.g. of joblib's "dask" backend);
         otherwise, or with ``"local"``, the shards live in this process (no cluster; same
         results under BSP).
     n_shards : int, optional
@@ -49,7 +50,10 @@ class PSModel:
     Raises
     ------
     ValueError
-        ``n_shards`` below 1, or no worker offers ``resources``.
+        ``n_shards`` below 1, a closed ``client``, or no worker offers ``resources``.
+    TimeoutError
+        The shards were not placed within ``timeout`` (no free worker thread to create
+        them).
 
     See Also
     --------
@@ -86,13 +90,17 @@ class PSModel:
                                                                                "scheduler_info"):
             raise TypeError(f"client must be a distributed.Client, 'local' or None, "
                             f"got {type(client).__name__}")
+        if client is not None and not isinstance(client, str) and client.status in (
+                "closing", "closed"):
+            raise ValueError(f"client is {client.status}: pass an open distributed.Client, "
+                             f"'local' (shards in this process) or None")
         self._job: str | None = None
         self.uid = uuid.uuid4().hex[:12]
         self.timeout = float(timeout)
         self.specs: dict[str, TableSpec] = {}
         self._scratch: set[str] = set()  # tables checkpoints do not keep (add_table)
         self._client = None if isinstance(client, str) else (
-            client if client is not None else connection.current_client())
+            client if client is not None else connection.default_cluster())
         self._futures = []
         self._closed = False
         self._resources = resources

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import distributed
+
 from .. import _compat
 from ..cluster import worker_info
 from ..exceptions import NoShardWorkerError, WorkerLostError
@@ -48,6 +50,8 @@ def place_shards(model: PSModel, n_shards: int | None) -> list[ShardRef]:
     ------
     ValueError
         No worker (offering the model's resource).
+    TimeoutError
+        The shards were not created within the model's timeout.
     """
     workers = shard_workers(model, live_workers(model))
     if not workers:
@@ -59,6 +63,16 @@ def place_shards(model: PSModel, n_shards: int | None) -> list[ShardRef]:
                              allow_other_workers=False, key=f"{SHARD_PREFIX}{model.uid}-{i}")
         for i in range(n)
     ]
+    try:
+        distributed.wait(model._futures, timeout=model.timeout)
+    except distributed.TimeoutError:
+        for f in model._futures:
+            f.cancel()
+        raise TimeoutError(
+            f"the {n} shard(s) were not placed on the cluster within {model.timeout:g} s: "
+            f"creating a shard takes a worker thread, and none was free. A fit inside a Dask "
+            f"task whose fellow tasks hold every worker thread waits for ever: use client="
+            f"'local' (or no client) there, or more worker threads") from None
     actors = model._client.gather(model._futures)
     channels = [a.open_channel() for a in actors]
     return [ShardRef(i, _compat.actor_address(a), f.key, c.result(timeout=model.timeout))

@@ -165,3 +165,47 @@ def test_data_larger_than_memory_without_spilling_fails_clearly():
         with pytest.raises(MemoryError, match=r"paused at its memory limit.*GiB of 0\.98 GiB"
                                               r".*spill"):
             LogisticRegression(client=client, max_iter=1).fit(X, y)
+
+
+def test_fits_inside_dask_tasks_train_in_their_task(client2):
+    """joblib's "dask" backend runs each fit of a cross-validation in a task: every worker
+    thread held a fit whose shards waited for a free thread, a deadlock with no error.
+    Inside a worker, an estimator without a client now trains in its task."""
+    import joblib
+    from sklearn.model_selection import cross_val_score
+
+    X, y = _data(n=600, d=6)
+    with joblib.parallel_backend("dask"):
+        scores = cross_val_score(LogisticRegression(max_iter=3, random_state=0), X, y,
+                                 cv=3, n_jobs=-1)
+    alone = cross_val_score(LogisticRegression(max_iter=3, random_state=0, client="local"),
+                            X, y, cv=3)
+    np.testing.assert_allclose(scores, alone)
+
+
+def test_shards_that_find_no_free_worker_thread_fail_in_time(client1):
+    """A model given the cluster's client explicitly inside the task that holds the only
+    worker thread: the shards cannot be created, and the model says so after its timeout
+    instead of waiting for ever."""
+    def inside():
+        from distributed import get_client
+
+        try:
+            PSModel(get_client(), timeout=3)
+        except TimeoutError as exc:
+            return str(exc)
+        return "placed"
+
+    said = client1.submit(inside, pure=False).result(timeout=120)
+    assert said.startswith("the 1 shard(s) were not placed on the cluster within 3 s: "
+                           "creating a shard takes a worker thread, and none was free"), said
+
+
+def test_a_closed_client_is_named(client2):
+    from distributed import Client
+
+    closed = Client(client2.scheduler.address)
+    closed.close()
+    with pytest.raises(ValueError, match=r"^client is closed: pass an open "
+                                         r"distributed.Client, 'local'"):
+        LogisticRegression(client=closed, max_iter=1).fit(*_data(n=50, d=4))
