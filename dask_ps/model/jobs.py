@@ -236,10 +236,14 @@ class _EpochLoop:
 
 
 def _partition_tasks(model: PSModel, data: Partitions, info) -> tuple[list, list | None]:
-    """One item per task of ``data`` (its Partition handles) and the worker of each."""
+    """One item per task of ``data`` (its Partition handles) and the worker of each; the
+    partitions of a worker that left are made again elsewhere first
+    (:meth:`~dask_ps.partitions.Partitions.locate`)."""
     if data.is_local != model.is_local:
         raise ValueError("the partitions and the model must both be in this process or both "
                          "on the same cluster")
+    if info is not None and not set(data.workers) <= set(info):
+        data.locate()  # a worker holding partitions left: Dask makes them again elsewhere
     refs = data.refs()
     tasks = data.tasks(None if info is None else
                        {a: int(w.get("nthreads", 1)) for a, w in info.items()})

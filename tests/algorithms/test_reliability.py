@@ -209,3 +209,35 @@ def test_a_closed_client_is_named(client2):
     with pytest.raises(ValueError, match=r"^client is closed: pass an open "
                                          r"distributed.Client, 'local'"):
         LogisticRegression(client=closed, max_iter=1).fit(*_data(n=50, d=4))
+
+
+def test_partitions_of_a_lost_worker_are_made_again_for_the_next_job(client3):
+    """After a worker holding partitions (and no shard) died, every later job on the same
+    Partitions failed at once with WorkerLostError naming it, until the user called the
+    undocumented ``locate()``. The next job now has them made again elsewhere."""
+    import time
+
+    import dask_ps
+
+    model = PSModel(client3, n_shards=1)
+    try:
+        model.add_table("s", (1,), "float64", optimizer="add")
+        data = dask_ps.partition(np.ones((600, 3)), n_partitions=6, client=client3)
+        victim = next(w for w in sorted(set(data.workers)) if w != model.shards[0].address)
+        os.kill(client3.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while victim in worker_info(client3) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert victim not in worker_info(client3)
+
+        def step(ps, part):
+            ps.push("s", [0], [part.load().shape[0]])
+            ps.clock()
+
+        model.fit_partitions(step, data, epochs=1)
+        assert model.pull("s", [0]).tolist() == [600.0]
+        assert victim not in data.workers
+        data.release()
+    finally:
+        model.close()
+        client3.wait_for_workers(3, timeout=120)
