@@ -10,7 +10,7 @@ The package pins ``distributed`` to the versions these were checked with (pyproj
 from __future__ import annotations
 
 __all__ = ["ProxyRPC", "actor_address", "actor_execute", "current_worker", "desire_keys",
-           "failed_task_log", "in_memory", "machine_memory", "managed_in_memory",
+           "executing_keys", "failed_task_log", "in_memory", "machine_memory", "managed_in_memory",
            "memory_fractions", "memory_limit", "scheduler_workers", "set_spill_offset",
            "sklearn_param_validation", "spilled_bytes", "transfer_counters", "worker_actors",
            "worker_loop", "worker_store"]
@@ -133,6 +133,13 @@ def spilled_bytes(worker) -> dict:
     data = worker.data
     weights = getattr(getattr(data, "_slow_uncached", None), "weight_by_key", {})
     return {k: w.disk for k, w in weights.items()}
+
+
+def executing_keys(worker) -> list:
+    """Keys of the tasks ``worker`` runs now (in a thread of its pool, or seceded from it);
+    not those it holds ready, waiting for a thread."""
+    state = worker.state
+    return [ts.key for ts in state.executing] + [ts.key for ts in state.long_running]
 
 
 def in_memory(worker):

@@ -141,3 +141,14 @@ def test_machine_memory():
     import psutil
 
     assert 2**28 <= _compat.machine_memory() <= psutil.virtual_memory().total
+
+
+def test_executing_keys(client2):
+    """The key of the task that asks is among its worker's executing keys."""
+    def mine():
+        from distributed import get_worker
+
+        worker = get_worker()
+        return worker.get_current_task() in _compat.executing_keys(worker)
+
+    assert client2.submit(mine, pure=False).result(timeout=60)

@@ -52,8 +52,8 @@ class PSModel:
     ValueError
         ``n_shards`` below 1, a closed ``client``, or no worker offers ``resources``.
     TimeoutError
-        The shards were not placed within ``timeout`` (no free worker thread to create
-        them).
+        The shards were not placed within ``timeout`` (at least 120 s: no free worker
+        thread to create them).
 
     See Also
     --------

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
+from .. import _compat
 from ..cluster import PauseWatch
 from ..diagnostics.events import watch_job
 from ..exceptions import ShardUnavailableError, WorkerLostError
@@ -315,12 +316,36 @@ def _run_dask(model: PSModel, fn, items, job, cons, groups) -> list:
                 if polls % 4 == 0 and _started(client, remaining) < len(remaining):
                     paused.check(len(remaining), len(futs))
             for fut in [f for f in remaining if f.done()]:
-                out.extend(_result(model, fut, needed))  # the first error ends the job
+                try:
+                    out.extend(_result(model, fut, needed))  # the first error ends the job
+                except TimeoutError as exc:
+                    raise _with_unstarted(exc, client, futs, list(groups)) from exc
                 remaining.remove(fut)
         return out
     finally:
         for fut in futs:
             fut.release()
+
+
+def _with_unstarted(exc: TimeoutError, client, futs, addresses: list) -> TimeoutError:
+    """``exc`` (a barrier that waited in vain), saying which participants never started:
+    their worker's threads were busy with other work (another model's job, other tasks)."""
+    try:
+        running = {k for keys in client.run(_executing).values() for k in keys}
+    except Exception:  # noqa: BLE001 - a worker gone: the error as it is
+        return exc
+    idle = [f"{pid} on {addresses[pid]}" for pid, f in enumerate(futs)
+            if not f.done() and f.key not in running]
+    if not idle:
+        return exc
+    return TimeoutError(f"{exc}; participant(s) {', '.join(idle)} never started: every thread "
+                        f"of their worker was busy with other work (another job, or other "
+                        f"Dask tasks); run one job at a time on these workers, or give them "
+                        f"more threads")
+
+
+def _executing(dask_worker) -> list:
+    return _compat.executing_keys(dask_worker)
 
 
 def _started(client, futs) -> int:

@@ -43,6 +43,11 @@ def shard_workers(model: PSModel, info: dict) -> list[str]:
                   if res is None or w.get("resources", {}).get(res, 0) > 0)
 
 
+#: Seconds :func:`place_shards` waits for the shards to be created, at least: a worker's
+#: first shard imports the library and loads its kernels (seconds on a slow machine).
+PLACE_TIMEOUT = 120.0
+
+
 def place_shards(model: PSModel, n_shards: int | None) -> list[ShardRef]:
     """Create the model's shards round-robin over its shard workers.
 
@@ -51,7 +56,8 @@ def place_shards(model: PSModel, n_shards: int | None) -> list[ShardRef]:
     ValueError
         No worker (offering the model's resource).
     TimeoutError
-        The shards were not created within the model's timeout.
+        The shards were not created within the model's timeout (at least
+        :data:`PLACE_TIMEOUT`).
     """
     workers = shard_workers(model, live_workers(model))
     if not workers:
@@ -63,13 +69,14 @@ def place_shards(model: PSModel, n_shards: int | None) -> list[ShardRef]:
                              allow_other_workers=False, key=f"{SHARD_PREFIX}{model.uid}-{i}")
         for i in range(n)
     ]
+    wait = max(model.timeout, PLACE_TIMEOUT)
     try:
-        distributed.wait(model._futures, timeout=model.timeout)
+        distributed.wait(model._futures, timeout=wait)
     except distributed.TimeoutError:
         for f in model._futures:
             f.cancel()
         raise TimeoutError(
-            f"the {n} shard(s) were not placed on the cluster within {model.timeout:g} s: "
+            f"the {n} shard(s) were not placed on the cluster within {wait:g} s: "
             f"creating a shard takes a worker thread, and none was free. A fit inside a Dask "
             f"task whose fellow tasks hold every worker thread waits for ever: use client="
             f"'local' (or no client) there, or more worker threads") from None

@@ -190,10 +190,15 @@ def test_shards_that_find_no_free_worker_thread_fail_in_time(client1):
     def inside():
         from distributed import get_client
 
+        from dask_ps.model import placement
+
+        placement.PLACE_TIMEOUT = 0  # in this worker process, for this test
         try:
             PSModel(get_client(), timeout=3)
         except TimeoutError as exc:
             return str(exc)
+        finally:
+            placement.PLACE_TIMEOUT = 120.0
         return "placed"
 
     said = client1.submit(inside, pure=False).result(timeout=120)
@@ -241,3 +246,34 @@ def test_partitions_of_a_lost_worker_are_made_again_for_the_next_job(client3):
     finally:
         model.close()
         client3.wait_for_workers(3, timeout=120)
+
+
+def test_a_participant_that_never_started_is_named(client2):
+    """A job whose task waits behind other work on its worker (the only thread busy): the
+    others' barrier timed out saying the participant was "stuck at clock 0", as if it had
+    run and hung. The error now says it never started, and why."""
+    import time
+
+    def task(ps, item):
+        for _ in range(3):
+            ps.pull("w", [0])
+            ps.push("w", [0], [1.0])
+            ps.clock()
+
+    model = PSModel(client2, timeout=3)
+    try:
+        model.add_table("w", (4,))
+        busy_worker = sorted(worker_info(client2))[1]
+        busy = client2.submit(time.sleep, 12, workers=[busy_worker], pure=False)
+        deadline = time.monotonic() + 30
+        while busy.key not in {k for ks in client2.processing().values() for k in ks}:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        with pytest.raises(TimeoutError, match=r"stuck at clock 0 .*; participant\(s\) 1 on "
+                                               + busy_worker.replace(".", r"\.")
+                                               + r" never started: every thread of their "
+                                               r"worker was busy with other work"):
+            model.run(task, [0, 1], workers=sorted(worker_info(client2)))
+        busy.result()
+    finally:
+        model.close()
