@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import ClassifierMixin
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ..exceptions import DataError
@@ -439,19 +440,19 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         """
         return self._fit(X, y, None, self.max_iter, self.warm_start, eval_set)
 
+    @available_if(lambda self: self.solver != "lbfgs")  # hasattr False: scikit-learn's way
     def partial_fit(self, X, y, classes=None):
-        """One more epoch over ``X``, ``y`` from the current weights (stochastic solvers).
+        """One more epoch over ``X``, ``y`` from the current weights (stochastic solvers:
+        with ``solver="lbfgs"`` there is no such method, an AttributeError).
 
         Raises
         ------
         ValueError
-            With solver "lbfgs" or ``resume=True``, classes that differ from the first
+            With ``resume=True``, classes that differ from the first
             call's, labels of ``y`` outside ``classes`` (scikit-learn's rule: ``classes``
             lists them all) or the fitted ``classes_``, another number of features or
             ``n_hashed_features``.
         """
-        if self.solver == "lbfgs":
-            raise ValueError("partial_fit needs a stochastic solver ('ftrl', 'sgd', 'adagrad')")
         self._refuse_resume()
         if classes is not None and hasattr(self, "classes_") and not np.array_equal(
                 np.unique(classes), self.classes_):

@@ -177,6 +177,7 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
     Raises
     ------
     ValueError
+        An estimator without ``partial_fit`` (``solver="lbfgs"``, GBDT), before any batch;
         ``version_every`` without ``versions`` (or the reverse), or not an integer >= 1
         (``True`` included), a batch that is not an
         ``(X, y)`` pair, a batch with labels outside the classes the model has
@@ -211,6 +212,12 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
                                       or int(version_every) != version_every
                                       or version_every < 1):
         raise ValueError(f"version_every must be an integer >= 1, got {version_every!r}")
+    if not hasattr(estimator, "partial_fit"):
+        solver = getattr(estimator, "solver", None)
+        raise ValueError(f"{type(estimator).__name__} has no partial_fit" + (
+            f": partial_fit needs a stochastic solver ('ftrl', 'sgd', 'adagrad'), got "
+            f"solver={solver!r}" if solver == "lbfgs" else
+            ": learn_online needs an estimator that learns batch by batch"))
     if versions is not None:
         _check_versions(estimator, versions)
     first = last_version(versions) if versions is not None else 0

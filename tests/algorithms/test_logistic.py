@@ -253,7 +253,9 @@ def test_many_classes_fit_without_a_warning_that_y_may_be_numbers():
     assert model.classes_.shape == (25,)
 
 
-@parametrize_with_checks([LogisticRegression(client="local", max_iter=20, random_state=0)])
+@parametrize_with_checks([LogisticRegression(client="local", max_iter=20, random_state=0),
+                          LogisticRegression(client="local", solver="lbfgs", random_state=0,
+                                             max_iter=1000, tol=1e-4)])
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
 
@@ -454,7 +456,8 @@ def test_partial_fit_epochs_accumulate(a9a):
     assert roc_auc_score(yt, model.predict_proba(Xt)[:, 1]) >= 0.900
     with pytest.raises(ValueError, match="differ from the first call"):
         model.partial_fit(X, y, classes=[0, 1])
-    with pytest.raises(ValueError, match="stochastic solver"):
+    assert not hasattr(LogisticRegression(solver="lbfgs"), "partial_fit")  # available_if
+    with pytest.raises(AttributeError, match="partial_fit"):
         LogisticRegression(solver="lbfgs").partial_fit(X, y)
 
 

@@ -4,7 +4,12 @@ versions saved every N batches and loaded while training goes on, bad streams.""
 import numpy as np
 import pytest
 
-from dask_ps import FactorizationMachineClassifier, LogisticRegression, learn_online
+from dask_ps import (
+    FactorizationMachineClassifier,
+    GBDTClassifier,
+    LogisticRegression,
+    learn_online,
+)
 from dask_ps.algorithms.online import last_version, version_path
 from dask_ps.io import HashingEncoder, PlantedCTR
 from dask_ps.saving import load_estimator
@@ -158,8 +163,12 @@ def test_bad_streams_are_refused(tmp_path):
     assert seen == []
     with pytest.raises(ValueError, match="batch 1 of the stream is a ndarray, not an"):
         learn_online(est, [np.zeros(3)])
-    with pytest.raises(ValueError, match="partial_fit needs a stochastic solver"):
+    with pytest.raises(ValueError, match="^LogisticRegression has no partial_fit: "
+                                         "partial_fit needs a stochastic solver"):
         learn_online(LogisticRegression(solver="lbfgs", client="local"), stream(1))
+    with pytest.raises(ValueError, match="^GBDTClassifier has no partial_fit: learn_online "
+                                         "needs an estimator that learns batch by batch"):
+        learn_online(GBDTClassifier(client="local"), stream(1))
 
 
 def _ctr_files(folder):
