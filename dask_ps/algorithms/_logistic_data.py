@@ -187,7 +187,7 @@ def classes_of(y: np.ndarray, start: int = 0, name: str = "y") -> tuple:
     DataError
         ``"y holds 0.7 (first at y[237]), not a class: ..."``.
     """
-    classes, first, counts = np.unique(y, return_index=True, return_counts=True)
+    classes, first, counts = _unique(y, name, return_index=True, return_counts=True)
 
     def where(value) -> str | None:
         same = classes == value
@@ -198,6 +198,23 @@ def classes_of(y: np.ndarray, start: int = 0, name: str = "y") -> tuple:
 
     check_classes(classes, name, where)
     return classes, counts
+
+
+def _unique(y: np.ndarray, name: str, **kwargs):
+    """``np.unique(y, **kwargs)``; labels of kinds that do not compare (numbers and strings
+    in one object array) raise a DataError naming ``name`` and one label of each kind,
+    instead of numpy's "'<' not supported between instances"."""
+    try:
+        return np.unique(y, **kwargs)
+    except TypeError:
+        seen: dict = {}
+        for v in np.asarray(y, dtype=object).ravel():
+            seen.setdefault(isinstance(v, str), v)
+            if len(seen) == 2:
+                break
+        kinds = " and ".join(repr(v) for v in seen.values()) if len(seen) == 2 else "labels"
+        raise DataError(f"{name} mixes labels that do not compare ({kinds}): labels must be "
+                        f"all numbers or all strings") from None
 
 
 def check_classes(labels: np.ndarray, what: str, where=None) -> None:
@@ -263,7 +280,7 @@ def fit_classes(found: list, classes=None, fitted: np.ndarray | None = None) -> 
         ``classes`` that are not classes (:func:`check_classes`).
     """
     if fitted is None and classes is None:
-        labels = np.unique(np.concatenate(found)) if found else np.asarray([])
+        labels = _unique(np.concatenate(found), "y") if found else np.asarray([])
         check_classes(labels, "y")
         return labels
     if fitted is not None:

@@ -244,6 +244,23 @@ def test_pydata_sparse_that_is_not_a_2d_matrix_of_zeros_is_refused_naming_x():
             est.predict(nan_filled)
 
 
+def test_labels_of_kinds_that_do_not_compare_are_refused_naming_y():
+    """An object y mixing numbers and strings failed with numpy's "'<' not supported
+    between instances of 'int' and 'str'", naming nothing."""
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    y = np.array([1, "a", 1, "a", 1, "a"], dtype=object)
+    said = r"^y mixes labels that do not compare \(1 and 'a'\): labels must be all numbers"
+    for est in (LogisticRegression(client="local"), dask_ps.GBDTClassifier(client="local")):
+        with pytest.raises(dask_ps.DataError, match=said):
+            est.fit(X, y)
+    import dask.array as da
+
+    halves = np.array([1, 1, 1, "a", "a", "a"], dtype=object)  # each chunk of one kind
+    with pytest.raises(dask_ps.DataError, match=said):
+        LogisticRegression(client="local").fit(da.from_array(X, chunks=(3, 2)),
+                                                da.from_array(halves, chunks=3))
+
+
 def test_many_classes_fit_without_a_warning_that_y_may_be_numbers():
     """The labels check ran scikit-learn's on the distinct labels, which are all unique:
     more than 20 classes warned "The number of unique classes is greater than 50% of the
