@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..exceptions import DataError
-from ..io.ratings import IdMapping
+from ..io.ratings import IdMapping, id_values
 
 __all__ = ["as_ids", "as_ratings", "coded_frame", "evaluate_sums", "item_counts", "to_part",
            "triples"]
@@ -21,34 +21,24 @@ COLUMNS = ("user", "item", "rating")
 
 
 def as_ids(col, name: str) -> np.ndarray:
-    """Ids as int64 (integers, or integral floats) or as strings.
+    """Ids as int64 (integers, or integral floats) or as strings, by
+    :func:`dask_ps.io.ratings.id_values` (the rule of dask dataframes too).
 
     Raises
     ------
     ValueError
-        Non-integral or non-finite float ids, or missing ids, naming the column and row.
+        Non-integral or non-finite float ids, missing ids, or numbers and strings mixed in
+        one column, naming the column and row (counted from 0).
     TypeError
         Ids that are neither numbers nor strings.
     """
-    import pandas as pd
-
-    a = col.to_numpy() if hasattr(col, "to_numpy") else np.asarray(col)
-    if a.dtype.kind in "iu":
-        if a.dtype == np.uint64 and a.size and a.max() >= np.uint64(2**63):
-            raise DataError(f"{name}: ids must fit in int64")
-        return a.astype(np.int64, copy=False)
-    if a.dtype.kind == "f":
-        bad = ~np.isfinite(a) | (a != np.round(a))
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise DataError(f"{name}: id {a[i].item()!r} at row {i} is not an integer")
-        return a.astype(np.int64)
-    if a.dtype.kind in "OUST" or str(a.dtype) == "string":
-        missing = np.asarray(pd.isna(a), bool)
-        if missing.any():
-            raise DataError(f"{name}: missing id at row {int(np.argmax(missing))}")
-        return a.astype(str)
-    raise TypeError(f"{name}: ids must be integers or strings, got dtype {a.dtype}")
+    try:
+        ids, bad = id_values(col)
+    except TypeError as err:
+        raise TypeError(f"{name}: {err}") from None
+    if bad is not None:
+        raise DataError(f"{name}: " + bad[1].format(row=bad[0]))
+    return ids
 
 
 def as_ratings(col, name: str) -> np.ndarray:

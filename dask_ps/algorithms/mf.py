@@ -75,6 +75,8 @@ class MatrixFactorization(PSEstimator):
         the global mean (an unseen user gets ``mu + b_i``); "nan" gives NaN; "drop" gives
         NaN in :meth:`predict` and leaves those rows out of :meth:`evaluate`; "raise" raises
         ValueError naming the first unseen id. Every mode but "raise" warns with the counts.
+        :meth:`recommend` follows it for an unseen user: "mean" ranks by ``mu + b_i``,
+        "nan" and "drop" recommend nothing.
     user_col, item_col, rating_col : str, default "user", "item", "rating"
         Columns read from dataframes; arrays are read by position.
     clip : bool, default True
@@ -182,10 +184,13 @@ class MatrixFactorization(PSEstimator):
 
         Parameters
         ----------
-        X : ndarray (n, 3), pandas.DataFrame or dask.dataframe.DataFrame
+        X : ndarray (n, 3), pandas.DataFrame, dask.dataframe.DataFrame or dask.array (n, 3)
             (user, item, rating) rows: an array by position, a dataframe by ``user_col``,
-            ``item_col`` and ``rating_col``. A dask dataframe is shuffled once by user on
-            the cluster and trained where its partitions are.
+            ``item_col`` and ``rating_col``. A dask dataframe (a dask array becomes one, with
+            those columns) is shuffled once by user on the cluster and trained where its
+            partitions are. Ids are integers (integral floats such as 1.0 are read as
+            integers) or strings, the same rule for every form; one column may not mix
+            numbers and strings (ids 1 and "1").
         y : array-like (n,), optional
             Ratings; then ``X`` holds only users and items (NumPy or pandas).
         users, items : IdMapping, optional
@@ -195,8 +200,13 @@ class MatrixFactorization(PSEstimator):
         Raises
         ------
         ValueError
-            Bad parameters, a missing column (named), ids that are not integers or strings,
-            non-finite ratings (naming the row), or no ratings.
+            Bad parameters, a missing column (named), no ratings, non-finite ratings, or ids
+            that are missing, non-integral floats (1.2) or numbers and strings mixed in one
+            column, naming the column and the row (counted from 0 in the whole input, a dask
+            dataframe's too); a dask array not of shape (n, 3).
+        TypeError
+            Ids that are neither numbers nor strings, or a dask collection other than a
+            dataframe or an array.
         DivergenceError
             Training diverged, naming the iteration.
         """
@@ -248,16 +258,21 @@ class MatrixFactorization(PSEstimator):
                              " or neither")
         if is_dask(X):
             if y is not None:
-                raise ValueError(f"with a dask dataframe X, the ratings must be its column "
-                                 f"{self.rating_col!r} (y must be None)")
+                raise ValueError(f"with a dask X, the ratings must be its column "
+                                 f"{self.rating_col!r} or its third column (y must be None)")
+            X = self._dask_frame(X, 3)
             missing = [c for c in self._cols if c not in X.columns]
             if missing:
                 raise ValueError(f"X has no column {missing[0]!r}; its columns are "
                                  f"{list(X.columns)}")
             if users is None:
-                X, users, items = encode_ratings(X, user=self.user_col, item=self.item_col,
-                                                 rating=self.rating_col, timestamp=None)
-                return X, users, items
+                try:
+                    return encode_ratings(X, user=self.user_col, item=self.item_col,
+                                          rating=self.rating_col, timestamp=None)
+                except DataError as err:  # an id, named as the pandas path names it
+                    if str(err).startswith("column "):
+                        raise DataError(f"X {err}") from None
+                    raise
             return X.rename(columns=dict(zip(self._cols, data_.COLUMNS)))[
                 list(data_.COLUMNS)], users, items
         u, i, r = data_.triples(X, y, self._cols, True)
@@ -270,6 +285,33 @@ class MatrixFactorization(PSEstimator):
 
         return pd.DataFrame({"user": u, "item": i, "rating": r}), users, items
 
+    def _dask_frame(self, X, width: int, frame: bool = True):
+        """A dask dataframe ``X`` as it is, a dask array of shape (n, ``width``) or (n, 3) as
+        a dask dataframe of the columns ``user_col``, ``item_col``[, ``rating_col``] (or, not
+        ``frame``, as an array one chunk wide).
+
+        Raises
+        ------
+        ValueError
+            A dask array of another shape.
+        TypeError
+            Another dask collection (a series, a bag, a delayed value).
+        """
+        import dask.array as da
+        import dask.dataframe as dd
+
+        if isinstance(X, dd.DataFrame):
+            return X
+        if not isinstance(X, da.Array):
+            raise TypeError(f"a dask X must be a dask dataframe (columns {list(self._cols)})"
+                            f" or a dask array of (user, item, rating) rows; got "
+                            f"{type(X).__name__}")
+        if X.ndim != 2 or X.shape[1] not in (width, 3):
+            raise ValueError(f"a dask array X must have shape (n, {width}) (user, item"
+                             f"{', rating' if width == 3 else ''}), got shape {X.shape}")
+        X = X.rechunk({1: -1})
+        return dd.from_dask_array(X, columns=list(self._cols[:X.shape[1]])) if frame else X
+
     # -- prediction ---------------------------------------------------------------------
     def _indices(self, X, warn: bool = True) -> tuple[np.ndarray, np.ndarray]:
         users, items, _ = data_.triples(X, None, self._cols, False)
@@ -278,7 +320,7 @@ class MatrixFactorization(PSEstimator):
         self._cold(users, items, uc, ic, warn)
         return uc, ic
 
-    def _cold(self, users, items, uc, ic, warn: bool) -> None:
+    def _cold(self, users, items, uc, ic, warn: bool, stacklevel: int = 4) -> None:
         n_u, n_i = int((uc < 0).sum()), int((ic < 0).sum())
         if not (n_u or n_i):
             return
@@ -288,12 +330,16 @@ class MatrixFactorization(PSEstimator):
             if isinstance(first, np.generic):  # read as written: 7, not np.int64(7)
                 first = first.item()
             which = f"{'user' if n_u else 'item'} {first!r}"
+            fit_ids = self.user_ids_ if n_u else self.item_ids_
+            kind = "" if (fit_ids.dtype.kind == "i") == (not isinstance(first, str)) else (
+                f"; the {which.split()[0]} ids at fit are "
+                f"{'integers' if fit_ids.dtype.kind == 'i' else 'strings'}")
             raise ValueError(f"{which} was not seen at fit ({n_u} rows with an unseen user, "
-                             f"{n_i} with an unseen item; cold_start='raise')")
+                             f"{n_i} with an unseen item; cold_start='raise'){kind}")
         if warn:  # evaluate() returns the counts instead
             warnings.warn(f"{n_u} rows with a user and {n_i} with an item not seen at fit: "
                           f"predicted by cold_start={self.cold_start!r}", UserWarning,
-                          stacklevel=4)
+                          stacklevel=stacklevel)
 
     def _predict_indices(self, u: np.ndarray, i: np.ndarray) -> np.ndarray:
         low, high = self.rating_range_ if self.clip else (-np.inf, np.inf)
@@ -309,21 +355,33 @@ class MatrixFactorization(PSEstimator):
 
         Parameters
         ----------
-        X : ndarray (n, 2) or (n, 3), pandas or dask dataframe
+        X : ndarray (n, 2) or (n, 3), pandas or dask dataframe, or dask array (n, 2) or (n, 3)
             Users and items (a third column, e.g. the true rating, is ignored).
 
         Returns
         -------
-        ndarray (n,) float64, or a dask Series for a dask dataframe (which does not warn
-        about unseen ids)
+        ndarray (n,) float64, or a dask Series for a dask dataframe and a dask array for a
+        dask array (which do not warn about unseen ids; a bad id is named with its row in
+        its partition, and the partition)
         """
         check_is_fitted(self)
-        if is_dask(X):
+        if is_dask(X) and hasattr(X, "columns"):
             return X.map_partitions(_predict_frame, self, meta=(None, "float64"))
+        if is_dask(X):
+            X = self._dask_frame(X, 2, frame=False)
+            return X.map_blocks(_predict_block, self, drop_axis=1, dtype=np.float64,
+                                meta=np.empty(0))
         return self._predict_indices(*self._indices(X))
 
     def evaluate(self, X, y=None) -> dict:
         """Error metrics on rated (user, item) rows, with counts of cold-start rows.
+
+        Parameters
+        ----------
+        X : ndarray (n, 3), pandas or dask dataframe, or dask array (n, 3)
+            (user, item, rating) rows, as :meth:`fit` reads them; or users and items with
+            the ratings in ``y`` (NumPy or pandas).
+        y : array-like (n,), optional
 
         Returns
         -------
@@ -335,8 +393,10 @@ class MatrixFactorization(PSEstimator):
         if is_dask(X):
             import dask
 
-            sums = np.sum(dask.compute(*[dask.delayed(data_.evaluate_sums)(self, d, None)
-                                         for d in X.to_delayed()]), axis=0)
+            X = self._dask_frame(X, 3)
+            sums = np.sum(dask.compute(*[dask.delayed(_in_partition)(
+                data_.evaluate_sums, k, self, d, None) for k, d in enumerate(X.to_delayed())]),
+                axis=0)
         else:
             sums = data_.evaluate_sums(self, X, y)
         sse, sae, n, cold_u, cold_i = sums
@@ -350,8 +410,20 @@ class MatrixFactorization(PSEstimator):
         return -self.evaluate(X, y)["rmse"]
 
     def recommend(self, user, n: int = 10, exclude=None) -> tuple[np.ndarray, np.ndarray]:
-        """The ``n`` items of highest predicted rating for ``user`` (an unseen user is
-        ranked by ``mu + b_i``).
+        """The ``n`` items of highest predicted rating for ``user``.
+
+        A user not seen at fit (also an id of another kind than the fit's: ``"1"`` for
+        ``1``) follows ``cold_start`` as in :meth:`predict`: "mean" ranks the items by
+        ``mu + b_i``, "nan" and "drop" recommend nothing (empty arrays), and each warns;
+        "raise" raises ValueError naming the user.
+
+        Parameters
+        ----------
+        user : int or str
+            A user id.
+        n : int, default 10
+        exclude : array-like of item ids, optional
+            Items left out (e.g. the ones the user rated); ids not seen at fit are ignored.
 
         Returns
         -------
@@ -361,11 +433,15 @@ class MatrixFactorization(PSEstimator):
         check_is_fitted(self)
         if not isinstance(n, numbers.Integral) or n < 1:
             raise ValueError(f"n must be a positive integer, got {n!r}")
-        code = int(IdMapping.from_sorted(self.user_ids_).codes(
-            data_.as_ids(np.array([user]), "user"))[0])
-        scores = self.global_mean_ + self.item_bias_
+        ids = data_.as_ids(np.array([user]), "user")
+        code = int(IdMapping.from_sorted(self.user_ids_).codes(ids)[0])
+        scores = self.global_mean_ + self.item_bias_.astype(np.float64)
         if code >= 0:
             scores = scores + self.user_bias_[code] + self.item_factors_ @ self.user_factors_[code]
+        else:
+            self._cold(ids, ids, np.array([-1]), np.zeros(1, np.int64), True, stacklevel=3)
+            if self.cold_start in ("nan", "drop"):
+                return self.item_ids_[:0], np.zeros(0)
         keep = np.ones(scores.shape[0], bool)
         if exclude is not None:
             ex = IdMapping.from_sorted(self.item_ids_).codes(
@@ -375,11 +451,29 @@ class MatrixFactorization(PSEstimator):
         n = min(int(n), cand.shape[0])
         top = cand[np.argpartition(-scores[cand], n - 1)[:n]] if n else cand[:0]
         top = top[np.argsort(-scores[top], kind="stable")]
-        return self.item_ids_[top], scores[top]
+        return self.item_ids_[top], scores[top].astype(np.float64)
 
 
-def _predict_frame(df, est: MatrixFactorization):
+def _in_partition(fn, k, *args):
+    """``fn(*args)`` on partition ``k``; a DataError (a bad id) names the partition."""
+    try:
+        return fn(*args)
+    except DataError as err:
+        raise DataError(f"{err} (row counted within partition {k} of X)") from None
+
+
+def _predict_indices(est: MatrixFactorization, X) -> np.ndarray:
+    # lazy, on the workers: no warning there (evaluate() counts the cold-start rows)
+    return est._predict_indices(*est._indices(X, warn=False))
+
+
+def _predict_frame(df, est: MatrixFactorization, partition_info=None):
     import pandas as pd
 
-    # lazy, on the workers: no warning there (evaluate() counts the cold-start rows)
-    return pd.Series(est._predict_indices(*est._indices(df, warn=False)), index=df.index)
+    k = partition_info["number"] if partition_info else "?"
+    return pd.Series(_in_partition(_predict_indices, k, est, df), index=df.index)
+
+
+def _predict_block(block, est: MatrixFactorization, block_info=None):
+    k = block_info[0]["chunk-location"][0] if block_info else "?"
+    return _in_partition(_predict_indices, k, est, block)

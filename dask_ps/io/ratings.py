@@ -333,8 +333,79 @@ def _first_fields(fs, path: str, sep: str, compression: str | None,
     return None
 
 
+def id_values(col) -> tuple:
+    """The one rule for the ids of a typed column (NumPy, pandas; what :func:`encode_ratings`
+    and :class:`~dask_ps.MatrixFactorization` take): ``(ids, None)`` with ids int64
+    (integers, integral floats, an object column of integers) or str (strings), else
+    ``(None, (row, why))``, ``why`` naming the first bad id and ``{row}`` its row: a missing,
+    non-finite or non-integral id, or numbers and strings mixed in one column (ids 1 and
+    "1" would be one user as strings, two as numbers).
+
+    Raises
+    ------
+    TypeError
+        Ids that are neither numbers nor strings (booleans, dates).
+    """
+    a = col.to_numpy() if hasattr(col, "to_numpy") else np.asarray(col)
+    if a.dtype.kind in "OUST" or str(a.dtype) == "string":
+        a = np.asarray(a, dtype=object) if a.dtype.kind in "OT" or str(a.dtype) == "string" \
+            else a
+        missing = np.asarray(pd.isna(a), bool)
+        if missing.any():
+            return None, (int(np.argmax(missing)), "missing id at row {row}")
+        kind = pd.api.types.infer_dtype(a, skipna=False)
+        if kind in ("integer", "floating", "mixed-integer-float"):
+            a = a.astype(np.int64 if kind == "integer" else np.float64)
+        elif kind in ("mixed-integer", "mixed"):
+            text = np.fromiter((isinstance(v, str) for v in a), bool, a.shape[0])
+            if text.any() and not text.all():
+                j = int(np.argmax(text != text[0]))
+                return None, (j, f"ids mix numbers and strings: {a[0]!r} at row 0 and "
+                                 f"{a[j]!r} at row {{row}} (convert the column to one kind, "
+                                 f"e.g. .astype(str))")
+            return a.astype(str), None
+        else:
+            return a.astype(str), None
+    if a.dtype.kind in "iu":
+        if a.dtype == np.uint64 and a.size and a.max() >= np.uint64(2**63):
+            return None, (int(np.argmax(a >= np.uint64(2**63))),
+                          f"id {a.max().item()} at row {{row}} does not fit in int64")
+        return a.astype(np.int64, copy=False), None
+    if a.dtype.kind == "f":
+        bad = ~np.isfinite(a) | (a != np.round(a))
+        if bad.any():
+            i = int(np.argmax(bad))
+            return None, (i, f"id {a[i].item()!r} at row {{row}} is not an integer")
+        return a.astype(np.int64), None
+    raise TypeError(f"ids must be integers or strings, got dtype {a.dtype}")
+
+
 def _partition_ids(df: pd.DataFrame, column: str) -> pd.Series:
-    return pd.Series([_ids_of(pa.array(df[column]))])
+    """``(rows, distinct ids or None, (row, why) of the first bad id or None, first id)``."""
+    ids, bad = id_values(df[column])
+    first = ids[0].item() if ids is not None and ids.shape[0] else None
+    return pd.Series([(df.shape[0], None if ids is None else np.unique(ids), bad, first)])
+
+
+def _global_ids(parts: list, column: str) -> IdMapping:
+    """The mapping of a dataframe column from its partitions' :func:`_partition_ids`;
+    DataError naming the column and the row in the whole dataframe (counted from 0) of the
+    first bad id, or of the first id of another kind (numbers and strings) than the first."""
+    row0, first, kinds = 0, None, []
+    for n, ids, bad, head in parts:
+        if bad is not None:
+            raise DataError(f"column {column!r}: " + bad[1].format(row=row0 + bad[0]))
+        if head is not None:
+            if first is None:
+                first = (head, row0)
+            elif isinstance(head, str) != isinstance(first[0], str):
+                raise DataError(
+                    f"column {column!r}: ids mix numbers and strings: {first[0]!r} at row "
+                    f"{first[1]} and {head!r} at row {row0} (convert the column to one kind, "
+                    f"e.g. .astype(str))")
+            kinds.append(ids)
+        row0 += n
+    return _merge_ids(kinds)
 
 
 def encode_ratings(df, *, user: str = "user", item: str = "item", rating: str = "rating",
@@ -356,8 +427,13 @@ def encode_ratings(df, *, user: str = "user", item: str = "item", rating: str = 
     Raises
     ------
     ValueError
-        A column not found or named for two roles (now), or an empty id (when computed,
-        naming the column).
+        A column not found or named for two roles; a missing id, a non-integral or
+        non-finite float id (1.2), or numbers and strings mixed in one column (ids 1 and
+        "1"), naming the column and the row (counted from 0 in the whole dataframe). Ids are
+        int64 for integers and integral floats, else strings: the rule of
+        :class:`~dask_ps.MatrixFactorization` for in-memory frames (:func:`id_values`).
+    TypeError
+        Ids that are neither numbers nor strings.
     """
     import dask
     import dask.dataframe as dd
@@ -370,7 +446,7 @@ def encode_ratings(df, *, user: str = "user", item: str = "item", rating: str = 
     found = [df[[c]].map_partitions(_partition_ids, c, meta=(None, object))
              for c in (user, item)]
     u, i = dask.compute(*found)
-    users, items = _merge_ids(list(u)), _merge_ids(list(i))
+    users, items = _global_ids(list(u), user), _global_ids(list(i), item)
     meta = _meta(cols["timestamp"] is not None)
     return df.map_partitions(_encode_partition, cols, users, items, meta=meta), users, items
 

@@ -483,7 +483,8 @@ def test_recommend_excludes_and_ranks():
     assert sorted(items) == sorted(model.item_ids_)
     top, _ = model.recommend(user, n=3, exclude=items[:2])
     np.testing.assert_array_equal(top, items[2:5])
-    cold, cold_scores = model.recommend(-1, n=3)  # unseen user: by item bias
+    with pytest.warns(UserWarning, match="cold_start='mean'"):
+        cold, cold_scores = model.recommend(-1, n=3)  # unseen user: by item bias
     by_bias = np.sort(model.global_mean_ + model.item_bias_)[::-1]
     np.testing.assert_allclose(cold_scores, by_bias[:3])
 

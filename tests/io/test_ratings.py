@@ -147,3 +147,23 @@ def test_one_column_for_two_roles_is_refused(tmp_path):
                        rating="u")
     df, users, items = read_ratings(path, header=True, user="u", item="i", rating="r")
     assert len(users) == len(items) == 2
+
+
+def test_dataframe_ids_follow_one_rule_naming_column_and_row():
+    """A typed column (not text): integral floats are integers, 1.2 is refused (not every id
+    made a string), and so are numbers and strings mixed, in one partition or across two; the
+    row is counted in the whole dataframe."""
+    pdf = pd.DataFrame({"user": [1.0, 2.0, 2.0, 3.0, 3.0, 4.0], "item": [1, 2, 3, 1, 2, 3],
+                        "rating": [1.0, 2.0, 3.0, 4.0, 5.0, 1.0]})
+    df, users, _ = encode_ratings(dd.from_pandas(pdf, npartitions=3))
+    assert users.ids.tolist() == [1, 2, 3, 4] and users.is_integer
+    assert df.compute()["user"].tolist() == [0, 1, 1, 2, 2, 3]
+    bad = pdf.assign(user=[1.0, 2.0, 2.0, 3.0, 1.2, 4.0])
+    with pytest.raises(ValueError, match="column 'user': id 1.2 at row 4 is not an integer"):
+        encode_ratings(dd.from_pandas(bad, npartitions=3))
+    with dask.config.set({"dataframe.convert-string": False}):
+        mixed = pdf.assign(user=pd.Series([1, 2, 2, 3, "x", "x"], dtype=object))
+        for n in (1, 3):  # in one partition, and across partitions
+            with pytest.raises(ValueError, match="column 'user': ids mix numbers and strings: "
+                                                 "1 at row 0 and 'x' at row 4"):
+                encode_ratings(dd.from_pandas(mixed, npartitions=n))

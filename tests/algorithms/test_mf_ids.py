@@ -1,0 +1,142 @@
+"""MatrixFactorization: one id rule for every input form (NumPy, pandas, dask dataframes and
+arrays), and ``recommend`` following ``cold_start`` as ``predict`` does."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dask_ps import MatrixFactorization
+from dask_ps.exceptions import DataError
+
+pytestmark = pytest.mark.timeout(300)
+
+FAST = dict(rank=4, max_iter=3, random_state=0, progress=False)
+
+
+def toy(n_users=30, n_items=20, n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"user": rng.integers(0, n_users, n),
+                         "item": rng.integers(0, n_items, n),
+                         "rating": np.clip(np.round(3 + rng.normal(size=n)), 1, 5)})
+
+
+# -- float ids: one rule for pandas and dask ------------------------------------------------
+def test_integral_float_ids_are_integers_in_pandas_and_dask(client2):
+    import dask.dataframe as dd
+
+    df = toy().astype({"user": float})
+    a = MatrixFactorization(client=client2, **FAST).fit(df)
+    b = MatrixFactorization(client=client2, **FAST).fit(dd.from_pandas(df, npartitions=3))
+    for m in (a, b):
+        assert m.user_ids_.dtype == np.int64
+        np.testing.assert_array_equal(m.user_ids_, np.unique(df.user).astype(np.int64))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # every training id is known
+            assert m.evaluate(df)["n_unseen_users"] == 0
+
+
+def test_a_non_integral_float_id_is_refused_naming_column_and_row(client2):
+    """Not ids turned into strings ('2', '1.2') in the dask path: the row is the one in the
+    whole dataframe, in the pandas path's words."""
+    import dask.dataframe as dd
+
+    df = toy().astype({"user": float})
+    df.loc[250, "user"] = 1.2
+    msg = "X column 'user': id 1.2 at row 250 is not an integer"
+    with pytest.raises(DataError, match=msg):
+        MatrixFactorization(client=client2, **FAST).fit(df)
+    with pytest.raises(DataError, match=msg):
+        MatrixFactorization(client=client2, **FAST).fit(dd.from_pandas(df, npartitions=3))
+    with pytest.raises(DataError, match=msg):  # a dask array, by position
+        MatrixFactorization(client=client2, **FAST).fit(dd.from_pandas(
+            df, npartitions=3).to_dask_array(lengths=True))
+    model = MatrixFactorization(client=client2, **FAST).fit(toy())
+    ddf = dd.from_pandas(df, npartitions=3)  # 100 rows a partition: row 50 of partition 2
+    with pytest.raises(DataError, match="id 1.2 at row 50 is not an integer \\(row counted "
+                                        "within partition 2 of X\\)"):
+        model.predict(ddf).compute()
+    with pytest.raises(DataError, match="within partition 2 of X"):
+        model.evaluate(ddf)
+
+
+@pytest.mark.parametrize("convert_string", [False, True])
+def test_numbers_and_strings_in_one_column_are_refused(client2, convert_string):
+    """Ids 1 and "1" are not one user (as strings) nor two: the column is refused."""
+    import dask
+    import dask.dataframe as dd
+
+    df = toy().astype({"user": object})
+    df.loc[7, "user"] = str(df.user[0])
+    msg = f"X column 'user': ids mix numbers and strings: {df.user[0]!r} at row 0 and " \
+          f"'{df.user[0]}' at row 7"
+    with pytest.raises(DataError, match=msg):
+        MatrixFactorization(client=client2, **FAST).fit(df)
+    with dask.config.set({"dataframe.convert-string": convert_string}):
+        ddf = dd.from_pandas(df, npartitions=3)
+        if convert_string:  # dask made every id a string before dask_ps sees them
+            assert MatrixFactorization(client=client2, **FAST).fit(ddf).user_ids_.dtype.kind \
+                == "U"
+        else:
+            with pytest.raises(DataError, match=msg):
+                MatrixFactorization(client=client2, **FAST).fit(ddf)
+    ints = MatrixFactorization(client=client2, **FAST).fit(toy().astype({"user": object}))
+    assert ints.user_ids_.dtype == np.int64  # an object column of integers: integer ids
+
+
+# -- dask arrays ------------------------------------------------------------------------------
+def test_a_dask_array_is_read_like_a_numpy_array(client2):
+    import dask.array as da
+
+    R = toy().to_numpy(float)
+    ref = MatrixFactorization(client=client2, **FAST).fit(R)
+    model = MatrixFactorization(client=client2, **FAST).fit(da.from_array(R, chunks=(70, 3)))
+    np.testing.assert_array_equal(model.user_ids_, ref.user_ids_)
+    np.testing.assert_array_equal(model.item_ids_, ref.item_ids_)
+    assert abs(model.evaluate(R)["rmse"] - ref.evaluate(R)["rmse"]) < 0.1
+    pred = model.predict(da.from_array(R[:, :2], chunks=(70, 1)))
+    assert isinstance(pred, da.Array) and pred.dtype == np.float64
+    np.testing.assert_allclose(pred.compute(), model.predict(R), rtol=1e-12)
+    assert model.evaluate(da.from_array(R, chunks=(70, 3))) == pytest.approx(model.evaluate(R))
+    with pytest.raises(ValueError, match="dask array X must have shape \\(n, 3\\) \\(user, "
+                                         "item, rating\\), got shape \\(300, 2\\)"):
+        MatrixFactorization(client=client2, **FAST).fit(da.from_array(R[:, :2]))
+    with pytest.raises(TypeError, match="dask dataframe .* or a dask array .* got Series"):
+        import dask.dataframe as dd
+
+        MatrixFactorization(client=client2, **FAST).fit(dd.from_pandas(toy().user, 2))
+
+
+# -- recommend follows cold_start -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fitted():
+    return MatrixFactorization(client="local", **FAST).fit(toy())
+
+
+@pytest.mark.parametrize("user, hint", [("1", "; the user ids at fit are integers"),
+                                        (10**9, "")])
+def test_recommend_for_an_unseen_user_follows_cold_start(fitted, user, hint):
+    model = fitted
+    model.set_params(cold_start="raise")
+    msg = (f"user {user!r} was not seen at fit \\(1 rows with an unseen user, 0 with an unseen "
+           f"item; cold_start='raise'\\){hint}$")
+    for call in (lambda: model.recommend(user, n=3),
+                 lambda: model.predict(pd.DataFrame({"user": [user], "item": [0]}))):
+        with pytest.raises(ValueError, match=msg):
+            call()
+    model.set_params(cold_start="mean")
+    with pytest.warns(UserWarning, match="1 rows with a user and 0 with an item not seen at "
+                                         "fit: predicted by cold_start='mean'"):
+        items, scores = model.recommend(user, n=3)
+    assert scores.dtype == np.float64
+    np.testing.assert_allclose(scores, np.sort(model.global_mean_ + model.item_bias_.astype(
+        np.float64))[::-1][:3])
+    for mode in ("nan", "drop"):
+        model.set_params(cold_start=mode)
+        with pytest.warns(UserWarning, match=f"cold_start='{mode}'"):
+            items, scores = model.recommend(user, n=3)
+        assert items.shape == scores.shape == (0,) and scores.dtype == np.float64
+    model.set_params(cold_start="raise")
+    items, scores = model.recommend(model.user_ids_[0], n=3)  # a known user: no warning
+    assert items.shape == (3,) and scores.dtype == np.float64
