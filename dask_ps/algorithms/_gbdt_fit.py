@@ -32,7 +32,7 @@ from ._gbdt_ps import FitConfig, JobArgs, boost_task, early_stop
 from ._gbdt_shard import TABLE, HistLayout, StepRule, shard_setup
 from ._gbdt_sketch import sample_rate
 from ._gbdt_splits import split_params
-from ._gbdt_survey import survey_bins
+from ._gbdt_survey import check_width_room, survey_bins
 from ._gbdt_tree import Ensemble, leaf_budget, resolve_split_share
 from .epoch_loop import EpochLoop
 
@@ -213,7 +213,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
           min_samples_leaf: int, reg_lambda: float, min_split_gain: float, max_bins: int,
           subsample: float, colsample_bytree: float, split_share,
           early_stopping_rounds, sample_count: int, cat_params: dict, random_state: int,
-          loop: EpochLoop) -> FitResult:
+          loop: EpochLoop, n_features: int) -> FitResult:
     """Fit boosted trees on ``data`` (partitions of ``(X, y)``); see the estimators.
 
     Raises
@@ -222,6 +222,10 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
         A single class, labels outside the classes (eval set), non-finite labels or
         infinite features (naming the row, of ``eval_set`` for the eval set's), no
         training rows.
+    DataError
+        So many features (``n_features``, columns of ``X``) that the bins' per-feature
+        arrays would not fit in memory (:func:`._gbdt_survey.check_width_room`), before
+        any is made.
     """
     n_train = data.total_rows
     if n_train == 0:
@@ -230,6 +234,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     max_leaf_nodes = leaf_budget(max_leaf_nodes, n_train, min_samples_leaf, max_depth)
     starts = np.array(data.starts, np.int64)
     rate = sample_rate(n_train, sample_count)
+    check_width_room(model, data, n_features, rate)
     # a fit that writes checkpoints knows its training data by their checksums (a resume
     # on other rows of the same shape and bins is refused, fit_differences)
     parts, mapper = survey_bins(data, starts, rate, random_state, categories, classify,

@@ -21,14 +21,37 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..exceptions import DataError
 from ._gbdt_bins import BinMapper, bin_mapper, categorical_mask
 from ._gbdt_data import survey
 from ._gbdt_sketch import BinSketch
 
-__all__ = ["ONE_RANGE_ROWS", "group_bounds", "survey_bins", "survey_part"]
+__all__ = ["ONE_RANGE_ROWS", "check_width_room", "group_bounds", "survey_bins", "survey_part"]
 
 #: Sampled rows up to which the bins are computed as one feature range by one task.
 ONE_RANGE_ROWS = 20_000
+
+# Bytes per input feature (column of X, empty or not) of the survey, upper bounds of peaks
+# measured on 2,000-50,000 rows of 2^20-2^24 columns holding 10,000 non-zeros (peak resident
+# memory above the start of a fit of 5 trees): in-process ("local", 1 partition) 61-65;
+# LocalCluster(2 workers x 1 thread), one range: the merging worker 70 (2 partitions) and
+# 209 (8), the other 8 and 32; ranges: 30-33 (2 partitions), 87-97 (8); the driver 11-18.
+#: Bytes per feature where a range's bins are computed, whatever the partitions: the
+#: per-feature arrays of :func:`._gbdt_bins.bin_mapper` (start, counts, bins, status,
+#: ``column_of``...) and ``feature_importances_``.
+FEATURE_BYTES = 48
+#: ... and per feature and partition merged there: a partition's NaN counts (int64) as
+#: received, and stacked to be summed (:meth:`._gbdt_sketch.BinSketch.merge`).
+SKETCH_FEATURE_BYTES = 24
+#: Bytes per feature of a partition's sketch on the worker that holds the partition, kept
+#: until the bins are made (NaN counts, counted then copied).
+OWN_SKETCH_BYTES = 16
+#: Bytes per feature in this process after a fit on a cluster: the ranges' bins joined
+#: (:meth:`._gbdt_bins.BinMapper.concat`) and ``feature_importances_``.
+DRIVER_FEATURE_BYTES = 24
+#: Most of a process's memory (or a worker's memory limit) the per-feature arrays may take:
+#: the partitions, their bins, the histogram table and the trees need the rest.
+WIDTH_SHARE = 0.5
 
 
 def group_bounds(n_features: int, n_groups: int) -> np.ndarray:
@@ -36,6 +59,73 @@ def group_bounds(n_features: int, n_groups: int) -> np.ndarray:
     ranges of about equal size: int64 array (n_ranges + 1,)."""
     k = max(1, min(int(n_groups), int(n_features)))
     return np.linspace(0, n_features, k + 1).round().astype(np.int64)
+
+
+def check_width_room(model, data, n_features: int, rate: float) -> None:
+    """Refuse a fit whose per-feature arrays could not fit in memory, before any is made.
+
+    The sketches and bins of a fit (:func:`survey_bins`) hold a few dense arrays with an
+    entry per column of ``X``, used or not: a CSR of 2^31 columns holding 10,000 non-zeros
+    asked ~64 bytes per column in this process and was killed by the kernel at 23.8 GB.
+    The bytes per feature (:data:`FEATURE_BYTES`, :data:`SKETCH_FEATURE_BYTES` per
+    partition merged, :data:`OWN_SKETCH_BYTES` per partition held, :data:`DRIVER_FEATURE_BYTES`
+    on the driver of a fit on a cluster) are compared, where :func:`survey_bins` will make
+    them, with :data:`WIDTH_SHARE` of what this process may use
+    (:func:`~dask_ps.partitions.worker.process_memory`) and of the smallest worker memory
+    limit (:func:`~dask_ps.partitions.worker.smallest_limit`; workers without a limit are not
+    checked).
+
+    Parameters
+    ----------
+    model : PSModel
+        The fit's model (its client, or none: in this process).
+    data : Partitions
+        The training partitions: how many, and on which workers.
+    n_features : int
+        Columns of ``X``.
+    rate : float
+        The bin sample's rate (:func:`._gbdt_sketch.sample_rate`): whether the bins are
+        computed as one range or as ranges spread over the workers.
+
+    Raises
+    ------
+    DataError
+        Naming ``n_features``, the GiB needed, where, the GiB that process may use, and
+        what to do.
+    """
+    from ..partitions.worker import process_memory, smallest_limit
+
+    d, n_parts = int(n_features), len(data)
+    merge = FEATURE_BYTES + SKETCH_FEATURE_BYTES * n_parts  # per feature of a merged range
+    here = (process_memory(), "this process", "this process may use")
+    if data.is_local:  # sketches, bins and driver: all in this process
+        needs = [(d * merge, *here)]
+    else:
+        needs = [(d * DRIVER_FEATURE_BYTES, *here)]
+        limit = smallest_limit(model.client)
+        if limit > 0:
+            if data.total_rows * rate <= ONE_RANGE_ROWS:  # one task merges every sketch
+                worst = d * merge
+            else:  # each worker: its partitions' sketches, and its ranges (2 per worker)
+                workers = sorted(set(data.workers))
+                n_groups = 2 * len(workers)
+                nthreads = model.client.nthreads()
+                worst = max(d * OWN_SKETCH_BYTES * data.workers.count(w)
+                            + -(-d // n_groups) * merge * min(2, int(nthreads.get(w, 1)))
+                            for w in workers)
+            needs.append((worst, limit, "a worker",
+                          "a worker may use (the smallest worker memory limit)"))
+    gib = 2.0 ** 30
+    for need, room, where, whose in needs:
+        if need > WIDTH_SHARE * room:
+            raise DataError(
+                f"X has n_features={d:,} columns: the bins' per-feature arrays (dense, one "
+                f"entry per column, empty or not: ~{need / d:.0f} bytes per column with "
+                f"{n_parts} partition(s)) would take {need / gib:.1f} GiB in {where}, more "
+                f"than {WIDTH_SHARE:.0%} of the {room / gib:.1f} GiB {whose}: hash the "
+                f"columns into fewer features (e.g. sklearn's FeatureHasher, or the column "
+                f"index modulo 2**20) or drop the empty columns (X[:, X.getnnz(axis=0) > 0] "
+                f"for a scipy.sparse X, and the same columns at predict)")
 
 
 def survey_part(value, start: int, rate: float, seed: int, categories: dict, classify: bool,

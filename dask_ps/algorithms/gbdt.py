@@ -328,7 +328,8 @@ class _GBDT(PSEstimator):
             Bad parameters; a single class; labels outside the classes in ``eval_set``; infinite
             values, non-finite labels or a classifier's label that is not a class such as 0.7
             (naming the row); a categorical column with non-integer or too large values;
-            ``early_stopping_rounds`` without ``eval_set``.
+            ``early_stopping_rounds`` without ``eval_set``; so many columns that the bins'
+            per-feature arrays would not fit in memory (:class:`~dask_ps.DataError`).
 
         Warns
         -----
@@ -369,7 +370,7 @@ class _GBDT(PSEstimator):
                                           max_cat_threshold=self.max_cat_threshold,
                                           cat_smooth=self.cat_smooth, cat_l2=self.cat_l2,
                                           min_data_per_group=self.min_data_per_group),
-                          random_state=self._seed(),
+                          random_state=self._seed(), n_features=self.n_features_in_,
                           loop=self._epoch_loop(model, type(self).__name__, self.n_estimators,
                                                 unit="round", advice=DIVERGENCE_ADVICE))
                 if r.history:

@@ -16,3 +16,67 @@ pytestmark = pytest.mark.timeout(300)
 ])
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
+
+
+# A fit on X of `2**{p}` columns holding 10,000 non-zeros, in a process whose address space
+# is capped a few GiB above what it uses (RLIMIT_AS): a width that allocates per column fails
+# with MemoryError there instead of taking the machine's memory. Prints the outcome.
+_WIDE_FIT = """
+import resource, sys
+import numpy as np, psutil, scipy.sparse as sp
+import dask, dask_ps
+n, ncols = 2000, 2**{p}
+rng = np.random.default_rng(0)
+keys = rng.integers(0, ncols, size=(n, 5))
+X = sp.csr_matrix((np.ones(n * 5), keys.ravel(), np.arange(0, n * 5 + 1, 5)), shape=(n, ncols))
+y = rng.integers(0, 2, n)
+client = "local"
+if {worker_limit!r}:
+    from distributed import Client, LocalCluster
+    dask.config.set({{"distributed.worker.memory." + k: False
+                     for k in ("target", "spill", "pause", "terminate")}})
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                           memory_limit={worker_limit!r}, dashboard_address=None)
+    client = Client(cluster)
+vms = psutil.Process().memory_info().vms
+resource.setrlimit(resource.RLIMIT_AS, (vms + 3 * 2**30, resource.RLIM_INFINITY))
+try:
+    dask_ps.GBDTClassifier(n_estimators=2, progress=False, client=client).fit(X, y)
+    print("FITTED")
+except Exception as exc:
+    print("RAISED", type(exc).__name__, exc)
+sys.stdout.flush()
+"""
+
+
+def _wide_fit(p: int, worker_limit=None) -> str:
+    import os
+    import subprocess
+    import sys
+
+    code = _WIDE_FIT.format(p=p, worker_limit=worker_limit)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=240, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    lines = [s for s in out.stdout.splitlines() if s.startswith(("FITTED", "RAISED"))]
+    assert lines, out.stdout[-2000:] + out.stderr[-2000:]
+    return lines[-1]
+
+
+def test_wide_sparse_refused_in_process():
+    """2^31 columns of 10,000 non-zeros: refused up front, naming the width, the memory
+    and what to do, not allocated column by column (the process was killed at 23.8 GB)."""
+    got = _wide_fit(31)
+    assert got.startswith("RAISED DataError"), got
+    for part in ("n_features=2,147,483,648", "GiB in this process", "this process may use",
+                 "hash the columns", "drop the empty columns"):
+        assert part in got, got
+
+
+def test_wide_sparse_refused_on_small_workers():
+    """A width this process can bin but a worker's memory limit cannot: refused naming the
+    worker's limit (in-process workers of 256 MiB, 2^24 columns: ~1.5 GiB to merge)."""
+    got = _wide_fit(24, worker_limit="256MiB")
+    assert got.startswith("RAISED DataError"), got
+    for part in ("n_features=16,777,216", "GiB in a worker", "0.2 GiB a worker may use",
+                 "smallest worker memory limit"):
+        assert part in got, got
