@@ -18,7 +18,6 @@ weights written for serving. The functions taking ``model`` first are
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import warnings
@@ -31,14 +30,10 @@ from ..exceptions import CheckpointFormatError, OptionError
 from . import connection, placement
 from . import format as ck
 from . import key_ranges as kr
+from .writers import plan_table as _plan_table
+from .writers import write_part as _write_part
 
 __all__ = ["load", "restore", "save"]
-
-_SAMPLE = 1024  # keys sampled per shard and writer to choose the splitters of sparse tables
-#: Chunks of rows a writer task gathers and writes at once: a save of a large table is many
-#: such pieces, so that a worker holding a shard of it needs ~this much more memory, not a
-#: copy of its shard (a 9.4 GiB table of 2*10^8 keys killed its 11.5 GiB workers so).
-PIECE_CHUNKS = 16
 
 
 def _run_tasks(model, fn, calls: list[tuple[int, tuple]]) -> list:
@@ -71,10 +66,6 @@ def _run_tasks(model, fn, calls: list[tuple[int, tuple]]) -> list:
             f.release()
 
 
-async def _gather(coros):
-    return await asyncio.gather(*coros)
-
-
 def _check_url(model, url: str) -> None:
     if not isinstance(url, str) or not url:
         raise OptionError(f"a checkpoint URL must be a non-empty string, got {url!r}")
@@ -89,85 +80,6 @@ def _check_url(model, url: str) -> None:
 
 
 # -- save -------------------------------------------------------------------------------------
-def _plan_table(model, spec, rows_per_chunk: int) -> tuple[int, int, list]:
-    """Total rows of a table, rows per chunk (no more than the rows: a small table makes a
-    small store) and its writers: ``(shard, lo, hi, extra, skip, r0, r1, ask)``, each of
-    about :data:`PIECE_CHUNKS` chunks at most (a sparse table's: as the sample allows)."""
-    n_shards = model.n_shards
-    if not spec.sparse:
-        n, starts = spec.n_rows, spec.partitioner.starts
-        rows_per_chunk = max(1, min(rows_per_chunk, n))
-        piece = PIECE_CHUNKS * rows_per_chunk
-        writers = []
-        for w in range(n_shards):
-            r0 = min(kr.align_up(int(starts[w]), rows_per_chunk), n)
-            r1 = n if w == n_shards - 1 else min(kr.align_up(int(starts[w + 1]),
-                                                             rows_per_chunk), n)
-            for a in range(r0, r1, piece):
-                b = min(a + piece, r1)
-                ask = [s for s in range(n_shards) if starts[s] < b and starts[s + 1] > a]
-                writers.append((w, a, b, 0, 0, a, b, ask))
-        return n, rows_per_chunk, writers
-    found = connection.call_all(model, "map_rows", spec.name, kr.sample_keys,
-                                _SAMPLE * n_shards, 0)
-    counts, samples = [c for c, _ in found], [s for _, s in found]
-    total = int(sum(counts))
-    rows_per_chunk = max(1, min(rows_per_chunk, total))
-    n_parts = n_shards * max(1, -(-total // (n_shards * PIECE_CHUNKS * rows_per_chunk)))
-    if n_parts > n_shards:  # a sample dense enough for the pieces' splitters
-        found = connection.call_all(model, "map_rows", spec.name, kr.sample_keys,
-                                    _SAMPLE * n_parts // n_shards, 1)
-        samples = [s for _, s in found]
-    bounds = kr.split_sorted(samples, counts, n_parts) if n_parts > 1 else np.empty(0, int)
-    below = np.sum(connection.call_all(model, "map_rows", spec.name, kr.count_below, bounds),
-                   axis=0) if bounds.shape[0] else np.empty(0, np.int64)
-    edges = [None] + [int(b) for b in bounds] + [None]
-    ranks = [0] + [int(r) for r in below] + [total]
-    writers, everyone = [], list(range(n_shards))
-    for w in range(len(edges) - 1):
-        last = w == len(edges) - 2
-        r0 = min(kr.align_up(ranks[w], rows_per_chunk), total)
-        r1 = total if last else min(kr.align_up(ranks[w + 1], rows_per_chunk), total)
-        if r1 > r0:
-            writers.append((w % n_shards, edges[w], edges[w + 1], r1 - ranks[w + 1] if not last
-                            else 0, r0 - ranks[w], r0, r1, everyone))
-    return total, rows_per_chunk, writers
-
-
-def _write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, skip: int,
-                r0: int, r1: int, ask: list, dtype) -> int:
-    """Writer task: rows of ranks ``[r0, r1)`` of table ``name`` into ``arrays``."""
-    import zarr
-
-    pc = connection.process_client(model)
-    t = pc.transport
-    with_slots = "slots" in arrays
-    parts = t.run(_gather([t.call(s, "map_rows", name, kr.rows_in_range, lo, hi, extra,
-                                  with_slots) for s in ask]))
-    keys = np.concatenate([p[0] for p in parts])
-    take = np.argsort(keys, kind="stable")[skip: skip + (r1 - r0)]
-    if take.shape[0] != r1 - r0:
-        raise RuntimeError(f"table {name!r} changed while it was being saved: expected "
-                           f"{r1 - r0} rows at [{r0}, {r1}), found {take.shape[0]}")
-    store = ck.zarr_store(path)
-    values = np.concatenate([p[1] for p in parts])[take]
-    if dtype is not None:
-        values = values.astype(dtype)
-    def open_w(array_path):
-        # every chunk is written, zeros included: the manifest's chunk count can then tell
-        # a lost chunk from one never written
-        return zarr.open_array(store, path=array_path, mode="r+").with_config(
-            {"write_empty_chunks": True})
-
-    arr = open_w(arrays["values"])
-    arr[r0:r1] = values.reshape((r1 - r0,) + arr.shape[1:])
-    if "keys" in arrays:
-        open_w(arrays["keys"])[r0:r1] = keys[take]
-    for slot, slot_path in arrays.get("slots", {}).items():
-        open_w(slot_path)[r0:r1] = np.concatenate([p[2][slot] for p in parts])[take]
-    return r1 - r0
-
-
 def _json(value, what: str):
     try:
         return json.loads(json.dumps(value))
