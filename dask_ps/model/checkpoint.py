@@ -19,6 +19,7 @@ weights written for serving. The functions taking ``model`` first are
 from __future__ import annotations
 
 import json
+import os
 import time
 import warnings
 from typing import Self
@@ -130,22 +131,67 @@ def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
     return ck.CheckpointInfo(url, version, attrs, seconds=time.perf_counter() - t0)
 
 
-def _new_version(url: str, attrs: dict, tries: int = 8) -> tuple:
-    """``(version, path, group)`` of a new version at ``url``: the next number, or the one
-    after when another save took it meanwhile (zarr refuses a group that exists)."""
+def _new_version(url: str, attrs: dict, tries: int = 32) -> tuple:
+    """``(version, path, group)`` of a new version at ``url``: the next number, claimed for
+    this save alone (:func:`_claim`), or the one after when another save claimed it.
+
+    Raises
+    ------
+    RuntimeError
+        No version could be claimed in ``tries`` attempts (other saves keep taking them).
+    """
     import zarr
     from zarr.errors import ContainsGroupError
 
+    taken = 0
     for _ in range(tries):
-        version = ck.next_version(url)
+        version = max(ck.next_version(url), taken + 1)
         path = ck.version_url(url, version)
+        taken = version
+        if not _claim(path):  # another save has it, maybe not yet listed: the next one
+            continue
         try:
             return version, path, zarr.create_group(ck.zarr_store(path), zarr_format=3,
                                                     attributes=attrs)
-        except ContainsGroupError:  # another save made it first: take the next number
+        except ContainsGroupError:  # no exclusive create here: another save made it first
             continue
     raise RuntimeError(f"{url!r}: no free version after {tries} tries: other saves keep "
                        f"taking them")
+
+
+#: Empty file whose exclusive creation claims a version for one save, on file systems
+#: other than the local one (where the version's folder is made with ``os.mkdir``).
+CLAIM = ".dask_ps_claim"
+
+
+def _claim(path: str) -> bool:
+    """Claim the version folder ``path`` for one save: False when another save has.
+
+    The claim is one exclusive create, so that of two saves into one folder at once (two
+    threads, processes or machines) only one takes a version number: on the local file
+    system the folder itself (``os.mkdir``), elsewhere an empty :data:`CLAIM` file in it
+    (fsspec's create-only mode ``"xb"``). A file system without a create-only mode claims
+    nothing (True): there, as before, the zarr group's creation refuses a version that
+    exists, which is a check then a write, so that two saves at the same instant may still
+    take one version. Whether ``"xb"`` is atomic is the file system's: it is on local disks
+    and in memory; on object stores only with conditional writes (e.g. recent s3fs).
+    """
+    fs, root = ck._fs(path)
+    if "file" in np.atleast_1d(fs.protocol):
+        os.makedirs(os.path.dirname(root), exist_ok=True)
+        try:
+            os.mkdir(root)
+        except FileExistsError:
+            return False
+        return True
+    try:
+        with fs.open(f"{root}/{CLAIM}", "xb"):
+            pass
+    except FileExistsError:
+        return False
+    except (ValueError, NotImplementedError, TypeError):  # no create-only mode here
+        return True
+    return True
 
 
 def _warn_other_model(url: str, tables: dict) -> None:
@@ -365,6 +411,14 @@ def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
         A process-private URL with a cluster, or a bad ``keep``/``chunk_rows``.
     TypeError
         Metadata that is not JSON-serialisable.
+
+    Notes
+    -----
+    Saves into one folder at once (from threads, processes or machines) each take a
+    version of their own: a version is claimed by one exclusive create before anything is
+    written into it (the folder itself on a local file system, else a create-only file,
+    where the file system has that mode; without one, two saves at the same instant may
+    still write into one version).
 
     Examples
     --------

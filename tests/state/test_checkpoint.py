@@ -760,6 +760,61 @@ def test_a_writer_killed_mid_write_leaves_the_previous_version(tmp_path):
     model.close()
 
 
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_saves_into_one_folder_at_once_each_take_their_own_version(tmp_path, monkeypatch,
+                                                                     where):
+    """Saves of three models from three threads at once, each having counted the versions
+    before any made one: each claims a version of its own (an exclusive create), holding
+    its model's rows only. A check then a write (zarr refusing a group that exists) let
+    two saves write into one version: rows of both models in it, or a save lost while its
+    caller was told the same version as the other."""
+    import threading
+
+    from dask_ps.model import format as ck
+
+    real, counted, barrier = ck.next_version, threading.local(), threading.Barrier(3)
+
+    def together(u):  # every save's first count is made before any version exists
+        v = real(u)
+        if not getattr(counted, "done", False):
+            counted.done = True
+            barrier.wait(timeout=30)
+        return v
+
+    monkeypatch.setattr(ck, "next_version", together)
+    models = []
+    for i in range(3):
+        m = dask_ps.PSModel("local", n_shards=2)
+        m.add_table("w", (5000,))
+        m.push("w", np.arange(5000), np.full(5000, float(i + 1)))
+        models.append(m)
+    for trial in range(3):
+        url = str(tmp_path / f"ck{trial}") if where == "file" else f"memory://race{trial}"
+        out = {}
+
+        def save(i):
+            try:
+                out[i] = models[i].save(url, chunk_rows=100).version
+            except Exception as exc:  # noqa: BLE001 - reported below
+                out[i] = exc
+
+        counted.done = False
+        threads = [threading.Thread(target=save, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(out.values()) == [1, 2, 3], out
+        assert ck.list_versions(url) == ([1, 2, 3], [])
+        for i, v in out.items():
+            loaded = dask_ps.PSModel.load("local", url, version=v)
+            np.testing.assert_array_equal(loaded.pull("w"), np.full(5000, float(i + 1)),
+                                          err_msg=f"model {i}, version {v}")
+            loaded.close()
+    for m in models:
+        m.close()
+
+
 def test_a_save_whose_version_was_just_taken_takes_the_next(tmp_path, monkeypatch):
     """Two saves into one folder at once: the second to create its version's group found it
     made by the first (zarr's ContainsGroupError, seen once in 3 runs of two processes);
