@@ -345,6 +345,7 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
             f"checkpoint {info.url!r} version {info.version} holds tables {sorted(tables)}, "
             f"not the model's {own}: it is another model's checkpoint (load it into a new "
             f"model with PSModel.load)")
+    _check_same_tables(model, info, tables)
     specs = {name: ck.spec_from_attrs(t, model.n_shards) for name, t in tables.items()}
     calls = []
     for name, t in tables.items():
@@ -372,6 +373,33 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
                          f"values elsewhere; restore it again, or another version")
         raise
     model.checkpoint_info = info
+
+
+def _check_same_tables(model, info: ck.CheckpointInfo, tables: dict) -> None:
+    """Refuse a checkpoint holding a table of the model's name but another table: other
+    rows (of a dense table), columns, dtype, partitioner or update rule
+    (:func:`~dask_ps.model.format.spec_differences`; hyper-parameters and the number of
+    shards may differ), before anything is changed.
+
+    Raises
+    ------
+    CheckpointFormatError
+        Naming the checkpoint, each such table and what differs (the checkpoint's, the
+        model's).
+    """
+    said = []
+    for name, spec in model.saved_specs.items():
+        diff = ck.spec_differences(spec, tables[name]) if name in tables else {}
+        if "optimizer" in diff:  # its state differs with it: said once
+            diff.pop("slots", None)
+        if diff:
+            said.append(f"table {name!r} has " + ", ".join(
+                f"{k} {a!r} (the model's: {b!r})" for k, (a, b) in diff.items()))
+    if said:
+        raise CheckpointFormatError(
+            f"checkpoint {info.url!r} version {info.version} holds other tables than the "
+            f"model's: {'; '.join(said)}; nothing was restored (load it into a new model "
+            f"with PSModel.load)")
 
 
 def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
@@ -517,8 +545,10 @@ def restore(model, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInf
     CheckpointNotFoundError
         No complete version.
     CheckpointFormatError
-        Another model's checkpoint (it lacks a table of this model), a newer format, or a
-        damaged array (naming the checkpoint, table and rows): the model is unchanged.
+        Another model's checkpoint (it lacks a table of this model, or holds one of its
+        name with other rows, columns, dtype or update rule: naming the table and what
+        differs), a newer format, or a damaged array (naming the checkpoint, table and
+        rows): the model is unchanged.
     RuntimeError
         While a job runs.
     """

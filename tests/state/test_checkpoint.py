@@ -760,6 +760,49 @@ def test_a_writer_killed_mid_write_leaves_the_previous_version(tmp_path):
     model.close()
 
 
+def test_restore_refuses_a_table_of_the_same_name_but_another_shape_dtype_or_rule(tmp_path):
+    """A checkpoint whose table has the model's table's name but other rows, columns, dtype
+    or update rule is refused naming the table and each difference, the model left as it
+    was (it was taken silently: the model's table became the checkpoint's, and the user's
+    next push of the old shape failed). The same tables on another number of shards, and a
+    sparse table of any key count, restore."""
+    url = str(tmp_path / "other")
+    src = PSModel("local", n_shards=2)
+    src.add_table("w", (1000, 4), "float64", optimizer="adagrad")
+    src.add_table("h", (None, 2), partitioner="hash", optimizer="adagrad")
+    src.push("w", np.arange(1000), np.ones((1000, 4)))
+    src.push("h", np.arange(50) * 7919, np.ones((50, 2)))
+    src.save(url)
+    same = PSModel("local", n_shards=3)  # the same tables, another shard count: restores
+    same.add_table("w", (1000, 4), "float64", optimizer=AdaGrad(0.5))
+    same.add_table("h", (None, 2), partitioner="hash", optimizer="adagrad")
+    same.push("h", np.arange(5), np.ones((5, 2)))
+    assert same.restore(url).version == 1
+    np.testing.assert_array_equal(same.pull("w"), src.pull("w"))
+    assert same.table("h").n_keys == 50
+    same.close()
+    src.close()
+
+    model = PSModel("local", n_shards=2)
+    model.add_table("w", (500, 2), "float32")
+    model.add_table("h", (None, 2), "float64", partitioner="hash", optimizer="adagrad")
+    model.push("w", np.arange(2), np.full((2, 2), 3.0))
+    before, specs = model.pull("w"), dict(model.specs)
+    with pytest.raises(CheckpointFormatError) as err:
+        model.restore(url)
+    said = str(err.value)
+    for part in ["table 'w'", "rows 1000 (the model's: 500)", "columns 4 (the model's: 2)",
+                 "dtype 'float64' (the model's: 'float32')",
+                 "optimizer 'adagrad' (the model's: 'add')",
+                 "table 'h' has dtype 'float32' (the model's: 'float64')",
+                 "nothing was restored"]:
+        assert part in said, (part, said)
+    assert dict(model.specs) == specs
+    np.testing.assert_array_equal(model.pull("w"), before)
+    model.push("w", np.arange(2), np.ones((2, 2)))  # the model's own shape still works
+    model.close()
+
+
 @pytest.mark.parametrize("where", ["file", "memory"])
 def test_saves_into_one_folder_at_once_each_take_their_own_version(tmp_path, monkeypatch,
                                                                      where):
