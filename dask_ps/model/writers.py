@@ -98,7 +98,7 @@ def plan_table(model, spec, rows_per_chunk: int) -> tuple[int, int, list]:
 
 
 def write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, skip: int,
-                r0: int, r1: int, ask: list, dtype) -> int:
+               r0: int, r1: int, ask: list, dtype) -> int:
     """Writer task: rows of ranks ``[r0, r1)`` of table ``name`` into ``arrays``.
 
     A sparse table's rows (``arrays`` has keys) are gathered by key range and sorted; a
