@@ -18,8 +18,8 @@ weights written for serving. The functions taking ``model`` first are
 
 from __future__ import annotations
 
-import asyncio
 import json
+import os
 import time
 import warnings
 from typing import Self
@@ -31,14 +31,10 @@ from ..exceptions import CheckpointFormatError, OptionError
 from . import connection, placement
 from . import format as ck
 from . import key_ranges as kr
+from .writers import plan_table as _plan_table
+from .writers import write_part as _write_part
 
 __all__ = ["load", "restore", "save"]
-
-_SAMPLE = 1024  # keys sampled per shard and writer to choose the splitters of sparse tables
-#: Chunks of rows a writer task gathers and writes at once: a save of a large table is many
-#: such pieces, so that a worker holding a shard of it needs ~this much more memory, not a
-#: copy of its shard (a 9.4 GiB table of 2*10^8 keys killed its 11.5 GiB workers so).
-PIECE_CHUNKS = 16
 
 
 def _run_tasks(model, fn, calls: list[tuple[int, tuple]]) -> list:
@@ -71,10 +67,6 @@ def _run_tasks(model, fn, calls: list[tuple[int, tuple]]) -> list:
             f.release()
 
 
-async def _gather(coros):
-    return await asyncio.gather(*coros)
-
-
 def _check_url(model, url: str) -> None:
     if not isinstance(url, str) or not url:
         raise OptionError(f"a checkpoint URL must be a non-empty string, got {url!r}")
@@ -89,85 +81,6 @@ def _check_url(model, url: str) -> None:
 
 
 # -- save -------------------------------------------------------------------------------------
-def _plan_table(model, spec, rows_per_chunk: int) -> tuple[int, int, list]:
-    """Total rows of a table, rows per chunk (no more than the rows: a small table makes a
-    small store) and its writers: ``(shard, lo, hi, extra, skip, r0, r1, ask)``, each of
-    about :data:`PIECE_CHUNKS` chunks at most (a sparse table's: as the sample allows)."""
-    n_shards = model.n_shards
-    if not spec.sparse:
-        n, starts = spec.n_rows, spec.partitioner.starts
-        rows_per_chunk = max(1, min(rows_per_chunk, n))
-        piece = PIECE_CHUNKS * rows_per_chunk
-        writers = []
-        for w in range(n_shards):
-            r0 = min(kr.align_up(int(starts[w]), rows_per_chunk), n)
-            r1 = n if w == n_shards - 1 else min(kr.align_up(int(starts[w + 1]),
-                                                             rows_per_chunk), n)
-            for a in range(r0, r1, piece):
-                b = min(a + piece, r1)
-                ask = [s for s in range(n_shards) if starts[s] < b and starts[s + 1] > a]
-                writers.append((w, a, b, 0, 0, a, b, ask))
-        return n, rows_per_chunk, writers
-    found = connection.call_all(model, "map_rows", spec.name, kr.sample_keys,
-                                _SAMPLE * n_shards, 0)
-    counts, samples = [c for c, _ in found], [s for _, s in found]
-    total = int(sum(counts))
-    rows_per_chunk = max(1, min(rows_per_chunk, total))
-    n_parts = n_shards * max(1, -(-total // (n_shards * PIECE_CHUNKS * rows_per_chunk)))
-    if n_parts > n_shards:  # a sample dense enough for the pieces' splitters
-        found = connection.call_all(model, "map_rows", spec.name, kr.sample_keys,
-                                    _SAMPLE * n_parts // n_shards, 1)
-        samples = [s for _, s in found]
-    bounds = kr.split_sorted(samples, counts, n_parts) if n_parts > 1 else np.empty(0, int)
-    below = np.sum(connection.call_all(model, "map_rows", spec.name, kr.count_below, bounds),
-                   axis=0) if bounds.shape[0] else np.empty(0, np.int64)
-    edges = [None] + [int(b) for b in bounds] + [None]
-    ranks = [0] + [int(r) for r in below] + [total]
-    writers, everyone = [], list(range(n_shards))
-    for w in range(len(edges) - 1):
-        last = w == len(edges) - 2
-        r0 = min(kr.align_up(ranks[w], rows_per_chunk), total)
-        r1 = total if last else min(kr.align_up(ranks[w + 1], rows_per_chunk), total)
-        if r1 > r0:
-            writers.append((w % n_shards, edges[w], edges[w + 1], r1 - ranks[w + 1] if not last
-                            else 0, r0 - ranks[w], r0, r1, everyone))
-    return total, rows_per_chunk, writers
-
-
-def _write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, skip: int,
-                r0: int, r1: int, ask: list, dtype) -> int:
-    """Writer task: rows of ranks ``[r0, r1)`` of table ``name`` into ``arrays``."""
-    import zarr
-
-    pc = connection.process_client(model)
-    t = pc.transport
-    with_slots = "slots" in arrays
-    parts = t.run(_gather([t.call(s, "map_rows", name, kr.rows_in_range, lo, hi, extra,
-                                  with_slots) for s in ask]))
-    keys = np.concatenate([p[0] for p in parts])
-    take = np.argsort(keys, kind="stable")[skip: skip + (r1 - r0)]
-    if take.shape[0] != r1 - r0:
-        raise RuntimeError(f"table {name!r} changed while it was being saved: expected "
-                           f"{r1 - r0} rows at [{r0}, {r1}), found {take.shape[0]}")
-    store = ck.zarr_store(path)
-    values = np.concatenate([p[1] for p in parts])[take]
-    if dtype is not None:
-        values = values.astype(dtype)
-    def open_w(array_path):
-        # every chunk is written, zeros included: the manifest's chunk count can then tell
-        # a lost chunk from one never written
-        return zarr.open_array(store, path=array_path, mode="r+").with_config(
-            {"write_empty_chunks": True})
-
-    arr = open_w(arrays["values"])
-    arr[r0:r1] = values.reshape((r1 - r0,) + arr.shape[1:])
-    if "keys" in arrays:
-        open_w(arrays["keys"])[r0:r1] = keys[take]
-    for slot, slot_path in arrays.get("slots", {}).items():
-        open_w(slot_path)[r0:r1] = np.concatenate([p[2][slot] for p in parts])[take]
-    return r1 - r0
-
-
 def _json(value, what: str):
     try:
         return json.loads(json.dumps(value))
@@ -218,22 +131,67 @@ def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
     return ck.CheckpointInfo(url, version, attrs, seconds=time.perf_counter() - t0)
 
 
-def _new_version(url: str, attrs: dict, tries: int = 8) -> tuple:
-    """``(version, path, group)`` of a new version at ``url``: the next number, or the one
-    after when another save took it meanwhile (zarr refuses a group that exists)."""
+def _new_version(url: str, attrs: dict, tries: int = 32) -> tuple:
+    """``(version, path, group)`` of a new version at ``url``: the next number, claimed for
+    this save alone (:func:`_claim`), or the one after when another save claimed it.
+
+    Raises
+    ------
+    RuntimeError
+        No version could be claimed in ``tries`` attempts (other saves keep taking them).
+    """
     import zarr
     from zarr.errors import ContainsGroupError
 
+    taken = 0
     for _ in range(tries):
-        version = ck.next_version(url)
+        version = max(ck.next_version(url), taken + 1)
         path = ck.version_url(url, version)
+        taken = version
+        if not _claim(path):  # another save has it, maybe not yet listed: the next one
+            continue
         try:
             return version, path, zarr.create_group(ck.zarr_store(path), zarr_format=3,
                                                     attributes=attrs)
-        except ContainsGroupError:  # another save made it first: take the next number
+        except ContainsGroupError:  # no exclusive create here: another save made it first
             continue
     raise RuntimeError(f"{url!r}: no free version after {tries} tries: other saves keep "
                        f"taking them")
+
+
+#: Empty file whose exclusive creation claims a version for one save, on file systems
+#: other than the local one (where the version's folder is made with ``os.mkdir``).
+CLAIM = ".dask_ps_claim"
+
+
+def _claim(path: str) -> bool:
+    """Claim the version folder ``path`` for one save: False when another save has.
+
+    The claim is one exclusive create, so that of two saves into one folder at once (two
+    threads, processes or machines) only one takes a version number: on the local file
+    system the folder itself (``os.mkdir``), elsewhere an empty :data:`CLAIM` file in it
+    (fsspec's create-only mode ``"xb"``). A file system without a create-only mode claims
+    nothing (True): there, as before, the zarr group's creation refuses a version that
+    exists, which is a check then a write, so that two saves at the same instant may still
+    take one version. Whether ``"xb"`` is atomic is the file system's: it is on local disks
+    and in memory; on object stores only with conditional writes (e.g. recent s3fs).
+    """
+    fs, root = ck._fs(path)
+    if "file" in np.atleast_1d(fs.protocol):
+        os.makedirs(os.path.dirname(root), exist_ok=True)
+        try:
+            os.mkdir(root)
+        except FileExistsError:
+            return False
+        return True
+    try:
+        with fs.open(f"{root}/{CLAIM}", "xb"):
+            pass
+    except FileExistsError:
+        return False
+    except (ValueError, NotImplementedError, TypeError):  # no create-only mode here
+        return True
+    return True
 
 
 def _warn_other_model(url: str, tables: dict) -> None:
@@ -387,6 +345,7 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
             f"checkpoint {info.url!r} version {info.version} holds tables {sorted(tables)}, "
             f"not the model's {own}: it is another model's checkpoint (load it into a new "
             f"model with PSModel.load)")
+    _check_same_tables(model, info, tables)
     specs = {name: ck.spec_from_attrs(t, model.n_shards) for name, t in tables.items()}
     calls = []
     for name, t in tables.items():
@@ -414,6 +373,33 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
                          f"values elsewhere; restore it again, or another version")
         raise
     model.checkpoint_info = info
+
+
+def _check_same_tables(model, info: ck.CheckpointInfo, tables: dict) -> None:
+    """Refuse a checkpoint holding a table of the model's name but another table: other
+    rows (of a dense table), columns, dtype, partitioner or update rule
+    (:func:`~dask_ps.model.format.spec_differences`; hyper-parameters and the number of
+    shards may differ), before anything is changed.
+
+    Raises
+    ------
+    CheckpointFormatError
+        Naming the checkpoint, each such table and what differs (the checkpoint's, the
+        model's).
+    """
+    said = []
+    for name, spec in model.saved_specs.items():
+        diff = ck.spec_differences(spec, tables[name]) if name in tables else {}
+        if "optimizer" in diff:  # its state differs with it: said once
+            diff.pop("slots", None)
+        if diff:
+            said.append(f"table {name!r} has " + ", ".join(
+                f"{k} {a!r} (the model's: {b!r})" for k, (a, b) in diff.items()))
+    if said:
+        raise CheckpointFormatError(
+            f"checkpoint {info.url!r} version {info.version} holds other tables than the "
+            f"model's: {'; '.join(said)}; nothing was restored (load it into a new model "
+            f"with PSModel.load)")
 
 
 def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
@@ -453,6 +439,14 @@ def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
         A process-private URL with a cluster, or a bad ``keep``/``chunk_rows``.
     TypeError
         Metadata that is not JSON-serialisable.
+
+    Notes
+    -----
+    Saves into one folder at once (from threads, processes or machines) each take a
+    version of their own: a version is claimed by one exclusive create before anything is
+    written into it (the folder itself on a local file system, else a create-only file,
+    where the file system has that mode; without one, two saves at the same instant may
+    still write into one version).
 
     Examples
     --------
@@ -551,8 +545,10 @@ def restore(model, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInf
     CheckpointNotFoundError
         No complete version.
     CheckpointFormatError
-        Another model's checkpoint (it lacks a table of this model), a newer format, or a
-        damaged array (naming the checkpoint, table and rows): the model is unchanged.
+        Another model's checkpoint (it lacks a table of this model, or holds one of its
+        name with other rows, columns, dtype or update rule: naming the table and what
+        differs), a newer format, or a damaged array (naming the checkpoint, table and
+        rows): the model is unchanged.
     RuntimeError
         While a job runs.
     """

@@ -7,7 +7,9 @@ import numpy as np
 
 from . import connection
 from . import format as ck
-from .checkpoint import _check_url, _create_arrays, _plan_table, _run_tasks, _write_part
+from .checkpoint import _check_url, _create_arrays, _run_tasks
+from .writers import plan_table as _plan_table
+from .writers import write_part as _write_part
 
 __all__ = ["export"]
 

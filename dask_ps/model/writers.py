@@ -1,0 +1,167 @@
+"""A checkpoint's (or export's) writer tasks: each table cut into pieces of whole chunks
+(:func:`plan_table`), each piece gathered from the shards holding it and written by one task
+on a shard's worker (:func:`write_part`). A piece is bounded in chunks and in bytes, so that
+a worker holding a large shard needs ~a piece more memory to save it, not a copy of its
+shard. Used by :mod:`dask_ps.model.checkpoint` and :mod:`dask_ps.model.export`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from . import connection
+from . import format as ck
+from . import key_ranges as kr
+
+__all__ = ["PIECE_BYTES", "PIECE_CHUNKS", "piece_rows", "plan_table", "row_bytes",
+           "write_part"]
+
+_SAMPLE = 1024  # keys sampled per shard and writer to choose the splitters of sparse tables
+#: Chunks of rows a writer task gathers and writes at once, at most: a save of a large table
+#: is many such pieces, so that a worker holding a shard of it needs ~a piece more memory,
+#: not a copy of its shard (a 9.4 GiB table of 2*10^8 keys killed its 11.5 GiB workers so).
+PIECE_CHUNKS = 16
+#: Bytes of rows (values, optimizer state and a sparse table's keys) in a piece, at most
+#: (but one chunk at least): a dense float32 vector's chunk is 2^20 rows, so 16 chunks of an
+#: Adam table (values and 2 moments) are 192 MiB, more than a shard of 1.5*10^7 rows.
+PIECE_BYTES = 64 << 20
+
+
+async def _gather(coros):
+    return await asyncio.gather(*coros)
+
+
+def row_bytes(spec) -> int:
+    """Bytes a writer gathers per row of table ``spec``: values, optimizer state and (for a
+    sparse table) its int64 key."""
+    layout = spec.optimizer.slot_layout(spec.ncols, spec.dtype)
+    return spec.ncols * spec.dtype.itemsize + sum(w * np.dtype(dt).itemsize
+                                                 for w, dt in layout.values()) \
+        + (8 if spec.sparse else 0)
+
+
+def piece_rows(spec, rows_per_chunk: int) -> int:
+    """Rows of a writer's piece of table ``spec``: whole chunks, at most
+    :data:`PIECE_CHUNKS` of them and :data:`PIECE_BYTES` of rows (:func:`row_bytes`), one
+    chunk at least."""
+    fit = PIECE_BYTES // max(1, row_bytes(spec) * rows_per_chunk)
+    return max(1, min(PIECE_CHUNKS, fit)) * rows_per_chunk
+
+
+def plan_table(model, spec, rows_per_chunk: int) -> tuple[int, int, list]:
+    """Total rows of a table, rows per chunk (no more than the rows: a small table makes a
+    small store) and its writers: ``(shard, lo, hi, extra, skip, r0, r1, ask)``, each of
+    :func:`piece_rows` rows at most (a sparse table's: about, as the sample allows). A dense
+    table's writer takes rows ``[lo, hi)`` = ``[r0, r1)`` of the shards ``ask`` holding
+    them, as contiguous slices."""
+    n_shards = model.n_shards
+    if not spec.sparse:
+        n, starts = spec.n_rows, spec.partitioner.starts
+        rows_per_chunk = max(1, min(rows_per_chunk, n))
+        piece = piece_rows(spec, rows_per_chunk)
+        writers = []
+        for w in range(n_shards):
+            r0 = min(kr.align_up(int(starts[w]), rows_per_chunk), n)
+            r1 = n if w == n_shards - 1 else min(kr.align_up(int(starts[w + 1]),
+                                                             rows_per_chunk), n)
+            for a in range(r0, r1, piece):
+                b = min(a + piece, r1)
+                ask = [s for s in range(n_shards) if starts[s] < b and starts[s + 1] > a]
+                writers.append((w, a, b, 0, 0, a, b, ask))
+        return n, rows_per_chunk, writers
+    found = connection.call_all(model, "map_rows", spec.name, kr.sample_keys,
+                                _SAMPLE * n_shards, 0)
+    counts, samples = [c for c, _ in found], [s for _, s in found]
+    total = int(sum(counts))
+    rows_per_chunk = max(1, min(rows_per_chunk, total))
+    n_parts = n_shards * max(1, -(-total // (n_shards * piece_rows(spec, rows_per_chunk))))
+    if n_parts > n_shards:  # a sample dense enough for the pieces' splitters
+        found = connection.call_all(model, "map_rows", spec.name, kr.sample_keys,
+                                    _SAMPLE * n_parts // n_shards, 1)
+        samples = [s for _, s in found]
+    bounds = kr.split_sorted(samples, counts, n_parts) if n_parts > 1 else np.empty(0, int)
+    below = np.sum(connection.call_all(model, "map_rows", spec.name, kr.count_below, bounds),
+                   axis=0) if bounds.shape[0] else np.empty(0, np.int64)
+    edges = [None] + [int(b) for b in bounds] + [None]
+    ranks = [0] + [int(r) for r in below] + [total]
+    writers, everyone = [], list(range(n_shards))
+    for w in range(len(edges) - 1):
+        last = w == len(edges) - 2
+        r0 = min(kr.align_up(ranks[w], rows_per_chunk), total)
+        r1 = total if last else min(kr.align_up(ranks[w + 1], rows_per_chunk), total)
+        if r1 > r0:
+            writers.append((w % n_shards, edges[w], edges[w + 1], r1 - ranks[w + 1] if not last
+                            else 0, r0 - ranks[w], r0, r1, everyone))
+    return total, rows_per_chunk, writers
+
+
+def write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, skip: int,
+               r0: int, r1: int, ask: list, dtype) -> int:
+    """Writer task: rows of ranks ``[r0, r1)`` of table ``name`` into ``arrays``.
+
+    A sparse table's rows (``arrays`` has keys) are gathered by key range and sorted; a
+    dense table's are contiguous slices of the shards holding them (:func:`_dense_rows`).
+
+    Raises
+    ------
+    RuntimeError
+        The rows found are not the ``r1 - r0`` planned: the table changed meanwhile.
+    """
+    import zarr
+
+    pc = connection.process_client(model)
+    t = pc.transport
+    with_slots = "slots" in arrays
+    if "keys" not in arrays:  # a dense (range) table
+        keys, values, slots = None, *_dense_rows(t, name, ask, r0, r1, with_slots)
+    else:
+        parts = t.run(_gather([t.call(s, "map_rows", name, kr.rows_in_range, lo, hi, extra,
+                                      with_slots) for s in ask]))
+        keys = np.concatenate([p[0] for p in parts])
+        take = np.argsort(keys, kind="stable")[skip: skip + (r1 - r0)]
+        if take.shape[0] != r1 - r0:
+            raise RuntimeError(f"table {name!r} changed while it was being saved: expected "
+                               f"{r1 - r0} rows at [{r0}, {r1}), found {take.shape[0]}")
+        keys, values = keys[take], np.concatenate([p[1] for p in parts])[take]
+        slots = {k: np.concatenate([p[2][k] for p in parts])[take]
+                 for k in arrays.get("slots", {})}
+        del parts
+    store = ck.zarr_store(path)
+    if dtype is not None:
+        values = values.astype(dtype)
+    def open_w(array_path):
+        # every chunk is written, zeros included: the manifest's chunk count can then tell
+        # a lost chunk from one never written
+        return zarr.open_array(store, path=array_path, mode="r+").with_config(
+            {"write_empty_chunks": True})
+
+    arr = open_w(arrays["values"])
+    arr[r0:r1] = values.reshape((r1 - r0,) + arr.shape[1:])
+    if keys is not None:
+        open_w(arrays["keys"])[r0:r1] = keys
+    for slot, slot_path in arrays.get("slots", {}).items():
+        open_w(slot_path)[r0:r1] = slots[slot]
+    return r1 - r0
+
+
+def _dense_rows(t, name: str, ask: list, r0: int, r1: int, with_slots: bool) -> tuple:
+    """``(values, slots)`` of rows ``[r0, r1)`` of dense table ``name``, from shards
+    ``ask``: one slice of each (:func:`~dask_ps.model.key_ranges.rows_in_slice`), joined
+    only when the rows span shards."""
+    parts = t.run(_gather([t.call(s, "map_rows", name, kr.rows_in_slice, r0, r1, with_slots,
+                                  key_range=True) for s in ask]))
+    parts = sorted((p for p in parts if p[1].shape[0]), key=lambda p: p[0])
+    at = r0
+    for first, values, _ in parts:
+        if first != at:
+            break
+        at += values.shape[0]
+    if at != r1:
+        raise RuntimeError(f"table {name!r} changed while it was being saved: expected rows "
+                           f"[{r0}, {r1}), found {[(p[0], p[0] + len(p[1])) for p in parts]}")
+    if len(parts) == 1:
+        return parts[0][1], parts[0][2]
+    return (np.concatenate([p[1] for p in parts]),
+            {k: np.concatenate([p[2][k] for p in parts]) for k in parts[0][2]})
