@@ -67,6 +67,7 @@ class WorkerView:
             Shape (n,) for a vector table, (n, ncols) otherwise, in the table's dtype. Under
             SSP(s) the values include every update of every task up to clock
             ``current_clock - s - 1``; under BSP exactly the updates of clocks before
+            ``current_clock``; under ASP at least this task's updates of the clocks before
             ``current_clock``.
 
         Raises
@@ -78,14 +79,15 @@ class WorkerView:
         ShardUnavailableError
             A shard did not answer within the model's timeout.
         """
-        return self._client.pull(table, keys, self.job, self._clock)
+        return self._client.pull(table, keys, self.job, self._clock, task=self.task)
 
     def push(self, table: str, keys, updates) -> None:
         """Add ``updates`` for ``keys`` to the current clock's update of ``table``.
 
         Updates of repeated keys are summed. They reach the shards, merged with those of the
-        process's other tasks, when every task of the process has called :meth:`clock`; the
-        shard then applies the table's optimizer to them.
+        process's other tasks, when every task of the process has called :meth:`clock` (under
+        ASP, with this task's next pull if that comes first); the shard then applies the
+        table's optimizer to them.
 
         Parameters
         ----------

@@ -10,7 +10,8 @@ each clock. A task sees it through a :class:`~dask_ps.view.WorkerView`.
   goes in pieces (:func:`~dask_ps.state.wire_forms.piece_bounds`), sent back to back.
 * Pushes are buffered and merged per clock; when every task of the process has finished a clock,
   one push per shard carries the merged updates of all tables and the clock tick
-  (the process cache of Petuum's SSP table, Ho et al., NIPS 2013).
+  (the process cache of Petuum's SSP table, Ho et al., NIPS 2013). Under ASP a task ahead of
+  the others sends what is buffered for its earlier clocks with its pull: it reads its writes.
 * That push leaves with the process's next pull (one message per shard for both), or on its own
   after ``SEND_DELAY`` seconds; the next one waits for it to be answered, so a participant's
   pushes reach each shard in order. Its errors surface on the next call. The outbox is checked
@@ -21,14 +22,14 @@ each clock. A task sees it through a :class:`~dask_ps.view.WorkerView`.
 * In a worker, a pull's requests to remote shards leave from the task's own thread over the
   shards' channels (:mod:`~dask_ps.state.channel`), without a hop to the event loop.
 * With several tasks per process, or staleness > 0, pulled values are kept and served again while
-  the consistency model allows, so N threads at one clock cost one pull per shard, not N.
+  the consistency model allows, so N threads at one clock cost one pull per shard, not N
+  (under ASP, N when each thread's push left after the others' pulls).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import operator
 import threading
 import time
 import uuid
@@ -56,7 +57,6 @@ SEND_DELAY = 0.002
 #: ``IDLE_POLL`` seconds instead (a push then left alone waits up to that long, once).
 PULLS_CARRY = 16
 IDLE_POLL = 0.032
-_TASK = operator.itemgetter(0)  # the task index of a buffered push
 
 
 class ProcessClient(FreezeGCFirst):
@@ -93,8 +93,8 @@ class ProcessClient(FreezeGCFirst):
 
     # -- pull ---------------------------------------------------------------------------
     def pull(self, name: str, keys, job: str | None = None, clock: int = 0,
-             checked: bool = False) -> np.ndarray:
-        """Values of ``keys`` for a task at ``clock`` of ``job`` (or outside any job).
+             checked: bool = False, task: int = 0) -> np.ndarray:
+        """Values of ``keys`` for ``task`` at ``clock`` of ``job`` (or outside any job).
 
         Returns shape (len(keys),) for a vector table, (len(keys), ncols) otherwise.
         ``checked``: ``keys`` are int64, distinct, ascending and in range (not checked).
@@ -124,6 +124,9 @@ class ProcessClient(FreezeGCFirst):
             with self._lock:
                 self._wait_local_clocks(state, clock)
                 self._raise_inflight(state)
+                if state.consistency.staleness is None and state.ahead(
+                        clock, task, self._plan_updates, self._outbox):
+                    self._arm_poll(job, state)
                 values = self._fetch(spec, plan, values, job, clock, state, True, meanwhile,
                                      named, spread)
         sent = plan
@@ -184,6 +187,8 @@ class ProcessClient(FreezeGCFirst):
             state.carried += 1
         if not requests and box is None:
             return values
+        if cache and state.consistency.staleness is None:  # ASP: the poll's push first
+            self._raise_inflight(state, wait=True)  # (the snapshot's flushes hold it)
         calls, places = self._calls(spec, plan, requests, box, job, clock, state, named)
         spread = spread if spread is not None and spread.active else None
         if self.transport.direct:
@@ -289,7 +294,8 @@ class ProcessClient(FreezeGCFirst):
             if cache:
                 snap = state.snapshots.get((spec.name, s))
                 if snap is None:
-                    snap = state.snapshots[(spec.name, s)] = _Snapshot(spec, tag, clock)
+                    snap = state.snapshots[(spec.name, s)] = _Snapshot(spec, tag, clock,
+                                                                       state.flushes)
                 snap.insert(keys, vals, tag)
         return values
 
@@ -354,7 +360,7 @@ class ProcessClient(FreezeGCFirst):
                 and self.transport.direct):
             self.push(job, clock, name, keys, updates, task)
             new = self.clock(job, task)
-            return self.pull(name, pull_keys, job, new), new
+            return self.pull(name, pull_keys, job, new, task=task), new
         if checked:
             spec = self.spec(name)
             plan = spec.partitioner.plan_ascending(keys)
@@ -409,14 +415,12 @@ class ProcessClient(FreezeGCFirst):
         or after ``SEND_DELAY`` seconds, whichever comes first. The previous clock's message
         is sent and answered first, so a participant's ticks reach each shard in order.
         """
-        by_table = state.pending.pop(clock, {})
-        # by task index (a stable sort: a task's own pushes keep their order)
-        per_shard = self._plan_updates({name: [p[1:] for p in sorted(parts, key=_TASK)]
-                                        for name, parts in by_table.items()})
+        per_shard = state.split(clock, self._plan_updates)
         self._send_outbox(job, state)
         with self._outbox:
             state.outbox = (per_shard, clock)
             state.outbox_since = time.monotonic()
+        state.flushes += 1
         self._arm_poll(job, state)
 
     def _send_outbox(self, job: str, state: _Job) -> None:
@@ -513,7 +517,10 @@ class ProcessClient(FreezeGCFirst):
         self.spec(name)
         state = self.job(job) if job is not None else None
         if state is not None:
-            self._send_outbox(job, state)
+            with self._lock:
+                if state.consistency.staleness is None:  # ASP: this task's pushes too
+                    state.ahead(clock, None, self._plan_updates, self._outbox)
+                self._send_outbox(job, state)
         fn = Shipped(fn)
         t = self.transport
         return t.run(_gather(t.call(s, "map_rows", name, fn, *args, job=job, clock=clock,

@@ -10,6 +10,18 @@ Under BSP the shards also hold the updates pushed at clock ``c`` back until ever
 has finished clock ``c``, then apply their sum in one optimizer step. A pull at clock ``c`` thus
 sees exactly the updates of clocks ``< c``, whatever the timing, and a BSP run gives the same
 model on one process or many (up to the order of floating-point additions).
+
+The tasks (threads) of a process share one snapshot of pulled values and send one merged push
+per shard when all of them have finished a clock (:mod:`~dask_ps.state.client`). Under SSP(s)
+a pull at clock ``c`` is served from that snapshot while the slowest clock it reflects is at
+least ``c - s``: it includes every update of clocks ``< c - s``, the task's own later updates
+only once the snapshot is fetched again (no read-my-writes, unlike Ho et al.'s: one task at
+SSP(1) reading the row it adds 1 to at every clock sees 0, 0, 2, 2, 4, 4, and at SSP(100)
+0 throughout a 6-clock job). Under ASP a pull at clock ``c`` includes the task's own updates
+of clocks ``< c`` (and whatever else the shards applied): a task ahead of its process's other
+tasks sends its buffered pushes, with theirs so far, with that pull instead of waiting for
+the process's clock, and the snapshot serves a task only if it was fetched at the task's
+clock or later and after the task's pushes left.
 """
 
 from __future__ import annotations
@@ -90,7 +102,8 @@ class BSP(Consistency):
 
 @dataclass(frozen=True)
 class ASP(Consistency):
-    """Asynchronous parallel: pulls never wait; updates apply as they arrive."""
+    """Asynchronous parallel: pulls never wait; updates apply as they arrive; a task reads
+    its own updates of the clocks before its current one."""
 
     staleness: None = None
 

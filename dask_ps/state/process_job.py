@@ -5,6 +5,7 @@ beside it (:class:`_Snapshot`, :class:`_Meanwhile`, :class:`_Spread`); used by
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -23,12 +24,13 @@ __all__: list[str] = []
 class _Snapshot:
     """Values one shard returned for a table, kept while the consistency model allows."""
 
-    def __init__(self, spec: TableSpec, tag: int, fetched_at: int) -> None:
+    def __init__(self, spec: TableSpec, tag: int, fetched_at: int, flushes: int = 0) -> None:
         store_spec = TableSpec(spec.name, None, spec.ncols, False, spec.dtype,
                                HashPartitioner(1), Add(), Init())
         self.store = TableShard(store_spec, 0, recall=False)
         self.tag = tag
         self.fetched_at = fetched_at
+        self.flushes = flushes  # the process's _Job.flushes when it was fetched
 
     def lookup(self, keys: np.ndarray) -> np.ndarray:
         return self.store.rows(keys, create=False)
@@ -59,6 +61,11 @@ class _Job:
     outbox_since: float = 0.0
     carried: int = 0  # clocks in a row that left without the poll (see ProcessClient._poll)
     polling: bool = False  # a ProcessClient._poll is scheduled; under ProcessClient._outbox
+    # Under ProcessClient._lock: the times buffered pushes were queued to leave; for each
+    # task, the one that took its last pushes; that of the task pulling now (ASP: see ahead)
+    flushes: int = 0
+    needs: dict = field(default_factory=dict)
+    need: int = 0
 
     @property
     def use_cache(self) -> bool:
@@ -67,10 +74,41 @@ class _Job:
         s = self.consistency.staleness
         return self.n_local > 1 or (s is not None and s > 0)
 
+    def split(self, clock: int, plan_updates) -> list[list]:
+        """The pushes buffered for ``clock``, merged by task index (a stable sort: a task's
+        own pushes keep their order) and split per shard by ``plan_updates``; the flush
+        that takes them (the next) is each of their tasks' ``needs``."""
+        by_table = self.pending.pop(clock, {})
+        for parts in by_table.values():
+            self.needs.update((p[0], self.flushes + 1) for p in parts)
+        return plan_updates({name: [p[1:] for p in sorted(parts, key=lambda p: p[0])]
+                             for name, parts in by_table.items()})
+
+    def ahead(self, clock: int, task, plan_updates, lock) -> bool:
+        """ASP: ``task`` at ``clock``, which may be ahead of the process's clock, reads its
+        writes. The pushes buffered for clocks before ``clock`` (its own, its siblings' so
+        far) join the queued clock (each clock's merged apart, after it) or are queued with
+        the tick the shards have; the siblings' later pushes of those clocks leave with
+        the process's clock. Sets :attr:`need`; under the client's lock, ``lock`` its
+        ``_outbox``. Returns whether a clock was queued."""
+        ahead = sorted(c for c in self.pending if c < clock)
+        if ahead:
+            split = [self.split(c, plan_updates) for c in ahead]
+            with lock:
+                if self.outbox is None:
+                    self.outbox = ([[] for _ in split[0]], self.process_clock - 1)
+                    self.outbox_since = time.monotonic()
+                self.outbox = ([sum((p[s] for p in split), u) for s, u in
+                                enumerate(self.outbox[0])], self.outbox[1])
+            self.flushes += 1
+        self.need = self.needs.get(task, 0)
+        return bool(ahead)
+
     def snapshot_valid(self, snap: _Snapshot, clock: int) -> bool:
         s = self.consistency.staleness
-        if s is None:  # ASP: share within a clock, refresh at every new one
-            return snap.fetched_at >= clock
+        if s is None:  # ASP: share within a clock, refresh at every new one and for a task
+            # whose pushes left since (it reads its writes: see ahead)
+            return snap.fetched_at >= clock and snap.flushes >= self.need
         return snap.tag >= clock - s
 
 

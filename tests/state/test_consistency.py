@@ -88,6 +88,57 @@ def test_asp_never_waits(client2):
     assert gap_fast > 5
 
 
+def own_row_task(ps, item):
+    """Pull the row only this task pushes to, add 1 to it, clock: each pull must see the
+    task's own pushes of every earlier clock, however far its process's other tasks lag."""
+    index, delay = item
+    seen = []
+    for _ in range(6):
+        time.sleep(delay)
+        seen.append(float(ps.pull("w", [index])[0]))
+        ps.push("w", [index], [1.0])
+        ps.clock()
+    return seen
+
+
+@pytest.mark.parametrize("where", ["local", "1x4"])
+@pytest.mark.parametrize("consistency", ["asp", "bsp"])
+def test_tasks_of_a_process_read_their_own_writes(request, where, consistency):
+    """Tasks of one process (threads) under ASP see their own pushes at their next clock:
+    they read values frozen since the job started (a snapshot fetched at a sibling's later
+    clock was served to the slow task, and a fast task's pushes waited, merged, for its slow
+    sibling's clock)."""
+    client = "local" if where == "local" else request.getfixturevalue("client1x4")
+    items = [(0, 0.05)] + [(i, 0.0) for i in range(1, 4)]  # task 0 is slow
+    with dask_ps.PSModel(client, n_shards=2) as model:
+        model.add_table("w", shape=(4,))
+        out = model.run(own_row_task, items, consistency=consistency)
+        assert model.pull("w").tolist() == [6.0] * 4
+    assert out == [[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]] * 4
+
+
+def _row_sum(keys, values, slots, index):
+    return float(values[keys == index].sum())
+
+
+def own_row_map_task(ps, item):
+    index, delay = item
+    for _ in range(3):
+        time.sleep(delay)
+        ps.push("w", [index], [1.0])
+        ps.clock()
+    return sum(ps.map_shards("w", _row_sum, index))
+
+
+def test_asp_map_shards_sees_the_tasks_own_pushes():
+    """map_shards from a task sends this process's pushes first: under ASP those of a task
+    ahead of its slow sibling too (they waited for the sibling's clock)."""
+    with dask_ps.PSModel("local", n_shards=2) as model:
+        model.add_table("w", shape=(2,))
+        out = model.run(own_row_map_task, [(0, 0.05), (1, 0.0)], consistency="asp")
+    assert out == [3.0, 3.0]
+
+
 def test_ssp_bound_in_process_threads():
     (gap_fast, _), (gap_slow, _) = run_clocks("local", "ssp", 2)
     assert gap_fast <= 2 and gap_slow <= 2
