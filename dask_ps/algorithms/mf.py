@@ -451,7 +451,7 @@ class MatrixFactorization(PSEstimator):
         n = min(int(n), cand.shape[0])
         top = cand[np.argpartition(-scores[cand], n - 1)[:n]] if n else cand[:0]
         top = top[np.argsort(-scores[top], kind="stable")]
-        return self.item_ids_[top], scores[top].astype(np.float64)
+        return self.item_ids_[top], scores[top]
 
 
 def _in_partition(fn, k, *args):
