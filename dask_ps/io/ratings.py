@@ -376,6 +376,10 @@ def id_values(col) -> tuple:
         if bad.any():
             i = int(np.argmax(bad))
             return None, (i, f"id {a[i].item()!r} at row {{row}} is not an integer")
+        wide = np.abs(a) >= 2.0**63  # the cast would wrap
+        if wide.any():
+            i = int(np.argmax(wide))
+            return None, (i, f"id {a[i].item()!r} at row {{row}} does not fit in int64")
         return a.astype(np.int64), None
     raise TypeError(f"ids must be integers or strings, got dtype {a.dtype}")
 

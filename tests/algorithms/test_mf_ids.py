@@ -61,6 +61,20 @@ def test_a_non_integral_float_id_is_refused_naming_column_and_row(client2):
         model.evaluate(ddf)
 
 
+def test_a_whole_float_id_beyond_int64_is_refused(client2):
+    """1e300 is whole: the NumPy path cast it to int64 (a wrapped, wrong id), the dask path
+    failed in its encoding with "invalid literal for int()"."""
+    import dask.dataframe as dd
+
+    df = toy().astype({"user": float})
+    df.loc[120, "user"] = 1e300
+    msg = "X column 'user': id 1e\\+300 at row 120 does not fit in int64"
+    with pytest.raises(DataError, match=msg):
+        MatrixFactorization(client=client2, **FAST).fit(df)
+    with pytest.raises(DataError, match=msg):
+        MatrixFactorization(client=client2, **FAST).fit(dd.from_pandas(df, npartitions=3))
+
+
 @pytest.mark.parametrize("convert_string", [False, True])
 def test_numbers_and_strings_in_one_column_are_refused(client2, convert_string):
     """Ids 1 and "1" are not one user (as strings) nor two: the column is refused."""
