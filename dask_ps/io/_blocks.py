@@ -100,11 +100,18 @@ def open_paths(urlpath, storage_options: dict | None = None):
     folders) in sorted order."""
     fs, _, paths = get_fs_token_paths(urlpath, mode="rb", storage_options=storage_options)
     paths = [q for p in paths
-             for q in ([f for f in sorted(fs.glob(p)) if not fs.isdir(f)]  # as fsspec's '*'
-                       if any(c in p for c in "?[") and not fs.exists(p) else [p])]
+             for q in (_glob_files(fs, p) if any(c in p for c in "?[") and not fs.exists(p)
+                       else [p])]
     if not paths:
         raise FileNotFoundError(f"no file matches {urlpath!r}")
     return fs, paths
+
+
+def _glob_files(fs, pattern: str) -> list[str]:
+    """The files (not folders, as fsspec's ``*``) matching ``pattern``, sorted; their types
+    come with the one listing (``detail=True``), not from one request per file."""
+    found = fs.glob(pattern, detail=True)
+    return sorted(f for f, info in found.items() if info.get("type") != "directory")
 
 
 #: A blocksize below this many bytes is for small inputs only: at most

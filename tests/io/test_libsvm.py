@@ -532,6 +532,23 @@ def test_glob_concatenates_in_sorted_order(tmp_path):
         read_libsvm(str(tmp_path / "part-[89].svm"))
 
 
+def test_a_glob_learns_file_types_from_its_listing(monkeypatch):
+    """'?' and '[...]' globs take the types of what they match from the one listing: on S3,
+    a request per matched file (``fs.isdir``) was as many round trips as files."""
+    fs = fsspec.filesystem("memory")
+    fs.pipe({"/glob-types/part-1.svm": b"1 1:1\n", "/glob-types/part-2.svm": b"2 2:2\n",
+             "/glob-types/part-9.svm/inner.svm": b"3 3:3\n"})  # part-9.svm: a folder
+    calls = []
+    monkeypatch.setattr(type(fs), "isdir", lambda self, path: calls.append(path) or False)
+    try:
+        X, y = read_libsvm("memory://glob-types/part-?.svm")
+        np.testing.assert_array_equal(y.compute(), [1, 2])
+        assert [c for c in calls if "part-" in c] == []  # (fsspec may ask about the folder)
+    finally:
+        monkeypatch.undo()
+        fs.rm("/glob-types", recursive=True)
+
+
 @pytest.mark.parametrize(("suffix", "opener"), [(".gz", gzip.open), (".bz2", bz2.open)])
 def test_compressed_files(tmp_path, suffix, opener):
     X, y = _random_problem(5)
