@@ -21,6 +21,7 @@ from .exceptions import (
                          ClosedModelError,
                          DataError,
                          DivergenceError,
+                         NoCheckpointToResumeError,
                          NoShardWorkerError,
                          OptionError,
                          RecoveryError,
@@ -54,7 +55,7 @@ __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Averag
            "ClosedModelError", "Consistency", "DataError", "DivergenceError",
            "FactorizationMachineClassifier", "GBDTClassifier", "GBDTRegressor", "Init",
            "LatentDirichletAllocation", "LogisticRegression", "MatrixFactorization",
-           "NoShardWorkerError", "OptionError", "Optimizer", "PSModel", "Partition", "Partitions",
-           "RecoveryError", "ShardUnavailableError", "Table", "TornCheckpointWarning",
-           "UnknownTableError", "WorkerLostError", "WorkerView", "__version__", "learn_online",
-           "partition", "plot_history"]
+           "NoCheckpointToResumeError", "NoShardWorkerError", "OptionError", "Optimizer",
+           "PSModel", "Partition", "Partitions", "RecoveryError", "ShardUnavailableError", "Table",
+           "TornCheckpointWarning", "UnknownTableError", "WorkerLostError", "WorkerView",
+           "__version__", "learn_online", "partition", "plot_history"]

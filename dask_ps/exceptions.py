@@ -13,6 +13,7 @@ __all__ = [
     "DataError",
     "DivergenceError",
     "KeysNeededError",
+    "NoCheckpointToResumeError",
     "NoShardWorkerError",
     "OptionError",
     "RecoveryError",
@@ -147,6 +148,13 @@ class OptionError(ValueError):
     :class:`~dask_ps.cluster.ClusterSpec` field, an estimator parameter the command passes
     on. The message names the option. Like :class:`DataError` it tells the user's mistake
     from a bug: the command line prints it as one line, a bug with its traceback."""
+
+
+class NoCheckpointToResumeError(ValueError):
+    """``resume=True`` without a checkpoint URL to resume from (``checkpoint`` None or
+    ``"auto"``, a temporary folder deleted after each fit). The ``dask-ps`` command tells
+    it apart from other refused parameters to name its own flags (``--resume auto``,
+    ``--checkpoint URL``)."""
 
 
 class CheckpointFormatError(ValueError):

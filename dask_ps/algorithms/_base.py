@@ -32,7 +32,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import validate_data as _sklearn_validate_data
 
 from .. import _compat
-from ..exceptions import DataError
+from ..exceptions import DataError, NoCheckpointToResumeError
 from ..model import PSModel
 from ..partitions import Partitions, partition
 from ..partitions.inputs import check_columns
@@ -178,9 +178,10 @@ class PSEstimator(BaseEstimator):
         if self.resume and self.checkpoint in (None, "auto"):
             why = ("writes no checkpoint" if self.checkpoint is None else "snapshots into a "
                    "temporary folder deleted after each fit")
-            raise ValueError(f"resume=True needs a checkpoint URL to resume from, but "
-                             f"checkpoint={self.checkpoint!r} {why}; give checkpoint=URL (the "
-                             f"folder of the fit to continue), or resume=False")
+            raise NoCheckpointToResumeError(
+                f"resume=True needs a checkpoint URL to resume from, but checkpoint="
+                f"{self.checkpoint!r} {why}; give checkpoint=URL (the folder of the fit to "
+                f"continue), or resume=False")
         self._check_params()
 
     def _check_params(self) -> None:

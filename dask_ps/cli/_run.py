@@ -8,7 +8,7 @@ import sys
 import time
 
 from ..cluster import SHARD_RESOURCE, connect, worker_info
-from ..exceptions import DataError, OptionError
+from ..exceptions import DataError, NoCheckpointToResumeError, OptionError
 from ..model.format import check_store_url
 from ._algorithms import Algorithm
 from ._options import cluster_spec, data_root
@@ -125,7 +125,7 @@ def build_estimator(args, algo: Algorithm, shard_workers: bool):
     try:  # the estimator's own checks of its parameters, now rather than once fitting
         est._validate()
     except ValueError as exc:  # scikit-learn's InvalidParameterError, or a cross-check
-        if args.resume == "auto" and str(exc).startswith("resume=True needs a checkpoint URL"):
+        if args.resume == "auto" and isinstance(exc, NoCheckpointToResumeError):
             how = ("--checkpoint auto snapshots into a temporary folder deleted after the run"
                    if est.checkpoint == "auto" else "no checkpoint is written")
             raise OptionError(f"--resume auto needs --checkpoint URL, the folder of the run "

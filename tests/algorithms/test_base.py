@@ -10,7 +10,12 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 import dask_ps
-from dask_ps import DivergenceError, LogisticRegression, MatrixFactorization
+from dask_ps import (
+    DivergenceError,
+    LogisticRegression,
+    MatrixFactorization,
+    NoCheckpointToResumeError,
+)
 
 ESTIMATORS = [LogisticRegression(max_iter=2, random_state=0),
               MatrixFactorization(max_iter=2, rank=4, random_state=0)]
@@ -493,8 +498,9 @@ def test_resume_without_a_checkpoint_url_is_refused(name, checkpoint, tmp_path):
     fit) was ignored without a word: the fit started afresh. Refused before any data is
     read, as the command line refused --resume auto without --checkpoint."""
     model = getattr(dask_ps, name)(client="local", checkpoint=checkpoint, resume=True)
-    with pytest.raises(ValueError, match=rf"^resume=True needs a checkpoint URL to resume "
-                                         rf"from, but checkpoint={checkpoint!r} "):
+    with pytest.raises(NoCheckpointToResumeError,  # a ValueError
+                       match=rf"^resume=True needs a checkpoint URL to resume "
+                             rf"from, but checkpoint={checkpoint!r} "):
         model.fit(object(), object())
     model.set_params(checkpoint=str(tmp_path / "ck"))
     model._validate()  # a URL: resume=True is fine
