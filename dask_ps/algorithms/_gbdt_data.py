@@ -395,8 +395,9 @@ def _words(values) -> np.ndarray:
 
 def checksums(X, y, start: int, w=None) -> tuple:
     """``(features, labels)`` checksums of a partition whose first row is row ``start`` of
-    its set, and a third of its sample weights ``w`` if given: sums modulo 2**64 of each value's word (:func:`_words`) times odd weights of its
-    row's global id (and of its column, for features; :func:`_weights`).
+    its set, and a third of its sample weights ``w`` if given: sums modulo 2**64 of each
+    value's word (:func:`_words`) times odd weights of its row's global id (and of its
+    column, for features; :func:`_weights`).
 
     Sums of independent terms, so the checksums of a whole set are the sums of its
     partitions' whatever its partitioning; any change of one value, or of where a value is,
