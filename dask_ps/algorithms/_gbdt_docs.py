@@ -13,9 +13,11 @@ DOC_PARAMS = """
     max_depth : int, optional
         Depth limit (root depth 0); default none.
     min_child_weight : float, default 1e-3
-        Least hessian sum in a leaf (LightGBM's ``min_sum_hessian_in_leaf``).
+        Least hessian sum in a leaf (LightGBM's ``min_sum_hessian_in_leaf``), weighted by
+        ``sample_weight``.
     min_samples_leaf : int, default 20
-        Least training rows in a leaf (LightGBM's ``min_data_in_leaf``).
+        Least training rows in a leaf (LightGBM's ``min_data_in_leaf``): rows of positive
+        ``sample_weight``, counted unweighted (as HistGradientBoosting counts samples).
     reg_lambda : float, default 0
         L2 regularisation of leaf values: a leaf's value is ``-G / (H + reg_lambda)``.
     min_split_gain : float, default 0
@@ -117,7 +119,11 @@ DOC_NOTES = """
     Notes
     -----
     Trees are the same for any number of workers, partitions and shards (gradients are
-    quantized so sums are exact; bins come from a sample of rows chosen by row id). Growth:
+    quantized so sums are exact; bins come from a sample of rows chosen by row id). With
+    ``sample_weight``, the quantization step is set by the largest weight's gradients:
+    integer weights give the trees of repeated rows with predictions ~1e-6 apart, and
+    weights spanning a factor of ``k`` quantize the lightest rows' gradients ``k`` times
+    more coarsely relative to their size. Growth:
     level-wise (``split_share=1``) needs one synchronisation per level, best-first (``< 1``)
     more. The default ``"auto"`` is level-wise below 100,000 training rows, where a step's
     latency dominates, and ``0.02`` from there, for accuracy; a step also splits every node
