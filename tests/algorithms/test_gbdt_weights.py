@@ -188,3 +188,42 @@ def test_dask_weights_on_a_cluster_give_the_in_memory_trees(client2):
         GBDTRegressor(**dict(kw, client=client2, max_workers=None)).fit(
             da.from_array(X, chunks=200), da.from_array(labels["regression"], chunks=200),
             sample_weight=da.from_array(bad, chunks=200))
+
+
+def test_resume_knows_the_weights(tmp_path):
+    """A checkpoint of a weighted fit resumes with the same weights only: other weights, or
+    none, are refused naming ``train_weights``; the same weights give the whole fit's trees
+    (and an unweighted checkpoint refuses weights)."""
+    X, labels, w = _small_values()
+    y = labels["binary"]
+    kw = dict(KW, n_estimators=3)
+    ck, ck2 = str(tmp_path / "ck"), str(tmp_path / "ck2")
+    GBDTClassifier(checkpoint=ck, **kw).fit(X, y, sample_weight=w)
+    more = dict(kw, n_estimators=5, checkpoint=ck, resume=True)
+    for other in (w[::-1].copy(), None):
+        with pytest.raises(ValueError, match=r"another fit.*'train_weights': \('[0-9a-f]{16}', "
+                                             + ("None" if other is None else "'[0-9a-f]{16}'")):
+            GBDTClassifier(**more).fit(X, y, sample_weight=other)
+    resumed = GBDTClassifier(**more).fit(X, y, sample_weight=w)
+    whole = GBDTClassifier(**dict(kw, n_estimators=5)).fit(X, y, sample_weight=w)
+    np.testing.assert_array_equal(resumed.predict_proba(X), whole.predict_proba(X))
+    GBDTClassifier(checkpoint=ck2, **kw).fit(X, y)
+    with pytest.raises(ValueError, match=r"'train_weights': \(None, '[0-9a-f]{16}'\)"):
+        GBDTClassifier(**dict(more, checkpoint=ck2)).fit(X, y, sample_weight=w)
+
+
+def test_dask_dataframe_with_a_dask_series_of_weights():
+    import dask.dataframe as dd
+    import pandas as pd
+
+    X, labels, w = _small_values(400)
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    frame["w"], frame["y"] = w, labels["regression"]
+    ddf = dd.from_pandas(frame, npartitions=3)
+    got = GBDTRegressor(**KW).fit(ddf[list("abcd")], ddf["y"], sample_weight=ddf["w"])
+    want = GBDTRegressor(**KW).fit(frame[list("abcd")], frame["y"], sample_weight=frame["w"])
+    np.testing.assert_array_equal(got.predict(frame[list("abcd")]),
+                                  want.predict(frame[list("abcd")]))
+    with pytest.raises(ValueError, match="sample_weight of a dask DataFrame X must be a dask "
+                                         "Series with X's 3 partitions"):
+        GBDTRegressor(**KW).fit(ddf[list("abcd")], ddf["y"], sample_weight=w)
