@@ -175,8 +175,9 @@ class Binary(Objective):
     def prior_score(self, prior):
         p = float(prior[1])
         if not 0.0 < p < 1.0:
-            raise ValueError(f"sample_weight puts all the weight on one class (share "
-                             f"{p:g} of the second class); binary boosting needs both")
+            raise ValueError(f"sample_weight puts all the weight on one of the two classes "
+                             f"(the second's share: {p:g}); binary boosting needs weight on "
+                             f"both")
         return np.array([np.log(p / (1.0 - p))])
 
     def bounds(self, y, raw, w=None):

@@ -227,3 +227,11 @@ def test_dask_dataframe_with_a_dask_series_of_weights():
     with pytest.raises(ValueError, match="sample_weight of a dask DataFrame X must be a dask "
                                          "Series with X's 3 partitions"):
         GBDTRegressor(**KW).fit(ddf[list("abcd")], ddf["y"], sample_weight=w)
+
+
+def test_weight_on_one_class_only_is_refused():
+    X, labels, _ = _small_values(200)
+    y = labels["binary"]
+    with pytest.raises(ValueError, match="sample_weight puts all the weight on one of the "
+                                         "two classes"):
+        GBDTClassifier(**KW).fit(X, y, sample_weight=(y == 0).astype(float))
