@@ -103,10 +103,12 @@ DOC_ATTRS = """
         number of splits per feature, as LightGBM reports them (not normalised).
     history_ : list of dict
         One record per round (see :func:`~dask_ps.algorithms._base.history_fields`;
-        ``epoch`` is the 1-based round): ``loss`` (mean training loss after the round),
+        ``epoch`` is the 1-based round): ``loss`` (mean training loss after the round,
+        weighted by ``sample_weight``),
         ``steps`` (histogram pushes and split queries of the round), ``hist_bytes``
         (histogram and scalar bytes pushed by all workers in the round) and, with
-        ``eval_set``, ``eval_log_loss`` / ``eval_l2``. The last round of each job adds
+        ``eval_set``, ``eval_log_loss`` / ``eval_l2`` (weighted by ``eval_sample_weight``).
+        The last round of each job adds
         ``task_seconds``: per task, the seconds its job spent building histograms into a
         buffer (``hist``: several sparse partitions), writing the push (``push``: with a
         task's dense rows, their histograms too), sending it and waiting for the shards'

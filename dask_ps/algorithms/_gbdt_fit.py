@@ -314,7 +314,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                     classes, params, learning_rate, reg_lambda, max_leaf_nodes, max_depth,
                     min_samples_leaf, min_child_weight, split_share, subsample, random_state,
                     early_stopping_rounds, len(data), _eval_assignment(data, eval_data),
-                    model.uid, weights is not None, w_max)
+                    model.uid, w_max)
     ensemble = Ensemble(mapper.n_features, T, base)
     # bounds, floors: the gradient bound and gain floor (LevelGrower) of each round a job
     # starts from

@@ -91,8 +91,8 @@ class FitConfig:
     n_tasks: int
     eval_refs: dict  # task -> eval Partition handles it scores
     token: str
-    # sample weights: the partitions are (X, y, w); w_max scales the quantization bounds
-    weighted: bool = False
+    # the largest sample weight (the partitions are then (X, y, w)): it scales the
+    # quantization bounds; 1.0 unweighted
     w_max: float = 1.0
 
 
