@@ -17,12 +17,12 @@ import scipy.sparse as sp
 
 from ..exceptions import DataError
 from ._base import check_numeric_columns
-from ._gbdt_objectives import exact_sum
+from ._gbdt_objectives import exact_sum, exact_total
 from ._gbdt_sketch import hash_rows, sketch
 from ._logistic_data import classes_of
 
-__all__ = ["categorical_indices", "checksums", "eval_survey", "frame_categories", "set_checksums",
-           "survey", "to_matrix"]
+__all__ = ["categorical_indices", "checked_weights", "checksums", "eval_survey",
+           "frame_categories", "set_checksums", "survey", "to_matrix"]
 
 
 def frame_categories(frame, estimator: str | None = None) -> dict:
@@ -202,7 +202,7 @@ def survey(value, start: int, rate: float, seed: int, categories: dict, classify
 
     Parameters
     ----------
-    value : (X, y)
+    value : (X, y) or (X, y, sample_weight)
     start : int
         Global id of its first row (the bin sample hashes row ids).
     rate, seed : float, int
@@ -220,28 +220,74 @@ def survey(value, start: int, rate: float, seed: int, categories: dict, classify
     dict
         ``sketch`` (:class:`BinSketch`), ``n_rows``, and ``classes`` / ``counts`` or
         ``y_sum`` (:func:`exact_sum`) / ``y_min`` / ``y_max`` / ``y_sample`` (every k-th
-        label, at most about :data:`LABEL_SAMPLE`); with ``checksum``, ``checksums``.
+        label, at most about :data:`LABEL_SAMPLE`); with ``checksum``, ``checksums``. With
+        sample weights, ``weights``: :func:`weight_survey`; the sketch, ``y_min``,
+        ``y_max`` and ``y_sample`` are then of the rows of positive weight, ``y_sum`` the
+        weighted sum.
 
     Raises
     ------
     ValueError
-        What :func:`to_matrix` and :func:`checked_labels` raise; a classifier's label that
-        is not a class (:func:`~._logistic_data.classes_of`), naming its first row.
+        What :func:`to_matrix`, :func:`checked_labels` and :func:`checked_weights` raise; a
+        classifier's label that is not a class (:func:`~._logistic_data.classes_of`),
+        naming its first row.
     """
     X = to_matrix(value[0], categories, start)
     y = checked_labels(value[1], start, classify)
+    w = checked_weights(value[2], start, X.shape[0]) if len(value) > 2 else None
+    pos = None if w is None or (w > 0).all() else w > 0
     out = dict(n_rows=int(X.shape[0]),
                sketch=sketch(X, np.arange(start, start + X.shape[0], dtype=np.int64), rate,
-                             seed))
+                             seed, pos))
     if checksum:
-        out["checksums"] = checksums(X, y, start)
+        out["checksums"] = checksums(X, y, start, w)
+    if w is not None:
+        out["weights"] = weight_survey(w, y, classify)
     if classify:
         out["classes"], out["counts"] = classes_of(y, start)
     else:
         y = np.asarray(y, np.float64)
-        out.update(y_sum=exact_sum(y), y_min=float(y.min(initial=np.inf)),
-                   y_max=float(y.max(initial=-np.inf)),
+        out.update(y_sum=exact_sum(y if w is None else y * w))
+        y = y if pos is None else y[pos]
+        out.update(y_min=float(y.min(initial=np.inf)), y_max=float(y.max(initial=-np.inf)),
                    y_sample=y[:: max(1, y.shape[0] // LABEL_SAMPLE)].copy())
+    return out
+
+
+def checked_weights(w, start: int, n_rows: int, name: str = "sample_weight") -> np.ndarray:
+    """A partition's sample weights as float64 (n_rows,), checked: one per row, finite and
+    not negative; errors name the row in the whole data (``start`` the partition's first)
+    as ``name[row]``.
+
+    Raises
+    ------
+    DataError
+        Another shape, a NaN, infinite or negative weight.
+    """
+    w = np.asarray(labels(w), np.float64)
+    if w.shape != (n_rows,):
+        raise DataError(f"{name} must hold one weight per row of X: got shape {w.shape} for "
+                        f"rows {start}..{start + n_rows - 1}")
+    bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
+    if bad.size:
+        what = "negative" if w[bad[0]] < 0 else "not finite"
+        raise DataError(f"{name}[{start + int(bad[0])}] = {w[bad[0]]} is {what}: weights "
+                        f"must be finite and >= 0")
+    return w
+
+
+def weight_survey(w: np.ndarray, y, classify: bool) -> dict:
+    """What the driver needs of a partition's sample weights ``w`` (checked) and labels
+    ``y``: ``n_pos`` (rows of positive weight), ``w_max``, ``w_sum`` (:func:`exact_sum`)
+    and, for a classifier, ``class_sums``: per distinct label (in the order of
+    ``np.unique``) the :func:`exact_sum` of its rows' weights."""
+    out = dict(n_pos=int(np.count_nonzero(w)), w_max=float(w.max(initial=0.0)),
+               w_sum=exact_sum(w))
+    if classify:
+        _, codes = np.unique(y, return_inverse=True)
+        order = np.argsort(codes.ravel(), kind="stable")
+        cuts = np.flatnonzero(np.diff(codes.ravel()[order])) + 1
+        out["class_sums"] = [exact_sum(part) for part in np.split(w[order], cuts)]
     return out
 
 
@@ -266,7 +312,8 @@ def checked_labels(y, start: int, classify: bool, name: str = "y") -> np.ndarray
 def eval_survey(value, start: int, categories: dict, classify: bool) -> dict:
     """What the driver needs from an eval partition: its features and labels checked
     (errors name ``eval_set`` and the row in the whole set, ``start`` the partition's
-    first), its distinct labels (none for a regressor) and their :func:`checksums`.
+    first), its distinct labels (none for a regressor) and their :func:`checksums` (with its
+    weights, ``value[2]``, checked as ``eval_sample_weight``).
 
     Returns
     -------
@@ -275,12 +322,48 @@ def eval_survey(value, start: int, categories: dict, classify: bool) -> dict:
     """
     X = to_matrix(value[0], categories, start, "eval_set X")
     y = checked_labels(value[1], start, classify, "eval_set y")
+    w = checked_weights(value[2], start, X.shape[0], "eval_sample_weight") \
+        if len(value) > 2 else None
     return dict(classes=classes_of(y, start, "eval_set y")[0] if classify else y[:0],
-                checksums=checksums(X, y, start))
+                checksums=checksums(X, y, start, w))
 
 
-#: Seeds of :func:`checksums`' weights: of the rows' features, of the columns, of the labels.
-_ROW_SEED, _COLUMN_SEED, _LABEL_SEED = 0x6576616C, 0x636F6C73, 0x6C61626C
+def weight_totals(parts: list) -> dict | None:
+    """The sample weights of a whole training set from its partitions' :func:`survey`
+    (None: unweighted): ``n_pos``, ``w_max``, ``total`` (a Fraction, exact).
+
+    Raises
+    ------
+    ValueError
+        Every weight is 0.
+    """
+    if not parts or "weights" not in parts[0]:
+        return None
+    found = [p["weights"] for p in parts]
+    total = exact_total(f["w_sum"] for f in found)
+    if total <= 0:
+        raise ValueError(f"sample_weight sums to 0 over the {sum(p['n_rows'] for p in parts):,}"
+                         f" rows of X: at least one weight must be positive")
+    return dict(n_pos=sum(f["n_pos"] for f in found), w_max=max(f["w_max"] for f in found),
+                total=total)
+
+
+def class_shares(parts: list, classes: np.ndarray, total) -> np.ndarray:
+    """Each class's share of the sample weight (float64 (n_classes,)), from the partitions'
+    :func:`survey` (their ``classes`` and ``weights["class_sums"]``) and the ``total``
+    weight (:func:`weight_totals`)."""
+    sums = [[] for _ in range(classes.shape[0])]
+    for p in parts:
+        for k, found in zip(np.searchsorted(classes, p["classes"]).tolist(),
+                            p["weights"]["class_sums"]):
+            sums[k].append(found)
+    return np.array([float(exact_total(s) / total) for s in sums])
+
+
+#: Seeds of :func:`checksums`' weights: of the rows' features, of the columns, of the labels,
+#: of the sample weights.
+_ROW_SEED, _COLUMN_SEED, _LABEL_SEED, _SAMPLE_SEED = 0x6576616C, 0x636F6C73, 0x6C61626C, \
+    0x77676874
 
 
 def _weights(first: int, n: int, seed: int) -> np.ndarray:
@@ -310,10 +393,11 @@ def _words(values) -> np.ndarray:
     return out
 
 
-def checksums(X, y, start: int) -> tuple[int, int]:
+def checksums(X, y, start: int, w=None) -> tuple:
     """``(features, labels)`` checksums of a partition whose first row is row ``start`` of
-    its set: sums modulo 2**64 of each value's word (:func:`_words`) times odd weights of its
-    row's global id (and of its column, for features; :func:`_weights`).
+    its set, and a third of its sample weights ``w`` if given: sums modulo 2**64 of each
+    value's word (:func:`_words`) times odd weights of its row's global id (and of its
+    column, for features; :func:`_weights`).
 
     Sums of independent terms, so the checksums of a whole set are the sums of its
     partitions' whatever its partitioning; any change of one value, or of where a value is,
@@ -328,10 +412,12 @@ def checksums(X, y, start: int) -> tuple[int, int]:
     y : ndarray (n,) or None
         None: no labels (e.g. LDA's documents); their checksum is 0.
     start : int
+    w : ndarray (n,), optional
+        Sample weights.
 
     Returns
     -------
-    features, labels : int
+    features, labels[, weights] : int
         In [0, 2**64).
     """
     n, d = X.shape
@@ -348,12 +434,17 @@ def checksums(X, y, start: int) -> tuple[int, int]:
         features = (by_column * cols).sum(dtype=np.uint64)
     labels_sum = 0 if y is None else (_words(y) * _weights(start, n, _LABEL_SEED)).sum(
         dtype=np.uint64)
-    return int(features), int(labels_sum)
+    if w is None:
+        return int(features), int(labels_sum)
+    weights_sum = (_words(w) * _weights(start, n, _SAMPLE_SEED)).sum(dtype=np.uint64)
+    return int(features), int(labels_sum), int(weights_sum)
 
 
 def set_checksums(found: list, prefix: str) -> dict:
     """The checksums of a whole set from its partitions' (the ``checksums`` of their
     :func:`survey` or :func:`eval_survey`): ``{prefix + "_features": hex, prefix +
-    "_labels": hex}``, 16 hex digits each, as a fit id keeps them."""
+    "_labels": hex}`` (and ``prefix + "_weights"`` with sample weights), 16 hex digits
+    each, as a fit id keeps them."""
+    keys = ("features", "labels", "weights")[:len(found[0]["checksums"]) if found else 2]
     return {f"{prefix}_{k}": f"{sum(int(f['checksums'][i]) for f in found) % 2**64:016x}"
-            for i, k in enumerate(("features", "labels"))}
+            for i, k in enumerate(keys)}

@@ -25,9 +25,9 @@ from ..partitions import Partitions
 from ..partitions.inputs import is_dask
 from ._base import checksum
 from ._gbdt_bins import BinMapper
-from ._gbdt_data import eval_survey, set_checksums
+from ._gbdt_data import class_shares, eval_survey, set_checksums, weight_totals
 from ._gbdt_kernels import quantization_scale
-from ._gbdt_objectives import exact_mean, get_objective
+from ._gbdt_objectives import exact_mean, exact_total, get_objective
 from ._gbdt_ps import FitConfig, JobArgs, boost_task, early_stop
 from ._gbdt_shard import TABLE, HistLayout, StepRule, shard_setup
 from ._gbdt_sketch import sample_rate
@@ -230,8 +230,6 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     n_train = data.total_rows
     if n_train == 0:
         raise ValueError("X has no rows")
-    split_share = resolve_split_share(split_share, n_train)
-    max_leaf_nodes = leaf_budget(max_leaf_nodes, n_train, min_samples_leaf, max_depth)
     starts = np.array(data.starts, np.int64)
     rate = sample_rate(n_train, sample_count)
     check_width_room(model, data, n_features, rate)
@@ -240,6 +238,12 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     parts, mapper = survey_bins(data, starts, rate, random_state, categories, classify,
                                 max_bins, categorical, min_samples_leaf * rate,
                                 checksum=loop.checkpoint is not None)
+    weights = weight_totals(parts)
+    # rows of weight 0 are no rows: not in the leaf budget, nor the growth policy's count
+    n_rows = n_train if weights is None else weights["n_pos"]
+    split_share = resolve_split_share(split_share, n_rows)
+    max_leaf_nodes = leaf_budget(max_leaf_nodes, n_rows, min_samples_leaf, max_depth)
+    w_max = 1.0 if weights is None else weights["w_max"]
     classes, n_classes = None, None
     if classify:
         classes = np.unique(np.concatenate([p["classes"] for p in parts]))
@@ -259,16 +263,19 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
         y_codes = np.repeat(np.arange(n_classes), counts.astype(np.int64))
     else:
         obj_name = objective
-        y_mean = exact_mean([p["y_sum"] for p in parts], n_train)
+        y_mean = exact_mean([p["y_sum"] for p in parts], n_train) if weights is None else \
+            float(exact_total([p["y_sum"] for p in parts]) / weights["total"])
         y_min, y_max = min(p["y_min"] for p in parts), max(p["y_max"] for p in parts)
     obj = get_objective(obj_name, n_classes)
     if classify:
-        base = obj.base_score(y_codes.astype(np.float64))
+        base = obj.base_score(y_codes.astype(np.float64)) if weights is None else \
+            obj.prior_score(class_shares(parts, classes, weights["total"]))
         bound = 0.0
     else:
         base = np.array([y_mean])
         bound = max(abs(y_max - base[0]), abs(y_min - base[0]))
-        check_quantization(np.concatenate([p["y_sample"] for p in parts]), bound, n_train)
+        check_quantization(np.concatenate([p["y_sample"] for p in parts]), bound * w_max,
+                           n_train)
     eval_id = dict(eval_rows=None, eval_labels=None, eval_features=None)
     if eval_data is not None:  # its features and labels checked, rows named in the set
         seen = eval_data.reduce(eval_survey, None, categories, classify, with_start=True)
@@ -307,7 +314,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                     classes, params, learning_rate, reg_lambda, max_leaf_nodes, max_depth,
                     min_samples_leaf, min_child_weight, split_share, subsample, random_state,
                     early_stopping_rounds, len(data), _eval_assignment(data, eval_data),
-                    model.uid)
+                    model.uid, w_max)
     ensemble = Ensemble(mapper.n_features, T, base)
     # bounds, floors: the gradient bound and gain floor (LevelGrower) of each round a job
     # starts from
@@ -332,14 +339,16 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                       best_round, len(data.tasks()), state["floors"][first - 1])
         results = model.run(functools.partial(boost_task, cfg=cfg, job=job), data)
         trees = results[0]["trees"]
+        norm = n_train if weights is None else float(weights["total"])
         n_done = len(results[0]["rounds"])
         records = []
         for i in range(n_done):
             per_task = np.array([r["rounds"][i] for r in results], np.float64)
-            rec = dict(loss=float(per_task[:, 0].sum() / n_train),
+            rec = dict(loss=float(per_task[:, 0].sum() / norm),
                        steps=int(per_task[0, 3]), hist_bytes=float(per_task[:, 4].sum()))
             if eval_data is not None:
-                rec[eval_key] = float(per_task[:, 1].sum() / max(per_task[:, 2].sum(), 1))
+                n_eval = per_task[:, 2].sum()  # rows, or their weight
+                rec[eval_key] = float(per_task[:, 1].sum() / (n_eval if n_eval > 0 else 1))
                 state["eval_losses"].append(rec[eval_key])
             for t, tree in enumerate(trees[i]):
                 ensemble.add(tree, t)
@@ -359,6 +368,10 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                   **(set_checksums(parts, "train") if loop.checkpoint is not None else {}),
                   # the eval losses kept for early stopping are of this eval set
                   **eval_id)
+
+    # a fit with sample weights is known by their checksums too (None: unweighted)
+    for key in ("train_weights", "eval_weights"):
+        fit_id.setdefault(key, None)
 
     def save_driver(clock: int) -> dict:
         """What a checkpoint at ``clock`` keeps of the driver: the trees and the state of

@@ -15,13 +15,16 @@ import numpy as np
 
 _JIT = dict(cache=True, nogil=True)
 
-_GRAD_SIG = "void(float64[::1], float64[::1], float64, float64, float64[::1], float64[::1])"
+_GRAD_SIG = ("void(float64[::1], float64[::1], float64, float64, float64[::1], float64[::1], "
+             "float64[::1])")
 
 
 @numba.njit(_GRAD_SIG, **_JIT)
-def grad_logloss(y, raw, grad_scale, hess_scale, grad, hess):
-    """Binary log-loss: ``g = p - y``, ``h = p (1 - p)``, ``p = sigmoid(raw)``, quantized
-    (``rint(g · grad_scale)``). ``y`` in {0, 1}."""
+def grad_logloss(y, raw, grad_scale, hess_scale, grad, hess, w):
+    """Binary log-loss: ``g = p - y``, ``h = p (1 - p)``, ``p = sigmoid(raw)``, times the
+    row's weight ``w[i]`` (``w`` empty: unweighted), quantized (``rint(g · grad_scale)``).
+    ``y`` in {0, 1}."""
+    weighted = w.shape[0] > 0
     for i in range(y.shape[0]):
         z = raw[i]
         if z >= 0:
@@ -29,27 +32,39 @@ def grad_logloss(y, raw, grad_scale, hess_scale, grad, hess):
         else:
             e = np.exp(z)
             p = e / (1.0 + e)
-        grad[i] = np.rint((p - y[i]) * grad_scale)
-        hess[i] = np.rint(p * (1.0 - p) * hess_scale)
+        if weighted:
+            grad[i] = np.rint((p - y[i]) * w[i] * grad_scale)
+            hess[i] = np.rint(p * (1.0 - p) * w[i] * hess_scale)
+        else:
+            grad[i] = np.rint((p - y[i]) * grad_scale)
+            hess[i] = np.rint(p * (1.0 - p) * hess_scale)
 
 
 @numba.njit(_GRAD_SIG, **_JIT)
-def grad_l2(y, raw, grad_scale, hess_scale, grad, hess):
-    """Squared error ``(raw - y)^2 / 2``: ``g = raw - y``, ``h = 1``, quantized."""
+def grad_l2(y, raw, grad_scale, hess_scale, grad, hess, w):
+    """Squared error ``(raw - y)^2 / 2``: ``g = raw - y``, ``h = 1``, times ``w[i]`` (``w``
+    empty: unweighted), quantized."""
+    weighted = w.shape[0] > 0
     for i in range(y.shape[0]):
-        grad[i] = np.rint((raw[i] - y[i]) * grad_scale)
-        hess[i] = np.rint(hess_scale)
+        if weighted:
+            grad[i] = np.rint((raw[i] - y[i]) * w[i] * grad_scale)
+            hess[i] = np.rint(w[i] * hess_scale)
+        else:
+            grad[i] = np.rint((raw[i] - y[i]) * grad_scale)
+            hess[i] = np.rint(hess_scale)
 
 
 @numba.njit("void(float64[::1], float64[:, ::1], float64, float64, float64[:, ::1], "
-            "float64[:, ::1])", **_JIT)
-def grad_softmax(y, raw, grad_scale, hess_scale, grad, hess):
+            "float64[:, ::1], float64[::1])", **_JIT)
+def grad_softmax(y, raw, grad_scale, hess_scale, grad, hess, w):
     """Softmax cross-entropy over ``K`` classes (``raw``, ``grad``, ``hess`` of shape (K, n);
     ``y`` holds class indices): ``g_k = p_k - [y = k]``, ``h_k = K/(K-1) p_k (1 - p_k)``
-    (LightGBM's multiclass hessian), quantized."""
+    (LightGBM's multiclass hessian), times ``w[i]`` (``w`` empty: unweighted), quantized."""
     K, n = raw.shape
     factor = K / (K - 1.0)
+    weighted = w.shape[0] > 0
     for i in range(n):
+        wi = w[i] if weighted else 1.0
         m = raw[0, i]
         for k in range(1, K):
             m = max(m, raw[k, i])
@@ -59,8 +74,12 @@ def grad_softmax(y, raw, grad_scale, hess_scale, grad, hess):
         for k in range(K):
             p = np.exp(raw[k, i] - m) / s
             t = 1.0 if y[i] == k else 0.0
-            grad[k, i] = np.rint((p - t) * grad_scale)
-            hess[k, i] = np.rint(factor * p * (1.0 - p) * hess_scale)
+            if weighted:
+                grad[k, i] = np.rint((p - t) * wi * grad_scale)
+                hess[k, i] = np.rint(factor * p * (1.0 - p) * wi * hess_scale)
+            else:
+                grad[k, i] = np.rint((p - t) * grad_scale)
+                hess[k, i] = np.rint(factor * p * (1.0 - p) * hess_scale)
 
 
 
@@ -88,17 +107,42 @@ class Objective:
     def base_score(self, y) -> np.ndarray:
         raise NotImplementedError
 
-    def bounds(self, y, raw) -> tuple[float, float]:
-        """Bounds on |gradient| and hessian of these rows (the global bound, a max over
-        partitions, sets the quantization scales)."""
+    def prior_score(self, prior) -> np.ndarray:
+        """The initial score of a classifier from its classes' shares of the sample weight
+        ``prior`` (float64 (n_classes,), summing to 1).
+
+        Raises
+        ------
+        ValueError
+            A class holding no weight where the score would be infinite (binary).
+        """
         raise NotImplementedError
 
-    def gradients(self, y, raw, grad_scale, hess_scale, grad, hess) -> None:
+    def bounds(self, y, raw, w=None) -> tuple[float, float]:
+        """Bounds on |gradient| and hessian of these rows (the global bound, a max over
+        partitions, sets the quantization scales); with sample weights ``w``, bounds of
+        the weighted gradients where computed from the rows (regression), else the
+        unweighted ones (the caller scales them by the largest weight)."""
+        raise NotImplementedError
+
+    def gradients(self, y, raw, grad_scale, hess_scale, grad, hess, w=None) -> None:
+        """Quantized gradients and hessians of the rows into ``grad``, ``hess``, each row's
+        times its sample weight ``w[i]`` (float64 (n,); None: unweighted)."""
+        raise NotImplementedError
+
+    def losses(self, y, raw) -> np.ndarray:
+        """Loss of each row with raw scores ``raw`` (n_outputs, n): float64 (n,)."""
         raise NotImplementedError
 
     def loss(self, y, raw) -> float:
         """Mean loss of rows with raw scores ``raw`` (n_outputs, n)."""
-        raise NotImplementedError
+        return float(np.mean(self.losses(y, raw)))
+
+    def loss_sum(self, y, raw, w=None) -> float:
+        """Summed loss of the rows, each times its sample weight ``w[i]`` (None: 1)."""
+        if w is None:
+            return self.loss(y, raw) * y.shape[0] if y.shape[0] else 0.0
+        return float(np.dot(w, self.losses(y, raw)))
 
     def transform(self, raw) -> np.ndarray:
         """Predictions from raw scores: probabilities (n,) or (n, K), or values (n,)."""
@@ -128,15 +172,23 @@ class Binary(Objective):
             raise ValueError(f"y has a single class ({int(p)}); binary boosting needs both")
         return np.array([np.log(p / (1.0 - p))])
 
-    def bounds(self, y, raw):
+    def prior_score(self, prior):
+        p = float(prior[1])
+        if not 0.0 < p < 1.0:
+            raise ValueError(f"sample_weight puts all the weight on one of the two classes "
+                             f"(the second's share: {p:g}); binary boosting needs weight on "
+                             f"both")
+        return np.array([np.log(p / (1.0 - p))])
+
+    def bounds(self, y, raw, w=None):
         return 1.0, 0.25
 
-    def gradients(self, y, raw, grad_scale, hess_scale, grad, hess):
-        grad_logloss(y, raw[0], grad_scale, hess_scale, grad[0], hess[0])
+    def gradients(self, y, raw, grad_scale, hess_scale, grad, hess, w=None):
+        grad_logloss(y, raw[0], grad_scale, hess_scale, grad[0], hess[0], _weights(w))
 
-    def loss(self, y, raw):
+    def losses(self, y, raw):
         z = raw[0]
-        return float(np.mean(np.logaddexp(0.0, z) - y * z))
+        return np.logaddexp(0.0, z) - y * z
 
     def transform(self, raw):
         return _sigmoid(raw[0])
@@ -167,17 +219,20 @@ class Multiclass(Objective):
         prior = np.bincount(y.astype(np.int64), minlength=self.n_classes) / y.shape[0]
         return np.log(np.maximum(prior, 1e-12))
 
-    def bounds(self, y, raw):
+    def prior_score(self, prior):
+        return np.log(np.maximum(np.asarray(prior, np.float64), 1e-12))
+
+    def bounds(self, y, raw, w=None):
         K = self.n_classes
         return 1.0, 0.25 * K / (K - 1.0)
 
-    def gradients(self, y, raw, grad_scale, hess_scale, grad, hess):
-        grad_softmax(y, raw, grad_scale, hess_scale, grad, hess)
+    def gradients(self, y, raw, grad_scale, hess_scale, grad, hess, w=None):
+        grad_softmax(y, raw, grad_scale, hess_scale, grad, hess, _weights(w))
 
-    def loss(self, y, raw):
+    def losses(self, y, raw):
         m = raw.max(axis=0)
         lse = m + np.log(np.exp(raw - m).sum(axis=0))
-        return float(np.mean(lse - raw[y.astype(np.int64), np.arange(y.shape[0])]))
+        return lse - raw[y.astype(np.int64), np.arange(y.shape[0])]
 
     def transform(self, raw):
         e = np.exp(raw - raw.max(axis=0))
@@ -203,14 +258,27 @@ def exact_sum(y) -> dict:
     return out
 
 
-def exact_mean(sums, n: int) -> float:
-    """The mean of values whose :func:`exact_sum` are ``sums`` (one per part), ``n`` of
-    them, rounded once."""
+def exact_total(sums) -> Fraction:
+    """The sum of the parts whose :func:`exact_sum` are ``sums``, exactly."""
     total = Fraction(0)
     for part in sums:
         for e, m in part.items():
             total += Fraction(m) * Fraction(2) ** e
-    return float(total / max(n, 1))
+    return total
+
+
+def exact_mean(sums, n: int) -> float:
+    """The mean of values whose :func:`exact_sum` are ``sums`` (one per part), ``n`` of
+    them, rounded once."""
+    return float(exact_total(sums) / max(n, 1))
+
+
+_EMPTY = np.zeros(0)
+
+
+def _weights(w) -> np.ndarray:
+    """The gradient kernels' weights: float64 (n,), or empty for unweighted rows."""
+    return _EMPTY if w is None else np.ascontiguousarray(w, np.float64)
 
 
 class Regression(Objective):
@@ -222,14 +290,18 @@ class Regression(Objective):
     def base_score(self, y):
         return np.array([exact_mean([exact_sum(y)], np.size(y))])
 
-    def bounds(self, y, raw):
-        return (float(np.max(np.abs(raw[0] - y))) if y.size else 0.0), 1.0
+    def bounds(self, y, raw, w=None):
+        if not y.size:
+            return 0.0, 1.0
+        if w is None:
+            return float(np.max(np.abs(raw[0] - y))), 1.0
+        return float(np.max(np.abs(raw[0] - y) * w)), 1.0
 
-    def gradients(self, y, raw, grad_scale, hess_scale, grad, hess):
-        grad_l2(y, raw[0], grad_scale, hess_scale, grad[0], hess[0])
+    def gradients(self, y, raw, grad_scale, hess_scale, grad, hess, w=None):
+        grad_l2(y, raw[0], grad_scale, hess_scale, grad[0], hess[0], _weights(w))
 
-    def loss(self, y, raw):
-        return float(np.mean((raw[0] - y) ** 2))
+    def losses(self, y, raw):
+        return (raw[0] - y) ** 2
 
     def transform(self, raw):
         return raw[0].copy()

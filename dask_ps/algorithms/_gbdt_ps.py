@@ -91,6 +91,9 @@ class FitConfig:
     n_tasks: int
     eval_refs: dict  # task -> eval Partition handles it scores
     token: str
+    # the largest sample weight (the partitions are then (X, y, w)): it scales the
+    # quantization bounds; 1.0 unweighted
+    w_max: float = 1.0
 
 
 @dataclass
@@ -117,10 +120,18 @@ class _Rows:
         Xs = [v[0] if matrices else to_matrix(v[0], cfg.categories) for v in values]
         ys = [_encode(labels_of(v[1]), cfg, s if train else None)
               for v, s in zip(values, starts)]
-        y = np.concatenate(ys) if len(ys) > 1 else ys[0]
         # global row ids (row subsampling draws by id, whatever partition holds the row)
-        self.ids = np.concatenate([s + np.arange(x.shape[0], dtype=np.int64)
-                                   for x, s in zip(Xs, starts)])
+        ids = [s + np.arange(x.shape[0], dtype=np.int64) for x, s in zip(Xs, starts)]
+        w = None
+        if len(values[0]) > 2:  # sample weights (checked by the survey)
+            ws = [np.asarray(labels_of(v[2]), np.float64) for v in values]
+            if train:  # a row of weight 0 is no row: not in a count, sum or loss
+                pos = [x > 0 for x in ws]
+                Xs, ys, ids, ws = ([a if m.all() else a[m] for a, m in zip(arrays, pos)]
+                                   for arrays in (Xs, ys, ids, ws))
+            w = np.concatenate(ws) if len(ws) > 1 else ws[0]
+        y = np.concatenate(ys) if len(ys) > 1 else ys[0]
+        self.ids = np.concatenate(ids)
         raw = None
         if ensemble.n_trees:
             raw = [ensemble.predict_raw(x) for x in Xs]
@@ -128,12 +139,12 @@ class _Rows:
         if train:
             M = 2 * cfg.max_leaf_nodes - 1
             self.bp = BinnedPartition(Xs if len(Xs) > 1 else Xs[0], y, cfg.mapper, obj,
-                                      cfg.base_score, M)
+                                      cfg.base_score, M, w)
             if raw is not None:
                 self.bp.raw[:] = raw
         else:
             X = Xs[0]
-            self.X, self.y = X, y
+            self.X, self.y, self.w = X, y, w
             self.raw = raw if raw is not None else np.repeat(
                 np.asarray(cfg.base_score, np.float64)[:, None], X.shape[0], axis=1)
         self.rounds = ensemble.n_rounds
@@ -177,7 +188,7 @@ def _train_rows(parts: list, cfg: FitConfig, obj, job: JobArgs) -> list[_Rows]:
     rows = st.get(key)
     if rows is not None and rows.rounds == job.first:
         return [rows]
-    values = [(to_matrix(v[0], cfg.categories), v[1]) for v in (p.load() for p in parts)]
+    values = [(to_matrix(v[0], cfg.categories), *v[1:]) for v in (p.load() for p in parts)]
     if any(sp.issparse(v[0]) for v in values):
         return [_local(p, cfg, obj, job, True) for p in parts]
     rows = _Rows(values, [int(cfg.starts[p.index]) for p in parts], cfg, obj,
@@ -274,6 +285,8 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
     pool = _Pool(L.n_pool, T * M)
     gbound, hbound = obj.bounds(np.zeros(0), np.zeros((T, 0))) if cfg.objective != \
         "regression" else (job.bound, 1.0)
+    # weighted rows: the bounds are of the gradients of weight w_max (1.0 unweighted)
+    w_max = cfg.w_max
     best_loss, best_round = job.best_loss, job.best_round
     floor = job.gain_floor
     no_splits = np.empty((0, N_SPLIT_COLS)), np.empty((0, mapper.n_cat_words), np.uint32)
@@ -333,8 +346,8 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
         return splits, split_cat, sc, keys.nbytes + vals.nbytes
 
     for rnd in range(job.first, job.last + 1):
-        gs = quantization_scale(cfg.n_train, gbound)
-        hs = quantization_scale(cfg.n_train, hbound, hessian=True)
+        gs = quantization_scale(cfg.n_train, gbound * w_max)
+        hs = quantization_scale(cfg.n_train, hbound * w_max, hessian=True)
         in_bag = None
         totals = np.zeros((T, 3))
         local_bound = 0.0
@@ -342,7 +355,7 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
             if cfg.subsample < 1.0:
                 in_bag = sample_rows(r.ids, cfg.subsample,
                                      (cfg.seed + 1) * 1_000_003 + rnd)
-            local_bound = max(local_bound, obj.bounds(r.bp.y, r.bp.raw)[0]) \
+            local_bound = max(local_bound, obj.bounds(r.bp.y, r.bp.raw, r.bp.w)[0] / w_max) \
                 if cfg.objective == "regression" else 0.0
             totals += r.bp.gradients(gs, hs, in_bag)
         grower = LevelGrower(T, cfg.max_leaf_nodes, cfg.max_depth, cfg.min_samples_leaf,
@@ -365,7 +378,7 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
         if cfg.objective == "regression":
             exact = float(sc[3 * T + 2: 3 * T + 2 + cfg.n_tasks].max())
         if pending is not None and cfg.early_stopping_rounds is not None:
-            loss = sc[3 * T] / max(sc[3 * T + 1], 1.0)
+            loss = sc[3 * T] / (sc[3 * T + 1] if sc[3 * T + 1] > 0 else 1.0)  # rows or weight
             if loss < best_loss:
                 best_loss, best_round = loss, rnd - 1
             elif rnd - 1 - best_round >= cfg.early_stopping_rounds:
@@ -420,8 +433,8 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
             for e in evals:
                 if e.X.shape[0]:
                     this.predict_raw(e.X, out=e.raw)
-                    eval_sum += obj.loss(e.y, e.raw) * e.X.shape[0]
-                    n_eval += e.X.shape[0]
+                    eval_sum += obj.loss_sum(e.y, e.raw, e.w)
+                    n_eval += e.X.shape[0] if e.w is None else float(e.w.sum())
                 e.rounds = rnd + 1
         pending = (eval_sum, n_eval)
         if cfg.objective == "regression":

@@ -175,8 +175,9 @@ def _aggregate(feature, value, count):
             np.add.reduceat(count.astype(np.int64), starts))
 
 
-def sketch(X, row_ids, rate: float, seed: int = 0) -> BinSketch:
-    """The sketch of one partition: its rows kept by ``sample_rows(row_ids, rate, seed)``.
+def sketch(X, row_ids, rate: float, seed: int = 0, mask=None) -> BinSketch:
+    """The sketch of one partition: its rows kept by ``sample_rows(row_ids, rate, seed)``
+    (and by ``mask``).
 
     Parameters
     ----------
@@ -187,12 +188,17 @@ def sketch(X, row_ids, rate: float, seed: int = 0) -> BinSketch:
     rate : float
         From :func:`sample_rate` of the total number of rows.
     seed : int
+    mask : bool array (n,), optional
+        Only these rows may be sampled (a fit's rows of positive sample weight: the bins
+        are those of the rows of weight 0 dropped, unweighted otherwise). Default: all.
 
     Returns
     -------
     BinSketch
     """
     keep = sample_rows(row_ids, rate, seed)
+    if mask is not None:
+        keep &= mask
     if sp.issparse(X):
         Xs = sp.csr_matrix(X)[keep]
         Xs.sum_duplicates()

@@ -36,17 +36,21 @@ class BinnedPartition:
     base_score : float64 array (n_outputs,)
     nodes_per_tree : int
         ``2 * max_leaf_nodes - 1``: node ids per tree (:class:`LevelGrower`).
+    w : float64 array (n,), optional
+        Sample weights of the rows (positive: rows of weight 0 are left out before), which
+        multiply their gradients, hessians and losses. Default: unweighted.
 
     Notes
     -----
     Dense rows are kept binned twice, column by column and row by row (the histograms of
     nodes holding few rows read the latter, see :func:`~._gbdt_kernels.build_hist_dense`):
     2 bytes a value with up to 255 bins, 4 with more; plus per row 12 bytes (label,
-    scratch) and 28 per row and output (raw score, gradient, hessian, row permutation).
+    scratch; 8 more with weights) and 28 per row and output (raw score, gradient,
+    hessian, row permutation).
     """
 
     def __init__(self, X, y, mapper: BinMapper, objective: Objective, base_score,
-                 nodes_per_tree: int):
+                 nodes_per_tree: int, w=None):
         self.mapper = mapper
         self.objective = objective
         self.sparse = sp.issparse(X)
@@ -59,6 +63,7 @@ class BinnedPartition:
         # few of the rows (see _gbdt_kernels.SMALL_NODE_SHARE)
         self.binned_rows = None if self.sparse else np.ascontiguousarray(self.binned.T)
         self.y = np.ascontiguousarray(y, dtype=np.float64)
+        self.w = None if w is None else np.ascontiguousarray(w, dtype=np.float64)
         n = self.y.shape[0]
         T = objective.n_outputs
         self.raw = np.repeat(np.asarray(base_score, np.float64)[:, None], n, axis=1)
@@ -78,7 +83,7 @@ class BinnedPartition:
 
     def bounds(self) -> tuple[float, float]:
         """This partition's gradient and hessian bounds (the driver takes the max)."""
-        return self.objective.bounds(self.y, self.raw)
+        return self.objective.bounds(self.y, self.raw, self.w)
 
     def gradients(self, grad_scale: float, hess_scale: float, in_bag=None) -> np.ndarray:
         """New quantized gradients; every tree's rows back to one root.
@@ -97,7 +102,7 @@ class BinnedPartition:
             add them over partitions).
         """
         self.objective.gradients(self.y, self.raw, grad_scale, hess_scale, self.grad,
-                                 self.hess)
+                                 self.hess, self.w)
         if in_bag is None:
             self.rows[:] = np.arange(self.n_rows, dtype=np.int32)
             self.n_in = self.n_rows
@@ -168,8 +173,9 @@ class BinnedPartition:
         add_leaf_values(self.rows, start, count, self.nodes_per_tree, leaves, values, self.raw)
 
     def loss_sum(self) -> float:
-        """Summed loss of the partition's rows at the current scores."""
-        return self.objective.loss(self.y, self.raw) * self.n_rows if self.n_rows else 0.0
+        """Summed loss of the partition's rows at the current scores (each times its
+        sample weight)."""
+        return self.objective.loss_sum(self.y, self.raw, self.w)
 
 
 def partition_sketch(X, row_offset: int, rate: float, seed: int):

@@ -8,12 +8,24 @@ from dask_ps import GBDTClassifier, GBDTRegressor
 pytestmark = pytest.mark.timeout(300)
 
 
+# Gradients are quantized to exact integer sums at a step set by the largest |gradient| of a
+# row, its weight included (_gbdt_kernels.quantization_scale): rows of weight 4 and the same
+# row 4 times are quantized at steps 4x apart, so the trees are the same but predictions
+# differ by ~1e-6 (rtol 3e-5 at most), above the check's rtol of 1e-7 (scikit-learn's
+# HistGradientBoosting is listed as failing these checks too, for its own reasons).
+# test_gbdt_weights checks the equivalence to 1e-4 and weight 0 as a dropped row, bit for bit.
+_QUANTIZED = ("predictions of integer weights and of repeated rows agree to ~1e-6, not "
+              "1e-7: gradients are quantized at a step set by the largest weight")
+_WEIGHT_CHECKS = {c: _QUANTIZED for c in ("check_sample_weight_equivalence_on_dense_data",
+                                          "check_sample_weight_equivalence_on_sparse_data")}
+
+
 @parametrize_with_checks([
     GBDTClassifier(n_estimators=5, max_leaf_nodes=7, min_samples_leaf=1, client="local",
                    random_state=0),
     GBDTRegressor(n_estimators=5, max_leaf_nodes=7, min_samples_leaf=1, client="local",
                   random_state=0),
-])
+], expected_failed_checks=lambda est: _WEIGHT_CHECKS)
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
 

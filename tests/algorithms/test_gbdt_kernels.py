@@ -817,17 +817,25 @@ def test_gradient_kernels_equal_numpy():
     raw = rng.normal(size=(3, 50)) * 3
     y = rng.integers(0, 3, 50).astype(float)
     g, h = np.empty((3, 50)), np.empty((3, 50))
-    grad_softmax(y, raw, 2.0**40, 2.0**40, g, h)
+    grad_softmax(y, raw, 2.0**40, 2.0**40, g, h, np.zeros(0))
     p = np.exp(raw) / np.exp(raw).sum(axis=0)
     onehot = (np.arange(3)[:, None] == y).astype(float)
     np.testing.assert_allclose(g / 2.0**40, p - onehot, atol=1e-11)
     np.testing.assert_allclose(h / 2.0**40, 1.5 * p * (1 - p), atol=1e-11)
     yb = (y > 0).astype(float)
-    grad_logloss(yb, raw[0].copy(), 2.0**40, 2.0**40, g[0], h[0])
+    grad_logloss(yb, raw[0].copy(), 2.0**40, 2.0**40, g[0], h[0], np.zeros(0))
     s = 1 / (1 + np.exp(-raw[0]))
     np.testing.assert_allclose(g[0] / 2.0**40, s - yb, atol=1e-11)
     np.testing.assert_allclose(h[0] / 2.0**40, s * (1 - s), atol=1e-11)
     assert np.array_equal(g, np.rint(g))  # quantized: integers
+    w = rng.integers(0, 4, 50).astype(float)  # sample weights multiply each row's pair
+    gw, hw = np.empty((3, 50)), np.empty((3, 50))
+    grad_logloss(yb, raw[0].copy(), 2.0**40, 2.0**40, gw[0], hw[0], w)
+    np.testing.assert_allclose(gw[0] / 2.0**40, (s - yb) * w, atol=1e-11)
+    np.testing.assert_allclose(hw[0] / 2.0**40, s * (1 - s) * w, atol=1e-11)
+    grad_softmax(y, raw, 2.0**40, 2.0**40, gw, hw, w)
+    np.testing.assert_allclose(gw / 2.0**40, (p - onehot) * w, atol=1e-11)
+    np.testing.assert_allclose(hw / 2.0**40, 1.5 * p * (1 - p) * w, atol=1e-11)
     s = quantization_scale(1000, 1.0)  # the packed sums of PACKED_ROWS rows decide
     assert PACKED_ROWS * (s + 0.5) <= 2**27 - 1 < PACKED_ROWS * (2 * s + 0.5)  # 28 bits signed
     sh = quantization_scale(1000, 1.0, hessian=True)  # 25 bits unsigned
