@@ -305,7 +305,7 @@ def train_lbfgs(model: PSModel, data: Partitions, shape: tuple, C: float, penalt
     and the CPU seconds of its slowest task (applying the change, the kernel, rounding the
     gradient)."""
     n_rows = max(1, data.total_rows) if total_weight is None else total_weight
-    scale = 1.0 / (C * n_rows)
+    scale = 1.0 / (n_rows if math.isinf(C) else C * n_rows)  # C = inf: no penalty
     x0 = None if x0 is None else _nonzero_rows(x0, shape)
     ev = _Evaluations(data, shape, scale, tol, x0)
     try:
@@ -336,12 +336,14 @@ def _minimize(ev, shape, C, penalty, fit_intercept, max_iter, tol, n_rows, x0,
             # the caller names the evaluation and what to do
             on_evaluation(np.inf, math.nan, math.nan)
         W, loss, grad = ev.point(x)
-        # scikit-learn's objective divided by C n: the same optimum, gradients of order 1
-        obj, g = C * loss, C * grad
-        if penalty == "l2":
-            obj += 0.5 * float((W[:-1] ** 2).sum())
-            g[:-1] += W[:-1]
-        obj, g = scale * obj, scale * g
+        if math.isinf(C):  # no penalty: the mean log-loss (scale = 1 / n)
+            obj, g = scale * loss, scale * grad
+        else:  # scikit-learn's objective divided by C n: the same optimum, gradients of order 1
+            obj, g = C * loss, C * grad
+            if penalty == "l2":
+                obj += 0.5 * float((W[:-1] ** 2).sum())
+                g[:-1] += W[:-1]
+            obj, g = scale * obj, scale * g
         if not fit_intercept:
             g[-1] = 0.0
         if on_evaluation is not None:

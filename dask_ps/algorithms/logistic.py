@@ -138,6 +138,8 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     (L-BFGS); Andrew & Gao, ICML 2007 (OWL-QN).
     """
     shape = (n_features + 1, n_outputs)
+    if penalty is None or math.isinf(C):  # no regularisation, either way (scikit-learn's)
+        penalty, C = None, math.inf
     name = f"LogisticRegression({solver})"
     if loop is None:
         loop = EpochLoop(model, name, max_iter)
@@ -261,10 +263,12 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         the changes (fewer round trips; the default, measured faster to the same AUC on a9a
         and a CTR set). "server": tasks push minibatch gradients (``batch_size`` rows per
         clock) and the shards apply the rule, as in Li et al. (OSDI 2014).
-    penalty : {"l2", "l1"}, default "l2"
-        "l1" needs "ftrl" or "lbfgs".
+    penalty : {"l2", "l1"} or None, default "l2"
+        "l1" needs "ftrl" or "lbfgs". None: no regularisation (``C`` unused), as
+        ``C=np.inf``.
     C : float, default 1.0
-        Inverse regularisation strength (scikit-learn's convention).
+        Inverse regularisation strength (scikit-learn's convention), in (0, inf];
+        ``np.inf``: no regularisation (scikit-learn's way of asking for none).
     fit_intercept : bool, default True
     max_iter : int, optional
         Epochs at most, or L-BFGS iterations. Default: 10 epochs, or 100 iterations for
@@ -347,9 +351,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         Epochs, or L-BFGS iterations, run.
     history_ : list of dict
         See :func:`~dask_ps.algorithms._base.history_fields`; ``loss`` is the mean
-        progressive log-loss (each row scored before its own step), or the L-BFGS
-        objective; ``eval_log_loss``, ``eval_accuracy`` (and ``eval_auc`` for two classes)
-        with ``eval_set``.
+        progressive log-loss (each row scored before its own step; weighted by
+        ``sample_weight``), or the L-BFGS objective; ``eval_log_loss``,
+        ``eval_accuracy`` (and ``eval_auc`` for two classes) with ``eval_set``.
 
     Notes
     -----
@@ -367,8 +371,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,
         "solver": [StrOptions(set(SOLVERS))], "step_on": [StrOptions({"worker", "server"})],
-        "penalty": [StrOptions({"l2", "l1"})],
-        "C": [Interval(numbers.Real, 0, None, closed="neither")],
+        "penalty": [StrOptions({"l2", "l1"}), None],
+        "C": [Interval(numbers.Real, 0, None, closed="right")],
         "fit_intercept": ["boolean"],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
