@@ -91,8 +91,8 @@ class TrainState(NamedTuple):
 
 
 def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
-          solver: str = "ftrl", step_on: str = "worker", penalty: str = "l2", C: float = 1.0,
-          fit_intercept: bool = True, max_iter: int = 10, batch_size: int = 1,
+          solver: str = "ftrl", step_on: str = "worker", penalty: str | None = "l2",
+          C: float = 1.0, fit_intercept: bool = True, max_iter: int = 10, batch_size: int = 1,
           learning_rate: float = 0.1, tol: float = 1e-6, consistency="bsp", staleness=None,
           random_state: int = 0, clocks_per_epoch: int = 4, early_stopping: bool = False,
           n_iter_no_change: int = 5, validation_fraction: float = 0.1, init=None,
