@@ -48,8 +48,8 @@ def fm_margin(indptr, indices, data, i, w, bias, V, s):
 
 
 @numba.njit(**_JIT)
-def fm_steps(indptr, indices, data, y, order, hyper, fit_intercept, w, z, n, v_rule, v_hyper,
-             reg, V, A, s):
+def fm_steps(indptr, indices, data, y, sw, order, hyper, fit_intercept, w, z, n, v_rule,
+             v_hyper, reg, V, A, s):
     """Per-sample steps of a binary FM over CSR rows against local copies of its rows.
 
     Parameters
@@ -58,6 +58,9 @@ def fm_steps(indptr, indices, data, y, order, hyper, fit_intercept, w, z, n, v_r
         ``0 .. m-1`` of ``w`` and ``V``.
     y : float array (n_rows, 1)
         Targets in {0, 1}.
+    sw : float64 array (n_rows,) or (0,)
+        Sample weights: row ``i``'s log-loss gradient (and loss) times ``sw[i]`` (the
+        ``reg`` pull is not); empty for none.
     order : int64 array
         Rows to visit, in this order.
     hyper : float64 array (4,)
@@ -85,11 +88,15 @@ def fm_steps(indptr, indices, data, y, order, hyper, fit_intercept, w, z, n, v_r
     """
     m = w.shape[0] - 1
     k = V.shape[1]
+    weighted = sw.shape[0] != 0
     loss = 0.0
     for q in range(order.shape[0]):
         i = order[q]
         t = fm_margin(indptr, indices, data, i, w, w[m, 0], V, s)
         li, r = loss_residual(t, y[i, 0])
+        if weighted:
+            li *= sw[i]
+            r *= sw[i]
         loss += li
         for p in range(indptr[i], indptr[i + 1]):
             j = indices[p]

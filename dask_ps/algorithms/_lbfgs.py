@@ -88,13 +88,15 @@ SOLVER_BLAS_THREADS = 1
 
 
 def _task_block(parts, n_features: int):
-    """The rows of a task's partitions as one block over their union of columns."""
+    """The rows of a task's partitions as one block over their union of columns (with
+    their sample weights when the partitions are ``(X, Y, sample_weight)``)."""
     def build():
         loaded = [p.load() for p in parts]
-        X = sp.vstack([x for x, _ in loaded], format="csr") if len(loaded) > 1 \
+        X = sp.vstack([v[0] for v in loaded], format="csr") if len(loaded) > 1 \
             else loaded[0][0]
-        Y = np.concatenate([y for _, y in loaded]) if len(loaded) > 1 else loaded[0][1]
-        return make_blocks(X, Y, 1, n_features, 0.0, 0)[0]
+        Y = np.concatenate([v[1] for v in loaded]) if len(loaded) > 1 else loaded[0][1]
+        sw = np.concatenate([v[2] for v in loaded]) if len(loaded[0]) > 2 else None
+        return make_blocks(X, Y, 1, n_features, 0.0, 0, sw)[0]
 
     name = "lbfgs-columns-" + ",".join(str(p.index) for p in parts)
     return parts[0].cached(name, build, lambda b: sum(a.nbytes for a in b))
@@ -176,7 +178,7 @@ class _Evaluator:
             held[0] = version
         w = held[1]
         grad = np.zeros(w.shape)
-        loss = logistic_grad(blk.indptr, blk.indices, blk.data, blk.Y, w[:-1], w[-1],
+        loss = logistic_grad(blk.indptr, blk.indices, blk.data, blk.Y, blk.sw, w[:-1], w[-1],
                              grad[:-1], grad[-1])
         if change.dtype == np.float32:
             with np.errstate(over="ignore"):
@@ -286,8 +288,13 @@ def _nonzero_rows(x0, shape: tuple) -> tuple[np.ndarray, np.ndarray]:
 
 def train_lbfgs(model: PSModel, data: Partitions, shape: tuple, C: float, penalty: str,
                 fit_intercept: bool, max_iter: int, tol: float, x0=None,
-                on_evaluation=None, keyed: bool = False) -> tuple:
-    """Minimise scikit-learn's objective divided by ``C n_rows``; see
+                on_evaluation=None, keyed: bool = False,
+                total_weight: float | None = None) -> tuple:
+    """Minimise scikit-learn's objective divided by ``C n_rows``, ``n_rows`` the rows, or
+    with sample weights (partitions ``(X, Y, sample_weight)``) ``total_weight``, their sum:
+    ``(sum_i w_i loss_i + penalty / C) / total_weight``, the objective of the data with
+    its rows repeated by integer weights, and the normalisation of scikit-learn's own
+    (``sw_sum``); see
     :func:`dask_ps.algorithms.logistic.train`. Returns the weights and the iterations run:
     dense (n_features + 1, K), or with ``keyed`` the
     :class:`~._logistic_data.KeyedWeights` of the active rows (those the data touches, the
@@ -297,8 +304,8 @@ def train_lbfgs(model: PSModel, data: Partitions, shape: tuple, C: float, penalt
     gradients it moved (the first evaluation also counts the tasks' keys, sent once per fit)
     and the CPU seconds of its slowest task (applying the change, the kernel, rounding the
     gradient)."""
-    n_rows = max(1, data.total_rows)
-    scale = 1.0 / (C * n_rows)
+    n_rows = max(1, data.total_rows) if total_weight is None else total_weight
+    scale = 1.0 / (n_rows if math.isinf(C) else C * n_rows)  # C = inf: no penalty
     x0 = None if x0 is None else _nonzero_rows(x0, shape)
     ev = _Evaluations(data, shape, scale, tol, x0)
     try:
@@ -329,12 +336,14 @@ def _minimize(ev, shape, C, penalty, fit_intercept, max_iter, tol, n_rows, x0,
             # the caller names the evaluation and what to do
             on_evaluation(np.inf, math.nan, math.nan)
         W, loss, grad = ev.point(x)
-        # scikit-learn's objective divided by C n: the same optimum, gradients of order 1
-        obj, g = C * loss, C * grad
-        if penalty == "l2":
-            obj += 0.5 * float((W[:-1] ** 2).sum())
-            g[:-1] += W[:-1]
-        obj, g = scale * obj, scale * g
+        if math.isinf(C):  # no penalty: the mean log-loss (scale = 1 / n)
+            obj, g = scale * loss, scale * grad
+        else:  # scikit-learn's objective divided by C n: the same optimum, gradients of order 1
+            obj, g = C * loss, C * grad
+            if penalty == "l2":
+                obj += 0.5 * float((W[:-1] ** 2).sum())
+                g[:-1] += W[:-1]
+            obj, g = scale * obj, scale * g
         if not fit_intercept:
             g[-1] = 0.0
         if on_evaluation is not None:
@@ -365,7 +374,7 @@ def _not_converged(method: str, max_iter: int, tol: float) -> None:
 
 
 def lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init, loop,
-              keyed: bool = False):
+              keyed: bool = False, total_weight: float | None = None):
     """:func:`train_lbfgs` with a progress monitor and a ``history`` record per evaluation
     (``epoch`` = ``evaluation``, ``loss`` the objective, ``time``, ``bytes``,
     ``kernel_cpu_time``: CPU seconds of the slowest task, transfers excluded).
@@ -394,7 +403,8 @@ def lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init
             monitor.record(e, obj, nbytes)
 
         W, nit = train_lbfgs(model, data, shape, C, penalty, fit_intercept, max_iter, tol,
-                             None if init is None else init.W, on_evaluation, keyed)
+                             None if init is None else init.W, on_evaluation, keyed,
+                             total_weight)
     for h in history:
         h.update(time=monitor.entries.get(h["epoch"], {}).get("time", math.nan))
     return W, nit, history

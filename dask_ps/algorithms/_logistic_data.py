@@ -19,6 +19,7 @@ from ..exceptions import NOT_A_CLASS, DataError
 from ..partitions.inputs import broadcast_large
 from ..partitions.inputs import check_columns as check_keys
 from ._logistic_kernels import decision
+from ._weights import check_part
 
 __all__ = ["KEYED_FEATURES", "WIDE_FEATURES", "KeyedWeights", "TableCache", "as_scipy",
            "check_classes", "check_dask_X", "classes_of", "dask_margins", "encode_part",
@@ -319,18 +320,21 @@ def hash_columns(X: sp.csr_matrix, n_buckets: int) -> sp.csr_matrix:
 def encode_part(part, classes: np.ndarray, n_out: int, n_buckets: int | None = None,
                 where: str = "X", start: int = 0) -> tuple:
     """``(X as CSR with sorted indices, targets (n, n_out))`` of an ``(X, y)`` partition,
-    its columns hashed into ``n_buckets`` when given. ``X`` keeps float32 values (the
-    readers' dtype: half the memory and spill of float64; the kernels compute in float64
-    all the same, and float32 to float64 is exact); other dtypes become float64.
+    its columns hashed into ``n_buckets`` when given; of an ``(X, y, sample_weight)`` one,
+    the weights (float64 (n,), checked by :func:`~._weights.check_part`) third. ``X``
+    keeps float32 values (the readers' dtype: half the memory and spill of float64; the
+    kernels compute in float64 all the same, and float32 to float64 is exact); other
+    dtypes become float64.
     ``start``: the partition's first row in the whole data (errors name rows from it).
 
     Raises
     ------
     ValueError
-        Infinite features (naming the row and column), a label outside ``classes``, or a
-        column key outside [0, n_features) (:func:`check_keys`).
+        Infinite features (naming the row and column), a label outside ``classes``, a
+        column key outside [0, n_features) (:func:`check_keys`), or a negative or
+        non-finite sample weight (naming its row).
     """
-    X, y = part
+    X, y, *sw = part
     if hasattr(X, "to_numpy"):  # pandas
         X = X.to_numpy(dtype=np.float64)
     if hasattr(X, "to_scipy_sparse"):  # pydata sparse
@@ -367,6 +371,8 @@ def encode_part(part, classes: np.ndarray, n_out: int, n_buckets: int | None = N
         raise DataError(f"{'y' if where == 'X' else where + ': y'}: label "
                         f"{getattr(label, 'item', lambda: label)()!r} at row {row} is not "
                         f"among the classes {classes.tolist()}")
+    if sw:
+        return X, targets(codes, n_out), check_part(sw[0], start)
     return X, targets(codes, n_out)
 
 

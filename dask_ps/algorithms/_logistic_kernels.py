@@ -36,7 +36,7 @@ def loss_residual(z, y):
 
 
 @numba.njit(**_JIT)
-def logistic_grad(indptr, indices, data, y, w, bias, grad, grad_bias):
+def logistic_grad(indptr, indices, data, y, sw, w, bias, grad, grad_bias):
     """Accumulate the log-loss gradient of CSR rows; return their summed log-loss.
 
     Parameters
@@ -44,11 +44,14 @@ def logistic_grad(indptr, indices, data, y, w, bias, grad, grad_bias):
     indptr, indices, data : CSR arrays of ``n`` rows; ``indices`` index rows of ``w``.
     y : float array (n, K)
         Targets in {0, 1}.
+    sw : float64 array (n,) or (0,)
+        Sample weights: row ``i``'s loss and gradient count ``sw[i]`` times; empty for
+        none (every row once, with the operations, and bits, of an unweighted sum).
     w : float array (m, K)
         Weights of the columns the rows touch.
     bias : float array (K,)
     grad : float64 array (m, K), grad_bias : float64 array (K,)
-        Incremented by ``sum_i x_i (sigmoid(x_i w + b) - y_i)``.
+        Incremented by ``sum_i sw_i x_i (sigmoid(x_i w + b) - y_i)``.
 
     Notes
     -----
@@ -57,6 +60,7 @@ def logistic_grad(indptr, indices, data, y, w, bias, grad, grad_bias):
     """
     n = indptr.shape[0] - 1
     n_out = w.shape[1]
+    weighted = sw.shape[0] != 0
     loss = 0.0
     if n_out == 1:
         b = bias[0]
@@ -66,6 +70,9 @@ def logistic_grad(indptr, indices, data, y, w, bias, grad, grad_bias):
             for p in range(indptr[i], indptr[i + 1]):
                 z += data[p] * w[indices[p], 0]
             li, r = loss_residual(z, y[i, 0])
+            if weighted:
+                li *= sw[i]
+                r *= sw[i]
             loss += li
             gb += r
             for p in range(indptr[i], indptr[i + 1]):
@@ -85,6 +92,9 @@ def logistic_grad(indptr, indices, data, y, w, bias, grad, grad_bias):
             z = margin[k]
             # log-loss of label y: log(1 + exp(z)) - y z
             li, r = loss_residual(z, y[i, k])
+            if weighted:
+                li *= sw[i]
+                r *= sw[i]
             loss += li
             margin[k] = r
             grad_bias[k] += r
@@ -111,7 +121,7 @@ def decision(indptr, indices, data, w, bias, out):
 
 
 @numba.njit(**_JIT)
-def local_steps(indptr, indices, data, y, order, batch, rule, hyper, l2, fit_intercept,
+def local_steps(indptr, indices, data, y, sw, order, batch, rule, hyper, l2, fit_intercept,
                 w, s1, s2, grad, touched, mark):
     """Minibatch steps of an update rule over CSR rows, against a local copy of the weights.
 
@@ -125,6 +135,9 @@ def local_steps(indptr, indices, data, y, order, batch, rule, hyper, l2, fit_int
     indptr, indices, data : CSR arrays; ``indices`` index rows ``0 .. m-1`` of ``w``.
     y : float array (n, K)
         Targets in {0, 1}.
+    sw : float64 array (n,) or (0,)
+        Sample weights: row ``i``'s gradient (and loss) is multiplied by ``sw[i]`` (the
+        ``l2`` term is not); empty for none.
     order : int64 array
         Rows to visit, in this order.
     batch : int
@@ -152,12 +165,12 @@ def local_steps(indptr, indices, data, y, order, batch, rule, hyper, l2, fit_int
     margin = np.empty(n_out)
     loss = 0.0
     if batch == 1 and n_out == 1 and rule == FTRL_RULE:
-        return _binary_ftrl_steps(indptr, indices, data, y, order, hyper, l2, fit_intercept,
-                                  w, s1, s2)
+        return _binary_ftrl_steps(indptr, indices, data, y, sw, order, hyper, l2,
+                                  fit_intercept, w, s1, s2)
     if batch == 1:  # per sample: no gradient buffer (the rows' columns are distinct)
         for q in range(order.shape[0]):
             i = order[q]
-            loss += _residuals(indptr, indices, data, y, w, i, m, margin)
+            loss += _residuals(indptr, indices, data, y, sw, w, i, m, margin)
             for p in range(indptr[i], indptr[i + 1]):
                 j = indices[p]
                 for k in range(n_out):
@@ -172,7 +185,7 @@ def local_steps(indptr, indices, data, y, order, batch, rule, hyper, l2, fit_int
         cnt = 0
         for q in range(start, stop):
             i = order[q]
-            loss += _residuals(indptr, indices, data, y, w, i, m, margin)
+            loss += _residuals(indptr, indices, data, y, sw, w, i, m, margin)
             for p in range(indptr[i], indptr[i + 1]):
                 j = indices[p]
                 if mark[j] < 0:
@@ -207,7 +220,8 @@ _AHEAD = 4
 
 
 @numba.njit(**_JIT)
-def _binary_ftrl_steps(indptr, indices, data, y, order, hyper, l2, fit_intercept, w, z, n):
+def _binary_ftrl_steps(indptr, indices, data, y, sw, order, hyper, l2, fit_intercept, w, z,
+                       n):
     """The per-sample path of :func:`local_steps` for one output and FTRL (the estimator's
     default), with the same arithmetic in the same order.
 
@@ -224,6 +238,7 @@ def _binary_ftrl_steps(indptr, indices, data, y, order, hyper, l2, fit_intercept
     same weights bit for bit; either change alone measured little or no gain.
     """
     alpha, beta, l1, l2_rule = hyper[0], hyper[1], hyper[2], hyper[3]
+    weighted = sw.shape[0] != 0
     m = w.shape[0] - 1
     loss = 0.0
     n_rows = order.shape[0]
@@ -242,6 +257,9 @@ def _binary_ftrl_steps(indptr, indices, data, y, order, hyper, l2, fit_intercept
         for p in range(indptr[i], indptr[i + 1]):
             margin += data[p] * w[indices[p], 0]
         li, r = loss_residual(margin, y[i, 0])
+        if weighted:
+            li *= sw[i]
+            r *= sw[i]
         loss += li
         for p in range(indptr[i], indptr[i + 1]):
             j = indices[p]
@@ -252,8 +270,9 @@ def _binary_ftrl_steps(indptr, indices, data, y, order, hyper, l2, fit_intercept
 
 
 @numba.njit(inline="always", **_JIT)
-def _residuals(indptr, indices, data, y, w, i, m, out):
-    """``out[k] = sigmoid(x_i w[:, k] + w[m, k]) - y[i, k]``; returns row ``i``'s log-loss."""
+def _residuals(indptr, indices, data, y, sw, w, i, m, out):
+    """``out[k] = sigmoid(x_i w[:, k] + w[m, k]) - y[i, k]``; returns row ``i``'s log-loss;
+    both times ``sw[i]`` when ``sw`` is not empty."""
     loss = 0.0
     for k in range(w.shape[1]):
         out[k] = w[m, k]
@@ -264,13 +283,17 @@ def _residuals(indptr, indices, data, y, w, i, m, out):
     for k in range(w.shape[1]):
         z = out[k]
         li, out[k] = loss_residual(z, y[i, k])
+        if sw.shape[0] != 0:
+            li *= sw[i]
+            out[k] *= sw[i]
         loss += li
     return loss
 
 
 @numba.njit(**_JIT)
-def rows_loss(indptr, indices, data, y, rows, w):
-    """Summed log-loss of CSR rows ``rows`` under weights ``w`` (m + 1, K), intercept last."""
+def rows_loss(indptr, indices, data, y, sw, rows, w):
+    """Summed log-loss of CSR rows ``rows`` under weights ``w`` (m + 1, K), intercept last,
+    row ``i``'s times ``sw[i]`` (``sw`` (n,) float64, or empty: unweighted)."""
     m = w.shape[0] - 1
     loss = 0.0
     for q in range(rows.shape[0]):
@@ -279,5 +302,8 @@ def rows_loss(indptr, indices, data, y, rows, w):
             z = w[m, k]
             for p in range(indptr[i], indptr[i + 1]):
                 z += data[p] * w[indices[p], k]
-            loss += log1pexp(z) - y[i, k] * z
+            if sw.shape[0] != 0:
+                loss += sw[i] * (log1pexp(z) - y[i, k] * z)
+            else:
+                loss += log1pexp(z) - y[i, k] * z
     return loss

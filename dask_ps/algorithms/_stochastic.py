@@ -20,6 +20,13 @@ A partition is cut into row blocks, one clock each. Two designs, chosen by
 The blocks of a partition (its distinct columns and its CSR re-indexed onto them) are built
 at its first visit and kept next to it for the following epochs, within the worker's cache
 budget (:meth:`dask_ps.partitions.Partition.cached`).
+
+Sample weights (a partition ``(X, Y, sample_weight)``) scale each row's gradient and loss by
+its weight relative to the mean weight of the data (``cfg["weight_scale"]``: rows / total
+weight), so that steps keep the size the learning rate was tuned for at weight 1, whatever the
+weights' scale; the ``l2`` term, ``1 / (C total weight)``, is not weighted. An epoch's steps
+then add up to the gradient of scikit-learn's weighted objective, ``sum_i w_i loss_i +
+|w|^2 / 2C``, times ``rows / total weight``; the losses reported are weighted means.
 """
 
 from __future__ import annotations
@@ -50,15 +57,20 @@ class Block(NamedTuple):
     Y: np.ndarray  # (n, K)
     train: np.ndarray  # int64: rows trained on
     held_out: np.ndarray  # int64: validation rows
+    sw: np.ndarray  # float64 (n,): the rows' sample weights, or (0,): none
 
 
 def make_blocks(X: sp.csr_matrix, Y: np.ndarray, n_blocks: int, bias_key: int,
-                validation_fraction: float, seed) -> list[Block]:
+                validation_fraction: float, seed, sw: np.ndarray | None = None
+                ) -> list[Block]:
     """Cut a partition into ``n_blocks`` row blocks and index each block's columns locally.
 
     With ``validation_fraction`` > 0, that fraction of each block's rows (drawn with
-    ``seed``) is held out of training to measure the validation loss.
+    ``seed``) is held out of training to measure the validation loss. ``sw``: the rows'
+    sample weights (float64 (n,)), cut with them; None: unweighted (each block's ``sw``
+    empty).
     """
+    none = np.zeros(0)
     blocks = []
     bounds = np.linspace(0, X.shape[0], n_blocks + 1).round().astype(np.int64)
     rng = np.random.default_rng(seed)
@@ -81,7 +93,8 @@ def make_blocks(X: sp.csr_matrix, Y: np.ndarray, n_blocks: int, bias_key: int,
         held = rng.random(b - a) < validation_fraction
         blocks.append(Block(np.append(keys.astype(np.int64), bias_key),
                             X.indptr[a:b + 1] - lo, codes, X.data[lo:hi], Y[a:b],
-                            np.flatnonzero(~held), np.flatnonzero(held)))
+                            np.flatnonzero(~held), np.flatnonzero(held),
+                            none if sw is None else sw[a:b]))
     return blocks
 
 
@@ -188,12 +201,18 @@ class Rule:
 
 def _blocks(part, cfg: dict, n_blocks: int) -> list[Block]:
     def build():
-        X, Y = part.load()
+        X, Y, *sw = part.load()  # (X, Y) or (X, Y, sample weights)
+        sw = sw[0] * cfg["weight_scale"] if sw else None  # relative to the mean weight
         return make_blocks(X, Y, n_blocks, cfg["n_features"], cfg["validation_fraction"],
-                           [cfg["seed"], part.index])
+                           [cfg["seed"], part.index], sw)
 
     return part.cached("logistic-blocks", build,
                        lambda blocks: sum(a.nbytes for b in blocks for a in b))
+
+
+def weight_of(blk: Block, rows: np.ndarray) -> float:
+    """The weight of a block's ``rows``: their count, or the sum of their sample weights."""
+    return float(blk.sw[rows].sum()) if blk.sw.shape[0] else rows.shape[0]
 
 
 def _diverged(cfg: dict, epoch: int, what: str) -> DivergenceError:
@@ -204,7 +223,7 @@ def _diverged(cfg: dict, epoch: int, what: str) -> DivergenceError:
 def worker_step(ps, part, cfg: dict) -> np.ndarray:
     """One epoch over a partition with local steps, a clock per block; returns the summed
     progressive training loss, the rows trained on, the summed validation loss and the rows
-    held out.
+    held out (with sample weights: the weighted losses and the rows' weights).
 
     Raises
     ------
@@ -221,17 +240,18 @@ def worker_step(ps, part, cfg: dict) -> np.ndarray:
         state = ps.pull("w", blk.keys)
         buf, w, s1, s2 = rule.unpack(state[:, :-1])
         m = blk.keys.shape[0]
-        sums[0] += local_steps(blk.indptr, blk.indices, blk.data, blk.Y,
+        sums[0] += local_steps(blk.indptr, blk.indices, blk.data, blk.Y, blk.sw,
                                rng.permutation(blk.train), cfg["batch_size"], rule.code,
                                rule.hyper, cfg["l2"], cfg["fit_intercept"], w, s1, s2,
                                np.zeros(w.shape), np.empty(m, np.int64),
                                np.full(m, -1, np.int64))
         if not np.isfinite(w).all():
             raise _diverged(cfg, part.epoch, "the weights are no longer finite")
-        sums[1] += blk.train.shape[0]
+        sums[1] += weight_of(blk, blk.train)
         if blk.held_out.shape[0]:
-            sums[2] += rows_loss(blk.indptr, blk.indices, blk.data, blk.Y, blk.held_out, w)
-            sums[3] += blk.held_out.shape[0]
+            sums[2] += rows_loss(blk.indptr, blk.indices, blk.data, blk.Y, blk.sw,
+                                 blk.held_out, w)
+            sums[3] += weight_of(blk, blk.held_out)
         # the change, in place of the pulled rows (one buffer fewer of the block's size)
         np.subtract(rule.pack(buf), state[:, :-1], out=state[:, :-1])
         state[:, -1] = 1.0
@@ -244,9 +264,9 @@ def worker_step(ps, part, cfg: dict) -> np.ndarray:
 
 def server_step(ps, part, cfg: dict) -> np.ndarray:
     """One epoch over a partition in the classic design: per minibatch (a clock) pull its
-    weights, push its mean log-loss gradient (plus ``l2 w`` for SGD and AdaGrad; FTRL's
-    shards apply their own L1/L2); the shards' rule applies the summed gradients. Returns
-    what :func:`worker_step` returns.
+    weights, push its mean (sample-weighted) log-loss gradient (plus ``l2 w`` for SGD and
+    AdaGrad; FTRL's shards apply their own L1/L2); the shards' rule applies the summed
+    gradients. Returns what :func:`worker_step` returns.
 
     Raises
     ------
@@ -267,12 +287,14 @@ def server_step(ps, part, cfg: dict) -> np.ndarray:
         sub = sp.csr_matrix((blk.data, blk.indices, blk.indptr),
                             shape=(blk.indptr.shape[0] - 1, w.shape[0] - 1))[rows]
         grad = np.zeros_like(w)
-        sums[0] += logistic_grad(sub.indptr, sub.indices, sub.data, blk.Y[rows], w[:-1],
+        sums[0] += logistic_grad(sub.indptr, sub.indices, sub.data, blk.Y[rows],
+                                 blk.sw[rows] if blk.sw.shape[0] else blk.sw, w[:-1],
                                  w[-1], grad[:-1], grad[-1])
-        sums[1] += rows.shape[0]
+        sums[1] += weight_of(blk, rows)
         if blk.held_out.shape[0]:
-            sums[2] += rows_loss(blk.indptr, blk.indices, blk.data, blk.Y, blk.held_out, w)
-            sums[3] += blk.held_out.shape[0]
+            sums[2] += rows_loss(blk.indptr, blk.indices, blk.data, blk.Y, blk.sw,
+                                 blk.held_out, w)
+            sums[3] += weight_of(blk, blk.held_out)
         grad /= max(1, rows.shape[0])
         if not ftrl:
             grad[:-1] += cfg["l2"] * w[:-1]

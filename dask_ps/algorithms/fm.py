@@ -49,7 +49,7 @@ from ._base import (
 )
 from ._fm_kernels import fm_steps
 from ._logistic_data import KEYED_FEATURES
-from ._stochastic import Rule, _blocks, gather_sparse_rows
+from ._stochastic import Rule, _blocks, gather_sparse_rows, weight_of
 from .epoch_loop import EpochLoop
 from .logistic import LogisticRegression
 
@@ -170,14 +170,14 @@ def fm_step(ps, part, cfg: dict) -> np.ndarray:
         buf, w, z, n = rule.unpack(state[:, :-1])
         fkeys = blk.keys[:-1]
         V, A, vrows = _pull_factors(ps, fkeys, k, cfg)
-        sums[0] += fm_steps(blk.indptr, blk.indices, blk.data, blk.Y, rng.permutation(blk.train),
-                            rule.hyper, cfg["fit_intercept"], w, z, n, v_rule, v_hyper,
-                            cfg["reg_factors"], V, A, np.empty(k))
+        sums[0] += fm_steps(blk.indptr, blk.indices, blk.data, blk.Y, blk.sw,
+                            rng.permutation(blk.train), rule.hyper, cfg["fit_intercept"], w,
+                            z, n, v_rule, v_hyper, cfg["reg_factors"], V, A, np.empty(k))
         if not (np.isfinite(w).all() and np.isfinite(V).all()):
             raise DivergenceError(cfg["name"], part.epoch, "the weights are no longer finite",
                                   _divergence_advice(cfg["learning_rate"], cfg["v_hyper"][0],
                                                      cfg["init_std"]))
-        sums[1] += blk.train.shape[0]
+        sums[1] += weight_of(blk, blk.train)
         delta = np.empty_like(state)
         np.subtract(rule.pack(buf), state[:, :-1], out=delta[:, :-1])
         delta[:, -1] = 1.0
@@ -197,14 +197,18 @@ def train_fm(model: PSModel, data: Partitions, *, n_features: int, k: int = 8,
              reg_factors: float = 1e-5, init_std: float = 0.01, fit_intercept: bool = True,
              max_iter: int = 10, consistency="bsp", staleness=None, random_state: int = 0,
              init_seed: int = 0, clocks_per_epoch: int = 4, init: FMState | None = None,
-             loop: EpochLoop | None = None, keyed: bool | None = None) -> tuple:
+             loop: EpochLoop | None = None, keyed: bool | None = None,
+             total_weight: float | None = None) -> tuple:
     """Fit a binary factorization machine on a PS model; the functional core of
     :class:`FactorizationMachineClassifier` (see it for the parameters).
 
     ``data`` holds encoded ``(X csr, Y (n, 1))`` partitions
     (:func:`~._logistic_data.encode_part`); ``init`` a previous fit's :class:`FMState`;
     ``keyed`` whether to return the weights by key (default: for ``n_features >=``
-    :data:`KEYED_FEATURES`).
+    :data:`KEYED_FEATURES`). Partitions ``(X csr, Y, sample_weight)`` train on weighted
+    rows, ``total_weight`` the weights' sum: each row's step (linear and factor gradients,
+    not ``reg_factors``' pull) times its weight relative to the mean weight, as in
+    :mod:`._stochastic`.
 
     Returns
     -------
@@ -252,7 +256,9 @@ def train_fm(model: PSModel, data: Partitions, *, n_features: int, k: int = 8,
                reg_factors=reg_factors, init_std=init_std, init_seed=init_seed,
                seed=random_state, clocks_per_epoch=clocks_per_epoch,
                fit_intercept=fit_intercept, validation_fraction=0.0,
-               rows_per_task=max(1, data.total_rows) / max(1, len(data.tasks())))
+               rows_per_task=max(1, data.total_rows) / max(1, len(data.tasks())),
+               weight_scale=1.0 if total_weight is None
+               else max(1, data.total_rows) / total_weight)
 
     def step(ps, part):
         return fm_step(ps, part, cfg)
@@ -486,18 +492,27 @@ class FactorizationMachineClassifier(LogisticRegression):
     def _check_params(self) -> None:
         """No cross-parameter rule (LogisticRegression's are about its solvers)."""
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit on ``X`` (n_samples, n_features) and binary labels ``y`` (n_samples,).
+
+        Parameters
+        ----------
+        sample_weight : array-like (n_samples,), optional
+            Non-negative weights, taken and partitioned as by
+            :meth:`LogisticRegression.fit`: each row's step (linear part and factors) is
+            scaled by its weight relative to the mean weight; ``l1``, ``l2`` and
+            ``reg_factors`` are not weighted. None: every row once, as before.
 
         Raises
         ------
         ValueError
-            More than two classes, one class, infinite features, bad parameters, or a
-            ``warm_start`` fit on another number of features, ``n_hashed_features`` or ``k``.
+            More than two classes, one class, infinite features, bad parameters, a
+            ``warm_start`` fit on another number of features, ``n_hashed_features`` or
+            ``k``, or a bad ``sample_weight`` (as :meth:`LogisticRegression.fit`).
         DivergenceError
             Training diverged.
         """
-        return self._fit(X, y, None, self.max_iter, self.warm_start, None)
+        return self._fit(X, y, None, self.max_iter, self.warm_start, None, sample_weight)
 
     def _check_warm_start(self, n_features: int) -> None:
         """:meth:`LogisticRegression._check_warm_start`, and the fitted ``k``: the factors
@@ -518,7 +533,8 @@ class FactorizationMachineClassifier(LogisticRegression):
                              f"to {fitted}, or fit afresh with warm_start=False (for "
                              f"partial_fit: a new estimator)")
 
-    def _train(self, model, data, labels, n_out, epochs, warm, eval_set, n_features):
+    def _train(self, model, data, labels, n_out, epochs, warm, eval_set, n_features,
+               total_weight=None):
         if n_out != 1:
             raise DataError(f"Only binary classification is supported: "
                             f"{type(self).__name__} got y with {labels.shape[0]} classes "
@@ -539,7 +555,8 @@ class FactorizationMachineClassifier(LogisticRegression):
             init_std=self.init_std, fit_intercept=self.fit_intercept, max_iter=epochs,
             consistency=self.consistency, staleness=self.staleness, random_state=seed,
             init_seed=self._seed(), clocks_per_epoch=self.clocks_per_epoch,
-            init=self._ps_state_ if warm else None, loop=loop, keyed=keyed)
+            init=self._ps_state_ if warm else None, loop=loop, keyed=keyed,
+            total_weight=total_weight)
         # keyed: CSR (k, width) of the keys held, transposed (a CSC view, no copy)
         self.factors_ = V.to_coef(width)[0].T if keyed else V
         return W, history, n_iter, state

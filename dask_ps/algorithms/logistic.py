@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -36,10 +35,10 @@ from ._base import (
     StrOptions,
     check_numeric_columns,
     fit_identity,
-    user_stacklevel,
     validate_data,
 )
 from ._lbfgs import lbfgs_fit
+from ._logistic_params import check_params, check_warm_start
 from ._stochastic import (
     Rule,
     gather_rows,
@@ -48,6 +47,7 @@ from ._stochastic import (
     server_step,
     worker_step,
 )
+from ._weights import check_sample_weight, total_weight
 from .epoch_loop import EpochLoop
 
 __all__ = ["LogisticRegression", "TrainState", "train"]
@@ -91,18 +91,20 @@ class TrainState(NamedTuple):
 
 
 def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
-          solver: str = "ftrl", step_on: str = "worker", penalty: str = "l2", C: float = 1.0,
-          fit_intercept: bool = True, max_iter: int = 10, batch_size: int = 1,
+          solver: str = "ftrl", step_on: str = "worker", penalty: str | None = "l2",
+          C: float = 1.0, fit_intercept: bool = True, max_iter: int = 10, batch_size: int = 1,
           learning_rate: float = 0.1, tol: float = 1e-6, consistency="bsp", staleness=None,
           random_state: int = 0, clocks_per_epoch: int = 4, early_stopping: bool = False,
           n_iter_no_change: int = 5, validation_fraction: float = 0.1, init=None,
           loop: EpochLoop | None = None, evaluate=None, table_dtype: str = "float64",
-          collect: bool = True) -> tuple:
+          collect: bool = True, total_weight: float | None = None) -> tuple:
     """Fit logistic regression on a PS model; the functional core of
     :class:`LogisticRegression` (see it for the parameters).
 
-    ``data`` holds encoded ``(X csr, Y (n, n_outputs))`` partitions
-    (:func:`~._logistic_data.encode_part`); ``init`` a previous result's state; ``loop`` the
+    ``data`` holds encoded ``(X csr, Y (n, n_outputs))`` partitions, or ``(X, Y,
+    sample_weight)`` ones (:func:`~._logistic_data.encode_part`) with ``total_weight`` the
+    weights' sum, which then stands for the rows ``n`` in the objective's normalisation
+    (see :class:`LogisticRegression`'s ``fit``); ``init`` a previous result's state; ``loop`` the
     :class:`~.epoch_loop.EpochLoop` (checkpoints, progress, callbacks); ``evaluate(epoch)`` scores
     an eval set; ``table_dtype`` the dtype of the weight table. ``collect=False`` leaves the
     weights on the shards (table "w" of ``model``, e.g. for :meth:`~dask_ps.PSModel.save` or
@@ -136,21 +138,25 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     (L-BFGS); Andrew & Gao, ICML 2007 (OWL-QN).
     """
     shape = (n_features + 1, n_outputs)
+    if penalty is None or math.isinf(C):  # no regularisation, either way (scikit-learn's)
+        penalty, C = None, math.inf
     name = f"LogisticRegression({solver})"
     if loop is None:
         loop = EpochLoop(model, name, max_iter)
     loop.baseline = math.log(2.0) * n_outputs  # the all-zero model's loss per row
     n_rows = max(1, data.total_rows)
+    weight = n_rows if total_weight is None else total_weight  # the rows the loss counts
     wide = n_features >= D.WIDE_FEATURES
     if solver == "lbfgs":
         loop.unit = "evaluation"
         W, nit, history = lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter,
-                                    tol, init, loop, keyed=n_features >= D.KEYED_FEATURES)
+                                    tol, init, loop, n_features >= D.KEYED_FEATURES,
+                                    total_weight)
         state = W.W if isinstance(W, D.KeyedWeights) else W
         return W, history, nit, TrainState("lbfgs", W, state)
     lam = 1.0 / C
     steps = max(1, n_rows // batch_size)
-    rule = Rule(SOLVERS[solver](learning_rate, lam / n_rows * steps if penalty == "l1"
+    rule = Rule(SOLVERS[solver](learning_rate, lam / weight * steps if penalty == "l1"
                                 else 0.0), n_outputs)
     local = step_on == "worker"
     ncols, optimizer = (rule.ncols, Average()) if local else (n_outputs, rule.optimizer)
@@ -183,7 +189,7 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
                clocks_per_epoch=clocks_per_epoch, fit_intercept=fit_intercept,
                validation_fraction=validation_fraction if early_stopping else 0.0,
                rows_per_task=n_rows / max(1, len(data.tasks())),
-               l2=lam / n_rows if penalty == "l2" else 0.0)
+               l2=lam / weight if penalty == "l2" else 0.0, weight_scale=n_rows / weight)
     kernel = worker_step if local else server_step
 
     def step(ps, part):
@@ -257,10 +263,12 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         the changes (fewer round trips; the default, measured faster to the same AUC on a9a
         and a CTR set). "server": tasks push minibatch gradients (``batch_size`` rows per
         clock) and the shards apply the rule, as in Li et al. (OSDI 2014).
-    penalty : {"l2", "l1"}, default "l2"
-        "l1" needs "ftrl" or "lbfgs".
+    penalty : {"l2", "l1"} or None, default "l2"
+        "l1" needs "ftrl" or "lbfgs". None: no regularisation (``C`` unused), as
+        ``C=np.inf``.
     C : float, default 1.0
-        Inverse regularisation strength (scikit-learn's convention).
+        Inverse regularisation strength (scikit-learn's convention), in (0, inf];
+        ``np.inf``: no regularisation (scikit-learn's way of asking for none).
     fit_intercept : bool, default True
     max_iter : int, optional
         Epochs at most, or L-BFGS iterations. Default: 10 epochs, or 100 iterations for
@@ -343,9 +351,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         Epochs, or L-BFGS iterations, run.
     history_ : list of dict
         See :func:`~dask_ps.algorithms._base.history_fields`; ``loss`` is the mean
-        progressive log-loss (each row scored before its own step), or the L-BFGS
-        objective; ``eval_log_loss``, ``eval_accuracy`` (and ``eval_auc`` for two classes)
-        with ``eval_set``.
+        progressive log-loss (each row scored before its own step; weighted by
+        ``sample_weight``), or the L-BFGS objective; ``eval_log_loss``,
+        ``eval_accuracy`` (and ``eval_auc`` for two classes) with ``eval_set``.
 
     Notes
     -----
@@ -363,8 +371,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,
         "solver": [StrOptions(set(SOLVERS))], "step_on": [StrOptions({"worker", "server"})],
-        "penalty": [StrOptions({"l2", "l1"})],
-        "C": [Interval(numbers.Real, 0, None, closed="neither")],
+        "penalty": [StrOptions({"l2", "l1"}), None],
+        "C": [Interval(numbers.Real, 0, None, closed="right")],
         "fit_intercept": ["boolean"],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
@@ -406,15 +414,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         return tags
 
     def _check_params(self) -> None:
-        if self.penalty == "l1" and self.solver not in ("ftrl", "lbfgs"):
-            raise ValueError("penalty='l1' needs solver='ftrl' or 'lbfgs' (OWL-QN)")
-        if self.solver == "lbfgs" and (self.resume or self.checkpoint not in (None, "auto")):
-            warnings.warn(f"solver='lbfgs' keeps its state on the driver: it writes no "
-                          f"checkpoint and resumes from none (checkpoint={self.checkpoint!r}"
-                          f", resume={self.resume!r} are not used)", UserWarning,
-                          stacklevel=user_stacklevel())
+        check_params(self)
 
-    def fit(self, X, y, eval_set=None):
+    def fit(self, X, y, sample_weight=None, eval_set=None):
         """Fit on ``X`` (n_samples, n_features) and labels ``y`` (n_samples,).
 
         ``X``: NumPy, scipy.sparse, ``sparse.COO``, a dask array (dense or CSR chunks, as
@@ -424,6 +426,18 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
 
         Parameters
         ----------
+        sample_weight : array-like (n_samples,), optional
+            Non-negative weights, float64, partitioned with ``X`` and ``y`` (placed and
+            cached with them). For dask ``X`` a dask array (cut to ``X``'s row chunks, as
+            ``y``) or, for a dask dataframe, a dask series of its partitions. The loss is
+            scikit-learn's ``sum_i w_i loss_i`` plus the unweighted penalty ``|coef|/C``
+            (L1) or ``|coef|^2 / 2C``; the normalisation by rows (``n`` above) becomes the
+            total weight ``sum_i w_i``, as scikit-learn's (``sw_sum``): integer weights fit
+            as the rows repeated ("lbfgs": the same objective), zero weights as the rows
+            dropped. Stochastic solvers scale each row's step by its weight relative to the
+            mean weight (see :mod:`._stochastic`): repeated rows and weights agree in
+            expectation, not step for step. ``history_``'s losses are weighted means. None:
+            every row once, bit for bit as before weights existed.
         eval_set : list of (X, y), optional
             Scored after every epoch (``history_``'s ``eval_*``), partitioned once per fit.
 
@@ -433,17 +447,22 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
             Bad parameters, a single class, labels that are not classes (continuous, such
             as 0.7: a DataError naming one), infinite features, a label outside the classes,
             a ``warm_start`` fit on another number of features or another
-            ``n_hashed_features``, or (wide ``X``) a column key outside [0, n_features) or
-            ``solver="lbfgs"``.
+            ``n_hashed_features``, (wide ``X``) a column key outside [0, n_features) or
+            ``solver="lbfgs"``, or a ``sample_weight`` of another length, not 1-D,
+            negative, NaN or infinite (naming the row for dask input), all zero, or not
+            partitioned as a dask dataframe ``X`` (:func:`~._weights.check_sample_weight`).
         DivergenceError
             Training diverged (the loss exploded or the weights stopped being finite).
         """
-        return self._fit(X, y, None, self.max_iter, self.warm_start, eval_set)
+        return self._fit(X, y, None, self.max_iter, self.warm_start, eval_set,
+                         sample_weight)
 
     @available_if(lambda self: self.solver != "lbfgs")  # hasattr False: scikit-learn's way
-    def partial_fit(self, X, y, classes=None):
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One more epoch over ``X``, ``y`` from the current weights (stochastic solvers:
-        with ``solver="lbfgs"`` there is no such method, an AttributeError).
+        with ``solver="lbfgs"`` there is no such method, an AttributeError);
+        ``sample_weight`` as in :meth:`fit`, the step scale relative to this call's mean
+        weight.
 
         Raises
         ------
@@ -451,16 +470,16 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
             With ``resume=True``, classes that differ from the first
             call's, labels of ``y`` outside ``classes`` (scikit-learn's rule: ``classes``
             lists them all) or the fitted ``classes_``, another number of features or
-            ``n_hashed_features``.
+            ``n_hashed_features``, or a bad ``sample_weight`` (as :meth:`fit`).
         """
         self._refuse_resume()
         if classes is not None and hasattr(self, "classes_") and not np.array_equal(
                 np.unique(classes), self.classes_):
             raise ValueError(f"classes {np.unique(classes).tolist()} differ from the first "
                              f"call's {self.classes_.tolist()}")
-        return self._fit(X, y, classes, 1, True, None)
+        return self._fit(X, y, classes, 1, True, None, sample_weight)
 
-    def _fit(self, X, y, classes, epochs, warm: bool, eval_set):
+    def _fit(self, X, y, classes, epochs, warm: bool, eval_set, sample_weight=None):
         self._validate()
         warm = warm and hasattr(self, "classes_")
         epochs = epochs or DEFAULT_MAX_ITER["lbfgs" if self.solver == "lbfgs" else
@@ -472,13 +491,15 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         else:
             check_numeric_columns(X, type(self).__name__)
             y = D.check_dask_X(X, y, type(self).__name__)
+        sw = check_sample_weight(sample_weight, X, type(self).__name__)
         n_features = int(X.shape[1])
         if warm and n_features != self.n_features_in_:
             raise ValueError(f"X has {n_features} features, but {type(self).__name__} was "
                              f"fitted with {self.n_features_in_}: a warm start needs the same")
         if warm:
             self._check_warm_start(n_features)
-        with self._model() as model, self._partition(model, (X, y)) as raw:
+        with self._model() as model, self._partition(
+                model, (X, y) if sw is None else (X, y, sw)) as raw:
             labels = D.fit_classes(raw.reduce(D.labels_of, None, with_start=True), classes,
                                    self.classes_ if warm else None)
             if labels.shape[0] < 2:
@@ -489,8 +510,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
             with raw.map(D.encode_part, labels, n_out, self.n_hashed_features,
                          with_start=True) as data:
                 raw.release()  # the encoded partitions replace the raw ones
-                W, history, n_iter, state = self._train(model, data, labels, n_out, epochs,
-                                                        warm, eval_set, n_features)
+                W, history, n_iter, state = self._train(
+                    model, data, labels, n_out, epochs, warm, eval_set, n_features,
+                    None if sw is None else total_weight(data))
                 if history:
                     history[-1].update(data.report())
         self.classes_, self.n_features_in_ = labels, n_features
@@ -505,34 +527,11 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         return self
 
     def _check_warm_start(self, n_features: int) -> None:
-        """Refuse, before training, a warm start (``warm_start=True`` or ``partial_fit``)
-        whose ``n_hashed_features`` is not the fitted model's: its weights and update-rule
-        state are those of the fitted columns (or buckets), and another hashing puts other
-        features under them (or, dense, fails deep in training on the table's shape). A
-        model saved before the fitted value was kept is checked by the width of its
-        ``coef_``.
+        """:func:`~._logistic_params.check_warm_start` (the hashing a warm start keeps)."""
+        check_warm_start(self, n_features)
 
-        Raises
-        ------
-        ValueError
-            Naming the fitted and the new ``n_hashed_features`` (or widths).
-        """
-        new, name = self.n_hashed_features, type(self).__name__
-        old = self.__dict__.get("_n_hashed_features_", new)
-        how = "fit afresh with warm_start=False (for partial_fit: a new estimator)"
-        if new != old:
-            raise ValueError(f"n_hashed_features={new!r}, but {name} was fitted with "
-                             f"n_hashed_features={old!r}: a warm start (warm_start=True or "
-                             f"partial_fit) continues the weights of the fitted columns (or "
-                             f"buckets) and needs the same hashing; set it back to {old!r}, "
-                             f"or {how}")
-        width, fitted = new or n_features, self.coef_.shape[1]
-        if width != fitted:
-            raise ValueError(f"n_hashed_features={new!r} makes {width} columns of weights, but "
-                             f"{name} was fitted with {fitted}: a warm start (warm_start=True "
-                             f"or partial_fit) needs the same; {how}")
-
-    def _train(self, model, data, labels, n_out, epochs, warm, eval_set, n_features):
+    def _train(self, model, data, labels, n_out, epochs, warm, eval_set, n_features,
+               total_weight=None):
         seed = self._seed() + (1000 * len(self.history_) if warm else 0)  # new orders
         lr = self.learning_rate or DEFAULT_LEARNING_RATE[self.solver]
         name = f"LogisticRegression({self.solver})"
@@ -558,7 +557,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
                 validation_fraction=self.validation_fraction,
                 init=self._ps_state_ if warm else None, loop=loop, evaluate=evaluate,
                 table_dtype=self.table_dtype or ("float32" if width >= D.WIDE_FEATURES
-                                                 else "float64"))
+                                                 else "float64"), total_weight=total_weight)
         finally:
             if evaluate is not None:
                 evaluate.release()

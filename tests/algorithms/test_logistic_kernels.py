@@ -9,12 +9,14 @@ from dask_ps.algorithms._logistic_kernels import local_steps, logistic_grad
 from dask_ps.algorithms._stochastic import Rule
 from dask_ps.state.optimizers import FTRL
 
+NONE = np.zeros(0)  # no sample weights
+
 
 def _run(X, Y, order, rule, state, l2, fit_intercept):
     buf, w, s1, s2 = rule.unpack(state)
     m = w.shape[0]
-    loss = local_steps(X.indptr, X.indices, X.data, Y, order, 1, rule.code, rule.hyper, l2,
-                       fit_intercept, w, s1, s2, np.zeros(w.shape), np.empty(m, np.int64),
+    loss = local_steps(X.indptr, X.indices, X.data, Y, NONE, order, 1, rule.code, rule.hyper,
+                       l2, fit_intercept, w, s1, s2, np.zeros(w.shape), np.empty(m, np.int64),
                        np.full(m, -1, np.int64))
     return loss, w, s1, s2
 
@@ -51,7 +53,7 @@ def test_binary_gradient_equals_the_general_path():
     held = rng.normal(size=(61, 1))
 
     def run(Y, W, b, g):
-        loss = logistic_grad(X.indptr, X.indices, X.data, Y, W, b, g[:-1], g[-1])
+        loss = logistic_grad(X.indptr, X.indices, X.data, Y, NONE, W, b, g[:-1], g[-1])
         return loss, g
 
     one = run(y, w, bias, held.copy())

@@ -48,15 +48,15 @@ def test_local_steps_equal_server_steps(solver, batch):
     buf, w, s1, s2 = rule.unpack(state)
     names = {"sgd": [], "adagrad": ["accumulator"], "ftrl": ["z", "n"]}[solver]
     ref_w, ref_slots = w.copy(), dict(zip(names, [s1.copy(), s2.copy()]))
-    loss = local_steps(X.indptr, X.indices, X.data, Y, order, batch, rule.code, rule.hyper,
-                       0.01, True, w, s1, s2, np.zeros((13, 2)), np.empty(13, np.int64),
-                       np.full(13, -1, np.int64))
+    loss = local_steps(X.indptr, X.indices, X.data, Y, np.zeros(0), order, batch, rule.code,
+                       rule.hyper, 0.01, True, w, s1, s2, np.zeros((13, 2)),
+                       np.empty(13, np.int64), np.full(13, -1, np.int64))
     ref_loss = reference_steps(X, Y, order, batch, optimizer, 0.01, ref_w, ref_slots)
     assert loss == pytest.approx(ref_loss, rel=1e-10)
     np.testing.assert_allclose(w, ref_w, rtol=1e-10, atol=1e-12)
     for got, name in zip([s1, s2], names):
         np.testing.assert_allclose(got, ref_slots[name], rtol=1e-10, atol=1e-12)
-    assert rows_loss(X.indptr, X.indices, X.data, Y, order, w) > 0
+    assert rows_loss(X.indptr, X.indices, X.data, Y, np.zeros(0), order, w) > 0
 
 
 def test_blocks_index_columns_locally_and_hold_out_rows():
