@@ -25,6 +25,10 @@ import pytest
 os.environ.setdefault("SCIPY_ARRAY_API", "1")
 
 REPO = Path(__file__).resolve().parents[1]
+#: Seconds a test waits for ``client3``'s nanny to restart a worker it killed: a few seconds
+#: on a quiet machine, over 60 once under the whole suite's load on 2 cores (an event waited
+#: for, not a speed asserted).
+RESTART_WAIT = 240
 
 
 def pytest_collection_modifyitems(config, items):

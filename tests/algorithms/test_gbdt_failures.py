@@ -13,6 +13,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import RESTART_WAIT
 from sklearn.metrics import accuracy_score
 
 from dask_ps import GBDTClassifier, GBDTRegressor
@@ -63,7 +64,7 @@ def test_a_killed_worker_ends_the_fit_with_a_clear_error_or_a_recovery(client3, 
                        **kw).fit(Xd, yd)
     assert killed, "the callback never ran"
     assert time.monotonic() - killed["at"] < 300
-    client3.wait_for_workers(3, timeout=120)  # the nanny restarts it
+    client3.wait_for_workers(3, timeout=RESTART_WAIT)  # the nanny restarts it
 
     # a checkpoint: the fit recovers, the shards are set up again, the same trees come out
     killed = {}
@@ -74,7 +75,7 @@ def test_a_killed_worker_ends_the_fit_with_a_clear_error_or_a_recovery(client3, 
     assert len(events) == 1 and events[0]["lost_shards"] == [1], est.history_
     assert est.n_estimators_ == 6
     np.testing.assert_array_equal(est.predict_proba(X), ref.predict_proba(X))
-    client3.wait_for_workers(3, timeout=120)
+    client3.wait_for_workers(3, timeout=RESTART_WAIT)
 
 
 def test_resume_goes_on_from_the_checkpoint_with_the_same_trees(client2, tmp_path):

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import RESTART_WAIT
 
 from dask_ps import LatentDirichletAllocation
 from dask_ps.algorithms._lda_eval import heldout_split, perplexity
@@ -32,10 +33,10 @@ def ap(data):
 
 
 def test_killed_shard_worker_is_rebuilt_from_the_assignments(ap, client3):
-    client3.wait_for_workers(3, timeout=60)
+    client3.wait_for_workers(3, timeout=RESTART_WAIT)
     base = LatentDirichletAllocation(client=client3, **FIT).fit(ap.train)
     assert not [h for h in base.history_ if h.get("event") == "recovery"]
-    client3.wait_for_workers(3, timeout=60)
+    client3.wait_for_workers(3, timeout=RESTART_WAIT)
     seen: dict = {}
 
     def kill(record) -> bool:  # after iteration 30: the worker of shard 1 dies mid-fit

@@ -10,6 +10,7 @@ import signal
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import RESTART_WAIT
 
 from dask_ps import LogisticRegression, PSModel
 from dask_ps.cluster import worker_info
@@ -46,7 +47,7 @@ def test_a_default_fit_survives_a_killed_shard_worker(client3):
     assert len(events) == 1 and events[0]["lost_shards"] == [1], est.history_
     assert [h["epoch"] for h in est.history_ if "epoch" in h][-1] == 6
     assert abs(est.score(X, y) - base.score(X, y)) < 0.01
-    client3.wait_for_workers(3, timeout=120)  # the nanny restarts it for the next test
+    client3.wait_for_workers(3, timeout=RESTART_WAIT)  # the nanny restarts it for the next test
 
 
 def test_a_call_to_a_shard_whose_worker_left_fails_at_once(client3):
@@ -75,7 +76,7 @@ def test_a_call_to_a_shard_whose_worker_left_fails_at_once(client3):
         assert time.monotonic() - t0 < 60  # not the 120 s timeout (~1 s here)
     np.testing.assert_array_equal(model.pull("w", [0, 29]), [0, 0])  # the others answer
     model.close()
-    client3.wait_for_workers(3, timeout=120)  # the nanny restarts it for the next test
+    client3.wait_for_workers(3, timeout=RESTART_WAIT)  # the nanny restarts it for the next test
 
 
 @pytest.mark.parametrize("bad, message", [

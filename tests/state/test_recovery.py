@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import RESTART_WAIT
 from sklearn.metrics import roc_auc_score
 
 from dask_ps.algorithms import LogisticRegression
@@ -14,7 +15,7 @@ from dask_ps.cluster import worker_info
 from dask_ps.exceptions import RecoveryError
 from dask_ps.model.format import list_versions
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(480), pytest.mark.slow]
 
 # Enough epochs that the fit is still running when the kill lands: an a9a epoch takes well
 # under 0.1 s here, and a kill after the end of the fit would test nothing.
@@ -59,7 +60,7 @@ def recoveries(est):
 @pytest.mark.parametrize("what", ["shard", "data"])
 def test_fit_recovers_from_a_killed_worker(a9a, client3, tmp_path, what):
     X, y, Xt, yt, base_auc = a9a
-    client3.wait_for_workers(3, timeout=60)
+    client3.wait_for_workers(3, timeout=RESTART_WAIT)
     url = str(tmp_path / "ck")
     seen: dict = {}
     # shards go round-robin over the sorted workers: shard 1 on worker 1; with 2 shards,
@@ -92,7 +93,7 @@ def test_fit_recovers_from_a_killed_worker(a9a, client3, tmp_path, what):
 
 def test_recovery_is_bounded_and_names_the_shard_and_checkpoint(a9a, client3, tmp_path):
     X, y, *_ = a9a
-    client3.wait_for_workers(3, timeout=60)
+    client3.wait_for_workers(3, timeout=RESTART_WAIT)
     url = str(tmp_path / "ck")
     seen: dict = {}
     thread = kill_during_epoch_2(client3, url, 1, seen)
