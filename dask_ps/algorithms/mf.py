@@ -89,7 +89,9 @@ class MatrixFactorization(PSEstimator):
         with the saved users and items (and a resume of a finished fit returns the saved
         model); a checkpoint of another fit (another solver, or other user or item ids) is
         refused with an :class:`~dask_ps.exceptions.OptionError` naming what differs.
-        ``"auto"`` snapshots hold the item table only.
+        ``"auto"`` snapshots hold the item table only. ``random_state`` (None: seed 0) may
+        be a ``np.random.RandomState``, drawn from once per fit (see
+        :meth:`~dask_ps.algorithms._base.PSEstimator._seed`).
 
     Attributes
     ----------
