@@ -64,9 +64,10 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
 
     Returns
     -------
-    user_rows : ndarray (n_users, rank + 1)
+    user_rows : ndarray (n_users, rank + 1) float64
         User factors, bias in the last column.
     item_rows : ndarray (n_items, rank + 1)
+        Of the item table's dtype: float32 (sgd) or float64 (als).
     history : list of dict
         ``loss`` is the training RMSE (SGD: errors before each update; ALS: after the user
         step).

@@ -100,7 +100,8 @@ class MatrixFactorization(PSEstimator):
         ``user_ids_[j]``.
     user_factors_ : ndarray (n_users, rank) float64
     item_factors_ : ndarray (n_items, rank) float64
-    user_bias_, item_bias_ : ndarray float64
+        float64 whatever the solver (SGD trains float32 factors: they are widened exactly).
+    user_bias_, item_bias_ : ndarray (n_users,), (n_items,) float64
     global_mean_ : float
     rating_range_ : (float, float)
     history_ : list of dict
@@ -247,8 +248,12 @@ class MatrixFactorization(PSEstimator):
                     history[-1].update(data.report())
         k = p["rank"]
         self.user_ids_, self.item_ids_ = user_map.ids, item_map.ids
-        self.user_factors_, self.user_bias_ = np.ascontiguousarray(U[:, :k]), U[:, k].copy()
-        self.item_factors_, self.item_bias_ = np.ascontiguousarray(V[:, :k]), V[:, k].copy()
+        # float64 for every solver (SGD's item table is float32): one copy each, cast in it
+        f64 = np.float64
+        self.user_factors_ = np.ascontiguousarray(U[:, :k], dtype=f64)
+        self.user_bias_ = U[:, k].astype(f64)
+        self.item_factors_ = np.ascontiguousarray(V[:, :k], dtype=f64)
+        self.item_bias_ = V[:, k].astype(f64)
         self.global_mean_, self.rating_range_ = mu, (float(stats[2]), float(stats[3]))
         self.history_, self.n_iter_ = history, sum(1 for h in history if "loss" in h)
         return self
@@ -437,7 +442,8 @@ class MatrixFactorization(PSEstimator):
             raise ValueError(f"n must be a positive integer, got {n!r}")
         ids = data_.as_ids(np.array([user]), "user")
         code = int(IdMapping.from_sorted(self.user_ids_).codes(ids)[0])
-        scores = self.global_mean_ + self.item_bias_.astype(np.float64)
+        # float64 (a model saved by an earlier version may hold float32 item rows)
+        scores = np.add(self.item_bias_, self.global_mean_, dtype=np.float64)
         if code >= 0:
             scores = scores + self.user_bias_[code] + self.item_factors_ @ self.user_factors_[code]
         else:
