@@ -327,26 +327,30 @@ class MatrixFactorization(PSEstimator):
         self._cold(users, items, uc, ic, warn)
         return uc, ic
 
-    def _cold(self, users, items, uc, ic, warn: bool, stacklevel: int = 4) -> None:
+    def _cold(self, users, items, uc, ic, warn: bool) -> None:
         n_u, n_i = int((uc < 0).sum()), int((ic < 0).sum())
         if not (n_u or n_i):
             return
         if self.cold_start == "raise":
             ids, codes = (users, uc) if n_u else (items, ic)
-            first = np.asarray(ids)[np.argmax(codes < 0)]
-            if isinstance(first, np.generic):  # read as written: 7, not np.int64(7)
-                first = first.item()
-            which = f"{'user' if n_u else 'item'} {first!r}"
-            fit_ids = self.user_ids_ if n_u else self.item_ids_
-            kind = "" if (fit_ids.dtype.kind == "i") == (not isinstance(first, str)) else (
-                f"; the {which.split()[0]} ids at fit are "
-                f"{'integers' if fit_ids.dtype.kind == 'i' else 'strings'}")
+            which, hint = self._unseen("user" if n_u else "item",
+                                       np.asarray(ids)[np.argmax(codes < 0)])
             raise ValueError(f"{which} was not seen at fit ({n_u} rows with an unseen user, "
-                             f"{n_i} with an unseen item; cold_start='raise'){kind}")
+                             f"{n_i} with an unseen item; cold_start='raise'){hint}")
         if warn:  # evaluate() returns the counts instead
             warnings.warn(f"{n_u} rows with a user and {n_i} with an item not seen at fit: "
                           f"predicted by cold_start={self.cold_start!r}", UserWarning,
-                          stacklevel=stacklevel)
+                          stacklevel=4)
+
+    def _unseen(self, kind: str, first) -> tuple[str, str]:
+        """``(name, hint)`` of an id not seen at fit, as the messages say them: ``"user 7"``,
+        and, for an id of another kind than the fit's (``"1"`` for ``1``), a hint."""
+        if isinstance(first, np.generic):  # read as written: 7, not np.int64(7)
+            first = first.item()
+        integers = (self.user_ids_ if kind == "user" else self.item_ids_).dtype.kind == "i"
+        hint = "" if integers == (not isinstance(first, str)) else (
+            f"; the {kind} ids at fit are {'integers' if integers else 'strings'}")
+        return f"{kind} {first!r}", hint
 
     def _predict_indices(self, u: np.ndarray, i: np.ndarray) -> np.ndarray:
         low, high = self.rating_range_ if self.clip else (-np.inf, np.inf)
@@ -436,6 +440,17 @@ class MatrixFactorization(PSEstimator):
         -------
         item_ids : ndarray (min(n, n_candidates),)
         scores : ndarray float64, decreasing (unclipped predictions)
+
+        Raises
+        ------
+        ValueError
+            ``n`` not a positive integer; an unseen ``user`` under ``cold_start="raise"``,
+            naming it (and the kind of the fit's ids when it is of another kind).
+
+        Warns
+        -----
+        UserWarning
+            An unseen ``user`` under the other modes, naming it and what is recommended.
         """
         check_is_fitted(self)
         if not isinstance(n, numbers.Integral) or n < 1:
@@ -447,7 +462,14 @@ class MatrixFactorization(PSEstimator):
         if code >= 0:
             scores = scores + self.user_bias_[code] + self.item_factors_ @ self.user_factors_[code]
         else:
-            self._cold(ids, ids, np.array([-1]), np.zeros(1, np.int64), True, stacklevel=3)
+            which, hint = self._unseen("user", ids[0])
+            if self.cold_start == "raise":
+                raise ValueError(f"{which} was not seen at fit, nothing to recommend "
+                                 f"(cold_start='raise'){hint}")
+            what = ("ranks the items by mu + b_i" if self.cold_start == "mean" else
+                    "recommends nothing")
+            warnings.warn(f"{which} was not seen at fit: cold_start={self.cold_start!r} "
+                          f"{what}{hint}", UserWarning, stacklevel=2)
             if self.cold_start in ("nan", "drop"):
                 return self.item_ids_[:0], np.zeros(0)
         keep = np.ones(scores.shape[0], bool)
