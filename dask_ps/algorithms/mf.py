@@ -84,8 +84,9 @@ class MatrixFactorization(PSEstimator):
     consistency, staleness, n_shards, random_state, client, shard_resources, checkpoint,
     checkpoint_every, max_recoveries, resume, progress, callbacks
         As for :class:`~dask_ps.LogisticRegression`; ALS always runs BSP. User factors live
-        next to their partitions; a ``checkpoint`` URL also keeps them in a PS table
-        ``"user"`` (n_users, rank + 1), written before each save, so that ``resume`` goes on
+        next to their partitions; a ``checkpoint`` URL also saves them, through a PS table
+        ``"user"`` (n_users, rank + 1) filled for each save and restore and emptied (its
+        memory freed) after it, so that ``resume`` goes on
         with the saved users and items (and a resume of a finished fit returns the saved
         model); a checkpoint of another fit (another solver, or other user or item ids) is
         refused with an :class:`~dask_ps.exceptions.OptionError` naming what differs.
@@ -236,7 +237,7 @@ class MatrixFactorization(PSEstimator):
                               user_ids=checksum(user_map.ids), item_ids=checksum(item_map.ids))
                 loop = self._epoch_loop(model, f"MatrixFactorization({self.solver})",
                                         p["max_iter"], advice="", fit_id=fit_id)
-                U, V, history = train(
+                user_factors, user_bias, V, history = train(
                     model, data, n_users=len(user_map), n_items=len(item_map), mu=mu,
                     solver=self.solver, rank=p["rank"], reg=p["reg"], reg_bias=p["reg_bias"],
                     reg_fixed=p["reg_fixed"], reg_bias_fixed=p["reg_bias_fixed"],
@@ -248,12 +249,10 @@ class MatrixFactorization(PSEstimator):
                     history[-1].update(data.report())
         k = p["rank"]
         self.user_ids_, self.item_ids_ = user_map.ids, item_map.ids
+        self.user_factors_, self.user_bias_ = user_factors, user_bias  # float64
         # float64 for every solver (SGD's item table is float32): one copy each, cast in it
-        f64 = np.float64
-        self.user_factors_ = np.ascontiguousarray(U[:, :k], dtype=f64)
-        self.user_bias_ = U[:, k].astype(f64)
-        self.item_factors_ = np.ascontiguousarray(V[:, :k], dtype=f64)
-        self.item_bias_ = V[:, k].astype(f64)
+        self.item_factors_ = np.ascontiguousarray(V[:, :k], dtype=np.float64)
+        self.item_bias_ = V[:, k].astype(np.float64)
         self.global_mean_, self.rating_range_ = mu, (float(stats[2]), float(stats[3]))
         self.history_, self.n_iter_ = history, sum(1 for h in history if "loss" in h)
         return self
