@@ -40,7 +40,8 @@ from ..state.consistency import Consistency
 from .epoch_loop import EpochLoop
 
 __all__ = ["COMMON_CONSTRAINTS", "Interval", "PSEstimator", "check_numeric_columns",
-           "checksum", "history_fields", "keeps_state_on_failure", "validate_data"]
+           "checksum", "history_fields", "keeps_state_on_failure", "one_seed_per_call",
+           "validate_data"]
 
 _pv = _compat.sklearn_param_validation()
 StrOptions = _pv.StrOptions
@@ -61,7 +62,9 @@ COMMON_CONSTRAINTS: dict[str, list] = {
     "staleness": [Interval(numbers.Integral, 0, None, closed="left"), None],
     "n_shards": [Interval(numbers.Integral, 1, None, closed="left"), None],
     "shard_resources": [str, None],
-    "random_state": [Interval(numbers.Integral, 0, None, closed="left"), None],
+    # an int seed, a RandomState drawn from once per fit (PSEstimator._seed), or None (seed 0)
+    "random_state": [Interval(numbers.Integral, 0, None, closed="left"),
+                     np.random.RandomState, None],
     "client": "no_validation",
     "checkpoint": [str, None],  # a URL, "auto" or None
     "checkpoint_every": [Interval(numbers.Integral, 1, None, closed="left")],
@@ -87,8 +90,12 @@ def history_fields() -> str:
         ``incoming_transfer_bytes``, ...; see :meth:`dask_ps.Partitions.report`)."""
 
 
-#: The methods of a :class:`PSEstimator` subclass wrapped by :func:`keeps_state_on_failure`.
+#: The methods of a :class:`PSEstimator` subclass wrapped by :func:`keeps_state_on_failure`
+#: and :func:`one_seed_per_call`.
 FITTING_METHODS = ("fit", "partial_fit")
+#: Where a fitting call keeps the seed it drew from a ``RandomState`` (see
+#: :meth:`PSEstimator._seed`); present only during the call.
+_CALL_SEED = "_call_seed"
 
 
 def keeps_state_on_failure(method: Callable) -> Callable:
@@ -128,6 +135,26 @@ def keeps_state_on_failure(method: Callable) -> Callable:
     return wrapper
 
 
+def one_seed_per_call(method: Callable) -> Callable:
+    """``method`` of an estimator (``fit``, ``partial_fit``) during which
+    :meth:`PSEstimator._seed` draws from a ``random_state`` that is a ``RandomState`` once:
+    every later call of ``_seed`` in it (and a ``fit`` calling ``partial_fit``) gets the
+    same seed. The seed is forgotten when the outermost call returns or raises."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        outer = _CALL_SEED not in self.__dict__
+        if outer:
+            self.__dict__[_CALL_SEED] = None  # drawn at the first _seed()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            if outer:
+                self.__dict__.pop(_CALL_SEED, None)
+
+    return wrapper
+
+
 class PSEstimator(BaseEstimator):
     """Base of the dask_ps estimators (see the module docstring)."""
 
@@ -137,8 +164,8 @@ class PSEstimator(BaseEstimator):
         super().__init_subclass__(**kwargs)
         for name in FITTING_METHODS:  # a failed fit leaves the estimator as it was
             method = cls.__dict__.get(name)
-            if callable(method):
-                setattr(cls, name, keeps_state_on_failure(method))
+            if callable(method) and not getattr(method, "_keeps_state_on_failure", False):
+                setattr(cls, name, keeps_state_on_failure(one_seed_per_call(method)))
 
     def __getstate__(self) -> dict:
         # a Dask client does not pickle: the copy (e.g. in a task) uses the current client
@@ -168,6 +195,12 @@ class PSEstimator(BaseEstimator):
         """Check every parameter against ``_parameter_constraints`` (scikit-learn's
         ``InvalidParameterError``, a ValueError, naming it), then the estimator's own
         cross-checks (:meth:`_check_params`)."""
+        if isinstance(self.random_state, np.random.Generator):  # scikit-learn refuses it too
+            raise _pv.InvalidParameterError(
+                f"The 'random_state' parameter of {type(self).__name__} is a "
+                f"np.random.Generator, which is not taken (as in scikit-learn: an int, a "
+                f"np.random.RandomState or None); pass an int seed drawn from it, e.g. "
+                f"random_state=int(rng.integers(2**31 - 1)), or np.random.RandomState(seed)")
         self._validate_params()
         if self.staleness is not None and self.consistency != "ssp":
             raise ValueError(f"staleness={self.staleness} needs consistency='ssp', got "
@@ -210,7 +243,28 @@ class PSEstimator(BaseEstimator):
         return partition(data, client="local" if model.is_local else model.client, **kwargs)
 
     def _seed(self) -> int:
-        return 0 if self.random_state is None else int(self.random_state)
+        """The seed of this fit, the same for every part of it and every worker.
+
+        ``random_state`` None gives 0 (a fit is reproducible by default); an int is the
+        seed itself; a ``np.random.RandomState`` gives one draw
+        ``randint(np.iinfo(np.int32).max)`` (scikit-learn's way), made at the first call
+        in a ``fit`` or ``partial_fit`` and returned by every later call in it
+        (:func:`one_seed_per_call`). The instance advances as scikit-learn's do: two
+        estimators given ``RandomState(0)`` fit the same model, a second fit with the same
+        instance another one. The seed is not part of a checkpoint's fit id: ``resume``
+        restores the checkpoint's tables whatever the seed, and goes on with the seed of
+        the resuming fit (the same as the interrupted one's for a fresh ``RandomState`` of
+        the same seed, or the same int).
+        """
+        rs = self.random_state
+        if not isinstance(rs, np.random.RandomState):
+            return 0 if rs is None else int(rs)
+        seed = self.__dict__.get(_CALL_SEED)
+        if seed is None:
+            seed = int(rs.randint(np.iinfo(np.int32).max))
+            if _CALL_SEED in self.__dict__:  # in a fit: the same seed for the rest of it
+                self.__dict__[_CALL_SEED] = seed
+        return seed
 
     def _epoch_loop(self, model: PSModel, name: str, n_epochs: int, **kwargs) -> "EpochLoop":
         """An :class:`EpochLoop` with the estimator's checkpoint, progress and callbacks."""

@@ -4,7 +4,8 @@ Every user's ratings are in one partition, so its factors and bias are only ever
 written next to that partition: they live in the partition's worker-local state
 (``part.state``), never pulled during training. A fit with a checkpoint copies them into the
 table :data:`USERS` before each save (:func:`store_users_step`), and a resume copies them
-back (:func:`set_users_step`). Items are shared by all
+back (:func:`set_users_step`); the table is emptied after each (its memory freed), so that
+the users are held twice only while a checkpoint is written. Items are shared by all
 partitions: their factors and biases are the PS table ``"item"`` (n_items, rank + 1), bias in
 the last column.
 
@@ -250,19 +251,28 @@ def set_users_step(ps, part, cfg: dict) -> None:
 
 def store_users_step(ps, part, cfg: dict) -> None:
     """Write the partition's user rows into the table :data:`USERS` (before a checkpoint
-    saves it): one push of the change per user row, the table's rows of other partitions
-    untouched."""
-    uids, rows = collect_step(ps, part, cfg)
+    saves it), the table's rows of other partitions untouched. The table must be empty (its
+    rows zero: :func:`~._mf_train.train` empties it after each save and restore), so the
+    rows are pushed as they are: one temporary of the partition's rows at most (SGD's, in
+    the table's dtype; ALS's rows are pushed from the partition's state)."""
+    uids, P, bu = collect_step(ps, part, cfg)
     if uids.shape[0]:
-        ps.push(USERS, uids, rows.astype(cfg["dtype"]) - ps.pull(USERS, uids))
+        if bu is None and P.dtype == np.dtype(cfg["dtype"]):
+            rows = P
+        else:
+            rows = np.empty((uids.shape[0], cfg["rank"] + 1), cfg["dtype"])
+            rows[:, :cfg["rank"]] = P[:, :cfg["rank"]]
+            rows[:, cfg["rank"]] = P[:, cfg["rank"]] if bu is None else bu
+        ps.push(USERS, uids, rows)
     ps.clock()
 
 
-def collect_step(ps, part, cfg: dict) -> tuple[np.ndarray, np.ndarray]:
-    """The partition's user codes and their rows (factors, bias last)."""
+def collect_step(ps, part, cfg: dict) -> tuple:
+    """``(uids, P, bu)``: the partition's user codes, their factors and biases as held in
+    its state (no copy): ALS's ``P`` (n, rank + 1) float64 holds the bias in its last
+    column (``bu`` None); SGD's ``P`` (n, rank) and ``bu`` (n,) are float32."""
     if cfg["solver"] == "als":
         st = _local(part, cfg)
-        return st["uids"], st["P"]
+        return st["uids"], st["P"], None
     st = _sgd_local(part, cfg)
-    P = np.column_stack([st["P"], st["bu"]])
-    return st["uids"], P
+    return st["uids"], st["P"], st["bu"]

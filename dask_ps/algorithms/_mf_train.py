@@ -64,9 +64,11 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
 
     Returns
     -------
-    user_rows : ndarray (n_users, rank + 1)
-        User factors, bias in the last column.
+    user_factors : ndarray (n_users, rank) float64
+    user_bias : ndarray (n_users,) float64
     item_rows : ndarray (n_items, rank + 1)
+        Item factors, bias in the last column; of the item table's dtype: float32 (sgd)
+        or float64 (als).
     history : list of dict
         ``loss`` is the training RMSE (SGD: errors before each update; ALS: after the user
         step).
@@ -103,6 +105,7 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
         counts = np.sum(data.reduce(data_.item_counts, None, n_items), axis=0)
 
         def epochs(first, last):
+            release_users()  # after a save
             _schedule(cfg, counts, len(data.tasks()))  # again after a lost worker
             per_task = model.run(lambda ps, parts: sgd_task(ps, parts, cfg, first, last),
                                  data, consistency=consistency, staleness=staleness)
@@ -111,20 +114,32 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
         model.add_table("gram", (n_items, d * d + d + 1), "float64")
 
         def epochs(first, last):
+            release_users()  # after a save
             per_task = model.run(lambda ps, parts: als_task(ps, parts, cfg, first, last), data)
             return [_rmse([t[e] for t in per_task]) for e in range(last - first + 1)]
-    users = None
+    users, held = None, [False]  # held: the table USERS holds rows
     if loop.checkpoint not in (None, "auto"):  # a resume restores the users with the items
+        # the users' rows go through the table only for a save or a restore: it is emptied
+        # (its memory freed) after each, the partitions' state the one copy in between
         model.add_table(USERS, (n_users, d), dtype)
 
         def store(clock: int) -> dict:
+            release_users()  # a save that failed left its rows
+            held[0] = True
             model.fit_partitions(lambda ps, part: store_users_step(ps, part, cfg), data)
             return {}
 
         def restore(saved: dict | None, clock: int) -> None:
+            held[0] = True  # as restored from the checkpoint
             model.fit_partitions(lambda ps, part: set_users_step(ps, part, cfg), data)
+            release_users()
 
         users = (store, restore)
+
+    def release_users():
+        if held[0]:
+            model.empty_table(USERS)
+            held[0] = False
 
     if users is not None and loop.resume:
         _refuse_items_only(loop.checkpoint)
@@ -135,11 +150,15 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
             users[1](None, model.checkpoint_info.clock)  # every partition's, as saved
 
     history = loop.run(epochs, on_recover=recovered, restart=fill, driver_state=users)
-    user_rows = np.zeros((n_users, d))
-    for uids, U in model.fit_partitions(lambda ps, part: collect_step(ps, part, cfg), data)[0]:
-        user_rows[uids] = U
-    item_rows = table.pull(rows)
-    return user_rows, item_rows, history
+    release_users()  # after the last save
+    # the attributes, filled from the partitions' state as it is (no (n_users, rank + 1)
+    # copy between them)
+    factors, bias = np.zeros((n_users, rank)), np.zeros(n_users)
+    for uids, P, bu in model.fit_partitions(lambda ps, part: collect_step(ps, part, cfg),
+                                            data)[0]:
+        factors[uids] = P[:, :rank]
+        bias[uids] = P[:, rank] if bu is None else bu
+    return factors, bias, table.pull(rows), history
 
 
 def _schedule(cfg: dict, counts: np.ndarray, n_tasks: int) -> None:

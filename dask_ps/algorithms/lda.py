@@ -215,7 +215,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         With ``consistency="ssp"``, default 1.
     n_shards : int, optional
         Shards of the word–topic table; default one per worker.
-    random_state : int, optional
+    random_state : int, np.random.RandomState or None, optional
         Seeds the sampler: the same seed, workers and partitioning give the same model.
     client : distributed.Client or "local", optional
         Default: the current client; "local" (or none) trains in this process.

@@ -84,12 +84,15 @@ class MatrixFactorization(PSEstimator):
     consistency, staleness, n_shards, random_state, client, shard_resources, checkpoint,
     checkpoint_every, max_recoveries, resume, progress, callbacks
         As for :class:`~dask_ps.LogisticRegression`; ALS always runs BSP. User factors live
-        next to their partitions; a ``checkpoint`` URL also keeps them in a PS table
-        ``"user"`` (n_users, rank + 1), written before each save, so that ``resume`` goes on
+        next to their partitions; a ``checkpoint`` URL also saves them, through a PS table
+        ``"user"`` (n_users, rank + 1) filled for each save and restore and emptied (its
+        memory freed) after it, so that ``resume`` goes on
         with the saved users and items (and a resume of a finished fit returns the saved
         model); a checkpoint of another fit (another solver, or other user or item ids) is
         refused with an :class:`~dask_ps.exceptions.OptionError` naming what differs.
-        ``"auto"`` snapshots hold the item table only.
+        ``"auto"`` snapshots hold the item table only. ``random_state`` (None: seed 0) may
+        be a ``np.random.RandomState``, drawn from once per fit (see
+        :meth:`~dask_ps.algorithms._base.PSEstimator._seed`).
 
     Attributes
     ----------
@@ -98,7 +101,8 @@ class MatrixFactorization(PSEstimator):
         ``user_ids_[j]``.
     user_factors_ : ndarray (n_users, rank) float64
     item_factors_ : ndarray (n_items, rank) float64
-    user_bias_, item_bias_ : ndarray float64
+        float64 whatever the solver (SGD trains float32 factors: they are widened exactly).
+    user_bias_, item_bias_ : ndarray (n_users,), (n_items,) float64
     global_mean_ : float
     rating_range_ : (float, float)
     history_ : list of dict
@@ -233,7 +237,7 @@ class MatrixFactorization(PSEstimator):
                               user_ids=checksum(user_map.ids), item_ids=checksum(item_map.ids))
                 loop = self._epoch_loop(model, f"MatrixFactorization({self.solver})",
                                         p["max_iter"], advice="", fit_id=fit_id)
-                U, V, history = train(
+                user_factors, user_bias, V, history = train(
                     model, data, n_users=len(user_map), n_items=len(item_map), mu=mu,
                     solver=self.solver, rank=p["rank"], reg=p["reg"], reg_bias=p["reg_bias"],
                     reg_fixed=p["reg_fixed"], reg_bias_fixed=p["reg_bias_fixed"],
@@ -245,8 +249,10 @@ class MatrixFactorization(PSEstimator):
                     history[-1].update(data.report())
         k = p["rank"]
         self.user_ids_, self.item_ids_ = user_map.ids, item_map.ids
-        self.user_factors_, self.user_bias_ = np.ascontiguousarray(U[:, :k]), U[:, k].copy()
-        self.item_factors_, self.item_bias_ = np.ascontiguousarray(V[:, :k]), V[:, k].copy()
+        self.user_factors_, self.user_bias_ = user_factors, user_bias  # float64
+        # float64 for every solver (SGD's item table is float32): one copy each, cast in it
+        self.item_factors_ = np.ascontiguousarray(V[:, :k], dtype=np.float64)
+        self.item_bias_ = V[:, k].astype(np.float64)
         self.global_mean_, self.rating_range_ = mu, (float(stats[2]), float(stats[3]))
         self.history_, self.n_iter_ = history, sum(1 for h in history if "loss" in h)
         return self
@@ -320,26 +326,30 @@ class MatrixFactorization(PSEstimator):
         self._cold(users, items, uc, ic, warn)
         return uc, ic
 
-    def _cold(self, users, items, uc, ic, warn: bool, stacklevel: int = 4) -> None:
+    def _cold(self, users, items, uc, ic, warn: bool) -> None:
         n_u, n_i = int((uc < 0).sum()), int((ic < 0).sum())
         if not (n_u or n_i):
             return
         if self.cold_start == "raise":
             ids, codes = (users, uc) if n_u else (items, ic)
-            first = np.asarray(ids)[np.argmax(codes < 0)]
-            if isinstance(first, np.generic):  # read as written: 7, not np.int64(7)
-                first = first.item()
-            which = f"{'user' if n_u else 'item'} {first!r}"
-            fit_ids = self.user_ids_ if n_u else self.item_ids_
-            kind = "" if (fit_ids.dtype.kind == "i") == (not isinstance(first, str)) else (
-                f"; the {which.split()[0]} ids at fit are "
-                f"{'integers' if fit_ids.dtype.kind == 'i' else 'strings'}")
+            which, hint = self._unseen("user" if n_u else "item",
+                                       np.asarray(ids)[np.argmax(codes < 0)])
             raise ValueError(f"{which} was not seen at fit ({n_u} rows with an unseen user, "
-                             f"{n_i} with an unseen item; cold_start='raise'){kind}")
+                             f"{n_i} with an unseen item; cold_start='raise'){hint}")
         if warn:  # evaluate() returns the counts instead
             warnings.warn(f"{n_u} rows with a user and {n_i} with an item not seen at fit: "
                           f"predicted by cold_start={self.cold_start!r}", UserWarning,
-                          stacklevel=stacklevel)
+                          stacklevel=4)
+
+    def _unseen(self, kind: str, first) -> tuple[str, str]:
+        """``(name, hint)`` of an id not seen at fit, as the messages say them: ``"user 7"``,
+        and, for an id of another kind than the fit's (``"1"`` for ``1``), a hint."""
+        if isinstance(first, np.generic):  # read as written: 7, not np.int64(7)
+            first = first.item()
+        integers = (self.user_ids_ if kind == "user" else self.item_ids_).dtype.kind == "i"
+        hint = "" if integers == (not isinstance(first, str)) else (
+            f"; the {kind} ids at fit are {'integers' if integers else 'strings'}")
+        return f"{kind} {first!r}", hint
 
     def _predict_indices(self, u: np.ndarray, i: np.ndarray) -> np.ndarray:
         low, high = self.rating_range_ if self.clip else (-np.inf, np.inf)
@@ -429,17 +439,36 @@ class MatrixFactorization(PSEstimator):
         -------
         item_ids : ndarray (min(n, n_candidates),)
         scores : ndarray float64, decreasing (unclipped predictions)
+
+        Raises
+        ------
+        ValueError
+            ``n`` not a positive integer; an unseen ``user`` under ``cold_start="raise"``,
+            naming it (and the kind of the fit's ids when it is of another kind).
+
+        Warns
+        -----
+        UserWarning
+            An unseen ``user`` under the other modes, naming it and what is recommended.
         """
         check_is_fitted(self)
         if not isinstance(n, numbers.Integral) or n < 1:
             raise ValueError(f"n must be a positive integer, got {n!r}")
         ids = data_.as_ids(np.array([user]), "user")
         code = int(IdMapping.from_sorted(self.user_ids_).codes(ids)[0])
-        scores = self.global_mean_ + self.item_bias_.astype(np.float64)
+        # float64 (a model saved by an earlier version may hold float32 item rows)
+        scores = np.add(self.item_bias_, self.global_mean_, dtype=np.float64)
         if code >= 0:
             scores = scores + self.user_bias_[code] + self.item_factors_ @ self.user_factors_[code]
         else:
-            self._cold(ids, ids, np.array([-1]), np.zeros(1, np.int64), True, stacklevel=3)
+            which, hint = self._unseen("user", ids[0])
+            if self.cold_start == "raise":
+                raise ValueError(f"{which} was not seen at fit, nothing to recommend "
+                                 f"(cold_start='raise'){hint}")
+            what = ("ranks the items by mu + b_i" if self.cold_start == "mean" else
+                    "recommends nothing")
+            warnings.warn(f"{which} was not seen at fit: cold_start={self.cold_start!r} "
+                          f"{what}{hint}", UserWarning, stacklevel=2)
             if self.cold_start in ("nan", "drop"):
                 return self.item_ids_[:0], np.zeros(0)
         keep = np.ones(scores.shape[0], bool)

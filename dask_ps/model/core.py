@@ -194,6 +194,26 @@ class PSModel:
             self._scratch.add(name)
         return Table(self, spec)
 
+    def empty_table(self, name: str) -> None:
+        """Make table ``name`` again as :meth:`add_table` made it, every row back to its
+        ``init``, from the driver outside a job: each shard drops its part and allocates it
+        afresh, so that its memory goes (a dense table of zeros takes memory again only as
+        its rows are written). E.g. a table that only carries state into checkpoints, after
+        each save.
+
+        Raises
+        ------
+        UnknownTableError
+            No such table.
+        RuntimeError
+            A job is running.
+        """
+        spec = connection.process_client(self).spec(name)
+        if self._job is not None:
+            raise RuntimeError(f"cannot empty table {name!r} while job {self._job!r} runs")
+        connection.call_all(self, "drop_table", name)
+        connection.call_all(self, "create_table", spec)
+
     @property
     def saved_specs(self) -> dict[str, TableSpec]:
         """The specs of the tables checkpoints keep (all but scratch ones, see

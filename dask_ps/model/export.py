@@ -84,21 +84,46 @@ def _export(model, url: str, *, dtype=None, tables=None) -> None:
     group.attrs.update(dict(dask_ps_export=dict(meta, complete=True)))
 
 
-#: Rows of a shard's table cast at once by :func:`_overflow` (a bounded copy).
+#: Rows of a shard's table scanned at once by :func:`_overflow` (bounded temporaries).
 _SCAN_ROWS = 1 << 16
 
 
-def _overflow(keys, values, slots, dtype: np.dtype) -> tuple[int, float]:
-    """Shard function: ``(count, largest magnitude)`` of the finite ``values`` that
-    ``values.astype(dtype)`` makes infinite (0, 0.0: none)."""
+def overflow_limit(dtype) -> float:
+    """The smallest magnitude that a cast to float ``dtype`` rounds to +-inf: halfway between
+    its largest finite value and the next power of two (a tie rounds to even, up), e.g.
+    65520.0 for float16 (65519.99 is written as 65504); inf for float64.
+
+    Parameters
+    ----------
+    dtype : numpy float dtype
+
+    Returns
+    -------
+    float
+        Exact in float64 for float16 and float32.
+    """
+    info = np.finfo(dtype)
+    half_ulp = 2.0 ** (info.maxexp - 2 - info.nmant)  # of the largest finite value
+    with np.errstate(over="ignore"):
+        return float(np.float64(info.max) + np.float64(half_ulp))
+
+
+def _overflow(keys, values, slots, limit: float) -> tuple[int, float]:
+    """Shard function: ``(count, largest magnitude)`` of the finite ``values`` of magnitude
+    ``limit`` or more (:func:`overflow_limit`: those a cast makes infinite; 0, 0.0: none).
+    Compared, not cast: the one cast is the writer's."""
+    if values.dtype.kind == "f":  # exact in a wider float: no float64 copy of the values
+        limit = values.dtype.type(limit)
     count, largest = 0, 0.0
     for a in range(0, values.shape[0], _SCAN_ROWS):
         part = values[a:a + _SCAN_ROWS]
-        with np.errstate(over="ignore"):
-            bad = np.isinf(part.astype(dtype)) & np.isfinite(part)
+        bad = part >= limit
+        bad |= part <= -limit
         if bad.any():
+            bad &= np.isfinite(part)  # inf is written as itself
             count += int(bad.sum())
-            largest = max(largest, float(np.abs(part[bad]).max()))
+            if bad.any():
+                largest = max(largest, float(np.abs(part[bad]).max()))
     return count, largest
 
 
@@ -114,7 +139,7 @@ def _check_range(model, name: str, dtype: np.dtype) -> None:
     spec = model.specs[name]
     if np.dtype(spec.dtype).kind == "f" and dtype.itemsize >= np.dtype(spec.dtype).itemsize:
         return  # a float cast to a float as wide or wider stays finite
-    found = connection.call_all(model, "map_rows", name, _overflow, dtype)
+    found = connection.call_all(model, "map_rows", name, _overflow, overflow_limit(dtype))
     count = sum(c for c, _ in found)
     if count:
         largest = max(m for _, m in found)

@@ -36,8 +36,8 @@ from ..exceptions import (
     ShardUnavailableError,
     WorkerLostError,
 )
-from . import connection, placement
 from . import format as ck
+from . import placement
 
 __all__ = ["check_not_past", "recover", "recreate", "run_clocks"]
 
@@ -412,9 +412,8 @@ def recreate(model) -> dict:
     lost = placement.lost_shards(model)
     was = [model.shards[i].address for i in lost]
     moved = placement.replace_shards(model, lost) if lost else []
-    for name, spec in model.specs.items():
-        connection.call_all(model, "drop_table", name)
-        connection.call_all(model, "create_table", spec)
+    for name in model.specs:
+        model.empty_table(name)
     if not model.is_local:
         for shard, old, new in zip(lost, was, moved):
             log_recovery(shard, old, new, checkpoint="rebuilt", model=model.uid,

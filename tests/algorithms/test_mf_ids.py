@@ -131,24 +131,30 @@ def fitted():
 @pytest.mark.parametrize("user, hint", [("1", "; the user ids at fit are integers"),
                                         (10**9, "")])
 def test_recommend_for_an_unseen_user_follows_cold_start(fitted, user, hint):
+    """recommend passed the user's id as the item too (a hack to reuse predict's message,
+    which counted "rows"); its messages now name the user and say what it recommends."""
     model = fitted
     model.set_params(cold_start="raise")
-    msg = (f"user {user!r} was not seen at fit \\(1 rows with an unseen user, 0 with an unseen "
-           f"item; cold_start='raise'\\){hint}$")
-    for call in (lambda: model.recommend(user, n=3),
-                 lambda: model.predict(pd.DataFrame({"user": [user], "item": [0]}))):
-        with pytest.raises(ValueError, match=msg):
-            call()
+    with pytest.raises(ValueError, match=f"user {user!r} was not seen at fit \\(1 rows with an "
+                                         f"unseen user, 0 with an unseen item; "
+                                         f"cold_start='raise'\\){hint}$"):
+        model.predict(pd.DataFrame({"user": [user], "item": [0]}))
+    with pytest.raises(ValueError, match=f"^user {user!r} was not seen at fit, nothing to "
+                                         f"recommend \\(cold_start='raise'\\){hint}$"):
+        model.recommend(user, n=3)
     model.set_params(cold_start="mean")
-    with pytest.warns(UserWarning, match="1 rows with a user and 0 with an item not seen at "
-                                         "fit: predicted by cold_start='mean'"):
+    with pytest.warns(UserWarning, match=f"^user {user!r} was not seen at fit: "
+                                         f"cold_start='mean' ranks the items by mu \\+ b_i"
+                                         f"{hint}$") as caught:
         items, scores = model.recommend(user, n=3)
+    assert len(caught) == 1 and caught[0].filename == __file__  # the caller's line
     assert scores.dtype == np.float64
     np.testing.assert_allclose(scores, np.sort(model.global_mean_ + model.item_bias_.astype(
         np.float64))[::-1][:3])
     for mode in ("nan", "drop"):
         model.set_params(cold_start=mode)
-        with pytest.warns(UserWarning, match=f"cold_start='{mode}'"):
+        with pytest.warns(UserWarning, match=f"^user {user!r} was not seen at fit: "
+                                             f"cold_start='{mode}' recommends nothing{hint}$"):
             items, scores = model.recommend(user, n=3)
         assert items.shape == scores.shape == (0,) and scores.dtype == np.float64
     model.set_params(cold_start="raise")

@@ -377,3 +377,25 @@ def test_set_rows_refuses_what_an_integer_slot_cannot_hold(any_client):
         values, slots = t.state()
         np.testing.assert_array_equal(values[[1, 4]], np.ones((2, 2)))
         assert slots["t"][[1, 4], 0].tolist() == [3, 5]
+
+
+@pytest.mark.parametrize("partitioner", ["range", "hash"])
+def test_empty_table_puts_every_row_back_to_its_init(partitioner, any_client):
+    """PSModel.empty_table (MatrixFactorization's users' table, emptied after each save):
+    every shard's part allocated afresh, the rows back to their init; the other tables
+    untouched; an unknown table named."""
+    keys = np.arange(0, 600, 7) * (7919 if partitioner == "hash" else 1)
+    with dask_ps.PSModel(any_client, n_shards=3) as model:
+        model.add_table("t", (600, 2), "float64", partitioner=partitioner,
+                        init=("normal", 0.0, 1.0), seed=3)
+        model.add_table("other", (600,), "float64")
+        fresh = model.pull("t", keys)
+        model.push("t", keys, np.ones((keys.shape[0], 2)))
+        model.push("other", [5], [2.0])
+        model.empty_table("t")
+        np.testing.assert_array_equal(model.pull("t", keys), fresh)
+        assert model.pull("other", [5])[0] == 2.0
+        if partitioner == "hash":
+            assert model.table("t").n_keys == keys.shape[0]  # the pull made its rows again
+        with pytest.raises(dask_ps.UnknownTableError, match="nope"):
+            model.empty_table("nope")
