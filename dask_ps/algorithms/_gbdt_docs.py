@@ -64,7 +64,7 @@ DOC_PARAMS = """
         :data:`~._gbdt_fit.ONE_WORKER_CELLS` rows x features (rows known before reading:
         not a dask DataFrame; not with ``shard_resources``), where a step's round trip
         costs more than a worker saves; else all.
-    random_state : int, optional
+    random_state : int, np.random.RandomState or None, optional
         Seed of the bin sample, row and column sampling (default 0).
     client : distributed.Client or "local", optional
         Default: the current client; "local" (or no client) runs in this process.
