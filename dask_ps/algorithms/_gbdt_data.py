@@ -22,7 +22,8 @@ from ._gbdt_sketch import hash_rows, sketch
 from ._logistic_data import classes_of
 from ._weights import all_zero, check_part
 
-__all__ = ["categorical_indices", "checksums", "eval_survey", "frame_categories", "set_checksums", "survey", "to_matrix"]
+__all__ = ["categorical_indices", "checksums", "eval_survey", "frame_categories",
+           "set_checksums", "survey", "to_matrix"]
 
 
 def frame_categories(frame, estimator: str | None = None) -> dict:

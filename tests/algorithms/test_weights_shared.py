@@ -14,8 +14,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dask_ps import (FactorizationMachineClassifier, GBDTClassifier, GBDTRegressor,
-                     LogisticRegression)
+from dask_ps import (
+    FactorizationMachineClassifier,
+    GBDTClassifier,
+    GBDTRegressor,
+    LogisticRegression,
+)
 
 KW = dict(client="local", random_state=0)
 ESTIMATORS = {
