@@ -24,6 +24,8 @@ spilled and recovered with its rows, read once per fit and never sent again per 
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from ..exceptions import DataError
@@ -52,8 +54,8 @@ def _column(w, name: str):
     ValueError
         More than one column, or more than 2 dimensions.
     """
-    if not is_dask(w) and not hasattr(w, "iloc") and np.ndim(w) > 0:
-        w = np.asarray(w)
+    if not (is_dask(w) or hasattr(w, "iloc") or isinstance(w, numbers.Number)):
+        w = np.asarray(w)  # not np.ndim: an array-like may refuse __array_function__
     ndim = getattr(w, "ndim", 0)
     if ndim == 2 and w.shape[1] == 1:
         return w.iloc[:, 0] if hasattr(w, "iloc") else w[:, 0]
@@ -116,7 +118,7 @@ dask series or one-column dask dataframe
     else:
         from sklearn.utils import check_array
 
-        w = np.full(n, w) if np.ndim(w) == 0 else w
+        w = np.full(n, w) if getattr(w, "ndim", 0) == 0 else w
         try:
             w = check_array(w.to_numpy() if hasattr(w, "to_numpy") else w, ensure_2d=False,
                             dtype=np.float64, ensure_all_finite=False, input_name=name)
