@@ -20,9 +20,10 @@ from ._base import check_numeric_columns
 from ._gbdt_objectives import exact_sum, exact_total
 from ._gbdt_sketch import hash_rows, sketch
 from ._logistic_data import classes_of
+from ._weights import all_zero, check_part
 
-__all__ = ["categorical_indices", "checked_weights", "checksums", "eval_survey",
-           "frame_categories", "set_checksums", "survey", "to_matrix"]
+__all__ = ["categorical_indices", "checksums", "eval_survey", "frame_categories",
+           "set_checksums", "survey", "to_matrix"]
 
 
 def frame_categories(frame, estimator: str | None = None) -> dict:
@@ -228,13 +229,13 @@ def survey(value, start: int, rate: float, seed: int, categories: dict, classify
     Raises
     ------
     ValueError
-        What :func:`to_matrix`, :func:`checked_labels` and :func:`checked_weights` raise; a
-        classifier's label that is not a class (:func:`~._logistic_data.classes_of`),
-        naming its first row.
+        What :func:`to_matrix`, :func:`checked_labels` and :func:`~._weights.check_part`
+        raise; a classifier's label that is not a class
+        (:func:`~._logistic_data.classes_of`), naming its first row.
     """
     X = to_matrix(value[0], categories, start)
     y = checked_labels(value[1], start, classify)
-    w = checked_weights(value[2], start, X.shape[0]) if len(value) > 2 else None
+    w = check_part(value[2], start, X.shape[0]) if len(value) > 2 else None
     pos = None if w is None or (w > 0).all() else w > 0
     out = dict(n_rows=int(X.shape[0]),
                sketch=sketch(X, np.arange(start, start + X.shape[0], dtype=np.int64), rate,
@@ -252,28 +253,6 @@ def survey(value, start: int, rate: float, seed: int, categories: dict, classify
         out.update(y_min=float(y.min(initial=np.inf)), y_max=float(y.max(initial=-np.inf)),
                    y_sample=y[:: max(1, y.shape[0] // LABEL_SAMPLE)].copy())
     return out
-
-
-def checked_weights(w, start: int, n_rows: int, name: str = "sample_weight") -> np.ndarray:
-    """A partition's sample weights as float64 (n_rows,), checked: one per row, finite and
-    not negative; errors name the row in the whole data (``start`` the partition's first)
-    as ``name[row]``.
-
-    Raises
-    ------
-    DataError
-        Another shape, a NaN, infinite or negative weight.
-    """
-    w = np.asarray(labels(w), np.float64)
-    if w.shape != (n_rows,):
-        raise DataError(f"{name} must hold one weight per row of X: got shape {w.shape} for "
-                        f"rows {start}..{start + n_rows - 1}")
-    bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
-    if bad.size:
-        what = "negative" if w[bad[0]] < 0 else "not finite"
-        raise DataError(f"{name}[{start + int(bad[0])}] = {w[bad[0]]} is {what}: weights "
-                        f"must be finite and >= 0")
-    return w
 
 
 def weight_survey(w: np.ndarray, y, classify: bool) -> dict:
@@ -322,7 +301,7 @@ def eval_survey(value, start: int, categories: dict, classify: bool) -> dict:
     """
     X = to_matrix(value[0], categories, start, "eval_set X")
     y = checked_labels(value[1], start, classify, "eval_set y")
-    w = checked_weights(value[2], start, X.shape[0], "eval_sample_weight") \
+    w = check_part(value[2], start, X.shape[0], "eval_sample_weight") \
         if len(value) > 2 else None
     return dict(classes=classes_of(y, start, "eval_set y")[0] if classify else y[:0],
                 checksums=checksums(X, y, start, w))
@@ -335,15 +314,14 @@ def weight_totals(parts: list) -> dict | None:
     Raises
     ------
     ValueError
-        Every weight is 0.
+        Every weight is 0 (:func:`~._weights.all_zero`).
     """
     if not parts or "weights" not in parts[0]:
         return None
     found = [p["weights"] for p in parts]
     total = exact_total(f["w_sum"] for f in found)
     if total <= 0:
-        raise ValueError(f"sample_weight sums to 0 over the {sum(p['n_rows'] for p in parts):,}"
-                         f" rows of X: at least one weight must be positive")
+        raise ValueError(all_zero())
     return dict(n_pos=sum(f["n_pos"] for f in found), w_max=max(f["w_max"] for f in found),
                 total=total)
 

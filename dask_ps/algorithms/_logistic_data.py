@@ -372,7 +372,7 @@ def encode_part(part, classes: np.ndarray, n_out: int, n_buckets: int | None = N
                         f"{getattr(label, 'item', lambda: label)()!r} at row {row} is not "
                         f"among the classes {classes.tolist()}")
     if sw:
-        return X, targets(codes, n_out), check_part(sw[0], start)
+        return X, targets(codes, n_out), check_part(sw[0], start, X.shape[0])
     return X, targets(codes, n_out)
 
 

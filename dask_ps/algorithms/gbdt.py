@@ -36,8 +36,8 @@ from ._gbdt_docs import DOC_ATTRS, DOC_NOTES, DOC_PARAMS
 from ._gbdt_fit import DIVERGENCE_ADVICE, eval_pair, one_shard, train, training_workers
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT
 from ._gbdt_tree import Ensemble
-from ._gbdt_weights import checked_sample_weight, eval_weights
 from ._logistic_data import as_scipy, classes_of, finite_block
+from ._weights import check_sample_weight, eval_weights
 
 __all__ = ["Booster", "GBDTClassifier", "GBDTRegressor"]
 
@@ -183,6 +183,7 @@ class _GBDT(PSEstimator):
             and trained where its partitions are.
         y : array-like or dask array/series (n_samples,)
         sample_weight : array-like (n_samples,), dask array or dask series, optional
+            (:func:`~._weights.check_sample_weight`, as every estimator's)
             Weights (finite, >= 0) of the rows, as in LightGBM, XGBoost and scikit-learn's
             HistGradientBoosting: each row's gradient, hessian and loss are multiplied by
             its weight, so histograms, split gains, leaf values, ``min_child_weight`` and
@@ -193,9 +194,9 @@ class _GBDT(PSEstimator):
             are quantiles of the rows of positive weight, unweighted (as
             HistGradientBoosting's). A row of weight 0 is as if dropped (with every row in
             the bin sample, ``sample_count >= n_samples``, the same trees). Weights travel
-            with their rows' partitions: with a dask array ``X``, a dask array of its row
-            chunks (or in-memory weights); with a dask DataFrame, a dask series of its
-            partitions. Default: every row weighs 1 (the same trees, bit for bit, as
+            with their rows' partitions: with a dask array ``X``, a dask array (cut to its
+            row chunks, as ``y`` is) or in-memory weights; with a dask DataFrame, a dask
+            series of its partitions. Default: every row weighs 1 (the same trees, bit for bit, as
             without weights given). Gradients are quantized relative to the largest
             weight's (see Notes), so a few rows of very large weight coarsen the others'.
         eval_set : list of one (X, y) pair, optional
@@ -216,9 +217,9 @@ class _GBDT(PSEstimator):
             values, non-finite labels or a classifier's label that is not a class such as 0.7
             (naming the row); a categorical column with non-integer or too large values;
             ``early_stopping_rounds`` without ``eval_set``; ``sample_weight`` or
-            ``eval_sample_weight`` of another length than the rows (or other dask chunks),
-            NaN, infinite or negative, or all 0 (naming the row of a dask collection's
-            bad weight); so many columns that the bins'
+            ``eval_sample_weight`` of another length than the rows, of more than one
+            column, NaN, infinite or negative (naming the row), or all 0
+            (:func:`~._weights.check_sample_weight`); so many columns that the bins'
             per-feature arrays would not fit in memory (:class:`~dask_ps.DataError`).
 
         Warns
@@ -231,7 +232,7 @@ class _GBDT(PSEstimator):
         if self.early_stopping_rounds is not None and not eval_set:
             raise ValueError("early_stopping_rounds needs an eval_set")
         X, y, cats = self._inputs(X, y, reset=True)
-        w = checked_sample_weight(sample_weight, X)
+        w = check_sample_weight(sample_weight, X)
         categorical = self._categorical(cats)
         ev = None
         if eval_sample_weight is not None and not eval_set:
@@ -244,8 +245,8 @@ class _GBDT(PSEstimator):
                 raise ValueError(f"eval_set: {exc}") from exc
             ev = (Xv, np.asarray(yv) if not is_dask(yv) else yv)
             if eval_sample_weight is not None:
-                ev += (checked_sample_weight(eval_weights(eval_sample_weight), Xv,
-                                             "eval_sample_weight"),)
+                ev += (check_sample_weight(eval_weights(eval_sample_weight), Xv,
+                                           "eval_sample_weight"),)
         classify = isinstance(self, ClassifierMixin)
         data = (X, y) if w is None else (X, y, w)  # the weights travel with their rows
         with self._model() as model, self._partition(model, data, workers=training_workers(

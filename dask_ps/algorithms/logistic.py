@@ -429,7 +429,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         sample_weight : array-like (n_samples,), optional
             Non-negative weights, float64, partitioned with ``X`` and ``y`` (placed and
             cached with them). For dask ``X`` a dask array (cut to ``X``'s row chunks, as
-            ``y``) or, for a dask dataframe, a dask series of its partitions. The loss is
+            ``y``) or, for a dask dataframe, a dask series of its partitions; a column
+            as it (:func:`~._weights.check_sample_weight`, every estimator's). The loss is
             scikit-learn's ``sum_i w_i loss_i`` plus the unweighted penalty ``|coef|/C``
             (L1) or ``|coef|^2 / 2C``; the normalisation by rows (``n`` above) becomes the
             total weight ``sum_i w_i``, as scikit-learn's (``sw_sum``): integer weights fit
@@ -448,8 +449,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
             as 0.7: a DataError naming one), infinite features, a label outside the classes,
             a ``warm_start`` fit on another number of features or another
             ``n_hashed_features``, (wide ``X``) a column key outside [0, n_features) or
-            ``solver="lbfgs"``, or a ``sample_weight`` of another length, not 1-D,
-            negative, NaN or infinite (naming the row for dask input), all zero, or not
+            ``solver="lbfgs"``, or a ``sample_weight`` of another length, of more than
+            one column, negative, NaN or infinite (naming the row), all zero, or not
             partitioned as a dask dataframe ``X`` (:func:`~._weights.check_sample_weight`).
         DivergenceError
             Training diverged (the loss exploded or the weights stopped being finite).
@@ -491,7 +492,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         else:
             check_numeric_columns(X, type(self).__name__)
             y = D.check_dask_X(X, y, type(self).__name__)
-        sw = check_sample_weight(sample_weight, X, type(self).__name__)
+        sw = check_sample_weight(sample_weight, X)
         n_features = int(X.shape[1])
         if warm and n_features != self.n_features_in_:
             raise ValueError(f"X has {n_features} features, but {type(self).__name__} was "

@@ -122,12 +122,12 @@ def test_eval_sample_weight_weights_the_eval_loss_and_early_stopping():
 
 
 @pytest.mark.parametrize("weights, match", [
-    (np.ones(99), r"sample_weight\.shape == \(99,\), expected \(100,\)"),
-    (np.r_[np.ones(99), -1.0], "Negative values in data passed to `sample_weight`"),
-    (np.r_[np.ones(99), np.nan], "Input sample_weight contains NaN"),
-    (np.r_[np.ones(99), np.inf], "Input sample_weight contains infinity"),
-    (np.zeros(100), "sample_weight: Sample weights must contain at least one non-zero"),
-    (np.ones((100, 2)), "sample_weight"),
+    (np.ones(99), "sample_weight has 99 values, but X has 100 rows"),
+    (np.r_[np.ones(99), -1.0], "sample_weight: -1.0 at row 99 is negative"),
+    (np.r_[np.ones(99), np.nan], "sample_weight: nan at row 99 is not finite"),
+    (np.r_[np.ones(99), np.inf], "sample_weight: inf at row 99 is not finite"),
+    (np.zeros(100), "sample_weight: every weight is zero"),
+    (np.ones((100, 2)), r"sample_weight must be 1-D, of shape \(n_samples,\)"),
 ])
 def test_bad_sample_weight_is_refused_naming_it(weights, match):
     X, labels, _ = _small_values(100)
@@ -145,21 +145,16 @@ def test_bad_eval_sample_weight_and_dask_weights_refused_naming_them():
     est = GBDTClassifier(**KW)
     with pytest.raises(ValueError, match="eval_sample_weight needs an eval_set"):
         est.fit(X, y, eval_sample_weight=[np.ones(100)])
-    with pytest.raises(ValueError, match=r"eval_sample_weight: sample_weight\.shape == "):
+    with pytest.raises(ValueError, match="eval_sample_weight has 3 values, but X has 100 rows"):
         est.fit(X, y, eval_set=[(X, y)], eval_sample_weight=[np.ones(3)])
     Xd, yd = da.from_array(X, chunks=25), da.from_array(y, chunks=25)
-    with pytest.raises(ValueError, match=r"sample_weight has other row chunks than X "
-                                         r"\(\[50, 50\] vs \[25, 25, 25, 25\]\)"):
-        est.fit(Xd, yd, sample_weight=da.ones(100, chunks=50))
-    with pytest.raises(ValueError, match="sample_weight has 99 rows but X has 100"):
+    with pytest.raises(ValueError, match="sample_weight has 99 values, but X has 100 rows"):
         est.fit(Xd, yd, sample_weight=da.ones(99, chunks=25))
-    with pytest.raises(ValueError, match="sample_weight is a dask collection but X is in"):
-        est.fit(X, y, sample_weight=da.ones(100, chunks=25))
     bad = np.ones(100)
     bad[57] = -2.0
-    with pytest.raises(DataError, match=r"sample_weight\[57\] = -2.0 is negative"):
+    with pytest.raises(DataError, match="sample_weight: -2.0 at row 57 is negative"):
         est.fit(Xd, yd, sample_weight=da.from_array(bad, chunks=25))
-    with pytest.raises(ValueError, match="sample_weight sums to 0 over the 100 rows"):
+    with pytest.raises(ValueError, match="sample_weight: every weight is zero"):
         est.fit(Xd, yd, sample_weight=da.zeros(100, chunks=25))
 
 
@@ -184,7 +179,7 @@ def test_dask_weights_on_a_cluster_give_the_in_memory_trees(client2):
         [h["eval_log_loss"] for h in dist.history_], rel=1e-12)
     bad = w.copy()
     bad[321] = np.nan
-    with pytest.raises(DataError, match=r"sample_weight\[321\] = nan is not finite"):
+    with pytest.raises(DataError, match="sample_weight: nan at row 321 is not finite"):
         GBDTRegressor(**dict(kw, client=client2, max_workers=None)).fit(
             da.from_array(X, chunks=200), da.from_array(labels["regression"], chunks=200),
             sample_weight=da.from_array(bad, chunks=200))
@@ -224,8 +219,8 @@ def test_dask_dataframe_with_a_dask_series_of_weights():
     want = GBDTRegressor(**KW).fit(frame[list("abcd")], frame["y"], sample_weight=frame["w"])
     np.testing.assert_array_equal(got.predict(frame[list("abcd")]),
                                   want.predict(frame[list("abcd")]))
-    with pytest.raises(ValueError, match="sample_weight of a dask DataFrame X must be a dask "
-                                         "Series with X's 3 partitions"):
+    with pytest.raises(ValueError, match="sample_weight: X is a dask dataframe of 3 "
+                                         "partitions, so sample_weight must be a dask series"):
         GBDTRegressor(**KW).fit(ddf[list("abcd")], ddf["y"], sample_weight=w)
 
 

@@ -142,12 +142,13 @@ def test_fm_unit_weights_are_no_weights_and_zero_weights_matter():
 
 
 @pytest.mark.parametrize("sample_weight, match", [
-    (np.ones(299), r"sample_weight\.shape == \(299,\), expected \(300,\)"),
-    (np.ones((300, 2)), "Sample weights must be 1D"),
-    (np.r_[np.ones(299), -1.0], "Negative values in data passed to `sample_weight`"),
-    (np.r_[np.ones(299), np.nan], "Input sample_weight contains NaN"),
-    (np.r_[np.ones(299), np.inf], "Input sample_weight contains infinity"),
-    (np.zeros(300), "Sample weights must contain at least one non-zero number"),
+    (np.ones(299), "sample_weight has 299 values, but X has 300 rows"),
+    (np.ones((300, 2)), r"sample_weight must be 1-D, of shape \(n_samples,\), got shape "
+                        r"\(300, 2\)"),
+    (np.r_[np.ones(299), -1.0], "sample_weight: -1.0 at row 299 is negative"),
+    (np.r_[np.ones(299), np.nan], "sample_weight: nan at row 299 is not finite"),
+    (np.r_[np.ones(299), np.inf], "sample_weight: inf at row 299 is not finite"),
+    (np.zeros(300), "sample_weight: every weight is zero"),
 ])
 @pytest.mark.parametrize("solver", ["ftrl", "lbfgs"])
 def test_bad_weights_are_refused_naming_sample_weight(sample_weight, match, solver):
@@ -171,7 +172,7 @@ def test_bad_dask_weights_are_refused_naming_sample_weight_and_row():
         assert not hasattr(model, "coef_")
 
     fails(da.ones(299, chunks=100), "sample_weight has 299 values, but X has 300 rows")
-    fails(da.ones((300, 1), chunks=100), r"sample_weight must be 1-D.*\(300, 1\)")
+    fails(da.ones((300, 2), chunks=100), r"sample_weight must be 1-D.*\(300, 2\)")
     bad = np.ones(300)
     bad[234] = -2.0
     fails(da.from_array(bad, chunks=70), "sample_weight: -2.0 at row 234 is negative")
@@ -181,15 +182,15 @@ def test_bad_dask_weights_are_refused_naming_sample_weight_and_row():
     unknown = da.from_array(np.ones(300), chunks=100)
     fails(unknown[unknown > 0], "sample_weight is a dask array of unknown chunk sizes")
     fails(np.ones(7), "sample_weight has 7 values, but X has 300 rows")
-    fails(np.r_[np.ones(299), -1], "Negative values in data passed to `sample_weight`")
+    fails(np.r_[np.ones(299), -1], "sample_weight: -1.0 at row 299 is negative")
 
     import dask.dataframe as dd
     import pandas as pd
 
     frame = dd.from_pandas(pd.DataFrame(X, columns=list("abcde")), npartitions=3)
     labels = dd.from_pandas(pd.Series(y), npartitions=3)
-    with pytest.raises(ValueError, match="X is a dask dataframe of 3 partitions, so "
-                                         "sample_weight must be a dask series"):
+    with pytest.raises(ValueError, match="sample_weight: X is a dask dataframe of 3 "
+                                         "partitions, so sample_weight must be a dask series"):
         model.fit(frame, labels, sample_weight=da.ones(300, chunks=100))
     weights = dd.from_pandas(pd.Series(np.ones(300)), npartitions=3)
     model.fit(frame, labels, sample_weight=weights)  # a series of its partitions is taken
