@@ -352,7 +352,11 @@ def load_estimator(path: str):
     for attr, spec in meta["attributes"].items():
         if not (attr.endswith("_") and attr.isidentifier() and not attr.startswith("__")):
             raise DataError(f"{path}: attributes: {attr!r} is not a fitted attribute's name")
-        setattr(estimator, attr, _restore(spec, arrays, f"{path}: attribute {attr}"))
+        value = _restore(spec, arrays, f"{path}: attribute {attr}")
+        try:
+            setattr(estimator, attr, value)
+        except AttributeError as exc:  # e.g. a property such as _repr_html_
+            raise DataError(f"{path}: attributes: {attr!r} cannot be set ({exc})") from None
     return estimator, meta["extra"]
 
 

@@ -139,6 +139,8 @@ def _array(key, value):
     (_attr("coef_", {"kind": "value"}), "attribute coef_: no 'value' in its description"),
     (_attr("coef_", {"kind": "weird"}), "attribute coef_: unknown kind 'weird'"),
     (_attr("__class__", {"kind": "value", "value": 1}), "attributes: '__class__' is not"),
+    (_attr("_repr_html_", {"kind": "value", "value": 1}), "attributes: '_repr_html_' cannot be "
+                                                            "set"),
     (_array("a/_ps_state_/W", None),
      "attribute _ps_state_.W: array 'a/_ps_state_/W' is not in the file"),
     (_array("a/coef_", np.ones(3)), r"attribute coef_: array 'a/coef_' is <f8 of shape \[3\], "
