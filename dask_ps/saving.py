@@ -13,10 +13,13 @@
   Object arrays of strings (string ids) are stored as fixed-width unicode and given back as
   object arrays.
 
-Numbers, strings, lists and dicts (e.g. ``history_``) live in the JSON. Loading never
-unpickles (``numpy.load(allow_pickle=False)``) and creates only estimator classes exported
-by :mod:`dask_ps`. This is the estimator's in-memory state after ``fit``; the shards' tables
-during a fit are checkpointed by :meth:`dask_ps.PSModel.save` (zarr) instead.
+Numbers, strings, lists and dicts (e.g. ``history_``) live in the JSON, and so do each
+array's dtype and shape, checked when loading. Loading never unpickles
+(``numpy.load(allow_pickle=False)``), imports nothing a file names and creates only
+estimator classes exported by :mod:`dask_ps` and the named tuples of fitted state listed in
+:func:`_records`, looked up by their exact names. This is the estimator's in-memory state
+after ``fit``; the shards' tables during a fit are checkpointed by
+:meth:`dask_ps.PSModel.save` (zarr) instead.
 
 :func:`write_tables` writes weights for use outside dask_ps: a folder of Parquet or CSV
 tables and a ``model.json``.
@@ -24,7 +27,6 @@ tables and a ``model.json``.
 
 from __future__ import annotations
 
-import importlib
 import io
 import json
 import os
@@ -60,6 +62,21 @@ def _plain(value: Any, where: str) -> Any:
                     f"lists, dicts, NumPy arrays and named tuples of them can)")
 
 
+def _class_name(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _records() -> dict[str, type]:
+    """The named tuples of fitted state a model file may hold, by the name it gives them
+    (``module:qualname``): the only classes loading creates besides the estimator."""
+    from .algorithms._gbdt_booster import Booster
+    from .algorithms._logistic_data import KeyedWeights
+    from .algorithms.fm import FMState
+    from .algorithms.logistic import TrainState
+
+    return {_class_name(c): c for c in (Booster, KeyedWeights, FMState, TrainState)}
+
+
 def _store(value: Any, key: str, arrays: dict, where: str) -> dict:
     """How ``value`` is saved; its arrays go into ``arrays`` under ``key``."""
     if isinstance(value, np.ndarray):
@@ -71,15 +88,18 @@ def _store(value: Any, key: str, arrays: dict, where: str) -> dict:
             value = value.astype(str)
             spec["object"] = True
         arrays[key] = value
-        return spec
+        return {**spec, "dtype": value.dtype.str, "shape": list(value.shape)}
     fmt = getattr(value, "format", None)
     if fmt in ("csr", "csc") and hasattr(value, "indptr"):  # scipy CSR or CSC
         for part in ("data", "indices", "indptr"):
             arrays[f"{key}/{part}"] = getattr(value, part)
         return {"kind": fmt, "key": key, "shape": [int(n) for n in value.shape]}
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple
-        cls = type(value)
-        return {"kind": "namedtuple", "class": f"{cls.__module__}:{cls.__qualname__}",
+        name = _class_name(type(value))
+        if _records().get(name) is not type(value):
+            raise TypeError(f"{where}: a {name} cannot be saved (the named tuples a model "
+                            f"file may hold are listed in dask_ps.saving._records)")
+        return {"kind": "namedtuple", "class": name,
                 "fields": {f: _store(getattr(value, f), f"{key}/{f}", arrays, f"{where}.{f}")
                            for f in value._fields}}
     if isinstance(value, tuple):
@@ -163,37 +183,109 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
             f.write(data)
 
 
-def _restore(spec: dict, arrays, where: str):
-    kind = spec["kind"]
+def _member(arrays: dict, key: Any, where: str) -> np.ndarray:
+    if not isinstance(key, str) or key not in arrays:
+        raise DataError(f"{where}: array {key!r} is not in the file")
+    return arrays[key]
+
+
+def _restore(spec: Any, arrays: dict, where: str):
+    """The value ``spec`` (as :func:`_store` wrote it) describes, its arrays from
+    ``arrays``; a :class:`DataError` naming ``where`` and the field when it does not fit."""
+    kind = spec.get("kind") if isinstance(spec, dict) else None
     if kind == "array":
-        value = arrays[spec["key"]]
+        value = _member(arrays, spec.get("key"), where)
+        # files of format 1 written before 2026-12-06 do not give dtype and shape
+        dtype, shape = spec.get("dtype", value.dtype.str), spec.get("shape", list(value.shape))
+        if value.dtype.str != dtype or list(value.shape) != shape:
+            raise DataError(f"{where}: array {spec['key']!r} is {value.dtype.str} of shape "
+                            f"{list(value.shape)}, the metadata says {dtype} of shape {shape}")
         return value.astype(object) if spec.get("object") else value
     if kind in ("csr", "csc"):
         import scipy.sparse as sp
 
-        k = spec["key"]
-        cls = sp.csr_matrix if kind == "csr" else sp.csc_matrix
-        return cls((arrays[f"{k}/data"], arrays[f"{k}/indices"], arrays[f"{k}/indptr"]),
-                   shape=tuple(spec["shape"]))
-    if kind == "tuple":
-        return tuple(spec["value"])
-    if kind == "value":
-        return spec["value"]
+        k = spec.get("key")
+        parts = [_member(arrays, f"{k}/{p}", where) for p in ("data", "indices", "indptr")]
+        try:
+            value = (sp.csr_matrix if kind == "csr" else sp.csc_matrix)(
+                tuple(parts), shape=tuple(spec["shape"]))
+            value.check_format(full_check=True)  # indices in range, indptr ascending
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"{where}: {kind} matrix {k!r} is damaged ({exc})") from None
+        return value
+    if kind in ("tuple", "value"):
+        if "value" not in spec:
+            raise DataError(f"{where}: no 'value' in its description {str(spec)[:80]}")
+        return tuple(spec["value"]) if kind == "tuple" else spec["value"]
     if kind == "namedtuple":
-        module, _, qualname = spec["class"].partition(":")
-        if not module.startswith("dask_ps."):
-            raise DataError(f"{where}: refusing to create {spec['class']} (not a dask_ps "
-                            f"class)")
-        cls = importlib.import_module(module)
-        for part in qualname.split("."):
-            cls = getattr(cls, part)
-        return cls(**{f: _restore(s, arrays, f"{where}.{f}")
-                      for f, s in spec["fields"].items()})
-    raise DataError(f"{where}: unknown kind {kind!r}")
+        name = spec.get("class")
+        cls = _records().get(name) if isinstance(name, str) else None
+        if cls is None:  # never imported nor looked up: a file names no code to run
+            raise DataError(f"{where}: refusing to create {spec.get('class')!r}, not a class "
+                            f"of fitted state a dask_ps model file holds")
+        fields = spec.get("fields")
+        if not (isinstance(fields, dict) and list(fields) == list(cls._fields)):
+            given = list(fields) if isinstance(fields, dict) else fields
+            raise DataError(f"{where}: fields {given} stored, a {cls.__qualname__} has "
+                            f"{list(cls._fields)}")
+        return cls(**{f: _restore(s, arrays, f"{where}.{f}") for f, s in fields.items()})
+    raise DataError(f"{where}: unknown kind {kind!r}" if kind is not None else
+                    f"{where}: no 'kind' in its description {str(spec)[:80]}")
+
+
+def _read_members(path: str, data: bytes) -> dict[str, np.ndarray]:
+    """Every array of the ``.npz`` bytes ``data``, read (CRC checked) now."""
+    try:
+        npz = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise DataError(f"{path}: not a dask_ps model file, or truncated "
+                        f"({type(exc).__name__}: {exc})") from None
+    arrays = {}
+    with npz:
+        for name in npz.files:
+            try:
+                arrays[name] = npz[name]
+            except zipfile.BadZipFile:
+                raise DataError(f"{path}: damaged model file (bad CRC of {name}.npy)") from None
+            except (ValueError, OSError, EOFError) as exc:
+                raise DataError(f"{path}: damaged model file ({name}.npy: "
+                                f"{type(exc).__name__}: {exc})") from None
+    return arrays
+
+
+def _metadata(path: str, arrays: dict) -> dict:
+    """The JSON metadata, its fields checked."""
+    if _META not in arrays:
+        raise DataError(f"{path}: not a dask_ps model file (no {_META} member)")
+    try:
+        meta = json.loads(str(arrays[_META][()]))
+    except (ValueError, IndexError) as exc:
+        raise DataError(f"{path}: not a dask_ps model file, or truncated ({_META}: "
+                        f"{type(exc).__name__}: {exc})") from None
+    if not isinstance(meta, dict):
+        raise DataError(f"{path}: not a dask_ps model file ({_META} is a "
+                        f"{type(meta).__name__}, not a JSON object)")
+    if meta.get("format") != FORMAT:
+        raise DataError(f"{path}: not a dask_ps model file (format {meta.get('format')!r})")
+    version = meta.get("format_version")
+    if type(version) is not int:
+        raise DataError(f"{path}: format_version {version!r} in its metadata is not a whole "
+                        f"number")
+    for key, kind in (("estimator", str), ("params", dict), ("attributes", dict),
+                      ("extra", dict)):
+        if not isinstance(meta.get(key), kind):
+            raise DataError(f"{path}: field {key!r} of its metadata is "
+                            f"{'missing' if key not in meta else repr(meta[key])[:60]}, "
+                            f"not a {kind.__name__}")
+    return meta
 
 
 def load_estimator(path: str):
     """Read an estimator written by :func:`save_estimator`.
+
+    Nothing is unpickled, and no class or function named by the file is imported or called
+    unless it is a dask_ps estimator or one of the named tuples of fitted state saving
+    writes (found by exact name).
 
     Parameters
     ----------
@@ -210,12 +302,14 @@ def load_estimator(path: str):
     Raises
     ------
     FileNotFoundError
-        No such file.
+        No such file (naming it).
     DataError
-        Not such a file (a folder, e.g. a checkpoint, included), a newer format version, or
-        an unknown estimator (naming them).
+        Not such a file (a folder, e.g. a checkpoint, included), a damaged one (a bad CRC,
+        an array missing or not of the dtype and shape its metadata gives), a newer format
+        version, an unknown estimator, parameters it does not take or refuses, or a class
+        of saved state that is not one of dask_ps's: naming the file and the field.
     """
-    import warnings
+    import inspect
 
     import fsspec
 
@@ -228,20 +322,14 @@ def load_estimator(path: str):
         raise DataError(f"{path}: a folder, not a model file written by save_estimator "
                         f"(dask-ps train --save); a checkpoint folder is continued with "
                         f"resume=True (--resume auto), not loaded") from None
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such model file") from None
     if not data.startswith(b"PK"):  # not a zip: numpy's error would be about pickles
         why = ("an empty file" if not data else
                f"it starts with {data[:16]!r}, not a .npz archive's 'PK'")
         raise DataError(f"{path}: not a dask_ps model file ({why})")
-    try:
-        arrays = np.load(io.BytesIO(data), allow_pickle=False)
-        meta = json.loads(str(arrays[_META][()]))
-    except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise DataError(f"{path}: not a dask_ps model file, or truncated "
-                        f"({type(exc).__name__}: {exc})") from None
-    if not isinstance(meta, dict):
-        raise DataError(f"{path}: not a dask_ps model file (no metadata)")
-    if meta.get("format") != FORMAT:
-        raise DataError(f"{path}: not a dask_ps model file (format {meta.get('format')!r})")
+    arrays = _read_members(path, data)
+    meta = _metadata(path, arrays)
     if meta["format_version"] > FORMAT_VERSION:
         raise DataError(f"{path}: format version {meta['format_version']} is newer than the "
                         f"{FORMAT_VERSION} this dask_ps {dask_ps.__version__} reads; upgrade "
@@ -250,14 +338,25 @@ def load_estimator(path: str):
     cls = getattr(dask_ps, name, None) if name in dask_ps.__all__ else None
     if not (isinstance(cls, type) and hasattr(cls, "get_params")):
         raise DataError(f"{path}: unknown estimator {name!r}")
-    estimator = cls(**meta["params"])
+    params = meta["params"]
+    unknown = sorted(set(params) - set(inspect.signature(cls).parameters))
+    if unknown:
+        raise DataError(f"{path}: params: {name} takes no parameter {', '.join(unknown)} "
+                        f"(a file of another dask_ps version, or edited?)")
+    try:
+        estimator = cls(**params)
+        if getattr(cls, "_parameter_constraints", None):
+            estimator._validate_params()
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"{path}: params: {exc}") from None
     for attr, spec in meta["attributes"].items():
+        if not (attr.endswith("_") and attr.isidentifier() and not attr.startswith("__")):
+            raise DataError(f"{path}: attributes: {attr!r} is not a fitted attribute's name")
+        value = _restore(spec, arrays, f"{path}: attribute {attr}")
         try:
-            setattr(estimator, attr, _restore(spec, arrays, f"{path}: attribute {attr}"))
-        except (ImportError, AttributeError) as exc:  # a private helper class moved
-            warnings.warn(f"{path}: attribute {attr} not restored ({exc}); the model "
-                          f"predicts, but warm_start starts its update rule afresh",
-                          stacklevel=2)
+            setattr(estimator, attr, value)
+        except AttributeError as exc:  # e.g. a property such as _repr_html_
+            raise DataError(f"{path}: attributes: {attr!r} cannot be set ({exc})") from None
     return estimator, meta["extra"]
 
 

@@ -242,6 +242,11 @@ def _create_arrays(group, t: dict, prefix: str, *, slots: bool, dtype, squeeze: 
     return arrays
 
 
+#: The codecs :func:`_create_arrays` writes: the only ones a load decodes with (a zarr codec
+#: is found by the name in the file's metadata, and some, e.g. numcodecs' pickle, run code).
+_CODECS = {"bytes", "crc32c"}
+
+
 # -- load -------------------------------------------------------------------------------------
 def _stored_rows(path: str, name: str, t: dict, spec, r0: int, r1: int, with_slots: bool):
     """Rows ``[r0, r1)`` of a stored table, read and checked a batch of chunks at a time.
@@ -262,7 +267,12 @@ def _stored_rows(path: str, name: str, t: dict, spec, r0: int, r1: int, with_slo
     n, where = t["n_keys"], f"checkpoint {path!r}, table {name!r}"
 
     def open_checked(role: str, shape: tuple, dtype):
-        arr = zarr.open_array(store, path=f"{t['path']}/{role}", mode="r")
+        arr = zarr.open_array(store, path=f"{t['path']}/{role}", mode="r", zarr_format=3)
+        codecs = [c.to_dict().get("name") for c in arr.metadata.codecs]
+        if not set(codecs) <= _CODECS:  # a codec named by the file decodes nothing
+            raise CheckpointFormatError(f"{where}: array {role} is encoded with {codecs}; a "
+                                        f"checkpoint's arrays hold {sorted(_CODECS)} alone: "
+                                        f"refusing to decode it")
         if arr.shape != shape or arr.dtype != np.dtype(dtype):
             raise CheckpointFormatError(f"{where}: array {role} is {arr.dtype} of shape "
                                         f"{arr.shape}, the table's metadata says "

@@ -883,3 +883,59 @@ def test_a_save_whose_version_was_just_taken_takes_the_next(tmp_path, monkeypatc
     loaded = dask_ps.PSModel.load("local", url)
     assert loaded.checkpoint_info.clock == 5
     np.testing.assert_array_equal(loaded.pull("w"), np.ones(10))
+
+
+def test_a_codec_the_checkpoint_names_runs_only_when_dask_ps_writes_it(tmp_path):
+    """Security (audit after trial 8 F10): zarr finds an array's codecs by the names in its
+    zarr.json, and some run code when decoding (numcodecs' pickle, registered with zarr by
+    numcodecs 0.14-0.15): a crafted checkpoint naming one ran it on load. Only the codecs
+    dask_ps writes (bytes, crc32c) are decoded now; the version is refused before."""
+    from dataclasses import dataclass
+
+    from zarr.abc.codec import BytesBytesCodec
+    from zarr.registry import register_codec
+
+    from dask_ps.model.format import _digest
+
+    marker = tmp_path / "ran"
+
+    @dataclass(frozen=True)
+    class Runs(BytesBytesCodec):  # stands for a codec that unpickles
+        is_fixed_size = True
+
+        @classmethod
+        def from_dict(cls, data):
+            return cls()
+
+        def to_dict(self):
+            return {"name": "test.runs"}
+
+        async def _decode_single(self, chunk, spec):
+            marker.write_text("code ran")
+            return chunk
+
+        async def _encode_single(self, chunk, spec):
+            return chunk
+
+        def compute_encoded_size(self, n, spec):
+            return n
+
+    register_codec("test.runs", Runs)
+    url = str(tmp_path / "ck")
+    model = PSModel("local", n_shards=2)
+    model.add_table("w", (100, 4), optimizer="adagrad")
+    model.push("w", np.arange(100), np.ones((100, 4)))
+    model.save(url)
+    root = Path(url) / "v000001"
+    path = root / "t0" / "values" / "zarr.json"
+    meta = json.loads(path.read_text())
+    meta["codecs"].insert(1, {"name": "test.runs"})
+    path.write_text(json.dumps(meta))
+    manifest = json.loads((root / "manifest.json").read_text())  # as a crafted one would
+    manifest["metadata"]["t0/values/zarr.json"] = _digest(path.read_bytes())
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointFormatError, match=r"table 'w'.*array values is encoded "
+                                                    r"with \['bytes', 'test.runs', 'crc32c'\]"):
+        PSModel.load("local", url, version=1)
+    assert not marker.exists()
+    model.close()

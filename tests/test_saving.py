@@ -1,0 +1,184 @@
+"""Model files (dask_ps.saving) that are damaged, hand-edited or crafted: refused with a
+DataError naming the file and the field, never running anything the file names."""
+
+import io
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from dask_ps import LogisticRegression
+from dask_ps.cli import main
+from dask_ps.exceptions import DataError
+from dask_ps.saving import load_estimator, save_estimator
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 5))
+    y = (X[:, 0] > 0).astype(int)
+    est = LogisticRegression(client="local", max_iter=2, progress=False).fit(X, y)
+    return est, X
+
+
+def _members(path) -> tuple[dict, dict]:
+    arrays = dict(np.load(path, allow_pickle=False))
+    return arrays, json.loads(str(arrays["__meta__"][()]))
+
+
+def _rewrite(path, arrays, meta) -> str:
+    np.savez(path, **{**arrays, "__meta__": np.array(json.dumps(meta))})
+    return str(path)
+
+
+def test_a_file_naming_a_function_runs_nothing(fitted, tmp_path):
+    """Security (trial 8 F10): a class "dask_ps.saving:os.system" passed the "dask_ps."
+    prefix check and its qualname was walked by getattr, so loading ran a shell command."""
+    est, _ = fitted
+    save_estimator(est, str(tmp_path / "m.npz"))
+    arrays, meta = _members(tmp_path / "m.npz")
+    marker = tmp_path / "PWNED"
+    for name in ("dask_ps.saving:os.system", "dask_ps.saving:_records",
+                 "dask_ps.algorithms.logistic:TrainState.__new__", "os:system"):
+        meta["attributes"]["zz_"] = {
+            "kind": "namedtuple", "class": name,
+            "fields": {"command": {"kind": "value", "value": f"touch {marker}"}}}
+        evil = _rewrite(tmp_path / "evil.npz", arrays, meta)
+        with pytest.raises(DataError, match=f"^{evil}: attribute zz_: refusing to create "
+                                            f"'{name}', not a class of fitted state"):
+            load_estimator(evil)
+        assert not marker.exists()
+    meta["attributes"]["zz_"]["class"] = "dask_ps.algorithms.logistic:TrainState"
+    with pytest.raises(DataError, match=r"attribute zz_: fields \['command'\] stored, a "
+                                        r"TrainState has \['solver', 'W', 'state'\]"):
+        load_estimator(_rewrite(tmp_path / "evil.npz", arrays, meta))
+
+
+def test_only_registered_named_tuples_are_saved(fitted, tmp_path):
+    """What saving writes is what loading creates: a named tuple outside _records is refused
+    when saving, not written as a file that cannot be loaded."""
+    from typing import NamedTuple
+
+    from dask_ps.saving import _records
+
+    class Other(NamedTuple):
+        x: int
+
+    est, X = fitted
+    assert type(est._ps_state_) in _records().values()
+    odd = LogisticRegression(client="local")
+    odd.thing_ = Other(1)
+    with pytest.raises(TypeError, match=r"^attribute thing_: a \S*test_saving:"
+                                        r"\S*Other cannot be saved"):
+        save_estimator(odd, str(tmp_path / "o.npz"))
+    assert not (tmp_path / "o.npz").exists()
+    save_estimator(est, str(tmp_path / "m.npz"))
+    again, _ = load_estimator(str(tmp_path / "m.npz"))
+    assert type(again._ps_state_) is type(est._ps_state_)
+    np.testing.assert_array_equal(again.predict_proba(X), est.predict_proba(X))
+
+
+def test_a_flipped_byte_is_a_damaged_file(fitted, tmp_path, capsys):
+    """Trial 8 F11: a bad CRC in an array member raised a bare BadZipFile (no path) when the
+    member was read lazily; dask-ps export exited 1 with a traceback."""
+    est, _ = fitted
+    path = tmp_path / "m.npz"
+    save_estimator(est, str(path))
+    raw = bytearray(path.read_bytes())
+    info = zipfile.ZipFile(io.BytesIO(bytes(raw))).getinfo("a/coef_.npy")
+    raw[info.header_offset + 30 + len(info.filename) + len(info.extra) + 130] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DataError, match=f"^{path}: damaged model file \\(bad CRC of "
+                                        f"a/coef_.npy\\)$"):
+        load_estimator(str(path))
+    assert main(["export", str(path), str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.startswith(f"dask-ps: error: {path}: damaged model file")
+    assert not (tmp_path / "out").exists()
+
+
+def _edit(key, value):
+    def edit(arrays, meta):
+        meta[key] = value
+    return edit
+
+
+def _drop(key):
+    def edit(arrays, meta):
+        del meta[key]
+    return edit
+
+
+def _attr(name, spec):
+    def edit(arrays, meta):
+        meta["attributes"][name] = spec
+    return edit
+
+
+def _array(key, value):
+    def edit(arrays, meta):
+        if value is None:
+            del arrays[key]
+        else:
+            arrays[key] = value
+    return edit
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_edit("format_version", "9"), "format_version '9' in its metadata is not a whole number"),
+    (_drop("estimator"), "field 'estimator' of its metadata is missing, not a str"),
+    (_edit("params", [1]), r"field 'params' of its metadata is \[1\], not a dict"),
+    (_edit("estimator", "MatrixFactorization"),
+     "params: MatrixFactorization takes no parameter C, .*another dask_ps version"),
+    (lambda a, m: m["params"].update(frob=1), "params: LogisticRegression takes no "
+                                              "parameter frob"),
+    (lambda a, m: m["params"].update(C="abc"), "params: The 'C' parameter of "
+                                               "LogisticRegression must be"),
+    (_attr("coef_", {}), "attribute coef_: no 'kind' in its description"),
+    (_attr("coef_", {"kind": "value"}), "attribute coef_: no 'value' in its description"),
+    (_attr("coef_", {"kind": "weird"}), "attribute coef_: unknown kind 'weird'"),
+    (_attr("__class__", {"kind": "value", "value": 1}), "attributes: '__class__' is not"),
+    (_attr("_repr_html_", {"kind": "value", "value": 1}), "attributes: '_repr_html_' cannot be "
+                                                            "set"),
+    (_array("a/_ps_state_/W", None),
+     "attribute _ps_state_.W: array 'a/_ps_state_/W' is not in the file"),
+    (_array("a/coef_", np.ones(3)), r"attribute coef_: array 'a/coef_' is <f8 of shape \[3\], "
+                                    r"the metadata says <f8 of shape \[1, 5\]"),
+    (_array("a/classes_", np.array([0.0, 1.0])), "attribute classes_: array 'a/classes_' is "
+                                                 "<f8"),
+])
+def test_edited_metadata_is_named(fitted, tmp_path, edit, message):
+    """Trial 8 F12: these escaped as TypeError, KeyError or (a coef_ of the wrong shape) an
+    IndexError at predict, without the path."""
+    est, _ = fitted
+    save_estimator(est, str(tmp_path / "m.npz"))
+    arrays, meta = _members(tmp_path / "m.npz")
+    edit(arrays, meta)
+    path = _rewrite(tmp_path / "e.npz", arrays, meta)
+    with pytest.raises(DataError, match=f"^{path}: {message}"):
+        load_estimator(path)
+
+
+def test_a_damaged_sparse_matrix_is_named(tmp_path):
+    """A CSR attribute whose indices point past its columns is refused when loading (not a
+    crash or a wrong answer at predict)."""
+    import scipy.sparse as sp
+
+    est = LogisticRegression(client="local")
+    est.coef_ = sp.csr_matrix(np.eye(3))
+    save_estimator(est, str(tmp_path / "m.npz"))
+    assert (load_estimator(str(tmp_path / "m.npz"))[0].coef_ != est.coef_).nnz == 0
+    arrays, meta = _members(tmp_path / "m.npz")
+    arrays["a/coef_/indices"] = arrays["a/coef_/indices"] + 5
+    path = _rewrite(tmp_path / "e.npz", arrays, meta)
+    with pytest.raises(DataError, match=f"^{path}: attribute coef_: csr matrix 'a/coef_' is "
+                                        f"damaged"):
+        load_estimator(path)
+
+
+def test_a_missing_model_file_is_named(tmp_path):
+    """Trial 8 F13: "[Errno 2] No such file or directory" now names it as the model file."""
+    missing = str(tmp_path / "none.npz")
+    with pytest.raises(FileNotFoundError, match=f"^{missing}: no such model file$"):
+        load_estimator(missing)
