@@ -49,8 +49,8 @@ from ._lda_table import (
     topic_counts,
 )
 
-__all__ = ["TABLE", "TIMES", "as_csr", "assignments_task", "check_table_room", "setup_task",
-           "table_counts", "train_task"]
+__all__ = ["TABLE", "TIMES", "as_csr", "assignments_task", "check_table_room", "nonzero_flat",
+           "setup_task", "table_counts", "train_task"]
 
 #: Name of the word–topic table (flat, ``word * K + topic``, int32).
 TABLE = "nwk"
@@ -408,3 +408,21 @@ def assignments_task(ps, parts: list, cfg: dict) -> list[tuple[np.ndarray, np.nd
 def table_counts(keys, values, slots):
     """Runs next to a shard (``key_range=True``): its counts, flat (int32 copy)."""
     return values.reshape(-1).copy()
+
+
+def nonzero_flat(counts: np.ndarray, n_words: int, n_topics: int):
+    """``(flat keys int64, counts int32)`` of the non-zero entries of a (V, K) count array
+    (``init_counts``, pushed into the flat table).
+
+    Raises
+    ------
+    ValueError
+        ``counts`` is not (n_words, n_topics).
+    """
+    counts = np.asarray(counts)
+    if counts.shape != (n_words, n_topics):
+        raise ValueError(f"init_counts must have shape {(n_words, n_topics)}, got "
+                         f"{counts.shape}")
+    flat = counts.reshape(-1)
+    keys = np.flatnonzero(flat).astype(np.int64)
+    return keys, flat[keys].astype(np.int32)

@@ -211,7 +211,7 @@ def test_sample_from_model_matches_twin_and_distribution():
 def test_sample_from_model_follows_the_documents_topics():
     """Words shared by two topics alike are drawn with the topic of their document's other
     words (a word only topic 0 or only topic 1 has): the document's draws count."""
-    K, V, alpha, beta = 2, 3, 0.1, 0.01
+    V, alpha, beta = 3, 0.1, 0.01  # two topics
     ptr = np.array([0, 1, 2, 4], np.int64)  # word 0: topic 0, word 1: topic 1, word 2: both
     topic = np.array([0, 1, 0, 1], np.int32)
     count = np.array([1000, 1000, 500, 500], np.int32)
