@@ -30,7 +30,7 @@ def shard_rows_twin(start, values, words, K, beta):
 def sample_twin(doc_ptr, token_word, ptr, topic, count, totals, alpha, beta, V, sweeps,
                 rng):
     """Topics drawn token by token from ``(n_wk + β)/(n_k + Vβ) · (n_dk + α)``, the weight in
-    the kernel's three parts (row, document, priors), summed in the same order."""
+    the kernel's three parts (word, document, priors), summed in the same order."""
     K = totals.size
     inv = 1.0 / (np.maximum(totals, 0) + V * beta)
     cum_prior = np.cumsum(alpha * beta * inv)
@@ -43,22 +43,24 @@ def sample_twin(doc_ptr, token_word, ptr, topic, count, totals, alpha, beta, V, 
                 if sweep:
                     n_dk[z[i]] -= 1
                 w = token_word[i]
-                row = list(zip(topic[ptr[w]:ptr[w + 1]], count[ptr[w]:ptr[w + 1]]))
-                cum_row = np.cumsum([max(c, 0) * inv[k] * (n_dk[k] + alpha)
-                                     for k, c in row]) if row else np.zeros(0)
-                cum_doc = np.cumsum([beta * inv[k] * n_dk[k] for k in order]) if order \
+                row = dict(zip(topic[ptr[w]:ptr[w + 1]].tolist(),
+                               np.maximum(count[ptr[w]:ptr[w + 1]], 0).tolist()))
+                cum_word = np.cumsum([alpha * c * inv[k] for k, c in row.items()]) if row \
                     else np.zeros(0)
-                mass_row = cum_row[-1] if row else 0.0
+                cum_doc = np.cumsum([n_dk[k] * (row.get(k, 0) + beta) * inv[k]
+                                     if n_dk[k] > 0 else 0.0 for k in order]) if order \
+                    else np.zeros(0)
+                mass_word = cum_word[-1] if row else 0.0
                 mass_doc = cum_doc[-1] if order else 0.0
-                v = rng.uniform() * (mass_row + mass_doc + cum_prior[-1])
-                if v < mass_row:
-                    k = row[min(int(np.searchsorted(cum_row, v, side="right")),
-                                len(row) - 1)][0]
-                elif v < mass_row + mass_doc:
-                    k = order[min(int(np.searchsorted(cum_doc, v - mass_row, side="right")),
+                v = rng.uniform() * (mass_word + mass_doc + cum_prior[-1])
+                if v < mass_word:
+                    k = list(row)[min(int(np.searchsorted(cum_word, v, side="right")),
+                                      len(row) - 1)]
+                elif v < mass_word + mass_doc:
+                    k = order[min(int(np.searchsorted(cum_doc, v - mass_word, side="right")),
                                   len(order) - 1)]
                 else:
-                    k = min(int(np.searchsorted(cum_prior, v - mass_row - mass_doc,
+                    k = min(int(np.searchsorted(cum_prior, v - mass_word - mass_doc,
                                                 side="right")), K - 1)
                 z[i] = k
                 n_dk[k] += 1
@@ -178,8 +180,8 @@ def test_sample_from_model_matches_twin_and_distribution():
     K, V, alpha, beta = 4, 50, 0.3, 0.1
     totals = np.array([100, 0, 40, 10], np.int64)
     ptr = np.array([0, 2, 2, 5], np.int64)  # word 1 has no counts
-    topic = np.array([0, 2, 3, 0, 1], np.int32)
-    count = np.array([30, 10, 5, 7, -2], np.int32)  # a stale negative count: zero
+    topic = np.array([0, 2, 0, 1, 3], np.int32)
+    count = np.array([30, 10, 7, -2, 5], np.int32)  # a stale negative count: zero
     gen = np.random.default_rng(1)
     lengths = gen.integers(0, 9, 60)
     doc_ptr = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
