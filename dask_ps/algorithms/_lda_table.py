@@ -276,8 +276,8 @@ def sample_from_model(doc_ptr, token_word, row_ptr, row_topic, row_count, totals
             acc += alpha * max(row_count[j], 0) * inv[row_topic[j]]
             cum_word[j] = acc
     n_dk = np.zeros(n_topics, np.int64)
-    listed = np.zeros(n_topics, np.bool_)
-    topics = np.empty(n_topics, np.int64)  # the document's topics, in order of first draw
+    topics = np.empty(n_topics, np.int64)  # the document's topics (n_dk > 0)
+    at_list = np.full(n_topics, -1, np.int64)  # where each is in ``topics`` (-1: absent)
     cum_doc = np.empty(n_topics, np.float64)
     s = rng[0]
     for d in range(doc_ptr.shape[0] - 1):
@@ -285,17 +285,23 @@ def sample_from_model(doc_ptr, token_word, row_ptr, row_topic, row_count, totals
         for sweep in range(sweeps + 1):
             for i in range(doc_ptr[d], doc_ptr[d + 1]):
                 if sweep > 0:
-                    n_dk[z[i]] -= 1
+                    k = z[i]
+                    n_dk[k] -= 1
+                    if n_dk[k] == 0:  # out of the list: the last one takes its place
+                        last = topics[m - 1]
+                        topics[at_list[k]] = last
+                        at_list[last] = at_list[k]
+                        at_list[k] = -1
+                        m -= 1
                 w = token_word[i]
                 r0, r1 = row_ptr[w], row_ptr[w + 1]
                 mass_word = cum_word[r1 - 1] if r1 > r0 else 0.0
                 mass_doc = 0.0
                 for j in range(m):
                     k = topics[j]
-                    if n_dk[k] > 0:
-                        at = r0 + np.searchsorted(row_topic[r0:r1], k)
-                        c = max(row_count[at], 0) if at < r1 and row_topic[at] == k else 0
-                        mass_doc += n_dk[k] * (c + beta) * inv[k]
+                    at = r0 + np.searchsorted(row_topic[r0:r1], k)
+                    c = max(row_count[at], 0) if at < r1 and row_topic[at] == k else 0
+                    mass_doc += n_dk[k] * (c + beta) * inv[k]
                     cum_doc[j] = mass_doc
                 s, u = _uniform(s)
                 v = u * (mass_word + mass_doc + mass_prior)
@@ -310,13 +316,13 @@ def sample_from_model(doc_ptr, token_word, row_ptr, row_topic, row_count, totals
                                             side="right"), n_topics - 1)
                 z[i] = k
                 n_dk[k] += 1
-                if not listed[k]:
-                    listed[k] = True
+                if at_list[k] < 0:
+                    at_list[k] = m
                     topics[m] = k
                     m += 1
         for j in range(m):
             n_dk[topics[j]] = 0
-            listed[topics[j]] = False
+            at_list[topics[j]] = -1
     rng[0] = s
 
 

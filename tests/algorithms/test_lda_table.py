@@ -37,19 +37,22 @@ def sample_twin(doc_ptr, token_word, ptr, topic, count, totals, alpha, beta, V, 
     z = np.zeros(token_word.size, np.int64)
     for d in range(doc_ptr.size - 1):
         n_dk = np.zeros(K, np.int64)
-        order = []  # the document's topics, in order of first draw
+        order = []  # the document's topics; one leaving gives its place to the last
         for sweep in range(sweeps + 1):
             for i in range(doc_ptr[d], doc_ptr[d + 1]):
                 if sweep:
                     n_dk[z[i]] -= 1
+                    if n_dk[z[i]] == 0:
+                        at = order.index(z[i])
+                        order[at] = order[-1]
+                        order.pop()
                 w = token_word[i]
                 row = dict(zip(topic[ptr[w]:ptr[w + 1]].tolist(),
                                np.maximum(count[ptr[w]:ptr[w + 1]], 0).tolist()))
                 cum_word = np.cumsum([alpha * c * inv[k] for k, c in row.items()]) if row \
                     else np.zeros(0)
                 cum_doc = np.cumsum([n_dk[k] * (row.get(k, 0) + beta) * inv[k]
-                                     if n_dk[k] > 0 else 0.0 for k in order]) if order \
-                    else np.zeros(0)
+                                     for k in order]) if order else np.zeros(0)
                 mass_word = cum_word[-1] if row else 0.0
                 mass_doc = cum_doc[-1] if order else 0.0
                 v = rng.uniform() * (mass_word + mass_doc + cum_prior[-1])
