@@ -17,9 +17,10 @@ A job ends after a push, so that between jobs the table counts every token's top
 
 :func:`setup_task` makes the table count the assignments: partitions that have them push
 their counts, then partitions without (the first fit, or assignments lost with their worker)
-draw topics — uniformly, or from the counts of the others (:func:`~._lda_table.
-sample_from_rows`) — and push theirs. It initialises a fit, and rebuilds the table after a
-lost shard (the table is a function of the assignments, as in Angel's LDA).
+draw topics — uniformly, or from the counts the table holds and their documents' draws
+(:func:`~._lda_table.sample_from_model`) — and push theirs. It initialises a fit, rebuilds
+the table after a lost shard (the table is a function of the assignments, as in Angel's
+LDA), and draws every assignment anew from a checkpoint's counts on a resume.
 """
 
 from __future__ import annotations
@@ -38,16 +39,18 @@ from ._base import check_numeric_columns
 from ._gbdt_data import checksums
 from ._lda_eval import doc_loglik, topic_loglik
 from ._lda_table import (
+    DRAW_SWEEPS,
     delta_entries,
     join_shards,
-    sample_from_rows,
+    sample_from_model,
     select_rows,
     shard_rows,
+    token_words,
     topic_counts,
 )
 
-__all__ = ["TABLE", "TIMES", "as_csr", "assignments_task", "check_table_room", "setup_task",
-           "table_counts", "train_task"]
+__all__ = ["TABLE", "TIMES", "as_csr", "assignments_task", "check_table_room", "nonzero_flat",
+           "setup_task", "table_counts", "train_task"]
 
 #: Name of the word–topic table (flat, ``word * K + topic``, int32).
 TABLE = "nwk"
@@ -251,8 +254,10 @@ def _timed(fn, *args):
 def setup_task(ps, parts: list, cfg: dict) -> list[tuple[int, int, int, bool]]:
     """Make the table count the assignments (two clocks; see the module docstring).
 
-    ``cfg["warm"]``: partitions without assignments draw them from the counts of the
-    others instead of uniformly; ``cfg["redraw"]``: every partition draws anew. Returns
+    ``cfg["warm"]``: partitions without assignments draw them from the counts the table
+    holds (the other partitions', a checkpoint's or a fitted model's) combined with their
+    documents' draws (:func:`~._lda_table.sample_from_model`) instead of uniformly;
+    ``cfg["redraw"]``: every partition draws anew. Returns
     ``(partition, documents, tokens, fresh, checksum)`` per partition, ``checksum`` that of
     its counts (:func:`~._gbdt_data.checksums`).
     """
@@ -278,8 +283,9 @@ def setup_task(ps, parts: list, cfg: dict) -> list[tuple[int, int, int, bool]]:
             rows, totals, _ = _Rows([st for _, st in fresh]).pull(ps, cfg, False)
             for (_, st), (ptr, topic, count) in zip(fresh, rows):
                 z = np.empty(st["state"].shape[0], np.int32)
-                sample_from_rows(st["word_ptr"], st["word_tok"], ptr, topic, count, totals,
-                                 cfg["beta"], cfg["n_words"], z, st["rng"])
+                sample_from_model(st["doc_ptr"], token_words(st["word_ptr"], st["word_tok"]),
+                                  ptr, topic, count, totals, alpha, cfg["beta"],
+                                  cfg["n_words"], DRAW_SWEEPS, z, st["rng"])
                 st["state"][:, kr.Z] = z
         for _, st in fresh:
             kr.init_state(st["doc_ptr"], st["state"], cfg["n_mh"], K, alpha,
@@ -402,3 +408,21 @@ def assignments_task(ps, parts: list, cfg: dict) -> list[tuple[np.ndarray, np.nd
 def table_counts(keys, values, slots):
     """Runs next to a shard (``key_range=True``): its counts, flat (int32 copy)."""
     return values.reshape(-1).copy()
+
+
+def nonzero_flat(counts: np.ndarray, n_words: int, n_topics: int):
+    """``(flat keys int64, counts int32)`` of the non-zero entries of a (V, K) count array
+    (``init_counts``, pushed into the flat table).
+
+    Raises
+    ------
+    ValueError
+        ``counts`` is not (n_words, n_topics).
+    """
+    counts = np.asarray(counts)
+    if counts.shape != (n_words, n_topics):
+        raise ValueError(f"init_counts must have shape {(n_words, n_topics)}, got "
+                         f"{counts.shape}")
+    flat = counts.reshape(-1)
+    keys = np.flatnonzero(flat).astype(np.int64)
+    return keys, flat[keys].astype(np.int32)

@@ -216,24 +216,46 @@ def topic_counts(word_ptr, word_tok, z, vocab, n_topics):
     return keys[:nnz], counts[:nnz]
 
 
+#: Passes of :func:`sample_from_model` after its first, each token's topic redrawn given
+#: every other topic of its document (the documents' topic mixes settle under the model). On
+#: AP, K = 10, resumed after 170 iterations at loss 8.573, the first iteration had 8.94 with
+#: none, 8.66 with 2, 8.60 with 4, 8.56 with 8, 8.56 with 16 (9.62 drawn from ``p(k | w)``
+#: alone); a pass costs the CPU of about 2 sampler iterations at K = 10, 6 at K = 100.
+DRAW_SWEEPS = 8
+
+
 @numba.njit(**_JIT)
-def sample_from_rows(word_ptr, word_tok, row_ptr, row_topic, row_count, totals, beta,
-                     n_words, z, rng):
-    """Topics of fresh tokens drawn from the model's word–topic distribution alone:
-    ``p(z_i = k) ∝ (n_wk + β) / (n_k + Vβ)`` (the counts of other documents; the token's own
-    document contributes nothing yet). For documents whose assignments were lost with their
-    worker, next to the counts of the others; from an empty table, uniform topics.
+def sample_from_model(doc_ptr, token_word, row_ptr, row_topic, row_count, totals, alpha,
+                      beta, n_words, sweeps, z, rng):
+    """Topics of fresh tokens drawn from a model's word–topic counts and their documents:
+    document by document, token by token, ``p(z_i = k) ∝ (n_wk + β) / (n_k + Vβ) ·
+    (n_dk + α)``, ``n_dk`` the topics drawn so far in the token's document; then ``sweeps``
+    passes redraw each token given all the other topics of its document, the model fixed
+    (Gibbs sampling of the documents' topics, as when documents are folded into a trained
+    model). The word–topic counts are the pulled rows (e.g. a checkpoint's, or those of the
+    other documents after a lost worker); the token's own document adds nothing to them.
+    From an empty table, a draw from the documents' prior (uniform for the first token).
+
+    The weight is summed in three parts, as SparseLDA does (Yao, Mimno & McCallum, KDD
+    2009): ``α n_wk / (n_k + Vβ)`` over the word's row (cumulated once per word),
+    ``n_dk (n_wk + β) / (n_k + Vβ)`` over the document's topics (``n_wk`` found by
+    bisection in the row) and ``αβ / (n_k + Vβ)`` (cumulated once): ``O(t log r + log K)``
+    per token and pass, ``t`` the document's distinct topics and ``r`` the row's non-zeros.
 
     Parameters
     ----------
-    word_ptr, word_tok : int64 arrays
-        Tokens grouped by local word (:func:`~._lda_tokens.group_by_word`).
+    doc_ptr : int64 array (D + 1,)
+        Tokens of each document.
+    token_word : int32 array (N,)
+        Local word (row) of each token.
     row_ptr, row_topic, row_count
-        CSR rows of the local words (as pulled).
+        CSR rows of the local words, topics ascending within a row (as pulled).
     totals : int64 array (K,)
-    beta : float
+    alpha, beta : float
     n_words : int
         V.
+    sweeps : int
+        Passes after the first.
     z : int32 array (N,)
         Receives the topics (by token).
     rng : uint64 array (1,)
@@ -241,29 +263,74 @@ def sample_from_rows(word_ptr, word_tok, row_ptr, row_topic, row_count, totals, 
     n_topics = totals.shape[0]
     v_beta = n_words * beta
     inv = np.empty(n_topics, np.float64)
-    cum_beta = np.empty(n_topics, np.float64)
+    cum_prior = np.empty(n_topics, np.float64)
     acc = 0.0
     for k in range(n_topics):
         inv[k] = 1.0 / (max(totals[k], 0) + v_beta)
-        acc += beta * inv[k]
-        cum_beta[k] = acc
-    mass_beta = acc
-    cum_row = np.empty(n_topics, np.float64)
-    s = rng[0]
-    for w in range(word_ptr.shape[0] - 1):
-        r0, r1 = row_ptr[w], row_ptr[w + 1]
+        acc += alpha * beta * inv[k]
+        cum_prior[k] = acc
+    mass_prior = acc
+    cum_word = np.empty(row_topic.shape[0], np.float64)
+    for w in range(row_ptr.shape[0] - 1):
         acc = 0.0
-        for j in range(r0, r1):
-            acc += max(row_count[j], 0) * inv[row_topic[j]]
-            cum_row[j - r0] = acc
-        mass_row = acc
-        for p in range(word_ptr[w], word_ptr[w + 1]):
-            s, u = _uniform(s)
-            v = u * (mass_row + mass_beta)
-            if v < mass_row:
-                j = min(np.searchsorted(cum_row[:r1 - r0], v, side="right"), r1 - r0 - 1)
-                k = row_topic[r0 + j]
-            else:
-                k = min(np.searchsorted(cum_beta, v - mass_row, side="right"), n_topics - 1)
-            z[word_tok[p]] = k
+        for j in range(row_ptr[w], row_ptr[w + 1]):
+            acc += alpha * max(row_count[j], 0) * inv[row_topic[j]]
+            cum_word[j] = acc
+    n_dk = np.zeros(n_topics, np.int64)
+    topics = np.empty(n_topics, np.int64)  # the document's topics (n_dk > 0)
+    at_list = np.full(n_topics, -1, np.int64)  # where each is in ``topics`` (-1: absent)
+    cum_doc = np.empty(n_topics, np.float64)
+    s = rng[0]
+    for d in range(doc_ptr.shape[0] - 1):
+        m = 0
+        for sweep in range(sweeps + 1):
+            for i in range(doc_ptr[d], doc_ptr[d + 1]):
+                if sweep > 0:
+                    k = z[i]
+                    n_dk[k] -= 1
+                    if n_dk[k] == 0:  # out of the list: the last one takes its place
+                        last = topics[m - 1]
+                        topics[at_list[k]] = last
+                        at_list[last] = at_list[k]
+                        at_list[k] = -1
+                        m -= 1
+                w = token_word[i]
+                r0, r1 = row_ptr[w], row_ptr[w + 1]
+                mass_word = cum_word[r1 - 1] if r1 > r0 else 0.0
+                mass_doc = 0.0
+                for j in range(m):
+                    k = topics[j]
+                    at = r0 + np.searchsorted(row_topic[r0:r1], k)
+                    c = max(row_count[at], 0) if at < r1 and row_topic[at] == k else 0
+                    mass_doc += n_dk[k] * (c + beta) * inv[k]
+                    cum_doc[j] = mass_doc
+                s, u = _uniform(s)
+                v = u * (mass_word + mass_doc + mass_prior)
+                if v < mass_word:
+                    j = min(np.searchsorted(cum_word[r0:r1], v, side="right"), r1 - r0 - 1)
+                    k = row_topic[r0 + j]
+                elif v < mass_word + mass_doc:
+                    j = min(np.searchsorted(cum_doc[:m], v - mass_word, side="right"), m - 1)
+                    k = topics[j]
+                else:
+                    k = min(np.searchsorted(cum_prior, v - mass_word - mass_doc,
+                                            side="right"), n_topics - 1)
+                z[i] = k
+                n_dk[k] += 1
+                if at_list[k] < 0:
+                    at_list[k] = m
+                    topics[m] = k
+                    m += 1
+        for j in range(m):
+            n_dk[topics[j]] = 0
+            at_list[topics[j]] = -1
     rng[0] = s
+
+
+def token_words(word_ptr, word_tok) -> np.ndarray:
+    """Local word (int32) of each token, from the tokens grouped by word
+    (:func:`~._lda_tokens.group_by_word`)."""
+    out = np.empty(word_tok.shape[0], np.int32)
+    out[word_tok] = np.repeat(np.arange(word_ptr.shape[0] - 1, dtype=np.int32),
+                              np.diff(word_ptr))
+    return out

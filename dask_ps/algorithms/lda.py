@@ -36,6 +36,7 @@ from ._lda_steps import (
     as_csr,
     assignments_task,
     check_table_room,
+    nonzero_flat,
     setup_task,
     table_counts,
     train_task,
@@ -66,9 +67,10 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
     ``row_offsets[i]`` is the number of the first document of partition ``i`` (for error
     messages). ``init_counts`` (int (n_words, n_topics), optional), the word–topic counts of
     a model trained before, continues its training: the first topics of the tokens are
-    drawn from ``p(k | w) ∝ (n_wk + β) / (n_k + Vβ)`` of those counts instead of uniformly
-    (the draw of a recovery, :func:`~._lda_table.sample_from_rows`), so the topics keep
-    their numbers; the table then counts the new assignments alone. ``loop.fit_id`` gets
+    drawn from ``p(k | w, d) ∝ (n_wk + β) / (n_k + Vβ) · (n_dk + α)`` of those counts and
+    their documents' draws instead of uniformly (the draw of a recovery and a resume,
+    :func:`~._lda_table.sample_from_model`), so the topics keep their numbers; the table
+    then counts the new assignments alone. ``loop.fit_id`` gets
     ``n_words``, ``n_topics`` and ``counts``, the checksum of the documents' counts (see
     :func:`~dask_ps.model.recovery.check_resumable`).
 
@@ -103,7 +105,7 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
 
     prior = None
     if init_counts is not None:  # the fresh partitions' warm draw pulls these counts
-        prior = _nonzero_flat(init_counts, n_words, n_topics)
+        prior = nonzero_flat(init_counts, n_words, n_topics)
         model.push(TABLE, *prior)
     per_part = [p for task in setup(dict(cfg, warm=prior is not None)) for p in task]
     if prior is not None:  # the table counts the assignments alone again
@@ -138,8 +140,8 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
         return out
 
     def redraw() -> None:
-        """Assignments drawn anew from the counts of the table (restored from a checkpoint:
-        it keeps counts, not assignments), which then counts the new ones alone."""
+        """Assignments drawn anew from the table's counts (a checkpoint's) and their
+        documents' draws; the table then counts the new ones alone."""
         counts = np.concatenate(model.map_shards(TABLE, table_counts, key_range=True))
         keys = np.flatnonzero(counts).astype(np.int64)
         cfg["generation"] += 1
@@ -153,17 +155,6 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
     history = loop.run(epochs, on_recover=data.locate, rebuild=rebuild)
     nwk = np.concatenate(model.map_shards(TABLE, table_counts, key_range=True))
     return nwk.reshape(n_words, n_topics), history, info
-
-
-def _nonzero_flat(counts: np.ndarray, n_words: int, n_topics: int):
-    """``(flat keys int64, counts int32)`` of the non-zero entries of a (V, K) count array."""
-    counts = np.asarray(counts)
-    if counts.shape != (n_words, n_topics):
-        raise ValueError(f"init_counts must have shape {(n_words, n_topics)}, got "
-                         f"{counts.shape}")
-    flat = counts.reshape(-1)
-    keys = np.flatnonzero(flat).astype(np.int64)
-    return keys, flat[keys].astype(np.int32)
 
 
 def assignments(model: PSModel, data: Partitions) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -231,11 +222,12 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
     checkpoint_every : int, default 10
     resume : bool, default False
         Continue from the newest complete version of ``checkpoint``: the table is
-        restored, each token's topic drawn anew from its counts (a checkpoint holds counts,
-        not assignments; the draw of :meth:`partial_fit`), and the iterations after the
-        saved one run. A checkpoint of another fit (another number of topics or terms,
-        another ``vocabulary``, or other counts: other documents, or their columns in
-        another order) is refused with an :class:`~dask_ps.exceptions.OptionError` naming
+        restored, each token's topic drawn anew from its counts and its document's other
+        draws (a checkpoint holds counts, not assignments; the draw of :meth:`partial_fit`:
+        the fit goes on at about the saved loss), and the iterations after the saved one
+        run. A checkpoint of another fit (another number of topics or terms, another
+        ``vocabulary``, or other counts: other documents, or their columns in another
+        order) is refused with an :class:`~dask_ps.exceptions.OptionError` naming
         what differs, before anything is restored.
     max_recoveries : int, default 3
         A lost worker or shard is recovered without a checkpoint: the word–topic table is
@@ -400,7 +392,8 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         """Continue training from the fitted topics: ``max_iter`` more iterations on ``X``.
 
         The first topic of each token of ``X`` is drawn from the fitted word–topic counts
-        (``p(k | w) ∝ components_[k, w] / sum_w components_[k, w]``) instead of uniformly,
+        and its document's draws (``p(k | w, d) ∝ components_[k, w] / sum_w components_[k,
+        w] · (n_dk + α)``) instead of uniformly,
         then collapsed Gibbs sampling runs on ``X`` alone: the topics keep their numbers,
         and on the same documents the fit goes on from where it was (the assignments
         themselves are not kept between calls, only the counts they made). Unfitted, this

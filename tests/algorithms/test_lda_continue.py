@@ -3,6 +3,7 @@ fitted or saved topics), and the per-iteration timing records."""
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from test_lda import planted
 
 from dask_ps import LatentDirichletAllocation
@@ -92,3 +93,38 @@ def test_checkpoint_and_resume_continue_the_topics(tmp_path, client2):
     # a fresh fit on the same checkpoint URL without resume starts over
     again = lda(client2, max_iter=3, checkpoint=url, checkpoint_every=5).fit(X)
     assert [r["epoch"] for r in again.history_ if "loss" in r] == [1, 2, 3]
+
+
+def mixed(n_docs=200, n_topics=5, n_words=60, length=60, seed=0):
+    """Counts CSR (n_docs, n_words) of documents mixing topics that share their words: which
+    topic a token is of depends on the other words of its document."""
+    rng = np.random.default_rng(seed)
+    phi = rng.dirichlet(np.full(n_words, 0.3), n_topics)
+    rows = np.zeros((n_docs, n_words), np.int64)
+    for d in range(n_docs):
+        per_topic = rng.multinomial(length, rng.dirichlet(np.full(n_topics, 0.1)))
+        for k in np.flatnonzero(per_topic):
+            rows[d] += rng.multinomial(per_topic[k], phi[k])
+    return sp.csr_matrix(rows)
+
+
+def test_a_resumed_fit_goes_on_at_the_loss_of_its_checkpoint(tmp_path):
+    """A resume drew each token's topic from the checkpoint's word-topic counts alone
+    (``p(k | w)``), forgetting the documents' topic mixes: on AP, resumed after iteration
+    170 at loss 8.59, the first iteration had 9.61 (the loss of iteration 20) and the fit
+    ended at 8.71. The topics are drawn with their documents' now (``p(k | w, d)``), and the
+    fit goes on at about the checkpoint's loss."""
+    X = mixed(seed=11)
+    url = str(tmp_path / "ck")
+    kw = dict(n_components=5, doc_topic_prior=0.1, topic_word_prior=0.1, checkpoint=url,
+              checkpoint_every=10)
+    first = lda(max_iter=40, **kw).fit(X)
+    resumed = lda(max_iter=45, resume=True, **kw).fit(X)
+    done = [r["loss"] for r in first.history_ if "loss" in r]
+    ran = [r["loss"] for r in resumed.history_ if "loss" in r]
+    assert len(ran) == 45 and ran[:40] == done
+    fresh, saved = done[0], done[-1]
+    assert fresh - saved > 0.3, (fresh, saved)  # the chain has gone a long way
+    # at most a tenth of the way back to a fresh start (it was half of it, or more)
+    assert ran[40] - saved < 0.1 * (fresh - saved), (fresh, saved, ran[40:])
+    assert ran[-1] - saved < 0.1 * (fresh - saved), (fresh, saved, ran[40:])

@@ -27,24 +27,48 @@ def shard_rows_twin(start, values, words, K, beta):
     return rows, totals, ll
 
 
-def sample_twin(word_ptr, word_tok, ptr, topic, count, totals, beta, V, rng):
+def sample_twin(doc_ptr, token_word, ptr, topic, count, totals, alpha, beta, V, sweeps,
+                rng):
+    """Topics drawn token by token from ``(n_wk + β)/(n_k + Vβ) · (n_dk + α)``, the weight in
+    the kernel's three parts (word, document, priors), summed in the same order."""
     K = totals.size
     inv = 1.0 / (np.maximum(totals, 0) + V * beta)
-    z = np.empty(word_tok.size, np.int64)
-    for w in range(word_ptr.size - 1):
-        weights = [max(c, 0) * inv[k] for k, c in zip(topic[ptr[w]:ptr[w + 1]],
-                                                        count[ptr[w]:ptr[w + 1]])]
-        cum = np.cumsum(weights) if weights else np.zeros(0)
-        mass = cum[-1] if weights else 0.0
-        cum_beta = np.cumsum(beta * inv)
-        for p in range(word_ptr[w], word_ptr[w + 1]):
-            v = rng.uniform() * (mass + cum_beta[-1])
-            if v < mass:
-                j = min(int(np.searchsorted(cum, v, side="right")), len(weights) - 1)
-                z[word_tok[p]] = topic[ptr[w] + j]
-            else:
-                z[word_tok[p]] = min(int(np.searchsorted(cum_beta, v - mass, side="right")),
-                                     K - 1)
+    cum_prior = np.cumsum(alpha * beta * inv)
+    z = np.zeros(token_word.size, np.int64)
+    for d in range(doc_ptr.size - 1):
+        n_dk = np.zeros(K, np.int64)
+        order = []  # the document's topics; one leaving gives its place to the last
+        for sweep in range(sweeps + 1):
+            for i in range(doc_ptr[d], doc_ptr[d + 1]):
+                if sweep:
+                    n_dk[z[i]] -= 1
+                    if n_dk[z[i]] == 0:
+                        at = order.index(z[i])
+                        order[at] = order[-1]
+                        order.pop()
+                w = token_word[i]
+                row = dict(zip(topic[ptr[w]:ptr[w + 1]].tolist(),
+                               np.maximum(count[ptr[w]:ptr[w + 1]], 0).tolist()))
+                cum_word = np.cumsum([alpha * c * inv[k] for k, c in row.items()]) if row \
+                    else np.zeros(0)
+                cum_doc = np.cumsum([n_dk[k] * (row.get(k, 0) + beta) * inv[k]
+                                     for k in order]) if order else np.zeros(0)
+                mass_word = cum_word[-1] if row else 0.0
+                mass_doc = cum_doc[-1] if order else 0.0
+                v = rng.uniform() * (mass_word + mass_doc + cum_prior[-1])
+                if v < mass_word:
+                    k = list(row)[min(int(np.searchsorted(cum_word, v, side="right")),
+                                      len(row) - 1)]
+                elif v < mass_word + mass_doc:
+                    k = order[min(int(np.searchsorted(cum_doc, v - mass_word, side="right")),
+                                  len(order) - 1)]
+                else:
+                    k = min(int(np.searchsorted(cum_prior, v - mass_word - mass_doc,
+                                                side="right")), K - 1)
+                z[i] = k
+                n_dk[k] += 1
+                if k not in order:
+                    order.append(k)
     return z
 
 
@@ -155,26 +179,56 @@ def test_topic_counts_match_a_dense_count():
     assert np.unique(keys).size == keys.size and (counts > 0).all()
 
 
-def test_sample_from_rows_matches_twin_and_distribution():
-    K, V, beta = 4, 50, 0.1
+def test_sample_from_model_matches_twin_and_distribution():
+    K, V, alpha, beta = 4, 50, 0.3, 0.1
     totals = np.array([100, 0, 40, 10], np.int64)
-    ptr = np.array([0, 2, 2], np.int64)  # word 0 has counts, word 1 none
-    topic = np.array([0, 2], np.int32)
-    count = np.array([30, 10], np.int32)
-    n0, n1 = 6000, 4000
-    word_ptr = np.array([0, n0, n0 + n1], np.int64)
-    word_tok = np.random.default_rng(1).permutation(n0 + n1).astype(np.int64)
-    z = np.empty(n0 + n1, np.int32)
-    rng = np.array([12345], np.uint64)
-    tb.sample_from_rows(word_ptr, word_tok, ptr, topic, count, totals, beta, V, z, rng)
-    twin = sample_twin(word_ptr, word_tok, ptr, topic, count, totals, beta, V, Rng(12345))
-    np.testing.assert_array_equal(z, twin)
-    inv = 1 / (totals + V * beta)
-    for w, (a, b) in enumerate([(0, n0), (n0, n0 + n1)]):
-        row = np.zeros(K)
-        row[topic[ptr[w]:ptr[w + 1]]] = count[ptr[w]:ptr[w + 1]]
-        p = (row + beta) * inv
-        p /= p.sum()
-        seen = np.bincount(z[word_tok[a:b]], minlength=K) / (b - a)
-        tolerance = 4 * np.sqrt(p * (1 - p) / (b - a)) + 1e-3  # 4 standard errors
-        assert np.all(np.abs(seen - p) <= tolerance), (seen, p)
+    ptr = np.array([0, 2, 2, 5], np.int64)  # word 1 has no counts
+    topic = np.array([0, 2, 0, 1, 3], np.int32)
+    count = np.array([30, 10, 7, -2, 5], np.int32)  # a stale negative count: zero
+    gen = np.random.default_rng(1)
+    lengths = gen.integers(0, 9, 60)
+    doc_ptr = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    token_word = gen.integers(0, 3, doc_ptr[-1]).astype(np.int32)
+    for sweeps in (0, 2):
+        z = np.empty(token_word.size, np.int32)
+        rng = np.array([12345], np.uint64)
+        tb.sample_from_model(doc_ptr, token_word, ptr, topic, count, totals, alpha, beta, V,
+                             sweeps, z, rng)
+        twin = sample_twin(doc_ptr, token_word, ptr, topic, count, totals, alpha, beta, V,
+                           sweeps, Rng(12345))
+        np.testing.assert_array_equal(z, twin)
+    # a document of one token: its topic's law is the model's p(k | w) alone, whatever the
+    # passes after the first
+    n = 6000
+    one = np.arange(n + 1, dtype=np.int64)
+    z = np.empty(n, np.int32)
+    tb.sample_from_model(one, np.zeros(n, np.int32), ptr, topic, count, totals, alpha, beta,
+                         V, 2, z, np.array([7], np.uint64))
+    row = np.zeros(K)
+    row[topic[:2]] = count[:2]
+    p = (row + beta) / (totals + V * beta)
+    p /= p.sum()
+    seen = np.bincount(z, minlength=K) / n
+    tolerance = 4 * np.sqrt(p * (1 - p) / n) + 1e-3  # 4 standard errors
+    assert np.all(np.abs(seen - p) <= tolerance), (seen, p)
+
+
+def test_sample_from_model_follows_the_documents_topics():
+    """Words shared by two topics alike are drawn with the topic of their document's other
+    words (a word only topic 0 or only topic 1 has): the document's draws count."""
+    V, alpha, beta = 3, 0.1, 0.01  # two topics
+    ptr = np.array([0, 1, 2, 4], np.int64)  # word 0: topic 0, word 1: topic 1, word 2: both
+    topic = np.array([0, 1, 0, 1], np.int32)
+    count = np.array([1000, 1000, 500, 500], np.int32)
+    totals = np.array([1500, 1500], np.int64)
+    n_docs = 400  # half of topic 0's word, half of topic 1's, then 10 shared words each
+    token_word = np.tile(np.r_[np.zeros(10), np.full(10, 2)], n_docs).astype(np.int32)
+    token_word[np.repeat(np.arange(n_docs) % 2 == 1, 20) & (token_word == 0)] = 1
+    doc_ptr = np.arange(0, 20 * n_docs + 1, 20, dtype=np.int64)
+    z = np.empty(token_word.size, np.int32)
+    tb.sample_from_model(doc_ptr, token_word, ptr, topic, count, totals, alpha, beta, V,
+                         tb.DRAW_SWEEPS, z, np.array([3], np.uint64))
+    shared = (token_word == 2).reshape(n_docs, 20)
+    doc_topic = np.arange(n_docs) % 2
+    agree = (z.reshape(n_docs, 20) == doc_topic[:, None])[shared].mean()
+    assert agree > 0.9, agree  # drawn from p(k | w) alone: 0.5
