@@ -245,9 +245,12 @@ class PSModel:
         ------
         UnknownTableError
             No such table.
+        Exception
+            What ``fn`` raised on a shard, as itself (same type and attributes), with a note
+            (``add_note``) naming the function, the table, the shard and its worker.
         """
-        connection.process_client(self).spec(table)
-        return connection.call_all(self, "map_rows", table, fn, *args, key_range=key_range)
+        return connection.process_client(self).map_shards(table, fn, args,
+                                                          key_range=key_range)
 
     def lost_shards(self) -> list[int]:
         """Indices of the shards whose worker has left the cluster (none in-process)."""

@@ -45,7 +45,7 @@ from .consistency import DONE, Consistency
 from .merging import split_updates
 from .process_job import _Job, _Meanwhile, _Snapshot, _Spread
 from .table import RECALL_MIN, TableSpec, as_keys, bad_key_error, checked_update
-from .transport import Shipped, Transport
+from .transport import Shipped, Transport, function_name
 from .wire_forms import KeyRef, piece_bounds
 
 __all__ = ["ProcessClient"]
@@ -510,10 +510,14 @@ class ProcessClient(FreezeGCFirst):
     def map_shards(self, name: str, fn, args: tuple, job: str | None = None,
                    clock: int = 0, key_range: bool = False) -> list:
         """``fn(keys, values, slots, *args)`` on every shard's rows of ``name``, from a task
-        at ``clock`` of ``job``: this process's pushes so far are sent first, and each shard
-        runs ``fn`` once a pull at ``clock`` could be served there (under BSP, after every
-        participant's pushes of the clocks before). Results in shard order. ``key_range``:
-        see :meth:`~dask_ps.state.table.TableShard.view`."""
+        at ``clock`` of ``job`` (or outside any job): this process's pushes so far are sent
+        first, and each shard runs ``fn`` once a pull at ``clock`` could be served there
+        (under BSP, after every participant's pushes of the clocks before). Results in shard
+        order. ``key_range``: see :meth:`~dask_ps.state.table.TableShard.view`.
+
+        An error ``fn`` raises on a shard reaches the caller as itself (its type and
+        attributes), with a note naming the function, the table, the shard and its worker.
+        """
         self.spec(name)
         state = self.job(job) if job is not None else None
         if state is not None:
@@ -521,12 +525,21 @@ class ProcessClient(FreezeGCFirst):
                 if state.consistency.staleness is None:  # ASP: this task's pushes too
                     state.ahead(clock, None, self._plan_updates, self._outbox)
                 self._send_outbox(job, state)
+        what = function_name(fn)
         fn = Shipped(fn)
         t = self.transport
-        return t.run(_gather(t.call(s, "map_rows", name, fn, *args, job=job, clock=clock,
+
+        async def one(s: int):
+            try:
+                return await t.call(s, "map_rows", name, fn, *args, job=job, clock=clock,
                                     timeout=t.timeout, _timeout=t.timeout + 5,
                                     key_range=key_range)
-                             for s in range(len(t.shards))))
+            except Exception as exc:
+                exc.add_note(f"raised by function {what} on shard {s} (worker "
+                             f"{t.shards[s].address}) of table {name!r}")
+                raise
+
+        return t.run(_gather(one(s) for s in range(len(t.shards))))
 
     def join(self, job: str, participant: int, n_local: int, consistency: Consistency,
              task: int) -> None:

@@ -32,7 +32,8 @@ from .channel import running_loop as _running_loop
 from .channel_security import worker_ssl_context
 from .wire_forms import with_keys
 
-__all__ = ["ShardRef", "Shipped", "Transport", "local_loop", "packed", "unship"]
+__all__ = ["ShardRef", "Shipped", "Transport", "function_name", "local_loop", "packed",
+           "unship"]
 
 
 #: Seconds a call through Dask's RPC waits before it asks whether the shard's worker is
@@ -414,6 +415,17 @@ class Shipped:
 
     def __call__(self, *args):
         return self.fn(*args)
+
+
+def function_name(fn) -> str:
+    """What error messages call ``fn`` (a :class:`Shipped` one by the function it ships):
+    its module and qualified name, e.g. ``"mymodule.shard_sum"``, or its ``repr``."""
+    fn = fn.fn if isinstance(fn, Shipped) else fn
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if name is None:
+        return repr(fn)
+    module = getattr(fn, "__module__", None)
+    return f"{module}.{name}" if module and module != "builtins" else name
 
 
 def unship(blob: bytes):

@@ -60,3 +60,30 @@ def test_the_dashboard_reads_finished_participants_with_the_done_clock():
     clocks, gap = participant_clocks([{"clocks": [DONE, 3, 5]}, {"clocks": [DONE, 4, 5]}])
     assert clocks == [None, 4, 5] and gap == 1
     assert participant_clocks([{"clocks": [DONE, DONE]}]) == ([None, None], 0)
+
+
+def _fails_on_last_shard(keys, values, slots, n_rows):
+    if n_rows - 1 in keys:
+        raise ValueError(f"bad rows {keys[0]}..{keys[-1]}")
+    return len(keys)
+
+
+@pytest.mark.parametrize("where", ["local", "2x1"])
+def test_a_failing_shard_function_is_named_with_its_table_shard_and_worker(where, request):
+    """The user's error keeps its type (catchable as ValueError) and gains a note naming the
+    function, the table, the shard and its worker; from the driver and from a task."""
+    client = "local" if where == "local" else request.getfixturevalue("client2")
+    with dask_ps.PSModel(client, n_shards=2) as model:
+        model.add_table("w", (10,))
+        with pytest.raises(ValueError, match="bad rows 5..9") as info:
+            model.map_shards("w", _fails_on_last_shard, 10)
+        note = "\n".join(info.value.__notes__)
+        address = model.shards[1].address
+        assert (f"function {__name__}._fails_on_last_shard on shard 1 (worker {address}) "
+                f"of table 'w'") in note, note
+        # from a task: the error travels from its worker to the driver, note and all
+        with pytest.raises(ValueError, match="bad rows 5..9") as info:
+            model.run(lambda ps, i: ps.map_shards("w", _fails_on_last_shard, 10), [0])
+        assert f"_fails_on_last_shard on shard 1 (worker {address}) of table 'w'" in "\n".join(
+            info.value.__notes__)
+        assert model.pull("w").tolist() == [0.0] * 10  # the model is intact
