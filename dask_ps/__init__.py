@@ -24,6 +24,7 @@ from .exceptions import (
                          NoShardWorkerError,
                          OptionError,
                          RecoveryError,
+                         ShardFunctionRunningError,
                          ShardUnavailableError,
                          UnknownTableError,
                          WorkerLostError,
@@ -55,6 +56,6 @@ __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Averag
            "FactorizationMachineClassifier", "GBDTClassifier", "GBDTRegressor", "Init",
            "LatentDirichletAllocation", "LogisticRegression", "MatrixFactorization",
            "NoShardWorkerError", "OptionError", "Optimizer", "PSModel", "Partition", "Partitions",
-           "RecoveryError", "ShardUnavailableError", "Table", "TornCheckpointWarning",
-           "UnknownTableError", "WorkerLostError", "WorkerView", "__version__", "learn_online",
-           "partition", "plot_history"]
+           "RecoveryError", "ShardFunctionRunningError", "ShardUnavailableError", "Table",
+           "TornCheckpointWarning", "UnknownTableError", "WorkerLostError", "WorkerView",
+           "__version__", "learn_online", "partition", "plot_history"]

@@ -45,7 +45,7 @@ from .consistency import DONE, Consistency
 from .merging import split_updates
 from .process_job import _Job, _Meanwhile, _Snapshot, _Spread
 from .table import RECALL_MIN, TableSpec, as_keys, bad_key_error, checked_update
-from .transport import Shipped, Transport, function_name
+from .transport import Shipped, Transport
 from .wire_forms import KeyRef, piece_bounds
 
 __all__ = ["ProcessClient"]
@@ -517,6 +517,8 @@ class ProcessClient(FreezeGCFirst):
 
         An error ``fn`` raises on a shard reaches the caller as itself (its type and
         attributes), with a note naming the function, the table, the shard and its worker.
+        An ``fn`` still running after the timeout raises
+        :class:`~dask_ps.exceptions.ShardFunctionRunningError`: the shard is busy, not lost.
         """
         self.spec(name)
         state = self.job(job) if job is not None else None
@@ -525,21 +527,10 @@ class ProcessClient(FreezeGCFirst):
                 if state.consistency.staleness is None:  # ASP: this task's pushes too
                     state.ahead(clock, None, self._plan_updates, self._outbox)
                 self._send_outbox(job, state)
-        what = function_name(fn)
-        fn = Shipped(fn)
         t = self.transport
-
-        async def one(s: int):
-            try:
-                return await t.call(s, "map_rows", name, fn, *args, job=job, clock=clock,
-                                    timeout=t.timeout, _timeout=t.timeout + 5,
-                                    key_range=key_range)
-            except Exception as exc:
-                exc.add_note(f"raised by function {what} on shard {s} (worker "
-                             f"{t.shards[s].address}) of table {name!r}")
-                raise
-
-        return t.run(_gather(one(s) for s in range(len(t.shards))))
+        fn = Shipped(fn)
+        return t.run(_gather(t.map_rows(s, name, fn, *args, job=job, clock=clock,
+                                        key_range=key_range) for s in range(len(t.shards))))
 
     def join(self, job: str, participant: int, n_local: int, consistency: Consistency,
              task: int) -> None:

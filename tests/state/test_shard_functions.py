@@ -87,3 +87,35 @@ def test_a_failing_shard_function_is_named_with_its_table_shard_and_worker(where
         assert f"_fails_on_last_shard on shard 1 (worker {address}) of table 'w'" in "\n".join(
             info.value.__notes__)
         assert model.pull("w").tolist() == [0.0] * 10  # the model is intact
+
+
+@pytest.mark.parametrize("where", ["local", "2x1"])
+def test_a_slow_shard_function_is_reported_running_not_lost(where, request):
+    """A function still running after the model's timeout is named as such (function,
+    table, shard, worker, seconds), not as a lost shard: recovery does not take it for a
+    loss; a call that waits as long for it says so too; the shard serves again after."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dask_ps.model.recovery import _loss_errors
+
+    client = "local" if where == "local" else request.getfixturevalue("client2")
+    with dask_ps.PSModel(client, n_shards=2, timeout=1.0) as model:
+        model.add_table("w", (10,))
+        model.push("w", np.arange(10), np.ones(10))
+        with pytest.raises(dask_ps.ShardFunctionRunningError) as info:
+            model.map_shards("w", _slow_sum, 2.5)
+        exc = info.value
+        address = model.shards[exc.shard].address
+        assert (f"function {__name__}._slow_sum on table 'w' is still running on shard "
+                f"{exc.shard} (worker {address}) after 1") in str(exc), str(exc)
+        assert not isinstance(exc, _loss_errors())
+        assert exc.seconds >= 1.0 and model.lost_shards() == []
+        # the functions still run: another call waits for them, and says why it failed
+        with ThreadPoolExecutor(1) as ex:
+            other = ex.submit(model.map_shards, "w", _slow_sum, 0.0)
+            with pytest.raises(dask_ps.ShardFunctionRunningError,
+                               match="a map_rows call waited 1 s for it"):
+                other.result()
+        time.sleep(1.0)  # the slow functions are over
+        assert model.map_shards("w", _slow_sum, 0.0) == [5.0, 5.0]
+        assert model.pull("w").tolist() == [1.0] * 10
