@@ -177,6 +177,13 @@ class PSModel:
         ValueError
             Duplicate name, bad shape/dtype/partitioner/init, unknown optimizer, or a
             float-only optimizer on an integer table.
+        MemoryError
+            The model's tables would not fit in its shards' memory: rows x columns x dtype
+            with the optimizer's state, on the most loaded worker, above 95% (Dask's
+            ``terminate`` fraction) of the smallest shard worker's memory limit, or
+            in-process above what this process may use (see
+            :func:`~dask_ps.model.placement.check_room`). A hashed table counts its first
+            rows only (it grows with its keys). Nothing is created.
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"a table name must be a non-empty string, got {name!r}")
@@ -188,6 +195,7 @@ class PSModel:
         opt = get_optimizer(optimizer)
         spec = TableSpec.build(name, shape, dtype, partitioner, opt, Init.parse(init, seed),
                                self.n_shards)
+        placement.check_room(self, spec)
         connection.call_all(self, "create_table", spec)
         self.specs[name] = spec
         if not checkpoint:

@@ -28,8 +28,8 @@ from .optimizers import Optimizer
 from .partition import RangePartitioner, make_partitioner
 from .wire_forms import RowBits, as_rows
 
-__all__ = ["Init", "TableShard", "TableSpec", "as_keys", "bad_key_error",
-           "checked_update"]
+__all__ = ["Init", "TableShard", "TableSpec", "as_keys", "bad_key_error", "checked_update",
+           "dense_table_bytes"]
 
 DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "int32", "int64"))
 _KINDS = {"constant": _kernels.INIT_CONSTANT, "uniform": _kernels.INIT_UNIFORM,
@@ -85,6 +85,15 @@ class Init:
             values[rows] = self.a
             return
         _kernels.init_rows(values, rows, keys, _KINDS[self.kind], self.a, self.b, self.seed)
+
+
+def dense_table_bytes(n_rows: int, ncols: int, dtype, optimizer) -> int:
+    """Bytes of a dense table of ``n_rows`` x ``ncols`` ``dtype`` and of ``optimizer``'s
+    state beside it."""
+    itemsize = np.dtype(dtype).itemsize
+    state = sum(w * dt.itemsize for w, dt in optimizer.slot_layout(ncols, np.dtype(dtype))
+                .values())
+    return n_rows * (ncols * itemsize + state)
 
 
 @dataclass(frozen=True)
@@ -166,6 +175,17 @@ class TableSpec:
     @property
     def row_shape(self) -> tuple[int, ...]:
         return () if self.vector else (self.ncols,)
+
+    def shard_bytes(self, shard: int) -> int:
+        """Bytes of shard ``shard``'s part of the table when created (what
+        :class:`TableShard` allocates): its rows' values and optimizer state, for a dense
+        table its share of the rows, for a sparse one its first :data:`FIRST_ROWS` rows
+        (it grows with the keys pushed), their keys and its index."""
+        if self.sparse:
+            return (dense_table_bytes(FIRST_ROWS, self.ncols, self.dtype, self.optimizer)
+                    + FIRST_ROWS * 8 + 2 * FIRST_ROWS * 8)
+        return dense_table_bytes(self.partitioner.shard_size(shard), self.ncols, self.dtype,
+                                 self.optimizer)
 
 
 def _resized(arr: np.ndarray, n: int, keep: int) -> np.ndarray:

@@ -233,3 +233,33 @@ def test_a_task_timeout_reaches_the_driver(any_client, fn, match):
         with pytest.raises(TimeoutError, match=match):
             m.run(fn, [0, 1], consistency="bsp")
         assert time.perf_counter() - t0 < 30
+
+
+def test_a_table_larger_than_the_shards_memory_is_refused_up_front():
+    """A table whose shards exceed a worker's memory limit (a dense one whole, a hashed one
+    at its first rows) is refused before any shard allocates it, naming its bytes, shards and
+    the limit; in-process, what this process may use. The model keeps its tables."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, memory_limit="1GiB",
+                      dashboard_address=None) as cluster, Client(cluster) as client, \
+            dask_ps.PSModel(client, n_shards=2) as model:
+        model.add_table("small", (100, 4))
+        # 2^28 float32 rows: 1 GiB over 2 shards, both on the one 1 GiB worker
+        with pytest.raises(MemoryError, match=(
+                r"table 'big' would take 1,073,741,824 bytes \(1.00 GiB\): 268435456 rows x 1 "
+                r"float32 columns, with the state of optimizer 'add' \(4 bytes a row\), over 2 "
+                r"shard\(s\) of up to 536,870,912 bytes; 1.00 GiB on worker tcp://.* with the "
+                r"model's other tables, more than 95% of the smallest shard worker memory "
+                r"limit \(1.00 GiB\)")):
+            model.add_table("big", (2**28,))
+        with pytest.raises(MemoryError, match=r"table 'wide' would take .* its first 1024 "
+                                              r"rows per shard .* x 131072 float64 columns"):
+            model.add_table("wide", (None, 2**17), "float64", partitioner="hash")
+        assert model.tables == ["small"]
+        assert all(set(s["tables"]) == {"small"} for s in model.stats())
+        model.add_table("big", (2**20,))  # 4 MiB: fits
+    with dask_ps.PSModel("local", n_shards=2) as model, \
+            pytest.raises(MemoryError, match=r"table 'huge' would take .* on this process, "
+                                             r"more than what this process may use"):
+        model.add_table("huge", (2**34, 4))
