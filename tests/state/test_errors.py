@@ -132,6 +132,37 @@ def test_one_job_at_a_time_and_no_tables_during_a_job(model):
     model.add_table("x", shape=(3,))
 
 
+def _push_one(ps, i):
+    ps.push("v", [i], [1.0])
+    ps.clock()
+    return float(ps.pull("v", [i])[0])
+
+
+@pytest.mark.parametrize("where", ["local", "2x1"])
+@pytest.mark.parametrize("n_tasks", [1, 2])
+def test_a_task_cannot_start_a_job_on_another_model(where, n_tasks, request):
+    """A task of model A's job that runs a job of model B is refused, naming both (it held
+    A's barrier for B's whole job, A's tasks raced for B, and A's failure orphaned B's
+    job); B is left free: the driver runs its job after."""
+    client = "local" if where == "local" else request.getfixturevalue("client2")
+    with dask_ps.PSModel(client, n_shards=2, timeout=20) as a, \
+            dask_ps.PSModel("local", n_shards=2, timeout=20) as b:
+        a.add_table("w", (4,))
+        b.add_table("v", (4,))
+
+        def nested(ps, i):
+            ps.push("w", [i], [1.0])
+            return b.run(_push_one, [0, 1])
+
+        with pytest.raises(RuntimeError, match=(
+                f"PSModel {b.uid}: run called from inside a task of job '[0-9a-f]+' of "
+                f"PSModel {a.uid}; a task cannot start a job")):
+            a.run(nested, list(range(n_tasks)))
+        assert b._job is None and b.pull("v").tolist() == [0.0] * 4
+        assert b.run(_push_one, [0, 1]) == [1.0, 1.0]
+        assert a.run(lambda ps, i: float(ps.pull("w", [i])[0]), [0]) == [0.0]
+
+
 def test_worker_view_after_its_job(model):
     kept = []
     model.run(lambda ps, i: kept.append(ps), [0])
