@@ -42,13 +42,14 @@ __all__ = ["Shard"]
 
 def _exact_sums(spec: TableSpec) -> bool:
     """Whether the pushes of a clock may be applied one by one instead of merged first: a
-    dense table whose sums are exact in any order — integers with plain addition (e.g.
-    LDA's counts), or a rule that says so (``exact_sums``, e.g. GBDT's quantized
-    histograms) — so skipping the merge (a hash of every key) changes no bit."""
-    if spec.sparse:
-        return False
-    return spec.optimizer.exact_sums or (spec.optimizer.name == "add"
-                                         and spec.dtype.kind in "iu")
+    table whose sums are exact in any order — integers with plain addition (e.g. LDA's
+    counts; sparse ones too, so that each push's sum is checked against the dtype, see
+    :meth:`TableShard.apply`), or a dense one whose rule says so (``exact_sums``, e.g.
+    GBDT's quantized histograms) — so skipping the merge (a hash of every key) changes no
+    bit."""
+    if spec.optimizer.name == "add" and spec.dtype.kind in "iu":
+        return True  # sparse too: each push's sum checked (see TableShard.apply)
+    return not spec.sparse and spec.optimizer.exact_sums
 
 
 def _same_keys(parts: list) -> bool:
@@ -460,8 +461,7 @@ class Shard(FreezeGCFirst):
                     # no merge: one participant's pieces have distinct keys (those of the
                     # pieces of one pull: each finds its rows in the lookup memo, where a
                     # joined array would be looked up again), or any order gives the same bits
-                    for keys, values in itertools.chain.from_iterable(per_participant):
-                        table.apply(keys, values)
+                    _apply_all(table, list(itertools.chain.from_iterable(per_participant)))
                     continue
                 parts = [_joined(pieces) for pieces in per_participant]
                 if _same_keys(parts):
@@ -575,6 +575,20 @@ def _joined(pieces: list) -> tuple:
     if len(pieces) == 1:
         return pieces[0]
     return (np.concatenate([k for k, _ in pieces]), np.concatenate([v for _, v in pieces]))
+
+
+def _apply_all(table: TableShard, pieces: list) -> None:
+    """Apply the ``(keys, values)`` pieces of a clock to ``table``; when one is refused (an
+    integer sum past the dtype), take back those applied before: the table is left as it
+    was before the clock."""
+    for i, (keys, values) in enumerate(pieces):
+        try:
+            table.apply(keys, values)
+        except ValueError:
+            if table.spec.optimizer.name == "add" and table.spec.dtype.kind in "iu":
+                for k, v in reversed(pieces[:i]):
+                    table.undo(k, v)
+            raise
 
 
 def _answer_parked(ready: list) -> None:

@@ -23,7 +23,9 @@ from numbers import Integral, Real
 import numpy as np
 
 from ..exceptions import KeysNeededError
+from ..kernels.optim import add_step
 from . import _hash_kernels, _kernels
+from ._overflow import overflow_error
 from .optimizers import Optimizer
 from .partition import RangePartitioner, make_partitioner
 from .wire_forms import RowBits, as_rows
@@ -403,12 +405,30 @@ class TableShard:
 
     def apply(self, keys: np.ndarray, updates: np.ndarray) -> None:
         """One optimizer step on the rows of ``keys`` (distinct; or a
-        :class:`~dask_ps.state.wire_forms.RowBits`) with ``updates`` (n, ncols)."""
+        :class:`~dask_ps.state.wire_forms.RowBits`) with ``updates`` (n, ncols).
+
+        Raises
+        ------
+        ValueError
+            An integer table's sum past its dtype, naming the table, the shard and the key;
+            nothing of the step is applied.
+        """
         if isinstance(keys, RowBits):
-            self.spec.optimizer.step_bits(self.values, self.slots, keys, updates)
-            return
-        rows = self.rows(keys)
-        self.spec.optimizer.step(self.values, self.slots, rows, updates)
+            bad = self.spec.optimizer.step_bits(self.values, self.slots, keys, updates)
+        else:
+            bad = self.spec.optimizer.step(self.values, self.slots, self.rows(keys), updates)
+        if bad is not None and bad >= 0:
+            offsets = keys.rows() if isinstance(keys, RowBits) else keys
+            row = self.rows(offsets[bad:bad + 1])[0]
+            key = int(offsets[bad]) + (0 if self.spec.sparse else self.start)
+            raise overflow_error(self.spec, self.shard, key, self.values[row], updates[bad],
+                                 "a push")
+
+    def undo(self, keys: np.ndarray, updates: np.ndarray) -> None:
+        """Take back :meth:`apply` of ``updates`` to an integer table with the "add" rule
+        (wrapping arithmetic undoes it exactly)."""
+        add_step(self.values, as_rows(keys) if isinstance(keys, RowBits) else self.rows(keys),
+                 -updates)  # (unchecked: -updates may wrap, the sum comes back exactly)
 
     def set_rows(self, keys: np.ndarray, values: np.ndarray,
                  slots: dict[str, np.ndarray] | None = None) -> None:

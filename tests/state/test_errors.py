@@ -37,6 +37,62 @@ def test_integer_overflow_is_refused(model):
         model.push("i", [2], np.array([2**40 + 3]))
 
 
+def _overflow(table, shard, key, what, a, b, dtype="int32"):
+    """The message of an integer sum past ``dtype``, as a regular expression."""
+    import re
+
+    return (f"table '{table}', shard {shard}, key {key}: {re.escape(what)} would take it past "
+            f"{dtype} \\({a} \\+ {b}, range")
+
+
+def _clock_of_two(ps, i):
+    ps.push("i", [3], [2**30])
+    ps.push("h", [2**40], [2**30])
+    ps.clock()
+    return i
+
+
+@pytest.mark.parametrize("where", ["local", "2x1"])
+def test_integer_sums_past_the_dtype_are_refused_and_change_nothing(where, request):
+    """Sums that wrap an integer table are refused naming table, shard and key, leaving the
+    table as it was: a push's duplicate keys (merged client side), a push onto a row (dense,
+    as a key list and as a bitmap of rows, and hashed), a clock of two tasks of one process
+    (merged client side) or of two processes (on the shard, the first push taken back)."""
+    client = "local" if where == "local" else request.getfixturevalue("client2")
+    with dask_ps.PSModel(client, n_shards=2, timeout=20) as model:
+        model.add_table("i", (100,), "int32")
+        model.add_table("h", (None,), "int64", partitioner="hash")
+        model.add_table("w", (4,), "float32")  # untouched by the rest
+        merged = "the sum of a clock's updates (merged in this process)"
+        with pytest.raises(ValueError, match=_overflow("i", 0, 3, merged, 2**30, 2**30)):
+            model.push("i", [3, 5, 3], [2**30, 7, 2**30])  # 2^31: wrapped to -2^31 before
+        assert model.pull("i")[[3, 5]].tolist() == [0, 0]
+        model.push("i", [3], [2**31 - 2])
+        with pytest.raises(ValueError, match=_overflow("i", 0, 3, "a push", 2**31 - 2, 2)):
+            model.push("i", [1, 3], [5, 2])
+        assert model.pull("i", [1, 3]).tolist() == [0, 2**31 - 2]
+        # every row of shard 1 (keys 50..99): sent as a bitmap
+        model.push("i", np.arange(50, 100), np.full(50, -2**31 + 1))
+        with pytest.raises(ValueError, match=_overflow("i", 1, 77, "a push", -2**31 + 1, -2)):
+            model.push("i", np.arange(50, 100), np.where(np.arange(50, 100) == 77, -2, 0))
+        assert model.pull("i", np.arange(50, 100)).tolist() == [-2**31 + 1] * 50
+        model.push("h", [2**40], [2**62])
+        with pytest.raises(ValueError, match=_overflow("h", "[01]", 2**40, "a push", 2**62,
+                                                       2**62, "int64")):
+            model.push("h", [2**40], [2**62])
+        assert model.pull("h", [2**40]).tolist() == [2**62]
+        model.push("i", [3], [-(2**31 - 2)])
+        model.push("h", [2**40], [-(2**62)])
+        # one clock of two tasks: of one process (merged there) or of two (on the shard)
+        one_process = where == "local"  # else a task per worker: summed on the shard
+        with pytest.raises(ValueError, match=_overflow("i", 0, 3, merged if one_process else
+                                                       "a push", 2**30, 2**30)):
+            model.run(_clock_of_two, [0, 1])
+        assert model.pull("i", [1, 3]).tolist() == [0, 0]
+        assert model.pull("h", [2**40]).tolist() == [0]
+        assert model.pull("w").tolist() == [0.0] * 4
+
+
 def test_uint64_key_beyond_dense_table_is_named(model):
     with pytest.raises(IndexError, match="key 9223372036854775808 at position 0"):
         model.pull("w", np.array([2**63], np.uint64))
