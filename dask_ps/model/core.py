@@ -222,7 +222,15 @@ class PSModel:
         return connection.process_client(self).pull(table, keys)
 
     def push(self, table: str, keys, updates) -> None:
-        """Apply ``updates`` for ``keys`` now, outside any job, with the table's optimizer."""
+        """Apply ``updates`` for ``keys`` now, outside any job, with the table's optimizer.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`WorkerView.push`; on an integer table, also a sum past its dtype (of
+            repeated keys, or with the rows), naming the table, shard and key: nothing of
+            the push is applied on that shard.
+        """
         connection.process_client(self).push_now(table, keys, updates)
 
     def stats(self) -> list[dict]:
