@@ -416,7 +416,8 @@ class TableShard:
         if isinstance(keys, RowBits):
             bad = self.spec.optimizer.step_bits(self.values, self.slots, keys, updates)
         else:
-            bad = self.spec.optimizer.step(self.values, self.slots, self.rows(keys), updates)
+            rows = self.rows(keys)  # first: new keys of a sparse table may grow its arrays
+            bad = self.spec.optimizer.step(self.values, self.slots, rows, updates)
         if bad is not None and bad >= 0:
             offsets = keys.rows() if isinstance(keys, RowBits) else keys
             row = self.rows(offsets[bad:bad + 1])[0]
@@ -427,8 +428,8 @@ class TableShard:
     def undo(self, keys: np.ndarray, updates: np.ndarray) -> None:
         """Take back :meth:`apply` of ``updates`` to an integer table with the "add" rule
         (wrapping arithmetic undoes it exactly)."""
-        add_step(self.values, as_rows(keys) if isinstance(keys, RowBits) else self.rows(keys),
-                 -updates)  # (unchecked: -updates may wrap, the sum comes back exactly)
+        rows = as_rows(keys) if isinstance(keys, RowBits) else self.rows(keys)
+        add_step(self.values, rows, -updates)  # unchecked: -updates may wrap, the sum not
 
     def set_rows(self, keys: np.ndarray, values: np.ndarray,
                  slots: dict[str, np.ndarray] | None = None) -> None:
