@@ -150,6 +150,8 @@ class PSModel:
             (``partitioner="hash"``) ``n_rows`` is ignored: any int64/uint64 key is valid
             (use ``(None, ncols)`` or ``(2**63, ncols)``).
         dtype : {"float32", "float64", "int32", "int64"}, default "float32"
+            An integer table refuses a sum past its dtype (a ValueError naming the table,
+            shard and key; see :meth:`push`) instead of wrapping.
         partitioner : {"range", "hash"}, default "range"
             "range": dense rows cut into contiguous blocks. "hash": sparse, rows created on
             first touch, by a pull as by a push (a key never seen reads its ``init``
