@@ -25,6 +25,7 @@ from .exceptions import (
                          NoShardWorkerError,
                          OptionError,
                          RecoveryError,
+                         ShardFunctionRunningError,
                          ShardUnavailableError,
                          UnknownTableError,
                          WorkerLostError,
@@ -56,6 +57,7 @@ __all__ = ["ASP", "BSP", "FTRL", "SGD", "SSP", "AdaGrad", "Adam", "Add", "Averag
            "FactorizationMachineClassifier", "GBDTClassifier", "GBDTRegressor", "Init",
            "LatentDirichletAllocation", "LogisticRegression", "MatrixFactorization",
            "NoCheckpointToResumeError", "NoShardWorkerError", "OptionError", "Optimizer",
-           "PSModel", "Partition", "Partitions", "RecoveryError", "ShardUnavailableError", "Table",
-           "TornCheckpointWarning", "UnknownTableError", "WorkerLostError", "WorkerView",
-           "__version__", "learn_online", "partition", "plot_history"]
+           "PSModel", "Partition", "Partitions", "RecoveryError", "ShardFunctionRunningError",
+           "ShardUnavailableError", "Table", "TornCheckpointWarning", "UnknownTableError",
+           "WorkerLostError", "WorkerView", "__version__", "learn_online", "partition",
+           "plot_history"]

@@ -17,6 +17,7 @@ __all__ = [
     "NoShardWorkerError",
     "OptionError",
     "RecoveryError",
+    "ShardFunctionRunningError",
     "ShardUnavailableError",
     "UnknownTableError",
     "WorkerLostError",
@@ -64,6 +65,47 @@ class ShardUnavailableError(OSError):
         self.shard = shard
         self.address = address
         super().__init__(f"shard {shard} on {address} is unavailable: {detail}")
+
+
+class ShardFunctionRunningError(RuntimeError):
+    """A function run next to a shard (:meth:`~dask_ps.PSModel.map_shards`) is still
+    running after the model's ``timeout``: the shard is alive, busy with it (it holds the
+    shard's rows until it returns), not lost; recovery leaves it alone. Raised to the caller
+    of the slow function, and to a call that waited the timeout for it to end.
+
+    Parameters
+    ----------
+    shard : int
+        Index of the shard.
+    address : str
+        Address of its worker (``"local"`` for in-process shards).
+    function : str
+        Name of the function still running.
+    table : str
+        The table it runs on.
+    seconds : float
+        How long it has been running.
+    detail : str, optional
+        What waited for it, if not its own caller.
+    """
+
+    def __init__(self, shard: int, address: str, function: str, table: str, seconds: float,
+                 detail: str = "") -> None:
+        self.shard = shard
+        self.address = address
+        self.function = function
+        self.table = table
+        self.seconds = seconds
+        self.detail = detail
+        super().__init__(f"function {function} on table {table!r} is still running on shard "
+                         f"{shard} (worker {address}) after {seconds:.3g} s; it holds the "
+                         f"shard until it returns (the shard is not lost)"
+                         + (f"; {detail}" if detail else "")
+                         + "; give the model a larger timeout, or make the function quicker")
+
+    def __reduce__(self):  # travels from the shard's worker to its caller
+        return type(self), (self.shard, self.address, self.function, self.table,
+                            self.seconds, self.detail)
 
 
 class WorkerLostError(RuntimeError):

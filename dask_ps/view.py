@@ -100,7 +100,10 @@ class WorkerView:
         ------
         UnknownTableError, IndexError, TypeError, ValueError
             Unknown table, key outside a dense table, non-numeric or non-finite updates, or
-            updates of the wrong shape; each names the table (and the key).
+            updates of the wrong shape; each names the table (and the key). On an integer
+            table, a sum past its dtype (of the clock's updates merged in this process, at
+            :meth:`clock`; or with the rows, on the shard: the clock's later calls) raises
+            a ValueError naming the table, shard and key, the table left as it was.
         """
         self._client.push(self.job, self._clock, table, keys, updates, self.task)
 

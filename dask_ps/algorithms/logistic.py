@@ -27,6 +27,7 @@ from ..model import PSModel
 from ..partitions import Partitions
 from ..partitions.inputs import is_dask
 from ..state.optimizers import FTRL, SGD, AdaGrad, Average
+from ..state.table import dense_table_bytes
 from . import _logistic_data as D
 from ._base import (
     COMMON_CONSTRAINTS,
@@ -67,15 +68,6 @@ DEFAULT_LEARNING_RATE = {"sgd": 0.005, "adagrad": 0.1, "ftrl": 0.1, "lbfgs": Non
 #: and 1.36 GB per worker against 1.9 s and 0.70 GB at 2**26, 9.0 s and 3.9 GB against 2.1 s
 #: and 0.76 GB at 2**28; at 2**31 the dense one could not be allocated (24 GiB).
 DENSE_TABLE_BYTES = 2**30
-
-
-def dense_table_bytes(n_rows: int, ncols: int, dtype, optimizer) -> int:
-    """Bytes of a dense table of ``n_rows`` x ``ncols`` ``dtype`` and of ``optimizer``'s
-    state beside it."""
-    itemsize = np.dtype(dtype).itemsize
-    state = sum(w * dt.itemsize for w, dt in optimizer.slot_layout(ncols, np.dtype(dtype))
-                .values())
-    return n_rows * (ncols * itemsize + state)
 
 
 class TrainState(NamedTuple):

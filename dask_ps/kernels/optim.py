@@ -27,6 +27,53 @@ def add_step(w, rows, g):
             w[r, j] += g[i, j]
 
 
+@numba.njit(inline="always", **_JIT)
+def add_flagged(v, k, b):
+    """``v[k] += b`` in ``v``'s integer dtype (wrapping); negative when the sum wrapped:
+    ``(a ^ s) & (b ^ s)`` for ``a`` the value before and ``s`` after."""
+    a = v[k]
+    v[k] += b
+    s = v[k]
+    return (a ^ s) & (b ^ s)
+
+
+@numba.njit(inline="always", **_JIT)
+def sub_flagged(v, k, b):
+    """``v[k] -= b`` as :func:`add_flagged`: negative when the difference wrapped."""
+    a = v[k]
+    v[k] -= b
+    s = v[k]
+    return (a ^ b) & (a ^ s)
+
+
+@numba.njit(**_JIT)
+def add_step_checked(w, rows, g):
+    """:func:`add_step` for an integer table that refuses a sum past its dtype: returns -1,
+    or the first position ``i`` of ``rows`` (distinct) whose row would wrap, ``w`` then
+    unchanged. The adding pass flags a wrap without a branch (:func:`add_flagged`); only
+    when one wrapped are the rows taken back (wrapping additions undo exactly) and the first
+    one found."""
+    flag = 0
+    if w.shape[1] == 1:  # as add_step: a 1-D loop for vectors
+        w1, g1 = w[:, 0], g[:, 0]
+        for i in range(rows.shape[0]):
+            flag |= add_flagged(w1, rows[i], g1[i])
+    else:
+        for i in range(rows.shape[0]):
+            row = w[rows[i]]
+            for j in range(w.shape[1]):
+                flag |= add_flagged(row, j, g[i, j])
+    if flag >= 0:
+        return -1
+    first = -1
+    for i in range(rows.shape[0]):
+        row = w[rows[i]]
+        for j in range(w.shape[1]):
+            if sub_flagged(row, j, g[i, j]) < 0 and first < 0:  # undone: it wrapped back
+                first = i
+    return first
+
+
 @numba.njit(**_JIT)
 def average_step(w, rows, g):
     """Mean of pushed deltas: ``w[r, :-1] += g[:-1] / g[-1]; w[r, -1] += g[-1]``.

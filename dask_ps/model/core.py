@@ -150,6 +150,8 @@ class PSModel:
             (``partitioner="hash"``) ``n_rows`` is ignored: any int64/uint64 key is valid
             (use ``(None, ncols)`` or ``(2**63, ncols)``).
         dtype : {"float32", "float64", "int32", "int64"}, default "float32"
+            An integer table refuses a sum past its dtype (a ValueError naming the table,
+            shard and key; see :meth:`push`) instead of wrapping.
         partitioner : {"range", "hash"}, default "range"
             "range": dense rows cut into contiguous blocks. "hash": sparse, rows created on
             first touch, by a pull as by a push (a key never seen reads its ``init``
@@ -177,6 +179,13 @@ class PSModel:
         ValueError
             Duplicate name, bad shape/dtype/partitioner/init, unknown optimizer, or a
             float-only optimizer on an integer table.
+        MemoryError
+            The model's tables would not fit in its shards' memory: rows x columns x dtype
+            with the optimizer's state, on the most loaded worker, above 95% (Dask's
+            ``terminate`` fraction) of the smallest shard worker's memory limit, or
+            in-process above what this process may use (see
+            :func:`~dask_ps.model.placement.check_room`). A hashed table counts its first
+            rows only (it grows with its keys). Nothing is created.
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"a table name must be a non-empty string, got {name!r}")
@@ -188,6 +197,7 @@ class PSModel:
         opt = get_optimizer(optimizer)
         spec = TableSpec.build(name, shape, dtype, partitioner, opt, Init.parse(init, seed),
                                self.n_shards)
+        placement.check_room(self, spec)
         connection.call_all(self, "create_table", spec)
         self.specs[name] = spec
         if not checkpoint:
@@ -234,7 +244,15 @@ class PSModel:
         return connection.process_client(self).pull(table, keys)
 
     def push(self, table: str, keys, updates) -> None:
-        """Apply ``updates`` for ``keys`` now, outside any job, with the table's optimizer."""
+        """Apply ``updates`` for ``keys`` now, outside any job, with the table's optimizer.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`WorkerView.push`; on an integer table, also a sum past its dtype (of
+            repeated keys, or with the rows), naming the table, shard and key: nothing of
+            the push is applied on that shard.
+        """
         connection.process_client(self).push_now(table, keys, updates)
 
     def stats(self) -> list[dict]:
@@ -265,9 +283,12 @@ class PSModel:
         ------
         UnknownTableError
             No such table.
+        Exception
+            What ``fn`` raised on a shard, as itself (same type and attributes), with a note
+            (``add_note``) naming the function, the table, the shard and its worker.
         """
-        connection.process_client(self).spec(table)
-        return connection.call_all(self, "map_rows", table, fn, *args, key_range=key_range)
+        return connection.process_client(self).map_shards(table, fn, args,
+                                                          key_range=key_range)
 
     def lost_shards(self) -> list[int]:
         """Indices of the shards whose worker has left the cluster (none in-process)."""

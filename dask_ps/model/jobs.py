@@ -88,7 +88,8 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
     ------
     RuntimeError
         A job already runs on this model, or ``run`` was called from inside a task (of a
-        job or not): one job at a time, started from the driver.
+        job of this model or another, naming both, or of none): one job at a time, started
+        from the driver.
     ValueError
         ``workers`` of the wrong length or naming an address outside the cluster.
     WorkerLostError
@@ -98,6 +99,7 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
         ``job_clocks`` attribute holds each participant's clock at the failure.
     """
     cons = get_consistency(consistency, staleness)
+    _refuse_in_task(model)  # before a copy of an in-process model looks for its shards
     connection.process_client(model)  # ClosedModelError on a closed model
     _refuse_nested(model)  # before anything needs the driver's client
     info = None if model.is_local else placement.live_workers(model)
@@ -274,11 +276,17 @@ def _task_groups(model: PSModel, n_tasks: int, workers, info) -> dict[str, list[
 
 #: The rule :func:`run` enforces, ending its RuntimeErrors.
 ONE_JOB = "one job at a time (and none from inside a task)"
+#: ``(model uid, job id)`` of the task this context runs (see :func:`_run_group`), or None.
+_IN_TASK: contextvars.ContextVar = contextvars.ContextVar("dask_ps_task", default=None)
 
 
 def _refuse_nested(model: PSModel) -> None:
     """Raise RuntimeError if ``model`` runs a job, or is a task's copy of a cluster model
-    (it has no client: jobs start from the driver)."""
+    (it has no client: jobs start from the driver), or is called from a task of a job, of
+    this model or another: that task would hold its own job's barrier for the other job's
+    whole run, its sibling tasks would race for the other model (one job at a time), and a
+    failure of its job would leave the other's running, orphaned."""
+    _refuse_in_task(model)
     if model._job is not None:
         raise RuntimeError(f"job {model._job!r} is already running on this model: {ONE_JOB}")
     if model._client is None and not model.is_local:
@@ -288,6 +296,18 @@ def _refuse_nested(model: PSModel) -> None:
                  "on a copy of the model (copies have no Dask client)")
         raise RuntimeError(f"PSModel {model.uid}: run called {where}; start jobs from the "
                            f"driver: {ONE_JOB}")
+
+
+def _refuse_in_task(model: PSModel) -> None:
+    """Raise RuntimeError, naming both models, if this is a task of a job (see
+    :func:`_refuse_nested`)."""
+    inside = _IN_TASK.get()
+    if inside is not None:
+        uid, job = inside
+        raise RuntimeError(f"PSModel {model.uid}: run called from inside a task of job {job!r} "
+                           f"of PSModel {uid}{' (this model)' if uid == model.uid else ''}; "
+                           f"a task cannot start a job: start the jobs from the driver, one "
+                           f"after the other: {ONE_JOB}")
 
 
 def _run_dask(model: PSModel, fn, items, job, cons, groups) -> list:
@@ -392,12 +412,15 @@ def _run_group(model: PSModel, job: str, participant: int, cons: Consistency, fn
     errors: list[BaseException] = []
 
     def one(t, item):
+        inside = _IN_TASK.set((model.uid, job))  # see _refuse_nested
         try:
             result = fn(WorkerView(pc, job, t), item)
         except BaseException as exc:
             errors.append(exc)  # list.append is atomic: errors[0] is the first in time
             pc.abort(job, exc)
             raise
+        finally:
+            _IN_TASK.reset(inside)
         pc.finish(job, t)
         return t, result
 

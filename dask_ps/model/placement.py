@@ -18,14 +18,15 @@ from ..cluster import worker_info
 from ..exceptions import NoShardWorkerError, WorkerLostError
 from ..state.keys import SHARD_PREFIX
 from ..state.shard import Shard
+from ..state.table import FIRST_ROWS, TableSpec, dense_table_bytes
 from ..state.transport import ShardRef
 from . import connection
 
 if TYPE_CHECKING:
     from .core import PSModel
 
-__all__ = ["check_alive", "live_workers", "lost_shards", "place_shards", "replace_shards",
-           "shard_workers"]
+__all__ = ["check_alive", "check_room", "live_workers", "lost_shards", "place_shards",
+           "replace_shards", "shard_workers"]
 
 
 def live_workers(model: PSModel) -> dict:
@@ -46,6 +47,7 @@ def shard_workers(model: PSModel, info: dict) -> list[str]:
 #: Seconds :func:`place_shards` waits for the shards to be created, at least: a worker's
 #: first shard imports the library and loads its kernels (seconds on a slow machine).
 PLACE_TIMEOUT = 120.0
+GIB = 2.0**30
 
 
 def place_shards(model: PSModel, n_shards: int | None) -> list[ShardRef]:
@@ -84,6 +86,60 @@ def place_shards(model: PSModel, n_shards: int | None) -> list[ShardRef]:
     channels = [a.open_channel() for a in actors]
     return [ShardRef(i, _compat.actor_address(a), f.key, c.result(timeout=model.timeout))
             for i, (a, f, c) in enumerate(zip(actors, model._futures, channels))]
+
+
+def check_room(model: PSModel, spec: TableSpec) -> None:
+    """Refuse table ``spec`` before it is created when the model's tables would not fit in
+    its shards' memory: on a cluster, the bytes of every table's shards (see
+    :meth:`~dask_ps.state.table.TableSpec.shard_bytes`) on the most loaded worker above the
+    fraction of the smallest shard worker's memory limit at which Dask restarts a worker
+    (``distributed.worker.memory.terminate``, 95%; a lost shard may be recreated on any of
+    them); in-process, all of them above what this process may use
+    (:func:`~dask_ps.partitions.worker.process_memory`). Workers without a limit are not
+    checked. A sparse table counts its first rows only: it grows with its keys.
+
+    Raises
+    ------
+    MemoryError
+        Naming the table, its bytes and their factors, the shards, the bytes per shard and
+        the memory limit.
+    """
+    import dask
+
+    from ..partitions.worker import process_memory, smallest_limit
+
+    specs = [*model.specs.values(), spec]
+    if model.is_local:
+        limit = cap = process_memory()
+        room = f"what this process may use, {limit / GIB:.2f} GiB (in-process shards)"
+        load = {"this process": sum(s.shard_bytes(r.index) for s in specs
+                                    for r in model.shards)}
+    else:
+        limit = smallest_limit(model._client, {r.address for r in model.shards})
+        fraction = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
+        cap = int(limit * fraction)
+        room = (f"{fraction:.0%} of the smallest shard worker memory limit "
+                f"({limit / GIB:.2f} GiB), where Dask restarts a worker")
+        load: dict[str, int] = {}
+        for r in model.shards:
+            load[r.address] = load.get(r.address, 0) + sum(s.shard_bytes(r.index)
+                                                            for s in specs)
+    where = max(load, key=load.get)
+    if limit <= 0 or load[where] <= cap:
+        return
+    sizes = [spec.shard_bytes(r.index) for r in model.shards]
+    row = dense_table_bytes(1, spec.ncols, spec.dtype, spec.optimizer)
+    what = (f"{spec.n_rows} rows" if not spec.sparse else
+            f"its first {FIRST_ROWS} rows per shard (a hashed table grows with its keys)")
+    others = " with the model's other tables" if len(specs) > 1 else ""
+    raise MemoryError(
+        f"table {spec.name!r} would take {sum(sizes):,} bytes ({sum(sizes) / GIB:.2f} GiB): "
+        f"{what} x {spec.ncols} {spec.dtype} columns, with the state of optimizer "
+        f"{spec.optimizer.name!r} ({row:,} bytes a row), over "
+        f"{model.n_shards} shard(s) of up to {max(sizes):,} bytes; {load[where] / GIB:.2f} "
+        f"GiB on {'worker ' if not model.is_local else ''}{where}{others}, more than "
+        f"{room}: use fewer rows or columns, a smaller dtype, partitioner='hash' for sparse "
+        f"keys, or more workers or memory")
 
 
 def lost_shards(model: PSModel) -> list[int]:

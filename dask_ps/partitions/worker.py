@@ -85,12 +85,14 @@ def process_memory(available: bool = False) -> int:
     return int(room)
 
 
-def smallest_limit(client) -> int:
-    """The smallest memory limit of ``client``'s workers, in bytes; 0 when one has none, or
-    there is no worker (nothing to check against)."""
+def smallest_limit(client, workers=None) -> int:
+    """The smallest memory limit of ``client``'s workers (only those of the addresses
+    ``workers``, if given), in bytes; 0 when one has none, or there is no worker (nothing to
+    check against)."""
     from ..cluster import worker_info
 
-    limits = [w.get("memory_limit") or 0 for w in worker_info(client).values()]
+    limits = [w.get("memory_limit") or 0 for a, w in worker_info(client).items()
+              if workers is None or a in workers]
     return int(min(limits, default=0))
 
 

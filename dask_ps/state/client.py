@@ -510,10 +510,16 @@ class ProcessClient(FreezeGCFirst):
     def map_shards(self, name: str, fn, args: tuple, job: str | None = None,
                    clock: int = 0, key_range: bool = False) -> list:
         """``fn(keys, values, slots, *args)`` on every shard's rows of ``name``, from a task
-        at ``clock`` of ``job``: this process's pushes so far are sent first, and each shard
-        runs ``fn`` once a pull at ``clock`` could be served there (under BSP, after every
-        participant's pushes of the clocks before). Results in shard order. ``key_range``:
-        see :meth:`~dask_ps.state.table.TableShard.view`."""
+        at ``clock`` of ``job`` (or outside any job): this process's pushes so far are sent
+        first, and each shard runs ``fn`` once a pull at ``clock`` could be served there
+        (under BSP, after every participant's pushes of the clocks before). Results in shard
+        order. ``key_range``: see :meth:`~dask_ps.state.table.TableShard.view`.
+
+        An error ``fn`` raises on a shard reaches the caller as itself (its type and
+        attributes), with a note naming the function, the table, the shard and its worker.
+        An ``fn`` still running after the timeout raises
+        :class:`~dask_ps.exceptions.ShardFunctionRunningError`: the shard is busy, not lost.
+        """
         self.spec(name)
         state = self.job(job) if job is not None else None
         if state is not None:
@@ -521,12 +527,10 @@ class ProcessClient(FreezeGCFirst):
                 if state.consistency.staleness is None:  # ASP: this task's pushes too
                     state.ahead(clock, None, self._plan_updates, self._outbox)
                 self._send_outbox(job, state)
-        fn = Shipped(fn)
         t = self.transport
-        return t.run(_gather(t.call(s, "map_rows", name, fn, *args, job=job, clock=clock,
-                                    timeout=t.timeout, _timeout=t.timeout + 5,
-                                    key_range=key_range)
-                             for s in range(len(t.shards))))
+        fn = Shipped(fn)
+        return t.run(_gather(t.map_rows(s, name, fn, *args, job=job, clock=clock,
+                                        key_range=key_range) for s in range(len(t.shards))))
 
     def join(self, job: str, participant: int, n_local: int, consistency: Consistency,
              task: int) -> None:

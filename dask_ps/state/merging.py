@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _kernels
+from ._overflow import overflow_error, segment_sum_checked
 from .partition import plan_hashed
 from .wire_forms import KeyRef, Reordered
 
@@ -79,6 +80,7 @@ def split_updates(specs: dict, n_shards: int, by_table: dict) -> list[list]:
         named = None
         if len(parts) == 1 and parts[0][2] is not None:
             _, values, plan, named = parts[0]
+            keys = None  # the plan's: see caller_keys
         else:
             keys = [k if k is not None else spec.partitioner.caller_keys(p)
                     for k, _, p, _ in parts]
@@ -90,6 +92,15 @@ def split_updates(specs: dict, n_shards: int, by_table: dict) -> list[list]:
             merged = None
         elif plan.n_unique == values.shape[0]:
             merged = plan.in_plan_order(values)
+        elif values.dtype.kind == "i":  # a sum past the dtype is refused, naming the key
+            merged, bad = segment_sum_checked(values, plan.inverse, plan.n_unique)
+            if bad >= 0:
+                u = int(plan.inverse[bad])
+                key = int((keys if keys is not None else
+                           spec.partitioner.caller_keys(plan))[bad])
+                raise overflow_error(spec, int(np.searchsorted(plan.offsets, u, "right")) - 1,
+                                     key, merged[u] - values[bad], values[bad],
+                                     "the sum of a clock's updates (merged in this process)")
         else:
             merged = _kernels.segment_sum(values, plan.inverse, plan.n_unique)
         for s in range(n_shards):

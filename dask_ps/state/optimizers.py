@@ -128,9 +128,16 @@ class Add(Optimizer):
     needs_float: ClassVar[bool] = False
 
     def step(self, w, slots, rows, g):
+        """``w[rows] += g``; for an integer table, the first position whose sum would wrap
+        past its dtype (``w`` then unchanged), or -1."""
+        if w.dtype.kind == "i":
+            return K.add_step_checked(w, rows, g)
         K.add_step(w, rows, g)
 
     def step_bits(self, w, slots, rows, g):
+        """:meth:`step` of rows given as a :class:`~dask_ps.state.wire_forms.RowBits`."""
+        if w.dtype.kind == "i":  # the rows decoded: see step
+            return K.add_step_checked(w, rows.rows(), g)
         add_bits(w, rows.words, np.ascontiguousarray(g))
 
 

@@ -26,13 +26,15 @@ from collections import defaultdict
 
 import numpy as np
 
+from .. import _compat
+from ..exceptions import ShardFunctionRunningError
 from ._malloc import FreezeGCFirst, tune_malloc, untouched_bytes
 from .channel import ChannelAddress, ChannelServer
 from .channel_security import channel_endpoint
 from .consistency import DONE, ClockTable, Consistency
 from .merging import merge_pushes
 from .table import TableShard, TableSpec
-from .transport import packed
+from .transport import function_name, packed
 from .wire_forms import KeyRef, as_rows
 
 __all__ = ["Shard"]
@@ -40,13 +42,14 @@ __all__ = ["Shard"]
 
 def _exact_sums(spec: TableSpec) -> bool:
     """Whether the pushes of a clock may be applied one by one instead of merged first: a
-    dense table whose sums are exact in any order — integers with plain addition (e.g.
-    LDA's counts), or a rule that says so (``exact_sums``, e.g. GBDT's quantized
-    histograms) — so skipping the merge (a hash of every key) changes no bit."""
-    if spec.sparse:
-        return False
-    return spec.optimizer.exact_sums or (spec.optimizer.name == "add"
-                                         and spec.dtype.kind in "iu")
+    table whose sums are exact in any order — integers with plain addition (e.g. LDA's
+    counts; sparse ones too, so that each push's sum is checked against the dtype, see
+    :meth:`TableShard.apply`), or a dense one whose rule says so (``exact_sums``, e.g.
+    GBDT's quantized histograms) — so skipping the merge (a hash of every key) changes no
+    bit."""
+    if spec.optimizer.name == "add" and spec.dtype.kind in "iu":
+        return True  # sparse too: each push's sum checked (see TableShard.apply)
+    return not spec.sparse and spec.optimizer.exact_sums
 
 
 def _same_keys(parts: list) -> bool:
@@ -88,11 +91,15 @@ class Shard(FreezeGCFirst):
         self.counters = dict(pull_calls=0, push_calls=0, keys_pulled=0, keys_pushed=0,
                              bytes_pulled=0, bytes_pushed=0)
         self._channel_endpoint = channel_endpoint()
+        worker = _compat.current_worker()  # in __init__: the task that creates the actor
+        self.address = worker.address if worker is not None else "local"
         self._channel: ChannelServer | None = None
         self._lock = threading.Lock()  # the loop against tasks calling call_now
         self._loop: asyncio.AbstractEventLoop | None = None  # set on the loop's first call
-        # the function of map_rows running in a thread (it holds the lock), or None
+        # the function of map_rows running in a thread (it holds the lock), or None; and
+        # its (name, table, loop time it started)
         self._off_loop: asyncio.Future | None = None
+        self._running: tuple[str, str, float] | None = None
 
     _METHODS = frozenset({"create_table", "drop_table", "drop_tables", "start_job",
                           "end_job", "pull", "push", "push_pull", "finish", "map_rows",
@@ -102,14 +109,35 @@ class Shard(FreezeGCFirst):
         """Run ``method(*args, **kwargs)``: the one entry point of remote callers."""
         if method not in self._METHODS:
             raise AttributeError(f"shard {self.shard} has no method {method!r}")
-        await self._quiet()
+        await self._quiet(kwargs.get("timeout"), f"{method} call")
         return await getattr(self, method)(*args, **kwargs)
 
-    async def _quiet(self) -> None:
+    async def _quiet(self, timeout: float | None = None, what: str = "") -> None:
         """Wait, without blocking the loop, until no :meth:`map_rows` function holds the
-        lock; the loop's methods then take it only against quick calls of task threads."""
+        lock; the loop's methods then take it only against quick calls of task threads.
+        With ``timeout``, a ``what`` (a call) that waited that long for it raises
+        :class:`~dask_ps.exceptions.ShardFunctionRunningError` instead."""
+        if self._off_loop is None:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + float(timeout)
         while self._off_loop is not None:
-            await asyncio.shield(self._off_loop)
+            if deadline is None:
+                await asyncio.shield(self._off_loop)
+                continue
+            try:
+                await asyncio.wait_for(asyncio.shield(self._off_loop),
+                                       max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                if self._off_loop is not None:
+                    raise self._still_running(f"a {what} waited {float(timeout):g} s for "
+                                              f"it to end") from None
+
+    def _still_running(self, detail: str = "") -> ShardFunctionRunningError:
+        """The error of a :meth:`map_rows` function still running (on the loop)."""
+        fn, table, started = self._running
+        return ShardFunctionRunningError(self.shard, self.address, fn, table,
+                                         asyncio.get_running_loop().time() - started, detail)
 
     def call_now(self, method: str, kwargs: dict, park=None, settled: list | None = None
                  ) -> tuple[bool, object]:
@@ -433,8 +461,7 @@ class Shard(FreezeGCFirst):
                     # no merge: one participant's pieces have distinct keys (those of the
                     # pieces of one pull: each finds its rows in the lookup memo, where a
                     # joined array would be looked up again), or any order gives the same bits
-                    for keys, values in itertools.chain.from_iterable(per_participant):
-                        table.apply(keys, values)
+                    _apply_all(table, list(itertools.chain.from_iterable(per_participant)))
                     continue
                 parts = [_joined(pieces) for pieces in per_participant]
                 if _same_keys(parts):
@@ -473,20 +500,36 @@ class Shard(FreezeGCFirst):
         It runs in a thread, holding the shard's lock, so the worker's event loop stays free
         however long it takes. With ``job``, it first waits like a pull at ``clock`` of that
         job (after a BSP clock: every participant's pushes of the clocks before are applied).
+
+        A function still running after ``timeout`` seconds raises
+        :class:`~dask_ps.exceptions.ShardFunctionRunningError` to the caller (it is not
+        stopped: it holds the shard until it returns, and the calls that wait for it over
+        their ``timeout`` raise that error too).
         """
         self._table(name)
+        what = function_name(fn)
         if job is not None:
             self._check_job(job)
-            await self._wait_ready(job, clock, timeout, f"function on table {name!r}")
-        await self._quiet()
+            await self._wait_ready(job, clock, timeout, f"function {what} on table {name!r}")
+        await self._quiet(timeout, f"function {what} on table {name!r}")
         loop = asyncio.get_running_loop()
         self._off_loop = done = loop.create_future()
-        try:
-            return await loop.run_in_executor(None, self._map_locked, name, fn, args,
-                                              key_range)
-        finally:
-            self._off_loop = None
+        self._running = (what, name, loop.time())
+        running = loop.run_in_executor(None, self._map_locked, name, fn, args, key_range)
+
+        def ended(fut) -> None:
+            self._off_loop = self._running = None
             done.set_result(None)
+            if not fut.cancelled():
+                fut.exception()  # retrieved: its caller may have had the timeout instead
+
+        running.add_done_callback(ended)
+        try:
+            return await asyncio.wait_for(asyncio.shield(running), timeout)
+        except TimeoutError:
+            if running.done():  # ended as the timeout fired
+                return running.result()
+            raise self._still_running() from None
 
     def _map_locked(self, name: str, fn, args: tuple, key_range: bool = False):
         with self._lock:
@@ -532,6 +575,20 @@ def _joined(pieces: list) -> tuple:
     if len(pieces) == 1:
         return pieces[0]
     return (np.concatenate([k for k, _ in pieces]), np.concatenate([v for _, v in pieces]))
+
+
+def _apply_all(table: TableShard, pieces: list) -> None:
+    """Apply the ``(keys, values)`` pieces of a clock to ``table``; when one is refused (an
+    integer sum past the dtype), take back those applied before: the table is left as it
+    was before the clock."""
+    for i, (keys, values) in enumerate(pieces):
+        try:
+            table.apply(keys, values)
+        except ValueError:
+            if table.spec.optimizer.name == "add" and table.spec.dtype.kind in "iu":
+                for k, v in reversed(pieces[:i]):
+                    table.undo(k, v)
+            raise
 
 
 def _answer_parked(ready: list) -> None:

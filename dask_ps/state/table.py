@@ -23,13 +23,15 @@ from numbers import Integral, Real
 import numpy as np
 
 from ..exceptions import KeysNeededError
+from ..kernels.optim import add_step
 from . import _hash_kernels, _kernels
+from ._overflow import overflow_error
 from .optimizers import Optimizer
 from .partition import RangePartitioner, make_partitioner
 from .wire_forms import RowBits, as_rows
 
-__all__ = ["Init", "TableShard", "TableSpec", "as_keys", "bad_key_error",
-           "checked_update"]
+__all__ = ["Init", "TableShard", "TableSpec", "as_keys", "bad_key_error", "checked_update",
+           "dense_table_bytes"]
 
 DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "int32", "int64"))
 _KINDS = {"constant": _kernels.INIT_CONSTANT, "uniform": _kernels.INIT_UNIFORM,
@@ -85,6 +87,15 @@ class Init:
             values[rows] = self.a
             return
         _kernels.init_rows(values, rows, keys, _KINDS[self.kind], self.a, self.b, self.seed)
+
+
+def dense_table_bytes(n_rows: int, ncols: int, dtype, optimizer) -> int:
+    """Bytes of a dense table of ``n_rows`` x ``ncols`` ``dtype`` and of ``optimizer``'s
+    state beside it."""
+    itemsize = np.dtype(dtype).itemsize
+    state = sum(w * dt.itemsize for w, dt in optimizer.slot_layout(ncols, np.dtype(dtype))
+                .values())
+    return n_rows * (ncols * itemsize + state)
 
 
 @dataclass(frozen=True)
@@ -166,6 +177,17 @@ class TableSpec:
     @property
     def row_shape(self) -> tuple[int, ...]:
         return () if self.vector else (self.ncols,)
+
+    def shard_bytes(self, shard: int) -> int:
+        """Bytes of shard ``shard``'s part of the table when created (what
+        :class:`TableShard` allocates): its rows' values and optimizer state, for a dense
+        table its share of the rows, for a sparse one its first :data:`FIRST_ROWS` rows
+        (it grows with the keys pushed), their keys and its index."""
+        if self.sparse:
+            return (dense_table_bytes(FIRST_ROWS, self.ncols, self.dtype, self.optimizer)
+                    + FIRST_ROWS * 8 + 2 * FIRST_ROWS * 8)
+        return dense_table_bytes(self.partitioner.shard_size(shard), self.ncols, self.dtype,
+                                 self.optimizer)
 
 
 def _resized(arr: np.ndarray, n: int, keep: int) -> np.ndarray:
@@ -383,12 +405,31 @@ class TableShard:
 
     def apply(self, keys: np.ndarray, updates: np.ndarray) -> None:
         """One optimizer step on the rows of ``keys`` (distinct; or a
-        :class:`~dask_ps.state.wire_forms.RowBits`) with ``updates`` (n, ncols)."""
+        :class:`~dask_ps.state.wire_forms.RowBits`) with ``updates`` (n, ncols).
+
+        Raises
+        ------
+        ValueError
+            An integer table's sum past its dtype, naming the table, the shard and the key;
+            nothing of the step is applied.
+        """
         if isinstance(keys, RowBits):
-            self.spec.optimizer.step_bits(self.values, self.slots, keys, updates)
-            return
-        rows = self.rows(keys)
-        self.spec.optimizer.step(self.values, self.slots, rows, updates)
+            bad = self.spec.optimizer.step_bits(self.values, self.slots, keys, updates)
+        else:
+            rows = self.rows(keys)  # first: new keys of a sparse table may grow its arrays
+            bad = self.spec.optimizer.step(self.values, self.slots, rows, updates)
+        if bad is not None and bad >= 0:
+            offsets = keys.rows() if isinstance(keys, RowBits) else keys
+            row = self.rows(offsets[bad:bad + 1])[0]
+            key = int(offsets[bad]) + (0 if self.spec.sparse else self.start)
+            raise overflow_error(self.spec, self.shard, key, self.values[row], updates[bad],
+                                 "a push")
+
+    def undo(self, keys: np.ndarray, updates: np.ndarray) -> None:
+        """Take back :meth:`apply` of ``updates`` to an integer table with the "add" rule
+        (wrapping arithmetic undoes it exactly)."""
+        rows = as_rows(keys) if isinstance(keys, RowBits) else self.rows(keys)
+        add_step(self.values, rows, -updates)  # unchecked: -updates may wrap, the sum not
 
     def set_rows(self, keys: np.ndarray, values: np.ndarray,
                  slots: dict[str, np.ndarray] | None = None) -> None:

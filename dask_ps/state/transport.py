@@ -26,13 +26,14 @@ from typing import NamedTuple
 from distributed.comm.core import CommClosedError
 from distributed.protocol import Serialized, deserialize, serialize
 
-from ..exceptions import KeysNeededError, ShardUnavailableError
+from ..exceptions import KeysNeededError, ShardFunctionRunningError, ShardUnavailableError
 from .channel import Channel, ChannelAddress, SyncChannel
 from .channel import running_loop as _running_loop
 from .channel_security import worker_ssl_context
 from .wire_forms import with_keys
 
-__all__ = ["ShardRef", "Shipped", "Transport", "local_loop", "packed", "unship"]
+__all__ = ["ShardRef", "Shipped", "Transport", "function_name", "local_loop", "packed",
+           "unship"]
 
 
 #: Seconds a call through Dask's RPC waits before it asks whether the shard's worker is
@@ -134,6 +135,23 @@ class Transport:
         except KeysNeededError:
             args, kwargs = with_keys(args, kwargs)
             return await self._call(s, method, args, kwargs, _timeout)
+
+    async def map_rows(self, s: int, name: str, fn, *args, **kwargs):
+        """Shard ``s``'s ``map_rows(name, fn, *args, **kwargs)`` (a function next to its
+        rows of table ``name``, see :meth:`~dask_ps.state.shard.Shard.map_rows`), bounded
+        by this transport's timeout. What ``fn`` raises reaches the caller as itself, with
+        a note naming the function, the table, the shard and its worker."""
+        try:
+            # the shard bounds its waits (for the clock, for a function before) and the
+            # run by ``timeout`` each: its answer comes before ``_timeout``
+            return await self.call(s, "map_rows", name, fn, *args, timeout=self.timeout,
+                                   _timeout=3 * self.timeout + 5, **kwargs)
+        except ShardFunctionRunningError:  # names them already
+            raise
+        except Exception as exc:
+            exc.add_note(f"raised by function {function_name(fn)} on shard {s} (worker "
+                         f"{self.shards[s].address}) of table {name!r}")
+            raise
 
     async def _call(self, s: int, method: str, args: tuple, kwargs: dict,
                     _timeout: float | None):
@@ -414,6 +432,17 @@ class Shipped:
 
     def __call__(self, *args):
         return self.fn(*args)
+
+
+def function_name(fn) -> str:
+    """What error messages call ``fn`` (a :class:`Shipped` one by the function it ships):
+    its module and qualified name, e.g. ``"mymodule.shard_sum"``, or its ``repr``."""
+    fn = fn.fn if isinstance(fn, Shipped) else fn
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if name is None:
+        return repr(fn)
+    module = getattr(fn, "__module__", None)
+    return f"{module}.{name}" if module and module != "builtins" else name
 
 
 def unship(blob: bytes):

@@ -37,6 +37,62 @@ def test_integer_overflow_is_refused(model):
         model.push("i", [2], np.array([2**40 + 3]))
 
 
+def _overflow(table, shard, key, what, a, b, dtype="int32"):
+    """The message of an integer sum past ``dtype``, as a regular expression."""
+    import re
+
+    return (f"table '{table}', shard {shard}, key {key}: {re.escape(what)} would take it past "
+            f"{dtype} \\({a} \\+ {b}, range")
+
+
+def _clock_of_two(ps, i):
+    ps.push("i", [3], [2**30])
+    ps.push("h", [2**40], [2**30])
+    ps.clock()
+    return i
+
+
+@pytest.mark.parametrize("where", ["local", "2x1"])
+def test_integer_sums_past_the_dtype_are_refused_and_change_nothing(where, request):
+    """Sums that wrap an integer table are refused naming table, shard and key, leaving the
+    table as it was: a push's duplicate keys (merged client side), a push onto a row (dense,
+    as a key list and as a bitmap of rows, and hashed), a clock of two tasks of one process
+    (merged client side) or of two processes (on the shard, the first push taken back)."""
+    client = "local" if where == "local" else request.getfixturevalue("client2")
+    with dask_ps.PSModel(client, n_shards=2, timeout=20) as model:
+        model.add_table("i", (100,), "int32")
+        model.add_table("h", (None,), "int64", partitioner="hash")
+        model.add_table("w", (4,), "float32")  # untouched by the rest
+        merged = "the sum of a clock's updates (merged in this process)"
+        with pytest.raises(ValueError, match=_overflow("i", 0, 3, merged, 2**30, 2**30)):
+            model.push("i", [3, 5, 3], [2**30, 7, 2**30])  # 2^31: wrapped to -2^31 before
+        assert model.pull("i")[[3, 5]].tolist() == [0, 0]
+        model.push("i", [3], [2**31 - 2])
+        with pytest.raises(ValueError, match=_overflow("i", 0, 3, "a push", 2**31 - 2, 2)):
+            model.push("i", [1, 3], [5, 2])
+        assert model.pull("i", [1, 3]).tolist() == [0, 2**31 - 2]
+        # every row of shard 1 (keys 50..99): sent as a bitmap
+        model.push("i", np.arange(50, 100), np.full(50, -2**31 + 1))
+        with pytest.raises(ValueError, match=_overflow("i", 1, 77, "a push", -2**31 + 1, -2)):
+            model.push("i", np.arange(50, 100), np.where(np.arange(50, 100) == 77, -2, 0))
+        assert model.pull("i", np.arange(50, 100)).tolist() == [-2**31 + 1] * 50
+        model.push("h", [2**40], [2**62])
+        with pytest.raises(ValueError, match=_overflow("h", "[01]", 2**40, "a push", 2**62,
+                                                       2**62, "int64")):
+            model.push("h", [2**40], [2**62])
+        assert model.pull("h", [2**40]).tolist() == [2**62]
+        model.push("i", [3], [-(2**31 - 2)])
+        model.push("h", [2**40], [-(2**62)])
+        # one clock of two tasks: of one process (merged there) or of two (on the shard)
+        one_process = where == "local"  # else a task per worker: summed on the shard
+        with pytest.raises(ValueError, match=_overflow("i", 0, 3, merged if one_process else
+                                                       "a push", 2**30, 2**30)):
+            model.run(_clock_of_two, [0, 1])
+        assert model.pull("i", [1, 3]).tolist() == [0, 0]
+        assert model.pull("h", [2**40]).tolist() == [0]
+        assert model.pull("w").tolist() == [0.0] * 4
+
+
 def test_uint64_key_beyond_dense_table_is_named(model):
     with pytest.raises(IndexError, match="key 9223372036854775808 at position 0"):
         model.pull("w", np.array([2**63], np.uint64))
@@ -130,6 +186,37 @@ def test_one_job_at_a_time_and_no_tables_during_a_job(model):
         t.join(30)
     assert out == [[0]]
     model.add_table("x", shape=(3,))
+
+
+def _push_one(ps, i):
+    ps.push("v", [i], [1.0])
+    ps.clock()
+    return float(ps.pull("v", [i])[0])
+
+
+@pytest.mark.parametrize("where", ["local", "2x1"])
+@pytest.mark.parametrize("n_tasks", [1, 2])
+def test_a_task_cannot_start_a_job_on_another_model(where, n_tasks, request):
+    """A task of model A's job that runs a job of model B is refused, naming both (it held
+    A's barrier for B's whole job, A's tasks raced for B, and A's failure orphaned B's
+    job); B is left free: the driver runs its job after."""
+    client = "local" if where == "local" else request.getfixturevalue("client2")
+    with dask_ps.PSModel(client, n_shards=2, timeout=20) as a, \
+            dask_ps.PSModel("local", n_shards=2, timeout=20) as b:
+        a.add_table("w", (4,))
+        b.add_table("v", (4,))
+
+        def nested(ps, i):
+            ps.push("w", [i], [1.0])
+            return b.run(_push_one, [0, 1])
+
+        with pytest.raises(RuntimeError, match=(
+                f"PSModel {b.uid}: run called from inside a task of job '[0-9a-f]+' of "
+                f"PSModel {a.uid}; a task cannot start a job")):
+            a.run(nested, list(range(n_tasks)))
+        assert b._job is None and b.pull("v").tolist() == [0.0] * 4
+        assert b.run(_push_one, [0, 1]) == [1.0, 1.0]
+        assert a.run(lambda ps, i: float(ps.pull("w", [i])[0]), [0]) == [0.0]
 
 
 def test_worker_view_after_its_job(model):
@@ -233,3 +320,33 @@ def test_a_task_timeout_reaches_the_driver(any_client, fn, match):
         with pytest.raises(TimeoutError, match=match):
             m.run(fn, [0, 1], consistency="bsp")
         assert time.perf_counter() - t0 < 30
+
+
+def test_a_table_larger_than_the_shards_memory_is_refused_up_front():
+    """A table whose shards exceed a worker's memory limit (a dense one whole, a hashed one
+    at its first rows) is refused before any shard allocates it, naming its bytes, shards and
+    the limit; in-process, what this process may use. The model keeps its tables."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, memory_limit="1GiB",
+                      dashboard_address=None) as cluster, Client(cluster) as client, \
+            dask_ps.PSModel(client, n_shards=2) as model:
+        model.add_table("small", (100, 4))
+        # 2^28 float32 rows: 1 GiB over 2 shards, both on the one 1 GiB worker
+        with pytest.raises(MemoryError, match=(
+                r"table 'big' would take 1,073,741,824 bytes \(1.00 GiB\): 268435456 rows x 1 "
+                r"float32 columns, with the state of optimizer 'add' \(4 bytes a row\), over 2 "
+                r"shard\(s\) of up to 536,870,912 bytes; 1.00 GiB on worker tcp://.* with the "
+                r"model's other tables, more than 95% of the smallest shard worker memory "
+                r"limit \(1.00 GiB\)")):
+            model.add_table("big", (2**28,))
+        with pytest.raises(MemoryError, match=r"table 'wide' would take .* its first 1024 "
+                                              r"rows per shard .* x 131072 float64 columns"):
+            model.add_table("wide", (None, 2**17), "float64", partitioner="hash")
+        assert model.tables == ["small"]
+        assert all(set(s["tables"]) == {"small"} for s in model.stats())
+        model.add_table("big", (2**20,))  # 4 MiB: fits
+    with dask_ps.PSModel("local", n_shards=2) as model, \
+            pytest.raises(MemoryError, match=r"table 'huge' would take .* on this process, "
+                                             r"more than what this process may use"):
+        model.add_table("huge", (2**34, 4))

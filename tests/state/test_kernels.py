@@ -295,3 +295,31 @@ def test_distinct_ranks_name_a_key_out_of_range():
     keys = np.array([3, 1, 8, 2], np.int64)
     with pytest.raises(ValueError, match="key 8 at position 2 is outside"):
         distinct_ranks(keys, 8, np.empty(4, np.int64))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_checked_integer_add_finds_the_first_wrapping_row_and_changes_nothing(dtype):
+    """add_step_checked against exact (Python int) sums: the first row past the dtype, the
+    table then unchanged (updates down to the dtype's minimum), else every sum."""
+    from dask_ps.kernels.optim import add_step_checked
+
+    rng = np.random.default_rng(1)
+    info = np.iinfo(dtype)
+    seen = set()
+    for _ in range(200):
+        ncols = int(rng.integers(1, 4))
+        w = rng.integers(info.min, info.max, (200, ncols), dtype=dtype, endpoint=True)
+        rows = rng.choice(200, 50, replace=False).astype(np.int64)
+        g = rng.integers(info.min, info.max, (50, ncols), dtype=dtype, endpoint=True)
+        g = (g // int(rng.choice([1, 2**8, 2**20]))).astype(dtype)
+        exact = w[rows].astype(object) + g.astype(object)
+        past = ((exact < info.min) | (exact > info.max)).any(axis=1)
+        first = int(np.argmax(past)) if past.any() else -1
+        before = w.copy()
+        assert add_step_checked(w, rows, g) == first
+        if first >= 0:
+            assert np.array_equal(w, before)
+        else:
+            assert (w[rows].astype(object) == exact).all()
+        seen.add(first >= 0)
+    assert seen == {True, False}

@@ -299,8 +299,10 @@ def test_run_from_inside_a_task_is_refused(any_client):
         def nested(ps, item):
             return model.run(lambda ps2, j: j, [0])
 
-        with pytest.raises(RuntimeError, match=r"already running on this model: one job at "
-                                                r"a time \(and none from inside a task\)"):
+        with pytest.raises(RuntimeError, match=(
+                rf"PSModel {model.uid}: run called from inside a task of job '[0-9a-f]+' of "
+                rf"PSModel {model.uid} \(this model\); .*one job at a time \(and none from "
+                rf"inside a task\)")):
             model.run(nested, [0])
         assert model.run(lambda ps, i: i * 2, [1, 2]) == [2, 4]
 

@@ -60,3 +60,62 @@ def test_the_dashboard_reads_finished_participants_with_the_done_clock():
     clocks, gap = participant_clocks([{"clocks": [DONE, 3, 5]}, {"clocks": [DONE, 4, 5]}])
     assert clocks == [None, 4, 5] and gap == 1
     assert participant_clocks([{"clocks": [DONE, DONE]}]) == ([None, None], 0)
+
+
+def _fails_on_last_shard(keys, values, slots, n_rows):
+    if n_rows - 1 in keys:
+        raise ValueError(f"bad rows {keys[0]}..{keys[-1]}")
+    return len(keys)
+
+
+@pytest.mark.parametrize("where", ["local", "2x1"])
+def test_a_failing_shard_function_is_named_with_its_table_shard_and_worker(where, request):
+    """The user's error keeps its type (catchable as ValueError) and gains a note naming the
+    function, the table, the shard and its worker; from the driver and from a task."""
+    client = "local" if where == "local" else request.getfixturevalue("client2")
+    with dask_ps.PSModel(client, n_shards=2) as model:
+        model.add_table("w", (10,))
+        with pytest.raises(ValueError, match="bad rows 5..9") as info:
+            model.map_shards("w", _fails_on_last_shard, 10)
+        note = "\n".join(info.value.__notes__)
+        address = model.shards[1].address
+        assert (f"function {__name__}._fails_on_last_shard on shard 1 (worker {address}) "
+                f"of table 'w'") in note, note
+        # from a task: the error travels from its worker to the driver, note and all
+        with pytest.raises(ValueError, match="bad rows 5..9") as info:
+            model.run(lambda ps, i: ps.map_shards("w", _fails_on_last_shard, 10), [0])
+        assert f"_fails_on_last_shard on shard 1 (worker {address}) of table 'w'" in "\n".join(
+            info.value.__notes__)
+        assert model.pull("w").tolist() == [0.0] * 10  # the model is intact
+
+
+@pytest.mark.parametrize("where", ["local", "2x1"])
+def test_a_slow_shard_function_is_reported_running_not_lost(where, request):
+    """A function still running after the model's timeout is named as such (function,
+    table, shard, worker, seconds), not as a lost shard: recovery does not take it for a
+    loss; a call that waits as long for it says so too; the shard serves again after."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dask_ps.model.recovery import _loss_errors
+
+    client = "local" if where == "local" else request.getfixturevalue("client2")
+    with dask_ps.PSModel(client, n_shards=2, timeout=1.0) as model:
+        model.add_table("w", (10,))
+        model.push("w", np.arange(10), np.ones(10))
+        with pytest.raises(dask_ps.ShardFunctionRunningError) as info:
+            model.map_shards("w", _slow_sum, 2.5)
+        exc = info.value
+        address = model.shards[exc.shard].address
+        assert (f"function {__name__}._slow_sum on table 'w' is still running on shard "
+                f"{exc.shard} (worker {address}) after 1") in str(exc), str(exc)
+        assert not isinstance(exc, _loss_errors())
+        assert exc.seconds >= 1.0 and model.lost_shards() == []
+        # the functions still run: another call waits for them, and says why it failed
+        with ThreadPoolExecutor(1) as ex:
+            other = ex.submit(model.map_shards, "w", _slow_sum, 0.0)
+            with pytest.raises(dask_ps.ShardFunctionRunningError,
+                               match="a map_rows call waited 1 s for it"):
+                other.result()
+        time.sleep(1.0)  # the slow functions are over
+        assert model.map_shards("w", _slow_sum, 0.0) == [5.0, 5.0]
+        assert model.pull("w").tolist() == [1.0] * 10
