@@ -231,7 +231,7 @@ def test_push_pull_checked_is_not_validated_and_sums_the_same(client2):
                 np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(240)  # a SpecCluster of 2 nannies: ~14 s; 79 s once on a loaded machine
 def test_dedicated_ps_workers():
     from distributed import Client, Nanny, Scheduler, SpecCluster
 
