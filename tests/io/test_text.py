@@ -98,6 +98,42 @@ def test_text_errors(tmp_path):
         read_text(tmp_path / "bad.txt", vocabulary=["a", "a"])
 
 
+@pytest.mark.timeout(120, method="thread")  # a regression hangs in pyarrow's split (C++)
+@pytest.mark.parametrize("separator", ["", r"\s*", r"\b", "$", "(?m)^", "x|", r"[^a-z]*"])
+def test_separator_matching_the_empty_string_is_refused_not_spun_on(tmp_path, separator):
+    path = tmp_path / "docs.txt"
+    path.write_text("the cat\n\nsat\n")
+    with pytest.raises(ValueError, match=r"separator .* matches the empty string"):
+        read_text(path, separator=separator)
+    with pytest.raises(ValueError, match=r"separator .* matches the empty string"):
+        tokenize(["hello world"], separator=separator)
+
+
+def test_invalid_separator_is_named_up_front(tmp_path):
+    path = tmp_path / "docs.txt"
+    path.write_text("the cat\n")
+    with pytest.raises(ValueError, match=r"separator '\[\(' is not a valid RE2 regular"):
+        read_text(path, separator="[(")
+    with pytest.raises(ValueError, match="separator must be a str"):
+        tokenize(["a b"], separator=None)
+    # valid separators with classes, alternation and anchors that consume a character
+    assert tokenize(["a1b, c"], separator=r"[\p{N},]+|\s")[0].to_pylist() == ["a", "b", "c"]
+
+
+def test_vocabulary_str_is_a_file_a_scalar_is_refused(tmp_path):
+    path = tmp_path / "docs.txt"
+    path.write_text("the cat\nfoo the\n")
+    (tmp_path / "v.txt").write_text("the\nfoo\n")
+    with pytest.raises(FileNotFoundError, match=r"vocabulary 'foo': no such file"):
+        read_text(path, vocabulary="foo")
+    X, vocab = read_text(path, vocabulary=tmp_path / "v.txt")  # as read_ldac / read_docword
+    assert vocab.tolist() == ["the", "foo"]
+    assert X.compute().toarray().tolist() == [[1, 0], [1, 1]]
+    for bad in [5, [["the"]], ["the", 3]]:
+        with pytest.raises(ValueError, match="vocabulary must be a sequence of str or a file"):
+            read_text(path, vocabulary=bad)
+
+
 # --------------------------------------------------------------------------------------
 # LDA-C and UCI docword.
 
