@@ -134,6 +134,22 @@ def test_vocabulary_str_is_a_file_a_scalar_is_refused(tmp_path):
             read_text(path, vocabulary=bad)
 
 
+def test_lda_of_a_text_whose_terms_were_all_filtered_away_says_so(tmp_path):
+    from dask_ps import LatentDirichletAllocation
+
+    path = tmp_path / "docs.txt"
+    path.write_text("the cat\nsat\n")
+    X, vocab = read_text(path, min_df=5)
+    assert X.shape == (2, 0) and vocab.shape == (0,)
+    lda = LatentDirichletAllocation(n_components=2, max_iter=2, client="local", progress=False)
+    with pytest.raises(ValueError, match=r"X has 0 feature\(s\) \(terms\), shape \(2, 0\), "
+                                         r"while a minimum of 1 is required by "
+                                         r"LatentDirichletAllocation"):
+        lda.fit(X)  # refused before a cluster starts
+    with pytest.raises(ValueError, match=r"0 feature\(s\)"):  # as in memory
+        lda.fit(X.compute())
+
+
 # --------------------------------------------------------------------------------------
 # LDA-C and UCI docword.
 
