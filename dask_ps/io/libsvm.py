@@ -372,6 +372,7 @@ def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options
     ``out_dtype`` (default ``dtype``) and y int64 when given."""
     fs, paths = open_paths(urlpath, storage_options)
     blocks = plan(fs, paths, blocksize, compression)
+    dtype = np.dtype(dtype)  # the readers built on this one give a type (numpy.float64)
 
     # Limit on indices as written. With "auto" the base is unknown until every block is
     # scanned, so start from the one-based (looser) bound and tighten it below.
