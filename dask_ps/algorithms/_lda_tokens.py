@@ -12,9 +12,10 @@ import numba
 import numpy as np
 
 from ..exceptions import DataError
+from ._base import check_numeric_columns
 
-__all__ = ["dense_to_rows", "group_by_word", "local_vocabulary", "max_length",
-           "tokens_from_counts", "word_topic_counts"]
+__all__ = ["check_dask_documents", "dense_to_rows", "group_by_word", "local_vocabulary",
+           "max_length", "tokens_from_counts", "word_topic_counts"]
 
 _JIT = dict(cache=True, nogil=True)
 
@@ -120,3 +121,21 @@ def local_vocabulary(words):
     local id (int32), ``vocab[local] == words``."""
     vocab, local = np.unique(words, return_inverse=True)
     return vocab.astype(np.int64), local.astype(np.int32)
+
+
+def check_dask_documents(X, estimator: str) -> None:
+    """A dask ``X`` of documents x terms, checked before anything is computed: 2-D, a term
+    at least (the words of scikit-learn's check for an in-memory ``X``), numeric columns.
+
+    Raises
+    ------
+    ValueError
+        Naming the shape, or a dask DataFrame's non-numeric column.
+    """
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (documents x terms), got shape {X.shape}")
+    if X.shape[1] == 0:
+        raise ValueError(f"X has 0 feature(s) (terms), shape {X.shape}, while a minimum of 1 "
+                         f"is required by {estimator}: no term to model (did read_text's "
+                         f"min_df / max_df / max_features or vocabulary keep none?)")
+    check_numeric_columns(X, estimator)  # a dask DataFrame's, named now

@@ -23,7 +23,6 @@ from ._base import (
     COMMON_CONSTRAINTS,
     Interval,
     PSEstimator,
-    check_numeric_columns,
     checksum,
     validate_data,
 )
@@ -41,6 +40,7 @@ from ._lda_steps import (
     table_counts,
     train_task,
 )
+from ._lda_tokens import check_dask_documents
 from .epoch_loop import EpochLoop
 
 __all__ = ["LatentDirichletAllocation", "train"]
@@ -341,9 +341,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
                             "read_docword and read_text return (X, vocabulary); give the "
                             "vocabulary to fit(X, vocabulary=...) or top_words)")
         if is_dask(X):
-            if X.ndim != 2:
-                raise ValueError(f"X must be 2-D (documents x terms), got shape {X.shape}")
-            check_numeric_columns(X, type(self).__name__)  # a dask DataFrame's, named now
+            check_dask_documents(X, type(self).__name__)
             if reset:
                 self.n_features_in_ = int(X.shape[1])
             elif X.shape[1] != self.n_features_in_:

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import dask.array as da
 import numpy as np
 from dask.utils import parse_bytes
+from fsspec import available_compressions
 from fsspec.core import get_fs_token_paths
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import infer_compression, read_block
@@ -131,8 +132,13 @@ def plan(fs, paths: list[str], blocksize, compression: str | None) -> list[Block
     ValueError
         A blocksize that is not positive, or one under :data:`MIN_BLOCKSIZE` (64 KiB)
         that cuts more than :data:`MAX_SMALL_BLOCKS` blocks off the files beyond their
-        first ones (naming the blocksize, the count and the first file).
+        first ones (naming the blocksize, the count and the first file); a
+        ``compression`` other than "infer", None or a codec fsspec has (naming them).
     """
+    if compression != "infer" and compression not in available_compressions():
+        codecs = ", ".join(repr(c) for c in available_compressions() if c is not None)
+        raise ValueError(f"compression must be 'infer', None or one of {codecs}, not "
+                         f"{compression!r}")
     size = None if blocksize is None else parse_bytes(blocksize)
     if size is not None and size <= 0:
         raise ValueError(f"blocksize must be positive, not {blocksize!r}")

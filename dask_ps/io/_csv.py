@@ -33,8 +33,8 @@ from .parquet import label_column, unique_columns
 
 __all__ = ["SAMPLE_BYTES", "SAMPLE_FILES", "LineError", "bad_line", "check_sep", "common_header",
            "csv_kinds", "header_end", "header_names", "line_hint", "line_of_row", "locate",
-           "nan_as_null", "parse_block", "read_frame", "read_table", "sample_table",
-           "strip_header"]
+           "nan_as_null", "numbered_names", "parse_block", "read_frame", "read_table",
+           "sample_table", "strip_header"]
 
 #: Bytes of a file's start that the readers parse to guess its columns' types.
 SAMPLE_BYTES = 2**20
@@ -106,6 +106,12 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
         raise DataError(f"{path}: its first line is not delimited text ({exc}): a binary "
                         f"file (e.g. Parquet: --format parquet), or lines ending in a lone "
                         f"CR?") from None
+
+
+def numbered_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
+    """Column names of files without a header: ``"0"``, ``"1"``, ... for the fields of
+    the first line of ``path`` (errors as :func:`header_names`)."""
+    return [str(i) for i in range(len(header_names(fs, path, sep, compression)))]
 
 
 #: Delimiters a table's one-field header may hold (:func:`check_columns`).
@@ -587,7 +593,7 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
     fs, paths = open_paths(urlpath, storage_options)
     blocks = plan(fs, paths, blocksize, compression)
     names = common_header(fs, blocks, sep) if header else \
-        [str(i) for i in range(len(header_names(fs, paths[0], sep, blocks[0].compression)))]
+        numbered_names(fs, paths[0], sep, blocks[0].compression)
     unique_columns(paths[0], names)
     check_columns(paths[0], names, sep)
     label = label_column(paths[0], names, label, categorical)

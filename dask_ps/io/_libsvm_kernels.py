@@ -226,7 +226,7 @@ def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_prob
         where each goes (``k >= 0``: ``values[k]``, ``k < 0``: ``labels[-k - 1]``),
         ``slow_line`` and ``slow_start`` locate its token for error messages. ``info[I_ERR]``
         is nonzero after an error, with the 1-based line in the block and the token's byte
-        span. A pair whose value is NaN is left out (a missing value).
+        span. A pair whose value is NaN or empty (``3:``) is left out (a missing value).
     """
     n = buf.size
     n_nl = 0
@@ -355,8 +355,11 @@ def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_prob
                 break
             st, v = _number(buf, colon + 1, te)
             if st == 2:
-                if _special(buf, colon + 1, te) == 1:
-                    continue  # NaN: a missing value, the pair is left out
+                if te == colon + 1 or _special(buf, colon + 1, te) == 1:
+                    # empty or NaN: a missing value, the pair is left out; its index
+                    # still counts for the width (a second pass, given it, checks it)
+                    lo, hi = min(lo, idx), max(hi, idx)
+                    continue
                 err = E_BAD_VALUE
                 break
             if st == 1:

@@ -38,11 +38,20 @@ def read_vocabulary(urlpath, storage_options: dict | None = None) -> np.ndarray:
 
 
 def _vocabulary(vocabulary, storage_options) -> np.ndarray | None:
+    """The ``vocabulary`` argument of the readers: None, a file of terms or the terms."""
     if vocabulary is None:
         return None
     if isinstance(vocabulary, str) or hasattr(vocabulary, "__fspath__"):
-        return read_vocabulary(vocabulary, storage_options)
-    return np.asarray(vocabulary, dtype=str)
+        try:
+            return read_vocabulary(vocabulary, storage_options)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"vocabulary {str(vocabulary)!r}: no such file (a str is "
+                                    f"a file of terms; give the terms as a list)") from None
+    terms = np.asarray(vocabulary, dtype=object)
+    if terms.ndim != 1 or not all(isinstance(t, str) for t in terms.tolist()):
+        raise ValueError(f"vocabulary must be a sequence of str or a file path (one term a "
+                         f"line), got {type(vocabulary).__name__} {vocabulary!r:.80}")
+    return terms.astype(str)
 
 
 def _as_counts(X: sp.csr_matrix, dtype, where) -> sp.csr_matrix:

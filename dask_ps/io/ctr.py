@@ -36,6 +36,7 @@ from ._csv import (
     line_hint,
     line_of_row,
     nan_as_null,
+    numbered_names,
     parse_block,
 )
 from ._line_kernels import CSV, count_rows, lone_crs
@@ -271,7 +272,7 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
     ValueError
         A label or a named column (or a cross's) that the files do not have, naming it and
         the files' columns, a column both numeric and
-        categorical, CSV files without a header and without ``names``, columns named twice
+        categorical, columns named twice
         (naming the file and them), a ``sep`` that is not one character, a Parquet feature
         column of a list, struct or map type (naming the file, the column and its type).
     FileNotFoundError
@@ -303,7 +304,7 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
             head = header_names(fs, paths[0], sep, comp)
             names = head if names is None else list(names)
         elif names is None:
-            raise ValueError("files without a header need names=[...] for their columns")
+            names = numbered_names(fs, paths[0], sep, comp)
         check_columns(paths[0], list(names), sep)
         unique_columns(where, list(names))
         kinds = csv_kinds(fs, paths, list(names), header, sep, compression)
@@ -344,14 +345,11 @@ def check_header(urlpath, encoder: HashingEncoder, label: str = "Label", *,
     if _is_parquet(paths, format):
         schema = footer(fs, path)[1]
         have = schema.names
-    elif header:
-        comp = plan(fs, paths[:1], None, compression)[0].compression
-        have = header_names(fs, path, sep, comp) if names is None else list(names)
-        check_columns(path, have, sep)
-    elif names is None:
-        raise ValueError("files without a header need names=[...] for their columns")
     else:
-        have = list(names)
+        comp = plan(fs, paths[:1], None, compression)[0].compression
+        have = list(names) if names is not None else \
+            (header_names if header else numbered_names)(fs, path, sep, comp)
+        check_columns(path, have, sep)
     _has_columns(path, list(have), label, encoder, schema)
 
 
@@ -420,7 +418,7 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         Whether every CSV file starts with a line of column names; all must agree.
     names : list of str, optional
         Column names when CSV files have no header (e.g. ``["Label", "I1", ..., "C26"]``
-        for Criteo's raw files).
+        for Criteo's raw files); default ``"0"``, ``"1"``, ... (as :func:`read_frame`).
     dtype : numpy dtype, default numpy.float32
         Dtype of ``X``.
     blocksize, storage_options, compression
@@ -429,7 +427,8 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     Returns
     -------
     X : dask.array.Array (n_samples, encoder.n_features)
-        Blocks are ``scipy.sparse.csr_matrix`` with sorted, summed indices.
+        Blocks are ``scipy.sparse.csr_matrix`` with sorted, summed indices; 0 rows for
+        files without any (a CSV header alone, a Parquet file of 0 rows).
     y : dask.array.Array (n_samples,), float64
         The labels as written.
 
@@ -486,7 +485,7 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         head = common_header(fs, blocks, sep)
         names = head if names is None else list(names)
     elif names is None:
-        raise ValueError("files without a header need names=[...] for their columns")
+        names = numbered_names(fs, paths[0], sep, blocks[0].compression)
     names = list(names)
     _has_columns(paths[0], names, label, encoder)
     layout = _layout(names, label, header, sep, encoder)
@@ -517,6 +516,8 @@ def _parquet_group(chunk: np.ndarray, fs, columns: list, encoder: HashingEncoder
     import pyarrow.parquet as pq
 
     path, group = source = chunk[0]
+    if group is None:  # no row at all: one empty chunk, as a CSV file of a header alone
+        return box((sp.csr_matrix((0, encoder.n_features), dtype=dtype), np.empty(0)))
     with fs.open(path, "rb") as f:
         table = pq.ParquetFile(f).read_row_group(group, columns=columns)
     count_read(path, f"row group {group}", table.nbytes)
@@ -536,7 +537,7 @@ def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
                 groups.append(RowGroup(path, g))
                 rows.append(meta.row_group(g).num_rows)
     if not groups:
-        raise DataError(f"{paths[0]}: no rows")
+        groups, rows = [RowGroup(paths[0], None)], [0]
     parts = each(groups).map_blocks(_parquet_group, fs, [label, *encoder.columns], encoder,
                                     label, dtype, dtype=object, meta=OBJECTS)
     return _arrays(parts, tuple(rows), encoder.n_features, dtype)

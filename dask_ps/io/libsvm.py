@@ -19,8 +19,8 @@ from ._blocks import open_paths, plan, start_lines
 from ._blocks import read as _read
 from ._blocks import read_array as _read_array
 from ._blocks import select as _select
-from ._csv import LineError
-from ._line_kernels import SVM, count_rows
+from ._csv import LineError, line_hint
+from ._line_kernels import SVM, count_rows, line_of_row, lone_crs
 
 __all__ = ["read_libsvm"]
 
@@ -38,6 +38,18 @@ _REASONS = {
 
 #: An ``index:value`` pair (or ``qid:``) at the start of a token: a line of LIBSVM, not CSV.
 _PAIR = re.compile(rb"(?:^|\s)(?:\d+|qid):\S")
+
+
+#: A UTF-8 byte order mark: skipped at the start of a file, as the CSV and text readers do.
+_BOM = b"\xef\xbb\xbf"
+
+
+def _text(data, block: _Block):
+    """The bytes of a block to parse (bytes or a uint8 array): those of :func:`_read`
+    without a byte order mark opening the file."""
+    if block.offset == 0 and bytes(data[:3]) == _BOM:
+        return data[3:]
+    return data
 
 
 class _Err(NamedTuple):
@@ -131,19 +143,40 @@ def _format_error(fs, block: _Block, line0: int, err: _Err, n_features: int | No
     if len(token) > 80:
         token = token[:77] + "..."
     hint = _other_format(fs, block) if check is None else ""
+    line = bytes(_text(_read_array(fs, block), block)).split(b"\n")[err.line - 1]
+    if b"\r" in line and lone_crs(np.frombuffer(line, np.uint8)):
+        hint = line_hint(line, " ")  # old Mac line ends: the file is one line
     return LineError(block.path, line0 + err.line, f"{reason}: {token!r}{hint}")
 
 
-def _scan(fs, block: _Block, reject_zero: bool, max_raw: int, check=None) -> _Stats:
-    """First pass: validate a block and count its rows, lines and index range."""
-    data = _read(fs, block)
-    p = _parse(data, 0, reject_zero, max_raw, store=check is not None)
+def _not_integral(data, block: _Block, p: _Parsed, dtype) -> LineError | None:
+    """For an integer ``dtype``: the error (line relative to the block) of the first value
+    that is not a whole number in its range; a cast would truncate it (``1:0.5`` to 0)."""
+    rows, nnz = int(p.info[_k.I_ROWS]), int(p.info[_k.I_NNZ])
+    v = p.values[:nnz]
+    bad = (v != np.floor(v)) | (v < np.iinfo(dtype).min) | (v > np.iinfo(dtype).max)
+    if not bad.any():
+        return None
+    k = int(np.argmax(bad))
+    row = int(np.searchsorted(p.indptr[1:rows + 1], k, side="right"))
+    line = line_of_row(np.frombuffer(data, np.uint8), SVM, row)
+    return LineError(block.path, line, f"value {v[k].item()!r} is not an integer of dtype "
+                                       f"{dtype} (give a float dtype to read fractions)")
+
+
+def _scan(fs, block: _Block, reject_zero: bool, max_raw: int, check=None,
+          integral=None) -> _Stats:
+    """First pass: validate a block and count its rows, lines and index range (and, given
+    an integer dtype ``integral``, that the values are whole numbers of it)."""
+    data = _text(_read(fs, block), block)
+    p = _parse(data, 0, reject_zero, max_raw, store=check is not None or integral is not None)
     if isinstance(p, _Err):
         return _Stats(0, 0, data.count(b"\n"), _k.NO_LIMIT, -1, p)
     info = p.info
     rows, nnz = int(info[_k.I_ROWS]), int(info[_k.I_NNZ])
-    error = None
-    if check is not None:  # only zero-based formats have checks: indices are as written
+    error = None if integral is None else _not_integral(data, block, p, integral)
+    # only zero-based formats have checks: indices are as written
+    if error is None and check is not None:
         X = sp.csr_matrix((p.values[:nnz], p.indices[:nnz], p.indptr[:rows + 1]),
                           shape=(rows, max(int(info[_k.I_MAX]) + 1, 1)))
         X.sum_duplicates()
@@ -159,7 +192,7 @@ def _scan(fs, block: _Block, reject_zero: bool, max_raw: int, check=None) -> _St
 def _count(fs, block: _Block) -> _Stats:
     """First pass when the base and the number of features are known: rows and lines only
     (the lines are checked when they are parsed, by :func:`_load`)."""
-    rows, newlines = count_rows(_read_array(fs, block), SVM)
+    rows, newlines = count_rows(_text(_read_array(fs, block), block), SVM)
     return _Stats(rows, 0, newlines, _k.NO_LIMIT, -1, None)
 
 
@@ -167,17 +200,22 @@ def _load(fs, block: _Block, line0: int, base: int, n_features: int, dtype,
           expect: int | None = None, check=None) -> tuple:
     """Second pass: parse (and so check) a block into ``(csr_matrix, labels)``; ``expect``
     is its rows as the first pass counted them; ``check`` as :func:`_format_error`'s."""
-    data = _read_array(fs, block)
+    data = _text(_read_array(fs, block), block)
     # nnz < len(data): the indices can be int32 before they are counted
     index_dtype = np.int32 if max(n_features, len(data)) <= np.iinfo(np.int32).max else np.int64
-    p = _parse(data, base, base == 1, n_features - 1 + base, True, index_dtype, dtype)
+    integral = dtype.kind in "iu"  # parsed as float64, checked, then cast
+    p = _parse(data, base, base == 1, n_features - 1 + base, True, index_dtype,
+               np.float64 if integral else dtype)
     if isinstance(p, _Err):
         raise _format_error(fs, block, line0, p, n_features, base, check)
+    if integral and (bad := _not_integral(data, block, p, dtype)) is not None:
+        raise bad.shifted(line0)
     rows, nnz = int(p.info[_k.I_ROWS]), int(p.info[_k.I_NNZ])
     if expect is not None:
         _expect_rows(block, line0, rows, expect)
     X = sp.csr_matrix(
-        (p.values[:nnz], p.indices[:nnz], p.indptr[: rows + 1].astype(index_dtype)),
+        (p.values[:nnz].astype(dtype, copy=False), p.indices[:nnz],
+         p.indptr[: rows + 1].astype(index_dtype)),
         shape=(rows, n_features),
     )
     if p.info[_k.I_CANON]:
@@ -188,10 +226,10 @@ def _load(fs, block: _Block, line0: int, base: int, n_features: int, dtype,
 
 
 def _scan_chunk(chunk: np.ndarray, fs, reject_zero: bool, max_raw: int,
-                check=None, parse: bool = True) -> np.ndarray:
+                check=None, parse: bool = True, integral=None) -> np.ndarray:
     if not parse:
         return _box(_count(fs, chunk[0]))
-    return _box(_scan(fs, chunk[0], reject_zero, max_raw, check))
+    return _box(_scan(fs, chunk[0], reject_zero, max_raw, check, integral))
 
 
 def _load_chunk(chunk: np.ndarray, fs, base: int, n_features: int, dtype,
@@ -218,13 +256,17 @@ def read_libsvm(
     per line, ``<label> [qid:<n>] <index>:<value> <index>:<value> ... [# comment]``.
     Blank lines and everything after ``#`` are ignored, tokens are separated by any
     whitespace (CRLF line ends are fine) and a ``qid:`` token right after the label is
-    skipped. Values and labels are parsed exactly as ``float()`` would. Unlike sklearn,
+    skipped; a UTF-8 byte order mark opening a file is skipped. Values and labels are
+    decimal numbers (``1``, ``-0.5``, ``.5``, ``2.``, ``1e-3``), rounded to float64
+    exactly as ``float()`` rounds them; ``float()``'s other spellings (``1_000``) are
+    refused. Unlike sklearn,
     indices need not be sorted: each row is sorted, and **a repeated index within a row
     is summed** (``1:0.5 1:0.25`` gives 0.75, as for :class:`scipy.sparse.coo_matrix` and
     as a LIBSVM/LIBLINEAR linear model sees it; sklearn raises instead). Explicit zeros
-    (``3:0``) are kept as stored entries, as sklearn does. A NaN value (``3:nan``) is a
-    missing value and the pair is left out; an infinite one is an error (the rule of every
-    reader, :mod:`dask_ps.io`).
+    (``3:0``) are kept as stored entries, as sklearn does. A NaN value (``3:nan``) or an
+    empty one (``3:``) is a missing value and the pair is left out (its index still counts
+    for the width and the base); an infinite one is an error (the rule of every reader,
+    :mod:`dask_ps.io`).
 
     Uncompressed files are split at line boundaries into blocks of about ``blocksize``
     bytes; compressed files are read as one block each. The bytes are read twice. A
@@ -254,12 +296,15 @@ def read_libsvm(
         as one block. Under 64 KiB, at most 1,000 blocks in all (a block is a task; see
         :func:`dask_ps.io._blocks.plan`).
     dtype : numpy dtype, default numpy.float32
-        Dtype of ``X``. Values are parsed as float64 and then cast, as sklearn does.
+        Dtype of ``X``. Values are parsed as float64 and then cast, as sklearn does; for
+        an integer dtype every value must be a whole number in its range (``1:0.5`` is an
+        error, not a 0).
     storage_options : dict, optional
         Extra options for the fsspec filesystem (credentials, endpoint, ...).
     compression : str or None, default "infer"
-        fsspec compression name (``"gzip"``, ``"bz2"``, ...), ``"infer"`` to guess from
-        each file's extension, or ``None`` for uncompressed.
+        fsspec compression name (``"gzip"``, ``"bz2"``, ...: ``fsspec.available_compressions()``
+        lists them), ``"infer"`` to guess from each file's extension, or ``None`` for
+        uncompressed.
 
     Returns
     -------
@@ -277,10 +322,12 @@ def read_libsvm(
         empty or non-integer index, a negative index, index 0 with ``zero_based=False``,
         an index beyond ``n_features`` or above 2**63 - 2 (so that ``n_features``, the
         largest index + 1, fits int64), a value that is infinite (``inf``, overflow) or
-        not a number, a label that is not a finite number (``nan`` too). Raised when the
+        not a number, a label that is not a finite number (``nan`` too), a value that is not
+        a whole number of an integer ``dtype``; a line in a file with CR-only (old Mac)
+        line ends says so. Raised when the
         arrays are computed if ``n_features`` and ``zero_based`` are given, else by this
-        call. Also for invalid arguments, and when a file has other rows when computed
-        than when opened.
+        call. Also for invalid arguments (an unknown ``compression``, naming the codecs),
+        and when a file has other rows when computed than when opened.
     FileNotFoundError
         If ``urlpath`` matches no file.
 
@@ -325,6 +372,7 @@ def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options
     ``out_dtype`` (default ``dtype``) and y int64 when given."""
     fs, paths = open_paths(urlpath, storage_options)
     blocks = plan(fs, paths, blocksize, compression)
+    dtype = np.dtype(dtype)  # the readers built on this one give a type (numpy.float64)
 
     # Limit on indices as written. With "auto" the base is unknown until every block is
     # scanned, so start from the one-based (looser) bound and tighten it below.
@@ -333,8 +381,8 @@ def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options
     # is parsed once, when the arrays are computed, and the lines are checked then.
     parse = n_features is None or zero_based == "auto" or check is not None
     scans = _each(blocks).map_blocks(
-        _scan_chunk, fs, zero_based is False, max_raw, check, parse, dtype=object,
-        meta=_OBJECTS
+        _scan_chunk, fs, zero_based is False, max_raw, check, parse,
+        dtype if dtype.kind in "iu" else None, dtype=object, meta=_OBJECTS
     )
     stats = scans.compute()
 
@@ -355,7 +403,7 @@ def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options
     elif hi - base >= n_features:
         # Only reachable with "auto" resolved to zero-based: find the first culprit token.
         i = next(i for i, s in enumerate(stats) if s.hi - base >= n_features)
-        err = _parse(_read(fs, blocks[i]), 0, False, n_features - 1 + base)
+        err = _parse(_text(_read(fs, blocks[i]), blocks[i]), 0, False, n_features - 1 + base)
         raise _format_error(fs, blocks[i], line0[i], err, n_features, base, check)
 
     keep = [i for i, s in enumerate(stats) if s.rows] or [0]  # empty blocks add no chunk

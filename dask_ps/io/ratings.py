@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..exceptions import DataError
-from ._blocks import OBJECTS, box, each, open_paths, plan, start_lines
-from ._csv import LineError, check_sep, header_names, read_table
+from ._blocks import OBJECTS, box, each, open_paths, plan, read, start_lines
+from ._csv import LineError, check_sep, header_names, line_of_row, read_table, strip_header
 from .parquet import footer
 
 __all__ = ["IdMapping", "check_ratings_columns", "encode_ratings", "read_ratings"]
@@ -153,9 +153,25 @@ class _CSV:
                                          self.types, self.sep, required=c)
         return table, newlines
 
+    def check_timestamps(self, table: pa.Table, block) -> None:
+        """LineError naming the line and field of the first timestamp that is not an
+        int64 (1.5, 1e30): read as float64, it would fail the cast when computed."""
+        ts = self.cols["timestamp"]
+        if ts is None:
+            return
+        t = table.column(ts).to_numpy(zero_copy_only=False)
+        bad = ~np.isnan(t) & ((t != np.floor(t)) | (np.abs(t) >= 2.0**63))
+        if bad.any():
+            row = int(np.argmax(bad))
+            data, skipped = strip_header(read(self.fs, block), block, self.header)
+            raise LineError(block.path, skipped + line_of_row(data, row),
+                            f"column {ts!r} (field {self.names.index(ts) + 1}): "
+                            f"{t[row].item()!r} is not an integer (int64)")
+
     def scan(self, chunk):
         try:
             table, newlines = self.table(chunk[0], 0)
+            self.check_timestamps(table, chunk[0])
         except LineError as err:
             return box((0, None, None, err))
         return box((newlines, _ids_of(table.column(self.cols["user"])),
@@ -275,8 +291,8 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     ------
     ValueError
         Naming the file and line: a wrong number of fields, an empty id or rating, a rating
-        that is not a number. Also a column not found or named for two of user, item and
-        rating, a ``sep`` that is not one character.
+        that is not a number, a timestamp that is not an integer. Also a column not found
+        or named for two of user, item and rating, a ``sep`` that is not one character.
     FileNotFoundError
         No file matches ``urlpath``.
 

@@ -3,6 +3,8 @@ over the whole input, and the CSR matrix of counts."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import dask.array as da
 import numpy as np
 import pyarrow as pa
@@ -11,10 +13,48 @@ import scipy.sparse as sp
 
 from ._blocks import OBJECTS, box, each, open_paths, plan, read, select, start_lines
 from ._csv import LineError
+from .bow import _vocabulary
 
 __all__ = ["read_text", "tokenize"]
 
 DEFAULT_SEPARATOR = r"[^\p{L}\p{N}]+"
+
+#: Strings on which a separator must find no empty match: each split restarts the search at
+#: the end of the previous match, as at the start of a text, so these cover every context an
+#: empty match can depend on (text start/end, word boundary, newline, letter, digit, space).
+_PROBES = ["", "a", "A", "1", "é", " ", ".", "_", "\n", "\t", "a b", "ab", " a", "a ", "a\nb",
+           "a.b", ". ."]
+
+
+@lru_cache(maxsize=64)
+def check_separator(separator) -> str:
+    """``separator`` if it is a valid RE2 pattern that never matches the empty string.
+
+    pyarrow's regex split makes no progress on an empty match (it would spin forever), so
+    ``""``, ``r"\\s*"``, ``r"\\b"`` or ``"$"`` are refused here, before any text is read.
+
+    Raises
+    ------
+    ValueError
+        Not a str, not valid RE2 syntax, or a pattern matching the empty string.
+    """
+    if not isinstance(separator, str):
+        raise ValueError(f"separator must be a str (an RE2 regular expression), got "
+                         f"{type(separator).__name__} {separator!r}")
+    probes = pa.array(_PROBES, pa.string())
+    try:
+        pc.match_substring_regex(probes, pattern=separator)
+    except pa.ArrowInvalid as exc:
+        raise ValueError(f"separator {separator!r} is not a valid RE2 regular expression: "
+                         f"{exc}") from None
+    found = pc.extract_regex(probes, pattern=f"(?P<dask_ps_separator>{separator})")
+    empty = [p for p, m in zip(_PROBES, found.to_pylist()) if m is not None
+             and m["dask_ps_separator"] == ""]
+    if empty:
+        raise ValueError(f"separator {separator!r} matches the empty string (e.g. in "
+                         f"{empty[0]!r}); it must match at least one character, such as "
+                         f"r\"\\s+\" rather than r\"\\s*\"")
+    return separator
 
 
 def _lines(data: bytes, where: str, line0: int) -> pa.Array:
@@ -58,12 +98,19 @@ def tokenize(lines, separator: str = DEFAULT_SEPARATOR, lowercase: bool = True,
     document : ndarray of int64 (n_tokens,)
         Index of each token's document.
 
+    Raises
+    ------
+    ValueError
+        ``separator`` is not valid RE2 syntax or matches the empty string (``""``,
+        ``r"\\s*"``): it would split nowhere, or forever.
+
     Examples
     --------
     >>> tokens, doc = tokenize(["The cat, the hat!", "", "Öl 42"])
     >>> tokens.to_pylist(), doc.tolist()
     (['the', 'cat', 'the', 'hat', 'öl', '42'], [0, 0, 0, 0, 2, 2])
     """
+    check_separator(separator)
     lines = lines if isinstance(lines, pa.Array) else pa.array(list(lines), pa.string())
     if lowercase:
         lines = pc.utf8_lower(lines)
@@ -126,8 +173,9 @@ def read_text(urlpath, vocabulary=None, *, separator: str = DEFAULT_SEPARATOR,
     ----------
     urlpath : str, os.PathLike or list of them
         Files or fsspec URLs (globs expanded, in sorted order).
-    vocabulary : sequence of str, optional
-        Fixed terms (column ``k`` is ``vocabulary[k]``); other tokens are ignored.
+    vocabulary : str, os.PathLike or sequence of str, optional
+        Fixed terms (column ``k`` is ``vocabulary[k]``); other tokens are ignored. A str
+        or path is a file of terms, one per line (:func:`~dask_ps.io.read_vocabulary`).
     separator, lowercase, min_length
         The tokenizer (see :func:`tokenize`).
     min_df : int, default 1
@@ -150,8 +198,11 @@ def read_text(urlpath, vocabulary=None, *, separator: str = DEFAULT_SEPARATOR,
     Raises
     ------
     ValueError
-        A line that is not UTF-8 (naming file and line), bad arguments, or a vocabulary
-        with a repeated term.
+        A line that is not UTF-8 (naming file and line), bad arguments (a ``separator``
+        matching the empty string or not valid RE2 syntax, a ``vocabulary`` that is
+        neither a file nor a sequence of str), or a vocabulary with a repeated term.
+    FileNotFoundError
+        No file at ``urlpath``, or none at a ``vocabulary`` path.
 
     Examples
     --------
@@ -171,8 +222,9 @@ def read_text(urlpath, vocabulary=None, *, separator: str = DEFAULT_SEPARATOR,
         raise ValueError(f"max_df must be in (0, 1], got {max_df!r}")
     if max_features is not None and (int(max_features) != max_features or max_features < 1):
         raise ValueError(f"max_features must be a positive integer, got {max_features!r}")
+    check_separator(separator)
+    vocabulary = _vocabulary(vocabulary, storage_options)
     if vocabulary is not None:
-        vocabulary = np.asarray(vocabulary, dtype=str)
         if np.unique(vocabulary).shape[0] != vocabulary.shape[0]:
             raise ValueError("the vocabulary has a repeated term")
     options = (separator, bool(lowercase), int(min_length))

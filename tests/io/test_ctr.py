@@ -161,7 +161,7 @@ def test_argument_errors(tmp_path):
     path.write_text("y,n\n1,2\n")
     with pytest.raises(ValueError, match=r"columns \['c'\] are not among \['y', 'n'\]"):
         read_ctr(path, HashingEncoder(numeric=["n"], categorical=["c"]), label="y")
-    with pytest.raises(ValueError, match="names="):
+    with pytest.raises(ValueError, match=r"columns \['y', 'n'\] are not among \['0', '1'\]"):
         read_ctr(path, HashingEncoder(numeric=["n"]), label="y", header=False)
     with pytest.raises(FileNotFoundError):
         read_ctr(str(tmp_path / "*.nothing"))
@@ -328,3 +328,37 @@ def test_an_empty_file_is_named_as_empty(tmp_path):
         with pytest.raises(ValueError) as info:
             call()
         assert str(info.value) == f"{empty}: no columns (an empty file?)"
+
+
+def test_files_without_a_header_have_numbered_columns_as_in_read_frame(tmp_path):
+    from dask_ps.io._csv import read_frame
+
+    path = tmp_path / "raw.csv"
+    path.write_text("1,2.5,x\n0,3,y\n1,,x\n")
+    frame, _ = read_frame(path, header=False)
+    assert list(frame.columns) == ["0", "1", "2"]
+    enc = infer_encoder(path, label="0", header=False, n_features=64)
+    assert (enc.numeric, enc.categorical) == (("1",), ("2",))
+    check_header(path, enc, label="0", header=False)
+    with pytest.raises(ValueError, match=r"columns \['Label'\] are not among \['0', '1', '2'\]"):
+        check_header(path, enc, header=False)
+    X, y = _compute(*read_ctr(path, label="0", header=False, n_features=64))
+    ref, ref_y = _compute(*read_ctr(path, enc, label="0", header=False,
+                                    names=["0", "1", "2"]))
+    assert X.shape == (3, 64) and y.tolist() == [1, 0, 1] == ref_y.tolist()
+    assert (X != ref).nnz == 0
+
+
+def test_an_empty_parquet_file_reads_as_a_csv_file_of_a_header_alone(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    enc = HashingEncoder(numeric=["a"], n_features=32)
+    (tmp_path / "h.csv").write_text("Label,a\n")
+    pq.write_table(pa.table({"Label": pa.array([], pa.int64()),
+                             "a": pa.array([], pa.float64())}), tmp_path / "e.parquet")
+    for name in ["h.csv", "e.parquet"]:
+        X, y = read_ctr(tmp_path / name, enc)
+        assert X.shape == (0, 32) and y.shape == (0,), name
+        Xc, yc = _compute(X, y)
+        assert sp.issparse(Xc) and Xc.shape == (0, 32) and yc.shape == (0,), name

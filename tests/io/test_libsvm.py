@@ -106,8 +106,8 @@ def twin_parse(data: bytes, shift: int, reject_zero: bool, max_raw: int):
                 code = K.E_ZERO_INDEX
             elif int(digits) > max_raw:
                 code = K.E_BIG_INDEX
-            elif val_s.lstrip(b"+-").lower() == b"nan":
-                continue  # a missing value: the pair is left out
+            elif not val_s or val_s.lstrip(b"+-").lower() == b"nan":
+                continue  # a missing value (empty or NaN): the pair is left out
             elif _twin_number(val_s) is None:
                 code = K.E_BAD_VALUE
             if code is not None:
@@ -124,9 +124,9 @@ GOOD_NUMBERS = [
     "2.2250738585072014e-308", "4.9e-324", "1e-400", "1.7976931348623157e308", "000123.4500",
     "0.000000000000000000001234", "123456789e-30", "-7.0E-05", "1.000000000000000000001",
 ]
-BAD_VALUES = ["inf", "-inf", "Infinity", "abc", "1e", "1.2.3", "", "+", ".", "1e999", "0x10",
+BAD_VALUES = ["inf", "-inf", "Infinity", "abc", "1e", "1.2.3", "+", ".", "1e999", "0x10",
               "1_0", "nanx", "na"]
-MISSING_VALUES = ["nan", "NaN", "-nan", "+NAN"]  # pairs left out, not errors
+MISSING_VALUES = ["nan", "NaN", "-nan", "+NAN", ""]  # pairs left out, not errors
 BAD_PAIRS = ["7", ":1", "x:1", "1.5:2", "-3:1", "+3:1", "-:1"]
 
 
@@ -490,6 +490,68 @@ def test_bad_arguments(tmp_path):
             read_libsvm(path, n_features=too_wide)
     with pytest.raises(FileNotFoundError):
         read_libsvm(str(tmp_path / "*.nothing"))
+
+
+def test_cr_only_line_ends_are_named(tmp_path):
+    path = tmp_path / "mac.svm"
+    path.write_bytes(GOOD_LINE * 3 + b"1 1:1\r0 2:1\r1 3:1\r")
+    for kwargs in [{}, {"n_features": 12, "zero_based": False}]:
+        with pytest.raises(ValueError, match=r"mac\.svm, line 4: .*'0'; it holds a lone CR "
+                                             r"\(\\r\): lines must end in LF or CRLF"):
+            _read_all(path, **kwargs)
+    path.write_bytes(b"1 1:1\r\n0 2:1\r\n")  # CRLF is fine
+    assert _read_all(path)[0].shape == (2, 2)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"n_features": 3, "zero_based": False}])
+def test_a_byte_order_mark_opening_the_file_is_skipped(tmp_path, kwargs):
+    path = tmp_path / "bom.svm"
+    path.write_bytes(b"\xef\xbb\xbf1 1:0.5 3:2\n\xef\xbb\xbf\n-1 2:1\n")
+    with pytest.raises(ValueError, match=r"bom\.svm, line 2: label is not a finite number"):
+        _read_all(path, **kwargs)  # only at the start of the file
+    path.write_bytes(b"\xef\xbb\xbf1 1:0.5 3:2\n-1 2:1\n")
+    X, y = _read_all(path, blocksize=None, **kwargs)
+    assert X.toarray().tolist() == [[0.5, 0, 2], [0, 1, 0]] and y.tolist() == [1, -1]
+
+
+def test_an_empty_value_is_missing_as_nan(tmp_path):
+    path = tmp_path / "e.svm"
+    path.write_bytes(b"1 1:1 3: 2:nan\n0 2:4 5:\n")
+    for kwargs in [{}, {"n_features": 5, "zero_based": False}]:
+        X, y = _read_all(path, **kwargs)  # a missing value's index counts for the width
+        assert X.shape == (2, 5) and X.nnz == 2 and y.tolist() == [1, 0]
+        assert X.toarray()[:, :2].tolist() == [[1, 0], [0, 4]]
+    with pytest.raises(ValueError, match=r"line 2: feature index beyond n_features=4: .5:."):
+        _read_all(path, n_features=4)
+    path.write_bytes(b"1 0: 1:2\n")  # index 0 of a missing value makes the input zero-based
+    assert _read_all(path)[0].toarray().tolist() == [[0, 2]]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"n_features": 12, "zero_based": False}])
+def test_an_integer_dtype_refuses_fractions_rather_than_truncating(tmp_path, kwargs):
+    path = tmp_path / "broken.svm"
+    lines = [b"-1 1:2 3:1 7:-4 11:3\n"] * 400
+    lines[189] = b"1 1:3 2:0.5\n"
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(ValueError, match=r"broken\.svm, line 190: value 0\.5 is not an integer "
+                                         r"of dtype int32"):
+        _read_all(path, dtype=np.int32, blocksize=2048, **kwargs)
+    lines[189] = b"1 1:3e9\n"
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(ValueError, match=r"line 190: value 3000000000\.0 is not an integer of "
+                                         r"dtype int32"):
+        _read_all(path, dtype=np.int32, **kwargs)
+    path.write_bytes(b"1 1:3 2:-2 3:2e3\n0 3:0\n")
+    X, _ = _read_all(path, dtype=np.int32, **kwargs)
+    assert X.dtype == np.int32 and X.toarray()[:, :3].tolist() == [[3, -2, 2000], [0, 0, 0]]
+
+
+def test_unknown_compression_is_refused_up_front_naming_the_codecs(tmp_path):
+    path = tmp_path / "ok.svm"
+    path.write_bytes(GOOD_LINE)
+    with pytest.raises(ValueError, match=r"compression must be 'infer', None or one of .*'gzip'"
+                                         r".*, not 'rar'"):
+        read_libsvm(path, compression="rar", n_features=12, zero_based=False)
 
 
 # --------------------------------------------------------------------------------------

@@ -80,7 +80,11 @@ def test_errors_name_file_and_line(tmp_path):
     for bad, reason in [("3\t\t4\t1", "column 'item' is empty"),
                         ("3\t4\tfive\t1", "column 'rating' (field 3): 'five' is not a "
                                            "finite number"),
-                        ("3\t4\t5", "expected 4 fields, got 3")]:
+                        ("3\t4\t5", "expected 4 fields, got 3"),
+                        ("3\t4\t5\t1.5", "column 'timestamp' (field 4): 1.5 is not an "
+                                         "integer (int64)"),
+                        ("3\t4\t5\t1e30", "column 'timestamp' (field 4): 1e+30 is not an "
+                                          "integer (int64)")]:
         lines = ["1\t2\t3\t100"] * 50
         lines[39] = bad
         path.write_text("\n".join(lines) + "\n")
@@ -89,6 +93,12 @@ def test_errors_name_file_and_line(tmp_path):
         assert str(info.value) == f"{path}, line 40: {reason}"
     with pytest.raises(ValueError, match=r"columns \['score'\] are not among"):
         read_ratings(path, rating="score", header=False, names=["user", "item", "r", "t"])
+    # with a header, timestamps first: the line counts the header
+    path.write_text("t,user,item,rating\n100,1,2,3\n\n7.25,1,3,4\n")
+    with pytest.raises(ValueError) as info:
+        read_ratings(path, sep=",", header=True, timestamp="t", blocksize=None)
+    assert str(info.value) == f"{path}, line 4: column 't' (field 1): 7.25 is not an integer " \
+                              f"(int64)"
 
 
 def test_id_mapping():

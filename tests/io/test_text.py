@@ -98,6 +98,58 @@ def test_text_errors(tmp_path):
         read_text(tmp_path / "bad.txt", vocabulary=["a", "a"])
 
 
+@pytest.mark.timeout(120, method="thread")  # a regression hangs in pyarrow's split (C++)
+@pytest.mark.parametrize("separator", ["", r"\s*", r"\b", "$", "(?m)^", "x|", r"[^a-z]*"])
+def test_separator_matching_the_empty_string_is_refused_not_spun_on(tmp_path, separator):
+    path = tmp_path / "docs.txt"
+    path.write_text("the cat\n\nsat\n")
+    with pytest.raises(ValueError, match=r"separator .* matches the empty string"):
+        read_text(path, separator=separator)
+    with pytest.raises(ValueError, match=r"separator .* matches the empty string"):
+        tokenize(["hello world"], separator=separator)
+
+
+def test_invalid_separator_is_named_up_front(tmp_path):
+    path = tmp_path / "docs.txt"
+    path.write_text("the cat\n")
+    with pytest.raises(ValueError, match=r"separator '\[\(' is not a valid RE2 regular"):
+        read_text(path, separator="[(")
+    with pytest.raises(ValueError, match="separator must be a str"):
+        tokenize(["a b"], separator=None)
+    # valid separators with classes, alternation and anchors that consume a character
+    assert tokenize(["a1b, c"], separator=r"[\p{N},]+|\s")[0].to_pylist() == ["a", "b", "c"]
+
+
+def test_vocabulary_str_is_a_file_a_scalar_is_refused(tmp_path):
+    path = tmp_path / "docs.txt"
+    path.write_text("the cat\nfoo the\n")
+    (tmp_path / "v.txt").write_text("the\nfoo\n")
+    with pytest.raises(FileNotFoundError, match=r"vocabulary 'foo': no such file"):
+        read_text(path, vocabulary="foo")
+    X, vocab = read_text(path, vocabulary=tmp_path / "v.txt")  # as read_ldac / read_docword
+    assert vocab.tolist() == ["the", "foo"]
+    assert X.compute().toarray().tolist() == [[1, 0], [1, 1]]
+    for bad in [5, [["the"]], ["the", 3]]:
+        with pytest.raises(ValueError, match="vocabulary must be a sequence of str or a file"):
+            read_text(path, vocabulary=bad)
+
+
+def test_lda_of_a_text_whose_terms_were_all_filtered_away_says_so(tmp_path):
+    from dask_ps import LatentDirichletAllocation
+
+    path = tmp_path / "docs.txt"
+    path.write_text("the cat\nsat\n")
+    X, vocab = read_text(path, min_df=5)
+    assert X.shape == (2, 0) and vocab.shape == (0,)
+    lda = LatentDirichletAllocation(n_components=2, max_iter=2, client="local", progress=False)
+    with pytest.raises(ValueError, match=r"X has 0 feature\(s\) \(terms\), shape \(2, 0\), "
+                                         r"while a minimum of 1 is required by "
+                                         r"LatentDirichletAllocation"):
+        lda.fit(X)  # refused before a cluster starts
+    with pytest.raises(ValueError, match=r"0 feature\(s\)"):  # as in memory
+        lda.fit(X.compute())
+
+
 # --------------------------------------------------------------------------------------
 # LDA-C and UCI docword.
 
