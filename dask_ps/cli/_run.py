@@ -249,6 +249,9 @@ def train(args, algo: Algorithm) -> int:
                 else getattr(args, "blocksize", None))
     if args.test:
         check_files(args.test, "--test")
+    for name in algo.files:
+        if getattr(args, name, None):
+            check_files(getattr(args, name), "--" + name.replace("_", "-"))
     algo.check_inputs(args)  # the files' headers against --label and the column options
     if args.save:
         check_save(args.save)
@@ -368,6 +371,7 @@ def evaluate(args) -> int:
 
     from ..saving import load_estimator
 
+    check_files(args.model, "model")
     check_files(args.test, "--test")
     est, extra = load_estimator(args.model)
     algo = by_estimator(type(est).__name__)
@@ -392,6 +396,7 @@ def export(args) -> int:
     """Write a saved model's weights as tables (Parquet or CSV) and a model.json."""
     from ..saving import load_estimator, write_tables
 
+    check_files(args.model, "model")
     est, extra = load_estimator(args.model)
     algo = by_estimator(type(est).__name__)
     tables, desc = algo.export(est, extra.get("data", {}))
