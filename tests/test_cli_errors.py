@@ -151,3 +151,22 @@ def test_ctrl_c_stops_the_run_with_one_line(tmp_path):
     err = stderr.read_text()
     assert proc.returncode == 130, err[-3000:]
     assert err.splitlines() == ["dask-ps: error: interrupted"], err[-3000:]
+
+
+@pytest.mark.timeout(420)
+def test_libsvm_test_data_for_a_csv_model_says_so(client1, tmp_path, capsys):
+    from test_cli import _ctr_csv, _scheduler_file
+
+    train, model = _ctr_csv(tmp_path / "tr.csv"), str(tmp_path / "m.npz")
+    assert main(["train", "lr", "--format", "csv", "--train", train, "--label", "click",
+                 "--numeric", "price", "--categorical", "shop", "--hash-features", "64",
+                 "--max-iter", "2", "--save", model,
+                 "--scheduler-file", _scheduler_file(client1, tmp_path)]) == 0
+    capsys.readouterr()
+    svm = tmp_path / "te.svm"
+    svm.write_text("0 1:1 2:0.5\n1 3:1\n")
+    assert main(["evaluate", model, "--test", str(svm)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dask-ps: error: {svm}: columns ") and err.endswith(
+        " (this file looks like LIBSVM, '0 1:1 2:0.5', while the model was trained on CSV "
+        "data: dask-ps evaluate reads the test data as the training data was read)\n"), err

@@ -381,15 +381,47 @@ def evaluate(args) -> int:
                         f"was read (saved by save_estimator, not dask-ps train --save), so "
                         f"dask-ps evaluate cannot read test data for it: score it in Python "
                         f"(dask_ps.saving.load_estimator)")
-    with dask.config.set(scheduler="threads"):
-        test = algo.load_test(args.test, data, args)
-        lines = algo.score(est, test)
+    try:
+        with dask.config.set(scheduler="threads"):
+            test = algo.load_test(args.test, data, args)
+            lines = algo.score(est, test)
+    except DataError as exc:
+        hint = _libsvm_hint(args.test, data["format"])
+        if not hint:
+            raise
+        raise DataError(f"{exc}{hint}") from exc
     for line in lines:
         if line.startswith("warning: "):
             print(f"dask-ps: {line}", file=sys.stderr, flush=True)
         else:
             _say(line)
     return 0
+
+
+#: A LIBSVM line: a label, then ``index:value`` pairs.
+_LIBSVM_LINE = re.compile(rb"\S+(?:[ \t]+\d+:\S+)+")
+
+
+def _libsvm_hint(urlpath: str, fmt: str) -> str:
+    """`` (... looks like LIBSVM ...)`` when the first line of test data ``urlpath``, read
+    for a model trained on a table (``fmt`` "csv" or "parquet"), is a LIBSVM line; else ""."""
+    if fmt not in ("csv", "parquet"):
+        return ""
+    from ..io._blocks import open_paths
+
+    try:
+        fs, paths = open_paths(urlpath)
+        with fs.open(paths[0], "rb", compression="infer") as f:
+            head = f.read(1 << 16)
+    except (OSError, ValueError, IndexError):
+        return ""
+    first = head.removeprefix(b"\xef\xbb\xbf").split(b"\n", 1)[0].strip()
+    if not _LIBSVM_LINE.fullmatch(first):
+        return ""
+    line = first[:60].decode("utf-8", "replace") + ("..." if len(first) > 60 else "")
+    return (f" (this file looks like LIBSVM, {line!r}, while the model was trained on "
+            f"{fmt.upper()} data: dask-ps evaluate reads the test data as the training "
+            f"data was read)")
 
 
 def export(args) -> int:
