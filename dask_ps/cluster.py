@@ -211,8 +211,9 @@ class ClusterSpec:
     timeout: float | None = None
 
     def check(self) -> None:
-        """Refuse contradictory options, and a ``memory`` or ``ps_memory`` that is no size
-        or below :data:`MIN_WORKER_MEMORY`, before anything starts.
+        """Refuse contradictory options, a ``memory`` or ``ps_memory`` that is no size
+        or below :data:`MIN_WORKER_MEMORY`, and an ``address`` Dask cannot parse, before
+        anything starts.
 
         Raises
         ------
@@ -526,8 +527,10 @@ def connect(spec: ClusterSpec) -> Session:
     Raises
     ------
     OptionError
-        Contradictory options (:meth:`ClusterSpec.check`), or slurm-runner outside a Slurm
-        job step (a ValueError).
+        Contradictory options (:meth:`ClusterSpec.check`), an ``address`` that is not one
+        (``tcp://host:8786``), a ``scheduler_file`` that is not a Dask scheduler file,
+        slurm-runner outside a Slurm job step (a ValueError), or a batch system refusing a
+        job (``sbatch failed: <its stderr>``, raised as soon as the submission fails).
     FileNotFoundError
         ``scheduler_file`` (mode "file") does not exist.
     TimeoutError
