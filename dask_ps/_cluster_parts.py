@@ -103,7 +103,8 @@ class _SubmitFailures(logging.Filter):
     submit command ends that callback, which tornado logs with a traceback, and the workers
     never come. Jobs of :meth:`job_class` record their failure instead, as an
     :class:`OptionError` naming the command and its stderr (``sbatch failed: ...``), for
-    the wait for the workers (:func:`dask_ps.cluster.connect`) to raise at once.
+    the wait for the workers (:func:`dask_ps.cluster.connect`) to raise at once; the filter
+    is on while that wait lasts.
     """
 
     def __init__(self) -> None:

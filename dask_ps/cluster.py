@@ -571,4 +571,6 @@ def connect(spec: ClusterSpec) -> Session:
     except BaseException:
         session.close()
         raise
+    if session._failures is not None:  # a job refused later (adapt) is logged as before
+        logging.getLogger("tornado.application").removeFilter(session._failures)
     return session
