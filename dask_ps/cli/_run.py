@@ -68,6 +68,19 @@ def check_files(urlpath: str, option: str, blocksize: int | None = None) -> None
             raise OptionError(f"--blocksize {blocksize}: {exc}") from None
 
 
+def check_model(path: str) -> None:
+    """Fail naming the argument if model file ``path`` (a local path or fsspec URL) does not
+    exist; a folder or another file is :func:`~dask_ps.saving.load_estimator`'s to name."""
+    from ..io._blocks import open_paths
+
+    try:
+        fs, paths = open_paths(path)
+    except FileNotFoundError:
+        paths = []
+    if not paths or not fs.exists(paths[0]):
+        raise FileNotFoundError(f"model {path}: no such file")
+
+
 def check_save(path: str) -> None:
     """Fail before any cluster starts if the model could not be saved at ``path`` (a local
     path: its folder must exist and be writable, and the path must not be a folder; an
@@ -371,7 +384,7 @@ def evaluate(args) -> int:
 
     from ..saving import load_estimator
 
-    check_files(args.model, "model")
+    check_model(args.model)
     check_files(args.test, "--test")
     est, extra = load_estimator(args.model)
     algo = by_estimator(type(est).__name__)
@@ -428,7 +441,7 @@ def export(args) -> int:
     """Write a saved model's weights as tables (Parquet or CSV) and a model.json."""
     from ..saving import load_estimator, write_tables
 
-    check_files(args.model, "model")
+    check_model(args.model)
     est, extra = load_estimator(args.model)
     algo = by_estimator(type(est).__name__)
     tables, desc = algo.export(est, extra.get("data", {}))
