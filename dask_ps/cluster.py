@@ -22,11 +22,19 @@ modes that need it.
 from __future__ import annotations
 
 import atexit
-import os
+import logging
 import sys
 import time
 from dataclasses import dataclass, field
 
+from ._cluster_parts import (
+    MIN_WORKER_MEMORY,
+    _check_address,
+    _check_memory,
+    _check_scheduler_file,
+    _IgnoreSigint,
+    _SubmitFailures,
+)
 from .exceptions import OptionError
 
 __all__ = ["JOBQUEUE_SYSTEMS", "MIN_WORKER_MEMORY", "MODES", "PAUSE_TIMEOUT", "SHARD_RESOURCE",
@@ -39,37 +47,6 @@ JOBQUEUE_SYSTEMS = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGEClu
                     "lsf": "LSFCluster"}
 #: Every mode of :class:`ClusterSpec`.
 MODES = ("local", "address", "file", *JOBQUEUE_SYSTEMS, "slurm-runner")
-#: Least ``memory`` (and ``ps_memory``) a worker is given: a Dask worker process with dask_ps
-#: loaded takes about 150 MB before any data, and its nanny restarts it past 95% of its limit
-#: (``--memory 1KB`` restarted every worker until the wait for them timed out).
-MIN_WORKER_MEMORY = 256 * 2**20
-
-
-def _check_memory(option: str, value, jobqueue: bool) -> None:
-    """Refuse a memory size that is not one (``--memory 4 GB``? ``lots``) or is below
-    :data:`MIN_WORKER_MEMORY`; Dask's own forms for a local worker pass: ``auto``, ``0``
-    (no limit) and a fraction of the machine's memory such as ``0.5``."""
-    from dask.utils import parse_bytes
-
-    text = str(value).strip()
-    if not jobqueue:
-        if text.lower() == "auto":
-            return
-        try:
-            if float(text) <= 1:
-                return
-        except ValueError:
-            pass
-    try:
-        n = parse_bytes(text)
-    except ValueError:
-        raise OptionError(f"{option} {text!r} is not a size such as 4GB") from None
-    if n < MIN_WORKER_MEMORY:
-        raise OptionError(f"{option} {text}: a worker needs at least "
-                          f"{MIN_WORKER_MEMORY >> 20} MiB (a Dask worker process alone takes "
-                          f"about 150 MB)")
-
-
 def worker_info(client) -> dict[str, dict]:
     """The scheduler's workers, asked now.
 
@@ -234,8 +211,9 @@ class ClusterSpec:
     timeout: float | None = None
 
     def check(self) -> None:
-        """Refuse contradictory options, and a ``memory`` or ``ps_memory`` that is no size
-        or below :data:`MIN_WORKER_MEMORY`, before anything starts.
+        """Refuse contradictory options, a ``memory`` or ``ps_memory`` that is no size
+        or below :data:`MIN_WORKER_MEMORY`, and an ``address`` Dask cannot parse, before
+        anything starts.
 
         Raises
         ------
@@ -266,6 +244,8 @@ class ClusterSpec:
                 _check_memory(f"--{name.replace('_', '-')}", getattr(self, name), jobqueue)
         if self.mode == "address" and not self.address:
             raise OptionError("cluster mode 'address' needs --scheduler-address")
+        if self.mode == "address":
+            _check_address(self.address)
         if self.mode == "file" and not self.scheduler_file:
             raise OptionError("cluster mode 'file' needs --scheduler-file")
 
@@ -302,7 +282,7 @@ class Session:
     """
 
     def __init__(self, client, cluster=None, description: str = "", ps_jobs=(),
-                 runner=None, shard_resource: str | None = None) -> None:
+                 runner=None, shard_resource: str | None = None, failures=None) -> None:
         self.client = client
         self.cluster = cluster
         self.description = description
@@ -310,6 +290,7 @@ class Session:
         self.times: dict[str, float] = {}
         self._ps_jobs = list(ps_jobs)
         self._runner = runner
+        self._failures = failures  # a jobqueue cluster's _SubmitFailures
         self._closed = False
         atexit.register(self.close)
 
@@ -328,12 +309,14 @@ class Session:
                 if self._ps_jobs and self.cluster is not None:
                     self.cluster.sync(_close_jobs, self._ps_jobs)
             finally:
-                if self.cluster is not None:
-                    self._close_cluster()
+                try:
+                    if self.cluster is not None:
+                        self._close_cluster()
+                finally:
+                    if self._failures is not None:
+                        logging.getLogger("tornado.application").removeFilter(self._failures)
 
     def _close_cluster(self) -> None:
-        import logging
-
         from distributed import LocalCluster
 
         if not isinstance(self.cluster, LocalCluster):
@@ -368,16 +351,21 @@ async def _start_jobs(jobs) -> None:
         await job.start()
 
 
-def _wait_workers(client, n: int, timeout: float, t0: float, times: dict) -> None:
+def _wait_workers(client, n: int, timeout: float, t0: float, times: dict,
+                  failures: list = ()) -> None:
     """Wait until ``n`` workers are connected, noting when the first and the last came.
 
     Raises
     ------
     TimeoutError
         Fewer than ``n`` after ``timeout`` seconds, giving the count.
+    OptionError
+        A job submission failed (``failures``, filled in the background).
     """
     deadline = time.perf_counter() + timeout
     while True:
+        if failures:
+            raise OptionError(str(failures[0]))
         have = len(worker_info(client))
         now = time.perf_counter()
         if have and "first_worker" not in times:
@@ -433,13 +421,16 @@ def _jobqueue(spec: ClusterSpec, t0: float) -> Session:
     cls = getattr(dask_jobqueue, JOBQUEUE_SYSTEMS[spec.mode])
     memory = spec.memory or "2GB"
     data_args = ["--lifetime", spec.worker_lifetime] if spec.worker_lifetime else []
+    failures = _SubmitFailures()
     cluster = cls(**_jobqueue_kwargs(spec, spec.walltime, memory, data_args),
+                  job_cls=failures.job_class(cls.job_cls),
                   scheduler_options={"dashboard_address": spec.dashboard_address})
+    logging.getLogger("tornado.application").addFilter(failures)
     ps_jobs = []
     try:
         client = Client(cluster)
         session = Session(client, cluster, shard_resource=SHARD_RESOURCE if spec.ps_workers
-                          else None)
+                          else None, failures=failures)
         session.times["scheduler"] = time.perf_counter() - t0
         if spec.ps_workers:
             # Shard jobs are this session's own, outside the cluster's scale/adapt plan, so
@@ -467,9 +458,12 @@ def _jobqueue(spec: ClusterSpec, t0: float) -> Session:
                if spec.ps_workers else ""))
         return session
     except BaseException:
-        if ps_jobs:
-            cluster.sync(_close_jobs, ps_jobs)
-        cluster.close()
+        try:
+            if ps_jobs:
+                cluster.sync(_close_jobs, ps_jobs)
+            cluster.close()
+        finally:
+            logging.getLogger("tornado.application").removeFilter(failures)
         raise
 
 
@@ -533,8 +527,10 @@ def connect(spec: ClusterSpec) -> Session:
     Raises
     ------
     OptionError
-        Contradictory options (:meth:`ClusterSpec.check`), or slurm-runner outside a Slurm
-        job step (a ValueError).
+        Contradictory options (:meth:`ClusterSpec.check`), an ``address`` that is not one
+        (``tcp://host:8786``), a ``scheduler_file`` that is not a Dask scheduler file,
+        slurm-runner outside a Slurm job step (a ValueError), or a batch system refusing a
+        job (``sbatch failed: <its stderr>``, raised as soon as the submission fails).
     FileNotFoundError
         ``scheduler_file`` (mode "file") does not exist.
     TimeoutError
@@ -550,9 +546,8 @@ def connect(spec: ClusterSpec) -> Session:
     t0 = time.perf_counter()
     timeout = spec.wait_timeout
     if spec.mode in ("address", "file"):
-        # Client waits forever for a scheduler file to appear: refuse a missing one now.
-        if spec.mode == "file" and not os.path.isfile(spec.scheduler_file):
-            raise FileNotFoundError(f"--scheduler-file {spec.scheduler_file}: no such file")
+        if spec.mode == "file":
+            _check_scheduler_file(spec.scheduler_file)
         client = Client(spec.address, scheduler_file=spec.scheduler_file, timeout=timeout)
         session = Session(client, None, description=f"scheduler at {client.scheduler.address}")
         session.times["scheduler"] = time.perf_counter() - t0
@@ -560,7 +555,8 @@ def connect(spec: ClusterSpec) -> Session:
         kwargs = _set(spec, memory_limit="memory", local_directory="local_directory",
                       interface="interface")
         cluster = LocalCluster(n_workers=spec.n_workers, threads_per_worker=spec.cores,
-                               dashboard_address=spec.dashboard_address, **kwargs)
+                               dashboard_address=spec.dashboard_address,
+                               plugins=(_IgnoreSigint(),), **kwargs)
         session = Session(Client(cluster), cluster,
                           description=f"LocalCluster: {spec.n_workers} worker processes x "
                                       f"{spec.cores} thread{'s' if spec.cores != 1 else ''}")
@@ -571,8 +567,10 @@ def connect(spec: ClusterSpec) -> Session:
         session = _jobqueue(spec, t0)
     try:
         _wait_workers(session.client, spec.n_workers + spec.ps_workers, timeout, t0,
-                      session.times)
+                      session.times, session._failures.errors if session._failures else ())
     except BaseException:
         session.close()
         raise
+    if session._failures is not None:  # a job refused later (adapt) is logged as before
+        logging.getLogger("tornado.application").removeFilter(session._failures)
     return session

@@ -87,6 +87,9 @@ class Algorithm:
     report : callable(estimator, args) -> list of str
         Lines printed about the fitted model after the training history (e.g. LDA's top
         words), test data or not.
+    files : tuple of str
+        The data options (``args`` attributes) naming an input file besides ``--train``
+        and ``--test`` (e.g. LDA's ``vocab``): looked up, like them, before a cluster starts.
     """
 
     name: str
@@ -103,6 +106,7 @@ class Algorithm:
     check: Callable = lambda args: None
     check_inputs: Callable = lambda args: None
     report: Callable = lambda est, args: []
+    files: tuple = ()
 
     @property
     def cls(self):

@@ -152,4 +152,5 @@ LDA = Algorithm(
     datasets={"ap": Dataset("lda_ap", "ap.dat", None, "http://www.cs.columbia.edu/~blei/lda-c/",
                             paths={"vocab": "vocab.txt"})},
     data_options=_lda_data_options, load=_lda_load, load_test=_lda_load_test,
-    score=_lda_score, export=_lda_export, unit="tokens", check=_lda_meta, report=_lda_report)
+    score=_lda_score, export=_lda_export, unit="tokens", check=_lda_meta, report=_lda_report,
+    files=("vocab",))

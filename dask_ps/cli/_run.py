@@ -68,6 +68,19 @@ def check_files(urlpath: str, option: str, blocksize: int | None = None) -> None
             raise OptionError(f"--blocksize {blocksize}: {exc}") from None
 
 
+def check_model(path: str) -> None:
+    """Fail naming the argument if model file ``path`` (a local path or fsspec URL) does not
+    exist; a folder or another file is :func:`~dask_ps.saving.load_estimator`'s to name."""
+    from ..io._blocks import open_paths
+
+    try:
+        fs, paths = open_paths(path)
+    except FileNotFoundError:
+        paths = []
+    if not paths or not fs.exists(paths[0]):
+        raise FileNotFoundError(f"model {path}: no such file")
+
+
 def check_save(path: str) -> None:
     """Fail before any cluster starts if the model could not be saved at ``path`` (a local
     path: its folder must exist and be writable, and the path must not be a folder; an
@@ -249,6 +262,9 @@ def train(args, algo: Algorithm) -> int:
                 else getattr(args, "blocksize", None))
     if args.test:
         check_files(args.test, "--test")
+    for name in algo.files:
+        if getattr(args, name, None):
+            check_files(getattr(args, name), "--" + name.replace("_", "-"))
     algo.check_inputs(args)  # the files' headers against --label and the column options
     if args.save:
         check_save(args.save)
@@ -368,6 +384,7 @@ def evaluate(args) -> int:
 
     from ..saving import load_estimator
 
+    check_model(args.model)
     check_files(args.test, "--test")
     est, extra = load_estimator(args.model)
     algo = by_estimator(type(est).__name__)
@@ -377,9 +394,15 @@ def evaluate(args) -> int:
                         f"was read (saved by save_estimator, not dask-ps train --save), so "
                         f"dask-ps evaluate cannot read test data for it: score it in Python "
                         f"(dask_ps.saving.load_estimator)")
-    with dask.config.set(scheduler="threads"):
-        test = algo.load_test(args.test, data, args)
-        lines = algo.score(est, test)
+    try:
+        with dask.config.set(scheduler="threads"):
+            test = algo.load_test(args.test, data, args)
+            lines = algo.score(est, test)
+    except DataError as exc:
+        hint = _libsvm_hint(args.test, data["format"])
+        if not hint:
+            raise
+        raise DataError(f"{exc}{hint}") from exc
     for line in lines:
         if line.startswith("warning: "):
             print(f"dask-ps: {line}", file=sys.stderr, flush=True)
@@ -388,10 +411,37 @@ def evaluate(args) -> int:
     return 0
 
 
+#: A LIBSVM line: a label, then ``index:value`` pairs.
+_LIBSVM_LINE = re.compile(rb"\S+(?:[ \t]+\d+:\S+)+")
+
+
+def _libsvm_hint(urlpath: str, fmt: str) -> str:
+    """`` (... looks like LIBSVM ...)`` when the first line of test data ``urlpath``, read
+    for a model trained on a table (``fmt`` "csv" or "parquet"), is a LIBSVM line; else ""."""
+    if fmt not in ("csv", "parquet"):
+        return ""
+    from ..io._blocks import open_paths
+
+    try:
+        fs, paths = open_paths(urlpath)
+        with fs.open(paths[0], "rb", compression="infer") as f:
+            head = f.read(1 << 16)
+    except (OSError, ValueError, IndexError):
+        return ""
+    first = head.removeprefix(b"\xef\xbb\xbf").split(b"\n", 1)[0].strip()
+    if not _LIBSVM_LINE.fullmatch(first):
+        return ""
+    line = first[:60].decode("utf-8", "replace") + ("..." if len(first) > 60 else "")
+    return (f" (this file looks like LIBSVM, {line!r}, while the model was trained on "
+            f"{fmt.upper()} data: dask-ps evaluate reads the test data as the training "
+            f"data was read)")
+
+
 def export(args) -> int:
     """Write a saved model's weights as tables (Parquet or CSV) and a model.json."""
     from ..saving import load_estimator, write_tables
 
+    check_model(args.model)
     est, extra = load_estimator(args.model)
     algo = by_estimator(type(est).__name__)
     tables, desc = algo.export(est, extra.get("data", {}))

@@ -1,0 +1,143 @@
+"""Pieces of :mod:`dask_ps.cluster`: its checks of cluster options (before anything
+starts), the worker plugin of the command line's local workers, and the record of a batch
+system's failed job submissions."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from .exceptions import OptionError
+
+#: Least ``memory`` (and ``ps_memory``) a worker is given: a Dask worker process with dask_ps
+#: loaded takes about 150 MB before any data, and its nanny restarts it past 95% of its limit
+#: (``--memory 1KB`` restarted every worker until the wait for them timed out).
+MIN_WORKER_MEMORY = 256 * 2**20
+
+
+def _check_memory(option: str, value, jobqueue: bool) -> None:
+    """Refuse a memory size that is not one (``--memory 4 GB``? ``lots``) or is below
+    :data:`MIN_WORKER_MEMORY`; Dask's own forms for a local worker pass: ``auto``, ``0``
+    (no limit) and a fraction of the machine's memory such as ``0.5``."""
+    from dask.utils import parse_bytes
+
+    text = str(value).strip()
+    if not jobqueue:
+        if text.lower() == "auto":
+            return
+        try:
+            if float(text) <= 1:
+                return
+        except ValueError:
+            pass
+    try:
+        n = parse_bytes(text)
+    except ValueError:
+        raise OptionError(f"{option} {text!r} is not a size such as 4GB") from None
+    if n < MIN_WORKER_MEMORY:
+        raise OptionError(f"{option} {text}: a worker needs at least "
+                          f"{MIN_WORKER_MEMORY >> 20} MiB (a Dask worker process alone takes "
+                          f"about 150 MB)")
+
+
+def _check_address(address: str) -> None:
+    """Refuse a scheduler address Dask cannot parse (no port, an unknown scheme)."""
+    from distributed.comm import get_address_host_port, parse_address
+
+    try:
+        get_address_host_port(address)
+    except ValueError as exc:
+        if parse_address(address, strict=False)[0] not in ("inproc", "ucx"):  # no host:port
+            raise OptionError(f"--scheduler-address {address!r}: not an address such as "
+                              f"tcp://host:8786 ({exc})") from None
+
+
+def _check_scheduler_file(path: str) -> None:
+    """Refuse a missing scheduler file (the client would wait for it forever) and a file
+    that is not one: a JSON object with a string ``address``."""
+    import json
+
+    where = f"--scheduler-file {path}"
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{where}: no such file"
+                                + (" (a directory)" if os.path.isdir(path) else ""))
+    try:
+        with open(path, "rb") as f:
+            info = json.loads(f.read(1 << 20))
+    except UnicodeDecodeError:
+        raise OptionError(f"{where}: not a Dask scheduler file (not UTF-8 text)") from None
+    except ValueError as exc:
+        raise OptionError(f"{where}: not a Dask scheduler file (not JSON: {exc})") from None
+    if not (isinstance(info, dict) and isinstance(info.get("address"), str)):
+        raise OptionError(f"{where}: not a Dask scheduler file (no JSON 'address')")
+
+
+class _IgnoreSigint(WorkerPlugin):
+    """Worker plugin of a local cluster's worker processes: they ignore SIGINT. Ctrl-C in a
+    terminal signals the whole process group; the driver alone stops the run and closes
+    the cluster, instead of every worker process printing its ``KeyboardInterrupt``
+    traceback (and the scheduler its broken connections to them)."""
+
+    name = "dask-ps-ignore-sigint"
+
+    def __init__(self) -> None:
+        self.driver = os.getpid()
+
+    def setup(self, worker) -> None:
+        import signal
+        import threading
+
+        if os.getpid() != self.driver and threading.current_thread() is \
+                threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class _SubmitFailures(logging.Filter):
+    """The failed job submissions of a jobqueue cluster, and a filter of tornado's log
+    that drops them.
+
+    ``scale`` and ``adapt`` submit jobs in a callback of the cluster's event loop; a failed
+    submit command ends that callback, which tornado logs with a traceback, and the workers
+    never come. Jobs of :meth:`job_class` record their failure instead, as an
+    :class:`OptionError` naming the command and its stderr (``sbatch failed: ...``), for
+    the wait for the workers (:func:`dask_ps.cluster.connect`) to raise at once; the filter
+    is on while that wait lasts.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors: list[OptionError] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        failed = record.exc_info[1] if record.exc_info else None
+        return not any(failed is e for e in self.errors)
+
+    def job_class(self, job_cls: type) -> type:
+        """``job_cls`` whose ``start`` (the job's submission) records its failure."""
+        errors = self.errors
+
+        class Job(job_cls):
+            async def start(self):
+                try:
+                    await super().start()
+                except RuntimeError as exc:  # dask-jobqueue: the command's status was not 0
+                    from distributed.core import Status
+
+                    self.status = Status.failed  # no job to cancel when the cluster closes
+                    error = OptionError(_submit_failure(self.submit_command, exc))
+                    errors.append(error)
+                    raise error from exc
+
+        Job.__name__ = Job.__qualname__ = job_cls.__name__
+        return Job
+
+
+def _submit_failure(command: str, exc: Exception) -> str:
+    """``sbatch failed: <its stderr>`` of dask-jobqueue's error for a failed command."""
+    text = str(exc)
+    stderr = text.split("\nstderr:\n", 1)[-1]
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return f"{shlex.split(command)[0]} failed: {' / '.join(lines) or text}"

@@ -1,0 +1,172 @@
+"""``dask-ps`` on bad cluster options, missing files and Ctrl-C: one line, status 2 (130
+when interrupted), and no cluster started for what can be checked before."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from conftest import REPO
+
+from dask_ps.cli import main
+
+
+@pytest.fixture
+def tr(tmp_path):
+    rng = np.random.default_rng(0)
+    lines = [f"{y} {1 + y}:1 {rng.integers(3, 9)}:0.5" for y in rng.integers(0, 2, 50)]
+    path = tmp_path / "tr.svm"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _ldac(path, n_docs=300, n_terms=40, seed=0):
+    """An LDA-C file: each document counts a few of ``n_terms`` terms."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for _ in range(n_docs):
+        ids = np.sort(rng.choice(n_terms, 6, replace=False))
+        lines.append("6 " + " ".join(f"{i}:{rng.integers(1, 5)}" for i in ids))
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("address, reason", [
+    ("notaurl", "missing port number in address 'notaurl'"),
+    ("tcp://host", "missing port number in address 'host'"),
+    ("tcp://host:port", "invalid literal for int() with base 10: 'port'"),
+    ("foo://host:8786", "unknown address scheme 'foo'"),
+])
+def test_a_scheduler_address_that_is_none_names_the_option(tr, capsys, address, reason):
+    assert main(["train", "lr", "--train", tr, "--scheduler-address", address]) == 2
+    out = capsys.readouterr()
+    lines = out.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"dask-ps: error: --scheduler-address {address!r}: not an address such as "
+        f"tcp://host:8786 ({reason}")
+    assert "cluster:" not in out.out
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("content, reason", [
+    (b"label,a,b\n1,2,3\n", "not JSON: Expecting value: line 1 column 1 (char 0)"),
+    (b"", "not JSON: Expecting value"),
+    (b'{"addr": "tcp://127.0.0.1:8786"}', "no JSON 'address'"),
+    (b'["tcp://127.0.0.1:8786"]', "no JSON 'address'"),
+    (b'{"address": 8786}', "no JSON 'address'"),
+    (b"\x00\xff\xfe\x00", "not"),
+])
+def test_a_scheduler_file_that_is_none_says_so(tr, tmp_path, capsys, content, reason):
+    path = tmp_path / "scheduler.json"
+    path.write_bytes(content)
+    assert main(["train", "lr", "--train", tr, "--scheduler-file", str(path)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"dask-ps: error: --scheduler-file {path}: not a Dask scheduler file ({reason}")
+
+
+@pytest.mark.timeout(60)
+def test_a_scheduler_file_that_is_a_folder(tr, tmp_path, capsys):
+    assert main(["train", "lr", "--train", tr, "--scheduler-file", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"dask-ps: error: --scheduler-file {tmp_path}: no such "
+                                       f"file (a directory)\n")
+
+
+@pytest.mark.timeout(60)
+def test_a_missing_vocabulary_fails_before_any_cluster(tmp_path, capsys):
+    train = _ldac(tmp_path / "docs.dat")
+    missing = str(tmp_path / "none.txt")
+    t0 = time.perf_counter()
+    assert main(["train", "lda", "--train", train, "--vocab", missing]) == 2
+    out = capsys.readouterr()
+    assert out.err == f"dask-ps: error: --vocab {missing}: no such file\n"
+    assert "cluster:" not in out.out and time.perf_counter() - t0 < 20
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", [["evaluate", "MODEL", "--test", "TR"],
+                                     ["export", "MODEL", "OUT"]])
+def test_a_missing_model_names_the_argument(tr, tmp_path, capsys, command):
+    missing = str(tmp_path / "model.npz")
+    argv = [{"MODEL": missing, "TR": tr, "OUT": str(tmp_path / "out")}.get(a, a)
+            for a in command]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"dask-ps: error: model {missing}: no such file\n"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(180)
+def test_a_failing_sbatch_ends_the_command_at_once_with_its_stderr(tr, tmp_path):
+    """The batch system refuses the jobs (here a fake ``sbatch`` failing as one without a
+    Slurm configuration does): its stderr, status 2, no traceback, no wait for workers."""
+    pytest.importorskip("dask_jobqueue")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sbatch = bin_dir / "sbatch"
+    sbatch.write_text("#!/bin/sh\necho 'sbatch: error: fetch_config: DNS SRV lookup failed' "
+                      ">&2\necho 'sbatch: fatal: Could not establish a configuration source' "
+                      ">&2\nexit 1\n")
+    sbatch.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "dask_ps.cli", "train", "lr", "--train", tr,
+                           "--cluster", "slurm", "--interface", "lo", "--timeout", "150"],
+                          capture_output=True, text=True, cwd=REPO, env=env, timeout=170)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [
+        "dask-ps: error: sbatch failed: sbatch: error: fetch_config: DNS SRV lookup failed / "
+        "sbatch: fatal: Could not establish a configuration source"], proc.stderr[-3000:]
+    assert time.monotonic() - t0 < 150  # not the wait for workers
+
+
+@pytest.mark.timeout(300)
+def test_ctrl_c_stops_the_run_with_one_line(tmp_path):
+    """SIGINT to the process group, as a terminal's Ctrl-C sends it: the driver stops the
+    run and closes the cluster; the worker processes print no traceback."""
+    train = _ldac(tmp_path / "docs.dat")
+    stderr = tmp_path / "stderr.txt"
+    with open(stderr, "w") as err_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dask_ps.cli", "train", "lda", "--train", train, "--topics",
+             "3", "--max-iter", "1000000", "--seed", "0"], cwd=REPO, stdout=subprocess.PIPE,
+            stderr=err_file, text=True, start_new_session=True)
+    try:
+        seen = []
+        for line in proc.stdout:  # until the first iteration is done
+            seen.append(line)
+            if line.startswith("["):
+                break
+        else:
+            raise AssertionError("".join(seen) + stderr.read_text()[-3000:])
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    err = stderr.read_text()
+    assert proc.returncode == 130, err[-3000:]
+    assert err.splitlines() == ["dask-ps: error: interrupted"], err[-3000:]
+
+
+@pytest.mark.timeout(420)
+def test_libsvm_test_data_for_a_csv_model_says_so(client1, tmp_path, capsys):
+    from test_cli import _ctr_csv, _scheduler_file
+
+    train, model = _ctr_csv(tmp_path / "tr.csv"), str(tmp_path / "m.npz")
+    assert main(["train", "lr", "--format", "csv", "--train", train, "--label", "click",
+                 "--numeric", "price", "--categorical", "shop", "--hash-features", "64",
+                 "--max-iter", "2", "--save", model,
+                 "--scheduler-file", _scheduler_file(client1, tmp_path)]) == 0
+    capsys.readouterr()
+    svm = tmp_path / "te.svm"
+    svm.write_text("0 1:1 2:0.5\n1 3:1\n")
+    assert main(["evaluate", model, "--test", str(svm)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dask-ps: error: {svm}: columns ") and err.endswith(
+        " (this file looks like LIBSVM, '0 1:1 2:0.5', while the model was trained on CSV "
+        "data: dask-ps evaluate reads the test data as the training data was read)\n"), err
