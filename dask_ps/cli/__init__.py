@@ -15,7 +15,9 @@ with one line on stderr, ``dask-ps: error: <reason>``, and a non-zero status: 2 
 error (a bad option, data or file, an unreachable scheduler, lost workers: see
 :func:`user_error`), 1 for any other error, a bug (its traceback above the line, which asks
 for a report), 143 when stopped by SIGTERM (a walltime or ``scancel``), 130 when
-interrupted. ``--debug`` or ``DASK_PS_DEBUG=1`` raises instead.
+interrupted (after either signal the command ends within :data:`STOP_GRACE` seconds, killing
+its child processes if closing them takes longer). ``--debug`` or ``DASK_PS_DEBUG=1`` raises
+instead.
 A ``--config`` TOML file (UTF-8) gives the same options (keys are long option names; flags
 given on the command line win; an ``algorithm`` key names the command's algorithm, or
 refuses another).
@@ -128,8 +130,50 @@ def _expand_config(argv: list[str], parsers: dict) -> list[str]:
     return ["train", name, *tokens, *rest, f"--config={path}"]
 
 
+#: Seconds the command may take to stop after Ctrl-C or SIGTERM (closing its cluster, its
+#: client, the interpreter's exit handlers) before it kills its child processes and exits
+#: anyway: a stop signal never leaves it hanging.
+STOP_GRACE = 30.0
+_stopping: list = []  # the armed timer, once a stop signal came
+_said: list = []  # the failure's line was printed
+
+
+def _arm_stop(code: int, line: str) -> None:
+    """End the process with status ``code`` :data:`STOP_GRACE` seconds from now if it has
+    not ended by then, printing ``line`` unless a failure was printed already, after
+    killing its child processes (a local cluster's workers)."""
+    import threading
+
+    if _stopping:
+        return
+
+    def expire():
+        import psutil  # a dependency of distributed
+
+        if not _said:
+            print(f"dask-ps: error: {line} (still stopping after {STOP_GRACE:g} s: its "
+                  f"processes were killed)", file=sys.stderr, flush=True)
+        for child in psutil.Process().children(recursive=True):
+            try:
+                child.kill()
+            except psutil.Error:
+                pass
+        os._exit(code)
+
+    timer = threading.Timer(STOP_GRACE, expire)
+    timer.daemon = True  # runs on during the interpreter's exit handlers
+    timer.start()
+    _stopping.append(timer)
+
+
 def _on_sigterm(signum, frame):
+    _arm_stop(143, "stopped by SIGTERM")
     raise Terminated()
+
+
+def _on_sigint(signum, frame):
+    _arm_stop(130, "interrupted")
+    raise KeyboardInterrupt
 
 
 def _fail(line: str) -> None:
@@ -140,6 +184,7 @@ def _fail(line: str) -> None:
     import logging
 
     print(f"dask-ps: error: {line}", file=sys.stderr, flush=True)
+    _said.append(line)
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
 
 
@@ -204,9 +249,10 @@ def main(argv=None) -> int:
         return _failed(exc)
     args = parser.parse_args(argv)
     args.debug = debug  # DASK_PS_DEBUG=1 too
-    previous = None
+    previous = previous_int = None
     if threading_is_main():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        previous_int = signal.signal(signal.SIGINT, _on_sigint)
     try:
         if args.command == "train":
             return _run.train(args, ALGORITHMS[args.algorithm])
@@ -226,6 +272,7 @@ def main(argv=None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGINT, previous_int)
 
 
 def threading_is_main() -> bool:
