@@ -44,8 +44,8 @@ from ..state.optimizers import FTRL, Optimizer
 from ..state.partition import distinct_ranks
 from ._logistic_kernels import local_steps, logistic_grad, rows_loss
 
-__all__ = ["Block", "Rule", "check_held_out", "gather_rows", "gather_sparse_rows", "held_out",
-           "make_blocks", "nonzero_rows", "server_step", "worker_step"]
+__all__ = ["Block", "Rule", "check_held_out", "epoch_losses", "gather_rows", "gather_sparse_rows",
+           "held_out", "make_blocks", "nonzero_rows", "server_step", "worker_step"]
 
 
 class Block(NamedTuple):
@@ -146,6 +146,20 @@ def check_held_out(data, seed: int, validation_fraction: float) -> None:
         raise ValueError(f"sample_weight: the {rows} rows held out for early stopping "
                          f"(validation_fraction={validation_fraction}) all weigh zero: "
                          f"{advice}")
+
+
+def epoch_losses(sums: np.ndarray, early_stopping: bool) -> dict:
+    """An epoch's ``loss`` (and ``validation_loss``) from the summed results of
+    :func:`worker_step` or :func:`server_step` over the partitions: the losses' sums over
+    the rows' (or their weights') sums, weighted means however light the rows (a weight
+    below 1 is not read as 1); 0.0 for no rows."""
+    def mean(total, weight) -> float:
+        return float(total / weight) if weight > 0 else 0.0
+
+    out = dict(loss=mean(sums[0], sums[1]))
+    if early_stopping:
+        out["validation_loss"] = mean(sums[2], sums[3])
+    return out
 
 
 class Rule:

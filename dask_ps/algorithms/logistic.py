@@ -43,6 +43,7 @@ from ._logistic_params import check_params, check_warm_start
 from ._stochastic import (
     Rule,
     check_held_out,
+    epoch_losses,
     gather_rows,
     gather_sparse_rows,
     nonzero_rows,
@@ -193,10 +194,7 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
         for results in model.fit_partitions(step, data, epochs=last - first + 1,
                                             first_epoch=first, consistency=consistency,
                                             staleness=staleness, seed=random_state):
-            sums = np.sum(results, axis=0)
-            out.append(dict(loss=float(sums[0] / max(1.0, sums[1]))))
-            if early_stopping:
-                out[-1]["validation_loss"] = float(sums[2] / max(1.0, sums[3]))
+            out.append(epoch_losses(np.sum(results, axis=0), early_stopping))
         return out
 
     def stop(records):  # scikit-learn's rule (SGDClassifier's n_iter_no_change)

@@ -177,3 +177,22 @@ def test_bad_eval_sample_weight_is_refused_as_sample_weight_is(name, where, case
         GBDT[name](n_estimators=2, progress=False, client=client).fit(
             *_inputs(where if where == "dask" else "memory", X[300:], yt[300:],
                      weights(), client2)[:2], sample_weight=wv)
+
+
+def test_the_validation_loss_is_a_weighted_mean_however_light_the_held_out_rows():
+    """Held-out rows of weight 1e-4, the others 1: the validation loss is still their mean
+    loss (as with every weight 1, within the training's change), not that mean times their
+    scaled total weight (about 0.004: the mean was divided by max(1, weight))."""
+    from dask_ps.algorithms._stochastic import held_out
+
+    X, y = data()
+    held = held_out(N, 0.1, [0, 0])  # without a cluster the rows are one partition
+    kw = dict(early_stopping=True, validation_fraction=0.1, max_iter=3, random_state=0,
+              checkpoint=None, client="local")
+    with pytest.raises(ValueError, match="all weigh zero"):  # they are the rows held out
+        LogisticRegression(**kw).fit(X, y, sample_weight=np.where(held, 0.0, 1.0))
+    plain = LogisticRegression(**kw).fit(X, y, sample_weight=np.ones(N))
+    light = LogisticRegression(**kw).fit(X, y, sample_weight=np.where(held, 1e-4, 1.0))
+    pairs = [(a["validation_loss"], b["validation_loss"])
+             for a, b in zip(plain.history_, light.history_) if "loss" in a]
+    assert len(pairs) == 3 and all(0.5 < b / a < 2 for a, b in pairs), pairs
