@@ -297,31 +297,36 @@ def eval_survey(value, start: int, categories: dict, classify: bool) -> dict:
     Returns
     -------
     dict
-        ``classes`` (array) and ``checksums``.
+        ``classes`` (array) and ``checksums``; with weights, ``weights``
+        (:func:`weight_survey`, for :func:`weight_totals`).
     """
     X = to_matrix(value[0], categories, start, "eval_set X")
     y = checked_labels(value[1], start, classify, "eval_set y")
-    w = check_part(value[2], start, X.shape[0], "eval_sample_weight") \
-        if len(value) > 2 else None
-    return dict(classes=classes_of(y, start, "eval_set y")[0] if classify else y[:0],
-                checksums=checksums(X, y, start, w))
+    out = dict(classes=classes_of(y, start, "eval_set y")[0] if classify else y[:0])
+    w = None
+    if len(value) > 2:
+        w = check_part(value[2], start, X.shape[0], "eval_sample_weight")
+        out["weights"] = weight_survey(w, y, classify)
+    out["checksums"] = checksums(X, y, start, w)
+    return out
 
 
-def weight_totals(parts: list) -> dict | None:
+def weight_totals(parts: list, name: str = "sample_weight") -> dict | None:
     """The sample weights of a whole training set from its partitions' :func:`survey`
-    (None: unweighted): ``n_pos``, ``w_max``, ``total`` (a Fraction, exact).
+    (None: unweighted): ``n_pos``, ``w_max``, ``total`` (a Fraction, exact); of an eval
+    set's from its :func:`eval_survey` (``name`` "eval_sample_weight").
 
     Raises
     ------
     ValueError
-        Every weight is 0 (:func:`~._weights.all_zero`).
+        Every weight is 0 (:func:`~._weights.all_zero`, naming ``name``).
     """
     if not parts or "weights" not in parts[0]:
         return None
     found = [p["weights"] for p in parts]
     total = exact_total(f["w_sum"] for f in found)
     if total <= 0:
-        raise ValueError(all_zero())
+        raise ValueError(all_zero(name))
     return dict(n_pos=sum(f["n_pos"] for f in found), w_max=max(f["w_max"] for f in found),
                 total=total)
 

@@ -221,7 +221,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     ValueError
         A single class, labels outside the classes (eval set), non-finite labels or
         infinite features (naming the row, of ``eval_set`` for the eval set's), no
-        training rows.
+        training rows, eval weights that are all zero (naming ``eval_sample_weight``).
     DataError
         So many features (``n_features``, columns of ``X``) that the bins' per-feature
         arrays would not fit in memory (:func:`._gbdt_survey.check_width_room`), before
@@ -279,6 +279,8 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
     eval_id = dict(eval_rows=None, eval_labels=None, eval_features=None)
     if eval_data is not None:  # its features and labels checked, rows named in the set
         seen = eval_data.reduce(eval_survey, None, categories, classify, with_start=True)
+        # dask weights (in-memory ones were summed by check_sample_weight): before any round
+        weight_totals(seen, "eval_sample_weight")
         outside = np.setdiff1d(np.unique(np.concatenate([s["classes"] for s in seen])),
                                classes) if classify else ()
         if len(outside):

@@ -31,6 +31,7 @@ then add up to the gradient of scikit-learn's weighted objective, ``sum_i w_i lo
 
 from __future__ import annotations
 
+import bisect
 from typing import NamedTuple
 
 import numpy as np
@@ -43,8 +44,8 @@ from ..state.optimizers import FTRL, Optimizer
 from ..state.partition import distinct_ranks
 from ._logistic_kernels import local_steps, logistic_grad, rows_loss
 
-__all__ = ["Block", "Rule", "gather_rows", "gather_sparse_rows", "make_blocks", "nonzero_rows",
-           "server_step", "worker_step"]
+__all__ = ["Block", "Rule", "check_held_out", "epoch_losses", "gather_rows", "gather_sparse_rows",
+           "held_out", "make_blocks", "nonzero_rows", "server_step", "worker_step"]
 
 
 class Block(NamedTuple):
@@ -65,15 +66,15 @@ def make_blocks(X: sp.csr_matrix, Y: np.ndarray, n_blocks: int, bias_key: int,
                 ) -> list[Block]:
     """Cut a partition into ``n_blocks`` row blocks and index each block's columns locally.
 
-    With ``validation_fraction`` > 0, that fraction of each block's rows (drawn with
-    ``seed``) is held out of training to measure the validation loss. ``sw``: the rows'
+    With ``validation_fraction`` > 0, that fraction of the rows (:func:`held_out`, drawn
+    with ``seed``) is held out of training to measure the validation loss. ``sw``: the rows'
     sample weights (float64 (n,)), cut with them; None: unweighted (each block's ``sw``
     empty).
     """
     none = np.zeros(0)
     blocks = []
     bounds = np.linspace(0, X.shape[0], n_blocks + 1).round().astype(np.int64)
-    rng = np.random.default_rng(seed)
+    held_rows = held_out(X.shape[0], validation_fraction, seed)
     # a bitmap over the column range is O(nnz + n_features / 64) (2 MiB at 2^24 columns;
     # marks of a byte and a position table of int32 per column took 80 MiB there); beyond a
     # few times the data's size a hash-based factorisation is cheaper (np.unique's sort is
@@ -90,12 +91,75 @@ def make_blocks(X: sp.csr_matrix, Y: np.ndarray, n_blocks: int, bias_key: int,
         else:
             codes, keys = pd.factorize(cols, sort=True)
             codes = codes.astype(np.int32 if keys.shape[0] < 2**31 else np.int64)
-        held = rng.random(b - a) < validation_fraction
+        held = held_rows[a:b]
         blocks.append(Block(np.append(keys.astype(np.int64), bias_key),
                             X.indptr[a:b + 1] - lo, codes, X.data[lo:hi], Y[a:b],
                             np.flatnonzero(~held), np.flatnonzero(held),
                             none if sw is None else sw[a:b]))
     return blocks
+
+
+def held_out(n_rows: int, validation_fraction: float, seed) -> np.ndarray:
+    """bool (n_rows,): the rows of a partition held out of training to measure the
+    validation loss (early stopping), each with probability ``validation_fraction``, drawn
+    with ``seed`` (the fit's seed and the partition's index): the same rows whatever the
+    partition's blocks (the blocks of :func:`make_blocks` draw them in row order)."""
+    return np.random.default_rng(seed).random(n_rows) < validation_fraction
+
+
+def _held_out_part(value, start: int, starts: list, seed: int,
+                   validation_fraction: float) -> tuple[int, float]:
+    """``(rows, weight)`` held out of an encoded partition ``(X, Y[, sample_weight])``:
+    :func:`held_out`'s rows, seeded as :func:`worker_step` seeds them (the partition's
+    index: the last one starting at ``start``; empty ones before it hold nothing)."""
+    index = bisect.bisect_right(starts, start) - 1
+    held = held_out(value[0].shape[0], validation_fraction, [seed, index])
+    n = int(np.count_nonzero(held))
+    return n, float(np.sum(value[2][held])) if len(value) > 2 else float(n)
+
+
+def check_held_out(data, seed: int, validation_fraction: float) -> None:
+    """Refuse, before the first epoch, an early-stopping split whose held-out rows are none,
+    or (partitions ``(X, Y, sample_weight)``) all weigh zero: their validation loss would
+    read 0 every epoch and stop the fit after ``n_iter_no_change`` epochs without a word
+    (scikit-learn's ``SGDClassifier`` refuses both). ``data``: encoded partitions
+    (:func:`~._logistic_data.encode_part`), their rows drawn as :func:`_blocks` draws them
+    with the fit's ``seed``; a pass over the partitions where they live, only counts
+    travel.
+
+    Raises
+    ------
+    ValueError
+        Naming ``validation_fraction`` (no row held out) or ``sample_weight`` (the held-out
+        rows' weights all zero).
+    """
+    found = data.reduce(_held_out_part, None, list(data.starts), seed, validation_fraction,
+                        with_start=True)
+    rows = sum(n for n, _ in found)
+    advice = ("the validation loss would read 0 and stop the fit unimproved; set another "
+              "random_state (another draw of the rows), a larger validation_fraction, or "
+              "early_stopping=False")
+    if rows == 0:
+        raise ValueError(f"validation_fraction={validation_fraction} held out none of the "
+                         f"{data.total_rows} rows for early stopping: {advice}")
+    if not sum(w for _, w in found) > 0:
+        raise ValueError(f"sample_weight: the {rows} rows held out for early stopping "
+                         f"(validation_fraction={validation_fraction}) all weigh zero: "
+                         f"{advice}")
+
+
+def epoch_losses(sums: np.ndarray, early_stopping: bool) -> dict:
+    """An epoch's ``loss`` (and ``validation_loss``) from the summed results of
+    :func:`worker_step` or :func:`server_step` over the partitions: the losses' sums over
+    the rows' (or their weights') sums, weighted means however light the rows (a weight
+    below 1 is not read as 1); 0.0 for no rows."""
+    def mean(total, weight) -> float:
+        return float(total / weight) if weight > 0 else 0.0
+
+    out = dict(loss=mean(sums[0], sums[1]))
+    if early_stopping:
+        out["validation_loss"] = mean(sums[2], sums[3])
+    return out
 
 
 class Rule:

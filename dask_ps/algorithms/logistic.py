@@ -42,6 +42,8 @@ from ._lbfgs import lbfgs_fit
 from ._logistic_params import check_params, check_warm_start
 from ._stochastic import (
     Rule,
+    check_held_out,
+    epoch_losses,
     gather_rows,
     gather_sparse_rows,
     nonzero_rows,
@@ -192,10 +194,7 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
         for results in model.fit_partitions(step, data, epochs=last - first + 1,
                                             first_epoch=first, consistency=consistency,
                                             staleness=staleness, seed=random_state):
-            sums = np.sum(results, axis=0)
-            out.append(dict(loss=float(sums[0] / max(1.0, sums[1]))))
-            if early_stopping:
-                out[-1]["validation_loss"] = float(sums[2] / max(1.0, sums[3]))
+            out.append(epoch_losses(np.sum(results, axis=0), early_stopping))
         return out
 
     def stop(records):  # scikit-learn's rule (SGDClassifier's n_iter_no_change)
@@ -443,7 +442,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
             ``n_hashed_features``, (wide ``X``) a column key outside [0, n_features) or
             ``solver="lbfgs"``, or a ``sample_weight`` of another length, of more than
             one column, negative, NaN or infinite (naming the row), all zero, or not
-            partitioned as a dask dataframe ``X`` (:func:`~._weights.check_sample_weight`).
+            partitioned as a dask dataframe ``X`` (:func:`~._weights.check_sample_weight`);
+            with ``early_stopping`` and ``max_iter > 1``, no row held out, or held-out rows
+            that all weigh zero (:func:`~._stochastic.check_held_out`, before any epoch).
         DivergenceError
             Training diverged (the loss exploded or the weights stopped being finite).
         """
@@ -528,6 +529,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         seed = self._seed() + (1000 * len(self.history_) if warm else 0)  # new orders
         lr = self.learning_rate or DEFAULT_LEARNING_RATE[self.solver]
         name = f"LogisticRegression({self.solver})"
+        if self.early_stopping and self.solver != "lbfgs" and epochs > 1:  # (one cannot stop)
+            check_held_out(data, seed, self.validation_fraction)  # before any epoch
         loop = self._epoch_loop(model, name, epochs, advice=f"try a smaller learning_rate "
                                 f"(now {lr})" if lr else "scale the features",
                                 fit_id=fit_identity(self, n_features, labels))

@@ -1,6 +1,7 @@
 """MatrixFactorization: one id rule for every input form (NumPy, pandas, dask dataframes and
 arrays), and ``recommend`` following ``cold_start`` as ``predict`` does."""
 
+import re
 import warnings
 
 import numpy as np
@@ -37,42 +38,30 @@ def test_integral_float_ids_are_integers_in_pandas_and_dask(client2):
             assert m.evaluate(df)["n_unseen_users"] == 0
 
 
-def test_a_non_integral_float_id_is_refused_naming_column_and_row(client2):
+@pytest.mark.parametrize("value, row, part, what", [
+    (1.2, 250, 2, "is not an integer"),
+    # whole, but not an int64: the NumPy path cast it to int64 (a wrapped, wrong id), the
+    # dask path failed in its encoding with "invalid literal for int()"
+    (1e300, 120, 1, "does not fit in int64")])
+def test_a_bad_float_id_is_refused_naming_column_and_row(client2, value, row, part, what):
     """Not ids turned into strings ('2', '1.2') in the dask path: the row is the one in the
     whole dataframe, in the pandas path's words."""
     import dask.dataframe as dd
 
     df = toy().astype({"user": float})
-    df.loc[250, "user"] = 1.2
-    msg = "X column 'user': id 1.2 at row 250 is not an integer"
-    with pytest.raises(DataError, match=msg):
-        MatrixFactorization(client=client2, **FAST).fit(df)
-    with pytest.raises(DataError, match=msg):
-        MatrixFactorization(client=client2, **FAST).fit(dd.from_pandas(df, npartitions=3))
-    with pytest.raises(DataError, match=msg):  # a dask array, by position
-        MatrixFactorization(client=client2, **FAST).fit(dd.from_pandas(
-            df, npartitions=3).to_dask_array(lengths=True))
+    df.loc[row, "user"] = value
+    msg = re.escape(f"X column 'user': id {value:g} at row {row} {what}")
+    ddf = dd.from_pandas(df, npartitions=3)  # 100 rows a partition
+    for X in (df, ddf, ddf.to_dask_array(lengths=True)):  # the array: by position
+        with pytest.raises(DataError, match=msg):
+            MatrixFactorization(client=client2, **FAST).fit(X)
     model = MatrixFactorization(client=client2, **FAST).fit(toy())
-    ddf = dd.from_pandas(df, npartitions=3)  # 100 rows a partition: row 50 of partition 2
-    with pytest.raises(DataError, match="id 1.2 at row 50 is not an integer \\(row counted "
-                                        "within partition 2 of X\\)"):
+    with pytest.raises(DataError, match=re.escape(
+            f"id {value:g} at row {row % 100} {what} (row counted within partition {part} "
+            f"of X)")):
         model.predict(ddf).compute()
-    with pytest.raises(DataError, match="within partition 2 of X"):
+    with pytest.raises(DataError, match=f"within partition {part} of X"):
         model.evaluate(ddf)
-
-
-def test_a_whole_float_id_beyond_int64_is_refused(client2):
-    """1e300 is whole: the NumPy path cast it to int64 (a wrapped, wrong id), the dask path
-    failed in its encoding with "invalid literal for int()"."""
-    import dask.dataframe as dd
-
-    df = toy().astype({"user": float})
-    df.loc[120, "user"] = 1e300
-    msg = "X column 'user': id 1e\\+300 at row 120 does not fit in int64"
-    with pytest.raises(DataError, match=msg):
-        MatrixFactorization(client=client2, **FAST).fit(df)
-    with pytest.raises(DataError, match=msg):
-        MatrixFactorization(client=client2, **FAST).fit(dd.from_pandas(df, npartitions=3))
 
 
 @pytest.mark.parametrize("convert_string", [False, True])
