@@ -124,6 +124,7 @@ def read_sparse_parquet(urlpath, n_features: int | None = None, *, dtype=np.floa
     Returns
     -------
     X : dask.array.Array (n_samples, n_features) of CSR chunks
+        0 rows (one chunk) for files without any, as in :func:`~dask_ps.io.read_ctr`.
     y : dask.array.Array (n_samples,), float64
 
     Raises

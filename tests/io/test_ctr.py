@@ -367,8 +367,8 @@ def test_an_empty_parquet_file_reads_as_a_csv_file_of_a_header_alone(tmp_path):
 def test_read_frame_of_an_empty_parquet_file_reads_as_a_csv_file_of_a_header_alone(tmp_path):
     """GBDT's table readers disagreed on a file without rows: a header-only CSV read as a
     frame of 0 rows, a Parquet file of 0 rows was refused ("no rows") while read_ctr read it
-    as 0 rows (so ``dask-ps train gbdt --test`` of an empty Parquet file failed where the
-    CSV one said "test: no rows"). All read it as a frame (or arrays) of 0 rows now."""
+    as 0 rows (and read_sparse_parquet failed in dask's concatenate). All read it as a frame
+    (or arrays) of 0 rows now, and the callers say "no rows" as for CSV."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
