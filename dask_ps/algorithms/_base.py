@@ -55,6 +55,14 @@ class Interval(_pv.Interval):
     def is_satisfied_by(self, val) -> bool:
         return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
 
+    def __str__(self) -> str:  # a float bound of 1e6 or more as 1e+15, not 1000000000000000.0
+        text = super().__str__()
+        if self.type is not numbers.Integral:
+            for bound in (self.left, self.right):
+                if bound is not None and abs(bound) >= 1e6:
+                    text = text.replace(str(float(bound)), f"{float(bound):g}")
+        return text
+
 
 #: Constraints of the parameters every estimator has (scikit-learn's rules).
 COMMON_CONSTRAINTS: dict[str, list] = {

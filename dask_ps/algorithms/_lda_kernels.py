@@ -84,6 +84,12 @@ _JIT = dict(cache=True, nogil=True)
 #: Columns of the per-token ``state``: the topic, the topic the table counts, then proposals.
 Z, Z_PUSHED, PROP = 0, 1, 2
 MAX_MH = 7
+#: Largest prior (α, β) a fit takes. Each count the sampler weighs is a count plus a prior
+#: or ``Vβ`` (``Kα``): with counts, V and K below 2**63, every weight, product of two
+#: (``(n_wk + β)(n_k + Vβ)`` in :func:`_mh_chain`) and lgamma of one stays below 1e70, far
+#: from float64's 1.8e308 (``β = 1e308``: ``Vβ`` was infinite, the loss NaN); and
+#: ``n_wk + β`` (``components_``) holds the counts exactly (below 2**53), for partial_fit.
+MAX_PRIOR = 1e15
 _CHUNK = 64  # tokens of a word gathered at once in the word phase
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -28,7 +28,7 @@ from ._base import (
 )
 from ._gbdt_data import set_checksums
 from ._lda_eval import fold_in, heldout_loglik
-from ._lda_kernels import MAX_MH
+from ._lda_kernels import MAX_MH, MAX_PRIOR
 from ._lda_steps import (
     TABLE,
     TIMES,
@@ -182,11 +182,13 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
     n_components : int, default 10
         Number of topics K.
     doc_topic_prior : float, optional
-        α of the symmetric Dirichlet prior of the document–topic distributions. Default
-        ``1 / n_components`` (scikit-learn's default; Griffiths & Steyvers use
-        ``50 / n_components``).
+        α of the symmetric Dirichlet prior of the document–topic distributions, in
+        ``(0, 1e15]``. Default ``1 / n_components`` (scikit-learn's default; Griffiths &
+        Steyvers use ``50 / n_components``).
     topic_word_prior : float, optional
-        β of the topic–word distributions. Default ``1 / n_components``.
+        β of the topic–word distributions, in ``(0, 1e15]`` (the sampler's products of
+        counts and priors stay finite, ``components_`` exact: ``_lda_kernels.MAX_PRIOR``).
+        Default ``1 / n_components``.
     max_iter : int, default 300
         Gibbs iterations (passes over the tokens), one PS clock each.
     mh_steps : int, default 1
@@ -295,8 +297,8 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,
         "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
-        "doc_topic_prior": [Interval(numbers.Real, 0, None, closed="neither"), None],
-        "topic_word_prior": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "doc_topic_prior": [Interval(numbers.Real, 0, MAX_PRIOR, closed="right"), None],
+        "topic_word_prior": [Interval(numbers.Real, 0, MAX_PRIOR, closed="right"), None],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "mh_steps": [Interval(numbers.Integral, 1, MAX_MH, closed="both")],
         "evaluate_every": [numbers.Integral],
@@ -379,9 +381,10 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         Raises
         ------
         ValueError
-            Bad parameters; a count that is negative, not an integer or not finite
-            (naming the document and the term); no token at all; a vocabulary whose length
-            is not the number of terms; ``n_components`` x terms beyond memory.
+            Bad parameters (a prior above 1e15, naming it); a count that is negative, not
+            an integer or not finite (naming the document and the term); no token at all; a
+            vocabulary whose length is not the number of terms; ``n_components`` x terms
+            beyond memory.
         """
         self._validate()
         return self._fit(self._documents(X, reset=True), vocabulary, None)

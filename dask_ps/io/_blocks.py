@@ -59,15 +59,16 @@ class Block(NamedTuple):
 
 
 class RowGroup(NamedTuple):
-    """A Parquet file's row group, one chunk of a reader's arrays."""
+    """A Parquet file's row group, one chunk of a reader's arrays; ``group`` None: no row
+    group, the one empty chunk of files without rows (:func:`~.parquet.row_groups`)."""
 
     path: str
-    group: int  # pyarrow's index, from 0
+    group: int | None  # pyarrow's index, from 0
 
     @property
     def where(self) -> str:
         """``"<file>, row group <g>"`` as errors name it: counted from 1, as rows are."""
-        return f"{self.path}, row group {self.group + 1}"
+        return self.path if self.group is None else f"{self.path}, row group {self.group + 1}"
 
 
 def source_paths(collection) -> list[str]:

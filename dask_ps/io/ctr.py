@@ -13,9 +13,7 @@ from ..exceptions import DataError
 from . import _csv_kernels as _ck
 from ._blocks import (
     OBJECTS,
-    RowGroup,
     box,
-    count_read,
     each,
     expect_rows,
     open_paths,
@@ -45,6 +43,8 @@ from .parquet import (
     check_feature_types,
     footer,
     object_schema,
+    read_group,
+    row_groups,
     table_labels,
     unique_columns,
     unnamed_columns,
@@ -513,31 +513,18 @@ def _arrays(parts: da.Array, rows: tuple, n_features: int, dtype) -> tuple[da.Ar
 
 def _parquet_group(chunk: np.ndarray, fs, columns: list, encoder: HashingEncoder, label: str,
                    dtype) -> np.ndarray:
-    import pyarrow.parquet as pq
-
-    path, group = source = chunk[0]
-    if group is None:  # no row at all: one empty chunk, as a CSV file of a header alone
-        return box((sp.csr_matrix((0, encoder.n_features), dtype=dtype), np.empty(0)))
-    with fs.open(path, "rb") as f:
-        table = pq.ParquetFile(f).read_row_group(group, columns=columns)
-    count_read(path, f"row group {group}", table.nbytes)
+    source = chunk[0]
+    table = read_group(fs, source, columns)  # files without rows: 0 rows
     where = source.where
     return box((encoder.transform(table, dtype, where), table_labels(table, label, where)))
 
 
 def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
                   dtype) -> tuple[da.Array, da.Array]:
-    """read_ctr of Parquet files: one chunk per row group."""
-    groups, rows = [], []
-    for path in paths:
-        meta, schema = footer(fs, path)
-        _has_columns(path, schema.names, label, encoder, schema)
-        for g in range(meta.num_row_groups):
-            if meta.row_group(g).num_rows:
-                groups.append(RowGroup(path, g))
-                rows.append(meta.row_group(g).num_rows)
-    if not groups:
-        groups, rows = [RowGroup(paths[0], None)], [0]
+    """read_ctr of Parquet files: one chunk per row group (:func:`~.parquet.row_groups`)."""
+    found = row_groups(fs, paths, lambda path, meta, schema: _has_columns(
+        path, schema.names, label, encoder, schema))
+    groups, rows = [g for g, _, _ in found], [n for _, n, _ in found]
     parts = each(groups).map_blocks(_parquet_group, fs, [label, *encoder.columns], encoder,
                                     label, dtype, dtype=object, meta=OBJECTS)
     return _arrays(parts, tuple(rows), encoder.n_features, dtype)

@@ -54,10 +54,36 @@ def footer(fs, path: str) -> tuple:
         raise DataError(f"{path}: not a Parquet file ({exc})") from None
 
 
-def _row_group(fs, path: str, group: int, n_features: int, dtype) -> tuple:
-    with fs.open(path, "rb") as f:
-        table = pq.ParquetFile(f).read_row_group(group, columns=["label", "indices", "values"])
-    count_read(path, f"row group {group}", table.nbytes)
+def row_groups(fs, paths: list[str], check=None) -> list[tuple[RowGroup, int, int]]:
+    """``(RowGroup, rows, bytes)`` of each row group with rows of Parquet files, in file
+    order, each file's footer checked first by ``check(path, metadata, schema)``. Files
+    without any row have one group of 0 rows, ``RowGroup(paths[0], None)``, read as an
+    empty table by :func:`read_group`: the one empty chunk of every reader, as a CSV file
+    of a header alone is read."""
+    found = []
+    for path in paths:
+        meta, schema = footer(fs, path)
+        if check is not None:
+            check(path, meta, schema)
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            if group.num_rows:
+                found.append((RowGroup(path, g), group.num_rows, group.total_byte_size))
+    return found or [(RowGroup(paths[0], None), 0, 0)]
+
+
+def read_group(fs, source: RowGroup, columns: list) -> pa.Table:
+    """The ``columns`` of a row group (of :func:`row_groups`; none: 0 rows), counted read."""
+    with fs.open(source.path, "rb") as f:
+        pf = pq.ParquetFile(f)
+        table = pf.schema_arrow.empty_table().select(columns) if source.group is None else \
+            pf.read_row_group(source.group, columns=columns)
+    count_read(source.path, f"row group {source.group}", table.nbytes)
+    return table
+
+
+def _row_group(fs, path: str, group: int | None, n_features: int, dtype) -> tuple:
+    table = read_group(fs, RowGroup(path, group), ["label", "indices", "values"])
     ind, val = table.column("indices").combine_chunks(), table.column("values").combine_chunks()
     offsets = ind.offsets.to_numpy()
     keys = ind.values.to_numpy()
@@ -98,6 +124,7 @@ def read_sparse_parquet(urlpath, n_features: int | None = None, *, dtype=np.floa
     Returns
     -------
     X : dask.array.Array (n_samples, n_features) of CSR chunks
+        0 rows (one chunk) for files without any, as in :func:`~dask_ps.io.read_ctr`.
     y : dask.array.Array (n_samples,), float64
 
     Raises
@@ -106,9 +133,9 @@ def read_sparse_parquet(urlpath, n_features: int | None = None, *, dtype=np.floa
         A file without the columns ``label``, ``indices``, ``values``, or no ``n_features``.
     """
     fs, paths = open_paths(urlpath, storage_options)
-    groups = []
-    for path in paths:
-        meta, schema = footer(fs, path)
+
+    def check(path, meta, schema):
+        nonlocal n_features
         names = set(schema.names)
         if not {"label", "indices", "values"} <= names:
             raise DataError(f"{path}: needs the columns label, indices and values, has "
@@ -117,11 +144,12 @@ def read_sparse_parquet(urlpath, n_features: int | None = None, *, dtype=np.floa
         if n_features is None and stored is None:
             raise DataError(f"{path}: n_features is not stored in the file; pass it")
         n_features = int(stored) if n_features is None else n_features
-        groups += [(path, g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
+
+    groups = row_groups(fs, paths, check)
     dtype = np.dtype(dtype)
     load = dask.delayed(_row_group, pure=True, nout=2)
     Xs, ys = [], []
-    for path, g, rows in groups:
+    for (path, g), rows, _ in groups:
         X, y = load(fs, path, g, n_features, dtype)
         Xs.append(da.from_delayed(X, (rows, n_features), dtype=dtype,
                                   meta=sp.csr_matrix((0, n_features), dtype=dtype)))
@@ -311,14 +339,13 @@ def table_labels(table: pa.Table, label: str, where: str, classes: bool = False
 
 def _table_groups(groups: list, fs, names: list, target: str, numeric: list,
                   label_type, classes: bool):
-    """One partition of :func:`read_table_parquet`: row groups ``[(path, group), ...]``
-    read, checked and joined as a pandas DataFrame (numeric features float64)."""
+    """One partition of :func:`read_table_parquet`: row groups ``[RowGroup, ...]`` (of
+    :func:`row_groups`) read, checked and joined as a pandas DataFrame (numeric features
+    float64)."""
     tables = []
-    for path, g in groups:
-        with fs.open(path, "rb") as f:
-            table = pq.ParquetFile(f).read_row_group(g, columns=names).select(names)
-        count_read(path, f"row group {g}", table.nbytes)
-        where = RowGroup(path, g).where
+    for source in groups:
+        table = read_group(fs, source, names).select(names)
+        where = source.where
         for name in numeric:
             i = table.column_names.index(name)
             col = pc.cast(table.column(name), pa.float64())
@@ -359,14 +386,15 @@ def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
     Returns
     -------
     frame : dask.dataframe.DataFrame
+        One partition of 0 rows for files without any, as a CSV file of a header alone.
     label : str
 
     Raises
     ------
     DataError
-        Files without rows or with other columns than the first's, a ``label`` or
-        ``categorical`` column the files lack, a feature column that is neither numeric nor
-        ``categorical``, or (without ``classes``) a label column that is not numeric; when
+        Files with other columns than the first's, a ``label`` or ``categorical`` column
+        the files lack, a feature column that is neither numeric nor ``categorical``, or
+        (without ``classes``) a label column that is not numeric; when
         computed, ``"<file>, row group <g>: ..."`` naming the column and the first row
         (both 1-based, the row in the row group) holding an infinite feature or a label that
         is empty or not a finite number.
@@ -377,9 +405,10 @@ def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
 
     fs, paths = open_paths(urlpath, storage_options)
     limit = parse_bytes(blocksize) if blocksize is not None else 0
-    parts, schema = [], None
-    for path in paths:
-        meta, found = footer(fs, path)
+    schema = None
+
+    def check(path, meta, found):
+        nonlocal schema
         index = [c for c in (found.pandas_metadata or {}).get("index_columns", [])
                  if isinstance(c, str)]
         found = pa.schema([fd for fd in found if fd.name not in index])
@@ -389,17 +418,15 @@ def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
         elif sorted(found.names) != sorted(schema.names):
             raise DataError(f"{path}: columns {found.names} differ from {paths[0]}'s "
                             f"{schema.names}")
-        size = 0
-        for g in range(meta.num_row_groups):
-            group = meta.row_group(g)
-            if not group.num_rows:
-                continue
-            if parts and parts[-1][0][0] == path and size + group.total_byte_size <= limit:
-                parts[-1].append((path, g))
-                size += group.total_byte_size
-            else:
-                parts.append([(path, g)])
-                size = group.total_byte_size
+
+    parts, size = [], 0
+    for source, _, nbytes in row_groups(fs, paths, check):
+        if parts and parts[-1][0].path == source.path and size + nbytes <= limit:
+            parts[-1].append(source)
+            size += nbytes
+        else:
+            parts.append([source])
+            size = nbytes
     names = schema.names
     label = label_column(paths[0], names, label, categorical)
     text = [n for n in names if n != label and n not in categorical
@@ -414,8 +441,6 @@ def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
                         f"({_type_name(label_type)})")
     if not classes or pa.types.is_decimal(label_type):
         label_type = pa.float64()
-    if not parts:
-        raise DataError(f"{paths[0]}: no rows")
     numeric = [n for n in names if n != label and n not in categorical]
     types = pa.schema([(n, pa.float64() if n in numeric else
                         label_type if n == label else schema.field(n).type) for n in names])

@@ -154,19 +154,21 @@ class _CSV:
         return table, newlines
 
     def check_timestamps(self, table: pa.Table, block) -> None:
-        """LineError naming the line and field of the first timestamp that is not an
-        int64 (1.5, 1e30): read as float64, it would fail the cast when computed."""
+        """LineError naming the line (and field) of the first timestamp that is empty (the
+        column is optional as a whole, not on a line: an int64 holds no missing value) or
+        not an int64 (1.5, 1e30): read as float64, it would fail the cast when computed."""
         ts = self.cols["timestamp"]
         if ts is None:
             return
-        t = table.column(ts).to_numpy(zero_copy_only=False)
-        bad = ~np.isnan(t) & ((t != np.floor(t)) | (np.abs(t) >= 2.0**63))
+        t = table.column(ts).to_numpy(zero_copy_only=False)  # NaN: empty ("nan" refused)
+        bad = np.isnan(t) | (t != np.floor(t)) | (np.abs(t) >= 2.0**63)
         if bad.any():
             row = int(np.argmax(bad))
             data, skipped = strip_header(read(self.fs, block), block, self.header)
-            raise LineError(block.path, skipped + line_of_row(data, row),
-                            f"column {ts!r} (field {self.names.index(ts) + 1}): "
-                            f"{t[row].item()!r} is not an integer (int64)")
+            why = f"column {ts!r} is empty" if np.isnan(t[row]) else \
+                f"column {ts!r} (field {self.names.index(ts) + 1}): {t[row].item()!r} is " \
+                f"not an integer (int64)"
+            raise LineError(block.path, skipped + line_of_row(data, row), why)
 
     def scan(self, chunk):
         try:
@@ -266,7 +268,8 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     user, item, rating : str, default "user", "item", "rating"
         The columns holding them (names from the header, ``names`` or Parquet).
     timestamp : str or None, default "timestamp"
-        Its column, if present (ignored when the input has no such column).
+        Its column, if present (ignored when the input has no such column); when present,
+        every line must have one.
     sep : str, optional
         Field delimiter of text files; default tab, or "," for ``.csv`` files.
     header : bool, default False
@@ -290,8 +293,10 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     Raises
     ------
     ValueError
-        Naming the file and line: a wrong number of fields, an empty id or rating, a rating
-        that is not a number, a timestamp that is not an integer. Also a column not found
+        Naming the file and line: a wrong number of fields, an empty id, rating or
+        timestamp (the ``timestamp`` column may be absent, not empty on a line), a rating
+        that is not a number, a timestamp that is not an integer (Parquet: naming the
+        column and the row, as :func:`encode_ratings` does). Also a column not found
         or named for two of user, item and rating, a ``sep`` that is not one character.
     FileNotFoundError
         No file matches ``urlpath``.
@@ -428,6 +433,33 @@ def _global_ids(parts: list, column: str) -> IdMapping:
     return _merge_ids(kinds)
 
 
+def _partition_times(df: pd.DataFrame, column: str) -> pd.Series:
+    """``(rows, (row, why) of the first timestamp that is missing or not an int64, or
+    None)`` of a partition (numbers; other types, dates, are left to the cast)."""
+    s = df[column]
+    missing = np.asarray(s.isna(), bool)
+    bad = None
+    if missing.any():
+        bad = (int(np.argmax(missing)), "missing timestamp at row {row}")
+    elif pd.api.types.is_float_dtype(s.dtype):
+        t = s.to_numpy(np.float64)
+        wrong = (t != np.floor(t)) | (np.abs(t) >= 2.0**63)  # the cast would fail or wrap
+        if wrong.any():
+            i = int(np.argmax(wrong))
+            bad = (i, f"timestamp {t[i].item()!r} at row {{row}} is not an integer (int64)")
+    return pd.Series([(df.shape[0], bad)])
+
+
+def _check_times(parts: list, column: str) -> None:
+    """DataError naming the column and the row in the whole dataframe (from 0) of the first
+    bad timestamp of the partitions' :func:`_partition_times`."""
+    row0 = 0
+    for n, bad in parts:
+        if bad is not None:
+            raise DataError(f"column {column!r}: " + bad[1].format(row=row0 + bad[0]))
+        row0 += n
+
+
 def encode_ratings(df, *, user: str = "user", item: str = "item", rating: str = "rating",
                    timestamp: str | None = "timestamp"):
     """Dense codes for the ids of a (dask) dataframe of ratings; see :func:`read_ratings`.
@@ -449,8 +481,9 @@ def encode_ratings(df, *, user: str = "user", item: str = "item", rating: str = 
     ValueError
         A column not found or named for two roles; a missing id, a non-integral or
         non-finite float id (1.2), or numbers and strings mixed in one column (ids 1 and
-        "1"), naming the column and the row (counted from 0 in the whole dataframe). Ids are
-        int64 for integers and integral floats, else strings: the rule of
+        "1"), a missing timestamp or a number that is not an int64 (7.25), naming the
+        column and the row (counted from 0 in the whole dataframe). Ids are int64 for
+        integers and integral floats, else strings: the rule of
         :class:`~dask_ps.MatrixFactorization` for in-memory frames (:func:`id_values`).
     TypeError
         Ids that are neither numbers nor strings.
@@ -465,8 +498,13 @@ def encode_ratings(df, *, user: str = "user", item: str = "item", rating: str = 
             "timestamp": timestamp if timestamp in df.columns else None}
     found = [df[[c]].map_partitions(_partition_ids, c, meta=(None, object))
              for c in (user, item)]
-    u, i = dask.compute(*found)
+    if cols["timestamp"] is not None:
+        found.append(df[[timestamp]].map_partitions(_partition_times, timestamp,
+                                                    meta=(None, object)))
+    u, i, *t = dask.compute(*found)
     users, items = _global_ids(list(u), user), _global_ids(list(i), item)
+    if t:
+        _check_times(list(t[0]), timestamp)
     meta = _meta(cols["timestamp"] is not None)
     return df.map_partitions(_encode_partition, cols, users, items, meta=meta), users, items
 

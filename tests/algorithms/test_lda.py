@@ -2,6 +2,7 @@
 iteration, determinism, inputs, bad input, the scikit-learn contract."""
 
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -234,6 +235,32 @@ def test_more_topics_than_terms_and_tiny_priors():
     theta = lda.transform(X)
     assert np.isfinite(theta).all() and np.isfinite(lda.score(X))
     assert all(np.isfinite(r["loss"]) for r in lda.history_ if "loss" in r)
+
+
+@pytest.mark.parametrize("param", ["topic_word_prior", "doc_topic_prior"])
+def test_huge_priors_are_refused_up_front_and_the_largest_fits(param):
+    """``topic_word_prior=1e308`` was taken and the fit ended in a DivergenceError (NaN
+    loss: V * 1e308 is infinite) after its first iteration. A prior above
+    :data:`~dask_ps.algorithms._lda_kernels.MAX_PRIOR` is refused before anything runs,
+    naming the parameter and the bound; the largest one taken fits, finite throughout."""
+    from dask_ps.algorithms._lda_kernels import MAX_PRIOR
+
+    X, _ = planted(n_docs=30, words_per_topic=2, seed=6)
+    for prior in (1e308, float("inf"), MAX_PRIOR * 1.001):
+        lda = LatentDirichletAllocation(client="local", progress=False, **{param: prior})
+        got = re.escape(repr(prior))
+        with pytest.raises(ValueError, match=rf"^The '{param}' parameter of "
+                                             rf"LatentDirichletAllocation must be .*\(0.0, "
+                                             rf"1e\+15\] or None\. Got {got} instead"):
+            lda.fit(X)
+        assert not hasattr(lda, "components_")
+    lda = fit_local(X, max_iter=5, **{param: MAX_PRIOR})
+    assert all(np.isfinite(r["loss"]) for r in lda.history_ if "loss" in r)
+    assert np.isfinite(lda.components_).all() and np.isfinite(lda.transform(X)).all()
+    # n_kw + β holds the counts exactly: partial_fit takes them back
+    counts = np.rint(lda.components_ - lda.topic_word_prior_)
+    assert counts.sum() == X.sum() and (counts >= 0).all()
+    lda.set_params(max_iter=2).partial_fit(X)
 
 
 def test_bad_counts_name_the_document_and_term(client2):

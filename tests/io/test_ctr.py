@@ -362,3 +362,42 @@ def test_an_empty_parquet_file_reads_as_a_csv_file_of_a_header_alone(tmp_path):
         assert X.shape == (0, 32) and y.shape == (0,), name
         Xc, yc = _compute(X, y)
         assert sp.issparse(Xc) and Xc.shape == (0, 32) and yc.shape == (0,), name
+
+
+def test_read_frame_of_an_empty_parquet_file_reads_as_a_csv_file_of_a_header_alone(tmp_path):
+    """GBDT's table readers disagreed on a file without rows: a header-only CSV read as a
+    frame of 0 rows, a Parquet file of 0 rows was refused ("no rows") while read_ctr read it
+    as 0 rows (and read_sparse_parquet failed in dask's concatenate). All read it as a frame
+    (or arrays) of 0 rows now, and the callers say "no rows" as for CSV."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dask_ps.io._csv import read_frame
+    from dask_ps.io.parquet import read_sparse_parquet, read_table_parquet
+
+    (tmp_path / "h.csv").write_text("y,a,c\n")
+    empty = pa.table({"y": pa.array([], pa.int64()), "a": pa.array([], pa.float64()),
+                      "c": pa.array([], pa.string())})
+    pq.write_table(empty, tmp_path / "e.parquet")
+    pq.write_table(empty, tmp_path / "e2.parquet")
+    csv, _ = read_frame(str(tmp_path / "h.csv"), "y", categorical=["c"], classes=True)
+    for paths in [tmp_path / "e.parquet", [tmp_path / "e.parquet", tmp_path / "e2.parquet"]]:
+        df, label = read_table_parquet(paths, "y", categorical=["c"], classes=True)
+        out = df.compute()
+        assert label == "y" and out.shape == (0, 3) and df.npartitions == 1
+        assert list(out.columns) == list(csv.compute().columns) == ["y", "a", "c"]
+        assert out["a"].dtype == np.float64
+    # ... and an empty file next to one with rows adds nothing
+    pq.write_table(pa.table({"y": [1, 0], "a": [0.5, 1.5], "c": ["u", "v"]}),
+                   tmp_path / "f.parquet")
+    df, _ = read_table_parquet([tmp_path / "e.parquet", tmp_path / "f.parquet"], "y",
+                               categorical=["c"])
+    assert df.compute()["a"].tolist() == [0.5, 1.5] and df.npartitions == 1
+    # sparse rows too (it failed in dask's concatenate)
+    pq.write_table(pa.table({"label": pa.array([], pa.float64()),
+                             "indices": pa.array([], pa.list_(pa.int64())),
+                             "values": pa.array([], pa.list_(pa.float32()))}),
+                   tmp_path / "s.parquet")
+    X, y = read_sparse_parquet(tmp_path / "s.parquet", n_features=8)
+    Xc, yc = _compute(X, y)
+    assert X.shape == Xc.shape == (0, 8) and sp.issparse(Xc) and yc.shape == (0,)

@@ -177,3 +177,44 @@ def test_dataframe_ids_follow_one_rule_naming_column_and_row():
             with pytest.raises(ValueError, match="column 'user': ids mix numbers and strings: "
                                                  "1 at row 0 and 'x' at row 4"):
                 encode_ratings(dd.from_pandas(mixed, npartitions=n))
+
+
+def test_an_empty_timestamp_is_refused_naming_file_line_and_column(tmp_path):
+    """An empty timestamp field (``1<TAB>2<TAB>3<TAB>``) was read as a missing value: a NaN
+    in the int64 ``timestamp`` column, without a word, where an empty id or rating is
+    refused. The column is optional as a whole (absent: no ``timestamp``), not per line."""
+    path = tmp_path / "r.tsv"
+    lines = ["1\t2\t3\t100"] * 50
+    lines[39] = "3\t4\t5\t"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError) as info:
+        read_ratings(path, blocksize=100)
+    assert str(info.value) == f"{path}, line 40: column 'timestamp' is empty"
+    # before a bad timestamp further down the same block, the first bad line is named
+    lines[45] = "3\t4\t5\t1.5"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match="line 40: column 'timestamp' is empty"):
+        read_ratings(path, blocksize=None)
+    lines[39], lines[30] = "1\t2\t3\t100", "3\t4\t5\t"
+    with pytest.raises(ValueError, match="line 31: column 'timestamp' is empty"):
+        path.write_text("\n".join(lines) + "\n")
+        read_ratings(path, blocksize=None)
+    # a header naming the column: the line counts the header
+    path.write_text("t,user,item,rating\n100,1,2,3\n,1,3,4\n")
+    with pytest.raises(ValueError) as info:
+        read_ratings(path, sep=",", header=True, timestamp="t")
+    assert str(info.value) == f"{path}, line 3: column 't' is empty"
+    # a table (Parquet, a dataframe) with a missing timestamp: its column and row
+    pdf = pd.DataFrame({"user": [1, 2, 3], "item": [4, 5, 6], "rating": [1.0, 2.0, 3.0],
+                        "timestamp": pd.array([100, 101, None], dtype="Int64")})
+    pdf.to_parquet(tmp_path / "r.parquet")
+    with pytest.raises(ValueError, match=r"^column 'timestamp': missing timestamp at row 2$"):
+        read_ratings(tmp_path / "r.parquet")
+    with pytest.raises(ValueError, match=r"^column 'timestamp': missing timestamp at row 2$"):
+        encode_ratings(dd.from_pandas(pdf, npartitions=2))
+    pdf["timestamp"] = [100.0, 7.25, 3.0]
+    with pytest.raises(ValueError, match=r"^column 'timestamp': timestamp 7.25 at row 1 is "
+                                         r"not an integer \(int64\)$"):
+        encode_ratings(pdf)
+    pdf["timestamp"] = [100.0, 101.0, 3.0]  # whole floats are timestamps
+    assert encode_ratings(pdf)[0].compute()["timestamp"].tolist() == [100, 101, 3]
