@@ -78,18 +78,24 @@ def als_block(users, items, ratings, n_users: int, rng) -> dict:
         equations, :func:`~._mf_kernels.als_gram`). ``cols`` and ``order`` are int32 below
         2^31 ratings.
     """
-    idx = index_dtype(max(ratings.shape[0], 1))
-    shuffled = rng.permutation(ratings.shape[0])  # position in the input of each draw
-    by_user = np.argsort(users[shuffled], kind="stable")  # draws by user (the CSR)
-    order = np.empty(by_user.shape[0], idx)
-    order[by_user] = np.arange(by_user.shape[0], dtype=idx)
+    n = ratings.shape[0]
+    idx = index_dtype(max(n, 1))
+    # transients of 4 B a rating where they can be (the peak: 5 words a rating, sorting)
+    shuffled = rng.permutation(n).astype(idx)  # position in the input of each draw
+    by_user = np.argsort(users[shuffled], kind="stable").astype(idx)  # draws, by user: CSR
     src = shuffled[by_user]  # position in the input of each CSR entry
-    del shuffled, by_user
-    keys = unique_sorted(items).astype(np.int64)
+    del shuffled
+    order = np.empty(n, idx)
+    order[by_user] = np.arange(n, dtype=idx)
+    del by_user
+    keys = unique_sorted(items)
     indptr = np.zeros(n_users + 1, np.int64)
     np.cumsum(np.bincount(users, minlength=n_users), out=indptr[1:])
-    cols = np.searchsorted(keys, items[src]).astype(idx)
-    return dict(keys=keys, indptr=indptr, cols=cols, vals=ratings[src], order=order)
+    cols = np.empty(n, idx)
+    for a in range(0, n, 2**16):  # searchsorted answers int64: in slices
+        cols[a:a + 2**16] = np.searchsorted(keys, items[src[a:a + 2**16]])
+    return dict(keys=keys.astype(np.int64), indptr=indptr, cols=cols, vals=ratings[src],
+                order=order)
 
 
 def _sse(st: dict, Q: np.ndarray, mu: float, k: int) -> float:
