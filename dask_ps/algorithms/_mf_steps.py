@@ -34,7 +34,7 @@ from ..kernels.sorting import unique_sorted
 from ._mf_data import index_dtype
 from ._mf_kernels import als_gram, als_solve_gram, als_solve_rows, sgd_sweep
 
-__all__ = ["USERS", "als_task", "collect_step", "set_users_step", "sgd_task",
+__all__ = ["USERS", "als_task", "collect_step", "final_step", "set_users_step", "sgd_task",
            "store_users_step"]
 
 #: Bytes of each (ratings, rank) gather of the ALS training error (:func:`_sse`).
@@ -319,3 +319,13 @@ def collect_step(ps, part, cfg: dict) -> tuple:
         return st["uids"], st["P"], None
     st = _sgd_local(part, cfg)
     return st["uids"], st["P"], st["bu"]
+
+
+def final_step(ps, part, cfg: dict) -> tuple:
+    """:func:`collect_step` once training is over: the state's layout of the ratings (ALS's
+    block, SGD's cut by item block) is let go first, so that it is not held while the
+    factors are gathered."""
+    st = part.state
+    for name in ("keys", "indptr", "cols", "vals", "order", "dsgd", "dsgd_tag"):
+        st.pop(name, None)
+    return collect_step(ps, part, cfg)  # (its users' rows are kept: "P" is in the state)

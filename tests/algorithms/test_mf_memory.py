@@ -100,3 +100,39 @@ def test_als_training_memory_stays_near_the_ratings():
     assert np.isfinite(factors).all() and np.isfinite(items).all()
     assert 0 < history[0]["loss"] < 2
     assert peak < 8 * RATING_BYTES * n
+
+
+@pytest.mark.parametrize("solver", ["sgd", "als"])
+def test_fit_holds_no_frame_of_codes_while_training(solver):
+    """The partitions hold the ratings' codes: no frame of them stays alive beside the
+    user's input while training (before: the whole fit)."""
+    import gc
+
+    from dask_ps import MatrixFactorization
+
+    df = ratings(20_000, 500, 100)
+    frames = []
+
+    def count(record):
+        gc.collect()
+        frames.append(sum(1 for o in gc.get_objects() if isinstance(o, pd.DataFrame)
+                          and o is not df and len(o) == len(df)))
+        return False
+
+    MatrixFactorization(solver=solver, rank=4, max_iter=2, client="local", random_state=0,
+                        callbacks=[count]).fit(df)
+    assert frames == [0, 0]
+
+
+@pytest.mark.parametrize("solver", ["sgd", "als"])
+def test_trained_partitions_let_their_layout_go(solver):
+    """Once trained, the state's layout of the ratings goes before the factors are gathered
+    (they are not held at once); the users' rows stay until the partitions are released."""
+    with PSModel("local") as model, partition(ratings(20_000, 500, 100), client="local",
+                                              by="user", n_partitions=2) as raw:
+        with raw.map(data_.to_part) as data:
+            train(model, data, n_users=500, n_items=100, mu=3.0, solver=solver, rank=4,
+                  reg=0.1, max_iter=2, random_state=0)
+            states = [set(part.state) for part in data.refs()]
+    assert all({"P", "uids"} <= s for s in states)
+    assert not {"cols", "vals", "order", "dsgd"} & set().union(*states)
