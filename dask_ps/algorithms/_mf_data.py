@@ -14,8 +14,8 @@ import numpy as np
 from ..exceptions import DataError
 from ..io.ratings import IdMapping, id_values
 
-__all__ = ["as_ids", "as_ratings", "coded_frame", "evaluate_sums", "item_counts", "to_part",
-           "triples"]
+__all__ = ["as_ids", "as_ratings", "coded_frame", "evaluate_sums", "index_dtype", "item_counts",
+           "narrow_ratings", "to_part", "triples"]
 
 COLUMNS = ("user", "item", "rating")
 
@@ -88,19 +88,42 @@ def triples(X, y, cols: tuple, need_ratings: bool) -> tuple:
     return users, items, ratings
 
 
+def index_dtype(n: int) -> np.dtype:
+    """The narrowest index dtype of this module for values ``0 .. n - 1``: int32, or int64 from
+    2^31 on (the kernels take either)."""
+    return np.dtype(np.int32 if n <= 2**31 else np.int64)
+
+
+def narrow_ratings(r: np.ndarray) -> np.ndarray:
+    """float64 ratings as float32 when every one is a float32 exactly (1-5 stars, halves),
+    else as they are: widened back they are the same float64 values, so float64 math on
+    them (ALS, the global mean) is unchanged."""
+    if r.dtype == np.float64:
+        with np.errstate(over="ignore"):  # beyond float32's range: not exact, kept
+            r32 = r.astype(np.float32)
+        if np.array_equal(r32, r):
+            return r32
+    return r
+
+
 def coded_frame(users: np.ndarray, items: np.ndarray, ratings: np.ndarray,
                 user_map: IdMapping, item_map: IdMapping):
-    """A pandas frame of dense ``user``, ``item`` codes and ``rating``."""
+    """A pandas frame of dense ``user``, ``item`` codes (int32 below 2^31 ids, else int64)
+    and float64 ``rating``."""
     import pandas as pd
 
-    return pd.DataFrame({"user": user_map.codes(users), "item": item_map.codes(items),
-                         "rating": ratings})
+    return pd.DataFrame({
+        "user": user_map.codes(users).astype(index_dtype(len(user_map)), copy=False),
+        "item": item_map.codes(items).astype(index_dtype(len(item_map)), copy=False),
+        "rating": ratings})
 
 
 def to_part(df) -> tuple:
-    """A user-grouped partition as ``(uids, users, items, ratings)``: ``uids`` int64 the
-    partition's distinct user codes, ``users`` int64 (n,) indices into ``uids``, ``items``
-    int64 (n,) item codes, ``ratings`` float64 (n,).
+    """A user-grouped partition as ``(uids, users, items, ratings)`` in the narrowest dtypes
+    that hold it exactly: ``uids`` int64, the partition's distinct user codes; ``users``
+    (n,) indices into ``uids`` and ``items`` (n,) item codes, int32 (int64 from 2^31 on,
+    :func:`index_dtype`); ``ratings`` (n,) float32 when exact, else float64
+    (:func:`narrow_ratings`).
 
     Raises
     ------
@@ -109,22 +132,24 @@ def to_part(df) -> tuple:
     """
     import pandas as pd
 
-    u = df["user"].to_numpy(np.int64)
-    i = df["item"].to_numpy(np.int64)
-    r = as_ratings(df["rating"], "column 'rating'")
+    u, i = (df[c].to_numpy() for c in ("user", "item"))
+    u, i = (c if c.dtype.kind in "iu" else c.astype(np.int64) for c in (u, i))
+    r = narrow_ratings(as_ratings(df["rating"], "column 'rating'"))
     for name, codes in (("user", u), ("item", i)):
         if codes.size and codes.min() < 0:
             raise DataError(f"column {name!r}: code {codes.min()} at row "
                             f"{int(np.argmin(codes))} is not a valid id code")
     users, uids = pd.factorize(u, sort=True)
-    return np.asarray(uids, np.int64), users.astype(np.int64), i, r
+    items = i.astype(index_dtype(int(i.max()) + 1 if i.size else 0))
+    return (np.asarray(uids, np.int64), users.astype(index_dtype(uids.shape[0])), items, r)
 
 
 def part_stats(part) -> np.ndarray:
-    """``[sum, count, min, max]`` of a partition's ratings."""
+    """``[sum, count, min, max]`` of a partition's ratings (summed in float64)."""
     r = part[3]
     if r.shape[0] == 0:
         return np.array([0.0, 0.0, np.inf, -np.inf])
+    r = r.astype(np.float64, copy=False)  # the same values and sum as the float64 input's
     return np.array([r.sum(), r.shape[0], r.min(), r.max()])
 
 

@@ -199,17 +199,23 @@ def als_solve_rows(indptr, cols, ratings, F, mu, lam, lam_bias, lam0, lam_bias0,
 
 
 @numba.njit(**_JIT)
-def als_gram(users, items, ratings, P, mu, G):
-    """Accumulate the item side's normal equations over ratings, for the items' ALS step.
+def als_gram(order, indptr, cols, ratings, P, mu, G):
+    """Accumulate the item side's normal equations over the ratings of a CSR block (by user,
+    as :func:`als_solve_rows` reads it), in the order ``order``.
 
     For each rating, with ``x = [p_u, 1]`` and target ``t = r - mu - b_u``, row ``i`` of ``G``
     gets ``x xᵀ`` (flattened, first ``d²`` columns), ``t x`` (next ``d``) and a count (last).
+    The ratings are visited as ``order`` lists their positions in the block (its row ``u``
+    found from ``indptr``): the block is held once, in the order of the user step, while
+    each item's sums are taken in the order given.
 
     Parameters
     ----------
-    users, items : int array (n,)
-        Local rows of ``P`` and of ``G``.
-    ratings : float array (n,)
+    order : int array (nnz,)
+        Positions in the block (a permutation of ``0 .. nnz - 1``), in the order to visit.
+    indptr : int array (n_users + 1,), cols : int array (nnz,), ratings : float array (nnz,)
+        The block: ratings ``indptr[u]:indptr[u + 1]`` are row ``u``'s (of ``P``), ``cols``
+        their rows of ``G``.
     P : float array (n_users, k + 1)
         User factors, user bias in the last column.
     mu : float
@@ -217,9 +223,11 @@ def als_gram(users, items, ratings, P, mu, G):
     """
     d = P.shape[1]
     x = np.empty(d)
-    for t in range(users.shape[0]):
-        i = items[t]
-        r = ratings[t] - mu - _with_one(P, users[t], x)
+    for t in range(order.shape[0]):
+        p = order[t]
+        u = np.searchsorted(indptr, p, side="right") - 1
+        i = cols[p]
+        r = ratings[p] - mu - _with_one(P, u, x)
         for f in range(d):
             for g in range(d):
                 G[i, f * d + g] += x[f] * x[g]

@@ -31,10 +31,14 @@ import numpy as np
 
 from ..exceptions import DivergenceError
 from ..kernels.sorting import unique_sorted
+from ._mf_data import index_dtype
 from ._mf_kernels import als_gram, als_solve_gram, als_solve_rows, sgd_sweep
 
-__all__ = ["USERS", "als_task", "collect_step", "set_users_step", "sgd_task",
+__all__ = ["USERS", "als_task", "collect_step", "final_step", "set_users_step", "sgd_task",
            "store_users_step"]
+
+#: Bytes of each (ratings, rank) gather of the ALS training error (:func:`_sse`).
+SSE_SLICE = 2**22
 
 #: Name of the table of user rows (factors, bias last) a checkpoint holds (see
 #: :func:`store_users_step`).
@@ -48,23 +52,72 @@ def diverged(solver: str, epoch: int, what: str, cfg: dict) -> DivergenceError:
 
 
 def _local(part, cfg: dict) -> dict:
-    """The partition's ALS state: its users' rows (factors, bias last) and its ratings with
-    item rows local to its sorted item keys (made at the first visit, and again after a
-    lost worker)."""
+    """The partition's ALS state (made at the first visit, and again after a lost worker):
+    its users' rows ``P`` (factors, bias last) and its ratings held once, as a CSR block by
+    user (:func:`als_block`)."""
     st = part.state
     if "P" not in st:
         uids, users, items, ratings = part.load()
-        rng = np.random.default_rng([cfg["seed"], part.index])
-        k = cfg["rank"]
-        n = ratings.shape[0]
         st["uids"] = uids
-        st["P"] = np.zeros((uids.shape[0], k + 1))
-        st["bu"] = np.zeros(uids.shape[0])
-        order = rng.permutation(n)
-        st["users"], st["items"], st["ratings"] = users[order], items[order], ratings[order]
-        st["keys"] = unique_sorted(items)
-        st["local"] = np.searchsorted(st["keys"], st["items"])
+        st["P"] = np.zeros((uids.shape[0], cfg["rank"] + 1))
+        st.update(als_block(users, items, ratings, uids.shape[0],
+                            np.random.default_rng([cfg["seed"], part.index])))
     return st
+
+
+def als_block(users, items, ratings, n_users: int, rng) -> dict:
+    """A partition's ratings as ALS reads them, one copy in the narrowest dtypes.
+
+    Returns
+    -------
+    dict
+        ``keys`` int64 (m,): the sorted item codes rated; ``indptr`` int64 (n_users + 1,),
+        ``cols`` (nnz,) rows of ``keys`` and ``vals`` (nnz,) the ratings (their dtype): the
+        CSR block by user, within a user in a random order drawn from ``rng``; ``order``
+        (nnz,): the block's positions in that random order (the order of the items' normal
+        equations, :func:`~._mf_kernels.als_gram`). ``cols`` and ``order`` are int32 below
+        2^31 ratings.
+    """
+    n = ratings.shape[0]
+    idx = index_dtype(max(n, 1))
+    # transients of 4 B a rating where they can be (the peak: 5 words a rating, sorting)
+    shuffled = rng.permutation(n).astype(idx)  # position in the input of each draw
+    by_user = np.argsort(users[shuffled], kind="stable").astype(idx)  # draws, by user: CSR
+    src = shuffled[by_user]  # position in the input of each CSR entry
+    del shuffled
+    order = np.empty(n, idx)
+    order[by_user] = np.arange(n, dtype=idx)
+    del by_user
+    keys = unique_sorted(items)
+    indptr = np.zeros(n_users + 1, np.int64)
+    np.cumsum(np.bincount(users, minlength=n_users), out=indptr[1:])
+    cols = np.empty(n, idx)
+    for a in range(0, n, 2**16):  # searchsorted answers int64: in slices
+        cols[a:a + 2**16] = np.searchsorted(keys, items[src[a:a + 2**16]])
+    return dict(keys=keys.astype(np.int64), indptr=indptr, cols=cols, vals=ratings[src],
+                order=order)
+
+
+def _sse(st: dict, Q: np.ndarray, mu: float, k: int) -> float:
+    """Sum of the squared training errors of the partition's ratings, against its users'
+    rows and the item rows ``Q`` (rows of its keys), taken in slices of users: the gathered
+    (ratings, rank) rows stay near :data:`SSE_SLICE` bytes."""
+    indptr, cols, vals, P = st["indptr"], st["cols"], st["vals"], st["P"]
+    err = np.empty(vals.shape[0])
+    step = max(1, SSE_SLICE // (8 * max(k, 1)))
+    u0, n_users = 0, P.shape[0]
+    while u0 < n_users:
+        u1 = max(u0 + 1, int(np.searchsorted(indptr, indptr[u0] + step, side="right")) - 1)
+        u1 = min(u1, n_users)
+        a, b = indptr[u0], indptr[u1]
+        rows = np.repeat(np.arange(u0, u1), np.diff(indptr[u0:u1 + 1]))
+        c = cols[a:b]
+        with np.errstate(over="ignore", invalid="ignore"):  # checked by the caller
+            err[a:b] = vals[a:b].astype(np.float64) - mu - P[rows, k] - Q[c, k] - np.einsum(
+                "ij,ij->i", P[rows, :k], Q[c, :k])
+        u0 = u1
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(err @ err)
 
 
 def _sgd_local(part, cfg: dict) -> dict:
@@ -108,13 +161,14 @@ def _task_blocks(parts: list, cfg: dict) -> dict:
         bounds = np.concatenate(([0], np.cumsum(np.bincount(block, minlength=B))))
         cut.append([order[bounds[b]:bounds[b + 1]] for b in range(B)])
     keys = [unique_sorted(np.concatenate([part.load()[2][c[b]] for part, c in
-                                           zip(parts, cut)])) for b in range(B)]
+                                           zip(parts, cut)])).astype(np.int64) for b in range(B)]
     lay = {"keys": keys, "parts": []}
     for part, c in zip(parts, cut):
         _, users, items, ratings = part.load()
-        lay["parts"].append([(users[o].astype(np.int32),
+        lay["parts"].append([(users[o].astype(np.int32, copy=False),
                               np.searchsorted(keys[b], items[o]).astype(np.int32),
-                              ratings[o].astype(np.float32)) for b, o in enumerate(c)])
+                              ratings[o].astype(np.float32, copy=False))
+                             for b, o in enumerate(c)])
     head["dsgd_tag"], head["dsgd"] = tag, lay
     return lay
 
@@ -186,13 +240,6 @@ def _als_iteration(ps, parts: list, cfg: dict, epoch: int) -> tuple[float, int]:
     sse, count = 0.0, 0
     for part in parts:  # user step, against the item rows of the last item step
         st = _local(part, cfg)
-        if "indptr" not in st:
-            order = np.argsort(st["users"], kind="stable")  # CSR by user
-            indptr = np.zeros(st["uids"].shape[0] + 1, np.int64)
-            np.cumsum(np.bincount(st["users"], minlength=st["uids"].shape[0]),
-                      out=indptr[1:])
-            st["indptr"], st["cols"], st["vals"] = indptr, st["local"][order], \
-                st["ratings"][order]
         keys, P = st["keys"], st["P"]
         if not keys.shape[0]:
             continue
@@ -200,16 +247,12 @@ def _als_iteration(ps, parts: list, cfg: dict, epoch: int) -> tuple[float, int]:
         if als_solve_rows(st["indptr"], st["cols"], st["vals"], Q, mu, lam, lam_bias, lam0, lb0,
                           P) >= 0 or not np.isfinite(P).all():
             raise diverged("als", epoch, "the user factors are not finite", cfg)
-        rows = np.repeat(np.arange(P.shape[0]), np.diff(st["indptr"]))
-        with np.errstate(over="ignore", invalid="ignore"):  # checked just below
-            err = st["vals"] - mu - P[rows, k] - Q[st["cols"], k] - np.einsum(
-                "ij,ij->i", P[rows, :k], Q[st["cols"], :k])
-            sse += float(err @ err)
-        count += err.shape[0]
+        sse += _sse(st, Q, mu, k)
+        count += st["vals"].shape[0]
         if not np.isfinite(sse):
             raise diverged("als", epoch, "the training errors are not finite", cfg)
         G = np.zeros((keys.shape[0], d * d + d + 1))
-        als_gram(st["users"], st["local"], st["ratings"], P, mu, G)
+        als_gram(st["order"], st["indptr"], st["cols"], st["vals"], P, mu, G)
         ps.push("gram", keys, G)
     ps.clock()
     for part in parts:  # item step: the shards summed every partition's normal equations
@@ -276,3 +319,13 @@ def collect_step(ps, part, cfg: dict) -> tuple:
         return st["uids"], st["P"], None
     st = _sgd_local(part, cfg)
     return st["uids"], st["P"], st["bu"]
+
+
+def final_step(ps, part, cfg: dict) -> tuple:
+    """:func:`collect_step` once training is over: the state's layout of the ratings (ALS's
+    block, SGD's cut by item block) is let go first, so that it is not held while the
+    factors are gathered."""
+    st = part.state
+    for name in ("keys", "indptr", "cols", "vals", "order", "dsgd", "dsgd_tag"):
+        st.pop(name, None)
+    return collect_step(ps, part, cfg)  # (its users' rows are kept: "P" is in the state)

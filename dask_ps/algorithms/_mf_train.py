@@ -15,7 +15,7 @@ from ._mf_kernels import balance_blocks
 from ._mf_steps import (
     USERS,
     als_task,
-    collect_step,
+    final_step,
     set_users_step,
     sgd_task,
     store_users_step,
@@ -153,9 +153,9 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
     release_users()  # after the last save
     # the attributes, filled from the partitions' state as it is (no (n_users, rank + 1)
     # copy between them)
+    collected = model.fit_partitions(lambda ps, part: final_step(ps, part, cfg), data)[0]
     factors, bias = np.zeros((n_users, rank)), np.zeros(n_users)
-    for uids, P, bu in model.fit_partitions(lambda ps, part: collect_step(ps, part, cfg),
-                                            data)[0]:
+    for uids, P, bu in collected:
         factors[uids] = P[:, :rank]
         bias[uids] = P[:, rank] if bu is None else bu
     return factors, bias, table.pull(rows), history

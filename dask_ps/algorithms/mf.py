@@ -224,6 +224,7 @@ class MatrixFactorization(PSEstimator):
             frame, user_map, item_map = self._coded(X, y, users, items)
             with self._partition(model, frame, by="user") as raw:
                 data = raw.map(data_.to_part)
+            del frame  # the partitions hold the codes now (not the frame for the whole fit)
             with data:
                 per_part = np.array(data.reduce(data_.part_stats)).reshape(-1, 4)
                 stats = [per_part[:, 0].sum(), per_part[:, 1].sum(), per_part[:, 2].min(),

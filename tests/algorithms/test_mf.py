@@ -132,7 +132,8 @@ def test_als_kernels_match_numpy_least_squares():
     # the item side, through the accumulated normal equations
     d = k + 1
     G = np.zeros((n_items, d * d + d + 1))
-    als_gram(users, items, ratings, out, mu, G)
+    # the ratings in their own order, read from the block by user
+    als_gram(np.argsort(order), indptr, items[order], ratings[order], out, mu, G)
     sol = np.empty((n_items, d))
     assert als_solve_gram(G, lam, lam_b, lam0, lam_b0, sol) == -1
     for i in range(n_items):
