@@ -7,8 +7,6 @@ shard. Used by :mod:`dask_ps.model.checkpoint` and :mod:`dask_ps.model.export`.
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 
 from . import connection
@@ -27,10 +25,6 @@ PIECE_CHUNKS = 16
 #: (but one chunk at least): a dense float32 vector's chunk is 2^20 rows, so 16 chunks of an
 #: Adam table (values and 2 moments) are 192 MiB, more than a shard of 1.5*10^7 rows.
 PIECE_BYTES = 64 << 20
-
-
-async def _gather(coros):
-    return await asyncio.gather(*coros)
 
 
 def row_bytes(spec) -> int:
@@ -71,19 +65,18 @@ def plan_table(model, spec, rows_per_chunk: int) -> tuple[int, int, list]:
                 ask = [s for s in range(n_shards) if starts[s] < b and starts[s + 1] > a]
                 writers.append((w, a, b, 0, 0, a, b, ask))
         return n, rows_per_chunk, writers
-    found = connection.call_all(model, "map_rows", spec.name, kr.sample_keys,
-                                _SAMPLE * n_shards, 0)
+    t = connection.process_client(model).transport  # map_all: errors named, see there
+    found = t.map_all(spec.name, kr.sample_keys, _SAMPLE * n_shards, 0)
     counts, samples = [c for c, _ in found], [s for _, s in found]
     total = int(sum(counts))
     rows_per_chunk = max(1, min(rows_per_chunk, total))
     n_parts = n_shards * max(1, -(-total // (n_shards * piece_rows(spec, rows_per_chunk))))
     if n_parts > n_shards:  # a sample dense enough for the pieces' splitters
-        found = connection.call_all(model, "map_rows", spec.name, kr.sample_keys,
-                                    _SAMPLE * n_parts // n_shards, 1)
+        found = t.map_all(spec.name, kr.sample_keys, _SAMPLE * n_parts // n_shards, 1)
         samples = [s for _, s in found]
     bounds = kr.split_sorted(samples, counts, n_parts) if n_parts > 1 else np.empty(0, int)
-    below = np.sum(connection.call_all(model, "map_rows", spec.name, kr.count_below, bounds),
-                   axis=0) if bounds.shape[0] else np.empty(0, np.int64)
+    below = np.sum(t.map_all(spec.name, kr.count_below, bounds), axis=0) \
+        if bounds.shape[0] else np.empty(0, np.int64)
     edges = [None] + [int(b) for b in bounds] + [None]
     ranks = [0] + [int(r) for r in below] + [total]
     writers, everyone = [], list(range(n_shards))
@@ -117,8 +110,7 @@ def write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, sk
     if "keys" not in arrays:  # a dense (range) table
         keys, values, slots = None, *_dense_rows(t, name, ask, r0, r1, with_slots)
     else:
-        parts = t.run(_gather([t.call(s, "map_rows", name, kr.rows_in_range, lo, hi, extra,
-                                      with_slots) for s in ask]))
+        parts = t.map_all(name, kr.rows_in_range, lo, hi, extra, with_slots, shards=ask)
         keys = np.concatenate([p[0] for p in parts])
         take = np.argsort(keys, kind="stable")[skip: skip + (r1 - r0)]
         if take.shape[0] != r1 - r0:
@@ -150,8 +142,7 @@ def _dense_rows(t, name: str, ask: list, r0: int, r1: int, with_slots: bool) -> 
     """``(values, slots)`` of rows ``[r0, r1)`` of dense table ``name``, from shards
     ``ask``: one slice of each (:func:`~dask_ps.model.key_ranges.rows_in_slice`), joined
     only when the rows span shards."""
-    parts = t.run(_gather([t.call(s, "map_rows", name, kr.rows_in_slice, r0, r1, with_slots,
-                                  key_range=True) for s in ask]))
+    parts = t.map_all(name, kr.rows_in_slice, r0, r1, with_slots, key_range=True, shards=ask)
     parts = sorted((p for p in parts if p[1].shape[0]), key=lambda p: p[0])
     at = r0
     for first, values, _ in parts:
