@@ -101,9 +101,14 @@ def write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, sk
     ------
     RuntimeError
         The rows found are not the ``r1 - r0`` planned: the table changed meanwhile.
+    ShardFunctionRunningError
+        A shard's function (this gathering, or another holding the shard) still running
+        after the model's timeout (see :meth:`~dask_ps.state.transport.Transport.map_all`,
+        whose errors name the function, the table, the shard and its worker).
+    Exception
+        The storage's error, as itself, with a note naming the rows, the table, the shards
+        they came from and the version's path.
     """
-    import zarr
-
     pc = connection.process_client(model)
     t = pc.transport
     with_slots = "slots" in arrays
@@ -120,9 +125,21 @@ def write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, sk
         slots = {k: np.concatenate([p[2][k] for p in parts])[take]
                  for k in arrays.get("slots", {})}
         del parts
-    store = ck.zarr_store(path)
     if dtype is not None:
         values = values.astype(dtype)
+    try:
+        _write(ck.zarr_store(path), arrays, r0, r1, keys, values, slots)
+    except Exception as exc:  # the storage's error, as itself: which write it was
+        exc.add_note(f"writing rows [{r0}, {r1}) of table {name!r} (from shards {ask}) to "
+                     f"{path}")
+        raise
+    return r1 - r0
+
+
+def _write(store, arrays: dict, r0: int, r1: int, keys, values, slots: dict) -> None:
+    """Rows ``[r0, r1)`` of a table into ``arrays`` of ``store`` (see :func:`write_part`)."""
+    import zarr
+
     def open_w(array_path):
         # every chunk is written, zeros included: the manifest's chunk count can then tell
         # a lost chunk from one never written
@@ -135,7 +152,6 @@ def write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, sk
         open_w(arrays["keys"])[r0:r1] = keys
     for slot, slot_path in arrays.get("slots", {}).items():
         open_w(slot_path)[r0:r1] = slots[slot]
-    return r1 - r0
 
 
 def _dense_rows(t, name: str, ask: list, r0: int, r1: int, with_slots: bool) -> tuple:

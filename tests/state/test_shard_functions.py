@@ -219,3 +219,27 @@ def test_a_failing_checkpoint_write_names_its_table_and_shard(table, tmp_path, m
         with pytest.warns(TornCheckpointWarning, match="versions \\[2\\] are incomplete"), \
                 dask_ps.PSModel.load("local", url) as back:  # the failed save's: skipped
             assert back.pull("w").tolist() == [1.0] * 10
+
+
+def test_a_failing_storage_write_names_its_rows_table_and_shards(tmp_path, monkeypatch):
+    """The storage's error in a writer (in process: injected where zarr opens the arrays
+    to write the rows) keeps its type and gains a note naming the rows, the table, the
+    shards and the version's path."""
+    import zarr
+
+    real = zarr.open_array
+
+    def full(*args, mode=None, **kwargs):
+        if mode == "r+":  # a writer's
+            raise OSError(28, "No space left on device")
+        return real(*args, mode=mode, **kwargs)
+
+    with dask_ps.PSModel("local", n_shards=2) as model:
+        model.add_table("w", (10,))
+        monkeypatch.setattr(zarr, "open_array", full)
+        with pytest.raises(OSError, match="No space left") as info:
+            model.save(str(tmp_path / "ck"), chunk_rows=5)
+        note = "\n".join(info.value.__notes__)
+        # the first writer's: rows [0, 5), shard 0's (writers run in turn in process)
+        assert f"writing rows [0, 5) of table 'w' (from shards [0]) to {tmp_path / 'ck'}" in \
+            note, note
