@@ -30,8 +30,8 @@ from .optimizers import Optimizer
 from .partition import RangePartitioner, make_partitioner
 from .wire_forms import RowBits, as_rows
 
-__all__ = ["Init", "TableShard", "TableSpec", "as_keys", "bad_key_error",
-           "checked_update", "dense_table_bytes"]
+__all__ = ["Init", "TableShard", "TableSpec", "as_keys", "bad_key_error", "checked_update",
+           "dense_table_bytes"]
 
 DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "int32", "int64"))
 _KINDS = {"constant": _kernels.INIT_CONSTANT, "uniform": _kernels.INIT_UNIFORM,
