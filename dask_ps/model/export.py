@@ -139,7 +139,8 @@ def _check_range(model, name: str, dtype: np.dtype) -> None:
     spec = model.specs[name]
     if np.dtype(spec.dtype).kind == "f" and dtype.itemsize >= np.dtype(spec.dtype).itemsize:
         return  # a float cast to a float as wide or wider stays finite
-    found = connection.call_all(model, "map_rows", name, _overflow, overflow_limit(dtype))
+    found = connection.process_client(model).transport.map_all(name, _overflow,
+                                                               overflow_limit(dtype))
     count = sum(c for c, _ in found)
     if count:
         largest = max(m for _, m in found)

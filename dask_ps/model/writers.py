@@ -7,8 +7,6 @@ shard. Used by :mod:`dask_ps.model.checkpoint` and :mod:`dask_ps.model.export`.
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 
 from . import connection
@@ -27,10 +25,6 @@ PIECE_CHUNKS = 16
 #: (but one chunk at least): a dense float32 vector's chunk is 2^20 rows, so 16 chunks of an
 #: Adam table (values and 2 moments) are 192 MiB, more than a shard of 1.5*10^7 rows.
 PIECE_BYTES = 64 << 20
-
-
-async def _gather(coros):
-    return await asyncio.gather(*coros)
 
 
 def row_bytes(spec) -> int:
@@ -71,19 +65,18 @@ def plan_table(model, spec, rows_per_chunk: int) -> tuple[int, int, list]:
                 ask = [s for s in range(n_shards) if starts[s] < b and starts[s + 1] > a]
                 writers.append((w, a, b, 0, 0, a, b, ask))
         return n, rows_per_chunk, writers
-    found = connection.call_all(model, "map_rows", spec.name, kr.sample_keys,
-                                _SAMPLE * n_shards, 0)
+    t = connection.process_client(model).transport  # map_all: errors named, see there
+    found = t.map_all(spec.name, kr.sample_keys, _SAMPLE * n_shards, 0)
     counts, samples = [c for c, _ in found], [s for _, s in found]
     total = int(sum(counts))
     rows_per_chunk = max(1, min(rows_per_chunk, total))
     n_parts = n_shards * max(1, -(-total // (n_shards * piece_rows(spec, rows_per_chunk))))
     if n_parts > n_shards:  # a sample dense enough for the pieces' splitters
-        found = connection.call_all(model, "map_rows", spec.name, kr.sample_keys,
-                                    _SAMPLE * n_parts // n_shards, 1)
+        found = t.map_all(spec.name, kr.sample_keys, _SAMPLE * n_parts // n_shards, 1)
         samples = [s for _, s in found]
     bounds = kr.split_sorted(samples, counts, n_parts) if n_parts > 1 else np.empty(0, int)
-    below = np.sum(connection.call_all(model, "map_rows", spec.name, kr.count_below, bounds),
-                   axis=0) if bounds.shape[0] else np.empty(0, np.int64)
+    below = np.sum(t.map_all(spec.name, kr.count_below, bounds), axis=0) \
+        if bounds.shape[0] else np.empty(0, np.int64)
     edges = [None] + [int(b) for b in bounds] + [None]
     ranks = [0] + [int(r) for r in below] + [total]
     writers, everyone = [], list(range(n_shards))
@@ -108,17 +101,21 @@ def write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, sk
     ------
     RuntimeError
         The rows found are not the ``r1 - r0`` planned: the table changed meanwhile.
+    ShardFunctionRunningError
+        A shard's function (this gathering, or another holding the shard) still running
+        after the model's timeout (see :meth:`~dask_ps.state.transport.Transport.map_all`,
+        whose errors name the function, the table, the shard and its worker).
+    Exception
+        The storage's error, as itself, with a note naming the rows, the table, the shards
+        they came from and the version's path.
     """
-    import zarr
-
     pc = connection.process_client(model)
     t = pc.transport
     with_slots = "slots" in arrays
     if "keys" not in arrays:  # a dense (range) table
         keys, values, slots = None, *_dense_rows(t, name, ask, r0, r1, with_slots)
     else:
-        parts = t.run(_gather([t.call(s, "map_rows", name, kr.rows_in_range, lo, hi, extra,
-                                      with_slots) for s in ask]))
+        parts = t.map_all(name, kr.rows_in_range, lo, hi, extra, with_slots, shards=ask)
         keys = np.concatenate([p[0] for p in parts])
         take = np.argsort(keys, kind="stable")[skip: skip + (r1 - r0)]
         if take.shape[0] != r1 - r0:
@@ -128,9 +125,21 @@ def write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, sk
         slots = {k: np.concatenate([p[2][k] for p in parts])[take]
                  for k in arrays.get("slots", {})}
         del parts
-    store = ck.zarr_store(path)
     if dtype is not None:
         values = values.astype(dtype)
+    try:
+        _write(ck.zarr_store(path), arrays, r0, r1, keys, values, slots)
+    except Exception as exc:  # the storage's error, as itself: which write it was
+        exc.add_note(f"writing rows [{r0}, {r1}) of table {name!r} (from shards {ask}) to "
+                     f"{path}")
+        raise
+    return r1 - r0
+
+
+def _write(store, arrays: dict, r0: int, r1: int, keys, values, slots: dict) -> None:
+    """Rows ``[r0, r1)`` of a table into ``arrays`` of ``store`` (see :func:`write_part`)."""
+    import zarr
+
     def open_w(array_path):
         # every chunk is written, zeros included: the manifest's chunk count can then tell
         # a lost chunk from one never written
@@ -143,15 +152,13 @@ def write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, sk
         open_w(arrays["keys"])[r0:r1] = keys
     for slot, slot_path in arrays.get("slots", {}).items():
         open_w(slot_path)[r0:r1] = slots[slot]
-    return r1 - r0
 
 
 def _dense_rows(t, name: str, ask: list, r0: int, r1: int, with_slots: bool) -> tuple:
     """``(values, slots)`` of rows ``[r0, r1)`` of dense table ``name``, from shards
     ``ask``: one slice of each (:func:`~dask_ps.model.key_ranges.rows_in_slice`), joined
     only when the rows span shards."""
-    parts = t.run(_gather([t.call(s, "map_rows", name, kr.rows_in_slice, r0, r1, with_slots,
-                                  key_range=True) for s in ask]))
+    parts = t.map_all(name, kr.rows_in_slice, r0, r1, with_slots, key_range=True, shards=ask)
     parts = sorted((p for p in parts if p[1].shape[0]), key=lambda p: p[0])
     at = r0
     for first, values, _ in parts:

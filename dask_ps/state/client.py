@@ -527,10 +527,8 @@ class ProcessClient(FreezeGCFirst):
                 if state.consistency.staleness is None:  # ASP: this task's pushes too
                     state.ahead(clock, None, self._plan_updates, self._outbox)
                 self._send_outbox(job, state)
-        t = self.transport
-        fn = Shipped(fn)
-        return t.run(_gather(t.map_rows(s, name, fn, *args, job=job, clock=clock,
-                                        key_range=key_range) for s in range(len(t.shards))))
+        return self.transport.map_all(name, Shipped(fn), *args, job=job, clock=clock,
+                                      key_range=key_range)
 
     def join(self, job: str, participant: int, n_local: int, consistency: Consistency,
              task: int) -> None:

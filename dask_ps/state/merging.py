@@ -1,7 +1,8 @@
 """How the pushes of one clock become one: a process's, split by shard before they leave
 (:func:`split_updates`, used by :class:`~dask_ps.state.client.ProcessClient`), and a
 shard's, rows of the same key summed in a fixed order, so that a job's updates add up to the
-same bits from run to run (:func:`merge_pushes`, used by :class:`~dask_ps.state.shard.Shard`)."""
+same bits from run to run (:func:`merge_pushes`, used by :class:`~dask_ps.state.shard.Shard`),
+then applied to the shard's tables all or none (:func:`apply_all`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ._overflow import overflow_error, segment_sum_checked
 from .partition import plan_hashed
 from .wire_forms import KeyRef, Reordered
 
-__all__ = ["merge_duplicates", "merge_pushes", "split_updates"]
+__all__ = ["apply_all", "merge_duplicates", "merge_pushes", "split_updates"]
 
 
 def merge_pushes(parts: list) -> tuple[np.ndarray, np.ndarray]:
@@ -115,3 +116,53 @@ def split_updates(specs: dict, n_shards: int, by_table: dict) -> list[list]:
                     per_shard[s].append((name, keys, Reordered(values, plan.order[sl])
                                          .array() if ordered else merged[sl]))
     return per_shard
+
+
+def apply_all(pieces: list, shard: int, what: str) -> None:
+    """Apply the ``(table, keys, values)`` pieces of one push, or of one clock's held
+    updates (``what``: which, for the error), to the :class:`~.table.TableShard` s of shard
+    ``shard``: all of them or none.
+
+    The checks made while applying come first: a sparse table's room for the new keys
+    (:meth:`~.table.TableShard.check_room`, no lookup in the common case), then the tables
+    that check their sums (:attr:`~.table.TableSpec.checked_sums`: integers), applied
+    first, each taken back exactly (:meth:`~.table.TableShard.undo`) when a later one is
+    refused. Only then are the other tables' updates applied (their rules refuse nothing).
+    No pass over the data is added: the integer check is the one applying them. The pieces
+    of a table keep their order; tables are independent, so the order across them changes
+    no bit.
+
+    Guarantees: within one shard, a refused piece leaves every table of the call as it
+    was, except that a refused hashed integer table may keep the rows of the call's new
+    keys, at their initial values (as a pull of them would leave them). Across shards,
+    none: each shard applies its share of a clock on its own, so shards that accepted
+    theirs keep them when another refuses its share (the note on the error says so).
+
+    Raises
+    ------
+    ValueError
+        The error of the refused piece (naming table, shard and key), with a note saying
+        that none of the call's updates was applied on this shard.
+    """
+    sparse: dict = {}
+    for table, keys, _ in pieces:
+        if table.spec.sparse:
+            sparse.setdefault(id(table), (table, []))[1].append(keys)
+    done = []
+    try:
+        for table, keys in sparse.values():
+            table.check_room(keys)
+        for table, keys, values in pieces:
+            if table.spec.checked_sums:
+                table.apply(keys, values)
+                done.append((table, keys, values))
+    except ValueError as exc:
+        for table, keys, values in reversed(done):
+            table.undo(keys, values)
+        names = sorted({t.spec.name for t, _, _ in pieces})
+        exc.add_note(f"none of the updates of {what} (tables {names}) is applied on shard "
+                     f"{shard}; the other shards apply their shares on their own")
+        raise
+    for table, keys, values in pieces:
+        if not table.spec.checked_sums:
+            table.apply(keys, values)

@@ -32,7 +32,7 @@ from ._malloc import FreezeGCFirst, tune_malloc, untouched_bytes
 from .channel import ChannelAddress, ChannelServer
 from .channel_security import channel_endpoint
 from .consistency import DONE, ClockTable, Consistency
-from .merging import merge_pushes
+from .merging import apply_all, merge_pushes
 from .table import TableShard, TableSpec
 from .transport import function_name, packed
 from .wire_forms import KeyRef, as_rows
@@ -47,7 +47,7 @@ def _exact_sums(spec: TableSpec) -> bool:
     :meth:`TableShard.apply`), or a dense one whose rule says so (``exact_sums``, e.g.
     GBDT's quantized histograms) — so skipping the merge (a hash of every key) changes no
     bit."""
-    if spec.optimizer.name == "add" and spec.dtype.kind in "iu":
+    if spec.checked_sums:
         return True  # sparse too: each push's sum checked (see TableShard.apply)
     return not spec.sparse and spec.optimizer.exact_sums
 
@@ -396,6 +396,14 @@ class Shard(FreezeGCFirst):
         (:class:`~dask_ps.exceptions.KeysNeededError` when this shard no longer holds them:
         then nothing is applied). With ``tick``, ``participant`` then moves to
         ``clock + 1``. Returns the slowest clock.
+
+        The updates applied at once are applied all or none, across tables; so are, under
+        BSP, those of a clock held until every participant made it (each clock's on its
+        own): see :func:`~dask_ps.state.merging.apply_all`. A refused push holds nothing
+        and does not tick; a refused held clock is dropped, its error raised to the push
+        that completed it. Not across shards, nor across the calls that carry a clock's
+        push in pieces (an ASP push through the direct channel, one call per piece of the
+        pull before it).
         """
         with self._lock:
             notify = self._push(updates, job, participant, clock, tick)
@@ -419,14 +427,17 @@ class Shard(FreezeGCFirst):
         updates = named
         self.counters["push_calls"] += 1
         clocks = self._check_job(job)
-        held = []  # held updates are merged as arrays: rows sent as bitmaps decoded
+        now, held = [], []  # held updates are merged as arrays: rows sent as bitmaps decoded
         for name, keys, values in updates:
             spec = self.tables[name].spec
             if clocks is None or not clocks.consistency.buffered or (
                     spec.optimizer.on_arrival and _exact_sums(spec)):
-                self.tables[name].apply(keys, values)
+                now.append((self.tables[name], keys, values))
             else:
                 held.append((name, as_rows(keys), values))
+        if now:  # first: a refused push holds nothing either
+            apply_all(now, self.shard, "this push" if clocks is None else
+                      f"this push of clock {clock}")
         if held:
             self._pending[clock].append((participant, held))
         if clocks is not None and tick and clocks.advance(participant, clock + 1):
@@ -446,7 +457,10 @@ class Shard(FreezeGCFirst):
         return await self.pull(name, keys, job, clock, timeout, keys_id)
 
     def _flush_pending(self, upto: int) -> None:
-        """Apply the held updates of clocks ``< upto``: per clock, per table, one summed step."""
+        """Apply the held updates of clocks ``< upto``: per clock, per table, one summed step;
+        each clock's all or none (:func:`~dask_ps.state.merging.apply_all`). A refused clock
+        is dropped (the later ones are applied) and its error raised."""
+        error = None
         for c in sorted(k for k in self._pending if k < upto):
             by_table: dict[str, list] = defaultdict(list)  # table -> each participant's pieces
             for _, updates in sorted(self._pending.pop(c), key=lambda item: item[0]):
@@ -455,13 +469,15 @@ class Shard(FreezeGCFirst):
                     mine[name].append((keys, values))
                 for name, pieces in mine.items():
                     by_table[name].append(pieces)
+            steps = []  # (table, keys, values) of the clock
             for name, per_participant in by_table.items():
                 table = self.tables[name]
                 if len(per_participant) == 1 or _exact_sums(table.spec):
                     # no merge: one participant's pieces have distinct keys (those of the
                     # pieces of one pull: each finds its rows in the lookup memo, where a
                     # joined array would be looked up again), or any order gives the same bits
-                    _apply_all(table, list(itertools.chain.from_iterable(per_participant)))
+                    steps.extend((table, k, v)
+                                 for k, v in itertools.chain.from_iterable(per_participant))
                     continue
                 parts = [_joined(pieces) for pieces in per_participant]
                 if _same_keys(parts):
@@ -475,7 +491,13 @@ class Shard(FreezeGCFirst):
                         values += v
                 else:
                     keys, values = merge_pushes(parts)
-                table.apply(keys, values)
+                steps.append((table, keys, values))
+            try:
+                apply_all(steps, self.shard, f"clock {c}")
+            except ValueError as exc:
+                error = error or exc
+        if error is not None:
+            raise error
 
     async def finish(self, job: str, participant: int) -> None:
         """``participant`` has left the job: it no longer holds the others back."""
@@ -575,20 +597,6 @@ def _joined(pieces: list) -> tuple:
     if len(pieces) == 1:
         return pieces[0]
     return (np.concatenate([k for k, _ in pieces]), np.concatenate([v for _, v in pieces]))
-
-
-def _apply_all(table: TableShard, pieces: list) -> None:
-    """Apply the ``(keys, values)`` pieces of a clock to ``table``; when one is refused (an
-    integer sum past the dtype), take back those applied before: the table is left as it
-    was before the clock."""
-    for i, (keys, values) in enumerate(pieces):
-        try:
-            table.apply(keys, values)
-        except ValueError:
-            if table.spec.optimizer.name == "add" and table.spec.dtype.kind in "iu":
-                for k, v in reversed(pieces[:i]):
-                    table.undo(k, v)
-            raise
 
 
 def _answer_parked(ready: list) -> None:

@@ -175,6 +175,13 @@ class TableSpec:
         return self.partitioner.hashed
 
     @property
+    def checked_sums(self) -> bool:
+        """Whether the shard checks each update's sums as it applies it (an integer table
+        with plain addition: a sum past the dtype is refused, see :meth:`TableShard.apply`),
+        and can take an applied update back exactly (:meth:`TableShard.undo`)."""
+        return self.optimizer.name == "add" and self.dtype.kind in "iu"
+
+    @property
     def row_shape(self) -> tuple[int, ...]:
         return () if self.vector else (self.ncols,)
 
@@ -275,9 +282,7 @@ class TableShard:
         ValueError
             Beyond :data:`~._hash_kernels.MAX_ROWS` rows in one shard, naming the table.
         """
-        if need > _hash_kernels.MAX_ROWS:
-            raise ValueError(f"table {self.spec.name!r}: shard {self.shard} would hold {need} "
-                             f"keys, more than {_hash_kernels.MAX_ROWS}; use more shards")
+        self._check_room(need)
         cap = self.values.shape[0]
         n = self.n_rows
         if need > cap:
@@ -300,6 +305,29 @@ class TableShard:
         for arr in (self._keys, self.values, *self.slots.values()):
             arr[:n] = arr[perm]
         return True
+
+    def _check_room(self, need: int) -> None:
+        if need > _hash_kernels.MAX_ROWS:
+            raise ValueError(f"table {self.spec.name!r}: shard {self.shard} would hold {need} "
+                             f"keys, more than {_hash_kernels.MAX_ROWS}; use more shards")
+
+    def check_room(self, keys: list) -> None:
+        """Raise now the error that :meth:`_grow` would raise while applying updates of the
+        ``keys`` arrays (a sparse table past :data:`~._hash_kernels.MAX_ROWS` rows), changing
+        nothing. No lookup unless the shard holds within their count of that limit.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`_grow`, naming the table and the shard.
+        """
+        n = sum(k.shape[0] for k in keys)
+        if not self.spec.sparse or self.n_rows + n <= _hash_kernels.MAX_ROWS:
+            return
+        distinct = np.unique(np.concatenate(keys))
+        rows = np.empty(distinct.shape[0], np.int64)
+        self._check_room(self.n_rows + _hash_kernels.index_find(
+            self._index, self._shift, self._keys, distinct, rows))
 
     def rows(self, keys: np.ndarray, create: bool = True, keys_id=None,
              also=None) -> np.ndarray:

@@ -153,6 +153,22 @@ class Transport:
                          f"{self.shards[s].address}) of table {name!r}")
             raise
 
+    def map_all(self, name: str, fn, *args, shards=None, **kwargs) -> list:
+        """:meth:`map_rows` on each of ``shards`` (default: every shard) concurrently, from a
+        thread other than the transport's loop; their results in that order. How the library
+        runs every function next to the shards (:meth:`~dask_ps.PSModel.map_shards`, the
+        key sampling and row gathering of checkpoints and exports): their errors name the
+        function, the table, the shard and its worker, and one still running after the
+        timeout raises :class:`~dask_ps.exceptions.ShardFunctionRunningError` (busy, not
+        lost), never :class:`ShardUnavailableError`."""
+        shards = range(len(self.shards)) if shards is None else shards
+
+        async def each():
+            return list(await asyncio.gather(*(self.map_rows(s, name, fn, *args, **kwargs)
+                                               for s in shards)))
+
+        return self.run(each())
+
     async def _call(self, s: int, method: str, args: tuple, kwargs: dict,
                     _timeout: float | None):
         ref = self.shards[s]

@@ -119,3 +119,127 @@ def test_a_slow_shard_function_is_reported_running_not_lost(where, request):
         time.sleep(1.0)  # the slow functions are over
         assert model.map_shards("w", _slow_sum, 0.0) == [5.0, 5.0]
         assert model.pull("w").tolist() == [1.0] * 10
+
+
+def _holds_shard(model, seconds):
+    """Start a user's function that holds every shard ``seconds`` s; wait until it runs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ex = ThreadPoolExecutor(1)
+    slow = ex.submit(model.map_shards, "w", _slow_sum, seconds)
+    ex.shutdown(wait=False)
+    time.sleep(0.5)  # its calls reached the shards (a call to them now would wait for it)
+    return slow
+
+
+@pytest.mark.parametrize("where", ["local", "2x1"])
+@pytest.mark.parametrize("op", ["save", "export"])
+def test_a_checkpoint_behind_a_slow_shard_function_is_told_busy_not_lost(where, op, tmp_path,
+                                                                         request):
+    """A save or an export whose shard functions wait past the model's timeout for a user's
+    function holding the shard raises ShardFunctionRunningError naming it (not a lost
+    shard: recovery leaves it alone); the checkpoint saved before stays the latest, and
+    the next save, once the function ended, succeeds."""
+    from dask_ps.model.recovery import _loss_errors
+
+    client = "local" if where == "local" else request.getfixturevalue("client2")
+    url = str(tmp_path / "ck")
+    with dask_ps.PSModel(client, n_shards=2, timeout=1.0) as model:
+        model.add_table("w", (10,))
+        model.add_table("s", (None,), partitioner="hash")
+        model.push("w", np.arange(10), np.ones(10))
+        model.push("s", [5, 2**40], [1.0, 2.0])
+        model.save(url)
+        model.push("w", [0], [1.0])
+        slow = _holds_shard(model, 2.5)
+        with pytest.raises(dask_ps.ShardFunctionRunningError) as info:
+            if op == "save":
+                model.save(url)
+            else:
+                model.export(str(tmp_path / "export"))
+        exc = info.value
+        assert not isinstance(exc, _loss_errors())
+        assert (f"function {__name__}._slow_sum on table 'w' is still running on shard "
+                f"{exc.shard}") in str(exc), str(exc)
+        assert "a map_rows call waited 1 s for it" in str(exc), str(exc)
+        with pytest.raises(dask_ps.ShardFunctionRunningError):
+            slow.result()  # its own caller's timeout
+        while True:  # until the slow function ends (a call waits 1 s for it, then raises)
+            try:
+                assert model.map_shards("w", _slow_sum, 0.0) == [6.0, 5.0]
+                break
+            except dask_ps.ShardFunctionRunningError:
+                pass
+        assert model.lost_shards() == []
+        if op == "save":
+            with dask_ps.PSModel.load(client, url) as back:
+                assert back.pull("w").tolist() == [1.0] * 10
+        model.save(url)
+        with dask_ps.PSModel.load(client, url) as back:
+            assert back.pull("w").tolist() == [2.0] + [1.0] * 9
+            assert back.pull("s", [5, 2**40]).tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("table", ["w", "s"])
+def test_a_failing_checkpoint_write_names_its_table_and_shard(table, tmp_path, monkeypatch):
+    """An error of a shard function of a save (in process: the failure injected in the
+    gathering of rows) reaches the caller as itself, with a note naming the function, the
+    table, the shard and its worker; the checkpoint saved before stays the latest complete
+    one."""
+    import re
+
+    from dask_ps.model import key_ranges
+    from dask_ps.model.format import TornCheckpointWarning
+
+    name = "rows_in_slice" if table == "w" else "rows_in_range"
+    real = getattr(key_ranges, name)
+
+    def unreadable(keys, values, slots, *args):
+        if (keys[0] >= 5) if isinstance(keys, tuple) else 2**40 in keys:  # shard 1's, 2**40's
+            raise ValueError("rows unreadable")
+        return real(keys, values, slots, *args)
+
+    url = str(tmp_path / "ck")
+    with dask_ps.PSModel("local", n_shards=2) as model:
+        model.add_table("w", (10,))
+        model.add_table("s", (None,), partitioner="hash")
+        model.push("w", np.arange(10), np.ones(10))
+        model.push("s", [5, 2**40], [1.0, 2.0])
+        model.save(url)
+        monkeypatch.setattr(key_ranges, name, unreadable)
+        model.push("w", [0], [1.0])
+        with pytest.raises(ValueError, match="rows unreadable") as info:
+            model.save(url)
+        note = "\n".join(info.value.__notes__)
+        shard = "1" if table == "w" else "[01]"
+        fn = f"{__name__}.{unreadable.__qualname__}"
+        assert re.search(f"function {re.escape(fn)} on shard {shard} "
+                         f"\\(worker local\\) of table '{table}'", note), note
+        monkeypatch.undo()
+        with pytest.warns(TornCheckpointWarning, match="versions \\[2\\] are incomplete"), \
+                dask_ps.PSModel.load("local", url) as back:  # the failed save's: skipped
+            assert back.pull("w").tolist() == [1.0] * 10
+
+
+def test_a_failing_storage_write_names_its_rows_table_and_shards(tmp_path, monkeypatch):
+    """The storage's error in a writer (in process: injected where zarr opens the arrays
+    to write the rows) keeps its type and gains a note naming the rows, the table, the
+    shards and the version's path."""
+    import zarr
+
+    real = zarr.open_array
+
+    def full(*args, mode=None, **kwargs):
+        if mode == "r+":  # a writer's
+            raise OSError(28, "No space left on device")
+        return real(*args, mode=mode, **kwargs)
+
+    with dask_ps.PSModel("local", n_shards=2) as model:
+        model.add_table("w", (10,))
+        monkeypatch.setattr(zarr, "open_array", full)
+        with pytest.raises(OSError, match="No space left") as info:
+            model.save(str(tmp_path / "ck"), chunk_rows=5)
+        note = "\n".join(info.value.__notes__)
+        # the first writer's: rows [0, 5), shard 0's (writers run in turn in process)
+        assert f"writing rows [0, 5) of table 'w' (from shards [0]) to {tmp_path / 'ck'}" in \
+            note, note
