@@ -43,16 +43,26 @@ def as_ids(col, name: str) -> np.ndarray:
 
 def as_ratings(col, name: str) -> np.ndarray:
     """Ratings as float64; ValueError naming the first non-number or non-finite one."""
+    a, bad = rating_values(col)
+    if bad is not None:
+        raise DataError(f"{name}: " + bad[1].format(row=bad[0]))
+    return a
+
+
+def rating_values(col) -> tuple:
+    """``(ratings float64, None)``, or ``(None, (row, why))`` of the first rating that is not
+    a finite number, ``why`` naming it and ``{row}`` its row (the form of
+    :func:`~dask_ps.io.ratings.id_values`)."""
     a = col.to_numpy() if hasattr(col, "to_numpy") else np.asarray(col)
     try:
         a = a.astype(np.float64)
     except (TypeError, ValueError):
-        raise DataError(f"{name}: ratings must be numbers, got dtype {a.dtype}") from None
+        return None, (0, f"ratings must be numbers, got dtype {a.dtype}")
     bad = ~np.isfinite(a)
     if bad.any():
-        raise DataError(f"{name}: rating {a[np.argmax(bad)].item()!r} at row "
-                        f"{int(np.argmax(bad))} is not finite")
-    return a
+        return None, (int(np.argmax(bad)), f"rating {a[np.argmax(bad)].item()!r} at row {{row}}"
+                                           f" is not finite")
+    return a, None
 
 
 def triples(X, y, cols: tuple, need_ratings: bool) -> tuple:
@@ -167,3 +177,86 @@ def evaluate_sums(est, X, y) -> np.ndarray:
     err = est._predict_indices(u[keep], i[keep]) - ratings[keep]
     return np.array([err @ err, np.abs(err).sum(), err.shape[0], (u < 0).sum(),
                      (i < 0).sum()], dtype=np.float64)
+
+
+def code_values(ids: np.ndarray, n: int, param: str) -> tuple:
+    """``(ids, None)`` when ``ids`` (as :func:`as_ids` reads them) are codes ``0 .. n - 1``
+    of the mapping given as ``param`` (``"users"`` or ``"items"``), else ``(None, (row,
+    why))`` of the first that is not (a string, a negative code, one ``>= n``)."""
+    bad = np.ones(ids.shape[0], bool) if ids.dtype.kind not in "iu" else (ids < 0) | (ids >= n)
+    if not bad.any():
+        return ids, None
+    j = int(np.argmax(bad))
+    codes = f"0..{n - 1}" if n else "it has no ids"
+    return None, (j, f"{ids[j].item()!r} at row {{row}} is not a code of {param}= ({codes}): "
+                     f"with users= and items=, X holds the codes that read_ratings gives "
+                     f"(IdMapping.codes of the ids), not the ids")
+
+
+def checked_part(df, cols: tuple, n_users: int | None = None, n_items: int | None = None,
+                 partition_info=None):
+    """A partition of a dask input before its shuffle by user, as a frame of ``user``,
+    ``item`` (int64 codes) and ``rating`` (float64): ``df`` has these columns (the codes of
+    :func:`~dask_ps.io.encode_ratings`) or, with ``n_users`` and ``n_items`` (the lengths
+    of the mappings ``users=``, ``items=``), the columns ``cols`` holding codes.
+
+    Raises
+    ------
+    DataError
+        A bad id or code (with the mappings) or rating, naming the column of ``cols`` and
+        the row in the partition; its attribute ``where`` is ``(partition, row, label,
+        why)`` (``why`` with ``{row}``), for :func:`whole_row` to name the row in the input.
+    """
+    import pandas as pd
+
+    k = partition_info["number"] if partition_info else 0
+    labels = [f"X column {c!r}" for c in cols]
+    if n_users is None:  # encode_ratings' frame: its ratings to check
+        out, (r, bad) = None, rating_values(df["rating"])
+        found = [] if bad is None else [(labels[2], bad)]
+    else:
+        out, found = {}, []
+        for key, c, label, n, param in zip(("user", "item"), cols, labels, (n_users, n_items),
+                                           ("users", "items")):
+            ids, bad = _ids(df[c], label)
+            if bad is None:
+                ids, bad = code_values(ids, n, param)
+            out[key] = ids
+            found += [] if bad is None else [(label, bad)]
+        r, bad = rating_values(df[cols[2]])
+        found += [] if bad is None else [(labels[2], bad)]
+    if found:
+        label, (row, why) = min(found, key=lambda f: f[1][0])  # the first bad row
+        err = DataError(f"{label}: {why.format(row=row)} (row counted within partition {k} "
+                        f"of X)")
+        err.where = (k, row, label, why)
+        raise err
+    return df if out is None else pd.DataFrame({**out, "rating": r}, index=df.index)
+
+
+def _ids(col, label: str) -> tuple:
+    try:
+        return id_values(col)
+    except TypeError as err:
+        raise TypeError(f"{label}: {err}") from None
+
+
+def whole_row(err: DataError, rows_before) -> DataError:
+    """A :func:`checked_part` error ``err`` naming its row in the whole input:
+    ``rows_before(k)`` gives the rows of the input's partitions before partition ``k``, or
+    raises the error of one of them (then named instead: it comes first). Other errors are
+    returned as they are."""
+    where = getattr(err, "where", None)
+    while where is not None:
+        k, row, label, why = where
+        try:
+            start = rows_before(k) if k else 0
+        except DataError as earlier:
+            if getattr(earlier, "where", None) is None or earlier.where[0] >= k:
+                return earlier
+            err, where = earlier, earlier.where
+            continue
+        except Exception:  # not counted (a lost worker): the row within its partition
+            return err
+        return DataError(f"{label}: " + why.format(row=start + row))
+    return err

@@ -194,20 +194,23 @@ class MatrixFactorization(PSEstimator):
             those columns) is shuffled once by user on the cluster and trained where its
             partitions are. Ids are integers (integral floats such as 1.0 are read as
             integers) or strings, the same rule for every form; one column may not mix
-            numbers and strings (ids 1 and "1").
+            numbers and strings (ids 1 and "1"; but dask's ``dataframe.convert-string``, on by
+            default, makes an object column of a dask dataframe strings first).
         y : array-like (n,), optional
             Ratings; then ``X`` holds only users and items (NumPy or pandas).
         users, items : IdMapping, optional
             The mappings :func:`dask_ps.io.read_ratings` returns: ``X`` then holds their
-            codes (its user and item columns are not mapped again).
+            codes, integers ``0 .. len(mapping) - 1`` (its user and item columns are not
+            mapped again).
 
         Raises
         ------
         ValueError
             Bad parameters, a missing column (named), no ratings, non-finite ratings, or ids
             that are missing, non-integral floats (1.2) or numbers and strings mixed in one
-            column, naming the column and the row (counted from 0 in the whole input, a dask
-            dataframe's too); a dask array not of shape (n, 3).
+            column, or, with ``users=`` and ``items=``, codes that are not theirs (ids
+            instead of codes), naming the column and the row (counted from 0 in the whole
+            input, a dask dataframe's too); a dask array not of shape (n, 3).
         TypeError
             Ids that are neither numbers nor strings, or a dask collection other than a
             dataframe or an array.
@@ -272,16 +275,23 @@ class MatrixFactorization(PSEstimator):
             if missing:
                 raise ValueError(f"X has no column {missing[0]!r}; its columns are "
                                  f"{list(X.columns)}")
+            sizes = {}
             if users is None:
                 try:
-                    return encode_ratings(X, user=self.user_col, item=self.item_col,
-                                          rating=self.rating_col, timestamp=None)
+                    X, users, items = encode_ratings(X, user=self.user_col,
+                                                     item=self.item_col,
+                                                     rating=self.rating_col, timestamp=None)
                 except DataError as err:  # an id, named as the pandas path names it
                     if str(err).startswith("column "):
                         raise DataError(f"X {err}") from None
                     raise
-            return X.rename(columns=dict(zip(self._cols, data_.COLUMNS)))[
-                list(data_.COLUMNS)], users, items
+            else:
+                sizes = dict(n_users=len(users), n_items=len(items))
+            # checked before the shuffle by user (in the same tasks), where a partition's
+            # row is known; _partition names it in the whole input
+            checked = X.map_partitions(data_.checked_part, self._cols, **sizes,
+                                       meta=dict(user="i8", item="i8", rating="f8"))
+            return checked, users, items
         u, i, r = data_.triples(X, y, self._cols, True)
         if r.shape[0] == 0:
             raise DataError("X has no ratings")
@@ -290,7 +300,29 @@ class MatrixFactorization(PSEstimator):
             return data_.coded_frame(u, i, r, users, items), users, items
         import pandas as pd
 
+        for j, (ids, n, param) in enumerate(((u, len(users), "users"),
+                                             (i, len(items), "items"))):
+            _, bad = data_.code_values(ids, n, param)
+            if bad is not None:
+                where = f"{self._cols[j]!r}" if hasattr(X, "columns") else \
+                    f"{j} ({data_.COLUMNS[j]})"
+                raise DataError(f"X column {where}: " + bad[1].format(row=bad[0]))
         return pd.DataFrame({"user": u, "item": i, "rating": r}), users, items
+
+    def _partition(self, model, data, **kwargs):
+        """:meth:`PSEstimator._partition`; a bad row of a dask input (found by
+        :func:`~._mf_data.checked_part` as its partitions are shuffled) is named by its row
+        in the whole input, as in pandas input (the partitions before its are counted then,
+        and only then)."""
+        try:
+            return super()._partition(model, data, **kwargs)
+        except DataError as err:
+            def rows_before(k: int) -> int:
+                lengths = data.partitions[:k].map_partitions(len)
+                return int(sum(lengths.compute() if model.is_local else
+                               model.client.compute(lengths).result()))
+
+            raise data_.whole_row(err, rows_before) from None
 
     def _dask_frame(self, X, width: int, frame: bool = True):
         """A dask dataframe ``X`` as it is, a dask array of shape (n, ``width``) or (n, 3) as
@@ -431,9 +463,9 @@ class MatrixFactorization(PSEstimator):
         Parameters
         ----------
         user : int or str
-            A user id.
+            One user id.
         n : int, default 10
-        exclude : array-like of item ids, optional
+        exclude : array-like of item ids, or one item id, optional
             Items left out (e.g. the ones the user rated); ids not seen at fit are ignored.
 
         Returns
@@ -444,8 +476,12 @@ class MatrixFactorization(PSEstimator):
         Raises
         ------
         ValueError
-            ``n`` not a positive integer; an unseen ``user`` under ``cold_start="raise"``,
-            naming it (and the kind of the fit's ids when it is of another kind).
+            ``n`` not a positive integer (a boolean neither); an unseen ``user`` under
+            ``cold_start="raise"``, naming it (and the kind of the fit's ids when it is of
+            another kind).
+        TypeError
+            ``user`` not one id (a list of users: call ``recommend`` for each), ``exclude``
+            of more than one dimension, or ids that are neither numbers nor strings.
 
         Warns
         -----
@@ -453,8 +489,12 @@ class MatrixFactorization(PSEstimator):
             An unseen ``user`` under the other modes, naming it and what is recommended.
         """
         check_is_fitted(self)
-        if not isinstance(n, numbers.Integral) or n < 1:
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
             raise ValueError(f"n must be a positive integer, got {n!r}")
+        if np.ndim(user) != 0 or isinstance(user, (set, frozenset, dict)):
+            raise TypeError(f"user must be one user id (an int or a str), got "
+                            f"{type(user).__name__} {_shown(user)}; call recommend for each "
+                            f"user")
         ids = data_.as_ids(np.array([user]), "user")
         code = int(IdMapping.from_sorted(self.user_ids_).codes(ids)[0])
         # float64 (a model saved by an earlier version may hold float32 item rows)
@@ -474,14 +514,25 @@ class MatrixFactorization(PSEstimator):
                 return self.item_ids_[:0], np.zeros(0)
         keep = np.ones(scores.shape[0], bool)
         if exclude is not None:
+            if isinstance(exclude, (set, frozenset)):
+                exclude = list(exclude)
+            if np.ndim(exclude) > 1:
+                raise TypeError(f"exclude must be item ids (a 1-d array-like) or one item id,"
+                                f" got {np.ndim(exclude)} dimensions")
             ex = IdMapping.from_sorted(self.item_ids_).codes(
-                data_.as_ids(np.asarray(exclude), "exclude"))
+                data_.as_ids(np.atleast_1d(np.asarray(exclude)), "exclude"))
             keep[ex[ex >= 0]] = False
         cand = np.flatnonzero(keep)
         n = min(int(n), cand.shape[0])
         top = cand[np.argpartition(-scores[cand], n - 1)[:n]] if n else cand[:0]
         top = top[np.argsort(-scores[top], kind="stable")]
         return self.item_ids_[top], scores[top]
+
+
+def _shown(value, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _in_partition(fn, k, *args):

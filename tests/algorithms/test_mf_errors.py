@@ -1,0 +1,128 @@
+"""MatrixFactorization's bad input: a bad rating of a dask dataframe named by its row in the
+whole input, X of ids given with the mappings ``users=``/``items=``, and ``recommend``'s
+arguments."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dask_ps import MatrixFactorization
+from dask_ps.exceptions import DataError
+from dask_ps.io.ratings import IdMapping
+
+pytestmark = pytest.mark.timeout(300)
+
+FAST = dict(rank=4, max_iter=2, random_state=0, progress=False)
+
+
+def toy(seed=0):
+    """300 ratings 1-5 of 30 users and 20 items."""
+    rows = np.random.default_rng(seed).integers(0, [30, 20, 5], size=(300, 3)) + [0, 0, 1]
+    return pd.DataFrame(rows, columns=["user", "item", "rating"]).astype({"rating": float})
+
+
+# -- a bad rating of a dask dataframe: its row in the whole input ----------------------------
+@pytest.mark.parametrize("where", ["cluster", "local"])
+def test_a_bad_rating_of_a_dask_frame_is_named_by_its_row_in_the_whole_input(client2, where):
+    """The ratings were checked after the shuffle by user: the row named was a position in a
+    shuffled partition (409 for row 1234 of MovieLens, trial 9), without the partition."""
+    import dask.dataframe as dd
+
+    client = client2 if where == "cluster" else "local"
+    df = toy()
+    df.loc[250, "rating"] = np.nan  # 3 partitions of 100 rows: row 50 of partition 2
+    msg = "^X column 'rating': rating nan at row 250 is not finite$"
+    with pytest.raises(DataError, match=msg):
+        MatrixFactorization(client=client, **FAST).fit(df)
+    with pytest.raises(DataError, match=msg):
+        MatrixFactorization(client=client, **FAST).fit(dd.from_pandas(df, npartitions=3))
+    df.loc[130, "rating"] = np.inf  # the first bad row of the input is named
+    with pytest.raises(DataError, match="^X column 'rating': rating inf at row 130 is not "
+                                        "finite$"):
+        MatrixFactorization(client=client, **FAST).fit(dd.from_pandas(df, npartitions=3))
+
+
+def test_a_bad_rating_of_a_dask_array_is_named_by_its_row(client2):
+    import dask.array as da
+
+    R = toy().to_numpy(float)
+    R[170, 2] = np.nan
+    with pytest.raises(DataError, match="^X column 'rating': rating nan at row 170 is not "
+                                        "finite$"):
+        MatrixFactorization(client=client2, **FAST).fit(da.from_array(R, chunks=(70, 3)))
+
+
+# -- users= and items=: X holds their codes -------------------------------------------------
+USERS, ITEMS = IdMapping([10, 20, 30]), IdMapping([100, 200])
+CODES = pd.DataFrame({"user": [0, 1, 2, 0], "item": [0, 1, 0, 1], "rating": [3.0, 4, 5, 1]})
+ADVICE = "with users= and items=, X holds the codes that read_ratings gives"
+
+
+@pytest.mark.parametrize("col, value, row, shown, param", [
+    ("item", 100, 0, "100", "items= \\(0..1\\)"),  # an id (was: "table 'item': key 100")
+    ("user", 30, 2, "30", "users= \\(0..2\\)"),  # was: a bare IndexError
+    ("user", 3, 3, "3", "users= \\(0..2\\)"),
+    ("user", -1, 1, "-1", "users= \\(0..2\\)"),
+    ("user", "b", 0, "'b'", "users= \\(0..2\\)"),  # was: invalid literal for int()
+])
+def test_ids_instead_of_codes_are_refused_naming_column_row_and_mapping(client2, col, value,
+                                                                         row, shown, param):
+    import dask.dataframe as dd
+
+    X = CODES.astype({col: str}) if isinstance(value, str) else CODES.copy()
+    X.loc[row, col] = value
+    msg = f"^X column '{col}': {shown} at row {row} is not a code of {param}: {ADVICE}"
+    with pytest.raises(DataError, match=msg):
+        MatrixFactorization(client=client2, **FAST).fit(X, users=USERS, items=ITEMS)
+    with pytest.raises(DataError, match=msg):
+        MatrixFactorization(client=client2, **FAST).fit(dd.from_pandas(X, npartitions=2),
+                                                        users=USERS, items=ITEMS)
+    if not isinstance(value, str):  # an array: the column by position
+        j = ("user", "item").index(col)
+        with pytest.raises(DataError, match=f"^X column {j} \\({col}\\): {shown} at row {row}"):
+            MatrixFactorization(client=client2, **FAST).fit(X.to_numpy(float), users=USERS,
+                                                            items=ITEMS)
+
+
+def test_codes_of_the_mappings_train_in_pandas_and_dask(client2):
+    import dask.dataframe as dd
+
+    for X in (CODES, dd.from_pandas(CODES, npartitions=2)):
+        m = MatrixFactorization(client=client2, **FAST).fit(X, users=USERS, items=ITEMS)
+        assert m.user_ids_.tolist() == [10, 20, 30] and m.item_ids_.tolist() == [100, 200]
+        assert m.user_factors_.shape == (3, 4)
+
+
+# -- recommend's arguments ------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fitted():
+    return MatrixFactorization(client="local", **FAST).fit(toy())
+
+
+@pytest.mark.parametrize("user, shown", [([1, 2], "list \\[1, 2\\]"),
+                                         (np.array([1]), "ndarray array\\(\\[1\\]\\)")])
+def test_recommend_refuses_more_than_one_user_naming_the_parameter(fitted, user, shown):
+    """Was: numpy's "only 0-dimensional arrays can be converted to Python scalars"."""
+    with pytest.raises(TypeError, match=f"^user must be one user id \\(an int or a str\\), got "
+                                        f"{shown}; call recommend for each user$"):
+        fitted.recommend(user)
+
+
+def test_recommend_takes_one_item_id_as_exclude(fitted):
+    """Was: "'numpy.bool' object does not support item assignment"."""
+    user = fitted.user_ids_[0]
+    items, _ = fitted.recommend(user, n=len(fitted.item_ids_))
+    top = items[0]
+    for exclude in (top, int(top), [top], {int(top)}):
+        got, _ = fitted.recommend(user, n=len(fitted.item_ids_), exclude=exclude)
+        assert got.tolist() == items[1:].tolist()
+    with pytest.raises(TypeError, match="^exclude must be item ids \\(a 1-d array-like\\) or "
+                                        "one item id, got 2 dimensions$"):
+        fitted.recommend(user, exclude=[[top]])
+
+
+@pytest.mark.parametrize("n", [True, False, 0, 2.0])
+def test_recommend_refuses_n_that_is_not_a_positive_integer(fitted, n):
+    """True was taken as n=1 (the estimators' own integer parameters refuse booleans)."""
+    with pytest.raises(ValueError, match=f"^n must be a positive integer, got {n!r}$"):
+        fitted.recommend(fitted.user_ids_[0], n=n)
