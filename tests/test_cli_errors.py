@@ -177,6 +177,32 @@ def test_a_stop_signal_ends_the_command_even_when_its_exit_hangs(tmp_path):
         "dask-ps: error: interrupted (still stopping after 1 s: its processes were killed)"]
 
 
+def test_an_earlier_main_call_s_failure_leaves_the_stop_watchdog_s_line(tmp_path):
+    """In one process, a failure line printed by an earlier main() call does not silence
+    the stop watchdog's line in a later call (its stop state is that call's own)."""
+    script = ("import os, signal, sys, time\n"
+              "import dask_ps.cli as cli\n"
+              "from dask_ps.cli import _run\n"
+              "cli.STOP_GRACE = 1.0\n"
+              "assert cli.main(['evaluate', 'no-such.npz', '--test', 'te.svm']) == 2\n"
+              "def evaluate(args):\n"
+              "    try:\n"
+              "        os.kill(os.getpid(), signal.SIGINT)\n"
+              "        time.sleep(600)\n"
+              "    finally:\n"
+              "        time.sleep(600)  # closing the run hangs\n"
+              "_run.evaluate = evaluate\n"
+              "cli.main(['evaluate', 'm.npz', '--test', 'te.svm'])\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 130, proc.stderr[-3000:]
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("dask-ps: error: ") and "no-such.npz" in \
+        lines[0], proc.stderr[-3000:]
+    assert lines[1] == ("dask-ps: error: interrupted (still stopping after 1 s: its "
+                        "processes were killed)"), proc.stderr[-3000:]
+
+
 @pytest.mark.timeout(420)
 def test_libsvm_test_data_for_a_csv_model_says_so(client1, tmp_path, capsys):
     from test_cli import _ctr_csv, _scheduler_file
