@@ -1,14 +1,13 @@
 """Pieces of :mod:`dask_ps.cluster`: its checks of cluster options (before anything
-starts), the worker plugin of the command line's local workers, and the record of a batch
+starts), the start of a local cluster whose workers ignore Ctrl-C, and the record of a batch
 system's failed job submissions."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
-
-from distributed.diagnostics.plugin import WorkerPlugin
 
 from .exceptions import OptionError
 
@@ -75,24 +74,46 @@ def _check_scheduler_file(path: str) -> None:
         raise OptionError(f"{where}: not a Dask scheduler file (no JSON 'address')")
 
 
-class _IgnoreSigint(WorkerPlugin):
-    """Worker plugin of a local cluster's worker processes: they ignore SIGINT. Ctrl-C in a
-    terminal signals the whole process group; the driver alone stops the run and closes
-    the cluster, instead of every worker process printing its ``KeyboardInterrupt``
-    traceback (and the scheduler its broken connections to them)."""
+@contextlib.contextmanager
+def _sigint_held():
+    """Start a local cluster inside this: its worker processes are born ignoring Ctrl-C, and
+    a Ctrl-C meanwhile reaches this process once the block is over.
 
-    name = "dask-ps-ignore-sigint"
+    Ctrl-C in a terminal signals the whole process group; the driver alone should stop the
+    run and close the cluster, instead of every worker process printing its
+    ``KeyboardInterrupt`` traceback (and the scheduler its broken connections to them). A
+    thread's blocked signals are inherited by the threads it starts and by the processes
+    they start (across ``exec``), so SIGINT is blocked in this thread while the cluster
+    starts: its event-loop thread, the threads that loop starts to spawn the worker
+    processes (and respawn them later), and those processes, keep it blocked for their
+    life, from their first instruction on. A worker plugin could only ignore it once the
+    worker was up, seconds after the process was born.
 
-    def __init__(self) -> None:
-        self.driver = os.getpid()
+    A Ctrl-C while the cluster starts is held back until it is up (or failed), then raised
+    here through the SIGINT handler in place, so that the caller closes a cluster it holds
+    rather than one half started.
 
-    def setup(self, worker) -> None:
-        import signal
-        import threading
+    multiprocessing's resource tracker is started first: the thread that starts it has
+    SIGINT unblocked afterwards (CPython 3.11 unblocks it rather than restoring), which would
+    let the cluster's loop thread, the tracker's first user, pass it on to the workers.
+    """
+    import signal
+    import threading
+    from multiprocessing import resource_tracker
 
-        if os.getpid() != self.driver and threading.current_thread() is \
-                threading.main_thread():
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    resource_tracker.ensure_running()
+    came: list = []
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda *_: came.append(1)) if main else None
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # one held back comes now
+        if main:
+            signal.signal(signal.SIGINT, previous)  # (runs a pending one's handler first)
+            if came:
+                signal.raise_signal(signal.SIGINT)
 
 
 class _SubmitFailures(logging.Filter):

@@ -156,6 +156,45 @@ def test_ctrl_c_stops_the_run_with_one_line(tmp_path):
         f"{STOP_GRACE:g} s: its processes were killed)"), err[-3000:]
 
 
+@pytest.mark.timeout(300)
+def test_ctrl_c_while_the_workers_start_stops_with_one_line(tmp_path):
+    """SIGINT to the process group the moment a worker process of the local cluster has
+    imported distributed and started its watch of the driver (a second thread), before its
+    worker, let alone a worker plugin, runs: the worker processes are born with SIGINT
+    blocked, so the only line is the driver's."""
+    import psutil
+
+    train = _ldac(tmp_path / "docs.dat")
+    stderr = tmp_path / "stderr.txt"
+    with open(stderr, "w") as err_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dask_ps.cli", "train", "lda", "--train", train, "--topics",
+             "3", "--workers", "2", "--seed", "0"], cwd=REPO, stdout=subprocess.DEVNULL,
+            stderr=err_file, start_new_session=True)
+    try:
+        driver = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 200
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                if any("spawn_main" in " ".join(c.cmdline()) and c.num_threads() > 1
+                       for c in driver.children()):
+                    break  # a worker process runs its first thread: its worker is not up
+            except psutil.Error:
+                pass
+            time.sleep(0.005)
+        else:
+            raise AssertionError(f"no worker process came: {stderr.read_text()[-3000:]}")
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    err = stderr.read_text()
+    assert proc.returncode == 130, err[-3000:]
+    assert err.splitlines() == ["dask-ps: error: interrupted"], err[-3000:]
+
+
 def test_a_stop_signal_ends_the_command_even_when_its_exit_hangs(tmp_path):
     """Once Ctrl-C or SIGTERM came, the command ends within STOP_GRACE seconds with its
     status and one line, even when something it waits for while stopping never returns
