@@ -246,8 +246,6 @@ def main(argv=None) -> int:
     error, a bug, prints its traceback, then that line asking for a report, and returns 1;
     SIGTERM returns 143. ``--debug`` (or ``DASK_PS_DEBUG=1``) raises instead.
     """
-    from . import _run
-
     _reset_stop()
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("DASK_PS_DEBUG", "") not in ("", "0")
@@ -260,6 +258,7 @@ def main(argv=None) -> int:
         return _failed(exc)
     args = parser.parse_args(argv)
     args.debug = debug  # DASK_PS_DEBUG=1 too
+    from . import _run  # the estimators, distributed: only once a command runs
     previous = previous_int = None
     if threading_is_main():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
