@@ -101,6 +101,9 @@ def _sigint_held():
     import threading
     from multiprocessing import resource_tracker
 
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks, nor process groups
+        yield
+        return
     resource_tracker.ensure_running()
     came: list = []
     main = threading.current_thread() is threading.main_thread()
