@@ -32,7 +32,7 @@ from ._cluster_parts import (
     _check_address,
     _check_memory,
     _check_scheduler_file,
-    _sigint_held,
+    _start_without_sigint,
     _SubmitFailures,
 )
 from .exceptions import OptionError
@@ -554,19 +554,16 @@ def connect(spec: ClusterSpec) -> Session:
     elif spec.mode == "local":
         kwargs = _set(spec, memory_limit="memory", local_directory="local_directory",
                       interface="interface")
-        cluster = None
+        cluster = _start_without_sigint(lambda: LocalCluster(  # its workers ignore Ctrl-C
+            n_workers=spec.n_workers, threads_per_worker=spec.cores,
+            dashboard_address=spec.dashboard_address, **kwargs))
         try:
-            with _sigint_held():  # its workers ignore Ctrl-C, the driver stops the run
-                cluster = LocalCluster(n_workers=spec.n_workers,
-                                       threads_per_worker=spec.cores,
-                                       dashboard_address=spec.dashboard_address, **kwargs)
             session = Session(Client(cluster), cluster,
                               description=f"LocalCluster: {spec.n_workers} worker processes "
                                           f"x {spec.cores} thread"
                                           f"{'s' if spec.cores != 1 else ''}")
         except BaseException:
-            if cluster is not None:
-                cluster.close()
+            cluster.close()
             raise
         session.times["scheduler"] = time.perf_counter() - t0
     elif spec.mode == "slurm-runner":

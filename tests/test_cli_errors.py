@@ -195,6 +195,50 @@ def test_ctrl_c_while_the_workers_start_stops_with_one_line(tmp_path):
     assert err.splitlines() == ["dask-ps: error: interrupted"], err[-3000:]
 
 
+@pytest.mark.timeout(300)
+def test_ctrl_c_while_the_cluster_start_hangs_still_ends_the_command(tmp_path):
+    """A local cluster whose workers never come up (a preload module that sleeps at import):
+    Ctrl-C to the driver is not held back until the start ends, the command ends with
+    status 130 and its line (the start runs in a thread of its own, SIGINT blocked there
+    only)."""
+    import psutil
+
+    (tmp_path / "dask_ps_test_hang.py").write_text("import time\ntime.sleep(3600)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]),
+               DASK_DISTRIBUTED__WORKER__PRELOAD='["dask_ps_test_hang"]')
+    train = _ldac(tmp_path / "docs.dat")
+    stderr = tmp_path / "stderr.txt"
+    with open(stderr, "w") as err_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dask_ps.cli", "train", "lda", "--train", train, "--topics",
+             "3", "--workers", "2", "--seed", "0"], cwd=REPO, stdout=subprocess.DEVNULL,
+            stderr=err_file, start_new_session=True, env=env)
+    try:
+        driver = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 200
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                if any("spawn_main" in " ".join(c.cmdline()) for c in driver.children()):
+                    break  # a worker process is born: it will sleep in its preload
+            except psutil.Error:
+                pass
+            time.sleep(0.05)
+        else:
+            raise AssertionError(f"no worker process came: {stderr.read_text()[-3000:]}")
+        time.sleep(2)  # well into the start that never ends
+        os.kill(proc.pid, signal.SIGINT)
+        proc.wait(timeout=STOP_GRACE + 150)
+    finally:
+        try:  # the driver and any worker process left sleeping in its preload
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    err = stderr.read_text()
+    assert proc.returncode == 130, err[-3000:]
+    assert err.splitlines()[0].startswith("dask-ps: error: interrupted"), err[-3000:]
+
+
 def test_a_stop_signal_ends_the_command_even_when_its_exit_hangs(tmp_path):
     """Once Ctrl-C or SIGTERM came, the command ends within STOP_GRACE seconds with its
     status and one line, even when something it waits for while stopping never returns
