@@ -1,5 +1,5 @@
 """Pieces of :mod:`dask_ps.cluster`: its checks of cluster options (before anything
-starts), the worker plugin of the command line's local workers, and the record of a batch
+starts), the start of a local cluster whose workers ignore Ctrl-C, and the record of a batch
 system's failed job submissions."""
 
 from __future__ import annotations
@@ -7,8 +7,6 @@ from __future__ import annotations
 import logging
 import os
 import shlex
-
-from distributed.diagnostics.plugin import WorkerPlugin
 
 from .exceptions import OptionError
 
@@ -75,24 +73,76 @@ def _check_scheduler_file(path: str) -> None:
         raise OptionError(f"{where}: not a Dask scheduler file (no JSON 'address')")
 
 
-class _IgnoreSigint(WorkerPlugin):
-    """Worker plugin of a local cluster's worker processes: they ignore SIGINT. Ctrl-C in a
-    terminal signals the whole process group; the driver alone stops the run and closes
-    the cluster, instead of every worker process printing its ``KeyboardInterrupt``
-    traceback (and the scheduler its broken connections to them)."""
+#: Seconds a Ctrl-C during a local cluster's start waits for the start to end (so that the
+#: cluster it made is closed, not left half started) before it is raised anyway.
+START_STOP_WAIT = 20.0
 
-    name = "dask-ps-ignore-sigint"
 
-    def __init__(self) -> None:
-        self.driver = os.getpid()
+def _start_without_sigint(make):
+    """``make()`` (which starts a local cluster) in a thread of its own with SIGINT
+    blocked: the cluster's worker processes are born ignoring Ctrl-C, while this thread
+    still takes it at once.
 
-    def setup(self, worker) -> None:
-        import signal
-        import threading
+    Ctrl-C in a terminal signals the whole process group; the driver alone should stop the
+    run and close the cluster, instead of every worker process printing its
+    ``KeyboardInterrupt`` traceback (and the scheduler its broken connections to them). A
+    thread's blocked signals are inherited by the threads it starts and by the processes
+    they start (across ``exec``): the cluster's event-loop thread, the threads that loop
+    starts to spawn the worker processes (and respawn them later), and those processes,
+    keep SIGINT blocked for their life, from their first instruction on. A worker plugin
+    could only ignore it once the worker was up, seconds after the process was born.
 
-        if os.getpid() != self.driver and threading.current_thread() is \
-                threading.main_thread():
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    A Ctrl-C here while the cluster starts waits up to :data:`START_STOP_WAIT` seconds for
+    the start to end, closes the cluster it made, and is raised (at once if the start
+    does not end: a start that hangs does not hold the Ctrl-C back).
+
+    multiprocessing's resource tracker is started first: the thread that starts it has
+    SIGINT unblocked afterwards (CPython 3.11 unblocks it rather than restoring), which
+    would let the cluster's loop thread, the tracker's first user, pass it on to the workers.
+    """
+    import signal
+    import threading
+    from multiprocessing import resource_tracker
+
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks, nor process groups
+        return make()
+    resource_tracker.ensure_running()
+    box: dict = {}
+    lock = threading.Lock()
+
+    done = threading.Event()  # (not Thread.join: an interrupted join can end the next one)
+
+    def start():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            made = make()
+        except BaseException as exc:  # noqa: BLE001 - passed to the caller
+            box["error"] = exc
+            done.set()
+            return
+        with lock:
+            abandoned = box.get("abandoned")
+            if not abandoned:
+                box["made"] = made
+        done.set()
+        if abandoned:  # the caller was interrupted and gave up waiting: close what was made
+            made.close()
+
+    thread = threading.Thread(target=start, name="dask-ps-cluster-start", daemon=True)
+    thread.start()
+    try:
+        done.wait()
+    except BaseException:  # Ctrl-C (or SIGTERM's exception) while the cluster starts
+        done.wait(START_STOP_WAIT)
+        with lock:
+            box["abandoned"] = True
+            made = box.pop("made", None)
+        if made is not None:
+            made.close()
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["made"]
 
 
 class _SubmitFailures(logging.Filter):

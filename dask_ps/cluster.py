@@ -32,7 +32,7 @@ from ._cluster_parts import (
     _check_address,
     _check_memory,
     _check_scheduler_file,
-    _IgnoreSigint,
+    _start_without_sigint,
     _SubmitFailures,
 )
 from .exceptions import OptionError
@@ -554,12 +554,17 @@ def connect(spec: ClusterSpec) -> Session:
     elif spec.mode == "local":
         kwargs = _set(spec, memory_limit="memory", local_directory="local_directory",
                       interface="interface")
-        cluster = LocalCluster(n_workers=spec.n_workers, threads_per_worker=spec.cores,
-                               dashboard_address=spec.dashboard_address,
-                               plugins=(_IgnoreSigint(),), **kwargs)
-        session = Session(Client(cluster), cluster,
-                          description=f"LocalCluster: {spec.n_workers} worker processes x "
-                                      f"{spec.cores} thread{'s' if spec.cores != 1 else ''}")
+        cluster = _start_without_sigint(lambda: LocalCluster(  # its workers ignore Ctrl-C
+            n_workers=spec.n_workers, threads_per_worker=spec.cores,
+            dashboard_address=spec.dashboard_address, **kwargs))
+        try:
+            session = Session(Client(cluster), cluster,
+                              description=f"LocalCluster: {spec.n_workers} worker processes "
+                                          f"x {spec.cores} thread"
+                                          f"{'s' if spec.cores != 1 else ''}")
+        except BaseException:
+            cluster.close()
+            raise
         session.times["scheduler"] = time.perf_counter() - t0
     elif spec.mode == "slurm-runner":
         session = _runner(spec, t0)

@@ -156,6 +156,89 @@ def test_ctrl_c_stops_the_run_with_one_line(tmp_path):
         f"{STOP_GRACE:g} s: its processes were killed)"), err[-3000:]
 
 
+@pytest.mark.timeout(300)
+def test_ctrl_c_while_the_workers_start_stops_with_one_line(tmp_path):
+    """SIGINT to the process group the moment a worker process of the local cluster has
+    imported distributed and started its watch of the driver (a second thread), before its
+    worker, let alone a worker plugin, runs: the worker processes are born with SIGINT
+    blocked, so the only line is the driver's."""
+    import psutil
+
+    train = _ldac(tmp_path / "docs.dat")
+    stderr = tmp_path / "stderr.txt"
+    with open(stderr, "w") as err_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dask_ps.cli", "train", "lda", "--train", train, "--topics",
+             "3", "--workers", "2", "--seed", "0"], cwd=REPO, stdout=subprocess.DEVNULL,
+            stderr=err_file, start_new_session=True)
+    try:
+        driver = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 200
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                if any("spawn_main" in " ".join(c.cmdline()) and c.num_threads() > 1
+                       for c in driver.children()):
+                    break  # a worker process runs its first thread: its worker is not up
+            except psutil.Error:
+                pass
+            time.sleep(0.005)
+        else:
+            raise AssertionError(f"no worker process came: {stderr.read_text()[-3000:]}")
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    err = stderr.read_text()
+    assert proc.returncode == 130, err[-3000:]
+    assert err.splitlines() == ["dask-ps: error: interrupted"], err[-3000:]
+
+
+@pytest.mark.timeout(300)
+def test_ctrl_c_while_the_cluster_start_hangs_still_ends_the_command(tmp_path):
+    """A local cluster whose workers never come up (a preload module that sleeps at import):
+    Ctrl-C to the driver is not held back until the start ends, the command ends with
+    status 130 and its line (the start runs in a thread of its own, SIGINT blocked there
+    only)."""
+    import psutil
+
+    (tmp_path / "dask_ps_test_hang.py").write_text("import time\ntime.sleep(3600)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]),
+               DASK_DISTRIBUTED__WORKER__PRELOAD='["dask_ps_test_hang"]')
+    train = _ldac(tmp_path / "docs.dat")
+    stderr = tmp_path / "stderr.txt"
+    with open(stderr, "w") as err_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dask_ps.cli", "train", "lda", "--train", train, "--topics",
+             "3", "--workers", "2", "--seed", "0"], cwd=REPO, stdout=subprocess.DEVNULL,
+            stderr=err_file, start_new_session=True, env=env)
+    try:
+        driver = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 200
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                if any("spawn_main" in " ".join(c.cmdline()) for c in driver.children()):
+                    break  # a worker process is born: it will sleep in its preload
+            except psutil.Error:
+                pass
+            time.sleep(0.05)
+        else:
+            raise AssertionError(f"no worker process came: {stderr.read_text()[-3000:]}")
+        time.sleep(2)  # well into the start that never ends
+        os.kill(proc.pid, signal.SIGINT)
+        proc.wait(timeout=STOP_GRACE + 150)
+    finally:
+        try:  # the driver and any worker process left sleeping in its preload
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    err = stderr.read_text()
+    assert proc.returncode == 130, err[-3000:]
+    assert err.splitlines()[0].startswith("dask-ps: error: interrupted"), err[-3000:]
+
+
 def test_a_stop_signal_ends_the_command_even_when_its_exit_hangs(tmp_path):
     """Once Ctrl-C or SIGTERM came, the command ends within STOP_GRACE seconds with its
     status and one line, even when something it waits for while stopping never returns
@@ -175,6 +258,32 @@ def test_a_stop_signal_ends_the_command_even_when_its_exit_hangs(tmp_path):
     assert proc.returncode == 130, proc.stderr[-3000:]
     assert proc.stderr.splitlines() == [
         "dask-ps: error: interrupted (still stopping after 1 s: its processes were killed)"]
+
+
+def test_an_earlier_main_call_s_failure_leaves_the_stop_watchdog_s_line(tmp_path):
+    """In one process, a failure line printed by an earlier main() call does not silence
+    the stop watchdog's line in a later call (its stop state is that call's own)."""
+    script = ("import os, signal, sys, time\n"
+              "import dask_ps.cli as cli\n"
+              "from dask_ps.cli import _run\n"
+              "cli.STOP_GRACE = 1.0\n"
+              "assert cli.main(['evaluate', 'no-such.npz', '--test', 'te.svm']) == 2\n"
+              "def evaluate(args):\n"
+              "    try:\n"
+              "        os.kill(os.getpid(), signal.SIGINT)\n"
+              "        time.sleep(600)\n"
+              "    finally:\n"
+              "        time.sleep(600)  # closing the run hangs\n"
+              "_run.evaluate = evaluate\n"
+              "cli.main(['evaluate', 'm.npz', '--test', 'te.svm'])\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 130, proc.stderr[-3000:]
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("dask-ps: error: ") and "no-such.npz" in \
+        lines[0], proc.stderr[-3000:]
+    assert lines[1] == ("dask-ps: error: interrupted (still stopping after 1 s: its "
+                        "processes were killed)"), proc.stderr[-3000:]
 
 
 @pytest.mark.timeout(420)

@@ -134,8 +134,18 @@ def _expand_config(argv: list[str], parsers: dict) -> list[str]:
 #: client, the interpreter's exit handlers) before it kills its child processes and exits
 #: anyway: a stop signal never leaves it hanging.
 STOP_GRACE = 30.0
-_stopping: list = []  # the armed timer, once a stop signal came
-_said: list = []  # the failure's line was printed
+_stopping: list = []  # the armed timer, once a stop signal came (this main() call's)
+_said: list = []  # the failure's line was printed (by this main() call)
+
+
+def _reset_stop() -> None:
+    """Forget an earlier :func:`main` call's stop state (tests, and callers, make many in
+    one process): its failure line must not silence this call's watchdog line, nor its
+    armed watchdog end this call's run."""
+    for timer in _stopping:
+        timer.cancel()
+    _stopping.clear()
+    _said.clear()
 
 
 def _arm_stop(code: int, line: str) -> None:
@@ -236,8 +246,7 @@ def main(argv=None) -> int:
     error, a bug, prints its traceback, then that line asking for a report, and returns 1;
     SIGTERM returns 143. ``--debug`` (or ``DASK_PS_DEBUG=1``) raises instead.
     """
-    from . import _run
-
+    _reset_stop()
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("DASK_PS_DEBUG", "") not in ("", "0")
     parser, parsers = _parser()
@@ -249,6 +258,7 @@ def main(argv=None) -> int:
         return _failed(exc)
     args = parser.parse_args(argv)
     args.debug = debug  # DASK_PS_DEBUG=1 too
+    from . import _run  # the estimators, distributed: only once a command runs
     previous = previous_int = None
     if threading_is_main():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)

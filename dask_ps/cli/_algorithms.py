@@ -129,6 +129,17 @@ def estimator_default(cls, param: str) -> str:
     return "not set"
 
 
+class _Default:
+    """The estimator's default of a parameter, looked up (importing the estimator) only
+    when a ``--help`` prints it: building the parser imports no estimator."""
+
+    def __init__(self, algo: Algorithm, param: str) -> None:
+        self.algo, self.param = algo, param
+
+    def __str__(self) -> str:
+        return estimator_default(self.algo.cls, self.param)
+
+
 def add_params(parser: argparse.ArgumentParser, algo: Algorithm) -> None:
     g = parser.add_argument_group("model", f"{algo.estimator} parameters (defaults: the "
                                            f"estimator's)")
@@ -136,9 +147,11 @@ def add_params(parser: argparse.ArgumentParser, algo: Algorithm) -> None:
         kwargs = dict(p.kwargs)
         if kwargs.get("action") is None and "choices" not in kwargs:
             kwargs.setdefault("metavar", p.flag.lstrip("-").upper().replace("-", "_"))
-        kwargs["help"] = (kwargs.get("help", "") + f" (default: "
-                          f"{estimator_default(algo.cls, p.param)})").strip()
-        g.add_argument(p.flag, dest=p.param, default=argparse.SUPPRESS, **kwargs)
+        help = kwargs.pop("help", "")
+        action = g.add_argument(p.flag, dest=p.param, default=argparse.SUPPRESS, **kwargs)
+        # argparse fills a help's %(name)s from the action's attributes when it prints it
+        action.estimator_default = _Default(algo, p.param)
+        action.help = f"{help} (default: %(estimator_default)s)".strip()
 
 
 # --- shared -----------------------------------------------------------------------------------
