@@ -248,12 +248,14 @@ def test_labels_that_overflow_the_loss_say_what_to_change():
     from dask_ps import DivergenceError
 
     X = np.random.default_rng(0).random((500, 3))
-    with warnings.catch_warnings():  # numpy's overflow on the way, if it warns
-        warnings.simplefilter("ignore", RuntimeWarning)
-        with pytest.raises(
-                DivergenceError, match=r"GBDTRegressor: training diverged at epoch 1: the "
-                                       r"training loss is inf; scale the labels \(a squared"):
-            GBDTRegressor(n_estimators=3, client="local").fit(X, X[:, 0] * 1e300)
+    y = X[:, 0] * 1e300
+    for kw in ({}, dict(sample_weight=np.full(500, 7.0), eval_set=[(X, y)])):
+        with warnings.catch_warnings():  # the error alone: no numpy overflow warning before
+            warnings.simplefilter("error", RuntimeWarning)
+            with pytest.raises(
+                    DivergenceError, match=r"GBDTRegressor: training diverged at epoch 1: the "
+                                           r"training loss is inf; scale the labels \(a squared"):
+                GBDTRegressor(n_estimators=3, client="local").fit(X, y, **kw)
 
 
 def test_extreme_labels_are_named_on_a_cluster(client2):
