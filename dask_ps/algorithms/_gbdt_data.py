@@ -162,8 +162,8 @@ def to_matrix(X, categories: dict | None = None, row0: int = 0, name: str = "X")
     elif sp.issparse(X) or hasattr(X, "to_scipy_sparse"):
         X = X.to_scipy_sparse() if hasattr(X, "to_scipy_sparse") else X
         X = sp.csr_matrix(X, dtype=np.float64)
-        if not all(a.flags.writeable for a in (X.data, X.indices, X.indptr)):
-            X = X.copy()  # the kernels take writable arrays (kernel_array)
+        if not X.data.flags.writeable:  # the kernels take writable arrays (kernel_array)
+            X = X.copy()
         X.sum_duplicates()
         bad = np.flatnonzero(np.isinf(X.data))
         if bad.size:
