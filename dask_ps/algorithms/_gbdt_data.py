@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from ..exceptions import DataError
 from ._base import check_numeric_columns
 from ._gbdt_objectives import exact_sum, exact_total
-from ._gbdt_sketch import hash_rows, sketch
+from ._gbdt_sketch import hash_rows, kernel_array, sketch
 from ._logistic_data import classes_of
 from ._weights import all_zero, check_part
 
@@ -162,7 +162,7 @@ def to_matrix(X, categories: dict | None = None, row0: int = 0, name: str = "X")
     elif sp.issparse(X) or hasattr(X, "to_scipy_sparse"):
         X = X.to_scipy_sparse() if hasattr(X, "to_scipy_sparse") else X
         X = sp.csr_matrix(X, dtype=np.float64)
-        if not X.data.flags.writeable:  # the kernels' signatures take writable arrays
+        if not X.data.flags.writeable:  # the kernels take writable arrays (kernel_array)
             X = X.copy()
         X.sum_duplicates()
         bad = np.flatnonzero(np.isinf(X.data))
@@ -175,7 +175,7 @@ def to_matrix(X, categories: dict | None = None, row0: int = 0, name: str = "X")
         X = np.asarray(X)
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
-        X = np.require(X, requirements=["C", "W"])  # read-only (memmap) input: a copy
+        X = kernel_array(X)
         if X.ndim == 1:
             X = X[:, None]
     inf = np.isinf(X)
@@ -364,7 +364,7 @@ def _words(values) -> np.ndarray:
     only), or of the hash of its text (text labels). Same shape as ``values``."""
     values = np.asarray(values)
     if values.dtype.kind in "biuf":
-        bits = np.ascontiguousarray(values, np.float64).view(np.int64)
+        bits = kernel_array(values, np.float64).view(np.int64)
     else:
         distinct, codes = np.unique(values.astype(str), return_inverse=True)
         bits = np.array([int.from_bytes(hashlib.blake2b(v.encode(), digest_size=8).digest(),

@@ -135,14 +135,18 @@ class Objective:
         raise NotImplementedError
 
     def loss(self, y, raw) -> float:
-        """Mean loss of rows with raw scores ``raw`` (n_outputs, n)."""
-        return float(np.mean(self.losses(y, raw)))
+        """Mean loss of rows with raw scores ``raw`` (n_outputs, n); inf, without numpy's
+        overflow warnings, where it overflows float64 (the fit's DivergenceError says so)."""
+        with np.errstate(over="ignore"):
+            return float(np.mean(self.losses(y, raw)))
 
     def loss_sum(self, y, raw, w=None) -> float:
-        """Summed loss of the rows, each times its sample weight ``w[i]`` (None: 1)."""
+        """Summed loss of the rows, each times its sample weight ``w[i]`` (None: 1); inf
+        where it overflows, as :meth:`loss`."""
         if w is None:
             return self.loss(y, raw) * y.shape[0] if y.shape[0] else 0.0
-        return float(np.dot(w, self.losses(y, raw)))
+        with np.errstate(over="ignore"):
+            return float(np.dot(w, self.losses(y, raw)))
 
     def transform(self, raw) -> np.ndarray:
         """Predictions from raw scores: probabilities (n,) or (n, K), or values (n,)."""

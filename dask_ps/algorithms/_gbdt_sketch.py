@@ -28,6 +28,14 @@ DEFAULT_SAMPLE_COUNT = 200_000
 _SPLITMIX_GAMMA = np.uint64(0x9E3779B97F4A7C15)
 
 
+def kernel_array(a, dtype=None) -> np.ndarray:
+    """``a`` as the GBDT kernels take it: a C-contiguous, writable ndarray (of ``dtype`` if
+    given). Their explicit numba signatures are of writable arrays, so a read-only one (a
+    memmap, a pandas 3 copy-on-write Series or ``to_numpy()``) is copied; ``a`` itself
+    when it already is such an array (no copy)."""
+    return np.require(a, dtype, requirements=["C", "W"])
+
+
 @numba.njit("void(int64[::1], uint64, uint64[::1])", **_JIT)
 def hash_rows(row_ids, seed, out):
     """``out[i] = splitmix64(row_ids[i] + seed · golden)``: a per-row pseudo-random 64-bit word

@@ -18,7 +18,7 @@ from ._gbdt_bins import BinMapper
 from ._gbdt_kernels import build_hist_csr, build_hist_dense
 from ._gbdt_objectives import Objective
 from ._gbdt_rows import add_leaf_values, partition_csr, partition_dense
-from ._gbdt_sketch import sketch
+from ._gbdt_sketch import kernel_array, sketch
 
 
 class BinnedPartition:
@@ -62,8 +62,8 @@ class BinnedPartition:
         # dense: the bins row by row too (one byte a value more), read for the nodes holding
         # few of the rows (see _gbdt_kernels.SMALL_NODE_SHARE)
         self.binned_rows = None if self.sparse else np.ascontiguousarray(self.binned.T)
-        self.y = np.ascontiguousarray(y, dtype=np.float64)
-        self.w = None if w is None else np.ascontiguousarray(w, dtype=np.float64)
+        self.y = kernel_array(y, np.float64)
+        self.w = None if w is None else kernel_array(w, np.float64)
         n = self.y.shape[0]
         T = objective.n_outputs
         self.raw = np.repeat(np.asarray(base_score, np.float64)[:, None], n, axis=1)

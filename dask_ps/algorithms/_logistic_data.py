@@ -22,9 +22,9 @@ from ._logistic_kernels import decision
 from ._weights import check_part
 
 __all__ = ["KEYED_FEATURES", "WIDE_FEATURES", "KeyedWeights", "TableCache", "as_scipy",
-           "check_classes", "check_dask_X", "classes_of", "dask_margins", "encode_part",
-           "fit_classes", "hash_columns", "labels_of", "margins", "proba_from_margins",
-           "table_rows"]
+           "check_classes", "check_dask_X", "check_dask_width", "classes_of", "dask_margins",
+           "encode_part", "fit_classes", "hash_columns", "labels_of", "margins",
+           "proba_from_margins", "table_rows"]
 
 #: Models of a stochastic solver of at least this many features (columns after hashing) keep
 #: their weights in a hashed PS table, keyed by the column index (any key in
@@ -503,6 +503,20 @@ def check_dask_X(X, y, estimator: str):
     return y
 
 
+def check_dask_width(X, n_features: int, estimator: str) -> None:
+    """Refuse a dask array ``X`` to predict from, when its graph is built, unless it is 2-D
+    with ``n_features`` columns (scikit-learn checks in-memory ``X`` alike).
+
+    Raises
+    ------
+    ValueError
+        Naming ``X``'s shape, the estimator and ``n_features``.
+    """
+    if X.ndim != 2 or X.shape[1] != n_features:
+        raise ValueError(f"X has shape {X.shape}, but {estimator} is expecting {n_features} "
+                         f"features as input")
+
+
 def dask_margins(X, coef_t, intercept: np.ndarray, n_buckets, n_features: int,
                  estimator: str, block=None):
     """:func:`margins` of a dask array or dataframe ``X``, chunk by chunk: a dask array of
@@ -517,9 +531,7 @@ def dask_margins(X, coef_t, intercept: np.ndarray, n_buckets, n_features: int,
     """
     if hasattr(X, "to_dask_array"):
         X = X.to_dask_array(lengths=True)
-    if X.ndim != 2 or X.shape[1] != n_features:
-        raise ValueError(f"X has shape {X.shape}, but {estimator} is expecting {n_features} "
-                         f"features as input")
+    check_dask_width(X, n_features, estimator)
     X = X.rechunk({1: -1})
     X = X.map_blocks(finite_block, estimator, n_features, dtype=X.dtype, meta=X._meta)
     n_out = 1 if block else (coef_t.W if isinstance(coef_t, KeyedWeights) else coef_t).shape[1]

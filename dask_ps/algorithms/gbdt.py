@@ -36,7 +36,7 @@ from ._gbdt_docs import DOC_ATTRS, DOC_NOTES, DOC_PARAMS
 from ._gbdt_fit import DIVERGENCE_ADVICE, eval_pair, one_shard, train, training_workers
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT
 from ._gbdt_tree import Ensemble
-from ._logistic_data import as_scipy, classes_of, finite_block
+from ._logistic_data import as_scipy, check_dask_width, classes_of, finite_block
 from ._weights import check_sample_weight, eval_weights
 
 __all__ = ["Booster", "GBDTClassifier", "GBDTRegressor"]
@@ -327,12 +327,15 @@ class _GBDT(PSEstimator):
             # the chunks' sizes known: scikit-learn's score takes the predictions' len()
             X = da.Array(X.dask, X.name, (tuple(rows), (self.n_features_in_,)), meta=X._meta)
             fn = functools.partial(fn, checked=True)
+        elif not np.isnan(X.shape[-1]):  # a known width: checked before any task
+            check_dask_width(X, self.n_features_in_, type(self).__name__)
         X = X.rechunk({1: -1})
         if not frame:  # a frame's partitions are checked as they become matrices
             X = X.map_blocks(finite_block, type(self).__name__, allow_nan=True,
                              dtype=X.dtype, meta=X._meta)
         kw = dict(drop_axis=1) if ndim == 1 else dict(chunks=(X.chunks[0], (width,)))
-        return X.map_blocks(fn, dtype=np.float64, meta=np.empty((0,) * ndim), **kw)
+        return X.map_blocks(_block_or_empty, fn, None if ndim == 1 else width, dtype=np.float64,
+                            meta=np.empty((0,) * ndim), **kw)
 
     def _matrix_frame(self, df, starts=None, partition_info=None):
         """A dask dataframe's partition as a matrix; ``starts``: each partition's first row
@@ -364,6 +367,14 @@ class _GBDT(PSEstimator):
         check_is_fitted(self)
         for raw in self._staged_raw(X):
             yield self._from_raw(raw)
+
+
+def _block_or_empty(block, fn, width: int | None):
+    """``fn(block)``; a block of no rows (of a filtered dask array) predicts no rows:
+    float64 (0,), or (0, ``width``)."""
+    if block.shape[0] == 0:
+        return np.empty((0,) if width is None else (0, width))
+    return fn(block)
 
 
 class GBDTClassifier(ClassifierMixin, _GBDT):

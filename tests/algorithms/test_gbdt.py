@@ -248,12 +248,14 @@ def test_labels_that_overflow_the_loss_say_what_to_change():
     from dask_ps import DivergenceError
 
     X = np.random.default_rng(0).random((500, 3))
-    with warnings.catch_warnings():  # numpy's overflow on the way, if it warns
-        warnings.simplefilter("ignore", RuntimeWarning)
-        with pytest.raises(
-                DivergenceError, match=r"GBDTRegressor: training diverged at epoch 1: the "
-                                       r"training loss is inf; scale the labels \(a squared"):
-            GBDTRegressor(n_estimators=3, client="local").fit(X, X[:, 0] * 1e300)
+    y = X[:, 0] * 1e300
+    for kw in ({}, dict(sample_weight=np.full(500, 7.0), eval_set=[(X, y)])):
+        with warnings.catch_warnings():  # the error alone: no numpy overflow warning before
+            warnings.simplefilter("error", RuntimeWarning)
+            with pytest.raises(
+                    DivergenceError, match=r"GBDTRegressor: training diverged at epoch 1: the "
+                                           r"training loss is inf; scale the labels \(a squared"):
+                GBDTRegressor(n_estimators=3, client="local").fit(X, y, **kw)
 
 
 def test_extreme_labels_are_named_on_a_cluster(client2):
@@ -298,6 +300,36 @@ def test_a_partition_with_no_rows(client2):
     ref = GBDTClassifier(n_estimators=5, max_leaf_nodes=7, client="local",
                          random_state=0).fit(X, y)
     np.testing.assert_array_equal(model.predict_proba(X), ref.predict_proba(X))
+
+
+def test_dask_predictions_with_an_empty_block(client2):
+    # a filtered dask array (X[mask] with compute_chunk_sizes()) has chunks (300, 0, 300) when
+    # a block keeps no row: that block predicts no rows, the others as in memory
+    X, y = _toy(900)
+    kw = dict(n_estimators=4, max_leaf_nodes=7, client="local", random_state=0)
+    clf = GBDTClassifier(**kw).fit(X, y)
+    reg = GBDTRegressor(**kw).fit(X, X[:, 0])
+    keep = np.r_[np.ones(300, bool), np.zeros(300, bool), np.ones(300, bool)]
+    dX = da.from_array(X, chunks=(300, 5))[da.from_array(keep, chunks=300)]
+    dX.compute_chunk_sizes()
+    assert dX.chunks[0] == (300, 0, 300)
+    for method in (clf.predict, clf.predict_proba, clf.decision_function, reg.predict):
+        got = method(dX).compute()
+        np.testing.assert_array_equal(got, method(X[keep]))
+
+
+def test_dask_x_of_another_width_is_refused_as_the_graph_is_built():
+    X, y = _toy(600)
+    kw = dict(n_estimators=2, max_leaf_nodes=7, client="local", random_state=0)
+    clf, reg = GBDTClassifier(**kw).fit(X, y), GBDTRegressor(**kw).fit(X, X[:, 0])
+    dX = da.from_array(X, chunks=(300, 5))
+    for model in (clf, reg):  # not in a task at compute
+        name = type(model).__name__
+        for method in ("predict", "predict_proba", "decision_function"):
+            if hasattr(model, method):
+                with pytest.raises(ValueError, match=rf"X has shape \(600, 4\), but {name} "
+                                                     rf"is expecting 5 features as input"):
+                    getattr(model, method)(dX[:, :4])
 
 
 def test_1e5_sparse_columns():

@@ -230,3 +230,30 @@ def test_weight_on_one_class_only_is_refused():
     with pytest.raises(ValueError, match="sample_weight puts all the weight on one of the "
                                          "two classes"):
         GBDTClassifier(**KW).fit(X, y, sample_weight=(y == 0).astype(float))
+
+
+def _read_only(a):
+    a = np.array(a)
+    a.setflags(write=False)
+    return a
+
+
+@pytest.mark.parametrize("task", ["binary", "multiclass", "regression"])
+def test_read_only_labels_and_weights_fit_as_writable_ones(task):
+    # pandas 3 hands out read-only arrays (copy-on-write Series, to_numpy()): labels, weights
+    # (positive: no row dropped, so no copy made on the way) and the eval set's of them
+    X, labels, w = _small_values(500, seed=2)
+    y, w = labels[task], w + 1.0
+    Est = GBDTRegressor if task == "regression" else GBDTClassifier
+
+    def fit(conv):
+        return Est(**KW).fit(X[:400], conv(y[:400]), sample_weight=conv(w[:400]),
+                             eval_set=[(X[400:], conv(y[400:]))],
+                             eval_sample_weight=[conv(w[400:])])
+
+    got, want = fit(_read_only), fit(np.array)
+    assert not _read_only(y).flags.writeable
+    np.testing.assert_array_equal(_out(got, X), _out(want, X))
+    losses = [[{k: v for k, v in h.items() if "loss" in k or "l2" in k} for h in m.history_]
+              for m in (got, want)]
+    assert losses[0] == losses[1] and "eval_" in str(losses[0][-1])
