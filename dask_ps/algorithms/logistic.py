@@ -529,7 +529,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         lr = self.learning_rate or DEFAULT_LEARNING_RATE[self.solver]
         name = f"LogisticRegression({self.solver})"
         loop = self._epoch_loop(model, name, epochs, advice=f"try a smaller learning_rate "
-                                f"(now {lr})" if lr else "scale the features",
+                                f"(now {lr})" if lr else "scale the features", continues=warm,
                                 fit_id=fit_identity(self, n_features, labels))
         evaluate = None
         if eval_set:

@@ -140,7 +140,9 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
     Parameters
     ----------
     estimator : LogisticRegression or FactorizationMachineClassifier
-        With a stochastic solver; fitted already (it continues) or not.
+        With a stochastic solver; fitted already (it continues) or not. With
+        ``checkpoint=URL`` the stream keeps the newest 2 checkpoint versions its batches
+        saved there (each ``partial_fit`` saves 2, pruning those of the batches before).
     batches : iterable of (X, y)
         Any input ``partial_fit`` takes (NumPy, scipy.sparse, pandas, dask arrays such as
         :func:`dask_ps.io.read_ctr` gives, dask DataFrames with ``y`` a dask Series; dask
