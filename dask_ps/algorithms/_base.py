@@ -104,6 +104,9 @@ FITTING_METHODS = ("fit", "partial_fit")
 #: Where a fitting call keeps the seed it drew from a ``RandomState`` (see
 #: :meth:`PSEstimator._seed`); present only during the call.
 _CALL_SEED = "_call_seed"
+#: Where an estimator keeps ``(checkpoint URL, versions)``: the checkpoint versions its
+#: fits since the last one from scratch wrote (see :meth:`PSEstimator._epoch_loop`).
+_OWN_VERSIONS = "_checkpoint_versions"
 
 
 def keeps_state_on_failure(method: Callable) -> Callable:
@@ -274,12 +277,28 @@ class PSEstimator(BaseEstimator):
                 self.__dict__[_CALL_SEED] = seed
         return seed
 
-    def _epoch_loop(self, model: PSModel, name: str, n_epochs: int, **kwargs) -> "EpochLoop":
-        """An :class:`EpochLoop` with the estimator's checkpoint, progress and callbacks."""
+    def _epoch_loop(self, model: PSModel, name: str, n_epochs: int, *,
+                    continues: bool = False, **kwargs) -> "EpochLoop":
+        """An :class:`EpochLoop` with the estimator's checkpoint, progress and callbacks.
+
+        ``continues``: the fit goes on from the fitted model (``partial_fit``, a warm
+        start), so the checkpoint versions of the earlier such fits into the same URL, back
+        to the last fit from scratch, count as its own: a stream of ``partial_fit`` calls
+        keeps 2 versions in all (the newest), not 2 per call. A fit from scratch starts a
+        new count (the versions of earlier fits are left alone)."""
+        held = self.__dict__.get(_OWN_VERSIONS)
+        if self.checkpoint in (None, "auto"):
+            own = None
+        else:
+            if not continues or held is None or held[0] != self.checkpoint:
+                held = (self.checkpoint, [])  # a failed fit puts the previous one back
+                self.__dict__[_OWN_VERSIONS] = held
+            own = held[1]
         return EpochLoop(model, name, n_epochs, checkpoint=self.checkpoint,
                          checkpoint_every=self.checkpoint_every,
                          max_recoveries=self.max_recoveries, resume=self.resume,
-                         progress=self.progress, callbacks=self.callbacks, **kwargs)
+                         progress=self.progress, callbacks=self.callbacks,
+                         own_versions=own, **kwargs)
 
 
 #: A dask frame's columns are judged by the first of its first this many partitions that

@@ -72,6 +72,11 @@ class EpochLoop:
     fit_id : dict, optional
         What a checkpoint to resume from must have been written by (e.g. the estimator,
         its hashed width and classes; see :func:`dask_ps.model.recovery.run_clocks`).
+    own_versions : list of int, optional
+        The versions of ``checkpoint`` the earlier fits of the same stream wrote (e.g. the
+        ``partial_fit`` calls before this one), pruned with this fit's so that the stream
+        keeps 2 in all; updated in place (``own`` of
+        :func:`dask_ps.model.recovery.run_clocks`). Default: this fit's versions alone.
     """
 
     def __init__(self, model: PSModel, name: str, n_epochs: int, *,
@@ -79,13 +84,15 @@ class EpochLoop:
                  max_recoveries: int = 3, resume: bool = False, progress: bool | None = None,
                  callbacks: list | None = None, baseline: float | None = None,
                  advice: str = "", unit: str = "epoch", limit: str = "max_iter",
-                 job_seconds: float | None = None, fit_id: dict | None = None) -> None:
+                 job_seconds: float | None = None, fit_id: dict | None = None,
+                 own_versions: list[int] | None = None) -> None:
         self.model, self.name, self.n_epochs = model, name, int(n_epochs)
         self.checkpoint, self.checkpoint_every = checkpoint, int(checkpoint_every)
         self.max_recoveries, self.resume = int(max_recoveries), bool(resume)
         self.progress, self.callbacks = progress, list(callbacks or [])
         self.baseline, self.advice, self.unit, self.limit = baseline, advice, unit, limit
         self.job_seconds, self.fit_id = job_seconds, fit_id
+        self.own_versions = own_versions
         self.records: dict[int, dict] = {}
 
     def run(self, epochs: Callable[[int, int], list[dict]], *,
@@ -200,7 +207,8 @@ class EpochLoop:
                 data_position=lambda c: {"epoch": c}, rebuild=rebuild,
                 restart=restart if tmp is not None else None, save_last=tmp is None,
                 driver_state=driver_state, fit_id=self.fit_id, rewinds=rewinds,
-                unit=self.unit, limit=self.limit)
+                unit=self.unit, limit=self.limit,
+                own=self.own_versions if tmp is None else None)
         finally:
             monitor.close()
             if tmp is not None:

@@ -541,7 +541,7 @@ class FactorizationMachineClassifier(LogisticRegression):
                             f"{labels.tolist()}")
         seed = self._seed() + (1000 * len(self.history_) if warm else 0)  # new orders
         lr = self.learning_rate or 0.1
-        loop = self._epoch_loop(model, type(self).__name__, epochs,
+        loop = self._epoch_loop(model, type(self).__name__, epochs, continues=warm,
                                 advice=_divergence_advice(lr, self.factor_learning_rate,
                                                           self.init_std),
                                 fit_id=fit_identity(self, n_features, labels))

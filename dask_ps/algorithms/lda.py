@@ -449,6 +449,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
                 offsets = data.starts
                 loop = self._epoch_loop(model, f"LatentDirichletAllocation(K={K})",
                                         self.max_iter, unit="iteration",
+                                        continues=init_counts is not None,
                                         job_seconds=JOB_SECONDS, fit_id=dict(
                                             estimator=type(self).__name__,
                                             # compared when both fits name their terms

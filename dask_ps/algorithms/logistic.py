@@ -532,7 +532,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         if self.early_stopping and self.solver != "lbfgs" and epochs > 1:  # (one cannot stop)
             check_held_out(data, seed, self.validation_fraction)  # before any epoch
         loop = self._epoch_loop(model, name, epochs, advice=f"try a smaller learning_rate "
-                                f"(now {lr})" if lr else "scale the features",
+                                f"(now {lr})" if lr else "scale the features", continues=warm,
                                 fit_id=fit_identity(self, n_features, labels))
         evaluate = None
         if eval_set:

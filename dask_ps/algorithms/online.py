@@ -22,6 +22,7 @@ import re
 from typing import Iterable
 
 import numpy as np
+from sklearn.base import is_classifier
 
 from ..io._blocks import source_paths
 from ..partitions.inputs import is_dask
@@ -139,7 +140,9 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
     Parameters
     ----------
     estimator : LogisticRegression or FactorizationMachineClassifier
-        With a stochastic solver; fitted already (it continues) or not.
+        With a stochastic solver; fitted already (it continues) or not. With
+        ``checkpoint=URL`` the stream keeps the newest 2 checkpoint versions its batches
+        saved there (each ``partial_fit`` saves 2, pruning those of the batches before).
     batches : iterable of (X, y)
         Any input ``partial_fit`` takes (NumPy, scipy.sparse, pandas, dask arrays such as
         :func:`dask_ps.io.read_ctr` gives, dask DataFrames with ``y`` a dask Series; dask
@@ -177,7 +180,8 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
     Raises
     ------
     ValueError
-        An estimator without ``partial_fit`` (``solver="lbfgs"``, GBDT), before any batch;
+        An estimator without ``partial_fit`` (``solver="lbfgs"``, GBDT), or that is not a
+        classifier (LDA), before any batch and before ``versions`` is made;
         ``version_every`` without ``versions`` (or the reverse), or not an integer >= 1
         (``True`` included), a batch that is not an
         ``(X, y)`` pair, a batch with labels outside the classes the model has
@@ -218,6 +222,12 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
             f": partial_fit needs a stochastic solver ('ftrl', 'sgd', 'adagrad'), got "
             f"solver={solver!r}" if solver == "lbfgs" else
             ": learn_online needs an estimator that learns batch by batch"))
+    if not is_classifier(estimator):  # e.g. LDA: a partial_fit(X), nothing to score
+        raise ValueError(f"{type(estimator).__name__} is not a classifier: learn_online "
+                         f"needs a classifier that learns batch by batch "
+                         f"(partial_fit(X, y, classes=...)) and is scored on each batch "
+                         f"before it learns it (predict_proba); call its own partial_fit "
+                         f"on each batch instead")
     if versions is not None:
         _check_versions(estimator, versions)
     first = last_version(versions) if versions is not None else 0

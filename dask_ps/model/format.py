@@ -451,11 +451,18 @@ def write_manifest(path: str, arrays: dict) -> None:
     fs.mv(tmp, f"{root}/{MANIFEST}")
 
 
-def prune(url: str, keep: int, first: int = 1) -> list[int]:
+def prune(url: str, keep: int, first: int = 1, only=None) -> list[int]:
     """Delete all but the ``keep`` newest complete versions, and torn versions older than
     the newest complete one, among versions ``>= first`` (older ones, e.g. of another run,
-    are left alone); returns the deleted version numbers."""
+    are left alone); returns the deleted version numbers.
+
+    ``only`` (a collection of version numbers, e.g. those one run wrote): then only complete
+    versions among them are counted and deleted, and torn versions only when older than the
+    newest of them; the versions another writer put in between are left alone."""
     complete, torn = list_versions(url)
+    if only is not None:
+        only = set(only)
+        complete = [v for v in complete if v in only]
     if not complete:
         return []
     mine = [v for v in complete if v >= first]

@@ -184,7 +184,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                save_last: bool = True,
                driver_state: tuple[Callable, Callable] | None = None,
                fit_id: dict | None = None, rewinds: bool = False, unit: str = "clock",
-               limit: str = "n_clocks") -> tuple[list, list[dict]]:
+               limit: str = "n_clocks",
+               own: list[int] | None = None) -> tuple[list, list[dict]]:
     """Run clocks ``[0, n_clocks)`` with ``step``, checkpointing and recovering.
 
     Parameters
@@ -213,7 +214,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         ``n_clocks`` (:func:`check_not_past`), before anything is restored.
     keep : int or None, default 2
         Complete versions of this run kept (older ones pruned); versions that were in
-        ``checkpoint`` before the run are never deleted.
+        ``checkpoint`` before the run, or that another writer saved there meanwhile, are
+        never deleted.
     max_recoveries : int, default 3
     job_clocks : callable, optional
         ``job_clocks(clock) -> int``: clocks of the job starting at ``clock`` (instead of
@@ -243,6 +245,11 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         goes on from one, at clock ``n_clocks``.
     unit, limit : str
         What a clock is and what sets ``n_clocks``, for :func:`check_not_past`'s message.
+    own : list of int, optional
+        The versions of ``checkpoint`` earlier runs of the same learner wrote (e.g. the
+        ``partial_fit`` calls of a stream before this one): counted as this run's, so that
+        ``keep`` bounds the versions of the whole stream; updated in place (the versions
+        this run writes appended, the pruned ones removed).
 
     Returns
     -------
@@ -294,7 +301,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
             log_checkpoint(last.url, last.version, model=model.uid, client=model.client,
                            resumed_clock=clock)
 
-    mine: list[int] = []  # versions this run wrote; older ones (another run's) are kept
+    # versions this run (and the earlier runs of its stream) wrote; others' are kept
+    mine: list[int] = own if own is not None else []
 
     def save(c):
         extra = dict(results=results[:c])
@@ -305,7 +313,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         info = model.save(checkpoint, clock=c, data_position=position(c), extra=extra)
         mine.append(info.version)
         if keep is not None:
-            ck.prune(checkpoint, keep, first=mine[0])
+            gone = ck.prune(checkpoint, keep, first=mine[0], only=mine)
+            mine[:] = [v for v in mine if v not in gone]
         return info
 
     loss_errors = _loss_errors()

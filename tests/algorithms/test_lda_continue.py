@@ -128,3 +128,16 @@ def test_a_resumed_fit_goes_on_at_the_loss_of_its_checkpoint(tmp_path):
     # at most a tenth of the way back to a fresh start (it was half of it, or more)
     assert ran[40] - saved < 0.1 * (fresh - saved), (fresh, saved, ran[40:])
     assert ran[-1] - saved < 0.1 * (fresh - saved), (fresh, saved, ran[40:])
+
+
+def test_partial_fits_into_a_checkpoint_keep_two_versions_in_all(tmp_path):
+    """Each partial_fit saved its versions and pruned only its own: 2 more per call, never
+    pruned (trial 9, F11); the partial_fits going on from a fit now keep 2 in all."""
+    import os
+
+    X, _ = planted(seed=7)
+    url = str(tmp_path / "ck")
+    model = lda(max_iter=2, checkpoint=url, checkpoint_every=1)
+    counts = [len(os.listdir(url)) for _ in range(4) if model.partial_fit(X) is model]
+    assert counts == [2, 2, 2, 2]
+    assert sorted(os.listdir(url)) == ["v000011", "v000012"]

@@ -7,6 +7,7 @@ import pytest
 from dask_ps import (
     FactorizationMachineClassifier,
     GBDTClassifier,
+    LatentDirichletAllocation,
     LogisticRegression,
     learn_online,
 )
@@ -169,6 +170,14 @@ def test_bad_streams_are_refused(tmp_path):
     with pytest.raises(ValueError, match="^GBDTClassifier has no partial_fit: learn_online "
                                          "needs an estimator that learns batch by batch"):
         learn_online(GBDTClassifier(client="local"), stream(1))
+    # LDA has a partial_fit (of X alone): it was taken, made the versions folder and failed
+    # at batch 1 with "unexpected keyword argument 'classes'"
+    seen = []
+    with pytest.raises(ValueError, match="^LatentDirichletAllocation is not a classifier: "
+                                         "learn_online needs a classifier"):
+        learn_online(LatentDirichletAllocation(n_components=3, client="local"), taken(2),
+                     version_every=1, versions=str(tmp_path / "lda"))
+    assert seen == [] and not (tmp_path / "lda").exists()
 
 
 def _ctr_files(folder):
@@ -295,3 +304,34 @@ def test_on_a_cluster_unknown_chunk_sizes_are_refused_naming_the_batch(tmp_path,
     assert [(r["batch"], r["rows"]) for r in est.history_] == [(1, 200), (3, 200)]
     est = learn_online(make(), [(ddf[["a"]], ddf.c)] * 2)
     assert [(r["batch"], r["rows"]) for r in est.history_] == [(1, 100), (2, 100)]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.filterwarnings("ignore:checkpoint folder .* two models are writing:UserWarning")
+def test_a_stream_with_a_checkpoint_keeps_two_versions_and_leaves_others_alone(tmp_path):
+    """Each partial_fit saved 2 checkpoint versions and pruned only its own: a stream of 8
+    batches left 16 (trial 9, F11: a disk that fills). The stream's versions are now pruned
+    together (keep=2); versions another model saved there, before or amid the stream, stay."""
+    from dask_ps import PSModel
+    from dask_ps.model.format import latest, list_versions
+
+    url = str(tmp_path / "ck")
+    other = PSModel("local", n_shards=1)
+    try:
+        other.add_table("v", shape=(3,), optimizer="adagrad")
+        other.save(url)  # version 1, saved by hand
+        est = LogisticRegression(client="local", solver="ftrl", random_state=0,
+                                 checkpoint=url)
+        learn_online(est, stream(3, rows=300))  # versions 2..7, before/after each batch
+        assert list_versions(url) == ([1, 6, 7], [])
+        other.save(url)  # version 8, amid the stream
+        learn_online(est, stream(5, rows=300))  # versions 9..18
+    finally:
+        other.close()
+    assert list_versions(url) == ([1, 8, 17, 18], [])
+    newest = latest(url)  # the stream's last: after its last batch
+    assert newest.version == 18 and sorted(newest.attrs["tables"]) == ["w"]
+    assert newest.attrs["extra"]["fit"]["estimator"] == "LogisticRegression"
+    # a fit from scratch counts its own versions anew: the stream's stay
+    est.set_params(max_iter=2).fit(*next(stream(1, rows=300)))
+    assert list_versions(url)[0] == [1, 8, 17, 18, 20, 21]
