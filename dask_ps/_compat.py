@@ -135,10 +135,11 @@ def spilled_bytes(worker) -> dict:
     return {k: w.disk for k, w in weights.items()}
 
 
-def executing_keys(worker) -> list:
-    """Keys of the tasks ``worker`` runs now (in a thread of its pool, or seceded from it);
-    not those it holds ready, waiting for a thread."""
-    state = worker.state
+def executing_keys(dask_worker) -> list:
+    """Keys of the tasks ``dask_worker`` runs now (in a thread of its pool, or seceded from
+    it); not those it holds ready, waiting for a thread. (The parameter's name lets
+    ``Client.run(executing_keys)`` pass each worker.)"""
+    state = dask_worker.state
     return [ts.key for ts in state.executing] + [ts.key for ts in state.long_running]
 
 

@@ -126,13 +126,16 @@ def test_a_failing_sbatch_ends_the_command_at_once_with_its_stderr(tr, tmp_path)
 @pytest.mark.timeout(300)
 def test_ctrl_c_stops_the_run_with_one_line(tmp_path):
     """SIGINT to the process group, as a terminal's Ctrl-C sends it: the driver stops the
-    run and closes the cluster; the worker processes print no traceback."""
-    train = _ldac(tmp_path / "docs.dat")
+    run and closes the cluster; the worker processes print no traceback. The iterations
+    are long enough (~1 s) for the signal to come while the tasks compute: stopped, the job
+    waits for them to end before the shards are released and the workers closed (else
+    the workers log each task cancelled with them, or its calls to shards gone)."""
+    train = _ldac(tmp_path / "docs.dat", n_docs=40000, n_terms=2000)
     stderr = tmp_path / "stderr.txt"
     with open(stderr, "w") as err_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "dask_ps.cli", "train", "lda", "--train", train, "--topics",
-             "3", "--max-iter", "1000000", "--seed", "0"], cwd=REPO, stdout=subprocess.PIPE,
+             "50", "--max-iter", "1000000", "--seed", "0"], cwd=REPO, stdout=subprocess.PIPE,
             stderr=err_file, text=True, start_new_session=True)
     try:
         seen = []

@@ -43,6 +43,11 @@ __all__ = ["fit_partitions", "run"]
 
 #: Seconds between checks, while a job runs, that its workers and shards are still alive.
 WATCH_INTERVAL = 0.5
+#: Seconds a job stopped by an interrupt (Ctrl-C, SIGTERM's exception) waits, once ended
+#: on the shards, for its tasks to stop running before its caller goes on (to release the
+#: shards, close the workers): a task still running would call shards that are gone, or
+#: be cancelled with its worker, and the workers would log either into the terminal.
+STOP_WAIT = 10.0
 
 
 def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | Partitions, *,
@@ -117,6 +122,7 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
         model._job = job
     results: list = [None] * len(items)
     shards = None
+    stopped = False  # interrupted (Ctrl-C, SIGTERM's exception): not a task's error
     try:
         groups = _task_groups(model, len(items), workers, info)
         connection.call_all(model, "start_job", job, len(groups), cons)
@@ -129,6 +135,7 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
             results[t] = r
         return results
     except BaseException as exc:
+        stopped = not isinstance(exc, Exception)
         # skip shards known dead: each call to one waits for its whole timeout
         shards = [i for i in range(model.n_shards) if i not in placement.lost_shards(model)]
         exc.job_clocks = None
@@ -145,6 +152,8 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
             if isinstance(r, BaseException) and not isinstance(r, ShardUnavailableError):
                 raise r
         model._job = None
+        if stopped and not model.is_local:  # woken, the tasks end at their next call
+            _wait_tasks_stop(model._client, f"{TASKS_PREFIX}{job}-", STOP_WAIT)
 
 
 def fit_partitions(model: PSModel, step: Callable[[WorkerView, Partition], Any],
@@ -310,6 +319,21 @@ def _refuse_in_task(model: PSModel) -> None:
                            f"after the other: {ONE_JOB}")
 
 
+def _wait_tasks_stop(client, prefix: str, limit: float) -> None:
+    """Wait up to ``limit`` seconds until no worker runs a task whose key starts with
+    ``prefix`` (released futures: their tasks run on until they return)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            running = client.run(_compat.executing_keys, on_error="return")
+        except Exception:  # noqa: BLE001 - a client or worker gone: nothing to wait for
+            return
+        if not any(isinstance(keys, list) and any(str(k).startswith(prefix) for k in keys)
+                   for keys in running.values()):
+            return
+        time.sleep(0.05)
+
+
 def _run_dask(model: PSModel, fn, items, job, cons, groups) -> list:
     from distributed import wait
 
@@ -351,7 +375,7 @@ def _with_unstarted(exc: TimeoutError, client, futs, addresses: list) -> Timeout
     """``exc`` (a barrier that waited in vain), saying which participants never started:
     their worker's threads were busy with other work (another model's job, other tasks)."""
     try:
-        running = {k for keys in client.run(_executing).values() for k in keys}
+        running = {k for keys in client.run(_compat.executing_keys).values() for k in keys}
     except Exception:  # noqa: BLE001 - a worker gone: the error as it is
         return exc
     idle = [f"{pid} on {addresses[pid]}" for pid, f in enumerate(futs)
@@ -362,10 +386,6 @@ def _with_unstarted(exc: TimeoutError, client, futs, addresses: list) -> Timeout
                         f"of their worker was busy with other work (another job, or other "
                         f"Dask tasks); run one job at a time on these workers, or give them "
                         f"more threads")
-
-
-def _executing(dask_worker) -> list:
-    return _compat.executing_keys(dask_worker)
 
 
 def _started(client, futs) -> int:
