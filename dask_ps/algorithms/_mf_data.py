@@ -77,15 +77,16 @@ def rating_values(col) -> tuple:
     return a, None
 
 
-def triples(X, y, cols: tuple, need_ratings: bool) -> tuple:
-    """``(user ids, item ids, ratings or None)`` of an in-memory input (NumPy or pandas).
+def triples(X, y, cols: tuple, need_ratings: bool, as_array: bool = False) -> tuple:
+    """``(user ids, item ids, ratings or None)`` of an in-memory input (NumPy or pandas;
+    ``as_array``: a frame read as the array of its values, its columns named by position).
 
     Raises
     ------
     ValueError
         A missing column (named), an array of the wrong shape, ``y`` of another length.
     """
-    if hasattr(X, "columns"):  # pandas
+    if hasattr(X, "columns") and not as_array:  # pandas
         names = list(cols[:2]) + ([cols[2]] if need_ratings and y is None else [])
         for what, name in zip(("user_col", "item_col", "rating_col"), names):
             if name not in X.columns:
@@ -278,6 +279,28 @@ def rows_counter(frame, check=None, compute=None):
         return int(sum(lengths.compute() if compute is None else compute(lengths)))
 
     return rows_before
+
+
+class RowsFromTask:
+    """:func:`rows_counter` of a dask dataframe for a task of a lazy result (``predict``)
+    that finds a bad row: picklable, it counts from within the task, on the cluster through
+    :func:`distributed.worker_client`, else with the synchronous scheduler."""
+
+    def __init__(self, frame, check=None) -> None:
+        self.frame, self.check = frame, check
+
+    def __call__(self, k: int) -> int:
+        try:
+            from distributed import get_worker
+            get_worker()  # ValueError: not in a worker's task
+        except (ImportError, ValueError):
+            return rows_counter(self.frame, self.check,
+                                lambda c: c.compute(scheduler="sync"))(k)
+        from distributed import worker_client
+
+        with worker_client() as client:  # secedes: the task waits without its thread
+            return rows_counter(self.frame, self.check,
+                                lambda c: client.compute(c).result())(k)
 
 
 def whole_row(err: DataError, rows_before) -> DataError:

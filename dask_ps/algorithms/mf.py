@@ -401,17 +401,31 @@ class MatrixFactorization(PSEstimator):
         Returns
         -------
         ndarray (n,) float64, or a dask Series for a dask dataframe and a dask array for a
-        dask array (which do not warn about unseen ids; a bad id is named with its row in
-        its partition, and the partition)
+        dask array (which do not warn about unseen ids)
+
+        Raises
+        ------
+        ValueError
+            A bad id (missing, a non-integral float, numbers and strings mixed), naming the
+            column and the row (from 0 in the whole input; for a dask input when computed,
+            the first bad row, the partitions before it counted then); an unseen id under
+            ``cold_start="raise"``.
         """
         check_is_fitted(self)
-        if is_dask(X) and hasattr(X, "columns"):
-            return X.map_partitions(_predict_frame, self, meta=(None, "float64"))
-        if is_dask(X):
-            X = self._dask_frame(X, 2, frame=False)
-            return X.map_blocks(_predict_block, self, drop_axis=1, dtype=np.float64,
-                                meta=np.empty(0))
-        return self._predict_indices(*self._indices(X))
+        if not is_dask(X):
+            return self._predict_indices(*self._indices(X))
+        import dask
+
+        # counts the rows before a partition with a bad row, in its task (and only then),
+        # checking them as the task does (an array's columns by position)
+        check = functools.partial(data_.triples, y=None, cols=self._cols, need_ratings=False,
+                                  as_array=not hasattr(X, "columns"))
+        rows = dask.delayed(data_.RowsFromTask(self._dask_frame(X, 2), check))
+        if hasattr(X, "columns"):
+            return X.map_partitions(_predict_frame, self, rows, meta=(None, "float64"))
+        X = self._dask_frame(X, 2, frame=False)
+        return X.map_blocks(_predict_block, self, rows, drop_axis=1, dtype=np.float64,
+                            meta=np.empty(0))
 
     def evaluate(self, X, y=None) -> dict:
         """Error metrics on rated (user, item) rows, with counts of cold-start rows.
@@ -541,13 +555,20 @@ def _predict_indices(est: MatrixFactorization, X) -> np.ndarray:
     return est._predict_indices(*est._indices(X, warn=False))
 
 
-def _predict_frame(df, est: MatrixFactorization, partition_info=None):
+def _predict_part(X, k, est: MatrixFactorization, rows) -> np.ndarray:
+    try:
+        return data_.in_partition(_predict_indices, k, est, X)
+    except DataError as err:  # a bad row: named in the whole input
+        raise data_.whole_row(err, rows) from None
+
+
+def _predict_frame(df, est: MatrixFactorization, rows, partition_info=None):
     import pandas as pd
 
     k = partition_info["number"] if partition_info else "?"
-    return pd.Series(data_.in_partition(_predict_indices, k, est, df), index=df.index)
+    return pd.Series(_predict_part(df, k, est, rows), index=df.index)
 
 
-def _predict_block(block, est: MatrixFactorization, block_info=None):
+def _predict_block(block, est: MatrixFactorization, rows, block_info=None):
     k = block_info[0]["chunk-location"][0] if block_info else "?"
-    return data_.in_partition(_predict_indices, k, est, block)
+    return _predict_part(block, k, est, rows)

@@ -77,6 +77,33 @@ def test_evaluate_names_a_bad_row_of_a_dask_input_by_its_row_in_the_whole_input(
     assert model.evaluate(dd.from_pandas(toy(1), npartitions=3))["n_ratings"] == 300
 
 
+@pytest.mark.parametrize("scheduler", ["cluster", "sync", "threads"])
+def test_predict_on_dask_names_a_bad_id_by_its_row_in_the_whole_input(client2, scheduler):
+    """Lazy: the row is counted when the result is computed, from within the task that finds
+    it (on the cluster too); was "row 50 ... (row counted within partition 2 of X)"."""
+    import dask.array as da
+    import dask.dataframe as dd
+
+    model = MatrixFactorization(client=client2, **FAST).fit(toy())
+    df = toy(1).astype({"item": float})
+    df.loc[250, "item"] = 1.5  # 3 partitions of 100 rows: row 50 of partition 2
+    how = {} if scheduler == "cluster" else dict(scheduler=scheduler)
+    frame = dd.from_pandas(df, npartitions=3)
+    array = da.from_array(df.to_numpy(), chunks=(100, 3))  # columns named by position
+    for X, col in ((frame, "'item'"), (array, r"1 \(item\)")):
+        with pytest.raises(DataError, match=rf"^X column {col}: id 1.5 at row 250 is not an "
+                                            r"integer$"):
+            model.predict(X).compute(**how)
+    df.loc[130, "user"] = np.nan  # an earlier bad row, of another column: named first
+    for X, col in ((dd.from_pandas(df, npartitions=3), "'user'"),
+                   (da.from_array(df.to_numpy(), chunks=(100, 3)), r"0 \(user\)")):
+        with pytest.raises(DataError, match=rf"^X column {col}: id nan at row 130 is not an "
+                                            r"integer$"):
+            model.predict(X).compute(**how)
+    good = model.predict(dd.from_pandas(toy(1), npartitions=3)).compute(**how)
+    np.testing.assert_allclose(good.to_numpy(), model.predict(toy(1)))
+
+
 # -- users= and items=: X holds their codes -------------------------------------------------
 USERS, ITEMS = IdMapping([10, 20, 30]), IdMapping([100, 200])
 CODES = pd.DataFrame({"user": [0, 1, 2, 0], "item": [0, 1, 0, 1], "rating": [3.0, 4, 5, 1]})
