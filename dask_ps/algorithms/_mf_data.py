@@ -37,7 +37,7 @@ def as_ids(col, name: str) -> np.ndarray:
     except TypeError as err:
         raise TypeError(f"{name}: {err}") from None
     if bad is not None:
-        raise DataError(f"{name}: " + bad[1].format(row=bad[0]))
+        raise bad_row(name, bad)
     return ids
 
 
@@ -45,8 +45,20 @@ def as_ratings(col, name: str) -> np.ndarray:
     """Ratings as float64; ValueError naming the first non-number or non-finite one."""
     a, bad = rating_values(col)
     if bad is not None:
-        raise DataError(f"{name}: " + bad[1].format(row=bad[0]))
+        raise bad_row(name, bad)
     return a
+
+
+def bad_row(label: str, bad: tuple, k: int | None = None) -> DataError:
+    """The DataError of a bad value ``bad = (row, why)`` (``why`` naming it, ``{row}`` its
+    row) of the column ``label``: ``"<label>: <why>"``; with ``k``, a row of partition ``k``
+    of a dask input, said so. Its attribute ``where``, ``(k, row, label, why)``, lets
+    :func:`in_partition` name the partition and :func:`whole_row` the row in the input."""
+    row, why = bad
+    where = "" if k is None else f" (row counted within partition {k} of X)"
+    err = DataError(f"{label}: {why.format(row=row)}{where}")
+    err.where = (k, row, label, why)
+    return err
 
 
 def rating_values(col) -> tuple:
@@ -65,15 +77,16 @@ def rating_values(col) -> tuple:
     return a, None
 
 
-def triples(X, y, cols: tuple, need_ratings: bool) -> tuple:
-    """``(user ids, item ids, ratings or None)`` of an in-memory input (NumPy or pandas).
+def triples(X, y, cols: tuple, need_ratings: bool, as_array: bool = False) -> tuple:
+    """``(user ids, item ids, ratings or None)`` of an in-memory input (NumPy or pandas;
+    ``as_array``: a frame read as the array of its values, its columns named by position).
 
     Raises
     ------
     ValueError
         A missing column (named), an array of the wrong shape, ``y`` of another length.
     """
-    if hasattr(X, "columns"):  # pandas
+    if hasattr(X, "columns") and not as_array:  # pandas
         names = list(cols[:2]) + ([cols[2]] if need_ratings and y is None else [])
         for what, name in zip(("user_col", "item_col", "rating_col"), names):
             if name not in X.columns:
@@ -226,11 +239,8 @@ def checked_part(df, cols: tuple, n_users: int | None = None, n_items: int | Non
         r, bad = rating_values(df[cols[2]])
         found += [] if bad is None else [(labels[2], bad)]
     if found:
-        label, (row, why) = min(found, key=lambda f: f[1][0])  # the first bad row
-        err = DataError(f"{label}: {why.format(row=row)} (row counted within partition {k} "
-                        f"of X)")
-        err.where = (k, row, label, why)
-        raise err
+        label, bad = min(found, key=lambda f: f[1][0])  # the first bad row
+        raise bad_row(label, bad, k)
     return df if out is None else pd.DataFrame({**out, "rating": r}, index=df.index)
 
 
@@ -239,6 +249,58 @@ def _ids(col, label: str) -> tuple:
         return id_values(col)
     except TypeError as err:
         raise TypeError(f"{label}: {err}") from None
+
+
+def in_partition(fn, k, *args):
+    """``fn(*args)`` on partition ``k`` of a dask input; a DataError of a bad row
+    (:func:`bad_row`) names the partition (other DataErrors too, in words)."""
+    try:
+        return fn(*args)
+    except DataError as err:
+        where = getattr(err, "where", None)
+        if where is not None and where[0] is None:
+            raise bad_row(where[2], (where[1], where[3]), k) from None
+        raise DataError(f"{err} (row counted within partition {k} of X)") from None
+
+
+def _rows(df, check=None, partition_info=None) -> int:
+    if check is not None:  # the checks of the partition's task, to find an earlier bad row
+        in_partition(check, partition_info["number"] if partition_info else 0, df)
+    return len(df)
+
+
+def rows_counter(frame, check=None, compute=None):
+    """``rows_before`` for :func:`whole_row`: ``rows_before(k)``, the rows of the partitions
+    of the dask dataframe ``frame`` before partition ``k``, counted when called (the error
+    path only), each partition checked by ``check(partition)`` first (``frame`` itself
+    checked: None); ``compute`` computes a dask collection (default its ``compute()``)."""
+    def rows_before(k: int) -> int:
+        lengths = frame.partitions[:k].map_partitions(_rows, check, meta=(None, "i8"))
+        return int(sum(lengths.compute() if compute is None else compute(lengths)))
+
+    return rows_before
+
+
+class RowsFromTask:
+    """:func:`rows_counter` of a dask dataframe for a task of a lazy result (``predict``)
+    that finds a bad row: picklable, it counts from within the task, on the cluster through
+    :func:`distributed.worker_client`, else with the synchronous scheduler."""
+
+    def __init__(self, frame, check=None) -> None:
+        self.frame, self.check = frame, check
+
+    def __call__(self, k: int) -> int:
+        try:
+            from distributed import get_worker
+            get_worker()  # ValueError: not in a worker's task
+        except (ImportError, ValueError):
+            return rows_counter(self.frame, self.check,
+                                lambda c: c.compute(scheduler="sync"))(k)
+        from distributed import worker_client
+
+        with worker_client() as client:  # secedes: the task waits without its thread
+            return rows_counter(self.frame, self.check,
+                                lambda c: client.compute(c).result())(k)
 
 
 def whole_row(err: DataError, rows_before) -> DataError:

@@ -7,6 +7,7 @@ table (training in :mod:`._mf_train`, steps in :mod:`._mf_steps`).
 
 from __future__ import annotations
 
+import functools
 import numbers
 import warnings
 
@@ -317,12 +318,8 @@ class MatrixFactorization(PSEstimator):
         try:
             return super()._partition(model, data, **kwargs)
         except DataError as err:
-            def rows_before(k: int) -> int:
-                lengths = data.partitions[:k].map_partitions(len)
-                return int(sum(lengths.compute() if model.is_local else
-                               model.client.compute(lengths).result()))
-
-            raise data_.whole_row(err, rows_before) from None
+            raise data_.whole_row(err, data_.rows_counter(data, compute=None if model.is_local
+                                  else lambda c: model.client.compute(c).result())) from None
 
     def _dask_frame(self, X, width: int, frame: bool = True):
         """A dask dataframe ``X`` as it is, a dask array of shape (n, ``width``) or (n, 3) as
@@ -404,17 +401,31 @@ class MatrixFactorization(PSEstimator):
         Returns
         -------
         ndarray (n,) float64, or a dask Series for a dask dataframe and a dask array for a
-        dask array (which do not warn about unseen ids; a bad id is named with its row in
-        its partition, and the partition)
+        dask array (which do not warn about unseen ids)
+
+        Raises
+        ------
+        ValueError
+            A bad id (missing, a non-integral float, numbers and strings mixed), naming the
+            column and the row (from 0 in the whole input; for a dask input when computed,
+            the first bad row, the partitions before it counted then); an unseen id under
+            ``cold_start="raise"``.
         """
         check_is_fitted(self)
-        if is_dask(X) and hasattr(X, "columns"):
-            return X.map_partitions(_predict_frame, self, meta=(None, "float64"))
-        if is_dask(X):
-            X = self._dask_frame(X, 2, frame=False)
-            return X.map_blocks(_predict_block, self, drop_axis=1, dtype=np.float64,
-                                meta=np.empty(0))
-        return self._predict_indices(*self._indices(X))
+        if not is_dask(X):
+            return self._predict_indices(*self._indices(X))
+        import dask
+
+        # counts the rows before a partition with a bad row, in its task (and only then),
+        # checking them as the task does (an array's columns by position)
+        check = functools.partial(data_.triples, y=None, cols=self._cols, need_ratings=False,
+                                  as_array=not hasattr(X, "columns"))
+        rows = dask.delayed(data_.RowsFromTask(self._dask_frame(X, 2), check))
+        if hasattr(X, "columns"):
+            return X.map_partitions(_predict_frame, self, rows, meta=(None, "float64"))
+        X = self._dask_frame(X, 2, frame=False)
+        return X.map_blocks(_predict_block, self, rows, drop_axis=1, dtype=np.float64,
+                            meta=np.empty(0))
 
     def evaluate(self, X, y=None) -> dict:
         """Error metrics on rated (user, item) rows, with counts of cold-start rows.
@@ -437,9 +448,13 @@ class MatrixFactorization(PSEstimator):
             import dask
 
             X = self._dask_frame(X, 3)
-            sums = np.sum(dask.compute(*[dask.delayed(_in_partition)(
-                data_.evaluate_sums, k, self, d, None) for k, d in enumerate(X.to_delayed())]),
-                axis=0)
+            try:
+                sums = np.sum(dask.compute(*[dask.delayed(data_.in_partition)(
+                    data_.evaluate_sums, k, self, d, None)
+                    for k, d in enumerate(X.to_delayed())]), axis=0)
+            except DataError as err:  # a bad row: named in the whole input, as in fit
+                raise data_.whole_row(err, data_.rows_counter(X, functools.partial(
+                    data_.triples, y=None, cols=self._cols, need_ratings=True))) from None
         else:
             sums = data_.evaluate_sums(self, X, y)
         sse, sae, n, cold_u, cold_i = sums
@@ -535,26 +550,25 @@ def _shown(value, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _in_partition(fn, k, *args):
-    """``fn(*args)`` on partition ``k``; a DataError (a bad id) names the partition."""
-    try:
-        return fn(*args)
-    except DataError as err:
-        raise DataError(f"{err} (row counted within partition {k} of X)") from None
-
-
 def _predict_indices(est: MatrixFactorization, X) -> np.ndarray:
     # lazy, on the workers: no warning there (evaluate() counts the cold-start rows)
     return est._predict_indices(*est._indices(X, warn=False))
 
 
-def _predict_frame(df, est: MatrixFactorization, partition_info=None):
+def _predict_part(X, k, est: MatrixFactorization, rows) -> np.ndarray:
+    try:
+        return data_.in_partition(_predict_indices, k, est, X)
+    except DataError as err:  # a bad row: named in the whole input
+        raise data_.whole_row(err, rows) from None
+
+
+def _predict_frame(df, est: MatrixFactorization, rows, partition_info=None):
     import pandas as pd
 
     k = partition_info["number"] if partition_info else "?"
-    return pd.Series(_in_partition(_predict_indices, k, est, df), index=df.index)
+    return pd.Series(_predict_part(df, k, est, rows), index=df.index)
 
 
-def _predict_block(block, est: MatrixFactorization, block_info=None):
+def _predict_block(block, est: MatrixFactorization, rows, block_info=None):
     k = block_info[0]["chunk-location"][0] if block_info else "?"
-    return _in_partition(_predict_indices, k, est, block)
+    return _predict_part(block, k, est, rows)

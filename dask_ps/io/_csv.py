@@ -472,23 +472,27 @@ def line_of_row(data: bytes, row: int) -> int:
 
 
 def read_table(fs, block: Block, line0: int, header: bool, names: list[str], types: dict,
-               sep: str, required: str | None = None, nan_missing: bool = False
-               ) -> tuple[pa.Table, int]:
-    """Read and parse one block; returns the table and the block's newline count.
+               sep: str, required: str | None = None, nan_missing: bool = False,
+               non_empty: tuple = ()) -> tuple[pa.Table, int]:
+    """Read and parse one block (once); returns the table and the block's newline count.
+    ``required``, ``nan_missing``: see :func:`parse_block`; ``non_empty``: more columns of
+    ``types`` (of any type: ids, ratings) that no line may leave empty.
 
     Raises
     ------
     LineError
-        A bad line (see :func:`parse_block`) or an empty field in column ``required``.
+        A bad line (see :func:`parse_block`), or an empty field in column ``required``, else
+        in the first column of ``non_empty`` that has one (its first such line).
     """
     raw = read(fs, block)
     data, skipped = strip_header(raw, block, header)
     table = parse_block(data, names, types, sep, block.path, line0 + skipped, required,
                         nan_missing)
-    if required is not None and table.column(required).null_count:
-        row = int(np.argmax(table.column(required).is_null().to_numpy(zero_copy_only=False)))
-        raise LineError(block.path, line0 + skipped + line_of_row(data, row),
-                        f"column {required!r} is empty")
+    for col in ([required] if required is not None else []) + list(non_empty):
+        if table.column(col).null_count:
+            row = int(np.argmax(table.column(col).is_null().to_numpy(zero_copy_only=False)))
+            raise LineError(block.path, line0 + skipped + line_of_row(data, row),
+                            f"column {col!r} is empty")
     return table, raw.count(b"\n")
 
 

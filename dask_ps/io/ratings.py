@@ -147,11 +147,11 @@ class _CSV:
         self.cols, self.sep, self.header = cols, sep, header
 
     def table(self, block, line0):
-        for c in (self.cols["user"], self.cols["item"], self.cols["rating"]):
-            # every line needs them; read_table names the first line without one
-            table, newlines = read_table(self.fs, block, line0, self.header, self.names,
-                                         self.types, self.sep, required=c)
-        return table, newlines
+        """The block parsed once; every line needs a user, an item and a rating (an empty
+        one: the first line without a user, else an item, else a rating, is named)."""
+        return read_table(self.fs, block, line0, self.header, self.names, self.types,
+                          self.sep, non_empty=(self.cols["user"], self.cols["item"],
+                                               self.cols["rating"]))
 
     def check_timestamps(self, table: pa.Table, block) -> None:
         """LineError naming the line (and field) of the first timestamp that is empty (the

@@ -52,6 +52,58 @@ def test_a_bad_rating_of_a_dask_array_is_named_by_its_row(client2):
         MatrixFactorization(client=client2, **FAST).fit(da.from_array(R, chunks=(70, 3)))
 
 
+@pytest.mark.parametrize("where", ["cluster", "local"])
+def test_evaluate_names_a_bad_row_of_a_dask_input_by_its_row_in_the_whole_input(client2,
+                                                                                where):
+    """evaluate named "row 50 ... (row counted within partition 2 of X)" where fit names
+    row 250 of the input; the first bad row of the input is named (an earlier partition's
+    too), for a dask dataframe and a dask array."""
+    import dask.array as da
+    import dask.dataframe as dd
+
+    model = MatrixFactorization(client=client2 if where == "cluster" else "local",
+                                **FAST).fit(toy())
+    df = toy(1)
+    df.loc[250, "rating"] = np.nan  # 3 partitions of 100 rows: row 50 of partition 2
+    for X in (dd.from_pandas(df, npartitions=3), da.from_array(df.to_numpy(), chunks=(100, 3))):
+        with pytest.raises(DataError, match=r"^X column 'rating': rating nan at row 250 is "
+                                            r"not finite$"):
+            model.evaluate(X)
+    df = df.astype({"item": float})
+    df.loc[130, "item"] = 1.5  # an earlier bad row, of another column
+    with pytest.raises(DataError, match=r"^X column 'item': id 1.5 at row 130 is not an "
+                                        r"integer$"):
+        model.evaluate(dd.from_pandas(df, npartitions=3))
+    assert model.evaluate(dd.from_pandas(toy(1), npartitions=3))["n_ratings"] == 300
+
+
+@pytest.mark.parametrize("scheduler", ["cluster", "sync", "threads"])
+def test_predict_on_dask_names_a_bad_id_by_its_row_in_the_whole_input(client2, scheduler):
+    """Lazy: the row is counted when the result is computed, from within the task that finds
+    it (on the cluster too); was "row 50 ... (row counted within partition 2 of X)"."""
+    import dask.array as da
+    import dask.dataframe as dd
+
+    model = MatrixFactorization(client=client2, **FAST).fit(toy())
+    df = toy(1).astype({"item": float})
+    df.loc[250, "item"] = 1.5  # 3 partitions of 100 rows: row 50 of partition 2
+    how = {} if scheduler == "cluster" else dict(scheduler=scheduler)
+    frame = dd.from_pandas(df, npartitions=3)
+    array = da.from_array(df.to_numpy(), chunks=(100, 3))  # columns named by position
+    for X, col in ((frame, "'item'"), (array, r"1 \(item\)")):
+        with pytest.raises(DataError, match=rf"^X column {col}: id 1.5 at row 250 is not an "
+                                            r"integer$"):
+            model.predict(X).compute(**how)
+    df.loc[130, "user"] = np.nan  # an earlier bad row, of another column: named first
+    for X, col in ((dd.from_pandas(df, npartitions=3), "'user'"),
+                   (da.from_array(df.to_numpy(), chunks=(100, 3)), r"0 \(user\)")):
+        with pytest.raises(DataError, match=rf"^X column {col}: id nan at row 130 is not an "
+                                            r"integer$"):
+            model.predict(X).compute(**how)
+    good = model.predict(dd.from_pandas(toy(1), npartitions=3)).compute(**how)
+    np.testing.assert_allclose(good.to_numpy(), model.predict(toy(1)))
+
+
 # -- users= and items=: X holds their codes -------------------------------------------------
 USERS, ITEMS = IdMapping([10, 20, 30]), IdMapping([100, 200])
 CODES = pd.DataFrame({"user": [0, 1, 2, 0], "item": [0, 1, 0, 1], "rating": [3.0, 4, 5, 1]})

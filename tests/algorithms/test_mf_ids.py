@@ -38,12 +38,12 @@ def test_integral_float_ids_are_integers_in_pandas_and_dask(client2):
             assert m.evaluate(df)["n_unseen_users"] == 0
 
 
-@pytest.mark.parametrize("value, row, part, what", [
-    (1.2, 250, 2, "is not an integer"),
+@pytest.mark.parametrize("value, row, what", [
+    (1.2, 250, "is not an integer"),
     # whole, but not an int64: the NumPy path cast it to int64 (a wrapped, wrong id), the
     # dask path failed in its encoding with "invalid literal for int()"
-    (1e300, 120, 1, "does not fit in int64")])
-def test_a_bad_float_id_is_refused_naming_column_and_row(client2, value, row, part, what):
+    (1e300, 120, "does not fit in int64")])
+def test_a_bad_float_id_is_refused_naming_column_and_row(client2, value, row, what):
     """Not ids turned into strings ('2', '1.2') in the dask path: the row is the one in the
     whole dataframe, in the pandas path's words."""
     import dask.dataframe as dd
@@ -56,11 +56,9 @@ def test_a_bad_float_id_is_refused_naming_column_and_row(client2, value, row, pa
         with pytest.raises(DataError, match=msg):
             MatrixFactorization(client=client2, **FAST).fit(X)
     model = MatrixFactorization(client=client2, **FAST).fit(toy())
-    with pytest.raises(DataError, match=re.escape(
-            f"id {value:g} at row {row % 100} {what} (row counted within partition {part} "
-            f"of X)")):
+    with pytest.raises(DataError, match=f"^{msg}$"):  # lazy: the row counted when computed
         model.predict(ddf).compute()
-    with pytest.raises(DataError, match=f"within partition {part} of X"):
+    with pytest.raises(DataError, match=f"^{msg}$"):  # evaluate: as fit, in the whole input
         model.evaluate(ddf)
 
 

@@ -218,3 +218,30 @@ def test_an_empty_timestamp_is_refused_naming_file_line_and_column(tmp_path):
         encode_ratings(pdf)
     pdf["timestamp"] = [100.0, 101.0, 3.0]  # whole floats are timestamps
     assert encode_ratings(pdf)[0].compute()["timestamp"].tolist() == [100, 101, 3]
+
+
+def test_each_block_is_read_and_parsed_once_per_pass(tmp_path):
+    """The first pass read (and parsed) every block three times, once per required column
+    (user, item, rating); reading the ratings is once per block and pass: the scan, then
+    the load when computed (counted by the io package's read counters)."""
+    from dask_ps.io._blocks import source_reads
+
+    path = tmp_path / "once.tsv"
+    rng = np.random.default_rng(0)
+    path.write_text("".join(f"{u}\t{i}\t{r}\t{t}\n" for u, i, r, t in zip(
+        rng.integers(1, 50, 400), rng.integers(1, 80, 400), rng.integers(1, 6, 400),
+        range(1000, 1400))))
+
+    def reads() -> list:
+        return sorted(n for (p, _), (n, _) in source_reads().items() if p == str(path))
+
+    df, users, items = read_ratings(path, blocksize="1KiB")
+    assert df.npartitions > 3 and reads() == [1] * df.npartitions
+    assert df.compute().shape == (400, 4) and reads() == [2] * df.npartitions
+    # an empty user, item or rating is still named, by its line, in one parse
+    lines = path.read_text().splitlines()
+    lines[70] = "\t".join(["3", "", "4", "1"])
+    lines[90] = "\t".join(["", "3", "4", "1"])
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"^.*, line 91: column 'user' is empty$"):
+        read_ratings(path, blocksize=None)
