@@ -94,7 +94,7 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
     """``X, y`` of one input as ``meta`` says: LIBSVM as a sparse dask array, a table as a
     dask DataFrame (categorical columns with the categories of the training data)."""
     from ..io import read_libsvm
-    from ..io._csv import read_frame
+    from ..io._frame import read_frame
     from ..io.parquet import read_table_parquet
 
     if meta["format"] == "libsvm":

@@ -2,43 +2,31 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import dask.array as da
 import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
 from ..exceptions import DataError
-from . import _csv_kernels as _ck
 from ._blocks import (
     OBJECTS,
     box,
     each,
-    expect_rows,
     open_paths,
     plan,
-    read_array,
     select,
     start_lines,
 )
 from ._csv import (
-    LineError,
-    bad_line,
     check_columns,
     check_sep,
     common_header,
     csv_kinds,
-    header_end,
     header_names,
-    line_hint,
-    line_of_row,
-    nan_as_null,
     numbered_names,
-    parse_block,
 )
-from ._line_kernels import CSV, count_rows, lone_crs
-from .hashing import HashingEncoder, column_names, cross_pairs, csr_rows, index_dtype, too_large
+from ._ctr_blocks import count_chunk, layout_of, load_chunk
+from .hashing import HashingEncoder, column_names, cross_pairs
 from .parquet import (
     check_feature_types,
     footer,
@@ -54,115 +42,6 @@ __all__ = ["encode_ctr", "infer_encoder", "read_ctr"]
 
 CRITEO_COLUMNS = HashingEncoder.criteo().columns
 _PARQUET = (".parquet", ".pq", ".parq")
-
-
-class _Layout(NamedTuple):
-    names: list  # every column of a line
-    label: str
-    header: bool
-    sep: str
-    kinds: np.ndarray  # int8 per field: _ck.K_*
-    slot: np.ndarray  # int64 per field: the encoder's column, or -1
-
-
-def _layout(names: list, label: str, header: bool, sep: str,
-            encoder: HashingEncoder) -> _Layout:
-    pos = {c: i for i, c in enumerate(encoder.columns)}
-    kinds = np.array([_ck.K_LABEL if n == label else _ck.K_NUMERIC if n in encoder.numeric
-                      else _ck.K_CATEGORICAL if n in encoder.categorical else _ck.K_SKIP
-                      for n in names], np.int8)
-    slot = np.array([pos.get(n, -1) for n in names], np.int64)
-    return _Layout(list(names), label, header, sep, kinds, slot)
-
-
-def _types(layout: _Layout, encoder: HashingEncoder) -> dict:
-    return {layout.label: pa.float64(), **encoder.arrow_types()}
-
-
-def _encode_block(fs, block, line0: int, layout: _Layout, encoder: HashingEncoder, dtype,
-                  expect: int) -> tuple:
-    """``(X, y)`` of one block whose first pass counted ``expect`` rows.
-
-    The kernel (:func:`~._csv_kernels.encode_block`) does the work; a block holding a number
-    it cannot convert exactly goes through pyarrow and ``encoder.transform`` instead.
-
-    Raises
-    ------
-    LineError
-        The first bad line, with the file's line number (``line0`` lines precede the block);
-        a lone CR (:func:`~._line_kernels.lone_crs`) makes its line bad, as in
-        :func:`~._csv.read_frame`.
-    ValueError
-        Not ``expect`` rows: the file changed since its first pass.
-    """
-    raw = read_array(fs, block)
-    start, skipped = header_end(raw, block, layout.header)
-    types = _types(layout, encoder)
-    # a lone CR, refused as read_frame refuses it (the kernel reads it as a field's byte)
-    if lone_crs(raw[start:]):
-        raise bad_line(raw[start:].tobytes(), layout.names, types, layout.sep, block.path,
-                       line0 + skipped, "a lone CR", layout.label, True)
-    seeds, missing, value, cross_seed = encoder.column_seeds()
-    a, b = encoder.cross_columns()
-    size = expect * encoder.width
-    labels, indptr = np.empty(expect, np.float64), np.empty(expect + 1, np.int64)
-    indices = np.empty(size, index_dtype(encoder.n_features, size))
-    values = np.empty(size, dtype)
-    info = _ck.encode_block(
-        raw[start:], ord(layout.sep), layout.kinds, layout.slot,
-        seeds, missing, value, encoder.numeric_mode == "log_bucket", len(encoder.columns), a,
-        b, cross_seed, encoder.n_features, True, labels, indptr, indices, values)
-    status = int(info[_ck.I_STATUS])
-    if status in (_ck.STATUS_OK, _ck.STATUS_FULL) and encoder.numeric_mode == "value" and \
-            np.isinf(values[:int(info[_ck.I_NNZ])]).any():
-        status = _ck.STATUS_SLOW  # a number too large for dtype: the slow path names it
-    data = raw[start:].tobytes() if status in (_ck.STATUS_ERROR, _ck.STATUS_SLOW) else b""
-    if status == _ck.STATUS_ERROR:
-        bad = int(info[_ck.I_LINE])
-        line = data.split(b"\n")[bad - 1] + b"\n"
-        err = bad_line(line, layout.names, types, layout.sep, block.path,
-                       line0 + skipped + bad - 1, "cannot parse the line", layout.label, True)
-        if err.line is None:  # the kernel and the slow path disagree: name the line anyway
-            err = LineError(block.path, line0 + skipped + bad,
-                            f"cannot parse the line{line_hint(line, layout.sep)}")
-        raise err
-    if status == _ck.STATUS_SLOW:
-        table = parse_block(data, layout.names, types, layout.sep, block.path, line0 + skipped,
-                            layout.label, True)
-        if table.column(layout.label).null_count:
-            raise bad_line(data, layout.names, types, layout.sep, block.path, line0 + skipped,
-                           "an empty label", layout.label, True)
-        expect_rows(block, line0, table.num_rows, expect)
-        for name in encoder.numeric if encoder.numeric_mode == "value" else ():
-            bad = too_large(table.column(name).to_numpy(zero_copy_only=False), dtype)
-            if bad:
-                raise LineError(block.path, line0 + skipped + line_of_row(data, bad[0]),
-                                f"column {name!r}: {bad[1]}")
-        y = table.column(layout.label).to_numpy()
-        return encoder.transform(nan_as_null(table, encoder.categorical), dtype,
-                                 block.path), y
-    rows = int(info[_ck.I_ROWS])
-    if status == _ck.STATUS_FULL:  # more rows than the first pass counted
-        rows = count_rows(raw[start:], CSV)[0]
-    expect_rows(block, line0, rows, expect)
-    X = csr_rows(indices, values, encoder.n_features, indptr, int(info[_ck.I_NNZ]))
-    return X, labels
-
-
-def _count_chunk(chunk: np.ndarray, fs, header: bool) -> np.ndarray:
-    """First pass: rows and newlines of a block (its lines are checked when they are
-    encoded, by :func:`_load_chunk`)."""
-    block = chunk[0]
-    raw = read_array(fs, block)
-    start, skipped = header_end(raw, block, header)
-    rows, newlines = count_rows(raw[start:], CSV)
-    return box((rows, newlines + skipped))
-
-
-def _load_chunk(chunk: np.ndarray, fs, layout: _Layout, encoder: HashingEncoder,
-                dtype) -> np.ndarray:
-    block, line0, expect = chunk[0]
-    return box(_encode_block(fs, block, line0, layout, encoder, dtype, expect))
 
 
 # -- which columns are what --------------------------------------------------------------------
@@ -418,7 +297,7 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         Whether every CSV file starts with a line of column names; all must agree.
     names : list of str, optional
         Column names when CSV files have no header (e.g. ``["Label", "I1", ..., "C26"]``
-        for Criteo's raw files); default ``"0"``, ``"1"``, ... (as :func:`read_frame`).
+        for Criteo's raw files); default ``"0"``, ``"1"``, ... (as :func:`~._frame.read_frame`).
     dtype : numpy dtype, default numpy.float32
         Dtype of ``X``.
     blocksize, storage_options, compression
@@ -488,17 +367,17 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         names = numbered_names(fs, paths[0], sep, blocks[0].compression)
     names = list(names)
     _has_columns(paths[0], names, label, encoder)
-    layout = _layout(names, label, header, sep, encoder)
+    layout = layout_of(names, label, header, sep, encoder)
 
     # The first pass counts rows and lines; the one parse of every line, which checks it, is
     # the encoding when the arrays are computed.
-    stats = each(blocks).map_blocks(_count_chunk, fs, header, dtype=object,
+    stats = each(blocks).map_blocks(count_chunk, fs, header, dtype=object,
                                     meta=OBJECTS).compute()
     line0 = start_lines(blocks, [s[1] for s in stats])
     keep = [i for i, s in enumerate(stats) if s[0]] or [0]
     rows = tuple(stats[i][0] for i in keep)
     parts = each([(blocks[i], line0[i], stats[i][0]) for i in keep]).map_blocks(
-        _load_chunk, fs, layout, encoder, np.dtype(dtype), dtype=object, meta=OBJECTS)
+        load_chunk, fs, layout, encoder, np.dtype(dtype), dtype=object, meta=OBJECTS)
     return _arrays(parts, rows, encoder.n_features, np.dtype(dtype))
 
 

@@ -367,7 +367,7 @@ def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
                        classes: bool = False, blocksize: int | str | None = "64MiB",
                        storage_options: dict | None = None):
     """Parquet tables as a dask DataFrame whose every row group is checked as it is read
-    (when the frame is computed): :func:`dask_ps.io._csv.read_frame` for Parquet.
+    (when the frame is computed): :func:`dask_ps.io._frame.read_frame` for Parquet.
 
     Feature columns are numeric (float64; null or NaN is NaN, infinity an error) or named
     in ``categorical`` (as stored). The label is required on every row: a finite number,
@@ -377,7 +377,7 @@ def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
     Parameters
     ----------
     urlpath, label, categorical, classes
-        As :func:`~dask_ps.io._csv.read_frame` takes them.
+        As :func:`~dask_ps.io._frame.read_frame` takes them.
     blocksize : int or str, optional
         Uncompressed bytes of the consecutive row groups of a file joined in one partition
         (None: one row group per partition).
