@@ -29,11 +29,12 @@ import pyarrow.csv as pacsv
 from ..exceptions import NOT_A_NUMBER, DataError
 from ._blocks import Block, header_end, plan, read
 from ._line_kernels import CSV, count_rows, lone_crs
+from ._weight_column import WEIGHTS_ARE, first_bad_weight
 
 __all__ = ["SAMPLE_BYTES", "SAMPLE_FILES", "LineError", "bad_line", "check_sep", "common_header",
            "csv_kinds", "header_end", "header_names", "line_hint", "line_of_row", "locate",
            "nan_as_null", "numbered_names", "parse_block", "read_table",
-           "sample_table", "strip_header"]
+           "sample_table", "strip_header", "block_weights", "line_weights"]
 
 #: Bytes of a file's start that the readers parse to guess its columns' types.
 SAMPLE_BYTES = 2**20
@@ -489,3 +490,42 @@ def read_table(fs, block: Block, line0: int, header: bool, names: list[str], typ
         raise LineError(block.path, line0 + skipped + line_of_row(data, row),
                         f"column {required!r} is empty")
     return table, raw.count(b"\n")
+
+
+def line_weights(table: pa.Table, weight: str, lines, path: str) -> np.ndarray:
+    """The float64 weights of a parsed CSV block (``table``, whose ``weight`` column is
+    float64, null for an empty field) of file ``path``; ``lines()`` gives ``(data, line0)``,
+    the block's lines and the lines of the file before them (called on the error path
+    only, to find the line).
+
+    Raises
+    ------
+    LineError
+        ``"<path>, line <n>: column 'w' (the sample weight) is empty: sample weights must
+        be ..."``: the first line whose weight is empty, NaN, infinite or negative (a field
+        that is not a number is :func:`~._csv.parse_block`'s to name).
+    """
+    col = table.column(weight)
+    found = first_bad_weight(col)
+    if found is not None:
+        data, line0 = lines()
+        raise LineError(path, line0 + line_of_row(data, found[0]),
+                        f"column {weight!r} (the sample weight) {found[1]}: {WEIGHTS_ARE}")
+    return col.to_numpy(zero_copy_only=False)
+
+
+def block_weights(data: bytes, names: list[str], sep: str, path: str, line0: int,
+                  weight: str) -> np.ndarray:
+    """The checked weights of whole CSV lines ``data`` (no header) whose columns are
+    ``names``, ``line0`` lines into ``path``: pyarrow parses the one column (read_ctr's
+    kernel hashes the features apart).
+
+    Raises
+    ------
+    LineError
+        A line with another number of fields, a weight that is not a number, or (see
+        :func:`line_weights`) empty, NaN, infinite or negative.
+    """
+    table = parse_block(data, names, {weight: pa.float64()}, sep, path, line0,
+                        nan_missing=True)
+    return line_weights(table, weight, lambda: (data, line0), path)

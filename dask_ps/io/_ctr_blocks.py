@@ -11,7 +11,15 @@ import pyarrow as pa
 
 from . import _csv_kernels as _ck
 from ._blocks import box, expect_rows, header_end, read_array
-from ._csv import LineError, bad_line, line_hint, line_of_row, nan_as_null, parse_block
+from ._csv import (
+    LineError,
+    bad_line,
+    block_weights,
+    line_hint,
+    line_of_row,
+    nan_as_null,
+    parse_block,
+)
 from ._line_kernels import CSV, count_rows, lone_crs
 from .hashing import HashingEncoder, csr_rows, index_dtype, too_large
 
@@ -25,16 +33,17 @@ class Layout(NamedTuple):
     sep: str
     kinds: np.ndarray  # int8 per field: _ck.K_*
     slot: np.ndarray  # int64 per field: the encoder's column, or -1
+    weight: str | None = None  # the column of sample weights (not a feature), if any
 
 
-def layout_of(names: list, label: str, header: bool, sep: str,
-            encoder: HashingEncoder) -> Layout:
+def layout_of(names: list, label: str, header: bool, sep: str, encoder: HashingEncoder,
+              weight: str | None = None) -> Layout:
     pos = {c: i for i, c in enumerate(encoder.columns)}
     kinds = np.array([_ck.K_LABEL if n == label else _ck.K_NUMERIC if n in encoder.numeric
                       else _ck.K_CATEGORICAL if n in encoder.categorical else _ck.K_SKIP
                       for n in names], np.int8)
     slot = np.array([pos.get(n, -1) for n in names], np.int64)
-    return Layout(list(names), label, header, sep, kinds, slot)
+    return Layout(list(names), label, header, sep, kinds, slot, weight)
 
 
 def _types(layout: Layout, encoder: HashingEncoder) -> dict:
@@ -42,8 +51,10 @@ def _types(layout: Layout, encoder: HashingEncoder) -> dict:
 
 
 def encode_block(fs, block, line0: int, layout: Layout, encoder: HashingEncoder, dtype,
-                  expect: int) -> tuple:
-    """``(X, y)`` of one block whose first pass counted ``expect`` rows.
+                 expect: int) -> tuple:
+    """``(X, y)`` of one block whose first pass counted ``expect`` rows; ``(X, y, w)`` with
+    a weight column (``layout.weight``, parsed apart by pyarrow:
+    :func:`~._csv.block_weights`).
 
     The kernel (:func:`~._csv_kernels.encode_block`) does the work; a block holding a number
     it cannot convert exactly goes through pyarrow and ``encoder.transform`` instead.
@@ -101,14 +112,26 @@ def encode_block(fs, block, line0: int, layout: Layout, encoder: HashingEncoder,
                 raise LineError(block.path, line0 + skipped + line_of_row(data, bad[0]),
                                 f"column {name!r}: {bad[1]}")
         y = table.column(layout.label).to_numpy()
-        return encoder.transform(nan_as_null(table, encoder.categorical), dtype,
-                                 block.path), y
+        return _weighted((encoder.transform(nan_as_null(table, encoder.categorical), dtype,
+                                            block.path), y), layout, data, block, line0 + skipped,
+                         expect)
     rows = int(info[_ck.I_ROWS])
     if status == _ck.STATUS_FULL:  # more rows than the first pass counted
         rows = count_rows(raw[start:], CSV)[0]
     expect_rows(block, line0, rows, expect)
     X = csr_rows(indices, values, encoder.n_features, indptr, int(info[_ck.I_NNZ]))
-    return X, labels
+    return _weighted((X, labels), layout, raw[start:], block, line0 + skipped, expect)
+
+
+def _weighted(parts: tuple, layout: Layout, data, block, line0: int, expect: int) -> tuple:
+    """``parts`` of a block of lines ``data`` (bytes or uint8 array, ``line0`` lines into
+    its file), with the weights of ``layout.weight`` (checked) when there is one."""
+    if layout.weight is None:
+        return parts
+    data = data if isinstance(data, bytes) else data.tobytes()
+    w = block_weights(data, layout.names, layout.sep, block.path, line0, layout.weight)
+    expect_rows(block, line0, w.shape[0], expect)
+    return (*parts, w)
 
 
 def count_chunk(chunk: np.ndarray, fs, header: bool) -> np.ndarray:
@@ -122,6 +145,6 @@ def count_chunk(chunk: np.ndarray, fs, header: bool) -> np.ndarray:
 
 
 def load_chunk(chunk: np.ndarray, fs, layout: Layout, encoder: HashingEncoder,
-                dtype) -> np.ndarray:
+               dtype) -> np.ndarray:
     block, line0, expect = chunk[0]
     return box(encode_block(fs, block, line0, layout, encoder, dtype, expect))

@@ -15,11 +15,13 @@ from ._csv import (
     check_sep,
     common_header,
     line_of_row,
+    line_weights,
     numbered_names,
     read_table,
     sample_table,
     strip_header,
 )
+from ._weight_column import check_weight_column
 from .parquet import label_column, unique_columns
 
 __all__ = ["read_frame"]
@@ -45,10 +47,11 @@ def _label_kind(sample: pa.Table, label: str, classes: bool) -> str:
 
 
 def _frame_block(block: Block, fs, names: list[str], types: dict, sep: str, header: bool,
-                 required: str, whole: bool, classes: bool = False):
+                 required: str, whole: bool, classes: bool = False, weight: str | None = None):
     """One partition of :func:`read_frame`: a block's lines as a pandas DataFrame
     (``whole``: the ``required`` labels, read as numbers, become int64; ``classes``:
-    labels read as numbers must be whole, a classifier's classes)."""
+    labels read as numbers must be whole, a classifier's classes; ``weight``: a column of
+    sample weights, checked, :func:`~._csv.line_weights`)."""
     try:
         table, _ = read_table(fs, block, 0, header, names, types, sep, required,
                               nan_missing=True)
@@ -63,6 +66,9 @@ def _frame_block(block: Block, fs, names: list[str], types: dict, sep: str, head
                     f"classes in the file's first lines are") if whole else (
                     f"column {required!r} holds {y[row].as_py()!r}, not a class: "
                     f"{NOT_A_CLASS}"))
+        if weight is not None:
+            line_weights(table, weight, lambda: strip_header(read(fs, block), block, header),
+                         block.path)
         if whole:
             i = names.index(required)
             table = table.set_column(i, required, pc.cast(y, pa.int64()))
@@ -73,7 +79,8 @@ def _frame_block(block: Block, fs, names: list[str], types: dict, sep: str, head
 
 def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bool = False,
                sep: str = ",", header: bool = True, blocksize: int | str | None = "64MiB",
-               storage_options: dict | None = None, compression: str | None = "infer"):
+               storage_options: dict | None = None, compression: str | None = "infer",
+               weight: str | None = None):
     """A CSV table as a dask DataFrame, one partition per block, whose every line is checked
     as it is parsed (when the frame is computed).
 
@@ -99,6 +106,9 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
         the columns are named ``"0"``, ``"1"``, ...
     blocksize, storage_options, compression
         As in :func:`~dask_ps.io.read_libsvm`.
+    weight : str, optional
+        A column of sample weights (not ``label``, not ``categorical``): float64, required on
+        every line, a finite, non-negative number; returned as ``w``.
 
     Returns
     -------
@@ -106,6 +116,9 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
         Every column, in the files' order.
     label : str
         The label column's name.
+    w : dask.dataframe.Series of float64
+        Only with ``weight``: the frame's weight column (its partitions, as
+        ``fit(X, y, sample_weight=w)`` takes them with ``X`` a frame of the same partitions).
 
     Raises
     ------
@@ -116,7 +129,10 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
         header being line 1) naming the first bad line of a block: a wrong number of
         fields, a feature that is not a number or is infinite (naming the column), a label
         that is empty or not a finite number, or (``classes``) not a whole number when the
-        sample's are, or a number that is not whole (``0.7``: not a class).
+        sample's are, or a number that is not whole (``0.7``: not a class), or (``weight``)
+        a weight that is empty, not a number, NaN, infinite or negative (naming the
+        column). From this call, a ``weight`` column that is the label, categorical or
+        absent.
     FileNotFoundError
         No file matches ``urlpath``.
     """
@@ -130,6 +146,9 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
     unique_columns(paths[0], names)
     check_columns(paths[0], names, sep)
     label = label_column(paths[0], names, label, categorical)
+    check_weight_column(weight, label, names, paths[0])
+    if weight is not None and weight in categorical:
+        raise ValueError(f"weight column {weight!r} is categorical: weights are numbers")
     types = {n: pa.string() if n in categorical else pa.float64() for n in names}
     sample = sample_table(fs, paths[0], names, header, sep, blocks[0].compression)
     kind = _label_kind(sample, label, classes)
@@ -139,6 +158,6 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
                       for n, t in types.items()]).empty_table().to_pandas()
     frame = dd.from_map(_frame_block, blocks, fs=fs, names=names, types=types, sep=sep,
                         header=header, required=label, whole=kind == "whole",
-                        classes=classes, meta=meta,
+                        classes=classes, weight=weight, meta=meta,
                         label="read-frame", enforce_metadata=False)
-    return frame, label
+    return (frame, label) if weight is None else (frame, label, frame[weight])

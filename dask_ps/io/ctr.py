@@ -26,6 +26,7 @@ from ._csv import (
     numbered_names,
 )
 from ._ctr_blocks import count_chunk, layout_of, load_chunk
+from ._weight_column import check_weight_column, table_weights
 from .hashing import HashingEncoder, column_names, cross_pairs
 from .parquet import (
     check_feature_types,
@@ -197,7 +198,7 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
 def check_header(urlpath, encoder: HashingEncoder, label: str = "Label", *,
                  format: str | None = None, sep: str = ",", header: bool = True,
                  names: list[str] | None = None, storage_options: dict | None = None,
-                 compression: str | None = "infer") -> None:
+                 compression: str | None = "infer", weight: str | None = None) -> None:
     """Check, from the first file's header (CSV) or schema (Parquet) alone, that files
     hold the columns :func:`read_ctr` with ``encoder`` and ``label`` needs: what reading
     them would refuse, found without reading a row (e.g. by a command line before it starts
@@ -205,7 +206,7 @@ def check_header(urlpath, encoder: HashingEncoder, label: str = "Label", *,
 
     Parameters
     ----------
-    urlpath, encoder, label, format, sep, header, names, storage_options, compression
+    urlpath, encoder, label, format, sep, header, names, storage_options, compression, weight
         As in :func:`read_ctr`.
 
     Raises
@@ -229,16 +230,17 @@ def check_header(urlpath, encoder: HashingEncoder, label: str = "Label", *,
         have = list(names) if names is not None else \
             (header_names if header else numbered_names)(fs, path, sep, comp)
         check_columns(path, have, sep)
-    _has_columns(path, list(have), label, encoder, schema)
+    _has_columns(path, list(have), label, encoder, schema, weight)
 
 
 def _has_columns(path: str, have: list, label: str, encoder: HashingEncoder,
-                 schema: pa.Schema | None = None) -> None:
-    """Refuse a header or schema of columns ``have`` that names one twice or lacks ``label``
-    or a column of ``encoder`` (naming ``path``, those absent and ``have``), or (Parquet's
-    ``schema``) whose feature column is of a nested type."""
+                 schema: pa.Schema | None = None, weight: str | None = None) -> None:
+    """Refuse a header or schema of columns ``have`` that names one twice or lacks ``label``,
+    ``weight`` or a column of ``encoder`` (naming ``path``, those absent and ``have``), or
+    (Parquet's ``schema``) whose feature column is of a nested type."""
     unique_columns(path, have)
-    absent = [c for c in (label, *encoder.columns) if c not in have]
+    wanted = (label, *([weight] if weight is not None else []), *encoder.columns)
+    absent = [c for c in wanted if c not in have]
     if absent:
         raise DataError(f"{path}: columns {absent} are not among {have}")
     if schema is not None:
@@ -252,7 +254,7 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
              header: bool = True, names: list[str] | None = None,
              blocksize: int | str | None = "32MiB", dtype=np.float32,
              storage_options: dict | None = None,
-             compression: str | None = "infer") -> tuple[da.Array, da.Array]:
+             compression: str | None = "infer", weight: str | None = None) -> tuple:
     """Read click logs (CSV / TSV with or without a header, or Parquet) into hashed sparse
     features and labels.
 
@@ -302,6 +304,11 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         Dtype of ``X``.
     blocksize, storage_options, compression
         As in :func:`~dask_ps.io.read_libsvm`.
+    weight : str, optional
+        A column of sample weights: not a feature (an inferred encoder leaves it out; a
+        given ``encoder`` must not hash it), required on every row, a finite,
+        non-negative number; returned as ``w``. CSV blocks then have that column parsed
+        again, by pyarrow.
 
     Returns
     -------
@@ -310,6 +317,9 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         files without any (a CSV header alone, a Parquet file of 0 rows).
     y : dask.array.Array (n_samples,), float64
         The labels as written.
+    w : dask.array.Array (n_samples,), float64
+        Only with ``weight``: the weights, in ``X``'s row chunks (as
+        ``fit(X, y, sample_weight=w)`` takes them).
 
     Raises
     ------
@@ -317,7 +327,9 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         Naming the file and line: a line with the wrong number of fields, a numeric field
         that is not a number or is infinite (naming the column too), a label that is empty or
         not a finite number, a lone CR (lines end in LF or CRLF) (raised when the arrays are
-        computed). Also, from this call, a
+        computed); with ``weight``, one whose weight is empty, not a number, NaN, infinite
+        or negative (naming the column). Also, from this call, a weight column that is the
+        label, a feature of ``encoder`` or not in the files, a
         header that lacks a column the encoder or ``label`` needs, headers that differ
         between files, columns named twice in a header or a Parquet schema (naming the file
         and them), a Parquet feature column of a list, struct or map type (naming the
@@ -351,14 +363,20 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         raise ValueError("give either an encoder or numeric/categorical/crosses/exclude "
                          "to make one, not both")
     check_sep(sep)
+    check_weight_column(weight, label)
     fs, paths = open_paths(urlpath, storage_options)
     if encoder is None:
+        if weight is not None:
+            exclude = [*column_names(exclude, "exclude"), weight]
         encoder = infer_encoder(urlpath, label, numeric=numeric, categorical=categorical,
                                 crosses=crosses, exclude=exclude, n_features=n_features,
                                 format=format, sep=sep, header=header, names=names,
                                 storage_options=storage_options, compression=compression)
+    elif weight in encoder.columns:
+        raise ValueError(f"weight column {weight!r} is a feature of the encoder: make one "
+                         f"without it (exclude={weight!r})")
     if _is_parquet(paths, format):
-        return _read_parquet(fs, paths, encoder, label, np.dtype(dtype))
+        return _read_parquet(fs, paths, encoder, label, np.dtype(dtype), weight)
     blocks = plan(fs, paths, blocksize, compression)
     if header:
         head = common_header(fs, blocks, sep)
@@ -366,8 +384,8 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     elif names is None:
         names = numbered_names(fs, paths[0], sep, blocks[0].compression)
     names = list(names)
-    _has_columns(paths[0], names, label, encoder)
-    layout = layout_of(names, label, header, sep, encoder)
+    _has_columns(paths[0], names, label, encoder, weight=weight)
+    layout = layout_of(names, label, header, sep, encoder, weight)
 
     # The first pass counts rows and lines; the one parse of every line, which checks it, is
     # the encoding when the arrays are computed.
@@ -378,35 +396,40 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     rows = tuple(stats[i][0] for i in keep)
     parts = each([(blocks[i], line0[i], stats[i][0]) for i in keep]).map_blocks(
         load_chunk, fs, layout, encoder, np.dtype(dtype), dtype=object, meta=OBJECTS)
-    return _arrays(parts, rows, encoder.n_features, np.dtype(dtype))
+    return _arrays(parts, rows, encoder.n_features, np.dtype(dtype), weight is not None)
 
 
-def _arrays(parts: da.Array, rows: tuple, n_features: int, dtype) -> tuple[da.Array, da.Array]:
-    """X and y selected from one object chunk ``(csr, labels)`` per block (one parse each)."""
+def _arrays(parts: da.Array, rows: tuple, n_features: int, dtype, weights: bool = False
+            ) -> tuple:
+    """X and y (and ``weights``: w) selected from one object chunk ``(csr, labels[,
+    weights])`` per block (one parse each)."""
     meta = sp.csr_matrix((0, n_features), dtype=dtype)
     X = parts.map_blocks(select, 0, new_axis=1, chunks=(rows, (n_features,)), dtype=dtype,
                          meta=meta)
-    y = parts.map_blocks(select, 1, chunks=(rows,), dtype=np.float64, meta=np.empty(0))
-    return X, y
+    vectors = tuple(parts.map_blocks(select, i, chunks=(rows,), dtype=np.float64,
+                                     meta=np.empty(0)) for i in range(1, 3 if weights else 2))
+    return (X, *vectors)
 
 
 def _parquet_group(chunk: np.ndarray, fs, columns: list, encoder: HashingEncoder, label: str,
-                   dtype) -> np.ndarray:
+                   dtype, weight: str | None = None) -> np.ndarray:
     source = chunk[0]
     table = read_group(fs, source, columns)  # files without rows: 0 rows
     where = source.where
-    return box((encoder.transform(table, dtype, where), table_labels(table, label, where)))
+    parts = (encoder.transform(table, dtype, where), table_labels(table, label, where))
+    return box(parts if weight is None else (*parts, table_weights(table, weight, where)))
 
 
 def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
-                  dtype) -> tuple[da.Array, da.Array]:
+                  dtype, weight: str | None = None) -> tuple:
     """read_ctr of Parquet files: one chunk per row group (:func:`~.parquet.row_groups`)."""
     found = row_groups(fs, paths, lambda path, meta, schema: _has_columns(
-        path, schema.names, label, encoder, schema))
+        path, schema.names, label, encoder, schema, weight))
     groups, rows = [g for g, _, _ in found], [n for _, n, _ in found]
-    parts = each(groups).map_blocks(_parquet_group, fs, [label, *encoder.columns], encoder,
-                                    label, dtype, dtype=object, meta=OBJECTS)
-    return _arrays(parts, tuple(rows), encoder.n_features, dtype)
+    columns = [label, *encoder.columns, *([weight] if weight is not None else [])]
+    parts = each(groups).map_blocks(_parquet_group, fs, columns, encoder, label, dtype, weight,
+                                    dtype=object, meta=OBJECTS)
+    return _arrays(parts, tuple(rows), encoder.n_features, dtype, weight is not None)
 
 
 def _encode_partition(df, encoder: HashingEncoder, label: str, dtype, i: int):
