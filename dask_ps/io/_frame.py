@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..exceptions import NOT_A_CLASS
+from ..exceptions import NOT_A_CLASS, DataError
 from ._blocks import Block, lines_before, open_paths, plan, read
 from ._csv import (
     LineError,
@@ -148,7 +148,7 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
     label = label_column(paths[0], names, label, categorical)
     check_weight_column(weight, label, names, paths[0])
     if weight is not None and weight in categorical:
-        raise ValueError(f"weight column {weight!r} is categorical: weights are numbers")
+        raise DataError(f"weight column {weight!r} is categorical: weights are numbers")
     types = {n: pa.string() if n in categorical else pa.float64() for n in names}
     sample = sample_table(fs, paths[0], names, header, sep, blocks[0].compression)
     kind = _label_kind(sample, label, classes)

@@ -26,15 +26,15 @@ def check_weight_column(weight, label, names=None, where: str = "") -> str | Non
     Raises
     ------
     ValueError
-        ``weight`` is not a string, or is the label; (:class:`~dask_ps.DataError`) it is not
-        among ``names``, naming ``where`` and them.
+        ``weight`` is not a string; (:class:`~dask_ps.DataError`) it is the label, or not
+        among ``names`` (naming ``where`` and them).
     """
     if weight is None:
         return None
     if not isinstance(weight, str) or not weight:
         raise ValueError(f"weight must be a column name, got {weight!r}")
     if weight == label:
-        raise ValueError(f"weight column {weight!r} is the label column: the weights must "
+        raise DataError(f"weight column {weight!r} is the label column: the weights must "
                          f"be a column of their own")
     if names is not None and weight not in names:
         raise DataError(f"{where}: weight column {weight!r} is not among {list(names)}")
