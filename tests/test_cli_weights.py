@@ -55,7 +55,7 @@ def test_a_weighted_lr_or_fm_fit_is_the_python_apis(client1, tmp_path, capsys, a
 
     train = _write(_table(), tmp_path / f"train.{ext}")
     model = str(tmp_path / "m.npz")
-    params = (["--solver", "lbfgs", "--max-iter", "30"] if algorithm == "lr" else
+    params = (["--solver", "lbfgs", "--max-iter", "500"] if algorithm == "lr" else
               ["--max-iter", "3", "--k", "2", "--seed", "0"])
     assert main(["train", algorithm, "--train", train, "--format", ext, "--label", "click",
                  "--weight", "w", "--hash-features", "256", *params, "--save", model,
@@ -69,7 +69,7 @@ def test_a_weighted_lr_or_fm_fit_is_the_python_apis(client1, tmp_path, capsys, a
 
     X, y, w = read_ctr(train, label="click", weight="w", n_features=256)
     assert w.chunks == (X.chunks[0],)
-    kw = (dict(solver="lbfgs", max_iter=30) if algorithm == "lr" else
+    kw = (dict(solver="lbfgs", max_iter=500) if algorithm == "lr" else
           dict(max_iter=3, k=2, random_state=0))
     cls = dask_ps.LogisticRegression if algorithm == "lr" else \
         dask_ps.FactorizationMachineClassifier
@@ -98,7 +98,7 @@ def test_evaluate_weighs_a_test_file_holding_the_column(client1, tmp_path, capsy
     bare = _write(test_df.drop(columns=["w"]), tmp_path / "bare.csv")
     model = str(tmp_path / "m.npz")
     assert main(["train", "lr", "--train", train, "--format", "csv", "--label", "click",
-                 "--weight", "w", "--solver", "lbfgs", "--max-iter", "20", "--save", model,
+                 "--weight", "w", "--solver", "lbfgs", "--max-iter", "500", "--save", model,
                  "--test", test, "--scheduler-file", _scheduler_file(client1, tmp_path)]) == 0
     trained = capsys.readouterr().out.strip().splitlines()[-1]
     assert main(["evaluate", model, "--test", test]) == 0

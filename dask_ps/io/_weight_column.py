@@ -50,8 +50,8 @@ def first_bad_weight(col) -> tuple[int, str] | None:
         return None
     i = int(np.argmax(bad))
     why = ("is empty" if null[i] else "is NaN" if np.isnan(w[i]) else
-           f"holds {w[i]!r}, a negative number" if w[i] < 0 else
-           f"holds {w[i]!r}, not a finite number")
+           f"holds {w[i].item()!r}, a negative number" if w[i] < 0 else
+           f"holds {w[i].item()!r}, not a finite number")
     return i, why
 
 
