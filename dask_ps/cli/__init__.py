@@ -6,6 +6,7 @@
     dask-ps train fm --train 'logs/*.csv' --format csv --label click   # columns from the header
     dask-ps train lr --train 'logs/*.csv' --format csv --label click --categorical a,b,c \\
                      --cluster slurm --workers 8 --walltime 02:00:00 --save model.npz
+    dask-ps train gbdt --train t.parquet --format parquet --label y --weight w  # sample weights
     srun dask-ps train lr ... --cluster slurm-runner      # inside one Slurm allocation
     dask-ps evaluate model.npz --test PATH
     dask-ps export model.npz OUT_FOLDER [--format parquet|csv]
