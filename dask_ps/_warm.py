@@ -73,7 +73,7 @@ def _ctr(tmp: str) -> None:
     X, y = read_ctr(path)
     X.compute(), y.compute()
     # a table as GBDT reads it, CRLF lines and a quoted field: the checks of its lines
-    from .io._csv import read_frame
+    from .io._frame import read_frame
 
     crlf = os.path.join(tmp, "tiny_crlf.csv")
     with open(crlf, "wb") as f:

@@ -5,7 +5,10 @@
 * ``__meta__``: one JSON text — format name and version, the library version, the
   estimator's public class name, its constructor parameters (``client`` left out), how each
   fitted attribute is stored, and caller's ``extra`` metadata (e.g. how the training data
-  was read, so that test data can be read the same way);
+  was read, so that test data can be read the same way: ``dask-ps train --save`` stores
+  ``extra["data"]`` with the format, the label, the ``--weight`` column, which ``dask-ps
+  evaluate`` leaves out of a test file's features and reads as its weights, and the
+  encoder or feature columns);
 * one array per fitted NumPy attribute (``a/<name>``; fields of a named tuple as
   ``a/<name>/<field>``; a scipy CSR or CSC matrix, e.g. a wide model's ``coef_`` or a
   keyed factorization machine's ``factors_``, as its three arrays ``a/<name>/data``,

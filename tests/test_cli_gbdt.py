@@ -191,7 +191,8 @@ def test_csv_labels_written_as_integers_give_integer_classes(client1, tmp_path, 
 def test_a_decimal_label_past_the_sample_of_whole_ones_is_named(client1, tmp_path):
     """A classifier's label type comes from the first MiB: past it, ``1.0`` is class 1 and
     ``0.5`` a bad line; a regression's labels are numbers wherever they are."""
-    from dask_ps.io._csv import SAMPLE_BYTES, read_frame
+    from dask_ps.io._csv import SAMPLE_BYTES
+    from dask_ps.io._frame import read_frame
 
     n = 2 * SAMPLE_BYTES // 30
     path = _lines(tmp_path / "big.csv", n, 2, {n - 1: "0.1,0.5,1.0", n: "0.1,0.5,0.5"})
@@ -230,7 +231,7 @@ def test_csv_text_labels_a_byte_order_mark_and_a_binary_file(client1, tmp_path, 
                  "2", "--scheduler-file", _scheduler_file(client1, tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(f"dask-ps: error: {pq}") and "Traceback" not in "".join(err)
-    from dask_ps.io._csv import read_frame
+    from dask_ps.io._frame import read_frame
 
     cr = tmp_path / "cr.csv"
     cr.write_bytes(b"y,a\r0,1\r1,2\r")  # lone CR line ends: csv's own error before

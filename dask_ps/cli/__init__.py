@@ -6,6 +6,7 @@
     dask-ps train fm --train 'logs/*.csv' --format csv --label click   # columns from the header
     dask-ps train lr --train 'logs/*.csv' --format csv --label click --categorical a,b,c \\
                      --cluster slurm --workers 8 --walltime 02:00:00 --save model.npz
+    dask-ps train gbdt --train t.parquet --format parquet --label y --weight w  # sample weights
     srun dask-ps train lr ... --cluster slurm-runner      # inside one Slurm allocation
     dask-ps evaluate model.npz --test PATH
     dask-ps export model.npz OUT_FOLDER [--format parquet|csv]
@@ -64,6 +65,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
                               "beside the repository), with its test file if it has "
                               "one")
         data.add_argument("--test", help="test data, scored after training")
+        data.add_argument("--weight", metavar="COLUMN", help=(
+            "csv/parquet: the column of sample weights (finite, >= 0; not a feature); a "
+            "test file holding it is scored with weighted metrics" if algo.weighted else
+            f"not for {algo.name}: {algo.estimator} takes no sample weights"))
         algo.data_options(data)
         add_params(a, algo)
         opt.add_cluster_options(a)
@@ -291,8 +296,8 @@ def threading_is_main() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def metrics_line(classes: np.ndarray, y: np.ndarray, proba: np.ndarray
-                 ) -> tuple[str, list[str]]:
+def metrics_line(classes: np.ndarray, y: np.ndarray, proba: np.ndarray,
+                 sample_weight: np.ndarray | None = None) -> tuple[str, list[str]]:
     """The ``test:`` line (AUC, accuracy, log-loss) and warnings about the test labels.
 
     Two classes: the AUC of ``classes[1]`` and the binary log-loss. More: the macro average of
@@ -309,6 +314,10 @@ def metrics_line(classes: np.ndarray, y: np.ndarray, proba: np.ndarray
         Test labels.
     proba : ndarray (n_samples, n_classes)
         ``predict_proba`` of the test rows.
+    sample_weight : ndarray (n_samples,), optional
+        The test rows' weights (a test file's ``--weight`` column): AUC, accuracy and
+        log-loss weighted as scikit-learn weighs them (``sample_weight=``), the line ending
+        in ``(weighted)``; the warning still counts rows.
     """
     from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 
@@ -321,8 +330,10 @@ def metrics_line(classes: np.ndarray, y: np.ndarray, proba: np.ndarray
             f"test labels {np.unique(y[~seen]).tolist()} ({int((~seen).sum()):,} of {len(y):,} "
             f"rows) are not among the training classes {classes.tolist()}: those rows count "
             f"as errors in the accuracy and are left out of AUC and log-loss")
-    accuracy = accuracy_score(y, classes[proba.argmax(axis=1)])
+    sw = sample_weight
+    accuracy = accuracy_score(y, classes[proba.argmax(axis=1)], sample_weight=sw)
     y, proba = y[seen], proba[seen]
+    sw = None if sw is None else sw[seen]
     present = np.unique(y)
     multi = classes.shape[0] > 2
     if present.shape[0] < 2:
@@ -330,15 +341,18 @@ def metrics_line(classes: np.ndarray, y: np.ndarray, proba: np.ndarray
                   else "no test label is a training class")
         auc = f"n/a ({reason})"
     elif not multi:
-        auc = f"{roc_auc_score(y == classes[1], proba[:, 1]):.4f}"
+        auc = f"{roc_auc_score(y == classes[1], proba[:, 1], sample_weight=sw):.4f}"
     elif present.shape[0] == classes.shape[0]:
-        auc = (f"{roc_auc_score(y, proba, multi_class='ovr', labels=classes):.4f} "
+        ovr = roc_auc_score(y, proba, multi_class="ovr", labels=classes, sample_weight=sw)
+        auc = (f"{ovr:.4f} "
                f"(macro one-vs-rest, {classes.shape[0]} classes)")
     else:  # scikit-learn refuses classes absent from y: average over those present
         at = np.searchsorted(classes, present)
-        aucs = [roc_auc_score(y == c, proba[:, i]) for c, i in zip(present, at)]
+        aucs = [roc_auc_score(y == c, proba[:, i], sample_weight=sw)
+                for c, i in zip(present, at)]
         auc = (f"{np.mean(aucs):.4f} (macro one-vs-rest over the {present.shape[0]} of "
                f"{classes.shape[0]} classes in the test labels)")
-    loss = (f"{log_loss(y, proba, labels=classes):.4f}" + (" (multi-class)" if multi else "")
-            if y.shape[0] else "n/a")
-    return f"test: AUC {auc}  accuracy {accuracy:.4f}  log-loss {loss}", warnings
+    loss = (f"{log_loss(y, proba, labels=classes, sample_weight=sw):.4f}"
+            + (" (multi-class)" if multi else "") if y.shape[0] else "n/a")
+    weighted = "" if sample_weight is None else "  (weighted)"
+    return f"test: AUC {auc}  accuracy {accuracy:.4f}  log-loss {loss}{weighted}", warnings

@@ -90,6 +90,9 @@ class Algorithm:
     files : tuple of str
         The data options (``args`` attributes) naming an input file besides ``--train``
         and ``--test`` (e.g. LDA's ``vocab``): looked up, like them, before a cluster starts.
+    weighted : bool
+        Whether ``--weight COLUMN`` (sample weights, ``fit(..., sample_weight=...)``) applies;
+        refused up front for the others.
     """
 
     name: str
@@ -107,6 +110,7 @@ class Algorithm:
     check_inputs: Callable = lambda args: None
     report: Callable = lambda est, args: []
     files: tuple = ()
+    weighted: bool = False
 
     @property
     def cls(self):
@@ -198,30 +202,86 @@ CHECKPOINT = (
 
 
 def read_train_test(args, client, meta_of, read):
-    """``meta, X, y, test`` of ``--train`` and ``--test`` (read now, so that its lines are
-    checked before training) as ``meta_of(args)`` says, by ``read(path, meta, blocksize,
-    n_features)``; csv and libsvm in two partitions per worker by default."""
+    """``meta, X, y, w, test`` of ``--train`` and ``--test`` (read now, so that its lines
+    are checked before training) as ``meta_of(args)`` says, by ``read(path, meta,
+    blocksize, n_features, test)`` returning ``X, y, w`` (``w``: the sample weights of
+    ``meta["weight"]``, or None); csv and libsvm in two partitions per worker by default."""
     meta = meta_of(args)
     blocksize = args.blocksize
     if blocksize is None and meta["format"] != "parquet":
         blocksize = _blocksize(args.train, _n_workers(client))
-    X, y = read(args.train, meta, blocksize)
+    X, y, w = read(args.train, meta, blocksize)
     if isinstance(X.shape[0], (int, np.integer)) and not X.shape[0]:  # a frame's is lazy
         raise DataError(f"{args.train}: no rows")
     meta["n_features"] = int(X.shape[1])
-    test = TestSet(*read(args.test, meta, n_features=X.shape[1]), args.test, meta) \
-        if args.test else None
-    return meta, X, y, test
+    test = read_test(read, args.test, meta) if args.test else None
+    return meta, X, y, w, test
 
 
 class TestSet(NamedTuple):
-    """Test data as a reader made it (``X``, ``y`` lazy) and where it comes from, so that
-    a label scoring refuses is named by file and line (:func:`check_test_classes`)."""
+    """Test data as a reader made it (``X``, ``y``, ``w`` lazy) and where it comes from, so
+    that a label scoring refuses is named by file and line (:func:`check_test_classes`);
+    ``w``: the test file's sample weights (its column ``meta["weight"]``), or None."""
 
     X: Any
     y: Any
     path: str
     meta: dict
+    w: Any = None
+
+
+def read_test(read, path: str, meta: dict) -> TestSet:
+    """Test data ``path`` read as the training data was (``read`` as in
+    :func:`read_train_test`; the weight column is optional in test files)."""
+    X, y, w = read(path, meta, n_features=meta.get("n_features"), test=True)
+    return TestSet(X, y, path, meta, w)
+
+
+def file_columns(urlpath: str, fmt: str, sep: str | None = None, header: bool = True
+                 ) -> list[str]:
+    """The columns of the first file of ``urlpath`` (a CSV header, or ``"0"``, ``"1"``, ...
+    without one; a Parquet schema), read without a cluster."""
+    from ..io._blocks import open_paths, plan
+    from ..io._csv import header_names, numbered_names
+    from ..io.parquet import footer
+
+    fs, paths = open_paths(urlpath)
+    if fmt == "parquet":
+        return list(footer(fs, paths[0])[1].names)
+    comp = plan(fs, paths[:1], None, "infer")[0].compression
+    return (header_names if header else numbered_names)(fs, paths[0], sep or ",", comp)
+
+
+def weight_of(path: str, meta: dict, test: bool) -> str | None:
+    """The weight column to read from ``path``: ``meta["weight"]``, but for test data only
+    when its first file has that column (scored unweighted otherwise)."""
+    weight = meta.get("weight")
+    if weight and test and weight not in file_columns(path, meta["format"], meta.get("sep"),
+                                                      meta.get("header", True)):
+        return None
+    return weight
+
+
+def check_weight_option(args, fmt: str, label: str | None, *named: tuple) -> None:
+    """Refuse ``--weight`` naming the ``label`` or a column other options name as a
+    feature (``named``: ``(option, columns)`` pairs). (``--format libsvm``: refused with
+    the other table options.)
+
+    Raises
+    ------
+    OptionError
+    """
+    from ..exceptions import OptionError
+
+    weight = getattr(args, "weight", None)
+    if weight is None or fmt == "libsvm":
+        return
+    if weight == label:
+        raise OptionError(f"--weight {weight}: the --label column cannot be the weights")
+    for option, cols in named:
+        if weight in (cols or ()):
+            raise OptionError(f"--weight {weight}: also named by {option}; the weight column "
+                              f"is not a feature")
 
 
 def label_column(meta: dict) -> str:
@@ -329,9 +389,11 @@ def first_row_of(found: list, y, urlpath: str, meta: dict):
     return where
 
 
-def class_lines(classes, y, proba) -> list[str]:
-    """The test line (and warnings) of a classifier's test labels and probabilities."""
+def class_lines(classes, y, proba, sample_weight=None) -> list[str]:
+    """The test line (and warnings) of a classifier's test labels and probabilities (and
+    the rows' weights: weighted metrics)."""
     from . import metrics_line
 
-    line, warnings = metrics_line(classes, np.asarray(y), np.asarray(proba))
+    line, warnings = metrics_line(classes, np.asarray(y), np.asarray(proba),
+                                  None if sample_weight is None else np.asarray(sample_weight))
     return [f"warning: {w}" for w in warnings] + [line]

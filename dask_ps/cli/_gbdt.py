@@ -20,9 +20,13 @@ from ._algorithms import (
     _count,
     block_classes,
     check_test_classes,
+    check_weight_option,
     checked_classes,
     class_lines,
+    file_columns,
+    read_test,
     read_train_test,
+    weight_of,
 )
 
 # --- gradient-boosted trees -------------------------------------------------------------------
@@ -47,7 +51,7 @@ def _gbdt_data_options(g) -> None:
 
 def _gbdt_meta(args) -> dict:
     fmt = args.format or "libsvm"
-    table = ("label", "categorical", "sep", "header")
+    table = ("label", "weight", "categorical", "sep", "header")
     if fmt == "libsvm":
         for name in table:
             if getattr(args, name) is not None:
@@ -58,20 +62,21 @@ def _gbdt_meta(args) -> dict:
     if fmt == "parquet" and (args.sep is not None or args.header is not None):
         raise OptionError("--sep and --header apply to --format csv")
     sep = args.sep or None  # a tab given as --sep '\t' is one already (opt.separator)
+    check_weight_option(args, fmt, args.label, ("--categorical", args.categorical))
     # a classifier's labels keep the file's type (classes); a regression's are numbers
-    return {"format": fmt, "label": args.label, "categorical": args.categorical, "sep": sep,
+    return {"format": fmt, "label": args.label, "weight": args.weight,
+            "categorical": args.categorical, "sep": sep,
             "header": args.header is not False,
             "classes": getattr(args, "algorithm", "gbdt") != "gbdt-regression"}
 
 
 def _gbdt_check_inputs(args) -> None:
     """Before a cluster starts: the header of the first ``--train`` file (and of
-    ``--test``'s) holds ``--label`` and the ``--categorical`` columns (DataError naming the
-    file and listing its columns; they were found only once the cluster had read the
-    files). Headerless CSV files name their columns by position: not checked here."""
-    from ..io._blocks import open_paths, plan
-    from ..io._csv import header_names
-    from ..io.parquet import footer
+    ``--test``'s) holds ``--label`` and the ``--categorical`` columns, and the training
+    file's ``--weight`` (DataError naming the file and listing its columns; they were found
+    only once the cluster had read the files); the weight is not the first column when that
+    is the label. Headerless CSV files name their columns by position: not checked here."""
+    from ..io._blocks import open_paths
 
     meta = _gbdt_meta(args)
     if meta["format"] == "libsvm" or not (meta["format"] == "parquet" or meta["header"]):
@@ -79,39 +84,42 @@ def _gbdt_check_inputs(args) -> None:
     wanted = [meta["label"]] if meta["label"] else []
     wanted += list(meta["categorical"] or ())
     for url in filter(None, (args.train, args.test)):
-        fs, paths = open_paths(url)
-        if meta["format"] == "parquet":
-            names = list(footer(fs, paths[0])[1].names)
-        else:
-            comp = plan(fs, paths[:1], None, "infer")[0].compression
-            names = header_names(fs, paths[0], meta["sep"] or ",", comp)
-        for c in wanted:  # as the reader says it, once the cluster has read the file
-            if c not in names:
-                raise DataError(f"{paths[0]}: no column {c!r} (columns: {names})")
+        names = file_columns(url, meta["format"], meta["sep"])
+        first = open_paths(url)[1][0]
+        for c in wanted + ([meta["weight"]] if meta["weight"] and url == args.train else []):
+            if c not in names:  # as the reader says it, once the cluster has read the file
+                raise DataError(f"{first}: no column {c!r} (columns: {names})")
+        if meta["weight"] and not meta["label"] and names[:1] == [meta["weight"]]:
+            raise OptionError(f"--weight {meta['weight']}: the first column, the label "
+                              f"without --label")
 
 
-def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
-    """``X, y`` of one input as ``meta`` says: LIBSVM as a sparse dask array, a table as a
-    dask DataFrame (categorical columns with the categories of the training data)."""
+def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None, test: bool = False):
+    """``X, y, w`` of one input as ``meta`` says: LIBSVM as a sparse dask array, a table as
+    a dask DataFrame (categorical columns with the categories of the training data); ``w``
+    the dask series of the weight column ``meta["weight"]`` (not a feature), or None (no
+    ``--weight``; a ``test`` file without the column)."""
     from ..io import read_libsvm
-    from ..io._csv import read_frame
+    from ..io._frame import read_frame
     from ..io.parquet import read_table_parquet
 
     if meta["format"] == "libsvm":
-        return read_libsvm(path, n_features=n_features or meta.get("n_features"),
-                           blocksize=blocksize)
+        return (*read_libsvm(path, n_features=n_features or meta.get("n_features"),
+                             blocksize=blocksize), None)
     # a csv's features as floats (dask's guess from the first rows could be int, then fail
     # on a decimal later), a classifier's labels as written (classes), a regression's as
     # numbers; bad values named by file and line (csv) or row group and row (parquet)
-    table = dict(categorical=meta.get("categorical") or (), classes=meta.get("classes", True))
+    weight = weight_of(path, meta, test)
+    table = dict(categorical=meta.get("categorical") or (), classes=meta.get("classes", True),
+                 weight=weight)
     if meta["format"] == "csv":
-        df, label = read_frame(path, meta.get("label"), sep=meta["sep"] or ",",
-                               header=meta["header"], blocksize=blocksize, **table)
+        df, label, *w = read_frame(path, meta.get("label"), sep=meta["sep"] or ",",
+                                   header=meta["header"], blocksize=blocksize, **table)
     else:
-        df, label = read_table_parquet(path, meta.get("label"), blocksize=blocksize or "64MiB",
-                                       **table)
+        df, label, *w = read_table_parquet(path, meta.get("label"),
+                                           blocksize=blocksize or "64MiB", **table)
     meta["label"] = label
-    X = df.drop(columns=[label])
+    X = df.drop(columns=[label, *([weight] if weight else [])])
     features = [str(c) for c in X.columns]
     want = meta.setdefault("features", features)
     if sorted(want) != sorted(features) or len(set(features)) < len(features):
@@ -126,7 +134,7 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None):
         if c not in cats:
             cats[c] = sorted(X[c].dropna().unique().compute().tolist())
         X[c] = X[c].astype("category").cat.set_categories(cats[c])
-    return X, df[label]
+    return X, df[label], (w or [None])[0]
 
 
 def _check_classes(y, y_read, args, meta) -> None:
@@ -138,9 +146,9 @@ def _check_classes(y, y_read, args, meta) -> None:
 
 
 def _gbdt_load(args, client) -> Loaded:
-    meta, X, y, test = read_train_test(args, client, _gbdt_meta, _gbdt_read)
+    meta, X, y, w, test = read_train_test(args, client, _gbdt_meta, _gbdt_read)
     y_read = y  # its graph names the blocks of its chunks, the persisted one's does not
-    X, y = client.persist([X, y])
+    X, y, w = client.persist([X, y, w]) if w is not None else (*client.persist([X, y]), None)
     n = int(X.shape[0]) if meta["format"] == "libsvm" else int(y.shape[0].compute())
     if not n:
         raise DataError(f"{args.train}: no rows")
@@ -148,26 +156,32 @@ def _gbdt_load(args, client) -> Loaded:
         _check_classes(y, y_read, args, meta)
     parts = _count(X.npartitions if hasattr(X, "npartitions") else X.numblocks[0],
                    "partition")
+    weighted = f", weighted by column {meta['weight']!r}" if w is not None else ""
     return Loaded((X, y), test, meta, float(n),
-                  f"{n:,} rows x {meta['n_features']:,} features ({parts})")
+                  f"{n:,} rows x {meta['n_features']:,} features ({parts}){weighted}",
+                  {} if w is None else {"sample_weight": w})
 
 
 def _gbdt_load_test(path: str, meta: dict, args):
-    return TestSet(*_gbdt_read(path, meta, n_features=meta.get("n_features")), path, meta)
+    return read_test(_gbdt_read, path, meta)
 
 
 def _gbdt_score(est, test: TestSet) -> list[str]:
     # computed apart: a table's labels are a dask-expr collection, predictions an array
     y = np.asarray(test.y.compute())
+    w = None if test.w is None else np.asarray(test.w.compute(), np.float64)
     if not y.shape[0]:  # the estimator refuses an empty X
         return ["test: no rows"]
     if hasattr(est, "classes_"):
         check_test_classes(y, test)
-        return class_lines(est.classes_, y, est.predict_proba(test.X).compute())
+        return class_lines(est.classes_, y, est.predict_proba(test.X).compute(), w)
     pred = est.predict(test.X).compute()
     err = np.asarray(pred, np.float64) - np.asarray(y, np.float64)
-    return [f"test: l2 {np.mean(err ** 2):.6f}  l1 {np.mean(np.abs(err)):.6f}  "
-            f"({err.shape[0]:,} rows)"]
+    if w is not None and not w.sum() > 0:
+        return ["test: every weight is zero: no weighted l2, l1"]
+    return [f"test: l2 {np.average(err ** 2, weights=w):.6f}  "
+            f"l1 {np.average(np.abs(err), weights=w):.6f}  ({err.shape[0]:,} rows)"
+            + ("  (weighted)" if w is not None else "")]
 
 
 def _gbdt_export(est, meta: dict):
@@ -216,7 +230,8 @@ _GBDT_PARAMS = (
 )
 _GBDT_DATA = dict(data_options=_gbdt_data_options, load=_gbdt_load,
                   load_test=_gbdt_load_test, score=_gbdt_score, export=_gbdt_export,
-                  unit="rows", check=_gbdt_meta, check_inputs=_gbdt_check_inputs)
+                  unit="rows", check=_gbdt_meta, check_inputs=_gbdt_check_inputs,
+                  weighted=True)
 _LIGHTGBM_EXAMPLE = Dataset(
     "gbdt_lightgbm", "binary.train", "binary.test",
     "https://github.com/microsoft/LightGBM/tree/master/examples/binary_classification",

@@ -23,11 +23,14 @@ from ._algorithms import (
     _n_threads,
     _nnz,
     check_test_classes,
+    check_weight_option,
     checked_classes,
     class_lines,
     label_classes,
     label_column,
+    read_test,
     read_train_test,
+    weight_of,
 )
 
 # --- logistic regression ----------------------------------------------------------------------
@@ -59,7 +62,8 @@ def _lr_meta(args) -> dict:
     """How LR data is read, from the options (saved with the model)."""
     fmt = args.format
     if fmt == "libsvm":
-        for name in ("label", "numeric", "categorical", "exclude", "hash_features", "sep"):
+        for name in ("label", "weight", "numeric", "categorical", "exclude", "hash_features",
+                     "sep"):
             if getattr(args, name) is not None:
                 raise OptionError(f"--{name.replace('_', '-')} applies to --format csv|parquet")
         return {"format": fmt, "n_features": args.n_features}
@@ -68,8 +72,11 @@ def _lr_meta(args) -> dict:
                           "--hash-features)")
     if fmt == "parquet" and args.sep is not None:
         raise OptionError("--sep applies to --format csv")
+    check_weight_option(args, fmt, args.label or "Label", ("--numeric", args.numeric),
+                        ("--categorical", args.categorical))
     # the encoder is inferred from the training files' header when the data is loaded
-    return {"format": fmt, "label": args.label, "encoder": None, "sep": args.sep,
+    return {"format": fmt, "label": args.label, "weight": args.weight, "encoder": None,
+            "sep": args.sep,
             "numeric": args.numeric, "categorical": args.categorical,
             "exclude": args.exclude, "hash_features": args.hash_features}
 
@@ -84,16 +91,17 @@ def _ctr_encoder(path: str, meta: dict) -> str:
         kw["sep"] = meta["sep"]
     if meta.get("hash_features"):
         kw["n_features"] = meta["hash_features"]
+    exclude = (*(meta.get("exclude") or ()), *([meta["weight"]] if meta.get("weight") else []))
     return infer_encoder(path, numeric=meta.get("numeric"),
-                         categorical=meta.get("categorical"),
-                         exclude=tuple(meta.get("exclude") or ()), format=meta["format"],
-                         **kw).to_json()
+                         categorical=meta.get("categorical"), exclude=exclude,
+                         format=meta["format"], **kw).to_json()
 
 
 def _lr_check_inputs(args) -> None:
     """Before a cluster starts: the header of the first ``--train`` file (and of
-    ``--test``'s) holds ``--label`` and the columns the options name (DataError naming the
-    file and listing its columns); a Parquet feature column is of a type that hashes."""
+    ``--test``'s) holds ``--label`` and the columns the options name (``--weight``: the
+    training file's; DataError naming the file and listing its columns); a Parquet feature
+    column is of a type that hashes."""
     from ..io import HashingEncoder
     from ..io.ctr import check_header
 
@@ -110,14 +118,16 @@ def _lr_check_inputs(args) -> None:
         check_header(args.test, encoder, format=meta["format"], **kw)
 
 
-def _lr_read(path: str, meta: dict, blocksize=None, n_features=None):
-    """``X, y`` of one input as ``meta`` says (the first pass runs on the current client)."""
+def _lr_read(path: str, meta: dict, blocksize=None, n_features=None, test: bool = False):
+    """``X, y, w`` of one input as ``meta`` says (the first pass runs on the current
+    client); ``w``: the weights of column ``meta["weight"]`` (in ``X``'s chunks), or None
+    (no ``--weight``; a ``test`` file without the column)."""
     from ..io import HashingEncoder, read_ctr, read_libsvm
 
     fmt = meta["format"]
     if fmt == "libsvm":
-        return read_libsvm(path, n_features=n_features or meta.get("n_features"),
-                           blocksize=blocksize)
+        return (*read_libsvm(path, n_features=n_features or meta.get("n_features"),
+                             blocksize=blocksize), None)
     encoder = HashingEncoder.from_json(meta["encoder"])
     kw = {"label": meta["label"]} if meta.get("label") else {}
     if fmt == "csv":
@@ -125,7 +135,9 @@ def _lr_read(path: str, meta: dict, blocksize=None, n_features=None):
             kw["sep"] = meta["sep"]
         if blocksize:
             kw["blocksize"] = blocksize
-    return read_ctr(path, encoder, format=fmt, **kw)
+    weight = weight_of(path, meta, test)
+    read = read_ctr(path, encoder, format=fmt, weight=weight, **kw)
+    return read if weight else (*read, None)
 
 
 def _lr_meta_encoded(args) -> dict:
@@ -164,9 +176,9 @@ def _refuse_third_class(labels: np.ndarray, found: list, what: str, where) -> No
 def _lr_load(args, client) -> Loaded:
     import dask
 
-    meta, X, y, test = read_train_test(args, client, _lr_meta_encoded, _lr_read)
+    meta, X, y, w, test = read_train_test(args, client, _lr_meta_encoded, _lr_read)
     y_read = y  # its graph names the blocks of its chunks, the persisted one's does not
-    X, y = client.persist([X, y])
+    X, y, w = client.persist([X, y, w]) if w is not None else (*client.persist([X, y]), None)
     threads = _n_threads(client)
     if X.numblocks[0] < threads <= X.shape[0]:  # dask_ps.partition cuts and spreads them
         print(f"note: {args.train} gave {_count(X.numblocks[0], 'partition')} for {threads} "
@@ -182,20 +194,22 @@ def _lr_load(args, client) -> Loaded:
     if args.algorithm == "fm" and labels.shape[0] > 2:
         _refuse_third_class(labels, found, f"{args.train}: {label_column(meta)}", where)
     parts = _count(max(X.numblocks[0], min(threads, X.shape[0])), "partition")
-    summary = f"{X.shape[0]:,} rows x {X.shape[1]:,} features ({parts})"
-    return Loaded((X, y), test, meta, units, summary)
+    summary = f"{X.shape[0]:,} rows x {X.shape[1]:,} features ({parts})" + (
+        f", weighted by column {meta['weight']!r}" if w is not None else "")
+    return Loaded((X, y), test, meta, units, summary,
+                  {} if w is None else {"sample_weight": w})
 
 
 def _lr_load_test(path: str, meta: dict, args):
-    return TestSet(*_lr_read(path, meta, n_features=meta.get("n_features")), path, meta)
+    return read_test(_lr_read, path, meta)
 
 
 def _lr_score(est, test: TestSet) -> list[str]:
     import dask
 
-    y, proba = dask.compute(test.y, est.predict_proba(test.X))
+    y, proba, w = dask.compute(test.y, est.predict_proba(test.X), test.w)
     check_test_classes(np.asarray(y), test)
-    return class_lines(est.classes_, y, proba)
+    return class_lines(est.classes_, y, proba, w)
 
 
 def _nonzero_rows(M) -> tuple[np.ndarray, np.ndarray]:
@@ -269,7 +283,8 @@ LR = Algorithm(
         "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary.html#a9a",
         {"n_features": 123})},
     data_options=_lr_data_options, load=_lr_load, load_test=_lr_load_test, score=_lr_score,
-    export=_lr_export, unit="non-zeros", check=_lr_meta, check_inputs=_lr_check_inputs)
+    export=_lr_export, unit="non-zeros", check=_lr_meta, check_inputs=_lr_check_inputs,
+    weighted=True)
 
 
 # --- factorization machine (LR's data path) ----------------------------------------------------
@@ -308,4 +323,4 @@ FM = Algorithm(
     ),
     datasets=LR.datasets, data_options=_lr_data_options, load=_lr_load,
     load_test=_lr_load_test, score=_lr_score, export=_fm_export, unit="non-zeros",
-    check=_lr_meta, check_inputs=_lr_check_inputs)
+    check=_lr_meta, check_inputs=_lr_check_inputs, weighted=True)

@@ -251,6 +251,10 @@ def _quiet_dask_shuffle() -> None:
 
 def train(args, algo: Algorithm) -> int:
     _quiet_dask_shuffle()
+    if getattr(args, "weight", None) is not None and not algo.weighted:
+        raise OptionError(f"--weight {args.weight}: dask-ps train {algo.name} takes no sample "
+                          f"weights ({algo.estimator}.fit has no sample_weight); "
+                          f"lr, fm, gbdt and gbdt-regression do")
     spec = cluster_spec(args)
     est = build_estimator(args, algo, spec.ps_workers > 0)
     if args.dataset:

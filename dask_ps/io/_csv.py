@@ -26,15 +26,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from ..exceptions import NOT_A_CLASS, NOT_A_NUMBER, DataError
-from ._blocks import Block, header_end, lines_before, open_paths, plan, read
+from ..exceptions import NOT_A_NUMBER, DataError
+from ._blocks import Block, header_end, plan, read
 from ._line_kernels import CSV, count_rows, lone_crs
-from .parquet import label_column, unique_columns
+from ._weight_column import WEIGHTS_ARE, first_bad_weight
 
 __all__ = ["SAMPLE_BYTES", "SAMPLE_FILES", "LineError", "bad_line", "check_sep", "common_header",
            "csv_kinds", "header_end", "header_names", "line_hint", "line_of_row", "locate",
-           "nan_as_null", "numbered_names", "parse_block", "read_frame", "read_table",
-           "sample_table", "strip_header"]
+           "nan_as_null", "numbered_names", "parse_block", "read_table",
+           "sample_table", "strip_header", "block_weights", "line_weights"]
 
 #: Bytes of a file's start that the readers parse to guess its columns' types.
 SAMPLE_BYTES = 2**20
@@ -496,120 +496,40 @@ def read_table(fs, block: Block, line0: int, header: bool, names: list[str], typ
     return table, raw.count(b"\n")
 
 
-def _label_kind(sample: pa.Table, label: str, classes: bool) -> str:
-    """How :func:`read_frame` reads the labels: ``"number"`` (float64); for ``classes``,
-    ``"whole"`` (read as float64, then int64) when the sample's labels are all whole
-    numbers written without a point, ``"text"`` when one is not a number."""
-    col = sample.column(label).drop_null()
-    if not classes or not len(col):
-        return "number"
-    try:
-        pc.cast(col, pa.int64())
-        return "whole"
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    try:
-        pc.cast(col, pa.float64())
-        return "number"
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return "text"
-
-
-def _frame_block(block: Block, fs, names: list[str], types: dict, sep: str, header: bool,
-                 required: str, whole: bool, classes: bool = False):
-    """One partition of :func:`read_frame`: a block's lines as a pandas DataFrame
-    (``whole``: the ``required`` labels, read as numbers, become int64; ``classes``:
-    labels read as numbers must be whole, a classifier's classes)."""
-    try:
-        table, _ = read_table(fs, block, 0, header, names, types, sep, required,
-                              nan_missing=True)
-        y = table.column(required)
-        if whole or (classes and pa.types.is_floating(y.type)):
-            frac = pc.not_equal(pc.floor(y), y).to_numpy(zero_copy_only=False)
-            if frac.any():
-                row = int(np.argmax(frac))
-                data, skipped = strip_header(read(fs, block), block, header)
-                raise LineError(block.path, skipped + line_of_row(data, row), (
-                    f"column {required!r}: {y[row].as_py()!r} is not a whole number, as the "
-                    f"classes in the file's first lines are") if whole else (
-                    f"column {required!r} holds {y[row].as_py()!r}, not a class: "
-                    f"{NOT_A_CLASS}"))
-        if whole:
-            i = names.index(required)
-            table = table.set_column(i, required, pc.cast(y, pa.int64()))
-    except LineError as exc:  # the block's own line numbers: count the lines before it now
-        raise exc.shifted(lines_before(fs, block)) from None
-    return table.to_pandas()
-
-
-def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bool = False,
-               sep: str = ",", header: bool = True, blocksize: int | str | None = "64MiB",
-               storage_options: dict | None = None, compression: str | None = "infer"):
-    """A CSV table as a dask DataFrame, one partition per block, whose every line is checked
-    as it is parsed (when the frame is computed).
-
-    Feature columns are float64 (an empty field or ``nan`` is NaN, see :mod:`dask_ps.io`);
-    those named in ``categorical`` are strings. The label is required on every line: a
-    finite number, float64; or, with ``classes``, as written: int64 when the labels of the
-    first :data:`SAMPLE_BYTES` of the first file are all whole numbers written without a
-    point (a later ``1.0`` is class 1), strings when one of them is not a number.
-
-    Parameters
-    ----------
-    urlpath : str, os.PathLike or list of them
-        Files or fsspec URLs (a glob is expanded, matches in sorted order).
-    label : str, optional
-        The label column; default the first.
-    categorical : sequence of str, default ()
-        Feature columns read as strings.
-    classes : bool, default False
-        The labels are classes (a classifier's): their type follows the file's first lines.
-    sep : str, default ","
-    header : bool, default True
-        Whether every file starts with a line of column names (all must agree); without,
-        the columns are named ``"0"``, ``"1"``, ...
-    blocksize, storage_options, compression
-        As in :func:`~dask_ps.io.read_libsvm`.
-
-    Returns
-    -------
-    frame : dask.dataframe.DataFrame
-        Every column, in the files' order.
-    label : str
-        The label column's name.
+def line_weights(table: pa.Table, weight: str, lines, path: str) -> np.ndarray:
+    """The float64 weights of a parsed CSV block (``table``, whose ``weight`` column is
+    float64, null for an empty field) of file ``path``; ``lines()`` gives ``(data, line0)``,
+    the block's lines and the lines of the file before them (called on the error path
+    only, to find the line).
 
     Raises
     ------
-    ValueError
-        An empty file, headers that differ, a ``label`` or ``categorical`` column the files
-        lack, or a bad line in the first file's sample; when computed, a
-        :class:`LineError` ``"<file>, line <n>: ..."`` (lines of the file, 1-based, the
-        header being line 1) naming the first bad line of a block: a wrong number of
-        fields, a feature that is not a number or is infinite (naming the column), a label
-        that is empty or not a finite number, or (``classes``) not a whole number when the
-        sample's are, or a number that is not whole (``0.7``: not a class).
-    FileNotFoundError
-        No file matches ``urlpath``.
+    LineError
+        ``"<path>, line <n>: column 'w' (the sample weight) is empty: sample weights must
+        be ..."``: the first line whose weight is empty, NaN, infinite or negative (a field
+        that is not a number is :func:`~._csv.parse_block`'s to name).
     """
-    import dask.dataframe as dd
+    col = table.column(weight)
+    found = first_bad_weight(col)
+    if found is not None:
+        data, line0 = lines()
+        raise LineError(path, line0 + line_of_row(data, found[0]),
+                        f"column {weight!r} (the sample weight) {found[1]}: {WEIGHTS_ARE}")
+    return col.to_numpy(zero_copy_only=False)
 
-    check_sep(sep)
-    fs, paths = open_paths(urlpath, storage_options)
-    blocks = plan(fs, paths, blocksize, compression)
-    names = common_header(fs, blocks, sep) if header else \
-        numbered_names(fs, paths[0], sep, blocks[0].compression)
-    unique_columns(paths[0], names)
-    check_columns(paths[0], names, sep)
-    label = label_column(paths[0], names, label, categorical)
-    types = {n: pa.string() if n in categorical else pa.float64() for n in names}
-    sample = sample_table(fs, paths[0], names, header, sep, blocks[0].compression)
-    kind = _label_kind(sample, label, classes)
-    if kind == "text":
-        types[label] = pa.string()
-    meta = pa.schema([(n, pa.int64() if n == label and kind == "whole" else t)
-                      for n, t in types.items()]).empty_table().to_pandas()
-    frame = dd.from_map(_frame_block, blocks, fs=fs, names=names, types=types, sep=sep,
-                        header=header, required=label, whole=kind == "whole",
-                        classes=classes, meta=meta,
-                        label="read-frame", enforce_metadata=False)
-    return frame, label
+
+def block_weights(data: bytes, names: list[str], sep: str, path: str, line0: int,
+                  weight: str) -> np.ndarray:
+    """The checked weights of whole CSV lines ``data`` (no header) whose columns are
+    ``names``, ``line0`` lines into ``path``: pyarrow parses the one column (read_ctr's
+    kernel hashes the features apart).
+
+    Raises
+    ------
+    LineError
+        A line with another number of fields, a weight that is not a number, or (see
+        :func:`line_weights`) empty, NaN, infinite or negative.
+    """
+    table = parse_block(data, names, {weight: pa.float64()}, sep, path, line0,
+                        nan_missing=True)
+    return line_weights(table, weight, lambda: (data, line0), path)

@@ -2,43 +2,32 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import dask.array as da
 import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
 from ..exceptions import DataError
-from . import _csv_kernels as _ck
 from ._blocks import (
     OBJECTS,
     box,
     each,
-    expect_rows,
     open_paths,
     plan,
-    read_array,
     select,
     start_lines,
 )
 from ._csv import (
-    LineError,
-    bad_line,
     check_columns,
     check_sep,
     common_header,
     csv_kinds,
-    header_end,
     header_names,
-    line_hint,
-    line_of_row,
-    nan_as_null,
     numbered_names,
-    parse_block,
 )
-from ._line_kernels import CSV, count_rows, lone_crs
-from .hashing import HashingEncoder, column_names, cross_pairs, csr_rows, index_dtype, too_large
+from ._ctr_blocks import count_chunk, layout_of, load_chunk
+from ._weight_column import check_weight_column, table_weights
+from .hashing import HashingEncoder, column_names, cross_pairs
 from .parquet import (
     check_feature_types,
     footer,
@@ -54,115 +43,6 @@ __all__ = ["encode_ctr", "infer_encoder", "read_ctr"]
 
 CRITEO_COLUMNS = HashingEncoder.criteo().columns
 _PARQUET = (".parquet", ".pq", ".parq")
-
-
-class _Layout(NamedTuple):
-    names: list  # every column of a line
-    label: str
-    header: bool
-    sep: str
-    kinds: np.ndarray  # int8 per field: _ck.K_*
-    slot: np.ndarray  # int64 per field: the encoder's column, or -1
-
-
-def _layout(names: list, label: str, header: bool, sep: str,
-            encoder: HashingEncoder) -> _Layout:
-    pos = {c: i for i, c in enumerate(encoder.columns)}
-    kinds = np.array([_ck.K_LABEL if n == label else _ck.K_NUMERIC if n in encoder.numeric
-                      else _ck.K_CATEGORICAL if n in encoder.categorical else _ck.K_SKIP
-                      for n in names], np.int8)
-    slot = np.array([pos.get(n, -1) for n in names], np.int64)
-    return _Layout(list(names), label, header, sep, kinds, slot)
-
-
-def _types(layout: _Layout, encoder: HashingEncoder) -> dict:
-    return {layout.label: pa.float64(), **encoder.arrow_types()}
-
-
-def _encode_block(fs, block, line0: int, layout: _Layout, encoder: HashingEncoder, dtype,
-                  expect: int) -> tuple:
-    """``(X, y)`` of one block whose first pass counted ``expect`` rows.
-
-    The kernel (:func:`~._csv_kernels.encode_block`) does the work; a block holding a number
-    it cannot convert exactly goes through pyarrow and ``encoder.transform`` instead.
-
-    Raises
-    ------
-    LineError
-        The first bad line, with the file's line number (``line0`` lines precede the block);
-        a lone CR (:func:`~._line_kernels.lone_crs`) makes its line bad, as in
-        :func:`~._csv.read_frame`.
-    ValueError
-        Not ``expect`` rows: the file changed since its first pass.
-    """
-    raw = read_array(fs, block)
-    start, skipped = header_end(raw, block, layout.header)
-    types = _types(layout, encoder)
-    # a lone CR, refused as read_frame refuses it (the kernel reads it as a field's byte)
-    if lone_crs(raw[start:]):
-        raise bad_line(raw[start:].tobytes(), layout.names, types, layout.sep, block.path,
-                       line0 + skipped, "a lone CR", layout.label, True)
-    seeds, missing, value, cross_seed = encoder.column_seeds()
-    a, b = encoder.cross_columns()
-    size = expect * encoder.width
-    labels, indptr = np.empty(expect, np.float64), np.empty(expect + 1, np.int64)
-    indices = np.empty(size, index_dtype(encoder.n_features, size))
-    values = np.empty(size, dtype)
-    info = _ck.encode_block(
-        raw[start:], ord(layout.sep), layout.kinds, layout.slot,
-        seeds, missing, value, encoder.numeric_mode == "log_bucket", len(encoder.columns), a,
-        b, cross_seed, encoder.n_features, True, labels, indptr, indices, values)
-    status = int(info[_ck.I_STATUS])
-    if status in (_ck.STATUS_OK, _ck.STATUS_FULL) and encoder.numeric_mode == "value" and \
-            np.isinf(values[:int(info[_ck.I_NNZ])]).any():
-        status = _ck.STATUS_SLOW  # a number too large for dtype: the slow path names it
-    data = raw[start:].tobytes() if status in (_ck.STATUS_ERROR, _ck.STATUS_SLOW) else b""
-    if status == _ck.STATUS_ERROR:
-        bad = int(info[_ck.I_LINE])
-        line = data.split(b"\n")[bad - 1] + b"\n"
-        err = bad_line(line, layout.names, types, layout.sep, block.path,
-                       line0 + skipped + bad - 1, "cannot parse the line", layout.label, True)
-        if err.line is None:  # the kernel and the slow path disagree: name the line anyway
-            err = LineError(block.path, line0 + skipped + bad,
-                            f"cannot parse the line{line_hint(line, layout.sep)}")
-        raise err
-    if status == _ck.STATUS_SLOW:
-        table = parse_block(data, layout.names, types, layout.sep, block.path, line0 + skipped,
-                            layout.label, True)
-        if table.column(layout.label).null_count:
-            raise bad_line(data, layout.names, types, layout.sep, block.path, line0 + skipped,
-                           "an empty label", layout.label, True)
-        expect_rows(block, line0, table.num_rows, expect)
-        for name in encoder.numeric if encoder.numeric_mode == "value" else ():
-            bad = too_large(table.column(name).to_numpy(zero_copy_only=False), dtype)
-            if bad:
-                raise LineError(block.path, line0 + skipped + line_of_row(data, bad[0]),
-                                f"column {name!r}: {bad[1]}")
-        y = table.column(layout.label).to_numpy()
-        return encoder.transform(nan_as_null(table, encoder.categorical), dtype,
-                                 block.path), y
-    rows = int(info[_ck.I_ROWS])
-    if status == _ck.STATUS_FULL:  # more rows than the first pass counted
-        rows = count_rows(raw[start:], CSV)[0]
-    expect_rows(block, line0, rows, expect)
-    X = csr_rows(indices, values, encoder.n_features, indptr, int(info[_ck.I_NNZ]))
-    return X, labels
-
-
-def _count_chunk(chunk: np.ndarray, fs, header: bool) -> np.ndarray:
-    """First pass: rows and newlines of a block (its lines are checked when they are
-    encoded, by :func:`_load_chunk`)."""
-    block = chunk[0]
-    raw = read_array(fs, block)
-    start, skipped = header_end(raw, block, header)
-    rows, newlines = count_rows(raw[start:], CSV)
-    return box((rows, newlines + skipped))
-
-
-def _load_chunk(chunk: np.ndarray, fs, layout: _Layout, encoder: HashingEncoder,
-                dtype) -> np.ndarray:
-    block, line0, expect = chunk[0]
-    return box(_encode_block(fs, block, line0, layout, encoder, dtype, expect))
 
 
 # -- which columns are what --------------------------------------------------------------------
@@ -318,7 +198,7 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
 def check_header(urlpath, encoder: HashingEncoder, label: str = "Label", *,
                  format: str | None = None, sep: str = ",", header: bool = True,
                  names: list[str] | None = None, storage_options: dict | None = None,
-                 compression: str | None = "infer") -> None:
+                 compression: str | None = "infer", weight: str | None = None) -> None:
     """Check, from the first file's header (CSV) or schema (Parquet) alone, that files
     hold the columns :func:`read_ctr` with ``encoder`` and ``label`` needs: what reading
     them would refuse, found without reading a row (e.g. by a command line before it starts
@@ -326,7 +206,7 @@ def check_header(urlpath, encoder: HashingEncoder, label: str = "Label", *,
 
     Parameters
     ----------
-    urlpath, encoder, label, format, sep, header, names, storage_options, compression
+    urlpath, encoder, label, format, sep, header, names, storage_options, compression, weight
         As in :func:`read_ctr`.
 
     Raises
@@ -350,16 +230,17 @@ def check_header(urlpath, encoder: HashingEncoder, label: str = "Label", *,
         have = list(names) if names is not None else \
             (header_names if header else numbered_names)(fs, path, sep, comp)
         check_columns(path, have, sep)
-    _has_columns(path, list(have), label, encoder, schema)
+    _has_columns(path, list(have), label, encoder, schema, weight)
 
 
 def _has_columns(path: str, have: list, label: str, encoder: HashingEncoder,
-                 schema: pa.Schema | None = None) -> None:
-    """Refuse a header or schema of columns ``have`` that names one twice or lacks ``label``
-    or a column of ``encoder`` (naming ``path``, those absent and ``have``), or (Parquet's
-    ``schema``) whose feature column is of a nested type."""
+                 schema: pa.Schema | None = None, weight: str | None = None) -> None:
+    """Refuse a header or schema of columns ``have`` that names one twice or lacks ``label``,
+    ``weight`` or a column of ``encoder`` (naming ``path``, those absent and ``have``), or
+    (Parquet's ``schema``) whose feature column is of a nested type."""
     unique_columns(path, have)
-    absent = [c for c in (label, *encoder.columns) if c not in have]
+    wanted = (label, *([weight] if weight is not None else []), *encoder.columns)
+    absent = [c for c in wanted if c not in have]
     if absent:
         raise DataError(f"{path}: columns {absent} are not among {have}")
     if schema is not None:
@@ -373,7 +254,7 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
              header: bool = True, names: list[str] | None = None,
              blocksize: int | str | None = "32MiB", dtype=np.float32,
              storage_options: dict | None = None,
-             compression: str | None = "infer") -> tuple[da.Array, da.Array]:
+             compression: str | None = "infer", weight: str | None = None) -> tuple:
     """Read click logs (CSV / TSV with or without a header, or Parquet) into hashed sparse
     features and labels.
 
@@ -418,11 +299,16 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         Whether every CSV file starts with a line of column names; all must agree.
     names : list of str, optional
         Column names when CSV files have no header (e.g. ``["Label", "I1", ..., "C26"]``
-        for Criteo's raw files); default ``"0"``, ``"1"``, ... (as :func:`read_frame`).
+        for Criteo's raw files); default ``"0"``, ``"1"``, ... (as :func:`~._frame.read_frame`).
     dtype : numpy dtype, default numpy.float32
         Dtype of ``X``.
     blocksize, storage_options, compression
         As in :func:`~dask_ps.io.read_libsvm`.
+    weight : str, optional
+        A column of sample weights: not a feature (an inferred encoder leaves it out; a
+        given ``encoder`` must not hash it), required on every row, a finite,
+        non-negative number; returned as ``w``. CSV blocks then have that column parsed
+        again, by pyarrow.
 
     Returns
     -------
@@ -431,6 +317,9 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         files without any (a CSV header alone, a Parquet file of 0 rows).
     y : dask.array.Array (n_samples,), float64
         The labels as written.
+    w : dask.array.Array (n_samples,), float64
+        Only with ``weight``: the weights, in ``X``'s row chunks (as
+        ``fit(X, y, sample_weight=w)`` takes them).
 
     Raises
     ------
@@ -438,7 +327,9 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         Naming the file and line: a line with the wrong number of fields, a numeric field
         that is not a number or is infinite (naming the column too), a label that is empty or
         not a finite number, a lone CR (lines end in LF or CRLF) (raised when the arrays are
-        computed). Also, from this call, a
+        computed); with ``weight``, one whose weight is empty, not a number, NaN, infinite
+        or negative (naming the column). Also, from this call, a weight column that is the
+        label, a feature of ``encoder`` or not in the files, a
         header that lacks a column the encoder or ``label`` needs, headers that differ
         between files, columns named twice in a header or a Parquet schema (naming the file
         and them), a Parquet feature column of a list, struct or map type (naming the
@@ -472,14 +363,20 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         raise ValueError("give either an encoder or numeric/categorical/crosses/exclude "
                          "to make one, not both")
     check_sep(sep)
+    check_weight_column(weight, label)
     fs, paths = open_paths(urlpath, storage_options)
     if encoder is None:
+        if weight is not None:
+            exclude = [*column_names(exclude, "exclude"), weight]
         encoder = infer_encoder(urlpath, label, numeric=numeric, categorical=categorical,
                                 crosses=crosses, exclude=exclude, n_features=n_features,
                                 format=format, sep=sep, header=header, names=names,
                                 storage_options=storage_options, compression=compression)
+    elif weight in encoder.columns:
+        raise ValueError(f"weight column {weight!r} is a feature of the encoder: make one "
+                         f"without it (exclude={weight!r})")
     if _is_parquet(paths, format):
-        return _read_parquet(fs, paths, encoder, label, np.dtype(dtype))
+        return _read_parquet(fs, paths, encoder, label, np.dtype(dtype), weight)
     blocks = plan(fs, paths, blocksize, compression)
     if header:
         head = common_header(fs, blocks, sep)
@@ -487,47 +384,52 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     elif names is None:
         names = numbered_names(fs, paths[0], sep, blocks[0].compression)
     names = list(names)
-    _has_columns(paths[0], names, label, encoder)
-    layout = _layout(names, label, header, sep, encoder)
+    _has_columns(paths[0], names, label, encoder, weight=weight)
+    layout = layout_of(names, label, header, sep, encoder, weight)
 
     # The first pass counts rows and lines; the one parse of every line, which checks it, is
     # the encoding when the arrays are computed.
-    stats = each(blocks).map_blocks(_count_chunk, fs, header, dtype=object,
+    stats = each(blocks).map_blocks(count_chunk, fs, header, dtype=object,
                                     meta=OBJECTS).compute()
     line0 = start_lines(blocks, [s[1] for s in stats])
     keep = [i for i, s in enumerate(stats) if s[0]] or [0]
     rows = tuple(stats[i][0] for i in keep)
     parts = each([(blocks[i], line0[i], stats[i][0]) for i in keep]).map_blocks(
-        _load_chunk, fs, layout, encoder, np.dtype(dtype), dtype=object, meta=OBJECTS)
-    return _arrays(parts, rows, encoder.n_features, np.dtype(dtype))
+        load_chunk, fs, layout, encoder, np.dtype(dtype), dtype=object, meta=OBJECTS)
+    return _arrays(parts, rows, encoder.n_features, np.dtype(dtype), weight is not None)
 
 
-def _arrays(parts: da.Array, rows: tuple, n_features: int, dtype) -> tuple[da.Array, da.Array]:
-    """X and y selected from one object chunk ``(csr, labels)`` per block (one parse each)."""
+def _arrays(parts: da.Array, rows: tuple, n_features: int, dtype, weights: bool = False
+            ) -> tuple:
+    """X and y (and ``weights``: w) selected from one object chunk ``(csr, labels[,
+    weights])`` per block (one parse each)."""
     meta = sp.csr_matrix((0, n_features), dtype=dtype)
     X = parts.map_blocks(select, 0, new_axis=1, chunks=(rows, (n_features,)), dtype=dtype,
                          meta=meta)
-    y = parts.map_blocks(select, 1, chunks=(rows,), dtype=np.float64, meta=np.empty(0))
-    return X, y
+    vectors = tuple(parts.map_blocks(select, i, chunks=(rows,), dtype=np.float64,
+                                     meta=np.empty(0)) for i in range(1, 3 if weights else 2))
+    return (X, *vectors)
 
 
 def _parquet_group(chunk: np.ndarray, fs, columns: list, encoder: HashingEncoder, label: str,
-                   dtype) -> np.ndarray:
+                   dtype, weight: str | None = None) -> np.ndarray:
     source = chunk[0]
     table = read_group(fs, source, columns)  # files without rows: 0 rows
     where = source.where
-    return box((encoder.transform(table, dtype, where), table_labels(table, label, where)))
+    parts = (encoder.transform(table, dtype, where), table_labels(table, label, where))
+    return box(parts if weight is None else (*parts, table_weights(table, weight, where)))
 
 
 def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
-                  dtype) -> tuple[da.Array, da.Array]:
+                  dtype, weight: str | None = None) -> tuple:
     """read_ctr of Parquet files: one chunk per row group (:func:`~.parquet.row_groups`)."""
     found = row_groups(fs, paths, lambda path, meta, schema: _has_columns(
-        path, schema.names, label, encoder, schema))
+        path, schema.names, label, encoder, schema, weight))
     groups, rows = [g for g, _, _ in found], [n for _, n, _ in found]
-    parts = each(groups).map_blocks(_parquet_group, fs, [label, *encoder.columns], encoder,
-                                    label, dtype, dtype=object, meta=OBJECTS)
-    return _arrays(parts, tuple(rows), encoder.n_features, dtype)
+    columns = [label, *encoder.columns, *([weight] if weight is not None else [])]
+    parts = each(groups).map_blocks(_parquet_group, fs, columns, encoder, label, dtype, weight,
+                                    dtype=object, meta=OBJECTS)
+    return _arrays(parts, tuple(rows), encoder.n_features, dtype, weight is not None)
 
 
 def _encode_partition(df, encoder: HashingEncoder, label: str, dtype, i: int):

@@ -19,6 +19,7 @@ from dask.utils import parse_bytes
 from ..exceptions import NOT_A_CLASS, NOT_A_NUMBER, DataError
 from ..state._malloc import release_memory
 from ._blocks import RowGroup, count_read, open_paths
+from ._weight_column import WEIGHTS_ARE, check_weight_column, table_weights
 
 __all__ = ["check_feature_types", "check_finite", "footer", "label_column", "read_sparse_parquet",
            "object_schema", "read_table_parquet", "sparse_to_table", "table_labels",
@@ -338,10 +339,10 @@ def table_labels(table: pa.Table, label: str, where: str, classes: bool = False
 
 
 def _table_groups(groups: list, fs, names: list, target: str, numeric: list,
-                  label_type, classes: bool):
+                  label_type, classes: bool, weight: str | None = None):
     """One partition of :func:`read_table_parquet`: row groups ``[RowGroup, ...]`` (of
     :func:`row_groups`) read, checked and joined as a pandas DataFrame (numeric features
-    float64)."""
+    and ``weight``, float64)."""
     tables = []
     for source in groups:
         table = read_group(fs, source, names).select(names)
@@ -351,6 +352,9 @@ def _table_groups(groups: list, fs, names: list, target: str, numeric: list,
             col = pc.cast(table.column(name), pa.float64())
             check_finite(col.to_numpy(zero_copy_only=False), where, name)
             table = table.set_column(i, name, col)
+        if weight is not None:
+            table = table.set_column(names.index(weight), weight,
+                                     pa.array(table_weights(table, weight, where)))
         table_labels(table, target, where, classes)
         i = table.column_names.index(target)
         try:
@@ -365,9 +369,9 @@ def _table_groups(groups: list, fs, names: list, target: str, numeric: list,
 
 def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
                        classes: bool = False, blocksize: int | str | None = "64MiB",
-                       storage_options: dict | None = None):
+                       storage_options: dict | None = None, weight: str | None = None):
     """Parquet tables as a dask DataFrame whose every row group is checked as it is read
-    (when the frame is computed): :func:`dask_ps.io._csv.read_frame` for Parquet.
+    (when the frame is computed): :func:`dask_ps.io._frame.read_frame` for Parquet.
 
     Feature columns are numeric (float64; null or NaN is NaN, infinity an error) or named
     in ``categorical`` (as stored). The label is required on every row: a finite number,
@@ -376,8 +380,9 @@ def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
 
     Parameters
     ----------
-    urlpath, label, categorical, classes
-        As :func:`~dask_ps.io._csv.read_frame` takes them.
+    urlpath, label, categorical, classes, weight
+        As :func:`~dask_ps.io._frame.read_frame` takes them (``weight``: a numeric column of
+        sample weights, float64, every row a finite, non-negative number).
     blocksize : int or str, optional
         Uncompressed bytes of the consecutive row groups of a file joined in one partition
         (None: one row group per partition).
@@ -388,6 +393,8 @@ def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
     frame : dask.dataframe.DataFrame
         One partition of 0 rows for files without any, as a CSV file of a header alone.
     label : str
+    w : dask.dataframe.Series of float64
+        Only with ``weight``: the frame's weight column.
 
     Raises
     ------
@@ -396,8 +403,10 @@ def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
         the files lack, a feature column that is neither numeric nor ``categorical``, or
         (without ``classes``) a label column that is not numeric; when
         computed, ``"<file>, row group <g>: ..."`` naming the column and the first row
-        (both 1-based, the row in the row group) holding an infinite feature or a label that
-        is empty or not a finite number.
+        (both 1-based, the row in the row group) holding an infinite feature, a label that
+        is empty or not a finite number, or a weight that is empty, NaN, infinite or
+        negative; a ``weight`` column that is the label, categorical, absent or not
+        numeric (from this call).
     FileNotFoundError
         No file matches ``urlpath``.
     """
@@ -429,6 +438,12 @@ def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
             size = nbytes
     names = schema.names
     label = label_column(paths[0], names, label, categorical)
+    check_weight_column(weight, label, names, paths[0])
+    if weight is not None and (weight in categorical
+                               or not _is_number(schema.field(weight).type)):
+        raise DataError(f"{paths[0]}: weight column {weight!r} is "
+                        f"{_type_name(schema.field(weight).type)}"
+                        f"{', categorical' if weight in categorical else ''}: {WEIGHTS_ARE}")
     text = [n for n in names if n != label and n not in categorical
             and not _is_number(schema.field(n).type)]
     if text:
@@ -441,11 +456,12 @@ def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
                         f"({_type_name(label_type)})")
     if not classes or pa.types.is_decimal(label_type):
         label_type = pa.float64()
-    numeric = [n for n in names if n != label and n not in categorical]
-    types = pa.schema([(n, pa.float64() if n in numeric else
+    numeric = [n for n in names if n not in (label, weight) and n not in categorical]
+    types = pa.schema([(n, pa.float64() if n in numeric or n == weight else
                         label_type if n == label else schema.field(n).type) for n in names])
     # (not ``columns=``: dask would pass the columns a computation projects to instead)
-    return dd.from_map(_table_groups, parts, fs=fs, names=names, target=label,
-                       numeric=numeric, label_type=label_type, classes=classes,
-                       meta=types.empty_table().to_pandas(ignore_metadata=True),
-                       label="read-table-parquet", enforce_metadata=False), label
+    frame = dd.from_map(_table_groups, parts, fs=fs, names=names, target=label,
+                        numeric=numeric, label_type=label_type, classes=classes, weight=weight,
+                        meta=types.empty_table().to_pandas(ignore_metadata=True),
+                        label="read-table-parquet", enforce_metadata=False)
+    return (frame, label) if weight is None else (frame, label, frame[weight])

@@ -224,7 +224,7 @@ def test_a_lone_cr_in_a_categorical_field_is_refused_as_read_frame_refuses_it(tm
     """read_ctr's kernel took a lone CR inside a categorical field (quoted or not) as a byte
     of the category, silently; read_frame refuses the line. Now read_ctr names the file and
     line in read_frame's words. CRLF lines read as their LF twins."""
-    from dask_ps.io._csv import read_frame
+    from dask_ps.io._frame import read_frame
 
     rows = [b"click,price,shop", b"1,3.5,a", b"0,2,b", b"1,,a"]
     enc = HashingEncoder(numeric=["price"], categorical=["shop"], n_features=2**10)
@@ -331,7 +331,7 @@ def test_an_empty_file_is_named_as_empty(tmp_path):
 
 
 def test_files_without_a_header_have_numbered_columns_as_in_read_frame(tmp_path):
-    from dask_ps.io._csv import read_frame
+    from dask_ps.io._frame import read_frame
 
     path = tmp_path / "raw.csv"
     path.write_text("1,2.5,x\n0,3,y\n1,,x\n")
@@ -372,7 +372,7 @@ def test_read_frame_of_an_empty_parquet_file_reads_as_a_csv_file_of_a_header_alo
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dask_ps.io._csv import read_frame
+    from dask_ps.io._frame import read_frame
     from dask_ps.io.parquet import read_sparse_parquet, read_table_parquet
 
     (tmp_path / "h.csv").write_text("y,a,c\n")

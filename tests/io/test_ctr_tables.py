@@ -274,7 +274,7 @@ def test_nan_value_in_libsvm_is_an_absent_pair(tmp_path):
 
 
 def test_a_tab_separated_file_read_as_csv_names_the_delimiter(tmp_path):
-    from dask_ps.io._csv import read_frame
+    from dask_ps.io._frame import read_frame
 
     path = tmp_path / "t.tsv"
     path.write_text("y\ta\tb\n0\t1.5\t2\n1\t0.3\t1\n")
@@ -291,7 +291,7 @@ def test_columns_named_twice_are_refused_naming_file_and_column(tmp_path):
     """A header 'click,price,click,shop' took the label from the second 'click', and
     'shop,shop' dropped one column, silently; Parquet raised pyarrow's KeyError. Now both
     formats refuse them, with or without an encoder, as GBDT's reader does."""
-    from dask_ps.io._csv import read_frame
+    from dask_ps.io._frame import read_frame
     from dask_ps.io.parquet import read_table_parquet
 
     label = _write(tmp_path / "dup.csv", "click,price,click,shop\n1,1,0,a\n0,2,1,a\n")
@@ -340,7 +340,7 @@ def test_gbdt_reader_names_a_quoted_newline_or_a_lone_cr_as_read_ctr(tmp_path, t
     """GBDT's reader (``read_frame``, ``dask-ps train gbdt --format csv``) read a quoted
     field across lines into a text column, and a line holding a lone CR as two rows,
     silently (or named the wrong line, without the cause); now it names them as read_ctr."""
-    from dask_ps.io._csv import read_frame
+    from dask_ps.io._frame import read_frame
 
     path = _write(tmp_path / "t.csv", text)
     message = f"{path}, line {line}: {reason}"
@@ -356,7 +356,8 @@ def test_gbdt_reader_names_a_quoted_newline_or_a_lone_cr_as_read_ctr(tmp_path, t
 def test_gbdt_reader_names_a_lone_cr_or_quoted_newline_past_its_sample(tmp_path):
     """Past the first MiB (its sample) the lines are checked block by block, when the
     frame is computed; CRLF line ends, quoted fields and a last CR without LF are lines."""
-    from dask_ps.io._csv import SAMPLE_BYTES, read_frame
+    from dask_ps.io._csv import SAMPLE_BYTES
+    from dask_ps.io._frame import read_frame
 
     n = SAMPLE_BYTES // 10
     rows = [f'{i % 2},{i}.5,"s,{i % 7}"' for i in range(n)]
@@ -378,7 +379,7 @@ def test_gbdt_reader_names_a_lone_cr_or_quoted_newline_past_its_sample(tmp_path)
 def test_a_separator_of_other_than_one_character_is_refused(tmp_path, sep):
     """read_ctr(sep=';;') raised csv's TypeError "delimiter must be a 1-character string"."""
     from dask_ps.io import read_ratings
-    from dask_ps.io._csv import read_frame
+    from dask_ps.io._frame import read_frame
 
     path = _write(tmp_path / "t.csv", "y,a\n1,2\n0,3\n")
     message = (r"sep must be one character, such as ',' or '\\t' \(a tab\), got "
