@@ -340,9 +340,9 @@ class PSEstimator(BaseEstimator):
         keeps 2 versions in all (the newest), not 2 per call. A fit from scratch starts a
         new count (the versions of earlier fits are left alone). When the stream's newest
         version still holds the model (its :func:`state_token` unchanged since the call
-        that saved it), the fit does not save it again before its first epoch, and a loss
-        before its first version restores that one (``start_from`` of
-        :class:`EpochLoop`): a stream saves one version per call, not 2."""
+        that saved it), the fit does not save it again before its first epoch (when a loss
+        before its first version can refill the tables from the model in memory:
+        ``start_from`` of :class:`EpochLoop`): a stream saves one version per call, not 2."""
         held = self.__dict__.get(_OWN_VERSIONS)
         own = start = None
         if self.checkpoint not in (None, "auto"):

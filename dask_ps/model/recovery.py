@@ -255,9 +255,9 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         A version of ``checkpoint`` that holds the model this run starts from (e.g. the
         last version of the stream of ``partial_fit`` calls it goes on from, the model
         unchanged since): no version is saved before the first clock. Needs ``restart``
-        or ``rebuild``: a loss before this run's first version refills the tables with it
-        (a restored version would not be exactly the run's start, e.g. the counts of a
-        worker step's averaged rows), not from the folder's newest version.
+        or ``rebuild``: a loss before this run's first version refills the tables with
+        them, not from a version (that one would not be exactly the run's start, e.g. the
+        counts of a worker step's averaged rows; the folder's newest may be another's).
 
     Returns
     -------
