@@ -23,6 +23,7 @@ import functools
 import hashlib
 import numbers
 import os
+import pickle
 import sys
 from typing import Any, Callable
 
@@ -107,6 +108,54 @@ _CALL_SEED = "_call_seed"
 #: Where an estimator keeps ``(checkpoint URL, versions)``: the checkpoint versions its
 #: fits since the last one from scratch wrote (see :meth:`PSEstimator._epoch_loop`).
 _OWN_VERSIONS = "_checkpoint_versions"
+#: Where an estimator keeps ``(checkpoint URL, version, state_token)`` of the version its
+#: last fitting call saved last: its model as the call left it (see :meth:`_epoch_loop`).
+_LAST_VERSION = "_checkpoint_last"
+#: The epoch loops of the current fitting call (present only during the call).
+_CALL_LOOPS = "_call_loops"
+
+
+def state_token(estimator) -> str:
+    """SHA-256 (hex) of an estimator's fitted attributes (those whose names end with
+    ``_``, but ``history_``), pickled: equal tokens mean the same fitted model."""
+    fitted = sorted((k, v) for k, v in estimator.__dict__.items()
+                    if k.endswith("_") and not k.startswith("__") and k != "history_")
+    buffers: list = []  # arrays' data out of band: hashed in place, not copied
+    digest = hashlib.sha256(pickle.dumps(fitted, protocol=5, buffer_callback=buffers.append))
+    for b in buffers:
+        digest.update(b.raw())
+    return digest.hexdigest()
+
+
+def notes_last_version(method: Callable) -> Callable:
+    """``method`` of an estimator (``fit``, ``partial_fit``) after whose outermost call the
+    estimator knows the checkpoint version its last epoch loop saved last, with the
+    :func:`state_token` of the model it leaves (:data:`_LAST_VERSION`; dropped when the
+    call saved none): the next ``partial_fit`` of the stream, the model unchanged, need not
+    save it again before its first epoch (see :meth:`PSEstimator._epoch_loop`)."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        outer = _CALL_LOOPS not in self.__dict__
+        if outer:
+            self.__dict__[_CALL_LOOPS] = []
+        try:
+            out = method(self, *args, **kwargs)
+            if outer:
+                loops = self.__dict__[_CALL_LOOPS]
+                saved = loops[-1].last_version if loops else None
+                if saved is None:
+                    self.__dict__.pop(_LAST_VERSION, None)
+                else:
+                    self.__dict__[_LAST_VERSION] = (loops[-1].checkpoint, saved,
+                                                    state_token(self))
+            return out
+        finally:
+            if outer:
+                self.__dict__.pop(_CALL_LOOPS, None)
+
+    wrapper._notes_last_version = True
+    return wrapper
 
 
 def keeps_state_on_failure(method: Callable) -> Callable:
@@ -176,7 +225,11 @@ class PSEstimator(BaseEstimator):
         for name in FITTING_METHODS:  # a failed fit leaves the estimator as it was
             method = cls.__dict__.get(name)
             if callable(method) and not getattr(method, "_keeps_state_on_failure", False):
-                setattr(cls, name, keeps_state_on_failure(one_seed_per_call(method)))
+                setattr(cls, name, keeps_state_on_failure(one_seed_per_call(
+                    notes_last_version(method))))
+            elif callable(getattr(method, "fn", None)) and not getattr(
+                    method.fn, "_notes_last_version", False):  # scikit-learn's available_if
+                method.fn = notes_last_version(method.fn)
 
     def __getstate__(self) -> dict:
         # a Dask client does not pickle: the copy (e.g. in a task) uses the current client
@@ -285,20 +338,42 @@ class PSEstimator(BaseEstimator):
         start), so the checkpoint versions of the earlier such fits into the same URL, back
         to the last fit from scratch, count as its own: a stream of ``partial_fit`` calls
         keeps 2 versions in all (the newest), not 2 per call. A fit from scratch starts a
-        new count (the versions of earlier fits are left alone)."""
+        new count (the versions of earlier fits are left alone). When the stream's newest
+        version still holds the model (its :func:`state_token` unchanged since the call
+        that saved it), the fit does not save it again before its first epoch (when a loss
+        before its first version can refill the tables from the model in memory:
+        ``start_from`` of :class:`EpochLoop`): a stream saves one version per call, not 2."""
         held = self.__dict__.get(_OWN_VERSIONS)
-        if self.checkpoint in (None, "auto"):
-            own = None
-        else:
+        own = start = None
+        if self.checkpoint not in (None, "auto"):
             if not continues or held is None or held[0] != self.checkpoint:
                 held = (self.checkpoint, [])  # a failed fit puts the previous one back
                 self.__dict__[_OWN_VERSIONS] = held
             own = held[1]
-        return EpochLoop(model, name, n_epochs, checkpoint=self.checkpoint,
+            start = self._stream_version(own)
+        loop = EpochLoop(model, name, n_epochs, checkpoint=self.checkpoint,
                          checkpoint_every=self.checkpoint_every,
                          max_recoveries=self.max_recoveries, resume=self.resume,
                          progress=self.progress, callbacks=self.callbacks,
-                         own_versions=own, **kwargs)
+                         own_versions=own, start_from=start, **kwargs)
+        self.__dict__.get(_CALL_LOOPS, []).append(loop)
+        return loop
+
+    def _stream_version(self, own: list[int]):
+        """The ``CheckpointInfo`` of the stream's newest version ``own[-1]`` when it holds
+        the estimator's model (saved last by the last fitting call, the fitted attributes
+        unchanged since) and is still complete and sound; else None."""
+        last = self.__dict__.get(_LAST_VERSION)
+        if not own or last is None or last[:2] != (self.checkpoint, own[-1]) or \
+                last[2] != state_token(self):
+            return None
+        from ..exceptions import CheckpointFormatError, CheckpointNotFoundError
+        from ..model import format as ck
+
+        try:
+            return ck.latest(self.checkpoint, version=own[-1])
+        except (CheckpointNotFoundError, CheckpointFormatError):  # deleted or damaged since
+            return None
 
 
 #: A dask frame's columns are judged by the first of its first this many partitions that

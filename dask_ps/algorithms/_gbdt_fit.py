@@ -91,7 +91,8 @@ def eval_pair(eval_set) -> tuple:
     Raises
     ------
     ValueError
-        Not one pair of two items.
+        Not one pair of two items, or an ``X`` of no rows (:func:`check_eval_rows`; a dask
+        ``X`` of unknown chunk sizes is checked once partitioned, by :func:`train`).
     """
     if isinstance(eval_set, tuple) and len(eval_set) == 2:
         eval_set = [eval_set]
@@ -102,7 +103,20 @@ def eval_pair(eval_set) -> tuple:
         raise ValueError(f"eval_set must hold one (X, y) pair, got a "
                          f"{type(pair).__name__}" + (f" of {len(pair)} items"
                                                      if hasattr(pair, "__len__") else ""))
+    n_rows = pair[0].shape[0] if hasattr(pair[0], "shape") else len(pair[0])
+    if isinstance(n_rows, (int, np.integer)):  # (a dask set's may be unknown yet)
+        check_eval_rows(n_rows)
     return tuple(pair)
+
+
+def check_eval_rows(n_rows) -> None:
+    """Refuse an ``eval_set`` of ``n_rows`` 0, in memory or dask alike: its eval loss would
+    read 0 every round and early stopping would compare zeros (a ValueError naming
+    ``eval_set``)."""
+    if n_rows == 0:
+        raise ValueError("eval_set X has no rows (0 samples): its eval loss would read 0 "
+                         "every round and early stopping would compare zeros; give an "
+                         "eval set with rows, or no eval_set")
 
 
 #: Most of a worker's memory limit one shard's block of the histogram table may take: the
@@ -278,6 +292,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                            n_train)
     eval_id = dict(eval_rows=None, eval_labels=None, eval_features=None)
     if eval_data is not None:  # its features and labels checked, rows named in the set
+        check_eval_rows(eval_data.total_rows)  # (a dask set of unknown chunk sizes)
         seen = eval_data.reduce(eval_survey, None, categories, classify, with_start=True)
         # dask weights (in-memory ones were summed by check_sample_weight): before any round
         weight_totals(seen, "eval_sample_weight")

@@ -77,6 +77,18 @@ class EpochLoop:
         ``partial_fit`` calls before this one), pruned with this fit's so that the stream
         keeps 2 in all; updated in place (``own`` of
         :func:`dask_ps.model.recovery.run_clocks`). Default: this fit's versions alone.
+    start_from : CheckpointInfo, optional
+        The version of ``checkpoint`` that holds the model as this fit starts (the stream's
+        last, the model unchanged since): when :meth:`run` is given ``restart`` or
+        ``rebuild``, it is not saved again before the first epoch, and a loss before the
+        fit's first version refills the tables with them (``start_from`` of
+        :func:`~dask_ps.model.recovery.run_clocks`).
+
+    Attributes
+    ----------
+    last_version : int or None
+        After :meth:`run`: the version the fit saved last into ``own_versions`` (None when
+        it saved none there).
     """
 
     def __init__(self, model: PSModel, name: str, n_epochs: int, *,
@@ -85,14 +97,15 @@ class EpochLoop:
                  callbacks: list | None = None, baseline: float | None = None,
                  advice: str = "", unit: str = "epoch", limit: str = "max_iter",
                  job_seconds: float | None = None, fit_id: dict | None = None,
-                 own_versions: list[int] | None = None) -> None:
+                 own_versions: list[int] | None = None, start_from=None) -> None:
         self.model, self.name, self.n_epochs = model, name, int(n_epochs)
         self.checkpoint, self.checkpoint_every = checkpoint, int(checkpoint_every)
         self.max_recoveries, self.resume = int(max_recoveries), bool(resume)
         self.progress, self.callbacks = progress, list(callbacks or [])
         self.baseline, self.advice, self.unit, self.limit = baseline, advice, unit, limit
         self.job_seconds, self.fit_id = job_seconds, fit_id
-        self.own_versions = own_versions
+        self.own_versions, self.start_from = own_versions, start_from
+        self.last_version: int | None = None
         self.records: dict[int, dict] = {}
 
     def run(self, epochs: Callable[[int, int], list[dict]], *,
@@ -129,10 +142,10 @@ class EpochLoop:
         restart : callable, optional
             ``restart()`` refills the tables as they were before the first epoch, once they
             are recreated as :meth:`PSModel.add_table` made them (e.g. the warm start's
-            pushes; ``lambda: None`` when nothing was pushed). With ``checkpoint="auto"`` it
-            spares the snapshot before the first epoch: a loss before the first snapshot
-            starts the fit again instead. (``checkpoint="auto"`` never saves after the last
-            epoch either: its folder is deleted with the fit.)
+            pushes; ``lambda: None`` when nothing was pushed). With ``checkpoint="auto"``, or
+            ``start_from``, it spares the snapshot before the first epoch: a loss before the
+            first snapshot starts the fit again instead. (``checkpoint="auto"`` never saves
+            after the last epoch either: its folder is deleted with the fit.)
         driver_state : (save, load), optional
             What the fit keeps in the driver, saved with every checkpoint and loaded when
             ``resume`` goes on from one (see :func:`dask_ps.model.recovery.run_clocks`).
@@ -154,6 +167,11 @@ class EpochLoop:
         t_start = time.perf_counter()
         per_epoch = evaluate is not None or stop is not None or bool(self.callbacks)
         pace = {"epoch_time": None, "halted": False}
+        before = set(self.own_versions or ())
+        # the stream's last version holds the model: not saved again when a loss before
+        # the fit's first version can refill the tables without it
+        start = self.start_from if tmp is None and (
+            restart is not None or rebuild is not None) else None
 
         def job_length(clock: int) -> int:
             if per_epoch:
@@ -205,14 +223,18 @@ class EpochLoop:
                 max_recoveries=self.max_recoveries, on_recover=on_recover,
                 resume=self.resume and tmp is None,
                 data_position=lambda c: {"epoch": c}, rebuild=rebuild,
-                restart=restart if tmp is not None else None, save_last=tmp is None,
+                restart=restart if tmp is not None or start is not None else None,
+                save_last=tmp is None,
                 driver_state=driver_state, fit_id=self.fit_id, rewinds=rewinds,
                 unit=self.unit, limit=self.limit,
-                own=self.own_versions if tmp is None else None)
+                own=self.own_versions if tmp is None else None, start_from=start)
         finally:
             monitor.close()
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
+        own = self.own_versions if tmp is None else None
+        if own and own[-1] not in before:
+            self.last_version = own[-1]
         history = [dict(r) if r is not None else dict(epoch=i + 1)
                    for i, r in enumerate(records)]
         for ev in reversed(events):

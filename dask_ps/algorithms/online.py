@@ -142,7 +142,8 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
     estimator : LogisticRegression or FactorizationMachineClassifier
         With a stochastic solver; fitted already (it continues) or not. With
         ``checkpoint=URL`` the stream keeps the newest 2 checkpoint versions its batches
-        saved there (each ``partial_fit`` saves 2, pruning those of the batches before).
+        saved there (each ``partial_fit`` saves one after its batch, pruning those of the
+        batches before; the first also one before it: its model is not saved yet).
     batches : iterable of (X, y)
         Any input ``partial_fit`` takes (NumPy, scipy.sparse, pandas, dask arrays such as
         :func:`dask_ps.io.read_ctr` gives, dask DataFrames with ``y`` a dask Series; dask

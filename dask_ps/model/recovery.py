@@ -185,7 +185,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                driver_state: tuple[Callable, Callable] | None = None,
                fit_id: dict | None = None, rewinds: bool = False, unit: str = "clock",
                limit: str = "n_clocks",
-               own: list[int] | None = None) -> tuple[list, list[dict]]:
+               own: list[int] | None = None,
+               start_from: ck.CheckpointInfo | None = None) -> tuple[list, list[dict]]:
     """Run clocks ``[0, n_clocks)`` with ``step``, checkpointing and recovering.
 
     Parameters
@@ -250,6 +251,13 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         ``partial_fit`` calls of a stream before this one): counted as this run's, so that
         ``keep`` bounds the versions of the whole stream; updated in place (the versions
         this run writes appended, the pruned ones removed).
+    start_from : CheckpointInfo, optional
+        A version of ``checkpoint`` that holds the model this run starts from (e.g. the
+        last version of the stream of ``partial_fit`` calls it goes on from, the model
+        unchanged since): no version is saved before the first clock. Needs ``restart``
+        or ``rebuild``: a loss before this run's first version refills the tables with
+        them, not from a version (that one would not be exactly the run's start, e.g. the
+        counts of a worker step's averaged rows; the folder's newest may be another's).
 
     Returns
     -------
@@ -276,6 +284,9 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
     Exception
         Any other error of a step, unchanged.
     """
+    if start_from is not None and restart is None and rebuild is None:
+        raise ValueError("start_from needs restart or rebuild (to recover before the run's "
+                         "first version)")
     if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be a positive integer, got "
                          f"{checkpoint_every!r}")
@@ -301,6 +312,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
             log_checkpoint(last.url, last.version, model=model.uid, client=model.client,
                            resumed_clock=clock)
 
+    if last is None and start_from is not None:  # the model is saved already
+        last = start_from
     # versions this run (and the earlier runs of its stream) wrote; others' are kept
     mine: list[int] = own if own is not None else []
 
@@ -381,7 +394,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
             lost = model.lost_shards() or getattr(exc, "shards", [])
             good = None if last is None else f"{last.url} version {last.version} " \
                                              f"(clock {last.clock})"
-            before_first = restart is not None and checkpoint is not None and last is None
+            before_first = restart is not None and checkpoint is not None and (
+                last is None or last is start_from)
             if rebuild is None and not before_first and (checkpoint is None or last is None):
                 raise RecoveryError(lost, good, f"no checkpoint to recover from ({exc!r}); "
                                     f"pass a checkpoint URL to recover automatically") from exc

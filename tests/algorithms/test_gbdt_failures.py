@@ -420,12 +420,40 @@ def test_in_memory_eval_set_errors_say_eval_set():
     est = GBDTClassifier(n_estimators=2, client="local")
     with pytest.raises(ValueError, match=r"^eval_set: Input X contains infinity"):
         est.fit(X, y, eval_set=[(bad, y[:50])])
-    with pytest.raises(ValueError, match=r"^eval_set: .*0 sample"):
+    with pytest.raises(ValueError, match=r"^eval_set X has no rows \(0 samples\)"):
         est.fit(X, y, eval_set=[(X[:0], y[:0])])
     with pytest.raises(ValueError, match=r"^eval_set must hold one \(X, y\) pair, got a "
                                          r"tuple of 3 items"):
         est.fit(X, y, eval_set=[(X, y, None)])
     assert not hasattr(est, "booster_")
+
+
+@pytest.mark.parametrize("cls", [GBDTClassifier, GBDTRegressor])
+def test_an_eval_set_of_no_rows_is_refused_naming_it_in_memory_and_dask_alike(client2, cls):
+    """A dask eval set of 0 rows trained with an eval loss of 0 every round, early stopping
+    comparing zeros (in memory scikit-learn refused it, naming no set): now both, and one
+    of unknown length (a filtered dask frame), are refused with the same message naming
+    eval_set, before the model changes."""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    X, y = _toy(1200)
+    Xd, yd = da.from_array(X, chunks=400), da.from_array(y, chunks=400)
+    Xv, yv = _toy(300, seed=1)
+    frame = dd.from_pandas(pd.DataFrame(Xv, columns=[f"x{j}" for j in range(6)]).assign(
+        y=yv), npartitions=3)
+    frame = frame[frame.x0 > 100]  # no row, known only once computed
+    empty = {"memory": (Xv[:0], yv[:0]),
+             "dask": (da.from_array(Xv[:0], chunks=(0, 6)), da.from_array(yv[:0], chunks=0)),
+             "dask frame": (frame.drop(columns="y"), frame.y)}
+    message = r"^eval_set X has no rows \(0 samples\): its eval loss would read 0 every round"
+    model = cls(client=client2, n_estimators=4, max_leaf_nodes=7, random_state=0).fit(X, y)
+    trees = model.set_params(early_stopping_rounds=1).booster_
+    for where, ev in empty.items():
+        for data in ((X, y), (Xd, yd)) if where != "dask frame" else ((X, y),):
+            with pytest.raises(ValueError, match=message):
+                model.fit(*data, eval_set=[ev])
+            assert model.booster_ is trees, where
 
 
 def test_bad_cells_of_dask_input_to_a_fitted_model_are_named_by_their_row_in_the_whole_x(

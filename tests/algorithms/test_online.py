@@ -322,16 +322,43 @@ def test_a_stream_with_a_checkpoint_keeps_two_versions_and_leaves_others_alone(t
         other.save(url)  # version 1, saved by hand
         est = LogisticRegression(client="local", solver="ftrl", random_state=0,
                                  checkpoint=url)
-        learn_online(est, stream(3, rows=300))  # versions 2..7, before/after each batch
-        assert list_versions(url) == ([1, 6, 7], [])
-        other.save(url)  # version 8, amid the stream
-        learn_online(est, stream(5, rows=300))  # versions 9..18
+        learn_online(est, stream(3, rows=300))  # versions 2..5: before and after batch 1,
+        assert list_versions(url) == ([1, 4, 5], [])  # after each of the others
+        other.save(url)  # version 6, amid the stream
+        learn_online(est, stream(5, rows=300))  # versions 7..11
     finally:
         other.close()
-    assert list_versions(url) == ([1, 8, 17, 18], [])
+    assert list_versions(url) == ([1, 6, 10, 11], [])
     newest = latest(url)  # the stream's last: after its last batch
-    assert newest.version == 18 and sorted(newest.attrs["tables"]) == ["w"]
+    assert newest.version == 11 and sorted(newest.attrs["tables"]) == ["w"]
     assert newest.attrs["extra"]["fit"]["estimator"] == "LogisticRegression"
     # a fit from scratch counts its own versions anew: the stream's stay
     est.set_params(max_iter=2).fit(*next(stream(1, rows=300)))
-    assert list_versions(url)[0] == [1, 8, 17, 18, 20, 21]
+    assert list_versions(url)[0] == [1, 6, 10, 11, 13, 14]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("make", [
+    lambda url: LogisticRegression(client="local", solver="ftrl", random_state=0,
+                                   checkpoint=url),
+    lambda url: FactorizationMachineClassifier(client="local", k=4, random_state=0,
+                                               checkpoint=url)])
+def test_a_stream_saves_one_checkpoint_version_per_batch(make, tmp_path):
+    """A partial_fit saved its model before its epoch, a copy of the stream's last version:
+    2 versions per batch. It now goes on from that version (not saved again) while the
+    model is the one it holds; a model changed since, or that version gone, is saved
+    first again."""
+    from dask_ps.model.format import latest, list_versions
+
+    url = str(tmp_path / "ck")
+    batches = list(stream(5, rows=300))
+    est = learn_online(make(url), batches[:1], classes=[0, 1])
+    assert latest(url).version == 2  # the first batch: before (the new model) and after
+    for n, (X, y) in enumerate(batches[1:4], start=3):
+        est.partial_fit(X, y)
+        assert latest(url).version == n  # one version per batch
+        assert latest(url).attrs["extra"]["results"][0]["loss"] == est.history_[-1]["loss"]
+    assert list_versions(url) == ([4, 5], [])
+    est.intercept_ = est.intercept_ + 1.0  # the model is not the last version's any more
+    est.partial_fit(*batches[4])
+    assert list_versions(url) == ([6, 7], [])  # saved before the batch again
