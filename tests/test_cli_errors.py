@@ -159,21 +159,26 @@ def test_ctrl_c_stops_the_run_with_one_line(tmp_path):
         f"{STOP_GRACE:g} s: its processes were killed)"), err[-3000:]
 
 
-@pytest.mark.timeout(300)
-def test_ctrl_c_while_the_workers_start_stops_with_one_line(tmp_path):
-    """SIGINT to the process group the moment a worker process of the local cluster has
+def _sigint_while_workers_start(tmp_path, hang: bool) -> tuple[int, str]:
+    """``dask-ps train lda`` on a local cluster, SIGINT the moment a worker process has
     imported distributed and started its watch of the driver (a second thread), before its
-    worker, let alone a worker plugin, runs: the worker processes are born with SIGINT
-    blocked, so the only line is the driver's."""
+    worker, let alone a worker plugin, runs: to the process group (a terminal's Ctrl-C);
+    with ``hang``, whose workers never come up (a preload module that sleeps at import),
+    2 s later, to the driver alone. Returns the status and stderr."""
     import psutil
 
+    env = dict(os.environ)
+    if hang:
+        (tmp_path / "dask_ps_test_hang.py").write_text("import time\ntime.sleep(3600)\n")
+        env.update(PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]),
+                   DASK_DISTRIBUTED__WORKER__PRELOAD='["dask_ps_test_hang"]')
     train = _ldac(tmp_path / "docs.dat")
     stderr = tmp_path / "stderr.txt"
     with open(stderr, "w") as err_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "dask_ps.cli", "train", "lda", "--train", train, "--topics",
              "3", "--workers", "2", "--seed", "0"], cwd=REPO, stdout=subprocess.DEVNULL,
-            stderr=err_file, start_new_session=True)
+            stderr=err_file, start_new_session=True, env=env)
     try:
         driver = psutil.Process(proc.pid)
         deadline = time.monotonic() + 200
@@ -187,58 +192,37 @@ def test_ctrl_c_while_the_workers_start_stops_with_one_line(tmp_path):
             time.sleep(0.005)
         else:
             raise AssertionError(f"no worker process came: {stderr.read_text()[-3000:]}")
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=120)
+        if hang:
+            time.sleep(2)  # well into the start that never ends
+            os.kill(proc.pid, signal.SIGINT)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=STOP_GRACE + 150)
     finally:
-        if proc.poll() is None:
+        try:  # the driver and any worker process left (sleeping in its preload)
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    err = stderr.read_text()
-    assert proc.returncode == 130, err[-3000:]
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    return proc.returncode, stderr.read_text()
+
+
+@pytest.mark.timeout(300)
+def test_ctrl_c_while_the_workers_start_stops_with_one_line(tmp_path):
+    """The worker processes are born with SIGINT blocked, so the only line is the
+    driver's."""
+    code, err = _sigint_while_workers_start(tmp_path, hang=False)
+    assert code == 130, err[-3000:]
     assert err.splitlines() == ["dask-ps: error: interrupted"], err[-3000:]
 
 
 @pytest.mark.timeout(300)
 def test_ctrl_c_while_the_cluster_start_hangs_still_ends_the_command(tmp_path):
-    """A local cluster whose workers never come up (a preload module that sleeps at import):
-    Ctrl-C to the driver is not held back until the start ends, the command ends with
-    status 130 and its line (the start runs in a thread of its own, SIGINT blocked there
-    only)."""
-    import psutil
-
-    (tmp_path / "dask_ps_test_hang.py").write_text("import time\ntime.sleep(3600)\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]),
-               DASK_DISTRIBUTED__WORKER__PRELOAD='["dask_ps_test_hang"]')
-    train = _ldac(tmp_path / "docs.dat")
-    stderr = tmp_path / "stderr.txt"
-    with open(stderr, "w") as err_file:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "dask_ps.cli", "train", "lda", "--train", train, "--topics",
-             "3", "--workers", "2", "--seed", "0"], cwd=REPO, stdout=subprocess.DEVNULL,
-            stderr=err_file, start_new_session=True, env=env)
-    try:
-        driver = psutil.Process(proc.pid)
-        deadline = time.monotonic() + 200
-        while proc.poll() is None and time.monotonic() < deadline:
-            try:
-                if any("spawn_main" in " ".join(c.cmdline()) for c in driver.children()):
-                    break  # a worker process is born: it will sleep in its preload
-            except psutil.Error:
-                pass
-            time.sleep(0.05)
-        else:
-            raise AssertionError(f"no worker process came: {stderr.read_text()[-3000:]}")
-        time.sleep(2)  # well into the start that never ends
-        os.kill(proc.pid, signal.SIGINT)
-        proc.wait(timeout=STOP_GRACE + 150)
-    finally:
-        try:  # the driver and any worker process left sleeping in its preload
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-    err = stderr.read_text()
-    assert proc.returncode == 130, err[-3000:]
+    """Ctrl-C to the driver is not held back until a start that never ends does: the
+    command ends with status 130 and its line (the start runs in a thread of its own,
+    SIGINT blocked there only)."""
+    code, err = _sigint_while_workers_start(tmp_path, hang=True)
+    assert code == 130, err[-3000:]
     assert err.splitlines()[0].startswith("dask-ps: error: interrupted"), err[-3000:]
 
 
