@@ -24,7 +24,7 @@ Every worker task runs the whole boosting loop; every step of a tree is
    shard (``ps.push_pull``). When the BSP clock completes on a shard, the summed push is
    applied and the update rule runs the step there (:func:`shard_step`): siblings expanded
    into the pool (``parent - smaller``, the push area cleared on the way:
-   :func:`~._gbdt_kernels.take_pushed`), the best split of every open node over the
+   :func:`~._gbdt_siblings.take_pushed`), the best split of every open node over the
    shard's columns written to the answer rows, which the waiting pulls then read; only
    those candidates travel back;
 3. **the plan**: every task merges the shards' candidates (the same in every task) and runs

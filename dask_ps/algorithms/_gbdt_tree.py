@@ -75,8 +75,8 @@ def leaf_budget(max_leaf_nodes: int, n_rows: int, min_samples_leaf: int, max_dep
 class LevelPlan(NamedTuple):
     """One step's decisions (:meth:`LevelGrower.level`).
 
-    Histograms live in a pool indexed by node id (:func:`expand_siblings` writes children
-    at their ids, :func:`find_splits` reads the ids it is given).
+    Histograms live in a pool indexed by node id (:func:`~._gbdt_siblings.expand_siblings`
+    writes children at their ids, :func:`find_splits` reads the ids it is given).
 
     Attributes
     ----------
