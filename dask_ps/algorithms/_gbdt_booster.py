@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._gbdt_tree import Ensemble
+from ._gbdt_ensemble import Ensemble
 
 __all__ = ["Booster"]
 
@@ -44,13 +44,13 @@ class Booster(NamedTuple):
 
     @classmethod
     def of(cls, ensemble: Ensemble) -> Booster:
-        """The flat arrays of a grown :class:`~._gbdt_tree.Ensemble`: its (cached)
+        """The flat arrays of a grown :class:`~._gbdt_ensemble.Ensemble`: its (cached)
         ``Ensemble.flat`` node arrays, shared, and a copy of ``base_score``."""
         f = ensemble.flat()
         return cls(ensemble.base_score.copy(), **{k: f[k] for k in cls._fields[1:]})
 
     def ensemble(self, n_features: int) -> Ensemble:
-        """The :class:`~._gbdt_tree.Ensemble` these arrays hold, for ``n_features`` input
+        """The :class:`~._gbdt_ensemble.Ensemble` these arrays hold, for ``n_features`` input
         columns (what prediction walks)."""
         return Ensemble.from_flat(n_features, self.base_score.shape[0], self.base_score,
                                   self._asdict())

@@ -26,6 +26,7 @@ from ..partitions.inputs import is_dask
 from ._base import checksum
 from ._gbdt_bins import BinMapper
 from ._gbdt_data import class_shares, eval_survey, set_checksums, weight_totals
+from ._gbdt_ensemble import Ensemble
 from ._gbdt_kernels import quantization_scale
 from ._gbdt_objectives import exact_mean, exact_total, get_objective
 from ._gbdt_ps import FitConfig, JobArgs, boost_task, early_stop
@@ -33,7 +34,7 @@ from ._gbdt_shard import TABLE, HistLayout, StepRule, shard_setup
 from ._gbdt_sketch import sample_rate
 from ._gbdt_splits import split_params
 from ._gbdt_survey import check_width_room, survey_bins
-from ._gbdt_tree import Ensemble, leaf_budget, resolve_split_share
+from ._gbdt_tree import leaf_budget, resolve_split_share
 from .epoch_loop import EpochLoop
 
 __all__ = ["ONE_SHARD_BYTES", "ONE_WORKER_CELLS", "FitResult", "one_shard", "train",

@@ -31,11 +31,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._gbdt_bins import BinMapper, bin_mapper
-from ._gbdt_kernels import expand_siblings, quantization_scale
+from ._gbdt_ensemble import Ensemble
+from ._gbdt_kernels import quantization_scale
 from ._gbdt_objectives import Objective, get_objective
+from ._gbdt_siblings import expand_siblings
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT, BinSketch, sample_rate
 from ._gbdt_splits import N_SPLIT_COLS, find_splits, merge_splits, split_params
-from ._gbdt_tree import Ensemble, LevelGrower, leaf_budget, resolve_split_share
+from ._gbdt_tree import LevelGrower, leaf_budget, resolve_split_share
 from ._gbdt_worker import BinnedPartition, partition_sketch
 
 

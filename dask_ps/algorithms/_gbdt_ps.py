@@ -24,7 +24,7 @@ Every worker task runs the whole boosting loop; every step of a tree is
    shard (``ps.push_pull``). When the BSP clock completes on a shard, the summed push is
    applied and the update rule runs the step there (:func:`shard_step`): siblings expanded
    into the pool (``parent - smaller``, the push area cleared on the way:
-   :func:`~._gbdt_kernels.take_pushed`), the best split of every open node over the
+   :func:`~._gbdt_siblings.take_pushed`), the best split of every open node over the
    shard's columns written to the answer rows, which the waiting pulls then read; only
    those candidates travel back;
 3. **the plan**: every task merges the shards' candidates (the same in every task) and runs
@@ -51,12 +51,13 @@ import scipy.sparse as sp
 from ._gbdt_bins import BinMapper
 from ._gbdt_data import labels as labels_of
 from ._gbdt_data import to_matrix
+from ._gbdt_ensemble import Ensemble
 from ._gbdt_kernels import gather_nodes, hist_rows_dense, nonzero_rows, quantization_scale
 from ._gbdt_objectives import get_objective
 from ._gbdt_shard import TABLE, HistLayout, Step, encode_step, read_answers
 from ._gbdt_sketch import sample_rows
 from ._gbdt_splits import N_SPLIT_COLS, SPLIT_COLUMN
-from ._gbdt_tree import Ensemble, LevelGrower
+from ._gbdt_tree import LevelGrower
 from ._gbdt_worker import BinnedPartition
 
 __all__ = ["FitConfig", "JobArgs", "boost_task", "early_stop"]

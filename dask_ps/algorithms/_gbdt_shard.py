@@ -18,7 +18,7 @@ import numpy as np
 
 from ..state.optimizers import OPTIMIZERS, Add
 from ._gbdt_bins import BinMapper
-from ._gbdt_kernels import take_pushed
+from ._gbdt_siblings import take_pushed
 from ._gbdt_splits import N_SPLIT_COLS, find_splits, merge_splits
 
 __all__ = ["ROWS_PER_KEY", "TABLE", "HistLayout", "Step", "StepRule", "column_mask",

@@ -26,8 +26,6 @@ from ..exceptions import DataError
 from ..model import PSModel
 from ..partitions import Partitions
 from ..partitions.inputs import is_dask
-from ..state.optimizers import FTRL, SGD, AdaGrad, Average
-from ..state.table import dense_table_bytes
 from . import _logistic_data as D
 from ._base import (
     COMMON_CONSTRAINTS,
@@ -41,35 +39,18 @@ from ._base import (
 from ._lbfgs import lbfgs_fit
 from ._logistic_params import check_params, check_warm_start
 from ._stochastic import (
-    Rule,
     check_held_out,
-    epoch_losses,
-    gather_rows,
-    gather_sparse_rows,
-    nonzero_rows,
-    server_step,
-    worker_step,
 )
+from ._stochastic_fit import SOLVERS, stochastic_fit
 from ._weights import check_sample_weight, total_weight
 from .epoch_loop import EpochLoop
 
 __all__ = ["LogisticRegression", "TrainState", "train"]
 
-#: The solvers: the update rule of each stochastic one, built from (learning rate, l1).
-SOLVERS = {"ftrl": lambda lr, l1: FTRL(alpha=lr, beta=1.0, l1=l1, l2=0.0),
-           "adagrad": lambda lr, l1: AdaGrad(learning_rate=lr, eps=1e-10),
-           "sgd": lambda lr, l1: SGD(learning_rate=lr), "lbfgs": None}
 #: ``max_iter=None``: epochs of the stochastic solvers, iterations of L-BFGS (scikit-learn's).
 DEFAULT_MAX_ITER = {"stochastic": 10, "lbfgs": 100}
 # per-sample steps (batch_size=1), tuned on a9a and a generated CTR set
 DEFAULT_LEARNING_RATE = {"sgd": 0.005, "adagrad": 0.1, "ftrl": 0.1, "lbfgs": None}
-#: A stochastic solver's table is dense (a row per column) while it and its rule's state
-#: would hold at most this many bytes, else hashed (the touched keys' rows; the same model).
-#: FTRL (worker step, float64) on 10^5 rows touching 2 x 10^6 random columns, 2 workers:
-#: dense 0.7-0.8 s against hashed 1.2-1.4 s at 2**20 columns, both 1.7-1.8 s at 2**24, 2.9 s
-#: and 1.36 GB per worker against 1.9 s and 0.70 GB at 2**26, 9.0 s and 3.9 GB against 2.1 s
-#: and 0.76 GB at 2**28; at 2**31 the dense one could not be allocated (24 GiB).
-DENSE_TABLE_BYTES = 2**30
 
 
 class TrainState(NamedTuple):
@@ -106,12 +87,12 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     10^8 keys and more need not fit in the driver's memory; ``W`` and ``state`` are then None.
 
     A wide model (``n_features >=`` :data:`~._logistic_data.WIDE_FEATURES`, any column key
-    below 2**63 - 1) of a stochastic solver keeps its rows in a hashed table, memory per key
-    touched, as does a narrower one whose dense table would exceed :data:`DENSE_TABLE_BYTES`
-    (the same model either way). "lbfgs" works on the rows the data touches, whatever the
-    width. Every solver returns the rows the fit touched, by key, from
-    :data:`~._logistic_data.KEYED_FEATURES` columns (no array over ``n_features`` in the
-    driver).
+    below 2**63 - 1) of a stochastic solver (:func:`~._stochastic_fit.stochastic_fit`) keeps
+    its rows in a hashed table, memory per key touched, as does a narrower one whose dense
+    table would exceed :data:`~._stochastic_fit.DENSE_TABLE_BYTES` (the same model either
+    way). "lbfgs" works on the rows the data touches, whatever the width. Every solver
+    returns the rows the fit touched, by key, from :data:`~._logistic_data.KEYED_FEATURES`
+    columns (no array over ``n_features`` in the driver).
 
     Returns
     -------
@@ -140,7 +121,6 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
     loop.baseline = math.log(2.0) * n_outputs  # the all-zero model's loss per row
     n_rows = max(1, data.total_rows)
     weight = n_rows if total_weight is None else total_weight  # the rows the loss counts
-    wide = n_features >= D.WIDE_FEATURES
     if solver == "lbfgs":
         loop.unit = "evaluation"
         W, nit, history = lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter,
@@ -148,89 +128,15 @@ def train(model: PSModel, data: Partitions, *, n_features: int, n_outputs: int,
                                     total_weight)
         state = W.W if isinstance(W, D.KeyedWeights) else W
         return W, history, nit, TrainState("lbfgs", W, state)
-    lam = 1.0 / C
-    steps = max(1, n_rows // batch_size)
-    rule = Rule(SOLVERS[solver](learning_rate, lam / weight * steps if penalty == "l1"
-                                else 0.0), n_outputs)
-    local = step_on == "worker"
-    ncols, optimizer = (rule.ncols, Average()) if local else (n_outputs, rule.optimizer)
-    hashed = wide or dense_table_bytes(shape[0], ncols, table_dtype,
-                                       optimizer) > DENSE_TABLE_BYTES
-    layout = dict(partitioner="hash") if hashed else {}
-    table = model.add_table("w", (None if hashed else shape[0], ncols), table_dtype,
-                            optimizer=optimizer, **layout)
-
-    def fill():  # the table before the first epoch: as created, or the warm start's
-        if init is None:
-            return
-        keyed = isinstance(init.W, D.KeyedWeights)  # wide, or a keyed "lbfgs" fit's
-        keys, W0 = (init.W.keys, init.W.W) if keyed else (np.arange(shape[0]), init.W)
-        # the update rule's state of the same solver (either step keeps it in the worker
-        # step's layout), else the rule started at the weights
-        same = init.solver == solver and init.state.shape[1] == rule.width
-        start = rule.rebase(init.state, W0) if same else rule.from_weights(W0)
-        if hashed:  # a hashed table's absent rows are zero already: no rows made for them
-            held = nonzero_rows(start)
-            keys, start = keys[held], start[held]
-        if local:
-            table.push(keys, np.column_stack([start, np.ones(keys.shape[0])]))
-        else:  # set, not pushed: a push of the weights is a gradient step of the rule
-            table.set_rows(keys, *rule.to_server(start))
-
-    fill()
-    cfg = dict(name=name, n_features=n_features, n_outputs=n_outputs, batch_size=batch_size,
-               optimizer=rule.optimizer, learning_rate=learning_rate, seed=random_state,
-               clocks_per_epoch=clocks_per_epoch, fit_intercept=fit_intercept,
-               validation_fraction=validation_fraction if early_stopping else 0.0,
-               rows_per_task=n_rows / max(1, len(data.tasks())),
-               l2=lam / weight if penalty == "l2" else 0.0, weight_scale=n_rows / weight)
-    kernel = worker_step if local else server_step
-
-    def step(ps, part):
-        return kernel(ps, part, cfg)
-
-    def epochs(first: int, last: int) -> list[dict]:
-        out = []
-        for results in model.fit_partitions(step, data, epochs=last - first + 1,
-                                            first_epoch=first, consistency=consistency,
-                                            staleness=staleness, seed=random_state):
-            out.append(epoch_losses(np.sum(results, axis=0), early_stopping))
-        return out
-
-    def stop(records):  # scikit-learn's rule (SGDClassifier's n_iter_no_change)
-        watched = [r["validation_loss" if early_stopping else "loss"] for r in records]
-        best, stale = np.inf, 0
-        for v in watched:
-            stale = stale + 1 if v > best - tol else 0
-            best = min(best, v)
-        return stale >= n_iter_no_change
-
-    def to_weights(rows):
-        return rule.weights(rows[:, :-1]) if local else rows
-
-    history = loop.run(epochs, stop=stop, on_recover=data.locate, restart=fill,
-                       evaluate=None if evaluate is None else (lambda e: evaluate(e, to_weights)))
-    n_iter = sum(1 for h in history if "loss" in h)
-    if not collect:
-        return None, history, n_iter, None
-    # the rule's state: the worker step's rows; a server step's weights and slots
-    width, slots = (rule.width, ()) if local else (n_outputs, rule.server_slots)
-    keyed = n_features >= D.KEYED_FEATURES  # (wide included)
-    if hashed:
-        keys, rows = gather_sparse_rows(table, width, slots)
-        if not keyed:  # a narrow model of many outputs: rows by offset, as a dense table's
-            full = np.zeros((shape[0], rows.shape[1]))
-            full[keys] = rows
-            rows = full
-    elif keyed:  # a dense table's touched rows, by key: no array over the width here
-        keys, rows = gather_rows(table, width, keyed=True, slots=slots)
-    else:
-        rows = gather_rows(table, width, slots=slots)
-    state = rows if local else rule.from_server(rows)
-    W = rule.weights(rows) if local else rows[:, :n_outputs]
-    if keyed:
-        W = D.KeyedWeights(keys, W)
-    return W, history, n_iter, TrainState(solver, W, state)
+    W, history, n_iter, state = stochastic_fit(
+        model, data, loop, name=name, shape=shape, n_rows=n_rows, weight=weight,
+        solver=solver, step_on=step_on, penalty=penalty, C=C, fit_intercept=fit_intercept,
+        batch_size=batch_size, learning_rate=learning_rate, tol=tol, consistency=consistency,
+        staleness=staleness, random_state=random_state, clocks_per_epoch=clocks_per_epoch,
+        early_stopping=early_stopping, n_iter_no_change=n_iter_no_change,
+        validation_fraction=validation_fraction, init=init, evaluate=evaluate,
+        table_dtype=table_dtype, collect=collect)
+    return W, history, n_iter, None if W is None else TrainState(solver, W, state)
 
 
 def _keyed_from_dense(coef: np.ndarray, intercept: np.ndarray) -> D.KeyedWeights:

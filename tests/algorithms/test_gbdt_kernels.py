@@ -11,16 +11,15 @@ from dask_ps.algorithms._gbdt_kernels import (
     PACKED_ROWS,
     SMALL_NODE_SHARE,
     build_hist_dense,
-    expand_siblings,
     gather_nodes,
     hist_rows_dense,
     nonzero_rows,
     quantization_scale,
-    take_pushed,
 )
 from dask_ps.algorithms._gbdt_local import boost_local, level_splits, sharded_splits
 from dask_ps.algorithms._gbdt_objectives import get_objective, grad_logloss, grad_softmax
 from dask_ps.algorithms._gbdt_shard import HistLayout
+from dask_ps.algorithms._gbdt_siblings import expand_siblings, take_pushed
 from dask_ps.algorithms._gbdt_sketch import BinSketch, sample_rate, sketch
 from dask_ps.algorithms._gbdt_splits import (
     N_SPLIT_COLS,

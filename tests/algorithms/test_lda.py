@@ -15,8 +15,9 @@ import dask_ps
 from dask_ps import LatentDirichletAllocation, PSModel, partition
 from dask_ps.algorithms._lda_eval import heldout_split, perplexity
 from dask_ps.algorithms._lda_steps import TABLE, table_counts
+from dask_ps.algorithms._lda_train import assignments
 from dask_ps.algorithms.epoch_loop import EpochLoop
-from dask_ps.algorithms.lda import assignments, train
+from dask_ps.algorithms.lda import train
 from dask_ps.exceptions import DataError
 
 pytestmark = pytest.mark.timeout(300)

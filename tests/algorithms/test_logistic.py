@@ -440,7 +440,7 @@ def test_a_narrow_model_in_a_hashed_table_equals_the_dense_one(monkeypatch, step
     column), intercept, predictions and warm start. Its touched rows were taken for the
     whole table: coef_ of shape (K, touched columns), the last one as intercept_, and a
     segfault in predict_proba."""
-    from dask_ps.algorithms import logistic
+    from dask_ps.algorithms import _stochastic_fit
 
     rng = np.random.default_rng(4)
     n, d, width, k = 900, 30, 5000, 4
@@ -453,7 +453,7 @@ def test_a_narrow_model_in_a_hashed_table_equals_the_dense_one(monkeypatch, step
     kw = dict(solver="ftrl", step_on=step_on, max_iter=2, random_state=0, checkpoint=None,
               client="local")
     dense = LogisticRegression(**kw).fit(Xw, y)
-    monkeypatch.setattr(logistic, "DENSE_TABLE_BYTES", 1024)  # every table hashed
+    monkeypatch.setattr(_stochastic_fit, "DENSE_TABLE_BYTES", 1024)  # every table hashed
     hashed = LogisticRegression(**kw).fit(Xw, y)
     assert hashed.coef_.shape == dense.coef_.shape == (k, width)
     np.testing.assert_allclose(hashed.coef_, dense.coef_, rtol=1e-12, atol=1e-15)

@@ -356,13 +356,14 @@ def test_a_stochastic_fit_from_keyed_features_holds_only_the_touched_keys(client
     import dask.array as da
     from conftest import compute_without_large_graph
 
-    from dask_ps.algorithms import logistic
+    from dask_ps.algorithms import _stochastic_fit
     from dask_ps.algorithms._logistic_data import KEYED_FEATURES
     from dask_ps.state.optimizers import Average
+    from dask_ps.state.table import dense_table_bytes
 
     assert KEYED_FEATURES <= width < WIDE_FEATURES  # keyed result, not a wide input
-    dense_bytes = logistic.dense_table_bytes(width + 1, 3, "float64", Average())
-    assert (dense_bytes > logistic.DENSE_TABLE_BYTES) == (width == 2**31)
+    dense_bytes = dense_table_bytes(width + 1, 3, "float64", Average())
+    assert (dense_bytes > _stochastic_fit.DENSE_TABLE_BYTES) == (width == 2**31)
     Xn, _, y, _ = _pair(n=600, d=40)
     keys = np.sort(np.random.default_rng(1).choice(width, 40, replace=False))
     Xw = sp.csr_matrix((Xn.data, keys[Xn.indices], Xn.indptr), shape=(600, width))

@@ -450,14 +450,14 @@ def asp_push_pieces_task(ps, item):
     """ASP pull-compute-push steps of distinct keys, each clock's push sent on its own
     (``wait``) to the remote shard in pieces named after the pull's pieces (``PIECE_KEYS``
     made small in this process); each pull is checked against the pushes before it."""
-    from dask_ps.state import client, wire_forms
+    from dask_ps.state import _outbox, wire_forms
 
     pool, n_clocks, n = item
-    old, delay = wire_forms.PIECE_KEYS, client.SEND_DELAY
+    old, delay = wire_forms.PIECE_KEYS, _outbox.SEND_DELAY
     wire_forms.PIECE_KEYS = 2200  # pieces of ~2000 keys, over RECALL_MIN: named
     # every push leaves with the ``wait`` after its clock, never with the outbox poll (in
     # one call, not in pieces), which a loaded machine could let step in first
-    client.SEND_DELAY = 60.0
+    _outbox.SEND_DELAY = 60.0
     want: dict = {}
     try:
         for c in range(n_clocks):
@@ -471,7 +471,7 @@ def asp_push_pieces_task(ps, item):
             ps._client.wait(ps.job)  # the push leaves on its own, in pieces
         return want
     finally:
-        wire_forms.PIECE_KEYS, client.SEND_DELAY = old, delay
+        wire_forms.PIECE_KEYS, _outbox.SEND_DELAY = old, delay
 
 
 def _named_bytes(n):

@@ -105,7 +105,7 @@ def _carried_then_left_alone(ps, item):
     """Clocks carried by pulls, then one whose push no pull takes."""
     import time
 
-    from dask_ps.state.client import PULLS_CARRY
+    from dask_ps.state._outbox import PULLS_CARRY
 
     state = ps._client.job(ps.job)
     cycles = 0
@@ -125,7 +125,7 @@ def _carried_then_left_alone(ps, item):
 
 
 def test_pulls_that_carry_the_clocks_slow_the_outbox_check_down_but_a_push_still_leaves():
-    from dask_ps.state.client import PULLS_CARRY
+    from dask_ps.state._outbox import PULLS_CARRY
 
     with dask_ps.PSModel("local", n_shards=2) as model:
         model.add_table("w", shape=(4,))
