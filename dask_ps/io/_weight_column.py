@@ -1,5 +1,6 @@
 """A table's weight column (``weight=`` of :func:`~dask_ps.io.read_ctr`,
-:func:`~dask_ps.io._frame.read_frame` and :func:`~dask_ps.io.parquet.read_table_parquet`):
+:func:`~dask_ps.io._frame.read_frame`, :func:`~dask_ps.io.parquet.read_table_parquet` and
+:func:`~dask_ps.io.encode_ctr`):
 every row's sample weight, a finite, non-negative number, checked as the rows are read, each
 error naming the file, the line (CSV) or row group and row (Parquet), and the column, as the
 label's do. The weights come out in the chunks (or partitions) of ``X``, the form
@@ -14,7 +15,8 @@ import pyarrow.compute as pc
 
 from ..exceptions import DataError
 
-__all__ = ["WEIGHTS_ARE", "check_weight_column", "first_bad_weight", "table_weights"]
+__all__ = ["WEIGHTS_ARE", "check_not_a_feature", "check_weight_column", "first_bad_weight",
+           "table_weights"]
 
 #: What every error about a weight ends with.
 WEIGHTS_ARE = "sample weights must be finite, non-negative numbers"
@@ -39,6 +41,20 @@ def check_weight_column(weight, label, names=None, where: str = "") -> str | Non
     if names is not None and weight not in names:
         raise DataError(f"{where}: weight column {weight!r} is not among {list(names)}")
     return weight
+
+
+def check_not_a_feature(weight: str | None, columns) -> None:
+    """Refuse a ``weight`` column among an encoder's feature ``columns``.
+
+    Raises
+    ------
+    ValueError
+        ``"weight column 'w' is a feature of the encoder: make one without it
+        (exclude='w')"``.
+    """
+    if weight is not None and weight in columns:
+        raise ValueError(f"weight column {weight!r} is a feature of the encoder: make one "
+                         f"without it (exclude={weight!r})")
 
 
 def first_bad_weight(col) -> tuple[int, str] | None:

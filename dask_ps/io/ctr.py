@@ -26,7 +26,7 @@ from ._csv import (
     numbered_names,
 )
 from ._ctr_blocks import count_chunk, layout_of, load_chunk
-from ._weight_column import check_weight_column, table_weights
+from ._weight_column import check_not_a_feature, check_weight_column, table_weights
 from .hashing import HashingEncoder, column_names, cross_pairs
 from .parquet import (
     check_feature_types,
@@ -372,9 +372,8 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
                                 crosses=crosses, exclude=exclude, n_features=n_features,
                                 format=format, sep=sep, header=header, names=names,
                                 storage_options=storage_options, compression=compression)
-    elif weight in encoder.columns:
-        raise ValueError(f"weight column {weight!r} is a feature of the encoder: make one "
-                         f"without it (exclude={weight!r})")
+    else:
+        check_not_a_feature(weight, encoder.columns)
     if _is_parquet(paths, format):
         return _read_parquet(fs, paths, encoder, label, np.dtype(dtype), weight)
     blocks = plan(fs, paths, blocksize, compression)
@@ -432,15 +431,17 @@ def _read_parquet(fs, paths: list[str], encoder: HashingEncoder, label: str,
     return _arrays(parts, tuple(rows), encoder.n_features, dtype, weight is not None)
 
 
-def _encode_partition(df, encoder: HashingEncoder, label: str, dtype, i: int):
+def _encode_partition(df, encoder: HashingEncoder, label: str, dtype, i: int,
+                      weight: str | None = None):
     where = f"partition {i}"
     table = pa.Table.from_pandas(df, preserve_index=False)
     check_feature_types(where, table.schema, encoder.columns, label)  # lists in objects
-    return encoder.transform(table, dtype, where), table_labels(table, label, where)
+    parts = (encoder.transform(table, dtype, where), table_labels(table, label, where))
+    return parts if weight is None else (*parts, table_weights(table, weight, where))
 
 
 def encode_ctr(df, encoder: HashingEncoder | None = None, label: str = "Label",
-               dtype=np.float32, **infer) -> tuple[da.Array, da.Array]:
+               dtype=np.float32, weight: str | None = None, **infer) -> tuple:
     """Hashed sparse features and labels of a (dask) dataframe, one chunk per partition.
 
     Parameters
@@ -452,6 +453,10 @@ def encode_ctr(df, encoder: HashingEncoder | None = None, label: str = "Label",
         the Criteo columns, else numeric dtypes numeric and the others categorical).
     label : str, default "Label"
     dtype : numpy dtype, default numpy.float32
+    weight : str, optional
+        A column of sample weights, as :func:`read_ctr`'s: not a feature (an inferred
+        encoder leaves it out; a given ``encoder`` must not hash it), required on every
+        row, a finite, non-negative number; returned as ``w``.
     **infer
         ``numeric``, ``categorical``, ``crosses``, ``exclude``, ``n_features`` and other
         :class:`HashingEncoder` arguments, to make the encoder when none is given.
@@ -460,36 +465,49 @@ def encode_ctr(df, encoder: HashingEncoder | None = None, label: str = "Label",
     -------
     X : dask.array.Array (n_samples, encoder.n_features) of CSR chunks
     y : dask.array.Array (n_samples,), float64
+    w : dask.array.Array (n_samples,), float64
+        Only with ``weight``: the weights, in ``X``'s row chunks (as
+        ``fit(X, y, sample_weight=w)`` takes them).
 
     Raises
     ------
     ValueError
-        From this call: columns named twice, a feature column of lists, tuples, dicts or
+        From this call: a weight column that is the label, a feature of ``encoder`` or
+        not in ``df``; columns named twice, a feature column of lists, tuples, dicts or
         arrays (of a pandas frame; a dask frame's, when computed); when computed, a missing
         column, a label that is missing or not a finite number (text), an infinite feature
         value, naming the partition, the row and the column (partition lengths are
-        computed here).
+        computed here); with ``weight``, a weight that is missing, not a number, NaN,
+        infinite or negative (``"partition 0: weight column 'w' is empty in row 3: ..."``).
     """
     import dask
     import dask.dataframe as dd
 
     unique_columns("dataframe", list(df.columns))
+    check_weight_column(weight, label, list(df.columns), "dataframe")
     objects = pa.schema([]) if isinstance(df, dd.DataFrame) else object_schema(df)
     if not isinstance(df, dd.DataFrame):
         df = dd.from_pandas(df, npartitions=1)
     if encoder is None:
         kinds = _arrow_kinds(pa.Schema.from_pandas(df._meta, preserve_index=False))
         n_features = infer.pop("n_features", 2**20)
+        exclude = infer.pop("exclude", ())
+        if weight is not None:
+            exclude = [*column_names(exclude, "exclude"), weight]
         encoder = _build_encoder(kinds, label, infer.pop("numeric", None),
                                  infer.pop("categorical", None), infer.pop("crosses", ()),
-                                 infer.pop("exclude", ()), n_features, "dataframe", **infer)
+                                 exclude, n_features, "dataframe", **infer)
     elif infer:
         raise ValueError("give either an encoder or arguments to make one, not both")
+    else:
+        check_not_a_feature(weight, encoder.columns)
     check_feature_types("dataframe", objects, encoder.columns, label)
     dtype = np.dtype(dtype)
     rows = tuple(int(n) for n in df.map_partitions(len).compute())
     encode = dask.delayed(_encode_partition, pure=True)
-    parts = [encode(p, encoder, label, dtype, i) for i, p in enumerate(df.to_delayed())]
+    parts = [encode(p, encoder, label, dtype, i, weight)
+             for i, p in enumerate(df.to_delayed())]
     chunks = [da.from_delayed(dask.delayed(box)(p), (1,), dtype=object, meta=OBJECTS)
               for p in parts]
-    return _arrays(da.concatenate(chunks), rows, encoder.n_features, dtype)
+    return _arrays(da.concatenate(chunks), rows, encoder.n_features, dtype,
+                   weight is not None)

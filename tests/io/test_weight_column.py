@@ -1,6 +1,6 @@
-"""``weight=`` of the table readers (read_ctr, read_frame, read_table_parquet): the weights
-in X's chunks or partitions, every bad value named by file, line (row group, row) and
-column."""
+"""``weight=`` of the table readers (read_ctr, read_frame, read_table_parquet) and of
+encode_ctr: the weights in X's chunks or partitions, every bad value named by file, line
+(row group, row) and column."""
 
 import dask
 import numpy as np
@@ -118,3 +118,37 @@ def test_a_weight_column_that_is_the_label_absent_or_a_feature_is_refused(tmp_pa
     assert "w" in enc.columns and encoder.shape[1] == 64
     with pytest.raises(ValueError, match="weight column 'w' is a feature of the encoder"):
         read_ctr(csv, enc, label="click", weight="w")
+
+
+def test_encode_ctr_weights_equal_read_ctr_of_the_same_rows(tmp_path):
+    import dask.dataframe as dd
+
+    from dask_ps.io import encode_ctr
+
+    df = _frame(500, seed=3)
+    df.to_csv(tmp_path / "t.csv", index=False)
+    X0, y0, w0 = read_ctr(str(tmp_path / "t.csv"), label="click", weight="w", n_features=128)
+    for frame in (df, dd.from_pandas(df, npartitions=3)):
+        X, y, w = encode_ctr(frame, label="click", weight="w", n_features=128)
+        assert w.chunks == (X.chunks[0],) and w.dtype == np.float64
+        assert (X.compute() != X0.compute()).nnz == 0  # w is not hashed, by either
+        np.testing.assert_array_equal(y.compute(), y0.compute())
+        np.testing.assert_array_equal(w.compute(), w0.compute())
+
+
+def test_encode_ctr_refuses_a_bad_weight_column_as_read_ctr_does():
+    from dask_ps.io import encode_ctr
+    from dask_ps.io.hashing import HashingEncoder
+
+    df = _frame(10)
+    with pytest.raises(DataError, match="weight column 'click' is the label column"):
+        encode_ctr(df, label="click", weight="click")
+    with pytest.raises(DataError, match="^dataframe: weight column 'nope' is not among"):
+        encode_ctr(df, label="click", weight="nope")
+    enc = HashingEncoder(numeric=["price", "w"], categorical=["shop"], n_features=64)
+    with pytest.raises(ValueError, match="weight column 'w' is a feature of the encoder"):
+        encode_ctr(df, enc, label="click", weight="w")
+    df.loc[6, "w"] = -1.5
+    with pytest.raises(DataError, match=r"^partition 0: weight column 'w' holds -1.5, a "
+                       r"negative number in row 7: sample weights must"):
+        encode_ctr(df, label="click", weight="w", n_features=64)[2].compute()
