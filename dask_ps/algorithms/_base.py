@@ -215,6 +215,16 @@ def one_seed_per_call(method: Callable) -> Callable:
     return wrapper
 
 
+def _fitting(method: Callable) -> Callable:
+    """A fitting ``method`` (``fit``, ``partial_fit``, or the function of scikit-learn's
+    ``available_if`` of one) wrapped by :func:`keeps_state_on_failure`,
+    :func:`one_seed_per_call` and :func:`notes_last_version`, once: a method wrapped
+    already (a subclass's inherited descriptor) is returned as it is."""
+    if getattr(method, "_keeps_state_on_failure", False):
+        return method
+    return keeps_state_on_failure(one_seed_per_call(notes_last_version(method)))
+
+
 class PSEstimator(BaseEstimator):
     """Base of the dask_ps estimators (see the module docstring)."""
 
@@ -224,12 +234,10 @@ class PSEstimator(BaseEstimator):
         super().__init_subclass__(**kwargs)
         for name in FITTING_METHODS:  # a failed fit leaves the estimator as it was
             method = cls.__dict__.get(name)
-            if callable(method) and not getattr(method, "_keeps_state_on_failure", False):
-                setattr(cls, name, keeps_state_on_failure(one_seed_per_call(
-                    notes_last_version(method))))
-            elif callable(getattr(method, "fn", None)) and not getattr(
-                    method.fn, "_notes_last_version", False):  # scikit-learn's available_if
-                method.fn = notes_last_version(method.fn)
+            if callable(method):
+                setattr(cls, name, _fitting(method))
+            elif callable(getattr(method, "fn", None)):  # scikit-learn's available_if
+                method.fn = _fitting(method.fn)
 
     def __getstate__(self) -> dict:
         # a Dask client does not pickle: the copy (e.g. in a task) uses the current client

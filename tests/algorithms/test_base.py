@@ -260,11 +260,14 @@ def test_a_failed_fit_leaves_a_fitted_model_as_it_was(kind):
         _assert_same_state(est, before)
         np.testing.assert_array_equal(est.transform(test) if kind == "lda"
                                       else est.predict(test), out)
-    # an unfitted estimator whose first fit fails stays unfitted
-    fresh = clone(est)
-    with pytest.raises((ValueError, TypeError)):
-        fresh.fit(*bad[0])
-    assert not hasattr(fresh, "n_features_in_") and not hasattr(fresh, "history_")
+    # an unfitted estimator whose first fit (or partial_fit: LogisticRegression's, an
+    # available_if, inherited by FM, set n_features_in_ and feature_names_in_ then failed)
+    # fails stays unfitted
+    for name in ("fit", "partial_fit") if kind in ("lr", "fm", "lda") else ("fit",):
+        fresh = clone(est)
+        with pytest.raises((ValueError, TypeError)):
+            getattr(fresh, name)(*bad[0])
+        assert vars(fresh) == vars(clone(est)), name
 
 
 def test_a_failed_fit_restores_even_on_keyboard_interrupt():
