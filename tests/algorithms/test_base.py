@@ -760,3 +760,17 @@ def test_gbdt_adds_up_repeated_entries_of_a_csr_in_predict_as_in_fit():
     dup = sp.csr_matrix((vals, cols, np.arange(0, 801, 4)), shape=(200, 3))
     assert not dup.has_canonical_format
     np.testing.assert_allclose(model.predict_proba(dup), model.predict_proba(X), atol=1e-12)
+
+
+def test_a_partial_fit_draws_one_seed_from_a_random_state_as_fit_does():
+    # FM's training asks _seed() twice (orders, init); LogisticRegression.partial_fit, an
+    # available_if that FM inherits, was not one_seed_per_call: 2 draws (2 seeds) per call
+    X, y = _data(LogisticRegression())
+    for name in ("fit", "partial_fit"):
+        rs = np.random.RandomState(0)
+        est = dask_ps.FactorizationMachineClassifier(k=2, max_iter=1, client="local",
+                                                     random_state=rs)
+        getattr(est, name)(X, y)
+        expected = np.random.RandomState(0)
+        expected.randint(np.iinfo(np.int32).max)  # one draw
+        assert rs.randint(2**30) == expected.randint(2**30), name
