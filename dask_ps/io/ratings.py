@@ -122,9 +122,12 @@ def _ids_of(values: pa.ChunkedArray | pa.Array):
 
 
 def _merge_ids(parts: list) -> IdMapping:
+    if not parts:
+        return IdMapping(np.zeros(0, np.int64))
     if any(p.dtype.kind != "i" for p in parts):  # one string id makes every id a string
-        parts = [p.astype(str) for p in parts]
-    return IdMapping(np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64))
+        return IdMapping(np.unique(np.concatenate([p.astype(str) for p in parts])))
+    ids = np.sort(np.concatenate(parts))  # sorted, then distinct: faster than np.unique's hash
+    return IdMapping.from_sorted(ids[np.r_[True, ids[1:] != ids[:-1]]] if ids.size else ids)
 
 
 def _coded(table: pa.Table, cols: dict, users: IdMapping, items: IdMapping) -> pd.DataFrame:
