@@ -196,6 +196,12 @@ class _CSV:
         return box((newlines, _ids_of(table.column(self.cols["user"])),
                     _ids_of(table.column(self.cols["item"])), None))
 
+    def written_ids(self, chunk, key):
+        """The distinct ids of column ``key`` of a block as written (strings: "007", not 7)."""
+        table = read_table(self.fs, chunk[0], 0, self.header, self.names, self.types,
+                           self.sep)[0]
+        return box(np.asarray(pc.unique(table.column(self.cols[key])).to_pylist(), dtype=str))
+
     def load(self, item, users, items):
         block, line0 = item
         if users.is_integer and items.is_integer:
@@ -357,11 +363,26 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     for l0, s in zip(line0, stats):
         if s[3] is not None:
             raise s[3].shifted(l0)
-    users = _merge_ids([s[1] for s in stats])
-    items = _merge_ids([s[2] for s in stats])
+    users = _merge_ids(_as_written(reader, blocks, [s[1] for s in stats], "user"))
+    items = _merge_ids(_as_written(reader, blocks, [s[2] for s in stats], "item"))
     df = dd.from_map(reader.load, list(zip(blocks, line0)), users=users, items=items,
                      meta=_meta(cols["timestamp"] is not None), enforce_metadata=False)
     return df, users, items
+
+
+def _as_written(reader: _CSV, blocks: list, parts: list, key: str) -> list:
+    """A column's distinct ids per block; when some blocks' are integers and others'
+    strings, the integer blocks' read again as written ("007", which the load looks up in a
+    mapping of strings; 7, str(7), would be another id)."""
+    redo = [j for j, p in enumerate(parts) if p.dtype.kind == "i"]
+    if not redo or len(redo) == len(parts):
+        return parts
+    texts = each([blocks[j] for j in redo]).map_blocks(
+        reader.written_ids, key, dtype=object, meta=OBJECTS).compute()
+    parts = list(parts)
+    for j, text in zip(redo, texts):
+        parts[j] = text
+    return parts
 
 
 def _first_fields(fs, path: str, sep: str, compression: str | None,

@@ -274,8 +274,7 @@ def test_integer_ids_come_as_int64_and_code_as_before(tmp_path, blocksize):
     odd = plain + ["0,0x10,3", "007,0010,3", '5,"12",1']  # pyarrow's integers all
     cases = {"ints": odd, "a string id": plain + ["u9,10,3"],
              "a spaced id": plain + [" 8,10,3"], "an item 1.0": plain + ["8,1.0,3"]}
-    if blocksize is None:  # odd spellings and strings in one block (in two, "007" was "7")
-        cases["odd and strings"] = odd + ["u9,x,3"]
+    cases["odd and strings"] = ["u9,x,3"] + odd  # in two blocks, "007" was "7" and coded -1
     for name, lines in cases.items():
         path = tmp_path / f"{name}.csv"
         path.write_text("\n".join(lines) + "\n")
