@@ -317,7 +317,7 @@ def locate(data: bytes, names: list[str], types: dict, sep: str,
 
 def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str,
                 line0: int, required: str | None = None, nan_missing: bool = False,
-                strict_lines: bool = True) -> pa.Table:
+                strict_lines: bool = True, fallback: dict | None = None) -> pa.Table:
     """Parse whole lines of delimited text into a table of the columns ``types`` names.
 
     Parameters
@@ -344,6 +344,11 @@ def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str
     strict_lines : bool, default True
         Whether to refuse a lone CR or a quoted field across lines (pyarrow takes both);
         off for a sample whose columns' types are guessed, the reader checking the lines.
+    fallback : dict of str to pyarrow.DataType, optional
+        The types to parse with (and name errors with) when pyarrow refuses ``types``, or
+        when ``data`` holds a space or a tab that is not ``sep`` (pyarrow's integers take
+        them around the digits, its casts from strings do not): e.g. int64 ids, strings
+        when a line has an id that is not an integer.
 
     Raises
     ------
@@ -356,9 +361,14 @@ def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str
     """
     if not data.strip():
         return pa.table({n: pa.array([], type=t) for n, t in types.items()})
+    if fallback is not None and (b" " in data or (sep != "\t" and b"\t" in data)):
+        types, fallback = fallback, None
     try:
         table = _arrow_csv(data, names, types, sep)
     except pa.ArrowInvalid as exc:
+        if fallback is not None:
+            return parse_block(data, names, fallback, sep, where, line0, required,
+                               nan_missing, strict_lines)
         raise bad_line(data, names, types, sep, where, line0, str(exc), required,
                        nan_missing) from exc
     if strict_lines and _rows_unlike_lines(data, table.num_rows, sep):
@@ -473,10 +483,10 @@ def line_of_row(data: bytes, row: int) -> int:
 
 def read_table(fs, block: Block, line0: int, header: bool, names: list[str], types: dict,
                sep: str, required: str | None = None, nan_missing: bool = False,
-               non_empty: tuple = ()) -> tuple[pa.Table, int]:
+               non_empty: tuple = (), fallback: dict | None = None) -> tuple[pa.Table, int]:
     """Read and parse one block (once); returns the table and the block's newline count.
-    ``required``, ``nan_missing``: see :func:`parse_block`; ``non_empty``: more columns of
-    ``types`` (of any type: ids, ratings) that no line may leave empty.
+    ``required``, ``nan_missing``, ``fallback``: see :func:`parse_block`; ``non_empty``: more
+    columns of ``types`` (of any type: ids, ratings) that no line may leave empty.
 
     Raises
     ------
@@ -487,7 +497,7 @@ def read_table(fs, block: Block, line0: int, header: bool, names: list[str], typ
     raw = read(fs, block)
     data, skipped = strip_header(raw, block, header)
     table = parse_block(data, names, types, sep, block.path, line0 + skipped, required,
-                        nan_missing)
+                        nan_missing, fallback=fallback)
     for col in ([required] if required is not None else []) + list(non_empty):
         if table.column(col).null_count:
             row = int(np.argmax(table.column(col).is_null().to_numpy(zero_copy_only=False)))

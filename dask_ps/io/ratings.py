@@ -77,13 +77,23 @@ class IdMapping:
         if self.is_integer:
             if values.dtype.kind not in "iub":
                 return np.full(values.shape, -1, np.int64)
-            values = values.astype(np.int64)
-        else:
-            values = values.astype(str)
+            # pandas' hash table (built once per mapping and process): ~10x searchsorted's
+            found = self._index().get_indexer(values.astype(np.int64, copy=False).ravel())
+            return found.astype(np.int64, copy=False).reshape(values.shape)
+        values = values.astype(str)
         at = np.searchsorted(self.ids, values)
         found = at < len(self)
         found[found] = self.ids[at[found]] == values[found]
         return np.where(found, at, -1).astype(np.int64)
+
+    def _index(self) -> pd.Index:
+        index = self.__dict__.get("_hashed")
+        if index is None:
+            index = self.__dict__["_hashed"] = pd.Index(self.ids)
+        return index
+
+    def __getstate__(self) -> dict:
+        return {"ids": self.ids}  # not the hash table: built again where used
 
     def ids_of(self, codes) -> np.ndarray:
         """The ids of codes (IndexError for a code out of range)."""
@@ -112,19 +122,24 @@ def _ids_of(values: pa.ChunkedArray | pa.Array):
 
 
 def _merge_ids(parts: list) -> IdMapping:
+    if not parts:
+        return IdMapping(np.zeros(0, np.int64))
     if any(p.dtype.kind != "i" for p in parts):  # one string id makes every id a string
-        parts = [p.astype(str) for p in parts]
-    return IdMapping(np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64))
+        return IdMapping(np.unique(np.concatenate([p.astype(str) for p in parts])))
+    ids = np.sort(np.concatenate(parts))  # sorted, then distinct: faster than np.unique's hash
+    return IdMapping.from_sorted(ids[np.r_[True, ids[1:] != ids[:-1]]] if ids.size else ids)
 
 
 def _coded(table: pa.Table, cols: dict, users: IdMapping, items: IdMapping) -> pd.DataFrame:
     out = {}
     for key, mapping in (("user", users), ("item", items)):
         col = table.column(cols[key])
-        values = col.to_numpy() if pa.types.is_integer(col.type) and mapping.is_integer \
-            else pc.cast(col, pa.string()).to_numpy(zero_copy_only=False)
-        if mapping.is_integer and values.dtype.kind not in "iu":
-            values = values.astype(np.int64)
+        if mapping.is_integer:  # int64 from pyarrow to the lookup, no Python objects
+            if not pa.types.is_integer(col.type):
+                col = pc.cast(col, pa.string())  # ids 1.0 (pandas floats) as "1"
+            values = pc.cast(col, pa.int64()).to_numpy()
+        else:
+            values = pc.cast(col, pa.string()).to_numpy(zero_copy_only=False)
         out[key] = mapping.codes(values)
     out["rating"] = pc.cast(table.column(cols["rating"]), pa.float64()).to_numpy()
     if cols.get("timestamp") is not None:
@@ -144,14 +159,16 @@ class _CSV:
 
     def __init__(self, fs, names, types, cols, sep, header):
         self.fs, self.names, self.types = fs, names, types
+        # ids parsed as int64 by pyarrow, as strings in a block with an id that is not one
+        self.int_types = {**types, cols["user"]: pa.int64(), cols["item"]: pa.int64()}
         self.cols, self.sep, self.header = cols, sep, header
 
     def table(self, block, line0):
         """The block parsed once; every line needs a user, an item and a rating (an empty
         one: the first line without a user, else an item, else a rating, is named)."""
-        return read_table(self.fs, block, line0, self.header, self.names, self.types,
+        return read_table(self.fs, block, line0, self.header, self.names, self.int_types,
                           self.sep, non_empty=(self.cols["user"], self.cols["item"],
-                                               self.cols["rating"]))
+                                               self.cols["rating"]), fallback=self.types)
 
     def check_timestamps(self, table: pa.Table, block) -> None:
         """LineError naming the line (and field) of the first timestamp that is empty (the
@@ -179,9 +196,22 @@ class _CSV:
         return box((newlines, _ids_of(table.column(self.cols["user"])),
                     _ids_of(table.column(self.cols["item"])), None))
 
+    def written_ids(self, chunk, key):
+        """The distinct ids of column ``key`` of a block as written (strings: "007", not 7)."""
+        table = read_table(self.fs, chunk[0], 0, self.header, self.names, self.types,
+                           self.sep)[0]
+        return box(np.asarray(pc.unique(table.column(self.cols[key])).to_pylist(), dtype=str))
+
     def load(self, item, users, items):
         block, line0 = item
-        return _coded(self.table(block, line0)[0], self.cols, users, items)
+        if users.is_integer and items.is_integer:
+            table = self.table(block, line0)[0]
+        else:  # string ids as written ("007"), as the scan's string blocks found them
+            types = {**self.int_types, **{self.cols[k]: pa.string() for k, m in (
+                ("user", users), ("item", items)) if not m.is_integer}}
+            table = read_table(self.fs, block, line0, self.header, self.names, types,
+                               self.sep, fallback=self.types)[0]
+        return _coded(table, self.cols, users, items)
 
 
 def _check_columns(user: str, item: str, rating: str, names: list, where: str = "") -> None:
@@ -333,11 +363,26 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     for l0, s in zip(line0, stats):
         if s[3] is not None:
             raise s[3].shifted(l0)
-    users = _merge_ids([s[1] for s in stats])
-    items = _merge_ids([s[2] for s in stats])
+    users = _merge_ids(_as_written(reader, blocks, [s[1] for s in stats], "user"))
+    items = _merge_ids(_as_written(reader, blocks, [s[2] for s in stats], "item"))
     df = dd.from_map(reader.load, list(zip(blocks, line0)), users=users, items=items,
                      meta=_meta(cols["timestamp"] is not None), enforce_metadata=False)
     return df, users, items
+
+
+def _as_written(reader: _CSV, blocks: list, parts: list, key: str) -> list:
+    """A column's distinct ids per block; when some blocks' are integers and others'
+    strings, the integer blocks' read again as written ("007", which the load looks up in a
+    mapping of strings; 7, str(7), would be another id)."""
+    redo = [j for j, p in enumerate(parts) if p.dtype.kind == "i"]
+    if not redo or len(redo) == len(parts):
+        return parts
+    texts = each([blocks[j] for j in redo]).map_blocks(
+        reader.written_ids, key, dtype=object, meta=OBJECTS).compute()
+    parts = list(parts)
+    for j, text in zip(redo, texts):
+        parts[j] = text
+    return parts
 
 
 def _first_fields(fs, path: str, sep: str, compression: str | None,

@@ -8,6 +8,7 @@ import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import dask_ps.io.ratings as ratings_module
@@ -245,3 +246,56 @@ def test_each_block_is_read_and_parsed_once_per_pass(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match=r"^.*, line 91: column 'user' is empty$"):
         read_ratings(path, blocksize=None)
+
+
+def _reference(lines: list, col: int):
+    """The ids of field ``col`` of each line as the original reader coded them: int64 when
+    pyarrow casts every one from a string, else the strings; codes are ranks."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pa.array([line.split(",")[col] for line in lines])
+    try:
+        ids = pc.cast(text, pa.int64()).to_numpy()
+    except pa.ArrowInvalid:
+        ids = np.asarray(text.to_pylist(), dtype=str)
+    uniq = np.unique(ids)
+    return uniq, np.searchsorted(uniq, ids)
+
+
+@pytest.mark.parametrize("blocksize", [None, "64B"])
+def test_integer_ids_come_as_int64_and_code_as_before(tmp_path, blocksize):
+    """Integer ids go from pyarrow's parse to the lookup as int64 (no strings, no Python
+    objects); a block with an id that is not an integer (or spaces, which pyarrow's
+    integers take and its casts do not) is read as strings: the same codes and mappings."""
+    big = 2**63 - 1
+    plain = [f"{u},{i},{r}" for u, i, r in [
+        (5, 10, 4), (-3, 10, 1.5), (big, 0, 2), (7, -(2**63), 5), (42, 10, 0.5)]]
+    odd = plain + ["0,0x10,3", "007,0010,3", '5,"12",1']  # pyarrow's integers all
+    cases = {"ints": odd, "a string id": plain + ["u9,10,3"],
+             "a spaced id": plain + [" 8,10,3"], "an item 1.0": plain + ["8,1.0,3"]}
+    cases["odd and strings"] = ["u9,x,3"] + odd  # in two blocks, "007" was "7" and coded -1
+    for name, lines in cases.items():
+        path = tmp_path / f"{name}.csv"
+        path.write_text("\n".join(lines) + "\n")
+        df, users, items = read_ratings(path, blocksize=blocksize)
+        pdf = df.compute()
+        for key, mapping, col in (("user", users, 0), ("item", items, 1)):
+            uniq, codes = _reference([ln.replace('"', "") for ln in lines], col)
+            assert mapping.ids.dtype.kind == uniq.dtype.kind, (name, key)
+            np.testing.assert_array_equal(mapping.ids, uniq)
+            np.testing.assert_array_equal(pdf[key], codes)
+        np.testing.assert_array_equal(pdf["rating"], [float(ln.split(",")[2]) for ln in lines])
+    # the parse behind it: int64 id columns, strings for a block with an id "u9"
+    from fsspec.implementations.local import LocalFileSystem
+
+    from dask_ps.io._blocks import plan
+
+    fs = LocalFileSystem()
+    reader = ratings_module._CSV(fs, ["user", "item", "rating"], {
+        "user": pa.string(), "item": pa.string(), "rating": pa.float64()},
+        {"user": "user", "item": "item", "rating": "rating", "timestamp": None}, ",", False)
+    for name, kind in (("ints", pa.int64()), ("a string id", pa.string())):
+        block = plan(fs, [str(tmp_path / f"{name}.csv")], None, None)[0]
+        table = reader.table(block, 0)[0]
+        assert table.column("user").type == kind and table.column("item").type == kind
