@@ -316,10 +316,21 @@ def test_partitions_do_not_pickle():
         pickle.dumps(partition(np.zeros(3), client="local"))
 
 
+def _import_dask_ps() -> None:
+    """Every public name of dask_ps imported (estimators, numba kernels, scikit-learn), as in
+    a worker that trains: ``import dask_ps`` alone imports them lazily."""
+    import dask_ps as package
+
+    for name in package.__all__:
+        getattr(package, name)
+
+
 @contextlib.contextmanager
 def _small_worker(limit: str):
     """A client of one worker with ``limit`` of memory, Dask's spill settings of the
-    memory-bounded benchmark (target 0.45, spill 0.75, pause 0.85) and no terminate."""
+    memory-bounded benchmark (target 0.45, spill 0.75, pause 0.85) and no terminate; the
+    worker has imported dask_ps whole (:func:`_import_dask_ps`), so that the rest of its
+    process is a training worker's (~0.3 GiB), and stays put while a test measures it."""
     import dask
     from distributed import Client, LocalCluster
 
@@ -330,6 +341,7 @@ def _small_worker(limit: str):
             LocalCluster(n_workers=1, threads_per_worker=1, memory_limit=limit,
                          dashboard_address=None, worker_dashboard_address=None) as cluster, \
             Client(cluster) as client:
+        client.run(_import_dask_ps)
         yield client
 
 
