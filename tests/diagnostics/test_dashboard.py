@@ -231,8 +231,8 @@ def test_chromium_draws_the_plots(dash, data, tmp_path):
                               kwargs=dict(consistency="ssp", staleness=2))
         th.start()
         try:
-            wait_for(lambda: (lambda t: t and len(t[-1]) >= 8)(
-                get_json(f"{url}/data/throughput.json")["t"]), 60, "eight throughput samples")
+            wait_for(lambda: (lambda t: t and len(t[-1]) >= 12)(
+                get_json(f"{url}/data/throughput.json")["t"]), 120, "twelve throughput samples")
             shot = tmp_path / "dask-ps-page.png"
             proc = subprocess.run(
                 [chromium(), "--headless", "--no-sandbox", "--disable-gpu",
