@@ -104,9 +104,9 @@ class WorkerView:
             table, a sum past its dtype (of the clock's updates merged in this process, at
             :meth:`clock`; or with the rows, on the shard: the clock's later calls) raises
             a ValueError naming the table, shard and key. On that shard, none of the
-            clock's updates is applied, to any table (a hashed table may keep the new keys'
-            rows at their initial values); the other shards apply their shares of the clock
-            on their own (see :func:`~dask_ps.state.merging.apply_all`).
+            clock's updates is applied, to any table (nor are its new keys created); the
+            other shards apply their shares of the clock on their own (see
+            :func:`~dask_ps.state.merging.apply_all`).
         """
         self._client.push(self.job, self._clock, table, keys, updates, self.task)
 

@@ -127,16 +127,17 @@ def apply_all(pieces: list, shard: int, what: str) -> None:
     (:meth:`~.table.TableShard.check_room`, no lookup in the common case), then the tables
     that check their sums (:attr:`~.table.TableSpec.checked_sums`: integers), applied
     first, each taken back exactly (:meth:`~.table.TableShard.undo`) when a later one is
-    refused. Only then are the other tables' updates applied (their rules refuse nothing).
-    No pass over the data is added: the integer check is the one applying them. The pieces
-    of a table keep their order; tables are independent, so the order across them changes
-    no bit.
+    refused; the rows they created for new keys (hashed tables) are then dropped
+    (:meth:`~.table.TableShard.drop_new_rows`). Only then are the other tables' updates
+    applied (their rules refuse nothing). No pass over the data is added: the integer check
+    is the one applying them. The pieces of a table keep their order; tables are
+    independent, so the order across them changes no bit.
 
     Guarantees: within one shard, a refused piece leaves every table of the call as it
-    was, except that a refused hashed integer table may keep the rows of the call's new
-    keys, at their initial values (as a pull of them would leave them). Across shards,
-    none: each shard applies its share of a clock on its own, so shards that accepted
-    theirs keep them when another refuses its share (the note on the error says so).
+    was: values, and the keys a hashed table holds (their rows may be renumbered). Across
+    shards, none: each shard applies its share of a clock on its own, so shards that
+    accepted theirs keep them when another refuses its share (the note on the error says
+    so).
 
     Raises
     ------
@@ -149,9 +150,12 @@ def apply_all(pieces: list, shard: int, what: str) -> None:
         if table.spec.sparse:
             sparse.setdefault(id(table), (table, []))[1].append(keys)
     done = []
+    marked = [t for t, _ in sparse.values() if t.spec.checked_sums]
     try:
         for table, keys in sparse.values():
             table.check_room(keys)
+        for table in marked:
+            table.mark_rows()
         for table, keys, values in pieces:
             if table.spec.checked_sums:
                 table.apply(keys, values)
@@ -159,10 +163,14 @@ def apply_all(pieces: list, shard: int, what: str) -> None:
     except ValueError as exc:
         for table, keys, values in reversed(done):
             table.undo(keys, values)
+        for table in marked:
+            table.drop_new_rows()
         names = sorted({t.spec.name for t, _, _ in pieces})
         exc.add_note(f"none of the updates of {what} (tables {names}) is applied on shard "
                      f"{shard}; the other shards apply their shares on their own")
         raise
+    for table in marked:
+        table.mark_rows(False)
     for table, keys, values in pieces:
         if not table.spec.checked_sums:
             table.apply(keys, values)

@@ -249,6 +249,8 @@ class TableShard:
             self._named: OrderedDict = OrderedDict()  # keys_id -> keys, see named_keys()
             self._named_bytes = 0
             self._recall_max = RECALL_MAX if recall else 0
+            self._mark: int | None = None  # see mark_rows()
+            self._marked_keys: list = []
             capacity = FIRST_ROWS
         else:
             part: RangePartitioner = spec.partitioner
@@ -296,6 +298,9 @@ class TableShard:
         while need > _hash_kernels.MAX_LOAD * size:
             size *= 2
         self._recent.clear()  # rows renumbered below
+        if self._mark is not None:  # the rows created since the mark: known by their keys
+            self._marked_keys.append(self._keys[self._mark:n].copy())
+            self._mark = n
         self._index = None  # freed before the new one is allocated
         self._index = np.zeros(size, np.uint64)
         self._shift = 64 - int(np.log2(size))
@@ -328,6 +333,31 @@ class TableShard:
         rows = np.empty(distinct.shape[0], np.int64)
         self._check_room(self.n_rows + _hash_kernels.index_find(
             self._index, self._shift, self._keys, distinct, rows))
+
+    def mark_rows(self, on: bool = True) -> None:
+        """Remember (``on``) the rows a sparse table holds, so that :meth:`drop_new_rows` can
+        forget those created after; or forget the mark (the updates were accepted)."""
+        if self.spec.sparse:
+            self._mark, self._marked_keys = (self.n_rows if on else None), []
+
+    def drop_new_rows(self) -> None:
+        """Forget the rows a sparse table created since :meth:`mark_rows` (the new keys of a
+        refused push), as if never created; clears the mark. The row arrays keep their size;
+        the index is rebuilt (a pass over the rows held, on this refusal path only) and the
+        memo of lookups forgotten."""
+        n, dropped = self._mark, self._marked_keys
+        self.mark_rows(False)
+        if n is None or (n == self.n_rows and not dropped):
+            return
+        if dropped:  # the index grew since the mark, renumbering rows: drop them by key
+            keep = np.flatnonzero(~np.isin(self._keys[:n], np.concatenate(dropped)))
+            for arr in (self._keys, self.values, *self.slots.values()):
+                arr[:keep.shape[0]] = arr[keep]
+            n = keep.shape[0]
+        self.n_rows = n
+        self._recent.clear()
+        self._index[:] = 0
+        _hash_kernels.index_build(self._index, self._shift, self._keys, n)
 
     def rows(self, keys: np.ndarray, create: bool = True, keys_id=None,
              also=None) -> np.ndarray:
