@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import threading
 import time
 from collections import defaultdict
@@ -28,34 +27,17 @@ import numpy as np
 
 from .. import _compat
 from ..exceptions import ShardFunctionRunningError
+from ._clock_steps import apply_held, split_push
 from ._malloc import FreezeGCFirst, tune_malloc, untouched_bytes
 from .channel import ChannelAddress, ChannelServer
 from .channel_security import channel_endpoint
 from .consistency import DONE, ClockTable, Consistency
-from .merging import apply_all, merge_pushes
+from .merging import apply_all
 from .table import TableShard, TableSpec
 from .transport import function_name, packed
-from .wire_forms import KeyRef, as_rows
+from .wire_forms import KeyRef
 
 __all__ = ["Shard"]
-
-
-def _exact_sums(spec: TableSpec) -> bool:
-    """Whether the pushes of a clock may be applied one by one instead of merged first: a
-    table whose sums are exact in any order — integers with plain addition (e.g. LDA's
-    counts; sparse ones too, so that each push's sum is checked against the dtype, see
-    :meth:`TableShard.apply`), or a dense one whose rule says so (``exact_sums``, e.g.
-    GBDT's quantized histograms) — so skipping the merge (a hash of every key) changes no
-    bit."""
-    if spec.checked_sums:
-        return True  # sparse too: each push's sum checked (see TableShard.apply)
-    return not spec.sparse and spec.optimizer.exact_sums
-
-
-def _same_keys(parts: list) -> bool:
-    """Whether the ``(keys, values)`` parts of a clock's pushes to a table have equal keys."""
-    k0 = parts[0][0]
-    return all(k.shape == k0.shape and np.array_equal(k, k0) for k, _ in parts[1:])
 
 
 class Shard(FreezeGCFirst):
@@ -427,14 +409,8 @@ class Shard(FreezeGCFirst):
         updates = named
         self.counters["push_calls"] += 1
         clocks = self._check_job(job)
-        now, held = [], []  # held updates are merged as arrays: rows sent as bitmaps decoded
-        for name, keys, values in updates:
-            spec = self.tables[name].spec
-            if clocks is None or not clocks.consistency.buffered or (
-                    spec.optimizer.on_arrival and _exact_sums(spec)):
-                now.append((self.tables[name], keys, values))
-            else:
-                held.append((name, as_rows(keys), values))
+        now, held = split_push(self.tables, updates,
+                               clocks is not None and clocks.consistency.buffered)
         if now:  # first: a refused push holds nothing either
             apply_all(now, self.shard, "this push" if clocks is None else
                       f"this push of clock {clock}")
@@ -457,47 +433,9 @@ class Shard(FreezeGCFirst):
         return await self.pull(name, keys, job, clock, timeout, keys_id)
 
     def _flush_pending(self, upto: int) -> None:
-        """Apply the held updates of clocks ``< upto``: per clock, per table, one summed step;
-        each clock's all or none (:func:`~dask_ps.state.merging.apply_all`). A refused clock
-        is dropped (the later ones are applied) and its error raised."""
-        error = None
-        for c in sorted(k for k in self._pending if k < upto):
-            by_table: dict[str, list] = defaultdict(list)  # table -> each participant's pieces
-            for _, updates in sorted(self._pending.pop(c), key=lambda item: item[0]):
-                mine: dict[str, list] = defaultdict(list)
-                for name, keys, values in updates:
-                    mine[name].append((keys, values))
-                for name, pieces in mine.items():
-                    by_table[name].append(pieces)
-            steps = []  # (table, keys, values) of the clock
-            for name, per_participant in by_table.items():
-                table = self.tables[name]
-                if len(per_participant) == 1 or _exact_sums(table.spec):
-                    # no merge: one participant's pieces have distinct keys (those of the
-                    # pieces of one pull: each finds its rows in the lookup memo, where a
-                    # joined array would be looked up again), or any order gives the same bits
-                    steps.extend((table, k, v)
-                                 for k, v in itertools.chain.from_iterable(per_participant))
-                    continue
-                parts = [_joined(pieces) for pieces in per_participant]
-                if _same_keys(parts):
-                    # every participant pushed the same keys (e.g. one histogram layout):
-                    # row-wise sums in participant order, the merge's arithmetic without
-                    # its hash
-                    keys = parts[0][0]
-                    first = parts[0][1]
-                    values = first + first.dtype.type(0)  # 0 + v as the merge; a new array
-                    for _, v in parts[1:]:
-                        values += v
-                else:
-                    keys, values = merge_pushes(parts)
-                steps.append((table, keys, values))
-            try:
-                apply_all(steps, self.shard, f"clock {c}")
-            except ValueError as exc:
-                error = error or exc
-        if error is not None:
-            raise error
+        """Apply the held updates of clocks ``< upto``: see
+        :func:`~._clock_steps.apply_held`."""
+        apply_held(self._pending, upto, self.tables, self.shard)
 
     async def finish(self, job: str, participant: int) -> None:
         """``participant`` has left the job: it no longer holds the others back."""
@@ -588,15 +526,6 @@ class Shard(FreezeGCFirst):
             clocks=None if self.clocks is None else self.clocks.clocks.tolist(),
             staleness_bound=None if self.clocks is None else self.clocks.consistency.staleness,
         )
-
-
-def _joined(pieces: list) -> tuple:
-    """One participant's ``(keys, values)`` pushes of a table at a clock as one: the pieces
-    of a large push, each naming the keys of a piece of the pull before it (keys distinct),
-    joined to be merged with the other participants'."""
-    if len(pieces) == 1:
-        return pieces[0]
-    return (np.concatenate([k for k, _ in pieces]), np.concatenate([v for _, v in pieces]))
 
 
 def _answer_parked(ready: list) -> None:
