@@ -8,7 +8,8 @@ API. :class:`PSEstimator` gives it, in one place:
   (:data:`COMMON_CONSTRAINTS`);
 * the model and the data (:meth:`~PSEstimator._model`, :meth:`~PSEstimator._partition`);
 * the epoch loop (:class:`~.epoch_loop.EpochLoop`, :meth:`~PSEstimator._epoch_loop`): checkpoints,
-  recovery, progress, callbacks, evaluation, divergence and ``history_``;
+  recovery, progress, callbacks, evaluation, divergence and ``history_``; the checkpoint
+  versions of a stream of ``partial_fit`` calls are kept by :mod:`._stream`;
 * pickling without the client (an estimator made with ``client=c`` pickles, clones and
   travels to tasks; the copy uses the current client);
 * fits that fail leave the estimator as it was: every ``fit`` and ``partial_fit`` a
@@ -167,7 +168,7 @@ def one_seed_per_call(method: Callable) -> Callable:
 def _fitting(method: Callable) -> Callable:
     """A fitting ``method`` (``fit``, ``partial_fit``, or the function of scikit-learn's
     ``available_if`` of one) wrapped by :func:`keeps_state_on_failure`,
-    :func:`one_seed_per_call` and :func:`notes_last_version`, once: a method wrapped
+    :func:`one_seed_per_call` and :func:`~._stream.notes_last_version`, once: a method wrapped
     already (a subclass's inherited descriptor) is returned as it is."""
     if getattr(method, "_keeps_state_on_failure", False):
         return method
