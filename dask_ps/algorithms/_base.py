@@ -8,7 +8,8 @@ API. :class:`PSEstimator` gives it, in one place:
   (:data:`COMMON_CONSTRAINTS`);
 * the model and the data (:meth:`~PSEstimator._model`, :meth:`~PSEstimator._partition`);
 * the epoch loop (:class:`~.epoch_loop.EpochLoop`, :meth:`~PSEstimator._epoch_loop`): checkpoints,
-  recovery, progress, callbacks, evaluation, divergence and ``history_``;
+  recovery, progress, callbacks, evaluation, divergence and ``history_``; the checkpoint
+  versions of a stream of ``partial_fit`` calls are kept by :mod:`._stream`;
 * pickling without the client (an estimator made with ``client=c`` pickles, clones and
   travels to tasks; the copy uses the current client);
 * fits that fail leave the estimator as it was: every ``fit`` and ``partial_fit`` a
@@ -23,7 +24,6 @@ import functools
 import hashlib
 import numbers
 import os
-import pickle
 import sys
 from typing import Any, Callable
 
@@ -38,6 +38,7 @@ from ..model import PSModel
 from ..partitions import Partitions, partition
 from ..partitions.inputs import check_columns
 from ..state.consistency import Consistency
+from ._stream import _CALL_LOOPS, _LAST_VERSION, notes_last_version, stream_start, stream_versions
 from .epoch_loop import EpochLoop
 
 __all__ = ["COMMON_CONSTRAINTS", "Interval", "PSEstimator", "check_numeric_columns",
@@ -105,57 +106,6 @@ FITTING_METHODS = ("fit", "partial_fit")
 #: Where a fitting call keeps the seed it drew from a ``RandomState`` (see
 #: :meth:`PSEstimator._seed`); present only during the call.
 _CALL_SEED = "_call_seed"
-#: Where an estimator keeps ``(checkpoint URL, versions)``: the checkpoint versions its
-#: fits since the last one from scratch wrote (see :meth:`PSEstimator._epoch_loop`).
-_OWN_VERSIONS = "_checkpoint_versions"
-#: Where an estimator keeps ``(checkpoint URL, version, state_token)`` of the version its
-#: last fitting call saved last: its model as the call left it (see :meth:`_epoch_loop`).
-_LAST_VERSION = "_checkpoint_last"
-#: The epoch loops of the current fitting call (present only during the call).
-_CALL_LOOPS = "_call_loops"
-
-
-def state_token(estimator) -> str:
-    """SHA-256 (hex) of an estimator's fitted attributes (those whose names end with
-    ``_``, but ``history_``), pickled: equal tokens mean the same fitted model."""
-    fitted = sorted((k, v) for k, v in estimator.__dict__.items()
-                    if k.endswith("_") and not k.startswith("__") and k != "history_")
-    buffers: list = []  # arrays' data out of band: hashed in place, not copied
-    digest = hashlib.sha256(pickle.dumps(fitted, protocol=5, buffer_callback=buffers.append))
-    for b in buffers:
-        digest.update(b.raw())
-    return digest.hexdigest()
-
-
-def notes_last_version(method: Callable) -> Callable:
-    """``method`` of an estimator (``fit``, ``partial_fit``) after whose outermost call the
-    estimator knows the checkpoint version its last epoch loop saved last, with the
-    :func:`state_token` of the model it leaves (:data:`_LAST_VERSION`; dropped when the
-    call saved none): the next ``partial_fit`` of the stream, the model unchanged, need not
-    save it again before its first epoch (see :meth:`PSEstimator._epoch_loop`)."""
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        outer = _CALL_LOOPS not in self.__dict__
-        if outer:
-            self.__dict__[_CALL_LOOPS] = []
-        try:
-            out = method(self, *args, **kwargs)
-            if outer:
-                loops = self.__dict__[_CALL_LOOPS]
-                saved = loops[-1].last_version if loops else None
-                if saved is None:
-                    self.__dict__.pop(_LAST_VERSION, None)
-                else:
-                    self.__dict__[_LAST_VERSION] = (loops[-1].checkpoint, saved,
-                                                    state_token(self))
-            return out
-        finally:
-            if outer:
-                self.__dict__.pop(_CALL_LOOPS, None)
-
-    wrapper._notes_last_version = True
-    return wrapper
 
 
 def keeps_state_on_failure(method: Callable) -> Callable:
@@ -218,7 +168,7 @@ def one_seed_per_call(method: Callable) -> Callable:
 def _fitting(method: Callable) -> Callable:
     """A fitting ``method`` (``fit``, ``partial_fit``, or the function of scikit-learn's
     ``available_if`` of one) wrapped by :func:`keeps_state_on_failure`,
-    :func:`one_seed_per_call` and :func:`notes_last_version`, once: a method wrapped
+    :func:`one_seed_per_call` and :func:`~._stream.notes_last_version`, once: a method wrapped
     already (a subclass's inherited descriptor) is returned as it is."""
     if getattr(method, "_keeps_state_on_failure", False):
         return method
@@ -247,6 +197,13 @@ class PSEstimator(BaseEstimator):
         if state.get("client") is not None and not isinstance(state["client"], str):
             state["client"] = None
         return state
+
+    def set_params(self, **params):
+        """scikit-learn's ``set_params``; the next ``partial_fit`` into a checkpoint saves
+        the model before its first epoch again (the stream's newest version was written
+        under the parameters before; see :mod:`._stream`)."""
+        self.__dict__.pop(_LAST_VERSION, None)
+        return super().set_params(**params)
 
     def __sklearn_clone__(self):
         """scikit-learn's ``clone``, the ``client`` shared rather than copied: a Dask client
@@ -347,18 +304,14 @@ class PSEstimator(BaseEstimator):
         to the last fit from scratch, count as its own: a stream of ``partial_fit`` calls
         keeps 2 versions in all (the newest), not 2 per call. A fit from scratch starts a
         new count (the versions of earlier fits are left alone). When the stream's newest
-        version still holds the model (its :func:`state_token` unchanged since the call
-        that saved it), the fit does not save it again before its first epoch (when a loss
-        before its first version can refill the tables from the model in memory:
-        ``start_from`` of :class:`EpochLoop`): a stream saves one version per call, not 2."""
-        held = self.__dict__.get(_OWN_VERSIONS)
+        version still holds the model (unchanged since the call that saved it, as its
+        :class:`~._stream.StateMark` sees in O(1)), the fit does not save it again before
+        its first epoch (when a loss before its first version can refill the tables from
+        it: ``start_from`` of :class:`EpochLoop`): a stream saves one version per call."""
         own = start = None
         if self.checkpoint not in (None, "auto"):
-            if not continues or held is None or held[0] != self.checkpoint:
-                held = (self.checkpoint, [])  # a failed fit puts the previous one back
-                self.__dict__[_OWN_VERSIONS] = held
-            own = held[1]
-            start = self._stream_version(own)
+            own = stream_versions(self, continues)
+            start = stream_start(self, own)
         loop = EpochLoop(model, name, n_epochs, checkpoint=self.checkpoint,
                          checkpoint_every=self.checkpoint_every,
                          max_recoveries=self.max_recoveries, resume=self.resume,
@@ -366,22 +319,6 @@ class PSEstimator(BaseEstimator):
                          own_versions=own, start_from=start, **kwargs)
         self.__dict__.get(_CALL_LOOPS, []).append(loop)
         return loop
-
-    def _stream_version(self, own: list[int]):
-        """The ``CheckpointInfo`` of the stream's newest version ``own[-1]`` when it holds
-        the estimator's model (saved last by the last fitting call, the fitted attributes
-        unchanged since) and is still complete and sound; else None."""
-        last = self.__dict__.get(_LAST_VERSION)
-        if not own or last is None or last[:2] != (self.checkpoint, own[-1]) or \
-                last[2] != state_token(self):
-            return None
-        from ..exceptions import CheckpointFormatError, CheckpointNotFoundError
-        from ..model import format as ck
-
-        try:
-            return ck.latest(self.checkpoint, version=own[-1])
-        except (CheckpointNotFoundError, CheckpointFormatError):  # deleted or damaged since
-            return None
 
 
 #: A dask frame's columns are judged by the first of its first this many partitions that
