@@ -111,6 +111,20 @@ def test_id_mapping():
         IdMapping(["a", "b", "a"])
 
 
+def test_from_sorted_refuses_repeated_or_unsorted_ids():
+    """from_sorted trusted its ids: a repeated one broke the hash lookup (pandas), an
+    unsorted string one gave wrong codes silently (searchsorted)."""
+    assert IdMapping.from_sorted(np.array([3, 8, 9])).codes([9, 3, 4]).tolist() == [2, 0, -1]
+    assert IdMapping.from_sorted(np.array(["a", "b"])).codes(["b", "c"]).tolist() == [1, -1]
+    assert len(IdMapping.from_sorted(np.zeros(0, np.int64))) == 0
+    with pytest.raises(ValueError, match=r"^ids\[2\] = 3 repeats ids\[1\] = 3: the ids must "
+                                         r"be sorted and distinct$"):
+        IdMapping.from_sorted(np.array([1, 3, 3, 5]))
+    with pytest.raises(ValueError, match=r"^user_ids_\[2\] = 'b' is smaller than "
+                                         r"user_ids_\[1\] = 'c'"):
+        IdMapping.from_sorted(np.array(["a", "c", "b"]), "user_ids_")
+
+
 def test_docstring_examples():
     result = doctest.testmod(ratings_module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
