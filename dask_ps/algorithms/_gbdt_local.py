@@ -35,7 +35,7 @@ from ._gbdt_ensemble import Ensemble
 from ._gbdt_kernels import quantization_scale
 from ._gbdt_objectives import Objective, get_objective
 from ._gbdt_siblings import expand_siblings
-from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT, BinSketch, sample_rate
+from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT, BinSketch, kernel_array, sample_rate
 from ._gbdt_splits import N_SPLIT_COLS, find_splits, merge_splits, split_params
 from ._gbdt_tree import LevelGrower, leaf_budget, resolve_split_share
 from ._gbdt_worker import BinnedPartition, partition_sketch
@@ -220,7 +220,7 @@ def boost_local(X, y, *, objective="binary", n_classes=None, n_estimators=100,
         if not value >= 0:
             raise ValueError(f"{name} must be >= 0, got {value!r}")
     if not sp.issparse(X):
-        X = np.asarray(X)
+        X = kernel_array(X)  # the bin kernels take writable arrays
     if X.ndim != 2:
         raise ValueError(f"X must be 2-d, got shape {X.shape}")
     y = obj.check_y(y)

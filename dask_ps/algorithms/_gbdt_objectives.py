@@ -13,6 +13,8 @@ from fractions import Fraction
 import numba
 import numpy as np
 
+from ._gbdt_sketch import kernel_array
+
 _JIT = dict(cache=True, nogil=True)
 
 _GRAD_SIG = ("void(float64[::1], float64[::1], float64, float64, float64[::1], float64[::1], "
@@ -97,8 +99,10 @@ class Objective:
         return 1
 
     def check_y(self, y) -> np.ndarray:
-        """Labels as float64 (n,); raises ValueError naming the first bad row."""
-        y = np.asarray(y, dtype=np.float64).ravel()
+        """Labels as float64 (n,), ready for the gradient kernels (C-contiguous, writable:
+        :func:`~._gbdt_sketch.kernel_array`, a copy of read-only labels); raises ValueError
+        naming the first bad row."""
+        y = kernel_array(np.asarray(y, dtype=np.float64).ravel())
         bad = np.flatnonzero(~np.isfinite(y))
         if bad.size:
             raise ValueError(f"y[{bad[0]}] = {y[bad[0]]} is not finite")
@@ -282,7 +286,7 @@ _EMPTY = np.zeros(0)
 
 def _weights(w) -> np.ndarray:
     """The gradient kernels' weights: float64 (n,), or empty for unweighted rows."""
-    return _EMPTY if w is None else np.ascontiguousarray(w, np.float64)
+    return _EMPTY if w is None else kernel_array(w, np.float64)
 
 
 class Regression(Objective):

@@ -351,8 +351,8 @@ class MatrixFactorization(PSEstimator):
     # -- prediction ---------------------------------------------------------------------
     def _indices(self, X, warn: bool = True) -> tuple[np.ndarray, np.ndarray]:
         users, items, _ = data_.triples(X, None, self._cols, False)
-        uc = IdMapping.from_sorted(self.user_ids_).codes(users)
-        ic = IdMapping.from_sorted(self.item_ids_).codes(items)
+        uc = IdMapping.from_sorted(self.user_ids_, "user_ids_").codes(users)
+        ic = IdMapping.from_sorted(self.item_ids_, "item_ids_").codes(items)
         self._cold(users, items, uc, ic, warn)
         return uc, ic
 
@@ -511,7 +511,7 @@ class MatrixFactorization(PSEstimator):
                             f"{type(user).__name__} {_shown(user)}; call recommend for each "
                             f"user")
         ids = data_.as_ids(np.array([user]), "user")
-        code = int(IdMapping.from_sorted(self.user_ids_).codes(ids)[0])
+        code = int(IdMapping.from_sorted(self.user_ids_, "user_ids_").codes(ids)[0])
         # float64 (a model saved by an earlier version may hold float32 item rows)
         scores = np.add(self.item_bias_, self.global_mean_, dtype=np.float64)
         if code >= 0:
@@ -534,7 +534,7 @@ class MatrixFactorization(PSEstimator):
             if np.ndim(exclude) > 1:
                 raise TypeError(f"exclude must be item ids (a 1-d array-like) or one item id,"
                                 f" got {np.ndim(exclude)} dimensions")
-            ex = IdMapping.from_sorted(self.item_ids_).codes(
+            ex = IdMapping.from_sorted(self.item_ids_, "item_ids_").codes(
                 data_.as_ids(np.atleast_1d(np.asarray(exclude)), "exclude"))
             keep[ex[ex >= 0]] = False
         cand = np.flatnonzero(keep)

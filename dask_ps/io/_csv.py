@@ -361,7 +361,8 @@ def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str
     """
     if not data.strip():
         return pa.table({n: pa.array([], type=t) for n, t in types.items()})
-    if fallback is not None and (b" " in data or (sep != "\t" and b"\t" in data)):
+    if fallback is not None and (b" " in data or (sep != "\t" and b"\t" in data)
+                                 or _first_line_refuses(data, names, types, fallback, sep)):
         types, fallback = fallback, None
     try:
         table = _arrow_csv(data, names, types, sep)
@@ -380,6 +381,32 @@ def parse_block(data: bytes, names: list[str], types: dict, sep: str, where: str
         raise bad_line(data, names, types, sep, where, line0, "a non-finite number", required,
                        nan_missing)
     return table
+
+
+#: The bytes of the integers pyarrow parses (digits, a sign, hexadecimal "0x1f"): a field
+#: with any other byte is not one.
+_INTEGER_BYTES = frozenset(b"0123456789+-xXabcdefABCDEF")
+
+
+def _first_line_refuses(data: bytes, names: list[str], types: dict, fallback: dict,
+                        sep: str) -> bool:
+    """Whether the first non-empty line of ``data`` has, in a column ``types`` parses as
+    integers and ``fallback`` does not, a field no integer has a byte of ("u7"): the parse
+    with ``types`` would fail, so :func:`parse_block` goes to ``fallback`` without it (a
+    block of string ids paid a failed integer parse). False when unsure (a quote)."""
+    cols = [names.index(c) for c, t in types.items()
+            if pa.types.is_integer(t) and fallback.get(c, t) != t]
+    start, end = 0, -1
+    while cols and end < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        line = data[start:end].rstrip(b"\r")
+        if line.strip():
+            fields = line.split(sep.encode())
+            return b'"' not in line and len(fields) == len(names) and any(
+                not _INTEGER_BYTES.issuperset(fields[j]) for j in cols)
+        start = end + 1
+    return False
 
 
 def _rows_unlike_lines(data: bytes, rows: int, sep: str) -> bool:

@@ -50,11 +50,36 @@ class IdMapping:
         self.ids = ids
 
     @classmethod
-    def from_sorted(cls, ids) -> "IdMapping":
+    def from_sorted(cls, ids, name: str = "ids") -> "IdMapping":
         """The mapping of ``ids`` already sorted and distinct (e.g. a fitted model's
-        ``user_ids_``), taken as they are."""
+        ``user_ids_``), taken as they are: checked (one vectorised comparison of neighbours),
+        not sorted again.
+
+        Parameters
+        ----------
+        ids : int64 or str array (n,)
+            Strictly increasing ids.
+        name : str, default "ids"
+            What ``ids`` are, for the error (``"user_ids_"``).
+
+        Raises
+        ------
+        DataError (a ValueError)
+            An id that repeats the one before it or is smaller: naming it, its position and
+            the one before (a repeated id would get wrong codes from the hash lookup).
+        """
+        ids = np.asarray(ids)
+        if ids.ndim != 1:
+            raise DataError(f"{name} must be 1-d, got shape {ids.shape}")
+        if ids.shape[0] > 1:
+            rising = ids[1:] > ids[:-1]
+            if not rising.all():
+                k = int(np.argmin(rising)) + 1
+                how = "repeats" if ids[k] == ids[k - 1] else "is smaller than"
+                raise DataError(f"{name}[{k}] = {ids[k].item()!r} {how} {name}[{k - 1}] = "
+                                f"{ids[k - 1].item()!r}: the ids must be sorted and distinct")
         mapping = cls.__new__(cls)
-        mapping.ids = np.asarray(ids)
+        mapping.ids = ids
         return mapping
 
     def __len__(self) -> int:

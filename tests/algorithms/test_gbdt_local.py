@@ -12,6 +12,7 @@ from sklearn.metrics import roc_auc_score
 from test_gbdt_kernels import _bits, _mixed_data
 
 from dask_ps.algorithms._gbdt_local import boost_local
+from dask_ps.algorithms._gbdt_objectives import get_objective
 
 # ----------------------------------------------------------------------------- booster
 
@@ -105,6 +106,35 @@ def test_constant_and_all_nan_columns_are_ignored():
     assert np.isfinite(r.predict(X)).all() and roc_auc_score(y, r.predict(X)) > 0.99
     r = boost_local(X[:, :2], y, n_estimators=3)  # nothing usable: a model of the base rate
     np.testing.assert_allclose(r.predict(X[:, :2]), y.mean(), rtol=1e-5)  # quantized sums
+
+
+def _read_only(a):
+    a = np.array(a)
+    a.flags.writeable = False
+    return a
+
+
+@pytest.mark.parametrize("objective", ["binary", "multiclass", "regression"])
+def test_read_only_labels_weights_and_rows_reach_the_kernels(objective):
+    """Read-only inputs (a memmap, a pandas copy-on-write column) are copied where a numba
+    kernel takes them: labels from check_y, weights, and boost_local's rows (numba's "No
+    matching definition ... readonly array" before)."""
+    X, y = _mixed_data(300, 4)
+    obj = get_objective(objective, 2)
+    w = np.random.default_rng(3).uniform(0.5, 2.0, 300)
+    raw = np.random.default_rng(4).normal(size=(obj.n_outputs, 300))
+    out = []
+    for labels, weights in ((y, w), (_read_only(y[:, None]), _read_only(w))):
+        checked = obj.check_y(labels)  # a read-only (n, 1) column too
+        assert checked.flags.writeable and checked.flags.c_contiguous
+        grad, hess = np.zeros_like(raw), np.zeros_like(raw)
+        obj.gradients(checked, raw, 1e6, 1e6, grad, hess, weights)
+        out.append((grad, hess))
+    np.testing.assert_array_equal(out[0], out[1])
+    kw = dict(objective=objective, n_classes=2, n_estimators=3, min_samples_leaf=5)
+    ro = boost_local(_read_only(X), _read_only(y), eval_set=(_read_only(X), _read_only(y)),
+                     **kw)
+    np.testing.assert_array_equal(ro.predict_raw(X), boost_local(X, y, **kw).predict_raw(X))
 
 
 def test_bad_labels_and_shapes_raise_clear_errors():

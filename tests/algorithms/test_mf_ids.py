@@ -147,3 +147,20 @@ def test_recommend_for_an_unseen_user_follows_cold_start(fitted, user, hint):
     model.set_params(cold_start="raise")
     items, scores = model.recommend(model.user_ids_[0], n=3)  # a known user: no warning
     assert items.shape == (3,) and scores.dtype == np.float64
+
+
+def test_a_model_with_repeated_ids_is_refused_naming_the_attribute(fitted):
+    """A model whose user_ids_ repeat an id (edited, or saved by broken code) looked its
+    users up with wrong codes or pandas' "uniquely valued Index" error; now it names the
+    attribute and the position."""
+    import copy
+
+    model = copy.copy(fitted)
+    ids = fitted.user_ids_.copy()
+    ids[5] = ids[4]
+    model.user_ids_ = ids
+    message = f"^user_ids_\\[5\\] = {ids[4]} repeats user_ids_\\[4\\] = {ids[4]}: "
+    with pytest.raises(DataError, match=message):
+        model.predict(pd.DataFrame({"user": [ids[6]], "item": [fitted.item_ids_[0]]}))
+    with pytest.raises(DataError, match=message):
+        model.recommend(ids[6], n=3)
