@@ -110,15 +110,16 @@ def _progressive(est, docs, tokens: int) -> dict:
             "progressive_perplexity": float(np.exp(-ll / tokens))}
 
 
-def learn_lda(estimator, b: int, X, vocabulary, where: str) -> dict | None:
+def learn_lda(estimator, b: int, X, vocabulary, where) -> dict | None:
     """Score batch ``b`` (documents ``X``) with the topics as they stand, then
     ``partial_fit`` it; its record (also the last of ``history_``, the record of the
     batch's last iteration), or None for a batch without a token (skipped, logged naming
-    ``where``). A dask ``X`` is computed once, here (the score needs its counts)."""
+    ``where()``, the batch's description). A dask ``X`` is computed once, here (the score
+    needs its counts)."""
     docs = as_csr(X.compute()) if is_dask(X) else X
     counts = as_csr(docs)
     if counts.count_nonzero() == 0 and getattr(docs, "ndim", 2) == 2:
-        _log.warning("learn_online: %s holds no token (%d documents): skipped", where,
+        _log.warning("learn_online: %s holds no token (%d documents): skipped", where(),
                      counts.shape[0])
         return None
     if hasattr(estimator, "vocabulary_") and vocabulary is not None:

@@ -315,7 +315,7 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         else:
             X = batch[0]
         try:
-            record = learn_lda(estimator, b, X, terms, _where(b, X)) if lda else \
+            record = learn_lda(estimator, b, X, terms, lambda: _where(b, X)) if lda else \
                 _learn(estimator, b, *batch, classes)
             if record is not None and version_every is not None and b % version_every == 0:
                 _save_version(estimator, version_path(versions, first + b))
