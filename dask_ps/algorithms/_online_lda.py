@@ -75,8 +75,10 @@ def stream_vocabulary(estimator, vocabulary) -> np.ndarray | None:
 
 
 def lda_batch(b: int, batch, vocabulary: np.ndarray | None) -> tuple[object, np.ndarray | None]:
-    """``(X, vocabulary)`` of batch ``b``: a tuple is ``(X, vocabulary)`` (its vocabulary
-    may be None: the stream's), anything else the documents ``X`` with the stream's.
+    """``(X, vocabulary)`` of batch ``b``: a tuple, or a list of 2 items the first of them
+    a matrix (``ndim`` 2; a list of documents' rows is ``X``), is ``(X, vocabulary)`` (its
+    vocabulary may be None: the stream's), anything else the documents ``X`` with the
+    stream's.
 
     Raises
     ------
@@ -84,11 +86,13 @@ def lda_batch(b: int, batch, vocabulary: np.ndarray | None) -> tuple[object, np.
         A tuple of other than 2 items, a second item that is not a vocabulary (labels), or
         a vocabulary other than the stream's ``vocabulary=``.
     """
-    if not isinstance(batch, tuple):
+    pair = isinstance(batch, tuple) or (isinstance(batch, list) and len(batch) == 2
+                                        and getattr(batch[0], "ndim", None) == 2)
+    if not pair:
         return batch, vocabulary
     if len(batch) != 2:
-        raise ValueError(f"batch {b} of the stream is a tuple of {len(batch)} items, not "
-                         f"X or an (X, vocabulary) pair")
+        raise ValueError(f"batch {b} of the stream is a {type(batch).__name__} of "
+                         f"{len(batch)} items, not X or an (X, vocabulary) pair")
     X, terms = batch
     if terms is None:
         return X, vocabulary

@@ -170,7 +170,8 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         or DataFrames: a dask batch is computed once in this process, where its score
         needs its counts, and ``partial_fit`` scatters it), or a tuple ``(X, vocabulary)``
         as :func:`dask_ps.io.read_ldac`, :func:`~dask_ps.io.read_docword` and
-        :func:`~dask_ps.io.read_text` return (a vocabulary None is the stream's); the
+        :func:`~dask_ps.io.read_text` return (or a list ``[X, vocabulary]`` of a matrix
+        ``X``; a vocabulary None is the stream's); the
         columns of every batch must be the same terms (give the readers the stream's
         vocabulary, e.g. ``(read_text(f, vocabulary=terms) for f in files)``). A batch
         without a token (no rows, or only zeros) is skipped as an empty one is.

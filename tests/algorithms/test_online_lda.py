@@ -38,8 +38,8 @@ def batch_records(est):
 def test_a_stream_of_documents_scores_each_batch_before_learning_it(tmp_path, caplog):
     """Progressive perplexity falls as the topics form; versions are written every 3 batches
     and load (and score) while the stream goes on; batches come as CSR, (X, vocabulary)
-    pairs as the readers return them, dense and dask arrays; a batch without a token is
-    skipped."""
+    pairs as the readers return them (or lists), dense and dask arrays, lists of rows; a
+    batch without a token is skipped."""
     loaded = {}
 
     def serve(record):
@@ -56,11 +56,13 @@ def test_a_stream_of_documents_scores_each_batch_before_learning_it(tmp_path, ca
             if i == 1:
                 yield X, TERMS  # as read_ldac / read_text return a batch
             elif i == 2:
-                yield X.toarray()
+                yield [X.toarray(), TERMS]  # a list of a matrix and its terms: a pair too
             elif i == 3:
                 yield da.from_array(X, chunks=(15, 24)), None
             elif i == 4:
                 yield sp.csr_matrix((7, 24))  # documents without a token
+            elif i == 5:
+                yield X.toarray().tolist()  # a list of documents' rows: X
             else:
                 yield X
 
