@@ -286,6 +286,11 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
             As :meth:`fit`; ``X`` with another number of terms than the model,
             ``n_components`` changed since the model was fitted, or ``resume=True`` on a
             fitted model (it goes on from the model in memory).
+
+        See Also
+        --------
+        dask_ps.learn_online : ``partial_fit`` on a stream of batches, each scored first
+            (its progressive perplexity), with model versions saved along the way.
         """
         if not hasattr(self, "components_"):
             return self.fit(X, vocabulary=vocabulary)

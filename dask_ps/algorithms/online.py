@@ -10,6 +10,11 @@ et al., KDD 2013, section 5.1), the honest online estimate of the loss on unseen
 while training goes on. Version numbers go on after the highest one already in the folder,
 so a learner restarted on it (e.g. from its last version after a crash) never overwrites a
 version and the newest name is always the newest model.
+
+A :class:`~dask_ps.LatentDirichletAllocation` learns a stream of documents alike (batches
+``X`` or ``(X, vocabulary)``, no labels): each batch is scored by its perplexity under the
+topics before it, as the online LDA of Hoffman, Blei & Bach (NIPS 2010) and gensim's
+``LdaModel.update`` report each new mini-batch's (:mod:`._online_lda`).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from sklearn.base import is_classifier
 from ..io._blocks import source_paths
 from ..partitions.inputs import is_dask
 from ..saving import save_estimator, saved_params
+from ._online_lda import is_lda, lda_batch, learn_lda, stream_vocabulary
 
 __all__ = ["last_version", "learn_online", "version_path"]
 
@@ -133,27 +139,46 @@ def _named(exc: Exception, where: str) -> Exception:
 
 
 def learn_online(estimator, batches: Iterable, *, classes=None, version_every: int | None = None,
-                 versions: str | None = None, on_batch=None):
+                 versions: str | None = None, on_batch=None, vocabulary=None):
     """Train ``estimator`` on a stream of mini-batches with progressive validation, saving a
     model version every ``version_every`` batches without stopping.
 
     Parameters
     ----------
-    estimator : LogisticRegression or FactorizationMachineClassifier
-        With a stochastic solver; fitted already (it continues) or not. With
-        ``checkpoint=URL`` the stream keeps the newest 2 checkpoint versions its batches
-        saved there (each ``partial_fit`` saves one after its batch, pruning those of the
-        batches before; the first also one before it: its model is not saved yet).
-    batches : iterable of (X, y)
-        Any input ``partial_fit`` takes (NumPy, scipy.sparse, pandas, dask arrays such as
-        :func:`dask_ps.io.read_ctr` gives, dask DataFrames with ``y`` a dask Series; dask
-        arrays of unknown chunk sizes in process, while on a cluster ``partial_fit`` asks
-        for ``compute_chunk_sizes()``); consumed lazily, one batch at a time. A batch
-        without rows (e.g. a file of a quiet hour holding only its header) is skipped: no
-        record, no version, a warning on the ``dask_ps.algorithms.online`` logger naming it.
+    estimator : LogisticRegression, FactorizationMachineClassifier or LatentDirichletAllocation
+        A classifier with a stochastic solver, or a topic model; fitted already (it
+        continues) or not. With ``checkpoint=URL`` the stream keeps the newest 2
+        checkpoint versions its batches saved there (each ``partial_fit`` saves one after
+        its batch, pruning those of the batches before; the first also one before it: its
+        model is not saved yet). An LDA's ``partial_fit`` runs ``max_iter`` Gibbs
+        iterations on the batch, the first topics of its tokens drawn from the topics
+        before: the topics after a batch are those of its documents, carried on from the
+        stream's, its counts replacing the batch's before (see
+        :meth:`~dask_ps.LatentDirichletAllocation.partial_fit`), so a batch should hold
+        enough documents to show every topic.
+    batches : iterable of (X, y), or for LDA of X or (X, vocabulary)
+        Not a path (refused: learn_online reads no files; read each batch with a reader).
+        Consumed lazily, one batch at a time. A classifier's: any input ``partial_fit``
+        takes (NumPy, scipy.sparse, pandas, dask arrays such as :func:`dask_ps.io.read_ctr`
+        gives, dask DataFrames with ``y`` a dask Series; dask arrays of unknown chunk sizes
+        in process, while on a cluster ``partial_fit`` asks for ``compute_chunk_sizes()``).
+        A batch without rows (e.g. a file of a quiet hour holding only its header) is
+        skipped: no record, no version, a warning on the ``dask_ps.algorithms.online``
+        logger naming it.
+        An LDA's: document-term counts (n_documents, n_terms), any ``X`` its
+        ``partial_fit`` takes (scipy.sparse CSR, NumPy, ``sparse.COO``, pandas, dask arrays
+        or DataFrames: a dask batch is computed once in this process, where its score
+        needs its counts, and ``partial_fit`` scatters it), or a tuple ``(X, vocabulary)``
+        as :func:`dask_ps.io.read_ldac`, :func:`~dask_ps.io.read_docword` and
+        :func:`~dask_ps.io.read_text` return (or a list ``[X, vocabulary]`` of a matrix
+        ``X``; a vocabulary None is the stream's); the
+        columns of every batch must be the same terms (give the readers the stream's
+        vocabulary, e.g. ``(read_text(f, vocabulary=terms) for f in files)``). A batch
+        without a token (no rows, or only zeros) is skipped as an empty one is.
     classes : array-like, optional
         All the classes of the stream (scikit-learn's ``partial_fit`` convention: a label
-        outside them is refused); needed when the first batch may lack one.
+        outside them is refused); needed when the first batch may lack one. Classifiers
+        only.
     version_every : int, optional
         Save a version after every this many batches of the stream (with ``versions``;
         none after a skipped empty batch: the model did not change).
@@ -167,6 +192,12 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
     on_batch : callable, optional
         ``on_batch(record)`` after each batch (e.g. to log or to stop: a True return ends the
         stream).
+    vocabulary : sequence of str (n_terms,), optional
+        LDA only: the terms of the stream's columns, given to each ``partial_fit`` (kept as
+        the model's ``vocabulary_``, saved in its versions, for ``top_words``); a batch's
+        own vocabulary (``(X, vocabulary)``) must be the same terms, and so must the
+        ``vocabulary_`` of a model fitted before (each checked, naming the first term that
+        differs). Default: the batches' own, else the model's ``vocabulary_``, else none.
 
     Returns
     -------
@@ -178,16 +209,33 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         ``version`` (the file written after it, if one was). ``batch`` counts the batches of
         this call (from 1).
 
+        An LDA's ``history_`` holds its Gibbs iterations' records (``epoch``, ``loss``,
+        ... of :class:`~dask_ps.LatentDirichletAllocation`); the last iteration's record of
+        each batch also holds the batch's: ``batch``, ``rows`` (documents), ``tokens``
+        (the batch's total count), ``progressive_log_likelihood`` (``sum_dw c_dw
+        log(θ_d · φ_w)`` of the batch, the topics ``φ`` before the batch and each
+        document's ``θ_d`` folded in on its own words:
+        :meth:`~dask_ps.LatentDirichletAllocation.score`), ``progressive_perplexity``
+        (``exp(-progressive_log_likelihood / tokens)``: lower is better; the stream's is
+        ``exp(-Σ log-likelihoods / Σ tokens)``) and ``version``. Before the first fit
+        there are no topics: the first batch's two progressive fields are NaN, as a
+        classifier's first ``progressive_log_loss`` is. ``[r for r in est.history_ if
+        "batch" in r]`` are the batches' records; ``on_batch`` gets each.
+
     Raises
     ------
     ValueError
-        An estimator without ``partial_fit`` (``solver="lbfgs"``, GBDT), or that is not a
-        classifier (LDA), before any batch and before ``versions`` is made;
+        Before any batch and before ``versions`` is made: an estimator without
+        ``partial_fit`` (``solver="lbfgs"``, GBDT), or that is neither a classifier nor
+        LDA; ``classes`` for an LDA, ``vocabulary`` for a classifier, ``batches`` a path,
+        ``vocabulary`` not str terms or other terms than the model's ``vocabulary_``;
         ``version_every`` without ``versions`` (or the reverse), or not an integer >= 1
         (``True`` included), a batch that is not an
         ``(X, y)`` pair, a batch with labels outside the classes the model has
         (``classes``, else those of the first batch; the first batch too: ``classes`` must
-        include every label of the stream), or what ``partial_fit`` refuses.
+        include every label of the stream), or what ``partial_fit`` refuses; an LDA batch
+        that is a tuple of other than ``(X, vocabulary)``, whose second item is not str
+        terms (labels), or whose terms differ from ``vocabulary`` or the model's.
     Exception
         Any error raised while a batch was made, scored, trained on or saved names it: an
         exception of the same type whose message starts with ``batch 3 of the stream`` and,
@@ -208,7 +256,8 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
     ----------
     A. Blum, A. Kalai, J. Langford, "Beating the hold-out: bounds for k-fold and progressive
     cross-validation", COLT 1999; H. B. McMahan et al., "Ad Click Prediction: a View from the
-    Trenches", KDD 2013.
+    Trenches", KDD 2013; M. Hoffman, D. Blei, F. Bach, "Online learning for latent
+    Dirichlet allocation", NIPS 2010.
     """
     if (version_every is None) != (versions is None):
         raise ValueError("version_every and versions go together: give both or neither")
@@ -223,12 +272,28 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
             f": partial_fit needs a stochastic solver ('ftrl', 'sgd', 'adagrad'), got "
             f"solver={solver!r}" if solver == "lbfgs" else
             ": learn_online needs an estimator that learns batch by batch"))
-    if not is_classifier(estimator):  # e.g. LDA: a partial_fit(X), nothing to score
+    lda = is_lda(estimator)
+    if not lda and not is_classifier(estimator):
         raise ValueError(f"{type(estimator).__name__} is not a classifier: learn_online "
                          f"needs a classifier that learns batch by batch "
                          f"(partial_fit(X, y, classes=...)) and is scored on each batch "
-                         f"before it learns it (predict_proba); call its own partial_fit "
-                         f"on each batch instead")
+                         f"before it learns it (predict_proba), or a "
+                         f"LatentDirichletAllocation; call its own partial_fit on each "
+                         f"batch instead")
+    if lda and classes is not None:
+        raise ValueError(f"classes={classes!r} is for classifiers: "
+                         f"LatentDirichletAllocation learns documents without labels; leave "
+                         f"classes out")
+    if not lda and vocabulary is not None:
+        raise ValueError(f"vocabulary= is for LatentDirichletAllocation (the terms of the "
+                         f"documents' columns), not {type(estimator).__name__}; leave it out")
+    if isinstance(batches, (str, bytes, os.PathLike)):
+        raise ValueError(f"batches={os.fspath(batches)!r} is a path: learn_online reads no "
+                         f"files; give an iterable of batches, each read by a reader, e.g. "
+                         + ("(read_ldac(f, vocabulary) for f in files)" if lda else
+                            "(read_ctr(f, label=...) for f in files)"))
+    if lda:
+        vocabulary = stream_vocabulary(estimator, vocabulary)
     if versions is not None:
         _check_versions(estimator, versions)
     first = last_version(versions) if versions is not None else 0
@@ -243,15 +308,20 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
             if named is exc:
                 raise
             raise named from exc
-        if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
+        if lda:
+            X, terms = lda_batch(b, batch, vocabulary)
+        elif not (isinstance(batch, (tuple, list)) and len(batch) == 2):
             raise ValueError(f"batch {b} of the stream is a {type(batch).__name__}, not an "
                              f"(X, y) pair")
+        else:
+            X = batch[0]
         try:
-            record = _learn(estimator, b, *batch, classes)
+            record = learn_lda(estimator, b, X, terms, lambda: _where(b, X)) if lda else \
+                _learn(estimator, b, *batch, classes)
             if record is not None and version_every is not None and b % version_every == 0:
                 _save_version(estimator, version_path(versions, first + b))
         except Exception as exc:
-            named = _named(exc, _where(b, batch[0]))
+            named = _named(exc, _where(b, X))
             if named is exc:
                 raise
             raise named from exc

@@ -170,14 +170,14 @@ def test_bad_streams_are_refused(tmp_path):
     with pytest.raises(ValueError, match="^GBDTClassifier has no partial_fit: learn_online "
                                          "needs an estimator that learns batch by batch"):
         learn_online(GBDTClassifier(client="local"), stream(1))
-    # LDA has a partial_fit (of X alone): it was taken, made the versions folder and failed
-    # at batch 1 with "unexpected keyword argument 'classes'"
-    seen = []
-    with pytest.raises(ValueError, match="^LatentDirichletAllocation is not a classifier: "
-                                         "learn_online needs a classifier"):
-        learn_online(LatentDirichletAllocation(n_components=3, client="local"), taken(2),
-                     version_every=1, versions=str(tmp_path / "lda"))
-    assert seen == [] and not (tmp_path / "lda").exists()
+    # a classifier's stream of (X, y) given to an LDA: its labels are no vocabulary (LDA
+    # streams are tests/algorithms/test_online_lda.py's)
+    with pytest.raises(ValueError, match="^batch 1 of the stream's second item is not a "
+                                         "vocabulary"):
+        learn_online(LatentDirichletAllocation(n_components=3, client="local"), stream(1))
+    with pytest.raises(ValueError, match="^batches='train.csv' is a path: learn_online reads "
+                                         r"no files; .*\(read_ctr\(f, label=...\) for f in"):
+        learn_online(est, "train.csv")
 
 
 def _ctr_files(folder):
