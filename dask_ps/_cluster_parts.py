@@ -78,27 +78,32 @@ def _check_scheduler_file(path: str) -> None:
 START_STOP_WAIT = 20.0
 
 
-def _start_without_sigint(make):
-    """``make()`` (which starts a local cluster) in a thread of its own with SIGINT
-    blocked: the cluster's worker processes are born ignoring Ctrl-C, while this thread
-    still takes it at once.
+def _start_without_stop_signals(make):
+    """``make()`` (which starts a local cluster) in a thread of its own with SIGINT and
+    SIGTERM blocked: the cluster's worker processes are born ignoring Ctrl-C and SIGTERM,
+    while this thread still takes them at once.
 
-    Ctrl-C in a terminal signals the whole process group; the driver alone should stop the
-    run and close the cluster, instead of every worker process printing its
-    ``KeyboardInterrupt`` traceback (and the scheduler its broken connections to them). A
-    thread's blocked signals are inherited by the threads it starts and by the processes
-    they start (across ``exec``): the cluster's event-loop thread, the threads that loop
-    starts to spawn the worker processes (and respawn them later), and those processes,
-    keep SIGINT blocked for their life, from their first instruction on. A worker plugin
-    could only ignore it once the worker was up, seconds after the process was born.
+    Ctrl-C in a terminal signals the whole process group, and so does a batch system at a
+    walltime or ``scancel`` with SIGTERM (Slurm: every process of the job); the driver alone
+    should stop the run and close the cluster, instead of every worker process printing its
+    ``KeyboardInterrupt`` traceback, or dying of SIGTERM (and the scheduler and the nannies
+    logging their loss, restarts and broken connections). A thread's blocked signals are
+    inherited by the threads it starts and by the processes they start (across ``exec``):
+    the cluster's event-loop thread, the threads that loop starts to spawn the worker
+    processes (and respawn them later), and those processes, keep both blocked for their
+    life, from their first instruction on. A worker plugin could only ignore them once the
+    worker was up, seconds after the process was born. (The nannies stop their workers by
+    a message, then SIGKILL; the driver's :data:`dask_ps.cli.STOP_GRACE` watchdog kills
+    them too.)
 
-    A Ctrl-C here while the cluster starts waits up to :data:`START_STOP_WAIT` seconds for
-    the start to end, closes the cluster it made, and is raised (at once if the start
-    does not end: a start that hangs does not hold the Ctrl-C back).
+    A Ctrl-C (or SIGTERM's exception) here while the cluster starts waits up to
+    :data:`START_STOP_WAIT` seconds for the start to end, closes the cluster it made, and
+    is raised (at once if the start does not end: a start that hangs does not hold it back).
 
     multiprocessing's resource tracker is started first: the thread that starts it has
-    SIGINT unblocked afterwards (CPython 3.11 unblocks it rather than restoring), which
-    would let the cluster's loop thread, the tracker's first user, pass it on to the workers.
+    SIGINT and SIGTERM unblocked afterwards (CPython 3.11 unblocks them rather than
+    restoring), which would let the cluster's loop thread, the tracker's first user, pass
+    them on to the workers.
     """
     import signal
     import threading
@@ -113,7 +118,7 @@ def _start_without_sigint(make):
     done = threading.Event()  # (not Thread.join: an interrupted join can end the next one)
 
     def start():
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
             made = make()
         except BaseException as exc:  # noqa: BLE001 - passed to the caller

@@ -27,6 +27,14 @@ def current_worker():
         return None
 
 
+def in_own_process(worker) -> bool:
+    """Whether ``worker`` runs in a process of its own, started by a Dask nanny
+    (``Worker.nanny``: the nanny's address), rather than as a thread of another program's
+    process (``LocalCluster(processes=False)``: the user's process; ``dask worker --no-nanny``
+    counts as not, too)."""
+    return getattr(worker, "nanny", None) is not None
+
+
 def failed_task_log(record) -> tuple[str, str] | None:
     """``(exception, traceback)`` of a worker's "Compute Failed" log record, as texts, or
     None for another record. That record is the ``logger.error`` of ``Worker.execute`` on

@@ -32,7 +32,7 @@ from ._cluster_parts import (
     _check_address,
     _check_memory,
     _check_scheduler_file,
-    _start_without_sigint,
+    _start_without_stop_signals,
     _SubmitFailures,
 )
 from .exceptions import OptionError
@@ -554,7 +554,7 @@ def connect(spec: ClusterSpec) -> Session:
     elif spec.mode == "local":
         kwargs = _set(spec, memory_limit="memory", local_directory="local_directory",
                       interface="interface")
-        cluster = _start_without_sigint(lambda: LocalCluster(  # its workers ignore Ctrl-C
+        cluster = _start_without_stop_signals(lambda: LocalCluster(  # (see its notes)
             n_workers=spec.n_workers, threads_per_worker=spec.cores,
             dashboard_address=spec.dashboard_address, **kwargs))
         try:

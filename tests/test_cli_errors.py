@@ -123,6 +123,19 @@ def test_a_failing_sbatch_ends_the_command_at_once_with_its_stderr(tr, tmp_path)
     assert time.monotonic() - t0 < 150  # not the wait for workers
 
 
+def _start_train_lda(tmp_path, *args, env=None, stdout=subprocess.DEVNULL):
+    """``dask-ps train lda --seed 0 *args`` in a session of its own (its process group: a
+    terminal's Ctrl-C goes to the whole group), stderr to ``tmp_path / "stderr.txt"``;
+    returns the process (stdout as text when piped) and that file's path."""
+    stderr = tmp_path / "stderr.txt"
+    with open(stderr, "w") as err_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dask_ps.cli", "train", "lda", "--seed", "0", *args],
+            cwd=REPO, stdout=stdout, stderr=err_file, text=True, start_new_session=True,
+            env=env)
+    return proc, stderr
+
+
 @pytest.mark.timeout(300)
 def test_ctrl_c_stops_the_run_with_one_line(tmp_path):
     """SIGINT to the process group, as a terminal's Ctrl-C sends it: the driver stops the
@@ -131,12 +144,8 @@ def test_ctrl_c_stops_the_run_with_one_line(tmp_path):
     waits for them to end before the shards are released and the workers closed (else
     the workers log each task cancelled with them, or its calls to shards gone)."""
     train = _ldac(tmp_path / "docs.dat", n_docs=40000, n_terms=2000)
-    stderr = tmp_path / "stderr.txt"
-    with open(stderr, "w") as err_file:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "dask_ps.cli", "train", "lda", "--train", train, "--topics",
-             "50", "--max-iter", "1000000", "--seed", "0"], cwd=REPO, stdout=subprocess.PIPE,
-            stderr=err_file, text=True, start_new_session=True)
+    proc, stderr = _start_train_lda(tmp_path, "--train", train, "--topics", "50", "--max-iter",
+                                    "1000000", stdout=subprocess.PIPE)
     try:
         seen = []
         for line in proc.stdout:  # until the first iteration is done
@@ -159,12 +168,15 @@ def test_ctrl_c_stops_the_run_with_one_line(tmp_path):
         f"{STOP_GRACE:g} s: its processes were killed)"), err[-3000:]
 
 
-def _sigint_while_workers_start(tmp_path, hang: bool) -> tuple[int, str]:
-    """``dask-ps train lda`` on a local cluster, SIGINT the moment a worker process has
+def _signal_while_workers_start(tmp_path, hang: bool, signum=signal.SIGINT, group=None,
+                                up: bool = False) -> tuple[int, str, list[int]]:
+    """``dask-ps train lda`` on a local cluster, ``signum`` the moment a worker process has
     imported distributed and started its watch of the driver (a second thread), before its
-    worker, let alone a worker plugin, runs: to the process group (a terminal's Ctrl-C);
-    with ``hang``, whose workers never come up (a preload module that sleeps at import),
-    2 s later, to the driver alone. Returns the status and stderr."""
+    worker, let alone a worker plugin, runs (with ``up``: once both workers listen, their
+    servers up, as the start ends): to the process group (``group``; default: not ``hang``, as a
+    terminal's Ctrl-C) or to the driver alone; with ``hang``, whose workers never come up (a
+    preload module that sleeps at import), 2 s later. Returns the status, stderr and the
+    worker processes' masks of blocked signals then (Linux's ``/proc/PID/status``)."""
     import psutil
 
     env = dict(os.environ)
@@ -173,30 +185,32 @@ def _sigint_while_workers_start(tmp_path, hang: bool) -> tuple[int, str]:
         env.update(PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]),
                    DASK_DISTRIBUTED__WORKER__PRELOAD='["dask_ps_test_hang"]')
     train = _ldac(tmp_path / "docs.dat")
-    stderr = tmp_path / "stderr.txt"
-    with open(stderr, "w") as err_file:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "dask_ps.cli", "train", "lda", "--train", train, "--topics",
-             "3", "--workers", "2", "--seed", "0"], cwd=REPO, stdout=subprocess.DEVNULL,
-            stderr=err_file, start_new_session=True, env=env)
+    proc, stderr = _start_train_lda(tmp_path, "--train", train, "--topics", "3", "--workers",
+                                    "2", env=env)
     try:
         driver = psutil.Process(proc.pid)
         deadline = time.monotonic() + 200
         while proc.poll() is None and time.monotonic() < deadline:
             try:
-                if any("spawn_main" in " ".join(c.cmdline()) and c.num_threads() > 1
-                       for c in driver.children()):
+                workers = [c for c in driver.children() if "spawn_main" in " ".join(c.cmdline())]
+                masks = [_blocked_signals(c.pid) for c in workers]
+                if up and len(workers) == 2 and all(
+                        any(k.status == psutil.CONN_LISTEN for k in c.net_connections("tcp"))
+                        for c in workers):
+                    break  # both workers' servers listen
+                if not up and any(c.num_threads() > 1 for c in workers):
                     break  # a worker process runs its first thread: its worker is not up
-            except psutil.Error:
+            except (psutil.Error, OSError):  # a process gone meanwhile
                 pass
             time.sleep(0.005)
         else:
             raise AssertionError(f"no worker process came: {stderr.read_text()[-3000:]}")
         if hang:
             time.sleep(2)  # well into the start that never ends
-            os.kill(proc.pid, signal.SIGINT)
+        if (not hang) if group is None else group:
+            os.killpg(proc.pid, signum)
         else:
-            os.killpg(proc.pid, signal.SIGINT)
+            os.kill(proc.pid, signum)
         proc.wait(timeout=STOP_GRACE + 150)
     finally:
         try:  # the driver and any worker process left (sleeping in its preload)
@@ -204,14 +218,21 @@ def _sigint_while_workers_start(tmp_path, hang: bool) -> tuple[int, str]:
         except ProcessLookupError:
             pass
         proc.wait()
-    return proc.returncode, stderr.read_text()
+    return proc.returncode, stderr.read_text(), masks
+
+
+def _blocked_signals(pid: int) -> int:
+    """The mask of the signals process ``pid`` blocks (bit ``n - 1``: signal ``n``)."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1], 16) for line in f if line.startswith("SigBlk:"))
 
 
 @pytest.mark.timeout(300)
 def test_ctrl_c_while_the_workers_start_stops_with_one_line(tmp_path):
     """The worker processes are born with SIGINT blocked, so the only line is the
     driver's."""
-    code, err = _sigint_while_workers_start(tmp_path, hang=False)
+    code, err, masks = _signal_while_workers_start(tmp_path, hang=False)
+    assert masks and all(m >> (signal.SIGINT - 1) & 1 for m in masks), masks
     assert code == 130, err[-3000:]
     assert err.splitlines() == ["dask-ps: error: interrupted"], err[-3000:]
 
@@ -221,9 +242,26 @@ def test_ctrl_c_while_the_cluster_start_hangs_still_ends_the_command(tmp_path):
     """Ctrl-C to the driver is not held back until a start that never ends does: the
     command ends with status 130 and its line (the start runs in a thread of its own,
     SIGINT blocked there only)."""
-    code, err = _sigint_while_workers_start(tmp_path, hang=True)
+    code, err, _ = _signal_while_workers_start(tmp_path, hang=True)
     assert code == 130, err[-3000:]
     assert err.splitlines()[0].startswith("dask-ps: error: interrupted"), err[-3000:]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("group, up", [(True, False), (False, False), (True, True)],
+                         ids=["group", "driver", "group-up"])
+def test_sigterm_while_the_workers_start_stops_with_one_line(tmp_path, group, up):
+    """SIGTERM (a batch system's walltime or scancel: to the whole process group, or to the
+    driver alone) while the local cluster starts, or just after: status 143 and only the
+    driver's line. The worker processes are born with SIGTERM blocked too (before, a SIGTERM
+    to the group killed the workers once up: the scheduler and nannies could log their loss
+    and restarts, with tracebacks, depending on the moment)."""
+    code, err, masks = _signal_while_workers_start(tmp_path, hang=False, signum=signal.SIGTERM,
+                                                   group=group, up=up)
+    assert masks and all(m >> (signal.SIGTERM - 1) & 1 for m in masks), masks  # from birth
+    assert code == 143, err[-3000:]
+    assert err.splitlines() == ["dask-ps: error: stopped by SIGTERM (a walltime or scancel?)"], \
+        err[-3000:]
 
 
 def test_a_stop_signal_ends_the_command_even_when_its_exit_hangs(tmp_path):

@@ -48,6 +48,10 @@ WATCH_INTERVAL = 0.5
 #: shards, close the workers): a task still running would call shards that are gone, or
 #: be cancelled with its worker, and the workers would log either into the terminal.
 STOP_WAIT = 10.0
+#: Seconds between the first two checks that a stopped job's tasks stopped (on the workers
+#: still running one), doubling after each check up to :data:`STOP_POLL_MAX`.
+STOP_POLL = 0.05
+STOP_POLL_MAX = 0.5
 
 
 def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | Partitions, *,
@@ -123,6 +127,7 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
     results: list = [None] * len(items)
     shards = None
     stopped = False  # interrupted (Ctrl-C, SIGTERM's exception): not a task's error
+    groups = None
     try:
         groups = _task_groups(model, len(items), workers, info)
         connection.call_all(model, "start_job", job, len(groups), cons)
@@ -153,7 +158,8 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
                 raise r
         model._job = None
         if stopped and not model.is_local:  # woken, the tasks end at their next call
-            _wait_tasks_stop(model._client, f"{TASKS_PREFIX}{job}-", STOP_WAIT)
+            _wait_tasks_stop(model._client, f"{TASKS_PREFIX}{job}-", STOP_WAIT,
+                             None if groups is None else list(groups))
 
 
 def fit_partitions(model: PSModel, step: Callable[[WorkerView, Partition], Any],
@@ -319,19 +325,30 @@ def _refuse_in_task(model: PSModel) -> None:
                            f"after the other: {ONE_JOB}")
 
 
-def _wait_tasks_stop(client, prefix: str, limit: float) -> None:
-    """Wait up to ``limit`` seconds until no worker runs a task whose key starts with
-    ``prefix`` (released futures: their tasks run on until they return)."""
+def _wait_tasks_stop(client, prefix: str, limit: float, workers=None) -> int:
+    """Wait up to ``limit`` seconds until no worker (of ``workers``: addresses; default all)
+    runs a task whose key starts with ``prefix`` (released futures: their tasks run on until
+    they return); returns how many times it asked.
+
+    Asks at once, then only the workers still running one (a released task does not start
+    later), :data:`STOP_POLL` seconds later, then twice as long after each answer up to
+    :data:`STOP_POLL_MAX`: a big cluster is not asked every 50 ms for seconds.
+    """
     deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
+    pending = None if workers is None else list(workers)
+    delay, asked = STOP_POLL, 0
+    while time.monotonic() < deadline and (pending is None or pending):
         try:
-            running = client.run(_compat.executing_keys, on_error="return")
+            running = client.run(_compat.executing_keys, workers=pending, on_error="return")
         except Exception:  # noqa: BLE001 - a client or worker gone: nothing to wait for
-            return
-        if not any(isinstance(keys, list) and any(str(k).startswith(prefix) for k in keys)
-                   for keys in running.values()):
-            return
-        time.sleep(0.05)
+            return asked + 1
+        asked += 1
+        pending = [w for w, keys in running.items()
+                   if isinstance(keys, list) and any(str(k).startswith(prefix) for k in keys)]
+        if pending:
+            time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
+            delay = min(2 * delay, STOP_POLL_MAX)
+    return asked
 
 
 def _run_dask(model: PSModel, fn, items, job, cons, groups) -> list:

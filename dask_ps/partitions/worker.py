@@ -162,7 +162,7 @@ def fit_spill_target(dask_worker=None, release: bool = True) -> int | None:
     worker = dask_worker if dask_worker is not None else _compat.current_worker()
     if worker is None:
         return None
-    freeze_gc(in_worker=True)  # the first time dask_ps reads data here (state._malloc)
+    freeze_gc(worker)  # the first time dask_ps reads data here (state._malloc)
     limit = _compat.memory_limit(worker)
     target, spill, pause = _compat.memory_fractions(worker)
     managed = _compat.managed_in_memory(worker)

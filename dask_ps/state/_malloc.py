@@ -35,6 +35,12 @@ is not freed (plain reference counting still frees the rest, e.g. arrays); hence
 the process client call it in ``__new__`` (:class:`FreezeGCFirst`), before they exist. Opt out
 with ``dask-ps.freeze-gc: false``.
 
+Both settings apply only to a worker in a process of its own, started by a nanny
+(:func:`dask_ps._compat.in_own_process`): the workers of a ``LocalCluster(processes=False)``
+are threads of the user's process, whose allocator and objects stay the user's (frozen there,
+the user's objects that later end in cycles would never be freed). The nanny is also what sets
+``MALLOC_TRIM_THRESHOLD_``.
+
 Freed memory kept by the allocators counts as the worker's *unmanaged* memory, which Dask cannot
 spill: :func:`release_memory` hands it back to the system between the steps of a training
 task when the worker's memory is short (measured on a 2 GiB worker reading 250,000-row Parquet
@@ -82,8 +88,9 @@ def tune_malloc() -> bool:
     """Set this process's glibc mmap and trim thresholds to :func:`malloc_threshold` of its
     worker's memory limit, once.
 
-    Only inside a Dask worker process on Linux with glibc, and unless the Dask config key
-    ``dask-ps.tune-malloc`` is false. Returns whether the thresholds are (now) set.
+    Only inside a Dask worker's own process (started by a nanny) on Linux with glibc, and
+    unless the Dask config key ``dask-ps.tune-malloc`` is false. Returns whether the
+    thresholds are (now) set.
     """
     global _done
     with _lock:
@@ -96,30 +103,41 @@ def tune_malloc() -> bool:
 
         if not dask.config.get("dask-ps.tune-malloc", True):
             return False
+        from .. import _compat
+
         try:
             worker = get_worker()
         except ValueError:  # not in a worker: leave the user's process alone
+            return False
+        if not _compat.in_own_process(worker):  # a thread of the user's process: the same
             return False
         try:
             libc = ctypes.CDLL("libc.so.6")
         except OSError:  # not glibc (e.g. musl)
             return False
-        from .. import _compat
-
         threshold = malloc_threshold(_compat.memory_limit(worker))
         _done = bool(libc.mallopt(_M_MMAP_THRESHOLD, threshold)
                      and libc.mallopt(_M_TRIM_THRESHOLD, threshold))
         return _done
 
 
-def freeze_gc(in_worker: bool = False) -> bool:
+def freeze_gc(worker=None) -> bool:
     """Move every object this worker process holds now to the collector's permanent
     generation (:func:`gc.freeze`), once per process (see the module's notes).
 
-    Only inside a Dask worker (``in_worker``: the caller knows it is, e.g. a function of
-    ``Client.run``, where :func:`distributed.get_worker` does not answer), and unless the Dask
-    config key ``dask-ps.freeze-gc`` is false. Returns whether the process's objects were
-    (now or before) frozen.
+    Only inside a Dask worker's own process (started by a nanny; not a thread of the user's
+    process), and unless the Dask config key ``dask-ps.freeze-gc`` is false.
+
+    Parameters
+    ----------
+    worker : distributed.Worker, optional
+        The worker running this code, when the caller has it (a function of ``Client.run``,
+        where :func:`distributed.get_worker` does not answer). Default: that answer.
+
+    Returns
+    -------
+    bool
+        Whether the process's objects were (now or before) frozen.
     """
     global _frozen
     with _lock:
@@ -131,8 +149,10 @@ def freeze_gc(in_worker: bool = False) -> bool:
 
         from .. import _compat
 
-        if not dask.config.get("dask-ps.freeze-gc", True) or not (
-                in_worker or _compat.current_worker() is not None):
+        if not dask.config.get("dask-ps.freeze-gc", True):
+            return False
+        worker = worker if worker is not None else _compat.current_worker()
+        if worker is None or not _compat.in_own_process(worker):
             return False
         gc.freeze()
         _frozen = True

@@ -51,6 +51,29 @@ def test_workers_freeze_what_they_held_before_dask_ps_once(client2):
     assert gc.get_freeze_count() == 0
 
 
+def test_workers_that_are_threads_of_the_users_process_leave_it_alone():
+    """The workers of a ``LocalCluster(processes=False)`` are threads of this process, the
+    user's: dask_ps neither freezes its objects (a user's object later in a cycle would never be
+    freed) nor sets its allocator's thresholds. Either, once done, stayed for the rest of the
+    process (the test above failed after tests/state/test_transport.py's cluster of threads)."""
+    import gc
+
+    from distributed import Client, LocalCluster
+
+    from dask_ps import PSModel, partition
+    from dask_ps.state._malloc import tune_malloc
+
+    assert gc.get_freeze_count() == 0
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
+                      worker_dashboard_address=None) as cluster, Client(cluster) as client:
+        partition(np.arange(10.0), client=client).map(np.square).release()
+        with PSModel(client, n_shards=1) as model:
+            model.add_table("w", (4,))
+            tuned = model.run(lambda ps, i: tune_malloc(), [0])
+    assert tuned == [False]
+    assert gc.get_freeze_count() == 0
+
+
 def test_shards_and_process_clients_made_first_stay_visible_to_the_collector():
     """When a shard (or a process's PS client) is a worker's first dask_ps object, the freeze
     happens before it exists: a frozen shard would never be collected, nor seen by

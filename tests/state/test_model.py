@@ -401,3 +401,27 @@ def test_empty_table_puts_every_row_back_to_its_init(partitioner, any_client):
             assert model.table("t").n_keys == keys.shape[0]  # the pull made its rows again
         with pytest.raises(dask_ps.UnknownTableError, match="nope"):
             model.empty_table("nope")
+
+
+def test_a_stopped_job_waits_for_its_released_tasks_asking_less_and_less_often(client2):
+    """After an interrupt, the job waits until its released tasks (they run on) end, asking
+    only the workers that run one, first after STOP_POLL seconds, then twice as long each time
+    up to STOP_POLL_MAX: a 3 s task takes about ten asks (every STOP_POLL, sixty)."""
+    import time
+
+    from dask_ps import _compat
+    from dask_ps.model.jobs import STOP_POLL_MAX, _wait_tasks_stop
+
+    def running():
+        return [str(k) for keys in client2.run(_compat.executing_keys).values() for k in keys
+                if str(k).startswith("dask-ps-test-stop-")]
+
+    workers = sorted(client2.scheduler_info()["workers"])
+    fut = client2.submit(time.sleep, 3.0, key="dask-ps-test-stop-0", workers=workers[:1],
+                         pure=False)
+    while not running():
+        time.sleep(0.01)
+    fut.release()
+    asked = _wait_tasks_stop(client2, "dask-ps-test-stop-", 60.0, workers)
+    assert running() == []
+    assert 2 <= asked <= 3.0 / STOP_POLL_MAX + 6, asked
