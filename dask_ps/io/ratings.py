@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from ..exceptions import DataError
 from ._blocks import OBJECTS, box, each, open_paths, plan, read, start_lines
 from ._csv import LineError, check_sep, header_names, line_of_row, read_table, strip_header
+from ._id_codes import arrow_text, hashed_codes
 from .parquet import footer
 
 __all__ = ["IdMapping", "check_ratings_columns", "encode_ratings", "read_ratings"]
@@ -97,7 +98,16 @@ class IdMapping:
         return self.ids.dtype.kind == "i"
 
     def codes(self, values) -> np.ndarray:
-        """int64 code of each id, -1 for an id not in the mapping."""
+        """int64 code of each id (array-like, pyarrow array: any shape), -1 for an id not in
+        the mapping; string ids compare each value as ``str`` (NumPy's ``astype(str)``)."""
+        if not isinstance(values, (pa.Array, pa.ChunkedArray)):
+            values = np.asarray(values)
+        if not self.is_integer and self.ids.dtype.kind == "U":
+            text = arrow_text(values)  # a hash lookup unless few values for many ids
+            if text is not None and 8 * len(text) >= len(self):
+                if "_arrow" not in self.__dict__:
+                    self.__dict__["_arrow"] = pa.array(self.ids, pa.string())
+                return hashed_codes(text, self._arrow).reshape(getattr(values, "shape", -1))
         values = np.asarray(values)
         if self.is_integer:
             if values.dtype.kind not in "iub":
@@ -118,7 +128,7 @@ class IdMapping:
         return index
 
     def __getstate__(self) -> dict:
-        return {"ids": self.ids}  # not the hash table: built again where used
+        return {"ids": self.ids}  # not the hash tables: built again where used
 
     def ids_of(self, codes) -> np.ndarray:
         """The ids of codes (IndexError for a code out of range)."""
@@ -164,7 +174,7 @@ def _coded(table: pa.Table, cols: dict, users: IdMapping, items: IdMapping) -> p
                 col = pc.cast(col, pa.string())  # ids 1.0 (pandas floats) as "1"
             values = pc.cast(col, pa.int64()).to_numpy()
         else:
-            values = pc.cast(col, pa.string()).to_numpy(zero_copy_only=False)
+            values = pc.cast(col, pa.string())  # to the hash lookup as pyarrow strings
         out[key] = mapping.codes(values)
     out["rating"] = pc.cast(table.column(cols["rating"]), pa.float64()).to_numpy()
     if cols.get("timestamp") is not None:

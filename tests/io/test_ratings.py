@@ -348,3 +348,47 @@ def test_a_block_of_string_ids_is_parsed_once(tmp_path, monkeypatch):
     assert _csv._first_line_refuses(b"u7,1,3\n", names, types, fallback, ",")
     assert not _csv._first_line_refuses(b"u7,1,3,4\n", names, types, fallback, ",")  # width
     assert not _csv._first_line_refuses(b"u7,1,3\n", names, types, types, ",")  # no fallback
+
+
+_IDS = ["", " ", "007", "7", "1.5", "None", "b'x'", "True", "a", "a b", "é", "e\u0301", "日本",
+        "🙂", "u123", "u1234", "m98765"]
+
+
+def _plain_codes(ids, values) -> list:
+    """The reference: a dict of the ids, each value as str() (bytes decoded, trailing NULs
+    dropped, as NumPy's astype(str) does)."""
+    at = {v: k for k, v in enumerate(sorted(ids))}
+    return [at.get((v.decode() if isinstance(v, bytes) else str(v)).rstrip("\x00"), -1)
+            for v in values]
+
+
+@pytest.mark.parametrize("size", [1, 40, 5000])
+def test_string_codes_match_a_plain_lookup(size):
+    """String-id codes against a dict, for the edge cases (the empty id, numbers as written,
+    unicode, ids absent, values that are not str: compared as str(), as NumPy's astype(str)
+    does), as NumPy unicode, object and pyarrow arrays, small and large against the
+    mapping: a guard for the lookup's speed-ups (the same codes before and after)."""
+    rng = np.random.default_rng(size)
+    m = IdMapping(_IDS)
+    extra = ["", "07", "7 ", "ab", "e", "日", "u12", "m98765\x00", "NONE", "x"]
+    pool = np.array(_IDS + extra, dtype=object)
+    text = pool[rng.integers(0, pool.shape[0], size)]
+    want = _plain_codes(_IDS, text)
+    assert m.codes(text.astype(str)).tolist() == want
+    assert m.codes(text).tolist() == want
+    assert m.codes(text.tolist()).tolist() == want
+    assert m.codes(pa.array(text.tolist())).tolist() == want
+    assert m.codes(pa.chunked_array([text[:size // 2].tolist(), text[size // 2:].tolist()],
+                                    pa.string())).tolist() == want
+    assert m.codes(text.astype(str).reshape(size, 1)).tolist() == [[c] for c in want]
+    others = np.array([7, 1.5, None, b"x", True, np.str_("a"), "a\x00", 0], dtype=object)
+    mixed = others[rng.integers(0, others.shape[0], size)]
+    assert m.codes(mixed).tolist() == _plain_codes(_IDS, mixed)
+    assert m.codes(np.arange(size)).tolist() == _plain_codes(_IDS, range(size))
+    # a large mapping and few values (or many): the same codes either way
+    big = np.array([f"u{k}" for k in range(0, 3 * size, 3)])
+    values = np.array([f"u{k}" for k in rng.integers(0, 3 * size, size)])
+    assert IdMapping(big).codes(values).tolist() == _plain_codes(big, values)
+    assert IdMapping(big).codes(values[:1]).tolist() == _plain_codes(big, values[:1])
+    assert m.codes(np.array([], dtype=str)).tolist() == []
+    assert IdMapping(np.array([], dtype=str)).codes(values).tolist() == [-1] * size
