@@ -102,8 +102,10 @@ class Partitions:
                 f"{sum(self.nbytes):,} bytes, {where}>")
 
     def __getstate__(self):
-        raise TypeError("Partitions live on the driver; tasks get Partition handles "
-                        "(see PSModel.fit_partitions)")
+        raise TypeError("Partitions live on the driver and are not sent to tasks: tasks get "
+                        "Partition handles (see PSModel.fit_partitions); a task that uses a "
+                        "Partitions object, e.g. to start a job, is refused: jobs start from "
+                        "the driver")
 
     def refs(self) -> list[Partition]:
         """A :class:`Partition` handle per partition, to hand to tasks."""
