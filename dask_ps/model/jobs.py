@@ -355,7 +355,9 @@ def _run_dask(model: PSModel, fn, items, job, cons, groups) -> list:
     except TypeError as exc:  # distributed could not pickle the task: say why, and whose
         for fut in futs:
             fut.cancel()
-        cause = exc.__cause__ if exc.__cause__ is not None else exc
+        cause = exc.__cause__  # pickle's error (distributed's serialize raises from it)
+        if cause is None:
+            raise
         raise note_function(cause, _user_fn(fn), f"of job {job!r} for the workers (the "
                             f"function, what it refers to, or its tasks' items)",
                             how="pickling") from None
