@@ -414,3 +414,55 @@ def test_the_spill_target_counts_a_shard_table_before_its_pages_are_written():
         [after] = client.run(fit_spill_target).values()
         assert 0 < after < 0.45 * 2**31  # not capped by Dask's target: the measure decides
         assert abs(before - after) < table_bytes / 4, (before, after)
+
+
+def test_a_partition_too_big_for_its_worker_is_refused_before_the_scatter(client1):
+    """A partition above Dask's pause fraction of its worker's memory limit is refused,
+    naming it, its size, the limit and the remedies, before anything is sent (scattered,
+    one past the terminate fraction got the worker restarted and a bare CommClosedError).
+    The fraction is read from this process's Dask config: a tiny one makes a small
+    partition "too big" for the fixture's worker."""
+    import dask
+
+    (addr,) = client1.nthreads()
+    limit = client1.scheduler_info()["workers"][addr]["memory_limit"]
+    held = set(client1.has_what()[addr])
+    Xn = np.arange(8000.0).reshape(4000, 2)  # 64,000 bytes, two partitions of 32,000
+    fraction = 40_000 / limit  # room for 40,000 bytes
+    with dask.config.set({"distributed.worker.memory.pause": fraction / 2,
+                          "distributed.worker.memory.terminate": fraction}):
+        with pytest.raises(MemoryError, match=r"^partition 0 \(2,000 rows\) takes 32,\d+ bytes "
+                                              r".* where Dask pauses a worker .*n_partitions=4 "
+                                              r"or more.*dask collection"):
+            partition(Xn, client=client1, n_partitions=2)
+        assert set(client1.has_what()[addr]) == held  # nothing was sent
+        with dask.config.set({"distributed.worker.memory.pause": False}), \
+                partition(Xn, client=client1, n_partitions=2) as data:  # fits below terminate
+            assert data.n_rows == [2000, 2000]
+
+
+@pytest.mark.parametrize("bad, said", [
+    ("abc", "partition 1 has no rows: got str;"),
+    (None, "partition 1 has no rows: got NoneType;"),
+    (np.float64(2.0), "partition 1 has no rows: got float64;"),
+    ([1, 2], "partition 1 has no rows: got list;"),
+    ((np.ones(2), "b"), "partition 1 (element 1 of its tuple) has no rows: got str;"),
+])
+def test_futures_without_rows_are_refused_naming_their_position(client1, bad, said):
+    """A partition is an object with a shape (NumPy, scipy, pandas) or a tuple of them, 0
+    rows allowed; the rest is refused, naming its position and type (a string was accepted,
+    None refused without its position)."""
+    def good():
+        return client1.scatter(np.ones((5, 2)), hash=False)
+
+    with partition([good(), client1.scatter(np.ones((0, 2)), hash=False)],
+                   client=client1) as data:
+        assert data.n_rows == [5, 0]
+    with pytest.raises(TypeError) as info:
+        partition([good(), client1.scatter([bad], hash=False)[0]], client=client1)
+    assert str(info.value).startswith(said)
+
+
+def test_in_memory_data_without_rows_is_refused():
+    with pytest.raises(TypeError, match="^data has no rows: got str"):
+        partition("abc", client="local")

@@ -33,6 +33,7 @@ from ..partitions.worker import fit_spill_target, measure_step, shed_cache
 from ..state._malloc import release_memory
 from ..state.consistency import DONE, Consistency, get_consistency
 from ..state.keys import TASKS_PREFIX
+from ..state.transport import note_function
 from ..view import WorkerView
 from . import connection, placement
 
@@ -103,6 +104,12 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
         ``workers`` of the wrong length or naming an address outside the cluster.
     WorkerLostError
         A worker the job needs (a task's or a shard's) left the cluster.
+    TypeError
+        (Or pickle's error.) On a cluster: ``fn``, what it refers to, or an item cannot be
+        pickled for the workers (e.g. a step that uses a ``Partitions`` object), or a
+        task's result cannot be pickled to reach the driver; pickle's error, with a note
+        naming the function, the job and (for a result) the item, or the epoch and
+        partition, the worker and the result's type.
     Exception
         The first error of a task; the job is then ended, so no task is left waiting. Its
         ``job_clocks`` attribute holds each participant's clock at the failure.
@@ -355,12 +362,22 @@ def _run_dask(model: PSModel, fn, items, job, cons, groups) -> list:
     from distributed import wait
 
     client = model._client
-    futs = [
-        client.submit(_run_group, model, job, pid, cons, fn, [(t, items[t]) for t in tasks],
-                      workers=[addr], allow_other_workers=False, pure=False,
-                      key=f"{TASKS_PREFIX}{job}-{pid}")
-        for pid, (addr, tasks) in enumerate(groups.items())
-    ]
+    futs: list = []
+    try:
+        for pid, (addr, tasks) in enumerate(groups.items()):
+            futs.append(client.submit(
+                _run_group, model, job, pid, cons, fn, [(t, items[t]) for t in tasks],
+                workers=[addr], allow_other_workers=False, pure=False,
+                key=f"{TASKS_PREFIX}{job}-{pid}"))
+    except TypeError as exc:  # distributed could not pickle the task: say why, and whose
+        for fut in futs:
+            fut.cancel()
+        cause = exc.__cause__  # pickle's error (distributed's serialize raises from it)
+        if cause is None:
+            raise
+        raise note_function(cause, _user_fn(fn), f"of job {job!r} for the workers (the "
+                            f"function, what it refers to, or its tasks' items)",
+                            how="pickling") from None
     needed = set(groups) | {r.address for r in model.shards}
     # a task pinned to a worker paused at its memory limit never starts
     paused = PauseWatch(client, f"job {job}", workers=set(groups))
@@ -378,7 +395,8 @@ def _run_dask(model: PSModel, fn, items, job, cons, groups) -> list:
                     paused.check(len(remaining), len(futs))
             for fut in [f for f in remaining if f.done()]:
                 try:
-                    out.extend(_result(model, fut, needed))  # the first error ends the job
+                    # the first error ends the job
+                    out.extend(_result(model, fut, needed, fn, job))
                 except TimeoutError as exc:
                     raise _with_unstarted(exc, client, futs, list(groups)) from exc
                 remaining.remove(fut)
@@ -411,15 +429,24 @@ def _started(client, futs) -> int:
     return sum(f.done() or f.key in processing for f in futs)
 
 
-def _result(model: PSModel, fut, needed: set[str]):
+def _result(model: PSModel, fut, needed: set[str], fn, job: str):
     """A finished task's result. Its worker may die before we fetch it; Dask would then
-    rerun the task, pinned to that worker, and never finish: watch the workers meanwhile."""
+    rerun the task, pinned to that worker, and never finish: watch the workers meanwhile.
+    One that cannot be pickled raises pickle's error, with a note naming the function and
+    the result (see :func:`_unpicklable`)."""
     for attempt in itertools.count():
         try:
             # a timeout cancels the transfer under way: a result that takes longer to fetch
             # than a fixed timeout would be fetched again and again, never whole (seen with
             # the ~100 MB bin samples of a GBDT survey on a loaded box); double it each time
             return fut.result(timeout=WATCH_INTERVAL * 2 ** min(attempt, 8))
+        except TypeError:  # distributed's "Could not serialize", with ~80 lines of tracebacks
+            if fut.status != "finished":  # the task's own TypeError
+                raise
+            found = _unpicklable(model._client, fut, fn, job)
+            if found is None:
+                raise
+            raise found from None
         except TimeoutError:
             if fut.status == "error":  # the task's own TimeoutError (the poll's class):
                 fut.result()  # raise it
@@ -432,6 +459,51 @@ def _result(model: PSModel, fut, needed: set[str]):
             placement.check_alive(model, needed)
             if attempt > 60:
                 raise WorkerLostError(sorted(needed), []) from None
+
+
+def _user_fn(fn):
+    """The user's function of a job's tasks: a :func:`fit_partitions` step, or :func:`run`'s
+    ``fn``."""
+    return fn.step if isinstance(fn, _EpochLoop) else fn
+
+
+def _unpicklable(client, fut, fn, job: str) -> BaseException | None:
+    """The error of pickling the first result, of task ``fut``'s, that pickle refuses (it
+    stays in its worker's memory: distributed could not send it), with a note naming the
+    user's function, the epoch and partition (:func:`fit_partitions`) or item (:func:`run`),
+    the worker and the result's type; None when each pickles (another failure)."""
+    try:
+        addr = client.who_has([fut])[fut.key][0]
+        found = client.run(_find_unpicklable, fut.key, isinstance(fn, _EpochLoop),
+                           workers=[addr])[addr]
+    except Exception:  # noqa: BLE001 - the worker is gone: the error as it is
+        return None
+    if found is None:
+        return None
+    (t, e, i), kind, exc = found
+    if isinstance(fn, _EpochLoop):
+        where = f"in epoch {fn.first + e}, partition {i}"
+    else:
+        where = f"for item {t}"
+    return note_function(exc, _user_fn(fn), f"{where} of job {job!r} (worker {addr}): its "
+                         f"result, a {kind}, cannot be pickled to reach the driver",
+                         how="returned by")
+
+
+def _find_unpicklable(key: str, epochs: bool, dask_worker=None):
+    """On a worker: ``((item, epoch index, partition), type name, error)`` of the first
+    result of :func:`_run_group`'s ``(item, result)`` pairs held under ``key`` that
+    cloudpickle refuses (``epochs``: each of an :class:`_EpochLoop`'s ``(epoch index,
+    partition, result)`` triples checked alone), or None."""
+    import cloudpickle
+
+    for t, result in _compat.worker_store(dask_worker).get(key, ()):
+        for e, i, r in result if epochs else [(None, None, result)]:
+            try:
+                cloudpickle.dumps(r)
+            except Exception as exc:  # noqa: BLE001 - pickle's own error, whatever it is
+                return (t, e, i), type(r).__name__, exc
+    return None
 
 
 def _run_group(model: PSModel, job: str, participant: int, cons: Consistency, fn,

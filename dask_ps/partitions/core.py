@@ -102,8 +102,10 @@ class Partitions:
                 f"{sum(self.nbytes):,} bytes, {where}>")
 
     def __getstate__(self):
-        raise TypeError("Partitions live on the driver; tasks get Partition handles "
-                        "(see PSModel.fit_partitions)")
+        raise TypeError("Partitions live on the driver and are not sent to tasks: tasks get "
+                        "Partition handles (see PSModel.fit_partitions); a task that uses a "
+                        "Partitions object, e.g. to start a job, is refused: jobs start from "
+                        "the driver")
 
     def refs(self) -> list[Partition]:
         """A :class:`Partition` handle per partition, to hand to tasks."""
@@ -146,7 +148,8 @@ class Partitions:
         kws = [dict(kwargs, start=s) if with_start else kwargs for s in self.starts]
         if self.is_local:
             values = [fn(v, *args, **kw) for v, kw in zip(self._parts, kws)]
-            return Partitions(None, values, self.workers, [inputs.describe(v) for v in values],
+            return Partitions(None, values, self.workers,
+                              [inputs.describe(v, index=i) for i, v in enumerate(values)],
                               start=self._start, placed=self._placed)
         futs = [self.client.submit(fn, f, *args, workers=[w], allow_other_workers=True,
                                    pure=False, **kw)
@@ -312,7 +315,7 @@ def _finish(client, futures: list, *, start, placed=None, spill: bool = True,
     # each partition is described as soon as it lands, where it lands (one round trip of
     # the scheduler fewer than describing them after the wait: ~20 ms of 10 tasks, measured)
     described = client.map(inputs.describe, futures, first_rows or [0] * len(futures),
-                           pure=False)
+                           range(len(futures)), pure=False)
     watch = PauseWatch(client, f"computing {len(futures)} partitions")
     while True:
         try:

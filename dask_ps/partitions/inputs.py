@@ -19,46 +19,61 @@ def is_dask(x) -> bool:
     return hasattr(x, "__dask_graph__") and x.__dask_graph__() is not None
 
 
-def n_rows_of(value) -> int:
-    """Rows of a partition value (of its first element for a tuple).
+def n_rows_of(value, where: str = "a partition") -> int:
+    """Rows of a partition value: the first axis of its ``shape`` (of its first element for
+    a tuple).
+
+    A partition value is an object with a ``shape`` of one dimension or more — a NumPy
+    array, a scipy.sparse matrix, a ``sparse.COO``, a pandas DataFrame or Series — or a
+    non-empty tuple of such objects. It may have 0 rows (a dask dataframe's partition left
+    empty by a filter); a string, a list, None or a 0-d array has no rows and is refused.
+
+    Parameters
+    ----------
+    value : object
+    where : str, default "a partition"
+        What the value is, for the error (e.g. "partition 3").
 
     Raises
     ------
     TypeError
-        A value without rows (no ``shape`` or ``len``).
+        A value, or an element of a tuple, without rows, naming ``where``, the element and
+        its type.
     """
-    if isinstance(value, tuple):
-        if not value:
-            raise TypeError("an empty tuple is not a partition")
-        value = value[0]
-    shape = getattr(value, "shape", None)
-    if shape is not None and len(shape):
-        return int(shape[0])
-    try:
-        return len(value)
-    except TypeError:
-        raise TypeError(f"a partition must have rows (an array, a sparse matrix, a "
-                        f"DataFrame, or a tuple of those), got {type(value).__name__}"
-                        ) from None
+    items = value if isinstance(value, tuple) else (value,)
+    if not items:
+        raise TypeError(f"{where} is an empty tuple: a partition has rows")
+    for j, v in enumerate(items):
+        shape = getattr(v, "shape", None)
+        if not hasattr(shape, "__len__") or len(shape) == 0:
+            part = f" (element {j} of its tuple)" if isinstance(value, tuple) else ""
+            raise TypeError(f"{where}{part} has no rows: got {type(v).__name__}; a partition "
+                            f"is an array, a sparse matrix, a DataFrame or Series (rows on "
+                            f"the first axis, 0 rows allowed), or a tuple of those")
+    return int(items[0].shape[0])
 
 
-def describe(value, first_row: int = 0) -> tuple[int, int]:
+def describe(value, first_row: int = 0, index: int | None = None) -> tuple[int, int]:
     """``(rows, bytes)`` of a partition value (``dask.sizeof``), where it lands, after
     :func:`check_columns` of a scipy.sparse one (a dask array's chunk: the algorithms' own
     checks come after its rows were cut, or not at all), its rows named from ``first_row``
-    (the partition's first row in the whole data).
+    (the partition's first row in the whole data), the partition by ``index`` (its position
+    among the partitions) when given.
 
     Raises
     ------
+    TypeError
+        A value without rows (see :func:`n_rows_of`).
     DataError
         See :func:`check_columns`.
     """
     from dask.sizeof import sizeof
 
+    n = n_rows_of(value, "a partition" if index is None else f"partition {index}")
     for v in value if isinstance(value, tuple) else (value,):
         if hasattr(v, "tocsr") and not hasattr(v, "to_scipy_sparse"):  # scipy.sparse
             check_columns(v.tocsr(), "sparse input (a partition)", first_row=first_row)
-    return n_rows_of(value), int(sizeof(value))
+    return n, int(sizeof(value))
 
 
 def slice_rows(value, a: int, b: int):

@@ -15,7 +15,7 @@ from . import inputs
 from .core import LOCAL, WAIT_INTERVAL, Partitions, _client_of, _finish
 from .worker import io_counters, placing_counters
 
-__all__ = ["BALANCE_GAIN", "partition"]
+__all__ = ["BALANCE_GAIN", "partition", "room_fraction"]
 
 
 def partition(data, *, client=None, n_partitions: int | None = None,
@@ -61,9 +61,18 @@ def partition(data, *, client=None, n_partitions: int | None = None,
         client: there are no workers to choose), or in-memory data whose workers all left
         the cluster.
     TypeError
-        Data of a kind that has no rows.
+        Data of a kind that has no rows, or a future whose value has none, naming its
+        position and type: a partition (a future's value, or a piece of the data) is an
+        object with a ``shape`` of one dimension or more (NumPy, scipy.sparse,
+        ``sparse.COO``, pandas) or a tuple of them; it may have 0 rows (the steps get it
+        as it is), but a string, a list, None or a scalar is refused.
     MemoryError
-        In-memory data whose workers all stayed paused (at their memory limit) for
+        In-memory data of which one partition would take more than Dask's ``pause``
+        fraction of its worker's memory limit (``distributed.worker.memory.pause``, 80% by
+        default; ``terminate``, 95%, when pausing is off): its worker would pause, running
+        no step while holding it, or be restarted while receiving it. Named with its size,
+        the limit and how many partitions would fit. Or in-memory data whose workers all
+        stayed paused (at their memory limit) for
         ``dask-ps.pause-timeout`` seconds (a paused worker takes none while others run).
 
     Examples
@@ -141,8 +150,8 @@ def _running(client, threads: dict[str, int]) -> dict[str, int]:
 
 def _from_memory(data, client, n_partitions, bounds=None, threads=None) -> Partitions:
     data = tuple(_rows_ready(x) for x in data) if isinstance(data, tuple) else _rows_ready(data)
+    n = inputs.n_rows_of(data, "data")
     inputs.check_rows(data)
-    n = inputs.n_rows_of(data)
     if n == 0:
         raise ValueError("data has no rows")
     if client is None:
@@ -154,17 +163,66 @@ def _from_memory(data, client, n_partitions, bounds=None, threads=None) -> Parti
         bounds = inputs.split_bounds(n, k)
     k = len(bounds) - 1
     values = [inputs.slice_rows(data, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    sizes = [inputs.describe(v, index=i) for i, v in enumerate(values)]
     if client is None:
-        return Partitions(None, values, [LOCAL] * k, [inputs.describe(v) for v in values])
+        return Partitions(None, values, [LOCAL] * k, sizes)
     slots = [a for a, t in sorted(threads.items()) for _ in range(max(1, t))]
     targets = [slots[i % len(slots)] for i in range(k)]
+    _check_fits(client, sizes, targets)
     start = client.run(io_counters)
     # a list of one: scatter would take a tuple (X, y) apart
     futures = [client.scatter([v], workers=[w], hash=False)[0] for v, w in zip(values, targets)]
-    out = Partitions(client, futures, targets, [inputs.describe(v) for v in values],
-                     start=start, placed=client.run(io_counters),
+    out = Partitions(client, futures, targets, sizes, start=start, placed=client.run(io_counters),
                      recipe=("scatter", data, bounds))
     return out
+
+
+def _check_fits(client, sizes: list[tuple[int, int]], targets: list[str]) -> None:
+    """Refuse, before the scatter, in-memory partitions of which one would not fit in its
+    worker: a partition above :func:`room_fraction` of the memory limit of the worker it goes
+    to (the scatter of one above the terminate fraction gets the worker restarted by its
+    nanny, and the user a bare ``CommClosedError``; one above the pause fraction leaves the
+    worker paused, running no step, for as long as a step holds it in memory — whatever
+    else the process holds, ~0.1-0.3 GiB, comes on top). Workers without a limit are not
+    checked.
+
+    Raises
+    ------
+    MemoryError
+        Naming the partition, its rows and bytes, the worker, its limit and the fraction,
+        and the remedies.
+    """
+    from ..cluster import worker_info
+
+    fraction, name = room_fraction()
+    info, gib = worker_info(client), 2.0 ** 30
+    for i, ((rows, nbytes), addr) in enumerate(zip(sizes, targets)):
+        limit = int(info.get(addr, {}).get("memory_limit") or 0)
+        if limit <= 0 or nbytes <= fraction * limit:
+            continue
+        need = -(-len(sizes) * nbytes // int(fraction * limit))  # ceil: near-equal rows
+        raise MemoryError(
+            f"partition {i} ({rows:,} rows) takes {nbytes:,} bytes ({nbytes / gib:.2f} GiB), "
+            f"more than {fraction:.0%} of the memory limit of worker {addr} "
+            f"({limit / gib:.2f} GiB), where Dask {name} a worker "
+            f"(distributed.worker.memory): in-memory data is sent to the workers one whole "
+            f"partition each. Cut it into more partitions (n_partitions={need} or more), or "
+            f"give a dask collection (dask.array.from_array, dask_ps.io readers) so that the "
+            f"workers read it in chunks; or give the workers more memory")
+
+
+def room_fraction() -> tuple[float, str]:
+    """The fraction of a worker's memory limit one in-memory partition may take, and what
+    Dask does past it: its ``distributed.worker.memory.pause`` fraction (0.8 by default:
+    "pauses"), or, with pausing off, its ``terminate`` fraction (0.95: "restarts"), or the
+    whole limit with both off, as configured in this process."""
+    import dask
+
+    for key, name in (("pause", "pauses"), ("terminate", "restarts")):
+        value = dask.config.get(f"distributed.worker.memory.{key}", False)
+        if value:
+            return float(value), name
+    return 1.0, "runs out of memory on"
 
 
 def _rows_ready(x):

@@ -32,8 +32,8 @@ from .channel import running_loop as _running_loop
 from .channel_security import worker_ssl_context
 from .wire_forms import with_keys
 
-__all__ = ["ShardRef", "Shipped", "Transport", "function_name", "local_loop", "packed",
-           "unship"]
+__all__ = ["ShardRef", "Shipped", "Transport", "function_name", "local_loop", "note_function",
+           "packed", "unship"]
 
 
 #: Seconds a call through Dask's RPC waits before it asks whether the shard's worker is
@@ -149,8 +149,8 @@ class Transport:
         except ShardFunctionRunningError:  # names them already
             raise
         except Exception as exc:
-            exc.add_note(f"raised by function {function_name(fn)} on shard {s} (worker "
-                         f"{self.shards[s].address}) of table {name!r}")
+            note_function(exc, fn, f"on shard {s} (worker {self.shards[s].address}) of "
+                                   f"table {name!r}")
             raise
 
     def map_all(self, name: str, fn, *args, shards=None, **kwargs) -> list:
@@ -459,6 +459,16 @@ def function_name(fn) -> str:
         return repr(fn)
     module = getattr(fn, "__module__", None)
     return f"{module}.{name}" if module and module != "builtins" else name
+
+
+def note_function(exc: BaseException, fn, where: str, how: str = "raised by"
+                  ) -> BaseException:
+    """Add to ``exc`` the note naming a user's function ``fn`` run by the library
+    (:func:`function_name`) and ``where`` it ran: ``"{how} function {name} {where}"``. How
+    the errors of such functions say whose they are (a ``map_shards`` function's, a job's
+    step's or its result's, see :mod:`dask_ps.model.jobs`). Returns ``exc``."""
+    exc.add_note(f"{how} function {function_name(fn)} {where}")
+    return exc
 
 
 def unship(blob: bytes):

@@ -1,6 +1,7 @@
 """PSModel on real LocalClusters and in-process: pull/push, jobs, server-side functions, errors."""
 
 import operator
+import re
 
 import numpy as np
 import pytest
@@ -314,6 +315,56 @@ def test_run_from_a_task_outside_jobs_is_refused(client2):
         with pytest.raises(RuntimeError, match=r"run called from inside a task; start jobs "
                                                 r"from the driver: one job at a time"):
             fut.result(timeout=60)
+
+
+def test_a_step_that_uses_the_partitions_object_is_refused_with_the_reason(client2):
+    """A step starting a job with the ``Partitions`` of its scope cannot be pickled for the
+    workers: the raised error is that of ``Partitions`` (it was distributed's "Could not
+    serialize object of type LLGExpr", the reason only in a logged traceback), with a note
+    naming the step; the model runs jobs afterwards."""
+    with dask_ps.PSModel(client2, n_shards=2) as model, \
+            dask_ps.partition(np.arange(8.0), client=client2) as data:
+        model.add_table("w", shape=(4,))
+
+        def starts_a_job(ps, part):
+            model.fit_partitions(lambda ps2, p: None, data)
+
+        with pytest.raises(TypeError, match=r"^Partitions live on the driver and are not sent "
+                                            r"to tasks.*jobs start from the driver\n") as info:
+            model.fit_partitions(starts_a_job, data)
+        (note,) = info.value.__notes__
+        assert re.fullmatch(
+            rf"pickling function {__name__}\.test_a_step_that_uses_the_partitions_object_is_"
+            rf"refused_with_the_reason\.<locals>\.starts_a_job of job '[0-9a-f]+' for the "
+            rf"workers \(the function, what it refers to, or its tasks' items\)", note), note
+        assert model.fit_partitions(lambda ps, p: p.load().sum(), data) == [[6.0, 22.0]]
+
+
+def test_an_unpicklable_result_names_its_step_epoch_and_partition(client2):
+    """A result that cannot be pickled raises pickle's error, with a note naming the
+    function, the epoch and partition (or item), the worker and the result's type (it was
+    distributed's "Could not serialize object of type tuple", after ~80 lines of
+    tracebacks)."""
+    import threading
+
+    with dask_ps.PSModel(client2, n_shards=2) as model, \
+            dask_ps.partition(np.arange(8.0), client=client2) as data:
+        def step(ps, part):
+            ps.clock()
+            return threading.Lock() if (part.epoch, part.index) == (3, 1) else part.index
+
+        with pytest.raises(TypeError, match=r"^cannot pickle '_thread.lock' object\n") as info:
+            model.fit_partitions(step, data, epochs=2, first_epoch=2)
+        (note,) = info.value.__notes__
+        assert note.startswith(f"returned by function {__name__}.test_an_unpicklable_result_"
+                               f"names_its_step_epoch_and_partition.<locals>.step in epoch 3, "
+                               f"partition 1 of job '")
+        assert note.endswith(f" (worker {data.workers[1]}): its result, a lock, cannot be "
+                             f"pickled to reach the driver")
+        with pytest.raises(TypeError, match="cannot pickle") as info:
+            model.run(lambda ps, i: threading.Lock() if i == 2 else i, [0, 1, 2])
+        assert " for item 2 of job '" in info.value.__notes__[0]
+        assert model.run(lambda ps, i: i * 2, [1, 2]) == [2, 4]
 
 
 @pytest.mark.parametrize("partitioner", ["range", "hash"])
