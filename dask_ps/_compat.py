@@ -92,8 +92,47 @@ async def scheduler_workers_async(client) -> dict[str, dict]:
 
 
 def worker_store(worker):
-    """The mapping of the keys a worker holds (memory, or Dask's spill on local disk)."""
-    return worker.data
+    """The mapping of the keys a worker holds (memory, or Dask's spill on local disk), its
+    ``SpillBuffer`` ready for a task's thread (:func:`_tolerate_thread_evictions`)."""
+    data = worker.data
+    _tolerate_thread_evictions(data)
+    return data
+
+
+def _tolerate_thread_evictions(data) -> None:
+    """Make the ``evict()`` of ``data`` (a ``SpillBuffer``) that Dask's memory monitor calls
+    on the event loop safe beside a task that reads spilled data (zict's
+    ``Buffer.__getitem__``) or sets the spill offset (:func:`set_spill_offset`) in its own
+    thread. distributed's own worker touches its store from the event loop only, and with
+    distributed 2026.8 / zict 3.0 the monitor logged two errors, with their tracebacks:
+
+    - ``KeyError('evict(): dictionary is empty')``: the monitor checks that the memory store
+      is not empty, then evicts its oldest key; the task's thread may evict that last key in
+      between, and ``SpillBuffer.evict`` (documented as never raising) lets zict's error
+      through. Returned here as -1, distributed's "failed to evict": the monitor stops this
+      round and measures again at its next interval.
+    - an ``AssertionError`` without message (seen once; the one bare assert on that path
+      is ``key not in self.d`` of distributed's ``Slow``): the monitor spills a key that the
+      task's thread has just read back into memory but not yet removed from disk. zict's
+      ``Buffer`` does both under its lock: the monitor's eviction takes it here too (the
+      task's thread releases it while it reads from disk or spills).
+
+    No upstream issue found (dask/distributed, dask/zict) at the time of writing.
+    """
+    if not hasattr(data, "evict") or not hasattr(data, "lock") \
+            or getattr(data.evict, "dask_ps_tolerant", False):
+        return
+    evict = data.evict
+
+    def tolerant_evict() -> int:
+        try:
+            with data.lock:
+                return evict()
+        except KeyError:  # emptied by another thread since the monitor's check
+            return -1
+
+    tolerant_evict.dask_ps_tolerant = True
+    data.evict = tolerant_evict
 
 
 def machine_memory() -> int:
@@ -130,6 +169,7 @@ def set_spill_offset(worker, nbytes: int) -> bool:
     data = worker.data
     if not hasattr(data, "offset") or not hasattr(data, "evict_until_below_target"):
         return False
+    _tolerate_thread_evictions(data)
     data.offset = max(0, int(nbytes))
     data.evict_until_below_target()
     return True
