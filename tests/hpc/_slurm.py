@@ -83,16 +83,16 @@ class Slurm:
             time.sleep(0.5)
 
 
-def _ours(folder: Path) -> list[str]:
+def _ours(folder: Path, keep=()) -> list[str]:
     """``ps`` lines of processes that belong to the Slurm in ``folder`` (its daemons, job
     steps and jobs: anything whose command line names the folder or whose environment holds
-    its SLURM_CONF)."""
+    its SLURM_CONF), but for the PIDs ``keep`` (a user's processes that sourced env.sh)."""
     conf = f"SLURM_CONF={folder}/slurm.conf".encode()
     pids = []
     for env in Path("/proc").glob("[0-9]*/environ"):
         try:
             pid = env.parent.name
-            if int(pid) == os.getpid():
+            if int(pid) == os.getpid() or int(pid) in keep:
                 continue
             cmdline = (env.parent / "cmdline").read_bytes()
             if conf in env.read_bytes().split(b"\0") or str(folder).encode() in cmdline:
@@ -128,13 +128,13 @@ def start_slurm(folder: Path, cpus: int = CPUS) -> Slurm:
     return Slurm(folder, env)
 
 
-def stop_slurm(slurm: Slurm) -> None:
-    """Stop it and check that nothing of it is left."""
+def stop_slurm(slurm: Slurm, keep=()) -> None:
+    """Stop it and check that nothing of it is left (but the PIDs ``keep``)."""
     t0 = time.perf_counter()
     proc = subprocess.run(["bash", str(SCRIPT), "stop", "--dir", str(slurm.dir)],
                           capture_output=True, text=True, timeout=180)
     TIMINGS.setdefault("slurm stop (s)", time.perf_counter() - t0)
-    left = _ours(slurm.dir)
+    left = _ours(slurm.dir, keep)
     assert proc.returncode == 0 and not left, (
         f"stop failed ({proc.returncode}) or left processes {left}:\n{proc.stderr[-3000:]}")
 

@@ -15,7 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from ._slurm import DASK_PS, NET, PYTHON, REPO, TIMINGS, auc, note_times, start_slurm, stop_slurm
+from ._slurm import (
+    DASK_PS,
+    NET,
+    PYTHON,
+    REPO,
+    SCRIPT,
+    TIMINGS,
+    auc,
+    note_times,
+    start_slurm,
+    stop_slurm,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -55,25 +66,51 @@ def test_cannot_run_is_a_skip_with_the_reason(tmp_path, monkeypatch):
 
 def test_slurm_runs_and_stops_cleanly(slurm):
     """A second private Slurm next to the session's: a running job, then stop ends the job,
-    its step and every daemon (nothing of it left in ps)."""
+    its step and every daemon (nothing of it left in ps), but not a user's process that only
+    sourced its env.sh (as the script's help says to)."""
     import shutil
     import tempfile
 
     folder = Path(tempfile.mkdtemp(prefix="dask-ps-slurm-"))  # munged must reach it
     other = start_slurm(folder, cpus=1)
+    user = subprocess.Popen(["bash", "-c", f"source {folder}/env.sh && exec sleep 300"])
     try:
+        daemons = {f: int((folder / f).read_text()) for f in
+                   ("slurmctld.pid", "slurmd.pid", "munge/munged.pid")}
         assert other.run("srun", "-n1", "true", timeout=30).returncode == 0
         other.run("sbatch", "-o", "/dev/null", "--wrap", "sleep 600")
         deadline = time.monotonic() + 30
         while other.job(other.jobs()[0]).get("JobState") != "RUNNING":
             assert time.monotonic() < deadline
             time.sleep(0.2)
-    finally:
+        time.sleep(0.5)  # the user's sleep has its SLURM_CONF by now
+        assert f"SLURM_CONF={folder}/slurm.conf".encode() in Path(
+            f"/proc/{user.pid}/environ").read_bytes().split(b"\0")
         try:
-            stop_slurm(other)  # asserts that nothing is left
+            stop_slurm(other, keep={user.pid})  # asserts that nothing else is left
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+        assert user.poll() is None, f"stop ended the user's sleep (status {user.returncode})"
+        for f, pid in daemons.items():
+            assert not Path(f"/proc/{pid}").exists(), f"{f}'s process {pid} still runs"
+    finally:
+        user.kill()
+        user.wait()
     assert slurm.jobs() == []  # the session's Slurm is untouched
+
+
+@pytest.mark.parametrize("option", ["--dir", "--port", "--slurmd-port", "--cpus", "--mem-mb"])
+def test_an_option_without_its_value_is_a_usage_error(option):
+    """start_slurm.sh start --port (no value): the help, then "option --port needs a value"
+    as the last line, status 1 (no root needed: nothing starts)."""
+    proc = subprocess.run(["bash", str(SCRIPT), "start", option], capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1].endswith(f"ERROR: option {option} needs a value")
+    assert "unbound variable" not in proc.stderr
+    proc = subprocess.run(["bash", str(SCRIPT), "start", option, "--no-install"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.stderr.splitlines()[-1].endswith(f"ERROR: option {option} needs a value")
 
 
 @pytest.mark.timeout(900)  # the fixture's fit, bounded at 600 s for a heavily loaded machine
