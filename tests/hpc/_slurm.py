@@ -61,8 +61,8 @@ class Slurm:
     dir: Path
     env: dict = field(default_factory=dict)
 
-    def run(self, *cmd, timeout=60, check=True, env=None) -> subprocess.CompletedProcess:
-        return subprocess.run(list(cmd), env=self.env if env is None else env,
+    def run(self, *cmd, timeout=60, check=True, env=None, cwd=None) -> subprocess.CompletedProcess:
+        return subprocess.run(list(cmd), env=self.env if env is None else env, cwd=cwd,
                               capture_output=True, text=True, timeout=timeout, check=check)
 
     def jobs(self) -> list[str]:

@@ -32,10 +32,11 @@ pytestmark = pytest.mark.timeout(300)
 
 def batch(slurm, args: list[str], env: dict, timeout: float, cwd: Path) -> tuple[dict, str]:
     """Submit ``sbatch args``, wait (bounded) until the job has finished; its final record
-    and its output. The job is cancelled if it is still there at the end."""
+    and its output. The job is cancelled if it is still there at the end. Submitted from
+    ``cwd``, which is the job's SLURM_SUBMIT_DIR (where scheduler_file.sbatch writes)."""
     out = cwd / "job-%j.out"
     job_id = slurm.run("sbatch", "--parsable", "-D", str(cwd), "-o", str(out), *args,
-                       timeout=30, env=env).stdout.strip().split(";")[0]
+                       timeout=30, env=env, cwd=cwd).stdout.strip().split(";")[0]
     t0 = time.perf_counter()
     try:
         while True:
@@ -154,12 +155,20 @@ def test_shard_jobs_hold_the_shards(slurm, jobdir, monkeypatch):
 
 def test_scheduler_file_batch_script(slurm, env, jobdir):
     """examples/hpc/scheduler_file.sbatch: scheduler and workers as job steps, dask-ps with
-    --scheduler-file; the job completes with status 0."""
+    --scheduler-file; the job completes with status 0, its log ends with the result, and
+    the shutdown (workers first, then the scheduler) logs no error or traceback anywhere."""
     job, text = batch(slurm, [str(REPO / "examples" / "hpc" / "scheduler_file.sbatch")],
                       {**env, "PYTHON": PYTHON, "DASK_PS": DASK_PS, "DASK_INTERFACE": "lo"},
                       240, jobdir)
     assert job["JobState"] == "COMPLETED" and job["ExitCode"] == "0:0", text[-3000:]
     assert auc(text) >= 0.900
+    assert text.splitlines()[-1].startswith("test: AUC "), text[-3000:]
+    logs = {p.name: p.read_text() for p in jobdir.glob(f"dask-*-{job['JobId']}.log")}
+    assert sorted(logs) == [f"dask-scheduler-{job['JobId']}.log",
+                            f"dask-workers-{job['JobId']}.log"]
+    assert "Stopping worker" in logs[f"dask-workers-{job['JobId']}.log"]
+    for name, log in {"job log": text, **logs}.items():
+        assert "Traceback" not in log and " - ERROR - " not in log, f"{name}:\n{log[-3000:]}"
     assert "cluster: scheduler at tcp://127.0.0.1:" in text
     note_times(text, "scheduler file")
     assert slurm.jobs() == []
@@ -186,6 +195,8 @@ def test_cli_slurm_runner(slurm, env, jobdir):
     assert job["JobState"] == "COMPLETED" and job["ExitCode"] == "0:0", text[-3000:]
     assert auc(text) >= 0.900
     assert re.search(r"^cluster: SLURMRunner: job \d+, 1 worker task ", text, re.M), text
+    # the driver closes the workers, then the scheduler: the shutdown logs no traceback
+    assert "Traceback" not in text and " - ERROR - " not in text, text[-3000:]
     note_times(text, "slurm-runner")
 
 
