@@ -200,6 +200,9 @@ def close_workers(client, timeout: float = 10.0) -> int:
     scheduler still answers, so it logs no tracebacks. Shutting the scheduler down first
     (``client.shutdown()``) makes every worker's heartbeat and batched stream fail mid-way,
     about 90 lines of ``distributed`` ERRORs and tracebacks per log after a successful run.
+    Left are a scheduler's INFO record "Batched Comm Closed" (with a traceback, at times) and,
+    for a worker under a nanny, the nanny's "Worker process died unexpectedly" at random (a
+    race inside ``distributed``'s nanny; ``dask worker --no-nanny`` has none).
 
     Parameters
     ----------

@@ -139,3 +139,19 @@ def stop_slurm(slurm: Slurm, keep=()) -> None:
         f"stop failed ({proc.returncode}) or left processes {left}:\n{proc.stderr[-3000:]}")
 
 
+
+
+def shutdown_noise(text: str) -> list[str]:
+    """ERROR/CRITICAL records and tracebacks in a Dask log, but for the traceback
+    ``distributed.batched`` attaches to its INFO record "Batched Comm Closed" (a stream to a
+    peer that has just left: logged at INFO, by design, even in an orderly close)."""
+    noise, record = [], ""
+    for line in text.splitlines():
+        if re.match(r"\d{4}-\d\d-\d\d [\d:,]+ - \S+ - [A-Z]+ - ", line):
+            record = line
+            if re.search(r" - (ERROR|CRITICAL) - ", line):
+                noise.append(line)
+        elif line.startswith("Traceback") and " - distributed.batched - INFO - Batched Comm " \
+                "Closed" not in record:
+            noise.append(f"{line} after: {record or '(no record)'}")
+    return noise
