@@ -196,3 +196,42 @@ def _submit_failure(command: str, exc: Exception) -> str:
     stderr = text.split("\nstderr:\n", 1)[-1]
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     return f"{shlex.split(command)[0]} failed: {' / '.join(lines) or text}"
+
+
+def close_workers(client, timeout: float = 10.0) -> int:
+    """Close every worker of ``client``'s scheduler, and wait until the scheduler has none.
+
+    The orderly first half of shutting a cluster down: each worker closes while its
+    scheduler still answers, so it logs no tracebacks. Shutting the scheduler down first
+    (``client.shutdown()``) makes every worker's heartbeat and batched stream fail mid-way,
+    about 90 lines of ``distributed`` ERRORs and tracebacks per log after a successful run.
+    Left are a scheduler's INFO record "Batched Comm Closed" (with a traceback, at times) and,
+    for a worker under a nanny, the nanny's "Worker process died unexpectedly" at random (a
+    race inside ``distributed``'s nanny; ``dask worker --no-nanny`` has none).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    timeout : float, default 10.0
+        Seconds to wait for the workers to leave; the wait then ends without an error (the
+        scheduler's own close ends those left).
+
+    Returns
+    -------
+    int
+        How many workers were asked to close.
+    """
+    import time
+
+    def _close(dask_scheduler) -> int:
+        addresses = list(dask_scheduler.workers)
+        for address in addresses:
+            dask_scheduler.close_worker(address)
+        return len(addresses)
+
+    n = client.run_on_scheduler(_close)
+    deadline = time.monotonic() + timeout
+    while (client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.workers))
+           and time.monotonic() < deadline):
+        time.sleep(0.1)
+    return n

@@ -34,11 +34,12 @@ from ._cluster_parts import (
     _check_scheduler_file,
     _start_without_stop_signals,
     _SubmitFailures,
+    close_workers,
 )
 from .exceptions import OptionError
 
 __all__ = ["JOBQUEUE_SYSTEMS", "MIN_WORKER_MEMORY", "MODES", "PAUSE_TIMEOUT", "SHARD_RESOURCE",
-           "ClusterSpec", "PauseWatch", "Session", "connect", "worker_info"]
+           "ClusterSpec", "PauseWatch", "Session", "close_workers", "connect", "worker_info"]
 
 #: The Dask worker resource that marks parameter-server (shard) workers.
 SHARD_RESOURCE = "ps"
@@ -301,6 +302,11 @@ class Session:
         self._closed = True
         atexit.unregister(self.close)
         try:
+            if self._runner is not None:  # the workers first, then the scheduler: no tracebacks
+                try:
+                    close_workers(self.client)
+                except Exception:  # noqa: BLE001  best effort: the scheduler's close ends them
+                    pass
             self.client.close()
             if self._runner is not None:  # ends the scheduler, hence every task of the job
                 self._runner.__exit__(None, None, None)

@@ -173,6 +173,7 @@ class _Events:
 
         self.client = client
         self.checkpoints: list[str] = []
+        self.restored = 0  # epochs a resumed fit took from its checkpoint
         self.shards = ""
         self.topics = {FIT_TOPIC: self._fit, CHECKPOINT_TOPIC: self._checkpoint,
                        RECOVERY_TOPIC: self._recovery}
@@ -191,7 +192,7 @@ class _Events:
     def _checkpoint(self, event) -> None:
         m = event[1]
         if m.get("resumed_clock") is not None:
-            done = m["resumed_clock"]
+            done = self.restored = m["resumed_clock"]
             _say(f"resumed from checkpoint: {m['path']} version {m['version']}, after epoch "
                  f"{done} (epochs 1-{done} are not run again)" if done else
                  f"resumed from checkpoint: {m['path']} version {m['version']}, before epoch 1")
@@ -214,22 +215,27 @@ class _Events:
                 pass
 
 
-def rate_line(history: list[dict], units: float, unit: str, wall: float) -> str:
-    """Wall time and throughput, the first pass (numba compiles there on a cold cache)
-    left out of the rate; a record's ``time`` counts from the start of the fit."""
-    times = [h["time"] for h in history
-             if "event" not in h and isinstance(h.get("time"), float) and math.isfinite(h["time"])]
+def rate_line(history: list[dict], units: float, unit: str, wall: float,
+              restored: int = 0) -> str:
+    """Wall time and throughput of this run's passes, the first pass (numba compiles there
+    on a cold cache) left out of the rate; a record's ``time`` counts from the start of the
+    fit. The first ``restored`` pass records came from a checkpoint (``--resume``): they are
+    not this run's, and only their number is said."""
+    passes = [h for h in history if "event" not in h][restored:]
+    times = [h["time"] for h in passes
+             if isinstance(h.get("time"), float) and math.isfinite(h["time"])]
     line = f"train wall {wall:.2f} s"
+    more = f"; epochs 1-{restored} restored from the checkpoint" if restored else ""
     n = len(times)
     if n < 2:
-        return (f"{line} ({n or 1} pass over {units:,.0f} {unit}; no rate: a first pass "
+        return (f"{line} ({n or 1} pass over {units:,.0f} {unit}{more}; no rate: a first pass "
                 f"includes compiling numba kernels when their cache is cold)")
     first, rest = times[0], times[-1] - times[0]
     if rest <= 0:
-        return f"{line} ({n} passes over {units:,.0f} {unit})"
+        return f"{line} ({n} passes over {units:,.0f} {unit}{more})"
     return (f"{line}; first pass {first:.2f} s (includes compiling numba kernels when their "
             f"cache is cold), then {units * (n - 1) / rest / 1e6:.2f} M {unit}/s ({n - 1} "
-            f"passes over {units:,.0f} {unit})")
+            f"pass{'es' if n > 2 else ''} over {units:,.0f} {unit}{more})")
 
 
 def _history(history: list[dict], n: int) -> None:
@@ -361,7 +367,7 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
             raise
         wall = time.perf_counter() - t0
         _history(est.history_, args.history)
-        _say(rate_line(est.history_, data.units, algo.unit, wall))
+        _say(rate_line(est.history_, data.units, algo.unit, wall, events.restored))
         for line in algo.report(est, args):
             _say(line)
         if events.checkpoints and kept:

@@ -61,8 +61,8 @@ class Slurm:
     dir: Path
     env: dict = field(default_factory=dict)
 
-    def run(self, *cmd, timeout=60, check=True, env=None) -> subprocess.CompletedProcess:
-        return subprocess.run(list(cmd), env=self.env if env is None else env,
+    def run(self, *cmd, timeout=60, check=True, env=None, cwd=None) -> subprocess.CompletedProcess:
+        return subprocess.run(list(cmd), env=self.env if env is None else env, cwd=cwd,
                               capture_output=True, text=True, timeout=timeout, check=check)
 
     def jobs(self) -> list[str]:
@@ -83,16 +83,16 @@ class Slurm:
             time.sleep(0.5)
 
 
-def _ours(folder: Path) -> list[str]:
+def _ours(folder: Path, keep=()) -> list[str]:
     """``ps`` lines of processes that belong to the Slurm in ``folder`` (its daemons, job
     steps and jobs: anything whose command line names the folder or whose environment holds
-    its SLURM_CONF)."""
+    its SLURM_CONF), but for the PIDs ``keep`` (a user's processes that sourced env.sh)."""
     conf = f"SLURM_CONF={folder}/slurm.conf".encode()
     pids = []
     for env in Path("/proc").glob("[0-9]*/environ"):
         try:
             pid = env.parent.name
-            if int(pid) == os.getpid():
+            if int(pid) == os.getpid() or int(pid) in keep:
                 continue
             cmdline = (env.parent / "cmdline").read_bytes()
             if conf in env.read_bytes().split(b"\0") or str(folder).encode() in cmdline:
@@ -128,14 +128,30 @@ def start_slurm(folder: Path, cpus: int = CPUS) -> Slurm:
     return Slurm(folder, env)
 
 
-def stop_slurm(slurm: Slurm) -> None:
-    """Stop it and check that nothing of it is left."""
+def stop_slurm(slurm: Slurm, keep=()) -> None:
+    """Stop it and check that nothing of it is left (but the PIDs ``keep``)."""
     t0 = time.perf_counter()
     proc = subprocess.run(["bash", str(SCRIPT), "stop", "--dir", str(slurm.dir)],
                           capture_output=True, text=True, timeout=180)
     TIMINGS.setdefault("slurm stop (s)", time.perf_counter() - t0)
-    left = _ours(slurm.dir)
+    left = _ours(slurm.dir, keep)
     assert proc.returncode == 0 and not left, (
         f"stop failed ({proc.returncode}) or left processes {left}:\n{proc.stderr[-3000:]}")
 
 
+
+
+def shutdown_noise(text: str) -> list[str]:
+    """ERROR/CRITICAL records and tracebacks in a Dask log, but for the traceback
+    ``distributed.batched`` attaches to its INFO record "Batched Comm Closed" (a stream to a
+    peer that has just left: logged at INFO, by design, even in an orderly close)."""
+    noise, record = [], ""
+    for line in text.splitlines():
+        if re.match(r"\d{4}-\d\d-\d\d [\d:,]+ - \S+ - [A-Z]+ - ", line):
+            record = line
+            if re.search(r" - (ERROR|CRITICAL) - ", line):
+                noise.append(line)
+        elif line.startswith("Traceback") and " - distributed.batched - INFO - Batched Comm " \
+                "Closed" not in record:
+            noise.append(f"{line} after: {record or '(no record)'}")
+    return noise

@@ -15,16 +15,29 @@ from pathlib import Path
 
 import pytest
 
-from ._slurm import DASK_PS, NET, PYTHON, REPO, TIMINGS, auc, note_times, start_slurm, stop_slurm
+from ._slurm import (
+    DASK_PS,
+    NET,
+    PYTHON,
+    REPO,
+    SCRIPT,
+    TIMINGS,
+    auc,
+    note_times,
+    shutdown_noise,
+    start_slurm,
+    stop_slurm,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
 def batch(slurm, args: list[str], env: dict, timeout: float, cwd: Path) -> tuple[dict, str]:
     """Submit ``sbatch args``, wait (bounded) until the job has finished; its final record
-    and its output. The job is cancelled if it is still there at the end."""
+    and its output. The job is cancelled if it is still there at the end. Submitted from
+    ``cwd``, which is the job's SLURM_SUBMIT_DIR (where scheduler_file.sbatch writes)."""
     out = cwd / "job-%j.out"
     job_id = slurm.run("sbatch", "--parsable", "-D", str(cwd), "-o", str(out), *args,
-                       timeout=30, env=env).stdout.strip().split(";")[0]
+                       timeout=30, env=env, cwd=cwd).stdout.strip().split(";")[0]
     t0 = time.perf_counter()
     try:
         while True:
@@ -55,25 +68,51 @@ def test_cannot_run_is_a_skip_with_the_reason(tmp_path, monkeypatch):
 
 def test_slurm_runs_and_stops_cleanly(slurm):
     """A second private Slurm next to the session's: a running job, then stop ends the job,
-    its step and every daemon (nothing of it left in ps)."""
+    its step and every daemon (nothing of it left in ps), but not a user's process that only
+    sourced its env.sh (as the script's help says to)."""
     import shutil
     import tempfile
 
     folder = Path(tempfile.mkdtemp(prefix="dask-ps-slurm-"))  # munged must reach it
     other = start_slurm(folder, cpus=1)
+    user = subprocess.Popen(["bash", "-c", f"source {folder}/env.sh && exec sleep 300"])
     try:
+        daemons = {f: int((folder / f).read_text()) for f in
+                   ("slurmctld.pid", "slurmd.pid", "munge/munged.pid")}
         assert other.run("srun", "-n1", "true", timeout=30).returncode == 0
         other.run("sbatch", "-o", "/dev/null", "--wrap", "sleep 600")
         deadline = time.monotonic() + 30
         while other.job(other.jobs()[0]).get("JobState") != "RUNNING":
             assert time.monotonic() < deadline
             time.sleep(0.2)
-    finally:
+        time.sleep(0.5)  # the user's sleep has its SLURM_CONF by now
+        assert f"SLURM_CONF={folder}/slurm.conf".encode() in Path(
+            f"/proc/{user.pid}/environ").read_bytes().split(b"\0")
         try:
-            stop_slurm(other)  # asserts that nothing is left
+            stop_slurm(other, keep={user.pid})  # asserts that nothing else is left
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+        assert user.poll() is None, f"stop ended the user's sleep (status {user.returncode})"
+        for f, pid in daemons.items():
+            assert not Path(f"/proc/{pid}").exists(), f"{f}'s process {pid} still runs"
+    finally:
+        user.kill()
+        user.wait()
     assert slurm.jobs() == []  # the session's Slurm is untouched
+
+
+@pytest.mark.parametrize("option", ["--dir", "--port", "--slurmd-port", "--cpus", "--mem-mb"])
+def test_an_option_without_its_value_is_a_usage_error(option):
+    """start_slurm.sh start --port (no value): the help, then "option --port needs a value"
+    as the last line, status 1 (no root needed: nothing starts)."""
+    proc = subprocess.run(["bash", str(SCRIPT), "start", option], capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1].endswith(f"ERROR: option {option} needs a value")
+    assert "unbound variable" not in proc.stderr
+    proc = subprocess.run(["bash", str(SCRIPT), "start", option, "--no-install"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.stderr.splitlines()[-1].endswith(f"ERROR: option {option} needs a value")
 
 
 @pytest.mark.timeout(900)  # the fixture's fit, bounded at 600 s for a heavily loaded machine
@@ -117,12 +156,21 @@ def test_shard_jobs_hold_the_shards(slurm, jobdir, monkeypatch):
 
 def test_scheduler_file_batch_script(slurm, env, jobdir):
     """examples/hpc/scheduler_file.sbatch: scheduler and workers as job steps, dask-ps with
-    --scheduler-file; the job completes with status 0."""
+    --scheduler-file; the job completes with status 0, its log ends with the result, and
+    the shutdown (workers first, then the scheduler) logs no error or traceback anywhere."""
     job, text = batch(slurm, [str(REPO / "examples" / "hpc" / "scheduler_file.sbatch")],
                       {**env, "PYTHON": PYTHON, "DASK_PS": DASK_PS, "DASK_INTERFACE": "lo"},
                       240, jobdir)
     assert job["JobState"] == "COMPLETED" and job["ExitCode"] == "0:0", text[-3000:]
     assert auc(text) >= 0.900
+    assert text.splitlines()[-1].startswith("test: AUC "), text[-3000:]
+    logs = {p.name: p.read_text() for p in jobdir.glob(f"dask-*-{job['JobId']}.log")}
+    assert sorted(logs) == [f"dask-scheduler-{job['JobId']}.log",
+                            f"dask-workers-{job['JobId']}.log"]
+    assert "Stopping worker" in logs[f"dask-workers-{job['JobId']}.log"]
+    assert not shutdown_noise(text), text[-3000:]
+    for name, log in logs.items():
+        assert not shutdown_noise(log), f"{name}:\n{log[-3000:]}"
     assert "cluster: scheduler at tcp://127.0.0.1:" in text
     note_times(text, "scheduler file")
     assert slurm.jobs() == []
@@ -149,6 +197,8 @@ def test_cli_slurm_runner(slurm, env, jobdir):
     assert job["JobState"] == "COMPLETED" and job["ExitCode"] == "0:0", text[-3000:]
     assert auc(text) >= 0.900
     assert re.search(r"^cluster: SLURMRunner: job \d+, 1 worker task ", text, re.M), text
+    # the driver closes the workers, then the scheduler: the shutdown logs no traceback
+    assert not shutdown_noise(text), text[-3000:]
     note_times(text, "slurm-runner")
 
 

@@ -4,8 +4,10 @@
 #
 #   start_slurm.sh start     install the packages if missing (and allowed), render slurm.conf,
 #                            start munged, slurmctld, slurmd, wait until the node is idle
-#   start_slurm.sh stop      cancel every job, stop the three daemons by PID, then end any
-#                            process still running with this instance's SLURM_CONF (job steps)
+#   start_slurm.sh stop      cancel every job, end what is left of its job steps (this
+#                            instance's slurmstepd processes and their descendants), then stop
+#                            the three daemons by the PIDs they recorded in DIR; nothing else
+#                            (a shell that only sourced DIR/env.sh is never touched)
 #   start_slurm.sh status    sinfo, squeue, and the daemons' PIDs
 #   start_slurm.sh install   only install Debian's slurmctld slurmd slurm-client munge
 #
@@ -22,10 +24,6 @@
 # read it). Exit status: 0 done, 1 failed, 3 Slurm cannot run on this machine (not root, no
 # apt-get, or the installation failed); the last line on stderr gives the reason.
 set -euo pipefail
-# This script's processes never carry a caller's SLURM_CONF (the commands below get it
-# explicitly), so that stop's sweep for processes holding it cannot find the script itself.
-# A forked subshell shows its parent's initial environment in /proc: re-exec without it.
-if [ -n "${SLURM_CONF+x}" ]; then exec env -u SLURM_CONF bash "${BASH_SOURCE[0]}" "$@"; fi
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PACKAGES=(slurmctld slurmd slurm-client munge)
@@ -41,18 +39,25 @@ NO_INSTALL=${DPS_SLURM_NO_INSTALL:-0}
 log() { printf '[start_slurm %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 cannot() { log "CANNOT RUN SLURM HERE: $*"; exit 3; }
-usage() { sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit "${1:-1}"; }
+print_help() { sed -n '2,/^set -e/{/^#/p}' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
+usage() { print_help; exit 0; }
+misuse() { print_help; log "ERROR: $*"; exit 1; }  # the help, then the reason as the last line
+
+value() {  # value OPTION ARGS...: the option's value, or a usage error when it has none
+  [ $# -ge 2 ] && [ -n "$2" ] && [[ "$2" != --* ]] || misuse "option $1 needs a value"
+  printf '%s' "$2"
+}
 
 while [ $# -gt 0 ]; do
   case "$1" in
-    --dir) DIR=$2; shift 2 ;;
-    --port) PORT=$2; shift 2 ;;
-    --slurmd-port) SLURMD_PORT=$2; shift 2 ;;
-    --cpus) CPUS=$2; shift 2 ;;
-    --mem-mb) MEM_MB=$2; shift 2 ;;
+    --dir) DIR=$(value "$@"); shift 2 ;;
+    --port) PORT=$(value "$@"); shift 2 ;;
+    --slurmd-port) SLURMD_PORT=$(value "$@"); shift 2 ;;
+    --cpus) CPUS=$(value "$@"); shift 2 ;;
+    --mem-mb) MEM_MB=$(value "$@"); shift 2 ;;
     --no-install) NO_INSTALL=1; shift ;;
-    -h|--help) usage 0 ;;
-    *) log "unknown option $1"; usage ;;
+    -h|--help) usage ;;
+    *) misuse "unknown option $1" ;;
   esac
 done
 
@@ -132,7 +137,7 @@ start() {
   render_conf
   start_munge
   # -c: a clean start, nothing remembered from an earlier run of this folder
-  # (the daemons carry SLURM_CONF, so do their job steps: stop's sweep finds any left behind)
+  # (the daemons carry SLURM_CONF, so do their slurmstepd processes: stop finds those left)
   sl slurmctld -c -f "$DIR/slurm.conf" || die "slurmctld did not start (see $DIR/log/slurmctld.log)"
   sl slurmd -f "$DIR/slurm.conf" -N localhost || die "slurmd did not start (see $DIR/log/slurmd.log)"
   local state=""
@@ -153,10 +158,12 @@ start() {
 }
 
 stop_pid() {  # stop_pid PIDFILE NAME: SIGTERM, wait up to 5 s, then SIGKILL
+  # only the process the daemon NAME recorded in PIDFILE, and only while it is still NAME
+  # (a stale file's PID may belong to another process by now)
   local f=$1 name=$2 p
   [ -f "$f" ] || return 0
   p=$(cat "$f")
-  if kill -0 "$p" 2>/dev/null; then
+  if [[ "$p" =~ ^[0-9]+$ ]] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$name" ]; then
     kill "$p" 2>/dev/null || true
     for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     if kill -0 "$p" 2>/dev/null; then log "$name ($p) still alive after 5 s: SIGKILL"; kill -9 "$p" 2>/dev/null || true; fi
@@ -165,21 +172,24 @@ stop_pid() {  # stop_pid PIDFILE NAME: SIGTERM, wait up to 5 s, then SIGKILL
   rm -f "$f"
 }
 
-ancestors() {  # this script's PID and those of its callers (never killed by the sweep)
-  local p=$BASHPID
-  while [ -n "$p" ] && [ "$p" -gt 1 ]; do
-    echo "$p"; p=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null || true)
-  done
-}
-
-leftovers() {  # PIDs of processes whose environment holds this instance's SLURM_CONF
-  local keep f p
-  keep=" $(ancestors | tr '\n' ' ') "
-  for f in $(grep -lzxF "SLURM_CONF=$DIR/slurm.conf" /proc/[0-9]*/environ 2>/dev/null); do
-    p=${f#/proc/}; p=${p%/environ}
-    [[ "$keep" == *" $p "* ]] || echo "$p"
-  done
-  return 0
+steps() {  # PIDs of this instance's job steps: its slurmstepd processes (they carry the
+  # SLURM_CONF slurmd was started with) and all their descendants (the jobs' processes).
+  # Nothing else: a process that merely has SLURM_CONF (a shell that sourced env.sh, sbatch,
+  # a driver outside the allocation) is not a job step's.
+  local f p stepds
+  stepds=$(for f in $(grep -lzxF "SLURM_CONF=$DIR/slurm.conf" /proc/[0-9]*/environ 2>/dev/null); do
+             p=${f#/proc/}; p=${p%/environ}
+             [ "$(cat "/proc/$p/comm" 2>/dev/null)" = slurmstepd ] && echo "$p"
+           done)
+  [ -n "$stepds" ] || return 0
+  ps -e -o pid= -o ppid= | awk -v roots="$stepds" -v me="$$" '
+    BEGIN { n = split(roots, r); for (i = 1; i <= n; i++) keep[r[i]] = 1 }
+    { parent[$1] = $2 }
+    END {
+      for (p in parent) {
+        for (q = p; q != "" && q > 1; q = parent[q]) if (q in keep) { if (p != me) print p; break }
+      }
+    }'
 }
 
 stop() {
@@ -195,19 +205,19 @@ stop() {
       for _ in $(seq 75); do [ -z "$(sl squeue -h 2>/dev/null)" ] && break; sleep 0.2; done
     fi
   fi
+  local left
+  left=$(steps)
+  if [ -n "$left" ]; then  # jobs slurmd did not end (or slurmctld was gone and could not cancel)
+    log "ending what is left of this Slurm's job steps: $(echo $left)"
+    kill $left 2>/dev/null || true
+    for _ in $(seq 50); do left=$(steps); [ -z "$left" ] && break; sleep 0.1; done
+    [ -z "$left" ] || { kill -9 $left 2>/dev/null || true; sleep 0.2; }
+  fi
   stop_pid "$DIR/slurmd.pid" slurmd
   stop_pid "$DIR/slurmctld.pid" slurmctld
   stop_pid "$DIR/munge/munged.pid" munged
-  local left
-  left=$(leftovers)
-  if [ -n "$left" ]; then
-    log "ending leftover processes of this Slurm: $(echo $left)"
-    kill $left 2>/dev/null || true
-    for _ in $(seq 50); do left=$(leftovers); [ -z "$left" ] && break; sleep 0.1; done
-    [ -z "$left" ] || { kill -9 $left 2>/dev/null || true; sleep 0.2; }
-  fi
-  left=$(leftovers)
-  [ -z "$left" ] || die "processes still running with SLURM_CONF=$DIR/slurm.conf: $(echo $left)"
+  left=$(steps)
+  [ -z "$left" ] || die "job step processes of this Slurm still running: $(echo $left)"
   return 0
 }
 
@@ -225,6 +235,7 @@ case "$CMD" in
   stop) stop ;;
   status) status ;;
   install) install ;;
-  -h|--help|help) usage 0 ;;
-  *) usage ;;
+  -h|--help|help) usage ;;
+  '') misuse "no command (start, stop, status or install)" ;;
+  *) misuse "unknown command $CMD" ;;
 esac
