@@ -126,7 +126,7 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
         _refuse_nested(model)
         model._job = job
     results: list = [None] * len(items)
-    step = getattr(fn, "step", fn)  # fit_partitions' step
+    step = fn.step if isinstance(fn, _EpochLoop) else fn  # the name of the job's curve
     reports = JobReports(model, getattr(step, "__qualname__", type(step).__name__), len(items),
                          callback)
     shards = None
