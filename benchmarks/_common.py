@@ -1,8 +1,12 @@
-"""What the benchmark scripts share: where the real data is, and the generated CTR-like set."""
+"""What the benchmark scripts share: where the real data is (and one line when it is not
+there), the peers (the ``bench`` extra's libraries, skipped with one line when not
+installed), and the generated CTR-like set."""
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +16,32 @@ def data_root() -> Path:
     """``$DASK_PS_DATA``, default ``../shared/data`` beside the repository."""
     return Path(os.environ.get("DASK_PS_DATA",
                                Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+
+
+def data_file(*parts: str) -> Path:
+    """``data_root() / parts``, or exit with one line naming the missing file and
+    ``DASK_PS_DATA`` (no traceback) when it is not there."""
+    path = data_root().joinpath(*parts)
+    if not path.is_file():
+        env = os.environ.get("DASK_PS_DATA")
+        where = f"DASK_PS_DATA={env}" if env else f"DASK_PS_DATA unset: default {data_root()}"
+        sys.exit(f"{path} not found ({where}); point DASK_PS_DATA at the folder holding "
+                 f"{parts[0]}/")
+    return path
+
+
+#: How to install the peers: the ``bench`` extra (never a dependency of dask_ps itself).
+BENCH_EXTRA = "pip install -e '.[bench]'"
+
+
+def peer(module: str, name: str | None = None):
+    """The peer library ``module`` imported, or None after printing ``"<name> not installed
+    (pip install -e '.[bench]'): skipped"`` (``name`` defaults to ``module``)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        print(f"{name or module} not installed ({BENCH_EXTRA}): skipped", flush=True)
+        return None
 
 
 def add_ctr_arguments(p, rows: int = 1_000_000) -> None:

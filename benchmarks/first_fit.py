@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 
-from _common import data_root
+from _common import data_file, data_root
 
 CHILD = r"""
 import json, sys, threading, time, warnings
@@ -93,12 +93,21 @@ SETUP = r"""{
 }"""
 
 CASES = ("lr-ftrl", "lr-lbfgs", "mf-sgd", "mf-als", "fm", "lda", "gbdt")
+#: The file under ``$DASK_PS_DATA`` each case reads (see SETUP)
+CASE_DATA = {"lr-ftrl": ("lr_a9a", "a9a"), "lr-lbfgs": ("lr_a9a", "a9a"),
+             "mf-sgd": ("mf_movielens100k", "u1.base"),
+             "mf-als": ("mf_movielens100k", "u1.base"), "fm": ("lr_a9a", "a9a"),
+             "lda": ("lda_ap", "ap.dat"), "gbdt": ("gbdt_lightgbm", "binary.train")}
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", default=",".join(CASES), help="comma-separated cases")
     args = p.parse_args(argv)
+    for case in args.only.split(","):  # one line, before any run, when a file is not there
+        if case not in CASE_DATA:
+            p.error(f"unknown case {case!r} in --only; choose from {', '.join(CASES)}")
+        data_file(*CASE_DATA[case])
     root = str(data_root())
     code = CHILD.replace("{setup}", SETUP)
     print(f"load average at start: {os.getloadavg()[0]:.1f}")

@@ -60,6 +60,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from _common import data_file, peer
 from sklearn.metrics import roc_auc_score
 
 TREES, RATE, LEAVES, BINS = 100, 0.1, 63, 255
@@ -68,11 +69,8 @@ XGB_SHAPE = dict(grow_policy="lossguide", max_leaves=LEAVES, max_depth=0)
 
 
 def lightgbm_example():
-    data = Path(os.environ.get("DASK_PS_DATA",
-                               Path(__file__).resolve().parents[1].parent / "shared" / "data"))
-    folder = data / "gbdt_lightgbm"
-    tr = pd.read_csv(folder / "binary.train", sep="\t", header=None).to_numpy()
-    te = pd.read_csv(folder / "binary.test", sep="\t", header=None).to_numpy()
+    tr, te = (pd.read_csv(data_file("gbdt_lightgbm", f"binary.{s}"), sep="\t",
+                          header=None).to_numpy() for s in ("train", "test"))
     return tr[:, 1:], tr[:, 0], te[:, 1:], te[:, 0]
 
 
@@ -206,6 +204,8 @@ CONTENDERS = {"dask_ps": run_dask_ps, "dask_ps local": run_dask_ps_local,
               "lightgbm": run_lightgbm, "xgboost hist": run_xgboost,
               "sklearn hgb": run_sklearn, "xgboost.dask": run_xgboost_dask}
 ON_CLUSTER = ("dask_ps", "xgboost.dask")
+#: The peers' libraries (the ``bench`` extra): a contender whose library is missing is skipped
+PEER_MODULES = {"lightgbm": "lightgbm", "xgboost hist": "xgboost", "xgboost.dask": "xgboost"}
 
 
 def main(argv=None) -> int:
@@ -239,6 +239,11 @@ def main(argv=None) -> int:
         XGB_SHAPE.clear()
         XGB_SHAPE.update(max_depth=6)
     names = args.only or list(CONTENDERS)
+    missing = {m for m in dict.fromkeys(PEER_MODULES[n] for n in names if n in PEER_MODULES)
+               if peer(m) is None}  # each prints "<peer> not installed (...): skipped"
+    names = [n for n in names if PEER_MODULES.get(n) not in missing]
+    if not args.no_example:  # one line, before any fit, when the data is not there
+        lightgbm_example()
     client = None
     if any(n in ON_CLUSTER for n in names):
         import dask
@@ -289,7 +294,8 @@ def main(argv=None) -> int:
                                                    for n, r in rows.items()))
         results.append(dict(dataset=set_name, rows=X.shape[0], results=rows))
     reg = None
-    if client is not None and "dask_ps" in names and not args.no_example:
+    if (client is not None and "dask_ps" in names and not args.no_example
+            and "lightgbm" not in missing and peer("lightgbm") is not None):
         reg = regression_l2(client)
         print(f"regression example, test l2: dask_ps {reg['dask_ps']:.6f}, LightGBM "
               f"{reg['lightgbm']:.6f} (ratio {reg['dask_ps'] / reg['lightgbm']:.4f})")

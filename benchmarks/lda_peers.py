@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from _common import data_file, peer
 
 from dask_ps.algorithms import _lda_kernels as kr
 from dask_ps.algorithms import _lda_tokens as tk
@@ -62,12 +63,10 @@ ALPHA, ETA = 0.1, 0.01
 
 def load_ap() -> tuple[sp.csr_matrix, np.ndarray]:
     """The AP corpus: (documents x terms counts, vocabulary)."""
-    data = Path(os.environ.get("DASK_PS_DATA",
-                               Path(__file__).resolve().parents[1].parent / "shared" / "data"))
-    folder = data / "lda_ap"
-    vocab = np.array([t.strip() for t in (folder / "vocab.txt").read_text().splitlines()])
+    vocab_file, counts_file = data_file("lda_ap", "vocab.txt"), data_file("lda_ap", "ap.dat")
+    vocab = np.array([t.strip() for t in vocab_file.read_text().splitlines()])
     indptr, cols, vals = [0], [], []
-    for line in (folder / "ap.dat").read_text().splitlines():
+    for line in counts_file.read_text().splitlines():
         pairs = line.split()[1:]
         for pair in pairs:
             term, count = pair.split(":")
@@ -375,6 +374,9 @@ def main(argv=None) -> dict:
         args.tomotopy_iterations, args.gensim_passes, args.sklearn_iterations = 20, 1, 2
         args.generated_tokens, args.generated_topics = 200_000, [20, 100]
         args.generated_iterations = 5
+    # each missing one prints "<peer> not installed (...): skipped", once
+    args.missing_peers = set() if args.ours_only else {
+        name for name in ("tomotopy", "gensim") if peer(name) is None}
     X, vocab = load_ap()
     split = heldout_split(X, 0.1, seed=0)
     train_vocab = vocab[split.terms]
@@ -477,11 +479,9 @@ def _compare(args, split, train_vocab, client, results) -> dict:
                  ("gensim", lambda: run_gensim(split, K, args.gensim_passes)),
                  ("sklearn", lambda: run_sklearn(split, K, args.sklearn_iterations))]
         for name, fn in peers:
-            try:
-                row[name] = fn()
-            except ImportError as e:
-                print(f"K={K} {name}: not installed ({e})", flush=True)
+            if name in args.missing_peers:
                 continue
+            row[name] = fn()
             r = row[name]
             print(f"K={K} {name}: {r['tokens_per_s'] / 1e6:.2f} M tokens/s, "
                   f"fit {r['fit_s']:.1f} s, perplexity {r['perplexity']:.1f}; dask_ps (2 "

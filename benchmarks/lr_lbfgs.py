@@ -30,7 +30,7 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from _common import add_ctr_arguments, ctr_set, data_root
+from _common import add_ctr_arguments, ctr_set, data_file
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import roc_auc_score
 
@@ -118,6 +118,9 @@ def main(argv=None) -> int:
     def load():
         return os.getloadavg()[0]
 
+    if not args.skip_a9a:  # one line, before the cluster starts, when a9a is not there
+        a9a = [data_file("lr_a9a", name) for name in ("a9a", "a9a.t")]
+
     print(f"load average at start: {os.getloadavg()}")
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
@@ -128,9 +131,8 @@ def main(argv=None) -> int:
             LogisticRegression(solver="lbfgs", max_iter=2, client=client).fit(
                 Xw, np.arange(400) % 2)
         if not args.skip_a9a:
-            data = data_root() / "lr_a9a"
-            X, y = load_svmlight_file(str(data / "a9a"), n_features=123)
-            Xt, yt = load_svmlight_file(str(data / "a9a.t"), n_features=123)
+            X, y = load_svmlight_file(str(a9a[0]), n_features=123)
+            Xt, yt = load_svmlight_file(str(a9a[1]), n_features=123)
             y, yt = (y > 0).astype(np.float64), (yt > 0).astype(np.float64)
             chunk = -(-X.shape[0] // 2)
             dX, dy = client.persist([da.from_array(X, chunks=(chunk, 123), asarray=False),

@@ -41,7 +41,7 @@ import time
 import numba
 import numpy as np
 import scipy.sparse as sp
-from _common import add_ctr_arguments, ctr_set, data_root
+from _common import add_ctr_arguments, ctr_set, data_file, peer
 from sklearn.metrics import roc_auc_score
 
 
@@ -140,12 +140,8 @@ def run_all(name, X, y, Xt, yt, dX, dy, client, args, warm):
 
 
 def _dask_ml(res, dX, dy, Xt, yt, client, args, target):
-    try:
-        from dask_ml.linear_model import LogisticRegression as DaskMLLogisticRegression
-    except ImportError:
-        print("  dask-ml not installed (pip install dask-ml): skipped")
-        return
     import sparse
+    from dask_ml.linear_model import LogisticRegression as DaskMLLogisticRegression
     from distributed import wait
 
     def coo_with_ones(block):
@@ -218,7 +214,10 @@ def main(argv=None) -> int:
     from dask_ps import LogisticRegression
     from dask_ps.io import make_ctr
 
-    data = data_root()
+    if not args.no_dask_ml and peer("dask_ml", "dask-ml") is None:
+        args.no_dask_ml = True
+    if not args.skip_a9a:  # one line, before the cluster starts, when a9a is not there
+        a9a = [data_file("lr_a9a", name) for name in ("a9a", "a9a.t")]
     print(f"load average at start: {os.getloadavg()}")
     results = []
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, \
@@ -228,8 +227,8 @@ def main(argv=None) -> int:
             LogisticRegression(max_iter=1, client=client).fit(Xw, yw)
 
         if not args.skip_a9a:
-            X, y = load_svmlight_file(str(data / "lr_a9a" / "a9a"), n_features=123)
-            Xt, yt = load_svmlight_file(str(data / "lr_a9a" / "a9a.t"), n_features=123)
+            X, y = load_svmlight_file(str(a9a[0]), n_features=123)
+            Xt, yt = load_svmlight_file(str(a9a[1]), n_features=123)
             X, Xt, y, yt = _csr(X), _csr(Xt), (y > 0).astype(np.float64), (yt > 0) * 1.0
             chunk = -(-X.shape[0] // 4)
             dX, dy = client.persist([da.from_array(X, chunks=(chunk, X.shape[1]),

@@ -18,7 +18,7 @@ import os
 import sys
 
 import numpy as np
-from _common import add_ctr_arguments, ctr_set, data_root
+from _common import add_ctr_arguments, ctr_set, data_file
 
 DESIGNS = [("ftrl", "worker", {}), ("ftrl", "server", {}),
            ("adagrad", "worker", {}), ("adagrad", "server", {})]
@@ -67,13 +67,14 @@ def main(argv=None) -> int:
     from distributed import Client, LocalCluster
     from sklearn.datasets import load_svmlight_file
 
-    data = data_root()
+    if not args.skip_a9a:  # one line, before the cluster starts, when a9a is not there
+        a9a = [data_file("lr_a9a", name) for name in ("a9a", "a9a.t")]
     print(f"load average at start: {os.getloadavg()}")
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
         if not args.skip_a9a:
-            X, y = load_svmlight_file(str(data / "lr_a9a" / "a9a"), n_features=123)
-            Xt, yt = load_svmlight_file(str(data / "lr_a9a" / "a9a.t"), n_features=123)
+            X, y = load_svmlight_file(str(a9a[0]), n_features=123)
+            Xt, yt = load_svmlight_file(str(a9a[1]), n_features=123)
             run("a9a", X, y, Xt, yt, client, args.epochs, args.server_batch)
         if not args.skip_ctr:
             dX, dy, Xt, yt = ctr_set(client, args, np.float32)

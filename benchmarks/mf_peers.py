@@ -38,15 +38,14 @@ import time
 
 import numpy as np
 import pandas as pd
-from _common import data_root
+from _common import data_file, peer
 
 NAMES = ["user", "item", "rating", "ts"]
 
 
 def movielens(split: str = "u1") -> tuple[pd.DataFrame, pd.DataFrame]:
-    folder = data_root() / "mf_movielens100k"
-    return (pd.read_csv(folder / f"{split}.base", sep="\t", names=NAMES)[NAMES[:3]],
-            pd.read_csv(folder / f"{split}.test", sep="\t", names=NAMES)[NAMES[:3]])
+    return tuple(pd.read_csv(data_file("mf_movielens100k", f"{split}.{part}"), sep="\t",
+                             names=NAMES)[NAMES[:3]] for part in ("base", "test"))
 
 
 def generated(n: int, rank: int = 10, seed: int = 0, users: int | None = None,
@@ -191,20 +190,16 @@ def main(argv=None) -> int:
 
     from distributed import Client, LocalCluster
 
+    use_spark = not args.no_spark and peer("pyspark") is not None
+    surprise = not args.no_surprise and peer("surprise", "Surprise") is not None
+    ml_train, ml_test = movielens("u1")  # one line, before anything runs, when not there
     spark = None
-    if not args.no_spark:
+    if use_spark:
         try:
             spark = spark_session()
             spark.sparkContext.setLogLevel("ERROR")
         except Exception as exc:  # report a peer's failure, keep measuring the others
             print(f"Spark unavailable: {type(exc).__name__}: {exc}")
-    surprise = not args.no_surprise
-    if surprise:
-        try:
-            import surprise as _  # noqa: F401
-        except ImportError:
-            print("Surprise not installed (pip install scikit-surprise): skipped")
-            surprise = False
     print(f"load before: {os.getloadavg()}")
 
     rows = []
@@ -216,7 +211,6 @@ def main(argv=None) -> int:
         print(f"  {who:40s} {per_epoch:7.3f} s/epoch  fit {fit:7.3f} s  RMSE {err:.4f}{more}",
               flush=True)
 
-    ml_train, ml_test = movielens("u1")
     gen_train, gen_test = generated(args.ratings, users=args.users, items=args.items)
     gen = f"gen-{args.ratings:.0e}"
     k, e = args.rank, args.epochs

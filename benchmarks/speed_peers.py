@@ -36,6 +36,9 @@ import sys
 import time
 from pathlib import Path
 
+from _common import data_file
+from first_fit import CASE_DATA
+
 HERE = Path(__file__).resolve().parent
 RUNS = {
     "first_fit": ["first_fit.py"],
@@ -43,6 +46,10 @@ RUNS = {
     "mf": ["mf_peers.py", "--no-spark"],
     "ftrl": ["lr_peers.py", "--no-dask-ml", "--skip-a9a"],
 }
+#: The files under ``$DASK_PS_DATA`` each run reads
+DATA = {"first_fit": sorted(set(CASE_DATA.values())),
+        "lbfgs": [("lr_a9a", "a9a"), ("lr_a9a", "a9a.t")],
+        "mf": [("mf_movielens100k", "u1.base"), ("mf_movielens100k", "u1.test")], "ftrl": []}
 NUM = r"([-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?)"
 
 
@@ -171,6 +178,9 @@ def main(argv=None) -> int:
         logs = {name: (out / f"{name}.log").read_text() for name in RUNS
                 if name not in skip and (out / f"{name}.log").exists()}
     else:
+        for name in RUNS:  # one line, before any run, when a file is not there
+            for parts in DATA[name] if name not in skip else ():
+                data_file(*parts)
         logs = {name: _run(name, out) for name in RUNS if name not in skip}
     rows = table(logs)
     print(f"\nload average at the end: {os.getloadavg()}")

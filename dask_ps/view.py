@@ -177,7 +177,11 @@ class WorkerView:
 
         The message also holds ``process`` (an id of this task's process) and
         ``bytes_moved`` (keys and values the process has sent to and received from the
-        shards so far; the tasks of a process share it)."""
+        shards so far; the tasks of a process share it). On a cluster, a number ``loss``
+        also draws the loss curve of the dashboard page (the job's name is the function's):
+        per epoch (``epoch``, or else this task's count of its loss reports), the mean of
+        the losses reported for it, once every task has reported a later epoch or the job
+        has ended (see the ``callback`` of :meth:`~dask_ps.PSModel.run`)."""
         report(self.job, self.task, {"process": self._client.uid,
                                      "bytes_moved": self._client.bytes_moved, **values})
 

@@ -20,8 +20,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     root = Path(os.environ.get("DASK_PS_DATA",
                                Path(__file__).resolve().parents[1].parent / "shared" / "data"))
-    if not (root / "lr_a9a" / "a9a").is_file():
-        sys.exit(f"a9a not found under {root}/lr_a9a; see `dask-ps train lr --dataset a9a`")
+    if not all((root / "lr_a9a" / name).is_file() for name in ("a9a", "a9a.t")):
+        sys.exit(f"a9a not found under {root}/lr_a9a; point DASK_PS_DATA at the folder holding "
+                 f"lr_a9a/ (see `dask-ps train lr --dataset a9a`)")
 
     import dask
     from distributed import Client, LocalCluster

@@ -26,8 +26,9 @@ def main(argv=None) -> int:
     root = Path(os.environ.get("DASK_PS_DATA",
                                Path(__file__).resolve().parents[1].parent / "shared" / "data"))
     folder = root / "mf_movielens100k"
-    if not (folder / f"{args.split}.base").is_file():
-        sys.exit(f"MovieLens-100k not found under {folder} (see its PROVENANCE.md)")
+    if not all((folder / f"{args.split}.{part}").is_file() for part in ("base", "test")):
+        sys.exit(f"MovieLens-100k not found under {folder}; point DASK_PS_DATA at the folder "
+                 f"holding mf_movielens100k/")
 
     import dask.dataframe as dd
     import pandas as pd

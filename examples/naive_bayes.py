@@ -9,7 +9,9 @@ next to the shards (``map_shards``), so only k numbers per shard travel. The mod
 scikit-learn's ``MultinomialNB(alpha=1)``.
 """
 
+import argparse
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -40,16 +42,20 @@ def fit(data, n_features, classes, alpha=1.0):
     return np.log(priors / priors.sum()), log_prob.T
 
 
-def main():
+def main(argv=None):
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
+    folder = Path(os.environ.get("DASK_PS_DATA", Path(__file__).resolve().parents[1].parent
+                                 / "shared" / "data")) / "lr_reuters_moneyfx"
+    if not (folder / "reuters.trn.bz2").is_file() or not (folder / "reuters.tst.bz2").is_file():
+        sys.exit(f"Reuters money-fx not found under {folder}; point DASK_PS_DATA at the folder "
+                 f"holding lr_reuters_moneyfx/")
+
     from distributed import Client, LocalCluster
     from sklearn.datasets import load_svmlight_file
     from sklearn.naive_bayes import MultinomialNB
 
-    root = Path(os.environ.get("DASK_PS_DATA",
-                               Path(__file__).resolve().parents[1].parent / "shared" / "data"))
-    X, y = load_svmlight_file(str(root / "lr_reuters_moneyfx" / "reuters.trn.bz2"))
-    Xt, yt = load_svmlight_file(str(root / "lr_reuters_moneyfx" / "reuters.tst.bz2"),
-                                n_features=X.shape[1])
+    X, y = load_svmlight_file(str(folder / "reuters.trn.bz2"))
+    Xt, yt = load_svmlight_file(str(folder / "reuters.tst.bz2"), n_features=X.shape[1])
     classes = np.unique(y)
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, \
             Client(cluster):

@@ -12,11 +12,11 @@ Topics and their messages (every message also has ``time``, seconds since the ep
     From tasks, :meth:`WorkerView.report`: ``job``, ``task`` and the task's values. Routed
     to the ``callback`` that the job's driver gave to :meth:`PSModel.run`.
 ``"dask_ps.fit"``
-    From estimators, once per epoch (:class:`~.progress.FitMonitor`): ``fit`` (an id per
-    fit), ``name``, ``epoch``, ``n_epochs``, ``loss``, ``elapsed`` (seconds since the fit
-    started), ``bytes`` (pulled and pushed during the epoch) and ``shards`` (the address of
-    each shard's worker, in shard order, space-separated). The page plots the latest fit's
-    loss.
+    From estimators, and from jobs whose tasks report a ``loss``, once per epoch
+    (:class:`~.progress.FitMonitor`): ``fit`` (an id per fit, or job), ``name``,
+    ``epoch``, ``n_epochs``, ``loss``, ``elapsed`` (seconds since the fit started),
+    ``bytes`` (pulled and pushed during the epoch) and ``shards`` (the address of each
+    shard's worker, in shard order, space-separated). The page plots the latest fit's loss.
 ``"dask_ps.checkpoint"``
     From checkpoint writers, :func:`log_checkpoint`: ``path``, ``version``, ``nbytes``,
     ``seconds``, ``model``; and ``resumed_clock`` when a fit resumed from that version

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import math
+import numbers
 import queue
 import sys
 import threading
@@ -19,7 +20,7 @@ from typing import TextIO
 
 from .events import FIT_TOPIC, emit_many
 
-__all__ = ["FitMonitor", "ProgressBar", "in_notebook", "interactive"]
+__all__ = ["FitMonitor", "JobReports", "ProgressBar", "in_notebook", "interactive"]
 
 
 def in_notebook() -> bool:
@@ -138,10 +139,11 @@ EVENT_INTERVAL = 0.1
 class FitMonitor:
     """Collects a fit's per-epoch reports: history entries, progress bar, dashboard events.
 
-    Tasks report ``ps.report(epoch=e, loss=<summed loss of their rows>)``; when every task
-    has reported epoch ``e``, the monitor records ``loss`` (the sum over tasks divided by
-    ``n_rows``), the seconds since the fit started and the bytes moved during the epoch (the
-    growth of each process's ``bytes_moved`` between its reports of epochs ``e - 1`` and
+    Tasks report ``ps.report(epoch=e, loss=...)`` (:meth:`task_report`), as often as they
+    like; once every task has reported a later epoch (or at :meth:`close`), the monitor
+    records epoch ``e``'s ``loss`` (the sum of its reported losses divided by ``n_rows``, or
+    their mean), the seconds since the fit started and the bytes moved during the epoch (the
+    growth of each process's ``bytes_moved`` between its reports of the epoch before and
     ``e``, summed over processes: a clock's push still in flight at a report counts in the
     next epoch). It updates the progress bar and logs a ``"dask_ps.fit"`` event for the
     dashboard from a thread of its own, never in the callback. Epochs the driver computes
@@ -157,9 +159,10 @@ class FitMonitor:
     n_epochs : int or None
         Length of the bar.
     n_tasks : int
-        Reports expected per epoch.
-    n_rows : int
-        Divisor of the summed losses.
+        Tasks of the job that report.
+    n_rows : int, optional
+        Divisor of the summed losses of an epoch's task reports; default: their number (the
+        mean of the reported losses).
     progress : bool, optional
         Show a progress bar; default: when :func:`interactive`.
     unit : str, default "epoch"
@@ -169,6 +172,10 @@ class FitMonitor:
         epoch is always sent; :attr:`entries` keep every epoch). An event is a round trip
         to the scheduler from this process: L-BFGS, whose evaluations take a few
         milliseconds, sends one per :data:`EVENT_INTERVAL` (see :meth:`record`).
+    shard_bytes : bool, default True
+        Read the shards' counters now, where :meth:`epochs_done` measures the first epoch's
+        bytes from (a call to every shard). False for a monitor fed by :meth:`task_report`
+        alone: it can then start where no call may wait, e.g. in a report's callback.
 
     Attributes
     ----------
@@ -177,22 +184,27 @@ class FitMonitor:
     """
 
     def __init__(self, model, name: str, n_epochs: int | None, n_tasks: int = 1,
-                 n_rows: int = 1, progress: bool | None = None, unit: str = "epoch",
-                 event_interval: float = 0.0) -> None:
+                 n_rows: int | None = None, progress: bool | None = None,
+                 unit: str = "epoch", event_interval: float = 0.0,
+                 shard_bytes: bool = True) -> None:
         self.model = model
         self.event_interval = float(event_interval)
         self.name = name
         self.n_epochs = n_epochs
         self.n_tasks = n_tasks
-        self.n_rows = max(1, n_rows)
+        self.n_rows = None if n_rows is None else max(1, n_rows)
         self.fit_id = uuid.uuid4().hex[:12]
         self.entries: dict[int, dict] = {}
         self.bar = ProgressBar(n_epochs, name, unit=unit, enabled=progress)
-        self._partial: dict[int, list] = {}
+        self._partial: dict[int, list] = {}  # epoch -> [reports, summed loss, {process: bytes}]
+        self._latest: dict = {}  # task -> the latest epoch it reported
+        self._counts: dict = {}  # task -> its loss reports without an epoch so far
+        self._lock = threading.Lock()  # reports (an event thread) against close
         self._process_bytes: dict[str, int] = {}  # bytes_moved at the last complete epoch
         self._queue: queue.Queue = queue.Queue()
         self._start = time.perf_counter()
-        self._bytes = self._moved()  # the shards' total, at the start or last epoch_done
+        # the shards' total, at the start or last epoch_done
+        self._bytes = self._moved() if shard_bytes else 0
         self._thread = threading.Thread(target=self._work, name="dask-ps-fit-monitor",
                                         daemon=True)
         self._thread.start()
@@ -201,21 +213,39 @@ class FitMonitor:
         return sum(s["bytes_pulled"] + s["bytes_pushed"] for s in self.model.stats())
 
     def task_report(self, msg: dict) -> None:
-        """A task's report (the ``callback`` of :meth:`PSModel.run`); quick, never blocks."""
-        if "epoch" not in msg:
+        """A task's report (the ``callback`` of :meth:`PSModel.run`); quick, never blocks.
+
+        Only a report with a number ``loss`` counts. Its epoch is ``epoch``, or, without one,
+        the number of the task's loss reports so far (1, 2, ...). A task may report an epoch
+        several times (e.g. once per partition); it reports epoch ``e`` before ``e + 1``.
+        """
+        loss = msg.get("loss")
+        if isinstance(loss, bool) or not isinstance(loss, numbers.Real):
             return
-        e = int(msg["epoch"])
-        part = self._partial.setdefault(e, [0, 0.0, {}])
-        part[0] += 1
-        part[1] += float(msg.get("loss", 0.0))
-        if "process" in msg:  # the tasks of a process share its count: keep the largest
-            p = msg["process"]
-            part[2][p] = max(part[2].get(p, 0), int(msg.get("bytes_moved", 0)))
-        if part[0] == self.n_tasks:  # epochs complete in order: a task reports e before e+1
-            del self._partial[e]
-            moved = sum(b - self._process_bytes.get(p, 0) for p, b in part[2].items())
-            self._process_bytes.update(part[2])
-            self._queue.put((e, part[1] / self.n_rows, time.perf_counter(), moved))
+        task = msg.get("task", 0)
+        with self._lock:
+            if msg.get("epoch") is not None:
+                e = int(msg["epoch"])
+            else:
+                e = self._counts[task] = self._counts.get(task, 0) + 1
+            part = self._partial.setdefault(e, [0, 0.0, {}])
+            part[0] += 1
+            part[1] += float(loss)
+            if "process" in msg:  # the tasks of a process share its count: keep the largest
+                p = msg["process"]
+                part[2][p] = max(part[2].get(p, 0), int(msg.get("bytes_moved", 0)))
+            self._latest[task] = max(e, self._latest.get(task, e))
+            if len(self._latest) >= self.n_tasks:  # every task is past the epochs below
+                self._complete(min(self._latest.values()))
+
+    def _complete(self, below: float) -> None:
+        """Record the reported epochs before ``below``, in order (holding the lock)."""
+        for e in sorted(k for k in self._partial if k < below):
+            count, total, processes = self._partial.pop(e)
+            moved = sum(b - self._process_bytes.get(p, 0) for p, b in processes.items())
+            self._process_bytes.update(processes)
+            loss = total / (count if self.n_rows is None else self.n_rows)
+            self._queue.put((e, loss, time.perf_counter(), moved))
 
     def epoch_done(self, epoch: int, loss: float) -> None:
         """Record an epoch (or iteration) whose loss the driver computed itself, between
@@ -297,9 +327,11 @@ class FitMonitor:
         return history
 
     def close(self) -> None:
-        """Process the reports received so far, then stop the thread and the bar."""
+        """Record the epochs reported so far, then stop the thread and the bar."""
         if not self._thread.is_alive():
             return
+        with self._lock:
+            self._complete(math.inf)
         self._queue.put(None)
         self._thread.join()
         self.bar.close()
@@ -309,3 +341,47 @@ class FitMonitor:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class JobReports:
+    """What the driver of a :meth:`PSModel.run` job does with its tasks' reports: call
+    ``callback(msg)`` (the caller's, if any) and, on a cluster, feed the reports holding a
+    number ``loss`` to the dashboard page's loss curve, through a :class:`FitMonitor` of the
+    job (:meth:`FitMonitor.task_report`: per epoch, the mean of the reported losses; started
+    at the first such report, without a call to the shards). A ``callback`` that is a
+    monitor's own ``task_report`` (a fit that watches its job itself) feeds the curve alone.
+
+    Parameters
+    ----------
+    model : PSModel
+    name : str
+        The fit's name on the page.
+    n_tasks : int
+        Tasks of the job.
+    callback : callable or None
+    """
+
+    def __init__(self, model, name: str, n_tasks: int, callback) -> None:
+        self.model, self.name, self.n_tasks, self.callback = model, name, n_tasks, callback
+        self.monitor: FitMonitor | None = None
+        self.feeds = (getattr(model, "client", None) is not None
+                      and not isinstance(getattr(callback, "__self__", None), FitMonitor))
+
+    def handler(self):
+        """The callable for :func:`~.events.watch_job`: this object, or None when it has
+        nothing to do (no callback and no cluster)."""
+        return self if self.feeds or self.callback is not None else None
+
+    def __call__(self, msg: dict) -> None:
+        if self.feeds and "loss" in msg:
+            if self.monitor is None:
+                self.monitor = FitMonitor(self.model, self.name, None, n_tasks=self.n_tasks,
+                                          progress=False, shard_bytes=False)
+            self.monitor.task_report(msg)
+        if self.callback is not None:
+            self.callback(msg)
+
+    def close(self) -> None:
+        """Record the job's last epochs (after its end: no more reports come)."""
+        if self.monitor is not None:
+            self.monitor.close()

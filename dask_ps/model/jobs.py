@@ -27,6 +27,7 @@ import numpy as np
 from .. import _compat
 from ..cluster import PauseWatch
 from ..diagnostics.events import watch_job
+from ..diagnostics.progress import JobReports
 from ..exceptions import ShardUnavailableError, WorkerLostError
 from ..partitions import Partition, Partitions
 from ..partitions.worker import fit_spill_target, measure_step, shed_cache
@@ -87,7 +88,11 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
         ``callback(msg)`` runs in this process for every ``ps.report(**values)`` of a
         task, as soon as it arrives (a worker's reports travel as events, no round trip);
         ``msg`` holds ``job``, ``task``, ``time`` and the values. Calls are serialised and
-        must be quick; their errors are logged, not raised.
+        must be quick; their errors are logged, not raised. With or without it, on a
+        cluster, the reports holding a number ``loss`` draw the loss curve of the dashboard
+        page (:mod:`dask_ps.diagnostics`): per epoch (``epoch``, or else the task's count of
+        its loss reports), the mean of the losses reported for it, once every task has
+        reported a later epoch or the job has ended.
 
     Returns
     -------
@@ -132,13 +137,16 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
         _refuse_nested(model)
         model._job = job
     results: list = [None] * len(items)
+    step = fn.step if isinstance(fn, _EpochLoop) else fn  # the name of the job's curve
+    reports = JobReports(model, getattr(step, "__qualname__", type(step).__name__), len(items),
+                         callback)
     shards = None
     stopped = False  # interrupted (Ctrl-C, SIGTERM's exception): not a task's error
     groups = None
     try:
         groups = _task_groups(model, len(items), workers, info)
         connection.call_all(model, "start_job", job, len(groups), cons)
-        with watch_job(model._client, job, callback):
+        with watch_job(model._client, job, reports.handler()):
             if model.is_local:
                 done = _run_group(model, job, 0, cons, fn, list(enumerate(items)))
             else:
@@ -157,6 +165,7 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
                 break
         raise
     finally:
+        reports.close()  # the last epochs reach the loss curve, a failed job's too
         # ends the job on the shards; after a failure this wakes tasks still waiting.
         # A dead shard must not mask the error.
         for r in connection.call_each(model, "end_job", job, shards=shards,

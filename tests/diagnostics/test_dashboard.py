@@ -151,6 +151,49 @@ def test_counters_on_the_page_match_the_shards(dash):
         assert sum(r["keys"] for r in rows) == 1000
 
 
+def loss_step(ps, part):
+    """A user's step: its partition's loss, reported once per partition and epoch."""
+    ps.pull("w", np.arange(4))
+    ps.push("w", np.arange(4), np.ones(4, np.float32))
+    ps.clock()
+    ps.report(epoch=part.epoch, loss=1.0 / (part.epoch + 1) + part.index)
+
+
+def loss_task(ps, item):
+    """A user's task reporting losses without an epoch: its 1st, 2nd, 3rd report."""
+    for k in range(3):
+        ps.pull("w", np.arange(4))
+        ps.clock()
+        ps.report(loss=float(item + k))
+    return item
+
+
+def test_any_jobs_reported_loss_draws_the_loss_curve(dash):
+    """ps.report(loss=...) of a user's own job (fit_partitions, or run on items), with a
+    callback or without, reaches the page's loss curve: per epoch, the mean of the losses
+    reported for it."""
+    client, url = dash
+    got = []
+    data = dask_ps.partition(np.ones((40, 2)), client=client, n_partitions=4)
+    try:
+        with dask_ps.PSModel(client) as model:
+            model.add_table("w", shape=(4,))
+            model.fit_partitions(loss_step, data, epochs=3, callback=got.append)
+            fit = get_json(f"{url}/data/loss.json")
+            assert fit["name"] == ["loss_step"] * 3, fit
+            assert fit["epoch"] == [0, 1, 2]
+            # the four partitions' losses, 1 / (epoch + 1) + index, averaged
+            np.testing.assert_allclose(fit["loss"], [1 / (e + 1) + 1.5 for e in range(3)])
+            assert len(got) == 12 and {m["job"] for m in got} == {got[0]["job"]}  # callback too
+
+            model.run(loss_task, [0, 1])  # no callback, no epoch: each task's k-th report
+            fit = get_json(f"{url}/data/loss.json")
+            assert fit["name"] == ["loss_task"] * 3 and fit["epoch"] == [1, 2, 3], fit
+            np.testing.assert_allclose(fit["loss"], [0.5, 1.5, 2.5])
+    finally:
+        data.release()
+
+
 def remote_checkpoint(path):
     return log_checkpoint(path, 3, nbytes=4096, seconds=0.5, model="m1")
 

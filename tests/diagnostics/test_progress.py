@@ -190,6 +190,30 @@ def test_monitor_event_interval(monkeypatch, interval, sent):
     assert sorted(monitor.entries) == list(range(1, 21))
 
 
+def test_monitor_records_an_epoch_once_every_task_is_past_it(monkeypatch):
+    """Tasks may report an epoch several times (once per partition): the epoch is recorded
+    when every task has reported a later one, with the mean loss; the rest at close."""
+    from dask_ps.diagnostics import progress
+
+    class Model:  # the monitor's view of a model on a cluster
+        client = object()
+        shards = []
+
+    events = []
+    monkeypatch.setattr(progress, "emit_many",
+                        lambda topic, msgs, client: events.extend(msgs))
+    monitor = progress.FitMonitor(Model(), "job", None, n_tasks=2, progress=False,
+                                  shard_bytes=False)
+    for task, epoch, loss in [(0, 0, 1.0), (0, 0, 3.0), (1, 0, 5.0), (0, 1, 0.5),
+                              (1, 0, 7.0), (0, 1, 0.5), (1, 0, "x")]:
+        monitor.task_report(dict(task=task, epoch=epoch, loss=loss))
+    monitor.task_report(dict(task=0, epoch=2, accuracy=0.9))  # no loss: not counted
+    assert sorted(monitor._partial) == [0, 1]  # not recorded: task 1 is still in epoch 0
+    monitor.task_report(dict(task=1, epoch=1, loss=1.5))
+    monitor.close()
+    assert [(m["epoch"], m["loss"]) for m in events] == [(0, 4.0), (1, 2.5 / 3)]
+
+
 def test_a_backlog_of_epochs_goes_to_the_scheduler_in_order_at_once(client2):
     """A job's epochs arrive together at its end: every one is logged, in order, with the
     same batch time (one round trip), and the fit's events are the monitor's entries."""
