@@ -560,6 +560,13 @@ def test_config_naming_a_directory_or_a_file_that_is_not_utf8(tmp_path, capsys, 
     (["--cluster", "slurm-runner", "--workers", "3"], "--workers does not apply to slurm-runner"),
     (["--cluster", "slurm-runner"], "--cluster slurm-runner: SLURM_PROCID, SLURM_NTASKS, and "
                                     "SLURM_JOB_ID must be present"),
+    # not a traceback and "unexpected RuntimeError (a bug of dask_ps?)" from LocalCluster
+    (["--interface", "nosuchif0"], "--interface nosuchif0: no such network interface on this "
+                                   "machine ("),
+    # not sbatch's error, nor jobs whose workers fail
+    (["--cluster", "slurm", "--interface", "nosuchif0"],
+     "--interface nosuchif0: no such network interface on this machine, where the scheduler "
+     "runs ("),
     (["--label", "y"], "--label applies to --format csv|parquet"),
     (["--exclude", "id"], "--exclude applies to --format csv|parquet"),
     (["--memory", "1KB"], "--memory 1KB: a worker needs at least 256 MiB"),

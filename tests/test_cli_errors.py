@@ -123,6 +123,57 @@ def test_a_failing_sbatch_ends_the_command_at_once_with_its_stderr(tr, tmp_path)
     assert time.monotonic() - t0 < 150  # not the wait for workers
 
 
+def _dask_ps(argv, path, timeout=120):
+    """``python -m dask_ps.cli argv`` with ``PATH`` set to ``path``; and its wall time."""
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "dask_ps.cli", *argv], capture_output=True,
+                          text=True, cwd=REPO, env={**os.environ, "PATH": str(path)},
+                          timeout=timeout)
+    return proc, time.monotonic() - t0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("system, command, name", [("pbs", "qsub", "PBS"),
+                                                   ("sge", "qsub", "Grid Engine (SGE)"),
+                                                   ("lsf", "bsub", "LSF")])
+def test_a_batch_system_without_its_command_is_refused_at_once(tr, tmp_path, system, command,
+                                                                name):
+    """--cluster pbs on a machine without qsub (a login node without the module loaded)
+    waited the whole --timeout, then failed with an AssertionError (pbs, sge) or a bare
+    "Exit code: 127" (lsf): one line naming the command, status 2, before any cluster."""
+    pytest.importorskip("dask_jobqueue")
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    proc, wall = _dask_ps(["train", "lr", "--train", tr, "--cluster", system, "--interface",
+                           "lo", "--timeout", "30"], empty)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [
+        f"dask-ps: error: --cluster {system}: {command}: command not found on PATH (is {name} "
+        f"installed here, or its module loaded? The jobs are submitted from this machine)"]
+    assert "cluster:" not in proc.stdout and wall < 30
+
+
+@pytest.mark.timeout(120)
+def test_a_submit_command_that_cannot_run_ends_the_wait_at_once(tr, tmp_path):
+    """qsub on PATH, but it cannot be started (here a script whose interpreter is missing):
+    dask-jobqueue's FileNotFoundError was not recorded as a failed submission, so the
+    command waited the whole --timeout for the workers, then closing the cluster failed with
+    ``AssertionError: Status.created``. Now: the reason at once, status 2."""
+    pytest.importorskip("dask_jobqueue")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    qsub = bin_dir / "qsub"
+    qsub.write_text("#!/nonexistent/interpreter\n")
+    qsub.chmod(0o755)
+    proc, wall = _dask_ps(["train", "lr", "--train", tr, "--cluster", "pbs", "--interface",
+                           "lo", "--timeout", "40"], f"{bin_dir}{os.pathsep}/bin")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [
+        "dask-ps: error: qsub failed: cannot run qsub (No such file or directory)"], \
+        proc.stderr[-3000:]
+    assert wall < 40  # not the wait for the workers
+
+
 @pytest.mark.timeout(300)
 def test_ctrl_c_stops_the_run_with_one_line(tmp_path):
     """SIGINT to the process group, as a terminal's Ctrl-C sends it: the driver stops the
