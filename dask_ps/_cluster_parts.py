@@ -92,6 +92,20 @@ def _check_interface(interface: str, mode: str) -> None:
                           f"({socket.gethostname()}); it has {', '.join(have)}")
 
 
+def _unreachable(spec, exc: OSError) -> OSError:
+    """``exc`` (no scheduler answered) naming the option that gave the scheduler: a
+    scheduler file may be left over from an earlier run."""
+    if spec.mode == "file":
+        text = (f"--scheduler-file {spec.scheduler_file}: no scheduler answers at the "
+                f"address it gives ({exc}); is its scheduler still running? (the file may be "
+                f"left over from an earlier job)")
+    else:
+        text = (f"--scheduler-address {spec.address}: no scheduler answers ({exc}); is it "
+                f"running, and reachable from here?")
+    return (TimeoutError if isinstance(exc, TimeoutError) or "Timed out" in str(exc)
+            else OSError)(text)
+
+
 #: The batch systems of ``--cluster``, as their users know them.
 SYSTEM_NAMES = {"slurm": "Slurm", "pbs": "PBS", "sge": "Grid Engine (SGE)", "lsf": "LSF"}
 

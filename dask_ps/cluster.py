@@ -40,6 +40,7 @@ from ._cluster_parts import (
     _set,
     _start_without_sigint,
     _SubmitFailures,
+    _unreachable,
     walltime_seconds,
 )
 from .exceptions import OptionError
@@ -222,7 +223,8 @@ class ClusterSpec:
 
     def check(self) -> None:
         """Refuse contradictory options, a ``memory`` or ``ps_memory`` that is no size
-        or below :data:`MIN_WORKER_MEMORY`, an ``address`` Dask cannot parse, a walltime
+        or below :data:`MIN_WORKER_MEMORY`, an ``address`` Dask cannot parse, a
+        ``scheduler_file`` that is missing or not one (mode "file"), a walltime
         that is none or zero, a ``job_extra`` directive repeating one another option sets
         (``--mem=1G`` with ``memory``), an ``interface`` this machine does not have, and a
         batch system whose submit command (``sbatch``, ``qsub``, ``bsub``) is not on
@@ -232,6 +234,8 @@ class ClusterSpec:
         ------
         OptionError
             Naming the option at fault (a ValueError).
+        FileNotFoundError
+            ``scheduler_file`` (mode "file") does not exist.
         ImportError
             dask-jobqueue is missing for a jobqueue mode.
         """
@@ -263,6 +267,8 @@ class ClusterSpec:
             _check_address(self.address)
         if self.mode == "file" and not self.scheduler_file:
             raise OptionError("cluster mode 'file' needs --scheduler-file")
+        if self.mode == "file":
+            _check_scheduler_file(self.scheduler_file)
         if jobqueue:
             walltime_seconds(self.walltime, "--walltime")
             if self.ps_walltime:
@@ -550,7 +556,10 @@ def connect(spec: ClusterSpec, report=None) -> Session:
         ``scheduler_file`` (mode "file") does not exist.
     TimeoutError
         The scheduler or the workers did not come within ``spec.timeout`` (the message says
-        how many came, and the states of Slurm jobs: ``2 pending (Resources)``).
+        how many came, and the states of Slurm jobs: ``2 pending (Resources)``; for an
+        existing scheduler, it names ``--scheduler-file`` or ``--scheduler-address``).
+    OSError
+        The existing scheduler refused the connection (naming the option).
     ImportError
         dask-jobqueue is missing for a jobqueue or slurm-runner mode (``pip install
         dask-ps[hpc]``).
@@ -561,9 +570,10 @@ def connect(spec: ClusterSpec, report=None) -> Session:
     t0 = time.perf_counter()
     timeout = spec.wait_timeout
     if spec.mode in ("address", "file"):
-        if spec.mode == "file":
-            _check_scheduler_file(spec.scheduler_file)
-        client = Client(spec.address, scheduler_file=spec.scheduler_file, timeout=timeout)
+        try:
+            client = Client(spec.address, scheduler_file=spec.scheduler_file, timeout=timeout)
+        except OSError as exc:  # a timeout, a refused connection
+            raise _unreachable(spec, exc) from None
         session = Session(client, None, description=f"scheduler at {client.scheduler.address}")
         session.times["scheduler"] = time.perf_counter() - t0
     elif spec.mode == "local":

@@ -77,6 +77,45 @@ def test_a_scheduler_file_that_is_a_folder(tr, tmp_path, capsys):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("option", ["--scheduler-file", "--scheduler-address"])
+def test_a_scheduler_that_is_gone_names_the_option(tr, tmp_path, capsys, option):
+    """A scheduler file left by an earlier job (its scheduler is gone) said only "Timed out
+    trying to connect to tcp://127.0.0.1:PORT after 3 s", naming neither the file nor that
+    it may be stale."""
+    import json
+    import socket
+
+    with socket.socket() as sock:  # a port no scheduler listens on
+        sock.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+    path = tmp_path / "scheduler.json"
+    path.write_text(json.dumps({"type": "Scheduler", "id": "x", "address": address}))
+    given = str(path) if option == "--scheduler-file" else address
+    assert main(["train", "lr", "--train", tr, option, given, "--timeout", "3"]) == 2
+    err = capsys.readouterr().err
+    timed_out = f"(Timed out trying to connect to {address} after 3 s)"
+    assert err == (f"dask-ps: error: --scheduler-file {path}: no scheduler answers at the "
+                   f"address it gives {timed_out}; is its scheduler still running? (the file "
+                   f"may be left over from an earlier job)\n" if option == "--scheduler-file"
+                   else f"dask-ps: error: --scheduler-address {address}: no scheduler answers "
+                        f"{timed_out}; is it running, and reachable from here?\n"), err
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("content", [None, b'{"foo": 1}'])
+def test_a_bad_scheduler_file_is_named_before_the_input_files(tmp_path, capsys, content):
+    """The scheduler file was checked after the inputs (14-17 s into a run on a real data
+    set): it is checked with the other options, first."""
+    path = tmp_path / "scheduler.json"
+    if content is not None:
+        path.write_bytes(content)
+    missing = str(tmp_path / "none.svm")
+    assert main(["train", "lr", "--train", missing, "--scheduler-file", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dask-ps: error: --scheduler-file {path}: "), err
+
+
+@pytest.mark.timeout(60)
 def test_a_missing_vocabulary_fails_before_any_cluster(tmp_path, capsys):
     train = _ldac(tmp_path / "docs.dat")
     missing = str(tmp_path / "none.txt")
