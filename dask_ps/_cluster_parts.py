@@ -1,12 +1,16 @@
 """Pieces of :mod:`dask_ps.cluster`: its checks of cluster options (before anything
-starts), the start of a local cluster whose workers ignore Ctrl-C, and the record of a batch
-system's failed job submissions."""
+starts), the start of a local cluster whose workers ignore Ctrl-C, the record of a batch
+system's failed job submissions, and the watch of its jobs' states while their workers are
+awaited."""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shlex
+import sys
+import time
 
 from .exceptions import OptionError
 
@@ -71,6 +75,175 @@ def _check_scheduler_file(path: str) -> None:
         raise OptionError(f"{where}: not a Dask scheduler file (not JSON: {exc})") from None
     if not (isinstance(info, dict) and isinstance(info.get("address"), str)):
         raise OptionError(f"{where}: not a Dask scheduler file (no JSON 'address')")
+
+
+def _check_interface(interface: str, mode: str) -> None:
+    """Refuse a network interface this machine does not have (Dask's scheduler or workers
+    would fail to start with a traceback), naming those it has."""
+    import socket
+
+    import psutil
+
+    have = sorted(psutil.net_if_addrs())
+    if interface not in have:
+        where = {"local": "this machine", "slurm-runner": "this node"}.get(
+            mode, "this machine, where the scheduler runs")
+        raise OptionError(f"--interface {interface}: no such network interface on {where} "
+                          f"({socket.gethostname()}); it has {', '.join(have)}")
+
+
+def _unreachable(spec, exc: OSError) -> OSError:
+    """``exc`` (no scheduler answered) naming the option that gave the scheduler: a
+    scheduler file may be left over from an earlier run."""
+    if spec.mode == "file":
+        text = (f"--scheduler-file {spec.scheduler_file}: no scheduler answers at the "
+                f"address it gives ({exc}); is its scheduler still running? (the file may be "
+                f"left over from an earlier job)")
+    else:
+        text = (f"--scheduler-address {spec.address}: no scheduler answers ({exc}); is it "
+                f"running, and reachable from here?")
+    return (TimeoutError if isinstance(exc, TimeoutError) or "Timed out" in str(exc)
+            else OSError)(text)
+
+
+#: The batch systems of ``--cluster``, as their users know them.
+SYSTEM_NAMES = {"slurm": "Slurm", "pbs": "PBS", "sge": "Grid Engine (SGE)", "lsf": "LSF"}
+
+
+def _check_submit_command(mode: str, job_cls: type) -> None:
+    """Refuse a batch system whose submit command (``sbatch``, ``qsub``, ``bsub``: that of
+    dask-jobqueue's ``job_cls``) is not on ``PATH``: its jobs could never be submitted."""
+    import shutil
+
+    command = shlex.split(job_cls.submit_command)[0]
+    if shutil.which(command) is None:
+        raise OptionError(f"--cluster {mode}: {command}: command not found on PATH (is "
+                          f"{SYSTEM_NAMES.get(mode, mode)} installed here, or its module "
+                          f"loaded? The jobs are submitted from this machine)")
+
+
+def walltime_seconds(text: str, option: str = "--walltime") -> int:
+    """Seconds of a walltime read as Slurm reads it: ``[D-]HH:MM:SS``, ``HH:MM:SS``,
+    ``MM:SS``, ``M`` (minutes), ``D-HH``, ``D-HH:MM``.
+
+    Raises
+    ------
+    OptionError
+        Not a walltime; or zero (Slurm reads ``-t 0`` as no limit: the partition's longest).
+    """
+    days, dash, clock = str(text).strip().rpartition("-")
+    parts = clock.split(":")
+    if not (1 <= len(parts) <= 3 and all(p.isdigit() for p in parts)
+            and (not dash or days.isdigit())):
+        raise OptionError(f"{option} {text!r}: not a walltime such as 01:30:00 "
+                          f"([D-]HH:MM:SS)")
+    n = [int(p) for p in parts]
+    if dash:  # D-H, D-H:M, D-H:M:S
+        seconds = int(days) * 86400 + sum(v * u for v, u in zip(n, (3600, 60, 1)))
+    else:  # M, M:S, H:M:S
+        seconds = sum(v * u for v, u in zip(n, {1: (60,), 2: (60, 1), 3: (3600, 60, 1)}
+                                            [len(n)]))
+    if seconds == 0:
+        raise OptionError(f"{option} {text!r}: a zero walltime (Slurm would read it as no "
+                          f"limit); give the jobs' length, e.g. 01:00:00")
+    return seconds
+
+
+def batch_walltime(mode: str, text: str) -> str:
+    """A walltime (as :func:`walltime_seconds` reads it) in the form of batch system
+    ``mode``: Slurm's as given; ``H:MM:SS`` for PBS (``-l walltime``) and SGE (``-l
+    h_rt``), which take no days; ``H:MM`` for LSF (``bsub -W [hour:]minute``), rounded up
+    to a minute."""
+    seconds = walltime_seconds(text)
+    if mode in ("pbs", "sge"):
+        return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+    if mode == "lsf":
+        minutes = -(-seconds // 60)
+        return f"{minutes // 60:02d}:{minutes % 60:02d}"
+    return text
+
+
+#: Scheduler directives each batch system's job script gets from a ClusterSpec attribute
+#: (dask-jobqueue writes them), by system: (directive names, attribute, always written); a
+#: --job-extra repeating one of them would silently win or clash.
+_DIRECTIVES = {
+    "slurm": [(("--mem", "--mem-per-cpu", "--mem-per-gpu"), "memory", True),
+              (("-t", "--time"), "walltime", True),
+              (("-c", "--cpus-per-task", "-n", "--ntasks"), "cores", True),
+              (("-p", "--partition"), "queue", False), (("-A", "--account"), "account", False)],
+    "pbs": [(("mem",), "memory", True), (("select", "ncpus"), "cores", True),
+            (("walltime",), "walltime", True),
+            (("-q",), "queue", False), (("-A",), "account", False)],
+    "sge": [(("h_rt",), "walltime", True), (("-q",), "queue", False),
+            (("-P",), "account", False)],
+    "lsf": [(("-M",), "memory", True), (("-W",), "walltime", True), (("-n",), "cores", True),
+            (("-q",), "queue", False), (("-P",), "account", False)],
+}
+
+
+def _directive_names(directive: str) -> set[str]:
+    """The option of a scheduler directive (``--mem=1G``: ``--mem``; ``-t10``: ``-t``), and
+    the resources of a ``-l`` one (``-l walltime=1:00:00,mem=2gb``: ``walltime``, ``mem``)."""
+    tokens = directive.split()
+    if not tokens or not tokens[0].startswith("-"):
+        return set()
+    first = tokens[0]
+    name = first.split("=", 1)[0] if first.startswith("--") else first[:2]
+    if name == "-l":
+        value = " ".join(tokens[1:]) if len(first) == 2 else first[2:]
+        return {name, *re.findall(r"(?:^|[,:\s])(\w+)=", value)}
+    return {name}
+
+
+def _check_job_extra(spec) -> None:
+    """Refuse a ``job_extra`` directive that repeats one the job script has already from
+    another option (``--job-extra=--mem=1G`` with ``--memory``: sbatch takes the last one,
+    while the worker's memory limit stays from ``--memory``)."""
+    for directive in spec.job_extra:
+        names = _directive_names(str(directive))
+        for options, attribute, always in _DIRECTIVES.get(spec.mode, ()):
+            clash = sorted(names & set(options))
+            if clash and (always or getattr(spec, attribute)):
+                option = "--" + attribute
+                raise OptionError(
+                    f"--job-extra {directive!r}: {clash[0]} is set by {option} already "
+                    f"(the job script would have both, and the worker follows {option}): "
+                    f"give it with {option}")
+
+
+def _set(spec, **names: str) -> dict:
+    """``{keyword: spec.<attribute>}`` for the attributes that are set."""
+    return {k: getattr(spec, a) for k, a in names.items() if getattr(spec, a)}
+
+
+def _jobqueue_kwargs(spec, walltime: str, memory: str, extra_args: list) -> dict:
+    return dict(cores=spec.cores, processes=1, memory=memory,
+                walltime=batch_walltime(spec.mode, walltime),
+                job_extra_directives=list(spec.job_extra), worker_extra_args=extra_args,
+                python=sys.executable,
+                **_set(spec, queue="queue", interface="interface", log_directory="log_dir",
+                       local_directory="local_directory"),
+                **_set(spec, **{"project" if spec.mode in ("sge", "lsf") else "account":
+                                "account"}))
+
+
+def _import_jobqueue(module: str = "dask_jobqueue", keep_sigint: bool = True):
+    """Import dask-jobqueue, which replaces the SIGINT handler with ``sys.exit()`` (for its
+    runners): a driver keeps its own, so that Ctrl-C still interrupts (status 130, not 0)."""
+    import importlib
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise ModuleNotFoundError(f"this cluster mode needs dask-jobqueue: pip install "
+                                  f"'dask-ps[hpc]' ({exc})", name="dask_jobqueue") from None
+    if keep_sigint and main and previous is not None:
+        signal.signal(signal.SIGINT, previous)
+    return mod
 
 
 #: Seconds a Ctrl-C during a local cluster's start waits for the start to end (so that the
@@ -178,7 +351,9 @@ class _SubmitFailures(logging.Filter):
             async def start(self):
                 try:
                     await super().start()
-                except RuntimeError as exc:  # dask-jobqueue: the command's status was not 0
+                except Exception as exc:  # noqa: BLE001 - recorded, and raised again
+                    # dask-jobqueue: RuntimeError when the command's status is not 0,
+                    # OSError when it cannot be run, ValueError when its output has no job id
                     from distributed.core import Status
 
                     self.status = Status.failed  # no job to cancel when the cluster closes
@@ -191,7 +366,11 @@ class _SubmitFailures(logging.Filter):
 
 
 def _submit_failure(command: str, exc: Exception) -> str:
-    """``sbatch failed: <its stderr>`` of dask-jobqueue's error for a failed command."""
+    """``sbatch failed: <its stderr>`` of dask-jobqueue's error for a failed command (or
+    ``qsub failed: cannot run qsub (<the reason>)`` when it could not be started)."""
+    if isinstance(exc, OSError):
+        return (f"{shlex.split(command)[0]} failed: cannot run {exc.filename or command} "
+                f"({exc.strerror or exc})")
     text = str(exc)
     stderr = text.split("\nstderr:\n", 1)[-1]
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
@@ -235,3 +414,143 @@ def close_workers(client, timeout: float = 10.0) -> int:
            and time.monotonic() < deadline):
         time.sleep(0.1)
     return n
+
+
+#: Seconds between two looks at the batch jobs' states while their workers are awaited.
+JOB_POLL = 5.0
+
+#: squeue reasons of a pending job that can never run as asked (Slurm leaves it pending until
+#: an administrator changes the configuration), with what to change.
+NEVER_RUNS = {
+    "PartitionConfig": "it asks for more than its partition has: --cores, --memory, --queue",
+    "PartitionTimeLimit": "--walltime is longer than its partition allows",
+    "BadConstraints": "its constraints (--job-extra) cannot be met",
+    "InvalidAccount": "--account is not valid for this user or partition",
+    "InvalidQOS": "its QOS (--job-extra=--qos=...) is not valid here",
+}
+#: squeue reasons of a job past a per-job limit of its QOS or account (e.g.
+#: QOSMaxWallDurationPerJobLimit, AssocMaxCpuPerJobLimit): it can never run either.
+_PER_JOB_LIMIT = re.compile(r"^(QOS|Assoc)Max\w*PerJob\w*$")
+
+
+def _never_runs(reason: str) -> str | None:
+    """What to change for a pending job's squeue ``reason`` that never lets it run, else
+    None."""
+    if reason in NEVER_RUNS:
+        return NEVER_RUNS[reason]
+    if _PER_JOB_LIMIT.match(reason):
+        return "it exceeds a per-job limit of its QOS or account (--walltime, --cores, --memory)"
+    return None
+
+
+def _slurm_states(job_ids: list[str]) -> dict[str, tuple[str, str]] | None:
+    """``{job id: (state, reason)}`` of the jobs still in Slurm's queue (``squeue``), or
+    None when squeue cannot tell."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(["squeue", "-h", "-j", ",".join(job_ids), "-o", "%i|%T|%r"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:  # e.g. every job gone: "Invalid job id specified"
+        return None
+    states = {}
+    for line in proc.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 3:
+            states[parts[0]] = (parts[1], parts[2])
+    return states
+
+
+def _summary(job_ids: list[str], states: dict[str, tuple[str, str]]) -> str:
+    """``Slurm jobs 43, 44: 1 running, 1 pending (Resources)``."""
+    counts: dict[str, int] = {}
+    reasons: dict[str, int] = {}
+    for job in job_ids:
+        state, reason = states.get(job, ("no longer queued", ""))
+        state = state.lower()
+        counts[state] = counts.get(state, 0) + 1
+        if state == "pending":
+            reasons[reason] = reasons.get(reason, 0) + 1
+    parts = []
+    for state, k in counts.items():
+        part = f"{k} {state}"
+        if state == "pending":
+            part += (f" ({next(iter(reasons))})" if len(reasons) == 1 else
+                     " (" + ", ".join(f"{r}: {m}" for r, m in reasons.items()) + ")")
+        parts.append(part)
+    shown = ", ".join(job_ids[:6]) + (f" and {len(job_ids) - 6} more" if len(job_ids) > 6
+                                      else "")
+    return f"Slurm job{'s' if len(job_ids) > 1 else ''} {shown}: {', '.join(parts)}"
+
+
+class _JobWatch:
+    """The states of a jobqueue cluster's jobs while their workers are awaited (Slurm:
+    ``squeue``; other systems are not asked).
+
+    Parameters
+    ----------
+    mode : str
+        The ``--cluster`` system.
+    job_ids : callable
+        Returns the ids (``list`` of ``str``) of the jobs submitted so far.
+    poll : float, default :data:`JOB_POLL`
+        Seconds between two looks.
+    """
+
+    def __init__(self, mode: str, job_ids, poll: float = JOB_POLL) -> None:
+        self.mode, self.job_ids, self.poll = mode, job_ids, poll
+        self.next = time.monotonic() + poll
+        self.said: str | None = None
+        self.never: dict[str, str] = {}  # job -> its never-runs reason at the last look
+
+    def describe(self) -> str | None:
+        """The jobs' states now (``Slurm jobs 43, 44: 2 pending (PartitionConfig)``), or
+        None (not Slurm, no job yet, squeue cannot tell)."""
+        return self._look()[0]
+
+    def _look(self) -> tuple[str | None, dict]:
+        if self.mode != "slurm":
+            return None, {}
+        ids = self.job_ids()
+        states = _slurm_states(ids) if ids else None
+        if states is None:
+            return None, {}
+        return _summary(ids, states), states
+
+    def check(self) -> str | None:
+        """Look at the jobs if :attr:`poll` seconds have passed since the last look.
+
+        Returns
+        -------
+        str or None
+            Their states, when a job is pending and the states differ from those returned
+            last (once, then on change); else None.
+
+        Raises
+        ------
+        OptionError
+            A job seen pending at two looks in a row for a reason that never lets it run
+            (:data:`NEVER_RUNS`, a per-job limit), naming the job, the reason and what to
+            change.
+        """
+        now = time.monotonic()
+        if now < self.next:
+            return None
+        self.next = now + self.poll
+        summary, states = self._look()
+        never = {job: reason for job, (state, reason) in states.items()
+                 if state == "PENDING" and _never_runs(reason)}
+        for job, reason in never.items():
+            if self.never.get(job) == reason:
+                raise OptionError(
+                    f"--cluster {self.mode}: job {job} can never start as asked: Slurm keeps "
+                    f"it pending for {reason} ({_never_runs(reason)}; scontrol show job "
+                    f"{job} tells more)")
+        self.never = never
+        pending = any(state == "PENDING" for state, _ in states.values())
+        if summary is None or summary == self.said or (not pending and self.said is None):
+            return None
+        self.said = summary
+        return summary

@@ -23,18 +23,26 @@ from __future__ import annotations
 
 import atexit
 import logging
-import sys
 import time
 from dataclasses import dataclass, field
 
 from ._cluster_parts import (
     MIN_WORKER_MEMORY,
     _check_address,
+    _check_interface,
+    _check_job_extra,
     _check_memory,
     _check_scheduler_file,
+    _check_submit_command,
+    _import_jobqueue,
+    _jobqueue_kwargs,
+    _JobWatch,
+    _set,
     _start_without_stop_signals,
     _SubmitFailures,
+    _unreachable,
     close_workers,
+    walltime_seconds,
 )
 from .exceptions import OptionError
 
@@ -157,9 +165,12 @@ class ClusterSpec:
         Threads per worker (local, slurm-runner) or cores per job (jobqueue).
     memory : str, optional
         Memory per job (jobqueue, default "2GB") or per worker (local, slurm-runner;
-        default: Dask's choice).
+        default: Dask's choice). SGE jobs request no memory from it (the resource's name is
+        the site's: ``job_extra=["-l h_vmem=16G"]``, or dask-jobqueue's
+        ``jobqueue.sge.resource_spec`` config); their workers' limit is still ``memory``.
     walltime : str, default "01:00:00"
-        Data jobs' walltime (jobqueue).
+        Data jobs' walltime (jobqueue), read as Slurm reads it (``[D-]HH:MM:SS``, ``MM:SS``,
+        ``M`` minutes); PBS and SGE get it as ``HH:MM:SS``, LSF as ``HH:MM`` (rounded up).
     ps_workers : int, default 0
         Shard jobs (jobqueue): workers offering ``SHARD_RESOURCE``, never retired.
     ps_walltime, ps_memory : str, optional
@@ -213,13 +224,21 @@ class ClusterSpec:
 
     def check(self) -> None:
         """Refuse contradictory options, a ``memory`` or ``ps_memory`` that is no size
-        or below :data:`MIN_WORKER_MEMORY`, and an ``address`` Dask cannot parse, before
-        anything starts.
+        or below :data:`MIN_WORKER_MEMORY`, an ``address`` Dask cannot parse, a
+        ``scheduler_file`` that is missing or not one (mode "file"), a walltime
+        that is none or zero, a ``job_extra`` directive repeating one another option sets
+        (``--mem=1G`` with ``memory``), an ``interface`` this machine does not have, and a
+        batch system whose submit command (``sbatch``, ``qsub``, ``bsub``) is not on
+        ``PATH``, before anything starts.
 
         Raises
         ------
         OptionError
             Naming the option at fault (a ValueError).
+        FileNotFoundError
+            ``scheduler_file`` (mode "file") does not exist.
+        ImportError
+            dask-jobqueue is missing for a jobqueue mode.
         """
         if self.mode not in MODES:
             raise OptionError(f"cluster mode must be one of {list(MODES)}, got {self.mode!r}")
@@ -249,6 +268,18 @@ class ClusterSpec:
             _check_address(self.address)
         if self.mode == "file" and not self.scheduler_file:
             raise OptionError("cluster mode 'file' needs --scheduler-file")
+        if self.mode == "file":
+            _check_scheduler_file(self.scheduler_file)
+        if jobqueue:
+            walltime_seconds(self.walltime, "--walltime")
+            if self.ps_walltime:
+                walltime_seconds(self.ps_walltime, "--ps-walltime")
+            _check_job_extra(self)
+        if self.interface and self.mode not in ("address", "file"):
+            _check_interface(self.interface, self.mode)
+        if jobqueue:
+            job_cls = getattr(_import_jobqueue(), JOBQUEUE_SYSTEMS[self.mode]).job_cls
+            _check_submit_command(self.mode, job_cls)
 
     @property
     def wait_timeout(self) -> float:
@@ -292,6 +323,7 @@ class Session:
         self._ps_jobs = list(ps_jobs)
         self._runner = runner
         self._failures = failures  # a jobqueue cluster's _SubmitFailures
+        self._watch: _JobWatch | None = None  # and the states of its jobs
         self._closed = False
         atexit.register(self.close)
 
@@ -352,21 +384,32 @@ async def _close_jobs(jobs) -> None:
         await job.close()
 
 
+async def _job_ids(cluster, ps_jobs) -> list[str]:
+    """The ids of the jobs a jobqueue cluster and its shard jobs have submitted so far."""
+    return [str(job.job_id) for job in [*cluster.workers.values(), *ps_jobs]
+            if getattr(job, "job_id", None)]
+
+
 async def _start_jobs(jobs) -> None:
     for job in jobs:
         await job.start()
 
 
 def _wait_workers(client, n: int, timeout: float, t0: float, times: dict,
-                  failures: list = ()) -> None:
+                  failures: list = (), watch: _JobWatch | None = None,
+                  report=None) -> None:
     """Wait until ``n`` workers are connected, noting when the first and the last came.
+
+    ``watch`` (a jobqueue cluster's) looks at the jobs' states now and then; ``report`` is
+    given a line when they change while a job is pending.
 
     Raises
     ------
     TimeoutError
-        Fewer than ``n`` after ``timeout`` seconds, giving the count.
+        Fewer than ``n`` after ``timeout`` seconds, giving the count (and the jobs' states).
     OptionError
-        A job submission failed (``failures``, filled in the background).
+        A job submission failed (``failures``, filled in the background), or a job can never
+        start as asked (``watch``).
     """
     deadline = time.perf_counter() + timeout
     while True:
@@ -380,43 +423,14 @@ def _wait_workers(client, n: int, timeout: float, t0: float, times: dict,
             times["all_workers"] = now - t0
             return
         if now > deadline:
+            jobs = watch.describe() if watch is not None else None
             raise TimeoutError(f"the scheduler at {client.scheduler.address} has {have} of "
-                               f"{n} worker{'s' if n > 1 else ''} after {timeout:g} s")
+                               f"{n} worker{'s' if n > 1 else ''} after {timeout:g} s"
+                               + (f"; {jobs}" if jobs else ""))
+        line = watch.check() if watch is not None else None
+        if line and report is not None:
+            report(f"waiting for workers: {have} of {n} connected; {line}")
         time.sleep(0.1)
-
-
-def _set(spec: ClusterSpec, **names: str) -> dict:
-    """``{keyword: spec.<attribute>}`` for the attributes that are set."""
-    return {k: getattr(spec, a) for k, a in names.items() if getattr(spec, a)}
-
-
-def _jobqueue_kwargs(spec: ClusterSpec, walltime: str, memory: str, extra_args: list) -> dict:
-    return dict(cores=spec.cores, processes=1, memory=memory, walltime=walltime,
-                job_extra_directives=list(spec.job_extra), worker_extra_args=extra_args,
-                python=sys.executable,
-                **_set(spec, queue="queue", interface="interface", log_directory="log_dir",
-                       local_directory="local_directory"),
-                **_set(spec, **{"project" if spec.mode in ("sge", "lsf") else "account":
-                                "account"}))
-
-
-def _import_jobqueue(module: str = "dask_jobqueue", keep_sigint: bool = True):
-    """Import dask-jobqueue, which replaces the SIGINT handler with ``sys.exit()`` (for its
-    runners): a driver keeps its own, so that Ctrl-C still interrupts (status 130, not 0)."""
-    import importlib
-    import signal
-    import threading
-
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.getsignal(signal.SIGINT) if main else None
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as exc:
-        raise ModuleNotFoundError(f"this cluster mode needs dask-jobqueue: pip install "
-                                  f"'dask-ps[hpc]' ({exc})", name="dask_jobqueue") from None
-    if keep_sigint and main and previous is not None:
-        signal.signal(signal.SIGINT, previous)
-    return mod
 
 
 def _jobqueue(spec: ClusterSpec, t0: float) -> Session:
@@ -454,6 +468,7 @@ def _jobqueue(spec: ClusterSpec, t0: float) -> Session:
             cluster.adapt(minimum=spec.n_workers, maximum=spec.n_workers)
         else:
             cluster.scale(spec.n_workers)
+        session._watch = _JobWatch(spec.mode, lambda: cluster.sync(_job_ids, cluster, ps_jobs))
         session.description = (
             f"{JOBQUEUE_SYSTEMS[spec.mode]}: {spec.n_workers} data job"
             f"{'s' if spec.n_workers != 1 else ''} ({spec.cores} core, {memory}, walltime "
@@ -517,12 +532,16 @@ def _runner(spec: ClusterSpec, t0: float) -> Session:
     return session
 
 
-def connect(spec: ClusterSpec) -> Session:
+def connect(spec: ClusterSpec, report=None) -> Session:
     """Start or reach the cluster ``spec`` describes and wait for its workers.
 
     Parameters
     ----------
     spec : ClusterSpec
+    report : callable, optional
+        Called with one line (``str``) while the workers of Slurm jobs are awaited and a job
+        is pending, once and then when the jobs' states change, e.g. ``waiting for workers:
+        0 of 2 connected; Slurm jobs 43, 44: 2 pending (Priority)``.
 
     Returns
     -------
@@ -535,13 +554,18 @@ def connect(spec: ClusterSpec) -> Session:
     OptionError
         Contradictory options (:meth:`ClusterSpec.check`), an ``address`` that is not one
         (``tcp://host:8786``), a ``scheduler_file`` that is not a Dask scheduler file,
-        slurm-runner outside a Slurm job step (a ValueError), or a batch system refusing a
-        job (``sbatch failed: <its stderr>``, raised as soon as the submission fails).
+        slurm-runner outside a Slurm job step (a ValueError), a batch system refusing a
+        job (``sbatch failed: <its stderr>``, raised as soon as the submission fails), or
+        a Slurm job pending for a reason that never lets it run (``PartitionConfig``, ...:
+        raised seconds after its submission, naming the job and the reason).
     FileNotFoundError
         ``scheduler_file`` (mode "file") does not exist.
     TimeoutError
         The scheduler or the workers did not come within ``spec.timeout`` (the message says
-        how many came).
+        how many came, and the states of Slurm jobs: ``2 pending (Resources)``; for an
+        existing scheduler, it names ``--scheduler-file`` or ``--scheduler-address``).
+    OSError
+        The existing scheduler refused the connection (naming the option).
     ImportError
         dask-jobqueue is missing for a jobqueue or slurm-runner mode (``pip install
         dask-ps[hpc]``).
@@ -552,9 +576,10 @@ def connect(spec: ClusterSpec) -> Session:
     t0 = time.perf_counter()
     timeout = spec.wait_timeout
     if spec.mode in ("address", "file"):
-        if spec.mode == "file":
-            _check_scheduler_file(spec.scheduler_file)
-        client = Client(spec.address, scheduler_file=spec.scheduler_file, timeout=timeout)
+        try:
+            client = Client(spec.address, scheduler_file=spec.scheduler_file, timeout=timeout)
+        except OSError as exc:  # a timeout, a refused connection
+            raise _unreachable(spec, exc) from None
         session = Session(client, None, description=f"scheduler at {client.scheduler.address}")
         session.times["scheduler"] = time.perf_counter() - t0
     elif spec.mode == "local":
@@ -578,7 +603,8 @@ def connect(spec: ClusterSpec) -> Session:
         session = _jobqueue(spec, t0)
     try:
         _wait_workers(session.client, spec.n_workers + spec.ps_workers, timeout, t0,
-                      session.times, session._failures.errors if session._failures else ())
+                      session.times, session._failures.errors if session._failures else (),
+                      session._watch, report)
     except BaseException:
         session.close()
         raise

@@ -7,6 +7,7 @@ import math
 import tomllib
 from pathlib import Path
 
+from .._cluster_parts import walltime_seconds
 from ..cluster import JOBQUEUE_SYSTEMS, ClusterSpec
 from ..exceptions import OptionError
 
@@ -123,12 +124,12 @@ def separator(text: str) -> str:
 
 
 def walltime(text: str) -> str:
-    """``[D-]HH:MM:SS`` or ``MM:SS``, as batch systems take it."""
-    days, _, clock = text.rpartition("-")
-    parts = clock.split(":")
-    if not (1 <= len(parts) <= 3 and all(p.isdigit() for p in parts)
-            and (not days or days.isdigit())):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a walltime such as 01:30:00")
+    """``[D-]HH:MM:SS``, ``MM:SS`` or ``M`` (minutes), read as Slurm reads it, not zero
+    (:func:`dask_ps._cluster_parts.walltime_seconds`)."""
+    try:
+        walltime_seconds(text, "--walltime")
+    except OptionError as exc:  # argparse names the option
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--walltime ")) from None
     return text
 
 
@@ -150,9 +151,14 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
                         "jobs (default 2); existing scheduler: workers to wait for (default 1)")
     g.add_argument("--cores", type=POSITIVE_INT, default=1,
                    help="threads per worker, or cores per job (default 1)")
-    g.add_argument("--memory", help="memory per job (jobqueue, default 2GB) or per worker")
+    g.add_argument("--memory", help="memory per job (jobqueue, default 2GB) or per worker; "
+                                     "SGE jobs request none from it (only the workers' limit "
+                                     "follows it): add --job-extra='-l h_vmem=16G' or your "
+                                     "site's memory resource")
     g.add_argument("--walltime", type=walltime, default="01:00:00",
-                   help="walltime of the data jobs (default 01:00:00)")
+                   help="walltime of the data jobs, [D-]HH:MM:SS, MM:SS or minutes, read as "
+                        "Slurm reads it (default 01:00:00); PBS and SGE get it as HH:MM:SS, "
+                        "LSF as HH:MM (bsub -W, rounded up to a minute)")
     g.add_argument("--ps-workers", type=NON_NEGATIVE_INT, default=0,
                    help="jobqueue: extra jobs that hold the model's shards (resource ps=1, "
                         "never retired; default 0: shards on the data workers)")

@@ -280,7 +280,7 @@ def train(args, algo: Algorithm) -> int:
         check_save(args.save)
     if spec.mode not in ("address", "file", "slurm-runner"):  # the workers it will start
         check_n_shards(est, spec.ps_workers or spec.n_workers, spec.ps_workers > 0)
-    session = connect(spec)
+    session = connect(spec, report=_say)
     try:
         if spec.mode not in ("address", "file") and not args.debug:
             from ._quiet import QuietDataErrors

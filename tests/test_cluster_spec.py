@@ -1,0 +1,120 @@
+"""Batch-system options of :class:`dask_ps.cluster.ClusterSpec` (no batch system needed): the
+walltime each system's job script gets, the directives --job-extra may not repeat, and the
+checks made before anything starts. The job scripts are dask-jobqueue's own."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from dask_ps._cluster_parts import _jobqueue_kwargs
+from dask_ps.cli import main
+from dask_ps.cluster import JOBQUEUE_SYSTEMS, ClusterSpec
+from dask_ps.exceptions import OptionError
+
+dask_jobqueue = pytest.importorskip("dask_jobqueue")
+
+
+@pytest.fixture
+def commands(tmp_path, monkeypatch):
+    """sbatch, qsub and bsub on PATH (never run: nothing is submitted here)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("sbatch", "qsub", "bsub"):
+        (bin_dir / name).write_text("#!/bin/sh\nexit 1\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def _script(spec: ClusterSpec) -> list[str]:
+    """The lines of the job script dask-jobqueue writes for ``spec``'s data jobs."""
+    cls = getattr(dask_jobqueue, JOBQUEUE_SYSTEMS[spec.mode]).job_cls
+    job = cls(scheduler="tcp://127.0.0.1:8786", name="w",
+              **_jobqueue_kwargs(spec, spec.walltime, spec.memory or "2GB", []))
+    return job.job_script().splitlines()
+
+
+@pytest.mark.parametrize("mode, walltime, line", [
+    # bsub -W takes [hour:]minute: 01:00:00 was passed as is
+    ("lsf", "01:00:00", "#BSUB -W 01:00"),
+    ("lsf", "04:00:00", "#BSUB -W 04:00"),
+    ("lsf", "1-12:00:00", "#BSUB -W 36:00"),
+    ("lsf", "00:00:30", "#BSUB -W 00:01"),  # rounded up to a minute
+    ("lsf", "90", "#BSUB -W 01:30"),  # minutes, as Slurm reads it
+    # PBS and SGE take [[H:]M:]S, no days
+    ("pbs", "1-00:00:00", "#PBS -l walltime=24:00:00"),
+    ("pbs", "01:00:00", "#PBS -l walltime=01:00:00"),
+    ("sge", "2-12", "#$ -l h_rt=60:00:00"),
+    ("sge", "30:00", "#$ -l h_rt=00:30:00"),
+    ("slurm", "1-00:00:00", "#SBATCH -t 1-00:00:00"),  # Slurm's own form: as given
+])
+def test_each_batch_system_gets_the_walltime_in_its_form(commands, mode, walltime, line):
+    spec = ClusterSpec(mode=mode, walltime=walltime)
+    spec.check()
+    assert line in _script(spec)
+
+
+@pytest.mark.parametrize("mode, extra, clash, option", [
+    # sbatch takes the last --mem: the job got 1 GB while the worker's limit stayed ~1.9 GiB
+    ("slurm", "--mem=1G", "--mem", "--memory"),
+    ("slurm", "--mem-per-cpu 1G", "--mem-per-cpu", "--memory"),
+    ("slurm", "-t 10", "-t", "--walltime"),
+    ("slurm", "--time=5", "--time", "--walltime"),
+    ("slurm", "--cpus-per-task=8", "--cpus-per-task", "--cores"),
+    ("pbs", "-l walltime=2:00:00", "walltime", "--walltime"),
+    ("pbs", "-l select=1:ncpus=8:mem=4gb", "mem", "--memory"),
+    ("sge", "-l h_rt=2:00:00", "h_rt", "--walltime"),
+    ("lsf", "-M 1000", "-M", "--memory"),
+    ("lsf", "-W 30", "-W", "--walltime"),
+])
+def test_a_job_extra_repeating_a_directive_is_refused(commands, mode, extra, clash, option):
+    with pytest.raises(OptionError) as info:
+        ClusterSpec(mode=mode, job_extra=["--qos=long" if mode == "slurm" else "-V",
+                                          extra]).check()
+    assert str(info.value) == (
+        f"--job-extra {extra!r}: {clash} is set by {option} already (the job script would "
+        f"have both, and the worker follows {option}): give it with {option}")
+
+
+@pytest.mark.parametrize("mode, extra, kwargs", [
+    ("slurm", "--qos=long", {}),
+    ("slurm", "-p debug", {}),  # no --queue: the job script has no -p of its own
+    ("slurm", "--account=proj", {}),
+    ("sge", "-l h_vmem=16G", {}),  # SGE's memory: the way to ask for it
+    ("pbs", "-q short", {}),
+    ("lsf", "-R 'rusage[mem=1000]'", {}),
+])
+def test_a_job_extra_of_its_own_passes(commands, mode, extra, kwargs):
+    spec = ClusterSpec(mode=mode, job_extra=[extra], **kwargs)
+    spec.check()
+    assert any(line.endswith(extra) for line in _script(spec))
+
+
+def test_a_job_extra_repeating_a_given_queue_is_refused(commands):
+    with pytest.raises(OptionError, match=r"^--job-extra '-p debug': -p is set by --queue"):
+        ClusterSpec(mode="slurm", queue="compute", job_extra=["-p debug"]).check()
+
+
+@pytest.mark.parametrize("walltime", ["00:00:00", "0", "0-0", "00:00"])
+def test_a_zero_walltime_is_refused(commands, walltime, capsys):
+    """Slurm reads -t 0 as no limit (the partition's longest): it was accepted."""
+    for name in ("walltime", "ps_walltime"):
+        option = "--" + name.replace("_", "-")
+        with pytest.raises(OptionError, match=f"^{option} '{walltime}': a zero walltime"):
+            ClusterSpec(mode="slurm", ps_workers=1, **{name: walltime}).check()
+    with pytest.raises(SystemExit) as info:
+        main(["train", "lr", "--train", "x", "--cluster", "slurm", "--walltime", walltime])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        f"argument --walltime: '{walltime}': a zero walltime (Slurm would read it as no "
+        f"limit); give the jobs' length, e.g. 01:00:00")
+
+
+def test_the_help_says_sge_jobs_request_no_memory(capsys):
+    """--help said "memory per job", but SGE job scripts get no memory request from it."""
+    with pytest.raises(SystemExit):
+        main(["train", "lr", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "SGE jobs request none from it" in text
+    assert "LSF as HH:MM (bsub -W" in text
