@@ -532,3 +532,51 @@ def test_spilling_while_steps_read_spilled_partitions_logs_no_errors():
         assert model.pull("n")[0] == 6 * rows
         assert model.pull("s")[0] == 6 * 80 * rows * (rows - 1) / 2
     assert not [e for e in errors if e.startswith("distributed.worker_memory")], errors[:3]
+
+
+def _keys_on_cluster(client, keys) -> set:
+    """Those of ``keys`` some worker holds, once the scheduler settled: polled until a
+    released key is gone (its release reaches the scheduler, then the workers, a moment
+    after the call) or 30 s passed."""
+    keys = set(keys)
+    deadline = time.monotonic() + 30
+    while True:
+        held = {k for ks in client.has_what().values() for k in ks} & keys
+        if not held or time.monotonic() > deadline:
+            return held
+        time.sleep(0.05)
+
+
+def test_releasing_partitions_of_user_futures_leaves_them_alive(client2):
+    """partition() of the caller's futures (scattered, computed) keeps its own futures of
+    them: the end of ``with`` (or release()) drops only those, the caller's futures still
+    give their data; what partition() made itself (scattered in-memory data) is freed."""
+    import dask.array as da
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    futs = [client2.scatter(X[:100], hash=False), client2.scatter(X[100:200], hash=False),
+            client2.compute(da.from_array(X[200:], chunks=50) * 2)]
+    with partition(futs, client=client2) as data:
+        assert data.reduce(lambda v: v.shape[0]) == [100, 100, 100]
+    assert data._released
+    np.testing.assert_array_equal(futs[0].result(), X[:100])
+    np.testing.assert_array_equal(futs[1].result(), X[100:200])
+    np.testing.assert_array_equal(futs[2].result(), X[200:] * 2)
+    assert all(f.status == "finished" for f in futs)
+    # released again by hand: still alive, still held by the workers
+    data = partition(futs[:2], client=client2)
+    data.release()
+    np.testing.assert_array_equal(futs[0].result(), X[:100])
+    keys = [f.key for f in futs]
+    assert set(client2.who_has(futs)) == set(keys)
+    assert all(client2.who_has(futs)[k] for k in keys)
+    # partition()'s own data: freed on release
+    own = partition(X, client=client2, n_partitions=3)
+    own_keys = [f.key for f in own.futures]
+    held = {k for ks in client2.has_what().values() for k in ks}
+    assert set(own_keys) <= held and len(own_keys) == 3
+    with own:
+        pass
+    assert _keys_on_cluster(client2, own_keys) == set()
+    del futs

@@ -278,7 +278,9 @@ class Partitions:
 
     def release(self) -> None:
         """Let Dask free the partitions and drop their worker-local state
-        (:attr:`Partition.state`) on every worker. Idempotent."""
+        (:attr:`Partition.state`) on every worker. Idempotent. Only this object's own
+        futures are released: partitions made of a caller's futures (:func:`partition` of
+        a list of futures) stay alive while the caller holds those futures."""
         if self._released:
             return
         self._released = True
@@ -326,7 +328,10 @@ def _finish(client, futures: list, *, start, placed=None, spill: bool = True,
             try:
                 watch.check(pending, len(futures))
             except MemoryError:
-                client.cancel(futures + described)
+                # released, not cancelled: a cancel would cancel the keys for every
+                # future of this client, also a caller's futures of the same keys
+                for f in futures + described:
+                    f.release()
                 raise
     for f in futures:
         if f.status == "error":

@@ -32,7 +32,11 @@ def partition(data, *, client=None, n_partitions: int | None = None,
         on the cluster, one partition per chunk, each where Dask computed it, then whole
         partitions move once from the workers holding the most rows per thread to those
         holding the fewest while that evens the load (:func:`_balance`); a list of Dask
-        futures is taken as it is, one partition each.
+        futures is taken as it is, one partition each: the Partitions keeps futures of its
+        own of the same keys, so :meth:`~.core.Partitions.release` (or the end of a
+        ``with`` block) drops only those and never cancels the caller's futures, whose
+        data Dask keeps while the caller holds them (it frees what :func:`partition`
+        made itself: scattered in-memory data, computed dask chunks, moved copies).
     client : distributed.Client or "local", optional
         Default: the current client; "local" (or no client) keeps the partitions in this
         process.
@@ -94,8 +98,12 @@ def partition(data, *, client=None, n_partitions: int | None = None,
         if workers is not None:
             raise ValueError("workers= cannot be given with a list of futures: they stay "
                              "where they are")
-        return _finish(client, list(data), start=client.run(placing_counters),
-                       spill=False)
+        from distributed import Future
+
+        # copies of the caller's futures: releasing the Partitions drops only these, and
+        # the caller's own futures (and their data) stay alive
+        return _finish(client, [Future(f.key, client=client) for f in data],
+                       start=client.run(placing_counters), spill=False)
     items = data if isinstance(data, tuple) else (data,)
     if not items:
         raise ValueError("data is an empty tuple")
