@@ -228,8 +228,8 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         Before any batch and before ``versions`` is made: an estimator without
         ``partial_fit`` (``solver="lbfgs"``, GBDT), or that is neither a classifier nor
         LDA, or with ``resume=True`` (batches are learnt from the model in memory, no
-        checkpoint is resumed); ``classes`` for an LDA, ``vocabulary`` for a classifier, ``batches`` a path,
-        ``vocabulary`` not str terms or other terms than the model's ``vocabulary_``;
+        checkpoint is resumed); ``classes`` for an LDA, ``vocabulary`` for a classifier,
+        ``batches`` a path, ``vocabulary`` not str terms or other terms than the model's ``vocabulary_``;
         ``version_every`` without ``versions`` (or the reverse), or not an integer >= 1
         (``True`` included), a batch that is not an
         ``(X, y)`` pair, a batch with labels outside the classes the model has
