@@ -229,9 +229,9 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         ``partial_fit`` (``solver="lbfgs"``, GBDT), or that is neither a classifier nor
         LDA, or with ``resume=True`` (batches are learnt from the model in memory, no
         checkpoint is resumed); ``classes`` for an LDA, ``vocabulary`` for a classifier,
-        ``batches`` a path, ``vocabulary`` not str terms or other terms than the model's ``vocabulary_``;
-        ``version_every`` without ``versions`` (or the reverse), or not an integer >= 1
-        (``True`` included), a batch that is not an
+        ``batches`` a path, ``vocabulary`` not str terms or other terms than the model's
+        ``vocabulary_``; ``version_every`` without ``versions`` (or the reverse), or not an
+        integer >= 1 (``True`` included), a batch that is not an
         ``(X, y)`` pair, a batch with labels outside the classes the model has
         (``classes``, else those of the first batch; the first batch too: ``classes`` must
         include every label of the stream), or what ``partial_fit`` refuses; an LDA batch
