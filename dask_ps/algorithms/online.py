@@ -227,10 +227,11 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
     ValueError
         Before any batch and before ``versions`` is made: an estimator without
         ``partial_fit`` (``solver="lbfgs"``, GBDT), or that is neither a classifier nor
-        LDA; ``classes`` for an LDA, ``vocabulary`` for a classifier, ``batches`` a path,
-        ``vocabulary`` not str terms or other terms than the model's ``vocabulary_``;
-        ``version_every`` without ``versions`` (or the reverse), or not an integer >= 1
-        (``True`` included), a batch that is not an
+        LDA, or with ``resume=True`` (batches are learnt from the model in memory, no
+        checkpoint is resumed); ``classes`` for an LDA, ``vocabulary`` for a classifier,
+        ``batches`` a path, ``vocabulary`` not str terms or other terms than the model's
+        ``vocabulary_``; ``version_every`` without ``versions`` (or the reverse), or not an
+        integer >= 1 (``True`` included), a batch that is not an
         ``(X, y)`` pair, a batch with labels outside the classes the model has
         (``classes``, else those of the first batch; the first batch too: ``classes`` must
         include every label of the stream), or what ``partial_fit`` refuses; an LDA batch
@@ -272,6 +273,13 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
             f": partial_fit needs a stochastic solver ('ftrl', 'sgd', 'adagrad'), got "
             f"solver={solver!r}" if solver == "lbfgs" else
             ": learn_online needs an estimator that learns batch by batch"))
+    if getattr(estimator, "resume", False):
+        raise ValueError(f"{type(estimator).__name__}(resume=True): learn_online trains each "
+                         f"batch from the model in memory (partial_fit) and resumes no "
+                         f"checkpoint (resume=True would continue the checkpoint's finished "
+                         f"fit instead of learning the batches); set resume=False: a "
+                         f"restarted stream loads its newest version "
+                         f"(dask_ps.saving.load_estimator) and goes on with it")
     lda = is_lda(estimator)
     if not lda and not is_classifier(estimator):
         raise ValueError(f"{type(estimator).__name__} is not a classifier: learn_online "

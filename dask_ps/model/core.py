@@ -285,7 +285,9 @@ class PSModel:
             No such table.
         Exception
             What ``fn`` raised on a shard, as itself (same type and attributes), with a note
-            (``add_note``) naming the function, the table, the shard and its worker.
+            (``add_note``) naming the function, the table, the shard and its worker; a
+            result that cannot be pickled back from a remote shard raises pickle's own
+            error (e.g. TypeError), with such a note saying so.
         """
         return connection.process_client(self).map_shards(table, fn, args,
                                                           key_range=key_range)

@@ -45,7 +45,15 @@ from .channel_security import (
     open_blocking,
     serve_handshake,
 )
-from .channel_wire import BlockingReader, Reader, dumps, loads, send, send_blocking
+from .channel_wire import (
+    BlockingReader,
+    Reader,
+    dumps,
+    loads,
+    send,
+    send_blocking,
+    unpicklable_result,
+)
 
 __all__ = ["Channel", "ChannelAddress", "ChannelServer", "SyncChannel"]
 
@@ -55,6 +63,11 @@ def _reply_frames(reply: tuple) -> list:
     try:
         return dumps(reply)
     except Exception as exc:  # an unpicklable result or exception still gets an answer
+        if reply[0] == "OK":
+            try:
+                return dumps(("error", unpicklable_result(exc, reply[1])))
+            except Exception:  # noqa: BLE001 - pickle's error itself: the plain answer
+                pass
         return dumps(("error", RuntimeError(f"could not send the reply: {exc!r} "
                                             f"(for {reply[1]!r:.200})")))
 

@@ -18,7 +18,8 @@ import struct
 
 import numpy as np
 
-__all__ = ["BlockingReader", "Reader", "dumps", "loads", "send", "send_blocking"]
+__all__ = ["BlockingReader", "Reader", "dumps", "loads", "send", "send_blocking",
+           "unpicklable_result"]
 
 _HEAD = struct.Struct("<QI")  # request id, number of frames
 #: Frames up to this size are copied into one buffer with the header (one send); larger ones
@@ -50,6 +51,20 @@ def dumps(obj) -> list:
     out = io.BytesIO()
     _Pickler(out, protocol=5, buffer_callback=buffers.append).dump(obj)
     return [out.getbuffer()] + [b.raw() for b in buffers]
+
+
+def unpicklable_result(exc: BaseException, result) -> BaseException:
+    """The error to send back, from a shard, for a ``result`` that failed to pickle with
+    ``exc``: pickle's own error (Dask's serialisation raises its own from it), marked with
+    the result's type (``unpicklable_result``) for the caller's note (see
+    :meth:`~dask_ps.state.transport.Transport.map_rows`)."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+    try:  # afresh: no traceback nor context, whose frames hold the result
+        error = type(cause)(*cause.args)
+    except Exception:  # noqa: BLE001 - a type not built from its args
+        error = TypeError(str(cause))
+    error.unpicklable_result = type(result).__name__
+    return error
 
 
 def loads(frames: list):

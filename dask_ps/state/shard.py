@@ -31,6 +31,7 @@ from ._clock_steps import apply_held, split_push
 from ._malloc import FreezeGCFirst, tune_malloc, untouched_bytes
 from .channel import ChannelAddress, ChannelServer
 from .channel_security import channel_endpoint
+from .channel_wire import unpicklable_result
 from .consistency import DONE, ClockTable, Consistency
 from .merging import apply_all
 from .table import TableShard, TableSpec
@@ -214,7 +215,11 @@ class Shard(FreezeGCFirst):
     async def dispatch(self, call: tuple):
         """:meth:`dispatch_call` of ``(method, args, kwargs)`` through Dask's RPC; the result
         goes back as one pickle (see :func:`~dask_ps.state.transport.packed`)."""
-        return packed(await self.dispatch_call(*call))
+        result = await self.dispatch_call(*call)
+        try:
+            return packed(result, on_error="raise")
+        except Exception as exc:  # noqa: BLE001 - pickle's own error, not Dask's wrapper
+            raise unpicklable_result(exc, result) from None
 
     def _on_loop(self) -> None:
         if self._loop is None:

@@ -41,15 +41,17 @@ __all__ = ["ShardRef", "Shipped", "Transport", "function_name", "local_loop", "n
 WATCH_SECONDS = 1.0
 
 
-def packed(obj) -> Serialized:
+def packed(obj, on_error: str = "message") -> Serialized:
     """``obj`` as one pickle (protocol 5: NumPy buffers travel as their own frames, not
-    copied), ready for Dask's comms.
+    copied), ready for Dask's comms. ``on_error="raise"``: an unpicklable ``obj`` raises
+    Dask's TypeError (from pickle's) here, not where it is loaded.
 
     Dask's own ``to_serialize`` walks tuples, lists and dicts and serialises each element on
     its own: ~250 us for a pull's or a push's arguments where this takes ~45 us, and ~100 us
     to load them again where this takes ~40 us.
     """
-    return Serialized(*serialize(obj, serializers=("pickle",), iterate_collection=False))
+    return Serialized(*serialize(obj, serializers=("pickle",), iterate_collection=False,
+                                 on_error=on_error))
 
 
 class ShardRef(NamedTuple):
@@ -149,8 +151,13 @@ class Transport:
         except ShardFunctionRunningError:  # names them already
             raise
         except Exception as exc:
-            note_function(exc, fn, f"on shard {s} (worker {self.shards[s].address}) of "
-                                   f"table {name!r}")
+            where = f"on shard {s} (worker {self.shards[s].address}) of table {name!r}"
+            kind = getattr(exc, "unpicklable_result", None)  # see unpicklable_result
+            if kind is None:
+                note_function(exc, fn, where)
+            else:
+                note_function(exc, fn, f"{where}: its result, a {kind}, cannot be pickled "
+                                       f"to reach the caller", how="returned by")
             raise
 
     def map_all(self, name: str, fn, *args, shards=None, **kwargs) -> list:

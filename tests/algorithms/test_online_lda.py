@@ -198,7 +198,14 @@ def test_bad_lda_streams_are_refused(tmp_path):
     with pytest.raises(ValueError, match=r"^vocabulary= is not a vocabulary \(a 1-D sequence "
                                          r"of str terms\)"):
         learn_online(lda(), taken(2), vocabulary=np.arange(24))
-    assert seen == [] and not folder.exists()
+    # resume=True would resume the checkpoint's finished fit at the first batch (training
+    # nothing on it) and be refused by partial_fit at the second: refused up front
+    with pytest.raises(ValueError, match=r"^LatentDirichletAllocation\(resume=True\): "
+                                         r"learn_online trains each batch from the model "
+                                         r"in memory .*set resume=False"):
+        learn_online(lda(resume=True, checkpoint=str(tmp_path / "ckpt")), taken(2),
+                     version_every=1, versions=str(folder))
+    assert seen == [] and not folder.exists() and not (tmp_path / "ckpt").exists()
 
     est = learn_online(lda(), [docs(0)], vocabulary=TERMS)
     with pytest.raises(ValueError, match=r"^vocabulary= differs from the model's "

@@ -1,6 +1,7 @@
 """Functions run next to the shards: off the worker's event loop, and from tasks after the
 barrier; the dashboard reads finished participants with the model's own "done" clock."""
 
+import re
 import time
 
 import numpy as np
@@ -243,3 +244,31 @@ def test_a_failing_storage_write_names_its_rows_table_and_shards(tmp_path, monke
         # the first writer's: rows [0, 5), shard 0's (writers run in turn in process)
         assert f"writing rows [0, 5) of table 'w' (from shards [0]) to {tmp_path / 'ck'}" in \
             note, note
+
+
+def _returns_a_lock(keys, values, slots):
+    import threading
+
+    return threading.Lock()
+
+
+def test_an_unpicklable_shard_result_raises_pickles_error_naming_the_function(client2):
+    """A function whose result on a remote shard cannot be pickled raises pickle's own error
+    (not distributed's "Could not serialize"), with a note naming the function, the table
+    and the shard; the model serves on afterwards."""
+    with dask_ps.PSModel(client2, n_shards=2) as model:
+        model.add_table("w", (10,))
+        with pytest.raises(TypeError, match="cannot pickle '_thread.lock' object") as info:
+            model.map_shards("w", _returns_a_lock)
+        assert "Could not serialize" not in str(info.value)
+        note = "\n".join(getattr(info.value, "__notes__", []))
+        assert re.search(rf"returned by function {__name__}._returns_a_lock on shard [01] "
+                         r"\(worker tcp://.+\) of table 'w': its result, a lock, cannot be "
+                         r"pickled", note), note
+        # from a task: the other worker's shard answers through its channel
+        with pytest.raises(TypeError, match="cannot pickle '_thread.lock' object") as info:
+            model.run(lambda ps, i: ps.map_shards("w", _returns_a_lock), [0])
+        assert "_returns_a_lock on shard" in "\n".join(info.value.__notes__)
+        model.push("w", np.arange(10), np.ones(10))
+        assert model.pull("w").tolist() == [1.0] * 10
+        assert model.map_shards("w", lambda k, v, s: float(v.sum())) == [5.0, 5.0]
