@@ -408,6 +408,12 @@ def close_workers(client, timeout: float = 10.0) -> int:
             dask_scheduler.close_worker(address)
         return len(addresses)
 
+    from . import _compat
+
+    try:  # no heartbeat cut by the close (its ERROR and traceback in the worker's log)
+        client.run(_compat.stop_heartbeats, on_error="ignore")
+    except Exception:  # noqa: BLE001 - a worker gone meanwhile: the close goes on
+        pass
     n = client.run_on_scheduler(_close)
     deadline = time.monotonic() + timeout
     while (client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.workers))

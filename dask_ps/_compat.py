@@ -191,6 +191,23 @@ def executing_keys(dask_worker) -> list:
     return [ts.key for ts in state.executing] + [ts.key for ts in state.long_running]
 
 
+async def stop_heartbeats(dask_worker, timeout: float = 5.0) -> None:
+    """Stop ``dask_worker``'s heartbeats to its scheduler, and let one in flight end first.
+
+    Before a worker is asked to close (:func:`dask_ps.cluster.close_workers`): a heartbeat
+    whose reply is cut by the close logs "Failed to communicate with scheduler during
+    heartbeat" with a traceback (seen in a batch job's worker log under load). The periodic
+    callback (``Worker.periodic_callbacks["heartbeat"]``) is stopped; one heartbeat of our
+    own, awaited, then follows any earlier one on the scheduler's side."""
+    import asyncio
+
+    dask_worker.periodic_callbacks["heartbeat"].stop()
+    try:
+        await asyncio.wait_for(dask_worker.heartbeat(), timeout)
+    except Exception:  # noqa: BLE001 - a scheduler already going: nothing left to drain
+        pass
+
+
 def in_memory(worker):
     """The part of the worker's store held in memory (the ``SpillBuffer``'s fast store)."""
     data = worker.data

@@ -170,3 +170,17 @@ def test_the_memory_monitors_evict_tolerates_an_emptied_store(tmp_path):
     data["x"] = np.arange(10)
     assert data.evict() > 0 and list(data.slow) == ["x"] and not data.fast
     assert data.evict() == -1 and data["x"].sum() == 45
+
+
+def test_stop_heartbeats_stops_the_workers_heartbeat_callback():
+    """``stop_heartbeats`` (before ``close_workers`` asks the workers to close) relies on
+    ``Worker.periodic_callbacks["heartbeat"]`` and the coroutine ``Worker.heartbeat``."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        [worker] = cluster.workers.values()
+        assert worker.periodic_callbacks["heartbeat"].is_running()
+        client.run(_compat.stop_heartbeats)
+        assert not worker.periodic_callbacks["heartbeat"].is_running()
+        assert client.submit(sum, [1, 2]).result() == 3  # the worker still serves
