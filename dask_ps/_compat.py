@@ -120,11 +120,11 @@ def _tolerate_thread_evictions(data) -> None:
       zict's ``LRU.evict`` picks the oldest key again and returns at once ("cancelled",
       weight 0) while that key's eviction is in flight, and both the monitor's loop and
       zict's ``evict_until_below_target`` call it again, for as long as the pickling and
-      the disk write last (a trial's 640 MB on 2 x 400 MB workers: 1.5k-3k calls and
-      2-3 % of a worker's CPU for 61 keys spilled, the event loop held meanwhile). Here
-      (:func:`_one_eviction_per_key`) the event loop's eviction gives up instead (zict's
-      "multithreaded race" KeyError: the monitor returns -1, a store's ``__setitem__``
-      stops spilling) and another thread waits for the one in flight to end.
+      the disk write last (a trial's 640 MB on 2 x 400 MB workers, 2 epochs: 1.5k-3.9k
+      calls per worker for ~60 keys spilled, 2-4 % of its CPU, its event loop held for
+      0.1-0.25 s). Here (:func:`_one_eviction_per_key`) the event loop's eviction gives
+      up instead (zict's "multithreaded race" KeyError: the monitor returns -1, a store's
+      ``__setitem__`` stops spilling) and another thread waits for the one in flight.
 
     No upstream issue found (dask/distributed, dask/zict) at the time of writing.
     """
@@ -191,6 +191,7 @@ def _one_eviction_per_key(lru) -> None:
         raise KeyError(f"evict(): {key!r} is being evicted by another thread")
 
     lru.evict = evict
+
 
 def machine_memory() -> int:
     """Bytes of memory Dask sizes a worker by by default (``distributed.system.MEMORY_LIMIT``):
