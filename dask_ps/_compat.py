@@ -100,22 +100,31 @@ def worker_store(worker):
 
 
 def _tolerate_thread_evictions(data) -> None:
-    """Make the ``evict()`` of ``data`` (a ``SpillBuffer``) that Dask's memory monitor calls
-    on the event loop safe beside a task that reads spilled data (zict's
-    ``Buffer.__getitem__``) or sets the spill offset (:func:`set_spill_offset`) in its own
-    thread. distributed's own worker touches its store from the event loop only, and with
-    distributed 2026.8 / zict 3.0 the monitor logged two errors, with their tracebacks:
+    """Make the evictions of ``data`` (a ``SpillBuffer``) safe and cheap beside a task that
+    reads spilled data (zict's ``Buffer.__getitem__``) or sets the spill offset
+    (:func:`set_spill_offset`) in its own thread. distributed's own worker touches its store
+    from the event loop only, and with distributed 2026.8 / zict 3.0:
 
-    - ``KeyError('evict(): dictionary is empty')``: the monitor checks that the memory store
-      is not empty, then evicts its oldest key; the task's thread may evict that last key in
-      between, and ``SpillBuffer.evict`` (documented as never raising) lets zict's error
-      through. Returned here as -1, distributed's "failed to evict": the monitor stops this
-      round and measures again at its next interval.
-    - an ``AssertionError`` without message (seen once; the one bare assert on that path
-      is ``key not in self.d`` of distributed's ``Slow``): the monitor spills a key that the
-      task's thread has just read back into memory but not yet removed from disk. zict's
-      ``Buffer`` does both under its lock: the monitor's eviction takes it here too (the
-      task's thread releases it while it reads from disk or spills).
+    - the memory monitor (``evict()``, on the event loop) logged
+      ``KeyError('evict(): dictionary is empty')`` with its traceback: it checks that the
+      memory store is not empty, then evicts its oldest key; the task's thread may evict
+      that last key in between, and ``SpillBuffer.evict`` (documented as never raising)
+      lets zict's error through. Returned here as -1, distributed's "failed to evict": the
+      monitor stops this round and measures again at its next interval.
+    - it logged an ``AssertionError`` without message (seen once; the one bare assert on
+      that path is ``key not in self.d`` of distributed's ``Slow``): the monitor spills a key
+      that the task's thread has just read back into memory but not yet removed from disk.
+      zict's ``Buffer`` does both under its lock: the monitor's eviction takes it here too
+      (the task's thread releases it while it reads from disk or spills).
+    - while one thread spilled the oldest key, another one asking to spill busy-looped:
+      zict's ``LRU.evict`` picks the oldest key again and returns at once ("cancelled",
+      weight 0) while that key's eviction is in flight, and both the monitor's loop and
+      zict's ``evict_until_below_target`` call it again, for as long as the pickling and
+      the disk write last (a trial's 640 MB on 2 x 400 MB workers, 2 epochs: 1.5k-3.9k
+      calls per worker for ~60 keys spilled, 2-4 % of its CPU, its event loop held for
+      0.1-0.25 s). Here (:func:`_one_eviction_per_key`) the event loop's eviction gives
+      up instead (zict's "multithreaded race" KeyError: the monitor returns -1, a store's
+      ``__setitem__`` stops spilling) and another thread waits for the one in flight.
 
     No upstream issue found (dask/distributed, dask/zict) at the time of writing.
     """
@@ -123,16 +132,65 @@ def _tolerate_thread_evictions(data) -> None:
             or getattr(data.evict, "dask_ps_tolerant", False):
         return
     evict = data.evict
+    _one_eviction_per_key(data.fast)
 
     def tolerant_evict() -> int:
         try:
             with data.lock:
                 return evict()
-        except KeyError:  # emptied by another thread since the monitor's check
+        except KeyError:  # emptied by another thread since the monitor's check, or busy
             return -1
 
     tolerant_evict.dask_ps_tolerant = True
     data.evict = tolerant_evict
+
+
+def _one_eviction_per_key(lru) -> None:
+    """Wrap ``lru.evict`` (zict's ``LRU``, the memory store of a ``SpillBuffer``) so that
+    evicting the oldest key while another thread evicts it does not return at once: on an
+    event loop it raises KeyError (zict's callers and :func:`_tolerate_thread_evictions`
+    stop spilling for now), in another thread it waits for that eviction to end and then
+    returns zict's "cancelled" ``(None, None, 0)`` (its caller checks its target again).
+    zict's ``LRU.evict`` picks ``next(iter(lru.heavy or lru.order))`` under ``lru.lock``;
+    the key picked here is passed to it."""
+    import asyncio
+    import threading
+
+    evict_key = lru.evict
+    in_flight = {}  # key -> the thread evicting it through here
+    ended = threading.Condition()
+
+    def evict(*key):
+        if key:  # a given key: zict's own handling
+            return evict_key(*key)
+        me = threading.get_ident()
+        with lru.lock:
+            try:
+                key = next(iter(lru.heavy or lru.order))
+            except StopIteration:
+                raise KeyError("evict(): dictionary is empty") from None
+            owner = in_flight.get(key)
+            if owner is None:
+                in_flight[key] = me
+        if owner is None:
+            try:
+                return evict_key(key)
+            finally:
+                with ended:
+                    del in_flight[key]
+                    ended.notify_all()
+        if owner == me:  # re-entered from its own callbacks: zict's answer
+            return evict_key(key)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # a task's thread: wait, without holding any lock
+            with ended:
+                while in_flight.get(key) == owner:
+                    ended.wait(0.1)
+            return None, None, 0
+        raise KeyError(f"evict(): {key!r} is being evicted by another thread")
+
+    lru.evict = evict
 
 
 def machine_memory() -> int:

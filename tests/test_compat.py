@@ -172,6 +172,62 @@ def test_the_memory_monitors_evict_tolerates_an_emptied_store(tmp_path):
     assert data.evict() == -1 and data["x"].sum() == 45
 
 
+class _SlowToPickle:
+    """Pickled (spilled) once ``release`` is set, after setting ``started``: an eviction
+    kept in flight."""
+
+    def __init__(self, started, release):
+        self.started, self.release = started, release
+
+    def __reduce__(self):
+        self.started.set()
+        self.release.wait(60)
+        return int, (7,)
+
+
+def test_an_eviction_in_flight_makes_the_others_wait_or_give_up(tmp_path):
+    """zict's ``LRU.evict`` picks the oldest key and returns at once, "cancelled", while that
+    key's eviction is in flight in another thread: the memory monitor and zict's
+    ``evict_until_below_target`` call it again and again (a busy loop) until it ends. Through
+    :func:`_compat.worker_store`, the monitor's ``evict()`` (on an event loop) returns -1 at
+    once instead, and another thread waits for the eviction in flight. Fails here once zict
+    no longer returns at once: the wait may then go."""
+    import threading
+
+    from distributed.spill import SpillBuffer
+
+    def in_thread(evict):
+        out = []
+        thread = threading.Thread(target=lambda: out.append(evict()), daemon=True)
+        thread.start()
+        return thread, out
+
+    async def on_event_loop(evict):
+        return evict()
+
+    data = SpillBuffer(str(tmp_path), target=10**9)
+    for wrapped in (False, True):
+        started, release = threading.Event(), threading.Event()
+        data["a"], data["b"] = _SlowToPickle(started, release), np.arange(10)
+        spilling, _ = in_thread(data.fast.evict)
+        assert started.wait(60)
+        if not wrapped:  # zict: at once, cancelled, for as long as the eviction lasts
+            assert [data.fast.evict() for _ in range(3)] == [(None, None, 0)] * 3
+        else:
+            assert asyncio.run(on_event_loop(data.evict)) == -1
+            waiting, waited = in_thread(data.fast.evict)
+            waiting.join(0.5)
+            assert waiting.is_alive() and not waited and "a" in data.fast
+        release.set()
+        spilling.join()
+        assert list(data.slow) == ["a"] and list(data.fast) == ["b"]
+        if wrapped:
+            waiting.join()
+            assert waited == [(None, None, 0)]
+        del data["a"], data["b"]
+        _compat._tolerate_thread_evictions(data)
+
+
 def test_stop_heartbeats_stops_the_workers_heartbeat_callback():
     """``stop_heartbeats`` (before ``close_workers`` asks the workers to close) relies on
     ``Worker.periodic_callbacks["heartbeat"]`` and the coroutine ``Worker.heartbeat``."""
