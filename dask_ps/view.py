@@ -166,7 +166,9 @@ class WorkerView:
         the range it holds: cheaper for large shards), ``values`` (n, ncols) and ``slots``
         (the update rule's state, a dict of (n, width) arrays) are the shard's own arrays:
         ``fn`` may update them in place (e.g. reset a table of histograms). It runs in a
-        thread of the shard's worker, holding the shard.
+        thread of the shard's worker, holding the shard. Errors as for
+        :meth:`dask_ps.PSModel.map_shards` (an ``fn`` or an argument that cannot be pickled
+        for another worker's shard: pickle's error, before any shard runs ``fn``).
         """
         return self._client.map_shards(table, fn, args, self.job, self._clock, key_range)
 

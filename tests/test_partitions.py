@@ -464,6 +464,28 @@ def test_futures_without_rows_are_refused_naming_their_position(client1, bad, sa
     assert str(info.value).startswith(said)
 
 
+def test_futures_without_any_row_are_refused_as_in_memory_data(client1):
+    """Futures whose values all had 0 rows were accepted, where in-memory data of 0 rows is
+    refused ("data has no rows"); told by the partitions' descriptions (no round trip
+    more), nothing kept, the caller's futures left alone."""
+    addr = next(iter(client1.has_what()))
+    held = set(client1.has_what()[addr])
+    empty = [client1.scatter(np.ones((0, 2)), hash=False) for _ in range(2)]
+    with pytest.raises(ValueError, match=r"^data has no rows \(2 futures of 0 rows\)$"):
+        partition(empty, client=client1)
+    with pytest.raises(ValueError, match=r"^data has no rows$"):
+        partition(np.ones((0, 2)), client=client1)
+    assert [f.result().shape for f in empty] == [(0, 2), (0, 2)]  # still there
+    with partition([empty[0], client1.scatter(np.ones((3, 2)), hash=False)],
+                   client=client1) as data:
+        assert data.n_rows == [0, 3]  # one empty partition among others: as before
+    del empty, data
+    deadline = time.monotonic() + 10  # the refused partitions were released
+    while set(client1.has_what()[addr]) - held and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert set(client1.has_what()[addr]) == held
+
+
 def test_in_memory_data_without_rows_is_refused():
     with pytest.raises(TypeError, match="^data has no rows: got str"):
         partition("abc", client="local")

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from ..exceptions import DataError
 from ._blocks import OBJECTS, box, each, open_paths, plan, read, start_lines
 from ._csv import LineError, check_sep, header_names, line_of_row, read_table, strip_header
-from ._id_codes import arrow_text, hashed_codes
+from ._id_codes import arrow_text, hashed_codes, refuse_missing
 from .parquet import footer
 
 __all__ = ["IdMapping", "check_ratings_columns", "encode_ratings", "read_ratings"]
@@ -30,8 +30,9 @@ class IdMapping:
 
     Raises
     ------
-    ValueError
-        Repeated ids.
+    DataError (a ValueError)
+        Repeated ids, or a missing one (None, NaN, ``pd.NA``; not made the id ``"None"`` or
+        ``"nan"``): naming its position.
 
     Examples
     --------
@@ -44,6 +45,7 @@ class IdMapping:
 
     def __init__(self, ids) -> None:
         ids = np.asarray(ids)
+        refuse_missing(ids, "ids")
         ids = ids.astype(np.int64) if ids.dtype.kind in "iub" else ids.astype(str)
         ids = np.sort(ids)
         if ids.size > 1 and (ids[1:] == ids[:-1]).any():
@@ -67,14 +69,24 @@ class IdMapping:
         ------
         DataError (a ValueError)
             An id that repeats the one before it or is smaller: naming it, its position and
-            the one before (a repeated id would get wrong codes from the hash lookup).
+            the one before (a repeated id would get wrong codes from the hash lookup); a
+            missing id (None, NaN, ``pd.NA``), naming its position.
         """
         ids = np.asarray(ids)
         if ids.ndim != 1:
             raise DataError(f"{name} must be 1-d, got shape {ids.shape}")
-        if ids.shape[0] > 1:
-            rising = ids[1:] > ids[:-1]
-            if not rising.all():
+        if ids.shape[0] < 2:
+            refuse_missing(ids, name)
+        else:
+            try:  # a missing id fails the comparison (NaN) or raises (None, pd.NA)
+                with np.errstate(invalid="ignore"):
+                    rising = ids[1:] > ids[:-1]
+                ordered = bool(rising.all())
+            except TypeError:
+                refuse_missing(ids, name)
+                raise
+            if not ordered:
+                refuse_missing(ids, name)
                 k = int(np.argmin(rising)) + 1
                 how = "repeats" if ids[k] == ids[k - 1] else "is smaller than"
                 raise DataError(f"{name}[{k}] = {ids[k].item()!r} {how} {name}[{k - 1}] = "

@@ -287,7 +287,9 @@ class PSModel:
             What ``fn`` raised on a shard, as itself (same type and attributes), with a note
             (``add_note``) naming the function, the table, the shard and its worker; a
             result that cannot be pickled back from a remote shard raises pickle's own
-            error (e.g. TypeError), with such a note saying so.
+            error (e.g. TypeError), with such a note saying so; so does an ``fn`` or an
+            argument that cannot be pickled for a remote shard (the note naming the shard
+            and which argument), before any shard runs ``fn``.
         """
         return connection.process_client(self).map_shards(table, fn, args,
                                                           key_range=key_range)

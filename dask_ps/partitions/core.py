@@ -303,12 +303,13 @@ class Partitions:
 
 
 def _finish(client, futures: list, *, start, placed=None, spill: bool = True,
-            first_rows: list[int] | None = None) -> Partitions:
+            first_rows: list[int] | None = None, some_rows: str | None = None) -> Partitions:
     """Partitions of computed ``futures`` (waited for; the first error raised); ``placed``:
     the io counters once in place, default now; ``spill=False``: :func:`fit_spill_target`
     already ran on the workers (``start`` from :func:`~.worker.placing_counters`);
     ``first_rows``: each one's first row in the whole data, when known (named by
-    :func:`~.inputs.describe`'s errors)."""
+    :func:`~.inputs.describe`'s errors); ``some_rows``: refuse futures without any row
+    (:func:`~.inputs.check_some_rows`, told what they are), told by their descriptions."""
     from distributed import wait
 
     # the workers spill what they read early enough to keep room for the rest of the process
@@ -338,6 +339,13 @@ def _finish(client, futures: list, *, start, placed=None, spill: bool = True,
             client.cancel(described)
             f.result()
     sizes = client.gather(described)
+    if some_rows is not None:
+        try:
+            inputs.check_some_rows([rows for rows, _ in sizes], some_rows)
+        except ValueError:
+            for f in futures:  # released, not cancelled (the caller's futures stay)
+                f.release()
+            raise
     who = client.who_has(futures)
     placed = placed if placed is not None else client.run(io_counters)
     return Partitions(client, futures, [who[f.key][0] for f in futures], sizes, start=start,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["as_dask_chunks", "check_columns", "first_rows", "is_dask", "n_rows_of",
-           "describe", "slice_rows", "split_bounds"]
+__all__ = ["as_dask_chunks", "check_columns", "check_some_rows", "first_rows", "is_dask",
+           "n_rows_of", "describe", "slice_rows", "split_bounds"]
 
 
 def is_dask(x) -> bool:
@@ -146,6 +146,14 @@ def first_rows(lengths) -> list[int]:
 def split_bounds(n: int, k: int) -> np.ndarray:
     """``k + 1`` row bounds cutting ``n`` rows into ``k`` near-equal parts."""
     return np.linspace(0, n, k + 1).round().astype(np.int64)
+
+
+def check_some_rows(rows: list[int], what: str = "") -> None:
+    """The one rule for data given to :func:`~.placing.partition`: some partition has a
+    row (one of 0 rows among others is fine). ValueError ``"data has no rows"``, followed
+    by `` (what)`` when given (e.g. "2 futures of 0 rows")."""
+    if not any(rows):
+        raise ValueError("data has no rows" + (f" ({what})" if what else ""))
 
 
 def check_rows(value, where: str = "data") -> None:

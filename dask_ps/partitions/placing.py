@@ -59,11 +59,12 @@ def partition(data, *, client=None, n_partitions: int | None = None,
     Raises
     ------
     ValueError
-        Empty data, tuples whose elements do not have the same rows, unknown dask chunk
-        sizes, a bad ``n_partitions``, ``by`` that is not a column, ``workers`` naming no
-        worker of the cluster or given without a cluster (``client="local"`` or no
-        client: there are no workers to choose), or in-memory data whose workers all left
-        the cluster.
+        Empty data: without any row (``"data has no rows"``: in memory, or a list of
+        futures whose values all have 0 rows), tuples whose elements do not have the same
+        rows, unknown dask chunk sizes, a bad ``n_partitions``, ``by`` that is not a
+        column, ``workers`` naming no worker of the cluster or given without a cluster
+        (``client="local"`` or no client: there are no workers to choose), or in-memory
+        data whose workers all left the cluster.
     TypeError
         Data of a kind that has no rows, or a future whose value has none, naming its
         position and type: a partition (a future's value, or a piece of the data) is an
@@ -103,7 +104,8 @@ def partition(data, *, client=None, n_partitions: int | None = None,
         # copies of the caller's futures: releasing the Partitions drops only these, and
         # the caller's own futures (and their data) stay alive
         return _finish(client, [Future(f.key, client=client) for f in data],
-                       start=client.run(placing_counters), spill=False)
+                       start=client.run(placing_counters), spill=False,
+                       some_rows=f"{len(data)} futures of 0 rows")
     items = data if isinstance(data, tuple) else (data,)
     if not items:
         raise ValueError("data is an empty tuple")
@@ -160,8 +162,7 @@ def _from_memory(data, client, n_partitions, bounds=None, threads=None) -> Parti
     data = tuple(_rows_ready(x) for x in data) if isinstance(data, tuple) else _rows_ready(data)
     n = inputs.n_rows_of(data, "data")
     inputs.check_rows(data)
-    if n == 0:
-        raise ValueError("data has no rows")
+    inputs.check_some_rows([n])
     if client is None:
         threads = {}
     else:

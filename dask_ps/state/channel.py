@@ -52,6 +52,7 @@ from .channel_wire import (
     loads,
     send,
     send_blocking,
+    unpicklable_request,
     unpicklable_result,
 )
 
@@ -345,14 +346,20 @@ class Channel(_Caller):
         ------
         OSError
             The connection failed (the caller turns it into ShardUnavailableError).
+        Exception
+            The request cannot be pickled: pickle's own error, marked by
+            :func:`~.channel_wire.unpicklable_request` (nothing sent).
         """
+        try:  # first, before any wait (Transport.map_all counts on it) or pending reply
+            frames = dumps((method, args, kwargs))
+        except Exception as exc:  # noqa: BLE001 - pickle's error, and what failed
+            raise unpicklable_request(exc, args, kwargs, dumps) from None
         loop = asyncio.get_running_loop()
         sock = self._sock if self._sock is not None else await self._connect(loop)
         self._next += 1
         rid = self._next
         fut = loop.create_future()
         self._pending[rid] = fut
-        frames = dumps((method, args, kwargs))
         try:
             async with self._send_lock:
                 try:

@@ -19,7 +19,7 @@ import struct
 import numpy as np
 
 __all__ = ["BlockingReader", "Reader", "dumps", "loads", "send", "send_blocking",
-           "unpicklable_result"]
+           "unpicklable_request", "unpicklable_result"]
 
 _HEAD = struct.Struct("<QI")  # request id, number of frames
 #: Frames up to this size are copied into one buffer with the header (one send); larger ones
@@ -53,17 +53,40 @@ def dumps(obj) -> list:
     return [out.getbuffer()] + [b.raw() for b in buffers]
 
 
+def _pickle_error(exc: BaseException) -> BaseException:
+    """pickle's own error of a failed pickling (Dask's serialisation raises its own from
+    it), afresh: no traceback nor context, whose frames hold what failed to pickle."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+    try:
+        return type(cause)(*cause.args)
+    except Exception:  # noqa: BLE001 - a type not built from its args
+        return TypeError(str(cause))
+
+
 def unpicklable_result(exc: BaseException, result) -> BaseException:
     """The error to send back, from a shard, for a ``result`` that failed to pickle with
-    ``exc``: pickle's own error (Dask's serialisation raises its own from it), marked with
-    the result's type (``unpicklable_result``) for the caller's note (see
-    :meth:`~dask_ps.state.transport.Transport.map_rows`)."""
-    cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
-    try:  # afresh: no traceback nor context, whose frames hold the result
-        error = type(cause)(*cause.args)
-    except Exception:  # noqa: BLE001 - a type not built from its args
-        error = TypeError(str(cause))
+    ``exc``: pickle's own error, marked with the result's type (``unpicklable_result``)
+    for the caller's note (see :meth:`~dask_ps.state.transport.Transport.map_rows`)."""
+    error = _pickle_error(exc)
     error.unpicklable_result = type(result).__name__
+    return error
+
+
+def unpicklable_request(exc: BaseException, args: tuple, kwargs: dict, dump) -> BaseException:
+    """The error to raise, in the caller, for a request ``(method, args, kwargs)`` that
+    failed to pickle with ``exc`` (``dump``: how it was pickled): pickle's own error, marked
+    (``unpicklable_request``) with ``(where, type name)`` of the first of ``args`` (its
+    position) or ``kwargs`` (its name) that does not pickle on its own, or ``(None, None)``,
+    for the caller's note (see :meth:`~dask_ps.state.transport.Transport.map_rows`). Only on
+    the error path: each is pickled again, alone."""
+    error = _pickle_error(exc)
+    error.unpicklable_request = (None, None)
+    for where, value in [*enumerate(args), *kwargs.items()]:
+        try:
+            dump(value)
+        except Exception:  # noqa: BLE001 - any failure to pickle: this one
+            error.unpicklable_request = (where, type(value).__name__)
+            break
     return error
 
 

@@ -30,6 +30,7 @@ from ..exceptions import KeysNeededError, ShardFunctionRunningError, ShardUnavai
 from .channel import Channel, ChannelAddress, SyncChannel
 from .channel import running_loop as _running_loop
 from .channel_security import worker_ssl_context
+from .channel_wire import unpicklable_request
 from .wire_forms import with_keys
 
 __all__ = ["ShardRef", "Shipped", "Transport", "function_name", "local_loop", "note_function",
@@ -153,7 +154,16 @@ class Transport:
         except Exception as exc:
             where = f"on shard {s} (worker {self.shards[s].address}) of table {name!r}"
             kind = getattr(exc, "unpicklable_result", None)  # see unpicklable_result
-            if kind is None:
+            request = getattr(exc, "unpicklable_request", None)  # see unpicklable_request
+            if request is not None:
+                at, kind = request  # the request's args are (name, fn, *args)
+                what = ("the function (or what it refers to)" if at == 1 else
+                        f"its argument {at - 2}, a {kind}," if isinstance(at, int) and at > 1
+                        else "its arguments")
+                note_function(exc, fn, f"for shard {s} (worker {self.shards[s].address}) of "
+                                       f"table {name!r}: {what} cannot be pickled to reach "
+                                       f"the shard", how="pickling")
+            elif kind is None:
                 note_function(exc, fn, where)
             else:
                 note_function(exc, fn, f"{where}: its result, a {kind}, cannot be pickled "
@@ -167,12 +177,26 @@ class Transport:
         key sampling and row gathering of checkpoints and exports): their errors name the
         function, the table, the shard and its worker, and one still running after the
         timeout raises :class:`~dask_ps.exceptions.ShardFunctionRunningError` (busy, not
-        lost), never :class:`ShardUnavailableError`."""
+        lost), never :class:`ShardUnavailableError`. A function or an argument that cannot be
+        pickled for a remote shard raises pickle's error before a local shard runs it."""
         shards = range(len(self.shards)) if shards is None else shards
 
         async def each():
-            return list(await asyncio.gather(*(self.map_rows(s, name, fn, *args, **kwargs)
-                                               for s in shards)))
+            # the remote calls first: each pickles its request in its first step, so that
+            # a function or an argument that cannot be pickled is refused before a local
+            # shard runs the function (and perhaps changes its rows)
+            calls = {s: asyncio.ensure_future(self.map_rows(s, name, fn, *args, **kwargs))
+                     for s in shards if s not in self.local}
+            if calls and len(calls) < len(shards):
+                await asyncio.sleep(0)
+                refused = [c.exception() for c in calls.values() if c.done()
+                           and getattr(c.exception(), "unpicklable_request", None)]
+                if refused:
+                    await asyncio.gather(*calls.values(), return_exceptions=True)
+                    raise refused[0]
+            calls.update({s: asyncio.ensure_future(self.map_rows(s, name, fn, *args, **kwargs))
+                          for s in shards if s in self.local})
+            return list(await asyncio.gather(*(calls[s] for s in shards)))
 
         return self.run(each())
 
@@ -185,14 +209,20 @@ class Transport:
             # times out inside the shard (with a message naming the slow participants).
             return await self.local[s].dispatch_call(method, args, kwargs)
         channel = self.channels.get(s)
+        if channel is None:  # pickled here, before any wait (see map_all), as a channel does
+            try:
+                request = packed((method, args, kwargs), on_error="raise")
+            except Exception as exc:  # noqa: BLE001 - pickle's error, and what failed
+                import cloudpickle  # what Dask's pickling falls back to (and logs nothing)
+
+                raise unpicklable_request(exc, args, kwargs, cloudpickle.dumps) from None
         try:
             async with asyncio.timeout(timeout):  # cheaper than wait_for: no extra task
                 if channel is not None:
                     status, result = await channel.call(method, args, kwargs)
                 else:
                     resp = await self._watched(s, method, self._rpc(ref.address).actor_execute(
-                        actor=ref.key, function="dispatch",
-                        args=[packed((method, args, kwargs))], kwargs={}))
+                        actor=ref.key, function="dispatch", args=[request], kwargs={}))
                     status = resp["status"]
                     result = resp["result" if status == "OK" else "exception"]
                     if isinstance(result, Serialized):  # in-process comms pass it through

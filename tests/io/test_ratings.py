@@ -125,6 +125,31 @@ def test_from_sorted_refuses_repeated_or_unsorted_ids():
         IdMapping.from_sorted(np.array(["a", "c", "b"]), "user_ids_")
 
 
+@pytest.mark.parametrize("ids, at, shown", [
+    (["a", None, "b"], 1, "None"),
+    ([1.0, np.nan, 2.0], 1, "nan"),
+    (np.array(["a", "b", np.nan], dtype=object), 2, "nan"),
+    (pd.array(["a", pd.NA], dtype="string"), 1, "<NA>"),
+    (pd.Series([None, "x"], dtype=object), 0, "None"),
+])
+def test_id_mapping_refuses_missing_ids(ids, at, shown):
+    """A missing id became the id "None", "nan" or "<NA>" (astype(str)); from_sorted raised
+    a bare TypeError (None, pd.NA) or called a NaN smaller than its neighbour."""
+    want = rf"^ids\[{at}\] is missing \({shown}\): an id must be a number or a string$"
+    with pytest.raises(ValueError, match=want):
+        IdMapping(ids)
+    with pytest.raises(ValueError, match=want):
+        IdMapping.from_sorted(np.asarray(ids, dtype=object))
+    with pytest.raises(ValueError, match=r"^user_ids_\[0\] is missing \(None\)"):
+        IdMapping.from_sorted(np.array([None]), "user_ids_")  # one id: no comparison
+    with pytest.raises(ValueError, match=r"^ids\[1\] is missing \(nan\)"):
+        IdMapping.from_sorted(np.array([1.0, np.nan, 3.0]))
+    # the strings "None" and "nan" stay ids; numbers and strings mixed: as before
+    assert IdMapping(["None", "nan"]).codes(["nan", "None"]).tolist() == [1, 0]
+    with pytest.raises(TypeError, match="not supported"):
+        IdMapping.from_sorted(np.array([1, "a"], dtype=object))
+
+
 def test_docstring_examples():
     result = doctest.testmod(ratings_module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0

@@ -272,3 +272,60 @@ def test_an_unpicklable_shard_result_raises_pickles_error_naming_the_function(cl
         model.push("w", np.arange(10), np.ones(10))
         assert model.pull("w").tolist() == [1.0] * 10
         assert model.map_shards("w", lambda k, v, s: float(v.sum())) == [5.0, 5.0]
+
+
+def _add(keys, values, slots, amount):
+    values += amount
+    return float(values.sum())
+
+
+def _locked_adder():
+    import threading
+
+    lock = threading.Lock()
+
+    def locked(keys, values, slots):
+        with lock:
+            values += 1.0
+
+    return locked
+
+
+def _task_locked(ps, item):
+    return ps.map_shards("w", _locked_adder())
+
+
+def _task_lock_argument(ps, item):
+    import threading
+
+    return ps.map_shards("w", _add, threading.Lock())
+
+
+def test_an_unpicklable_function_or_argument_raises_pickles_error_before_any_shard_runs(
+        client2):
+    """A function (or an argument) of a shard call that cannot be pickled raised
+    distributed's "Could not serialize object of type tuple" (from the driver) or pickle's
+    error noted as *raised by* the function (from a task, whose own shard had run it). Now
+    pickle's own error, noted as pickling the function, naming the shard and what failed,
+    before any shard runs the function: the rows stay as they were."""
+    import threading
+
+    where = r"for shard [01] \(worker tcp://.+\) of table 'w': "
+    fn_note = rf"^pickling function {__name__}\._locked_adder\.<locals>\.locked {where}the " \
+              r"function \(or what it refers to\) cannot be pickled to reach the shard$"
+    arg_note = rf"^pickling function {__name__}\._add {where}its argument 0, a lock, " \
+               r"cannot be pickled to reach the shard$"
+    with dask_ps.PSModel(client2, n_shards=2) as model:
+        model.add_table("w", (10,))
+        for call, note in [(lambda: model.map_shards("w", _locked_adder()), fn_note),
+                           (lambda: model.map_shards("w", _add, threading.Lock()), arg_note),
+                           # from tasks: each one's own shard is local, the other one is not
+                           (lambda: model.run(_task_locked, [0, 1]), fn_note),
+                           (lambda: model.run(_task_lock_argument, [0, 1]), arg_note)]:
+            with pytest.raises(TypeError, match=r"^cannot pickle '_thread.lock' object\n") \
+                    as info:
+                call()
+            notes = info.value.__notes__
+            assert len(notes) == 1 and re.search(note, notes[0]), notes
+            assert model.pull("w").tolist() == [0.0] * 10  # no shard ran the function
+        assert model.map_shards("w", _add, 2.0) == [10.0, 10.0]  # serves on
