@@ -63,3 +63,33 @@ def test_killed_shard_worker_is_rebuilt_from_the_assignments(ap, client3):
     # no worse than 1 % (two chains differ by about that either way: a recovered run 1.03 %
     # *better* than the base was seen, and is no failure of the recovery)
     assert np.isfinite(p_rec) and p_rec / p_base - 1 < 0.01, (p_rec, p_base)
+
+
+def test_partial_fit_rebuilt_after_a_lost_worker_keeps_the_counts_before(ap, client3):
+    """A worker killed during a partial_fit: the table rebuilt from the assignments gets the
+    counts kept from the model before (stream_decay=1) back too, so the model still counts
+    both halves' tokens."""
+    client3.wait_for_workers(3, timeout=RESTART_WAIT)
+    half = ap.train.shape[0] // 2
+    first, second = ap.train[:half], ap.train[half:]
+    params = dict(FIT, max_iter=20)
+    seen: dict = {}
+
+    def kill(record) -> bool:  # after the partial_fit's iteration 5
+        if "fitted" in seen and record.get("epoch") == 5 and "victim" not in seen:
+            victim = sorted(worker_info(client3))[1]
+            seen["victim"] = victim
+            pid = client3.run(os.getpid, workers=[victim])[victim]
+            threading.Timer(0.05, os.kill, (pid, signal.SIGKILL)).start()
+            time.sleep(0.2)
+        return False
+
+    est = LatentDirichletAllocation(client=client3, callbacks=[kill], **params).fit(first)
+    seen["fitted"] = True
+    client3.wait_for_workers(3, timeout=RESTART_WAIT)
+    est.partial_fit(second)
+    assert "victim" in seen, "the worker was never killed"
+    events = [h for h in est.history_ if h.get("event") == "recovery"]
+    assert len(events) == 1 and events[0]["rebuilt"] is True, events
+    assert est.components_.sum() == pytest.approx(ap.train.sum() + 0.01 * est.components_.size)
+    assert all(np.isfinite(h["loss"]) for h in est.history_ if "loss" in h)
