@@ -106,6 +106,33 @@ def topic_loglik(nk, n_words, beta):
     return ll
 
 
+def prior_loglik(keys: np.ndarray, counts: np.ndarray, n_words: int, n_topics: int,
+                 beta: float) -> float:
+    """The word and topic parts of ``log p(w, z)`` (:func:`word_loglik` +
+    :func:`topic_loglik`) of a whole word–topic table given by its non-zero entries, on the
+    driver: what a fit that keeps these counts as its prior subtracts from its own to
+    report the log-likelihood of its tokens given them (chain rule: ``log p(w, z | w', z')
+    = log p(w w', z z') - log p(w', z')``).
+
+    Parameters
+    ----------
+    keys : int64 array (n,)
+        Flat positions ``word * n_topics + topic`` of the non-zero counts.
+    counts : int32 array (n,)
+        Their counts (positive).
+    n_words, n_topics : int
+    beta : float
+        The topic–word prior.
+
+    Returns
+    -------
+    float
+    """
+    nk = np.bincount(np.asarray(keys) % n_topics, weights=counts, minlength=n_topics)
+    return float(word_loglik(np.ascontiguousarray(counts, np.int32), float(beta))
+                 + topic_loglik(np.rint(nk).astype(np.int64), int(n_words), float(beta)))
+
+
 @numba.njit(**_JIT)
 def theta_em(indptr, indices, counts, phi_t, alpha, n_iter, theta):
     """Document–topic distributions given the topics, by fixed-point EM.

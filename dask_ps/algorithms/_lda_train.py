@@ -11,6 +11,7 @@ import numpy as np
 from ..model import PSModel
 from ..partitions import Partitions
 from ._gbdt_data import set_checksums
+from ._lda_eval import prior_loglik
 from ._lda_steps import (
     TABLE,
     TIMES,
@@ -38,8 +39,8 @@ def _evaluated(it: int, every: int, last: int) -> bool:
 def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alpha: float,
           beta: float, max_iter: int, row_offsets: list[int], n_mh: int = 1,
           evaluate_every: int = 1, consistency="bsp", staleness=None, random_state: int = 0,
-          loop: EpochLoop | None = None, init_counts: np.ndarray | None = None
-          ) -> tuple[np.ndarray, list[dict], dict]:
+          loop: EpochLoop | None = None, init_counts: np.ndarray | None = None,
+          decay: float = 1.0) -> tuple[np.ndarray, list[dict], dict]:
     """Fit LDA by collapsed Gibbs sampling on a PS model; the functional core of
     :class:`.lda.LatentDirichletAllocation` (see it for the parameters).
 
@@ -49,15 +50,20 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
     a model trained before, continues its training: the first topics of the tokens are
     drawn from ``p(k | w, d) ∝ (n_wk + β) / (n_k + Vβ) · (n_dk + α)`` of those counts and
     their documents' draws instead of uniformly (the draw of a recovery and a resume,
-    :func:`~._lda_table.sample_from_model`), so the topics keep their numbers; the table
-    then counts the new assignments alone. ``loop.fit_id`` gets
+    :func:`~._lda_table.sample_from_model`), so the topics keep their numbers, and the
+    table keeps ``rint(decay * init_counts)``, the new assignments added (the earlier
+    documents' counts are the prior of this fit's: streaming Gibbs sampling, Gao, Chen &
+    Zhu, "Streaming Gibbs Sampling for LDA Model", 2016): the sampler sees them, the
+    returned counts include them, and ``loss`` is minus the log-likelihood of this fit's
+    tokens given them (``log p(w, z)`` of all the counts minus that of the kept counts
+    alone). ``loop.fit_id`` gets
     ``n_words``, ``n_topics`` and ``counts``, the checksum of the documents' counts (see
     :func:`~dask_ps.model.recovery.check_resumable`).
 
     Returns
     -------
     nwk : int32 array (n_words, n_topics)
-        Word–topic counts of the final assignments.
+        Word–topic counts of the final assignments, plus the kept ``init_counts``.
     history : list of dict
         Per iteration (see :class:`.lda.LatentDirichletAllocation`'s ``history_``).
     info : dict
@@ -83,13 +89,17 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
     def setup(c):
         return model.run(lambda ps, parts: setup_task(ps, parts, c), data)
 
-    prior = None
+    prior, prior_ll = None, 0.0  # the counts the table keeps beyond the assignments'
     if init_counts is not None:  # the fresh partitions' warm draw pulls these counts
-        prior = nonzero_flat(init_counts, n_words, n_topics)
-        model.push(TABLE, *prior)
-    per_part = [p for task in setup(dict(cfg, warm=prior is not None)) for p in task]
-    if prior is not None:  # the table counts the assignments alone again
-        model.push(TABLE, prior[0], -prior[1])
+        first = nonzero_flat(init_counts, n_words, n_topics)
+        model.push(TABLE, *first)
+        kept = np.rint(first[1] * float(decay)).astype(np.int32)
+        if kept.any():
+            prior = first[0][kept > 0], kept[kept > 0]
+            prior_ll = prior_loglik(*prior, n_words, n_topics, beta)  # the loss: given them
+    per_part = [p for task in setup(dict(cfg, warm=init_counts is not None)) for p in task]
+    if init_counts is not None and decay != 1.0:  # the table keeps ``kept`` alone of them
+        model.push(TABLE, first[0], kept - first[1])
     n_tokens = sum(p[2] for p in per_part)
     info = dict(n_tokens=n_tokens, n_documents=sum(p[1] for p in per_part))
     if n_tokens == 0:
@@ -113,7 +123,7 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
             rec = {key: max(r[key] for r in recs) for key in TIMES}
             word = [r["word_ll"] for r in recs if "word_ll" in r]
             if word:
-                ll = sum(r["doc_ll"] for r in recs) + word[0]
+                ll = sum(r["doc_ll"] for r in recs) + word[0] - prior_ll
                 rec.update(loss=-ll / n_tokens, log_likelihood=ll)
             out.append(rec)
         expected["next"] = last + 1
@@ -121,15 +131,19 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
 
     def redraw() -> None:
         """Assignments drawn anew from the table's counts (a checkpoint's) and their
-        documents' draws; the table then counts the new ones alone."""
+        documents' draws; the table then counts the new ones (and the prior counts)."""
         counts = np.concatenate(model.map_shards(TABLE, table_counts, key_range=True))
         keys = np.flatnonzero(counts).astype(np.int64)
         cfg["generation"] += 1
         setup(dict(cfg, warm=True, redraw=True))
         model.push(TABLE, keys, -counts[keys])
+        if prior is not None:
+            model.push(TABLE, *prior)
 
     def rebuild() -> None:
         cfg["generation"] += 1
+        if prior is not None:  # the tables were made anew, empty
+            model.push(TABLE, *prior)
         setup(dict(cfg, warm=True))
 
     history = loop.run(epochs, on_recover=data.locate, rebuild=rebuild)

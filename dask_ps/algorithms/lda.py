@@ -70,6 +70,15 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         the next iteration makes anyway.
     max_doc_update_iter : int, default 100
         Fixed-point EM iterations of :meth:`transform`.
+    stream_decay : float in [0, 1], default 1.0
+        Weight, in :meth:`partial_fit`, of the word–topic counts the model holds (those of
+        the fit and the batches before) kept as the prior of the new batch's counts. 1 keeps
+        them all: the topics count every token of the stream, as online LDA does in
+        scikit-learn and gensim (streaming Gibbs sampling: Gao, Chen & Zhu, "Streaming
+        Gibbs Sampling for LDA Model", 2016). 0 keeps none: the batch's counts replace
+        them, the topics carried on by its first draw only; for another pass over the same
+        documents (which 1 counts twice). Between: each batch's counts fade by this factor
+        per later batch (a drifting stream; rounded to whole counts).
     consistency : {"bsp", "ssp", "asp"}, default "bsp"
         Under BSP every iteration samples against the counts of all pushes of the
         iterations before; SSP lets a worker run ``staleness`` iterations ahead of the
@@ -123,10 +132,12 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         Vocabulary size V.
     n_iter_ : int
     n_tokens_ : int
-        Training tokens.
+        Training tokens of the last ``fit`` or ``partial_fit`` (``components_`` counts
+        those of every ``partial_fit`` since the ``fit``).
     history_ : list of dict
         One record per iteration: ``epoch`` (the iteration, 1-based), ``loss`` (minus the
-        training log-likelihood log p(w, z) per token), ``log_likelihood`` (log p(w, z)),
+        training log-likelihood log p(w, z) per token), ``log_likelihood`` (log p(w, z);
+        after :meth:`partial_fit`, of its tokens given the counts before it),
         ``time`` (seconds since the fit started), ``epoch_time`` (seconds of this
         iteration: the job's time over its iterations), ``bytes`` (pulled and pushed), and
         the seconds of the slowest task in each part of the iteration: ``wait_s`` (waiting
@@ -174,17 +185,20 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         "mh_steps": [Interval(numbers.Integral, 1, MAX_MH, closed="both")],
         "evaluate_every": [numbers.Integral],
         "max_doc_update_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "stream_decay": [Interval(numbers.Real, 0, 1, closed="both")],
     }
 
     def __init__(self, *, n_components=10, doc_topic_prior=None, topic_word_prior=None,
                  max_iter=300, mh_steps=1, evaluate_every=1, max_doc_update_iter=100,
-                 consistency="bsp", staleness=None, n_shards=None, random_state=None,
-                 client=None, shard_resources=None, checkpoint=None, checkpoint_every=10,
-                 resume=False, max_recoveries=3, progress=None, callbacks=None):
+                 stream_decay=1.0, consistency="bsp", staleness=None, n_shards=None,
+                 random_state=None, client=None, shard_resources=None, checkpoint=None,
+                 checkpoint_every=10, resume=False, max_recoveries=3, progress=None,
+                 callbacks=None):
         self.n_components, self.doc_topic_prior = n_components, doc_topic_prior
         self.topic_word_prior, self.max_iter, self.mh_steps = topic_word_prior, max_iter, \
             mh_steps
         self.evaluate_every, self.max_doc_update_iter = evaluate_every, max_doc_update_iter
+        self.stream_decay = stream_decay
         self.consistency, self.staleness, self.n_shards = consistency, staleness, n_shards
         self.random_state, self.client = random_state, client
         self.shard_resources = shard_resources
@@ -266,11 +280,15 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         The first topic of each token of ``X`` is drawn from the fitted word–topic counts
         and its document's draws (``p(k | w, d) ∝ components_[k, w] / sum_w components_[k,
         w] · (n_dk + α)``) instead of uniformly,
-        then collapsed Gibbs sampling runs on ``X`` alone: the topics keep their numbers,
-        and on the same documents the fit goes on from where it was (the assignments
-        themselves are not kept between calls, only the counts they made). Unfitted, this
-        is :meth:`fit`. ``history_`` gets the new iterations appended (``epoch`` counting
-        on), ``n_iter_`` counts all of them; ``time`` is since the start of this call.
+        then collapsed Gibbs sampling runs on ``X`` with the model's counts, times
+        ``stream_decay``, as their prior: the topics keep their numbers, and after the call
+        ``components_`` counts ``X``'s tokens and those kept (streaming Gibbs sampling; with
+        ``stream_decay=0``, ``X``'s alone: on the same documents the fit then goes on from
+        where it was). Assignments are not kept between calls, only the counts they made.
+        ``loss`` and ``log_likelihood`` are of ``X``'s tokens given the counts kept.
+        Unfitted, this is :meth:`fit`. ``history_`` gets the new iterations appended
+        (``epoch`` counting on), ``n_iter_`` counts all of them; ``time`` is since the start
+        of this call.
 
         Parameters
         ----------
@@ -336,7 +354,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
                     max_iter=self.max_iter, row_offsets=offsets, n_mh=self.mh_steps,
                     evaluate_every=self.evaluate_every, consistency=self.consistency,
                     staleness=self.staleness, random_state=self._seed(), loop=loop,
-                    init_counts=init_counts)
+                    init_counts=init_counts, decay=float(self.stream_decay))
                 if history:
                     history[-1].update(data.report())
         self.components_ = nwk.T.astype(np.float64) + beta

@@ -152,10 +152,9 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         its batch, pruning those of the batches before; the first also one before it: its
         model is not saved yet). An LDA's ``partial_fit`` runs ``max_iter`` Gibbs
         iterations on the batch, the first topics of its tokens drawn from the topics
-        before: the topics after a batch are those of its documents, carried on from the
-        stream's, its counts replacing the batch's before (see
-        :meth:`~dask_ps.LatentDirichletAllocation.partial_fit`), so a batch should hold
-        enough documents to show every topic.
+        before, the counts of every batch before kept as its prior: the topics after a
+        batch count all the stream's tokens (streaming Gibbs sampling, see
+        :meth:`~dask_ps.LatentDirichletAllocation.partial_fit`).
     batches : iterable of (X, y), or for LDA of X or (X, vocabulary)
         Not a path (refused: learn_online reads no files; read each batch with a reader).
         Consumed lazily, one batch at a time. A classifier's: any input ``partial_fit``

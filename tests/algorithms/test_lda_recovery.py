@@ -23,7 +23,6 @@ FIT = dict(n_components=20, doc_topic_prior=0.1, topic_word_prior=0.01, max_iter
            random_state=3, progress=False, evaluate_every=10)
 
 
-
 @pytest.fixture(scope="module")
 def ap(data):
     from dask_ps.io import read_ldac
@@ -32,22 +31,28 @@ def ap(data):
     return heldout_split(sp.csr_matrix(X.compute()), 0.1, seed=0)
 
 
+def killer(client, seen: dict, when):
+    """A fit callback that SIGKILLs the worker of shard 1 once, at the first record for
+    which ``when(record)`` holds (``seen["victim"]`` names it)."""
+    def kill(record) -> bool:
+        if when(record) and "victim" not in seen:
+            victim = sorted(worker_info(client))[1]
+            seen["victim"] = victim
+            pid = client.run(os.getpid, workers=[victim])[victim]
+            threading.Timer(0.05, os.kill, (pid, signal.SIGKILL)).start()
+            time.sleep(0.2)
+        return False
+
+    return kill
+
+
 def test_killed_shard_worker_is_rebuilt_from_the_assignments(ap, client3):
     client3.wait_for_workers(3, timeout=RESTART_WAIT)
     base = LatentDirichletAllocation(client=client3, **FIT).fit(ap.train)
     assert not [h for h in base.history_ if h.get("event") == "recovery"]
     client3.wait_for_workers(3, timeout=RESTART_WAIT)
     seen: dict = {}
-
-    def kill(record) -> bool:  # after iteration 30: the worker of shard 1 dies mid-fit
-        if record.get("epoch") == 30 and "victim" not in seen:
-            victim = sorted(worker_info(client3))[1]
-            seen["victim"] = victim
-            pid = client3.run(os.getpid, workers=[victim])[victim]
-            threading.Timer(0.05, os.kill, (pid, signal.SIGKILL)).start()
-            time.sleep(0.2)
-        return False
-
+    kill = killer(client3, seen, lambda record: record.get("epoch") == 30)  # of shard 1
     est = LatentDirichletAllocation(client=client3, callbacks=[kill], **FIT).fit(ap.train)
     assert "victim" in seen, "the worker was never killed"
     events = [h for h in est.history_ if h.get("event") == "recovery"]
@@ -63,3 +68,24 @@ def test_killed_shard_worker_is_rebuilt_from_the_assignments(ap, client3):
     # no worse than 1 % (two chains differ by about that either way: a recovered run 1.03 %
     # *better* than the base was seen, and is no failure of the recovery)
     assert np.isfinite(p_rec) and p_rec / p_base - 1 < 0.01, (p_rec, p_base)
+
+
+def test_partial_fit_rebuilt_after_a_lost_worker_keeps_the_counts_before(ap, client3):
+    """A worker killed during a partial_fit: the table rebuilt from the assignments gets the
+    counts kept from the model before (stream_decay=1) back too, so the model still counts
+    both halves' tokens."""
+    client3.wait_for_workers(3, timeout=RESTART_WAIT)
+    half = ap.train.shape[0] // 2
+    first, second = ap.train[:half], ap.train[half:]
+    params = dict(FIT, max_iter=20)
+    seen: dict = {}  # killed after the partial_fit's iteration 5
+    kill = killer(client3, seen, lambda r: "fitted" in seen and r.get("epoch") == 5)
+    est = LatentDirichletAllocation(client=client3, callbacks=[kill], **params).fit(first)
+    seen["fitted"] = True
+    client3.wait_for_workers(3, timeout=RESTART_WAIT)
+    est.partial_fit(second)
+    assert "victim" in seen, "the worker was never killed"
+    events = [h for h in est.history_ if h.get("event") == "recovery"]
+    assert len(events) == 1 and events[0]["rebuilt"] is True, events
+    assert est.components_.sum() == pytest.approx(ap.train.sum() + 0.01 * est.components_.size)
+    assert all(np.isfinite(h["loss"]) for h in est.history_ if "loss" in h)
