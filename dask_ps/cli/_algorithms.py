@@ -10,8 +10,6 @@ report. Flags default to nothing, so an option not given leaves the estimator's 
 from __future__ import annotations
 
 import argparse
-import inspect
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
@@ -19,6 +17,7 @@ import numpy as np
 
 from ..exceptions import DataError
 from . import _options as opt
+from ._defaults import Unresolved, estimator_default, source_default
 
 
 @dataclass(frozen=True)
@@ -119,29 +118,20 @@ class Algorithm:
         return getattr(dask_ps, self.estimator)
 
 
-def estimator_default(cls, param: str) -> str:
-    """The default of ``param`` as its docstring or signature gives it, for --help."""
-    default = inspect.signature(cls).parameters[param].default
-    if default is not None:
-        return repr(default) if isinstance(default, str) else str(default)
-    doc = inspect.getdoc(cls) or ""
-    m = re.search(rf"^{re.escape(param)}\b[^\n]*\n((?:[ ]{{4}}[^\n]*\n?)+)", doc, re.M)
-    if m:
-        d = re.search(r"Default:? (.+?)\.(?:\s|$)", " ".join(m.group(1).split()))
-        if d:
-            return d.group(1).replace("``", "").strip()
-    return "not set"
-
-
 class _Default:
-    """The estimator's default of a parameter, looked up (importing the estimator) only
-    when a ``--help`` prints it: building the parser imports no estimator."""
+    """The estimator's default of a parameter, found when a ``--help`` prints it: read from
+    the estimator's source (:func:`~._defaults.source_default`, importing nothing), or,
+    where the source does not tell, from the imported estimator. Building the parser
+    imports no estimator."""
 
     def __init__(self, algo: Algorithm, param: str) -> None:
         self.algo, self.param = algo, param
 
     def __str__(self) -> str:
-        return estimator_default(self.algo.cls, self.param)
+        try:
+            return source_default(self.algo.estimator, self.param)
+        except Unresolved:
+            return estimator_default(self.algo.cls, self.param)
 
 
 def add_params(parser: argparse.ArgumentParser, algo: Algorithm) -> None:
