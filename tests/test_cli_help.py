@@ -24,7 +24,7 @@ try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-heavy = ("distributed", "numba", "sklearn", "dask_ps.algorithms")
+heavy = ("distributed", "numba", "sklearn", "numpy", "dask_ps.algorithms")
 print("loaded:", sorted(m for m in heavy if m in sys.modules), file=sys.stderr)
 """
 
@@ -32,7 +32,7 @@ print("loaded:", sorted(m for m in heavy if m in sys.modules), file=sys.stderr)
 def _help(*argv: str) -> tuple[str, str]:
     env = {**os.environ, "COLUMNS": "100000"}  # one line per option
     proc = subprocess.run([sys.executable, "-c", _HELP, *argv], capture_output=True,
-                          text=True, cwd=REPO, env=env, timeout=120)
+                          text=True, cwd=REPO, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout, proc.stderr
 
