@@ -30,13 +30,15 @@ import argparse
 import os
 import signal
 import sys
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..exceptions import OptionError
 from . import _options as opt
 from ._algorithms import add_params
 from ._registry import ALGORITHMS
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["main", "metrics_line", "user_error"]
 
@@ -319,6 +321,7 @@ def metrics_line(classes: np.ndarray, y: np.ndarray, proba: np.ndarray,
         log-loss weighted as scikit-learn weighs them (``sample_weight=``), the line ending
         in ``(weighted)``; the warning still counts rows.
     """
+    import numpy as np
     from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 
     if not y.shape[0]:

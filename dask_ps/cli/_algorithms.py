@@ -10,15 +10,15 @@ report. Flags default to nothing, so an option not given leaves the estimator's 
 from __future__ import annotations
 
 import argparse
-import inspect
-import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from ..exceptions import DataError
 from . import _options as opt
+from ._defaults import Unresolved, estimator_default, source_default
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -119,29 +119,20 @@ class Algorithm:
         return getattr(dask_ps, self.estimator)
 
 
-def estimator_default(cls, param: str) -> str:
-    """The default of ``param`` as its docstring or signature gives it, for --help."""
-    default = inspect.signature(cls).parameters[param].default
-    if default is not None:
-        return repr(default) if isinstance(default, str) else str(default)
-    doc = inspect.getdoc(cls) or ""
-    m = re.search(rf"^{re.escape(param)}\b[^\n]*\n((?:[ ]{{4}}[^\n]*\n?)+)", doc, re.M)
-    if m:
-        d = re.search(r"Default:? (.+?)\.(?:\s|$)", " ".join(m.group(1).split()))
-        if d:
-            return d.group(1).replace("``", "").strip()
-    return "not set"
-
-
 class _Default:
-    """The estimator's default of a parameter, looked up (importing the estimator) only
-    when a ``--help`` prints it: building the parser imports no estimator."""
+    """The estimator's default of a parameter, found when a ``--help`` prints it: read from
+    the estimator's source (:func:`~._defaults.source_default`, importing nothing), or,
+    where the source does not tell, from the imported estimator. Building the parser
+    imports no estimator."""
 
     def __init__(self, algo: Algorithm, param: str) -> None:
         self.algo, self.param = algo, param
 
     def __str__(self) -> str:
-        return estimator_default(self.algo.cls, self.param)
+        try:
+            return source_default(self.algo.estimator, self.param)
+        except Unresolved:
+            return estimator_default(self.algo.cls, self.param)
 
 
 def add_params(parser: argparse.ArgumentParser, algo: Algorithm) -> None:
@@ -206,6 +197,8 @@ def read_train_test(args, client, meta_of, read):
     are checked before training) as ``meta_of(args)`` says, by ``read(path, meta,
     blocksize, n_features, test)`` returning ``X, y, w`` (``w``: the sample weights of
     ``meta["weight"]``, or None); csv and libsvm in two partitions per worker by default."""
+    import numpy as np
+
     meta = meta_of(args)
     blocksize = args.blocksize
     if blocksize is None and meta["format"] != "parquet":
@@ -303,6 +296,8 @@ def checked_classes(found: list, y, path: str, meta: dict) -> tuple:
         A label that is not a class, named by the file and line of its first row
         (:func:`~dask_ps.algorithms._logistic_data.check_classes`), or a single class.
     """
+    import numpy as np
+
     from ..algorithms._logistic_data import check_classes
 
     what = f"{path}: {label_column(meta)}"
@@ -325,6 +320,8 @@ def check_test_classes(y: np.ndarray, test: TestSet) -> None:
     DataError
         ``"t.svm: the label field holds 0.5 (first at t.svm, line 51), not a class: ..."``.
     """
+    import numpy as np
+
     from ..algorithms._logistic_data import check_classes
 
     labels = np.unique(y)
@@ -339,6 +336,8 @@ def check_test_classes(y: np.ndarray, test: TestSet) -> None:
 def label_classes(y) -> tuple:
     """``(classes, counts, first row of each)`` of a block of labels (an array's chunk or
     a frame's partition)."""
+    import numpy as np
+
     classes, first, counts = np.unique(np.asarray(y), return_index=True, return_counts=True)
     return classes, counts, first
 
@@ -392,6 +391,8 @@ def first_row_of(found: list, y, urlpath: str, meta: dict):
 def class_lines(classes, y, proba, sample_weight=None) -> list[str]:
     """The test line (and warnings) of a classifier's test labels and probabilities (and
     the rows' weights: weighted metrics)."""
+    import numpy as np
+
     from . import metrics_line
 
     line, warnings = metrics_line(classes, np.asarray(y), np.asarray(proba),

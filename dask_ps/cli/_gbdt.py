@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
 from ..exceptions import DataError, OptionError
 from . import _options as opt
 from ._algorithms import (
@@ -168,6 +166,8 @@ def _gbdt_load_test(path: str, meta: dict, args):
 
 def _gbdt_score(est, test: TestSet) -> list[str]:
     # computed apart: a table's labels are a dask-expr collection, predictions an array
+    import numpy as np
+
     y = np.asarray(test.y.compute())
     w = None if test.w is None else np.asarray(test.w.compute(), np.float64)
     if not y.shape[0]:  # the estimator refuses an empty X
@@ -185,6 +185,7 @@ def _gbdt_score(est, test: TestSet) -> list[str]:
 
 
 def _gbdt_export(est, meta: dict):
+    import numpy as np
     import pandas as pd
 
     b = est.booster_

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..exceptions import DataError
 from . import _options as opt
@@ -19,6 +19,9 @@ from ._algorithms import (
     _count,
     _n_workers,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # --- latent Dirichlet allocation --------------------------------------------------------------
 
@@ -66,6 +69,8 @@ def _lda_pad(block, n_terms: int):
 
 
 def _lda_load(args, client) -> Loaded:
+    import numpy as np
+
     meta = _lda_meta(args)
     blocksize = args.blocksize or _blocksize(args.train, _n_workers(client))
     X, vocab = _lda_read(args.train, meta, blocksize)
@@ -83,6 +88,8 @@ def _lda_load(args, client) -> Loaded:
 
 
 def _lda_tokens(block) -> np.ndarray:
+    import numpy as np
+
     return np.array([float(block.sum())])
 
 
@@ -114,6 +121,7 @@ def _lda_report(est, args) -> list[str]:
 
 
 def _lda_export(est, meta: dict):
+    import numpy as np
     import pandas as pd
 
     terms = getattr(est, "vocabulary_", np.arange(est.components_.shape[1]))

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import argparse
 import warnings
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..exceptions import OptionError
 from . import _options as opt
@@ -32,6 +31,9 @@ from ._algorithms import (
     read_train_test,
     weight_of,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # --- logistic regression ----------------------------------------------------------------------
 
@@ -206,6 +208,7 @@ def _lr_load_test(path: str, meta: dict, args):
 
 def _lr_score(est, test: TestSet) -> list[str]:
     import dask
+    import numpy as np
 
     y, proba, w = dask.compute(test.y, est.predict_proba(test.X), test.w)
     check_test_classes(np.asarray(y), test)
@@ -217,6 +220,7 @@ def _nonzero_rows(M) -> tuple[np.ndarray, np.ndarray]:
     a non-zero value, ascending: a dense array, or a keyed model's sparse ``coef_.T`` or
     ``factors_`` (through :class:`~dask_ps.algorithms._logistic_data.KeyedWeights`, never
     a dense array over ``n_features``)."""
+    import numpy as np
     import scipy.sparse as sp
 
     from ..algorithms._logistic_data import KeyedWeights

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import argparse
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..exceptions import DataError
 from . import _options as opt
 from ._algorithms import CHECKPOINT, CONSISTENCY, Algorithm, Dataset, Loaded, Param, _count
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # --- matrix factorization ---------------------------------------------------------------------
 
