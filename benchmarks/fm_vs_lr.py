@@ -215,6 +215,9 @@ def main(argv=None) -> int:
               f"{roc_auc_score(yt, best):7.4f} {'':>7}")
         reference = ReferenceFM(k=args.k, max_iter=args.epochs, learning_rate=args.ref_lr)
         ReferenceFM(k=2, max_iter=1).fit(Xt[:10], yt[:10]).predict_proba(Xt[:10])  # compile
+        for warm in (LogisticRegression(max_iter=1, random_state=0),
+                     FactorizationMachineClassifier(k=args.k, max_iter=1, random_state=0)):
+            warm.fit(X, y)  # the workers' first use of each (imports, kernels): not timed
         for est in (LogisticRegression(max_iter=args.epochs, random_state=0),
                     FactorizationMachineClassifier(k=args.k, max_iter=args.epochs,
                                                    random_state=0),
