@@ -13,6 +13,7 @@ these tests fail at import, rather than being skipped.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import uuid
@@ -92,3 +93,33 @@ def s3_client(s3_server):
                       dashboard_address=None, worker_dashboard_address=None,
                       env=dict(s3_server.env)) as cluster, Client(cluster) as client:
         yield client
+
+
+@contextlib.contextmanager
+def _denied():
+    from moto import settings
+    from moto.core.authorization import ActionAuthenticatorMixin
+
+    before = settings.INITIAL_NO_AUTH_ACTION_COUNT
+    settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
+    ActionAuthenticatorMixin.request_count = 0
+    _clear_s3fs_cache()  # no listing cached from before
+    try:
+        yield
+    finally:
+        settings.INITIAL_NO_AUTH_ACTION_COUNT = before
+        _clear_s3fs_cache()
+
+
+@pytest.fixture
+def s3_denied(s3_server):
+    """While the test runs, the server checks credentials (moto's IAM authentication), which
+    the fake ones fail: every request is refused as with wrong credentials."""
+    with _denied():
+        yield s3_server
+
+
+@pytest.fixture
+def s3_denied_later(s3_server):
+    """A context manager: within it, every request is refused as by :func:`s3_denied`."""
+    return _denied
