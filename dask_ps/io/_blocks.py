@@ -97,6 +97,8 @@ def source_paths(collection) -> list[str]:
 
 def open_paths(urlpath, storage_options: dict | None = None):
     """``(fs, paths)`` of a URL, glob or list of them; raises FileNotFoundError for none.
+    A path of a remote file system keeps its protocol (``s3://bucket/key``, which its
+    methods take), so that errors and reports name the file as the user wrote it.
 
     Globs use ``*``, ``?`` and ``[...]`` (fsspec expands ``*`` only; a path holding ``?``
     or ``[`` is expanded here unless a file has that very name), matching files (not
@@ -122,6 +124,8 @@ def open_paths(urlpath, storage_options: dict | None = None):
         raise type(exc)(f"{urlpath!r}: {exc}") from None
     except OSError as exc:
         raise storage_error(str(urlpath), exc) from None
+    if not isinstance(fs, LocalFileSystem) and "memory" not in np.atleast_1d(fs.protocol):
+        paths = [url_of(fs, p) for p in paths]  # s3://bucket/key: as errors name them
     if not paths:
         bucket = bucket_of(urlpath) if isinstance(urlpath, str) else None
         if bucket and not _exists(fs, bucket):

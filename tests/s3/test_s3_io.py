@@ -120,3 +120,12 @@ def test_wrong_credentials_are_named_in_one_line(s3, s3_denied):
         with pytest.raises(PermissionError, match=rf"^{url.replace('*', '[*]')}: access "
                                                   rf"denied \(.*\); check the credentials"):
             read_text(url)
+
+
+def test_a_bad_line_is_named_by_its_s3_url(s3):
+    _put(s3.url("bad/a.svm"), b"1 1:1\n1 2:x\n")
+    _put(s3.url("bad/a.csv"), b"click,p\n1,2\n,3\n")
+    with pytest.raises(ValueError, match=rf"^{s3.url('bad/a.svm')}, line 2: "):
+        read_libsvm(s3.url("bad/*.svm"))
+    with pytest.raises(ValueError, match=rf"^{s3.url('bad/a.csv')}, line 3: column 'click'"):
+        read_ctr(s3.url("bad/a.csv"), label="click")[1].compute()
