@@ -200,12 +200,12 @@ def zarr_store(url: str):
 
 
 def list_versions(url: str) -> tuple[list[int], list[int]]:
-    """Complete and torn version numbers of the store at ``url``, each ascending; an
-    ``OSError`` naming ``url`` where it cannot be listed (access denied)."""
+    """Complete and torn version numbers of the store at ``url``, each ascending, listed anew
+    (s3fs's cached listing misses other processes' versions); OSError naming ``url``."""
     from ..io._storage import storage_error
     fs, root = _fs(url)
     try:
-        entries = fs.ls(root, detail=False)
+        entries = fs.ls(root, detail=False, refresh=True)
     except FileNotFoundError:
         return [], []
     except OSError as exc:  # on an object store: access denied (credentials)

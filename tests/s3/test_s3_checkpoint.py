@@ -137,3 +137,27 @@ def test_learn_online_from_an_s3_folder_to_an_s3_folder(s3_client, s3):
         None, version_path(s3.url("versions"), 2), None, version_path(s3.url("versions"), 4)]
     v4, _ = load_estimator(version_path(s3.url("versions"), 4))
     np.testing.assert_array_equal(v4.coef_, est.coef_)
+
+
+def test_versions_another_process_writes_are_seen(s3):
+    """s3fs caches a folder's listing in the process for good: a serving process that had
+    listed a checkpoint (or learn_online's versions) never saw a newer version written by
+    another process (here another S3FileSystem, as that process's)."""
+    import s3fs
+
+    from dask_ps.algorithms.online import last_version
+
+    model = dask_ps.PSModel("local", n_shards=1)
+    model.add_table("w", (10,), optimizer="sgd")
+    model.save(s3.url("served.zarr"), clock=1)
+    fsspec.filesystem("s3").pipe_file(version_path(s3.url("v"), 1), b"1")
+    assert ck.list_versions(s3.url("served.zarr")) == ([1], [])
+    assert last_version(s3.url("v")) == 1
+    other = s3fs.S3FileSystem(skip_instance_cache=True)
+    other.copy(s3.url("served.zarr", "v000001"), s3.url("served.zarr", "v000002"),
+               recursive=True)
+    other.pipe_file(version_path(s3.url("v"), 2), b"2")
+    assert ck.list_versions(s3.url("served.zarr")) == ([1, 2], [])
+    assert ck.latest(s3.url("served.zarr")).version == 2
+    assert last_version(s3.url("v")) == 2
+    model.close()
