@@ -8,7 +8,7 @@ the worker processes of :func:`s3_client`'s cluster (``LocalCluster(env=...)``) 
 ``dask-ps`` subprocesses (:data:`S3Server.env`).
 
 moto and s3fs are test dependencies (``pip install -e ".[test]"``): when they are missing
-these tests fail at import, rather than being skipped.
+these tests fail (the fixtures' imports), rather than being skipped.
 """
 
 from __future__ import annotations
