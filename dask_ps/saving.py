@@ -149,7 +149,9 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
         A parameter or fitted attribute that cannot be stored without pickle, naming it.
     OSError
         The file cannot be written (an ``IsADirectoryError`` before anything is written when
-        a local ``path`` is a folder); a local temporary file is removed.
+        a local ``path`` is a folder; for a URL, naming it and why: ``s3://`` of a bucket
+        that does not exist, which is not created, or access denied); a local temporary
+        file is removed.
     """
     import fsspec
 
@@ -181,9 +183,14 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
             if os.path.lexists(tmp):
                 os.remove(tmp)
             raise
-    else:
-        with fsspec.open(path, "wb") as f:
-            f.write(data)
+    else:  # no folders made on the way: s3fs would create a bucket of a misspelt name
+        from .io._storage import storage_error
+        fs, root = fsspec.core.url_to_fs(path)
+        try:
+            with fs.open(root, "wb") as f:
+                f.write(data)
+        except OSError as exc:
+            raise storage_error(path, exc) from None
 
 
 def _member(arrays: dict, key: Any, where: str) -> np.ndarray:

@@ -61,7 +61,7 @@ def last_version(versions: str) -> int:
 
     fs, root = fsspec.core.url_to_fs(os.fspath(versions))
     try:
-        names = fs.ls(root, detail=False)
+        names = fs.ls(root, detail=False, refresh=True)  # not s3fs's listing of before
     except FileNotFoundError:
         return 0
     found = [_VERSION_NAME.fullmatch(str(n).rstrip("/").rsplit("/", 1)[-1]) for n in names]

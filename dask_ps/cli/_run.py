@@ -52,15 +52,21 @@ def check_files(urlpath: str, option: str, blocksize: int | None = None) -> None
     if ``blocksize`` (``--blocksize``, of text input) cuts it into too many small blocks
     (:func:`~dask_ps.io._blocks.plan`'s rule)."""
     from ..io._blocks import open_paths, plan
+    from ..io._storage import bucket_of, url_of
 
     try:
         fs, paths = open_paths(urlpath)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{option} {urlpath}: no such file") from None
+    except FileNotFoundError as exc:  # a glob matching nothing (in a missing bucket?)
+        _, sep, bucket = str(exc).partition(": bucket ")
+        raise FileNotFoundError(f"{option} {urlpath}: no such file"
+                                + (f" (bucket {bucket})" if sep else "")) from None
     absent = [p for p in paths if not fs.isfile(p)]
     if absent:
-        raise FileNotFoundError(f"{option} {absent[0]}: no such file"
-                                + (" (a directory)" if fs.isdir(absent[0]) else ""))
+        url, bucket = url_of(fs, absent[0]), bucket_of(urlpath)
+        why = " (a directory)" if fs.isdir(absent[0]) else (
+            f" (bucket {bucket!r} does not exist)" if bucket and not fs.exists(bucket)
+            else "")
+        raise FileNotFoundError(f"{option} {url}: no such file{why}")
     if blocksize is not None:
         try:
             plan(fs, paths, blocksize, "infer")

@@ -24,6 +24,7 @@ from fsspec.utils import infer_compression, read_block
 
 from ..exceptions import DataError
 from ._line_kernels import line_of_row
+from ._storage import bucket_of, storage_error, url_of
 
 __all__ = ["Block", "OBJECTS", "box", "chunk_sources", "count_read", "each", "expect_rows",
            "find_newline", "header_end", "lines_before", "open_paths", "plan", "read",
@@ -96,17 +97,50 @@ def source_paths(collection) -> list[str]:
 
 def open_paths(urlpath, storage_options: dict | None = None):
     """``(fs, paths)`` of a URL, glob or list of them; raises FileNotFoundError for none.
+    A path of a remote file system keeps its protocol (``s3://bucket/key``, which its
+    methods take), so that errors and reports name the file as the user wrote it.
 
     Globs use ``*``, ``?`` and ``[...]`` (fsspec expands ``*`` only; a path holding ``?``
     or ``[`` is expanded here unless a file has that very name), matching files (not
-    folders) in sorted order."""
-    fs, _, paths = get_fs_token_paths(urlpath, mode="rb", storage_options=storage_options)
-    paths = [q for p in paths
-             for q in (_glob_files(fs, p) if any(c in p for c in "?[") and not fs.exists(p)
-                       else [p])]
+    folders) in sorted order.
+
+    Raises
+    ------
+    FileNotFoundError
+        No file matches (naming ``urlpath``, and a missing bucket of an object store).
+    ValueError, ImportError
+        From fsspec, naming ``urlpath``: an unknown protocol, or a known one whose package
+        is not installed (``s3://`` without s3fs).
+    OSError
+        Another error of the storage (access denied: wrong credentials), in one line
+        naming ``urlpath`` (:func:`~._storage.storage_error`).
+    """
+    try:
+        fs, _, paths = get_fs_token_paths(urlpath, mode="rb", storage_options=storage_options)
+        paths = [q for p in paths
+                 for q in (_glob_files(fs, p) if any(c in p for c in "?[") and not fs.exists(p)
+                           else [p])]
+    except (ValueError, ImportError) as exc:  # a protocol unknown, or its package missing
+        raise type(exc)(f"{urlpath!r}: {exc}") from None
+    except OSError as exc:
+        raise storage_error(str(urlpath), exc) from None
+    if not isinstance(fs, LocalFileSystem) and "memory" not in np.atleast_1d(fs.protocol):
+        paths = [url_of(fs, p) for p in paths]  # s3://bucket/key: as errors name them
     if not paths:
+        bucket = bucket_of(urlpath) if isinstance(urlpath, str) else None
+        if bucket and not _exists(fs, bucket):
+            raise FileNotFoundError(f"no file matches {urlpath!r}: bucket {bucket!r} does "
+                                    f"not exist")
         raise FileNotFoundError(f"no file matches {urlpath!r}")
     return fs, paths
+
+
+def _exists(fs, path: str) -> bool:
+    """``fs.exists(path)``, True when it cannot tell (the error is another's to report)."""
+    try:
+        return fs.exists(path)
+    except OSError:
+        return True
 
 
 def _glob_files(fs, pattern: str) -> list[str]:
@@ -144,7 +178,7 @@ def plan(fs, paths: list[str], blocksize, compression: str | None) -> list[Block
     if size is not None and size <= 0:
         raise ValueError(f"blocksize must be positive, not {blocksize!r}")
     comps = [infer_compression(p) if compression == "infer" else compression for p in paths]
-    sizes = [None if comp is not None or size is None else fs.size(path)
+    sizes = [None if comp is not None or size is None else _size(fs, path)
              for path, comp in zip(paths, comps)]
     if size is not None and size < MIN_BLOCKSIZE:
         count = sum(1 if n is None else max(-(-n // size), 1) for n in sizes)
@@ -168,6 +202,14 @@ def plan(fs, paths: list[str], blocksize, compression: str | None) -> list[Block
     return blocks
 
 
+def _size(fs, path: str) -> int:
+    """``fs.size(path)``; a missing file (or bucket) or refused access named by its URL."""
+    try:
+        return fs.size(path)
+    except OSError as exc:
+        raise storage_error(url_of(fs, path), exc) from None
+
+
 def read(fs, block: Block) -> bytes:
     """The bytes of a block: whole lines only (a line belongs to the block it starts in)."""
     if block.length is None:
@@ -177,13 +219,16 @@ def read(fs, block: Block) -> bytes:
                 count_read(block.path, 0, len(data))
                 return data
         except (OSError, EOFError, ValueError) as exc:
-            if isinstance(exc, FileNotFoundError):
-                raise
+            if isinstance(exc, (FileNotFoundError, PermissionError)):
+                raise storage_error(url_of(fs, block.path), exc) from None
             # a corrupt archive says only "Invalid data stream": name the file
             raise DataError(f"{block.path}: cannot decompress ({block.compression}): "
                             f"{exc}") from exc
-    with fs.open(block.path, "rb") as f:
-        data = read_block(f, block.offset, block.length, delimiter=b"\n")
+    try:
+        with fs.open(block.path, "rb") as f:
+            data = read_block(f, block.offset, block.length, delimiter=b"\n")
+    except (FileNotFoundError, PermissionError) as exc:
+        raise storage_error(url_of(fs, block.path), exc) from None
     count_read(block.path, block.offset, len(data))
     return data
 

@@ -34,6 +34,7 @@ import operator
 import os
 import re
 import time
+import uuid
 import warnings
 from dataclasses import dataclass, field
 
@@ -113,7 +114,8 @@ def check_store_url(url: str) -> None:
     """Refuse, before any training, a checkpoint URL where no checkpoint folder can be: an
     unknown protocol, an existing file, or on the local file system a link to nothing, a
     path under a file, or a folder that cannot be created or written to (tried by making
-    and removing a temporary folder in it, or in its nearest existing parent).
+    and removing a temporary folder in it, or in its nearest existing parent); on S3 one
+    where an empty object cannot be written and deleted (no bucket, wrong credentials).
 
     Raises
     ------
@@ -125,16 +127,29 @@ def check_store_url(url: str) -> None:
         without s3fs), naming ``url``.
     OSError
         Naming ``url`` and the folder where no folder can be made (a read-only file
-        system, no permission, ``/proc``), of the system's error's type, with its reason.
+        system, no permission, ``/proc``), or on an object store what the write met (a
+        missing bucket, access denied), of the system's error's type, with its reason.
     """
     try:
         fs, root = _fs(url)
     except (ValueError, ImportError) as exc:
         raise type(exc)(f"checkpoint {url!r}: {exc}") from None
-    if fs.exists(root) and not fs.isdir(root):
-        raise ValueError(f"checkpoint {url!r} is a file: a checkpoint is a folder (new or "
-                         f"holding earlier versions, v000001/...); name a folder instead")
+    from ..io._storage import storage_error
+
+    try:
+        if fs.exists(root) and not fs.isdir(root):
+            raise ValueError(f"checkpoint {url!r} is a file: a checkpoint is a folder (new "
+                             f"or holding earlier versions, v000001/...); name a folder "
+                             f"instead")
+    except OSError as exc:  # on an object store: access denied (credentials)
+        raise storage_error(url, exc, "checkpoint") from None
     if "file" not in np.atleast_1d(fs.protocol):
+        probe = f"{root}/.dask-ps-check-{uuid.uuid4().hex}"
+        try:  # what the first save would meet, met now (an object store has no folders)
+            fs.pipe_file(probe, b"")
+            fs.rm(probe)
+        except OSError as exc:
+            raise storage_error(url, exc, "checkpoint") from None
         return
     if os.path.exists(root):
         _check_writable(url, root, "the folder")
@@ -185,12 +200,16 @@ def zarr_store(url: str):
 
 
 def list_versions(url: str) -> tuple[list[int], list[int]]:
-    """Complete and torn version numbers of the store at ``url``, each ascending."""
+    """Complete and torn version numbers of the store at ``url``, each ascending, listed anew
+    (s3fs's cached listing misses other processes' versions); OSError naming ``url``."""
+    from ..io._storage import storage_error
     fs, root = _fs(url)
     try:
-        entries = fs.ls(root, detail=False)
+        entries = fs.ls(root, detail=False, refresh=True)
     except FileNotFoundError:
         return [], []
+    except OSError as exc:  # on an object store: access denied (credentials)
+        raise storage_error(url, exc, "checkpoint") from None
     complete, torn = [], []
     for entry in entries:
         m = _VERSION.match(entry.rstrip("/").rsplit("/", 1)[-1])

@@ -1,0 +1,69 @@
+"""Errors of remote storage (S3 through s3fs, any fsspec file system) in one line that names
+the URL and what is wrong, instead of the file system's traceback.
+
+s3fs turns the service's errors into ``OSError`` subclasses whose message is the service's
+alone (``FileNotFoundError("The specified bucket does not exist")``, or the key without its
+``s3://``); :func:`storage_error` says which URL.
+"""
+
+from __future__ import annotations
+
+__all__ = ["bucket_of", "storage_error", "url_of"]
+
+
+def url_of(fs, path: str) -> str:
+    """``path`` of file system ``fs`` as a user writes it: with its protocol (``s3://b/k``),
+    a local path as it is."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    if isinstance(fs, LocalFileSystem) or "://" in str(path):
+        return str(path)
+    return fs.unstrip_protocol(path)
+
+
+def bucket_of(url: str) -> str | None:
+    """The bucket (the first part after ``scheme://``) of an object store URL; None for a
+    local path or a ``file://``/``memory://`` URL."""
+    scheme, sep, rest = str(url).partition("://")
+    if not sep or scheme in ("file", "local", "memory"):
+        return None
+    return rest.split("/", 1)[0] or None
+
+
+def storage_error(url: str, exc: OSError, what: str = "") -> OSError:
+    """An error of ``exc``'s type saying what storage call on ``url`` met, in one line:
+    a missing bucket, a missing file, access refused (credentials), or the reason given.
+
+    Parameters
+    ----------
+    url : str
+        The URL (or local path) the call was about.
+    exc : OSError
+        What the file system raised.
+    what : str, default ""
+        What ``url`` is, e.g. ``"checkpoint"``: the message starts ``checkpoint 's3://…'``.
+
+    Returns
+    -------
+    OSError
+        Of ``exc``'s type (``FileNotFoundError``, ``PermissionError``...), to be raised
+        ``from None``.
+    """
+    reason = str(exc.strerror or exc) if isinstance(exc, OSError) else str(exc)
+    head = f"{what} {url!r}" if what else str(url)
+    bucket = bucket_of(url)
+    if isinstance(exc, FileNotFoundError):
+        if bucket and ("bucket does not exist" in reason.lower()
+                       or "nosuchbucket" in reason.lower()):
+            text = f"{head}: bucket {bucket!r} does not exist ({reason})"
+        else:
+            text = f"{head}: no such file or folder"
+    elif isinstance(exc, PermissionError):
+        text = (f"{head}: access denied ({reason}); check the credentials and their "
+                f"permissions on {'bucket ' + repr(bucket) if bucket else 'it'}")
+    else:
+        text = f"{head}: {reason}"
+    try:
+        return type(exc)(text)
+    except TypeError:  # a subclass of another signature
+        return OSError(text)

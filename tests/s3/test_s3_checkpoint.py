@@ -1,0 +1,163 @@
+"""Checkpoints, saved estimators and online model versions on s3:// (moto's S3 server,
+through s3fs), written by the shards' workers of a LocalCluster; and the errors of a missing
+bucket or wrong credentials, which name the URL and leave the last good checkpoint as it
+was."""
+
+from __future__ import annotations
+
+import threading
+
+import fsspec
+import numpy as np
+import pytest
+
+import dask_ps
+from dask_ps.algorithms.online import learn_online, version_path
+from dask_ps.io import read_libsvm
+from dask_ps.model import format as ck
+from dask_ps.model.checkpoint import CLAIM, _claim
+from dask_ps.saving import load_estimator, save_estimator
+
+
+def _model(client, n_shards=2, seed=0):
+    model = dask_ps.PSModel(client, n_shards=n_shards)
+    model.add_table("w", (500, 3), optimizer="adagrad")
+    rng = np.random.default_rng(seed)
+    model.push("w", np.arange(0, 500, 7), rng.normal(size=(72, 3)))
+    return model
+
+
+def test_round_trip_versions_reshard_and_concurrent_saves(s3_client, s3):
+    url = s3.url("run.zarr")
+    model = _model(s3_client)
+    try:
+        assert [model.save(url, clock=c, keep=2).version for c in (1, 2, 3)] == [1, 2, 3]
+        assert ck.list_versions(url) == ([2, 3], [])
+        again = dask_ps.PSModel.load(s3_client, url, n_shards=3)
+        np.testing.assert_array_equal(again.pull("w"), model.pull("w"))
+        assert again.checkpoint_info.clock == 3 and again.n_shards == 3
+        again.close()
+        # two models saving into one folder at once each take a version of their own
+        other, out = _model(s3_client, seed=1), {}
+        saves = [threading.Thread(target=lambda m=m, k=k: out.__setitem__(
+            k, m.save(s3.url("both.zarr"), clock=k).version))
+            for k, m in enumerate([model, other])]
+        [t.start() for t in saves]
+        [t.join() for t in saves]
+        assert sorted(out.values()) == [1, 2]
+        assert ck.list_versions(s3.url("both.zarr")) == ([1, 2], [])
+        for k, m in enumerate([model, other]):
+            loaded = dask_ps.PSModel.load(s3_client, s3.url("both.zarr"), version=out[k])
+            np.testing.assert_array_equal(loaded.pull("w"), m.pull("w"))
+            loaded.close()
+        other.close()
+    finally:
+        model.close()
+
+
+def test_the_version_claim_is_exclusive_on_s3(s3):
+    """fsspec's create-only mode on s3fs is a conditional put (If-None-Match): of saves
+    claiming one version at once, one wins."""
+    path = s3.url("claims.zarr", "v000001")
+    wins, start = [], threading.Barrier(8)
+
+    def claim():
+        start.wait()
+        wins.append(_claim(path))
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert sorted(wins) == [False] * 7 + [True]
+    assert fsspec.filesystem("s3").exists(f"{path}/{CLAIM}")
+
+
+def test_a_missing_bucket_or_refused_access_is_named_and_the_checkpoint_kept(
+        s3_client, s3, s3_denied_later):
+    url, model = s3.url("kept.zarr"), _model(s3_client)
+    try:
+        model.save(url, clock=1)
+        bad = "s3://no-such-bucket-4f1/run.zarr"
+        said = r"^checkpoint 's3://no-such-bucket-4f1/run\.zarr': bucket 'no-such-bucket-4f1'"
+        with pytest.raises(FileNotFoundError, match=said + " does not exist"):
+            ck.check_store_url(bad)
+        with pytest.raises(FileNotFoundError, match=said + " does not exist") as err:
+            model.save(bad)
+        assert err.value.__cause__ is None and err.value.__suppress_context__
+        with s3_denied_later():
+            for call in (lambda: ck.check_store_url(url), lambda: model.save(url, clock=2),
+                         lambda: dask_ps.PSModel.load(s3_client, url)):
+                with pytest.raises(PermissionError, match=rf"^checkpoint '{url}': access "
+                                                          r"denied \(.*\); check the "):
+                    call()
+        assert ck.list_versions(url) == ([1], [])
+        loaded = dask_ps.PSModel.load(s3_client, url)
+        np.testing.assert_array_equal(loaded.pull("w"), model.pull("w"))
+        loaded.close()
+    finally:
+        model.close()
+
+
+def test_estimator_checkpoint_resume_and_saved_estimator(s3_client, s3):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 5))
+    y = (X[:, 0] > 0).astype(int)
+    kw = dict(solver="ftrl", checkpoint=s3.url("fit.zarr"), checkpoint_every=1,
+              progress=False, random_state=0)
+    first = dask_ps.LogisticRegression(max_iter=2, **kw).fit(X, y)
+    assert ck.list_versions(s3.url("fit.zarr"))[0][-1] >= 2
+    more = dask_ps.LogisticRegression(max_iter=3, resume=True, **kw).fit(X, y)
+    assert more.n_iter_[0] == 3 and len(more.history_) == 3
+    np.testing.assert_array_equal([r["loss"] for r in more.history_[:2]],
+                                  [r["loss"] for r in first.history_])
+    save_estimator(more, s3.url("m", "model.npz"))
+    back, _ = load_estimator(s3.url("m", "model.npz"))
+    np.testing.assert_array_equal(back.coef_, more.coef_)
+    with pytest.raises(FileNotFoundError, match=r"^s3://no-such-bucket-4f1/m\.npz: bucket "
+                                                r"'no-such-bucket-4f1' does not exist"):
+        save_estimator(more, "s3://no-such-bucket-4f1/m.npz")
+    assert not fsspec.filesystem("s3").exists("no-such-bucket-4f1")  # no bucket made
+
+
+def test_learn_online_from_an_s3_folder_to_an_s3_folder(s3_client, s3):
+    rng = np.random.default_rng(4)
+    fs = fsspec.filesystem("s3")
+    for b in range(4):
+        X = rng.normal(size=(200, 4))
+        lines = [f"{int(x[0] > 0)} " + " ".join(f"{j + 1}:{v:.4f}" for j, v in enumerate(x))
+                 for x in X]
+        fs.pipe_file(s3.url("stream", f"hour-{b:02d}.svm"), ("\n".join(lines) + "\n").encode())
+    files = sorted(fs.glob(s3.url("stream", "*.svm")))
+    batches = (read_libsvm(f"s3://{f}", n_features=5, zero_based=False) for f in files)
+    est = dask_ps.LogisticRegression(solver="ftrl", checkpoint=None, progress=False,
+                                     random_state=0)
+    est = learn_online(est, batches, classes=[0, 1], version_every=2,
+                       versions=s3.url("versions"))
+    assert [r.get("version") for r in est.history_] == [
+        None, version_path(s3.url("versions"), 2), None, version_path(s3.url("versions"), 4)]
+    v4, _ = load_estimator(version_path(s3.url("versions"), 4))
+    np.testing.assert_array_equal(v4.coef_, est.coef_)
+
+
+def test_versions_another_process_writes_are_seen(s3):
+    """s3fs caches a folder's listing in the process for good: a serving process that had
+    listed a checkpoint (or learn_online's versions) never saw a newer version written by
+    another process (here another S3FileSystem, as that process's)."""
+    import s3fs
+
+    from dask_ps.algorithms.online import last_version
+
+    model = dask_ps.PSModel("local", n_shards=1)
+    model.add_table("w", (10,), optimizer="sgd")
+    model.save(s3.url("served.zarr"), clock=1)
+    fsspec.filesystem("s3").pipe_file(version_path(s3.url("v"), 1), b"1")
+    assert ck.list_versions(s3.url("served.zarr")) == ([1], [])
+    assert last_version(s3.url("v")) == 1
+    other = s3fs.S3FileSystem(skip_instance_cache=True)
+    other.copy(s3.url("served.zarr", "v000001"), s3.url("served.zarr", "v000002"),
+               recursive=True)
+    other.pipe_file(version_path(s3.url("v"), 2), b"2")
+    assert ck.list_versions(s3.url("served.zarr")) == ([1, 2], [])
+    assert ck.latest(s3.url("served.zarr")).version == 2
+    assert last_version(s3.url("v")) == 2
+    model.close()

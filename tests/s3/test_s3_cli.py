@@ -1,0 +1,69 @@
+"""``dask-ps train`` on s3:// data with an s3:// checkpoint, run as a user runs it (a
+subprocess, its environment reaching moto's S3 server), continued with ``--resume auto``;
+and an s3:// input or checkpoint that cannot be, refused before any cluster starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import fsspec
+import numpy as np
+import pytest
+from conftest import REPO
+
+from dask_ps.cli import main
+from dask_ps.model import format as ck
+
+
+def _svm(rng, rows: int) -> bytes:
+    X = rng.normal(size=(rows, 4))
+    lines = [f"{int(x[0] + x[1] > 0)} " + " ".join(f"{j + 1}:{v:.4f}" for j, v in enumerate(x))
+             for x in X]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _run(s3, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **s3.env, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "dask_ps.cli", "train", "lr", *args],
+                          env=env, capture_output=True, text=True, timeout=280, cwd=REPO)
+
+
+@pytest.mark.timeout(600)
+def test_train_on_s3_with_an_s3_checkpoint_then_resume(s3):
+    rng = np.random.default_rng(5)
+    fs = fsspec.filesystem("s3")
+    for name, rows in [("train/a.svm", 200), ("train/b.svm", 200), ("test.svm", 100)]:
+        fs.pipe_file(s3.url(name), _svm(rng, rows))
+    common = ["--train", s3.url("train/*.svm"), "--test", s3.url("test.svm"),
+              "--n-features", "5", "--workers", "2", "--checkpoint", s3.url("ck"),
+              "--checkpoint-every", "1"]
+    first = _run(s3, *common, "--max-iter", "2")
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
+    assert f"last checkpoint: {s3.url('ck')} version 3" in first.stdout  # + the final one
+    assert "test: AUC" in first.stdout
+    again = _run(s3, *common, "--max-iter", "3", "--resume", "auto")
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+    assert f"resumed from checkpoint: {s3.url('ck')} version 3, after epoch 2" in again.stdout
+    assert "LogisticRegression(ftrl) 3/3" in again.stdout and " 1/3" not in again.stdout
+    assert ck.list_versions(s3.url("ck"))[0][-1] == 4
+
+
+def test_missing_s3_input_or_checkpoint_bucket_is_refused_before_a_cluster(s3, capsys):
+    fsspec.filesystem("s3").pipe_file(s3.url("t.svm"), b"1 1:1\n")
+    for args, said in [
+            (["--train", "s3://no-such-bucket-4f1/x.svm"],
+             "--train s3://no-such-bucket-4f1/x.svm: no such file (bucket "
+             "'no-such-bucket-4f1' does not exist)"),
+            (["--train", "s3://no-such-bucket-4f1/*.svm"],
+             "--train s3://no-such-bucket-4f1/*.svm: no such file (bucket "
+             "'no-such-bucket-4f1' does not exist)"),
+            (["--train", s3.url("nope.svm")], f"--train {s3.url('nope.svm')}: no such file"),
+            (["--train", s3.url("t.svm"), "--checkpoint", "s3://no-such-bucket-4f1/ck"],
+             "--checkpoint: checkpoint 's3://no-such-bucket-4f1/ck': bucket "
+             "'no-such-bucket-4f1' does not exist")]:
+        assert main(["train", "lr", *args, "--workers", "1"]) == 2
+        out = capsys.readouterr()
+        assert "cluster:" not in out.out
+        assert out.err.strip().splitlines()[-1].startswith(f"dask-ps: error: {said}"), out.err

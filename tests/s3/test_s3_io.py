@@ -1,0 +1,131 @@
+"""The readers on s3:// URLs (moto's S3 server, through s3fs), single files and globs,
+computed and fitted on a LocalCluster whose workers read S3 themselves; and their errors on
+bad S3 input: one line naming the URL and what is wrong."""
+
+from __future__ import annotations
+
+import io
+
+import fsspec
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import dask_ps
+from dask_ps.io import read_ctr, read_ldac, read_libsvm, read_ratings, read_text
+
+pytestmark = pytest.mark.usefixtures("s3_client")
+
+
+def _put(url: str, data: bytes) -> None:
+    fsspec.filesystem("s3").pipe_file(url, data)
+
+
+def _svm(rng, rows: int) -> bytes:
+    lines = []
+    for _ in range(rows):
+        idx = np.sort(rng.choice(20, 3, replace=False)) + 1
+        x = rng.random(3)
+        lines.append(f"{int(x[0] > 0.5)} " + " ".join(f"{j}:{v:.3f}" for j, v in zip(idx, x)))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_libsvm_file_and_glob_read_and_fit_on_the_workers(s3):
+    rng = np.random.default_rng(0)
+    parts = [_svm(rng, 150), _svm(rng, 100)]
+    for i, part in enumerate(parts):
+        _put(s3.url(f"svm/part{i}.svm"), part)
+    X, y = read_libsvm(s3.url("svm/part0.svm"))
+    assert X.compute().shape == (150, 20)
+    X, y = read_libsvm(s3.url("svm/*.svm"), n_features=21, zero_based=False)
+    Xc, yc = X.compute(), y.compute()
+    assert Xc.shape == (250, 21) and Xc.nnz == 750
+    first = np.array([float(line.split()[0]) for line in parts[0].decode().splitlines()])
+    np.testing.assert_array_equal(yc[:150], first)
+    model = dask_ps.LogisticRegression(solver="ftrl", max_iter=2, checkpoint=None,
+                                       progress=False).fit(X, y)
+    assert model.coef_.shape == (1, 21) and np.isfinite(model.coef_).all()
+
+
+def test_ctr_csv_and_parquet_with_a_header(s3):
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame({"click": rng.integers(0, 2, 120), "price": rng.random(120).round(2),
+                       "shop": [f"s{i}" for i in rng.integers(0, 5, 120)]})
+    _put(s3.url("ctr/a.csv"), df[:70].to_csv(index=False).encode())
+    _put(s3.url("ctr/b.csv"), df[70:].to_csv(index=False).encode())
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), buf)
+    _put(s3.url("ctr/all.parquet"), buf.getvalue())
+    Xc, yc = read_ctr(s3.url("ctr/*.csv"), label="click", n_features=2**10)
+    Xp, yp = read_ctr(s3.url("ctr/all.parquet"), label="click", n_features=2**10)
+    np.testing.assert_array_equal(yc.compute(), df["click"])
+    np.testing.assert_array_equal(yp.compute(), df["click"])
+    a, b = Xc.compute(), Xp.compute()
+    assert a.shape == b.shape == (120, 2**10) and a.nnz == 240 and (a != b).nnz == 0
+
+
+def test_lda_inputs_text_and_ldac(s3):
+    rng = np.random.default_rng(2)
+    words = np.array(["apple", "fig", "kiwi", "lime", "pear"])
+    docs = [" ".join(rng.choice(words, 6)) for _ in range(40)]
+    _put(s3.url("text/a.txt"), ("\n".join(docs[:25]) + "\n").encode())
+    _put(s3.url("text/b.txt"), ("\n".join(docs[25:]) + "\n").encode())
+    X, vocab = read_text(s3.url("text/*.txt"))
+    assert list(vocab) == list(words) and X.compute().sum() == 240
+    _put(s3.url("lda/c.ldac"), b"2 0:1 3:2\n1 1:4\n")
+    _put(s3.url("lda/vocab.txt"), b"a\nb\nc\nd\n")
+    X, vocab = read_ldac(s3.url("lda/c.ldac"), vocabulary=s3.url("lda/vocab.txt"))
+    np.testing.assert_array_equal(X.compute().toarray(), [[1, 0, 0, 2], [0, 4, 0, 0]])
+    assert list(vocab) == ["a", "b", "c", "d"]
+
+
+def test_ratings(s3):
+    _put(s3.url("mf/u1.data"), b"1\t10\t5\t100\n2\t10\t3\t101\n")
+    _put(s3.url("mf/u2.data"), b"2\t30\t4\t102\n")
+    df, users, items = read_ratings(s3.url("mf/u*.data"))
+    out = df.compute()
+    assert len(out) == 3 and len(users) == 2 and len(items) == 2
+    np.testing.assert_array_equal(out["rating"], [5, 3, 4])
+
+
+def test_a_missing_key_or_bucket_is_named_in_one_line(s3):
+    _put(s3.url("svm/a.svm"), b"1 1:1\n")
+    _put(s3.url("svm/b.svm.gz"), b"")
+    fsspec.filesystem("s3").rm(s3.url("svm/b.svm.gz"))
+    for url in [s3.url("svm/nope.svm"), s3.url("svm/nope.svm.gz")]:
+        with pytest.raises(FileNotFoundError) as err:
+            read_libsvm(url)[0].compute()
+        assert str(err.value) == f"{url}: no such file or folder"
+        assert err.value.__cause__ is None and err.value.__suppress_context__
+    with pytest.raises(FileNotFoundError, match=r"^s3://no-such-bucket-4f1/x\.svm: bucket "
+                                                r"'no-such-bucket-4f1' does not exist"):
+        read_libsvm("s3://no-such-bucket-4f1/x.svm")
+    with pytest.raises(FileNotFoundError, match=r"^no file matches 's3://no-such-bucket-4f1/"
+                                                r"\*\.svm': bucket 'no-such-bucket-4f1' does "
+                                                r"not exist$"):
+        read_ctr("s3://no-such-bucket-4f1/*.svm", label="click")
+    with pytest.raises(FileNotFoundError, match=r"^no file matches '.*/svm/\*\.csv'$"):
+        read_ctr(s3.url("svm/*.csv"), label="click")
+
+
+def test_an_unknown_protocol_is_named(s3):
+    with pytest.raises(ValueError, match=r"^'s4://bucket/x\.svm': Protocol not known: s4"):
+        read_libsvm("s4://bucket/x.svm")
+
+
+def test_wrong_credentials_are_named_in_one_line(s3, s3_denied):
+    for url in [s3.url("svm/a.svm"), s3.url("svm/*.svm")]:
+        with pytest.raises(PermissionError, match=rf"^{url.replace('*', '[*]')}: access "
+                                                  rf"denied \(.*\); check the credentials"):
+            read_text(url)
+
+
+def test_a_bad_line_is_named_by_its_s3_url(s3):
+    _put(s3.url("bad/a.svm"), b"1 1:1\n1 2:x\n")
+    _put(s3.url("bad/a.csv"), b"click,p\n1,2\n,3\n")
+    with pytest.raises(ValueError, match=rf"^{s3.url('bad/a.svm')}, line 2: "):
+        read_libsvm(s3.url("bad/*.svm"))
+    with pytest.raises(ValueError, match=rf"^{s3.url('bad/a.csv')}, line 3: column 'click'"):
+        read_ctr(s3.url("bad/a.csv"), label="click")[1].compute()
