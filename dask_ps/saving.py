@@ -376,7 +376,8 @@ def write_tables(out: str, tables: dict, meta: dict, fmt: str = "parquet") -> li
     Parameters
     ----------
     out : str
-        A local folder that does not exist yet (or is empty).
+        A folder (local path or fsspec URL such as ``s3://bucket/prefix``) that does not
+        exist yet (or is empty); on an object store no bucket is created.
     tables : dict of str to pandas.DataFrame
         Written as ``<name>.parquet`` (or ``.csv``), without the index.
     meta : dict
@@ -393,29 +394,53 @@ def write_tables(out: str, tables: dict, meta: dict, fmt: str = "parquet") -> li
     FileExistsError
         ``out`` is a file or a folder that is not empty (the message names what it holds):
         nothing in it is replaced or deleted.
+    OSError
+        A missing bucket or refused access, naming the file
+        (:func:`~dask_ps.io._storage.storage_error`).
     ValueError
         An unknown ``fmt``.
     """
     if fmt not in ("parquet", "csv"):
         raise ValueError(f"format must be 'parquet' or 'csv', got {fmt!r}")
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise FileExistsError(f"{out} is a file; give a new folder")
-    held = sorted(os.listdir(out)) if os.path.isdir(out) else []
+    import fsspec
+
+    from .io._storage import storage_error
+
+    remote = "://" in str(out)
+    fs, root = fsspec.core.url_to_fs(out)
+    try:
+        if fs.isfile(root):
+            raise FileExistsError(f"{out} is a file; give a new folder")
+        held = (sorted(p.rstrip("/").rsplit("/", 1)[-1]  # s3fs: not a listing of before
+                       for p in fs.ls(root, detail=False, refresh=True))
+                if fs.isdir(root) else [])
+    except FileNotFoundError:  # a missing bucket: the first write names it
+        held = []
+    except OSError as exc:
+        if isinstance(exc, FileExistsError):
+            raise
+        raise storage_error(str(out), exc) from None
     if held:  # nothing is replaced: an export of its own included
         raise FileExistsError(f"{out} is not empty: it holds {', '.join(held[:8])}"
                               f"{f' and {len(held) - 8} more' if len(held) > 8 else ''}; "
                               f"give a new or empty folder")
-    os.makedirs(out, exist_ok=True)
+    if not remote:  # an object store has no folders (s3fs would create a bucket)
+        os.makedirs(out, exist_ok=True)
     written = []
-    for name, df in tables.items():
-        path = os.path.join(out, f"{name}.{fmt}")
-        if fmt == "parquet":
-            df.to_parquet(path, index=False)
-        else:
-            df.to_csv(path, index=False)
+    files = [(f"{name}.{fmt}", df) for name, df in tables.items()] + [("model.json", None)]
+    for name, df in files:
+        path = f"{str(out).rstrip('/')}/{name}" if remote else os.path.join(out, name)
+        try:
+            with fs.open(fs.sep.join([root.rstrip(fs.sep), name]) if remote else path,
+                         "wb") as f:
+                if df is None:
+                    f.write(json.dumps(_plain(meta, "meta"), indent=1).encode())
+                elif fmt == "parquet":
+                    df.to_parquet(f, index=False)
+                else:
+                    f.write(df.to_csv(index=False).encode())
+        except OSError as exc:
+            raise storage_error(path, exc) from None
         written.append(path)
-    path = os.path.join(out, "model.json")
-    with open(path, "w") as f:
-        json.dump(_plain(meta, "meta"), f, indent=1)
-    written.append(path)
     return written
+

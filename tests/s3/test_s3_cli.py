@@ -4,12 +4,14 @@ and an s3:// input or checkpoint that cannot be, refused before any cluster star
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
 import fsspec
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import REPO
 
@@ -67,3 +69,39 @@ def test_missing_s3_input_or_checkpoint_bucket_is_refused_before_a_cluster(s3, c
         out = capsys.readouterr()
         assert "cluster:" not in out.out
         assert out.err.strip().splitlines()[-1].startswith(f"dask-ps: error: {said}"), out.err
+
+
+def _saved_lr(s3, rng) -> str:
+    """An LR saved by ``dask-ps train --save s3://…`` (in this process), trained on s3://."""
+    fs = fsspec.filesystem("s3")
+    for name, rows in [("train.svm", 200), ("test.svm", 80)]:
+        fs.pipe_file(s3.url(name), _svm(rng, rows))
+    model = s3.url("model.npz")
+    assert main(["train", "lr", "--train", s3.url("train.svm"), "--n-features", "5",
+                 "--workers", "1", "--max-iter", "2", "--save", model]) == 0
+    return model
+
+
+def test_evaluate_and_export_an_s3_model_on_s3_data(s3, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a wrong export into a local folder "s3:" would land here
+    model = _saved_lr(s3, np.random.default_rng(6))
+    capsys.readouterr()
+    assert main(["evaluate", model, "--test", s3.url("test.svm")]) == 0
+    assert capsys.readouterr().out.startswith("test: AUC ")
+    out = s3.url("export")
+    assert main(["export", model, out]) == 0
+    assert capsys.readouterr().out.split() == ["wrote", f"{out}/coef.parquet",
+                                               "wrote", f"{out}/model.json"]
+    assert not (tmp_path / "s3:").exists()
+    fs = fsspec.filesystem("s3")
+    with fs.open(f"{out}/coef.parquet", "rb") as f:
+        assert pd.read_parquet(f).shape == (4, 2)  # the features with a weight
+    assert json.loads(fs.cat_file(f"{out}/model.json"))["n_features"] == 5
+    # an export folder that is not empty is refused, nothing replaced; a missing bucket named
+    assert main(["export", model, out]) == 2
+    assert f"dask-ps: error: {out} is not empty: it holds coef.parquet, model.json" \
+        in capsys.readouterr().err
+    assert main(["export", model, "s3://no-such-bucket-4f1/export"]) == 2
+    assert ("dask-ps: error: s3://no-such-bucket-4f1/export/coef.parquet: bucket "
+            "'no-such-bucket-4f1' does not exist") in capsys.readouterr().err
+    assert not fs.exists("no-such-bucket-4f1")
