@@ -4,6 +4,7 @@ bad S3 input: one line naming the URL and what is wrong."""
 
 from __future__ import annotations
 
+import gzip
 import io
 
 import fsspec
@@ -14,7 +15,16 @@ import pyarrow.parquet as pq
 import pytest
 
 import dask_ps
-from dask_ps.io import read_ctr, read_ldac, read_libsvm, read_ratings, read_text
+from dask_ps.io import (
+    read_ctr,
+    read_docword,
+    read_ldac,
+    read_libsvm,
+    read_ratings,
+    read_sparse_parquet,
+    read_text,
+    write_ctr,
+)
 
 pytestmark = pytest.mark.usefixtures("s3_client")
 
@@ -129,3 +139,70 @@ def test_a_bad_line_is_named_by_its_s3_url(s3):
         read_libsvm(s3.url("bad/*.svm"))
     with pytest.raises(ValueError, match=rf"^{s3.url('bad/a.csv')}, line 3: column 'click'"):
         read_ctr(s3.url("bad/a.csv"), label="click")[1].compute()
+
+
+def test_sparse_parquet_written_and_read_by_the_workers_then_fitted(s3):
+    write_ctr(s3.url("sp/"), 300, n_features=2**8, nnz=4, chunk_rows=120, random_state=0)
+    X, y = read_sparse_parquet(s3.url("sp/*.parquet"))
+    assert X.shape == (300, 2**8) and X.chunks[0] == (120, 120, 60)
+    assert X.compute().nnz > 0 and set(np.unique(y.compute())) <= {0.0, 1.0}
+    model = dask_ps.LogisticRegression(solver="ftrl", max_iter=1, checkpoint=None,
+                                       progress=False).fit(X, y)
+    assert np.isfinite(model.coef_).all()
+
+
+def test_a_missing_parquet_key_is_named_in_one_line(s3):
+    url = s3.url("nope.parquet")
+    for read in [lambda: read_sparse_parquet(url), lambda: read_ctr(url, label="click"),
+                 lambda: read_ratings(url)]:
+        with pytest.raises(FileNotFoundError) as err:
+            read()
+        assert str(err.value) == f"{url}: no such file or folder"
+        assert err.value.__cause__ is None and err.value.__suppress_context__
+
+
+def test_docword_plain_and_gzip_with_an_s3_vocabulary_then_lda(s3):
+    text = b"3\n4\n4\n1 1 2\n1 3 1\n2 2 5\n3 4 1\n"
+    _put(s3.url("uci/docword.txt"), text)
+    _put(s3.url("uci/docword.txt.gz"), gzip.compress(text))
+    _put(s3.url("uci/vocab.txt"), b"a\nb\nc\nd\n")
+    want = [[2, 0, 1, 0], [0, 5, 0, 0], [0, 0, 0, 1]]
+    for name in ["docword.txt", "docword.txt.gz"]:
+        X, vocab = read_docword(s3.url("uci", name), vocabulary=s3.url("uci/vocab.txt"))
+        np.testing.assert_array_equal(X.compute().toarray(), want)
+        assert list(vocab) == ["a", "b", "c", "d"]
+    lda = dask_ps.LatentDirichletAllocation(n_components=2, max_iter=2, random_state=0,
+                                            checkpoint=None, progress=False).fit(X)
+    assert lda.components_.shape == (2, 4) and np.isfinite(lda.components_).all()
+
+
+def test_ctr_gzip_csv(s3):
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({"click": rng.integers(0, 2, 60), "price": rng.random(60).round(2),
+                       "shop": [f"s{i}" for i in rng.integers(0, 5, 60)]})
+    _put(s3.url("gz/a.csv.gz"), gzip.compress(df.to_csv(index=False).encode()))
+    _put(s3.url("gz/a.csv"), df.to_csv(index=False).encode())
+    Xz, yz = read_ctr(s3.url("gz/*.csv.gz"), label="click", n_features=2**10)
+    X, y = read_ctr(s3.url("gz/a.csv"), label="click", n_features=2**10)
+    np.testing.assert_array_equal(yz.compute(), df["click"])
+    assert (Xz.compute() != X.compute()).nnz == 0 and X.compute().nnz == 120
+
+
+def test_matrix_factorization_on_an_s3_csv_and_lda_on_s3_text(s3):
+    rng = np.random.default_rng(4)
+    r = pd.DataFrame({"user": rng.integers(0, 30, 300), "item": rng.integers(0, 20, 300),
+                      "rating": rng.integers(1, 6, 300)})
+    _put(s3.url("mf/r.csv"), r.to_csv(index=False).encode())
+    df, users, items = read_ratings(s3.url("mf/r.csv"), header=True)
+    assert len(users) == r["user"].nunique() and len(items) == r["item"].nunique()
+    mf = dask_ps.MatrixFactorization(rank=4, max_iter=2, random_state=0, checkpoint=None,
+                                     progress=False).fit(df)
+    score = mf.evaluate(df)
+    assert score["n_ratings"] == 300 and np.isfinite(score["rmse"])
+    words = np.array(["apple", "fig", "kiwi", "lime", "pear", "plum"])
+    _put(s3.url("txt/a.txt"), "\n".join(" ".join(rng.choice(words, 8))
+                                         for _ in range(50)).encode())
+    X, vocab = read_text(s3.url("txt/*.txt"))
+    lda = dask_ps.LatentDirichletAllocation(n_components=2, max_iter=2, random_state=0,
+                                            checkpoint=None, progress=False).fit(X)
+    assert lda.components_.shape == (2, 6) and lda.components_.sum() > 0
