@@ -12,6 +12,7 @@ from ..exceptions import DataError
 from . import _libsvm_kernels as _k
 from ._blocks import OBJECTS, box, each, open_paths, plan, read, start_lines
 from ._csv import LineError, line_of_row, parse_block, strip_header
+from ._storage import storage_error, url_of
 from .libsvm import _read_svm
 
 __all__ = ["read_docword", "read_ldac", "read_vocabulary"]
@@ -26,12 +27,17 @@ def read_vocabulary(urlpath, storage_options: dict | None = None) -> np.ndarray:
 
     Raises
     ------
-    FileNotFoundError
-        No file at ``urlpath``.
+    OSError
+        No file at ``urlpath`` (``FileNotFoundError``, naming a missing bucket), refused
+        access (``PermissionError``): one line ``vocabulary '<url>': ...``
+        (:func:`~._storage.storage_error`).
     """
     fs, paths = open_paths(urlpath, storage_options)
-    with fs.open(paths[0], "rb", compression="infer") as f:
-        lines = f.read().decode("utf-8").splitlines()
+    try:
+        with fs.open(paths[0], "rb", compression="infer") as f:
+            lines = f.read().decode("utf-8").splitlines()
+    except (FileNotFoundError, PermissionError) as exc:
+        raise storage_error(url_of(fs, paths[0]), exc, "vocabulary") from None
     while lines and not lines[-1].strip():  # a final newline adds no term
         lines.pop()
     return np.array([t.strip() for t in lines], dtype=str)
@@ -44,7 +50,9 @@ def _vocabulary(vocabulary, storage_options) -> np.ndarray | None:
     if isinstance(vocabulary, str) or hasattr(vocabulary, "__fspath__"):
         try:
             return read_vocabulary(vocabulary, storage_options)
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
+            if not str(exc).endswith(": no such file or folder"):  # a missing bucket
+                raise
             raise FileNotFoundError(f"vocabulary {str(vocabulary)!r}: no such file (a str is "
                                     f"a file of terms; give the terms as a list)") from None
     terms = np.asarray(vocabulary, dtype=object)

@@ -206,3 +206,19 @@ def test_matrix_factorization_on_an_s3_csv_and_lda_on_s3_text(s3):
     lda = dask_ps.LatentDirichletAllocation(n_components=2, max_iter=2, random_state=0,
                                             checkpoint=None, progress=False).fit(X)
     assert lda.components_.shape == (2, 6) and lda.components_.sum() > 0
+
+
+def test_a_vocabulary_in_a_missing_bucket_or_refused_is_named(s3, s3_denied_later):
+    _put(s3.url("uci/docword.txt"), b"1\n2\n1\n1 1 2\n")
+    _put(s3.url("uci/vocab.txt"), b"a\nb\n")
+    with pytest.raises(FileNotFoundError, match=r"^vocabulary 's3://no-such-bucket-4f1/v\.txt'"
+                                                r": bucket 'no-such-bucket-4f1' does not "
+                                                r"exist"):
+        read_docword(s3.url("uci/docword.txt"), vocabulary="s3://no-such-bucket-4f1/v.txt")
+    with pytest.raises(FileNotFoundError, match=r"^vocabulary '.*/uci/nope\.txt': no such "
+                                                r"file \(a str is a file of terms"):
+        read_text(s3.url("uci/docword.txt"), vocabulary=s3.url("uci/nope.txt"))
+    with s3_denied_later(), pytest.raises(PermissionError) as err:
+        read_ldac(s3.url("uci/docword.txt"), vocabulary=s3.url("uci/vocab.txt"))
+    assert str(err.value).startswith(f"vocabulary {s3.url('uci/vocab.txt')!r}: access denied")
+    assert err.value.__cause__ is None and err.value.__suppress_context__
