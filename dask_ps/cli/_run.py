@@ -51,22 +51,14 @@ def check_files(urlpath: str, option: str, blocksize: int | None = None) -> None
     """Fail before any cluster starts if ``urlpath`` names no file (or a missing one), or
     if ``blocksize`` (``--blocksize``, of text input) cuts it into too many small blocks
     (:func:`~dask_ps.io._blocks.plan`'s rule)."""
-    from ..io._blocks import open_paths, plan
-    from ..io._storage import bucket_of, url_of
+    from ..io._blocks import plan
+    from ..io._storage import url_of
 
-    try:
-        fs, paths = open_paths(urlpath)
-    except FileNotFoundError as exc:  # a glob matching nothing (in a missing bucket?)
-        _, sep, bucket = str(exc).partition(": bucket ")
-        raise FileNotFoundError(f"{option} {urlpath}: no such file"
-                                + (f" (bucket {bucket})" if sep else "")) from None
+    fs, paths = _opened(urlpath, option)
     absent = [p for p in paths if not fs.isfile(p)]
     if absent:
-        url, bucket = url_of(fs, absent[0]), bucket_of(urlpath)
-        why = " (a directory)" if fs.isdir(absent[0]) else (
-            f" (bucket {bucket!r} does not exist)" if bucket and not fs.exists(bucket)
-            else "")
-        raise FileNotFoundError(f"{option} {url}: no such file{why}")
+        why = " (a directory)" if fs.isdir(absent[0]) else _no_bucket(fs, urlpath)
+        raise FileNotFoundError(f"{option} {url_of(fs, absent[0])}: no such file{why}")
     if blocksize is not None:
         try:
             plan(fs, paths, blocksize, "infer")
@@ -77,14 +69,36 @@ def check_files(urlpath: str, option: str, blocksize: int | None = None) -> None
 def check_model(path: str) -> None:
     """Fail naming the argument if model file ``path`` (a local path or fsspec URL) does not
     exist; a folder or another file is :func:`~dask_ps.saving.load_estimator`'s to name."""
+    from ..io._storage import storage_error
+
+    fs, paths = _opened(path, "model")
+    try:
+        fs.info(paths[0])  # not fs.exists: it says False for refused access too
+    except FileNotFoundError:
+        raise FileNotFoundError(f"model {path}: no such file{_no_bucket(fs, path)}") from None
+    except OSError as exc:
+        raise storage_error(path, exc, "model") from None
+
+
+def _no_bucket(fs, urlpath: str) -> str:
+    """`` (bucket 'b' does not exist)`` when the bucket of ``urlpath`` does not; else ""."""
+    from ..io._storage import bucket_of
+
+    bucket = bucket_of(urlpath)
+    return f" (bucket {bucket!r} does not exist)" if bucket and not fs.exists(bucket) else ""
+
+
+def _opened(urlpath: str, option: str) -> tuple:
+    """:func:`~dask_ps.io._blocks.open_paths`, a glob matching nothing (in a missing
+    bucket?) said as ``<option> <urlpath>: no such file``."""
     from ..io._blocks import open_paths
 
     try:
-        fs, paths = open_paths(path)
-    except FileNotFoundError:
-        paths = []
-    if not paths or not fs.exists(paths[0]):
-        raise FileNotFoundError(f"model {path}: no such file")
+        return open_paths(urlpath)
+    except FileNotFoundError as exc:
+        _, sep, bucket = str(exc).partition(": bucket ")
+        raise FileNotFoundError(f"{option} {urlpath}: no such file"
+                                + (f" (bucket {bucket})" if sep else "")) from None
 
 
 def check_save(path: str) -> None:

@@ -105,3 +105,18 @@ def test_evaluate_and_export_an_s3_model_on_s3_data(s3, capsys, tmp_path, monkey
     assert ("dask-ps: error: s3://no-such-bucket-4f1/export/coef.parquet: bucket "
             "'no-such-bucket-4f1' does not exist") in capsys.readouterr().err
     assert not fs.exists("no-such-bucket-4f1")
+
+
+def test_an_s3_model_in_a_missing_bucket_or_refused_is_named(s3, capsys, s3_denied_later):
+    model = _saved_lr(s3, np.random.default_rng(7))
+    capsys.readouterr()
+    for command in [["evaluate", "s3://no-such-bucket-4f1/m.npz", "--test", s3.url("test.svm")],
+                    ["export", "s3://no-such-bucket-4f1/m.npz", s3.url("out")]]:
+        assert main(command) == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (
+            "dask-ps: error: model s3://no-such-bucket-4f1/m.npz: no such file (bucket "
+            "'no-such-bucket-4f1' does not exist)")
+    with s3_denied_later():
+        assert main(["evaluate", model, "--test", s3.url("test.svm")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"dask-ps: error: model {model!r}: access denied"), err
