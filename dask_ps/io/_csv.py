@@ -108,6 +108,20 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
                         f"CR?") from None
 
 
+def header_hint(err: LineError, fs, sep: str, flag: str) -> LineError:
+    """``err``, asking whether line 1 is a header (``flag`` says how to read one) when it
+    is about line 1 of a file none of whose first line's fields is a number."""
+    if err.line != 1:
+        return err
+    for field in header_names(fs, err.path, sep, "infer"):
+        try:
+            float(field)
+            return err
+        except ValueError:
+            pass
+    return LineError(err.path, 1, f"{err.reason} (is line 1 a header? pass {flag})")
+
+
 def numbered_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
     """Column names of files without a header: ``"0"``, ``"1"``, ... for the fields of
     the first line of ``path`` (errors as :func:`header_names`)."""

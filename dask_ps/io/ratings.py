@@ -392,6 +392,8 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     """
     import dask.dataframe as dd
 
+    from ._csv import header_hint
+
     fs, paths, sep, blocks, names = _layout(urlpath, user, item, rating, timestamp, sep,
                                             header, names, blocksize, storage_options,
                                             compression)
@@ -409,7 +411,8 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     line0 = start_lines(blocks, [s[0] for s in stats])
     for l0, s in zip(line0, stats):
         if s[3] is not None:
-            raise s[3].shifted(l0)
+            raise s[3].shifted(l0) if header else header_hint(
+                s[3].shifted(l0), fs, sep, "header=True; dask-ps train mf: --header")
     users = _merge_ids(_as_written(reader, blocks, [s[1] for s in stats], "user"))
     items = _merge_ids(_as_written(reader, blocks, [s[2] for s in stats], "item"))
     df = dd.from_map(reader.load, list(zip(blocks, line0)), users=users, items=items,

@@ -417,3 +417,18 @@ def test_string_codes_match_a_plain_lookup(size):
     assert IdMapping(big).codes(values[:1]).tolist() == _plain_codes(big, values[:1])
     assert m.codes(np.array([], dtype=str)).tolist() == []
     assert IdMapping(np.array([], dtype=str)).codes(values).tolist() == [-1] * size
+
+
+def test_a_header_read_as_ratings_is_pointed_out(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_text("user,item,rating\n1,2,3\n2,3,4\n")
+    with pytest.raises(ValueError, match=r"r\.csv, line 1: column 'rating' \(field 3\): "
+                                         r"'rating' is not a finite number \(is line 1 a "
+                                         r"header\? pass header=True; dask-ps train mf: "
+                                         r"--header\)$"):
+        read_ratings(str(path))
+    df, users, _ = read_ratings(str(path), header=True)
+    assert len(df.compute()) == 2 and len(users) == 2
+    path.write_text("1,2,x\n")  # a bad rating on line 1 of a file read with its header
+    with pytest.raises(ValueError, match=r"line 1: .* not a finite number$"):
+        read_ratings(str(path), names=["user", "item", "rating"])
