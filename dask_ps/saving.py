@@ -326,8 +326,11 @@ def load_estimator(path: str):
     import dask_ps
 
     try:
-        with fsspec.open(path, "rb") as f:
+        fs, root = fsspec.core.url_to_fs(path)
+        with fs.open(root, "rb") as f:
             data = f.read()
+        if not data and fs.isdir(root):  # s3fs opens a folder (a prefix) as empty
+            raise IsADirectoryError(path)
     except IsADirectoryError:
         raise DataError(f"{path}: a folder, not a model file written by save_estimator "
                         f"(dask-ps train --save); a checkpoint folder is continued with "

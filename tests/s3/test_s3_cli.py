@@ -120,3 +120,14 @@ def test_an_s3_model_in_a_missing_bucket_or_refused_is_named(s3, capsys, s3_deni
         assert main(["evaluate", model, "--test", s3.url("test.svm")]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith(f"dask-ps: error: model {model!r}: access denied"), err
+
+
+def test_an_s3_checkpoint_folder_given_as_a_model_is_said_to_be_one(s3, capsys):
+    fsspec.filesystem("s3").pipe_file(s3.url("ck/v1/meta.json"), b"{}")
+    for command in [["evaluate", s3.url("ck"), "--test", s3.url("ck/v1/meta.json")],
+                    ["export", s3.url("ck"), s3.url("out")]]:
+        assert main(command) == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (
+            f"dask-ps: error: {s3.url('ck')}: a folder, not a model file written by "
+            f"save_estimator (dask-ps train --save); a checkpoint folder is continued with "
+            f"resume=True (--resume auto), not loaded")
