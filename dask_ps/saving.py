@@ -406,10 +406,10 @@ def write_tables(out: str, tables: dict, meta: dict, fmt: str = "parquet") -> li
     if fmt not in ("parquet", "csv"):
         raise ValueError(f"format must be 'parquet' or 'csv', got {fmt!r}")
     import fsspec
+    from fsspec.implementations.local import LocalFileSystem
 
     from .io._storage import storage_error
 
-    remote = "://" in str(out)
     fs, root = fsspec.core.url_to_fs(out)
     try:
         if fs.isfile(root):
@@ -427,15 +427,15 @@ def write_tables(out: str, tables: dict, meta: dict, fmt: str = "parquet") -> li
         raise FileExistsError(f"{out} is not empty: it holds {', '.join(held[:8])}"
                               f"{f' and {len(held) - 8} more' if len(held) > 8 else ''}; "
                               f"give a new or empty folder")
-    if not remote:  # an object store has no folders (s3fs would create a bucket)
-        os.makedirs(out, exist_ok=True)
+    if isinstance(fs, LocalFileSystem):  # (s3fs would create a bucket: stores have none)
+        fs.makedirs(root, exist_ok=True)
     written = []
     files = [(f"{name}.{fmt}", df) for name, df in tables.items()] + [("model.json", None)]
-    for name, df in files:
-        path = f"{str(out).rstrip('/')}/{name}" if remote else os.path.join(out, name)
+    for name, df in files:  # each named as ``out`` is written (a path, or a URL)
+        path = (f"{str(out).rstrip('/')}/{name}" if "://" in str(out) else
+                os.path.join(out, name))
         try:
-            with fs.open(fs.sep.join([root.rstrip(fs.sep), name]) if remote else path,
-                         "wb") as f:
+            with fs.open(f"{root.rstrip('/')}/{name}", "wb") as f:
                 if df is None:
                     f.write(json.dumps(_plain(meta, "meta"), indent=1).encode())
                 elif fmt == "parquet":

@@ -182,3 +182,19 @@ def test_a_missing_model_file_is_named(tmp_path):
     missing = str(tmp_path / "none.npz")
     with pytest.raises(FileNotFoundError, match=f"^{missing}: no such model file$"):
         load_estimator(missing)
+
+
+@pytest.mark.parametrize("url", [False, True])
+def test_write_tables_into_a_new_local_folder_given_as_a_path_or_a_file_url(tmp_path, url):
+    """A ``file://`` folder is made as a path is (it failed: 'no such file or folder', and
+    before the fsspec writes, a folder named 'file:' was made in the working directory)."""
+    import pandas as pd
+
+    from dask_ps.saving import write_tables
+
+    out = tmp_path / "new" / "export"
+    written = write_tables(f"file://{out}" if url else str(out),
+                           {"coef": pd.DataFrame({"a": [1.0]})}, {"n": 1})
+    assert sorted(p.name for p in out.iterdir()) == ["coef.parquet", "model.json"]
+    assert len(written) == 2 and all(w.startswith("file://") == url for w in written)
+    assert pd.read_parquet(out / "coef.parquet")["a"].tolist() == [1.0]
