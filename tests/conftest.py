@@ -195,3 +195,38 @@ def any_client(request):
     if request.param == "local":
         return "local"
     return request.getfixturevalue({"1x1": "client1", "2x1": "client2"}[request.param])
+
+
+
+def _stale_scheduler() -> bool:
+    """dask's config names the distributed scheduler while no client is open: a client was
+    closed where distributed does not restore the config (``client.shutdown()`` or ``close()``
+    inside its own ``with`` block), and every later ``compute()`` in this process fails with
+    "no Client active"."""
+    import dask
+    from distributed import default_client
+
+    if dask.config.get("scheduler", None) != "dask.distributed":
+        return False
+    try:
+        default_client()
+    except ValueError:
+        return True
+    return False
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Fail the test that left dask's config pointing at a closed client (its teardown, module
+    fixtures included), rather than a later test in the same process that computes with the
+    default scheduler: which tests those are depends on how pytest-xdist shares out the
+    modules."""
+    result = yield
+    if _stale_scheduler():
+        import dask
+
+        dask.config.config.pop("scheduler", None)  # later tests run as they would alone
+        raise RuntimeError("dask's config 'scheduler' names the distributed scheduler but no "
+                           "client is open: this test, or a fixture closed after it, closed a "
+                           "client without restoring the config")
+    return result

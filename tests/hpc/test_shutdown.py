@@ -43,10 +43,15 @@ def test_close_workers_then_scheduler_logs_no_traceback(tmp_path):
         with Client(scheduler_file=str(sf), timeout=30) as client:
             client.wait_for_workers(2, timeout=60)
             assert sum(client.gather(client.map(lambda x: x + 1, range(100)))) == 5050
-        with Client(scheduler_file=str(sf), timeout=30) as client:
+        # not a ``with`` block: distributed leaves dask's config naming the distributed
+        # scheduler when shutdown() closes the client inside its own ``with`` block
+        client = Client(scheduler_file=str(sf), timeout=30)
+        try:
             assert close_workers(client) == 2
             assert client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.workers)) == 0
             client.shutdown()
+        finally:
+            client.close()
         assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
     finally:
         for p in procs:
