@@ -29,6 +29,7 @@ import numpy as np
 
 from ..diagnostics.events import log_checkpoint
 from ..exceptions import CheckpointFormatError, OptionError
+from . import _format_tables as ft
 from . import connection, placement
 from . import format as ck
 from . import key_ranges as kr
@@ -107,9 +108,9 @@ def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
     t0 = time.perf_counter()
     plans, tables = {}, {}
     for i, (name, spec) in enumerate(model.saved_specs.items()):
-        rows_per_chunk = ck.chunk_rows(spec, chunk_rows)
+        rows_per_chunk = ft.chunk_rows(spec, chunk_rows)
         n, rows_per_chunk, writers = _plan_table(model, spec, rows_per_chunk)
-        tables[name] = ck.table_attrs(spec, i, n, rows_per_chunk)
+        tables[name] = ft.table_attrs(spec, i, n, rows_per_chunk)
         plans[name] = writers
     attrs = dict(
         dask_ps=dict(format=ck.FORMAT, library_version=__version__),
@@ -370,7 +371,7 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
             f"not the model's {own}: it is another model's checkpoint (load it into a new "
             f"model with PSModel.load)")
     _check_same_tables(model, info, tables)
-    specs = {name: ck.spec_from_attrs(t, model.n_shards) for name, t in tables.items()}
+    specs = {name: ft.spec_from_attrs(t, model.n_shards) for name, t in tables.items()}
     calls = []
     for name, t in tables.items():
         n, c = t["n_keys"], t["chunk_rows"]
@@ -402,7 +403,7 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
 def _check_same_tables(model, info: ck.CheckpointInfo, tables: dict) -> None:
     """Refuse a checkpoint holding a table of the model's name but another table: other
     rows (of a dense table), columns, dtype, partitioner or update rule
-    (:func:`~dask_ps.model.format.spec_differences`; hyper-parameters and the number of
+    (:func:`~dask_ps.model._format_tables.spec_differences`; hyper-parameters and the number of
     shards may differ), before anything is changed.
 
     Raises
@@ -413,7 +414,7 @@ def _check_same_tables(model, info: ck.CheckpointInfo, tables: dict) -> None:
     """
     said = []
     for name, spec in model.saved_specs.items():
-        diff = ck.spec_differences(spec, tables[name]) if name in tables else {}
+        diff = ft.spec_differences(spec, tables[name]) if name in tables else {}
         if "optimizer" in diff:  # its state differs with it: said once
             diff.pop("slots", None)
         if diff:

@@ -7,6 +7,7 @@ import numpy as np
 
 from . import connection
 from . import format as ck
+from ._format_tables import chunk_rows, table_attrs
 from .checkpoint import _check_url, _create_arrays, _run_tasks
 from .writers import plan_table as _plan_table
 from .writers import write_part as _write_part
@@ -67,8 +68,8 @@ def _export(model, url: str, *, dtype=None, tables=None) -> None:
     described, plans, calls = {}, {}, []
     for i, name in enumerate(names):
         spec = model.specs[name]
-        n, c, writers = _plan_table(model, spec, ck.chunk_rows(spec))
-        plans[name] = ck.table_attrs(spec, i, n, c), writers
+        n, c, writers = _plan_table(model, spec, chunk_rows(spec))
+        plans[name] = table_attrs(spec, i, n, c), writers
         described[name] = dict(sparse=spec.sparse, n_keys=n,
                                dtype=str(np.dtype(dtype or spec.dtype)),
                                trained_dtype=str(spec.dtype))

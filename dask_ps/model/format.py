@@ -21,8 +21,8 @@ found before loading, an error naming the array and rows when a checksum fails w
 loading. Nothing in a store is ever unpickled: metadata is JSON and the optimizer is rebuilt
 from its registered name and hyper-parameters.
 
-This module knows the store; :mod:`dask_ps.model.checkpoint` moves the rows between it and the
-shards.
+This module knows the store (:mod:`dask_ps.model._format_tables`, how its tables are described
+in its metadata); :mod:`dask_ps.model.checkpoint` moves the rows between it and the shards.
 """
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ import fsspec
 import numpy as np
 
 from ..exceptions import CheckpointFormatError, CheckpointNotFoundError
-from ..state.optimizers import OPTIMIZERS
-from ..state.table import Init, TableSpec
+from ._format_tables import spec_from_attrs, table_attrs
 
 __all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "check_export_target",
            "chunk_keys", "latest", "list_versions", "open_version", "prune", "spec_from_attrs",
@@ -52,8 +51,6 @@ __all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "check_export_ta
 #: Version of the store layout; readers refuse anything newer.
 FORMAT = 1
 MANIFEST = "manifest.json"
-#: Bytes of weights per chunk (zarr 3 wrote 4 MB chunks at ~1.1 GB/s here, see DESIGN.md).
-CHUNK_BYTES = 4 * 2**20
 _VERSION = re.compile(r"^v(\d{6,})$")
 
 
@@ -541,80 +538,3 @@ def check_export_target(url: str) -> None:
 
 def _some(names: list[str], n: int = 8) -> str:
     return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
-
-
-# -- metadata ---------------------------------------------------------------------------------
-def chunk_rows(spec: TableSpec, requested: int | None = None) -> int:
-    """Rows per chunk of a table's arrays: about :data:`CHUNK_BYTES` of values."""
-    if requested is not None:
-        return int(requested)
-    return max(1, CHUNK_BYTES // (spec.ncols * spec.dtype.itemsize))
-
-
-def table_attrs(spec: TableSpec, index: int, n_keys: int, rows_per_chunk: int) -> dict:
-    """JSON description of a table as stored."""
-    layout = spec.optimizer.slot_layout(spec.ncols, spec.dtype)
-    return dict(
-        name=spec.name, path=f"t{index}", n_keys=int(n_keys), chunk_rows=int(rows_per_chunk),
-        n_rows=spec.n_rows, ncols=spec.ncols, vector=spec.vector, dtype=spec.dtype.str,
-        partitioner=dict(name="hash" if spec.sparse else "range",
-                         hash="splitmix64-high32" if spec.sparse else None),
-        optimizer=spec.optimizer.config(),
-        init=dict(kind=spec.init.kind, a=spec.init.a, b=spec.init.b, seed=spec.init.seed),
-        slots={k: dict(width=int(w), dtype=np.dtype(dt).str) for k, (w, dt) in layout.items()},
-    )
-
-
-def spec_differences(spec: TableSpec, t: dict) -> dict:
-    """``{what: (the checkpoint's, the spec's)}`` where table description ``t`` (see
-    :func:`table_attrs`) holds another table than ``spec``: rows (of a range table),
-    columns, dtype, partitioner, update rule or the optimizer state it keeps. Empty when
-    the checkpoint's rows fit the table (hyper-parameters such as the learning rate, the
-    init and the number of shards may differ)."""
-    mine = table_attrs(spec, 0, 0, 1)
-    theirs = dict(rows=t["n_rows"], columns=None if t["vector"] else t["ncols"],
-                  dtype=np.dtype(t["dtype"]).name, partitioner=t["partitioner"]["name"],
-                  optimizer=t["optimizer"]["name"], slots=sorted(t.get("slots", {})))
-    ours = dict(rows=mine["n_rows"], columns=None if mine["vector"] else mine["ncols"],
-                dtype=spec.dtype.name, partitioner=mine["partitioner"]["name"],
-                optimizer=mine["optimizer"]["name"], slots=sorted(mine["slots"]))
-    return {k: (theirs[k], v) for k, v in ours.items() if theirs[k] != v}
-
-
-def spec_from_attrs(t: dict, n_shards: int) -> TableSpec:
-    """Rebuild a table's spec, for ``n_shards`` shards, from its JSON description.
-
-    Raises
-    ------
-    CheckpointFormatError
-        An optimizer, partitioner or init this dask_ps does not know.
-    """
-    opt = dict(t["optimizer"])
-    name = opt.pop("name")
-    if name not in OPTIMIZERS:
-        raise CheckpointFormatError(f"table {t['name']!r}: unknown optimizer {name!r} in the "
-                                    f"checkpoint; known: {sorted(OPTIMIZERS)}")
-    try:
-        optimizer = OPTIMIZERS[name](**opt)
-    except TypeError as exc:
-        raise CheckpointFormatError(f"table {t['name']!r}: optimizer {name!r} "
-                                    f"hyper-parameters {opt} not understood: {exc}") from None
-    part = t["partitioner"]["name"]
-    if part not in ("range", "hash"):
-        raise CheckpointFormatError(f"table {t['name']!r}: unknown partitioner {part!r}")
-    init = t["init"]
-    if init["kind"] not in ("constant", "uniform", "normal"):
-        raise CheckpointFormatError(f"table {t['name']!r}: unknown init {init['kind']!r}")
-    shape = (t["n_rows"] if part == "range" else None,) + (() if t["vector"] else (t["ncols"],))
-    spec = TableSpec.build(t["name"], shape, np.dtype(t["dtype"]), part, optimizer,
-                           Init(init["kind"], init["a"], init["b"], init["seed"]), n_shards)
-    if part == "range" and t["n_keys"] != t["n_rows"]:  # a save writes every row of it
-        raise CheckpointFormatError(f"table {t['name']!r}: {t['n_keys']} rows stored for a "
-                                    f"range table of {t['n_rows']} rows: its metadata is "
-                                    f"damaged")
-    want = sorted(spec.optimizer.slot_layout(spec.ncols, spec.dtype))
-    if sorted(t.get("slots", {})) != want:
-        raise CheckpointFormatError(f"table {t['name']!r}: optimizer state "
-                                    f"{sorted(t.get('slots', {}))} stored, its update rule "
-                                    f"{name!r} keeps {want}: its metadata is damaged")
-    return spec

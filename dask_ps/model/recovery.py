@@ -38,6 +38,7 @@ from ..exceptions import (
 )
 from . import format as ck
 from . import placement
+from ._format_tables import spec_differences
 
 __all__ = ["check_not_past", "recover", "recreate", "run_clocks"]
 
@@ -133,7 +134,7 @@ def check_resumable(model, info: ck.CheckpointInfo, fit_id: dict | None = None) 
         said.append(f"tables {sorted(tables)} (this fit's: {sorted(specs)})")
     for name, spec in specs.items():
         if name in tables:
-            diff = ck.spec_differences(spec, tables[name])
+            diff = spec_differences(spec, tables[name])
             if diff:
                 said.append(f"table {name!r}: " + ", ".join(
                     f"{k} {a!r} (this fit's: {b!r})" for k, (a, b) in diff.items()))

@@ -132,7 +132,7 @@ def test_a_large_dense_table_is_saved_in_pieces_of_bounded_bytes():
     from types import SimpleNamespace
 
     from dask_ps.model import checkpoint
-    from dask_ps.model.format import chunk_rows
+    from dask_ps.model._format_tables import chunk_rows
     from dask_ps.state.table import Init, TableSpec
 
     spec = TableSpec.build("w", (30_000_000,), np.dtype("float32"), "range", Adam(0.01),
