@@ -3,12 +3,14 @@ the URL and what is wrong, instead of the file system's traceback.
 
 s3fs turns the service's errors into ``OSError`` subclasses whose message is the service's
 alone (``FileNotFoundError("The specified bucket does not exist")``, or the key without its
-``s3://``); :func:`storage_error` says which URL.
+``s3://``); :func:`storage_error` says which URL. Some it does not map at all (S3's 409
+``ConditionalRequestConflict``): a plain ``OSError(EIO)`` caused by botocore's
+``ClientError``, which :func:`is_write_conflict` recognises.
 """
 
 from __future__ import annotations
 
-__all__ = ["bucket_of", "storage_error", "url_of"]
+__all__ = ["bucket_of", "is_write_conflict", "storage_error", "url_of"]
 
 
 def url_of(fs, path: str) -> str:
@@ -28,6 +30,24 @@ def bucket_of(url: str) -> str | None:
     if not sep or scheme in ("file", "local", "memory"):
         return None
     return rest.split("/", 1)[0] or None
+
+
+def is_write_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` is S3's 409 ``ConditionalRequestConflict``: a conditional write
+    (``If-None-Match: *``, fsspec's mode ``"xb"``) raced another on the same key, and AWS
+    says to retry it. s3fs raises it as a plain ``OSError`` whose ``__cause__`` (or an error
+    further down the chain) is botocore's ``ClientError`` with that error code."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        response = getattr(exc, "response", None)
+        if isinstance(response, dict):
+            code = (response.get("Error") or {}).get("Code")
+            status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode", 409)
+            if code == "ConditionalRequestConflict" and status == 409:
+                return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def storage_error(url: str, exc: OSError, what: str = "") -> OSError:

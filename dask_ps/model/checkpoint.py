@@ -18,8 +18,10 @@ weights written for serving. The functions taking ``model`` first are
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import random
 import socket
 import time
 import warnings
@@ -143,7 +145,8 @@ def _new_version(url: str, attrs: dict, tries: int = 32) -> tuple:
         No version could be claimed in ``tries`` attempts (other saves keep taking them).
     OSError
         The claim could not be written, naming ``url`` and why (a missing bucket, access
-        denied), in one line (:func:`~dask_ps.io._storage.storage_error`).
+        denied, S3's 409 conflict at every try), in one line
+        (:func:`~dask_ps.io._storage.storage_error`).
     """
     import zarr
     from zarr.errors import ContainsGroupError
@@ -177,7 +180,11 @@ def _new_version(url: str, attrs: dict, tries: int = 32) -> tuple:
 CLAIM = ".dask_ps_claim"
 
 
-def _claim(path: str) -> bool:
+#: Tries, in all, of a claim S3 keeps answering 409 ``ConditionalRequestConflict``.
+CLAIM_TRIES = 5
+
+
+def _claim(path: str, tries: int = CLAIM_TRIES) -> bool:
     """Claim the version folder ``path`` for one save: False when another save has.
 
     The claim is one exclusive create, so that of two saves into one folder at once (two
@@ -189,8 +196,20 @@ def _claim(path: str) -> bool:
     saves at the same instant may still take one version. Whether ``"xb"`` is atomic is the
     file system's: it is on local disks and in memory; on S3 through s3fs it is a
     conditional put (``If-None-Match: *``), which S3 makes atomic (tested against moto's
-    server: of 8 saves claiming one version at once, one wins).
+    server: of 8 saves claiming one version at once, one wins). S3 may also answer a
+    conditional put racing another 409 ``ConditionalRequestConflict`` ("retry the upload"):
+    the claim is tried again, ``tries`` times in all, after jittered waits doubling from
+    50 ms (under 1 s in all for 5 tries); a try after a conflict is refused (412: the other
+    save has the version, False) or succeeds.
+
+    Raises
+    ------
+    OSError
+        The claim could not be written: the file system's error, or, when every one of the
+        ``tries`` conflicted, one naming the claim's URL and saying so.
     """
+    from ..io._storage import is_write_conflict, url_of
+
     fs, root = ck._fs(path)
     if "file" in np.atleast_1d(fs.protocol):
         os.makedirs(os.path.dirname(root), exist_ok=True)
@@ -199,14 +218,25 @@ def _claim(path: str) -> bool:
         except FileExistsError:
             return False
         return True
-    try:
-        with fs.open(f"{root}/{CLAIM}", "xb") as f:
-            f.write(f"{socket.gethostname()} {os.getpid()}\n".encode())
-    except FileExistsError:
-        return False
-    except (ValueError, NotImplementedError, TypeError):  # no create-only mode here
-        return True
-    return True
+    for attempt in range(tries):
+        try:
+            with fs.open(f"{root}/{CLAIM}", "xb") as f:
+                f.write(f"{socket.gethostname()} {os.getpid()}\n".encode())
+        except FileExistsError:
+            return False
+        except (ValueError, NotImplementedError, TypeError):  # no create-only mode here
+            return True
+        except OSError as exc:
+            if not is_write_conflict(exc):
+                raise
+        else:
+            return True
+        if attempt + 1 < tries:  # jittered: racing claimants try again apart
+            time.sleep(0.05 * 2 ** attempt * random.uniform(0.5, 1.0))
+    version = os.path.basename(root).lstrip("v").lstrip("0") or "0"
+    raise OSError(errno.EIO, f"claiming version {version} ({url_of(fs, f'{root}/{CLAIM}')!r}): "
+                             f"S3 answered 409 ConditionalRequestConflict to each of {tries} "
+                             f"tries (other writes of that claim kept racing it); save again")
 
 
 def _warn_other_model(url: str, tables: dict) -> None:

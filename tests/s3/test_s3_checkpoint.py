@@ -5,6 +5,9 @@ was."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import re
 import threading
 
 import fsspec
@@ -70,6 +73,106 @@ def test_the_version_claim_is_exclusive_on_s3(s3):
     [t.join() for t in threads]
     assert sorted(wins) == [False] * 7 + [True]
     assert fsspec.filesystem("s3").exists(f"{path}/{CLAIM}")
+
+
+#: S3's answer to a conditional put racing another on the same key (AWS: "retry the upload")
+CONFLICT = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>ConditionalRequestConflict'
+            b'</Code><Message>A conflicting operation occurred. If using PutObject you can '
+            b'retry the request.</Message><RequestId>T0</RequestId><HostId>H0</HostId></Error>')
+
+
+class _Body:
+    """The body of an HTTP response as aiobotocore reads it (``await raw.read()``)."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    async def read(self) -> bytes:
+        return self.data
+
+
+@contextlib.contextmanager
+def _conflicts(first: int):
+    """The next ``first`` claim writes (PutObject of a key ending in :data:`CLAIM`) of this
+    process's s3fs client are answered S3's 409 ConditionalRequestConflict, as AWS answers a
+    conditional put racing another. moto never answers so: the answer is made at the
+    client's botocore ``before-send`` event, and from there on botocore parses it and s3fs
+    translates it as they would AWS's. Yields the URLs so answered."""
+    from aiobotocore.awsrequest import AioAWSResponse
+
+    client = fsspec.filesystem("s3").s3
+    answered = []
+
+    def conflict(request, **_):
+        if len(answered) >= first or not request.url.split("?")[0].endswith(CLAIM):
+            return None  # sent to the server
+        answered.append(request.url)
+        return AioAWSResponse(request.url, 409, {"content-type": "application/xml"},
+                              _Body(CONFLICT))
+
+    client.meta.events.register("before-send.s3.PutObject", conflict)
+    try:
+        yield answered
+    finally:
+        client.meta.events.unregister("before-send.s3.PutObject", conflict)
+
+
+def test_s3fs_gives_a_409_conflict_as_a_plain_oserror(s3):
+    """What the claim has to recognise: s3fs maps no 409, so a conditional put's conflict is
+    an OSError(EIO) caused by botocore's ClientError of code ConditionalRequestConflict."""
+    from botocore.exceptions import ClientError
+
+    fs = fsspec.filesystem("s3")
+    with _conflicts(1) as answered, pytest.raises(OSError) as err:
+        with fs.open(s3.url("x", CLAIM), "xb") as f:
+            f.write(b"x")
+    assert len(answered) == 1 and type(err.value) is OSError
+    assert err.value.errno == errno.EIO
+    cause = err.value.__cause__
+    assert isinstance(cause, ClientError)
+    assert cause.response["Error"]["Code"] == "ConditionalRequestConflict"
+    assert cause.response["ResponseMetadata"]["HTTPStatusCode"] == 409
+    assert not fs.exists(s3.url("x", CLAIM))  # nothing reached the server
+
+
+def test_a_claim_s3_answers_409_conflict_is_tried_again(s3_client, s3):
+    """S3 may answer two conditional puts racing on one key 409 ConditionalRequestConflict
+    ("retry the upload"): the claim tries again (it failed the save)."""
+    url, model = s3.url("conflict.zarr"), _model(s3_client)
+    try:
+        with _conflicts(1) as answered:
+            assert model.save(url, clock=1).version == 1
+        assert len(answered) == 1 and answered[0].endswith(f"/conflict.zarr/v000001/{CLAIM}")
+        assert ck.list_versions(url) == ([1], [])
+        loaded = dask_ps.PSModel.load(s3_client, url)
+        np.testing.assert_array_equal(loaded.pull("w"), model.pull("w"))
+        assert loaded.checkpoint_info.clock == 1
+        loaded.close()
+    finally:
+        model.close()
+
+
+def test_a_claim_conflicting_at_every_try_says_so_and_keeps_the_checkpoint(s3_client, s3):
+    """When every try of a claim conflicts, the save gives up after a few, saying so in one
+    line, and the earlier versions stay loadable."""
+    url, model = s3.url("conflicts.zarr"), _model(s3_client)
+    try:
+        model.save(url, clock=1)
+        with _conflicts(100) as answered, pytest.raises(OSError) as err:
+            model.save(url, clock=2)
+        said = (rf"^checkpoint '{url}': claiming version 2 \('{url}/v000002/\{CLAIM}'\): "
+                rf"S3 answered 409 ConditionalRequestConflict to each of (\d+) tries ")
+        assert re.match(said, str(err.value)) and "\n" not in str(err.value)
+        tries = int(re.match(said, str(err.value))[1])
+        assert 1 < tries == len(answered) < 100  # tried again, but not on and on
+        assert ck.list_versions(url) == ([1], [])
+        loaded = dask_ps.PSModel.load(s3_client, url)
+        np.testing.assert_array_equal(loaded.pull("w"), model.pull("w"))
+        assert loaded.checkpoint_info.version == 1
+        loaded.close()
+        assert model.save(url, clock=3).version == 2  # once the conflicts end
+    finally:
+        model.close()
 
 
 def test_a_missing_bucket_or_refused_access_is_named_and_the_checkpoint_kept(
