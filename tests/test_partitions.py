@@ -385,6 +385,39 @@ def test_futures_without_any_row_are_refused_as_in_memory_data(client1):
     assert set(client1.has_what()[addr]) == held
 
 
+def test_dask_data_without_any_row_is_refused_as_in_memory_data(client2):
+    """A dask array or dataframe whose chunks all had 0 rows (e.g. filtered to nothing) was
+    accepted with a cluster, where in-memory data and futures of 0 rows are refused: the
+    same rule now, told by the computed chunks' descriptions (no compute more), nothing
+    left on the cluster; one chunk of 0 rows among others is fine, as before."""
+    import dask.array as da
+    import dask.dataframe as dd
+
+    held = {k for ks in client2.has_what().values() for k in ks}
+    frame = dd.from_pandas(pd.DataFrame({"a": np.arange(30), "b": np.ones(30)}),
+                           npartitions=3)
+    none = frame[frame.a < 0]
+    X = da.concatenate([da.zeros((0, 2), chunks=(0, 2))] * 2)
+    cases = [(none, "3 dask chunks of 0 rows"), (none.a, "3 dask chunks of 0 rows"),
+             (da.zeros((0, 2), chunks=(5, 2)), "1 dask chunk of 0 rows"),
+             (X, "2 dask chunks of 0 rows"),
+             ((X[:, 0], X), "2 dask chunks of 0 rows")]
+    for data, what in cases:
+        with pytest.raises(ValueError, match=rf"^data has no rows \({what}\)$"):
+            partition(data, client=client2)
+        with pytest.raises(ValueError, match=r"^data has no rows$"):
+            partition(data, client="local")  # computed here: in-memory data of 0 rows
+    with pytest.raises(ValueError, match=r"^data has no rows \(\d+ dask chunks? of 0 rows\)$"):
+        partition(none, client=client2, by="a")
+    with partition(frame[frame.a >= 10], client=client2) as data:
+        assert data.total_rows == 20 and 0 in data.n_rows  # the first chunk kept no row
+    deadline = time.monotonic() + 10  # the refused chunks were released
+    while {k for ks in client2.has_what().values() for k in ks} - held and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert {k for ks in client2.has_what().values() for k in ks} == held
+
+
 def test_in_memory_data_without_rows_is_refused():
     with pytest.raises(TypeError, match="^data has no rows: got str"):
         partition("abc", client="local")

@@ -1,5 +1,6 @@
 """String ids to codes by a hash lookup in pyarrow (``IdMapping.codes`` of string ids): no
-NumPy unicode copy and no ``searchsorted`` (~5x faster on 10^7 ids); missing ids refused."""
+NumPy unicode copy and no ``searchsorted`` (~5x faster on 10^7 ids); missing ids refused,
+missing values looked up coded -1."""
 
 from __future__ import annotations
 
@@ -43,17 +44,66 @@ def hashed_codes(text: pa.Array | pa.ChunkedArray, ids: pa.Array) -> np.ndarray:
     return np.asarray(found.to_numpy(), dtype=np.int64)
 
 
+def missing_of(values: np.ndarray) -> np.ndarray | None:
+    """Boolean mask (``values``' shape) of the missing values (None, NaN, ``pd.NA``, NaT) of
+    a NumPy array, or None when it holds none; vectorised, only where a kind can hold one
+    (float, complex, object, dates)."""
+    if values.dtype.kind not in "fcOmM":
+        return None
+    if values.dtype.kind == "O" and pd.api.types.infer_dtype(values, skipna=False) == "string":
+        return None  # all str: ~4x faster than pd.isna on 10^7 ids
+    missing = np.asarray(pd.isna(values), bool)
+    return missing if missing.any() else None
+
+
 def refuse_missing(ids: np.ndarray, name: str) -> None:
-    """DataError naming the position of the first missing id (None, NaN, ``pd.NA``, NaT)
-    of ``ids``; vectorised, only where a kind can hold one (float, object, dates)."""
-    if ids.dtype.kind not in "fcOmM":
-        return
-    if ids.dtype.kind == "O" and pd.api.types.infer_dtype(ids, skipna=False) == "string":
-        return  # all str: ~4x faster than pd.isna on 10^7 ids
-    missing = np.asarray(pd.isna(ids), bool).ravel()
-    if missing.any():
-        k = int(np.argmax(missing))
+    """DataError naming the position of the first missing id (:func:`missing_of`) of
+    ``ids``."""
+    missing = missing_of(ids)
+    if missing is not None:
+        k = int(np.argmax(missing.ravel()))
         value = ids.ravel()[k]
         value = value.item() if isinstance(value, np.generic) else value
         raise DataError(f"{name}[{k}] is missing ({value!r}): an id must be a number or a "
                         f"string")
+
+
+def id_array(values):
+    """Ids (``IdMapping``) or ``values`` to look up (``IdMapping.codes``): a pyarrow array
+    as it is, else a NumPy array; as objects a pandas nullable integer array or Series
+    holding a missing value (its ints and ``pd.NA``: NumPy makes them floats, which match no
+    integer id) and a list of strings holding a NaN (NumPy makes it the string "nan")."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values
+    out = np.asarray(values)
+    if out.dtype.kind == "f" and pd.api.types.is_integer_dtype(getattr(values, "dtype", None)):
+        out = values.to_numpy(dtype=object)
+    elif out.dtype.kind == "U" and not hasattr(values, "dtype") and (out == "nan").any():
+        objects = np.asarray(values, dtype=object)
+        out = out if missing_of(objects) is None else objects
+    return out
+
+
+def missing_apart(values, lookup) -> np.ndarray | None:
+    """int64 codes of ``values`` (a NumPy or pyarrow array) holding missing values (None,
+    NaN, ``pd.NA``, NaT; pyarrow nulls): -1 for each of those (an id not in any mapping,
+    never the id ``"None"`` or ``"nan"``), ``lookup(present values)`` for the others (those
+    of a nullable integer array as int64); None when none is missing."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        if not values.null_count:
+            return None
+        missing = np.asarray(pc.is_null(values).to_numpy(zero_copy_only=False), bool)
+        present = values.drop_null()
+    else:
+        missing = missing_of(values)
+        if missing is None:
+            return None
+        present = values[~missing]
+        if present.dtype.kind == "O" and pd.api.types.infer_dtype(present) == "integer":
+            try:  # e.g. pd.array([1, None], "Int64"): ints once its NA is apart
+                present = present.astype(np.int64)
+            except OverflowError:
+                pass
+    out = np.full(missing.shape, -1, np.int64)
+    out[~missing] = lookup(present)
+    return out

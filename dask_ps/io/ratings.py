@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from ..exceptions import DataError
 from ._blocks import OBJECTS, box, each, open_paths, plan, read, start_lines
 from ._csv import LineError, check_sep, header_names, line_of_row, read_table, strip_header
-from ._id_codes import arrow_text, hashed_codes, refuse_missing
+from ._id_codes import arrow_text, hashed_codes, id_array, missing_apart, refuse_missing
 from .parquet import footer
 
 __all__ = ["IdMapping", "check_ratings_columns", "encode_ratings", "read_ratings"]
@@ -44,7 +44,7 @@ class IdMapping:
     """
 
     def __init__(self, ids) -> None:
-        ids = np.asarray(ids)
+        ids = np.asarray(id_array(ids))  # a NaN in a list of str: not made "nan"
         refuse_missing(ids, "ids")
         ids = ids.astype(np.int64) if ids.dtype.kind in "iub" else ids.astype(str)
         ids = np.sort(ids)
@@ -110,16 +110,20 @@ class IdMapping:
         return self.ids.dtype.kind == "i"
 
     def codes(self, values) -> np.ndarray:
-        """int64 code of each id (array-like, pyarrow array: any shape), -1 for an id not in
-        the mapping; string ids compare each value as ``str`` (NumPy's ``astype(str)``)."""
-        if not isinstance(values, (pa.Array, pa.ChunkedArray)):
-            values = np.asarray(values)
+        """int64 code of each id (array-like, pyarrow array: any shape; int64 array of the
+        same shape), -1 for an id not in the mapping and for a missing value (None, NaN,
+        ``pd.NA``, NaT, a pyarrow null: never the id ``"None"`` or ``"nan"``); string ids
+        compare each other value as ``str`` (NumPy's ``astype(str)``)."""
+        values = id_array(values)
         if not self.is_integer and self.ids.dtype.kind == "U":
             text = arrow_text(values)  # a hash lookup unless few values for many ids
             if text is not None and 8 * len(text) >= len(self):
                 if "_arrow" not in self.__dict__:
                     self.__dict__["_arrow"] = pa.array(self.ids, pa.string())
                 return hashed_codes(text, self._arrow).reshape(getattr(values, "shape", -1))
+        found = missing_apart(values, self.codes)
+        if found is not None:
+            return found
         values = np.asarray(values)
         if self.is_integer:
             if values.dtype.kind not in "iub":

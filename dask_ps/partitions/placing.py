@@ -59,8 +59,9 @@ def partition(data, *, client=None, n_partitions: int | None = None,
     Raises
     ------
     ValueError
-        Empty data: without any row (``"data has no rows"``: in memory, or a list of
-        futures whose values all have 0 rows), tuples whose elements do not have the same
+        Empty data: without any row (``"data has no rows"``: in memory, a dask collection
+        whose chunks all have 0 rows, or a list of futures whose values all have 0 rows),
+        tuples whose elements do not have the same
         rows, unknown dask chunk sizes, a bad ``n_partitions``, ``by`` that is not a
         column, ``workers`` naming no worker of the cluster or given without a cluster
         (``client="local"`` or no client: there are no workers to choose), or in-memory
@@ -256,7 +257,9 @@ def _from_dask(data, client, n_partitions, spread: bool = True, threads=None) ->
     # Dask's scheduler computes each chunk where its inputs are (a persisted input stays
     # where it is): the partitions start on the workers that read them
     futures = client.compute(chunks)
-    parts = _finish(client, futures, start=start, spill=False, first_rows=first_rows)
+    # refused as in-memory data of 0 rows, told by the computed chunks' descriptions
+    parts = _finish(client, futures, start=start, spill=False, first_rows=first_rows,
+                    some_rows=f"{len(chunks)} dask chunk{'s' * (len(chunks) > 1)} of 0 rows")
     threads = _threads(client) if threads is None else threads
     want = n_partitions or sum(threads.values())
     if not spread:

@@ -131,6 +131,8 @@ def test_from_sorted_refuses_repeated_or_unsorted_ids():
     (np.array(["a", "b", np.nan], dtype=object), 2, "nan"),
     (pd.array(["a", pd.NA], dtype="string"), 1, "<NA>"),
     (pd.Series([None, "x"], dtype=object), 0, "None"),
+    (["a", np.nan], 1, "nan"),  # NumPy made a list of str and NaN strings: the id "nan"
+    (pd.array([1, None], dtype="Int64"), 1, "<NA>"),
 ])
 def test_id_mapping_refuses_missing_ids(ids, at, shown):
     """A missing id became the id "None", "nan" or "<NA>" (astype(str)); from_sorted raised
@@ -148,6 +150,33 @@ def test_id_mapping_refuses_missing_ids(ids, at, shown):
     assert IdMapping(["None", "nan"]).codes(["nan", "None"]).tolist() == [1, 0]
     with pytest.raises(TypeError, match="not supported"):
         IdMapping.from_sorted(np.array([1, "a"], dtype=object))
+
+
+def test_missing_values_are_looked_up_as_unknown_ids():
+    """A missing value looked up (None, NaN, pd.NA, NaT, a pyarrow null) matched the id
+    "None", "nan", "<NA>" or "NaT" (astype(str)): now -1, as an id not in the mapping; the
+    strings themselves keep their codes, and the other values of the lookup theirs."""
+    m = IdMapping(["<NA>", "NaT", "None", "a", "nan"])
+    as_strings = [["a", None, "None"], ["a", np.nan, "nan"], ["a", pd.NA, "<NA>"],
+                  ["a", pd.NaT, "NaT"], np.array(["a", None, "None"], dtype=object),
+                  pd.Series(["a", None, "None"]), pd.array(["a", None, "<NA>"], "string"),
+                  pd.Categorical(["a", None, "nan"]), pa.array(["a", None, "None"]),
+                  pa.chunked_array([["a"], [None, "None"]])]
+    for values in as_strings:
+        got = m.codes(values).tolist()
+        assert got[:2] == [3, -1] and got[2] >= 0, (values, got)
+    assert m.codes(np.array([None], dtype=object).reshape(1, 1)).tolist() == [[-1]]
+    assert m.codes([np.nan, None]).tolist() == [-1, -1]
+    assert m.codes(np.array(["NaT", "2020-01-01"], "datetime64[ns]")).tolist() == [-1, -1]
+    big = IdMapping([f"u{k}" for k in range(100)] + ["None"])  # few values: the other path
+    got = big.codes([None, "None", "u7"])
+    assert got[0] == -1 and big.ids_of(got[1:]).tolist() == ["None", "u7"]
+    # integer ids: a missing value is unknown, the ints beside it keep their codes
+    ints = IdMapping([1, 2, 3])
+    for values in ([3, None], pd.array([3, None], "Int64"), pd.Series([3, None], dtype="Int64"),
+                   pa.array([3, None]), pa.chunked_array([[3], [None]])):
+        assert ints.codes(values).tolist() == [2, -1], values
+    assert ints.codes([1.0, np.nan]).tolist() == [-1, -1]  # floats match no int id: as before
 
 
 def test_docstring_examples():
@@ -381,9 +410,10 @@ _IDS = ["", " ", "007", "7", "1.5", "None", "b'x'", "True", "a", "a b", "é", "e
 
 def _plain_codes(ids, values) -> list:
     """The reference: a dict of the ids, each value as str() (bytes decoded, trailing NULs
-    dropped, as NumPy's astype(str) does)."""
+    dropped, as NumPy's astype(str) does); a missing value (None) is no id: -1."""
     at = {v: k for k, v in enumerate(sorted(ids))}
-    return [at.get((v.decode() if isinstance(v, bytes) else str(v)).rstrip("\x00"), -1)
+    return [-1 if v is None else
+            at.get((v.decode() if isinstance(v, bytes) else str(v)).rstrip("\x00"), -1)
             for v in values]
 
 
