@@ -230,3 +230,4 @@ def pytest_runtest_teardown(item, nextitem):
                            "client is open: this test, or a fixture closed after it, closed a "
                            "client without restoring the config")
     return result
+

@@ -115,9 +115,15 @@ def check_eval_rows(n_rows) -> None:
     read 0 every round and early stopping would compare zeros (a ValueError naming
     ``eval_set``)."""
     if n_rows == 0:
-        raise ValueError("eval_set X has no rows (0 samples): its eval loss would read 0 "
-                         "every round and early stopping would compare zeros; give an "
-                         "eval set with rows, or no eval_set")
+        raise eval_rows_error()
+
+
+def eval_rows_error() -> ValueError:
+    """:func:`check_eval_rows`' error (also for a dask ``eval_set`` whose chunks turn out to
+    have no rows when partitioned)."""
+    return ValueError("eval_set X has no rows (0 samples): its eval loss would read 0 every "
+                      "round and early stopping would compare zeros; give an eval set with "
+                      "rows, or no eval_set")
 
 
 #: Most of a worker's memory limit one shard's block of the histogram table may take: the

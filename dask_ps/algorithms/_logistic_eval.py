@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..partitions.inputs import NoRows
 from . import _logistic_data as D
 from ._logistic_kernels import decision
 from ._stochastic import make_blocks
@@ -56,7 +57,12 @@ class Evaluator:
             if X.shape[1] != n_features:
                 raise ValueError(f"eval_set[{i}]: X has {X.shape[1]} features, the training "
                                  f"data {n_features}")
-            with est._partition(model, (X, y)) as raw:
+            try:
+                raw = est._partition(model, (X, y))
+            except NoRows:
+                raise ValueError(f"eval_set[{i}]: X has no rows (0 samples): its scores "
+                                 f"would be undefined; give an eval set with rows") from None
+            with raw:
                 self.parts.append(raw.map(D.encode_part, labels, n_out, est.n_hashed_features,
                                           where=f"eval_set[{i}]", with_start=True))
 

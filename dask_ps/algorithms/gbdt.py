@@ -21,7 +21,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ..model import PSModel
-from ..partitions.inputs import first_rows, is_dask
+from ..partitions.inputs import NoRows, first_rows, is_dask
 from ._base import (
     COMMON_CONSTRAINTS,
     Interval,
@@ -34,7 +34,8 @@ from ._gbdt_booster import Booster
 from ._gbdt_data import categorical_indices, frame_categories, to_matrix
 from ._gbdt_docs import DOC_ATTRS, DOC_NOTES, DOC_PARAMS
 from ._gbdt_ensemble import Ensemble
-from ._gbdt_fit import DIVERGENCE_ADVICE, eval_pair, one_shard, train, training_workers
+from ._gbdt_fit import (DIVERGENCE_ADVICE, eval_pair, eval_rows_error, one_shard, train,
+                        training_workers)
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT
 from ._logistic_data import as_scipy, check_dask_width, classes_of, finite_block
 from ._weights import check_sample_weight, eval_weights
@@ -251,7 +252,10 @@ class _GBDT(PSEstimator):
         data = (X, y) if w is None else (X, y, w)  # the weights travel with their rows
         with self._model() as model, self._partition(model, data, workers=training_workers(
                 model, self.max_workers, X, self.n_features_in_)) as data:
-            eval_data = self._partition(model, ev) if ev is not None else None
+            try:
+                eval_data = self._partition(model, ev) if ev is not None else None
+            except NoRows:  # a dask set of unknown chunk sizes, found empty
+                raise eval_rows_error() from None
             try:
                 r = train(model, data, eval_data, objective=self._objective,
                           classify=classify, categories=cats, categorical=categorical,

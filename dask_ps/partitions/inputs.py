@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["as_dask_chunks", "check_columns", "check_some_rows", "first_rows", "is_dask",
+__all__ = ["NoRows", "as_dask_chunks", "check_columns", "check_some_rows", "first_rows", "is_dask",
            "n_rows_of", "describe", "slice_rows", "split_bounds"]
 
 
@@ -148,12 +148,17 @@ def split_bounds(n: int, k: int) -> np.ndarray:
     return np.linspace(0, n, k + 1).round().astype(np.int64)
 
 
+class NoRows(ValueError):
+    """:func:`check_some_rows`' error: a caller partitioning data of its own (an estimator's
+    ``eval_set``) can name it instead."""
+
+
 def check_some_rows(rows: list[int], what: str = "") -> None:
     """The one rule for data given to :func:`~.placing.partition`: some partition has a
-    row (one of 0 rows among others is fine). ValueError ``"data has no rows"``, followed
-    by `` (what)`` when given (e.g. "2 futures of 0 rows")."""
+    row (one of 0 rows among others is fine). :class:`NoRows` (a ValueError) ``"data has no
+    rows"``, followed by `` (what)`` when given (e.g. "2 futures of 0 rows")."""
     if not any(rows):
-        raise ValueError("data has no rows" + (f" ({what})" if what else ""))
+        raise NoRows("data has no rows" + (f" ({what})" if what else ""))
 
 
 def check_rows(value, where: str = "data") -> None:

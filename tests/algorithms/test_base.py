@@ -329,6 +329,16 @@ def test_eval_set_is_scored_every_epoch(client2):
         assert 0 <= h["eval_accuracy"] <= 1
     with pytest.raises(ValueError, match=r"eval_set\[0\]: X has 5 features"):
         model.fit(X, y, eval_set=[(X[:, :5], y)])
+    # an eval set of no rows is named, in memory and as dask data (partition's "data has no
+    # rows" named no eval set)
+    import dask.array as da
+
+    coef = model.coef_.copy()
+    for empty in ((X[:0], y[:0]), (da.from_array(X[:0].toarray(), chunks=(0, X.shape[1])),
+                                   da.from_array(y[:0]))):
+        with pytest.raises(ValueError, match=r"^eval_set\[1\]: X has no rows \(0 samples\)"):
+            model.fit(X, y, eval_set=[(X[300:], y[300:]), empty])
+        np.testing.assert_array_equal(model.coef_, coef)
 
 
 def test_default_checkpoint_snapshots_and_cleans_up(tmp_path, monkeypatch):
