@@ -444,6 +444,17 @@ def test_histograms_of_nodes_beyond_one_packed_piece_are_exact_at_the_bounds():
     np.testing.assert_array_equal(values[:m], flat[held])
 
 
+def _assert_bincounts(hist, binned, rows, node_start, node_count, build, offsets, grad, hess):
+    """``hist[j]`` holds bincount's (grad, hess, count) sums of node ``build[j]``'s rows."""
+    for j, v in enumerate(build):
+        r = rows[0, node_start[v]: node_start[v] + node_count[v]]
+        for c in range(binned.shape[0]):
+            o, w, b = offsets[c], offsets[c + 1] - offsets[c], binned[c, r]
+            np.testing.assert_array_equal(hist[j, o: o + w], np.stack(
+                [np.bincount(b, grad[0, r], w), np.bincount(b, hess[0, r], w),
+                 np.bincount(b, minlength=w)], axis=1))
+
+
 def test_packed_words_are_unpacked_only_where_a_bin_fills():
     """A bin's packed word holds up to PACKED_ROWS rows: between pieces only the bins
     holding more than half that many are unpacked, and the next piece takes as many rows
@@ -484,13 +495,7 @@ def test_bins_of_many_rows_at_the_bounds_are_exact(dtype):
     hist = np.zeros((2, offsets[-1], 3))
     build_hist_dense(binned, binned.T.copy(), rows, node_start, node_count, 4, build, grad,
                      hess, offsets, hist)
-    for j in range(2):
-        r = rows[0, node_start[j]: node_start[j] + node_count[j]]
-        for c in range(4):
-            o, w, b = offsets[c], widths[c], binned[c, r]
-            np.testing.assert_array_equal(hist[j, o: o + w], np.stack(
-                [np.bincount(b, grad[0, r], w), np.bincount(b, hess[0, r], w),
-                 np.bincount(b, minlength=w)], axis=1))
+    _assert_bincounts(hist, binned, rows, node_start, node_count, build, offsets, grad, hess)
     size = hist[..., 0].size + 1
     keys, values = np.zeros(size, np.int64), np.zeros((size, 3))
     gathered = gather_nodes(rows, node_start, node_count, 4, build, grad, hess)
@@ -523,13 +528,7 @@ def test_small_nodes_read_from_the_rows_by_row_give_the_same_sums(dtype, widths)
     hist = np.zeros((4, offsets[-1], 3))
     build_hist_dense(binned, binned.T.copy(), rows, node_start, node_count, 4, build, grad,
                      hess, offsets, hist)
-    for j, v in enumerate(build):
-        r = rows[0, node_start[v]: node_start[v] + node_count[v]]
-        for c in range(5):
-            o, w, b = offsets[c], widths[c], binned[c, r]
-            np.testing.assert_array_equal(hist[j, o: o + w], np.stack(
-                [np.bincount(b, grad[0, r], w), np.bincount(b, hess[0, r], w),
-                 np.bincount(b, minlength=w)], axis=1))
+    _assert_bincounts(hist, binned, rows, node_start, node_count, build, offsets, grad, hess)
     c_lo, c_hi = 1, 4  # a shard's columns
     part = np.ascontiguousarray(hist[:, offsets[c_lo]: offsets[c_hi]])
     rows_pad = part.shape[1]
