@@ -109,9 +109,10 @@ DOC_ATTRS = """
         (histogram and scalar bytes pushed by all workers in the round) and, with
         ``eval_set``, ``eval_log_loss`` / ``eval_l2`` (weighted by ``eval_sample_weight``).
         The last round of each job adds
-        ``task_seconds``: per task, the seconds its job spent building histograms into a
-        buffer (``hist``: several sparse partitions), writing the push (``push``: with a
-        task's dense rows, their histograms too), sending it and waiting for the shards'
+        ``task_seconds``: per task, the seconds its job spent building histograms
+        (``hist``: gathering the nodes' rows and adding them up, into a buffer or, with a
+        task's one dense partition, straight into the push), writing the rest of the push
+        (``push``: its keys, scalars and instructions), sending it and waiting for the shards'
         answers (``query``, one round trip per step), moving rows (``partition``),
         planning steps (``grow``)
         and on the rest, and the CPU seconds of its worker process (``process_cpu``).

@@ -56,21 +56,21 @@ import numba
 import numpy as np
 
 from ._gbdt_bins import BIN_TYPES, expand_signatures
-
-_JIT = dict(cache=True, nogil=True)
-
-#: Rows whose packed (grad, hess, count) words are summed as integers before they are
-#: unpacked (:func:`quantization_scale` keeps their sums inside their fields).
-PACKED_ROWS = 2**10
-#: A packed word: ``grad << GRAD_SHIFT | hess << HESS_SHIFT | count``: the count in the low
-#: 11 bits (at most PACKED_ROWS), the hessian (never negative) in the next 25, the signed
-#: gradient in the top 28.
-HESS_SHIFT = 11
-GRAD_SHIFT = 36
-_GRAD_LIMIT = 2.0**27 - 1.0  # largest |sum| of a piece's gradients
-_HESS_LIMIT = 2.0**25 - 1.0
-_COUNT_MASK = np.int64(2**HESS_SHIFT - 1)
-_HESS_MASK = np.int64(2**(GRAD_SHIFT - HESS_SHIFT) - 1)
+from ._gbdt_passes import (  # noqa: F401 (PACKED_ROWS, SMALL_NODE_SHARE: the kernels' own)
+    _GRAD_LIMIT,
+    _HESS_LIMIT,
+    _JIT,
+    GRAD_SHIFT,
+    HESS_SHIFT,
+    PACKED_ROWS,
+    SMALL_NODE_SHARE,
+    _columns,
+    _small_node,
+    _small_nodes,
+    _small_scratch,
+    _take,
+    _write_block,
+)
 
 
 def quantization_scale(n_rows_total: int, bound: float, hessian: bool = False) -> float:
@@ -124,180 +124,33 @@ def gather_nodes(rows, node_start, node_count, nodes_per_tree, build_nodes, grad
     return starts, orow, gh
 
 
-@numba.njit(inline="always", **_JIT)
-def _fields(v):
-    """(grad, hess, count) int64 sums of a packed word (see :data:`GRAD_SHIFT`)."""
-    return v >> GRAD_SHIFT, (v >> HESS_SHIFT) & _HESS_MASK, v & _COUNT_MASK
-
-
-@numba.njit(**_JIT)
-def _one_column(col, orow, gh, a, e, sp):
-    for ii in range(a, e):
-        sp[col[orow[ii]]] += gh[ii]
-
-
-@numba.njit(**_JIT)
-def _four_columns(c0, c1, c2, c3, orow, gh, a, e, sp):
-    # four independent bins per row: their additions overlap instead of waiting on each other
-    p0, p1, p2, p3 = sp[0], sp[1], sp[2], sp[3]
-    for ii in range(a, e):
-        r = orow[ii]
-        p = gh[ii]
-        p0[c0[r]] += p
-        p1[c1[r]] += p
-        p2[c2[r]] += p
-        p3[c3[r]] += p
-
-
-@numba.njit(**_JIT)
-def _copied_columns(buf, c, k, off, gh, a, e, sp):
-    """:func:`_four_columns` (or ``k`` of :func:`_one_column`) over rows copied row by row
-    (:func:`_copy_rows`): row ``ii`` is ``buf[ii - off]``."""
-    for ii in range(a, e):
-        row = buf[ii - off]
-        p = gh[ii]
-        if k == 4:
-            sp[0, row[c]] += p
-            sp[1, row[c + 1]] += p
-            sp[2, row[c + 2]] += p
-            sp[3, row[c + 3]] += p
-        else:
-            for q in range(k):
-                sp[q, row[c + q]] += p
-
-
-@numba.njit(**_JIT)
-def _columns(binned, c, k, orow, gh, a, e, sp, sg, off=-1):
-    """Add rows ``a:e`` to the scratches of columns ``c:c + k``: packed sums in ``sp`` for a
-    piece of at most :data:`PACKED_ROWS` rows; a node of more rows has each full piece
-    unpacked into the int64 sums ``sg`` (grad, hess, count; the last piece stays packed).
-    ``binned`` is column by column, read through ``orow``; or, ``off >= 0``, rows copied
-    row by row, row ``ii`` at ``binned[ii - off]``. Returns whether ``sg`` holds sums."""
-    carried = False
-    for a0 in range(a, e, PACKED_ROWS):
-        if a0 > a:
-            for q in range(k):
-                for b in range(sp.shape[1]):
-                    g, h, n = _fields(sp[q, b])
-                    sg[0, q, b] += g
-                    sg[1, q, b] += h
-                    sg[2, q, b] += n
-                    sp[q, b] = 0
-            carried = True
-        e0 = min(e, a0 + PACKED_ROWS)
-        if off >= 0:
-            _copied_columns(binned, c, k, off, gh, a0, e0, sp)
-        elif k == 4:
-            _four_columns(binned[c], binned[c + 1], binned[c + 2], binned[c + 3], orow, gh, a0,
-                          e0, sp)
-        else:
-            for q in range(k):
-                _one_column(binned[c + q], orow, gh, a0, e0, sp[q])
-    return carried
-
-
-@numba.njit(inline="always", **_JIT)
-def _take(sp, sg, q, b, carried):
-    """Bin ``b`` of column scratch ``q`` as (grad, hess, count) float64 sums, cleared."""
-    g, h, n = _fields(sp[q, b])
-    sp[q, b] = 0
-    if carried:
-        g += sg[0, q, b]
-        h += sg[1, q, b]
-        n += sg[2, q, b]
-        sg[0, q, b] = 0
-        sg[1, q, b] = 0
-        sg[2, q, b] = 0
-    return float(g), float(h), float(n)
-
-
-#: A node holding less than this share of its partition's rows has its rows' bins copied
-#: out of the row-major bins into a buffer before the column passes (:func:`_small_nodes`,
-#: :func:`_copy_rows`): its rows are scattered over the partition, so reading them column
-#: by column costs a cache miss per row and column, copying them one or two per row.
-SMALL_NODE_SHARE = 1.0 / 32.0
-
-
-@numba.njit(**_JIT)
-def _small_nodes(starts, n):
-    """Which gathered nodes (``starts``, see :func:`gather_nodes`) are small for ``n`` rows
-    (:data:`SMALL_NODE_SHARE`), and a buffer wide enough for the largest of them."""
-    nb = starts.shape[0] - 1
-    small = np.zeros(nb, np.bool_)
-    widest = 0
-    for j in range(nb):
-        m = starts[j + 1] - starts[j]
-        if m < SMALL_NODE_SHARE * n:
-            small[j] = True
-            widest = max(widest, m)
-    return small, widest
-
-
-@numba.njit(**_JIT)
-def _copy_rows(binned_rows, orow, a, e, c_lo, c_hi, buf):
-    """The bins of columns ``c_lo:c_hi`` of rows ``orow[a:e]`` into ``buf[:e - a]``, row by
-    row. In chunks of 64 rows, each row's first and last bytes are copied first: those
-    loads, cache misses when the rows are scattered, are then in flight together instead of
-    one row after the other (a node of 0.5-2 % of 400,000 rows x 96 columns of random bins:
-    2.1-2.3 ns a value copied row by row without them, 1.0-1.5 with them)."""
-    w = c_hi - c_lo
-    if w <= 0:
-        return
-    for i0 in range(a, e, 64):
-        i1 = min(e, i0 + 64)
-        for i in range(i0, i1):
-            r = orow[i]
-            buf[i - a, 0] = binned_rows[r, c_lo]
-            buf[i - a, w - 1] = binned_rows[r, c_hi - 1]
-        for i in range(i0, i1):
-            src = binned_rows[orow[i]]
-            dst = buf[i - a]
-            for c in range(c_lo, c_hi):
-                dst[c - c_lo] = src[c]
-
-
-@numba.njit(**_JIT)
-def _write_block(sp, sg, carried, c, k, hist_offsets, row0, hj):
-    """Columns ``c:c + k``'s scratches (see :func:`_columns`) into a node's histogram rows
-    ``hj`` (the column range's rows from ``row0``), cleared."""
-    for q in range(k):
-        o = hist_offsets[c + q] - row0
-        for b in range(hist_offsets[c + q + 1] - hist_offsets[c + q]):
-            g, h, n = _take(sp, sg, q, b, carried)
-            hj[o + b, 0] = g
-            hj[o + b, 1] = h
-            hj[o + b, 2] = n
-
-
 @numba.njit(**_JIT)
 def _dense_hist(binned, binned_rows, c_lo, c_hi, hist_offsets, starts, orow, gh, out):
     """Histograms of columns ``c_lo:c_hi`` of the gathered nodes into ``out[j, hist_offsets[c]
-    - hist_offsets[c_lo] + b]``: four columns per pass over a node's rows; the large nodes
+    - hist_offsets[c_lo] + b]``: eight columns per pass over a node's rows; the large nodes
     one column block after the other, every node's rows passed over per block (the block's
     columns stay in cache); then each small one (:data:`SMALL_NODE_SHARE`) from its rows
-    copied out of ``binned_rows``."""
+    copied out of ``binned_rows`` (``_small_node``)."""
     width = 1
     for c in range(c_lo, c_hi):
         width = max(width, hist_offsets[c + 1] - hist_offsets[c])
-    sp = np.zeros((4, width), np.int64)
-    sg = np.zeros((3, 4, width), np.int64)
+    sp = np.zeros((8, width), np.int64)
+    sg = np.zeros((3, 8, width), np.int64)
     row0 = hist_offsets[c_lo]
-    small, widest = _small_nodes(starts, binned.shape[1])
-    for c in range(c_lo, c_hi, 4):
-        k = min(4, c_hi - c)
+    small = _small_nodes(starts, binned.shape[1])
+    for c in range(c_lo, c_hi, 8):
+        k = min(8, c_hi - c)
         for j in range(starts.shape[0] - 1):
             if not small[j]:
                 carried = _columns(binned, c, k, orow, gh, starts[j], starts[j + 1], sp, sg)
                 _write_block(sp, sg, carried, c, k, hist_offsets, row0, out[j])
-    buf = np.empty((widest, c_hi - c_lo), binned.dtype)
-    for j in range(starts.shape[0] - 1):
-        if small[j]:
-            a, e = starts[j], starts[j + 1]
-            _copy_rows(binned_rows, orow, a, e, c_lo, c_hi, buf)
-            for c in range(c_lo, c_hi, 4):
-                k = min(4, c_hi - c)
-                carried = _columns(buf, c - c_lo, k, orow, gh, a, e, sp, sg, a)
-                _write_block(sp, sg, carried, c, k, hist_offsets, row0, out[j])
+    if small.any():
+        buf, words, sp, sg = _small_scratch(binned_rows, hist_offsets, c_lo, c_hi)
+        for j in range(starts.shape[0] - 1):
+            if small[j]:
+                carried = _small_node(binned_rows, orow, gh, starts[j], starts[j + 1], c_lo,
+                                      c_hi, buf, words, sp, sg)
+                _write_block(sp, sg, carried, c_lo, c_hi - c_lo, hist_offsets, row0, out[j])
 
 
 @numba.njit(expand_signatures("void(BT[:, ::1], BT[:, ::1], " + _HIST_COMMON + ")",
@@ -324,21 +177,28 @@ def build_hist_dense(binned, binned_rows, rows, node_start, node_count, nodes_pe
     Notes
     -----
     The nodes' rows and (grad, hess) pairs are gathered once (LightGBM's "ordered
-    gradients"); then four columns at a time, every node's rows are passed over once per
+    gradients"); then eight columns at a time, every node's rows are passed over once per
     block of columns, the block's columns staying in cache from one node to the next. Each
-    row adds its packed (grad, hess, count) word (one int64 addition) per column into four
+    row adds its packed (grad, hess, count) word (one int64 addition) per column into eight
     per-column histograms in L1 cache, turned into float64 rows on output (sums stay
     exact). Measured on the steps of 5 trees of a 200k x 100 set (63 leaves, CPU
     seconds, best of 4, machine load ~10): 1.16 s before (a column at a time, one node after
     the other, three float64 sums per row), 0.98 s; then the pair packed in one int64
     instead of two float64 additions: 35 -> 19 ms for 200,000 rows x 100 columns of random
     bins (one thread, load ~2); then the count in the same word (see the module's notes).
-    A small node's rows are scattered over the partition: read column by column, every
-    value costs a cache line from memory (6-7 ns a value for 1 % of 400,000 rows x 96
-    columns of random bins), copied row by row first 2 ns (:func:`_copy_rows`). On the
-    steps of 20 trees of 400,000 x 100 rows of ``make_classification`` grown best-first
-    (``split_share=0.1``), the histograms took 3.21 s instead of 3.88 (nodes of 1,000 to
-    4,000 rows: 3.3-11 ns a value, now 2.2).
+    A small node's rows are scattered over the partition: read column by column, every value
+    costs a cache line from memory (6-7 ns a value for 1 % of 400,000 rows x 96 columns of
+    random bins), copied row by row first 2 ns (``_copy_rows``). On the steps of 20 trees of
+    400,000 x 100 rows of ``make_classification`` grown best-first (``split_share=0.1``),
+    the histograms took 3.21 s instead of 3.88 (nodes of 1,000 to 4,000 rows: 3.3-11 ns a
+    value, now 2.2). The copied rows are then read eight bins a load (``_small_node``; a
+    node's every column at once, no staging of its push rows): eight nodes of 0.5 % and one
+    of 2 % of 500,000 rows x 100 columns of random bins, as the push of two shards, 16.5 ->
+    13.2 ms (CPU time, medians of 17 alternated, load ~4). Then eight columns a pass instead
+    of four and bins unpacked only where they fill (``_room``, :mod:`._gbdt_passes`), not
+    all after every piece: the push of two shards of 500,000 x 100 random bins, as
+    ``hist_rows_dense``, 0.72-0.95 of the time before these changes for nodes from 0.5 % to
+    all of the rows (medians of 21 alternated).
     """
     starts, orow, gh = gather_nodes(rows, node_start, node_count, nodes_per_tree, build_nodes,
                                     grad, hess)
@@ -385,12 +245,12 @@ def nonzero_rows(hist, rows_pad, s, key0, keys, values, at):
 
 @numba.njit(**_JIT)
 def _emit_rows(sp, sg, carried, k, first, width, dense, key, keys, values, at):
-    """Append the bins holding rows of the ``k`` column scratches (see :func:`_columns`;
-    column ``q``'s ``width[q]`` bins, histogram rows ``first[q]`` on) as push rows from
-    ``at``, in ascending rows, and clear them; returns the new end. ``dense``: about half of
-    the bins or more may hold rows, written without a branch on it (one row may be written
-    past the end); else only those (few bins hold rows: the branch is predictable, the
-    empty ones hold zeros already)."""
+    """Append the bins holding rows of the ``k`` column scratches (see ``_columns``; column
+    ``q``'s ``width[q]`` bins, histogram rows ``first[q]`` on) as push rows from ``at``, in
+    ascending rows, and clear them; returns the new end. ``dense``: about half of the bins
+    or more may hold rows, written without a branch on it (one row may be written past the
+    end); else only those (few bins hold rows: the branch is predictable, the empty ones
+    hold zeros already)."""
     for q in range(k):
         for b in range(width[q]):
             if dense:
@@ -424,7 +284,8 @@ def hist_rows_dense(binned, binned_rows, starts, orow, gh, hist_offsets, c_lo, c
     The same sums and rows as :func:`build_hist_dense` followed by :func:`nonzero_rows`, for
     one shard's column range, without the whole histograms in between: the column blocks'
     scratches go straight to each node's staged rows (:func:`_emit_rows`, dense for a node
-    of at least half as many rows as a column has bins), which are then joined. That
+    of at least half as many rows as a column has bins), which are then joined (a small
+    node's written straight, ``_small_node``). That
     per-node cost was most of a deep level's: on LightGBM's example (3,500 rows of a
     worker, 6,160 histogram rows), 8 nodes of 50 rows 0.26 -> 0.11 ms, 30 of 20 rows
     0.89 -> 0.25 ms, the root 0.29 -> 0.21 ms.
@@ -436,18 +297,21 @@ def hist_rows_dense(binned, binned_rows, starts, orow, gh, hist_offsets, c_lo, c
     most = 1
     for c in range(c_lo, c_hi):
         most = max(most, hist_offsets[c + 1] - hist_offsets[c])
-    sp = np.zeros((4, most), np.int64)
-    sg = np.zeros((3, 4, most), np.int64)
-    first = np.empty(4, np.int64)
-    width = np.empty(4, np.int64)
-    # node j's rows staged at [j * (n_rows + 1), ...): one spare row for a dense write
-    stage_keys = np.empty(n_build * (n_rows + 1), np.int64)
-    stage_values = np.empty((n_build * (n_rows + 1), 3))
-    end = np.arange(n_build) * (n_rows + 1)
+    sp = np.zeros((8, most), np.int64)
+    sg = np.zeros((3, 8, most), np.int64)
+    first = np.empty(8, np.int64)
+    width = np.empty(8, np.int64)
+    small = _small_nodes(starts, binned.shape[1])
+    # large node j's rows staged at [slot[j] * (n_rows + 1), ...): one spare row for a
+    # dense write
+    slot = np.cumsum(~small) - 1
+    stage_keys = np.empty((slot[-1] + 1) * (n_rows + 1), np.int64)
+    stage_values = np.empty((stage_keys.shape[0], 3))
+    end = np.arange(n_build) * 0
+    end[:] = slot * (n_rows + 1)
     row0 = hist_offsets[c_lo]
-    small, widest = _small_nodes(starts, binned.shape[1])
-    for c in range(c_lo, c_hi, 4):
-        k = min(4, c_hi - c)
+    for c in range(c_lo, c_hi, 8):
+        k = min(8, c_hi - c)
         for q in range(k):
             first[q] = hist_offsets[c + q] - row0
             width[q] = hist_offsets[c + q + 1] - hist_offsets[c + q]
@@ -457,21 +321,19 @@ def hist_rows_dense(binned, binned_rows, starts, orow, gh, hist_offsets, c_lo, c
                 carried = _columns(binned, c, k, orow, gh, a, e, sp, sg)
                 end[j] = _emit_rows(sp, sg, carried, k, first, width, 2 * (e - a) >= most,
                                     key0 + j * rows_pad, stage_keys, stage_values, end[j])
-    buf = np.empty((widest, c_hi - c_lo), binned.dtype)
+    # then node by node: the large ones' staged rows, the small ones' straight to keys/values
+    if small.any():
+        first = hist_offsets[c_lo:c_hi] - row0
+        width = hist_offsets[c_lo + 1:c_hi + 1] - hist_offsets[c_lo:c_hi]
+        buf, words, sp, sg = _small_scratch(binned_rows, hist_offsets, c_lo, c_hi)
     for j in range(n_build):
         if small[j]:
             a, e = starts[j], starts[j + 1]
-            _copy_rows(binned_rows, orow, a, e, c_lo, c_hi, buf)
-            for c in range(c_lo, c_hi, 4):
-                k = min(4, c_hi - c)
-                for q in range(k):
-                    first[q] = hist_offsets[c + q] - row0
-                    width[q] = hist_offsets[c + q + 1] - hist_offsets[c + q]
-                carried = _columns(buf, c - c_lo, k, orow, gh, a, e, sp, sg, a)
-                end[j] = _emit_rows(sp, sg, carried, k, first, width, 2 * (e - a) >= most,
-                                    key0 + j * rows_pad, stage_keys, stage_values, end[j])
-    for j in range(n_build):
-        for i in range(j * (n_rows + 1), end[j]):
+            carried = _small_node(binned_rows, orow, gh, a, e, c_lo, c_hi, buf, words, sp, sg)
+            at = _emit_rows(sp, sg, carried, c_hi - c_lo, first, width, 2 * (e - a) >= most,
+                            key0 + j * rows_pad, keys, values, at)
+            continue
+        for i in range(slot[j] * (n_rows + 1), end[j]):
             keys[at] = stage_keys[i]
             values[at, 0] = stage_values[i, 0]
             values[at, 1] = stage_values[i, 1]

@@ -444,6 +444,67 @@ def test_histograms_of_nodes_beyond_one_packed_piece_are_exact_at_the_bounds():
     np.testing.assert_array_equal(values[:m], flat[held])
 
 
+def _assert_bincounts(hist, binned, rows, node_start, node_count, build, offsets, grad, hess):
+    """``hist[j]`` holds bincount's (grad, hess, count) sums of node ``build[j]``'s rows."""
+    for j, v in enumerate(build):
+        r = rows[0, node_start[v]: node_start[v] + node_count[v]]
+        for c in range(binned.shape[0]):
+            o, w, b = offsets[c], offsets[c + 1] - offsets[c], binned[c, r]
+            np.testing.assert_array_equal(hist[j, o: o + w], np.stack(
+                [np.bincount(b, grad[0, r], w), np.bincount(b, hess[0, r], w),
+                 np.bincount(b, minlength=w)], axis=1))
+
+
+def test_packed_words_are_unpacked_only_where_a_bin_fills():
+    """A bin's packed word holds up to PACKED_ROWS rows: between pieces only the bins
+    holding more than half that many are unpacked, and the next piece takes as many rows
+    as the fullest bin left has room for."""
+    from dask_ps.algorithms._gbdt_passes import GRAD_SHIFT, HESS_SHIFT, _room
+
+    word = (np.int64(-3) << GRAD_SHIFT) + (np.int64(5) << HESS_SHIFT)
+    sp_ = np.zeros((2, 4), np.int64)
+    sg = np.zeros((3, 2, 4), np.int64)
+    sp_[0, 1] = word + 10
+    sp_[1, 3] = word + 300
+    assert _room(sp_, sg, 2) == (PACKED_ROWS - 300, False) and not sg.any()
+    sp_[1, 2] = word + PACKED_ROWS // 2 + 1
+    assert _room(sp_, sg, 2) == (PACKED_ROWS // 2, True)
+    assert sp_[1, 2] == 0 and sp_[1, 3] == word + 300 and sp_[0, 1] == word + 10
+    np.testing.assert_array_equal(sg[:, 1, 2], [-3, 5, PACKED_ROWS // 2 + 1])
+    assert np.count_nonzero(sg) == 3
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+def test_bins_of_many_rows_at_the_bounds_are_exact(dtype):
+    """A column of one bin (every row in it), one of two, one of 255, gradients at +-bound
+    in long runs of one sign: a large node (column passes) and a small one (copied rows)
+    of several pieces each give bincount's sums, as histograms and as pushed rows."""
+    rng = np.random.default_rng(23)
+    n = 48 * PACKED_ROWS
+    widths = np.array([1, 2, 255, 9])
+    offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+    binned = np.ascontiguousarray((rng.random((4, n)) * widths[:, None]).astype(dtype))
+    gs, hs = quantization_scale(n, 0.9), quantization_scale(n, 0.2, hessian=True)
+    sign = np.where(np.arange(n) // (3 * PACKED_ROWS) % 2 == 0, 1.0, -1.0)
+    grad, hess = np.rint(sign * 0.9 * gs)[None, :], np.full((1, n), np.rint(0.2 * hs))
+    rows = np.arange(n, dtype=np.int32)[None, :]  # runs of one sign stay together
+    sizes = [n - PACKED_ROWS - 500, PACKED_ROWS + 500]  # large, small
+    assert sizes[1] < SMALL_NODE_SHARE * n < sizes[0]
+    node_start, node_count = np.array([0, sizes[0]]), np.array(sizes)
+    build = np.array([0, 1], np.int64)
+    hist = np.zeros((2, offsets[-1], 3))
+    build_hist_dense(binned, binned.T.copy(), rows, node_start, node_count, 4, build, grad,
+                     hess, offsets, hist)
+    _assert_bincounts(hist, binned, rows, node_start, node_count, build, offsets, grad, hess)
+    size = hist[..., 0].size + 1
+    keys, values = np.zeros(size, np.int64), np.zeros((size, 3))
+    gathered = gather_nodes(rows, node_start, node_count, 4, build, grad, hess)
+    m = hist_rows_dense(binned, binned.T.copy(), *gathered, offsets, 0, 4, int(offsets[-1]),
+                        0, keys, values, 0)
+    np.testing.assert_array_equal(values[:m], hist.reshape(-1, 3)[keys[:m]])
+    assert m == np.count_nonzero(hist[..., 2])
+
+
 @pytest.mark.parametrize("dtype, widths", [(np.uint8, [3, 256, 17, 1, 60]),
                                            (np.uint16, [300, 2, 1000, 5, 9])])
 def test_small_nodes_read_from_the_rows_by_row_give_the_same_sums(dtype, widths):
@@ -467,13 +528,7 @@ def test_small_nodes_read_from_the_rows_by_row_give_the_same_sums(dtype, widths)
     hist = np.zeros((4, offsets[-1], 3))
     build_hist_dense(binned, binned.T.copy(), rows, node_start, node_count, 4, build, grad,
                      hess, offsets, hist)
-    for j, v in enumerate(build):
-        r = rows[0, node_start[v]: node_start[v] + node_count[v]]
-        for c in range(5):
-            o, w, b = offsets[c], widths[c], binned[c, r]
-            np.testing.assert_array_equal(hist[j, o: o + w], np.stack(
-                [np.bincount(b, grad[0, r], w), np.bincount(b, hess[0, r], w),
-                 np.bincount(b, minlength=w)], axis=1))
+    _assert_bincounts(hist, binned, rows, node_start, node_count, build, offsets, grad, hess)
     c_lo, c_hi = 1, 4  # a shard's columns
     part = np.ascontiguousarray(hist[:, offsets[c_lo]: offsets[c_hi]])
     rows_pad = part.shape[1]
