@@ -230,4 +230,3 @@ def pytest_runtest_teardown(item, nextitem):
                            "client is open: this test, or a fixture closed after it, closed a "
                            "client without restoring the config")
     return result
-

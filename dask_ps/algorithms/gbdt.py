@@ -34,8 +34,14 @@ from ._gbdt_booster import Booster
 from ._gbdt_data import categorical_indices, frame_categories, to_matrix
 from ._gbdt_docs import DOC_ATTRS, DOC_NOTES, DOC_PARAMS
 from ._gbdt_ensemble import Ensemble
-from ._gbdt_fit import (DIVERGENCE_ADVICE, eval_pair, eval_rows_error, one_shard, train,
-                        training_workers)
+from ._gbdt_fit import (
+    DIVERGENCE_ADVICE,
+    eval_pair,
+    eval_rows_error,
+    one_shard,
+    train,
+    training_workers,
+)
 from ._gbdt_sketch import DEFAULT_SAMPLE_COUNT
 from ._logistic_data import as_scipy, check_dask_width, classes_of, finite_block
 from ._weights import check_sample_weight, eval_weights
