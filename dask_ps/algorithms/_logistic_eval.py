@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..partitions.inputs import NoRows
+from ..partitions.inputs import NoRows, UnknownChunks
 from . import _logistic_data as D
 from ._logistic_kernels import decision
 from ._stochastic import make_blocks
@@ -43,6 +43,14 @@ class Evaluator:
     n_out : int
     n_features : int
         Columns of ``X`` (before hashing).
+
+    Raises
+    ------
+    ValueError
+        Naming ``eval_set[i]``: not an ``(X, y)`` pair, another number of features than the
+        training data's, an ``X`` of no rows (also a dask one found empty once partitioned),
+        or (on a cluster, as for the training data) a dask array of unknown chunk sizes,
+        saying what to call (:meth:`~dask_ps.partitions.inputs.UnknownChunks.named`).
     """
 
     def __init__(self, model, est, eval_set, labels: np.ndarray, n_out: int,
@@ -62,6 +70,8 @@ class Evaluator:
             except NoRows:
                 raise ValueError(f"eval_set[{i}]: X has no rows (0 samples): its scores "
                                  f"would be undefined; give an eval set with rows") from None
+            except UnknownChunks as exc:  # as the training data's (on a cluster)
+                raise exc.named(f"eval_set[{i}]") from None
             with raw:
                 self.parts.append(raw.map(D.encode_part, labels, n_out, est.n_hashed_features,
                                           where=f"eval_set[{i}]", with_start=True))

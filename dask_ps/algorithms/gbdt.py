@@ -21,7 +21,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ..model import PSModel
-from ..partitions.inputs import NoRows, first_rows, is_dask
+from ..partitions.inputs import NoRows, UnknownChunks, first_rows, is_dask
 from ._base import (
     COMMON_CONSTRAINTS,
     Interval,
@@ -262,6 +262,8 @@ class _GBDT(PSEstimator):
                 eval_data = self._partition(model, ev) if ev is not None else None
             except NoRows:  # a dask set of unknown chunk sizes, found empty
                 raise eval_rows_error() from None
+            except UnknownChunks as exc:  # as the training data's (on a cluster)
+                raise exc.named("eval_set", ("X", "y", "eval_sample_weight")) from None
             try:
                 r = train(model, data, eval_data, objective=self._objective,
                           classify=classify, categories=cats, categorical=categorical,

@@ -338,6 +338,9 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
             every row once, bit for bit as before weights existed.
         eval_set : list of (X, y), optional
             Scored after every epoch (``history_``'s ``eval_*``), partitioned once per fit.
+            Any input ``X`` may be, refused alike: on a cluster a dask array of unknown
+            chunk sizes (call ``compute_chunk_sizes()``, or give the dask dataframe), and
+            an ``X`` of no rows, each naming ``eval_set[i]``.
 
         Raises
         ------

@@ -4,13 +4,14 @@ the URL and what is wrong, instead of the file system's traceback.
 s3fs turns the service's errors into ``OSError`` subclasses whose message is the service's
 alone (``FileNotFoundError("The specified bucket does not exist")``, or the key without its
 ``s3://``); :func:`storage_error` says which URL. Some it does not map at all (S3's 409
-``ConditionalRequestConflict``): a plain ``OSError(EIO)`` caused by botocore's
-``ClientError``, which :func:`is_write_conflict` recognises.
+``ConditionalRequestConflict`` or ``OperationAborted``): a plain ``OSError(EIO)`` caused by
+botocore's ``ClientError``, which :func:`is_write_conflict` recognises.
 """
 
 from __future__ import annotations
 
-__all__ = ["bucket_of", "is_write_conflict", "storage_error", "url_of"]
+__all__ = ["WRITE_CONFLICTS", "bucket_of", "is_write_conflict", "storage_error", "url_of",
+           "write_conflict_code"]
 
 
 def url_of(fs, path: str) -> str:
@@ -32,11 +33,16 @@ def bucket_of(url: str) -> str | None:
     return rest.split("/", 1)[0] or None
 
 
-def is_write_conflict(exc: BaseException) -> bool:
-    """Whether ``exc`` is S3's 409 ``ConditionalRequestConflict``: a conditional write
-    (``If-None-Match: *``, fsspec's mode ``"xb"``) raced another on the same key, and AWS
-    says to retry it. s3fs raises it as a plain ``OSError`` whose ``__cause__`` (or an error
-    further down the chain) is botocore's ``ClientError`` with that error code."""
+#: S3's error codes of HTTP 409 for a conditional write racing another, to be retried: the
+#: one AWS documents for conditional puts ("a conflicting operation occurred ... retry the
+#: upload"), and S3's general 409 ``OperationAborted`` ("A conflicting conditional operation
+#: is currently in progress against this resource. Please try again.").
+WRITE_CONFLICTS = ("ConditionalRequestConflict", "OperationAborted")
+
+
+def write_conflict_code(exc: BaseException) -> str | None:
+    """S3's error code when ``exc`` is a 409 of :data:`WRITE_CONFLICTS` (see
+    :func:`is_write_conflict`), else None. A code of another status is no conflict."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -44,10 +50,20 @@ def is_write_conflict(exc: BaseException) -> bool:
         if isinstance(response, dict):
             code = (response.get("Error") or {}).get("Code")
             status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode", 409)
-            if code == "ConditionalRequestConflict" and status == 409:
-                return True
+            if code in WRITE_CONFLICTS and status == 409:
+                return code
         exc = exc.__cause__ or exc.__context__
-    return False
+    return None
+
+
+def is_write_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` is S3's 409 ``ConditionalRequestConflict`` or ``OperationAborted``
+    (:data:`WRITE_CONFLICTS`): a conditional write (``If-None-Match: *``, fsspec's mode
+    ``"xb"``) raced another on the same key, and AWS says to try again. s3fs raises either
+    as a plain ``OSError`` whose ``__cause__`` (or an error further down the chain) is
+    botocore's ``ClientError`` with that error code; the same code with another HTTP status
+    is not one."""
+    return write_conflict_code(exc) is not None
 
 
 def storage_error(url: str, exc: OSError, what: str = "") -> OSError:

@@ -197,10 +197,11 @@ def _claim(path: str, tries: int = CLAIM_TRIES) -> bool:
     file system's: it is on local disks and in memory; on S3 through s3fs it is a
     conditional put (``If-None-Match: *``), which S3 makes atomic (tested against moto's
     server: of 8 saves claiming one version at once, one wins). S3 may also answer a
-    conditional put racing another 409 ``ConditionalRequestConflict`` ("retry the upload"):
-    the claim is tried again, ``tries`` times in all, after jittered waits doubling from
-    50 ms (under 1 s in all for 5 tries); a try after a conflict is refused (412: the other
-    save has the version, False) or succeeds.
+    conditional put racing another 409 ``ConditionalRequestConflict`` ("retry the upload")
+    or ``OperationAborted`` (:func:`~dask_ps.io._storage.is_write_conflict`): the claim is
+    tried again, ``tries`` times in all, after jittered waits doubling from 50 ms (under 1 s
+    in all for 5 tries); a try after a conflict is refused (412: the other save has the
+    version, False) or succeeds.
 
     Raises
     ------
@@ -208,7 +209,7 @@ def _claim(path: str, tries: int = CLAIM_TRIES) -> bool:
         The claim could not be written: the file system's error, or, when every one of the
         ``tries`` conflicted, one naming the claim's URL and saying so.
     """
-    from ..io._storage import is_write_conflict, url_of
+    from ..io._storage import url_of, write_conflict_code
 
     fs, root = ck._fs(path)
     if "file" in np.atleast_1d(fs.protocol):
@@ -218,6 +219,7 @@ def _claim(path: str, tries: int = CLAIM_TRIES) -> bool:
         except FileExistsError:
             return False
         return True
+    codes = set()  # S3's error codes of the conflicting tries
     for attempt in range(tries):
         try:
             with fs.open(f"{root}/{CLAIM}", "xb") as f:
@@ -227,15 +229,16 @@ def _claim(path: str, tries: int = CLAIM_TRIES) -> bool:
         except (ValueError, NotImplementedError, TypeError):  # no create-only mode here
             return True
         except OSError as exc:
-            if not is_write_conflict(exc):
+            if (code := write_conflict_code(exc)) is None:
                 raise
+            codes.add(code)
         else:
             return True
         if attempt + 1 < tries:  # jittered: racing claimants try again apart
             time.sleep(0.05 * 2 ** attempt * random.uniform(0.5, 1.0))
     version = os.path.basename(root).lstrip("v").lstrip("0") or "0"
     raise OSError(errno.EIO, f"claiming version {version} ({url_of(fs, f'{root}/{CLAIM}')!r}): "
-                             f"S3 answered 409 ConditionalRequestConflict to each of {tries} "
+                             f"S3 answered 409 {' or '.join(sorted(codes))} to each of {tries} "
                              f"tries (other writes of that claim kept racing it); save again")
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["NoRows", "as_dask_chunks", "check_columns", "check_some_rows", "first_rows", "is_dask",
-           "n_rows_of", "describe", "slice_rows", "split_bounds"]
+__all__ = ["NoRows", "UnknownChunks", "as_dask_chunks", "check_columns", "check_some_rows",
+           "first_rows", "is_dask", "n_rows_of", "describe", "slice_rows", "split_bounds"]
 
 
 def is_dask(x) -> bool:
@@ -153,6 +153,37 @@ class NoRows(ValueError):
     ``eval_set``) can name it instead."""
 
 
+class UnknownChunks(ValueError):
+    """:func:`as_dask_chunks`' refusal of a dask array of unknown chunk sizes (boolean
+    indexing, a dask dataframe's ``to_dask_array()`` without lengths): a caller partitioning
+    data of its own (an estimator's ``eval_set``) names it with :meth:`named`.
+
+    Parameters
+    ----------
+    message : str, optional
+        Default: what to call. One message, as a ValueError's (a caller may prefix it).
+    element : int, default 0
+        Position of the array in the data's tuple (0 for data that is no tuple), kept as
+        the attribute ``element``.
+    """
+
+    def __init__(self, message: str | None = None, element: int = 0) -> None:
+        super().__init__(message or "the dask arrays need known chunk sizes; call "
+                         "compute_chunk_sizes() on them first (or to_dask_array(lengths=True) "
+                         "on a dask dataframe)")
+        self.element = element
+
+    def named(self, where: str, names: tuple[str, ...] = ("X", "y")) -> ValueError:
+        """A ValueError saying that ``where``'s element (by ``names``) has unknown chunk
+        sizes and what to call (raise it ``from None``)."""
+        name = names[self.element] if self.element < len(names) else f"element {self.element}"
+        return ValueError(f"{where}: {name} is a dask array of unknown chunk sizes (as boolean "
+                          f"indexing or a dask dataframe's to_dask_array() leave them), which "
+                          f"a cluster needs known, as for the training data: call "
+                          f"{name}.compute_chunk_sizes() first, or to_dask_array(lengths=True) "
+                          f"on a dask dataframe (or give the dask dataframe itself)")
+
+
 def check_some_rows(rows: list[int], what: str = "") -> None:
     """The one rule for data given to :func:`~.placing.partition`: some partition has a
     row (one of 0 rows among others is fine). :class:`NoRows` (a ValueError) ``"data has no
@@ -215,9 +246,10 @@ def as_dask_chunks(data) -> tuple[list, list[int] | None]:
 
     Raises
     ------
+    UnknownChunks
+        A dask array of unknown chunk sizes (a ValueError naming the element of the data).
     ValueError
-        Unknown chunk sizes, collections not aligned by rows, or a dask array of more than
-        two dimensions.
+        Collections not aligned by rows, or a dask array of more than two dimensions.
     """
     import dask
 
@@ -240,14 +272,16 @@ def as_dask_chunks(data) -> tuple[list, list[int] | None]:
             if not is_dask(x):
                 import dask.array as da
 
+                if any(np.isnan(c) for c in first.chunks[0]):  # nothing to cut x to
+                    raise UnknownChunks(element=next(j for j, v in enumerate(items)
+                                                 if v is first))
                 x = da.from_array(np.asarray(x), chunks=(first.chunks[0],)
                                   + tuple(-1 for _ in np.shape(x)[1:]))
             if x.ndim > 2:
                 raise ValueError(f"a dask array of a partition must have 1 or 2 dimensions, "
                                  f"got shape {x.shape}")
             if any(np.isnan(c) for c in x.chunks[0]):
-                raise ValueError("the dask arrays need known chunk sizes; call "
-                                 "compute_chunk_sizes() on them first")
+                raise UnknownChunks(element=len(arrays))
             arrays.append(x)
         rows = arrays[0].chunks[0]
         starts = first_rows(rows)

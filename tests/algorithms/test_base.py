@@ -341,6 +341,55 @@ def test_eval_set_is_scored_every_epoch(client2):
         np.testing.assert_array_equal(model.coef_, coef)
 
 
+def test_an_eval_set_of_unknown_chunk_sizes_is_taken_as_the_training_data_is(client2):
+    """A dask eval set takes what the training data takes: a dask dataframe (partitions of
+    unknown lengths, learnt once partitioned) is scored as the same rows in memory, and named
+    when found empty; a dask array of unknown chunk sizes, which a fit on a cluster refuses
+    for X too, is refused naming the eval set, its X or y, and what to call (it said "the
+    dask arrays need known chunk sizes", naming no eval set); after that call it is scored."""
+    import dask.array as da
+    import dask.dataframe as dd
+    import pandas as pd
+
+    X, y = _data(LogisticRegression())
+    X = X.toarray()
+    kw = dict(max_iter=2, client=client2, random_state=0, tol=1e-12)
+    Xv, yv = X[300:], y[300:]
+    ref = LogisticRegression(**kw).fit(X[:300], y[:300], eval_set=[(Xv, yv)]).history_
+    frame = dd.from_pandas(pd.DataFrame(Xv, columns=[f"x{j}" for j in range(20)]).assign(
+        label=yv), npartitions=3)
+    features = frame.drop(columns="label")
+    got = LogisticRegression(**kw).fit(X[:300], y[:300],
+                                       eval_set=[(features, frame.label)]).history_
+    for key in ("eval_log_loss", "eval_accuracy", "eval_auc"):
+        assert [h[key] for h in got] == pytest.approx([h[key] for h in ref], rel=1e-9), key
+    none = frame[frame.x0 > 100]  # no row, known only once computed
+    model = LogisticRegression(**kw)
+    with pytest.raises(ValueError, match=r"^eval_set\[1\]: X has no rows \(0 samples\)"):
+        model.fit(X[:300], y[:300], eval_set=[(Xv, yv), (none.drop(columns="label"),
+                                                         none.label)])
+    assert not hasattr(model, "coef_")
+    dX, dy = da.from_array(Xv, chunks=(40, 20)), da.from_array(yv, chunks=40)
+    keep = dX[:, 0] >= 0  # boolean indexing leaves the row counts unknown
+    unknown = {"X": (dX[keep], dy[keep]), "y": (Xv, dy[keep]),
+               "X ": (features.to_dask_array(), frame.label.to_dask_array())}
+    for name, pair in unknown.items():
+        with pytest.raises(ValueError, match=rf"^eval_set\[1\]: {name.strip()} is a dask "
+                                             rf"array of unknown chunk sizes .* call "
+                                             rf"{name.strip()}\.compute_chunk_sizes\(\) first, "
+                                             rf"or to_dask_array\(lengths=True\)"):
+            model.fit(X[:300], y[:300], eval_set=[(Xv, yv), pair])
+        assert not hasattr(model, "coef_"), name
+    with pytest.raises(ValueError, match=r"known chunk sizes; call compute_chunk_sizes\(\)"):
+        model.fit(dX[keep], dy[keep])  # the training X alike
+    known = LogisticRegression(**kw).fit(X[:300], y[:300], eval_set=[(
+        dX[keep].compute_chunk_sizes(), dy[keep].compute_chunk_sizes())]).history_
+    ref = LogisticRegression(**kw).fit(X[:300], y[:300], eval_set=[(
+        Xv[Xv[:, 0] >= 0], yv[Xv[:, 0] >= 0])]).history_
+    assert [h["eval_log_loss"] for h in known] == pytest.approx(
+        [h["eval_log_loss"] for h in ref], rel=1e-9)
+
+
 def test_default_checkpoint_snapshots_and_cleans_up(tmp_path, monkeypatch):
     """checkpoint="auto": a temporary snapshot folder, gone after the fit."""
     import dask

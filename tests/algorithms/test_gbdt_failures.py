@@ -454,6 +454,15 @@ def test_an_eval_set_of_no_rows_is_refused_naming_it_in_memory_and_dask_alike(cl
             with pytest.raises(ValueError, match=message):
                 model.fit(*data, eval_set=[ev])
             assert model.booster_ is trees, where
+    # a dask array of unknown chunk sizes, refused for X too, is refused naming the set
+    keep = da.from_array(Xv, chunks=100)[:, 0] >= 0
+    for name, ev in (("X", (da.from_array(Xv, chunks=100)[keep], yv)),
+                     ("y", (Xv, da.from_array(yv, chunks=100)[keep]))):
+        with pytest.raises(ValueError, match=rf"^eval_set: {name} is a dask array of unknown "
+                                             rf"chunk sizes .* call {name}\.compute_chunk_"
+                                             rf"sizes\(\) first"):
+            model.fit(X, y, eval_set=[ev])
+        assert model.booster_ is trees, name
 
 
 def test_bad_cells_of_dask_input_to_a_fitted_model_are_named_by_their_row_in_the_whole_x(

@@ -75,10 +75,12 @@ def test_the_version_claim_is_exclusive_on_s3(s3):
     assert fsspec.filesystem("s3").exists(f"{path}/{CLAIM}")
 
 
-#: S3's answer to a conditional put racing another on the same key (AWS: "retry the upload")
-CONFLICT = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>ConditionalRequestConflict'
-            b'</Code><Message>A conflicting operation occurred. If using PutObject you can '
-            b'retry the request.</Message><RequestId>T0</RequestId><HostId>H0</HostId></Error>')
+#: S3's answers to a conditional put racing another on the same key, by error code (AWS:
+#: "retry the upload"; S3's general 409 "OperationAborted": "Please try again")
+CONFLICTS = {"ConditionalRequestConflict": "A conflicting operation occurred. If using "
+                                           "PutObject you can retry the request.",
+             "OperationAborted": "A conflicting conditional operation is currently in "
+                                 "progress against this resource. Please try again."}
 
 
 class _Body:
@@ -92,23 +94,27 @@ class _Body:
 
 
 @contextlib.contextmanager
-def _conflicts(first: int):
+def _conflicts(first: int, code: str = "ConditionalRequestConflict", status: int = 409):
     """The next ``first`` claim writes (PutObject of a key ending in :data:`CLAIM`) of this
-    process's s3fs client are answered S3's 409 ConditionalRequestConflict, as AWS answers a
-    conditional put racing another. moto never answers so: the answer is made at the
-    client's botocore ``before-send`` event, and from there on botocore parses it and s3fs
-    translates it as they would AWS's. Yields the URLs so answered."""
+    process's s3fs client are answered S3's 409 ``code`` (of :data:`CONFLICTS`), as AWS
+    answers a conditional put racing another (or HTTP ``status``). moto never answers so:
+    the answer is made at the client's botocore ``before-send`` event, and from there on
+    botocore parses it and s3fs translates it as they would AWS's. Yields the URLs so
+    answered."""
     from aiobotocore.awsrequest import AioAWSResponse
 
     client = fsspec.filesystem("s3").s3
     answered = []
+    body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>'
+            f'{CONFLICTS[code]}</Message><RequestId>T0</RequestId><HostId>H0</HostId>'
+            f'</Error>').encode()
 
     def conflict(request, **_):
         if len(answered) >= first or not request.url.split("?")[0].endswith(CLAIM):
             return None  # sent to the server
         answered.append(request.url)
-        return AioAWSResponse(request.url, 409, {"content-type": "application/xml"},
-                              _Body(CONFLICT))
+        return AioAWSResponse(request.url, status, {"content-type": "application/xml"},
+                              _Body(body))
 
     client.meta.events.register("before-send.s3.PutObject", conflict)
     try:
@@ -152,16 +158,49 @@ def test_a_claim_s3_answers_409_conflict_is_tried_again(s3_client, s3):
         model.close()
 
 
-def test_a_claim_conflicting_at_every_try_says_so_and_keeps_the_checkpoint(s3_client, s3):
+def test_a_claim_s3_answers_409_operation_aborted_is_tried_again_not_another_status(
+        s3_client, s3):
+    """S3 may also answer a conditional write racing another 409 OperationAborted ("A
+    conflicting conditional operation is currently in progress against this resource.
+    Please try again."): s3fs gives an OSError(EBUSY) caused by it, which failed the save;
+    the claim tries again. The same code with another status is no conflict: not retried."""
+    from dask_ps.io._storage import is_write_conflict
+
+    fs, url, model = fsspec.filesystem("s3"), s3.url("aborted.zarr"), _model(s3_client)
+    try:
+        for status, retried in ((409, True), (400, False)):
+            with _conflicts(1, "OperationAborted", status), pytest.raises(OSError) as err:
+                with fs.open(s3.url("x", str(status), CLAIM), "xb") as f:
+                    f.write(b"x")
+            assert is_write_conflict(err.value) is retried, status
+            assert err.value.__cause__.response["Error"]["Code"] == "OperationAborted"
+        with _conflicts(1, "OperationAborted") as answered:
+            assert model.save(url, clock=1).version == 1
+        assert len(answered) == 1 and answered[0].endswith(f"/aborted.zarr/v000001/{CLAIM}")
+        with _conflicts(100, "OperationAborted", 400) as answered, \
+                pytest.raises(OSError, match=rf"^checkpoint '{url}'"):
+            model.save(url, clock=2)
+        assert len(answered) == 1  # not tried again
+        assert ck.list_versions(url)[0] == [1]
+        loaded = dask_ps.PSModel.load(s3_client, url)
+        np.testing.assert_array_equal(loaded.pull("w"), model.pull("w"))
+        loaded.close()
+    finally:
+        model.close()
+
+
+@pytest.mark.parametrize("code", sorted(CONFLICTS))
+def test_a_claim_conflicting_at_every_try_says_so_and_keeps_the_checkpoint(s3_client, s3,
+                                                                           code):
     """When every try of a claim conflicts, the save gives up after a few, saying so in one
-    line, and the earlier versions stay loadable."""
-    url, model = s3.url("conflicts.zarr"), _model(s3_client)
+    line (naming the claim's URL and S3's answer), and the earlier versions stay loadable."""
+    url, model = s3.url(f"conflicts-{code}.zarr"), _model(s3_client)
     try:
         model.save(url, clock=1)
-        with _conflicts(100) as answered, pytest.raises(OSError) as err:
+        with _conflicts(100, code) as answered, pytest.raises(OSError) as err:
             model.save(url, clock=2)
         said = (rf"^checkpoint '{url}': claiming version 2 \('{url}/v000002/\{CLAIM}'\): "
-                rf"S3 answered 409 ConditionalRequestConflict to each of (\d+) tries ")
+                rf"S3 answered 409 {code} to each of (\d+) tries ")
         assert re.match(said, str(err.value)) and "\n" not in str(err.value)
         tries = int(re.match(said, str(err.value))[1])
         assert 1 < tries == len(answered) < 100  # tried again, but not on and on
