@@ -18,11 +18,7 @@ weights written for serving. The functions taking ``model`` first are
 
 from __future__ import annotations
 
-import errno
 import json
-import os
-import random
-import socket
 import time
 import warnings
 from typing import Self
@@ -35,6 +31,7 @@ from . import _format_tables as ft
 from . import connection, placement
 from . import format as ck
 from . import key_ranges as kr
+from ._versions import new_version
 from .writers import plan_table as _plan_table
 from .writers import write_part as _write_part
 
@@ -121,7 +118,7 @@ def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
         data_position=_json(data_position or {}, "data_position"),
         extra=_json(extra or {}, "extra"), tables=tables)
     _warn_other_model(url, tables)
-    version, path, group = _new_version(url, attrs)
+    version, path, group = new_version(url, attrs)
     calls, manifest = [], {}
     for name, t in tables.items():
         arrays = _create_arrays(group, t, t["path"], slots=True, dtype=None, squeeze=False)
@@ -133,113 +130,6 @@ def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
     if keep is not None:
         ck.prune(url, keep)
     return ck.CheckpointInfo(url, version, attrs, seconds=time.perf_counter() - t0)
-
-
-def _new_version(url: str, attrs: dict, tries: int = 32) -> tuple:
-    """``(version, path, group)`` of a new version at ``url``: the next number, claimed for
-    this save alone (:func:`_claim`), or the one after when another save claimed it.
-
-    Raises
-    ------
-    RuntimeError
-        No version could be claimed in ``tries`` attempts (other saves keep taking them).
-    OSError
-        The claim could not be written, naming ``url`` and why (a missing bucket, access
-        denied, S3's 409 conflict at every try), in one line
-        (:func:`~dask_ps.io._storage.storage_error`).
-    """
-    import zarr
-    from zarr.errors import ContainsGroupError
-
-    from ..io._storage import storage_error
-
-    taken = 0
-    for _ in range(tries):
-        version = max(ck.next_version(url), taken + 1)
-        path = ck.version_url(url, version)
-        taken = version
-        try:
-            claimed = _claim(path)
-        except OSError as exc:  # before anything is written: a missing bucket, no access
-            raise storage_error(url, exc, "checkpoint") from None
-        if not claimed:  # another save has it, maybe not yet listed: the next one
-            continue
-        try:
-            return version, path, zarr.create_group(ck.zarr_store(path), zarr_format=3,
-                                                    attributes=attrs)
-        except ContainsGroupError:  # no exclusive create here: another save made it first
-            continue
-    raise RuntimeError(f"{url!r}: no free version after {tries} tries: other saves keep "
-                       f"taking them")
-
-
-#: File whose exclusive creation claims a version for one save, on file systems other than
-#: the local one (where the version's folder is made with ``os.mkdir``). It is not empty:
-#: s3fs creates an empty file with an unconditional ``touch``, whatever the mode, so that
-#: every save claiming a version at once took it; a file with a body is one conditional put.
-CLAIM = ".dask_ps_claim"
-
-
-#: Tries, in all, of a claim S3 keeps answering 409 ``ConditionalRequestConflict``.
-CLAIM_TRIES = 5
-
-
-def _claim(path: str, tries: int = CLAIM_TRIES) -> bool:
-    """Claim the version folder ``path`` for one save: False when another save has.
-
-    The claim is one exclusive create, so that of two saves into one folder at once (two
-    threads, processes or machines) only one takes a version number: on the local file
-    system the folder itself (``os.mkdir``), elsewhere a :data:`CLAIM` file in it (fsspec's
-    create-only mode ``"xb"``, holding the claimant's host and process). A file system
-    without a create-only mode claims nothing (True): there, as before, the zarr group's
-    creation refuses a version that exists, which is a check then a write, so that two
-    saves at the same instant may still take one version. Whether ``"xb"`` is atomic is the
-    file system's: it is on local disks and in memory; on S3 through s3fs it is a
-    conditional put (``If-None-Match: *``), which S3 makes atomic (tested against moto's
-    server: of 8 saves claiming one version at once, one wins). S3 may also answer a
-    conditional put racing another 409 ``ConditionalRequestConflict`` ("retry the upload")
-    or ``OperationAborted`` (:func:`~dask_ps.io._storage.is_write_conflict`): the claim is
-    tried again, ``tries`` times in all, after jittered waits doubling from 50 ms (under 1 s
-    in all for 5 tries); a try after a conflict is refused (412: the other save has the
-    version, False) or succeeds.
-
-    Raises
-    ------
-    OSError
-        The claim could not be written: the file system's error, or, when every one of the
-        ``tries`` conflicted, one naming the claim's URL and saying so.
-    """
-    from ..io._storage import url_of, write_conflict_code
-
-    fs, root = ck._fs(path)
-    if "file" in np.atleast_1d(fs.protocol):
-        os.makedirs(os.path.dirname(root), exist_ok=True)
-        try:
-            os.mkdir(root)
-        except FileExistsError:
-            return False
-        return True
-    codes = set()  # S3's error codes of the conflicting tries
-    for attempt in range(tries):
-        try:
-            with fs.open(f"{root}/{CLAIM}", "xb") as f:
-                f.write(f"{socket.gethostname()} {os.getpid()}\n".encode())
-        except FileExistsError:
-            return False
-        except (ValueError, NotImplementedError, TypeError):  # no create-only mode here
-            return True
-        except OSError as exc:
-            if (code := write_conflict_code(exc)) is None:
-                raise
-            codes.add(code)
-        else:
-            return True
-        if attempt + 1 < tries:  # jittered: racing claimants try again apart
-            time.sleep(0.05 * 2 ** attempt * random.uniform(0.5, 1.0))
-    version = os.path.basename(root).lstrip("v").lstrip("0") or "0"
-    raise OSError(errno.EIO, f"claiming version {version} ({url_of(fs, f'{root}/{CLAIM}')!r}): "
-                             f"S3 answered 409 {' or '.join(sorted(codes))} to each of {tries} "
-                             f"tries (other writes of that claim kept racing it); save again")
 
 
 def _warn_other_model(url: str, tables: dict) -> None:

@@ -18,7 +18,8 @@ import dask_ps
 from dask_ps.algorithms.online import learn_online, version_path
 from dask_ps.io import read_libsvm
 from dask_ps.model import format as ck
-from dask_ps.model.checkpoint import CLAIM, _claim
+from dask_ps.model._versions import CLAIM
+from dask_ps.model._versions import claim as _claim
 from dask_ps.saving import load_estimator, save_estimator
 
 
