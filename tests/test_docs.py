@@ -6,6 +6,7 @@ import pytest
 
 import dask_ps.algorithms.fm
 import dask_ps.algorithms.lda
+import dask_ps.io.ids
 import dask_ps.io.libsvm
 import dask_ps.io.ratings
 import dask_ps.model.checkpoint
@@ -13,7 +14,7 @@ import dask_ps.model.core
 import dask_ps.partitions.placing
 
 MODULES = [dask_ps.algorithms.fm, dask_ps.algorithms.lda, dask_ps.model.core,
-           dask_ps.model.checkpoint, dask_ps.io.libsvm,
+           dask_ps.model.checkpoint, dask_ps.io.ids, dask_ps.io.libsvm,
            dask_ps.io.ratings, dask_ps.partitions.placing]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..exceptions import DataError
-from ..io.ratings import IdMapping, id_values
+from ..io.ids import IdMapping, id_values
 
 __all__ = ["as_ids", "as_ratings", "coded_frame", "evaluate_sums", "index_dtype", "item_counts",
            "narrow_ratings", "to_part", "triples"]
@@ -22,7 +22,7 @@ COLUMNS = ("user", "item", "rating")
 
 def as_ids(col, name: str) -> np.ndarray:
     """Ids as int64 (integers, or integral floats) or as strings, by
-    :func:`dask_ps.io.ratings.id_values` (the rule of dask dataframes too).
+    :func:`dask_ps.io.ids.id_values` (the rule of dask dataframes too).
 
     Raises
     ------
@@ -64,7 +64,7 @@ def bad_row(label: str, bad: tuple, k: int | None = None) -> DataError:
 def rating_values(col) -> tuple:
     """``(ratings float64, None)``, or ``(None, (row, why))`` of the first rating that is not
     a finite number, ``why`` naming it and ``{row}`` its row (the form of
-    :func:`~dask_ps.io.ratings.id_values`)."""
+    :func:`~dask_ps.io.ids.id_values`)."""
     a = col.to_numpy() if hasattr(col, "to_numpy") else np.asarray(col)
     try:
         a = a.astype(np.float64)

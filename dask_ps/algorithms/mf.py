@@ -15,7 +15,8 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from ..exceptions import DataError
-from ..io.ratings import IdMapping, encode_ratings
+from ..io.ids import IdMapping
+from ..io.ratings import encode_ratings
 from ..partitions.inputs import is_dask
 from . import _mf_data as data_
 from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions, checksum

@@ -21,9 +21,10 @@ from .ctr import encode_ctr, infer_encoder, read_ctr
 from .generate import make_ctr, planted_coef, write_ctr
 from .generate_table import PlantedCTR, make_ctr_table, write_ctr_table
 from .hashing import HashingEncoder
+from .ids import IdMapping
 from .libsvm import read_libsvm
 from .parquet import read_sparse_parquet
-from .ratings import IdMapping, encode_ratings, read_ratings
+from .ratings import encode_ratings, read_ratings
 from .text import read_text, tokenize
 
 __all__ = ["HashingEncoder", "IdMapping", "PlantedCTR", "encode_ctr", "encode_ratings",

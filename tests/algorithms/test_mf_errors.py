@@ -8,7 +8,7 @@ import pytest
 
 from dask_ps import MatrixFactorization
 from dask_ps.exceptions import DataError
-from dask_ps.io.ratings import IdMapping
+from dask_ps.io.ids import IdMapping
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -52,7 +52,7 @@ from dask_ps import PSModel, partition
 from dask_ps.algorithms import _mf_data
 from dask_ps.algorithms._mf_train import train
 from dask_ps.algorithms.epoch_loop import EpochLoop
-from dask_ps.io.ratings import IdMapping
+from dask_ps.io.ids import IdMapping
 from dask_ps.state._malloc import untouched_bytes
 
 solver, n_users, rank, url = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
