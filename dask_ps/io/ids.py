@@ -105,10 +105,28 @@ class IdMapping:
         return self.ids.dtype.kind == "i"
 
     def codes(self, values) -> np.ndarray:
-        """int64 code of each id (array-like, pyarrow array: any shape; int64 array of the
-        same shape), -1 for an id not in the mapping and for a missing value (None, NaN,
-        ``pd.NA``, NaT, a pyarrow null: never the id ``"None"`` or ``"nan"``); string ids
-        compare each other value as ``str`` (NumPy's ``astype(str)``)."""
+        """The dense code of each id in ``values``.
+
+        Parameters
+        ----------
+        values : array-like, pandas Series or pyarrow array, any shape
+            Ids to look up. With string ids, every other value is compared as ``str``
+            (NumPy's ``astype(str)``); with integer ids, values that are not integers are
+            unknown.
+
+        Returns
+        -------
+        codes : int64 ndarray, the shape of ``values``
+            ``0 .. len(self) - 1``; -1 for an id not in the mapping and for a missing value
+            (None, NaN, ``pd.NA``, NaT, a pyarrow null: never the id ``"None"`` or
+            ``"nan"``).
+
+        Notes
+        -----
+        String values go through a pyarrow hash lookup (:mod:`~dask_ps.io._id_codes`)
+        unless they are few for many ids (then a binary search); integer values through a
+        pandas hash index built once per mapping and process.
+        """
         values = id_array(values)
         if not self.is_integer and self.ids.dtype.kind == "U":
             text = arrow_text(values)  # a hash lookup unless few values for many ids
