@@ -122,8 +122,9 @@ def _mf() -> None:
     n = 300
     X = np.column_stack([rng.integers(0, 30, n), rng.integers(0, 20, n),
                          rng.integers(1, 6, n)]).astype(np.float64)
-    # ALS reads float32 ratings when they are exact (stars), float64 otherwise (+ 0.1)
-    for solver, offset in (("sgd", 0.0), ("als", 0.0), ("als", 0.1)):
+    # ALS (and SGD's layout) read float32 ratings when they are exact (stars), float64
+    # otherwise (+ 0.1)
+    for solver, offset in (("sgd", 0.0), ("sgd", 0.1), ("als", 0.0), ("als", 0.1)):
         MatrixFactorization(solver=solver, rank=4, max_iter=2, random_state=0,
                             client="local").fit(X + [0, 0, offset]).predict(X[:10, :2])
 

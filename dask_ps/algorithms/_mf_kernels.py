@@ -102,6 +102,70 @@ def balance_blocks(counts, order, loads, out):
 
 
 @numba.njit(**_JIT)
+def dsgd_order(order, users, items, rank_of, blocks, n_blocks, tmp):
+    """Sort a partition's positions by item block, then by the users' random rank, in place
+    and stably (a user's ratings of a block keep their order in ``order``): the order of
+    ``np.argsort(blocks[items[order]] * n_users + rank_of[users[order]], kind="stable")``,
+    by two counting passes (rank, then block) through ``tmp``, with no wider temporary.
+
+    Parameters
+    ----------
+    order : int array (n,)
+        Positions in the partition (a permutation of ``0 .. n - 1``); sorted in place.
+    users, items : int array (n,)
+        The partition's user rows and item codes.
+    rank_of : int array (n_users,)
+        Each user's rank (a permutation of ``0 .. n_users - 1``).
+    blocks : int array (n_items,)
+        Each item's block, ``0 .. n_blocks - 1``.
+    n_blocks : int
+    tmp : array (n,) of ``order``'s dtype
+        Scratch.
+
+    Returns
+    -------
+    int64 array (n_blocks + 1,)
+        The bounds of the blocks in ``order``: block ``b`` is ``order[bounds[b]:bounds[b + 1]]``.
+    """
+    n = order.shape[0]
+    start = np.zeros(rank_of.shape[0] + 1, np.int64)
+    for j in range(n):  # the counts: in the partition's order (no random reads)
+        start[rank_of[users[j]] + 1] += 1
+    for r in range(rank_of.shape[0]):
+        start[r + 1] += start[r]
+    for t in range(n):
+        j = order[t]
+        r = rank_of[users[j]]
+        tmp[start[r]] = j
+        start[r] += 1
+    bounds = np.zeros(n_blocks + 1, np.int64)
+    for j in range(n):
+        bounds[blocks[items[j]] + 1] += 1
+    for b in range(n_blocks):
+        bounds[b + 1] += bounds[b]
+    at = bounds[:n_blocks].copy()
+    for t in range(n):
+        j = tmp[t]
+        b = blocks[items[j]]
+        order[at[b]] = j
+        at[b] += 1
+    return bounds
+
+
+@numba.njit(**_JIT)
+def gather_block(pos, users, items, local_of, ratings, out_users, out_items, out_ratings):
+    """A block of a partition's ratings in the order ``pos``, as :func:`sgd_sweep` reads them:
+    ``out_users[t] = users[pos[t]]``, ``out_items[t] = local_of[items[pos[t]]]`` (the item's
+    row in the block's pulled rows), ``out_ratings[t] = ratings[pos[t]]`` (cast to
+    ``out_ratings``' dtype as ``astype`` casts), with no temporary."""
+    for t in range(pos.shape[0]):
+        j = pos[t]
+        out_users[t] = users[j]
+        out_items[t] = local_of[items[j]]
+        out_ratings[t] = ratings[j]
+
+
+@numba.njit(**_JIT)
 def _cholesky_solve(A, b, x, y):
     """Solve ``A x = b`` for symmetric positive definite ``A`` (overwritten by its Cholesky
     factor); ``y`` is scratch. Returns False if ``A`` is not positive definite."""

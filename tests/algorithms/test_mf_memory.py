@@ -136,3 +136,81 @@ def test_trained_partitions_let_their_layout_go(solver):
             states = [set(part.state) for part in data.refs()]
     assert all({"P", "uids"} <= s for s in states)
     assert not {"cols", "vals", "order", "dsgd"} & set().union(*states)
+
+
+def _sgd_cfg(parts_values, n_items, n_tasks, seed=5):
+    from dask_ps.algorithms._mf_train import _schedule
+
+    cfg = dict(seed=seed, rank=4, init_std=0.1)
+    counts = np.sum([data_.item_counts(v, n_items) for v in parts_values], axis=0)
+    _schedule(cfg, counts, n_tasks)
+    return cfg
+
+
+def _reference_layout(parts, cfg):
+    """The DSGD layout as built before 2026-12 (int64 draws, an argsort of int64 keys, a copy
+    of each block gathered by fancy indexing): the order the layout must keep."""
+    B, blocks = cfg["n_blocks"], cfg["blocks"]
+    cut = []
+    for part in parts:
+        uids, users, items, _ = part.load()
+        rng = np.random.default_rng([cfg["seed"], part.index, 1])
+        order = rng.permutation(users.shape[0])
+        rank_of = rng.permutation(uids.shape[0])
+        block = blocks[items[order]].astype(np.int64)
+        order = order[np.argsort(block * uids.shape[0] + rank_of[users[order]], kind="stable")]
+        bounds = np.concatenate(([0], np.cumsum(np.bincount(block, minlength=B))))
+        cut.append([order[bounds[b]:bounds[b + 1]] for b in range(B)])
+    keys = [unique_sorted(np.concatenate([p.load()[2][c[b]] for p, c in zip(parts, cut)]))
+            for b in range(B)]
+    return keys, [[(p.load()[1][o], np.searchsorted(keys[b], p.load()[2][o]),
+                    p.load()[3][o].astype(np.float32)) for b, o in enumerate(c)]
+                  for p, c in zip(parts, cut)]
+
+
+@pytest.mark.parametrize("offset", [0.0, 0.1])
+def test_sgd_layout_is_the_one_copy_built_in_little_memory(offset):
+    """SGD's layout cut by item block: the one copy of the ratings it trains on, 12 B a
+    rating, in the seeded order of the argsort it replaced; built one partition at a time
+    with int32 positions: 14 B a rating traced at the peak here, the layout included (26 B
+    before: int64 draws, block ids, sort keys and argsort of every partition beside it; 16
+    and 36 B for one partition of 10^7 ratings)."""
+    from dask_ps.algorithms._mf_steps import _sgd_local, _task_blocks
+
+    n, n_items = 300_000, 400
+    values = [data_.to_part(ratings(n, 3000, n_items, offset, seed=s)) for s in (1, 2)]
+    uid = uuid.uuid4().hex
+    parts = [Partition(uid, i, None, n, v) for i, v in enumerate(values)]
+    try:
+        cfg = _sgd_cfg(values, n_items, 3)
+        for part in parts:  # the users' rows, made before the layout
+            _sgd_local(part, cfg)
+        tracemalloc.start()
+        try:
+            lay = _task_blocks(parts, cfg)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        held = sum(a.nbytes for cut in lay["parts"] for block in cut for a in block)
+        assert held == 12 * 2 * n
+        assert peak < 20 * 2 * n
+        keys, ref = _reference_layout(parts, cfg)
+        assert len(lay["keys"]) == 3
+        for b in range(3):
+            np.testing.assert_array_equal(lay["keys"][b], keys[b])
+        for cut, ref_cut in zip(lay["parts"], ref):
+            for block, ref_block in zip(cut, ref_cut):
+                for a, r in zip(block, ref_block):
+                    assert a.dtype in (np.int32, np.float32)
+                    np.testing.assert_array_equal(a, r)
+        assert _task_blocks(parts, cfg) is lay  # kept for the schedule
+        # another schedule (after a lost worker): the former layout goes, from every
+        # partition of the task, before the new one is built
+        parts[1].state["dsgd"] = "stale"
+        cfg2 = _sgd_cfg(values, n_items, 2)
+        cfg2["blocks_id"] = cfg["blocks_id"] + 1
+        lay2 = _task_blocks(parts, cfg2)
+        assert len(lay2["keys"]) == 2 and "dsgd" not in parts[1].state
+        assert parts[0].state["dsgd"] is lay2
+    finally:
+        drop_state(uid)
