@@ -110,6 +110,56 @@ def _store(value: Any, key: str, arrays: dict, where: str) -> dict:
     return {"kind": "value", "value": _plain(value, where)}
 
 
+#: The training data formats ``dask-ps train --save`` records as ``extra["data"]["format"]``,
+#: by estimator: how ``dask-ps evaluate`` reads test data.
+_TABLES = ("libsvm", "csv", "parquet")
+_DATA_FORMATS = {"LogisticRegression": _TABLES, "FactorizationMachineClassifier": _TABLES,
+                "GBDTClassifier": _TABLES, "GBDTRegressor": _TABLES,
+                "LatentDirichletAllocation": ("ldac", "docword"),
+                "MatrixFactorization": ("ratings",)}
+
+
+def _data_problem(extra: dict, name: str) -> str | None:
+    """What is wrong with ``extra["data"]`` (how the training data was read) for estimator
+    ``name``, or None: absent is fine; else a dict whose ``format`` is one of
+    ``_DATA_FORMATS``."""
+    if "data" not in extra:
+        return None
+    data = extra["data"]
+    if not isinstance(data, dict):
+        return f"extra.data is a {type(data).__name__}, not a JSON object"
+    known = _DATA_FORMATS.get(name, sorted({f for v in _DATA_FORMATS.values() for f in v}))
+    if "format" in data and data["format"] not in known:
+        return (f"extra.data.format {data['format']!r} is not a format {name} is trained on "
+                f"({', '.join(known)})")
+    return None
+
+
+def _check_fitted(attr: str, value: Any, where: str) -> None:
+    """Values no fitted attribute holds, refused with a :class:`DataError` naming ``where``:
+    ``classes_`` that are not distinct, a count (``n_*_``) that is not a non-negative whole
+    number, a float (``global_mean_``...) that is NaN or infinite. (Float arrays are
+    checked by :func:`_restore`.)"""
+    if attr == "classes_":
+        classes = np.asarray(value)
+        if classes.ndim != 1 or np.unique(classes).shape[0] != classes.shape[0]:
+            raise DataError(f"{where}: {str(classes.tolist())[:80]} are not distinct "
+                            f"classes")
+    elif attr.startswith("n_"):
+        if isinstance(value, np.ndarray):
+            ok = value.dtype.kind in "iu" and bool((value >= 0).all())
+        else:  # bool is an int, not a count; n_features_in_ is always given
+            ok = (type(value) is int and value >= 0) or (
+                value is None and attr != "n_features_in_")
+        if not ok:
+            raise DataError(f"{where}: {str(value)[:60]!r} is not a non-negative whole "
+                            f"number")
+    elif isinstance(value, (float, tuple)):
+        numbers = np.asarray(value if isinstance(value, tuple) else [value], dtype=object)
+        if any(isinstance(v, float) and not np.isfinite(v) for v in numbers.ravel()):
+            raise DataError(f"{where}: {value!r} is not finite")
+
+
 def saved_params(estimator) -> tuple[str, dict]:
     """``(class name, parameters)`` of ``estimator`` as :func:`save_estimator` stores them
     (``client`` left out): a check, before a long run that saves it, that it can be saved.
@@ -158,6 +208,9 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
     import dask_ps
 
     name, params = saved_params(estimator)
+    problem = _data_problem(extra or {}, name)
+    if problem:
+        raise ValueError(f"extra: {problem}")
     arrays: dict[str, np.ndarray] = {}
     attributes = {k: _store(v, f"a/{k}", arrays, f"attribute {k}")
                   for k, v in sorted(vars(estimator).items())
@@ -199,9 +252,27 @@ def _member(arrays: dict, key: Any, where: str) -> np.ndarray:
     return arrays[key]
 
 
-def _restore(spec: Any, arrays: dict, where: str):
+#: Float arrays of fitted state that may hold NaN or infinity, as ``(class, field)``: a
+#: GBDT node's threshold is NaN at leaves and categorical splits, +inf for a split of the
+#: last bin (missing values are routed by ``default_left``). Every other float array of a
+#: model file (weights, factors, leaf values, optimizer state...) must be finite.
+_NON_FINITE = {("dask_ps.algorithms._gbdt_booster:Booster", "threshold")}
+
+
+def _check_finite(value: np.ndarray, key: str, where: str) -> None:
+    """A :class:`DataError` naming ``where`` and ``key`` when float ``value`` holds NaN or
+    infinity (one vectorised pass)."""
+    if value.dtype.kind in "fc" and not np.isfinite(value).all():
+        bad = int(value.size - np.count_nonzero(np.isfinite(value)))
+        raise DataError(f"{where}: array {key!r} holds {bad} NaN or infinite value(s) of "
+                        f"{value.size}: a fitted model's are finite (the file is damaged, or "
+                        f"edited)")
+
+
+def _restore(spec: Any, arrays: dict, where: str, finite: bool = True):
     """The value ``spec`` (as :func:`_store` wrote it) describes, its arrays from
-    ``arrays``; a :class:`DataError` naming ``where`` and the field when it does not fit."""
+    ``arrays``; a :class:`DataError` naming ``where`` and the field when it does not fit,
+    or (``finite``) when a float array holds NaN or infinity."""
     kind = spec.get("kind") if isinstance(spec, dict) else None
     if kind == "array":
         value = _member(arrays, spec.get("key"), where)
@@ -210,6 +281,8 @@ def _restore(spec: Any, arrays: dict, where: str):
         if value.dtype.str != dtype or list(value.shape) != shape:
             raise DataError(f"{where}: array {spec['key']!r} is {value.dtype.str} of shape "
                             f"{list(value.shape)}, the metadata says {dtype} of shape {shape}")
+        if finite:
+            _check_finite(value, spec["key"], where)
         return value.astype(object) if spec.get("object") else value
     if kind in ("csr", "csc"):
         import scipy.sparse as sp
@@ -222,6 +295,8 @@ def _restore(spec: Any, arrays: dict, where: str):
             value.check_format(full_check=True)  # indices in range, indptr ascending
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"{where}: {kind} matrix {k!r} is damaged ({exc})") from None
+        if finite:
+            _check_finite(value.data, f"{k}/data", where)
         return value
     if kind in ("tuple", "value"):
         if "value" not in spec:
@@ -238,7 +313,9 @@ def _restore(spec: Any, arrays: dict, where: str):
             given = list(fields) if isinstance(fields, dict) else fields
             raise DataError(f"{where}: fields {given} stored, a {cls.__qualname__} has "
                             f"{list(cls._fields)}")
-        return cls(**{f: _restore(s, arrays, f"{where}.{f}") for f, s in fields.items()})
+        return cls(**{f: _restore(s, arrays, f"{where}.{f}",
+                                  finite and (name, f) not in _NON_FINITE)
+                      for f, s in fields.items()})
     raise DataError(f"{where}: unknown kind {kind!r}" if kind is not None else
                     f"{where}: no 'kind' in its description {str(spec)[:80]}")
 
@@ -366,10 +443,14 @@ def load_estimator(path: str):
         if not (attr.endswith("_") and attr.isidentifier() and not attr.startswith("__")):
             raise DataError(f"{path}: attributes: {attr!r} is not a fitted attribute's name")
         value = _restore(spec, arrays, f"{path}: attribute {attr}")
+        _check_fitted(attr, value, f"{path}: attribute {attr}")
         try:
             setattr(estimator, attr, value)
         except AttributeError as exc:  # e.g. a property such as _repr_html_
             raise DataError(f"{path}: attributes: {attr!r} cannot be set ({exc})") from None
+    problem = _data_problem(meta["extra"], name)
+    if problem:
+        raise DataError(f"{path}: {problem}")
     return estimator, meta["extra"]
 
 

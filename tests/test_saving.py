@@ -147,6 +147,27 @@ def _array(key, value):
                                     r"the metadata says <f8 of shape \[1, 5\]"),
     (_array("a/classes_", np.array([0.0, 1.0])), "attribute classes_: array 'a/classes_' is "
                                                  "<f8"),
+    # values that pass the CRC (edited, checksum recomputed): refused on loading, not a NaN
+    # prediction or an error of scikit-learn's at predict
+    (_array("a/coef_", np.full((1, 5), np.nan)),
+     r"attribute coef_: array 'a/coef_' holds 5 NaN or infinite value\(s\) of 5"),
+    (_array("a/intercept_", np.array([np.inf])),
+     r"attribute intercept_: array 'a/intercept_' holds 1 NaN"),
+    (_array("a/_ps_state_/state", np.full((6, 2), -np.inf)),
+     r"attribute _ps_state_.state: array 'a/_ps_state_/state' holds 12 NaN"),
+    (_array("a/classes_", np.array([1, 1])), r"attribute classes_: \[1, 1\] are not distinct"),
+    (_attr("n_features_in_", {"kind": "value", "value": "abc"}),
+     r"attribute n_features_in_: 'abc' is not a non-negative whole number"),
+    (_attr("n_features_in_", {"kind": "value", "value": -1}),
+     r"attribute n_features_in_: '-1' is not a non-negative whole number"),
+    (_attr("n_features_in_", {"kind": "value", "value": True}),
+     r"attribute n_features_in_: 'True' is not a non-negative"),
+    (_array("a/n_iter_", np.array([-3])), r"attribute n_iter_: '\[-3\]' is not a non-negative"),
+    (_edit("extra", {"data": {"format": "parquetx"}}),
+     r"extra.data.format 'parquetx' is not a format LogisticRegression is trained on "
+     r"\(libsvm, csv, parquet\)"),
+    (_edit("extra", {"data": {"format": "ratings"}}), r"extra.data.format 'ratings' is not"),
+    (_edit("extra", {"data": "libsvm"}), r"extra.data is a str, not a JSON object"),
 ])
 def test_edited_metadata_is_named(fitted, tmp_path, edit, message):
     """Trial 8 F12: these escaped as TypeError, KeyError or (a coef_ of the wrong shape) an
@@ -158,6 +179,63 @@ def test_edited_metadata_is_named(fitted, tmp_path, edit, message):
     path = _rewrite(tmp_path / "e.npz", arrays, meta)
     with pytest.raises(DataError, match=f"^{path}: {message}"):
         load_estimator(path)
+
+
+def test_edited_values_are_refused_by_evaluate_with_the_field(fitted, tmp_path, capsys):
+    """Tester's report: coef_ all NaN, classes_ [1, 1] and an unknown data format in a file
+    whose CRCs were recomputed made ``dask-ps evaluate`` exit 1 with scikit-learn's
+    traceback ("Input contains NaN"), "needs at least two labels" or ``KeyError:
+    'encoder'``: now exit 2 with a DataError naming the file and the field."""
+    est, X = fitted
+    test = tmp_path / "t.svm"
+    test.write_text("".join(f"{int(x[0] > 0)} " + " ".join(f"{j + 1}:{v:.3f}" for j, v in
+                                                           enumerate(x)) + "\n" for x in X))
+    save_estimator(est, str(tmp_path / "m.npz"),
+                   extra={"algorithm": "lr", "data": {"format": "libsvm", "n_features": 5}})
+    assert main(["evaluate", str(tmp_path / "m.npz"), "--test", str(test)]) == 0
+    for edit, field in [(_array("a/coef_", np.full((1, 5), np.nan)), "attribute coef_"),
+                        (_array("a/classes_", np.array([1, 1])), "attribute classes_"),
+                        (lambda a, m: m["extra"]["data"].update(format="parquetx"),
+                         "extra.data.format")]:
+        arrays, meta = _members(tmp_path / "m.npz")
+        edit(arrays, meta)
+        path = _rewrite(tmp_path / "e.npz", arrays, meta)
+        capsys.readouterr()
+        assert main(["evaluate", path, "--test", str(test)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"dask-ps: error: {path}: {field}") and "Traceback" not in err
+
+
+def test_saving_refuses_data_metadata_loading_would_refuse(fitted, tmp_path):
+    est, _ = fitted
+    with pytest.raises(ValueError, match="extra: extra.data.format 'csvx' is not a format"):
+        save_estimator(est, str(tmp_path / "m.npz"), extra={"data": {"format": "csvx"}})
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_gbdt_thresholds_may_be_non_finite_but_its_leaf_values_may_not(tmp_path):
+    """A GBDT's node thresholds are NaN at leaves (and +inf for a split of the last bin):
+    they load; a NaN leaf value, base score or gain is refused naming the field."""
+    from dask_ps import GBDTClassifier
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 3))
+    X[rng.random(300) < 0.2, 1] = np.nan  # missing values: routed by default_left
+    y = (np.nan_to_num(X[:, 1]) + X[:, 0] > 0).astype(int)
+    est = GBDTClassifier(client="local", n_estimators=3, min_samples_leaf=5).fit(X, y)
+    assert not np.isfinite(est.booster_.threshold).all()
+    save_estimator(est, str(tmp_path / "g.npz"))
+    again, _ = load_estimator(str(tmp_path / "g.npz"))
+    np.testing.assert_array_equal(again.predict_proba(X), est.predict_proba(X))
+    for field in ("value", "base_score", "gain"):
+        arrays, meta = _members(tmp_path / "g.npz")
+        key = f"a/booster_/{field}"
+        arrays[key] = arrays[key].copy()
+        arrays[key][-1] = np.nan
+        path = _rewrite(tmp_path / "e.npz", arrays, meta)
+        with pytest.raises(DataError, match=rf"^{path}: attribute booster_.{field}: array "
+                                            rf"'{key}' holds 1 NaN"):
+            load_estimator(path)
 
 
 def test_a_damaged_sparse_matrix_is_named(tmp_path):
@@ -174,6 +252,12 @@ def test_a_damaged_sparse_matrix_is_named(tmp_path):
     path = _rewrite(tmp_path / "e.npz", arrays, meta)
     with pytest.raises(DataError, match=f"^{path}: attribute coef_: csr matrix 'a/coef_' is "
                                         f"damaged"):
+        load_estimator(path)
+    arrays, meta = _members(tmp_path / "m.npz")
+    arrays["a/coef_/data"] = np.array([1.0, np.nan, 1.0])
+    path = _rewrite(tmp_path / "e.npz", arrays, meta)
+    with pytest.raises(DataError, match=rf"^{path}: attribute coef_: array 'a/coef_/data' "
+                                        rf"holds 1 NaN"):
         load_estimator(path)
 
 

@@ -258,19 +258,67 @@ def _damaged(where: str, arrays: dict, a: int, b: int, chunk_rows: int,
 
 
 def _check_part(model, path: str, name: str, t: dict, spec, r0: int, r1: int,
-                with_slots: bool) -> int:
-    """Checker task: rows ``[r0, r1)`` read as :func:`_load_part` reads them, and dropped."""
-    for _ in _stored_rows(path, name, t, spec, r0, r1, with_slots):
-        pass
+                with_slots: bool) -> int | str:
+    """Checker task: rows ``[r0, r1)`` read as :func:`_load_part` reads them, and dropped.
+    Returns their count, or the message of the :class:`CheckpointFormatError` they raise:
+    damage is an outcome of the check, returned to the client (raised in a task, it would
+    be logged by distributed's worker as a failed task)."""
+    try:
+        for _ in _stored_rows(path, name, t, spec, r0, r1, with_slots):
+            pass
+    except CheckpointFormatError as exc:
+        return str(exc)
     return r1 - r0
 
 
 def _load_part(model, path: str, name: str, t: dict, spec, r0: int, r1: int,
-               with_slots: bool) -> int:
-    """Loader task: rows ``[r0, r1)`` of a stored table, sent to their shards in ``model``."""
-    for plan, values, slots in _stored_rows(path, name, t, spec, r0, r1, with_slots):
-        connection.set_rows(model, name, plan, values, slots)
+               with_slots: bool) -> int | str:
+    """Loader task: rows ``[r0, r1)`` of a stored table, sent to their shards in ``model``;
+    their count, or the damage found, returned as :func:`_check_part` returns it."""
+    try:
+        for plan, values, slots in _stored_rows(path, name, t, spec, r0, r1, with_slots):
+            connection.set_rows(model, name, plan, values, slots)
+    except CheckpointFormatError as exc:
+        return str(exc)
     return r1 - r0
+
+
+def _run_parts(model, fn, calls: list) -> None:
+    """:func:`_run_tasks` of :func:`_check_part` or :func:`_load_part`; raises here, in the
+    client, the first damage a task returned.
+
+    Raises
+    ------
+    CheckpointFormatError
+        A damaged array, naming the checkpoint, table, array and rows; its ``damaged``
+        attribute True (what :func:`load` and :func:`restore` of a URL skip a version for).
+    """
+    for out in _run_tasks(model, fn, calls):
+        if isinstance(out, str):
+            exc = CheckpointFormatError(out)
+            exc.damaged = True
+            raise exc
+
+
+def _older(info: ck.CheckpointInfo, exc: CheckpointFormatError, errors: list,
+           what: str) -> ck.CheckpointInfo:
+    """The version to try after ``info`` failed with ``exc``: the newest older sound one
+    (:func:`~dask_ps.model.format.older_sound`, warning) when ``exc`` is damage found in
+    the data. Else the first version's error is raised, with a note of the others'.
+    ``errors``: the first error, then the problems of each version tried (kept between
+    calls)."""
+    if not errors:
+        errors.append(exc)
+    if getattr(exc, "damaged", False):
+        nxt = ck.older_sound(info, exc, errors)  # adds "version N: ..." to errors
+        if nxt is not None:
+            return nxt
+    elif exc is not errors[0]:
+        errors.append(f"version {info.version}: {exc}")
+    first, others = errors[0], errors[2:]
+    if others:
+        first.add_note(f"no older complete version {what} either: " + "; ".join(others))
+    raise first
 
 
 def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
@@ -304,7 +352,7 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
                        optimizer_state))
                   for w in range(model.n_shards) if bounds[w + 1] > bounds[w]]
     if check:
-        _run_tasks(model, _check_part, calls)
+        _run_parts(model, _check_part, calls)
     for name, spec in specs.items():
         connection.call_all(model, "drop_table", name)
         connection.call_all(model, "create_table", spec)
@@ -313,7 +361,7 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
         connection.call_all(model, "drop_table", name)
         connection.call_all(model, "create_table", model.specs[name])
     try:
-        _run_tasks(model, _load_part, calls)
+        _run_parts(model, _load_part, calls)
     except BaseException as exc:  # e.g. a worker lost while loading
         if check:
             exc.add_note(f"checkpoint {info.url!r} version {info.version} was loaded only in "
@@ -426,7 +474,14 @@ def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
 def load(cls, client, url: str, n_shards: int | None = None, optimizer_state: bool = True,
          *, version: int | None = None, resources: str | None = None,
          timeout: float | None = None) -> Self:
-    """A new model holding the newest complete version of the checkpoint at ``url``.
+    """A new model holding the newest sound version of the checkpoint at ``url``.
+
+    A folder's newest complete version that is damaged is skipped for the newest older one
+    that loads, with a :class:`~dask_ps.model.format.TornCheckpointWarning` naming it and
+    its damage: damage found before loading (missing chunks, changed metadata) or while
+    loading (a chunk whose checksum fails; the model is then loaded afresh from the older
+    version). The damaged version is left in the store as it is. A ``version`` named that
+    is damaged raises instead, as :meth:`restore` of a version does.
 
     Parameters
     ----------
@@ -438,52 +493,66 @@ def load(cls, client, url: str, n_shards: int | None = None, optimizer_state: bo
         Restore the update rules' state (AdaGrad accumulators, Adam moments, FTRL z and
         n); with False the state starts afresh and only the weights are loaded.
     version : int, optional
-        A given version instead of the newest complete one.
+        A given version instead of the newest sound one.
 
     Returns
     -------
     PSModel
         With ``checkpoint_info`` (a :class:`~dask_ps.model.format.CheckpointInfo`:
-        version, clock, data position, torn versions skipped).
+        version, clock, data position, torn and damaged versions skipped).
 
     Raises
     ------
     CheckpointNotFoundError
-        No complete version.
+        No complete version, or every complete one damaged (naming each one's damage).
     CheckpointFormatError
-        A newer store format, or an optimizer or layout this dask_ps does not know.
+        A newer store format, or an optimizer or layout this dask_ps does not know; a
+        damaged ``version`` (naming the checkpoint, table, array and rows); with no
+        ``version``, the newest version's error when no older one loads either (a note
+        names the others').
 
     Warns
     -----
     TornCheckpointWarning
-        Newer versions were incomplete (a writer died) and were skipped.
+        Newer versions were incomplete (a writer died) or damaged, and were skipped;
+        pointing at the caller's line.
 
     Notes
     -----
     Loading runs no code from the store: it holds JSON metadata and numeric arrays only.
     """
     info = ck.latest(url, version)
-    model = cls(client, n_shards, resources=resources,
-                **({} if timeout is None else {"timeout": timeout}))
-    try:
-        _restore(model, info, optimizer_state, check=False)  # a new model: nothing to lose
-    except BaseException:
-        model.close()
-        raise
-    return model
+    errors: list[str] = []
+    while True:
+        model = cls(client, n_shards, resources=resources,
+                    **({} if timeout is None else {"timeout": timeout}))
+        try:
+            _restore(model, info, optimizer_state, check=False)  # a new model: nothing to lose
+            return model
+        except CheckpointFormatError as exc:
+            model.close()
+            if version is not None:
+                raise
+            info = _older(info, exc, errors, "loads")
+        except BaseException:
+            model.close()
+            raise
 
 
 def restore(model, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInfo:
     """Replace every table by its state in a checkpoint, on the current shards.
 
     The checkpoint is read twice: first every array is checked (checksums, shapes, keys)
-    without touching the tables, then loaded; a damaged checkpoint leaves the model's
-    tables, keys, optimizer state and specs as they were.
+    without touching the tables, then loaded; a damaged version leaves the model's tables,
+    keys, optimizer state and specs as they were. Given a URL, a damaged newest version is
+    then skipped for the newest older one that restores, as :meth:`PSModel.load` does,
+    with a :class:`~dask_ps.model.format.TornCheckpointWarning` naming it and its damage
+    (it is left in the store as it is); given one version, its damage raises.
 
     Parameters
     ----------
     checkpoint : str or CheckpointInfo
-        A URL (its newest complete version) or one version.
+        A URL (its newest sound version) or one version.
     optimizer_state : bool, default True
         As for :meth:`PSModel.load`.
 
@@ -500,11 +569,24 @@ def restore(model, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInf
         Another model's checkpoint (it lacks a table of this model, or holds one of its
         name with other rows, columns, dtype or update rule: naming the table and what
         differs), a newer format, or a damaged array (naming the checkpoint, table and
-        rows): the model is unchanged.
+        rows) of the version given, or of every complete version of the URL: the model is
+        unchanged.
     RuntimeError
         While a job runs.
+
+    Warns
+    -----
+    TornCheckpointWarning
+        Given a URL, newer versions were torn or damaged and were skipped; pointing at the
+        caller's line.
     """
-    info = checkpoint if isinstance(checkpoint, ck.CheckpointInfo) else ck.latest(
-        checkpoint)
-    _restore(model, info, optimizer_state)
-    return info
+    if isinstance(checkpoint, ck.CheckpointInfo):
+        _restore(model, checkpoint, optimizer_state)
+        return checkpoint
+    info, errors = ck.latest(checkpoint), []
+    while True:
+        try:
+            _restore(model, info, optimizer_state)
+            return info
+        except CheckpointFormatError as exc:
+            info = _older(info, exc, errors, "restores")

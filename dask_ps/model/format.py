@@ -76,7 +76,8 @@ class CheckpointInfo:
         Time the save took (0 for a version read back).
     damaged : dict
         Versions newer than this one that were complete but are damaged (missing chunks,
-        unreadable metadata), skipped: version -> list of problems.
+        unreadable metadata, found before loading; a chunk whose checksum fails, found
+        while loading a folder's newest version), skipped: version -> list of problems.
     """
 
     url: str
@@ -284,10 +285,54 @@ def latest(url: str, version: int | None = None) -> CheckpointInfo:
         what = ([f"versions {newer_torn} are incomplete (torn writes)"] if newer_torn else []) \
             + [f"version {v} is damaged ({'; '.join(p)})" for v, p in damaged.items()]
         warnings.warn(f"checkpoint {url!r}: {', '.join(what)}; skipped, using version "
-                      f"{chosen}", TornCheckpointWarning, stacklevel=2)
+                      f"{chosen}", TornCheckpointWarning, stacklevel=user_stacklevel())
     attrs = open_version(version_url(url, chosen)).attrs.asdict()
     _check_format(attrs, url, chosen)
     return CheckpointInfo(url, chosen, attrs, newer_torn, damaged=damaged)
+
+
+def older_sound(info: CheckpointInfo, exc: Exception, errors: list[str]) -> CheckpointInfo | None:
+    """After version ``info`` failed to load or restore with ``exc`` (a chunk whose checksum
+    fails, found only when its data is read), the newest older complete version that
+    :func:`latest` accepts, with a :class:`TornCheckpointWarning` naming the version skipped
+    and its damage (pointing at the first caller outside dask_ps); None when there is none.
+
+    Nothing is changed in the store: the damaged version stays as it is. ``errors`` collects
+    every version's problem (``"version 2: ..."``), for the error raised when none loads.
+    The returned version's ``damaged`` names the versions skipped, ``torn`` the torn ones.
+    """
+    damaged = {**info.damaged, info.version: [str(exc)]}
+    errors.append(f"version {info.version}: {exc}")
+    for v in reversed([v for v in list_versions(info.url)[0] if v < info.version]):
+        try:
+            with warnings.catch_warnings():  # the torn versions are in info.torn already
+                warnings.simplefilter("ignore", TornCheckpointWarning)
+                nxt = latest(info.url, version=v)
+        except CheckpointFormatError as bad:  # its metadata is damaged too
+            errors.append(f"version {v}: {bad}")
+            damaged[v] = [str(bad)]
+            continue
+        nxt.torn = sorted(set(info.torn) | {t for t in nxt.torn if t > v})
+        nxt.damaged = damaged
+        what = ", ".join(f"version {d} is damaged ({'; '.join(p)})"
+                         for d, p in sorted(damaged.items(), reverse=True)
+                         if d not in info.damaged)
+        warnings.warn(f"checkpoint {info.url!r}: {what}; skipped, using version {v}",
+                      TornCheckpointWarning, stacklevel=user_stacklevel())
+        return nxt
+    return None
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` of :func:`warnings.warn` that points at the first caller outside
+    dask_ps (the user's line, not an internal one), from the function that calls this."""
+    import sys
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def verify(url: str, version: int) -> list[str]:

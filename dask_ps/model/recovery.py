@@ -66,9 +66,12 @@ def restore_sound(model, info: ck.CheckpointInfo, optimizer_state: bool = True,
                   check: Callable | None = None) -> ck.CheckpointInfo:
     """Restore version ``info`` of a checkpoint, or, when its data fails the restore's
     checks (e.g. a chunk whose checksum fails, which :func:`~dask_ps.model.format.latest`
-    does not read), the newest older complete version that passes them, with a
-    :class:`~dask_ps.model.format.TornCheckpointWarning` naming the damaged one: what a
-    resume and a recovery need, where ``restore`` of an explicit version stays strict.
+    does not read, or another model's tables), the newest older complete version that passes
+    them, with a :class:`~dask_ps.model.format.TornCheckpointWarning` naming the damaged one
+    and pointing at the caller's line outside dask_ps
+    (:func:`~dask_ps.model.format.older_sound`; the damaged version is left in the store):
+    what a resume and a recovery need, where ``restore`` of an explicit version stays
+    strict.
     ``check(info)`` runs before each try (e.g. :func:`check_resumable`). Returns the
     version restored.
 
@@ -89,21 +92,11 @@ def restore_sound(model, info: ck.CheckpointInfo, optimizer_state: bool = True,
             return model.restore(info, optimizer_state)
         except CheckpointFormatError as exc:
             first = first or exc
-            failed = f"version {info.version}: {exc}"
-            errors.append(failed)
-        nxt = None
-        for v in reversed([v for v in ck.list_versions(info.url)[0] if v < info.version]):
-            try:
-                nxt = ck.latest(info.url, version=v)
-                break
-            except CheckpointFormatError as exc:  # its metadata is damaged too
-                errors.append(f"version {v}: {exc}")
+            nxt = ck.older_sound(info, exc, errors)  # warns, naming the damaged version
         if nxt is None:
             first.add_note("no other complete version restores either" + (
                 ": " + "; ".join(errors[1:]) if len(errors) > 1 else ""))
             raise first
-        warnings.warn(f"checkpoint {info.url!r}: {failed}; restoring version {nxt.version} "
-                      f"instead", ck.TornCheckpointWarning, stacklevel=2)
         info = nxt
 
 

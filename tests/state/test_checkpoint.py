@@ -334,11 +334,16 @@ def test_overwritten_bytes_fail_their_checksum_naming_table_and_rows(tmp_path):
     with pytest.raises(CheckpointFormatError, match=r"table 'w': array 'values', rows "
                                                     r"20000\.\.30000 are damaged \(its chunk "
                                                     r"2\): .*checksum"):
-        PSModel.load("local", url)
+        PSModel.load("local", url, version=2)
     chunk.write_bytes(bytes(raw[:50]))  # cut short
     with pytest.raises(CheckpointFormatError, match=r"table 'w': array 'values', rows "
                                                     r"20000\.\.30000 are damaged \(its chunk 2\)"):
-        PSModel.load("local", url)
+        PSModel.load("local", url, version=2)
+    with pytest.warns(TornCheckpointWarning, match=r"version 2 is damaged \(.*rows "
+                                                   r"20000\.\.30000 are damaged"):
+        model = PSModel.load("local", url)  # the folder's newest sound version
+    assert model.checkpoint_info.version == 1
+    model.close()
 
 
 @pytest.mark.parametrize("array, role", [("slots/accumulator", "slots/accumulator"),
@@ -405,8 +410,8 @@ def test_a_failed_restore_leaves_the_model_as_it_was(tmp_path, array, table):
 def test_recover_and_resume_fall_back_to_the_newest_version_that_restores(tmp_path):
     """The newest version's data fails its checksums (its metadata is sound, so latest()
     picks it): recover() and a resume restore the version before it, warning which was
-    damaged (they raised, though an intact older version was there); restore() of the
-    checkpoint stays strict."""
+    damaged (they raised, though an intact older version was there); restore() of that
+    version stays strict."""
     from dask_ps.model.recovery import run_clocks
 
     url = str(tmp_path / "ck")
@@ -419,15 +424,17 @@ def test_recover_and_resume_fall_back_to_the_newest_version_that_restores(tmp_pa
     model.save(url, clock=2, chunk_rows=100)
     _damage_last_chunk(url, "t0/values", version=2)
     model.push("w", [0], np.ones((1, 2)))
+    from dask_ps.model.format import latest
     with pytest.raises(CheckpointFormatError, match="rows .* are damaged"):
-        model.restore(url)
-    with pytest.warns(TornCheckpointWarning, match=r"version 2: .*damaged.*restoring version 1"):
+        model.restore(latest(url, version=2))
+    with pytest.warns(TornCheckpointWarning, match=r"version 2 is damaged .*skipped, using "
+                                                   r"version 1"):
         out = model.recover(url)
     assert out["version"] == 1 and out["clock"] == 1
     assert_same(good, full_state(model))
     model.push("w", [0], np.ones((1, 2)))
     seen = []
-    with pytest.warns(TornCheckpointWarning, match="restoring version 1"):
+    with pytest.warns(TornCheckpointWarning, match="using version 1"):
         run_clocks(model, lambda a, b: seen.append((a, b)) or [None] * (b - a), 3,
                    checkpoint=url, resume=True, job_clocks=lambda c: 1)
     assert seen[0] == (1, 2)  # resumed after clock 1
@@ -492,6 +499,56 @@ def test_a_failed_restore_on_a_cluster_leaves_the_model_as_it_was(client2, tmp_p
             roll_back(url)
         assert_same(before, full_state(model))
         assert model.table("h").n_keys == 2
+    model.close()
+
+
+def _compute_failed(client) -> int:
+    """Lines "Compute Failed" in the workers' recent logs."""
+    return sum("Compute Failed" in msg for logs in client.get_worker_logs(n=500).values()
+               for _, msg in logs)
+
+
+def test_a_newest_version_failing_its_checksum_is_skipped_on_a_cluster(client2, tmp_path):
+    """Tester's report: load() of a folder whose newest version has a chunk failing its
+    checksum raised (a missing chunk fell back), and a fallback (resume, recover) left
+    distributed's "Compute Failed" block in the log and pointed its warning at an internal
+    line. Now a folder's damaged newest version is skipped with a TornCheckpointWarning
+    naming it and the damage, pointing at this file; the damaged version stays in the store
+    unchanged; naming that version still raises; no task fails."""
+    from dask_ps.model.format import latest
+
+    url = str(tmp_path / "ck")
+    model = PSModel(client2, n_shards=2)
+    model.add_table("w", (1000, 2), optimizer="adagrad")
+    model.push("w", np.arange(1000), np.ones((1000, 2)))
+    model.save(url, clock=1, chunk_rows=100)
+    good = full_state(model)
+    model.push("w", np.arange(1000), np.ones((1000, 2)))
+    model.save(url, clock=2, chunk_rows=100)
+    chunk = Path(_damage_last_chunk(url, "t0/values", version=2))
+    damaged = chunk.read_bytes()
+    failed = _compute_failed(client2)
+    said = r"version 2 is damaged \(.*table 'w': array 'values', rows 900\.\.1000 are " \
+           r"damaged \(its chunk 9\).*\); skipped, using version 1"
+    with pytest.warns(TornCheckpointWarning, match=said) as seen:
+        loaded = PSModel.load(client2, url, n_shards=3)
+    assert [w.filename for w in seen] == [__file__]
+    assert loaded.checkpoint_info.version == 1 and 2 in loaded.checkpoint_info.damaged
+    assert_same(good, full_state(loaded))
+    loaded.close()
+    with pytest.raises(CheckpointFormatError, match=r"rows 900\.\.1000 are damaged"):
+        PSModel.load(client2, url, version=2)
+    model.push("w", [0], np.ones((1, 2)))
+    with pytest.raises(CheckpointFormatError, match=r"rows 900\.\.1000 are damaged"):
+        model.restore(latest(url, version=2))
+    for roll_back in (model.restore, model.recover):
+        with pytest.warns(TornCheckpointWarning, match=said) as seen:
+            roll_back(url)
+        assert [w.filename for w in seen] == [__file__]
+        assert model.checkpoint_info.version == 1
+        assert_same(good, full_state(model))
+    assert list_versions(url) == ([1, 2], []) and chunk.read_bytes() == damaged
+    assert _compute_failed(client2) == failed
     model.close()
 
 
