@@ -6,6 +6,9 @@ code catching builtins keeps working, and they carry the table, shard and key th
 
 from __future__ import annotations
 
+import os
+import sys
+
 __all__ = [
     "CheckpointFormatError",
     "CheckpointNotFoundError",
@@ -236,3 +239,13 @@ class KeysNeededError(LookupError):
     """A push named the keys of an earlier pull (a :class:`~dask_ps.state.wire_forms.KeyRef`)
     that the shard no longer holds (forgotten, or the shard was recreated): the caller sends
     the keys themselves instead. Raised before the push changes anything."""
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` of :func:`warnings.warn` that points at the first caller outside
+    dask_ps (the user's line, not an internal one), from the function that calls this."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level

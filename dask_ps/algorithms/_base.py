@@ -23,8 +23,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import numbers
-import os
-import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -507,16 +505,6 @@ def checksum(*arrays) -> str:
             a = a.astype(f"<U{max(int(np.char.str_len(a).max(initial=0)), 1)}")
         digest.update(np.ascontiguousarray(a).data)
     return digest.hexdigest()
-
-
-def user_stacklevel() -> int:
-    """The ``stacklevel`` of :func:`warnings.warn` that points at the first caller outside
-    dask_ps (the user's line), from the function that calls this."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(package):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def validate_data(estimator, *args, **kwargs):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import warnings
 
-from ._base import user_stacklevel
+from ..exceptions import user_stacklevel
 
 __all__ = ["check_params", "check_warm_start"]
 

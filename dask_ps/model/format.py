@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import fsspec
 import numpy as np
 
-from ..exceptions import CheckpointFormatError, CheckpointNotFoundError
+from ..exceptions import CheckpointFormatError, CheckpointNotFoundError, user_stacklevel
 from ._format_tables import spec_from_attrs, table_attrs
 
 __all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "check_export_target",
@@ -321,18 +321,6 @@ def older_sound(info: CheckpointInfo, exc: Exception, errors: list[str]) -> Chec
                       TornCheckpointWarning, stacklevel=user_stacklevel())
         return nxt
     return None
-
-
-def user_stacklevel() -> int:
-    """The ``stacklevel`` of :func:`warnings.warn` that points at the first caller outside
-    dask_ps (the user's line, not an internal one), from the function that calls this."""
-    import sys
-
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(package):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def verify(url: str, version: int) -> list[str]:
