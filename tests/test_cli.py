@@ -683,3 +683,25 @@ def test_a_closing_workers_heartbeat_failure_is_left_out_of_its_log():
         for f in list(logger.filters):
             if f not in before:
                 logger.removeFilter(f)
+
+
+@pytest.mark.timeout(180)
+def test_mf_evaluate_of_a_test_file_with_one_string_id(client1, tmp_path, capsys):
+    """A test file with one user "bob" is read as string ids: every user of a model of int
+    ids was unseen (5,001 of 5,001, exit 0); now only "bob" is, and no Python warning is
+    printed (the test line counts the unseen rows)."""
+    rng = np.random.default_rng(1)
+    users, items = rng.integers(1, 30, 600), rng.integers(1, 20, 600)
+    rows = [f"{u}\t{i}\t{1 + (u + i) % 5}\t{k}" for k, (u, i) in enumerate(zip(users, items))]
+    (tmp_path / "tr.tsv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "te.tsv").write_text("\n".join(rows[:50] + ["bob\t3\t4\t9"] + rows[50:100])
+                                     + "\n")
+    model = str(tmp_path / "mf.npz")
+    assert main(["train", "mf", "--train", str(tmp_path / "tr.tsv"), "--rank", "4",
+                 "--max-iter", "2", "--save", model,
+                 "--scheduler-file", _scheduler_file(client1, tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", model, "--test", str(tmp_path / "te.tsv")]) == 0
+    out = capsys.readouterr()
+    assert out.out.strip().endswith("(101 ratings; unseen: 1 users, 0 items)"), out.out
+    assert "Warning" not in out.err, out.err

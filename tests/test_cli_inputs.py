@@ -497,3 +497,35 @@ def test_mf_columns_missing_from_names_or_header_are_refused_before_a_cluster(
          (["--train", tmp_path / "r.parquet"],
           f"{tmp_path / 'r.parquet'}: columns ['user'] are not among ['u', 'item', 'rating']")],
         ("mf",), capsys)
+
+
+def test_mf_column_options_on_a_headerless_file_are_refused_before_a_cluster(
+        tmp_path, capsys, monkeypatch):
+    """--user-column, --item-column and --rating-column only renamed the fields of a file
+    read without --header or --names: --rating-column nosuch trained on field 3, --user-column
+    item --item-column user on the users still (exit 0). Now refused, saying what to pass;
+    with --names they pick among its names."""
+    from dask_ps.cli import _run
+
+    def no_cluster(spec):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(_run, "connect", no_cluster)
+    train, test = tmp_path / "r.tsv", tmp_path / "t.tsv"
+    train.write_text("".join(f"{i}\t{i % 3}\t{1 + i % 5}\t{100 + i}\n" for i in range(20)))
+    test.write_text("1\t1\t5\t100\n")
+    how = ("pass --header for a file that starts with its column names, or --names to name "
+           "the fields of a headerless file (default user,item,rating,timestamp)")
+    _refused_before_a_cluster(
+        [(["--train", train, "--rating-column", "nosuch"],
+          f"--rating-column nosuch names a header column, but --train {train} is read "
+          f"without a header: {how}"),
+         (["--train", train, "--user-column", "item", "--item-column", "user"],
+          f"--user-column item, --item-column user name header columns, but --train {train} "
+          f"is read without a header: {how}"),
+         (["--train", train, "--user-column", "user", "--rating-column", "r"],
+          f"--rating-column r names a header column, but --train {train} is read without a "
+          f"header: {how}"),
+         (["--train", train, "--names", "a,b,c,d", "--user-column", "x"],
+          f"{train}: columns ['x', 'item', 'rating'] are not among ['a', 'b', 'c', 'd']")],
+        ("mf",), capsys)

@@ -367,14 +367,23 @@ class MatrixFactorization(PSEstimator):
                                        np.asarray(ids)[np.argmax(codes < 0)])
             raise ValueError(f"{which} was not seen at fit ({n_u} rows with an unseen user, "
                              f"{n_i} with an unseen item; cold_start='raise'){hint}")
-        if warn:  # evaluate() returns the counts instead
-            warnings.warn(f"{n_u} rows with a user and {n_i} with an item not seen at fit: "
-                          f"predicted by cold_start={self.cold_start!r}", UserWarning,
-                          stacklevel=4)
+        if warn:  # evaluate() warns once, with the counts of all its blocks
+            self._warn_unseen(n_u, n_i, "predicted", stacklevel=5)
+
+    def _warn_unseen(self, n_u: int, n_i: int, done: str, stacklevel: int) -> None:
+        """The UserWarning of :meth:`predict` and :meth:`evaluate` (``done``: "predicted",
+        "scored") about ``n_u`` rows with a user and ``n_i`` with an item not seen at fit
+        (none: no warning); ``stacklevel`` counts this method."""
+        if not (n_u or n_i):
+            return
+        how = (f"{done} by cold_start={self.cold_start!r}" if self.cold_start != "drop" or
+               done == "predicted" else "left out by cold_start='drop'")
+        warnings.warn(f"{n_u} rows with a user and {n_i} with an item not seen at fit: {how}",
+                      UserWarning, stacklevel=stacklevel)
 
     def _unseen(self, kind: str, first) -> tuple[str, str]:
         """``(name, hint)`` of an id not seen at fit, as the messages say them: ``"user 7"``,
-        and, for an id of another kind than the fit's (``"1"`` for ``1``), a hint."""
+        and, for an id of another kind than the fit's (``"u1"`` for integer ids), a hint."""
         if isinstance(first, np.generic):  # read as written: 7, not np.int64(7)
             first = first.item()
         integers = (self.user_ids_ if kind == "user" else self.item_ids_).dtype.kind == "i"
@@ -443,6 +452,12 @@ class MatrixFactorization(PSEstimator):
         dict
             ``rmse``, ``mae``, ``n_ratings`` (rows scored), ``n_unseen_users`` and
             ``n_unseen_items``.
+
+        Warns
+        -----
+        UserWarning
+            Rows with a user or an item not seen at fit, as :meth:`predict` warns: how many,
+            and how ``cold_start`` scored them (``"drop"``: left out).
         """
         check_is_fitted(self)
         if is_dask(X):
@@ -461,6 +476,7 @@ class MatrixFactorization(PSEstimator):
         sse, sae, n, cold_u, cold_i = sums
         if n == 0:
             raise ValueError("X has no ratings to evaluate")
+        self._warn_unseen(int(cold_u), int(cold_i), "scored", stacklevel=3)
         return dict(rmse=float(np.sqrt(sse / n)), mae=float(sae / n), n_ratings=int(n),
                     n_unseen_users=int(cold_u), n_unseen_items=int(cold_i))
 
@@ -471,8 +487,9 @@ class MatrixFactorization(PSEstimator):
     def recommend(self, user, n: int = 10, exclude=None) -> tuple[np.ndarray, np.ndarray]:
         """The ``n`` items of highest predicted rating for ``user``.
 
-        A user not seen at fit (also an id of another kind than the fit's: ``"1"`` for
-        ``1``) follows ``cold_start`` as in :meth:`predict`: "mean" ranks the items by
+        A user not seen at fit (also a string that is not an integer, ``"u1"``, for a model
+        of integer ids; ``"1"`` is the id 1, as in :meth:`~dask_ps.io.IdMapping.codes`)
+        follows ``cold_start`` as in :meth:`predict`: "mean" ranks the items by
         ``mu + b_i``, "nan" and "drop" recommend nothing (empty arrays), and each warns;
         "raise" raises ValueError naming the user.
 

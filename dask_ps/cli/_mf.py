@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 from typing import TYPE_CHECKING
 
 from ..exceptions import DataError
@@ -49,13 +50,25 @@ def _mf_kwargs(meta: dict) -> dict:
 def _mf_check_inputs(args) -> None:
     """Before a cluster starts: the user, item and rating columns are among those of
     ``--train``'s first file (and ``--test``'s), from its header or --names (DataError
-    naming the file and its columns)."""
-    from ..io.ratings import check_ratings_columns
+    naming the file and its columns); OptionError for a column option on a text file read
+    without --header or --names (its fields are user, item, rating[, timestamp])."""
+    from ..exceptions import OptionError
+    from ..io.ratings import HeaderlessColumnError, check_ratings_columns
 
     kw = _mf_kwargs(_mf_meta(args))
-    for path in (args.train, args.test):
-        if path:
+    for option, path in (("--train", args.train), ("--test", args.test)):
+        if not path:
+            continue
+        try:
             check_ratings_columns(path, **kw)
+        except HeaderlessColumnError as err:
+            given = ", ".join(f"--{k}-column {v}" for k, v in err.renamed.items())
+            what = "names a header column" if len(err.renamed) == 1 else "name header columns"
+            raise OptionError(
+                f"{given} {what}, but {option} {err.path} is read without a header: pass "
+                f"--header for a file that starts with its column names, or --names to name "
+                f"the fields of a headerless file (default user,item,rating,timestamp)"
+            ) from None
 
 
 def _mf_read(path: str, meta: dict, blocksize=None):
@@ -88,7 +101,10 @@ def _mf_load_test(path: str, meta: dict, args):
 def _mf_score(est, test) -> list[str]:
     if not int(test.map_partitions(len).sum().compute()):  # evaluate refuses none
         return ["test: no ratings"]
-    r = est.evaluate(test)
+    with warnings.catch_warnings():  # evaluate's warning about unseen ids: counted below
+        warnings.filterwarnings("ignore", r"\d+ rows with a user and \d+ with an item not "
+                                "seen at fit", UserWarning)
+        r = est.evaluate(test)
     return [f"test: RMSE {r['rmse']:.4f}  MAE {r['mae']:.4f}  ({r['n_ratings']:,} ratings; "
             f"unseen: {r['n_unseen_users']:,} users, {r['n_unseen_items']:,} items)"]
 

@@ -107,3 +107,45 @@ def missing_apart(values, lookup) -> np.ndarray | None:
     out = np.full(missing.shape, -1, np.int64)
     out[~missing] = lookup(present)
     return out
+
+
+#: A decimal integer as an id is written: ``-7``, ``007``, and ``7.0`` or ``7.`` (an
+#: integral float, as pandas writes one: :func:`~.ids.id_values` takes those as integers);
+#: not ``+7``, `` 7``, ``7.5``, ``7e0``, ``0x7``.
+INTEGER = r"^-?[0-9]+(\.0*)?$"
+#: A decimal number (``12``, ``-1.5``, ``.5``, ``1e3``, ``+7``; not ``nan``, ``inf``).
+NUMBER = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+_INT64_MAX, _INT64_MIN = str(2**63 - 1), str(2**63)  # digits of the largest magnitudes
+
+
+def integer_text(text: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, ok)`` of pyarrow strings: int64 ``values`` (0 where not ``ok``) and a
+    boolean mask ``ok`` of the strings that are decimal integers (:data:`INTEGER`) within
+    int64; vectorised (pyarrow compute: exact, no float on the way), a null is not ``ok``.
+
+    Examples
+    --------
+    >>> values, ok = integer_text(pa.array(["12", "007", "bob", "12.5", " 12", None, "3.0",
+    ...                                     "9223372036854775807", "9223372036854775808"]))
+    >>> values[ok].tolist(), ok.nonzero()[0].tolist()
+    ([12, 7, 3, 9223372036854775807], [0, 1, 6, 7])
+    """
+    ok = pc.fill_null(pc.match_substring_regex(text, INTEGER), False)
+    if pc.any(pc.match_substring(text, ".")).as_py():  # the regex's replace: when needed
+        text = pc.replace_substring_regex(text, r"\.0*$", "")  # 7.0 as 7
+    if (pc.max(pc.binary_length(text)).as_py() or 0) > 18:  # else every integer fits
+        digits = pc.utf8_ltrim(text, characters="-0")  # magnitude (ok: -?[0-9]+)
+        size = pc.binary_length(digits)
+        limit = pc.if_else(pc.starts_with(text, "-"), _INT64_MIN, _INT64_MAX)
+        fits = pc.or_(pc.less(size, 19),
+                      pc.and_(pc.equal(size, 19), pc.less_equal(digits, limit)))
+        ok = pc.and_(ok, pc.fill_null(fits, False))
+    values = pc.cast(pc.if_else(ok, text, "0"), pa.int64())
+    return (np.asarray(values.to_numpy(zero_copy_only=False), np.int64),
+            np.asarray(ok.to_numpy(zero_copy_only=False), bool))
+
+
+def number_text(text: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Boolean mask of the pyarrow strings that are decimal numbers (:data:`NUMBER`)."""
+    found = pc.fill_null(pc.match_substring_regex(text, NUMBER), False)
+    return np.asarray(found.to_numpy(zero_copy_only=False), bool)

@@ -10,7 +10,14 @@ import pandas as pd
 import pyarrow as pa
 
 from ..exceptions import DataError
-from ._id_codes import arrow_text, hashed_codes, id_array, missing_apart, refuse_missing
+from ._id_codes import (
+    arrow_text,
+    hashed_codes,
+    id_array,
+    integer_text,
+    missing_apart,
+    refuse_missing,
+)
 
 __all__ = ["IdMapping", "id_values"]
 
@@ -111,8 +118,10 @@ class IdMapping:
         ----------
         values : array-like, pandas Series or pyarrow array, any shape
             Ids to look up. With string ids, every other value is compared as ``str``
-            (NumPy's ``astype(str)``); with integer ids, values that are not integers are
-            unknown.
+            (NumPy's ``astype(str)``); with integer ids, a string that is a decimal integer
+            within int64 is that integer (``"12"`` and ``"012"`` are 12; ``"bob"``,
+            ``"12.5"``, ``" 12"``, ``"+12"`` are unknown), and values that are neither
+            integers nor strings are unknown.
 
         Returns
         -------
@@ -125,15 +134,19 @@ class IdMapping:
         -----
         String values go through a pyarrow hash lookup (:mod:`~dask_ps.io._id_codes`)
         unless they are few for many ids (then a binary search); integer values through a
-        pandas hash index built once per mapping and process.
+        pandas hash index built once per mapping and process, as do strings looked up in
+        integer ids once pyarrow parses them (:func:`~._id_codes.integer_text`).
         """
         values = id_array(values)
-        if not self.is_integer and self.ids.dtype.kind == "U":
-            text = arrow_text(values)  # a hash lookup unless few values for many ids
-            if text is not None and 8 * len(text) >= len(self):
-                if "_arrow" not in self.__dict__:
-                    self.__dict__["_arrow"] = pa.array(self.ids, pa.string())
-                return hashed_codes(text, self._arrow).reshape(getattr(values, "shape", -1))
+        text = arrow_text(values)  # None for numbers and for missing values
+        if text is not None and self.is_integer:  # "12" is the id 12 (read_ratings' rule)
+            ints, ok = integer_text(text)
+            found = np.where(ok, self._index().get_indexer(ints), -1).astype(np.int64)
+            return found.reshape(getattr(values, "shape", -1))
+        if text is not None and self.ids.dtype.kind == "U" and 8 * len(text) >= len(self):
+            if "_arrow" not in self.__dict__:  # a hash lookup unless few values for many ids
+                self.__dict__["_arrow"] = pa.array(self.ids, pa.string())
+            return hashed_codes(text, self._arrow).reshape(getattr(values, "shape", -1))
         found = missing_apart(values, self.codes)
         if found is not None:
             return found

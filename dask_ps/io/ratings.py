@@ -13,22 +13,45 @@ import pyarrow.compute as pc
 from ..exceptions import DataError
 from ._blocks import OBJECTS, box, each, open_paths, plan, read, start_lines
 from ._csv import LineError, check_sep, header_names, line_of_row, read_table, strip_header
+from ._id_codes import integer_text, number_text
 from .ids import IdMapping, id_values
 from .parquet import footer
 
 __all__ = ["check_ratings_columns", "encode_ratings", "read_ratings"]
 
 
-def _ids_of(values: pa.ChunkedArray | pa.Array):
-    """Distinct ids of a column: int64 when all parse as integers, else strings."""
+def _ids_of(values: pa.ChunkedArray | pa.Array) -> tuple:
+    """``(distinct ids, bad)`` of a block's column: int64 ids when all are decimal integers
+    within int64 (:func:`~._id_codes.integer_text`), else strings as written; ``bad`` is
+    ``(row, id)`` of the first id that is a number but not such an integer (``12.5``,
+    ``1e3``, ``99999999999999999999999``) when every id is a number (:func:`_refuse_numbers`
+    refuses it if every block's ids are), else None. Vectorised on the distinct ids."""
     uniq = pc.unique(values.drop_null())
     if pa.types.is_integer(uniq.type):
-        return uniq.to_numpy().astype(np.int64)
+        return uniq.to_numpy().astype(np.int64), None
     uniq = pc.cast(uniq, pa.string())
-    try:
-        return pc.cast(uniq, pa.int64()).to_numpy()
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return np.asarray(uniq.to_pylist(), dtype=str)
+    ints, ok = integer_text(uniq)
+    if ok.all():
+        return ints, None
+    text = np.asarray(uniq.to_pylist(), dtype=str)
+    odd = uniq.filter(pa.array(~ok))
+    if not number_text(odd).all():  # an id that is no number ("u12"): string ids
+        return text, None
+    at = pc.is_in(values, value_set=odd).to_numpy(zero_copy_only=False)
+    row = int(np.argmax(at))
+    return text, (row, values[row].as_py())
+
+
+def _refuse_numbers(parts: list, line0: list) -> list:
+    """The distinct ids of a column's blocks (``parts``: :meth:`_CSV.scan`'s ``(ids, bad)``,
+    ``bad`` a LineError or None); raises the first block's ``bad``, shifted by its
+    ``line0``, when every block's ids are numbers (none has an id that is not one: a column
+    of integer ids with one ``12.5`` holds a typo, not string ids)."""
+    if not any(ids.dtype.kind != "i" and bad is None for ids, bad in parts):
+        for (_, bad), l0 in zip(parts, line0):
+            if bad is not None:
+                raise bad.shifted(l0)
+    return [ids for ids, _ in parts]
 
 
 def _merge_ids(parts: list) -> IdMapping:
@@ -44,12 +67,10 @@ def _coded(table: pa.Table, cols: dict, users: IdMapping, items: IdMapping) -> p
     out = {}
     for key, mapping in (("user", users), ("item", items)):
         col = table.column(cols[key])
-        if mapping.is_integer:  # int64 from pyarrow to the lookup, no Python objects
-            if not pa.types.is_integer(col.type):
-                col = pc.cast(col, pa.string())  # ids 1.0 (pandas floats) as "1"
-            values = pc.cast(col, pa.int64()).to_numpy()
-        else:
-            values = pc.cast(col, pa.string())  # to the hash lookup as pyarrow strings
+        if mapping.is_integer and pa.types.is_integer(col.type):
+            values = pc.cast(col, pa.int64()).to_numpy()  # no Python objects on the way
+        else:  # strings to the hash lookup; "7", "007", "7.0" (a float 7.0 too) are id 7
+            values = pc.cast(col, pa.string())
         out[key] = mapping.codes(values)
     out["rating"] = pc.cast(table.column(cols["rating"]), pa.float64()).to_numpy()
     if cols.get("timestamp") is not None:
@@ -98,13 +119,28 @@ class _CSV:
             raise LineError(block.path, skipped + line_of_row(data, row), why)
 
     def scan(self, chunk):
+        """``(newlines, (user ids, bad), (item ids, bad), error)`` of a block: a LineError
+        ``error`` for a bad line; ``bad`` the LineError of the first id that is a number but
+        not an integer (see :func:`_ids_of`), raised if the column's ids are all numbers."""
         try:
             table, newlines = self.table(chunk[0], 0)
             self.check_timestamps(table, chunk[0])
         except LineError as err:
             return box((0, None, None, err))
-        return box((newlines, _ids_of(table.column(self.cols["user"])),
-                    _ids_of(table.column(self.cols["item"])), None))
+        return box((newlines, self._ids(table, chunk[0], "user"),
+                    self._ids(table, chunk[0], "item"), None))
+
+    def _ids(self, table: pa.Table, block, key: str) -> tuple:
+        col = self.cols[key]
+        ids, bad = _ids_of(table.column(col))
+        if bad is not None:
+            data, skipped = strip_header(read(self.fs, block), block, self.header)
+            bad = LineError(block.path, skipped + line_of_row(data, bad[0]),
+                            f"column {col!r} (field {self.names.index(col) + 1}): id "
+                            f"{bad[1]!r} is not an integer (int64), and every id of the "
+                            f"column is a number: a typo? (ids are read as strings when some "
+                            f"are not numbers, e.g. u12)")
+        return ids, bad
 
     def written_ids(self, chunk, key):
         """The distinct ids of column ``key`` of a block as written (strings: "007", not 7)."""
@@ -137,6 +173,38 @@ def _check_columns(user: str, item: str, rating: str, names: list, where: str = 
                         f"{', '.join(twice)}")
 
 
+#: The fields of a headerless text file without ``names``.
+DEFAULT_NAMES = ("user", "item", "rating", "timestamp")
+
+
+class HeaderlessColumnError(DataError):
+    """A user, item, rating or timestamp column named otherwise than its default in a text
+    file read without a header or ``names`` (see :func:`read_ratings`); ``path`` is the
+    file, ``renamed`` a dict of the roles so named to their names."""
+
+    def __init__(self, path: str, renamed: dict) -> None:
+        self.path, self.renamed = path, renamed
+        said = ", ".join(f"{k}={v!r}" for k, v in renamed.items())
+        super().__init__(
+            f"{path}: {said} {'names a column' if len(renamed) == 1 else 'name columns'}, but "
+            f"the file is read without a header (header=False, no names=), so its fields are "
+            f"{list(DEFAULT_NAMES)}: pass header=True for a file that starts with its column "
+            f"names, or names= to name its fields")
+
+    def __reduce__(self):
+        return HeaderlessColumnError, (self.path, self.renamed)
+
+
+def _refuse_renamed(path: str, **columns) -> None:
+    """HeaderlessColumnError when a column of ``columns`` (``user="u"``) is not its default
+    name (a timestamp may be None): without a header or ``names``, a file's fields are
+    :data:`DEFAULT_NAMES`, so another name is a header's column or a mistake, not a name
+    given to a field (``user="nosuch"`` once read field 1 as the users)."""
+    renamed = {k: v for k, v in columns.items() if v not in (k, None)}
+    if renamed:
+        raise HeaderlessColumnError(path, renamed)
+
+
 def _layout(urlpath, user, item, rating, timestamp, sep, header, names, blocksize,
             storage_options, compression) -> tuple:
     """``(fs, paths, sep, blocks, names)`` of ratings files as :func:`read_ratings` reads
@@ -160,8 +228,10 @@ def _layout(urlpath, user, item, rating, timestamp, sep, header, names, blocksiz
         if header:
             names = header_names(fs, paths[0], sep, blocks[0].compression)
         elif names is None:
-            names = [user, item, rating] + ([timestamp] if timestamp else [])
-            if timestamp and _first_fields(fs, paths[0], sep, blocks[0].compression) == 3:
+            _refuse_renamed(paths[0], user=user, item=item, rating=rating,
+                            timestamp=timestamp)
+            names = list(DEFAULT_NAMES)
+            if _first_fields(fs, paths[0], sep, blocks[0].compression) == 3:
                 names = names[:3]  # user, item, rating: no timestamp column
     names = list(names)
     _check_columns(user, item, rating, names, f"{paths[0]}: ")  # named with the file
@@ -180,7 +250,9 @@ def check_ratings_columns(urlpath, *, user: str = "user", item: str = "item",
     ------
     ValueError
         The user, item or rating column is not among them (naming the file and the
-        columns), one column named for two of them, a ``sep`` that is not one character.
+        columns), one column named for two of them, a column named otherwise than its
+        default in a file read without a header or ``names``, a ``sep`` that is not one
+        character.
     FileNotFoundError
         No file matches ``urlpath``.
     """
@@ -215,9 +287,11 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     header : bool, default False
         Whether text files start with a line of column names.
     names : list of str, optional
-        Columns of headerless text; default ``[user, item, rating, timestamp]``, or
-        ``[user, item, rating]`` when the first non-empty line of the first file has 3
-        fields (every line must then have as many as that one).
+        Columns of headerless text (``user``, ``item``, ``rating``, ``timestamp`` pick
+        among them); default ``["user", "item", "rating", "timestamp"]``, or its first
+        three when the first non-empty line of the first file has 3 fields (every line must
+        then have as many as that one). Without a header or ``names``, other ``user``,
+        ``item``, ``rating`` or ``timestamp`` names (a header's columns) are refused.
     blocksize, storage_options, compression
         As in :func:`~dask_ps.io.read_libsvm`.
 
@@ -227,8 +301,10 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
         Columns ``user``, ``item`` (int64 codes), ``rating`` (float64) and, if present,
         ``timestamp`` (int64), in file order.
     users, items : IdMapping
-        Code ``k`` is ``users.ids[k]``; ids are int64 when every id parses as an integer,
-        else strings (sorted).
+        Code ``k`` is ``users.ids[k]``; ids are int64 when every id of the column is a
+        decimal integer within int64 (``7``, ``-7``, ``007``), strings (as written, sorted)
+        when some id is not a number (``u7``); a column of numbers that are not all such
+        integers is refused (see Raises).
 
     Raises
     ------
@@ -236,8 +312,12 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
         Naming the file and line: a wrong number of fields, an empty id, rating or
         timestamp (the ``timestamp`` column may be absent, not empty on a line), a rating
         that is not a number, a timestamp that is not an integer (Parquet: naming the
-        column and the row, as :func:`encode_ratings` does). Also a column not found
-        or named for two of user, item and rating, a ``sep`` that is not one character.
+        column and the row, as :func:`encode_ratings` does); in a column of ids that are
+        all numbers, one that is not an integer within int64 (``12.5``, ``1e3``,
+        ``99999999999999999999999``: a typo, not a reason to read every id as a string).
+        Also a column not found or named for two of user, item and rating (or, without a
+        header or ``names``, named otherwise than its default), a ``sep`` that is not one
+        character.
     FileNotFoundError
         No file matches ``urlpath``.
 
@@ -276,8 +356,10 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
         if s[3] is not None:
             raise s[3].shifted(l0) if header else header_hint(
                 s[3].shifted(l0), fs, sep, "header=True; dask-ps train mf: --header")
-    users = _merge_ids(_as_written(reader, blocks, [s[1] for s in stats], "user"))
-    items = _merge_ids(_as_written(reader, blocks, [s[2] for s in stats], "item"))
+    users = _merge_ids(_as_written(reader, blocks, _refuse_numbers([s[1] for s in stats],
+                                                                    line0), "user"))
+    items = _merge_ids(_as_written(reader, blocks, _refuse_numbers([s[2] for s in stats],
+                                                                    line0), "item"))
     df = dd.from_map(reader.load, list(zip(blocks, line0)), users=users, items=items,
                      meta=_meta(cols["timestamp"] is not None), enforce_metadata=False)
     return df, users, items

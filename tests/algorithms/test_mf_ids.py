@@ -115,7 +115,7 @@ def fitted():
     return MatrixFactorization(client="local", **FAST).fit(toy())
 
 
-@pytest.mark.parametrize("user, hint", [("1", "; the user ids at fit are integers"),
+@pytest.mark.parametrize("user, hint", [("u1", "; the user ids at fit are integers"),
                                         (10**9, "")])
 def test_recommend_for_an_unseen_user_follows_cold_start(fitted, user, hint):
     """recommend passed the user's id as the item too (a hack to reuse predict's message,
@@ -164,3 +164,43 @@ def test_a_model_with_repeated_ids_is_refused_naming_the_attribute(fitted):
         model.predict(pd.DataFrame({"user": [ids[6]], "item": [fitted.item_ids_[0]]}))
     with pytest.raises(DataError, match=message):
         model.recommend(ids[6], n=3)
+
+
+# -- string ids that are integers; evaluate warns as predict does -----------------------------
+def test_string_test_ids_that_are_integers_match_a_model_of_integer_ids(fitted):
+    """A test file with one id "bob" is read as string ids: every id then missed a model
+    fitted with int ids (n_unseen_users 300 of 300, no warning). Now "12" is the id 12 (and
+    "bob", "12.5", " 12" unseen), and evaluate warns with the counts as predict does."""
+    import dask.dataframe as dd
+
+    model = fitted
+    model.set_params(cold_start="mean")
+    test = toy(seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # seen users and items: no warning
+        want = model.evaluate(test)
+        as_text = model.evaluate(test.astype({"user": str, "item": str}))
+    assert want["n_unseen_users"] == want["n_unseen_items"] == 0
+    assert as_text == want
+    odd = test.astype({"user": str})
+    odd.loc[[3, 7, 8, 9], "user"] = ["bob", "12.5", " 12", "+12"]
+    with pytest.warns(UserWarning, match=r"^4 rows with a user and 0 with an item not seen at "
+                                         r"fit: scored by cold_start='mean'$") as caught:
+        got = model.evaluate(odd)
+    assert len(caught) == 1 and caught[0].filename == __file__  # the caller's line
+    assert (got["n_unseen_users"], got["n_unseen_items"], got["n_ratings"]) == (4, 0, 300)
+    with pytest.warns(UserWarning, match=r"^4 rows with a user and 0 with an item not seen at "
+                                         r"fit: predicted by cold_start='mean'$") as caught:
+        pred = model.predict(odd)
+    assert len(caught) == 1 and caught[0].filename == __file__
+    np.testing.assert_allclose(np.delete(pred, [3, 7, 8, 9]),
+                               np.delete(model.predict(test), [3, 7, 8, 9]), rtol=1e-12)
+    with pytest.warns(UserWarning, match="^4 rows with a user and 0 with an item"):
+        assert model.evaluate(dd.from_pandas(odd, npartitions=3)) == pytest.approx(got)
+    model.set_params(cold_start="drop")
+    with pytest.warns(UserWarning, match=r"^4 rows with a user and 0 with an item not seen at "
+                                         r"fit: left out by cold_start='drop'$"):
+        assert model.evaluate(odd)["n_ratings"] == 296
+    model.set_params(cold_start="raise")
+    with pytest.raises(ValueError, match=r"^user 'bob' was not seen at fit \(4 rows"):
+        model.evaluate(odd)

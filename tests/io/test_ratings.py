@@ -105,7 +105,10 @@ def test_errors_name_file_and_line(tmp_path):
 def test_id_mapping():
     m = IdMapping(np.array([30, 10, 20]))
     assert m.codes([10, 30, 11]).tolist() == [0, 2, -1]
-    assert m.codes(["10"]).tolist() == [-1]
+    # strings that are decimal integers are those integers (they were all unknown: a test
+    # file with one id "bob" scored every user as unseen); others are unknown
+    assert m.codes(["10", "010", "10.0", "-0", "bob", "12.5", " 10", "+10", "1e1", "0xa",
+                    "99999999999999999999999", ""]).tolist() == [0, 0, 0, -1] + [-1] * 8
     assert IdMapping.from_json(m.to_json()) == m and m != IdMapping(["10", "20", "30"])
     with pytest.raises(ValueError, match="repeated id 'a'"):
         IdMapping(["a", "b", "a"])
@@ -318,13 +321,14 @@ def test_each_block_is_read_and_parsed_once_per_pass(tmp_path):
 
 def _reference(lines: list, col: int):
     """The ids of field ``col`` of each line as the original reader coded them: int64 when
-    pyarrow casts every one from a string, else the strings; codes are ranks."""
+    pyarrow casts every one from a string (an integral "1.0" as "1": 1.0 was the string id
+    "1.0", now the id 1), else the strings; codes are ranks."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     text = pa.array([line.split(",")[col] for line in lines])
     try:
-        ids = pc.cast(text, pa.int64()).to_numpy()
+        ids = pc.cast(pc.replace_substring_regex(text, r"\.0*$", ""), pa.int64()).to_numpy()
     except pa.ArrowInvalid:
         ids = np.asarray(text.to_pylist(), dtype=str)
     uniq = np.unique(ids)
@@ -462,3 +466,88 @@ def test_a_header_read_as_ratings_is_pointed_out(tmp_path):
     path.write_text("1,2,x\n")  # a bad rating on line 1 of a file read with its header
     with pytest.raises(ValueError, match=r"line 1: .* not a finite number$"):
         read_ratings(str(path), names=["user", "item", "rating"])
+
+
+@pytest.mark.parametrize("blocksize", [None, "1KiB"])
+@pytest.mark.parametrize("bad", ["12.5", "99999999999999999999999", "1e3", "+12", "-3.25"])
+def test_a_number_among_integer_ids_that_is_not_one_is_refused(tmp_path, blocksize, bad):
+    """One id 12.5 (or one beyond int64) among integer ids made every id a string ('1',
+    '10', '11', ...: a model no int test data matches); now refused naming the file, line,
+    field and id, in whichever block it is. A column with an id that is no number ("bob")
+    stays string ids, as written; an integral "7.0" is the id 7 (as a float 7.0 is)."""
+    rng = np.random.default_rng(0)
+    rows = [f"{u}\t{i}\t{r}" for u, i, r in zip(rng.integers(1, 50, 200),
+                                                 rng.integers(1, 80, 200),
+                                                 rng.integers(1, 6, 200))]
+    for field, key in ((0, "user"), (1, "item")):
+        lines = list(rows)
+        parts = lines[150].split("\t")
+        parts[field] = bad
+        lines[150] = "\t".join(parts)
+        path = tmp_path / f"{key}.tsv"
+        path.write_text("\n".join(lines) + "\n")
+        with pytest.raises(ValueError) as info:
+            read_ratings(path, blocksize=blocksize)
+        assert str(info.value) == (
+            f"{path}, line 151: column {key!r} (field {field + 1}): id {bad!r} is not an "
+            f"integer (int64), and every id of the column is a number: a typo? (ids are "
+            f"read as strings when some are not numbers, e.g. u12)")
+        # one id that is no number, even in another block: string ids, none refused
+        parts = lines[0].split("\t")
+        parts[field] = "bob"
+        path.write_text("\n".join(["\t".join(parts)] + lines[1:]) + "\n")
+        df, users, items = read_ratings(path, blocksize=blocksize)
+        mapping = users if key == "user" else items
+        assert df.npartitions == (1 if blocksize is None else 2)  # "bob" and bad: 2 blocks
+        assert not mapping.is_integer and {"bob", bad} <= set(mapping.ids.tolist())
+        pdf = df.compute()
+        assert mapping.ids_of(pdf[key].to_numpy()[[0, 150]]).tolist() == ["bob", bad]
+        # the other column kept its integer ids
+        assert (items if key == "user" else users).is_integer
+
+
+def test_integral_decimal_ids_are_integers(tmp_path):
+    """"7.0" (pandas' float ids as text) was the string id "7.0": now the id 7, as the
+    estimators take a float 7.0; "007" is 7, as pyarrow's integers read it."""
+    path = tmp_path / "r.tsv"
+    path.write_text("1\t7.0\t3\n2\t7\t4\n007\t8.\t5\n1\t-0.00\t1\n")
+    df, users, items = read_ratings(path)
+    assert users.ids.tolist() == [1, 2, 7] and items.ids.tolist() == [0, 7, 8]
+    pdf = df.compute()
+    assert pdf["user"].tolist() == [0, 1, 2, 0] and pdf["item"].tolist() == [1, 1, 2, 0]
+
+
+@pytest.mark.parametrize("kw, said", [
+    (dict(user="x"), "user='x' names a column"),
+    (dict(rating="nosuch"), "rating='nosuch' names a column"),
+    (dict(user="item", item="user"), "user='item', item='user' name columns"),
+    (dict(timestamp="ts"), "timestamp='ts' names a column"),
+])
+def test_headerless_columns_are_not_renamed(tmp_path, kw, said):
+    """user="x" on a headerless file only renamed field 1 (the option had no effect: even
+    rating="nosuch" read field 3, user="item" read the users still); now refused unless
+    the file has a header or names= names its fields."""
+    from dask_ps.io.ratings import HeaderlessColumnError, check_ratings_columns
+
+    path = tmp_path / "r.tsv"
+    path.write_text("1\t10\t3\t100\n2\t20\t4\t101\n")
+    want = (f"{path}: {said}, but the file is read without a header (header=False, no "
+            f"names=), so its fields are ['user', 'item', 'rating', 'timestamp']: pass "
+            f"header=True for a file that starts with its column names, or names= to name "
+            f"its fields")
+    for call in (read_ratings, check_ratings_columns):
+        with pytest.raises(HeaderlessColumnError) as info:
+            call(path, **kw)
+        assert str(info.value) == want and isinstance(info.value, ValueError)
+        assert info.value.renamed == kw
+    # names= picks among its names; a name not among them is refused
+    df, users, items = read_ratings(path, names=["a", "b", "c", "d"], user="b", item="a",
+                                    rating="c", timestamp="d")
+    assert users.ids.tolist() == [10, 20] and items.ids.tolist() == [1, 2]
+    assert df.compute()["timestamp"].tolist() == [100, 101]
+    with pytest.raises(ValueError, match=r"columns \['x'\] are not among \['a', 'b', 'c', "
+                                         r"'d'\]"):
+        read_ratings(path, names=["a", "b", "c", "d"], user="x", item="a", rating="c")
+    # the defaults, and timestamp=None (the 4th field is then not read)
+    assert list(read_ratings(path, user="user", timestamp=None)[0].columns) == [
+        "user", "item", "rating"]
