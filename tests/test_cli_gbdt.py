@@ -240,10 +240,12 @@ def test_csv_text_labels_a_byte_order_mark_and_a_binary_file(client1, tmp_path, 
 
 
 @pytest.mark.parametrize("content, extra, message", [
-    ("", (), "no columns (an empty file?)"),
+    ("", (), "no rows"),
     ("a,b,y\n", (), "no rows"),
-    ("a,b,y\n1,2,0\n", ("--label", "z"), "no column 'z' (columns: ['a', 'b', 'y'])"),
-    ("a,b,y\n1,2,0\n", ("--categorical", "c"), "no column 'c' (columns: ['a', 'b', 'y'])"),
+    ("a,b,y\n1,2,0\n", ("--label", "z"),
+     "no column 'z', named by --label (columns: ['a', 'b', 'y'])"),
+    ("a,b,y\n1,2,0\n", ("--categorical", "c"),
+     "no column 'c', named by --categorical (columns: ['a', 'b', 'y'])"),
 ])
 def test_csv_without_rows_or_columns_is_named(client1, tmp_path, capsys, content, extra,
                                               message):

@@ -60,7 +60,10 @@ def _expected(cls, param: str) -> str:
     value = cls().get_params()[param]
     if value is not None:
         return _defaults.shown(value)
-    return _defaults.doc_default(inspect.getdoc(cls), param)
+    import dask_ps
+
+    return _defaults.doc_default(inspect.getdoc(cls), param,
+                                 lambda other: _expected(getattr(dask_ps, other), param))
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))

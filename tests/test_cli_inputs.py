@@ -93,15 +93,17 @@ def test_csv_or_parquet_read_as_libsvm_hints_the_format(tmp_path, client1, capsy
     svm.write_text("1 1:0.5,2:1\n")
     sf = _scheduler_file(client1, tmp_path)
     csv_hint = " (is this a CSV file? dask-ps train reads it with --format csv)"
-    cases = [(head, f"line 1: label is not a finite number: 'click,a,c'{csv_hint}"),
-             (bare, f"line 1: label is not a finite number: '0,0.1,x'{csv_hint}"),
-             (parquet, "line 1: label is not a finite number: 'PAR1"),
+    not_libsvm = "line 1: not a LIBSVM line (a label, then index:value pairs): "
+    cases = [(head, f"{not_libsvm}'click,a,c'{csv_hint}"),  # (before a cluster starts)
+             (bare, f"{not_libsvm}'0,0.1,x'{csv_hint}"),
+             (parquet, "not LIBSVM text"),
              (svm, "line 1: value is not a finite number: '1:0.5,2:1'")]
     for algorithm in ("lr", "gbdt"):
         for path, message in cases:
             assert main(["train", algorithm, "--train", str(path), "--scheduler-file", sf]) == 2
             line = capsys.readouterr().err.strip().splitlines()[-1]
-            assert line.startswith(f"dask-ps: error: {path}, {message}"), (algorithm, line)
+            sep = ":" if path == parquet else ","
+            assert line.startswith(f"dask-ps: error: {path}{sep} {message}"), (algorithm, line)
             assert line.endswith(" (is this a Parquet file? dask-ps train reads it with "
                                  "--format parquet)"
                                  if path == parquet else message), (algorithm, line)
@@ -350,12 +352,13 @@ def test_gbdt_misspelt_label_or_categorical_column_is_refused_before_a_cluster(
     pq.write_table(pa.table({"y": [0, 1], "a": [1.0, 2.0]}), tmp_path / "t.parquet")
     csv = ["--format", "csv", "--train", train]
     table = ["--format", "parquet", "--train", tmp_path / "t.parquet"]
-    no = "{}: no column {!r} (columns: {})".format  # the reader's own words
+    no = "{}: no column {!r}, named by {} (columns: {})".format  # and the option naming it
     _refused_before_a_cluster(
-        [(csv + ["--label", "why"], no(train, "why", ["y", "a", "s"])),
-         (csv + ["--label", "y", "--categorical", "ss"], no(train, "ss", ["y", "a", "s"])),
-         (csv + ["--label", "y", "--test", test], no(test, "y", ["yy", "a", "s"])),
-         (table + ["--label", "x"], no(tmp_path / "t.parquet", "x", ["y", "a"]))],
+        [(csv + ["--label", "why"], no(train, "why", "--label", ["y", "a", "s"])),
+         (csv + ["--label", "y", "--categorical", "ss"],
+          no(train, "ss", "--categorical", ["y", "a", "s"])),
+         (csv + ["--label", "y", "--test", test], no(test, "y", "--label", ["yy", "a", "s"])),
+         (table + ["--label", "x"], no(tmp_path / "t.parquet", "x", "--label", ["y", "a"]))],
         ("gbdt", "gbdt-regression"), capsys)
 
 

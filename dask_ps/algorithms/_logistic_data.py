@@ -236,16 +236,22 @@ def check_classes(labels: np.ndarray, what: str, where=None) -> None:
     ------
     DataError
         ``"<what> holds 0.7 (first at logs/b.csv, line 7), not a class: ..."``, naming one
-        offending value (a ``ValueError``, as scikit-learn's check raises).
+        offending value (a ``ValueError``, as scikit-learn's check raises); a missing label
+        (NaN) first, as ``"<what> holds a missing label (NaN) (first at ...): ..."``.
     """
     from sklearn.utils.multiclass import check_classification_targets
 
     labels = np.asarray(labels)
     if labels.dtype.kind == "f":
-        bad = labels[~np.isfinite(labels) | (labels != np.round(labels))]
+        missing = np.isnan(labels)
+        bad = labels[missing] if missing.any() else \
+            labels[~np.isfinite(labels) | (labels != np.round(labels))]
         if bad.shape[0]:
             first = None if where is None else where(bad[0].item())
             at = "" if first is None else f" (first {first})"
+            if missing.any():
+                raise DataError(f"{what} holds a missing label (NaN){at}: every row needs a "
+                                f"label (drop or fill the rows without one)")
             raise DataError(f"{what} holds {bad[0].item()!r}{at}, not a class: {NOT_A_CLASS}")
     with warnings.catch_warnings():  # distinct labels are all unique: not a sign of numbers
         warnings.filterwarnings("ignore", "The number of unique classes", UserWarning)

@@ -90,6 +90,7 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         Shards of the word–topic table; default one per worker.
     random_state : int, np.random.RandomState or None, optional
         Seeds the sampler: the same seed, workers and partitioning give the same model.
+        Default: None, seed 0.
     client : distributed.Client or "local", optional
         Default: the current client; "local" (or none) trains in this process.
     shard_resources : str, optional

@@ -186,7 +186,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         "worker" steps: clocks (pull, local steps, push) per epoch and task.
     consistency : {"bsp", "ssp", "asp"}, default "bsp"
     staleness : int, optional
-        With ``consistency="ssp"``.
+        With ``consistency="ssp"``; default 1.
     n_shards : int, optional
         Default: one per worker (1 without a cluster).
     n_hashed_features : int, optional
@@ -199,7 +199,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         Dtype of the PS table of weights and update-rule state (training computes in
         float64 either way). Default: "float64", "float32" for a wide model (half the
         memory per key: 8-byte key plus 4 bytes per column, FTRL's ``z``, ``n`` and a count).
-    random_state : int, np.random.RandomState or None, optional (None: seed 0)
+    random_state : int, np.random.RandomState or None, optional
+        Default: None, seed 0.
     warm_start : bool, default False
         Start from the previous fit's weights and update-rule state (``partial_fit`` always
         does): the same number of features and ``n_hashed_features`` as that fit, else a

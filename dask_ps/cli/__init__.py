@@ -67,10 +67,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
                               "beside the repository), with its test file if it has "
                               "one")
         data.add_argument("--test", help="test data, scored after training")
+        # listed only where it applies; elsewhere parsed (hidden) to be refused by name
         data.add_argument("--weight", metavar="COLUMN", help=(
             "csv/parquet: the column of sample weights (finite, >= 0; not a feature); a "
             "test file holding it is scored with weighted metrics" if algo.weighted else
-            f"not for {algo.name}: {algo.estimator} takes no sample weights"))
+            argparse.SUPPRESS))
         algo.data_options(data)
         add_params(a, algo)
         opt.add_cluster_options(a)

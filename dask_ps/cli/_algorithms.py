@@ -112,6 +112,13 @@ class Algorithm:
     files: tuple = ()
     weighted: bool = False
 
+    def data_format(self, args) -> str | None:
+        """The format the parsed options read: the ``format`` of the data options as
+        :attr:`check` returns them (lr, fm, gbdt: ``--format``, default libsvm; lda: ldac
+        or docword), or None (mf)."""
+        meta = self.check(args)
+        return meta.get("format") if isinstance(meta, dict) else None
+
     @property
     def cls(self):
         import dask_ps
@@ -365,12 +372,17 @@ def first_row_of(found: list, y, urlpath: str, meta: dict):
     reader's first pass (in ``y``'s graph); ``row_origin`` reads the one block holding the
     row again to find its line (blank and comment lines are no rows)."""
     def where(value) -> str | None:
+        import numpy as np
+
         from ..io._blocks import chunk_sources, open_paths, row_origin
         from ..io._line_kernels import CSV, SVM
 
-        hit = next(((i, first[classes.tolist().index(value)])
-                    for i, (classes, _, first) in enumerate(found)
-                    if value in classes.tolist()), None)
+        def at(classes) -> int | None:  # the position of value in classes (NaN: a NaN)
+            same = np.flatnonzero(classes != classes if value != value else classes == value)
+            return int(same[0]) if same.size else None
+
+        hit = next(((i, first[at(classes)]) for i, (classes, _, first) in enumerate(found)
+                    if at(classes) is not None), None)
         if hit is None:
             return None
         i, first = hit

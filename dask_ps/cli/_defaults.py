@@ -33,14 +33,58 @@ def shown(default) -> str:
     return repr(default) if isinstance(default, str) else str(default)
 
 
-def doc_default(doc: str, param: str) -> str:
+#: A default in a numpydoc entry: ``Default: X.``, ``default X.``, ``; default X.``, the
+#: type line's ``, default X`` (at a sentence's start, after ``;`` or ``,``: not "by
+#: default" inside a sentence), or ``(default X)``.
+_DEFAULT = re.compile(r"(?:^|[.;,]\s*)[Dd]efault:? (.+?)(?:\.(?:\s|$)|$)"
+                      r"|\([Dd]efault:? ([^)]+)\)")
+
+#: An entry that refers to another estimator's: ``As in :class:`~dask_ps.LogisticRegression`.``
+_AS_IN = re.compile(r"^As in :class:`~?dask_ps\.(\w+)`")
+
+
+def _entry(doc: str, param: str) -> tuple[str, str] | None:
+    """``(type, text)`` of the numpydoc entry of ``param`` in the (cleaned) docstring
+    ``doc``: its line ``name : type`` (a group ``a, b, c`` of names, on several lines if
+    need be) and its indented text, joined on one line."""
+    names, kind = [], None
+    lines = doc.splitlines()
+    for i, line in enumerate(lines):
+        if not line or line[0].isspace():
+            continue
+        head, sep, typ = line.partition(" : ")
+        names += [n.strip() for n in head.split(",") if n.strip()]
+        if head.rstrip().endswith(",") and not sep:  # the group goes on next line
+            continue
+        found, names = param in names, []
+        if not found:
+            continue
+        kind = typ
+        body = []
+        for text in lines[i + 1:]:
+            if text and not text.startswith("    "):
+                break
+            body.append(text.strip())
+        return kind, " ".join(" ".join(body).split())
+    return None
+
+
+def doc_default(doc: str, param: str, refer=None) -> str:
     """What the numpydoc entry of ``param`` in the (cleaned) docstring ``doc`` says its
-    default is (``Default: X.`` or ``default X.``), else ``"not set"``."""
-    m = re.search(rf"^{re.escape(param)}\b[^\n]*\n((?:[ ]{{4}}[^\n]*\n?)+)", doc, re.M)
-    if m:
-        d = re.search(r"Default:? (.+?)\.(?:\s|$)", " ".join(m.group(1).split()))
+    default is (``Default: X.``, ``default X.``, ``(default X)``, or the type line's
+    ``default X``), else ``"not set"``. An entry ``As in :class:`~dask_ps.Other`.`` says
+    ``refer("Other")`` when ``refer`` is given."""
+    found = _entry(doc, param)
+    if found is None:
+        return "not set"
+    kind, text = found
+    m = _AS_IN.match(text)
+    if m and refer is not None:
+        return refer(m.group(1))
+    for part in (text, kind):
+        d = _DEFAULT.search(part)
         if d:
-            return d.group(1).replace("``", "").strip()
+            return (d.group(1) or d.group(2)).replace("``", "").strip()
     return "not set"
 
 
@@ -50,7 +94,10 @@ def estimator_default(cls, param: str) -> str:
     default = inspect.signature(cls).parameters[param].default
     if default is not None:
         return shown(default)
-    return doc_default(inspect.getdoc(cls) or "", param)
+    import dask_ps
+
+    return doc_default(inspect.getdoc(cls) or "", param,
+                       lambda other: estimator_default(getattr(dask_ps, other), param))
 
 
 def source_default(estimator: str, param: str) -> str:
@@ -76,7 +123,8 @@ def source_default(estimator: str, param: str) -> str:
     default = _value(_param_default(init, param), init_path)
     if default is not None:
         return shown(default)
-    return doc_default(_class_doc(node, path), param)
+    return doc_default(_class_doc(node, path), param,
+                       lambda other: source_default(other, param))
 
 
 @functools.lru_cache(maxsize=None)

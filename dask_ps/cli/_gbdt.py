@@ -71,25 +71,35 @@ def _gbdt_meta(args) -> dict:
 def _gbdt_check_inputs(args) -> None:
     """Before a cluster starts: the header of the first ``--train`` file (and of
     ``--test``'s) holds ``--label`` and the ``--categorical`` columns, and the training
-    file's ``--weight`` (DataError naming the file and listing its columns; they were found
-    only once the cluster had read the files); the weight is not the first column when that
-    is the label. Headerless CSV files name their columns by position: not checked here."""
+    file's ``--weight`` (DataError naming the option, the file and its columns; they were
+    found only once the cluster had read the files); the weight is not the first column
+    when that is the label; a Parquet file's schema (its footer) as the reader checks it
+    (:func:`~dask_ps.io.parquet.check_table_schema`: e.g. a text feature column not named
+    by ``--categorical``). Headerless CSV files name their columns by position: not
+    checked here."""
     from ..io._blocks import open_paths
+    from ..io.parquet import check_table_schema, footer, table_schema
 
     meta = _gbdt_meta(args)
     if meta["format"] == "libsvm" or not (meta["format"] == "parquet" or meta["header"]):
         return
-    wanted = [meta["label"]] if meta["label"] else []
-    wanted += list(meta["categorical"] or ())
+    wanted = [("--label", meta["label"])] if meta["label"] else []
+    wanted += [("--categorical", c) for c in meta["categorical"] or ()]
     for url in filter(None, (args.train, args.test)):
         names = file_columns(url, meta["format"], meta["sep"])
-        first = open_paths(url)[1][0]
-        for c in wanted + ([meta["weight"]] if meta["weight"] and url == args.train else []):
+        fs, paths = open_paths(url)
+        weight = meta["weight"] if url == args.train else None
+        for option, c in wanted + ([("--weight", weight)] if weight else []):
             if c not in names:  # as the reader says it, once the cluster has read the file
-                raise DataError(f"{first}: no column {c!r} (columns: {names})")
-        if meta["weight"] and not meta["label"] and names[:1] == [meta["weight"]]:
-            raise OptionError(f"--weight {meta['weight']}: the first column, the label "
-                              f"without --label")
+                raise DataError(f"{paths[0]}: no column {c!r}, named by {option} "
+                                f"(columns: {names})")
+        if weight and not meta["label"] and names[:1] == [weight]:
+            raise OptionError(f"--weight {weight}: the first column, the label without "
+                              f"--label")
+        if meta["format"] == "parquet":
+            check_table_schema(paths[0], table_schema(footer(fs, paths[0])[1]), meta["label"],
+                               meta["categorical"] or (), meta["classes"],
+                               weight if weight in names else None)
 
 
 def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None, test: bool = False):

@@ -327,6 +327,10 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
         for v in values:
             if isinstance(v, (dict, list)) or isinstance(v, bool):
                 raise OptionError(f"{where}: unexpected value {v!r}")
+            if action.type is None and not isinstance(v, str):  # a path, a name, a URL
+                raise OptionError(f"{where}: must be a string ({option} "
+                                  f"{action.metavar or action.dest.upper()}), got {v!r}: "
+                                  f"quote it, {key} = \"{v}\"")
             text = str(v)
             if action.type is not None:
                 try:

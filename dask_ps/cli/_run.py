@@ -66,6 +66,50 @@ def check_files(urlpath: str, option: str, blocksize: int | None = None) -> None
             raise OptionError(f"--blocksize {blocksize}: {exc}") from None
 
 
+def check_contents(urlpath: str, option: str, libsvm: bool, header_flag: bool = False
+                   ) -> None:
+    """Fail before any cluster starts on what the files' sizes and the first KiB of the
+    first file tell (nothing more is read: data may be large, or remote): every file empty
+    (``"<urlpath>: no rows"``, as the reader says once the cluster has read them), or
+    given as LIBSVM (``libsvm``) a first file that is not, with the hint of the format it
+    looks like (:func:`~dask_ps.io._sniff.other_format`; ``header_flag``: the command has
+    ``--no-header``).
+
+    Raises
+    ------
+    DataError
+        ``"data.tsv, line 1: not a LIBSVM line (a label, then index:value pairs): '1\\t0.6'
+        (is this a table of fields separated by '\\t'? ...)"``.
+    """
+    from ..io._sniff import first_line, other_format
+
+    fs, paths = _opened(urlpath, option)
+    if option == "--train" and all(fs.size(p) == 0 for p in paths):
+        raise DataError(f"{urlpath}: no rows")  # as the readers say it
+    if not libsvm:
+        return
+    try:
+        with fs.open(paths[0], "rb", compression="infer") as f:
+            head = f.read(1024)
+    except (OSError, EOFError, ValueError):  # unreadable here: the reader will say why
+        return
+    hint = other_format(head, header_flag)
+    if hint and head.startswith(b"PAR1"):
+        raise DataError(f"{paths[0]}: not LIBSVM text{hint}")
+    if hint:
+        line = first_line(head)[:60].decode("utf-8", "replace")
+        raise DataError(f"{paths[0]}, line {_line_of(head)}: not a LIBSVM line (a label, "
+                        f"then index:value pairs): {line!r}{hint}")
+
+
+def _line_of(head: bytes) -> int:
+    """The 1-based line of :func:`~dask_ps.io._sniff.first_line` in ``head``."""
+    from ..io._sniff import first_line
+
+    body = head.removeprefix(b"\xef\xbb\xbf")
+    return body[:body.find(first_line(body))].count(b"\n") + 1
+
+
 def check_model(path: str) -> None:
     """Fail naming the argument if model file ``path`` (a local path or fsspec URL) does not
     exist; a folder or another file is :func:`~dask_ps.saving.load_estimator`'s to name."""
@@ -295,6 +339,11 @@ def train(args, algo: Algorithm) -> int:
     for name in algo.files:
         if getattr(args, name, None):
             check_files(getattr(args, name), "--" + name.replace("_", "-"))
+    fmt = algo.data_format(args)
+    for option, path in (("--train", args.train), ("--test", args.test)):
+        if path and fmt in ("libsvm", "csv"):  # empty, or not LIBSVM: from the files'
+            check_contents(path, option, fmt == "libsvm", hasattr(args, "header"))  # sizes
+            # and first KiB (mf and lda name an empty file in their own words, once read)
     algo.check_inputs(args)  # the files' headers against --label and the column options
     if args.save:
         check_save(args.save)

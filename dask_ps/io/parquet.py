@@ -22,9 +22,9 @@ from ._blocks import RowGroup, count_read, open_paths
 from ._storage import storage_error, url_of
 from ._weight_column import WEIGHTS_ARE, check_weight_column, table_weights
 
-__all__ = ["check_feature_types", "check_finite", "footer", "label_column", "read_sparse_parquet",
-           "object_schema", "read_table_parquet", "sparse_to_table", "table_labels",
-           "unique_columns", "unnamed_columns"]
+__all__ = ["check_feature_types", "check_finite", "check_table_schema", "footer", "label_column",
+           "object_schema", "read_sparse_parquet", "read_table_parquet", "sparse_to_table",
+           "table_labels", "table_schema", "unique_columns", "unnamed_columns"]
 
 N_FEATURES_KEY = b"dask_ps.n_features"
 
@@ -376,6 +376,48 @@ def _table_groups(groups: list, fs, names: list, target: str, numeric: list,
     return pa.concat_tables(tables).to_pandas(ignore_metadata=True)
 
 
+def table_schema(found: pa.Schema) -> pa.Schema:
+    """A Parquet file's arrow schema without the pandas index it stores (no column)."""
+    index = [c for c in (found.pandas_metadata or {}).get("index_columns", [])
+             if isinstance(c, str)]
+    return pa.schema([fd for fd in found if fd.name not in index])
+
+
+def check_table_schema(path: str, schema: pa.Schema, label: str | None, categorical=(),
+                       classes: bool = False, weight: str | None = None) -> str:
+    """The label column of a table of columns ``schema`` (:func:`table_schema` of file
+    ``path``), checked as :func:`read_table_parquet` reads it: from a footer alone, so
+    that a command line checks it before starting a cluster.
+
+    Raises
+    ------
+    DataError
+        Naming ``path``: a ``label`` or ``weight`` column it lacks, a weight column that is
+        the label, categorical or not numeric, a feature column that is neither numeric nor
+        ``categorical`` (``"column 'shop' is not numeric (string)"``), or (without
+        ``classes``) a label column that is not numeric.
+    """
+    names = schema.names
+    label = label_column(path, names, label, categorical)
+    check_weight_column(weight, label, names, path)
+    if weight is not None and (weight in categorical
+                               or not _is_number(schema.field(weight).type)):
+        raise DataError(f"{path}: weight column {weight!r} is "
+                        f"{_type_name(schema.field(weight).type)}"
+                        f"{', categorical' if weight in categorical else ''}: {WEIGHTS_ARE}")
+    text = [n for n in names if n != label and n not in categorical
+            and not _is_number(schema.field(n).type)]
+    if text:
+        raise DataError(f"{path}: column {text[0]!r} is not numeric "
+                        f"({_type_name(schema.field(text[0]).type)}); name it in "
+                        f"--categorical")
+    label_type = schema.field(label).type
+    if not _is_number(label_type) and not classes:
+        raise DataError(f"{path}: label column {label!r} is not numeric "
+                        f"({_type_name(label_type)})")
+    return label
+
+
 def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
                        classes: bool = False, blocksize: int | str | None = "64MiB",
                        storage_options: dict | None = None, weight: str | None = None):
@@ -427,9 +469,7 @@ def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
 
     def check(path, meta, found):
         nonlocal schema
-        index = [c for c in (found.pandas_metadata or {}).get("index_columns", [])
-                 if isinstance(c, str)]
-        found = pa.schema([fd for fd in found if fd.name not in index])
+        found = table_schema(found)
         unique_columns(path, found.names)
         if schema is None:
             schema = found
@@ -446,23 +486,8 @@ def read_table_parquet(urlpath, label: str | None = None, *, categorical=(),
             parts.append([source])
             size = nbytes
     names = schema.names
-    label = label_column(paths[0], names, label, categorical)
-    check_weight_column(weight, label, names, paths[0])
-    if weight is not None and (weight in categorical
-                               or not _is_number(schema.field(weight).type)):
-        raise DataError(f"{paths[0]}: weight column {weight!r} is "
-                        f"{_type_name(schema.field(weight).type)}"
-                        f"{', categorical' if weight in categorical else ''}: {WEIGHTS_ARE}")
-    text = [n for n in names if n != label and n not in categorical
-            and not _is_number(schema.field(n).type)]
-    if text:
-        raise DataError(f"{paths[0]}: column {text[0]!r} is not numeric "
-                        f"({_type_name(schema.field(text[0]).type)}); name it in "
-                        f"--categorical")
+    label = check_table_schema(paths[0], schema, label, categorical, classes, weight)
     label_type = schema.field(label).type
-    if not _is_number(label_type) and not classes:
-        raise DataError(f"{paths[0]}: label column {label!r} is not numeric "
-                        f"({_type_name(label_type)})")
     if not classes or pa.types.is_decimal(label_type):
         label_type = pa.float64()
     numeric = [n for n in names if n not in (label, weight) and n not in categorical]

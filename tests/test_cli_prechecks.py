@@ -1,0 +1,112 @@
+"""What ``dask-ps train`` refuses before starting a cluster from the files' sizes, first
+KiB and Parquet footers (an empty file, a table given as LIBSVM, a text column of a GBDT
+table), its config values' types and help listings, and how a missing label is named."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dask_ps.algorithms._logistic_data import check_classes
+from dask_ps.cli import _parser, main
+from dask_ps.cli._defaults import doc_default, estimator_default
+from dask_ps.cli._registry import ALGORITHMS
+from dask_ps.exceptions import DataError
+
+
+def _error(capsys, argv) -> str:
+    """The one error line of ``argv``, which must not have started a cluster."""
+    assert main(argv) == 2
+    out = capsys.readouterr()
+    assert "cluster:" not in out.out and "dashboard" not in out.out, out.out
+    lines = out.err.splitlines()
+    assert len(lines) == 1, out.err
+    return lines[0].removeprefix("dask-ps: error: ")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("algorithm", ["lr", "fm", "gbdt"])
+def test_an_empty_training_file_is_refused_before_a_cluster_starts(tmp_path, capsys, algorithm):
+    path = tmp_path / "empty.svm"
+    path.write_bytes(b"")
+    assert _error(capsys, ["train", algorithm, "--train", str(path)]) == \
+        f"{path}: no rows"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("algorithm, sep, text, hint", [
+    ("gbdt", "\t", "1\t0.5\t2\n0\t0.1\t3\n",
+     "(is this a table of fields separated by '\\t'? dask-ps train reads it with --format csv "
+     "--sep '\\t' --no-header)"),
+    ("gbdt-regression", ",", "y,a\n1,2\n",
+     "(is this a CSV file? dask-ps train reads it with --format csv)"),
+    ("lr", "\t", "# a comment\n1\t0.5\t2\n",
+     "(is this a table of fields separated by '\\t'? dask-ps train reads it with --format csv "
+     "--sep '\\t')"),
+    ("fm", ";", "1;0.5\n", "(is this a table of fields separated by ';'? dask-ps train "
+                            "reads it with --format csv --sep ';')"),
+])
+def test_a_table_given_as_libsvm_is_refused_with_a_hint_before_a_cluster_starts(
+        tmp_path, capsys, algorithm, sep, text, hint):
+    path = tmp_path / "t.txt"
+    path.write_text(text)
+    line = 2 if text.startswith("#") else 1
+    first = text.splitlines()[line - 1]
+    assert _error(capsys, ["train", algorithm, "--train", str(path)]) == \
+        f"{path}, line {line}: not a LIBSVM line (a label, then index:value pairs): " \
+        f"{first!r} {hint}"
+
+
+@pytest.mark.timeout(60)
+def test_a_gbdt_parquet_text_column_is_refused_before_a_cluster_starts(tmp_path, capsys):
+    path = tmp_path / "t.parquet"
+    pd.DataFrame({"y": [0, 1] * 5, "a": np.arange(10.0), "shop": list("abcdeabcde")}
+                 ).to_parquet(path)
+    argv = ["train", "gbdt", "--train", str(path), "--format", "parquet"]
+    assert _error(capsys, argv) == \
+        f"{path}: column 'shop' is not numeric (string); name it in --categorical"
+    assert _error(capsys, [*argv, "--weight", "nosuch"]).startswith(
+        f"{path}: no column 'nosuch', named by --weight (columns: ['y', 'a', 'shop'])")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("text, message", [
+    ("save = 5\n", "save: must be a string (--save PATH), got 5: quote it, save = \"5\""),
+    ("train = 1.5\n", "train: must be a string (--train TRAIN), got 1.5"),
+])
+def test_config_values_of_the_wrong_type_name_the_key_and_the_type(tmp_path, capsys, text,
+                                                                   message):
+    path = tmp_path / "c.toml"
+    path.write_text(text + "max-iter = 1\n")
+    assert _error(capsys, ["train", "lr", "--config", str(path)]).startswith(
+        f"{path}: {message}")
+
+
+def test_weight_is_listed_only_for_the_algorithms_taking_weights():
+    _, parsers = _parser()
+    for name, algo in ALGORITHMS.items():
+        assert ("--weight" in parsers[name].format_help()) == algo.weighted, name
+
+
+def test_help_defaults_read_lowercase_parenthesized_and_referred_entries():
+    doc = ("Parameters\n----------\na : int, optional\n    Epochs; default 10.\n"
+           "b : int, optional\n    Seed (default 0).\nc : str or None, default None\n"
+           "    A URL, used by default when given.\nd, e,\nf\n    As in "
+           ":class:`~dask_ps.Other`.\n")
+    assert doc_default(doc, "a") == "10"
+    assert doc_default(doc, "b") == "0"
+    assert doc_default(doc, "c") == "None"
+    assert doc_default(doc, "f", lambda other: other + "'s") == "Other's"
+    fm = ALGORITHMS["fm"].cls
+    shown = {p: estimator_default(fm, p) for p in ("learning_rate", "max_iter", "staleness",
+                                                   "n_shards", "random_state")}
+    assert shown == {"learning_rate": "0.1", "max_iter": "10", "staleness": "1",
+                     "n_shards": "one per worker (1 without a cluster)",
+                     "random_state": "None, seed 0"}
+
+
+def test_a_missing_label_is_named_as_missing():
+    with pytest.raises(DataError, match=r"^y holds a missing label \(NaN\) \(first at y\[3\]\): "
+                                        r"every row needs a label"):
+        check_classes(np.array([0.0, 0.5, 1.0, np.nan]), "y", lambda v: "at y[3]")
+    with pytest.raises(DataError, match=r"^y holds 0\.5, not a class"):
+        check_classes(np.array([0.0, 0.5, 1.0]), "y")
