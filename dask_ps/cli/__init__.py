@@ -95,6 +95,14 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
                                     "process; the test data is read as the training data was.")
     ev.add_argument("model", help="the saved model (.npz)")
     ev.add_argument("--test", required=True, help="test data: a file, glob or fsspec URL")
+    ev.add_argument("--format", choices=["libsvm", "csv", "parquet"],
+                    help="the test data's format when it differs from the training data's: "
+                         "csv or parquet for a model trained on a table (columns taken by "
+                         "name; default: the training data's)")
+    ev.add_argument("--header", action=argparse.BooleanOptionalAction,
+                    help="whether the test files start with column names, when they differ "
+                         "from the training files: ratings (mf) and gbdt's csv (default: as "
+                         "the training files)")
     ev.add_argument("--debug", action="store_true", help="raise errors with their traceback")
     ex = sub.add_parser("export", help="write a saved model's weights as tables",
                         description="Write the weights of a model saved by dask-ps train "

@@ -199,17 +199,25 @@ CHECKPOINT = (
 )
 
 
+#: Bytes per block of LIBSVM test data (read_libsvm's default).
+TEST_BLOCKSIZE = "32MiB"
+
+
 def read_train_test(args, client, meta_of, read):
     """``meta, X, y, w, test`` of ``--train`` and ``--test`` (read now, so that its lines
     are checked before training) as ``meta_of(args)`` says, by ``read(path, meta,
     blocksize, n_features, test)`` returning ``X, y, w`` (``w``: the sample weights of
-    ``meta["weight"]``, or None); csv and libsvm in two partitions per worker by default."""
+    ``meta["weight"]``, or None); csv and libsvm in two partitions per worker by default.
+    LIBSVM is read by :func:`read_libsvm_train_test` (``read`` is for tables)."""
     import numpy as np
 
     meta = meta_of(args)
     blocksize = args.blocksize
     if blocksize is None and meta["format"] != "parquet":
         blocksize = _blocksize(args.train, _n_workers(client))
+    if meta["format"] == "libsvm":
+        X, y, test = read_libsvm_train_test(args, meta, blocksize)
+        return meta, X, y, None, test
     X, y, w = read(args.train, meta, blocksize)
     if isinstance(X.shape[0], (int, np.integer)) and not X.shape[0]:  # a frame's is lazy
         raise DataError(f"{args.train}: no rows")
@@ -232,9 +240,68 @@ class TestSet(NamedTuple):
 
 def read_test(read, path: str, meta: dict) -> TestSet:
     """Test data ``path`` read as the training data was (``read`` as in
-    :func:`read_train_test`; the weight column is optional in test files)."""
+    :func:`read_train_test`, for tables; the weight column is optional in test files;
+    LIBSVM: :func:`read_libsvm_test`)."""
+    if meta["format"] == "libsvm":
+        return TestSet(*read_libsvm_test(path, meta), path, meta)
     X, y, w = read(path, meta, n_features=meta.get("n_features"), test=True)
     return TestSet(X, y, path, meta, w)
+
+
+def read_libsvm_train_test(args, meta: dict, blocksize) -> tuple:
+    """``X, y, test`` of LIBSVM ``--train`` and ``--test`` (a :class:`TestSet` or None),
+    read as :func:`sklearn.datasets.load_svmlight_files` reads files together: one width,
+    the largest index of both unless ``--n-features`` (or ``--dataset``) gives it, known
+    before the fit from the readers' one first pass over both. The index base is the
+    training data's (index 0 anywhere in it: zero-based), and the test data is read with
+    it: an index 0 in a test file of a one-based training set is refused, naming its line
+    (it would shift every feature). Sets ``meta["n_features"]`` and
+    ``meta["zero_based"]`` (saved with the model: evaluate reads alike).
+
+    Raises
+    ------
+    DataError
+        A bad line of either file (file, line, token), an index beyond ``--n-features``
+        naming the option, no rows in ``--train``.
+    """
+    from ..io.libsvm import read_libsvm_inputs
+
+    n = meta.get("n_features")
+    given = f"--n-features {n}" + (f" (--dataset {args.dataset}'s)"
+                                   if getattr(args, "dataset", None) else "")
+    notes = {"width": f"from {given}; without it the width is the largest index of "
+                      f"--train and --test",
+             "zero": "--train has no feature index 0, so it is read one-based, and --test "
+                     "with it"}
+    inputs = [(args.train, blocksize), *([(args.test, TEST_BLOCKSIZE)] if args.test else [])]
+    read, base = read_libsvm_inputs(inputs, n, base_inputs=1, notes=notes)
+    (X, y), test = read[0], read[1:]
+    if not X.shape[0]:
+        raise DataError(f"{args.train}: no rows")
+    meta.update(n_features=int(X.shape[1]), zero_based=not base)
+    return X, y, (TestSet(*test[0], args.test, meta) if test else None)
+
+
+def read_libsvm_test(path: str, meta: dict) -> tuple:
+    """``X, y`` of LIBSVM test data ``path`` for a model trained on ``meta["n_features"]``
+    features read with index base ``meta["zero_based"]`` (a model saved without it, before
+    it was recorded: decided from ``path``, ``"auto"``). Every line is checked now, before
+    scoring: an index beyond the model's width is refused (rather than dropped, as
+    LIBLINEAR's predict does: a feature the model never saw), naming the width.
+
+    Raises
+    ------
+    DataError
+        A bad line (file, line, token; the model's width or base when they refuse it).
+    """
+    from ..io.libsvm import read_libsvm_inputs
+
+    n, zero_based = meta["n_features"], meta.get("zero_based", "auto")
+    notes = {"width": f"the model's width: it was trained on {n:,} features",
+             "zero": "the model was trained on one-based data"}
+    read, _ = read_libsvm_inputs([(path, TEST_BLOCKSIZE)], n, zero_based, scan=True,
+                                 notes=notes)
+    return read[0]
 
 
 def file_columns(urlpath: str, fmt: str, sep: str | None = None, header: bool = True

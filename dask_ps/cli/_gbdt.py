@@ -103,17 +103,14 @@ def _gbdt_check_inputs(args) -> None:
 
 
 def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None, test: bool = False):
-    """``X, y, w`` of one input as ``meta`` says: LIBSVM as a sparse dask array, a table as
-    a dask DataFrame (categorical columns with the categories of the training data); ``w``
-    the dask series of the weight column ``meta["weight"]`` (not a feature), or None (no
-    ``--weight``; a ``test`` file without the column)."""
-    from ..io import read_libsvm
+    """``X, y, w`` of one table as ``meta`` says, a dask DataFrame (categorical columns
+    with the categories of the training data); ``w`` the dask series of the weight column
+    ``meta["weight"]`` (not a feature), or None (no ``--weight``; a ``test`` file without
+    the column). LIBSVM: read by :func:`~._algorithms.read_train_test` and
+    :func:`~._algorithms.read_test`, as a sparse dask array."""
     from ..io._frame import read_frame
     from ..io.parquet import read_table_parquet
 
-    if meta["format"] == "libsvm":
-        return (*read_libsvm(path, n_features=n_features or meta.get("n_features"),
-                             blocksize=blocksize), None)
     # a csv's features as floats (dask's guess from the first rows could be int, then fail
     # on a decimal later), a classifier's labels as written (classes), a regression's as
     # numbers; bad values named by file and line (csv) or row group and row (parquet)

@@ -121,15 +121,13 @@ def _lr_check_inputs(args) -> None:
 
 
 def _lr_read(path: str, meta: dict, blocksize=None, n_features=None, test: bool = False):
-    """``X, y, w`` of one input as ``meta`` says (the first pass runs on the current
+    """``X, y, w`` of one click table as ``meta`` says (the first pass runs on the current
     client); ``w``: the weights of column ``meta["weight"]`` (in ``X``'s chunks), or None
-    (no ``--weight``; a ``test`` file without the column)."""
-    from ..io import HashingEncoder, read_ctr, read_libsvm
+    (no ``--weight``; a ``test`` file without the column). LIBSVM: read by
+    :func:`~._algorithms.read_train_test` and :func:`~._algorithms.read_test`."""
+    from ..io import HashingEncoder, read_ctr
 
     fmt = meta["format"]
-    if fmt == "libsvm":
-        return (*read_libsvm(path, n_features=n_features or meta.get("n_features"),
-                             blocksize=blocksize), None)
     encoder = HashingEncoder.from_json(meta["encoder"])
     kw = {"label": meta["label"]} if meta.get("label") else {}
     if fmt == "csv":

@@ -473,6 +473,7 @@ def evaluate(args) -> int:
                         f"was read (saved by save_estimator, not dask-ps train --save), so "
                         f"dask-ps evaluate cannot read test data for it: score it in Python "
                         f"(dask_ps.saving.load_estimator)")
+    data = test_options(data, args, algo)
     try:
         with dask.config.set(scheduler="threads"):
             test = algo.load_test(args.test, data, args)
@@ -488,6 +489,43 @@ def evaluate(args) -> int:
         else:
             _say(line)
     return 0
+
+
+def test_options(data: dict, args, algo: Algorithm) -> dict:
+    """How ``dask-ps evaluate`` reads its test data: the training data's options ``data``
+    (saved with the model) with ``--format`` and ``--header`` as overrides.
+
+    ``--format`` switches a model trained on a table between CSV and Parquet (its
+    encoder or feature columns go by column name); ``--header``/``--no-header`` apply to
+    ratings (mf) and to headed or headerless CSV tables (gbdt).
+
+    Raises
+    ------
+    OptionError
+        An override the model's data cannot take (naming the training data's format).
+    """
+    data = dict(data)
+    fmt, trained = getattr(args, "format", None), data["format"]
+    tables = ("csv", "parquet")
+    if fmt is not None and fmt != trained:
+        if not (fmt in tables and trained in tables):
+            why = {"libsvm": "its features are LIBSVM column indices, not a table's columns",
+                   "csv": "its features are a table's columns, not LIBSVM column indices",
+                   "parquet": "its features are a table's columns, not LIBSVM column indices"
+                   }.get(trained, "--format applies to lr, fm and gbdt models")
+            raise OptionError(f"--format {fmt}: the model ({algo.name}) was trained on "
+                              f"{trained} data: {why}")
+        data["format"] = fmt
+    header = getattr(args, "header", None)
+    if header is not None:
+        if not (trained == "ratings" or data["format"] == "csv" and "header" in data):
+            raise OptionError(
+                f"--{'' if header else 'no-'}header: applies to ratings (mf) and to gbdt's "
+                f"csv tables; the model ({algo.name}) reads {data['format']} test data "
+                + ("with its header always (a click table's columns go by name)"
+                   if data["format"] == "csv" else "without a header line"))
+        data["header"] = header
+    return data
 
 
 #: A LIBSVM line: a label, then ``index:value`` pairs.

@@ -126,11 +126,13 @@ def _other_format(fs, block: _Block) -> str:
 
 
 def _format_error(fs, block: _Block, line0: int, err: _Err, n_features: int | None,
-                  base: int | None, check=None) -> LineError:
+                  base: int | None, check=None, notes: dict | None = None) -> LineError:
     """The :class:`LineError` of a line the kernel refused. Read as LIBSVM (no ``check``),
     the message says when the file looks like CSV or Parquet; a format built on its lines
     (LDA-C) gives its own words for the kernel's errors in ``check.reasons`` (code ->
-    reason, formatted as :data:`_REASONS`)."""
+    reason, formatted as :data:`_REASONS`). ``notes`` (``"width"``, ``"zero"``: a caller's
+    words on where ``n_features`` or the one-based reading came from) follow the token of
+    an index beyond ``n_features`` or an index 0 in one-based input."""
     based = "" if base is None else (" (one-based)" if base else " (zero-based)")
     reasons = {**_REASONS, **getattr(check, "reasons", {})}
     if err.code == _k.E_BIG_INDEX and n_features is None:
@@ -143,6 +145,9 @@ def _format_error(fs, block: _Block, line0: int, err: _Err, n_features: int | No
     if len(token) > 80:
         token = token[:77] + "..."
     hint = _other_format(fs, block) if check is None else ""
+    note = (notes or {}).get({_k.E_BIG_INDEX: "width", _k.E_ZERO_INDEX: "zero"}.get(err.code))
+    if note and not (err.code == _k.E_BIG_INDEX and n_features is None):
+        hint = f" ({note}){hint}"
     line = bytes(_text(_read_array(fs, block), block)).split(b"\n")[err.line - 1]
     if b"\r" in line and lone_crs(np.frombuffer(line, np.uint8)):
         hint = line_hint(line, " ")  # old Mac line ends: the file is one line
@@ -197,9 +202,10 @@ def _count(fs, block: _Block) -> _Stats:
 
 
 def _load(fs, block: _Block, line0: int, base: int, n_features: int, dtype,
-          expect: int | None = None, check=None) -> tuple:
+          expect: int | None = None, check=None, notes: dict | None = None) -> tuple:
     """Second pass: parse (and so check) a block into ``(csr_matrix, labels)``; ``expect``
-    is its rows as the first pass counted them; ``check`` as :func:`_format_error`'s."""
+    is its rows as the first pass counted them; ``check``, ``notes`` as
+    :func:`_format_error`'s."""
     data = _text(_read_array(fs, block), block)
     # nnz < len(data): the indices can be int32 before they are counted
     index_dtype = np.int32 if max(n_features, len(data)) <= np.iinfo(np.int32).max else np.int64
@@ -207,7 +213,7 @@ def _load(fs, block: _Block, line0: int, base: int, n_features: int, dtype,
     p = _parse(data, base, base == 1, n_features - 1 + base, True, index_dtype,
                np.float64 if integral else dtype)
     if isinstance(p, _Err):
-        raise _format_error(fs, block, line0, p, n_features, base, check)
+        raise _format_error(fs, block, line0, p, n_features, base, check, notes)
     if integral and (bad := _not_integral(data, block, p, dtype)) is not None:
         raise bad.shifted(line0)
     rows, nnz = int(p.info[_k.I_ROWS]), int(p.info[_k.I_NNZ])
@@ -233,9 +239,9 @@ def _scan_chunk(chunk: np.ndarray, fs, reject_zero: bool, max_raw: int,
 
 
 def _load_chunk(chunk: np.ndarray, fs, base: int, n_features: int, dtype,
-                check=None) -> np.ndarray:
+                check=None, notes: dict | None = None) -> np.ndarray:
     block, line0, rows = chunk[0]
-    X, y = _load(fs, block, line0, base, n_features, dtype, rows, check)
+    X, y = _load(fs, block, line0, base, n_features, dtype, rows, check, notes)
     if check is not None:  # a format built on LIBSVM lines (LDA-C) validates the block
         X, y = check(fs, block, line0, X, y)
     return _box((X, y))
@@ -370,8 +376,61 @@ def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options
     """read_libsvm after argument checks; ``check(fs, block, line0, X, y) -> (X, y)`` runs on
     every parsed block (and may raise a ValueError naming its file and line), and makes X
     ``out_dtype`` (default ``dtype``) and y int64 when given."""
-    fs, paths = open_paths(urlpath, storage_options)
-    blocks = plan(fs, paths, blocksize, compression)
+    inputs, _ = read_libsvm_inputs([(urlpath, blocksize)], n_features, zero_based, dtype,
+                                   storage_options, compression, check=check,
+                                   out_dtype=out_dtype)
+    return inputs[0]
+
+
+def read_libsvm_inputs(inputs: list, n_features: int | None = None, zero_based="auto",
+                       dtype=np.float32, storage_options: dict | None = None,
+                       compression: str | None = "infer", *, base_inputs: int | None = None,
+                       scan: bool = False, notes: dict | None = None, check=None,
+                       out_dtype=None) -> tuple[list, int]:
+    """Several LIBSVM inputs (e.g. training and test data) read with one index base and
+    one width, as :func:`sklearn.datasets.load_svmlight_files` reads its files: the first
+    pass over all of them is one compute, so the width (the largest index of them all)
+    is known without reading any file twice more than :func:`read_libsvm` does.
+
+    Parameters
+    ----------
+    inputs : list of (urlpath, blocksize)
+        Each input's files (as :func:`read_libsvm`'s ``urlpath``) and blocksize.
+    n_features, zero_based, dtype, storage_options, compression
+        As in :func:`read_libsvm` (arguments checked by the caller), for all inputs.
+    base_inputs : int, optional
+        With ``zero_based="auto"``: the base is decided by the first ``base_inputs`` inputs
+        (e.g. 1: the training data's), and the others are read with it (index 0 in a later
+        input of one-based ones is an error). Default: by all inputs, as scikit-learn.
+    scan : bool, default False
+        Parse every line in the first pass even when the base and the width are known,
+        so that every bad line raises now (not when the arrays are computed).
+    notes : dict, optional
+        ``{"width": str, "zero": str}``: the caller's words on where ``n_features`` and
+        the one-based reading come from, said after the token of an index beyond
+        ``n_features`` or an index 0 in one-based input.
+    check, out_dtype
+        As :func:`_read_svm`'s (formats built on LIBSVM lines).
+
+    Returns
+    -------
+    inputs : list of (X, y)
+        As :func:`read_libsvm` returns them, one pair per input, every ``X`` of
+        ``n_features`` columns.
+    base : int
+        The index base the inputs were read with: 0 (zero-based) or 1.
+
+    Raises
+    ------
+    ValueError
+        As :func:`read_libsvm`, the first bad line of the inputs in order.
+    FileNotFoundError
+        If an input matches no file.
+    """
+    opened = []
+    for urlpath, blocksize in inputs:
+        fs, paths = open_paths(urlpath, storage_options)
+        opened.append((fs, plan(fs, paths, blocksize, compression)))
     dtype = np.dtype(dtype)  # the readers built on this one give a type (numpy.float64)
 
     # Limit on indices as written. With "auto" the base is unknown until every block is
@@ -379,39 +438,54 @@ def _read_svm(urlpath, n_features, zero_based, blocksize, dtype, storage_options
     max_raw = _k.NO_LIMIT if n_features is None else n_features - (zero_based is True)
     # Knowing the base and the width, the first pass only counts rows and lines: every byte
     # is parsed once, when the arrays are computed, and the lines are checked then.
-    parse = n_features is None or zero_based == "auto" or check is not None
-    scans = _each(blocks).map_blocks(
+    parse = scan or n_features is None or zero_based == "auto" or check is not None
+    stats = [list(s) for s in da.compute(*[_each(blocks).map_blocks(
         _scan_chunk, fs, zero_based is False, max_raw, check, parse,
         dtype if dtype.kind in "iu" else None, dtype=object, meta=_OBJECTS
-    )
-    stats = scans.compute()
+    ) for fs, blocks in opened])]
 
     # Line numbers restart in every file; a block starts after the newlines before it.
-    line0 = start_lines(blocks, [s.newlines for s in stats])
+    line0 = [start_lines(blocks, [s.newlines for s in st])
+             for (_, blocks), st in zip(opened, stats)]
     known_base = None if zero_based == "auto" else int(not zero_based)
-    for b, s, l0 in zip(blocks, stats, line0):
+    found = [(fs, b, s, l0) for (fs, blocks), st, starts in zip(opened, stats, line0)
+             for b, s, l0 in zip(blocks, st, starts)]
+    for fs, b, s, l0 in found:
         if isinstance(s.error, LineError):
             raise s.error.shifted(l0)
         if s.error is not None:
-            raise _format_error(fs, b, l0, s.error, n_features, known_base, check)
+            raise _format_error(fs, b, l0, s.error, n_features, known_base, check, notes)
 
-    lo = min(s.lo for s in stats)
-    hi = max(s.hi for s in stats)
+    deciding = sum(len(b) for _, b in opened[:base_inputs]) if base_inputs else len(found)
+    lo = min(s.lo for _, _, s, _ in found[:deciding])
+    hi = max(s.hi for _, _, s, _ in found)
     base = (1 if lo > 0 else 0) if zero_based == "auto" else int(not zero_based)
+    if base and zero_based == "auto" and (zero := next(
+            (f for f in found[deciding:] if f[2].lo == 0), None)):
+        fs, b, _, l0 = zero  # index 0 in an input read with the others' base: say where
+        err = _parse(_text(_read(fs, b), b), 0, True, _k.NO_LIMIT, store=False)
+        raise _format_error(fs, b, l0, err, n_features, base, check, notes)
     if n_features is None:
         n_features = max(hi - base + 1, 0)
     elif hi - base >= n_features:
         # Only reachable with "auto" resolved to zero-based: find the first culprit token.
-        i = next(i for i, s in enumerate(stats) if s.hi - base >= n_features)
-        err = _parse(_text(_read(fs, blocks[i]), blocks[i]), 0, False, n_features - 1 + base)
-        raise _format_error(fs, blocks[i], line0[i], err, n_features, base, check)
+        fs, b, _, l0 = next(f for f in found if f[2].hi - base >= n_features)
+        err = _parse(_text(_read(fs, b), b), 0, False, n_features - 1 + base)
+        raise _format_error(fs, b, l0, err, n_features, base, check, notes)
+    out = [_arrays(fs, blocks, st, starts, base, n_features, dtype, check, out_dtype, notes)
+           for (fs, blocks), st, starts in zip(opened, stats, line0)]
+    return out, base
 
+
+def _arrays(fs, blocks: list, stats: list, line0: list, base: int, n_features: int, dtype,
+            check, out_dtype, notes) -> tuple[da.Array, da.Array]:
+    """``X, y`` of one input's blocks, known from the first pass (``stats``)."""
     keep = [i for i, s in enumerate(stats) if s.rows] or [0]  # empty blocks add no chunk
     rows = tuple(stats[i].rows for i in keep)
     # One task per block parses it; X and y select from its result, so computing them
     # together reads and parses every block once.
     parts = _each([(blocks[i], line0[i], stats[i].rows) for i in keep]).map_blocks(
-        _load_chunk, fs, base, n_features, dtype, check, dtype=object, meta=_OBJECTS
+        _load_chunk, fs, base, n_features, dtype, check, notes, dtype=object, meta=_OBJECTS
     )
     out_dtype = dtype if out_dtype is None else out_dtype
     label_dtype = np.float64 if check is None else np.int64

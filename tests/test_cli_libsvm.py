@@ -1,0 +1,173 @@
+"""LIBSVM ``--train`` and ``--test`` of ``dask-ps train lr`` read together (one width, the
+training data's index base, recorded in the model file), ``dask-ps evaluate`` reading with
+them; and evaluate's ``--format`` / ``--header`` overrides."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dask_ps.cli import main
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _scheduler_file(client, tmp_path):
+    path = tmp_path / "scheduler.json"
+    path.write_text(json.dumps({"type": "Scheduler", "address": client.scheduler.address}))
+    return str(path)
+
+
+def _svm(path, n: int, seed: int, top: int) -> str:
+    """One-based LIBSVM rows whose class shows in feature 1 (+1) or 2 (-1), with noise in
+    features 3..``top``; ``top`` appears in the last row."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for i in range(n):
+        label = 1 if i % 2 else -1
+        noise = sorted(set(rng.integers(3, top + 1, 3).tolist()) | ({top} if i == n - 1
+                                                                     else set()))
+        lines.append(f"{label} {1 if label > 0 else 2}:{1 + rng.random():.3f} "
+                     + " ".join(f"{j}:{rng.random():.3f}" for j in noise))
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _test_line(out: str) -> str:
+    return next(x for x in out.splitlines() if x.startswith("test: AUC"))
+
+
+def test_lr_reads_test_data_with_the_training_base_and_the_widest_index(client1, tmp_path,
+                                                                        capsys):
+    """A test file reaching beyond the training file's largest index ended the run after
+    the fit ("feature index beyond n_features=..."); a test line with index 0 silently
+    read the whole test file zero-based (every feature shifted: AUC 0.44 on a9a, status
+    0), and so did evaluate."""
+    from dask_ps.saving import load_estimator, save_estimator
+
+    sf = _scheduler_file(client1, tmp_path)
+    train = _svm(tmp_path / "tr.svm", 200, 0, 10)
+    test = _svm(tmp_path / "te.svm", 100, 1, 14)
+    model = str(tmp_path / "m.npz")
+    assert main(["train", "lr", "--train", train, "--test", test, "--max-iter", "3",
+                 "--save", model, "--scheduler-file", sf]) == 0
+    out = capsys.readouterr().out
+    assert "200 rows x 14 features" in out
+    line = _test_line(out)
+    assert float(line.split()[2]) > 0.9
+    extra = load_estimator(model)[1]
+    assert extra["data"] == {"format": "libsvm", "n_features": 14, "zero_based": False}
+    assert main(["evaluate", model, "--test", test]) == 0
+    assert capsys.readouterr().out.strip() == line
+
+    # index 0 in the test file: refused before training, naming file and line
+    zero = tmp_path / "tz.svm"
+    zero.write_text("-1 0:1 5:1\n" + (tmp_path / "te.svm").read_text())
+    assert main(["train", "lr", "--train", train, "--test", str(zero), "--max-iter", "3",
+                 "--scheduler-file", sf]) == 2
+    out, err = capsys.readouterr()
+    assert "history:" not in out and "training LogisticRegression" not in out
+    assert (f"error: {zero}, line 1: feature index 0 in one-based input (zero_based=False): "
+            f"'0:1' (--train has no feature index 0, so it is read one-based, and --test "
+            f"with it)") in err
+    assert main(["evaluate", model, "--test", str(zero)]) == 2
+    assert (f"error: {zero}, line 1: feature index 0 in one-based input (zero_based=False): "
+            f"'0:1' (the model was trained on one-based data)") in capsys.readouterr().err
+
+    # beyond the model's width in evaluate: refused before scoring, naming the width
+    wide = tmp_path / "wide.svm"
+    wide.write_text((tmp_path / "te.svm").read_text() + "1 1:1 15:0.5\n")
+    assert main(["evaluate", model, "--test", str(wide)]) == 2
+    assert (f"error: {wide}, line 101: feature index beyond n_features=14 (one-based): "
+            f"'15:0.5' (the model's width: it was trained on 14 features)"
+            in capsys.readouterr().err)
+
+    # a model file saved before the base was recorded: read as before ("auto")
+    est, extra = load_estimator(model)
+    old = str(tmp_path / "old.npz")
+    save_estimator(est, old, extra={**extra, "data": {"format": "libsvm", "n_features": 14}})
+    assert main(["evaluate", old, "--test", test]) == 0
+    assert capsys.readouterr().out.strip() == line
+    shifted = tmp_path / "tz_train.svm"  # indices up to 10: 11 zero-based features
+    shifted.write_text("-1 0:1 5:1\n" + (tmp_path / "tr.svm").read_text())
+    assert main(["evaluate", model, "--test", str(shifted)]) == 2
+    assert "line 1: feature index 0 in one-based input" in capsys.readouterr().err
+    assert main(["evaluate", old, "--test", str(shifted)]) == 0  # zero-based: shifted
+    assert float(_test_line(capsys.readouterr().out).split()[2]) < 0.8
+
+
+def test_n_features_below_a_test_index_is_named(client1, tmp_path, capsys):
+    """--n-features narrower than the test data: refused before training, naming the
+    option (it said only 'feature index beyond n_features=12', after the fit)."""
+    train = _svm(tmp_path / "tr.svm", 60, 0, 10)
+    test = _svm(tmp_path / "te.svm", 20, 1, 11)
+    with open(test, "a") as f:
+        f.write("1 1:1 13:0.5\n")
+    assert main(["train", "lr", "--train", train, "--test", test, "--n-features", "12",
+                 "--max-iter", "1", "--scheduler-file",
+                 _scheduler_file(client1, tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert "training LogisticRegression" not in out
+    assert (f"error: {test}, line 21: feature index beyond n_features=12: '13:0.5' (from "
+            f"--n-features 12; without it the width is the largest index of --train and "
+            f"--test)") in err
+
+
+def _ctr(path, n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    shop = rng.choice(["a", "b", "c", "d"], n)
+    price = rng.gamma(2.0, 2.0, n).round(2)
+    click = ((shop == "a") | (shop == "b") & (price < 3)).astype(int)
+    pd.DataFrame({"click": click, "price": price, "shop": shop}).to_csv(path, index=False)
+    return str(path)
+
+
+def test_evaluate_format_and_header_override_the_training_data(client1, tmp_path, capsys):
+    """The hints of evaluate's errors named options it did not have: a CSV-trained model
+    scores a Parquet copy of its test file with --format parquet (the same line), an MF
+    model a headed ratings file with --header; overrides that cannot apply are refused."""
+    sf = _scheduler_file(client1, tmp_path)
+    train, test = _ctr(tmp_path / "tr.csv", 400, 0), _ctr(tmp_path / "te.csv", 200, 1)
+    model = str(tmp_path / "ctr.npz")
+    assert main(["train", "lr", "--format", "csv", "--label", "click", "--train", train,
+                 "--test", test, "--hash-features", "64", "--max-iter", "5", "--save", model,
+                 "--scheduler-file", sf]) == 0
+    line = _test_line(capsys.readouterr().out)
+    parquet = tmp_path / "te.parquet"
+    pd.read_csv(test).to_parquet(parquet)
+    assert main(["evaluate", model, "--test", str(parquet)]) == 2  # read as CSV
+    assert "--format parquet" in capsys.readouterr().err
+    assert main(["evaluate", model, "--test", str(parquet), "--format", "parquet"]) == 0
+    assert capsys.readouterr().out.strip() == line
+    for argv, message in [
+        (["--format", "libsvm"], "--format libsvm: the model (lr) was trained on csv data: "
+                                 "its features are a table's columns, not LIBSVM column "
+                                 "indices"),
+        (["--no-header"], "--no-header: applies to ratings (mf) and to gbdt's csv tables; "
+                          "the model (lr) reads csv test data with its header always")]:
+        assert main(["evaluate", model, "--test", test, *argv]) == 2
+        assert message in capsys.readouterr().err
+
+    rng = np.random.default_rng(0)
+    users, items = rng.integers(0, 20, 600), rng.integers(0, 10, 600)
+    r = np.clip(np.round(3 + (users % 3 - 1) + (items % 2) + rng.normal(0, 0.3, 600)), 1, 5)
+    rows = [f"u{u}\ti{i}\t{x:g}" for u, i, x in zip(users, items, r)]
+    (tmp_path / "r.tsv").write_text("\n".join(rows[:500]) + "\n")
+    (tmp_path / "rh.tsv").write_text("user\titem\trating\n" + "\n".join(rows[500:]) + "\n")
+    (tmp_path / "rt.tsv").write_text("\n".join(rows[500:]) + "\n")
+    mf = str(tmp_path / "mf.npz")
+    assert main(["train", "mf", "--train", str(tmp_path / "r.tsv"), "--names",
+                 "user,item,rating", "--rank", "2", "--max-iter", "3", "--save", mf,
+                 "--scheduler-file", sf]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", mf, "--test", str(tmp_path / "rt.tsv")]) == 0
+    rmse = capsys.readouterr().out.strip()
+    assert rmse.startswith("test: RMSE") and "(100 ratings;" in rmse
+    assert main(["evaluate", mf, "--test", str(tmp_path / "rh.tsv")]) == 2
+    assert "--header" in capsys.readouterr().err
+    assert main(["evaluate", mf, "--test", str(tmp_path / "rh.tsv"), "--header"]) == 0
+    assert capsys.readouterr().out.strip() == rmse
+    assert main(["evaluate", mf, "--test", str(tmp_path / "rt.tsv"), "--format", "csv"]) == 2
+    assert ("--format csv: the model (mf) was trained on ratings data: --format applies to "
+            "lr, fm and gbdt models") in capsys.readouterr().err
