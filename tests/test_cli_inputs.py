@@ -8,6 +8,17 @@ from test_cli import _scheduler_file, _svm
 from dask_ps.cli import main
 
 
+@pytest.fixture
+def no_cluster(monkeypatch):
+    """The CLI's cluster start fails the test: what it refuses, it refuses before one."""
+    from dask_ps.cli import _run
+
+    def connect(spec):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(_run, "connect", connect)
+
+
 @pytest.mark.timeout(200)
 def test_empty_files_and_the_wrong_format_are_named(tmp_path, client1, capsys):
     """An empty file gives "no rows" naming it (lr/fm said scikit-learn's "Found array with
@@ -206,6 +217,7 @@ def test_the_model_is_saved_before_the_test_set_is_scored(tmp_path, client1, cap
                                               f"file{why}\n"
 
 
+
 def test_a_failed_save_leaves_no_temporary_file(tmp_path):
     """Saving over a folder left a <path>.tmp-PID file (75 MB for a hashed FM) behind."""
     from dask_ps import LogisticRegression
@@ -277,7 +289,7 @@ def test_evaluate_refuses_a_model_saved_without_its_data_options(tmp_path, capsy
 
 @pytest.mark.timeout(120)
 def test_misspelt_columns_and_nested_parquet_columns_are_refused_before_a_cluster(
-        tmp_path, capsys, monkeypatch):
+        tmp_path, capsys, no_cluster):
     """A misspelt --label (or column option) was found once the cluster had started (~7 s;
     with a job queue, jobs submitted), a Parquet list column gave pyarrow's cast error as a
     bug (status 1). Now the headers of --train and --test are checked before a cluster
@@ -285,12 +297,6 @@ def test_misspelt_columns_and_nested_parquet_columns_are_refused_before_a_cluste
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dask_ps.cli import _run
-
-    def no_cluster(spec):
-        raise AssertionError("a cluster was started")
-
-    monkeypatch.setattr(_run, "connect", no_cluster)
     train, test = tmp_path / "train.csv", tmp_path / "test.csv"
     train.write_text("click,price,shop\n" + "".join(f"{i % 2},{i},{'ab'[i % 2]}\n"
                                                     for i in range(20)))
@@ -334,18 +340,12 @@ def _refused_before_a_cluster(cases, algorithms, capsys) -> None:
 
 
 def test_gbdt_misspelt_label_or_categorical_column_is_refused_before_a_cluster(
-        tmp_path, capsys, monkeypatch):
+        tmp_path, capsys, no_cluster):
     """dask-ps train gbdt found a misspelt --label or --categorical once the cluster had
     read the files; the headers of --train and --test are now checked first."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dask_ps.cli import _run
-
-    def no_cluster(spec):
-        raise AssertionError("a cluster was started")
-
-    monkeypatch.setattr(_run, "connect", no_cluster)
     train, test = tmp_path / "train.csv", tmp_path / "test.csv"
     train.write_text("y,a,s\n" + "".join(f"{i % 2},{i},{'pq'[i % 2]}\n" for i in range(20)))
     test.write_text("yy,a,s\n1,1,p\n")
@@ -468,18 +468,12 @@ def test_test_labels_that_are_no_class_and_one_training_class_are_named_by_file(
 
 
 def test_mf_columns_missing_from_names_or_header_are_refused_before_a_cluster(
-        tmp_path, capsys, monkeypatch):
+        tmp_path, capsys, no_cluster):
     """dask-ps train mf found --names without the rating column, or --header on a file
     without one, once a cluster had started (4-13 s); they are now refused first."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dask_ps.cli import _run
-
-    def no_cluster(spec):
-        raise AssertionError("a cluster was started")
-
-    monkeypatch.setattr(_run, "connect", no_cluster)
     train, test = tmp_path / "r.tsv", tmp_path / "t.tsv"
     train.write_text("".join(f"{i}\t{i % 3}\t{1 + i % 5}\t{100 + i}\n" for i in range(20)))
     test.write_text("u\ti\tr\n1\t1\t5\n")
@@ -503,17 +497,11 @@ def test_mf_columns_missing_from_names_or_header_are_refused_before_a_cluster(
 
 
 def test_mf_column_options_on_a_headerless_file_are_refused_before_a_cluster(
-        tmp_path, capsys, monkeypatch):
+        tmp_path, capsys, no_cluster):
     """--user-column, --item-column and --rating-column only renamed the fields of a file
     read without --header or --names: --rating-column nosuch trained on field 3, --user-column
     item --item-column user on the users still (exit 0). Now refused, saying what to pass;
     with --names they pick among its names."""
-    from dask_ps.cli import _run
-
-    def no_cluster(spec):
-        raise AssertionError("a cluster was started")
-
-    monkeypatch.setattr(_run, "connect", no_cluster)
     train, test = tmp_path / "r.tsv", tmp_path / "t.tsv"
     train.write_text("".join(f"{i}\t{i % 3}\t{1 + i % 5}\t{100 + i}\n" for i in range(20)))
     test.write_text("1\t1\t5\t100\n")

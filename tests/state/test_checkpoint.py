@@ -366,6 +366,18 @@ def test_a_damaged_chunk_of_a_tables_optimizer_state_is_named(tmp_path, array, r
         PSModel.load("local", url)
 
 
+def _saved_twice(model, url: str) -> dict:
+    """Versions 1 and 2 of an adagrad table "w" (1000 x 2, chunks of 100 rows) saved at
+    ``url``; returns version 1's :func:`full_state`."""
+    model.add_table("w", (1000, 2), optimizer="adagrad")
+    model.push("w", np.arange(1000), np.ones((1000, 2)))
+    model.save(url, clock=1, chunk_rows=100)
+    good = full_state(model)
+    model.push("w", np.arange(1000), np.ones((1000, 2)))
+    model.save(url, clock=2, chunk_rows=100)
+    return good
+
+
 def _damage_last_chunk(url: str, array: str, version: int = 1) -> str:
     """Flip bytes in the last chunk of ``array`` of ``version``: its checksum fails."""
     chunk = sorted(p for p in (Path(url) / f"v{version:06d}" / array / "c").rglob("*")
@@ -416,12 +428,7 @@ def test_recover_and_resume_fall_back_to_the_newest_version_that_restores(tmp_pa
 
     url = str(tmp_path / "ck")
     model = PSModel("local", n_shards=2)
-    model.add_table("w", (1000, 2), optimizer="adagrad")
-    model.push("w", np.arange(1000), np.ones((1000, 2)))
-    model.save(url, clock=1, chunk_rows=100)
-    good = full_state(model)
-    model.push("w", np.arange(1000), np.ones((1000, 2)))
-    model.save(url, clock=2, chunk_rows=100)
+    good = _saved_twice(model, url)
     _damage_last_chunk(url, "t0/values", version=2)
     model.push("w", [0], np.ones((1, 2)))
     from dask_ps.model.format import latest
@@ -519,12 +526,7 @@ def test_a_newest_version_failing_its_checksum_is_skipped_on_a_cluster(client2, 
 
     url = str(tmp_path / "ck")
     model = PSModel(client2, n_shards=2)
-    model.add_table("w", (1000, 2), optimizer="adagrad")
-    model.push("w", np.arange(1000), np.ones((1000, 2)))
-    model.save(url, clock=1, chunk_rows=100)
-    good = full_state(model)
-    model.push("w", np.arange(1000), np.ones((1000, 2)))
-    model.save(url, clock=2, chunk_rows=100)
+    good = _saved_twice(model, url)
     chunk = Path(_damage_last_chunk(url, "t0/values", version=2))
     damaged = chunk.read_bytes()
     failed = _compute_failed(client2)
