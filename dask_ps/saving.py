@@ -154,10 +154,16 @@ def _check_fitted(attr: str, value: Any, where: str) -> None:
         if not ok:
             raise DataError(f"{where}: {str(value)[:60]!r} is not a non-negative whole "
                             f"number")
-    elif isinstance(value, (float, tuple)):
-        numbers = np.asarray(value if isinstance(value, tuple) else [value], dtype=object)
-        if any(isinstance(v, float) and not np.isfinite(v) for v in numbers.ravel()):
-            raise DataError(f"{where}: {value!r} is not finite")
+    elif isinstance(value, (float, tuple)) and not _finite_floats(value):
+        raise DataError(f"{where}: {str(value)[:80]} is not finite")
+
+
+def _finite_floats(value) -> bool:
+    """Whether every float of ``value`` (a float, or a tuple of them, nested, beside other
+    things: a tuple may hold arrays of different shapes) is finite."""
+    if isinstance(value, tuple):
+        return all(_finite_floats(v) for v in value)
+    return not isinstance(value, float) or bool(np.isfinite(value))
 
 
 def saved_params(estimator) -> tuple[str, dict]:

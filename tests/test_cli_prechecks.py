@@ -69,6 +69,20 @@ def test_a_gbdt_parquet_text_column_is_refused_before_a_cluster_starts(tmp_path,
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_an_lr_weight_column_not_in_the_file_names_the_option(tmp_path, capsys, fmt):
+    """LR's --weight nosuch said "columns ['nosuch'] are not among [...]" (the encoder's
+    inference, the weight passed as an excluded column), without naming --weight."""
+    path = tmp_path / f"t.{fmt}"
+    df = pd.DataFrame({"click": [0, 1] * 5, "a": np.arange(10.0)})
+    df.to_csv(path, index=False) if fmt == "csv" else df.to_parquet(path)
+    argv = ["train", "lr", "--train", str(path), "--format", fmt, "--label", "click",
+            "--weight", "nosuch"]
+    assert _error(capsys, argv) == \
+        f"{path}: no column 'nosuch', named by --weight (columns: ['click', 'a'])"
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("text, message", [
     ("save = 5\n", "save: must be a string (--save PATH), got 5: quote it, save = \"5\""),
     ("train = 1.5\n", "train: must be a string (--train TRAIN), got 1.5"),

@@ -62,8 +62,11 @@ class MatrixFactorization(PSEstimator):
         bias shrinkage of Koren's baseline predictors). Default 5.0 / 3.0 (als); sgd allows
         only 0. Chosen on MovieLens-100k u1, ua and 20 % / 5 % samples: with the defaults
         ALS beats a biases-only baseline on all four (the README's MF section).
-    learning_rate, decay : float, optional
-        SGD step of epoch ``e``: ``learning_rate * decay**(e - 1)``. Default 0.06, 0.82.
+    learning_rate : float, optional
+        SGD step of the first epoch; epoch ``e`` steps ``learning_rate * decay**(e - 1)``.
+        Default 0.06.
+    decay : float, optional
+        Factor of the SGD step from one epoch to the next. Default 0.82.
     max_iter : int, optional
         Epochs (sgd) or ALS iterations. Default 20 (sgd), 15 (als).
     init_std : float, optional

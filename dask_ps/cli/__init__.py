@@ -8,7 +8,7 @@
                      --cluster slurm --workers 8 --walltime 02:00:00 --save model.npz
     dask-ps train gbdt --train t.parquet --format parquet --label y --weight w  # sample weights
     srun dask-ps train lr ... --cluster slurm-runner      # inside one Slurm allocation
-    dask-ps evaluate model.npz --test PATH
+    dask-ps evaluate model.npz --test PATH [--format csv|parquet] [--header | --no-header]
     dask-ps export model.npz OUT_FOLDER [--format parquet|csv]
 
 Options are checked, and the input files looked up, before any cluster starts. Failures end

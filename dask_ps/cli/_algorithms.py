@@ -319,6 +319,21 @@ def file_columns(urlpath: str, fmt: str, sep: str | None = None, header: bool = 
     return (header_names if header else numbered_names)(fs, paths[0], sep or ",", comp)
 
 
+def check_named_columns(urlpath: str, fmt: str, sep: str | None, wanted) -> list[str]:
+    """The columns of the first file of ``urlpath`` (:func:`file_columns`), after checking
+    that they hold each column of ``wanted`` (``(option, column)`` pairs): DataError
+    naming the file, the column, the option that named it and the file's columns."""
+    from ..exceptions import DataError
+    from ..io._blocks import open_paths
+
+    names = file_columns(urlpath, fmt, sep)
+    for option, c in wanted:
+        if c not in names:  # as the reader says it, once the cluster has read the file
+            raise DataError(f"{open_paths(urlpath)[1][0]}: no column {c!r}, named by "
+                            f"{option} (columns: {names})")
+    return names
+
+
 def weight_of(path: str, meta: dict, test: bool) -> str | None:
     """The weight column to read from ``path``: ``meta["weight"]``, but for test data only
     when its first file has that column (scored unweighted otherwise)."""

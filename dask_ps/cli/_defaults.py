@@ -40,7 +40,8 @@ _DEFAULT = re.compile(r"(?:^|[.;,]\s*)[Dd]efault:? (.+?)(?:\.(?:\s|$)|$)"
                       r"|\([Dd]efault:? ([^)]+)\)")
 
 #: An entry that refers to another estimator's: ``As in :class:`~dask_ps.LogisticRegression`.``
-_AS_IN = re.compile(r"^As in :class:`~?dask_ps\.(\w+)`")
+#: (or ``As for``).
+_AS_IN = re.compile(r"^As (?:in|for) :class:`~?dask_ps\.(\w+)`")
 
 
 def _entry(doc: str, param: str) -> tuple[str, str] | None:
@@ -72,8 +73,8 @@ def _entry(doc: str, param: str) -> tuple[str, str] | None:
 def doc_default(doc: str, param: str, refer=None) -> str:
     """What the numpydoc entry of ``param`` in the (cleaned) docstring ``doc`` says its
     default is (``Default: X.``, ``default X.``, ``(default X)``, or the type line's
-    ``default X``), else ``"not set"``. An entry ``As in :class:`~dask_ps.Other`.`` says
-    ``refer("Other")`` when ``refer`` is given."""
+    ``default X``), else ``"not set"``. An entry ``As in (or for)
+    :class:`~dask_ps.Other```. says ``refer("Other")`` when ``refer`` is given."""
     found = _entry(doc, param)
     if found is None:
         return "not set"

@@ -17,11 +17,11 @@ from ._algorithms import (
     TestSet,
     _count,
     block_classes,
+    check_named_columns,
     check_test_classes,
     check_weight_option,
     checked_classes,
     class_lines,
-    file_columns,
     read_test,
     read_train_test,
     weight_of,
@@ -86,13 +86,10 @@ def _gbdt_check_inputs(args) -> None:
     wanted = [("--label", meta["label"])] if meta["label"] else []
     wanted += [("--categorical", c) for c in meta["categorical"] or ()]
     for url in filter(None, (args.train, args.test)):
-        names = file_columns(url, meta["format"], meta["sep"])
-        fs, paths = open_paths(url)
         weight = meta["weight"] if url == args.train else None
-        for option, c in wanted + ([("--weight", weight)] if weight else []):
-            if c not in names:  # as the reader says it, once the cluster has read the file
-                raise DataError(f"{paths[0]}: no column {c!r}, named by {option} "
-                                f"(columns: {names})")
+        names = check_named_columns(url, meta["format"], meta["sep"],
+                                    wanted + ([("--weight", weight)] if weight else []))
+        fs, paths = open_paths(url)
         if weight and not meta["label"] and names[:1] == [weight]:
             raise OptionError(f"--weight {weight}: the first column, the label without "
                               f"--label")

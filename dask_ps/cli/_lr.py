@@ -21,6 +21,7 @@ from ._algorithms import (
     _count,
     _n_threads,
     _nnz,
+    check_named_columns,
     check_test_classes,
     check_weight_option,
     checked_classes,
@@ -110,6 +111,9 @@ def _lr_check_inputs(args) -> None:
     meta = _lr_meta(args)
     if meta["format"] == "libsvm":
         return
+    if meta.get("weight"):  # (the encoder's inference would say only "not among")
+        check_named_columns(args.train, meta["format"], meta.get("sep"),
+                            [("--weight", meta["weight"])])
     with warnings.catch_warnings():  # said once, when the data is read (_lr_meta_encoded)
         warnings.simplefilter("ignore", UserWarning)
         encoder = HashingEncoder.from_json(_ctr_encoder(args.train, meta))

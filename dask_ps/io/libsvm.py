@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import NamedTuple
 
 import dask.array as da
@@ -21,6 +20,7 @@ from ._blocks import read_array as _read_array
 from ._blocks import select as _select
 from ._csv import LineError, line_hint
 from ._line_kernels import SVM, count_rows, line_of_row, lone_crs
+from ._sniff import other_format
 
 __all__ = ["read_libsvm"]
 
@@ -34,10 +34,6 @@ _REASONS = {
     _k.E_BAD_VALUE: "value is not a finite number",
     _k.E_BAD_LABEL: "label is not a finite number",
 }
-
-
-#: An ``index:value`` pair (or ``qid:``) at the start of a token: a line of LIBSVM, not CSV.
-_PAIR = re.compile(rb"(?:^|\s)(?:\d+|qid):\S")
 
 
 #: A UTF-8 byte order mark: skipped at the start of a file, as the CSV and text readers do.
@@ -109,20 +105,15 @@ def _parse(data, shift: int, reject_zero: bool, max_raw: int, store: bool = True
 
 
 def _other_format(fs, block: _Block) -> str:
-    """The hint of a refused line when its file starts like another format: Parquet (its
-    magic bytes), or CSV (a first line with a ',' and no ``index:value`` pair). Reads the
-    file's first KiB: called for an error only, never on the way of a good read."""
+    """The hint of a refused line when its file starts like another format
+    (:func:`~dask_ps.io._sniff.other_format`: Parquet, or a table of delimited fields).
+    Reads the file's first KiB: called for an error only, never on the way of a good read."""
     try:
         with fs.open(block.path, "rb", compression=block.compression) as f:
             head = f.read(1024)
     except (OSError, EOFError, ValueError):  # unreadable now: the error says enough
         return ""
-    if head.startswith(b"PAR1"):
-        return " (is this a Parquet file? dask-ps train reads it with --format parquet)"
-    first = head.split(b"\n", 1)[0]
-    if b"," in first and not _PAIR.search(first):
-        return " (is this a CSV file? dask-ps train reads it with --format csv)"
-    return ""
+    return other_format(head)
 
 
 def _format_error(fs, block: _Block, line0: int, err: _Err, n_features: int | None,
