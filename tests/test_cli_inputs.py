@@ -80,7 +80,8 @@ def test_empty_inputs_of_mf_lda_gbdt_are_named_and_empty_test_sets_scored(tmp_pa
         f"dask-ps: error: {empty['ldac']}: no tokens (no document counts a term)"
     assert last("mf", "--train", str(table)).err.strip().splitlines()[-1] == \
         f"dask-ps: error: {table}: columns ['user', 'item', 'rating'] are not among " \
-        f"['u', 'i', 'r']"
+        f"['u', 'i', 'r'] (named as the user, item and rating columns: user=, item=, " \
+        f"rating= in Python, --user-column, --item-column, --rating-column for dask-ps)"
     for algorithm, train, test, line in [("mf", ratings, "tsv", "test: no ratings"),
                                          ("lda", docs, "ldac", "test: no documents"),
                                          ("gbdt", rows, "svm", "test: no rows")]:
@@ -483,7 +484,8 @@ def test_mf_columns_missing_from_names_or_header_are_refused_before_a_cluster(
                    tmp_path / "r.parquet")
     _refused_before_a_cluster(
         [(["--train", train, "--names", "user,item"],
-          f"{train}: columns ['rating'] are not among ['user', 'item']"),
+          f"{train}: columns ['rating'] are not among ['user', 'item'] (named as the rating "
+          f"column: rating= in Python, --rating-column for dask-ps)\n"),
          (["--train", train, "--header"],
           f"{train}: columns ['user', 'item', 'rating'] are not among ['0', '0', '1', '100']"),
          (["--train", headed, "--test", test, "--header"],
@@ -518,5 +520,7 @@ def test_mf_column_options_on_a_headerless_file_are_refused_before_a_cluster(
           f"--rating-column r names a header column, but --train {train} is read without a "
           f"header: {how}"),
          (["--train", train, "--names", "a,b,c,d", "--user-column", "x"],
-          f"{train}: columns ['x', 'item', 'rating'] are not among ['a', 'b', 'c', 'd']")],
+          f"{train}: columns ['x', 'item', 'rating'] are not among ['a', 'b', 'c', 'd'] "
+          f"(named as the user, item and rating columns: user=, item=, rating= in Python, "
+          f"--user-column, --item-column, --rating-column for dask-ps)\n")],
         ("mf",), capsys)

@@ -163,10 +163,15 @@ class _CSV:
 def _check_columns(user: str, item: str, rating: str, names: list, where: str = "") -> None:
     """The user, item and rating columns are three of ``names`` (DataError, a ValueError,
     naming them: one column as both user and item trained a model of nothing)."""
-    absent = [c for c in (user, item, rating) if c not in names]
-    if absent:
-        raise DataError(f"{where}columns {absent} are not among {names}")
     roles = {"user": user, "item": item, "rating": rating}
+    absent = [c for c in roles.values() if c not in names]
+    if absent:
+        which = [k for k, v in roles.items() if v not in names]
+        roles_said = " and ".join([", ".join(which[:-1]), which[-1]] if which[:-1] else which)
+        raise DataError(f"{where}columns {absent} are not among {names} (named as the "
+                        f"{roles_said} column{'s' if len(which) > 1 else ''}: "
+                        f"{', '.join(k + '=' for k in which)} in Python, "
+                        f"{', '.join(f'--{k}-column' for k in which)} for dask-ps)")
     if len(set(roles.values())) < 3:
         twice = [f"{k}={v!r}" for k, v in roles.items() if list(roles.values()).count(v) > 1]
         raise DataError(f"{where}one column cannot be two of user, item and rating: "
