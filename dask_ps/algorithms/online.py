@@ -24,6 +24,7 @@ import logging
 import numbers
 import os
 import re
+import warnings
 from typing import Iterable
 
 import numpy as np
@@ -121,10 +122,11 @@ def _where(b: int, X) -> str:
                                          f"{said})" if files else "")
 
 
-def _named(exc: Exception, where: str) -> Exception:
+def _named(exc: Exception, where: str, note: str | None = None) -> Exception:
     """``exc`` naming ``where``: an exception of the same type whose message starts with it
     (raise it ``from exc``), or, for a type that is not made from one message, ``exc``
-    itself with a note (:meth:`BaseException.add_note`)."""
+    itself with a note (:meth:`BaseException.add_note`): ``note``, by default ``while
+    learn_online processed <where>``."""
     if len(exc.args) == 1 and isinstance(exc.args[0], str) and \
             not isinstance(exc, UnicodeError):
         try:
@@ -134,8 +136,16 @@ def _named(exc: Exception, where: str) -> Exception:
         if named is not None and named.args == (f"{where}: {exc.args[0]}",):
             named.__dict__.update(vars(exc))  # attributes of the error (e.g. its notes)
             return named
-    exc.add_note(f"while learn_online processed {where}")
+    exc.add_note(note or f"while learn_online processed {where}")
     return exc
+
+
+def _raise_named(exc: Exception, where: str, note: str | None = None):
+    """Raise :func:`_named` of ``exc`` (from it when it is a new exception)."""
+    named = _named(exc, where, note)
+    if named is exc:
+        raise exc
+    raise named from exc
 
 
 def learn_online(estimator, batches: Iterable, *, classes=None, version_every: int | None = None,
@@ -163,7 +173,10 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         in process, while on a cluster ``partial_fit`` asks for ``compute_chunk_sizes()``).
         A batch without rows (e.g. a file of a quiet hour holding only its header) is
         skipped: no record, no version, a warning on the ``dask_ps.algorithms.online``
-        logger naming it.
+        logger naming it. A stream of no batch with rows (or of no batch) teaches nothing:
+        a ``UserWarning`` says so, and an estimator not fitted before stays unfitted (no
+        ``history_``; ``predict`` raises scikit-learn's ``NotFittedError``), as
+        ``partial_fit`` refuses data without rows.
         An LDA's: document-term counts (n_documents, n_terms), any ``X`` its
         ``partial_fit`` takes (scipy.sparse CSR, NumPy, ``sparse.COO``, pandas, dask arrays
         or DataFrames: a dask batch is computed once in this process, where its score
@@ -190,7 +203,8 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         plus the number of the batch of this stream it was saved after.
     on_batch : callable, optional
         ``on_batch(record)`` after each batch (e.g. to log or to stop: a True return ends the
-        stream).
+        stream), after its version is saved. An error it raises names the batch (see
+        Raises).
     vocabulary : sequence of str (n_terms,), optional
         LDA only: the terms of the stream's columns, given to each ``partial_fit`` (kept as
         the model's ``vocabulary_``, saved in its versions, for ``top_words``); a batch's
@@ -237,20 +251,33 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         that is a tuple of other than ``(X, vocabulary)``, whose second item is not str
         terms (labels), or whose terms differ from ``vocabulary`` or the model's.
     Exception
-        Any error raised while a batch was made, scored, trained on or saved names it: an
-        exception of the same type whose message starts with ``batch 3 of the stream`` and,
-        for a batch read from files (:func:`dask_ps.io.read_ctr`, ...), ``(file ...)``
-        (raised from the original one); an exception type not made from one message keeps
-        its message and gets that as a note. The estimator keeps what it learnt from the
-        batches before (a failed ``partial_fit`` leaves it as it was).
+        Any error raised while a batch was made, scored, trained on or saved, or by
+        ``on_batch`` after it, names it: an exception of the same type whose message starts
+        with ``batch 3 of the stream`` and, for a batch read from files
+        (:func:`dask_ps.io.read_ctr`, ...), ``(file ...)`` (raised from the original one);
+        an exception type not made from one message (e.g. ``PermissionError``) keeps its
+        message and gets that as a note. The estimator keeps what it learnt from the
+        batches before (a failed ``partial_fit`` leaves it as it was). An error saving a
+        batch's version (the folder became read-only, the disk is full, ...) or of
+        ``on_batch`` comes after the batch was learnt, and says so: ``batch 3 of the stream
+        was learnt (the estimator in memory holds it: go on with it from batch 4); its
+        version could not be saved: ...`` (its record names no version), ``batch 3 of the
+        stream was learnt; its on_batch(record) raised``.
     TypeError
         With ``versions``, before any batch: a parameter that cannot be saved in a version
         (a function among ``callbacks``), naming it.
     NotADirectoryError, OSError
-        With ``versions``, before any batch: it is a file, or its folder cannot be made.
+        With ``versions``, before any batch: it is a file, or its folder cannot be made, or
+        no file can be written in it (e.g. ``PermissionError``: a test file is made and
+        removed there first).
     FileExistsError
         The next version's file appeared meanwhile (another learner writes to the folder);
         nothing is overwritten.
+
+    Warns
+    -----
+    UserWarning
+        No batch of the stream had rows (an LDA's: a token): nothing was learnt.
 
     References
     ----------
@@ -304,17 +331,14 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
     if versions is not None:
         _check_versions(estimator, versions)
     first = last_version(versions) if versions is not None else 0
-    stream = iter(batches)
+    stream, learnt = iter(batches), 0
     for b in itertools.count(1):
         try:
             batch = next(stream)
         except StopIteration:
             break
         except Exception as exc:
-            named = _named(exc, f"batch {b} of the stream (making it)")
-            if named is exc:
-                raise
-            raise named from exc
+            _raise_named(exc, f"batch {b} of the stream (making it)")
         if lda:
             X, terms = lda_batch(b, batch, vocabulary)
         elif not (isinstance(batch, (tuple, list)) and len(batch) == 2):
@@ -325,22 +349,50 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         try:
             record = learn_lda(estimator, b, X, terms, lambda: _where(b, X)) if lda else \
                 _learn(estimator, b, *batch, classes)
-            if record is not None and version_every is not None and b % version_every == 0:
-                _save_version(estimator, version_path(versions, first + b))
         except Exception as exc:
-            named = _named(exc, _where(b, X))
-            if named is exc:
-                raise
-            raise named from exc
-        if record is not None and on_batch is not None and on_batch(estimator.history_[-1]):
+            _raise_named(exc, _where(b, X))
+        if record is None:
+            continue
+        learnt += 1
+        if version_every is not None and b % version_every == 0:
+            try:
+                _save_version(estimator, version_path(versions, first + b))
+            except Exception as exc:  # the batch is learnt: say so, and where to restart
+                done = (f"{_where(b, X)} was learnt (the estimator in memory holds it: go "
+                        f"on with it from batch {b + 1}); its version could not be saved")
+                _raise_named(exc, done, f"{done}: {exc}")
+        try:
+            stop = on_batch is not None and on_batch(estimator.history_[-1])
+        except Exception as exc:
+            done = f"{_where(b, X)} was learnt; its on_batch(record) raised"
+            _raise_named(exc, done, f"{done} (the error above)")
+        if stop:
             break
+    if not learnt:
+        warnings.warn(f"learn_online: no batch of the stream ({b - 1} "
+                      f"{'batch' if b == 2 else 'batches'}) had "
+                      f"{'a token' if lda else 'rows'}: {type(estimator).__name__} learnt "
+                      f"nothing" + ("" if _fitted(estimator) else " and is not fitted"),
+                      UserWarning, stacklevel=2)
     return estimator
+
+
+def _fitted(estimator) -> bool:
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError:
+        return False
+    return True
 
 
 def _check_versions(estimator, versions) -> None:
     """Before the stream: the estimator's parameters can be saved (:func:`saved_params`)
-    and ``versions`` is, or is made, a folder (an error naming it, not at the first version,
-    ``version_every`` batches in)."""
+    and ``versions`` is, or is made, a folder where a file can be written (a probe file,
+    made and removed; an error naming it, not at the first version, ``version_every``
+    batches in, after a batch was learnt)."""
     import fsspec
 
     saved_params(estimator)
@@ -354,6 +406,20 @@ def _check_versions(estimator, versions) -> None:
     except OSError as exc:
         raise type(exc)(f"versions={name!r}: the folder cannot be made "
                         f"({exc.strerror or exc})") from None
+    probe = f"{root.rstrip('/')}/.learn_online-probe-{os.getpid()}"
+    try:  # the way versions are written: a local temporary file beside, or fs.open
+        if "://" in name:
+            with fs.open(probe, "wb") as f:
+                f.write(b"")
+            fs.rm(probe)
+        else:
+            with open(probe, "wb"):
+                pass
+            os.remove(probe)
+    except OSError as exc:
+        raise type(exc)(f"versions={name!r}: no version can be written in the folder (a "
+                        f"test file there: {exc.strerror or exc}); no batch was "
+                        f"learnt") from None
 
 
 def _learn(estimator, b: int, X, y, classes) -> dict | None:

@@ -1,6 +1,11 @@
 """Online learning on a stream of mini-batches: progressive validation in history_, model
 versions saved every N batches and loaded while training goes on, bad streams."""
 
+import os
+import shutil
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -124,11 +129,106 @@ def test_a_version_written_meanwhile_is_not_overwritten(tmp_path):
             Path(version_path(tmp_path, 2)).write_bytes(b"theirs")
 
     est = LogisticRegression(client="local", random_state=0, checkpoint=None)
-    with pytest.raises(FileExistsError, match=r"version-000002\.npz exists already"):
+    with pytest.raises(FileExistsError, match=r"^batch 2 of the stream was learnt \(the "
+                       r"estimator in memory holds it: go on with it from batch 3\); its "
+                       r"version could not be saved: .*version-000002\.npz exists already"):
         learn_online(est, stream(2, rows=300), classes=[0, 1], version_every=2,
                      versions=str(tmp_path), on_batch=other_writer)
     assert Path(version_path(tmp_path, 2)).read_bytes() == b"theirs"
     assert "version" not in est.history_[-1]
+
+
+# dropping CAP_DAC_OVERRIDE makes root obey a folder's permissions, as any other user does
+_AS_USER = ["setpriv", "--bounding-set=-dac_override"] if os.geteuid() == 0 else []
+_READ_ONLY_STREAM = """
+import sys, numpy as np
+from dask_ps import LogisticRegression, learn_online
+rng = np.random.default_rng(0)
+seen = []
+def batches():
+    for _ in range(2):
+        seen.append(1)
+        yield rng.normal(size=(50, 5)), rng.integers(0, 2, 50)
+est = LogisticRegression(solver="ftrl", max_iter=1, checkpoint=None)
+try:
+    learn_online(est, batches(), version_every=1, versions=sys.argv[1])
+except PermissionError as exc:
+    print(exc, "|", len(seen), hasattr(est, "history_"))
+"""
+
+
+@pytest.mark.skipif(_AS_USER and not shutil.which("setpriv"), reason="needs setpriv as root")
+def test_a_versions_folder_that_cannot_be_written_is_refused_before_any_batch(tmp_path):
+    """A read-only versions folder: refused before the first batch is even made (it was
+    refused at the first save, after that batch was learnt)."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        out = subprocess.run([*_AS_USER, sys.executable, "-c", _READ_ONLY_STREAM, str(folder)],
+                             capture_output=True, text=True, timeout=240,
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    finally:
+        folder.chmod(0o755)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == (f"versions='{folder}': no version can be written in the "
+                                  f"folder (a test file there: Permission denied); no batch "
+                                  f"was learnt | 0 False")
+    assert list(folder.iterdir()) == []
+
+
+def test_a_version_that_cannot_be_saved_says_its_batch_was_learnt(tmp_path):
+    """The folder fails at the second version (here: its temporary file's name is taken by
+    a folder; likewise a folder made read-only, a full disk): the error says batch 2 was
+    learnt, so a restart does not learn it twice; its record names no version."""
+    def block(record):
+        if record["batch"] == 1:
+            (tmp_path / f"version-000002.npz.tmp-{os.getpid()}").mkdir()
+
+    est = LogisticRegression(solver="ftrl", max_iter=1, random_state=0, checkpoint=None)
+    with pytest.raises(IsADirectoryError) as info:
+        learn_online(est, stream(3, rows=100), classes=[0, 1], version_every=1,
+                     versions=str(tmp_path), on_batch=block)
+    assert info.value.__notes__ == [
+        f"batch 2 of the stream was learnt (the estimator in memory holds it: go on with it "
+        f"from batch 3); its version could not be saved: {info.value}"]
+    assert [(r["batch"], r.get("version")) for r in est.history_] == [
+        (1, version_path(tmp_path, 1)), (2, None)]
+
+
+def test_an_on_batch_error_names_its_batch():
+    est = LogisticRegression(solver="ftrl", max_iter=1, random_state=0, checkpoint=None)
+    with pytest.raises(ZeroDivisionError, match=r"^batch 2 of the stream was learnt; its "
+                                                r"on_batch\(record\) raised: division by "
+                                                r"zero$") as info:
+        learn_online(est, stream(3, rows=100), on_batch=lambda r: r["batch"] == 2 and 1 / 0)
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+    assert [r["batch"] for r in est.history_] == [1, 2]
+    with pytest.raises(OSError) as info:  # not made from one message: a note
+        learn_online(est, stream(1, rows=100), on_batch=lambda r: exec("raise OSError(5, 'x')"))
+    assert info.value.__notes__ == ["batch 1 of the stream was learnt; its on_batch(record) "
+                                    "raised (the error above)"]
+
+
+def test_a_stream_without_rows_warns_and_leaves_the_estimator_unfitted():
+    """Nothing learnt: a UserWarning (was only a log record), and an estimator not fitted
+    before stays so (no history_, NotFittedError), as partial_fit refuses empty data."""
+    from sklearn.exceptions import NotFittedError
+
+    empty = (np.empty((0, 5)), np.empty(0))
+    est = LogisticRegression(solver="ftrl", max_iter=1, checkpoint=None)
+    with pytest.warns(UserWarning, match=r"^learn_online: no batch of the stream \(2 batches"
+                                         r"\) had rows: LogisticRegression learnt nothing "
+                                         r"and is not fitted$"):
+        assert learn_online(est, [empty, empty]) is est
+    assert not hasattr(est, "history_")
+    with pytest.raises(NotFittedError):
+        est.predict(np.ones((2, 5)))
+    learn_online(est, [(np.eye(5), np.array([0, 1, 0, 1, 1]))])
+    with pytest.warns(UserWarning, match=r"\(0 batches\) had rows: LogisticRegression learnt "
+                                         r"nothing$"):
+        learn_online(est, [])
+    assert len(est.history_) == 1
 
 
 def test_bad_streams_are_refused(tmp_path):
