@@ -30,6 +30,7 @@ tables and a ``model.json``.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -233,14 +234,16 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
         if os.path.isdir(path) or path.endswith(os.sep):
             raise IsADirectoryError(f"{path}: a folder; give a file name such as "
                                     f"{os.path.join(path, 'model.npz')}")
-        tmp = f"{path}.tmp-{os.getpid()}"
+        tmp, made = f"{path}.tmp-{os.getpid()}", False
         try:
             with open(tmp, "wb") as f:
+                made = True
                 f.write(data)
             os.replace(tmp, path)
         except BaseException:  # e.g. path is a folder, the disk is full: leave nothing behind
-            if os.path.lexists(tmp):
-                os.remove(tmp)
+            if made:  # (only what this call made: not a folder of that name; its own error
+                with contextlib.suppress(OSError):  # would hide the first)
+                    os.remove(tmp)
             raise
     else:  # no folders made on the way: s3fs would create a bucket of a misspelt name
         from .io._storage import storage_error

@@ -234,6 +234,24 @@ def test_a_failed_save_leaves_no_temporary_file(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
 
 
+def test_a_save_whose_temporary_name_is_a_folder_keeps_it_and_its_error(tmp_path):
+    """The clean-up of a failed save removed its temporary file by name: when that name was
+    a folder (not made by the save), os.remove raised IsADirectoryError over the first error;
+    now the folder stays and the open's own error is raised."""
+    import os
+
+    from dask_ps import LogisticRegression
+    from dask_ps.saving import save_estimator
+
+    path = tmp_path / "m.npz"
+    taken = tmp_path / f"m.npz.tmp-{os.getpid()}"
+    (taken / "inside").mkdir(parents=True)
+    with pytest.raises(IsADirectoryError) as err:
+        save_estimator(LogisticRegression(), str(path))
+    assert err.value.filename == str(taken) and err.value.__context__ is None
+    assert (taken / "inside").is_dir() and not path.exists()
+
+
 def test_a_folder_given_as_a_model_file_is_named(tmp_path, capsys):
     """load_estimator (dask-ps evaluate, export) on a folder, e.g. a checkpoint, raised a raw
     IsADirectoryError from fsspec, status 1."""
