@@ -192,13 +192,18 @@ class WorkerView:
         return _background(self.pull, table, keys)
 
     def push_async(self, table: str, keys, updates) -> Future:
-        """:meth:`push` returning a done future (pushes are buffered anyway)."""
+        """:meth:`push`, returning a done future (pushes are buffered anyway: nothing of it
+        is left to run in the background).
+
+        Raises
+        ------
+        UnknownTableError, IndexError, TypeError, ValueError
+            As :meth:`push`, at the call: a refused push is never only in a future that
+            nobody has to look at (its update would be lost and the job end normally).
+        """
+        self.push(table, keys, updates)
         fut: Future = Future()
-        try:
-            self.push(table, keys, updates)
-            fut.set_result(None)
-        except Exception as exc:  # delivered through the future, like a remote error
-            fut.set_exception(exc)
+        fut.set_result(None)
         return fut
 
     def clock_async(self) -> Future:

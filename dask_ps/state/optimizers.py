@@ -122,7 +122,18 @@ class Optimizer:
 
 @dataclass(frozen=True)
 class Add(Optimizer):
-    """Plain addition of the pushed values: counts, deltas, sums of gradients (LDA, GBDT)."""
+    """Plain addition of the pushed values: counts, deltas, sums of gradients (LDA, GBDT).
+
+    Notes
+    -----
+    On an integer table a sum past the dtype is refused (the table unchanged, the key
+    named). On a float table only each update is checked (finite, within the dtype: see
+    :func:`~dask_ps.state.table.checked_update`), not the sums: repeated adds that pass
+    the dtype's largest value make the row ``inf`` silently (three pushes of ``3e38`` to a
+    float32 row). Refusing them as integer tables do would need the rows before the step,
+    since a float addition cannot be taken back exactly: a second pass over the rows, or a
+    copy of them, on every push. Use float64 for sums that may grow that large.
+    """
 
     name: ClassVar[str] = "add"
     needs_float: ClassVar[bool] = False

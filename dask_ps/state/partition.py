@@ -390,7 +390,13 @@ class RangePartitioner(_Partitioner):
 
     def __post_init__(self):
         object.__setattr__(self, "hashed", False)
-        bounds = np.linspace(0, self.n_rows, self.n_shards + 1).round().astype(np.int64)
+        n, s = self.n_rows, self.n_shards
+        if n <= 2**53:  # exact in float64 (every layout so far)
+            bounds = np.linspace(0, n, s + 1).round().astype(np.int64)
+        else:  # the same bounds (i * n / s rounded half to even) in Python's integers
+            bounds = np.array([q + (2 * r > s or (2 * r == s and q % 2 == 1))
+                               for q, r in (divmod(i * n, s) for i in range(s + 1))],
+                              np.int64)
         object.__setattr__(self, "starts", bounds)
         small = int(np.diff(bounds).max(initial=0)) < 2**31
         object.__setattr__(self, "wire_dtype", np.dtype(np.int32 if small else np.int64))

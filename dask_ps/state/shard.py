@@ -35,7 +35,7 @@ from .channel_wire import unpicklable_result
 from .consistency import DONE, ClockTable, Consistency
 from .merging import apply_all
 from .table import TableShard, TableSpec
-from .transport import function_name, packed
+from .transport import _in_shard_function, function_name, packed
 from .wire_forms import KeyRef
 
 __all__ = ["Shard"]
@@ -120,10 +120,10 @@ class Shard(FreezeGCFirst):
         """The error of a :meth:`map_rows` function still running (on the loop)."""
         fn, table, started = self._running
         return ShardFunctionRunningError(self.shard, self.address, fn, table,
-                                         asyncio.get_running_loop().time() - started, detail)
+                                         time.monotonic() - started, detail)
 
-    def call_now(self, method: str, kwargs: dict, park=None, settled: list | None = None
-                 ) -> tuple[bool, object]:
+    def call_now(self, method: str, kwargs: dict, park=None, settled: list | None = None,
+                 wait: float | None = None) -> tuple[bool, object]:
         """``pull``, ``push`` or ``push_pull`` from a task's thread on this shard's worker,
         done at once: ``(True, result)``; or ``(False, pull_kwargs)`` when its pull must wait
         for slower clocks (its push, if any, is done): the caller then runs
@@ -136,43 +136,61 @@ class Shard(FreezeGCFirst):
         are appended to it as callables, for the caller to run after its own reply (a
         channel thread answers its remote caller first, then wakes a local task that would
         otherwise hold the GIL it needs to send).
+
+        A call that waits ``wait`` seconds (default: its ``timeout``, else 300) for the
+        shard's lock raises :class:`~dask_ps.exceptions.ShardFunctionRunningError` (a
+        :meth:`map_rows` function holds it) or TimeoutError, having done nothing.
         """
         kwargs = dict(kwargs)
         ready: list = []
+        wait = kwargs.get("timeout", 300.0) if wait is None else wait
+        if not self._lock.acquire(True, wait):  # positional: as cheap as ``with`` if free
+            raise self._lock_timeout(method, wait)
         try:
-            with self._lock:
-                if method in ("push", "push_pull"):
-                    tick = kwargs.pop("tick", False) if method == "push" else True
-                    clock = kwargs.pop("clock" if method == "push" else "push_clock", 0)
-                    notify = self._push(kwargs.pop("updates"), kwargs.get("job"),
-                                        kwargs.pop("participant", 0), clock, tick)
-                    if notify:
-                        ready = self._take_parked()
-                        if self._waiters:  # registered under this lock: none is missed
-                            self._loop.call_soon_threadsafe(self._notify)
-                    if method == "push" or kwargs.get("name") is None:
-                        return True, None if method == "push_pull" else self._min_clock()
-                elif method != "pull":
-                    raise AttributeError(f"shard {self.shard}: {method!r} cannot run from a "
-                                         f"task")
-                clocks = self._check_job(kwargs.get("job"))
-                if clocks is not None and not clocks.ready(kwargs.get("clock", 0)):
-                    if park is None or self._loop is None:
-                        return False, kwargs
-                    self._table(kwargs["name"])
-                    timeout = float(kwargs.get("timeout", 300.0))
-                    self._parked.append((kwargs.get("clock", 0), kwargs["job"], kwargs["name"],
-                                         kwargs["keys"], park, time.monotonic() + timeout,
-                                         timeout, kwargs.get("keys_id")))
-                    return False, None
-                return True, self._gather(kwargs["name"], kwargs["keys"], clocks,
-                                          kwargs.get("keys_id"))
+            if method in ("push", "push_pull"):
+                tick = kwargs.pop("tick", False) if method == "push" else True
+                clock = kwargs.pop("clock" if method == "push" else "push_clock", 0)
+                notify = self._push(kwargs.pop("updates"), kwargs.get("job"),
+                                    kwargs.pop("participant", 0), clock, tick)
+                if notify:
+                    ready = self._take_parked()
+                    if self._waiters:  # registered under this lock: none is missed
+                        self._loop.call_soon_threadsafe(self._notify)
+                if method == "push" or kwargs.get("name") is None:
+                    return True, None if method == "push_pull" else self._min_clock()
+            elif method != "pull":
+                raise AttributeError(f"shard {self.shard}: {method!r} cannot run from a "
+                                     f"task")
+            clocks = self._check_job(kwargs.get("job"))
+            if clocks is not None and not clocks.ready(kwargs.get("clock", 0)):
+                if park is None or self._loop is None:
+                    return False, kwargs
+                self._table(kwargs["name"])
+                timeout = float(kwargs.get("timeout", 300.0))
+                self._parked.append((kwargs.get("clock", 0), kwargs["job"], kwargs["name"],
+                                     kwargs["keys"], park, time.monotonic() + timeout,
+                                     timeout, kwargs.get("keys_id")))
+                return False, None
+            return True, self._gather(kwargs["name"], kwargs["keys"], clocks,
+                                      kwargs.get("keys_id"))
         finally:
+            self._lock.release()
             if settled is None:
                 _answer_parked(ready)
             else:
                 settled.extend(functools.partial(reply, ok, result)
                                for reply, ok, result in ready)
+
+    def _lock_timeout(self, method: str, wait: float) -> Exception:
+        """The error of a :meth:`call_now` that waited ``wait`` s in vain for the lock."""
+        running = self._running
+        if running is not None:
+            fn, table, started = running
+            return ShardFunctionRunningError(
+                self.shard, self.address, fn, table, time.monotonic() - started,
+                f"a {method} call waited {float(wait):g} s for it to end")
+        return TimeoutError(f"shard {self.shard} (worker {self.address}): a {method} call "
+                            f"waited {float(wait):g} s for the shard's lock")
 
     def _take_parked(self) -> list:
         """Under the lock, after clocks moved or the job changed: the parked pulls now
@@ -479,7 +497,7 @@ class Shard(FreezeGCFirst):
         await self._quiet(timeout, f"function {what} on table {name!r}")
         loop = asyncio.get_running_loop()
         self._off_loop = done = loop.create_future()
-        self._running = (what, name, loop.time())
+        self._running = (what, name, time.monotonic())
         running = loop.run_in_executor(None, self._map_locked, name, fn, args, key_range)
 
         def ended(fut) -> None:
@@ -499,7 +517,13 @@ class Shard(FreezeGCFirst):
     def _map_locked(self, name: str, fn, args: tuple, key_range: bool = False):
         with self._lock:
             keys, values, slots = self._table(name).view(key_range)
-            return fn(keys, values, slots, *args)
+            # the model refuses calls from this thread meanwhile (they would wait for it)
+            _in_shard_function.what = (f"function {function_name(fn)} on shard {self.shard} "
+                                       f"of table {name!r}")
+            try:
+                return fn(keys, values, slots, *args)
+            finally:
+                _in_shard_function.what = None
 
     async def load_rows(self, name: str, keys: np.ndarray, values: np.ndarray,
                         slots: dict) -> int:

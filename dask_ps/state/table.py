@@ -402,7 +402,8 @@ def checked_update(spec: TableSpec, keys, updates, keys_checked: bool = False,
     ------
     IndexError, TypeError, ValueError
         Key out of range, non-integer keys or updates of an integer table that are not
-        integers, updates of the wrong shape or not finite; each names the table.
+        integers or past its dtype, updates of the wrong shape or not finite; each names
+        the table (and the first offending key).
     """
     name = spec.name
     if not keys_checked:
@@ -435,7 +436,12 @@ def checked_update(spec: TableSpec, keys, updates, keys_checked: bool = False,
                              f"{what}")
     elif updates.dtype != spec.dtype and updates.size:
         info = np.iinfo(spec.dtype)
-        if updates.min() < info.min or updates.max() > info.max:
-            raise ValueError(f"table {name!r}: updates overflow {spec.dtype} "
-                             f"(range [{updates.min()}, {updates.max()}])")
+        low, high = updates.min(), updates.max()
+        if low < info.min or high > info.max:
+            rows = updates.reshape(keys.shape[0], -1)
+            i = int(np.argmax(((rows < info.min) | (rows > info.max)).any(axis=1)))
+            raise ValueError(f"table {name!r}: update for key {int(keys[i])} (position {i}) "
+                             f"overflows {spec.dtype}: {rows[i].tolist()} (the updates' range "
+                             f"[{low}, {high}], {spec.dtype}'s range [{info.min}, "
+                             f"{info.max}])")
     return keys, values

@@ -20,6 +20,8 @@ __all__ = ["DTYPES", "FIRST_ROWS", "Init", "TableSpec", "dense_table_bytes"]
 FIRST_ROWS = 1024
 
 DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "int32", "int64"))
+#: Most rows of a dense table: its keys ``0 .. n_rows - 1`` and its shards' bounds are int64.
+MAX_DENSE_ROWS = 2**63 - 1
 _KINDS = {"constant": _kernels.INIT_CONSTANT, "uniform": _kernels.INIT_UNIFORM,
           "normal": _kernels.INIT_NORMAL}
 
@@ -120,7 +122,8 @@ class TableSpec:
         Raises
         ------
         ValueError
-            Bad shape, dtype, partitioner, or an optimizer that needs floats on an int table.
+            Bad shape (a dense table of more than ``2**63 - 1`` rows: its keys are int64),
+            dtype, partitioner, or an optimizer that needs floats on an int table.
         """
         if isinstance(shape, Integral):
             shape = (shape,)
@@ -149,6 +152,10 @@ class TableSpec:
             raise ValueError(f"table {name!r} holds {dtype}: init must be an integer constant, "
                              f"got {init}")
         n_rows = int(shape[0]) if partitioner == "range" else None
+        if n_rows is not None and n_rows > MAX_DENSE_ROWS:
+            raise ValueError(f"table {name!r}: a dense table's rows are numbered by int64 "
+                             f"keys, so its row count must fit in int64 keys (at most "
+                             f"2**63 - 1 = {MAX_DENSE_ROWS}), got {n_rows}")
         part = make_partitioner(partitioner, n_shards, n_rows)
         ncols = 1 if len(shape) == 1 else int(shape[1])
         if optimizer.name == "average" and ncols < 2:

@@ -34,12 +34,28 @@ from .channel_wire import unpicklable_request
 from .wire_forms import with_keys
 
 __all__ = ["ShardRef", "Shipped", "Transport", "function_name", "local_loop", "note_function",
-           "packed", "unship"]
+           "packed", "refuse_in_shard_function", "unship"]
 
 
 #: Seconds a call through Dask's RPC waits before it asks whether the shard's worker is
 #: still in the cluster (and between two such questions).
 WATCH_SECONDS = 1.0
+
+#: In a thread running a function next to a shard's rows (``Shard.map_rows``, which holds
+#: the shard's lock meanwhile): ``.what``, that function and where it runs.
+_in_shard_function = threading.local()
+
+
+def refuse_in_shard_function() -> None:
+    """Raise RuntimeError when this thread runs a function next to a shard's rows: a call of
+    the model from there would wait for the lock that function holds (in-process, where
+    the shards live in this process; on a cluster the model refuses first)."""
+    what = getattr(_in_shard_function, "what", None)
+    if what is not None:
+        raise RuntimeError(f"a shard function cannot call the model: {what} holds the "
+                           f"shard's rows while it runs, so a pull, push or any other call "
+                           f"of the model from it would wait for itself; return what it "
+                           f"needs and call the model after map_shards")
 
 
 def packed(obj, on_error: str = "message") -> Serialized:
@@ -295,11 +311,13 @@ class Transport:
             A remote shard did not answer within ``timeout`` seconds, or its connection
             failed; else the first error a shard raised (after every call is answered).
         RuntimeError
-            When called from the loop's own thread.
+            When called from the loop's own thread, or from a function running next to a
+            shard's rows (see :func:`refuse_in_shard_function`).
         """
         if _running_loop() is self.loop:
             raise RuntimeError("dask_ps blocking calls cannot run on the event loop that serves "
                                "them; use the *_async methods from coroutines")
+        refuse_in_shard_function()
         results: list = [None] * len(calls)
         errors: list = []
         local = [(i,) + tuple(c) for i, c in enumerate(calls) if c[0] in self.local]
@@ -312,7 +330,8 @@ class Transport:
         for i, s, method, kwargs in local:
             box = Future()
             try:
-                done, out = self.local[s].call_now(method, kwargs, park=_settle(box))
+                done, out = self.local[s].call_now(method, kwargs, park=_settle(box),
+                                                   wait=timeout)
             except Exception as exc:
                 errors.append(exc)
                 continue
@@ -452,12 +471,18 @@ class Transport:
         Raises
         ------
         RuntimeError
-            When called from the loop's own thread, where waiting would deadlock.
+            When called from the loop's own thread, where waiting would deadlock, or from a
+            function running next to a shard's rows (see :func:`refuse_in_shard_function`).
         """
         if _running_loop() is self.loop:
             coro.close()
             raise RuntimeError("dask_ps blocking calls cannot run on the event loop that serves "
                                "them; use the *_async methods from coroutines")
+        try:
+            refuse_in_shard_function()
+        except RuntimeError:
+            coro.close()
+            raise
         return self.submit(coro).result()
 
 

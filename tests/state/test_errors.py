@@ -1,5 +1,6 @@
 """Bad input gets a clear error naming what is wrong; failures never hang or leave half-work."""
 
+import re
 import threading
 import time
 
@@ -33,8 +34,63 @@ def test_bad_update_values(model, updates, err, match):
 
 
 def test_integer_overflow_is_refused(model):
-    with pytest.raises(ValueError, match="table 'i': updates overflow int32"):
+    """The message names the first offending key and says both ranges, the updates' and
+    the dtype's, each labelled."""
+    with pytest.raises(ValueError, match=re.escape(
+            "table 'i': update for key 2 (position 0) overflows int32: [1099511627779] (the "
+            "updates' range [1099511627779, 1099511627779], int32's range [-2147483648, "
+            "2147483647])")):
         model.push("i", [2], np.array([2**40 + 3]))
+    with pytest.raises(ValueError, match=re.escape(
+            "update for key 7 (position 1) overflows int32: [-1099511627776] (the updates' "
+            "range [-1099511627776, 5], int32's range")):
+        model.push("i", [3, 7, 1], np.array([5, -2**40, 1]))
+    assert model.pull("i").tolist() == [0] * 10
+
+
+@pytest.mark.parametrize("updates, match", [
+    ([1.0], r"table 'w': key 99 at position 0 is outside the table's rows \[0, 4\)"),
+    ([np.nan], r"table 'w': update for key 3 \(position 0\) is not finite"),
+])
+def test_push_async_raises_a_bad_push_at_the_call(updates, match):
+    """``ps.push_async`` validates as ``push`` does, at the call: a refused update is not
+    left in a future nobody has to check (it fails the task, not a silent drop)."""
+    keys = [99] if updates == [1.0] else [3]
+
+    def task(ps, item):
+        ps.push_async("w", np.array(keys), np.array(updates))
+        ps.clock()
+        return "finished"
+
+    with dask_ps.PSModel("local", timeout=20) as m:
+        m.add_table("w", (4,))
+        with pytest.raises((IndexError, ValueError), match=match):
+            m.run(task, [0])
+        assert m.pull("w").tolist() == [0.0] * 4
+
+        def good(ps, item):
+            fut = ps.push_async("w", np.array([1]), np.array([2.0]))
+            assert fut.done() and fut.result() is None
+            ps.clock()
+            return "finished"
+
+        assert m.run(good, [0]) == ["finished"]
+        assert m.pull("w").tolist() == [0.0, 2.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("n_rows", [2**64, 2**63, 10**30])
+def test_a_dense_table_past_int64_keys_is_refused_naming_it(n_rows, recwarn):
+    """Rows past int64 keys: a ValueError naming the table, before the shards' bounds are
+    computed (no NumPy casting error, no RuntimeWarning)."""
+    with dask_ps.PSModel("local", n_shards=2) as m:
+        for shape in ((n_rows,), (n_rows, 3)):
+            with pytest.raises(ValueError, match=re.escape(
+                    "table 'x': a dense table's rows are numbered by int64 keys, so its row "
+                    f"count must fit in int64 keys (at most 2**63 - 1 = {2**63 - 1}), got "
+                    f"{n_rows}")):
+                m.add_table("x", shape)
+        assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+        assert "x" not in m.tables
 
 
 def _overflow(table, shard, key, what, a, b, dtype="int32"):
@@ -350,3 +406,16 @@ def test_a_table_larger_than_the_shards_memory_is_refused_up_front():
             pytest.raises(MemoryError, match=r"table 'huge' would take .* on this process, "
                                              r"more than what this process may use"):
         model.add_table("huge", (2**34, 4))
+
+
+def test_the_bounds_of_huge_dense_tables_are_exact_integers():
+    """Past 2**53 rows the shards' bounds are computed in integers (float64 would round
+    them, past int64 at 2**63 - 1), rounded as below it (half to even)."""
+    from dask_ps.state.partition import make_partitioner
+
+    n = 2**63 - 1
+    assert make_partitioner("range", 3, n).starts.tolist() == [0, n // 3, 2 * n // 3 + 1, n]
+    assert make_partitioner("range", 2, 2**60 + 1).starts.tolist() == [0, 2**59, 2**60 + 1]
+    for n, s in [(5, 2), (7, 2), (10, 4), (2**53, 3)]:
+        exact = np.linspace(0, n, s + 1).round().astype(np.int64).tolist()
+        assert make_partitioner("range", s, n).starts.tolist() == exact

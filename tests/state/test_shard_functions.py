@@ -329,3 +329,53 @@ def test_an_unpicklable_function_or_argument_raises_pickles_error_before_any_sha
             assert len(notes) == 1 and re.search(note, notes[0]), notes
             assert model.pull("w").tolist() == [0.0] * 10  # no shard ran the function
         assert model.map_shards("w", _add, 2.0) == [10.0, 10.0]  # serves on
+
+
+@pytest.mark.parametrize("call", ["pull", "push", "map_shards"])
+def test_a_shard_function_calling_the_model_in_process_is_refused_not_deadlocked(call):
+    """In-process, a shard function that calls the model (which would wait for the shard
+    lock it holds) is refused at once, naming itself; the model stays usable after."""
+    with dask_ps.PSModel("local", n_shards=2, timeout=3.0) as model:
+        model.add_table("w", (10,))
+        model.add_table("other", (4,))
+        nested = {"pull": lambda: model.pull("other", np.array([0])),
+                  "push": lambda: model.push("other", np.array([0]), np.ones(1)),
+                  "map_shards": lambda: model.map_shards("other", _slow_sum, 0.0)}[call]
+
+        def calls_the_model(keys, values, slots):
+            return nested()
+
+        started = time.monotonic()
+        with pytest.raises(RuntimeError, match="a shard function cannot call the model: "
+                                               "function .*calls_the_model on shard . of "
+                                               "table 'w'") as info:
+            model.map_shards("w", calls_the_model)
+        assert not isinstance(info.value, dask_ps.ShardFunctionRunningError)
+        assert time.monotonic() - started < 2.5  # refused, not timed out (3 s)
+        assert model.pull("other", np.array([0])).tolist() == [0.0]
+        model.push("other", np.array([1]), np.ones(1))
+        assert model.pull("other").tolist() == [0.0, 1.0, 0.0, 0.0]
+        assert model.map_shards("w", _slow_sum, 0.0) == [0.0, 0.0]
+
+
+def test_a_pull_waiting_for_the_shard_lock_past_its_timeout_raises_not_hangs():
+    """A thread's pull (straight to the in-process shard, no loop) that waits for a shard
+    function past the transport's timeout raises ShardFunctionRunningError."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    release = threading.Event()
+    with dask_ps.PSModel("local", n_shards=1, timeout=0.5) as model:
+        model.add_table("w", (4,))
+        with ThreadPoolExecutor(1) as ex:
+            slow = ex.submit(model.map_shards, "w", lambda k, v, s: release.wait(30))
+            time.sleep(0.3)  # it holds the shard
+            started = time.monotonic()
+            with pytest.raises(dask_ps.ShardFunctionRunningError,
+                               match="a pull call waited 5.5 s for it to end"):
+                model.pull("w", np.array([0]))
+            assert 5.0 < time.monotonic() - started < 20.0
+            release.set()
+            with pytest.raises(dask_ps.ShardFunctionRunningError):  # it outlived 0.5 s
+                slow.result()
+        assert model.pull("w").tolist() == [0.0] * 4
