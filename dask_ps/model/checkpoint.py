@@ -98,8 +98,7 @@ def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
     from .. import __version__
 
     _check_url(model, url)
-    if model._job is not None:
-        raise RuntimeError(f"cannot save while job {model._job!r} runs: save between jobs")
+    model._refuse_in_job("save", "save between jobs")
     if keep is not None and (not isinstance(keep, int) or keep < 1):
         raise ValueError(f"keep must be a positive integer or None, got {keep!r}")
     if chunk_rows is not None and (not isinstance(chunk_rows, int) or chunk_rows < 1):
@@ -330,8 +329,7 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
     leaves the model as it was: a second read of the checkpoint, not a second copy of the
     tables in memory. A new model (nothing to lose) skips it."""
     _check_url(model, info.url)
-    if model._job is not None:
-        raise RuntimeError(f"cannot restore while job {model._job!r} runs")
+    model._refuse_in_job("restore", "restore between jobs")
     # a scratch table of the model (add_table(checkpoint=False)) is not restored, even from
     # a checkpoint written when it was kept: it is made empty again below
     tables = {n: t for n, t in info.attrs["tables"].items() if n not in model._scratch}

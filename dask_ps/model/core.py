@@ -189,9 +189,7 @@ class PSModel:
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"a table name must be a non-empty string, got {name!r}")
-        if self._job is not None:
-            raise RuntimeError(f"cannot add table {name!r} while job {self._job!r} runs: "
-                               f"add tables before a job, from the driver")
+        self._refuse_in_job(f"add table {name!r}", "add tables before a job, from the driver")
         if name in self.specs:
             raise ValueError(f"the model already has a table {name!r}")
         opt = get_optimizer(optimizer)
@@ -219,8 +217,7 @@ class PSModel:
             A job is running.
         """
         spec = connection.process_client(self).spec(name)
-        if self._job is not None:
-            raise RuntimeError(f"cannot empty table {name!r} while job {self._job!r} runs")
+        self._refuse_in_job(f"empty table {name!r}", "empty tables between jobs")
         connection.call_all(self, "drop_table", name)
         connection.call_all(self, "create_table", spec)
 
@@ -252,8 +249,20 @@ class PSModel:
             As :meth:`WorkerView.push`; on an integer table, also a sum past its dtype (of
             repeated keys, or with the rows), naming the table, shard and key: nothing of
             the push is applied on that shard.
+        RuntimeError
+            A job is running (its tasks' clocks order every write: tasks push with
+            ``ps.push``).
         """
+        self._refuse_in_job(f"push to table {table!r}", "push between jobs; a task pushes "
+                            "with ps.push")
         connection.process_client(self).push_now(table, keys, updates)
+
+    def _refuse_in_job(self, doing: str, advice: str) -> None:
+        """Raise RuntimeError ``"cannot {doing} while job '...' runs: {advice}"`` if a job
+        runs: the driver's writes (tables, rows, checkpoints) wait for its end, or a task
+        would see rows change in the middle of its clock (no BSP). Reads stay allowed."""
+        if self._job is not None:
+            raise RuntimeError(f"cannot {doing} while job {self._job!r} runs: {advice}")
 
     def stats(self) -> list[dict]:
         """Per-shard counters (calls, keys, bytes pulled and pushed), tables and clocks.

@@ -117,7 +117,14 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
         partition, the worker and the result's type.
     Exception
         The first error of a task; the job is then ended, so no task is left waiting. Its
-        ``job_clocks`` attribute holds each participant's clock at the failure.
+        ``job_clocks`` attribute holds each participant's clock at the failure. An error
+        ``fn`` raised keeps its type and message, with a note naming the function, the
+        item (or epoch and partition), the job and the worker.
+    RuntimeError
+        On a cluster, ``fn`` raised a BaseException that is no Exception (``SystemExit``,
+        ``KeyboardInterrupt``), which would end its worker: "task for item 0 raised
+        SystemExit(2) ...", chained from it; the worker and its shards survive.
+        In-process, it is raised as itself.
     """
     cons = get_consistency(consistency, staleness)
     _refuse_in_task(model)  # before a copy of an in-process model looks for its shards
@@ -258,7 +265,9 @@ class _EpochLoop:
                 part = parts[j]
                 part.epoch = epoch
                 with measure_step():  # sizes the headroom fit_spill_target leaves
+                    _AT.set((epoch, part.index))  # the step's error says where (_task_error)
                     out.append((e, part.index, self.step(ps, part)))
+                    _AT.set(None)
                 # what the step freed (its partition's copies, a reader's buffers) goes
                 # back to the system before the next partition is loaded, when memory is
                 # short; so do the cached blocks, past their share
@@ -490,13 +499,55 @@ def _unpicklable(client, fut, fn, job: str) -> BaseException | None:
     if found is None:
         return None
     (t, e, i), kind, exc = found
+    where = _where(fn, t, None if e is None else fn.first + e, i)
+    return _note_task(exc, fn, job, where, f"worker {addr}", how="returned by",
+                      tail=f": its result, a {kind}, cannot be pickled to reach the driver")
+
+
+def _where(fn, t: int, epoch: int | None = None, part: int | None = None) -> str:
+    """Where a job's function ran, for the notes of its errors: ``"in epoch 3, partition
+    1"`` (a :func:`fit_partitions` step) or ``"for item 2"`` (:func:`run`'s ``fn``)."""
     if isinstance(fn, _EpochLoop):
-        where = f"in epoch {fn.first + e}, partition {i}"
-    else:
-        where = f"for item {t}"
-    return note_function(exc, _user_fn(fn), f"{where} of job {job!r} (worker {addr}): its "
-                         f"result, a {kind}, cannot be pickled to reach the driver",
-                         how="returned by")
+        return f"in epoch {epoch}, partition {part}"
+    return f"for item {t}"
+
+
+def _note_task(exc: BaseException, fn, job: str, where: str, process: str,
+               how: str = "raised by", tail: str = "") -> BaseException:
+    """``exc`` with the note naming the user's function of job ``job``, ``where`` it ran
+    (:func:`_where`) and its ``process`` (``"worker tcp://..."``): ``"raised by function
+    mod.step in epoch 1, partition 1 of job '...' (worker tcp://...)"``; the one form of the
+    notes of a task's errors, its own and its result's pickling (:func:`_unpicklable`)."""
+    return note_function(exc, _user_fn(fn), f"{where} of job {job!r} ({process}){tail}",
+                         how=how)
+
+
+#: ``(epoch, partition)`` of the step an :class:`_EpochLoop` runs in this context, or None
+#: (between steps): an error raised while it is set is the step's.
+_AT: contextvars.ContextVar = contextvars.ContextVar("dask_ps_step", default=None)
+
+
+def _task_error(exc: BaseException, model: PSModel, fn, job: str, t: int) -> BaseException:
+    """What task ``t`` raises for ``exc``, raised by its function ``fn``: ``exc`` with the
+    note of :func:`_note_task` (none when an :class:`_EpochLoop` raised it between steps:
+    the library's error, not the step's).
+
+    On a worker, a BaseException that is no Exception (``SystemExit``, ``KeyboardInterrupt``)
+    would make Dask end the worker, and lose its shards: it becomes a RuntimeError (chained
+    from it by the caller) saying what was raised. In-process, the user's own process, it
+    stays itself, as it is (a Ctrl-C's KeyboardInterrupt, say)."""
+    at = _AT.get()
+    worker = None if model.is_local else _compat.current_worker()
+    if (isinstance(fn, _EpochLoop) and at is None) or (
+            worker is None and not isinstance(exc, Exception)):
+        return exc
+    where = _where(fn, t, *(at or ()))
+    process = "in this process" if worker is None else f"worker {worker.address}"
+    if not isinstance(exc, Exception) and worker is not None:
+        exc = RuntimeError(f"task {where} raised {exc!r} (this RuntimeError instead on "
+                           f"the worker: a {type(exc).__name__} would end the worker, and "
+                           f"lose its shards)")
+    return _note_task(exc, fn, job, where, process)
 
 
 def _find_unpicklable(key: str, epochs: bool, dask_worker=None):
@@ -531,13 +582,18 @@ def _run_group(model: PSModel, job: str, participant: int, cons: Consistency, fn
 
     def one(t, item):
         inside = _IN_TASK.set((model.uid, job))  # see _refuse_nested
+        at = _AT.set(None)
         try:
             result = fn(WorkerView(pc, job, t), item)
         except BaseException as exc:
-            errors.append(exc)  # list.append is atomic: errors[0] is the first in time
-            pc.abort(job, exc)
-            raise
+            raised = _task_error(exc, model, fn, job, t)
+            errors.append(raised)  # list.append is atomic: errors[0] is the first in time
+            pc.abort(job, raised)
+            if raised is exc:
+                raise
+            raise raised from exc
         finally:
+            _AT.reset(at)
             _IN_TASK.reset(inside)
         pc.finish(job, t)
         return t, result

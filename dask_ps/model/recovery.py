@@ -424,8 +424,7 @@ def recreate(model) -> dict:
         No live worker can host the lost shards.
     """
     t0 = time.perf_counter()
-    if model._job is not None:
-        raise RuntimeError(f"cannot recreate tables while job {model._job!r} runs")
+    model._refuse_in_job("recreate tables", "recover between jobs")
     lost = placement.lost_shards(model)
     was = [model.shards[i].address for i in lost]
     moved = placement.replace_shards(model, lost) if lost else []

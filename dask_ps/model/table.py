@@ -72,7 +72,10 @@ class Table:
             shape or not finite, a slot name the update rule does not keep; a bad value is
             named by its key and its position in ``keys`` ("slot 'n' at key 12345
             (position 3 of keys), column 0 is -1.0: ...").
+        RuntimeError
+            A job is running (see :meth:`PSModel.push`).
         """
+        self.model._refuse_in_job(f"set rows of table {self.name!r}", "set rows between jobs")
         spec, keys, values = connection.process_client(self.model).check_update(
             self.name, keys, values)
         slots = self._checked_slots(slots, keys.shape[0], keys)

@@ -317,16 +317,21 @@ def test_an_unpicklable_function_or_argument_raises_pickles_error_before_any_sha
                r"cannot be pickled to reach the shard$"
     with dask_ps.PSModel(client2, n_shards=2) as model:
         model.add_table("w", (10,))
-        for call, note in [(lambda: model.map_shards("w", _locked_adder()), fn_note),
-                           (lambda: model.map_shards("w", _add, threading.Lock()), arg_note),
-                           # from tasks: each one's own shard is local, the other one is not
-                           (lambda: model.run(_task_locked, [0, 1]), fn_note),
-                           (lambda: model.run(_task_lock_argument, [0, 1]), arg_note)]:
+        for call, note, task in [
+                (lambda: model.map_shards("w", _locked_adder()), fn_note, None),
+                (lambda: model.map_shards("w", _add, threading.Lock()), arg_note, None),
+                # from tasks: each one's own shard is local, the other one is not
+                (lambda: model.run(_task_locked, [0, 1]), fn_note, "_task_locked"),
+                (lambda: model.run(_task_lock_argument, [0, 1]), arg_note,
+                 "_task_lock_argument")]:
             with pytest.raises(TypeError, match=r"^cannot pickle '_thread.lock' object\n") \
                     as info:
                 call()
             notes = info.value.__notes__
-            assert len(notes) == 1 and re.search(note, notes[0]), notes
+            assert len(notes) == (1 if task is None else 2) and re.search(note, notes[0]), notes
+            if task is not None:  # and the job's note, naming the task that called
+                assert re.fullmatch(rf"raised by function {__name__}\.{task} for item [01] of "
+                                    rf"job '[0-9a-f]+' \(worker tcp://.+\)", notes[1]), notes
             assert model.pull("w").tolist() == [0.0] * 10  # no shard ran the function
         assert model.map_shards("w", _add, 2.0) == [10.0, 10.0]  # serves on
 
