@@ -91,7 +91,7 @@ def test_a_failing_shard_function_is_named_with_its_table_shard_and_worker(where
 
 
 @pytest.mark.parametrize("where", ["local", "2x1"])
-def test_a_slow_shard_function_is_reported_running_not_lost(where, request):
+def test_a_slow_shard_function_is_reported_running_not_lost(where, request, tmp_path):
     """A function still running after the model's timeout is named as such (function,
     table, shard, worker, seconds), not as a lost shard: recovery does not take it for a
     loss; a call that waits as long for it says so too; the shard serves again after."""
@@ -100,37 +100,79 @@ def test_a_slow_shard_function_is_reported_running_not_lost(where, request):
     from dask_ps.model.recovery import _loss_errors
 
     client = "local" if where == "local" else request.getfixturevalue("client2")
-    with dask_ps.PSModel(client, n_shards=2, timeout=1.0) as model:
+    with dask_ps.PSModel(client, n_shards=2) as model:
         model.add_table("w", (10,))
         model.push("w", np.arange(10), np.ones(10))
-        with pytest.raises(dask_ps.ShardFunctionRunningError) as info:
-            model.map_shards("w", _slow_sum, 2.5)
-        exc = info.value
-        address = model.shards[exc.shard].address
-        assert (f"function {__name__}._slow_sum on table 'w' is still running on shard "
-                f"{exc.shard} (worker {address}) after 1") in str(exc), str(exc)
-        assert not isinstance(exc, _loss_errors())
-        assert exc.seconds >= 1.0 and model.lost_shards() == []
-        # the functions still run: another call waits for them, and says why it failed
-        with ThreadPoolExecutor(1) as ex:
-            other = ex.submit(model.map_shards, "w", _slow_sum, 0.0)
-            with pytest.raises(dask_ps.ShardFunctionRunningError,
-                               match="a map_rows call waited 1 s for it"):
-                other.result()
-        time.sleep(1.0)  # the slow functions are over
+        held = tmp_path / "held"
+        with _short_timeout(model, 1.0):
+            slow = _holds_shard(model, held)
+            with pytest.raises(dask_ps.ShardFunctionRunningError) as info:
+                slow.result()
+            exc = info.value
+            address = model.shards[exc.shard].address
+            assert (f"function {__name__}._hold_until_released on table 'w' is still running "
+                    f"on shard {exc.shard} (worker {address}) after 1") in str(exc), str(exc)
+            assert not isinstance(exc, _loss_errors())
+            assert exc.seconds >= 1.0 and model.lost_shards() == []
+            # the functions still run: another call waits for them, and says why it failed
+            with ThreadPoolExecutor(1) as ex:
+                other = ex.submit(model.map_shards, "w", _slow_sum, 0.0)
+                with pytest.raises(dask_ps.ShardFunctionRunningError,
+                                   match="a map_rows call waited 1 s for it"):
+                    other.result()
+        (held / "release").touch()
+        # the default timeout again: this call waits for the held functions to end
         assert model.map_shards("w", _slow_sum, 0.0) == [5.0, 5.0]
         assert model.pull("w").tolist() == [1.0] * 10
 
 
-def _holds_shard(model, seconds):
-    """Start a user's function that holds every shard ``seconds`` s; wait until it runs."""
+def _hold_until_released(keys, values, slots, folder):
+    """Hold the shard: mark it held (a file in ``folder``), then wait for ``folder/release``
+    (60 s at most). Files, so that it works from a worker process as in-process."""
+    import os
+    import pathlib
+    import uuid
+
+    folder = pathlib.Path(folder)
+    (folder / f"held-{os.getpid()}-{uuid.uuid4().hex}").touch()
+    for _ in range(600):
+        if (folder / "release").exists():
+            break
+        time.sleep(0.1)
+    return float(values.sum())
+
+
+def _holds_shard(model, folder):
+    """Start a user's function that holds every shard until ``folder/release`` exists;
+    return once it holds them all (its future: it fails with the model's timeout)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    folder.mkdir()
     ex = ThreadPoolExecutor(1)
-    slow = ex.submit(model.map_shards, "w", _slow_sum, seconds)
+    slow = ex.submit(model.map_shards, "w", _hold_until_released, str(folder))
     ex.shutdown(wait=False)
-    time.sleep(0.5)  # its calls reached the shards (a call to them now would wait for it)
-    return slow
+    for _ in range(600):
+        if len(list(folder.glob("held-*"))) == model.n_shards:
+            return slow
+        time.sleep(0.1)
+    raise AssertionError("the function did not start on every shard within 60 s")
+
+
+class _short_timeout:
+    """The driver's calls of ``model`` wait ``seconds`` (set up first with the default, so
+    that the set-up itself holds on a busy machine)."""
+
+    def __init__(self, model, seconds):
+        from dask_ps.model import connection
+
+        self.transport = connection.process_client(model).transport
+        self.seconds = seconds
+
+    def __enter__(self):
+        self.before, self.transport.timeout = self.transport.timeout, self.seconds
+
+    def __exit__(self, *exc):
+        self.transport.timeout = self.before
 
 
 @pytest.mark.parametrize("where", ["local", "2x1"])
@@ -145,32 +187,31 @@ def test_a_checkpoint_behind_a_slow_shard_function_is_told_busy_not_lost(where, 
 
     client = "local" if where == "local" else request.getfixturevalue("client2")
     url = str(tmp_path / "ck")
-    with dask_ps.PSModel(client, n_shards=2, timeout=1.0) as model:
+    with dask_ps.PSModel(client, n_shards=2) as model:
         model.add_table("w", (10,))
         model.add_table("s", (None,), partitioner="hash")
         model.push("w", np.arange(10), np.ones(10))
         model.push("s", [5, 2**40], [1.0, 2.0])
         model.save(url)
         model.push("w", [0], [1.0])
-        slow = _holds_shard(model, 2.5)
-        with pytest.raises(dask_ps.ShardFunctionRunningError) as info:
-            if op == "save":
-                model.save(url)
-            else:
-                model.export(str(tmp_path / "export"))
-        exc = info.value
-        assert not isinstance(exc, _loss_errors())
-        assert (f"function {__name__}._slow_sum on table 'w' is still running on shard "
-                f"{exc.shard}") in str(exc), str(exc)
-        assert "a map_rows call waited 1 s for it" in str(exc), str(exc)
-        with pytest.raises(dask_ps.ShardFunctionRunningError):
-            slow.result()  # its own caller's timeout
-        while True:  # until the slow function ends (a call waits 1 s for it, then raises)
-            try:
-                assert model.map_shards("w", _slow_sum, 0.0) == [6.0, 5.0]
-                break
-            except dask_ps.ShardFunctionRunningError:
-                pass
+        held = tmp_path / "held"
+        with _short_timeout(model, 1.0):
+            slow = _holds_shard(model, held)
+            with pytest.raises(dask_ps.ShardFunctionRunningError) as info:
+                if op == "save":
+                    model.save(url)
+                else:
+                    model.export(str(tmp_path / "export"))
+            exc = info.value
+            assert not isinstance(exc, _loss_errors())
+            assert (f"function {__name__}._hold_until_released on table 'w' is still running "
+                    f"on shard {exc.shard}") in str(exc), str(exc)
+            assert "a map_rows call waited 1 s for it" in str(exc), str(exc)
+            with pytest.raises(dask_ps.ShardFunctionRunningError):
+                slow.result()  # its own caller's timeout
+        (held / "release").touch()
+        # the default timeout again: this call waits for the held function to end
+        assert model.map_shards("w", _slow_sum, 0.0) == [6.0, 5.0]
         assert model.lost_shards() == []
         if op == "save":
             with dask_ps.PSModel.load(client, url) as back:
