@@ -35,7 +35,7 @@ from .channel_wire import unpicklable_result
 from .consistency import DONE, ClockTable, Consistency
 from .merging import apply_all
 from .table import TableShard, TableSpec
-from .transport import _in_shard_function, function_name, packed
+from .transport import function_name, packed, running_shard_function
 from .wire_forms import KeyRef
 
 __all__ = ["Shard"]
@@ -518,12 +518,9 @@ class Shard(FreezeGCFirst):
         with self._lock:
             keys, values, slots = self._table(name).view(key_range)
             # the model refuses calls from this thread meanwhile (they would wait for it)
-            _in_shard_function.what = (f"function {function_name(fn)} on shard {self.shard} "
-                                       f"of table {name!r}")
-            try:
+            with running_shard_function(f"function {function_name(fn)} on shard "
+                                        f"{self.shard} of table {name!r}"):
                 return fn(keys, values, slots, *args)
-            finally:
-                _in_shard_function.what = None
 
     async def load_rows(self, name: str, keys: np.ndarray, values: np.ndarray,
                         slots: dict) -> int:

@@ -17,6 +17,7 @@ hanging.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import threading
 from concurrent.futures import Future
@@ -34,7 +35,7 @@ from .channel_wire import unpicklable_request
 from .wire_forms import with_keys
 
 __all__ = ["ShardRef", "Shipped", "Transport", "function_name", "local_loop", "note_function",
-           "packed", "refuse_in_shard_function", "unship"]
+           "packed", "refuse_in_shard_function", "running_shard_function", "unship"]
 
 
 #: Seconds a call through Dask's RPC waits before it asks whether the shard's worker is
@@ -44,6 +45,17 @@ WATCH_SECONDS = 1.0
 #: In a thread running a function next to a shard's rows (``Shard.map_rows``, which holds
 #: the shard's lock meanwhile): ``.what``, that function and where it runs.
 _in_shard_function = threading.local()
+
+
+@contextlib.contextmanager
+def running_shard_function(what: str):
+    """Mark this thread, for the ``with`` block, as running ``what`` next to a shard's rows
+    (its lock held): :func:`refuse_in_shard_function` then refuses the model's calls."""
+    _in_shard_function.what = what
+    try:
+        yield
+    finally:
+        _in_shard_function.what = None
 
 
 def refuse_in_shard_function() -> None:
