@@ -24,12 +24,20 @@ def _error(capsys, argv) -> str:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("algorithm", ["lr", "fm", "gbdt"])
-def test_an_empty_training_file_is_refused_before_a_cluster_starts(tmp_path, capsys, algorithm):
-    path = tmp_path / "empty.svm"
+@pytest.mark.parametrize("algorithm, name, options, message", [
+    ("lr", "empty.svm", [], "no rows"), ("fm", "empty.svm", [], "no rows"),
+    ("gbdt", "empty.svm", [], "no rows"), ("mf", "empty.data", [], "no ratings"),
+    ("mf", "empty.csv", ["--header"], "no ratings"), ("lda", "empty.dat", [], "no documents"),
+    ("lda", "docword.empty.txt", [], "no documents"),
+    ("lda", "empty.txt", ["--format", "docword"], "no documents")])
+def test_an_empty_training_file_is_refused_before_a_cluster_starts(tmp_path, capsys, algorithm,
+                                                                   name, options, message):
+    """mf and lda found an empty --train only once a cluster had started and read it (lda:
+    "no tokens ...", or for docword "the first three lines must be ...")."""
+    path = tmp_path / name
     path.write_bytes(b"")
-    assert _error(capsys, ["train", algorithm, "--train", str(path)]) == \
-        f"{path}: no rows"
+    assert _error(capsys, ["train", algorithm, "--train", str(path), *options]) == \
+        f"{path}: {message}"
 
 
 @pytest.mark.timeout(60)

@@ -93,6 +93,9 @@ class Algorithm:
     weighted : bool
         Whether ``--weight COLUMN`` (sample weights, ``fit(..., sample_weight=...)``) applies;
         refused up front for the others.
+    empty : str
+        What an empty ``--train`` (every file of 0 bytes) is refused with before a cluster
+        starts, after its path (``"no rows"``; mf: ``"no ratings"``).
     """
 
     name: str
@@ -111,6 +114,7 @@ class Algorithm:
     report: Callable = lambda est, args: []
     files: tuple = ()
     weighted: bool = False
+    empty: str = "no rows"
 
     def data_format(self, args) -> str | None:
         """The format the parsed options read: the ``format`` of the data options as
