@@ -282,7 +282,8 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
 
     Keys are the long option names without dashes (``max-iter`` or ``max_iter``), at the top
     level or in any table (``[cluster]``, ``[model]``, ``[data]``: tables only group them).
-    Booleans switch flags on or off; numbers are TOML numbers (``max-iter = 3``: a string,
+    Booleans switch flags on or off (and give ``true``/``false`` of an option offering
+    those among its choices); numbers are TOML numbers (``max-iter = 3``: a string,
     ``"3"``, is refused, as a number is for a string option; ``"auto"`` where an option
     takes it); arrays give repeatable options (``job-extra``) or comma lists
     (``categorical``), and are refused for any other option (``train``: one path or glob).
@@ -341,6 +342,8 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
         else:
             values = [value]
         for v in values:
+            if isinstance(v, bool) and {"true", "false"} <= set(action.choices or ()):
+                v = str(v).lower()  # zero-based = true: a choice of auto, true, false
             if isinstance(v, (dict, list)) or isinstance(v, bool):
                 raise OptionError(f"{where}: unexpected value {v!r}")
             metavar = action.metavar or action.dest.upper()

@@ -494,11 +494,14 @@ def evaluate(args) -> int:
 
 def test_options(data: dict, args, algo: Algorithm) -> dict:
     """How ``dask-ps evaluate`` reads its test data: the training data's options ``data``
-    (saved with the model) with ``--format`` and ``--header`` as overrides.
+    (saved with the model) with ``--format``, ``--header`` and ``--zero-based`` as
+    overrides.
 
     ``--format`` switches a model trained on a table between CSV and Parquet (its
     encoder or feature columns go by column name); ``--header``/``--no-header`` apply to
-    ratings (mf) and to headed or headerless CSV tables (gbdt).
+    ratings (mf) and to headed or headerless CSV tables (gbdt); ``--zero-based`` to
+    LIBSVM (applied by the reader, :func:`~._algorithms.read_libsvm_test`, whose errors
+    name it).
 
     Raises
     ------
@@ -526,6 +529,10 @@ def test_options(data: dict, args, algo: Algorithm) -> dict:
                 + ("with its header always (a click table's columns go by name)"
                    if data["format"] == "csv" else "without a header line"))
         data["header"] = header
+    zero_based = getattr(args, "zero_based", None)
+    if zero_based is not None and data["format"] != "libsvm":
+        raise OptionError(f"--zero-based {zero_based}: applies to LIBSVM test data; the model "
+                          f"({algo.name}) reads {data['format']} test data")
     return data
 
 
