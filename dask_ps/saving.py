@@ -120,10 +120,30 @@ _DATA_FORMATS = {"LogisticRegression": _TABLES, "FactorizationMachineClassifier"
                 "MatrixFactorization": ("ratings",)}
 
 
+def _data_keys(name: str, fmt: str) -> tuple:
+    """``(key, types, what)`` of each entry ``dask-ps evaluate`` reads test data with that
+    ``extra["data"]`` of an estimator ``name`` trained on ``fmt`` data must hold (``types``:
+    of its value, None for any)."""
+    if fmt == "libsvm":
+        return (("n_features", (int,), "the training data's width"),)
+    if fmt not in ("csv", "parquet"):
+        return ()
+    if name in ("LogisticRegression", "FactorizationMachineClassifier"):
+        return (("encoder", (str,), "the JSON of the HashingEncoder the training table's "
+                                    "columns were hashed with"),)
+    keys = (("label", None, "the label column"),
+            ("features", (list,), "the feature columns, in order"))
+    if fmt == "csv":
+        keys += (("sep", (str, type(None)), "the field delimiter"),
+                 ("header", (bool,), "whether the files start with column names"))
+    return keys
+
+
 def _data_problem(extra: dict, name: str) -> str | None:
     """What is wrong with ``extra["data"]`` (how the training data was read) for estimator
     ``name``, or None: absent is fine; else a dict whose ``format`` is one of
-    ``_DATA_FORMATS``."""
+    ``_DATA_FORMATS`` and which holds what test data of that format is read with
+    (:func:`_data_keys`: e.g. a table model's ``encoder``)."""
     if "data" not in extra:
         return None
     data = extra["data"]
@@ -133,6 +153,24 @@ def _data_problem(extra: dict, name: str) -> str | None:
     if "format" in data and data["format"] not in known:
         return (f"extra.data.format {data['format']!r} is not a format {name} is trained on "
                 f"({', '.join(known)})")
+    for key, types, what in _data_keys(name, data.get("format")):
+        if key not in data:
+            return (f"extra.data has no {key!r} ({what}): {data['format']} test data is "
+                    f"read with it (dask-ps train --save writes it; was the file edited?)")
+        value = data[key]
+        if types is not None and (not isinstance(value, types) or (
+                isinstance(value, bool) and bool not in types)):
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            return (f"extra.data.{key} is {shown}, not "
+                    f"{' or '.join('null' if t is type(None) else t.__name__ for t in types)} "
+                    f"({what})")
+        if key == "encoder":
+            from .io.hashing import HashingEncoder
+
+            try:
+                HashingEncoder.from_json(value)
+            except (ValueError, TypeError) as exc:  # (JSON's errors are ValueErrors)
+                return f"extra.data.encoder is not {what} ({type(exc).__name__}: {exc})"
     return None
 
 
@@ -204,6 +242,8 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
     ------
     TypeError
         A parameter or fitted attribute that cannot be stored without pickle, naming it.
+    ValueError
+        An ``extra["data"]`` that loading would refuse (naming the field).
     OSError
         The file cannot be written (an ``IsADirectoryError`` before anything is written when
         a local ``path`` is a folder; for a URL, naming it and why: ``s3://`` of a bucket
@@ -402,8 +442,10 @@ def load_estimator(path: str):
     DataError
         Not such a file (a folder, e.g. a checkpoint, included), a damaged one (a bad CRC,
         an array missing or not of the dtype and shape its metadata gives), a newer format
-        version, an unknown estimator, parameters it does not take or refuses, or a class
-        of saved state that is not one of dask_ps's: naming the file and the field.
+        version, an unknown estimator, parameters it does not take or refuses, a class
+        of saved state that is not one of dask_ps's, or ``extra["data"]`` without what
+        test data of its format is read with (e.g. a table model's ``encoder``): naming
+        the file and the field.
     """
     import inspect
 

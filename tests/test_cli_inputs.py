@@ -75,9 +75,9 @@ def test_empty_inputs_of_mf_lda_gbdt_are_named_and_empty_test_sets_scored(tmp_pa
         return capsys.readouterr()
 
     assert last("mf", "--train", str(empty["tsv"])).err.strip().splitlines()[-1] == \
-        f"dask-ps: error: {empty['tsv']}: no ratings"
+        f"dask-ps: error: {empty['tsv']}: no ratings"  # (before a cluster starts)
     assert last("lda", "--train", str(empty["ldac"])).err.strip().splitlines()[-1] == \
-        f"dask-ps: error: {empty['ldac']}: no tokens (no document counts a term)"
+        f"dask-ps: error: {empty['ldac']}: no documents"
     assert last("mf", "--train", str(table)).err.strip().splitlines()[-1] == \
         f"dask-ps: error: {table}: columns ['user', 'item', 'rating'] are not among " \
         f"['u', 'i', 'r'] (named as the user, item and rating columns: user=, item=, " \

@@ -1,6 +1,7 @@
 """LIBSVM ``--train`` and ``--test`` of ``dask-ps train lr`` read together (one width, the
 training data's index base, recorded in the model file), ``dask-ps evaluate`` reading with
-them; and evaluate's ``--format`` / ``--header`` overrides."""
+them, or with ``--zero-based``; and evaluate's ``--format`` / ``--header`` /
+``--zero-based`` overrides."""
 
 import json
 
@@ -70,7 +71,7 @@ def test_lr_reads_test_data_with_the_training_base_and_the_widest_index(client1,
     assert "history:" not in out and "training LogisticRegression" not in out
     assert (f"error: {zero}, line 1: feature index 0 in one-based input (zero_based=False): "
             f"'0:1' (--train has no feature index 0, so it is read one-based, and --test "
-            f"with it)") in err
+            f"with it; --zero-based true reads both zero-based)") in err
     assert main(["evaluate", model, "--test", str(zero)]) == 2
     assert (f"error: {zero}, line 1: feature index 0 in one-based input (zero_based=False): "
             f"'0:1' (the model was trained on one-based data)") in capsys.readouterr().err
@@ -114,6 +115,89 @@ def test_n_features_below_a_test_index_is_named(client1, tmp_path, capsys):
             f"--test)") in err
 
 
+def _zero_based(path, n: int, seed: int, zero: bool) -> str:
+    """Zero-based LIBSVM rows of 4 features whose class is the sign of features 1 + 2;
+    feature 0 (noise) written only when ``zero``."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 4))
+    path.write_text("".join(f"{int(r[1] + r[2] > 0)} " + " ".join(
+        f"{j}:{r[j]:.3f}" for j in range(0 if zero else 1, 4)) + "\n" for r in x))
+    return str(path)
+
+
+def test_zero_based_reads_a_zero_based_set_whose_training_file_has_no_index_0(
+        client1, tmp_path, capsys):
+    """New-user pass: a zero-based dataset whose training file never uses index 0 could not
+    be read (its test file's index 0 refused, the training file taken as one-based); --zero-
+    based true reads both zero-based, is saved with the model, and evaluate's --zero-based
+    overrides the saved base only when given."""
+    from dask_ps.saving import load_estimator
+
+    sf = _scheduler_file(client1, tmp_path)
+    train = _zero_based(tmp_path / "tr.svm", 200, 0, zero=False)
+    test = _zero_based(tmp_path / "te.svm", 100, 1, zero=True)
+    first = (tmp_path / "te.svm").read_text().split()[1]  # '0:...' of line 1
+    argv = ["train", "lr", "--train", train, "--test", test, "--max-iter", "3",
+            "--scheduler-file", sf]
+    assert main(argv) == 2
+    assert (f"error: {test}, line 1: feature index 0 in one-based input (zero_based=False): "
+            f"{first!r} (--train has no feature index 0, so it is read one-based, and --test "
+            f"with it; --zero-based true reads both zero-based)") in capsys.readouterr().err
+    model = str(tmp_path / "m.npz")
+    assert main([*argv, "--zero-based", "true", "--save", model]) == 0
+    out = capsys.readouterr().out
+    assert "200 rows x 4 features" in out  # indices 1..3 of 0..3
+    line = _test_line(out)
+    assert float(line.split()[2]) > 0.9
+    assert load_estimator(model)[1]["data"] == {"format": "libsvm", "n_features": 4,
+                                                "zero_based": True}
+    assert main(["evaluate", model, "--test", test]) == 0  # with the saved base
+    assert capsys.readouterr().out.strip() == line
+    assert main(["evaluate", model, "--test", test, "--zero-based", "auto"]) == 0
+    assert capsys.readouterr().out.strip() == line  # index 0 in the test file: zero-based
+    assert main(["evaluate", model, "--test", test, "--zero-based", "false"]) == 2
+    assert (f"error: {test}, line 1: feature index 0 in one-based input (zero_based=False): "
+            f"{first!r} (--zero-based false)") in capsys.readouterr().err
+    # false given, index 0 in the training file: refused naming the option (before the fit)
+    assert main(["train", "lr", "--train", test, "--zero-based", "false",
+                 "--scheduler-file", sf]) == 2
+    out, err = capsys.readouterr()
+    assert "training LogisticRegression" not in out
+    assert f"{test}, line 1: feature index 0 in one-based input (zero_based=False): " \
+           f"{first!r} (--zero-based false)" in err
+    # gbdt reads LIBSVM alike
+    assert main(["train", "gbdt", "--train", train, "--test", test, "--zero-based", "true",
+                 "--n-estimators", "3", "--scheduler-file", sf]) == 0
+    assert "200 rows x 4 features" in capsys.readouterr().out
+
+
+def test_zero_based_applies_to_libsvm_only_and_takes_a_toml_boolean(tmp_path, capsys):
+    """Refused with table input, before a cluster starts; ``zero-based = true`` in a --config
+    file gives --zero-based=true (a choice of auto, true, false)."""
+    from dask_ps.cli import _parser
+    from dask_ps.cli._options import config_argv
+
+    table = _ctr(tmp_path / "t.csv", 20, 0)
+    for algorithm in ("lr", "fm", "gbdt", "gbdt-regression"):
+        assert main(["train", algorithm, "--train", table, "--format", "csv", "--label",
+                     "click", "--zero-based", "true"]) == 2
+        out = capsys.readouterr()
+        assert out.err == "dask-ps: error: --zero-based applies to --format libsvm\n"
+        assert "cluster:" not in out.out
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("zero-based = true\n[data]\nzero_based = false\n")
+    assert main(["train", "lr", "--config", str(cfg), "--train", "x"]) == 2
+    assert f"{cfg}: 'zero-based' is set twice" in capsys.readouterr().err
+    _, parsers = _parser()
+    for value, token in [("true", "true"), ("false", "false"), ('"auto"', "auto")]:
+        cfg.write_text(f"zero-based = {value}\n")
+        assert config_argv(str(cfg), parsers["fm"], [], "train fm") == [f"--zero-based={token}"]
+    cfg.write_text('zero-based = "yes"\n')
+    assert main(["train", "lr", "--config", str(cfg), "--train", "x"]) == 2
+    assert f"{cfg}: zero-based: 'yes' is not one of ['auto', 'true', 'false']" in \
+        capsys.readouterr().err
+
+
 def _ctr(path, n: int, seed: int):
     rng = np.random.default_rng(seed)
     shop = rng.choice(["a", "b", "c", "d"], n)
@@ -145,7 +229,9 @@ def test_evaluate_format_and_header_override_the_training_data(client1, tmp_path
                                  "its features are a table's columns, not LIBSVM column "
                                  "indices"),
         (["--no-header"], "--no-header: applies to ratings (mf) and to gbdt's csv tables; "
-                          "the model (lr) reads csv test data with its header always")]:
+                          "the model (lr) reads csv test data with its header always"),
+        (["--zero-based", "true"], "--zero-based true: applies to LIBSVM test data; the "
+                                   "model (lr) reads csv test data")]:
         assert main(["evaluate", model, "--test", test, *argv]) == 2
         assert message in capsys.readouterr().err
 

@@ -24,12 +24,20 @@ def _error(capsys, argv) -> str:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("algorithm", ["lr", "fm", "gbdt"])
-def test_an_empty_training_file_is_refused_before_a_cluster_starts(tmp_path, capsys, algorithm):
-    path = tmp_path / "empty.svm"
+@pytest.mark.parametrize("algorithm, name, options, message", [
+    ("lr", "empty.svm", [], "no rows"), ("fm", "empty.svm", [], "no rows"),
+    ("gbdt", "empty.svm", [], "no rows"), ("mf", "empty.data", [], "no ratings"),
+    ("mf", "empty.csv", ["--header"], "no ratings"), ("lda", "empty.dat", [], "no documents"),
+    ("lda", "docword.empty.txt", [], "no documents"),
+    ("lda", "empty.txt", ["--format", "docword"], "no documents")])
+def test_an_empty_training_file_is_refused_before_a_cluster_starts(tmp_path, capsys, algorithm,
+                                                                   name, options, message):
+    """mf and lda found an empty --train only once a cluster had started and read it (lda:
+    "no tokens ...", or for docword "the first three lines must be ...")."""
+    path = tmp_path / name
     path.write_bytes(b"")
-    assert _error(capsys, ["train", algorithm, "--train", str(path)]) == \
-        f"{path}: no rows"
+    assert _error(capsys, ["train", algorithm, "--train", str(path), *options]) == \
+        f"{path}: {message}"
 
 
 @pytest.mark.timeout(60)
@@ -86,13 +94,43 @@ def test_an_lr_weight_column_not_in_the_file_names_the_option(tmp_path, capsys, 
 @pytest.mark.parametrize("text, message", [
     ("save = 5\n", "save: must be a string (--save PATH), got 5: quote it, save = \"5\""),
     ("train = 1.5\n", "train: must be a string (--train TRAIN), got 1.5"),
+    # numbers given as strings were taken silently (new-user pass)
+    ('C = "0.5"\n', "C: must be a number (--C C), got the string '0.5': drop the quotes, "
+                    "C = 0.5$"),
+    ('[model]\nbatch_size = "10"\n', "batch-size: must be an integer (--batch-size "
+                                      "BATCH_SIZE), got the string '10': drop the quotes, "
+                                      "batch-size = 10$"),
+    ('[cluster]\ncores = "two"\n', "cores: must be an integer (--cores CORES), got the "
+                                    "string 'two'$"),
+    ('validation-fraction = "0.1"\n', "validation-fraction: must be a number "
+                                      "(--validation-fraction VALIDATION_FRACTION), got the "
+                                      "string '0.1'"),
 ])
 def test_config_values_of_the_wrong_type_name_the_key_and_the_type(tmp_path, capsys, text,
                                                                    message):
+    import re
+
     path = tmp_path / "c.toml"
-    path.write_text(text + "max-iter = 1\n")
-    assert _error(capsys, ["train", "lr", "--config", str(path)]).startswith(
-        f"{path}: {message}")
+    path.write_text("max-iter = 1\n" + text)
+    assert re.match(re.escape(f"{path}: ") + message.replace("(", r"\(").replace(")", r"\)"),
+                    _error(capsys, ["train", "lr", "--config", str(path)]))
+
+
+def test_config_strings_where_an_option_takes_text_stay_accepted(tmp_path):
+    """What the refusal of quoted numbers leaves alone: "auto" where a number or auto is
+    taken, sizes, walltimes, separators, column lists, paths; numbers where numbers are."""
+    from dask_ps.cli._options import config_argv
+
+    path = tmp_path / "c.toml"
+    path.write_text('split-share = "auto"\nmax-workers = "Auto"\nmemory = "2GB"\n'
+                    'walltime = "01:30:00"\nblocksize = "64MiB"\nsep = ";"\n'
+                    'categorical = "a,b"\nlabel = "7"\nn-estimators = 3\n'
+                    'learning-rate = 0.5\nmax-bins = 16\n[data]\nformat = "csv"\n')
+    _, parsers = _parser()
+    assert config_argv(str(path), parsers["gbdt"], ["--train", "x"], "train gbdt") == [
+        "--split-share=auto", "--max-workers=Auto", "--memory=2GB", "--walltime=01:30:00",
+        "--blocksize=64MiB", "--sep=;", "--categorical=a,b", "--label=7",
+        "--n-estimators=3", "--learning-rate=0.5", "--max-bins=16", "--format=csv"]
 
 
 def test_weight_is_listed_only_for_the_algorithms_taking_weights():

@@ -282,3 +282,72 @@ def test_write_tables_into_a_new_local_folder_given_as_a_path_or_a_file_url(tmp_
     assert sorted(p.name for p in out.iterdir()) == ["coef.parquet", "model.json"]
     assert len(written) == 2 and all(w.startswith("file://") == url for w in written)
     assert pd.read_parquet(out / "coef.parquet")["a"].tolist() == [1.0]
+
+
+def test_a_table_model_without_its_encoder_is_refused_naming_the_file(tmp_path, capsys):
+    """New-user pass: ``dask-ps evaluate`` of a model trained on CSV whose file lacks
+    ``extra.data.encoder`` (an older or hand-edited file) exited 1 with a bare ``KeyError:
+    'encoder'``; now 2, with a DataError naming the model file and the entry, as for a
+    null or unreadable encoder."""
+    import pandas as pd
+
+    from dask_ps.io import infer_encoder, read_ctr
+
+    rng = np.random.default_rng(0)
+    csv = tmp_path / "t.csv"
+    pd.DataFrame({"click": rng.integers(0, 2, 60), "a": rng.normal(size=60),
+                  "shop": rng.choice(list("abc"), 60)}).to_csv(csv, index=False)
+    encoder = infer_encoder(str(csv), label="click")
+    X, y = read_ctr(str(csv), encoder, label="click")
+    est = LogisticRegression(client="local", max_iter=2, progress=False).fit(
+        X.compute(scheduler="threads"), y.compute(scheduler="threads"))
+    data = {"format": "csv", "label": "click", "weight": None, "encoder": encoder.to_json(),
+            "sep": None, "numeric": None, "categorical": None, "exclude": None,
+            "hash_features": None, "n_features": int(X.shape[1])}
+    model = tmp_path / "m.npz"
+    save_estimator(est, str(model), extra={"algorithm": "lr", "data": data})
+    assert main(["evaluate", str(model), "--test", str(csv)]) == 0
+    assert capsys.readouterr().out.startswith("test: AUC ")
+    what = "the JSON of the HashingEncoder the training table's columns were hashed with"
+    for edit, message in [
+            (lambda d: d.pop("encoder"), f"extra.data has no 'encoder' ({what}): csv test data "
+                                         f"is read with it (dask-ps train --save writes it; "
+                                         f"was the file edited?)"),
+            (lambda d: d.update(encoder=None), f"extra.data.encoder is None, not str ({what})"),
+            (lambda d: d.update(encoder="{}"), f"extra.data.encoder is not {what} (ValueError: "
+                                               f"not the JSON of a HashingEncoder)")]:
+        arrays, meta = _members(model)
+        edit(meta["extra"]["data"])
+        path = _rewrite(tmp_path / "e.npz", arrays, meta)
+        assert main(["evaluate", path, "--test", str(csv)]) == 2
+        out = capsys.readouterr()
+        assert out.err == f"dask-ps: error: {path}: {message}\n", out.err
+        assert not out.out
+
+
+@pytest.mark.parametrize("estimator, data, message", [
+    ("LogisticRegression", {"format": "libsvm"}, r"extra.data has no 'n_features' \(the "
+                                                 r"training data's width\): libsvm test"),
+    ("LogisticRegression", {"format": "libsvm", "n_features": True},
+     r"extra.data.n_features is True, not int \(the training data's width\)$"),
+    ("GBDTClassifier", {"format": "parquet", "label": "y"}, "extra.data has no 'features' "
+                                                            r"\(the feature columns, in order\)"),
+    ("GBDTRegressor", {"format": "csv", "label": "y", "features": ["a"], "sep": None},
+     "extra.data has no 'header'"),
+    ("GBDTRegressor", {"format": "csv", "label": "y", "features": ["a"], "sep": 1,
+                       "header": True}, r"extra.data.sep is 1, not str or null"),
+])
+def test_data_entries_test_data_is_read_with_are_required(tmp_path, estimator, data, message):
+    """What ``dask-ps evaluate`` reads test data with (KeyErrors there before): refused when
+    saving, and when loading a file edited since."""
+    import dask_ps
+
+    est = getattr(dask_ps, estimator)()
+    with pytest.raises(ValueError, match=f"^extra: {message}"):
+        save_estimator(est, str(tmp_path / "m.npz"), extra={"data": data})
+    save_estimator(est, str(tmp_path / "m.npz"))
+    arrays, meta = _members(tmp_path / "m.npz")
+    meta["extra"] = {"data": data}
+    path = _rewrite(tmp_path / "e.npz", arrays, meta)
+    with pytest.raises(DataError, match=f"^{path}: {message}"):
+        load_estimator(path)

@@ -324,9 +324,17 @@ class PSEstimator(BaseEstimator):
 HEAD_PARTITIONS = 8
 
 
+#: The dtype kinds scikit-learn's ``check_array(..., dtype="numeric")`` refuses: strings,
+#: bytes, raw (void) data.
+_NOT_NUMERIC_KINDS = ("U", "S", "V")
+
+
 def check_numeric_columns(X, estimator: str, categories: bool = False) -> None:
-    """Refuse a data frame ``X`` (pandas or dask) with columns that hold no numbers, naming
-    them; anything else passes.
+    """Refuse an array ``X`` of strings or bytes (NumPy or dask, or a list of rows that
+    NumPy reads as one), as scikit-learn's ``check_array(..., dtype="numeric")`` refuses
+    it, and a data frame ``X`` (pandas or dask) with columns that hold no numbers, naming
+    them; anything else passes (an object array of numbers written as strings included:
+    scikit-learn converts it).
 
     Strings and objects are judged by their first 100 values (of a dask frame, those of the
     first of its first :data:`HEAD_PARTITIONS` partitions that has rows, computed once):
@@ -348,10 +356,24 @@ def check_numeric_columns(X, estimator: str, categories: bool = False) -> None:
     Raises
     ------
     ValueError
-        Columns of strings, objects, dates or categories of strings: up to 5 named, with
-        their dtype and a value, and what to do (scikit-learn's own error names only the
-        value: "could not convert string to float: 'u'").
+        An array of strings or bytes (dtype kind ``U``, ``S``, ``V``), in scikit-learn's
+        words ("dtype='numeric' is not compatible with arrays of bytes/strings...") after
+        the estimator's name and the dtype, numbers in it or not (scikit-learn's
+        ``LogisticRegression.fit`` converts numeric strings, its ``predict`` refuses them:
+        here both refuse). Columns of strings, objects, dates or categories of strings:
+        up to 5 named, with their dtype and a value, and what to do (scikit-learn's own
+        error names only the value: "could not convert string to float: 'u'").
     """
+    dtype = getattr(X, "dtype", None)
+    if dtype is None and isinstance(X, list):  # rows of values: as NumPy reads them
+        try:
+            dtype = np.asarray(X).dtype
+        except (ValueError, TypeError):  # ragged rows: scikit-learn says so
+            dtype = None
+    if getattr(dtype, "kind", None) in _NOT_NUMERIC_KINDS:
+        raise ValueError(f"{estimator}: X has dtype {dtype}: dtype='numeric' is not "
+                         f"compatible with arrays of bytes/strings. Convert your data to "
+                         f"numeric values explicitly instead, e.g. X.astype(np.float64)")
     dtypes = getattr(X, "dtypes", None)
     if dtypes is None or not hasattr(dtypes, "items"):  # arrays; a Series has one dtype
         return

@@ -140,6 +140,8 @@ class _GBDT(PSEstimator):
         X = as_scipy(X)
         if is_dask(X):  # a frame's columns first: an interval column breaks X.shape
             cats = frame_categories(X, type(self).__name__) if hasattr(X, "columns") else {}
+            if not hasattr(X, "columns"):  # an array of strings (a frame's: its columns')
+                check_numeric_columns(X, type(self).__name__)
             if len(X.shape) != 2:
                 raise ValueError(f"Expected 2D array, got a dask collection of shape {X.shape}")
             if reset:

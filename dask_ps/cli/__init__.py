@@ -9,6 +9,7 @@
     dask-ps train gbdt --train t.parquet --format parquet --label y --weight w  # sample weights
     srun dask-ps train lr ... --cluster slurm-runner      # inside one Slurm allocation
     dask-ps evaluate model.npz --test PATH [--format csv|parquet] [--header | --no-header]
+                     [--zero-based auto|true|false]
     dask-ps export model.npz OUT_FOLDER [--format parquet|csv]
 
 Options are checked, and the input files looked up, before any cluster starts. Failures end
@@ -103,6 +104,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
                     help="whether the test files start with column names, when they differ "
                          "from the training files: ratings (mf) and gbdt's csv (default: as "
                          "the training files)")
+    ev.add_argument("--zero-based", choices=["auto", "true", "false"],
+                    help="libsvm: the test data's index base when it differs from the one the "
+                         "model was trained with (auto: decided by the test data, index 0 "
+                         "anywhere in it: zero-based; default: the model's, saved with it)")
     ev.add_argument("--debug", action="store_true", help="raise errors with their traceback")
     ex = sub.add_parser("export", help="write a saved model's weights as tables",
                         description="Write the weights of a model saved by dask-ps train "

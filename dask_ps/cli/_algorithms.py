@@ -93,6 +93,9 @@ class Algorithm:
     weighted : bool
         Whether ``--weight COLUMN`` (sample weights, ``fit(..., sample_weight=...)``) applies;
         refused up front for the others.
+    empty : str
+        What an empty ``--train`` (every file of 0 bytes) is refused with before a cluster
+        starts, after its path (``"no rows"``; mf: ``"no ratings"``).
     """
 
     name: str
@@ -111,6 +114,7 @@ class Algorithm:
     report: Callable = lambda est, args: []
     files: tuple = ()
     weighted: bool = False
+    empty: str = "no rows"
 
     def data_format(self, args) -> str | None:
         """The format the parsed options read: the ``format`` of the data options as
@@ -202,6 +206,19 @@ CHECKPOINT = (
 #: Bytes per block of LIBSVM test data (read_libsvm's default).
 TEST_BLOCKSIZE = "32MiB"
 
+#: ``--zero-based``: the LIBSVM index base, as ``zero_based`` of scikit-learn's
+#: ``load_svmlight_file`` and :func:`~dask_ps.io.read_libsvm` take it.
+ZERO_BASED = {"auto": "auto", "true": True, "false": False}
+
+
+def add_zero_based(g) -> None:
+    """``dask-ps train``'s ``--zero-based`` (lr, fm, gbdt: wherever LIBSVM is read)."""
+    g.add_argument("--zero-based", choices=list(ZERO_BASED),
+                   help="libsvm: whether feature indices start at 0 (true) or 1 (false); "
+                        "auto (default): zero-based when --train holds an index 0, as "
+                        "scikit-learn's load_svmlight_file zero_based='auto'; --test is read "
+                        "with --train's base")
+
 
 def read_train_test(args, client, meta_of, read):
     """``meta, X, y, w, test`` of ``--train`` and ``--test`` (read now, so that its lines
@@ -238,12 +255,12 @@ class TestSet(NamedTuple):
     w: Any = None
 
 
-def read_test(read, path: str, meta: dict) -> TestSet:
+def read_test(read, path: str, meta: dict, zero_based: str | None = None) -> TestSet:
     """Test data ``path`` read as the training data was (``read`` as in
     :func:`read_train_test`, for tables; the weight column is optional in test files;
-    LIBSVM: :func:`read_libsvm_test`)."""
+    LIBSVM: :func:`read_libsvm_test`, with ``zero_based``)."""
     if meta["format"] == "libsvm":
-        return TestSet(*read_libsvm_test(path, meta), path, meta)
+        return TestSet(*read_libsvm_test(path, meta, zero_based), path, meta)
     X, y, w = read(path, meta, n_features=meta.get("n_features"), test=True)
     return TestSet(X, y, path, meta, w)
 
@@ -252,11 +269,12 @@ def read_libsvm_train_test(args, meta: dict, blocksize) -> tuple:
     """``X, y, test`` of LIBSVM ``--train`` and ``--test`` (a :class:`TestSet` or None),
     read as :func:`sklearn.datasets.load_svmlight_files` reads files together: one width,
     the largest index of both unless ``--n-features`` (or ``--dataset``) gives it, known
-    before the fit from the readers' one first pass over both. The index base is the
-    training data's (index 0 anywhere in it: zero-based), and the test data is read with
-    it: an index 0 in a test file of a one-based training set is refused, naming its line
-    (it would shift every feature). Sets ``meta["n_features"]`` and
-    ``meta["zero_based"]`` (saved with the model: evaluate reads alike).
+    before the fit from the readers' one first pass over both. The index base is
+    ``--zero-based``'s, by default the training data's (index 0 anywhere in it:
+    zero-based), and the test data is read with it: an index 0 in a test file of a
+    one-based training set is refused, naming its line (it would shift every feature).
+    Sets ``meta["n_features"]`` and ``meta["zero_based"]`` (saved with the model: evaluate
+    reads alike).
 
     Raises
     ------
@@ -269,12 +287,15 @@ def read_libsvm_train_test(args, meta: dict, blocksize) -> tuple:
     n = meta.get("n_features")
     given = f"--n-features {n}" + (f" (--dataset {args.dataset}'s)"
                                    if getattr(args, "dataset", None) else "")
+    option = getattr(args, "zero_based", None) or "auto"
     notes = {"width": f"from {given}; without it the width is the largest index of "
                       f"--train and --test",
              "zero": "--train has no feature index 0, so it is read one-based, and --test "
-                     "with it"}
+                     "with it; --zero-based true reads both zero-based" if option == "auto"
+                     else f"--zero-based {option}"}
     inputs = [(args.train, blocksize), *([(args.test, TEST_BLOCKSIZE)] if args.test else [])]
-    read, base = read_libsvm_inputs(inputs, n, base_inputs=1, notes=notes)
+    read, base = read_libsvm_inputs(inputs, n, ZERO_BASED[option], base_inputs=1,
+                                    notes=notes)
     (X, y), test = read[0], read[1:]
     if not X.shape[0]:
         raise DataError(f"{args.train}: no rows")
@@ -282,12 +303,14 @@ def read_libsvm_train_test(args, meta: dict, blocksize) -> tuple:
     return X, y, (TestSet(*test[0], args.test, meta) if test else None)
 
 
-def read_libsvm_test(path: str, meta: dict) -> tuple:
+def read_libsvm_test(path: str, meta: dict, zero_based: str | None = None) -> tuple:
     """``X, y`` of LIBSVM test data ``path`` for a model trained on ``meta["n_features"]``
     features read with index base ``meta["zero_based"]`` (a model saved without it, before
-    it was recorded: decided from ``path``, ``"auto"``). Every line is checked now, before
-    scoring: an index beyond the model's width is refused (rather than dropped, as
-    LIBLINEAR's predict does: a feature the model never saw), naming the width.
+    it was recorded: decided from ``path``, ``"auto"``), or ``zero_based`` when given
+    (``dask-ps evaluate --zero-based``: ``"auto"``, ``"true"``, ``"false"``). Every line
+    is checked now, before scoring: an index beyond the model's width is refused (rather
+    than dropped, as LIBLINEAR's predict does: a feature the model never saw), naming the
+    width.
 
     Raises
     ------
@@ -296,11 +319,12 @@ def read_libsvm_test(path: str, meta: dict) -> tuple:
     """
     from ..io.libsvm import read_libsvm_inputs
 
-    n, zero_based = meta["n_features"], meta.get("zero_based", "auto")
+    n = meta["n_features"]
     notes = {"width": f"the model's width: it was trained on {n:,} features",
-             "zero": "the model was trained on one-based data"}
-    read, _ = read_libsvm_inputs([(path, TEST_BLOCKSIZE)], n, zero_based, scan=True,
-                                 notes=notes)
+             "zero": "the model was trained on one-based data" if zero_based is None
+                     else f"--zero-based {zero_based}"}
+    base = meta.get("zero_based", "auto") if zero_based is None else ZERO_BASED[zero_based]
+    read, _ = read_libsvm_inputs([(path, TEST_BLOCKSIZE)], n, base, scan=True, notes=notes)
     return read[0]
 
 

@@ -16,6 +16,7 @@ from ._algorithms import (
     Param,
     TestSet,
     _count,
+    add_zero_based,
     block_classes,
     check_named_columns,
     check_test_classes,
@@ -43,6 +44,7 @@ def _gbdt_data_options(g) -> None:
                         "columns are 0, 1, ...)")
     g.add_argument("--n-features", type=opt.POSITIVE_INT,
                    help="libsvm: feature columns (default: the largest index seen)")
+    add_zero_based(g)
     g.add_argument("--blocksize", type=opt.size, help="bytes per data partition (default: "
                    "two partitions per worker, at most 64MiB each)")
 
@@ -55,8 +57,9 @@ def _gbdt_meta(args) -> dict:
             if getattr(args, name) is not None:
                 raise OptionError(f"--{name} applies to --format csv|parquet")
         return {"format": fmt, "n_features": args.n_features}
-    if args.n_features is not None:
-        raise OptionError("--n-features applies to --format libsvm")
+    for name in ("n_features", "zero_based"):
+        if getattr(args, name) is not None:
+            raise OptionError(f"--{name.replace('_', '-')} applies to --format libsvm")
     if fmt == "parquet" and (args.sep is not None or args.header is not None):
         raise OptionError("--sep and --header apply to --format csv")
     sep = args.sep or None  # a tab given as --sep '\t' is one already (opt.separator)
@@ -165,7 +168,7 @@ def _gbdt_load(args, client) -> Loaded:
 
 
 def _gbdt_load_test(path: str, meta: dict, args):
-    return read_test(_gbdt_read, path, meta)
+    return read_test(_gbdt_read, path, meta, getattr(args, "zero_based", None))
 
 
 def _gbdt_score(est, test: TestSet) -> list[str]:

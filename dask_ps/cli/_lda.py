@@ -161,4 +161,4 @@ LDA = Algorithm(
                             paths={"vocab": "vocab.txt"})},
     data_options=_lda_data_options, load=_lda_load, load_test=_lda_load_test,
     score=_lda_score, export=_lda_export, unit="tokens", check=_lda_meta, report=_lda_report,
-    files=("vocab",))
+    files=("vocab",), empty="no documents")

@@ -21,6 +21,7 @@ from ._algorithms import (
     _count,
     _n_threads,
     _nnz,
+    add_zero_based,
     check_named_columns,
     check_test_classes,
     check_weight_option,
@@ -57,6 +58,7 @@ def _lr_data_options(g) -> None:
                    help="csv: field delimiter, one character (default ','; '\\t' for a tab)")
     g.add_argument("--n-features", type=opt.POSITIVE_INT,
                    help="libsvm: feature columns (default: the largest index seen)")
+    add_zero_based(g)
     g.add_argument("--blocksize", type=opt.size, help="bytes per data partition, e.g. 64MiB "
                    "(default: two partitions per worker, at most 64MiB each)")
 
@@ -73,6 +75,8 @@ def _lr_meta(args) -> dict:
     if args.n_features is not None:
         raise OptionError("--n-features applies to --format libsvm (csv/parquet: "
                           "--hash-features)")
+    if args.zero_based is not None:
+        raise OptionError("--zero-based applies to --format libsvm")
     if fmt == "parquet" and args.sep is not None:
         raise OptionError("--sep applies to --format csv")
     check_weight_option(args, fmt, args.label or "Label", ("--numeric", args.numeric),
@@ -205,7 +209,7 @@ def _lr_load(args, client) -> Loaded:
 
 
 def _lr_load_test(path: str, meta: dict, args):
-    return read_test(_lr_read, path, meta)
+    return read_test(_lr_read, path, meta, getattr(args, "zero_based", None))
 
 
 def _lr_score(est, test: TestSet) -> list[str]:

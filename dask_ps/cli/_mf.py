@@ -155,4 +155,4 @@ MF = Algorithm(
         "mf_movielens100k", "u1.base", "u1.test",
         "https://grouplens.org/datasets/movielens/100k/")},
     data_options=_mf_data_options, load=_mf_load, load_test=_mf_load_test, score=_mf_score,
-    export=_mf_export, unit="ratings", check_inputs=_mf_check_inputs)
+    export=_mf_export, unit="ratings", check_inputs=_mf_check_inputs, empty="no ratings")

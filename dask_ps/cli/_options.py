@@ -18,7 +18,8 @@ INT_MAX = 2**63 - 1
 
 def _number(kind, low: float, strict: bool):
     """An argparse type: a finite ``kind`` (int or float) above ``low`` (or equal, if not
-    strict); an int at most :data:`INT_MAX`."""
+    strict); an int at most :data:`INT_MAX`. Its ``expects`` (``"an integer"``, ``"a
+    number"``) says that a ``--config`` file gives it a TOML number, not a string."""
     what = "an integer" if kind is int else "a finite number"
 
     def parse(text: str):
@@ -37,6 +38,7 @@ def _number(kind, low: float, strict: bool):
         return value
 
     parse.__name__ = kind.__name__  # argparse names the type in some messages
+    parse.expects = what if kind is int else "a number"
     return parse
 
 
@@ -54,12 +56,18 @@ def fraction(text: str) -> float:
     return value
 
 
+fraction.expects = "a number"
+
+
 def share(text: str) -> float:
     """A number in (0, 1] (a share of rows, columns or leaves; 1: all)."""
     value = POSITIVE(text)
     if not value <= 1:
         raise argparse.ArgumentTypeError(f"must be <= 1, got {text}")
     return value
+
+
+share.expects = "a number"
 
 
 def _or_auto(parse, text: str, what: str):
@@ -81,6 +89,11 @@ def share_or_auto(text: str):
 def workers_or_auto(text: str):
     """``auto``, or a positive integer."""
     return _or_auto(POSITIVE_INT, text, "a positive integer")
+
+
+# a --config file gives these a TOML number, or the string "auto"
+share_or_auto.expects, share_or_auto.auto = 'a number or "auto"', True
+workers_or_auto.expects, workers_or_auto.auto = 'an integer or "auto"', True
 
 
 def size(text: str) -> int:
@@ -269,10 +282,13 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
 
     Keys are the long option names without dashes (``max-iter`` or ``max_iter``), at the top
     level or in any table (``[cluster]``, ``[model]``, ``[data]``: tables only group them).
-    Booleans switch flags on or off; arrays give repeatable options (``job-extra``) or
-    comma lists (``categorical``), and are refused for any other option (``train``: one
-    path or glob). An option on the command line wins over the file's, and over the
-    file's other members of its mutually exclusive group (``--train`` over ``dataset``).
+    Booleans switch flags on or off (and give ``true``/``false`` of an option offering
+    those among its choices); numbers are TOML numbers (``max-iter = 3``: a string,
+    ``"3"``, is refused, as a number is for a string option; ``"auto"`` where an option
+    takes it); arrays give repeatable options (``job-extra``) or comma lists
+    (``categorical``), and are refused for any other option (``train``: one path or glob).
+    An option on the command line wins over the file's, and over the file's other members
+    of its mutually exclusive group (``--train`` over ``dataset``).
 
     Parameters
     ----------
@@ -283,7 +299,8 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
     Raises
     ------
     OptionError
-        Naming the file and key: unknown keys, bad values, an ``algorithm`` other than the
+        Naming the file and key: unknown keys, bad values (a value of another TOML type
+        than the option's, naming the type expected), an ``algorithm`` other than the
         command's, TOML syntax errors, a file that is not UTF-8, a directory.
     FileNotFoundError
         No such file.
@@ -325,12 +342,24 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
         else:
             values = [value]
         for v in values:
+            if isinstance(v, bool) and {"true", "false"} <= set(action.choices or ()):
+                v = str(v).lower()  # zero-based = true: a choice of auto, true, false
             if isinstance(v, (dict, list)) or isinstance(v, bool):
                 raise OptionError(f"{where}: unexpected value {v!r}")
+            metavar = action.metavar or action.dest.upper()
             if action.type is None and not isinstance(v, str):  # a path, a name, a URL
-                raise OptionError(f"{where}: must be a string ({option} "
-                                  f"{action.metavar or action.dest.upper()}), got {v!r}: "
-                                  f"quote it, {key} = \"{v}\"")
+                raise OptionError(f"{where}: must be a string ({option} {metavar}), got "
+                                  f"{v!r}: quote it, {key} = \"{v}\"")
+            expects = getattr(action.type, "expects", None)  # a number, maybe "auto"
+            if expects and isinstance(v, str) and not (
+                    getattr(action.type, "auto", False) and v.strip().lower() == "auto"):
+                try:
+                    action.type(v)
+                    fix = f": drop the quotes, {key} = {v.strip()}"
+                except argparse.ArgumentTypeError:
+                    fix = ""
+                raise OptionError(f"{where}: must be {expects} ({option} {metavar}), got the "
+                                  f"string {v!r}{fix}")
             text = str(v)
             if action.type is not None:
                 try:

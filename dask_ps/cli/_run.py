@@ -66,13 +66,14 @@ def check_files(urlpath: str, option: str, blocksize: int | None = None) -> None
             raise OptionError(f"--blocksize {blocksize}: {exc}") from None
 
 
-def check_contents(urlpath: str, option: str, libsvm: bool, header_flag: bool = False
-                   ) -> None:
+def check_contents(urlpath: str, option: str, libsvm: bool, header_flag: bool = False,
+                   empty: str = "no rows") -> None:
     """Fail before any cluster starts on what the files' sizes and the first KiB of the
-    first file tell (nothing more is read: data may be large, or remote): every file empty
-    (``"<urlpath>: no rows"``, as the reader says once the cluster has read them), or
-    given as LIBSVM (``libsvm``) a first file that is not, with the hint of the format it
-    looks like (:func:`~dask_ps.io._sniff.other_format`; ``header_flag``: the command has
+    first file tell (nothing more is read: data may be large, or remote): every file of
+    ``--train`` empty (``"<urlpath>: no rows"``, or ``empty``'s words, as the readers say
+    it once the cluster has read them), or given as LIBSVM (``libsvm``) a first file that
+    is not, with the hint of the format it looks like
+    (:func:`~dask_ps.io._sniff.other_format`; ``header_flag``: the command has
     ``--no-header``).
 
     Raises
@@ -85,7 +86,7 @@ def check_contents(urlpath: str, option: str, libsvm: bool, header_flag: bool = 
 
     fs, paths = _opened(urlpath, option)
     if option == "--train" and all(fs.size(p) == 0 for p in paths):
-        raise DataError(f"{urlpath}: no rows")  # as the readers say it
+        raise DataError(f"{urlpath}: {empty}")  # as the readers say it
     if not libsvm:
         return
     try:
@@ -341,9 +342,9 @@ def train(args, algo: Algorithm) -> int:
             check_files(getattr(args, name), "--" + name.replace("_", "-"))
     fmt = algo.data_format(args)
     for option, path in (("--train", args.train), ("--test", args.test)):
-        if path and fmt in ("libsvm", "csv"):  # empty, or not LIBSVM: from the files'
-            check_contents(path, option, fmt == "libsvm", hasattr(args, "header"))  # sizes
-            # and first KiB (mf and lda name an empty file in their own words, once read)
+        if path and fmt != "parquet":  # empty, or not LIBSVM: from the files' sizes and
+            check_contents(path, option, fmt == "libsvm", hasattr(args, "header"),  # first
+                           algo.empty)  # KiB (Parquet: its footer, in algo.check_inputs)
     algo.check_inputs(args)  # the files' headers against --label and the column options
     if args.save:
         check_save(args.save)
@@ -493,11 +494,14 @@ def evaluate(args) -> int:
 
 def test_options(data: dict, args, algo: Algorithm) -> dict:
     """How ``dask-ps evaluate`` reads its test data: the training data's options ``data``
-    (saved with the model) with ``--format`` and ``--header`` as overrides.
+    (saved with the model) with ``--format``, ``--header`` and ``--zero-based`` as
+    overrides.
 
     ``--format`` switches a model trained on a table between CSV and Parquet (its
     encoder or feature columns go by column name); ``--header``/``--no-header`` apply to
-    ratings (mf) and to headed or headerless CSV tables (gbdt).
+    ratings (mf) and to headed or headerless CSV tables (gbdt); ``--zero-based`` to
+    LIBSVM (applied by the reader, :func:`~._algorithms.read_libsvm_test`, whose errors
+    name it).
 
     Raises
     ------
@@ -525,6 +529,10 @@ def test_options(data: dict, args, algo: Algorithm) -> dict:
                 + ("with its header always (a click table's columns go by name)"
                    if data["format"] == "csv" else "without a header line"))
         data["header"] = header
+    zero_based = getattr(args, "zero_based", None)
+    if zero_based is not None and data["format"] != "libsvm":
+        raise OptionError(f"--zero-based {zero_based}: applies to LIBSVM test data; the model "
+                          f"({algo.name}) reads {data['format']} test data")
     return data
 
 

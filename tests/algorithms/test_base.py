@@ -102,6 +102,60 @@ def test_a_bool_is_not_a_number_for_any_estimator():
 
 
 @pytest.mark.parametrize("make", [
+    lambda: LogisticRegression(max_iter=1, client="local"),
+    lambda: dask_ps.FactorizationMachineClassifier(max_iter=1, client="local"),
+    lambda: dask_ps.GBDTClassifier(n_estimators=1, client="local"),
+    lambda: dask_ps.GBDTRegressor(n_estimators=1, client="local"),
+    lambda: dask_ps.LatentDirichletAllocation(n_components=2, max_iter=1, client="local")],
+    ids=["lr", "fm", "gbdt", "gbdt-regression", "lda"])
+def test_an_array_of_strings_is_refused_as_scikit_learn_refuses_it(make):
+    """New-user pass: the estimators trained on (and predicted from) arrays of numeric
+    strings, which scikit-learn's ``check_array(..., dtype="numeric")`` refuses: now refused
+    in its words, after the estimator's name and the dtype, at fit and predict, NumPy
+    (strings, bytes, a list of string rows) or dask. An object array of numeric strings is
+    converted, as scikit-learn's check_array converts it."""
+    import re
+
+    import dask.array as da
+    from sklearn.utils import check_array
+
+    X = np.random.default_rng(0).integers(0, 4, size=(40, 3)).astype(np.float64)
+    y = np.arange(40) % 2
+    text = X.astype(str)
+    with pytest.raises(ValueError) as theirs:
+        check_array(text, dtype="numeric")
+    said = "dtype='numeric' is not compatible with arrays of bytes/strings"
+    assert said in str(theirs.value)
+    est = make()
+    name = type(est).__name__
+    lda = name == "LatentDirichletAllocation"
+
+    def fit(A):
+        return est.fit(A) if lda else est.fit(A, y)
+
+    def predict(A):
+        out = est.transform(A) if lda else est.predict(A)
+        return np.asarray(out.compute() if hasattr(out, "compute") else out)
+
+    for bad in (text, text.astype(bytes), text.tolist(), da.from_array(text, chunks=20)):
+        dtype = np.asarray(bad).dtype
+        with pytest.raises(ValueError, match=f"^{name}: X has dtype {re.escape(str(dtype))}: "
+                                             f"{said}. Convert your data to numeric values "
+                                             f"explicitly instead"):
+            fit(bad)
+    assert not hasattr(est, "n_features_in_")  # refused before anything was fitted
+    fit(X)
+    expected = predict(X)
+    for bad in (text, da.from_array(text, chunks=20)):
+        with pytest.raises(ValueError, match=f"^{name}: X has dtype <U"):
+            predict(bad)
+    if not lda:  # (LDA's transform samples)
+        np.testing.assert_array_equal(predict(text.astype(object)), expected)
+    fit(text.astype(object))
+    assert est.n_features_in_ == 3
+
+
+@pytest.mark.parametrize("make", [
     lambda: LogisticRegression(max_iter=1),
     lambda: dask_ps.FactorizationMachineClassifier(max_iter=1),
     lambda: dask_ps.GBDTClassifier(n_estimators=1),
