@@ -402,8 +402,10 @@ def load_estimator(path: str):
     DataError
         Not such a file (a folder, e.g. a checkpoint, included), a damaged one (a bad CRC,
         an array missing or not of the dtype and shape its metadata gives), a newer format
-        version, an unknown estimator, parameters it does not take or refuses, or a class
-        of saved state that is not one of dask_ps's: naming the file and the field.
+        version, an unknown estimator, parameters it does not take or refuses, a class
+        of saved state that is not one of dask_ps's, or fitted attributes that do not fit
+        together (an estimator's ``_check_loaded``: a GBDT's trees that prediction could
+        not walk): naming the file and the field.
     """
     import inspect
 
@@ -457,6 +459,12 @@ def load_estimator(path: str):
             setattr(estimator, attr, value)
         except AttributeError as exc:  # e.g. a property such as _repr_html_
             raise DataError(f"{path}: attributes: {attr!r} cannot be set ({exc})") from None
+    check = getattr(estimator, "_check_loaded", None)  # state the attributes share
+    if check is not None:
+        try:
+            check()
+        except ValueError as exc:
+            raise DataError(f"{path}: attributes: {exc}") from None
     problem = _data_problem(meta["extra"], name)
     if problem:
         raise DataError(f"{path}: {problem}")

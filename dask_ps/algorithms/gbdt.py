@@ -310,6 +310,33 @@ class _GBDT(PSEstimator):
             self._cache = (self.booster_, self.booster_.ensemble(self.n_features_in_))
         return self._cache[1]
 
+    def _check_loaded(self) -> None:
+        """Refuse fitted state no fit leaves, before it is predicted with (called by
+        :func:`~dask_ps.saving.load_estimator`): trees whose arrays prediction cannot walk
+        (:meth:`Booster.problem`: it would read other memory or never end), or
+        ``n_estimators_`` other than the rounds they hold.
+
+        Raises
+        ------
+        ValueError
+            Naming the attribute and the node, tree or array at fault.
+        """
+        booster = getattr(self, "booster_", None)
+        if booster is None:
+            return
+        n_features = getattr(self, "n_features_in_", None)
+        if n_features is None:
+            raise ValueError("booster_ is given without n_features_in_")
+        classes = getattr(self, "classes_", ())
+        k = len(classes) if len(classes) > 2 else 1
+        problem = booster.problem(n_features, k)
+        if problem:
+            raise ValueError(f"booster_: {problem}")
+        rounds = (booster.tree_start.shape[0] - 1) // k
+        if getattr(self, "n_estimators_", rounds) != rounds:
+            raise ValueError(f"n_estimators_ is {self.n_estimators_}, booster_ holds "
+                             f"{rounds} rounds of trees")
+
     def _matrix(self, X):
         X, _, _ = self._inputs(X, None, reset=False)
         return to_matrix(X, self.categories_) if hasattr(X, "iloc") else X

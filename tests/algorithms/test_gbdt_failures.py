@@ -266,6 +266,37 @@ def test_changed_trees_in_a_checkpoint_resume_from_the_version_before(tmp_path):
         GBDTClassifier(n_estimators=3, checkpoint=str(old), resume=True, **kw).fit(X, y)
 
 
+def test_trees_of_a_checkpoint_prediction_cannot_walk_are_refused(tmp_path):
+    """A checkpoint written before its metadata was checksummed (or edited with the
+    checksums recomputed) whose trees name a child outside the tree: the resume walked it
+    in the raw scores' kernel, reading other memory (a segmentation fault, or a cycle: a
+    hang); now its trees are refused naming the node."""
+    import base64
+    import json
+
+    from dask_ps.exceptions import CheckpointFormatError
+
+    X, y = _toy()
+    kw = dict(max_leaf_nodes=15, random_state=0, client="local")
+    old = tmp_path / "old"
+    GBDTClassifier(n_estimators=2, checkpoint=str(old), **kw).fit(X, y)
+    for version in old.iterdir():
+        manifest = json.loads((version / "manifest.json").read_text())
+        del manifest["metadata"]
+        (version / "manifest.json").write_text(json.dumps(manifest))
+        meta = json.loads((version / "zarr.json").read_text())
+        left = meta["attributes"]["extra"]["driver"]["trees"]["left"]
+        a = np.frombuffer(base64.b64decode(left["b64"]), left["dtype"]).copy()
+        a[0] = 10**6
+        left["b64"] = base64.b64encode(a.tobytes()).decode()
+        (version / "zarr.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointFormatError, match=r"the trees of the checkpoint to resume "
+                                                    r"from do not fit together \(ValueError: "
+                                                    r"the trees are damaged: node 0 \(of tree "
+                                                    r"0\) has children outside its tree"):
+        GBDTClassifier(n_estimators=3, checkpoint=str(old), resume=True, **kw).fit(X, y)
+
+
 def test_a_checkpoint_from_before_eval_rows_resumes_with_an_eval_set_as_it_had():
     """Checkpoints written before the fit id kept ``eval_rows`` tell whether they had an
     eval set by their eval losses: the same presence resumes, another is refused."""
