@@ -301,6 +301,43 @@ def test_gbdt_outputs_and_rounds_must_agree_with_the_trees(gbdt_file, tmp_path):
         load_estimator(bad)
 
 
+def test_lda_topics_of_another_width_or_not_positive_are_refused_when_loading(tmp_path):
+    """An edited LDA file whose ``components_`` is narrower than ``n_features_in_`` (or the
+    count edited): transform read past the topics' rows (infinite or garbage θ, a NaN
+    perplexity); topics that are not positive gave negative "probabilities". Now loading
+    refuses them naming the attribute."""
+    import scipy.sparse as sp
+
+    from dask_ps import LatentDirichletAllocation
+
+    rng = np.random.default_rng(3)
+    X = sp.csr_matrix(rng.poisson(0.5, size=(40, 12)))
+    est = LatentDirichletAllocation(n_components=3, max_iter=3, random_state=0,
+                                    client="local", progress=False).fit(X)
+    save_estimator(est, str(tmp_path / "l.npz"))
+    np.testing.assert_array_equal(load_estimator(str(tmp_path / "l.npz"))[0].transform(X),
+                                  est.transform(X))
+    arrays, meta = _members(tmp_path / "l.npz")
+    arrays["a/components_"] = arrays["a/components_"][:, :5].copy()
+    meta["attributes"]["components_"]["shape"] = [3, 5]
+    bad = _rewrite(tmp_path / "e.npz", arrays, meta)
+    with pytest.raises(DataError, match=rf"^{bad}: attributes: components_ has shape \(3, 5\), "
+                                        rf"not \(n_topics, n_features_in_=12\)"):
+        load_estimator(bad)
+    arrays, meta = _members(tmp_path / "l.npz")
+    meta["attributes"]["n_features_in_"]["value"] = 40
+    bad = _rewrite(tmp_path / "e.npz", arrays, meta)
+    with pytest.raises(DataError, match=r"components_ has shape \(3, 12\), not \(n_topics, "
+                                        r"n_features_in_=40\)"):
+        load_estimator(bad)
+    arrays, meta = _members(tmp_path / "l.npz")
+    arrays["a/components_"] = -arrays["a/components_"]
+    bad = _rewrite(tmp_path / "e.npz", arrays, meta)
+    with pytest.raises(DataError, match=rf"^{bad}: attributes: components_ holds 36 value\(s\) "
+                                        rf"that are not positive"):
+        load_estimator(bad)
+
+
 def test_a_damaged_sparse_matrix_is_named(tmp_path):
     """A CSR attribute whose indices point past its columns is refused when loading (not a
     crash or a wrong answer at predict)."""
