@@ -146,6 +146,17 @@ class _GBDT(PSEstimator):
                 self.n_features_in_ = int(X.shape[1])
                 if hasattr(X, "columns"):
                     self.feature_names_in_ = np.asarray([str(c) for c in X.columns], object)
+            elif hasattr(X, "columns"):  # an eval set: the fit's columns, checked before it
+                names = getattr(self, "feature_names_in_", None)
+                if names is not None and list(map(str, X.columns)) != list(names):
+                    raise ValueError(f"X has other columns than at fit: {list(X.columns)} vs "
+                                     f"{list(names)}")
+                if len(X.columns) != self.n_features_in_:
+                    raise ValueError(f"X has {len(X.columns)} features, but "
+                                     f"{type(self).__name__} is expecting "
+                                     f"{self.n_features_in_} features as input")
+            elif not np.isnan(X.shape[1]):
+                check_dask_width(X, self.n_features_in_, type(self).__name__)
             return X, y, cats
         if hasattr(X, "dtypes") and hasattr(X, "columns") and frame_categories(X):
             cats = frame_categories(X, type(self).__name__)

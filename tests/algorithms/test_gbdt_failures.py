@@ -459,6 +459,40 @@ def test_in_memory_eval_set_errors_say_eval_set():
     assert not hasattr(est, "booster_")
 
 
+def test_a_dask_eval_set_of_other_columns_is_refused_naming_it_before_training():
+    """A dask eval set narrower than the training data trained until its first eval, then
+    failed in a task with "X has 5 features; the model was fit on 6", naming no set (an
+    in-memory one was refused at once, naming it); a dask frame of other columns than the
+    training frame's was scored by position. Both are now refused before the fit starts,
+    naming eval_set, the model left as it was."""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    X, y = _toy(600)
+    Xv, yv = _toy(300, seed=1)
+    model = GBDTClassifier(client="local", n_estimators=2, max_leaf_nodes=7, random_state=0)
+    trees = model.fit(X, y).booster_
+    narrow = (da.from_array(Xv[:, :5], chunks=100), da.from_array(yv, chunks=100))
+    with pytest.raises(ValueError, match=r"^eval_set: X has shape \(300, 5\), but "
+                                         r"GBDTClassifier is expecting 6 features as input"):
+        model.fit(da.from_array(X, chunks=200), da.from_array(y, chunks=200),
+                  eval_set=[narrow])
+    assert model.booster_ is trees
+    names = [f"x{j}" for j in range(6)]
+    frame = dd.from_pandas(pd.DataFrame(X, columns=names), npartitions=2)
+    other = dd.from_pandas(pd.DataFrame(Xv, columns=names[::-1]), npartitions=2)
+    with pytest.raises(ValueError, match=r"^eval_set: X has other columns than at fit: "
+                                         r"\['x5', .*\] vs \['x0', "):
+        model.fit(frame, dd.from_pandas(pd.Series(y), npartitions=2),
+                  eval_set=[(other, dd.from_pandas(pd.Series(yv), npartitions=2))])
+    assert model.booster_ is trees
+    wide = dd.from_pandas(pd.DataFrame(np.hstack([Xv, Xv[:, :1]])), npartitions=2)
+    with pytest.raises(ValueError, match=r"^eval_set: X has 7 features, but GBDTClassifier is "
+                                         r"expecting 6 features as input"):
+        model.fit(da.from_array(X, chunks=200), y, eval_set=[(wide, yv)])
+    assert model.booster_ is trees
+
+
 @pytest.mark.parametrize("cls", [GBDTClassifier, GBDTRegressor])
 def test_an_eval_set_of_no_rows_is_refused_naming_it_in_memory_and_dask_alike(client2, cls):
     """A dask eval set of 0 rows trained with an eval loss of 0 every round, early stopping
