@@ -206,9 +206,10 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
         A parameter or fitted attribute that cannot be stored without pickle, naming it.
     OSError
         The file cannot be written (an ``IsADirectoryError`` before anything is written when
-        a local ``path`` is a folder; for a URL, naming it and why: ``s3://`` of a bucket
-        that does not exist, which is not created, or access denied); a local temporary
-        file is removed.
+        a local ``path`` is a folder; a local one in a folder that does not exist, is a file
+        or is not writable, naming ``path`` and the folder; for a URL, naming it and why:
+        ``s3://`` of a bucket that does not exist, which is not created, or access denied);
+        a local temporary file is removed.
     """
     import fsspec
 
@@ -240,10 +241,14 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
                 made = True
                 f.write(data)
             os.replace(tmp, path)
-        except BaseException:  # e.g. path is a folder, the disk is full: leave nothing behind
-            if made:  # (only what this call made: not a folder of that name; its own error
-                with contextlib.suppress(OSError):  # would hide the first)
+        except BaseException as exc:  # e.g. path is a folder, the disk is full: leave
+            if made:  # nothing behind (only what this call made: not a folder of that
+                with contextlib.suppress(OSError):  # name; its own error would hide the first)
                     os.remove(tmp)
+            if isinstance(exc, OSError) and exc.filename == tmp:  # name the caller's path
+                folder = os.path.dirname(os.path.abspath(path))
+                raise type(exc)(f"{path}: the model file cannot be written in {folder!r} "
+                                f"({exc.strerror or exc})") from None
             raise
     else:  # no folders made on the way: s3fs would create a bucket of a misspelt name
         from .io._storage import storage_error

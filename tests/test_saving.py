@@ -361,6 +361,24 @@ def test_a_damaged_sparse_matrix_is_named(tmp_path):
         load_estimator(path)
 
 
+def test_saving_into_a_missing_folder_or_under_a_file_names_the_path(fitted, tmp_path):
+    """A model file in a folder that does not exist, or under a file, said "[Errno 2] No
+    such file or directory: '.../m.npz.tmp-<pid>'", naming a temporary file the caller
+    never gave; now the path given and its folder, nothing left behind."""
+    est, _ = fitted
+    missing = tmp_path / "none" / "m.npz"
+    with pytest.raises(FileNotFoundError, match=f"^{missing}: the model file cannot be "
+                                                f"written in '{tmp_path / 'none'}' \\(No "
+                                                f"such file or directory\\)$"):
+        save_estimator(est, str(missing))
+    (tmp_path / "f").write_text("a file")
+    under = tmp_path / "f" / "m.npz"
+    with pytest.raises(NotADirectoryError, match=f"^{under}: the model file cannot be "
+                                                 f"written in '{tmp_path / 'f'}'"):
+        save_estimator(est, str(under))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
 def test_a_missing_model_file_is_named(tmp_path):
     """Trial 8 F13: "[Errno 2] No such file or directory" now names it as the model file."""
     missing = str(tmp_path / "none.npz")
