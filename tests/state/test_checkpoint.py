@@ -749,6 +749,11 @@ def test_export_replaces_only_an_earlier_export(tmp_path):
     PSModel.load("local", str(ck)).close()
     with pytest.raises(FileExistsError, match="is a file"):
         model.export(str(folder / "notes.txt"))
+    # a save there said only "checkpoint '.../notes.txt': File exists"
+    with pytest.raises(NotADirectoryError, match=rf"^checkpoint '{folder / 'notes.txt'}': is a "
+                                                 rf"file: a checkpoint is a folder"):
+        model.save(str(folder / "notes.txt"))
+    assert (folder / "notes.txt").read_text() == "my notes"
 
     serve = tmp_path / "serve"
     model.export(str(serve))
