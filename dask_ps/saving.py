@@ -246,9 +246,10 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
         An ``extra["data"]`` that loading would refuse (naming the field).
     OSError
         The file cannot be written (an ``IsADirectoryError`` before anything is written when
-        a local ``path`` is a folder; for a URL, naming it and why: ``s3://`` of a bucket
-        that does not exist, which is not created, or access denied); a local temporary
-        file is removed.
+        a local ``path`` is a folder; a local one in a folder that does not exist, is a file
+        or is not writable, naming ``path`` and the folder; for a URL, naming it and why:
+        ``s3://`` of a bucket that does not exist, which is not created, or access denied);
+        a local temporary file is removed.
     """
     import fsspec
 
@@ -280,10 +281,14 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
                 made = True
                 f.write(data)
             os.replace(tmp, path)
-        except BaseException:  # e.g. path is a folder, the disk is full: leave nothing behind
-            if made:  # (only what this call made: not a folder of that name; its own error
-                with contextlib.suppress(OSError):  # would hide the first)
+        except BaseException as exc:  # e.g. path is a folder, the disk is full: leave
+            if made:  # nothing behind (only what this call made: not a folder of that
+                with contextlib.suppress(OSError):  # name; its own error would hide the first)
                     os.remove(tmp)
+            if isinstance(exc, OSError) and exc.filename == tmp:  # name the caller's path
+                folder = os.path.dirname(os.path.abspath(path))
+                raise type(exc)(f"{path}: the model file cannot be written in {folder!r} "
+                                f"({exc.strerror or exc})") from None
             raise
     else:  # no folders made on the way: s3fs would create a bucket of a misspelt name
         from .io._storage import storage_error
@@ -443,9 +448,10 @@ def load_estimator(path: str):
         Not such a file (a folder, e.g. a checkpoint, included), a damaged one (a bad CRC,
         an array missing or not of the dtype and shape its metadata gives), a newer format
         version, an unknown estimator, parameters it does not take or refuses, a class
-        of saved state that is not one of dask_ps's, or ``extra["data"]`` without what
-        test data of its format is read with (e.g. a table model's ``encoder``): naming
-        the file and the field.
+        of saved state that is not one of dask_ps's, fitted attributes that do not fit
+        together (an estimator's ``_check_loaded``: a GBDT's trees that prediction could
+        not walk), or ``extra["data"]`` without what test data of its format is read with
+        (e.g. a table model's ``encoder``): naming the file and the field.
     """
     import inspect
 
@@ -499,6 +505,12 @@ def load_estimator(path: str):
             setattr(estimator, attr, value)
         except AttributeError as exc:  # e.g. a property such as _repr_html_
             raise DataError(f"{path}: attributes: {attr!r} cannot be set ({exc})") from None
+    check = getattr(estimator, "_check_loaded", None)  # state the attributes share
+    if check is not None:
+        try:
+            check()
+        except ValueError as exc:
+            raise DataError(f"{path}: attributes: {exc}") from None
     problem = _data_problem(meta["extra"], name)
     if problem:
         raise DataError(f"{path}: {problem}")

@@ -91,6 +91,28 @@ def test_train_lda_reads_uci_docword(data, client2, tmp_path, capsys):
     assert all(w.isdigit() for x in topics for w in x.split(": ")[1].split())  # no vocab: ids
 
 
+def test_a_test_file_of_empty_documents_is_reported_not_a_crash(client2, tmp_path, capsys):
+    """A --test file whose documents are all empty ('0' lines) ended a finished training
+    with "unexpected ValueError: X holds no token ... (a bug of dask_ps?)", status 1; it is
+    now said as an empty test file is (no documents), by train and evaluate alike."""
+    rng = np.random.default_rng(0)
+    lines = []
+    for _ in range(30):
+        ids = np.sort(rng.choice(12, 4, replace=False))
+        lines.append("4 " + " ".join(f"{i}:{rng.integers(1, 4)}" for i in ids))
+    (tmp_path / "train.dat").write_text("\n".join(lines) + "\n")
+    (tmp_path / "test.dat").write_text("0\n0\n0\n")
+    model = str(tmp_path / "lda.npz")
+    assert main(["train", "lda", "--train", str(tmp_path / "train.dat"), "--test",
+                 str(tmp_path / "test.dat"), "--topics", "2", "--max-iter", "2",
+                 "--top-words", "0", "--save", model,
+                 "--scheduler-file", _scheduler_file(client2, tmp_path)]) == 0
+    said = "test: no tokens (3 documents, all empty): no perplexity"
+    assert said in capsys.readouterr().out.splitlines()
+    assert main(["evaluate", model, "--test", str(tmp_path / "test.dat")]) == 0
+    assert capsys.readouterr().out.strip() == said
+
+
 def test_dataset_ap_is_offered_with_its_vocabulary(data, monkeypatch, capsys):
     """lda's --dataset offered no choice ("--dataset {}") although $DASK_PS_DATA holds
     lda_ap/; every dataset of every algorithm names files that are there."""

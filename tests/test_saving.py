@@ -238,6 +238,106 @@ def test_gbdt_thresholds_may_be_non_finite_but_its_leaf_values_may_not(tmp_path)
             load_estimator(path)
 
 
+@pytest.fixture(scope="module")
+def gbdt_file(tmp_path_factory):
+    from dask_ps import GBDTClassifier
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(300, 4))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    est = GBDTClassifier(client="local", n_estimators=4, min_samples_leaf=5).fit(X, y)
+    path = tmp_path_factory.mktemp("gbdt") / "g.npz"
+    save_estimator(est, str(path))
+    return path, X
+
+
+@pytest.mark.parametrize("field, edit, message", [
+    ("left", lambda a: np.where(a > 0, np.arange(a.size, dtype=a.dtype), a),  # a cycle
+     r"booster_: node 0 \(of tree 0\) has children outside its tree, not after it"),
+    ("right", lambda a: np.where(a > 0, 10**6, a).astype(a.dtype),
+     r"booster_: node 0 \(of tree 0\) has children outside its tree"),
+    ("left", lambda a: np.where(a > 0, -5, a).astype(a.dtype),
+     r"booster_: node 0 \(of tree 0\) has children outside its tree, not after it, or only "
+     r"one: left -5, right"),
+    ("feature", lambda a: np.where(a >= 0, 1000, a).astype(a.dtype),
+     r"booster_: node 0 \(of tree 0\) has a feature outside \[0, 4\): .* feature 1000"),
+    ("tree_start", lambda a: a[::-1].copy(), r"booster_: tree_start \[\d+, .* does not rise"),
+    ("tree_class", lambda a: a + 3, r"booster_: tree_class \[3, 3, 3, 3\] is not one output "
+                                    r"in \[0, 1\)"),
+])
+def test_gbdt_trees_prediction_cannot_walk_are_refused_when_loading(gbdt_file, tmp_path, field,
+                                                                    edit, message):
+    """An edited model file (checksums recomputed) whose trees point outside themselves or
+    back at a parent, or read a feature beyond the model's: predict read other memory
+    (segmentation fault), walked forever in a nogil kernel (a hang) or answered from the
+    wrong feature; now loading refuses it naming the node (and the unedited file loads)."""
+    path, X = gbdt_file
+    arrays, meta = _members(path)
+    key = f"a/booster_/{field}"
+    arrays[key] = edit(arrays[key])
+    bad = _rewrite(tmp_path / "e.npz", arrays, meta)
+    with pytest.raises(DataError, match=rf"^{bad}: attributes: {message}"):
+        load_estimator(bad)
+    est, _ = load_estimator(str(path))
+    assert est.predict_proba(X).shape == (300, 2)
+
+
+def test_gbdt_outputs_and_rounds_must_agree_with_the_trees(gbdt_file, tmp_path):
+    """A base score of 3 outputs for 2 classes (its metadata edited too), or
+    ``n_estimators_`` other than the rounds of trees, is refused when loading."""
+    path, _ = gbdt_file
+    arrays, meta = _members(path)
+    arrays["a/booster_/base_score"] = np.zeros(3)
+    meta["attributes"]["booster_"]["fields"]["base_score"]["shape"] = [3]
+    bad = _rewrite(tmp_path / "e.npz", arrays, meta)
+    with pytest.raises(DataError, match=rf"^{bad}: attributes: booster_: base_score has shape "
+                                        rf"\(3,\), the model 1 output"):
+        load_estimator(bad)
+    arrays, meta = _members(path)
+    meta["attributes"]["n_estimators_"]["value"] = 9
+    bad = _rewrite(tmp_path / "e.npz", arrays, meta)
+    with pytest.raises(DataError, match=rf"^{bad}: attributes: n_estimators_ is 9, booster_ "
+                                        rf"holds 4 rounds"):
+        load_estimator(bad)
+
+
+def test_lda_topics_of_another_width_or_not_positive_are_refused_when_loading(tmp_path):
+    """An edited LDA file whose ``components_`` is narrower than ``n_features_in_`` (or the
+    count edited): transform read past the topics' rows (infinite or garbage θ, a NaN
+    perplexity); topics that are not positive gave negative "probabilities". Now loading
+    refuses them naming the attribute."""
+    import scipy.sparse as sp
+
+    from dask_ps import LatentDirichletAllocation
+
+    rng = np.random.default_rng(3)
+    X = sp.csr_matrix(rng.poisson(0.5, size=(40, 12)))
+    est = LatentDirichletAllocation(n_components=3, max_iter=3, random_state=0,
+                                    client="local", progress=False).fit(X)
+    save_estimator(est, str(tmp_path / "l.npz"))
+    np.testing.assert_array_equal(load_estimator(str(tmp_path / "l.npz"))[0].transform(X),
+                                  est.transform(X))
+    arrays, meta = _members(tmp_path / "l.npz")
+    arrays["a/components_"] = arrays["a/components_"][:, :5].copy()
+    meta["attributes"]["components_"]["shape"] = [3, 5]
+    bad = _rewrite(tmp_path / "e.npz", arrays, meta)
+    with pytest.raises(DataError, match=rf"^{bad}: attributes: components_ has shape \(3, 5\), "
+                                        rf"not \(n_topics, n_features_in_=12\)"):
+        load_estimator(bad)
+    arrays, meta = _members(tmp_path / "l.npz")
+    meta["attributes"]["n_features_in_"]["value"] = 40
+    bad = _rewrite(tmp_path / "e.npz", arrays, meta)
+    with pytest.raises(DataError, match=r"components_ has shape \(3, 12\), not \(n_topics, "
+                                        r"n_features_in_=40\)"):
+        load_estimator(bad)
+    arrays, meta = _members(tmp_path / "l.npz")
+    arrays["a/components_"] = -arrays["a/components_"]
+    bad = _rewrite(tmp_path / "e.npz", arrays, meta)
+    with pytest.raises(DataError, match=rf"^{bad}: attributes: components_ holds 36 value\(s\) "
+                                        rf"that are not positive"):
+        load_estimator(bad)
+
+
 def test_a_damaged_sparse_matrix_is_named(tmp_path):
     """A CSR attribute whose indices point past its columns is refused when loading (not a
     crash or a wrong answer at predict)."""
@@ -259,6 +359,24 @@ def test_a_damaged_sparse_matrix_is_named(tmp_path):
     with pytest.raises(DataError, match=rf"^{path}: attribute coef_: array 'a/coef_/data' "
                                         rf"holds 1 NaN"):
         load_estimator(path)
+
+
+def test_saving_into_a_missing_folder_or_under_a_file_names_the_path(fitted, tmp_path):
+    """A model file in a folder that does not exist, or under a file, said "[Errno 2] No
+    such file or directory: '.../m.npz.tmp-<pid>'", naming a temporary file the caller
+    never gave; now the path given and its folder, nothing left behind."""
+    est, _ = fitted
+    missing = tmp_path / "none" / "m.npz"
+    with pytest.raises(FileNotFoundError, match=f"^{missing}: the model file cannot be "
+                                                f"written in '{tmp_path / 'none'}' \\(No "
+                                                f"such file or directory\\)$"):
+        save_estimator(est, str(missing))
+    (tmp_path / "f").write_text("a file")
+    under = tmp_path / "f" / "m.npz"
+    with pytest.raises(NotADirectoryError, match=f"^{under}: the model file cannot be "
+                                                 f"written in '{tmp_path / 'f'}'"):
+        save_estimator(est, str(under))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
 
 
 def test_a_missing_model_file_is_named(tmp_path):

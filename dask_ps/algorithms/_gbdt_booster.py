@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._gbdt_ensemble import Ensemble
+from ._gbdt_ensemble import Ensemble, flat_problem
 
 __all__ = ["Booster"]
 
@@ -54,3 +54,13 @@ class Booster(NamedTuple):
         columns (what prediction walks)."""
         return Ensemble.from_flat(n_features, self.base_score.shape[0], self.base_score,
                                   self._asdict())
+
+    def problem(self, n_features: int, n_outputs: int) -> str | None:
+        """What makes these arrays no fitted ensemble of ``n_outputs`` outputs over
+        ``n_features`` columns (a damaged or edited model file), or None: a ``base_score``
+        of another length, or trees prediction could not walk
+        (:func:`~._gbdt_ensemble.flat_problem`)."""
+        if np.shape(self.base_score) != (n_outputs,):
+            return (f"base_score has shape {np.shape(self.base_score)}, the model "
+                    f"{n_outputs} output(s)")
+        return flat_problem(self._asdict(), n_features, n_outputs)

@@ -92,6 +92,63 @@ def predict_csr(indptr, indices, data, n_features, t0, t1, tree_start, tree_clas
             xrow[indices[p]] = 0.0
 
 
+def flat_problem(flat: dict, n_features: int, n_outputs: int) -> str | None:
+    """What makes flat tree arrays (:meth:`Ensemble.flat`'s, e.g. a saved model's or a
+    checkpoint's) unsafe to predict with, or None: the kernels read them unchecked, so a
+    child outside its tree or not after its parent (a cycle: a walk that never ends), a
+    feature beyond ``n_features``, a category bitset beyond ``cat_words`` or a tree of no
+    output would read other memory or hang.
+
+    Parameters
+    ----------
+    flat : dict
+        ``tree_start``, ``tree_class``, ``cat_words`` and the node arrays of
+        :attr:`Ensemble._NODE` with ``cat_start``, ``cat_len``.
+    n_features, n_outputs : int
+
+    Returns
+    -------
+    str or None
+        The first problem, naming the array and a node (absolute index) or tree.
+    """
+    n = np.shape(flat["feature"])[0] if np.ndim(flat["feature"]) == 1 else -1
+    for k in Ensemble._NODE + ("cat_start", "cat_len"):
+        if np.shape(flat[k]) != (max(n, 0),):
+            return f"{k} has shape {np.shape(flat[k])}, feature {np.shape(flat['feature'])}: " \
+                   f"one value per node"
+    start = np.asarray(flat["tree_start"])
+    if start.ndim != 1 or start.shape[0] < 1 or start.dtype.kind not in "iu" or \
+            start[0] != 0 or start[-1] != n or (np.diff(start) < 1).any():
+        return (f"tree_start {str(start.tolist())[:60]} does not rise from 0 to the {n} "
+                f"nodes, each tree at least one node")
+    tree_class = np.asarray(flat["tree_class"])
+    if tree_class.shape != (start.shape[0] - 1,) or (
+            tree_class.size and not (0 <= tree_class.min() and tree_class.max() < n_outputs)):
+        return (f"tree_class {str(tree_class.tolist())[:60]} is not one output in "
+                f"[0, {n_outputs}) per tree")
+    left, right = np.asarray(flat["left"]), np.asarray(flat["right"])
+    node = np.arange(n)
+    end = np.repeat(start[1:], np.diff(start))  # one past each node's tree
+    inner = left >= 0
+    bad = inner != (right >= 0)
+    for child in (left, right):  # children after their parent, in its tree: no cycle
+        bad |= inner & ((child <= node) | (child >= end))
+    feature = np.asarray(flat["feature"])
+    bad_feature = inner & ((feature < 0) | (feature >= n_features))
+    words = np.shape(flat["cat_words"])[0]
+    cs, cl = np.asarray(flat["cat_start"]), np.asarray(flat["cat_len"])
+    bad_cat = inner & (np.asarray(flat["is_cat"]) != 0) & ((cs < 0) | (cl < 0) | (cs + cl > words))
+    for mask, what in ((bad, "children outside its tree, not after it, or only one"),
+                       (bad_feature, f"a feature outside [0, {n_features})"),
+                       (bad_cat, f"a category set outside cat_words' {words} words")):
+        if mask.any():
+            i = int(np.flatnonzero(mask)[0])
+            t = int(np.searchsorted(start, i, side="right") - 1)
+            return (f"node {i} (of tree {t}) has {what}: left {left[i]}, right {right[i]}, "
+                    f"feature {feature[i]}")
+    return None
+
+
 class Ensemble:
     """Fitted trees as flat arrays, and their prediction.
 
@@ -153,7 +210,16 @@ class Ensemble:
         return out
 
     def load_flat(self, flat: dict) -> None:
-        """Replace the trees with those whose :meth:`flat` arrays are ``flat``."""
+        """Replace the trees with those whose :meth:`flat` arrays are ``flat``.
+
+        Raises
+        ------
+        ValueError
+            Arrays no fit grows (:func:`flat_problem`), which prediction could not walk.
+        """
+        problem = flat_problem(flat, self.n_features, self.n_outputs)
+        if problem:
+            raise ValueError(f"the trees are damaged: {problem}")
         cls = type(self)
         self._trees, self._flat = [], None
         start = np.asarray(flat["tree_start"], np.int64)

@@ -148,6 +148,17 @@ class _GBDT(PSEstimator):
                 self.n_features_in_ = int(X.shape[1])
                 if hasattr(X, "columns"):
                     self.feature_names_in_ = np.asarray([str(c) for c in X.columns], object)
+            elif hasattr(X, "columns"):  # an eval set: the fit's columns, checked before it
+                names = getattr(self, "feature_names_in_", None)
+                if names is not None and list(map(str, X.columns)) != list(names):
+                    raise ValueError(f"X has other columns than at fit: {list(X.columns)} vs "
+                                     f"{list(names)}")
+                if len(X.columns) != self.n_features_in_:
+                    raise ValueError(f"X has {len(X.columns)} features, but "
+                                     f"{type(self).__name__} is expecting "
+                                     f"{self.n_features_in_} features as input")
+            elif not np.isnan(X.shape[1]):
+                check_dask_width(X, self.n_features_in_, type(self).__name__)
             return X, y, cats
         if hasattr(X, "dtypes") and hasattr(X, "columns") and frame_categories(X):
             cats = frame_categories(X, type(self).__name__)
@@ -311,6 +322,33 @@ class _GBDT(PSEstimator):
         if cache is None or cache[0] is not self.booster_:
             self._cache = (self.booster_, self.booster_.ensemble(self.n_features_in_))
         return self._cache[1]
+
+    def _check_loaded(self) -> None:
+        """Refuse fitted state no fit leaves, before it is predicted with (called by
+        :func:`~dask_ps.saving.load_estimator`): trees whose arrays prediction cannot walk
+        (:meth:`Booster.problem`: it would read other memory or never end), or
+        ``n_estimators_`` other than the rounds they hold.
+
+        Raises
+        ------
+        ValueError
+            Naming the attribute and the node, tree or array at fault.
+        """
+        booster = getattr(self, "booster_", None)
+        if booster is None:
+            return
+        n_features = getattr(self, "n_features_in_", None)
+        if n_features is None:
+            raise ValueError("booster_ is given without n_features_in_")
+        classes = getattr(self, "classes_", ())
+        k = len(classes) if len(classes) > 2 else 1
+        problem = booster.problem(n_features, k)
+        if problem:
+            raise ValueError(f"booster_: {problem}")
+        rounds = (booster.tree_start.shape[0] - 1) // k
+        if getattr(self, "n_estimators_", rounds) != rounds:
+            raise ValueError(f"n_estimators_ is {self.n_estimators_}, booster_ holds "
+                             f"{rounds} rounds of trees")
 
     def _matrix(self, X):
         X, _, _ = self._inputs(X, None, reset=False)

@@ -369,6 +369,28 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
             del self.vocabulary_
         return self
 
+    def _check_loaded(self) -> None:
+        """Refuse fitted state no fit leaves, before it is used (called by
+        :func:`~dask_ps.saving.load_estimator`): ``components_`` that is not (n_topics,
+        n_features_in_) (:meth:`transform` read past its rows) or holds a value that is not
+        positive (a count plus ``topic_word_prior_``).
+
+        Raises
+        ------
+        ValueError
+            Naming the attribute and what is wrong.
+        """
+        c = getattr(self, "components_", None)
+        if c is None:
+            return
+        n = getattr(self, "n_features_in_", None)
+        if not isinstance(c, np.ndarray) or c.ndim != 2 or c.shape[0] < 1 or c.shape[1] != n:
+            raise ValueError(f"components_ has shape {np.shape(c)}, not (n_topics, "
+                             f"n_features_in_={n})")
+        if not (c > 0).all():
+            raise ValueError(f"components_ holds {int((c <= 0).sum())} value(s) that are not "
+                             f"positive: a fitted model's are counts plus topic_word_prior_")
+
     # -- the topics -----------------------------------------------------------------------
     def _phi(self) -> np.ndarray:
         return self.components_ / self.components_.sum(axis=1, keepdims=True)

@@ -103,6 +103,8 @@ def _lda_score(est, test) -> list[str]:
     X = sp.csr_matrix(test.compute())
     if not X.shape[0]:
         return ["test: no documents"]
+    if not X.nnz or not X.sum():  # perplexity is per token
+        return [f"test: no tokens ({X.shape[0]:,} documents, all empty): no perplexity"]
     return [f"test: perplexity {est.perplexity(X):.2f} ({int(X.sum()):,} tokens, "
             f"{X.shape[0]:,} documents; theta by EM on each whole document)"]
 

@@ -97,6 +97,9 @@ def claim(path: str, tries: int = CLAIM_TRIES) -> bool:
 
     fs, root = ck._fs(path)
     if "file" in np.atleast_1d(fs.protocol):
+        if os.path.isfile(os.path.dirname(root)):  # the checkpoint's URL names a file
+            raise NotADirectoryError(errno.ENOTDIR, "is a file: a checkpoint is a folder (new "
+                                                    "or holding earlier versions, v000001/...)")
         os.makedirs(os.path.dirname(root), exist_ok=True)
         try:
             os.mkdir(root)

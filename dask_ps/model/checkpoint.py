@@ -340,7 +340,13 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
             f"not the model's {own}: it is another model's checkpoint (load it into a new "
             f"model with PSModel.load)")
     _check_same_tables(model, info, tables)
-    specs = {name: ft.spec_from_attrs(t, model.n_shards) for name, t in tables.items()}
+    try:
+        specs = {name: ft.spec_from_attrs(t, model.n_shards) for name, t in tables.items()}
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # metadata edited
+        raise CheckpointFormatError(
+            f"checkpoint {info.url!r} version {info.version}: "
+            f"{exc if isinstance(exc, ValueError) else f'its metadata is damaged ({exc!r})'}"
+        ) from None
     calls = []
     for name, t in tables.items():
         n, c = t["n_keys"], t["chunk_rows"]
@@ -504,7 +510,8 @@ def load(cls, client, url: str, n_shards: int | None = None, optimizer_state: bo
     CheckpointNotFoundError
         No complete version, or every complete one damaged (naming each one's damage).
     CheckpointFormatError
-        A newer store format, or an optimizer or layout this dask_ps does not know; a
+        A newer store format, an optimizer or layout this dask_ps does not know, or a
+        table description its table checks refuse (naming the checkpoint and version); a
         damaged ``version`` (naming the checkpoint, table, array and rows); with no
         ``version``, the newest version's error when no older one loads either (a note
         names the others').

@@ -266,6 +266,37 @@ def test_changed_trees_in_a_checkpoint_resume_from_the_version_before(tmp_path):
         GBDTClassifier(n_estimators=3, checkpoint=str(old), resume=True, **kw).fit(X, y)
 
 
+def test_trees_of_a_checkpoint_prediction_cannot_walk_are_refused(tmp_path):
+    """A checkpoint written before its metadata was checksummed (or edited with the
+    checksums recomputed) whose trees name a child outside the tree: the resume walked it
+    in the raw scores' kernel, reading other memory (a segmentation fault, or a cycle: a
+    hang); now its trees are refused naming the node."""
+    import base64
+    import json
+
+    from dask_ps.exceptions import CheckpointFormatError
+
+    X, y = _toy()
+    kw = dict(max_leaf_nodes=15, random_state=0, client="local")
+    old = tmp_path / "old"
+    GBDTClassifier(n_estimators=2, checkpoint=str(old), **kw).fit(X, y)
+    for version in old.iterdir():
+        manifest = json.loads((version / "manifest.json").read_text())
+        del manifest["metadata"]
+        (version / "manifest.json").write_text(json.dumps(manifest))
+        meta = json.loads((version / "zarr.json").read_text())
+        left = meta["attributes"]["extra"]["driver"]["trees"]["left"]
+        a = np.frombuffer(base64.b64decode(left["b64"]), left["dtype"]).copy()
+        a[0] = 10**6
+        left["b64"] = base64.b64encode(a.tobytes()).decode()
+        (version / "zarr.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointFormatError, match=r"the trees of the checkpoint to resume "
+                                                    r"from do not fit together \(ValueError: "
+                                                    r"the trees are damaged: node 0 \(of tree "
+                                                    r"0\) has children outside its tree"):
+        GBDTClassifier(n_estimators=3, checkpoint=str(old), resume=True, **kw).fit(X, y)
+
+
 def test_a_checkpoint_from_before_eval_rows_resumes_with_an_eval_set_as_it_had():
     """Checkpoints written before the fit id kept ``eval_rows`` tell whether they had an
     eval set by their eval losses: the same presence resumes, another is refused."""
@@ -426,6 +457,40 @@ def test_in_memory_eval_set_errors_say_eval_set():
                                          r"tuple of 3 items"):
         est.fit(X, y, eval_set=[(X, y, None)])
     assert not hasattr(est, "booster_")
+
+
+def test_a_dask_eval_set_of_other_columns_is_refused_naming_it_before_training():
+    """A dask eval set narrower than the training data trained until its first eval, then
+    failed in a task with "X has 5 features; the model was fit on 6", naming no set (an
+    in-memory one was refused at once, naming it); a dask frame of other columns than the
+    training frame's was scored by position. Both are now refused before the fit starts,
+    naming eval_set, the model left as it was."""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    X, y = _toy(600)
+    Xv, yv = _toy(300, seed=1)
+    model = GBDTClassifier(client="local", n_estimators=2, max_leaf_nodes=7, random_state=0)
+    trees = model.fit(X, y).booster_
+    narrow = (da.from_array(Xv[:, :5], chunks=100), da.from_array(yv, chunks=100))
+    with pytest.raises(ValueError, match=r"^eval_set: X has shape \(300, 5\), but "
+                                         r"GBDTClassifier is expecting 6 features as input"):
+        model.fit(da.from_array(X, chunks=200), da.from_array(y, chunks=200),
+                  eval_set=[narrow])
+    assert model.booster_ is trees
+    names = [f"x{j}" for j in range(6)]
+    frame = dd.from_pandas(pd.DataFrame(X, columns=names), npartitions=2)
+    other = dd.from_pandas(pd.DataFrame(Xv, columns=names[::-1]), npartitions=2)
+    with pytest.raises(ValueError, match=r"^eval_set: X has other columns than at fit: "
+                                         r"\['x5', .*\] vs \['x0', "):
+        model.fit(frame, dd.from_pandas(pd.Series(y), npartitions=2),
+                  eval_set=[(other, dd.from_pandas(pd.Series(yv), npartitions=2))])
+    assert model.booster_ is trees
+    wide = dd.from_pandas(pd.DataFrame(np.hstack([Xv, Xv[:, :1]])), npartitions=2)
+    with pytest.raises(ValueError, match=r"^eval_set: X has 7 features, but GBDTClassifier is "
+                                         r"expecting 6 features as input"):
+        model.fit(da.from_array(X, chunks=200), y, eval_set=[(wide, yv)])
+    assert model.booster_ is trees
 
 
 @pytest.mark.parametrize("cls", [GBDTClassifier, GBDTRegressor])

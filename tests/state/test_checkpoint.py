@@ -463,6 +463,17 @@ def test_recover_and_resume_fall_back_to_the_newest_version_that_restores(tmp_pa
     (lambda j: j["attributes"].pop("tables"), "group", r"no 'tables' attribute"),
     (lambda j: j["attributes"]["tables"]["w"].update(name="v"), "group",
      r"described under another name"),
+    # refused by the table's own checks, which named no checkpoint (a bare ValueError)
+    (lambda j: j["attributes"]["tables"]["w"].update(n_rows=-3), "group",
+     r"^checkpoint '.*' version 1: table 'w': shape must be"),
+    (lambda j: j["attributes"]["tables"]["w"].update(dtype="|O"), "group",
+     r"^checkpoint '.*' version 1: table 'w': dtype must be one of"),
+    (lambda j: j["attributes"]["tables"]["w"]["optimizer"].update(learning_rate="x"), "group",
+     r"^checkpoint '.*' version 1: Adam.learning_rate must be a finite number, got 'x'"),
+    (lambda j: j["attributes"]["tables"]["w"].pop("init"), "group",
+     r"^checkpoint '.*' version 1: its metadata is damaged \(KeyError\('init'\)\)"),
+    (lambda j: j["attributes"]["tables"]["w"].update(n_rows=200), "group",
+     r"^checkpoint '.*' version 1: table 'w': 100 rows stored"),
 ])
 def test_checkpoint_metadata_that_parses_but_lies_is_refused(tmp_path, edit, where, match):
     """Metadata edited but still JSON: rows, keys, optimizer state or dtype that disagree
@@ -738,6 +749,11 @@ def test_export_replaces_only_an_earlier_export(tmp_path):
     PSModel.load("local", str(ck)).close()
     with pytest.raises(FileExistsError, match="is a file"):
         model.export(str(folder / "notes.txt"))
+    # a save there said only "checkpoint '.../notes.txt': File exists"
+    with pytest.raises(NotADirectoryError, match=rf"^checkpoint '{folder / 'notes.txt'}': is a "
+                                                 rf"file: a checkpoint is a folder"):
+        model.save(str(folder / "notes.txt"))
+    assert (folder / "notes.txt").read_text() == "my notes"
 
     serve = tmp_path / "serve"
     model.export(str(serve))
