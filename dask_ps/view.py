@@ -74,8 +74,16 @@ class WorkerView:
         ------
         UnknownTableError
             Unknown table name.
+        TypeError, ValueError
+            Keys that are not integers or not 1-D, or no keys (None) for a sparse table;
+            each names the table.
         IndexError
             A key outside a dense table's rows (names the table and the key).
+        ClosedModelError
+            The model was closed (or its lost shards replaced) while the task ran.
+        RuntimeError
+            The job is over (the view was kept past its task), or another task of this
+            process failed.
         ShardUnavailableError
             A shard did not answer within the model's timeout.
         """
@@ -111,7 +119,26 @@ class WorkerView:
         self._client.push(self.job, self._clock, table, keys, updates, self.task)
 
     def clock(self) -> int:
-        """End this task's current clock; returns the new clock."""
+        """End this task's current clock; returns the new clock.
+
+        When it is the last task of its process to end the clock, the process's pushes of
+        the clock are merged here and queued to leave (with the next pull, or on their own
+        soon after), after the previous clock's have been answered.
+
+        Raises
+        ------
+        ClosedModelError
+            The model was closed (or its lost shards replaced) while the task ran.
+        RuntimeError
+            The job is over (the view was kept past its task), or another task of this
+            process failed.
+        ValueError
+            On an integer table, a sum of the clock's merged updates past its dtype (naming
+            table, shard and key); or the error of a shard that refused the previous
+            clock's updates (see :meth:`push`).
+        ShardUnavailableError
+            A shard did not answer the previous clock's updates within the model's timeout.
+        """
         self._clock = self._client.clock(self.job, self.task)
         return self._clock
 
@@ -188,8 +215,23 @@ class WorkerView:
                                      "bytes_moved": self._client.bytes_moved, **values})
 
     def pull_async(self, table: str, keys=None) -> Future:
-        """:meth:`pull` in a background thread, to overlap it with computation."""
-        return _background(self.pull, table, keys)
+        """:meth:`pull` at the current clock in a background thread, to overlap it with
+        computation; its future's result is the pulled values.
+
+        The pull is checked and planned at the call, as :meth:`pull` does it; only the
+        fetch runs in the background. Do not change ``keys`` before the future is done.
+
+        Raises
+        ------
+        UnknownTableError, TypeError, ValueError, IndexError, ClosedModelError, RuntimeError
+            As :meth:`pull`, at the call: an unknown table, bad keys (not integers, not
+            1-D, outside a dense table's rows, none for a sparse table), a closed model, a
+            job that is over. What can only be known by sending the pull (a shard that does
+            not answer, another task's failure while it waits, the error of a push in
+            flight) is the future's exception.
+        """
+        planned = self._client.plan_pull(table, keys, self.job)
+        return _background(self._client.pull_planned, planned, self._clock, self.task)
 
     def push_async(self, table: str, keys, updates) -> Future:
         """:meth:`push`, returning a done future (pushes are buffered anyway: nothing of it
@@ -207,7 +249,18 @@ class WorkerView:
         return fut
 
     def clock_async(self) -> Future:
-        """:meth:`clock` in a background thread."""
+        """:meth:`clock` in a background thread; its future's result is the new clock. Wait
+        for it before the task's next pull, push or clock.
+
+        Raises
+        ------
+        ClosedModelError, RuntimeError
+            As :meth:`clock`, at the call: a closed model, a job that is over. The rest
+            of the clock (merging the process's pushes of the clock, sending the previous
+            one's) runs in the background, and its errors are the future's exception: an
+            integer sum past its table's dtype, a shard that refused or did not answer.
+        """
+        self._client.job(self.job)  # clock's own check, at the call
         return _background(self.clock)
 
 

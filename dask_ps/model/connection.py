@@ -64,12 +64,16 @@ def local_shards(uid: str, n: int) -> list[Shard]:
     return shards
 
 
-def forget(uid: str) -> None:
-    """Drop this process's connections to model ``uid`` (run on every worker at close, and
-    when lost shards were replaced)."""
+def forget(uid: str, replaced: bool = False) -> None:
+    """Drop this process's connections to model ``uid`` (run on every worker at close, and,
+    ``replaced``, when lost shards were replaced): a task still holding one gets a
+    :class:`~dask_ps.exceptions.ClosedModelError` at its next call."""
+    why = (f"PSModel {uid}: its lost shards were replaced, and this connection to the old "
+           f"ones closed (a job started after the recovery connects anew)" if replaced else
+           f"PSModel {uid} is closed")
     with LOCK:
         for key in [k for k in _CLIENTS if k[0] == uid]:
-            _CLIENTS.pop(key).transport.close()
+            _CLIENTS.pop(key).close(why)
 
 
 def drop_local(uid: str) -> None:

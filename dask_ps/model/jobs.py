@@ -8,18 +8,19 @@ While a job runs, the driver watches the workers it needs: a lost one ends the j
 :class:`~dask_ps.exceptions.WorkerLostError` instead of a hang. A failed job's exception
 carries ``job_clocks``: the clock each participant had reached (None when finished), read
 from the shards, for the recovery driver.
+
+This module is the driver's side of a job: it places, starts, watches and ends it. What its
+tasks run in their worker process (their threads, the epochs of a step, the notes on their
+errors) is :mod:`~dask_ps.model._tasks`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
 import itertools
 import time
 import uuid
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
@@ -30,13 +31,12 @@ from ..diagnostics.events import watch_job
 from ..diagnostics.progress import JobReports
 from ..exceptions import ShardUnavailableError, WorkerLostError
 from ..partitions import Partition, Partitions
-from ..partitions.worker import fit_spill_target, measure_step, shed_cache
-from ..state._malloc import release_memory
 from ..state.consistency import DONE, Consistency, get_consistency
 from ..state.keys import TASKS_PREFIX
 from ..state.transport import note_function
 from ..view import WorkerView
 from . import connection, placement
+from ._tasks import IN_TASK, EpochLoop, run_group, unpicklable, user_fn
 
 if TYPE_CHECKING:
     from .core import PSModel
@@ -144,7 +144,7 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
         _refuse_nested(model)
         model._job = job
     results: list = [None] * len(items)
-    step = fn.step if isinstance(fn, _EpochLoop) else fn  # the name of the job's curve
+    step = user_fn(fn)  # the name of the job's curve
     reports = JobReports(model, getattr(step, "__qualname__", type(step).__name__), len(items),
                          callback)
     shards = None
@@ -155,7 +155,7 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
         connection.call_all(model, "start_job", job, len(groups), cons)
         with watch_job(model._client, job, reports.handler()):
             if model.is_local:
-                done = _run_group(model, job, 0, cons, fn, list(enumerate(items)))
+                done = run_group(model, job, 0, cons, fn, list(enumerate(items)))
             else:
                 done = _run_dask(model, fn, items, job, cons, groups)
         for t, r in done:
@@ -239,7 +239,7 @@ def fit_partitions(model: PSModel, step: Callable[[WorkerView, Partition], Any],
     """
     if not isinstance(epochs, (int, np.integer)) or epochs < 1:
         raise ValueError(f"epochs must be a positive integer, got {epochs!r}")
-    task = _EpochLoop(step, int(epochs), int(seed), int(first_epoch))
+    task = EpochLoop(step, int(epochs), int(seed), int(first_epoch))
     per_task = run(model, task, data, consistency=consistency, staleness=staleness,
                    callback=callback)
     out = [[None] * len(data) for _ in range(epochs)]
@@ -247,35 +247,6 @@ def fit_partitions(model: PSModel, step: Callable[[WorkerView, Partition], Any],
         for e, i, r in results:
             out[e][i] = r
     return out
-
-
-class _EpochLoop:
-    """The task of :func:`fit_partitions`: epochs over the task's partitions."""
-
-    def __init__(self, step, epochs: int, seed: int, first_epoch: int) -> None:
-        self.step, self.epochs, self.seed, self.first = step, epochs, seed, first_epoch
-
-    def __call__(self, ps: WorkerView, parts: list[Partition]) -> list:
-        out = []
-        fit_spill_target()  # the data Dask keeps in memory, beside the shards and the rest
-        for e in range(self.epochs):
-            epoch = self.first + e
-            rng = np.random.default_rng([self.seed, epoch, ps.task])
-            for j in rng.permutation(len(parts)):
-                part = parts[j]
-                part.epoch = epoch
-                with measure_step():  # sizes the headroom fit_spill_target leaves
-                    _AT.set((epoch, part.index))  # the step's error says where (_task_error)
-                    out.append((e, part.index, self.step(ps, part)))
-                    _AT.set(None)
-                # what the step freed (its partition's copies, a reader's buffers) goes
-                # back to the system before the next partition is loaded, when memory is
-                # short; so do the cached blocks, past their share
-                if release_memory():
-                    if shed_cache():
-                        release_memory(force=True)
-                    fit_spill_target(release=False)
-        return out
 
 
 def _partition_tasks(model: PSModel, data: Partitions, info) -> tuple[list, list | None]:
@@ -316,8 +287,6 @@ def _task_groups(model: PSModel, n_tasks: int, workers, info) -> dict[str, list[
 
 #: The rule :func:`run` enforces, ending its RuntimeErrors.
 ONE_JOB = "one job at a time (and none from inside a task)"
-#: ``(model uid, job id)`` of the task this context runs (see :func:`_run_group`), or None.
-_IN_TASK: contextvars.ContextVar = contextvars.ContextVar("dask_ps_task", default=None)
 
 
 def _refuse_nested(model: PSModel) -> None:
@@ -341,7 +310,7 @@ def _refuse_nested(model: PSModel) -> None:
 def _refuse_in_task(model: PSModel) -> None:
     """Raise RuntimeError, naming both models, if this is a task of a job (see
     :func:`_refuse_nested`)."""
-    inside = _IN_TASK.get()
+    inside = IN_TASK.get()
     if inside is not None:
         uid, job = inside
         raise RuntimeError(f"PSModel {model.uid}: run called from inside a task of job {job!r} "
@@ -384,7 +353,7 @@ def _run_dask(model: PSModel, fn, items, job, cons, groups) -> list:
     try:
         for pid, (addr, tasks) in enumerate(groups.items()):
             futs.append(client.submit(
-                _run_group, model, job, pid, cons, fn, [(t, items[t]) for t in tasks],
+                run_group, model, job, pid, cons, fn, [(t, items[t]) for t in tasks],
                 workers=[addr], allow_other_workers=False, pure=False,
                 key=f"{TASKS_PREFIX}{job}-{pid}"))
     except TypeError as exc:  # distributed could not pickle the task: say why, and whose
@@ -393,7 +362,7 @@ def _run_dask(model: PSModel, fn, items, job, cons, groups) -> list:
         cause = exc.__cause__  # pickle's error (distributed's serialize raises from it)
         if cause is None:
             raise
-        raise note_function(cause, _user_fn(fn), f"of job {job!r} for the workers (the "
+        raise note_function(cause, user_fn(fn), f"of job {job!r} for the workers (the "
                             f"function, what it refers to, or its tasks' items)",
                             how="pickling") from None
     needed = set(groups) | {r.address for r in model.shards}
@@ -451,7 +420,7 @@ def _result(model: PSModel, fut, needed: set[str], fn, job: str):
     """A finished task's result. Its worker may die before we fetch it; Dask would then
     rerun the task, pinned to that worker, and never finish: watch the workers meanwhile.
     One that cannot be pickled raises pickle's error, with a note naming the function and
-    the result (see :func:`_unpicklable`)."""
+    the result (see :func:`~._tasks.unpicklable`)."""
     for attempt in itertools.count():
         try:
             # a timeout cancels the transfer under way: a result that takes longer to fetch
@@ -461,7 +430,7 @@ def _result(model: PSModel, fut, needed: set[str], fn, job: str):
         except TypeError:  # distributed's "Could not serialize", with ~80 lines of tracebacks
             if fut.status != "finished":  # the task's own TypeError
                 raise
-            found = _unpicklable(model._client, fut, fn, job)
+            found = unpicklable(model._client, fut, fn, job)
             if found is None:
                 raise
             raise found from None
@@ -477,136 +446,3 @@ def _result(model: PSModel, fut, needed: set[str], fn, job: str):
             placement.check_alive(model, needed)
             if attempt > 60:
                 raise WorkerLostError(sorted(needed), []) from None
-
-
-def _user_fn(fn):
-    """The user's function of a job's tasks: a :func:`fit_partitions` step, or :func:`run`'s
-    ``fn``."""
-    return fn.step if isinstance(fn, _EpochLoop) else fn
-
-
-def _unpicklable(client, fut, fn, job: str) -> BaseException | None:
-    """The error of pickling the first result, of task ``fut``'s, that pickle refuses (it
-    stays in its worker's memory: distributed could not send it), with a note naming the
-    user's function, the epoch and partition (:func:`fit_partitions`) or item (:func:`run`),
-    the worker and the result's type; None when each pickles (another failure)."""
-    try:
-        addr = client.who_has([fut])[fut.key][0]
-        found = client.run(_find_unpicklable, fut.key, isinstance(fn, _EpochLoop),
-                           workers=[addr])[addr]
-    except Exception:  # noqa: BLE001 - the worker is gone: the error as it is
-        return None
-    if found is None:
-        return None
-    (t, e, i), kind, exc = found
-    where = _where(fn, t, None if e is None else fn.first + e, i)
-    return _note_task(exc, fn, job, where, f"worker {addr}", how="returned by",
-                      tail=f": its result, a {kind}, cannot be pickled to reach the driver")
-
-
-def _where(fn, t: int, epoch: int | None = None, part: int | None = None) -> str:
-    """Where a job's function ran, for the notes of its errors: ``"in epoch 3, partition
-    1"`` (a :func:`fit_partitions` step) or ``"for item 2"`` (:func:`run`'s ``fn``)."""
-    if isinstance(fn, _EpochLoop):
-        return f"in epoch {epoch}, partition {part}"
-    return f"for item {t}"
-
-
-def _note_task(exc: BaseException, fn, job: str, where: str, process: str,
-               how: str = "raised by", tail: str = "") -> BaseException:
-    """``exc`` with the note naming the user's function of job ``job``, ``where`` it ran
-    (:func:`_where`) and its ``process`` (``"worker tcp://..."``): ``"raised by function
-    mod.step in epoch 1, partition 1 of job '...' (worker tcp://...)"``; the one form of the
-    notes of a task's errors, its own and its result's pickling (:func:`_unpicklable`)."""
-    return note_function(exc, _user_fn(fn), f"{where} of job {job!r} ({process}){tail}",
-                         how=how)
-
-
-#: ``(epoch, partition)`` of the step an :class:`_EpochLoop` runs in this context, or None
-#: (between steps): an error raised while it is set is the step's.
-_AT: contextvars.ContextVar = contextvars.ContextVar("dask_ps_step", default=None)
-
-
-def _task_error(exc: BaseException, model: PSModel, fn, job: str, t: int) -> BaseException:
-    """What task ``t`` raises for ``exc``, raised by its function ``fn``: ``exc`` with the
-    note of :func:`_note_task` (none when an :class:`_EpochLoop` raised it between steps:
-    the library's error, not the step's).
-
-    On a worker, a BaseException that is no Exception (``SystemExit``, ``KeyboardInterrupt``)
-    would make Dask end the worker, and lose its shards: it becomes a RuntimeError (chained
-    from it by the caller) saying what was raised. In-process, the user's own process, it
-    stays itself, as it is (a Ctrl-C's KeyboardInterrupt, say)."""
-    at = _AT.get()
-    worker = None if model.is_local else _compat.current_worker()
-    if (isinstance(fn, _EpochLoop) and at is None) or (
-            worker is None and not isinstance(exc, Exception)):
-        return exc
-    where = _where(fn, t, *(at or ()))
-    process = "in this process" if worker is None else f"worker {worker.address}"
-    if not isinstance(exc, Exception) and worker is not None:
-        exc = RuntimeError(f"task {where} raised {exc!r} (this RuntimeError instead on "
-                           f"the worker: a {type(exc).__name__} would end the worker, and "
-                           f"lose its shards)")
-    return _note_task(exc, fn, job, where, process)
-
-
-def _find_unpicklable(key: str, epochs: bool, dask_worker=None):
-    """On a worker: ``((item, epoch index, partition), type name, error)`` of the first
-    result of :func:`_run_group`'s ``(item, result)`` pairs held under ``key`` that
-    cloudpickle refuses (``epochs``: each of an :class:`_EpochLoop`'s ``(epoch index,
-    partition, result)`` triples checked alone), or None."""
-    import cloudpickle
-
-    for t, result in _compat.worker_store(dask_worker).get(key, ()):
-        for e, i, r in result if epochs else [(None, None, result)]:
-            try:
-                cloudpickle.dumps(r)
-            except Exception as exc:  # noqa: BLE001 - pickle's own error, whatever it is
-                return (t, e, i), type(r).__name__, exc
-    return None
-
-
-def _run_group(model: PSModel, job: str, participant: int, cons: Consistency, fn,
-               tasks: list) -> list:
-    """Run ``fn(ps, item)`` for the ``(index, item)`` pairs of one process, one thread each.
-
-    Threads share the process's snapshot and merged pushes. Returns ``(index, result)`` pairs;
-    raises the first error without waiting for the other threads (the driver then ends the
-    job, which wakes any thread waiting at a barrier).
-    """
-    pc = connection.process_client(model)
-    for t, _ in tasks:
-        pc.join(job, participant, len(tasks), cons, t)
-
-    errors: list[BaseException] = []
-
-    def one(t, item):
-        inside = _IN_TASK.set((model.uid, job))  # see _refuse_nested
-        at = _AT.set(None)
-        try:
-            result = fn(WorkerView(pc, job, t), item)
-        except BaseException as exc:
-            raised = _task_error(exc, model, fn, job, t)
-            errors.append(raised)  # list.append is atomic: errors[0] is the first in time
-            pc.abort(job, raised)
-            if raised is exc:
-                raise
-            raise raised from exc
-        finally:
-            _AT.reset(at)
-            _IN_TASK.reset(inside)
-        pc.finish(job, t)
-        return t, result
-
-    if len(tasks) == 1:
-        return [one(*tasks[0])]
-    ex = ThreadPoolExecutor(len(tasks), thread_name_prefix="dask-ps-task")
-    try:
-        # each thread runs in a copy of this task's context: get_worker() works there too
-        futs = [ex.submit(contextvars.copy_context().run, one, t, item) for t, item in tasks]
-        wait_futures(futs, return_when=FIRST_EXCEPTION)
-        if errors:  # the others fail soon after, when the driver ends the job
-            raise errors[0]
-        return [f.result() for f in futs]
-    finally:
-        ex.shutdown(wait=False)

@@ -188,9 +188,9 @@ def replace_shards(model: PSModel, lost: list[int]) -> list[str]:
         address = _compat.actor_address(actor)
         model.shards[i] = ShardRef(i, address, fut.key, channel)
         placed.append(address)
-    connection.forget(model.uid)
+    connection.forget(model.uid, replaced=True)
     try:
-        model._client.run(connection.forget, model.uid)
+        model._client.run(connection.forget, model.uid, replaced=True)
     except Exception:  # a worker leaving meanwhile keeps only stale, unused clients
         pass
     return placed

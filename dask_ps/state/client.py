@@ -32,10 +32,11 @@ import itertools
 import threading
 import time
 import uuid
+from typing import NamedTuple
 
 import numpy as np
 
-from ..exceptions import UnknownTableError
+from ..exceptions import ClosedModelError, UnknownTableError
 from ._kernels import fingerprint
 from ._malloc import FreezeGCFirst, tune_malloc
 from ._outbox import Outbox, _gather, _nbytes
@@ -47,6 +48,16 @@ from .transport import Shipped, Transport
 from .wire_forms import piece_bounds
 
 __all__ = ["ProcessClient"]
+
+
+class _PlannedPull(NamedTuple):
+    """A pull checked and planned by :meth:`ProcessClient.plan_pull`, not sent yet."""
+
+    spec: TableSpec
+    keys: np.ndarray  # int64 (n,), as the caller gave them with a checked plan
+    plan: object  # a KeyPlan, its deferred parts left to the fetch (see _Meanwhile)
+    job: str | None
+    state: _Job | None
 
 
 class ProcessClient(FreezeGCFirst, Outbox):
@@ -74,6 +85,14 @@ class ProcessClient(FreezeGCFirst, Outbox):
         self.bytes_moved = 0
         self.uid = uuid.uuid4().hex[:12]
         self._pulls = itertools.count()  # serial numbers of the keys_id of pulls
+        self.closed: str | None = None  # why the connections were closed (see close)
+
+    def close(self, why: str) -> None:
+        """Close the connections to the shards (from any thread); later calls of the tasks
+        still holding this client raise :class:`~dask_ps.exceptions.ClosedModelError` with
+        ``why`` (see :meth:`job`)."""
+        self.closed = why
+        self.transport.close()
 
     def spec(self, name: str) -> TableSpec:
         try:
@@ -88,6 +107,25 @@ class ProcessClient(FreezeGCFirst, Outbox):
 
         Returns shape (len(keys),) for a vector table, (len(keys), ncols) otherwise.
         ``checked``: ``keys`` are int64, distinct, ascending and in range (not checked).
+        Raises what :meth:`plan_pull` refuses, then the errors of the fetch itself.
+        """
+        return self.pull_planned(self.plan_pull(name, keys, job, checked), clock, task)
+
+    def plan_pull(self, name: str, keys, job: str | None = None,
+                  checked: bool = False) -> _PlannedPull:
+        """A pull of ``keys`` of table ``name`` in ``job`` (or outside any job), checked and
+        planned, for :meth:`pull_planned`: all that a pull can refuse before it sends
+        (``checked``: see :meth:`pull`).
+
+        Raises
+        ------
+        UnknownTableError
+            No table ``name``.
+        TypeError, ValueError, IndexError
+            Keys that are not integers, not 1-D, or (IndexError) outside a dense table's
+            rows; no keys (None) for a sparse table. Each names the table (and the key).
+        ClosedModelError, RuntimeError
+            See :meth:`job`.
         """
         spec = self.spec(name)
         if checked:
@@ -101,8 +139,15 @@ class ProcessClient(FreezeGCFirst, Outbox):
             plan, bad = spec.partitioner.plan(keys, defer_inverse=True, defer_dedup=True)
             if bad >= 0:
                 raise bad_key_error(spec, keys, bad)
-        values = np.empty((plan.n_unique, spec.ncols), spec.dtype)
         state = self.job(job) if job is not None else None
+        return _PlannedPull(spec, keys, plan, job, state)
+
+    def pull_planned(self, planned: _PlannedPull, clock: int = 0, task: int = 0) -> np.ndarray:
+        """The values of a pull :meth:`plan_pull` made, for ``task`` at ``clock``: see
+        :meth:`pull` (this thread remembers its plan, for the push that follows)."""
+        spec, keys, plan, job, state = planned
+        name = spec.name
+        values = np.empty((plan.n_unique, spec.ncols), spec.dtype)
         spread = _Spread(plan, spec.ncols, spec.dtype) if plan.buckets.shape[0] else None
         meanwhile = _Meanwhile(spec, plan, keys, remember=state is not None)
         named = {} if state is not None and spec.sparse else None
@@ -408,7 +453,19 @@ class ProcessClient(FreezeGCFirst, Outbox):
             state.clocks[task] = 0
 
     def job(self, job: str) -> _Job:
-        """The state of a running job; RuntimeError naming it when it is over."""
+        """The state of a running job: the check of every call of a task (pull, push, clock,
+        map_shards) that its model and job are still there.
+
+        Raises
+        ------
+        ClosedModelError
+            This client's connections were closed (:meth:`close`): its model was closed, or
+            its lost shards replaced.
+        RuntimeError
+            The job is over (naming it).
+        """
+        if self.closed is not None:
+            raise ClosedModelError(self.closed)
         try:
             return self.jobs[job]
         except KeyError:

@@ -540,7 +540,7 @@ def note_function(exc: BaseException, fn, where: str, how: str = "raised by"
     """Add to ``exc`` the note naming a user's function ``fn`` run by the library
     (:func:`function_name`) and ``where`` it ran: ``"{how} function {name} {where}"``. How
     the errors of such functions say whose they are (a ``map_shards`` function's, a job's
-    step's or its result's, see :mod:`dask_ps.model.jobs`). Returns ``exc``."""
+    step's or its result's, see :mod:`dask_ps.model._tasks`). Returns ``exc``."""
     exc.add_note(f"{how} function {function_name(fn)} {where}")
     return exc
 

@@ -78,6 +78,124 @@ def test_push_async_raises_a_bad_push_at_the_call(updates, match):
         assert m.pull("w").tolist() == [0.0, 2.0, 0.0, 0.0]
 
 
+#: Bad pulls and what each raises: ``(table, keys, error type, message)``.
+BAD_PULLS = [
+    ("nope", [1], "UnknownTableError", r"^unknown table 'nope'; the model holds \['h', 'w'\]"),
+    ("w", np.array([1.5]), "TypeError", r"^table 'w': keys must be integers, got dtype float64"),
+    ("w", ["a"], "TypeError", r"^table 'w': keys must be integers, got dtype <U1"),
+    ("w", [-1], "IndexError", r"^table 'w': key -1 at position 0 is outside the table's rows "
+                              r"\[0, 4\)"),
+    ("w", [1, 4], "IndexError", r"^table 'w': key 4 at position 1 is outside"),
+    ("w", np.array([2**63], np.uint64), "IndexError", r"^table 'w': key 9223372036854775808 "
+                                                      r"at position 0 is outside"),
+    ("w", [[1, 2]], "ValueError", r"^table 'w': keys must be 1-D, got shape \(1, 2\)"),
+    ("h", None, "ValueError", r"^table 'h' is sparse: pass the keys to pull"),
+]
+
+
+def _outcome(call) -> tuple:
+    """``("raised", type, message)`` when ``call()`` raises, else ``("future", outcome)``
+    of the future it returns (its exception or result, as text)."""
+    try:
+        fut = call()
+    except Exception as exc:  # noqa: BLE001 - what the call raised is the result
+        return "raised", type(exc).__name__, str(exc).split("\n")[0]
+    exc = fut.exception(timeout=60)
+    return "future", repr(exc if exc is not None else fut.result())
+
+
+def _bad_pulls_async(ps, item):
+    out = [_outcome(lambda t=t, k=k: ps.pull_async(t, k)) for t, k, _, _ in BAD_PULLS]
+    ps.push("w", [1], [2.0])
+    ps.push("h", [2**40], [3.0])
+    clocked = ps.clock_async()
+    assert clocked.result(timeout=60) == 1 == ps.current_clock
+    both = ps.pull_async("w", [3, 1]), ps.pull_async("h", [2**40, 5])
+    return out, [f.result(timeout=60).tolist() for f in both]
+
+
+@pytest.mark.parametrize("where", ["local", "2x1"])
+def test_pull_async_raises_a_bad_pull_at_the_call(where, request):
+    """``ps.pull_async`` checks its pull as ``pull`` does, at the call: an unknown table and
+    bad keys (not integers, negative, outside a dense table, not 1-D, none for a sparse
+    table) raise there, with pull's messages, instead of waiting in a future nobody has to
+    look at; a good pull's values still come in the background."""
+    client = "local" if where == "local" else request.getfixturevalue("client2")
+    with dask_ps.PSModel(client, n_shards=2, timeout=20) as m:
+        m.add_table("w", (4,))
+        m.add_table("h", (None,), partitioner="hash")
+        (out, values), = m.run(_bad_pulls_async, [0])
+    for (table, keys, err, match), got in zip(BAD_PULLS, out):
+        assert got[:2] == ("raised", err), (table, keys, got)
+        assert re.search(match, got[2]), got
+    assert values == [[0.0, 2.0], [3.0, 0.0]]
+
+
+#: Views kept past their task by :func:`_keep_view`, in this process (on a worker: its own).
+_KEPT: dict = {}
+
+
+def _keep_view(ps, item):
+    ps.push("w", [1], [1.0])
+    ps.clock()
+    _KEPT[item] = ps
+    return item
+
+
+def _use_kept_view(ps, item):
+    """The async calls of the view :func:`_keep_view` kept, from a task of a later job."""
+    old = _KEPT.pop(item)
+    return [_outcome(lambda: old.pull_async("w", [1])), _outcome(old.clock_async),
+            _outcome(lambda: old.pull_async("nope", [1]))]
+
+
+@pytest.mark.parametrize("where", ["local", "2x1"])
+def test_async_calls_of_a_view_past_its_job_or_model_raise_at_the_call(where, request):
+    """``pull_async`` and ``clock_async`` of a view kept past its job raise at the call, as
+    ``pull`` and ``clock`` do (RuntimeError: the job is over); once its model is closed,
+    ClosedModelError naming it (on a cluster: the worker's connection, closed by the
+    driver's close). Before, both only put the error in a future."""
+    client = "local" if where == "local" else request.getfixturevalue("client2")
+    with dask_ps.PSModel(client, n_shards=2, timeout=20) as a, \
+            dask_ps.PSModel(client, n_shards=2, timeout=20) as b:
+        a.add_table("w", (4,))
+        b.add_table("w", (4,))
+        here = None if where == "local" else [a.shards[0].address]
+        a.run(_keep_view, [0], workers=here)
+        over = a.run(_use_kept_view, [0], workers=here)[0]
+        assert [o[:2] for o in over] == [("raised", "RuntimeError")] * 2 + [
+            ("raised", "UnknownTableError")], over
+        assert all(re.search(r"^job '[0-9a-f]+' is over: a WorkerView is valid only inside "
+                             r"the task it was given to", o[2]) for o in over[:2]), over
+        a.run(_keep_view, [1], workers=here)
+        a.close()
+        closed = b.run(_use_kept_view, [1], workers=here)[0]
+        assert closed == [("raised", "ClosedModelError", f"PSModel {a.uid} is closed")] * 2 + [
+            ("raised", "UnknownTableError", "unknown table 'nope'; the model holds ['w']")]
+        assert b.pull("w").tolist() == [0.0] * 4  # b untouched
+
+
+def test_calls_of_a_task_after_its_model_is_closed_raise_at_once():
+    """In-process, a task that closes its model: its next pull, pull_async, clock_async and
+    push raise ClosedModelError at the call (pull used to go on reading the dropped shards,
+    pull_async to return their values)."""
+    with dask_ps.PSModel("local", n_shards=2, timeout=20) as m:
+        m.add_table("w", (4,))
+
+        def closing(ps, item):
+            ps.push("w", [1], [1.0])
+            ps.clock()
+            m.close()
+            return [_outcome(lambda: ps.pull_async("w", [1])), _outcome(ps.clock_async),
+                    _outcome(lambda: ps.pull("w", [1])),
+                    _outcome(lambda: ps.push("w", [1], [1.0]))]
+
+        seen = []
+        with pytest.raises(dask_ps.ClosedModelError, match=f"PSModel {m.uid} is closed"):
+            m.run(lambda ps, i: seen.append(closing(ps, i)), [0])
+    assert seen == [[("raised", "ClosedModelError", f"PSModel {m.uid} is closed")] * 4]
+
+
 @pytest.mark.parametrize("n_rows", [2**64, 2**63, 10**30])
 def test_a_dense_table_past_int64_keys_is_refused_naming_it(n_rows, recwarn):
     """Rows past int64 keys: a ValueError naming the table, before the shards' bounds are
