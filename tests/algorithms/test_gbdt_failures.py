@@ -253,17 +253,26 @@ def test_changed_trees_in_a_checkpoint_resume_from_the_version_before(tmp_path):
     # written before the manifest kept checksums: the trees' damage is named
     old = tmp_path / "old"
     GBDTClassifier(n_estimators=2, checkpoint=str(old), **kw).fit(X, y)
-    for version in old.iterdir():
-        manifest = json.loads((version / "manifest.json").read_text())
-        del manifest["metadata"]
-        (version / "manifest.json").write_text(json.dumps(manifest))
-        meta = json.loads((version / "zarr.json").read_text())
-        del meta["attributes"]["extra"]["driver"]["trees"]
-        (version / "zarr.json").write_text(json.dumps(meta))
+    _edit_unchecked(old, lambda driver: driver.pop("trees"))
     with pytest.raises(CheckpointFormatError, match=r"the trees of the checkpoint to resume "
                                                     r"from cannot be read \(KeyError: "
                                                     r"'trees'\): it is damaged"):
         GBDTClassifier(n_estimators=3, checkpoint=str(old), resume=True, **kw).fit(X, y)
+
+
+def _edit_unchecked(folder, edit):
+    """Make each version of the checkpoint ``folder`` one written before the manifest kept
+    the metadata's checksums, and ``edit(driver)`` its saved driver state (a dict holding
+    the trees, in place)."""
+    import json
+
+    for version in folder.iterdir():
+        manifest = json.loads((version / "manifest.json").read_text())
+        del manifest["metadata"]
+        (version / "manifest.json").write_text(json.dumps(manifest))
+        meta = json.loads((version / "zarr.json").read_text())
+        edit(meta["attributes"]["extra"]["driver"])
+        (version / "zarr.json").write_text(json.dumps(meta))
 
 
 def test_trees_of_a_checkpoint_prediction_cannot_walk_are_refused(tmp_path):
@@ -272,7 +281,6 @@ def test_trees_of_a_checkpoint_prediction_cannot_walk_are_refused(tmp_path):
     in the raw scores' kernel, reading other memory (a segmentation fault, or a cycle: a
     hang); now its trees are refused naming the node."""
     import base64
-    import json
 
     from dask_ps.exceptions import CheckpointFormatError
 
@@ -280,16 +288,13 @@ def test_trees_of_a_checkpoint_prediction_cannot_walk_are_refused(tmp_path):
     kw = dict(max_leaf_nodes=15, random_state=0, client="local")
     old = tmp_path / "old"
     GBDTClassifier(n_estimators=2, checkpoint=str(old), **kw).fit(X, y)
-    for version in old.iterdir():
-        manifest = json.loads((version / "manifest.json").read_text())
-        del manifest["metadata"]
-        (version / "manifest.json").write_text(json.dumps(manifest))
-        meta = json.loads((version / "zarr.json").read_text())
-        left = meta["attributes"]["extra"]["driver"]["trees"]["left"]
+    def child_outside(driver):
+        left = driver["trees"]["left"]
         a = np.frombuffer(base64.b64decode(left["b64"]), left["dtype"]).copy()
         a[0] = 10**6
         left["b64"] = base64.b64encode(a.tobytes()).decode()
-        (version / "zarr.json").write_text(json.dumps(meta))
+
+    _edit_unchecked(old, child_outside)
     with pytest.raises(CheckpointFormatError, match=r"the trees of the checkpoint to resume "
                                                     r"from do not fit together \(ValueError: "
                                                     r"the trees are damaged: node 0 \(of tree "
