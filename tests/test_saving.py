@@ -343,8 +343,9 @@ def test_a_damaged_sparse_matrix_is_named(tmp_path):
     crash or a wrong answer at predict)."""
     import scipy.sparse as sp
 
-    est = LogisticRegression(client="local")
-    est.coef_ = sp.csr_matrix(np.eye(3))
+    est = LogisticRegression(client="local")  # a keyed model's state, of 3 classes
+    est.coef_, est.intercept_ = sp.csr_matrix(np.eye(3)), np.zeros(3)
+    est.classes_, est.n_features_in_ = np.arange(3), 3
     save_estimator(est, str(tmp_path / "m.npz"))
     assert (load_estimator(str(tmp_path / "m.npz"))[0].coef_ != est.coef_).nnz == 0
     arrays, meta = _members(tmp_path / "m.npz")
