@@ -41,6 +41,12 @@ def _floats(name: str, value, shape: tuple, why: str = "", sparse: str | None = 
                          f"{f' ({why})' if why else ''}")
 
 
+def _rows(value) -> int:
+    """The rows of what should be a 2-d array (0 for anything else, which is then named)."""
+    shape = np.shape(value) if isinstance(value, np.ndarray) else ()
+    return shape[0] if len(shape) == 2 else 0
+
+
 def _keys(name: str, keys, n: int, high: int) -> None:
     """Refuse table keys that are not ``n`` distinct ascending integers in ``[0, high]``."""
     if not (isinstance(keys, np.ndarray) and keys.dtype.kind in "iu" and keys.ndim == 1):
@@ -98,7 +104,7 @@ def check_linear(est, n_outputs: int | None = None) -> int:
         _floats("_ps_state_.W", W, (width + 1, k), "a row per column of coef_ and the "
                                                     "intercept's")
     else:
-        _floats("_ps_state_.W.W", W.W, (W.W.shape[0], k))
+        _floats("_ps_state_.W.W", W.W, (_rows(W.W), k))
         _keys("_ps_state_.W.keys", W.keys, W.W.shape[0], width)
     rows = W.shape[0] if isinstance(W, np.ndarray) else W.W.shape[0]
     if not (isinstance(state.state, np.ndarray) and state.state.ndim == 2
@@ -138,7 +144,7 @@ def check_factorization(est) -> None:
         return
     for part, n_cols, high in (("w", 2, width), ("v", 2 * k, width - 1)):
         rows = getattr(state, f"{part}_state")
-        _floats(f"_ps_state_.{part}_state", rows, (np.shape(rows)[0], n_cols),
+        _floats(f"_ps_state_.{part}_state", rows, (_rows(rows), n_cols),
                 "[z, n]" if part == "w" else "[v, accumulators] of factors_' rank")
         _keys(f"_ps_state_.{part}_keys", getattr(state, f"{part}_keys"), rows.shape[0], high)
 
