@@ -106,8 +106,9 @@ class ClusterSpec:
     address, scheduler_file : str, optional
         An existing scheduler (modes "address", "file"); for slurm-runner, where the
         scheduler file is written (default ``scheduler-{job_id}.json`` in the current folder).
-    dashboard_address : str, default ":0"
-        The new scheduler's dashboard (local, jobqueue, slurm-runner).
+    dashboard_address : str or None, default ":0"
+        The new scheduler's dashboard (local, jobqueue, slurm-runner); None for none (as
+        Dask's ``dashboard_address=None``).
     timeout : float, optional
         Seconds to wait for the scheduler and the workers: default 30, or 600 for jobqueue
         (jobs may queue).
@@ -131,7 +132,7 @@ class ClusterSpec:
     local_directory: str | None = None
     address: str | None = None
     scheduler_file: str | None = None
-    dashboard_address: str = ":0"
+    dashboard_address: str | None = ":0"
     timeout: float | None = None
 
     def check(self) -> None:
@@ -497,6 +498,8 @@ def connect(spec: ClusterSpec, report=None) -> Session:
     elif spec.mode == "local":
         kwargs = _set(spec, memory_limit="memory", local_directory="local_directory",
                       interface="interface")
+        if spec.dashboard_address is None:  # no dashboard; Dask's HTTP server (health,
+            kwargs["scheduler_kwargs"] = {"dashboard_address": ":0"}  # metrics) on a free port
         cluster = _start_without_stop_signals(lambda: LocalCluster(  # (see its notes)
             n_workers=spec.n_workers, threads_per_worker=spec.cores,
             dashboard_address=spec.dashboard_address, **kwargs))

@@ -139,11 +139,12 @@ def _data_keys(name: str, fmt: str) -> tuple:
     return keys
 
 
-def _data_problem(extra: dict, name: str) -> str | None:
+def _data_problem(extra: dict, name: str, estimator=None) -> str | None:
     """What is wrong with ``extra["data"]`` (how the training data was read) for estimator
     ``name``, or None: absent is fine; else a dict whose ``format`` is one of
     ``_DATA_FORMATS`` and which holds what test data of that format is read with
-    (:func:`_data_keys`: e.g. a table model's ``encoder``)."""
+    (:func:`_data_keys`: e.g. a table model's ``encoder``; a GBDT table's ``categories``
+    of each ``categorical`` column, those of its ``categories_``)."""
     if "data" not in extra:
         return None
     data = extra["data"]
@@ -171,6 +172,18 @@ def _data_problem(extra: dict, name: str) -> str | None:
                 HashingEncoder.from_json(value)
             except (ValueError, TypeError) as exc:  # (JSON's errors are ValueErrors)
                 return f"extra.data.encoder is not {what} ({type(exc).__name__}: {exc})"
+    if name.startswith("GBDT") and data.get("format") in ("csv", "parquet"):
+        # test data's categories are these: set to others, test values turn missing
+        cats, fitted = data.get("categories"), getattr(estimator, "categories_", None)
+        for c in data.get("categorical") or ():
+            held = cats.get(c) if isinstance(cats, dict) and isinstance(c, str) else None
+            if not isinstance(held, list):
+                return (f"extra.data.categories holds no list of the categories of column "
+                        f"{c!r} (extra.data.categorical): the test data's categories would "
+                        f"be read from the test data (was the file edited?)")
+            if isinstance(fitted, dict) and c in fitted and list(fitted[c]) != held:
+                return (f"extra.data.categories of column {c!r} are not the model's "
+                        f"categories_ of it: {str(held)[:60]}, {str(list(fitted[c]))[:60]}")
     return None
 
 
@@ -256,7 +269,7 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
     import dask_ps
 
     name, params = saved_params(estimator)
-    problem = _data_problem(extra or {}, name)
+    problem = _data_problem(extra or {}, name, estimator)
     if problem:
         raise ValueError(f"extra: {problem}")
     arrays: dict[str, np.ndarray] = {}
@@ -451,7 +464,8 @@ def load_estimator(path: str):
         of saved state that is not one of dask_ps's, fitted attributes that do not fit
         together (an estimator's ``_check_loaded``: a GBDT's trees that prediction could
         not walk), or ``extra["data"]`` without what test data of its format is read with
-        (e.g. a table model's ``encoder``): naming the file and the field.
+        (e.g. a table model's ``encoder``; a GBDT table's ``categories``, which must be the
+        model's ``categories_``): naming the file and the field.
     """
     import inspect
 
@@ -511,7 +525,7 @@ def load_estimator(path: str):
             check()
         except ValueError as exc:
             raise DataError(f"{path}: attributes: {exc}") from None
-    problem = _data_problem(meta["extra"], name)
+    problem = _data_problem(meta["extra"], name, estimator)
     if problem:
         raise DataError(f"{path}: {problem}")
     return estimator, meta["extra"]

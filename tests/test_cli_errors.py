@@ -51,6 +51,19 @@ def test_a_scheduler_address_that_is_none_names_the_option(tr, capsys, address, 
     assert "cluster:" not in out.out
 
 
+@pytest.mark.timeout(180)
+def test_dashboard_address_none_starts_a_cluster_without_a_dashboard(tr, capsys):
+    """``--dashboard-address none`` is Dask's ``dashboard_address=None``: the cluster
+    starts without a dashboard (no link, no dask_ps page); Dask read "none" as a host name,
+    the cluster failed to start and the command ended with 'unexpected RuntimeError ... (a
+    bug of dask_ps?)', status 1."""
+    assert main(["train", "lr", "--train", tr, "--max-iter", "1", "--workers", "1",
+                 "--dashboard-address", "None"]) == 0
+    out = capsys.readouterr().out
+    assert "dashboard: none (--dashboard-address none)" in out, out
+    assert "dask_ps page" not in out and "/status" not in out
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("content, reason", [
     (b"label,a,b\n1,2,3\n", "not JSON: Expecting value: line 1 column 1 (char 0)"),

@@ -1,6 +1,8 @@
 """dask-ps train lda on the real AP corpus (LDA-C, and the same documents as a UCI docword
 file): progress, test perplexity, top words; saved, evaluated and exported again."""
 
+import re
+
 import numpy as np
 import pytest
 from test_cli import _scheduler_file
@@ -134,3 +136,31 @@ def test_dataset_ap_is_offered_with_its_vocabulary(data, monkeypatch, capsys):
         for ds in algo.datasets.values():
             for name in (ds.train, ds.test, *ds.paths.values()):
                 assert name is None or (data / ds.folder / name).is_file(), (algo.name, name)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("vocab, line, n", [("a\nb\n\nc\nd\n", 3, 1),
+                                           ("a\n  \nb\n\nc\nd\n\n\n", 2, 2)])
+def test_a_vocabulary_with_a_blank_line_is_refused_naming_it(tmp_path, capsys, vocab, line, n):
+    """A blank line among the terms of --vocab gave an empty term, printed as nothing among
+    a topic's top words ("topic 0: c  b"); now refused naming the file and line, before a
+    cluster starts (and by read_vocabulary, which the readers use). Blank lines after the
+    last term are still no terms."""
+    from dask_ps.exceptions import DataError
+    from dask_ps.io import read_vocabulary
+
+    rng = np.random.default_rng(0)
+    lines = [f"2 {a}:1 {a + 1}:2" for a in rng.integers(0, 4, 20)]
+    (tmp_path / "train.dat").write_text("\n".join(lines) + "\n")
+    path = tmp_path / "vocab.txt"
+    path.write_text(vocab)
+    said = f"{path}, line {line}: a blank line in the vocabulary ({n} in all): line k is the"
+    with pytest.raises(DataError, match=f"^{re.escape(said)}"):
+        read_vocabulary(str(path))
+    assert main(["train", "lda", "--train", str(tmp_path / "train.dat"), "--vocab",
+                 str(path), "--topics", "2", "--max-iter", "1"]) == 2
+    out = capsys.readouterr()
+    assert out.err.startswith(f"dask-ps: error: {said}"), out.err
+    assert "cluster:" not in out.out
+    path.write_text("a\nb\nc\nd\ne\n\n\n")
+    assert read_vocabulary(str(path)).tolist() == ["a", "b", "c", "d", "e"]

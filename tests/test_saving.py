@@ -343,8 +343,9 @@ def test_a_damaged_sparse_matrix_is_named(tmp_path):
     crash or a wrong answer at predict)."""
     import scipy.sparse as sp
 
-    est = LogisticRegression(client="local")
-    est.coef_ = sp.csr_matrix(np.eye(3))
+    est = LogisticRegression(client="local")  # a keyed model's state, of 3 classes
+    est.coef_, est.intercept_ = sp.csr_matrix(np.eye(3)), np.zeros(3)
+    est.classes_, est.n_features_in_ = np.arange(3), 3
     save_estimator(est, str(tmp_path / "m.npz"))
     assert (load_estimator(str(tmp_path / "m.npz"))[0].coef_ != est.coef_).nnz == 0
     arrays, meta = _members(tmp_path / "m.npz")
@@ -469,3 +470,43 @@ def test_data_entries_test_data_is_read_with_are_required(tmp_path, estimator, d
     path = _rewrite(tmp_path / "e.npz", arrays, meta)
     with pytest.raises(DataError, match=f"^{path}: {message}"):
         load_estimator(path)
+
+
+def test_gbdt_categories_test_data_is_read_with_must_be_the_model_s(tmp_path, capsys):
+    """A GBDT table model whose ``extra.data`` names a categorical column: ``dask-ps
+    evaluate`` reads the test file's column with ``extra.data.categories``. Edited to fewer
+    categories, a test value of the others was read as missing (accuracy 1.0 -> 0.51 on a
+    test file of those, silently); without them, they were taken from the test data. Both
+    are refused when loading (and when saving), naming the field."""
+    import pandas as pd
+
+    from dask_ps import GBDTClassifier
+
+    rng = np.random.default_rng(4)
+    shop = rng.choice(list("abcd"), 200)
+    X = pd.DataFrame({"shop": pd.Categorical(shop), "x": rng.normal(size=200)})
+    est = GBDTClassifier(client="local", n_estimators=2).fit(X, np.isin(shop, ["b", "d"]))
+    assert est.categories_ == {"shop": ["a", "b", "c", "d"]}
+    data = {"format": "csv", "label": "y", "weight": None, "categorical": ["shop"],
+            "sep": None, "header": True, "features": ["shop", "x"],
+            "categories": {"shop": ["a", "b", "c", "d"]}, "n_features": 2}
+    save_estimator(est, str(tmp_path / "m.npz"), extra={"algorithm": "gbdt", "data": data})
+    load_estimator(str(tmp_path / "m.npz"))
+    test = tmp_path / "t.csv"
+    test.write_text("shop,x,y\nd,0.5,1\nb,0.1,1\n")
+    for cats, message in [
+            (None, r"extra.data.categories holds no list of the categories of column 'shop' "
+                   r"\(extra.data.categorical\)"),
+            (["a", "b", "c"], r"extra.data.categories of column 'shop' are not the model's "
+                              r"categories_ of it: \['a', 'b', 'c'\], \['a', 'b', 'c', 'd'\]")]:
+        arrays, meta = _members(tmp_path / "m.npz")
+        edited = dict(data, categories={} if cats is None else {"shop": cats})
+        meta["extra"]["data"] = edited
+        path = _rewrite(tmp_path / "e.npz", arrays, meta)
+        with pytest.raises(DataError, match=f"^{path}: {message}"):
+            load_estimator(path)
+        with pytest.raises(ValueError, match=f"^extra: {message}"):
+            save_estimator(est, str(tmp_path / "s.npz"), extra={"data": edited})
+        capsys.readouterr()
+        assert main(["evaluate", path, "--test", str(test)]) == 2
+        assert capsys.readouterr().err.startswith(f"dask-ps: error: {path}: extra.data.")

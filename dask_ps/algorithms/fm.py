@@ -48,6 +48,7 @@ from ._base import (
     validate_data,
 )
 from ._fm_kernels import fm_steps
+from ._loaded import check_factorization
 from ._logistic_data import KEYED_FEATURES
 from ._stochastic import Rule, _blocks, gather_sparse_rows, weight_of
 from .epoch_loop import EpochLoop
@@ -560,6 +561,17 @@ class FactorizationMachineClassifier(LogisticRegression):
         # keyed: CSR (k, width) of the keys held, transposed (a CSC view, no copy)
         self.factors_ = V.to_coef(width)[0].T if keyed else V
         return W, history, n_iter, state
+
+    def _check_loaded(self) -> None:
+        """:meth:`LogisticRegression._check_loaded` for two classes, and ``factors_``
+        (n_features, k) and the saved tables' rows (:func:`._loaded.check_factorization`).
+
+        Raises
+        ------
+        ValueError
+            Naming the attribute.
+        """
+        check_factorization(self)
 
     def decision_function(self, X):
         """FM margins, shape (n,) (a dask array for dask ``X``, computed chunk by chunk),

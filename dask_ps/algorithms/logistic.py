@@ -37,6 +37,7 @@ from ._base import (
     validate_data,
 )
 from ._lbfgs import lbfgs_fit
+from ._loaded import check_linear
 from ._logistic_params import check_params, check_warm_start
 from ._stochastic import (
     check_held_out,
@@ -489,6 +490,19 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         out = D.margins(X, coef_t, b, h)
         return out[:, 0] if out.shape[1] == 1 else out
+
+    def _check_loaded(self) -> None:
+        """Refuse fitted arrays that do not fit together (called by
+        :func:`~dask_ps.saving.load_estimator`; :func:`._loaded.check_linear`): a
+        ``coef_`` or ``intercept_`` of another shape than the classes and the fitted width
+        (prediction read past them), a hashing width beyond the weights.
+
+        Raises
+        ------
+        ValueError
+            Naming the attribute.
+        """
+        check_linear(self)
 
     def _fitted_hashing(self):
         """The ``n_hashed_features`` the fitted weights were made with (a later

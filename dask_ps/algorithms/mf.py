@@ -20,6 +20,7 @@ from ..io.ratings import encode_ratings
 from ..partitions.inputs import is_dask
 from . import _mf_data as data_
 from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions, checksum
+from ._loaded import check_ratings_model
 from ._mf_kernels import predict_pairs
 from ._mf_train import train
 
@@ -351,6 +352,12 @@ class MatrixFactorization(PSEstimator):
                              f"{', rating' if width == 3 else ''}), got shape {X.shape}")
         X = X.rechunk({1: -1})
         return dd.from_dask_array(X, columns=list(self._cols[:X.shape[1]])) if frame else X
+
+    def _check_loaded(self) -> None:
+        """Refuse ids, factors and biases that do not fit together, or a rating range
+        upside down (:func:`._loaded.check_ratings_model`; prediction indexed the factors
+        by the ids' codes without bounds checks). Raises ValueError naming the attribute."""
+        check_ratings_model(self)
 
     # -- prediction ---------------------------------------------------------------------
     def _indices(self, X, warn: bool = True) -> tuple[np.ndarray, np.ndarray]:

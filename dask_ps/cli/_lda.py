@@ -45,6 +45,15 @@ def _lda_meta(args) -> dict:
     return {"format": fmt, "vocab": args.vocab}
 
 
+def _lda_check_inputs(args) -> None:
+    """The ``--vocab`` file read before a cluster starts: a blank line among its terms is
+    refused naming the file and line (:func:`~dask_ps.io.read_vocabulary`)."""
+    if args.vocab:
+        from ..io import read_vocabulary
+
+        read_vocabulary(args.vocab)
+
+
 def _lda_read(path: str, meta: dict, blocksize=None, n_terms=None):
     """``(X, vocabulary)`` of one LDA-C or docword input; ``n_terms`` pads the columns."""
     from ..io import read_docword, read_ldac
@@ -163,4 +172,5 @@ LDA = Algorithm(
                             paths={"vocab": "vocab.txt"})},
     data_options=_lda_data_options, load=_lda_load, load_test=_lda_load_test,
     score=_lda_score, export=_lda_export, unit="tokens", check=_lda_meta, report=_lda_report,
+    check_inputs=_lda_check_inputs,
     files=("vocab",), empty="no documents")

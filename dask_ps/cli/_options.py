@@ -192,11 +192,18 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--interface", help="network interface of scheduler and workers, e.g. ib0")
     g.add_argument("--log-dir", help="folder of the jobs' output files")
     g.add_argument("--local-directory", help="workers' scratch folder")
-    g.add_argument("--dashboard-address", default=":0",
-                   help="a new scheduler's dashboard (default :0, a free port)")
+    g.add_argument("--dashboard-address", default=":0", type=_dashboard_address,
+                   help="a new scheduler's dashboard (default :0, a free port; none: no "
+                        "dashboard)")
     g.add_argument("--timeout", type=POSITIVE,
                    help="seconds to wait for the scheduler and the workers (default 30; "
                         "600 for jobqueue clusters, whose jobs may queue)")
+
+
+def _dashboard_address(text: str) -> str | None:
+    """``--dashboard-address``: ``none`` (any case) is no dashboard (Dask's
+    ``dashboard_address=None``); anything else is Dask's address (``:8787``, ``host:port``)."""
+    return None if text.strip().lower() == "none" else text
 
 
 def cluster_spec(args) -> ClusterSpec:

@@ -400,11 +400,14 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
         _say("workers: " + ", ".join(
             a + "".join(f" ({k}={v:g})" for k, v in sorted(w.get("resources", {}).items()))
             for a, w in sorted(worker_info(client).items())))
-        _say(f"dashboard: {client.dashboard_link}")
-        try:
-            _say(f"dask_ps page: {install(client)}")
-        except Exception as exc:  # e.g. a remote scheduler without dask_ps or bokeh
-            _say(f"dask_ps page unavailable: {exc!r}")
+        if args.dashboard_address is None:  # (the option asks for no link, no page)
+            _say("dashboard: none (--dashboard-address none)")
+        else:
+            _say(f"dashboard: {client.dashboard_link}")
+            try:
+                _say(f"dask_ps page: {install(client)}")
+            except Exception as exc:  # e.g. a remote scheduler without dask_ps or bokeh
+                _say(f"dask_ps page unavailable: {exc!r}")
         if session.shard_resource:
             est.set_params(shard_resources=session.shard_resource)
         resource = est.get_params().get("shard_resources")

@@ -31,6 +31,9 @@ def read_vocabulary(urlpath, storage_options: dict | None = None) -> np.ndarray:
         No file at ``urlpath`` (``FileNotFoundError``, naming a missing bucket), refused
         access (``PermissionError``): one line ``vocabulary '<url>': ...``
         (:func:`~._storage.storage_error`).
+    DataError
+        A blank line before the last term (``"<file>, line <n>: a blank line in the
+        vocabulary ..."``): every line is the term of its id.
     """
     fs, paths = open_paths(urlpath, storage_options)
     try:
@@ -40,7 +43,15 @@ def read_vocabulary(urlpath, storage_options: dict | None = None) -> np.ndarray:
         raise storage_error(url_of(fs, paths[0]), exc, "vocabulary") from None
     while lines and not lines[-1].strip():  # a final newline adds no term
         lines.pop()
-    return np.array([t.strip() for t in lines], dtype=str)
+    terms = np.array([t.strip() for t in lines], dtype=str)
+    blank = np.flatnonzero(terms == "")
+    if blank.size:  # an empty term prints as nothing; dropped, later ids would shift
+        raise LineError(url_of(fs, paths[0]), int(blank[0]) + 1,
+                        f"a blank line in the vocabulary ({blank.size} in all): line k is the "
+                        f"term of id k - 1, so each line must hold a term (an empty term "
+                        f"cannot be shown among a topic's words, and leaving the line out "
+                        f"would give every later term the id before its own)")
+    return terms
 
 
 def _vocabulary(vocabulary, storage_options) -> np.ndarray | None:

@@ -19,6 +19,7 @@ weights written for serving. The functions taking ``model`` first are
 from __future__ import annotations
 
 import json
+import numbers
 import time
 import warnings
 from typing import Self
@@ -99,6 +100,9 @@ def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
 
     _check_url(model, url)
     model._refuse_in_job("save", "save between jobs")
+    if not isinstance(clock, numbers.Integral) or isinstance(clock, bool) or clock < 0:
+        raise ValueError(f"clock must be a non-negative integer (the training clock "
+                         f"reached), got {clock!r}")
     if keep is not None and (not isinstance(keep, int) or keep < 1):
         raise ValueError(f"keep must be a positive integer or None, got {keep!r}")
     if chunk_rows is not None and (not isinstance(chunk_rows, int) or chunk_rows < 1):
@@ -436,7 +440,8 @@ def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
     RuntimeError
         While a job runs.
     ValueError
-        A process-private URL with a cluster, or a bad ``keep``/``chunk_rows``.
+        A process-private URL with a cluster, a ``clock`` that is not a non-negative
+        integer, or a bad ``keep``/``chunk_rows``.
     TypeError
         Metadata that is not JSON-serialisable.
     OSError

@@ -56,8 +56,14 @@ def _export(model, url: str, *, dtype=None, tables=None) -> None:
     from .. import __version__
 
     _check_url(model, url)
-    if dtype is not None and np.dtype(dtype) not in (np.float16, np.float32, np.float64):
-        raise ValueError(f"dtype must be float16, float32, float64 or None, got {dtype!r}")
+    if dtype is not None:
+        try:  # NumPy's TypeError ("data type 'bogus' not understood") named no argument
+            known = np.dtype(dtype) in (np.float16, np.float32, np.float64)
+        except TypeError:
+            known = False
+        if not known:
+            raise ValueError(f"dtype must be float16, float32, float64 or None, got "
+                             f"{dtype!r}")
     names = list(model.specs) if tables is None else list(tables)
     for name in names:
         connection.process_client(model).spec(name)  # UnknownTableError naming it

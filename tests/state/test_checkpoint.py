@@ -688,6 +688,32 @@ def test_bad_arguments_are_named():
     model.close()
 
 
+@pytest.mark.parametrize("clock", [-1, True, 2.5, "3"])
+def test_a_clock_that_is_no_training_clock_is_refused_naming_it(clock):
+    """``save(clock=-1)`` wrote a version whose clock no fit reaches (and a float or a
+    string was cast by int()); now refused before anything is written."""
+    model = build("local", 1)
+    with pytest.raises(ValueError, match=rf"^clock must be a non-negative integer \(the "
+                                         rf"training clock reached\), got {clock!r}"):
+        model.save(f"memory://bad-clock-{clock}", clock=clock)
+    from dask_ps.model.format import list_versions
+
+    assert list_versions(f"memory://bad-clock-{clock}")[0] == []
+    assert model.save(f"memory://bad-clock-{clock}", clock=np.int64(3)).clock == 3
+    model.close()
+
+
+@pytest.mark.parametrize("dtype", ["bogus", "int8", object])
+def test_an_export_dtype_numpy_does_not_know_is_named(dtype):
+    """``export(dtype="bogus")`` raised NumPy's "data type 'bogus' not understood",
+    naming no argument."""
+    model = build("local", 1)
+    with pytest.raises(ValueError, match=r"^dtype must be float16, float32, float64 or "
+                                         r"None, got"):
+        model.export("memory://bad-dtype", dtype=dtype)
+    model.close()
+
+
 def test_export_for_serving_is_plain_zarr():
     model = build("local", 3)
     model.export("memory://serve", dtype="float16")
