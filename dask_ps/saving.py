@@ -31,6 +31,7 @@ tables and a ``model.json``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import os
@@ -40,7 +41,14 @@ from typing import Any
 
 import numpy as np
 
+from ._saved_data import data_problem
 from .exceptions import DataError
+
+#: Errors writing the temporary file that are the folder's (it does not exist, is a file, is
+#: not writable): said of the path given. Others (a folder holding the temporary file's
+#: name) keep their own message, which names that file.
+_FOLDER_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM,
+                            errno.EROFS})
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "load_estimator", "save_estimator", "write_tables"]
 
@@ -109,82 +117,6 @@ def _store(value: Any, key: str, arrays: dict, where: str) -> dict:
     if isinstance(value, tuple):
         return {"kind": "tuple", "value": _plain(value, where)}
     return {"kind": "value", "value": _plain(value, where)}
-
-
-#: The training data formats ``dask-ps train --save`` records as ``extra["data"]["format"]``,
-#: by estimator: how ``dask-ps evaluate`` reads test data.
-_TABLES = ("libsvm", "csv", "parquet")
-_DATA_FORMATS = {"LogisticRegression": _TABLES, "FactorizationMachineClassifier": _TABLES,
-                "GBDTClassifier": _TABLES, "GBDTRegressor": _TABLES,
-                "LatentDirichletAllocation": ("ldac", "docword"),
-                "MatrixFactorization": ("ratings",)}
-
-
-def _data_keys(name: str, fmt: str) -> tuple:
-    """``(key, types, what)`` of each entry ``dask-ps evaluate`` reads test data with that
-    ``extra["data"]`` of an estimator ``name`` trained on ``fmt`` data must hold (``types``:
-    of its value, None for any)."""
-    if fmt == "libsvm":
-        return (("n_features", (int,), "the training data's width"),)
-    if fmt not in ("csv", "parquet"):
-        return ()
-    if name in ("LogisticRegression", "FactorizationMachineClassifier"):
-        return (("encoder", (str,), "the JSON of the HashingEncoder the training table's "
-                                    "columns were hashed with"),)
-    keys = (("label", None, "the label column"),
-            ("features", (list,), "the feature columns, in order"))
-    if fmt == "csv":
-        keys += (("sep", (str, type(None)), "the field delimiter"),
-                 ("header", (bool,), "whether the files start with column names"))
-    return keys
-
-
-def _data_problem(extra: dict, name: str, estimator=None) -> str | None:
-    """What is wrong with ``extra["data"]`` (how the training data was read) for estimator
-    ``name``, or None: absent is fine; else a dict whose ``format`` is one of
-    ``_DATA_FORMATS`` and which holds what test data of that format is read with
-    (:func:`_data_keys`: e.g. a table model's ``encoder``; a GBDT table's ``categories``
-    of each ``categorical`` column, those of its ``categories_``)."""
-    if "data" not in extra:
-        return None
-    data = extra["data"]
-    if not isinstance(data, dict):
-        return f"extra.data is a {type(data).__name__}, not a JSON object"
-    known = _DATA_FORMATS.get(name, sorted({f for v in _DATA_FORMATS.values() for f in v}))
-    if "format" in data and data["format"] not in known:
-        return (f"extra.data.format {data['format']!r} is not a format {name} is trained on "
-                f"({', '.join(known)})")
-    for key, types, what in _data_keys(name, data.get("format")):
-        if key not in data:
-            return (f"extra.data has no {key!r} ({what}): {data['format']} test data is "
-                    f"read with it (dask-ps train --save writes it; was the file edited?)")
-        value = data[key]
-        if types is not None and (not isinstance(value, types) or (
-                isinstance(value, bool) and bool not in types)):
-            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-            return (f"extra.data.{key} is {shown}, not "
-                    f"{' or '.join('null' if t is type(None) else t.__name__ for t in types)} "
-                    f"({what})")
-        if key == "encoder":
-            from .io.hashing import HashingEncoder
-
-            try:
-                HashingEncoder.from_json(value)
-            except (ValueError, TypeError) as exc:  # (JSON's errors are ValueErrors)
-                return f"extra.data.encoder is not {what} ({type(exc).__name__}: {exc})"
-    if name.startswith("GBDT") and data.get("format") in ("csv", "parquet"):
-        # test data's categories are these: set to others, test values turn missing
-        cats, fitted = data.get("categories"), getattr(estimator, "categories_", None)
-        for c in data.get("categorical") or ():
-            held = cats.get(c) if isinstance(cats, dict) and isinstance(c, str) else None
-            if not isinstance(held, list):
-                return (f"extra.data.categories holds no list of the categories of column "
-                        f"{c!r} (extra.data.categorical): the test data's categories would "
-                        f"be read from the test data (was the file edited?)")
-            if isinstance(fitted, dict) and c in fitted and list(fitted[c]) != held:
-                return (f"extra.data.categories of column {c!r} are not the model's "
-                        f"categories_ of it: {str(held)[:60]}, {str(list(fitted[c]))[:60]}")
-    return None
 
 
 def _check_fitted(attr: str, value: Any, where: str) -> None:
@@ -269,7 +201,7 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
     import dask_ps
 
     name, params = saved_params(estimator)
-    problem = _data_problem(extra or {}, name, estimator)
+    problem = data_problem(extra or {}, name, estimator)
     if problem:
         raise ValueError(f"extra: {problem}")
     arrays: dict[str, np.ndarray] = {}
@@ -298,7 +230,8 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
             if made:  # nothing behind (only what this call made: not a folder of that
                 with contextlib.suppress(OSError):  # name; its own error would hide the first)
                     os.remove(tmp)
-            if isinstance(exc, OSError) and exc.filename == tmp:  # name the caller's path
+            if isinstance(exc, OSError) and exc.filename == tmp and exc.errno in _FOLDER_ERRNOS:
+                # the folder's fault (missing, a file, not writable): name the caller's path
                 folder = os.path.dirname(os.path.abspath(path))
                 raise type(exc)(f"{path}: the model file cannot be written in {folder!r} "
                                 f"({exc.strerror or exc})") from None
@@ -525,7 +458,7 @@ def load_estimator(path: str):
             check()
         except ValueError as exc:
             raise DataError(f"{path}: attributes: {exc}") from None
-    problem = _data_problem(meta["extra"], name, estimator)
+    problem = data_problem(meta["extra"], name, estimator)
     if problem:
         raise DataError(f"{path}: {problem}")
     return estimator, meta["extra"]

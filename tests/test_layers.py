@@ -16,7 +16,7 @@ LAYERS = [
      "dask_ps._cluster_workers"),
     ("dask_ps.diagnostics", "dask_ps.partitions"),
     ("dask_ps.view", "dask_ps.model"),
-    ("dask_ps.algorithms", "dask_ps.saving"),
+    ("dask_ps.algorithms", "dask_ps.saving", "dask_ps._saved_data"),
     ("dask_ps.cli",),
     ("dask_ps",),
 ]
