@@ -45,6 +45,7 @@ from ._cluster_parts import (
     close_workers,
     walltime_seconds,
 )
+from ._cluster_scheduler import _probe_scheduler
 from ._cluster_workers import PAUSE_TIMEOUT, PauseWatch, worker_info
 from .exceptions import OptionError
 
@@ -466,6 +467,9 @@ def connect(spec: ClusterSpec, report=None) -> Session:
     OptionError
         Contradictory options (:meth:`ClusterSpec.check`), an ``address`` that is not one
         (``tcp://host:8786``), a ``scheduler_file`` that is not a Dask scheduler file,
+        an address (given, or a scheduler file's) where a server listens that is not a Dask
+        scheduler (a dashboard's HTTP port, a worker: it does not answer Dask's protocol as
+        one within ``spec.timeout``),
         slurm-runner outside a Slurm job step (a ValueError), a batch system refusing a
         job (``sbatch failed: <its stderr>``, raised as soon as the submission fails), or
         a Slurm job pending for a reason that never lets it run (``PartitionConfig``, ...:
@@ -488,6 +492,7 @@ def connect(spec: ClusterSpec, report=None) -> Session:
     t0 = time.perf_counter()
     timeout = spec.wait_timeout
     if spec.mode in ("address", "file"):
+        _probe_scheduler(spec, timeout)
         try:
             client = Client(spec.address, scheduler_file=spec.scheduler_file, timeout=timeout)
         except OSError as exc:  # a timeout, a refused connection
