@@ -46,11 +46,12 @@ from ._cluster_parts import (
     walltime_seconds,
 )
 from ._cluster_scheduler import _probe_scheduler
-from ._cluster_workers import PAUSE_TIMEOUT, PauseWatch, worker_info
+from ._cluster_workers import PAUSE_TIMEOUT, PauseWatch, check_client, worker_info
 from .exceptions import OptionError
 
 __all__ = ["JOBQUEUE_SYSTEMS", "MIN_WORKER_MEMORY", "MODES", "PAUSE_TIMEOUT", "SHARD_RESOURCE",
-           "ClusterSpec", "PauseWatch", "Session", "close_workers", "connect", "worker_info"]
+           "ClusterSpec", "PauseWatch", "Session", "check_client", "close_workers", "connect",
+           "worker_info"]
 
 #: The Dask worker resource that marks parameter-server (shard) workers.
 SHARD_RESOURCE = "ps"
