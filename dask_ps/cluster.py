@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -140,7 +141,8 @@ class ClusterSpec:
         """Refuse contradictory options, a ``memory`` or ``ps_memory`` that is no size
         or below :data:`MIN_WORKER_MEMORY`, an ``address`` Dask cannot parse, a
         ``scheduler_file`` that is missing or not one (mode "file"), a walltime
-        that is none or zero, a ``job_extra`` directive repeating one another option sets
+        that is none or zero, a ``local_directory`` that is a file (mode "local"), a
+        ``job_extra`` directive repeating one another option sets
         (``--mem=1G`` with ``memory``), an ``interface`` this machine does not have, and a
         batch system whose submit command (``sbatch``, ``qsub``, ``bsub``) is not on
         ``PATH``, before anything starts.
@@ -189,6 +191,14 @@ class ClusterSpec:
             if self.ps_walltime:
                 walltime_seconds(self.ps_walltime, "--ps-walltime")
             _check_job_extra(self)
+        if self.local_directory and self.mode == "local":  # (Dask's error named no option)
+            made = os.path.abspath(self.local_directory)
+            while not os.path.exists(made):  # the part that exists: a folder?
+                made = os.path.dirname(made)
+            if not os.path.isdir(made):
+                raise OptionError(f"--local-directory {self.local_directory}: {made} is a "
+                                  f"file, not a folder (the workers' scratch folder is made "
+                                  f"there when missing)")
         if self.interface and self.mode not in ("address", "file"):
             _check_interface(self.interface, self.mode)
         if jobqueue:

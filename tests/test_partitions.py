@@ -509,3 +509,17 @@ def test_in_memory_elements_of_another_length_beside_dask_data_are_named(client1
         partition((X, list(range(5))), client=client1)
     with partition((X, list(range(10))), client=client1) as data:  # a list of the right length
         assert data.total_rows == 10
+
+
+def test_a_list_mixing_futures_and_values_or_ragged_is_named(client1):
+    """Both failed with NumPy's "setting an array element with a sequence. The requested
+    array has an inhomogeneous shape", naming neither the data nor the futures."""
+    X = np.zeros((4, 2))
+    [fut] = client1.scatter([X])
+    with pytest.raises(TypeError, match=r"data is a list mixing Dask futures \(first at "
+                                        r"position 1\) with other values \(first at position "
+                                        r"0\): give a list of futures only"):
+        partition([X, fut], client=client1)
+    with pytest.raises(ValueError, match="data is a list that is no array of rows"):
+        partition([[1, 2], [3]], client="local")
+    assert partition([[1, 2], [3, 4]], client="local").total_rows == 2

@@ -62,7 +62,7 @@ def partition(data, *, client=None, n_partitions: int | None = None,
     ValueError
         Empty data: without any row (``"data has no rows"``: in memory, a dask collection
         whose chunks all have 0 rows, or a list of futures whose values all have 0 rows),
-        tuples whose elements do not have the same
+        a list whose rows are ragged, tuples whose elements do not have the same
         rows, unknown dask chunk sizes, a bad ``n_partitions``, ``by`` that is not a
         column, ``workers`` naming no worker of the cluster or given without a cluster
         (``client="local"`` or no client: there are no workers to choose), in-memory
@@ -72,8 +72,8 @@ def partition(data, *, client=None, n_partitions: int | None = None,
         position and type: a partition (a future's value, or a piece of the data) is an
         object with a ``shape`` of one dimension or more (NumPy, scipy.sparse,
         ``sparse.COO``, pandas) or a tuple of them; it may have 0 rows (the steps get it
-        as it is), but a string, a list, None or a scalar is refused. A ``client`` that
-        is no ``distributed.Client``.
+        as it is), but a string, a list, None or a scalar is refused. A list mixing
+        futures with other values. A ``client`` that is no ``distributed.Client``.
     MemoryError
         In-memory data of which one partition would take more than Dask's ``pause``
         fraction of its worker's memory limit (``distributed.worker.memory.pause``, 80% by
@@ -242,7 +242,16 @@ def _rows_ready(x):
     if hasattr(x, "to_scipy_sparse"):
         return x.to_scipy_sparse().tocsr()
     if isinstance(x, list):
-        return np.asarray(x)
+        futures = [i for i, v in enumerate(x) if hasattr(v, "key") and hasattr(v, "status")]
+        if futures:  # (numpy said "setting an array element with a sequence")
+            raise TypeError(f"data is a list mixing Dask futures (first at position "
+                            f"{futures[0]}) with other values (first at position "
+                            f"{min(set(range(len(x))) - set(futures))}): give a list of "
+                            f"futures only, one partition each, or in-memory data")
+        try:
+            return np.asarray(x)
+        except ValueError as exc:  # ragged rows
+            raise ValueError(f"data is a list that is no array of rows ({exc})") from None
     return x
 
 
