@@ -1,10 +1,43 @@
 """What the scheduler knows about its workers, asked now (:func:`worker_info`), and the watch
 that turns a computation stuck behind workers paused at their memory limit into an error
-(:class:`PauseWatch`). Public from :mod:`dask_ps.cluster`."""
+(:class:`PauseWatch`); what a ``client=`` may be (:func:`check_client`). Public from
+:mod:`dask_ps.cluster`."""
 
 from __future__ import annotations
 
 import time
+
+
+def check_client(client) -> None:
+    """Refuse what cannot serve as the cluster of a model or of data partitions: the one
+    check of the ``client=`` of :class:`~dask_ps.PSModel` and
+    :func:`~dask_ps.partitions.partition` (and so of every estimator).
+
+    Parameters
+    ----------
+    client : distributed.Client, "local" or None
+
+    Raises
+    ------
+    ValueError
+        A string other than "local", or a client that is closing or closed (naming its
+        status).
+    TypeError
+        Anything else that is no ``distributed.Client``, naming its type.
+    """
+    if isinstance(client, str):
+        if client != "local":
+            raise ValueError(f"client must be a distributed.Client, 'local' or None, "
+                             f"got {client!r}")
+        return
+    if client is None:
+        return
+    if not hasattr(client, "scheduler_info"):
+        raise TypeError(f"client must be a distributed.Client, 'local' or None, "
+                        f"got {type(client).__name__}")
+    if client.status in ("closing", "closed"):
+        raise ValueError(f"client is {client.status}: pass an open distributed.Client, "
+                         f"'local' (shards in this process) or None")
 
 
 def worker_info(client) -> dict[str, dict]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -45,11 +46,13 @@ from ._cluster_parts import (
     close_workers,
     walltime_seconds,
 )
-from ._cluster_workers import PAUSE_TIMEOUT, PauseWatch, worker_info
+from ._cluster_scheduler import _probe_scheduler
+from ._cluster_workers import PAUSE_TIMEOUT, PauseWatch, check_client, worker_info
 from .exceptions import OptionError
 
 __all__ = ["JOBQUEUE_SYSTEMS", "MIN_WORKER_MEMORY", "MODES", "PAUSE_TIMEOUT", "SHARD_RESOURCE",
-           "ClusterSpec", "PauseWatch", "Session", "close_workers", "connect", "worker_info"]
+           "ClusterSpec", "PauseWatch", "Session", "check_client", "close_workers", "connect",
+           "worker_info"]
 
 #: The Dask worker resource that marks parameter-server (shard) workers.
 SHARD_RESOURCE = "ps"
@@ -139,7 +142,8 @@ class ClusterSpec:
         """Refuse contradictory options, a ``memory`` or ``ps_memory`` that is no size
         or below :data:`MIN_WORKER_MEMORY`, an ``address`` Dask cannot parse, a
         ``scheduler_file`` that is missing or not one (mode "file"), a walltime
-        that is none or zero, a ``job_extra`` directive repeating one another option sets
+        that is none or zero, a ``local_directory`` that is a file (mode "local"), a
+        ``job_extra`` directive repeating one another option sets
         (``--mem=1G`` with ``memory``), an ``interface`` this machine does not have, and a
         batch system whose submit command (``sbatch``, ``qsub``, ``bsub``) is not on
         ``PATH``, before anything starts.
@@ -188,6 +192,14 @@ class ClusterSpec:
             if self.ps_walltime:
                 walltime_seconds(self.ps_walltime, "--ps-walltime")
             _check_job_extra(self)
+        if self.local_directory and self.mode == "local":  # (Dask's error named no option)
+            made = os.path.abspath(self.local_directory)
+            while not os.path.exists(made):  # the part that exists: a folder?
+                made = os.path.dirname(made)
+            if not os.path.isdir(made):
+                raise OptionError(f"--local-directory {self.local_directory}: {made} is a "
+                                  f"file, not a folder (the workers' scratch folder is made "
+                                  f"there when missing)")
         if self.interface and self.mode not in ("address", "file"):
             _check_interface(self.interface, self.mode)
         if jobqueue:
@@ -467,6 +479,9 @@ def connect(spec: ClusterSpec, report=None) -> Session:
     OptionError
         Contradictory options (:meth:`ClusterSpec.check`), an ``address`` that is not one
         (``tcp://host:8786``), a ``scheduler_file`` that is not a Dask scheduler file,
+        an address (given, or a scheduler file's) where a server listens that is not a Dask
+        scheduler (a dashboard's HTTP port, a worker: it does not answer Dask's protocol as
+        one within ``spec.timeout``),
         slurm-runner outside a Slurm job step (a ValueError), a batch system refusing a
         job (``sbatch failed: <its stderr>``, raised as soon as the submission fails), or
         a Slurm job pending for a reason that never lets it run (``PartitionConfig``, ...:
@@ -489,6 +504,7 @@ def connect(spec: ClusterSpec, report=None) -> Session:
     t0 = time.perf_counter()
     timeout = spec.wait_timeout
     if spec.mode in ("address", "file"):
+        _probe_scheduler(spec, timeout)
         try:
             client = Client(spec.address, scheduler_file=spec.scheduler_file, timeout=timeout)
         except OSError as exc:  # a timeout, a refused connection

@@ -115,6 +115,53 @@ def test_a_scheduler_that_is_gone_names_the_option(tr, tmp_path, capsys, option)
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("option", ["--scheduler-file", "--scheduler-address"])
+def test_a_server_that_is_no_scheduler_is_named_not_waited_for(tr, tmp_path, capsys, option):
+    """Dask's connect bounds the TCP connection by its timeout, not the handshake: a
+    scheduler address where something listens that never answers Dask's protocol (a
+    dashboard's HTTP port, another service) made ``dask-ps`` wait for ever whatever
+    ``--timeout`` said."""
+    import json
+    import socket
+
+    with socket.socket() as sock:  # the kernel accepts connections; nothing answers them
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        address = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+        path = tmp_path / "scheduler.json"
+        path.write_text(json.dumps({"type": "Scheduler", "address": address}))
+        given = str(path) if option == "--scheduler-file" else address
+        t0 = time.perf_counter()
+        assert main(["train", "lr", "--train", tr, option, given, "--timeout", "2"]) == 2
+        took = time.perf_counter() - t0
+    err = capsys.readouterr().err
+    where = (f"--scheduler-file {path}: the address it gives, {address}"
+             if option == "--scheduler-file" else f"--scheduler-address {address}")
+    assert err == (f"dask-ps: error: {where}: a server listens there but does not answer as a "
+                   f"Dask scheduler (no reply to Dask's protocol within 4 s): is it the "
+                   f"scheduler's address (tcp://host:8786 by default), not its dashboard's or "
+                   f"another service's?\n"), err
+    assert took < 40
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_address_given_for_the_scheduler_is_named(tr, capsys):
+    """A worker's address as ``--scheduler-address`` failed with Dask's ``TypeError:
+    Worker.identity() got an unexpected keyword argument 'n_workers'``, a bug's status."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, processes=False, protocol="tcp",
+                      dashboard_address=None) as cluster:
+        worker = next(iter(cluster.scheduler.workers))
+        assert main(["train", "lr", "--train", tr, "--scheduler-address", worker,
+                     "--timeout", "5"]) == 2
+    assert capsys.readouterr().err == (
+        f"dask-ps: error: --scheduler-address {worker}: a Dask Worker answers there, not a "
+        f"scheduler: give the scheduler's address (its workers and clients connect to it, "
+        f"tcp://host:8786 by default)\n")
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("content", [None, b'{"foo": 1}'])
 def test_a_bad_scheduler_file_is_named_before_the_input_files(tmp_path, capsys, content):
     """The scheduler file was checked after the inputs (14-17 s into a run on a real data

@@ -118,3 +118,16 @@ def test_the_help_says_sge_jobs_request_no_memory(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "SGE jobs request none from it" in text
     assert "LSF as HH:MM (bsub -W" in text
+
+
+@pytest.mark.parametrize("inside", ["", "sub/dir"])
+def test_a_local_directory_that_is_a_file_is_named(tmp_path, inside):
+    """The workers failed with "[Errno 20] Not a directory: '.../dask-scratch-space'",
+    naming no option, after the cluster had begun to start."""
+    path = tmp_path / "afile"
+    path.write_text("x")
+    given = str(path / inside) if inside else str(path)
+    with pytest.raises(OptionError, match=f"^--local-directory {given}: {path} is a file, "
+                                          f"not a folder"):
+        ClusterSpec(mode="local", local_directory=given).check()
+    ClusterSpec(mode="local", local_directory=str(tmp_path / "new" / "dir")).check()

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1] / "dask_ps"
 LAYERS = [
     ("dask_ps._compat", "dask_ps.exceptions", "dask_ps.kernels", "dask_ps.state.keys"),
     ("dask_ps.state", "dask_ps.io", "dask_ps.cluster", "dask_ps._cluster_parts",
-     "dask_ps._cluster_workers"),
+     "dask_ps._cluster_scheduler", "dask_ps._cluster_workers"),
     ("dask_ps.diagnostics", "dask_ps.partitions"),
     ("dask_ps.view", "dask_ps.model"),
     ("dask_ps.algorithms", "dask_ps.saving", "dask_ps._saved_data"),

@@ -469,3 +469,57 @@ def test_releasing_partitions_of_user_futures_leaves_them_alive(client2):
         pass
     assert _keys_on_cluster(client2, own_keys) == set()
     del futs
+
+
+def test_a_client_that_is_closed_or_none_is_refused_as_by_psmodel(client1):
+    """``partition(X, client=closed)`` failed with "RuntimeError: IOLoop is closed", and a
+    partition set's calls after its client closed with "IOLoop is closed" or "Client is
+    closed. Can't send update-graph message"; ``client=3`` with an AttributeError."""
+    from distributed import Client
+
+    X = np.arange(12.0).reshape(6, 2)
+    with pytest.raises(TypeError, match="client must be a distributed.Client, 'local' or "
+                                        "None, got int"):
+        partition(X, client=3)
+    other = Client(client1.scheduler.address)
+    data = partition(X, client=other, n_partitions=2)
+    assert data.reduce(len) == [3, 3]
+    other.close()
+    with pytest.raises(ValueError, match="client is closed: pass an open distributed.Client"):
+        partition(X, client=other)
+    for call in (data.refs, data.report, lambda: data.map(len), lambda: data.reduce(len)):
+        with pytest.raises(RuntimeError, match=f"partitions {data.uid}: their client is "
+                                               f"closed, and their data with it"):
+            call()
+    data.release()  # still fine: idempotent, nothing to free
+
+
+def test_in_memory_elements_of_another_length_beside_dask_data_are_named(client1):
+    """A NumPy ``y`` of another length beside a dask ``X`` failed with dask's "Chunks do not
+    add up to shape. Got chunks=((3, 3, 3, 1),), shape=(5,)" (in-process it was named)."""
+    import dask.array as da
+
+    X = da.from_array(np.zeros((10, 2)), chunks=3)
+    for client in (client1, "local"):
+        with pytest.raises(ValueError, match=r"have (10 and 5|\[10, 5\]) rows|different "
+                                             r"numbers of rows \[10, 5\]"):
+            partition((X, np.zeros(5)), client=client)
+    with pytest.raises(ValueError, match="the elements of the data have 10 and 5 rows; they "
+                                         "must be aligned by rows"):
+        partition((X, list(range(5))), client=client1)
+    with partition((X, list(range(10))), client=client1) as data:  # a list of the right length
+        assert data.total_rows == 10
+
+
+def test_a_list_mixing_futures_and_values_or_ragged_is_named(client1):
+    """Both failed with NumPy's "setting an array element with a sequence. The requested
+    array has an inhomogeneous shape", naming neither the data nor the futures."""
+    X = np.zeros((4, 2))
+    [fut] = client1.scatter([X])
+    with pytest.raises(TypeError, match=r"data is a list mixing Dask futures \(first at "
+                                        r"position 1\) with other values \(first at position "
+                                        r"0\): give a list of futures only"):
+        partition([X, fut], client=client1)
+    with pytest.raises(ValueError, match="data is a list that is no array of rows"):
+        partition([[1, 2], [3]], client="local")
+    assert partition([[1, 2], [3, 4]], client="local").total_rows == 2

@@ -84,7 +84,9 @@ def triples(X, y, cols: tuple, need_ratings: bool, as_array: bool = False) -> tu
     Raises
     ------
     ValueError
-        A missing column (named), an array of the wrong shape, ``y`` of another length.
+        A missing column (named), an array of the wrong shape, ``y`` of another length or
+        not 1-D (a column ``(n, 1)`` is raveled with scikit-learn's
+        ``DataConversionWarning``).
     """
     if hasattr(X, "columns") and not as_array:  # pandas
         names = list(cols[:2]) + ([cols[2]] if need_ratings and y is None else [])
@@ -103,6 +105,11 @@ def triples(X, y, cols: tuple, need_ratings: bool, as_array: bool = False) -> tu
         values = [a[:, j] for j in range(width)]
         labels = [f"X column {j} ({w})" for j, w in zip(range(width), COLUMNS)]
     if y is not None and need_ratings:
+        from sklearn.utils.validation import column_or_1d
+
+        # scikit-learn's rule: a column is raveled with a warning, a 2-D y refused (it failed
+        # with pandas' "Per-column arrays must each be 1-dimensional")
+        y = column_or_1d(y, warn=True)
         values, labels = values[:2] + [y], labels[:2] + ["y"]
     users, items = as_ids(values[0], labels[0]), as_ids(values[1], labels[1])
     ratings = as_ratings(values[2], labels[2]) if need_ratings else None

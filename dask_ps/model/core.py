@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..cluster import check_client
 from ..state.optimizers import Optimizer, get_optimizer
 from ..state.table import Init, TableSpec
 from ..state.transport import ShardRef
@@ -83,17 +84,7 @@ class PSModel:
             raise ValueError(f"n_shards must be a positive integer, got {n_shards!r}")
         if not (isinstance(timeout, numbers.Real) and timeout > 0):
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        if isinstance(client, str) and client != "local":
-            raise ValueError(f"client must be a distributed.Client, 'local' or None, "
-                             f"got {client!r}")
-        if client is not None and not isinstance(client, str) and not hasattr(client,
-                                                                               "scheduler_info"):
-            raise TypeError(f"client must be a distributed.Client, 'local' or None, "
-                            f"got {type(client).__name__}")
-        if client is not None and not isinstance(client, str) and client.status in (
-                "closing", "closed"):
-            raise ValueError(f"client is {client.status}: pass an open distributed.Client, "
-                             f"'local' (shards in this process) or None")
+        check_client(client)
         self._job: str | None = None
         self.uid = uuid.uuid4().hex[:12]
         self.timeout = float(timeout)

@@ -7,7 +7,7 @@ import time
 import uuid
 from typing import Any, Callable
 
-from ..cluster import PauseWatch
+from ..cluster import PauseWatch, check_client
 from . import inputs
 from .worker import Partition, drop_state, fit_spill_target, io_counters
 
@@ -19,11 +19,15 @@ WAIT_INTERVAL = 2.0
 
 
 def _client_of(client):
-    """A distributed.Client, or None for the in-process mode ("local", or no client)."""
+    """A distributed.Client, or None for the in-process mode ("local", or no client).
+
+    Raises
+    ------
+    ValueError, TypeError
+        See :func:`~dask_ps.cluster.check_client` (a closed client, not a client).
+    """
+    check_client(client)
     if isinstance(client, str):
-        if client != LOCAL:
-            raise ValueError(f"client must be a distributed.Client, 'local' or None, "
-                             f"got {client!r}")
         return None
     if client is not None:
         return client
@@ -250,6 +254,7 @@ class Partitions:
         """
         if self.is_local or self._start is None:
             return {}
+        self._check_client()
         now = self.client.run(io_counters, keys=[f.key for f in self._parts])
         reads: dict = {}
         out = dict(source_reads=0, source_bytes=0, bytes_in_memory=0, bytes_on_disk=0,
@@ -273,8 +278,19 @@ class Partitions:
 
     # -- life ------------------------------------------------------------------------------
     def _check(self) -> None:
+        """Refuse a use after :meth:`release`, or after the client closed (Dask's own
+        errors said "IOLoop is closed" or "Client is closed. Can't send update-graph
+        message", naming neither the data nor what to do)."""
         if self._released:
             raise RuntimeError(f"partitions {self.uid} were released")
+        self._check_client()
+
+    def _check_client(self) -> None:
+        if self.client is not None and self.client.status in ("closing", "closed"):
+            raise RuntimeError(f"partitions {self.uid}: their client is {self.client.status}, "
+                               f"and their data with it (Dask frees a closed client's futures): "
+                               f"partition the data again "
+                               f"with an open client")
 
     def release(self) -> None:
         """Let Dask free the partitions and drop their worker-local state

@@ -275,7 +275,13 @@ def as_dask_chunks(data) -> tuple[list, list[int] | None]:
                 if any(np.isnan(c) for c in first.chunks[0]):  # nothing to cut x to
                     raise UnknownChunks(element=next(j for j, v in enumerate(items)
                                                  if v is first))
-                x = da.from_array(np.asarray(x), chunks=(first.chunks[0],)
+                x = np.asarray(x)
+                if x.ndim == 0 or x.shape[0] != first.shape[0]:  # (dask said only "Chunks do
+                    # not add up to shape")
+                    raise ValueError(f"the elements of the data have {first.shape[0]} and "
+                                     f"{x.shape[0] if x.ndim else 0} rows; they must be "
+                                     f"aligned by rows")
+                x = da.from_array(x, chunks=(first.chunks[0],)
                                   + tuple(-1 for _ in np.shape(x)[1:]))
             if x.ndim > 2:
                 raise ValueError(f"a dask array of a partition must have 1 or 2 dimensions, "

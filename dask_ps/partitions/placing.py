@@ -39,7 +39,8 @@ def partition(data, *, client=None, n_partitions: int | None = None,
         made itself: scattered in-memory data, computed dask chunks, moved copies).
     client : distributed.Client or "local", optional
         Default: the current client; "local" (or no client) keeps the partitions in this
-        process.
+        process. A closed client, or anything else, is refused as :class:`~dask_ps.PSModel`
+        refuses it (:func:`dask_ps.cluster.check_client`).
     n_partitions : int, optional
         In-memory data: the number of partitions (default: one per worker thread, 1
         without a cluster). Dask data: at least this many (default: one per worker thread),
@@ -61,17 +62,18 @@ def partition(data, *, client=None, n_partitions: int | None = None,
     ValueError
         Empty data: without any row (``"data has no rows"``: in memory, a dask collection
         whose chunks all have 0 rows, or a list of futures whose values all have 0 rows),
-        tuples whose elements do not have the same
+        a list whose rows are ragged, tuples whose elements do not have the same
         rows, unknown dask chunk sizes, a bad ``n_partitions``, ``by`` that is not a
         column, ``workers`` naming no worker of the cluster or given without a cluster
-        (``client="local"`` or no client: there are no workers to choose), or in-memory
-        data whose workers all left the cluster.
+        (``client="local"`` or no client: there are no workers to choose), in-memory
+        data whose workers all left the cluster, or a ``client`` that is closed.
     TypeError
         Data of a kind that has no rows, or a future whose value has none, naming its
         position and type: a partition (a future's value, or a piece of the data) is an
         object with a ``shape`` of one dimension or more (NumPy, scipy.sparse,
         ``sparse.COO``, pandas) or a tuple of them; it may have 0 rows (the steps get it
-        as it is), but a string, a list, None or a scalar is refused.
+        as it is), but a string, a list, None or a scalar is refused. A list mixing
+        futures with other values. A ``client`` that is no ``distributed.Client``.
     MemoryError
         In-memory data of which one partition would take more than Dask's ``pause``
         fraction of its worker's memory limit (``distributed.worker.memory.pause``, 80% by
@@ -240,7 +242,16 @@ def _rows_ready(x):
     if hasattr(x, "to_scipy_sparse"):
         return x.to_scipy_sparse().tocsr()
     if isinstance(x, list):
-        return np.asarray(x)
+        futures = [i for i, v in enumerate(x) if hasattr(v, "key") and hasattr(v, "status")]
+        if futures:  # (numpy said "setting an array element with a sequence")
+            raise TypeError(f"data is a list mixing Dask futures (first at position "
+                            f"{futures[0]}) with other values (first at position "
+                            f"{min(set(range(len(x))) - set(futures))}): give a list of "
+                            f"futures only, one partition each, or in-memory data")
+        try:
+            return np.asarray(x)
+        except ValueError as exc:  # ragged rows
+            raise ValueError(f"data is a list that is no array of rows ({exc})") from None
     return x
 
 

@@ -178,3 +178,20 @@ def test_recommend_refuses_n_that_is_not_a_positive_integer(fitted, n):
     """True was taken as n=1 (the estimators' own integer parameters refuse booleans)."""
     with pytest.raises(ValueError, match=f"^n must be a positive integer, got {n!r}$"):
         fitted.recommend(fitted.user_ids_[0], n=n)
+
+
+# -- y beside X of (user, item) rows: scikit-learn's rule for its shape ------------------------
+def test_ratings_y_of_two_columns_are_refused_and_a_column_is_raveled():
+    """A 2-D ``y`` failed in pandas ("Per-column arrays must each be 1-dimensional"), naming
+    neither y nor its shape; scikit-learn refuses it and ravels a column with a warning."""
+    from sklearn.exceptions import DataConversionWarning
+
+    df = toy()
+    X, y = df[["user", "item"]].to_numpy(), df["rating"].to_numpy()
+    with pytest.raises(ValueError, match=r"y should be a 1d array, got an array of shape "
+                                         r"\(300, 2\) instead"):
+        MatrixFactorization(client="local", **FAST).fit(X, np.c_[y, y])
+    with pytest.warns(DataConversionWarning, match="column-vector y"):
+        column = MatrixFactorization(client="local", **FAST).fit(X, y[:, None])
+    flat = MatrixFactorization(client="local", **FAST).fit(X, y)
+    np.testing.assert_array_equal(column.predict(X[:20]), flat.predict(X[:20]))
