@@ -31,6 +31,8 @@ def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("models")
     fits = {
         "ftrl": LogisticRegression(client="local", max_iter=2, progress=False).fit(X, Y),
+        "adagrad3": LogisticRegression(client="local", solver="adagrad", max_iter=2,
+                                       progress=False).fit(X, Y3),
         "lbfgs3": LogisticRegression(client="local", solver="lbfgs", max_iter=200,
                                      progress=False).fit(X, Y3),
         "fm": FactorizationMachineClassifier(client="local", k=3, max_iter=2,
@@ -75,6 +77,15 @@ def _edited(src, dst, arrays=None, values=None) -> str:
     return str(dst)
 
 
+def _set(key, row, col, value):
+    """An edit of array ``key``: its value at ``[row, col]`` replaced by ``value``."""
+    def edit(a):
+        out = a[key].copy()
+        out[row, col] = value
+        return out
+    return edit
+
+
 def _cut(key, rows=None, cols=None):
     """An edit of array ``key``: its first ``rows`` rows, or first ``cols`` columns."""
     def edit(a):
@@ -108,6 +119,21 @@ CASES = [  # (file, arrays: key -> edit of the arrays, JSON values, message)
      r"_ps_state_.W has shape \(3, 1\), not \(6, 1\)"),
     ("ftrl", {"a/_ps_state_/state": _cut("a/_ps_state_/state", rows=3)}, None,
      r"_ps_state_.state has shape \(3, 2\), not one row for each of the 6 rows"),
+    # optimizer state a fit never leaves: a negative FTRL n or AdaGrad accumulator made
+    # the next partial_fit's weights NaN (a DivergenceError blaming the learning rate)
+    ("ftrl", {"a/_ps_state_/state": _set("a/_ps_state_/state", 2, 1, -5.0)}, None,
+     r"_ps_state_.state holds 1 negative value\(s\) in its FTRL n columns \(the first in "
+     r"row 2, column 1: -5.0\); a fit's are sums of squared gradients, never negative"),
+    ("adagrad3", {"a/_ps_state_/state": _set("a/_ps_state_/state", 4, 5, -1e-3)}, None,
+     r"_ps_state_.state holds 1 negative value\(s\) in its AdaGrad accumulator columns "
+     r"\(the first in row 4, column 5: -0.001\)"),
+    ("adagrad3", {"a/_ps_state_/state": _cut("a/_ps_state_/state", cols=3)}, None,
+     r"_ps_state_.state has 3 columns, not 6 \(solver 'adagrad', 3 output\(s\)\)"),
+    ("fm", {"a/_ps_state_/w_state": _set("a/_ps_state_/w_state", 1, 1, -2.0)}, None,
+     r"_ps_state_.w_state holds 1 negative value\(s\) in its FTRL n columns"),
+    ("fm", {"a/_ps_state_/v_state": _set("a/_ps_state_/v_state", 1, 4, -2.0)}, None,
+     r"_ps_state_.v_state holds 1 negative value\(s\) in its factor accumulator columns "
+     r"\(the first in row 1, column 4: -2.0\)"),
     # 3 classes: an intercept of 2 (bias[2] read past it); 2 classes for 3 rows of weights
     ("lbfgs3", {"a/intercept_": lambda a: np.zeros(2)}, None,
      r"intercept_ has shape \(2,\), not \(3,\)"),
@@ -170,6 +196,10 @@ def test_fitted_arrays_that_do_not_fit_together_are_refused(files, tmp_path, nam
 def test_unedited_files_load_and_predict_as_fitted(files):
     est, _ = load_estimator(files["lbfgs3"])
     assert est.predict_proba(X).shape == (80, 3)
+    for name, y in (("ftrl", Y), ("adagrad3", Y3)):  # their state passes its checks
+        est, _ = load_estimator(files[name])
+        est.partial_fit(X, y)
+        assert np.isfinite(est.coef_).all() and est.score(X, y) > 0.4
     est, _ = load_estimator(files["fm"])
     assert est.score(X, Y) > 0.8
     for name in ("mf", "mfs"):
@@ -177,6 +207,21 @@ def test_unedited_files_load_and_predict_as_fitted(files):
         ratings = RATINGS if name == "mf" else RATINGS.assign(
             user="u" + RATINGS.user.astype(str))
         assert np.isfinite(est.predict(ratings)).all()
+
+
+@pytest.mark.parametrize("name, key", [("ftrl", "a/_ps_state_/state"),
+                                       ("adagrad3", "a/_ps_state_/state"),
+                                       ("fm", "a/_ps_state_/v_state")])
+def test_non_finite_optimizer_state_is_refused_naming_file_and_attribute(files, tmp_path,
+                                                                         name, key):
+    """NaN in saved optimizer state (the next partial_fit's weights NaN) is refused with
+    the other float arrays of a file, naming the file, the attribute and the array."""
+    a = dict(np.load(files[name], allow_pickle=False))
+    path = _edited(files[name], tmp_path / "e.npz", {key: _set(key, 1, 1, np.nan)(a)})
+    attr = key[2:].replace("/", ".")
+    with pytest.raises(DataError, match=rf"^{path}: attribute {attr}: array '{key}' holds 1 "
+                                        rf"NaN or infinite value"):
+        load_estimator(path)
 
 
 _PREDICT = """

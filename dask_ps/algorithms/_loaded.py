@@ -19,7 +19,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["check_factorization", "check_linear", "check_ratings_model"]
+__all__ = ["STATE_COLUMNS", "check_factorization", "check_linear", "check_ratings_model"]
 
 
 def _count(value) -> bool:
@@ -58,13 +58,36 @@ def _keys(name: str, keys, n: int, high: int) -> None:
                          f"{keys[0]} to {keys[-1]})")
 
 
+#: Columns of a logistic regression's ``_ps_state_.state`` per output, by solver: the
+#: weights (SGD, L-BFGS) or ``[w, accumulator]`` (AdaGrad), ``[z, n]`` (FTRL).
+STATE_COLUMNS = {"ftrl": 2, "adagrad": 2, "sgd": 1, "lbfgs": 1}
+
+
+def _accumulators(name: str, rows: np.ndarray, cols: slice, what: str) -> None:
+    """Refuse optimizer state ``rows`` whose columns ``cols`` (``what``: AdaGrad's
+    accumulators, FTRL's ``n``: sums of squared gradients) hold a negative value: a fit
+    never makes one, and the next ``partial_fit`` divided by the square root of it (NaN
+    weights, then a DivergenceError blaming the learning rate). (NaN and infinity are
+    refused by :func:`dask_ps.saving.load_estimator` for every float array of a file.)"""
+    part = rows[:, cols]
+    bad = ~(part >= 0)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise ValueError(f"{name} holds {int(bad.sum())} negative value(s) in its {what} "
+                         f"columns (the first in row {r}, column {c + (cols.start or 0)}: "
+                         f"{float(part[r, c])}); a fit's are sums of squared gradients, "
+                         f"never negative")
+
+
 def check_linear(est, n_outputs: int | None = None) -> int:
     """The fitted state of a :class:`~dask_ps.LogisticRegression` (or of the linear part
     of a factorization machine, ``n_outputs=1``) ``est``: ``classes_`` of at least two
     classes, ``coef_`` (K, width) and ``intercept_`` (K,) floats, where K is 1 for two
     classes and the number of classes otherwise and ``width`` is the fitted
     ``n_hashed_features`` or else ``n_features_in_``; a ``_ps_state_`` (a
-    :class:`~.logistic.TrainState`) whose rows are those of the same width.
+    :class:`~.logistic.TrainState`) whose rows are those of the same width, of its
+    solver's columns (:data:`STATE_COLUMNS`), AdaGrad's accumulators and FTRL's ``n``
+    never negative.
 
     Returns
     -------
@@ -111,6 +134,16 @@ def check_linear(est, n_outputs: int | None = None) -> int:
             and state.state.shape[0] == rows):
         raise ValueError(f"_ps_state_.state has shape {np.shape(state.state)}, not one row "
                          f"for each of the {rows} rows of _ps_state_.W")
+    per = STATE_COLUMNS.get(getattr(state, "solver", None))
+    if per is None:
+        raise ValueError(f"_ps_state_.solver is {getattr(state, 'solver', None)!r}, not one "
+                         f"of {sorted(STATE_COLUMNS)}")
+    if state.state.shape[1] != per * k:
+        raise ValueError(f"_ps_state_.state has {state.state.shape[1]} columns, not "
+                         f"{per * k} (solver {state.solver!r}, {k} output(s))")
+    if per == 2:
+        _accumulators("_ps_state_.state", state.state, slice(k, 2 * k),
+                      "FTRL n" if state.solver == "ftrl" else "AdaGrad accumulator")
     return width
 
 
@@ -119,7 +152,7 @@ def check_factorization(est) -> None:
     ``factors_`` (width, k) of the same kind as ``coef_`` (dense, or CSC beside a CSR
     ``coef_``) and its ``_ps_state_`` (an :class:`~.fm.FMState`): FTRL rows ``[z, n]``
     and factor rows ``[v, accumulators]`` (2 k) of distinct keys within the width (the
-    intercept's key is the width itself).
+    intercept's key is the width itself), ``n`` and the accumulators never negative.
 
     Raises
     ------
@@ -147,6 +180,8 @@ def check_factorization(est) -> None:
         _floats(f"_ps_state_.{part}_state", rows, (_rows(rows), n_cols),
                 "[z, n]" if part == "w" else "[v, accumulators] of factors_' rank")
         _keys(f"_ps_state_.{part}_keys", getattr(state, f"{part}_keys"), rows.shape[0], high)
+        _accumulators(f"_ps_state_.{part}_state", rows, slice(n_cols // 2, n_cols),
+                      "FTRL n" if part == "w" else "factor accumulator")
 
 
 def check_ratings_model(est) -> None:

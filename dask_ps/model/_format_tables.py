@@ -14,6 +14,10 @@ from ..state.table import Init, TableSpec
 #: Bytes of weights per chunk (zarr 3 wrote 4 MB chunks at ~1.1 GB/s here, see DESIGN.md).
 CHUNK_BYTES = 4 * 2**20
 
+#: The hash function placing a hashed table's keys on shards, as a checkpoint names it
+#: (:class:`~dask_ps.state.partition.HashPartitioner`); a load refuses any other name.
+HASH = "splitmix64-high32"
+
 
 def chunk_rows(spec: TableSpec, requested: int | None = None) -> int:
     """Rows per chunk of a table's arrays: about :data:`CHUNK_BYTES` of values."""
@@ -29,7 +33,7 @@ def table_attrs(spec: TableSpec, index: int, n_keys: int, rows_per_chunk: int) -
         name=spec.name, path=f"t{index}", n_keys=int(n_keys), chunk_rows=int(rows_per_chunk),
         n_rows=spec.n_rows, ncols=spec.ncols, vector=spec.vector, dtype=spec.dtype.str,
         partitioner=dict(name="hash" if spec.sparse else "range",
-                         hash="splitmix64-high32" if spec.sparse else None),
+                         hash=HASH if spec.sparse else None),
         optimizer=spec.optimizer.config(),
         init=dict(kind=spec.init.kind, a=spec.init.a, b=spec.init.b, seed=spec.init.seed),
         slots={k: dict(width=int(w), dtype=np.dtype(dt).str) for k, (w, dt) in layout.items()},
@@ -52,13 +56,35 @@ def spec_differences(spec: TableSpec, t: dict) -> dict:
     return {k: (theirs[k], v) for k, v in ours.items() if theirs[k] != v}
 
 
+def other_model(specs: dict, tables: dict) -> str | None:
+    """Why a checkpoint whose tables are described by ``tables`` (its ``tables`` attribute,
+    scratch tables left out) holds another model than the one of saved table specs
+    ``specs``: a table of the model it lacks, or one of the model's name holding another
+    table (:func:`spec_differences`); e.g. ``"holds tables ['v'], not the model's ['w']:
+    it is another model's checkpoint"``. None when it holds the model's tables."""
+    own = [n for n in specs if n not in tables]
+    if own:
+        return (f"holds tables {sorted(tables)}, not the model's {own}: it is another "
+                f"model's checkpoint")
+    said = []
+    for name, spec in specs.items():
+        diff = spec_differences(spec, tables[name])
+        if "optimizer" in diff:  # its state differs with it: said once
+            diff.pop("slots", None)
+        if diff:
+            said.append(f"table {name!r} has " + ", ".join(
+                f"{k} {a!r} (the model's: {b!r})" for k, (a, b) in diff.items()))
+    return f"holds other tables than the model's: {'; '.join(said)}" if said else None
+
+
 def spec_from_attrs(t: dict, n_shards: int) -> TableSpec:
     """Rebuild a table's spec, for ``n_shards`` shards, from its JSON description.
 
     Raises
     ------
     CheckpointFormatError
-        An optimizer, partitioner or init this dask_ps does not know.
+        An optimizer, partitioner, hash function (``partitioner.hash``) or init this
+        dask_ps does not know.
     """
     opt = dict(t["optimizer"])
     name = opt.pop("name")
@@ -73,6 +99,11 @@ def spec_from_attrs(t: dict, n_shards: int) -> TableSpec:
     part = t["partitioner"]["name"]
     if part not in ("range", "hash"):
         raise CheckpointFormatError(f"table {t['name']!r}: unknown partitioner {part!r}")
+    named, want = t["partitioner"].get("hash"), HASH if part == "hash" else None
+    if named != want:  # keys hashed by another function mean other rows
+        raise CheckpointFormatError(f"table {t['name']!r}: field partitioner.hash is "
+                                    f"{named!r}, a {part} table's is {want!r} in this "
+                                    f"dask_ps: refusing to load its keys")
     init = t["init"]
     if init["kind"] not in ("constant", "uniform", "normal"):
         raise CheckpointFormatError(f"table {t['name']!r}: unknown init {init['kind']!r}")

@@ -1,7 +1,9 @@
 """Claiming the next version of a checkpoint for one save: a folder made with ``os.mkdir`` on
 local disks, a conditional put of a :data:`CLAIM` file elsewhere (S3: ``If-None-Match: *``),
 tried again when S3 answers a race with a 409 (:func:`~dask_ps.io._storage.is_write_conflict`).
-Used by :func:`~dask_ps.model.checkpoint.save`.
+Used by :func:`~dask_ps.model.checkpoint.save`. And :func:`newest_own`: the newest version
+of a folder that holds a given model, for a restore or a resume of a folder where several
+models save.
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ import os
 import random
 import socket
 import time
+import warnings
+from typing import Callable
 
 import numpy as np
 
+from ..exceptions import CheckpointFormatError, user_stacklevel
 from . import format as ck
 
-__all__ = ["CLAIM", "CLAIM_TRIES", "claim", "new_version"]
+__all__ = ["CLAIM", "CLAIM_TRIES", "claim", "newest_own", "new_version", "said_of"]
 
 
 def new_version(url: str, attrs: dict, tries: int = 32) -> tuple:
@@ -127,3 +132,58 @@ def claim(path: str, tries: int = CLAIM_TRIES) -> bool:
     raise OSError(errno.EIO, f"claiming version {version} ({url_of(fs, f'{root}/{CLAIM}')!r}): "
                              f"S3 answered 409 {' or '.join(sorted(codes))} to each of {tries} "
                              f"tries (other writes of that claim kept racing it); save again")
+
+
+def newest_own(info: ck.CheckpointInfo, differs: Callable, what: str = "this model") -> tuple:
+    """``(version, others)``: ``info`` (a folder's newest sound version, from
+    :func:`~dask_ps.model.format.latest`) when ``differs(info)`` is None (it holds this
+    model, or fit), else the newest older complete and sound version of its folder that
+    does, with a ``UserWarning`` naming the newer versions skipped and what they hold
+    (pointing at the caller's line outside dask_ps): a folder two models save into holds
+    each one's versions, and a restore or resume wants its own. ``version`` is None when
+    no version holds it; ``others`` maps each version skipped to what ``differs`` said of
+    it (newest first), or to its damage (an older version found damaged on the way, also
+    added to the returned version's ``damaged``).
+
+    ``differs(info)`` returns None, or why version ``info`` holds another model (a str);
+    ``what`` names the model in the warning (``"this fit"``).
+    """
+    others: dict = {}
+    found = info if (said := differs(info)) is None else None
+    if found is None:
+        others[info.version] = said
+        damaged = dict(info.damaged)
+        for v in reversed([v for v in ck.list_versions(info.url)[0] if v < info.version]):
+            try:
+                with warnings.catch_warnings():  # torn versions: in info.torn already
+                    warnings.simplefilter("ignore", ck.TornCheckpointWarning)
+                    older = ck.latest(info.url, version=v)
+            except CheckpointFormatError as exc:  # damaged, or of a format not read here
+                others[v] = f"is damaged or unreadable ({exc})"
+                damaged[v] = [str(exc)]
+                continue
+            if (said := differs(older)) is None:
+                found = ck.CheckpointInfo(info.url, v, older.attrs, list(info.torn),
+                                          damaged=damaged)
+                break
+            others[v] = said
+    if found is not None and others:
+        warnings.warn(f"checkpoint folder {info.url!r}: {said_of(others)}; skipped, using "
+                      f"version {found.version}, the newest of {what}", UserWarning,
+                      stacklevel=user_stacklevel())
+    return found, others
+
+
+def said_of(others: dict, n: int = 3) -> str:
+    """What :func:`newest_own` found of the versions it skipped (version -> ``"holds ..."``
+    or ``"is damaged ..."``), newest first, versions found alike said together: the first
+    ``n`` findings, then the numbers of the other versions."""
+    alike: dict = {}
+    for v, said in others.items():
+        alike.setdefault(said, []).append(v)
+    parts = [f"version {vs[0]} {said}" if len(vs) == 1 else
+             f"versions {', '.join(map(str, vs[:-1]))} and {vs[-1]}: each {said}"
+             for said, vs in list(alike.items())[:n]]
+    more = [v for vs in list(alike.values())[n:] for v in vs]
+    return "; ".join(parts) + (f"; and versions {more}, of other models or damaged, too"
+                               if more else "")

@@ -32,7 +32,7 @@ from . import _format_tables as ft
 from . import connection, placement
 from . import format as ck
 from . import key_ranges as kr
-from ._versions import new_version
+from ._versions import new_version, newest_own, said_of
 from .writers import plan_table as _plan_table
 from .writers import write_part as _write_part
 
@@ -334,16 +334,15 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
     tables in memory. A new model (nothing to lose) skips it."""
     _check_url(model, info.url)
     model._refuse_in_job("restore", "restore between jobs")
+    ck.check_format(info.attrs, info.url, info.version)  # a version named by hand too
     # a scratch table of the model (add_table(checkpoint=False)) is not restored, even from
     # a checkpoint written when it was kept: it is made empty again below
     tables = {n: t for n, t in info.attrs["tables"].items() if n not in model._scratch}
-    own = [n for n in model.saved_specs if n not in tables]
-    if own:
-        raise CheckpointFormatError(
-            f"checkpoint {info.url!r} version {info.version} holds tables {sorted(tables)}, "
-            f"not the model's {own}: it is another model's checkpoint (load it into a new "
-            f"model with PSModel.load)")
-    _check_same_tables(model, info, tables)
+    said = ft.other_model(model.saved_specs, tables)
+    if said:
+        raise CheckpointFormatError(f"checkpoint {info.url!r} version {info.version} {said}; "
+                                    f"nothing was restored (load it into a new model with "
+                                    f"PSModel.load)")
     try:
         specs = {name: ft.spec_from_attrs(t, model.n_shards) for name, t in tables.items()}
     except (ValueError, TypeError, KeyError, AttributeError) as exc:  # metadata edited
@@ -377,33 +376,6 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
                          f"values elsewhere; restore it again, or another version")
         raise
     model.checkpoint_info = info
-
-
-def _check_same_tables(model, info: ck.CheckpointInfo, tables: dict) -> None:
-    """Refuse a checkpoint holding a table of the model's name but another table: other
-    rows (of a dense table), columns, dtype, partitioner or update rule
-    (:func:`~dask_ps.model._format_tables.spec_differences`; hyper-parameters and the number of
-    shards may differ), before anything is changed.
-
-    Raises
-    ------
-    CheckpointFormatError
-        Naming the checkpoint, each such table and what differs (the checkpoint's, the
-        model's).
-    """
-    said = []
-    for name, spec in model.saved_specs.items():
-        diff = ft.spec_differences(spec, tables[name]) if name in tables else {}
-        if "optimizer" in diff:  # its state differs with it: said once
-            diff.pop("slots", None)
-        if diff:
-            said.append(f"table {name!r} has " + ", ".join(
-                f"{k} {a!r} (the model's: {b!r})" for k, (a, b) in diff.items()))
-    if said:
-        raise CheckpointFormatError(
-            f"checkpoint {info.url!r} version {info.version} holds other tables than the "
-            f"model's: {'; '.join(said)}; nothing was restored (load it into a new model "
-            f"with PSModel.load)")
 
 
 def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
@@ -557,7 +529,9 @@ def restore(model, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInf
     keys, optimizer state and specs as they were. Given a URL, a damaged newest version is
     then skipped for the newest older one that restores, as :meth:`PSModel.load` does,
     with a :class:`~dask_ps.model.format.TornCheckpointWarning` naming it and its damage
-    (it is left in the store as it is); given one version, its damage raises.
+    (it is left in the store as it is); given one version, its damage raises. Given a URL
+    where other models save too, the newest version holding this model's tables is
+    restored, newer ones of another model skipped with a ``UserWarning`` naming them.
 
     Parameters
     ----------
@@ -578,9 +552,11 @@ def restore(model, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInf
     CheckpointFormatError
         Another model's checkpoint (it lacks a table of this model, or holds one of its
         name with other rows, columns, dtype or update rule: naming the table and what
-        differs), a newer format, or a damaged array (naming the checkpoint, table and
-        rows) of the version given, or of every complete version of the URL: the model is
-        unchanged.
+        differs), or a folder none of whose versions holds this model (naming the folder
+        and what each version holds); a newer format, a format or hash function this
+        dask_ps does not read (naming the field), or a damaged array (naming the
+        checkpoint, table and rows) of the version given, or of every complete version of
+        the URL: the model is unchanged.
     RuntimeError
         While a job runs.
 
@@ -589,14 +565,34 @@ def restore(model, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInf
     TornCheckpointWarning
         Given a URL, newer versions were torn or damaged and were skipped; pointing at the
         caller's line.
+    UserWarning
+        Given a URL, newer versions hold another model and were skipped (naming them).
     """
     if isinstance(checkpoint, ck.CheckpointInfo):
         _restore(model, checkpoint, optimizer_state)
         return checkpoint
     info, errors = ck.latest(checkpoint), []
     while True:
+        info = _own(model, info)
         try:
             _restore(model, info, optimizer_state)
             return info
         except CheckpointFormatError as exc:
             info = _older(info, exc, errors, "restores")
+
+
+def _own(model, info: ck.CheckpointInfo) -> ck.CheckpointInfo:
+    """``info``, or the newest older version of its folder holding the model's tables
+    (:func:`~dask_ps.model._versions.newest_own`, warning); a CheckpointFormatError naming
+    the folder and what each version holds when none does."""
+    def differs(i):
+        return ft.other_model(model.saved_specs, {n: t for n, t in i.attrs["tables"].items()
+                                                  if n not in model._scratch})
+
+    found, others = newest_own(info, differs)
+    if found is None:
+        raise CheckpointFormatError(
+            f"checkpoint folder {info.url!r} holds no version of this model: "
+            f"{said_of(others)}; nothing was restored (load one into a new model with "
+            f"PSModel.load)")
+    return found

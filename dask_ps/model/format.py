@@ -45,8 +45,8 @@ from ..exceptions import CheckpointFormatError, CheckpointNotFoundError, user_st
 from ._format_tables import spec_from_attrs, table_attrs
 
 __all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "check_export_target",
-           "chunk_keys", "latest", "list_versions", "open_version", "prune", "spec_from_attrs",
-           "table_attrs", "verify"]
+           "check_format", "chunk_keys", "latest", "list_versions", "open_version", "prune",
+           "spec_from_attrs", "table_attrs", "verify"]
 
 #: Version of the store layout; readers refuse anything newer.
 FORMAT = 1
@@ -287,7 +287,7 @@ def latest(url: str, version: int | None = None) -> CheckpointInfo:
         warnings.warn(f"checkpoint {url!r}: {', '.join(what)}; skipped, using version "
                       f"{chosen}", TornCheckpointWarning, stacklevel=user_stacklevel())
     attrs = open_version(version_url(url, chosen)).attrs.asdict()
-    _check_format(attrs, url, chosen)
+    check_format(attrs, url, chosen)
     return CheckpointInfo(url, chosen, attrs, newer_torn, damaged=damaged)
 
 
@@ -437,16 +437,38 @@ def chunk_keys(meta: dict) -> list[str]:
             for i in itertools.product(*map(range, grid_shape))]
 
 
-def _check_format(attrs: dict, url: str, version: int) -> None:
+def check_format(attrs: dict, url: str, version: int) -> None:
+    """Refuse version ``version`` of ``url`` (``attrs``, its metadata) unless its format,
+    in its metadata (``dask_ps.format``) and in its manifest (``format``) alike, is one
+    this dask_ps reads, and its tables' descriptions give their chunks.
+
+    Raises
+    ------
+    CheckpointFormatError
+        Naming the checkpoint, version and field: a newer format (upgrade dask_ps), one
+        no dask_ps writes or two formats that differ (the metadata is damaged or edited),
+        a table of no ``chunk_rows`` or ``n_keys``.
+    """
     meta = attrs.get("dask_ps")
     if not isinstance(meta, dict) or not isinstance(meta.get("format"), int):
         raise CheckpointFormatError(f"checkpoint {url!r} version {version} is not a dask_ps "
                                     f"checkpoint (no 'dask_ps' format attribute)")
-    if meta["format"] > FORMAT:
+    fs, root = _fs(version_url(url, version))
+    written = (_read_manifest(fs, root) or {}).get("format")
+    for where, fmt in ((" (field dask_ps.format)", meta["format"]),
+                       (" (field format of its manifest.json)", written)):
+        if type(fmt) is int and fmt > FORMAT:
+            raise CheckpointFormatError(
+                f"checkpoint {url!r} version {version}{where} has format {fmt} (written by "
+                f"dask_ps {meta.get('library_version')}); this dask_ps reads formats up to "
+                f"{FORMAT}: upgrade dask_ps to load it")
+    if type(meta["format"]) is not int or meta["format"] < 1 or type(written) is not int \
+            or written != meta["format"]:
         raise CheckpointFormatError(
-            f"checkpoint {url!r} version {version} has format {meta['format']} (written by "
-            f"dask_ps {meta.get('library_version')}); this dask_ps reads formats up to "
-            f"{FORMAT}: upgrade dask_ps to load it")
+            f"checkpoint {url!r} version {version}: its metadata is damaged: field "
+            f"dask_ps.format is {meta['format']!r}, field format of its manifest.json "
+            f"{written!r}; a dask_ps checkpoint gives one format in both (this dask_ps reads "
+            f"1 to {FORMAT})")
     tables = attrs.get("tables")
     problem = None if isinstance(tables, dict) else "no 'tables' attribute"
     for name, t in (tables or {}).items() if problem is None else ():

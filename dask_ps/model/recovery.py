@@ -39,8 +39,10 @@ from ..exceptions import (
 from . import format as ck
 from . import placement
 from ._format_tables import spec_differences
+from ._versions import newest_own, said_of
 
-__all__ = ["check_not_past", "recover", "recreate", "run_clocks"]
+__all__ = ["check_not_past", "check_resumable", "fit_differences", "recover", "recreate",
+           "run_clocks"]
 
 
 def _loss_errors() -> tuple:
@@ -102,11 +104,8 @@ def restore_sound(model, info: ck.CheckpointInfo, optimizer_state: bool = True,
 
 def check_resumable(model, info: ck.CheckpointInfo, fit_id: dict | None = None) -> None:
     """Refuse to resume ``model``'s fit from checkpoint ``info`` when it holds other tables
-    than the fit made: another set of tables, or a table of other rows, columns, dtype,
-    partitioner or update rule (another feature count, rank, number of topics or classes,
-    solver...); or, with ``fit_id`` (what the fit says of itself, e.g. its estimator and
-    hashed width: see :func:`run_clocks`), when the checkpoint's differs. Checked before
-    anything is restored: the model and the checkpoint are left as they are.
+    than the fit made (:func:`fit_differences`). Checked before anything is restored: the
+    model and the checkpoint are left as they are.
 
     Raises
     ------
@@ -114,6 +113,20 @@ def check_resumable(model, info: ck.CheckpointInfo, fit_id: dict | None = None) 
         Naming the checkpoint, each table that differs and how (the checkpoint's, this
         fit's).
     """
+    said = fit_differences(model, info, fit_id)
+    if said:
+        raise OptionError(f"resume: checkpoint {info.url!r} version {info.version} {said}; "
+                          f"resume with the same data and parameters, or use another "
+                          f"checkpoint folder")
+
+
+def fit_differences(model, info: ck.CheckpointInfo, fit_id: dict | None = None) -> str | None:
+    """Why checkpoint ``info`` holds another fit than ``model``'s: another set of tables, or
+    a table of other rows, columns, dtype, partitioner or update rule (another feature
+    count, rank, number of topics or classes, solver...); or, with ``fit_id`` (what the fit
+    says of itself, e.g. its estimator and hashed width: see :func:`run_clocks`), a
+    checkpoint's that differs. E.g. ``"holds another fit: table 'w': rows 21 (this fit's:
+    11)"``; None when it holds this fit."""
     # scratch tables (add_table(checkpoint=False)) are not compared: a restore empties them
     tables = {n: t for n, t in info.attrs.get("tables", {}).items() if n not in model._scratch}
     specs = model.saved_specs
@@ -131,10 +144,7 @@ def check_resumable(model, info: ck.CheckpointInfo, fit_id: dict | None = None) 
             if diff:
                 said.append(f"table {name!r}: " + ", ".join(
                     f"{k} {a!r} (this fit's: {b!r})" for k, (a, b) in diff.items()))
-    if said:
-        raise OptionError(f"resume: checkpoint {info.url!r} version {info.version} holds "
-                          f"another fit: {'; '.join(said)}; resume with the same data and "
-                          f"parameters, or use another checkpoint folder")
+    return f"holds another fit: {'; '.join(said)}" if said else None
 
 
 def check_not_past(info: ck.CheckpointInfo, n_clocks: int, unit: str = "clock",
@@ -296,7 +306,13 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
             if not rewinds:
                 check_not_past(info, n_clocks, unit, limit)
 
-        last = restore_sound(model, ck.latest(checkpoint), check=check)
+        start, others = newest_own(ck.latest(checkpoint),
+                                   lambda i: fit_differences(model, i, fit_id), "this fit")
+        if start is None:  # no version of this fit: named, with what the folder holds
+            raise OptionError(f"resume: checkpoint {checkpoint!r} holds no version of this "
+                              f"fit: {said_of(others)}; resume with the same data and "
+                              f"parameters, or use another checkpoint folder")
+        last = restore_sound(model, start, check=check)
         clock = min(last.clock, n_clocks)
         kept = list(last.attrs.get("extra", {}).get("results", []))[:clock]
         results[:] = kept + [None] * (clock - len(kept))

@@ -2,6 +2,7 @@
 callbacks, eval_set, warm starts that refuse other data."""
 
 import pickle
+import re
 import warnings
 
 import numpy as np
@@ -534,6 +535,43 @@ def test_resume_refuses_a_checkpoint_of_another_fit_before_restoring(tmp_path):
     LatentDirichletAllocation(n_components=3, **lkw).fit(counts)
     with pytest.raises(ValueError, match=r"table 'nwk': rows"):
         LatentDirichletAllocation(n_components=5, **lkw).fit(counts)
+
+
+@pytest.mark.filterwarnings("ignore:checkpoint folder .* two models are writing:UserWarning")
+def test_resume_takes_the_newest_version_of_this_fit_in_a_shared_folder(tmp_path):
+    """A fit saved into a folder where another fit saved since: resume=True refused it
+    ("version 6 holds another fit") though the folder held its own versions. It resumes
+    from the newest version of this fit now, warning which versions it skipped and what
+    they hold; a fit none of whose versions is there is refused naming the folder and
+    what each version holds, nothing saved."""
+    from dask_ps.model import format as ck
+
+    X, y = _data(LogisticRegression())
+    url = str(tmp_path / "ck")
+    kw = dict(client="local", random_state=0, checkpoint=url, solver="adagrad")
+    mine = LogisticRegression(max_iter=2, **kw).fit(X, y)
+    own = ck.list_versions(url)[0]
+    LogisticRegression(max_iter=2, **kw).fit(X[:, :10], y)  # another fit, saved since
+    versions = ck.list_versions(url)[0]
+    others = [v for v in versions if v not in own][::-1]
+    said = f"{', '.join(map(str, others[:-1]))} and {others[-1]}: each"
+    with pytest.warns(UserWarning, match=rf"versions {said} holds another fit: n_features "
+                                         rf"10 \(this fit's: 20\); table 'w': rows 11 "
+                                         rf"\(this fit's: 21\); skipped, using version "
+                                         rf"{own[-1]}, the newest of this fit") as seen:
+        resumed = LogisticRegression(max_iter=3, resume=True, **kw).fit(X, y)
+    assert __file__ in [w.filename for w in seen]
+    assert [h["epoch"] for h in resumed.history_] == [1, 2, 3]
+    assert resumed.history_[:2] == mine.history_[:2]  # its first two epochs: restored
+    versions = ck.list_versions(url)[0]
+    with pytest.raises(ValueError, match=rf"resume: checkpoint {re.escape(repr(url))} holds no "
+                                         rf"version of this fit: versions "
+                                         rf"{', '.join(map(str, versions[-1:] + own[:0:-1]))} "
+                                         rf"and {own[0]}: each holds another fit: "
+                                         rf"n_features 20 \(this fit's: 7\).*; versions "
+                                         rf"{said} holds another fit: n_features 10"):
+        LogisticRegression(max_iter=3, resume=True, **kw).fit(X[:, :7], y)
+    assert ck.list_versions(url)[0] == versions  # nothing saved
 
 
 @pytest.mark.parametrize("make", [LogisticRegression, dask_ps.FactorizationMachineClassifier],

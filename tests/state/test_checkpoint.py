@@ -1040,3 +1040,124 @@ def test_a_codec_the_checkpoint_names_runs_only_when_dask_ps_writes_it(tmp_path)
         PSModel.load("local", url, version=1)
     assert not marker.exists()
     model.close()
+
+
+def _edit_version(url: str, version: int, group=None, manifest=None) -> None:
+    """Edit version ``version``'s group metadata (``group(j)`` on its zarr.json) and
+    manifest (``manifest(j)``), its checksums recomputed: an edit no checksum finds."""
+    from dask_ps.model.format import _digest
+
+    root = Path(url) / f"v{version:06d}"
+    if group is not None:
+        j = json.loads((root / "zarr.json").read_text())
+        group(j)
+        (root / "zarr.json").write_text(json.dumps(j))
+    m = json.loads((root / "manifest.json").read_text())
+    m["metadata"]["zarr.json"] = _digest((root / "zarr.json").read_bytes())
+    if manifest is not None:
+        manifest(m)
+    (root / "manifest.json").write_text(json.dumps(m))
+
+
+@pytest.mark.parametrize("group, manifest, match", [
+    (lambda j: j["attributes"]["tables"]["h"]["partitioner"].update(hash="murmur3"), None,
+     r"version 1: table 'h': field partitioner.hash is 'murmur3', a hash table's is "
+     r"'splitmix64-high32'"),
+    (lambda j: j["attributes"]["tables"]["w"]["partitioner"].update(hash="murmur3"), None,
+     r"version 1: table 'w': field partitioner.hash is 'murmur3', a range table's is None"),
+    (lambda j: j["attributes"]["tables"]["h"]["partitioner"].pop("hash"), None,
+     r"version 1: table 'h': field partitioner.hash is None"),
+    (None, lambda m: m.update(format=2), r"version 1 \(field format of its manifest.json\) "
+                                         r"has format 2 .* reads formats up to 1"),
+    (None, lambda m: m.update(format="1"), r"version 1: its metadata is damaged: field "
+                                           r"dask_ps.format is 1, field format of its "
+                                           r"manifest.json '1'"),
+    (lambda j: j["attributes"]["dask_ps"].update(format=0), None,
+     r"version 1: its metadata is damaged: field dask_ps.format is 0, field format of its "
+     r"manifest.json 1"),
+    (lambda j: j["attributes"]["dask_ps"].update(format=True), None,
+     r"version 1: its metadata is damaged: field dask_ps.format is True"),
+])
+def test_a_hash_function_or_format_this_dask_ps_does_not_read_is_refused(client2, tmp_path,
+                                                                         group, manifest,
+                                                                         match):
+    """A checkpoint edited (its checksums recomputed) to name another hash function for a
+    table's keys, or another format (in its metadata or its manifest), loaded as if
+    written by this dask_ps. Refused, naming the store, the table and the field; a restore
+    leaves the model (on a cluster) as it was."""
+    url = str(tmp_path / "ck")
+    model = PSModel(client2, n_shards=2)
+    model.add_table("w", (100, 2), optimizer="adagrad")
+    model.add_table("h", (None, 2), partitioner="hash", optimizer="adagrad")
+    model.push("w", np.arange(100), np.ones((100, 2)))
+    model.push("h", [3, 11], np.ones((2, 2)))
+    model.save(url)
+    model.push("w", np.arange(100), np.ones((100, 2)))
+    before = full_state(model)
+    _edit_version(url, 1, group, manifest)
+    where = rf"^checkpoint {re.escape(repr(url))} "
+    with pytest.raises(CheckpointFormatError, match=where + match):
+        PSModel.load(client2, url)
+    for roll_back in (model.restore, model.recover):
+        with pytest.raises(CheckpointFormatError, match=where + match):
+            roll_back(url)
+        assert_same(before, full_state(model))
+    model.close()
+
+
+def _own_state(model) -> dict:
+    return {name: model.pull(name) for name in model.tables}
+
+
+@pytest.mark.filterwarnings("ignore:checkpoint folder .* two models are writing:UserWarning")
+def test_restore_of_a_folder_takes_the_newest_version_of_this_model(client2, tmp_path):
+    """Two models saving into one folder: restore(url) of the one whose version is not the
+    newest raised ("it is another model's checkpoint"). It takes the newest version holding
+    its tables now, saying which versions it skipped and what they hold; with none, it is
+    refused naming the folder and each version's tables, the model left as it was."""
+    url = str(tmp_path / "ck")
+    a = PSModel(client2, n_shards=2)
+    a.add_table("w", (50, 2), optimizer="adagrad")
+    b = PSModel(client2, n_shards=2)
+    b.add_table("v", (30,), optimizer="adagrad")
+    b.push("v", np.arange(30), np.ones(30))
+    a.push("w", np.arange(50), np.ones((50, 2)))
+    a.save(url, clock=1)  # version 1: a's
+    saved = _own_state(a)
+    a.push("w", np.arange(50), np.ones((50, 2)))
+    a.save(url, clock=2)  # version 2: a's, newest of a
+    newest = _own_state(a)
+    b.save(url)  # version 3: b's
+    b.save(url)  # version 4: b's
+    a.push("w", np.arange(50), np.ones((50, 2)))
+    with pytest.warns(UserWarning, match=rf"^checkpoint folder {re.escape(repr(url))}: versions "
+                                         r"4 and 3: each holds tables \['v'\], not the model's "
+                                         r"\['w'\]: it is another model's checkpoint; skipped, "
+                                         r"using version 2, the newest of this model") as seen:
+        info = a.restore(url)
+    assert [w.filename for w in seen] == [__file__]
+    assert info.version == 2 and info.clock == 2 and a.checkpoint_info.version == 2
+    np.testing.assert_array_equal(a.pull("w"), newest["w"])
+    assert not np.array_equal(saved["w"], newest["w"])
+    # b's own newest version is the folder's newest: restored with no warning
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert b.restore(url).version == 4
+
+    c = PSModel(client2, n_shards=2)  # a model none of the versions holds
+    c.add_table("w", (50, 3), optimizer="adagrad")
+    c.push("w", np.arange(50), np.full((50, 3), 2.0))
+    before = _own_state(c)
+    with pytest.raises(CheckpointFormatError) as err:
+        c.restore(url)
+    said = str(err.value)
+    for part in [f"checkpoint folder {url!r} holds no version of this model",
+                 "versions 4 and 3: each holds tables ['v'], not the model's ['w']",
+                 "versions 2 and 1: each holds other tables than the model's: table 'w' has "
+                 "columns 2 (the model's: 3)", "nothing was restored"]:
+        assert part in said, (part, said)
+    np.testing.assert_array_equal(c.pull("w"), before["w"])
+    for m in (a, b, c):
+        m.close()
