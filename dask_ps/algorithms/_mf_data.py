@@ -15,7 +15,7 @@ from ..exceptions import DataError
 from ..io.ids import IdMapping, id_values
 
 __all__ = ["as_ids", "as_ratings", "coded_frame", "evaluate_sums", "index_dtype", "item_counts",
-           "narrow_ratings", "to_part", "triples"]
+           "narrow_ratings", "rating_values", "strings_refused", "to_part", "triples"]
 
 COLUMNS = ("user", "item", "rating")
 
@@ -61,15 +61,34 @@ def bad_row(label: str, bad: tuple, k: int | None = None) -> DataError:
     return err
 
 
+#: The NumPy dtype kinds of ratings refused whatever they hold: strings, bytes, raw data, as
+#: scikit-learn's ``check_array(..., dtype="numeric")`` refuses them (and the estimators'
+#: X, :func:`~._base.check_numeric_columns`).
+NOT_NUMERIC_KINDS = ("U", "S", "V")
+
+
+def strings_refused(dtype) -> str:
+    """Why ratings of the NumPy dtype ``dtype`` (of a kind in :data:`NOT_NUMERIC_KINDS`) are
+    refused, in scikit-learn's words."""
+    return (f"ratings have dtype {dtype}: dtype='numeric' is not compatible with arrays of "
+            f"bytes/strings. Convert your data to numeric values explicitly instead, e.g. "
+            f"with .astype(np.float64)")
+
+
 def rating_values(col) -> tuple:
     """``(ratings float64, None)``, or ``(None, (row, why))`` of the first rating that is not
     a finite number, ``why`` naming it and ``{row}`` its row (the form of
-    :func:`~dask_ps.io.ids.id_values`)."""
+    :func:`~dask_ps.io.ids.id_values`). A NumPy array (or list) of strings or bytes is
+    refused in scikit-learn's words, numbers in it or not, as ``check_array(...,
+    dtype="numeric")`` refuses it; numbers written as strings in an object array or a
+    pandas column are converted, as it converts them."""
     a = col.to_numpy() if hasattr(col, "to_numpy") else np.asarray(col)
+    if a.dtype.kind in NOT_NUMERIC_KINDS:
+        return None, (0, strings_refused(a.dtype))
     try:
         a = a.astype(np.float64)
-    except (TypeError, ValueError):
-        return None, (0, f"ratings must be numbers, got dtype {a.dtype}")
+    except (TypeError, ValueError) as err:
+        return None, (0, f"ratings must be numbers, got dtype {a.dtype} ({err})")
     bad = ~np.isfinite(a)
     if bad.any():
         return None, (int(np.argmax(bad)), f"rating {a[np.argmax(bad)].item()!r} at row {{row}}"

@@ -41,8 +41,8 @@ from ._mf_kernels import (
     sgd_sweep,
 )
 
-__all__ = ["USERS", "als_task", "collect_step", "final_step", "set_users_step", "sgd_task",
-           "store_users_step"]
+__all__ = ["USERS", "als_task", "check_finite", "collect_step", "diverged", "final_step",
+           "set_users_step", "sgd_task", "store_users_step"]
 
 #: Bytes of each (ratings, rank) gather of the ALS training error (:func:`_sse`).
 SSE_SLICE = 2**22
@@ -52,10 +52,31 @@ SSE_SLICE = 2**22
 USERS = "user"
 
 
-def diverged(solver: str, epoch: int, what: str, cfg: dict) -> DivergenceError:
-    advice = (f"try a smaller learning_rate (now {cfg['learning_rate']}) or a larger reg"
-              if solver == "sgd" else f"try a larger reg (now {cfg['reg']})")
+def diverged(solver: str, epoch: int, what: str, cfg: dict,
+             advice: str | None = None) -> DivergenceError:
+    """The :class:`~dask_ps.DivergenceError` of every MatrixFactorization solver: names the
+    solver, the epoch and ``what`` was not finite, and what to change (``advice``, by default
+    the solver's step size or regularisation)."""
+    if advice is None:
+        advice = (f"try a smaller learning_rate (now {cfg['learning_rate']}) or a larger reg"
+                  if solver == "sgd" else f"try a larger reg (now {cfg['reg']})")
     return DivergenceError(f"MatrixFactorization(solver={solver!r})", epoch, what, advice)
+
+
+def check_finite(cfg: dict, epoch: int, what: str, *values, initial: bool = False,
+                 advice: str | None = None) -> None:
+    """Raise :func:`diverged` (``what`` is not finite) unless every array or number of
+    ``values`` is finite: the one check of MatrixFactorization's factors, errors and pushes
+    (the tables would refuse a non-finite push with a ValueError naming a table, not the
+    divergence). ``initial``: the factors as drawn with ``init_std`` (the advice is then a
+    smaller ``init_std``); ``advice``: what to change, if not the solver's default."""
+    if all(np.isfinite(v).all() for v in values):
+        return
+    if initial:
+        raise diverged(cfg["solver"], epoch, f"{what} drawn with init_std={cfg['init_std']} "
+                       f"are not finite in {cfg['dtype']}", cfg,
+                       f"try a smaller init_std (now {cfg['init_std']})")
+    raise diverged(cfg["solver"], epoch, f"{what} not finite", cfg, advice)
 
 
 def _local(part, cfg: dict) -> dict:
@@ -135,8 +156,10 @@ def _sgd_local(part, cfg: dict) -> dict:
         uids = part.load()[0]
         rng = np.random.default_rng([cfg["seed"], part.index])
         st["uids"] = uids
-        st["P"] = rng.normal(0.0, cfg["init_std"], (uids.shape[0], cfg["rank"])).astype(
-            np.float32)
+        with np.errstate(over="ignore"):  # an overflow of float32 is refused below
+            st["P"] = rng.normal(0.0, cfg["init_std"], (uids.shape[0], cfg["rank"])).astype(
+                np.float32)
+        check_finite(cfg, 1, "the user factors", st["P"], initial=True)
         st["bu"] = np.zeros(uids.shape[0], np.float32)
     return st
 
@@ -222,7 +245,11 @@ def sgd_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[tuple]:
     out = []
     for epoch in range(first, last + 1):
         lr = cfg["learning_rate"] * cfg["decay"] ** (epoch - 1)
-        scalars = (f32(cfg["mu"]), f32(lr), f32(cfg["reg"]), f32(cfg["reg_bias"]))
+        with np.errstate(over="ignore"):  # checked next
+            scalars = (f32(cfg["mu"]), f32(lr), f32(cfg["reg"]), f32(cfg["reg_bias"]))
+        check_finite(cfg, epoch, f"the mean rating {cfg['mu']:g} in float32 (the SGD "
+                     f"kernel's dtype) is", scalars[0],
+                     advice="scale the ratings down or use solver='als' (float64)")
         sse, n, t_kernel, cpu, t_all = 0.0, 0, 0.0, 0.0, time.perf_counter()
         for s in range(B):
             b = (ps.task + s) % B
@@ -238,14 +265,14 @@ def sgd_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[tuple]:
                     n += ratings.shape[0]
                 t_kernel += time.perf_counter() - t0
                 cpu += time.thread_time() - c0
-                if not (np.isfinite(sse) and np.isfinite(Q).all()):
-                    raise diverged("sgd", epoch, "the errors or item factors are not finite",
-                                   cfg)
-                ps.push("item", keys, Q - Q0)
+                with np.errstate(over="ignore", invalid="ignore"):  # checked next
+                    Q -= Q0  # the delta pushed: not finite if Q is not (Q0 is)
+                check_finite(cfg, epoch, "the errors or item factors are", sse, Q)
+                ps.push("item", keys, Q)
             ps.clock()
         for part in parts:
-            if not (np.isfinite(part.state["P"]).all() and np.isfinite(part.state["bu"]).all()):
-                raise diverged("sgd", epoch, "the user factors are not finite", cfg)
+            check_finite(cfg, epoch, "the user factors are", part.state["P"],
+                         part.state["bu"])
         out.append((sse, n, t_kernel, time.perf_counter() - t_all - t_kernel, cpu))
     return out
 
@@ -269,14 +296,15 @@ def _als_iteration(ps, parts: list, cfg: dict, epoch: int) -> tuple[float, int]:
             continue
         Q = ps.pull("item", keys)
         if als_solve_rows(st["indptr"], st["cols"], st["vals"], Q, mu, lam, lam_bias, lam0, lb0,
-                          P) >= 0 or not np.isfinite(P).all():
+                          P) >= 0:
             raise diverged("als", epoch, "the user factors are not finite", cfg)
+        check_finite(cfg, epoch, "the user factors are", P)
         sse += _sse(st, Q, mu, k)
         count += st["vals"].shape[0]
-        if not np.isfinite(sse):
-            raise diverged("als", epoch, "the training errors are not finite", cfg)
+        check_finite(cfg, epoch, "the training errors are", sse)
         G = np.zeros((keys.shape[0], d * d + d + 1))
         als_gram(st["order"], st["indptr"], st["cols"], st["vals"], P, mu, G)
+        check_finite(cfg, epoch, "the items' normal equations are", G)
         ps.push("gram", keys, G)
     ps.clock()
     for part in parts:  # item step: the shards summed every partition's normal equations
@@ -285,9 +313,12 @@ def _als_iteration(ps, parts: list, cfg: dict, epoch: int) -> tuple[float, int]:
             continue
         S = ps.pull("gram", owned)
         new = np.empty((owned.shape[0], d))
-        if als_solve_gram(S, lam, lam_bias, lam0, lb0, new) >= 0 or not np.isfinite(new).all():
+        if als_solve_gram(S, lam, lam_bias, lam0, lb0, new) >= 0:
             raise diverged("als", epoch, "the item factors are not finite", cfg)
-        ps.push("item", owned, new - ps.pull("item", owned))
+        with np.errstate(over="ignore", invalid="ignore"):  # checked next
+            new -= ps.pull("item", owned)  # the delta pushed
+        check_finite(cfg, epoch, "the item factors are", new)
+        ps.push("item", owned, new)
         ps.push("gram", owned, -S)  # back to zero for the next iteration
     ps.clock()
     return sse, count
@@ -311,9 +342,7 @@ def set_users_step(ps, part, cfg: dict) -> None:
         rows = ps.pull(USERS, st["uids"])
         k = cfg["rank"]
         st["P"], st["bu"] = np.ascontiguousarray(rows[:, :k]), rows[:, k].copy()
-    if not np.isfinite(rows).all():
-        raise diverged(cfg["solver"], 0, "the user factors restored by the resume are not "
-                       "finite", cfg)
+    check_finite(cfg, 0, "the user factors restored by the resume are", rows)
 
 
 def store_users_step(ps, part, cfg: dict) -> None:

@@ -15,6 +15,7 @@ from ._mf_kernels import balance_blocks
 from ._mf_steps import (
     USERS,
     als_task,
+    check_finite,
     final_step,
     set_users_step,
     sgd_task,
@@ -90,17 +91,20 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
     table = model.add_table("item", (n_items, d), dtype, init=("normal", 0.0, init_std),
                             seed=int(random_state) % 2**31)
     rows = np.arange(n_items, dtype=np.int64)
-
-    def fill():  # the item table before the first epoch: random factors, zero biases
-        delta = np.zeros((n_items, d), dtype)
-        delta[:, rank] = -table.pull(rows)[:, rank]
-        table.push(rows, delta)
-
-    fill()
     cfg = dict(solver=solver, rank=rank, reg=reg, reg_bias=reg_bias, reg_fixed=reg_fixed,
                reg_bias_fixed=reg_bias_fixed, mu=mu, decay=decay,
                learning_rate=learning_rate, init_std=init_std, n_items=n_items,
                n_parts=len(data), seed=int(random_state), dtype=dtype)
+
+    def fill():  # the item table before the first epoch: random factors, zero biases
+        drawn = table.pull(rows)
+        # an init_std past the dtype draws infinite factors: named as a divergence
+        check_finite(cfg, 1, "the item factors", drawn, initial=True)
+        delta = np.zeros((n_items, d), dtype)
+        delta[:, rank] = -drawn[:, rank]
+        table.push(rows, delta)
+
+    fill()
     if solver == "sgd":
         counts = np.sum(data.reduce(data_.item_counts, None, n_items), axis=0)
 

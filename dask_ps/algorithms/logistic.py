@@ -369,15 +369,32 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         ``sample_weight`` as in :meth:`fit`, the step scale relative to this call's mean
         weight.
 
+        Parameters
+        ----------
+        X, y, sample_weight
+            As in :meth:`fit`.
+        classes : array-like, optional
+            Every class ``y`` can hold in this and later calls: needed on the first call
+            (before the model is fitted), as scikit-learn's ``SGDClassifier.partial_fit``
+            needs it; later, if given, the same classes.
+
         Raises
         ------
         ValueError
-            With ``resume=True``, classes that differ from the first
-            call's, labels of ``y`` outside ``classes`` (scikit-learn's rule: ``classes``
-            lists them all) or the fitted ``classes_``, another number of features or
-            ``n_hashed_features``, or a bad ``sample_weight`` (as :meth:`fit`).
+            With ``resume=True``; ``classes`` left out on the first call ("classes must be
+            passed on the first call to partial_fit.", scikit-learn's words), classes that
+            differ from the first call's, labels of ``y`` outside ``classes``
+            (scikit-learn's rule: ``classes`` lists them all) or the fitted ``classes_``,
+            another number of features or ``n_hashed_features``, or a bad
+            ``sample_weight`` (as :meth:`fit`).
         """
         self._refuse_resume()
+        if classes is None and not hasattr(self, "classes_"):  # scikit-learn's
+            # _check_partial_fit_first_call would set classes_ before the fit (which reads
+            # it as a warm start, and a failed fit would keep it): its check and words only
+            raise ValueError(f"classes must be passed on the first call to partial_fit. "
+                             f"({type(self).__name__}: every class y can hold, e.g. "
+                             f"partial_fit(X, y, classes=[0, 1]))")
         if classes is not None and hasattr(self, "classes_") and not np.array_equal(
                 np.unique(classes), self.classes_):
             raise ValueError(f"classes {np.unique(classes).tolist()} differ from the first "

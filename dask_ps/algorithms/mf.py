@@ -212,7 +212,9 @@ class MatrixFactorization(PSEstimator):
         Raises
         ------
         ValueError
-            Bad parameters, a missing column (named), no ratings, non-finite ratings, or ids
+            Bad parameters, a missing column (named), no ratings, non-finite ratings, ratings
+            in a NumPy array of strings or bytes (scikit-learn's ``check_array(...,
+            dtype="numeric")`` words; an object array of numeric strings is converted), or ids
             that are missing, non-integral floats (1.2) or numbers and strings mixed in one
             column, or, with ``users=`` and ``items=``, codes that are not theirs (ids
             instead of codes), naming the column and the row (counted from 0 in the whole
@@ -221,7 +223,8 @@ class MatrixFactorization(PSEstimator):
             Ids that are neither numbers nor strings, or a dask collection other than a
             dataframe or an array.
         DivergenceError
-            Training diverged, naming the iteration.
+            Training diverged (either solver; an ``init_std`` whose draws overflow the
+            factors' dtype too), naming the iteration; the estimator keeps what it had.
         """
         self._validate()
         if not (isinstance(self.batch_size, str) and self.batch_size == "deprecated"):
@@ -276,6 +279,9 @@ class MatrixFactorization(PSEstimator):
             if y is not None:
                 raise ValueError(f"with a dask X, the ratings must be its column "
                                  f"{self.rating_col!r} or its third column (y must be None)")
+            if getattr(X, "dtype", np.dtype(float)).kind in data_.NOT_NUMERIC_KINDS and \
+                    X.ndim == 2 and X.shape[1] == 3:  # its ratings: strings, as NumPy's
+                raise DataError(f"X column 2 (rating): {data_.strings_refused(X.dtype)}")
             X = self._dask_frame(X, 3)
             missing = [c for c in self._cols if c not in X.columns]
             if missing:

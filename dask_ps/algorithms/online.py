@@ -423,13 +423,20 @@ def _check_versions(estimator, versions) -> None:
 
 
 def _learn(estimator, b: int, X, y, classes) -> dict | None:
-    """Score batch ``b`` with the model as it stands, then train on it; its record (also
+    """Score batch ``b`` with the model as it stands, then train on it (the first batch of an
+    unfitted model without ``classes``: with the classes of its labels); its record (also
     the last of ``history_``), or None for a batch without rows (skipped, logged)."""
     rows, y_seen = _rows(X, y)
     if rows == 0:
         _log.warning("learn_online: %s has no rows: skipped", _where(b, X))
         return None
     record = {"batch": b, "rows": rows, **_progressive(estimator, X, y_seen)}
+    if classes is None and not hasattr(estimator, "classes_"):  # the first batch's labels:
+        # partial_fit needs classes on its first call (scikit-learn's rule); it checks y
+        # (a NaN or continuous label named as y's) before them, as before
+        from ._logistic_data import _unique
+
+        classes = _unique(np.ravel(y_seen.compute() if is_dask(y_seen) else y_seen), "y")
     estimator.partial_fit(X, y, classes=classes)
     estimator.history_[-1].update(record)
     return estimator.history_[-1]

@@ -1,6 +1,7 @@
 """LogisticRegression on real data, against scikit-learn, and under its estimator checks."""
 
 import contextlib
+import re
 
 import numpy as np
 import pytest
@@ -505,6 +506,35 @@ def test_partial_fit_refuses_labels_of_y_outside_classes(name):
     with pytest.raises(ValueError, match=r"^y has labels \[2\] outside the fitted classes "
                                          r"\[0, 1\]"):
         model.partial_fit(X, y + 1)
+
+
+@pytest.mark.parametrize("name", ["lr", "fm"])
+def test_partial_fit_needs_classes_on_its_first_call(name):
+    """scikit-learn's rule (``SGDClassifier.partial_fit``): an unfitted model's first
+    ``partial_fit`` without ``classes`` took the batch's labels as the classes; now refused
+    in scikit-learn's words, the model left unfitted. A fitted model (by ``fit``
+    or an earlier ``partial_fit``) goes on without ``classes``."""
+    from sklearn.linear_model import SGDClassifier
+
+    from dask_ps.algorithms import FactorizationMachineClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 5))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(ValueError) as theirs:
+        SGDClassifier().partial_fit(X, y)
+    said = "classes must be passed on the first call to partial_fit."
+    assert str(theirs.value) == said
+    make = LogisticRegression if name == "lr" else FactorizationMachineClassifier
+    kw = dict(client="local", checkpoint=None, random_state=0)
+    model = make(**kw)
+    with pytest.raises(ValueError, match="^" + re.escape(said) + rf" \({make.__name__}: "):
+        model.partial_fit(X, y)
+    assert not hasattr(model, "classes_")
+    model.partial_fit(X, y, classes=[0, 1]).partial_fit(X, y)  # then classes may go
+    assert len(model.history_) == 2
+    fitted = make(max_iter=1, **kw).fit(X, y).partial_fit(X, y)  # fit gave the classes
+    np.testing.assert_array_equal(fitted.classes_, [0, 1])
 
 
 def test_a_label_outside_the_classes_is_said_to_be_of_y():

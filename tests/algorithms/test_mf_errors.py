@@ -195,3 +195,83 @@ def test_ratings_y_of_two_columns_are_refused_and_a_column_is_raveled():
         column = MatrixFactorization(client="local", **FAST).fit(X, y[:, None])
     flat = MatrixFactorization(client="local", **FAST).fit(X, y)
     np.testing.assert_array_equal(column.predict(X[:20]), flat.predict(X[:20]))
+
+
+# -- divergence: one DivergenceError for both solvers, the model kept ---------------------
+@pytest.mark.parametrize("params, said", [
+    (dict(solver="sgd", init_std=1e300), r"solver='sgd'\): training diverged at epoch 1: "
+     r"the item factors drawn with init_std=1e\+300 are not finite in float32; try a "
+     r"smaller init_std"),
+    (dict(solver="als", init_std=1e308), r"solver='als'\): training diverged at epoch 1: "
+     r"the item factors drawn with init_std=1e\+308 are not finite in float64"),
+    (dict(solver="sgd", init_std=1e30), r"solver='sgd'\): training diverged at epoch 1: "
+     r"the errors or item factors are not finite; try a smaller learning_rate"),
+    (dict(solver="als", init_std=1e200), r"solver='als'\): training diverged at epoch 1: "
+     r"the user factors are not finite; try a larger reg")])
+def test_divergence_of_either_solver_raises_divergence_error_and_keeps_the_model(params,
+                                                                                  said):
+    """SGD with an init_std past float32 failed in the item table's push ("table 'item':
+    update for key 0 (position 0) is not finite"), a plain ValueError naming neither the
+    solver nor the divergence, where ALS raises DivergenceError; now both solvers raise it
+    (one check, ``_mf_steps.check_finite``), and the fitted model stays as it was."""
+    import dask_ps
+
+    df = toy()
+    model = MatrixFactorization(solver=params["solver"], client="local", **FAST).fit(df)
+    before = {k: np.copy(getattr(model, k)) for k in ("item_factors_", "user_factors_",
+                                                      "item_bias_", "user_bias_")}
+    with pytest.raises(dask_ps.DivergenceError, match=r"^MatrixFactorization\(" + said):
+        model.set_params(**params).fit(df)
+    for k, v in before.items():
+        np.testing.assert_array_equal(getattr(model, k), v)
+
+
+def test_sgd_ratings_past_float32_diverge_naming_the_mean():
+    """The SGD kernel's float32 mean of ratings of 1e300 overflowed with a RuntimeWarning
+    and was reported as a divergence to cure with a smaller learning rate."""
+    import warnings
+
+    import dask_ps
+
+    df = toy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(dask_ps.DivergenceError, match=r"the mean rating 3.*e\+300 in "
+                           r"float32 .* is not finite; scale the ratings down or use "
+                           r"solver='als'"):
+            MatrixFactorization(client="local", **FAST).fit(df.assign(rating=df.rating *
+                                                                      1e300))
+
+
+# -- ratings that are strings: scikit-learn's check_array(..., dtype="numeric") -----------
+def test_ratings_of_strings_are_refused_and_numeric_objects_converted():
+    """Ratings given as a NumPy array of strings or bytes were converted (``astype``) and
+    trained on; scikit-learn's ``check_array(..., dtype="numeric")`` refuses such arrays
+    (as the estimators refuse an X of strings), and converts an object array of numbers
+    written as strings, as here; strings that are no numbers are refused naming one."""
+    import dask.array as da
+    from sklearn.utils import check_array
+
+    df = toy()
+    X, y = df[["user", "item"]].to_numpy(), df["rating"].to_numpy()
+    said = "dtype='numeric' is not compatible with arrays of bytes/strings"
+    with pytest.raises(ValueError, match=said):
+        check_array(y.astype(str), dtype="numeric", ensure_2d=False)
+    for bad in (y.astype(str), y.astype(bytes), y.astype(str).tolist()):
+        with pytest.raises(DataError, match=r"^y: ratings have dtype [<|][US]\d+: " + said):
+            MatrixFactorization(client="local", **FAST).fit(X, bad)
+    text = np.c_[X, y].astype(str)  # string ids are ids, but the ratings are strings too
+    for bad in (text, da.from_array(text, chunks=100)):
+        with pytest.raises(DataError, match=r"^X column 2 \(rating\): ratings have dtype "
+                                            r"<U\d+: " + said):
+            MatrixFactorization(client="local", **FAST).fit(bad)
+    with pytest.raises(DataError, match=r"^y: ratings must be numbers, got dtype object "
+                                        r"\(could not convert string to float: 'a'\)"):
+        MatrixFactorization(client="local", **FAST).fit(X, np.array(["a"] * 300, object))
+    plain = MatrixFactorization(client="local", **FAST).fit(X, y)
+    for ok in (y.astype(str).astype(object), pd.Series(y.astype(str))):
+        np.testing.assert_array_equal(check_array(ok, dtype="numeric", ensure_2d=False), y)
+        model = MatrixFactorization(client="local", **FAST).fit(X, ok)
+        np.testing.assert_array_equal(model.predict(X[:20]), plain.predict(X[:20]))
+    with pytest.raises(DataError, match=r"^y: ratings have dtype <U"):
+        plain.evaluate(X, y.astype(str))

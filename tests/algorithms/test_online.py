@@ -346,6 +346,26 @@ def test_classes_must_include_every_label_of_the_stream():
     assert not hasattr(est, "classes_")
 
 
+def test_a_stream_without_classes_has_its_first_batchs_labels():
+    """``partial_fit`` needs ``classes`` on its first call (scikit-learn's rule):
+    learn_online without ``classes`` gives it the first batch's labels, as documented; a
+    label of the first batch that is no class is still refused as y's, as before."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 5))
+    y = np.where(X[:, 0] > 0, "yes", "no")
+    est = learn_online(LogisticRegression(client="local", random_state=0, checkpoint=None),
+                       [(X, y), (X[:50], y[:50])])
+    np.testing.assert_array_equal(est.classes_, ["no", "yes"])
+    assert [r["batch"] for r in est.history_] == [1, 2]
+    est = LogisticRegression(client="local", random_state=0, checkpoint=None)
+    with pytest.raises(ValueError, match=r"^batch 1 of the stream: Input y contains NaN"):
+        learn_online(est, [(X, np.where(X[:, 0] > 0, 1.0, np.nan))])
+    with pytest.raises(ValueError, match=r"^batch 1 of the stream: y holds 0.7 \(first at "
+                                         r"y\[2\]\), not a class"):
+        learn_online(est, [(X, np.where(X[:, 0] > 0, 1.0, 0.7))])
+    assert not hasattr(est, "classes_")
+
+
 def test_an_error_names_its_batch_and_file(tmp_path):
     """Every error raised while a batch is made, scored or trained on names the batch (and
     its file), keeping its type; the model keeps what it learnt before."""
