@@ -21,12 +21,11 @@ MIN_WORKER_MEMORY = 256 * 2**20
 
 
 def _check_memory(option: str, value, jobqueue: bool) -> None:
-    """Refuse a memory size that is not one (``--memory 4 GB``? ``lots``), that is zero or
-    negative in any spelling (``0``, ``0GB``, ``-1``, ``-1GB``, ``-0.5``: Dask reads 0 as
-    no limit at all and a negative one failed as "Nanny failed to start"), or that is below
-    :data:`MIN_WORKER_MEMORY` (a fraction of the machine's memory too); Dask's own forms
-    for a local worker pass: ``auto`` and a fraction of the machine's memory such as
-    ``0.5``.
+    """Refuse a memory size that is not one (``--memory 4 GB``? ``lots``), that is negative
+    in any spelling (``-1``, ``-1GB``, ``-0.5``: it failed as "Nanny failed to start"), zero
+    as a size (``0GB``; a job's ``0``) or below :data:`MIN_WORKER_MEMORY` (a fraction of the
+    machine's memory too); Dask's own forms for a local worker pass: ``auto``, ``0`` (no
+    limit) and a fraction of the machine's memory such as ``0.5``.
 
     Raises
     ------
@@ -55,6 +54,8 @@ def _check_memory(option: str, value, jobqueue: bool) -> None:
     if n < 0 or text.startswith("-"):  # (-0 too)
         raise OptionError(f"{option} {text}: a memory limit must be positive, not negative; "
                           f"give {forms}")
+    if n == 0 and not jobqueue and number is not None:
+        return  # Dask's spelling of no limit for a local worker (--memory 0), as before
     if n == 0:
         raise OptionError(f"{option} {text}: a memory limit must be positive, not zero "
                           f"(Dask's spelling of no limit at all); give {forms}")

@@ -180,11 +180,10 @@ def _svm_file(tmp_path) -> str:
     # "unexpected RuntimeError: Nanny failed to start. (a bug of dask_ps?)"
     (["--memory=-1"], "--memory -1: a memory limit must be positive, not negative;"),
     (["--memory", "-0.5"], "--memory -0.5: a memory limit must be positive, not negative;"),
-    # Dask's no limit at all, taken silently
-    (["--memory", "0"], "--memory 0: a memory limit must be positive, not zero (Dask's "
-                        "spelling of no limit at all); give a size such as 4GB"),
-    (["--memory=0.0"], "--memory 0.0: a memory limit must be positive, not zero"),
+    # a size of zero (a plain 0 is Dask's no limit for a local worker: see below)
     (["--memory", "0GB"], "--memory 0GB: a memory limit must be positive, not zero"),
+    (["--cluster", "slurm", "--memory", "0"], "--memory 0: a memory limit must be "
+                                              "positive, not zero"),
     # a fraction of the machine below a worker's least memory, as --memory 1KB is refused
     (["--memory", "0.000001"], "--memory 0.000001 (0 MiB of this machine's "),
     (["--cluster", "slurm", "--memory", "-2GB"], "--memory -2GB: a memory limit must be "
@@ -195,6 +194,13 @@ def test_negative_or_zero_memory_is_refused_naming_the_option(tmp_path, capsys, 
                                                               message):
     assert _error(capsys, ["train", "lr", "--train", _svm_file(tmp_path), *argv]) \
         .startswith(message)
+
+
+@pytest.mark.parametrize("value", ["0", "0.0", "auto", "0.5", "4GB"])
+def test_a_local_worker_takes_dasks_own_memory_forms(value):
+    from dask_ps._cluster_parts import _check_memory
+
+    _check_memory("--memory", value, jobqueue=False)  # 0: Dask's no limit
 
 
 @pytest.mark.timeout(60)
