@@ -21,24 +21,49 @@ MIN_WORKER_MEMORY = 256 * 2**20
 
 
 def _check_memory(option: str, value, jobqueue: bool) -> None:
-    """Refuse a memory size that is not one (``--memory 4 GB``? ``lots``) or is below
-    :data:`MIN_WORKER_MEMORY`; Dask's own forms for a local worker pass: ``auto``, ``0``
-    (no limit) and a fraction of the machine's memory such as ``0.5``."""
+    """Refuse a memory size that is not one (``--memory 4 GB``? ``lots``), that is negative
+    in any spelling (``-1``, ``-1GB``, ``-0.5``: it failed as "Nanny failed to start"), zero
+    as a size (``0GB``; a job's ``0``) or below :data:`MIN_WORKER_MEMORY` (a fraction of the
+    machine's memory too); Dask's own forms for a local worker pass: ``auto``, ``0`` (no
+    limit) and a fraction of the machine's memory such as ``0.5``.
+
+    Raises
+    ------
+    OptionError
+        Naming ``option`` and the value.
+    """
+    import math
+
     from dask.utils import parse_bytes
 
     text = str(value).strip()
-    if not jobqueue:
-        if text.lower() == "auto":
-            return
-        try:
-            if float(text) <= 1:
-                return
-        except ValueError:
-            pass
-    try:
-        n = parse_bytes(text)
+    forms = "a size such as 4GB" + ("" if jobqueue else ", a fraction of this machine's "
+                                    "memory such as 0.5, or auto")
+    if not jobqueue and text.lower() == "auto":
+        return
+    try:  # a plain number: bytes, or (up to 1) a fraction for Dask's local workers
+        number = float(text)
     except ValueError:
-        raise OptionError(f"{option} {text!r} is not a size such as 4GB") from None
+        number = None
+    try:
+        if number is not None and not math.isfinite(number):
+            raise ValueError(text)
+        n = number if number is not None else parse_bytes(text)
+    except (ValueError, OverflowError):
+        raise OptionError(f"{option} {text!r} is not {forms}") from None
+    if n < 0 or text.startswith("-"):  # (-0 too)
+        raise OptionError(f"{option} {text}: a memory limit must be positive, not negative; "
+                          f"give {forms}")
+    if n == 0 and not jobqueue and number is not None:
+        return  # Dask's spelling of no limit for a local worker (--memory 0), as before
+    if n == 0:
+        raise OptionError(f"{option} {text}: a memory limit must be positive, not zero "
+                          f"(Dask's spelling of no limit at all); give {forms}")
+    if not jobqueue and number is not None and number <= 1:
+        from distributed.system import MEMORY_LIMIT
+
+        n = int(number * MEMORY_LIMIT)
+        text = f"{text} ({n >> 20} MiB of this machine's {MEMORY_LIMIT >> 20} MiB)"
     if n < MIN_WORKER_MEMORY:
         raise OptionError(f"{option} {text}: a worker needs at least "
                           f"{MIN_WORKER_MEMORY >> 20} MiB (a Dask worker process alone takes "

@@ -162,3 +162,102 @@ def test_a_missing_label_is_named_as_missing():
         check_classes(np.array([0.0, 0.5, 1.0, np.nan]), "y", lambda v: "at y[3]")
     with pytest.raises(DataError, match=r"^y holds 0\.5, not a class"):
         check_classes(np.array([0.0, 0.5, 1.0]), "y")
+
+
+def _svm_file(tmp_path) -> str:
+    path = tmp_path / "tr.svm"
+    path.write_text("".join(f"{(-1) ** i} 1:{i}.5 3:1\n" for i in range(20)))
+    return str(path)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("argv, message", [
+    # argparse said "argument --memory: expected one argument" (a leading '-')
+    (["--memory", "-1GB"], "--memory -1GB: a memory limit must be positive, not negative; "
+                           "give a size such as 4GB, a fraction of this machine's memory such "
+                           "as 0.5, or auto"),
+    (["--memory=-1GB"], "--memory -1GB: a memory limit must be positive, not negative;"),
+    # "unexpected RuntimeError: Nanny failed to start. (a bug of dask_ps?)"
+    (["--memory=-1"], "--memory -1: a memory limit must be positive, not negative;"),
+    (["--memory", "-0.5"], "--memory -0.5: a memory limit must be positive, not negative;"),
+    # a size of zero (a plain 0 is Dask's no limit for a local worker: see below)
+    (["--memory", "0GB"], "--memory 0GB: a memory limit must be positive, not zero"),
+    (["--cluster", "slurm", "--memory", "0"], "--memory 0: a memory limit must be "
+                                              "positive, not zero"),
+    # a fraction of the machine below a worker's least memory, as --memory 1KB is refused
+    (["--memory", "0.000001"], "--memory 0.000001 (0 MiB of this machine's "),
+    (["--cluster", "slurm", "--memory", "-2GB"], "--memory -2GB: a memory limit must be "
+                                                 "positive, not negative; give a size such "
+                                                 "as 4GB"),
+])
+def test_negative_or_zero_memory_is_refused_naming_the_option(tmp_path, capsys, argv,
+                                                              message):
+    assert _error(capsys, ["train", "lr", "--train", _svm_file(tmp_path), *argv]) \
+        .startswith(message)
+
+
+@pytest.mark.parametrize("value", ["0", "0.0", "auto", "0.5", "4GB"])
+def test_a_local_worker_takes_dasks_own_memory_forms(value):
+    from dask_ps._cluster_parts import _check_memory
+
+    _check_memory("--memory", value, jobqueue=False)  # 0: Dask's no limit
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("value, message", [
+    # all failed inside Dask as "unexpected ValueError (a bug of dask_ps?)"
+    ("foo:bar", "'foo:bar': its port 'bar' is not an integer (give HOST:PORT, :PORT, PORT, "
+                "or none for no dashboard)"),
+    (":", "':': its port '' is not an integer"),
+    ("a:1:2", "'a:1:2' is not HOST:PORT (more than one ':'"),
+    (":8787,x:y", "'x:y' (of ':8787,x:y'): its port 'y' is not an integer"),
+    # Dask took a free port instead, with a warning
+    (":70000", "':70000': its port 70000 is not in 0 to 65535"),
+    ("-1", "'-1': its port -1 is not in 0 to 65535"),
+])
+def test_a_dashboard_address_dask_cannot_read_is_refused_while_parsing(tmp_path, capsys,
+                                                                       value, message):
+    with pytest.raises(SystemExit) as info:
+        main(["train", "lr", "--train", _svm_file(tmp_path), "--dashboard-address", value])
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert f"error: argument --dashboard-address: {message}" in err, err
+
+
+def test_the_dashboard_addresses_taken_are_those_dask_reads():
+    """The check reads addresses as distributed's clean_dashboard_address does (it is not
+    imported while parsing): what it takes, Dask reads to ports in range; what it refuses,
+    Dask fails on or moves to another port."""
+    import argparse
+
+    from distributed.utils import clean_dashboard_address
+
+    from dask_ps.cli._options import _dashboard_address
+
+    for text in [":0", ":8787", "8787", "localhost:8787", "127.0.0.1:0", "localhost",
+                 ":8787,:8788", "0", "65535", "None", " none "]:
+        got = _dashboard_address(text)
+        if got is None:
+            continue
+        assert all(0 <= a["port"] <= 65535 for a in clean_dashboard_address(got)), text
+    for text in ["foo:bar", "a:1:2", ":", "host:", ":65536", "-5", ":8787,x:y"]:
+        with pytest.raises(argparse.ArgumentTypeError):
+            _dashboard_address(text)
+        try:
+            bad = any(not 0 <= a["port"] <= 65535 for a in clean_dashboard_address(text))
+        except ValueError:
+            bad = True
+        assert bad, text
+
+
+@pytest.mark.timeout(60)
+def test_config_memory_and_dashboard_are_checked_alike(tmp_path, capsys):
+    config = tmp_path / "c.toml"
+    config.write_text('memory = "-1GB"\n')
+    assert _error(capsys, ["train", "lr", "--train", _svm_file(tmp_path), "--config",
+                           str(config)]).startswith("--memory -1GB: a memory limit must be "
+                                                    "positive, not negative")
+    config.write_text('dashboard-address = "foo:bar"\n')
+    line = _error(capsys, ["train", "lr", "--train", _svm_file(tmp_path), "--config",
+                           str(config)])
+    assert "dashboard-address" in line and "its port 'bar' is not an integer" in line, line

@@ -2,6 +2,7 @@
 
 import contextlib
 import itertools
+import re
 import time
 
 import numpy as np
@@ -523,3 +524,54 @@ def test_a_list_mixing_futures_and_values_or_ragged_is_named(client1):
     with pytest.raises(ValueError, match="data is a list that is no array of rows"):
         partition([[1, 2], [3]], client="local")
     assert partition([[1, 2], [3, 4]], client="local").total_rows == 2
+
+
+def test_futures_with_n_partitions_or_by_are_refused_not_ignored(client1):
+    """``partition(futures, n_partitions=7)`` gave one partition per future, silently: the
+    futures are the partitions, as they are, so n_partitions (and by) are refused, naming
+    both, as workers= was."""
+    futs = client1.scatter([np.zeros((4, 2)), np.ones((3, 2))], hash=False)
+    for kwargs, said in (({"n_partitions": 7}, "n_partitions=7"), ({"by": "a"}, "by='a'"),
+                         ({"n_partitions": 3, "workers": ["w"]},
+                          "n_partitions=3, workers=['w']")):
+        with pytest.raises(ValueError, match=rf"^{re.escape(said)} cannot be given with a "
+                                             rf"list of futures: the 2 futures are the "
+                                             rf"partitions, one each"):
+            partition(futs, client=client1, **kwargs)
+    with partition(futs, client=client1) as data:
+        assert data.n_rows == [4, 3]
+
+
+_DIMS = (r"^data( \(element 1 of its tuple\))? has 3 dimensions \(shape \(4, 2, 2\)\): an "
+         r"array of a partition has 1 or 2 \(rows on the first axis, then columns\)")
+
+
+@pytest.mark.parametrize("client", ["local", "client1"])
+def test_3d_data_is_refused_alike_in_memory_and_dask(client, request):
+    """A 3-D NumPy array was cut into partitions while a dask one was refused (on a
+    cluster; in this process both were accepted); a 0-D dask array failed with an
+    IndexError, a 0-D NumPy array being named. Now one check, one message, for all."""
+    import dask.array as da
+    import sparse
+
+    client = request.getfixturevalue(client) if client != "local" else client
+    X3 = np.zeros((4, 2, 2))
+    for data in (X3, da.from_array(X3, chunks=2), (np.zeros((4, 2)), X3),
+                 sparse.COO.from_numpy(X3),
+                 (da.zeros((4, 2), chunks=2), X3), (da.zeros((4, 2), chunks=2), X3.tolist()),
+                 X3.tolist()):
+        with pytest.raises(ValueError, match=_DIMS):
+            partition(data, client=client, n_partitions=2)
+    for data in (np.array(3.0), da.from_array(np.array(3.0)),
+                 (da.zeros(4, chunks=2), np.array(1.0))):
+        with pytest.raises(TypeError, match=r"^data( \(element 1 of its tuple\))? has no "
+                                            r"rows: got (ndarray|Array);"):
+            partition(data, client=client)
+    with partition((da.zeros((4, 2), chunks=2), np.arange(4.0)), client=client) as data:
+        assert data.total_rows == 4  # 1-D and 2-D still fine
+    computed = []  # refused before any chunk is computed (in this process too)
+    lazy = da.zeros((4, 2, 2), chunks=2).map_blocks(lambda b: computed.append(1) or b,
+                                                    meta=np.zeros((0, 0, 0)))
+    with pytest.raises(ValueError, match=_DIMS):
+        partition(lazy, client=client)
+    assert computed == []

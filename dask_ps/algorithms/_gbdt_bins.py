@@ -469,8 +469,9 @@ def bin_mapper(sk: BinSketch, max_bins: int = 255, categorical=None,
     Raises
     ------
     ValueError
-        ``max_bins`` outside [2, 65535]; a categorical feature with a non-integer value or a
-        category above 2**31 - 1 (the message names the feature and the value).
+        ``max_bins`` outside [2, 65535]; a categorical feature with a non-negative
+        non-integer value or a category above 2**31 - 1 (the message names the feature and
+        the value; negative values are missing, not refused).
     """
     if not 2 <= max_bins <= 65535:
         raise ValueError(f"max_bins must be in [2, 65535], got {max_bins}")
@@ -491,8 +492,10 @@ def bin_mapper(sk: BinSketch, max_bins: int = 255, categorical=None,
         if status[f] == _NOT_INTEGER:
             v = float(vals[vals != np.floor(vals)][0])
             raise ValueError(f"categorical feature {f + feature_offset} has the non-integer "
-                             f"value {v!r}; "
-                             "categories must be integers >= 0")
+                             f"value {v!r}: a category is an integer from 0 to "
+                             f"{MAX_CATEGORY}; negative values (integer or not) and NaN are "
+                             f"read as missing, as scikit-learn's HistGradientBoosting "
+                             f"reads them")
         v = float(vals.max())
         raise ValueError(f"categorical feature {f + feature_offset} has the category {v!r}, "
                          f"above the "

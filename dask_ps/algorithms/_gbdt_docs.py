@@ -41,12 +41,12 @@ DOC_PARAMS = """
         the tree before stopped at: nearer LightGBM's leaf-wise trees. "auto": see Notes.
     categorical_features : "from_dtype", None, or array-like of int, bool or str
         Categorical columns: "from_dtype" takes a DataFrame's ``category`` columns (their
-        codes); or the columns' indices, a boolean mask, or names. Values of a categorical
-        column of an array must be integers >= 0; negative values, NaN and categories
-        unseen at fit are missing. Splits follow LightGBM: one-vs-rest up to
-        ``max_cat_to_onehot`` categories, else a subset of the categories sorted by
-        gradient statistics (``max_cat_threshold``, ``cat_smooth``, ``cat_l2``,
-        ``min_data_per_group``; LightGBM's defaults).
+        codes); or the columns' indices, a boolean mask, or names. A category of a column
+        of an array is an integer from 0 to 2**31 - 1 (a non-integer one is refused);
+        negative values (integer or not), NaN and categories unseen at fit are missing.
+        Splits follow LightGBM: one-vs-rest up to ``max_cat_to_onehot`` categories, else a
+        subset of the categories sorted by gradient statistics (``max_cat_threshold``,
+        ``cat_smooth``, ``cat_l2``, ``min_data_per_group``; LightGBM's defaults).
     max_cat_to_onehot, max_cat_threshold, cat_smooth, cat_l2, min_data_per_group
         LightGBM's categorical split parameters (defaults 4, 32, 10, 10, 100).
     importance_type : {"gain", "split"}, default "gain"

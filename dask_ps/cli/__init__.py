@@ -277,7 +277,7 @@ def main(argv=None) -> int:
         if debug:
             raise
         return _failed(exc)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(opt.join_negative_sizes(argv))
     args.debug = debug  # DASK_PS_DEBUG=1 too
     from . import _run  # the estimators, distributed: only once a command runs
     previous = previous_int = None

@@ -164,10 +164,13 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
                         "jobs (default 2); existing scheduler: workers to wait for (default 1)")
     g.add_argument("--cores", type=POSITIVE_INT, default=1,
                    help="threads per worker, or cores per job (default 1)")
-    g.add_argument("--memory", help="memory per job (jobqueue, default 2GB) or per worker; "
-                                     "SGE jobs request none from it (only the workers' limit "
-                                     "follows it): add --job-extra='-l h_vmem=16G' or your "
-                                     "site's memory resource")
+    g.add_argument("--memory", help="memory per job (jobqueue, default 2GB) or per worker "
+                                     "(local: also auto, Dask's default, or a fraction of "
+                                     "the machine's memory such as 0.5); positive, at least "
+                                     "256MiB; SGE jobs request none from it (only the "
+                                     "workers' limit follows it): add "
+                                     "--job-extra='-l h_vmem=16G' or your site's memory "
+                                     "resource")
     g.add_argument("--walltime", type=walltime, default="01:00:00",
                    help="walltime of the data jobs, [D-]HH:MM:SS, MM:SS or minutes, read as "
                         "Slurm reads it (default 01:00:00); PBS and SGE get it as HH:MM:SS, "
@@ -193,8 +196,9 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--log-dir", help="folder of the jobs' output files")
     g.add_argument("--local-directory", help="workers' scratch folder")
     g.add_argument("--dashboard-address", default=":0", type=_dashboard_address,
-                   help="a new scheduler's dashboard (default :0, a free port; none: no "
-                        "dashboard)")
+                   help="a new scheduler's dashboard: [HOST]:PORT, PORT or HOST (port 0 to "
+                        "65535, 0 a free one), several joined by commas (default :0; none: "
+                        "no dashboard)")
     g.add_argument("--timeout", type=POSITIVE,
                    help="seconds to wait for the scheduler and the workers (default 30; "
                         "600 for jobqueue clusters, whose jobs may queue)")
@@ -202,8 +206,57 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
 
 def _dashboard_address(text: str) -> str | None:
     """``--dashboard-address``: ``none`` (any case) is no dashboard (Dask's
-    ``dashboard_address=None``); anything else is Dask's address (``:8787``, ``host:port``)."""
-    return None if text.strip().lower() == "none" else text
+    ``dashboard_address=None``); anything else is Dask's address, checked here as Dask
+    reads it (``distributed.utils.clean_dashboard_address``, not imported while parsing):
+    addresses joined by commas, each ``PORT``, ``HOST:PORT``, ``:PORT`` or ``HOST`` (port
+    0), the port an integer from 0 to 65535 (0: a free one).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        An address Dask cannot read (it failed as "unexpected ValueError (a bug of
+        dask_ps?)" once the cluster started), or a port out of range (Dask took a free one
+        instead, with a warning), named by argparse with the option (status 2).
+    """
+    if text.strip().lower() == "none":
+        return None
+    for address in text.split(","):
+        where = repr(address) if address == text else f"{address!r} (of {text!r})"
+        parts = address.split(":") if not address.strip().lstrip("+-").isdigit() else \
+            ["", address]
+        if len(parts) > 2:
+            raise argparse.ArgumentTypeError(
+                f"{where} is not HOST:PORT (more than one ':'; Dask takes no IPv6 host "
+                f"here), nor none")
+        if len(parts) == 1:
+            continue  # a host alone: Dask takes a free port
+        try:
+            port = int(parts[1])
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{where}: its port {parts[1]!r} is not an integer (give HOST:PORT, :PORT, "
+                f"PORT, or none for no dashboard)") from None
+        if not 0 <= port <= 65535:
+            raise argparse.ArgumentTypeError(
+                f"{where}: its port {port} is not in 0 to 65535 (0: a free port)")
+    return text
+
+
+def join_negative_sizes(argv: list[str]) -> list[str]:
+    """``--memory -1GB`` (or ``--ps-memory``) as ``--memory=-1GB``: argparse reads a value
+    that starts with '-' and is not a plain negative number as a missing one ("argument
+    --memory: expected one argument"); joined, it reaches :func:`ClusterSpec.check
+    <dask_ps.cluster.ClusterSpec.check>`, which names it as a negative memory limit. Only
+    a value that starts with '-' and a digit or '.' is joined (no option does); an
+    abbreviated option name (``--mem -1GB``) is left to argparse."""
+    out: list[str] = []
+    for token in argv:
+        if out and out[-1] in ("--memory", "--ps-memory") and len(token) > 1 \
+                and token[0] == "-" and (token[1].isdigit() or token[1] == "."):
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
 
 
 def cluster_spec(args) -> ClusterSpec:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["NoRows", "UnknownChunks", "as_dask_chunks", "check_columns", "check_some_rows",
-           "first_rows", "is_dask", "n_rows_of", "describe", "slice_rows", "split_bounds"]
+__all__ = ["NoRows", "UnknownChunks", "as_dask_chunks", "check_columns", "check_dims",
+           "check_some_rows", "first_rows", "is_dask", "n_rows_of", "describe", "slice_rows",
+           "split_bounds"]
 
 
 def is_dask(x) -> bool:
@@ -40,17 +41,49 @@ def n_rows_of(value, where: str = "a partition") -> int:
         A value, or an element of a tuple, without rows, naming ``where``, the element and
         its type.
     """
+    check_dims(value, where, most=None)
+    return int((value[0] if isinstance(value, tuple) else value).shape[0])
+
+
+def check_dims(value, where: str = "data", most: int | None = 2) -> None:
+    """The one check of the dimensions of data given to :func:`~.placing.partition` (in
+    memory or dask, before anything is cut or computed) and of a partition value
+    (:func:`n_rows_of`, with ``most=None``): every element has a ``shape`` of 1 to ``most``
+    dimensions.
+
+    Parameters
+    ----------
+    value : object or tuple of objects
+    where : str, default "data"
+        What the value is, for the error (e.g. "partition 3").
+    most : int or None, default 2
+        The most dimensions allowed (None: any number).
+
+    Raises
+    ------
+    TypeError
+        A value, or an element of a tuple, without rows (no ``shape``, or 0 dimensions: a
+        string, a list, None, a scalar, a 0-d array), naming ``where``, the element and its
+        type.
+    ValueError
+        One of more than ``most`` dimensions (a 3-D array, in memory or dask), naming
+        ``where``, the element and its shape.
+    """
     items = value if isinstance(value, tuple) else (value,)
     if not items:
         raise TypeError(f"{where} is an empty tuple: a partition has rows")
     for j, v in enumerate(items):
         shape = getattr(v, "shape", None)
+        part = f" (element {j} of its tuple)" if isinstance(value, tuple) else ""
         if not hasattr(shape, "__len__") or len(shape) == 0:
-            part = f" (element {j} of its tuple)" if isinstance(value, tuple) else ""
             raise TypeError(f"{where}{part} has no rows: got {type(v).__name__}; a partition "
                             f"is an array, a sparse matrix, a DataFrame or Series (rows on "
                             f"the first axis, 0 rows allowed), or a tuple of those")
-    return int(items[0].shape[0])
+        if most is not None and len(shape) > most:
+            raise ValueError(f"{where}{part} has {len(shape)} dimensions (shape "
+                             f"{tuple(shape)}): an array of a partition has 1 or {most} (rows "
+                             f"on the first axis, then columns); reshape it, e.g. "
+                             f"X.reshape(len(X), -1)")
 
 
 def describe(value, first_row: int = 0, index: int | None = None) -> tuple[int, int]:
@@ -248,12 +281,17 @@ def as_dask_chunks(data) -> tuple[list, list[int] | None]:
     ------
     UnknownChunks
         A dask array of unknown chunk sizes (a ValueError naming the element of the data).
+    TypeError
+        An element without rows (a 0-d array, a delayed object; :func:`check_dims`).
     ValueError
-        Collections not aligned by rows, or a dask array of more than two dimensions.
+        Collections not aligned by rows, or an array of more than two dimensions
+        (:func:`check_dims`, before anything is computed).
     """
     import dask
 
-    items = data if isinstance(data, tuple) else (data,)
+    items = tuple(np.asarray(x) if isinstance(x, list) else x
+                  for x in (data if isinstance(data, tuple) else (data,)))
+    check_dims(items if isinstance(data, tuple) else items[0], "data")
     first = next(x for x in items if is_dask(x))
     if hasattr(first, "divisions"):  # dask dataframe or series
         cols = []
@@ -276,16 +314,12 @@ def as_dask_chunks(data) -> tuple[list, list[int] | None]:
                     raise UnknownChunks(element=next(j for j, v in enumerate(items)
                                                  if v is first))
                 x = np.asarray(x)
-                if x.ndim == 0 or x.shape[0] != first.shape[0]:  # (dask said only "Chunks do
-                    # not add up to shape")
+                if x.shape[0] != first.shape[0]:  # (dask said only "Chunks do not add up to
+                    # shape"); a 0-d x was refused by check_dims
                     raise ValueError(f"the elements of the data have {first.shape[0]} and "
-                                     f"{x.shape[0] if x.ndim else 0} rows; they must be "
-                                     f"aligned by rows")
+                                     f"{x.shape[0]} rows; they must be aligned by rows")
                 x = da.from_array(x, chunks=(first.chunks[0],)
                                   + tuple(-1 for _ in np.shape(x)[1:]))
-            if x.ndim > 2:
-                raise ValueError(f"a dask array of a partition must have 1 or 2 dimensions, "
-                                 f"got shape {x.shape}")
             if any(np.isnan(c) for c in x.chunks[0]):
                 raise UnknownChunks(element=len(arrays))
             arrays.append(x)

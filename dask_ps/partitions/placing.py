@@ -37,6 +37,7 @@ def partition(data, *, client=None, n_partitions: int | None = None,
         ``with`` block) drops only those and never cancels the caller's futures, whose
         data Dask keeps while the caller holds them (it frees what :func:`partition`
         made itself: scattered in-memory data, computed dask chunks, moved copies).
+        Arrays have 1 or 2 dimensions (rows, then columns), in memory as in dask.
     client : distributed.Client or "local", optional
         Default: the current client; "local" (or no client) keeps the partitions in this
         process. A closed client, or anything else, is refused as :class:`~dask_ps.PSModel`
@@ -44,10 +45,11 @@ def partition(data, *, client=None, n_partitions: int | None = None,
     n_partitions : int, optional
         In-memory data: the number of partitions (default: one per worker thread, 1
         without a cluster). Dask data: at least this many (default: one per worker thread),
-        the largest chunks being cut to reach it, so that no worker thread idles.
+        the largest chunks being cut to reach it, so that no worker thread idles. Not with
+        a list of futures, which are the partitions, one each (refused, not ignored).
     by : str, optional
         A column of a (dask) DataFrame: rows with equal values go to the same partition
-        (in memory by hash; dask data by Dask's shuffle).
+        (in memory by hash; dask data by Dask's shuffle). Not with a list of futures.
     workers : str or list of str, optional
         Addresses of the workers to hold the partitions (default: all; the partitions and
         the default ``n_partitions`` then count only their threads). Not with a list of
@@ -63,17 +65,20 @@ def partition(data, *, client=None, n_partitions: int | None = None,
         Empty data: without any row (``"data has no rows"``: in memory, a dask collection
         whose chunks all have 0 rows, or a list of futures whose values all have 0 rows),
         a list whose rows are ragged, tuples whose elements do not have the same
-        rows, unknown dask chunk sizes, a bad ``n_partitions``, ``by`` that is not a
+        rows, an array (in memory or dask) of more than 2 dimensions, naming its shape,
+        unknown dask chunk sizes, a bad ``n_partitions``, ``by`` that is not a
         column, ``workers`` naming no worker of the cluster or given without a cluster
-        (``client="local"`` or no client: there are no workers to choose), in-memory
+        (``client="local"`` or no client: there are no workers to choose),
+        ``n_partitions``, ``by`` or ``workers`` with a list of futures, in-memory
         data whose workers all left the cluster, or a ``client`` that is closed.
     TypeError
         Data of a kind that has no rows, or a future whose value has none, naming its
         position and type: a partition (a future's value, or a piece of the data) is an
         object with a ``shape`` of one dimension or more (NumPy, scipy.sparse,
         ``sparse.COO``, pandas) or a tuple of them; it may have 0 rows (the steps get it
-        as it is), but a string, a list, None or a scalar is refused. A list mixing
-        futures with other values. A ``client`` that is no ``distributed.Client``.
+        as it is), but a string, a list, None or a scalar (a 0-d array, in memory or
+        dask) is refused. A list mixing futures with other values. A ``client`` that is no
+        ``distributed.Client``.
     MemoryError
         In-memory data of which one partition would take more than Dask's ``pause``
         fraction of its worker's memory limit (``distributed.worker.memory.pause``, 80% by
@@ -99,9 +104,14 @@ def partition(data, *, client=None, n_partitions: int | None = None,
                                                for f in data):
         if client is None:
             raise ValueError("a list of futures needs their Dask client")
-        if workers is not None:
-            raise ValueError("workers= cannot be given with a list of futures: they stay "
-                             "where they are")
+        given = [f"{name}={value!r}" for name, value in
+                 (("n_partitions", n_partitions), ("by", by), ("workers", workers))
+                 if value is not None]
+        if given:  # (n_partitions and by were ignored)
+            raise ValueError(f"{', '.join(given)} cannot be given with a list of futures: "
+                             f"the {len(data)} futures are the partitions, one each, as they "
+                             f"are and where they are (give the data itself, in memory or "
+                             f"dask, to have it cut, grouped or placed)")
         from distributed import Future
 
         # copies of the caller's futures: releasing the Partitions drops only these, and
@@ -162,7 +172,7 @@ def _running(client, threads: dict[str, int]) -> dict[str, int]:
 
 
 def _from_memory(data, client, n_partitions, bounds=None, threads=None) -> Partitions:
-    data = tuple(_rows_ready(x) for x in data) if isinstance(data, tuple) else _rows_ready(data)
+    data = _rows_ready(data)
     n = inputs.n_rows_of(data, "data")
     inputs.check_rows(data)
     inputs.check_some_rows([n])
@@ -237,10 +247,25 @@ def room_fraction() -> tuple[float, str]:
     return 1.0, "runs out of memory on"
 
 
-def _rows_ready(x):
-    """In-memory data as something with rows: pydata sparse as scipy CSR, lists as arrays."""
-    if hasattr(x, "to_scipy_sparse"):
-        return x.to_scipy_sparse().tocsr()
+def _rows_ready(data):
+    """In-memory data (or a tuple of such) as something with rows: lists as arrays, its
+    dimensions checked (:func:`~.inputs.check_dims`: as dask data's), pydata sparse as
+    scipy CSR."""
+    data = _arrays(data)
+    inputs.check_dims(data, "data")
+    if not isinstance(data, tuple):
+        return data.to_scipy_sparse().tocsr() if hasattr(data, "to_scipy_sparse") else data
+    return tuple(x.to_scipy_sparse().tocsr() if hasattr(x, "to_scipy_sparse") else x
+                 for x in data)
+
+
+def _arrays(data):
+    """``data`` (or each element of its tuple) a list as an array (:func:`_array_of`)."""
+    return tuple(_array_of(x) for x in data) if isinstance(data, tuple) else _array_of(data)
+
+
+def _array_of(x):
+    """A list as an array (of rows); anything else as it is."""
     if isinstance(x, list):
         futures = [i for i, v in enumerate(x) if hasattr(v, "key") and hasattr(v, "status")]
         if futures:  # (numpy said "setting an array element with a sequence")
@@ -259,6 +284,7 @@ def _from_dask(data, client, n_partitions, spread: bool = True, threads=None) ->
     import dask
 
     if client is None:
+        inputs.check_dims(_arrays(data), "data")  # before computing it all
         computed = dask.compute(data)[0]
         return _from_memory(computed, None, n_partitions)
     chunks, first_rows = inputs.as_dask_chunks(data)

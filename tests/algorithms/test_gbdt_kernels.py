@@ -282,6 +282,17 @@ def test_categorical_bins_and_errors():
                                   [1, 3, 3, 3])  # negative, unseen, NaN: the missing bin
     with pytest.raises(ValueError, match="categorical feature 0 has the non-integer value 2.5"):
         bin_mapper(sketch(np.array([[2.5], [1.0]]), np.arange(2), 1.0), categorical=[0])
+    # the message said "categories must be integers >= 0", while negative values (-1.5 too)
+    # are read as missing, as scikit-learn's HistGradientBoosting reads them
+    with pytest.raises(ValueError) as info:
+        bin_mapper(sketch(np.array([[0.5], [1.0]]), np.arange(2), 1.0), categorical=[0])
+    assert ">= 0" not in str(info.value) and str(info.value).endswith(
+        "a category is an integer from 0 to 2147483647; negative values (integer or not) and "
+        "NaN are read as missing, as scikit-learn's HistGradientBoosting reads them")
+    neg = bin_mapper(sketch(np.array([[-1.5], [1.0], [-2.0]] * 5), np.arange(15), 1.0),
+                     categorical=[0])
+    np.testing.assert_array_equal(neg.transform(np.array([[-1.5], [1.0], [-2.0]]))[0],
+                                  [1, 0, 1])  # missing, category 1, missing
     with pytest.raises(ValueError, match="above the largest"):
         bin_mapper(sketch(np.array([[2.0**40], [1.0]]), np.arange(2), 1.0), categorical=[0])
     with pytest.raises(ValueError, match="categorical feature index 3 out of range"):
