@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..exceptions import CheckpointFormatError, DataError, OptionError
+from ..exceptions import CheckpointFormatError, DataError
 from ..model import PSModel
 from ..partitions import Partitions
 from ..partitions.inputs import is_dask
@@ -409,12 +409,12 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
                     stopped=bool(state["stopped"]))
 
     def load_driver(saved: dict | None, clock: int) -> None:
+        # the version is this fit's (driver_differences: a resume skips others' versions)
         if saved is None:
             raise CheckpointFormatError("the checkpoint to resume from holds no trees: "
                                         "another estimator wrote it, or a GBDT fit of a "
                                         "dask_ps that did not keep them")
         try:  # a checkpoint written before its metadata was checksummed may be damaged
-            diff = fit_differences(saved, fit_id)
             kept = int(saved["rounds"])
             trees = {k: _unpacked(v) for k, v in saved["trees"].items()}
             bound, losses = float(saved["bound"]), [float(v) for v in saved["eval_losses"]]
@@ -423,11 +423,6 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
             raise CheckpointFormatError(f"the trees of the checkpoint to resume from cannot "
                                         f"be read ({type(exc).__name__}: {exc}): it is "
                                         f"damaged") from None
-        if diff:
-            raise OptionError(f"resume: the checkpoint holds another fit, (theirs, this one's) "
-                              f"{diff}{checksum_note(diff)}; resume with the same data, "
-                              f"eval_set, bins and max_leaf_nodes, or use another checkpoint "
-                              f"folder")
         if kept < clock:
             raise CheckpointFormatError(f"the checkpoint is at round {clock} but holds "
                                         f"{kept} rounds of trees")
@@ -449,7 +444,8 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
         setup_shards()  # as after a recovery: the restored table's shards told their columns
 
     history = loop.run(rounds, on_recover=on_recover, driver_state=(save_driver, load_driver),
-                       rewinds=True)  # a checkpoint past n_estimators: its first trees
+                       rewinds=True,  # a checkpoint past n_estimators: its first trees
+                       driver_differs=functools.partial(driver_differences, fit_id=fit_id))
     best_round = None
     if early_stopping_rounds is not None and state["eval_losses"]:
         _, best_round, _ = early_stop(state["eval_losses"], early_stopping_rounds)
@@ -477,6 +473,25 @@ def checksum_note(diff: dict) -> str:
                          f"{name}'s {' and '.join(k.split('_', 1)[1] for k in sums)}: "
                          f"{other} than the checkpoint's")
     return f" ({'; '.join(notes)})" if notes else ""
+
+
+def driver_differences(saved: dict | None, fit_id: dict) -> str | None:
+    """Why a checkpoint whose driver state is ``saved`` (None: it keeps none) holds another
+    GBDT fit than ``fit_id``'s (:func:`fit_differences`), for
+    :func:`~dask_ps.model.recovery.fit_differences`: a resume or a recovery takes the
+    newest version of this fit, as every estimator's does, and a folder holding none is
+    refused naming it. None when it is this fit's, or when its fit cannot be read (damage:
+    named when its trees are loaded)."""
+    if saved is None:
+        return ("no trees (another estimator wrote it, or a GBDT fit of a dask_ps that did "
+                "not keep them)")
+    try:
+        diff = fit_differences(saved, fit_id)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+    if not diff:
+        return None
+    return f"(the checkpoint's, this fit's) {diff}{checksum_note(diff)}"
 
 
 def fit_differences(saved: dict, fit_id: dict) -> dict:

@@ -115,7 +115,8 @@ class EpochLoop:
             rebuild: Callable[[], None] | None = None,
             restart: Callable[[], None] | None = None,
             driver_state: tuple[Callable, Callable] | None = None,
-            rewinds: bool = False) -> list[dict]:
+            rewinds: bool = False,
+            driver_differs: Callable | None = None) -> list[dict]:
         """Run epochs ``1..n_epochs``; returns the history records.
 
         Epochs run as few jobs as the fit allows: one per epoch when the driver must act
@@ -153,6 +154,10 @@ class EpochLoop:
             Whether ``driver_state``'s load takes a checkpoint past ``n_epochs`` back to
             ``n_epochs`` (GBDT's first trees); otherwise ``resume`` refuses one with an
             :class:`~dask_ps.exceptions.OptionError` naming ``limit``.
+        driver_differs : callable, optional
+            ``driver_differs(saved) -> str or None``: why a checkpoint whose driver state is
+            ``saved`` holds another fit; a resume or a recovery takes the newest version of
+            this fit, skipping those (see :func:`dask_ps.model.recovery.run_clocks`).
 
         Raises
         ------
@@ -226,6 +231,7 @@ class EpochLoop:
                 restart=restart if tmp is not None or start is not None else None,
                 save_last=tmp is None,
                 driver_state=driver_state, fit_id=self.fit_id, rewinds=rewinds,
+                driver_differs=driver_differs,
                 unit=self.unit, limit=self.limit,
                 own=self.own_versions if tmp is None else None, start_from=start)
         finally:

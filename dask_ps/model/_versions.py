@@ -2,8 +2,10 @@
 local disks, a conditional put of a :data:`CLAIM` file elsewhere (S3: ``If-None-Match: *``),
 tried again when S3 answers a race with a 409 (:func:`~dask_ps.io._storage.is_write_conflict`).
 Used by :func:`~dask_ps.model.checkpoint.save`. And :func:`newest_own`: the newest version
-of a folder that holds a given model, for a restore or a resume of a folder where several
-models save.
+of a folder that holds a given model, for a restore, a recovery or a resume of a folder
+where several models save (:func:`own_version`: the one home of "which version is this
+model's", :func:`model_differs`); :func:`check_unchanged`: a version read before is still
+what the store holds.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from typing import Callable
 import numpy as np
 
 from ..exceptions import CheckpointFormatError, user_stacklevel
+from . import _format_tables as ft
 from . import format as ck
 
-__all__ = ["CLAIM", "CLAIM_TRIES", "claim", "newest_own", "new_version", "said_of"]
+__all__ = ["CLAIM", "CLAIM_TRIES", "check_unchanged", "claim", "model_differs", "newest_own",
+           "new_version", "own_version", "said_of"]
 
 
 def new_version(url: str, attrs: dict, tries: int = 32) -> tuple:
@@ -187,3 +191,65 @@ def said_of(others: dict, n: int = 3) -> str:
     more = [v for vs in list(alike.values())[n:] for v in vs]
     return "; ".join(parts) + (f"; and versions {more}, of other models or damaged, too"
                                if more else "")
+
+
+def model_differs(model) -> Callable:
+    """``differs(info)`` for :func:`newest_own`: why version ``info`` holds another model
+    than ``model`` (:func:`~dask_ps.model._format_tables.other_model`: a table of the model
+    it lacks, or one of its name holding another table; the model's scratch tables, which
+    a restore empties, left out), None when it holds the model's tables."""
+    def differs(info: ck.CheckpointInfo) -> str | None:
+        return ft.other_model(model.saved_specs, {
+            n: t for n, t in info.attrs.get("tables", {}).items() if n not in model._scratch})
+
+    return differs
+
+
+def own_version(model, info: ck.CheckpointInfo, differs: Callable | None = None,
+                what: str = "this model") -> ck.CheckpointInfo:
+    """``info``, or the newest older version of its folder holding ``model``
+    (:func:`newest_own` with ``differs``, default :func:`model_differs`; warning, naming the
+    versions skipped and what they hold): what a restore or a recovery of a folder takes.
+
+    Raises
+    ------
+    CheckpointFormatError
+        No version of the folder holds the model: naming the folder and what each version
+        holds.
+    """
+    found, others = newest_own(info, differs or model_differs(model), what)
+    if found is None:
+        raise CheckpointFormatError(
+            f"checkpoint folder {info.url!r} holds no version of {what}: {said_of(others)}; "
+            f"nothing was restored (load one into a new model with PSModel.load)")
+    return found
+
+
+def check_unchanged(info: ck.CheckpointInfo) -> None:
+    """Refuse to restore version ``info`` when its metadata in the store (its zarr.json's
+    attributes, read again: one small file) is no longer ``info.attrs``: the version was
+    edited or replaced since ``info`` was read, and a restore would take the table
+    descriptions of one and the rows of the other.
+
+    Raises
+    ------
+    CheckpointFormatError
+        Naming the checkpoint and version, and how to read it again.
+    """
+    import json
+
+    try:
+        stored = ck.open_version(info.path).attrs.asdict()
+    except Exception as exc:  # gone, or unreadable now
+        raise CheckpointFormatError(f"checkpoint {info.url!r} version {info.version} changed "
+                                    f"since it was read: its metadata cannot be read again "
+                                    f"({type(exc).__name__}: {exc})") from None
+    try:  # as JSON on both sides: a save's own attrs may hold tuples where JSON has lists
+        same = json.loads(json.dumps(info.attrs)) == json.loads(json.dumps(stored))
+    except (TypeError, ValueError):
+        same = False
+    if not same:
+        raise CheckpointFormatError(
+            f"checkpoint {info.url!r} version {info.version} changed since it was read: its "
+            f"metadata in the store differs from that of the CheckpointInfo given; read it "
+            f"again (format.latest(url, version={info.version})) or restore the URL")

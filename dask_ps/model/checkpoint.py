@@ -32,7 +32,7 @@ from . import _format_tables as ft
 from . import connection, placement
 from . import format as ck
 from . import key_ranges as kr
-from ._versions import new_version, newest_own, said_of
+from ._versions import check_unchanged, new_version, own_version
 from .writers import plan_table as _plan_table
 from .writers import write_part as _write_part
 
@@ -129,7 +129,7 @@ def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
         manifest.update({p: [t["n_keys"], n_chunks] for p in _paths(arrays)})
         calls += [(w[0], (path, name, arrays) + w[1:] + (None,)) for w in plans[name]]
     _run_tasks(model, _write_part, calls)
-    ck.write_manifest(path, manifest)
+    ck.write_manifest(path, manifest, __version__)
     if keep is not None:
         ck.prune(url, keep)
     return ck.CheckpointInfo(url, version, attrs, seconds=time.perf_counter() - t0)
@@ -334,6 +334,7 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
     tables in memory. A new model (nothing to lose) skips it."""
     _check_url(model, info.url)
     model._refuse_in_job("restore", "restore between jobs")
+    check_unchanged(info)  # a version read before: its metadata still the store's
     ck.check_format(info.attrs, info.url, info.version)  # a version named by hand too
     # a scratch table of the model (add_table(checkpoint=False)) is not restored, even from
     # a checkpoint written when it was kept: it is made empty again below
@@ -556,7 +557,8 @@ def restore(model, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInf
         and what each version holds); a newer format, a format or hash function this
         dask_ps does not read (naming the field), or a damaged array (naming the
         checkpoint, table and rows) of the version given, or of every complete version of
-        the URL: the model is unchanged.
+        the URL; a version given whose metadata changed in the store since it was read:
+        the model is unchanged.
     RuntimeError
         While a job runs.
 
@@ -567,32 +569,24 @@ def restore(model, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInf
         caller's line.
     UserWarning
         Given a URL, newer versions hold another model and were skipped (naming them).
+
+    Notes
+    -----
+    A version given (a ``CheckpointInfo``) is restored with the table descriptions its
+    store holds now: its metadata is read again (one small file, beside the manifest read
+    for its format) and compared with ``checkpoint.attrs``; when they differ (the version
+    was edited or replaced since it was read) a CheckpointFormatError says the checkpoint
+    changed since it was read, and nothing is restored.
     """
     if isinstance(checkpoint, ck.CheckpointInfo):
         _restore(model, checkpoint, optimizer_state)
         return checkpoint
     info, errors = ck.latest(checkpoint), []
     while True:
-        info = _own(model, info)
+        info = own_version(model, info)
         try:
             _restore(model, info, optimizer_state)
             return info
         except CheckpointFormatError as exc:
             info = _older(info, exc, errors, "restores")
 
-
-def _own(model, info: ck.CheckpointInfo) -> ck.CheckpointInfo:
-    """``info``, or the newest older version of its folder holding the model's tables
-    (:func:`~dask_ps.model._versions.newest_own`, warning); a CheckpointFormatError naming
-    the folder and what each version holds when none does."""
-    def differs(i):
-        return ft.other_model(model.saved_specs, {n: t for n, t in i.attrs["tables"].items()
-                                                  if n not in model._scratch})
-
-    found, others = newest_own(info, differs)
-    if found is None:
-        raise CheckpointFormatError(
-            f"checkpoint folder {info.url!r} holds no version of this model: "
-            f"{said_of(others)}; nothing was restored (load one into a new model with "
-            f"PSModel.load)")
-    return found

@@ -454,14 +454,17 @@ def check_format(attrs: dict, url: str, version: int) -> None:
         raise CheckpointFormatError(f"checkpoint {url!r} version {version} is not a dask_ps "
                                     f"checkpoint (no 'dask_ps' format attribute)")
     fs, root = _fs(version_url(url, version))
-    written = (_read_manifest(fs, root) or {}).get("format")
-    for where, fmt in ((" (field dask_ps.format)", meta["format"]),
-                       (" (field format of its manifest.json)", written)):
+    manifest = _read_manifest(fs, root) or {}
+    written = manifest.get("format")
+    # each format with the dask_ps version beside it (a manifest's: none before it was kept)
+    for where, fmt, by in ((" (field dask_ps.format)", meta["format"], meta),
+                           (" (field format of its manifest.json)", written, manifest)):
         if type(fmt) is int and fmt > FORMAT:
+            lib = by.get("library_version")
             raise CheckpointFormatError(
                 f"checkpoint {url!r} version {version}{where} has format {fmt} (written by "
-                f"dask_ps {meta.get('library_version')}); this dask_ps reads formats up to "
-                f"{FORMAT}: upgrade dask_ps to load it")
+                f"{f'dask_ps {lib}' if lib else 'a newer dask_ps'}); this dask_ps reads "
+                f"formats up to {FORMAT}: upgrade dask_ps to load it")
     if type(meta["format"]) is not int or meta["format"] < 1 or type(written) is not int \
             or written != meta["format"]:
         raise CheckpointFormatError(
@@ -503,10 +506,11 @@ def _digest(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def write_manifest(path: str, arrays: dict) -> None:
+def write_manifest(path: str, arrays: dict, library_version: str | None = None) -> None:
     """Mark the version at ``path`` complete (the last write of a save): the chunk count of
-    each of its ``arrays`` and the checksum of every ``zarr.json`` (:func:`verify` checks
-    them).
+    each of its ``arrays``, the checksum of every ``zarr.json`` (:func:`verify` checks
+    them) and the ``library_version`` of dask_ps that wrote it (named beside its format
+    when a dask_ps reading older formats refuses it).
 
     The manifest is written beside and then moved into place, so that a reader never sees
     half of it on file systems where a move is atomic (elsewhere a cut-short manifest fails
@@ -516,7 +520,9 @@ def write_manifest(path: str, arrays: dict) -> None:
     metadata = {meta: _digest(fs.cat_file(f"{root}/{meta}"))
                 for meta in ["zarr.json"] + [f"{a}/zarr.json" for a in arrays]}
     body = json.dumps(dict(format=FORMAT, written=time.time(), arrays=arrays,
-                           metadata=metadata)).encode()
+                           metadata=metadata, **({} if library_version is None else
+                                                 dict(library_version=library_version))
+                           )).encode()
     tmp = f"{root}/{MANIFEST}.tmp"
     fs.pipe_file(tmp, body)
     fs.mv(tmp, f"{root}/{MANIFEST}")

@@ -39,7 +39,7 @@ from ..exceptions import (
 from . import format as ck
 from . import placement
 from ._format_tables import spec_differences
-from ._versions import newest_own, said_of
+from ._versions import newest_own, own_version, said_of
 
 __all__ = ["check_not_past", "check_resumable", "fit_differences", "recover", "recreate",
            "run_clocks"]
@@ -65,7 +65,8 @@ def _wait_for_departure(model, exc: BaseException, limit: float) -> None:
 
 
 def restore_sound(model, info: ck.CheckpointInfo, optimizer_state: bool = True,
-                  check: Callable | None = None) -> ck.CheckpointInfo:
+                  check: Callable | None = None,
+                  own: Callable | None = None) -> ck.CheckpointInfo:
     """Restore version ``info`` of a checkpoint, or, when its data fails the restore's
     checks (e.g. a chunk whose checksum fails, which :func:`~dask_ps.model.format.latest`
     does not read, or another model's tables), the newest older complete version that passes
@@ -74,8 +75,11 @@ def restore_sound(model, info: ck.CheckpointInfo, optimizer_state: bool = True,
     (:func:`~dask_ps.model.format.older_sound`; the damaged version is left in the store):
     what a resume and a recovery need, where ``restore`` of an explicit version stays
     strict.
-    ``check(info)`` runs before each try (e.g. :func:`check_resumable`). Returns the
-    version restored.
+    ``own(info)`` picks, before each try, the version to try of those from ``info`` down:
+    the newest holding this model or fit (:func:`~dask_ps.model._versions.own_version`:
+    a version of another model is skipped as one, with a ``UserWarning`` saying what it
+    holds, not as damage). ``check(info)`` runs before each try (e.g.
+    :func:`check_resumable`). Returns the version restored.
 
     Raises
     ------
@@ -88,6 +92,8 @@ def restore_sound(model, info: ck.CheckpointInfo, optimizer_state: bool = True,
     errors: list[str] = []
     first = None
     while True:
+        if own is not None:
+            info = own(info)
         if check is not None:
             check(info)
         try:
@@ -102,7 +108,8 @@ def restore_sound(model, info: ck.CheckpointInfo, optimizer_state: bool = True,
         info = nxt
 
 
-def check_resumable(model, info: ck.CheckpointInfo, fit_id: dict | None = None) -> None:
+def check_resumable(model, info: ck.CheckpointInfo, fit_id: dict | None = None,
+                    driver_differs: Callable | None = None) -> None:
     """Refuse to resume ``model``'s fit from checkpoint ``info`` when it holds other tables
     than the fit made (:func:`fit_differences`). Checked before anything is restored: the
     model and the checkpoint are left as they are.
@@ -113,20 +120,24 @@ def check_resumable(model, info: ck.CheckpointInfo, fit_id: dict | None = None) 
         Naming the checkpoint, each table that differs and how (the checkpoint's, this
         fit's).
     """
-    said = fit_differences(model, info, fit_id)
+    said = fit_differences(model, info, fit_id, driver_differs)
     if said:
         raise OptionError(f"resume: checkpoint {info.url!r} version {info.version} {said}; "
                           f"resume with the same data and parameters, or use another "
                           f"checkpoint folder")
 
 
-def fit_differences(model, info: ck.CheckpointInfo, fit_id: dict | None = None) -> str | None:
+def fit_differences(model, info: ck.CheckpointInfo, fit_id: dict | None = None,
+                    driver_differs: Callable | None = None) -> str | None:
     """Why checkpoint ``info`` holds another fit than ``model``'s: another set of tables, or
     a table of other rows, columns, dtype, partitioner or update rule (another feature
     count, rank, number of topics or classes, solver...); or, with ``fit_id`` (what the fit
     says of itself, e.g. its estimator and hashed width: see :func:`run_clocks`), a
-    checkpoint's that differs. E.g. ``"holds another fit: table 'w': rows 21 (this fit's:
-    11)"``; None when it holds this fit."""
+    checkpoint's that differs; or, with ``driver_differs`` (``driver_differs(saved) -> str
+    or None``, ``saved`` the driver state the checkpoint keeps, None when it keeps none),
+    what it says. E.g. ``"holds another fit: table 'w': rows 21 (this fit's: 11)"``; None
+    when it holds this fit. The one test of "which version is this fit's", for a resume
+    and a recovery alike (:func:`~dask_ps.model._versions.newest_own`)."""
     # scratch tables (add_table(checkpoint=False)) are not compared: a restore empties them
     tables = {n: t for n, t in info.attrs.get("tables", {}).items() if n not in model._scratch}
     specs = model.saved_specs
@@ -144,6 +155,9 @@ def fit_differences(model, info: ck.CheckpointInfo, fit_id: dict | None = None) 
             if diff:
                 said.append(f"table {name!r}: " + ", ".join(
                     f"{k} {a!r} (this fit's: {b!r})" for k, (a, b) in diff.items()))
+    if driver_differs is not None and (
+            driver := driver_differs(info.attrs.get("extra", {}).get("driver"))):
+        said.append(driver)
     return f"holds another fit: {'; '.join(said)}" if said else None
 
 
@@ -190,7 +204,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                fit_id: dict | None = None, rewinds: bool = False, unit: str = "clock",
                limit: str = "n_clocks",
                own: list[int] | None = None,
-               start_from: ck.CheckpointInfo | None = None) -> tuple[list, list[dict]]:
+               start_from: ck.CheckpointInfo | None = None,
+               driver_differs: Callable | None = None) -> tuple[list, list[dict]]:
     """Run clocks ``[0, n_clocks)`` with ``step``, checkpointing and recovering.
 
     Parameters
@@ -212,8 +227,9 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         Then a checkpoint follows a job only once this many seconds have passed since the
         previous one.
     resume : bool, default False
-        Start from the newest complete version of ``checkpoint``, if there is one: its
-        tables, its clock and its results of the clocks before; an
+        Start from the newest complete version of ``checkpoint`` holding this fit, if there
+        is one (newer versions of other fits skipped with a ``UserWarning`` naming them):
+        its tables, its clock and its results of the clocks before; an
         :class:`~dask_ps.exceptions.OptionError` when its tables are not the model's (see
         :func:`check_resumable`) or, unless ``rewinds``, when its clock is past
         ``n_clocks`` (:func:`check_not_past`), before anything is restored.
@@ -244,6 +260,11 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         JSON-able description of the fit (e.g. its estimator, feature count, classes):
         saved with every checkpoint; ``resume`` refuses a checkpoint whose description
         differs (see :func:`check_resumable`).
+    driver_differs : callable, optional
+        ``driver_differs(saved) -> str or None``: why a checkpoint whose ``driver_state``
+        is ``saved`` (None: it keeps none) holds another fit (e.g. GBDT's trees of other
+        data), None when it is this fit's: with ``fit_id``, what a resume and a recovery
+        tell this fit's versions by (:func:`fit_differences`).
     rewinds : bool, default False
         Whether ``driver_state``'s load can take a checkpoint past ``n_clocks`` back to
         ``n_clocks`` (GBDT: its first trees are those of the shorter fit); then ``resume``
@@ -300,19 +321,24 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
     every = checkpoint_every if checkpoint is not None else max(n_clocks, 1)
     last = None
     clock = 0
+    def differs(info):  # which versions of the folder are this fit's
+        return fit_differences(model, info, fit_id, driver_differs)
+
     if resume and checkpoint is not None and ck.list_versions(checkpoint)[0]:
         def check(info):
-            check_resumable(model, info, fit_id)
+            check_resumable(model, info, fit_id, driver_differs)
             if not rewinds:
                 check_not_past(info, n_clocks, unit, limit)
 
-        start, others = newest_own(ck.latest(checkpoint),
-                                   lambda i: fit_differences(model, i, fit_id), "this fit")
-        if start is None:  # no version of this fit: named, with what the folder holds
-            raise OptionError(f"resume: checkpoint {checkpoint!r} holds no version of this "
-                              f"fit: {said_of(others)}; resume with the same data and "
-                              f"parameters, or use another checkpoint folder")
-        last = restore_sound(model, start, check=check)
+        def own_fit(info):
+            start, others = newest_own(info, differs, "this fit")
+            if start is None:  # no version of this fit: named, with what the folder holds
+                raise OptionError(f"resume: checkpoint {checkpoint!r} holds no version of "
+                                  f"this fit: {said_of(others)}; resume with the same data "
+                                  f"and parameters, or use another checkpoint folder")
+            return start
+
+        last = restore_sound(model, ck.latest(checkpoint), check=check, own=own_fit)
         clock = min(last.clock, n_clocks)
         kept = list(last.attrs.get("extra", {}).get("results", []))[:clock]
         results[:] = kept + [None] * (clock - len(kept))
@@ -359,7 +385,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                                seconds=time.perf_counter() - rec["started"])
                 elif rebuild is None:
                     try:
-                        rec = recover(model, checkpoint)
+                        rec = recover(model, checkpoint, differs=differs, what="this fit")
                     except NoShardWorkerError as exc:  # e.g. every job's walltime ended at once
                         raise RecoveryError(model.lost_shards(), f"{last.url} version "
                                             f"{last.version} (clock {last.clock})",
@@ -453,9 +479,18 @@ def recreate(model) -> dict:
     return dict(lost_shards=lost, moved_to=moved, started=t0)
 
 
-def recover(model, checkpoint: str, optimizer_state: bool = True) -> dict:
+def recover(model, checkpoint: str, optimizer_state: bool = True, *,
+            differs: Callable | None = None, what: str = "this model") -> dict:
     """Recreate lost shards on live workers and roll every shard back to the newest
-    complete version of ``checkpoint``.
+    complete version of ``checkpoint`` holding the model.
+
+    In a folder where other models save too, newer versions of another model are skipped
+    with a ``UserWarning`` saying what they hold
+    (:func:`~dask_ps.model._versions.own_version`); damaged ones with a
+    :class:`~dask_ps.model.format.TornCheckpointWarning` saying they are damaged
+    (:func:`restore_sound`). ``differs(info) -> str or None`` says why a version holds
+    another model (default: another model's tables; :func:`run_clocks` passes
+    :func:`fit_differences` of its fit), ``what`` names the model in the warnings.
 
     Returns
     -------
@@ -467,6 +502,9 @@ def recover(model, checkpoint: str, optimizer_state: bool = True) -> dict:
     ------
     CheckpointNotFoundError
         No complete checkpoint.
+    CheckpointFormatError
+        No version of the folder holds the model (naming the folder and what each version
+        holds), checked before any shard is moved; or none of those that do restores.
     NoShardWorkerError
         No live worker can host the lost shards (a ValueError).
     """
@@ -476,10 +514,15 @@ def recover(model, checkpoint: str, optimizer_state: bool = True) -> dict:
         # reported in the result (``torn``) instead
         warnings.simplefilter("ignore", ck.TornCheckpointWarning)
         info = ck.latest(checkpoint)
+    info = own_version(model, info, differs, what)  # before any shard is moved
+
+    def own(i):
+        return own_version(model, i, differs, what)
+
     lost = placement.lost_shards(model)
     was = [model.shards[i].address for i in lost]
     moved = placement.replace_shards(model, lost) if lost else []
-    info = restore_sound(model, info, optimizer_state)
+    info = restore_sound(model, info, optimizer_state, own=own)
     if not model.is_local:  # the dashboard's table of recoveries
         for shard, old, new in zip(lost, was, moved):
             log_recovery(shard, old, new, checkpoint=f"{info.url} v{info.version}",

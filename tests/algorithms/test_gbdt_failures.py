@@ -104,7 +104,8 @@ def test_resume_goes_on_from_the_checkpoint_with_the_same_trees(client2, tmp_pat
     # other data, or an eval set its eval losses are not of: a clear error, and the
     # checkpoint is left as it was
     versions = sorted(os.listdir(ck))
-    with pytest.raises(ValueError, match="the checkpoint holds another fit.*'rows'"):
+    with pytest.raises(ValueError, match="holds no version of this fit: .*holds another "
+                                         "fit.*'rows'"):
         GBDTClassifier(n_estimators=8, checkpoint=ck, resume=True, **kw).fit(X[:2000],
                                                                                y[:2000])
     with pytest.raises(ValueError, match=r"another fit.*'eval_rows': \(None, 500\)"):
@@ -182,7 +183,8 @@ def test_resume_refuses_other_training_data_of_the_same_shape(client2, tmp_path)
     cases = (((X, flipped), ["train_labels"]), ((nudged, y), ["train_features"]),
              ((X[::-1], y[::-1]), ["train_features", "train_labels"]))
     for (Xo, yo), differs in cases:
-        with pytest.raises(ValueError, match="the checkpoint holds another fit") as err:
+        with pytest.raises(ValueError, match="holds no version of this fit: .*holds another "
+                                             "fit") as err:
             GBDTClassifier(n_estimators=5, checkpoint=ck, resume=True, **kw).fit(Xo, yo)
         said = str(err.value)
         for key in differs:
@@ -195,6 +197,45 @@ def test_resume_refuses_other_training_data_of_the_same_shape(client2, tmp_path)
     resumed = GBDTClassifier(n_estimators=5, checkpoint=ck, resume=True, **kw).fit(Xd, yd)
     whole = GBDTClassifier(n_estimators=5, **kw).fit(X, y)
     np.testing.assert_array_equal(resumed.predict_proba(X), whole.predict_proba(X))
+
+
+@pytest.mark.filterwarnings("ignore:checkpoint folder .* two models are writing:UserWarning")
+def test_resume_takes_the_newest_version_of_this_fit_in_a_shared_folder(client2, tmp_path):
+    """A GBDT fit saved into a folder where another fit saved since: resume=True raised
+    ("the checkpoint holds another fit") though the folder held its own versions, where
+    LR, MF and LDA resume from their newest one. GBDT tells its versions by the same test
+    now (its trees' fit id among them): it resumes from its newest version, warning which
+    versions it skipped and what they hold, to the trees of a whole fit; a fit none of
+    whose versions is there is refused naming the folder, nothing saved."""
+    from dask_ps.model import format as ck
+
+    X, y = _toy()
+    kw = dict(max_leaf_nodes=15, random_state=0, client=client2)
+    url = str(tmp_path / "ck")
+    GBDTClassifier(n_estimators=3, checkpoint=url, **kw).fit(X, y)
+    own = ck.list_versions(url)[0]
+    GBDTClassifier(n_estimators=2, checkpoint=url, **kw).fit(X[:2000], y[:2000])  # another
+    others = [v for v in ck.list_versions(url)[0] if v not in own][::-1]
+    grown = []
+    with pytest.warns(UserWarning, match=rf"versions {others[0]} and {others[1]}: each holds "
+                                         rf"another fit: \(the checkpoint's, this fit's\) "
+                                         rf"\{{'rows': \(2000, 3000\).*skipped, using version "
+                                         rf"{own[-1]}, the newest of this fit") as seen:
+        resumed = GBDTClassifier(n_estimators=5, checkpoint=url, resume=True,
+                                 callbacks=[lambda r: grown.append(r["epoch"]) and False],
+                                 **kw).fit(X, y)
+    assert __file__ in [w.filename for w in seen]
+    assert grown == [4, 5]  # rounds 1-3 came from its own version
+    whole = GBDTClassifier(n_estimators=5, **kw).fit(X, y)
+    np.testing.assert_array_equal(resumed.predict_proba(X), whole.predict_proba(X))
+    versions = ck.list_versions(url)[0]
+    with pytest.raises(ValueError, match=rf"^resume: checkpoint {re.escape(repr(url))} holds "
+                                         rf"no version of this fit: .*each holds another fit: "
+                                         rf"\(the checkpoint's, this fit's\) \{{'rows': "
+                                         rf"\((3000|2000), 1000\)"):
+        GBDTClassifier(n_estimators=5, checkpoint=url, resume=True, **kw).fit(X[:1000],
+                                                                                y[:1000])
+    assert ck.list_versions(url)[0] == versions  # nothing saved
 
 
 def test_resume_goes_on_in_other_partitions_and_on_other_shards(client2, tmp_path):

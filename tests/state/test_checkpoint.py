@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -1161,3 +1162,123 @@ def test_restore_of_a_folder_takes_the_newest_version_of_this_model(client2, tmp
     np.testing.assert_array_equal(c.pull("w"), before["w"])
     for m in (a, b, c):
         m.close()
+
+
+@pytest.mark.filterwarnings("ignore:checkpoint folder .* two models are writing:UserWarning")
+def test_recover_of_a_shared_folder_says_another_models_version_is_not_damaged(client2,
+                                                                            tmp_path):
+    """recover(url) of a folder whose newer versions are another model's took this model's
+    own, but warned that each of them "is damaged (holds tables ['v'] ...)". It selects the
+    model's version as restore(url) does now: another model's versions are said to hold
+    another model (a UserWarning), a damaged version of its own is still said to be damaged
+    (a TornCheckpointWarning), and the newest sound version of the model is restored; a
+    model none of whose versions is there is refused naming the folder, left as it was."""
+    url = str(tmp_path / "ck")
+    a = PSModel(client2, n_shards=2)
+    a.add_table("w", (300, 2), optimizer="adagrad")
+    b = PSModel(client2, n_shards=2)
+    b.add_table("v", (30,), optimizer="adagrad")
+    a.push("w", np.arange(300), np.ones((300, 2)))
+    a.save(url, clock=1, chunk_rows=100)  # version 1: a's
+    sound = _own_state(a)
+    a.push("w", np.arange(300), np.ones((300, 2)))
+    a.save(url, clock=2, chunk_rows=100)  # version 2: a's, damaged below
+    b.save(url)  # versions 3 and 4: b's
+    b.save(url)
+    _damage_last_chunk(url, "t0/values", version=2)
+    a.push("w", np.arange(300), np.ones((300, 2)))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        rec = a.recover(url)
+    said = [(w.category, str(w.message)) for w in seen]
+    assert rec["version"] == 1 and rec["clock"] == 1, said
+    np.testing.assert_array_equal(a.pull("w"), sound["w"])
+    others = [m for c, m in said if c is UserWarning]
+    assert len(others) == 1 and re.match(
+        rf"checkpoint folder {re.escape(repr(url))}: versions 4 and 3: each holds tables "
+        r"\['v'\], not the model's \['w'\]: it is another model's checkpoint; skipped, using "
+        r"version 2, the newest of this model", others[0]), said
+    damaged = [m for c, m in said if c is TornCheckpointWarning]
+    assert len(damaged) == 1 and "version 2 is damaged" in damaged[0], said
+    assert not any("version 3 is damaged" in m or "version 4 is damaged" in m
+                   for _, m in said), said
+    assert {w.filename for w in seen} == {__file__}, said
+
+    c = PSModel(client2, n_shards=2)  # a model none of the versions holds
+    c.add_table("u", (10,), optimizer="adagrad")
+    c.push("u", np.arange(10), np.ones(10))
+    before = _own_state(c)
+    with pytest.raises(CheckpointFormatError, match=rf"^checkpoint folder "
+                                                    rf"{re.escape(repr(url))} holds no version "
+                                                    rf"of this model: versions 4 and 3: each "
+                                                    rf"holds tables \['v'\]"):
+        c.recover(url)
+    np.testing.assert_array_equal(c.pull("u"), before["u"])
+    for m in (a, b, c):
+        m.close()
+
+
+def test_restore_of_a_version_read_before_the_store_changed_is_refused(client2, tmp_path):
+    """restore(info) of a CheckpointInfo read before its version was edited (its checksums
+    recomputed: an edit no check of the data finds) used the table descriptions held in
+    ``info``: another hash function named in the store was only refused when read again
+    from the URL. The version's metadata is read again now and compared: a change is
+    refused as "changed since it was read", the model left as it was; read again, the
+    edit is named; an unedited version given restores."""
+    from dask_ps.model.format import latest
+
+    url = str(tmp_path / "ck")
+    model = PSModel(client2, n_shards=2)
+    model.add_table("h", (None, 2), partitioner="hash", optimizer="adagrad")
+    model.push("h", [3, 11], np.ones((2, 2)))
+    saved = model.save(url)
+    fresh = model.save(url)
+    info = latest(url, version=1)
+    model.push("h", [3, 11, 40], np.ones((3, 2)))
+    for unedited in (fresh, latest(url, version=2)):  # what save returned, or read back
+        assert model.restore(unedited).version == 2
+    model.push("h", [3, 11, 40], np.ones((3, 2)))
+    before = full_state(model)
+    _edit_version(url, 1, lambda j: j["attributes"]["tables"]["h"]["partitioner"].update(
+        hash="murmur3"))
+    where = rf"^checkpoint {re.escape(repr(url))} version 1"
+    for stale in (info, saved):  # read back, and the one save returned
+        with pytest.raises(CheckpointFormatError, match=where + r" changed since it was read"):
+            model.restore(stale)
+        assert_same(before, full_state(model))
+    with pytest.raises(CheckpointFormatError, match=where + r": table 'h': field "
+                                                           r"partitioner.hash is 'murmur3'"):
+        model.restore(latest(url, version=1))
+    assert_same(before, full_state(model))
+    model.close()
+
+
+def test_a_newer_manifest_format_names_the_dask_ps_that_wrote_the_manifest(tmp_path):
+    """A manifest of a newer format was said to be "written by dask_ps X", X taken from
+    the version's metadata, not from the manifest the format came from. The manifest keeps
+    the version of dask_ps that wrote it now, named beside its format; a manifest without
+    one (written before) names none."""
+    url = str(tmp_path / "ck")
+    model = PSModel("local", n_shards=2)
+    model.add_table("w", (10,), optimizer="adagrad")
+    model.save(url)
+    manifest = json.loads((Path(url) / "v000001" / "manifest.json").read_text())
+    assert manifest["library_version"] == dask_ps.__version__
+    assert dask_ps.__version__ != "9.9.9"
+    _edit_version(url, 1, manifest=lambda m: m.update(format=2, library_version="9.9.9"))
+    with pytest.raises(CheckpointFormatError, match=r"version 1 \(field format of its "
+                                                    r"manifest.json\) has format 2 \(written by "
+                                                    r"dask_ps 9\.9\.9\); this dask_ps reads "
+                                                    r"formats up to 1"):
+        PSModel.load("local", url)
+    _edit_version(url, 1, manifest=lambda m: m.pop("library_version"))
+    with pytest.raises(CheckpointFormatError, match=r"manifest.json\) has format 2 \(written "
+                                                    r"by a newer dask_ps\)"):
+        PSModel.load("local", url)
+    # the metadata's format: the metadata's dask_ps version, as before
+    _edit_version(url, 1, lambda j: j["attributes"]["dask_ps"].update(
+        format=3, library_version="7.0"), lambda m: m.update(format=1))
+    with pytest.raises(CheckpointFormatError, match=r"\(field dask_ps.format\) has format 3 "
+                                                    r"\(written by dask_ps 7\.0\)"):
+        PSModel.load("local", url)
+    model.close()
