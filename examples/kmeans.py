@@ -2,6 +2,9 @@
 
     python examples/kmeans.py [--k 8] [--epochs 5] [--rows 200000]
 
+About a minute with the defaults on 2 busy cores (73 s measured, with scikit-learn's fit);
+``--rows 60000 --epochs 3`` is the tests' quick run.
+
 The table "stats" holds, per center, the sum of the points assigned to it so far and their
 count, so a pull gives the centers (sum / count), and every step adds its minibatch's sums:
 with plain add on the shards, BSP merges the workers' minibatches exactly.

@@ -2,6 +2,9 @@
 
     python examples/mf_movielens.py [--split u1|ua] [--solver sgd als]
 
+About two minutes with both solvers at their defaults on 2 busy cores (119 s measured: SGD's
+fit 40 s, ALS's 25 s); ``--solver als`` for one.
+
 Data: ``$DASK_PS_DATA/mf_movielens100k/{split}.base, {split}.test`` (default ``../shared/data``
 beside the repo). The training ratings go in as a dask dataframe, shuffled by user on the
 cluster; the test ratings as pandas.

@@ -1,11 +1,11 @@
 """Logistic regression on a9a on a local Dask cluster, written directly against the PSModel
-API: what ``dask_ps.LogisticRegression`` does, in fifty lines.
+API: what ``dask_ps.LogisticRegression`` does, in one task function of twenty lines.
 
 Each worker trains on the partitions it holds: per clock it pulls the weights of the features
 its minibatch touches, computes the log-loss gradient, pushes it, and clocks; the shards apply
 FTRL-Proximal. Prints the test AUC, accuracy and log-loss.
 
-    python examples/ps_demo.py [--workers 2] [--epochs 5] [--consistency bsp|ssp|asp]
+    python examples/ps_demo.py [--workers 2] [--epochs 5] [--batch 256] [--consistency ssp|bsp|asp]
 
 Data: ``$DASK_PS_DATA/lr_a9a/{a9a,a9a.t}`` (default ``../shared/data`` beside the repo).
 """

@@ -29,3 +29,17 @@ def test_docstring_examples(module):
     with dask.config.set(scheduler="threads"):
         result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_help_shows_the_history_fields_not_a_private_pointer():
+    """``help(LogisticRegression)`` and ``help(MatrixFactorization)`` hold the fields of
+    ``history_`` (they pointed at a private function, ``_base.history_fields``)."""
+    import dask_ps
+
+    for cls in (dask_ps.LogisticRegression, dask_ps.MatrixFactorization,
+                dask_ps.GBDTClassifier, dask_ps.GBDTRegressor):
+        doc = cls.__doc__
+        assert "history_fields" not in doc, cls.__name__
+        assert "``epoch_time``" in doc, cls.__name__
+    for cls in (dask_ps.LogisticRegression, dask_ps.MatrixFactorization):
+        assert "(seconds since the fit started" in cls.__doc__, cls.__name__

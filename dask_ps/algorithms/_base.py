@@ -40,8 +40,8 @@ from ._stream import _CALL_LOOPS, _LAST_VERSION, notes_last_version, stream_star
 from .epoch_loop import EpochLoop
 
 __all__ = ["COMMON_CONSTRAINTS", "Interval", "PSEstimator", "check_numeric_columns",
-           "checksum", "history_fields", "keeps_state_on_failure", "one_seed_per_call",
-           "validate_data"]
+           "checksum", "history_doc", "history_fields", "keeps_state_on_failure",
+           "one_seed_per_call", "validate_data"]
 
 _pv = _compat.sklearn_param_validation()
 StrOptions = _pv.StrOptions
@@ -86,8 +86,8 @@ def history_fields() -> str:
     """The text of the ``history_`` attribute shared by every estimator's docstring."""
     return """history_ : list of dict
         One record per epoch (a pass over the data; for L-BFGS, a function evaluation):
-        ``epoch`` (1-based), ``loss`` (the estimator's training objective, see
-        ``loss_name`` of its notes), ``time`` (seconds since the fit started, at the end
+        ``epoch`` (1-based), ``loss`` (the estimator's training objective, named
+        below), ``time`` (seconds since the fit started, at the end
         of this epoch), ``epoch_time`` (seconds of this epoch; epochs run in one job, with
         no checkpoint, callback or evaluation between them, each get the job's mean and
         their ``time`` is spread evenly over it), ``bytes`` (keys and values pulled and
@@ -96,6 +96,18 @@ def history_fields() -> str:
         worker or shard; after a fit on a cluster the last record also reports the data
         (``source_reads``, ``bytes_in_memory``, ``bytes_on_disk``,
         ``incoming_transfer_bytes``, ...; see :meth:`dask_ps.Partitions.report`)."""
+
+
+HISTORY_REF = "See :func:`~dask_ps.algorithms._base.history_fields`; "
+
+
+def history_doc(cls):
+    """Class decorator: the text of :func:`history_fields` in the class's docstring, in place
+    of ``HISTORY_REF`` (which ``help()`` would show as a pointer into this private module)."""
+    if cls.__doc__ and HISTORY_REF in cls.__doc__:
+        body = history_fields().split("\n", 1)[1].strip()
+        cls.__doc__ = cls.__doc__.replace(HISTORY_REF, body + "\n        Here ", 1)
+    return cls
 
 
 #: The methods of a :class:`PSEstimator` subclass wrapped by :func:`keeps_state_on_failure`

@@ -102,9 +102,9 @@ DOC_ATTRS = """
         Total split gain (``importance_type="gain"``, in units of the training loss) or
         number of splits per feature, as LightGBM reports them (not normalised).
     history_ : list of dict
-        One record per round (see :func:`~dask_ps.algorithms._base.history_fields`;
-        ``epoch`` is the 1-based round): ``loss`` (mean training loss after the round,
-        weighted by ``sample_weight``),
+        One record per round (``epoch``, 1-based; ``time``, ``epoch_time`` and
+        ``bytes`` as in :class:`~dask_ps.LogisticRegression`'s ``history_``): ``loss``
+        (mean training loss after the round, weighted by ``sample_weight``),
         ``steps`` (histogram pushes and split queries of the round), ``hist_bytes``
         (histogram and scalar bytes pushed by all workers in the round) and, with
         ``eval_set``, ``eval_log_loss`` / ``eval_l2`` (weighted by ``eval_sample_weight``).

@@ -58,7 +58,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from ..exceptions import DivergenceError
+from ..exceptions import DivergenceError, user_stacklevel
 from ..kernels.sorting import unique_sorted
 from ..model import PSModel
 from ..partitions import Partitions
@@ -370,7 +370,7 @@ def _not_converged(method: str, max_iter: int, tol: float) -> None:
     # scikit-learn's habit: a solver stopped by max_iter says so
     warnings.warn(f"{method} stopped at max_iter={max_iter} iterations before the gradient "
                   f"norm reached tol={tol}; increase max_iter", ConvergenceWarning,
-                  stacklevel=5)
+                  stacklevel=user_stacklevel())  # the user's fit line, from any depth
 
 
 def lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init, loop,

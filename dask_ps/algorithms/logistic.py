@@ -34,6 +34,7 @@ from ._base import (
     StrOptions,
     check_numeric_columns,
     fit_identity,
+    history_doc,
     validate_data,
 )
 from ._lbfgs import lbfgs_fit
@@ -146,6 +147,7 @@ def _keyed_from_dense(coef: np.ndarray, intercept: np.ndarray) -> D.KeyedWeights
     return D.KeyedWeights.from_coef(sp.csr_matrix(coef), intercept)
 
 
+@history_doc
 class LogisticRegression(ClassifierMixin, PSEstimator):
     """Logistic regression trained on a dask_ps parameter server.
 

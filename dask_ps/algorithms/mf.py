@@ -19,7 +19,7 @@ from ..io.ids import IdMapping
 from ..io.ratings import encode_ratings
 from ..partitions.inputs import is_dask
 from . import _mf_data as data_
-from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions, checksum
+from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions, checksum, history_doc
 from ._loaded import check_ratings_model
 from ._mf_kernels import predict_pairs
 from ._mf_train import train
@@ -38,6 +38,7 @@ DEFAULTS = {
 }
 
 
+@history_doc
 class MatrixFactorization(PSEstimator):
     """Biased matrix factorisation of explicit ratings, trained on a dask_ps parameter server.
 

@@ -355,6 +355,17 @@ def test_owlqn_reaches_the_difacto_l1_optimum(data):
     assert abs(int((model.coef_ != 0).sum()) - 47) <= 1
 
 
+@pytest.mark.parametrize("penalty", ["l2", "l1"])
+def test_convergence_warning_points_at_the_callers_line(a9a, penalty):
+    """L-BFGS-B's and OWL-QN's ConvergenceWarning names the line that called ``fit`` (it
+    named a line inside dask_ps, logistic.py, whatever the caller)."""
+    X, y, _, _ = a9a
+    est = LogisticRegression(solver="lbfgs", penalty=penalty, max_iter=1, client="local")
+    with pytest.warns(ConvergenceWarning, match="max_iter=1") as record:
+        est.fit(X[:2000], y[:2000])
+    assert {w.filename for w in record if w.category is ConvergenceWarning} == {__file__}
+
+
 @pytest.mark.filterwarnings("ignore:L-BFGS-B stopped at max_iter=200")  # near enough here
 @pytest.mark.parametrize("solver", ["ftrl", "adagrad", "lbfgs"])
 def test_warm_start_continues_from_the_previous_state(a9a, solver):
