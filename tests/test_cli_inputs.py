@@ -542,3 +542,40 @@ def test_mf_column_options_on_a_headerless_file_are_refused_before_a_cluster(
           f"(named as the user, item and rating columns: user=, item=, rating= in Python, "
           f"--user-column, --item-column, --rating-column for dask-ps)\n")],
         ("mf",), capsys)
+
+
+@pytest.mark.timeout(300)
+def test_a_folder_is_its_files_and_a_compressed_file_is_named(tmp_path, client1, capsys):
+    """--train FOLDER said "no such file (a directory)" (Parquet written by Spark or dask
+    is a folder); a gzip file without .gz said "label is not a finite number:
+    '\\x1f\\ufffd\\x08...'" (LIBSVM)."""
+    import gzip
+
+    import pandas as pd
+
+    rng = np.random.default_rng(4)
+    df = pd.DataFrame({"click": np.arange(40) % 2, "a": rng.random(40), "c": list("xyzw") * 10})
+    for fmt in ("csv", "parquet"):
+        (tmp_path / fmt).mkdir()
+        for i in range(2):
+            part = df.iloc[20 * i:20 * (i + 1)]
+            path = tmp_path / fmt / f"part-{i}.{fmt}"
+            part.to_csv(path, index=False) if fmt == "csv" else part.to_parquet(path)
+        (tmp_path / fmt / "_SUCCESS").write_text("")
+    (tmp_path / "none").mkdir()
+    packed = tmp_path / "train.svm"
+    packed.write_bytes(gzip.compress(b"1 1:0.5 3:1\n0 2:0.25\n"))
+    sf = _scheduler_file(client1, tmp_path)
+    for fmt in ("csv", "parquet"):
+        assert main(["train", "lr", "--train", str(tmp_path / fmt), "--format", fmt, "--label",
+                     "click", "--max-iter", "1", "--scheduler-file", sf]) == 0
+        assert "train wall" in capsys.readouterr().out
+    assert main(["train", "lr", "--train", str(tmp_path / "none"), "--format", "csv",
+                 "--label", "click", "--scheduler-file", sf]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"dask-ps: error: --train: folder '{tmp_path / 'none'}' holds no file (names starting "
+        f"with '.' or '_' are skipped)")
+    assert main(["train", "lr", "--train", str(packed), "--scheduler-file", sf]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"dask-ps: error: {packed}: not LIBSVM text (it is gzip-compressed, but its name does "
+        f"not end in .gz: rename it to end in .gz)")

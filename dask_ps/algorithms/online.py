@@ -105,8 +105,9 @@ def _progressive(est, X, y) -> dict:
 def _rows(X, y) -> tuple[int, object]:
     """``(rows, y)`` of a batch: ``X.shape[0]`` when known; else (a dask DataFrame, whose
     length is a lazy scalar, or a dask array of unknown chunk sizes) the length of ``y``,
-    computed once and returned in memory for the progressive scores."""
-    n = X.shape[0]
+    computed once and returned in memory for the progressive scores; the number of rows of
+    a list of rows (``partial_fit`` takes what scikit-learn's ``check_array`` does)."""
+    n = X.shape[0] if hasattr(X, "shape") else len(X)
     if isinstance(n, numbers.Integral):
         return int(n), y
     if is_dask(y):

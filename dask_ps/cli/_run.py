@@ -82,7 +82,7 @@ def check_contents(urlpath: str, option: str, libsvm: bool, header_flag: bool = 
         ``"data.tsv, line 1: not a LIBSVM line (a label, then index:value pairs): '1\\t0.6'
         (is this a table of fields separated by '\\t'? ...)"``.
     """
-    from ..io._sniff import first_line, other_format
+    from ..io._sniff import compressed, first_line, other_format
 
     fs, paths = _opened(urlpath, option)
     if option == "--train" and all(fs.size(p) == 0 for p in paths):
@@ -94,6 +94,8 @@ def check_contents(urlpath: str, option: str, libsvm: bool, header_flag: bool = 
             head = f.read(1024)
     except (OSError, EOFError, ValueError):  # unreadable here: the reader will say why
         return
+    if compressed(head):  # the command takes no compression: only the renaming is said
+        raise DataError(f"{paths[0]}: not LIBSVM text{compressed(head, option=False)}")
     hint = other_format(head, header_flag)
     if hint and head.startswith(b"PAR1"):
         raise DataError(f"{paths[0]}: not LIBSVM text{hint}")
@@ -116,7 +118,7 @@ def check_model(path: str) -> None:
     exist; a folder or another file is :func:`~dask_ps.saving.load_estimator`'s to name."""
     from ..io._storage import storage_error
 
-    fs, paths = _opened(path, "model")
+    fs, paths = _opened(path, "model", folders=False)
     try:
         fs.info(paths[0])  # not fs.exists: it says False for refused access too
     except FileNotFoundError:
@@ -133,14 +135,18 @@ def _no_bucket(fs, urlpath: str) -> str:
     return f" (bucket {bucket!r} does not exist)" if bucket and not fs.exists(bucket) else ""
 
 
-def _opened(urlpath: str, option: str) -> tuple:
+def _opened(urlpath: str, option: str, folders: bool = True) -> tuple:
     """:func:`~dask_ps.io._blocks.open_paths`, a glob matching nothing (in a missing
-    bucket?) said as ``<option> <urlpath>: no such file``."""
+    bucket?) said as ``<option> <urlpath>: no such file``, a folder without files as
+    ``<option>: folder '<urlpath>' holds no file ...``. ``folders=False`` (a model's path):
+    a folder is left as it is, and a storage error names ``option``."""
     from ..io._blocks import open_paths
 
     try:
-        return open_paths(urlpath)
+        return open_paths(urlpath, what=option if not folders else "", folders=folders)
     except FileNotFoundError as exc:
+        if str(exc).startswith("folder "):  # a folder without files: said by open_paths
+            raise FileNotFoundError(f"{option}: {exc}") from None
         _, sep, bucket = str(exc).partition(": bucket ")
         raise FileNotFoundError(f"{option} {urlpath}: no such file"
                                 + (f" (bucket {bucket})" if sep else "")) from None

@@ -24,7 +24,7 @@ from fsspec.utils import infer_compression, read_block
 
 from ..exceptions import DataError
 from ._line_kernels import line_of_row
-from ._storage import bucket_of, storage_error, url_of
+from ._storage import bucket_of, client_error, storage_error, url_of
 
 __all__ = ["Block", "OBJECTS", "box", "chunk_sources", "count_read", "each", "expect_rows",
            "find_newline", "header_end", "lines_before", "open_paths", "plan", "read",
@@ -95,35 +95,58 @@ def source_paths(collection) -> list[str]:
     return list(found)
 
 
-def open_paths(urlpath, storage_options: dict | None = None):
+def open_paths(urlpath, storage_options: dict | None = None, what: str = "",
+               folders: bool = True):
     """``(fs, paths)`` of a URL, glob or list of them; raises FileNotFoundError for none.
     A path of a remote file system keeps its protocol (``s3://bucket/key``, which its
     methods take), so that errors and reports name the file as the user wrote it.
 
     Globs use ``*``, ``?`` and ``[...]`` (fsspec expands ``*`` only; a path holding ``?``
     or ``[`` is expanded here unless a file has that very name), matching files (not
-    folders) in sorted order.
+    folders) in sorted order. A folder given (not a glob's match) stands for the files
+    under it, as pyarrow's and pandas' ``read_parquet`` read a folder: sorted, at any
+    depth, but for names starting with ``.`` or ``_`` (``_SUCCESS``, ``.part-0.crc``, a
+    file being written as ``.name.tmp``), and those under such folders.
 
     Raises
     ------
     FileNotFoundError
-        No file matches (naming ``urlpath``, and a missing bucket of an object store).
+        No file matches (naming ``urlpath``, and a missing bucket of an object store), or
+        a folder holds none (naming it).
+    PermissionError, ConnectionError
+        An object store's client found no credentials, or could not reach its endpoint
+        (:func:`~._storage.client_error`), naming ``urlpath``.
     ValueError, ImportError
         From fsspec, naming ``urlpath``: an unknown protocol, or a known one whose package
         is not installed (``s3://`` without s3fs).
     OSError
         Another error of the storage (access denied: wrong credentials), in one line
-        naming ``urlpath`` (:func:`~._storage.storage_error`).
+        naming ``urlpath`` (:func:`~._storage.storage_error`; ``what``, e.g.
+        ``"vocabulary"``, says what it is).
+
+    ``folders=False`` leaves a folder given as it is (a model file's path: its reader
+    names a folder).
     """
     try:
         fs, _, paths = get_fs_token_paths(urlpath, mode="rb", storage_options=storage_options)
         paths = [q for p in paths
                  for q in (_glob_files(fs, p) if any(c in p for c in "?[") and not fs.exists(p)
                            else [p])]
+        given = {fs._strip_protocol(os.fspath(u)).rstrip("/")  # not a glob's matches
+                 for u in (urlpath if isinstance(urlpath, (list, tuple)) else [urlpath])}
+        expanded = [(p, _folder_files(fs, p) if folders and p.rstrip("/") in given else [p])
+                    for p in paths]
     except (ValueError, ImportError) as exc:  # a protocol unknown, or its package missing
         raise type(exc)(f"{urlpath!r}: {exc}") from None
     except OSError as exc:
-        raise storage_error(str(urlpath), exc) from None
+        raise storage_error(str(urlpath), exc, what) from None
+    except Exception as exc:  # noqa: BLE001 - botocore's own (no credentials, endpoint)
+        raise (client_error(str(urlpath), exc) or exc) from None
+    empty = [p for p, found in expanded if not found]
+    if empty:
+        raise FileNotFoundError(f"folder {url_of(fs, empty[0])!r} holds no file (names "
+                                f"starting with '.' or '_' are skipped)")
+    paths = [q for _, found in expanded for q in found]
     if not isinstance(fs, LocalFileSystem) and "memory" not in np.atleast_1d(fs.protocol):
         paths = [url_of(fs, p) for p in paths]  # s3://bucket/key: as errors name them
     if not paths:
@@ -141,6 +164,19 @@ def _exists(fs, path: str) -> bool:
         return fs.exists(path)
     except OSError:
         return True
+
+
+def _folder_files(fs, path: str) -> list[str]:
+    """``[path]`` for a file; the files under the folder ``path`` (sorted, at any depth, but
+    those whose name, or a folder's on the way, starts with ``.`` or ``_``, as pyarrow's
+    dataset discovery skips them), ``[]`` when it holds none."""
+    if not fs.isdir(path):
+        return [path]
+    root = path.rstrip("/")
+    found = sorted(f for f in fs.find(root, withdirs=False)
+                   if not any(part.startswith((".", "_"))
+                              for part in f[len(root):].strip("/").split("/")))
+    return found
 
 
 def _glob_files(fs, pattern: str) -> list[str]:
@@ -208,6 +244,8 @@ def _size(fs, path: str) -> int:
         return fs.size(path)
     except OSError as exc:
         raise storage_error(url_of(fs, path), exc) from None
+    except Exception as exc:  # noqa: BLE001 - botocore's own (no credentials, endpoint)
+        raise (client_error(url_of(fs, path), exc) or exc) from None
 
 
 def read(fs, block: Block) -> bytes:

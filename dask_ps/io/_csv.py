@@ -29,6 +29,7 @@ import pyarrow.csv as pacsv
 from ..exceptions import NOT_A_NUMBER, DataError
 from ._blocks import Block, header_end, plan, read
 from ._line_kernels import CSV, count_rows, lone_crs
+from ._sniff import compressed
 from ._weight_column import WEIGHTS_ARE, first_bad_weight
 
 __all__ = ["SAMPLE_BYTES", "SAMPLE_FILES", "LineError", "bad_line", "check_sep", "common_header",
@@ -88,15 +89,17 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
     Raises
     ------
     ValueError
-        The first line is not delimited text (a binary file, e.g. Parquet, or lone CR
-        line endings), or is empty (``"<file>: no columns (an empty file?)"``), naming the
-        file.
+        The first line is not delimited text (a binary file, e.g. Parquet or a compressed
+        file whose name does not say so, or lone CR line endings), or is empty
+        (``"<file>: no columns (an empty file?)"``), naming the file.
     """
     with fs.open(path, "rb", compression=compression) as f:
         raw = f.readline()
     line = raw.decode("utf-8", "replace").rstrip("\r\n").lstrip("\ufeff")
     if not line:
         raise DataError(f"{path}: no columns (an empty file?)")
+    if compressed(raw):
+        raise DataError(f"{path}: not delimited text{compressed(raw)}")
     try:
         if raw.startswith(b"PAR1") or b"\x00" in raw:  # csv reads binary as garbage names
             raise csv.Error("it holds NUL bytes")

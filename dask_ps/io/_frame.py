@@ -93,7 +93,8 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
     Parameters
     ----------
     urlpath : str, os.PathLike or list of them
-        Files or fsspec URLs (a glob is expanded, matches in sorted order).
+        Files or fsspec URLs (a glob is expanded, matches in sorted order;
+        a folder stands for the files under it but those named ``.*`` or ``_*``).
     label : str, optional
         The label column; default the first.
     categorical : sequence of str, default ()

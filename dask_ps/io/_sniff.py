@@ -1,17 +1,47 @@
 """What format a file given as LIBSVM looks like when it is not: the hint of the errors
-that refuse it (the command line's check before a cluster starts)."""
+that refuse it (the command line's check before a cluster starts); and whether a file read
+as text is compressed (its magic number) under a name that does not say so."""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["first_line", "other_format"]
+__all__ = ["compressed", "first_line", "other_format"]
 
 #: An ``index:value`` (or ``qid:n``) pair of a LIBSVM line.
 PAIR = re.compile(rb"(?:^|\s)(?:\d+|qid):\S")
 
 #: Delimiters of a table's line, and how ``--sep`` spells them.
 _DELIMITERS = {b",": None, b"\t": "'\\t'", b";": "';'", b"|": "'|'"}
+
+
+#: Magic numbers of compressed files, the codec's name (fsspec's ``compression=``) and the
+#: file name extension from which the readers infer it.
+_MAGIC = ((b"\x1f\x8b", "gzip", ".gz"), (b"\xfd7zXZ\x00", "xz", ".xz"),
+          (b"PK\x03\x04", "zip", ".zip"), (b"\x28\xb5\x2f\xfd", "zstd", ".zst"))
+#: bzip2's: ``BZh``, the block size digit, then the first block's magic (pi's digits).
+_BZ2 = re.compile(rb"BZh[1-9]1AY&SY")
+
+
+def compressed(head: bytes, option: bool = True) -> str:
+    """`` (it is gzip-compressed, but its name does not end in .gz: ...)`` when ``head``, a
+    file's first bytes read as they are (no codec inferred from its name), starts with the
+    magic number of a compressed format (gzip, bzip2, xz, zip, zstd); else ``""``. Called
+    when its text was refused, for the error's hint: such bytes are no UTF-8 text.
+    ``option``: the reader takes ``compression=`` (the hint names it), else only the
+    renaming is said."""
+    from fsspec import available_compressions
+
+    found = [(codec, ext) for magic, codec, ext in _MAGIC if head.startswith(magic)]
+    if _BZ2.match(head):
+        found.append(("bz2", ".bz2"))
+    if not found:
+        return ""
+    codec, ext = found[0]
+    if codec not in available_compressions():
+        return f" (it is {codec}-compressed: decompress it first)"
+    return (f" (it is {codec}-compressed, but its name does not end in {ext}: rename it "
+            f"to end in {ext}" + (f", or give compression={codec!r})" if option else ")"))
 
 
 def first_line(head: bytes) -> bytes:
@@ -37,7 +67,10 @@ def other_format(head: bytes, header_flag: bool = False) -> str:
     whose first bytes are ``head`` looks like Parquet (its magic bytes) or a delimited
     table (a first line with a ``,``, tab, ``;`` or ``|`` and no ``index:value`` pair: with
     ``--sep`` for another delimiter than ``,``; with ``--no-header`` when
-    ``header_flag`` and every field of that line is a number); else ``""``."""
+    ``header_flag`` and every field of that line is a number); the hint of
+    :func:`compressed` for compressed bytes; else ``""``."""
+    if compressed(head):
+        return compressed(head)
     if head.startswith(b"PAR1"):
         return " (is this a Parquet file? dask-ps train reads it with --format parquet)"
     line = first_line(head)

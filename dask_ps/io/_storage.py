@@ -10,8 +10,8 @@ botocore's ``ClientError``, which :func:`is_write_conflict` recognises.
 
 from __future__ import annotations
 
-__all__ = ["WRITE_CONFLICTS", "bucket_of", "is_write_conflict", "storage_error", "url_of",
-           "write_conflict_code"]
+__all__ = ["WRITE_CONFLICTS", "bucket_of", "client_error", "is_write_conflict", "storage_error",
+           "url_of", "write_conflict_code"]
 
 
 def url_of(fs, path: str) -> str:
@@ -103,3 +103,29 @@ def storage_error(url: str, exc: OSError, what: str = "") -> OSError:
         return type(exc)(text)
     except TypeError:  # a subclass of another signature
         return OSError(text)
+
+
+def client_error(url: str, exc: BaseException) -> OSError | None:
+    """An ``OSError`` naming ``url`` for an error of an object store's client that is no
+    ``OSError`` (so that callers, and ``dask-ps``, treat it as the storage's, as s3fs's
+    mapped errors are), or None for any other error.
+
+    botocore raises ``NoCredentialsError`` (no credentials found: no ``AWS_ACCESS_KEY_ID``,
+    no ``~/.aws`` profile) and ``EndpointConnectionError`` (the endpoint refused or is
+    unknown) as exceptions of its own; they become ``PermissionError`` (missing or partial
+    credentials) and ``ConnectionError`` (the endpoint), any other botocore error an
+    ``OSError``, each saying what to do.
+    """
+    names = {c.__name__ for c in type(exc).__mro__}
+    if "BotoCoreError" not in names or isinstance(exc, OSError):
+        return None
+    bucket = bucket_of(url)
+    where = f"bucket {bucket!r}" if bucket else "it"
+    if names & {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"}:
+        return PermissionError(
+            f"{url}: no credentials to read {where} ({exc}); set them (e.g. "
+            f"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws), or, in "
+            f"Python, read a public bucket anonymously (storage_options={{'anon': True}})")
+    if "ConnectionError" in names:
+        return ConnectionError(f"{url}: the storage cannot be reached ({exc})")
+    return OSError(f"{url}: {exc}")

@@ -12,6 +12,7 @@ from ..exceptions import DataError
 from . import _libsvm_kernels as _k
 from ._blocks import OBJECTS, box, each, open_paths, plan, read, start_lines
 from ._csv import LineError, line_of_row, parse_block, strip_header
+from ._sniff import compressed
 from ._storage import storage_error, url_of
 from .libsvm import _read_svm
 
@@ -33,14 +34,26 @@ def read_vocabulary(urlpath, storage_options: dict | None = None) -> np.ndarray:
         (:func:`~._storage.storage_error`).
     DataError
         A blank line before the last term (``"<file>, line <n>: a blank line in the
-        vocabulary ..."``): every line is the term of its id.
+        vocabulary ..."``): every line is the term of its id; bytes that are not UTF-8
+        (naming the line); ``urlpath`` naming more than one file (a glob or folder).
     """
-    fs, paths = open_paths(urlpath, storage_options)
+    fs, paths = open_paths(urlpath, storage_options, "vocabulary")
+    if len(paths) > 1:
+        more = ", ..." if len(paths) > 2 else ""
+        raise DataError(f"vocabulary {str(urlpath)!r} names {len(paths)} files "
+                        f"({url_of(fs, paths[0])}, {url_of(fs, paths[1])}{more}); a "
+                        f"vocabulary is one file of terms")
     try:
         with fs.open(paths[0], "rb", compression="infer") as f:
-            lines = f.read().decode("utf-8").splitlines()
+            data = f.read()
     except (FileNotFoundError, PermissionError) as exc:
         raise storage_error(url_of(fs, paths[0]), exc, "vocabulary") from None
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        packed = compressed(data[:16], option=False)
+        raise LineError(url_of(fs, paths[0]), data.count(b"\n", 0, exc.start) + 1,
+                        f"not UTF-8 text ({exc.reason}){packed}") from None
     while lines and not lines[-1].strip():  # a final newline adds no term
         lines.pop()
     terms = np.array([t.strip() for t in lines], dtype=str)
@@ -128,7 +141,8 @@ def read_ldac(urlpath, vocabulary=None, *, blocksize: int | str | None = "32MiB"
     Parameters
     ----------
     urlpath : str, os.PathLike or list of them
-        Files or fsspec URLs (globs expanded, in sorted order).
+        Files or fsspec URLs (globs expanded, in sorted order;
+        a folder stands for the files under it but those named ``.*`` or ``_*``).
     vocabulary : str, os.PathLike or sequence of str, optional
         The terms: a file with one term per line (line k is term id k), or the terms. It
         fixes the number of columns; by default the largest id plus one.

@@ -282,7 +282,8 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     Parameters
     ----------
     urlpath : str, os.PathLike or list of them
-        Files or fsspec URLs (a glob is expanded, matches in sorted order).
+        Files or fsspec URLs (a glob is expanded, matches in sorted order;
+        a folder stands for the files under it but those named ``.*`` or ``_*``).
     encoder : HashingEncoder, optional
         The encoding rule; default :func:`infer_encoder` of the files.
     label : str, default "Label"

@@ -281,7 +281,10 @@ def read_libsvm(
     urlpath : str, os.PathLike or list of them
         Paths or URLs of the files (anything fsspec opens: local, ``s3://``,
         ``memory://``, ...); a glob is expanded and its matches are read in sorted
-        order. Rows of several files are concatenated in the given order.
+        order; a folder stands for the files under it (sorted, at any depth) but those
+        whose names start with ``.`` or ``_`` (``_SUCCESS``, ``.part-0.crc``), as
+        pandas' ``read_parquet`` reads a folder. Rows of several files are concatenated
+        in the given order.
     n_features : int, optional
         Number of columns of ``X``, at most 2**63 - 1. By default the largest index in
         the input plus one (zero-based) or the largest index (one-based).

@@ -125,7 +125,8 @@ def read_sparse_parquet(urlpath, n_features: int | None = None, *, dtype=np.floa
     Parameters
     ----------
     urlpath : str, os.PathLike or list of them
-        Files or fsspec URLs (globs expanded, in sorted order).
+        Files or fsspec URLs (globs expanded, in sorted order;
+        a folder stands for the files under it but those named ``.*`` or ``_*``).
     n_features : int, optional
         Default: the ``dask_ps.n_features`` the writer stored in the schema metadata.
     dtype : numpy dtype, default numpy.float32

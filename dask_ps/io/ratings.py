@@ -281,7 +281,8 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     Parameters
     ----------
     urlpath : str, os.PathLike or list of them
-        Files or fsspec URLs (globs expanded, in sorted order).
+        Files or fsspec URLs (globs expanded, in sorted order;
+        a folder stands for the files under it but those named ``.*`` or ``_*``).
     user, item, rating : str, default "user", "item", "rating"
         The columns holding them (names from the header, ``names`` or Parquet).
     timestamp : str or None, default "timestamp"

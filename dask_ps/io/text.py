@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 from ._blocks import OBJECTS, box, each, open_paths, plan, read, select, start_lines
 from ._csv import LineError
+from ._sniff import compressed
 from .bow import _vocabulary
 
 __all__ = ["read_text", "tokenize"]
@@ -70,8 +71,9 @@ def _lines(data: bytes, where: str, line0: int) -> pa.Array:
             try:
                 line.decode("utf-8")
             except UnicodeDecodeError as exc:
+                packed = compressed(line) if line0 + i == 1 else ""
                 raise LineError(where, line0 + i, f"not UTF-8 text ({exc.reason} at byte "
-                                                  f"{exc.start})") from None
+                                                  f"{exc.start}){packed}") from None
         raise
 
 
@@ -172,7 +174,8 @@ def read_text(urlpath, vocabulary=None, *, separator: str = DEFAULT_SEPARATOR,
     Parameters
     ----------
     urlpath : str, os.PathLike or list of them
-        Files or fsspec URLs (globs expanded, in sorted order).
+        Files or fsspec URLs (globs expanded, in sorted order;
+        a folder stands for the files under it but those named ``.*`` or ``_*``).
     vocabulary : str, os.PathLike or sequence of str, optional
         Fixed terms (column ``k`` is ``vocabulary[k]``); other tokens are ignored. A str
         or path is a file of terms, one per line (:func:`~dask_ps.io.read_vocabulary`).

@@ -482,3 +482,18 @@ def test_a_stream_saves_one_checkpoint_version_per_batch(make, tmp_path):
     est.intercept_ = est.intercept_ + 1.0  # the model is not the last version's any more
     est.partial_fit(*batches[4])
     assert list_versions(url) == ([6, 7], [])  # saved before the batch again
+
+
+def test_batches_of_python_lists_are_learnt():
+    """A batch of lists of rows, as scikit-learn's partial_fit takes, raised AttributeError
+    "'list' object has no attribute 'shape'" (learn_online counted rows by X.shape)."""
+    rng = np.random.default_rng(3)
+    batches = [(rng.normal(size=(60, 3)).tolist(), (np.arange(60) % 2).tolist())
+               for _ in range(2)]
+    est = learn_online(LogisticRegression(client="local", random_state=0, checkpoint=None),
+                       batches)
+    assert [(r["batch"], r["rows"]) for r in est.history_] == [(1, 60), (2, 60)]
+    assert np.isfinite(est.history_[1]["progressive_log_loss"])
+    empty = learn_online(LogisticRegression(client="local", random_state=0, checkpoint=None),
+                         [([], []), batches[0]])
+    assert [(r["batch"], r["rows"]) for r in empty.history_] == [(2, 60)]

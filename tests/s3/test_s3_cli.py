@@ -131,3 +131,26 @@ def test_an_s3_checkpoint_folder_given_as_a_model_is_said_to_be_one(s3, capsys):
             f"dask-ps: error: {s3.url('ck')}: a folder, not a model file written by "
             f"save_estimator (dask-ps train --save); a checkpoint folder is continued with "
             f"resume=True (--resume auto), not loaded")
+
+
+def test_no_credentials_is_a_user_error_before_a_cluster(s3, capsys, monkeypatch):
+    """Was "unexpected NoCredentialsError: Unable to locate credentials (a bug of dask_ps?
+    please report it ...)", status 1."""
+    import s3fs
+
+    url = s3.url("t.svm")
+    fsspec.filesystem("s3").pipe_file(url, b"1 1:1\n")
+    for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"]:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    s3fs.S3FileSystem.clear_instance_cache()
+    try:
+        for fmt in [[], ["--format", "csv", "--label", "click"]]:
+            assert main(["train", "lr", "--train", url, *fmt, "--workers", "1"]) == 2
+            out = capsys.readouterr()
+            assert "cluster:" not in out.out and "Traceback" not in out.err
+            assert out.err.strip().splitlines()[-1].startswith(
+                f"dask-ps: error: {url}: no credentials to read bucket "), out.err
+    finally:
+        monkeypatch.undo()
+        s3fs.S3FileSystem.clear_instance_cache()

@@ -222,3 +222,69 @@ def test_a_vocabulary_in_a_missing_bucket_or_refused_is_named(s3, s3_denied_late
         read_ldac(s3.url("uci/docword.txt"), vocabulary=s3.url("uci/vocab.txt"))
     assert str(err.value).startswith(f"vocabulary {s3.url('uci/vocab.txt')!r}: access denied")
     assert err.value.__cause__ is None and err.value.__suppress_context__
+
+
+@pytest.fixture
+def s3_env(monkeypatch):
+    """``monkeypatch`` of this process's environment, s3fs's file systems (made with the
+    environment of before) forgotten after the test, the environment restored."""
+    import s3fs
+
+    yield monkeypatch
+    monkeypatch.undo()
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.timeout(180)
+def test_no_credentials_or_an_endpoint_that_refuses_is_named_in_one_line(s3, s3_env):
+    """botocore's NoCredentialsError and EndpointConnectionError are no OSError: they came
+    out of the readers as they were, naming no URL, and dask-ps reported them as "unexpected
+    NoCredentialsError ... (a bug of dask_ps?)", status 1 (test_s3_cli)."""
+    import time
+
+    import s3fs
+
+    url = s3.url("c/a.svm")
+    _put(url, b"1 1:1\n")
+    for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"]:
+        s3_env.delenv(name, raising=False)
+    s3_env.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no wait on the instance metadata
+    s3fs.S3FileSystem.clear_instance_cache()
+    bucket = s3.bucket.split("/")[0]
+    for read in [read_libsvm, read_text, lambda u: read_ctr(u, label="click")]:
+        with pytest.raises(PermissionError, match=rf"^{url}: no credentials to read bucket "
+                                                  rf"'{bucket}' \(Unable to locate "
+                                                  rf"credentials\); set them \(e\.g\. "):
+            read(url)
+    s3_env.setenv("AWS_ACCESS_KEY_ID", "testing")
+    s3_env.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    s3_env.setenv("AWS_ENDPOINT_URL_S3", f"http://127.0.0.1:{_free_port()}")
+    s3fs.S3FileSystem.clear_instance_cache()
+    start = time.monotonic()
+    with pytest.raises(ConnectionError, match=rf"^{url}: the storage cannot be reached "
+                                              rf"\(Could not connect to the endpoint URL"):
+        read_libsvm(url)
+    assert time.monotonic() - start < 120  # botocore's retries, not a wait without end
+
+
+def test_an_s3_folder_is_read_as_its_files(s3):
+    """A prefix given as a folder: its files (sorted, not those of names starting with '.'
+    or '_'), read by the workers; was "no such file or folder"."""
+    _put(s3.url("dir/b.svm"), b"0 2:3\n")
+    _put(s3.url("dir/a.svm"), b"1 1:2\n")
+    _put(s3.url("dir/_SUCCESS"), b"")
+    for given in [s3.url("dir"), s3.url("dir/")]:
+        X, y = read_libsvm(given)
+        assert y.compute().tolist() == [1, 0] and X.compute().toarray().tolist() == [[2, 0],
+                                                                                      [0, 3]]
+    _put(s3.url("none/_SUCCESS"), b"")
+    with pytest.raises(FileNotFoundError, match=rf"^folder '{s3.url('none')}' holds no file"):
+        read_libsvm(s3.url("none"))
