@@ -115,9 +115,10 @@ def source_default(estimator: str, param: str) -> str:
     Raises
     ------
     Unresolved
-        Anything else (no or several such classes, a decorated class, an ``__init__``
-        taking ``**kwargs`` or from an unknown base, a computed default or docstring):
-        then ask :func:`estimator_default`, importing the class.
+        Anything else (no or several such classes, a class decorated otherwise than by
+        :data:`DOC_ONLY_DECORATORS`, an ``__init__`` taking ``**kwargs`` or from an unknown
+        base, a computed default or docstring): then ask :func:`estimator_default`,
+        importing the class.
     """
     node, path = _find_class(estimator)
     init, init_path = _init_of(node, path)
@@ -168,13 +169,20 @@ def _module_path(importer: Path, level: int, module: str | None) -> Path | None:
     raise Unresolved(f"{importer}: no module {'.' * level}{module or ''}")
 
 
+#: Class decorators that change only the docstring's ``history_`` section
+#: (:func:`~dask_ps.algorithms._base.history_doc`): neither the defaults nor the parameters'
+#: entries the help reads, so a class they decorate is still read from its source.
+DOC_ONLY_DECORATORS = frozenset({"history_doc"})
+
+
 def _binding(name: str, path: Path) -> tuple[str, object, Path | None]:
     """What the top level of module ``path`` binds ``name`` to, last binding first:
     ``("class", ClassDef, path)``, ``("value", expression, path)`` (followed through
     imports from the package) or ``("external", module name, None)``."""
     for stmt in reversed(_tree(path).body):
         if isinstance(stmt, ast.ClassDef) and stmt.name == name:
-            if stmt.decorator_list:
+            if any(not (isinstance(d, ast.Name) and d.id in DOC_ONLY_DECORATORS)
+                   for d in stmt.decorator_list):
                 raise Unresolved(f"{path}: class {name} is decorated")
             return "class", stmt, path
         if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name
