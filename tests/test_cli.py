@@ -292,11 +292,27 @@ def test_rate_leaves_the_first_pass_out():
     history = [{"epoch": 1, "time": 57.0}, {"epoch": 2, "time": 58.0},
                {"event": "recovery", "time": 58.5}, {"epoch": 3, "time": 59.0}]
     line = rate_line(history, 1e6, "non-zeros", 60.0)
-    assert line == ("train wall 60.00 s; first pass 57.00 s (includes compiling numba kernels "
-                    "when their cache is cold), then 1.00 M non-zeros/s (2 passes over "
-                    "1,000,000 non-zeros)")
+    assert line == ("train wall 60.00 s (3 epochs 59.00 s; the other 1.00 s: placing the data "
+                    "and starting the shards before, collecting the model after); first epoch "
+                    "57.00 s (includes compiling numba kernels when their cache is cold), then "
+                    "1.00 M non-zeros/s (2 epochs over 1,000,000 non-zeros)")
     one = rate_line([{"epoch": 1, "time": 57.0}], 1e6, "non-zeros", 58.0)
-    assert "no rate" in one and "/s" not in one
+    assert "no rate" in one and "/s" not in one and "(1 epoch 57.00 s;" in one
+    # each algorithm's word for a pass: GBDT's boosting rounds, LDA's iterations
+    rounds = rate_line(history, 1e4, "rows", 60.0, restored=1, passes="round")
+    assert rounds.startswith("train wall 60.00 s (2 rounds 59.00 s; the other 1.00 s: ")
+    assert rounds.endswith("(1 round over 10,000 rows; rounds 1-1 restored from the checkpoint)")
+    assert "epoch" not in rounds and "pass" not in rounds
+    assert "3 iterations 59.00 s" in rate_line(history, 1e6, "tokens", 60.0, passes="iteration")
+
+
+def test_one_history_row_is_said_in_the_singular(capsys):
+    from dask_ps.cli._run import _history
+
+    _history([{"epoch": 1, "loss": 0.5}], 10)
+    assert capsys.readouterr().out.splitlines() == ["history: 1 row", "  epoch 1  loss 0.5"]
+    _history([{"epoch": 1}, {"epoch": 2}], 10)
+    assert capsys.readouterr().out.startswith("history: 2 rows\n")
 
 
 @pytest.mark.timeout(120)

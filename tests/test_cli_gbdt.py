@@ -3,6 +3,7 @@ evaluated and exported; defaults are the estimators'."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -132,8 +133,15 @@ def test_libsvm_agaricus(client1, data, tmp_path, capsys):
     assert main(["train", "gbdt", "--train", str(folder / "agaricus.txt.train"), "--test",
                  str(folder / "agaricus.txt.test"), "--n-estimators", "20",
                  "--scheduler-file", sf]) == 0
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("test: AUC"))
+    out = capsys.readouterr().out.splitlines()
+    line = next(x for x in out if x.startswith("test: AUC"))
     assert line.split()[4] == "1.0000"  # accuracy
+    # each round's line once, in order (shown as it ends, not again at the job's end)
+    rounds = [re.search(r"GBDTClassifier (\d+)/20: loss", x) for x in out]
+    assert [int(m.group(1)) for m in rounds if m] == list(range(1, 21)), out
+    rate = next(x for x in out if x.startswith("train wall"))
+    assert re.match(r"train wall [\d.]+ s \(20 rounds [\d.]+ s; the other [\d.]+ s: ", rate)
+    assert "(19 rounds over 6,513 rows)" in rate and "pass" not in rate, rate
 
 
 def test_table_options_apply_to_tables_only(capsys):

@@ -164,3 +164,76 @@ def test_epochs_of_one_job_get_its_mean_time_spread_over_it():
     assert took >= 0.05 and all(h["epoch_time"] == took for h in history)
     np.testing.assert_allclose(np.diff(times), took, rtol=1e-9)
     assert times[0] >= took
+
+
+def test_epochs_reported_by_the_tasks_get_the_time_they_ended():
+    """A job whose tasks report each epoch as it ends (``EpochLoop.task_reports``, GBDT's
+    rounds): an epoch's ``time`` is when it ended, not a share of the job's."""
+    import time
+
+    with PSModel("local") as model:
+        loop = EpochLoop(model, "test", 4, progress=False)
+
+        def task(ps, item):
+            for e in range(1, 5):
+                time.sleep(0.3 if e == 1 else 0.01)
+                ps.report(epoch=e, loss=1.0 / e)
+
+        def epochs(first, last):
+            model.run(task, [0], callback=loop.task_reports(1, 1.0))
+            return [dict(loss=1.0 / e) for e in range(first, last + 1)]
+
+        history = loop.run(epochs)
+    times = [h["time"] for h in history]
+    # spread evenly over the job the first epoch would end at about 0.33 / 4 s
+    assert times[0] >= 0.3 and times == sorted(times), times
+    assert loop.task_reports(1) is None  # outside a job
+
+
+def test_epochs_reported_by_the_tasks_are_shown_as_they_end(client1):
+    """On a cluster each epoch's ``"dask_ps.fit"`` event (the dashboard's curve,
+    ``dask-ps train``'s lines) comes while the job runs: the task waits for the event of
+    its epoch before the next one (without streaming it would wait in vain: the events
+    would come at the job's end); and none comes twice."""
+    import threading
+    import time
+    import uuid
+
+    from distributed import Event
+
+    from dask_ps.diagnostics import FIT_TOPIC
+
+    tag = uuid.uuid4().hex
+    seen = []
+
+    def on_fit(event):
+        if event[1].get("name") == tag:
+            seen.append(event[1]["epoch"])
+            threading.Thread(target=Event(f"{tag}-{event[1]['epoch']}", client=client1).set,
+                             daemon=True).start()
+
+    def task(ps, item):
+        from distributed import Event
+
+        for e in range(1, 4):
+            ps.report(epoch=e, loss=1.0 / e)
+            if not Event(f"{tag}-{e}").wait(timeout=30):
+                return e  # the epoch not shown while the job ran
+        return None
+
+    client1.subscribe_topic(FIT_TOPIC, on_fit)
+    try:
+        with PSModel(client1, n_shards=1) as model:
+            loop = EpochLoop(model, tag, 3, progress=False)
+            waited = []
+
+            def epochs(first, last):
+                waited.extend(model.run(task, [0], callback=loop.task_reports(1, 1.0)))
+                return [dict(loss=1.0 / e) for e in range(first, last + 1)]
+
+            loop.run(epochs)
+        assert waited == [None]
+        time.sleep(0.5)  # an event sent twice would come by now
+        assert seen == [1, 2, 3]
+    finally:
+        client1.unsubscribe_topic(FIT_TOPIC)

@@ -361,9 +361,11 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
             return []
         job = JobArgs(first - 1, last - 1, ensemble, state["bounds"][first - 1], best,
                       best_round, len(data.tasks()), state["floors"][first - 1])
-        results = model.run(functools.partial(boost_task, cfg=cfg, job=job), data)
-        trees = results[0]["trees"]
         norm = n_train if weights is None else float(weights["total"])
+        # each round shown as it ends (the tasks report their loss sums), not at the job's
+        results = model.run(functools.partial(boost_task, cfg=cfg, job=job), data,
+                            callback=loop.task_reports(job.n_tasks, norm))
+        trees = results[0]["trees"]
         n_done = len(results[0]["rounds"])
         records = []
         for i in range(n_done):

@@ -443,6 +443,7 @@ def boost_task(ps, parts: list, cfg: FitConfig, job: JobArgs) -> dict:
             gbound = exact + float(np.abs(values).max(initial=0.0))
         out["rounds"].append((sum(r.bp.loss_sum() for r in train), eval_sum, n_eval, steps,
                               nbytes))
+        ps.report(epoch=rnd + 1, loss=out["rounds"][-1][0])  # the round shown as it ends
         if out["trees"] is not None:
             out["trees"].append(trees)
     out["bound"], out["gain_floor"] = gbound, floor

@@ -107,6 +107,19 @@ class EpochLoop:
         self.own_versions, self.start_from = own_versions, start_from
         self.last_version: int | None = None
         self.records: dict[int, dict] = {}
+        self._job: tuple | None = None  # (monitor, first epoch) of the running job
+
+    def task_reports(self, n_tasks: int, n_rows: float | None = None):
+        """For an ``epochs`` job of :meth:`run` whose ``n_tasks`` tasks report each epoch
+        once as it ends (``ps.report(epoch=e, loss=...)``, their losses summed over
+        ``n_rows`` rows or their weight): the ``callback`` of :meth:`PSModel.run` that
+        shows each epoch (progress bar, dashboard, ``dask-ps train``'s lines) once every
+        task has reported it, not all at the job's end (:meth:`FitMonitor.stream`); None
+        outside a job of :meth:`run`."""
+        if self._job is None:
+            return None
+        monitor, first = self._job
+        return monitor.stream(first, n_tasks, n_rows)
 
     def run(self, epochs: Callable[[int, int], list[dict]], *,
             evaluate: Callable[[int], dict] | None = None,
@@ -194,7 +207,11 @@ class EpochLoop:
             if pace["halted"]:  # no records: the driver ends the run here
                 return []
             t0 = time.perf_counter()
-            out = epochs(start + 1, end)
+            self._job = (monitor, start + 1)
+            try:
+                out = epochs(start + 1, end)
+            finally:
+                self._job = None
             took = (time.perf_counter() - t0) / max(1, len(out))
             pace["epoch_time"] = took
             shares = monitor.epochs_done(start + 1, [r.get("loss", math.nan) for r in out])
@@ -206,8 +223,8 @@ class EpochLoop:
                 if evaluate is not None:
                     record.update({f"eval_{k}": v for k, v in evaluate(e).items()})
                 # epochs of one job: the job's mean each, their ends spread over it
-                record.update(epoch_time=took, time=t0 - t_start + (i + 1) * took,
-                              bytes=shares[i])
+                record.update(epoch_time=took, time=monitor.streamed.get(  # (as it ended)
+                    e, t0 + (i + 1) * took) - t_start, bytes=shares[i])
                 if evaluate is not None:  # (one epoch per job: its evaluation counts too)
                     record["time"] = time.perf_counter() - t_start
                 self.records[e] = record

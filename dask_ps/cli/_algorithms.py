@@ -96,6 +96,9 @@ class Algorithm:
     empty : str
         What an empty ``--train`` (every file of 0 bytes) is refused with before a cluster
         starts, after its path (``"no rows"``; mf: ``"no ratings"``).
+    passes : str
+        What one pass of the fit is called in the output (``"epoch"``; gbdt: ``"round"``,
+        lda: ``"iteration"``).
     """
 
     name: str
@@ -115,6 +118,7 @@ class Algorithm:
     files: tuple = ()
     weighted: bool = False
     empty: str = "no rows"
+    passes: str = "epoch"
 
     def data_format(self, args) -> str | None:
         """The format the parsed options read: the ``format`` of the data options as

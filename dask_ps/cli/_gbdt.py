@@ -238,7 +238,8 @@ _GBDT_PARAMS = (
 )
 _GBDT_DATA = dict(data_options=_gbdt_data_options, load=_gbdt_load,
                   load_test=_gbdt_load_test, score=_gbdt_score, export=_gbdt_export,
-                  unit="rows", check=_gbdt_meta, check_inputs=_gbdt_check_inputs,
+                  unit="rows", passes="round", check=_gbdt_meta,
+                  check_inputs=_gbdt_check_inputs,
                   weighted=True)
 _LIGHTGBM_EXAMPLE = Dataset(
     "gbdt_lightgbm", "binary.train", "binary.test",

@@ -173,4 +173,4 @@ LDA = Algorithm(
     data_options=_lda_data_options, load=_lda_load, load_test=_lda_load_test,
     score=_lda_score, export=_lda_export, unit="tokens", check=_lda_meta, report=_lda_report,
     check_inputs=_lda_check_inputs,
-    files=("vocab",), empty="no documents")
+    files=("vocab",), empty="no documents", passes="iteration")

@@ -287,32 +287,43 @@ class _Events:
 
 
 def rate_line(history: list[dict], units: float, unit: str, wall: float,
-              restored: int = 0) -> str:
-    """Wall time and throughput of this run's passes, the first pass (numba compiles there
-    on a cold cache) left out of the rate; a record's ``time`` counts from the start of the
-    fit. The first ``restored`` pass records came from a checkpoint (``--resume``): they are
-    not this run's, and only their number is said."""
-    passes = [h for h in history if "event" not in h][restored:]
-    times = [h["time"] for h in passes
+              restored: int = 0, passes: str = "epoch") -> str:
+    """Wall time and throughput of this run's passes (``passes``: what the algorithm calls
+    one, "epoch", "round", "iteration"), the first pass (numba compiles there on a cold
+    cache) left out of the rate; a record's ``time`` counts from the start of the fit's
+    epoch loop, so the wall time ``wall`` of the whole ``fit`` is split into the passes'
+    seconds (from the loop's start to the last one's end) and the rest (placing the data,
+    surveying it, starting the shards, before the first pass; collecting the model after
+    the last: measured as the difference). The first ``restored`` pass records
+    came from a checkpoint (``--resume``): they are not this run's, and only their number
+    is said."""
+    plural = "es" if passes.endswith("s") else "s"
+    word = lambda n: f"{n} {passes}{plural if n != 1 else ''}"  # noqa: E731
+    records = [h for h in history if "event" not in h][restored:]
+    times = [h["time"] for h in records
              if isinstance(h.get("time"), float) and math.isfinite(h["time"])]
-    line = f"train wall {wall:.2f} s"
-    more = f"; epochs 1-{restored} restored from the checkpoint" if restored else ""
     n = len(times)
+    line = f"train wall {wall:.2f} s"
+    if n and 0 <= times[-1] <= wall:
+        line += (f" ({word(n)} {times[-1]:.2f} s; the other {wall - times[-1]:.2f} s: placing "
+                 f"the data and starting the shards before, collecting the model after)")
+    more = f"; {passes}s 1-{restored} restored from the checkpoint" if restored else ""
     if n < 2:
-        return (f"{line} ({n or 1} pass over {units:,.0f} {unit}{more}; no rate: a first pass "
-                f"includes compiling numba kernels when their cache is cold)")
+        return (f"{line}; {word(n or 1)} over {units:,.0f} {unit}{more}; no rate: a first "
+                f"{passes} includes compiling numba kernels when their cache is cold")
     first, rest = times[0], times[-1] - times[0]
     if rest <= 0:
-        return f"{line} ({n} passes over {units:,.0f} {unit}{more})"
-    return (f"{line}; first pass {first:.2f} s (includes compiling numba kernels when their "
-            f"cache is cold), then {units * (n - 1) / rest / 1e6:.2f} M {unit}/s ({n - 1} "
-            f"pass{'es' if n > 2 else ''} over {units:,.0f} {unit}{more})")
+        return f"{line}; {word(n)} over {units:,.0f} {unit}{more}"
+    return (f"{line}; first {passes} {first:.2f} s (includes compiling numba kernels when "
+            f"their cache is cold), then {units * (n - 1) / rest / 1e6:.2f} M {unit}/s "
+            f"({word(n - 1)} over {units:,.0f} {unit}{more})")
 
 
 def _history(history: list[dict], n: int) -> None:
     shown = history[-n:] if n else history
     _say(f"history: last {len(shown)} of {len(history)} rows (--history N for more, 0: all)"
-         if len(shown) < len(history) else f"history: {len(history)} rows")
+         if len(shown) < len(history) else
+         f"history: {len(history)} row{'s' if len(history) != 1 else ''}")
     for h in shown:
         _say("  " + "  ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
                               for k, v in h.items()))
@@ -446,7 +457,8 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
             raise
         wall = time.perf_counter() - t0
         _history(est.history_, args.history)
-        _say(rate_line(est.history_, data.units, algo.unit, wall, events.restored))
+        _say(rate_line(est.history_, data.units, algo.unit, wall, events.restored,
+                       algo.passes))
         for line in algo.report(est, args):
             _say(line)
         if events.checkpoints and kept:

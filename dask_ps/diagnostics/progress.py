@@ -181,6 +181,9 @@ class FitMonitor:
     ----------
     entries : dict of int to dict
         Per epoch: ``epoch``, ``loss``, ``time`` (s since the start), ``bytes``.
+    streamed : dict of int to float
+        The epochs of the last :meth:`epochs_done` that were recorded as their tasks
+        reported them (:meth:`stream`): when (``time.perf_counter``).
     """
 
     def __init__(self, model, name: str, n_epochs: int | None, n_tasks: int = 1,
@@ -202,6 +205,9 @@ class FitMonitor:
         self._lock = threading.Lock()  # reports (an event thread) against close
         self._process_bytes: dict[str, int] = {}  # bytes_moved at the last complete epoch
         self._queue: queue.Queue = queue.Queue()
+        self._streamed: dict[int, float] = {}  # the running job's epochs reported: when
+        self.streamed: dict[int, float] = {}  # those of the last job (epochs_done)
+        self._from = -math.inf  # reports of epochs before this are late: ignored
         self._start = time.perf_counter()
         # the shards' total, at the start or last epoch_done
         self._bytes = self._moved() if shard_bytes else 0
@@ -228,6 +234,8 @@ class FitMonitor:
                 e = int(msg["epoch"])
             else:
                 e = self._counts[task] = self._counts.get(task, 0) + 1
+            if e < self._from:  # recorded by epochs_done already (a report come late)
+                return
             part = self._partial.setdefault(e, [0, 0.0, {}])
             part[0] += 1
             part[1] += float(loss)
@@ -235,7 +243,9 @@ class FitMonitor:
                 p = msg["process"]
                 part[2][p] = max(part[2].get(p, 0), int(msg.get("bytes_moved", 0)))
             self._latest[task] = max(e, self._latest.get(task, e))
-            if len(self._latest) >= self.n_tasks:  # every task is past the epochs below
+            if self._from > -math.inf and part[0] >= self.n_tasks:  # (stream: once a task)
+                self._complete(e + 1)
+            elif len(self._latest) >= self.n_tasks:  # every task is past the epochs below
                 self._complete(min(self._latest.values()))
 
     def _complete(self, below: float) -> None:
@@ -245,7 +255,24 @@ class FitMonitor:
             moved = sum(b - self._process_bytes.get(p, 0) for p, b in processes.items())
             self._process_bytes.update(processes)
             loss = total / (count if self.n_rows is None else self.n_rows)
-            self._queue.put((e, loss, time.perf_counter(), moved))
+            self._streamed[e] = time.perf_counter()
+            self._queue.put((e, loss, self._streamed[e], moved))
+
+    def stream(self, first: int, n_tasks: int, n_rows: float | None = None):
+        """Record the epochs of a job starting at epoch ``first`` as its ``n_tasks`` tasks
+        report them (``ps.report(epoch=e, loss=...)``, each its loss summed over its rows;
+        ``n_rows``: their total, or total weight), not only once the job has ended: returns
+        the ``callback`` for :meth:`PSModel.run` (:meth:`task_report`). The job's
+        :meth:`epochs_done` then records only the epochs not reported by every task yet,
+        and later reports of its epochs are ignored."""
+        with self._lock:
+            self.n_tasks, self.n_rows = int(n_tasks), n_rows if n_rows else None
+            self._partial.clear()
+            self._latest.clear()
+            self._counts.clear()
+            self._streamed.clear()
+            self._from = int(first)
+        return self.task_report
 
     def epoch_done(self, epoch: int, loss: float) -> None:
         """Record an epoch (or iteration) whose loss the driver computed itself, between
@@ -261,14 +288,21 @@ class FitMonitor:
     def epochs_done(self, first: int, losses: list[float]) -> list[int]:
         """Record epochs ``first, first + 1, ...`` run by one job, with their ``losses``: the
         growth of the shards' counters since the last record is split evenly among them.
-        Returns the bytes of each."""
+        Returns the bytes of each. After :meth:`stream`: only the epochs its tasks did not
+        all report (the others were recorded as they came; :attr:`streamed`: when, by
+        ``time.perf_counter``)."""
         at = time.perf_counter()
         total = self._moved()
         moved, self._bytes = total - self._bytes, total
         n = max(1, len(losses))
         share = [moved // n + (1 if i < moved % n else 0) for i in range(n)]
-        for i, loss in enumerate(losses):
-            self._queue.put((int(first) + i, float(loss), at, share[i]))
+        with self._lock:  # (epochs the job's tasks reported were recorded as they came)
+            self._from = int(first) + len(losses)
+            self._partial.clear()
+            for i, loss in enumerate(losses):
+                if int(first) + i not in self._streamed:
+                    self._queue.put((int(first) + i, float(loss), at, share[i]))
+            self.streamed, self._streamed = self._streamed, {}
         return share
 
     def _work(self) -> None:
@@ -331,7 +365,8 @@ class FitMonitor:
         if not self._thread.is_alive():
             return
         with self._lock:
-            self._complete(math.inf)
+            if self._from == -math.inf:  # (a streamed job's epochs: all tasks' or none)
+                self._complete(math.inf)
         self._queue.put(None)
         self._thread.join()
         self.bar.close()
