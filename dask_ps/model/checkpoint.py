@@ -63,7 +63,15 @@ def _run_tasks(model, fn, calls: list[tuple[int, tuple]]) -> list:
                 break
             except TimeoutError:  # not done yet: still worth waiting for?
                 placement.check_alive(model, needed)
-        return client.gather(futs)
+        out = []
+        for f in futs:  # bounded too: a result lost with its worker as the workers left
+            while True:  # (a walltime's end mid-save) is waited for by gather for ever
+                try:
+                    out.append(f.result(timeout=1.0))
+                    break
+                except TimeoutError:
+                    placement.check_alive(model, needed)
+        return out
     finally:
         for f in futs:
             f.release()
