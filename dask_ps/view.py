@@ -219,7 +219,9 @@ class WorkerView:
         computation; its future's result is the pulled values.
 
         The pull is checked and planned at the call, as :meth:`pull` does it; only the
-        fetch runs in the background. Do not change ``keys`` before the future is done.
+        fetch runs in the background. Do not change ``keys`` before the future is done. A
+        :meth:`push` of the same keys once it is done reuses the pull's plan, as after
+        :meth:`pull`.
 
         Raises
         ------

@@ -58,6 +58,9 @@ class _PlannedPull(NamedTuple):
     plan: object  # a KeyPlan, its deferred parts left to the fetch (see _Meanwhile)
     job: str | None
     state: _Job | None
+    # the last pulls of the thread that planned it (table -> what push() recognises), where
+    # this pull is remembered when it is done, in whichever thread fetched it (pull_async)
+    memo: dict
 
 
 class ProcessClient(FreezeGCFirst, Outbox):
@@ -140,12 +143,14 @@ class ProcessClient(FreezeGCFirst, Outbox):
             if bad >= 0:
                 raise bad_key_error(spec, keys, bad)
         state = self.job(job) if job is not None else None
-        return _PlannedPull(spec, keys, plan, job, state)
+        return _PlannedPull(spec, keys, plan, job, state,
+                            self._tls.__dict__.setdefault("last_pull", {}))
 
     def pull_planned(self, planned: _PlannedPull, clock: int = 0, task: int = 0) -> np.ndarray:
         """The values of a pull :meth:`plan_pull` made, for ``task`` at ``clock``: see
-        :meth:`pull` (this thread remembers its plan, for the push that follows)."""
-        spec, keys, plan, job, state = planned
+        :meth:`pull`. Its plan is remembered for the push that follows in the thread that
+        planned it, also when this runs in another (``pull_async``)."""
+        spec, keys, plan, job, state, memo = planned
         name = spec.name
         values = np.empty((plan.n_unique, spec.ncols), spec.dtype)
         spread = _Spread(plan, spec.ncols, spec.dtype) if plan.buckets.shape[0] else None
@@ -173,8 +178,7 @@ class ProcessClient(FreezeGCFirst, Outbox):
         else:
             out = plan.expand(values)
         if state is not None:  # remembered by value (hash), not by copy: see push
-            self._tls.__dict__.setdefault("last_pull", {})[name] = (
-                keys.shape[0], key_hash, plan, named)
+            memo[name] = (keys.shape[0], key_hash, plan, named)
         return out[:, 0] if spec.vector else out
 
     def _wait_local_clocks(self, state: _Job, clock: int) -> None:

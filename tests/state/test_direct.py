@@ -394,6 +394,46 @@ def meanwhile_task(ps, item):
          process_job._Meanwhile.__next__) = old
 
 
+def async_reuse_task(ps, item):
+    """A pull_async, then a push of the same keys once its future is done: returns the
+    values pulled and the plans the push made (0: it reused the pull's, as after a pull)."""
+    from dask_ps.state import partition
+
+    pool = item
+    old, plans = partition.plan_hashed, []
+
+    def spy(keys, *args, **kwargs):
+        plans.append(keys.shape[0])
+        return old(keys, *args, **kwargs)
+
+    partition.plan_hashed = spy
+    try:
+        keys = np.random.default_rng(6).permutation(pool)[:5000]
+        got = ps.pull_async("h", keys).result()
+        before = len(plans)
+        ps.push("h", keys, np.ones(keys.shape[0]))
+        ps.clock()
+        return keys, got, len(plans) - before
+    finally:
+        partition.plan_hashed = old
+
+
+def test_a_push_after_pull_async_reuses_its_plan(client2):
+    """The plan of a pull fetched in the background (pull_async) is remembered for the
+    thread that asked for it: the push of the same keys that follows reuses it, as after a
+    pull, instead of planning the keys again."""
+    pool = np.unique(np.random.default_rng(5).integers(-2**62, 2**62, 8000))
+    with dask_ps.PSModel(client2) as model:
+        model.add_table("h", shape=(None,), partitioner="hash", dtype="float64",
+                        optimizer="add")
+        model.push("h", pool, (pool % 1000).astype(np.float64))
+        [(keys, got, plans)] = model.run(async_reuse_task, [pool],
+                                         workers=[model.shards[0].address])
+        np.testing.assert_array_equal(got, (keys % 1000).astype(np.float64))
+        np.testing.assert_array_equal(model.pull("h", keys), (keys % 1000) + 1.0)
+    assert plans == 0
+
+
 def test_a_pull_reads_the_shards_answers_between_the_steps_of_its_own_work(client2):
     """The pull's own work (its plan's dedup check, the keys' hash) is done in steps while
     no answer waits to be read, not all before the first is read: a shard whose answers
