@@ -1,5 +1,6 @@
 """Pieces of :mod:`dask_ps.cluster`: the check that an existing scheduler's address (modes
-"address" and "file") is a Dask scheduler's, before a ``distributed.Client`` waits on it."""
+"address" and "file") is a Dask scheduler's, before a ``distributed.Client`` waits on it,
+and the check of a new scheduler's dashboard address (:func:`check_dashboard_address`)."""
 
 from __future__ import annotations
 
@@ -86,3 +87,69 @@ def _probe_scheduler(spec, timeout: float) -> None:
         raise OptionError(f"{where}: a Dask {kind or 'server'} answers there, not a "
                           f"scheduler: give the scheduler's address (its workers and "
                           f"clients connect to it, tcp://host:8786 by default)")
+
+
+def check_dashboard_address(address, name: str | None = "dashboard_address",
+                            none: str = "None") -> None:
+    """Refuse a dashboard address Dask cannot read, as Dask reads it
+    (``distributed.utils.clean_dashboard_address``, not imported here): a string of
+    addresses joined by commas, each ``PORT``, ``HOST:PORT``, ``:PORT`` or ``HOST`` (port
+    0), a port (int), or a list of those; a port an integer from 0 to 65535 (0: a free
+    one). The one check of :class:`~dask_ps.cluster.ClusterSpec`'s ``dashboard_address``
+    (at construction) and of ``--dashboard-address``. An address Dask cannot read failed
+    as "unexpected ValueError" once the cluster started; a port out of range was replaced
+    by a free one, with a warning; the string ``"none"`` was a host of that name.
+
+    Parameters
+    ----------
+    address : str, int or list
+        Not None (no dashboard: the caller's to allow).
+    name : str or None, default "dashboard_address"
+        What the error names first (None: nothing, as argparse names the option itself).
+    none : str, default "None"
+        How the caller says "no dashboard" (``--dashboard-address none``).
+
+    Raises
+    ------
+    OptionError
+        A ValueError naming ``name``, the address (and the list or string it is part of)
+        and what is wrong: more than one ':', a port that is not an integer or not in 0 to
+        65535, or the word "none" as a host.
+    TypeError
+        An address of another type, naming it.
+    """
+    head = f"{name} " if name else ""
+    if isinstance(address, (list, tuple)):
+        parts = list(address)
+    elif isinstance(address, str):
+        parts = address.split(",")
+    else:
+        parts = [address]
+    single = len(parts) == 1 and not isinstance(address, (list, tuple))
+    for part in parts:
+        where = head + (repr(part) if single else f"{part!r} (of {address!r})")
+        if isinstance(part, bool) or not isinstance(part, (int, str)):
+            raise TypeError(f"{where}: a dashboard address is a str (HOST:PORT, :PORT, "
+                            f"PORT or HOST), a port (int) or a list of them, or {none} for "
+                            f"no dashboard; got {type(part).__name__}")
+        if isinstance(part, str) and part.strip().lower() == "none":
+            raise OptionError(f"{where} would be a host named {part!r}: for no dashboard "
+                              f"give {none}")
+        if isinstance(part, str) and not part.strip().lstrip("+-").isdigit():
+            host_port = part.split(":")
+            if len(host_port) > 2:
+                raise OptionError(f"{where} is not HOST:PORT (more than one ':'; Dask takes "
+                                  f"no IPv6 host here), nor {none}")
+            if len(host_port) == 1:
+                continue  # a host alone: Dask takes a free port
+            try:
+                port = int(host_port[1])
+            except ValueError:
+                raise OptionError(f"{where}: its port {host_port[1]!r} is not an integer "
+                                  f"(give HOST:PORT, :PORT, PORT, or {none} for no "
+                                  f"dashboard)") from None
+        else:
+            port = int(part)
+        if not 0 <= port <= 65535:
+            raise OptionError(f"{where}: its port {port} is not in 0 to 65535 (0: a free "
+                              f"port)")

@@ -46,7 +46,7 @@ from ._cluster_parts import (
     close_workers,
     walltime_seconds,
 )
-from ._cluster_scheduler import _probe_scheduler
+from ._cluster_scheduler import _probe_scheduler, check_dashboard_address
 from ._cluster_workers import PAUSE_TIMEOUT, PauseWatch, check_client, worker_info
 from .exceptions import OptionError
 
@@ -109,9 +109,13 @@ class ClusterSpec:
     address, scheduler_file : str, optional
         An existing scheduler (modes "address", "file"); for slurm-runner, where the
         scheduler file is written (default ``scheduler-{job_id}.json`` in the current folder).
-    dashboard_address : str or None, default ":0"
-        The new scheduler's dashboard (local, jobqueue, slurm-runner); None for none (as
-        Dask's ``dashboard_address=None``).
+    dashboard_address : str, int, list or None, default ":0"
+        The new scheduler's dashboard (local, jobqueue, slurm-runner): ``[HOST]:PORT``,
+        ``PORT`` or ``HOST`` (port 0 to 65535, 0 a free one), several joined by commas (or
+        a list); None for none (as Dask's ``dashboard_address=None``). Checked at
+        construction (:func:`~._cluster_scheduler.check_dashboard_address`, as
+        ``--dashboard-address``): an address Dask cannot read raises
+        :class:`~dask_ps.exceptions.OptionError` (a ValueError) naming it.
     timeout : float, optional
         Seconds to wait for the scheduler and the workers: default 30, or 600 for jobqueue
         (jobs may queue).
@@ -135,8 +139,12 @@ class ClusterSpec:
     local_directory: str | None = None
     address: str | None = None
     scheduler_file: str | None = None
-    dashboard_address: str | None = ":0"
+    dashboard_address: str | int | list | None = ":0"
     timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.dashboard_address is not None:
+            check_dashboard_address(self.dashboard_address)
 
     def check(self) -> None:
         """Refuse contradictory options, a ``memory`` or ``ps_memory`` that is no size

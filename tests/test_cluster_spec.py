@@ -1,6 +1,7 @@
 """Batch-system options of :class:`dask_ps.cluster.ClusterSpec` (no batch system needed): the
 walltime each system's job script gets, the directives --job-extra may not repeat, and the
-checks made before anything starts. The job scripts are dask-jobqueue's own."""
+checks made before anything starts (and the dashboard address, checked when the spec is
+made). The job scripts are dask-jobqueue's own."""
 
 from __future__ import annotations
 
@@ -131,3 +132,46 @@ def test_a_local_directory_that_is_a_file_is_named(tmp_path, inside):
                                           f"not a folder"):
         ClusterSpec(mode="local", local_directory=given).check()
     ClusterSpec(mode="local", local_directory=str(tmp_path / "new" / "dir")).check()
+
+
+@pytest.mark.parametrize("address, said", [
+    ("foo:bar", r"^dashboard_address 'foo:bar': its port 'bar' is not an integer \(give "
+                r"HOST:PORT, :PORT, PORT, or None for no dashboard\)$"),
+    (":", r"^dashboard_address ':': its port '' is not an integer"),
+    ("a:1:2", r"^dashboard_address 'a:1:2' is not HOST:PORT \(more than one ':'; Dask takes "
+              r"no IPv6 host here\), nor None$"),
+    (":70000", r"^dashboard_address ':70000': its port 70000 is not in 0 to 65535 \(0: a free "
+               r"port\)$"),
+    (":8787,x:y", r"^dashboard_address 'x:y' \(of ':8787,x:y'\): its port 'y' is not an "
+                  r"integer"),
+    ([":8787", 70000], r"^dashboard_address 70000 \(of \[':8787', 70000\]\): its port 70000 "
+                       r"is not in 0 to 65535"),
+    ("none", r"^dashboard_address 'none' would be a host named 'none': for no dashboard give "
+             r"None$")])
+def test_a_dashboard_address_dask_cannot_read_is_refused_at_construction(address, said):
+    """``ClusterSpec(dashboard_address="foo:bar")`` was taken, and failed once the cluster
+    started ("unexpected ValueError"), where ``--dashboard-address foo:bar`` is refused
+    while parsing: now the spec refuses it when made, with the same words (one check,
+    :func:`dask_ps._cluster_scheduler.check_dashboard_address`), a ValueError."""
+    with pytest.raises(OptionError, match=said) as info:
+        ClusterSpec(dashboard_address=address)
+    assert isinstance(info.value, ValueError)
+    for good in (":0", "localhost:8787", "8787", 8787, "host", ":8787,:8788", [8787, ":0"],
+                 None):
+        assert ClusterSpec(dashboard_address=good).dashboard_address == good
+    with pytest.raises(TypeError, match=r"^dashboard_address 1.5: a dashboard address is a "
+                                        r"str .* got float$"):
+        ClusterSpec(dashboard_address=1.5)
+
+
+@pytest.mark.parametrize("text", ["foo:bar", ":", "a:1:2", ":70000", "-1", ":8787,x:y"])
+def test_the_cli_and_the_spec_refuse_a_dashboard_address_in_the_same_words(text, capsys):
+    """``--dashboard-address`` (argparse names the option, the CLI says "none") and
+    :class:`ClusterSpec` refuse the same addresses with the same message."""
+    from dask_ps._cluster_scheduler import check_dashboard_address
+
+    with pytest.raises(OptionError) as info:
+        check_dashboard_address(text, name=None, none="none")
+    with pytest.raises(SystemExit):
+        main(["train", "lr", "x.svm", "--dashboard-address", text])
+    assert f"argument --dashboard-address: {info.value}" in capsys.readouterr().err

@@ -364,6 +364,36 @@ def test_futures_without_rows_are_refused_naming_their_position(client1, bad, sa
     assert str(info.value).startswith(said)
 
 
+def test_futures_of_more_than_two_dimensions_are_refused_naming_their_position(client1):
+    """A future whose value is a 3-D array (or a tuple holding one) was taken as a
+    partition, where in-memory and dask arrays of more than 2 dimensions are refused
+    (:func:`~dask_ps.partitions.inputs.check_dims`); now refused as they are, naming the
+    future's position (its partition) and the shape, the caller's futures left alone."""
+    import gc
+
+    addr = next(iter(client1.has_what()))
+    held = set(client1.has_what()[addr])
+    good = client1.scatter(np.ones((5, 2)), hash=False)
+    cube = client1.scatter(np.ones((4, 2, 3)), hash=False)
+    with pytest.raises(ValueError, match=r"^partition 1 has 3 dimensions \(shape \(4, 2, 3\)\): "
+                                         r"an array of a partition has 1 or 2"):
+        partition([good, cube], client=client1)
+    pair = client1.scatter([(np.ones(4), np.ones((4, 1, 1)))], hash=False)[0]
+    with pytest.raises(ValueError, match=r"^partition 0 \(element 1 of its tuple\) has 3 "
+                                         r"dimensions \(shape \(4, 1, 1\)\)"):
+        partition([pair, good], client=client1)
+    assert cube.result().shape == (4, 2, 3)  # the caller's future is still there
+    with partition([good, client1.scatter(np.ones((3, 4)), hash=False)],
+                   client=client1) as data:  # 2-D and 1-D values pass
+        assert data.n_rows == [5, 3]
+    del good, cube, pair, data
+    gc.collect()  # (the tracebacks of the refusals held the partitions' futures)
+    deadline = time.monotonic() + 10  # nothing of this test left behind (what an earlier
+    while set(client1.has_what()[addr]) - held and time.monotonic() < deadline:  # test left
+        time.sleep(0.05)  # may have gone meanwhile)
+    assert not set(client1.has_what()[addr]) - held
+
+
 def test_futures_without_any_row_are_refused_as_in_memory_data(client1):
     """Futures whose values all had 0 rows were accepted, where in-memory data of 0 rows is
     refused ("data has no rows"); told by the partitions' descriptions (no round trip

@@ -42,7 +42,7 @@ from ._mf_kernels import (
 )
 
 __all__ = ["USERS", "als_task", "check_finite", "collect_step", "diverged", "final_step",
-           "set_users_step", "sgd_task", "store_users_step"]
+           "pushed_change", "set_users_step", "sgd_task", "store_users_step"]
 
 #: Bytes of each (ratings, rank) gather of the ALS training error (:func:`_sse`).
 SSE_SLICE = 2**22
@@ -77,6 +77,27 @@ def check_finite(cfg: dict, epoch: int, what: str, *values, initial: bool = Fals
                        f"are not finite in {cfg['dtype']}", cfg,
                        f"try a smaller init_std (now {cfg['init_std']})")
     raise diverged(cfg["solver"], epoch, f"{what} not finite", cfg, advice)
+
+
+def pushed_change(cfg: dict, epoch: int, what: str, new: np.ndarray,
+                  old: np.ndarray) -> np.ndarray:
+    """``new - old``, computed in place in ``new``: the change a step pushes for rows it
+    pulled as ``old`` and made ``new`` (``what``, e.g. "item factors"), both already
+    checked (:func:`check_finite`; the table's rows are finite). Two finite rows can still
+    differ by more than their dtype holds (``1e308`` and ``-1e308`` in float64), and that
+    change is named as such (it was said as "the item factors are not finite", of finite
+    factors).
+
+    Raises
+    ------
+    DivergenceError
+        The change is not finite, naming ``what``, the epoch and the dtype.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # checked next
+        new -= old
+    check_finite(cfg, epoch, f"the {what} are finite, but their change pushed (new - old, "
+                 f"{new.dtype}) is", new)
+    return new
 
 
 def _local(part, cfg: dict) -> dict:
@@ -265,10 +286,8 @@ def sgd_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[tuple]:
                     n += ratings.shape[0]
                 t_kernel += time.perf_counter() - t0
                 cpu += time.thread_time() - c0
-                with np.errstate(over="ignore", invalid="ignore"):  # checked next
-                    Q -= Q0  # the delta pushed: not finite if Q is not (Q0 is)
                 check_finite(cfg, epoch, "the errors or item factors are", sse, Q)
-                ps.push("item", keys, Q)
+                ps.push("item", keys, pushed_change(cfg, epoch, "item factors", Q, Q0))
             ps.clock()
         for part in parts:
             check_finite(cfg, epoch, "the user factors are", part.state["P"],
@@ -315,10 +334,9 @@ def _als_iteration(ps, parts: list, cfg: dict, epoch: int) -> tuple[float, int]:
         new = np.empty((owned.shape[0], d))
         if als_solve_gram(S, lam, lam_bias, lam0, lb0, new) >= 0:
             raise diverged("als", epoch, "the item factors are not finite", cfg)
-        with np.errstate(over="ignore", invalid="ignore"):  # checked next
-            new -= ps.pull("item", owned)  # the delta pushed
         check_finite(cfg, epoch, "the item factors are", new)
-        ps.push("item", owned, new)
+        ps.push("item", owned, pushed_change(cfg, epoch, "item factors", new,
+                                             ps.pull("item", owned)))
         ps.push("gram", owned, -S)  # back to zero for the next iteration
     ps.clock()
     return sse, count

@@ -1,6 +1,7 @@
 """Factorization machines on the parameter server: binary classification of sparse rows.
 
-The model and its per-sample steps are in :mod:`._fm_kernels`. Training follows logistic
+The model and its per-sample steps are in :mod:`._fm_kernels`, its margins outside training
+and the checks of its arrays in :mod:`._fm_model`. Training follows logistic
 regression's "worker" design (:mod:`._stochastic`): one job per epoch over the data
 partitions, a clock per block of rows; per block a task pulls the rows its columns touch
 from two hashed (sparse) tables, runs every step of the block on that local copy in one
@@ -48,6 +49,7 @@ from ._base import (
     validate_data,
 )
 from ._fm_kernels import fm_steps
+from ._fm_model import block_margins, check_fitted_arrays, check_room, fm_margins, fm_table
 from ._loaded import check_factorization
 from ._logistic_data import KEYED_FEATURES
 from ._stochastic import Rule, _blocks, gather_sparse_rows, weight_of
@@ -69,52 +71,6 @@ class FMState(NamedTuple):
     w_state: np.ndarray
     v_keys: np.ndarray
     v_state: np.ndarray
-
-
-def fm_margins(X, coef: np.ndarray, intercept: float, factors: np.ndarray) -> np.ndarray:
-    """FM margins of the rows of ``X`` (n, n_features), dense or sparse: ``intercept + X
-    coef + 1/2 sum_f [(X V)_f^2 - (X^2 V^2)_f]``, float64 (n,), by sparse products."""
-    X = sp.csr_matrix(X, dtype=np.float64)
-    XV = X @ factors
-    X2V2 = X.multiply(X) @ (factors * factors)
-    return intercept + X @ coef + 0.5 * ((XV * XV).sum(axis=1) - X2V2.sum(axis=1))
-
-
-def fm_table(coef, intercept: np.ndarray, factors):
-    """The model of :func:`_margins`: rows ``[w_j, v_j]`` (n_features, 1 + k) of a dense
-    ``coef_`` (1, n_features) and ``factors_`` (n_features, k); of sparse ones, the
-    :class:`~._logistic_data.KeyedWeights` of the keys either holds (rows ``[w_j, v_j]``,
-    the intercept's row ``[b, 0...]`` last)."""
-    if not sp.issparse(coef):
-        return np.column_stack([coef[0], factors])
-    stacked = sp.vstack([coef, factors.T], format="csr")  # (1 + k, n_features), no dense row
-    return D.KeyedWeights.from_coef(stacked, np.r_[intercept, np.zeros(factors.shape[1])])
-
-
-def _check_fitted_arrays(estimator: str, coef, factors) -> None:
-    """Raise ValueError unless ``coef_`` (1, n) and ``factors_`` (n, k) are both dense or
-    both sparse, of matching widths (e.g. after one of them was assigned by hand)."""
-    kinds = [("sparse" if sp.issparse(a) else "dense") for a in (coef, factors)]
-    shapes = [getattr(a, "shape", None) for a in (coef, factors)]
-    if (kinds[0] != kinds[1] or any(s is None or len(s) != 2 for s in shapes)
-            or shapes[0][0] != 1 or shapes[0][1] != shapes[1][0]):
-        raise ValueError(f"{estimator}: coef_ ({kinds[0]}, shape {shapes[0]}) and factors_ "
-                         f"({kinds[1]}, shape {shapes[1]}) do not make one model: coef_ must "
-                         f"be (1, n_features) and factors_ (n_features, k), both dense "
-                         f"arrays or both scipy.sparse matrices")
-
-
-def _margins(X, table, intercept: float, n_buckets) -> np.ndarray:
-    """FM margins (n,) of a block ``X`` (columns hashed into ``n_buckets`` first, when
-    given) by a :func:`fm_table`: its columns become rows of the table
-    (:func:`~._logistic_data.table_rows`; a keyed model's unheld keys a row of zeros), then
-    :func:`fm_margins` of the sparse products."""
-    X = sp.csr_matrix(X, dtype=np.float64)
-    if n_buckets is not None:
-        X = D.hash_columns(X, n_buckets)
-    indices, table = D.table_rows(X.indices, table)
-    X = sp.csr_matrix((X.data, indices, X.indptr), shape=(X.shape[0], table.shape[0]))
-    return fm_margins(X, table[:, 0], intercept, table[:, 1:])
 
 
 def _pull_factors(ps, keys, k: int, cfg: dict):
@@ -284,52 +240,6 @@ def train_fm(model: PSModel, data: Partitions, *, n_features: int, k: int = 8,
     V = np.zeros((n_features, k))
     V[v_keys] = v_state[:, :k]
     return W, V, history, len(history), state
-
-
-def _check_room(estimator: str, model: PSModel, width: int, k: int, keyed: bool) -> None:
-    """Refuse, before training, a model whose arrays cannot be made:
-
-    * a dense model's ``coef_`` and ``factors_`` (fewer than :data:`KEYED_FEATURES`
-      columns; float64, ``width * (k + 1)`` values, made in this process after training),
-      against half of the memory available now (or of this process's limit:
-      :func:`~dask_ps.partitions.worker.process_memory`): a ``k`` of thousands. (Dense at 2^28
-      features and k=8, a fit trained, then failed making a 16 GiB array; such a model is
-      keyed now.)
-    * the factor table's first block on every shard: a hashed table starts at
-      :data:`~dask_ps.state.table.FIRST_ROWS` rows whatever the width, here of ``2k + 1``
-      float64 columns (factors, their accumulators, a count). ``k=10**7`` on 20 features
-      asked 153 GiB per shard and failed with numpy's allocation error. Against half of the
-      memory available here for the shards of this process (with the dense arrays), or of
-      the smallest worker memory limit for a shard on a worker.
-
-    Raises
-    ------
-    MemoryError
-        Naming the width or the table's rows, ``k``, the bytes and the memory they exceed.
-    """
-    from ..partitions.worker import process_memory, smallest_limit
-    from ..state.table import FIRST_ROWS
-
-    gib = 2.0**30
-    available = process_memory(available=True)
-    dense = 0 if keyed else 8 * width * (k + 1)
-    if dense > available // 2:
-        raise MemoryError(f"{estimator}: coef_ and factors_ of {width} features x (k={k} + 1) "
-                          f"take {dense / gib:.1f} GiB as dense float64 arrays, more than "
-                          f"half of the {available / gib:.1f} GiB available here; use a "
-                          f"smaller k")
-    block = 8 * FIRST_ROWS * (2 * k + 1)  # bytes per shard before any key arrives
-    if model.client is None:  # every shard in this process, and the dense arrays
-        need, room = dense + block * model.n_shards, available // 2
-        where = (f"{need / gib:.1f} GiB here with {model.n_shards} shard(s), more than half "
-                 f"of the {available / gib:.1f} GiB available")
-    else:
-        need, room = block, smallest_limit(model.client) // 2
-        where = f"more than half of a worker's {2 * room / gib:.1f} GiB memory limit"
-    if room > 0 and need > room:
-        raise MemoryError(f"{estimator}: k={k} makes the factor table {block / gib:.1f} GiB "
-                          f"per shard from its start ({FIRST_ROWS} rows of 2k + 1 float64: "
-                          f"factors, accumulators, a count), {where}; use a smaller k")
 
 
 class FactorizationMachineClassifier(LogisticRegression):
@@ -548,7 +458,7 @@ class FactorizationMachineClassifier(LogisticRegression):
                                 fit_id=fit_identity(self, n_features, labels))
         width = self.n_hashed_features or n_features
         keyed = width >= KEYED_FEATURES
-        _check_room(type(self).__name__, model, width, self.k, keyed)
+        check_room(type(self).__name__, model, width, self.k, keyed)
         W, V, history, n_iter, state = train_fm(
             model, data, n_features=width, k=self.k,
             learning_rate=lr, l1=self.l1, l2=self.l2, factor_solver=self.factor_solver,
@@ -578,7 +488,7 @@ class FactorizationMachineClassifier(LogisticRegression):
         from dense or sparse (keyed) ``coef_`` and ``factors_`` alike."""
         check_is_fitted(self)
         X = D.as_scipy(X)
-        _check_fitted_arrays(type(self).__name__, self.coef_, self.factors_)
+        check_fitted_arrays(type(self).__name__, self.coef_, self.factors_)
         sources = (self.coef_, self.intercept_, self.factors_)
         table = (self._keyed_table(sources, fm_table) if sp.issparse(self.coef_)
                  else fm_table(*sources))
@@ -586,6 +496,6 @@ class FactorizationMachineClassifier(LogisticRegression):
         if is_dask(X):
             check_numeric_columns(X, type(self).__name__)
             return D.dask_margins(X, table, b, h, self.n_features_in_, type(self).__name__,
-                                  block=_margins)
+                                  block=block_margins)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        return _margins(X, table, b, h)
+        return block_margins(X, table, b, h)

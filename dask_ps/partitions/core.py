@@ -319,13 +319,15 @@ class Partitions:
 
 
 def _finish(client, futures: list, *, start, placed=None, spill: bool = True,
-            first_rows: list[int] | None = None, some_rows: str | None = None) -> Partitions:
+            first_rows: list[int] | None = None, some_rows: str | None = None,
+            most: int | None = None) -> Partitions:
     """Partitions of computed ``futures`` (waited for; the first error raised); ``placed``:
     the io counters once in place, default now; ``spill=False``: :func:`fit_spill_target`
     already ran on the workers (``start`` from :func:`~.worker.placing_counters`);
     ``first_rows``: each one's first row in the whole data, when known (named by
     :func:`~.inputs.describe`'s errors); ``some_rows``: refuse futures without any row
-    (:func:`~.inputs.check_some_rows`, told what they are), told by their descriptions."""
+    (:func:`~.inputs.check_some_rows`, told what they are), told by their descriptions;
+    ``most``: refuse arrays of more dimensions (:func:`~.inputs.describe`)."""
     from distributed import wait
 
     # the workers spill what they read early enough to keep room for the rest of the process
@@ -334,7 +336,7 @@ def _finish(client, futures: list, *, start, placed=None, spill: bool = True,
     # each partition is described as soon as it lands, where it lands (one round trip of
     # the scheduler fewer than describing them after the wait: ~20 ms of 10 tasks, measured)
     described = client.map(inputs.describe, futures, first_rows or [0] * len(futures),
-                           range(len(futures)), pure=False)
+                           range(len(futures)), pure=False, most=most)
     watch = PauseWatch(client, f"computing {len(futures)} partitions")
     while True:
         try:
@@ -354,7 +356,12 @@ def _finish(client, futures: list, *, start, placed=None, spill: bool = True,
         if f.status == "error":
             client.cancel(described)
             f.result()
-    sizes = client.gather(described)
+    try:
+        sizes = client.gather(described)
+    except Exception:  # a refused partition (no rows, 3-D): nothing kept on the workers
+        for f in futures + described:  # released, not cancelled (the caller's futures stay)
+            f.release()
+        raise
     if some_rows is not None:
         try:
             inputs.check_some_rows([rows for rows, _ in sizes], some_rows)

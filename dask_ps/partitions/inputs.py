@@ -86,23 +86,30 @@ def check_dims(value, where: str = "data", most: int | None = 2) -> None:
                              f"X.reshape(len(X), -1)")
 
 
-def describe(value, first_row: int = 0, index: int | None = None) -> tuple[int, int]:
+def describe(value, first_row: int = 0, index: int | None = None,
+             most: int | None = None) -> tuple[int, int]:
     """``(rows, bytes)`` of a partition value (``dask.sizeof``), where it lands, after
     :func:`check_columns` of a scipy.sparse one (a dask array's chunk: the algorithms' own
     checks come after its rows were cut, or not at all), its rows named from ``first_row``
     (the partition's first row in the whole data), the partition by ``index`` (its position
-    among the partitions) when given.
+    among the partitions) when given; ``most``: the most dimensions of its arrays
+    (:func:`check_dims`; None: any, as the steps' own partitions may have).
 
     Raises
     ------
     TypeError
         A value without rows (see :func:`n_rows_of`).
+    ValueError
+        An array of more than ``most`` dimensions, naming the partition and its shape.
     DataError
         See :func:`check_columns`.
     """
     from dask.sizeof import sizeof
 
-    n = n_rows_of(value, "a partition" if index is None else f"partition {index}")
+    where = "a partition" if index is None else f"partition {index}"
+    if most is not None:
+        check_dims(value, where, most)
+    n = n_rows_of(value, where)
     for v in value if isinstance(value, tuple) else (value,):
         if hasattr(v, "tocsr") and not hasattr(v, "to_scipy_sparse"):  # scipy.sparse
             check_columns(v.tocsr(), "sparse input (a partition)", first_row=first_row)

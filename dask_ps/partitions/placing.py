@@ -65,7 +65,8 @@ def partition(data, *, client=None, n_partitions: int | None = None,
         Empty data: without any row (``"data has no rows"``: in memory, a dask collection
         whose chunks all have 0 rows, or a list of futures whose values all have 0 rows),
         a list whose rows are ragged, tuples whose elements do not have the same
-        rows, an array (in memory or dask) of more than 2 dimensions, naming its shape,
+        rows, an array (in memory, dask, or a future's value, named by its position) of
+        more than 2 dimensions, naming its shape,
         unknown dask chunk sizes, a bad ``n_partitions``, ``by`` that is not a
         column, ``workers`` naming no worker of the cluster or given without a cluster
         (``client="local"`` or no client: there are no workers to choose),
@@ -118,7 +119,7 @@ def partition(data, *, client=None, n_partitions: int | None = None,
         # the caller's own futures (and their data) stay alive
         return _finish(client, [Future(f.key, client=client) for f in data],
                        start=client.run(placing_counters), spill=False,
-                       some_rows=f"{len(data)} futures of 0 rows")
+                       some_rows=f"{len(data)} futures of 0 rows", most=2)
     items = data if isinstance(data, tuple) else (data,)
     if not items:
         raise ValueError("data is an empty tuple")

@@ -15,8 +15,9 @@ from conftest import compute_without_large_graph
 from sklearn.datasets import load_svmlight_file
 
 from dask_ps import FactorizationMachineClassifier, learn_online
+from dask_ps.algorithms._fm_model import block_margins
 from dask_ps.algorithms._logistic_data import hash_columns
-from dask_ps.algorithms.fm import KEYED_FEATURES, FMState, _margins, fm_margins, fm_table
+from dask_ps.algorithms.fm import KEYED_FEATURES, FMState, fm_margins, fm_table
 from dask_ps.saving import load_estimator, save_estimator
 
 pytestmark = pytest.mark.timeout(300)
@@ -92,12 +93,13 @@ def test_keyed_margins_equal_the_dense_ones():
     want = fm_margins(X, w, 0.7, V)
     table = fm_table(sp.csr_matrix(w[None]), np.array([0.7]), sp.csc_matrix(V))
     assert table.keys.shape[0] < n // 2 and table.W.shape[1] == k + 1  # keyed: touched rows
-    np.testing.assert_allclose(_margins(X, table, 0.7, None), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(block_margins(X, table, 0.7, None), want, rtol=1e-12,
+                               atol=1e-12)
     # hashed columns: the dense twin reads the hashed X
     h = 2**12
     Xh = hash_columns(X, h)
     wide = fm_table(sp.csr_matrix(w[None, :h]), np.array([0.7]), sp.csc_matrix(V[:h]))
-    np.testing.assert_allclose(_margins(X, wide, 0.7, h), fm_margins(Xh, w[:h], 0.7, V[:h]),
+    np.testing.assert_allclose(block_margins(X, wide, 0.7, h), fm_margins(Xh, w[:h], 0.7, V[:h]),
                                rtol=1e-12, atol=1e-12)
 
 

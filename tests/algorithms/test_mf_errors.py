@@ -226,6 +226,33 @@ def test_divergence_of_either_solver_raises_divergence_error_and_keeps_the_model
         np.testing.assert_array_equal(getattr(model, k), v)
 
 
+@pytest.mark.parametrize("solver, dtype, big, advice", [
+    ("als", np.float64, 1e308, r"try a larger reg \(now 0.1\)"),
+    ("sgd", np.float32, 3e38, r"try a smaller learning_rate \(now 0.06\) or a larger reg")])
+def test_a_change_that_overflows_is_named_not_the_factors(solver, dtype, big, advice):
+    """An item step whose new rows and old rows are finite but whose change (new - old,
+    what is pushed) overflows was reported as "the item factors are not finite"; now the
+    factors are checked first and the change is named as what overflowed. (No fit that
+    gets there was found: the training errors, squared, overflowed first in every attempt,
+    long before the factors came this near the dtype's largest value; so the step's check
+    is exercised on rows made so.)"""
+    import dask_ps
+    from dask_ps.algorithms._mf_steps import check_finite, pushed_change
+
+    cfg = dict(solver=solver, reg=0.1, learning_rate=0.06, dtype=np.dtype(dtype).name)
+    new, old = np.array([[big, 1.0]], dtype), np.array([[-big, 0.5]], dtype)
+    check_finite(cfg, 3, "the item factors are", new, old)  # both finite: no error
+    with pytest.raises(dask_ps.DivergenceError, match=(
+            rf"^MatrixFactorization\(solver='{solver}'\): training diverged at epoch 3: the "
+            rf"item factors are finite, but their change pushed \(new - old, "
+            rf"{np.dtype(dtype).name}\) is not finite; {advice}")):
+        pushed_change(cfg, 3, "item factors", new, old)
+    small = np.array([[2.0, 1.0]], dtype)  # a change that fits: new - old, in place
+    out = pushed_change(cfg, 3, "item factors", small, old)
+    assert out is small and out.dtype == dtype
+    np.testing.assert_array_equal(out, np.array([[2.0 + big, 0.5]], dtype))
+
+
 def test_sgd_ratings_past_float32_diverge_naming_the_mean():
     """The SGD kernel's float32 mean of ratings of 1e300 overflowed with a RuntimeWarning
     and was reported as a divergence to cure with a smaller learning rate."""
