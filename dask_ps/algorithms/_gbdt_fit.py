@@ -485,8 +485,8 @@ def driver_differences(saved: dict | None, fit_id: dict) -> str | None:
     refused naming it. None when it is this fit's, or when its fit cannot be read (damage:
     named when its trees are loaded)."""
     if saved is None:
-        return ("no trees (another estimator wrote it, or a GBDT fit of a dask_ps that did "
-                "not keep them)")
+        return ("no trees (a GBDT checkpoint written by a dask_ps that did not keep them, or "
+                "another estimator's)")
     try:
         diff = fit_differences(saved, fit_id)
     except (AttributeError, KeyError, TypeError, ValueError):

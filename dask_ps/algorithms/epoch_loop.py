@@ -16,7 +16,7 @@ from typing import Callable
 from ..diagnostics.progress import FitMonitor
 from ..exceptions import DivergenceError
 from ..model import PSModel
-from ..model.format import check_store_url
+from ..model._targets import check_store_url
 from ..model.recovery import run_clocks
 
 __all__ = ["AUTO_SNAPSHOT_SECONDS", "DIVERGENCE_FACTOR", "EpochLoop"]

@@ -9,7 +9,7 @@ import time
 
 from ..cluster import SHARD_RESOURCE, connect, worker_info
 from ..exceptions import DataError, NoCheckpointToResumeError, OptionError
-from ..model.format import check_store_url
+from ..model._targets import check_store_url
 from ._algorithms import Algorithm
 from ._options import cluster_spec, data_root
 from ._registry import by_estimator

@@ -1,11 +1,13 @@
 """Claiming the next version of a checkpoint for one save: a folder made with ``os.mkdir`` on
 local disks, a conditional put of a :data:`CLAIM` file elsewhere (S3: ``If-None-Match: *``),
 tried again when S3 answers a race with a 409 (:func:`~dask_ps.io._storage.is_write_conflict`).
-Used by :func:`~dask_ps.model.checkpoint.save`. And :func:`newest_own`: the newest version
+Used by :func:`~dask_ps.model.checkpoint.save`, as :func:`prune` (the versions a save or a
+run keeps). And :func:`newest_own`: the newest version
 of a folder that holds a given model, for a restore, a recovery or a resume of a folder
 where several models save (:func:`own_version`: the one home of "which version is this
-model's", :func:`model_differs`); :func:`check_unchanged`: a version read before is still
-what the store holds.
+model's", :func:`model_differs`); :func:`warn_skipped`: one warning naming every version
+skipped on the way, and why; :func:`check_unchanged`: a version read before is still what
+the store holds.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from . import _format_tables as ft
 from . import format as ck
 
 __all__ = ["CLAIM", "CLAIM_TRIES", "check_unchanged", "claim", "model_differs", "newest_own",
-           "new_version", "own_version", "said_of"]
+           "new_version", "next_version", "own_version", "prune", "said_of", "warn_skipped"]
 
 
 def new_version(url: str, attrs: dict, tries: int = 32) -> tuple:
@@ -48,7 +50,7 @@ def new_version(url: str, attrs: dict, tries: int = 32) -> tuple:
 
     taken = 0
     for _ in range(tries):
-        version = max(ck.next_version(url), taken + 1)
+        version = max(next_version(url), taken + 1)
         path = ck.version_url(url, version)
         taken = version
         try:
@@ -64,6 +66,35 @@ def new_version(url: str, attrs: dict, tries: int = 32) -> tuple:
             continue
     raise RuntimeError(f"{url!r}: no free version after {tries} tries: other saves keep "
                        f"taking them")
+
+
+def next_version(url: str) -> int:
+    """Number for a new version: above every existing one, complete or torn."""
+    complete, torn = ck.list_versions(url)
+    return max(complete + torn, default=0) + 1
+
+
+def prune(url: str, keep: int, first: int = 1, only=None) -> list[int]:
+    """Delete all but the ``keep`` newest complete versions, and torn versions older than
+    the newest complete one, among versions ``>= first`` (older ones, e.g. of another run,
+    are left alone); returns the deleted version numbers.
+
+    ``only`` (a collection of version numbers, e.g. those one run wrote): then only complete
+    versions among them are counted and deleted, and torn versions only when older than the
+    newest of them; the versions another writer put in between are left alone."""
+    complete, torn = ck.list_versions(url)
+    if only is not None:
+        only = set(only)
+        complete = [v for v in complete if v in only]
+    if not complete:
+        return []
+    mine = [v for v in complete if v >= first]
+    doomed = mine[:-keep] if keep > 0 else []
+    doomed += [v for v in torn if first <= v < complete[-1]]
+    fs, _ = ck._fs(url)
+    for v in doomed:
+        fs.rm(ck._fs(ck.version_url(url, v))[1], recursive=True)
+    return sorted(doomed)
 
 
 #: File whose exclusive creation claims a version for one save, on file systems other than
@@ -138,7 +169,8 @@ def claim(path: str, tries: int = CLAIM_TRIES) -> bool:
                              f"tries (other writes of that claim kept racing it); save again")
 
 
-def newest_own(info: ck.CheckpointInfo, differs: Callable, what: str = "this model") -> tuple:
+def newest_own(info: ck.CheckpointInfo, differs: Callable, what: str = "this model", *,
+               warn: bool = True) -> tuple:
     """``(version, others)``: ``info`` (a folder's newest sound version, from
     :func:`~dask_ps.model.format.latest`) when ``differs(info)`` is None (it holds this
     model, or fit), else the newest older complete and sound version of its folder that
@@ -150,7 +182,8 @@ def newest_own(info: ck.CheckpointInfo, differs: Callable, what: str = "this mod
     added to the returned version's ``damaged``).
 
     ``differs(info)`` returns None, or why version ``info`` holds another model (a str);
-    ``what`` names the model in the warning (``"this fit"``).
+    ``what`` names the model in the warning (``"this fit"``); ``warn`` False: no warning
+    (the caller says every version it skipped at once, :func:`warn_skipped`).
     """
     others: dict = {}
     found = info if (said := differs(info)) is None else None
@@ -158,10 +191,8 @@ def newest_own(info: ck.CheckpointInfo, differs: Callable, what: str = "this mod
         others[info.version] = said
         damaged = dict(info.damaged)
         for v in reversed([v for v in ck.list_versions(info.url)[0] if v < info.version]):
-            try:
-                with warnings.catch_warnings():  # torn versions: in info.torn already
-                    warnings.simplefilter("ignore", ck.TornCheckpointWarning)
-                    older = ck.latest(info.url, version=v)
+            try:  # torn versions: in info.torn already
+                older = ck.latest(info.url, version=v, warn=False)
             except CheckpointFormatError as exc:  # damaged, or of a format not read here
                 others[v] = f"is damaged or unreadable ({exc})"
                 damaged[v] = [str(exc)]
@@ -171,7 +202,7 @@ def newest_own(info: ck.CheckpointInfo, differs: Callable, what: str = "this mod
                                           damaged=damaged)
                 break
             others[v] = said
-    if found is not None and others:
+    if warn and found is not None and others:
         warnings.warn(f"checkpoint folder {info.url!r}: {said_of(others)}; skipped, using "
                       f"version {found.version}, the newest of {what}", UserWarning,
                       stacklevel=user_stacklevel())
@@ -206,10 +237,12 @@ def model_differs(model) -> Callable:
 
 
 def own_version(model, info: ck.CheckpointInfo, differs: Callable | None = None,
-                what: str = "this model") -> ck.CheckpointInfo:
+                what: str = "this model", skipped: dict | None = None) -> ck.CheckpointInfo:
     """``info``, or the newest older version of its folder holding ``model``
     (:func:`newest_own` with ``differs``, default :func:`model_differs`; warning, naming the
     versions skipped and what they hold): what a restore or a recovery of a folder takes.
+    Given ``skipped`` (a dict), no warning: the versions skipped are added to it (version ->
+    what it holds), for :func:`warn_skipped` to say with any others the caller skips.
 
     Raises
     ------
@@ -217,12 +250,38 @@ def own_version(model, info: ck.CheckpointInfo, differs: Callable | None = None,
         No version of the folder holds the model: naming the folder and what each version
         holds.
     """
-    found, others = newest_own(info, differs or model_differs(model), what)
+    found, others = newest_own(info, differs or model_differs(model), what,
+                               warn=skipped is None)
+    if skipped is not None:
+        skipped.update(others)
     if found is None:
         raise CheckpointFormatError(
             f"checkpoint folder {info.url!r} holds no version of {what}: {said_of(others)}; "
             f"nothing was restored (load one into a new model with PSModel.load)")
     return found
+
+
+def warn_skipped(info: ck.CheckpointInfo, others: dict, what: str = "this model") -> None:
+    """One warning naming every version skipped for version ``info`` of a folder, and why:
+    torn (``info.torn``) or damaged (``info.damaged``, found before or while loading), or
+    holding another model (``others``, version -> what it holds, from :func:`own_version`'s
+    ``skipped``). A :class:`~dask_ps.model.format.TornCheckpointWarning` when any was torn
+    or damaged (a UserWarning too), else a ``UserWarning``; none when none was skipped.
+    Points at the first caller outside dask_ps."""
+    damage = ck.skipped_text(info.torn, info.damaged)
+    held = {v: said for v, said in others.items() if v not in info.damaged}
+    if held and damage:
+        said = (f"checkpoint folder {info.url!r}: {damage}; {said_of(held)}; skipped, using "
+                f"version {info.version}, the newest sound version of {what}")
+    elif held:
+        said = (f"checkpoint folder {info.url!r}: {said_of(held)}; skipped, using version "
+                f"{info.version}, the newest of {what}")
+    elif damage:
+        said = f"checkpoint {info.url!r}: {damage}; skipped, using version {info.version}"
+    else:
+        return
+    warnings.warn(said, ck.TornCheckpointWarning if damage else UserWarning,
+                  stacklevel=user_stacklevel())
 
 
 def check_unchanged(info: ck.CheckpointInfo) -> None:

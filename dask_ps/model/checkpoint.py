@@ -11,7 +11,8 @@ Loading runs one loader per shard of the new model: it reads a chunk-aligned sli
 array and sends every row to the shard that owns it under the new partitioning, so a
 checkpoint of N shards loads onto M shards with weights and optimizer state unchanged.
 
-See :mod:`dask_ps.model.format` for the store format, :mod:`dask_ps.model.export` for the
+The tasks are :mod:`dask_ps.model.writers` and :mod:`dask_ps.model.readers`. See
+:mod:`dask_ps.model.format` for the store format, :mod:`dask_ps.model.export` for the
 weights written for serving. The functions taking ``model`` first are
 :class:`~dask_ps.PSModel`'s methods ``save``, ``load`` and ``restore``.
 """
@@ -24,15 +25,15 @@ import time
 import warnings
 from typing import Self
 
-import numpy as np
-
 from ..diagnostics.events import log_checkpoint
 from ..exceptions import CheckpointFormatError, OptionError
 from . import _format_tables as ft
 from . import connection, placement
 from . import format as ck
 from . import key_ranges as kr
-from ._versions import check_unchanged, new_version, own_version
+from ._versions import check_unchanged, new_version, own_version, prune, warn_skipped
+from .readers import check_part, load_part
+from .writers import array_paths, create_arrays
 from .writers import plan_table as _plan_table
 from .writers import write_part as _write_part
 
@@ -132,14 +133,14 @@ def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
     version, path, group = new_version(url, attrs)
     calls, manifest = [], {}
     for name, t in tables.items():
-        arrays = _create_arrays(group, t, t["path"], slots=True, dtype=None, squeeze=False)
+        arrays = create_arrays(group, t, t["path"], slots=True, dtype=None, squeeze=False)
         n_chunks = -(-t["n_keys"] // t["chunk_rows"])
-        manifest.update({p: [t["n_keys"], n_chunks] for p in _paths(arrays)})
+        manifest.update({p: [t["n_keys"], n_chunks] for p in array_paths(arrays)})
         calls += [(w[0], (path, name, arrays) + w[1:] + (None,)) for w in plans[name]]
     _run_tasks(model, _write_part, calls)
     ck.write_manifest(path, manifest, __version__)
     if keep is not None:
-        ck.prune(url, keep)
+        prune(url, keep)
     return ck.CheckpointInfo(url, version, attrs, seconds=time.perf_counter() - t0)
 
 
@@ -162,141 +163,11 @@ def _warn_other_model(url: str, tables: dict) -> None:
                       UserWarning, stacklevel=4)
 
 
-def _paths(arrays: dict) -> list[str]:
-    return [arrays["values"]] + ([arrays["keys"]] if "keys" in arrays else []) + \
-        list(arrays.get("slots", {}).values())
-
-
-def _create_arrays(group, t: dict, prefix: str, *, slots: bool, dtype, squeeze: bool) -> dict:
-    """Empty arrays of one table in ``group``; returns their paths by role."""
-    from zarr.codecs import Crc32cCodec
-
-    n, c, ncols = t["n_keys"], t["chunk_rows"], t["ncols"]
-    one_d = squeeze and t["vector"]
-    kw = dict(compressors=[Crc32cCodec()], fill_value=0)  # a checksum, not compression
-    vpath = f"{prefix}/values" if (t["partitioner"]["name"] == "hash" or not squeeze) else prefix
-    group.create_array(vpath, shape=(n,) if one_d else (n, ncols),
-                       chunks=(c,) if one_d else (c, ncols),
-                       dtype=np.dtype(dtype or t["dtype"]), **kw)
-    arrays = {"values": vpath}
-    if t["partitioner"]["name"] == "hash":
-        group.create_array(f"{prefix}/keys", shape=(n,), chunks=(c,), dtype="int64", **kw)
-        arrays["keys"] = f"{prefix}/keys"
-    if slots:
-        arrays["slots"] = {}
-        for slot, s in t["slots"].items():
-            group.create_array(f"{prefix}/slots/{slot}", shape=(n, s["width"]),
-                               chunks=(c, s["width"]), dtype=np.dtype(s["dtype"]), **kw)
-            arrays["slots"][slot] = f"{prefix}/slots/{slot}"
-    return arrays
-
-
-#: The codecs :func:`_create_arrays` writes: the only ones a load decodes with (a zarr codec
-#: is found by the name in the file's metadata, and some, e.g. numcodecs' pickle, run code).
-_CODECS = {"bytes", "crc32c"}
-
-
 # -- load -------------------------------------------------------------------------------------
-def _stored_rows(path: str, name: str, t: dict, spec, r0: int, r1: int, with_slots: bool):
-    """Rows ``[r0, r1)`` of a stored table, read and checked a batch of chunks at a time.
-
-    Yields ``(plan, values, slots)`` per batch: ``plan`` places its keys on the shards of
-    ``spec`` (:meth:`Partitioner.plan`), ``values`` (m, ncols) and ``slots`` (m, width each)
-    are in stored order.
-
-    Raises
-    ------
-    CheckpointFormatError
-        An array of another shape than the table's, a chunk whose checksum fails or that
-        is cut short, duplicate or out-of-range keys: naming the checkpoint, table and rows.
-    """
-    import zarr
-
-    store = ck.zarr_store(path)
-    n, where = t["n_keys"], f"checkpoint {path!r}, table {name!r}"
-
-    def open_checked(role: str, shape: tuple, dtype):
-        arr = zarr.open_array(store, path=f"{t['path']}/{role}", mode="r", zarr_format=3)
-        codecs = [c.to_dict().get("name") for c in arr.metadata.codecs]
-        if not set(codecs) <= _CODECS:  # a codec named by the file decodes nothing
-            raise CheckpointFormatError(f"{where}: array {role} is encoded with {codecs}; a "
-                                        f"checkpoint's arrays hold {sorted(_CODECS)} alone: "
-                                        f"refusing to decode it")
-        if arr.shape != shape or arr.dtype != np.dtype(dtype):
-            raise CheckpointFormatError(f"{where}: array {role} is {arr.dtype} of shape "
-                                        f"{arr.shape}, the table's metadata says "
-                                        f"{np.dtype(dtype)} of shape {shape}")
-        return arr
-
-    values_arr = open_checked("values", (n, t["ncols"]), t["dtype"])
-    keys_arr = open_checked("keys", (n,), np.int64) if spec.sparse else None
-    slot_arrs = {k: open_checked(f"slots/{k}", (n, s["width"]), s["dtype"])
-                 for k, s in t["slots"].items()} if with_slots else {}
-    step = 16 * t["chunk_rows"]  # a batch of chunks at a time bounds the reader's memory
-    for a in range(r0, r1, step):
-        b = min(a + step, r1)
-        try:
-            keys = keys_arr[a:b] if keys_arr is not None else np.arange(a, b, dtype=np.int64)
-        except ValueError as exc:
-            raise _damaged(where, {"keys": keys_arr}, a, b, t["chunk_rows"], exc) from None
-        plan, bad = spec.partitioner.plan(keys)
-        if bad >= 0 or plan.n_unique != keys.shape[0]:
-            raise CheckpointFormatError(f"{where}: rows {a}..{b} hold duplicate or "
-                                        f"out-of-range keys")
-        try:
-            values = values_arr[a:b]
-            slots = {k: arr[a:b] for k, arr in slot_arrs.items()}
-        except ValueError as exc:  # a checksum that fails, a chunk cut short
-            arrays = {"values": values_arr, **{f"slots/{k}": v for k, v in slot_arrs.items()}}
-            raise _damaged(where, arrays, a, b, t["chunk_rows"], exc) from None
-        yield plan, values, slots
-
-
-def _damaged(where: str, arrays: dict, a: int, b: int, chunk_rows: int,
-             exc: ValueError) -> CheckpointFormatError:
-    """The error for rows ``[a, b)`` of ``arrays`` (role -> zarr array), one of which failed
-    to read with ``exc``: naming the first array and chunk that fails alone (read again,
-    chunk by chunk: the error path only), else the rows of the whole batch."""
-    for role, arr in arrays.items():
-        for c0 in range(a - a % chunk_rows, b, chunk_rows):
-            try:
-                arr[c0:min(c0 + chunk_rows, arr.shape[0])]
-            except ValueError as one:
-                return CheckpointFormatError(
-                    f"{where}: array {role!r}, rows {c0}..{min(c0 + chunk_rows, arr.shape[0])}"
-                    f" are damaged (its chunk {c0 // chunk_rows}): {one}")
-    return CheckpointFormatError(f"{where}: rows {a}..{b} are damaged: {exc}")
-
-
-def _check_part(model, path: str, name: str, t: dict, spec, r0: int, r1: int,
-                with_slots: bool) -> int | str:
-    """Checker task: rows ``[r0, r1)`` read as :func:`_load_part` reads them, and dropped.
-    Returns their count, or the message of the :class:`CheckpointFormatError` they raise:
-    damage is an outcome of the check, returned to the client (raised in a task, it would
-    be logged by distributed's worker as a failed task)."""
-    try:
-        for _ in _stored_rows(path, name, t, spec, r0, r1, with_slots):
-            pass
-    except CheckpointFormatError as exc:
-        return str(exc)
-    return r1 - r0
-
-
-def _load_part(model, path: str, name: str, t: dict, spec, r0: int, r1: int,
-               with_slots: bool) -> int | str:
-    """Loader task: rows ``[r0, r1)`` of a stored table, sent to their shards in ``model``;
-    their count, or the damage found, returned as :func:`_check_part` returns it."""
-    try:
-        for plan, values, slots in _stored_rows(path, name, t, spec, r0, r1, with_slots):
-            connection.set_rows(model, name, plan, values, slots)
-    except CheckpointFormatError as exc:
-        return str(exc)
-    return r1 - r0
-
-
 def _run_parts(model, fn, calls: list) -> None:
-    """:func:`_run_tasks` of :func:`_check_part` or :func:`_load_part`; raises here, in the
-    client, the first damage a task returned.
+    """:func:`_run_tasks` of :func:`~dask_ps.model.readers.check_part` or
+    :func:`~dask_ps.model.readers.load_part`; raises here, in the client, the first damage
+    a task returned.
 
     Raises
     ------
@@ -314,14 +185,14 @@ def _run_parts(model, fn, calls: list) -> None:
 def _older(info: ck.CheckpointInfo, exc: CheckpointFormatError, errors: list,
            what: str) -> ck.CheckpointInfo:
     """The version to try after ``info`` failed with ``exc``: the newest older sound one
-    (:func:`~dask_ps.model.format.older_sound`, warning) when ``exc`` is damage found in
-    the data. Else the first version's error is raised, with a note of the others'.
-    ``errors``: the first error, then the problems of each version tried (kept between
-    calls)."""
+    (:func:`~dask_ps.model.format.older_sound`; its ``damaged`` names ``info``, said by the
+    caller's one warning) when ``exc`` is damage found in the data. Else the first
+    version's error is raised, with a note of the others'. ``errors``: the first error,
+    then the problems of each version tried (kept between calls)."""
     if not errors:
         errors.append(exc)
     if getattr(exc, "damaged", False):
-        nxt = ck.older_sound(info, exc, errors)  # adds "version N: ..." to errors
+        nxt = ck.older_sound(info, exc, errors, warn=False)  # adds "version N: ..." to errors
         if nxt is not None:
             return nxt
     elif exc is not errors[0]:
@@ -333,17 +204,20 @@ def _older(info: ck.CheckpointInfo, exc: CheckpointFormatError, errors: list,
 
 
 def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
-             check: bool = True) -> None:
+             check: bool = True, read: bool = False) -> None:
     """Replace the model's tables by those of checkpoint ``info`` (all shards), in place.
 
     With ``check``, every array the load reads is first read and checked (checksums, shapes,
     keys) on the shards' workers before any table is touched, so that a damaged checkpoint
     leaves the model as it was: a second read of the checkpoint, not a second copy of the
-    tables in memory. A new model (nothing to lose) skips it."""
+    tables in memory. A new model (nothing to lose) skips it. With ``read``, ``info`` was
+    just read from the store by :func:`~dask_ps.model.format.latest` (a load or restore of
+    a URL), which checked its format: its metadata and manifest are not read again."""
     _check_url(model, info.url)
     model._refuse_in_job("restore", "restore between jobs")
-    check_unchanged(info)  # a version read before: its metadata still the store's
-    ck.check_format(info.attrs, info.url, info.version)  # a version named by hand too
+    if not read:  # a version given, read before: its metadata still the store's
+        check_unchanged(info)
+        ck.check_format(info.attrs, info.url, info.version)  # a version named by hand too
     # a scratch table of the model (add_table(checkpoint=False)) is not restored, even from
     # a checkpoint written when it was kept: it is made empty again below
     tables = {n: t for n, t in info.attrs["tables"].items() if n not in model._scratch}
@@ -368,7 +242,7 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
                        optimizer_state))
                   for w in range(model.n_shards) if bounds[w + 1] > bounds[w]]
     if check:
-        _run_parts(model, _check_part, calls)
+        _run_parts(model, check_part, calls)
     for name, spec in specs.items():
         connection.call_all(model, "drop_table", name)
         connection.call_all(model, "create_table", spec)
@@ -377,7 +251,7 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
         connection.call_all(model, "drop_table", name)
         connection.call_all(model, "create_table", model.specs[name])
     try:
-        _run_parts(model, _load_part, calls)
+        _run_parts(model, load_part, calls)
     except BaseException as exc:  # e.g. a worker lost while loading
         if check:
             exc.add_note(f"checkpoint {info.url!r} version {info.version} was loaded only in "
@@ -505,20 +379,21 @@ def load(cls, client, url: str, n_shards: int | None = None, optimizer_state: bo
     Warns
     -----
     TornCheckpointWarning
-        Newer versions were incomplete (a writer died) or damaged, and were skipped;
-        pointing at the caller's line.
+        Newer versions were incomplete (a writer died) or damaged, and were skipped: one
+        warning naming each, pointing at the caller's line.
 
     Notes
     -----
     Loading runs no code from the store: it holds JSON metadata and numeric arrays only.
     """
-    info = ck.latest(url, version)
+    info = ck.latest(url, version, warn=False)  # the versions skipped: said once, below
     errors: list[str] = []
     while True:
         model = cls(client, n_shards, resources=resources,
                     **({} if timeout is None else {"timeout": timeout}))
-        try:
-            _restore(model, info, optimizer_state, check=False)  # a new model: nothing to lose
+        try:  # a new model: nothing to lose, no check first
+            _restore(model, info, optimizer_state, check=False, read=True)
+            warn_skipped(info, {})
             return model
         except CheckpointFormatError as exc:
             model.close()
@@ -573,10 +448,12 @@ def restore(model, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInf
     Warns
     -----
     TornCheckpointWarning
-        Given a URL, newer versions were torn or damaged and were skipped; pointing at the
-        caller's line.
+        Given a URL, newer versions were torn or damaged and were skipped: one warning
+        naming every version skipped and why (those holding another model too), pointing
+        at the caller's line.
     UserWarning
-        Given a URL, newer versions hold another model and were skipped (naming them).
+        Given a URL, newer versions hold another model and were skipped (naming them),
+        none torn or damaged.
 
     Notes
     -----
@@ -589,12 +466,14 @@ def restore(model, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInf
     if isinstance(checkpoint, ck.CheckpointInfo):
         _restore(model, checkpoint, optimizer_state)
         return checkpoint
-    info, errors = ck.latest(checkpoint), []
-    while True:
-        info = own_version(model, info)
+    info, errors, others = ck.latest(checkpoint, warn=False), [], {}
+    while True:  # every version skipped, damaged or of another model: said in one warning
+        info = own_version(model, info, skipped=others)
         try:
-            _restore(model, info, optimizer_state)
-            return info
+            _restore(model, info, optimizer_state, read=True)
         except CheckpointFormatError as exc:
             info = _older(info, exc, errors, "restores")
+            continue
+        warn_skipped(info, others)
+        return info
 

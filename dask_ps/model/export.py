@@ -8,7 +8,9 @@ import numpy as np
 from . import connection
 from . import format as ck
 from ._format_tables import chunk_rows, table_attrs
-from .checkpoint import _check_url, _create_arrays, _run_tasks
+from ._targets import check_export_target
+from .checkpoint import _check_url, _run_tasks
+from .writers import create_arrays
 from .writers import plan_table as _plan_table
 from .writers import write_part as _write_part
 
@@ -70,7 +72,7 @@ def _export(model, url: str, *, dtype=None, tables=None) -> None:
     if dtype is not None:
         for name in names:
             _check_range(model, name, np.dtype(dtype))
-    ck.check_export_target(url)  # replaces an earlier export only: nothing else is deleted
+    check_export_target(url)  # replaces an earlier export only: nothing else is deleted
     described, plans, calls = {}, {}, []
     for i, name in enumerate(names):
         spec = model.specs[name]
@@ -84,7 +86,7 @@ def _export(model, url: str, *, dtype=None, tables=None) -> None:
     group = zarr.open_group(ck.zarr_store(url), mode="w", zarr_format=3,
                             attributes=dict(dask_ps_export=dict(meta, complete=False)))
     for name, (t, writers) in plans.items():
-        arrays = _create_arrays(group, t, name, slots=False, dtype=dtype, squeeze=True)
+        arrays = create_arrays(group, t, name, slots=False, dtype=dtype, squeeze=True)
         described[name]["arrays"] = arrays
         calls += [(w[0], (url, name, arrays) + w[1:] + (dtype,)) for w in writers]
     _run_tasks(model, _write_part, calls)

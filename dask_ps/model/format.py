@@ -22,7 +22,8 @@ loading. Nothing in a store is ever unpickled: metadata is JSON and the optimize
 from its registered name and hyper-parameters.
 
 This module knows the store (:mod:`dask_ps.model._format_tables`, how its tables are described
-in its metadata); :mod:`dask_ps.model.checkpoint` moves the rows between it and the shards.
+in its metadata; :mod:`dask_ps.model._targets`, where a store or an export may be written);
+:mod:`dask_ps.model.checkpoint` moves the rows between it and the shards.
 """
 
 from __future__ import annotations
@@ -31,10 +32,8 @@ import hashlib
 import itertools
 import json
 import operator
-import os
 import re
 import time
-import uuid
 import warnings
 from dataclasses import dataclass, field
 
@@ -44,9 +43,8 @@ import numpy as np
 from ..exceptions import CheckpointFormatError, CheckpointNotFoundError, user_stacklevel
 from ._format_tables import spec_from_attrs, table_attrs
 
-__all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "check_export_target",
-           "check_format", "chunk_keys", "latest", "list_versions", "open_version", "prune",
-           "spec_from_attrs", "table_attrs", "verify"]
+__all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "check_format", "chunk_keys",
+           "latest", "list_versions", "open_version", "spec_from_attrs", "table_attrs", "verify"]
 
 #: Version of the store layout; readers refuse anything newer.
 FORMAT = 1
@@ -108,75 +106,6 @@ def _fs(url: str):
     return fs, root.rstrip("/")
 
 
-def check_store_url(url: str) -> None:
-    """Refuse, before any training, a checkpoint URL where no checkpoint folder can be: an
-    unknown protocol, an existing file, or on the local file system a link to nothing, a
-    path under a file, or a folder that cannot be created or written to (tried by making
-    and removing a temporary folder in it, or in its nearest existing parent); on S3 one
-    where an empty object cannot be written and deleted (no bucket, wrong credentials).
-
-    Raises
-    ------
-    ValueError
-        Naming ``url`` and what is in the way: a checkpoint is a folder of versions
-        (``v000001/``...); or from fsspec, for a protocol it does not know.
-    ImportError
-        From fsspec, for a known protocol whose package is not installed (``s3://``
-        without s3fs), naming ``url``.
-    OSError
-        Naming ``url`` and the folder where no folder can be made (a read-only file
-        system, no permission, ``/proc``), or on an object store what the write met (a
-        missing bucket, access denied), of the system's error's type, with its reason.
-    """
-    try:
-        fs, root = _fs(url)
-    except (ValueError, ImportError) as exc:
-        raise type(exc)(f"checkpoint {url!r}: {exc}") from None
-    from ..io._storage import storage_error
-
-    try:
-        if fs.exists(root) and not fs.isdir(root):
-            raise ValueError(f"checkpoint {url!r} is a file: a checkpoint is a folder (new "
-                             f"or holding earlier versions, v000001/...); name a folder "
-                             f"instead")
-    except OSError as exc:  # on an object store: access denied (credentials)
-        raise storage_error(url, exc, "checkpoint") from None
-    if "file" not in np.atleast_1d(fs.protocol):
-        probe = f"{root}/.dask-ps-check-{uuid.uuid4().hex}"
-        try:  # what the first save would meet, met now (an object store has no folders)
-            fs.pipe_file(probe, b"")
-            fs.rm(probe)
-        except OSError as exc:
-            raise storage_error(url, exc, "checkpoint") from None
-        return
-    if os.path.exists(root):
-        _check_writable(url, root, "the folder")
-        return
-    if os.path.islink(root):
-        raise ValueError(f"checkpoint {url!r} is a link to {os.readlink(root)!r}, which does "
-                         f"not exist: name a folder (new or existing) instead")
-    up = os.path.dirname(root)
-    while up != os.path.dirname(up) and not os.path.lexists(up):
-        up = os.path.dirname(up)
-    if os.path.exists(up) and not os.path.isdir(up):
-        raise ValueError(f"checkpoint {url!r}: {up!r} is a file, so no folder can be made "
-                         f"under it")
-    _check_writable(url, up, "no folder can be made in")
-
-
-def _check_writable(url: str, folder: str, what: str) -> None:
-    """Make and remove a temporary folder in local ``folder`` (the checkpoint's, or its
-    nearest existing parent); an OSError naming ``url`` and ``folder`` if it fails."""
-    import tempfile
-
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".dask-ps-check-", dir=folder))
-    except OSError as exc:
-        where = f"{what} {folder!r} is not writable" if what == "the folder" else \
-            f"{what} {folder!r}"
-        raise type(exc)(f"checkpoint {url!r}: {where} ({exc.strerror or exc})") from None
-
-
 def is_process_local(url: str) -> bool:
     """Whether the URL names storage private to one process (``memory://``)."""
     return "memory" in np.atleast_1d(_fs(url)[0].protocol)
@@ -200,22 +129,31 @@ def zarr_store(url: str):
 def list_versions(url: str) -> tuple[list[int], list[int]]:
     """Complete and torn version numbers of the store at ``url``, each ascending, listed anew
     (s3fs's cached listing misses other processes' versions); OSError naming ``url``."""
+    return _listed(url)[:2]
+
+
+def _listed(url: str) -> tuple[list[int], list[int], dict]:
+    """:func:`list_versions`, and the manifest of each complete version (version -> its
+    manifest, parsed), which told it complete."""
     from ..io._storage import storage_error
     fs, root = _fs(url)
     try:
         entries = fs.ls(root, detail=False, refresh=True)
     except FileNotFoundError:
-        return [], []
+        return [], [], {}
     except OSError as exc:  # on an object store: access denied (credentials)
         raise storage_error(url, exc, "checkpoint") from None
-    complete, torn = [], []
+    manifests, torn = {}, []
     for entry in entries:
         m = _VERSION.match(entry.rstrip("/").rsplit("/", 1)[-1])
         if m is None:
             continue
         v = int(m.group(1))
-        (complete if _read_manifest(fs, f"{root}/{m.group(0)}") is not None else torn).append(v)
-    return sorted(complete), sorted(torn)
+        if (manifest := _read_manifest(fs, f"{root}/{m.group(0)}")) is not None:
+            manifests[v] = manifest
+        else:
+            torn.append(v)
+    return sorted(manifests), sorted(torn), manifests
 
 
 def _read_manifest(fs, path: str) -> dict | None:
@@ -233,11 +171,12 @@ def _read_manifest(fs, path: str) -> dict | None:
     return manifest
 
 
-def latest(url: str, version: int | None = None) -> CheckpointInfo:
+def latest(url: str, version: int | None = None, *, warn: bool = True) -> CheckpointInfo:
     """The newest complete version of the store at ``url`` (or version ``version``).
 
     Torn versions newer than the one returned are listed in ``torn`` and reported with a
-    :class:`TornCheckpointWarning`.
+    :class:`TornCheckpointWarning` (``warn`` False: listed only, for a caller that skips
+    more versions to say them all in one warning, :func:`skipped_text`).
 
     Raises
     ------
@@ -254,13 +193,13 @@ def latest(url: str, version: int | None = None) -> CheckpointInfo:
         except TypeError:
             raise TypeError(f"checkpoint version must be an integer, got {version!r} "
                             f"({type(version).__name__})") from None
-    complete, torn = list_versions(url)
+    complete, torn, manifests = _listed(url)  # each manifest read once, passed on
     if version is not None:
         if version not in complete:
             raise CheckpointNotFoundError(
                 f"checkpoint {url!r} has no complete version {version}; complete: {complete}, "
                 f"torn: {torn}")
-        problems = verify(url, version)
+        problems, read = _inspect(url, version, manifests[version])
         if problems:
             raise CheckpointFormatError(f"checkpoint {url!r} version {version} is damaged: "
                                         + "; ".join(problems))
@@ -268,7 +207,7 @@ def latest(url: str, version: int | None = None) -> CheckpointInfo:
     else:
         damaged, chosen = {}, None
         for v in reversed(complete):
-            problems = verify(url, v)
+            problems, read = _inspect(url, v, manifests[v])
             if not problems:
                 chosen = v
                 break
@@ -281,21 +220,22 @@ def latest(url: str, version: int | None = None) -> CheckpointInfo:
                           for v, p in damaged.items()))
     newer_torn = [v for v in torn if v > chosen]
     damaged = {} if version is not None else damaged
-    if newer_torn or damaged:
-        what = ([f"versions {newer_torn} are incomplete (torn writes)"] if newer_torn else []) \
-            + [f"version {v} is damaged ({'; '.join(p)})" for v, p in damaged.items()]
-        warnings.warn(f"checkpoint {url!r}: {', '.join(what)}; skipped, using version "
-                      f"{chosen}", TornCheckpointWarning, stacklevel=user_stacklevel())
-    attrs = open_version(version_url(url, chosen)).attrs.asdict()
-    check_format(attrs, url, chosen)
+    if warn and (newer_torn or damaged):
+        warnings.warn(f"checkpoint {url!r}: {skipped_text(newer_torn, damaged)}; skipped, "
+                      f"using version {chosen}", TornCheckpointWarning,
+                      stacklevel=user_stacklevel())
+    attrs = read["zarr.json"]["attributes"]  # as verified: each file of it read once
+    check_format(attrs, url, chosen, read["manifest"])
     return CheckpointInfo(url, chosen, attrs, newer_torn, damaged=damaged)
 
 
-def older_sound(info: CheckpointInfo, exc: Exception, errors: list[str]) -> CheckpointInfo | None:
+def older_sound(info: CheckpointInfo, exc: Exception, errors: list[str], *,
+                warn: bool = True) -> CheckpointInfo | None:
     """After version ``info`` failed to load or restore with ``exc`` (a chunk whose checksum
     fails, found only when its data is read), the newest older complete version that
     :func:`latest` accepts, with a :class:`TornCheckpointWarning` naming the version skipped
-    and its damage (pointing at the first caller outside dask_ps); None when there is none.
+    and its damage (pointing at the first caller outside dask_ps; ``warn`` False: none, the
+    caller says every version it skipped at once); None when there is none.
 
     Nothing is changed in the store: the damaged version stays as it is. ``errors`` collects
     every version's problem (``"version 2: ..."``), for the error raised when none loads.
@@ -305,22 +245,28 @@ def older_sound(info: CheckpointInfo, exc: Exception, errors: list[str]) -> Chec
     errors.append(f"version {info.version}: {exc}")
     for v in reversed([v for v in list_versions(info.url)[0] if v < info.version]):
         try:
-            with warnings.catch_warnings():  # the torn versions are in info.torn already
-                warnings.simplefilter("ignore", TornCheckpointWarning)
-                nxt = latest(info.url, version=v)
+            nxt = latest(info.url, version=v, warn=False)  # torn ones: in info.torn
         except CheckpointFormatError as bad:  # its metadata is damaged too
             errors.append(f"version {v}: {bad}")
             damaged[v] = [str(bad)]
             continue
         nxt.torn = sorted(set(info.torn) | {t for t in nxt.torn if t > v})
         nxt.damaged = damaged
-        what = ", ".join(f"version {d} is damaged ({'; '.join(p)})"
-                         for d, p in sorted(damaged.items(), reverse=True)
-                         if d not in info.damaged)
-        warnings.warn(f"checkpoint {info.url!r}: {what}; skipped, using version {v}",
-                      TornCheckpointWarning, stacklevel=user_stacklevel())
+        if warn:
+            new = {d: p for d, p in damaged.items() if d not in info.damaged}
+            warnings.warn(f"checkpoint {info.url!r}: {skipped_text([], new)}; skipped, using "
+                          f"version {v}", TornCheckpointWarning, stacklevel=user_stacklevel())
         return nxt
     return None
+
+
+def skipped_text(torn: list[int], damaged: dict) -> str:
+    """What a :class:`TornCheckpointWarning` says of the versions skipped: ``"versions [4]
+    are incomplete (torn writes), version 3 is damaged (...)"``, damaged ones newest first
+    (``damaged``: version -> its problems)."""
+    return ", ".join(([f"versions {sorted(torn)} are incomplete (torn writes)"] if torn else [])
+                     + [f"version {v} is damaged ({'; '.join(p)})"
+                        for v, p in sorted(damaged.items(), reverse=True)])
 
 
 def verify(url: str, version: int) -> list[str]:
@@ -345,9 +291,18 @@ def verify(url: str, version: int) -> list[str]:
         E.g. ``"array 't0/values' has 3 of its 5 chunks: c/1/0 and c/3/0 are missing"``
         (the first :data:`NAMED_CHUNKS` keys named, then a count).
     """
+    return _inspect(url, version)[0]
+
+
+def _inspect(url: str, version: int, manifest: dict | None = None) -> tuple[list[str], dict]:
+    """:func:`verify`'s problems, and what it read: ``{"manifest": its manifest, "zarr.json":
+    the group's metadata parsed, "<array>/zarr.json": each array's}`` (an unreadable one
+    left out), for :func:`latest` to take the version's attributes and format from without
+    reading them again. ``manifest``: the version's, as read already (else read here)."""
     fs, root = _fs(version_url(url, version))
-    manifest = _read_manifest(fs, root) or {}
-    problems, metas = [], {}
+    if manifest is None:
+        manifest = _read_manifest(fs, root) or {}
+    problems, metas = [], {"manifest": manifest}
     sums = manifest.get("metadata") or {}  # none in versions written before they were kept
     for meta in ["zarr.json"] + [f"{a}/zarr.json" for a in manifest.get("arrays", {})]:
         try:
@@ -359,6 +314,13 @@ def verify(url: str, version: int) -> list[str]:
         if meta in sums and _digest(raw) != sums[meta]:
             problems.append(f"{meta} changed since it was written (its checksum in the "
                             f"manifest differs)")
+    group = metas.get("zarr.json")
+    if group is not None and not (isinstance(group, dict) and group.get("node_type") == "group"
+                                  and isinstance(group.get("attributes", {}), dict)):
+        del metas["zarr.json"]  # parses, but no zarr group's (a version of no checksums)
+        problems.append("zarr.json is not the metadata of a zarr group with attributes")
+    elif group is not None:
+        group.setdefault("attributes", {})
     for array, counts in manifest.get("arrays", {}).items():
         meta = metas.get(f"{array}/zarr.json")
         if len(counts) < 2 or meta is None:  # written before chunks were counted; unreadable
@@ -391,7 +353,7 @@ def verify(url: str, version: int) -> list[str]:
             problems.append(f"array {array!r} has {len(expected) - len(missing)} of its "
                             f"{len(expected)} chunks: {named} "
                             f"{'is' if len(missing) == 1 else 'are'} missing")
-    return problems
+    return problems, metas
 
 
 #: Missing chunk keys :func:`verify` names before it counts the rest.
@@ -437,10 +399,11 @@ def chunk_keys(meta: dict) -> list[str]:
             for i in itertools.product(*map(range, grid_shape))]
 
 
-def check_format(attrs: dict, url: str, version: int) -> None:
+def check_format(attrs: dict, url: str, version: int, manifest: dict | None = None) -> None:
     """Refuse version ``version`` of ``url`` (``attrs``, its metadata) unless its format,
-    in its metadata (``dask_ps.format``) and in its manifest (``format``) alike, is one
-    this dask_ps reads, and its tables' descriptions give their chunks.
+    in its metadata (``dask_ps.format``) and in its manifest (``format``; ``manifest``, as
+    read already, or read here) alike, is one this dask_ps reads, and its tables'
+    descriptions give their chunks.
 
     Raises
     ------
@@ -453,8 +416,9 @@ def check_format(attrs: dict, url: str, version: int) -> None:
     if not isinstance(meta, dict) or not isinstance(meta.get("format"), int):
         raise CheckpointFormatError(f"checkpoint {url!r} version {version} is not a dask_ps "
                                     f"checkpoint (no 'dask_ps' format attribute)")
-    fs, root = _fs(version_url(url, version))
-    manifest = _read_manifest(fs, root) or {}
+    if manifest is None:
+        fs, root = _fs(version_url(url, version))
+        manifest = _read_manifest(fs, root) or {}
     written = manifest.get("format")
     # each format with the dask_ps version beside it (a manifest's: none before it was kept)
     for where, fmt, by in ((" (field dask_ps.format)", meta["format"], meta),
@@ -495,12 +459,6 @@ def open_version(path: str, mode: str = "r"):
     return zarr.open_group(zarr_store(path), mode=mode, zarr_format=3)
 
 
-def next_version(url: str) -> int:
-    """Number for a new version: above every existing one, complete or torn."""
-    complete, torn = list_versions(url)
-    return max(complete + torn, default=0) + 1
-
-
 def _digest(raw: bytes) -> str:
     """The checksum of a ``zarr.json`` the manifest keeps (SHA-256, hex)."""
     return hashlib.sha256(raw).hexdigest()
@@ -526,76 +484,3 @@ def write_manifest(path: str, arrays: dict, library_version: str | None = None) 
     tmp = f"{root}/{MANIFEST}.tmp"
     fs.pipe_file(tmp, body)
     fs.mv(tmp, f"{root}/{MANIFEST}")
-
-
-def prune(url: str, keep: int, first: int = 1, only=None) -> list[int]:
-    """Delete all but the ``keep`` newest complete versions, and torn versions older than
-    the newest complete one, among versions ``>= first`` (older ones, e.g. of another run,
-    are left alone); returns the deleted version numbers.
-
-    ``only`` (a collection of version numbers, e.g. those one run wrote): then only complete
-    versions among them are counted and deleted, and torn versions only when older than the
-    newest of them; the versions another writer put in between are left alone."""
-    complete, torn = list_versions(url)
-    if only is not None:
-        only = set(only)
-        complete = [v for v in complete if v in only]
-    if not complete:
-        return []
-    mine = [v for v in complete if v >= first]
-    doomed = mine[:-keep] if keep > 0 else []
-    doomed += [v for v in torn if first <= v < complete[-1]]
-    fs, _ = _fs(url)
-    for v in doomed:
-        fs.rm(_fs(version_url(url, v))[1], recursive=True)
-    return sorted(doomed)
-
-
-def check_export_target(url: str) -> None:
-    """Refuse to export into ``url`` unless everything there is an earlier export's.
-
-    An export replaces what is at its URL, so the URL must not exist, be an empty folder, or
-    hold an earlier export of dask_ps and nothing else (its ``zarr.json``, whose attributes
-    ``dask_ps_export`` name its tables, and a folder per table).
-
-    Raises
-    ------
-    FileExistsError
-        ``url`` is a file, holds checkpoint versions, or holds anything that is not part of
-        an earlier export (the message names the folder and what is in it); nothing there
-        is touched.
-    """
-    fs, root = _fs(url)
-    if fs.isfile(root):
-        raise FileExistsError(f"export target {url!r} is a file: give a new or empty folder")
-    try:
-        entries = sorted(e.rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(root, detail=False))
-    except FileNotFoundError:
-        return
-    if not entries:
-        return
-    complete, torn = list_versions(url)
-    if complete or torn:
-        raise FileExistsError(f"export target {url!r} is a checkpoint folder (versions "
-                              f"{sorted(complete + torn)}): an export there would delete "
-                              f"them; export into a new or empty folder")
-    try:
-        attrs = json.loads(fs.cat_file(f"{root}/zarr.json")).get("attributes") or {}
-        tables = attrs["dask_ps_export"]["tables"]
-    except (FileNotFoundError, ValueError, AttributeError, KeyError, TypeError):
-        tables = None
-    if not isinstance(tables, dict):
-        raise FileExistsError(f"export target {url!r} is not empty and is not an earlier "
-                              f"export of dask_ps: it holds {_some(entries)}; an export "
-                              f"there would delete them: export into a new or empty folder")
-    ours = {"zarr.json"} | {str(name).split("/")[0] for name in tables}
-    foreign = [e for e in entries if e not in ours]
-    if foreign:
-        raise FileExistsError(f"export target {url!r} holds an earlier export and also "
-                              f"{_some(foreign)}, which are not part of it; an export there "
-                              f"would delete them: move them away or export into another "
-                              f"folder")
-
-
-def _some(names: list[str], n: int = 8) -> str:
-    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")

@@ -39,7 +39,7 @@ from ..exceptions import (
 from . import format as ck
 from . import placement
 from ._format_tables import spec_differences
-from ._versions import newest_own, own_version, said_of
+from ._versions import newest_own, own_version, prune, said_of
 
 __all__ = ["check_not_past", "check_resumable", "fit_differences", "recover", "recreate",
            "run_clocks"]
@@ -159,6 +159,30 @@ def fit_differences(model, info: ck.CheckpointInfo, fit_id: dict | None = None,
             driver := driver_differs(info.attrs.get("extra", {}).get("driver"))):
         said.append(driver)
     return f"holds another fit: {'; '.join(said)}" if said else None
+
+
+def _no_version_of_fit(info: ck.CheckpointInfo, others: dict,
+                       driver_differs: Callable | None) -> str:
+    """The error of a resume from the folder of ``info`` none of whose versions holds this
+    fit (``others``: what each holds, :func:`fit_differences`). Versions that hold this fit
+    but none of the state it keeps beside its tables (``driver_differs(None)`` says what is
+    missing, e.g. a GBDT fit's trees: a checkpoint written by a dask_ps that did not keep
+    them) are named first, with the field missing: they are no other fit's."""
+    missing = None if driver_differs is None else driver_differs(None)
+    bare = [v for v, said in others.items()
+            if missing is not None and said == f"holds another fit: {missing}"]
+    if not bare:
+        return (f"resume: checkpoint {info.url!r} holds no version of this fit: "
+                f"{said_of(others)}; resume with the same data and parameters, or use "
+                f"another checkpoint folder")
+    rest = {v: said for v, said in others.items() if v not in bare}
+    which = f"version {bare[0]} lacks" if len(bare) == 1 else \
+        f"versions {', '.join(map(str, bare[:-1]))} and {bare[-1]} lack"
+    return (f"resume: checkpoint {info.url!r} {which} what this fit keeps beside its tables "
+            f"(field extra.driver of the metadata is missing): {missing}; this fit cannot "
+            f"resume from {'it' if len(bare) == 1 else 'them'}"
+            + (f" (and {said_of(rest)})" if rest else "")
+            + ": fit afresh (resume=False), or use another checkpoint folder")
 
 
 def check_not_past(info: ck.CheckpointInfo, n_clocks: int, unit: str = "clock",
@@ -333,9 +357,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         def own_fit(info):
             start, others = newest_own(info, differs, "this fit")
             if start is None:  # no version of this fit: named, with what the folder holds
-                raise OptionError(f"resume: checkpoint {checkpoint!r} holds no version of "
-                                  f"this fit: {said_of(others)}; resume with the same data "
-                                  f"and parameters, or use another checkpoint folder")
+                raise OptionError(_no_version_of_fit(info, others, driver_differs))
             return start
 
         last = restore_sound(model, ck.latest(checkpoint), check=check, own=own_fit)
@@ -362,7 +384,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         info = model.save(checkpoint, clock=c, data_position=position(c), extra=extra)
         mine.append(info.version)
         if keep is not None:
-            gone = ck.prune(checkpoint, keep, first=mine[0], only=mine)
+            gone = prune(checkpoint, keep, first=mine[0], only=mine)
             mine[:] = [v for v in mine if v not in gone]
         return info
 

@@ -1,8 +1,10 @@
-"""A checkpoint's (or export's) writer tasks: each table cut into pieces of whole chunks
-(:func:`plan_table`), each piece gathered from the shards holding it and written by one task
-on a shard's worker (:func:`write_part`). A piece is bounded in chunks and in bytes, so that
-a worker holding a large shard needs ~a piece more memory to save it, not a copy of its
-shard. Used by :mod:`dask_ps.model.checkpoint` and :mod:`dask_ps.model.export`.
+"""A checkpoint's (or export's) arrays and writer tasks: each table's arrays created empty
+(:func:`create_arrays`: chunks with a checksum, uncompressed, :data:`CODECS`), each table cut
+into pieces of whole chunks (:func:`plan_table`), each piece gathered from the shards holding
+it and written by one task on a shard's worker (:func:`write_part`). A piece is bounded in
+chunks and in bytes, so that a worker holding a large shard needs ~a piece more memory to
+save it, not a copy of its shard. Used by :mod:`dask_ps.model.checkpoint` and
+:mod:`dask_ps.model.export`; the readers are :mod:`dask_ps.model.readers`.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from . import connection
 from . import format as ck
 from . import key_ranges as kr
 
-__all__ = ["PIECE_BYTES", "PIECE_CHUNKS", "piece_rows", "plan_table", "row_bytes",
-           "write_part"]
+__all__ = ["CODECS", "PIECE_BYTES", "PIECE_CHUNKS", "array_paths", "create_arrays",
+           "piece_rows", "plan_table", "row_bytes", "write_part"]
 
 _SAMPLE = 1024  # keys sampled per shard and writer to choose the splitters of sparse tables
 #: Chunks of rows a writer task gathers and writes at once, at most: a save of a large table
@@ -172,3 +174,39 @@ def _dense_rows(t, name: str, ask: list, r0: int, r1: int, with_slots: bool) -> 
         return parts[0][1], parts[0][2]
     return (np.concatenate([p[1] for p in parts]),
             {k: np.concatenate([p[2][k] for p in parts]) for k in parts[0][2]})
+
+
+def array_paths(arrays: dict) -> list[str]:
+    """The paths of a table's arrays (:func:`create_arrays`' ``arrays``): values, keys, slots."""
+    return [arrays["values"]] + ([arrays["keys"]] if "keys" in arrays else []) + \
+        list(arrays.get("slots", {}).values())
+
+
+def create_arrays(group, t: dict, prefix: str, *, slots: bool, dtype, squeeze: bool) -> dict:
+    """Empty arrays of one table in ``group``; returns their paths by role."""
+    from zarr.codecs import Crc32cCodec
+
+    n, c, ncols = t["n_keys"], t["chunk_rows"], t["ncols"]
+    one_d = squeeze and t["vector"]
+    kw = dict(compressors=[Crc32cCodec()], fill_value=0)  # a checksum, not compression
+    vpath = f"{prefix}/values" if (t["partitioner"]["name"] == "hash" or not squeeze) else prefix
+    group.create_array(vpath, shape=(n,) if one_d else (n, ncols),
+                       chunks=(c,) if one_d else (c, ncols),
+                       dtype=np.dtype(dtype or t["dtype"]), **kw)
+    arrays = {"values": vpath}
+    if t["partitioner"]["name"] == "hash":
+        group.create_array(f"{prefix}/keys", shape=(n,), chunks=(c,), dtype="int64", **kw)
+        arrays["keys"] = f"{prefix}/keys"
+    if slots:
+        arrays["slots"] = {}
+        for slot, s in t["slots"].items():
+            group.create_array(f"{prefix}/slots/{slot}", shape=(n, s["width"]),
+                               chunks=(c, s["width"]), dtype=np.dtype(s["dtype"]), **kw)
+            arrays["slots"][slot] = f"{prefix}/slots/{slot}"
+    return arrays
+
+
+#: The codecs :func:`create_arrays` writes: the only ones a load decodes with
+#: (:mod:`dask_ps.model.readers`; a zarr codec is found by the name in the file's metadata,
+#: and some, e.g. numcodecs' pickle, run code).
+CODECS = {"bytes", "crc32c"}

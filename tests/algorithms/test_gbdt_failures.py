@@ -343,6 +343,40 @@ def test_trees_of_a_checkpoint_prediction_cannot_walk_are_refused(tmp_path):
         GBDTClassifier(n_estimators=3, checkpoint=str(old), resume=True, **kw).fit(X, y)
 
 
+def test_a_checkpoint_without_trees_is_named_as_such_on_resume(tmp_path):
+    """A GBDT checkpoint written by a dask_ps that did not keep the trees (no driver state
+    in its metadata) was refused as "holds no version of this fit: versions 3 and 2: each
+    holds another fit: no trees (...); resume with the same data and parameters": the
+    same data and parameters were given. The resume now names the folder, the versions and
+    the field missing (the trees), and says this fit cannot resume from them; nothing is
+    saved."""
+    import json
+
+    X, y = _toy(n=600)
+    kw = dict(max_leaf_nodes=7, random_state=0, client="local")
+    old = tmp_path / "old"
+    GBDTClassifier(n_estimators=2, checkpoint=str(old), **kw).fit(X, y)
+    versions = sorted(os.listdir(old))
+    for version in old.iterdir():  # as written then: no trees, no checksums of metadata
+        manifest = json.loads((version / "manifest.json").read_text())
+        del manifest["metadata"]
+        (version / "manifest.json").write_text(json.dumps(manifest))
+        meta = json.loads((version / "zarr.json").read_text())
+        del meta["attributes"]["extra"]["driver"]
+        (version / "zarr.json").write_text(json.dumps(meta))
+    numbers = sorted((int(v[1:]) for v in versions), reverse=True)
+    with pytest.raises(ValueError) as err:
+        GBDTClassifier(n_estimators=3, checkpoint=str(old), resume=True, **kw).fit(X, y)
+    said = str(err.value)
+    assert said.startswith(f"resume: checkpoint {str(old)!r} versions {numbers[0]} and "
+                           f"{numbers[1]} lack what this fit keeps beside its tables (field "
+                           f"extra.driver of the metadata is missing): no trees (a GBDT "
+                           f"checkpoint written by a dask_ps that did not keep them"), said
+    assert "fit afresh (resume=False)" in said, said
+    assert "holds no version of this fit" not in said and "same data" not in said, said
+    assert sorted(os.listdir(old)) == versions  # nothing saved
+
+
 def test_a_checkpoint_from_before_eval_rows_resumes_with_an_eval_set_as_it_had():
     """Checkpoints written before the fit id kept ``eval_rows`` tell whether they had an
     eval set by their eval losses: the same presence resumes, another is refused."""

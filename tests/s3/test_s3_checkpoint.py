@@ -18,6 +18,7 @@ import dask_ps
 from dask_ps.algorithms.online import learn_online, version_path
 from dask_ps.io import read_libsvm
 from dask_ps.model import format as ck
+from dask_ps.model._targets import check_store_url
 from dask_ps.model._versions import CLAIM
 from dask_ps.model._versions import claim as _claim
 from dask_ps.saving import load_estimator, save_estimator
@@ -223,12 +224,12 @@ def test_a_missing_bucket_or_refused_access_is_named_and_the_checkpoint_kept(
         bad = "s3://no-such-bucket-4f1/run.zarr"
         said = r"^checkpoint 's3://no-such-bucket-4f1/run\.zarr': bucket 'no-such-bucket-4f1'"
         with pytest.raises(FileNotFoundError, match=said + " does not exist"):
-            ck.check_store_url(bad)
+            check_store_url(bad)
         with pytest.raises(FileNotFoundError, match=said + " does not exist") as err:
             model.save(bad)
         assert err.value.__cause__ is None and err.value.__suppress_context__
         with s3_denied_later():
-            for call in (lambda: ck.check_store_url(url), lambda: model.save(url, clock=2),
+            for call in (lambda: check_store_url(url), lambda: model.save(url, clock=2),
                          lambda: dask_ps.PSModel.load(s3_client, url)):
                 with pytest.raises(PermissionError, match=rf"^checkpoint '{url}': access "
                                                           r"denied \(.*\); check the "):

@@ -915,9 +915,10 @@ def test_saves_into_one_folder_at_once_each_take_their_own_version(tmp_path, mon
     caller was told the same version as the other."""
     import threading
 
+    from dask_ps.model import _versions as vs
     from dask_ps.model import format as ck
 
-    real, counted, barrier = ck.next_version, threading.local(), threading.Barrier(3)
+    real, counted, barrier = vs.next_version, threading.local(), threading.Barrier(3)
 
     def together(u):  # every save's first count is made before any version exists
         v = real(u)
@@ -926,7 +927,7 @@ def test_saves_into_one_folder_at_once_each_take_their_own_version(tmp_path, mon
             barrier.wait(timeout=30)
         return v
 
-    monkeypatch.setattr(ck, "next_version", together)
+    monkeypatch.setattr(vs, "next_version", together)
     models = []
     for i in range(3):
         m = dask_ps.PSModel("local", n_shards=2)
@@ -964,6 +965,7 @@ def test_a_save_whose_version_was_just_taken_takes_the_next(tmp_path, monkeypatc
     """Two saves into one folder at once: the second to create its version's group found it
     made by the first (zarr's ContainsGroupError, seen once in 3 runs of two processes);
     it now takes the next number."""
+    from dask_ps.model import _versions as vs
     from dask_ps.model import format as ck
 
     url = str(tmp_path / "ck")
@@ -971,13 +973,13 @@ def test_a_save_whose_version_was_just_taken_takes_the_next(tmp_path, monkeypatc
     model.add_table("w", (10,))
     model.push("w", np.arange(10), np.ones(10))
     assert model.save(url).version == 1
-    real, calls = ck.next_version, []
+    real, calls = vs.next_version, []
 
     def stale(u):  # the first answer predates the other save's version 1
         calls.append(u)
         return 1 if len(calls) == 1 else real(u)
 
-    monkeypatch.setattr(ck, "next_version", stale)
+    monkeypatch.setattr(vs, "next_version", stale)
     info = model.save(url, clock=5)
     assert info.version == 2 and len(calls) == 2
     monkeypatch.undo()

@@ -1,0 +1,136 @@
+"""Where a checkpoint or an export may be written, checked before anything is:
+:func:`check_store_url` refuses a checkpoint URL where no folder of versions can be (before
+any training), :func:`check_export_target` an export's URL holding anything but an earlier
+export (an export replaces what is there). The store itself is :mod:`dask_ps.model.format`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+
+import numpy as np
+
+from .format import _fs, list_versions
+
+__all__ = ["check_export_target", "check_store_url"]
+
+
+def check_store_url(url: str) -> None:
+    """Refuse, before any training, a checkpoint URL where no checkpoint folder can be: an
+    unknown protocol, an existing file, or on the local file system a link to nothing, a
+    path under a file, or a folder that cannot be created or written to (tried by making
+    and removing a temporary folder in it, or in its nearest existing parent); on S3 one
+    where an empty object cannot be written and deleted (no bucket, wrong credentials).
+
+    Raises
+    ------
+    ValueError
+        Naming ``url`` and what is in the way: a checkpoint is a folder of versions
+        (``v000001/``...); or from fsspec, for a protocol it does not know.
+    ImportError
+        From fsspec, for a known protocol whose package is not installed (``s3://``
+        without s3fs), naming ``url``.
+    OSError
+        Naming ``url`` and the folder where no folder can be made (a read-only file
+        system, no permission, ``/proc``), or on an object store what the write met (a
+        missing bucket, access denied), of the system's error's type, with its reason.
+    """
+    try:
+        fs, root = _fs(url)
+    except (ValueError, ImportError) as exc:
+        raise type(exc)(f"checkpoint {url!r}: {exc}") from None
+    from ..io._storage import storage_error
+
+    try:
+        if fs.exists(root) and not fs.isdir(root):
+            raise ValueError(f"checkpoint {url!r} is a file: a checkpoint is a folder (new "
+                             f"or holding earlier versions, v000001/...); name a folder "
+                             f"instead")
+    except OSError as exc:  # on an object store: access denied (credentials)
+        raise storage_error(url, exc, "checkpoint") from None
+    if "file" not in np.atleast_1d(fs.protocol):
+        probe = f"{root}/.dask-ps-check-{uuid.uuid4().hex}"
+        try:  # what the first save would meet, met now (an object store has no folders)
+            fs.pipe_file(probe, b"")
+            fs.rm(probe)
+        except OSError as exc:
+            raise storage_error(url, exc, "checkpoint") from None
+        return
+    if os.path.exists(root):
+        _check_writable(url, root, "the folder")
+        return
+    if os.path.islink(root):
+        raise ValueError(f"checkpoint {url!r} is a link to {os.readlink(root)!r}, which does "
+                         f"not exist: name a folder (new or existing) instead")
+    up = os.path.dirname(root)
+    while up != os.path.dirname(up) and not os.path.lexists(up):
+        up = os.path.dirname(up)
+    if os.path.exists(up) and not os.path.isdir(up):
+        raise ValueError(f"checkpoint {url!r}: {up!r} is a file, so no folder can be made "
+                         f"under it")
+    _check_writable(url, up, "no folder can be made in")
+
+
+def _check_writable(url: str, folder: str, what: str) -> None:
+    """Make and remove a temporary folder in local ``folder`` (the checkpoint's, or its
+    nearest existing parent); an OSError naming ``url`` and ``folder`` if it fails."""
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".dask-ps-check-", dir=folder))
+    except OSError as exc:
+        where = f"{what} {folder!r} is not writable" if what == "the folder" else \
+            f"{what} {folder!r}"
+        raise type(exc)(f"checkpoint {url!r}: {where} ({exc.strerror or exc})") from None
+
+
+def check_export_target(url: str) -> None:
+    """Refuse to export into ``url`` unless everything there is an earlier export's.
+
+    An export replaces what is at its URL, so the URL must not exist, be an empty folder, or
+    hold an earlier export of dask_ps and nothing else (its ``zarr.json``, whose attributes
+    ``dask_ps_export`` name its tables, and a folder per table).
+
+    Raises
+    ------
+    FileExistsError
+        ``url`` is a file, holds checkpoint versions, or holds anything that is not part of
+        an earlier export (the message names the folder and what is in it); nothing there
+        is touched.
+    """
+    fs, root = _fs(url)
+    if fs.isfile(root):
+        raise FileExistsError(f"export target {url!r} is a file: give a new or empty folder")
+    try:
+        entries = sorted(e.rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(root, detail=False))
+    except FileNotFoundError:
+        return
+    if not entries:
+        return
+    complete, torn = list_versions(url)
+    if complete or torn:
+        raise FileExistsError(f"export target {url!r} is a checkpoint folder (versions "
+                              f"{sorted(complete + torn)}): an export there would delete "
+                              f"them; export into a new or empty folder")
+    try:
+        attrs = json.loads(fs.cat_file(f"{root}/zarr.json")).get("attributes") or {}
+        tables = attrs["dask_ps_export"]["tables"]
+    except (FileNotFoundError, ValueError, AttributeError, KeyError, TypeError):
+        tables = None
+    if not isinstance(tables, dict):
+        raise FileExistsError(f"export target {url!r} is not empty and is not an earlier "
+                              f"export of dask_ps: it holds {_some(entries)}; an export "
+                              f"there would delete them: export into a new or empty folder")
+    ours = {"zarr.json"} | {str(name).split("/")[0] for name in tables}
+    foreign = [e for e in entries if e not in ours]
+    if foreign:
+        raise FileExistsError(f"export target {url!r} holds an earlier export and also "
+                              f"{_some(foreign)}, which are not part of it; an export there "
+                              f"would delete them: move them away or export into another "
+                              f"folder")
+
+
+def _some(names: list[str], n: int = 8) -> str:
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
