@@ -2,6 +2,7 @@
 test metrics."""
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -287,7 +288,7 @@ def test_dataset_resolves_beside_the_repository(monkeypatch, tmp_path):
 def test_rate_leaves_the_first_pass_out():
     """A cold run compiles numba kernels in its first pass: the rate is that of the later
     passes, and the first pass's time is said, never a misleading '0.0 M/s'."""
-    from dask_ps.cli._run import rate_line
+    from dask_ps.cli._report import rate_line
 
     history = [{"epoch": 1, "time": 57.0}, {"epoch": 2, "time": 58.0},
                {"event": "recovery", "time": 58.5}, {"epoch": 3, "time": 59.0}]
@@ -307,11 +308,11 @@ def test_rate_leaves_the_first_pass_out():
 
 
 def test_one_history_row_is_said_in_the_singular(capsys):
-    from dask_ps.cli._run import _history
+    from dask_ps.cli._report import print_history
 
-    _history([{"epoch": 1, "loss": 0.5}], 10)
+    print_history([{"epoch": 1, "loss": 0.5}], 10)
     assert capsys.readouterr().out.splitlines() == ["history: 1 row", "  epoch 1  loss 0.5"]
-    _history([{"epoch": 1}, {"epoch": 2}], 10)
+    print_history([{"epoch": 1}, {"epoch": 2}], 10)
     assert capsys.readouterr().out.startswith("history: 2 rows\n")
 
 
@@ -458,6 +459,8 @@ def test_mf_ratings_with_string_ids_save_and_evaluate(client1, tmp_path, capsys)
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("test: RMSE"))
     assert float(line.split()[2]) < 0.8  # the baseline (the mean) is ~1.0 here
+    assert re.search(rf"^read {re.escape(str(tmp_path / 'tr.tsv'))} onto the workers in "
+                     rf"\d+\.\d s: 1,200 ratings \(\d+ partitions?\)$", out, re.M), out
     est, extra = load_estimator(model)
     assert est.user_ids_.dtype.kind in "OU" and est.user_ids_[0].startswith("u")
     assert extra["algorithm"] == "mf"

@@ -89,6 +89,10 @@ def test_csv_table_with_a_categorical_column_saves_evaluates_exports(client1, tm
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("test: AUC"))
     assert float(line.split()[2]) > 0.97 and f"saved: {model}" in out
+    # how long reading took, said before training starts (it was silent)
+    assert re.search(rf"^read {re.escape(train)} onto the workers in \d+\.\d s: 1,200 rows x "
+                     rf"3 features \(\d+ partitions?\)\n(.*\n)*training GBDTClassifier ", out,
+                     re.M), out
     assert main(["evaluate", model, "--test", test]) == 0
     assert capsys.readouterr().out.strip() == line
     est, extra = dask_ps.saving.load_estimator(model)
@@ -97,6 +101,10 @@ def test_csv_table_with_a_categorical_column_saves_evaluates_exports(client1, tm
     assert main(["export", model, str(tmp_path / "out"), "--format", "csv"]) == 0
     nodes = pd.read_csv(tmp_path / "out" / "nodes.csv")
     assert nodes["tree"].nunique() == 10 and (nodes["is_cat"] == 1).any()
+    # a table's features are positions in data.features (no LIBSVM numbering to follow)
+    assert set(nodes.feature) <= {-1, 0, 1, 2}
+    assert capsys.readouterr().out.splitlines()[-1] == ("feature: the position in "
+                                                        "data.features, from 0; -1 at leaves")
     # the same table as Parquet, regression
     for name in ("tr", "te"):
         pd.read_csv(tmp_path / f"{name}.csv").to_parquet(tmp_path / f"{name}.parquet")

@@ -88,6 +88,10 @@ def test_train_lda_reads_uci_docword(data, client2, tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     tokens = sum(int(p.split(":")[1]) for line in lines for p in line.split()[1:])
     assert any(f"300 documents x 10,473 terms, {tokens:,} tokens" in x for x in out), out
+    read = next(i for i, x in enumerate(out) if x.startswith(f"read {path} onto the workers "))
+    assert re.fullmatch(rf"read \S+ onto the workers in \d+\.\d s: 300 documents x 10,473 "
+                        rf"terms, {tokens:,} tokens \(\d+ partitions?\)", out[read]), out[read]
+    assert read < next(i for i, x in enumerate(out) if x.startswith("training "))
     topics = [x for x in out if x.startswith("topic ")]
     assert len(topics) == 5 and all(len(x.split(": ")[1].split()) == 3 for x in topics)
     assert all(w.isdigit() for x in topics for w in x.split(": ")[1].split())  # no vocab: ids

@@ -4,6 +4,7 @@ them, or with ``--zero-based``; and evaluate's ``--format`` / ``--header`` /
 ``--zero-based`` overrides."""
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -55,6 +56,10 @@ def test_lr_reads_test_data_with_the_training_base_and_the_widest_index(client1,
                  "--save", model, "--scheduler-file", sf]) == 0
     out = capsys.readouterr().out
     assert "200 rows x 14 features" in out
+    # how long reading took, said before training starts (it was silent)
+    assert re.search(rf"^read {re.escape(train)} onto the workers in \d+\.\d s: 200 rows x 14 "
+                     rf"features \(\d+ partitions?\)\n(.*\n)*training LogisticRegression ",
+                     out, re.M), out
     line = _test_line(out)
     assert float(line.split()[2]) > 0.9
     extra = load_estimator(model)[1]
@@ -96,6 +101,69 @@ def test_lr_reads_test_data_with_the_training_base_and_the_widest_index(client1,
     assert "line 1: feature index 0 in one-based input" in capsys.readouterr().err
     assert main(["evaluate", old, "--test", str(shifted)]) == 0  # zero-based: shifted
     assert float(_test_line(capsys.readouterr().out).split()[2]) < 0.8
+
+
+def test_export_numbers_features_as_the_libsvm_data_does(client1, tmp_path, capsys):
+    """dask-ps export of a model trained on one-based LIBSVM data listed its features from 0
+    (the columns of X: feature 1 of the file as 0), said only in model.json; the tables now
+    hold the file's own indices (lr, fm, gbdt), the output and model.json say so, and a
+    zero-based file's, or a model saved before the base was recorded, keep the columns."""
+    from dask_ps.saving import load_estimator, save_estimator
+
+    sf = _scheduler_file(client1, tmp_path)
+    train = _svm(tmp_path / "tr.svm", 200, 0, 10)  # class in feature 1 (+1) or 2 (-1)
+    one = "feature: the LIBSVM feature index, one-based as the training data numbers it " \
+          "(column j of X is feature j + 1)"
+
+    def export(model, name):
+        assert main(["export", model, str(tmp_path / name), "--format", "csv"]) == 0
+        said = capsys.readouterr().out.splitlines()[-1]
+        meta = json.loads((tmp_path / name / "model.json").read_text())
+        return said, meta, {t.stem: pd.read_csv(t) for t in (tmp_path / name).glob("*.csv")}
+
+    for algorithm, flags in (("lr", ["--max-iter", "5"]), ("fm", ["--max-iter", "3", "--k",
+                                                                  "2"])):
+        model = str(tmp_path / f"{algorithm}.npz")
+        assert main(["train", algorithm, "--train", train, *flags, "--save", model,
+                     "--scheduler-file", sf]) == 0
+        capsys.readouterr()
+        said, meta, tables = export(model, algorithm)
+        coef = tables["coef"].set_index("feature").coef
+        assert said == f"feature: {meta['feature']}" == one
+        assert (coef.idxmax(), coef.idxmin()) == (1, 2), coef  # the file's features 1 and 2
+        assert coef.index.min() >= 1 and coef.index.max() == 10
+        if algorithm == "fm":
+            assert 1 <= tables["factors"].feature.min() and tables["factors"].feature.max() == 10
+    # a model file saved before the base was recorded: the columns, said as such
+    est, extra = load_estimator(str(tmp_path / "lr.npz"))
+    old = str(tmp_path / "old.npz")
+    save_estimator(est, old, extra={**extra, "data": {"format": "libsvm", "n_features": 10}})
+    said, meta, tables = export(old, "old")
+    coef = tables["coef"].set_index("feature").coef
+    assert (coef.idxmax(), coef.idxmin()) == (0, 1) and said == f"feature: {meta['feature']}"
+    assert said.startswith("feature: the column of X, from 0; the model file does not record "
+                           "the index base of its LIBSVM training data")
+    # gbdt's split features alike (-1 at leaves)
+    model = str(tmp_path / "gbdt.npz")
+    assert main(["train", "gbdt", "--train", train, "--n-estimators", "2", "--save", model,
+                 "--scheduler-file", sf]) == 0
+    capsys.readouterr()
+    said, meta, tables = export(model, "gbdt")
+    nodes = tables["nodes"]
+    assert said == f"{one}; -1 at leaves"
+    assert nodes.feature[0] in (1, 2)  # the first tree's root splits on the class features
+    assert set(nodes.feature) - {-1} <= set(range(1, 11))
+    # zero-based data: its own indices are the columns
+    zero = _zero_based(tmp_path / "z.svm", 200, 0, zero=True)
+    model = str(tmp_path / "z.npz")
+    assert main(["train", "lr", "--train", zero, "--max-iter", "5", "--save", model,
+                 "--scheduler-file", sf]) == 0
+    capsys.readouterr()
+    said, meta, tables = export(model, "z")
+    assert said == ("feature: the LIBSVM feature index, zero-based as the training data "
+                    "numbers it (= the column of X)")
+    assert set(tables["coef"].feature) <= {0, 1, 2, 3}
+    assert set(tables["coef"].set_index("feature").coef.abs().nlargest(2).index) == {1, 2}
 
 
 def test_n_features_below_a_test_index_is_named(client1, tmp_path, capsys):

@@ -66,3 +66,46 @@ def test_mf_checkpoint_then_resume_auto(client1, tmp_path, capsys):
                      r"first epoch [\d.]+ s .*, then [\d.]+ M \S+/s \(1 epoch over [\d,]+ "
                      r"\S+; epochs 1-2 restored from the checkpoint\)$",
                      out, re.M), out
+
+
+def test_the_resumed_line_names_each_algorithms_passes():
+    """After a resume the line said "after epoch N" for GBDT's rounds and LDA's iterations
+    too; it takes the algorithm's word for a pass, as the rate line does."""
+    from dask_ps.cli._report import resumed_line
+
+    assert resumed_line("ck", 3, 2, ALGORITHMS["gbdt"].passes) == (
+        "resumed from checkpoint: ck version 3, after round 2 (rounds 1-2 are not run again)")
+    assert resumed_line("ck", 1, 0, ALGORITHMS["lda"].passes) == (
+        "resumed from checkpoint: ck version 1, before iteration 1")
+    assert resumed_line("ck", 5, 4, ALGORITHMS["mf"].passes).endswith(
+        "after epoch 4 (epochs 1-4 are not run again)")
+
+
+def _svm(path, n=300, seed=0):
+    """One-based LIBSVM rows whose class shows in feature 1, with noise in 2..6."""
+    rng = np.random.default_rng(seed)
+    path.write_text("".join(
+        f"{i % 2} 1:{(i % 2) + rng.normal(0, 0.3):.3f} "
+        + " ".join(f"{j}:{rng.random():.3f}" for j in range(2, 7)) + "\n" for i in range(n)))
+    return str(path)
+
+
+@pytest.mark.timeout(200)
+def test_gbdt_checkpoint_then_resume_auto_says_rounds(client1, tmp_path, capsys):
+    """A GBDT run continued by --resume auto says where it resumed, and its checkpoint
+    line, in rounds (it said "after epoch 2 (epochs 1-2 ...)" and "every 1 epoch(s)")."""
+    train, ck = _svm(tmp_path / "tr.svm"), tmp_path / "ck"
+    base = ["train", "gbdt", "--train", train, "--max-leaf-nodes", "4", "--checkpoint",
+            str(ck), "--scheduler-file", _scheduler_file(client1, tmp_path)]
+    assert main([*base, "--n-estimators", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"checkpoint: {ck} every 1 round\n" in out
+    written = re.findall(rf"^checkpoint written: {re.escape(str(ck))} version (\d+)", out, re.M)
+    assert written
+    assert main([*base, "--n-estimators", "4", "--resume", "auto"]) == 0
+    out = capsys.readouterr().out
+    assert (f"resumed from checkpoint: {ck} version {written[-1]}, after round 2 (rounds 1-2 "
+            f"are not run again)") in out, out
+    said = [x for x in out.splitlines() if not x.startswith("  ")]  # (history: its keys)
+    assert not [x for x in said if "epoch" in x], out
+    assert re.search(r"; rounds 1-2 restored from the checkpoint\)$", out, re.M), out

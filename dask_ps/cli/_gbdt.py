@@ -23,6 +23,7 @@ from ._algorithms import (
     check_weight_option,
     checked_classes,
     class_lines,
+    feature_ids,
     read_test,
     read_train_test,
     weight_of,
@@ -197,10 +198,11 @@ def _gbdt_export(est, meta: dict):
 
     b = est.booster_
     tree = np.repeat(np.arange(b.tree_start.shape[0] - 1), np.diff(b.tree_start))
-    nodes = pd.DataFrame({"tree": tree, "class": b.tree_class[tree],
-                          **{k: getattr(b, k) for k in ("feature", "threshold", "default_left",
-                                                        "is_cat", "left", "right", "value",
-                                                        "gain", "count")}})
+    ids, feature = feature_ids(b.feature, meta, "the position in data.features, from 0")
+    nodes = pd.DataFrame({"tree": tree, "class": b.tree_class[tree], "feature": ids,
+                          **{k: getattr(b, k) for k in ("threshold", "default_left", "is_cat",
+                                                        "left", "right", "value", "gain",
+                                                        "count")}})
     desc = {"model": "gradient-boosted trees: raw score = base_score + sum of the leaf values "
                      "reached (x <= threshold, NaN to default_left, goes left)",
             "estimator": type(est).__name__, "base_score": b.base_score.tolist(),
@@ -208,7 +210,7 @@ def _gbdt_export(est, meta: dict):
             "n_features": int(est.n_features_in_), "n_rounds": int(est.n_estimators_),
             "tables": {"nodes": "one row per node; left/right: absolute row indices, -1 at "
                                 "leaves; categorical splits' category sets are not exported"},
-            "data": meta}
+            "feature": f"{feature}; -1 at leaves", "data": meta}
     return {"nodes": nodes}, desc
 
 

@@ -27,6 +27,7 @@ from ._algorithms import (
     check_weight_option,
     checked_classes,
     class_lines,
+    feature_ids,
     label_classes,
     label_column,
     read_test,
@@ -242,8 +243,9 @@ def _lr_export(est, meta: dict):
     import pandas as pd
 
     keep, coef = _nonzero_rows(est.coef_.T)  # of (n_features, n_outputs)
+    ids, feature = _feature_ids(keep, est, meta)
     names = ["coef"] if coef.shape[1] == 1 else [f"coef_{c}" for c in est.classes_.tolist()]
-    table = pd.DataFrame({"feature": keep, **{n: coef[:, j] for j, n in enumerate(names)}})
+    table = pd.DataFrame({"feature": ids, **{n: coef[:, j] for j, n in enumerate(names)}})
     desc = {"model": "logistic regression", "estimator": type(est).__name__,
             "classes": est.classes_.tolist(), "intercept": est.intercept_.tolist(),
             "n_features": int(est.n_features_in_),
@@ -251,9 +253,14 @@ def _lr_export(est, meta: dict):
             "columns": {n: (f"weights of class {c!r} (the positive class)" if len(names) == 1
                             else f"one-vs-rest weights of class {c!r}")
                         for n, c in zip(names, est.classes_.tolist()[-len(names):])},
-            "rows": "features with a non-zero weight (feature = column index of X)",
-            "data": meta}
+            "rows": "features with a non-zero weight", "feature": feature, "data": meta}
     return {"coef": table}, desc
+
+
+def _feature_ids(columns, est, meta: dict) -> tuple:
+    """:func:`~._algorithms.feature_ids` of LR's and FM's columns ``columns``."""
+    return feature_ids(columns, meta, "the hashed column of the click table (data.encoder), "
+                                      "from 0", est.n_hashed_features)
 
 
 #: The flags LR and FM share: consistency, shards, hashing, seed, checkpoints.
@@ -304,7 +311,7 @@ def _fm_export(est, meta: dict):
 
     tables, desc = _lr_export(est, meta)
     keep, F = _nonzero_rows(est.factors_)
-    tables["factors"] = pd.DataFrame({"feature": keep,
+    tables["factors"] = pd.DataFrame({"feature": _feature_ids(keep, est, meta)[0],
                                       **{f"f{j}": F[:, j] for j in range(F.shape[1])}})
     desc.update(model="factorization machine b + x.w + sum_{j<l} <v_j, v_l> x_j x_l",
                 rank=int(F.shape[1]),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 import time
@@ -13,16 +12,13 @@ from ..model._targets import check_store_url
 from ._algorithms import Algorithm
 from ._options import cluster_spec, data_root
 from ._registry import by_estimator
+from ._report import Events, passes_of, print_history, rate_line, read_line, say
 
 #: ``--n-shards`` above this many per shard worker is refused: each shard is an actor that
 #: every clock waits on, so shards beyond a few per worker only add round trips (a 1,000-row
 #: LIBSVM file on 2 workers trained in 0.7 s with 2 shards, 2.1 s with 32, 12 s with 128,
 #: 171 s with 1000).
 MAX_SHARDS_PER_WORKER = 16
-
-
-def _say(text: str) -> None:
-    print(text, flush=True)
 
 
 def _resolve_dataset(args, algo: Algorithm) -> None:
@@ -236,99 +232,6 @@ def check_n_shards(est, hosts: int | None, shard_workers: bool) -> None:
                       f"default is one per worker)")
 
 
-class _Events:
-    """Prints the fit's epochs, checkpoints and recoveries as they happen (batch logs)."""
-
-    def __init__(self, client) -> None:
-        from ..diagnostics import CHECKPOINT_TOPIC, FIT_TOPIC, RECOVERY_TOPIC
-
-        self.client = client
-        self.checkpoints: list[str] = []
-        self.restored = 0  # epochs a resumed fit took from its checkpoint
-        self.shards = ""
-        self.topics = {FIT_TOPIC: self._fit, CHECKPOINT_TOPIC: self._checkpoint,
-                       RECOVERY_TOPIC: self._recovery}
-        for topic, handler in self.topics.items():
-            client.subscribe_topic(topic, handler)
-
-    def _fit(self, event) -> None:
-        m = event[1]
-        if m.get("shards") and m["shards"] != self.shards:  # at the start, after a recovery
-            self.shards = m["shards"]
-            _say("shards: " + ", ".join(f"{i} on {a}" for i, a in
-                                        enumerate(self.shards.split())))
-        of = f"/{m['n_epochs']}" if m.get("n_epochs") else ""
-        _say(f"[{m['elapsed']:7.1f} s] {m['name']} {m['epoch']}{of}: loss {m['loss']:.6g}")
-
-    def _checkpoint(self, event) -> None:
-        m = event[1]
-        if m.get("resumed_clock") is not None:
-            done = self.restored = m["resumed_clock"]
-            _say(f"resumed from checkpoint: {m['path']} version {m['version']}, after epoch "
-                 f"{done} (epochs 1-{done} are not run again)" if done else
-                 f"resumed from checkpoint: {m['path']} version {m['version']}, before epoch 1")
-            return
-        self.checkpoints.append(f"{m['path']} version {m['version']}")
-        took = f" in {m['seconds']:.2f} s" if m.get("seconds") is not None else ""
-        _say(f"checkpoint written: {m['path']} version {m['version']}{took}")
-
-    @staticmethod
-    def _recovery(event) -> None:
-        m = event[1]
-        _say(f"recovery: shard {m['shard']} lost with worker {m['lost_worker']}, recreated on "
-             f"{m['new_worker']} from {m.get('checkpoint')}")
-
-    def close(self) -> None:
-        for topic in self.topics:
-            try:
-                self.client.unsubscribe_topic(topic)
-            except Exception:  # the client may be gone already
-                pass
-
-
-def rate_line(history: list[dict], units: float, unit: str, wall: float,
-              restored: int = 0, passes: str = "epoch") -> str:
-    """Wall time and throughput of this run's passes (``passes``: what the algorithm calls
-    one, "epoch", "round", "iteration"), the first pass (numba compiles there on a cold
-    cache) left out of the rate; a record's ``time`` counts from the start of the fit's
-    epoch loop, so the wall time ``wall`` of the whole ``fit`` is split into the passes'
-    seconds (from the loop's start to the last one's end) and the rest (placing the data,
-    surveying it, starting the shards, before the first pass; collecting the model after
-    the last: measured as the difference). The first ``restored`` pass records
-    came from a checkpoint (``--resume``): they are not this run's, and only their number
-    is said."""
-    plural = "es" if passes.endswith("s") else "s"
-    word = lambda n: f"{n} {passes}{plural if n != 1 else ''}"  # noqa: E731
-    records = [h for h in history if "event" not in h][restored:]
-    times = [h["time"] for h in records
-             if isinstance(h.get("time"), float) and math.isfinite(h["time"])]
-    n = len(times)
-    line = f"train wall {wall:.2f} s"
-    if n and 0 <= times[-1] <= wall:
-        line += (f" ({word(n)} {times[-1]:.2f} s; the other {wall - times[-1]:.2f} s: placing "
-                 f"the data and starting the shards before, collecting the model after)")
-    more = f"; {passes}s 1-{restored} restored from the checkpoint" if restored else ""
-    if n < 2:
-        return (f"{line}; {word(n or 1)} over {units:,.0f} {unit}{more}; no rate: a first "
-                f"{passes} includes compiling numba kernels when their cache is cold")
-    first, rest = times[0], times[-1] - times[0]
-    if rest <= 0:
-        return f"{line}; {word(n)} over {units:,.0f} {unit}{more}"
-    return (f"{line}; first {passes} {first:.2f} s (includes compiling numba kernels when "
-            f"their cache is cold), then {units * (n - 1) / rest / 1e6:.2f} M {unit}/s "
-            f"({word(n - 1)} over {units:,.0f} {unit}{more})")
-
-
-def _history(history: list[dict], n: int) -> None:
-    shown = history[-n:] if n else history
-    _say(f"history: last {len(shown)} of {len(history)} rows (--history N for more, 0: all)"
-         if len(shown) < len(history) else
-         f"history: {len(history)} row{'s' if len(history) != 1 else ''}")
-    for h in shown:
-        _say("  " + "  ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
-                              for k, v in h.items()))
-
-
 def _quiet_dask_shuffle() -> None:
     """distributed's P2P shuffle logs a WARNING each time a shuffle starts and ends (MF's
     partitioning by user); they are routine, not warnings for the user."""
@@ -367,7 +270,7 @@ def train(args, algo: Algorithm) -> int:
         check_save(args.save)
     if spec.mode not in ("address", "file", "slurm-runner"):  # the workers it will start
         check_n_shards(est, spec.ps_workers or spec.n_workers, spec.ps_workers > 0)
-    session = connect(spec, report=_say)
+    session = connect(spec, report=say)
     try:
         if spec.mode not in ("address", "file") and not args.debug:
             from ._quiet import QuietDataErrors
@@ -411,40 +314,43 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
     try:
         client = session.client
         t = session.times
-        _say(f"cluster: {session.description}; scheduler after {t['scheduler']:.1f} s, first "
-             f"worker after {t['first_worker']:.1f} s, all {n_workers} after "
-             f"{t['all_workers']:.1f} s")
-        _say("workers: " + ", ".join(
+        say(f"cluster: {session.description}; scheduler after {t['scheduler']:.1f} s, first "
+            f"worker after {t['first_worker']:.1f} s, all {n_workers} after "
+            f"{t['all_workers']:.1f} s")
+        say("workers: " + ", ".join(
             a + "".join(f" ({k}={v:g})" for k, v in sorted(w.get("resources", {}).items()))
             for a, w in sorted(worker_info(client).items())))
         if args.dashboard_address is None:  # (the option asks for no link, no page)
-            _say("dashboard: none (--dashboard-address none)")
+            say("dashboard: none (--dashboard-address none)")
         else:
-            _say(f"dashboard: {client.dashboard_link}")
+            say(f"dashboard: {client.dashboard_link}")
             try:
-                _say(f"dask_ps page: {install(client)}")
+                say(f"dask_ps page: {install(client)}")
             except Exception as exc:  # e.g. a remote scheduler without dask_ps or bokeh
-                _say(f"dask_ps page unavailable: {exc!r}")
+                say(f"dask_ps page unavailable: {exc!r}")
         if session.shard_resource:
             est.set_params(shard_resources=session.shard_resource)
         resource = est.get_params().get("shard_resources")
         check_n_shards(est, sum(resource is None or resource in w.get("resources", {})
                                 for w in worker_info(client).values()), resource is not None)
+        t0 = time.perf_counter()
         data = algo.load(args, client)
+        _placed(data)
+        say(read_line(args.train, time.perf_counter() - t0, data.summary))
         est.set_params(client=client)
         params = est.get_params()
         if params.get("checkpoint") == "auto":
-            _say(f"checkpoint: auto (a snapshot after every {AUTO_SNAPSHOT_SECONDS:g} s of "
-                 f"training, in a temporary folder deleted after the fit, when every worker "
-                 f"runs on this machine)")
+            say(f"checkpoint: auto (a snapshot after every {AUTO_SNAPSHOT_SECONDS:g} s of "
+                f"training, in a temporary folder deleted after the fit, when every worker "
+                f"runs on this machine)")
         elif params.get("checkpoint"):
-            _say(f"checkpoint: {params['checkpoint']} every "
-                 f"{params.get('checkpoint_every', 1)} epoch(s)"
-                 + (" (resuming from its newest complete version, if any)"
-                    if params.get("resume") else ""))
-        _say(f"training {algo.estimator} on {data.summary}, "
-             f"{len(client.nthreads())} workers")
-        events = _Events(client)
+            say(f"checkpoint: {params['checkpoint']} every "
+                f"{passes_of(params.get('checkpoint_every', 1), algo.passes)}"
+                + (" (resuming from its newest complete version, if any)"
+                   if params.get("resume") else ""))
+        say(f"training {algo.estimator} on {data.summary}, "
+            f"{len(client.nthreads())} workers")
+        events = Events(client, algo.passes)
         # checkpoint="auto" snapshots go to a temporary folder deleted after the fit
         kept = est.get_params().get("checkpoint") not in (None, "auto")
         t0 = time.perf_counter()
@@ -452,31 +358,39 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
             est.fit(*data.fit_args, **data.fit_kwargs)
         except BaseException:  # a batch log must say where to resume from
             if events.checkpoints and kept:
-                _say(f"last checkpoint: {events.checkpoints[-1]} (rerun with --resume auto "
-                     f"to continue from it)")
+                say(f"last checkpoint: {events.checkpoints[-1]} (rerun with --resume auto "
+                    f"to continue from it)")
             raise
         wall = time.perf_counter() - t0
-        _history(est.history_, args.history)
-        _say(rate_line(est.history_, data.units, algo.unit, wall, events.restored,
-                       algo.passes))
+        print_history(est.history_, args.history)
+        say(rate_line(est.history_, data.units, algo.unit, wall, events.restored,
+                      algo.passes))
         for line in algo.report(est, args):
-            _say(line)
+            say(line)
         if events.checkpoints and kept:
-            _say(f"last checkpoint: {events.checkpoints[-1]}")
+            say(f"last checkpoint: {events.checkpoints[-1]}")
         if args.save:  # before scoring: a bad line in --test must not lose the model
             save_estimator(est, args.save, extra={"algorithm": algo.name, "data": data.meta,
                                                   "train": args.train})
-            _say(f"saved: {args.save} ({algo.estimator}; dask-ps evaluate {args.save} "
-                 f"--test PATH)")
+            say(f"saved: {args.save} ({algo.estimator}; dask-ps evaluate {args.save} "
+                f"--test PATH)")
         if data.test is not None:
             for line in algo.score(est, data.test):
                 if line.startswith("warning: "):
                     print(f"dask-ps: {line}", file=sys.stderr, flush=True)
                 else:
-                    _say(line)
+                    say(line)
     finally:
         if events is not None:
             events.close()
+
+
+def _placed(data) -> None:
+    """Wait until the workers hold the training data ``data`` persisted (a reader may
+    return before its partitions are made), so that the read line's time includes it."""
+    from distributed import futures_of, wait
+
+    wait(futures_of([data.fit_args, data.fit_kwargs]))
 
 
 def evaluate(args) -> int:
@@ -509,7 +423,7 @@ def evaluate(args) -> int:
         if line.startswith("warning: "):
             print(f"dask-ps: {line}", file=sys.stderr, flush=True)
         else:
-            _say(line)
+            say(line)
     return 0
 
 
@@ -584,7 +498,8 @@ def _libsvm_hint(urlpath: str, fmt: str) -> str:
 
 
 def export(args) -> int:
-    """Write a saved model's weights as tables (Parquet or CSV) and a model.json."""
+    """Write a saved model's weights as tables (Parquet or CSV) and a model.json, then say
+    how the tables number the features (LIBSVM data: as its lines do)."""
     from ..saving import load_estimator, write_tables
 
     check_model(args.model)
@@ -592,5 +507,7 @@ def export(args) -> int:
     algo = by_estimator(type(est).__name__)
     tables, desc = algo.export(est, extra.get("data", {}))
     for path in write_tables(args.out, tables, desc, args.format):
-        _say(f"wrote {path}")
+        say(f"wrote {path}")
+    if desc.get("feature"):  # how the tables number the features (as model.json says)
+        say(f"feature: {desc['feature']}")
     return 0

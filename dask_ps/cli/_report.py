@@ -1,0 +1,135 @@
+"""What ``dask-ps train`` prints about a run as it goes: the data read, the fit's passes,
+checkpoints and recoveries as they happen (batch logs), the history and the rate line.
+
+Each algorithm names its passes (:attr:`~._algorithms.Algorithm.passes`: "epoch", "round",
+"iteration"); every line here says them through :func:`passes_of`.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def say(text: str) -> None:
+    """Print one line of the command's output, now (a batch log shows it as it happens)."""
+    print(text, flush=True)
+
+
+def passes_of(n: int | None, passes: str) -> str:
+    """``"3 rounds"``, ``"1 epoch"``: ``n`` passes of an algorithm that calls one ``passes``;
+    ``n`` None: the plural alone (``"rounds"``)."""
+    plural = passes + ("es" if passes.endswith("s") else "s")
+    if n is None:
+        return plural
+    return f"{n:,} {passes if n == 1 else plural}"
+
+
+def read_line(path: str, seconds: float, summary: str) -> str:
+    """The line saying how long reading ``--train`` took, until its partitions are held by
+    the workers (on a cold cache this includes compiling the readers' numba kernels), and
+    what it holds (:attr:`~._algorithms.Loaded.summary`)."""
+    return f"read {path} onto the workers in {seconds:.1f} s: {summary}"
+
+
+class Events:
+    """Prints the fit's passes, checkpoints and recoveries as they happen (batch logs);
+    ``passes``: what the algorithm calls one pass."""
+
+    def __init__(self, client, passes: str = "epoch") -> None:
+        from ..diagnostics import CHECKPOINT_TOPIC, FIT_TOPIC, RECOVERY_TOPIC
+
+        self.client, self.passes = client, passes
+        self.checkpoints: list[str] = []
+        self.restored = 0  # passes a resumed fit took from its checkpoint
+        self.shards = ""
+        self.topics = {FIT_TOPIC: self._fit, CHECKPOINT_TOPIC: self._checkpoint,
+                       RECOVERY_TOPIC: self._recovery}
+        for topic, handler in self.topics.items():
+            client.subscribe_topic(topic, handler)
+
+    def _fit(self, event) -> None:
+        m = event[1]
+        if m.get("shards") and m["shards"] != self.shards:  # at the start, after a recovery
+            self.shards = m["shards"]
+            say("shards: " + ", ".join(f"{i} on {a}" for i, a in
+                                       enumerate(self.shards.split())))
+        of = f"/{m['n_epochs']}" if m.get("n_epochs") else ""
+        say(f"[{m['elapsed']:7.1f} s] {m['name']} {m['epoch']}{of}: loss {m['loss']:.6g}")
+
+    def _checkpoint(self, event) -> None:
+        m = event[1]
+        if m.get("resumed_clock") is not None:
+            self.restored = m["resumed_clock"]
+            say(resumed_line(m["path"], m["version"], self.restored, self.passes))
+            return
+        self.checkpoints.append(f"{m['path']} version {m['version']}")
+        took = f" in {m['seconds']:.2f} s" if m.get("seconds") is not None else ""
+        say(f"checkpoint written: {m['path']} version {m['version']}{took}")
+
+    @staticmethod
+    def _recovery(event) -> None:
+        m = event[1]
+        say(f"recovery: shard {m['shard']} lost with worker {m['lost_worker']}, recreated on "
+            f"{m['new_worker']} from {m.get('checkpoint')}")
+
+    def close(self) -> None:
+        for topic in self.topics:
+            try:
+                self.client.unsubscribe_topic(topic)
+            except Exception:  # the client may be gone already
+                pass
+
+
+def resumed_line(path: str, version: int, done: int, passes: str = "epoch") -> str:
+    """The line of a fit resumed from checkpoint ``path`` ``version`` after ``done`` passes
+    (each called ``passes``)."""
+    where = f"resumed from checkpoint: {path} version {version}"
+    if not done:
+        return f"{where}, before {passes} 1"
+    return (f"{where}, after {passes} {done} ({passes_of(None, passes)} 1-{done} are not run "
+            f"again)")
+
+
+def rate_line(history: list[dict], units: float, unit: str, wall: float,
+              restored: int = 0, passes: str = "epoch") -> str:
+    """Wall time and throughput of this run's passes (``passes``: what the algorithm calls
+    one, "epoch", "round", "iteration"), the first pass (numba compiles there on a cold
+    cache) left out of the rate; a record's ``time`` counts from the start of the fit's
+    epoch loop, so the wall time ``wall`` of the whole ``fit`` is split into the passes'
+    seconds (from the loop's start to the last one's end) and the rest (placing the data,
+    surveying it, starting the shards, before the first pass; collecting the model after
+    the last: measured as the difference). The first ``restored`` pass records
+    came from a checkpoint (``--resume``): they are not this run's, and only their number
+    is said."""
+    def word(n):
+        return passes_of(n, passes)
+
+    records = [h for h in history if "event" not in h][restored:]
+    times = [h["time"] for h in records
+             if isinstance(h.get("time"), float) and math.isfinite(h["time"])]
+    n = len(times)
+    line = f"train wall {wall:.2f} s"
+    if n and 0 <= times[-1] <= wall:
+        line += (f" ({word(n)} {times[-1]:.2f} s; the other {wall - times[-1]:.2f} s: placing "
+                 f"the data and starting the shards before, collecting the model after)")
+    more = (f"; {word(None)} 1-{restored} restored from the checkpoint" if restored else "")
+    if n < 2:
+        return (f"{line}; {word(n or 1)} over {units:,.0f} {unit}{more}; no rate: a first "
+                f"{passes} includes compiling numba kernels when their cache is cold")
+    first, rest = times[0], times[-1] - times[0]
+    if rest <= 0:
+        return f"{line}; {word(n)} over {units:,.0f} {unit}{more}"
+    return (f"{line}; first {passes} {first:.2f} s (includes compiling numba kernels when "
+            f"their cache is cold), then {units * (n - 1) / rest / 1e6:.2f} M {unit}/s "
+            f"({word(n - 1)} over {units:,.0f} {unit}{more})")
+
+
+def print_history(history: list[dict], n: int) -> None:
+    """The last ``n`` rows of the fit's history (0: all), one line each."""
+    shown = history[-n:] if n else history
+    say(f"history: last {len(shown)} of {len(history)} rows (--history N for more, 0: all)"
+        if len(shown) < len(history) else
+        f"history: {len(history)} row{'s' if len(history) != 1 else ''}")
+    for h in shown:
+        say("  " + "  ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
+                             for k, v in h.items()))
