@@ -11,6 +11,7 @@ import mmap
 import os
 import threading
 import uuid
+import warnings
 from collections import Counter
 from typing import NamedTuple
 
@@ -24,11 +25,12 @@ from fsspec.utils import infer_compression, read_block
 
 from ..exceptions import DataError
 from ._line_kernels import line_of_row
-from ._storage import bucket_of, client_error, storage_error, url_of
+from ._storage import bucket_of, client_error, named_errors, storage_error, unreachable, url_of
 
 __all__ = ["Block", "OBJECTS", "box", "chunk_sources", "count_read", "each", "expect_rows",
            "find_newline", "header_end", "lines_before", "open_paths", "plan", "read",
-           "read_array", "row_origin", "select", "source_reads", "start_lines"]
+           "read_array", "row_origin", "select", "skip_empty_files", "source_reads",
+           "start_lines"]
 
 OBJECTS = np.empty(0, dtype=object)
 
@@ -150,12 +152,27 @@ def open_paths(urlpath, storage_options: dict | None = None, what: str = "",
     if not isinstance(fs, LocalFileSystem) and "memory" not in np.atleast_1d(fs.protocol):
         paths = [url_of(fs, p) for p in paths]  # s3://bucket/key: as errors name them
     if not paths:
+        _reachable(fs, urlpath, what)
         bucket = bucket_of(urlpath) if isinstance(urlpath, str) else None
         if bucket and not _exists(fs, bucket):
             raise FileNotFoundError(f"no file matches {urlpath!r}: bucket {bucket!r} does "
                                     f"not exist")
         raise FileNotFoundError(f"no file matches {urlpath!r}")
     return fs, paths
+
+
+def _reachable(fs, urlpath, what: str) -> None:
+    """Raise ``ConnectionError`` naming ``urlpath`` when no file matched it because its
+    server could not be reached: fsspec's HTTP ``exists`` and ``glob`` say False and
+    nothing for any error of their requests; listing the folder of the first URL tells."""
+    if isinstance(fs, LocalFileSystem):
+        return
+    first = next(iter(urlpath), "") if isinstance(urlpath, (list, tuple)) else urlpath
+    try:
+        fs.ls(fs._parent(os.fspath(first)))
+    except Exception as exc:  # noqa: BLE001 - only a server not reached is said here
+        if unreachable(exc) is not None:
+            raise storage_error(str(urlpath), exc, what) from None
 
 
 def _exists(fs, path: str) -> bool:
@@ -238,6 +255,47 @@ def plan(fs, paths: list[str], blocksize, compression: str | None) -> list[Block
     return blocks
 
 
+def skip_empty_files(fs, paths: list[str], keep_one: bool = False, hint: str = ""
+                     ) -> tuple[list[str], bool]:
+    """``paths`` without their files of 0 bytes, and whether all were: a table's file of 0
+    bytes holds no header to read columns from, and no row (a file just made, not written
+    yet; a quiet hour's whose writer wrote no header). Each one left out is named by a
+    ``UserWarning``, as a file of a header alone reads as no rows.
+
+    Parameters
+    ----------
+    fs : fsspec.AbstractFileSystem
+    paths : list of str
+        The files (:func:`open_paths`), at least one.
+    keep_one : bool, default False
+        When every file is of 0 bytes: return the first (to be read as no rows: the caller
+        knows the columns) with a warning naming it, instead of raising.
+    hint : str, default ""
+        Said after the error's message (``"; ..."``: what to do).
+
+    Raises
+    ------
+    DataError
+        Every file is of 0 bytes (and not ``keep_one``): ``"<file>: an empty file (0
+        bytes): no header to read the columns from, and no rows"``, naming how many others
+        are empty too.
+    """
+    empty = [p for p in paths if _size(fs, p) == 0]
+    if len(empty) == len(paths):
+        if not keep_one:
+            more = f" (as are the {len(paths) - 1} other files)" if len(paths) > 1 else ""
+            raise DataError(f"{paths[0]}: an empty file (0 bytes){more}: no header to read "
+                            f"the columns from, and no rows{hint}")
+        warnings.warn(f"{paths[0]}: an empty file (0 bytes): read as no rows", UserWarning,
+                      stacklevel=3)
+        return paths[:1], True
+    for path in empty:
+        warnings.warn(f"{path}: an empty file (0 bytes: no header, no rows): skipped",
+                      UserWarning, stacklevel=3)
+    skipped = set(empty)
+    return [p for p in paths if p not in skipped], False
+
+
 def _size(fs, path: str) -> int:
     """``fs.size(path)``; a missing file (or bucket) or refused access named by its URL."""
     try:
@@ -252,21 +310,19 @@ def read(fs, block: Block) -> bytes:
     """The bytes of a block: whole lines only (a line belongs to the block it starts in)."""
     if block.length is None:
         try:
-            with fs.open(block.path, "rb", compression=block.compression) as f:
+            with named_errors(url_of(fs, block.path)), \
+                    fs.open(block.path, "rb", compression=block.compression) as f:
                 data = f.read()
                 count_read(block.path, 0, len(data))
                 return data
+        except (FileNotFoundError, PermissionError, ConnectionError):
+            raise
         except (OSError, EOFError, ValueError) as exc:
-            if isinstance(exc, (FileNotFoundError, PermissionError)):
-                raise storage_error(url_of(fs, block.path), exc) from None
             # a corrupt archive says only "Invalid data stream": name the file
             raise DataError(f"{block.path}: cannot decompress ({block.compression}): "
                             f"{exc}") from exc
-    try:
-        with fs.open(block.path, "rb") as f:
-            data = read_block(f, block.offset, block.length, delimiter=b"\n")
-    except (FileNotFoundError, PermissionError) as exc:
-        raise storage_error(url_of(fs, block.path), exc) from None
+    with named_errors(url_of(fs, block.path)), fs.open(block.path, "rb") as f:
+        data = read_block(f, block.offset, block.length, delimiter=b"\n")
     count_read(block.path, block.offset, len(data))
     return data
 
@@ -350,7 +406,7 @@ def lines_before(fs, block: Block, step: int = 2**20) -> int:
     if not block.offset:
         return 0
     n = 0
-    with fs.open(block.path, "rb") as f:
+    with named_errors(url_of(fs, block.path)), fs.open(block.path, "rb") as f:
         for start in range(0, block.offset, step):
             n += f.read(min(step, block.offset - start)).count(b"\n")
         while chunk := f.read(step):  # the line the offset falls in ends the block before

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..exceptions import NOT_A_CLASS, DataError
-from ._blocks import Block, lines_before, open_paths, plan, read
+from ._blocks import Block, lines_before, open_paths, plan, read, skip_empty_files
 from ._csv import (
     LineError,
     check_columns,
@@ -124,8 +124,10 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
     Raises
     ------
     ValueError
-        An empty file, headers that differ, a ``label`` or ``categorical`` column the files
-        lack, or a bad line in the first file's sample; when computed, a
+        Files all of 0 bytes (naming the first: one among others is left out, with a
+        ``UserWarning`` naming it), an empty first line, headers that differ, a ``label``
+        or ``categorical`` column the files lack, or a bad line in the first file's sample;
+        when computed, a
         :class:`LineError` ``"<file>, line <n>: ..."`` (lines of the file, 1-based, the
         header being line 1) naming the first bad line of a block: a wrong number of
         fields, a feature that is not a number or is infinite (naming the column), a label
@@ -141,6 +143,7 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
 
     check_sep(sep)
     fs, paths = open_paths(urlpath, storage_options)
+    paths = skip_empty_files(fs, paths)[0]  # 0 bytes: no header, no rows (all: refused)
     blocks = plan(fs, paths, blocksize, compression)
     names = common_header(fs, blocks, sep) if header else \
         numbered_names(fs, paths[0], sep, blocks[0].compression)

@@ -10,8 +10,14 @@ botocore's ``ClientError``, which :func:`is_write_conflict` recognises.
 
 from __future__ import annotations
 
-__all__ = ["WRITE_CONFLICTS", "bucket_of", "client_error", "is_write_conflict", "storage_error",
-           "url_of", "write_conflict_code"]
+import socket
+from contextlib import contextmanager
+
+__all__ = ["WRITE_CONFLICTS", "bucket_of", "client_error", "is_write_conflict", "named_errors",
+           "storage_error", "unreachable", "url_of", "write_conflict_code"]
+
+#: Schemes whose first part after ``scheme://`` is a host, not a bucket.
+_HOSTS = ("http", "https", "ftp", "sftp", "ssh", "webhdfs", "hdfs")
 
 
 def url_of(fs, path: str) -> str:
@@ -26,9 +32,10 @@ def url_of(fs, path: str) -> str:
 
 def bucket_of(url: str) -> str | None:
     """The bucket (the first part after ``scheme://``) of an object store URL; None for a
-    local path or a ``file://``/``memory://`` URL."""
+    local path, a ``file://``/``memory://`` URL or one of a server (``http://host/...``:
+    a host is no bucket)."""
     scheme, sep, rest = str(url).partition("://")
-    if not sep or scheme in ("file", "local", "memory"):
+    if not sep or scheme in ("file", "local", "memory", *_HOSTS):
         return None
     return rest.split("/", 1)[0] or None
 
@@ -66,9 +73,34 @@ def is_write_conflict(exc: BaseException) -> bool:
     return write_conflict_code(exc) is not None
 
 
+#: Errors of a client that could not reach its server, by class name (aiohttp's
+#: ``ClientConnectorError``, ``ServerTimeoutError``, ... all derive from the first).
+_UNREACHABLE = {"ClientConnectionError", "ClientConnectorError", "ServerTimeoutError"}
+
+
+def unreachable(exc: BaseException) -> BaseException | None:
+    """The error in ``exc``'s chain (itself, its ``__cause__`` or shown ``__context__``,
+    ...: as a traceback shows them) saying that a server could not be reached (refused,
+    unknown host, timed out), or None.
+
+    fsspec's HTTP file system raises ``FileNotFoundError(url)`` from any error of its
+    requests for a file's size, an unreachable server's included: the chain tells them
+    apart from a 404 (whose chain holds no connection error)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, (ConnectionError, socket.gaierror)) or \
+                _UNREACHABLE & {c.__name__ for c in type(exc).__mro__}:
+            return exc
+        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    return None
+
+
 def storage_error(url: str, exc: OSError, what: str = "") -> OSError:
     """An error of ``exc``'s type saying what storage call on ``url`` met, in one line:
-    a missing bucket, a missing file, access refused (credentials), or the reason given.
+    a missing bucket, a missing file, access refused (credentials), a server that could
+    not be reached (a ``ConnectionError``, whatever ``exc``'s type: see
+    :func:`unreachable`), or the reason given.
 
     Parameters
     ----------
@@ -82,11 +114,16 @@ def storage_error(url: str, exc: OSError, what: str = "") -> OSError:
     Returns
     -------
     OSError
-        Of ``exc``'s type (``FileNotFoundError``, ``PermissionError``...), to be raised
+        Of ``exc``'s type (``FileNotFoundError``, ``PermissionError``...), or a
+        ``ConnectionError`` for a server that could not be reached, to be raised
         ``from None``.
     """
-    reason = str(exc.strerror or exc) if isinstance(exc, OSError) else str(exc)
     head = f"{what} {url!r}" if what else str(url)
+    cause = unreachable(exc)
+    if cause is not None:
+        reason = str(getattr(cause, "strerror", None) or cause)
+        return ConnectionError(f"{head}: the server could not be reached ({reason})")
+    reason = str(exc.strerror or exc) if isinstance(exc, OSError) else str(exc)
     bucket = bucket_of(url)
     if isinstance(exc, FileNotFoundError):
         if bucket and ("bucket does not exist" in reason.lower()
@@ -129,3 +166,26 @@ def client_error(url: str, exc: BaseException) -> OSError | None:
     if "ConnectionError" in names:
         return ConnectionError(f"{url}: the storage cannot be reached ({exc})")
     return OSError(f"{url}: {exc}")
+
+
+@contextmanager
+def named_errors(url: str, what: str = ""):
+    """Within it, the storage's errors about ``url`` come as :func:`storage_error` (one
+    line naming ``url``; raised ``from None``): a missing file (``FileNotFoundError``),
+    refused access (``PermissionError``), a server that could not be reached
+    (``ConnectionError``); and an object store client's own errors as
+    :func:`client_error`. Other errors (a corrupt compressed stream's ``OSError``, a
+    parser's) go through as they are."""
+    try:
+        yield
+    except (FileNotFoundError, PermissionError) as exc:
+        raise storage_error(url, exc, what) from None
+    except OSError as exc:
+        if unreachable(exc) is None:
+            raise
+        raise storage_error(url, exc, what) from None
+    except Exception as exc:  # noqa: BLE001 - botocore's own (no credentials, endpoint)
+        named = client_error(url, exc)
+        if named is None:
+            raise
+        raise named from None

@@ -13,10 +13,10 @@ from . import _libsvm_kernels as _k
 from ._blocks import OBJECTS, box, each, open_paths, plan, read, start_lines
 from ._csv import LineError, line_of_row, parse_block, strip_header
 from ._sniff import compressed
-from ._storage import storage_error, url_of
+from ._storage import named_errors, url_of
 from .libsvm import _read_svm
 
-__all__ = ["read_docword", "read_ldac", "read_vocabulary"]
+__all__ = ["check_unique_terms", "read_docword", "read_ldac", "read_vocabulary"]
 
 
 def read_vocabulary(urlpath, storage_options: dict | None = None) -> np.ndarray:
@@ -35,7 +35,8 @@ def read_vocabulary(urlpath, storage_options: dict | None = None) -> np.ndarray:
     DataError
         A blank line before the last term (``"<file>, line <n>: a blank line in the
         vocabulary ..."``): every line is the term of its id; bytes that are not UTF-8
-        (naming the line); ``urlpath`` naming more than one file (a glob or folder).
+        (naming the line); ``urlpath`` naming more than one file (a glob or folder); a
+        term on two lines (naming the term and both lines: :func:`check_unique_terms`).
     """
     fs, paths = open_paths(urlpath, storage_options, "vocabulary")
     if len(paths) > 1:
@@ -43,11 +44,9 @@ def read_vocabulary(urlpath, storage_options: dict | None = None) -> np.ndarray:
         raise DataError(f"vocabulary {str(urlpath)!r} names {len(paths)} files "
                         f"({url_of(fs, paths[0])}, {url_of(fs, paths[1])}{more}); a "
                         f"vocabulary is one file of terms")
-    try:
-        with fs.open(paths[0], "rb", compression="infer") as f:
-            data = f.read()
-    except (FileNotFoundError, PermissionError) as exc:
-        raise storage_error(url_of(fs, paths[0]), exc, "vocabulary") from None
+    with named_errors(url_of(fs, paths[0]), "vocabulary"), \
+            fs.open(paths[0], "rb", compression="infer") as f:
+        data = f.read()
     try:
         lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
@@ -64,7 +63,37 @@ def read_vocabulary(urlpath, storage_options: dict | None = None) -> np.ndarray:
                         f"term of id k - 1, so each line must hold a term (an empty term "
                         f"cannot be shown among a topic's words, and leaving the line out "
                         f"would give every later term the id before its own)")
+    check_unique_terms(terms, url_of(fs, paths[0]))
     return terms
+
+
+def check_unique_terms(terms: np.ndarray, path: str | None = None) -> None:
+    """Refuse a vocabulary holding a term twice: two columns (ids) of one term, whose
+    counts a topic's words would show apart. The one check of the readers' vocabularies
+    (:func:`read_text`'s ``vocabulary=``, :func:`read_vocabulary`'s files).
+
+    Raises
+    ------
+    DataError
+        Naming the term and its first two places: ``"the vocabulary has a repeated term
+        'cat' (positions 3 and 8, counted from 0)"``, or, of the file ``path`` (a line per
+        term), a :class:`~._csv.LineError` ``"<path>, line 9: repeated term 'cat' (line 4
+        holds it already): ..."``.
+    """
+    terms = np.asarray(terms)
+    order = np.argsort(terms, kind="stable")  # a term's places ascending: pairs (before, after)
+    same = np.flatnonzero(terms[order][1:] == terms[order][:-1])
+    if not same.size:
+        return
+    k = int(np.argmin(order[same + 1]))  # the repeat met first, and its term's place before
+    first, again = int(order[same[k]]), int(order[same[k] + 1])
+    term = str(terms[again])
+    if path is None:
+        raise DataError(f"the vocabulary has a repeated term {term!r} (positions {first} and "
+                        f"{again}, counted from 0): each term is one column")
+    raise LineError(path, again + 1, f"repeated term {term!r} (line {first + 1} holds it "
+                                     f"already): line k is the term of id k - 1, and each "
+                                     f"term must have one id")
 
 
 def _vocabulary(vocabulary, storage_options) -> np.ndarray | None:
@@ -192,7 +221,7 @@ _TYPES = {c: pa.float64() for c in _TRIPLE}
 
 
 def _docword_header(fs, path: str, compression) -> tuple[int, int, int]:
-    with fs.open(path, "rb", compression=compression) as f:
+    with named_errors(url_of(fs, path)), fs.open(path, "rb", compression=compression) as f:
         head = [f.readline() for _ in range(3)]
     try:
         d, w, nnz = (int(x) for x in head)

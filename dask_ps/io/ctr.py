@@ -15,6 +15,7 @@ from ._blocks import (
     open_paths,
     plan,
     select,
+    skip_empty_files,
     start_lines,
 )
 from ._csv import (
@@ -42,6 +43,10 @@ from .parquet import (
 __all__ = ["encode_ctr", "infer_encoder", "read_ctr"]
 
 CRITEO_COLUMNS = HashingEncoder.criteo().columns
+#: What to do with a CSV file of 0 bytes (:func:`~._blocks.skip_empty_files`).
+_EMPTY_HINT = ("; read it as no rows (a batch of a stream of files, as a file of a header "
+               "alone is) by giving the columns: encoder= (the stream's, e.g. infer_encoder "
+               "of a file with rows)")
 _PARQUET = (".parquet", ".pq", ".parq")
 
 
@@ -157,6 +162,9 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
         column of a list, struct or map type (naming the file, the column and its type).
     FileNotFoundError
         No file matches ``urlpath``.
+    DataError
+        Every CSV file is of 0 bytes (no header, no rows), naming the first; a file of 0
+        bytes among others is left out with a ``UserWarning`` naming it.
 
     Examples
     --------
@@ -172,6 +180,15 @@ def infer_encoder(urlpath, label: str = "Label", *, numeric=None, categorical=No
     """
     check_sep(sep)
     fs, paths = open_paths(urlpath, storage_options)
+    if not _is_parquet(paths, format) and (header or names is None):
+        paths = skip_empty_files(fs, paths, hint=_EMPTY_HINT)[0]
+    return _infer_encoder(fs, paths, label, numeric, categorical, crosses, exclude,
+                          n_features, format, sep, header, names, compression, **options)
+
+
+def _infer_encoder(fs, paths: list[str], label, numeric, categorical, crosses, exclude,
+                   n_features, format, sep, header, names, compression, **options):
+    """:func:`infer_encoder` of the files ``paths`` of ``fs`` (those of 0 bytes left out)."""
     where = paths[0]
     schema = None
     if _is_parquet(paths, format):
@@ -214,14 +231,17 @@ def check_header(urlpath, encoder: HashingEncoder, label: str = "Label", *,
     DataError
         ``"<file>: columns ['clik'] are not among [...]"`` naming the first file, the
         absent columns and those it has; columns named twice; a Parquet feature column of a
-        list, struct or map type.
+        list, struct or map type; CSV files all of 0 bytes (no header: naming the first; one
+        among others is left out, with a ``UserWarning`` naming it).
     FileNotFoundError
         No file matches ``urlpath``.
     """
     check_sep(sep)
     fs, paths = open_paths(urlpath, storage_options)
-    path = paths[0]
     schema = None
+    if not _is_parquet(paths, format) and names is None:  # a file of 0 bytes has no header
+        paths = skip_empty_files(fs, paths)[0]
+    path = paths[0]
     if _is_parquet(paths, format):
         schema = footer(fs, path)[1]
         have = schema.names
@@ -315,7 +335,9 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     -------
     X : dask.array.Array (n_samples, encoder.n_features)
         Blocks are ``scipy.sparse.csr_matrix`` with sorted, summed indices; 0 rows for
-        files without any (a CSV header alone, a Parquet file of 0 rows).
+        files without any (a CSV header alone, a Parquet file of 0 rows; CSV files of 0
+        bytes alone, given an ``encoder``: a stream's batch of a quiet hour, which
+        :func:`dask_ps.learn_online` skips naming the file).
     y : dask.array.Array (n_samples,), float64
         The labels as written.
     w : dask.array.Array (n_samples,), float64
@@ -337,9 +359,16 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
         file, the column and its type; ``exclude`` it), a ``sep`` that is not one character,
         or an ``encoder`` given together
         with ``numeric``, ``categorical``, ``crosses`` or ``exclude``; and, when computed,
-        a file that has other rows than when it was opened.
+        a file that has other rows than when it was opened. A ``DataError`` for CSV files
+        all of 0 bytes without an ``encoder`` (no header, no rows: naming the first).
     FileNotFoundError
         No file matches ``urlpath``.
+
+    Warns
+    -----
+    UserWarning
+        Naming each CSV file of 0 bytes: left out among other files, or read as no rows
+        when all are (given an ``encoder``).
 
     See Also
     --------
@@ -366,19 +395,22 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     check_sep(sep)
     check_weight_column(weight, label)
     fs, paths = open_paths(urlpath, storage_options)
+    parquet, empty = _is_parquet(paths, format), False
+    if not parquet and (header or names is None):  # a file of 0 bytes has no header
+        paths, empty = skip_empty_files(fs, paths, encoder is not None, _EMPTY_HINT)
     if encoder is None:
         if weight is not None:
             exclude = [*column_names(exclude, "exclude"), weight]
-        encoder = infer_encoder(urlpath, label, numeric=numeric, categorical=categorical,
-                                crosses=crosses, exclude=exclude, n_features=n_features,
-                                format=format, sep=sep, header=header, names=names,
-                                storage_options=storage_options, compression=compression)
+        encoder = _infer_encoder(fs, paths, label, numeric, categorical, crosses, exclude,
+                                 n_features, format, sep, header, names, compression)
     else:
         check_not_a_feature(weight, encoder.columns)
-    if _is_parquet(paths, format):
+    if parquet:
         return _read_parquet(fs, paths, encoder, label, np.dtype(dtype), weight)
     blocks = plan(fs, paths, blocksize, compression)
-    if header:
+    if empty:  # files of 0 bytes alone: no rows, of the encoder's columns
+        names = [label, *encoder.columns, *([weight] if weight is not None else [])]
+    elif header:
         head = common_header(fs, blocks, sep)
         names = head if names is None else list(names)
     elif names is None:

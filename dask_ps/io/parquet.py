@@ -19,7 +19,7 @@ from dask.utils import parse_bytes
 from ..exceptions import NOT_A_CLASS, NOT_A_NUMBER, DataError
 from ..state._malloc import release_memory
 from ._blocks import RowGroup, count_read, open_paths
-from ._storage import storage_error, url_of
+from ._storage import named_errors, url_of
 from ._weight_column import WEIGHTS_ARE, check_weight_column, table_weights
 
 __all__ = ["check_feature_types", "check_finite", "check_table_schema", "footer", "label_column",
@@ -49,16 +49,14 @@ def footer(fs, path: str) -> tuple:
         The file is not Parquet (e.g. text given to ``--format parquet``), naming it.
     OSError
         A missing file or bucket, refused access: one line naming its URL
-        (:func:`~._storage.storage_error`).
+        (:func:`~._storage.named_errors`).
     """
-    try:
-        with fs.open(path, "rb") as f:
+    try:  # s3fs's errors name the key without s3://: named_errors names the URL
+        with named_errors(url_of(fs, path)), fs.open(path, "rb") as f:
             pf = pq.ParquetFile(f)
             return pf.metadata, pf.schema_arrow
     except pa.ArrowInvalid as exc:
         raise DataError(f"{path}: not a Parquet file ({exc})") from None
-    except (FileNotFoundError, PermissionError) as exc:  # s3fs: the key, without s3://
-        raise storage_error(url_of(fs, path), exc) from None
 
 
 def row_groups(fs, paths: list[str], check=None) -> list[tuple[RowGroup, int, int]]:
@@ -81,13 +79,10 @@ def row_groups(fs, paths: list[str], check=None) -> list[tuple[RowGroup, int, in
 
 def read_group(fs, source: RowGroup, columns: list) -> pa.Table:
     """The ``columns`` of a row group (of :func:`row_groups`; none: 0 rows), counted read."""
-    try:
-        with fs.open(source.path, "rb") as f:
-            pf = pq.ParquetFile(f)
-            table = pf.schema_arrow.empty_table().select(columns) if source.group is None \
-                else pf.read_row_group(source.group, columns=columns)
-    except (FileNotFoundError, PermissionError) as exc:  # gone (or refused) since planned
-        raise storage_error(url_of(fs, source.path), exc) from None
+    with named_errors(url_of(fs, source.path)), fs.open(source.path, "rb") as f:
+        pf = pq.ParquetFile(f)  # (a file gone, refused or unreachable since planned: named)
+        table = pf.schema_arrow.empty_table().select(columns) if source.group is None \
+            else pf.read_row_group(source.group, columns=columns)
     count_read(source.path, f"row group {source.group}", table.nbytes)
     return table
 

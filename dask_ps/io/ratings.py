@@ -14,6 +14,7 @@ from ..exceptions import DataError
 from ._blocks import OBJECTS, box, each, open_paths, plan, read, start_lines
 from ._csv import LineError, check_sep, header_names, line_of_row, read_table, strip_header
 from ._id_codes import integer_text, number_text
+from ._storage import named_errors, url_of
 from .ids import IdMapping, id_values
 from .parquet import footer
 
@@ -389,7 +390,7 @@ def _as_written(reader: _CSV, blocks: list, parts: list, key: str) -> list:
 def _first_fields(fs, path: str, sep: str, compression: str | None,
                   max_lines: int = 1000) -> int | None:
     """Fields of the first non-empty line of ``path`` (within ``max_lines``), or None."""
-    with fs.open(path, "rb", compression=compression) as f:
+    with named_errors(url_of(fs, path)), fs.open(path, "rb", compression=compression) as f:
         for _ in range(max_lines):
             line = f.readline()
             if not line:

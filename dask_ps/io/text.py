@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from ._blocks import OBJECTS, box, each, open_paths, plan, read, select, start_lines
 from ._csv import LineError
 from ._sniff import compressed
-from .bow import _vocabulary
+from .bow import _vocabulary, check_unique_terms
 
 __all__ = ["read_text", "tokenize"]
 
@@ -203,7 +203,8 @@ def read_text(urlpath, vocabulary=None, *, separator: str = DEFAULT_SEPARATOR,
     ValueError
         A line that is not UTF-8 (naming file and line), bad arguments (a ``separator``
         matching the empty string or not valid RE2 syntax, a ``vocabulary`` that is
-        neither a file nor a sequence of str), or a vocabulary with a repeated term.
+        neither a file nor a sequence of str), or a vocabulary with a repeated term (naming
+        it and where: :func:`~dask_ps.io.bow.check_unique_terms`).
     FileNotFoundError
         No file at ``urlpath``, or none at a ``vocabulary`` path.
 
@@ -227,9 +228,8 @@ def read_text(urlpath, vocabulary=None, *, separator: str = DEFAULT_SEPARATOR,
         raise ValueError(f"max_features must be a positive integer, got {max_features!r}")
     check_separator(separator)
     vocabulary = _vocabulary(vocabulary, storage_options)
-    if vocabulary is not None:
-        if np.unique(vocabulary).shape[0] != vocabulary.shape[0]:
-            raise ValueError("the vocabulary has a repeated term")
+    if vocabulary is not None:  # a file's terms are checked as it is read
+        check_unique_terms(vocabulary)
     options = (separator, bool(lowercase), int(min_length))
     fs, paths = open_paths(urlpath, storage_options)
     blocks = plan(fs, paths, blocksize, compression)

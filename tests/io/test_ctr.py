@@ -15,6 +15,7 @@ from sklearn.metrics import roc_auc_score
 
 import dask_ps.io.ctr as ctr_module
 from dask_ps import LogisticRegression
+from dask_ps.exceptions import DataError
 from dask_ps.io import HashingEncoder, encode_ctr, infer_encoder, read_ctr
 from dask_ps.io.ctr import check_header
 
@@ -318,16 +319,27 @@ def test_a_column_without_a_name_is_left_out_with_a_warning(tmp_path):
 
 def test_an_empty_file_is_named_as_empty(tmp_path):
     """An empty test file said "columns [...] are not among []" (dask-ps evaluate --test
-    checks its header with check_header)."""
+    checks its header with check_header). A file of 0 bytes given alone is refused, naming
+    it, unless an encoder gives its columns: then it reads as no rows, as a file of a header
+    alone does (a stream's batch of a quiet hour), with a warning naming it."""
     empty = tmp_path / "empty.csv"
     empty.write_bytes(b"")
-    enc = HashingEncoder(numeric=["price"])
-    for call in (lambda: check_header(empty, enc, label="click"),
-                 lambda: read_ctr(empty, enc, label="click"),
+    enc = HashingEncoder(numeric=["price"], n_features=64)
+    said = f"{empty}: an empty file (0 bytes): no header to read the columns from, and no rows"
+    with pytest.raises(DataError) as info:
+        check_header(empty, enc, label="click")
+    assert str(info.value) == said
+    for call in (lambda: read_ctr(empty, label="click"),
                  lambda: infer_encoder(empty, label="click")):
-        with pytest.raises(ValueError) as info:
+        with pytest.raises(DataError) as info:
             call()
-        assert str(info.value) == f"{empty}: no columns (an empty file?)"
+        assert str(info.value).startswith(said + "; read it as no rows (a batch of a stream")
+        assert "encoder=" in str(info.value)
+    with pytest.warns(UserWarning, match=rf"^{re.escape(str(empty))}: an empty file \(0 "
+                                         rf"bytes\): read as no rows$"):
+        X, y = read_ctr(empty, enc, label="click")
+    assert X.shape == (0, 64) and y.compute().shape == (0,)
+    assert X.compute().shape == (0, 64)
 
 
 def test_files_without_a_header_have_numbered_columns_as_in_read_frame(tmp_path):

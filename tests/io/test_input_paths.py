@@ -113,3 +113,84 @@ def test_a_vocabulary_not_utf8_or_of_several_files_is_named(tmp_path):
                                             rf"a vocabulary is one file of terms$"):
             read_vocabulary(given)
     np.testing.assert_array_equal(read_vocabulary(folder + "/a.txt"), ["x"])
+
+
+def test_a_repeated_term_is_refused_by_read_vocabulary_as_by_read_text(tmp_path):
+    """read_text(vocabulary=[...]) refused a repeated term ("the vocabulary has a repeated
+    term", naming neither it nor where) while read_vocabulary took it: two ids of one term.
+    Both refuse it now with the one check, naming the term and its two places."""
+    from dask_ps.io import read_ldac
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("cat\ndog\nemu\n dog\ncat\n")  # spaces around a term are dropped
+    said = rf"^{_re(str(vocab))}, line 4: repeated term 'dog' \(line 2 holds it already\)"
+    for call in (lambda: read_vocabulary(str(vocab)),
+                 lambda: read_text(str(vocab), vocabulary=str(vocab)),
+                 lambda: read_ldac(str(vocab), str(vocab))):
+        with pytest.raises(DataError, match=said):
+            call()
+    with pytest.raises(DataError, match=r"^the vocabulary has a repeated term 'b' \(positions "
+                                        r"1 and 3, counted from 0\)"):
+        read_text(str(vocab), vocabulary=["a", "b", "c", "b", "a"])
+    vocab.write_text("cat\ndog\nemu\n")
+    np.testing.assert_array_equal(read_vocabulary(str(vocab)), ["cat", "dog", "emu"])
+
+
+def _hours(tmp_path) -> str:
+    """A folder of hourly CSV files as they arrive: rows, a header alone, 0 bytes (made,
+    not written yet), rows."""
+    return _folder(tmp_path, "hours", {
+        "h1.csv": b"click,price,shop\n" + b"".join(b"%d,%d,s%d\n" % (i % 2, i, i % 5)
+                                                   for i in range(60)),
+        "h2.csv": b"click,price,shop\n", "h3.csv": b"",
+        "h4.csv": b"click,price,shop\n1,3,s1\n0,4,s2\n"})
+
+
+def test_files_of_0_bytes_are_skipped_among_others_and_named(tmp_path):
+    """A file of 0 bytes among a folder's files stopped every CSV reader: "no columns (an
+    empty file?)" (its missing header); now it is left out with a warning naming it, as a
+    file of a header alone reads as no rows. All of 0 bytes: refused, naming the first."""
+    from dask_ps.io import infer_encoder
+    from dask_ps.io._frame import read_frame
+
+    folder = _hours(tmp_path)
+    skipped = rf"^{_re(folder)}/h3\.csv: an empty file \(0 bytes: no header, no rows\): skipped$"
+    for given in (folder, folder + "/*.csv", [f"{folder}/h3.csv", f"{folder}/h1.csv"]):
+        with pytest.warns(UserWarning, match=skipped):
+            X, y = read_ctr(given, label="click", n_features=64)
+        assert X.shape[0] == (60 if isinstance(given, list) else 62)
+        assert y.compute().shape == (X.shape[0],)
+    with pytest.warns(UserWarning, match=skipped):
+        assert infer_encoder(folder, label="click").numeric == ("price",)
+    with pytest.warns(UserWarning, match=skipped):
+        frame, _ = read_frame(folder, "click", categorical=["shop"])
+    assert len(frame.compute()) == 62
+    only = _folder(tmp_path, "none", {"a.csv": b"", "b.csv": b""})
+    for call in (lambda: read_ctr(only, label="click"), lambda: read_frame(only)):
+        with pytest.raises(DataError, match=rf"^{_re(only)}/a\.csv: an empty file \(0 bytes\) "
+                                            rf"\(as are the 1 other files\): no header"):
+            call()
+
+
+@pytest.mark.timeout(120)
+def test_a_stream_of_arriving_files_skips_the_empty_ones_and_goes_on(tmp_path, caplog):
+    """learn_online on the files of a folder read one a batch with the stream's encoder: a
+    file of 0 bytes (it raised "no columns (an empty file?)", ending the stream) and one of
+    a header alone are skipped, each named; the batches after them are learnt."""
+    import logging
+
+    from dask_ps import LogisticRegression, learn_online
+    from dask_ps.io import infer_encoder
+
+    folder = _hours(tmp_path)
+    files = [f"{folder}/h{i}.csv" for i in range(1, 5)]
+    encoder = infer_encoder(files[0], label="click", n_features=64)
+    est = LogisticRegression(client="local", random_state=0, checkpoint=None)
+    with caplog.at_level(logging.WARNING, logger="dask_ps.algorithms.online"), \
+            pytest.warns(UserWarning, match=rf"^{_re(files[2])}: an empty file \(0 bytes\): "
+                                            rf"read as no rows$"):
+        learn_online(est, (read_ctr(f, encoder, label="click") for f in files))
+    assert [(r["batch"], r["rows"]) for r in est.history_] == [(1, 60), (4, 2)]
+    for b in (2, 3):
+        assert f"batch {b} of the stream (file {files[b - 1]}) has no rows: skipped" in \
+            caplog.text
