@@ -326,7 +326,10 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         raise ValueError(f"batches={os.fspath(batches)!r} is a path: learn_online reads no "
                          f"files; give an iterable of batches, each read by a reader, e.g. "
                          + ("(read_ldac(f, vocabulary) for f in files)" if lda else
-                            "(read_ctr(f, label=...) for f in files)"))
+                            "(read_ctr(f, label=..., encoder=encoder) for f in files), "
+                            "the encoder fixed once (infer_encoder) so that every batch "
+                            "hashes its features alike and an empty file is an empty "
+                            "batch"))
     if lda:
         vocabulary = stream_vocabulary(estimator, vocabulary)
     if versions is not None:

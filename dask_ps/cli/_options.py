@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 from .._cluster_parts import walltime_seconds
+from .._cluster_scheduler import check_dashboard_address
 from ..cluster import JOBQUEUE_SYSTEMS, ClusterSpec
 from ..exceptions import OptionError
 
@@ -206,10 +207,9 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
 
 def _dashboard_address(text: str) -> str | None:
     """``--dashboard-address``: ``none`` (any case) is no dashboard (Dask's
-    ``dashboard_address=None``); anything else is Dask's address, checked here as Dask
-    reads it (``distributed.utils.clean_dashboard_address``, not imported while parsing):
-    addresses joined by commas, each ``PORT``, ``HOST:PORT``, ``:PORT`` or ``HOST`` (port
-    0), the port an integer from 0 to 65535 (0: a free one).
+    ``dashboard_address=None``); anything else is Dask's address, checked as Dask reads it
+    (:func:`~dask_ps._cluster_scheduler.check_dashboard_address`, the check of
+    :class:`~dask_ps.cluster.ClusterSpec` too).
 
     Raises
     ------
@@ -220,25 +220,10 @@ def _dashboard_address(text: str) -> str | None:
     """
     if text.strip().lower() == "none":
         return None
-    for address in text.split(","):
-        where = repr(address) if address == text else f"{address!r} (of {text!r})"
-        parts = address.split(":") if not address.strip().lstrip("+-").isdigit() else \
-            ["", address]
-        if len(parts) > 2:
-            raise argparse.ArgumentTypeError(
-                f"{where} is not HOST:PORT (more than one ':'; Dask takes no IPv6 host "
-                f"here), nor none")
-        if len(parts) == 1:
-            continue  # a host alone: Dask takes a free port
-        try:
-            port = int(parts[1])
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{where}: its port {parts[1]!r} is not an integer (give HOST:PORT, :PORT, "
-                f"PORT, or none for no dashboard)") from None
-        if not 0 <= port <= 65535:
-            raise argparse.ArgumentTypeError(
-                f"{where}: its port {port} is not in 0 to 65535 (0: a free port)")
+    try:
+        check_dashboard_address(text, name=None, none="none")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
     return text
 
 

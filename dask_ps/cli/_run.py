@@ -112,12 +112,14 @@ def _line_of(head: bytes) -> int:
 def check_model(path: str) -> None:
     """Fail naming the argument if model file ``path`` (a local path or fsspec URL) does not
     exist; a folder or another file is :func:`~dask_ps.saving.load_estimator`'s to name."""
-    from ..io._storage import storage_error
+    from ..io._storage import storage_error, unreachable
 
     fs, paths = _opened(path, "model", folders=False)
     try:
         fs.info(paths[0])  # not fs.exists: it says False for refused access too
-    except FileNotFoundError:
+    except FileNotFoundError as exc:
+        if unreachable(exc) is not None:  # (fsspec's HTTP says so of a server not there)
+            raise storage_error(path, exc, "model") from None
         raise FileNotFoundError(f"model {path}: no such file{_no_bucket(fs, path)}") from None
     except OSError as exc:
         raise storage_error(path, exc, "model") from None

@@ -276,7 +276,9 @@ def test_bad_streams_are_refused(tmp_path):
                                          "vocabulary"):
         learn_online(LatentDirichletAllocation(n_components=3, client="local"), stream(1))
     with pytest.raises(ValueError, match="^batches='train.csv' is a path: learn_online reads "
-                                         r"no files; .*\(read_ctr\(f, label=...\) for f in"):
+                                         r"no files; .*\(read_ctr\(f, label=..., "
+                                             r"encoder=encoder\) for f in files\), the "
+                                             r"encoder fixed once"):
         learn_online(est, "train.csv")
 
 

@@ -104,3 +104,20 @@ def test_a_server_gone_after_the_files_were_planned_is_named_not_missing(server)
     with pytest.raises(ConnectionError, match=rf"^{base}/a\.libsvm: the server could not be "
                                               rf"reached \("):
         X.compute(scheduler="sync")
+
+
+@pytest.mark.timeout(60)
+def test_a_model_url_on_a_server_not_there_is_named_unreachable_by_the_cli(server, capsys):
+    """``dask-ps evaluate MODEL``: a model URL whose server refuses connections was said as
+    "no such file" (fsspec's HTTP ``info`` raises FileNotFoundError for it); a 404 still is."""
+    from dask_ps.cli import main
+
+    _, base = server
+    data = f"{base}/a.libsvm"
+    for model, said in ((f"{base}/missing.json", "no such file"),
+                        (f"http://127.0.0.1:{_closed_port()}/m.json",
+                         "the server could not be reached")):
+        assert main(["evaluate", model, "--test", data]) == 2
+        err = capsys.readouterr().err
+        assert f"model '{model}'" in err or f"model {model}" in err
+        assert said in err
