@@ -70,6 +70,9 @@ def test_train_lda_on_ap_prints_progress_perplexity_and_top_words(data, client2,
     table = pd.read_csv(tmp_path / "out" / "topics.csv")
     assert table.shape == (10473, 11)
     np.testing.assert_allclose(table.iloc[:, 1:].sum(axis=0), 1.0, rtol=1e-9)
+    assert table.term.tolist()[:2] == ["i", "new"]  # a vocabulary: its words, as before
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"term: the term, a word of the model's vocabulary ({vocab})")
 
 
 def test_train_lda_reads_uci_docword(data, client2, tmp_path, capsys):
@@ -168,3 +171,71 @@ def test_a_vocabulary_with_a_blank_line_is_refused_naming_it(tmp_path, capsys, v
     assert "cluster:" not in out.out
     path.write_text("a\nb\nc\nd\ne\n\n\n")
     assert read_vocabulary(str(path)).tolist() == ["a", "b", "c", "d", "e"]
+
+
+def _planted(tmp_path, docword: bool, n_words=12, k=5, n_docs=60, seed=0):
+    """A corpus of two planted topics: half the documents draw their tokens from the first
+    ``k`` words (ids 1..k of a docword file, 1-based; 0..k-1 of an LDA-C file), the others
+    from the rest. Returns the file's path."""
+    rng = np.random.default_rng(seed)
+    docs = [rng.choice(np.arange(k) if d % 2 else np.arange(k, n_words), 40)
+            for d in range(n_docs)]
+    counts = [np.bincount(doc, minlength=n_words) for doc in docs]
+    if docword:
+        rows = [f"{d + 1} {w + 1} {c}" for d, cs in enumerate(counts)
+                for w, c in enumerate(cs) if c]
+        path = tmp_path / "docword.planted.txt"
+        path.write_text(f"{n_docs}\n{n_words}\n{len(rows)}\n" + "\n".join(rows) + "\n")
+    else:
+        lines = [f"{np.count_nonzero(cs)} " + " ".join(f"{w}:{c}" for w, c in enumerate(cs)
+                                                         if c) for cs in counts]
+        path = tmp_path / "planted.dat"
+        path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.mark.timeout(120)
+def test_term_ids_without_vocabulary_are_numbered_as_the_file_does(client1, tmp_path,
+                                                                    capsys):
+    """Without --vocab, the topics' top words and export's term column gave the columns of X
+    (from 0) for a UCI docword file, whose wordIDs start at 1: every id one less than the
+    file's. A planted topic in wordIDs 1..5 now prints and exports as 1..5 (and the output
+    and model.json say the numbering); an LDA-C file's ids (from 0) are unchanged."""
+    import json
+
+    import pandas as pd
+
+    sf = _scheduler_file(client1, tmp_path)
+    said = {True: "the UCI docword wordID, one-based as the training data numbers it "
+                  "(column j of X is word j + 1)",
+            False: "the LDA-C term id, zero-based as the training data numbers it (= the "
+                   "column of X)"}
+    for docword, planted, rest in ((True, {1, 2, 3, 4, 5}, set(range(6, 13))),
+                                   (False, {0, 1, 2, 3, 4}, set(range(5, 12)))):
+        path = _planted(tmp_path, docword)
+        model = str(tmp_path / f"lda{int(docword)}.npz")
+        assert main(["train", "lda", "--train", path, "--topics", "2", "--max-iter", "30",
+                     "--seed", "0", "--top-words", "5", "--save", model,
+                     "--scheduler-file", sf]) == 0
+        out = capsys.readouterr().out.splitlines()
+        topics = [x for x in out if x.startswith("topic ")]
+        assert out[out.index(topics[0]) - 1] == f"top words by term id: {said[docword]}", out
+        tops = sorted((set(map(int, x.split(": ")[1].split())) for x in topics), key=min)
+        assert tops[0] == planted and tops[1] <= rest, (docword, topics)
+        assert main(["export", model, str(tmp_path / f"out{int(docword)}"), "--format",
+                     "csv"]) == 0
+        assert capsys.readouterr().out.splitlines()[-1] == f"term: {said[docword]}"
+        desc = json.loads((tmp_path / f"out{int(docword)}" / "model.json").read_text())
+        assert desc["term"] == said[docword]
+        table = pd.read_csv(tmp_path / f"out{int(docword)}" / "topics.csv").set_index("term")
+        first = 1 if docword else 0
+        assert table.index.tolist() == list(range(first, first + 12))
+        topic = table.loc[min(planted)].idxmax()  # the planted topic's column
+        assert set(table[topic].nlargest(5).index) == planted
+    # a docword test file wider than the model: its ids named as the file numbers them
+    wide = tmp_path / "wide" / "docword.wide.txt"
+    wide.parent.mkdir()
+    wide.write_text("1\n14\n1\n1 14 2\n")
+    assert main(["evaluate", str(tmp_path / "lda1.npz"), "--test", str(wide)]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        f"{wide}: term ids up to 14, the model knows 12 terms"), "wordID 14 is the last"

@@ -469,6 +469,11 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         -------
         ndarray (n_components, min(n, n_features)) of str (or int64 term ids), most probable
         first
+            Without a vocabulary a term id is the column of ``X`` (from 0, as the columns of
+            ``components_`` and scikit-learn's convention), whatever the file's numbering:
+            column j of :func:`~dask_ps.io.read_docword`'s ``X`` is the UCI file's wordID
+            j + 1 (ids from 1), of :func:`~dask_ps.io.read_ldac`'s the LDA-C id j. (``dask-ps
+            train lda`` and ``dask-ps export`` print a docword file's own wordIDs.)
         """
         check_is_fitted(self)
         if not isinstance(n, numbers.Integral) or n < 1:

@@ -332,31 +332,41 @@ def read_libsvm_test(path: str, meta: dict, zero_based: str | None = None) -> tu
     return read[0]
 
 
+#: The formats whose indices ``dask-ps export`` numbers as their files do: format ->
+#: (what an index is, what it counts, True zero-based / False one-based / None the data's
+#: ``meta["zero_based"]``). UCI docword numbers its words from 1, LDA-C its terms from 0.
+_INDEXED = {"libsvm": ("the LIBSVM feature index", "feature", None),
+            "docword": ("the UCI docword wordID", "word", False),
+            "ldac": ("the LDA-C term id", "term", True)}
+
+
 def feature_ids(columns, meta: dict, table: str, hashed: int | None = None) -> tuple:
     """``(ids, words)``: the features of column indices ``columns`` of ``X`` (an int array;
     -1, a GBDT leaf's "no feature", is kept) as the training data numbered them, and what
-    they are (``model.json``'s ``"feature"``; ``dask-ps export`` says ``feature: WORDS``):
-    a one-based LIBSVM file's indices are the columns + 1 (``meta["zero_based"]``, set by
-    :func:`read_libsvm_train_test`); a zero-based file's, the columns; a model saved
-    before the base was recorded keeps the columns and says so. Hashed features
-    (``hashed``: the model's ``n_hashed_features``) and a table's columns (CSV, Parquet:
-    ``table`` says what they are) keep the column index."""
+    they are (``model.json``'s ``"feature"``, LDA's ``"term"``; ``dask-ps export`` says
+    ``feature: WORDS`` or ``term: WORDS``): a one-based file's indices are the columns + 1
+    (UCI docword; LIBSVM by ``meta["zero_based"]``, set by :func:`read_libsvm_train_test`);
+    a zero-based file's (LDA-C; LIBSVM), the columns; a LIBSVM model saved before the base
+    was recorded keeps the columns and says so. Hashed features (``hashed``: the model's
+    ``n_hashed_features``) and a table's columns (CSV, Parquet: ``table`` says what they
+    are) keep the column index."""
     import numpy as np
 
     columns = np.asarray(columns)
     if hashed:
         return columns, (f"the hashed column, 0 to {hashed - 1:,} (the input's features "
                          f"hashed into n_hashed_features = {hashed:,} columns)")
-    if meta.get("format") != "libsvm":
+    if meta.get("format") not in _INDEXED:
         return columns, table
-    base = meta.get("zero_based")
+    index, noun, zero = _INDEXED[meta["format"]]
+    base = meta.get("zero_based") if zero is None else zero
     if base is False:
         return (np.where(columns >= 0, columns + 1, columns),
-                "the LIBSVM feature index, one-based as the training data numbers it "
-                "(column j of X is feature j + 1)")
+                f"{index}, one-based as the training data numbers it (column j of X is "
+                f"{noun} j + 1)")
     if base is True:
-        return columns, ("the LIBSVM feature index, zero-based as the training data numbers "
-                         "it (= the column of X)")
+        return columns, (f"{index}, zero-based as the training data numbers it (= the column "
+                         f"of X)")
     return columns, ("the column of X, from 0; the model file does not record the index base "
                      "of its LIBSVM training data (saved before it was): if that data was "
                      "one-based, its feature j is column j - 1")

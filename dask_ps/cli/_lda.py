@@ -18,6 +18,7 @@ from ._algorithms import (
     _blocksize,
     _count,
     _n_workers,
+    feature_ids,
 )
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ def _lda_data_options(g) -> None:
                         "Default: docword when the file name contains 'docword', else ldac")
     g.add_argument("--vocab", metavar="PATH",
                    help="the terms, one per line (line k: term id k; UCI: id k + 1); top "
-                        "words print ids without it")
+                        "words and export give the ids as the file numbers them without it")
     g.add_argument("--top-words", type=opt.NON_NEGATIVE_INT, default=10,
                    help="terms printed per topic after training (default 10; 0: none)")
     g.add_argument("--blocksize", type=opt.size, help="bytes per data partition (default: "
@@ -63,8 +64,8 @@ def _lda_read(path: str, meta: dict, blocksize=None, n_terms=None):
     X, vocab = reader(path, meta.get("vocab"), **kw)
     if n_terms is not None and X.shape[1] != n_terms:
         if X.shape[1] > n_terms:
-            raise DataError(f"{path}: term ids up to {X.shape[1] - 1}, the model knows "
-                            f"{n_terms} terms")
+            last = _term_ids([X.shape[1] - 1], meta)[0][0]  # as the file numbers it
+            raise DataError(f"{path}: term ids up to {last}, the model knows {n_terms} terms")
         X = X.map_blocks(_lda_pad, n_terms, dtype=X.dtype,
                          chunks=(X.chunks[0], (n_terms,)), meta=X._meta)
     return X, vocab
@@ -126,16 +127,33 @@ def _lda_report(est, args) -> list[str]:
                      f"per token {-last[-1]['loss']:.4f}")
     n = getattr(args, "top_words", 10)
     if n:
-        for k, words in enumerate(est.top_words(n)):
+        top = est.top_words(n)
+        if not hasattr(est, "vocabulary_"):  # ids, as the training file numbers them
+            top, term = _term_ids(top, _lda_meta(args))
+            lines.append(f"top words by term id: {term}")
+        for k, words in enumerate(top):
             lines.append(f"topic {k}: " + " ".join(str(w) for w in words))
     return lines
+
+
+def _term_ids(columns, meta: dict) -> tuple:
+    """``(ids, words)`` of term columns ``columns`` of a model without a vocabulary: as its
+    training file numbers them (:func:`~._algorithms.feature_ids`: a UCI docword's wordID is
+    the column + 1, an LDA-C id the column)."""
+    return feature_ids(columns, meta, "the column of X, from 0 (the model file does not say "
+                                      "how its training data numbered the terms)")
 
 
 def _lda_export(est, meta: dict):
     import numpy as np
     import pandas as pd
 
-    terms = getattr(est, "vocabulary_", np.arange(est.components_.shape[1]))
+    if hasattr(est, "vocabulary_"):
+        terms = est.vocabulary_
+        term = "the term, a word of the model's vocabulary" + (
+            f" ({meta['vocab']})" if meta.get("vocab") else "")
+    else:
+        terms, term = _term_ids(np.arange(est.components_.shape[1]), meta)
     phi = est.components_ / est.components_.sum(axis=1, keepdims=True)
     table = pd.DataFrame({"term": terms, **{f"topic_{k}": phi[k]
                                             for k in range(phi.shape[0])}})
@@ -143,9 +161,9 @@ def _lda_export(est, meta: dict):
             "estimator": type(est).__name__, "n_topics": int(phi.shape[0]),
             "doc_topic_prior": est.doc_topic_prior_,
             "topic_word_prior": est.topic_word_prior_,
-            "columns": {"term": "the term (or its id)",
+            "columns": {"term": "the term's word (with a vocabulary) or id: \"term\" says",
                         "topic_k": "p(term | topic k), each topic column sums to 1"},
-            "data": meta}
+            "term": term, "data": meta}
     return {"topics": table}, desc
 
 

@@ -501,7 +501,8 @@ def _libsvm_hint(urlpath: str, fmt: str) -> str:
 
 def export(args) -> int:
     """Write a saved model's weights as tables (Parquet or CSV) and a model.json, then say
-    how the tables number the features (LIBSVM data: as its lines do)."""
+    how the tables number the features (LIBSVM data: as its lines do) or LDA's terms (a UCI
+    docword's wordID, from 1; an LDA-C id, from 0; or the vocabulary's words)."""
     from ..saving import load_estimator, write_tables
 
     check_model(args.model)
@@ -510,6 +511,7 @@ def export(args) -> int:
     tables, desc = algo.export(est, extra.get("data", {}))
     for path in write_tables(args.out, tables, desc, args.format):
         say(f"wrote {path}")
-    if desc.get("feature"):  # how the tables number the features (as model.json says)
-        say(f"feature: {desc['feature']}")
+    for key in ("feature", "term"):  # how the tables number the features (as model.json)
+        if desc.get(key):
+            say(f"{key}: {desc[key]}")
     return 0

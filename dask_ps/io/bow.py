@@ -297,6 +297,8 @@ def read_docword(urlpath, vocabulary=None, *, blocksize: int | str | None = "32M
     Returns
     -------
     X : dask.array.Array (D, W) of CSR chunks
+        Row i is docID i + 1 and column j wordID j + 1 (the file's ids are 1-based, the
+        columns from 0).
     vocabulary : ndarray of str (W,) or None
 
     Raises
