@@ -1,10 +1,11 @@
 """The worker side of LDA on the parameter server: tasks over the partitions of a thread.
 
 Each partition's tokens and their sampler state (topic, pushed topic and proposals per token,
-an RNG) live in its worker-local state (``part.state``) for the whole fit, never re-read and
-never sent. The word–topic counts are the PS table :data:`TABLE` (see
-:mod:`~dask_ps.algorithms._lda_table`). A task runs all the partitions of a worker thread
-(:meth:`~dask_ps.PSModel.run`), one clock per iteration::
+an RNG seeded anew for each phase from the seed, the partition and the iteration) live in its
+worker-local state (``part.state``) for the whole fit, never re-read, and sent only into a
+checkpoint (:func:`store_task`, :func:`restore_task`). The word–topic counts are the PS
+table :data:`TABLE` (see :mod:`~dask_ps.algorithms._lda_table`). A task runs all the
+partitions of a worker thread (:meth:`~dask_ps.PSModel.run`), one clock per iteration::
 
     rows of the task's words and the totals (one map_shards, sent at the last clock)
     -> word phase of each partition (emits its delta)
@@ -13,14 +14,16 @@ never sent. The word–topic counts are the PS table :data:`TABLE` (see
     -> doc phase of each partition, while the push and the next pull travel
 
 A job ends after a push, so that between jobs the table counts every token's topic exactly
-(Z); the next job starts with the doc phase it skipped, against fresh totals.
+(Z); the next job starts with the doc phase it skipped, with the totals and the draws it would
+have had: where jobs end (checkpoints, callbacks, the pace) changes nothing of the chain.
 
 :func:`setup_task` makes the table count the assignments: partitions that have them push
 their counts, then partitions without (the first fit, or assignments lost with their worker)
 draw topics — uniformly, or from the counts the table holds and their documents' draws
 (:func:`~._lda_table.sample_from_model`) — and push theirs. It initialises a fit, rebuilds
 the table after a lost shard (the table is a function of the assignments, as in Angel's
-LDA), and draws every assignment anew from a checkpoint's counts on a resume.
+LDA). A resume sets the sampler's state saved with the checkpoint instead
+(:func:`restore_task`): it goes on as the uninterrupted fit does.
 """
 
 from __future__ import annotations
@@ -49,11 +52,16 @@ from ._lda_table import (
     topic_counts,
 )
 
-__all__ = ["TABLE", "TIMES", "as_csr", "assignments_task", "check_table_room", "nonzero_flat",
-           "setup_task", "table_counts", "train_task"]
+__all__ = ["STATE", "TABLE", "TIMES", "as_csr", "assignments_task", "check_table_room",
+           "nonzero_flat", "restore_task", "setup_task", "state_width", "store_task",
+           "state_totals", "table_counts", "train_task"]
 
 #: Name of the word–topic table (flat, ``word * K + topic``, int32).
 TABLE = "nwk"
+
+#: Name of the table that carries the sampler's per-token state into a checkpoint (row
+#: ``i``: the ``i``-th token of the corpus in document order; see :func:`store_task`).
+STATE = "lda_state"
 
 #: Seconds a :func:`train_task` record holds per iteration (see its docstring).
 TIMES = ("wait_s", "word_s", "push_s", "clock_s", "doc_s", "sample_s", "pull_s",
@@ -204,6 +212,14 @@ def _new_sampler(st: dict, cfg: dict, seed: tuple) -> None:
     st["pending_doc"] = False
 
 
+def _stream(st: dict, cfg: dict, index: int, it: int, phase: int) -> None:
+    """Seed the partition's RNG for one phase (0: word, 1: doc) of iteration ``it``: a
+    function of ``(seed, partition, iteration, phase)``, not of the draws before, so a
+    resumed fit draws what the uninterrupted one does, carrying no RNG state."""
+    st["rng"][0] = np.random.SeedSequence(
+        (cfg["seed"], index, it, phase)).generate_state(1, np.uint64)[0]
+
+
 def _push_counts(ps, st: dict, cfg: dict) -> None:
     keys, counts = topic_counts(st["word_ptr"], st["word_tok"],
                                 np.ascontiguousarray(st["state"][:, kr.Z]), st["vocab"],
@@ -256,15 +272,11 @@ def setup_task(ps, parts: list, cfg: dict) -> list[tuple[int, int, int, bool]]:
 
     ``cfg["warm"]``: partitions without assignments draw them from the counts the table
     holds (the other partitions', a checkpoint's or a fitted model's) combined with their
-    documents' draws (:func:`~._lda_table.sample_from_model`) instead of uniformly;
-    ``cfg["redraw"]``: every partition draws anew. Returns
+    documents' draws (:func:`~._lda_table.sample_from_model`) instead of uniformly. Returns
     ``(partition, documents, tokens, fresh, checksum)`` per partition, ``checksum`` that of
     its counts (:func:`~._gbdt_data.checksums`).
     """
     sts = [_tokens(p, cfg) for p in parts]
-    if cfg.get("redraw"):  # every partition draws anew (from the counts the table holds)
-        for st in sts:
-            st.pop("state", None)
     K, alpha = cfg["n_topics"], cfg["alpha"]
     fresh = []
     for p, st in zip(parts, sts):
@@ -342,12 +354,15 @@ def train_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[dict]:
             if with_ll:
                 records[-1]["word_ll"] = word_ll + topic_loglik(nk, V, beta)
             push_s = 0.0
-            for st, (ptr, topic, count) in zip(sts, rows):
-                if st["pending_doc"]:  # skipped at the end of the last job: fresh totals
-                    zero = np.zeros(K, np.int64)  # count every pushed move
-                    kr.doc_phase(st["doc_ptr"], nk, zero, st["state"], n_mh, alpha, beta, V,
-                                 st["rng"], st["moved"])
+            for p, st, (ptr, topic, count) in zip(parts, sts, rows):
+                if st["pending_doc"]:  # skipped at the end of the last job: run as it would
+                    _stream(st, cfg, p.index, it - 1, 1)  # have then (its totals, its draws)
+                    kr.doc_phase(st["doc_ptr"], st["nk"], st["nk_delta"], st["state"], n_mh,
+                                 alpha, beta, V, st["rng"], st["moved"])
                     st["pending_doc"] = False
+                if it == last and cfg.get("keeps_state"):  # the topics the snapshot counts
+                    st["pushed"] = st["state"][:, kr.Z_PUSHED].copy()  # (store_task)
+                _stream(st, cfg, p.index, it, 0)
                 nk_delta = st["moved"].copy()
                 out_ptr, out_topic, out_value = st["delta"]
                 nnz = kr.word_phase(st["word_ptr"], st["word_tok"], ptr, topic, count, nk,
@@ -367,8 +382,9 @@ def train_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[dict]:
             t3 = time.perf_counter()
             c3 = time.thread_time()
             doc_ll = 0.0
-            for st in sts:
+            for p, st in zip(parts, sts):
                 if it < last:
+                    _stream(st, cfg, p.index, it, 1)
                     doc_ll += kr.doc_phase(st["doc_ptr"], st["nk"], st["nk_delta"],
                                            st["state"], n_mh, alpha, beta, V, st["rng"],
                                            st["moved"])
@@ -403,6 +419,93 @@ def assignments_task(ps, parts: list, cfg: dict) -> list[tuple[np.ndarray, np.nd
         words = np.repeat(st["vocab"], counts)
         out.append((words, st["state"][st["word_tok"], kr.Z].astype(np.int32)))
     return out
+
+
+def state_width(n_mh: int) -> int:
+    """Columns of a token's row in the table :data:`STATE`: its topic, the topic the
+    snapshot of its last word phase counted it at, its ``n_mh`` pending proposals."""
+    return 2 + int(n_mh)
+
+
+def _token_rows(part, cfg: dict, n: int) -> np.ndarray:
+    first = cfg["token_offsets"][part.index]
+    return np.arange(first, first + n, dtype=np.int64)
+
+
+def store_task(ps, parts: list, cfg: dict) -> None:
+    """Write each partition's sampler state into the table :data:`STATE` (empty: emptied
+    after each save), before a checkpoint saves it: per token its topic ``Z``, the topic the
+    snapshot of the last word phase counted (``pushed``: with ``Z``, the partition's moves
+    the snapshot's totals lack) and the proposals the next phase consumes (the word
+    proposals of the doc phase a job ends without, or, before the first iteration, the doc
+    proposals), at the token's row in corpus order (``cfg["token_offsets"]``)."""
+    M = cfg["n_mh"]
+    for p in parts:
+        st = p.state
+        n = st["state"].shape[0]
+        if n == 0:
+            continue
+        rows = np.empty((n, state_width(M)), np.int32)
+        rows[:, 0] = st["state"][:, kr.Z]
+        if st["pending_doc"]:
+            rows[:, 1] = st["pushed"]
+            rows[:, 2:] = st["state"][:, kr.PROP + M:kr.PROP + 2 * M]
+        else:  # before the first iteration: nothing moved yet
+            rows[:, 1] = st["state"][:, kr.Z]
+            rows[:, 2:] = st["state"][:, kr.PROP:kr.PROP + M]
+        ps.push(STATE, _token_rows(p, cfg, n), rows)
+    ps.clock()
+
+
+def restore_task(ps, parts: list, cfg: dict, clock: int, nk: np.ndarray) -> None:
+    """Set each partition's sampler state from the table :data:`STATE` (restored from a
+    checkpoint of iteration ``clock``; see :func:`store_task`): its topics and proposals,
+    and, after iteration 1 or later, the doc phase the job skipped, pending with the totals
+    it had, ``nk`` (the snapshot's, see :func:`state_totals`) plus the partition's moves the
+    snapshot lacks.
+
+    Raises
+    ------
+    ValueError
+        A restored topic outside ``0..n_components-1``, naming the partition and token.
+    """
+    M, K = cfg["n_mh"], cfg["n_topics"]
+    for p in parts:
+        st = p.state
+        n = st["state"].shape[0]
+        rows = ps.pull(STATE, _token_rows(p, cfg, n)).astype(np.int32) if n else \
+            np.zeros((0, state_width(M)), np.int32)
+        bad = (rows < 0) | (rows >= K)
+        if bad.any():
+            i = int(np.argwhere(bad)[0][0])
+            raise ValueError(f"LatentDirichletAllocation: the checkpoint's sampler state "
+                             f"holds topic {int(rows[bad][0])} for token {i} of partition "
+                             f"{p.index}, not one of the {K} topics")
+        st["state"][:, kr.Z] = st["state"][:, kr.Z_PUSHED] = rows[:, 0]
+        st["moved"][:] = 0
+        st["pending_doc"] = clock > 0
+        if clock > 0:
+            st["state"][:, kr.PROP + M:kr.PROP + 2 * M] = rows[:, 2:]
+            st["nk"] = np.asarray(nk, np.int64).copy()
+            st["nk_delta"] = _moves(rows, K)
+        else:
+            st["state"][:, kr.PROP:kr.PROP + M] = rows[:, 2:]
+
+
+def _moves(rows: np.ndarray, n_topics: int) -> np.ndarray:
+    """Per topic, the tokens of ``rows`` (of :data:`STATE`) at it less those the snapshot
+    counted at it."""
+    return (np.bincount(rows[:, 0], minlength=n_topics)
+            - np.bincount(rows[:, 1], minlength=n_topics)).astype(np.int64)
+
+
+def state_totals(key_range, values, slots, n_topics: int, width: int) -> np.ndarray:
+    """Runs next to a shard of :data:`STATE` (``key_range=True``): per topic, its tokens at
+    it and those the snapshot counted at it, int64 (2, K); summed over the shards, the
+    checkpoint's topic totals and what the snapshot's lacked of them (:func:`_moves`)."""
+    rows = values.reshape(-1, width)
+    return np.stack([np.bincount(rows[:, c], minlength=n_topics) for c in (0, 1)]).astype(
+        np.int64)
 
 
 def table_counts(keys, values, slots):

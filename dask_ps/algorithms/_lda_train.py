@@ -1,7 +1,8 @@
 """The driver's side of LDA training on the parameter server: the functional core
 :func:`train` of :class:`.lda.LatentDirichletAllocation` (the word–topic table, the first
-draw, the jobs of iterations, a redraw after a resume or a recovery) and the assignments
-gathered from the workers (:mod:`._lda_steps` holds the workers' side).
+draw, the jobs of iterations, the sampler's state carried through a checkpoint, a rebuild
+after a recovery) and the assignments gathered from the workers (:mod:`._lda_steps` holds
+the workers' side).
 """
 
 from __future__ import annotations
@@ -13,12 +14,17 @@ from ..partitions import Partitions
 from ._gbdt_data import set_checksums
 from ._lda_eval import prior_loglik
 from ._lda_steps import (
+    STATE,
     TABLE,
     TIMES,
     assignments_task,
     check_table_room,
     nonzero_flat,
+    restore_task,
     setup_task,
+    state_totals,
+    state_width,
+    store_task,
     table_counts,
     train_task,
 )
@@ -49,7 +55,7 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
     messages). ``init_counts`` (int (n_words, n_topics), optional), the word–topic counts of
     a model trained before, continues its training: the first topics of the tokens are
     drawn from ``p(k | w, d) ∝ (n_wk + β) / (n_k + Vβ) · (n_dk + α)`` of those counts and
-    their documents' draws instead of uniformly (the draw of a recovery and a resume,
+    their documents' draws instead of uniformly (the draw of a recovery,
     :func:`~._lda_table.sample_from_model`), so the topics keep their numbers, and the
     table keeps ``rint(decay * init_counts)``, the new assignments added (the earlier
     documents' counts are the prior of this fit's: streaming Gibbs sampling, Gao, Chen &
@@ -110,11 +116,18 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
     loop.fit_id = dict(loop.fit_id or {}, n_words=int(n_words), n_topics=int(n_topics),
                        counts=sums["counts_features"])
 
-    expected = {"next": 1}
+    sampler = None  # (store, restore) of the sampler's state: what a resume goes on with
+    held = [False]  # the table STATE holds rows (between a store or restore and release)
+    if loop.checkpoint not in (None, "auto"):  # (a partial_fit's too: one set of tables)
+        sampler = _sampler_state(model, data, cfg, per_part, held)
+
+    def release() -> None:
+        if held[0]:
+            model.empty_table(STATE)
+            held[0] = False
 
     def epochs(first: int, last: int) -> list[dict]:
-        if first != expected["next"]:  # the table was restored from a checkpoint (resume)
-            redraw()
+        release()  # after a save or a restore
         per_task = model.run(lambda ps, parts: train_task(ps, parts, cfg, first, last), data,
                              consistency=consistency, staleness=staleness)
         out = []
@@ -126,29 +139,61 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
                 ll = sum(r["doc_ll"] for r in recs) + word[0] - prior_ll
                 rec.update(loss=-ll / n_tokens, log_likelihood=ll)
             out.append(rec)
-        expected["next"] = last + 1
         return out
-
-    def redraw() -> None:
-        """Assignments drawn anew from the table's counts (a checkpoint's) and their
-        documents' draws; the table then counts the new ones (and the prior counts)."""
-        counts = np.concatenate(model.map_shards(TABLE, table_counts, key_range=True))
-        keys = np.flatnonzero(counts).astype(np.int64)
-        cfg["generation"] += 1
-        setup(dict(cfg, warm=True, redraw=True))
-        model.push(TABLE, keys, -counts[keys])
-        if prior is not None:
-            model.push(TABLE, *prior)
 
     def rebuild() -> None:
         cfg["generation"] += 1
-        if prior is not None:  # the tables were made anew, empty
+        held[0] = False  # every table was made anew, empty
+        if prior is not None:
             model.push(TABLE, *prior)
         setup(dict(cfg, warm=True))
 
-    history = loop.run(epochs, on_recover=data.locate, rebuild=rebuild)
+    history = loop.run(epochs, on_recover=data.locate, rebuild=rebuild, driver_state=sampler)
+    release()  # after the last save
     nwk = np.concatenate(model.map_shards(TABLE, table_counts, key_range=True))
     return nwk.reshape(n_words, n_topics), history, info
+
+
+def _sampler_state(model: PSModel, data: Partitions, cfg: dict, per_part: list,
+                   held: list) -> tuple:
+    """``(save, load)`` of :meth:`~.epoch_loop.EpochLoop.run`'s ``driver_state``: the
+    sampler's state on the workers, carried into each checkpoint by the table
+    :data:`~._lda_steps.STATE` (made here, emptied between saves: ``held[0]`` says it
+    holds rows) and set back on the partitions by a resume, so that the resumed fit
+    draws what the uninterrupted one does (see :func:`~._lda_steps.store_task`). Sets
+    ``cfg``'s ``token_offsets`` (each partition's first token in corpus order) and
+    ``keeps_state``."""
+    tokens = {p[0]: p[2] for p in per_part}
+    cfg["token_offsets"] = np.concatenate(
+        [[0], np.cumsum([tokens[i] for i in sorted(tokens)])]).astype(int).tolist()
+    cfg["keeps_state"] = True
+    width = state_width(cfg["n_mh"])
+    model.add_table(STATE, (cfg["token_offsets"][-1], width), "int32")
+
+    def save(clock: int) -> dict:
+        if held[0]:  # a save that failed left its rows
+            model.empty_table(STATE)
+        held[0] = True
+        model.run(lambda ps, parts: store_task(ps, parts, cfg), data)
+        return {}
+
+    def load(saved, clock: int) -> None:
+        held[0] = True  # as restored from the checkpoint
+        K = cfg["n_topics"]
+        table = np.concatenate(model.map_shards(TABLE, table_counts, key_range=True))
+        table = table.reshape(-1, K).sum(axis=0, dtype=np.int64)
+        tokens, snapshot = np.sum(model.map_shards(STATE, state_totals, K, width,
+                                                   key_range=True), axis=0, dtype=np.int64)
+        if not np.array_equal(tokens, table):
+            raise ValueError(f"LatentDirichletAllocation: resume at iteration {clock}: the "
+                             f"checkpoint's sampler state counts {tokens.tolist()} tokens per "
+                             f"topic, its word-topic table {table.tolist()}: not one fit's")
+        # the totals the snapshot of the last iteration had: the table's less the moves of
+        # that iteration (the partitions' word phases and the doc phases before them)
+        nk = table - (tokens - snapshot)
+        model.run(lambda ps, parts: restore_task(ps, parts, cfg, clock, nk), data)
+
+    return save, load
 
 
 def assignments(model: PSModel, data: Partitions) -> list[tuple[np.ndarray, np.ndarray]]:

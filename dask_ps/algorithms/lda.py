@@ -89,8 +89,9 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
     n_shards : int, optional
         Shards of the word–topic table; default one per worker.
     random_state : int, np.random.RandomState or None, optional
-        Seeds the sampler: the same seed, workers and partitioning give the same model.
-        Default: None, seed 0.
+        Seeds the sampler: the same seed and partitioning give the same model under
+        ``consistency="bsp"``, whatever the jobs the iterations run in (checkpoints,
+        callbacks). Default: None, seed 0.
     client : distributed.Client or "local", optional
         Default: the current client; "local" (or none) trains in this process.
     shard_resources : str, optional
@@ -100,18 +101,25 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         URL (reachable from every worker, e.g. a shared folder or ``s3://``) where the
         word–topic table is saved every ``checkpoint_every`` iterations, through
         :meth:`dask_ps.PSModel.save` (versions, as for
-        :class:`~dask_ps.LogisticRegression`). ``"auto"`` snapshots into a temporary folder;
+        :class:`~dask_ps.LogisticRegression`), with the sampler's state: per token its
+        topic, the topic the table's snapshot counted it at and its ``mh_steps`` pending
+        proposals (``2 + mh_steps`` int32 per token, beside the table's 4 bytes per
+        word–topic cell). ``"auto"`` snapshots the table alone into a temporary folder;
         recovery needs no checkpoint (see ``max_recoveries``). Default None.
     checkpoint_every : int, default 10
     resume : bool, default False
-        Continue from the newest complete version of ``checkpoint``: the table is
-        restored, each token's topic drawn anew from its counts and its document's other
-        draws (a checkpoint holds counts, not assignments; the draw of :meth:`partial_fit`:
-        the fit goes on at about the saved loss), and the iterations after the saved one
-        run. A checkpoint of another fit (another number of topics or terms, another
+        Continue from the newest complete version of ``checkpoint``: the table and the
+        sampler's state are restored and the iterations after the saved one run, as the
+        uninterrupted fit runs them: with the same ``random_state``, partitioning and
+        ``consistency="bsp"``, the same ``components_`` and ``history_`` losses (the
+        sampler draws from a stream seeded per partition and iteration, so it carries no
+        RNG state; with other partitions, the same topics go on with other draws). A
+        checkpoint of another fit (another number of topics or terms, another
         ``vocabulary``, or other counts: other documents, or their columns in another
         order) is refused with an :class:`~dask_ps.exceptions.OptionError` naming
-        what differs, before anything is restored.
+        what differs, before anything is restored; so is one written without the
+        sampler's state (by dask_ps before this state was saved), as holding other
+        tables.
     max_recoveries : int, default 3
         A lost worker or shard is recovered without a checkpoint: the word–topic table is
         rebuilt from the workers' assignments (documents whose assignments were lost draw

@@ -113,6 +113,12 @@ def test_history_records_the_time_of_each_part_of_an_iteration(client2):
 
 
 def test_checkpoint_and_resume_continue_the_topics(tmp_path, client2):
+    """A resume drew every token's topic anew from the checkpoint's counts (a checkpoint held
+    no assignments) and sampled on from the RNG state of its fresh draw: another chain than
+    the uninterrupted fit's (on these documents, 64 of 72 cells of components_ differed
+    after 16 iterations, resumed after 10). The checkpoint now holds the sampler's state and
+    the sampler's draws are seeded per partition and iteration: the resumed fit is the
+    uninterrupted one, bit for bit."""
     X, topic_of = planted(seed=10)
     url = str(tmp_path / "lda-ck")
     first = lda(client2, max_iter=10, checkpoint=url, checkpoint_every=5).fit(X)
@@ -125,16 +131,30 @@ def test_checkpoint_and_resume_continue_the_topics(tmp_path, client2):
     assert [r["epoch"] for r in ran] == list(range(1, 17))
     # iterations 1..10 are the saved run's records (from the checkpoint), not run again
     assert [(r["loss"], r["time"]) for r in ran[:10]] == [(r["loss"], r["time"]) for r in done]
+    # the uninterrupted fit (without a checkpoint: its jobs end elsewhere, which changes
+    # nothing either) gives the same model and losses
+    whole = lda(client2, max_iter=16).fit(X)
+    np.testing.assert_array_equal(resumed.components_, whole.components_)
+    assert [r["loss"] for r in ran] == [r["loss"] for r in whole.history_ if "loss" in r]
     assert _planted_topic_of_each_topic(resumed, topic_of) == topics
-    # training went on from the saved topics: no fall back to where a fresh chain starts
-    assert ran[10]["loss"] < ran[0]["loss"] - 0.1
-    assert ran[-1]["loss"] < done[-1]["loss"] * 1.02
-    # the table counts the redrawn assignments alone, not the restored counts too
+    # the table counts the assignments alone, not the restored counts too
     np.testing.assert_allclose(resumed.components_.sum(),
                                X.sum() + resumed.topic_word_prior_ * resumed.components_.size)
     # a fresh fit on the same checkpoint URL without resume starts over
     again = lda(client2, max_iter=3, checkpoint=url, checkpoint_every=5).fit(X)
     assert [r["epoch"] for r in again.history_ if "loss" in r] == [1, 2, 3]
+
+
+def test_where_the_jobs_end_changes_nothing_of_the_chain(client2):
+    """A job ended without the doc phase of its last iteration, run by the next job against
+    the totals pulled then: a fit with a callback (one job per iteration) drew another chain
+    than one without. The skipped doc phase now runs with the totals and draws it would
+    have had."""
+    X, _ = planted(n_docs=80, seed=12)
+    whole = lda(client2, max_iter=8).fit(X)
+    stepped = lda(client2, max_iter=8, callbacks=[lambda record: False]).fit(X)
+    np.testing.assert_array_equal(stepped.components_, whole.components_)
+    assert [r["loss"] for r in stepped.history_] == [r["loss"] for r in whole.history_]
 
 
 def mixed(n_docs=200, n_topics=5, n_words=60, length=60, seed=0):
@@ -150,26 +170,39 @@ def mixed(n_docs=200, n_topics=5, n_words=60, length=60, seed=0):
     return sp.csr_matrix(rows)
 
 
-def test_a_resumed_fit_goes_on_at_the_loss_of_its_checkpoint(tmp_path):
-    """A resume drew each token's topic from the checkpoint's word-topic counts alone
-    (``p(k | w)``), forgetting the documents' topic mixes: on AP, resumed after iteration
-    170 at loss 8.59, the first iteration had 9.61 (the loss of iteration 20) and the fit
-    ended at 8.71. The topics are drawn with their documents' now (``p(k | w, d)``), and the
-    fit goes on at about the checkpoint's loss."""
+def test_a_resumed_fit_goes_on_as_the_uninterrupted_one(tmp_path):
+    """A resume drew each token's topic from the checkpoint's counts: on AP, resumed after
+    iteration 170 at loss 8.59, the first iteration had 9.61 from ``p(k | w)``, about 8.6
+    from ``p(k | w, d)``. It now restores the sampler's state: the same losses and model as
+    the uninterrupted fit, in-process too, and from the checkpoint a fit saves before its
+    first iteration (the doc proposals pending, not the word proposals)."""
     X = mixed(seed=11)
     url = str(tmp_path / "ck")
-    kw = dict(n_components=5, doc_topic_prior=0.1, topic_word_prior=0.1, checkpoint=url,
-              checkpoint_every=10)
+    kw = dict(n_components=5, doc_topic_prior=0.1, topic_word_prior=0.1, mh_steps=2,
+              checkpoint=url, checkpoint_every=10)
     first = lda(max_iter=40, **kw).fit(X)
     resumed = lda(max_iter=45, resume=True, **kw).fit(X)
+    whole = lda(max_iter=45, **dict(kw, checkpoint=str(tmp_path / "whole"))).fit(X)
     done = [r["loss"] for r in first.history_ if "loss" in r]
     ran = [r["loss"] for r in resumed.history_ if "loss" in r]
     assert len(ran) == 45 and ran[:40] == done
-    fresh, saved = done[0], done[-1]
-    assert fresh - saved > 0.3, (fresh, saved)  # the chain has gone a long way
-    # at most a tenth of the way back to a fresh start (it was half of it, or more)
-    assert ran[40] - saved < 0.1 * (fresh - saved), (fresh, saved, ran[40:])
-    assert ran[-1] - saved < 0.1 * (fresh - saved), (fresh, saved, ran[40:])
+    assert ran == [r["loss"] for r in whole.history_ if "loss" in r]
+    np.testing.assert_array_equal(resumed.components_, whole.components_)
+    assert done[0] - done[-1] > 0.3  # the chain had gone a long way: a redraw would show
+
+    import shutil
+
+    from dask_ps.model import format as ck
+
+    start = str(tmp_path / "start")
+    lda(max_iter=1, **dict(kw, checkpoint=start, checkpoint_every=1)).fit(X)
+    versions = ck.list_versions(start)[0]
+    assert len(versions) == 2  # before iteration 1 and after it
+    shutil.rmtree(f"{start}/v{versions[-1]:06d}")  # the fit stopped before iteration 1
+    assert ck.list_versions(start)[0] == versions[:1]
+    again = lda(max_iter=45, resume=True, **dict(kw, checkpoint=start)).fit(X)
+    np.testing.assert_array_equal(again.components_, whole.components_)
+    assert [r["loss"] for r in again.history_ if "loss" in r] == ran
 
 
 def test_partial_fits_into_a_checkpoint_keep_two_versions_in_all(tmp_path):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from conftest import RESTART_WAIT
+from test_lda import planted
 
 from dask_ps import LatentDirichletAllocation
 from dask_ps.algorithms._lda_eval import heldout_split, perplexity
@@ -89,3 +90,31 @@ def test_partial_fit_rebuilt_after_a_lost_worker_keeps_the_counts_before(ap, cli
     assert len(events) == 1 and events[0]["rebuilt"] is True, events
     assert est.components_.sum() == pytest.approx(ap.train.sum() + 0.01 * est.components_.size)
     assert all(np.isfinite(h["loss"]) for h in est.history_ if "loss" in h)
+
+
+def test_a_checkpointed_fit_rebuilt_after_a_lost_worker_saves_a_state_to_resume(tmp_path,
+                                                                                client3):
+    """With a checkpoint, every version holds the sampler's state (a table beside the
+    counts). A worker killed mid-fit is still recovered by the rebuild, no checkpoint
+    restored (the state table made anew, empty, with the others); the versions saved after
+    it hold the rebuilt chain, whose assignments a resume restores in agreement with the
+    saved counts (a resume refuses a state that disagrees with them)."""
+    client3.wait_for_workers(3, timeout=RESTART_WAIT)
+    X, _ = planted(n_docs=150, seed=5)
+    kw = dict(n_components=3, random_state=0, progress=False, checkpoint=str(tmp_path / "ck"),
+              checkpoint_every=4)
+    seen: dict = {}
+    kill = killer(client3, seen, lambda record: record.get("epoch") == 6)
+    est = LatentDirichletAllocation(client=client3, callbacks=[kill], max_iter=12, **kw).fit(X)
+    assert "victim" in seen, "the worker was never killed"
+    events = [h for h in est.history_ if h.get("event") == "recovery"]
+    assert len(events) == 1 and events[0]["rebuilt"] is True, events
+    client3.wait_for_workers(3, timeout=RESTART_WAIT)
+    more = LatentDirichletAllocation(client=client3, max_iter=16, resume=True, **kw).fit(X)
+    ran = [h for h in more.history_ if "loss" in h]
+    assert [h["epoch"] for h in ran] == list(range(1, 17))
+    assert [h["loss"] for h in ran[:12]] == [h["loss"] for h in est.history_ if "loss" in h]
+    assert all(np.isfinite(h["loss"]) for h in ran)
+    assert ran[-1]["loss"] < ran[0]["loss"]
+    assert more.components_.sum() == pytest.approx(X.sum() + more.topic_word_prior_
+                                                   * more.components_.size)
