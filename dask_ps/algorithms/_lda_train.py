@@ -116,7 +116,8 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
         if first != expected["next"]:  # the table was restored from a checkpoint (resume)
             redraw()
         per_task = model.run(lambda ps, parts: train_task(ps, parts, cfg, first, last), data,
-                             consistency=consistency, staleness=staleness)
+                             consistency=consistency, staleness=staleness,
+                             callback=loop.task_reports())
         out = []
         for e in range(last - first + 1):
             recs = [t[e] for t in per_task]
