@@ -87,10 +87,13 @@ def history_fields() -> str:
     return """history_ : list of dict
         One record per epoch (a pass over the data; for L-BFGS, a function evaluation):
         ``epoch`` (1-based), ``loss`` (the estimator's training objective, named
-        below), ``time`` (seconds since the fit started, at the end
-        of this epoch), ``epoch_time`` (seconds of this epoch; epochs run in one job, with
-        no checkpoint, callback or evaluation between them, each get the job's mean and
-        their ``time`` is spread evenly over it), ``bytes`` (keys and values pulled and
+        below), ``time`` (seconds since the fit started, at the end of this epoch: when
+        the driver heard the last task of its job report it; with ``eval_set``, after its
+        evaluation), ``epoch_time`` (seconds from the end of the epoch before, or from the
+        start of its job for the first epoch of a job; epochs run in one job, with no
+        checkpoint, callback or evaluation between them, each get their own, and only
+        epochs whose tasks did not report their end share the job's time evenly),
+        ``bytes`` (keys and values pulled and
         pushed during it) and, with ``eval_set``, ``eval_<metric>`` for each metric
         scored. A ``{"event": "recovery", ...}`` record marks each recovery from a lost
         worker or shard; after a fit on a cluster the last record also reports the data

@@ -310,7 +310,8 @@ def setup_task(ps, parts: list, cfg: dict) -> list[tuple[int, int, int, bool]]:
 
 
 def train_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[dict]:
-    """Iterations ``first..last`` (one clock each) over a task's partitions.
+    """Iterations ``first..last`` (one clock each) over a task's partitions, the end of each
+    reported (``ps.report(epoch=it)``, for the history's times).
 
     The pull of iteration ``it + 1`` leaves right after the clock of iteration ``it``, from a
     background thread, and travels (the push, the barrier, the shards' scans, the rows'
@@ -399,11 +400,14 @@ def train_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[dict]:
                                 push_s=push_s, clock_s=t3 - t2, doc_s=t4 - t3,
                                 sample_s=word_s + t4 - t3, pull_s=pull_s,
                                 cpu_s=c2 - c1 + c4 - c3))
+            if it < last:  # its end, for the history (EpochLoop.task_reports)
+                ps.report(epoch=it)
         if lead and evaluate(last):
             t0 = time.perf_counter()
             _, nk, word_ll = rows_of.pull(ps, cfg, True)
             records[-1]["word_ll"] = word_ll + topic_loglik(nk, V, beta)
             records[-1]["wait_s"] += time.perf_counter() - t0
+        ps.report(epoch=last)  # (its log-likelihood included)
     finally:  # a failed iteration leaves its prefetch to end (or time out) on its own
         pool.shutdown(wait=False, cancel_futures=True)
     return records

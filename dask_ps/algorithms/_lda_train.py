@@ -129,7 +129,8 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
     def epochs(first: int, last: int) -> list[dict]:
         release()  # after a save or a restore
         per_task = model.run(lambda ps, parts: train_task(ps, parts, cfg, first, last), data,
-                             consistency=consistency, staleness=staleness)
+                             consistency=consistency, staleness=staleness,
+                             callback=loop.task_reports())
         out = []
         for e in range(last - first + 1):
             recs = [t[e] for t in per_task]

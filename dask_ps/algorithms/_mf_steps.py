@@ -242,7 +242,8 @@ def _task_blocks(parts: list, cfg: dict) -> dict:
 
 
 def sgd_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[tuple]:
-    """SGD epochs ``first..last`` over a task's partitions, on the DSGD schedule; returns
+    """SGD epochs ``first..last`` over a task's partitions, on the DSGD schedule, the end of
+    each reported (``ps.report(epoch=e)``, for the history's times); returns
     per epoch ``(SSE, ratings, kernel seconds, exchange seconds, kernel CPU seconds)``: the
     SSE of the errors before each update, the wall time in the SGD kernel, the wall time in
     pulls, pushes and clocks (barrier waits included) and the kernel's thread CPU time
@@ -293,13 +294,18 @@ def sgd_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[tuple]:
             check_finite(cfg, epoch, "the user factors are", part.state["P"],
                          part.state["bu"])
         out.append((sse, n, t_kernel, time.perf_counter() - t_all - t_kernel, cpu))
+        ps.report(epoch=epoch)
     return out
 
 
 def als_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[tuple[float, int]]:
-    """ALS iterations ``first..last`` over a task's partitions (two clocks each); returns
-    the SSE and ratings of each."""
-    return [_als_iteration(ps, parts, cfg, e) for e in range(first, last + 1)]
+    """ALS iterations ``first..last`` over a task's partitions (two clocks each), the end
+    of each reported (``ps.report(epoch=e)``); returns the SSE and ratings of each."""
+    out = []
+    for e in range(first, last + 1):
+        out.append(_als_iteration(ps, parts, cfg, e))
+        ps.report(epoch=e)
+    return out
 
 
 def _als_iteration(ps, parts: list, cfg: dict, epoch: int) -> tuple[float, int]:

@@ -112,14 +112,16 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
             release_users()  # after a save
             _schedule(cfg, counts, len(data.tasks()))  # again after a lost worker
             per_task = model.run(lambda ps, parts: sgd_task(ps, parts, cfg, first, last),
-                                 data, consistency=consistency, staleness=staleness)
+                                 data, consistency=consistency, staleness=staleness,
+                                 callback=loop.task_reports())
             return [_rmse([t[e] for t in per_task]) for e in range(last - first + 1)]
     else:
         model.add_table("gram", (n_items, d * d + d + 1), "float64")
 
         def epochs(first, last):
             release_users()  # after a save
-            per_task = model.run(lambda ps, parts: als_task(ps, parts, cfg, first, last), data)
+            per_task = model.run(lambda ps, parts: als_task(ps, parts, cfg, first, last), data,
+                                 callback=loop.task_reports())
             return [_rmse([t[e] for t in per_task]) for e in range(last - first + 1)]
     users, held = None, [False]  # held: the table USERS holds rows
     if loop.checkpoint not in (None, "auto"):  # a resume restores the users with the items

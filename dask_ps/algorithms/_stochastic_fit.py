@@ -101,7 +101,8 @@ def stochastic_fit(model, data, loop, *, name: str, shape: tuple, n_rows: int, w
         out = []
         for results in model.fit_partitions(step, data, epochs=last - first + 1,
                                             first_epoch=first, consistency=consistency,
-                                            staleness=staleness, seed=random_state):
+                                            staleness=staleness, seed=random_state,
+                                            callback=loop.task_reports(), report_epochs=True):
             out.append(epoch_losses(np.sum(results, axis=0), early_stopping))
         return out
 

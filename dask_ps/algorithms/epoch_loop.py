@@ -109,13 +109,15 @@ class EpochLoop:
         self.records: dict[int, dict] = {}
         self._job: tuple | None = None  # (monitor, first epoch) of the running job
 
-    def task_reports(self, n_tasks: int, n_rows: float | None = None):
-        """For an ``epochs`` job of :meth:`run` whose ``n_tasks`` tasks report each epoch
-        once as it ends (``ps.report(epoch=e, loss=...)``, their losses summed over
-        ``n_rows`` rows or their weight): the ``callback`` of :meth:`PSModel.run` that
-        shows each epoch (progress bar, dashboard, ``dask-ps train``'s lines) once every
-        task has reported it, not all at the job's end (:meth:`FitMonitor.stream`); None
-        outside a job of :meth:`run`."""
+    def task_reports(self, n_tasks: int | None = None, n_rows: float | None = None):
+        """For an ``epochs`` job of :meth:`run` whose ``n_tasks`` tasks (default: the job's)
+        report each epoch once as it ends: the ``callback`` of :meth:`PSModel.run` (or
+        :meth:`PSModel.fit_partitions` with ``report_epochs=True``) that records when each
+        epoch ended (its ``time`` in the history: when the last task reported it) and, for
+        reports with a loss (``ps.report(epoch=e, loss=...)``, their losses summed over
+        ``n_rows`` rows or their weight), shows it (progress bar, dashboard, ``dask-ps
+        train``'s lines) once every task has reported it, not at the job's end
+        (:meth:`FitMonitor.stream`); None outside a job of :meth:`run`."""
         if self._job is None:
             return None
         monitor, first = self._job
@@ -212,9 +214,11 @@ class EpochLoop:
                 out = epochs(start + 1, end)
             finally:
                 self._job = None
-            took = (time.perf_counter() - t0) / max(1, len(out))
-            pace["epoch_time"] = took
+            t1 = time.perf_counter()
+            pace["epoch_time"] = (t1 - t0) / max(1, len(out))
             shares = monitor.epochs_done(start + 1, [r.get("loss", math.nan) for r in out])
+            ends = _epoch_ends(t0, t1, [monitor.streamed.get(start + 1 + i)
+                                       for i in range(len(out))])
             kept = []
             for i, r in enumerate(out):
                 e = start + 1 + i
@@ -222,9 +226,8 @@ class EpochLoop:
                 self._check(e, record)
                 if evaluate is not None:
                     record.update({f"eval_{k}": v for k, v in evaluate(e).items()})
-                # epochs of one job: the job's mean each, their ends spread over it
-                record.update(epoch_time=took, time=monitor.streamed.get(  # (as it ended)
-                    e, t0 + (i + 1) * took) - t_start, bytes=shares[i])
+                record.update(epoch_time=ends[i][1], time=ends[i][0] - t_start,
+                              bytes=shares[i])
                 if evaluate is not None:  # (one epoch per job: its evaluation counts too)
                     record["time"] = time.perf_counter() - t_start
                 self.records[e] = record
@@ -301,6 +304,28 @@ class EpochLoop:
         tmp = tempfile.mkdtemp(prefix="dask-ps-snapshot-",
                                dir=dask.config.get("temporary-directory", None))
         return tmp, 1, AUTO_SNAPSHOT_SECONDS, tmp
+
+
+def _epoch_ends(start: float, end: float, heard: list) -> list[tuple[float, float]]:
+    """``(end, seconds)`` of each epoch of a job that ran from ``start`` to ``end``: its end
+    as the driver heard it (``heard``: the time its last task reported it, or None), and
+    the seconds since the end of the epoch before (the first: since ``start``). Epochs not
+    heard share the time between the heard ends around them (or the job's start and end)
+    evenly: a job whose tasks reported none gives each epoch the job's mean, their ends
+    spread over it."""
+    out: list[tuple[float, float]] = []
+    last, i = start, 0
+    while i < len(heard):
+        if heard[i] is not None:
+            at = max(heard[i], last)
+            out.append((at, at - last))
+            last, i = at, i + 1
+            continue
+        j = next((k for k in range(i, len(heard)) if heard[k] is not None), len(heard))
+        share = max(0.0, (end if j == len(heard) else heard[j]) - last) / (j - i)
+        out += [(last + (k + 1) * share, share) for k in range(j - i)]
+        last, i = out[-1][0], j
+    return out
 
 
 def _same_host(model: PSModel) -> bool:

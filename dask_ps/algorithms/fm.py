@@ -224,7 +224,8 @@ def train_fm(model: PSModel, data: Partitions, *, n_features: int, k: int = 8,
         return [dict(loss=float(s[0] / max(1.0, s[1])))
                 for s in (np.sum(r, axis=0) for r in model.fit_partitions(
                     step, data, epochs=last - first + 1, first_epoch=first,
-                    consistency=consistency, staleness=staleness, seed=random_state))]
+                    consistency=consistency, staleness=staleness, seed=random_state,
+                    callback=loop.task_reports(), report_epochs=True))]
 
     history = loop.run(epochs, on_recover=data.locate, restart=fill)
     w_keys, w_state = gather_sparse_rows(w_table, rule.width)

@@ -147,8 +147,10 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         One record per iteration: ``epoch`` (the iteration, 1-based), ``loss`` (minus the
         training log-likelihood log p(w, z) per token), ``log_likelihood`` (log p(w, z);
         after :meth:`partial_fit`, of its tokens given the counts before it),
-        ``time`` (seconds since the fit started), ``epoch_time`` (seconds of this
-        iteration: the job's time over its iterations), ``bytes`` (pulled and pushed), and
+        ``time`` (seconds since the fit started, at the end of this iteration: when the
+        driver heard the last task report it), ``epoch_time`` (seconds from the end of the
+        iteration before, or from the start of its job for a job's first), ``bytes``
+        (pulled and pushed), and
         the seconds of the slowest task in each part of the iteration: ``wait_s`` (waiting
         for its rows, what the overlap with the doc phase did not hide), ``word_s`` and
         ``doc_s`` (the sampler's two phases), ``push_s`` (making the delta), ``clock_s``

@@ -182,8 +182,9 @@ class FitMonitor:
     entries : dict of int to dict
         Per epoch: ``epoch``, ``loss``, ``time`` (s since the start), ``bytes``.
     streamed : dict of int to float
-        The epochs of the last :meth:`epochs_done` that were recorded as their tasks
-        reported them (:meth:`stream`): when (``time.perf_counter``).
+        The epochs of the last :meth:`epochs_done` that every task of its job reported
+        (:meth:`stream`): when the last report came (``time.perf_counter``), the epoch's
+        end as the driver heard it.
     """
 
     def __init__(self, model, name: str, n_epochs: int | None, n_tasks: int = 1,
@@ -199,14 +200,17 @@ class FitMonitor:
         self.fit_id = uuid.uuid4().hex[:12]
         self.entries: dict[int, dict] = {}
         self.bar = ProgressBar(n_epochs, name, unit=unit, enabled=progress)
-        self._partial: dict[int, list] = {}  # epoch -> [reports, summed loss, {process: bytes}]
+        # epoch -> [reports, summed loss, {process: bytes}, reports with a loss]
+        self._partial: dict[int, list] = {}
         self._latest: dict = {}  # task -> the latest epoch it reported
         self._counts: dict = {}  # task -> its loss reports without an epoch so far
         self._lock = threading.Lock()  # reports (an event thread) against close
         self._process_bytes: dict[str, int] = {}  # bytes_moved at the last complete epoch
         self._queue: queue.Queue = queue.Queue()
         self._streamed: dict[int, float] = {}  # the running job's epochs reported: when
+        self._unshown: set[int] = set()  # those of them reported without a loss
         self.streamed: dict[int, float] = {}  # those of the last job (epochs_done)
+        self._job_count = False  # a stream's count of tasks is the job's (job_tasks)
         self._from = -math.inf  # reports of epochs before this are late: ignored
         self._start = time.perf_counter()
         # the shards' total, at the start or last epoch_done
@@ -221,24 +225,30 @@ class FitMonitor:
     def task_report(self, msg: dict) -> None:
         """A task's report (the ``callback`` of :meth:`PSModel.run`); quick, never blocks.
 
-        Only a report with a number ``loss`` counts. Its epoch is ``epoch``, or, without one,
-        the number of the task's loss reports so far (1, 2, ...). A task may report an epoch
-        several times (e.g. once per partition); it reports epoch ``e`` before ``e + 1``.
+        Only a report with a number ``loss`` counts, or, for :meth:`stream`, one with an
+        ``epoch`` (the end of the task's epoch, e.g. ``fit_partitions(report_epochs=True)``:
+        its loss is the driver's, recorded by :meth:`epochs_done` at that end). Its epoch is
+        ``epoch``, or, without one, the number of the task's loss reports so far (1, 2,
+        ...). A task may report an epoch several times (e.g. once per partition); it
+        reports epoch ``e`` before ``e + 1``.
         """
         loss = msg.get("loss")
-        if isinstance(loss, bool) or not isinstance(loss, numbers.Real):
-            return
+        has_loss = isinstance(loss, numbers.Real) and not isinstance(loss, bool)
         task = msg.get("task", 0)
         with self._lock:
+            if not has_loss and (self._from == -math.inf or msg.get("epoch") is None):
+                return
             if msg.get("epoch") is not None:
                 e = int(msg["epoch"])
             else:
                 e = self._counts[task] = self._counts.get(task, 0) + 1
             if e < self._from:  # recorded by epochs_done already (a report come late)
                 return
-            part = self._partial.setdefault(e, [0, 0.0, {}])
+            part = self._partial.setdefault(e, [0, 0.0, {}, 0])
             part[0] += 1
-            part[1] += float(loss)
+            if has_loss:
+                part[1] += float(loss)
+                part[3] += 1
             if "process" in msg:  # the tasks of a process share its count: keep the largest
                 p = msg["process"]
                 part[2][p] = max(part[2].get(p, 0), int(msg.get("bytes_moved", 0)))
@@ -251,28 +261,44 @@ class FitMonitor:
     def _complete(self, below: float) -> None:
         """Record the reported epochs before ``below``, in order (holding the lock)."""
         for e in sorted(k for k in self._partial if k < below):
-            count, total, processes = self._partial.pop(e)
+            _, total, processes, count = self._partial.pop(e)
             moved = sum(b - self._process_bytes.get(p, 0) for p, b in processes.items())
             self._process_bytes.update(processes)
-            loss = total / (count if self.n_rows is None else self.n_rows)
             self._streamed[e] = time.perf_counter()
+            if not count:  # its end alone: recorded with the driver's loss (epochs_done)
+                self._unshown.add(e)
+                continue
+            loss = total / (count if self.n_rows is None else self.n_rows)
             self._queue.put((e, loss, self._streamed[e], moved))
 
-    def stream(self, first: int, n_tasks: int, n_rows: float | None = None):
+    def stream(self, first: int, n_tasks: int | None = None, n_rows: float | None = None):
         """Record the epochs of a job starting at epoch ``first`` as its ``n_tasks`` tasks
         report them (``ps.report(epoch=e, loss=...)``, each its loss summed over its rows;
         ``n_rows``: their total, or total weight), not only once the job has ended: returns
         the ``callback`` for :meth:`PSModel.run` (:meth:`task_report`). The job's
         :meth:`epochs_done` then records only the epochs not reported by every task yet,
-        and later reports of its epochs are ignored."""
+        and later reports of its epochs are ignored. An epoch the tasks report without a
+        loss (``ps.report(epoch=e)``: its end) is recorded by :meth:`epochs_done`, with the
+        driver's loss, at the time the last task reported it (:attr:`streamed`).
+        ``n_tasks``: default, the job's (:meth:`PSModel.run` tells it: :meth:`job_tasks`)."""
         with self._lock:
-            self.n_tasks, self.n_rows = int(n_tasks), n_rows if n_rows else None
+            self._job_count = n_tasks is None
+            self.n_tasks = math.inf if n_tasks is None else int(n_tasks)  # (until told)
+            self.n_rows = n_rows if n_rows else None
             self._partial.clear()
             self._latest.clear()
             self._counts.clear()
             self._streamed.clear()
+            self._unshown.clear()
             self._from = int(first)
         return self.task_report
+
+    def job_tasks(self, n_tasks: int) -> None:
+        """The job whose reports :meth:`stream` awaits has ``n_tasks`` tasks: the count of a
+        stream given none (:class:`JobReports` tells it as the job starts)."""
+        with self._lock:
+            if self._job_count:
+                self.n_tasks = int(n_tasks)
 
     def epoch_done(self, epoch: int, loss: float) -> None:
         """Record an epoch (or iteration) whose loss the driver computed itself, between
@@ -289,7 +315,8 @@ class FitMonitor:
         """Record epochs ``first, first + 1, ...`` run by one job, with their ``losses``: the
         growth of the shards' counters since the last record is split evenly among them.
         Returns the bytes of each. After :meth:`stream`: only the epochs its tasks did not
-        all report (the others were recorded as they came; :attr:`streamed`: when, by
+        all report with a loss (the others were recorded as they came), those they all
+        reported at the time the last report came (:attr:`streamed`: when, by
         ``time.perf_counter``)."""
         at = time.perf_counter()
         total = self._moved()
@@ -300,9 +327,11 @@ class FitMonitor:
             self._from = int(first) + len(losses)
             self._partial.clear()
             for i, loss in enumerate(losses):
-                if int(first) + i not in self._streamed:
-                    self._queue.put((int(first) + i, float(loss), at, share[i]))
+                e = int(first) + i
+                if e not in self._streamed or e in self._unshown:
+                    self._queue.put((e, float(loss), self._streamed.get(e, at), share[i]))
             self.streamed, self._streamed = self._streamed, {}
+            self._unshown.clear()
         return share
 
     def _work(self) -> None:
@@ -384,7 +413,8 @@ class JobReports:
     number ``loss`` to the dashboard page's loss curve, through a :class:`FitMonitor` of the
     job (:meth:`FitMonitor.task_report`: per epoch, the mean of the reported losses; started
     at the first such report, without a call to the shards). A ``callback`` that is a
-    monitor's own ``task_report`` (a fit that watches its job itself) feeds the curve alone.
+    monitor's own ``task_report`` (a fit that watches its job itself) feeds the curve alone,
+    and is told the job's number of tasks (:meth:`FitMonitor.job_tasks`).
 
     Parameters
     ----------
@@ -399,8 +429,11 @@ class JobReports:
     def __init__(self, model, name: str, n_tasks: int, callback) -> None:
         self.model, self.name, self.n_tasks, self.callback = model, name, n_tasks, callback
         self.monitor: FitMonitor | None = None
-        self.feeds = (getattr(model, "client", None) is not None
-                      and not isinstance(getattr(callback, "__self__", None), FitMonitor))
+        own = getattr(callback, "__self__", None)  # a monitor's stream (task_report)?
+        self.feeds = getattr(model, "client", None) is not None and not isinstance(
+            own, FitMonitor)
+        if isinstance(own, FitMonitor):  # it waits for every task of the job
+            own.job_tasks(n_tasks)
 
     def handler(self):
         """The callable for :func:`~.events.watch_job`: this object, or None when it has

@@ -38,10 +38,12 @@ _AT: contextvars.ContextVar = contextvars.ContextVar("dask_ps_step", default=Non
 
 class EpochLoop:
     """The task of :func:`~dask_ps.model.jobs.fit_partitions`: epochs over the task's
-    partitions."""
+    partitions; with ``report``, the end of each reported (``ps.report(epoch=e)``)."""
 
-    def __init__(self, step, epochs: int, seed: int, first_epoch: int) -> None:
+    def __init__(self, step, epochs: int, seed: int, first_epoch: int,
+                 report: bool = False) -> None:
         self.step, self.epochs, self.seed, self.first = step, epochs, seed, first_epoch
+        self.report = report
 
     def __call__(self, ps: WorkerView, parts: list[Partition]) -> list:
         out = []
@@ -63,6 +65,8 @@ class EpochLoop:
                     if shed_cache():
                         release_memory(force=True)
                     fit_spill_target(release=False)
+            if self.report:
+                ps.report(epoch=epoch)
         return out
 
 

@@ -188,7 +188,8 @@ def run(model: PSModel, fn: Callable[[WorkerView, Any], Any], items: Iterable | 
 def fit_partitions(model: PSModel, step: Callable[[WorkerView, Partition], Any],
                    data: Partitions, *, epochs: int = 1, consistency: str | Consistency = "bsp",
                    staleness: int | None = None, seed: int = 0, first_epoch: int = 0,
-                   callback: Callable[[dict], None] | None = None) -> list[list]:
+                   callback: Callable[[dict], None] | None = None,
+                   report_epochs: bool = False) -> list[list]:
     """Run ``step(ps, part)`` on every partition of ``data``, for ``epochs`` epochs, as one
     job; each step runs on the worker holding its partition.
 
@@ -214,6 +215,11 @@ def fit_partitions(model: PSModel, step: Callable[[WorkerView, Partition], Any],
         Seed of the partitions' orders.
     first_epoch : int, default 0
         Number of the first epoch (``part.epoch``), for a fit that runs one job per epoch.
+    report_epochs : bool, default False
+        Each task also reports the end of each of its epochs to ``callback``
+        (``ps.report(epoch=e)``, after its last step of the epoch): e.g. for the callback
+        of :meth:`dask_ps.diagnostics.FitMonitor.stream`, which then records when each
+        epoch ended.
 
     Returns
     -------
@@ -239,7 +245,7 @@ def fit_partitions(model: PSModel, step: Callable[[WorkerView, Partition], Any],
     """
     if not isinstance(epochs, (int, np.integer)) or epochs < 1:
         raise ValueError(f"epochs must be a positive integer, got {epochs!r}")
-    task = EpochLoop(step, int(epochs), int(seed), int(first_epoch))
+    task = EpochLoop(step, int(epochs), int(seed), int(first_epoch), bool(report_epochs))
     per_task = run(model, task, data, consistency=consistency, staleness=staleness,
                    callback=callback)
     out = [[None] * len(data) for _ in range(epochs)]
