@@ -46,7 +46,7 @@ from ._cluster_parts import (
     close_workers,
     walltime_seconds,
 )
-from ._cluster_scheduler import _probe_scheduler, check_dashboard_address
+from ._cluster_scheduler import _probe_scheduler, check_dashboard_address, check_dashboard_host
 from ._cluster_workers import PAUSE_TIMEOUT, PauseWatch, check_client, worker_info
 from .exceptions import OptionError
 
@@ -152,7 +152,9 @@ class ClusterSpec:
         ``scheduler_file`` that is missing or not one (mode "file"), a walltime
         that is none or zero, a ``local_directory`` that is a file (mode "local"), a
         ``job_extra`` directive repeating one another option sets
-        (``--mem=1G`` with ``memory``), an ``interface`` this machine does not have, and a
+        (``--mem=1G`` with ``memory``), an ``interface`` this machine does not have, a
+        ``dashboard_address`` whose host is unknown or another machine's (a scheduler
+        started here: modes "local" and the batch systems'), and a
         batch system whose submit command (``sbatch``, ``qsub``, ``bsub``) is not on
         ``PATH``, before anything starts.
 
@@ -210,6 +212,8 @@ class ClusterSpec:
                                   f"there when missing)")
         if self.interface and self.mode not in ("address", "file"):
             _check_interface(self.interface, self.mode)
+        if self.dashboard_address is not None and (self.mode == "local" or jobqueue):
+            check_dashboard_host(self.dashboard_address)  # (the scheduler starts here)
         if jobqueue:
             job_cls = getattr(_import_jobqueue(), JOBQUEUE_SYSTEMS[self.mode]).job_cls
             _check_submit_command(self.mode, job_cls)
