@@ -115,10 +115,20 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
 
 def header_hint(err: LineError, fs, sep: str, flag: str) -> LineError:
     """``err``, asking whether line 1 is a header (``flag`` says how to read one) when it
-    is about line 1 of a file none of whose first line's fields is a number."""
+    is about line 1 of a file none of whose first line's fields is a number; or, when that
+    line is one field holding another of :data:`OTHER_DELIMITERS`, whether that is the
+    delimiter (a comma-separated ratings file read with the default tab asked about a
+    header)."""
     if err.line != 1:
         return err
-    for field in header_names(fs, err.path, sep, "infer"):
+    fields = header_names(fs, err.path, sep, "infer")
+    other = next((d for d in OTHER_DELIMITERS if len(fields) == 1 and d != sep
+                  and d in fields[0]), None)
+    if other is not None:
+        return LineError(err.path, 1, f"{err.reason}, read with the delimiter {sep!r}; the "
+                                      f"line holds {other!r}: is that the delimiter? "
+                                      f"(sep={other!r}; on the command line --sep {other!r})")
+    for field in fields:
         try:
             float(field)
             return err
