@@ -134,6 +134,14 @@ def test_a_local_directory_that_is_a_file_is_named(tmp_path, inside):
     ClusterSpec(mode="local", local_directory=str(tmp_path / "new" / "dir")).check()
 
 
+def test_a_local_directory_that_cannot_be_made_is_named():
+    """``--local-directory /proc/nope`` stopped the run with "[Errno 2] No such file or
+    directory: '/proc/nope'", naming no option: it is now made (or refused) by the check."""
+    with pytest.raises(OptionError, match=r"^--local-directory /proc/dask-ps-nope: no folder "
+                                          r"can be made there \(.+\)$"):
+        ClusterSpec(mode="local", local_directory="/proc/dask-ps-nope").check()
+
+
 @pytest.mark.parametrize("address, said", [
     ("foo:bar", r"^dashboard_address 'foo:bar': its port 'bar' is not an integer \(give "
                 r"HOST:PORT, :PORT, PORT, or None for no dashboard\)$"),
