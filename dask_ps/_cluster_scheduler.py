@@ -153,3 +153,41 @@ def check_dashboard_address(address, name: str | None = "dashboard_address",
         if not 0 <= port <= 65535:
             raise OptionError(f"{where}: its port {port} is not in 0 to 65535 (0: a free "
                               f"port)")
+
+
+def check_dashboard_host(address, name: str = "--dashboard-address") -> None:
+    """Refuse a new scheduler's dashboard address whose host this machine cannot listen on:
+    a name that does not resolve, or an address of another machine. Dask's scheduler
+    failed to start on it ("unexpected RuntimeError: Cluster failed to start: [Errno -2]
+    Name or service not known", a traceback asking for a bug report). Called by
+    :meth:`~dask_ps.cluster.ClusterSpec.check` where the scheduler starts in this process
+    (modes "local" and the batch systems'), after :func:`check_dashboard_address`.
+
+    Raises
+    ------
+    OptionError
+        Naming ``name``, the address, the host and what the system said.
+    """
+    import socket
+
+    parts = list(address) if isinstance(address, (list, tuple)) else str(address).split(",")
+    for part in parts:
+        host = part.split(":")[0].strip() if isinstance(part, str) else ""
+        if not host or host.lstrip("+-").isdigit():
+            continue  # a port alone: Dask's own host
+        where = f"{name} {address!r}" + (f": its host {host!r}" if host != address else "")
+        try:
+            family, kind, proto, _, sockaddr = socket.getaddrinfo(
+                host, 0, type=socket.SOCK_STREAM)[0]
+        except (socket.gaierror, UnicodeError) as err:
+            why = getattr(err, "strerror", None) or err
+            raise OptionError(f"{where} is not a known host name here ({why}); give a host "
+                              f"or address of this machine, or only :PORT") from None
+        try:
+            with socket.socket(family, kind, proto) as probe:
+                probe.bind(sockaddr)  # (port 0: any free one; nothing listens)
+        except OSError as err:
+            raise OptionError(f"{where} ({sockaddr[0]}) is not an address of this machine, "
+                              f"where the scheduler serves its dashboard "
+                              f"({err.strerror or err}); give one of its own, or only "
+                              f":PORT") from None

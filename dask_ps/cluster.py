@@ -46,7 +46,7 @@ from ._cluster_parts import (
     close_workers,
     walltime_seconds,
 )
-from ._cluster_scheduler import _probe_scheduler, check_dashboard_address
+from ._cluster_scheduler import _probe_scheduler, check_dashboard_address, check_dashboard_host
 from ._cluster_workers import PAUSE_TIMEOUT, PauseWatch, check_client, worker_info
 from .exceptions import OptionError
 
@@ -150,9 +150,12 @@ class ClusterSpec:
         """Refuse contradictory options, a ``memory`` or ``ps_memory`` that is no size
         or below :data:`MIN_WORKER_MEMORY`, an ``address`` Dask cannot parse, a
         ``scheduler_file`` that is missing or not one (mode "file"), a walltime
-        that is none or zero, a ``local_directory`` that is a file (mode "local"), a
+        that is none or zero, a ``local_directory`` that is a file or cannot be made (mode
+        "local": made here when missing), a
         ``job_extra`` directive repeating one another option sets
-        (``--mem=1G`` with ``memory``), an ``interface`` this machine does not have, and a
+        (``--mem=1G`` with ``memory``), an ``interface`` this machine does not have, a
+        ``dashboard_address`` whose host is unknown or another machine's (a scheduler
+        started here: modes "local" and the batch systems'), and a
         batch system whose submit command (``sbatch``, ``qsub``, ``bsub``) is not on
         ``PATH``, before anything starts.
 
@@ -208,8 +211,15 @@ class ClusterSpec:
                 raise OptionError(f"--local-directory {self.local_directory}: {made} is a "
                                   f"file, not a folder (the workers' scratch folder is made "
                                   f"there when missing)")
+            try:  # made now, as the workers would (Dask's error named no option)
+                os.makedirs(self.local_directory, exist_ok=True)
+            except OSError as err:
+                raise OptionError(f"--local-directory {self.local_directory}: no folder can "
+                                  f"be made there ({err.strerror or err})") from None
         if self.interface and self.mode not in ("address", "file"):
             _check_interface(self.interface, self.mode)
+        if self.dashboard_address is not None and (self.mode == "local" or jobqueue):
+            check_dashboard_host(self.dashboard_address)  # (the scheduler starts here)
         if jobqueue:
             job_cls = getattr(_import_jobqueue(), JOBQUEUE_SYSTEMS[self.mode]).job_cls
             _check_submit_command(self.mode, job_cls)

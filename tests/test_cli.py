@@ -302,9 +302,25 @@ def test_rate_leaves_the_first_pass_out():
     # each algorithm's word for a pass: GBDT's boosting rounds, LDA's iterations
     rounds = rate_line(history, 1e4, "rows", 60.0, restored=1, passes="round")
     assert rounds.startswith("train wall 60.00 s (2 rounds 59.00 s; the other 1.00 s: ")
-    assert rounds.endswith("(1 round over 10,000 rows; rounds 1-1 restored from the checkpoint)")
+    assert rounds.endswith("(1 round over 10,000 rows; round 1 restored from the checkpoint)")
     assert "epoch" not in rounds and "pass" not in rounds
     assert "3 iterations 59.00 s" in rate_line(history, 1e6, "tokens", 60.0, passes="iteration")
+
+
+def test_a_resume_of_a_finished_fit_says_no_pass_ran():
+    """``--resume auto`` on a checkpoint holding every epoch of the fit ran none, and the
+    line said "train wall 3.58 s; 1 epoch over 451,592 non-zeros; epochs 1-5 restored from
+    the checkpoint; no rate": now it says that no epoch ran."""
+    from dask_ps.cli._report import rate_line
+
+    history = [{"epoch": e, "time": 0.1 * e} for e in range(1, 6)]
+    assert rate_line(history, 451592, "non-zeros", 3.58, restored=5) == (
+        "train wall 3.58 s; no epoch run: epochs 1-5 (all of this fit's) restored from the "
+        "checkpoint")
+    line = rate_line(history, 1e4, "rows", 3.0, restored=4, passes="round")
+    assert line.endswith("; 1 round over 10,000 rows; rounds 1-4 restored from the "
+                         "checkpoint; no rate: a first round includes compiling numba kernels "
+                         "when their cache is cold"), line
 
 
 def test_one_history_row_is_said_in_the_singular(capsys):
@@ -722,5 +738,5 @@ def test_mf_evaluate_of_a_test_file_with_one_string_id(client1, tmp_path, capsys
     capsys.readouterr()
     assert main(["evaluate", model, "--test", str(tmp_path / "te.tsv")]) == 0
     out = capsys.readouterr()
-    assert out.out.strip().endswith("(101 ratings; unseen: 1 users, 0 items)"), out.out
+    assert out.out.strip().endswith("(101 ratings; unseen: 1 user, 0 items)"), out.out
     assert "Warning" not in out.err, out.err

@@ -79,6 +79,7 @@ def test_the_resumed_line_names_each_algorithms_passes():
         "resumed from checkpoint: ck version 1, before iteration 1")
     assert resumed_line("ck", 5, 4, ALGORITHMS["mf"].passes).endswith(
         "after epoch 4 (epochs 1-4 are not run again)")
+    assert resumed_line("ck", 2, 1, "epoch").endswith("after epoch 1 (epoch 1 is not run again)")
 
 
 def _svm(path, n=300, seed=0):

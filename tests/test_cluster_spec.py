@@ -134,6 +134,14 @@ def test_a_local_directory_that_is_a_file_is_named(tmp_path, inside):
     ClusterSpec(mode="local", local_directory=str(tmp_path / "new" / "dir")).check()
 
 
+def test_a_local_directory_that_cannot_be_made_is_named():
+    """``--local-directory /proc/nope`` stopped the run with "[Errno 2] No such file or
+    directory: '/proc/nope'", naming no option: it is now made (or refused) by the check."""
+    with pytest.raises(OptionError, match=r"^--local-directory /proc/dask-ps-nope: no folder "
+                                          r"can be made there \(.+\)$"):
+        ClusterSpec(mode="local", local_directory="/proc/dask-ps-nope").check()
+
+
 @pytest.mark.parametrize("address, said", [
     ("foo:bar", r"^dashboard_address 'foo:bar': its port 'bar' is not an integer \(give "
                 r"HOST:PORT, :PORT, PORT, or None for no dashboard\)$"),
@@ -175,3 +183,31 @@ def test_the_cli_and_the_spec_refuse_a_dashboard_address_in_the_same_words(text,
     with pytest.raises(SystemExit):
         main(["train", "lr", "x.svm", "--dashboard-address", text])
     assert f"argument --dashboard-address: {info.value}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("address, said", [
+    ("no-such-host.invalid", r"^--dashboard-address 'no-such-host.invalid' is not a known host "
+                             r"name here \(.+\); give a host or address of this machine, or "
+                             r"only :PORT$"),
+    ("192.0.2.1:0", r"^--dashboard-address '192.0.2.1:0': its host '192.0.2.1' \(192.0.2.1\) "
+                    r"is not an address of this machine, where the scheduler serves its "
+                    r"dashboard \(.+\); give one of its own, or only :PORT$")])
+def test_a_dashboard_host_not_of_this_machine_is_refused_before_the_cluster_starts(
+        address, said, tmp_path, capsys):
+    """``--dashboard-address foo`` (a name that does not resolve) or an address of another
+    machine passed the address check and failed as "unexpected RuntimeError: Cluster failed
+    to start: [Errno -2] Name or service not known (a bug of dask_ps?)", status 1: now the
+    spec's check refuses it, naming the option and the host, and the command says so in
+    one line, status 2, before any cluster starts."""
+    with pytest.raises(OptionError, match=said):
+        ClusterSpec(mode="local", dashboard_address=address).check()
+    for good in ("127.0.0.1:0", "localhost", ":0", 0, ":0,localhost:0", None):
+        ClusterSpec(mode="local", dashboard_address=good).check()
+    ClusterSpec(mode="address", address="tcp://127.0.0.1:8786",
+                dashboard_address=address).check()  # (no scheduler started here)
+    train = tmp_path / "t.svm"
+    train.write_text("1 1:1\n0 2:1\n")
+    assert main(["train", "lr", "--train", str(train), "--dashboard-address", address]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dask-ps: error: --dashboard-address {address!r}"), err
+    assert "bug of dask_ps" not in err and "Traceback" not in err

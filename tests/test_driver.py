@@ -67,6 +67,35 @@ def test_checkpoints_every_k_clocks_and_keep(parts):
     assert latest("memory://every").clock == 7
 
 
+def test_jobs_of_their_own_length_still_checkpoint_every_k_clocks(tmp_path):
+    """Jobs sized by ``job_clocks`` (one clock each: an estimator with a per-epoch stop
+    rule or callbacks, such as every stochastic ``LogisticRegression``) saved after every
+    job, whatever ``checkpoint_every`` said: ``checkpoint_every=2`` (``dask-ps train lr
+    --checkpoint-every 2``, which prints "every 2 epochs") wrote a version per epoch. A
+    version now follows the job that ends ``checkpoint_every`` clocks after the last."""
+    import numpy as np
+
+    from dask_ps import LogisticRegression
+
+    clocks = []
+    with PSModel("local") as model:
+        model.add_table("w", (4,), optimizer="add")
+        results, _ = run_clocks(model, lambda a, b: list(range(a, b)), 7,
+                                checkpoint="memory://own-length", checkpoint_every=3,
+                                job_clocks=lambda c: 1, keep=None)
+        clocks = [latest("memory://own-length", version=v).clock
+                  for v in list_versions("memory://own-length")[0]]
+    assert results == list(range(7)) and clocks == [0, 3, 6, 7]
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 4))
+    url = str(tmp_path / "ck")
+    est = LogisticRegression(client="local", max_iter=10, checkpoint=url, checkpoint_every=5,
+                             progress=False).fit(X, X[:, 0] > 0)
+    assert len(est.history_) == 10
+    assert list_versions(url)[0] == [2, 3]  # at epochs 0, 5 and 10: the newest two kept
+    assert latest(url).clock == 10
+
+
 def test_a_run_prunes_only_its_own_versions():
     """Versions already in the store (a user's save, another run) survive ``keep``."""
     with PSModel("local") as model:

@@ -322,14 +322,14 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
     if not lda and vocabulary is not None:
         raise ValueError(f"vocabulary= is for LatentDirichletAllocation (the terms of the "
                          f"documents' columns), not {type(estimator).__name__}; leave it out")
+    reader = ("(read_ldac(f, vocabulary) for f in files)" if lda else
+              "(read_ctr(f, label=..., encoder=encoder) for f in files), the encoder fixed "
+              "once (infer_encoder) so that every batch hashes its features alike and an "
+              "empty file is an empty batch")
     if isinstance(batches, (str, bytes, os.PathLike)):
         raise ValueError(f"batches={os.fspath(batches)!r} is a path: learn_online reads no "
                          f"files; give an iterable of batches, each read by a reader, e.g. "
-                         + ("(read_ldac(f, vocabulary) for f in files)" if lda else
-                            "(read_ctr(f, label=..., encoder=encoder) for f in files), "
-                            "the encoder fixed once (infer_encoder) so that every batch "
-                            "hashes its features alike and an empty file is an empty "
-                            "batch"))
+                         f"{reader}")
     if lda:
         vocabulary = stream_vocabulary(estimator, vocabulary)
     if versions is not None:
@@ -343,6 +343,10 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
             break
         except Exception as exc:
             _raise_named(exc, f"batch {b} of the stream (making it)")
+        if isinstance(batch, (str, bytes, os.PathLike)):  # (a list of files)
+            raise ValueError(f"batch {b} of the stream is a path, {os.fspath(batch)!r}: "
+                             f"learn_online reads no files; give batches each read by a "
+                             f"reader, e.g. {reader}")
         if lda:
             X, terms = lda_batch(b, batch, vocabulary)
         elif not (isinstance(batch, (tuple, list)) and len(batch) == 2):

@@ -106,7 +106,8 @@ def _mf_score(est, test) -> list[str]:
                                 "seen at fit", UserWarning)
         r = est.evaluate(test)
     return [f"test: RMSE {r['rmse']:.4f}  MAE {r['mae']:.4f}  ({r['n_ratings']:,} ratings; "
-            f"unseen: {r['n_unseen_users']:,} users, {r['n_unseen_items']:,} items)"]
+            f"unseen: {_count(r['n_unseen_users'], 'user')}, "
+            f"{_count(r['n_unseen_items'], 'item')})"]
 
 
 def _mf_export(est, meta: dict):

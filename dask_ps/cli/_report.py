@@ -24,6 +24,11 @@ def passes_of(n: int | None, passes: str) -> str:
     return f"{n:,} {passes if n == 1 else plural}"
 
 
+def first_passes(n: int, passes: str) -> str:
+    """``"rounds 1-3"``, ``"round 1"``: the first ``n`` passes, named as a range."""
+    return f"{passes} 1" if n == 1 else f"{passes_of(None, passes)} 1-{n:,}"
+
+
 def read_line(path: str, seconds: float, summary: str) -> str:
     """The line saying how long reading ``--train`` took, until its partitions are held by
     the workers (on a cold cache this includes compiling the readers' numba kernels), and
@@ -86,8 +91,8 @@ def resumed_line(path: str, version: int, done: int, passes: str = "epoch") -> s
     where = f"resumed from checkpoint: {path} version {version}"
     if not done:
         return f"{where}, before {passes} 1"
-    return (f"{where}, after {passes} {done} ({passes_of(None, passes)} 1-{done} are not run "
-            f"again)")
+    return (f"{where}, after {passes} {done} ({first_passes(done, passes)} "
+            f"{'is' if done == 1 else 'are'} not run again)")
 
 
 def rate_line(history: list[dict], units: float, unit: str, wall: float,
@@ -112,7 +117,11 @@ def rate_line(history: list[dict], units: float, unit: str, wall: float,
     if n and 0 <= times[-1] <= wall:
         line += (f" ({word(n)} {times[-1]:.2f} s; the other {wall - times[-1]:.2f} s: placing "
                  f"the data and starting the shards before, collecting the model after)")
-    more = (f"; {word(None)} 1-{restored} restored from the checkpoint" if restored else "")
+    more = (f"; {first_passes(restored, passes)} restored from the checkpoint" if restored
+            else "")
+    if n == 0 and restored:  # the checkpoint held the whole fit: nothing ran
+        return (f"{line}; no {passes} run: {first_passes(restored, passes)} (all of this "
+                f"fit's) restored from the checkpoint")
     if n < 2:
         return (f"{line}; {word(n or 1)} over {units:,.0f} {unit}{more}; no rate: a first "
                 f"{passes} includes compiling numba kernels when their cache is cold")

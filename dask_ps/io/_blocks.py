@@ -7,6 +7,7 @@ line boundaries, each compressed file one block (a compressed stream cannot seek
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import threading
@@ -306,21 +307,35 @@ def _size(fs, path: str) -> int:
         raise (client_error(url_of(fs, path), exc) or exc) from None
 
 
+@contextlib.contextmanager
+def decompress_errors(path: str, compression: str | None):
+    """Within it, a compressed file's corrupt or truncated stream (the codec's ``OSError``,
+    ``EOFError`` or ``ValueError``, which name no file: "Compressed file ended before the
+    end-of-stream marker was reached") comes as a :class:`~dask_ps.DataError` naming
+    ``path``; a missing file, refused access or an unreachable server go through (to
+    :func:`~._storage.named_errors`, outside it). Nothing changes without ``compression``.
+    The one rule of every reader's opening of a compressed file (its blocks, and the first
+    lines read for a header or a sample)."""
+    try:
+        yield
+    except (FileNotFoundError, PermissionError, ConnectionError):
+        raise
+    except (OSError, EOFError, ValueError) as exc:
+        if not compression or unreachable(exc) is not None:
+            raise
+        # a corrupt archive says only "Invalid data stream": name the file
+        raise DataError(f"{path}: cannot decompress ({compression}): {exc}") from exc
+
+
 def read(fs, block: Block) -> bytes:
     """The bytes of a block: whole lines only (a line belongs to the block it starts in)."""
     if block.length is None:
-        try:
-            with named_errors(url_of(fs, block.path)), \
-                    fs.open(block.path, "rb", compression=block.compression) as f:
-                data = f.read()
-                count_read(block.path, 0, len(data))
-                return data
-        except (FileNotFoundError, PermissionError, ConnectionError):
-            raise
-        except (OSError, EOFError, ValueError) as exc:
-            # a corrupt archive says only "Invalid data stream": name the file
-            raise DataError(f"{block.path}: cannot decompress ({block.compression}): "
-                            f"{exc}") from exc
+        with named_errors(url_of(fs, block.path)), \
+                decompress_errors(block.path, block.compression), \
+                fs.open(block.path, "rb", compression=block.compression) as f:
+            data = f.read()
+            count_read(block.path, 0, len(data))
+            return data
     with named_errors(url_of(fs, block.path)), fs.open(block.path, "rb") as f:
         data = read_block(f, block.offset, block.length, delimiter=b"\n")
     count_read(block.path, block.offset, len(data))

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ..exceptions import NOT_A_NUMBER, DataError
-from ._blocks import Block, header_end, plan, read
+from ._blocks import Block, decompress_errors, header_end, plan, read
 from ._line_kernels import CSV, count_rows, lone_crs
 from ._sniff import compressed
 from ._storage import named_errors, url_of
@@ -94,7 +94,8 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
         file whose name does not say so, or lone CR line endings), or is empty
         (``"<file>: no columns (an empty file?)"``), naming the file.
     """
-    with named_errors(url_of(fs, path)), fs.open(path, "rb", compression=compression) as f:
+    with named_errors(url_of(fs, path)), decompress_errors(path, compression), \
+            fs.open(path, "rb", compression=compression) as f:
         raw = f.readline()
     line = raw.decode("utf-8", "replace").rstrip("\r\n").lstrip("\ufeff")
     if not line:
@@ -114,10 +115,20 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
 
 def header_hint(err: LineError, fs, sep: str, flag: str) -> LineError:
     """``err``, asking whether line 1 is a header (``flag`` says how to read one) when it
-    is about line 1 of a file none of whose first line's fields is a number."""
+    is about line 1 of a file none of whose first line's fields is a number; or, when that
+    line is one field holding another of :data:`OTHER_DELIMITERS`, whether that is the
+    delimiter (a comma-separated ratings file read with the default tab asked about a
+    header)."""
     if err.line != 1:
         return err
-    for field in header_names(fs, err.path, sep, "infer"):
+    fields = header_names(fs, err.path, sep, "infer")
+    other = next((d for d in OTHER_DELIMITERS if len(fields) == 1 and d != sep
+                  and d in fields[0]), None)
+    if other is not None:
+        return LineError(err.path, 1, f"{err.reason}, read with the delimiter {sep!r}; the "
+                                      f"line holds {other!r}: is that the delimiter? "
+                                      f"(sep={other!r}; on the command line --sep {other!r})")
+    for field in fields:
         try:
             float(field)
             return err
@@ -184,7 +195,8 @@ def sample_table(fs, path: str, names: list[str], header: bool, sep: str,
         or (not ``partial``) a lone CR or a quoted field across lines; with ``partial``,
         only when it is the first line.
     """
-    with named_errors(url_of(fs, path)), fs.open(path, "rb", compression=compression) as f:
+    with named_errors(url_of(fs, path)), decompress_errors(path, compression), \
+            fs.open(path, "rb", compression=compression) as f:
         data = f.read(SAMPLE_BYTES)
     if len(data) == SAMPLE_BYTES:
         data = data[: data.rfind(b"\n") + 1]

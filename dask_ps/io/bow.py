@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from ..exceptions import DataError
 from . import _libsvm_kernels as _k
-from ._blocks import OBJECTS, box, each, open_paths, plan, read, start_lines
+from ._blocks import OBJECTS, box, decompress_errors, each, open_paths, plan, read, start_lines
 from ._csv import LineError, line_of_row, parse_block, strip_header
 from ._sniff import compressed
 from ._storage import named_errors, url_of
@@ -221,7 +221,8 @@ _TYPES = {c: pa.float64() for c in _TRIPLE}
 
 
 def _docword_header(fs, path: str, compression) -> tuple[int, int, int]:
-    with named_errors(url_of(fs, path)), fs.open(path, "rb", compression=compression) as f:
+    with named_errors(url_of(fs, path)), decompress_errors(path, compression), \
+            fs.open(path, "rb", compression=compression) as f:
         head = [f.readline() for _ in range(3)]
     try:
         d, w, nnz = (int(x) for x in head)

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..exceptions import DataError
-from ._blocks import OBJECTS, box, each, open_paths, plan, read, start_lines
+from ._blocks import OBJECTS, box, decompress_errors, each, open_paths, plan, read, start_lines
 from ._csv import LineError, check_sep, header_names, line_of_row, read_table, strip_header
 from ._id_codes import integer_text, number_text
 from ._storage import named_errors, url_of
@@ -390,7 +390,8 @@ def _as_written(reader: _CSV, blocks: list, parts: list, key: str) -> list:
 def _first_fields(fs, path: str, sep: str, compression: str | None,
                   max_lines: int = 1000) -> int | None:
     """Fields of the first non-empty line of ``path`` (within ``max_lines``), or None."""
-    with named_errors(url_of(fs, path)), fs.open(path, "rb", compression=compression) as f:
+    with named_errors(url_of(fs, path)), decompress_errors(path, compression), \
+            fs.open(path, "rb", compression=compression) as f:
         for _ in range(max_lines):
             line = f.readline()
             if not line:

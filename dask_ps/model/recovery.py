@@ -264,7 +264,9 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
     max_recoveries : int, default 3
     job_clocks : callable, optional
         ``job_clocks(clock) -> int``: clocks of the job starting at ``clock`` (instead of
-        ``checkpoint_every``; e.g. sized by the time an epoch takes).
+        ``checkpoint_every``; e.g. sized by the time an epoch takes, or one clock per job
+        for a per-clock callback); without ``checkpoint_seconds`` a checkpoint then follows
+        the first job that ends ``checkpoint_every`` clocks or more after the previous one.
     on_recover : callable, optional
         Called after a recovery, before running again (e.g. to locate recomputed data).
     data_position : callable, optional
@@ -375,7 +377,10 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
     # versions this run (and the earlier runs of its stream) wrote; others' are kept
     mine: list[int] = own if own is not None else []
 
+    saved = {"clock": clock}  # the clock of the tables' last version (saved or restored)
+
     def save(c):
+        saved["clock"] = c
         extra = dict(results=results[:c])
         if fit_id is not None:
             extra["fit"] = fit_id
@@ -431,6 +436,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                                    **({"rebuilt": True} if rec["checkpoint"] is None
                                       else {})))
                 clock, failure, pending_save = rec["clock"], None, False
+                saved["clock"] = clock
             elif pending_save:
                 last = save(clock)
                 pending_save = False
@@ -443,7 +449,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                 clock += len(done)
                 pending_save = checkpoint is not None and (
                     save_last if clock == n_clocks else (
-                        checkpoint_seconds is None or time.time() - (
+                        clock - saved["clock"] >= checkpoint_every
+                        if checkpoint_seconds is None else time.time() - (
                             started if last is None else last.attrs["saved_at"])
                         >= checkpoint_seconds))
         except loss_errors as exc:

@@ -280,6 +280,11 @@ def test_bad_streams_are_refused(tmp_path):
                                              r"encoder=encoder\) for f in files\), the "
                                              r"encoder fixed once"):
         learn_online(est, "train.csv")
+    # a list of files: its first item was "a str, not an (X, y) pair"
+    with pytest.raises(ValueError, match=r"^batch 1 of the stream is a path, 'day1\.csv': "
+                                         r"learn_online reads no files; .*\(read_ctr\(f, "
+                                         r"label=..., encoder=encoder\) for f in files\)"):
+        learn_online(est, ["day1.csv", "day2.csv"])
 
 
 def _ctr_files(folder):

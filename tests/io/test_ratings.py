@@ -468,6 +468,21 @@ def test_a_header_read_as_ratings_is_pointed_out(tmp_path):
         read_ratings(str(path), names=["user", "item", "rating"])
 
 
+def test_a_ratings_file_of_another_delimiter_is_pointed_out(tmp_path):
+    """A comma-separated ratings file without a ``.csv`` name is read with the default tab:
+    its one field per line was reported as "expected 4 fields, got 1 (is line 1 a header?
+    pass header=True ...)", which points the wrong way; now the delimiter is named."""
+    path = tmp_path / "u.data"
+    path.write_text("1,2,5,0\n1,3,4,0\n")
+    with pytest.raises(ValueError, match=r"u\.data, line 1: expected 4 fields, got 1, read "
+                                         r"with the delimiter '\\t'; the line holds ',': is "
+                                         r"that the delimiter\? \(sep=','; on the command "
+                                         r"line --sep ','\)$"):
+        read_ratings(str(path))
+    df, users, items = read_ratings(str(path), sep=",")
+    assert len(df.compute()) == 2 and len(items) == 2
+
+
 @pytest.mark.parametrize("blocksize", [None, "1KiB"])
 @pytest.mark.parametrize("bad", ["12.5", "99999999999999999999999", "1e3", "+12", "-3.25"])
 def test_a_number_among_integer_ids_that_is_not_one_is_refused(tmp_path, blocksize, bad):
