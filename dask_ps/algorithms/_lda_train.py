@@ -28,7 +28,7 @@ from ._lda_steps import (
     table_counts,
     train_task,
 )
-from .epoch_loop import EpochLoop
+from .epoch_loop import EpochLoop, refuse_older_checkpoint
 
 __all__ = ["JOB_SECONDS", "assignments", "train"]
 
@@ -120,6 +120,10 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
     held = [False]  # the table STATE holds rows (between a store or restore and release)
     if loop.checkpoint not in (None, "auto"):  # (a partial_fit's too: one set of tables)
         sampler = _sampler_state(model, data, cfg, per_part, held)
+        if loop.resume:
+            refuse_older_checkpoint(loop.checkpoint, TABLE, STATE,
+                                    ("the word-topic counts", "the token assignments"),
+                                    "2026-12-07")
 
     def release() -> None:
         if held[0]:

@@ -21,32 +21,9 @@ from ._mf_steps import (
     sgd_task,
     store_users_step,
 )
-from .epoch_loop import EpochLoop
+from .epoch_loop import EpochLoop, refuse_older_checkpoint
 
 __all__ = ["train"]
-
-
-def _refuse_items_only(url: str) -> None:
-    """Refuse to resume from a checkpoint written before MatrixFactorization kept its users
-    (the item table alone; the generic check said "tables ['item'] (this fit's: ['item',
-    'user'])", as if the data or parameters differed)."""
-    import warnings
-
-    from ..exceptions import OptionError
-    from ..model import format as ck
-
-    try:
-        with warnings.catch_warnings():  # torn versions: said when the resume reads it
-            warnings.simplefilter("ignore")
-            info = ck.latest(url)
-    except Exception:  # none, or damaged: the resume itself says so
-        return
-    tables = info.attrs.get("tables", {})
-    if "item" in tables and USERS not in tables:
-        raise OptionError(f"resume: checkpoint {url!r} version {info.version} holds the item "
-                          f"factors only: a dask_ps before 2026-12-06 wrote it, without the "
-                          f"users' factors that a resume needs; fit afresh (resume=False) or "
-                          f"into another checkpoint folder")
 
 
 def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: float,
@@ -148,7 +125,9 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
             held[0] = False
 
     if users is not None and loop.resume:
-        _refuse_items_only(loop.checkpoint)
+        refuse_older_checkpoint(loop.checkpoint, "item", USERS,
+                                ("the item factors", "the users' factors"),
+                                "2026-12-06")
 
     def recovered():  # after a lost worker: the partitions moved, the tables restored
         data.locate()

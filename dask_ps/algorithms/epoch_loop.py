@@ -19,7 +19,7 @@ from ..model import PSModel
 from ..model._targets import check_store_url
 from ..model.recovery import run_clocks
 
-__all__ = ["AUTO_SNAPSHOT_SECONDS", "DIVERGENCE_FACTOR", "EpochLoop"]
+__all__ = ["AUTO_SNAPSHOT_SECONDS", "DIVERGENCE_FACTOR", "EpochLoop", "refuse_older_checkpoint"]
 
 #: Seconds between the automatic snapshots of ``checkpoint="auto"`` (Angel's default is 60).
 AUTO_SNAPSHOT_SECONDS = 60.0
@@ -345,3 +345,35 @@ def _same_host(model: PSModel) -> bool:
     except OSError:
         pass
     return hosts <= local
+
+
+def refuse_older_checkpoint(url: str, held: str, kept: str, what: str, since: str) -> None:
+    """Refuse to resume from checkpoint ``url`` whose newest version holds table ``held``
+    but not ``kept``: one written before the estimator kept ``kept`` with its checkpoints
+    (``what``: ``(what the version holds, what it lacks)``; ``since``: the date of that
+    change). The generic check said "tables ['item'] (this fit's: ['item', 'user'])", as if
+    the data or parameters differed. Nothing is said of a folder without a sound version:
+    the resume itself names it.
+
+    Raises
+    ------
+    OptionError
+        Naming the checkpoint, its version, what it holds and lacks, and what to do.
+    """
+    import warnings
+
+    from ..exceptions import OptionError
+    from ..model import format as ck
+
+    try:
+        with warnings.catch_warnings():  # torn versions: said when the resume reads it
+            warnings.simplefilter("ignore")
+            info = ck.latest(url)
+    except Exception:  # noqa: BLE001 - none, or damaged: the resume itself says so
+        return
+    tables = info.attrs.get("tables", {})
+    if held in tables and kept not in tables:
+        raise OptionError(f"resume: checkpoint {url!r} version {info.version} holds "
+                          f"{what[0]} only: a dask_ps before {since} wrote it, without "
+                          f"{what[1]} that a resume needs; fit afresh (resume=False) or "
+                          f"into another checkpoint folder")

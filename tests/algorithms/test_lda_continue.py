@@ -216,3 +216,26 @@ def test_partial_fits_into_a_checkpoint_keep_two_versions_in_all(tmp_path):
     counts = [len(os.listdir(url)) for _ in range(4) if model.partial_fit(X) is model]
     assert counts == [2, 2, 2, 2]
     assert sorted(os.listdir(url)) == ["v000008", "v000009"]
+
+
+def test_a_checkpoint_of_the_counts_alone_is_refused_as_such(tmp_path):
+    """A checkpoint written before LDA kept its token assignments (the word-topic counts
+    alone) was refused as "holds another fit: tables ['nwk'] (this fit's: ['lda_state',
+    'nwk'])", as if the data or parameters had changed; the refusal now says what it is, and
+    nothing is restored or saved."""
+    from dask_ps import PSModel
+    from dask_ps.exceptions import OptionError
+    from dask_ps.model import format as ck
+
+    X, _ = planted(seed=10)
+    url = str(tmp_path / "ck")
+    old = PSModel("local")
+    old.add_table("nwk", (X.shape[1] * 3,), "int32")
+    old.save(url, clock=2)
+    old.close()
+    versions = ck.list_versions(url)
+    with pytest.raises(OptionError, match=r"version 1 holds the word-topic counts only: a "
+                                          r"dask_ps before 2026-12-07 wrote it, without the "
+                                          r"token assignments"):
+        lda(max_iter=4, checkpoint=url, resume=True).fit(X)
+    assert ck.list_versions(url) == versions
