@@ -91,8 +91,9 @@ def test_epochs_of_one_job_get_their_real_ends(client2):
     assert took[1] > 2 * max(took[2:]), took  # the job's mean would be the same for all
     assert all(b > a for a, b in zip(times, times[1:])), times
     np.testing.assert_allclose(np.diff(times), took[1:], rtol=1e-6)  # one job: back to back
-    # the epochs' seconds add up to the job, which started soon after the loop
-    assert 0 <= times[-1] - sum(took) < 0.5 * times[-1], (times, took)
+    # the epochs' seconds fit in the time since the loop started (how much came before the
+    # job is the machine's: no bound on it)
+    assert times[-1] - sum(took) >= 0, (times, took)
 
 
 def _fit(kind, client, max_iter=4):
@@ -128,4 +129,4 @@ def test_estimators_epochs_of_one_job_report_their_ends(kind, client2):
     # back to back within a job; a job's first epoch counts from the job's start
     assert all(d >= t * (1 - 1e-9) for d, t in zip(np.diff(times), took[1:])), (times, took)
     np.testing.assert_allclose(np.diff(times)[1:], took[2:], rtol=1e-6)
-    assert 0 <= times[-1] - sum(took) < 0.5 * times[-1], (times, took)
+    assert times[-1] - sum(took) >= 0, (times, took)  # (the set-up before: not bounded)
