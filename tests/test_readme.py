@@ -30,6 +30,22 @@ def _blocks() -> list[tuple[int, str]]:
 
 BLOCKS = _blocks()
 
+#: distributed's own shutdown race (dask/distributed#7105, open): a worker's heartbeat in
+#: flight while a ``LocalCluster`` closes meets its closed connection and logs this ERROR with
+#: two chained tracebacks (a CI run, 2026-12-07, the Diagnostics block). Only that record
+#: is left out; any other traceback still fails the block.
+_CLOSING_HEARTBEAT = re.compile(
+    r"^[^\n]*distributed\.worker - ERROR - Failed to communicate with scheduler during "
+    r"heartbeat\.\n"
+    r"(?:(?:Traceback \(most recent call last\):|  .*|The above exception .*|"
+    r"tornado\.iostream\.StreamClosedError: .*|)\n)*?"
+    r"distributed\.comm\.core\.CommClosedError: .*\n?", flags=re.M)
+
+
+def _tracebacks(stderr: str) -> str:
+    """``stderr`` without the closing heartbeat's record (:data:`_CLOSING_HEARTBEAT`)."""
+    return _CLOSING_HEARTBEAT.sub("", stderr)
+
 
 def test_the_readme_has_runnable_blocks():
     assert len(BLOCKS) >= 5, "the README's examples are ```python blocks"
@@ -48,7 +64,36 @@ def test_readme_block_runs(line, code, tmp_path, data):
                           capture_output=True, timeout=540)
     assert proc.returncode == 0, (f"README.md line {line}: the block fails:\n"
                                   f"{proc.stderr[-3000:]}")
-    assert "Traceback" not in proc.stderr, f"README.md line {line}:\n{proc.stderr[-3000:]}"
+    assert "Traceback" not in _tracebacks(proc.stderr), \
+        f"README.md line {line}:\n{proc.stderr[-3000:]}"
+
+
+def test_only_the_closing_heartbeat_record_is_left_out():
+    """The record of distributed's shutdown race goes (as CI printed it); a traceback before
+    or after it stays."""
+    record = (
+        "2026-12-07 11:26:25,426 - distributed.worker - ERROR - Failed to communicate with "
+        "scheduler during heartbeat.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/x/distributed/comm/tcp.py", line 226, in read\n'
+        "    frames_nosplit_nbytes_bin = await stream.read_bytes(fmt_size)\n"
+        "                                ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        "tornado.iostream.StreamClosedError: Stream is closed\n"
+        "\n"
+        "The above exception was the direct cause of the following exception:\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "/x/distributed/worker.py", line 1165, in heartbeat\n'
+        "    response = await retry_operation(\n"
+        "distributed.comm.core.CommClosedError: in <TCP (closed) ConnectionPool.heartbeat_"
+        "worker local=tcp://127.0.0.1:54076 remote=tcp://127.0.0.1:33679>: Stream is closed\n")
+    ours = ("Traceback (most recent call last):\n"
+            '  File "block.py", line 3, in <module>\n'
+            "ValueError: bad\n")
+    assert "Traceback" not in _tracebacks("warning\n" + record + "done\n")
+    assert _tracebacks(record + ours) == ours
+    assert _tracebacks(ours + record) == ours
+    assert "Traceback" in _tracebacks(record.replace("heartbeat.", "gather."))
 
 
 def test_outlines_are_fenced_as_text():
