@@ -92,10 +92,11 @@ def history_fields() -> str:
         evaluation), ``epoch_time`` (seconds from the end of the epoch before, or from the
         start of its job for the first epoch of a job; epochs run in one job, with no
         checkpoint, callback or evaluation between them, each get their own, and only
-        epochs whose tasks did not report their end share the job's time evenly),
-        ``bytes`` (keys and values pulled and
-        pushed during it) and, with ``eval_set``, ``eval_<metric>`` for each metric
-        scored. A ``{"event": "recovery", ...}`` record marks each recovery from a lost
+        epochs whose tasks did not report their end share the job's time evenly; for
+        L-BFGS, from the end of the evaluation before, the solver's step between them
+        included, or from the start of the first evaluation), ``bytes`` (keys and values
+        pulled and pushed during it) and, with ``eval_set``, ``eval_<metric>`` for each
+        metric scored. A ``{"event": "recovery", ...}`` record marks each recovery from a lost
         worker or shard; after a fit on a cluster the last record also reports the data
         (``source_reads``, ``bytes_in_memory``, ``bytes_on_disk``,
         ``incoming_transfer_bytes``, ...; see :meth:`dask_ps.Partitions.report`)."""

@@ -299,11 +299,13 @@ def train_lbfgs(model: PSModel, data: Partitions, shape: tuple, C: float, penalt
     dense (n_features + 1, K), or with ``keyed`` the
     :class:`~._logistic_data.KeyedWeights` of the active rows (those the data touches, the
     intercept's last: every other row is zero), never an array over ``n_features``. ``x0``:
-    a starting point, dense or keyed. ``on_evaluation(objective, nbytes, cpu)`` is called
-    after every function evaluation (a pass over the data), with the bytes of weights and
-    gradients it moved (the first evaluation also counts the tasks' keys, sent once per fit)
-    and the CPU seconds of its slowest task (applying the change, the kernel, rounding the
-    gradient)."""
+    a starting point, dense or keyed. ``on_evaluation(objective, nbytes, cpu, start, end)``
+    is called after every function evaluation (a pass over the data), with the bytes of
+    weights and gradients it moved (the first evaluation also counts the tasks' keys, sent
+    once per fit), the CPU seconds of its slowest task (applying the change, the kernel,
+    rounding the gradient) and its span (``time.perf_counter``): from the end of the
+    evaluation before (the solver's steps between them count in the next), or the start of
+    the first, to the end of this one (the objective assembled)."""
     n_rows = max(1, data.total_rows) if total_weight is None else total_weight
     scale = 1.0 / (n_rows if math.isinf(C) else C * n_rows)  # C = inf: no penalty
     x0 = None if x0 is None else _nonzero_rows(x0, shape)
@@ -330,11 +332,14 @@ def _minimize(ev, shape, C, penalty, fit_intercept, max_iter, tol, n_rows, x0,
     """L-BFGS-B (OWL-QN) over the active rows (``shape``); returns ``(x (shape), nit)``."""
     scale = ev.scale
     first = [ev.setup_bytes]
+    ended = [None]  # perf_counter at the end of the last evaluation (before any: its start)
 
     def objective(x):
+        if ended[0] is None:
+            ended[0] = time.perf_counter()
         if not np.isfinite(x).all() and on_evaluation is not None:
             # the caller names the evaluation and what to do
-            on_evaluation(np.inf, math.nan, math.nan)
+            on_evaluation(np.inf, math.nan, math.nan, math.nan, math.nan)
         W, loss, grad = ev.point(x)
         if math.isinf(C):  # no penalty: the mean log-loss (scale = 1 / n)
             obj, g = scale * loss, scale * grad
@@ -346,8 +351,10 @@ def _minimize(ev, shape, C, penalty, fit_intercept, max_iter, tol, n_rows, x0,
             obj, g = scale * obj, scale * g
         if not fit_intercept:
             g[-1] = 0.0
+        start, ended[0] = ended[0], time.perf_counter()
         if on_evaluation is not None:
-            on_evaluation(obj, ev.nbytes + first.pop() if first else ev.nbytes, ev.cpu)
+            on_evaluation(obj, ev.nbytes + first.pop() if first else ev.nbytes, ev.cpu,
+                          start, ended[0])
         return obj, g.ravel()
 
     x0 = np.zeros(int(np.prod(shape))) if x0 is None else np.ravel(x0).astype(np.float64)
@@ -376,8 +383,10 @@ def _not_converged(method: str, max_iter: int, tol: float) -> None:
 def lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init, loop,
               keyed: bool = False, total_weight: float | None = None):
     """:func:`train_lbfgs` with a progress monitor and a ``history`` record per evaluation
-    (``epoch`` = ``evaluation``, ``loss`` the objective, ``time``, ``bytes``,
-    ``kernel_cpu_time``: CPU seconds of the slowest task, transfers excluded).
+    (``epoch`` = ``evaluation``, ``loss`` the objective, ``time``, ``epoch_time``: seconds
+    from the end of the evaluation before, or from the start of the first, ``bytes``,
+    ``kernel_cpu_time``: CPU seconds of the slowest task, transfers excluded). An
+    evaluation's ``time`` and ``epoch_time`` end at the same instant.
 
     Returns ``(W, n_iterations, history)``, ``W`` dense or (``keyed``) a
     :class:`~._logistic_data.KeyedWeights`.
@@ -392,15 +401,15 @@ def lbfgs_fit(model, data, shape, C, penalty, fit_intercept, max_iter, tol, init
     history = []
     with FitMonitor(model, loop.name, None, progress=loop.progress, unit="evaluation",
                     event_interval=EVENT_INTERVAL) as monitor:
-        def on_evaluation(obj, nbytes, cpu):
+        def on_evaluation(obj, nbytes, cpu, start, end):
             e = len(history) + 1
             if not math.isfinite(obj):
                 raise DivergenceError(loop.name, e, f"the objective is {obj}",
                                       "scale the features (e.g. scikit-learn's "
                                       "StandardScaler or MaxAbsScaler) or lower C")
-            history.append(dict(epoch=e, evaluation=e, loss=obj, bytes=nbytes,
-                                kernel_cpu_time=cpu))
-            monitor.record(e, obj, nbytes)
+            history.append(dict(epoch=e, evaluation=e, loss=obj, epoch_time=end - start,
+                                bytes=nbytes, kernel_cpu_time=cpu))
+            monitor.record(e, obj, nbytes, at=end)
 
         W, nit = train_lbfgs(model, data, shape, C, penalty, fit_intercept, max_iter, tol,
                              None if init is None else init.W, on_evaluation, keyed,

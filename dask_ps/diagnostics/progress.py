@@ -305,11 +305,12 @@ class FitMonitor:
         two jobs: its bytes are the growth of the shards' counters since the last one."""
         self.epochs_done(epoch, [loss])
 
-    def record(self, epoch: int, loss: float, nbytes: int) -> None:
+    def record(self, epoch: int, loss: float, nbytes: int, at: float | None = None) -> None:
         """Record an epoch (or evaluation) whose loss and bytes moved the driver knows itself
         (e.g. an L-BFGS evaluation that talks to the workers, not to the shards): no call to
-        the shards."""
-        self._queue.put((int(epoch), float(loss), time.perf_counter(), nbytes))
+        the shards. ``at``: when it ended (``time.perf_counter``); default now."""
+        at = time.perf_counter() if at is None else float(at)
+        self._queue.put((int(epoch), float(loss), at, nbytes))
 
     def epochs_done(self, first: int, losses: list[float]) -> list[int]:
         """Record epochs ``first, first + 1, ...`` run by one job, with their ``losses``: the

@@ -4,10 +4,12 @@ it, ``ps.report(epoch=e)``), not a share of its job's time."""
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
 
 import dask_ps
 from dask_ps import PSModel
@@ -130,3 +132,25 @@ def test_estimators_epochs_of_one_job_report_their_ends(kind, client2):
     assert all(d >= t * (1 - 1e-9) for d, t in zip(np.diff(times), took[1:])), (times, took)
     np.testing.assert_allclose(np.diff(times)[1:], took[2:], rtol=1e-6)
     assert times[-1] - sum(took) >= 0, (times, took)  # (the set-up before: not bounded)
+
+
+@pytest.mark.parametrize("penalty", ["l2", "l1"])  # L-BFGS-B, OWL-QN
+def test_lbfgs_evaluations_have_epoch_times_that_add_up(penalty, client2):
+    """An L-BFGS (or, with ``penalty="l1"``, OWL-QN) evaluation's record has its
+    ``epoch_time``: from the end of the evaluation before (the first: from its start) to
+    the instant of its ``time``."""
+    X = sp.random(600, 20, density=0.3, format="csr", random_state=2)
+    y = (np.asarray(X.sum(axis=1)).ravel() > 1.5).astype(int)
+    model = dask_ps.LogisticRegression(solver="lbfgs", penalty=penalty, C=1.0, max_iter=10,
+                                       tol=1e-12, client=client2, progress=False)
+    with warnings.catch_warnings():  # (max_iter stops it: several evaluations)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    records = [h for h in model.history_ if "event" not in h]
+    took = [h["epoch_time"] for h in records]
+    times = [h["time"] for h in records]
+    assert len(records) > 3 and all(np.isfinite(took)) and min(took) >= 0, took
+    assert all(b > a for a, b in zip(times, times[1:])), times
+    # back to back: an evaluation ends its epoch_time at its time
+    np.testing.assert_allclose(np.diff(times), took[1:], rtol=1e-6)
+    assert sum(took) <= times[-1] + 1e-6, (times, took)  # (the set-up before: not bounded)
