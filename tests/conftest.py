@@ -29,6 +29,10 @@ REPO = Path(__file__).resolve().parents[1]
 #: on a quiet machine, over 60 once under the whole suite's load on 2 cores (an event waited
 #: for, not a speed asserted).
 RESTART_WAIT = 240
+#: The time of ``dask-ps train``'s read line (``read PATH onto the workers in READ_TOOK:``),
+#: a regex: when the read compiled numba kernels (a cold cache, e.g. a fresh worktree) it
+#: says so.
+READ_TOOK = r"\d+\.\d s(?: \(includes compiling numba kernels: their cache was cold\))?"
 
 
 def pytest_collection_modifyitems(config, items):

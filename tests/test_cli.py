@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import REPO
+from conftest import READ_TOOK, REPO
 from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 
 from dask_ps.cli import main, metrics_line
@@ -307,6 +307,25 @@ def test_rate_leaves_the_first_pass_out():
     assert "3 iterations 59.00 s" in rate_line(history, 1e6, "tokens", 60.0, passes="iteration")
 
 
+def test_a_small_rate_is_said_in_a_unit_that_shows_its_digits():
+    """A 100-row file's rate read "then 0.00 M rows/s": a rate below 0.1 M/s is said in
+    thousands, below 0.1 k/s as it is, two decimals each."""
+    from dask_ps.cli._report import rate_line
+
+    history = [{"epoch": 1, "time": 2.0}, {"epoch": 2, "time": 2.03},
+               {"epoch": 3, "time": 2.06}]
+    line = rate_line(history, 100, "rows", 3.0)
+    assert line.endswith("then 3.33 k rows/s (2 epochs over 100 rows)"), line
+    assert "M rows/s" not in line
+    assert rate_line(history, 2, "documents", 3.0).endswith(
+        "then 66.67 documents/s (2 epochs over 2 documents)")
+    from dask_ps.cli._report import per_second
+
+    assert [per_second(r, "rows") for r in (2.5e6, 1e5, 99_000, 100, 99.5, 0.5)] == [
+        "2.50 M rows/s", "0.10 M rows/s", "99.00 k rows/s", "0.10 k rows/s", "99.50 rows/s",
+        "0.50 rows/s"]
+
+
 def test_a_resume_of_a_finished_fit_says_no_pass_ran():
     """``--resume auto`` on a checkpoint holding every epoch of the fit ran none, and the
     line said "train wall 3.58 s; 1 epoch over 451,592 non-zeros; epochs 1-5 restored from
@@ -476,7 +495,7 @@ def test_mf_ratings_with_string_ids_save_and_evaluate(client1, tmp_path, capsys)
     line = next(x for x in out.splitlines() if x.startswith("test: RMSE"))
     assert float(line.split()[2]) < 0.8  # the baseline (the mean) is ~1.0 here
     assert re.search(rf"^read {re.escape(str(tmp_path / 'tr.tsv'))} onto the workers in "
-                     rf"\d+\.\d s: 1,200 ratings \(\d+ partitions?\)$", out, re.M), out
+                     rf"{READ_TOOK}: 1,200 ratings \(\d+ partitions?\)$", out, re.M), out
     est, extra = load_estimator(model)
     assert est.user_ids_.dtype.kind in "OU" and est.user_ids_[0].startswith("u")
     assert extra["algorithm"] == "mf"
@@ -553,7 +572,16 @@ def test_a_flag_wins_over_the_file_s_other_data_source(tmp_path, capsys):
     ("solver = \"newton\"\n", "run.toml: solver: 'newton' is not one of"),
     ("colour = 3\n", "run.toml: unknown option 'colour' for dask-ps train lr"),
     ("early-stopping = 1\n", "run.toml: early-stopping: must be true or false, got 1"),
-    ("max-iter = 3\n[model]\nmax_iter = 4\n", "run.toml: 'max-iter' is set twice"),
+    ("max-iter = 3\n[model]\nmax_iter = 4\n", "run.toml: 'max-iter' is set twice (at the top "
+                                           "level and in table [model])"),
+    ("[model]\nmax_iter = 3\nmax-iter = 4\n", "run.toml: 'max-iter' is set twice (both in "
+                                           "table [model], spelt with - and _)"),
+    # a key in a table (a misspelt one, any other: tables only group) says which table
+    ("[other]\nfoo = 1\n", "run.toml: unknown option 'foo' (in table [other]) for dask-ps "
+                           "train lr"),
+    ("[cluster]\ncolour = 3\n", "run.toml: unknown option 'colour' (in table [cluster]) for"),
+    ("[model.sgd]\nfoo = 1\n", "run.toml: unknown option 'foo' (in table [model.sgd]) for"),
+    ("[model]\nmax-iter = 0\n", "run.toml: max-iter (in table [model]): must be >= 1, got 0"),
     ("max-iter = \n", "run.toml: "),
     ('algorithm = "lda"\n', 'run.toml: algorithm = "lda" is not the command\'s dask-ps train '
                             'lr: drop the key, or run dask-ps train lda --config '),

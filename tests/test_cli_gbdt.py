@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import READ_TOOK
 
 import dask_ps
 from dask_ps.cli import main
@@ -90,7 +91,7 @@ def test_csv_table_with_a_categorical_column_saves_evaluates_exports(client1, tm
     line = next(x for x in out.splitlines() if x.startswith("test: AUC"))
     assert float(line.split()[2]) > 0.97 and f"saved: {model}" in out
     # how long reading took, said before training starts (it was silent)
-    assert re.search(rf"^read {re.escape(train)} onto the workers in \d+\.\d s: 1,200 rows x "
+    assert re.search(rf"^read {re.escape(train)} onto the workers in {READ_TOOK}: 1,200 rows x "
                      rf"3 features \(\d+ partitions?\)\n(.*\n)*training GBDTClassifier ", out,
                      re.M), out
     assert main(["evaluate", model, "--test", test]) == 0

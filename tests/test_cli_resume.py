@@ -63,7 +63,7 @@ def test_mf_checkpoint_then_resume_auto(client1, tmp_path, capsys):
     assert epochs == ["3", "4"], out
     # the rate counts this run's 2 passes (the first left out), not the 2 restored ones
     assert re.search(r"^train wall [\d.]+ s \(2 epochs [\d.]+ s; the other [\d.]+ s: .*\); "
-                     r"first epoch [\d.]+ s .*, then [\d.]+ M \S+/s \(1 epoch over [\d,]+ "
+                     r"first epoch [\d.]+ s .*, then [\d.]+ (?:[kM] )?\S+/s \(1 epoch over [\d,]+ "
                      r"\S+; epochs 1-2 restored from the checkpoint\)$",
                      out, re.M), out
 

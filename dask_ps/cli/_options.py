@@ -278,22 +278,41 @@ def cluster_spec(args) -> ClusterSpec:
 
 # --- --config FILE -------------------------------------------------------------------------
 
-def _flatten(data: dict, path: str, where: str) -> dict:
-    """Top-level keys and the keys of tables (``[cluster]``, ``[model]``, ...) in one dict."""
+def _flatten(data: dict, path: str, table: str = "", tables: dict | None = None) -> dict:
+    """Top-level keys and the keys of tables (``[cluster]``, ``[model]``, ...) in one dict;
+    ``tables`` (if given) gets the table of each key found in one (``"model"``,
+    ``"a.b"``), for the messages naming a key.
+
+    Raises
+    ------
+    OptionError
+        A key set twice (``max_iter`` and ``max-iter`` are one), naming where.
+    """
     out: dict = {}
+    found: dict = {}  # key -> its table ("": the top level)
     for key, value in data.items():
         key = key.replace("_", "-")  # max_iter and max-iter are one option
         if isinstance(value, dict):
-            inner = _flatten(value, path, f"{where}[{key}]")
-            clash = set(inner) & set(out)
-            if clash:
-                raise OptionError(f"{path}: {sorted(clash)[0]!r} is set twice")
-            out.update(inner)
+            inner_tables: dict = {}
+            inner = _flatten(value, path, f"{table}.{key}" if table else key, inner_tables)
+            items = [(k, v, inner_tables[k]) for k, v in inner.items()]
         else:
-            if key in out:
-                raise OptionError(f"{path}: {key!r} is set twice")
-            out[key] = value
+            items = [(key, value, table)]
+        for k, v, t in items:
+            if k in out:
+                places = [_place(found[k]), _place(t)]
+                both = (f"both {places[0]}, spelt with - and _" if places[0] == places[1]
+                        else " and ".join(places))
+                raise OptionError(f"{path}: {k!r} is set twice ({both})")
+            out[k], found[k] = v, t
+    if tables is not None:
+        tables.update({k: t for k, t in found.items() if t})
     return out
+
+
+def _place(table: str) -> str:
+    """Where a key of a config file is: ``"in table [model]"``, ``"at the top level"``."""
+    return f"in table [{table}]" if table else "at the top level"
 
 
 def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -344,13 +363,15 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
     Raises
     ------
     OptionError
-        Naming the file and key: unknown keys, bad values (a value of another TOML type
-        than the option's, naming the type expected), an ``algorithm`` other than the
-        command's, TOML syntax errors, a file that is not UTF-8, a directory.
+        Naming the file and key (and its table, for a key in one): unknown keys, bad
+        values (a value of another TOML type than the option's, naming the type expected),
+        an ``algorithm`` other than the command's, TOML syntax errors, a file that is not
+        UTF-8, a directory.
     FileNotFoundError
         No such file.
     """
-    data = _read(path)
+    tables: dict = {}
+    data = _read(path, tables)
     named = _algorithm_of(data, path)
     if algorithm is not None and named is not None and named != algorithm:
         raise OptionError(f'{path}: algorithm = "{named}" is not the command\'s dask-ps '
@@ -363,11 +384,12 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
     for key, value in data.items():
         option = "--" + key.replace("_", "-")
         action = actions.get(option)
+        table = f" ({_place(tables[key])})" if key in tables else ""
         if action is None or option in ("--config", "--help"):
-            raise OptionError(f"{path}: unknown option {key!r} for dask-ps {command}")
+            raise OptionError(f"{path}: unknown option {key!r}{table} for dask-ps {command}")
         if action.dest in given:
             continue
-        where = f"{path}: {key}"
+        where = f"{path}: {key}{table}"
         if isinstance(action, argparse.BooleanOptionalAction) or action.nargs == 0:
             if not isinstance(value, bool):
                 raise OptionError(f"{where}: must be true or false, got {value!r}")
@@ -427,8 +449,9 @@ def config_path(argv: list[str]) -> str | None:
     return ns.config
 
 
-def _read(path: str) -> dict:
-    """The options of TOML file ``path``, tables flattened (see :func:`_flatten`).
+def _read(path: str, tables: dict | None = None) -> dict:
+    """The options of TOML file ``path``, tables flattened (see :func:`_flatten`; ``tables``
+    gets the table of each key found in one).
 
     Raises
     ------
@@ -456,7 +479,7 @@ def _read(path: str) -> dict:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise OptionError(f"{path}: {exc}") from None
-    return _flatten(data, path, "")
+    return _flatten(data, path, "", tables)
 
 
 def _algorithm_of(data: dict, path: str) -> str | None:

@@ -29,11 +29,21 @@ def first_passes(n: int, passes: str) -> str:
     return f"{passes} 1" if n == 1 else f"{passes_of(None, passes)} 1-{n:,}"
 
 
-def read_line(path: str, seconds: float, summary: str) -> str:
+def read_line(path: str, seconds: float, summary: str, compiled: bool | None = False) -> str:
     """The line saying how long reading ``--train`` took, until its partitions are held by
-    the workers (on a cold cache this includes compiling the readers' numba kernels), and
-    what it holds (:attr:`~._algorithms.Loaded.summary`)."""
-    return f"read {path} onto the workers in {seconds:.1f} s: {summary}"
+    the workers, and what it holds (:attr:`~._algorithms.Loaded.summary`).
+
+    Parameters
+    ----------
+    compiled : bool or None, default False
+        Whether the read compiled numba kernels, on a worker or here, not finding them in
+        their on-disk cache (a fresh clone, a changed source:
+        :func:`~dask_ps.kernels.compiled.compiled_kernels`): then the time is said to
+        include it (reading a9a took 45 s so, 5-7 s with the kernels cached, on a loaded
+        2-core machine); False or None (unknown): nothing is said.
+    """
+    cold = " (includes compiling numba kernels: their cache was cold)" if compiled else ""
+    return f"read {path} onto the workers in {seconds:.1f} s{cold}: {summary}"
 
 
 class Events:
@@ -129,8 +139,19 @@ def rate_line(history: list[dict], units: float, unit: str, wall: float,
     if rest <= 0:
         return f"{line}; {word(n)} over {units:,.0f} {unit}{more}"
     return (f"{line}; first {passes} {first:.2f} s (includes compiling numba kernels when "
-            f"their cache is cold), then {units * (n - 1) / rest / 1e6:.2f} M {unit}/s "
+            f"their cache is cold), then {per_second(units * (n - 1) / rest, unit)} "
             f"({word(n - 1)} over {units:,.0f} {unit}{more})")
+
+
+def per_second(rate: float, unit: str) -> str:
+    """``rate`` ``unit`` per second, two decimals, in millions (``"1.25 M rows/s"``) from
+    0.1 M/s, in thousands (``"3.40 k rows/s"``) from 0.1 k/s, else as it is (``"42.50
+    rows/s"``): in the largest of the three where it is at least 0.1, so that a small
+    file's rate shows its digits (it read ``0.00 M rows/s``)."""
+    for scale, prefix in ((1e6, "M "), (1e3, "k ")):
+        if rate >= 0.1 * scale:
+            return f"{rate / scale:.2f} {prefix}{unit}/s"
+    return f"{rate:.2f} {unit}/s"
 
 
 def print_history(history: list[dict], n: int) -> None:

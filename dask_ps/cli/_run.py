@@ -335,10 +335,13 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
         resource = est.get_params().get("shard_resources")
         check_n_shards(est, sum(resource is None or resource in w.get("resources", {})
                                 for w in worker_info(client).values()), resource is not None)
+        before = _compiled(client)  # (not timed: a round trip to the workers)
         t0 = time.perf_counter()
         data = algo.load(args, client)
         _placed(data)
-        say(read_line(args.train, time.perf_counter() - t0, data.summary))
+        seconds = time.perf_counter() - t0
+        say(read_line(args.train, seconds, data.summary,
+                      _compiled_since(before, _compiled(client))))
         est.set_params(client=client)
         params = est.get_params()
         if params.get("checkpoint") == "auto":
@@ -393,6 +396,28 @@ def _placed(data) -> None:
     from distributed import futures_of, wait
 
     wait(futures_of([data.fit_args, data.fit_kwargs]))
+
+
+def _compiled(client) -> dict | None:
+    """The dask_ps kernels each process compiled so far (this one, "", and every worker, by
+    address: :func:`~dask_ps.kernels.compiled.compiled_kernels`); None if a worker could
+    not say (e.g. it left): then nothing is claimed."""
+    from ..kernels.compiled import compiled_kernels
+
+    try:
+        return {"": compiled_kernels(), **client.run(compiled_kernels)}
+    except Exception:
+        return None
+
+
+def _compiled_since(before: dict | None, after: dict | None) -> bool | None:
+    """Whether some process compiled a kernel between snapshots ``before`` and ``after`` of
+    :func:`_compiled` (None if either is unknown; a worker that joined in between counts
+    from none)."""
+    if before is None or after is None:
+        return None
+    return any(n > before.get(process, {}).get(name, 0)
+               for process, counts in after.items() for name, n in counts.items())
 
 
 def evaluate(args) -> int:
