@@ -20,8 +20,8 @@ def compiled_kernels() -> dict[str, int]:
     """The dask_ps kernels this process has compiled so far (cache misses), by name.
 
     Only modules already imported are looked at, and numba is not imported when no module
-    has imported it (then nothing was compiled): a few hundred attribute checks, well under
-    a millisecond, on a worker too.
+    has imported it (then nothing was compiled): every imported dask_ps module's attributes
+    are checked, about 2.4 ms in a process holding ~2,300 modules.
 
     Returns
     -------
