@@ -18,6 +18,7 @@ import random
 import socket
 import time
 import warnings
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -198,8 +199,7 @@ def newest_own(info: ck.CheckpointInfo, differs: Callable, what: str = "this mod
                 damaged[v] = [str(exc)]
                 continue
             if (said := differs(older)) is None:
-                found = ck.CheckpointInfo(info.url, v, older.attrs, list(info.torn),
-                                          damaged=damaged)
+                found = replace(older, torn=list(info.torn), damaged=damaged)
                 break
             others[v] = said
     if warn and found is not None and others:

@@ -32,7 +32,7 @@ from . import connection, placement
 from . import format as ck
 from . import key_ranges as kr
 from ._versions import check_unchanged, new_version, own_version, prune, warn_skipped
-from .readers import check_part, load_part
+from .readers import check_part, load_part, open_arrays
 from .writers import array_paths, create_arrays
 from .writers import plan_table as _plan_table
 from .writers import write_part as _write_part
@@ -212,7 +212,10 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
     leaves the model as it was: a second read of the checkpoint, not a second copy of the
     tables in memory. A new model (nothing to lose) skips it. With ``read``, ``info`` was
     just read from the store by :func:`~dask_ps.model.format.latest` (a load or restore of
-    a URL), which checked its format: its metadata and manifest are not read again."""
+    a URL), which checked its format: its metadata and manifest are not read again. Each
+    array is opened here, once, with the metadata ``info.arrays`` holds (what ``latest``
+    read of it), else reading its ``zarr.json``; the tasks take it opened
+    (:func:`~dask_ps.model.readers.open_arrays`)."""
     _check_url(model, info.url)
     model._refuse_in_job("restore", "restore between jobs")
     if not read:  # a version given, read before: its metadata still the store's
@@ -235,11 +238,16 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
         ) from None
     calls = []
     for name, t in tables.items():
+        try:  # each array's metadata: as latest read it, else read here, once
+            arrays = open_arrays(info.path, name, t, specs[name], optimizer_state,
+                                 info.arrays)
+        except CheckpointFormatError as exc:  # as damage a reader task finds
+            exc.damaged = True
+            raise
         n, c = t["n_keys"], t["chunk_rows"]
         bounds = [min(kr.align_up(round(n * w / model.n_shards), c), n)
                   for w in range(model.n_shards)] + [n]
-        calls += [(w, (info.path, name, t, specs[name], bounds[w], bounds[w + 1],
-                       optimizer_state))
+        calls += [(w, (info.path, name, t, specs[name], bounds[w], bounds[w + 1], arrays))
                   for w in range(model.n_shards) if bounds[w + 1] > bounds[w]]
     if check:
         _run_parts(model, check_part, calls)

@@ -76,6 +76,13 @@ class CheckpointInfo:
         Versions newer than this one that were complete but are damaged (missing chunks,
         unreadable metadata, found before loading; a chunk whose checksum fails, found
         while loading a folder's newest version), skipped: version -> list of problems.
+    arrays : dict
+        Each array's metadata as :func:`latest` read it and checked it against the
+        manifest's checksums (its ``zarr.json`` parsed, by path in the version, e.g.
+        ``"t0/values"``): a load or restore of this version opens its arrays with it
+        (:func:`~dask_ps.model.readers.open_arrays`) rather than reading every
+        ``zarr.json`` again. Empty for a version not read by :func:`latest` (e.g. one
+        :meth:`PSModel.save` returned): its arrays' metadata is read when it is restored.
     """
 
     url: str
@@ -84,6 +91,7 @@ class CheckpointInfo:
     torn: list = field(default_factory=list)
     seconds: float = 0.0
     damaged: dict = field(default_factory=dict)
+    arrays: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def path(self) -> str:
@@ -116,14 +124,14 @@ def version_url(url: str, version: int) -> str:
     return f"{url.rstrip('/')}/v{version:06d}"
 
 
-def zarr_store(url: str):
+def zarr_store(url: str, read_only: bool = False):
     """A zarr store for ``url``: a LocalStore for local paths, else an FsspecStore."""
     from zarr.storage import FsspecStore, LocalStore
 
     fs, path = _fs(url)
     if "file" in np.atleast_1d(fs.protocol):
-        return LocalStore(path)
-    return FsspecStore.from_url(url)
+        return LocalStore(path, read_only=read_only)
+    return FsspecStore.from_url(url, read_only=read_only)
 
 
 def list_versions(url: str) -> tuple[list[int], list[int]]:
@@ -226,7 +234,9 @@ def latest(url: str, version: int | None = None, *, warn: bool = True) -> Checkp
                       stacklevel=user_stacklevel())
     attrs = read["zarr.json"]["attributes"]  # as verified: each file of it read once
     check_format(attrs, url, chosen, read["manifest"])
-    return CheckpointInfo(url, chosen, attrs, newer_torn, damaged=damaged)
+    arrays = {meta[:-len("/zarr.json")]: parsed for meta, parsed in read.items()
+              if meta.endswith("/zarr.json")}  # opened with this by a load or restore
+    return CheckpointInfo(url, chosen, attrs, newer_torn, damaged=damaged, arrays=arrays)
 
 
 def older_sound(info: CheckpointInfo, exc: Exception, errors: list[str], *,

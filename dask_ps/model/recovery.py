@@ -25,7 +25,7 @@ run that would have happened without the failure, up to the order of floating-po
 from __future__ import annotations
 
 import time
-import warnings
+from dataclasses import replace
 from typing import Callable
 
 from ..diagnostics.events import log_checkpoint, log_recovery
@@ -39,7 +39,7 @@ from ..exceptions import (
 from . import format as ck
 from . import placement
 from ._format_tables import spec_differences
-from ._versions import newest_own, own_version, prune, said_of
+from ._versions import newest_own, own_version, prune, said_of, warn_skipped
 
 __all__ = ["check_not_past", "check_resumable", "fit_differences", "recover", "recreate",
            "run_clocks"]
@@ -65,21 +65,28 @@ def _wait_for_departure(model, exc: BaseException, limit: float) -> None:
 
 
 def restore_sound(model, info: ck.CheckpointInfo, optimizer_state: bool = True,
-                  check: Callable | None = None,
-                  own: Callable | None = None) -> ck.CheckpointInfo:
+                  check: Callable | None = None, own: Callable | None = None, *,
+                  skipped: dict | None = None, what: str = "this model",
+                  say_torn: bool = True) -> ck.CheckpointInfo:
     """Restore version ``info`` of a checkpoint, or, when its data fails the restore's
     checks (e.g. a chunk whose checksum fails, which :func:`~dask_ps.model.format.latest`
     does not read, or another model's tables), the newest older complete version that passes
-    them, with a :class:`~dask_ps.model.format.TornCheckpointWarning` naming the damaged one
-    and pointing at the caller's line outside dask_ps
-    (:func:`~dask_ps.model.format.older_sound`; the damaged version is left in the store):
-    what a resume and a recovery need, where ``restore`` of an explicit version stays
-    strict.
+    them (:func:`~dask_ps.model.format.older_sound`; the damaged version is left in the
+    store): what a resume and a recovery need, where ``restore`` of an explicit version
+    stays strict.
     ``own(info)`` picks, before each try, the version to try of those from ``info`` down:
-    the newest holding this model or fit (:func:`~dask_ps.model._versions.own_version`:
-    a version of another model is skipped as one, with a ``UserWarning`` saying what it
-    holds, not as damage). ``check(info)`` runs before each try (e.g.
+    the newest holding this model or fit (:func:`~dask_ps.model._versions.own_version`
+    given ``skipped``: a version of another model is skipped as one, not as damage), adding
+    the versions it skips to ``skipped`` (version -> what it holds; a dict the caller may
+    have filled already). ``check(info)`` runs before each try (e.g.
     :func:`check_resumable`). Returns the version restored.
+
+    Every version skipped on the way is said in one warning, pointing at the caller's line
+    outside dask_ps (:func:`~dask_ps.model._versions.warn_skipped`; ``what`` names the
+    model): torn (unless ``say_torn`` is False: a recovery expects the version its failure
+    tore), damaged (found before loading or while loading), or holding another model;
+    a :class:`~dask_ps.model.format.TornCheckpointWarning` when any was torn or damaged,
+    else a ``UserWarning``. None when no version restores: the error names them all.
 
     Raises
     ------
@@ -90,6 +97,7 @@ def restore_sound(model, info: ck.CheckpointInfo, optimizer_state: bool = True,
     from ..exceptions import CheckpointFormatError
 
     errors: list[str] = []
+    skipped = {} if skipped is None else skipped
     first = None
     while True:
         if own is not None:
@@ -97,10 +105,13 @@ def restore_sound(model, info: ck.CheckpointInfo, optimizer_state: bool = True,
         if check is not None:
             check(info)
         try:
-            return model.restore(info, optimizer_state)
+            restored = model.restore(info, optimizer_state)
         except CheckpointFormatError as exc:
             first = first or exc
-            nxt = ck.older_sound(info, exc, errors)  # warns, naming the damaged version
+            nxt = ck.older_sound(info, exc, errors, warn=False)  # said below, with the rest
+        else:
+            warn_skipped(restored if say_torn else replace(restored, torn=[]), skipped, what)
+            return restored
         if nxt is None:
             first.add_note("no other complete version restores either" + (
                 ": " + "; ".join(errors[1:]) if len(errors) > 1 else ""))
@@ -356,13 +367,17 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
             if not rewinds:
                 check_not_past(info, n_clocks, unit, limit)
 
+        skipped: dict = {}  # versions of other fits: said with the damaged, at once
+
         def own_fit(info):
-            start, others = newest_own(info, differs, "this fit")
+            start, others = newest_own(info, differs, "this fit", warn=False)
             if start is None:  # no version of this fit: named, with what the folder holds
                 raise OptionError(_no_version_of_fit(info, others, driver_differs))
+            skipped.update(others)
             return start
 
-        last = restore_sound(model, ck.latest(checkpoint), check=check, own=own_fit)
+        last = restore_sound(model, ck.latest(checkpoint, warn=False), check=check,
+                             own=own_fit, skipped=skipped, what="this fit")
         clock = min(last.clock, n_clocks)
         kept = list(last.attrs.get("extra", {}).get("results", []))[:clock]
         results[:] = kept + [None] * (clock - len(kept))
@@ -514,12 +529,10 @@ def recover(model, checkpoint: str, optimizer_state: bool = True, *,
     complete version of ``checkpoint`` holding the model.
 
     In a folder where other models save too, newer versions of another model are skipped
-    with a ``UserWarning`` saying what they hold
-    (:func:`~dask_ps.model._versions.own_version`); damaged ones with a
-    :class:`~dask_ps.model.format.TornCheckpointWarning` saying they are damaged
-    (:func:`restore_sound`). ``differs(info) -> str or None`` says why a version holds
-    another model (default: another model's tables; :func:`run_clocks` passes
-    :func:`fit_differences` of its fit), ``what`` names the model in the warnings.
+    (:func:`~dask_ps.model._versions.own_version`), and so are damaged ones, found before
+    loading or while loading (:func:`restore_sound`). ``differs(info) -> str or None`` says
+    why a version holds another model (default: another model's tables; :func:`run_clocks`
+    passes :func:`fit_differences` of its fit), ``what`` names the model in the warning.
 
     Returns
     -------
@@ -536,22 +549,33 @@ def recover(model, checkpoint: str, optimizer_state: bool = True, *,
         holds), checked before any shard is moved; or none of those that do restores.
     NoShardWorkerError
         No live worker can host the lost shards (a ValueError).
+
+    Warns
+    -----
+    TornCheckpointWarning
+        Newer versions were damaged, and skipped: one warning naming every version skipped
+        and why (those holding another model too), pointing at the caller's line. Torn
+        versions (e.g. the one the failure interrupted) are not warned of: they are in
+        ``torn``.
+    UserWarning
+        Newer versions hold another model and were skipped (naming them and what they
+        hold), none damaged.
     """
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        # a version torn by the very failure being recovered from is expected; it is
-        # reported in the result (``torn``) instead
-        warnings.simplefilter("ignore", ck.TornCheckpointWarning)
-        info = ck.latest(checkpoint)
-    info = own_version(model, info, differs, what)  # before any shard is moved
+    info = ck.latest(checkpoint, warn=False)  # what it skipped: said once, when restored
+    skipped: dict = {}  # versions of other models, said with the damaged ones
 
     def own(i):
-        return own_version(model, i, differs, what)
+        return own_version(model, i, differs, what, skipped=skipped)
 
+    info = own(info)  # before any shard is moved: no version of the model, nothing moved
     lost = placement.lost_shards(model)
     was = [model.shards[i].address for i in lost]
     moved = placement.replace_shards(model, lost) if lost else []
-    info = restore_sound(model, info, optimizer_state, own=own)
+    # a version torn by the very failure being recovered from is expected: it is reported
+    # in the result (``torn``), not warned of
+    info = restore_sound(model, info, optimizer_state, own=own, skipped=skipped, what=what,
+                         say_torn=False)
     if not model.is_local:  # the dashboard's table of recoveries
         for shard, old, new in zip(lost, was, moved):
             log_recovery(shard, old, new, checkpoint=f"{info.url} v{info.version}",

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dask_ps import PSModel
-from dask_ps.model.format import TornCheckpointWarning
+from dask_ps.model.format import TornCheckpointWarning, latest
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -68,6 +68,95 @@ def test_a_load_or_restore_of_a_folder_reads_a_versions_metadata_once(tmp_path):
         opened
     model.close()
 
+
+
+def _arrays_read(opened: dict) -> dict:
+    """``{array: times its zarr.json was opened}`` of the arrays (not the group) in
+    ``opened``."""
+    return {p[:-len("/zarr.json")]: n for p, n in opened.items()
+            if p.endswith("/zarr.json") and p.count("/") > 1}
+
+
+def _two_tables(client) -> PSModel:
+    model = PSModel(client, n_shards=2)
+    model.add_table("w", (5000, 2), optimizer="adagrad")
+    model.add_table("h", (None, 2), partitioner="hash", optimizer="adagrad")
+    model.push("w", np.arange(5000), np.ones((5000, 2)))
+    model.push("h", np.arange(3000), np.ones((3000, 2)))
+    return model
+
+
+#: The arrays of :func:`_two_tables`' version 2: each one's zarr.json read once.
+_ONCE = {f"v000002/{a}": 1 for a in ["t0/values", "t0/slots/accumulator", "t1/keys",
+                                     "t1/values", "t1/slots/accumulator"]}
+
+
+def test_a_load_or_restore_reads_each_arrays_metadata_once(tmp_path):
+    """Each array's zarr.json was read by latest's verify, then opened again by every
+    reader task: twice by a load, three times by a restore or a recovery (its check, then
+    its load), once more per task on a cluster. The arrays are now opened once, in the
+    client, with the metadata latest read and checked against the manifest, and passed to
+    the tasks; a version given that latest did not read (save's) reads each one once."""
+    url = str(tmp_path / "ck")
+    model = _two_tables("local")
+    model.save(url, chunk_rows=500)
+    saved = model.save(url, chunk_rows=500)
+    for what, fn in [("load", lambda: PSModel.load("local", url).close()),
+                     ("restore(url)", lambda: model.restore(url)),
+                     ("recover(url)", lambda: model.recover(url)),
+                     ("restore(save's info)", lambda: model.restore(saved))]:
+        assert _arrays_read(_opens(url, fn)) == _ONCE, what
+    read = _opens(url, lambda: model.restore(latest(url)))  # latest's read, restore's none
+    assert _arrays_read(read) == _ONCE, read
+    assert model.restore(latest(url)).arrays.keys() == {a[len("v000002/"):] for a in _ONCE}
+    model.close()
+
+
+def _install_open_counter(folder: str) -> None:
+    """In a worker: count the files opened under ``folder`` (:func:`_worker_opens`)."""
+    counts: collections.Counter = collections.Counter()
+
+    def audit(event, args):
+        if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+            path = os.fsdecode(args[0])
+            if path.startswith(folder):
+                counts[os.path.relpath(path, folder)] += 1
+
+    sys.addaudithook(audit)
+    sys.modules[__name__]._WORKER_OPENED = counts
+
+
+def _worker_opens() -> dict:
+    counts = sys.modules[__name__]._WORKER_OPENED
+    out = dict(counts)
+    counts.clear()
+    return out
+
+
+@pytest.mark.timeout(240)
+def test_reader_tasks_on_a_cluster_read_no_arrays_metadata(tmp_path):
+    """On a cluster each reader task opened every array of its table again (a restore on 2
+    shards read each zarr.json 5 times): the tasks now take the arrays the client opened,
+    pickled with their metadata, and read none."""
+    from distributed import Client, LocalCluster
+
+    url = str(tmp_path / "ck")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None, worker_dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        client.run(_install_open_counter, url)
+        model = _two_tables(client)
+        model.save(url, chunk_rows=500)
+        model.save(url, chunk_rows=500)
+        client.run(_worker_opens)
+        for what, fn in [("load", lambda: PSModel.load(client, url, n_shards=2).close()),
+                         ("restore(url)", lambda: model.restore(url)),
+                         ("recover(url)", lambda: model.recover(url))]:
+            opened = collections.Counter(_opens(url, fn))
+            for seen in client.run(_worker_opens).values():
+                opened.update(seen)
+            assert _arrays_read(opened) == _ONCE, (what, dict(opened))
+        model.close()
 
 def _damage(url: str, version: int, how: str) -> None:
     """Damage array t0/values of ``version``: flip a byte of its last chunk (its checksum
@@ -151,3 +240,56 @@ def test_load_of_a_folder_says_torn_and_damaged_versions_in_one_warning(tmp_path
     assert seen[0].filename == __file__
     loaded.close()
     model.close()
+
+
+@pytest.mark.filterwarnings("ignore:checkpoint folder .* two models are writing:UserWarning")
+@pytest.mark.parametrize("how, found", [
+    ("checksum", r"table 'w': array 'values', rows 200\.\.300 are damaged"),
+    ("lost", r"array 't0/values' has 2 of its 3 chunks")], ids=["checksum", "lost"])
+def test_recover_and_resume_of_a_folder_say_every_version_skipped_in_one_warning(
+        tmp_path, how, found):
+    """The newest version damaged, the one before it another model's: recover(url) warned
+    twice, a TornCheckpointWarning "version 3 is damaged; skipped, using version 2" (which
+    was not used) and a UserWarning "version 2 holds tables ['v']; skipped, using version
+    1"; damage found before loading (a lost chunk) was not said at all. A resume did as
+    recover did. Each warns once now, naming each version skipped and why, and the version
+    used."""
+    from dask_ps.model.recovery import run_clocks
+
+    url = str(tmp_path / "ck")
+    a = PSModel("local", n_shards=2)
+    a.add_table("w", (300, 2), optimizer="adagrad")
+    b = PSModel("local", n_shards=2)
+    b.add_table("v", (30,), optimizer="adagrad")
+    a.push("w", np.arange(300), np.ones((300, 2)))
+    a.save(url, clock=1, chunk_rows=100)  # version 1: a's
+    sound = a.pull("w")
+    b.save(url)  # version 2: b's
+    a.push("w", np.arange(300), np.ones((300, 2)))
+    a.save(url, clock=3, chunk_rows=100)  # version 3: a's, damaged
+    _damage(url, 3, how)
+    start = rf"checkpoint folder {re.escape(repr(url))}: version 3 is damaged \(.*{found}.*\); "
+    for what, roll_back, held in [
+            ("recover", lambda: a.recover(url)["version"],
+             r"version 2 holds tables \['v'\], not the model's \['w'\]: it is another "
+             r"model's checkpoint; skipped, using version 1, the newest sound version of "
+             r"this model$"),
+            ("resume", lambda: run_clocks(a, lambda s, e: [None] * (e - s), 3,
+                                          checkpoint=url, resume=True)
+             and a.checkpoint_info.version,
+             r"version 2 holds another fit: tables \['v'\] \(this fit's: \['w'\]\); "
+             r"skipped, using version 1, the newest sound version of this fit$")]:
+        a.push("w", np.arange(300), np.ones((300, 2)))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            version = roll_back()
+        seen = [w for w in seen if "two models are writing" not in str(w.message)]  # saves
+        said = [(w.category, str(w.message)) for w in seen]
+        assert version == 1, (what, said)
+        if what == "recover":
+            np.testing.assert_array_equal(a.pull("w"), sound)
+        assert len(said) == 1 and said[0][0] is TornCheckpointWarning, (what, said)
+        assert re.match(start + held, said[0][1]), (what, said)
+        assert seen[0].filename == __file__, (what, seen[0].filename)
+    a.close()
+    b.close()
