@@ -368,7 +368,7 @@ def _wait_workers(client, n: int, timeout: float, t0: float, times: dict,
         if now > deadline:
             jobs = watch.describe() if watch is not None else None
             raise TimeoutError(f"the scheduler at {client.scheduler.address} has {have} of "
-                               f"{n} worker{'s' if n > 1 else ''} after {timeout:g} s"
+                               f"{n} worker{'s' if n != 1 else ''} after {timeout:g} s"
                                + (f"; {jobs}" if jobs else ""))
         line = watch.check() if watch is not None else None
         if line and report is not None:
@@ -539,7 +539,8 @@ def connect(spec: ClusterSpec, report=None) -> Session:
             dashboard_address=spec.dashboard_address, **kwargs))
         try:
             session = Session(Client(cluster), cluster,
-                              description=f"LocalCluster: {spec.n_workers} worker processes "
+                              description=f"LocalCluster: {spec.n_workers} worker process"
+                                          f"{'es' if spec.n_workers != 1 else ''} "
                                           f"x {spec.cores} thread"
                                           f"{'s' if spec.cores != 1 else ''}")
         except BaseException:

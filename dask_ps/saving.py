@@ -464,30 +464,42 @@ def load_estimator(path: str):
     return estimator, meta["extra"]
 
 
+#: The key of a :func:`write_tables` ``model.json`` naming the files that export wrote (and
+#: whether it finished): a later export into the folder replaces them.
+EXPORT_KEY = "dask_ps_export"
+
+
 def write_tables(out: str, tables: dict, meta: dict, fmt: str = "parquet") -> list[str]:
-    """Write pandas tables and a ``model.json`` into a new folder ``out``.
+    """Write pandas tables and a ``model.json`` into folder ``out``: a new or empty one, or
+    one holding an earlier export, which is replaced (as by :meth:`dask_ps.PSModel.export`).
 
     Parameters
     ----------
     out : str
-        A folder (local path or fsspec URL such as ``s3://bucket/prefix``) that does not
-        exist yet (or is empty); on an object store no bucket is created.
+        A folder (local path or fsspec URL such as ``s3://bucket/prefix``); on an object
+        store no bucket is created.
     tables : dict of str to pandas.DataFrame
         Written as ``<name>.parquet`` (or ``.csv``), without the index.
     meta : dict
-        JSON-able description written as ``model.json``.
+        JSON-able description written as ``model.json``, with ``meta[EXPORT_KEY]`` added:
+        ``{"files": [the tables' files], "complete": bool}`` (``model.json`` is written
+        first, so that an export cut short is still one to replace, and again at the end
+        with ``complete`` true).
     fmt : {"parquet", "csv"}
 
     Returns
     -------
     list of str
-        The files written.
+        The files written, ``model.json`` last.
 
     Raises
     ------
     FileExistsError
-        ``out`` is a file or a folder that is not empty (the message names what it holds):
-        nothing in it is replaced or deleted.
+        ``out`` is a file, or a folder holding anything that is not an earlier export's
+        (the message names it): nothing in it is replaced or deleted. An earlier export
+        is the files its ``model.json`` lists (:data:`EXPORT_KEY`); one written before
+        that key is known by its ``"estimator"`` and ``"model"`` strings, and its tables
+        by the names of ``tables`` (``.parquet`` or ``.csv``).
     OSError
         A missing bucket or refused access, naming the file
         (:func:`~dask_ps.io._storage.storage_error`).
@@ -502,39 +514,70 @@ def write_tables(out: str, tables: dict, meta: dict, fmt: str = "parquet") -> li
     from .io._storage import storage_error
 
     fs, root = fsspec.core.url_to_fs(out)
+    root, names = root.rstrip("/"), [f"{name}.{fmt}" for name in tables]
     try:
         if fs.isfile(root):
             raise FileExistsError(f"{out} is a file; give a new folder")
-        held = (sorted(p.rstrip("/").rsplit("/", 1)[-1]  # s3fs: not a listing of before
-                       for p in fs.ls(root, detail=False, refresh=True))
-                if fs.isdir(root) else [])
+        held = ({p.rstrip("/").rsplit("/", 1)[-1]: p  # s3fs: not a listing of before
+                 for p in fs.ls(root, detail=False, refresh=True)} if fs.isdir(root) else {})
+        earlier = _earlier_export(out, fs, held, tables) if held else []
+        for name in earlier:  # the earlier export's files not written again (e.g. its
+            if name not in names and name != "model.json":  # tables in the other format)
+                fs.rm_file(held[name])
     except FileNotFoundError:  # a missing bucket: the first write names it
-        held = []
+        pass
     except OSError as exc:
         if isinstance(exc, FileExistsError):
             raise
         raise storage_error(str(out), exc) from None
-    if held:  # nothing is replaced: an export of its own included
-        raise FileExistsError(f"{out} is not empty: it holds {', '.join(held[:8])}"
-                              f"{f' and {len(held) - 8} more' if len(held) > 8 else ''}; "
-                              f"give a new or empty folder")
     if isinstance(fs, LocalFileSystem):  # (s3fs would create a bucket: stores have none)
         fs.makedirs(root, exist_ok=True)
-    written = []
-    files = [(f"{name}.{fmt}", df) for name, df in tables.items()] + [("model.json", None)]
-    for name, df in files:  # each named as ``out`` is written (a path, or a URL)
-        path = (f"{str(out).rstrip('/')}/{name}" if "://" in str(out) else
-                os.path.join(out, name))
+
+    def write(name: str, df) -> str:  # named as ``out`` is written (a path, or a URL)
+        path = f"{str(out).rstrip('/')}/{name}" if "://" in str(out) else os.path.join(out, name)
         try:
-            with fs.open(f"{root.rstrip('/')}/{name}", "wb") as f:
-                if df is None:
-                    f.write(json.dumps(_plain(meta, "meta"), indent=1).encode())
+            with fs.open(f"{root}/{name}", "wb") as f:
+                if isinstance(df, dict):
+                    f.write(json.dumps(_plain(df, "meta"), indent=1).encode())
                 elif fmt == "parquet":
                     df.to_parquet(f, index=False)
                 else:
                     f.write(df.to_csv(index=False).encode())
         except OSError as exc:
             raise storage_error(path, exc) from None
-        written.append(path)
-    return written
+        return path
 
+    write("model.json", {**meta, EXPORT_KEY: {"files": names, "complete": False}})
+    written = [write(name, df) for name, df in zip(names, tables.values())]
+    return written + [write("model.json", {**meta, EXPORT_KEY: {"files": names,
+                                                                 "complete": True}})]
+
+
+def _earlier_export(out: str, fs, held: dict, tables: dict) -> list[str]:
+    """The names in folder ``out`` (``held``: name -> ``fs`` path) of an earlier
+    :func:`write_tables` export, which it replaces; refused (FileExistsError naming them)
+    if ``out`` holds anything else (see :func:`write_tables`)."""
+    try:
+        desc = json.loads(fs.cat_file(held["model.json"])) if "model.json" in held else None
+    except (OSError, ValueError):  # a folder named model.json, not JSON, not UTF-8
+        desc = None
+    mark = desc.get(EXPORT_KEY) if isinstance(desc, dict) else None
+    ours = {"model.json"}
+    if isinstance(mark, dict) and isinstance(mark.get("files"), list):
+        ours |= {f for f in mark["files"] if isinstance(f, str)}
+    elif isinstance(desc, dict) and all(isinstance(desc.get(k), str)
+                                        for k in ("estimator", "model")):
+        ours |= {f"{t}.{ext}" for t in tables for ext in ("parquet", "csv")}
+    else:
+        ours = set()
+    mine = sorted(h for h in held if h in ours and fs.isfile(held[h]))
+    others = sorted(h for h in held if h not in mine)
+    some = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
+    if not mine:
+        raise FileExistsError(f"{out} is not empty: it holds {some}, not an earlier export "
+                              f"(no model.json of dask-ps export); give a new or empty folder")
+    if others:
+        raise FileExistsError(f"{out} holds an earlier export ({', '.join(mine)}) and also "
+                              f"{some}, which are not part of it: move them away, or give "
+                              f"a new or empty folder")
+    return mine

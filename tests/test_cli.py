@@ -416,11 +416,18 @@ def test_csv_and_parquet_tables_save_evaluate_export(client1, tmp_path, capsys):
     meta = json.loads((tmp_path / "out" / "model.json").read_text())
     assert list(coef.columns) == ["feature", "coef"] and coef.feature.max() < 64
     assert meta["data"]["label"] == "click" and meta["n_features"] == 64
-    # an export replaces nothing, its own earlier one included: refused, named, untouched
+    # the same export again replaces the earlier one (it was refused: "out is not empty")
+    assert main(["export", model, str(tmp_path / "out"), "--format", "csv"]) == 0
+    assert sorted(os.listdir(tmp_path / "out")) == ["coef.csv", "model.json"]
+    assert pd.read_csv(tmp_path / "out" / "coef.csv").equals(coef)
+    # beside files of the user's, nothing is replaced: refused, named, untouched
     (tmp_path / "out" / "notes.txt").write_text("mine")
-    assert main(["export", model, str(tmp_path / "out"), "--format", "csv"]) != 0
-    err = capsys.readouterr().err
-    assert f"{tmp_path / 'out'} is not empty: it holds coef.csv, model.json, notes.txt" in err
+    capsys.readouterr()
+    assert main(["export", model, str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"dask-ps: error: {tmp_path / 'out'} holds an earlier export (coef.csv, model.json) "
+        f"and also notes.txt, which are not part of it: move them away, or give a new or "
+        f"empty folder\n")
     assert sorted(os.listdir(tmp_path / "out")) == ["coef.csv", "model.json", "notes.txt"]
     assert pd.read_csv(tmp_path / "out" / "coef.csv").equals(coef)
     # the same table as Parquet
@@ -614,6 +621,17 @@ def test_config_naming_a_directory_or_a_file_that_is_not_utf8(tmp_path, capsys, 
     (["--resume", "auto"], "--resume auto needs --checkpoint URL, the folder of the run to "
                            "continue (--checkpoint auto snapshots into a temporary folder"),
     (["--resume", "auto", "--checkpoint", "auto"], "--resume auto needs --checkpoint URL"),
+    # --checkpoint none (any case) is checkpoint=None: it was a folder named "none"
+    (["--resume", "auto", "--checkpoint", "none"], "--resume auto needs --checkpoint URL, the "
+                                                   "folder of the run to continue (--checkpoint "
+                                                   "none writes no checkpoint)\n"),
+    (["--resume", "auto", "--checkpoint", " None"], "--resume auto needs --checkpoint URL, the "
+                                                    "folder of the run to continue (--checkpoint "
+                                                    "none writes no checkpoint)\n"),
+    (["--checkpoint", "NONE", "--checkpoint-every", "2"], "--checkpoint-every 2: applies to a "
+                                                          "--checkpoint URL (this fit's "
+                                                          "checkpoint is none: it writes no "
+                                                          "checkpoint)\n"),
     (["--ps-workers", "1"], "--ps-workers applies to --cluster slurm|pbs|sge|lsf, not local"),
     (["--cluster", "slurm", "--adapt", "--worker-lifetime", "1h"],
      "--worker-lifetime needs --ps-workers"),
@@ -661,6 +679,40 @@ def test_options_not_supported_yet_fail_before_any_cluster(tr, capsys, monkeypat
     out = capsys.readouterr()
     assert out.err.startswith(f"dask-ps: error: {message}") and out.err.count("\n") == 1
     assert "cluster:" not in out.out
+
+
+def test_a_config_file_s_checkpoint_none_is_no_checkpoint(tr, tmp_path, capsys):
+    """``checkpoint = "none"`` in a --config file is --checkpoint none (checkpoint=None), so
+    --resume auto is refused before any cluster; a number is still refused as one."""
+    cfg = _toml(tmp_path / "run.toml", '[model]\ncheckpoint = "None"\n')
+    assert main(["train", "lr", "--config", cfg, "--train", tr, "--resume", "auto"]) == 2
+    out = capsys.readouterr()
+    assert out.err == ("dask-ps: error: --resume auto needs --checkpoint URL, the folder of "
+                       "the run to continue (--checkpoint none writes no checkpoint)\n")
+    assert "cluster:" not in out.out
+    cfg = _toml(tmp_path / "bad.toml", "checkpoint = 3\n")
+    assert main(["train", "lr", "--config", cfg, "--train", tr]) == 2
+    assert capsys.readouterr().err == (f"dask-ps: error: {cfg}: checkpoint: must be a string "
+                                       f"(--checkpoint URL), got 3: quote it, checkpoint = "
+                                       f"\"3\"\n")
+
+
+@pytest.mark.timeout(180)
+def test_checkpoint_none_writes_none_and_one_worker_is_singular(tr, tmp_path, capsys,
+                                                                 monkeypatch):
+    """``--checkpoint none`` wrote checkpoints into a folder ./none ("checkpoint written:
+    none version 2"); now it is checkpoint=None: nothing written, no "last checkpoint" line,
+    and the log says so. A one-worker cluster is "1 worker process", trained on "1 worker"
+    (it said "1 worker processes", "1 workers")."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "lr", "--train", tr, "--workers", "1", "--max-iter", "1",
+                 "--checkpoint", "none", "--dashboard-address", "none"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert not (tmp_path / "none").exists()
+    assert "checkpoint: none (--checkpoint none: no checkpoint is written)" in out
+    assert not [x for x in out if "checkpoint written" in x or "last checkpoint" in x]
+    assert out[0].startswith("cluster: LocalCluster: 1 worker process x 1 thread; ")
+    assert next(x for x in out if x.startswith("training ")).endswith("), 1 worker")
 
 
 def test_a_checkpoint_naming_a_file_fails_before_any_cluster(tr, capsys):

@@ -403,6 +403,55 @@ def test_write_tables_into_a_new_local_folder_given_as_a_path_or_a_file_url(tmp_
     assert pd.read_parquet(out / "coef.parquet")["a"].tolist() == [1.0]
 
 
+def test_write_tables_replaces_an_earlier_export_only(tmp_path):
+    """An export into a folder holding an earlier one replaces it, as PSModel.export does
+    (dask-ps export run twice said "out is not empty: it holds coef.csv, model.json"): the
+    files its model.json lists, or, for an export written before that list, its model.json
+    and the tables of the names written. Beside any other file it is refused, naming it,
+    and nothing is touched."""
+    import pandas as pd
+
+    from dask_ps.saving import EXPORT_KEY, write_tables
+
+    out = tmp_path / "out"
+    write_tables(str(out), {"coef": pd.DataFrame({"a": [1.0]}),
+                            "factors": pd.DataFrame({"f0": [2.0]})}, {"n": 1}, "csv")
+    meta = json.loads((out / "model.json").read_text())
+    assert meta[EXPORT_KEY] == {"files": ["coef.csv", "factors.csv"], "complete": True}
+    # again, as Parquet and with one table: the earlier CSV tables go
+    written = write_tables(str(out), {"coef": pd.DataFrame({"a": [3.0]})}, {"n": 2})
+    assert written == [str(out / "coef.parquet"), str(out / "model.json")]
+    assert sorted(p.name for p in out.iterdir()) == ["coef.parquet", "model.json"]
+    assert pd.read_parquet(out / "coef.parquet")["a"].tolist() == [3.0]
+    assert json.loads((out / "model.json").read_text())["n"] == 2
+    # a file of the user's beside it: refused, named, nothing touched
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match=rf"^{out} holds an earlier export \(coef\.parquet"
+                                              rf", model\.json\) and also notes\.txt, which "
+                                              rf"are not part of it: move them away"):
+        write_tables(str(out), {"coef": pd.DataFrame({"a": [4.0]})}, {"n": 3})
+    assert pd.read_parquet(out / "coef.parquet")["a"].tolist() == [3.0]
+    # an export written before model.json listed its files: known by its description
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "coef.csv").write_text("feature,coef\n0,1.0\n")
+    (old / "model.json").write_text(json.dumps({"model": "logistic regression",
+                                                "estimator": "LogisticRegression"}))
+    write_tables(str(old), {"coef": pd.DataFrame({"a": [5.0]})}, {"n": 4})
+    assert sorted(p.name for p in old.iterdir()) == ["coef.parquet", "model.json"]
+    # a folder of other files, a model.json of another program's among them: refused
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "model.json").write_text('{"layers": 3}')
+    (other / "w.csv").write_text("1\n")
+    with pytest.raises(FileExistsError, match=rf"^{other} is not empty: it holds model\.json, "
+                                              rf"w\.csv, not an earlier export \(no model\.json "
+                                              rf"of dask-ps export\); give a new or empty"):
+        write_tables(str(other), {"w": pd.DataFrame({"a": [1.0]})}, {}, "csv")
+    assert (other / "model.json").read_text() == '{"layers": 3}'
+    assert (other / "w.csv").read_text() == "1\n"
+
+
 def test_a_table_model_without_its_encoder_is_refused_naming_the_file(tmp_path, capsys):
     """New-user pass: ``dask-ps evaluate`` of a model trained on CSV whose file lacks
     ``extra.data.encoder`` (an older or hand-edited file) exited 1 with a bare ``KeyError:

@@ -111,9 +111,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
     ev.add_argument("--debug", action="store_true", help="raise errors with their traceback")
     ex = sub.add_parser("export", help="write a saved model's weights as tables",
                         description="Write the weights of a model saved by dask-ps train "
-                                    "--save into a new folder: tables and a model.json.")
+                                    "--save into a new folder, or over an earlier export: "
+                                    "tables and a model.json.")
     ex.add_argument("model", help="the saved model (.npz)")
-    ex.add_argument("out", help="a new folder")
+    ex.add_argument("out", help="a new or empty folder, or one holding only an earlier "
+                                "export, which is replaced")
     ex.add_argument("--format", choices=["parquet", "csv"], default="parquet",
                     help="table format (default parquet)")
     ex.add_argument("--debug", action="store_true", help="raise errors with their traceback")

@@ -198,10 +198,14 @@ def _nnz(block) -> int:
 CONSISTENCY = dict(choices=["bsp", "ssp", "asp"], help="consistency model of the clocks")
 
 #: The checkpoint and recovery flags of every algorithm (its estimator's parameters of these
-#: names); ``--resume auto`` continues from ``--checkpoint``.
+#: names); ``--resume auto`` continues from ``--checkpoint``; ``--checkpoint none`` is
+#: ``checkpoint=None``.
 CHECKPOINT = (
     Param("--checkpoint", "checkpoint",
-          dict(metavar="URL", help="checkpoint folder reachable from every worker")),
+          dict(metavar="URL", type=opt.checkpoint_url,
+               help="checkpoint folder reachable from every worker; auto: snapshots in a "
+                    "temporary folder deleted after the fit; none (any case): no "
+                    "checkpoint (a folder named none: ./none)")),
     Param("--checkpoint-every", "checkpoint_every", dict(type=opt.POSITIVE_INT)),
     Param("--max-recoveries", "max_recoveries", dict(type=opt.NON_NEGATIVE_INT)),
 )

@@ -227,6 +227,18 @@ def _dashboard_address(text: str) -> str | None:
     return text
 
 
+def checkpoint_url(text: str) -> str | None:
+    """``--checkpoint``: ``none`` (any case, spaces around) is no checkpoint (the
+    estimators' ``checkpoint=None``), as ``--dashboard-address none`` is no dashboard;
+    anything else (``auto``, a folder, an fsspec URL) is passed on as given. A folder named
+    ``none`` is given as ``./none``."""
+    return None if text.strip().lower() == "none" else text
+
+
+# a --config file gives it a string, as it gives an option without a type
+checkpoint_url.takes_string = True
+
+
 def join_negative_sizes(argv: list[str]) -> list[str]:
     """``--memory -1GB`` (or ``--ps-memory``) as ``--memory=-1GB``: argparse reads a value
     that starts with '-' and is not a plain negative number as a missing one ("argument
@@ -414,7 +426,8 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
             if isinstance(v, (dict, list)) or isinstance(v, bool):
                 raise OptionError(f"{where}: unexpected value {v!r}")
             metavar = action.metavar or action.dest.upper()
-            if action.type is None and not isinstance(v, str):  # a path, a name, a URL
+            if (action.type is None or getattr(action.type, "takes_string", False)) \
+                    and not isinstance(v, str):  # a path, a name, a URL
                 raise OptionError(f"{where}: must be a string ({option} {metavar}), got "
                                   f"{v!r}: quote it, {key} = \"{v}\"")
             expects = getattr(action.type, "expects", None)  # a number, maybe "auto"

@@ -209,7 +209,8 @@ def build_estimator(args, algo: Algorithm, shard_workers: bool):
     except ValueError as exc:  # scikit-learn's InvalidParameterError, or a cross-check
         if args.resume == "auto" and isinstance(exc, NoCheckpointToResumeError):
             how = ("--checkpoint auto snapshots into a temporary folder deleted after the run"
-                   if est.checkpoint == "auto" else "no checkpoint is written")
+                   if est.checkpoint == "auto" else "--checkpoint none writes no checkpoint"
+                   if "checkpoint" in kwargs else "no checkpoint is written")
             raise OptionError(f"--resume auto needs --checkpoint URL, the folder of the run "
                               f"to continue ({how})") from exc
         flags = [p.flag for p in algo.params
@@ -301,10 +302,10 @@ def _check_checkpoint_every(args, est) -> None:
     checkpoint = est.get_params().get("checkpoint")
     if checkpoint in (None, "auto"):
         raise OptionError(f"--checkpoint-every {args.checkpoint_every}: applies to a "
-                          f"--checkpoint URL (this fit's checkpoint is {checkpoint!r}: "
-                          + ("snapshots every "
-                             f"{AUTO_SNAPSHOT_SECONDS:g} s of training, not by epochs)"
-                             if checkpoint == "auto" else "none)"))
+                          f"--checkpoint URL (this fit's checkpoint is "
+                          + (f"'auto': snapshots every {AUTO_SNAPSHOT_SECONDS:g} s of "
+                             f"training, not by epochs)" if checkpoint == "auto" else
+                             "none: it writes no checkpoint)"))
 
 
 def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
@@ -353,8 +354,10 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
                 f"{passes_of(params.get('checkpoint_every', 1), algo.passes)}"
                 + (" (resuming from its newest complete version, if any)"
                    if params.get("resume") else ""))
-        say(f"training {algo.estimator} on {data.summary}, "
-            f"{len(client.nthreads())} workers")
+        elif getattr(args, "checkpoint", "") is None:  # --checkpoint none given
+            say("checkpoint: none (--checkpoint none: no checkpoint is written)")
+        n = len(client.nthreads())
+        say(f"training {algo.estimator} on {data.summary}, {n} worker{'s' if n != 1 else ''}")
         events = Events(client, algo.passes)
         # checkpoint="auto" snapshots go to a temporary folder deleted after the fit
         kept = est.get_params().get("checkpoint") not in (None, "auto")

@@ -98,12 +98,19 @@ def test_evaluate_and_export_an_s3_model_on_s3_data(s3, capsys, tmp_path, monkey
     with fs.open(f"{out}/coef.parquet", "rb") as f:
         assert pd.read_parquet(f).shape == (4, 2)  # the features with a weight
     assert json.loads(fs.cat_file(f"{out}/model.json"))["n_features"] == 5
-    # an export folder that is not empty is refused, nothing replaced; a missing bucket named
+    # an earlier export is replaced (its CSV tables too); beside other files, refused and
+    # nothing replaced; a missing bucket named
+    assert main(["export", model, out, "--format", "csv"]) == 0
+    assert main(["export", model, out]) == 0
+    assert sorted(p.rsplit("/", 1)[-1] for p in fs.ls(out, refresh=True)) == [
+        "coef.parquet", "model.json"]
+    fs.pipe(f"{out}/notes.txt", b"mine")
+    capsys.readouterr()
     assert main(["export", model, out]) == 2
-    assert f"dask-ps: error: {out} is not empty: it holds coef.parquet, model.json" \
-        in capsys.readouterr().err
+    assert (f"dask-ps: error: {out} holds an earlier export (coef.parquet, model.json) and "
+            f"also notes.txt, which are not part of it") in capsys.readouterr().err
     assert main(["export", model, "s3://no-such-bucket-4f1/export"]) == 2
-    assert ("dask-ps: error: s3://no-such-bucket-4f1/export/coef.parquet: bucket "
+    assert ("dask-ps: error: s3://no-such-bucket-4f1/export/model.json: bucket "  # (first)
             "'no-such-bucket-4f1' does not exist") in capsys.readouterr().err
     assert not fs.exists("no-such-bucket-4f1")
 
