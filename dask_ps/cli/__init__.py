@@ -19,7 +19,10 @@ error (a bad option, data or file, an unreachable scheduler, lost workers: see
 for a report), 143 when stopped by SIGTERM (a walltime or ``scancel``), 130 when
 interrupted (after either signal the command ends within :data:`STOP_GRACE` seconds, killing
 its child processes if closing them takes longer). ``--debug`` or ``DASK_PS_DEBUG=1`` raises
-instead.
+instead. Python warnings are one line each too, ``dask-ps: warning: <Category>: <message>``
+(Python's own format under ``--debug``). Errors and warnings give their advice in the
+command's options (``--max-iter 83``, not the estimator's ``max_iter=83``:
+:func:`~._words.cli_words`).
 A ``--config`` TOML file (UTF-8) gives the same options (keys are long option names; flags
 given on the command line win; an ``algorithm`` key names the command's algorithm, or
 refuses another).
@@ -31,12 +34,14 @@ import argparse
 import os
 import signal
 import sys
+import warnings
 from typing import TYPE_CHECKING
 
 from ..exceptions import OptionError
 from . import _options as opt
 from ._algorithms import add_params
 from ._registry import ALGORITHMS
+from ._words import cli_words
 
 if TYPE_CHECKING:
     import numpy as np
@@ -226,11 +231,13 @@ def _one_line(exc: BaseException) -> str:
         type(exc).__name__
 
 
-def _failed(exc: Exception) -> int:
-    """Report ``exc``: one line and status 2 for a :func:`user_error`, else (a bug) its
-    traceback, a line asking for a report, and status 1."""
+def _failed(exc: Exception, command: argparse.ArgumentParser | None = None) -> int:
+    """Report ``exc``: one line and status 2 for a :func:`user_error` (its advice spelled
+    in the options of ``command``, the sub-parser of the command that ran:
+    :func:`~._words.cli_words`), else (a bug) its traceback, a line asking for a report,
+    and status 1."""
     if user_error(exc):
-        _fail(_one_line(exc))
+        _fail(cli_words(_one_line(exc), command))
         return 2
     import traceback
 
@@ -267,7 +274,10 @@ def main(argv=None) -> int:
     A user error (:func:`user_error`: bad data or option, missing file, unreachable
     scheduler, lost workers) prints ``dask-ps: error: <message>`` and returns 2; any other
     error, a bug, prints its traceback, then that line asking for a report, and returns 1;
-    SIGTERM returns 143. ``--debug`` (or ``DASK_PS_DEBUG=1``) raises instead.
+    SIGTERM returns 143. ``--debug`` (or ``DASK_PS_DEBUG=1``) raises instead. While the
+    command runs, a Python warning prints as ``dask-ps: warning: <Category>: <message>``
+    (:func:`warnings.showwarning` is restored when it returns; ``--debug`` keeps Python's
+    format).
     """
     _reset_stop()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -281,11 +291,17 @@ def main(argv=None) -> int:
         return _failed(exc)
     args = parser.parse_args(opt.join_negative_sizes(argv))
     args.debug = debug  # DASK_PS_DEBUG=1 too
+    command = (parsers[args.algorithm] if args.command == "train" else
+               next(a for a in parser._actions if isinstance(a.choices, dict)).choices[
+                   args.command])  # the sub-parser of the command: its options' spellings
     from . import _run  # the estimators, distributed: only once a command runs
     previous = previous_int = None
     if threading_is_main():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         previous_int = signal.signal(signal.SIGINT, _on_sigint)
+    shown = warnings.showwarning
+    if not debug:
+        warnings.showwarning = _warning_line(command)
     try:
         if args.command == "train":
             return _run.train(args, ALGORITHMS[args.algorithm])
@@ -301,11 +317,29 @@ def main(argv=None) -> int:
     except Exception as exc:
         if debug:
             raise
-        return _failed(exc)
+        return _failed(exc, command)
     finally:
+        warnings.showwarning = shown
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
             signal.signal(signal.SIGINT, previous_int)
+
+
+def _warning_line(command: argparse.ArgumentParser):
+    """A :func:`warnings.showwarning` printing a warning as one line on stderr, ``dask-ps:
+    warning: <Category>: <message>`` (the category left out for a ``UserWarning``), its
+    advice in the options of ``command`` (:func:`~._words.cli_words`): not Python's two
+    lines, the console script's file and line and its ``sys.exit(main())``."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        kind = "" if category is UserWarning else f"{category.__name__}: "
+        said = cli_words(_one_line(message), command)  # (a Warning, or its text)
+        try:
+            print(f"dask-ps: warning: {kind}{said}", file=sys.stderr if file is None else file,
+                  flush=True)
+        except OSError:  # (a closed stream, as warnings' own printer ignores)
+            pass
+
+    return show
 
 
 def threading_is_main() -> bool:

@@ -99,6 +99,11 @@ class Algorithm:
     passes : str
         What one pass of the fit is called in the output (``"epoch"``; gbdt: ``"round"``,
         lda: ``"iteration"``).
+    fit_passes : callable(estimator) -> (str, str), optional
+        Where the passes depend on the estimator's parameters (lr's ``--solver lbfgs``: its
+        passes are function evaluations): what one pass of its fit is called, and a note
+        said beside their number once it is fitted (``"5 L-BFGS iterations"``; else "").
+        Default: ``(passes, "")``; see :meth:`passes_for`.
     """
 
     name: str
@@ -119,6 +124,12 @@ class Algorithm:
     weighted: bool = False
     empty: str = "no rows"
     passes: str = "epoch"
+    fit_passes: Callable | None = None
+
+    def passes_for(self, est) -> tuple[str, str]:
+        """What one pass of estimator ``est``'s fit is called in the output, and the note
+        said beside their number (:attr:`fit_passes`; "" before the fit)."""
+        return self.fit_passes(est) if self.fit_passes else (self.passes, "")
 
     def data_format(self, args) -> str | None:
         """The format the parsed options read: the ``format`` of the data options as

@@ -1,8 +1,9 @@
 """What ``dask-ps train`` prints about a run as it goes: the data read, the fit's passes,
 checkpoints and recoveries as they happen (batch logs), the history and the rate line.
 
-Each algorithm names its passes (:attr:`~._algorithms.Algorithm.passes`: "epoch", "round",
-"iteration"); every line here says them through :func:`passes_of`.
+Each algorithm names its passes (:meth:`~._algorithms.Algorithm.passes_for`: "epoch",
+"round", "iteration"; lr's L-BFGS: "evaluation"); every line here says them through
+:func:`passes_of`.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def resumed_line(path: str, version: int, done: int, passes: str = "epoch") -> s
 
 
 def rate_line(history: list[dict], units: float, unit: str, wall: float,
-              restored: int = 0, passes: str = "epoch") -> str:
+              restored: int = 0, passes: str = "epoch", note: str = "") -> str:
     """Wall time and throughput of this run's passes (``passes``: what the algorithm calls
     one, "epoch", "round", "iteration"), the first pass (numba compiles there on a cold
     cache) left out of the rate; a record's ``time`` counts from the start of the fit's
@@ -115,7 +116,8 @@ def rate_line(history: list[dict], units: float, unit: str, wall: float,
     surveying it, starting the shards, before the first pass; collecting the model after
     the last: measured as the difference). The first ``restored`` pass records
     came from a checkpoint (``--resume``): they are not this run's, and only their number
-    is said."""
+    is said. ``note`` is said beside the number of passes (``"6 evaluations, 5 L-BFGS
+    iterations, 2.01 s"``: :meth:`~._algorithms.Algorithm.passes_for`)."""
     def word(n):
         return passes_of(n, passes)
 
@@ -125,8 +127,10 @@ def rate_line(history: list[dict], units: float, unit: str, wall: float,
     n = len(times)
     line = f"train wall {wall:.2f} s"
     if n and 0 <= times[-1] <= wall:
-        line += (f" ({word(n)} {times[-1]:.2f} s; the other {wall - times[-1]:.2f} s: placing "
-                 f"the data and starting the shards before, collecting the model after)")
+        beside = f", {note}," if note else ""
+        line += (f" ({word(n)}{beside} {times[-1]:.2f} s; the other {wall - times[-1]:.2f} "
+                 f"s: placing the data and starting the shards before, collecting the model "
+                 f"after)")
     more = (f"; {first_passes(restored, passes)} restored from the checkpoint" if restored
             else "")
     if n == 0 and restored:  # the checkpoint held the whole fit: nothing ran
@@ -154,9 +158,14 @@ def per_second(rate: float, unit: str) -> str:
     return f"{rate:.2f} {unit}/s"
 
 
-def print_history(history: list[dict], n: int) -> None:
-    """The last ``n`` rows of the fit's history (0: all), one line each."""
+def print_history(history: list[dict], n: int, passes: str = "epoch") -> None:
+    """The last ``n`` rows of the fit's history (0: all), one line each; a row numbering its
+    pass under the name ``passes`` too (L-BFGS's ``evaluation``) shows that number only,
+    not its ``epoch`` as well."""
     shown = history[-n:] if n else history
+    shown = [{k: v for k, v in h.items() if k != "epoch"}
+             if passes != "epoch" and "epoch" in h and h.get(passes) == h["epoch"] else h
+             for h in shown]
     say(f"history: last {len(shown)} of {len(history)} rows (--history N for more, 0: all)"
         if len(shown) < len(history) else
         f"history: {len(history)} row{'s' if len(history) != 1 else ''}")

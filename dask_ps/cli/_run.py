@@ -345,20 +345,21 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
                       _compiled_since(before, _compiled(client))))
         est.set_params(client=client)
         params = est.get_params()
+        passes = algo.passes_for(est)[0]
         if params.get("checkpoint") == "auto":
             say(f"checkpoint: auto (a snapshot after every {AUTO_SNAPSHOT_SECONDS:g} s of "
                 f"training, in a temporary folder deleted after the fit, when every worker "
                 f"runs on this machine)")
         elif params.get("checkpoint"):
             say(f"checkpoint: {params['checkpoint']} every "
-                f"{passes_of(params.get('checkpoint_every', 1), algo.passes)}"
+                f"{passes_of(params.get('checkpoint_every', 1), passes)}"
                 + (" (resuming from its newest complete version, if any)"
                    if params.get("resume") else ""))
         elif getattr(args, "checkpoint", "") is None:  # --checkpoint none given
             say("checkpoint: none (--checkpoint none: no checkpoint is written)")
         n = len(client.nthreads())
         say(f"training {algo.estimator} on {data.summary}, {n} worker{'s' if n != 1 else ''}")
-        events = Events(client, algo.passes)
+        events = Events(client, passes)
         # checkpoint="auto" snapshots go to a temporary folder deleted after the fit
         kept = est.get_params().get("checkpoint") not in (None, "auto")
         t0 = time.perf_counter()
@@ -370,9 +371,9 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
                     f"to continue from it)")
             raise
         wall = time.perf_counter() - t0
-        print_history(est.history_, args.history)
+        print_history(est.history_, args.history, passes)
         say(rate_line(est.history_, data.units, algo.unit, wall, events.restored,
-                      algo.passes))
+                      *algo.passes_for(est)))
         for line in algo.report(est, args):
             say(line)
         if events.checkpoints and kept:

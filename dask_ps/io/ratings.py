@@ -362,7 +362,7 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     for l0, s in zip(line0, stats):
         if s[3] is not None:
             raise s[3].shifted(l0) if header else header_hint(
-                s[3].shifted(l0), fs, sep, "header=True; dask-ps train mf: --header")
+                s[3].shifted(l0), fs, sep, "header=True")
     users = _merge_ids(_as_written(reader, blocks, _refuse_numbers([s[1] for s in stats],
                                                                     line0), "user"))
     items = _merge_ids(_as_written(reader, blocks, _refuse_numbers([s[2] for s in stats],
