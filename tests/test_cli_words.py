@@ -125,7 +125,7 @@ def test_errors_advise_the_commands_options(client1, tmp_path, capsys):
     capsys.readouterr()
     assert main([*base, "--max-iter", "1", "--resume", "auto"]) == 2
     err = capsys.readouterr().err
-    assert re.search(r"^dask-ps: error: resume: checkpoint .* past the 1 epochs of this fit "
+    assert re.search(r"^dask-ps: error: resume: checkpoint .* past the 1 epoch of this fit "
                      r"\(--max-iter\): .*; set --max-iter 2 or more to go on from it, or fit "
                      r"afresh \(--resume never, or another checkpoint folder\)$", err, re.M), err
 

@@ -218,11 +218,17 @@ def check_not_past(info: ck.CheckpointInfo, n_clocks: int, unit: str = "clock",
     """
     if info.clock > n_clocks:
         raise OptionError(f"resume: checkpoint {info.url!r} version {info.version} is at "
-                          f"{unit} {info.clock}, past the {n_clocks} {unit}s of this fit "
-                          f"({limit}): its tables are those of {info.clock} {unit}s, which "
+                          f"{unit} {info.clock}, past the {_count(n_clocks, unit)} of "
+                          f"this fit ({limit}): its tables are those of "
+                          f"{_count(info.clock, unit)}, which "
                           f"a fit of {n_clocks} cannot return; set {limit}={info.clock} or "
                           f"more to go on from it, or fit afresh (resume=False, or another "
                           f"checkpoint folder)")
+
+
+def _count(n: int, unit: str) -> str:
+    """``"1 epoch"``, ``"3 epochs"``."""
+    return f"{n} {unit}{'' if n == 1 else 's'}"
 
 
 def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
