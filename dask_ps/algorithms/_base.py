@@ -12,6 +12,8 @@ API. :class:`PSEstimator` gives it, in one place:
   versions of a stream of ``partial_fit`` calls are kept by :mod:`._stream`;
 * pickling without the client (an estimator made with ``client=c`` pickles, clones and
   travels to tasks; the copy uses the current client);
+* a worker lost during a fit's set-up, before its first epoch, sets the fit up again on the
+  live workers (:mod:`._setup`);
 * fits that fail leave the estimator as it was: every ``fit`` and ``partial_fit`` a
   subclass defines is wrapped (:func:`keeps_state_on_failure`) so that an exception restores
   its attributes, e.g. ``n_features_in_`` and ``feature_names_in_``, which scikit-learn's
@@ -36,6 +38,7 @@ from ..model import PSModel
 from ..partitions import Partitions, partition
 from ..partitions.inputs import check_columns
 from ..state.consistency import Consistency
+from ._setup import join_loop, note_model, redoes_setup
 from ._stream import _CALL_LOOPS, _LAST_VERSION, notes_last_version, stream_start, stream_versions
 from .epoch_loop import EpochLoop
 
@@ -182,17 +185,22 @@ def one_seed_per_call(method: Callable) -> Callable:
 def _fitting(method: Callable) -> Callable:
     """A fitting ``method`` (``fit``, ``partial_fit``, or the function of scikit-learn's
     ``available_if`` of one) wrapped by :func:`keeps_state_on_failure`,
-    :func:`one_seed_per_call` and :func:`~._stream.notes_last_version`, once: a method wrapped
-    already (a subclass's inherited descriptor) is returned as it is."""
+    :func:`one_seed_per_call`, :func:`~._setup.redoes_setup` (its seed kept) and
+    :func:`~._stream.notes_last_version`, once: a method wrapped already (a subclass's
+    inherited descriptor) is returned as it is."""
     if getattr(method, "_keeps_state_on_failure", False):
         return method
-    return keeps_state_on_failure(one_seed_per_call(notes_last_version(method)))
+    return keeps_state_on_failure(one_seed_per_call(
+        redoes_setup(notes_last_version(method), keep=(_CALL_SEED,))))
 
 
 class PSEstimator(BaseEstimator):
     """Base of the dask_ps estimators (see the module docstring)."""
 
     _parameter_constraints: dict = dict(COMMON_CONSTRAINTS)
+    #: Whether the estimator recovers a lost worker without a checkpoint (LDA rebuilds its
+    #: counts), its set-up too (:mod:`._setup`); else ``checkpoint=None`` turns recovery off.
+    _recovers_without_checkpoint = False
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -275,11 +283,15 @@ class PSEstimator(BaseEstimator):
                              "resume=False: a restarted learner loads a saved model "
                              "(dask_ps.saving.load_estimator) or resumes a fit")
 
-    def _model(self) -> PSModel:
-        """A new PS model on the estimator's client (or in this process); its shards on the
-        workers offering the resource ``shard_resources`` when set (dedicated PS workers)."""
-        return PSModel(self.client, n_shards=self.n_shards,
-                       resources=getattr(self, "shard_resources", None))
+    def _model(self, n_shards: int | None = None) -> PSModel:
+        """A new PS model on the estimator's client (or in this process), of ``n_shards``
+        (default: the estimator's); its shards on the workers offering the resource
+        ``shard_resources`` when set (dedicated PS workers). A worker it loses before the
+        fit's first epoch sets the fit up again (:mod:`._setup`)."""
+        model = PSModel(self.client, n_shards=n_shards or self.n_shards,
+                        resources=getattr(self, "shard_resources", None))
+        note_model(self, model)
+        return model
 
     def _partition(self, model: PSModel, data, **kwargs) -> Partitions:
         """``data`` as partitions on the model's cluster (or in this process)."""
@@ -332,6 +344,7 @@ class PSEstimator(BaseEstimator):
                          progress=self.progress, callbacks=self.callbacks,
                          own_versions=own, start_from=start, **kwargs)
         self.__dict__.get(_CALL_LOOPS, []).append(loop)
+        join_loop(self, loop)
         return loop
 
 

@@ -18,6 +18,7 @@ from ..exceptions import DivergenceError
 from ..model import PSModel
 from ..model._targets import check_store_url
 from ..model.recovery import run_clocks
+from ._setup import finish_events
 
 __all__ = ["AUTO_SNAPSHOT_SECONDS", "DIVERGENCE_FACTOR", "EpochLoop", "refuse_older_checkpoint"]
 
@@ -89,6 +90,12 @@ class EpochLoop:
     last_version : int or None
         After :meth:`run`: the version the fit saved last into ``own_versions`` (None when
         it saved none there).
+    began : bool
+        Whether :meth:`run` started a job or recovered from a loss: a loss before is one of
+        the fit's set-up (see :mod:`._setup`).
+    setup_events : list of dict
+        Recoveries of the fit's set-up before this loop (see :mod:`._setup`): put at the
+        head of the epochs in the history :meth:`run` returns.
     """
 
     def __init__(self, model: PSModel, name: str, n_epochs: int, *,
@@ -108,6 +115,8 @@ class EpochLoop:
         self.last_version: int | None = None
         self.records: dict[int, dict] = {}
         self._job: tuple | None = None  # (monitor, first epoch) of the running job
+        self.began = False
+        self.setup_events: list[dict] = []
 
     def task_reports(self, n_tasks: int | None = None, n_rows: float | None = None):
         """For an ``epochs`` job of :meth:`run` whose ``n_tasks`` tasks (default: the job's)
@@ -182,6 +191,8 @@ class EpochLoop:
             A worker or shard was lost and could not be recovered.
         """
         checkpoint, every, seconds, tmp = self._checkpoint()
+        first = {}  # the clock of the first job (a resumed fit's: the checkpoint's)
+        setup = finish_events(self.setup_events, self.model)  # logged before the epochs
         monitor = FitMonitor(self.model, self.name, self.n_epochs, progress=self.progress,
                              unit=self.unit)
         t_start = time.perf_counter()
@@ -208,6 +219,8 @@ class EpochLoop:
         def run_job(start: int, end: int) -> list[dict]:
             if pace["halted"]:  # no records: the driver ends the run here
                 return []
+            self.began = True
+            first.setdefault("clock", start)
             t0 = time.perf_counter()
             self._job = (monitor, start + 1)
             try:
@@ -241,11 +254,16 @@ class EpochLoop:
                     break
             return kept
 
+        def recovered():  # a loss after this one is the loop's, not the set-up's
+            self.began = True
+            if on_recover is not None:
+                on_recover()
+
         try:
             records, events = run_clocks(
                 self.model, run_job, self.n_epochs, checkpoint=checkpoint,
                 checkpoint_every=every, checkpoint_seconds=seconds, job_clocks=job_length,
-                max_recoveries=self.max_recoveries, on_recover=on_recover,
+                max_recoveries=self.max_recoveries, on_recover=recovered,
                 resume=self.resume and tmp is None,
                 data_position=lambda c: {"epoch": c}, rebuild=rebuild,
                 restart=restart if tmp is not None or start is not None else None,
@@ -265,6 +283,9 @@ class EpochLoop:
                    for i, r in enumerate(records)]
         for ev in reversed(events):
             history.insert(ev["failed_clock"], ev)
+        head = first.get("clock", len(records))
+        for ev in reversed(setup):
+            history.insert(head, dict(ev, failed_clock=head, checkpoint_clock=head))
         return history
 
     def _check(self, e: int, record: dict) -> None:

@@ -20,7 +20,6 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ..model import PSModel
 from ..partitions.inputs import NoRows, UnknownChunks, first_rows, is_dask
 from ._base import (
     COMMON_CONSTRAINTS,
@@ -127,8 +126,7 @@ class _GBDT(PSEstimator):
         """The PS model of a fit: :data:`~._gbdt_fit.ONE_SHARD_BYTES` decides the default
         number of shards (``n_features_in_`` is known by then)."""
         if self.n_shards is None and one_shard(self.n_features_in_, self.max_bins):
-            return PSModel(self.client, n_shards=1,
-                           resources=getattr(self, "shard_resources", None))
+            return super()._model(n_shards=1)
         return super()._model()
 
     # -- fit ---------------------------------------------------------------------------

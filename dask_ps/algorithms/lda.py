@@ -187,6 +187,8 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
     array([1., 1., 1.])
     """
 
+    _recovers_without_checkpoint = True  # from the workers' topic assignments
+
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,
         "n_components": [Interval(numbers.Integral, 1, None, closed="left")],

@@ -41,11 +41,11 @@ from . import placement
 from ._format_tables import spec_differences
 from ._versions import newest_own, own_version, prune, said_of, warn_skipped
 
-__all__ = ["check_not_past", "check_resumable", "fit_differences", "recover", "recreate",
-           "run_clocks"]
+__all__ = ["check_not_past", "check_resumable", "fit_differences", "loss_errors", "recover",
+           "recreate", "run_clocks"]
 
 
-def _loss_errors() -> tuple:
+def loss_errors() -> tuple:
     """Errors that mean "a worker or shard went away"; a task's other errors are re-raised.
     (TimeoutError: a pull waited in vain for the clock of a participant that died.)"""
     from distributed.comm.core import CommClosedError
@@ -414,7 +414,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
             mine[:] = [v for v in mine if v not in gone]
         return info
 
-    loss_errors = _loss_errors()
+    losses = loss_errors()
     started = time.time()
     pending_save = checkpoint is not None and last is None and restart is None
     failure: dict | None = None  # the loss being recovered from
@@ -474,7 +474,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                         if checkpoint_seconds is None else time.time() - (
                             started if last is None else last.attrs["saved_at"])
                         >= checkpoint_seconds))
-        except loss_errors as exc:
+        except losses as exc:
             detected = time.time()
             _wait_for_departure(model, exc, model.timeout)
             lost = model.lost_shards() or getattr(exc, "shards", [])

@@ -94,6 +94,85 @@ def test_a_default_fit_survives_a_killed_shard_worker(client3):
     client3.wait_for_workers(3, timeout=RESTART_WAIT)  # the nanny restarts it for the next test
 
 
+def _killing_first_block(X, flag: str):
+    """``X`` as a dask array whose first block computed, on a worker, kills that worker
+    (``os._exit``, as the OOM killer would): once, the file ``flag`` saying it happened, so
+    that Dask computes the block again elsewhere. The fit's data is placed after its PS
+    model's shards (one per worker here), before its tables are made: a shard is lost
+    during the fit's set-up, at the same point of every run, without a sleep."""
+    import dask.array as da
+
+    def load(block):
+        if block.size == 0:  # (Dask's meta)
+            return block
+        try:
+            fd = os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return block
+        os.close(fd)
+        os._exit(1)
+
+    return da.from_array(X, chunks=(500, X.shape[1])).map_blocks(
+        load, dtype=X.dtype, meta=np.empty((0, 0), X.dtype))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("checkpoint, max_recoveries, error", [
+    ("auto", 3, None),  # the default: recovered
+    ("url", 1, None),  # a checkpoint folder, no version of it yet: recovered all the same
+    # recovery off: the loss's own error, as before
+    (None, 3, ("ShardUnavailableError", r"create_table: its worker left the cluster")),
+    ("auto", 0, ("RecoveryError", r"cannot recover lost shard\(s\) \[\d\]: a worker was "
+                 r"lost during the fit's set-up, before its first epoch, with 0 recoveries "
+                 r"made already \(max_recoveries\); last error: ShardUnavailableError")),
+])
+def test_a_worker_lost_during_the_set_up_is_recovered(client3, tmp_path, checkpoint,
+                                                      max_recoveries, error):
+    """A worker killed while a fit places its data, before its first epoch (its shard
+    lost, its tables not made yet), ended the fit with a ShardUnavailableError, where a
+    loss during the epochs is recovered. The set-up is now done again on the live
+    workers, unattended, recorded as a recovery (history_ and the recovery log): nothing
+    was trained, so no checkpoint version is needed and no epoch is lost."""
+    from dask_ps.algorithms._setup import SETUP_CHECKPOINT
+    from dask_ps.exceptions import RecoveryError, ShardUnavailableError
+
+    client3.wait_for_workers(3, timeout=RESTART_WAIT)  # a shard on each: any kill loses one
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 8))
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    url = None if checkpoint is None else (
+        str(tmp_path / "fit.zarr") if checkpoint == "url" else checkpoint)
+    kw = dict(client=client3, solver="adagrad", max_iter=3, random_state=0, n_shards=3,
+              checkpoint=url, max_recoveries=max_recoveries)
+    est = LogisticRegression(**kw)
+    data = _killing_first_block(X, str(tmp_path / "killed"))
+    try:
+        if error is not None:
+            with pytest.raises((ShardUnavailableError, RecoveryError), match=error[1]) as info:
+                est.fit(data, y)
+            assert type(info.value).__name__ == error[0]
+            assert not hasattr(est, "coef_")  # left as it was
+            return
+        est.fit(data, y)
+    finally:
+        assert (tmp_path / "killed").exists(), "no worker was killed"
+        client3.wait_for_workers(3, timeout=RESTART_WAIT)  # the nanny restarts it
+    events = [h for h in est.history_ if h.get("event") == "recovery"]
+    assert len(events) == 1 and est.history_[0] is events[0], est.history_
+    ev = events[0]
+    assert ev["setup"] and ev["rebuilt"] and len(ev["lost_shards"]) == 1, ev
+    assert ev["clocks_lost"] == 0 and ev["failed_clock"] == ev["checkpoint_clock"] == 0, ev
+    assert len(ev["lost_workers"]) == 1 and ev["moved_to"][0] in worker_info(client3), ev
+    assert "ShardUnavailableError" in ev["error"] and ev["seconds"] >= 0, ev
+    assert [h["epoch"] for h in est.history_[1:]] == [1, 2, 3]
+    logged = [m for _, m in client3.get_events("dask_ps.recovery")
+              if m["checkpoint"] == SETUP_CHECKPOINT and m["lost_worker"] in ev["lost_workers"]]
+    assert [(m["shard"], m["new_worker"]) for m in logged] == [
+        (ev["lost_shards"][0], ev["moved_to"][0])], logged
+    base = LogisticRegression(**kw).fit(X, y)  # the same fit, no loss
+    assert abs(est.score(X, y) - base.score(X, y)) < 0.01
+
+
 def test_a_call_to_a_shard_whose_worker_left_fails_at_once(client3):
     """The driver's calls go through Dask's RPC, whose connect retried the dead address
     until the model's timeout (a pull and a run each waited 25 s at timeout=20, with

@@ -97,7 +97,7 @@ def test_a_slow_shard_function_is_reported_running_not_lost(where, request, tmp_
     loss; a call that waits as long for it says so too; the shard serves again after."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from dask_ps.model.recovery import _loss_errors
+    from dask_ps.model.recovery import loss_errors
 
     client = "local" if where == "local" else request.getfixturevalue("client2")
     with dask_ps.PSModel(client, n_shards=2) as model:
@@ -112,7 +112,7 @@ def test_a_slow_shard_function_is_reported_running_not_lost(where, request, tmp_
             address = model.shards[exc.shard].address
             assert (f"function {__name__}._hold_until_released on table 'w' is still running "
                     f"on shard {exc.shard} (worker {address}) after 1") in str(exc), str(exc)
-            assert not isinstance(exc, _loss_errors())
+            assert not isinstance(exc, loss_errors())
             assert exc.seconds >= 1.0 and model.lost_shards() == []
             # the functions still run: another call waits for them, and says why it failed
             with ThreadPoolExecutor(1) as ex:
@@ -183,7 +183,7 @@ def test_a_checkpoint_behind_a_slow_shard_function_is_told_busy_not_lost(where, 
     function holding the shard raises ShardFunctionRunningError naming it (not a lost
     shard: recovery leaves it alone); the checkpoint saved before stays the latest, and
     the next save, once the function ended, succeeds."""
-    from dask_ps.model.recovery import _loss_errors
+    from dask_ps.model.recovery import loss_errors
 
     client = "local" if where == "local" else request.getfixturevalue("client2")
     url = str(tmp_path / "ck")
@@ -203,7 +203,7 @@ def test_a_checkpoint_behind_a_slow_shard_function_is_told_busy_not_lost(where, 
                 else:
                     model.export(str(tmp_path / "export"))
             exc = info.value
-            assert not isinstance(exc, _loss_errors())
+            assert not isinstance(exc, loss_errors())
             assert (f"function {__name__}._hold_until_released on table 'w' is still running "
                     f"on shard {exc.shard}") in str(exc), str(exc)
             assert "a map_rows call waited 1 s for it" in str(exc), str(exc)
