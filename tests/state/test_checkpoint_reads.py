@@ -171,16 +171,9 @@ def _damage(url: str, version: int, how: str) -> None:
     chunk.write_bytes(bytes(raw))
 
 
-@pytest.mark.filterwarnings("ignore:checkpoint folder .* two models are writing:UserWarning")
-@pytest.mark.parametrize("how, found", [
-    ("checksum", r"table 'w': array 'values', rows 200\.\.300 are damaged"),
-    ("lost", r"array 't0/values' has 2 of its 3 chunks")], ids=["checksum", "lost"])
-def test_restore_of_a_folder_says_every_version_it_skipped_in_one_warning(tmp_path, how, found):
-    """The newest version damaged, the one before it another model's: restore(url) warned
-    twice, a TornCheckpointWarning "version 3 is damaged; skipped, using version 2" (which
-    was not used) and a UserWarning "version 2 holds tables ['v']; skipped, using version
-    1". It warns once now, naming each version skipped and why, and the version used;
-    whether the damage is found while loading (a checksum) or before (a lost chunk)."""
+def _sound_foreign_damaged(tmp_path, how: str):
+    """A folder of 3 versions: 1 of model ``a`` (sound), 2 of another model ``b``, 3 of
+    ``a`` damaged (``how``: see :func:`_damage`); ``(url, a, b, the rows of version 1)``."""
     url = str(tmp_path / "ck")
     a = PSModel("local", n_shards=2)
     a.add_table("w", (300, 2), optimizer="adagrad")
@@ -193,6 +186,20 @@ def test_restore_of_a_folder_says_every_version_it_skipped_in_one_warning(tmp_pa
     a.push("w", np.arange(300), np.ones((300, 2)))
     a.save(url, clock=3, chunk_rows=100)  # version 3: a's, damaged
     _damage(url, 3, how)
+    return url, a, b, sound
+
+
+@pytest.mark.filterwarnings("ignore:checkpoint folder .* two models are writing:UserWarning")
+@pytest.mark.parametrize("how, found", [
+    ("checksum", r"table 'w': array 'values', rows 200\.\.300 are damaged"),
+    ("lost", r"array 't0/values' has 2 of its 3 chunks")], ids=["checksum", "lost"])
+def test_restore_of_a_folder_says_every_version_it_skipped_in_one_warning(tmp_path, how, found):
+    """The newest version damaged, the one before it another model's: restore(url) warned
+    twice, a TornCheckpointWarning "version 3 is damaged; skipped, using version 2" (which
+    was not used) and a UserWarning "version 2 holds tables ['v']; skipped, using version
+    1". It warns once now, naming each version skipped and why, and the version used;
+    whether the damage is found while loading (a checksum) or before (a lost chunk)."""
+    url, a, b, sound = _sound_foreign_damaged(tmp_path, how)
     a.push("w", np.arange(300), np.ones((300, 2)))
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
@@ -256,18 +263,7 @@ def test_recover_and_resume_of_a_folder_say_every_version_skipped_in_one_warning
     used."""
     from dask_ps.model.recovery import run_clocks
 
-    url = str(tmp_path / "ck")
-    a = PSModel("local", n_shards=2)
-    a.add_table("w", (300, 2), optimizer="adagrad")
-    b = PSModel("local", n_shards=2)
-    b.add_table("v", (30,), optimizer="adagrad")
-    a.push("w", np.arange(300), np.ones((300, 2)))
-    a.save(url, clock=1, chunk_rows=100)  # version 1: a's
-    sound = a.pull("w")
-    b.save(url)  # version 2: b's
-    a.push("w", np.arange(300), np.ones((300, 2)))
-    a.save(url, clock=3, chunk_rows=100)  # version 3: a's, damaged
-    _damage(url, 3, how)
+    url, a, b, sound = _sound_foreign_damaged(tmp_path, how)
     start = rf"checkpoint folder {re.escape(repr(url))}: version 3 is damaged \(.*{found}.*\); "
     for what, roll_back, held in [
             ("recover", lambda: a.recover(url)["version"],
