@@ -400,3 +400,32 @@ def test_a_second_read_on_the_same_workers_says_nothing_of_compiling(client1, tm
     second = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("read "))
     assert re.fullmatch(rf"read {re.escape(train)} onto the workers in \d+\.\d s: 60 rows x "
                         rf"6 features \(1 partition\)", second), second
+
+
+def test_a_repeated_index_is_refused_and_a_zero_based_reading_names_its_index_0(
+        client1, tmp_path, capsys):
+    """``1 3:1 3:2`` trained as 3.0 (scikit-learn refuses it); one stray index 0 in a
+    one-based --train read it all zero-based (documented, as scikit-learn) without saying
+    where the 0 was."""
+    sf = _scheduler_file(client1, tmp_path)
+    rows = _svm(tmp_path / "tr.svm", 40, 0, 9)
+    lines = open(rows).read().splitlines()
+    dup = tmp_path / "dup.svm"
+    dup.write_text("\n".join(lines[:10] + ["1 1:1 3:1 3:2 9:1"] + lines[10:]) + "\n")
+    assert main(["train", "lr", "--train", str(dup), "--max-iter", "2",
+                 "--scheduler-file", sf]) == 2
+    out, err = capsys.readouterr()
+    assert "training LogisticRegression" not in out
+    assert f"error: {dup}, line 11: feature index 3 repeated on the line: '3:2'" in err
+
+    zero = tmp_path / "zero.svm"
+    zero.write_text("\n".join(lines[:10] + ["1 0:1 3:1"] + lines[10:]) + "\n")
+    assert main(["train", "lr", "--train", str(zero), "--max-iter", "2",
+                 "--scheduler-file", sf]) == 0
+    out = capsys.readouterr().out
+    assert (f"note: --train read as zero-based: feature index 0 at {zero}, line 11 "
+            f"(--zero-based auto; --zero-based false refuses it)\n") in out
+    assert "41 rows x 10 features" in out
+    assert main(["train", "lr", "--train", rows, "--max-iter", "2",
+                 "--scheduler-file", sf]) == 0
+    assert "zero-based" not in capsys.readouterr().out

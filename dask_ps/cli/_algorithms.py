@@ -313,13 +313,25 @@ def read_libsvm_train_test(args, meta: dict, blocksize) -> tuple:
                      "with it; --zero-based true reads both zero-based" if option == "auto"
                      else f"--zero-based {option}"}
     inputs = [(args.train, blocksize), *([(args.test, TEST_BLOCKSIZE)] if args.test else [])]
+    where: dict = {}
     read, base = read_libsvm_inputs(inputs, n, ZERO_BASED[option], base_inputs=1,
-                                    notes=notes)
+                                    notes=notes, where=where)
+    _say_zero(where, "--train" + (" and --test" if args.test else ""))
     (X, y), test = read[0], read[1:]
     if not X.shape[0]:
         raise DataError(f"{args.train}: no rows")
     meta.update(n_features=int(X.shape[1]), zero_based=not base)
     return X, y, (TestSet(*test[0], args.test, meta) if test else None)
+
+
+def _say_zero(where: dict, what: str) -> None:
+    """A note that ``zero_based="auto"`` read ``what`` zero-based, naming the first index 0
+    (``where["zero"]`` of :func:`~dask_ps.io.libsvm.read_libsvm_inputs`; one stray 0 in a
+    one-based file shifts every feature by one); nothing when it read one-based."""
+    if "zero" in where:
+        path, line = where["zero"]
+        print(f"note: {what} read as zero-based: feature index 0 at {path}, line {line} "
+              f"(--zero-based auto; --zero-based false refuses it)", flush=True)
 
 
 def read_libsvm_test(path: str, meta: dict, zero_based: str | None = None) -> tuple:

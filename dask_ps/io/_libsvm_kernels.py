@@ -24,11 +24,12 @@ E_ZERO_INDEX = 5
 E_BIG_INDEX = 6
 E_BAD_VALUE = 7
 E_BAD_LABEL = 8
+E_DUP_INDEX = 9
 
 # Slots of the int64 ``info`` array returned next to the data arrays.
 I_ROWS, I_NNZ, I_NSLOW, I_BLOB, I_MIN, I_MAX, I_CANON, I_NEWLINES = range(8)
-I_ERR, I_ERR_LINE, I_ERR_START, I_ERR_END = range(8, 12)
-N_INFO = 12
+I_ERR, I_ERR_LINE, I_ERR_START, I_ERR_END, I_ZERO_LINE = range(8, 13)
+N_INFO = 13
 
 NO_LIMIT = np.iinfo(np.int64).max
 #: The largest feature index a file may hold: 2**63 - 2, so that the index and the width
@@ -188,13 +189,71 @@ def _plain_pair(buf, i, n):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _record(indices, values, k, idx, v, shift, store, prev, canonical, lo, hi):
+def _record(indices, values, k, idx, v, shift, store, prev, ordered, lo, hi):
     """Store pair ``k`` (feature ``idx``, value ``v``) when ``store``; returns the row's
-    ``canonical`` flag (indices strictly increasing so far) and the index bounds updated."""
+    ``ordered`` flag (indices strictly increasing so far) and the index bounds updated."""
     if store:
         indices[k] = idx - shift
         values[k] = v
-    return canonical and idx > prev, min(lo, idx), max(hi, idx)
+    return ordered and idx > prev, min(lo, idx), max(hi, idx)
+
+
+@numba.njit(cache=True, nogil=True)
+def _line_indices(buf, s, e, out, at):
+    """How many pairs the line ``buf[s:e]`` (its content, a line the kernel parsed without
+    error) has; their feature indices go to ``out`` and their starts to ``at`` (each of at
+    least ``(e - s) // 2 + 1`` items: a token and its separator take 2 bytes or more)."""
+    m = 0
+    tok = 0
+    i = s
+    while True:
+        while i < e and _isspace(buf[i]):
+            i += 1
+        if i >= e:
+            return m
+        ts = i
+        while i < e and not _isspace(buf[i]):
+            i += 1
+        tok += 1
+        if tok == 1 or (tok == 2 and i - ts >= 4 and buf[ts] == 113 and buf[ts + 1] == 105
+                        and buf[ts + 2] == 100 and buf[ts + 3] == 58):
+            continue  # the label, a query id
+        v = 0
+        j = ts
+        while buf[j] != 58:  # digits, checked by the parse
+            v = v * 10 + (buf[j] - 48)
+            j += 1
+        out[m] = v
+        at[m] = ts
+        m += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _repeat_in(buf, s, e, scratch, at):
+    """The byte span of the first pair of the line ``buf[s:e]`` (as :func:`_line_indices`)
+    whose feature index an earlier pair of the line has, or ``(-1, -1)``: its indices are
+    copied to ``scratch`` and sorted there (both arrays as :func:`_line_indices` asks); only
+    when two are equal, the first pair repeating one is looked for (a stable sort)."""
+    m = _line_indices(buf, s, e, scratch, at)
+    part = scratch[:m]
+    part.sort()
+    for t in range(1, m):
+        if part[t] == part[t - 1]:
+            break
+    else:
+        return -1, -1
+    m = _line_indices(buf, s, e, scratch, at)  # in line order again
+    idx = scratch[:m]
+    order = np.argsort(idx, kind="mergesort")
+    best = -1
+    for t in range(1, m):
+        if idx[order[t]] == idx[order[t - 1]] and (best < 0 or order[t] < best):
+            best = order[t]
+    ts = at[best]
+    te = ts
+    while te < e and not _isspace(buf[te]):
+        te += 1
+    return ts, te
 
 
 @numba.njit(cache=True, nogil=True)
@@ -227,6 +286,18 @@ def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_prob
         ``slow_line`` and ``slow_start`` locate its token for error messages. ``info[I_ERR]``
         is nonzero after an error, with the 1-based line in the block and the token's byte
         span. A pair whose value is NaN or empty (``3:``) is left out (a missing value).
+        Indices may come in any order on a line but not twice (``E_DUP_INDEX``, the token of
+        the first pair that repeats one); ``info[I_CANON]`` says whether every line's are
+        strictly increasing (then the CSR rows are sorted). Without ``store``,
+        ``info[I_ZERO_LINE]`` is the first line (1-based) holding index 0, 0 for none (what
+        makes ``zero_based="auto"`` read zero-based); with it, 0.
+
+    Notes
+    -----
+    The repeat check costs one comparison per pair (each index against the previous one of
+    its line, which also tells ``info[I_CANON]``); only a line whose indices are not
+    strictly increasing is walked again, after the block's walk, and a copy of its indices
+    sorted (:func:`_repeat_in`).
     """
     n = buf.size
     n_nl = 0
@@ -243,8 +314,14 @@ def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_prob
     slow_at = np.empty(n_col + n_nl + 1, np.int64)
     slow_line = np.empty(n_col + n_nl + 1, np.int64)
     slow_start = np.empty(n_col + n_nl + 1, np.int64)
+    # lines whose indices are not strictly increasing: checked for repeats after the loop
+    unordered_at = np.empty(n_nl + 1, np.int64)
+    unordered_end = np.empty(n_nl + 1, np.int64)
+    unordered_line = np.empty(n_nl + 1, np.int64)
+    n_unordered = 0
     info = np.zeros(N_INFO, np.int64)
     info[I_NEWLINES] = n_nl
+    zero_line = 0
     lo = NO_LIMIT
     hi = -1
     canonical = True
@@ -264,6 +341,7 @@ def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_prob
         i = pos
         k = nnz
         prev = -1
+        ordered = True
         first = True
         is_label = True
         empty = True
@@ -280,8 +358,8 @@ def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_prob
                 if vend > 0 and idx <= max_raw and (idx > 0 or not reject_zero):
                     first = False
                     empty = False
-                    canonical, lo, hi = _record(indices, values, k, idx, v, shift, store,
-                                                prev, canonical, lo, hi)
+                    ordered, lo, hi = _record(indices, values, k, idx, v, shift, store,
+                                              prev, ordered, lo, hi)
                     prev = idx
                     k += 1
                     i = vend
@@ -359,6 +437,8 @@ def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_prob
                     # empty or NaN: a missing value, the pair is left out; its index
                     # still counts for the width (a second pass, given it, checks it)
                     lo, hi = min(lo, idx), max(hi, idx)
+                    ordered = ordered and idx > prev
+                    prev = idx
                     continue
                 err = E_BAD_VALUE
                 break
@@ -372,12 +452,17 @@ def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_prob
                 slow_line[nslow] = line
                 slow_start[nslow] = ts
                 nslow += 1
-            canonical, lo, hi = _record(indices, values, k, idx, v, shift, store, prev,
-                                        canonical, lo, hi)
+            ordered, lo, hi = _record(indices, values, k, idx, v, shift, store, prev,
+                                      ordered, lo, hi)
             prev = idx
             k += 1
         if err:
             break
+        if not ordered:
+            unordered_at[n_unordered] = pos
+            unordered_end[n_unordered] = i
+            unordered_line[n_unordered] = line
+            n_unordered += 1
         while i < n and buf[i] != 10:  # a comment, or nothing
             i += 1
         pos = i + 1
@@ -387,6 +472,20 @@ def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_prob
         rows += 1
         if store:
             indptr[rows] = nnz
+        elif lo == 0 and zero_line == 0:  # a test a line of the first pass alone
+            zero_line = line
+    scratch = np.empty(0, np.int64)
+    at = np.empty(0, np.int64)
+    for u in range(n_unordered):  # before any error of the loop: they are earlier lines
+        canonical = False
+        s, e = unordered_at[u], unordered_end[u]
+        if scratch.shape[0] < (e - s) // 2 + 1:  # one buffer, grown for longer lines
+            scratch = np.empty(max((e - s) // 2 + 1, 2 * scratch.shape[0]), np.int64)
+            at = np.empty(scratch.shape[0], np.int64)
+        rs, re_ = _repeat_in(buf, s, e, scratch, at)
+        if rs >= 0:
+            err, line, err_s, err_e = E_DUP_INDEX, unordered_line[u], rs, re_
+            break
     info[I_ROWS] = rows
     info[I_NNZ] = nnz
     info[I_NSLOW] = nslow
@@ -394,6 +493,7 @@ def parse_block(buf, shift, reject_zero, max_raw, store, index_probe, value_prob
     info[I_MIN] = lo
     info[I_MAX] = hi
     info[I_CANON] = canonical
+    info[I_ZERO_LINE] = zero_line
     if err:
         info[I_ERR] = err
         info[I_ERR_LINE] = line

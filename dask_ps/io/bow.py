@@ -135,6 +135,7 @@ _LDAC_REASONS = {
     _k.E_BIG_INDEX: "term id beyond the vocabulary's {n_features} terms (ids from 0)",
     _k.E_BAD_VALUE: "count is not a finite number",
     _k.E_BAD_LABEL: "the line's first field is not its number of terms N",
+    _k.E_DUP_INDEX: "term id {index} repeated on the line",
 }
 
 
@@ -143,14 +144,13 @@ def _check_ldac(dtype):
         def error(row, reason):
             return LineError(block.path, line0 + line_of_row(read(fs, block), row), reason)
 
-        # N counts the distinct terms as written; repeated ids were summed into one entry
+        # N counts the terms as written (the parse refused a repeated id)
         written = np.diff(X.indptr)
         bad = n_terms != written
         if bad.any():
             row = int(np.argmax(bad))
             raise error(row, f"the line says {n_terms[row]:g} terms but lists "
-                             f"{written[row]} distinct ones (a repeated term id counts once; "
-                             f"a term whose count is NaN is not listed)")
+                             f"{written[row]} (a term whose count is NaN is not listed)")
         return _as_counts(X, dtype, error), n_terms.astype(np.int64)
     check.reasons = _LDAC_REASONS
     return check
@@ -189,8 +189,9 @@ def read_ldac(urlpath, vocabulary=None, *, blocksize: int | str | None = "32MiB"
     Raises
     ------
     ValueError
-        Naming the file and line: a malformed pair, an id beyond the vocabulary, a count
-        that is not a positive integer, ``N`` different from the number of terms listed.
+        Naming the file and line: a malformed pair, an id beyond the vocabulary or repeated
+        on the line, a count that is not a positive integer, ``N`` different from the
+        number of terms listed.
 
     References
     ----------

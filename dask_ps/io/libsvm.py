@@ -33,6 +33,7 @@ _REASONS = {
     _k.E_BIG_INDEX: "feature index beyond n_features={n_features}{based}",
     _k.E_BAD_VALUE: "value is not a finite number",
     _k.E_BAD_LABEL: "label is not a finite number",
+    _k.E_DUP_INDEX: "feature index {index} repeated on the line",
 }
 
 
@@ -69,6 +70,7 @@ class _Stats(NamedTuple):
     lo: int  # smallest feature index as written, NO_LIMIT when the block has none
     hi: int  # largest, -1 when none
     error: _Err | LineError | None
+    zero_line: int = 0  # the first line (1-based, in the block) with index 0, 0 when none
 
 
 def _parse(data, shift: int, reject_zero: bool, max_raw: int, store: bool = True,
@@ -86,9 +88,10 @@ def _parse(data, shift: int, reject_zero: bool, max_raw: int, store: bool = True
         # One C-level split and conversion for all of them; float() rounds correctly.
         exact = np.array(blob[: info[_k.I_BLOB]].tobytes().split(), dtype=np.float64)
         bad = np.flatnonzero(~np.isfinite(exact))  # overflow such as 1e999
-        # Slow tokens were recorded in file order up to any kernel error, so an
-        # overflow found here comes first.
-        if bad.size:
+        # Slow tokens were recorded in file order up to any kernel error but a repeated
+        # index (found after the walk, on an earlier line or this one): an overflow found
+        # here comes first unless on a later line.
+        if bad.size and (not info[_k.I_ERR] or at_line[bad[0]] <= info[_k.I_ERR_LINE]):
             j = bad[0]
             token = bytes(data[at_start[j] : at_start[j] + 100]).split()[0]
             code = _k.E_BAD_VALUE if at[j] >= 0 else _k.E_BAD_LABEL
@@ -131,7 +134,8 @@ def _format_error(fs, block: _Block, line0: int, err: _Err, n_features: int | No
                   f"(2**63 - 2, the largest that leaves room for n_features = index + 1 in "
                   f"int64; hash larger keys below it)")
     else:
-        reason = reasons[err.code].format(n_features=n_features, based=based)
+        index = int(err.token.split(b":")[0]) if err.code == _k.E_DUP_INDEX else None
+        reason = reasons[err.code].format(n_features=n_features, based=based, index=index)
     token = err.token.decode("utf-8", "replace")
     if len(token) > 80:
         token = token[:77] + "..."
@@ -180,9 +184,8 @@ def _scan(fs, block: _Block, reject_zero: bool, max_raw: int, check=None,
             check(fs, block, 0, X, p.labels[:rows])
         except LineError as err:
             error = err
-    return _Stats(
-        rows, nnz, int(info[_k.I_NEWLINES]), int(info[_k.I_MIN]), int(info[_k.I_MAX]), error,
-    )
+    return _Stats(rows, nnz, int(info[_k.I_NEWLINES]), int(info[_k.I_MIN]),
+                  int(info[_k.I_MAX]), error, int(info[_k.I_ZERO_LINE]))
 
 
 def _count(fs, block: _Block) -> _Stats:
@@ -215,10 +218,9 @@ def _load(fs, block: _Block, line0: int, base: int, n_features: int, dtype,
          p.indptr[: rows + 1].astype(index_dtype)),
         shape=(rows, n_features),
     )
-    if p.info[_k.I_CANON]:
-        X.has_canonical_format = True  # spare scipy an O(nnz) check
-    else:
-        X.sum_duplicates()  # sorts each row and adds up repeated indices
+    if not p.info[_k.I_CANON]:
+        X.sort_indices()  # rows listed out of order; the kernel refused repeated indices
+    X.has_canonical_format = True  # sorted and unique: spare scipy an O(nnz) check
     return X, p.labels[:rows].copy()
 
 
@@ -257,9 +259,8 @@ def read_libsvm(
     decimal numbers (``1``, ``-0.5``, ``.5``, ``2.``, ``1e-3``), rounded to float64
     exactly as ``float()`` rounds them; ``float()``'s other spellings (``1_000``) are
     refused. Unlike sklearn,
-    indices need not be sorted: each row is sorted, and **a repeated index within a row
-    is summed** (``1:0.5 1:0.25`` gives 0.75, as for :class:`scipy.sparse.coo_matrix` and
-    as a LIBSVM/LIBLINEAR linear model sees it; sklearn raises instead). Explicit zeros
+    indices need not be sorted (``1 9:1 3:1`` is read, each row sorted), but as in sklearn
+    an index repeated on a line (``1 3:1 3:2``) is an error. Explicit zeros
     (``3:0``) are kept as stored entries, as sklearn does. A NaN value (``3:nan``) or an
     empty one (``3:``) is a missing value and the pair is left out (its index still counts
     for the width and the base); an infinite one is an error (the rule of every reader,
@@ -290,7 +291,9 @@ def read_libsvm(
         the input plus one (zero-based) or the largest index (one-based).
     zero_based : bool or "auto", default "auto"
         Whether indices start at 0. ``"auto"`` decides for the whole input: zero-based
-        if index 0 occurs anywhere, otherwise one-based.
+        if index 0 occurs anywhere, otherwise one-based (as sklearn: one stray index 0 in
+        a one-based file shifts every feature by one; ``dask-ps train`` notes the file
+        and line of the first).
     blocksize : int, str or None, default "32MiB"
         Approximate bytes per block of an uncompressed file; ``None`` reads each file
         as one block. Under 64 KiB, at most 1,000 blocks in all (a block is a task; see
@@ -323,7 +326,9 @@ def read_libsvm(
         an index beyond ``n_features`` or above 2**63 - 2 (so that ``n_features``, the
         largest index + 1, fits int64), a value that is infinite (``inf``, overflow) or
         not a number, a label that is not a finite number (``nan`` too), a value that is not
-        a whole number of an integer ``dtype``; a line in a file with CR-only (old Mac)
+        a whole number of an integer ``dtype``, an index repeated on the line (``"<file>,
+        line 11: feature index 3 repeated on the line: '3:2'"``, the pair that repeats
+        it); a line in a file with CR-only (old Mac)
         line ends says so. Raised when the
         arrays are computed if ``n_features`` and ``zero_based`` are given, else by this
         call. Also for invalid arguments (an unknown ``compression``, naming the codecs),
@@ -380,7 +385,7 @@ def read_libsvm_inputs(inputs: list, n_features: int | None = None, zero_based="
                        dtype=np.float32, storage_options: dict | None = None,
                        compression: str | None = "infer", *, base_inputs: int | None = None,
                        scan: bool = False, notes: dict | None = None, check=None,
-                       out_dtype=None) -> tuple[list, int]:
+                       out_dtype=None, where: dict | None = None) -> tuple[list, int]:
     """Several LIBSVM inputs (e.g. training and test data) read with one index base and
     one width, as :func:`sklearn.datasets.load_svmlight_files` reads its files: the first
     pass over all of them is one compute, so the width (the largest index of them all)
@@ -405,6 +410,11 @@ def read_libsvm_inputs(inputs: list, n_features: int | None = None, zero_based="
         ``n_features`` or an index 0 in one-based input.
     check, out_dtype
         As :func:`_read_svm`'s (formats built on LIBSVM lines).
+    where : dict, optional
+        Filled with ``"zero": (path, line)`` when ``zero_based="auto"`` reads the inputs
+        zero-based: the first index 0 of those deciding the base (file order; ``line``
+        1-based), for a caller to say why every index is read as written rather than
+        shifted (no extra read: the first pass notes it).
 
     Returns
     -------
@@ -454,6 +464,13 @@ def read_libsvm_inputs(inputs: list, n_features: int | None = None, zero_based="
     lo = min(s.lo for _, _, s, _ in found[:deciding])
     hi = max(s.hi for _, _, s, _ in found)
     base = (1 if lo > 0 else 0) if zero_based == "auto" else int(not zero_based)
+    if not base and zero_based == "auto" and where is not None:
+        fs, b, s, l0 = next(f for f in found[:deciding] if f[2].lo == 0)
+        # a first pass that stored its block (integer dtype) did not note the line: the
+        # block parsed again up to its first index 0, which it refuses one-based
+        line = s.zero_line or _parse(_text(_read(fs, b), b), 0, True, _k.NO_LIMIT,
+                                     store=False).line
+        where["zero"] = (b.path, l0 + line)
     if base and zero_based == "auto" and (zero := next(
             (f for f in found[deciding:] if f[2].lo == 0), None)):
         fs, b, _, l0 = zero  # index 0 in an input read with the others' base: say where

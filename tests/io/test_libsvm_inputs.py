@@ -92,3 +92,30 @@ def test_blocks_of_every_input_keep_their_own_line_numbers(tmp_path):
     (X, _), (Xt, _) = read_libsvm_inputs([(train, 64), (train, 100)])[0]
     assert X.numblocks[0] > Xt.numblocks[0] > 1
     np.testing.assert_array_equal(X.compute().toarray(), Xt.compute().toarray())
+
+
+def test_where_names_the_first_index_0_that_made_auto_read_zero_based(tmp_path, pair):
+    """One stray index 0 in a one-based file reads it all zero-based (every feature shifted
+    by one), as sklearn does; ``where`` says which line did it (the first pass noted it)."""
+    train, _ = pair
+    lines = [f"{1 - 2 * (i % 2)} {i % 7 + 1}:1 9:2" for i in range(40)]
+    lines[11] = "1 3:1 # 0:1 in a comment is no index"
+    lines[22] = "-1 # a comment line"
+    lines[30] = "1 2:nan 5:1 0:1"  # line 31, in a later block
+    stray = _write(tmp_path / "stray.svm", lines + ["1 0:2"])
+    where = {}  # an integer dtype: its first pass stores the blocks, and notes no line
+    assert read_libsvm_inputs([(stray, 100)], dtype=np.int8, where=where)[1] == 0
+    assert where == {"zero": (stray, 31)}
+    for n_features in (None, 12):
+        where = {}
+        _, base = read_libsvm_inputs([(stray, 100), (train, None)], n_features,
+                                     where=where)
+        assert base == 0 and where == {"zero": (stray, 31)}
+        where = {}  # decided by the first input, index 0 in the second only
+        _, base = read_libsvm_inputs([(train, None), (stray, 100)], n_features,
+                                     base_inputs=0, where=where)
+        assert base == 0 and where == {"zero": (stray, 31)}
+    where = {}  # one-based, or zero-based as asked: nothing to say
+    assert read_libsvm_inputs([(train, None)], where=where)[1] == 1 and where == {}
+    assert read_libsvm_inputs([(stray, 100)], zero_based=True, where=where)[1] == 0
+    assert where == {}

@@ -235,10 +235,9 @@ def test_ldac_errors_name_file_and_line(tmp_path):
                         ("2 0:1 x:2", "term id is not an integer"),
                         ("2 0:1 3:inf", "count is not a finite number"),
                         ("2 0:1 -3:2", "negative term id"),
-                        ("2 0:1 3:nan", "the line says 2 terms but lists 1 distinct ones (a "
-                                        "repeated term id counts once; a term whose count is "
-                                        "NaN is not listed)"),
-                        ("2 3:1 3:2", "says 2 terms but lists 1 distinct ones (a repeated")]:
+                        ("2 0:1 3:nan", "the line says 2 terms but lists 1 (a term whose "
+                                        "count is NaN is not listed)"),
+                        ("2 3:1 3:2", "term id 3 repeated on the line: '3:2'")]:
         lines = [good] * 60
         lines[44] = bad
         path.write_text("\n".join(lines) + "\n")
