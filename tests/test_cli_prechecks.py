@@ -97,11 +97,11 @@ def test_an_lr_weight_column_not_in_the_file_names_the_option(tmp_path, capsys, 
     # numbers given as strings were taken silently (new-user pass)
     ('C = "0.5"\n', "C: must be a number (--C C), got the string '0.5': drop the quotes, "
                     "C = 0.5$"),
-    ('[model]\nbatch_size = "10"\n', "batch-size (in table [model]): must be an integer (--batch-size "
-                                      "BATCH_SIZE), got the string '10': drop the quotes, "
-                                      "batch-size = 10$"),
-    ('[cluster]\ncores = "two"\n', "cores (in table [cluster]): must be an integer (--cores CORES), got the "
-                                    "string 'two'$"),
+    ('[model]\nbatch_size = "10"\n', "batch-size (in table [model]): must be an integer "
+                                      "(--batch-size BATCH_SIZE), got the string '10': "
+                                      "drop the quotes, batch-size = 10$"),
+    ('[cluster]\ncores = "two"\n', "cores (in table [cluster]): must be an integer "
+                                    "(--cores CORES), got the string 'two'$"),
     ('validation-fraction = "0.1"\n', "validation-fraction: must be a number "
                                       "(--validation-fraction VALIDATION_FRACTION), got the "
                                       "string '0.1'"),
