@@ -5,7 +5,9 @@ range of each table's rows (by key), fetches those rows from the shards holding 
 shard in-process, a few boundary rows or, for sparse tables, the other shards' keys of its
 range), sorts them by key and writes whole chunks. Nothing passes through the client but
 counts and key samples. Sparse tables are cut into ranges by splitter keys chosen from a
-sample of every shard's keys (a sample sort), then made exact with one round of counts.
+sample of every shard's keys (a sample sort), then made exact with one round of counts. Each
+array is created once, in the client, and the writers take it opened (they read no
+``zarr.json``).
 
 Loading runs one loader per shard of the new model: it reads a chunk-aligned slice of each
 array and sends every row to the shard that owns it under the new partitioning, so a
@@ -37,7 +39,7 @@ from .writers import array_paths, create_arrays
 from .writers import plan_table as _plan_table
 from .writers import write_part as _write_part
 
-__all__ = ["load", "restore", "save"]
+__all__ = ["load", "restore", "restore_read", "save"]
 
 
 def _run_tasks(model, fn, calls: list[tuple[int, tuple]]) -> list:
@@ -212,9 +214,10 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
     leaves the model as it was: a second read of the checkpoint, not a second copy of the
     tables in memory. A new model (nothing to lose) skips it. With ``read``, ``info`` was
     just read from the store by :func:`~dask_ps.model.format.latest` (a load or restore of
-    a URL), which checked its format: its metadata and manifest are not read again. Each
-    array is opened here, once, with the metadata ``info.arrays`` holds (what ``latest``
-    read of it), else reading its ``zarr.json``; the tasks take it opened
+    a URL, a recovery or resume: :func:`restore_read`), which checked its metadata against
+    the manifest's checksums and its format: its metadata and manifest are not read again.
+    Each array is opened here, once, with the metadata ``info.arrays`` holds (what
+    ``latest`` read of it), else reading its ``zarr.json``; the tasks take it opened
     (:func:`~dask_ps.model.readers.open_arrays`)."""
     _check_url(model, info.url)
     model._refuse_in_job("restore", "restore between jobs")
@@ -267,6 +270,34 @@ def _restore(model, info: ck.CheckpointInfo, optimizer_state: bool = True, *,
                          f"values elsewhere; restore it again, or another version")
         raise
     model.checkpoint_info = info
+
+
+def restore_read(model, info: ck.CheckpointInfo,
+                 optimizer_state: bool = True) -> ck.CheckpointInfo:
+    """:func:`restore` of version ``info`` as :func:`~dask_ps.model.format.latest` just
+    read it (a recovery's or a resume's choice: :func:`~dask_ps.model.recovery.restore_sound`),
+    as :func:`restore` of a URL restores the version it chose: with the metadata and
+    manifest ``latest`` read and checked (their checksums, the format, the torn and damaged
+    versions skipped), not read again; the model's tables are compared with it as
+    :func:`restore` compares them, and its arrays are checked before the model is touched.
+    A ``CheckpointInfo`` read at some earlier time is given to :func:`restore`, which reads
+    its metadata again to compare.
+
+    Returns
+    -------
+    CheckpointInfo
+        ``info`` (also ``model.checkpoint_info``).
+
+    Raises
+    ------
+    CheckpointFormatError
+        As :func:`restore` of a version: another model's tables, or a damaged array (its
+        ``damaged`` attribute True); the model is unchanged.
+    RuntimeError
+        While a job runs.
+    """
+    _restore(model, info, optimizer_state, read=True)
+    return info
 
 
 def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,

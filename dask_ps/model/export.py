@@ -10,7 +10,7 @@ from . import format as ck
 from ._format_tables import chunk_rows, table_attrs
 from ._targets import check_export_target
 from .checkpoint import _check_url, _run_tasks
-from .writers import create_arrays
+from .writers import create_arrays, role_paths
 from .writers import plan_table as _plan_table
 from .writers import write_part as _write_part
 
@@ -87,7 +87,7 @@ def _export(model, url: str, *, dtype=None, tables=None) -> None:
                             attributes=dict(dask_ps_export=dict(meta, complete=False)))
     for name, (t, writers) in plans.items():
         arrays = create_arrays(group, t, name, slots=False, dtype=dtype, squeeze=True)
-        described[name]["arrays"] = arrays
+        described[name]["arrays"] = role_paths(arrays)
         calls += [(w[0], (url, name, arrays) + w[1:] + (dtype,)) for w in writers]
     _run_tasks(model, _write_part, calls)
     group.attrs.update(dict(dask_ps_export=dict(meta, complete=True)))

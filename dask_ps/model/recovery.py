@@ -40,6 +40,7 @@ from . import format as ck
 from . import placement
 from ._format_tables import spec_differences
 from ._versions import newest_own, own_version, prune, said_of, warn_skipped
+from .checkpoint import restore_read
 
 __all__ = ["check_not_past", "check_resumable", "fit_differences", "loss_errors", "recover",
            "recreate", "run_clocks"]
@@ -81,6 +82,11 @@ def restore_sound(model, info: ck.CheckpointInfo, optimizer_state: bool = True,
     have filled already). ``check(info)`` runs before each try (e.g.
     :func:`check_resumable`). Returns the version restored.
 
+    ``info`` and every version tried are as :func:`~dask_ps.model.format.latest` read them
+    (``own`` and :func:`~dask_ps.model.format.older_sound` read theirs so): each is restored
+    with the metadata and manifest read then, checked then against the manifest's checksums
+    (:func:`~dask_ps.model.checkpoint.restore_read`), not read again.
+
     Every version skipped on the way is said in one warning, pointing at the caller's line
     outside dask_ps (:func:`~dask_ps.model._versions.warn_skipped`; ``what`` names the
     model): torn (unless ``say_torn`` is False: a recovery expects the version its failure
@@ -104,8 +110,8 @@ def restore_sound(model, info: ck.CheckpointInfo, optimizer_state: bool = True,
             info = own(info)
         if check is not None:
             check(info)
-        try:
-            restored = model.restore(info, optimizer_state)
+        try:  # as latest read it: its metadata and manifest not read again
+            restored = restore_read(model, info, optimizer_state)
         except CheckpointFormatError as exc:
             first = first or exc
             nxt = ck.older_sound(info, exc, errors, warn=False)  # said below, with the rest

@@ -1,7 +1,8 @@
-"""A checkpoint's (or export's) arrays and writer tasks: each table's arrays created empty
-(:func:`create_arrays`: chunks with a checksum, uncompressed, :data:`CODECS`), each table cut
-into pieces of whole chunks (:func:`plan_table`), each piece gathered from the shards holding
-it and written by one task on a shard's worker (:func:`write_part`). A piece is bounded in
+"""A checkpoint's (or export's) arrays and writer tasks: each table's arrays created empty,
+once, in the client (:func:`create_arrays`: chunks with a checksum, uncompressed,
+:data:`CODECS`) and passed to the tasks opened, each table cut into pieces of whole chunks
+(:func:`plan_table`), each piece gathered from the shards holding it and written by one task
+on a shard's worker (:func:`write_part`, which reads no ``zarr.json``). A piece is bounded in
 chunks and in bytes, so that a worker holding a large shard needs ~a piece more memory to
 save it, not a copy of its shard. Used by :mod:`dask_ps.model.checkpoint` and
 :mod:`dask_ps.model.export`; the readers are :mod:`dask_ps.model.readers`.
@@ -12,11 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import connection
-from . import format as ck
 from . import key_ranges as kr
 
 __all__ = ["CODECS", "PIECE_BYTES", "PIECE_CHUNKS", "array_paths", "create_arrays",
-           "piece_rows", "plan_table", "row_bytes", "write_part"]
+           "piece_rows", "plan_table", "role_paths", "row_bytes", "write_part"]
 
 _SAMPLE = 1024  # keys sampled per shard and writer to choose the splitters of sparse tables
 #: Chunks of rows a writer task gathers and writes at once, at most: a save of a large table
@@ -94,7 +94,9 @@ def plan_table(model, spec, rows_per_chunk: int) -> tuple[int, int, list]:
 
 def write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, skip: int,
                r0: int, r1: int, ask: list, dtype) -> int:
-    """Writer task: rows of ranks ``[r0, r1)`` of table ``name`` into ``arrays``.
+    """Writer task: rows of ranks ``[r0, r1)`` of table ``name`` into ``arrays``, the
+    table's arrays in the version (or export) at ``path`` as :func:`create_arrays` opened
+    them (pickled with their metadata: the task reads no ``zarr.json``).
 
     A sparse table's rows (``arrays`` has keys) are gathered by key range and sorted; a
     dense table's are contiguous slices of the shards holding them (:func:`_dense_rows`).
@@ -130,7 +132,7 @@ def write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, sk
     if dtype is not None:
         values = values.astype(dtype)
     try:
-        _write(ck.zarr_store(path), arrays, r0, r1, keys, values, slots)
+        _write(arrays, r0, r1, keys, values, slots)
     except Exception as exc:  # the storage's error, as itself: which write it was
         exc.add_note(f"writing rows [{r0}, {r1}) of table {name!r} (from shards {ask}) to "
                      f"{path}")
@@ -138,22 +140,14 @@ def write_part(model, path: str, name: str, arrays: dict, lo, hi, extra: int, sk
     return r1 - r0
 
 
-def _write(store, arrays: dict, r0: int, r1: int, keys, values, slots: dict) -> None:
-    """Rows ``[r0, r1)`` of a table into ``arrays`` of ``store`` (see :func:`write_part`)."""
-    import zarr
-
-    def open_w(array_path):
-        # every chunk is written, zeros included: the manifest's chunk count can then tell
-        # a lost chunk from one never written
-        return zarr.open_array(store, path=array_path, mode="r+").with_config(
-            {"write_empty_chunks": True})
-
-    arr = open_w(arrays["values"])
+def _write(arrays: dict, r0: int, r1: int, keys, values, slots: dict) -> None:
+    """Rows ``[r0, r1)`` of a table into its opened ``arrays`` (see :func:`write_part`)."""
+    arr = arrays["values"]
     arr[r0:r1] = values.reshape((r1 - r0,) + arr.shape[1:])
     if keys is not None:
-        open_w(arrays["keys"])[r0:r1] = keys
-    for slot, slot_path in arrays.get("slots", {}).items():
-        open_w(slot_path)[r0:r1] = slots[slot]
+        arrays["keys"][r0:r1] = keys
+    for slot, slot_arr in arrays.get("slots", {}).items():
+        slot_arr[r0:r1] = slots[slot]
 
 
 def _dense_rows(t, name: str, ask: list, r0: int, r1: int, with_slots: bool) -> tuple:
@@ -176,33 +170,74 @@ def _dense_rows(t, name: str, ask: list, r0: int, r1: int, with_slots: bool) -> 
             {k: np.concatenate([p[2][k] for p in parts]) for k in parts[0][2]})
 
 
+def role_paths(arrays: dict) -> dict:
+    """The paths in their group of a table's arrays (:func:`create_arrays`' ``arrays``),
+    by role: ``{"values": "t0/values", "keys": ..., "slots": {slot: ...}}``."""
+    return {role: ({k: a.path for k, a in arr.items()} if role == "slots" else arr.path)
+            for role, arr in arrays.items()}
+
+
 def array_paths(arrays: dict) -> list[str]:
     """The paths of a table's arrays (:func:`create_arrays`' ``arrays``): values, keys, slots."""
-    return [arrays["values"]] + ([arrays["keys"]] if "keys" in arrays else []) + \
-        list(arrays.get("slots", {}).values())
+    paths = role_paths(arrays)
+    return [paths["values"]] + ([paths["keys"]] if "keys" in paths else []) + \
+        list(paths.get("slots", {}).values())
 
 
 def create_arrays(group, t: dict, prefix: str, *, slots: bool, dtype, squeeze: bool) -> dict:
-    """Empty arrays of one table in ``group``; returns their paths by role."""
+    """Empty arrays of one table (``t``, its description: :func:`table_attrs
+    <dask_ps.model._format_tables.table_attrs>`) in zarr group ``group``, under ``prefix``.
+
+    Each array is created here, once (its ``zarr.json`` written), and returned opened for
+    :func:`write_part`'s tasks, which take it pickled with its metadata and read no
+    ``zarr.json``. Every chunk is written, zeros included, so that the manifest's chunk
+    count can tell a lost chunk from one never written.
+
+    Parameters
+    ----------
+    group : zarr.Group
+        The version's (or export's) group, writable.
+    t : dict
+        ``n_keys``, ``chunk_rows``, ``ncols``, ``dtype``, ``vector``, ``partitioner`` and
+        ``slots`` (slot -> ``width``, ``dtype``).
+    prefix : str
+        The table's path in ``group`` (``"t0"``; an export's: the table's name).
+    slots : bool
+        Create the optimizer state's arrays too.
+    dtype : numpy dtype or None
+        The values' dtype (None: the table's).
+    squeeze : bool
+        A dense table's values become array ``prefix`` itself, and a vector's are 1-D (an
+        export's layout).
+
+    Returns
+    -------
+    dict
+        ``{"values": zarr.Array, "keys": ... (a hash-partitioned table's), "slots": {slot:
+        ...} (with ``slots``)}``: (n_keys, ncols) values (or (n_keys,)), (n_keys,) int64
+        keys, (n_keys, width) slots, chunked by ``chunk_rows`` rows, each chunk with a
+        CRC32C checksum (:data:`CODECS`); their paths: :func:`role_paths`.
+    """
     from zarr.codecs import Crc32cCodec
 
     n, c, ncols = t["n_keys"], t["chunk_rows"], t["ncols"]
     one_d = squeeze and t["vector"]
     kw = dict(compressors=[Crc32cCodec()], fill_value=0)  # a checksum, not compression
+
+    def create(path: str, **shape):
+        return group.create_array(path, **shape, **kw).with_config(
+            {"write_empty_chunks": True})
+
     vpath = f"{prefix}/values" if (t["partitioner"]["name"] == "hash" or not squeeze) else prefix
-    group.create_array(vpath, shape=(n,) if one_d else (n, ncols),
-                       chunks=(c,) if one_d else (c, ncols),
-                       dtype=np.dtype(dtype or t["dtype"]), **kw)
-    arrays = {"values": vpath}
+    arrays = {"values": create(vpath, shape=(n,) if one_d else (n, ncols),
+                               chunks=(c,) if one_d else (c, ncols),
+                               dtype=np.dtype(dtype or t["dtype"]))}
     if t["partitioner"]["name"] == "hash":
-        group.create_array(f"{prefix}/keys", shape=(n,), chunks=(c,), dtype="int64", **kw)
-        arrays["keys"] = f"{prefix}/keys"
+        arrays["keys"] = create(f"{prefix}/keys", shape=(n,), chunks=(c,), dtype="int64")
     if slots:
-        arrays["slots"] = {}
-        for slot, s in t["slots"].items():
-            group.create_array(f"{prefix}/slots/{slot}", shape=(n, s["width"]),
-                               chunks=(c, s["width"]), dtype=np.dtype(s["dtype"]), **kw)
-            arrays["slots"][slot] = f"{prefix}/slots/{slot}"
+        arrays["slots"] = {slot: create(f"{prefix}/slots/{slot}", shape=(n, s["width"]),
+                                        chunks=(c, s["width"]), dtype=np.dtype(s["dtype"]))
+                           for slot, s in t["slots"].items()}
     return arrays
 
 

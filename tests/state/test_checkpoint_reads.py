@@ -1,5 +1,5 @@
-"""What a load or a restore of a checkpoint folder reads of a version's metadata, and what it
-says of the versions it skips."""
+"""What a load, a restore, a recovery or a save of a checkpoint folder reads of a version's
+metadata, and what a load, a restore or a recovery says of the versions it skips."""
 
 import collections
 import os
@@ -69,6 +69,34 @@ def test_a_load_or_restore_of_a_folder_reads_a_versions_metadata_once(tmp_path):
     model.close()
 
 
+def test_a_recovery_or_resume_reads_a_versions_metadata_once(tmp_path):
+    """recover(url) read the chosen version's zarr.json twice and its manifest twice: once
+    when choosing it (latest: checked against the manifest's checksums, its format, the
+    model it holds), again when restoring it (as a CheckpointInfo given, read at some
+    earlier time). It is now restored with what was read, as restore(url) restores it; a
+    resume too (whose manifest is read once more: the folder listed first, to see whether
+    it holds a version at all)."""
+    from dask_ps.model.recovery import run_clocks
+
+    url = str(tmp_path / "ck")
+    model = PSModel("local", n_shards=2)
+    model.add_table("w", (50, 2), optimizer="adagrad")
+    model.add_table("h", (None, 2), partitioner="hash", optimizer="adagrad")
+    model.push("h", [1, 2, 3], np.ones((3, 2)))
+    model.save(url)
+    model.save(url)
+    for what, fn, manifest in [
+            ("recover(url)", lambda: model.recover(url), 1),
+            ("resume", lambda: run_clocks(model, lambda s, e: [None] * (e - s), 0,
+                                          checkpoint=url, resume=True), 2)]:
+        opened = _opens(url, fn)
+        assert opened.get("v000002/zarr.json") == 1, (what, opened)
+        assert opened.get("v000002/manifest.json") == manifest, (what, opened)
+        assert "v000001/zarr.json" not in opened, (what, opened)
+        assert model.checkpoint_info.version == 2, what
+    model.close()
+
+
 
 def _arrays_read(opened: dict) -> dict:
     """``{array: times its zarr.json was opened}`` of the arrays (not the group) in
@@ -112,6 +140,24 @@ def test_a_load_or_restore_reads_each_arrays_metadata_once(tmp_path):
     model.close()
 
 
+def test_a_save_or_export_opens_each_array_in_the_client_alone(tmp_path):
+    """Every writer task opened each array of its table again (reading its zarr.json): a
+    save on 2 shards (2 writer tasks per table) opened each zarr.json 4 times, an export 3.
+    Each array is now opened once, as it is created in the client, and passed to the tasks:
+    a save looks for its zarr.json once as it creates it (zarr's check that no array is
+    there yet) and reads it once for the manifest's checksum; an export only looks."""
+    url, exported = str(tmp_path / "ck"), str(tmp_path / "export")
+    model = _two_tables("local")
+    model.save(url, chunk_rows=500)
+    opened = _arrays_read(_opens(url, lambda: model.save(url, chunk_rows=500)))
+    assert {a: n for a, n in opened.items() if a in _ONCE} == {a: 2 for a in _ONCE}, opened
+    opened = _opens(exported, lambda: model.export(exported))
+    assert {p: n for p, n in opened.items() if p in ("w/zarr.json", "h/keys/zarr.json",
+                                                      "h/values/zarr.json")} == {
+        "w/zarr.json": 1, "h/keys/zarr.json": 1, "h/values/zarr.json": 1}, opened
+    model.close()
+
+
 def _install_open_counter(folder: str) -> None:
     """In a worker: count the files opened under ``folder`` (:func:`_worker_opens`)."""
     counts: collections.Counter = collections.Counter()
@@ -134,10 +180,11 @@ def _worker_opens() -> dict:
 
 
 @pytest.mark.timeout(240)
-def test_reader_tasks_on_a_cluster_read_no_arrays_metadata(tmp_path):
+def test_reader_and_writer_tasks_on_a_cluster_read_no_arrays_metadata(tmp_path):
     """On a cluster each reader task opened every array of its table again (a restore on 2
-    shards read each zarr.json 5 times): the tasks now take the arrays the client opened,
-    pickled with their metadata, and read none."""
+    shards read each zarr.json 5 times), and so did each writer task (a save on 2 shards:
+    twice in the workers, beside the client's two): the tasks now take the arrays the
+    client opened (or created), pickled with their metadata, and read none."""
     from distributed import Client, LocalCluster
 
     url = str(tmp_path / "ck")
@@ -147,8 +194,13 @@ def test_reader_tasks_on_a_cluster_read_no_arrays_metadata(tmp_path):
         client.run(_install_open_counter, url)
         model = _two_tables(client)
         model.save(url, chunk_rows=500)
-        model.save(url, chunk_rows=500)
         client.run(_worker_opens)
+        client_opened = _opens(url, lambda: model.save(url, chunk_rows=500))
+        workers = [_arrays_read(seen) for seen in client.run(_worker_opens).values()]
+        assert workers == [{}, {}], workers  # created, then read for the manifest: in here
+        client_opened = _arrays_read(client_opened)
+        assert {a: n for a, n in client_opened.items() if a in _ONCE} == {
+            a: 2 for a in _ONCE}, client_opened
         for what, fn in [("load", lambda: PSModel.load(client, url, n_shards=2).close()),
                          ("restore(url)", lambda: model.restore(url)),
                          ("recover(url)", lambda: model.recover(url))]:
