@@ -301,7 +301,8 @@ def test_rate_leaves_the_first_pass_out():
     assert "no rate" in one and "/s" not in one and "(1 epoch 57.00 s;" in one
     # each algorithm's word for a pass: GBDT's boosting rounds, LDA's iterations
     rounds = rate_line(history, 1e4, "rows", 60.0, restored=1, passes="round")
-    assert rounds.startswith("train wall 60.00 s (2 rounds 59.00 s; the other 1.00 s: ")
+    # (this run's times go on from the restored round's: its 2 rounds took 2 s)
+    assert rounds.startswith("train wall 60.00 s (2 rounds 2.00 s; the other 58.00 s: ")
     assert rounds.endswith("(1 round over 10,000 rows; round 1 restored from the checkpoint)")
     assert "epoch" not in rounds and "pass" not in rounds
     assert "3 iterations 59.00 s" in rate_line(history, 1e6, "tokens", 60.0, passes="iteration")
@@ -340,6 +341,59 @@ def test_a_resume_of_a_finished_fit_says_no_pass_ran():
     assert line.endswith("; 1 round over 10,000 rows; rounds 1-4 restored from the "
                          "checkpoint; no rate: a first round includes compiling numba kernels "
                          "when their cache is cold"), line
+
+
+def test_a_resumed_runs_passes_count_from_the_restored_time():
+    """A resumed fit's ``time`` goes on from the restored epochs' (``history_fields``): the
+    run's epochs took the seconds since the last restored one's ``time``. Counted from 0
+    they were past the run's wall time, and the line dropped them."""
+    from dask_ps.cli._report import rate_line
+
+    history = [{"epoch": 1, "time": 30.0}, {"epoch": 2, "time": 40.0},
+               {"event": "recovery", "seconds": 0.5}, {"epoch": 3, "time": 41.0},
+               {"epoch": 4, "time": 41.5}]
+    assert rate_line(history, 1e6, "rows", 3.0, restored=2) == (
+        "train wall 3.00 s (2 epochs 1.50 s; the other 1.50 s: placing the data and starting "
+        "the shards before, collecting the model after); first epoch 1.00 s (includes "
+        "compiling numba kernels when their cache is cold), then 2.00 M rows/s (1 epoch over "
+        "1,000,000 rows; epochs 1-2 restored from the checkpoint)")
+
+
+def test_history_rows_show_lists_and_dicts_compactly(capsys):
+    """GBDT's ``task_seconds`` (a dict of seconds per task) was printed as the Python list
+    of dicts; it shows each key's range over the tasks, a recovery's lists without quotes
+    and its ``detected_at`` as a date, long lists of numbers summarised. ``history_`` is
+    unchanged."""
+    import copy
+    import time
+
+    from dask_ps.cli._report import SHORT_LIST, print_history
+
+    at = time.mktime((2025, 3, 4, 5, 6, 7, 0, 0, -1))
+    history = [
+        {"epoch": 1, "loss": 0.5, "steps": 2, "hist_bytes": 71328.0,
+         "task_seconds": [{"hist": 0.0003, "push": 0.0003, "query": 0.0178, "rest": 0.0048},
+                          {"hist": 0.0012, "push": 0.0003, "query": 0.019, "rest": 0.0066}],
+         "time": 0.0268},
+        {"event": "recovery", "lost_workers": ["tcp://10.0.0.5:40123"], "lost_shards": [1],
+         "job_clocks_at_failure": [2, None], "torn_versions": [], "detected_at": at,
+         "seconds": 1.25},
+        {"epoch": 2, "task_seconds": [{"hist": 0.0003, "process_cpu": 0.0195}],
+         "per_block": list(range(9)), "sizes": {"a": 1.23456789, "b": "x"}}]
+    assert SHORT_LIST < 9
+    kept = copy.deepcopy(history)
+    print_history(history, 0, "round")
+    assert capsys.readouterr().out.splitlines() == [
+        "history: 3 rows",
+        "  epoch 1  loss 0.5  steps 2  hist_bytes 71328  task_seconds [2 tasks, min..max: "
+        "hist 0.0003..0.0012, push 0.0003, query 0.0178..0.019, rest 0.0048..0.0066]  "
+        "time 0.0268",
+        "  event recovery  lost_workers [tcp://10.0.0.5:40123]  lost_shards [1]  "
+        "job_clocks_at_failure [2, None]  torn_versions []  detected_at 2025-03-04 05:06:07  "
+        "seconds 1.25",
+        "  epoch 2  task_seconds [1 task: hist 0.0003, process_cpu 0.0195]  per_block "
+        "[9 values: min 0, median 4, max 8]  sizes {a 1.23457, b x}"]
+    assert history == kept
 
 
 def test_one_history_row_is_said_in_the_singular(capsys):

@@ -151,6 +151,11 @@ def test_libsvm_agaricus(client1, data, tmp_path, capsys):
     rate = next(x for x in out if x.startswith("train wall"))
     assert re.match(r"train wall [\d.]+ s \(20 rounds [\d.]+ s; the other [\d.]+ s: ", rate)
     assert "(19 rounds over 6,513 rows)" in rate and "pass" not in rate, rate
+    # the last round's task_seconds: each phase's seconds over the tasks, not a Python list
+    last = next(x for x in out if x.startswith("  epoch 20 "))
+    assert re.search(r"  task_seconds \[\d+ tasks?(, min\.\.max)?: hist [\d.e-]+(\.\.[\d.e-]+)?, "
+                     r"push ", last), last
+    assert "[{" not in last and "'" not in last, last
 
 
 def test_table_options_apply_to_tables_only(capsys):

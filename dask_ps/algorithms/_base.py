@@ -92,8 +92,13 @@ def history_fields() -> str:
         ``epoch`` (1-based), ``loss`` (the estimator's training objective, named
         below), ``time`` (seconds since the fit started, at the end of this epoch: when
         the driver heard the last task of its job report it; with ``eval_set``, after its
-        evaluation), ``epoch_time`` (seconds from the end of the epoch before, or from the
-        start of its job for the first epoch of a job; epochs run in one job, with no
+        evaluation; a fit resumed from a checkpoint keeps the records of the epochs it
+        restored, and its own epochs' ``time`` goes on from the last one's: the training
+        time that led to the model, never going back, without the pause between the two
+        fits nor what the interrupted one ran after its last checkpoint), ``epoch_time``
+        (seconds from the end of the epoch before, or from the start of its job for the
+        first epoch of a job, so that what runs between two jobs, a checkpoint or the
+        restore of a resumed fit, is counted in ``time`` only; epochs run in one job, with no
         checkpoint, callback or evaluation between them, each get their own, and only
         epochs whose tasks did not report their end share the job's time evenly; for
         L-BFGS, from the end of the evaluation before, the solver's step between them

@@ -103,9 +103,9 @@ DOC_ATTRS = """
         number of splits per feature, as LightGBM reports them (not normalised).
     history_ : list of dict
         One record per round (``epoch``, 1-based; ``time``, when the round ended (its
-        tasks report each round as it ends, also to the progress bar and the dashboard);
-        ``epoch_time`` and ``bytes`` as in :class:`~dask_ps.LogisticRegression`'s
-        ``history_``): ``loss``
+        tasks report each round as it ends, also to the progress bar and the dashboard),
+        after a resume going on from the restored rounds'; ``epoch_time`` and ``bytes``
+        as in :class:`~dask_ps.LogisticRegression`'s ``history_``): ``loss``
         (mean training loss after the round, weighted by ``sample_weight``),
         ``steps`` (histogram pushes and split queries of the round), ``hist_bytes``
         (histogram and scalar bytes pushed by all workers in the round) and, with

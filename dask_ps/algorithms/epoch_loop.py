@@ -49,7 +49,8 @@ class EpochLoop:
     checkpoint_every : int, default 1
     max_recoveries : int, default 3
     resume : bool, default False
-        Continue from the newest complete version of ``checkpoint`` when there is one; a
+        Continue from the newest complete version of ``checkpoint`` when there is one (its
+        epochs' records head the history, and this fit's ``time`` goes on from theirs); a
         checkpoint whose tables are not this fit's (another feature count, rank, number of
         topics...) is refused with an :class:`~dask_ps.exceptions.OptionError` before
         anything is restored.
@@ -196,6 +197,8 @@ class EpochLoop:
         monitor = FitMonitor(self.model, self.name, self.n_epochs, progress=self.progress,
                              unit=self.unit)
         t_start = time.perf_counter()
+        # a resumed fit's times go on from its checkpoint's last record's (see resumed)
+        since = {"time": 0.0}
         per_epoch = evaluate is not None or stop is not None or bool(self.callbacks)
         pace = {"epoch_time": None, "halted": False}
         before = set(self.own_versions or ())
@@ -239,10 +242,10 @@ class EpochLoop:
                 self._check(e, record)
                 if evaluate is not None:
                     record.update({f"eval_{k}": v for k, v in evaluate(e).items()})
-                record.update(epoch_time=ends[i][1], time=ends[i][0] - t_start,
+                at = time.perf_counter() if evaluate is not None else ends[i][0]
+                # (with an evaluation, one epoch per job: the evaluation counts too)
+                record.update(epoch_time=ends[i][1], time=since["time"] + at - t_start,
                               bytes=shares[i])
-                if evaluate is not None:  # (one epoch per job: its evaluation counts too)
-                    record["time"] = time.perf_counter() - t_start
                 self.records[e] = record
                 kept.append(record)
                 halt = False
@@ -253,6 +256,11 @@ class EpochLoop:
                     pace["halted"] = True
                     break
             return kept
+
+        def resumed(kept: list) -> None:  # the records restored from the checkpoint
+            times = [r.get("time") for r in kept if isinstance(r, dict)]
+            since["time"] = max([t for t in times if isinstance(t, (int, float))
+                                 and math.isfinite(t)], default=0.0)
 
         def recovered():  # a loss after this one is the loop's, not the set-up's
             self.began = True
@@ -269,7 +277,7 @@ class EpochLoop:
                 restart=restart if tmp is not None or start is not None else None,
                 save_last=tmp is None,
                 driver_state=driver_state, fit_id=self.fit_id, rewinds=rewinds,
-                driver_differs=driver_differs,
+                driver_differs=driver_differs, resumed=resumed,
                 unit=self.unit, limit=self.limit,
                 own=self.own_versions if tmp is None else None, start_from=start)
         finally:

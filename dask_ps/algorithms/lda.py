@@ -148,8 +148,10 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         training log-likelihood log p(w, z) per token), ``log_likelihood`` (log p(w, z);
         after :meth:`partial_fit`, of its tokens given the counts before it),
         ``time`` (seconds since the fit started, at the end of this iteration: when the
-        driver heard the last task report it), ``epoch_time`` (seconds from the end of the
-        iteration before, or from the start of its job for a job's first), ``bytes``
+        driver heard the last task report it; after a resume, going on from the restored
+        iterations', as in :class:`~dask_ps.LogisticRegression`'s), ``epoch_time``
+        (seconds from the end of the iteration before, or from the start of its job for a
+        job's first), ``bytes``
         (pulled and pushed), and
         the seconds of the slowest task in each part of the iteration: ``wait_s`` (waiting
         for its rows, what the overlap with the doc phase did not hide), ``word_s`` and

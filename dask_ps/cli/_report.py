@@ -9,6 +9,9 @@ Each algorithm names its passes (:meth:`~._algorithms.Algorithm.passes_for`: "ep
 from __future__ import annotations
 
 import math
+import numbers
+import statistics
+import time
 
 
 def say(text: str) -> None:
@@ -116,14 +119,19 @@ def rate_line(history: list[dict], units: float, unit: str, wall: float,
     surveying it, starting the shards, before the first pass; collecting the model after
     the last: measured as the difference). The first ``restored`` pass records
     came from a checkpoint (``--resume``): they are not this run's, and only their number
-    is said. ``note`` is said beside the number of passes (``"6 evaluations, 5 L-BFGS
+    is said (this run's ``time`` goes on from the last one's: its seconds count from
+    there). ``note`` is said beside the number of passes (``"6 evaluations, 5 L-BFGS
     iterations, 2.01 s"``: :meth:`~._algorithms.Algorithm.passes_for`)."""
     def word(n):
         return passes_of(n, passes)
 
-    records = [h for h in history if "event" not in h][restored:]
-    times = [h["time"] for h in records
-             if isinstance(h.get("time"), float) and math.isfinite(h["time"])]
+    def times_of(records):
+        return [h["time"] for h in records
+                if isinstance(h.get("time"), float) and math.isfinite(h["time"])]
+
+    records = [h for h in history if "event" not in h]
+    since = max(times_of(records[:restored]), default=0.0)  # where this run's times start
+    times = [t - since for t in times_of(records[restored:])]
     n = len(times)
     line = f"train wall {wall:.2f} s"
     if n and 0 <= times[-1] <= wall:
@@ -170,5 +178,61 @@ def print_history(history: list[dict], n: int, passes: str = "epoch") -> None:
         if len(shown) < len(history) else
         f"history: {len(history)} row{'s' if len(history) != 1 else ''}")
     for h in shown:
-        say("  " + "  ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
-                             for k, v in h.items()))
+        say("  " + "  ".join(f"{k} {history_value(k, v)}" for k, v in h.items()))
+
+
+#: A list of more numbers than this is shown in a history row by its count, min, median and
+#: max (:func:`history_value`).
+SHORT_LIST = 8
+
+
+def history_value(key: str, value) -> str:
+    """``value`` of the field ``key`` of a history row as :func:`print_history` shows it, on
+    one line (``history_`` itself is not changed): a float to 6 significant digits, or, in a
+    field named ``..._at`` (a recovery's ``detected_at``), a Unix time as the local date and
+    time; a list of dicts of numbers, one per task (GBDT's ``task_seconds``), as the range
+    of each key over the tasks, one number when they agree (``[2 tasks, min..max: hist
+    0.0003..0.0012, push 0.0003, ...]``); a list of more than :data:`SHORT_LIST` numbers
+    as their count, min, median and max; other lists and dicts item by item, strings
+    without quotes (``[tcp://10.0.0.5:40123]``)."""
+    if isinstance(value, float):
+        if key.endswith("_at") and math.isfinite(value) and value > 1e9:
+            return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
+        return f"{value:.6g}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} {history_value(k, v)}" for k, v in value.items()) + "}"
+    if not isinstance(value, (list, tuple)):
+        return str(value)
+    if value and all(isinstance(v, dict) for v in value):
+        return _per_task(key, value)
+    if len(value) > SHORT_LIST and all(map(_is_number, value)):
+        xs = sorted(value)
+        return (f"[{len(xs)} values: min {_short(xs[0])}, median "
+                f"{_short(statistics.median(xs))}, max {_short(xs[-1])}]")
+    return "[" + ", ".join(history_value(key, v) for v in value) + "]"
+
+
+def _per_task(key: str, rows: list[dict]) -> str:
+    """Dicts ``rows``, one per task (or item, for a ``key`` not ``task_...``): each key's
+    numbers as their range over the rows, its other values item by item."""
+    what = ("task" if key.startswith("task") else "item") + ("s" if len(rows) != 1 else "")
+    parts = []
+    for k in dict.fromkeys(k for r in rows for k in r):
+        values = [r[k] for r in rows if k in r]
+        if not all(map(_is_number, values)):
+            parts.append(f"{k} {history_value(k, values)}")
+        elif min(values) == max(values):
+            parts.append(f"{k} {_short(values[0])}")
+        else:
+            parts.append(f"{k} {_short(min(values))}..{_short(max(values))}")
+    ranged = ", min..max" if len(rows) > 1 else ""
+    return f"[{len(rows)} {what}{ranged}: " + ", ".join(parts) + "]"
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _short(v) -> str:
+    """A number of a summary: 4 significant digits (an int as it is)."""
+    return f"{v:.4g}" if isinstance(v, float) else str(v)

@@ -252,7 +252,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                limit: str = "n_clocks",
                own: list[int] | None = None,
                start_from: ck.CheckpointInfo | None = None,
-               driver_differs: Callable | None = None) -> tuple[list, list[dict]]:
+               driver_differs: Callable | None = None,
+               resumed: Callable[[list], None] | None = None) -> tuple[list, list[dict]]:
     """Run clocks ``[0, n_clocks)`` with ``step``, checkpointing and recovering.
 
     Parameters
@@ -305,6 +306,9 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         ``save(clock) -> dict`` (JSON-able) goes into every checkpoint, and ``load(dict or
         None, clock)`` gets it back when ``resume`` starts from one (None: the checkpoint
         holds none), before the first job.
+    resumed : callable, optional
+        ``resumed(results)``: the results of the clocks before the one ``resume`` starts
+        from, as the checkpoint kept them (e.g. to go on from their times), before the first job.
     fit_id : dict, optional
         JSON-able description of the fit (e.g. its estimator, feature count, classes):
         saved with every checkpoint; ``resume`` refuses a checkpoint whose description
@@ -393,6 +397,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         clock = min(last.clock, n_clocks)
         kept = list(last.attrs.get("extra", {}).get("results", []))[:clock]
         results[:] = kept + [None] * (clock - len(kept))
+        if resumed is not None:
+            resumed(results[:clock])
         if driver_state is not None:
             driver_state[1](last.attrs.get("extra", {}).get("driver"), clock)
         if not model.is_local:  # the batch log says where the rerun starts
