@@ -82,10 +82,8 @@ def restore_sound(model, info: ck.CheckpointInfo, optimizer_state: bool = True,
     have filled already). ``check(info)`` runs before each try (e.g.
     :func:`check_resumable`). Returns the version restored.
 
-    ``info`` and every version tried are as :func:`~dask_ps.model.format.latest` read them
-    (``own`` and :func:`~dask_ps.model.format.older_sound` read theirs so): each is restored
-    with the metadata and manifest read then, checked then against the manifest's checksums
-    (:func:`~dask_ps.model.checkpoint.restore_read`), not read again.
+    Each version tried is restored as ``latest``, ``own`` or ``older_sound`` read and checked
+    it, not read again (:func:`~dask_ps.model.checkpoint.restore_read`).
 
     Every version skipped on the way is said in one warning, pointing at the caller's line
     outside dask_ps (:func:`~dask_ps.model._versions.warn_skipped`; ``what`` names the
@@ -307,8 +305,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         None, clock)`` gets it back when ``resume`` starts from one (None: the checkpoint
         holds none), before the first job.
     resumed : callable, optional
-        ``resumed(results)``: the results of the clocks before the one ``resume`` starts
-        from, as the checkpoint kept them (e.g. to go on from their times), before the first job.
+        ``resumed(results)`` before the first job of a resume: the results of the clocks
+        before it, as the checkpoint kept them (e.g. to go on from their times).
     fit_id : dict, optional
         JSON-able description of the fit (e.g. its estimator, feature count, classes):
         saved with every checkpoint; ``resume`` refuses a checkpoint whose description
