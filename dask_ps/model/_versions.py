@@ -70,9 +70,11 @@ def new_version(url: str, attrs: dict, tries: int = 32) -> tuple:
 
 
 def next_version(url: str) -> int:
-    """Number for a new version: above every existing one, complete or torn."""
-    complete, torn = ck.list_versions(url)
-    return max(complete + torn, default=0) + 1
+    """Number for a new version: above every existing one, complete or torn. The folder is
+    listed anew (:func:`~dask_ps.model.format.version_numbers`), just before the claim that
+    follows, but no manifest is read: a number is taken whether its version is complete or
+    not (one listing request, where reading every version's manifest was one per version)."""
+    return max(ck.version_numbers(url), default=0) + 1
 
 
 def prune(url: str, keep: int, first: int = 1, only=None) -> list[int]:

@@ -131,7 +131,9 @@ def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
         n_shards=model.n_shards, clock=int(clock),
         data_position=_json(data_position or {}, "data_position"),
         extra=_json(extra or {}, "extra"), tables=tables)
-    _warn_other_model(url, tables)
+    # the versions there, listed and their manifests read once: for the warning, and the
+    # newest sound one it compares with (the claim's number: listed anew, no manifest read)
+    _warn_other_model(url, tables, ck.read_versions(url))
     version, path, group = new_version(url, attrs)
     calls, manifest = [], {}
     for name, t in tables.items():
@@ -146,15 +148,16 @@ def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
     return ck.CheckpointInfo(url, version, attrs, seconds=time.perf_counter() - t0)
 
 
-def _warn_other_model(url: str, tables: dict) -> None:
+def _warn_other_model(url: str, tables: dict, listed: tuple) -> None:
     """Warn when the newest complete version at ``url`` holds other tables: two models are
-    writing into one checkpoint folder."""
-    if not ck.list_versions(url)[0]:
+    writing into one checkpoint folder. ``listed``: the folder's versions and manifests
+    (:func:`~dask_ps.model.format.read_versions`)."""
+    if not listed[0]:
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ck.TornCheckpointWarning)
         try:
-            previous = ck.latest(url)
+            previous = ck.latest(url, listed=listed)
         except Exception:  # nothing readable there: nothing to compare with
             return
     theirs = sorted(previous.attrs.get("tables", {}))

@@ -44,7 +44,8 @@ from ..exceptions import CheckpointFormatError, CheckpointNotFoundError, user_st
 from ._format_tables import spec_from_attrs, table_attrs
 
 __all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "check_format", "chunk_keys",
-           "latest", "list_versions", "open_version", "spec_from_attrs", "table_attrs", "verify"]
+           "latest", "list_versions", "open_version", "read_versions", "spec_from_attrs",
+           "table_attrs", "verify", "version_numbers"]
 
 #: Version of the store layout; readers refuse anything newer.
 FORMAT = 1
@@ -137,27 +138,64 @@ def zarr_store(url: str, read_only: bool = False):
 def list_versions(url: str) -> tuple[list[int], list[int]]:
     """Complete and torn version numbers of the store at ``url``, each ascending, listed anew
     (s3fs's cached listing misses other processes' versions); OSError naming ``url``."""
-    return _listed(url)[:2]
+    return read_versions(url)[:2]
 
 
-def _listed(url: str) -> tuple[list[int], list[int], dict]:
-    """:func:`list_versions`, and the manifest of each complete version (version -> its
-    manifest, parsed), which told it complete."""
+def version_numbers(url: str) -> list[int]:
+    """Every version number of the store at ``url``, complete or torn: the folder listed
+    anew (as :func:`list_versions` lists it), no manifest read. What a new version's
+    number is chosen above (:func:`~dask_ps.model._versions.next_version`).
+
+    Returns
+    -------
+    list of int
+        Ascending; empty when ``url`` does not exist.
+
+    Raises
+    ------
+    OSError
+        The folder cannot be listed (an object store denying access), naming ``url``.
+    """
+    return sorted(v for v, _ in _entries(url)[2])
+
+
+def _entries(url: str) -> tuple:
+    """``(fs, root, [(version, folder name), ...])``: the version folders of the store at
+    ``url``, listed anew (none when it does not exist)."""
     from ..io._storage import storage_error
     fs, root = _fs(url)
     try:
         entries = fs.ls(root, detail=False, refresh=True)
     except FileNotFoundError:
-        return [], [], {}
+        return fs, root, []
     except OSError as exc:  # on an object store: access denied (credentials)
         raise storage_error(url, exc, "checkpoint") from None
+    return fs, root, [(int(m.group(1)), m.group(0)) for entry in entries
+                      if (m := _VERSION.match(entry.rstrip("/").rsplit("/", 1)[-1]))]
+
+
+def read_versions(url: str) -> tuple[list[int], list[int], dict]:
+    """:func:`list_versions`, and the manifest of each complete version, which told it
+    complete: the folder listed anew and every version's manifest read once, for a caller
+    to pass on (:func:`latest`'s ``listed``: a save's warning, a resume's first look)
+    rather than list and read them again.
+
+    Returns
+    -------
+    complete, torn : list of int
+        As :func:`list_versions`.
+    manifests : dict
+        Version (each of ``complete``) -> its ``manifest.json``, parsed.
+
+    Raises
+    ------
+    OSError
+        The folder cannot be listed (an object store denying access), naming ``url``.
+    """
+    fs, root, entries = _entries(url)
     manifests, torn = {}, []
-    for entry in entries:
-        m = _VERSION.match(entry.rstrip("/").rsplit("/", 1)[-1])
-        if m is None:
-            continue
-        v = int(m.group(1))
-        if (manifest := _read_manifest(fs, f"{root}/{m.group(0)}")) is not None:
+    for v, name in entries:
+        if (manifest := _read_manifest(fs, f"{root}/{name}")) is not None:
             manifests[v] = manifest
         else:
             torn.append(v)
@@ -179,12 +217,15 @@ def _read_manifest(fs, path: str) -> dict | None:
     return manifest
 
 
-def latest(url: str, version: int | None = None, *, warn: bool = True) -> CheckpointInfo:
+def latest(url: str, version: int | None = None, *, warn: bool = True,
+           listed: tuple | None = None) -> CheckpointInfo:
     """The newest complete version of the store at ``url`` (or version ``version``).
 
     Torn versions newer than the one returned are listed in ``torn`` and reported with a
     :class:`TornCheckpointWarning` (``warn`` False: listed only, for a caller that skips
-    more versions to say them all in one warning, :func:`skipped_text`).
+    more versions to say them all in one warning, :func:`skipped_text`). ``listed``: what
+    :func:`read_versions` read of the folder just before (a save's or a resume's one
+    listing, serving their other uses too), else it is listed and read here.
 
     Raises
     ------
@@ -201,7 +242,8 @@ def latest(url: str, version: int | None = None, *, warn: bool = True) -> Checkp
         except TypeError:
             raise TypeError(f"checkpoint version must be an integer, got {version!r} "
                             f"({type(version).__name__})") from None
-    complete, torn, manifests = _listed(url)  # each manifest read once, passed on
+    # each manifest read once, passed on
+    complete, torn, manifests = read_versions(url) if listed is None else listed
     if version is not None:
         if version not in complete:
             raise CheckpointNotFoundError(

@@ -375,7 +375,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
     def differs(info):  # which versions of the folder are this fit's
         return fit_differences(model, info, fit_id, driver_differs)
 
-    if resume and checkpoint is not None and ck.list_versions(checkpoint)[0]:
+    listed = ck.read_versions(checkpoint) if resume and checkpoint is not None else None
+    if listed is not None and listed[0]:  # one listing: whether to resume, and from which
         def check(info):
             check_resumable(model, info, fit_id, driver_differs)
             if not rewinds:
@@ -390,8 +391,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
             skipped.update(others)
             return start
 
-        last = restore_sound(model, ck.latest(checkpoint, warn=False), check=check,
-                             own=own_fit, skipped=skipped, what="this fit")
+        last = restore_sound(model, ck.latest(checkpoint, warn=False, listed=listed),
+                             check=check, own=own_fit, skipped=skipped, what="this fit")
         clock = min(last.clock, n_clocks)
         kept = list(last.attrs.get("extra", {}).get("results", []))[:clock]
         results[:] = kept + [None] * (clock - len(kept))

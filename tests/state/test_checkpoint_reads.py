@@ -74,8 +74,8 @@ def test_a_recovery_or_resume_reads_a_versions_metadata_once(tmp_path):
     when choosing it (latest: checked against the manifest's checksums, its format, the
     model it holds), again when restoring it (as a CheckpointInfo given, read at some
     earlier time). It is now restored with what was read, as restore(url) restores it; a
-    resume too (whose manifest is read once more: the folder listed first, to see whether
-    it holds a version at all)."""
+    resume too (whose manifests were read once more: the folder listed first, to see
+    whether it holds a version at all; that listing is now the one latest chooses from)."""
     from dask_ps.model.recovery import run_clocks
 
     url = str(tmp_path / "ck")
@@ -88,14 +88,55 @@ def test_a_recovery_or_resume_reads_a_versions_metadata_once(tmp_path):
     for what, fn, manifest in [
             ("recover(url)", lambda: model.recover(url), 1),
             ("resume", lambda: run_clocks(model, lambda s, e: [None] * (e - s), 0,
-                                          checkpoint=url, resume=True), 2)]:
+                                          checkpoint=url, resume=True), 1)]:
         opened = _opens(url, fn)
         assert opened.get("v000002/zarr.json") == 1, (what, opened)
         assert opened.get("v000002/manifest.json") == manifest, (what, opened)
+        assert opened.get("v000001/manifest.json") == 1, (what, opened)
         assert "v000001/zarr.json" not in opened, (what, opened)
         assert model.checkpoint_info.version == 2, what
     model.close()
 
+
+def _manifests(opened: dict) -> dict:
+    """``{version folder: times its manifest.json was opened}`` in ``opened``."""
+    return {p.split("/")[0]: n for p, n in opened.items() if p.endswith("/manifest.json")}
+
+
+def test_a_save_reads_each_versions_manifest_once(tmp_path):
+    """A save listed the folder and read every version's manifest three times: for its
+    warning when the newest version holds another model's tables, again in latest (the
+    version that warning compares with), again to number the new version; a fit's every
+    checkpoint did too. The folder is now listed and its manifests read once, for the
+    warning and latest; the new version's number is taken from the folder's names, listed
+    anew just before the version is claimed, reading no manifest. A save with ``keep``
+    reads them once more, after writing (its pruning sees the folder as it is then)."""
+    from dask_ps.model.recovery import run_clocks
+
+    url = str(tmp_path / "ck")
+    a = PSModel("local", n_shards=2)
+    a.add_table("w", (50, 2), optimizer="adagrad")
+    b = PSModel("local", n_shards=2)
+    b.add_table("v", (30,), optimizer="adagrad")
+    a.save(url)
+    a.save(url)
+    with pytest.warns(UserWarning, match="two models are writing"):
+        b.save(url)  # version 3: another model's, which a's next save warns of
+    with pytest.warns(UserWarning, match=r"version 3 holds tables \['v'\], this model "
+                                         r"\['w'\]; two models are writing") as seen:
+        opened = _opens(url, lambda: a.save(url))
+    assert len(seen) == 1 and seen[0].filename == __file__, [str(w.message) for w in seen]
+    assert _manifests(opened) == {"v000001": 1, "v000002": 1, "v000003": 1}, opened
+    assert latest(url).version == 4 and latest(url).attrs["tables"].keys() == {"w"}
+    opened = _opens(url, lambda: a.save(url, keep=10))  # a's newest: no warning
+    assert _manifests(opened) == {"v000001": 2, "v000002": 2, "v000003": 2, "v000004": 2,
+                                  "v000005": 1}, opened  # the save's own: read by prune
+    fit = str(tmp_path / "fit")  # a fit of 2 epochs, keep=None: 3 checkpoints (0, 1, 2)
+    opened = _opens(fit, lambda: run_clocks(a, lambda s, e: [None] * (e - s), 2,
+                                            checkpoint=fit, keep=None))
+    assert _manifests(opened) == {"v000001": 2, "v000002": 1}, opened
+    a.close()
+    b.close()
 
 
 def _arrays_read(opened: dict) -> dict:
