@@ -12,7 +12,7 @@ import uuid
 
 import numpy as np
 
-from .format import _fs, list_versions
+from .format import _fs, version_numbers
 
 __all__ = ["check_export_target", "check_store_url"]
 
@@ -109,10 +109,10 @@ def check_export_target(url: str) -> None:
         return
     if not entries:
         return
-    complete, torn = list_versions(url)
-    if complete or torn:
+    versions = version_numbers(url)  # (names only: no manifest read)
+    if versions:
         raise FileExistsError(f"export target {url!r} is a checkpoint folder (versions "
-                              f"{sorted(complete + torn)}): an export there would delete "
+                              f"{versions}): an export there would delete "
                               f"them; export into a new or empty folder")
     try:
         attrs = json.loads(fs.cat_file(f"{root}/zarr.json")).get("attributes") or {}
