@@ -637,11 +637,24 @@ def test_a_flag_wins_over_the_file_s_other_data_source(tmp_path, capsys):
                                            "level and in table [model])"),
     ("[model]\nmax_iter = 3\nmax-iter = 4\n", "run.toml: 'max-iter' is set twice (both in "
                                            "table [model], spelt with - and _)"),
-    # a key in a table (a misspelt one, any other: tables only group) says which table
-    ("[other]\nfoo = 1\n", "run.toml: unknown option 'foo' (in table [other]) for dask-ps "
-                           "train lr"),
+    # a key in a table (tables only group) says which table
     ("[cluster]\ncolour = 3\n", "run.toml: unknown option 'colour' (in table [cluster]) for"),
-    ("[model.sgd]\nfoo = 1\n", "run.toml: unknown option 'foo' (in table [model.sgd]) for"),
+    ("[data]\nfoo = 1\n", "run.toml: unknown option 'foo' (in table [data]) for dask-ps "
+                          "train lr"),
+    # a table of another name than the groups of options was read as one, a misspelt one
+    # too ([modle]): its keys were taken, or an unknown key was named in it
+    ("[modle]\nsolver = 'sgd'\n", "run.toml: unknown table [modle] (did you mean [model]?): "
+                                  "tables only group the options, and are named [cluster], "
+                                  "[data], [model] or [run]\n"),
+    ("[Cluster]\nworkers = 1\n", "run.toml: unknown table [Cluster] (did you mean "
+                                 "[cluster]?): tables only group"),
+    ("[other]\nfoo = 1\n", "run.toml: unknown table [other]: tables only group the options, "
+                           "and are named [cluster], [data], [model] or [run]\n"),
+    ("[model.sgd]\nfoo = 1\n", "run.toml: unknown table [model.sgd]: tables only group"),
+    ('algorithm = "lr"\ndata = {formta = "csv"}\n', "run.toml: unknown option 'formta' (in "
+                                                     "table [data])"),
+    ('algorithm = "lr"\nrnu = {history = 0}\n', "run.toml: unknown table [rnu] (did you "
+                                                 "mean [run]?)"),
     ("[model]\nmax-iter = 0\n", "run.toml: max-iter (in table [model]): must be >= 1, got 0"),
     ("max-iter = \n", "run.toml: "),
     ('algorithm = "lda"\n', 'run.toml: algorithm = "lda" is not the command\'s dask-ps train '
@@ -656,6 +669,24 @@ def test_bad_config_files_name_file_and_key(tmp_path, capsys, text, message):
     assert main(["train", "lr", "--config", cfg, "--train", "x"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"dask-ps: error: {tmp_path / message}") and err.count("\n") == 1
+
+
+def test_config_tables_named_as_the_groups_of_options_stay_accepted(tmp_path):
+    """What the refusal of unknown table names leaves alone: the four groups of --help, any
+    key in any of them, keys at the top level, an inline table, an empty table."""
+    from dask_ps.cli import _parser
+    from dask_ps.cli._options import config_argv
+
+    parsers = _parser()[1]
+    cfg = _toml(tmp_path / "run.toml", 'algorithm = "lr"\nmax-iter = 3\nrun = {history = 0}\n'
+                                       '[cluster]\nworkers = 1\n[data]\nformat = "csv"\n'
+                                       '[model]\nsolver = "sgd"\nresume = "never"\n')
+    assert config_argv(cfg, parsers["lr"], [], "train lr", algorithm="lr") == [
+        "--max-iter=3", "--history=0", "--workers=1", "--format=csv", "--solver=sgd",
+        "--resume=never"]
+    for name in parsers:  # every algorithm's command groups its options alike
+        cfg = _toml(tmp_path / "g.toml", "[cluster]\n[data]\n[model]\n[run]\nhistory = 1\n")
+        assert config_argv(cfg, parsers[name], [], f"train {name}") == ["--history=1"]
 
 
 @pytest.mark.parametrize("algorithm", [[], ["lr"]])

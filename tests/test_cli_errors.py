@@ -474,6 +474,9 @@ def test_libsvm_test_data_for_a_csv_model_says_so(client1, tmp_path, capsys):
     svm.write_text("0 1:1 2:0.5\n1 3:1\n")
     assert main(["evaluate", model, "--test", str(svm)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"dask-ps: error: {svm}: columns ") and err.endswith(
+    # (its one column named first: read_ctr with an encoder said "columns [...] are not
+    # among ['0 1:1 2:0.5']")
+    assert err.startswith(f"dask-ps: error: {svm}: one column, '0 1:1 2:0.5', read with the "
+                          f"delimiter ',': no feature column beside a label") and err.endswith(
         " (this file looks like LIBSVM, '0 1:1 2:0.5', while the model was trained on CSV "
         "data: dask-ps evaluate reads the test data as the training data was read)\n"), err

@@ -39,7 +39,7 @@ def test_empty_files_and_the_wrong_format_are_named(tmp_path, client1, capsys):
               f"{head}: no rows"),
              (["--train", str(parquet), "--format", "csv", "--label", "click"],
               f"{parquet}: its first line is not delimited text (it holds NUL bytes): a "
-              f"binary file (e.g. Parquet: --format parquet), or lines ending in a lone CR?"),
+              f"binary file (e.g. Parquet: use --format parquet), or lines ending in a lone CR?"),
              (["--train", str(text), "--format", "parquet", "--label", "click"],
               f"{text}: not a Parquet file (Parquet magic bytes not found in footer. Either "
               f"the file is corrupted or this is not a parquet file.)")]
@@ -48,6 +48,42 @@ def test_empty_files_and_the_wrong_format_are_named(tmp_path, client1, capsys):
             assert main(["train", algorithm, *argv, "--scheduler-file", sf]) == 2
             assert capsys.readouterr().err.strip().splitlines()[-1] == \
                 f"dask-ps: error: {message}", (algorithm, argv)
+
+
+@pytest.mark.timeout(300)
+def test_inputs_of_no_rows_given_relative_are_named_as_bad_lines_name_them(
+        tmp_path, client1, capsys, monkeypatch):
+    """Files that are not empty but hold no row, given by a relative path, were named as
+    typed ("head.csv: no rows") once read, where a bad line of the same file names its
+    absolute path; now every reader's "no rows" names it so: LIBSVM, CSV, Parquet, ratings
+    and LDA's text."""
+    import pandas as pd
+
+    monkeypatch.chdir(tmp_path)
+    sf = _scheduler_file(client1, tmp_path)
+    (tmp_path / "comments.svm").write_text("# no row\n\n")
+    (tmp_path / "head.csv").write_text("click,a\n")
+    pd.DataFrame({"click": [0, 1], "a": [0.5, 1.5]}).iloc[:0].to_parquet(
+        tmp_path / "none.parquet")
+    (tmp_path / "head.tsv").write_text("user\titem\trating\n")
+    (tmp_path / "zero.ldac").write_text("0\n0\n")
+    table = ["--label", "click", "--format"]
+    for algorithm, argv, message in [
+            ("lr", ["--train", "comments.svm"], f"{tmp_path / 'comments.svm'}: no rows"),
+            ("gbdt", ["--train", "comments.svm"], f"{tmp_path / 'comments.svm'}: no rows"),
+            ("lr", ["--train", "head.csv", *table, "csv"], f"{tmp_path / 'head.csv'}: no rows"),
+            ("gbdt", ["--train", "head.csv", *table, "csv"],
+             f"{tmp_path / 'head.csv'}: no rows"),
+            ("lr", ["--train", "none.parquet", *table, "parquet"],
+             f"{tmp_path / 'none.parquet'}: no rows"),
+            ("gbdt", ["--train", "none.parquet", *table, "parquet"],
+             f"{tmp_path / 'none.parquet'}: no rows"),
+            ("mf", ["--train", "head.tsv", "--header"], f"{tmp_path / 'head.tsv'}: no ratings"),
+            ("lda", ["--train", "zero.ldac"],
+             f"{tmp_path / 'zero.ldac'}: no tokens (no document counts a term)")]:
+        assert main(["train", algorithm, *argv, "--scheduler-file", sf]) == 2, argv
+        assert capsys.readouterr().err.strip().splitlines()[-1] == \
+            f"dask-ps: error: {message}", (algorithm, argv)
 
 
 @pytest.mark.timeout(300)
@@ -104,7 +140,7 @@ def test_csv_or_parquet_read_as_libsvm_hints_the_format(tmp_path, client1, capsy
     df.to_parquet(parquet)
     svm.write_text("1 1:0.5,2:1\n")
     sf = _scheduler_file(client1, tmp_path)
-    csv_hint = " (is this a CSV file? dask-ps train reads it with --format csv)"
+    csv_hint = " (is this a CSV file? use --format csv)"
     not_libsvm = "line 1: not a LIBSVM line (a label, then index:value pairs): "
     cases = [(head, f"{not_libsvm}'click,a,c'{csv_hint}"),  # (before a cluster starts)
              (bare, f"{not_libsvm}'0,0.1,x'{csv_hint}"),
@@ -116,9 +152,41 @@ def test_csv_or_parquet_read_as_libsvm_hints_the_format(tmp_path, client1, capsy
             line = capsys.readouterr().err.strip().splitlines()[-1]
             sep = ":" if path == parquet else ","
             assert line.startswith(f"dask-ps: error: {path}{sep} {message}"), (algorithm, line)
-            assert line.endswith(" (is this a Parquet file? dask-ps train reads it with "
-                                 "--format parquet)"
+            assert line.endswith(" (is this a Parquet file? use --format parquet)"
                                  if path == parquet else message), (algorithm, line)
+
+
+@pytest.mark.timeout(200)
+def test_a_table_given_to_evaluate_for_a_libsvm_model_names_no_option_it_cannot_take(
+        tmp_path, client1, capsys):
+    """A LIBSVM model's test file that looks like a table (or Parquet) was hinted with
+    "dask-ps train reads it with --format csv", and the reader's advice in Python words
+    would read "use --format csv" in evaluate, which refuses --format csv for a LIBSVM
+    model: now the hint says that the test data is read as the training data was."""
+    import pandas as pd
+
+    model = str(tmp_path / "m.npz")
+    assert main(["train", "lr", "--train", _svm(tmp_path / "tr.svm", np.tile([0, 1], 20)),
+                 "--max-iter", "1", "--save", model,
+                 "--scheduler-file", _scheduler_file(client1, tmp_path)]) == 0
+    capsys.readouterr()
+    df = pd.DataFrame({"click": [0, 1], "a": [0.1, 0.2]})
+    comma, semi, parquet = (tmp_path / n for n in ("te.csv", "te.txt", "te.parquet"))
+    df.to_csv(comma, index=False)
+    df.to_csv(semi, index=False, sep=";")
+    df.to_parquet(parquet)
+    read_as = ("the model was trained on LIBSVM data: dask-ps evaluate reads the test data as "
+               "the training data was read)")
+    for path, first, what in [(comma, "click,a", "CSV file"),
+                              (semi, "click;a", "table of fields separated by ';'"),
+                              (parquet, None, "Parquet file")]:
+        assert main(["evaluate", model, "--test", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.endswith(f" (is this a {what}? {read_as}\n"), err
+        assert "--format" not in err and "--sep" not in err and "format=" not in err, err
+        if first:
+            assert err.startswith(f"dask-ps: error: {path}, line 1: label is not a finite "
+                                  f"number: {first!r} (is this"), err
 
 
 @pytest.mark.timeout(200)

@@ -278,8 +278,9 @@ def _ctr(path, n: int, seed: int):
 
 def test_evaluate_format_and_header_override_the_training_data(client1, tmp_path, capsys):
     """The hints of evaluate's errors named options it did not have: a CSV-trained model
-    scores a Parquet copy of its test file with --format parquet (the same line), an MF
-    model a headed ratings file with --header; overrides that cannot apply are refused."""
+    scores a Parquet copy of its test file with --format parquet (the same line), a copy
+    separated by ';' with --sep ';', an MF model a headed ratings file with --header, a
+    comma-separated one with --sep ,; overrides that cannot apply are refused."""
     sf = _scheduler_file(client1, tmp_path)
     train, test = _ctr(tmp_path / "tr.csv", 400, 0), _ctr(tmp_path / "te.csv", 200, 1)
     model = str(tmp_path / "ctr.npz")
@@ -300,9 +301,22 @@ def test_evaluate_format_and_header_override_the_training_data(client1, tmp_path
         (["--no-header"], "--no-header: applies to ratings (mf) and to gbdt's csv tables; "
                           "the model (lr) reads csv test data with its header always"),
         (["--zero-based", "true"], "--zero-based true: applies to LIBSVM test data; the "
-                                   "model (lr) reads csv test data")]:
+                                   "model (lr) reads csv test data"),
+        (["--format", "parquet", "--sep", ";"], "--sep ';': applies to csv and ratings test "
+                                                "data; the model (lr) reads parquet test data")]:
         assert main(["evaluate", model, "--test", test, *argv]) == 2
         assert message in capsys.readouterr().err
+    # a test file of another delimiter than the training data's (saved with the model):
+    # evaluate's hint named --sep, which it did not have; now it has it
+    semi = tmp_path / "te-semi.csv"
+    pd.read_csv(test).to_csv(semi, index=False, sep=";")
+    assert main(["evaluate", model, "--test", str(semi)]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith(f"{semi}: one column, 'click;price;shop', read with the delimiter ',': "
+                        f"no feature column beside a label; its header holds ';': is that the "
+                        f"delimiter? (use --sep ';')\n"), err
+    assert main(["evaluate", model, "--test", str(semi), "--sep", ";"]) == 0
+    assert capsys.readouterr().out.strip() == line
 
     rng = np.random.default_rng(0)
     users, items = rng.integers(0, 20, 600), rng.integers(0, 10, 600)
@@ -322,6 +336,11 @@ def test_evaluate_format_and_header_override_the_training_data(client1, tmp_path
     assert main(["evaluate", mf, "--test", str(tmp_path / "rh.tsv")]) == 2
     assert "--header" in capsys.readouterr().err
     assert main(["evaluate", mf, "--test", str(tmp_path / "rh.tsv"), "--header"]) == 0
+    assert capsys.readouterr().out.strip() == rmse
+    (tmp_path / "rt.txt").write_text("\n".join(r.replace("\t", ",") for r in rows[500:]))
+    assert main(["evaluate", mf, "--test", str(tmp_path / "rt.txt")]) == 2
+    assert capsys.readouterr().err.rstrip().endswith("is that the delimiter? (use --sep ,)")
+    assert main(["evaluate", mf, "--test", str(tmp_path / "rt.txt"), "--sep", ","]) == 0
     assert capsys.readouterr().out.strip() == rmse
     assert main(["evaluate", mf, "--test", str(tmp_path / "rt.tsv"), "--format", "csv"]) == 2
     assert ("--format csv: the model (mf) was trained on ratings data: --format applies to "

@@ -41,17 +41,44 @@ def test_an_empty_training_file_is_refused_before_a_cluster_starts(tmp_path, cap
 
 
 @pytest.mark.timeout(60)
+def test_an_empty_training_file_is_named_as_a_bad_line_names_it(tmp_path, capsys,
+                                                                 monkeypatch):
+    """``dask-ps train lr --train empty.svm`` said "empty.svm: no rows", the path as typed,
+    where a bad line of the same file is named by its absolute path; now both name it so
+    (every reader's empty input: LIBSVM, CSV, ratings, LDA's text), and a glob of empty
+    files names the first and counts the others."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("empty.svm", "empty.csv", "empty.data", "empty.dat", "g/a.svm", "g/b.svm",
+                 "g/c.svm"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "bad.svm").write_text("1,0.5\n")
+    assert _error(capsys, ["train", "lr", "--train", "bad.svm"]).startswith(
+        f"{tmp_path / 'bad.svm'}, line 1: ")  # how the others name a file
+    for argv, message in [
+            (["lr", "--train", "empty.svm"], f"{tmp_path / 'empty.svm'}: no rows"),
+            (["fm", "--train", "./empty.svm"], f"{tmp_path / 'empty.svm'}: no rows"),
+            (["gbdt", "--train", "empty.csv", "--format", "csv"],
+             f"{tmp_path / 'empty.csv'}: no rows"),
+            (["mf", "--train", "empty.data"], f"{tmp_path / 'empty.data'}: no ratings"),
+            (["lda", "--train", "empty.dat"], f"{tmp_path / 'empty.dat'}: no documents"),
+            (["lr", "--train", "g/*.svm"],
+             f"{tmp_path / 'g' / 'a.svm'} (and 2 other files): no rows")]:
+        assert _error(capsys, ["train", *argv]) == message, argv
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("algorithm, sep, text, hint", [
     ("gbdt", "\t", "1\t0.5\t2\n0\t0.1\t3\n",
-     "(is this a table of fields separated by '\\t'? dask-ps train reads it with --format csv "
-     "--sep '\\t' --no-header)"),
-    ("gbdt-regression", ",", "y,a\n1,2\n",
-     "(is this a CSV file? dask-ps train reads it with --format csv)"),
+     "(is this a table of fields separated by '\\t'? use --format csv --sep '\\t' "
+     "--no-header)"),
+    ("gbdt-regression", ",", "y,a\n1,2\n", "(is this a CSV file? use --format csv)"),
     ("lr", "\t", "# a comment\n1\t0.5\t2\n",
-     "(is this a table of fields separated by '\\t'? dask-ps train reads it with --format csv "
-     "--sep '\\t')"),
-    ("fm", ";", "1;0.5\n", "(is this a table of fields separated by ';'? dask-ps train "
-                            "reads it with --format csv --sep ';')"),
+     "(is this a table of fields separated by '\\t'? use --format csv --sep '\\t')"),
+    ("fm", ";", "1;0.5\n", "(is this a table of fields separated by ';'? use --format csv "
+                            "--sep ';')"),
+    ("fm", "|", "1|0.5\n", "(is this a table of fields separated by '|'? use --format csv "
+                            "--sep '|')"),
 ])
 def test_a_table_given_as_libsvm_is_refused_with_a_hint_before_a_cluster_starts(
         tmp_path, capsys, algorithm, sep, text, hint):

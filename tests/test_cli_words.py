@@ -53,6 +53,16 @@ PAST = ("resume: checkpoint 'ck' version 4 is at epoch 83, past the 50 epochs of
     ("gbdt", "lower max_leaf_nodes or max_bins, use fewer classes",
      "lower --max-leaf-nodes or --max-bins, use fewer classes"),
     ("lda", "set max_iter=9 or more (n_components)", "set --max-iter 9 or more (--topics)"),
+    # the readers' hints: settings after one verb are one command line, quoted for a shell
+    ("fm", "(is this a table of fields separated by ';'? use format='csv', sep=';')",
+     "(is this a table of fields separated by ';'? use --format csv --sep ';')"),
+    ("gbdt", "use format='csv', sep='\\t', header=False",
+     "use --format csv --sep '\\t' --no-header"),
+    ("lr", "(is this a Parquet file? use format='parquet')",
+     "(is this a Parquet file? use --format parquet)"),
+    ("evaluate", "is that the delimiter? (use sep='|')", "is that the delimiter? (use --sep '|')"),
+    ("mf", "is that the delimiter? (use sep=',')", "is that the delimiter? (use --sep ,)"),
+    ("lr", "use label='my click'", "use --label 'my click'"),
     # kept: a parameter the command has no option for, a value its option does not take, a
     # refused parameter quoted (not advice), evaluate's --resume (it has none)
     ("gbdt", "set max_iter=83 or more", "set max_iter=83 or more"),
@@ -61,6 +71,8 @@ PAST = ("resume: checkpoint 'ck' version 4 is at epoch 83, past the 50 epochs of
     ("lr", "--penalty: penalty='l1' needs solver='ftrl' or 'lbfgs' (OWL-QN)",
      "--penalty: penalty='l1' needs solver='ftrl' or 'lbfgs' (OWL-QN)"),
     ("evaluate", "fit afresh (resume=False)", "fit afresh (resume=False)"),
+    ("mf", "use format='csv', sep=';'", "use format='csv', --sep ';'"),
+    ("lr", "use format='avro'", "use format='avro'"),
     ("lr", "label column 'y' (label)", "label column 'y' (label)"),
 ])
 def test_advice_is_said_in_the_commands_options(command, text, said):

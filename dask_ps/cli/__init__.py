@@ -9,7 +9,7 @@
     dask-ps train gbdt --train t.parquet --format parquet --label y --weight w  # sample weights
     srun dask-ps train lr ... --cluster slurm-runner      # inside one Slurm allocation
     dask-ps evaluate model.npz --test PATH [--format csv|parquet] [--header | --no-header]
-                     [--zero-based auto|true|false]
+                     [--sep SEP] [--zero-based auto|true|false]
     dask-ps export model.npz OUT_FOLDER [--format parquet|csv]
 
 Options are checked, and the input files looked up, before any cluster starts. Failures end
@@ -23,9 +23,10 @@ instead. Python warnings are one line each too, ``dask-ps: warning: <Category>: 
 (Python's own format under ``--debug``). Errors and warnings give their advice in the
 command's options (``--max-iter 83``, not the estimator's ``max_iter=83``:
 :func:`~._words.cli_words`).
-A ``--config`` TOML file (UTF-8) gives the same options (keys are long option names; flags
-given on the command line win; an ``algorithm`` key names the command's algorithm, or
-refuses another).
+A ``--config`` TOML file (UTF-8) gives the same options (keys are long option names, at the
+top level or in tables named as the groups of ``--help``, ``[data]``, ``[model]``,
+``[cluster]``, ``[run]``; flags given on the command line win; an ``algorithm`` key names
+the command's algorithm, or refuses another).
 """
 
 from __future__ import annotations
@@ -109,6 +110,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
                     help="whether the test files start with column names, when they differ "
                          "from the training files: ratings (mf) and gbdt's csv (default: as "
                          "the training files)")
+    ev.add_argument("--sep", type=opt.separator,
+                    help="csv, ratings (mf): the test data's field delimiter, one character "
+                         "('\\t' for a tab), when it differs from the training data's "
+                         "(default: the training data's, saved with the model)")
     ev.add_argument("--zero-based", choices=["auto", "true", "false"],
                     help="libsvm: the test data's index base when it differs from the one the "
                          "model was trained with (auto: decided by the test data, index 0 "

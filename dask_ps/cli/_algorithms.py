@@ -247,6 +247,8 @@ def read_train_test(args, client, meta_of, read):
     LIBSVM is read by :func:`read_libsvm_train_test` (``read`` is for tables)."""
     import numpy as np
 
+    from ..io._blocks import files_named
+
     meta = meta_of(args)
     blocksize = args.blocksize
     if blocksize is None and meta["format"] != "parquet":
@@ -256,7 +258,7 @@ def read_train_test(args, client, meta_of, read):
         return meta, X, y, None, test
     X, y, w = read(args.train, meta, blocksize)
     if isinstance(X.shape[0], (int, np.integer)) and not X.shape[0]:  # a frame's is lazy
-        raise DataError(f"{args.train}: no rows")
+        raise DataError(f"{files_named(args.train)}: no rows")
     meta["n_features"] = int(X.shape[1])
     test = read_test(read, args.test, meta) if args.test else None
     return meta, X, y, w, test
@@ -301,6 +303,7 @@ def read_libsvm_train_test(args, meta: dict, blocksize) -> tuple:
         A bad line of either file (file, line, token), an index beyond ``--n-features``
         naming the option, no rows in ``--train``.
     """
+    from ..io._blocks import files_named
     from ..io.libsvm import read_libsvm_inputs
 
     n = meta.get("n_features")
@@ -319,7 +322,7 @@ def read_libsvm_train_test(args, meta: dict, blocksize) -> tuple:
     _say_zero(where, "--train" + (" and --test" if args.test else ""))
     (X, y), test = read[0], read[1:]
     if not X.shape[0]:
-        raise DataError(f"{args.train}: no rows")
+        raise DataError(f"{files_named(args.train)}: no rows")
     meta.update(n_features=int(X.shape[1]), zero_based=not base)
     return X, y, (TestSet(*test[0], args.test, meta) if test else None)
 

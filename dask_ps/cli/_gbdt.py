@@ -157,7 +157,9 @@ def _gbdt_load(args, client) -> Loaded:
     X, y, w = client.persist([X, y, w]) if w is not None else (*client.persist([X, y]), None)
     n = int(X.shape[0]) if meta["format"] == "libsvm" else int(y.shape[0].compute())
     if not n:
-        raise DataError(f"{args.train}: no rows")
+        from ..io._blocks import files_named
+
+        raise DataError(f"{files_named(args.train)}: no rows")
     if args.algorithm == "gbdt":
         _check_classes(y, y_read, args, meta)
     parts = _count(X.npartitions if hasattr(X, "npartitions") else X.numblocks[0],

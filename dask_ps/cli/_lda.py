@@ -90,7 +90,9 @@ def _lda_load(args, client) -> Loaded:
     tokens = float(X.map_blocks(_lda_tokens, dtype=np.float64, chunks=(1,), drop_axis=1,
                                 meta=np.zeros(0)).sum().compute())
     if not tokens:
-        raise DataError(f"{args.train}: no tokens (no document counts a term)")
+        from ..io._blocks import files_named
+
+        raise DataError(f"{files_named(args.train)}: no tokens (no document counts a term)")
     summary = (f"{X.shape[0]:,} documents x {X.shape[1]:,} terms, {tokens:,.0f} tokens "
                f"({_count(X.numblocks[0], 'partition')})")
     kwargs = {} if vocab is None else {"vocabulary": vocab}

@@ -89,7 +89,9 @@ def _mf_load(args, client) -> Loaded:
     df = client.persist(df)
     n = int(df.map_partitions(len).sum().compute())
     if not n:
-        raise DataError(f"{args.train}: no ratings")
+        from ..io._blocks import files_named
+
+        raise DataError(f"{files_named(args.train)}: no ratings")
     return Loaded((df,), test, meta, float(n),
                   f"{n:,} ratings ({_count(df.npartitions, 'partition')})")
 

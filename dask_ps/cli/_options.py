@@ -290,7 +290,8 @@ def cluster_spec(args) -> ClusterSpec:
 
 # --- --config FILE -------------------------------------------------------------------------
 
-def _flatten(data: dict, path: str, table: str = "", tables: dict | None = None) -> dict:
+def _flatten(data: dict, path: str, table: str = "", tables: dict | None = None,
+             names: list[str] | None = None) -> dict:
     """Top-level keys and the keys of tables (``[cluster]``, ``[model]``, ...) in one dict;
     ``tables`` (if given) gets the table of each key found in one (``"model"``,
     ``"a.b"``), for the messages naming a key.
@@ -298,15 +299,20 @@ def _flatten(data: dict, path: str, table: str = "", tables: dict | None = None)
     Raises
     ------
     OptionError
-        A key set twice (``max_iter`` and ``max-iter`` are one), naming where.
+        A key set twice (``max_iter`` and ``max-iter`` are one), naming where; a table
+        (nested ones too, ``[model.sgd]``) whose name is not one of ``names`` (if given),
+        naming it, the closest of them and all of them.
     """
     out: dict = {}
     found: dict = {}  # key -> its table ("": the top level)
     for key, value in data.items():
         key = key.replace("_", "-")  # max_iter and max-iter are one option
         if isinstance(value, dict):
+            if names is not None and key not in names:
+                _unknown_table(path, f"{table}.{key}" if table else key, key, names)
             inner_tables: dict = {}
-            inner = _flatten(value, path, f"{table}.{key}" if table else key, inner_tables)
+            inner = _flatten(value, path, f"{table}.{key}" if table else key, inner_tables,
+                             names)
             items = [(k, v, inner_tables[k]) for k, v in inner.items()]
         else:
             items = [(key, value, table)]
@@ -320,6 +326,32 @@ def _flatten(data: dict, path: str, table: str = "", tables: dict | None = None)
     if tables is not None:
         tables.update({k: t for k, t in found.items() if t})
     return out
+
+
+def _unknown_table(path: str, table: str, name: str, names: list[str]) -> None:
+    """Refuse table ``[table]`` of config file ``path``, its part ``name`` not one of the
+    table ``names`` (a misspelt ``[modle]`` grouped its keys silently before).
+
+    Raises
+    ------
+    OptionError
+        ``"run.toml: unknown table [modle] (did you mean [model]?): tables only group the
+        options, and are named [cluster], [data], [model] or [run]"``.
+    """
+    import difflib
+
+    close = difflib.get_close_matches(name, names, n=1)
+    mean = f" (did you mean [{table.removesuffix(name) + close[0]}]?)" if close else ""
+    listed = ", ".join(f"[{n}]" for n in names[:-1]) + f" or [{names[-1]}]"
+    raise OptionError(f"{path}: unknown table [{table}]{mean}: tables only group the "
+                      f"options, and are named {listed}")
+
+
+def table_names(parser: argparse.ArgumentParser) -> list[str]:
+    """The names a ``--config`` file's tables may have: the titles of ``parser``'s groups
+    of options (``dask-ps train lr --help``'s data, model, cluster and run), sorted."""
+    own = (parser._positionals, parser._optionals)  # argparse's, untitled in a file
+    return sorted(g.title for g in parser._action_groups if g not in own and g.title)
 
 
 def _place(table: str) -> str:
@@ -357,7 +389,9 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
     ``argv``; options in ``argv`` win).
 
     Keys are the long option names without dashes (``max-iter`` or ``max_iter``), at the top
-    level or in any table (``[cluster]``, ``[model]``, ``[data]``: tables only group them).
+    level or in a table named as a group of ``parser``'s options (``[cluster]``,
+    ``[model]``, ``[data]``, ``[run]``: :func:`table_names`; tables only group them, any
+    key in any of them; another name is refused, as a misspelt one).
     Booleans switch flags on or off (and give ``true``/``false`` of an option offering
     those among its choices); numbers are TOML numbers (``max-iter = 3``: a string,
     ``"3"``, is refused, as a number is for a string option; ``"auto"`` where an option
@@ -375,7 +409,7 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
     Raises
     ------
     OptionError
-        Naming the file and key (and its table, for a key in one): unknown keys, bad
+        Naming the file and key (and its table, for a key in one): unknown keys and tables, bad
         values (a value of another TOML type than the option's, naming the type expected),
         an ``algorithm`` other than the command's, TOML syntax errors, a file that is not
         UTF-8, a directory.
@@ -383,7 +417,7 @@ def config_argv(path: str, parser: argparse.ArgumentParser, argv: list[str],
         No such file.
     """
     tables: dict = {}
-    data = _read(path, tables)
+    data = _read(path, tables, table_names(parser))
     named = _algorithm_of(data, path)
     if algorithm is not None and named is not None and named != algorithm:
         raise OptionError(f'{path}: algorithm = "{named}" is not the command\'s dask-ps '
@@ -462,14 +496,15 @@ def config_path(argv: list[str]) -> str | None:
     return ns.config
 
 
-def _read(path: str, tables: dict | None = None) -> dict:
+def _read(path: str, tables: dict | None = None, names: list[str] | None = None) -> dict:
     """The options of TOML file ``path``, tables flattened (see :func:`_flatten`; ``tables``
-    gets the table of each key found in one).
+    gets the table of each key found in one; ``names``: the tables' names, if checked).
 
     Raises
     ------
     OptionError
-        Naming the file: not a file, not UTF-8, not TOML, a key set twice.
+        Naming the file: not a file, not UTF-8, not TOML, a key set twice, a table not
+        one of ``names``.
     FileNotFoundError
         No such file.
     """
@@ -492,7 +527,7 @@ def _read(path: str, tables: dict | None = None) -> dict:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise OptionError(f"{path}: {exc}") from None
-    return _flatten(data, path, "", tables)
+    return _flatten(data, path, "", tables, names)
 
 
 def _algorithm_of(data: dict, path: str) -> str | None:

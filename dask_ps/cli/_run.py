@@ -66,9 +66,10 @@ def check_contents(urlpath: str, option: str, libsvm: bool, header_flag: bool = 
                    empty: str = "no rows") -> None:
     """Fail before any cluster starts on what the files' sizes and the first KiB of the
     first file tell (nothing more is read: data may be large, or remote): every file of
-    ``--train`` empty (``"<urlpath>: no rows"``, or ``empty``'s words, as the readers say
-    it once the cluster has read them), or given as LIBSVM (``libsvm``) a first file that
-    is not, with the hint of the format it looks like
+    ``--train`` empty (``"<file>: no rows"``, or ``empty``'s words, as the readers say
+    it once the cluster has read them; the file named as a bad line names it,
+    :func:`~dask_ps.io._blocks.files_named`), or given as LIBSVM (``libsvm``) a first
+    file that is not, with the hint of the format it looks like
     (:func:`~dask_ps.io._sniff.other_format`; ``header_flag``: the command has
     ``--no-header``).
 
@@ -78,11 +79,12 @@ def check_contents(urlpath: str, option: str, libsvm: bool, header_flag: bool = 
         ``"data.tsv, line 1: not a LIBSVM line (a label, then index:value pairs): '1\\t0.6'
         (is this a table of fields separated by '\\t'? ...)"``.
     """
+    from ..io._blocks import files_named
     from ..io._sniff import compressed, first_line, other_format
 
     fs, paths = _opened(urlpath, option)
     if option == "--train" and all(fs.size(p) == 0 for p in paths):
-        raise DataError(f"{urlpath}: {empty}")  # as the readers say it
+        raise DataError(f"{files_named(urlpath, paths)}: {empty}")  # as the readers say it
     if not libsvm:
         return
     try:
@@ -446,10 +448,10 @@ def evaluate(args) -> int:
             test = algo.load_test(args.test, data, args)
             lines = algo.score(est, test)
     except DataError as exc:
-        hint = _libsvm_hint(args.test, data["format"])
-        if not hint:
+        said = _format_hint(exc, args.test, data["format"])
+        if said is None:
             raise
-        raise DataError(f"{exc}{hint}") from exc
+        raise DataError(said) from exc
     for line in lines:
         if line.startswith("warning: "):
             print(f"dask-ps: {line}", file=sys.stderr, flush=True)
@@ -460,14 +462,15 @@ def evaluate(args) -> int:
 
 def test_options(data: dict, args, algo: Algorithm) -> dict:
     """How ``dask-ps evaluate`` reads its test data: the training data's options ``data``
-    (saved with the model) with ``--format``, ``--header`` and ``--zero-based`` as
-    overrides.
+    (saved with the model) with ``--format``, ``--header``, ``--sep`` and ``--zero-based``
+    as overrides.
 
     ``--format`` switches a model trained on a table between CSV and Parquet (its
     encoder or feature columns go by column name); ``--header``/``--no-header`` apply to
-    ratings (mf) and to headed or headerless CSV tables (gbdt); ``--zero-based`` to
-    LIBSVM (applied by the reader, :func:`~._algorithms.read_libsvm_test`, whose errors
-    name it).
+    ratings (mf) and to headed or headerless CSV tables (gbdt); ``--sep`` to CSV tables
+    and ratings (default: the training data's delimiter, saved with the model; a model
+    trained on Parquet reads CSV test data with ``,``); ``--zero-based`` to LIBSVM
+    (applied by the reader, :func:`~._algorithms.read_libsvm_test`, whose errors name it).
 
     Raises
     ------
@@ -495,6 +498,12 @@ def test_options(data: dict, args, algo: Algorithm) -> dict:
                 + ("with its header always (a click table's columns go by name)"
                    if data["format"] == "csv" else "without a header line"))
         data["header"] = header
+    sep = getattr(args, "sep", None)
+    if sep is not None:
+        if data["format"] not in ("csv", "ratings"):
+            raise OptionError(f"--sep {sep!r}: applies to csv and ratings test data; the "
+                              f"model ({algo.name}) reads {data['format']} test data")
+        data["sep"] = sep
     zero_based = getattr(args, "zero_based", None)
     if zero_based is not None and data["format"] != "libsvm":
         raise OptionError(f"--zero-based {zero_based}: applies to LIBSVM test data; the model "
@@ -506,25 +515,43 @@ def test_options(data: dict, args, algo: Algorithm) -> dict:
 _LIBSVM_LINE = re.compile(rb"\S+(?:[ \t]+\d+:\S+)+")
 
 
-def _libsvm_hint(urlpath: str, fmt: str) -> str:
-    """`` (... looks like LIBSVM ...)`` when the first line of test data ``urlpath``, read
-    for a model trained on a table (``fmt`` "csv" or "parquet"), is a LIBSVM line; else ""."""
-    if fmt not in ("csv", "parquet"):
-        return ""
+def _format_hint(exc: DataError, urlpath: str, fmt: str) -> str | None:
+    """The message of ``exc``, an error reading test data ``urlpath`` as ``fmt`` (the
+    format the model was trained on), saying so when the file looks like another format
+    (its first line or bytes): ``... (this file looks like LIBSVM, '1 3:1', while the
+    model was trained on CSV data: ...)``. A LIBSVM model's reader asks whether the file is
+    a table to read with ``format='csv'`` (:func:`~dask_ps.io._sniff.other_format`), which
+    this command cannot: that question is answered so, and a compressed file's hint names
+    no ``compression=``. None when there is nothing to say."""
     from ..io._blocks import open_paths
+    from ..io._sniff import compressed, other_format
 
+    message = str(exc)
+    if fmt not in ("csv", "parquet", "libsvm"):
+        return None
     try:
         fs, paths = open_paths(urlpath)
-        with fs.open(paths[0], "rb", compression="infer") as f:
+        named = getattr(exc, "path", None)  # a bad line's file: one of a glob's
+        with fs.open(named if named in paths else paths[0], "rb", compression="infer") as f:
             head = f.read(1 << 16)
     except (OSError, ValueError, IndexError):
-        return ""
+        return None
+    if fmt == "libsvm":  # the reader's words: other_format of the file's first KiB
+        asked = other_format(head[:1024])
+        if not asked or not message.endswith(asked):
+            return None
+        if compressed(head):
+            return message.removesuffix(asked) + compressed(head, option=False)
+        what = asked.split("? ", 1)[0].removeprefix(" (is this a ")
+        return (f"{message.removesuffix(asked)} (is this a {what}? the model was trained on "
+                f"LIBSVM data: dask-ps evaluate reads the test data as the training data "
+                f"was read)")
     first = head.removeprefix(b"\xef\xbb\xbf").split(b"\n", 1)[0].strip()
     if not _LIBSVM_LINE.fullmatch(first):
-        return ""
+        return None
     line = first[:60].decode("utf-8", "replace") + ("..." if len(first) > 60 else "")
-    return (f" (this file looks like LIBSVM, {line!r}, while the model was trained on "
-            f"{fmt.upper()} data: dask-ps evaluate reads the test data as the training "
+    return (f"{message} (this file looks like LIBSVM, {line!r}, while the model was trained "
+            f"on {fmt.upper()} data: dask-ps evaluate reads the test data as the training "
             f"data was read)")
 
 

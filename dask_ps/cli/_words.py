@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 
 __all__ = ["cli_words", "option_of"]
 
@@ -28,6 +29,8 @@ _SET = r"\b(set|pass|use|give|try) "
 #: smaller learning_rate (now 0.1) or factor_learning_rate``.
 _CHANGE = r"\b(increase|lower|raise|reduce|smaller|larger) "
 _VALUE = r"""('[^']*'|"[^"]*"|[\w.+-]+)"""
+#: Settings after one verb: ``use format='csv', sep=';', header=False``.
+_RUN = r"""(\w+=(?:'[^']*'|"[^"]*"|[\w.+-]+)(?:, \w+=(?:'[^']*'|"[^"]*"|[\w.+-]+))*)"""
 
 
 def option_of(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -48,6 +51,7 @@ def _setting(action: argparse.Action, value: str) -> str | None:
     value = _VALUES.get((action.dest, value), value)
     if value[:1] in "'\"" and value[-1:] == value[:1] and len(value) > 1:
         value = value[1:-1]
+    said = shlex.quote(value)  # as typed in a shell: --sep ';'
     negated = isinstance(action, argparse.BooleanOptionalAction)  # --header, --no-header
     if action.nargs == 0 or negated:
         if value == "True" and (negated or action.const is True):  # (store_true)
@@ -57,7 +61,7 @@ def _setting(action: argparse.Action, value: str) -> str | None:
         return None
     if action.choices is not None and value not in action.choices:
         return None
-    return f"{flag} {value}"
+    return f"{flag} {said}"
 
 
 def cli_words(text: str, parser: argparse.ArgumentParser | None) -> str:
@@ -66,7 +70,9 @@ def cli_words(text: str, parser: argparse.ArgumentParser | None) -> str:
     text as it is).
 
     ``set P=V`` (also after pass, use, give, try) becomes ``set --p V`` (a flag's ``True``:
-    ``--p``, ``False``: ``--no-p``); ``resume=False`` (anywhere) ``--resume never``. For the
+    ``--p``, ``False``: ``--no-p``; a value quoted as a shell needs it, ``--sep ';'``), and
+    settings listed after one verb one command line (``use format='csv', sep=';'``: ``use
+    --format csv --sep ';'``); ``resume=False`` (anywhere) ``--resume never``. For the
     estimator's parameters (the options :func:`~._algorithms.add_params` made) also
     ``increase P`` (after lower, raise, reduce, smaller, larger too), with the parameters
     listed after it (``P (now 0.1), Q or R``), becomes ``increase --p``, and ``(P)``, a
@@ -90,10 +96,16 @@ def cli_words(text: str, parser: argparse.ArgumentParser | None) -> str:
         return "|".join(re.escape(d) for d in sorted(dests, key=len, reverse=True))
 
     def setting(m: re.Match) -> str:
-        said = _setting(options[m.group(2)], m.group(3))
-        return m.group(0) if said is None else f"{m.group(1)} {said}"
+        pairs = [(p.group(0), p.group(1), p.group(2))
+                 for p in re.finditer(rf"(\w+)={_VALUE}", m.group(2))]
+        said = [_setting(options[k], v) if k in options else None for _, k, v in pairs]
+        if all(s is None for s in said):
+            return m.group(0)
+        if all(s is not None for s in said):  # one command line: --format csv --sep ';'
+            return f"{m.group(1)} {' '.join(said)}"
+        return f"{m.group(1)} " + ", ".join(s or p for s, (p, _, _) in zip(said, pairs))
 
-    text = re.sub(_SET + rf"({alternatives(options)})={_VALUE}", setting, text)
+    text = re.sub(_SET + _RUN, setting, text)
     if "resume" in options:
         text = re.sub(rf"\bresume={_VALUE}",
                       lambda m: _setting(options["resume"], m.group(1)) or m.group(0), text)

@@ -29,8 +29,8 @@ from ._line_kernels import line_of_row
 from ._storage import bucket_of, client_error, named_errors, storage_error, unreachable, url_of
 
 __all__ = ["Block", "OBJECTS", "box", "chunk_sources", "count_read", "each", "expect_rows",
-           "find_newline", "header_end", "lines_before", "open_paths", "plan", "read",
-           "read_array", "row_origin", "select", "skip_empty_files", "source_reads",
+           "files_named", "find_newline", "header_end", "lines_before", "open_paths", "plan",
+           "read", "read_array", "row_origin", "select", "skip_empty_files", "source_reads",
            "start_lines"]
 
 OBJECTS = np.empty(0, dtype=object)
@@ -160,6 +160,23 @@ def open_paths(urlpath, storage_options: dict | None = None, what: str = "",
                                     f"not exist")
         raise FileNotFoundError(f"no file matches {urlpath!r}")
     return fs, paths
+
+
+def files_named(urlpath, paths: list[str] | None = None) -> str:
+    """The files of ``urlpath`` (a URL, glob or list) as errors name a file they hold
+    (:func:`open_paths`'s: a local file by its absolute path, a remote one by its URL):
+    ``"/data/a.svm"``, or for several ``"/data/a.svm (and 2 other files)"``, for an error
+    about all of them (``"...: no rows"``). ``paths``: those files, when the caller has
+    them (else looked up).
+
+    Raises
+    ------
+    FileNotFoundError, OSError
+        As :func:`open_paths`.
+    """
+    paths = open_paths(urlpath)[1] if paths is None else paths
+    more = len(paths) - 1
+    return paths[0] + (f" (and {more} other file{'s' if more > 1 else ''})" if more else "")
 
 
 def _reachable(fs, urlpath, what: str) -> None:

@@ -35,11 +35,12 @@ from ._weight_column import WEIGHTS_ARE, first_bad_weight
 
 __all__ = ["SAMPLE_BYTES", "SAMPLE_FILES", "LineError", "bad_line", "check_sep", "common_header",
            "csv_kinds", "header_end", "header_names", "line_hint", "line_of_row", "locate",
-           "nan_as_null", "numbered_names", "parse_block", "read_table",
+           "nan_as_null", "numbered_names", "parse_block", "read_table", "PARQUET_BY_NAME",
            "sample_table", "strip_header", "block_weights", "line_weights"]
 
 #: Bytes of a file's start that the readers parse to guess its columns' types.
 SAMPLE_BYTES = 2**20
+PARQUET_BY_NAME = "read when named .parquet or .parq"  #: ratings' Parquet (header_names)
 
 
 class LineError(DataError):
@@ -83,16 +84,17 @@ def check_sep(sep) -> str:
     return sep
 
 
-def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
+def header_names(fs, path: str, sep: str, compression: str | None,
+                 parquet: str = "use format='parquet'") -> list[str]:
     """Column names from the first line of a file (a UTF-8 byte order mark dropped, as
     spreadsheets write one; spaces and tabs around a name dropped: ``click, price``).
 
     Raises
     ------
     ValueError
-        The first line is not delimited text (a binary file, e.g. Parquet or a compressed
-        file whose name does not say so, or lone CR line endings), or is empty
-        (``"<file>: no columns (an empty file?)"``), naming the file.
+        The first line is not delimited text (a binary file, e.g. Parquet, its reading
+        said by ``parquet``; a compressed file whose name does not say so; lone CR line
+        endings), or is empty (``"<file>: no columns (an empty file?)"``), naming it.
     """
     with named_errors(url_of(fs, path)), decompress_errors(path, compression), \
             fs.open(path, "rb", compression=compression) as f:
@@ -109,25 +111,24 @@ def header_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
         return [f.strip(" \t") for f in fields]
     except csv.Error as exc:
         raise DataError(f"{path}: its first line is not delimited text ({exc}): a binary "
-                        f"file (e.g. Parquet: --format parquet), or lines ending in a lone "
+                        f"file (e.g. Parquet: {parquet}), or lines ending in a lone "
                         f"CR?") from None
 
 
 def header_hint(err: LineError, fs, sep: str, flag: str) -> LineError:
-    """``err``, asking whether line 1 is a header (``flag`` says how to read one) when it
-    is about line 1 of a file none of whose first line's fields is a number; or, when that
-    line is one field holding another of :data:`OTHER_DELIMITERS`, whether that is the
-    delimiter (a comma-separated ratings file read with the default tab asked about a
-    header)."""
+    """``err`` (of ratings), asking whether line 1 is a header (``flag`` says how to read
+    one) when it is about line 1 of a file none of whose first line's fields is a number;
+    or, when that line is one field holding another of :data:`OTHER_DELIMITERS`, whether
+    that is the delimiter (a comma-separated ratings file read with the default tab)."""
     if err.line != 1:
         return err
-    fields = header_names(fs, err.path, sep, "infer")
+    fields = header_names(fs, err.path, sep, "infer", PARQUET_BY_NAME)
     other = next((d for d in OTHER_DELIMITERS if len(fields) == 1 and d != sep
                   and d in fields[0]), None)
     if other is not None:
         return LineError(err.path, 1, f"{err.reason}, read with the delimiter {sep!r}; the "
                                       f"line holds {other!r}: is that the delimiter? "
-                                      f"(sep={other!r}; on the command line --sep {other!r})")
+                                      f"(use sep={other!r})")
     for field in fields:
         try:
             float(field)
@@ -158,9 +159,8 @@ def check_columns(path: str, names: list[str], sep: str) -> None:
     """
     if len(names) != 1:
         return
-    hint = next((f"; its header holds {d!r}: is that the delimiter? (sep={d!r}; on the "
-                 f"command line --sep {d!r})" for d in OTHER_DELIMITERS
-                 if d != sep and d in names[0]), "")
+    hint = next((f"; its header holds {d!r}: is that the delimiter? (use sep={d!r})"
+                 for d in OTHER_DELIMITERS if d != sep and d in names[0]), "")
     raise DataError(f"{path}: one column, {names[0]!r}, read with the delimiter {sep!r}: "
                     f"no feature column beside a label{hint}")
 

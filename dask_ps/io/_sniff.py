@@ -1,5 +1,7 @@
 """What format a file given as LIBSVM looks like when it is not: the hint of the errors
-that refuse it (the command line's check before a cluster starts); and whether a file read
+that refuse it (:func:`~dask_ps.io.read_libsvm`'s, and the command line's check before a
+cluster starts), in the readers' parameters (``format='csv'``, ``sep=';'``: ``dask-ps``
+spells them as its options, :func:`dask_ps.cli._words.cli_words`); and whether a file read
 as text is compressed (its magic number) under a name that does not say so."""
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ __all__ = ["compressed", "first_line", "other_format"]
 #: An ``index:value`` (or ``qid:n``) pair of a LIBSVM line.
 PAIR = re.compile(rb"(?:^|\s)(?:\d+|qid):\S")
 
-#: Delimiters of a table's line, and how ``--sep`` spells them.
-_DELIMITERS = {b",": None, b"\t": "'\\t'", b";": "';'", b"|": "'|'"}
+#: Delimiters of a table's line (the first, ``,``, is the table readers' default ``sep``).
+_DELIMITERS = (",", "\t", ";", "|")
 
 
 #: Magic numbers of compressed files, the codec's name (fsspec's ``compression=``) and the
@@ -62,26 +64,36 @@ def _number(field: bytes) -> bool:
     return True
 
 
-def other_format(head: bytes, header_flag: bool = False) -> str:
-    """`` (is this a ... file? dask-ps train reads it with --format ...)`` when a file
-    whose first bytes are ``head`` looks like Parquet (its magic bytes) or a delimited
-    table (a first line with a ``,``, tab, ``;`` or ``|`` and no ``index:value`` pair: with
-    ``--sep`` for another delimiter than ``,``; with ``--no-header`` when
-    ``header_flag`` and every field of that line is a number); the hint of
-    :func:`compressed` for compressed bytes; else ``""``."""
+def other_format(head: bytes, header: bool = False) -> str:
+    """`` (is this a ... file? use format=...)`` when a file whose first bytes are ``head``
+    looks like Parquet (its magic bytes) or a delimited table (a first line with a ``,``,
+    tab, ``;`` or ``|`` and no ``index:value`` pair: with ``sep=`` for another delimiter
+    than ``,``; with ``header=False`` when ``header`` and every field of that line is a
+    number); the hint of :func:`compressed` for compressed bytes; else ``""``.
+
+    The advice is in the table readers' parameters (``format``, ``sep``, ``header`` of
+    :func:`~dask_ps.io.read_ctr`), which ``dask-ps`` says as its options (``use --format
+    csv --sep ';'``). ``header``: the reader meant takes ``header=`` (the ``dask-ps``
+    command has ``--no-header``).
+
+    Examples
+    --------
+    ``" (is this a table of fields separated by ';'? use format='csv', sep=';')"``.
+    """
     if compressed(head):
         return compressed(head)
     if head.startswith(b"PAR1"):
-        return " (is this a Parquet file? dask-ps train reads it with --format parquet)"
+        return " (is this a Parquet file? use format='parquet')"
     line = first_line(head)
     if not line or PAIR.search(line):
         return ""
-    for delimiter, spelt in _DELIMITERS.items():
-        fields = line.split(delimiter)
+    for delimiter in _DELIMITERS:
+        fields = line.split(delimiter.encode())
         if len(fields) > 1:
-            what = "CSV file" if spelt is None else f"table of fields separated by {spelt}"
-            how = "--format csv" + ("" if spelt is None else f" --sep {spelt}")
-            if header_flag and all(_number(f.strip()) for f in fields):
-                how += " --no-header"
-            return f" (is this a {what}? dask-ps train reads it with {how})"
+            what = ("CSV file" if delimiter == _DELIMITERS[0] else
+                    f"table of fields separated by {delimiter!r}")
+            how = ["format='csv'", *([f"sep={delimiter!r}"] if delimiter != "," else [])]
+            if header and all(_number(f.strip()) for f in fields):
+                how.append("header=False")
+            return f" (is this a {what}? use {', '.join(how)})"
     return ""

@@ -416,6 +416,7 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
     elif names is None:
         names = numbered_names(fs, paths[0], sep, blocks[0].compression)
     names = list(names)
+    check_columns(paths[0], names, sep)  # one column: another delimiter? (sep=)
     _has_columns(paths[0], names, label, encoder, weight=weight)
     layout = layout_of(names, label, header, sep, encoder, weight)
 

@@ -12,7 +12,15 @@ import pyarrow.compute as pc
 
 from ..exceptions import DataError
 from ._blocks import OBJECTS, box, decompress_errors, each, open_paths, plan, read, start_lines
-from ._csv import LineError, check_sep, header_names, line_of_row, read_table, strip_header
+from ._csv import (
+    PARQUET_BY_NAME,
+    LineError,
+    check_sep,
+    header_names,
+    line_of_row,
+    read_table,
+    strip_header,
+)
 from ._id_codes import integer_text, number_text
 from ._storage import named_errors, url_of
 from .ids import IdMapping, id_values
@@ -232,7 +240,7 @@ def _layout(urlpath, user, item, rating, timestamp, sep, header, names, blocksiz
         check_sep(sep)
         blocks = plan(fs, paths, blocksize, compression)
         if header:
-            names = header_names(fs, paths[0], sep, blocks[0].compression)
+            names = header_names(fs, paths[0], sep, blocks[0].compression, PARQUET_BY_NAME)
         elif names is None:
             _refuse_renamed(paths[0], user=user, item=item, rating=rating,
                             timestamp=timestamp)

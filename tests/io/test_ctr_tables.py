@@ -278,13 +278,21 @@ def test_a_tab_separated_file_read_as_csv_names_the_delimiter(tmp_path):
 
     path = tmp_path / "t.tsv"
     path.write_text("y\ta\tb\n0\t1.5\t2\n1\t0.3\t1\n")
-    hint = r"one column, 'y\\ta\\tb', read with the delimiter ',': .* is that the delimiter"
+    hint = (r"one column, 'y\\ta\\tb', read with the delimiter ',': .* is that the "
+            r"delimiter\? \(use sep='\\t'\)$")  # Python's words: no "--sep" of dask-ps
     with pytest.raises(ValueError, match=hint):
         read_frame(str(path))
     with pytest.raises(ValueError, match=hint):
         read_ctr(str(path), label="y")
+    with pytest.raises(ValueError, match=hint):  # said "columns ['y', 'a'] are not among"
+        read_ctr(str(path), HashingEncoder(numeric=["a"], categorical=["b"]), label="y")
     frame, label = read_frame(str(path), sep="\t")
     assert label == "y" and list(frame.columns) == ["y", "a", "b"]
+    parquet = tmp_path / "t.parquet"
+    pd.DataFrame({"y": [0, 1], "a": [1.5, 0.3]}).to_parquet(parquet)
+    with pytest.raises(ValueError, match=r"t\.parquet: its first line is not delimited text "
+                                         r".*\(e\.g\. Parquet: use format='parquet'\)"):
+        read_ctr(str(parquet), label="y", format="csv")
 
 
 def test_columns_named_twice_are_refused_naming_file_and_column(tmp_path):

@@ -384,6 +384,30 @@ def _sklearn_concat(parts):
     return sp.vstack(Xs, format="csr"), np.concatenate(ys)
 
 
+@pytest.mark.parametrize("text, hint", [
+    ("click,a\n1,0.5\n", "(is this a CSV file? use format='csv')"),
+    ("1;0.5\n", "(is this a table of fields separated by ';'? use format='csv', sep=';')"),
+    ("1\t0.5\t2\n", "(is this a table of fields separated by '\\t'? use format='csv', "
+                   "sep='\\t')"),
+    (None, "(is this a Parquet file? use format='parquet')"),
+])
+def test_a_table_read_as_libsvm_is_hinted_in_the_readers_parameters(tmp_path, text, hint):
+    """The hint named dask-ps train's options ("dask-ps train reads it with --format csv
+    --sep ';'"), meaningless to a caller of read_libsvm; now the table readers' parameters
+    (the command line says them as its options)."""
+    import pandas as pd
+
+    path = tmp_path / "t.txt"
+    if text is None:
+        pd.DataFrame({"y": [0, 1], "a": [0.5, 1.5]}).to_parquet(path)
+    else:
+        path.write_text(text)
+    with pytest.raises(ValueError, match=r"^" + re.escape(f"{path}, line 1: ") + r".* "
+                                         + re.escape(hint) + "$") as info:
+        read_libsvm(path)
+    assert "--" not in str(info.value) and "dask-ps" not in str(info.value)
+
+
 def test_empty_file(tmp_path):
     path = tmp_path / "empty.svm"
     path.write_bytes(b"")

@@ -475,11 +475,17 @@ def test_a_ratings_file_of_another_delimiter_is_pointed_out(tmp_path):
     path.write_text("1,2,5,0\n1,3,4,0\n")
     with pytest.raises(ValueError, match=r"u\.data, line 1: expected 4 fields, got 1, read "
                                          r"with the delimiter '\\t'; the line holds ',': is "
-                                         r"that the delimiter\? \(sep=','; on the command "
-                                         r"line --sep ','\)$"):
+                                         r"that the delimiter\? \(use sep=','\)$"):
         read_ratings(str(path))
     df, users, items = read_ratings(str(path), sep=",")
     assert len(df.compute()) == 2 and len(items) == 2
+    # a binary file with a header asked for: said as read_ratings tells Parquet, by its name
+    pd.DataFrame({"user": [1], "item": [2], "rating": [5.0]}).to_parquet(tmp_path / "r.tsv")
+    with pytest.raises(ValueError, match=r"r\.tsv: its first line is not delimited text \(it "
+                                         r"holds NUL bytes\): a binary file \(e\.g\. Parquet: "
+                                         r"read when named \.parquet or \.parq\), or lines "
+                                         r"ending in a lone CR\?$"):
+        read_ratings(str(tmp_path / "r.tsv"), header=True)
 
 
 @pytest.mark.parametrize("blocksize", [None, "1KiB"])
