@@ -385,13 +385,13 @@ def test_history_rows_show_lists_and_dicts_compactly(capsys):
     print_history(history, 0, "round")
     assert capsys.readouterr().out.splitlines() == [
         "history: 3 rows",
-        "  epoch 1  loss 0.5  steps 2  hist_bytes 71328  task_seconds [2 tasks, min..max: "
+        "  round 1  loss 0.5  steps 2  hist_bytes 71328  task_seconds [2 tasks, min..max: "
         "hist 0.0003..0.0012, push 0.0003, query 0.0178..0.019, rest 0.0048..0.0066]  "
         "time 0.0268",
         "  event recovery  lost_workers [tcp://10.0.0.5:40123]  lost_shards [1]  "
         "job_clocks_at_failure [2, None]  torn_versions []  detected_at 2025-03-04 05:06:07  "
         "seconds 1.25",
-        "  epoch 2  task_seconds [1 task: hist 0.0003, process_cpu 0.0195]  per_block "
+        "  round 2  task_seconds [1 task: hist 0.0003, process_cpu 0.0195]  per_block "
         "[9 values: min 0, median 4, max 8]  sizes {a 1.23457, b x}"]
     assert history == kept
 
@@ -403,6 +403,21 @@ def test_one_history_row_is_said_in_the_singular(capsys):
     assert capsys.readouterr().out.splitlines() == ["history: 1 row", "  epoch 1  loss 0.5"]
     print_history([{"epoch": 1}, {"epoch": 2}], 10)
     assert capsys.readouterr().out.startswith("history: 2 rows\n")
+
+
+def test_history_rows_name_the_pass_as_the_output_does(capsys):
+    """GBDT's rounds and LDA's iterations are said so in their history rows too (they read
+    ``epoch 3`` beside ``3 rounds``); L-BFGS's rows keep their ``evaluation`` number only."""
+    from dask_ps.cli._report import print_history
+
+    print_history([{"epoch": 3, "loss": 0.5}], 10, "round")
+    assert capsys.readouterr().out.splitlines()[1] == "  round 3  loss 0.5"
+    print_history([{"epoch": 2, "log_likelihood": -7.0}], 10, "iteration")
+    assert capsys.readouterr().out.splitlines()[1] == "  iteration 2  log_likelihood -7"
+    print_history([{"epoch": 4, "evaluation": 4, "loss": 0.25}], 10, "evaluation")
+    assert capsys.readouterr().out.splitlines()[1] == "  evaluation 4  loss 0.25"
+    print_history([{"epoch": 4, "loss": 0.25}], 10)
+    assert capsys.readouterr().out.splitlines()[1] == "  epoch 4  loss 0.25"
 
 
 @pytest.mark.timeout(120)

@@ -152,7 +152,7 @@ def test_libsvm_agaricus(client1, data, tmp_path, capsys):
     assert re.match(r"train wall [\d.]+ s \(20 rounds [\d.]+ s; the other [\d.]+ s: ", rate)
     assert "(19 rounds over 6,513 rows)" in rate and "pass" not in rate, rate
     # the last round's task_seconds: each phase's seconds over the tasks, not a Python list
-    last = next(x for x in out if x.startswith("  epoch 20 "))
+    last = next(x for x in out if x.startswith("  round 20 "))
     assert re.search(r"  task_seconds \[\d+ tasks?(, min\.\.max)?: hist [\d.e-]+(\.\.[\d.e-]+)?, "
                      r"push ", last), last
     assert "[{" not in last and "'" not in last, last

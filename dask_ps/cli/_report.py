@@ -167,13 +167,19 @@ def per_second(rate: float, unit: str) -> str:
 
 
 def print_history(history: list[dict], n: int, passes: str = "epoch") -> None:
-    """The last ``n`` rows of the fit's history (0: all), one line each; a row numbering its
-    pass under the name ``passes`` too (L-BFGS's ``evaluation``) shows that number only,
-    not its ``epoch`` as well."""
-    shown = history[-n:] if n else history
-    shown = [{k: v for k, v in h.items() if k != "epoch"}
-             if passes != "epoch" and "epoch" in h and h.get(passes) == h["epoch"] else h
-             for h in shown]
+    """The last ``n`` rows of the fit's history (0: all), one line each. The pass is named
+    as the rest of the output names it, ``passes``: a row numbering it under that name too
+    (L-BFGS's ``evaluation``) shows that number only, not its ``epoch`` as well; another
+    row shows its ``epoch`` as ``round`` (GBDT) or ``iteration`` (LDA)."""
+    def named(h: dict) -> dict:
+        if passes == "epoch" or "epoch" not in h:
+            return h
+        if passes in h:
+            return {k: v for k, v in h.items() if k != "epoch"} \
+                if h[passes] == h["epoch"] else h
+        return {(passes if k == "epoch" else k): v for k, v in h.items()}
+
+    shown = [named(h) for h in (history[-n:] if n else history)]
     say(f"history: last {len(shown)} of {len(history)} rows (--history N for more, 0: all)"
         if len(shown) < len(history) else
         f"history: {len(history)} row{'s' if len(history) != 1 else ''}")
