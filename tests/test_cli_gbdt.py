@@ -302,7 +302,7 @@ def test_table_columns_the_model_cannot_take_are_named(client1, tmp_path, capsys
 
     train = str(tmp_path / "s.parquet")
     assert error("--train", train, "--format", "parquet") == \
-        f"dask-ps: error: {train}: column 'shop' is not numeric (string); name it in --categorical"
+        f"dask-ps: error: {train}: column 'shop' is not numeric (string); use --categorical shop"
     test = str(tmp_path / "extra.csv")
     assert error("--train", str(tmp_path / "s.csv"), "--test", test, "--format", "csv",
                  "--categorical", "shop") == \

@@ -390,6 +390,8 @@ def test_misspelt_columns_and_nested_parquet_columns_are_refused_before_a_cluste
     test.write_text("clik,price,shop\n1,1,a\n")
     pq.write_table(pa.table({"click": [0, 1], "price": [1.0, 2.0], "tags": [["a"], ["b"]]}),
                    tmp_path / "nested.parquet")
+    pq.write_table(pa.table({"click": [0, 1], "tags": [["a"], ["b"]], "price": [1.0, 2.0],
+                             "geo": [{"lat": 1.0}] * 2}), tmp_path / "nested2.parquet")
     pq.write_table(pa.table({"click": [0, 1], "price": [1.0, 2.0]}), tmp_path / "ok.parquet")
     pq.write_table(pa.table({"click": [0, 1], "cost": [1.0, 2.0]}), tmp_path / "other.parquet")
     columns = "['click', 'price', 'shop']"
@@ -409,7 +411,11 @@ def test_misspelt_columns_and_nested_parquet_columns_are_refused_before_a_cluste
          f"{tmp_path / 'other.parquet'}: columns ['price'] are not among ['click', 'cost']"),
         (["--format", "parquet", "--train", tmp_path / "nested.parquet", "--label", "click"],
          f"{tmp_path / 'nested.parquet'}: column 'tags' is list<element: string>: a list, "
-         f"struct or map column cannot be a feature; leave it out with --exclude tags"),
+         f"struct or map column cannot be a feature; leave it out (use --exclude tags)"),
+        (["--format", "parquet", "--train", tmp_path / "nested2.parquet", "--label", "click"],
+         f"{tmp_path / 'nested2.parquet'}: column 'tags' is list<element: string>: a list, "
+         f"struct or map column cannot be a feature (nor can ['geo']); leave them out (use "
+         f"--exclude tags,geo)"),
     ]
     _refused_before_a_cluster(cases, ("lr", "fm"), capsys)
 

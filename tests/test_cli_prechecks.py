@@ -98,9 +98,23 @@ def test_a_gbdt_parquet_text_column_is_refused_before_a_cluster_starts(tmp_path,
                  ).to_parquet(path)
     argv = ["train", "gbdt", "--train", str(path), "--format", "parquet"]
     assert _error(capsys, argv) == \
-        f"{path}: column 'shop' is not numeric (string); name it in --categorical"
+        f"{path}: column 'shop' is not numeric (string); use --categorical shop"
     assert _error(capsys, [*argv, "--weight", "nosuch"]).startswith(
         f"{path}: no column 'nosuch', named by --weight (columns: ['y', 'a', 'shop'])")
+
+
+@pytest.mark.timeout(60)
+def test_gbdt_text_columns_are_advised_as_the_whole_categorical_option(tmp_path, capsys):
+    """The advice named --categorical (read_table_parquet's categorical=) without the columns
+    to give it; now the option as it is to be given: the columns already categorical, then
+    every text column, comma-separated."""
+    path = tmp_path / "t.parquet"
+    pd.DataFrame({"y": [0, 1] * 5, "c": list("xyxyxyxyxy"), "shop": list("abcdeabcde"),
+                  "city": list("pqpqpqpqpq")}).to_parquet(path)
+    argv = ["train", "gbdt", "--train", str(path), "--format", "parquet", "--categorical", "c"]
+    assert _error(capsys, argv) == \
+        f"{path}: column 'shop' is not numeric (string), nor are ['city']; use --categorical " \
+        f"c,shop,city"
 
 
 @pytest.mark.timeout(60)

@@ -2,7 +2,9 @@
 iterations), Python warnings are one ``dask-ps: warning:`` line, and the advice of errors and
 warnings raised by the estimators names the command's options, not their parameters."""
 
+import argparse
 import re
+import shlex
 import warnings
 
 import numpy as np
@@ -12,6 +14,7 @@ from test_cli import _scheduler_file, _svm
 from test_cli_resume import _ratings
 
 from dask_ps.cli import _parser, main
+from dask_ps.cli._options import columns
 from dask_ps.cli._words import cli_words
 
 
@@ -63,6 +66,15 @@ PAST = ("resume: checkpoint 'ck' version 4 is at epoch 83, past the 50 epochs of
     ("evaluate", "is that the delimiter? (use sep='|')", "is that the delimiter? (use --sep '|')"),
     ("mf", "is that the delimiter? (use sep=',')", "is that the delimiter? (use --sep ,)"),
     ("lr", "use label='my click'", "use --label 'my click'"),
+    # a list of columns as the option takes it, comma-separated; alternatives after one verb
+    ("lr", "cannot be a feature; leave it out (use exclude=['tags'])",
+     "cannot be a feature; leave it out (use --exclude tags)"),
+    ("fm", "leave them out (use exclude=['id', 'my tags'])",
+     "leave them out (use --exclude 'id,my tags')"),
+    ("gbdt", "(string); use categorical=['c', 'shop']", "(string); use --categorical c,shop"),
+    ("lr", "name it in the header, or use numeric=['price', 'Unnamed: 0'] or "
+     "categorical=['Unnamed: 0']", "name it in the header, or use --numeric 'price,Unnamed: "
+     "0' or --categorical 'Unnamed: 0'"),
     # kept: a parameter the command has no option for, a value its option does not take, a
     # refused parameter quoted (not advice), evaluate's --resume (it has none)
     ("gbdt", "set max_iter=83 or more", "set max_iter=83 or more"),
@@ -74,9 +86,34 @@ PAST = ("resume: checkpoint 'ck' version 4 is at epoch 83, past the 50 epochs of
     ("mf", "use format='csv', sep=';'", "use format='csv', --sep ';'"),
     ("lr", "use format='avro'", "use format='avro'"),
     ("lr", "label column 'y' (label)", "label column 'y' (label)"),
+    ("gbdt", "leave it out (use exclude=['tags'])", "leave it out (use exclude=['tags'])"),
+    ("lr", "use numeric=[''] or categorical=['']", "use numeric=[''] or categorical=['']"),
+    ("lr", "use numeric=['a,b'], exclude=[' c']", "use numeric=['a,b'], exclude=[' c']"),
+    ("lr", "use exclude=[3], label=['y']", "use exclude=[3], label=['y']"),
+    ("lr", "use exclude=[]", "use exclude=[]"),
+    ("lr", "use numeric=[''] or categorical=['a']", "use numeric=[''] or --categorical a"),
 ])
 def test_advice_is_said_in_the_commands_options(command, text, said):
     assert cli_words(text, _command(command)) == said
+
+
+def test_a_list_is_said_as_the_parser_takes_it_back():
+    """A list value becomes what the option's parser turns back into the same list: one
+    comma-separated value (a column list), the values after the option (nargs='+'), the
+    option once a value (action='append')."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--names", nargs="+")
+    parser.add_argument("--tag", action="append")
+    parser.add_argument("--cols", type=columns)
+    text = "use names=['a', 'b c'], tag=['x', \"it's\"], cols=['p', 'q r']"
+    said = cli_words(text, parser)
+    assert said == "use --names a 'b c' --tag x --tag 'it'\"'\"'s' --cols 'p,q r'"
+    assert vars(parser.parse_args(shlex.split(said[4:]))) == \
+        {"names": ["a", "b c"], "tag": ["x", "it's"], "cols": ["p", "q r"]}
+    lr = _command("lr")
+    said = cli_words("use exclude=['id', 'my tags'], numeric=['Unnamed: 0']", lr)
+    parsed = lr.parse_args(["--train", "t.csv", *shlex.split(said[4:])])
+    assert (parsed.exclude, parsed.numeric) == (["id", "my tags"], ["Unnamed: 0"])
 
 
 def test_a_flag_takes_python_true_and_false():
@@ -122,6 +159,28 @@ def test_lbfgs_says_evaluations_and_warnings_are_one_line(client1, tmp_path, cap
     with pytest.warns(ConvergenceWarning, match=r"; increase max_iter$"):
         assert main([*argv, "--debug"]) == 0  # Python's warning, to pytest's record here
     assert "dask-ps: warning" not in capsys.readouterr().err
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.filterwarnings("default::UserWarning")  # said, as outside pytest
+def test_readers_advice_names_the_column_options(client1, tmp_path, capsys):
+    """A column without a name (a pandas index) was left out with a warning advising "list
+    it in numeric= or categorical= (--numeric, --categorical)", both languages, neither
+    saying the columns the command had listed; now the options, the column added to those
+    given (a Parquet list column's --exclude: tests/test_cli_inputs.py)."""
+    path = tmp_path / "t.csv"
+    rng = np.random.default_rng(5)
+    rows = [f"{i},{c},{p:.3f},{s}" for i, (c, p, s) in enumerate(zip(
+        rng.integers(0, 2, 60), rng.normal(size=60), rng.choice(list("abc"), 60)))]
+    path.write_text("\n".join(["Unnamed: 0,click,price,shop", *rows]) + "\n")
+    base = ["train", "lr", "--format", "csv", "--label", "click", "--max-iter", "1",
+            "--scheduler-file", _scheduler_file(client1, tmp_path)]
+    assert main([*base, "--train", str(path), "--numeric", "price"]) == 0
+    warned = [x for x in capsys.readouterr().err.splitlines() if "has no name" in x]
+    assert warned == [f"dask-ps: warning: {path}: column 1 ('Unnamed: 0') has no name of its "
+                      f"own (a pandas index saved with the data?): it is not a feature; to "
+                      f"use it, name it in the header, or use --numeric 'price,Unnamed: 0' "
+                      f"or --categorical 'Unnamed: 0'"], warned
 
 
 @pytest.mark.timeout(200)

@@ -8,14 +8,18 @@ warning lines are printed (:func:`dask_ps.cli.main`), by :func:`cli_words`.
 Only advice is translated (a parameter after a verb that says to change it), and only into
 an option of the command that ran (a parameter it has no option for keeps its name): a
 message quoting the parameters it refuses (``penalty='l1' needs solver='ftrl'``) is left as
-it is, after the flags the command names before it.
+it is, after the flags the command names before it. A list of column names is said as the
+option takes it (``use exclude=['id', 'tags']``: ``use --exclude id,tags``).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import shlex
+
+from ._options import columns
 
 __all__ = ["cli_words", "option_of"]
 
@@ -28,9 +32,13 @@ _SET = r"\b(set|pass|use|give|try) "
 #: Verbs of advice that change a parameter named after them: ``increase max_iter``, ``try a
 #: smaller learning_rate (now 0.1) or factor_learning_rate``.
 _CHANGE = r"\b(increase|lower|raise|reduce|smaller|larger) "
-_VALUE = r"""('[^']*'|"[^"]*"|[\w.+-]+)"""
-#: Settings after one verb: ``use format='csv', sep=';', header=False``.
-_RUN = r"""(\w+=(?:'[^']*'|"[^"]*"|[\w.+-]+)(?:, \w+=(?:'[^']*'|"[^"]*"|[\w.+-]+))*)"""
+_ITEM = r"""(?:'[^']*'|"[^"]*"|[\w.+-]+)"""
+#: A list of values: ``['id', 'tags']``.
+_LIST = rf"\[(?:{_ITEM}(?:, {_ITEM})*)?\]"
+_VALUE = rf"({_LIST}|{_ITEM})"
+#: Settings after one verb, one command line (``use format='csv', sep=';', header=False``)
+#: or alternatives (``use numeric=['a'] or categorical=['a']``).
+_RUN = rf"(\w+=(?:{_LIST}|{_ITEM})(?:(?:, | or )\w+=(?:{_LIST}|{_ITEM}))*)"
 
 
 def option_of(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -44,9 +52,40 @@ def _flag(action: argparse.Action) -> str:
     return next(s for s in action.option_strings if s.startswith("--"))
 
 
+def _listing(action: argparse.Action, value: str) -> str | None:
+    """``action``'s option given the list ``value`` (a Python literal of strings, ``['id',
+    'tags']``) as the parser takes it: comma-separated for a column list (``--exclude
+    id,tags``), else one option string and its values (``nargs='+'``), or the option once a
+    value (``action='append'``); None if it cannot take it."""
+    try:
+        items = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return None
+    if not items or not all(isinstance(v, str) for v in items):
+        return None
+    if action.choices is not None and not set(items) <= set(action.choices):
+        return None
+    flag = _flag(action)
+    if action.type is columns:
+        joined = ",".join(items)
+        try:
+            if columns(joined) != items:  # a name with a comma or edge spaces
+                return None
+        except argparse.ArgumentTypeError:  # an empty name
+            return None
+        return f"{flag} {shlex.quote(joined)}"
+    if action.nargs in ("+", "*"):
+        return " ".join([flag, *map(shlex.quote, items)])
+    if isinstance(action, argparse._AppendAction):
+        return " ".join(f"{flag} {shlex.quote(v)}" for v in items)
+    return None
+
+
 def _setting(action: argparse.Action, value: str) -> str | None:
-    """``action``'s option given ``value`` (a Python literal: ``83``, ``'als'``, ``True``) on
-    the command line, or None if it cannot take it."""
+    """``action``'s option given ``value`` (a Python literal: ``83``, ``'als'``, ``True``,
+    ``['id', 'tags']``) on the command line, or None if it cannot take it."""
+    if value.startswith("["):
+        return _listing(action, value)
     flag = _flag(action)
     value = _VALUES.get((action.dest, value), value)
     if value[:1] in "'\"" and value[-1:] == value[:1] and len(value) > 1:
@@ -70,9 +109,12 @@ def cli_words(text: str, parser: argparse.ArgumentParser | None) -> str:
     text as it is).
 
     ``set P=V`` (also after pass, use, give, try) becomes ``set --p V`` (a flag's ``True``:
-    ``--p``, ``False``: ``--no-p``; a value quoted as a shell needs it, ``--sep ';'``), and
-    settings listed after one verb one command line (``use format='csv', sep=';'``: ``use
-    --format csv --sep ';'``); ``resume=False`` (anywhere) ``--resume never``. For the
+    ``--p``, ``False``: ``--no-p``; a value quoted as a shell needs it, ``--sep ';'``; a
+    list of column names as the option takes it, ``exclude=['id', 'tags']``: ``--exclude
+    id,tags``), settings listed after one verb one command line (``use format='csv',
+    sep=';'``: ``use --format csv --sep ';'``), alternatives after one verb each an option
+    (``use numeric=['a'] or categorical=['a']``: ``use --numeric a or --categorical a``);
+    ``resume=False`` (anywhere) ``--resume never``. For the
     estimator's parameters (the options :func:`~._algorithms.add_params` made) also
     ``increase P`` (after lower, raise, reduce, smaller, larger too), with the parameters
     listed after it (``P (now 0.1), Q or R``), becomes ``increase --p``, and ``(P)``, a
@@ -96,14 +138,18 @@ def cli_words(text: str, parser: argparse.ArgumentParser | None) -> str:
         return "|".join(re.escape(d) for d in sorted(dests, key=len, reverse=True))
 
     def setting(m: re.Match) -> str:
-        pairs = [(p.group(0), p.group(1), p.group(2))
-                 for p in re.finditer(rf"(\w+)={_VALUE}", m.group(2))]
-        said = [_setting(options[k], v) if k in options else None for _, k, v in pairs]
+        run = m.group(2)
+        pairs = list(re.finditer(rf"(\w+)={_VALUE}", run))
+        said = [_setting(options[p.group(1)], p.group(2)) if p.group(1) in options else None
+                for p in pairs]
         if all(s is None for s in said):
             return m.group(0)
-        if all(s is not None for s in said):  # one command line: --format csv --sep ';'
-            return f"{m.group(1)} {' '.join(said)}"
-        return f"{m.group(1)} " + ", ".join(s or p for s, (p, _, _) in zip(said, pairs))
+        whole = all(s is not None for s in said)  # one command line: --format csv --sep ';'
+        out = [said[0] or pairs[0].group(0)]
+        for before, p, s in zip(pairs, pairs[1:], said[1:]):
+            between = run[before.end():p.start()]  # ", " or " or "
+            out.append((" " if whole and between == ", " else between) + (s or p.group(0)))
+        return f"{m.group(1)} {''.join(out)}"
 
     text = re.sub(_SET + _RUN, setting, text)
     if "resume" in options:

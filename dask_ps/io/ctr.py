@@ -97,7 +97,8 @@ def _build_encoder(kinds: dict, label: str, numeric, categorical, crosses, exclu
     if both:
         raise DataError(f"{where}: columns {sorted(both)} are both numeric and categorical")
     skip = {label, *(exclude or ()),
-            *unnamed_columns(where, names, [*given, *(c for pair in crosses for c in pair)])}
+            *unnamed_columns(where, names, [*given, *(c for pair in crosses for c in pair)],
+                             numeric, categorical)}
     kind = {c: forced.get(c, k) for c, k in kinds.items() if c not in skip}
     if not kind:
         raise DataError(f"{where}: no feature column: the columns {names} are the label "

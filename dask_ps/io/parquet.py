@@ -194,19 +194,21 @@ def check_feature_types(path: str, schema: pa.Schema, columns, label: str | None
     ------
     DataError
         ``"<path>: column 'tags' is list<element: string>: a list, struct or map column
-        cannot be a feature; leave it out with --exclude tags (exclude=['tags'] in
-        read_ctr or encode_ctr)"``, or a nested label column.
+        cannot be a feature; leave it out (use exclude=['tags'])"`` (the advice of
+        :func:`~dask_ps.io.read_ctr`'s, :func:`~dask_ps.io.encode_ctr`'s and
+        :func:`~dask_ps.io.infer_encoder`'s parameter, listing every such column; ``dask-ps``
+        says ``--exclude tags``), or a nested label column.
     """
     names = set(schema.names)
     if label is not None and label in names and is_nested(schema.field(label).type):
         raise DataError(f"{path}: label column {label!r} is {schema.field(label).type}, not "
                         f"a number")
-    for name in columns:
-        if name in names and is_nested(schema.field(name).type):
-            raise DataError(f"{path}: column {name!r} is {schema.field(name).type}: a list, "
-                            f"struct or map column cannot be a feature; leave it out with "
-                            f"--exclude {name} (exclude=[{name!r}] in read_ctr or "
-                            f"encode_ctr)")
+    nested = [n for n in columns if n in names and is_nested(schema.field(n).type)]
+    if nested:
+        more = f" (nor can {nested[1:]})" if len(nested) > 1 else ""
+        raise DataError(f"{path}: column {nested[0]!r} is {schema.field(nested[0]).type}: a "
+                        f"list, struct or map column cannot be a feature{more}; leave "
+                        f"{'them' if more else 'it'} out (use exclude={nested!r})")
 
 
 def _number_text(value) -> bool:
@@ -271,19 +273,23 @@ def unique_columns(path: str, names: list[str]) -> None:
 UNNAMED = re.compile(r"|Unnamed: \d+(_level_\d+)?|__index_level_\d+__")
 
 
-def unnamed_columns(where: str, names: list[str], listed) -> list[str]:
+def unnamed_columns(where: str, names: list[str], listed, numeric=None, categorical=None
+                    ) -> list[str]:
     """The columns of ``names`` without a name of their own (:data:`UNNAMED`: a pandas index
     saved with the data, most often) that ``listed`` does not name: not features unless
     listed, each left out with a ``UserWarning`` naming ``where``, its position (from 1)
-    and how to use it."""
+    and how to use it: ``"...; to use it, name it in the header, or use numeric=['price',
+    ''] or categorical=['']"``, the column added to the ``numeric`` and ``categorical``
+    columns given (``dask-ps`` says ``--numeric``, ``--categorical``)."""
     listed = set(listed)
     unnamed = [(i, n) for i, n in enumerate(names)
                if UNNAMED.fullmatch(str(n)) and n not in listed]
     for i, name in unnamed:
         warnings.warn(f"{where}: column {i + 1} ({name!r}) has no name of its own (a pandas "
                       f"index saved with the data?): it is not a feature; to use it, name it "
-                      f"in the header, or list it in numeric= or categorical= (--numeric, "
-                      f"--categorical)", UserWarning, stacklevel=4)
+                      f"in the header, or use numeric={[*(numeric or ()), name]!r} or "
+                      f"categorical={[*(categorical or ()), name]!r}", UserWarning,
+                      stacklevel=4)
     return [n for _, n in unnamed]
 
 
@@ -390,8 +396,10 @@ def check_table_schema(path: str, schema: pa.Schema, label: str | None, categori
     DataError
         Naming ``path``: a ``label`` or ``weight`` column it lacks, a weight column that is
         the label, categorical or not numeric, a feature column that is neither numeric nor
-        ``categorical`` (``"column 'shop' is not numeric (string)"``), or (without
-        ``classes``) a label column that is not numeric.
+        ``categorical`` (``"column 'shop' is not numeric (string); use
+        categorical=['shop']"``: every such column added to ``categorical``; ``dask-ps``
+        says ``--categorical shop``), or (without ``classes``) a label column that is not
+        numeric.
     """
     names = schema.names
     label = label_column(path, names, label, categorical)
@@ -404,9 +412,10 @@ def check_table_schema(path: str, schema: pa.Schema, label: str | None, categori
     text = [n for n in names if n != label and n not in categorical
             and not _is_number(schema.field(n).type)]
     if text:
+        more = f", nor are {text[1:]}" if len(text) > 1 else ""
         raise DataError(f"{path}: column {text[0]!r} is not numeric "
-                        f"({_type_name(schema.field(text[0]).type)}); name it in "
-                        f"--categorical")
+                        f"({_type_name(schema.field(text[0]).type)}){more}; use "
+                        f"categorical={[*categorical, *text]!r}")
     label_type = schema.field(label).type
     if not _is_number(label_type) and not classes:
         raise DataError(f"{path}: label column {label!r} is not numeric "

@@ -279,8 +279,7 @@ def test_encode_ctr_refuses_a_column_of_lists_as_read_ctr_does(value):
     df = pd.DataFrame({"click": [1, 0, 1, 0], "shop": list("abac"),
                        "tags": [value, value, None, value]})
     refused = r"^dataframe: column 'tags' is \w+<.*>: a list, struct or map column cannot " \
-              r"be a feature; leave it out with --exclude tags \(exclude=\['tags'\] in " \
-              r"read_ctr or encode_ctr\)$"
+              r"be a feature; leave it out \(use exclude=\['tags'\]\)$"  # Python's words
     for kw in ({}, {"categorical": ["shop", "tags"]}):
         with pytest.raises(ValueError, match=refused):
             encode_ctr(df, label="click", **kw)
@@ -288,6 +287,11 @@ def test_encode_ctr_refuses_a_column_of_lists_as_read_ctr_does(value):
         encode_ctr(df, HashingEncoder(categorical=["shop", "tags"]), label="click")
     X, _ = _compute(*encode_ctr(df, label="click", exclude=["tags"], n_features=64))
     assert X.nnz == 4
+    with pytest.raises(ValueError) as info:  # every such column, in one exclude=
+        encode_ctr(df.assign(more=[value] * 4), label="click")
+    assert str(info.value).endswith(": a list, struct or map column cannot be a feature (nor "
+                                    "can ['more']); leave them out (use exclude=['tags', "
+                                    "'more'])")
 
 
 def test_encode_ctr_names_the_columns_named_twice():
@@ -306,10 +310,16 @@ def test_a_column_without_a_name_is_left_out_with_a_warning(tmp_path):
     pd.DataFrame({"click": [1, 0, 1, 0], "price": [3.5, 2.0, None, 4.0],
                   "shop": list("abac")}).to_csv(path)
     with pytest.warns(UserWarning, match=rf"^{re.escape(str(path))}: column 1 \(''\) has no "
-                                         r"name of its own .* list it in numeric= or "
-                                         r"categorical= \(--numeric, --categorical\)$"):
+                                         r"name of its own .* name it in the header, or use "
+                                         r"numeric=\[''\] or categorical=\[''\]$"):
         enc = infer_encoder(path, label="click")
     assert enc.numeric == ("price",) and enc.categorical == ("shop",)
+    with pytest.warns(UserWarning) as said:  # the columns given, and it
+        infer_encoder(path, label="click", numeric=["price"], categorical="shop")
+    assert str(said[0].message).endswith(
+        "; to use it, name it in the header, or use numeric=['price', ''] or "
+        "categorical=['shop', '']")
+    assert "--" not in str(said[0].message)
     assert infer_encoder(path, label="click", numeric=["", "price"]).numeric == ("", "price")
     read = pd.read_csv(path)  # the index as "Unnamed: 0"
     with pytest.warns(UserWarning, match=r"^dataframe: column 1 \('Unnamed: 0'\) has no name"):

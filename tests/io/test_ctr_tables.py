@@ -527,7 +527,7 @@ def test_parquet_list_struct_map_columns_are_refused_from_the_schema(tmp_path, m
     typ = pq.read_schema(path).field(name).type
     with pytest.raises(ValueError, match=re.escape(
             f"{path}: column {name!r} is {typ}: a list, struct or map column cannot be "
-            f"a feature; leave it out with --exclude {name}")):
+            f"a feature; leave it out (use exclude=[{name!r}])")):
         read_ctr(path, label="click")
     enc = HashingEncoder(numeric=("price", name), n_features=64)
     with pytest.raises(ValueError, match=f"column {name!r} is "):  # a given encoder too
@@ -536,6 +536,27 @@ def test_parquet_list_struct_map_columns_are_refused_from_the_schema(tmp_path, m
     monkeypatch.undo()
     X, y = _compute(*read_ctr(path, label="click", exclude=[name], n_features=64))
     assert X.shape == (6, 64) and X.nnz == 12 and y.tolist() == [0, 1] * 3
+
+
+def test_a_parquet_table_text_column_is_advised_in_python_parameters(tmp_path):
+    """read_table_parquet (dask-ps train gbdt's reader) refused a text feature column with
+    "name it in --categorical", the command line's option; now categorical=, every text
+    column added to those given."""
+    from dask_ps.io.parquet import read_table_parquet
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"y": [0.0, 1.0], "c": ["x", "y"], "shop": ["a", "b"],
+                             "n": [1.0, 2.0], "city": ["p", "q"]}), path)
+    with pytest.raises(ValueError) as info:
+        read_table_parquet(path, "y")
+    assert str(info.value) == f"{path}: column 'c' is not numeric (string), nor are ['shop', " \
+                              f"'city']; use categorical=['c', 'shop', 'city']"
+    with pytest.raises(ValueError) as info:
+        read_table_parquet(path, "y", categorical=("c", "shop"))
+    assert str(info.value) == f"{path}: column 'city' is not numeric (string); use " \
+                              f"categorical=['c', 'shop', 'city']"
+    frame, _ = read_table_parquet(path, "y", categorical=["c", "shop", "city"])
+    assert frame.compute().shape == (2, 5)
 
 
 def test_parquet_binary_columns_hash_as_their_bytes(tmp_path):
