@@ -43,19 +43,25 @@ def _opens(folder: str, fn) -> dict:
     return dict(_OPENED)
 
 
-def test_a_load_or_restore_of_a_folder_reads_a_versions_metadata_once(tmp_path):
-    """The chosen version's zarr.json was read three times (verify, latest's zarr group,
-    the restore's check that it had not changed) and its manifest four times (listing,
-    verify, latest's format check, the restore's). A version just read from the folder is
-    now restored with what was read: each file once. A CheckpointInfo given (read at some
-    earlier time) is still read again and compared."""
+def _two_versions(tmp_path):
+    """A local 2-shard model (a dense and a hashed table, adagrad) saved twice in folder
+    ``ck``: ``(url, model, info)``, ``info`` the second version's."""
     url = str(tmp_path / "ck")
     model = PSModel("local", n_shards=2)
     model.add_table("w", (50, 2), optimizer="adagrad")
     model.add_table("h", (None, 2), partitioner="hash", optimizer="adagrad")
     model.push("h", [1, 2, 3], np.ones((3, 2)))
     model.save(url)
-    info = model.save(url)
+    return url, model, model.save(url)
+
+
+def test_a_load_or_restore_of_a_folder_reads_a_versions_metadata_once(tmp_path):
+    """The chosen version's zarr.json was read three times (verify, latest's zarr group,
+    the restore's check that it had not changed) and its manifest four times (listing,
+    verify, latest's format check, the restore's). A version just read from the folder is
+    now restored with what was read: each file once. A CheckpointInfo given (read at some
+    earlier time) is still read again and compared."""
+    url, model, info = _two_versions(tmp_path)
     for what, fn in [("load", lambda: PSModel.load("local", url).close()),
                      ("restore(url)", lambda: model.restore(url))]:
         opened = _opens(url, fn)
@@ -78,13 +84,7 @@ def test_a_recovery_or_resume_reads_a_versions_metadata_once(tmp_path):
     whether it holds a version at all; that listing is now the one latest chooses from)."""
     from dask_ps.model.recovery import run_clocks
 
-    url = str(tmp_path / "ck")
-    model = PSModel("local", n_shards=2)
-    model.add_table("w", (50, 2), optimizer="adagrad")
-    model.add_table("h", (None, 2), partitioner="hash", optimizer="adagrad")
-    model.push("h", [1, 2, 3], np.ones((3, 2)))
-    model.save(url)
-    model.save(url)
+    url, model, _ = _two_versions(tmp_path)
     for what, fn, manifest in [
             ("recover(url)", lambda: model.recover(url), 1),
             ("resume", lambda: run_clocks(model, lambda s, e: [None] * (e - s), 0,
