@@ -110,3 +110,31 @@ def test_gbdt_checkpoint_then_resume_auto_says_rounds(client1, tmp_path, capsys)
     said = [x for x in out.splitlines() if not x.startswith("  ")]  # (history: its keys)
     assert not [x for x in said if "epoch" in x], out
     assert re.search(r"; rounds 1-2 restored from the checkpoint\)$", out, re.M), out
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.filterwarnings("default::UserWarning")  # said, as outside pytest
+def test_resume_auto_of_a_folder_of_torn_versions_says_so_in_one_warning_line(client1,
+                                                                              tmp_path,
+                                                                              capsys):
+    """Every version of --checkpoint torn (no manifest.json, or one that is not JSON): --resume
+    auto started from epoch 1 without a word; now one ``dask-ps: warning:`` line names each
+    torn version and why, and says the run starts from its first epoch."""
+    train, ck = _svm(tmp_path / "tr.svm"), tmp_path / "ck"
+    base = ["train", "lr", "--train", train, "--checkpoint", str(ck), "--scheduler-file",
+            _scheduler_file(client1, tmp_path)]
+    assert main([*base, "--max-iter", "2"]) == 0
+    capsys.readouterr()
+    names = sorted((p.name for p in ck.iterdir() if p.name.startswith("v")), reverse=True)
+    for name in names:
+        (ck / name / "manifest.json").unlink()
+    (ck / names[0] / "manifest.json").write_text("{not json")
+    assert main([*base, "--max-iter", "3", "--resume", "auto"]) == 0
+    out, err = capsys.readouterr()
+    said = [x for x in err.splitlines() if "torn" in x]
+    assert len(said) == 1 and said[0].startswith(
+        "dask-ps: warning: TornCheckpointWarning: resume: no complete checkpoint version at "
+        f"{str(ck)!r}: every version is torn"), err
+    assert f"{names[0]}: manifest.json is not JSON; {names[1]}: no manifest.json" in said[0]
+    assert "the fit starts from its first epoch" in said[0], said
+    assert "resumed from checkpoint" not in out, out

@@ -26,9 +26,11 @@ import numpy as np
 from ..exceptions import CheckpointFormatError, user_stacklevel
 from . import _format_tables as ft
 from . import format as ck
+from ._manifests import absent_text
 
 __all__ = ["CLAIM", "CLAIM_TRIES", "check_unchanged", "claim", "model_differs", "newest_own",
-           "new_version", "next_version", "own_version", "prune", "said_of", "warn_skipped"]
+           "new_version", "next_version", "no_version_of_fit", "own_version", "prune",
+           "said_of", "warn_all_torn", "warn_skipped"]
 
 
 def new_version(url: str, attrs: dict, tries: int = 32) -> tuple:
@@ -283,6 +285,45 @@ def warn_skipped(info: ck.CheckpointInfo, others: dict, what: str = "this model"
     else:
         return
     warnings.warn(said, ck.TornCheckpointWarning if damage else UserWarning,
+                  stacklevel=user_stacklevel())
+
+
+def no_version_of_fit(info: ck.CheckpointInfo, others: dict,
+                      driver_differs: Callable | None) -> str:
+    """The error of a resume from the folder of ``info`` none of whose versions holds this
+    fit (``others``: what each holds, :func:`~dask_ps.model.recovery.fit_differences`).
+    Versions that hold this fit but none of the state it keeps beside its tables
+    (``driver_differs(None)`` says what is missing, e.g. a GBDT fit's trees: a checkpoint
+    written by a dask_ps that did not keep them) are named first, with the field missing:
+    they are no other fit's."""
+    missing = None if driver_differs is None else driver_differs(None)
+    bare = [v for v, said in others.items()
+            if missing is not None and said == f"holds another fit: {missing}"]
+    if not bare:
+        return (f"resume: checkpoint {info.url!r} holds no version of this fit: "
+                f"{said_of(others)}; resume with the same data and parameters, or use "
+                f"another checkpoint folder")
+    rest = {v: said for v, said in others.items() if v not in bare}
+    which = f"version {bare[0]} lacks" if len(bare) == 1 else \
+        f"versions {', '.join(map(str, bare[:-1]))} and {bare[-1]} lack"
+    return (f"resume: checkpoint {info.url!r} {which} what this fit keeps beside its tables "
+            f"(field extra.driver of the metadata is missing): {missing}; this fit cannot "
+            f"resume from {'it' if len(bare) == 1 else 'them'}"
+            + (f" (and {said_of(rest)})" if rest else "")
+            + ": fit afresh (resume=False), or use another checkpoint folder")
+
+
+def warn_all_torn(url: str, torn: list[int], unit: str = "clock") -> None:
+    """Say that a resume from checkpoint ``url`` finds versions, ``torn``, but none complete:
+    a :class:`~dask_ps.model.format.TornCheckpointWarning` naming each torn version and why
+    (no manifest, a manifest that is not JSON...:
+    :func:`~dask_ps.model._manifests.absent_text`) and that the fit starts from its first
+    ``unit`` (e.g. ``"epoch"``), pointing at the first caller outside dask_ps. A resume of
+    a folder that does not exist, or holds no version, says nothing: that is the first fit
+    of a resumable run."""
+    warnings.warn(f"resume: {absent_text(url, torn)}; nothing to resume from: the fit starts "
+                  f"from its first {unit} (the torn versions are left in the folder, this "
+                  f"fit's versions are saved after them)", ck.TornCheckpointWarning,
                   stacklevel=user_stacklevel())
 
 

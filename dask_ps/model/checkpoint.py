@@ -410,7 +410,10 @@ def load(cls, client, url: str, n_shards: int | None = None, optimizer_state: bo
     Raises
     ------
     CheckpointNotFoundError
-        No complete version, or every complete one damaged (naming each one's damage).
+        No complete version, saying what is there instead (no such folder, a file, an
+        export and how to read one, torn versions and why each is torn: see
+        :func:`~dask_ps.model._manifests.absent_text`), or every complete one damaged
+        (naming each one's damage).
     CheckpointFormatError
         A newer store format, an optimizer or layout this dask_ps does not know, or a
         table description its table checks refuse (naming the checkpoint and version); a
@@ -474,7 +477,7 @@ def restore(model, checkpoint, optimizer_state: bool = True) -> ck.CheckpointInf
     Raises
     ------
     CheckpointNotFoundError
-        No complete version.
+        No complete version, saying what is there instead, as :meth:`PSModel.load` does.
     CheckpointFormatError
         Another model's checkpoint (it lacks a table of this model, or holds one of its
         name with other rows, columns, dtype or update rule: naming the table and what

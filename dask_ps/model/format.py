@@ -42,6 +42,7 @@ import numpy as np
 
 from ..exceptions import CheckpointFormatError, CheckpointNotFoundError, user_stacklevel
 from ._format_tables import spec_from_attrs, table_attrs
+from ._manifests import MANIFEST, absent_text, check_manifest
 
 __all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "check_format", "chunk_keys",
            "latest", "list_versions", "open_version", "read_versions", "spec_from_attrs",
@@ -49,7 +50,6 @@ __all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "check_format", 
 
 #: Version of the store layout; readers refuse anything newer.
 FORMAT = 1
-MANIFEST = "manifest.json"
 _VERSION = re.compile(r"^v(\d{6,})$")
 
 
@@ -203,18 +203,7 @@ def read_versions(url: str) -> tuple[list[int], list[int], dict]:
 
 
 def _read_manifest(fs, path: str) -> dict | None:
-    try:
-        manifest = json.loads(fs.cat_file(f"{path}/{MANIFEST}"))
-    except (FileNotFoundError, ValueError):  # absent, or cut short while being written
-        return None
-    if not (isinstance(manifest, dict) and "format" in manifest):
-        return None
-    # damage that still parses (fields of other types) is not a manifest either: torn
-    arrays, sums = manifest.get("arrays", {}), manifest.get("metadata", {})
-    if not (isinstance(arrays, dict) and isinstance(sums, dict)
-            and all(isinstance(c, list) for c in arrays.values())):
-        return None
-    return manifest
+    return check_manifest(fs, path)[0]
 
 
 def latest(url: str, version: int | None = None, *, warn: bool = True,
@@ -230,7 +219,9 @@ def latest(url: str, version: int | None = None, *, warn: bool = True,
     Raises
     ------
     CheckpointNotFoundError
-        No complete version (or not version ``version``); the message lists the torn ones.
+        No complete version (or not version ``version``); the message says what is there
+        instead (:func:`~dask_ps.model._manifests.absent_text`: no such folder, a file, an
+        export, torn versions and why each is torn) or which versions are damaged.
     CheckpointFormatError
         A version written in a newer store format than this dask_ps reads.
     TypeError
@@ -248,7 +239,7 @@ def latest(url: str, version: int | None = None, *, warn: bool = True,
         if version not in complete:
             raise CheckpointNotFoundError(
                 f"checkpoint {url!r} has no complete version {version}; complete: {complete}, "
-                f"torn: {torn}")
+                f"torn: {torn}" + ("" if complete else f" ({absent_text(url, torn)})"))
         problems, read = _inspect(url, version, manifests[version])
         if problems:
             raise CheckpointFormatError(f"checkpoint {url!r} version {version} is damaged: "
@@ -262,6 +253,8 @@ def latest(url: str, version: int | None = None, *, warn: bool = True,
                 chosen = v
                 break
             damaged[v] = problems
+        if chosen is None and not damaged:  # what is there instead: said
+            raise CheckpointNotFoundError(absent_text(url, torn))
         if chosen is None:
             raise CheckpointNotFoundError(
                 f"no complete checkpoint version at {url!r}"

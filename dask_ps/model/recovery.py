@@ -39,7 +39,14 @@ from ..exceptions import (
 from . import format as ck
 from . import placement
 from ._format_tables import spec_differences
-from ._versions import newest_own, own_version, prune, said_of, warn_skipped
+from ._versions import (
+    newest_own,
+    no_version_of_fit,
+    own_version,
+    prune,
+    warn_all_torn,
+    warn_skipped,
+)
 from .checkpoint import restore_read
 
 __all__ = ["check_not_past", "check_resumable", "fit_differences", "loss_errors", "recover",
@@ -176,30 +183,6 @@ def fit_differences(model, info: ck.CheckpointInfo, fit_id: dict | None = None,
     return f"holds another fit: {'; '.join(said)}" if said else None
 
 
-def _no_version_of_fit(info: ck.CheckpointInfo, others: dict,
-                       driver_differs: Callable | None) -> str:
-    """The error of a resume from the folder of ``info`` none of whose versions holds this
-    fit (``others``: what each holds, :func:`fit_differences`). Versions that hold this fit
-    but none of the state it keeps beside its tables (``driver_differs(None)`` says what is
-    missing, e.g. a GBDT fit's trees: a checkpoint written by a dask_ps that did not keep
-    them) are named first, with the field missing: they are no other fit's."""
-    missing = None if driver_differs is None else driver_differs(None)
-    bare = [v for v, said in others.items()
-            if missing is not None and said == f"holds another fit: {missing}"]
-    if not bare:
-        return (f"resume: checkpoint {info.url!r} holds no version of this fit: "
-                f"{said_of(others)}; resume with the same data and parameters, or use "
-                f"another checkpoint folder")
-    rest = {v: said for v, said in others.items() if v not in bare}
-    which = f"version {bare[0]} lacks" if len(bare) == 1 else \
-        f"versions {', '.join(map(str, bare[:-1]))} and {bare[-1]} lack"
-    return (f"resume: checkpoint {info.url!r} {which} what this fit keeps beside its tables "
-            f"(field extra.driver of the metadata is missing): {missing}; this fit cannot "
-            f"resume from {'it' if len(bare) == 1 else 'them'}"
-            + (f" (and {said_of(rest)})" if rest else "")
-            + ": fit afresh (resume=False), or use another checkpoint folder")
-
-
 def check_not_past(info: ck.CheckpointInfo, n_clocks: int, unit: str = "clock",
                    limit: str = "n_clocks") -> None:
     """Refuse to resume a run of ``n_clocks`` from checkpoint ``info`` taken after more
@@ -278,7 +261,9 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         its tables, its clock and its results of the clocks before; an
         :class:`~dask_ps.exceptions.OptionError` when its tables are not the model's (see
         :func:`check_resumable`) or, unless ``rewinds``, when its clock is past
-        ``n_clocks`` (:func:`check_not_past`), before anything is restored.
+        ``n_clocks`` (:func:`check_not_past`), before anything is restored. A folder
+        whose versions are all torn: a ``TornCheckpointWarning`` names each and why
+        (:func:`~dask_ps.model._versions.warn_all_torn`), and the run starts at clock 0.
     keep : int or None, default 2
         Complete versions of this run kept (older ones pruned); versions that were in
         ``checkpoint`` before the run, or that another writer saved there meanwhile, are
@@ -376,6 +361,8 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         return fit_differences(model, info, fit_id, driver_differs)
 
     listed = ck.read_versions(checkpoint) if resume and checkpoint is not None else None
+    if listed is not None and listed[1] and not listed[0]:  # every version torn: said
+        warn_all_torn(checkpoint, listed[1], unit)
     if listed is not None and listed[0]:  # one listing: whether to resume, and from which
         def check(info):
             check_resumable(model, info, fit_id, driver_differs)
@@ -387,7 +374,7 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         def own_fit(info):
             start, others = newest_own(info, differs, "this fit", warn=False)
             if start is None:  # no version of this fit: named, with what the folder holds
-                raise OptionError(_no_version_of_fit(info, others, driver_differs))
+                raise OptionError(no_version_of_fit(info, others, driver_differs))
             skipped.update(others)
             return start
 
@@ -560,7 +547,7 @@ def recover(model, checkpoint: str, optimizer_state: bool = True, *,
     Raises
     ------
     CheckpointNotFoundError
-        No complete checkpoint.
+        No complete checkpoint (saying what is there instead, as PSModel.load does).
     CheckpointFormatError
         No version of the folder holds the model (naming the folder and what each version
         holds), checked before any shard is moved; or none of those that do restores.

@@ -209,7 +209,7 @@ def test_versions_newest_wins_and_keep_prunes():
     assert old.checkpoint_info.clock == 2
     with pytest.raises(CheckpointNotFoundError, match="no complete version 1"):
         PSModel.load("local", "memory://keep", version=1)
-    with pytest.raises(CheckpointNotFoundError, match="no complete checkpoint"):
+    with pytest.raises(CheckpointNotFoundError, match="no checkpoint at .*: no such folder"):
         PSModel.load("local", "memory://nothing-here")
     for m in (model, loaded, old):
         m.close()
