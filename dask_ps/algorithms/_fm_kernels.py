@@ -16,11 +16,12 @@ rule ``v_rule`` (AdaGrad or SGD) plus an L2 pull ``reg * v`` — the FTRL-FM des
 from __future__ import annotations
 
 import numba
+import numpy as np
 
 from ..kernels.optim import FTRL_RULE, coord_step
 from ._logistic_kernels import loss_residual
 
-__all__ = ["fm_margin", "fm_steps"]
+__all__ = ["fm_margin", "fm_margins_scaled", "fm_steps"]
 
 _JIT = dict(cache=True, nogil=True)
 
@@ -45,6 +46,50 @@ def fm_margin(indptr, indices, data, i, w, bias, V, s):
     for f in range(k):
         inter += s[f] * s[f]
     return z + 0.5 * (inter - sq)
+
+
+@numba.njit(**_JIT)
+def fm_margins_scaled(indptr, indices, data, rows, w, bias, V, out):
+    """FM margins of the CSR ``rows`` whose plain identity overflowed (``inf - inf``), into
+    ``out`` (len(rows),): each row scaled by its largest ``|x|`` (``s``), the linear part
+    ``s * sum_j w_j (x_j / s)`` and the pairwise one ``s * (s * P)`` with ``P`` the sum
+    over pairs of the scaled row, summed in order (``sum_l a_lf * sum_{j<l} a_jf``, no
+    cancelling squares) and 0 when ``P`` is 0 (a row with one non-zero: no ``inf * 0``).
+    A margin is ``±inf`` when a part overflows, NaN only when the linear part and the
+    pairwise part overflow with opposite signs (undefined).
+
+    Parameters
+    ----------
+    indptr, indices, data : CSR arrays; ``indices`` index ``w`` (n,) and ``V`` (n, k).
+    rows : int64 array
+    bias : float
+    out : float64 array (len(rows),)
+    """
+    k = V.shape[1]
+    acc = np.empty(k)
+    for q in range(rows.shape[0]):
+        i = rows[q]
+        s = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            s = max(s, abs(data[p]))
+        if s == 0.0:
+            out[q] = bias
+            continue
+        lin = 0.0
+        pair = 0.0
+        for f in range(k):
+            acc[f] = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            x = data[p] / s
+            lin += w[j] * x
+            for f in range(k):
+                a = V[j, f] * x
+                pair += a * acc[f]
+                acc[f] += a
+        lin = bias + s * lin
+        pair = 0.0 if pair == 0.0 else s * (s * pair)
+        out[q] = lin + pair
 
 
 @numba.njit(**_JIT)

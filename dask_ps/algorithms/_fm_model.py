@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _logistic_data as D
+from ._fm_kernels import fm_margins_scaled
 
 if TYPE_CHECKING:
     from ..model import PSModel
@@ -20,13 +21,45 @@ if TYPE_CHECKING:
 __all__ = ["block_margins", "check_fitted_arrays", "check_room", "fm_margins", "fm_table"]
 
 
-def fm_margins(X, coef: np.ndarray, intercept: float, factors: np.ndarray) -> np.ndarray:
+def fm_margins(X, coef: np.ndarray, intercept: float, factors: np.ndarray,
+               first_row: int = 0) -> np.ndarray:
     """FM margins of the rows of ``X`` (n, n_features), dense or sparse: ``intercept + X
-    coef + 1/2 sum_f [(X V)_f^2 - (X^2 V^2)_f]``, float64 (n,), by sparse products."""
+    coef + 1/2 sum_f [(X V)_f^2 - (X^2 V^2)_f]``, float64 (n,), by sparse products.
+
+    Rows where that overflows (a finite value such as 1e300 squared: ``inf - inf`` gave
+    NaN) are computed again scaled by their largest ``|x|``
+    (:func:`~._fm_kernels.fm_margins_scaled`): ``±inf`` when the margin is beyond float64
+    (probabilities 0 or 1, as logistic regression's), finite when only the squares
+    overflowed (one non-zero: no pair, the linear part alone).
+
+    Raises
+    ------
+    ValueError
+        A row whose linear part and pairwise part overflow with opposite signs (an
+        undefined margin), naming it (``first_row`` plus its index: a dask chunk's
+        first row in the whole ``X``) and its largest ``|x|``.
+    """
     X = sp.csr_matrix(X, dtype=np.float64)
-    XV = X @ factors
-    X2V2 = X.multiply(X) @ (factors * factors)
-    return intercept + X @ coef + 0.5 * ((XV * XV).sum(axis=1) - X2V2.sum(axis=1))
+    with np.errstate(over="ignore", invalid="ignore"):  # such rows are computed again
+        XV = X @ factors
+        X2V2 = X.multiply(X) @ (factors * factors)
+        out = intercept + X @ coef + 0.5 * ((XV * XV).sum(axis=1) - X2V2.sum(axis=1))
+    if not np.isfinite(out).all():
+        rows = np.flatnonzero(~np.isfinite(out))
+        redo = np.empty(rows.shape[0])
+        fm_margins_scaled(X.indptr, X.indices, X.data, rows,
+                          np.ascontiguousarray(coef, dtype=np.float64).ravel(),
+                          float(intercept), np.ascontiguousarray(factors, dtype=np.float64),
+                          redo)
+        if np.isnan(redo).any():
+            i = int(rows[np.flatnonzero(np.isnan(redo))[0]])
+            big = float(np.abs(X.data[X.indptr[i]:X.indptr[i + 1]]).max())
+            raise ValueError(f"the factorization machine's margin of row {first_row + i} of "
+                             f"X is undefined: its linear part and its pairwise part "
+                             f"overflow float64 with opposite signs (+inf - inf; largest "
+                             f"|x| {big:g}); scale the features")
+        out[rows] = redo
+    return out
 
 
 def fm_table(coef, intercept: np.ndarray, factors):
@@ -53,17 +86,19 @@ def check_fitted_arrays(estimator: str, coef, factors) -> None:
                          f"arrays or both scipy.sparse matrices")
 
 
-def block_margins(X, table, intercept: float, n_buckets) -> np.ndarray:
+def block_margins(X, table, intercept: float, n_buckets, block_info=None) -> np.ndarray:
     """FM margins (n,) of a block ``X`` (columns hashed into ``n_buckets`` first, when
     given) by a :func:`fm_table`: its columns become rows of the table
     (:func:`~._logistic_data.table_rows`; a keyed model's unheld keys a row of zeros), then
-    :func:`fm_margins` of the sparse products."""
+    :func:`fm_margins` of the sparse products (raising its ValueError with the row in the
+    whole ``X``: ``block_info`` of a dask chunk, given by ``map_blocks``)."""
+    first = block_info[0]["array-location"][0][0] if block_info else 0
     X = sp.csr_matrix(X, dtype=np.float64)
     if n_buckets is not None:
         X = D.hash_columns(X, n_buckets)
     indices, table = D.table_rows(X.indices, table)
     X = sp.csr_matrix((X.data, indices, X.indptr), shape=(X.shape[0], table.shape[0]))
-    return fm_margins(X, table[:, 0], intercept, table[:, 1:])
+    return fm_margins(X, table[:, 0], intercept, table[:, 1:], first_row=first)
 
 
 def check_room(estimator: str, model: PSModel, width: int, k: int, keyed: bool) -> None:

@@ -1,13 +1,58 @@
 """:class:`~dask_ps.LogisticRegression`'s checks of its parameters before a fit: the
-combinations of solver and penalty, and what a warm start must keep."""
+combinations of solver and penalty, what a warm start must keep, and which solvers have
+``partial_fit``."""
 
 from __future__ import annotations
 
+import functools
 import warnings
+from types import MethodType
 
 from ..exceptions import user_stacklevel
+from ._stochastic_fit import SOLVERS
 
-__all__ = ["check_params", "check_warm_start"]
+__all__ = ["check_params", "check_warm_start", "stochastic_only"]
+
+class stochastic_only:  # noqa: N801 (a decorator, as scikit-learn's available_if)
+    """Make a method (``partial_fit``) exist only on an estimator of a stochastic solver
+    (:data:`~._stochastic_fit.SOLVERS` but "lbfgs", full-batch): scikit-learn's
+    ``available_if`` (``hasattr`` False for ``solver="lbfgs"``, the function as ``fn``),
+    whose AttributeError said only "This 'LogisticRegression' has no attribute
+    'partial_fit'"; this one names the solver and the solvers that have the method.
+
+    Raises
+    ------
+    AttributeError
+        On access from an estimator whose ``solver`` is "lbfgs".
+    """
+
+    def __init__(self, fn):
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def _check(self, obj) -> None:
+        solver = getattr(obj, "solver", None)
+        if solver == "lbfgs":
+            stochastic = [repr(s) for s, rule in SOLVERS.items() if rule is not None]
+            name = self.fn.__name__
+            raise AttributeError(
+                f"{type(obj).__name__} with solver={solver!r} has no attribute {name!r}: "
+                f"{name} is one more epoch of a stochastic solver "
+                f"({', '.join(stochastic)}); 'lbfgs' (OWL-QN with "
+                f"penalty='l1') is full-batch: use fit, or set solver to one of those",
+                name=name, obj=obj)
+
+    def __get__(self, obj, owner=None):
+        if obj is not None:
+            self._check(obj)
+            return MethodType(self.fn, obj)
+
+        @functools.wraps(self.fn)
+        def out(*args, **kwargs):  # from the class (docs, monkeypatching)
+            self._check(args[0])
+            return self.fn(*args, **kwargs)
+
+        return out
 
 
 def check_params(est) -> None:

@@ -105,6 +105,18 @@ def _divergence_advice(learning_rate: float, factor_learning_rate: float,
     return f"try a smaller {names[0]}, {names[1]} or {names[2]}"
 
 
+def _not_finite(data: np.ndarray) -> str:
+    """What a block whose steps made the weights not finite shows: its largest ``|x|`` when
+    1e150 or more (a margin's pairwise terms multiply two values and their factors: rows
+    with 1e300 gave ``inf - inf``, NaN, and a fit that no learning rate could save)."""
+    big = float(np.abs(data).max()) if data.shape[0] else 0.0
+    what = "the weights are no longer finite"
+    if big >= 1e150:
+        what += (f" (the rows hold |x| up to {big:g}: their products in the pairwise terms "
+                 f"overflow float64; scale the features)")
+    return what
+
+
 def fm_step(ps, part, cfg: dict) -> np.ndarray:
     """One epoch of FM over a partition, a clock per block (see the module docstring);
     returns ``[summed progressive log-loss, rows, 0, 0]`` (the layout of
@@ -131,7 +143,7 @@ def fm_step(ps, part, cfg: dict) -> np.ndarray:
                             rng.permutation(blk.train), rule.hyper, cfg["fit_intercept"], w,
                             z, n, v_rule, v_hyper, cfg["reg_factors"], V, A, np.empty(k))
         if not (np.isfinite(w).all() and np.isfinite(V).all()):
-            raise DivergenceError(cfg["name"], part.epoch, "the weights are no longer finite",
+            raise DivergenceError(cfg["name"], part.epoch, _not_finite(blk.data),
                                   _divergence_advice(cfg["learning_rate"], cfg["v_hyper"][0],
                                                      cfg["init_std"]))
         sums[1] += weight_of(blk, blk.train)
@@ -486,7 +498,16 @@ class FactorizationMachineClassifier(LogisticRegression):
 
     def decision_function(self, X):
         """FM margins, shape (n,) (a dask array for dask ``X``, computed chunk by chunk),
-        from dense or sparse (keyed) ``coef_`` and ``factors_`` alike."""
+        from dense or sparse (keyed) ``coef_`` and ``factors_`` alike; never NaN for finite
+        ``X``: a margin beyond float64 (values such as 1e300) is ``±inf``, probability 0
+        or 1 in :meth:`predict_proba` (:func:`~._fm_model.fm_margins`).
+
+        Raises
+        ------
+        ValueError
+            ``X`` not finite or of another width, or a row whose margin is undefined (its
+            linear part and pairwise part overflow with opposite signs), naming the row.
+        """
         check_is_fitted(self)
         X = D.as_scipy(X)
         check_fitted_arrays(type(self).__name__, self.coef_, self.factors_)

@@ -19,7 +19,6 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import ClassifierMixin
-from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ..exceptions import DataError
@@ -39,7 +38,7 @@ from ._base import (
 )
 from ._lbfgs import lbfgs_fit
 from ._loaded import check_linear
-from ._logistic_params import check_params, check_warm_start
+from ._logistic_params import check_params, check_warm_start, stochastic_only
 from ._stochastic import (
     check_held_out,
 )
@@ -364,7 +363,7 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         return self._fit(X, y, None, self.max_iter, self.warm_start, eval_set,
                          sample_weight)
 
-    @available_if(lambda self: self.solver != "lbfgs")  # hasattr False: scikit-learn's way
+    @stochastic_only  # hasattr False for "lbfgs": scikit-learn's way, with a clearer error
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One more epoch over ``X``, ``y`` from the current weights (stochastic solvers:
         with ``solver="lbfgs"`` there is no such method, an AttributeError);

@@ -233,3 +233,73 @@ def test_divergence_from_a_large_init_std_says_to_lower_it():
                                               r"learning_rate \(now 0\.1\) or "
                                               r"factor_learning_rate \(now 0\.02\)$"):
         est.fit(X, np.arange(300) % 2)
+
+
+def test_margins_of_huge_finite_values_are_never_nan():
+    """Rendle's identity 1/2 sum_f [(sum v x)^2 - sum v^2 x^2] squared 1e300 into inf - inf:
+    NaN margins. Such rows are computed again scaled by their largest |x|: one non-zero has
+    no pair (the linear part alone), a margin beyond float64 is ±inf, an undefined one (the
+    linear part +inf, the pairwise -inf) an error naming the row; other rows unchanged."""
+    rng = np.random.default_rng(5)
+    w, V, b = rng.normal(size=6), rng.normal(size=(6, 3)), 0.3
+    X = rng.normal(size=(6, 6))
+    want = fm_margins(X, w, b, V)
+    X[1] = 0.0
+    X[1, 2] = -1e300                      # one non-zero: no pair
+    X[2] = 0.0
+    X[2, [1, 3]] = 1e300, 1e-5            # a finite pairwise term, beyond the squares
+    X[3] = 0.0
+    X[3, [0, 4]] = 1e200, -1e200          # the pairwise term beyond float64
+    got = fm_margins(sp.csr_matrix(X), w, b, V)
+    assert not np.isnan(got).any()
+    np.testing.assert_allclose(got[[0, 4, 5]], want[[0, 4, 5]], rtol=1e-12)
+    assert got[1] == b - 1e300 * w[2]
+    np.testing.assert_allclose(got[2], 1e300 * w[1] + 1e295 * (V[1] @ V[3]), rtol=1e-9)
+    assert got[3] == -np.inf * np.sign(V[0] @ V[4])
+    np.testing.assert_array_equal(fm_margins(X, w, b, V), got)  # dense X alike
+    Vu, wu = V.copy(), w.copy()
+    Vu[4], wu[[0, 4]] = V[0], (2.0, -1.0)  # <v_0, v_4> > 0
+    X[3, [0, 4]] = 1.5e308, -1e308        # linear 3e308 + 1e308: +inf; pairwise -inf
+    with pytest.raises(ValueError, match=r"margin of row 3 of X is undefined: its linear "
+                                         r"part and its pairwise part overflow .*1\.5e\+308"):
+        fm_margins(X, wu, b, Vu)
+
+
+def test_predictions_on_huge_finite_values_are_probabilities(client2):
+    """A fitted FM gave predict_proba [nan, nan] (and predict class 0) for rows holding 1e300,
+    where LogisticRegression gives 0 or 1: now every method gives finite probabilities,
+    with dense, sparse and dask input (on a LocalCluster, an undefined row named by its row
+    in the whole X), and a fit on such rows says to scale the features."""
+    import dask.array as da
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
+    fm = FactorizationMachineClassifier(k=3, max_iter=3, random_state=0,
+                                        checkpoint=None).fit(X, y)
+    X2 = X[:40].copy()
+    X2[:10, 0] = 1e300
+    X2[10:20] = 0.0
+    X2[10:20, 2] = -1e300
+    for Xin in (X2, sp.csr_matrix(X2)):
+        p = fm.predict_proba(Xin)
+        assert np.isfinite(p).all() and np.allclose(p.sum(axis=1), 1.0)
+        assert set(np.unique(p[:20])) <= {0.0, 1.0}
+        np.testing.assert_array_equal(fm.predict(Xin), fm.classes_[p.argmax(axis=1)])
+        assert 0.0 <= fm.score(Xin, y[:40]) <= 1.0
+    np.testing.assert_array_equal(p[20:], fm.predict_proba(X[20:40]))
+    lazy = fm.predict_proba(da.from_array(X2, chunks=(15, -1)))
+    np.testing.assert_array_equal(lazy.compute(), p)
+    # an undefined margin: the linear part +inf, the pairwise one -inf
+    fm.coef_ = np.array([[2.0, 2.0, 0.0, 0.0, 0.0]])
+    fm.factors_ = fm.factors_.copy()
+    fm.factors_[1] = -fm.factors_[0]
+    X2[33, [0, 1]] = 1e308
+    with pytest.raises(ValueError, match="row 33 of X is undefined"):
+        fm.predict_proba(da.from_array(X2, chunks=(15, -1))).compute()
+    Xb = X.copy()
+    Xb[:5, 0] = 1e300
+    with pytest.raises(DivergenceError, match=r"the rows hold \|x\| up to 1e\+300.*scale the "
+                                              r"features"):
+        FactorizationMachineClassifier(k=3, max_iter=3, random_state=0,
+                                       checkpoint=None).fit(Xb, y)

@@ -14,7 +14,7 @@ from sklearn.metrics import accuracy_score, roc_auc_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import dask_ps
-from dask_ps.algorithms import LogisticRegression
+from dask_ps.algorithms import FactorizationMachineClassifier, LogisticRegression
 from dask_ps.algorithms._weights import expected_failed_checks
 
 pytestmark = pytest.mark.timeout(300)
@@ -490,6 +490,27 @@ def test_partial_fit_epochs_accumulate(a9a):
     assert not hasattr(LogisticRegression(solver="lbfgs"), "partial_fit")  # available_if
     with pytest.raises(AttributeError, match="partial_fit"):
         LogisticRegression(solver="lbfgs").partial_fit(X, y)
+
+
+def test_partial_fit_of_lbfgs_names_the_stochastic_solvers():
+    """solver="lbfgs" has no partial_fit (hasattr False, scikit-learn's available_if way);
+    the AttributeError said only "This 'LogisticRegression' has no attribute
+    'partial_fit'", not why: it names the solver and the stochastic ones now."""
+    X, y = np.random.default_rng(0).normal(size=(20, 3)), np.arange(20) % 2
+    for est in (LogisticRegression(solver="lbfgs"), LogisticRegression(solver="lbfgs",
+                                                                       penalty="l1")):
+        assert not hasattr(est, "partial_fit")
+        with pytest.raises(AttributeError, match=r"^LogisticRegression with solver='lbfgs' "
+                                                 r"has no attribute 'partial_fit': partial_fit "
+                                                 r"is one more epoch of a stochastic solver "
+                                                 r"\('ftrl', 'adagrad', 'sgd'\); 'lbfgs' .*"
+                                                 r"full-batch"):
+            est.partial_fit(X, y, classes=[0, 1])
+        with pytest.raises(AttributeError, match="solver='lbfgs'"):  # from the class too
+            LogisticRegression.partial_fit(est, X, y, classes=[0, 1])
+    assert LogisticRegression.partial_fit.__doc__.startswith("One more epoch")
+    assert hasattr(LogisticRegression(solver="sgd"), "partial_fit")
+    assert hasattr(FactorizationMachineClassifier(), "partial_fit")
 
 
 @pytest.mark.parametrize("name", ["lr", "fm"])
