@@ -653,3 +653,53 @@ def test_a_folder_is_its_files_and_a_compressed_file_is_named(tmp_path, client1,
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"dask-ps: error: {packed}: not LIBSVM text (it is gzip-compressed, but its name does "
         f"not end in .gz: rename it to end in .gz)")
+
+
+@pytest.mark.timeout(300)
+def test_evaluate_refuses_test_data_of_no_rows_as_train_refuses_it(tmp_path, client1, capsys):
+    """dask-ps evaluate on an empty test file (LIBSVM, a CSV header alone, ratings, LDA-C)
+    printed "test: no rows" (or no ratings, no documents) with status 0, where train refuses
+    the same file as --train: now it is refused alike, naming the file, status 2."""
+    import pandas as pd
+
+    sf = _scheduler_file(client1, tmp_path)
+    svm = _svm(tmp_path / "tr.svm", np.tile([0, 1], 20))
+    table = tmp_path / "tr.csv"
+    pd.DataFrame({"click": [0, 1] * 10, "a": np.arange(20) / 20}).to_csv(table, index=False)
+    ratings, docs = tmp_path / "r.tsv", tmp_path / "d.ldac"
+    ratings.write_text("1\t2\t5\n1\t3\t4\n2\t2\t3\n3\t1\t1\n")
+    docs.write_text("2 0:1 1:2\n1 2:3\n3 0:1 3:2 4:1\n")
+    empty, blank, head, none_r, none_d = (tmp_path / n for n in (
+        "empty.svm", "blank.svm", "head.csv", "empty.tsv", "empty.ldac"))
+    for path, text in [(empty, ""), (blank, "# a comment\n\n"), (head, "click,a\n"),
+                       (none_r, ""), (none_d, "")]:
+        path.write_text(text)
+    for algorithm, argv, tests, what in [
+            ("lr", ["--train", svm], (empty, blank), "no rows"),
+            ("lr", ["--train", str(table), "--format", "csv", "--label", "click"], (head,),
+             "no rows"),
+            ("mf", ["--train", str(ratings)], (none_r,), "no ratings"),
+            ("lda", ["--train", str(docs)], (none_d,), "no documents")]:
+        model = str(tmp_path / f"{algorithm}.npz")
+        assert main(["train", algorithm, *argv, "--max-iter", "1", "--save", model,
+                     "--scheduler-file", sf]) == 0, algorithm
+        for test in tests:
+            capsys.readouterr()
+            assert main(["evaluate", model, "--test", str(test)]) == 2, (algorithm, test)
+            assert capsys.readouterr().err == f"dask-ps: error: {test}: {what}\n"
+
+
+@pytest.mark.timeout(200)
+def test_a_libsvm_value_beyond_float32_is_refused_at_read_time_naming_its_line(
+        tmp_path, client1, capsys):
+    """1:1e39 was read as inf into float32 X (NumPy's "overflow encountered in cast" only),
+    and train failed at the fit with "X: value inf at row 0, column 0 is not finite", no file
+    nor line; now the reader refuses it, and dask-ps, which has no dtype option, says so."""
+    path = tmp_path / "h.svm"
+    path.write_text("0 2:1\n1 1:0.5 3:-1e39\n")
+    assert main(["train", "lr", "--train", str(path),
+                 "--scheduler-file", _scheduler_file(client1, tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"dask-ps: error: {path}, line 2: value -1e+39 of feature index 3 is too large for "
+        f"float32 (X's dtype: at most 3.4028235e+38 in magnitude): '3:-1e39'; dask-ps reads "
+        f"feature values as float32 (no option widens them): scale the feature")

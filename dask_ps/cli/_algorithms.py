@@ -74,7 +74,8 @@ class Algorithm:
     load_test : callable(path, meta, args) -> test data
         For ``dask-ps evaluate``: read ``path`` as the training data was (``meta``).
     score : callable(estimator, test) -> list of str
-        The lines printed about the test data (the first starts with ``test:``).
+        The lines printed about the test data (the first starts with ``test:``); none
+        but ``f"test: {empty}"`` for test data without rows (evaluate refuses it).
     export : callable(estimator, meta) -> (tables, description)
         For ``dask-ps export``: pandas tables of the weights and a JSON-able description.
     unit : str
@@ -94,8 +95,9 @@ class Algorithm:
         Whether ``--weight COLUMN`` (sample weights, ``fit(..., sample_weight=...)``) applies;
         refused up front for the others.
     empty : str
-        What an empty ``--train`` (every file of 0 bytes) is refused with before a cluster
-        starts, after its path (``"no rows"``; mf: ``"no ratings"``).
+        What an empty ``--train`` (every file of 0 bytes, or no rows read) is refused with,
+        after its path (``"no rows"``; mf: ``"no ratings"``, lda: ``"no documents"``), and
+        ``dask-ps evaluate`` an empty ``--test``.
     passes : str
         What one pass of the fit is called in the output (``"epoch"``; gbdt: ``"round"``,
         lda: ``"iteration"``).
@@ -230,6 +232,10 @@ TEST_BLOCKSIZE = "32MiB"
 ZERO_BASED = {"auto": "auto", "true": True, "false": False}
 
 
+#: ``notes["dtype"]`` of :func:`~dask_ps.io.libsvm.read_libsvm_inputs` (no option sets dtype)
+FLOAT32 = "dask-ps reads feature values as float32 (no option widens them): scale the feature"
+
+
 def add_zero_based(g) -> None:
     """``dask-ps train``'s ``--zero-based`` (lr, fm, gbdt: wherever LIBSVM is read)."""
     g.add_argument("--zero-based", choices=list(ZERO_BASED),
@@ -314,7 +320,7 @@ def read_libsvm_train_test(args, meta: dict, blocksize) -> tuple:
                       f"--train and --test",
              "zero": "--train has no feature index 0, so it is read one-based, and --test "
                      "with it; --zero-based true reads both zero-based" if option == "auto"
-                     else f"--zero-based {option}"}
+                     else f"--zero-based {option}", "dtype": FLOAT32}
     inputs = [(args.train, blocksize), *([(args.test, TEST_BLOCKSIZE)] if args.test else [])]
     where: dict = {}
     read, base = read_libsvm_inputs(inputs, n, ZERO_BASED[option], base_inputs=1,
@@ -356,7 +362,7 @@ def read_libsvm_test(path: str, meta: dict, zero_based: str | None = None) -> tu
     n = meta["n_features"]
     notes = {"width": f"the model's width: it was trained on {n:,} features",
              "zero": "the model was trained on one-based data" if zero_based is None
-                     else f"--zero-based {zero_based}"}
+                     else f"--zero-based {zero_based}", "dtype": FLOAT32}
     base = meta.get("zero_based", "auto") if zero_based is None else ZERO_BASED[zero_based]
     read, _ = read_libsvm_inputs([(path, TEST_BLOCKSIZE)], n, base, scan=True, notes=notes)
     return read[0]

@@ -430,6 +430,7 @@ def evaluate(args) -> int:
     """Score a saved model on test data, in this process (Dask's threads)."""
     import dask
 
+    from ..io._blocks import files_named
     from ..saving import load_estimator
 
     check_model(args.model)
@@ -452,6 +453,8 @@ def evaluate(args) -> int:
         if said is None:
             raise
         raise DataError(said) from exc
+    if lines == [f"test: {algo.empty}"]:  # nothing to score: refused as train refuses it
+        raise DataError(f"{files_named(args.test)}: {algo.empty}")
     for line in lines:
         if line.startswith("warning: "):
             print(f"dask-ps: {line}", file=sys.stderr, flush=True)

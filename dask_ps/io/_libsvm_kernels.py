@@ -25,6 +25,10 @@ E_BIG_INDEX = 6
 E_BAD_VALUE = 7
 E_BAD_LABEL = 8
 E_DUP_INDEX = 9
+#: A value finite in float64 but beyond the range of X's narrower dtype (float32): found by
+#: the caller, on the numbers the kernel leaves to it (every value above 2**53 * 10**22,
+#: about 9.0e37, is one of them, so every value beyond float32's 3.4e38 is).
+E_RANGE = 10
 
 # Slots of the int64 ``info`` array returned next to the data arrays.
 I_ROWS, I_NNZ, I_NSLOW, I_BLOB, I_MIN, I_MAX, I_CANON, I_NEWLINES = range(8)

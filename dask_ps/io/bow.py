@@ -116,14 +116,20 @@ def _vocabulary(vocabulary, storage_options) -> np.ndarray | None:
 
 
 def _as_counts(X: sp.csr_matrix, dtype, where) -> sp.csr_matrix:
-    """Counts must be positive integers; ``where(row)`` names the row's place for errors."""
+    """Counts must be positive integers that ``dtype`` holds (not ``1e39`` in float32);
+    ``where(row, reason)`` names the row's place for errors."""
+    with np.errstate(over="ignore"):  # a count beyond dtype's range: refused below
+        out = X.astype(dtype)
     bad = (X.data <= 0) | (X.data != np.floor(X.data))
-    if bad.any():
-        k = int(np.argmax(bad))
+    beyond = np.isinf(out.data) if out.dtype.kind in "fc" else np.zeros(0, bool)
+    if bad.any() or beyond.any():
+        k = int(np.argmax(bad | beyond)) if beyond.size else int(np.argmax(bad))
         row = int(np.searchsorted(X.indptr, k, side="right")) - 1
-        raise where(row, f"count {X.data[k]:g} of term {X.indices[k]} is not a positive "
-                         f"integer")
-    return X.astype(dtype)
+        what = "is not a positive integer" if bad[k] else (
+            f"is too large for {out.dtype} (X's dtype: at most {np.finfo(out.dtype).max:.8g}); "
+            f"read with dtype=numpy.float64")
+        raise where(row, f"count {X.data[k]:g} of term {X.indices[k]} {what}")
+    return out
 
 
 #: The LIBSVM kernel's errors in LDA-C's words (a line is ``N id:count ...``, no label).
@@ -239,13 +245,14 @@ def _docword_block(fs, block, line0: int, n_docs: int, n_words: int) -> tuple:
     data, skipped = strip_header(raw, block, 3)
     table = parse_block(data, _TRIPLE, _TYPES, " ", block.path, line0 + skipped)
     cols = [table.column(c).to_numpy(zero_copy_only=False) for c in _TRIPLE]
-    limits = (n_docs, n_words, np.inf)
+    limits = (n_docs, n_words, 2**53)  # a count above it: not exact, nor an int64 after it
     for name, v, hi in zip(_TRIPLE, cols, limits):
         bad = ~((v >= 1) & (v <= hi) & (v == np.floor(v)))  # NaN (empty field) is bad too
         if bad.any():
             row = int(np.argmax(bad))
             what = "count" if name == "count" else f"{name} id"
-            rng = "a positive integer" if name == "count" else f"an integer in [1, {int(hi)}]"
+            rng = ("a positive integer" + (" of at most 2**53" if v[row] > hi else "")
+                   if name == "count" else f"an integer in [1, {int(hi)}]")
             raise LineError(block.path, line0 + skipped + line_of_row(data, row),
                             f"{what} {v[row]:g} is not {rng}")
     doc, word, count = (c.astype(np.int64) for c in cols)

@@ -34,7 +34,13 @@ _REASONS = {
     _k.E_BAD_VALUE: "value is not a finite number",
     _k.E_BAD_LABEL: "label is not a finite number",
     _k.E_DUP_INDEX: "feature index {index} repeated on the line",
+    _k.E_RANGE: "value {value!r} of feature index {index} is too large for {dtype} (X's "
+                "dtype: at most {top:.8g} in magnitude)",
 }
+
+#: What the message of a value too large for X's dtype advises after its token, unless the
+#: caller words it (``notes["dtype"]``: the command line has no dtype option).
+_WIDER = "scale the feature, or read with dtype=numpy.float64"
 
 
 #: A UTF-8 byte order mark: skipped at the start of a file, as the CSV and text readers do.
@@ -53,6 +59,7 @@ class _Err(NamedTuple):
     code: int
     line: int  # 1-based, relative to the block
     token: bytes
+    dtype: np.dtype | None = None  # E_RANGE: the dtype the value does not fit
 
 
 class _Parsed(NamedTuple):
@@ -73,11 +80,22 @@ class _Stats(NamedTuple):
     zero_line: int = 0  # the first line (1-based, in the block) with index 0, 0 when none
 
 
+def _narrow(dtype) -> np.dtype | None:
+    """The real dtype whose range values of X's ``dtype`` must fit, when narrower than
+    float64's (float32 for float32 and complex64), else None."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "fc" or np.finfo(dtype).max >= np.finfo(np.float64).max:
+        return None
+    return np.finfo(dtype).dtype
+
+
 def _parse(data, shift: int, reject_zero: bool, max_raw: int, store: bool = True,
-           index_dtype=np.int64, value_dtype=np.float64) -> _Parsed | _Err:
+           index_dtype=np.int64, value_dtype=np.float64, fit=None) -> _Parsed | _Err:
     """Run the kernel on one block (bytes or a uint8 array) and fill in the numbers it left to
     the exact slow path; without ``store`` only check and count (the arrays of the result are
-    empty)."""
+    empty). ``fit`` (X's dtype): a value beyond its range (``1e39`` in float32, finite in
+    float64) is an error ``E_RANGE``; the kernel converts no value above about 9.0e37
+    (:data:`~._libsvm_kernels.E_RANGE`), so the check costs nothing on its numbers."""
     buf = np.frombuffer(data, dtype=np.uint8)
     labels, indptr, indices, values, blob, at, at_line, at_start, info = _k.parse_block(
         buf, shift, reject_zero, max_raw, store, np.empty(0, index_dtype),
@@ -87,13 +105,21 @@ def _parse(data, shift: int, reject_zero: bool, max_raw: int, store: bool = True
     if nslow:
         # One C-level split and conversion for all of them; float() rounds correctly.
         exact = np.array(blob[: info[_k.I_BLOB]].tobytes().split(), dtype=np.float64)
-        bad = np.flatnonzero(~np.isfinite(exact))  # overflow such as 1e999
+        wrong = ~np.isfinite(exact)  # overflow such as 1e999
+        if (narrow := _narrow(value_dtype if fit is None else fit)) is not None:
+            with np.errstate(over="ignore"):  # a feature's value that the cast makes inf
+                beyond = np.isinf(exact.astype(narrow)) & (at[:nslow] >= 0) & ~wrong
+            wrong |= beyond
+        bad = np.flatnonzero(wrong)
         # Slow tokens were recorded in file order up to any kernel error but a repeated
         # index (found after the walk, on an earlier line or this one): an overflow found
         # here comes first unless on a later line.
         if bad.size and (not info[_k.I_ERR] or at_line[bad[0]] <= info[_k.I_ERR_LINE]):
             j = bad[0]
             token = bytes(data[at_start[j] : at_start[j] + 100]).split()[0]
+            if narrow is not None and beyond[j]:
+                return _Err(_k.E_RANGE, int(at_line[j]), token,
+                            np.dtype(value_dtype if fit is None else fit))
             code = _k.E_BAD_VALUE if at[j] >= 0 else _k.E_BAD_LABEL
             return _Err(code, int(at_line[j]), token)
     if info[_k.I_ERR]:
@@ -134,8 +160,13 @@ def _format_error(fs, block: _Block, line0: int, err: _Err, n_features: int | No
                   f"(2**63 - 2, the largest that leaves room for n_features = index + 1 in "
                   f"int64; hash larger keys below it)")
     else:
-        index = int(err.token.split(b":")[0]) if err.code == _k.E_DUP_INDEX else None
-        reason = reasons[err.code].format(n_features=n_features, based=based, index=index)
+        index = (int(err.token.split(b":")[0]) if err.code in (_k.E_DUP_INDEX, _k.E_RANGE)
+                 else None)
+        top = value = None
+        if err.code == _k.E_RANGE:
+            top, value = float(np.finfo(err.dtype).max), float(err.token.split(b":")[1])
+        reason = reasons[err.code].format(n_features=n_features, based=based, index=index,
+                                          dtype=err.dtype, top=top, value=value)
     token = err.token.decode("utf-8", "replace")
     if len(token) > 80:
         token = token[:77] + "..."
@@ -143,6 +174,8 @@ def _format_error(fs, block: _Block, line0: int, err: _Err, n_features: int | No
     note = (notes or {}).get({_k.E_BIG_INDEX: "width", _k.E_ZERO_INDEX: "zero"}.get(err.code))
     if note and not (err.code == _k.E_BIG_INDEX and n_features is None):
         hint = f" ({note}){hint}"
+    if err.code == _k.E_RANGE:
+        hint = f"; {(notes or {}).get('dtype', _WIDER)}"
     line = bytes(_text(_read_array(fs, block), block)).split(b"\n")[err.line - 1]
     if b"\r" in line and lone_crs(np.frombuffer(line, np.uint8)):
         hint = line_hint(line, " ")  # old Mac line ends: the file is one line
@@ -165,11 +198,13 @@ def _not_integral(data, block: _Block, p: _Parsed, dtype) -> LineError | None:
 
 
 def _scan(fs, block: _Block, reject_zero: bool, max_raw: int, check=None,
-          integral=None) -> _Stats:
+          integral=None, fit=None) -> _Stats:
     """First pass: validate a block and count its rows, lines and index range (and, given
-    an integer dtype ``integral``, that the values are whole numbers of it)."""
+    an integer dtype ``integral``, that the values are whole numbers of it; given X's dtype
+    ``fit``, that they are in its range, as :func:`_parse`'s)."""
     data = _text(_read(fs, block), block)
-    p = _parse(data, 0, reject_zero, max_raw, store=check is not None or integral is not None)
+    p = _parse(data, 0, reject_zero, max_raw, store=check is not None or integral is not None,
+               fit=fit)
     if isinstance(p, _Err):
         return _Stats(0, 0, data.count(b"\n"), _k.NO_LIMIT, -1, p)
     info = p.info
@@ -225,10 +260,10 @@ def _load(fs, block: _Block, line0: int, base: int, n_features: int, dtype,
 
 
 def _scan_chunk(chunk: np.ndarray, fs, reject_zero: bool, max_raw: int,
-                check=None, parse: bool = True, integral=None) -> np.ndarray:
+                check=None, parse: bool = True, integral=None, fit=None) -> np.ndarray:
     if not parse:
         return _box(_count(fs, chunk[0]))
-    return _box(_scan(fs, chunk[0], reject_zero, max_raw, check, integral))
+    return _box(_scan(fs, chunk[0], reject_zero, max_raw, check, integral, fit))
 
 
 def _load_chunk(chunk: np.ndarray, fs, base: int, n_features: int, dtype,
@@ -301,7 +336,8 @@ def read_libsvm(
     dtype : numpy dtype, default numpy.float32
         Dtype of ``X``. Values are parsed as float64 and then cast, as sklearn does; for
         an integer dtype every value must be a whole number in its range (``1:0.5`` is an
-        error, not a 0).
+        error, not a 0), for float32 within its range (``1:1e39`` is an error, not an
+        infinity: read it with ``dtype=numpy.float64``).
     storage_options : dict, optional
         Extra options for the fsspec filesystem (credentials, endpoint, ...).
     compression : str or None, default "infer"
@@ -326,7 +362,10 @@ def read_libsvm(
         an index beyond ``n_features`` or above 2**63 - 2 (so that ``n_features``, the
         largest index + 1, fits int64), a value that is infinite (``inf``, overflow) or
         not a number, a label that is not a finite number (``nan`` too), a value that is not
-        a whole number of an integer ``dtype``, an index repeated on the line (``"<file>,
+        a whole number of an integer ``dtype`` or beyond the range of a float32 ``dtype``
+        (``"<file>, line 3: value 1e+39 of feature index 2 is too large for float32 (X's
+        dtype: at most 3.4028235e+38 in magnitude): '2:1e39'; scale the feature, or read
+        with dtype=numpy.float64"``), an index repeated on the line (``"<file>,
         line 11: feature index 3 repeated on the line: '3:2'"``, the pair that repeats
         it); a line in a file with CR-only (old Mac)
         line ends says so. Raised when the
@@ -407,7 +446,9 @@ def read_libsvm_inputs(inputs: list, n_features: int | None = None, zero_based="
     notes : dict, optional
         ``{"width": str, "zero": str}``: the caller's words on where ``n_features`` and
         the one-based reading come from, said after the token of an index beyond
-        ``n_features`` or an index 0 in one-based input.
+        ``n_features`` or an index 0 in one-based input; ``"dtype"``: what to do about a
+        value beyond ``dtype``'s range, said after its token (default: scale the feature,
+        or read with ``dtype=numpy.float64``).
     check, out_dtype
         As :func:`_read_svm`'s (formats built on LIBSVM lines).
     where : dict, optional
@@ -445,7 +486,7 @@ def read_libsvm_inputs(inputs: list, n_features: int | None = None, zero_based="
     parse = scan or n_features is None or zero_based == "auto" or check is not None
     stats = [list(s) for s in da.compute(*[_each(blocks).map_blocks(
         _scan_chunk, fs, zero_based is False, max_raw, check, parse,
-        dtype if dtype.kind in "iu" else None, dtype=object, meta=_OBJECTS
+        dtype if dtype.kind in "iu" else None, dtype, dtype=object, meta=_OBJECTS
     ) for fs, blocks in opened])]
 
     # Line numbers restart in every file; a block starts after the newlines before it.

@@ -99,8 +99,18 @@ def _row_group(fs, path: str, group: int | None, n_features: int, dtype) -> tupl
                         f"{keys[at]} is outside [0, n_features={n_features})")
     # the index dtype scipy would choose, cast to once (not int64 first, then int32)
     index = np.int32 if max(n_features, keys.shape[0]) <= np.iinfo(np.int32).max else np.int64
-    X = sp.csr_matrix((val.values.to_numpy().astype(dtype), keys.astype(index),
-                       (offsets - offsets[0]).astype(index)),
+    raw = val.values.to_numpy(zero_copy_only=False)
+    with np.errstate(over="ignore"):  # a value beyond dtype's range: refused below
+        data = raw.astype(dtype)
+    if data.dtype.kind in "fc" and np.isinf(data).any():  # one pass, on the cast values
+        at = int(np.flatnonzero(np.isinf(data))[0])
+        row = int(np.searchsorted(offsets - offsets[0], at, side="right")) - 1
+        what = ("is not finite" if not np.isfinite(raw[at]) else
+                f"is too large for {dtype} (X's dtype: at most {np.finfo(dtype).max:.8g} in "
+                f"magnitude); scale the feature, or read with dtype=numpy.float64")
+        raise DataError(f"{RowGroup(path, group).where}, row {row + 1}: value "
+                        f"{raw[at].item()!r} of feature index {keys[at]} {what}")
+    X = sp.csr_matrix((data, keys.astype(index), (offsets - offsets[0]).astype(index)),
                       shape=(table.num_rows, n_features))
     y = table.column("label").to_numpy().astype(np.float64)
     del table, ind, val, offsets, keys
@@ -136,7 +146,9 @@ def read_sparse_parquet(urlpath, n_features: int | None = None, *, dtype=np.floa
     Raises
     ------
     ValueError
-        A file without the columns ``label``, ``indices``, ``values``, or no ``n_features``.
+        A file without the columns ``label``, ``indices``, ``values``, or no ``n_features``;
+        when computed, a feature index outside ``[0, n_features)`` or an infinite value,
+        or one beyond ``dtype``'s range (``1e39`` in float32), naming the row group and row.
     """
     fs, paths = open_paths(urlpath, storage_options)
 
