@@ -12,12 +12,8 @@ import shlex
 import sys
 import time
 
+from ._cluster_workers import MIN_WORKER_MEMORY, WORKER_BASE_MEMORY
 from .exceptions import OptionError
-
-#: Least ``memory`` (and ``ps_memory``) a worker is given: a Dask worker process with dask_ps
-#: loaded takes about 150 MB before any data, and its nanny restarts it past 95% of its limit
-#: (``--memory 1KB`` restarted every worker until the wait for them timed out).
-MIN_WORKER_MEMORY = 256 * 2**20
 
 
 def _check_memory(option: str, value, jobqueue: bool) -> None:
@@ -66,8 +62,9 @@ def _check_memory(option: str, value, jobqueue: bool) -> None:
         text = f"{text} ({n >> 20} MiB of this machine's {MEMORY_LIMIT >> 20} MiB)"
     if n < MIN_WORKER_MEMORY:
         raise OptionError(f"{option} {text}: a worker needs at least "
-                          f"{MIN_WORKER_MEMORY >> 20} MiB (a Dask worker process alone takes "
-                          f"about 150 MB)")
+                          f"{MIN_WORKER_MEMORY >> 20} MiB (a worker process of dask_ps takes "
+                          f"about {WORKER_BASE_MEMORY >> 20} MiB before any data, and Dask "
+                          f"pauses it at 80% of its limit)")
 
 
 def _check_address(address: str) -> None:

@@ -1,6 +1,7 @@
 """Where a run's Dask cluster comes from: a local cluster, an existing scheduler, a batch
 system through dask-jobqueue, or one Slurm allocation (``SLURMRunner``); and what the
-scheduler knows about its workers (:func:`worker_info`, :class:`PauseWatch`: their home is
+scheduler knows about its workers (:func:`worker_info`, :class:`PauseWatch`,
+:func:`compute_watched`, :func:`wait_watched`, :data:`MIN_WORKER_MEMORY`: their home is
 :mod:`dask_ps._cluster_workers`).
 
 :func:`connect` turns a :class:`ClusterSpec` into a :class:`Session` (client, cluster, the
@@ -29,7 +30,6 @@ import time
 from dataclasses import dataclass, field
 
 from ._cluster_parts import (
-    MIN_WORKER_MEMORY,
     _check_address,
     _check_interface,
     _check_job_extra,
@@ -47,12 +47,22 @@ from ._cluster_parts import (
     walltime_seconds,
 )
 from ._cluster_scheduler import _probe_scheduler, check_dashboard_address, check_dashboard_host
-from ._cluster_workers import PAUSE_TIMEOUT, PauseWatch, check_client, worker_info
+from ._cluster_workers import (
+    MIN_WORKER_MEMORY,
+    PAUSE_TIMEOUT,
+    WORKER_BASE_MEMORY,
+    PauseWatch,
+    check_client,
+    compute,
+    compute_watched,
+    wait_watched,
+    worker_info,
+)
 from .exceptions import OptionError
 
 __all__ = ["JOBQUEUE_SYSTEMS", "MIN_WORKER_MEMORY", "MODES", "PAUSE_TIMEOUT", "SHARD_RESOURCE",
-           "ClusterSpec", "PauseWatch", "Session", "check_client", "close_workers", "connect",
-           "worker_info"]
+           "WORKER_BASE_MEMORY", "ClusterSpec", "PauseWatch", "Session", "check_client",
+           "close_workers", "compute", "compute_watched", "connect", "wait_watched", "worker_info"]
 
 #: The Dask worker resource that marks parameter-server (shard) workers.
 SHARD_RESOURCE = "ps"

@@ -16,6 +16,7 @@ __all__ = [
     "DataError",
     "DivergenceError",
     "KeysNeededError",
+    "MemoryLimitError",
     "NoCheckpointToResumeError",
     "NoShardWorkerError",
     "OptionError",
@@ -193,6 +194,15 @@ class OptionError(ValueError):
     :class:`~dask_ps.cluster.ClusterSpec` field, an estimator parameter the command passes
     on. The message names the option. Like :class:`DataError` it tells the user's mistake
     from a bug: the command line prints it as one line, a bug with its traceback."""
+
+
+class MemoryLimitError(MemoryError):
+    """What was asked does not fit in the memory it was given: a model whose tables are
+    larger than the workers' (or this process's) memory allows (``k`` of a factorization
+    machine, ``rank`` of a matrix factorization, topics of LDA), or a computation whose
+    workers all stayed paused at their memory limit (:class:`~dask_ps.cluster.PauseWatch`).
+    Refused before the work starts, or once the wait is hopeless, with a message naming
+    the sizes; the command line prints it as the user's mistake (one line, status 2)."""
 
 
 class NoCheckpointToResumeError(ValueError):

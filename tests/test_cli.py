@@ -749,7 +749,11 @@ def test_config_naming_a_directory_or_a_file_that_is_not_utf8(tmp_path, capsys, 
      "runs ("),
     (["--label", "y"], "--label applies to --format csv|parquet"),
     (["--exclude", "id"], "--exclude applies to --format csv|parquet"),
-    (["--memory", "1KB"], "--memory 1KB: a worker needs at least 256 MiB"),
+    (["--memory", "1KB"], "--memory 1KB: a worker needs at least 640 MiB (a worker process of "
+                          "dask_ps takes about 405 MiB before any data"),
+    # a worker of dask_ps past 80% of 400 MiB from the start: paused, the command waited forever
+    (["--memory", "400MiB"], "--memory 400MiB: a worker needs at least 640 MiB"),
+    (["--memory", "500MiB"], "--memory 500MiB: a worker needs at least 640 MiB"),
     (["--memory", "lots"], "--memory 'lots' is not a size such as 4GB"),
     (["--save", "/nonexistent_dir/m.npz"], "--save /nonexistent_dir/m.npz: no folder "
                                            "/nonexistent_dir"),

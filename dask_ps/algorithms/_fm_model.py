@@ -120,9 +120,11 @@ def check_room(estimator: str, model: PSModel, width: int, k: int, keyed: bool) 
 
     Raises
     ------
-    MemoryError
-        Naming the width or the table's rows, ``k``, the bytes and the memory they exceed.
+    MemoryLimitError
+        A :class:`MemoryError` naming the width or the table's rows, ``k``, the bytes and
+        the memory they exceed.
     """
+    from ..exceptions import MemoryLimitError
     from ..partitions.worker import process_memory, smallest_limit
     from ..state.table import FIRST_ROWS
 
@@ -130,7 +132,8 @@ def check_room(estimator: str, model: PSModel, width: int, k: int, keyed: bool) 
     available = process_memory(available=True)
     dense = 0 if keyed else 8 * width * (k + 1)
     if dense > available // 2:
-        raise MemoryError(f"{estimator}: coef_ and factors_ of {width} features x (k={k} + 1) "
+        raise MemoryLimitError(
+                          f"{estimator}: coef_ and factors_ of {width} features x (k={k} + 1) "
                           f"take {dense / gib:.1f} GiB as dense float64 arrays, more than "
                           f"half of the {available / gib:.1f} GiB available here; use a "
                           f"smaller k")
@@ -143,6 +146,7 @@ def check_room(estimator: str, model: PSModel, width: int, k: int, keyed: bool) 
         need, room = block, smallest_limit(model.client) // 2
         where = f"more than half of a worker's {2 * room / gib:.1f} GiB memory limit"
     if room > 0 and need > room:
-        raise MemoryError(f"{estimator}: k={k} makes the factor table {block / gib:.1f} GiB "
+        raise MemoryLimitError(
+                          f"{estimator}: k={k} makes the factor table {block / gib:.1f} GiB "
                           f"per shard from its start ({FIRST_ROWS} rows of 2k + 1 float64: "
                           f"factors, accumulators, a count), {where}; use a smaller k")

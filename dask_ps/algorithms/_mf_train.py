@@ -23,7 +23,59 @@ from ._mf_steps import (
 )
 from .epoch_loop import EpochLoop, refuse_older_checkpoint
 
-__all__ = ["train"]
+__all__ = ["check_room", "train"]
+
+
+def check_room(model: PSModel, *, n_users: int, n_items: int, rank: int,
+               solver: str = "sgd") -> None:
+    """Refuse, before the data is partitioned, a ``rank`` whose factor tables cannot fit:
+    ``rank=10**8`` on 4 ratings was accepted and ran; its factors alone take 3.2 GB.
+
+    Counted, with ``d = rank + 1`` columns (factors and bias):
+
+    * in this process, where the fit collects them: ``user_factors_`` and ``item_factors_``
+      (float64, ``(n_users + n_items) * d``), and the item table pulled and its first
+      update (twice ``n_items * d`` of the table's dtype: float32 for SGD, float64 for
+      ALS); with an in-process model (no client) also the shards of every worker below.
+      Against half of the memory available here
+      (:func:`~dask_ps.partitions.worker.process_memory`, ``available=True``).
+    * on each worker: its share of the item table over the shards (with ALS the Gram
+      statistics too, ``n_items * (d * d + d + 1)`` float64: the optimizer state of its
+      item step) and of the users' factors over the workers. Against half of the smallest
+      worker memory limit (:func:`~dask_ps.partitions.worker.smallest_limit`; workers
+      without a limit are not checked).
+
+    Raises
+    ------
+    MemoryLimitError
+        A :class:`MemoryError` naming ``rank``, the users and items, the bytes needed,
+        where, and the memory they exceed: "use a smaller rank".
+    """
+    from ..exceptions import MemoryLimitError
+    from ..partitions.worker import process_memory, smallest_limit
+
+    d = int(rank) + 1
+    itemsize = 4 if solver == "sgd" else 8
+    gram = 8 * n_items * (d * d + d + 1) if solver == "als" else 0
+    shards = itemsize * n_items * d + gram  # every shard together
+    users = itemsize * n_users * d
+    here = 8 * (n_users + n_items) * d + 2 * itemsize * n_items * d
+    gib = 2.0 ** 30
+    checks = [(here + (shards + users if model.client is None else 0),
+               process_memory(available=True) // 2, "half of the {:.1f} GiB available here")]
+    if model.client is not None:
+        n_workers = max(1, len({r.address for r in model.shards}))
+        checks.append((shards // model.n_shards + users // n_workers,
+                       smallest_limit(model.client) // 2,
+                       "half of a worker's {:.1f} GiB memory limit"))
+    for need, room, where in checks:
+        if room > 0 and need > room:
+            raise MemoryLimitError(
+                f"MatrixFactorization({solver}): rank={rank} makes the factors of {n_users:,} "
+                f"users and {n_items:,} items take {need / gib:.1f} GiB "
+                f"({d:,} columns each: factors and bias; float64 where the fit collects "
+                f"them{', with the Gram statistics of ALS' if gram else ''}), more than "
+                f"{where.format(2 * room / gib)}; use a smaller rank")
 
 
 def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: float,

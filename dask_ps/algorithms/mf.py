@@ -21,7 +21,7 @@ from . import _mf_data as data_
 from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions, checksum, history_doc
 from ._loaded import check_ratings_model
 from ._mf_predict import RatingsPrediction
-from ._mf_train import train
+from ._mf_train import check_room, train
 
 __all__ = ["MatrixFactorization", "train"]
 
@@ -221,6 +221,11 @@ class MatrixFactorization(RatingsPrediction, PSEstimator):
         DivergenceError
             Training diverged (either solver; an ``init_std`` whose draws overflow the
             factors' dtype too), naming the iteration; the estimator keeps what it had.
+        MemoryLimitError
+            A :class:`MemoryError`, before the data is partitioned: ``rank`` makes the factor
+            tables of these users and items larger than half the memory available in this
+            process, or than half a worker's memory limit (naming the bytes; "use a smaller
+            rank").
         """
         self._validate()
         if not (isinstance(self.batch_size, str) and self.batch_size == "deprecated"):
@@ -230,6 +235,9 @@ class MatrixFactorization(RatingsPrediction, PSEstimator):
         p = self._params()
         with self._model() as model:
             frame, user_map, item_map = self._coded(X, y, users, items)
+            # before the data is partitioned: a rank whose factors cannot fit (MemoryLimitError)
+            check_room(model, n_users=len(user_map), n_items=len(item_map), rank=p["rank"],
+                       solver=self.solver)
             with self._partition(model, frame, by="user") as raw:
                 data = raw.map(data_.to_part)
             del frame  # the partitions hold the codes now (not the frame for the whole fit)

@@ -537,12 +537,16 @@ def label_classes(y) -> tuple:
 
 def block_classes(y) -> list:
     """:func:`label_classes` of every block of ``y`` (an array's chunks, a frame's
-    partitions), computed on the current client."""
+    partitions), computed on the current client (never waiting on paused workers forever)."""
     import dask
+    from distributed import default_client
+
+    from ..cluster import compute_watched
 
     blocks = y.to_delayed()
     blocks = blocks.ravel() if hasattr(blocks, "ravel") else blocks
-    return dask.compute([dask.delayed(label_classes)(b) for b in blocks])[0]
+    return compute_watched(default_client(), "reading the labels",
+                           dask.delayed([dask.delayed(label_classes)(b) for b in blocks]))[0]
 
 
 def first_row_of(found: list, y, urlpath: str, meta: dict):

@@ -152,10 +152,13 @@ def _check_classes(y, y_read, args, meta) -> None:
 
 
 def _gbdt_load(args, client) -> Loaded:
+    from ..cluster import compute_watched
+
     meta, X, y, w, test = read_train_test(args, client, _gbdt_meta, _gbdt_read)
     y_read = y  # its graph names the blocks of its chunks, the persisted one's does not
     X, y, w = client.persist([X, y, w]) if w is not None else (*client.persist([X, y]), None)
-    n = int(X.shape[0]) if meta["format"] == "libsvm" else int(y.shape[0].compute())
+    n = int(X.shape[0]) if meta["format"] == "libsvm" else int(compute_watched(
+        client, f"counting the rows of {args.train}", y.shape[0])[0])
     if not n:
         from ..io._blocks import files_named
 

@@ -81,14 +81,16 @@ def _lda_pad(block, n_terms: int):
 def _lda_load(args, client) -> Loaded:
     import numpy as np
 
+    from ..cluster import compute_watched
+
     meta = _lda_meta(args)
     blocksize = args.blocksize or _blocksize(args.train, _n_workers(client))
     X, vocab = _lda_read(args.train, meta, blocksize)
     meta["n_terms"] = int(X.shape[1])
     test = _lda_read(args.test, meta, n_terms=X.shape[1])[0] if args.test else None
     X = client.persist(X)
-    tokens = float(X.map_blocks(_lda_tokens, dtype=np.float64, chunks=(1,), drop_axis=1,
-                                meta=np.zeros(0)).sum().compute())
+    tokens = float(compute_watched(client, f"counting the tokens of {args.train}", X.map_blocks(
+        _lda_tokens, dtype=np.float64, chunks=(1,), drop_axis=1, meta=np.zeros(0)).sum())[0])
     if not tokens:
         from ..io._blocks import files_named
 

@@ -185,6 +185,8 @@ def _refuse_third_class(labels: np.ndarray, found: list, what: str, where) -> No
 def _lr_load(args, client) -> Loaded:
     import dask
 
+    from ..cluster import compute_watched
+
     meta, X, y, w, test = read_train_test(args, client, _lr_meta_encoded, _lr_read)
     y_read = y  # its graph names the blocks of its chunks, the persisted one's does not
     X, y, w = client.persist([X, y, w]) if w is not None else (*client.persist([X, y]), None)
@@ -194,9 +196,12 @@ def _lr_load(args, client) -> Loaded:
               f"worker threads (a compressed or small file is read as one block): split into "
               f"{threads} after reading", flush=True)
 
-    # counted now: a fit may release the persisted input once it has encoded it
-    nnz, found = dask.compute([dask.delayed(_nnz)(b) for b in X.to_delayed().ravel()],
-                              [dask.delayed(label_classes)(b) for b in y.to_delayed().ravel()])
+    # counted now: a fit may release the persisted input once it has encoded it (watched:
+    # workers paused at their memory limit from the start left a plain compute waiting forever)
+    nnz, found = compute_watched(
+        client, f"counting the non-zeros of {args.train}",
+        dask.delayed([dask.delayed(_nnz)(b) for b in X.to_delayed().ravel()]),
+        dask.delayed([dask.delayed(label_classes)(b) for b in y.to_delayed().ravel()]))
     units = float(sum(nnz))
     # labels that are not classes (0/0.7), or one class, are the data's fault: say where
     labels, where = checked_classes(found, y_read, args.train, meta)
@@ -214,10 +219,13 @@ def _lr_load_test(path: str, meta: dict, args):
 
 
 def _lr_score(est, test: TestSet) -> list[str]:
-    import dask
     import numpy as np
+    from distributed import default_client
 
-    y, proba, w = dask.compute(test.y, est.predict_proba(test.X), test.w)
+    from ..cluster import compute_watched
+
+    y, proba, w = compute_watched(default_client(), f"scoring {test.path}", test.y,
+                                  est.predict_proba(test.X), test.w)
     check_test_classes(np.asarray(y), test)
     return class_lines(est.classes_, y, proba, w)
 

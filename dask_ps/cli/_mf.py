@@ -83,11 +83,14 @@ def _mf_read(path: str, meta: dict, blocksize=None):
 
 
 def _mf_load(args, client) -> Loaded:
+    from ..cluster import compute_watched
+
     meta = _mf_meta(args)
     df = _mf_read(args.train, meta, args.blocksize)
     test = _mf_read(args.test, meta) if args.test else None
     df = client.persist(df)
-    n = int(df.map_partitions(len).sum().compute())
+    n = int(compute_watched(client, f"counting the ratings of {args.train}",
+                            df.map_partitions(len).sum())[0])
     if not n:
         from ..io._blocks import files_named
 

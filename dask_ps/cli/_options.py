@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .._cluster_parts import walltime_seconds
 from .._cluster_scheduler import check_dashboard_address
-from ..cluster import JOBQUEUE_SYSTEMS, ClusterSpec
+from ..cluster import JOBQUEUE_SYSTEMS, MIN_WORKER_MEMORY, WORKER_BASE_MEMORY, ClusterSpec
 from ..exceptions import OptionError
 
 #: The largest integer option: every count, size, width and seed ends up in an int64 (a
@@ -168,7 +168,9 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--memory", help="memory per job (jobqueue, default 2GB) or per worker "
                                      "(local: also auto, Dask's default, or a fraction of "
                                      "the machine's memory such as 0.5); positive, at least "
-                                     "256MiB; SGE jobs request none from it (only the "
+                                     f"{MIN_WORKER_MEMORY >> 20}MiB (a worker of dask_ps "
+                                     f"takes about {WORKER_BASE_MEMORY >> 20}MiB before any "
+                                     "data); SGE jobs request none from it (only the "
                                      "workers' limit follows it): add "
                                      "--job-extra='-l h_vmem=16G' or your site's memory "
                                      "resource")

@@ -399,9 +399,13 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
 def _placed(data) -> None:
     """Wait until the workers hold the training data ``data`` persisted (a reader may
     return before its partitions are made), so that the read line's time includes it."""
-    from distributed import futures_of, wait
+    from distributed import futures_of
 
-    wait(futures_of([data.fit_args, data.fit_kwargs]))
+    from ..cluster import wait_watched
+
+    futures = futures_of([data.fit_args, data.fit_kwargs])
+    if futures:
+        wait_watched(futures[0].client, "placing the training data", futures)
 
 
 def _compiled(client) -> dict | None:

@@ -8,6 +8,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
+from .._cluster_workers import compute
 from . import _libsvm_kernels as _k
 from ._blocks import OBJECTS as _OBJECTS
 from ._blocks import Block as _Block
@@ -484,10 +485,10 @@ def read_libsvm_inputs(inputs: list, n_features: int | None = None, zero_based="
     # Knowing the base and the width, the first pass only counts rows and lines: every byte
     # is parsed once, when the arrays are computed, and the lines are checked then.
     parse = scan or n_features is None or zero_based == "auto" or check is not None
-    stats = [list(s) for s in da.compute(*[_each(blocks).map_blocks(
+    stats = [list(s) for s in compute(*[_each(blocks).map_blocks(
         _scan_chunk, fs, zero_based is False, max_raw, check, parse,
         dtype if dtype.kind in "iu" else None, dtype, dtype=object, meta=_OBJECTS
-    ) for fs, blocks in opened])]
+    ) for fs, blocks in opened], what="the first pass over the LIBSVM files")]
 
     # Line numbers restart in every file; a block starts after the newlines before it.
     line0 = [start_lines(blocks, [s.newlines for s in st])

@@ -15,7 +15,7 @@ import distributed
 
 from .. import _compat
 from ..cluster import worker_info
-from ..exceptions import NoShardWorkerError, WorkerLostError
+from ..exceptions import MemoryLimitError, NoShardWorkerError, WorkerLostError
 from ..state.keys import SHARD_PREFIX
 from ..state.shard import Shard
 from ..state.table import FIRST_ROWS, TableSpec, dense_table_bytes
@@ -100,9 +100,9 @@ def check_room(model: PSModel, spec: TableSpec) -> None:
 
     Raises
     ------
-    MemoryError
-        Naming the table, its bytes and their factors, the shards, the bytes per shard and
-        the memory limit.
+    MemoryLimitError
+        A :class:`MemoryError` naming the table, its bytes and their factors, the shards,
+        the bytes per shard and the memory limit.
     """
     import dask
 
@@ -132,7 +132,7 @@ def check_room(model: PSModel, spec: TableSpec) -> None:
     what = (f"{spec.n_rows} rows" if not spec.sparse else
             f"its first {FIRST_ROWS} rows per shard (a hashed table grows with its keys)")
     others = " with the model's other tables" if len(specs) > 1 else ""
-    raise MemoryError(
+    raise MemoryLimitError(
         f"table {spec.name!r} would take {sum(sizes):,} bytes ({sum(sizes) / GIB:.2f} GiB): "
         f"{what} x {spec.ncols} {spec.dtype} columns, with the state of optimizer "
         f"{spec.optimizer.name!r} ({row:,} bytes a row), over "

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import _compat
 from ..cluster import PauseWatch, worker_info
+from ..exceptions import MemoryLimitError
 from . import inputs
 from .core import LOCAL, WAIT_INTERVAL, Partitions, _client_of, _finish
 from .worker import io_counters, placing_counters
@@ -211,9 +212,9 @@ def _check_fits(client, sizes: list[tuple[int, int]], targets: list[str]) -> Non
 
     Raises
     ------
-    MemoryError
-        Naming the partition, its rows and bytes, the worker, its limit and the fraction,
-        and the remedies.
+    MemoryLimitError
+        A :class:`MemoryError` naming the partition, its rows and bytes, the worker, its
+        limit and the fraction, and the remedies.
     """
     from ..cluster import worker_info
 
@@ -224,7 +225,7 @@ def _check_fits(client, sizes: list[tuple[int, int]], targets: list[str]) -> Non
         if limit <= 0 or nbytes <= fraction * limit:
             continue
         need = -(-len(sizes) * nbytes // int(fraction * limit))  # ceil: near-equal rows
-        raise MemoryError(
+        raise MemoryLimitError(
             f"partition {i} ({rows:,} rows) takes {nbytes:,} bytes ({nbytes / gib:.2f} GiB), "
             f"more than {fraction:.0%} of the memory limit of worker {addr} "
             f"({limit / gib:.2f} GiB), where Dask {name} a worker "
