@@ -539,14 +539,14 @@ def block_classes(y) -> list:
     """:func:`label_classes` of every block of ``y`` (an array's chunks, a frame's
     partitions), computed on the current client (never waiting on paused workers forever)."""
     import dask
-    from distributed import default_client
 
-    from ..cluster import compute_watched
+    from ..cluster import compute
 
     blocks = y.to_delayed()
     blocks = blocks.ravel() if hasattr(blocks, "ravel") else blocks
-    return compute_watched(default_client(), "reading the labels",
-                           dask.delayed([dask.delayed(label_classes)(b) for b in blocks]))[0]
+    # (compute: watched on a client; dask's own scheduler in evaluate, which has none)
+    return compute(dask.delayed([dask.delayed(label_classes)(b) for b in blocks]),
+                   what="reading the labels")[0]
 
 
 def first_row_of(found: list, y, urlpath: str, meta: dict):

@@ -220,12 +220,12 @@ def _lr_load_test(path: str, meta: dict, args):
 
 def _lr_score(est, test: TestSet) -> list[str]:
     import numpy as np
-    from distributed import default_client
 
-    from ..cluster import compute_watched
+    from ..cluster import compute
 
-    y, proba, w = compute_watched(default_client(), f"scoring {test.path}", test.y,
-                                  est.predict_proba(test.X), test.w)
+    # (watched on a client; dask's own scheduler in evaluate, which has none)
+    y, proba, w = compute(test.y, est.predict_proba(test.X), test.w,
+                          what=f"scoring {test.path}")
     check_test_classes(np.asarray(y), test)
     return class_lines(est.classes_, y, proba, w)
 

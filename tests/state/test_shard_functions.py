@@ -264,21 +264,17 @@ def test_a_failing_checkpoint_write_names_its_table_and_shard(table, tmp_path, m
 
 
 def test_a_failing_storage_write_names_its_rows_table_and_shards(tmp_path, monkeypatch):
-    """The storage's error in a writer (in process: injected where zarr opens the arrays
-    to write the rows) keeps its type and gains a note naming the rows, the table, the
-    shards and the version's path."""
+    """The storage's error in a writer (in process: injected where the writer stores the
+    rows in the arrays the client created) keeps its type and gains a note naming the rows,
+    the table, the shards and the version's path."""
     import zarr
 
-    real = zarr.open_array
-
-    def full(*args, mode=None, **kwargs):
-        if mode == "r+":  # a writer's
-            raise OSError(28, "No space left on device")
-        return real(*args, mode=mode, **kwargs)
+    def full(self, selection, value):  # every write of rows: the disk is full
+        raise OSError(28, "No space left on device")
 
     with dask_ps.PSModel("local", n_shards=2) as model:
         model.add_table("w", (10,))
-        monkeypatch.setattr(zarr, "open_array", full)
+        monkeypatch.setattr(zarr.Array, "__setitem__", full)
         with pytest.raises(OSError, match="No space left") as info:
             model.save(str(tmp_path / "ck"), chunk_rows=5)
         note = "\n".join(info.value.__notes__)
