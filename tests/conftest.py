@@ -18,11 +18,21 @@ import threading
 import time
 from pathlib import Path
 
+import dask
 import pytest
 
 # scikit-learn's check_array_api_input (run by parametrize_with_checks) skips itself unless
 # SciPy's array-API mode is on, and SciPy reads this variable once, at import.
 os.environ.setdefault("SCIPY_ARRAY_API", "1")
+
+# A LocalCluster (SpecCluster) told that a worker left closes that worker's nanny for good
+# ``lost-worker-timeout`` (15 s) later if no worker of the same name is registered at that
+# moment, and its timer is not cancelled when the nanny's restart registers again. A test
+# that kills worker ``1`` within 15 s of another test killing worker ``1`` then loses the
+# nanny to the first kill's timer, in the second restart's gap (seen in CI: "Only 2/3
+# workers arrived"). The nannies of these clusters restart their workers; nothing here
+# relies on the cluster closing a nanny.
+dask.config.set({"distributed.deploy.lost-worker-timeout": "1 day"})
 
 REPO = Path(__file__).resolve().parents[1]
 #: Seconds a test waits for ``client3``'s nanny to restart a worker it killed: a few seconds
