@@ -9,8 +9,11 @@ The package pins ``distributed`` to the versions these were checked with (pyproj
 
 from __future__ import annotations
 
+import functools
+
 __all__ = ["ProxyRPC", "actor_address", "actor_execute", "current_worker", "desire_keys",
-           "executing_keys", "failed_task_log", "in_memory", "machine_memory", "managed_in_memory",
+           "executing_keys", "failed_task_log", "in_memory", "local_cluster_keeping_nannies",
+           "machine_memory", "managed_in_memory",
            "memory_fractions", "memory_limit", "scheduler_workers", "set_spill_offset",
            "sklearn_param_validation", "spilled_bytes", "transfer_counters", "worker_actors",
            "worker_loop", "worker_store"]
@@ -45,6 +48,43 @@ def failed_task_log(record) -> tuple[str, str] | None:
             and isinstance(args, tuple) and len(args) == 5):
         return None
     return str(args[3]), str(args[4])
+
+
+def local_cluster_keeping_nannies():
+    """``distributed.LocalCluster`` whose nannies are never closed behind the user's back.
+
+    A ``SpecCluster`` told that a worker left schedules, ``distributed.deploy.
+    lost-worker-timeout`` (15 s) later, the close of that worker's nanny if no worker of the
+    same name is registered at that moment (``SpecCluster._update_worker_status``). The
+    nanny restarts its worker meanwhile, and the timer is not cancelled when it registers
+    again. So a nanny is closed for good, and its worker never comes back, when its restart
+    takes longer than the timeout (a loaded machine), or when the same worker is lost a
+    second time and the first loss's timer falls in the second restart's gap (measured:
+    a kill 14.6 s after a first kill of the same worker leaves 1 of 2 workers). A fit's
+    recovery counts on the nanny's restart. This class keeps the scheduler's list of
+    workers as ``Cluster`` does and leaves a lost worker to its nanny, which restarts it or,
+    failing that, closes itself; a cluster without nannies (``processes=False``) is left as
+    ``SpecCluster`` does it.
+    """
+    return _local_cluster_keeping_nannies()
+
+
+@functools.cache
+def _local_cluster_keeping_nannies():
+    from distributed import LocalCluster, Nanny
+    from distributed.deploy.cluster import Cluster
+
+    class LocalClusterKeepingNannies(LocalCluster):
+        __doc__ = local_cluster_keeping_nannies.__doc__
+
+        def _update_worker_status(self, op, msg):
+            cls = (self.new_spec or {}).get("cls")
+            if op == "remove" and isinstance(cls, type) and issubclass(cls, Nanny):
+                Cluster._update_worker_status(self, op, msg)  # (no delayed close)
+            else:
+                super()._update_worker_status(op, msg)
+
+    return LocalClusterKeepingNannies
 
 
 def worker_actors(worker) -> dict:

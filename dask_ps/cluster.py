@@ -526,7 +526,9 @@ def connect(spec: ClusterSpec, report=None) -> Session:
         dask-jobqueue is missing for a jobqueue or slurm-runner mode (``pip install
         dask-ps[hpc]``).
     """
-    from distributed import Client, LocalCluster
+    from distributed import Client
+
+    from ._compat import local_cluster_keeping_nannies
 
     spec.check()
     t0 = time.perf_counter()
@@ -544,7 +546,7 @@ def connect(spec: ClusterSpec, report=None) -> Session:
                       interface="interface")
         if spec.dashboard_address is None:  # no dashboard; Dask's HTTP server (health,
             kwargs["scheduler_kwargs"] = {"dashboard_address": ":0"}  # metrics) on a free port
-        cluster = _start_without_stop_signals(lambda: LocalCluster(  # (see its notes)
+        cluster = _start_without_stop_signals(lambda: local_cluster_keeping_nannies()(  # notes
             n_workers=spec.n_workers, threads_per_worker=spec.cores,
             dashboard_address=spec.dashboard_address, **kwargs))
         try:

@@ -240,3 +240,46 @@ def test_stop_heartbeats_stops_the_workers_heartbeat_callback():
         client.run(_compat.stop_heartbeats)
         assert not worker.periodic_callbacks["heartbeat"].is_running()
         assert client.submit(sum, [1, 2]).result() == 3  # the worker still serves
+
+
+def _exit_process():
+    import os
+
+    os._exit(1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keeping", [False, True])
+def test_a_local_cluster_keeping_nannies_gets_its_lost_worker_back(keeping):
+    """``SpecCluster`` closes a lost worker's nanny for good when ``lost-worker-timeout``
+    passes before the nanny's restart registers (here 50 ms: a worker process takes far
+    longer to start). ``local_cluster_keeping_nannies`` leaves the worker to its nanny. If
+    distributed stops closing the nanny (``keeping=False`` failing here), the class can go."""
+    import time
+
+    import dask
+    from conftest import RESTART_WAIT
+    from distributed import Client, LocalCluster
+
+    cls = _compat.local_cluster_keeping_nannies() if keeping else LocalCluster
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "50ms"}), \
+            cls(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        client.wait_for_workers(2, timeout=RESTART_WAIT)
+        first = {a for a, w in client.scheduler_info()["workers"].items() if w["name"] == 1}
+        client.submit(_exit_process, workers=list(first), pure=False)
+        deadline = time.monotonic() + RESTART_WAIT
+
+        def named_1():
+            return {a for a, w in client.scheduler_info()["workers"].items() if w["name"] == 1}
+
+        if keeping:  # a worker 1 at another address: the nanny's restart
+            while (named_1() in (set(), first) and 1 in cluster.workers
+                   and time.monotonic() < deadline):  # (the restart: ~10 timeouts at least)
+                time.sleep(0.05)
+            assert named_1() not in (set(), first) and sorted(cluster.workers) == [0, 1]
+            assert all(n.status.name == "running" for n in cluster.workers.values())
+        else:  # the nanny of worker 1 closed: the cluster is down to worker 0
+            while sorted(cluster.workers) != [0] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert sorted(cluster.workers) == [0]
