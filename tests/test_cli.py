@@ -262,6 +262,23 @@ def test_defaults_are_the_estimators(algorithm, cls):
     assert _estimator_of(["train", algorithm, "--train", "x", "--max-iter", "3"]).max_iter == 3
 
 
+@pytest.mark.parametrize("value, expected", [("none", None), ("l1", "l1"), ("l2", "l2")])
+def test_penalty_none_trains_unregularised(tmp_path, value, expected):
+    """``--penalty none`` is scikit-learn's ``penalty=None`` (the command line had no way
+    to train without regularisation), in a ``--config`` file too."""
+    from dask_ps.cli import _expand_config, _parser
+
+    assert _estimator_of(["train", "lr", "--train", "x", "--penalty", value]).penalty \
+        == expected
+    config = tmp_path / "run.toml"
+    config.write_text(f'[model]\npenalty = "{value}"\n')
+    argv = _expand_config(["train", "lr", "--train", "x", "--config", str(config)],
+                          _parser()[1])
+    assert _estimator_of(argv).penalty == expected
+    with pytest.raises(SystemExit):
+        _estimator_of(["train", "lr", "--train", "x", "--penalty", "None"])
+
+
 def test_cli_choices_are_what_the_estimators_accept():
     from dask_ps.algorithms import logistic, mf
     from dask_ps.cli._registry import ALGORITHMS

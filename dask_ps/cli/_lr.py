@@ -298,12 +298,21 @@ _CLASSIFIER_RUN = (
     *CHECKPOINT,
 )
 
+def _penalty(text: str) -> str | None:
+    """``--penalty``'s value: ``l2``, ``l1``, or ``none`` (``penalty=None``: unregularised,
+    as scikit-learn's ``LogisticRegression(penalty=None)``; ``--C`` is then unused)."""
+    if text not in ("l2", "l1", "none"):
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from l2, l1, none)")
+    return None if text == "none" else text
+
+
 LR = Algorithm(
     name="lr", summary="logistic regression (LIBSVM, or CSV/Parquet click tables)",
     estimator="LogisticRegression",
     params=(
         Param("--solver", "solver", dict(choices=["ftrl", "sgd", "adagrad", "lbfgs"])),
-        Param("--penalty", "penalty", dict(choices=["l2", "l1"])),
+        Param("--penalty", "penalty", dict(type=_penalty, metavar="{l2,l1,none}",
+                                           help="none: no regularisation (--C unused)")),
         Param("--C", "C", dict(type=opt.POSITIVE, help="inverse regularisation strength")),
         Param("--fit-intercept", "fit_intercept", dict(action=argparse.BooleanOptionalAction)),
         Param("--max-iter", "max_iter", dict(type=opt.POSITIVE_INT,
