@@ -115,29 +115,6 @@ def header_names(fs, path: str, sep: str, compression: str | None,
                         f"CR?") from None
 
 
-def header_hint(err: LineError, fs, sep: str, flag: str) -> LineError:
-    """``err`` (of ratings), asking whether line 1 is a header (``flag`` says how to read
-    one) when it is about line 1 of a file none of whose first line's fields is a number;
-    or, when that line is one field holding another of :data:`OTHER_DELIMITERS`, whether
-    that is the delimiter (a comma-separated ratings file read with the default tab)."""
-    if err.line != 1:
-        return err
-    fields = header_names(fs, err.path, sep, "infer", PARQUET_BY_NAME)
-    other = next((d for d in OTHER_DELIMITERS if len(fields) == 1 and d != sep
-                  and d in fields[0]), None)
-    if other is not None:
-        return LineError(err.path, 1, f"{err.reason}, read with the delimiter {sep!r}; the "
-                                      f"line holds {other!r}: is that the delimiter? "
-                                      f"(use sep={other!r})")
-    for field in fields:
-        try:
-            float(field)
-            return err
-        except ValueError:
-            pass
-    return LineError(err.path, 1, f"{err.reason} (is line 1 a header? pass {flag})")
-
-
 def numbered_names(fs, path: str, sep: str, compression: str | None) -> list[str]:
     """Column names of files without a header: ``"0"``, ``"1"``, ... for the fields of
     the first line of ``path`` (errors as :func:`header_names`)."""

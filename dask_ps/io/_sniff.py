@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["compressed", "first_line", "other_format"]
+__all__ = ["compressed", "first_line", "libsvm_line", "other_format"]
 
 #: An ``index:value`` (or ``qid:n``) pair of a LIBSVM line.
 PAIR = re.compile(rb"(?:^|\s)(?:\d+|qid):\S")
+
+#: A whole ``index:value`` (or ``qid:n``) field of a LIBSVM line.
+_PAIR_FIELD = re.compile(rb"(?:\d+|qid):[^:\s]+")
 
 #: Delimiters of a table's line (the first, ``,``, is the table readers' default ``sep``).
 _DELIMITERS = (",", "\t", ";", "|")
@@ -97,3 +100,12 @@ def other_format(head: bytes, header: bool = False) -> str:
                 how.append("header=False")
             return f" (is this a {what}? use {', '.join(how)})"
     return ""
+
+
+def libsvm_line(line: bytes) -> bool:
+    """Whether ``line`` reads as a line of LIBSVM: a label (a number, or numbers joined by
+    ``,``: multi-label), then one or more ``index:value`` pairs (``qid:n`` too). For the
+    hint of readers of other formats that refuse such a line (ratings, LDA-C)."""
+    fields = line.split()
+    return (len(fields) > 1 and all(_number(f) for f in fields[0].split(b","))
+            and all(_PAIR_FIELD.fullmatch(f) for f in fields[1:]))

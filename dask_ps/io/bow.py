@@ -12,7 +12,7 @@ from ..exceptions import DataError
 from . import _libsvm_kernels as _k
 from ._blocks import OBJECTS, box, decompress_errors, each, open_paths, plan, read, start_lines
 from ._csv import LineError, line_of_row, parse_block, strip_header
-from ._sniff import compressed
+from ._sniff import compressed, libsvm_line
 from ._storage import named_errors, url_of
 from .libsvm import _read_svm
 
@@ -155,8 +155,14 @@ def _check_ldac(dtype):
         bad = n_terms != written
         if bad.any():
             row = int(np.argmax(bad))
+            data = read(fs, block)
+            line = data.split(b"\n")[line_of_row(data, row) - 1]
+            label = libsvm_line(line) and not line.split()[0].isdigit()  # -1, +1, 0.5
+            why = (": is it a LIBSVM line (a label, then index:value pairs)? An LDA-C line "
+                   "starts with its number of terms" if label else
+                   " (a term whose count is NaN is not listed)")
             raise error(row, f"the line says {n_terms[row]:g} terms but lists "
-                             f"{written[row]} (a term whose count is NaN is not listed)")
+                             f"{written[row]}{why}")
         return _as_counts(X, dtype, error), n_terms.astype(np.int64)
     check.reasons = _LDAC_REASONS
     return check

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from ..exceptions import DataError
 from ._blocks import OBJECTS, box, decompress_errors, each, open_paths, plan, read, start_lines
 from ._csv import (
+    OTHER_DELIMITERS,
     PARQUET_BY_NAME,
     LineError,
     check_sep,
@@ -22,6 +23,7 @@ from ._csv import (
     strip_header,
 )
 from ._id_codes import integer_text, number_text
+from ._sniff import libsvm_line
 from ._storage import named_errors, url_of
 from .ids import IdMapping, id_values
 from .parquet import footer
@@ -274,6 +276,33 @@ def check_ratings_columns(urlpath, *, user: str = "user", item: str = "item",
                    storage_options, compression)[4]
 
 
+def header_hint(err: LineError, fs, sep: str, flag: str) -> LineError:
+    """``err``, of the first line of a ratings file, with its likely cause: a LIBSVM line
+    (label, ``index:value`` pairs); one field holding another of
+    :data:`~._csv.OTHER_DELIMITERS` (a comma-separated file read with the default tab: is
+    that the delimiter?); or no field a number (a header? ``flag`` says how to read one)."""
+    if err.line != 1:
+        return err
+    fields = header_names(fs, err.path, sep, "infer", PARQUET_BY_NAME)
+    if libsvm_line(" ".join(fields).encode()):
+        return LineError(err.path, 1, f"{err.reason}: a LIBSVM line (a label, then "
+                                      f"index:value pairs), where ratings are lines of user, "
+                                      f"item, rating and maybe a timestamp")
+    other = next((d for d in OTHER_DELIMITERS if len(fields) == 1 and d != sep
+                  and d in fields[0]), None)
+    if other is not None:
+        return LineError(err.path, 1, f"{err.reason}, read with the delimiter {sep!r}; the "
+                                      f"line holds {other!r}: is that the delimiter? "
+                                      f"(use sep={other!r})")
+    for field in fields:
+        try:
+            float(field)
+            return err
+        except ValueError:
+            pass
+    return LineError(err.path, 1, f"{err.reason} (is line 1 a header? pass {flag})")
+
+
 def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str = "rating",
                  timestamp: str | None = "timestamp", sep: str | None = None,
                  header: bool = False, names: list[str] | None = None,
@@ -349,8 +378,6 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     (['u3', 'u7'], 2)
     """
     import dask.dataframe as dd
-
-    from ._csv import header_hint
 
     fs, paths, sep, blocks, names = _layout(urlpath, user, item, rating, timestamp, sep,
                                             header, names, blocksize, storage_options,

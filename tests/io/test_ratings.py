@@ -488,6 +488,19 @@ def test_a_ratings_file_of_another_delimiter_is_pointed_out(tmp_path):
         read_ratings(str(tmp_path / "r.tsv"), header=True)
 
 
+def test_a_libsvm_file_read_as_ratings_is_pointed_out(tmp_path):
+    """A LIBSVM file given as ratings (``dask-ps train mf --train a9a``) was reported as
+    "expected 4 fields, got 1 (is line 1 a header? pass header=True)", which points the
+    wrong way; now the line is named as LIBSVM's."""
+    path = tmp_path / "a9a"
+    path.write_text("-1 3:1 11:1 14:1\n+1 5:1 7:1\n")
+    with pytest.raises(ValueError, match=r"a9a, line 1: expected 4 fields, got 1: a LIBSVM "
+                                         r"line \(a label, then index:value pairs\), where "
+                                         r"ratings are lines of user, item, rating and maybe "
+                                         r"a timestamp$"):
+        read_ratings(str(path))
+
+
 @pytest.mark.parametrize("blocksize", [None, "1KiB"])
 @pytest.mark.parametrize("bad", ["12.5", "99999999999999999999999", "1e3", "+12", "-3.25"])
 def test_a_number_among_integer_ids_that_is_not_one_is_refused(tmp_path, blocksize, bad):

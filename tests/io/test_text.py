@@ -237,7 +237,12 @@ def test_ldac_errors_name_file_and_line(tmp_path):
                         ("2 0:1 -3:2", "negative term id"),
                         ("2 0:1 3:nan", "the line says 2 terms but lists 1 (a term whose "
                                         "count is NaN is not listed)"),
-                        ("2 3:1 3:2", "term id 3 repeated on the line: '3:2'")]:
+                        ("2 3:1 3:2", "term id 3 repeated on the line: '3:2'"),
+                        # a LIBSVM line (a9a's first): its label is no count of terms
+                        ("-1 3:1 4:1", "the line says -1 terms but lists 2: is it a LIBSVM "
+                                        "line (a label, then index:value pairs)? An LDA-C "
+                                        "line starts with its number of terms"),
+                        ("+1 3:1 4:1", "the line says 1 terms but lists 2: is it a LIBSVM")]:
         lines = [good] * 60
         lines[44] = bad
         path.write_text("\n".join(lines) + "\n")
