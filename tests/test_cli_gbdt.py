@@ -193,6 +193,28 @@ def test_a_bad_csv_line_is_named_by_file_line_and_column(client1, tmp_path, caps
     assert not any(line.startswith("Traceback") for line in err)
 
 
+def test_a_text_feature_column_is_asked_about_as_categorical(tmp_path):
+    """A CSV whose feature column holds words (a categorical column not named so) was
+    refused as "'red' is not a finite number"; now the column is asked about, in the
+    reader's words (``dask-ps`` says ``--categorical color,shop``). A stray word among
+    numbers is still a bad line."""
+    from dask_ps.io._frame import read_frame
+
+    path = tmp_path / "t.csv"
+    path.write_text("y,a,color,shop\n1,0.5,1,x\n\n0,0.1,blue,y\n1,0.2,red,x\n")
+    with pytest.raises(ValueError, match=re.escape(
+            f"{path}, line 2: column 'shop' (field 4): 'x' is not a number: are these "
+            f"categorical? use categorical=['color', 'shop']")):
+        read_frame(str(path), "y")
+    frame, _ = read_frame(str(path), "y", categorical=["color", "shop"])
+    assert frame.compute(scheduler="sync")["color"].tolist() == ["1", "blue", "red"]
+    path.write_text("y,a\n" + "1,0.5\n" * 5 + "0,abc\n")  # one word among numbers
+    frame, _ = read_frame(str(path), "y")
+    with pytest.raises(ValueError, match=r"line 7: column 'a' \(field 2\): 'abc' is not a "
+                                         r"finite number$"):
+        frame.compute(scheduler="sync")
+
+
 def test_csv_labels_written_as_integers_give_integer_classes(client1, tmp_path, capsys):
     """Only the features are read as floats: a classifier's classes are the file's ints."""
     train, model = _lines(tmp_path / "tr.csv", 400, 1), str(tmp_path / "m.npz")

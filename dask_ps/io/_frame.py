@@ -46,6 +46,47 @@ def _label_kind(sample: pa.Table, label: str, classes: bool) -> str:
         return "text"
 
 
+def _text_features(sample: pa.Table, features: list[str]) -> list[tuple[int, str, str]]:
+    """``(row, column, value)`` of the first field that is not a number in each of the
+    sample's ``features`` columns (read as numbers) of which at least half the non-empty
+    fields are not numbers: a categorical column, where a stray word among numbers is a bad
+    line (the parse names it)."""
+    import pandas as pd
+
+    found = []
+    for name in features:
+        col = pc.utf8_trim(sample.column(name), " \t")
+        try:
+            pc.cast(pc.if_else(pc.equal(col, ""), None, col), pa.float64())
+            continue
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        text = col.to_pandas()
+        text = text[text.notna() & (text != "")]
+        words = pd.to_numeric(text, errors="coerce").isna() & (text.str.lower() != "nan")
+        if words.mean() >= 0.5:
+            row = int(words.idxmax())
+            found.append((row, name, text[row]))
+    return found
+
+
+def _refuse_text_features(fs, block: Block, sample: pa.Table, names: list[str],
+                          features: list[str], header: bool) -> None:
+    """Refuse, naming the file, line and column, feature columns read as numbers whose
+    first lines hold text (a categorical column not said so), asking whether they are
+    categorical. The first line's error without the hint would be the same."""
+    found = _text_features(sample, features)
+    if not found:
+        return
+    row, name, value = min(found, key=lambda f: (f[0], names.index(f[1])))
+    data, skipped = strip_header(read(fs, block), block, header)
+    text = [n for _, n, _ in found]
+    raise LineError(block.path, skipped + line_of_row(data, row),
+                    f"column {name!r} (field {names.index(name) + 1}): {value!r} is not a "
+                    f"number: {'is it' if len(text) == 1 else 'are these'} categorical? use "
+                    f"categorical={text!r}")
+
+
 def _frame_block(block: Block, fs, names: list[str], types: dict, sep: str, header: bool,
                  required: str, whole: bool, classes: bool = False, weight: str | None = None):
     """One partition of :func:`read_frame`: a block's lines as a pandas DataFrame
@@ -156,6 +197,8 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
     types = {n: pa.string() if n in categorical else pa.float64() for n in names}
     sample = sample_table(fs, paths[0], names, header, sep, blocks[0].compression)
     kind = _label_kind(sample, label, classes)
+    _refuse_text_features(fs, blocks[0], sample, names, [
+        n for n in names if n != label and n != weight and n not in categorical], header)
     if kind == "text":
         types[label] = pa.string()
     meta = pa.schema([(n, pa.int64() if n == label and kind == "whole" else t)
