@@ -279,9 +279,17 @@ def weight_of(blk: Block, rows: np.ndarray) -> float:
     return float(blk.sw[rows].sum()) if blk.sw.shape[0] else rows.shape[0]
 
 
+def divergence_advice(learning_rate: float | None) -> str:
+    """What a stochastic LR fit that diverged should change (:class:`~dask_ps.
+    DivergenceError`): the learning rate, or the features' scale (a step moves a margin by
+    about ``learning_rate * |x|**2``: rows of 1e300 diverge at any rate)."""
+    scale = "scale the features (e.g. MaxAbsScaler)"
+    return f"try a smaller learning_rate (now {learning_rate:g}) or {scale}" \
+        if learning_rate else scale
+
+
 def _diverged(cfg: dict, epoch: int, what: str) -> DivergenceError:
-    return DivergenceError(cfg["name"], epoch, what,
-                           f"try a smaller learning_rate (now {cfg['learning_rate']})")
+    return DivergenceError(cfg["name"], epoch, what, divergence_advice(cfg["learning_rate"]))
 
 
 def worker_step(ps, part, cfg: dict) -> np.ndarray:
@@ -309,7 +317,7 @@ def worker_step(ps, part, cfg: dict) -> np.ndarray:
                                rule.hyper, cfg["l2"], cfg["fit_intercept"], w, s1, s2,
                                np.zeros(w.shape), np.empty(m, np.int64),
                                np.full(m, -1, np.int64))
-        if not np.isfinite(w).all():
+        if not np.isfinite(buf).all():  # (AdaGrad's sums of squared gradients too)
             raise _diverged(cfg, part.epoch, "the weights are no longer finite")
         sums[1] += weight_of(blk, blk.train)
         if blk.held_out.shape[0]:

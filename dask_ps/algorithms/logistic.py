@@ -39,9 +39,7 @@ from ._base import (
 from ._lbfgs import lbfgs_fit
 from ._loaded import check_linear
 from ._logistic_params import check_params, check_warm_start, stochastic_only
-from ._stochastic import (
-    check_held_out,
-)
+from ._stochastic import check_held_out, divergence_advice
 from ._stochastic_fit import SOLVERS, stochastic_fit
 from ._weights import check_sample_weight, total_weight
 from .epoch_loop import EpochLoop
@@ -460,9 +458,8 @@ class LogisticRegression(ClassifierMixin, PSEstimator):
         name = f"LogisticRegression({self.solver})"
         if self.early_stopping and self.solver != "lbfgs" and epochs > 1:  # (one cannot stop)
             check_held_out(data, seed, self.validation_fraction)  # before any epoch
-        loop = self._epoch_loop(model, name, epochs, advice=f"try a smaller learning_rate "
-                                f"(now {lr})" if lr else "scale the features", continues=warm,
-                                fit_id=fit_identity(self, n_features, labels))
+        loop = self._epoch_loop(model, name, epochs, advice=divergence_advice(lr),
+                                continues=warm, fit_id=fit_identity(self, n_features, labels))
         evaluate = None
         if eval_set:
             from ._logistic_eval import Evaluator

@@ -698,8 +698,22 @@ def test_divergence_names_the_epoch():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(400, 5)) * 1e150
     y = (X[:, 0] > 0).astype(int)
-    with pytest.raises(FloatingPointError, match="epoch 1: .*smaller learning_rate"):
+    with pytest.raises(FloatingPointError, match=r"epoch 1: .*try a smaller learning_rate "
+                                                 r"\(now 1e\+?10\) or scale the features"):
         LogisticRegression(solver="sgd", learning_rate=1e10, client="local").fit(X, y)
+
+
+@pytest.mark.parametrize("solver", ["sgd", "adagrad", "ftrl"])
+def test_stochastic_fit_on_huge_features_says_to_scale_them(solver):
+    """Rows of 1e300 diverge at any learning rate: the advice named the learning rate only
+    (lbfgs's names the scale); AdaGrad's squared gradients overflowing were refused by the
+    table as a bare "update ... is not finite"."""
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    X[5, 0] = 1e300
+    y = (X[:, 1] > 0).astype(int)
+    with pytest.raises(dask_ps.DivergenceError, match=r"or scale the features \(e\.g\. "
+                                                      r"MaxAbsScaler\)"):
+        LogisticRegression(solver=solver, client="local", random_state=0).fit(X, y)
 
 
 def test_pydata_sparse_input():
