@@ -1,5 +1,5 @@
 """dask-ps train with inputs that are empty or of another format than --format says: named
-errors, and empty test sets scored as such."""
+errors; empty test sets refused by train and evaluate alike."""
 
 import numpy as np
 import pytest
@@ -87,11 +87,13 @@ def test_inputs_of_no_rows_given_relative_are_named_as_bad_lines_name_them(
 
 
 @pytest.mark.timeout(300)
-def test_empty_inputs_of_mf_lda_gbdt_are_named_and_empty_test_sets_scored(tmp_path, client1,
-                                                                         capsys):
+def test_empty_inputs_of_mf_lda_gbdt_are_named_and_empty_test_sets_refused(tmp_path, client1,
+                                                                          capsys):
     """mf said "X has no ratings", lda "table 'nwk': shape must be ...", a Parquet file
     without the rating columns "columns [...] are not among [...]" (no file); an empty
-    --test file ended mf, lda and gbdt (libsvm) with an error instead of "test: no ...\""""
+    --test file ended mf, lda and gbdt (libsvm) with an error instead of "test: no ...",
+    then was scored so with status 0; it is now refused as evaluate refuses it (status 2,
+    naming --test), before a cluster starts (test_cli_prechecks)."""
     import pandas as pd
 
     sf = _scheduler_file(client1, tmp_path)
@@ -118,11 +120,11 @@ def test_empty_inputs_of_mf_lda_gbdt_are_named_and_empty_test_sets_scored(tmp_pa
         f"dask-ps: error: {table}: columns ['user', 'item', 'rating'] are not among " \
         f"['u', 'i', 'r'] (named as the user, item and rating columns: user=, item=, " \
         f"rating= in Python, --user-column, --item-column, --rating-column for dask-ps)"
-    for algorithm, train, test, line in [("mf", ratings, "tsv", "test: no ratings"),
-                                         ("lda", docs, "ldac", "test: no documents"),
-                                         ("gbdt", rows, "svm", "test: no rows")]:
-        out = last(algorithm, "--train", str(train), "--test", str(empty[test]), status=0).out
-        assert line in out.splitlines(), (algorithm, out[-500:])
+    for algorithm, train, test, what in [("mf", ratings, "tsv", "no ratings"),
+                                         ("lda", docs, "ldac", "no documents"),
+                                         ("gbdt", rows, "svm", "no rows")]:
+        err = last(algorithm, "--train", str(train), "--test", str(empty[test])).err
+        assert err == f"dask-ps: error: --test {empty[test]}: {what} to score the model on\n"
 
 
 @pytest.mark.timeout(200)
@@ -655,38 +657,63 @@ def test_a_folder_is_its_files_and_a_compressed_file_is_named(tmp_path, client1,
         f"not end in .gz: rename it to end in .gz)")
 
 
-@pytest.mark.timeout(300)
-def test_evaluate_refuses_test_data_of_no_rows_as_train_refuses_it(tmp_path, client1, capsys):
+@pytest.mark.timeout(600)
+def test_train_and_evaluate_refuse_test_data_of_no_rows_alike(tmp_path, client1, capsys):
     """dask-ps evaluate on an empty test file (LIBSVM, a CSV header alone, ratings, LDA-C)
-    printed "test: no rows" (or no ratings, no documents) with status 0, where train refuses
-    the same file as --train: now it is refused alike, naming the file, status 2."""
+    printed "test: no rows" (or no ratings, no documents) with status 0; then it was
+    refused by matching that line, while dask-ps train --test printed it with status 0.
+    Each algorithm's scoring now says how many rows it scored
+    (:attr:`~dask_ps.cli._algorithms.Algorithm.score`) and both commands refuse none in one
+    line naming --test and the file, status 2: files of 0 bytes and files that hold no row
+    (comments, a header alone, a Parquet table or docword of 0 rows) of every family."""
     import pandas as pd
 
     sf = _scheduler_file(client1, tmp_path)
     svm = _svm(tmp_path / "tr.svm", np.tile([0, 1], 20))
-    table = tmp_path / "tr.csv"
-    pd.DataFrame({"click": [0, 1] * 10, "a": np.arange(20) / 20}).to_csv(table, index=False)
-    ratings, docs = tmp_path / "r.tsv", tmp_path / "d.ldac"
-    ratings.write_text("1\t2\t5\n1\t3\t4\n2\t2\t3\n3\t1\t1\n")
-    docs.write_text("2 0:1 1:2\n1 2:3\n3 0:1 3:2 4:1\n")
-    empty, blank, head, none_r, none_d = (tmp_path / n for n in (
-        "empty.svm", "blank.svm", "head.csv", "empty.tsv", "empty.ldac"))
-    for path, text in [(empty, ""), (blank, "# a comment\n\n"), (head, "click,a\n"),
-                       (none_r, ""), (none_d, "")]:
-        path.write_text(text)
+    frame = pd.DataFrame({"click": [0, 1] * 10, "a": np.arange(20) / 20})
+    frame.to_csv(tmp_path / "tr.csv", index=False)
+    frame.to_parquet(tmp_path / "tr.parquet")
+    frame.iloc[:0].to_parquet(tmp_path / "none.parquet")
+    files = {"empty.svm": "", "blank.svm": "# a comment\n\n", "empty.csv": "",
+             "head.csv": "click,a\n", "r.tsv": "1\t2\t5\n1\t3\t4\n2\t2\t3\n3\t1\t1\n",
+             "rh.tsv": "user\titem\trating\n1\t2\t5\n1\t3\t4\n2\t2\t3\n3\t1\t1\n",
+             "empty.tsv": "", "head.tsv": "user\titem\trating\n",
+             "d.ldac": "2 0:1 1:2\n1 2:3\n3 0:1 3:2 4:1\n", "empty.ldac": "", "blank.ldac": "\n",
+             "docword.d.txt": "3\n5\n4\n1 1 1\n1 2 2\n2 3 3\n3 5 1\n",
+             "docword.none.txt": "0\n5\n0\n"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    csv, parquet = (["--train", str(tmp_path / f"tr.{f}"), "--format", f, "--label", "click"]
+                    for f in ("csv", "parquet"))
     for algorithm, argv, tests, what in [
-            ("lr", ["--train", svm], (empty, blank), "no rows"),
-            ("lr", ["--train", str(table), "--format", "csv", "--label", "click"], (head,),
-             "no rows"),
-            ("mf", ["--train", str(ratings)], (none_r,), "no ratings"),
-            ("lda", ["--train", str(docs)], (none_d,), "no documents")]:
+            ("lr", ["--train", svm], ("empty.svm", "blank.svm"), "no rows"),
+            ("fm", ["--train", svm], ("blank.svm",), "no rows"),
+            ("lr", csv, ("empty.csv", "head.csv"), "no rows"),
+            ("lr", parquet, ("none.parquet",), "no rows"),
+            ("gbdt", ["--train", svm], ("empty.svm", "blank.svm"), "no rows"),
+            ("gbdt", csv, ("empty.csv", "head.csv"), "no rows"),
+            ("gbdt-regression", parquet, ("none.parquet",), "no rows"),
+            ("mf", ["--train", str(tmp_path / "r.tsv")], ("empty.tsv",), "no ratings"),
+            ("mf", ["--train", str(tmp_path / "rh.tsv"), "--header"], ("head.tsv",),
+             "no ratings"),
+            ("lda", ["--train", str(tmp_path / "d.ldac")], ("empty.ldac", "blank.ldac"),
+             "no documents"),
+            ("lda", ["--train", str(tmp_path / "docword.d.txt")], ("docword.none.txt",),
+             "no documents")]:
         model = str(tmp_path / f"{algorithm}.npz")
-        assert main(["train", algorithm, *argv, "--max-iter", "1", "--save", model,
-                     "--scheduler-file", sf]) == 0, algorithm
+        run = [*argv, "--n-estimators" if algorithm.startswith("gbdt") else "--max-iter", "1",
+               "--scheduler-file", sf]
+        assert main(["train", algorithm, *run, "--save", model]) == 0, algorithm
         for test in tests:
+            said = f"dask-ps: error: --test {tmp_path / test}: {what} to score the model on\n"
             capsys.readouterr()
-            assert main(["evaluate", model, "--test", str(test)]) == 2, (algorithm, test)
-            assert capsys.readouterr().err == f"dask-ps: error: {test}: {what}\n"
+            assert main(["evaluate", model, "--test", str(tmp_path / test)]) == 2, \
+                (algorithm, test)
+            assert capsys.readouterr().err == said, (algorithm, test)
+            assert main(["train", algorithm, *run, "--test", str(tmp_path / test)]) == 2, \
+                (algorithm, test)
+            out = capsys.readouterr()
+            assert out.err == said and "test:" not in out.out, (algorithm, test)
 
 
 @pytest.mark.timeout(200)

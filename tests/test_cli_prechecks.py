@@ -41,6 +41,34 @@ def test_an_empty_training_file_is_refused_before_a_cluster_starts(tmp_path, cap
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("algorithm, train, test, options, what", [
+    ("lr", "1 1:1\n0 2:1\n", "empty.svm", [], "no rows"),
+    ("fm", "1 1:1\n0 2:1\n", "empty.svm", [], "no rows"),
+    ("gbdt", "1 1:1\n0 2:1\n", "empty.svm", [], "no rows"),
+    ("lr", "click,a\n0,1\n1,2\n", "empty.csv", ["--format", "csv", "--label", "click"],
+     "no rows"),
+    ("gbdt-regression", "y,a\n0,1\n1,2\n", "empty.csv", ["--format", "csv", "--label", "y"],
+     "no rows"),
+    ("mf", "1\t2\t5\n2\t1\t3\n", "empty.tsv", [], "no ratings"),
+    ("mf", "user\titem\trating\n1\t2\t5\n", "empty.tsv", ["--header"], "no ratings"),
+    ("lda", "2 0:1 1:2\n", "empty.dat", [], "no documents"),
+    ("lda", "1\n2\n2\n1 1 1\n1 2 2\n", "docword.empty.txt", ["--format", "docword"],
+     "no documents")])
+def test_an_empty_test_file_is_refused_before_a_cluster_starts(tmp_path, capsys, algorithm,
+                                                               train, test, options, what):
+    """An empty --test was scored after the fit as "test: no rows" (status 0), or for a
+    table, ratings with --header or a docword named by the header it lacks ("an empty file
+    (0 bytes): no header ...", "no columns (an empty file?)", "the first three lines must
+    be ..."). Refused now as --train is, from the files' sizes, in the words of an empty
+    test set once read (:func:`~dask_ps.cli._run.no_test_rows`), as evaluate says it."""
+    (tmp_path / "train").write_text(train)
+    (tmp_path / test).write_bytes(b"")
+    assert _error(capsys, ["train", algorithm, "--train", str(tmp_path / "train"), "--test",
+                           str(tmp_path / test), *options]) == \
+        f"--test {tmp_path / test}: {what} to score the model on"
+
+
+@pytest.mark.timeout(60)
 def test_an_empty_training_file_is_named_as_a_bad_line_names_it(tmp_path, capsys,
                                                                  monkeypatch):
     """``dask-ps train lr --train empty.svm`` said "empty.svm: no rows", the path as typed,

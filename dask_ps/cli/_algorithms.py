@@ -73,9 +73,9 @@ class Algorithm:
         Runs with ``client`` as the current client.
     load_test : callable(path, meta, args) -> test data
         For ``dask-ps evaluate``: read ``path`` as the training data was (``meta``).
-    score : callable(estimator, test) -> list of str
-        The lines printed about the test data (the first starts with ``test:``); none
-        but ``f"test: {empty}"`` for test data without rows (evaluate refuses it).
+    score : callable(estimator, test) -> (int, list of str)
+        The test data's rows (ratings, documents) and the lines printed about them (the
+        first starts with ``test:``); none of no rows (refused: :func:`~._run.say_scores`).
     export : callable(estimator, meta) -> (tables, description)
         For ``dask-ps export``: pandas tables of the weights and a JSON-able description.
     unit : str
@@ -95,9 +95,9 @@ class Algorithm:
         Whether ``--weight COLUMN`` (sample weights, ``fit(..., sample_weight=...)``) applies;
         refused up front for the others.
     empty : str
-        What an empty ``--train`` (every file of 0 bytes, or no rows read) is refused with,
-        after its path (``"no rows"``; mf: ``"no ratings"``, lda: ``"no documents"``), and
-        ``dask-ps evaluate`` an empty ``--test``.
+        What an empty ``--train`` or ``--test`` (every file of 0 bytes, or no rows read) is
+        refused with, after its path (``"no rows"``; mf: ``"no ratings"``, lda: ``"no
+        documents"``).
     passes : str
         What one pass of the fit is called in the output (``"epoch"``; gbdt: ``"round"``,
         lda: ``"iteration"``).

@@ -109,6 +109,7 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None, test: boo
     ``meta["weight"]`` (not a feature), or None (no ``--weight``; a ``test`` file without
     the column). LIBSVM: read by :func:`~._algorithms.read_train_test` and
     :func:`~._algorithms.read_test`, as a sparse dask array."""
+    from ..cluster import compute
     from ..io._frame import read_frame
     from ..io.parquet import read_table_parquet
 
@@ -138,7 +139,8 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None, test: boo
             raise DataError(f"{path}: --categorical names {c!r}, not a column")
         cats = meta.setdefault("categories", {})
         if c not in cats:
-            cats[c] = sorted(X[c].dropna().unique().compute().tolist())
+            cats[c] = sorted(compute(X[c].dropna().unique(), what=f"reading the categories "
+                                     f"of column {c!r} of {path}")[0].tolist())
         X[c] = X[c].astype("category").cat.set_categories(cats[c])
     return X, df[label], (w or [None])[0]
 
@@ -152,13 +154,13 @@ def _check_classes(y, y_read, args, meta) -> None:
 
 
 def _gbdt_load(args, client) -> Loaded:
-    from ..cluster import compute_watched
+    from ..cluster import compute
 
     meta, X, y, w, test = read_train_test(args, client, _gbdt_meta, _gbdt_read)
     y_read = y  # its graph names the blocks of its chunks, the persisted one's does not
     X, y, w = client.persist([X, y, w]) if w is not None else (*client.persist([X, y]), None)
-    n = int(X.shape[0]) if meta["format"] == "libsvm" else int(compute_watched(
-        client, f"counting the rows of {args.train}", y.shape[0])[0])
+    n = int(X.shape[0]) if meta["format"] == "libsvm" else int(compute(
+        y.shape[0], what=f"counting the rows of {args.train}")[0])
     if not n:
         from ..io._blocks import files_named
 
@@ -177,22 +179,27 @@ def _gbdt_load_test(path: str, meta: dict, args):
     return read_test(_gbdt_read, path, meta, getattr(args, "zero_based", None))
 
 
-def _gbdt_score(est, test: TestSet) -> list[str]:
+def _gbdt_score(est, test: TestSet) -> tuple[int, list[str]]:
     # computed apart: a table's labels are a dask-expr collection, predictions an array
     import numpy as np
 
-    y = np.asarray(test.y.compute())
-    w = None if test.w is None else np.asarray(test.w.compute(), np.float64)
+    from ..cluster import compute
+
+    what = f"scoring {test.path}"
+    y, w = compute(test.y, test.w, what=what)
+    y = np.asarray(y)
+    w = None if w is None else np.asarray(w, np.float64)
     if not y.shape[0]:  # the estimator refuses an empty X
-        return ["test: no rows"]
+        return 0, []
     if hasattr(est, "classes_"):
         check_test_classes(y, test)
-        return class_lines(est.classes_, y, est.predict_proba(test.X).compute(), w)
-    pred = est.predict(test.X).compute()
+        return y.shape[0], class_lines(est.classes_, y,
+                                       compute(est.predict_proba(test.X), what=what)[0], w)
+    pred = compute(est.predict(test.X), what=what)[0]
     err = np.asarray(pred, np.float64) - np.asarray(y, np.float64)
     if w is not None and not w.sum() > 0:
-        return ["test: every weight is zero: no weighted l2, l1"]
-    return [f"test: l2 {np.average(err ** 2, weights=w):.6f}  "
+        return y.shape[0], ["test: every weight is zero: no weighted l2, l1"]
+    return y.shape[0], [f"test: l2 {np.average(err ** 2, weights=w):.6f}  "
             f"l1 {np.average(np.abs(err), weights=w):.6f}  ({err.shape[0]:,} rows)"
             + ("  (weighted)" if w is not None else "")]
 

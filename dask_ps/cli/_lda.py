@@ -81,7 +81,7 @@ def _lda_pad(block, n_terms: int):
 def _lda_load(args, client) -> Loaded:
     import numpy as np
 
-    from ..cluster import compute_watched
+    from ..cluster import compute
 
     meta = _lda_meta(args)
     blocksize = args.blocksize or _blocksize(args.train, _n_workers(client))
@@ -89,8 +89,9 @@ def _lda_load(args, client) -> Loaded:
     meta["n_terms"] = int(X.shape[1])
     test = _lda_read(args.test, meta, n_terms=X.shape[1])[0] if args.test else None
     X = client.persist(X)
-    tokens = float(compute_watched(client, f"counting the tokens of {args.train}", X.map_blocks(
-        _lda_tokens, dtype=np.float64, chunks=(1,), drop_axis=1, meta=np.zeros(0)).sum())[0])
+    tokens = float(compute(X.map_blocks(_lda_tokens, dtype=np.float64, chunks=(1,), drop_axis=1,
+                                        meta=np.zeros(0)).sum(),
+                           what=f"counting the tokens of {args.train}")[0])
     if not tokens:
         from ..io._blocks import files_named
 
@@ -111,15 +112,18 @@ def _lda_load_test(path: str, meta: dict, args):
     return _lda_read(path, meta, n_terms=meta.get("n_terms"))[0]
 
 
-def _lda_score(est, test) -> list[str]:
+def _lda_score(est, test) -> tuple[int, list[str]]:
     import scipy.sparse as sp
 
-    X = sp.csr_matrix(test.compute())
+    from ..cluster import compute
+
+    X = sp.csr_matrix(compute(test, what="reading the test documents")[0])
     if not X.shape[0]:
-        return ["test: no documents"]
+        return 0, []
     if not X.nnz or not X.sum():  # perplexity is per token
-        return [f"test: no tokens ({X.shape[0]:,} documents, all empty): no perplexity"]
-    return [f"test: perplexity {est.perplexity(X):.2f} ({int(X.sum()):,} tokens, "
+        return X.shape[0], [f"test: no tokens ({X.shape[0]:,} documents, all empty): no "
+                            f"perplexity"]
+    return X.shape[0], [f"test: perplexity {est.perplexity(X):.2f} ({int(X.sum()):,} tokens, "
             f"{X.shape[0]:,} documents; theta by EM on each whole document)"]
 
 

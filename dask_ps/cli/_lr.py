@@ -185,7 +185,7 @@ def _refuse_third_class(labels: np.ndarray, found: list, what: str, where) -> No
 def _lr_load(args, client) -> Loaded:
     import dask
 
-    from ..cluster import compute_watched
+    from ..cluster import compute
 
     meta, X, y, w, test = read_train_test(args, client, _lr_meta_encoded, _lr_read)
     y_read = y  # its graph names the blocks of its chunks, the persisted one's does not
@@ -198,10 +198,10 @@ def _lr_load(args, client) -> Loaded:
 
     # counted now: a fit may release the persisted input once it has encoded it (watched:
     # workers paused at their memory limit from the start left a plain compute waiting forever)
-    nnz, found = compute_watched(
-        client, f"counting the non-zeros of {args.train}",
+    nnz, found = compute(
         dask.delayed([dask.delayed(_nnz)(b) for b in X.to_delayed().ravel()]),
-        dask.delayed([dask.delayed(label_classes)(b) for b in y.to_delayed().ravel()]))
+        dask.delayed([dask.delayed(label_classes)(b) for b in y.to_delayed().ravel()]),
+        what=f"counting the non-zeros of {args.train}")
     units = float(sum(nnz))
     # labels that are not classes (0/0.7), or one class, are the data's fault: say where
     labels, where = checked_classes(found, y_read, args.train, meta)
@@ -218,7 +218,7 @@ def _lr_load_test(path: str, meta: dict, args):
     return read_test(_lr_read, path, meta, getattr(args, "zero_based", None))
 
 
-def _lr_score(est, test: TestSet) -> list[str]:
+def _lr_score(est, test: TestSet) -> tuple[int, list[str]]:
     import numpy as np
 
     from ..cluster import compute
@@ -226,8 +226,11 @@ def _lr_score(est, test: TestSet) -> list[str]:
     # (watched on a client; dask's own scheduler in evaluate, which has none)
     y, proba, w = compute(test.y, est.predict_proba(test.X), test.w,
                           what=f"scoring {test.path}")
-    check_test_classes(np.asarray(y), test)
-    return class_lines(est.classes_, y, proba, w)
+    y = np.asarray(y)
+    if not y.shape[0]:
+        return 0, []
+    check_test_classes(y, test)
+    return y.shape[0], class_lines(est.classes_, y, proba, w)
 
 
 def _nonzero_rows(M) -> tuple[np.ndarray, np.ndarray]:

@@ -83,14 +83,14 @@ def _mf_read(path: str, meta: dict, blocksize=None):
 
 
 def _mf_load(args, client) -> Loaded:
-    from ..cluster import compute_watched
+    from ..cluster import compute
 
     meta = _mf_meta(args)
     df = _mf_read(args.train, meta, args.blocksize)
     test = _mf_read(args.test, meta) if args.test else None
     df = client.persist(df)
-    n = int(compute_watched(client, f"counting the ratings of {args.train}",
-                            df.map_partitions(len).sum())[0])
+    n = int(compute(df.map_partitions(len).sum(),
+                    what=f"counting the ratings of {args.train}")[0])
     if not n:
         from ..io._blocks import files_named
 
@@ -103,14 +103,17 @@ def _mf_load_test(path: str, meta: dict, args):
     return _mf_read(path, meta)
 
 
-def _mf_score(est, test) -> list[str]:
-    if not int(test.map_partitions(len).sum().compute()):  # evaluate refuses none
-        return ["test: no ratings"]
+def _mf_score(est, test) -> tuple[int, list[str]]:
+    from ..cluster import compute
+
+    n = int(compute(test.map_partitions(len).sum(), what="counting the test ratings")[0])
+    if not n:  # (est.evaluate refuses none)
+        return 0, []
     with warnings.catch_warnings():  # evaluate's warning about unseen ids: counted below
         warnings.filterwarnings("ignore", r"\d+ rows with a user and \d+ with an item not "
                                 "seen at fit", UserWarning)
         r = est.evaluate(test)
-    return [f"test: RMSE {r['rmse']:.4f}  MAE {r['mae']:.4f}  ({r['n_ratings']:,} ratings; "
+    return n, [f"test: RMSE {r['rmse']:.4f}  MAE {r['mae']:.4f}  ({r['n_ratings']:,} ratings; "
             f"unseen: {_count(r['n_unseen_users'], 'user')}, "
             f"{_count(r['n_unseen_items'], 'item')})"]
 

@@ -68,9 +68,9 @@ def check_contents(urlpath: str, option: str, libsvm: bool, header_flag: bool = 
     first file tell (nothing more is read: data may be large, or remote): every file of
     ``--train`` empty (``"<file>: no rows"``, or ``empty``'s words, as the readers say
     it once the cluster has read them; the file named as a bad line names it,
-    :func:`~dask_ps.io._blocks.files_named`), or given as LIBSVM (``libsvm``) a first
-    file that is not, with the hint of the format it looks like
-    (:func:`~dask_ps.io._sniff.other_format`; ``header_flag``: the command has
+    :func:`~dask_ps.io._blocks.files_named`; ``--test``: :func:`no_test_rows`), or given
+    as LIBSVM (``libsvm``) a first file that is not, with the hint of the format it looks
+    like (:func:`~dask_ps.io._sniff.other_format`; ``header_flag``: the command has
     ``--no-header``).
 
     Raises
@@ -83,8 +83,9 @@ def check_contents(urlpath: str, option: str, libsvm: bool, header_flag: bool = 
     from ..io._sniff import compressed, first_line, other_format
 
     fs, paths = _opened(urlpath, option)
-    if option == "--train" and all(fs.size(p) == 0 for p in paths):
-        raise DataError(f"{files_named(urlpath, paths)}: {empty}")  # as the readers say it
+    if all(fs.size(p) == 0 for p in paths):  # as the readers say it, and say_scores
+        raise (no_test_rows(urlpath, empty, paths) if option == "--test"
+               else DataError(f"{files_named(urlpath, paths)}: {empty}"))
     if not libsvm:
         return
     try:
@@ -386,11 +387,7 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
             say(f"saved: {args.save} ({algo.estimator}; dask-ps evaluate {args.save} "
                 f"--test PATH)")
         if data.test is not None:
-            for line in algo.score(est, data.test):
-                if line.startswith("warning: "):
-                    print(f"dask-ps: {line}", file=sys.stderr, flush=True)
-                else:
-                    say(line)
+            say_scores(algo.score(est, data.test), args.test, algo.empty)
     finally:
         if events is not None:
             events.close()
@@ -434,7 +431,6 @@ def evaluate(args) -> int:
     """Score a saved model on test data, in this process (Dask's threads)."""
     import dask
 
-    from ..io._blocks import files_named
     from ..saving import load_estimator
 
     check_model(args.model)
@@ -448,23 +444,47 @@ def evaluate(args) -> int:
                         f"dask-ps evaluate cannot read test data for it: score it in Python "
                         f"(dask_ps.saving.load_estimator)")
     data = test_options(data, args, algo)
+    if data["format"] != "parquet":  # files of 0 bytes, as train checks --test
+        check_contents(args.test, "--test", False, empty=algo.empty)
     try:
         with dask.config.set(scheduler="threads"):
             test = algo.load_test(args.test, data, args)
-            lines = algo.score(est, test)
+            scores = algo.score(est, test)
     except DataError as exc:
         said = _format_hint(exc, args.test, data["format"])
         if said is None:
             raise
         raise DataError(said) from exc
-    if lines == [f"test: {algo.empty}"]:  # nothing to score: refused as train refuses it
-        raise DataError(f"{files_named(args.test)}: {algo.empty}")
+    say_scores(scores, args.test, algo.empty)
+    return 0
+
+
+def say_scores(scores: tuple, urlpath: str, empty: str) -> None:
+    """Print ``scores``, the ``(rows, lines)`` an Algorithm's ``score`` says of test data
+    ``urlpath`` (``warning: `` lines to stderr), as ``dask-ps train`` and ``evaluate`` do.
+
+    Raises
+    ------
+    DataError
+        No rows (:func:`no_test_rows`).
+    """
+    rows, lines = scores
+    if not rows:
+        raise no_test_rows(urlpath, empty)
     for line in lines:
         if line.startswith("warning: "):
             print(f"dask-ps: {line}", file=sys.stderr, flush=True)
         else:
             say(line)
-    return 0
+
+
+def no_test_rows(urlpath: str, empty: str, paths: list | None = None) -> DataError:
+    """The error of test data ``urlpath`` (files ``paths``, if known) of no rows (``empty``),
+    of 0 bytes (:func:`check_contents`) or once read (:func:`say_scores`): ``"--test
+    /data/t.svm: no rows to score the model on"`` (:func:`~dask_ps.io._blocks.files_named`)."""
+    from ..io._blocks import files_named
+
+    return DataError(f"--test {files_named(urlpath, paths)}: {empty} to score the model on")
 
 
 def test_options(data: dict, args, algo: Algorithm) -> dict:
