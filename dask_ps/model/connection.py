@@ -87,10 +87,15 @@ def process_client(model: PSModel) -> ProcessClient:
     Raises
     ------
     ClosedModelError
-        The model is closed.
+        The model is closed, or the Dask client it was made on (in the driver; tasks get
+        the model without its client).
     """
     if model._closed:
         raise ClosedModelError(f"PSModel {model.uid} is closed")
+    if model._client is not None and model._client.status in ("closing", "closed"):
+        raise ClosedModelError(f"PSModel {model.uid}: the Dask client it was made on "
+                               f"({model._client.id}) is closed, and its shards went with "
+                               f"it: make a new PSModel on a running client")
     address = ""
     if not model.is_local:
         worker = _compat.current_worker()

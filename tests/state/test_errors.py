@@ -196,6 +196,26 @@ def test_calls_of_a_task_after_its_model_is_closed_raise_at_once():
     assert seen == [[("raised", "ClosedModelError", f"PSModel {m.uid} is closed")] * 4]
 
 
+def test_a_model_whose_client_closed_raises_closed_model_error(client2):
+    """A PSModel used after the Dask client it was made on closed (leaving a ``with
+    Client(...)`` block) raised a bare "RuntimeError: Event loop is closed"; now
+    ClosedModelError naming the client. Closing the model stays silent."""
+    from distributed import Client
+
+    other = Client(client2.scheduler.address, set_as_default=False)
+    m = dask_ps.PSModel(other, n_shards=2)
+    m.add_table("w", (4,))
+    np.testing.assert_array_equal(m.pull("w", [1]), [0.0])
+    other.close()
+    for call in (lambda: m.pull("w", [1]), lambda: m.push("w", [1], [1.0]),
+                 lambda: m.run(lambda ps, i: None, [0])):
+        with pytest.raises(dask_ps.ClosedModelError, match=rf"PSModel {m.uid}: the Dask "
+                                                           rf"client it was made on \({other.id}"
+                                                           rf"\) is closed"):
+            call()
+    m.close()
+
+
 @pytest.mark.parametrize("n_rows", [2**64, 2**63, 10**30])
 def test_a_dense_table_past_int64_keys_is_refused_naming_it(n_rows, recwarn):
     """Rows past int64 keys: a ValueError naming the table, before the shards' bounds are
