@@ -257,6 +257,19 @@ def busy_task(ps, item):
     return ps.current_clock
 
 
+def traffic_of(url: str, uid: str, n: int) -> dict | None:
+    """The page's throughput source once its lines are the 2 shards of model ``uid`` alone,
+    each with ``n`` samples of traffic (a rate above zero); else None.
+
+    The page draws all samples it keeps (``PSMetrics.history``, 150 s at 0.25 s), and the
+    job runs until the driver stops it: the source the page fetches later still has them.
+    """
+    tp = get_json(f"{url}/data/throughput.json")
+    if tp["label"] != [f"{uid[:6]}/{i}" for i in range(2)]:
+        return None
+    return tp if all(sum(v > 0 for v in mb) >= n for mb in tp["mb_per_s"]) else None
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)  # headless Chromium took > 120 s to draw at load ~20
 def test_chromium_draws_the_plots(dash, data, tmp_path):
@@ -274,8 +287,11 @@ def test_chromium_draws_the_plots(dash, data, tmp_path):
                               kwargs=dict(consistency="ssp", staleness=2))
         th.start()
         try:
-            wait_for(lambda: (lambda t: t and len(t[-1]) >= 12)(
-                get_json(f"{url}/data/throughput.json")["t"]), 120, "twelve throughput samples")
+            # what the page draws, not just samples of it: the shards of an idle model (this
+            # one before its tasks start, or the fit's until the scheduler forgets them) have
+            # rates of zero, lines that lie on each other (the 2nd hides the 1st)
+            tp = wait_for(lambda: traffic_of(url, model.uid, 12), 180,
+                          "throughput lines of the job's 2 shards, each with 12 busy samples")
             shot = tmp_path / "dask-ps-page.png"
             proc = subprocess.run(
                 [chromium(), "--headless", "--no-sandbox", "--disable-gpu",
@@ -292,5 +308,6 @@ def test_chromium_draws_the_plots(dash, data, tmp_path):
     # the loss line (3 px wide, 3 epochs) and its markers, the clock bars, the shard lines
     assert color_pixels(img, LOSS_COLOR) > 500
     assert color_pixels(img, CLOCK_COLOR) > 500
+    assert tp["color"] == ["#1f77b4", "#ff7f0e"]
     assert color_pixels(img, "#1f77b4") > 100 and color_pixels(img, "#ff7f0e") > 100
     assert (img.reshape(-1, 3) != 255).any(axis=1).mean() > 0.02  # not a blank page
