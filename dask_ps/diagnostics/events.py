@@ -260,19 +260,26 @@ def _dispatch(event) -> None:
 def watch_job(client, job: str, callback: Callable[[dict], None] | None):
     """While the block runs, call ``callback(msg)`` for every report of ``job``'s tasks.
 
-    Calls are serialised; an error in ``callback`` is logged, never raised into a task.
+    Calls are serialised; an error in ``callback`` is logged, never raised into a task: the
+    first with its traceback, the others of the job counted, in one warning at its end (a
+    callback of the wrong signature logged a traceback per report).
     """
     if callback is None:
         yield
         return
     lock = threading.Lock()
+    failures = [0]
 
     def call(msg):
         with lock:
             try:
                 callback(msg)
             except Exception:  # a progress bar must not stop training
-                logger.exception("dask_ps: the report callback of job %s failed", job)
+                failures[0] += 1
+                if failures[0] == 1:
+                    logger.exception("dask_ps: the report callback of job %s failed (it is "
+                                     "called with one argument, the report, a dict; later "
+                                     "failures of the job are counted)", job)
 
     _JOB_CALLBACKS[job] = call
     if client is not None:
@@ -285,3 +292,6 @@ def watch_job(client, job: str, callback: Callable[[dict], None] | None):
         yield
     finally:
         _JOB_CALLBACKS.pop(job, None)
+        if failures[0] > 1:
+            logger.warning("dask_ps: the report callback of job %s failed %d times",
+                           job, failures[0])

@@ -59,6 +59,19 @@ def test_a_failing_callback_does_not_stop_the_job(caplog):
     assert "callback of job" in caplog.text and "ZeroDivisionError" in caplog.text
 
 
+def test_a_callback_failing_on_every_report_logs_one_traceback(caplog):
+    """A callback of the wrong signature (``lambda **kw: None``) logged a traceback per
+    report; now the first, saying how the callback is called, and a count at the end."""
+    with dask_ps.PSModel("local") as model:
+        model.add_table("w", shape=(10,))
+        assert model.run(reporting_task, [1], callback=lambda **kw: None) == [1]
+    failed = [r for r in caplog.records if "report callback of job" in r.getMessage()]
+    assert [r.levelname for r in failed] == ["ERROR", "WARNING"], caplog.text
+    assert "called with one argument, the report, a dict" in failed[0].getMessage()
+    assert failed[0].exc_info[0] is TypeError
+    assert failed[1].getMessage().endswith("failed 3 times")
+
+
 def test_progress_bar_text():
     out = io.StringIO()
     bar = ProgressBar(4, "fit", stream=out, enabled=True, width=8)
