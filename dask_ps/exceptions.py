@@ -16,6 +16,7 @@ __all__ = [
     "DataError",
     "DivergenceError",
     "KeysNeededError",
+    "ModelTooLargeError",
     "NoCheckpointToResumeError",
     "NoShardWorkerError",
     "OptionError",
@@ -193,6 +194,17 @@ class OptionError(ValueError):
     :class:`~dask_ps.cluster.ClusterSpec` field, an estimator parameter the command passes
     on. The message names the option. Like :class:`DataError` it tells the user's mistake
     from a bug: the command line prints it as one line, a bug with its traceback."""
+
+
+class ModelTooLargeError(MemoryError, ValueError):
+    """A model's tables would not fit in the memory where they live, refused before they
+    are made: parameters (FM's ``k``, LDA's ``n_components``) or the data's width (LDA's
+    largest term id, a model's number of features) ask for more than the workers (or this
+    process) may use. The message names the parameter, the bytes needed and the limit, and
+    (when the width comes from a file) the file and line; it says what to change. Like
+    :class:`OptionError` it is the user's to fix: the command line prints it as one line.
+    A ``MemoryError`` (what it prevents) and a ``ValueError`` (a refused value), so that
+    code catching either keeps working."""
 
 
 class NoCheckpointToResumeError(ValueError):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from ..exceptions import ModelTooLargeError
 from . import _logistic_data as D
 
 if TYPE_CHECKING:
@@ -85,8 +86,9 @@ def check_room(estimator: str, model: PSModel, width: int, k: int, keyed: bool) 
 
     Raises
     ------
-    MemoryError
-        Naming the width or the table's rows, ``k``, the bytes and the memory they exceed.
+    ModelTooLargeError
+        Naming the width or the table's rows, ``k``, the bytes and the memory they exceed
+        (a ``MemoryError``).
     """
     from ..partitions.worker import process_memory, smallest_limit
     from ..state.table import FIRST_ROWS
@@ -95,7 +97,8 @@ def check_room(estimator: str, model: PSModel, width: int, k: int, keyed: bool) 
     available = process_memory(available=True)
     dense = 0 if keyed else 8 * width * (k + 1)
     if dense > available // 2:
-        raise MemoryError(f"{estimator}: coef_ and factors_ of {width} features x (k={k} + 1) "
+        raise ModelTooLargeError(
+                          f"{estimator}: coef_ and factors_ of {width} features x (k={k} + 1) "
                           f"take {dense / gib:.1f} GiB as dense float64 arrays, more than "
                           f"half of the {available / gib:.1f} GiB available here; use a "
                           f"smaller k")
@@ -108,6 +111,7 @@ def check_room(estimator: str, model: PSModel, width: int, k: int, keyed: bool) 
         need, room = block, smallest_limit(model.client) // 2
         where = f"more than half of a worker's {2 * room / gib:.1f} GiB memory limit"
     if room > 0 and need > room:
-        raise MemoryError(f"{estimator}: k={k} makes the factor table {block / gib:.1f} GiB "
+        raise ModelTooLargeError(
+                          f"{estimator}: k={k} makes the factor table {block / gib:.1f} GiB "
                           f"per shard from its start ({FIRST_ROWS} rows of 2k + 1 float64: "
                           f"factors, accumulators, a count), {where}; use a smaller k")

@@ -260,8 +260,9 @@ def user_error(exc: BaseException) -> bool:
     estimators for what they refuse), a bad option (:class:`~dask_ps.OptionError`: the
     command's checks, a ``--config`` file, an estimator parameter), a file, connection or
     timeout (``OSError``), the cluster failing the run (lost workers, no worker for the
-    shards, a failed recovery), training that diverged, an unreadable checkpoint, and a
-    missing optional package. Any other exception, a ``ValueError`` raised deep in NumPy or
+    shards, a failed recovery), training that diverged, an unreadable checkpoint, a model
+    too large for the memory (:class:`~dask_ps.ModelTooLargeError`), and a missing optional
+    package. Any other exception, a ``ValueError`` raised deep in NumPy or
     in dask_ps included, is a bug.
     """
     from .. import exceptions as e
@@ -270,7 +271,7 @@ def user_error(exc: BaseException) -> bool:
         return not (exc.name or "dask_ps").startswith("dask_ps")
     return isinstance(exc, (e.DataError, e.OptionError, OSError, e.WorkerLostError,
                             e.NoShardWorkerError, e.RecoveryError, e.DivergenceError,
-                            e.CheckpointFormatError))
+                            e.CheckpointFormatError, e.ModelTooLargeError))
 
 
 def main(argv=None) -> int:
