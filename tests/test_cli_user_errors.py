@@ -138,8 +138,8 @@ def test_an_lda_term_id_too_large_names_its_file_and_line(client1, tmp_path, cap
     (["lr", "--train", "good.svm", "--early-stopping", "--validation-fraction", "0.01",
       "--seed", "0"],
      "the fraction 0.01 of rows held out for early stopping (--validation-fraction) drew "
-     "none of the 4 rows: ", "use a larger --validation-fraction, another --seed (another "
-     "draw of the rows), or set --no-early-stopping"),
+     "none of the 4 rows: ", "draw other rows (--seed), use a larger "
+     "--validation-fraction, or set --no-early-stopping"),
 ])
 def test_parameters_the_data_cannot_take_are_one_line(client1, good, tmp_path, capsys, argv,
                                                       start, end):

@@ -138,8 +138,8 @@ def check_held_out(data, seed: int, validation_fraction: float) -> None:
     found = data.reduce(_held_out_part, None, list(data.starts), seed, validation_fraction,
                         with_start=True)
     rows = sum(n for n, _ in found)
-    advice = ("the validation loss would read 0 and stop the fit unimproved; use a larger "
-              "validation_fraction, another random_state (another draw of the rows), or set "
+    advice = ("the validation loss would read 0 and stop the fit unimproved; draw other "
+              "rows (random_state), use a larger validation_fraction, or set "
               "early_stopping=False")
     if rows == 0:
         raise OptionError(f"the fraction {validation_fraction:g} of rows held out for early "

@@ -30,8 +30,8 @@ _VALUES = {("resume", "False"): "never", ("resume", "True"): "auto"}
 #: Verbs of advice that set a parameter: ``set max_iter=83``, ``pass header=True``.
 _SET = r"\b(set|pass|use|give|try) "
 #: Verbs of advice that change a parameter named after them: ``increase max_iter``, ``try a
-#: smaller learning_rate (now 0.1) or factor_learning_rate``, ``another random_state``.
-_CHANGE = r"\b(increase|lower|raise|reduce|smaller|larger|another) "
+#: smaller learning_rate (now 0.1) or factor_learning_rate``.
+_CHANGE = r"\b(increase|lower|raise|reduce|smaller|larger) "
 _ITEM = r"""(?:'[^']*'|"[^"]*"|[\w.+-]+)"""
 #: A list of values: ``['id', 'tags']``.
 _LIST = rf"\[(?:{_ITEM}(?:, {_ITEM})*)?\]"
@@ -116,7 +116,7 @@ def cli_words(text: str, parser: argparse.ArgumentParser | None) -> str:
     (``use numeric=['a'] or categorical=['a']``: ``use --numeric a or --categorical a``);
     ``resume=False`` (anywhere) ``--resume never``. For the
     estimator's parameters (the options :func:`~._algorithms.add_params` made) also
-    ``increase P`` (after lower, raise, reduce, smaller, larger, another too), with the parameters
+    ``increase P`` (after lower, raise, reduce, smaller, larger too), with the parameters
     listed after it (``P (now 0.1), Q or R``), becomes ``increase --p``, and ``(P)``, a
     parameter named in parentheses (``the 50 epochs of this fit (max_iter)``), ``(--p)``.
     A parameter without an option, or a value its option does not take, keeps Python's
