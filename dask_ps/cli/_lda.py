@@ -121,7 +121,7 @@ def _check_terms(args, meta: dict, client) -> None:
     from ..partitions.worker import process_memory
 
     n_terms = meta["n_terms"]
-    topics = args.n_components or LatentDirichletAllocation().n_components
+    topics = getattr(args, "n_components", None) or LatentDirichletAllocation().n_components
     limits = [int(w["memory_limit"]) for w in worker_info(client).values()
               if w.get("memory_limit")]
     cells = n_terms * topics
