@@ -147,8 +147,8 @@ def check_held_out(data, seed: int, validation_fraction: float) -> None:
                           f"{data.total_rows} rows: {advice}")
     if not sum(w for _, w in found) > 0:
         raise DataError(f"sample_weight: the {rows} rows held out for early stopping "
-                         f"(validation_fraction={validation_fraction}) all weigh zero: "
-                         f"{advice}")
+                        f"(validation_fraction={validation_fraction}) all weigh zero: "
+                        f"{advice}")
 
 
 def epoch_losses(sums: np.ndarray, early_stopping: bool) -> dict:
