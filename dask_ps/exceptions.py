@@ -196,13 +196,22 @@ class OptionError(ValueError):
     from a bug: the command line prints it as one line, a bug with its traceback."""
 
 
-class MemoryLimitError(MemoryError):
-    """What was asked does not fit in the memory it was given: a model whose tables are
-    larger than the workers' (or this process's) memory allows (``k`` of a factorization
-    machine, ``rank`` of a matrix factorization, topics of LDA), or a computation whose
-    workers all stayed paused at their memory limit (:class:`~dask_ps.cluster.PauseWatch`).
-    Refused before the work starts, or once the wait is hopeless, with a message naming
-    the sizes; the command line prints it as the user's mistake (one line, status 2)."""
+class MemoryLimitError(MemoryError, ValueError):
+    """What was asked does not fit in the memory it was given, refused before the work
+    starts (or once a wait is hopeless) with a message naming the sizes and what to change:
+
+    - a model whose tables are larger than the workers' (or this process's) memory allows:
+      parameters (``k`` of a factorization machine, ``rank`` of a matrix factorization,
+      ``n_components`` of LDA) or the data's width (LDA's largest term id plus one, a
+      docword's ``W`` or a vocabulary's lines, named with their file and line; a table's
+      or a partition's size);
+    - a computation whose workers all stayed paused at their memory limit
+      (:class:`~dask_ps.cluster.PauseWatch`; the command's ``--memory``).
+
+    A ``MemoryError`` (what it prevents) and a ``ValueError`` (a refused value, as LDA's
+    check of its table raised before), so that code catching either keeps working. Like
+    :class:`OptionError` it is the user's to fix: the ``dask-ps`` command prints it as one
+    line, status 2."""
 
 
 class NoCheckpointToResumeError(ValueError):

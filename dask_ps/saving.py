@@ -189,6 +189,11 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
         A parameter or fitted attribute that cannot be stored without pickle, naming it.
     ValueError
         An ``extra["data"]`` that loading would refuse (naming the field).
+    OptionError
+        An empty ``path`` (not the current folder) or an unknown protocol, before anything
+        is written (:func:`~dask_ps.io._storage.file_system`).
+    ModuleNotFoundError
+        The protocol's package is not installed (``gs://`` without gcsfs), naming it.
     OSError
         The file cannot be written (an ``IsADirectoryError`` before anything is written when
         a local ``path`` is a folder; a local one in a folder that does not exist, is a file
@@ -196,10 +201,13 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
         ``s3://`` of a bucket that does not exist, which is not created, or access denied);
         a local temporary file is removed.
     """
-    import fsspec
-
     import dask_ps
 
+    from .io._storage import check_url, file_system, storage_error
+
+    check_url(path, "path")  # (not the current folder)
+    if "://" in str(path):  # a protocol unknown, or its package missing: before any work
+        fs, root = file_system(path, "path")
     name, params = saved_params(estimator)
     problem = data_problem(extra or {}, name, estimator)
     if problem:
@@ -237,8 +245,6 @@ def save_estimator(estimator, path: str, extra: dict | None = None) -> None:
                                 f"({exc.strerror or exc})") from None
             raise
     else:  # no folders made on the way: s3fs would create a bucket of a misspelt name
-        from .io._storage import storage_error
-        fs, root = fsspec.core.url_to_fs(path)
         try:
             with fs.open(root, "wb") as f:
                 f.write(data)
@@ -399,15 +405,19 @@ def load_estimator(path: str):
         not walk), or ``extra["data"]`` without what test data of its format is read with
         (e.g. a table model's ``encoder``; a GBDT table's ``categories``, which must be the
         model's ``categories_``): naming the file and the field.
+    OptionError
+        An empty ``path`` or an unknown protocol (:func:`~dask_ps.io._storage.file_system`).
+    ModuleNotFoundError
+        The protocol's package is not installed, naming it.
     """
     import inspect
 
-    import fsspec
-
     import dask_ps
 
+    from .io._storage import file_system
+
+    fs, root = file_system(path, "path")
     try:
-        fs, root = fsspec.core.url_to_fs(path)
         with fs.open(root, "rb") as f:
             data = f.read()
         if not data and fs.isdir(root):  # s3fs opens a folder (a prefix) as empty
@@ -505,15 +515,19 @@ def write_tables(out: str, tables: dict, meta: dict, fmt: str = "parquet") -> li
         (:func:`~dask_ps.io._storage.storage_error`).
     ValueError
         An unknown ``fmt``.
+    OptionError
+        An empty ``out`` (not the current folder) or an unknown protocol
+        (:func:`~dask_ps.io._storage.file_system`).
+    ModuleNotFoundError
+        The protocol's package is not installed, naming it.
     """
     if fmt not in ("parquet", "csv"):
         raise ValueError(f"format must be 'parquet' or 'csv', got {fmt!r}")
-    import fsspec
     from fsspec.implementations.local import LocalFileSystem
 
-    from .io._storage import storage_error
+    from .io._storage import file_system, storage_error
 
-    fs, root = fsspec.core.url_to_fs(out)
+    fs, root = file_system(out, "out")
     root, names = root.rstrip("/"), [f"{name}.{fmt}" for name in tables]
     try:
         if fs.isfile(root):

@@ -775,8 +775,8 @@ def test_config_naming_a_directory_or_a_file_that_is_not_utf8(tmp_path, capsys, 
     (["--save", "/nonexistent_dir/m.npz"], "--save /nonexistent_dir/m.npz: no folder "
                                            "/nonexistent_dir"),
     (["--save", "."], "--save .: a directory; give a file name such as ./model.npz"),
-    (["--checkpoint", "zzz://b/ck"], "--checkpoint: checkpoint 'zzz://b/ck': Protocol not "
-                                     "known: zzz"),
+    (["--checkpoint", "zzz://b/ck"], "--checkpoint: checkpoint zzz://b/ck: unknown protocol "
+                                     "'zzz://' (fsspec knows file://, s3://"),
     (["--checkpoint", "/proc/dask-ps-ck"], "--checkpoint: checkpoint '/proc/dask-ps-ck': no "
                                            "folder can be made in '/proc' ("),
     # a forgotten unit: one block, one task, per byte of the 6 kB file

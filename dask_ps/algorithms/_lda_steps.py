@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import scipy.sparse as sp
 
-from ..exceptions import DataError
+from ..exceptions import DataError, MemoryLimitError
 from ..partitions.worker import process_memory
 from . import _lda_kernels as kr
 from . import _lda_tokens as tk
@@ -143,9 +143,9 @@ def check_table_room(model, n_words: int, n_topics: int) -> None:
 
     Raises
     ------
-    ValueError
-        Naming ``n_components``, ``n_words``, the bytes needed, where, and what that
-        process may use.
+    MemoryLimitError
+        A ``ValueError`` and a ``MemoryError``, naming ``n_components``, ``n_words``, the
+        bytes needed, where, and what that process may use.
     """
     cells = int(n_words) * int(n_topics)
     per_shard = -(-cells // model.n_shards) * CELL_BYTES
@@ -165,14 +165,15 @@ def check_table_room(model, n_words: int, n_topics: int) -> None:
     needs.append((here, process_memory(), "this process"))
     for need, limit, where in needs:
         if need > limit:
-            raise ValueError(
+            raise MemoryLimitError(
                 f"LatentDirichletAllocation: n_components={n_topics} topics x n_words="
                 f"{n_words} terms need at least {need / 2**30:.1f} GiB in {where} (the "
                 f"word-topic counts: {cells * CELL_BYTES / 2**30:.1f} GiB of int32 on the "
                 f"shards, {cells * GATHERED_CELL_BYTES / 2**30:.1f} GiB gathered with "
                 f"components_ where the fit runs; {TOPIC_BYTES} bytes per topic and task "
                 f"for sampling), more than the {limit / 2**30:.1f} GiB it may use: use fewer "
-                f"topics or terms")
+                f"topics (n_components) or terms (the largest term id plus one: number the "
+                f"terms from 0 without gaps)")
 
 
 def _check_token_room(X: sp.csr_matrix, index: int, first_row: int) -> None:

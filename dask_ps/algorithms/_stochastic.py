@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..exceptions import DivergenceError
+from ..exceptions import DataError, DivergenceError, OptionError
 from ..kernels.optim import ftrl_weights
 from ..state.optimizers import FTRL, Optimizer
 from ..state.partition import distinct_ranks
@@ -129,23 +129,26 @@ def check_held_out(data, seed: int, validation_fraction: float) -> None:
 
     Raises
     ------
-    ValueError
-        Naming ``validation_fraction`` (no row held out) or ``sample_weight`` (the held-out
-        rows' weights all zero).
+    OptionError
+        Naming ``validation_fraction``: no row held out (a user's choice of parameters, so
+        that the ``dask-ps`` command says it as one line, in its options' words).
+    DataError
+        Naming ``sample_weight``: the held-out rows' weights all zero.
     """
     found = data.reduce(_held_out_part, None, list(data.starts), seed, validation_fraction,
                         with_start=True)
     rows = sum(n for n, _ in found)
-    advice = ("the validation loss would read 0 and stop the fit unimproved; set another "
-              "random_state (another draw of the rows), a larger validation_fraction, or "
+    advice = ("the validation loss would read 0 and stop the fit unimproved; draw other "
+              "rows (random_state), use a larger validation_fraction, or set "
               "early_stopping=False")
     if rows == 0:
-        raise ValueError(f"validation_fraction={validation_fraction} held out none of the "
-                         f"{data.total_rows} rows for early stopping: {advice}")
+        raise OptionError(f"the fraction {validation_fraction:g} of rows held out for early "
+                          f"stopping (validation_fraction) drew none of the "
+                          f"{data.total_rows} rows: {advice}")
     if not sum(w for _, w in found) > 0:
-        raise ValueError(f"sample_weight: the {rows} rows held out for early stopping "
-                         f"(validation_fraction={validation_fraction}) all weigh zero: "
-                         f"{advice}")
+        raise DataError(f"sample_weight: the {rows} rows held out for early stopping "
+                        f"(validation_fraction={validation_fraction}) all weigh zero: "
+                        f"{advice}")
 
 
 def epoch_losses(sums: np.ndarray, early_stopping: bool) -> dict:

@@ -340,8 +340,9 @@ class FactorizationMachineClassifier(LogisticRegression):
     ValueError
         From ``fit``: more than two classes, or what :class:`~dask_ps.LogisticRegression`
         refuses (one class, infinite features, bad parameters).
-    MemoryError
-        From ``fit``, before training: a ``k`` too large for the memory (see ``factors_``).
+    MemoryLimitError
+        From ``fit``, before training: a ``k`` too large for the memory (see ``factors_``;
+        a ``MemoryError``).
 
     References
     ----------

@@ -261,10 +261,10 @@ def user_error(exc: BaseException) -> bool:
     command's checks, a ``--config`` file, an estimator parameter), a file, connection or
     timeout (``OSError``), the cluster failing the run (lost workers, no worker for the
     shards, a failed recovery), training that diverged, an unreadable checkpoint, a missing
-    optional package, and a model or data larger than the memory given
-    (:class:`~dask_ps.exceptions.MemoryLimitError`: ``--memory``, ``--rank``, ``--k``).
-    Any other exception, a ``ValueError`` raised deep in NumPy or
-    in dask_ps included, is a bug.
+    optional package (or a URL's protocol's), and a model or data larger than the memory
+    given (:class:`~dask_ps.MemoryLimitError`: ``--memory``, ``--rank``, ``--k``,
+    ``--topics`` or an LDA corpus's largest term id). Any other exception, a ``ValueError``
+    raised deep in NumPy or in dask_ps included, is a bug.
     """
     from .. import exceptions as e
 

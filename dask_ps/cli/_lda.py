@@ -87,6 +87,7 @@ def _lda_load(args, client) -> Loaded:
     blocksize = args.blocksize or _blocksize(args.train, _n_workers(client))
     X, vocab = _lda_read(args.train, meta, blocksize)
     meta["n_terms"] = int(X.shape[1])
+    _check_terms(args, meta, client)
     test = _lda_read(args.test, meta, n_terms=X.shape[1])[0] if args.test else None
     X = client.persist(X)
     tokens = float(compute(X.map_blocks(_lda_tokens, dtype=np.float64, chunks=(1,), drop_axis=1,
@@ -100,6 +101,75 @@ def _lda_load(args, client) -> Loaded:
                f"({_count(X.numblocks[0], 'partition')})")
     kwargs = {} if vocab is None else {"vocabulary": vocab}
     return Loaded((X,), test, meta, tokens, summary, kwargs)
+
+
+def _check_terms(args, meta: dict, client) -> None:
+    """Refuse, before the fit, a corpus whose number of terms (the largest term id plus
+    one, a docword's ``W``, or the ``--vocab`` file's lines) makes the word-topic counts
+    of ``--topics`` larger than the workers' memory limits together (int32 each, on the
+    shards), or than this process's memory (gathered with ``components_``), naming where
+    the number comes from: the file and line of the largest id (LDA-C), the header's line
+    (docword), or the vocabulary. What the estimator's finer check
+    (:func:`~dask_ps.algorithms._lda_steps.check_table_room`) would refuse without saying
+    which line made the table so wide.
+
+    Raises
+    ------
+    MemoryLimitError
+    """
+    from .. import LatentDirichletAllocation
+    from ..algorithms._lda_steps import CELL_BYTES, GATHERED_CELL_BYTES
+    from ..cluster import worker_info
+    from ..exceptions import MemoryLimitError
+    from ..partitions.worker import process_memory
+
+    n_terms = meta["n_terms"]
+    topics = getattr(args, "n_components", None) or LatentDirichletAllocation().n_components
+    limits = [int(w["memory_limit"]) for w in worker_info(client).values()
+              if w.get("memory_limit")]
+    cells = n_terms * topics
+    over = [(need, limit, where) for need, limit, where in (
+        (cells * CELL_BYTES, sum(limits), f"the {len(limits)} workers' memory limits"),
+        (cells * GATHERED_CELL_BYTES, process_memory(), "this process"))
+        if limit and need > limit]
+    if not over:
+        return
+    need, limit, where = over[0]
+    if meta.get("vocab"):
+        source = f"--vocab {meta['vocab']}: {n_terms:,} terms (its lines)"
+    elif meta["format"] == "docword":
+        source = (f"{_first_file(args.train)}, line 2: W = {n_terms:,} terms (the header's "
+                  f"number of words)")
+    else:
+        source = f"{_largest_id_line(args.train, n_terms - 1)}: term id {n_terms - 1:,}"
+    raise MemoryLimitError(
+        f"{source} makes {n_terms:,} terms x {topics:,} topics (--topics): their word-topic "
+        f"counts need at least {need / 2**30:.1f} GiB, more than the {limit / 2**30:.1f} "
+        f"GiB of {where}; number the terms from 0 without gaps (an id indexes the "
+        f"vocabulary), or use fewer --topics")
+
+
+def _first_file(urlpath: str) -> str:
+    from ..io._blocks import open_paths
+
+    return open_paths(urlpath)[1][0]
+
+
+def _largest_id_line(urlpath: str, term: int) -> str:
+    """``"<file>, line <n>"`` of the first LDA-C line using term id ``term`` (the largest:
+    the files read once more, only to say where), or the files if none is found."""
+    import re
+
+    from ..io._blocks import files_named, open_paths
+
+    fs, paths = open_paths(urlpath)
+    token = re.compile(rb"(?<![\w.:])%d:" % term)
+    for path in paths:
+        with fs.open(path, "rb", compression="infer") as f:
+            for number, line in enumerate(f, 1):
+                if token.search(line):
+                    return f"{path}, line {number}"
+    return files_named(urlpath, paths)
 
 
 def _lda_tokens(block) -> np.ndarray:

@@ -233,7 +233,11 @@ def checkpoint_url(text: str) -> str | None:
     """``--checkpoint``: ``none`` (any case, spaces around) is no checkpoint (the
     estimators' ``checkpoint=None``), as ``--dashboard-address none`` is no dashboard;
     anything else (``auto``, a folder, an fsspec URL) is passed on as given. A folder named
-    ``none`` is given as ``./none``."""
+    ``none`` is given as ``./none``. An empty one is refused (fsspec would read it as the
+    current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; give a folder or URL ('.' for the "
+                                          "current folder), auto or none")
     return None if text.strip().lower() == "none" else text
 
 
@@ -554,8 +558,9 @@ def read_algorithm(path: str) -> str | None:
 
 def data_root() -> Path:
     """``$DASK_PS_DATA``, default ``../shared/data`` beside the repository holding dask_ps
-    (as the tests read it), whatever the current folder."""
+    (as the tests read it), whatever the current folder. Set empty (or to spaces), it is
+    unset: the default, not the current folder."""
     import os
 
     repo = Path(__file__).resolve().parents[2]
-    return Path(os.environ.get("DASK_PS_DATA", repo.parent / "shared" / "data"))
+    return Path(os.environ.get("DASK_PS_DATA", "").strip() or repo.parent / "shared" / "data")

@@ -140,9 +140,13 @@ def _opened(urlpath: str, option: str, folders: bool = True) -> tuple:
     """:func:`~dask_ps.io._blocks.open_paths`, a glob matching nothing (in a missing
     bucket?) said as ``<option> <urlpath>: no such file``, a folder without files as
     ``<option>: folder '<urlpath>' holds no file ...``. ``folders=False`` (a model's path):
-    a folder is left as it is, and a storage error names ``option``."""
+    a folder is left as it is, and a storage error names ``option``. An empty ``urlpath``
+    (not the current folder), an unknown protocol or one whose package is missing are
+    refused naming ``option`` (:func:`~dask_ps.io._storage.file_system`)."""
     from ..io._blocks import open_paths
+    from ..io._storage import file_system
 
+    file_system(urlpath, option)  # an empty path, an unknown protocol, its package missing
     try:
         return open_paths(urlpath, what=option if not folders else "", folders=folders)
     except FileNotFoundError as exc:
@@ -156,9 +160,13 @@ def _opened(urlpath: str, option: str, folders: bool = True) -> tuple:
 def check_save(path: str) -> None:
     """Fail before any cluster starts if the model could not be saved at ``path`` (a local
     path: its folder must exist and be writable, and the path must not be a folder; an
-    fsspec URL is left to the save)."""
+    fsspec URL is left to the save, but for an unknown protocol or one whose package is
+    missing; an empty path is refused)."""
     import os
 
+    from ..io._storage import file_system
+
+    file_system(path, "--save")
     if "://" in path:
         return
     if os.path.isdir(path):
@@ -261,10 +269,10 @@ def train(args, algo: Algorithm) -> int:
     _check_checkpoint_every(args, est)
     check_files(args.train, "--train", None if getattr(args, "format", None) == "parquet"
                 else getattr(args, "blocksize", None))
-    if args.test:
+    if args.test is not None:  # (an empty one refused, not left out)
         check_files(args.test, "--test")
     for name in algo.files:
-        if getattr(args, name, None):
+        if getattr(args, name, None) is not None:
             check_files(getattr(args, name), "--" + name.replace("_", "-"))
     fmt = algo.data_format(args)
     for option, path in (("--train", args.train), ("--test", args.test)):
@@ -272,7 +280,7 @@ def train(args, algo: Algorithm) -> int:
             check_contents(path, option, fmt == "libsvm", hasattr(args, "header"),  # first
                            algo.empty)  # KiB (Parquet: its footer, in algo.check_inputs)
     algo.check_inputs(args)  # the files' headers against --label and the column options
-    if args.save:
+    if args.save is not None:  # (an empty one refused)
         check_save(args.save)
     if spec.mode not in ("address", "file", "slurm-runner"):  # the workers it will start
         check_n_shards(est, spec.ps_workers or spec.n_workers, spec.ps_workers > 0)
@@ -586,8 +594,10 @@ def export(args) -> int:
     """Write a saved model's weights as tables (Parquet or CSV) and a model.json, then say
     how the tables number the features (LIBSVM data: as its lines do) or LDA's terms (a UCI
     docword's wordID, from 1; an LDA-C id, from 0; or the vocabulary's words)."""
+    from ..io._storage import file_system
     from ..saving import load_estimator, write_tables
 
+    file_system(args.out, "out")  # (an empty one, an unknown protocol: before reading)
     check_model(args.model)
     est, extra = load_estimator(args.model)
     algo = by_estimator(type(est).__name__)

@@ -26,7 +26,16 @@ from fsspec.utils import infer_compression, read_block
 
 from ..exceptions import DataError
 from ._line_kernels import line_of_row
-from ._storage import bucket_of, client_error, named_errors, storage_error, unreachable, url_of
+from ._storage import (
+    bucket_of,
+    check_url,
+    client_error,
+    named_errors,
+    protocol_error,
+    storage_error,
+    unreachable,
+    url_of,
+)
 
 __all__ = ["Block", "OBJECTS", "box", "chunk_sources", "count_read", "each", "expect_rows",
            "files_named", "find_newline", "header_end", "lines_before", "open_paths", "plan",
@@ -119,9 +128,12 @@ def open_paths(urlpath, storage_options: dict | None = None, what: str = "",
     PermissionError, ConnectionError
         An object store's client found no credentials, or could not reach its endpoint
         (:func:`~._storage.client_error`), naming ``urlpath``.
-    ValueError, ImportError
-        From fsspec, naming ``urlpath``: an unknown protocol, or a known one whose package
-        is not installed (``s3://`` without s3fs).
+    OptionError
+        An empty path (``""``: not the current folder), or an unknown protocol, naming
+        ``urlpath`` (:func:`~._storage.check_url`, :func:`~._storage.protocol_error`).
+    ModuleNotFoundError
+        A known protocol whose package is not installed (``gs://`` without gcsfs), naming
+        ``urlpath`` and the package to install.
     OSError
         Another error of the storage (access denied: wrong credentials), in one line
         naming ``urlpath`` (:func:`~._storage.storage_error`; ``what``, e.g.
@@ -130,6 +142,7 @@ def open_paths(urlpath, storage_options: dict | None = None, what: str = "",
     ``folders=False`` leaves a folder given as it is (a model file's path: its reader
     names a folder).
     """
+    check_url(urlpath, what or "urlpath")
     try:
         fs, _, paths = get_fs_token_paths(urlpath, mode="rb", storage_options=storage_options)
         paths = [q for p in paths
@@ -140,7 +153,12 @@ def open_paths(urlpath, storage_options: dict | None = None, what: str = "",
         expanded = [(p, _folder_files(fs, p) if folders and p.rstrip("/") in given else [p])
                     for p in paths]
     except (ValueError, ImportError) as exc:  # a protocol unknown, or its package missing
-        raise type(exc)(f"{urlpath!r}: {exc}") from None
+        one = urlpath if not isinstance(urlpath, (list, tuple)) else next(  # the URL whose
+            (u for u in urlpath if "://" in str(u)), urlpath[0])  # protocol was refused
+        said = protocol_error(os.fspath(one), exc, what)
+        if said is None:
+            raise type(exc)(f"{urlpath!r}: {exc}") from None
+        raise said from None
     except OSError as exc:
         raise storage_error(str(urlpath), exc, what) from None
     except Exception as exc:  # noqa: BLE001 - botocore's own (no credentials, endpoint)

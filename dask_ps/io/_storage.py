@@ -10,11 +10,13 @@ botocore's ``ClientError``, which :func:`is_write_conflict` recognises.
 
 from __future__ import annotations
 
+import os
 import socket
 from contextlib import contextmanager
 
-__all__ = ["WRITE_CONFLICTS", "bucket_of", "client_error", "is_write_conflict", "named_errors",
-           "storage_error", "unreachable", "url_of", "write_conflict_code"]
+__all__ = ["WRITE_CONFLICTS", "bucket_of", "check_url", "client_error", "file_system",
+           "is_write_conflict", "named_errors", "protocol_error", "storage_error", "unreachable",
+           "url_of", "write_conflict_code"]
 
 #: Schemes whose first part after ``scheme://`` is a host, not a bucket.
 _HOSTS = ("http", "https", "ftp", "sftp", "ssh", "webhdfs", "hdfs")
@@ -166,6 +168,97 @@ def client_error(url: str, exc: BaseException) -> OSError | None:
     if "ConnectionError" in names:
         return ConnectionError(f"{url}: the storage cannot be reached ({exc})")
     return OSError(f"{url}: {exc}")
+
+
+def check_url(url, what: str) -> None:
+    """Refuse an empty path or URL (``""``, or one in a list): fsspec reads it as the
+    current folder, so a reader would read every file there and a save or export would
+    write into it.
+
+    Parameters
+    ----------
+    url : str, os.PathLike or list of them
+        The path(s) given.
+    what : str
+        The parameter or option that gave it, e.g. ``"urlpath"`` or ``"--train"``.
+
+    Raises
+    ------
+    OptionError
+        ``"urlpath: an empty path; give a file, folder or URL ('.' for the current
+        folder)"``.
+    """
+    from ..exceptions import OptionError
+
+    given = url if isinstance(url, (list, tuple)) else [url]
+    if not given or any(isinstance(u, (str, os.PathLike)) and not str(os.fspath(u)).strip()
+                        for u in given):
+        raise OptionError(f"{what}: an empty path; give a file, folder or URL ('.' for the "
+                          f"current folder)")
+
+
+def protocol_error(url, exc: BaseException, what: str = "") -> Exception | None:
+    """What fsspec's refusal ``exc`` of ``url``'s protocol means for the user, naming the
+    URL (and ``what`` it is, e.g. ``"--train"``), or None for another error.
+
+    fsspec raises ``ValueError("Protocol not known: foo")`` for an unknown protocol, and an
+    ``ImportError`` (``"Please install gcsfs to access Google Storage"``) for a known one
+    whose package is missing.
+
+    Returns
+    -------
+    OptionError or ModuleNotFoundError or None
+        An :class:`~dask_ps.OptionError` for an unknown protocol; a
+        ``ModuleNotFoundError`` naming the package to install (its ``name``) for a missing
+        one (a ``ModuleNotFoundError`` of a package outside dask_ps is a user error to the
+        ``dask-ps`` command); to be raised ``from None``.
+    """
+    from fsspec.registry import known_implementations
+
+    from ..exceptions import OptionError
+
+    head = f"{what} {url!s}" if what else f"{url!s}"
+    scheme = str(url).partition("://")[0] if "://" in str(url) else ""
+    if isinstance(exc, ImportError):
+        missing = getattr(exc.__cause__, "name", None) or exc.name
+        if not missing:
+            target = known_implementations.get(scheme, {}).get("class", "")
+            missing = target.split(".", 1)[0] if target else None
+        if not missing or missing.startswith(("fsspec", "dask_ps")):
+            return ModuleNotFoundError(f"{head}: {scheme or 'this'}:// URLs need a package "
+                                       f"that is not installed ({exc})")
+        return ModuleNotFoundError(f"{head}: {scheme}:// URLs need the package {missing}, "
+                                   f"which is not installed: pip install {missing} ({exc})",
+                                   name=missing)
+    if isinstance(exc, ValueError) and str(exc).startswith("Protocol not known"):
+        return OptionError(f"{head}: unknown protocol {scheme + '://'!r} (fsspec knows "
+                           f"file://, s3://, gs://, http(s)://, hdfs://, memory:// and "
+                           f"others; a local path needs none)")
+    return None
+
+
+def file_system(url, what: str = "", storage_options: dict | None = None):
+    """``(fs, path)`` of ``url`` (:func:`fsspec.core.url_to_fs`), refusing an empty one
+    (:func:`check_url`), an unknown protocol or one whose package is missing
+    (:func:`protocol_error`) in one line naming ``url`` and ``what`` gave it.
+
+    Raises
+    ------
+    OptionError
+        An empty ``url``, or an unknown protocol.
+    ModuleNotFoundError
+        The protocol's package is not installed (its ``name``).
+    """
+    import fsspec
+
+    check_url(url, what or "url")
+    try:
+        return fsspec.core.url_to_fs(url, **(storage_options or {}))
+    except (ValueError, ImportError) as exc:
+        said = protocol_error(url, exc, what)
+        if said is None:
+            raise
+        raise said from None
 
 
 @contextmanager

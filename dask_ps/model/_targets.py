@@ -28,20 +28,24 @@ def check_store_url(url: str) -> None:
     ------
     ValueError
         Naming ``url`` and what is in the way: a checkpoint is a folder of versions
-        (``v000001/``...); or from fsspec, for a protocol it does not know.
-    ImportError
-        From fsspec, for a known protocol whose package is not installed (``s3://``
-        without s3fs), naming ``url``.
+        (``v000001/``...); an :class:`~dask_ps.OptionError` for an empty ``url`` (not the
+        current folder) or a protocol fsspec does not know.
+    ModuleNotFoundError
+        A known protocol whose package is not installed (``gs://`` without gcsfs), naming
+        ``url`` and the package.
     OSError
         Naming ``url`` and the folder where no folder can be made (a read-only file
         system, no permission, ``/proc``), or on an object store what the write met (a
         missing bucket, access denied), of the system's error's type, with its reason.
     """
+    from ..io._storage import check_url, protocol_error, storage_error
+
+    check_url(url, "checkpoint")
     try:
         fs, root = _fs(url)
     except (ValueError, ImportError) as exc:
-        raise type(exc)(f"checkpoint {url!r}: {exc}") from None
-    from ..io._storage import storage_error
+        said = protocol_error(url, exc, "checkpoint")
+        raise (said or type(exc)(f"checkpoint {url!r}: {exc}")) from None
 
     try:
         if fs.exists(root) and not fs.isdir(root):

@@ -86,7 +86,10 @@ def _check_url(model, url: str) -> None:
     try:  # resolves the protocol: unknown, or its package missing
         private = ck.is_process_local(url)
     except (ValueError, ImportError) as exc:
-        raise OptionError(f"checkpoint {url!r}: {exc}") from None
+        from ..io._storage import protocol_error
+
+        raise (protocol_error(url, exc, "checkpoint")
+               or OptionError(f"checkpoint {url!r}: {exc}")) from None
     if not model.is_local and private:
         raise OptionError(f"checkpoint {url!r} is private to one process, but the shards "
                           f"write from their workers: use a path or URL every worker reaches "

@@ -16,6 +16,7 @@ from dask_ps import (
     LogisticRegression,
     MatrixFactorization,
     NoCheckpointToResumeError,
+    OptionError,
 )
 
 ESTIMATORS = [LogisticRegression(max_iter=2, random_state=0),
@@ -745,7 +746,8 @@ def test_a_checkpoint_url_where_no_folder_can_be_is_refused_before_training(tmp_
 @pytest.mark.parametrize("url, error, message", [
     ("/proc/dask-ps-ck", OSError, r"checkpoint '/proc/dask-ps-ck': no folder can be made in "
                                   r"'/proc' \("),
-    ("nosuch://ck", ValueError, r"checkpoint 'nosuch://ck': Protocol not known: nosuch")])
+    ("nosuch://ck", OptionError, r"^checkpoint nosuch://ck: unknown protocol 'nosuch://' "
+                                 r"\(fsspec knows ")])
 def test_a_checkpoint_folder_that_cannot_be_made_is_named_before_training(url, error,
                                                                           message):
     """A bare "[Errno 2] No such file or directory: '/proc/dask-ps-ck'" at the first save,

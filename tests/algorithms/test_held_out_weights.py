@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dask_ps import GBDTClassifier, GBDTRegressor, LogisticRegression
+from dask_ps import GBDTClassifier, GBDTRegressor, LogisticRegression, OptionError
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -77,8 +77,9 @@ def test_an_empty_held_out_set_is_refused_naming_validation_fraction(where, clie
     X, y, _, client = _inputs(where, X, y, np.ones(N), client2)
     model = LogisticRegression(early_stopping=True, validation_fraction=1e-6, random_state=0,
                                checkpoint=None, client=client)
-    with pytest.raises(ValueError, match=r"^validation_fraction=1e-06 held out none of the "
-                                         r"300 rows for early stopping: "):
+    with pytest.raises(OptionError, match=r"^the fraction 1e-06 of rows held out for early "
+                                          r"stopping \(validation_fraction\) drew none of "
+                                          r"the 300 rows: "):
         model.fit(X, y)
     assert not hasattr(model, "coef_")
 

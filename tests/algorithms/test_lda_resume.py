@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from dask_ps import LatentDirichletAllocation
-from dask_ps.exceptions import OptionError
+from dask_ps.exceptions import MemoryLimitError, OptionError
 from dask_ps.model import format as ck
 
 pytestmark = pytest.mark.timeout(300)
@@ -82,8 +82,10 @@ def test_the_table_room_is_checked_on_each_worker(monkeypatch):
     check_table_room(model, 30, 10**5)  # 12 MB of counts, 18 MB per worker to sample
     with pytest.raises(ValueError, match=r"n_components=10000000 topics x n_words=30 terms "
                                          r"need at least 2\.2 GiB in worker tcp://a:1 .* "
-                                         r"more than the 1\.0 GiB it may use"):
+                                         r"more than the 1\.0 GiB it may use") as refused:
         check_table_room(model, 30, 10**7)
+    # the one type of a model too large for the memory (the command's user error, status 2)
+    assert isinstance(refused.value, MemoryLimitError) and isinstance(refused.value, MemoryError)
 
 
 def test_the_table_room_heeds_an_address_space_limit():
