@@ -60,7 +60,7 @@ def test_an_empty_test_file_is_refused_before_a_cluster_starts(tmp_path, capsys,
     table, ratings with --header or a docword named by the header it lacks ("an empty file
     (0 bytes): no header ...", "no columns (an empty file?)", "the first three lines must
     be ..."). Refused now as --train is, from the files' sizes, in the words of an empty
-    test set once read (:func:`~dask_ps.cli._run.no_test_rows`), as evaluate says it."""
+    test set once read (:func:`~dask_ps.cli._checks.no_test_rows`), as evaluate says it."""
     (tmp_path / "train").write_text(train)
     (tmp_path / test).write_bytes(b"")
     assert _error(capsys, ["train", algorithm, "--train", str(tmp_path / "train"), "--test",

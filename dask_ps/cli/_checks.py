@@ -1,0 +1,154 @@
+"""The checks ``dask-ps`` makes of its files before any cluster starts (inputs that name no
+file, that are empty or not the format asked for, a model that is not there, a save that
+could not be written), and the error of test data of no rows."""
+
+from __future__ import annotations
+
+from ..exceptions import DataError, OptionError
+
+
+def check_files(urlpath: str, option: str, blocksize: int | None = None) -> None:
+    """Fail before any cluster starts if ``urlpath`` names no file (or a missing one), or
+    if ``blocksize`` (``--blocksize``, of text input) cuts it into too many small blocks
+    (:func:`~dask_ps.io._blocks.plan`'s rule)."""
+    from ..io._blocks import plan
+    from ..io._storage import url_of
+
+    fs, paths = _opened(urlpath, option)
+    absent = [p for p in paths if not fs.isfile(p)]
+    if absent:
+        why = " (a directory)" if fs.isdir(absent[0]) else _no_bucket(fs, urlpath)
+        raise FileNotFoundError(f"{option} {url_of(fs, absent[0])}: no such file{why}")
+    if blocksize is not None:
+        try:
+            plan(fs, paths, blocksize, "infer")
+        except ValueError as exc:
+            raise OptionError(f"--blocksize {blocksize}: {exc}") from None
+
+
+def check_contents(urlpath: str, option: str, libsvm: bool, header_flag: bool = False,
+                   empty: str = "no rows") -> None:
+    """Fail before any cluster starts on what the files' sizes and the first KiB of the
+    first file tell (nothing more is read: data may be large, or remote): every file of
+    ``--train`` empty (``"<file>: no rows"``, or ``empty``'s words, as the readers say
+    it once the cluster has read them; the file named as a bad line names it,
+    :func:`~dask_ps.io._blocks.files_named`; ``--test``: :func:`no_test_rows`), or given
+    as LIBSVM (``libsvm``) a first file that is not, with the hint of the format it looks
+    like (:func:`~dask_ps.io._sniff.other_format`; ``header_flag``: the command has
+    ``--no-header``).
+
+    Raises
+    ------
+    DataError
+        ``"data.tsv, line 1: not a LIBSVM line (a label, then index:value pairs): '1\\t0.6'
+        (is this a table of fields separated by '\\t'? ...)"``.
+    """
+    from ..io._blocks import files_named
+    from ..io._sniff import compressed, first_line, other_format
+
+    fs, paths = _opened(urlpath, option)
+    if all(fs.size(p) == 0 for p in paths):  # as the readers say it, and say_scores
+        raise (no_test_rows(urlpath, empty, paths) if option == "--test"
+               else DataError(f"{files_named(urlpath, paths)}: {empty}"))
+    if not libsvm:
+        return
+    try:
+        with fs.open(paths[0], "rb", compression="infer") as f:
+            head = f.read(1024)
+    except (OSError, EOFError, ValueError):  # unreadable here: the reader will say why
+        return
+    if compressed(head):  # the command takes no compression: only the renaming is said
+        raise DataError(f"{paths[0]}: not LIBSVM text{compressed(head, option=False)}")
+    hint = other_format(head, header_flag)
+    if hint and head.startswith(b"PAR1"):
+        raise DataError(f"{paths[0]}: not LIBSVM text{hint}")
+    if hint:
+        line = first_line(head)[:60].decode("utf-8", "replace")
+        raise DataError(f"{paths[0]}, line {_line_of(head)}: not a LIBSVM line (a label, "
+                        f"then index:value pairs): {line!r}{hint}")
+
+
+def _line_of(head: bytes) -> int:
+    """The 1-based line of :func:`~dask_ps.io._sniff.first_line` in ``head``."""
+    from ..io._sniff import first_line
+
+    body = head.removeprefix(b"\xef\xbb\xbf")
+    return body[:body.find(first_line(body))].count(b"\n") + 1
+
+
+def check_model(path: str) -> None:
+    """Fail naming the argument if model file ``path`` (a local path or fsspec URL) does not
+    exist; a folder or another file is :func:`~dask_ps.saving.load_estimator`'s to name."""
+    from ..io._storage import storage_error, unreachable
+
+    fs, paths = _opened(path, "model", folders=False)
+    try:
+        fs.info(paths[0])  # not fs.exists: it says False for refused access too
+    except FileNotFoundError as exc:
+        if unreachable(exc) is not None:  # (fsspec's HTTP says so of a server not there)
+            raise storage_error(path, exc, "model") from None
+        raise FileNotFoundError(f"model {path}: no such file{_no_bucket(fs, path)}") from None
+    except OSError as exc:
+        raise storage_error(path, exc, "model") from None
+
+
+def _no_bucket(fs, urlpath: str) -> str:
+    """`` (bucket 'b' does not exist)`` when the bucket of ``urlpath`` does not; else ""."""
+    from ..io._storage import bucket_of
+
+    bucket = bucket_of(urlpath)
+    return f" (bucket {bucket!r} does not exist)" if bucket and not fs.exists(bucket) else ""
+
+
+def _opened(urlpath: str, option: str, folders: bool = True) -> tuple:
+    """:func:`~dask_ps.io._blocks.open_paths`, a glob matching nothing (in a missing
+    bucket?) said as ``<option> <urlpath>: no such file``, a folder without files as
+    ``<option>: folder '<urlpath>' holds no file ...``. ``folders=False`` (a model's path):
+    a folder is left as it is, and a storage error names ``option``. An empty ``urlpath``
+    (not the current folder), an unknown protocol or one whose package is missing are
+    refused naming ``option`` (:func:`~dask_ps.io._storage.file_system`)."""
+    from ..io._blocks import open_paths
+    from ..io._storage import file_system
+
+    file_system(urlpath, option)  # an empty path, an unknown protocol, its package missing
+    try:
+        return open_paths(urlpath, what=option if not folders else "", folders=folders)
+    except FileNotFoundError as exc:
+        if str(exc).startswith("folder "):  # a folder without files: said by open_paths
+            raise FileNotFoundError(f"{option}: {exc}") from None
+        _, sep, bucket = str(exc).partition(": bucket ")
+        raise FileNotFoundError(f"{option} {urlpath}: no such file"
+                                + (f" (bucket {bucket})" if sep else "")) from None
+
+
+def check_save(path: str) -> None:
+    """Fail before any cluster starts if the model could not be saved at ``path`` (a local
+    path: its folder must exist and be writable, and the path must not be a folder; an
+    fsspec URL is left to the save, but for an unknown protocol or one whose package is
+    missing; an empty path is refused)."""
+    import os
+
+    from ..io._storage import file_system
+
+    file_system(path, "--save")
+    if "://" in path:
+        return
+    if os.path.isdir(path):
+        raise OptionError(f"--save {path}: a directory; give a file name such as "
+                          f"{os.path.join(path, 'model.npz')}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise OptionError(f"--save {path}: no folder {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OptionError(f"--save {path}: the folder {folder} is not writable")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise OptionError(f"--save {path}: the file is not writable")
+
+
+def no_test_rows(urlpath: str, empty: str, paths: list | None = None) -> DataError:
+    """The error of test data ``urlpath`` (files ``paths``, if known) of no rows (``empty``),
+    of 0 bytes (:func:`check_contents`) or once read (:func:`say_scores`): ``"--test
+    /data/t.svm: no rows to score the model on"`` (:func:`~dask_ps.io._blocks.files_named`)."""
+    from ..io._blocks import files_named
+
+    return DataError(f"--test {files_named(urlpath, paths)}: {empty} to score the model on")
