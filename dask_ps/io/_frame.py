@@ -167,7 +167,10 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
     ValueError
         Files all of 0 bytes (naming the first: one among others is left out, with a
         ``UserWarning`` naming it), an empty first line, headers that differ, a ``label``
-        or ``categorical`` column the files lack, or a bad line in the first file's sample;
+        or ``categorical`` column the files lack, a bad line in the first file's sample,
+        or a feature column (not ``categorical``) of which at least half the sample's
+        fields are words (a :class:`LineError` naming the first, asking whether the columns
+        are categorical);
         when computed, a
         :class:`LineError` ``"<file>, line <n>: ..."`` (lines of the file, 1-based, the
         header being line 1) naming the first bad line of a block: a wrong number of

@@ -357,7 +357,7 @@ def test_files_without_a_header_have_numbered_columns_as_in_read_frame(tmp_path)
 
     path = tmp_path / "raw.csv"
     path.write_text("1,2.5,x\n0,3,y\n1,,x\n")
-    frame, _ = read_frame(path, header=False)
+    frame, _ = read_frame(path, header=False, categorical=["2"])  # (x, y: words)
     assert list(frame.columns) == ["0", "1", "2"]
     enc = infer_encoder(path, label="0", header=False, n_features=64)
     assert (enc.numeric, enc.categorical) == (("1",), ("2",))
