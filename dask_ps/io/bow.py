@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
+from .._cluster_workers import compute
 from ..exceptions import DataError
 from . import _libsvm_kernels as _k
 from ._blocks import OBJECTS, box, decompress_errors, each, open_paths, plan, read, start_lines
@@ -337,8 +338,9 @@ def read_docword(urlpath, vocabulary=None, *, blocksize: int | str | None = "32M
     if vocab is not None and vocab.shape[0] != n_words:
         raise DataError(f"the vocabulary has {vocab.shape[0]} words, {paths[0]} says "
                         f"W = {n_words}")
-    stats = each(blocks).map_blocks(_docword_scan, fs, n_docs, n_words, dtype=object,
-                                    meta=OBJECTS).compute()
+    stats = compute(each(blocks).map_blocks(_docword_scan, fs, n_docs, n_words,
+                                            dtype=object, meta=OBJECTS),
+                    what="the first pass over the docword files")[0]
     # a block that failed reports no newlines; only the first error is raised, and the
     # blocks before it are complete
     newlines = [0 if s is None else s[3] for s, _ in stats]

@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
+from .._cluster_workers import compute
 from ..exceptions import DataError
 from ._blocks import (
     OBJECTS,
@@ -423,8 +424,9 @@ def read_ctr(urlpath, encoder: HashingEncoder | None = None, label: str = "Label
 
     # The first pass counts rows and lines; the one parse of every line, which checks it, is
     # the encoding when the arrays are computed.
-    stats = each(blocks).map_blocks(count_chunk, fs, header, dtype=object,
-                                    meta=OBJECTS).compute()
+    stats = compute(each(blocks).map_blocks(count_chunk, fs, header, dtype=object,
+                                            meta=OBJECTS),
+                    what="the first pass over the CTR files")[0]
     line0 = start_lines(blocks, [s[1] for s in stats])
     keep = [i for i, s in enumerate(stats) if s[0]] or [0]
     rows = tuple(stats[i][0] for i in keep)
@@ -538,7 +540,8 @@ def encode_ctr(df, encoder: HashingEncoder | None = None, label: str = "Label",
         check_not_a_feature(weight, encoder.columns)
     check_feature_types("dataframe", objects, encoder.columns, label)
     dtype = np.dtype(dtype)
-    rows = tuple(int(n) for n in df.map_partitions(len).compute())
+    rows = tuple(int(n) for n in compute(df.map_partitions(len),
+                                         what="counting the dataframe's rows")[0])
     encode = dask.delayed(_encode_partition, pure=True)
     parts = [encode(p, encoder, label, dtype, i, weight)
              for i, p in enumerate(df.to_delayed())]

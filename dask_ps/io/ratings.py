@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._cluster_workers import compute
 from ..exceptions import DataError
 from ._blocks import OBJECTS, box, decompress_errors, each, open_paths, plan, read, start_lines
 from ._csv import (
@@ -392,7 +393,8 @@ def read_ratings(urlpath, *, user: str = "user", item: str = "item", rating: str
     if cols["timestamp"]:
         types[timestamp] = pa.float64()
     reader = _CSV(fs, names, types, cols, sep, header)
-    stats = each(blocks).map_blocks(reader.scan, dtype=object, meta=OBJECTS).compute()
+    stats = compute(each(blocks).map_blocks(reader.scan, dtype=object, meta=OBJECTS),
+                    what="the first pass over the ratings files")[0]
     line0 = start_lines(blocks, [s[0] for s in stats])
     for l0, s in zip(line0, stats):
         if s[3] is not None:
@@ -414,8 +416,9 @@ def _as_written(reader: _CSV, blocks: list, parts: list, key: str) -> list:
     redo = [j for j, p in enumerate(parts) if p.dtype.kind == "i"]
     if not redo or len(redo) == len(parts):
         return parts
-    texts = each([blocks[j] for j in redo]).map_blocks(
-        reader.written_ids, key, dtype=object, meta=OBJECTS).compute()
+    texts = compute(each([blocks[j] for j in redo]).map_blocks(
+        reader.written_ids, key, dtype=object, meta=OBJECTS),
+        what=f"reading the {key} ids of the ratings files as written")[0]
     parts = list(parts)
     for j, text in zip(redo, texts):
         parts[j] = text

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
+from .._cluster_workers import compute
 from ._blocks import OBJECTS, box, each, open_paths, plan, read, select, start_lines
 from ._csv import LineError
 from ._sniff import compressed
@@ -233,8 +234,9 @@ def read_text(urlpath, vocabulary=None, *, separator: str = DEFAULT_SEPARATOR,
     options = (separator, bool(lowercase), int(min_length))
     fs, paths = open_paths(urlpath, storage_options)
     blocks = plan(fs, paths, blocksize, compression)
-    stats = each(blocks).map_blocks(_count_chunk, fs, options, dtype=object,
-                                    meta=OBJECTS).compute()
+    stats = compute(each(blocks).map_blocks(_count_chunk, fs, options, dtype=object,
+                                            meta=OBJECTS),
+                    what="the first pass over the text files")[0]
     line0 = start_lines(blocks, [s[1] for s in stats])
     for l0, s in zip(line0, stats):
         if s[3] is not None:
