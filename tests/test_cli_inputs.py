@@ -665,7 +665,9 @@ def test_train_and_evaluate_refuse_test_data_of_no_rows_alike(tmp_path, client1,
     Each algorithm's scoring now says how many rows it scored
     (:attr:`~dask_ps.cli._algorithms.Algorithm.score`) and both commands refuse none in one
     line naming --test and the file, status 2: files of 0 bytes and files that hold no row
-    (comments, a header alone, a Parquet table or docword of 0 rows) of every family."""
+    (comments, a header alone, a Parquet table or docword of 0 rows) of every family. Test
+    data whose rows its reader counted (LIBSVM, CTR tables, LDA's) is refused before the
+    fit, not after it."""
     import pandas as pd
 
     sf = _scheduler_file(client1, tmp_path)
@@ -714,6 +716,11 @@ def test_train_and_evaluate_refuse_test_data_of_no_rows_alike(tmp_path, client1,
                 (algorithm, test)
             out = capsys.readouterr()
             assert out.err == said and "test:" not in out.out, (algorithm, test)
+            # rows counted by a reader's first pass: refused before training; a dataframe's
+            # (GBDT's tables, ratings) once scored
+            assert ("training " in out.out) == ((algorithm, test) in {
+                ("gbdt", "head.csv"), ("gbdt-regression", "none.parquet"),
+                ("mf", "head.tsv")}), (algorithm, test)
 
 
 @pytest.mark.timeout(200)

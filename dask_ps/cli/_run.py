@@ -6,6 +6,8 @@ import re
 import sys
 import time
 
+import numpy as np
+
 from ..cluster import SHARD_RESOURCE, connect, worker_info
 from ..exceptions import DataError, NoCheckpointToResumeError, OptionError
 from ..model._targets import check_store_url
@@ -213,6 +215,8 @@ def _train(args, algo: Algorithm, est, session, n_workers: int) -> None:
         before = _compiled(client)  # (not timed: a round trip to the workers)
         t0 = time.perf_counter()
         data = algo.load(args, client)
+        if data.test is not None and _known_rows(data.test) == 0:  # before training
+            raise no_test_rows(args.test, algo.empty)
         _placed(data)
         seconds = time.perf_counter() - t0
         say(read_line(args.train, seconds, data.summary,
@@ -296,6 +300,15 @@ def _compiled_since(before: dict | None, after: dict | None) -> bool | None:
         return None
     return any(n > before.get(process, {}).get(name, 0)
                for process, counts in after.items() for name, n in counts.items())
+
+
+def _known_rows(test) -> int | None:
+    """The rows of test data as read (a :class:`~._algorithms.TestSet`'s ``X``, or the
+    data itself), when its reader's first pass counted them (LIBSVM, CSV/Parquet tables,
+    LDA's formats: a dask array of known chunks); else None (a dataframe of ratings)."""
+    shape = getattr(getattr(test, "X", test), "shape", None)
+    n = shape[0] if shape else None  # (NaN: chunks of unknown size)
+    return int(n) if isinstance(n, (int, np.integer)) else None
 
 
 def evaluate(args) -> int:
