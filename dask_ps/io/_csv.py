@@ -35,8 +35,8 @@ from ._weight_column import WEIGHTS_ARE, first_bad_weight
 
 __all__ = ["SAMPLE_BYTES", "SAMPLE_FILES", "LineError", "bad_line", "check_sep", "common_header",
            "csv_kinds", "header_end", "header_names", "line_hint", "line_of_row", "locate",
-           "nan_as_null", "numbered_names", "parse_block", "read_table", "PARQUET_BY_NAME",
-           "sample_table", "strip_header", "block_weights", "line_weights"]
+           "nan_as_null", "numbered_names", "numeric_sample", "parse_block", "read_table",
+           "PARQUET_BY_NAME", "sample_table", "strip_header", "block_weights", "line_weights"]
 
 #: Bytes of a file's start that the readers parse to guess its columns' types.
 SAMPLE_BYTES = 2**20
@@ -197,7 +197,7 @@ def sample_table(fs, path: str, names: list[str], header: bool, sep: str,
 SAMPLE_FILES = 64
 
 
-def _numeric_sample(col) -> bool:
+def numeric_sample(col) -> bool:
     """Whether a binary column of a sample (nulls for empty fields) holds numbers only: all
     UTF-8, each a number once spaces and tabs around it are dropped, and one at least."""
     col = col.drop_null()
@@ -228,7 +228,7 @@ def csv_kinds(fs, paths: list[str], names: list[str], header: bool, sep: str,
             table = None  # a bad first line: let the reader name it
         if table is not None and table.num_rows:
             break
-    return {n: "numeric" if table is not None and _numeric_sample(table.column(n))
+    return {n: "numeric" if table is not None and numeric_sample(table.column(n))
             else "categorical" for n in names}
 
 

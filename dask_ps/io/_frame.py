@@ -17,6 +17,7 @@ from ._csv import (
     line_of_row,
     line_weights,
     numbered_names,
+    numeric_sample,
     read_table,
     sample_table,
     strip_header,
@@ -55,13 +56,9 @@ def _text_features(sample: pa.Table, features: list[str]) -> list[tuple[int, str
 
     found = []
     for name in features:
-        col = pc.utf8_trim(sample.column(name), " \t")
-        try:
-            pc.cast(pc.if_else(pc.equal(col, ""), None, col), pa.float64())
+        if numeric_sample(sample.column(name)):
             continue
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass
-        text = col.to_pandas()
+        text = pc.utf8_trim(sample.column(name), " \t").to_pandas()
         text = text[text.notna() & (text != "")]
         words = pd.to_numeric(text, errors="coerce").isna() & (text.str.lower() != "nan")
         if words.mean() >= 0.5:
