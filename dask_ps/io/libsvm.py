@@ -21,7 +21,7 @@ from ._blocks import read_array as _read_array
 from ._blocks import select as _select
 from ._csv import LineError, line_hint
 from ._line_kernels import SVM, count_rows, line_of_row, lone_crs
-from ._sniff import other_format
+from ._sniff import compressed, other_format
 
 __all__ = ["read_libsvm"]
 
@@ -134,16 +134,15 @@ def _parse(data, shift: int, reject_zero: bool, max_raw: int, store: bool = True
     return _Parsed(labels, indptr, indices, values, info)
 
 
-def _other_format(fs, block: _Block) -> str:
-    """The hint of a refused line when its file starts like another format
-    (:func:`~dask_ps.io._sniff.other_format`: Parquet, or a table of delimited fields).
-    Reads the file's first KiB: called for an error only, never on the way of a good read."""
+def _head(fs, block: _Block) -> bytes:
+    """The first KiB of a refused line's file (``b""`` if it cannot be read now: the error
+    says enough), for the hints of :mod:`~dask_ps.io._sniff`: read for an error only,
+    never on the way of a good read."""
     try:
         with fs.open(block.path, "rb", compression=block.compression) as f:
-            head = f.read(1024)
-    except (OSError, EOFError, ValueError):  # unreadable now: the error says enough
-        return ""
-    return other_format(head)
+            return f.read(1024)
+    except (OSError, EOFError, ValueError):
+        return b""
 
 
 def _format_error(fs, block: _Block, line0: int, err: _Err, n_features: int | None,
@@ -171,14 +170,17 @@ def _format_error(fs, block: _Block, line0: int, err: _Err, n_features: int | No
     token = err.token.decode("utf-8", "replace")
     if len(token) > 80:
         token = token[:77] + "..."
-    hint = _other_format(fs, block) if check is None else ""
+    # the hint of a file that starts like another format: Parquet, a table of delimited
+    # fields, compressed bytes (see _sniff.other_format)
+    hint = other_format(_head(fs, block)) if check is None else ""
     note = (notes or {}).get({_k.E_BIG_INDEX: "width", _k.E_ZERO_INDEX: "zero"}.get(err.code))
     if note and not (err.code == _k.E_BIG_INDEX and n_features is None):
         hint = f" ({note}){hint}"
     if err.code == _k.E_RANGE:
         hint = f"; {(notes or {}).get('dtype', _WIDER)}"
     line = bytes(_text(_read_array(fs, block), block)).split(b"\n")[err.line - 1]
-    if b"\r" in line and lone_crs(np.frombuffer(line, np.uint8)):
+    if (b"\r" in line and lone_crs(np.frombuffer(line, np.uint8))
+            and not compressed(_head(fs, block))):  # (compressed bytes hold CRs by chance)
         hint = line_hint(line, " ")  # old Mac line ends: the file is one line
     return LineError(block.path, line0 + err.line, f"{reason}: {token!r}{hint}")
 
