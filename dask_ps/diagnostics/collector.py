@@ -87,6 +87,7 @@ class PSMetrics(SchedulerPlugin):
         self.timeout = float(timeout)
         self.scheduler = None
         self.samples: dict[str, deque] = {}  # shard key -> (worker, stats) samples
+        self.slots: dict[str, int] = {}  # shard key -> its series' slot: see throughput()
         self.staleness: dict[str, deque] = {}  # model uid -> (time, staleness, bound)
         self.polls = 0
         self.poll_seconds = 0.0  # wall time spent in polls, all shards at once
@@ -162,6 +163,7 @@ class PSMetrics(SchedulerPlugin):
         shards = self.shard_tasks()
         for key in set(self.samples) - set(shards):
             del self.samples[key]
+            del self.slots[key]  # free for the next new shard
         results = await asyncio.gather(*(self._stats(k, a) for k, a in shards.items()),
                                        return_exceptions=True)
         now = time.time()
@@ -172,6 +174,8 @@ class PSMetrics(SchedulerPlugin):
                 continue
             self.samples.setdefault(key, deque(maxlen=self.history)).append((address, res))
             by_model.setdefault(_model_of(key), []).append(res)
+        for key in sorted(set(self.samples) - set(self.slots), key=_shard_order):
+            self.slots[key] = min(set(range(len(self.slots) + 1)) - set(self.slots.values()))
         for uid, stats in by_model.items():
             _, stale = participant_clocks(stats)
             if stale is not None:
@@ -201,8 +205,26 @@ class PSMetrics(SchedulerPlugin):
         return rows
 
     def throughput(self) -> dict[str, list]:
-        """Per live shard, the time series of bytes and calls per second."""
-        out = dict(label=[], t=[], bytes_per_s=[], calls_per_s=[])
+        """Per live shard, the time series of bytes and calls per second.
+
+        Returns
+        -------
+        dict of str to list
+            One entry per live shard, ordered by model uid then shard index, in the columns
+            ``label`` (str, ``"<first 6 characters of the model uid>/<shard index>"``),
+            ``slot`` (int), ``t`` (list of float, ms since the epoch), ``bytes_per_s`` and
+            ``calls_per_s`` (lists of float, the pulls' and pushes' sum, as long as ``t``).
+
+        Notes
+        -----
+        A shard's ``slot`` is fixed when the collector first reads the shard: the smallest
+        number >= 0 that no other live shard holds (a shard that is gone frees its slot;
+        new shards of one poll take theirs in model, shard order). It stays the shard's for
+        as long as the shard lives, whatever other shards come or go, so that the page can
+        colour the shard's line by it: distinct colours for the first slots, and a line
+        that keeps its colour.
+        """
+        out = dict(label=[], slot=[], t=[], bytes_per_s=[], calls_per_s=[])
         for key, samples in sorted(self.samples.items(), key=lambda kv: _shard_order(kv[0])):
             t, b, c = [], [], []
             for i in range(1, len(samples)):
@@ -211,6 +233,7 @@ class PSMetrics(SchedulerPlugin):
                 b.append(r["bytes_pulled_per_s"] + r["bytes_pushed_per_s"])
                 c.append(r["pull_calls_per_s"] + r["push_calls_per_s"])
             out["label"].append(f"{_model_of(key)[:6]}/{samples[-1][1]['shard']}")
+            out["slot"].append(self.slots[key])
             out["t"].append(t)
             out["bytes_per_s"].append(b)
             out["calls_per_s"].append(c)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 
+from bokeh.core.properties import field
 from bokeh.embed import file_html
 from bokeh.layouts import column, row
 from bokeh.models import (
@@ -26,6 +27,8 @@ from bokeh.models import (
     ColumnDataSource,
     DataTable,
     Div,
+    Legend,
+    LegendItem,
     NumberFormatter,
     SingleIntervalTicker,
     TableColumn,
@@ -40,11 +43,14 @@ from tornado import web
 from .collector import PSMetrics, get_plugin
 from .events import CHECKPOINT_TOPIC, RECOVERY_TOPIC
 
-__all__ = ["CLOCK_COLOR", "LOSS_COLOR", "add_routes", "page", "routes", "source_data"]
+__all__ = ["CLOCK_COLOR", "LOSS_COLOR", "SHARD_COLORS", "add_routes", "page", "routes",
+           "shard_color", "source_data"]
 
 #: Colour of the loss curve (tests look for it in screenshots).
 LOSS_COLOR = "#d62728"
 CLOCK_COLOR = "#9467bd"
+#: Colours of the shards' traffic lines, by the series' slot (see :func:`shard_color`).
+SHARD_COLORS = tuple(Category10_10)
 POLL_MS = 1000
 WIDTH = 640
 
@@ -67,8 +73,41 @@ CHECKPOINT_COLUMNS = ["time", "model", "path", "version", "nbytes", "seconds"]
 RECOVERY_COLUMNS = ["time", "model", "shard", "lost_worker", "new_worker", "checkpoint"]
 
 
+def shard_color(slot: int) -> str:
+    """The colour of the traffic lines of the shard in ``slot``.
+
+    Parameters
+    ----------
+    slot : int
+        The shard's slot, >= 0, from :meth:`.PSMetrics.throughput`: the smallest not held by
+        another live shard when the collector first read the shard, and kept by it.
+
+    Returns
+    -------
+    str
+        ``SHARD_COLORS[slot % 10]``, a ``"#rrggbb"`` colour. A line keeps its colour for as
+        long as its shard lives, whatever other lines come or go; two live shards share one
+        only if their slots differ by a multiple of 10, which needs more than 10 shards
+        alive at some time.
+    """
+    return SHARD_COLORS[slot % len(SHARD_COLORS)]
+
+
 def source_data(plugin: PSMetrics, name: str) -> dict[str, list]:
     """The columns of data source ``name`` of the page.
+
+    Parameters
+    ----------
+    plugin : PSMetrics
+        The collector whose numbers the page shows.
+    name : str
+        One of :data:`SOURCES`.
+
+    Returns
+    -------
+    dict of str to list
+        Columns of equal length (JSON-able: NaN and inf become None); ``throughput`` has a
+        row per live shard, with its ``label`` and line ``color`` (:func:`shard_color`).
 
     Raises
     ------
@@ -83,7 +122,7 @@ def source_data(plugin: PSMetrics, name: str) -> dict[str, list]:
     if name == "throughput":
         data = plugin.throughput()
         data["mb_per_s"] = [[b / 1e6 for b in series] for series in data.pop("bytes_per_s")]
-        data["color"] = [Category10_10[i % 10] for i in range(len(data["label"]))]
+        data["color"] = [shard_color(slot) for slot in data["slot"]]
         return data
     if name == "clocks":
         rows = plugin.clocks()
@@ -125,6 +164,16 @@ def _table(source: ColumnDataSource, cols: list[tuple], height: int) -> DataTabl
                               TableColumn(field=f, title=t) for f, t, num in cols])
 
 
+def _shard_lines(fig, ys: str, source: AjaxDataSource) -> None:
+    """A line per shard on ``fig``, and a legend naming them right of the plot area (BokehJS
+    makes its items from the ``label`` column, as the data updates)."""
+    lines = fig.multi_line(xs="t", ys=ys, line_color="color", line_width=2, source=source)
+    # legend_field="label" would put the legend inside the plot area, over the lines
+    fig.add_layout(Legend(items=[LegendItem(label=field("label"), renderers=[lines])],
+                          label_text_font_size="8pt", glyph_width=14, spacing=0, padding=4,
+                          margin=4, label_standoff=4, border_line_color=None), "right")
+
+
 def page(plugin: PSMetrics) -> str:
     """The HTML of the page, with the current data embedded (it then updates itself)."""
     src = {name: _source(plugin, name) for name in SOURCES}
@@ -139,12 +188,10 @@ def page(plugin: PSMetrics) -> str:
     tools = "pan,wheel_zoom,box_zoom,reset,hover"
     traffic = figure(title="Bytes pulled + pushed per shard (MB/s)", x_axis_type="datetime",
                      width=WIDTH, height=260, tools=tools)
-    traffic.multi_line(xs="t", ys="mb_per_s", line_color="color", line_width=2,
-                       source=src["throughput"])
     calls = figure(title="Pull + push calls per shard per second", x_axis_type="datetime",
                    width=WIDTH, height=260, tools=tools)
-    calls.multi_line(xs="t", ys="calls_per_s", line_color="color", line_width=2,
-                     source=src["throughput"])
+    for fig, ys in ((traffic, "mb_per_s"), (calls, "calls_per_s")):
+        _shard_lines(fig, ys, src["throughput"])
     clock = figure(title="Clock per worker (participant)", width=WIDTH, height=260,
                    tools=tools, x_axis_label="participant", y_axis_label="clock")
     clock.xaxis.ticker = SingleIntervalTicker(interval=1)

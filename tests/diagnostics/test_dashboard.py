@@ -15,7 +15,7 @@ import pytest
 import dask_ps
 from dask_ps.cluster import worker_info
 from dask_ps.diagnostics import install, log_checkpoint, log_recovery
-from dask_ps.diagnostics.dashboard import CLOCK_COLOR, LOSS_COLOR, SOURCES
+from dask_ps.diagnostics.dashboard import CLOCK_COLOR, LOSS_COLOR, SHARD_COLORS, SOURCES
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -194,6 +194,101 @@ def test_any_jobs_reported_loss_draws_the_loss_curve(dash):
         data.release()
 
 
+def line_colors(url: str, models) -> dict[str, str] | None:
+    """Colour by label of the throughput lines, once they include the 2 shards of each of
+    ``models`` (else None)."""
+    tp = get_json(f"{url}/data/throughput.json")
+    colors = dict(zip(tp["label"], tp["color"]))
+    want = {f"{m.uid[:6]}/{i}" for m in models for i in range(2)}
+    return colors if want <= set(colors) else None
+
+
+def test_shard_lines_keep_their_colors_while_others_come_and_go(dash):
+    """A shard's line keeps its colour for its life: not its position among the lines, which
+    changes when the shards of a model sorted before it go, or of a new one come."""
+    client, url = dash
+    models = [dask_ps.PSModel(client, n_shards=2) for _ in range(2)]
+    first, kept = sorted(models, key=lambda m: m.uid)  # the lines' order: by model uid
+    try:
+        before = wait_for(lambda: line_colors(url, models), 60, "the 4 shards' lines")
+        mine = {k: c for k, c in before.items() if k[:6] in (first.uid[:6], kept.uid[:6])}
+        assert len(set(mine.values())) == 4, before  # 4 distinct colours
+        freed = {c for k, c in mine.items() if k[:6] == first.uid[:6]}
+        first.close()
+        gone = wait_for(lambda: (lambda c: c if not any(k[:6] == first.uid[:6] for k in c)
+                                 else None)(line_colors(url, [kept])), 60, "lines to go")
+        for k, c in mine.items():
+            if k[:6] == kept.uid[:6]:
+                assert gone[k] == c, (k, before, gone)
+        # a new model's lines take free colours (the smallest slots: the freed ones when
+        # no other shard appeared meanwhile), and leave the kept model's alone
+        new = dask_ps.PSModel(client, n_shards=2)
+        models.append(new)
+        after = wait_for(lambda: line_colors(url, [kept, new]), 60, "the new model's lines")
+        assert {k: c for k, c in after.items() if k in gone} == gone
+        new_colors = {c for k, c in after.items() if k[:6] == new.uid[:6]}
+        assert len(new_colors) == 2 and not new_colors & set(gone.values()), after
+        if set(gone) == {k for k in mine if k[:6] == kept.uid[:6]}:  # nothing else live
+            assert new_colors == freed, (before, after)
+        assert set(after.values()) <= set(SHARD_COLORS)
+    finally:
+        for m in models:
+            m.close()
+
+
+def figure_legends(html: str):
+    """The legends right of the plots in a page's embedded Bokeh document, as a dict title ->
+    legend attributes, and a function to resolve a reference to another object."""
+    import re
+
+    docs = re.search(r'<script type="application/json" id="[^"]*">\s*(.*?)\s*</script>',
+                     html, re.S)
+    objects = {}
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "id" in node:
+                objects.setdefault(node["id"], node)
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(json.loads(docs.group(1)))
+
+    def resolve(ref):
+        return objects[ref["id"]]
+
+    out = {}
+    for obj in objects.values():
+        if obj["name"] != "Figure":
+            continue
+        attrs = obj["attributes"]
+        title = resolve(attrs["title"])["attributes"]["text"]
+        for legend in map(resolve, attrs.get("right", [])):
+            if legend["name"] == "Legend":
+                out[title] = legend["attributes"]
+    return out, resolve
+
+
+def test_page_has_a_legend_naming_each_shard_line(dash):
+    """Both traffic plots have a legend beside the plot area, whose items BokehJS makes from
+    the throughput source's ``label`` column (one per line, updated with the data)."""
+    client, url = dash
+    legends, resolve = figure_legends(get(url).decode())
+    assert set(legends) == {"Bytes pulled + pushed per shard (MB/s)",
+                            "Pull + push calls per shard per second"}, legends
+    for legend in legends.values():
+        (item,) = map(resolve, legend["items"])
+        assert item["attributes"]["label"] == {"type": "field", "field": "label"}
+        (lines,) = map(resolve, item["attributes"]["renderers"])
+        glyph = resolve(lines["attributes"]["glyph"])
+        assert glyph["name"] == "MultiLine"
+        source = resolve(lines["attributes"]["data_source"])
+        assert source["attributes"]["data_url"] == "dask-ps/data/throughput.json"
+
+
 def remote_checkpoint(path):
     return log_checkpoint(path, 3, nbytes=4096, seconds=0.5, model="m1")
 
@@ -240,6 +335,26 @@ def chromium() -> str:
 def color_pixels(img: np.ndarray, hex_color: str, tol: int = 12) -> int:
     rgb = np.array([int(hex_color[i:i + 2], 16) for i in (1, 3, 5)])
     return int((np.abs(img[..., :3].astype(int) - rgb).max(axis=-1) <= tol).sum())
+
+
+def legend_entries(img: np.ndarray, hex_color: str, margin: int = 4) -> list[tuple]:
+    """``(row, column)`` of each legend entry drawn in ``hex_color``: a swatch, a short
+    level run of the colour (10 to 18 px) with none of it around (a line's level stretch
+    goes on at its ends), and dark text (its label) right of it."""
+    rgb = np.array([int(hex_color[i:i + 2], 16) for i in (1, 3, 5)])
+    mask = np.abs(img[..., :3].astype(int) - rgb).max(axis=-1) <= 12
+    dark = img[..., :3].max(axis=-1) < 150
+    out = []
+    for y in range(margin, mask.shape[0] - margin):
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], mask[y].astype(int), [0]])))
+        for a, b in zip(edges[::2], edges[1::2]):
+            if not (10 <= b - a <= 18 and a >= margin):
+                continue
+            box = mask[y - margin:y + margin + 1, a - margin:b + margin].copy()
+            box[margin - 2:margin + 3, margin:margin + b - a] = False  # the swatch, 2 px thick
+            if not box.any() and dark[y - 6:y + 8, b + 2:b + 62].sum() > 30:
+                out.append((y, b))
+    return out
 
 
 def busy_task(ps, item):
@@ -308,6 +423,9 @@ def test_chromium_draws_the_plots(dash, data, tmp_path):
     # the loss line (3 px wide, 3 epochs) and its markers, the clock bars, the shard lines
     assert color_pixels(img, LOSS_COLOR) > 500
     assert color_pixels(img, CLOCK_COLOR) > 500
-    assert tp["color"] == ["#1f77b4", "#ff7f0e"]
-    assert color_pixels(img, "#1f77b4") > 100 and color_pixels(img, "#ff7f0e") > 100
+    assert len(set(tp["color"])) == 2, tp["color"]  # the lines differ in colour
+    assert all(color_pixels(img, c) > 100 for c in tp["color"])
+    # the legends: an entry per line on each traffic plot, right of its plot area
+    entries = [legend_entries(img, c) for c in tp["color"]]
+    assert all(len(e) == 2 for e in entries), entries
     assert (img.reshape(-1, 3) != 255).any(axis=1).mean() > 0.02  # not a blank page
