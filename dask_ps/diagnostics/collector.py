@@ -163,7 +163,7 @@ class PSMetrics(SchedulerPlugin):
         shards = self.shard_tasks()
         for key in set(self.samples) - set(shards):
             del self.samples[key]
-            del self.slots[key]  # free for the next new shard
+            self.slots.pop(key, None)  # free for the next new shard
         results = await asyncio.gather(*(self._stats(k, a) for k, a in shards.items()),
                                        return_exceptions=True)
         now = time.time()
