@@ -667,7 +667,12 @@ def test_train_and_evaluate_refuse_test_data_of_no_rows_alike(tmp_path, client1,
     line naming --test and the file, status 2: files of 0 bytes and files that hold no row
     (comments, a header alone, a Parquet table or docword of 0 rows) of every family. Test
     data whose rows its reader counted (LIBSVM, CTR tables, LDA's) is refused before the
-    fit, not after it."""
+    fit, not after it; GBDT's tables and ratings, whose readers count no rows before the
+    fit, were refused only once scored, after the fit (and the save): they are now refused
+    before a cluster starts (:func:`~dask_ps.cli._checks.check_test_rows`), and no model is
+    saved."""
+    import gzip
+
     import pandas as pd
 
     sf = _scheduler_file(client1, tmp_path)
@@ -676,10 +681,15 @@ def test_train_and_evaluate_refuse_test_data_of_no_rows_alike(tmp_path, client1,
     frame.to_csv(tmp_path / "tr.csv", index=False)
     frame.to_parquet(tmp_path / "tr.parquet")
     frame.iloc[:0].to_parquet(tmp_path / "none.parquet")
+    pd.DataFrame({"user": [1], "item": [2], "rating": [5.0]}).iloc[:0].to_parquet(
+        tmp_path / "none.r.parquet")
+    (tmp_path / "head.csv.gz").write_bytes(gzip.compress(b"click,a\n\n", mtime=0))
     files = {"empty.svm": "", "blank.svm": "# a comment\n\n", "empty.csv": "",
-             "head.csv": "click,a\n", "r.tsv": "1\t2\t5\n1\t3\t4\n2\t2\t3\n3\t1\t1\n",
+             "head.csv": "click,a\n", "blank.csv": "click,a\n\n \t\r\n",
+             "r.tsv": "1\t2\t5\n1\t3\t4\n2\t2\t3\n3\t1\t1\n",
              "rh.tsv": "user\titem\trating\n1\t2\t5\n1\t3\t4\n2\t2\t3\n3\t1\t1\n",
-             "empty.tsv": "", "head.tsv": "user\titem\trating\n",
+             "empty.tsv": "", "head.tsv": "user\titem\trating\n", "blank.tsv": "\n \n\t\n",
+             "headblank.tsv": "user\titem\trating\n\n  \n",
              "d.ldac": "2 0:1 1:2\n1 2:3\n3 0:1 3:2 4:1\n", "empty.ldac": "", "blank.ldac": "\n",
              "docword.d.txt": "3\n5\n4\n1 1 1\n1 2 2\n2 3 3\n3 5 1\n",
              "docword.none.txt": "0\n5\n0\n"}
@@ -693,11 +703,12 @@ def test_train_and_evaluate_refuse_test_data_of_no_rows_alike(tmp_path, client1,
             ("lr", csv, ("empty.csv", "head.csv"), "no rows"),
             ("lr", parquet, ("none.parquet",), "no rows"),
             ("gbdt", ["--train", svm], ("empty.svm", "blank.svm"), "no rows"),
-            ("gbdt", csv, ("empty.csv", "head.csv"), "no rows"),
+            ("gbdt", csv, ("empty.csv", "head.csv", "blank.csv", "head.csv.gz"), "no rows"),
             ("gbdt-regression", parquet, ("none.parquet",), "no rows"),
-            ("mf", ["--train", str(tmp_path / "r.tsv")], ("empty.tsv",), "no ratings"),
-            ("mf", ["--train", str(tmp_path / "rh.tsv"), "--header"], ("head.tsv",),
-             "no ratings"),
+            ("mf", ["--train", str(tmp_path / "r.tsv")], ("empty.tsv", "blank.tsv",
+                                                          "none.r.parquet"), "no ratings"),
+            ("mf", ["--train", str(tmp_path / "rh.tsv"), "--header"],
+             ("head.tsv", "headblank.tsv"), "no ratings"),
             ("lda", ["--train", str(tmp_path / "d.ldac")], ("empty.ldac", "blank.ldac"),
              "no documents"),
             ("lda", ["--train", str(tmp_path / "docword.d.txt")], ("docword.none.txt",),
@@ -712,15 +723,18 @@ def test_train_and_evaluate_refuse_test_data_of_no_rows_alike(tmp_path, client1,
             assert main(["evaluate", model, "--test", str(tmp_path / test)]) == 2, \
                 (algorithm, test)
             assert capsys.readouterr().err == said, (algorithm, test)
-            assert main(["train", algorithm, *run, "--test", str(tmp_path / test)]) == 2, \
-                (algorithm, test)
+            saved = tmp_path / "test.npz"
+            assert main(["train", algorithm, *run, "--test", str(tmp_path / test), "--save",
+                         str(saved)]) == 2, (algorithm, test)
             out = capsys.readouterr()
             assert out.err == said and "test:" not in out.out, (algorithm, test)
-            # rows counted by a reader's first pass: refused before training; a dataframe's
-            # (GBDT's tables, ratings) once scored
-            assert ("training " in out.out) == ((algorithm, test) in {
-                ("gbdt", "head.csv"), ("gbdt-regression", "none.parquet"),
-                ("mf", "head.tsv")}), (algorithm, test)
+            # refused before training, and nothing saved: rows counted by a reader's first
+            # pass once the cluster has started; files of 0 bytes, and a dataframe's (GBDT's
+            # tables, ratings: their readers count none before the fit) before it starts
+            assert "training " not in out.out and not saved.exists(), (algorithm, test)
+            frame = algorithm == "mf" or algorithm.startswith("gbdt") and "--format" in argv
+            assert ("cluster:" in out.out) == (not test.startswith("empty.") and not frame), \
+                (algorithm, test)
 
 
 @pytest.mark.timeout(200)

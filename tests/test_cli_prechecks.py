@@ -69,6 +69,72 @@ def test_an_empty_test_file_is_refused_before_a_cluster_starts(tmp_path, capsys,
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("algorithm, train, tests, options, what", [
+    ("gbdt", "y,a\n0,1\n1,2\n", {"a.csv": b"y,a\n", "b.csv": b"y,a\n\n \r\n"},
+     ["--format", "csv", "--label", "y"], "no rows"),
+    ("gbdt-regression", "0,1\n1,2\n", {"a.csv": b"\n", "b.csv": b"\t\n"},
+     ["--format", "csv", "--no-header"], "no rows"),
+    ("gbdt", None, {"a.parquet": 0, "b.parquet": 0}, ["--format", "parquet", "--label", "y"],
+     "no rows"),
+    ("mf", "1\t2\t5\n2\t1\t3\n", {"a.tsv": b"\n\n", "b.tsv": b" \t\n"}, [], "no ratings"),
+    ("mf", "user\titem\trating\n1\t2\t5\n",
+     {"a.tsv": b"user\titem\trating\n", "b.tsv": b"user\titem\trating\n\n"}, ["--header"],
+     "no ratings")], ids=["csv", "csv-no-header", "parquet", "ratings", "ratings-header"])
+def test_test_files_of_no_data_row_are_refused_before_a_cluster_starts(
+        tmp_path, capsys, algorithm, train, tests, options, what):
+    """A --test of GBDT's tables or of ratings that is not empty but holds no data row (a
+    header alone, blank lines, Parquet files of 0 rows) was refused only once scored, after
+    the fit and the save (their readers count no rows before it); now before a cluster
+    starts (:func:`~dask_ps.cli._checks.check_test_rows`), a glob of such files named as
+    one, as a glob of empty files is."""
+    frame = pd.DataFrame({"y": [0, 1], "a": [1.0, 2.0]})
+    if train is None:
+        frame.to_parquet(tmp_path / "train")
+    else:
+        (tmp_path / "train").write_text(train)
+    (tmp_path / "t").mkdir()
+    for name, text in tests.items():
+        if name.endswith(".parquet"):
+            frame.iloc[:0].to_parquet(tmp_path / "t" / name)
+        else:
+            (tmp_path / "t" / name).write_bytes(text)
+    ext = next(iter(tests)).rsplit(".", 1)[1]
+    assert _error(capsys, ["train", algorithm, "--train", str(tmp_path / "train"), "--test",
+                           str(tmp_path / "t" / f"*.{ext}"), *options]) == \
+        f"--test {tmp_path / 't' / f'a.{ext}'} (and 1 other file): {what} to score the model on"
+
+
+def test_the_test_row_check_passes_on_a_first_row_and_looks_at_no_other_format(tmp_path):
+    """:func:`~dask_ps.cli._checks.check_test_rows` passes as soon as one file of a glob
+    holds a row (read through a compressed file, after blank lines longer than its reads),
+    and for files it cannot read (the reader says why); formats whose readers count rows
+    before the fit are not looked at."""
+    import gzip
+
+    from dask_ps.cli._checks import check_test_rows
+
+    blank = b"\n" + b" \r\n" * 40_000  # 120 KB of blank lines: more than one read
+    files = {"a.csv": b"y,a\n", "b.csv": b"y,a\n" + blank + b"1,2\n",
+             "a.tsv": b"\n", "b.tsv.gz": gzip.compress(blank + b"1\t2\t5\n", mtime=0),
+             "a.parq": None, "b.parq": None, "c.csv.gz": b"not gzip",
+             "blank.svm": b"\n", "blank.ldac": b"\n"}
+    for name, data in files.items():
+        if data is None:
+            pd.DataFrame({"user": [1], "item": [2], "rating": [5.0]}).iloc[
+                :0 if name.startswith("a") else 1].to_parquet(tmp_path / name)
+        else:
+            (tmp_path / name).write_bytes(data)
+    for pattern, fmt, header in [("*.csv", "csv", True), ("*.tsv*", "ratings", False),
+                                 ("*.parq", "ratings", False), ("c.csv.gz", "csv", True),
+                                 ("blank.svm", "libsvm", False), ("blank.ldac", "ldac", False)]:
+        check_test_rows(str(tmp_path / pattern), fmt, header, "no rows")  # no error
+    with pytest.raises(DataError, match=r"a\.csv: no rows to score the model on$"):
+        check_test_rows(str(tmp_path / "a.csv"), "csv", True, "no rows")
+    with pytest.raises(DataError, match=r"a\.parq: no ratings to score the model on$"):
+        check_test_rows(str(tmp_path / "a.parq"), "ratings", False, "no ratings")
+
+
+@pytest.mark.timeout(60)
 def test_an_empty_training_file_is_named_as_a_bad_line_names_it(tmp_path, capsys,
                                                                  monkeypatch):
     """``dask-ps train lr --train empty.svm`` said "empty.svm: no rows", the path as typed,

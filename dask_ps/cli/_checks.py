@@ -1,6 +1,6 @@
 """The checks ``dask-ps`` makes of its files before any cluster starts (inputs that name no
 file, that are empty or not the format asked for, a model that is not there, a save that
-could not be written), and the error of test data of no rows."""
+could not be written, test data of no row), and the error of test data of no rows."""
 
 from __future__ import annotations
 
@@ -66,6 +66,72 @@ def check_contents(urlpath: str, option: str, libsvm: bool, header_flag: bool = 
         line = first_line(head)[:60].decode("utf-8", "replace")
         raise DataError(f"{paths[0]}, line {_line_of(head)}: not a LIBSVM line (a label, "
                         f"then index:value pairs): {line!r}{hint}")
+
+
+def check_test_rows(urlpath: str, fmt: str, header: bool, empty: str) -> None:
+    """Fail before any cluster starts if test data ``urlpath`` holds no data row, where its
+    reader (a dataframe's) tells it only once the rows are scored, after the fit. Only as
+    much is read as finds a first row: a text file's header line, then blocks up to one
+    holding anything but whitespace (the readers' rule: a block of whitespace alone is no
+    rows; such a line among rows is theirs to refuse); a Parquet file's footer (its
+    ``num_rows``). The check passes as soon as one file has a row, and for a file it
+    cannot read (the reader will say why).
+
+    Parameters
+    ----------
+    urlpath : str
+        ``--test``: a file, folder or glob, local or an fsspec URL (compressed as the
+        names say).
+    fmt : str
+        ``"csv"``: GBDT's tables (:func:`~dask_ps.io._frame.read_frame`); ``"ratings"``
+        (:func:`~dask_ps.io.ratings.read_ratings`: Parquet when every file is, else
+        text); ``"parquet"``. Other formats are not looked at: their readers count rows
+        in a first pass, before the fit (CTR tables, LIBSVM, LDA's formats).
+    header : bool
+        Whether each text file's first line is a header.
+    empty : str
+        What no rows are called (``"no rows"``; mf: ``"no ratings"``).
+
+    Raises
+    ------
+    DataError
+        No file holds a row: :func:`no_test_rows`, as the readers say it once scored
+        (``"--test /data/t.csv: no rows to score the model on"``).
+    """
+    if fmt not in ("csv", "ratings", "parquet"):
+        return
+    fs, paths = _opened(urlpath, "--test")
+    parquet = fmt == "parquet" or fmt == "ratings" and all(
+        p.endswith((".parquet", ".parq")) for p in paths)
+    rows = _parquet_rows if parquet else _text_rows
+    if not any(rows(fs, p, header) for p in paths):
+        raise no_test_rows(urlpath, empty, paths)
+
+
+def _parquet_rows(fs, path: str, header: bool) -> bool:
+    """Whether Parquet file ``path``'s footer counts a row (True if it cannot be read)."""
+    from ..io.parquet import footer
+
+    try:
+        return footer(fs, path)[0].num_rows > 0
+    except (OSError, EOFError, ValueError):  # (DataError: not Parquet) the reader says it
+        return True
+
+
+def _text_rows(fs, path: str, header: bool, step: int = 1 << 16) -> bool:
+    """Whether text file ``path`` (compressed as its name says) holds anything but
+    whitespace after its first line (``header``) or from its start (True if it cannot be
+    read)."""
+    try:
+        with fs.open(path, "rb", compression="infer") as f:
+            if header:
+                f.readline()
+            while chunk := f.read(step):
+                if chunk.strip():
+                    return True
+    except Exception:  # unreadable here (a codec's own error too: lzma.LZMAError is no
+        return True  # OSError): the reader will say why, naming the file
+    return False
 
 
 def _line_of(head: bytes) -> int:
@@ -147,8 +213,9 @@ def check_save(path: str) -> None:
 
 def no_test_rows(urlpath: str, empty: str, paths: list | None = None) -> DataError:
     """The error of test data ``urlpath`` (files ``paths``, if known) of no rows (``empty``),
-    of 0 bytes (:func:`check_contents`) or once read (:func:`say_scores`): ``"--test
-    /data/t.svm: no rows to score the model on"`` (:func:`~dask_ps.io._blocks.files_named`)."""
+    of 0 bytes (:func:`check_contents`), of no data row (:func:`check_test_rows`) or once
+    read (:func:`say_scores`): ``"--test /data/t.svm: no rows to score the model on"``
+    (:func:`~dask_ps.io._blocks.files_named`)."""
     from ..io._blocks import files_named
 
     return DataError(f"--test {files_named(urlpath, paths)}: {empty} to score the model on")

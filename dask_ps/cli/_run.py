@@ -12,7 +12,14 @@ from ..cluster import SHARD_RESOURCE, connect, worker_info
 from ..exceptions import DataError, NoCheckpointToResumeError, OptionError
 from ..model._targets import check_store_url
 from ._algorithms import Algorithm
-from ._checks import check_contents, check_files, check_model, check_save, no_test_rows
+from ._checks import (
+    check_contents,
+    check_files,
+    check_model,
+    check_save,
+    check_test_rows,
+    no_test_rows,
+)
 from ._options import cluster_spec, data_root
 from ._registry import by_estimator
 from ._report import Events, passes_of, print_history, rate_line, read_line, say
@@ -145,6 +152,9 @@ def train(args, algo: Algorithm) -> int:
             check_contents(path, option, fmt == "libsvm", hasattr(args, "header"),  # first
                            algo.empty)  # KiB (Parquet: its footer, in algo.check_inputs)
     algo.check_inputs(args)  # the files' headers against --label and the column options
+    if args.test is not None and hasattr(args, "header"):  # GBDT's tables and ratings (mf's
+        # format is None): their readers count the rows only once scored, after the fit
+        check_test_rows(args.test, fmt or "ratings", args.header is not False, algo.empty)
     if args.save is not None:  # (an empty one refused)
         check_save(args.save)
     if spec.mode not in ("address", "file", "slurm-runner"):  # the workers it will start
@@ -330,6 +340,8 @@ def evaluate(args) -> int:
     data = test_options(data, args, algo)
     if data["format"] != "parquet":  # files of 0 bytes, as train checks --test
         check_contents(args.test, "--test", False, empty=algo.empty)
+    if "header" in data:  # GBDT's tables, ratings: as train checks --test
+        check_test_rows(args.test, data["format"], bool(data["header"]), algo.empty)
     try:
         with dask.config.set(scheduler="threads"):
             test = algo.load_test(args.test, data, args)
