@@ -30,6 +30,7 @@ from typing import Callable
 from ..cluster import worker_info
 from ..diagnostics.events import log_recovery
 from ..exceptions import RecoveryError, WorkerLostError
+from ..model.connection import default_cluster
 from ..model.recovery import loss_errors
 
 __all__ = ["SETUP_CHECKPOINT", "SetupAttempt", "finish_events", "join_loop", "note_model",
@@ -46,10 +47,13 @@ class SetupAttempt:
     """One try of a fitting call: the PS models it made, its epoch loops, and the records
     of the set-ups redone before it (handed to its first loop, see :func:`join_loop`)."""
 
-    def __init__(self, events: list[dict]) -> None:
+    def __init__(self, events: list[dict], client=None, workers: frozenset = frozenset()
+                 ) -> None:
         self.models: list = []
         self.loops: list = []
         self.events = events
+        self.client = client  # the cluster's, when the fit recovers (see _cluster_at_start)
+        self.workers = workers  # its workers when the try started
 
     def began(self) -> bool:
         """Whether a loop of this try ran a job or recovered: a loss is then the loop's."""
@@ -101,7 +105,8 @@ def redoes_setup(method: Callable, keep: tuple[str, ...] = ()) -> Callable:
         events: list[dict] = []
         try:
             while True:
-                attempt = self.__dict__[_ATTEMPT] = SetupAttempt(events)
+                attempt = self.__dict__[_ATTEMPT] = SetupAttempt(events,
+                                                                 *_cluster_at_start(self))
                 try:
                     return method(self, *args, **kwargs)
                 except Exception as exc:
@@ -127,36 +132,69 @@ def redoes_setup(method: Callable, keep: tuple[str, ...] = ()) -> Callable:
     return wrapper
 
 
+def _recovers(estimator) -> bool:
+    return estimator.checkpoint is not None or getattr(
+        estimator, "_recovers_without_checkpoint", False)
+
+
+def _cluster_at_start(estimator) -> tuple:
+    """``(client, workers)`` of the cluster a fitting call of ``estimator`` starts on, for
+    :func:`_setup_loss`; ``(None, frozenset())`` when the fit does not recover, runs in
+    this process, or the scheduler does not answer (the call will say why)."""
+    if not _recovers(estimator):
+        return None, frozenset()
+    client = getattr(estimator, "client", None)
+    client = None if isinstance(client, str) else client or default_cluster()
+    if client is None:
+        return None, frozenset()
+    try:
+        return client, frozenset(worker_info(client))
+    except Exception:  # noqa: BLE001 - e.g. a closed client: the fit raises it itself
+        return None, frozenset()
+
+
 def _setup_loss(estimator, attempt: SetupAttempt, exc: Exception) -> dict | None:
     """The recovery record of ``exc`` when it is a worker lost during the set-up of a fit
     that recovers; else None. Waits (up to the model's timeout) for the scheduler to see
-    the worker ``exc`` names leave, so that the next try places nothing on it."""
+    the worker ``exc`` names leave, so that the next try places nothing on it.
+
+    Besides the errors of a loss (:func:`~dask_ps.model.recovery.loss_errors`), Dask says
+    some losses during a set-up otherwise: a scatter to a worker that has just left (a
+    ``KeyError`` of its address), futures cancelled because the worker that held their
+    data left (``FutureCancelledError``: "already forgotten"), an actor's worker lost (a
+    ``RuntimeError``). Any error counts as a loss when a worker of the cluster at the
+    try's start is gone (a fit of bad data on a cluster that keeps its workers raises its
+    error); a set-up redone in vain counts as one of ``max_recoveries``."""
     from distributed.scheduler import KilledWorker
 
-    losses = loss_errors()
     cause = exc.__cause__ if isinstance(exc, RecoveryError) else exc  # a first save's loss
-    if not isinstance(cause, losses) or attempt.began():
-        return None
-    if estimator.checkpoint is None and not getattr(estimator, "_recovers_without_checkpoint",
-                                                    False):
+    if attempt.began() or not _recovers(estimator):
         return None
     detected = time.time()
     model = attempt.models[-1] if attempt.models else None
-    client = None if model is None else model.client
-    named = sorted(getattr(cause, "workers", []) or (
-        [cause.address] if getattr(cause, "address", None) else []))
-    if client is not None and named:
+    client = attempt.client if model is None else model.client
+    if client is None:
+        return None
+    if isinstance(cause, loss_errors()):
+        named = sorted(getattr(cause, "workers", []) or (
+            [cause.address] if getattr(cause, "address", None) else []))
+    else:  # said otherwise (see above): a loss if a worker of the try's start left
+        named = sorted(attempt.workers - set(worker_info(client)))
+        if not named:
+            return None
+    if model is not None and named:
         deadline = time.monotonic() + model.timeout
         while time.monotonic() < deadline and set(named) & set(worker_info(client)):
             time.sleep(0.2)
-    live = set() if client is None else set(worker_info(client))
-    lost = [] if client is None else [r.index for r in model.shards if r.address not in live]
-    gone = sorted(set(named) - live) if client is not None else []
+    live = set(worker_info(client))
+    shards = [] if model is None else model.shards
+    lost = [r.index for r in shards if r.address not in live]
+    gone = sorted(set(named) - live)
     if not (lost or gone or isinstance(cause, (WorkerLostError, KilledWorker))):
         return None  # e.g. a TimeoutError with every worker still there: not a loss
     return dict(event="recovery", setup=True, failed_clock=0,
-                lost_workers=sorted(set(gone) | {model.shards[i].address for i in lost}),
-                was=[model.shards[i].address for i in lost] if lost else [],
+                lost_workers=sorted(set(gone) | {shards[i].address for i in lost}),
+                was=[shards[i].address for i in lost],
                 job_clocks_at_failure=None, error=repr(cause), detected_at=detected,
                 lost_shards=lost, moved_to=[], checkpoint=None, checkpoint_version=None,
                 checkpoint_clock=0, torn_versions=[], clocks_lost=0, seconds=None,

@@ -9,6 +9,7 @@ new, empty ones on the live workers holding fewest shards, and the caller restor
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import distributed
@@ -47,6 +48,9 @@ def shard_workers(model: PSModel, info: dict) -> list[str]:
 #: Seconds :func:`place_shards` waits for the shards to be created, at least: a worker's
 #: first shard imports the library and loads its kernels (seconds on a slow machine).
 PLACE_TIMEOUT = 120.0
+#: Seconds between :func:`place_shards`'s looks at whether a worker it placed a shard on
+#: left (the shard would wait for it until the timeout).
+PLACE_POLL = 1.0
 GIB = 2.0**30
 
 
@@ -57,6 +61,9 @@ def place_shards(model: PSModel, n_shards: int | None) -> list[ShardRef]:
     ------
     ValueError
         No worker (offering the model's resource).
+    WorkerLostError
+        A worker given a shard left the cluster before the shard was created (a loss: a
+        fit's set-up or recovery starts again on the workers left).
     TimeoutError
         The shards were not created within the model's timeout (at least
         :data:`PLACE_TIMEOUT`).
@@ -66,22 +73,34 @@ def place_shards(model: PSModel, n_shards: int | None) -> list[ShardRef]:
         raise ValueError(f"no worker offers resource {model._resources!r}" if model._resources
                          else "the cluster has no workers")
     n = int(n_shards or len(workers))
+    where = [workers[i % len(workers)] for i in range(n)]
     model._futures = [
-        model._client.submit(Shard, i, n, actor=True, workers=[workers[i % len(workers)]],
-                             allow_other_workers=False, key=f"{SHARD_PREFIX}{model.uid}-{i}")
-        for i in range(n)
+        model._client.submit(Shard, i, n, actor=True, workers=[w], allow_other_workers=False,
+                             key=f"{SHARD_PREFIX}{model.uid}-{i}")
+        for i, w in enumerate(where)
     ]
     wait = max(model.timeout, PLACE_TIMEOUT)
-    try:
-        distributed.wait(model._futures, timeout=wait)
-    except distributed.TimeoutError:
-        for f in model._futures:
-            f.cancel()
-        raise TimeoutError(
-            f"the {n} shard(s) were not placed on the cluster within {wait:g} s: "
-            f"creating a shard takes a worker thread, and none was free. A fit inside a Dask "
-            f"task whose fellow tasks hold every worker thread waits for ever: use client="
-            f"'local' (or no client) there, or more worker threads") from None
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            distributed.wait(model._futures, timeout=max(0.01, min(
+                PLACE_POLL, deadline - time.monotonic())))
+            break
+        except distributed.TimeoutError:
+            # a shard bound to a worker that left would wait for it for ever
+            gone = set(where) - set(live_workers(model))
+            if not gone and time.monotonic() < deadline:
+                continue
+            for f in model._futures:
+                f.cancel()
+            if gone:
+                raise WorkerLostError(gone, [i for i, w in enumerate(where) if w in gone]
+                                      ) from None
+            raise TimeoutError(
+                f"the {n} shard(s) were not placed on the cluster within {wait:g} s: "
+                f"creating a shard takes a worker thread, and none was free. A fit inside a "
+                f"Dask task whose fellow tasks hold every worker thread waits for ever: use "
+                f"client='local' (or no client) there, or more worker threads") from None
     actors = model._client.gather(model._futures)
     channels = [a.open_channel() for a in actors]
     return [ShardRef(i, _compat.actor_address(a), f.key, c.result(timeout=model.timeout))
