@@ -144,6 +144,13 @@ def test_export_numbers_features_as_the_libsvm_data_does(client1, tmp_path, caps
     assert (coef.idxmax(), coef.idxmin()) == (0, 1) and said == f"feature: {meta['feature']}"
     assert said.startswith("feature: the column of X, from 0; the model file does not record "
                            "the index base of its LIBSVM training data")
+    # a model fitted from Python (e.g. a learn_online version) records no training file: it
+    # was said to be "the hashed column of the click table (data.encoder)"
+    save_estimator(est, str(tmp_path / "py.npz"))
+    said, meta, tables = export(str(tmp_path / "py.npz"), "py")
+    assert said == f"feature: {meta['feature']}" == "feature: the column of X, from 0 (the " \
+        "model records no training file: it was fitted from Python)", said
+    assert (tables["coef"].set_index("feature").coef.idxmax(), meta["data"]) == (0, {})
     # gbdt's split features alike (-1 at leaves)
     model = str(tmp_path / "gbdt.npz")
     assert main(["train", "gbdt", "--train", train, "--n-estimators", "2", "--save", model,

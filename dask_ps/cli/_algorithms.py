@@ -393,7 +393,9 @@ def feature_ids(columns, meta: dict, table: str, hashed: int | None = None) -> t
         return columns, (f"the hashed column, 0 to {hashed - 1:,} (the input's features "
                          f"hashed into n_hashed_features = {hashed:,} columns)")
     if meta.get("format") not in _INDEXED:
-        return columns, table
+        return columns, table if meta.get("format") else (
+            "the column of X, from 0 (the model records no training file: it was fitted "
+            "from Python)")
     index, noun, zero = _INDEXED[meta["format"]]
     base = meta.get("zero_based") if zero is None else zero
     if base is False:
