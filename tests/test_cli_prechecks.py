@@ -185,6 +185,20 @@ def test_a_table_given_as_libsvm_is_refused_with_a_hint_before_a_cluster_starts(
         f"{first!r} {hint}"
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["train", "fm", "--dataset", "a9a", "--format", "csv"],
+     "--dataset a9a is libsvm data: drop --format csv"),
+    (["train", "lr", "--dataset", "a9a", "--format", "parquet"],
+     "--dataset a9a is libsvm data: drop --format parquet"),
+    (["train", "gbdt", "--dataset", "lightgbm", "--format", "libsvm"],
+     "--dataset lightgbm is csv data: drop --format libsvm"),
+])
+def test_a_dataset_given_another_format_names_the_dataset(capsys, argv, said):
+    """It said "--n-features applies to --format libsvm (csv/parquet: --hash-features)",
+    an option the user never gave (the dataset's preset), for a9a with --format csv."""
+    assert _error(capsys, argv) == said
+
+
 @pytest.mark.timeout(60)
 def test_a_gbdt_parquet_text_column_is_refused_before_a_cluster_starts(tmp_path, capsys):
     path = tmp_path / "t.parquet"

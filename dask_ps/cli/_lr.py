@@ -334,7 +334,7 @@ LR = Algorithm(
     datasets={"a9a": Dataset(
         "lr_a9a", "a9a", "a9a.t",
         "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary.html#a9a",
-        {"n_features": 123})},
+        {"format": "libsvm", "n_features": 123})},
     data_options=_lr_data_options, load=_lr_load, load_test=_lr_load_test, score=_lr_score,
     export=_lr_export, unit="non-zeros", check=_lr_meta, check_inputs=_lr_check_inputs,
     weighted=True, fit_passes=_lr_passes)

@@ -44,6 +44,9 @@ def _resolve_dataset(args, algo: Algorithm) -> None:
             f"folder, or set DASK_PS_DATA to a folder holding {ds.folder}/.")
     if args.test and ds.test:
         raise OptionError("--dataset brings its own test file: drop --test")
+    fmt, given = ds.options.get("format"), getattr(args, "format", None)
+    if fmt is not None and given not in (None, fmt):  # (its other options may be changed)
+        raise OptionError(f"--dataset {args.dataset} is {fmt} data: drop --format {given}")
     args.train = str(root / ds.train)
     if ds.test:
         args.test = str(root / ds.test)
