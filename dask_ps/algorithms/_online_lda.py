@@ -13,7 +13,7 @@ import numpy as np
 
 from ..partitions.inputs import is_dask
 from ._lda_steps import as_csr
-from .lda import LatentDirichletAllocation
+from .lda import LatentDirichletAllocation, same_terms
 
 __all__ = ["is_lda", "lda_batch", "learn_lda", "stream_vocabulary"]
 
@@ -44,22 +44,14 @@ def _terms(vocabulary, what: str) -> np.ndarray:
     return terms.astype(str)
 
 
+#: What a stream's terms that differ from the model's are told to do.
+_READ_ALIKE = ("every batch's columns must be the model's terms (read each batch with the "
+               "stream's vocabulary, e.g. read_text(file, vocabulary=...))")
+
+
 def _same_terms(terms: np.ndarray, model: np.ndarray, what: str, than: str) -> None:
-    """Raise ValueError naming the first term where ``terms`` (``what``) and ``model``
-    (``than``) differ: the columns would be other words than the model's."""
-    if terms.shape != model.shape:
-        raise ValueError(f"{what} has {terms.shape[0]} terms, {than} {model.shape[0]}: "
-                         f"every batch's columns must be the model's terms (read each batch "
-                         f"with the stream's vocabulary, e.g. read_text(file, "
-                         f"vocabulary=...))")
-    differ = np.flatnonzero(terms != model)
-    if differ.size:
-        k = int(differ[0])
-        raise ValueError(f"{what} differs from {than}: term {k} is {str(terms[k])!r} there, "
-                         f"{str(model[k])!r} in the model ({differ.size} of {terms.size} terms "
-                         f"differ); every "
-                         f"batch's columns must be the model's terms (read each batch with "
-                         f"the stream's vocabulary, e.g. read_text(file, vocabulary=...))")
+    """:func:`~.lda.same_terms`, with a stream's advice."""
+    same_terms(terms, model, what, than, _READ_ALIKE)
 
 
 def stream_vocabulary(estimator, vocabulary) -> np.ndarray | None:

@@ -31,7 +31,28 @@ from ._lda_steps import as_csr
 from ._lda_tokens import check_dask_documents
 from ._lda_train import JOB_SECONDS, train
 
-__all__ = ["LatentDirichletAllocation", "train"]
+__all__ = ["LatentDirichletAllocation", "same_terms", "train"]
+
+
+def same_terms(terms: np.ndarray, model: np.ndarray, what: str, than: str, advice: str
+               ) -> None:
+    """Refuse ``terms`` (``what``, str) that are not ``model`` (``than``): the columns
+    would be other words than the model's.
+
+    Raises
+    ------
+    ValueError
+        Naming the counts, or the first term that differs and how many do, then ``advice``.
+    """
+    if terms.shape != model.shape:
+        raise ValueError(f"{what} has {terms.shape[0]} terms, {than} {model.shape[0]}: "
+                         f"{advice}")
+    differ = np.flatnonzero(terms != model)
+    if differ.size:
+        k = int(differ[0])
+        raise ValueError(f"{what} differs from {than}: term {k} is {str(terms[k])!r} there, "
+                         f"{str(model[k])!r} in the model ({differ.size} of {terms.size} terms "
+                         f"differ); {advice}")
 
 
 class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
@@ -311,14 +332,16 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
             Non-negative integer counts, the same terms as the fitted model.
         y : ignored
         vocabulary : sequence of str (n_features,), optional
-            Replaces ``vocabulary_`` if given.
+            The terms of ``X``'s columns: the model's ``vocabulary_`` (a model fitted
+            without one takes it).
 
         Raises
         ------
         ValueError
-            As :meth:`fit`; ``X`` with another number of terms than the model,
-            ``n_components`` changed since the model was fitted, or ``resume=True`` on a
-            fitted model (it goes on from the model in memory).
+            As :meth:`fit`; ``X`` with another number of terms than the model, a
+            ``vocabulary`` other than the model's ``vocabulary_`` (naming the first term
+            that differs), ``n_components`` changed since the model was fitted, or
+            ``resume=True`` on a fitted model (it goes on from the model in memory).
 
         See Also
         --------
@@ -333,10 +356,15 @@ class LatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixi
         if self.n_components != self.components_.shape[0]:
             raise ValueError(f"n_components is {self.n_components}, the fitted model has "
                              f"{self.components_.shape[0]} topics: fit it anew")
-        counts = np.rint(self.components_ - self.topic_word_prior_).clip(0).astype(np.int32)
-        before, n_before = self.history_, self.n_iter_
         if vocabulary is None:
             vocabulary = getattr(self, "vocabulary_", None)
+        elif hasattr(self, "vocabulary_"):  # (its columns' count: _fit checks it)
+            same_terms(np.asarray(vocabulary, dtype=str), np.asarray(self.vocabulary_, str),
+                       "vocabulary=", "the model's vocabulary_",
+                       "partial_fit goes on with the fitted topics, whose columns are the "
+                       "model's terms: give X in those columns, or fit anew")
+        counts = np.rint(self.components_ - self.topic_word_prior_).clip(0).astype(np.int32)
+        before, n_before = self.history_, self.n_iter_
         self._fit(X, vocabulary, np.ascontiguousarray(counts.T))
         for record in self.history_:
             if "epoch" in record:

@@ -101,6 +101,30 @@ def test_partial_fit_unfitted_is_fit_and_checks_its_input():
         a.set_params(n_components=4).partial_fit(X)
 
 
+def test_partial_fit_refuses_other_terms_than_the_models():
+    """partial_fit(X, vocabulary=...) replaced vocabulary_ with any terms: reversed, the
+    top words turned into other words while the topics' columns stayed the model's (a
+    new user's run), where learn_online refuses them. The model is left as it was."""
+    X, _ = planted(n_docs=40, seed=8)
+    terms = [f"w{i}" for i in range(X.shape[1])]
+    a = lda(max_iter=3).fit(X, vocabulary=terms)
+    before = a.components_.copy()
+    with pytest.raises(ValueError, match=rf"^vocabulary= differs from the model's "
+                                         rf"vocabulary_: term 0 is 'w{X.shape[1] - 1}' there, "
+                                         rf"'w0' in the model \({X.shape[1]} of {X.shape[1]} "
+                                         rf"terms differ\); partial_fit goes on with the "
+                                         rf"fitted topics"):
+        a.partial_fit(X, vocabulary=terms[::-1])
+    with pytest.raises(ValueError, match=rf"^vocabulary= has 2 terms, the model's "
+                                         rf"vocabulary_ {X.shape[1]}"):
+        a.partial_fit(X, vocabulary=["x", "y"])
+    np.testing.assert_array_equal(a.components_, before)
+    assert a.vocabulary_.tolist() == terms
+    a.partial_fit(X, vocabulary=np.array(terms, dtype=object))  # the same terms: goes on
+    b = lda(max_iter=3).fit(X)  # fitted without terms: it takes them
+    assert b.partial_fit(X, vocabulary=terms).vocabulary_.tolist() == terms
+
+
 def test_history_records_the_time_of_each_part_of_an_iteration(client2):
     X, _ = planted(n_docs=60, seed=9)
     model = lda(client2, max_iter=6).fit(X)
