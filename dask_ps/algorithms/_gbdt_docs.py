@@ -78,9 +78,9 @@ DOC_PARAMS = """
         worker costs the rounds since the last checkpoint.
     checkpoint_every, max_recoveries, resume, progress
         As for :class:`~dask_ps.LogisticRegression` (rounds, not epochs): ``resume`` goes on
-        from the checkpoint's trees (the same data and eval_set, known by the checksums of
-        their labels and features, in any partitions, on any number of shards), or keeps
-        the first.
+        from the checkpoint's trees (the same estimator, data and eval_set, the sets known by
+        the checksums of their labels and features, in any partitions, on any number of
+        shards), or keeps the first.
     callbacks : list of callable, optional
         ``cb(record) -> bool`` after every round; True stops the fit. With callbacks the
         fit runs one job per round (a few ms each).

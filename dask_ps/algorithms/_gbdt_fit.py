@@ -21,6 +21,7 @@ import numpy as np
 
 from ..exceptions import CheckpointFormatError, DataError
 from ..model import PSModel
+from ..model._format_tables import differences_said
 from ..partitions import Partitions
 from ..partitions.inputs import is_dask
 from ._base import checksum
@@ -387,6 +388,7 @@ def train(model: PSModel, data: Partitions, eval_data: Partitions | None, *, obj
         state["stopped"] = any(r["stopped"] for r in results)
         return records
 
+    # what the trees are of (the estimator's name is the loop's fit_id, as LR's and FM's)
     fit_id = dict(rows=int(n_train), features=int(mapper.n_features), outputs=int(T),
                   leaves=int(max_leaf_nodes), classes=None if classes is None else
                   [str(c) for c in classes],
@@ -493,7 +495,8 @@ def driver_differences(saved: dict | None, fit_id: dict) -> str | None:
         return None
     if not diff:
         return None
-    return f"(the checkpoint's, this fit's) {diff}{checksum_note(diff)}"
+    # as LR's and FM's fit ids are said: "classes ['0', '1'] (this fit's: None); ..."
+    return "; ".join(differences_said(diff)) + checksum_note(diff)
 
 
 def fit_differences(saved: dict, fit_id: dict) -> dict:

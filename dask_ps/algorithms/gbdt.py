@@ -292,8 +292,11 @@ class _GBDT(PSEstimator):
                                           cat_smooth=self.cat_smooth, cat_l2=self.cat_l2,
                                           min_data_per_group=self.min_data_per_group),
                           random_state=self._seed(), n_features=self.n_features_in_,
+                          # the estimator's name, checked on resume as LR's and FM's: a
+                          # checkpoint of another estimator is named as such
                           loop=self._epoch_loop(model, type(self).__name__, self.n_estimators,
-                                                unit="round", advice=DIVERGENCE_ADVICE))
+                                                unit="round", advice=DIVERGENCE_ADVICE,
+                                                fit_id=dict(estimator=type(self).__name__)))
                 if r.history:
                     r.history[-1].update(data.report())
             finally:

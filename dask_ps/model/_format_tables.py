@@ -1,7 +1,7 @@
 """How a table is described in a checkpoint's metadata (the ``tables`` attribute of a
 version, see :mod:`dask_ps.model.format`): the rows per chunk of its arrays, its JSON
-description, what in a description differs from a table spec, and the spec rebuilt from
-one."""
+description, what in a description differs from a table spec (and how a difference of a
+checkpoint's is said: :func:`differences_said`), and the spec rebuilt from one."""
 
 from __future__ import annotations
 
@@ -56,6 +56,28 @@ def spec_differences(spec: TableSpec, t: dict) -> dict:
     return {k: (theirs[k], v) for k, v in ours.items() if theirs[k] != v}
 
 
+def differences_said(diff: dict, whose: str = "this fit's") -> list[str]:
+    """Each difference of ``diff`` (``{name: (the checkpoint's, ours)}``, e.g.
+    :func:`spec_differences`'s) as a user reads it: ``"name value (this fit's: value)"``,
+    values as Python literals. The one wording of "what the checkpoint holds, and what
+    this fit or model has", for a resume, a recovery and a restore.
+
+    Parameters
+    ----------
+    diff : dict
+        ``{name: (the checkpoint's value, ours)}``, in the order said.
+    whose : str, default "this fit's"
+        Whose the second value is (e.g. ``"the model's"``).
+
+    Returns
+    -------
+    list of str
+        One per difference; the caller joins them (``"; "`` between fields, ``", "``
+        within a table).
+    """
+    return [f"{k} {a!r} ({whose}: {b!r})" for k, (a, b) in diff.items()]
+
+
 def other_model(specs: dict, tables: dict) -> str | None:
     """Why a checkpoint whose tables are described by ``tables`` (its ``tables`` attribute,
     scratch tables left out) holds another model than the one of saved table specs
@@ -73,7 +95,7 @@ def other_model(specs: dict, tables: dict) -> str | None:
             diff.pop("slots", None)
         if diff:
             said.append(f"table {name!r} has " + ", ".join(
-                f"{k} {a!r} (the model's: {b!r})" for k, (a, b) in diff.items()))
+                differences_said(diff, "the model's")))
     return f"holds other tables than the model's: {'; '.join(said)}" if said else None
 
 

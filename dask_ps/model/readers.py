@@ -104,7 +104,8 @@ def stored_rows(path: str, name: str, t: dict, spec, r0: int, r1: int, arrays: d
         try:
             keys = keys_arr[a:b] if keys_arr is not None else np.arange(a, b, dtype=np.int64)
         except ValueError as exc:
-            raise _damaged(where, {"keys": keys_arr}, a, b, t["chunk_rows"], exc) from None
+            raise _damaged(path, where, {"keys": keys_arr}, a, b, t["chunk_rows"],
+                           exc) from None
         plan, bad = spec.partitioner.plan(keys)
         if bad >= 0 or plan.n_unique != keys.shape[0]:
             raise CheckpointFormatError(f"{where}: rows {a}..{b} hold duplicate or "
@@ -114,15 +115,16 @@ def stored_rows(path: str, name: str, t: dict, spec, r0: int, r1: int, arrays: d
             slots = {k: arr[a:b] for k, arr in slot_arrs.items()}
         except ValueError as exc:  # a checksum that fails, a chunk cut short
             arrays = {"values": values_arr, **{f"slots/{k}": v for k, v in slot_arrs.items()}}
-            raise _damaged(where, arrays, a, b, t["chunk_rows"], exc) from None
+            raise _damaged(path, where, arrays, a, b, t["chunk_rows"], exc) from None
         yield plan, values, slots
 
 
-def _damaged(where: str, arrays: dict, a: int, b: int, chunk_rows: int,
+def _damaged(path: str, where: str, arrays: dict, a: int, b: int, chunk_rows: int,
              exc: ValueError) -> CheckpointFormatError:
-    """The error for rows ``[a, b)`` of ``arrays`` (role -> zarr array), one of which failed
-    to read with ``exc``: naming the first array and chunk that fails alone (read again,
-    chunk by chunk: the error path only), else the rows of the whole batch."""
+    """The error for rows ``[a, b)`` of ``arrays`` (role -> zarr array) of the version at
+    ``path``, one of which failed to read with ``exc``: naming the first array and chunk
+    that fails alone (read again, chunk by chunk: the error path only), its number and its
+    file (:func:`_chunk_file`), else the rows of the whole batch."""
     for role, arr in arrays.items():
         for c0 in range(a - a % chunk_rows, b, chunk_rows):
             try:
@@ -130,8 +132,17 @@ def _damaged(where: str, arrays: dict, a: int, b: int, chunk_rows: int,
             except ValueError as one:
                 return CheckpointFormatError(
                     f"{where}: array {role!r}, rows {c0}..{min(c0 + chunk_rows, arr.shape[0])}"
-                    f" are damaged (its chunk {c0 // chunk_rows}): {one}")
+                    f" are damaged (its chunk {c0 // chunk_rows}, "
+                    f"stored at {_chunk_file(path, arr, c0 // chunk_rows)!r}): {one}")
     return CheckpointFormatError(f"{where}: rows {a}..{b} are damaged: {exc}")
+
+
+def _chunk_file(path: str, arr, chunk: int) -> str:
+    """Where chunk ``chunk`` (of whole rows) of zarr array ``arr`` of the version at
+    ``path`` is stored: ``path``, the array's path in the version and the chunk's key as
+    the array's chunk key encoding spells it (e.g. ``".../v000002/t0/values/c/0/0"``)."""
+    key = arr.metadata.encode_chunk_key((chunk,) + (0,) * (arr.ndim - 1))
+    return f"{path.rstrip('/')}/{arr.path}/{key}"
 
 
 def check_part(model, path: str, name: str, t: dict, spec, r0: int, r1: int,

@@ -38,7 +38,7 @@ from ..exceptions import (
 )
 from . import format as ck
 from . import placement
-from ._format_tables import spec_differences
+from ._format_tables import differences_said, spec_differences
 from ._versions import (
     newest_own,
     no_version_of_fit,
@@ -167,16 +167,15 @@ def fit_differences(model, info: ck.CheckpointInfo, fit_id: dict | None = None,
     theirs = info.attrs.get("extra", {}).get("fit")
     if fit_id is not None and theirs is not None:
         # what the checkpoint records (one written before a field was recorded lacks it)
-        said += [f"{k} {theirs[k]!r} (this fit's: {v!r})" for k, v in fit_id.items()
-                 if k in theirs and theirs[k] != v]
+        said += differences_said({k: (theirs[k], v) for k, v in fit_id.items()
+                                  if k in theirs and theirs[k] != v})
     if sorted(tables) != sorted(specs):
-        said.append(f"tables {sorted(tables)} (this fit's: {sorted(specs)})")
+        said += differences_said({"tables": (sorted(tables), sorted(specs))})
     for name, spec in specs.items():
         if name in tables:
             diff = spec_differences(spec, tables[name])
             if diff:
-                said.append(f"table {name!r}: " + ", ".join(
-                    f"{k} {a!r} (this fit's: {b!r})" for k, (a, b) in diff.items()))
+                said.append(f"table {name!r}: " + ", ".join(differences_said(diff)))
     if driver_differs is not None and (
             driver := driver_differs(info.attrs.get("extra", {}).get("driver"))):
         said.append(driver)

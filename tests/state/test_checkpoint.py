@@ -331,14 +331,17 @@ def test_overwritten_bytes_fail_their_checksum_naming_table_and_rows(tmp_path):
     raw = bytearray(chunk.read_bytes())
     raw[100] ^= 0xFF
     chunk.write_bytes(bytes(raw))
-    # the array and the chunk's rows are named, not the batch of chunks read at once
+    # the array and the chunk's rows are named, not the batch of chunks read at once, and
+    # the chunk's file, so that a user can find it (it said only "its chunk 2")
+    stored = re.escape(f"stored at {str(chunk)!r}")
     with pytest.raises(CheckpointFormatError, match=r"table 'w': array 'values', rows "
                                                     r"20000\.\.30000 are damaged \(its chunk "
-                                                    r"2\): .*checksum"):
+                                                    rf"2, {stored}\): .*checksum"):
         PSModel.load("local", url, version=2)
     chunk.write_bytes(bytes(raw[:50]))  # cut short
     with pytest.raises(CheckpointFormatError, match=r"table 'w': array 'values', rows "
-                                                    r"20000\.\.30000 are damaged \(its chunk 2\)"):
+                                                    r"20000\.\.30000 are damaged \(its chunk "
+                                                    rf"2, {stored}\)"):
         PSModel.load("local", url, version=2)
     with pytest.warns(TornCheckpointWarning, match=r"version 2 is damaged \(.*rows "
                                                    r"20000\.\.30000 are damaged"):
@@ -363,7 +366,8 @@ def test_a_damaged_chunk_of_a_tables_optimizer_state_is_named(tmp_path, array, r
     raw[len(raw) // 2] ^= 0xFF
     chunk.write_bytes(bytes(raw))
     with pytest.raises(CheckpointFormatError, match=rf"table 'w': array '{role}', rows "
-                                                    r"80\.\.96 are damaged \(its chunk 5\)"):
+                                                    r"80\.\.96 are damaged \(its chunk 5, "
+                                                    rf"stored at {re.escape(repr(str(chunk)))}"):
         PSModel.load("local", url)
 
 
@@ -404,9 +408,11 @@ def test_a_failed_restore_leaves_the_model_as_it_was(tmp_path, array, table):
     model.push("vector", np.arange(77), np.ones(77))  # the live model differs from the save
     model.push("sparse_adam", [3, 4], np.ones((2, 2)))
     before, specs = full_state(model), dict(model.specs)
-    _damage_last_chunk(url, array)
+    chunk = _damage_last_chunk(url, array)
+    # the chunk's file named, as its array's chunk key encoding spells it (1-d keys too)
     with pytest.raises(CheckpointFormatError, match=rf"table '{table}': .*rows \d+\.\.\d+ "
-                                                    r"are damaged"):
+                                                    rf"are damaged \(its chunk \d+, stored at "
+                                                    rf"{re.escape(repr(chunk))}\)"):
         model.restore(url)
     assert_same(before, full_state(model))
     assert model.specs == specs and model.checkpoint_info is None
@@ -542,8 +548,10 @@ def test_a_newest_version_failing_its_checksum_is_skipped_on_a_cluster(client2, 
     chunk = Path(_damage_last_chunk(url, "t0/values", version=2))
     damaged = chunk.read_bytes()
     failed = _compute_failed(client2)
+    # the chunk named by its file too, as the task on a worker found it
     said = r"version 2 is damaged \(.*table 'w': array 'values', rows 900\.\.1000 are " \
-           r"damaged \(its chunk 9\).*\); skipped, using version 1"
+           rf"damaged \(its chunk 9, stored at {re.escape(repr(str(chunk)))}\).*\); " \
+           r"skipped, using version 1"
     with pytest.warns(TornCheckpointWarning, match=said) as seen:
         loaded = PSModel.load(client2, url, n_shards=3)
     assert [w.filename for w in seen] == [__file__]
