@@ -76,16 +76,19 @@ def test_an_empty_test_file_is_refused_before_a_cluster_starts(tmp_path, capsys,
      ["--format", "csv", "--no-header"], "no rows"),
     ("gbdt", None, {"a.parquet": 0, "b.parquet": 0}, ["--format", "parquet", "--label", "y"],
      "no rows"),
+    ("lr", None, {"a.parquet": 0, "b.parquet": 0}, ["--format", "parquet", "--label", "y"],
+     "no rows"),
     ("mf", "1\t2\t5\n2\t1\t3\n", {"a.tsv": b"\n\n", "b.tsv": b" \t\n"}, [], "no ratings"),
     ("mf", "user\titem\trating\n1\t2\t5\n",
      {"a.tsv": b"user\titem\trating\n", "b.tsv": b"user\titem\trating\n\n"}, ["--header"],
-     "no ratings")], ids=["csv", "csv-no-header", "parquet", "ratings", "ratings-header"])
+     "no ratings")], ids=["csv", "csv-no-header", "parquet", "lr-parquet", "ratings",
+                          "ratings-header"])
 def test_test_files_of_no_data_row_are_refused_before_a_cluster_starts(
         tmp_path, capsys, algorithm, train, tests, options, what):
     """A --test of GBDT's tables or of ratings that is not empty but holds no data row (a
     header alone, blank lines, Parquet files of 0 rows) was refused only once scored, after
-    the fit and the save (their readers count no rows before it); now before a cluster
-    starts (:func:`~dask_ps.cli._checks.check_test_rows`), a glob of such files named as
+    the fit and the save (their readers count no rows before it), LR's Parquet once the
+    cluster had started; now before a cluster starts (:func:`~dask_ps.cli._checks.check_test_rows`), a glob of such files named as
     one, as a glob of empty files is."""
     frame = pd.DataFrame({"y": [0, 1], "a": [1.0, 2.0]})
     if train is None:

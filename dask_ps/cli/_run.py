@@ -155,9 +155,11 @@ def train(args, algo: Algorithm) -> int:
             check_contents(path, option, fmt == "libsvm", hasattr(args, "header"),  # first
                            algo.empty)  # KiB (Parquet: its footer, in algo.check_inputs)
     algo.check_inputs(args)  # the files' headers against --label and the column options
-    if args.test is not None and hasattr(args, "header"):  # GBDT's tables and ratings (mf's
-        # format is None): their readers count the rows only once scored, after the fit
-        check_test_rows(args.test, fmt or "ratings", args.header is not False, algo.empty)
+    if args.test is not None and (hasattr(args, "header") or fmt == "parquet"):  # GBDT's
+        # tables and ratings (mf's format is None): their readers count the rows only once
+        # scored, after the fit; any Parquet: its footers say it (CTR CSV: a first pass)
+        check_test_rows(args.test, fmt or "ratings", getattr(args, "header", None)
+                        is not False, algo.empty)
     if args.save is not None:  # (an empty one refused)
         check_save(args.save)
     if spec.mode not in ("address", "file", "slurm-runner"):  # the workers it will start
@@ -343,8 +345,8 @@ def evaluate(args) -> int:
     data = test_options(data, args, algo)
     if data["format"] != "parquet":  # files of 0 bytes, as train checks --test
         check_contents(args.test, "--test", False, empty=algo.empty)
-    if "header" in data:  # GBDT's tables, ratings: as train checks --test
-        check_test_rows(args.test, data["format"], bool(data["header"]), algo.empty)
+    if "header" in data or data.get("format") == "parquet":  # as train checks --test
+        check_test_rows(args.test, data["format"], bool(data.get("header")), algo.empty)
     try:
         with dask.config.set(scheduler="threads"):
             test = algo.load_test(args.test, data, args)
