@@ -88,8 +88,9 @@ def test_test_files_of_no_data_row_are_refused_before_a_cluster_starts(
     """A --test of GBDT's tables or of ratings that is not empty but holds no data row (a
     header alone, blank lines, Parquet files of 0 rows) was refused only once scored, after
     the fit and the save (their readers count no rows before it), LR's Parquet once the
-    cluster had started; now before a cluster starts (:func:`~dask_ps.cli._checks.check_test_rows`), a glob of such files named as
-    one, as a glob of empty files is."""
+    cluster had started; now before a cluster starts
+    (:func:`~dask_ps.cli._checks.check_test_rows`), a glob of such files named as one, as a
+    glob of empty files is."""
     frame = pd.DataFrame({"y": [0, 1], "a": [1.0, 2.0]})
     if train is None:
         frame.to_parquet(tmp_path / "train")
