@@ -85,8 +85,9 @@ def check_test_rows(urlpath: str, fmt: str, header: bool, empty: str) -> None:
     fmt : str
         ``"csv"``: GBDT's tables (:func:`~dask_ps.io._frame.read_frame`); ``"ratings"``
         (:func:`~dask_ps.io.ratings.read_ratings`: Parquet when every file is, else
-        text); ``"parquet"``. Other formats are not looked at: their readers count rows
-        in a first pass, before the fit (CTR tables, LIBSVM, LDA's formats).
+        text); ``"parquet"``: any Parquet (GBDT's tables, CTR tables). Other formats are
+        not looked at: their readers count rows in a first pass, before the fit (CTR CSV,
+        LIBSVM, LDA's formats).
     header : bool
         Whether each text file's first line is a header.
     empty : str
