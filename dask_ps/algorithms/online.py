@@ -204,8 +204,10 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
         plus the number of the batch of this stream it was saved after.
     on_batch : callable, optional
         ``on_batch(record)`` after each batch (e.g. to log or to stop: a True return ends the
-        stream), after its version is saved. An error it raises names the batch (see
-        Raises).
+        stream), after its version is saved. Each learnt batch is also logged at INFO level
+        on the ``dask_ps.algorithms.online`` logger (its rows, progressive scores and
+        version: ``logging.basicConfig(level=logging.INFO)`` shows them). An error
+        ``on_batch`` raises names the batch (see Raises).
     vocabulary : sequence of str (n_terms,), optional
         LDA only: the terms of the stream's columns, given to each ``partial_fit`` (kept as
         the model's ``vocabulary_``, saved in its versions, for ``top_words``); a batch's
@@ -369,6 +371,7 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
                 done = (f"{_where(b, X)} was learnt (the estimator in memory holds it: go "
                         f"on with it from batch {b + 1}); its version could not be saved")
                 _raise_named(exc, done, f"{done}: {exc}")
+        _log.info("learn_online: %s learnt: %s", _where(b, X), _said(record))
         try:
             stop = on_batch is not None and on_batch(estimator.history_[-1])
         except Exception as exc:
@@ -383,6 +386,17 @@ def learn_online(estimator, batches: Iterable, *, classes=None, version_every: i
                       f"nothing" + ("" if _fitted(estimator) else " and is not fitted"),
                       UserWarning, stacklevel=2)
     return estimator
+
+
+#: The fields of a batch's record in its log line, in this order (those it has).
+_LOGGED = ("rows", "tokens", "progressive_log_loss", "progressive_accuracy", "progressive_auc",
+           "progressive_perplexity", "version")
+
+
+def _said(record: dict) -> str:
+    """A batch's record in a log line: ``rows 2000, progressive_log_loss 0.4613, ...``."""
+    return ", ".join(f"{k} {record[k]:.4g}" if isinstance(record[k], float) else
+                     f"{k} {record[k]}" for k in _LOGGED if k in record)
 
 
 def _fitted(estimator) -> bool:

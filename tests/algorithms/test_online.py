@@ -315,13 +315,20 @@ def test_batches_partial_fit_takes_are_learnt(tmp_path, caplog):
 
     full, empty = _ctr_files(f"memory://online-{tmp_path.name}")
     est = LogisticRegression(client="local", random_state=0, checkpoint=None)
-    with caplog.at_level(logging.WARNING, logger="dask_ps.algorithms.online"):
+    with caplog.at_level(logging.INFO, logger="dask_ps.algorithms.online"):
         learn_online(est, [full, empty, full], version_every=1, versions=str(tmp_path))
     assert [(r["batch"], r["rows"]) for r in est.history_] == [(1, 200), (3, 200)]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["version-000001.npz",
                                                           "version-000003.npz"]
     assert "batch 2 of the stream (file /online-" in caplog.text
     assert "hour2.csv) has no rows: skipped" in caplog.text
+    # each learnt batch is logged (INFO) with its record's figures, the skipped one is not
+    learnt = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
+    third = est.history_[1]
+    assert len(learnt) == 2 and "hour1.csv) learnt: rows 200, progressive_log_loss nan" in \
+        learnt[0] and f"version {tmp_path / 'version-000001.npz'}" in learnt[0]
+    assert f"progressive_log_loss {third['progressive_log_loss']:.4g}, " in learnt[1]
+    assert f"progressive_auc {third['progressive_auc']:.4g}, version" in learnt[1]
 
     df = pd.DataFrame({"a": np.random.default_rng(0).random(100), "click": np.arange(100) % 2})
     ddf = dd.from_pandas(df, npartitions=2)

@@ -66,10 +66,16 @@ def test_a_stream_of_documents_scores_each_batch_before_learning_it(tmp_path, ca
             else:
                 yield X
 
-    with caplog.at_level(logging.WARNING, logger="dask_ps.algorithms.online"):
+    with caplog.at_level(logging.INFO, logger="dask_ps.algorithms.online"):
         est = learn_online(lda(), stream(), vocabulary=list(TERMS), version_every=3,
                            versions=str(tmp_path), on_batch=serve)
     assert "batch 5 of the stream holds no token (7 documents): skipped" in caplog.text
+    learnt = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
+    assert len(learnt) == 8  # the batch without a token is not
+    last = batch_records(est)[-1]
+    assert learnt[-1] == (f"learn_online: batch 9 of the stream learnt: rows 40, tokens 1600, "
+                          f"progressive_perplexity {last['progressive_perplexity']:.4g}, "
+                          f"version {version_path(tmp_path, 9)}")
     h = batch_records(est)
     assert [r["batch"] for r in h] == [1, 2, 3, 4, 6, 7, 8, 9]
     assert all(r["rows"] == 40 and r["tokens"] == 40 * 40 for r in h)
