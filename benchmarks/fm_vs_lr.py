@@ -175,7 +175,8 @@ def main(argv=None) -> int:
     p.add_argument("--rows", type=int, default=200_000, help="training rows")
     p.add_argument("--categorical", type=int, default=20)
     p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--k", type=int, default=8, help="FM factors")
+    p.add_argument("--n-components", "--k", dest="k", type=int, default=8,
+                   help="FM factors (n_components; --k: its old name)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ref-lr", type=float, default=0.005, help="numba reference's SGD step")
@@ -216,10 +217,11 @@ def main(argv=None) -> int:
         reference = ReferenceFM(k=args.k, max_iter=args.epochs, learning_rate=args.ref_lr)
         ReferenceFM(k=2, max_iter=1).fit(Xt[:10], yt[:10]).predict_proba(Xt[:10])  # compile
         for warm in (LogisticRegression(max_iter=1, random_state=0),
-                     FactorizationMachineClassifier(k=args.k, max_iter=1, random_state=0)):
+                     FactorizationMachineClassifier(n_components=args.k, max_iter=1,
+                                                    random_state=0)):
             warm.fit(X, y)  # the workers' first use of each (imports, kernels): not timed
         for est in (LogisticRegression(max_iter=args.epochs, random_state=0),
-                    FactorizationMachineClassifier(k=args.k, max_iter=args.epochs,
+                    FactorizationMachineClassifier(n_components=args.k, max_iter=args.epochs,
                                                    random_state=0),
                     reference):
             if est is reference:  # one process: the rows come here first (not timed)
@@ -230,7 +232,9 @@ def main(argv=None) -> int:
             fit_s = time.perf_counter() - t0
             proba = est.predict_proba(Xt)[:, 1]
             name = ("reference FM, libFM SGD 1 thread" if est is reference else
-                    type(est).__name__) + (f"(k={args.k})" if hasattr(est, "k") else "")
+                    type(est).__name__)
+            if est is reference or hasattr(est, "n_components"):
+                name += f"(k={args.k})"
             print(f"  {name:34s} {log_loss(yt, proba):9.4f} {roc_auc_score(yt, proba):7.4f} "
                   f"{fit_s:7.1f}  {[round(h['loss'], 4) for h in est.history_]}  load "
                   f"{load:.1f}; s per epoch {[round(h['epoch_time'], 1) for h in est.history_]}")

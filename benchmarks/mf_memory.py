@@ -18,7 +18,7 @@ reports
 Usage::
 
     python benchmarks/mf_memory.py                   # ALS 1M ratings rank 32, SGD 1M users
-    python benchmarks/mf_memory.py --solver als --ratings 1000000 --rank 32 --epochs 2
+    python benchmarks/mf_memory.py --solver als --ratings 1000000 --n-components 32 --epochs 2
     python benchmarks/mf_memory.py --offset 0.1      # ratings float32 does not hold exactly
     PYTHONPATH=/path/to/other/checkout python benchmarks/mf_memory.py   # the same there
 """
@@ -55,14 +55,14 @@ def run(solver: str, ratings: int, users, items, rank: int, epochs: int,
     train = train.astype({"user": np.int64, "item": np.int64, "rating": np.float64})
     train["rating"] += offset  # 0.1: ratings that float32 does not hold exactly
     # compile (or load) the kernels and warm the imports on a small fit
-    MatrixFactorization(solver=solver, rank=rank, max_iter=1, client="local",
+    MatrixFactorization(solver=solver, n_components=rank, max_iter=1, client="local",
                         random_state=0).fit(train.iloc[:2000])
     gc.collect()
     release_memory()
     rss0 = reset_peak_rss()
     if trace:
         tracemalloc.start()
-    model = MatrixFactorization(solver=solver, rank=rank, max_iter=epochs, client="local",
+    model = MatrixFactorization(solver=solver, n_components=rank, max_iter=epochs, client="local",
                                 random_state=0).fit(train)
     traced = tracemalloc.get_traced_memory()[1] if trace else None
     peak = peak_rss()
@@ -84,7 +84,8 @@ def main(argv=None) -> int:
     p.add_argument("--ratings", type=int)
     p.add_argument("--users", type=int)
     p.add_argument("--items", type=int)
-    p.add_argument("--rank", type=int)
+    p.add_argument("--n-components", "--rank", dest="rank", type=int,
+                   help="MatrixFactorization's n_components (--rank: its old name)")
     p.add_argument("--epochs", type=int)
     p.add_argument("--offset", type=float, default=0.0,
                    help="added to every rating (0.1: ratings not exact in float32)")

@@ -1,7 +1,7 @@
 """Matrix factorisation against its peers, in one run: time per epoch, fit time, test RMSE.
 
     python benchmarks/mf_peers.py [--ratings 10000000] [--users 70000] [--items 10000]
-        [--rank 100] [--epochs 5] [--quick] [--no-spark] [--no-surprise] [--one-worker]
+        [--n-components 100] [--epochs 5] [--quick] [--no-spark] [--no-surprise] [--one-worker]
 
 Two sets:
 
@@ -180,7 +180,8 @@ def main(argv=None) -> int:
     p.add_argument("--items", type=int, default=10_000)
     p.add_argument("--quick", action="store_true", help="10^6 generated ratings")
     p.add_argument("--epochs", type=int, default=5, help="epochs on the generated set")
-    p.add_argument("--rank", type=int, default=100, help="rank on the generated set")
+    p.add_argument("--n-components", "--rank", dest="rank", type=int, default=100,
+                   help="rank on the generated set (--rank: its old name)")
     p.add_argument("--no-spark", action="store_true")
     p.add_argument("--no-surprise", action="store_true")
     p.add_argument("--one-worker", action="store_true", help="also dask_ps SGD on 1 worker")
@@ -220,7 +221,7 @@ def main(argv=None) -> int:
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as c2, \
             Client(c2) as client2:
         # a tiny fit first: the workers load the numba caches outside the timings
-        run_dask_ps(client2, ml_train.iloc[:2000], ml_test.iloc[:200], 1, rank=4)
+        run_dask_ps(client2, ml_train.iloc[:2000], ml_test.iloc[:200], 1, n_components=4)
         print(f"ml100k-u1: {len(ml_train):,} train / {len(ml_test):,} test ratings; defaults")
         record("ml100k-u1", "dask_ps SGD defaults, 2 workers",
                *run_dask_ps(client2, ml_train, ml_test, None, solver="sgd"))
@@ -236,8 +237,8 @@ def main(argv=None) -> int:
               f"{gen_train.user.nunique():,} users x {gen_train.item.nunique():,} items; "
               f"k={k}, {e} epochs, {same}")
         record(gen, f"dask_ps SGD k={k}, 2 workers",
-               *run_dask_ps(client2, gen_train, gen_test, e, solver="sgd", rank=k, decay=1.0,
-                            reg_bias=same["reg"], **same))
+               *run_dask_ps(client2, gen_train, gen_test, e, solver="sgd", n_components=k,
+                            decay=1.0, reg_bias=same["reg"], **same))
     record(gen, f"numba SGD k={k}, 1 thread",
            *run_numba(gen_train, gen_test, e, k, same["learning_rate"], same["reg"],
                       same["init_std"]))
@@ -253,7 +254,7 @@ def main(argv=None) -> int:
         with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as c1, \
                 Client(c1) as client1:
             record(gen, f"dask_ps SGD k={k}, 1 worker",
-                   *run_dask_ps(client1, gen_train, gen_test, e, solver="sgd", rank=k,
+                   *run_dask_ps(client1, gen_train, gen_test, e, solver="sgd", n_components=k,
                                 decay=1.0, reg_bias=same["reg"], **same)[:3])
     print(f"load after: {os.getloadavg()}")
 

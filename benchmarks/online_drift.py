@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     def make(epochs=None):
         kw = dict(client="local", random_state=0, checkpoint=None, max_iter=epochs)
         return (LogisticRegression(**kw) if args.model == "lr"
-                else FactorizationMachineClassifier(k=4, **kw))
+                else FactorizationMachineClassifier(n_components=4, **kw))
 
     designs = [PlantedCTR(n_categorical=10, n_numeric=2, max_cardinality=1000, seed=s)
                for s in (1, 2)]

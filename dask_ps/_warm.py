@@ -125,7 +125,7 @@ def _mf() -> None:
     # ALS (and SGD's layout) read float32 ratings when they are exact (stars), float64
     # otherwise (+ 0.1)
     for solver, offset in (("sgd", 0.0), ("sgd", 0.1), ("als", 0.0), ("als", 0.1)):
-        MatrixFactorization(solver=solver, rank=4, max_iter=2, random_state=0,
+        MatrixFactorization(solver=solver, n_components=4, max_iter=2, random_state=0,
                             client="local").fit(X + [0, 0, offset]).predict(X[:10, :2])
 
 
@@ -133,8 +133,9 @@ def _fm(X, y) -> None:
     from . import FactorizationMachineClassifier
 
     for width in (None, 2**20):  # dense, and keyed (sparse coef_ and factors_)
-        FactorizationMachineClassifier(k=2, max_iter=2, random_state=0, client="local",
-                                       n_hashed_features=width).fit(X, y).predict_proba(X[:10])
+        fm = FactorizationMachineClassifier(n_components=2, max_iter=2, random_state=0,
+                                            client="local", n_hashed_features=width)
+        fm.fit(X, y).predict_proba(X[:10])
 
 
 def _lda() -> None:

@@ -201,8 +201,8 @@ class MemoryLimitError(MemoryError, ValueError):
     starts (or once a wait is hopeless) with a message naming the sizes and what to change:
 
     - a model whose tables are larger than the workers' (or this process's) memory allows:
-      parameters (``k`` of a factorization machine, ``rank`` of a matrix factorization,
-      ``n_components`` of LDA) or the data's width (LDA's largest term id plus one, a
+      parameters (``n_components`` of a factorization machine, a matrix factorization or
+      LDA) or the data's width (LDA's largest term id plus one, a
       docword's ``W`` or a vocabulary's lines, named with their file and line; a table's
       or a partition's size);
     - a computation whose workers all stayed paused at their memory limit

@@ -414,6 +414,7 @@ def load_estimator(path: str):
 
     import dask_ps
 
+    from .algorithms._renamed import stored_params
     from .io._storage import file_system
 
     fs, root = file_system(path, "path")
@@ -448,7 +449,7 @@ def load_estimator(path: str):
         raise DataError(f"{path}: params: {name} takes no parameter {', '.join(unknown)} "
                         f"(a file of another dask_ps version, or edited?)")
     try:
-        estimator = cls(**params)
+        estimator = cls(**stored_params(cls, params))  # an earlier version's old names
         if getattr(cls, "_parameter_constraints", None):
             estimator._validate_params()
     except (TypeError, ValueError) as exc:

@@ -559,7 +559,7 @@ def test_generated_click_log_with_a_header_trains_with_no_column_list(client1, t
     # the factorization machine from the same file, no column list either
     assert main(["train", "fm", "--format", "csv", "--label", "click", "--train", str(train),
                  "--test", str(test), "--scheduler-file", _scheduler_file(client1, tmp_path),
-                 "--max-iter", "2", "--k", "4", "--hash-features", "4096", "--save",
+                 "--max-iter", "2", "--n-components", "4", "--hash-features", "4096", "--save",
                  model]) == 0
     out = capsys.readouterr().out
     assert float(next(x for x in out.splitlines() if x.startswith("test: AUC")).split()[2]) > 0.6
@@ -582,7 +582,8 @@ def test_mf_ratings_with_string_ids_save_and_evaluate(client1, tmp_path, capsys)
     (tmp_path / "te.tsv").write_text("\n".join(rows[1200:]) + "\n")
     model = str(tmp_path / "mf.npz")
     assert main(["train", "mf", "--train", str(tmp_path / "tr.tsv"), "--test",
-                 str(tmp_path / "te.tsv"), "--rank", "4", "--max-iter", "20", "--save", model,
+                 str(tmp_path / "te.tsv"), "--n-components", "4", "--max-iter", "20", "--save",
+                 model,
                  "--scheduler-file", _scheduler_file(client1, tmp_path)]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("test: RMSE"))
@@ -933,7 +934,7 @@ def test_mf_evaluate_of_a_test_file_with_one_string_id(client1, tmp_path, capsys
     (tmp_path / "te.tsv").write_text("\n".join(rows[:50] + ["bob\t3\t4\t9"] + rows[50:100])
                                      + "\n")
     model = str(tmp_path / "mf.npz")
-    assert main(["train", "mf", "--train", str(tmp_path / "tr.tsv"), "--rank", "4",
+    assert main(["train", "mf", "--train", str(tmp_path / "tr.tsv"), "--n-components", "4",
                  "--max-iter", "2", "--save", model,
                  "--scheduler-file", _scheduler_file(client1, tmp_path)]) == 0
     capsys.readouterr()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dask_ps.cli._algorithms import _Default
+from dask_ps.cli._params import _Default
 from dask_ps.cli._registry import ALGORITHMS
 
 REPO = Path(__file__).resolve().parent.parent

@@ -122,8 +122,8 @@ def test_export_numbers_features_as_the_libsvm_data_does(client1, tmp_path, caps
         meta = json.loads((tmp_path / name / "model.json").read_text())
         return said, meta, {t.stem: pd.read_csv(t) for t in (tmp_path / name).glob("*.csv")}
 
-    for algorithm, flags in (("lr", ["--max-iter", "5"]), ("fm", ["--max-iter", "3", "--k",
-                                                                  "2"])):
+    for algorithm, flags in (("lr", ["--max-iter", "5"]),
+                             ("fm", ["--max-iter", "3", "--n-components", "2"])):
         model = str(tmp_path / f"{algorithm}.npz")
         assert main(["train", algorithm, "--train", train, *flags, "--save", model,
                      "--scheduler-file", sf]) == 0
@@ -334,7 +334,7 @@ def test_evaluate_format_and_header_override_the_training_data(client1, tmp_path
     (tmp_path / "rt.tsv").write_text("\n".join(rows[500:]) + "\n")
     mf = str(tmp_path / "mf.npz")
     assert main(["train", "mf", "--train", str(tmp_path / "r.tsv"), "--names",
-                 "user,item,rating", "--rank", "2", "--max-iter", "3", "--save", mf,
+                 "user,item,rating", "--n-components", "2", "--max-iter", "3", "--save", mf,
                  "--scheduler-file", sf]) == 0
     capsys.readouterr()
     assert main(["evaluate", mf, "--test", str(tmp_path / "rt.tsv")]) == 0

@@ -1,7 +1,7 @@
 """Memory limits too small for what was asked: workers paused at their memory limit fail a
 wait instead of hanging it (and the command says so as the user's mistake, naming
-``--memory``), and a matrix factorization whose ``rank`` cannot fit is refused before
-training (in Python and by the command), as a factorization machine's ``k`` is."""
+``--memory``), and a matrix factorization whose ``n_components`` cannot fit is refused
+before training (in Python and by the command), as a factorization machine's is."""
 
 import json
 
@@ -76,35 +76,36 @@ def _ratings(n_users=2, n_items=2):
 
 @pytest.mark.parametrize("solver", ["sgd", "als"])
 def test_a_rank_whose_factors_cannot_fit_here_is_refused_before_training(solver):
-    est = MatrixFactorization(solver=solver, rank=10**12, max_iter=1, random_state=0)
+    est = MatrixFactorization(solver=solver, n_components=10**12, max_iter=1, random_state=0)
     with pytest.raises(MemoryError, match=rf"^MatrixFactorization\({solver}\): "
-                       r"rank=1000000000000 makes the factors of 2 users and 2 items take "
+                       r"n_components=1000000000000 makes the factors of 2 users and 2 items take "
                        r"[\d.]+ GiB .* more than half of the [\d.]+ GiB available here; use a "
-                       r"smaller rank$"):
+                       r"smaller n_components$"):
         est.fit(_ratings())
     assert not hasattr(est, "user_factors_")
 
 
 def test_a_rank_whose_factors_cannot_fit_a_worker_is_refused_before_training():
-    """``rank=10**8`` on 4 ratings: 0.7 GiB of float32 item rows and float64 user rows
-    on workers of 1 GiB (it was accepted and ran)."""
+    """``n_components=10**8`` on 4 ratings: 0.7 GiB of float32 item rows and float64 user
+    rows on workers of 1 GiB (it was accepted and ran)."""
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB",
                       dashboard_address=None) as cluster, Client(cluster) as client:
-        est = MatrixFactorization(rank=10**8, max_iter=1, client=client, random_state=0)
-        with pytest.raises(MemoryError, match=r"rank=100000000 makes the factors of 2 "
+        est = MatrixFactorization(n_components=10**8, max_iter=1, client=client,
+                                  random_state=0)
+        with pytest.raises(MemoryError, match=r"n_components=100000000 makes the factors of 2 "
                            r"users and 2 items take 0.7 GiB .* more than half of a worker's "
-                           r"1.0 GiB memory limit; use a smaller rank$"):
+                           r"1.0 GiB memory limit; use a smaller n_components$"):
             est.fit(_ratings())
 
 
 def test_the_command_refuses_a_rank_that_cannot_fit_as_the_users_mistake(tmp_path, capsys):
     path = tmp_path / "ratings.csv"
     path.write_text("1,1,5\n1,2,3\n2,1,4\n2,2,1\n")
-    assert main(["train", "mf", "--train", str(path), "--rank", "100000000", "--max-iter",
-                 "1", "--memory", "1GiB", "--dashboard-address", "none"]) == 2
+    assert main(["train", "mf", "--train", str(path), "--n-components", "100000000",
+                 "--max-iter", "1", "--memory", "1GiB", "--dashboard-address", "none"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err, err
     assert err.strip().splitlines()[-1].startswith(
-        "dask-ps: error: MatrixFactorization(sgd): rank=100000000 makes the factors of 2 users "
-        "and 2 items take 0.7 GiB"), err
-    assert err.strip().endswith("use a smaller --rank"), err
+        "dask-ps: error: MatrixFactorization(sgd): n_components=100000000 makes the factors "
+        "of 2 users and 2 items take 0.7 GiB"), err
+    assert err.strip().endswith("use a smaller --n-components"), err

@@ -45,7 +45,7 @@ def test_mf_checkpoint_then_resume_auto(client1, tmp_path, capsys):
     epochs says it resumed after epoch 2 and runs epochs 3 and 4 only. A config file's
     ``checkpoint`` key is taken as the flag is."""
     train, ck = _ratings(tmp_path / "tr.tsv"), tmp_path / "ck"
-    base = ["train", "mf", "--train", train, "--rank", "2", "--scheduler-file",
+    base = ["train", "mf", "--train", train, "--n-components", "2", "--scheduler-file",
             _scheduler_file(client1, tmp_path)]
     assert main([*base, "--max-iter", "2", "--checkpoint", str(ck)]) == 0
     out = capsys.readouterr().out

@@ -133,8 +133,8 @@ def test_an_lda_term_id_too_large_names_its_file_and_line(client1, tmp_path, cap
      "LatentDirichletAllocation: n_components=300000000 topics x n_words=2 terms need at "
      "least ", "use fewer topics (--topics) or terms (the largest term id plus one: number "
      "the terms from 0 without gaps)"),
-    (["fm", "--train", "good.svm", "--k", "100000000"],
-     "FactorizationMachineClassifier: ", "; use a smaller --k"),
+    (["fm", "--train", "good.svm", "--n-components", "100000000"],
+     "FactorizationMachineClassifier: ", "; use a smaller --n-components"),
     (["lr", "--train", "good.svm", "--early-stopping", "--validation-fraction", "0.01",
       "--seed", "0"],
      "the fraction 0.01 of rows held out for early stopping (--validation-fraction) drew "

@@ -56,7 +56,7 @@ def test_a_weighted_lr_or_fm_fit_is_the_python_apis(client1, tmp_path, capsys, a
     train = _write(_table(), tmp_path / f"train.{ext}")
     model = str(tmp_path / "m.npz")
     params = (["--solver", "lbfgs", "--max-iter", "500"] if algorithm == "lr" else
-              ["--max-iter", "3", "--k", "2", "--seed", "0"])
+              ["--max-iter", "3", "--n-components", "2", "--seed", "0"])
     assert main(["train", algorithm, "--train", train, "--format", ext, "--label", "click",
                  "--weight", "w", "--hash-features", "256", *params, "--save", model,
                  "--scheduler-file", _scheduler_file(client1, tmp_path)]) == 0
@@ -70,7 +70,7 @@ def test_a_weighted_lr_or_fm_fit_is_the_python_apis(client1, tmp_path, capsys, a
     X, y, w = read_ctr(train, label="click", weight="w", n_features=256)
     assert w.chunks == (X.chunks[0],)
     kw = (dict(solver="lbfgs", max_iter=500) if algorithm == "lr" else
-          dict(max_iter=3, k=2, random_state=0))
+          dict(max_iter=3, n_components=2, random_state=0))
     cls = dask_ps.LogisticRegression if algorithm == "lr" else \
         dask_ps.FactorizationMachineClassifier
     ref = cls(client=client1, progress=False, **kw).fit(X, y, sample_weight=w)

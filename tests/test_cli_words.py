@@ -190,7 +190,7 @@ def test_errors_advise_the_commands_options(client1, tmp_path, capsys):
     header advised "pass header=True; dask-ps train mf: --header", another command's
     option, where evaluate has its own --header."""
     train, ck, model = _ratings(tmp_path / "tr.tsv"), tmp_path / "ck", str(tmp_path / "m.npz")
-    base = ["train", "mf", "--train", train, "--rank", "2", "--checkpoint", str(ck),
+    base = ["train", "mf", "--train", train, "--n-components", "2", "--checkpoint", str(ck),
             "--scheduler-file", _scheduler_file(client1, tmp_path)]
     assert main([*base, "--max-iter", "2", "--save", model]) == 0
     capsys.readouterr()

@@ -35,11 +35,11 @@ def files(tmp_path_factory):
                                        progress=False).fit(X, Y3),
         "lbfgs3": LogisticRegression(client="local", solver="lbfgs", max_iter=200,
                                      progress=False).fit(X, Y3),
-        "fm": FactorizationMachineClassifier(client="local", k=3, max_iter=2,
+        "fm": FactorizationMachineClassifier(client="local", n_components=3, max_iter=2,
                                              progress=False).fit(X, Y),
-        "mf": MatrixFactorization(client="local", rank=4, max_iter=2, random_state=0,
+        "mf": MatrixFactorization(client="local", n_components=4, max_iter=2, random_state=0,
                                   progress=False).fit(RATINGS),
-        "mfs": MatrixFactorization(client="local", rank=4, max_iter=2, random_state=0,
+        "mfs": MatrixFactorization(client="local", n_components=4, max_iter=2, random_state=0,
                                    progress=False).fit(RATINGS.assign(
                                        user="u" + RATINGS.user.astype(str))),
     }
@@ -160,7 +160,7 @@ CASES = [  # (file, arrays: key -> edit of the arrays, JSON values, message)
      r"user_factors_ has shape \(5, 4\), not \(20, 4\) \(a row per id of user_ids_\)"),
     ("mf", {"a/item_factors_": _cut("a/item_factors_", cols=2)}, None,
      r"item_factors_ has shape \(15, 2\), not \(15, 4\) \(a row per id of item_ids_, of "
-     r"the rank of user_factors_\)"),
+     r"the n_components of user_factors_\)"),
     ("mf", {"a/user_bias_": _cut("a/user_bias_", rows=3)}, None,
      r"user_bias_ has shape \(3,\), not \(20,\)"),
     ("mf", {"a/item_bias_": lambda a: a["a/item_bias_"][:, None].copy()}, None,

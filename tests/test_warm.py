@@ -36,9 +36,9 @@ y = np.arange(120) % 2
 for solver in ("ftrl", "lbfgs"):
     LogisticRegression(client="local", solver=solver, max_iter=2).fit(X, y).predict(X)
 R = np.column_stack([np.arange(100) % 9, np.arange(100) % 7, 1 + np.arange(100) % 5])
-MatrixFactorization(client="local", rank=3, max_iter=2).fit(R.astype(float))
-FactorizationMachineClassifier(client="local", k=3, max_iter=2).fit(X, y).predict(X)
-FactorizationMachineClassifier(client="local", k=3, max_iter=2,
+MatrixFactorization(client="local", n_components=3, max_iter=2).fit(R.astype(float))
+FactorizationMachineClassifier(client="local", n_components=3, max_iter=2).fit(X, y).predict(X)
+FactorizationMachineClassifier(client="local", n_components=3, max_iter=2,
                                n_hashed_features=2**20).fit(X, y).predict(X)  # keyed
 counts = sp.csr_matrix(np.random.default_rng(0).poisson(0.5, (50, 30)).astype(float))
 LatentDirichletAllocation(client="local", n_components=4, max_iter=3).fit(counts).transform(counts)

@@ -38,6 +38,7 @@ from ..model import PSModel
 from ..partitions import Partitions, partition
 from ..partitions.inputs import check_columns
 from ..state.consistency import Consistency
+from ._renamed import check_renamed, renamed_value
 from ._setup import join_loop, note_model, redoes_setup
 from ._stream import _CALL_LOOPS, _LAST_VERSION, notes_last_version, stream_start, stream_versions
 from .epoch_loop import EpochLoop
@@ -258,6 +259,7 @@ class PSEstimator(BaseEstimator):
                 f"np.random.RandomState or None); pass an int seed drawn from it, e.g. "
                 f"random_state=int(rng.integers(2**31 - 1)), or np.random.RandomState(seed)")
         self._validate_params()
+        check_renamed(self)  # a renamed parameter's old name: FutureWarning, or ValueError
         if self.staleness is not None and self.consistency != "ssp":
             raise ValueError(f"staleness={self.staleness} needs consistency='ssp', got "
                              f"consistency={self.consistency!r}")
@@ -491,10 +493,10 @@ def _check_na_objects(dtypes, head, estimator: str) -> None:
 #: estimator has them.
 RULE_PARAMS = ("solver", "step_on", "factor_solver")
 #: Parameters that change what the tables hold without changing their shape (a trained or
-#: a zero bias row; a column's own row or its hash bucket's) or, for ``k``, name the shape
-#: the table's columns come from; recorded by :func:`fit_identity` when the estimator has
-#: them.
-TABLE_PARAMS = ("fit_intercept", "n_hashed_features", "k")
+#: a zero bias row; a column's own row or its hash bucket's) or, for ``n_components``, name
+#: the shape the table's columns come from; recorded by :func:`fit_identity` when the
+#: estimator has them (a checkpoint of an earlier version recorded FM's ``k``).
+TABLE_PARAMS = ("fit_intercept", "n_hashed_features", "n_components")
 
 
 def _numbers_as_floats(a: np.ndarray) -> np.ndarray:
@@ -531,8 +533,8 @@ def fit_identity(estimator, n_features: int, classes) -> dict:
                classes=[str(c) for c in _numbers_as_floats(np.asarray(classes)).tolist()])
     # the update rules (FTRL's and AdaGrad's worker steps keep tables of one layout) and
     # what the tables mean
-    out.update({name: str(getattr(estimator, name)) for name in RULE_PARAMS + TABLE_PARAMS
-                if hasattr(estimator, name)})
+    out.update({name: str(renamed_value(estimator, name)) for name in RULE_PARAMS +
+                TABLE_PARAMS if hasattr(estimator, name)})
     return out
 
 

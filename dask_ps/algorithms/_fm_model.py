@@ -102,7 +102,8 @@ def block_margins(X, table, intercept: float, n_buckets, block_info=None) -> np.
 
 
 def check_room(estimator: str, model: PSModel, width: int, k: int, keyed: bool) -> None:
-    """Refuse, before training, a model whose arrays cannot be made:
+    """Refuse, before training, a model whose arrays cannot be made (``k``: the
+    estimator's ``n_components``):
 
     * a dense model's ``coef_`` and ``factors_`` (fewer than
       :data:`~._logistic_data.KEYED_FEATURES` columns; float64, ``width * (k + 1)`` values,
@@ -121,8 +122,8 @@ def check_room(estimator: str, model: PSModel, width: int, k: int, keyed: bool) 
     Raises
     ------
     MemoryLimitError
-        A :class:`MemoryError` naming the width or the table's rows, ``k``, the bytes and
-        the memory they exceed.
+        A :class:`MemoryError` naming the width or the table's rows, ``n_components``, the
+        bytes and the memory they exceed.
     """
     from ..exceptions import MemoryLimitError
     from ..partitions.worker import process_memory, smallest_limit
@@ -133,10 +134,10 @@ def check_room(estimator: str, model: PSModel, width: int, k: int, keyed: bool) 
     dense = 0 if keyed else 8 * width * (k + 1)
     if dense > available // 2:
         raise MemoryLimitError(
-                          f"{estimator}: coef_ and factors_ of {width} features x (k={k} + 1) "
-                          f"take {dense / gib:.1f} GiB as dense float64 arrays, more than "
-                          f"half of the {available / gib:.1f} GiB available here; use a "
-                          f"smaller k")
+                          f"{estimator}: coef_ and factors_ of {width} features x "
+                          f"(n_components={k} + 1) take {dense / gib:.1f} GiB as dense "
+                          f"float64 arrays, more than half of the {available / gib:.1f} GiB "
+                          f"available here; use a smaller n_components")
     block = 8 * FIRST_ROWS * (2 * k + 1)  # bytes per shard before any key arrives
     if model.client is None:  # every shard in this process, and the dense arrays
         need, room = dense + block * model.n_shards, available // 2
@@ -147,6 +148,7 @@ def check_room(estimator: str, model: PSModel, width: int, k: int, keyed: bool) 
         where = f"more than half of a worker's {2 * room / gib:.1f} GiB memory limit"
     if room > 0 and need > room:
         raise MemoryLimitError(
-                          f"{estimator}: k={k} makes the factor table {block / gib:.1f} GiB "
-                          f"per shard from its start ({FIRST_ROWS} rows of 2k + 1 float64: "
-                          f"factors, accumulators, a count), {where}; use a smaller k")
+                          f"{estimator}: n_components={k} makes the factor table "
+                          f"{block / gib:.1f} GiB per shard from its start ({FIRST_ROWS} rows "
+                          f"of 2 n_components + 1 float64: factors, accumulators, a count), "
+                          f"{where}; use a smaller n_components")

@@ -178,7 +178,7 @@ def check_factorization(est) -> None:
     for part, n_cols, high in (("w", 2, width), ("v", 2 * k, width - 1)):
         rows = getattr(state, f"{part}_state")
         _floats(f"_ps_state_.{part}_state", rows, (_rows(rows), n_cols),
-                "[z, n]" if part == "w" else "[v, accumulators] of factors_' rank")
+                "[z, n]" if part == "w" else "[v, accumulators] of factors_' n_components")
         _keys(f"_ps_state_.{part}_keys", getattr(state, f"{part}_keys"), rows.shape[0], high)
         _accumulators(f"_ps_state_.{part}_state", rows, slice(n_cols // 2, n_cols),
                       "FTRL n" if part == "w" else "factor accumulator")
@@ -186,9 +186,9 @@ def check_factorization(est) -> None:
 
 def check_ratings_model(est) -> None:
     """The fitted state of a :class:`~dask_ps.MatrixFactorization` ``est``: user and item
-    ids sorted and distinct (int64, or strings), as many factor rows (float, of one rank)
-    and biases as ids, a finite ``global_mean_`` and a ``rating_range_`` ``(low, high)``
-    with ``low <= high``.
+    ids sorted and distinct (int64, or strings), as many factor rows (float, of one width:
+    ``n_components``) and biases as ids, a finite ``global_mean_`` and a ``rating_range_``
+    ``(low, high)`` with ``low <= high``.
 
     Raises
     ------
@@ -200,7 +200,7 @@ def check_ratings_model(est) -> None:
 
     if not hasattr(est, "user_factors_"):
         return
-    rank = None
+    n_components = None  # the factors' columns, user_factors_' (the estimator's parameter)
     for kind in ("user", "item"):
         ids = getattr(est, f"{kind}_ids_", None)
         # (string ids are restored as an object array of the strings the file stored)
@@ -209,10 +209,12 @@ def check_ratings_model(est) -> None:
                              f"{getattr(ids, 'dtype', type(ids).__name__)})")
         IdMapping.from_sorted(ids, f"{kind}_ids_")  # 1-d, sorted, distinct
         factors = getattr(est, f"{kind}_factors_", None)
-        why = f"a row per id of {kind}_ids_{', of the rank of user_factors_' if rank else ''}"
-        shape = (ids.shape[0], rank or (factors.shape[1] if np.ndim(factors) == 2 else 1))
+        why = (f"a row per id of {kind}_ids_"
+               f"{', of the n_components of user_factors_' if n_components else ''}")
+        shape = (ids.shape[0],
+                 n_components or (factors.shape[1] if np.ndim(factors) == 2 else 1))
         _floats(f"{kind}_factors_", factors, shape, why)
-        rank = shape[1]
+        n_components = shape[1]
         _floats(f"{kind}_bias_", getattr(est, f"{kind}_bias_", None), (ids.shape[0],),
                 f"one per id of {kind}_ids_")
     mean = getattr(est, "global_mean_", None)

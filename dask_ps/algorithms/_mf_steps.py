@@ -108,7 +108,7 @@ def _local(part, cfg: dict) -> dict:
     if "P" not in st:
         uids, users, items, ratings = part.load()
         st["uids"] = uids
-        st["P"] = np.zeros((uids.shape[0], cfg["rank"] + 1))
+        st["P"] = np.zeros((uids.shape[0], cfg["n_components"] + 1))
         st.update(als_block(users, items, ratings, uids.shape[0],
                             np.random.default_rng([cfg["seed"], part.index])))
     return st
@@ -178,8 +178,8 @@ def _sgd_local(part, cfg: dict) -> dict:
         rng = np.random.default_rng([cfg["seed"], part.index])
         st["uids"] = uids
         with np.errstate(over="ignore"):  # an overflow of float32 is refused below
-            st["P"] = rng.normal(0.0, cfg["init_std"], (uids.shape[0], cfg["rank"])).astype(
-                np.float32)
+            st["P"] = rng.normal(0.0, cfg["init_std"],
+                                 (uids.shape[0], cfg["n_components"])).astype(np.float32)
         check_finite(cfg, 1, "the user factors", st["P"], initial=True)
         st["bu"] = np.zeros(uids.shape[0], np.float32)
     return st
@@ -310,7 +310,7 @@ def als_task(ps, parts: list, cfg: dict, first: int, last: int) -> list[tuple[fl
 
 def _als_iteration(ps, parts: list, cfg: dict, epoch: int) -> tuple[float, int]:
     """One ALS iteration over a task's partitions (two clocks); returns SSE and ratings."""
-    k, d = cfg["rank"], cfg["rank"] + 1
+    k, d = cfg["n_components"], cfg["n_components"] + 1
     lam, lam_bias, mu = cfg["reg"], cfg["reg_bias"], cfg["mu"]
     lam0, lb0 = cfg["reg_fixed"], cfg["reg_bias_fixed"]
     sse, count = 0.0, 0
@@ -364,7 +364,7 @@ def set_users_step(ps, part, cfg: dict) -> None:
     else:
         st = _sgd_local(part, cfg)
         rows = ps.pull(USERS, st["uids"])
-        k = cfg["rank"]
+        k = cfg["n_components"]
         st["P"], st["bu"] = np.ascontiguousarray(rows[:, :k]), rows[:, k].copy()
     check_finite(cfg, 0, "the user factors restored by the resume are", rows)
 
@@ -380,9 +380,9 @@ def store_users_step(ps, part, cfg: dict) -> None:
         if bu is None and P.dtype == np.dtype(cfg["dtype"]):
             rows = P
         else:
-            rows = np.empty((uids.shape[0], cfg["rank"] + 1), cfg["dtype"])
-            rows[:, :cfg["rank"]] = P[:, :cfg["rank"]]
-            rows[:, cfg["rank"]] = P[:, cfg["rank"]] if bu is None else bu
+            rows = np.empty((uids.shape[0], cfg["n_components"] + 1), cfg["dtype"])
+            rows[:, :cfg["n_components"]] = P[:, :cfg["n_components"]]
+            rows[:, cfg["n_components"]] = P[:, cfg["n_components"]] if bu is None else bu
         ps.push(USERS, uids, rows)
     ps.clock()
 

@@ -26,12 +26,13 @@ from .epoch_loop import EpochLoop, refuse_older_checkpoint
 __all__ = ["check_room", "train"]
 
 
-def check_room(model: PSModel, *, n_users: int, n_items: int, rank: int,
+def check_room(model: PSModel, *, n_users: int, n_items: int, n_components: int,
                solver: str = "sgd") -> None:
-    """Refuse, before the data is partitioned, a ``rank`` whose factor tables cannot fit:
-    ``rank=10**8`` on 4 ratings was accepted and ran; its factors alone take 3.2 GB.
+    """Refuse, before the data is partitioned, an ``n_components`` whose factor tables
+    cannot fit: ``n_components=10**8`` on 4 ratings was accepted and ran; its factors alone
+    take 3.2 GB.
 
-    Counted, with ``d = rank + 1`` columns (factors and bias):
+    Counted, with ``d = n_components + 1`` columns (factors and bias):
 
     * in this process, where the fit collects them: ``user_factors_`` and ``item_factors_``
       (float64, ``(n_users + n_items) * d``), and the item table pulled and its first
@@ -48,13 +49,13 @@ def check_room(model: PSModel, *, n_users: int, n_items: int, rank: int,
     Raises
     ------
     MemoryLimitError
-        A :class:`MemoryError` naming ``rank``, the users and items, the bytes needed,
-        where, and the memory they exceed: "use a smaller rank".
+        A :class:`MemoryError` naming ``n_components``, the users and items, the bytes
+        needed, where, and the memory they exceed: "use a smaller n_components".
     """
     from ..exceptions import MemoryLimitError
     from ..partitions.worker import process_memory, smallest_limit
 
-    d = int(rank) + 1
+    d = int(n_components) + 1
     itemsize = 4 if solver == "sgd" else 8
     gram = 8 * n_items * (d * d + d + 1) if solver == "als" else 0
     shards = itemsize * n_items * d + gram  # every shard together
@@ -71,17 +72,17 @@ def check_room(model: PSModel, *, n_users: int, n_items: int, rank: int,
     for need, room, where in checks:
         if room > 0 and need > room:
             raise MemoryLimitError(
-                f"MatrixFactorization({solver}): rank={rank} makes the factors of {n_users:,} "
-                f"users and {n_items:,} items take {need / gib:.1f} GiB "
+                f"MatrixFactorization({solver}): n_components={n_components} makes the "
+                f"factors of {n_users:,} users and {n_items:,} items take {need / gib:.1f} GiB "
                 f"({d:,} columns each: factors and bias; float64 where the fit collects "
                 f"them{', with the Gram statistics of ALS' if gram else ''}), more than "
-                f"{where.format(2 * room / gib)}; use a smaller rank")
+                f"{where.format(2 * room / gib)}; use a smaller n_components")
 
 
 def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: float,
-          solver: str = "sgd", rank: int = 100, reg: float = 0.05, reg_bias: float = 0.01,
-          reg_fixed: float = 0.0, reg_bias_fixed: float = 0.0, learning_rate: float = 0.007,
-          decay: float = 1.0, max_iter: int = 20,
+          solver: str = "sgd", n_components: int = 100, reg: float = 0.05,
+          reg_bias: float = 0.01, reg_fixed: float = 0.0, reg_bias_fixed: float = 0.0,
+          learning_rate: float = 0.007, decay: float = 1.0, max_iter: int = 20,
           init_std: float = 0.1, consistency="bsp",
           staleness=None, random_state: int = 0, loop: EpochLoop | None = None) -> tuple:
     """Fit biased matrix factorisation on a PS model; the functional core of
@@ -94,9 +95,9 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
 
     Returns
     -------
-    user_factors : ndarray (n_users, rank) float64
+    user_factors : ndarray (n_users, n_components) float64
     user_bias : ndarray (n_users,) float64
-    item_rows : ndarray (n_items, rank + 1)
+    item_rows : ndarray (n_items, n_components + 1)
         Item factors, bias in the last column; of the item table's dtype: float32 (sgd)
         or float64 (als).
     history : list of dict
@@ -114,14 +115,14 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
     Pan, AAIM 2008 (ALS with weighted-λ regularisation); Gemulla, Nijkamp, Haas & Sismanis,
     KDD 2011 (DSGD); Yun, Yu, Hsieh, Vishwanathan & Dhillon, VLDB 2014 (NOMAD).
     """
-    d = rank + 1
+    d = n_components + 1  # the factors' columns and the bias'
     loop = loop or EpochLoop(model, f"MatrixFactorization({solver})", max_iter)
     dtype = "float32" if solver == "sgd" else "float64"  # SGD: float32 factors and kernel
     table = model.add_table("item", (n_items, d), dtype, init=("normal", 0.0, init_std),
                             seed=int(random_state) % 2**31)
     rows = np.arange(n_items, dtype=np.int64)
-    cfg = dict(solver=solver, rank=rank, reg=reg, reg_bias=reg_bias, reg_fixed=reg_fixed,
-               reg_bias_fixed=reg_bias_fixed, mu=mu, decay=decay,
+    cfg = dict(solver=solver, n_components=n_components, reg=reg, reg_bias=reg_bias,
+               reg_fixed=reg_fixed, reg_bias_fixed=reg_bias_fixed, mu=mu, decay=decay,
                learning_rate=learning_rate, init_std=init_std, n_items=n_items,
                n_parts=len(data), seed=int(random_state), dtype=dtype)
 
@@ -130,7 +131,7 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
         # an init_std past the dtype draws infinite factors: named as a divergence
         check_finite(cfg, 1, "the item factors", drawn, initial=True)
         delta = np.zeros((n_items, d), dtype)
-        delta[:, rank] = -drawn[:, rank]
+        delta[:, n_components] = -drawn[:, n_components]
         table.push(rows, delta)
 
     fill()
@@ -188,13 +189,13 @@ def train(model: PSModel, data: Partitions, *, n_users: int, n_items: int, mu: f
 
     history = loop.run(epochs, on_recover=recovered, restart=fill, driver_state=users)
     release_users()  # after the last save
-    # the attributes, filled from the partitions' state as it is (no (n_users, rank + 1)
+    # the attributes, filled from the partitions' state as it is (no (n_users, n_components + 1)
     # copy between them)
     collected = model.fit_partitions(lambda ps, part: final_step(ps, part, cfg), data)[0]
-    factors, bias = np.zeros((n_users, rank)), np.zeros(n_users)
+    factors, bias = np.zeros((n_users, n_components)), np.zeros(n_users)
     for uids, P, bu in collected:
-        factors[uids] = P[:, :rank]
-        bias[uids] = P[:, rank] if bu is None else bu
+        factors[uids] = P[:, :n_components]
+        bias[uids] = P[:, n_components] if bu is None else bu
     return factors, bias, table.pull(rows), history
 
 

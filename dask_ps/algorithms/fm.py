@@ -10,9 +10,10 @@ mean change of the tasks that touched it (:class:`~dask_ps.state.optimizers.Aver
 
 * ``"w"``: per feature key (and the intercept's key ``n_features``) the linear weight's
   FTRL state ``[z, n]`` and the count;
-* ``"v"``: per feature key the ``k`` factors, their AdaGrad accumulators and the count. A
-  row never pushed (count 0) starts at ``normal(0, init_std)`` drawn from its key alone
-  (:func:`dask_ps.state._kernels.init_rows`), so every task starts a new key alike.
+* ``"v"``: per feature key the ``n_components`` factors (``k`` below), their AdaGrad
+  accumulators and the count. A row never pushed (count 0) starts at ``normal(0,
+  init_std)`` drawn from its key alone (:func:`dask_ps.state._kernels.init_rows`), so every
+  task starts a new key alike.
 
 The estimator is :class:`~dask_ps.LogisticRegression` with another model: the same data
 path (validation, partitions, labels, CSR encoding, blocks cached next to the data), the
@@ -52,6 +53,7 @@ from ._fm_kernels import fm_steps
 from ._fm_model import block_margins, check_fitted_arrays, check_room, fm_margins, fm_table
 from ._loaded import check_factorization
 from ._logistic_data import KEYED_FEATURES
+from ._renamed import DEPRECATED, renamed_value
 from ._stochastic import Rule, _blocks, gather_sparse_rows, weight_of
 from .epoch_loop import EpochLoop
 from .logistic import LogisticRegression
@@ -127,7 +129,7 @@ def fm_step(ps, part, cfg: dict) -> np.ndarray:
     DivergenceError
         When the weights or factors stop being finite, naming the epoch.
     """
-    rule, k = Rule(cfg["optimizer"], 1), cfg["k"]
+    rule, k = Rule(cfg["optimizer"], 1), cfg["n_components"]
     n_blocks = max(1, round(cfg["clocks_per_epoch"] * part.n_rows / cfg["rows_per_task"]))
     blocks = _blocks(part, cfg, n_blocks)
     rng = np.random.default_rng([cfg["seed"], part.epoch, part.index])
@@ -160,7 +162,7 @@ def fm_step(ps, part, cfg: dict) -> np.ndarray:
     return sums
 
 
-def train_fm(model: PSModel, data: Partitions, *, n_features: int, k: int = 8,
+def train_fm(model: PSModel, data: Partitions, *, n_features: int, n_components: int = 8,
              learning_rate: float = 0.1, l1: float = 0.0, l2: float = 0.0,
              factor_solver: str = "adagrad", factor_learning_rate: float = 0.02,
              reg_factors: float = 1e-5, init_std: float = 0.01, fit_intercept: bool = True,
@@ -184,7 +186,7 @@ def train_fm(model: PSModel, data: Partitions, *, n_features: int, k: int = 8,
     W : ndarray (n_features + 1, 1) or KeyedWeights
         Linear weights; the last row is the intercept. Keyed: those of the keys touched,
         the intercept's key ``n_features`` last (:class:`~._logistic_data.KeyedWeights`).
-    V : ndarray (n_features, k) or KeyedWeights
+    V : ndarray (n_features, n_components) or KeyedWeights
         Factors (zero for features never seen). Keyed: the factors of the feature keys
         touched.
     history : list of dict
@@ -197,7 +199,7 @@ def train_fm(model: PSModel, data: Partitions, *, n_features: int, k: int = 8,
     Duchi et al., JMLR 2011 (AdaGrad); Angel's FTRL-FM (github.com/Angel-ML/angel,
     ``FTRLFM``): FTRL linear part, gradient steps on the factors.
     """
-    name = "FactorizationMachineClassifier"
+    name, k = "FactorizationMachineClassifier", n_components
     loop = loop or EpochLoop(model, name, max_iter)
     loop.baseline = float(np.log(2.0))
     rule = Rule(FTRL(alpha=learning_rate, beta=1.0, l1=l1, l2=l2), 1)
@@ -220,7 +222,7 @@ def train_fm(model: PSModel, data: Partitions, *, n_features: int, k: int = 8,
     fill()
     v_hyper = (np.array([factor_learning_rate, 1e-10]) if factor_solver == "adagrad"
                else np.array([factor_learning_rate]))
-    cfg = dict(name=name, n_features=n_features, k=k, optimizer=rule.optimizer,
+    cfg = dict(name=name, n_features=n_features, n_components=k, optimizer=rule.optimizer,
                learning_rate=learning_rate, factor_solver=factor_solver, v_hyper=v_hyper,
                reg_factors=reg_factors, init_std=init_std, init_seed=init_seed,
                seed=random_state, clocks_per_epoch=clocks_per_epoch,
@@ -260,15 +262,16 @@ class FactorizationMachineClassifier(LogisticRegression):
     server, FTRL on the linear part and AdaGrad on the factors (FTRL-FM).
 
     The model of a row ``x`` is ``b + sum_j w_j x_j + sum_{j<l} <v_j, v_l> x_j x_l`` with
-    ``k``-dimensional factors ``v_j``: pairwise interactions of features that are rarely seen
-    together, learnt through their factors. Linear weights and factors live in hashed PS
+    ``n_components``-dimensional factors ``v_j``: pairwise interactions of features that are rarely
+    seen together, learnt through their factors. Linear weights and factors live in hashed PS
     tables (memory per key touched). Input as :class:`~dask_ps.LogisticRegression`'s (NumPy,
     scipy.sparse, dask arrays of CSR chunks such as :func:`dask_ps.io.read_ctr` gives).
 
     Parameters
     ----------
-    k : int, default 8
-        Factors per feature.
+    n_components : int, default 8
+        Factors per feature (the dimension of each ``v_j``; scikit-learn's name, as in
+        polylearn's ``FactorizationMachineClassifier``).
     learning_rate : float, optional
         FTRL's ``alpha`` of the linear part; default 0.1.
     l1, l2 : float, default 0.0
@@ -291,6 +294,10 @@ class FactorizationMachineClassifier(LogisticRegression):
     consistency, staleness, n_shards, n_hashed_features, random_state, warm_start, client,
     shard_resources, checkpoint, checkpoint_every, max_recoveries, resume, progress, callbacks
         As in :class:`~dask_ps.LogisticRegression`.
+    k : int, default "deprecated"
+        The deprecated name of ``n_components``, renamed in 0.1 and to be removed in 0.3: a
+        fit given it warns (``FutureWarning``) and uses it; given with another
+        ``n_components`` it raises ValueError.
 
     Attributes
     ----------
@@ -302,7 +309,7 @@ class FactorizationMachineClassifier(LogisticRegression):
         non-zero weights of the features training touched (as a wide
         :class:`~dask_ps.LogisticRegression`'s ``coef_``).
     intercept_ : ndarray (1,)
-    factors_ : ndarray (n_features, k), float64, or scipy.sparse.csc_matrix
+    factors_ : ndarray (n_features, n_components), float64, or scipy.sparse.csc_matrix
         Zero for features never seen in training. A keyed model's is a ``csc_matrix`` of
         that shape (a compressed column per factor, sorted row indices: the feature keys)
         holding the non-zero factors of the features training touched. CSC, not CSR:
@@ -310,25 +317,24 @@ class FactorizationMachineClassifier(LogisticRegression):
         at 2**24 columns, impossible at 2**63). Indexing, ``toarray()`` and ``@`` work as
         on any scipy matrix.
 
-        **Keyed or dense.** ``coef_`` and ``factors_`` are sparse (keyed) when the model
-        has :data:`KEYED_FEATURES` (2**20) columns or more — ``n_hashed_features`` when
-        given, else those of ``X`` (64-bit keys of wide input included) — and dense NumPy
-        arrays below it. Why a rule on the width alone: it is known before the fit (from
-        ``X.shape`` and the parameters), the same on every machine, whatever ``k``, the
-        data or the memory free, so code written against one fit holds for the next. Why
-        2**20: at that width a dense model of ``k=8`` is already 72 MiB, and as much in a
-        saved file, mostly zeros; such widths come from hashing (2**20 is the default width
-        of :func:`dask_ps.io.read_ctr` and ``dask-ps train --hash-features``), sized for
-        few collisions, so most columns stay untouched, and nobody reads them by position.
-        Measured at 2**24 buckets and ``k=8`` on 200-300 real rows: dense, 1.13 GiB of
-        ``coef_`` and ``factors_``, a 1.2 GB file and a 3 GiB peak; keyed, 10-280 kB, a
-        file of 36-723 kB (with the warm start's state) and no peak to speak of. Below
-        2**20 a dense model is small and is what scikit-learn users and tools expect. A
-        keyed model costs an index per stored value: at most twice the dense bytes if
-        every column is touched. A dense model too large for half the memory free (a ``k``
-        in the thousands), or a ``k`` whose factor table (1024 rows of ``2k + 1`` float64
-        per shard from its start, keyed or dense) exceeds half of a shard's memory, is
-        refused before training with a ``MemoryError``.
+        **Keyed or dense.** ``coef_`` and ``factors_`` are sparse (keyed) when the model has
+        :data:`KEYED_FEATURES` (2**20) columns or more — ``n_hashed_features`` when given, else
+        those of ``X`` (64-bit keys of wide input included) — and dense NumPy arrays below it. Why
+        a rule on the width alone: it is known before the fit (from ``X.shape`` and the
+        parameters), the same on every machine, whatever ``n_components``, the data or the memory
+        free, so code written against one fit holds for the next. Why 2**20: at that width a dense
+        model of ``n_components=8`` is already 72 MiB, and as much in a saved file, mostly zeros;
+        such widths come from hashing (2**20 is the default width of :func:`dask_ps.io.read_ctr`
+        and ``dask-ps train --hash-features``), sized for few collisions, so most columns stay
+        untouched, and nobody reads them by position. Measured at 2**24 buckets and
+        ``n_components=8`` on 200-300 real rows: dense, 1.13 GiB of ``coef_`` and ``factors_``, a
+        1.2 GB file and a 3 GiB peak; keyed, 10-280 kB, a file of 36-723 kB (with the warm start's
+        state) and no peak to speak of. Below 2**20 a dense model is small and is what scikit-learn
+        users and tools expect. A keyed model costs an index per stored value: at most twice the
+        dense bytes if every column is touched. A dense model too large for half the memory free
+        (an ``n_components`` in the thousands), or an ``n_components`` whose factor table (1024
+        rows of ``2 n_components + 1`` float64 per shard from its start, keyed or dense) exceeds
+        half of a shard's memory, is refused before training with a ``MemoryError``.
     n_features_in_ : int
     n_iter_ : ndarray (1,)
     history_ : list of dict
@@ -341,7 +347,8 @@ class FactorizationMachineClassifier(LogisticRegression):
         From ``fit``: more than two classes, or what :class:`~dask_ps.LogisticRegression`
         refuses (one class, infinite features, bad parameters).
     MemoryLimitError
-        From ``fit``, before training: a ``k`` too large for the memory (see ``factors_``;
+        From ``fit``, before training: an ``n_components`` too large for the memory (see
+        ``factors_``;
         a ``MemoryError``).
 
     References
@@ -359,11 +366,11 @@ class FactorizationMachineClassifier(LogisticRegression):
     >>> X = sp.csr_matrix((np.ones(4000), np.c_[a, 4 + b].ravel(), np.arange(0, 4001, 2)),
     ...                   shape=(2000, 8))
     >>> y = (a == b).astype(int)                 # an interaction: no linear model sees it
-    >>> fm = FactorizationMachineClassifier(k=4, max_iter=5, random_state=0,
+    >>> fm = FactorizationMachineClassifier(n_components=4, max_iter=5, random_state=0,
     ...                                     checkpoint=None).fit(X, y)
     >>> bool(fm.score(X, y) > 0.9)
     True
-    >>> keyed = FactorizationMachineClassifier(k=4, max_iter=5, random_state=0,
+    >>> keyed = FactorizationMachineClassifier(n_components=4, max_iter=5, random_state=0,
     ...                                        n_hashed_features=2**24,
     ...                                        checkpoint=None).fit(X, y)
     >>> type(keyed.factors_).__name__, keyed.factors_.shape, keyed.coef_.nnz <= 8
@@ -376,7 +383,8 @@ class FactorizationMachineClassifier(LogisticRegression):
 
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,
-        "k": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
+        "k": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({DEPRECATED})],
         "learning_rate": [Interval(numbers.Real, 0, None, closed="neither"), None],
         "l1": [Interval(numbers.Real, 0, None, closed="left")],
         "l2": [Interval(numbers.Real, 0, None, closed="left")],
@@ -391,14 +399,19 @@ class FactorizationMachineClassifier(LogisticRegression):
         "warm_start": ["boolean"],
     }
 
-    def __init__(self, *, k=8, learning_rate=None, l1=0.0, l2=0.0, factor_solver="adagrad",
-                 factor_learning_rate=0.02, reg_factors=1e-5, init_std=0.01,
-                 fit_intercept=True, max_iter=None, clocks_per_epoch=4, consistency="bsp",
+    #: Renamed parameters, old name to new (:mod:`._renamed`).
+    _renamed_params = {"k": "n_components"}
+
+    def __init__(self, *, n_components=8, learning_rate=None, l1=0.0, l2=0.0,
+                 factor_solver="adagrad", factor_learning_rate=0.02, reg_factors=1e-5,
+                 init_std=0.01, fit_intercept=True, max_iter=None, clocks_per_epoch=4,
+                 consistency="bsp",
                  staleness=None, n_shards=None, n_hashed_features=None, random_state=None,
                  warm_start=False, client=None, shard_resources=None, checkpoint="auto",
                  checkpoint_every=1, max_recoveries=3, resume=False, progress=None,
-                 callbacks=None):
-        self.k, self.learning_rate, self.l1, self.l2 = k, learning_rate, l1, l2
+                 callbacks=None, k=DEPRECATED):
+        self.n_components, self.k, self.learning_rate = n_components, k, learning_rate
+        self.l1, self.l2 = l1, l2
         self.factor_solver, self.factor_learning_rate = factor_solver, factor_learning_rate
         self.reg_factors, self.init_std, self.fit_intercept = reg_factors, init_std, fit_intercept
         self.max_iter, self.clocks_per_epoch = max_iter, clocks_per_epoch
@@ -433,30 +446,33 @@ class FactorizationMachineClassifier(LogisticRegression):
         ValueError
             More than two classes, one class, infinite features, bad parameters, a
             ``warm_start`` fit on another number of features, ``n_hashed_features`` or
-            ``k``, or a bad ``sample_weight`` (as :meth:`LogisticRegression.fit`).
+            ``n_components``, ``k`` and ``n_components`` both given and different, or a bad
+            ``sample_weight`` (as :meth:`LogisticRegression.fit`).
         DivergenceError
             Training diverged.
+        FutureWarning
+            (A warning) ``k``, the deprecated name of ``n_components``, is given.
         """
         return self._fit(X, y, None, self.max_iter, self.warm_start, None, sample_weight)
 
     def _check_warm_start(self, n_features: int) -> None:
-        """:meth:`LogisticRegression._check_warm_start`, and the fitted ``k``: the factors
-        continued have that many columns (another ``k`` failed deep in the shards, on the
-        shape of the factor table's updates).
+        """:meth:`LogisticRegression._check_warm_start`, and the fitted ``n_components``:
+        the factors continued have that many columns (another ``n_components`` failed deep
+        in the shards, on the shape of the factor table's updates).
 
         Raises
         ------
         ValueError
-            Naming the fitted and the new ``k``.
+            Naming the fitted and the new ``n_components``.
         """
         super()._check_warm_start(n_features)
-        fitted = self.factors_.shape[1]
-        if self.k != fitted:
-            raise ValueError(f"k={self.k}, but {type(self).__name__} was fitted with "
-                             f"k={fitted}: a warm start (warm_start=True or partial_fit) "
-                             f"continues the fitted factors and needs the same k; set it back "
-                             f"to {fitted}, or fit afresh with warm_start=False (for "
-                             f"partial_fit: a new estimator)")
+        fitted, mine = self.factors_.shape[1], renamed_value(self, "n_components")
+        if mine != fitted:
+            raise ValueError(f"n_components={mine}, but {type(self).__name__} was fitted "
+                             f"with n_components={fitted}: a warm start (warm_start=True or "
+                             f"partial_fit) continues the fitted factors and needs the same "
+                             f"n_components; set it back to {fitted}, or fit afresh with "
+                             f"warm_start=False (for partial_fit: a new estimator)")
 
     def _train(self, model, data, labels, n_out, epochs, warm, eval_set, n_features,
                total_weight=None):
@@ -472,9 +488,10 @@ class FactorizationMachineClassifier(LogisticRegression):
                                 fit_id=fit_identity(self, n_features, labels))
         width = self.n_hashed_features or n_features
         keyed = width >= KEYED_FEATURES
-        check_room(type(self).__name__, model, width, self.k, keyed)
+        n_components = renamed_value(self, "n_components")
+        check_room(type(self).__name__, model, width, n_components, keyed)
         W, V, history, n_iter, state = train_fm(
-            model, data, n_features=width, k=self.k,
+            model, data, n_features=width, n_components=n_components,
             learning_rate=lr, l1=self.l1, l2=self.l2, factor_solver=self.factor_solver,
             factor_learning_rate=self.factor_learning_rate, reg_factors=self.reg_factors,
             init_std=self.init_std, fit_intercept=self.fit_intercept, max_iter=epochs,
@@ -482,13 +499,14 @@ class FactorizationMachineClassifier(LogisticRegression):
             init_seed=self._seed(), clocks_per_epoch=self.clocks_per_epoch,
             init=self._ps_state_ if warm else None, loop=loop, keyed=keyed,
             total_weight=total_weight)
-        # keyed: CSR (k, width) of the keys held, transposed (a CSC view, no copy)
+        # keyed: CSR (n_components, width) of the keys held, transposed (a CSC view, no copy)
         self.factors_ = V.to_coef(width)[0].T if keyed else V
         return W, history, n_iter, state
 
     def _check_loaded(self) -> None:
         """:meth:`LogisticRegression._check_loaded` for two classes, and ``factors_``
-        (n_features, k) and the saved tables' rows (:func:`._loaded.check_factorization`).
+        (n_features, n_components) and the saved tables' rows
+        (:func:`._loaded.check_factorization`).
 
         Raises
         ------

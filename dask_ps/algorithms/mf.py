@@ -22,6 +22,7 @@ from ._base import COMMON_CONSTRAINTS, Interval, PSEstimator, StrOptions, checks
 from ._loaded import check_ratings_model
 from ._mf_predict import RatingsPrediction
 from ._mf_train import check_room, train
+from ._renamed import DEPRECATED, renamed_value
 
 __all__ = ["MatrixFactorization", "train"]
 
@@ -29,10 +30,10 @@ __all__ = ["MatrixFactorization", "train"]
 SOLVERS = ("sgd", "als")
 DEFAULTS = {
     # tuned on MovieLens-100k u1.base -> u1.test (see the README section)
-    "sgd": dict(rank=200, reg=0.05, reg_bias=0.02, reg_fixed=0.0, reg_bias_fixed=0.0,
+    "sgd": dict(n_components=200, reg=0.05, reg_bias=0.02, reg_fixed=0.0, reg_bias_fixed=0.0,
                 learning_rate=0.06, decay=0.82, max_iter=20, init_std=0.01),
     # the fixed parts chosen on u1, ua and two sparse samples of MovieLens-100k (README)
-    "als": dict(rank=50, reg=0.1, reg_bias=0.01, reg_fixed=5.0, reg_bias_fixed=3.0,
+    "als": dict(n_components=50, reg=0.1, reg_bias=0.01, reg_fixed=5.0, reg_bias_fixed=3.0,
                 learning_rate=None, decay=None, max_iter=15, init_std=0.1),
 }
 
@@ -41,17 +42,19 @@ DEFAULTS = {
 class MatrixFactorization(RatingsPrediction, PSEstimator):
     """Biased matrix factorisation of explicit ratings, trained on a dask_ps parameter server.
 
-    Predicts ``r_ui = mu + b_u + b_i + p_u · q_i`` (global mean, user and item biases, rank-k
-    factors). Item factors and biases live on the PS; the ratings are partitioned by user and
-    each user's factors stay next to its partition (see :mod:`dask_ps.algorithms._mf_steps`).
+    Predicts ``r_ui = mu + b_u + b_i + p_u · q_i`` (global mean, user and item biases,
+    ``n_components`` factors). Item factors and biases live on the PS; the ratings are
+    partitioned by user and each user's factors stay next to its partition (see
+    :mod:`dask_ps.algorithms._mf_steps`).
 
     Parameters
     ----------
     solver : {"sgd", "als"}, default "sgd"
         "sgd": Funk/Koren SGD (Surprise's ``SVD``). "als": alternating least squares with
         weighted-λ regularisation (Zhou et al. 2008), biases solved with the factors.
-    rank : int, optional
-        Latent factors k. Default 200 (sgd), 50 (als).
+    n_components : int, optional
+        Latent factors per user and item (the rank of ``p_u · q_i``; scikit-learn's name, as
+        in ``NMF``). Default 200 (sgd), 50 (als).
     reg, reg_bias : float, optional
         L2 strengths of the factors and biases: per update (sgd) or times each row's number
         of ratings (als). Default 0.05 / 0.02 (sgd), 0.1 / 0.01 (als).
@@ -72,6 +75,10 @@ class MatrixFactorization(RatingsPrediction, PSEstimator):
         Epochs (sgd) or ALS iterations. Default 20 (sgd), 15 (als).
     init_std : float, optional
         Standard deviation of the normal initial factors. Default 0.01 (sgd), 0.1 (als).
+    rank : int, default "deprecated"
+        The deprecated name of ``n_components`` (Spark's name), renamed in 0.1 and to be
+        removed in 0.3: a fit given it warns (``FutureWarning``) and uses it; given with
+        another ``n_components`` it raises ValueError.
     batch_size : "deprecated"
         Not used since SGD runs one clock per item block (the DSGD schedule, see
         :func:`~._mf_train.train`). Passing a value warns (``FutureWarning``) and has no
@@ -91,8 +98,8 @@ class MatrixFactorization(RatingsPrediction, PSEstimator):
     checkpoint_every, max_recoveries, resume, progress, callbacks
         As for :class:`~dask_ps.LogisticRegression`; ALS always runs BSP. User factors live
         next to their partitions; a ``checkpoint`` URL also saves them, through a PS table
-        ``"user"`` (n_users, rank + 1) filled for each save and restore and emptied (its
-        memory freed) after it, so that ``resume`` goes on
+        ``"user"`` (n_users, n_components + 1) filled for each save and restore and emptied
+        (its memory freed) after it, so that ``resume`` goes on
         with the saved users and items (and a resume of a finished fit returns the saved
         model); a checkpoint of another fit (another solver, or other user or item ids) is
         refused with an :class:`~dask_ps.exceptions.OptionError` naming what differs.
@@ -105,8 +112,8 @@ class MatrixFactorization(RatingsPrediction, PSEstimator):
     user_ids_, item_ids_ : ndarray
         Distinct training ids, sorted (int64 or str): row ``j`` of the user attributes is
         ``user_ids_[j]``.
-    user_factors_ : ndarray (n_users, rank) float64
-    item_factors_ : ndarray (n_items, rank) float64
+    user_factors_ : ndarray (n_users, n_components) float64
+    item_factors_ : ndarray (n_items, n_components) float64
         float64 whatever the solver (SGD trains float32 factors: they are widened exactly).
     user_bias_, item_bias_ : ndarray (n_users,), (n_items,) float64
     global_mean_ : float
@@ -135,7 +142,9 @@ class MatrixFactorization(RatingsPrediction, PSEstimator):
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,
         "solver": [StrOptions(set(SOLVERS))],
-        "rank": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "n_components": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "rank": [Interval(numbers.Integral, 1, None, closed="left"), None,
+                 StrOptions({DEPRECATED})],
         "reg": [Interval(numbers.Real, 0, None, closed="left"), None],
         "reg_bias": [Interval(numbers.Real, 0, None, closed="left"), None],
         "reg_fixed": [Interval(numbers.Real, 0, None, closed="left"), None],
@@ -150,15 +159,19 @@ class MatrixFactorization(RatingsPrediction, PSEstimator):
         "user_col": [str], "item_col": [str], "rating_col": [str], "clip": ["boolean"],
     }
 
-    def __init__(self, *, solver="sgd", rank=None, reg=None, reg_bias=None, reg_fixed=None,
+    #: Renamed parameters, old name to new (:mod:`._renamed`).
+    _renamed_params = {"rank": "n_components"}
+
+    def __init__(self, *, solver="sgd", n_components=None, reg=None, reg_bias=None, reg_fixed=None,
                  reg_bias_fixed=None, learning_rate=None, decay=None, max_iter=None,
-                 init_std=None, batch_size="deprecated",
+                 init_std=None, batch_size="deprecated", rank=DEPRECATED,
                  cold_start="mean", consistency="bsp", staleness=None, n_shards=None,
                  user_col="user", item_col="item", rating_col="rating", clip=True,
                  random_state=None, client=None, shard_resources=None, checkpoint="auto",
                  checkpoint_every=1, max_recoveries=3, resume=False, progress=None,
                  callbacks=None):
-        self.solver, self.rank, self.reg, self.reg_bias = solver, rank, reg, reg_bias
+        self.solver, self.n_components, self.rank = solver, n_components, rank
+        self.reg, self.reg_bias = reg, reg_bias
         self.reg_fixed, self.reg_bias_fixed = reg_fixed, reg_bias_fixed
         self.learning_rate, self.decay, self.max_iter = learning_rate, decay, max_iter
         self.init_std, self.batch_size, self.cold_start = init_std, batch_size, cold_start
@@ -171,8 +184,9 @@ class MatrixFactorization(RatingsPrediction, PSEstimator):
         self.shard_resources = shard_resources
 
     def _params(self) -> dict:
-        """The parameters of the solver, its defaults for those left None."""
-        return {k: (v if getattr(self, k) is None else getattr(self, k))
+        """The parameters of the solver, its defaults for those left None (``n_components``
+        given as ``rank``, its deprecated name, included)."""
+        return {k: (v if renamed_value(self, k) is None else renamed_value(self, k))
                 for k, v in DEFAULTS[self.solver].items()}
 
     def _check_params(self) -> None:
@@ -222,10 +236,12 @@ class MatrixFactorization(RatingsPrediction, PSEstimator):
             Training diverged (either solver; an ``init_std`` whose draws overflow the
             factors' dtype too), naming the iteration; the estimator keeps what it had.
         MemoryLimitError
-            A :class:`MemoryError`, before the data is partitioned: ``rank`` makes the factor
-            tables of these users and items larger than half the memory available in this
-            process, or than half a worker's memory limit (naming the bytes; "use a smaller
-            rank").
+            A :class:`MemoryError`, before the data is partitioned: ``n_components`` makes
+            the factor tables of these users and items larger than half the memory available
+            in this process, or than half a worker's memory limit (naming the bytes; "use a
+            smaller n_components").
+        FutureWarning
+            (A warning) ``rank``, the deprecated name of ``n_components``, is given.
         """
         self._validate()
         if not (isinstance(self.batch_size, str) and self.batch_size == "deprecated"):
@@ -235,9 +251,9 @@ class MatrixFactorization(RatingsPrediction, PSEstimator):
         p = self._params()
         with self._model() as model:
             frame, user_map, item_map = self._coded(X, y, users, items)
-            # before the data is partitioned: a rank whose factors cannot fit (MemoryLimitError)
-            check_room(model, n_users=len(user_map), n_items=len(item_map), rank=p["rank"],
-                       solver=self.solver)
+            # before the data is partitioned: factors that cannot fit (MemoryLimitError)
+            check_room(model, n_users=len(user_map), n_items=len(item_map),
+                       n_components=p["n_components"], solver=self.solver)
             with self._partition(model, frame, by="user") as raw:
                 data = raw.map(data_.to_part)
             del frame  # the partitions hold the codes now (not the frame for the whole fit)
@@ -256,7 +272,8 @@ class MatrixFactorization(RatingsPrediction, PSEstimator):
                                         p["max_iter"], advice="", fit_id=fit_id)
                 user_factors, user_bias, V, history = train(
                     model, data, n_users=len(user_map), n_items=len(item_map), mu=mu,
-                    solver=self.solver, rank=p["rank"], reg=p["reg"], reg_bias=p["reg_bias"],
+                    solver=self.solver, n_components=p["n_components"], reg=p["reg"],
+                    reg_bias=p["reg_bias"],
                     reg_fixed=p["reg_fixed"], reg_bias_fixed=p["reg_bias_fixed"],
                     learning_rate=p["learning_rate"], decay=p["decay"],
                     max_iter=p["max_iter"], init_std=p["init_std"],
@@ -264,7 +281,7 @@ class MatrixFactorization(RatingsPrediction, PSEstimator):
                     staleness=self.staleness, random_state=self._seed(), loop=loop)
                 if history:
                     history[-1].update(data.report())
-        k = p["rank"]
+        k = p["n_components"]
         self.user_ids_, self.item_ids_ = user_map.ids, item_map.ids
         self.user_factors_, self.user_bias_ = user_factors, user_bias  # float64
         # float64 for every solver (SGD's item table is float32): one copy each, cast in it

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from ..exceptions import OptionError
 from . import _options as opt
-from ._algorithms import add_params
+from ._params import add_params
 from ._registry import ALGORITHMS
 from ._words import cli_words
 
@@ -262,7 +262,7 @@ def user_error(exc: BaseException) -> bool:
     timeout (``OSError``), the cluster failing the run (lost workers, no worker for the
     shards, a failed recovery), training that diverged, an unreadable checkpoint, a missing
     optional package (or a URL's protocol's), and a model or data larger than the memory
-    given (:class:`~dask_ps.MemoryLimitError`: ``--memory``, ``--rank``, ``--k``,
+    given (:class:`~dask_ps.MemoryLimitError`: ``--memory``, ``--n-components``,
     ``--topics`` or an LDA corpus's largest term id). Any other exception, a ``ValueError``
     raised deep in NumPy or in dask_ps included, is a bug.
     """

@@ -9,25 +9,15 @@ report. Flags default to nothing, so an option not given leaves the estimator's 
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from ..exceptions import DataError
 from . import _options as opt
-from ._defaults import Unresolved, estimator_default, source_default
+from ._params import Param
 
 if TYPE_CHECKING:
     import numpy as np
-
-
-@dataclass(frozen=True)
-class Param:
-    """A command-line flag for estimator parameter ``param``; ``kwargs`` go to argparse."""
-
-    flag: str
-    param: str
-    kwargs: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -145,36 +135,6 @@ class Algorithm:
         import dask_ps
 
         return getattr(dask_ps, self.estimator)
-
-
-class _Default:
-    """The estimator's default of a parameter, found when a ``--help`` prints it: read from
-    the estimator's source (:func:`~._defaults.source_default`, importing nothing), or,
-    where the source does not tell, from the imported estimator. Building the parser
-    imports no estimator."""
-
-    def __init__(self, algo: Algorithm, param: str) -> None:
-        self.algo, self.param = algo, param
-
-    def __str__(self) -> str:
-        try:
-            return source_default(self.algo.estimator, self.param)
-        except Unresolved:
-            return estimator_default(self.algo.cls, self.param)
-
-
-def add_params(parser: argparse.ArgumentParser, algo: Algorithm) -> None:
-    g = parser.add_argument_group("model", f"{algo.estimator} parameters (defaults: the "
-                                           f"estimator's)")
-    for p in algo.params:
-        kwargs = dict(p.kwargs)
-        if kwargs.get("action") is None and "choices" not in kwargs:
-            kwargs.setdefault("metavar", p.flag.lstrip("-").upper().replace("-", "_"))
-        help = kwargs.pop("help", "")
-        action = g.add_argument(p.flag, dest=p.param, default=argparse.SUPPRESS, **kwargs)
-        # argparse fills a help's %(name)s from the action's attributes when it prints it
-        action.estimator_default = _Default(algo, p.param)
-        action.help = f"{help} (default: %(estimator_default)s)".strip()
 
 
 # --- shared -----------------------------------------------------------------------------------

@@ -350,7 +350,7 @@ def _fm_export(est, meta: dict):
     tables["factors"] = pd.DataFrame({"feature": _feature_ids(keep, est, meta)[0],
                                       **{f"f{j}": F[:, j] for j in range(F.shape[1])}})
     desc.update(model="factorization machine b + x.w + sum_{j<l} <v_j, v_l> x_j x_l",
-                rank=int(F.shape[1]),
+                n_components=int(F.shape[1]),
                 factors="rows of features with a non-zero factor: v_j (f0..)")
     return tables, desc
 
@@ -359,7 +359,8 @@ FM = Algorithm(
     name="fm", summary="factorization machine, binary (LIBSVM, or CSV/Parquet click tables)",
     estimator="FactorizationMachineClassifier",
     params=(
-        Param("--k", "k", dict(type=opt.POSITIVE_INT, help="factors per feature")),
+        Param("--n-components", "n_components",
+              dict(type=opt.POSITIVE_INT, help="factors per feature"), ("--k",)),
         Param("--learning-rate", "learning_rate",
               dict(type=opt.POSITIVE, help="alpha of the linear part's FTRL")),
         Param("--l1", "l1", dict(type=opt.NON_NEGATIVE, help="FTRL L1 of the linear part")),

@@ -130,7 +130,7 @@ def _mf_export(est, meta: dict):
     desc = {"model": "biased matrix factorisation r = mu + b_u + b_i + p_u . q_i",
             "estimator": type(est).__name__, "global_mean": est.global_mean_,
             "rating_range": list(est.rating_range_), "clip": est.clip,
-            "rank": int(est.user_factors_.shape[1]),
+            "n_components": int(est.user_factors_.shape[1]),
             "tables": {"users": "id, bias b_u, factors p_u (f0..)",
                        "items": "id, bias b_i, factors q_i (f0..)"},
             "data": meta}
@@ -142,7 +142,8 @@ MF = Algorithm(
     estimator="MatrixFactorization",
     params=(
         Param("--solver", "solver", dict(choices=["sgd", "als"])),
-        Param("--rank", "rank", dict(type=opt.POSITIVE_INT, help="latent factors")),
+        Param("--n-components", "n_components", dict(type=opt.POSITIVE_INT,
+                                                     help="latent factors"), ("--rank",)),
         Param("--reg", "reg", dict(type=opt.NON_NEGATIVE, help="L2 strength of the factors")),
         Param("--reg-bias", "reg_bias", dict(type=opt.NON_NEGATIVE)),
         Param("--reg-fixed", "reg_fixed", dict(type=opt.NON_NEGATIVE,

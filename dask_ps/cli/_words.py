@@ -115,7 +115,7 @@ def cli_words(text: str, parser: argparse.ArgumentParser | None) -> str:
     sep=';'``: ``use --format csv --sep ';'``), alternatives after one verb each an option
     (``use numeric=['a'] or categorical=['a']``: ``use --numeric a or --categorical a``);
     ``resume=False`` (anywhere) ``--resume never``. For the
-    estimator's parameters (the options :func:`~._algorithms.add_params` made) also
+    estimator's parameters (the options :func:`~._params.add_params` made) also
     ``increase P`` (after lower, raise, reduce, smaller, larger too), with the parameters
     listed after it (``P (now 0.1), Q or R``), becomes ``increase --p``, and ``(P)``, a
     parameter named in parentheses (``the 50 epochs of this fit (max_iter)``), ``(--p)``.

@@ -52,6 +52,11 @@ from .checkpoint import restore_read
 __all__ = ["check_not_past", "check_resumable", "fit_differences", "loss_errors", "recover",
            "recreate", "run_clocks"]
 
+#: Keys of a checkpoint's fit identity (``extra["fit"]``) that earlier versions wrote under
+#: a parameter's old name, and their name now: FactorizationMachineClassifier's ``k``
+#: (renamed ``n_components``, see :mod:`dask_ps.algorithms._renamed`).
+RENAMED_FIT_KEYS = {"k": "n_components"}
+
 
 def loss_errors() -> tuple:
     """Errors that mean "a worker or shard went away"; a task's other errors are re-raised.
@@ -165,6 +170,8 @@ def fit_differences(model, info: ck.CheckpointInfo, fit_id: dict | None = None,
     specs = model.saved_specs
     said = []
     theirs = info.attrs.get("extra", {}).get("fit")
+    if theirs is not None:  # keys an earlier version wrote under a parameter's old name
+        theirs = {RENAMED_FIT_KEYS.get(k, k): v for k, v in theirs.items()}
     if fit_id is not None and theirs is not None:
         # what the checkpoint records (one written before a field was recorded lacks it)
         said += differences_said({k: (theirs[k], v) for k, v in fit_id.items()

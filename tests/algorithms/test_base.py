@@ -20,7 +20,7 @@ from dask_ps import (
 )
 
 ESTIMATORS = [LogisticRegression(max_iter=2, random_state=0),
-              MatrixFactorization(max_iter=2, rank=4, random_state=0)]
+              MatrixFactorization(max_iter=2, n_components=4, random_state=0)]
 
 
 def _data(est):
@@ -288,7 +288,7 @@ def test_a_failed_fit_leaves_a_fitted_model_as_it_was(kind):
     other = X.iloc[:, :5].set_axis([f"g{j}" for j in range(5)], axis=1)
     kw = dict(client="local", random_state=0)
     if kind == "mf":
-        est = MatrixFactorization(max_iter=2, rank=2, **kw)
+        est = MatrixFactorization(max_iter=2, n_components=2, **kw)
         data = (np.column_stack([rng.integers(0, 10, 200), rng.integers(0, 8, 200),
                                  rng.integers(1, 6, 200)]).astype(float),)
         bad = [(np.array([[0, 1, np.inf], [1, 2, 3.0]]),)]
@@ -299,7 +299,8 @@ def test_a_failed_fit_leaves_a_fitted_model_as_it_was(kind):
         bad = [(other - 1,)]  # negative counts, 5 other columns
     else:
         est = {"lr": lambda: LogisticRegression(max_iter=2, **kw),
-               "fm": lambda: dask_ps.FactorizationMachineClassifier(k=2, max_iter=2, **kw),
+               "fm": lambda: dask_ps.FactorizationMachineClassifier(n_components=2, max_iter=2,
+                                                                    **kw),
                "gbdt": lambda: dask_ps.GBDTClassifier(n_estimators=2, **kw)}[kind]()
         data, test = (X, y), X
         bad = [(other, np.zeros(120))]  # one class, 5 other columns
@@ -525,9 +526,9 @@ def test_resume_refuses_a_checkpoint_of_another_fit_before_restoring(tmp_path):
                                rng.uniform(1, 5, 400)])
     mkw = dict(client="local", random_state=0, checkpoint=str(tmp_path / "mf"), resume=True,
                max_iter=2)
-    MatrixFactorization(rank=4, **mkw).fit(triples)
+    MatrixFactorization(n_components=4, **mkw).fit(triples)
     with pytest.raises(ValueError, match=r"table '(user|item)': columns 5 \(this fit's: 9\)"):
-        MatrixFactorization(rank=8, **mkw).fit(triples)
+        MatrixFactorization(n_components=8, **mkw).fit(triples)
 
     counts = sp.random(40, 30, density=0.2, random_state=0, format="csr")
     counts.data = np.ceil(counts.data * 5)
@@ -672,7 +673,7 @@ def test_partial_fit_refuses_resume(tmp_path):
     for est in (LogisticRegression(client="local", checkpoint=str(tmp_path / "lr"),
                                    resume=True, random_state=0),
                 dask_ps.FactorizationMachineClassifier(
-                    client="local", checkpoint=str(tmp_path / "fm"), resume=True, k=2,
+                    client="local", checkpoint=str(tmp_path / "fm"), resume=True, n_components=2,
                     random_state=0)):
         with pytest.raises(ValueError, match="partial_fit trains on its batch from the model "
                                              "in memory and does not resume"):
@@ -921,7 +922,7 @@ def test_a_partial_fit_draws_one_seed_from_a_random_state_as_fit_does():
     X, y = _data(LogisticRegression())
     for name in ("fit", "partial_fit"):
         rs = np.random.RandomState(0)
-        est = dask_ps.FactorizationMachineClassifier(k=2, max_iter=1, client="local",
+        est = dask_ps.FactorizationMachineClassifier(n_components=2, max_iter=1, client="local",
                                                      random_state=rs)
         getattr(est, name)(X, y, **({"classes": np.unique(y)} if name == "partial_fit"
                                     else {}))

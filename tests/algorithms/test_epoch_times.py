@@ -105,14 +105,14 @@ def _fit(kind, client, max_iter=4):
     if kind == "fm":
         X = sp.random(2000, 30, density=0.2, format="csr", random_state=1)
         y = (np.asarray(X.sum(axis=1)).ravel() > 3.0).astype(int)
-        return dask_ps.FactorizationMachineClassifier(k=2, **common).fit(X, y)
+        return dask_ps.FactorizationMachineClassifier(n_components=2, **common).fit(X, y)
     if kind == "lda":
         X = sp.random(200, 40, density=0.3, format="csr", random_state=1, dtype=np.float64)
         X.data = np.ceil(X.data * 5)
         return dask_ps.LatentDirichletAllocation(n_components=3, **common).fit(X)
     users, items = rng.integers(0, 60, 3000), rng.integers(0, 40, 3000)
     R = np.column_stack([users, items, rng.integers(1, 6, 3000)]).astype(float)
-    return dask_ps.MatrixFactorization(rank=4, solver=kind.split("_")[1], **common).fit(R)
+    return dask_ps.MatrixFactorization(n_components=4, solver=kind.split("_")[1], **common).fit(R)
 
 
 @pytest.mark.parametrize("kind", ["fm", "mf_sgd", "mf_als", "lda"])

@@ -87,8 +87,8 @@ def test_margins_are_the_pairwise_sum():
     np.testing.assert_allclose(fm_margins(Xd, w, b, V), want, rtol=1e-12)
 
 
-@parametrize_with_checks([FactorizationMachineClassifier(client="local", max_iter=20, k=2,
-                                                         random_state=0)],
+@parametrize_with_checks([FactorizationMachineClassifier(client="local", max_iter=20,
+                                                         n_components=2, random_state=0)],
                          expected_failed_checks=expected_failed_checks)
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
@@ -119,7 +119,7 @@ def _scores(est, X, y):
 def test_fm_beats_logistic_regression_on_planted_interactions(planted):
     Xtr, ytr, Xte, yte = planted
     lr = LogisticRegression(max_iter=5, random_state=0, checkpoint=None).fit(Xtr, ytr)
-    fm = FactorizationMachineClassifier(k=4, max_iter=5, random_state=0,
+    fm = FactorizationMachineClassifier(n_components=4, max_iter=5, random_state=0,
                                         checkpoint=None).fit(Xtr, ytr)
     (lr_loss, lr_auc), (fm_loss, fm_auc) = _scores(lr, Xte, yte), _scores(fm, Xte, yte)
     assert fm_loss < 0.9 * lr_loss and fm_auc > lr_auc + 0.1
@@ -127,7 +127,7 @@ def test_fm_beats_logistic_regression_on_planted_interactions(planted):
     assert fm.coef_.shape == (1, 2**14) and len(fm.history_) == 5
     assert fm.history_[-1]["loss"] < fm.history_[0]["loss"]
     # the same seed gives the same model
-    again = FactorizationMachineClassifier(k=4, max_iter=5, random_state=0,
+    again = FactorizationMachineClassifier(n_components=4, max_iter=5, random_state=0,
                                            checkpoint=None).fit(Xtr, ytr)
     np.testing.assert_array_equal(again.factors_, fm.factors_)
 
@@ -140,7 +140,7 @@ def test_on_a_local_cluster_with_dask_input(planted, client2):
     X = da.from_array(Xtr, chunks=(10_000, -1), asarray=False)
     y = da.from_array(ytr, chunks=10_000)
     # few values per column: larger factor steps than the default pay off here
-    fm = FactorizationMachineClassifier(k=4, max_iter=4, factor_learning_rate=0.05,
+    fm = FactorizationMachineClassifier(n_components=4, max_iter=4, factor_learning_rate=0.05,
                                         random_state=0).fit(X, y)
     loss, auc = _scores(fm, Xte, yte)
     assert auc > 0.85 and loss < 0.5
@@ -160,8 +160,8 @@ def test_bad_input_is_refused():
     bad.data[3] = np.inf
     with pytest.raises(ValueError, match="infinity"):
         FactorizationMachineClassifier(client="local").fit(bad, np.arange(60) % 2)
-    with pytest.raises(ValueError, match="'k' parameter"):
-        FactorizationMachineClassifier(k=0).fit(X, np.arange(60) % 2)
+    with pytest.raises(ValueError, match="'n_components' parameter"):
+        FactorizationMachineClassifier(n_components=0).fit(X, np.arange(60) % 2)
     with pytest.raises(ValueError, match="factor_solver"):
         FactorizationMachineClassifier(factor_solver="adam").fit(X, np.arange(60) % 2)
     fm = FactorizationMachineClassifier(client="local", max_iter=1).fit(X, np.arange(60) % 2)
@@ -183,17 +183,17 @@ def test_bad_input_is_refused():
 
 def test_a_dense_model_that_cannot_fit_is_refused_and_a_wide_one_is_keyed():
     """Dense coef_ and factors_ too large for half the memory free (below KEYED_FEATURES
-    columns, a k in the hundreds of thousands) are refused before training, naming the
-    sizes and the fix. Wide keys (2^40 columns), once refused for asking 8 TiB, give a
+    columns, an n_components in the hundreds of thousands) are refused before training,
+    naming the sizes and the fix. Wide keys (2^40 columns), once refused for asking 8 TiB, give a
     keyed model: sparse coef_ and factors_ of the keys touched."""
     from sklearn.exceptions import NotFittedError
 
     rng = np.random.default_rng(0)
     X = sp.csr_matrix((np.ones(400), (np.repeat(np.arange(200), 2),
                                       rng.integers(0, 2**20 - 1, 400))), shape=(200, 2**20 - 1))
-    est = FactorizationMachineClassifier(k=200_000, max_iter=1, client="local")
-    with pytest.raises(MemoryError, match=r"1048575 features x \(k=200000 \+ 1\) take "
-                                          r"1562\.5 GiB .*smaller k"):
+    est = FactorizationMachineClassifier(n_components=200_000, max_iter=1, client="local")
+    with pytest.raises(MemoryError, match=r"1048575 features x \(n_components=200000 \+ 1\) "
+                                          r"take 1562\.5 GiB .*smaller n_components"):
         est.fit(X, np.arange(200) % 2)
     with pytest.raises(NotFittedError):
         est.predict(X[:2])
@@ -209,17 +209,19 @@ def test_a_dense_model_that_cannot_fit_is_refused_and_a_wide_one_is_keyed():
 
 @pytest.mark.parametrize("where", ["local", "cluster"])
 def test_a_k_whose_factor_table_cannot_start_is_refused(where, request):
-    """A hashed table starts at 1024 rows per shard whatever the width: k=10**7 on 20
+    """A hashed table starts at 1024 rows per shard whatever the width: n_components=10**7 on 20
     features asked 153 GiB of factor rows and failed with numpy's own error. Refused before
     training, naming k, the table and the memory it exceeds, here and on a worker."""
     from sklearn.exceptions import NotFittedError
 
     client = "local" if where == "local" else request.getfixturevalue("client2")
     X = sp.random(60, 20, density=0.3, format="csr", random_state=0)
-    est = FactorizationMachineClassifier(k=10**7, max_iter=1, client=client, checkpoint=None)
+    est = FactorizationMachineClassifier(n_components=10**7, max_iter=1, client=client,
+                                         checkpoint=None)
     memory = "the .* GiB available" if where == "local" else "a worker's .* memory limit"
-    with pytest.raises(MemoryError, match=rf"k=10000000 makes the factor table 152\.6 GiB per "
-                                          rf"shard .*more than half of {memory}; use a smaller k"):
+    with pytest.raises(MemoryError, match=rf"n_components=10000000 makes the factor table "
+                                          rf"152\.6 GiB per shard .*more than half of "
+                                          rf"{memory}; use a smaller n_components"):
         est.fit(X, np.arange(60) % 2)
     with pytest.raises(NotFittedError):
         est.predict(X[:2])
@@ -275,7 +277,7 @@ def test_predictions_on_huge_finite_values_are_probabilities(client2):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 5))
     y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
-    fm = FactorizationMachineClassifier(k=3, max_iter=3, random_state=0,
+    fm = FactorizationMachineClassifier(n_components=3, max_iter=3, random_state=0,
                                         checkpoint=None).fit(X, y)
     X2 = X[:40].copy()
     X2[:10, 0] = 1e300
@@ -301,5 +303,5 @@ def test_predictions_on_huge_finite_values_are_probabilities(client2):
     Xb[:5, 0] = 1e300
     with pytest.raises(DivergenceError, match=r"the rows hold \|x\| up to 1e\+300.*scale the "
                                               r"features"):
-        FactorizationMachineClassifier(k=3, max_iter=3, random_state=0,
+        FactorizationMachineClassifier(n_components=3, max_iter=3, random_state=0,
                                        checkpoint=None).fit(Xb, y)

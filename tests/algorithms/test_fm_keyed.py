@@ -55,7 +55,7 @@ def _assert_same_model(keyed, dense, Xk, Xd):
     d = Xd.shape[1]
     assert sp.isspmatrix_csr(keyed.coef_) and keyed.coef_.shape == (1, keyed.coef_.shape[1])
     assert keyed.coef_.shape[1] >= KEYED_FEATURES
-    assert sp.isspmatrix_csc(keyed.factors_) and keyed.factors_.shape[1] == dense.k
+    assert sp.isspmatrix_csc(keyed.factors_) and keyed.factors_.shape[1] == dense.n_components
     assert isinstance(dense.coef_, np.ndarray) and isinstance(dense.factors_, np.ndarray)
     assert keyed.coef_.nnz == np.count_nonzero(dense.coef_)
     assert keyed.factors_.nnz == np.count_nonzero(dense.factors_)
@@ -71,7 +71,7 @@ def test_keyed_fit_equals_the_dense_fit_of_the_same_keys(client2, a9a, how):
     import dask.array as da
 
     Xk, kw, Xd, y = _pair(a9a, how)
-    common = dict(k=4, max_iter=3, random_state=0, checkpoint=None, client=client2)
+    common = dict(n_components=4, max_iter=3, random_state=0, checkpoint=None, client=client2)
     keyed = FactorizationMachineClassifier(**common, **kw).fit(Xk[:2000], y)
     dense = FactorizationMachineClassifier(**common).fit(Xd[:2000], y)
     _assert_same_model(keyed, dense, Xk, Xd)
@@ -110,10 +110,10 @@ def criteo(data):
 
 @pytest.mark.parametrize("how", ["n_hashed_features", "read_ctr"])
 def test_a_2_24_hashed_fm_is_kilobytes_not_gibibytes(client2, criteo, tmp_path, how):
-    """200 real click rows hashed into 2**24 columns, k=8: dense, coef_ and factors_ were
-    1.13 GiB, and the saved file as much. Keyed: at most the touched buckets, a file of
-    under 300 bytes per touched bucket (0.7 MB here), and the driver never holds anything
-    near a dense array (tracemalloc's peak)."""
+    """200 real click rows hashed into 2**24 columns, n_components=8: dense, coef_ and
+    factors_ were 1.13 GiB, and the saved file as much. Keyed: at most the touched buckets, a
+    file of under 300 bytes per touched bucket (0.7 MB here), and the driver never holds
+    anything near a dense array (tracemalloc's peak)."""
     from dask_ps.io import read_ctr
 
     if how == "n_hashed_features":  # the reader's 2**20 columns, hashed by the estimator
@@ -127,8 +127,8 @@ def test_a_2_24_hashed_fm_is_kilobytes_not_gibibytes(client2, criteo, tmp_path, 
     path = str(tmp_path / "fm.npz")
     tracemalloc.start()
     try:
-        fm = FactorizationMachineClassifier(k=8, max_iter=2, random_state=0, checkpoint=None,
-                                            client=client2, **kw).fit(X, y)
+        fm = FactorizationMachineClassifier(n_components=8, max_iter=2, random_state=0,
+                                            checkpoint=None, client=client2, **kw).fit(X, y)
         p = fm.predict_proba(X).compute()
         save_estimator(fm, path)
         back, _ = load_estimator(path)
@@ -150,7 +150,7 @@ def test_a_2_24_hashed_fm_is_kilobytes_not_gibibytes(client2, criteo, tmp_path, 
 
 def test_keyed_warm_start_and_partial_fit_continue_like_the_dense_ones(client2, a9a):
     Xk, kw, Xd, y = _pair(a9a, "hashed")
-    common = dict(k=4, max_iter=2, random_state=0, checkpoint=None, client=client2,
+    common = dict(n_components=4, max_iter=2, random_state=0, checkpoint=None, client=client2,
                   warm_start=True)
     keyed = FactorizationMachineClassifier(**common, **kw).fit(Xk[:2000], y)
     dense = FactorizationMachineClassifier(**common).fit(Xd[:2000], y)
@@ -170,7 +170,7 @@ def test_keyed_model_saves_loads_resumes_and_versions(client2, a9a, tmp_path):
     it; a fit resumed from its zarr checkpoint at epoch 2 equals the straight 4-epoch fit;
     online versions of a keyed model stay keyed and small."""
     X, y, _ = a9a
-    kw = dict(k=4, random_state=0, client=client2, n_hashed_features=2**22)
+    kw = dict(n_components=4, random_state=0, client=client2, n_hashed_features=2**22)
     full = FactorizationMachineClassifier(max_iter=4, checkpoint=str(tmp_path / "a"),
                                           **kw).fit(X, y)
     FactorizationMachineClassifier(max_iter=2, checkpoint=str(tmp_path / "b"), **kw).fit(X, y)
@@ -207,8 +207,9 @@ def test_predicting_a_dask_array_sends_a_large_keyed_model_once(client2, a9a):
     import dask.array as da
 
     X, y, _ = a9a
-    fm = FactorizationMachineClassifier(k=8, max_iter=1, random_state=0, checkpoint=None,
-                                        client=client2, n_hashed_features=2**24).fit(X, y)
+    fm = FactorizationMachineClassifier(n_components=8, max_iter=1, random_state=0,
+                                        checkpoint=None, client=client2,
+                                        n_hashed_features=2**24).fit(X, y)
     rng = np.random.default_rng(0)
     keys = np.sort(rng.choice(2**24, 200_000, replace=False))
     fm.coef_ = sp.csr_matrix((rng.normal(size=keys.shape[0]), keys, [0, keys.shape[0]]),
@@ -236,7 +237,7 @@ def test_command_line_trains_evaluates_and_exports_a_keyed_fm(client2, data, tmp
     train = str(data / "ctr_criteo" / "train.tiny.csv")
     model = str(tmp_path / "fm.npz")
     assert main(["train", "fm", "--format", "csv", "--train", train, "--test", train,
-                 "--exclude", "Id", "--hash-features", str(2**20), "--k", "4",
+                 "--exclude", "Id", "--hash-features", str(2**20), "--n-components", "4",
                  "--max-iter", "2", "--seed", "0", "--scheduler-file", str(path),
                  "--save", model]) == 0
     scored = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("test: AUC"))

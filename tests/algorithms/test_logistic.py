@@ -600,7 +600,7 @@ def _small_fit(name, n_hashed_features, k=2):
     kw = dict(n_hashed_features=n_hashed_features, max_iter=1, client="local",
               checkpoint=None, random_state=0)
     model = (LogisticRegression(**kw) if name == "lr"
-             else FactorizationMachineClassifier(k=k, **kw)).fit(X, y)
+             else FactorizationMachineClassifier(n_components=k, **kw)).fit(X, y)
     return X, y, model
 
 
@@ -677,18 +677,18 @@ def test_a_fitted_model_predicts_with_the_hashing_it_was_fitted_with(name, old, 
 @pytest.mark.parametrize("how", ["warm_start", "partial_fit"])
 @pytest.mark.parametrize("hashed", [None, 2**20])
 def test_a_warm_start_of_a_factorization_machine_refuses_another_k(monkeypatch, how, hashed):
-    """A warm start with another k (factors per feature) is refused before training, naming
-    both values, not deep in the shards ("updates for 40 keys must have shape ..."); the
-    fitted model is left as it was and continues once k is set back."""
+    """A warm start with another n_components (factors per feature) is refused before
+    training, naming both values, not deep in the shards ("updates for 40 keys must have
+    shape ..."); the fitted model is left as it was and continues once it is set back."""
     X, y, model = _small_fit("fm", hashed, k=3)
     proba = model.predict_proba(X)
-    go, attributes, made = _warm(monkeypatch, model, how, k=5)
-    with pytest.raises(ValueError, match=r"k=5, but FactorizationMachineClassifier was "
-                                         r"fitted with k=3: a warm start"):
+    go, attributes, made = _warm(monkeypatch, model, how, n_components=5)
+    with pytest.raises(ValueError, match=r"n_components=5, but FactorizationMachineClassifier "
+                                         r"was fitted with n_components=3: a warm start"):
         go(X, y)
     assert not made and all(model.__dict__[k] is v for k, v in attributes.items())
     monkeypatch.undo()
-    model.set_params(k=3)
+    model.set_params(n_components=3)
     np.testing.assert_array_equal(model.predict_proba(X), proba)
     go(X, y)
     assert len(model.history_) == 2

@@ -251,7 +251,7 @@ def test_a_keyed_model_builds_its_table_once_per_fitted_coef(monkeypatch, name):
     _, Xw, y, _ = _pair(n=400, d=50)
     kw = dict(max_iter=1, random_state=0, checkpoint=None, client="local")
     model = (LogisticRegression(**kw) if name == "lr"
-             else FactorizationMachineClassifier(k=3, **kw)).fit(Xw, y)
+             else FactorizationMachineClassifier(n_components=3, **kw)).fit(Xw, y)
     assert sp.issparse(model.coef_)
     built = []
     original = KeyedWeights.from_coef.__func__

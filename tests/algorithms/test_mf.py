@@ -38,7 +38,7 @@ pytestmark = [
 
 NAMES = ["user", "item", "rating", "ts"]
 # fewer epochs/factors than the defaults where only behaviour (not quality) is tested
-FAST = dict(rank=8, max_iter=5)
+FAST = dict(n_components=8, max_iter=5)
 
 
 def movielens(data, split):
@@ -223,9 +223,9 @@ def check_one_and_two_workers(u1, clients, solver, tol, bound, **kw):
 
 # smaller than the defaults, to stay fast on a loaded 2-core machine
 @pytest.mark.parametrize("solver, tol, bound, kw", [
-    ("sgd", 0.005, 0.945, dict(rank=32, max_iter=20, decay=1.0, init_std=0.1,
+    ("sgd", 0.005, 0.945, dict(n_components=32, max_iter=20, decay=1.0, init_std=0.1,
                                    learning_rate=0.01)),
-    ("als", 1e-6, 0.94, dict(rank=16, max_iter=8)),  # exact method: equal up to rounding
+    ("als", 1e-6, 0.94, dict(n_components=16, max_iter=8)),  # exact method: equal up to rounding
 ])
 def test_one_and_two_workers_agree(u1, client1, client2, solver, tol, bound, kw):
     check_one_and_two_workers(u1, (client1, client2), solver, tol, bound, **kw)
@@ -406,7 +406,7 @@ def test_large_and_string_ids_give_the_same_model():
 def test_rank_above_users_and_items(solver):
     df = pd.DataFrame({"user": [1, 1, 2, 3, 3, 3], "item": [10, 11, 10, 11, 12, 10],
                        "rating": [5.0, 1.0, 4.0, 2.0, 3.0, 5.0]})
-    model = MatrixFactorization(solver=solver, rank=10, max_iter=50, client="local",
+    model = MatrixFactorization(solver=solver, n_components=10, max_iter=50, client="local",
                                 random_state=0).fit(df)
     assert model.user_factors_.shape == (3, 10) and model.item_factors_.shape == (3, 10)
     assert np.isfinite(model.predict(df)).all()
@@ -420,7 +420,7 @@ def test_empty_partitions(client2):
     df = pd.DataFrame({"user": [7] * 6, "item": [1, 2, 3, 1, 2, 3],
                        "rating": [5.0, 4.0, 1.0, 5.0, 4.0, 1.0]})
     for solver in ("sgd", "als"):
-        model = MatrixFactorization(solver=solver, client=client2, rank=2, max_iter=30,
+        model = MatrixFactorization(solver=solver, client=client2, n_components=2, max_iter=30,
                                     random_state=0, **({"learning_rate": 0.05}
                                                        if solver == "sgd" else
                                                        # six ratings: no prior to speak of
@@ -465,8 +465,9 @@ def test_bad_input_is_named():
         MatrixFactorization(client="local").fit(text)
     with pytest.raises(ValueError, match="'solver' parameter of MatrixFactorization must be"):
         MatrixFactorization(solver="svdpp", client="local").fit(df)
-    with pytest.raises(ValueError, match="'rank' parameter of MatrixFactorization must be"):
-        MatrixFactorization(rank=0, client="local").fit(df)
+    with pytest.raises(ValueError,
+                       match="'n_components' parameter of MatrixFactorization must be"):
+        MatrixFactorization(n_components=0, client="local").fit(df)
     with pytest.raises(ValueError, match="reg_fixed and reg_bias_fixed apply to solver='als'"):
         MatrixFactorization(solver="sgd", reg_bias_fixed=1.0, client="local").fit(df)
     with pytest.raises(NotFittedError):
@@ -518,5 +519,5 @@ def test_batch_size_is_deprecated():
     """``batch_size`` has no effect since SGD follows the DSGD schedule: a value warns."""
     X = np.array([[0, 0, 4.0], [1, 1, 3.0], [0, 1, 5.0], [1, 0, 2.0]])
     with pytest.warns(FutureWarning, match="batch_size"):
-        MatrixFactorization(batch_size=10, rank=2, max_iter=1, random_state=0).fit(X)
+        MatrixFactorization(batch_size=10, n_components=2, max_iter=1, random_state=0).fit(X)
 

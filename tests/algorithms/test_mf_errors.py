@@ -12,7 +12,7 @@ from dask_ps.io.ids import IdMapping
 
 pytestmark = pytest.mark.timeout(300)
 
-FAST = dict(rank=4, max_iter=2, random_state=0, progress=False)
+FAST = dict(n_components=4, max_iter=2, random_state=0, progress=False)
 
 
 def toy(seed=0):

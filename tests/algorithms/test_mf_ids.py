@@ -13,7 +13,7 @@ from dask_ps.exceptions import DataError
 
 pytestmark = pytest.mark.timeout(300)
 
-FAST = dict(rank=4, max_iter=3, random_state=0, progress=False)
+FAST = dict(n_components=4, max_iter=3, random_state=0, progress=False)
 
 
 def toy(n_users=30, n_items=20, n=300, seed=0):

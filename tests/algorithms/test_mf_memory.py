@@ -55,7 +55,7 @@ def test_als_state_holds_the_ratings_once(offset, per_rating):
     try:
         tracemalloc.start()
         try:
-            st = _local(part, dict(seed=seed, rank=4))
+            st = _local(part, dict(seed=seed, n_components=4))
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -92,8 +92,8 @@ def test_als_training_memory_stays_near_the_ratings():
             tracemalloc.start()
             try:
                 factors, _, items, history = train(
-                    model, data, n_users=3000, n_items=300, mu=3.0, solver="als", rank=rank,
-                    reg=0.1, max_iter=1, random_state=0)
+                    model, data, n_users=3000, n_items=300, mu=3.0, solver="als",
+                    n_components=rank, reg=0.1, max_iter=1, random_state=0)
                 peak = tracemalloc.get_traced_memory()[1]
             finally:
                 tracemalloc.stop()
@@ -119,7 +119,7 @@ def test_fit_holds_no_frame_of_codes_while_training(solver):
                           and o is not df and len(o) == len(df)))
         return False
 
-    MatrixFactorization(solver=solver, rank=4, max_iter=2, client="local", random_state=0,
+    MatrixFactorization(solver=solver, n_components=4, max_iter=2, client="local", random_state=0,
                         callbacks=[count]).fit(df)
     assert frames == [0, 0]
 
@@ -131,7 +131,7 @@ def test_trained_partitions_let_their_layout_go(solver):
     with PSModel("local") as model, partition(ratings(20_000, 500, 100), client="local",
                                               by="user", n_partitions=2) as raw:
         with raw.map(data_.to_part) as data:
-            train(model, data, n_users=500, n_items=100, mu=3.0, solver=solver, rank=4,
+            train(model, data, n_users=500, n_items=100, mu=3.0, solver=solver, n_components=4,
                   reg=0.1, max_iter=2, random_state=0)
             states = [set(part.state) for part in data.refs()]
     assert all({"P", "uids"} <= s for s in states)
@@ -141,7 +141,7 @@ def test_trained_partitions_let_their_layout_go(solver):
 def _sgd_cfg(parts_values, n_items, n_tasks, seed=5):
     from dask_ps.algorithms._mf_train import _schedule
 
-    cfg = dict(seed=seed, rank=4, init_std=0.1)
+    cfg = dict(seed=seed, n_components=4, init_std=0.1)
     counts = np.sum([data_.item_counts(v, n_items) for v in parts_values], axis=0)
     _schedule(cfg, counts, n_tasks)
     return cfg

@@ -25,7 +25,7 @@ def test_the_factors_and_biases_are_float64_for_every_solver(solver):
     beside float64 user factors, while the docstring says float64: every solver's are now
     float64, C-contiguous, with the trained values (SGD's float32 rows widened exactly)."""
     df = toy()
-    model = MatrixFactorization(solver=solver, rank=4, max_iter=3, random_state=0,
+    model = MatrixFactorization(solver=solver, n_components=4, max_iter=3, random_state=0,
                                 client="local").fit(df)
     for name, shape in (("user_factors_", (30, 4)), ("item_factors_", (20, 4)),
                         ("user_bias_", (30,)), ("item_bias_", (20,))):
@@ -77,8 +77,8 @@ with partition(frame, client="local", by="user") as raw:
 kw = dict(learning_rate=0.01, decay=1.0) if solver == "sgd" else dict(reg=0.1)
 with data:
     factors, bias, _, _ = train(model, data, n_users=len(users), n_items=len(items), mu=3.0,
-                                solver=solver, rank=rank, max_iter=2, init_std=0.1, loop=loop,
-                                **kw)
+                                solver=solver, n_components=rank, max_iter=2, init_std=0.1,
+                                loop=loop, **kw)
 after = sum(model.map_shards("user", written))
 size = model.table("user").pull().nbytes
 model.close()

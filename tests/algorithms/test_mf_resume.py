@@ -29,7 +29,7 @@ def test_a_resume_of_a_finished_fit_returns_the_saved_model(tmp_path, solver):
     users are now saved with the items; a resume in the middle goes on as the uninterrupted
     fit does."""
     X = ratings()
-    kw = dict(solver=solver, rank=4, random_state=0, client="local")
+    kw = dict(solver=solver, n_components=4, random_state=0, client="local")
     ck = str(tmp_path / "ck")
     first = MatrixFactorization(max_iter=4, checkpoint=ck, **kw).fit(X)
     again = MatrixFactorization(max_iter=4, checkpoint=ck, resume=True, **kw).fit(X)
@@ -57,7 +57,7 @@ def test_a_checkpoint_of_other_ids_is_refused_naming_them(tmp_path):
 
     X = ratings(n=600)
     url = str(tmp_path / "ck")
-    kw = dict(rank=3, random_state=0, client="local", checkpoint=url, resume=True)
+    kw = dict(n_components=3, random_state=0, client="local", checkpoint=url, resume=True)
     MatrixFactorization(max_iter=2, **kw).fit(X)
     versions = ck.list_versions(url)
     other_items = X.copy()
@@ -90,6 +90,6 @@ def test_a_checkpoint_of_the_item_table_alone_is_refused_as_such(tmp_path):
     versions = ck.list_versions(url)
     with pytest.raises(OptionError, match=r"version 1 holds the item factors only: a dask_ps "
                                           r"before 2026-12-06 wrote it"):
-        MatrixFactorization(rank=4, max_iter=4, checkpoint=url, resume=True,
+        MatrixFactorization(n_components=4, max_iter=4, checkpoint=url, resume=True,
                             client="local").fit(ratings())
     assert ck.list_versions(url) == versions

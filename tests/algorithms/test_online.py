@@ -36,7 +36,7 @@ def stream(n_batches, rows=2000):
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("make", [
     lambda: LogisticRegression(client="local", random_state=0, checkpoint=None),
-    lambda: FactorizationMachineClassifier(client="local", k=4, random_state=0,
+    lambda: FactorizationMachineClassifier(client="local", n_components=4, random_state=0,
                                            checkpoint=None)])
 def test_stream_with_progressive_validation_and_versions(make, tmp_path):
     loaded = {}
@@ -428,7 +428,8 @@ def test_on_a_cluster_unknown_chunk_sizes_are_refused_naming_the_batch(tmp_path,
     X, y = full
     Xn = X.map_blocks(lambda b: b[:100], chunks=((np.nan,), X.chunks[1]), dtype=X.dtype)
     yn = y.map_blocks(lambda b: b[:100], chunks=((np.nan,),), dtype=y.dtype)
-    make = lambda: FactorizationMachineClassifier(client=client2, k=2, checkpoint=None)  # noqa
+    make = lambda: FactorizationMachineClassifier(client=client2, n_components=2,  # noqa
+                                                  checkpoint=None)
     with pytest.raises(ValueError, match=r"^batch 1 of the stream \(file .*hour1\.csv\): "
                                          r"the dask arrays need known chunk sizes"):
         learn_online(make(), [(Xn, yn)])
@@ -475,7 +476,7 @@ def test_a_stream_with_a_checkpoint_keeps_two_versions_and_leaves_others_alone(t
 @pytest.mark.parametrize("make", [
     lambda url: LogisticRegression(client="local", solver="ftrl", random_state=0,
                                    checkpoint=url),
-    lambda url: FactorizationMachineClassifier(client="local", k=4, random_state=0,
+    lambda url: FactorizationMachineClassifier(client="local", n_components=4, random_state=0,
                                                checkpoint=url)])
 def test_a_stream_saves_one_checkpoint_version_per_batch(make, tmp_path):
     """A partial_fit saved its model before its epoch, a copy of the stream's last version:

@@ -25,9 +25,9 @@ def _cases():
         "LR": (lambda **kw: D.LogisticRegression(max_iter=2, **kw), (X, y),
                lambda m: m.coef_),
         # the factors are drawn from the seed twice in a fit (their start, and the orders)
-        "FM": (lambda **kw: D.FactorizationMachineClassifier(k=2, max_iter=2, **kw), (X, y),
-               lambda m: m.factors_),
-        "MF": (lambda **kw: D.MatrixFactorization(rank=4, max_iter=2, **kw), (ratings,),
+        "FM": (lambda **kw: D.FactorizationMachineClassifier(n_components=2, max_iter=2, **kw),
+               (X, y), lambda m: m.factors_),
+        "MF": (lambda **kw: D.MatrixFactorization(n_components=4, max_iter=2, **kw), (ratings,),
                lambda m: np.concatenate([m.item_factors_.ravel(), m.user_factors_.ravel()])),
         "LDA": (lambda **kw: D.LatentDirichletAllocation(n_components=3, max_iter=3, **kw),
                 (counts,), lambda m: m.components_),
@@ -102,7 +102,7 @@ def test_a_resume_with_a_fresh_instance_goes_on_as_the_uninterrupted_fit(tmp_pat
     the same seed draws the interrupted fit's seed and ends where the uninterrupted fit
     does."""
     args = CASES["MF"][1]
-    kw = dict(rank=4, client="local")
+    kw = dict(n_components=4, client="local")
     whole = D.MatrixFactorization(max_iter=4, random_state=np.random.RandomState(0),
                                   checkpoint=str(tmp_path / "whole"), **kw).fit(*args)
     half = str(tmp_path / "half")

@@ -31,7 +31,7 @@ def _fit(kind, client, ck, max_iter, **extra):
         X = sp.random(2000, 30, density=0.2, format="csr", random_state=1)
         y = (np.asarray(X.sum(axis=1)).ravel() > 3.0).astype(int)
         if kind == "fm":
-            return dask_ps.FactorizationMachineClassifier(k=2, max_iter=max_iter,
+            return dask_ps.FactorizationMachineClassifier(n_components=2, max_iter=max_iter,
                                                           **common).fit(X, y)
         est = dask_ps.LogisticRegression(max_iter=max_iter, **common)
         return est.fit(X, y, eval_set=[(X[:300], y[:300])] if kind == "lr_eval" else None)
@@ -47,8 +47,8 @@ def _fit(kind, client, ck, max_iter, **extra):
                                       **common).fit(X, y)
     users, items = rng.integers(0, 60, 3000), rng.integers(0, 40, 3000)
     R = np.column_stack([users, items, rng.integers(1, 6, 3000)]).astype(float)
-    return dask_ps.MatrixFactorization(rank=4, solver=kind.split("_")[1], max_iter=max_iter,
-                                       **common).fit(R)
+    return dask_ps.MatrixFactorization(n_components=4, solver=kind.split("_")[1],
+                                       max_iter=max_iter, **common).fit(R)
 
 
 def _records(est) -> list[dict]:

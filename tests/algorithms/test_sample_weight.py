@@ -103,7 +103,7 @@ def test_stochastic_weights_scale_the_loss_not_the_penalty(params):
     lambda: LogisticRegression(solver="ftrl", max_iter=10, **KW),
     lambda: LogisticRegression(solver="sgd", max_iter=10, **KW),
     lambda: LogisticRegression(solver="adagrad", step_on="server", max_iter=10, **KW),
-    lambda: FactorizationMachineClassifier(k=2, max_iter=10, **KW)],
+    lambda: FactorizationMachineClassifier(n_components=2, max_iter=10, **KW)],
     ids=["ftrl", "sgd", "adagrad-server", "fm"])
 def test_stochastic_weights_fit_as_repeated_rows(make):
     """Stochastic solvers: integer weights and repeated rows take different steps (one
@@ -129,7 +129,7 @@ def test_stochastic_weights_fit_as_repeated_rows(make):
 def test_fm_unit_weights_are_no_weights_and_zero_weights_matter():
     X, y, w = small()
     Xs = sp.csr_matrix(X)
-    kw = dict(k=3, max_iter=3, **KW)
+    kw = dict(n_components=3, max_iter=3, **KW)
     a = FactorizationMachineClassifier(**kw).fit(Xs, y)
     b = FactorizationMachineClassifier(**kw).fit(Xs, y, sample_weight=np.ones(300))
     fits_equal(a, b)

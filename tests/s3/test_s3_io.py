@@ -195,7 +195,7 @@ def test_matrix_factorization_on_an_s3_csv_and_lda_on_s3_text(s3):
     _put(s3.url("mf/r.csv"), r.to_csv(index=False).encode())
     df, users, items = read_ratings(s3.url("mf/r.csv"), header=True)
     assert len(users) == r["user"].nunique() and len(items) == r["item"].nunique()
-    mf = dask_ps.MatrixFactorization(rank=4, max_iter=2, random_state=0, checkpoint=None,
+    mf = dask_ps.MatrixFactorization(n_components=4, max_iter=2, random_state=0, checkpoint=None,
                                      progress=False).fit(df)
     score = mf.evaluate(df)
     assert score["n_ratings"] == 300 and np.isfinite(score["rmse"])
