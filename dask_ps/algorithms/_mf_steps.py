@@ -6,8 +6,8 @@ written next to that partition: they live in the partition's worker-local state
 table :data:`USERS` before each save (:func:`store_users_step`), and a resume copies them
 back (:func:`set_users_step`); the table is emptied after each (its memory freed), so that
 the users are held twice only while a checkpoint is written. Items are shared by all
-partitions: their factors and biases are the PS table ``"item"`` (n_items, rank + 1), bias in
-the last column.
+partitions: their factors and biases are the PS table ``"item"`` (n_items, n_components +
+1), bias in the last column.
 
 * SGD: the DSGD schedule (Gemulla, Nijkamp, Haas & Sismanis, KDD 2011; the block rotation
   of NOMAD, Yun et al., VLDB 2014, done in lock step). Items are dealt into one block per
@@ -389,7 +389,7 @@ def store_users_step(ps, part, cfg: dict) -> None:
 
 def collect_step(ps, part, cfg: dict) -> tuple:
     """``(uids, P, bu)``: the partition's user codes, their factors and biases as held in
-    its state (no copy): ALS's ``P`` (n, rank + 1) float64 holds the bias in its last
+    its state (no copy): ALS's ``P`` (n, n_components + 1) float64 holds the bias in its last
     column (``bu`` None); SGD's ``P`` (n, rank) and ``bu`` (n,) are float32."""
     if cfg["solver"] == "als":
         st = _local(part, cfg)

@@ -348,8 +348,7 @@ class FactorizationMachineClassifier(LogisticRegression):
         refuses (one class, infinite features, bad parameters).
     MemoryLimitError
         From ``fit``, before training: an ``n_components`` too large for the memory (see
-        ``factors_``;
-        a ``MemoryError``).
+        ``factors_``; a ``MemoryError``).
 
     References
     ----------
