@@ -520,8 +520,12 @@ def connect(spec: ClusterSpec, report=None) -> Session:
         The scheduler or the workers did not come within ``spec.timeout`` (the message says
         how many came, and the states of Slurm jobs: ``2 pending (Resources)``; for an
         existing scheduler, it names ``--scheduler-file`` or ``--scheduler-address``).
+    ConnectionRefusedError
+        Nothing listens at the existing scheduler's ``tcp://`` address (given, or a
+        scheduler file's): raised at once, not after ``spec.timeout``, naming the option.
     OSError
-        The existing scheduler refused the connection (naming the option).
+        The existing scheduler refused the connection, or its host is not known (naming
+        the option).
     ImportError
         dask-jobqueue is missing for a jobqueue or slurm-runner mode (``pip install
         dask-ps[hpc]``).
