@@ -1,7 +1,8 @@
 """Pieces of :mod:`dask_ps.cluster`: the check that an existing scheduler's address (modes
 "address" and "file") is a Dask scheduler's, before a ``distributed.Client`` waits on it
-(first that anything listens there at all, :func:`_check_listening`), and the check of a
-new scheduler's dashboard address (:func:`check_dashboard_address`)."""
+(first that anything listens there at all, :func:`_check_listening`), and a new
+scheduler's dashboard address: its check (:func:`check_dashboard_address`) and its keywords
+(:func:`dashboard_options`)."""
 
 from __future__ import annotations
 
@@ -154,6 +155,30 @@ def _probe_scheduler(spec, timeout: float) -> None:
         raise OptionError(f"{where}: a Dask {kind or 'server'} answers there, not a "
                           f"scheduler: give the scheduler's address (its workers and "
                           f"clients connect to it, tcp://host:8786 by default)")
+
+
+def dashboard_options(address) -> dict:
+    """The keywords of a new scheduler (``distributed.Scheduler``'s, as a LocalCluster's
+    ``scheduler_kwargs``, dask-jobqueue's ``scheduler_options``, SLURMRunner's) for the
+    dashboard address ``address`` of :class:`~dask_ps.cluster.ClusterSpec`: the one place
+    :func:`~dask_ps.cluster.connect` says them, in every mode that starts a scheduler.
+
+    Parameters
+    ----------
+    address : str, int, list or None
+        As checked by :func:`check_dashboard_address`; None: no dashboard.
+
+    Returns
+    -------
+    dict
+        ``{"dashboard_address": address}``; for None, no dashboard (``dashboard=False``)
+        and Dask's HTTP server (health, metrics: a scheduler serves it without a dashboard)
+        on a free port, ``":0"``: Dask's ``dashboard_address=None`` serves it on port 8787,
+        and warns "Port 8787 is already in use" (a UserWarning) when another cluster has it.
+    """
+    if address is None:
+        return {"dashboard": False, "dashboard_address": ":0"}
+    return {"dashboard_address": address}
 
 
 def check_dashboard_address(address, name: str | None = "dashboard_address",

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import NO_DASHBOARD, REPO
 
 from dask_ps.cli import STOP_GRACE, main
 
@@ -178,7 +178,7 @@ def test_a_worker_address_given_for_the_scheduler_is_named(tr, capsys):
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=1, processes=False, protocol="tcp",
-                      dashboard_address=None) as cluster:
+                      **NO_DASHBOARD) as cluster:
         worker = next(iter(cluster.scheduler.workers))
         assert main(["train", "lr", "--train", tr, "--scheduler-address", worker,
                      "--timeout", "5"]) == 2
