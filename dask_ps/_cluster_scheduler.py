@@ -1,6 +1,8 @@
 """Pieces of :mod:`dask_ps.cluster`: the check that an existing scheduler's address (modes
-"address" and "file") is a Dask scheduler's, before a ``distributed.Client`` waits on it,
-and the check of a new scheduler's dashboard address (:func:`check_dashboard_address`)."""
+"address" and "file") is a Dask scheduler's, before a ``distributed.Client`` waits on it
+(first that anything listens there at all, :func:`_check_listening`), and a new
+scheduler's dashboard address: its check (:func:`check_dashboard_address`) and its keywords
+(:func:`dashboard_options`)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,70 @@ def _scheduler_address(spec) -> str:
         return json.loads(f.read(1 << 20))["address"]
 
 
+#: Seconds a plain TCP connection to an existing scheduler's address may take before the
+#: address is said not to answer (:func:`_check_listening`; the spec's timeout if shorter).
+LISTEN_TIMEOUT = 5.0
+
+
+def _check_listening(spec, address: str, timeout: float) -> None:
+    """Refuse an existing scheduler's ``tcp://`` address (mode "address", or the address a
+    scheduler file gives) where nothing listens, with one plain TCP connection, closed at
+    once, before Dask's connect: Dask retries a refused connection until its timeout (30 s
+    by default), so a scheduler that is not running was reported only then. The one check
+    of :func:`_probe_scheduler` (the CLI's ``--scheduler-address`` and ``--scheduler-file``
+    and :func:`~dask_ps.cluster.connect`).
+
+    Parameters
+    ----------
+    spec : ClusterSpec
+        Mode "address" or "file" (the option the message names).
+    address : str
+        ``tcp://host:port``.
+    timeout : float
+        Seconds for the connection, at most :data:`LISTEN_TIMEOUT`.
+
+    Raises
+    ------
+    ConnectionRefusedError
+        Nothing listens at the address: naming the option and the address, and what to do
+        (start the scheduler, or leave the option out for a local cluster).
+    TimeoutError
+        No answer to the connection within ``min(timeout, LISTEN_TIMEOUT)`` seconds (a
+        host that is down, a firewall dropping it).
+    OSError
+        Another reason the system gives (an unknown host name, no route to the host),
+        naming it.
+    """
+    import socket
+
+    from distributed.comm import get_address_host_port
+
+    host, port = get_address_host_port(address)
+    wait = min(float(timeout), LISTEN_TIMEOUT)
+    if spec.mode == "file":
+        where = f"--scheduler-file {spec.scheduler_file}: the address it gives, {address}"
+        todo = ("is its scheduler still running? (the file may be left over from an "
+                "earlier job) Start it again, or leave out --scheduler-file to use a local "
+                "cluster")
+    else:
+        where = f"--scheduler-address {address}"
+        todo = (f"start the Dask scheduler there first (dask scheduler --port {port}), or "
+                f"leave out --scheduler-address to use a local cluster")
+    try:
+        socket.create_connection((host, port), timeout=wait).close()
+    except ConnectionRefusedError:
+        raise ConnectionRefusedError(f"{where}: nothing is listening there (connection "
+                                     f"refused): {todo}") from None
+    except TimeoutError:  # (socket.timeout)
+        raise TimeoutError(f"{where}: did not answer within {wait:g} s (no TCP connection: "
+                           f"is the host up, and the port open to this machine?)") from None
+    except socket.gaierror as err:
+        raise OSError(f"{where}: its host {host!r} is not a known host name here "
+                      f"({err.strerror or err})") from None
+    except OSError as err:  # no route to the host, ...
+        raise OSError(f"{where}: cannot connect ({err.strerror or err})") from None
+
+
 def _probe_scheduler(spec, timeout: float) -> None:
     """Refuse an existing scheduler's address (mode "address" or "file") where something
     listens that is not a Dask scheduler, before ``distributed.Client`` is made: Dask's
@@ -31,8 +97,9 @@ def _probe_scheduler(spec, timeout: float) -> None:
 
     Raises
     ------
-    OSError, TimeoutError
-        Nothing answers (:func:`_unreachable`).
+    ConnectionRefusedError, TimeoutError, OSError
+        Nothing listens there, or nothing answers (:func:`_check_listening`, then
+        :func:`_unreachable`).
     OptionError
         What answers does not speak Dask's protocol, or is a Dask worker or nanny, naming
         the option.
@@ -46,6 +113,7 @@ def _probe_scheduler(spec, timeout: float) -> None:
     address = _scheduler_address(spec)
     if parse_address(address, strict=False)[0] != "tcp":  # (TLS: Client's own security)
         return
+    _check_listening(spec, address, timeout)
     where = (f"--scheduler-file {spec.scheduler_file}: the address it gives, {address}"
              if spec.mode == "file" else f"--scheduler-address {address}")
     out: dict = {}
@@ -87,6 +155,30 @@ def _probe_scheduler(spec, timeout: float) -> None:
         raise OptionError(f"{where}: a Dask {kind or 'server'} answers there, not a "
                           f"scheduler: give the scheduler's address (its workers and "
                           f"clients connect to it, tcp://host:8786 by default)")
+
+
+def dashboard_options(address) -> dict:
+    """The keywords of a new scheduler (``distributed.Scheduler``'s, as a LocalCluster's
+    ``scheduler_kwargs``, dask-jobqueue's ``scheduler_options``, SLURMRunner's) for the
+    dashboard address ``address`` of :class:`~dask_ps.cluster.ClusterSpec`: the one place
+    :func:`~dask_ps.cluster.connect` says them, in every mode that starts a scheduler.
+
+    Parameters
+    ----------
+    address : str, int, list or None
+        As checked by :func:`check_dashboard_address`; None: no dashboard.
+
+    Returns
+    -------
+    dict
+        ``{"dashboard_address": address}``; for None, no dashboard (``dashboard=False``)
+        and Dask's HTTP server (health, metrics: a scheduler serves it without a dashboard)
+        on a free port, ``":0"``: Dask's ``dashboard_address=None`` serves it on port 8787,
+        and warns "Port 8787 is already in use" (a UserWarning) when another cluster has it.
+    """
+    if address is None:
+        return {"dashboard": False, "dashboard_address": ":0"}
+    return {"dashboard_address": address}
 
 
 def check_dashboard_address(address, name: str | None = "dashboard_address",

@@ -46,7 +46,12 @@ from ._cluster_parts import (
     close_workers,
     walltime_seconds,
 )
-from ._cluster_scheduler import _probe_scheduler, check_dashboard_address, check_dashboard_host
+from ._cluster_scheduler import (
+    _probe_scheduler,
+    check_dashboard_address,
+    check_dashboard_host,
+    dashboard_options,
+)
 from ._cluster_workers import (
     MIN_WORKER_MEMORY,
     PAUSE_TIMEOUT,
@@ -397,7 +402,7 @@ def _jobqueue(spec: ClusterSpec, t0: float) -> Session:
     failures = _SubmitFailures()
     cluster = cls(**_jobqueue_kwargs(spec, spec.walltime, memory, data_args),
                   job_cls=failures.job_class(cls.job_cls),
-                  scheduler_options={"dashboard_address": spec.dashboard_address})
+                  scheduler_options=dashboard_options(spec.dashboard_address))
     logging.getLogger("tornado.application").addFilter(failures)
     ps_jobs = []
     try:
@@ -455,7 +460,7 @@ def _runner(spec: ClusterSpec, t0: float) -> Session:
 
     worker = {"nthreads": spec.cores, **_set(spec, interface="interface", memory_limit="memory",
                                             local_directory="local_directory")}
-    scheduler = {"dashboard_address": spec.dashboard_address,
+    scheduler = {**dashboard_options(spec.dashboard_address),
                  **_set(spec, interface="interface")}
     # Every task of the allocation runs this: task 0 serves the scheduler and task 2.. a worker
     # until the client (task 1) closes the runner, then they exit (SystemExit, status 0);
@@ -520,8 +525,12 @@ def connect(spec: ClusterSpec, report=None) -> Session:
         The scheduler or the workers did not come within ``spec.timeout`` (the message says
         how many came, and the states of Slurm jobs: ``2 pending (Resources)``; for an
         existing scheduler, it names ``--scheduler-file`` or ``--scheduler-address``).
+    ConnectionRefusedError
+        Nothing listens at the existing scheduler's ``tcp://`` address (given, or a
+        scheduler file's): raised at once, not after ``spec.timeout``, naming the option.
     OSError
-        The existing scheduler refused the connection (naming the option).
+        The existing scheduler refused the connection, or its host is not known (naming
+        the option).
     ImportError
         dask-jobqueue is missing for a jobqueue or slurm-runner mode (``pip install
         dask-ps[hpc]``).
@@ -545,7 +554,7 @@ def connect(spec: ClusterSpec, report=None) -> Session:
         kwargs = _set(spec, memory_limit="memory", local_directory="local_directory",
                       interface="interface")
         if spec.dashboard_address is None:  # no dashboard; Dask's HTTP server (health,
-            kwargs["scheduler_kwargs"] = {"dashboard_address": ":0"}  # metrics) on a free port
+            kwargs["scheduler_kwargs"] = dashboard_options(None)  # metrics) on a free port
         cluster = _start_without_stop_signals(lambda: local_cluster_keeping_nannies()(  # notes
             n_workers=spec.n_workers, threads_per_worker=spec.cores,
             dashboard_address=spec.dashboard_address, **kwargs))

@@ -103,6 +103,12 @@ def compute_without_large_graph(lazy):
 _STACK_FOLDERS: set[Path] = set()
 #: Seconds before a test's timeout (at most half of it) when its workers' stacks are dumped.
 STACKS_LEAD = 15.0
+#: LocalCluster keywords for a cluster without a dashboard. Dask's ``dashboard_address=None``
+#: alone still serves the scheduler's HTTP server (health, metrics) on port 8787, warning
+#: "Port 8787 is already in use" (a UserWarning) whenever another cluster (a test's, another
+#: pytest-xdist process's) holds it; here on a free port instead, as
+#: :func:`dask_ps.cluster.connect` starts a cluster without a dashboard.
+NO_DASHBOARD = {"dashboard_address": None, "scheduler_kwargs": {"dashboard_address": ":0"}}
 
 
 def _cluster_fixture(n_workers: int, threads: int, doc: str):
@@ -131,7 +137,7 @@ def _cluster_fixture(n_workers: int, threads: int, doc: str):
 
         folder = Path(tempfile.mkdtemp(prefix="dask-ps-stacks-"))
         with LocalCluster(n_workers=n_workers, threads_per_worker=threads, processes=True,
-                          dashboard_address=None, worker_dashboard_address=None) as cluster, \
+                          **NO_DASHBOARD, worker_dashboard_address=None) as cluster, \
                 Client(cluster) as client:
             client.register_plugin(ArmStacks(str(folder)), name="dask-ps-stacks")
             _STACK_FOLDERS.add(folder)

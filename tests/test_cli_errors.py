@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import NO_DASHBOARD, REPO
 
 from dask_ps.cli import STOP_GRACE, main
 
@@ -89,29 +89,56 @@ def test_a_scheduler_file_that_is_a_folder(tr, tmp_path, capsys):
                                        f"file (a directory)\n")
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(90)
 @pytest.mark.parametrize("option", ["--scheduler-file", "--scheduler-address"])
 def test_a_scheduler_that_is_gone_names_the_option(tr, tmp_path, capsys, option):
     """A scheduler file left by an earlier job (its scheduler is gone) said only "Timed out
     trying to connect to tcp://127.0.0.1:PORT after 3 s", naming neither the file nor that
-    it may be stale."""
+    it may be stale; and it said so only after ``--timeout`` (Dask retries a refused
+    connection until then): nothing listening is now said at once."""
     import json
     import socket
 
-    with socket.socket() as sock:  # a port no scheduler listens on
+    import dask
+
+    with socket.socket() as sock, dask.config.set({"distributed.comm.timeouts.connect":
+                                                   "60s"}):
+        sock.bind(("127.0.0.1", 0))  # bound, not listening: the port refuses connections
+        address = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+        path = tmp_path / "scheduler.json"
+        path.write_text(json.dumps({"type": "Scheduler", "id": "x", "address": address}))
+        given = str(path) if option == "--scheduler-file" else address
+        t0 = time.perf_counter()
+        assert main(["train", "lr", "--train", tr, option, given, "--timeout", "60"]) == 2
+        seconds = time.perf_counter() - t0
+    err = capsys.readouterr().err
+    assert err == (f"dask-ps: error: --scheduler-file {path}: the address it gives, {address}: "
+                   f"nothing is listening there (connection refused): is its scheduler still "
+                   f"running? (the file may be left over from an earlier job) Start it "
+                   f"again, or leave out --scheduler-file to use a local cluster\n"
+                   if option == "--scheduler-file"
+                   else f"dask-ps: error: --scheduler-address {address}: nothing is listening "
+                        f"there (connection refused): start the Dask scheduler there first "
+                        f"(dask scheduler --port {address.rsplit(':', 1)[1]}), or leave out "
+                        f"--scheduler-address to use a local cluster\n"), err
+    assert seconds < 30  # (Dask's retries: 60 s)
+
+
+@pytest.mark.timeout(90)
+def test_connect_refuses_an_address_where_nothing_listens_at_once():
+    """:func:`dask_ps.cluster.connect` (the Python API) checks as the CLI does."""
+    import socket
+
+    from dask_ps.cluster import ClusterSpec, connect
+
+    with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         address = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
-    path = tmp_path / "scheduler.json"
-    path.write_text(json.dumps({"type": "Scheduler", "id": "x", "address": address}))
-    given = str(path) if option == "--scheduler-file" else address
-    assert main(["train", "lr", "--train", tr, option, given, "--timeout", "3"]) == 2
-    err = capsys.readouterr().err
-    timed_out = f"(Timed out trying to connect to {address} after 3 s)"
-    assert err == (f"dask-ps: error: --scheduler-file {path}: no scheduler answers at the "
-                   f"address it gives {timed_out}; is its scheduler still running? (the file "
-                   f"may be left over from an earlier job)\n" if option == "--scheduler-file"
-                   else f"dask-ps: error: --scheduler-address {address}: no scheduler answers "
-                        f"{timed_out}; is it running, and reachable from here?\n"), err
+        t0 = time.perf_counter()
+        with pytest.raises(ConnectionRefusedError, match=f"--scheduler-address {address}: "
+                           f"nothing is listening there"):
+            connect(ClusterSpec(mode="address", address=address, timeout=60))
+        assert time.perf_counter() - t0 < 30  # (Dask's retries: 60 s)
 
 
 @pytest.mark.timeout(60)
@@ -151,7 +178,7 @@ def test_a_worker_address_given_for_the_scheduler_is_named(tr, capsys):
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=1, processes=False, protocol="tcp",
-                      dashboard_address=None) as cluster:
+                      **NO_DASHBOARD) as cluster:
         worker = next(iter(cluster.scheduler.workers))
         assert main(["train", "lr", "--train", tr, "--scheduler-address", worker,
                      "--timeout", "5"]) == 2

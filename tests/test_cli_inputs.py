@@ -666,11 +666,11 @@ def test_train_and_evaluate_refuse_test_data_of_no_rows_alike(tmp_path, client1,
     (:attr:`~dask_ps.cli._algorithms.Algorithm.score`) and both commands refuse none in one
     line naming --test and the file, status 2: files of 0 bytes and files that hold no row
     (comments, a header alone, a Parquet table or docword of 0 rows) of every family. Test
-    data whose rows its reader counted (LIBSVM, CTR tables, LDA's) is refused before the
-    fit, not after it; GBDT's tables and ratings, whose readers count no rows before the
-    fit, were refused only once scored, after the fit (and the save): they are now refused
-    before a cluster starts (:func:`~dask_ps.cli._checks.check_test_rows`), and no model is
-    saved."""
+    data whose rows its reader counted (LIBSVM, LDA's) is refused before the fit, not after
+    it; GBDT's tables and ratings, whose readers count no rows before the fit, were refused
+    only once scored, after the fit (and the save), and CTR CSV once the cluster had
+    started: they are now refused before a cluster starts
+    (:func:`~dask_ps.cli._checks.check_test_rows`), and no model is saved."""
     import gzip
 
     import pandas as pd
@@ -729,12 +729,11 @@ def test_train_and_evaluate_refuse_test_data_of_no_rows_alike(tmp_path, client1,
             out = capsys.readouterr()
             assert out.err == said and "test:" not in out.out, (algorithm, test)
             # refused before training, and nothing saved: rows counted by a reader's first
-            # pass once the cluster has started; files of 0 bytes, a dataframe's (GBDT's
-            # tables, ratings: their readers count none before the fit) and any Parquet
-            # (its footers) before it starts
+            # pass once the cluster has started (LIBSVM, LDA's); files of 0 bytes, tables
+            # (GBDT's, CTR CSV, ratings: check_test_rows) and any Parquet (its footers)
+            # before it starts
             assert "training " not in out.out and not saved.exists(), (algorithm, test)
-            frame = (algorithm == "mf" or algorithm.startswith("gbdt") and "--format" in argv
-                     or test.endswith(".parquet"))
+            frame = algorithm == "mf" or "--format" in argv or test.endswith(".parquet")
             assert ("cluster:" in out.out) == (not test.startswith("empty.") and not frame), \
                 (algorithm, test)
 

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import READ_TOOK
+from conftest import NO_DASHBOARD, READ_TOOK
 
 from dask_ps.cli import main
 
@@ -394,7 +394,7 @@ def test_a_worker_compiling_a_kernel_is_seen_and_a_cached_call_is_not(tmp_path):
         return hash_shard(np.arange(10, dtype=np.int64), 3).tolist()
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                      dashboard_address=None, worker_dashboard_address=None,
+                      **NO_DASHBOARD, worker_dashboard_address=None,
                       env={"NUMBA_CACHE_DIR": str(tmp_path / "numba")}) as cluster, \
             Client(cluster) as client:
         before = _compiled(client)

@@ -9,6 +9,7 @@ import dask
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import NO_DASHBOARD
 from distributed import Client, LocalCluster
 
 from dask_ps import MatrixFactorization
@@ -30,7 +31,7 @@ def paused_client():
 
     with dask.config.set(PAUSED):
         with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                          memory_limit="4GiB", dashboard_address=None) as cluster, \
+                          memory_limit="4GiB", **NO_DASHBOARD) as cluster, \
                 Client(cluster) as client:
             for _ in range(100):  # the memory monitor pauses it within 0.1 s
                 if all(w.get("status") == "paused"
@@ -89,7 +90,7 @@ def test_a_rank_whose_factors_cannot_fit_a_worker_is_refused_before_training():
     """``n_components=10**8`` on 4 ratings: 0.7 GiB of float32 item rows and float64 user
     rows on workers of 1 GiB (it was accepted and ran)."""
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB",
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      **NO_DASHBOARD) as cluster, Client(cluster) as client:
         est = MatrixFactorization(n_components=10**8, max_iter=1, client=client,
                                   random_state=0)
         with pytest.raises(MemoryError, match=r"n_components=100000000 makes the factors of 2 "

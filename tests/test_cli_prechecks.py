@@ -2,6 +2,8 @@
 KiB and Parquet footers (an empty file, a table given as LIBSVM, a text column of a GBDT
 table), its config values' types and help listings, and how a missing label is named."""
 
+import gzip
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -78,17 +80,22 @@ def test_an_empty_test_file_is_refused_before_a_cluster_starts(tmp_path, capsys,
      "no rows"),
     ("lr", None, {"a.parquet": 0, "b.parquet": 0}, ["--format", "parquet", "--label", "y"],
      "no rows"),
+    ("lr", "y,a\n0,1\n1,2\n", {"a.csv": b"y,a\n", "b.csv": b"y,a\n\n\r\n"},
+     ["--format", "csv", "--label", "y"], "no rows"),
+    ("fm", "y,a\n0,1\n1,2\n", {"a.csv.gz": gzip.compress(b"y,a\n", mtime=0),
+                                "b.csv.gz": gzip.compress(b"y,a\n\n", mtime=0)},
+     ["--format", "csv", "--label", "y"], "no rows"),
     ("mf", "1\t2\t5\n2\t1\t3\n", {"a.tsv": b"\n\n", "b.tsv": b" \t\n"}, [], "no ratings"),
     ("mf", "user\titem\trating\n1\t2\t5\n",
      {"a.tsv": b"user\titem\trating\n", "b.tsv": b"user\titem\trating\n\n"}, ["--header"],
-     "no ratings")], ids=["csv", "csv-no-header", "parquet", "lr-parquet", "ratings",
-                          "ratings-header"])
+     "no ratings")], ids=["csv", "csv-no-header", "parquet", "lr-parquet", "lr-ctr-csv",
+                          "fm-ctr-csv-gz", "ratings", "ratings-header"])
 def test_test_files_of_no_data_row_are_refused_before_a_cluster_starts(
         tmp_path, capsys, algorithm, train, tests, options, what):
     """A --test of GBDT's tables or of ratings that is not empty but holds no data row (a
     header alone, blank lines, Parquet files of 0 rows) was refused only once scored, after
-    the fit and the save (their readers count no rows before it), LR's Parquet once the
-    cluster had started; now before a cluster starts
+    the fit and the save (their readers count no rows before it), LR's Parquet and CTR CSV
+    (lr, fm) once the cluster had started; now before a cluster starts
     (:func:`~dask_ps.cli._checks.check_test_rows`), a glob of such files named as one, as a
     glob of empty files is."""
     frame = pd.DataFrame({"y": [0, 1], "a": [1.0, 2.0]})
@@ -102,7 +109,7 @@ def test_test_files_of_no_data_row_are_refused_before_a_cluster_starts(
             frame.iloc[:0].to_parquet(tmp_path / "t" / name)
         else:
             (tmp_path / "t" / name).write_bytes(text)
-    ext = next(iter(tests)).rsplit(".", 1)[1]
+    ext = next(iter(tests)).split(".", 1)[1]
     assert _error(capsys, ["train", algorithm, "--train", str(tmp_path / "train"), "--test",
                            str(tmp_path / "t" / f"*.{ext}"), *options]) == \
         f"--test {tmp_path / 't' / f'a.{ext}'} (and 1 other file): {what} to score the model on"
@@ -136,6 +143,23 @@ def test_the_test_row_check_passes_on_a_first_row_and_looks_at_no_other_format(t
         check_test_rows(str(tmp_path / "a.csv"), "csv", True, "no rows")
     with pytest.raises(DataError, match=r"a\.parq: no ratings to score the model on$"):
         check_test_rows(str(tmp_path / "a.parq"), "ratings", False, "no ratings")
+
+
+
+def test_the_ctr_test_row_check_counts_rows_as_the_ctr_reader_does(tmp_path):
+    """CTR CSV (``"ctr"``): only empty lines are no rows, as the CTR reader's first pass
+    counts them; a line of spaces or tabs is a row to it (one of too few fields, refused
+    when read), so it passes here, where GBDT's tables (``"csv"``: a block of whitespace
+    alone is no rows to their reader) refuse it."""
+    from dask_ps.cli._checks import check_test_rows
+
+    (tmp_path / "empty.csv").write_bytes(b"y,a\n\n\r\n\n")
+    (tmp_path / "spaces.csv").write_bytes(b"y,a\n\n \t\r\n")
+    with pytest.raises(DataError, match=r"empty\.csv: no rows to score the model on$"):
+        check_test_rows(str(tmp_path / "empty.csv"), "ctr", True, "no rows")
+    check_test_rows(str(tmp_path / "spaces.csv"), "ctr", True, "no rows")  # no error
+    with pytest.raises(DataError, match=r"spaces\.csv: no rows to score the model on$"):
+        check_test_rows(str(tmp_path / "spaces.csv"), "csv", True, "no rows")
 
 
 @pytest.mark.timeout(60)

@@ -135,6 +135,8 @@ def test_resume_auto_of_a_folder_of_torn_versions_says_so_in_one_warning_line(cl
     assert len(said) == 1 and said[0].startswith(
         "dask-ps: warning: TornCheckpointWarning: resume: no complete checkpoint version at "
         f"{str(ck)!r}: every version is torn"), err
-    assert f"{names[0]}: manifest.json is not JSON; {names[1]}: no manifest.json" in said[0]
+    assert (f"{names[0]}: manifest.json is not valid JSON (truncated or damaged): Expecting "
+            f"property name enclosed in double quotes at line 1, column 2; {names[1]}: no "
+            f"manifest.json") in said[0], said
     assert "the fit starts from its first epoch" in said[0], said
     assert "resumed from checkpoint" not in out, out

@@ -211,3 +211,50 @@ def test_a_dashboard_host_not_of_this_machine_is_refused_before_the_cluster_star
     err = capsys.readouterr().err
     assert err.startswith(f"dask-ps: error: --dashboard-address {address!r}"), err
     assert "bug of dask_ps" not in err and "Traceback" not in err
+
+
+@pytest.fixture
+def port_8787_taken():
+    """Port 8787 (Dask's default dashboard port) held by a listening socket, as another
+    cluster on the machine would hold it (left as it is when something holds it already)."""
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("", 8787))
+            sock.listen(1)
+        except OSError:  # taken already
+            pass
+        yield
+
+
+@pytest.mark.timeout(120)
+def test_no_dashboard_serves_dasks_http_server_on_a_free_port_without_a_warning(
+        port_8787_taken, tmp_path):
+    """A scheduler without a dashboard still serves Dask's HTTP server (health, metrics):
+    Dask's ``dashboard_address=None`` put it on port 8787 and warned "Port 8787 is already
+    in use" whenever another cluster held it (dask-jobqueue's and SLURMRunner's schedulers
+    of ``--dashboard-address none``; the test suite's own clusters, whose warning pytest
+    reported against whichever test first set up a cluster fixture). The keywords of
+    :func:`dask_ps._cluster_scheduler.dashboard_options` (and the tests'
+    ``NO_DASHBOARD``) put it on a free port, with no dashboard; an address given is kept."""
+    import asyncio
+    import warnings
+
+    from conftest import NO_DASHBOARD
+    from distributed import LocalCluster, Scheduler
+
+    from dask_ps._cluster_scheduler import dashboard_options
+
+    async def start(**options):
+        async with Scheduler(**options) as scheduler:
+            return scheduler.http_server.port
+
+    assert dashboard_options(":0") == {"dashboard_address": ":0"}
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        port = asyncio.run(start(**dashboard_options(None)))
+        with LocalCluster(n_workers=0, processes=False, **NO_DASHBOARD) as cluster:
+            local_port = cluster.scheduler.http_server.port
+    said = [str(w.message) for w in seen if "already in use" in str(w.message)]
+    assert said == [] and port != 8787 and local_port != 8787, (said, port, local_port)

@@ -7,6 +7,7 @@ import asyncio
 
 import numpy as np
 import pytest
+from conftest import NO_DASHBOARD
 
 from dask_ps import _compat
 
@@ -234,7 +235,7 @@ def test_stop_heartbeats_stops_the_workers_heartbeat_callback():
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      **NO_DASHBOARD) as cluster, Client(cluster) as client:
         [worker] = cluster.workers.values()
         assert worker.periodic_callbacks["heartbeat"].is_running()
         client.run(_compat.stop_heartbeats)
@@ -263,7 +264,7 @@ def test_a_local_cluster_keeping_nannies_gets_its_lost_worker_back(keeping):
 
     cls = _compat.local_cluster_keeping_nannies() if keeping else LocalCluster
     with dask.config.set({"distributed.deploy.lost-worker-timeout": "50ms"}), \
-            cls(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
+            cls(n_workers=2, threads_per_worker=1, **NO_DASHBOARD) as cluster, \
             Client(cluster) as client:
         client.wait_for_workers(2, timeout=RESTART_WAIT)
         first = {a for a, w in client.scheduler_info()["workers"].items() if w["name"] == 1}

@@ -8,6 +8,7 @@ import logging
 
 import numpy as np
 import pytest
+from conftest import NO_DASHBOARD
 
 import dask_ps
 from dask_ps.partitions import partition
@@ -38,7 +39,7 @@ def _small_worker(limit: str, **memory):
     memory = {f"distributed.worker.memory.{k.replace('_', '-')}": v for k, v in memory.items()}
     with dask.config.set(memory), \
             LocalCluster(n_workers=1, threads_per_worker=1, memory_limit=limit,
-                         dashboard_address=None, worker_dashboard_address=None) as cluster, \
+                         **NO_DASHBOARD, worker_dashboard_address=None) as cluster, \
             Client(cluster) as client:
         client.run(_import_dask_ps)
         yield client

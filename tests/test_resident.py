@@ -3,6 +3,7 @@ there from its Partition handles, called directly with per-worker arguments."""
 
 import numpy as np
 import pytest
+from conftest import NO_DASHBOARD
 
 from dask_ps.partitions import partition
 from dask_ps.partitions.resident import Residents
@@ -105,7 +106,7 @@ def test_a_worker_dying_during_a_call_raises_worker_lost_without_a_hang(channel)
 
     X = np.arange(40.0).reshape(20, 2)
     with dask.config.set({"dask-ps.channel": channel}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
+            LocalCluster(n_workers=2, threads_per_worker=1, **NO_DASHBOARD,
                          worker_dashboard_address=None) as cluster, Client(cluster) as client, \
             partition(X, client=client, n_partitions=4) as data, \
             Residents(data, _Rows, 0.0) as res:

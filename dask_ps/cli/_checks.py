@@ -70,10 +70,11 @@ def check_contents(urlpath: str, option: str, libsvm: bool, header_flag: bool = 
 
 def check_test_rows(urlpath: str, fmt: str, header: bool, empty: str) -> None:
     """Fail before any cluster starts if test data ``urlpath`` holds no data row, where its
-    reader (a dataframe's) tells it only once the rows are scored, after the fit. Only as
-    much is read as finds a first row: a text file's header line, then blocks up to one
-    holding anything but whitespace (the readers' rule: a block of whitespace alone is no
-    rows; such a line among rows is theirs to refuse); a Parquet file's footer (its
+    reader (a dataframe's) tells it only once the rows are scored, after the fit, or (CTR
+    CSV) once the cluster has started. Only as much is read as finds a first row: a text
+    file's header line, then blocks up to one holding anything but whitespace (the
+    dataframe readers' rule: a block of whitespace alone is no rows; such a line among
+    rows is theirs to refuse; CTR CSV: anything but empty lines); a Parquet file's footer (its
     ``num_rows``). The check passes as soon as one file has a row, and for a file it
     cannot read (the reader will say why).
 
@@ -83,11 +84,14 @@ def check_test_rows(urlpath: str, fmt: str, header: bool, empty: str) -> None:
         ``--test``: a file, folder or glob, local or an fsspec URL (compressed as the
         names say).
     fmt : str
-        ``"csv"``: GBDT's tables (:func:`~dask_ps.io._frame.read_frame`); ``"ratings"``
-        (:func:`~dask_ps.io.ratings.read_ratings`: Parquet when every file is, else
-        text); ``"parquet"``: any Parquet (GBDT's tables, CTR tables). Other formats are
-        not looked at: their readers count rows in a first pass, before the fit (CTR CSV,
-        LIBSVM, LDA's formats).
+        ``"csv"``: GBDT's tables (:func:`~dask_ps.io._frame.read_frame`); ``"ctr"``: CTR
+        CSV tables (:func:`~dask_ps.io.ctr.read_ctr`, whose first pass counts the rows only
+        once the cluster has started), where only empty lines are no rows, as that reader
+        counts them: a line of spaces or tabs is a row to it (of too few fields, refused
+        when read); ``"ratings"`` (:func:`~dask_ps.io.ratings.read_ratings`: Parquet when
+        every file is, else text); ``"parquet"``: any Parquet (GBDT's tables, CTR tables).
+        Other formats are not looked at: their readers count rows in a first pass, before
+        the fit (LIBSVM, LDA's formats).
     header : bool
         Whether each text file's first line is a header.
     empty : str
@@ -99,17 +103,18 @@ def check_test_rows(urlpath: str, fmt: str, header: bool, empty: str) -> None:
         No file holds a row: :func:`no_test_rows`, as the readers say it once scored
         (``"--test /data/t.csv: no rows to score the model on"``).
     """
-    if fmt not in ("csv", "ratings", "parquet"):
+    if fmt not in ("csv", "ctr", "ratings", "parquet"):
         return
     fs, paths = _opened(urlpath, "--test")
     parquet = fmt == "parquet" or fmt == "ratings" and all(
         p.endswith((".parquet", ".parq")) for p in paths)
-    rows = _parquet_rows if parquet else _text_rows
-    if not any(rows(fs, p, header) for p in paths):
+    blank = b"\r\n" if fmt == "ctr" else None  # (None: any whitespace)
+    if not any(_parquet_rows(fs, p) if parquet else _text_rows(fs, p, header, blank)
+               for p in paths):
         raise no_test_rows(urlpath, empty, paths)
 
 
-def _parquet_rows(fs, path: str, header: bool) -> bool:
+def _parquet_rows(fs, path: str) -> bool:
     """Whether Parquet file ``path``'s footer counts a row (True if it cannot be read)."""
     from ..io.parquet import footer
 
@@ -119,16 +124,17 @@ def _parquet_rows(fs, path: str, header: bool) -> bool:
         return True
 
 
-def _text_rows(fs, path: str, header: bool, step: int = 1 << 16) -> bool:
+def _text_rows(fs, path: str, header: bool, blank: bytes | None = None,
+               step: int = 1 << 16) -> bool:
     """Whether text file ``path`` (compressed as its name says) holds anything but
-    whitespace after its first line (``header``) or from its start (True if it cannot be
-    read)."""
+    whitespace (or but the bytes ``blank``) after its first line (``header``) or from its
+    start (True if it cannot be read)."""
     try:
         with fs.open(path, "rb", compression="infer") as f:
             if header:
                 f.readline()
             while chunk := f.read(step):
-                if chunk.strip():
+                if chunk.strip(blank):
                     return True
     except Exception:  # unreadable here (a codec's own error too: lzma.LZMAError is no
         return True  # OSError): the reader will say why, naming the file

@@ -155,11 +155,13 @@ def train(args, algo: Algorithm) -> int:
             check_contents(path, option, fmt == "libsvm", hasattr(args, "header"),  # first
                            algo.empty)  # KiB (Parquet: its footer, in algo.check_inputs)
     algo.check_inputs(args)  # the files' headers against --label and the column options
-    if args.test is not None and (hasattr(args, "header") or fmt == "parquet"):  # GBDT's
-        # tables and ratings (mf's format is None): their readers count the rows only once
-        # scored, after the fit; any Parquet: its footers say it (CTR CSV: a first pass)
-        check_test_rows(args.test, fmt or "ratings", getattr(args, "header", None)
-                        is not False, algo.empty)
+    if args.test is not None and (hasattr(args, "header") or fmt in ("csv", "parquet")):
+        # GBDT's tables and ratings (mf's format is None): their readers count the rows
+        # only once scored, after the fit; CTR CSV (lr, fm: a header always) in a first
+        # pass, once the cluster has started; any Parquet: its footers say it
+        check_test_rows(args.test, "ctr" if fmt == "csv" and not hasattr(args, "header")
+                        else fmt or "ratings", getattr(args, "header", None) is not False,
+                        algo.empty)
     if args.save is not None:  # (an empty one refused)
         check_save(args.save)
     if spec.mode not in ("address", "file", "slurm-runner"):  # the workers it will start

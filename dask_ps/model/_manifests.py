@@ -1,6 +1,7 @@
 """Why a checkpoint version is torn, and what a URL without a complete version holds:
 the manifest's check (:func:`check_manifest`, the one test of "is this version complete"),
-:func:`torn_text` (each torn version's reason, for a warning or an error) and
+:func:`torn_reasons` (why each version not complete is not: a torn write, no manifest, or
+a manifest that is damaged), :func:`torn_text` (those reasons, for a warning or an error) and
 :func:`absent_text` (no such folder, a file, an export, torn versions only, a folder
 without versions): the messages of :func:`~dask_ps.model.format.latest` and of a resume
 that finds nothing to resume. Below :mod:`dask_ps.model.format`, which imports it.
@@ -13,24 +14,36 @@ import json
 
 import fsspec
 
-__all__ = ["MANIFEST", "absent_text", "check_manifest", "torn_text"]
+__all__ = ["MANIFEST", "absent_text", "check_manifest", "is_torn_write", "torn_reasons",
+           "torn_text"]
 
 #: The file written last into a version: the version is complete once it holds a manifest.
 MANIFEST = "manifest.json"
+#: :func:`check_manifest`'s reason for a version without a manifest: a torn write (its save
+#: died, or is still writing); every other reason is a manifest that is there but damaged.
+NO_MANIFEST = f"no {MANIFEST}"
+#: :func:`torn_reasons`'s reason for a version complete when read again (a save finished).
+WRITTEN_SINCE = "complete now (written since)"
 
 
 def check_manifest(fs, path: str) -> tuple[dict | None, str | None]:
     """``(manifest, None)`` for version folder ``path`` whose manifest makes it complete,
-    else ``(None, why it is torn)``."""
+    else ``(None, why it is not)``: :data:`NO_MANIFEST` (a torn write), or what is wrong
+    with the manifest there, a text beginning with its file name (``"manifest.json is not
+    valid JSON (truncated or damaged): Expecting ',' delimiter at line 1, column 57"``)."""
     try:
         manifest = json.loads(fs.cat_file(f"{path}/{MANIFEST}"))
     except FileNotFoundError:  # its save died (or is still writing) before the manifest
-        return None, f"no {MANIFEST}"
-    except ValueError:  # cut short while being written, or overwritten
-        return None, f"{MANIFEST} is not JSON"
+        return None, NO_MANIFEST
+    except UnicodeDecodeError as exc:  # (it is written moved into place, whole: damaged)
+        return None, (f"{MANIFEST} is not valid JSON (damaged): not UTF-8 text (byte "
+                      f"{exc.start})")
+    except json.JSONDecodeError as exc:  # cut short, or overwritten
+        return None, (f"{MANIFEST} is not valid JSON (truncated or damaged): {exc.msg} at "
+                      f"line {exc.lineno}, column {exc.colno}")
     if not (isinstance(manifest, dict) and "format" in manifest):
         return None, f"{MANIFEST} is not a manifest (no format field)"
-    # damage that still parses (fields of other types) is not a manifest either: torn
+    # damage that still parses (fields of other types) is not a manifest either
     arrays, sums = manifest.get("arrays", {}), manifest.get("metadata", {})
     if not (isinstance(arrays, dict) and isinstance(sums, dict)
             and all(isinstance(c, list) for c in arrays.values())):
@@ -38,16 +51,30 @@ def check_manifest(fs, path: str) -> tuple[dict | None, str | None]:
     return manifest, None
 
 
-def torn_text(url: str, torn: list[int], n: int = 3) -> str:
-    """Why each of the torn versions ``torn`` of the store at ``url`` is torn, newest
-    first, versions alike said together (their manifests read again):
-    ``"v000027: manifest.json is not JSON; v000026 and v000025: no manifest.json"``; the
-    first ``n`` reasons, then how many more versions."""
+def torn_reasons(url: str, torn: list[int]) -> dict[int, str]:
+    """Why each of the versions ``torn`` of the store at ``url`` is not complete, newest
+    first: :func:`check_manifest`'s reason (their manifests read again), or
+    :data:`WRITTEN_SINCE` for one complete now."""
     fs, root = fsspec.core.url_to_fs(url)
     root = root.rstrip("/")
+    return {v: check_manifest(fs, f"{root}/v{v:06d}")[1] or WRITTEN_SINCE
+            for v in sorted(torn, reverse=True)}
+
+
+def is_torn_write(why: str) -> bool:
+    """Whether a reason of :func:`torn_reasons` is a torn write (no manifest: its save died,
+    or is still writing; or it has finished since), not a damaged manifest."""
+    return why in (NO_MANIFEST, WRITTEN_SINCE)
+
+
+def torn_text(url: str, torn: list[int], n: int = 3, reasons: dict | None = None) -> str:
+    """Why each of the versions ``torn`` of the store at ``url`` is not complete, newest
+    first, versions alike said together (:func:`torn_reasons`): ``"v000027: manifest.json
+    is not valid JSON (...); v000026 and v000025: no manifest.json"``; the first ``n``
+    reasons, then how many more versions. ``reasons``: :func:`torn_reasons`'s, if read
+    already."""
     alike: dict = {}
-    for v in sorted(torn, reverse=True):
-        why = check_manifest(fs, f"{root}/v{v:06d}")[1] or "complete now (written since)"
+    for v, why in (torn_reasons(url, torn) if reasons is None else reasons).items():
         alike.setdefault(why, []).append(f"v{v:06d}")
     parts = [f"{_names(vs)}: {why}" for why, vs in itertools.islice(alike.items(), n)]
     more = sum(len(vs) for vs in list(alike.values())[n:])
@@ -69,10 +96,17 @@ def absent_text(url: str, torn: list[int]) -> str:
     """Why the store at ``url`` has no complete version, saying what is there: no such
     folder, a file, an export of :meth:`PSModel.export` or of ``dask-ps export`` (not a
     checkpoint: how one is read instead), a folder of torn versions only (each one's
-    reason, :func:`torn_text`), or a folder without versions (naming a few entries)."""
+    reason, :func:`torn_text`; damaged manifests said as such), or a folder without
+    versions (naming a few entries)."""
     if torn:
-        return (f"no complete checkpoint version at {url!r}: every version is torn "
-                f"(incomplete: its save died, or is still writing): {torn_text(url, torn)}")
+        reasons = torn_reasons(url, torn)
+        writes = [is_torn_write(why) for why in reasons.values()]
+        what = ("every version is torn (incomplete: its save died, or is still writing)"
+                if all(writes) else f"every version's {MANIFEST} is damaged" if not any(writes)
+                else f"every version is torn (incomplete: its save died, or is still "
+                     f"writing) or its {MANIFEST} is damaged")
+        return (f"no complete checkpoint version at {url!r}: {what}: "
+                f"{torn_text(url, torn, reasons=reasons)}")
     fs, root = fsspec.core.url_to_fs(url)
     root = root.rstrip("/")
     try:

@@ -272,7 +272,7 @@ def warn_skipped(info: ck.CheckpointInfo, others: dict, what: str = "this model"
     ``skipped``). A :class:`~dask_ps.model.format.TornCheckpointWarning` when any was torn
     or damaged (a UserWarning too), else a ``UserWarning``; none when none was skipped.
     Points at the first caller outside dask_ps."""
-    damage = ck.skipped_text(info.torn, info.damaged)
+    damage = ck.skipped_text(info.torn, info.damaged, info.url)
     held = {v: said for v, said in others.items() if v not in info.damaged}
     if held and damage:
         said = (f"checkpoint folder {info.url!r}: {damage}; {said_of(held)}; skipped, using "
@@ -316,7 +316,7 @@ def no_version_of_fit(info: ck.CheckpointInfo, others: dict,
 def warn_all_torn(url: str, torn: list[int], unit: str = "clock") -> None:
     """Say that a resume from checkpoint ``url`` finds versions, ``torn``, but none complete:
     a :class:`~dask_ps.model.format.TornCheckpointWarning` naming each torn version and why
-    (no manifest, a manifest that is not JSON...:
+    (no manifest, a manifest that is not valid JSON...:
     :func:`~dask_ps.model._manifests.absent_text`) and that the fit starts from its first
     ``unit`` (e.g. ``"epoch"``), pointing at the first caller outside dask_ps. A resume of
     a folder that does not exist, or holds no version, says nothing: that is the first fit

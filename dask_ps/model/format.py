@@ -42,7 +42,7 @@ import numpy as np
 
 from ..exceptions import CheckpointFormatError, CheckpointNotFoundError, user_stacklevel
 from ._format_tables import spec_from_attrs, table_attrs
-from ._manifests import MANIFEST, absent_text, check_manifest
+from ._manifests import MANIFEST, absent_text, check_manifest, is_torn_write, torn_reasons
 
 __all__ = ["FORMAT", "CheckpointInfo", "TornCheckpointWarning", "check_format", "chunk_keys",
            "latest", "list_versions", "open_version", "read_versions", "spec_from_attrs",
@@ -70,7 +70,9 @@ class CheckpointInfo:
     attrs : dict
         Its JSON metadata: tables, clock, data position, library and format version.
     torn : list of int
-        Versions newer than this one that were found incomplete and skipped.
+        Versions newer than this one that were found incomplete and skipped: without a
+        manifest (a torn write), or with one that is damaged (not valid JSON, not a
+        manifest; the warning says which, :func:`skipped_text`).
     seconds : float
         Time the save took (0 for a version read back).
     damaged : dict
@@ -264,7 +266,7 @@ def latest(url: str, version: int | None = None, *, warn: bool = True,
     newer_torn = [v for v in torn if v > chosen]
     damaged = {} if version is not None else damaged
     if warn and (newer_torn or damaged):
-        warnings.warn(f"checkpoint {url!r}: {skipped_text(newer_torn, damaged)}; skipped, "
+        warnings.warn(f"checkpoint {url!r}: {skipped_text(newer_torn, damaged, url)}; skipped, "
                       f"using version {chosen}", TornCheckpointWarning,
                       stacklevel=user_stacklevel())
     attrs = read["zarr.json"]["attributes"]  # as verified: each file of it read once
@@ -305,11 +307,19 @@ def older_sound(info: CheckpointInfo, exc: Exception, errors: list[str], *,
     return None
 
 
-def skipped_text(torn: list[int], damaged: dict) -> str:
+def skipped_text(torn: list[int], damaged: dict, url: str | None = None) -> str:
     """What a :class:`TornCheckpointWarning` says of the versions skipped: ``"versions [4]
     are incomplete (torn writes), version 3 is damaged (...)"``, damaged ones newest first
-    (``damaged``: version -> its problems)."""
-    return ", ".join(([f"versions {sorted(torn)} are incomplete (torn writes)"] if torn else [])
+    (``damaged``: version -> its problems). Given the store's ``url``, a version of
+    ``torn`` whose manifest is there but damaged (:func:`~._manifests.torn_reasons`: not
+    valid JSON, naming the JSON error's line and column; not a manifest) is said damaged,
+    naming the file: ``"version 5 is damaged (URL/v000005/manifest.json is not valid JSON
+    (truncated or damaged): ...)"``; "torn writes" are only versions without a manifest."""
+    reasons = torn_reasons(url, torn) if url and torn else {}
+    writes = sorted(v for v in torn if v not in reasons or is_torn_write(reasons[v]))
+    damaged = {**damaged, **{v: [f"{url.rstrip('/')}/v{v:06d}/{why}"]
+                             for v, why in reasons.items() if not is_torn_write(why)}}
+    return ", ".join(([f"versions {writes} are incomplete (torn writes)"] if writes else [])
                      + [f"version {v} is damaged ({'; '.join(p)})"
                         for v, p in sorted(damaged.items(), reverse=True)])
 
@@ -517,7 +527,7 @@ def write_manifest(path: str, arrays: dict, library_version: str | None = None) 
 
     The manifest is written beside and then moved into place, so that a reader never sees
     half of it on file systems where a move is atomic (elsewhere a cut-short manifest fails
-    to parse and the version counts as torn).
+    to parse: the version is skipped, said damaged, naming the JSON error's place).
     """
     fs, root = _fs(path)
     metadata = {meta: _digest(fs.cat_file(f"{root}/{meta}"))

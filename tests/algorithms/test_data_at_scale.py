@@ -5,6 +5,7 @@ from __future__ import annotations
 import dask
 import numpy as np
 import pytest
+from conftest import NO_DASHBOARD
 
 from dask_ps import LogisticRegression
 from dask_ps.cluster import worker_info
@@ -38,7 +39,7 @@ def spill_client(tmp_path_factory):
     with dask.config.set(memory), \
             LocalCluster(n_workers=1, threads_per_worker=1, processes=True, memory_limit="1GiB",
                          local_directory=str(tmp_path_factory.mktemp("spill")),
-                         dashboard_address=None, worker_dashboard_address=None) as cluster, \
+                         **NO_DASHBOARD, worker_dashboard_address=None) as cluster, \
             Client(cluster) as client:
         yield client
 

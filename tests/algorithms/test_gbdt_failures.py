@@ -13,7 +13,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import RESTART_WAIT
+from conftest import NO_DASHBOARD, RESTART_WAIT
 from sklearn.metrics import accuracy_score
 
 from dask_ps import GBDTClassifier, GBDTRegressor
@@ -713,7 +713,7 @@ def test_a_histogram_table_past_the_workers_memory_is_refused_before_it_is_made(
     rng = np.random.default_rng(0)
     X = rng.normal(size=(3000, 20))
     with LocalCluster(n_workers=1, threads_per_worker=1, memory_limit="1GB",
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      **NO_DASHBOARD) as cluster, Client(cluster) as client:
         with pytest.raises(DataError, match=r"GiB per shard \(300 trees per round x 31 leaves"
                                             r".*lower max_leaf_nodes or max_bins"):
             GBDTClassifier(n_estimators=1, client=client).fit(X, rng.integers(0, 300, 3000))

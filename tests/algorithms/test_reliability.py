@@ -10,7 +10,7 @@ import signal
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import RESTART_WAIT
+from conftest import NO_DASHBOARD, RESTART_WAIT
 
 from dask_ps import LogisticRegression, PSModel
 from dask_ps.cluster import worker_info
@@ -360,7 +360,7 @@ def test_data_larger_than_memory_without_spilling_fails_clearly():
               "distributed.worker.memory.terminate": False, "dask-ps.pause-timeout": 5}
     with dask.config.set(memory), \
             LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="500MiB",
-                         dashboard_address=None, worker_dashboard_address=None) as cluster, \
+                         **NO_DASHBOARD, worker_dashboard_address=None) as cluster, \
             Client(cluster) as client:
         rows = 3 * 2 * 500 * 2**20 // (8 * 1000)  # ~3x the cluster's memory in float64
         X = da.random.default_rng(0).random((rows, 1000), chunks=(5_000, 1000))
@@ -431,7 +431,7 @@ def test_partitions_of_a_lost_worker_are_made_again_for_the_next_job():
     import dask_ps
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      **NO_DASHBOARD) as cluster, Client(cluster) as client:
         model = PSModel(client, n_shards=1)
         model.add_table("s", (1,), "float64", optimizer="add")
         data = dask_ps.partition(np.ones((600, 3)), n_partitions=6, client=client)

@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
+from conftest import NO_DASHBOARD
 
 BUCKET = "dask-ps-test"
 
@@ -90,7 +91,7 @@ def s3_client(s3_server):
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None, worker_dashboard_address=None,
+                      **NO_DASHBOARD, worker_dashboard_address=None,
                       env=dict(s3_server.env)) as cluster, Client(cluster) as client:
         yield client
 

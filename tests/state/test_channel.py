@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import NO_DASHBOARD
 
 import dask_ps
 from dask_ps.state.channel import Channel, ChannelServer, SyncChannel
@@ -301,7 +302,7 @@ def test_a_task_calling_a_killed_shard_worker_gets_shard_unavailable_at_once(tmp
 
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, **NO_DASHBOARD,
                       worker_dashboard_address=None) as cluster, Client(cluster) as client:
         model = dask_ps.PSModel(client, timeout=60)
         model.add_table("w", shape=(100,))

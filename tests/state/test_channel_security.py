@@ -11,6 +11,7 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import NO_DASHBOARD
 
 import dask_ps
 from dask_ps.partitions import partition
@@ -278,7 +279,7 @@ def test_a_cluster_with_tls_trains_over_tls_channels(security):
         ref.run(_least_squares_task, parts)
         expected = ref.pull("w")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, security=security,
-                      dashboard_address=None, worker_dashboard_address=None) as cluster, \
+                      **NO_DASHBOARD, worker_dashboard_address=None) as cluster, \
             Client(cluster, security=security) as client:
         assert all(a.startswith("tls://") for a in client.scheduler_info()["workers"])
         with dask_ps.PSModel(client) as model:

@@ -600,20 +600,50 @@ def test_metadata_changed_since_it_was_written_is_found_and_the_version_skipped(
     model.close()
 
 
-@pytest.mark.parametrize("field, value", [("arrays", []), ("arrays", {"t0/values": 3}),
-                                          ("metadata", [1, 2]), ("arrays", None)])
-def test_a_manifest_that_parses_but_is_not_one_marks_its_version_torn(tmp_path, field, value):
+@pytest.mark.parametrize("field, value, why", [
+    ("arrays", [], "is malformed (its arrays or metadata fields)"),
+    ("arrays", {"t0/values": 3}, "is malformed (its arrays or metadata fields)"),
+    ("metadata", [1, 2], "is malformed (its arrays or metadata fields)"),
+    ("arrays", None, "is malformed (its arrays or metadata fields)"),
+    ("format", None, "is not a manifest (no format field)")])
+def test_a_manifest_that_parses_but_is_not_one_is_named_and_its_version_skipped(
+        tmp_path, field, value, why):
     """A manifest whose fields have other types (damage that still parses) made the version
     complete, then failed in verify ("AttributeError: 'list' object has no attribute
-    'items'") or skipped its checks; it is a torn write's: that version is skipped for the
-    one before, with a warning."""
+    'items'") or skipped its checks; that version is skipped for the one before, with a
+    warning naming the file and what is wrong with it (it was said a torn write)."""
     url, _ = _two_versions(tmp_path)
     path = tmp_path / "ck" / "v000002" / "manifest.json"
-    path.write_text(json.dumps(dict(json.loads(path.read_text()), **{field: value})))
-    with pytest.warns(TornCheckpointWarning, match=r"versions \[2\] are incomplete \(torn "
-                                                   r"writes\); skipped, using version 1"):
+    manifest = dict(json.loads(path.read_text()), **{field: value})
+    path.write_text(json.dumps({k: v for k, v in manifest.items() if v is not None}
+                               if field == "format" else manifest))
+    with pytest.warns(TornCheckpointWarning) as seen:
         model = PSModel.load("local", url)
+    assert [str(w.message) for w in seen] == [
+        f"checkpoint {url!r}: version 2 is damaged ({path} {why}); skipped, using version 1"]
     assert model.checkpoint_info.version == 1
+    np.testing.assert_array_equal(model.pull("w", np.arange(5)), np.ones(5))
+    model.close()
+
+
+def test_a_truncated_manifest_is_named_not_json_not_a_torn_write(tmp_path):
+    """A version whose manifest.json is cut short (not valid JSON) was said "incomplete
+    (torn writes)"; its manifest is there (written whole, moved into place), damaged: the
+    warning names the file and the JSON error's line and column, and the version used
+    instead (the older, sound one, as before)."""
+    url, _ = _two_versions(tmp_path)
+    path = tmp_path / "ck" / "v000002" / "manifest.json"
+    text = path.read_text()
+    path.write_text(text[:len(text) // 2])
+    with pytest.raises(json.JSONDecodeError) as err:
+        json.loads(path.read_bytes())
+    with pytest.warns(TornCheckpointWarning) as seen:
+        model = PSModel.load("local", url)
+    assert [str(w.message) for w in seen] == [
+        f"checkpoint {url!r}: version 2 is damaged ({path} is not valid JSON (truncated or "
+        f"damaged): {err.value.msg} at line 1, column {err.value.colno}); skipped, using "
+        f"version 1"]
+    assert model.checkpoint_info.version == 1 and model.checkpoint_info.torn == [2]
     np.testing.assert_array_equal(model.pull("w", np.arange(5)), np.ones(5))
     model.close()
 

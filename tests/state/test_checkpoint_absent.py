@@ -28,6 +28,11 @@ def _model() -> PSModel:
     return model
 
 
+#: What a version whose manifest.json is ``{not json`` (as :func:`_tear` leaves) is said.
+NOT_JSON = ("manifest.json is not valid JSON (truncated or damaged): Expecting property name "
+            "enclosed in double quotes at line 1, column 2")
+
+
 def _tear(folder) -> list[str]:
     """Every version of ``folder`` torn: manifests removed, the newest one's not JSON;
     the version folders' names, newest first."""
@@ -85,9 +90,9 @@ def test_load_of_a_folder_of_torn_versions_names_each_and_why(tmp_path):
     names = _tear(tmp_path / "ck")  # v000005 not JSON, v000004..v000001 without one
     said = _said(lambda: PSModel.load("local", str(tmp_path / "ck")))
     assert said == (f"no complete checkpoint version at {str(tmp_path / 'ck')!r}: every "
-                    f"version is torn (incomplete: its save died, or is still writing): "
-                    f"{names[0]}: manifest.json is not JSON; {names[1]}, {names[2]}, "
-                    f"{names[3]} and 1 more: no manifest.json"), said
+                    f"version is torn (incomplete: its save died, or is still writing) or "
+                    f"its manifest.json is damaged: {names[0]}: {NOT_JSON}; {names[1]}, "
+                    f"{names[2]}, {names[3]} and 1 more: no manifest.json"), said
     assert said == _said(lambda: model.restore(str(tmp_path / "ck")))
     model.close()
 
@@ -116,10 +121,10 @@ def test_a_resume_of_a_folder_of_torn_versions_says_so_and_starts_over(tmp_path)
     assert len(said) == 1, said
     assert said[0] == (
         f"resume: no complete checkpoint version at {str(torn)!r}: every version is torn "
-        f"(incomplete: its save died, or is still writing): {names[0]}: manifest.json is not "
-        f"JSON; {names[1]}: no manifest.json; nothing to resume from: the fit starts from its "
-        f"first epoch (the torn versions are left in the folder, this fit's versions are "
-        f"saved after them)"), said
+        f"(incomplete: its save died, or is still writing) or its manifest.json is damaged: "
+        f"{names[0]}: {NOT_JSON}; {names[1]}: no manifest.json; nothing to resume from: the "
+        f"fit starts from its first epoch (the torn versions are left in the folder, this "
+        f"fit's versions are saved after them)"), said
     assert [h["epoch"] for h in est.history_ if "event" not in h] == [1, 2, 3]
     assert seen[0].filename == __file__  # pointing at the caller's line
     for name in names:  # left as they were

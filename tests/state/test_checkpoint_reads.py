@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import NO_DASHBOARD
 
 from dask_ps import PSModel
 from dask_ps.model.format import TornCheckpointWarning, latest
@@ -230,7 +231,7 @@ def test_reader_and_writer_tasks_on_a_cluster_read_no_arrays_metadata(tmp_path):
 
     url = str(tmp_path / "ck")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None, worker_dashboard_address=None) as cluster, \
+                      **NO_DASHBOARD, worker_dashboard_address=None) as cluster, \
             Client(cluster) as client:
         client.run(_install_open_counter, url)
         model = _two_tables(client)

@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import NO_DASHBOARD
 
 import dask_ps
 
@@ -523,7 +524,7 @@ def test_a_table_larger_than_the_shards_memory_is_refused_up_front():
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=1, threads_per_worker=1, memory_limit="1GiB",
-                      dashboard_address=None) as cluster, Client(cluster) as client, \
+                      **NO_DASHBOARD) as cluster, Client(cluster) as client, \
             dask_ps.PSModel(client, n_shards=2) as model:
         model.add_table("small", (100, 4))
         # 2^28 float32 rows: 1 GiB over 2 shards, both on the one 1 GiB worker

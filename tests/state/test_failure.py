@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import NO_DASHBOARD
 
 import dask_ps
 from dask_ps.cluster import worker_info
@@ -21,7 +22,7 @@ TIMEOUT = 20
 def test_calls_to_a_dead_shard_raise_within_the_timeout():
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, **NO_DASHBOARD,
                       worker_dashboard_address=None) as cluster, Client(cluster) as client:
         model = dask_ps.PSModel(client, timeout=TIMEOUT)
         model.add_table("w", shape=(100,))

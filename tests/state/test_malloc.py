@@ -4,6 +4,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import NO_DASHBOARD
 
 from dask_ps.state._malloc import MALLOC_THRESHOLD, malloc_threshold, untouched_bytes
 
@@ -64,7 +65,7 @@ def test_workers_that_are_threads_of_the_users_process_leave_it_alone():
     from dask_ps.state._malloc import tune_malloc
 
     assert gc.get_freeze_count() == 0
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, **NO_DASHBOARD,
                       worker_dashboard_address=None) as cluster, Client(cluster) as client:
         partition(np.arange(10.0), client=client).map(np.square).release()
         with PSModel(client, n_shards=1) as model:
@@ -92,7 +93,7 @@ def test_shards_and_process_clients_made_first_stay_visible_to_the_collector():
                  if isinstance(o, (Shard, ProcessClient))]
         return gc.get_freeze_count(), sorted(kinds)
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None,
+    with LocalCluster(n_workers=1, threads_per_worker=1, **NO_DASHBOARD,
                       worker_dashboard_address=None) as cluster, Client(cluster) as client:
         model = PSModel(client, n_shards=2)
         model.add_table("w", (10,))

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import RESTART_WAIT
+from conftest import NO_DASHBOARD, RESTART_WAIT
 from sklearn.metrics import roc_auc_score
 
 from dask_ps.algorithms import LogisticRegression
@@ -115,7 +115,7 @@ def test_partitions_moved_to_a_killed_worker_are_made_again_on_the_others():
 
     Xn = np.arange(2400.0).reshape(800, 3) - 7
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None, worker_dashboard_address=None) as cluster, \
+                      **NO_DASHBOARD, worker_dashboard_address=None) as cluster, \
             Client(cluster) as client:
         a, b = sorted(client.nthreads())
         X = client.persist(da.from_array(Xn, chunks=(100, 3)), workers=[a])

@@ -6,6 +6,7 @@ actor-to-actor calls on one worker); pyproject pins distributed to the versions 
 
 import numpy as np
 import pytest
+from conftest import NO_DASHBOARD
 
 import dask_ps
 from dask_ps.model import connection
@@ -86,7 +87,7 @@ def test_a_cluster_of_threads_uses_dask_in_process_comms():
     from test_model import count_task, expected_counts
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster) as client, \
+                      **NO_DASHBOARD) as cluster, Client(cluster) as client, \
             dask_ps.PSModel(client) as model:
         assert all(s.address.startswith("inproc://") for s in model.shards)
         model.add_table("counts", shape=(500,), dtype="int64")
