@@ -234,6 +234,19 @@ def test_zero_based_reads_a_zero_based_set_whose_training_file_has_no_index_0(
     assert main(["evaluate", model, "--test", test, "--zero-based", "false"]) == 2
     assert (f"error: {test}, line 1: feature index 0 in one-based input (zero_based=False): "
             f"{first!r} (--zero-based false)") in capsys.readouterr().err
+    # a base other than the model's, given: followed, and noted (one column off)
+    one = str(tmp_path / "one.npz")
+    assert main(["train", "lr", "--train", train, "--max-iter", "3", "--save", one,
+                 "--scheduler-file", sf]) == 0
+    capsys.readouterr()
+    low = tmp_path / "low.svm"  # indices 1 and 2 only: read zero-based, nothing refuses it
+    low.write_text("1 1:0.5 2:0.25\n-1 1:0.125\n")
+    assert main(["evaluate", one, "--test", str(low), "--zero-based", "true"]) == 0
+    assert (f"note: the model was trained on one-based LIBSVM data; --zero-based true reads "
+            f"{low} zero-based: each feature index is read one column off the training "
+            f"data's") in capsys.readouterr().out
+    assert main(["evaluate", one, "--test", str(low), "--zero-based", "false"]) == 0
+    assert "note:" not in capsys.readouterr().out  # the model's own base
     # false given, index 0 in the training file: refused naming the option (before the fit)
     assert main(["train", "lr", "--train", test, "--zero-based", "false",
                  "--scheduler-file", sf]) == 2

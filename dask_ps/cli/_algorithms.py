@@ -303,6 +303,10 @@ def _say_zero(where: dict, what: str) -> None:
               f"(--zero-based auto; --zero-based false refuses it)", flush=True)
 
 
+def _based(zero: bool) -> str:
+    return "zero-based" if zero else "one-based"
+
+
 def read_libsvm_test(path: str, meta: dict, zero_based: str | None = None) -> tuple:
     """``X, y`` of LIBSVM test data ``path`` for a model trained on ``meta["n_features"]``
     features read with index base ``meta["zero_based"]`` (a model saved without it, before
@@ -310,7 +314,8 @@ def read_libsvm_test(path: str, meta: dict, zero_based: str | None = None) -> tu
     (``dask-ps evaluate --zero-based``: ``"auto"``, ``"true"``, ``"false"``). Every line
     is checked now, before scoring: an index beyond the model's width is refused (rather
     than dropped, as LIBLINEAR's predict does: a feature the model never saw), naming the
-    width.
+    width. A ``zero_based`` of ``"true"`` or ``"false"`` other than the model's base is
+    followed (the user's choice) and noted: every index is then one column off.
 
     Raises
     ------
@@ -324,6 +329,12 @@ def read_libsvm_test(path: str, meta: dict, zero_based: str | None = None) -> tu
              "zero": "the model was trained on one-based data" if zero_based is None
                      else f"--zero-based {zero_based}", "dtype": FLOAT32}
     base = meta.get("zero_based", "auto") if zero_based is None else ZERO_BASED[zero_based]
+    trained = meta.get("zero_based")
+    if isinstance(base, bool) and isinstance(trained, bool) and base != trained:
+        print(f"note: the model was trained on {_based(trained)} LIBSVM data; --zero-based "
+              f"{zero_based} reads {path} {_based(base)}: each feature index is read one "
+              f"column off the training data's (leave --zero-based out to read it as the "
+              f"training data was read)", flush=True)
     read, _ = read_libsvm_inputs([(path, TEST_BLOCKSIZE)], n, base, scan=True, notes=notes)
     return read[0]
 
