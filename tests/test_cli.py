@@ -737,6 +737,23 @@ def test_config_naming_a_directory_or_a_file_that_is_not_utf8(tmp_path, capsys, 
                                        f"offset 22): save the TOML file as UTF-8\n")
 
 
+def test_a_config_file_with_a_utf8_bom_is_read(tmp_path, capsys):
+    """A TOML file saved with a UTF-8 byte order mark (a Windows editor) was refused with
+    tomllib's "Invalid statement (at line 1, column 1)", naming no BOM: it is dropped now."""
+    from dask_ps.cli import _parser
+    from dask_ps.cli._options import config_argv, read_algorithm
+
+    parser = _parser()[1]["lr"]
+    text = 'algorithm = "lr"\r\n[model]\r\nmax-iter = 3\r\n'
+    cfg = _toml(tmp_path / "bom.toml", b"\xef\xbb\xbf" + text.encode())
+    assert read_algorithm(cfg) == "lr"
+    assert config_argv(cfg, parser, [], "train lr", algorithm="lr") == ["--max-iter=3"]
+    cfg = _toml(tmp_path / "latin1.toml", b'\xef\xbb\xbfalgorithm = "lr"\n# caf\xe9\n')
+    assert main(["train", "--config", cfg, "--train", "x"]) == 2  # the offset in the file
+    assert capsys.readouterr().err == (f"dask-ps: error: {cfg}: not UTF-8 text (byte 0xe9 at "
+                                       f"offset 25): save the TOML file as UTF-8\n")
+
+
 @pytest.mark.parametrize("argv, message", [
     # in the command's words (it said "resume=True needs a checkpoint URL ...")
     (["--resume", "auto"], "--resume auto needs --checkpoint URL, the folder of the run to "

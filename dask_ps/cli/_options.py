@@ -510,7 +510,7 @@ def _read(path: str, tables: dict | None = None, names: list[str] | None = None)
     ------
     OptionError
         Naming the file: not a file, not UTF-8, not TOML, a key set twice, a table not
-        one of ``names``.
+        one of ``names``. A leading UTF-8 byte order mark is dropped (not refused).
     FileNotFoundError
         No such file.
     """
@@ -522,13 +522,15 @@ def _read(path: str, tables: dict | None = None, names: list[str] | None = None)
         raise OptionError(f"--config {path}: a directory, not a TOML file") from None
     except OSError as exc:  # e.g. no permission: the reason, naming the option
         raise OSError(f"--config {path}: {exc.strerror or exc}") from None
+    bom = 3 if raw.startswith(b"\xef\xbb\xbf") else 0  # a UTF-8 BOM, which tomllib refuses
     try:
-        text = raw.decode("utf-8")
+        text = raw[bom:].decode("utf-8")
     except UnicodeDecodeError as exc:
+        at = bom + exc.start  # the offset in the file
         utf16 = raw[:2] in (b"\xff\xfe", b"\xfe\xff")  # what some Windows editors save
         hint = ", a UTF-16 byte order mark" if utf16 else ""
-        raise OptionError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
-                          f"{exc.start}{hint}): save the TOML file as UTF-8") from None
+        raise OptionError(f"{path}: not UTF-8 text (byte 0x{raw[at]:02x} at offset "
+                          f"{at}{hint}): save the TOML file as UTF-8") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -23,6 +23,9 @@ __all__ = ["check_unique_terms", "read_docword", "read_ldac", "read_vocabulary"]
 def read_vocabulary(urlpath, storage_options: dict | None = None) -> np.ndarray:
     """Terms, one per line (line k, 0-based, is term id k), surrounding whitespace stripped.
 
+    The one reader of a vocabulary file. A leading UTF-8 byte order mark (what some
+    Windows editors save) is dropped: it is no part of the first term.
+
     Returns
     -------
     ndarray of str, shape (n_terms,)
@@ -47,7 +50,7 @@ def read_vocabulary(urlpath, storage_options: dict | None = None) -> np.ndarray:
                         f"vocabulary is one file of terms")
     with named_errors(url_of(fs, paths[0]), "vocabulary"), \
             fs.open(paths[0], "rb", compression="infer") as f:
-        data = f.read()
+        data = f.read().removeprefix(b"\xef\xbb\xbf")  # a UTF-8 BOM is no part of term 0
     try:
         lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:

@@ -255,6 +255,23 @@ def test_vocabulary_file(tmp_path):
     assert read_vocabulary(tmp_path / "v.txt").tolist() == ["a", "b"]
 
 
+def test_a_utf8_bom_is_no_part_of_the_first_term(tmp_path):
+    """A vocabulary saved with a UTF-8 byte order mark (a Windows editor) kept it in term 0:
+    '\\ufeffi', shown as 'i' but not equal to the 'i' of the same file saved without it, so
+    a model's top words printed it and partial_fit refused the other file's vocabulary."""
+    (tmp_path / "bom.txt").write_bytes(b"\xef\xbb\xbfi\r\nam\r\n")
+    (tmp_path / "plain.txt").write_bytes(b"i\nam\n")
+    (tmp_path / "c.dat").write_text("2 0:1 1:2\n1 1:1\n")
+    assert read_vocabulary(tmp_path / "bom.txt").tolist() == ["i", "am"]
+    for reader in (read_ldac, read_text):
+        path = tmp_path / ("c.dat" if reader is read_ldac else "plain.txt")
+        X, vocab = reader(str(path), str(tmp_path / "bom.txt"))
+        assert vocab.tolist() == reader(str(path), str(tmp_path / "plain.txt"))[1].tolist()
+    (tmp_path / "d.txt").write_text("2\n2\n3\n1 1 1\n1 2 2\n2 2 1\n")
+    assert read_docword(str(tmp_path / "d.txt"), str(tmp_path / "bom.txt"))[1].tolist() == [
+        "i", "am"]
+
+
 @pytest.mark.parametrize("module", [text_module, bow_module])
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
