@@ -40,7 +40,8 @@ def data_problem(extra: dict, name: str, estimator=None) -> str | None:
     ``name``, or None: absent is fine; else a dict whose ``format`` is one of
     ``DATA_FORMATS`` and which holds what test data of that format is read with
     (:func:`data_keys`: e.g. a table model's ``encoder``; a GBDT table's ``categories``
-    of each ``categorical`` column, those of its ``categories_``)."""
+    of each ``categorical`` column, those of its ``categories_``; its ``columns``, if
+    given, a list of str holding its ``label`` and ``features``)."""
     if "data" not in extra:
         return None
     data = extra["data"]
@@ -69,6 +70,15 @@ def data_problem(extra: dict, name: str, estimator=None) -> str | None:
             except (ValueError, TypeError) as exc:  # (JSON's errors are ValueErrors)
                 return f"extra.data.encoder is not {what} ({type(exc).__name__}: {exc})"
     if name.startswith("GBDT") and data.get("format") in ("csv", "parquet"):
+        # the training file's columns in order (evaluate reads a test file whose header
+        # setting differs by position); absent from models saved before it was written
+        columns = data.get("columns")
+        if columns is not None and not (
+                isinstance(columns, list) and all(isinstance(c, str) for c in columns)
+                and all(c in columns for c in [data.get("label"), *data["features"]])):
+            return (f"extra.data.columns is {str(columns)[:60]}, not the training file's "
+                    f"columns in order (a list holding extra.data.label and "
+                    f"extra.data.features)")
         # test data's categories are these: set to others, test values turn missing
         cats, fitted = data.get("categories"), getattr(estimator, "categories_", None)
         for c in data.get("categorical") or ():

@@ -346,6 +346,63 @@ def test_table_columns_the_model_cannot_take_are_named(client1, tmp_path, capsys
     assert scores[0] and scores[0] == scores[1]
 
 
+def test_evaluate_with_another_header_setting_takes_the_columns_by_position(client1, tmp_path,
+                                                                            capsys):
+    """``dask-ps evaluate --no-header`` of a model trained on a CSV table with a header
+    (``--header`` of one trained without) matched the columns by name, so it never worked:
+    "no column 'y' (columns: ['0', ...])". The test file's columns are the training data's
+    in their order now (the label where the training's was, here last; a categorical
+    column too): the scores of the same rows in the training layout. Another number of
+    columns is refused, naming the file and both counts."""
+    train, test = _table(tmp_path / "tr.csv", 600, 0), _table(tmp_path / "te.csv", 300, 1)
+    bare = {}  # the same rows without the header line
+    for path in (train, test):
+        bare[path] = str(tmp_path / f"bare-{os.path.basename(path)}")
+        with open(path) as f, open(bare[path], "w") as out:
+            out.write(f.read().split("\n", 1)[1])
+    sf = _scheduler_file(client1, tmp_path)
+    runs = [("--header", train, test, "y", "shop"),
+            ("--no-header", bare[train], bare[test], "3", "2")]
+    for header, train_file, test_file, label, categorical in runs:
+        model = str(tmp_path / f"m{header}.npz")
+        assert main(["train", "gbdt", "--train", train_file, "--format", "csv", header,
+                     "--label", label, "--categorical", categorical, "--n-estimators", "5",
+                     "--max-leaf-nodes", "7", "--save", model, "--scheduler-file", sf]) == 0
+        capsys.readouterr()
+        assert main(["evaluate", model, "--test", test_file]) == 0
+        line = capsys.readouterr().out.strip()
+        assert line.startswith("test: AUC")
+        other = bare[test] if header == "--header" else test
+        flip = "--no-header" if header == "--header" else "--header"
+        assert main(["evaluate", model, "--test", other, flip]) == 0, capsys.readouterr().err
+        assert capsys.readouterr().out.strip() == line
+        # a model saved before the columns' order was: a headerless one's is their numbers
+        est, extra = dask_ps.saving.load_estimator(model)
+        assert extra["data"].pop("columns") == (["x", "noise", "shop", "y"] if label == "y"
+                                                else ["0", "1", "2", "3"])
+        model = str(tmp_path / f"old{header}.npz")
+        dask_ps.saving.save_estimator(est, model, extra=extra)
+        assert main(["evaluate", model, "--test", other, flip]) == (2 if label == "y" else 0)
+        out = capsys.readouterr()
+        assert out.out.strip() == ("" if label == "y" else line)
+        assert out.err == ("" if label != "y" else
+                           f"dask-ps: error: {other}: its columns cannot be matched by position "
+                           f"to the training data's (the model does not record where its "
+                           f"label column was: saved by an older dask-ps); give the test file "
+                           f"the training data's header line\n")
+    # a column fewer (noise left out), without the header: refused, naming both counts
+    fewer = tmp_path / "fewer.csv"
+    with open(bare[test]) as f:
+        fewer.write_text("".join(",".join(v for k, v in enumerate(row.split(",")) if k != 1)
+                                 for row in f))
+    assert main(["evaluate", str(tmp_path / "m--header.npz"), "--test", str(fewer),
+                 "--no-header"]) == 2
+    assert capsys.readouterr().err == (
+        f"dask-ps: error: {fewer}: 3 columns, while the training data had 4 (x, noise, "
+        f"shop, y): read without a header, unlike the training data, its columns are taken "
+        f"by position, so it must have the training data's columns in their order\n")
+
+
 def test_bad_parquet_values_are_named_by_file_row_group_and_row(client1, tmp_path, capsys):
     """Infinite features, missing or infinite labels, text labels of a regression: named by
     file, row group and row (1-based, the row in the row group), as the LR reader names them, for

@@ -504,6 +504,12 @@ def test_a_table_model_without_its_encoder_is_refused_naming_the_file(tmp_path, 
      "extra.data has no 'header'"),
     ("GBDTRegressor", {"format": "csv", "label": "y", "features": ["a"], "sep": 1,
                        "header": True}, r"extra.data.sep is 1, not str or null"),
+    # the training file's columns in order (evaluate takes a test file's by position when
+    # its header setting differs): optional, but then a list holding label and features
+    ("GBDTRegressor", {"format": "parquet", "label": "y", "features": ["a"],
+                       "columns": ["a", "b"]},
+     r"extra.data.columns is \['a', 'b'\], not the training file's columns in order \(a "
+     r"list holding extra.data.label and extra.data.features\)$"),
 ])
 def test_data_entries_test_data_is_read_with_are_required(tmp_path, estimator, data, message):
     """What ``dask-ps evaluate`` reads test data with (KeyErrors there before): refused when

@@ -108,8 +108,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
                          "name; default: the training data's)")
     ev.add_argument("--header", action=argparse.BooleanOptionalAction,
                     help="whether the test files start with column names, when they differ "
-                         "from the training files: ratings (mf) and gbdt's csv (default: as "
-                         "the training files)")
+                         "from the training files: ratings (mf) and gbdt's csv, whose "
+                         "columns are then the training files' in order (default: as the "
+                         "training files)")
     ev.add_argument("--sep", type=opt.separator,
                     help="csv, ratings (mf): the test data's field delimiter, one character "
                          "('\\t' for a tab), when it differs from the training data's "

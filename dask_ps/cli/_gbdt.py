@@ -24,6 +24,7 @@ from ._algorithms import (
     checked_classes,
     class_lines,
     feature_ids,
+    file_columns,
     read_test,
     read_train_test,
     weight_of,
@@ -116,15 +117,24 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None, test: boo
     # a csv's features as floats (dask's guess from the first rows could be int, then fail
     # on a decimal later), a classifier's labels as written (classes), a regression's as
     # numbers; bad values named by file and line (csv) or row group and row (parquet)
-    weight = weight_of(path, meta, test)
-    table = dict(categorical=meta.get("categorical") or (), classes=meta.get("classes", True),
-                 weight=weight)
+    # a test file read with a header setting other than the training data's (evaluate
+    # --header/--no-header): its columns are the training data's, by position
+    named = _by_position(path, meta) if test and meta.get("by_position") else None
+    as_read = {v: k for k, v in (named or {}).items()}  # a training column's name here
+    weight = weight_of(path, meta, test) if named is None else as_read.get(meta.get("weight"))
+    table = dict(categorical=[as_read.get(c, c) for c in meta.get("categorical") or ()],
+                 classes=meta.get("classes", True), weight=weight)
+    label = as_read.get(meta.get("label"), meta.get("label"))
     if meta["format"] == "csv":
-        df, label, *w = read_frame(path, meta.get("label"), sep=meta["sep"] or ",",
+        df, label, *w = read_frame(path, label, sep=meta["sep"] or ",",
                                    header=meta["header"], blocksize=blocksize, **table)
     else:
-        df, label, *w = read_table_parquet(path, meta.get("label"),
-                                           blocksize=blocksize or "64MiB", **table)
+        df, label, *w = read_table_parquet(path, label, blocksize=blocksize or "64MiB",
+                                           **table)
+    if named is not None:
+        df, label, weight = df.rename(columns=named), named[label], named.get(weight)
+    elif not test:  # their order: a test file without the header is read by it
+        meta["columns"] = [str(c) for c in df.columns]
     meta["label"] = label
     X = df.drop(columns=[label, *([weight] if weight else [])])
     features = [str(c) for c in X.columns]
@@ -143,6 +153,49 @@ def _gbdt_read(path: str, meta: dict, blocksize=None, n_features=None, test: boo
                                      f"of column {c!r} of {path}")[0].tolist())
         X[c] = X[c].astype("category").cat.set_categories(cats[c])
     return X, df[label], (w or [None])[0]
+
+
+def _training_columns(path: str, meta: dict) -> list[str]:
+    """The training file's columns in order: as saved with the model (``meta["columns"]``),
+    or, for a model saved before they were, those of headerless training data (numbered
+    by position: the label, weight and feature names say the count)."""
+    if meta.get("columns"):
+        return list(meta["columns"])
+    named = [meta["label"], *([meta["weight"]] if meta.get("weight") else []),
+             *meta["features"]]
+    if meta.get("trained_named") is False and all(c.isdigit() for c in named):
+        return [str(i) for i in range(len(named))]
+    raise DataError(f"{path}: its columns cannot be matched by position to the training "
+                    f"data's (the model does not record where its label column was: saved "
+                    f"by an older dask-ps); give the test file the training data's "
+                    f"header line")
+
+
+def _by_position(path: str, meta: dict) -> dict[str, str]:
+    """``{test column: training column}`` for test data ``path`` whose header setting is
+    not the training data's (``meta["by_position"]``, set by ``dask-ps evaluate
+    --header/--no-header``): column k is the training data's column k (a test file
+    without the training's weight column: the training columns but that one).
+
+    Raises
+    ------
+    DataError
+        Another number of columns than the training data's, naming the file and both
+        counts; a model that does not record its training columns' order.
+    """
+    trained = _training_columns(path, meta)
+    names = file_columns(path, meta["format"], meta.get("sep"), meta.get("header", True))
+    weight = meta.get("weight")
+    if weight and len(names) == len(trained) - 1:  # scored unweighted, as by name
+        trained = [c for c in trained if c != weight]
+    if len(names) != len(trained):
+        how = "with a header" if meta.get("header", True) else "without a header"
+        raise DataError(f"{path}: {len(names)} columns, while the training data had "
+                        f"{len(trained)} ({', '.join(trained[:8])}"
+                        f"{', ...' if len(trained) > 8 else ''}): read {how}, unlike the "
+                        f"training data, its columns are taken by position, so it must "
+                        f"have the training data's columns in their order")
+    return dict(zip(names, trained))
 
 
 def _check_classes(y, y_read, args, meta) -> None:

@@ -388,7 +388,10 @@ def test_options(data: dict, args, algo: Algorithm) -> dict:
 
     ``--format`` switches a model trained on a table between CSV and Parquet (its
     encoder or feature columns go by column name); ``--header``/``--no-header`` apply to
-    ratings (mf) and to headed or headerless CSV tables (gbdt); ``--sep`` to CSV tables
+    ratings (mf) and to headed or headerless CSV tables (gbdt): a gbdt test file whose
+    columns are numbered (no header) while the training data's were named, or the
+    reverse, has the training data's columns in order (``by_position``, read by
+    :func:`~._gbdt._by_position`); ``--sep`` to CSV tables
     and ratings (default: the training data's delimiter, saved with the model; a model
     trained on Parquet reads CSV test data with ``,``); ``--zero-based`` to LIBSVM
     (applied by the reader, :func:`~._algorithms.read_libsvm_test`, whose errors name it).
@@ -410,6 +413,8 @@ def test_options(data: dict, args, algo: Algorithm) -> dict:
             raise OptionError(f"--format {fmt}: the model ({algo.name}) was trained on "
                               f"{trained} data: {why}")
         data["format"] = fmt
+    # gbdt's tables: columns named (a header, Parquet) or numbered (no header)
+    named = trained == "parquet" or data.get("header") if "header" in data else None
     header = getattr(args, "header", None)
     if header is not None:
         if not (trained == "ratings" or data["format"] == "csv" and "header" in data):
@@ -419,6 +424,9 @@ def test_options(data: dict, args, algo: Algorithm) -> dict:
                 + ("with its header always (a click table's columns go by name)"
                    if data["format"] == "csv" else "without a header line"))
         data["header"] = header
+    if named is not None and trained in tables and named != (data["format"] == "parquet"
+                                                             or data["header"]):
+        data.update(by_position=True, trained_named=named)  # (_gbdt._by_position)
     sep = getattr(args, "sep", None)
     if sep is not None:
         if data["format"] not in ("csv", "ratings"):
