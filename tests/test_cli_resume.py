@@ -140,3 +140,32 @@ def test_resume_auto_of_a_folder_of_torn_versions_says_so_in_one_warning_line(cl
             f"manifest.json") in said[0], said
     assert "the fit starts from its first epoch" in said[0], said
     assert "resumed from checkpoint" not in out, out
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.filterwarnings("default::UserWarning")  # said, as outside pytest
+def test_resume_auto_of_a_folder_of_damaged_versions_starts_afresh(client1, tmp_path, capsys):
+    """Every version of --checkpoint damaged (a chunk deleted, the manifests there):
+    --resume auto stopped with status 2 once the cluster had started ("no complete
+    checkpoint version at ..."), where a folder of torn versions starts afresh; now it
+    starts afresh too, with one warning line naming the damaged versions, and leaves them
+    in the folder (the run's versions numbered after them)."""
+    train, ck = _svm(tmp_path / "tr.svm"), tmp_path / "ck"
+    base = ["train", "lr", "--train", train, "--checkpoint", str(ck), "--scheduler-file",
+            _scheduler_file(client1, tmp_path)]
+    assert main([*base, "--max-iter", "2"]) == 0
+    capsys.readouterr()
+    names = sorted(p.name for p in ck.iterdir() if p.name.startswith("v"))
+    for name in names:
+        next(p for p in (ck / name / "t0" / "values" / "c").rglob("*") if p.is_file()).unlink()
+    assert main([*base, "--max-iter", "3", "--resume", "auto"]) == 0
+    out, err = capsys.readouterr()
+    said = [x for x in err.splitlines() if "damaged" in x]
+    versions = [int(n[1:]) for n in names]
+    assert len(said) == 1 and said[0].startswith(
+        f"dask-ps: warning: TornCheckpointWarning: resume: checkpoint {str(ck)!r}: versions "
+        f"{', '.join(map(str, versions[:-1]))} and {versions[-1]} are damaged ("), err
+    assert "the fit starts from its first epoch" in said[0], said
+    assert "resumed from checkpoint" not in out, out
+    after = sorted(p.name for p in ck.iterdir() if p.name.startswith("v"))
+    assert after[:len(names)] == names and len(after) > len(names)

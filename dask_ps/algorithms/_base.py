@@ -507,7 +507,7 @@ def fit_identity(estimator, n_features: int, classes) -> dict:
     """What a checkpoint of a linear or FM fit records of it, for ``resume``: the estimator,
     the feature count (the hashed width when it hashes) and the classes. A hashed table
     holds any key, so another width is only seen here (see
-    :func:`dask_ps.model.recovery.check_resumable`).
+    :func:`dask_ps.model._fit_checks.check_resumable`).
 
     Parameters
     ----------

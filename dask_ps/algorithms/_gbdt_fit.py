@@ -482,7 +482,7 @@ def checksum_note(diff: dict) -> str:
 def driver_differences(saved: dict | None, fit_id: dict) -> str | None:
     """Why a checkpoint whose driver state is ``saved`` (None: it keeps none) holds another
     GBDT fit than ``fit_id``'s (:func:`fit_differences`), for
-    :func:`~dask_ps.model.recovery.fit_differences`: a resume or a recovery takes the
+    :func:`~dask_ps.model._fit_checks.fit_differences`: a resume or a recovery takes the
     newest version of this fit, as every estimator's does, and a folder holding none is
     refused naming it. None when it is this fit's, or when its fit cannot be read (damage:
     named when its trees are loaded)."""

@@ -64,7 +64,7 @@ def train(model: PSModel, data: Partitions, *, n_words: int, n_topics: int, alph
     tokens given them (``log p(w, z)`` of all the counts minus that of the kept counts
     alone). ``loop.fit_id`` gets
     ``n_words``, ``n_topics`` and ``counts``, the checksum of the documents' counts (see
-    :func:`~dask_ps.model.recovery.check_resumable`).
+    :func:`~dask_ps.model._fit_checks.check_resumable`).
 
     Returns
     -------

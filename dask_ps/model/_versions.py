@@ -2,7 +2,8 @@
 local disks, a conditional put of a :data:`CLAIM` file elsewhere (S3: ``If-None-Match: *``),
 tried again when S3 answers a race with a 409 (:func:`~dask_ps.io._storage.is_write_conflict`).
 Used by :func:`~dask_ps.model.checkpoint.save`, as :func:`prune` (the versions a save or a
-run keeps). And :func:`newest_own`: the newest version
+run keeps; a torn version only once :func:`save_over` proves its save ended, as it may be
+another save's still writing). And :func:`newest_own`: the newest version
 of a folder that holds a given model, for a restore, a recovery or a resume of a folder
 where several models save (:func:`own_version`: the one home of "which version is this
 model's", :func:`model_differs`); :func:`warn_skipped`: one warning naming every version
@@ -26,11 +27,12 @@ import numpy as np
 from ..exceptions import CheckpointFormatError, user_stacklevel
 from . import _format_tables as ft
 from . import format as ck
-from ._manifests import absent_text
+from ._manifests import MANIFEST, absent_text
 
-__all__ = ["CLAIM", "CLAIM_TRIES", "check_unchanged", "claim", "model_differs", "newest_own",
-           "new_version", "next_version", "no_version_of_fit", "own_version", "prune",
-           "said_of", "warn_all_torn", "warn_skipped"]
+__all__ = ["CLAIM", "CLAIM_TRIES", "STALE_SECONDS", "WRITING", "check_unchanged", "claim",
+           "last_modified", "model_differs", "newest_own", "new_version", "next_version",
+           "no_version_of_fit", "own_version", "prune", "remove_version", "said_of",
+           "save_over", "sound_or_none", "warn_all_torn", "warn_skipped", "writing_done"]
 
 
 def new_version(url: str, attrs: dict, tries: int = 32) -> tuple:
@@ -66,7 +68,11 @@ def new_version(url: str, attrs: dict, tries: int = 32) -> tuple:
             return version, path, zarr.create_group(ck.zarr_store(path), zarr_format=3,
                                                     attributes=attrs)
         except ContainsGroupError:  # no exclusive create here: another save made it first
+            writing_done(path)
             continue
+        except BaseException:
+            writing_done(path)
+            raise
     raise RuntimeError(f"{url!r}: no free version after {tries} tries: other saves keep "
                        f"taking them")
 
@@ -80,13 +86,20 @@ def next_version(url: str) -> int:
 
 
 def prune(url: str, keep: int, first: int = 1, only=None) -> list[int]:
-    """Delete all but the ``keep`` newest complete versions, and torn versions older than
-    the newest complete one, among versions ``>= first`` (older ones, e.g. of another run,
-    are left alone); returns the deleted version numbers.
+    """Delete all but the ``keep`` newest complete versions, and the torn versions older
+    than the newest complete one whose save is over (:func:`save_over`), among versions
+    ``>= first`` (older ones, e.g. of another run, are left alone); returns the version
+    numbers deleted (or found gone: another save's prune deleted them first).
 
     ``only`` (a collection of version numbers, e.g. those one run wrote): then only complete
     versions among them are counted and deleted, and torn versions only when older than the
-    newest of them; the versions another writer put in between are left alone."""
+    newest of them; the complete versions another writer put in between are left alone.
+
+    A torn version may be another save's, still writing (saves into one folder at once each
+    claim a version of their own): it is deleted only once :func:`save_over` proves its
+    writer gone, never under a live one. Pruning is housekeeping: a version that cannot be
+    deleted (another process writing into or deleting it, a store refusing) is left in the
+    folder with a ``UserWarning`` naming it and why (:func:`remove_version`), not raised."""
     complete, torn = ck.list_versions(url)
     if only is not None:
         only = set(only)
@@ -95,11 +108,118 @@ def prune(url: str, keep: int, first: int = 1, only=None) -> list[int]:
         return []
     mine = [v for v in complete if v >= first]
     doomed = mine[:-keep] if keep > 0 else []
-    doomed += [v for v in torn if first <= v < complete[-1]]
     fs, _ = ck._fs(url)
-    for v in doomed:
-        fs.rm(ck._fs(ck.version_url(url, v))[1], recursive=True)
-    return sorted(doomed)
+    doomed += [v for v in torn if first <= v < complete[-1]
+               and save_over(fs, ck._fs(ck.version_url(url, v))[1])]
+    return sorted(v for v in doomed if remove_version(fs, url, v))
+
+
+def remove_version(fs, url: str, version: int) -> bool:
+    """Delete version ``version`` of the checkpoint at ``url`` (file system ``fs``): its
+    manifest first, so that a version cut short by a failure on the way is torn (skipped
+    by readers, pruned later), not damaged. True when it is gone (also when another
+    process removed it first, or is removing it: waited for, under 2 s); False, with a
+    ``UserWarning`` naming it and the last error, when it is still there after 5 tries
+    (e.g. ``Directory not empty``: a process still writing into it), pointing at the first
+    caller outside dask_ps."""
+    path = ck._fs(ck.version_url(url, version))[1]
+    error: Exception | None = None
+    for attempt in range(5):
+        try:
+            try:
+                fs.rm_file(f"{path}/{MANIFEST}")
+            except FileNotFoundError:  # a torn version, or one another prune is deleting
+                pass
+            fs.rm(path, recursive=True)
+            return True
+        except OSError as exc:  # FileNotFoundError: a file another prune deleted first
+            error = exc
+        try:
+            if not fs.exists(path):
+                return True
+        except OSError:
+            pass
+        time.sleep(0.05 * 2 ** attempt)  # another prune may be deleting it: its time
+    warnings.warn(f"checkpoint {url!r}: pruning version {version} failed "
+                  f"({type(error).__name__}: {error}); it is left in the folder (the save "
+                  f"itself is complete)", UserWarning, stacklevel=user_stacklevel())
+    return False
+
+
+#: Seconds without any write into a torn version after which its save counts as over when
+#: its claim cannot tell (:func:`save_over`): a writer on another machine, or a claim
+#: without a host and process. A live save writes its chunks one after another, each a file
+#: with a new modification time; 10 minutes without one is a save that died (or a clock
+#: skew between this machine and the store of that much).
+STALE_SECONDS = 600.0
+
+#: Versions this process is writing (their paths, as :func:`claim` took them): a claim of
+#: this process is a live save while its path is here (a save from another thread).
+WRITING: set = set()
+
+
+def save_over(fs, root: str, stale: float = STALE_SECONDS) -> bool:
+    """Whether the save of the torn version folder ``root`` (file system ``fs``) is over,
+    so that its version may be deleted: what :func:`prune` asks before deleting one, as a
+    torn version may be another save's still writing.
+
+    Its :data:`CLAIM` (the claimant's host, process id and, on Linux, process id
+    namespace) decides when the claimant ran on this machine (and namespace): over when
+    that process has ended, or, for this process, when no save of it is writing there
+    (:data:`WRITING`). Otherwise (another machine, no claim readable) the version's newest
+    modification time decides (its files' and folders', as ``fs`` lists them: ``mtime`` on
+    local disks, ``LastModified`` on S3...): over when older than ``stale`` seconds. A
+    version whose times are unknown is not over (kept); a version gone
+    already is over."""
+    try:
+        host, pid, *ns = fs.cat_file(f"{root}/{CLAIM}").decode().split()
+        pid = int(pid)
+    except FileNotFoundError:
+        if not fs.exists(root):
+            return True
+        host, pid, ns = None, None, []
+    except (OSError, ValueError, UnicodeDecodeError):  # unreadable: its age decides
+        host, pid, ns = None, None, []
+    # this machine's processes: its host name, and its process ids' namespace where the
+    # claim names one (containers sharing the host's name number their processes apart)
+    if host == socket.gethostname() and ns[:1] in ([], [_pid_namespace()]):
+        if pid == os.getpid():
+            return root not in WRITING
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except (PermissionError, OverflowError):  # another user's process: alive
+            pass
+    newest = last_modified(fs, root)
+    return newest is not None and time.time() - newest > stale
+
+
+def last_modified(fs, root: str) -> float | None:
+    """The newest modification time (Unix seconds) of folder ``root`` and everything in it,
+    None when ``fs`` gives none (or the folder is gone)."""
+    from datetime import datetime, timezone
+
+    try:
+        found = fs.find(root, withdirs=True, detail=True)
+        found[root] = fs.info(root)
+    except (FileNotFoundError, OSError):
+        return None
+    times = []
+    for info in found.values():
+        for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
+            t = info.get(key)
+            if isinstance(t, str):
+                try:
+                    t = datetime.fromisoformat(t.replace("Z", "+00:00"))
+                except ValueError:
+                    continue
+            if isinstance(t, datetime):
+                t = (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
+            if isinstance(t, (int, float)):
+                times.append(float(t))
+                break
+    return max(times, default=None)
 
 
 #: File whose exclusive creation claims a version for one save, on file systems other than
@@ -118,8 +238,10 @@ def claim(path: str, tries: int = CLAIM_TRIES) -> bool:
 
     The claim is one exclusive create, so that of two saves into one folder at once (two
     threads, processes or machines) only one takes a version number: on the local file
-    system the folder itself (``os.mkdir``), elsewhere a :data:`CLAIM` file in it (fsspec's
-    create-only mode ``"xb"``, holding the claimant's host and process). A file system
+    system the folder itself (``os.mkdir``, then a :data:`CLAIM` file written in it),
+    elsewhere a :data:`CLAIM` file in it (fsspec's create-only mode ``"xb"``); the file
+    holds the claimant's host and process, for :func:`save_over`, and the version counts
+    as this process's save (:data:`WRITING`) until :func:`writing_done`. A file system
     without a create-only mode claims nothing (True): there, as before, the zarr group's
     creation refuses a version that exists, which is a check then a write, so that two
     saves at the same instant may still take one version. Whether ``"xb"`` is atomic is the
@@ -150,12 +272,15 @@ def claim(path: str, tries: int = CLAIM_TRIES) -> bool:
             os.mkdir(root)
         except FileExistsError:
             return False
+        with open(os.path.join(root, CLAIM), "w") as f:  # who claimed it: see save_over
+            f.write(_claimant())
+        WRITING.add(root)
         return True
     codes = set()  # S3's error codes of the conflicting tries
     for attempt in range(tries):
         try:
             with fs.open(f"{root}/{CLAIM}", "xb") as f:
-                f.write(f"{socket.gethostname()} {os.getpid()}\n".encode())
+                f.write(_claimant().encode())
         except FileExistsError:
             return False
         except (ValueError, NotImplementedError, TypeError):  # no create-only mode here
@@ -165,6 +290,7 @@ def claim(path: str, tries: int = CLAIM_TRIES) -> bool:
                 raise
             codes.add(code)
         else:
+            WRITING.add(root)
             return True
         if attempt + 1 < tries:  # jittered: racing claimants try again apart
             time.sleep(0.05 * 2 ** attempt * random.uniform(0.5, 1.0))
@@ -172,6 +298,26 @@ def claim(path: str, tries: int = CLAIM_TRIES) -> bool:
     raise OSError(errno.EIO, f"claiming version {version} ({url_of(fs, f'{root}/{CLAIM}')!r}): "
                              f"S3 answered 409 {' or '.join(sorted(codes))} to each of {tries} "
                              f"tries (other writes of that claim kept racing it); save again")
+
+
+def writing_done(path: str) -> None:
+    """The save of version folder ``path`` (claimed by :func:`claim`) is over, complete or
+    failed: its version no longer counts as written by this process (:func:`save_over`)."""
+    WRITING.discard(ck._fs(path)[1])
+
+
+def _claimant() -> str:
+    """A :data:`CLAIM`'s text: this host, process and process ids' namespace, where the
+    system has them (:func:`save_over` reads them)."""
+    return f"{socket.gethostname()} {os.getpid()} {_pid_namespace()}".rstrip() + "\n"
+
+
+def _pid_namespace() -> str:
+    """This process's process id namespace (Linux: ``pid:[4026531836]``), "" elsewhere."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 def newest_own(info: ck.CheckpointInfo, differs: Callable, what: str = "this model", *,
@@ -291,7 +437,7 @@ def warn_skipped(info: ck.CheckpointInfo, others: dict, what: str = "this model"
 def no_version_of_fit(info: ck.CheckpointInfo, others: dict,
                       driver_differs: Callable | None) -> str:
     """The error of a resume from the folder of ``info`` none of whose versions holds this
-    fit (``others``: what each holds, :func:`~dask_ps.model.recovery.fit_differences`).
+    fit (``others``: what each holds, :func:`~dask_ps.model._fit_checks.fit_differences`).
     Versions that hold this fit but none of the state it keeps beside its tables
     (``driver_differs(None)`` says what is missing, e.g. a GBDT fit's trees: a checkpoint
     written by a dask_ps that did not keep them) are named first, with the field missing:
@@ -325,6 +471,38 @@ def warn_all_torn(url: str, torn: list[int], unit: str = "clock") -> None:
                   f"from its first {unit} (the torn versions are left in the folder, this "
                   f"fit's versions are saved after them)", ck.TornCheckpointWarning,
                   stacklevel=user_stacklevel())
+
+
+def sound_or_none(url: str, listed: tuple, unit: str, restore: Callable):
+    """``restore()`` (a resume's restore of a version of checkpoint ``url``, whose versions
+    are ``listed``, :func:`~dask_ps.model.format.read_versions`), or None when every
+    complete version is damaged: none passes :func:`~dask_ps.model.format.latest`'s checks
+    (a chunk missing, metadata changed: a ``CheckpointNotFoundError``), or none restores (a
+    chunk failing its checksum: a ``CheckpointFormatError`` marked ``damaged``). Then a
+    :class:`~dask_ps.model.format.TornCheckpointWarning` names the damaged versions and
+    their damage and says the fit starts from its first ``unit``, as :func:`warn_all_torn`
+    does for torn versions: the versions are left in the folder, the fit's versions are
+    numbered after them. Any other error (another fit's versions, a newer format) is
+    raised."""
+    from ..exceptions import CheckpointNotFoundError
+
+    try:
+        return restore()
+    except (CheckpointNotFoundError, CheckpointFormatError) as exc:
+        if isinstance(exc, CheckpointFormatError) and not getattr(exc, "damaged", False):
+            raise
+        said = "; ".join([str(exc), *getattr(exc, "__notes__", [])]).removeprefix(
+            f"no complete checkpoint version at {url!r}; ")
+    complete, torn = listed[:2]
+    which = (f"version {complete[0]} is" if len(complete) == 1 else
+             f"versions {', '.join(map(str, complete[:-1]))} and {complete[-1]} are")
+    warnings.warn(f"resume: checkpoint {url!r}: {which} damaged"
+                  + (f" (and versions {torn} torn)" if torn else "")
+                  + f" ({said}); nothing to resume from: the fit starts from its first "
+                  f"{unit} (the damaged versions are left in the folder, this fit's versions "
+                  f"are saved after them)", ck.TornCheckpointWarning,
+                  stacklevel=user_stacklevel())
+    return None
 
 
 def check_unchanged(info: ck.CheckpointInfo) -> None:

@@ -33,7 +33,14 @@ from . import _format_tables as ft
 from . import connection, placement
 from . import format as ck
 from . import key_ranges as kr
-from ._versions import check_unchanged, new_version, own_version, prune, warn_skipped
+from ._versions import (
+    check_unchanged,
+    new_version,
+    own_version,
+    prune,
+    warn_skipped,
+    writing_done,
+)
 from .readers import check_part, load_part, open_arrays
 from .writers import array_paths, create_arrays
 from .writers import plan_table as _plan_table
@@ -138,14 +145,17 @@ def _save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
     # newest sound one it compares with (the claim's number: listed anew, no manifest read)
     _warn_other_model(url, tables, ck.read_versions(url))
     version, path, group = new_version(url, attrs)
-    calls, manifest = [], {}
-    for name, t in tables.items():
-        arrays = create_arrays(group, t, t["path"], slots=True, dtype=None, squeeze=False)
-        n_chunks = -(-t["n_keys"] // t["chunk_rows"])
-        manifest.update({p: [t["n_keys"], n_chunks] for p in array_paths(arrays)})
-        calls += [(w[0], (path, name, arrays) + w[1:] + (None,)) for w in plans[name]]
-    _run_tasks(model, _write_part, calls)
-    ck.write_manifest(path, manifest, __version__)
+    try:  # until then the version is this process's save, never pruned (prune)
+        calls, manifest = [], {}
+        for name, t in tables.items():
+            arrays = create_arrays(group, t, t["path"], slots=True, dtype=None, squeeze=False)
+            n_chunks = -(-t["n_keys"] // t["chunk_rows"])
+            manifest.update({p: [t["n_keys"], n_chunks] for p in array_paths(arrays)})
+            calls += [(w[0], (path, name, arrays) + w[1:] + (None,)) for w in plans[name]]
+        _run_tasks(model, _write_part, calls)
+        ck.write_manifest(path, manifest, __version__)
+    finally:
+        writing_done(path)
     if keep is not None:
         prune(url, keep)
     return ck.CheckpointInfo(url, version, attrs, seconds=time.perf_counter() - t0)
@@ -327,7 +337,13 @@ def save(model, url: str, *, clock: int = 0, data_position: dict | None = None,
     extra : dict, optional
         Other JSON metadata (e.g. an estimator's loss history).
     keep : int, optional
-        Keep only this many newest complete versions (and delete torn older ones).
+        After the save, keep only this many newest complete versions of the folder
+        (whichever save wrote them), deleting the older ones; torn versions older than the
+        newest complete one are deleted too once their save is provably over (its process
+        ended, on this machine, else nothing written into it for
+        :data:`~dask_ps.model._versions.STALE_SECONDS`, 10 minutes): another save's
+        version still being written is never deleted. A version that cannot be deleted is
+        left with a ``UserWarning``, the save complete. None: nothing is deleted.
     chunk_rows : int, optional
         Rows per chunk; default about 4 MiB of weights per chunk.
 

@@ -38,12 +38,13 @@ from ..exceptions import (
 )
 from . import format as ck
 from . import placement
-from ._format_tables import differences_said, spec_differences
+from ._fit_checks import check_not_past, check_resumable, fit_differences
 from ._versions import (
     newest_own,
     no_version_of_fit,
     own_version,
     prune,
+    sound_or_none,
     warn_all_torn,
     warn_skipped,
 )
@@ -51,12 +52,6 @@ from .checkpoint import restore_read
 
 __all__ = ["check_not_past", "check_resumable", "fit_differences", "loss_errors", "recover",
            "recreate", "run_clocks"]
-
-#: Keys of a checkpoint's fit identity (``extra["fit"]``) that earlier versions wrote under
-#: a parameter's old name, and their name now: FactorizationMachineClassifier's ``k``
-#: (renamed ``n_components``, see :mod:`dask_ps.algorithms._renamed`).
-RENAMED_FIT_KEYS = {"k": "n_components"}
-
 
 def loss_errors() -> tuple:
     """Errors that mean "a worker or shard went away"; a task's other errors are re-raised.
@@ -135,95 +130,6 @@ def restore_sound(model, info: ck.CheckpointInfo, optimizer_state: bool = True,
         info = nxt
 
 
-def check_resumable(model, info: ck.CheckpointInfo, fit_id: dict | None = None,
-                    driver_differs: Callable | None = None) -> None:
-    """Refuse to resume ``model``'s fit from checkpoint ``info`` when it holds other tables
-    than the fit made (:func:`fit_differences`). Checked before anything is restored: the
-    model and the checkpoint are left as they are.
-
-    Raises
-    ------
-    OptionError
-        Naming the checkpoint, each table that differs and how (the checkpoint's, this
-        fit's).
-    """
-    said = fit_differences(model, info, fit_id, driver_differs)
-    if said:
-        raise OptionError(f"resume: checkpoint {info.url!r} version {info.version} {said}; "
-                          f"resume with the same data and parameters, or use another "
-                          f"checkpoint folder")
-
-
-def fit_differences(model, info: ck.CheckpointInfo, fit_id: dict | None = None,
-                    driver_differs: Callable | None = None) -> str | None:
-    """Why checkpoint ``info`` holds another fit than ``model``'s: another set of tables, or
-    a table of other rows, columns, dtype, partitioner or update rule (another feature
-    count, rank, number of topics or classes, solver...); or, with ``fit_id`` (what the fit
-    says of itself, e.g. its estimator and hashed width: see :func:`run_clocks`), a
-    checkpoint's that differs; or, with ``driver_differs`` (``driver_differs(saved) -> str
-    or None``, ``saved`` the driver state the checkpoint keeps, None when it keeps none),
-    what it says. E.g. ``"holds another fit: table 'w': rows 21 (this fit's: 11)"``; None
-    when it holds this fit. The one test of "which version is this fit's", for a resume
-    and a recovery alike (:func:`~dask_ps.model._versions.newest_own`)."""
-    # scratch tables (add_table(checkpoint=False)) are not compared: a restore empties them
-    tables = {n: t for n, t in info.attrs.get("tables", {}).items() if n not in model._scratch}
-    specs = model.saved_specs
-    said = []
-    theirs = info.attrs.get("extra", {}).get("fit")
-    if theirs is not None:  # keys an earlier version wrote under a parameter's old name
-        theirs = {RENAMED_FIT_KEYS.get(k, k): v for k, v in theirs.items()}
-    if fit_id is not None and theirs is not None:
-        # what the checkpoint records (one written before a field was recorded lacks it)
-        said += differences_said({k: (theirs[k], v) for k, v in fit_id.items()
-                                  if k in theirs and theirs[k] != v})
-    if sorted(tables) != sorted(specs):
-        said += differences_said({"tables": (sorted(tables), sorted(specs))})
-    for name, spec in specs.items():
-        if name in tables:
-            diff = spec_differences(spec, tables[name])
-            if diff:
-                said.append(f"table {name!r}: " + ", ".join(differences_said(diff)))
-    if driver_differs is not None and (
-            driver := driver_differs(info.attrs.get("extra", {}).get("driver"))):
-        said.append(driver)
-    return f"holds another fit: {'; '.join(said)}" if said else None
-
-
-def check_not_past(info: ck.CheckpointInfo, n_clocks: int, unit: str = "clock",
-                   limit: str = "n_clocks") -> None:
-    """Refuse to resume a run of ``n_clocks`` from checkpoint ``info`` taken after more
-    clocks: its tables are those of the longer run, which a run of ``n_clocks`` cannot
-    return (its results, ``history_`` and ``n_iter_`` would say ``n_clocks``).
-
-    Parameters
-    ----------
-    info : CheckpointInfo
-    n_clocks : int
-    unit : str, default "clock"
-        What a clock is to the user (e.g. "epoch"), for the message.
-    limit : str, default "n_clocks"
-        The parameter that sets ``n_clocks`` (e.g. "max_iter"), for the message.
-
-    Raises
-    ------
-    OptionError
-        Naming the checkpoint, its clock and ``limit``.
-    """
-    if info.clock > n_clocks:
-        raise OptionError(f"resume: checkpoint {info.url!r} version {info.version} is at "
-                          f"{unit} {info.clock}, past the {_count(n_clocks, unit)} of "
-                          f"this fit ({limit}): its tables are those of "
-                          f"{_count(info.clock, unit)}, which "
-                          f"a fit of {n_clocks} cannot return; set {limit}={info.clock} or "
-                          f"more to go on from it, or fit afresh (resume=False, or another "
-                          f"checkpoint folder)")
-
-
-def _count(n: int, unit: str) -> str:
-    """``"1 epoch"``, ``"3 epochs"``."""
-    return f"{n} {unit}{'' if n == 1 else 's'}"
-
-
 def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
                checkpoint: str | None = None, checkpoint_every: int = 1,
                checkpoint_seconds: float | None = None, resume: bool = False,
@@ -268,8 +174,11 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
         :class:`~dask_ps.exceptions.OptionError` when its tables are not the model's (see
         :func:`check_resumable`) or, unless ``rewinds``, when its clock is past
         ``n_clocks`` (:func:`check_not_past`), before anything is restored. A folder
-        whose versions are all torn: a ``TornCheckpointWarning`` names each and why
-        (:func:`~dask_ps.model._versions.warn_all_torn`), and the run starts at clock 0.
+        whose versions are all torn, or whose complete versions are all damaged: a
+        ``TornCheckpointWarning`` names each and why
+        (:func:`~dask_ps.model._versions.warn_all_torn`,
+        :func:`~dask_ps.model._versions.sound_or_none`), and the run starts at clock 0,
+        its versions saved after them (they are left in the folder).
     keep : int or None, default 2
         Complete versions of this run kept (older ones pruned); versions that were in
         ``checkpoint`` before the run, or that another writer saved there meanwhile, are
@@ -384,8 +293,10 @@ def run_clocks(model, step: Callable[[int, int], list], n_clocks: int, *,
             skipped.update(others)
             return start
 
-        last = restore_sound(model, ck.latest(checkpoint, warn=False, listed=listed),
-                             check=check, own=own_fit, skipped=skipped, what="this fit")
+        last = sound_or_none(checkpoint, listed, unit, lambda: restore_sound(
+            model, ck.latest(checkpoint, warn=False, listed=listed), check=check,
+            own=own_fit, skipped=skipped, what="this fit"))
+    if last is not None:  # resumed
         clock = min(last.clock, n_clocks)
         kept = list(last.attrs.get("extra", {}).get("results", []))[:clock]
         results[:] = kept + [None] * (clock - len(kept))

@@ -305,3 +305,28 @@ def test_versions_another_process_writes_are_seen(s3):
     assert ck.latest(s3.url("served.zarr")).version == 2
     assert last_version(s3.url("v")) == 2
     model.close()
+
+
+def test_a_save_prunes_a_torn_version_on_s3_only_once_its_writer_is_gone(s3):
+    """On S3 the claim of a torn version written on another machine says nothing of its
+    writer's life: a save's prune leaves it (it may be a save still writing) until nothing
+    was written into it for STALE_SECONDS, told by its objects' LastModified."""
+    import time
+
+    from dask_ps.model._versions import prune, save_over
+
+    url = s3.url("torn.zarr")
+    fs = fsspec.filesystem("s3")
+    with dask_ps.PSModel("local") as model:
+        model.add_table("w", (10,))
+        model.save(url)
+        root = s3.url("torn.zarr", "v000002").removeprefix("s3://")
+        fs.pipe(f"{root}/{CLAIM}", b"another-host 1\n")
+        fs.pipe(f"{root}/zarr.json", b"{}")
+        model.save(url, keep=2)  # version 3: version 2 kept, its writer may be alive
+        assert ck.list_versions(url) == ([1, 3], [2])
+        assert not save_over(fs, root)
+        time.sleep(1.5)  # LastModified: whole seconds
+        assert save_over(fs, root, stale=0.0)  # its age is read off the store
+        assert prune(url, 2) == []  # under STALE_SECONDS still
+    assert ck.list_versions(url) == ([1, 3], [2])

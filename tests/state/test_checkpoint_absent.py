@@ -129,3 +129,41 @@ def test_a_resume_of_a_folder_of_torn_versions_says_so_and_starts_over(tmp_path)
     assert seen[0].filename == __file__  # pointing at the caller's line
     for name in names:  # left as they were
         assert (torn / name).is_dir()
+
+
+@pytest.mark.parametrize("damage", ["chunk deleted", "checksum fails"])
+def test_a_resume_of_a_folder_of_damaged_versions_says_so_and_starts_over(tmp_path, damage):
+    """Every complete version damaged (a chunk deleted: found by the manifest's counts; a
+    chunk's bytes changed: found by its checksum when restored): resume=True (the
+    command's --resume auto) raised "no complete checkpoint version" (or the checksum's
+    CheckpointFormatError) where a folder of torn versions starts over; now a
+    TornCheckpointWarning names the damaged versions and says the fit starts from its
+    first epoch, the damaged versions left in the folder, the fit's numbered after them."""
+    ck = tmp_path / "ck"
+    _lr(str(ck), 2)
+    names = sorted(p.name for p in ck.iterdir() if p.name.startswith("v"))
+    for name in names:
+        chunk = sorted(p for p in (ck / name / "t0" / "values" / "c").rglob("*")
+                       if p.is_file())[0]
+        if damage == "chunk deleted":
+            chunk.unlink()
+        else:
+            data = bytearray(chunk.read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            chunk.write_bytes(bytes(data))
+    with pytest.warns(TornCheckpointWarning) as seen:
+        est = _lr(str(ck), 3, resume=True)
+    said = [str(w.message) for w in seen if w.category is TornCheckpointWarning]
+    versions = [int(n[1:]) for n in names]
+    assert len(said) == 1 and said[0].startswith(
+        f"resume: checkpoint {str(ck)!r}: versions {', '.join(map(str, versions[:-1]))} and "
+        f"{versions[-1]} are damaged ("), said
+    assert said[0].endswith(
+        "nothing to resume from: the fit starts from its first epoch (the damaged versions "
+        "are left in the folder, this fit's versions are saved after them)"), said
+    assert "t0" in said[0]  # the damage named
+    assert seen[0].filename == __file__  # pointing at the caller's line
+    assert [h["epoch"] for h in est.history_ if "event" not in h] == [1, 2, 3]
+    after = sorted(p.name for p in ck.iterdir() if p.name.startswith("v"))
+    assert after[:len(names)] == names and len(after) > len(names)  # kept, and after them
+    assert all((ck / name / "manifest.json").is_file() for name in names)
