@@ -87,6 +87,18 @@ def test_an_empty_path_is_refused_naming_the_option(good, capsys, argv, option):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("algorithm", ["lr", "gbdt"])
+def test_a_save_folder_that_cannot_be_written_is_refused_before_a_cluster(good, capsys,
+                                                                        algorithm):
+    """Run as root, ``os.access`` says any folder is writable: ``--save /proc/m.npz`` (or
+    ``/sys/kernel/...``) trained fully, then failed "the model file cannot be written in
+    '/proc' (...)", the model lost. An empty file is now written and removed there first,
+    as for a checkpoint."""
+    said = _error(capsys, ["train", algorithm, "--train", "good.svm", "--save", "/proc/m.npz"])
+    assert said.startswith("--save '/proc/m.npz': the folder '/proc' is not writable ("), said
+
+
+@pytest.mark.timeout(60)
 def test_an_empty_checkpoint_is_refused_by_the_parser(good, capsys):
     """``--checkpoint ''`` was refused only once the cluster had started and read the
     data."""

@@ -14,9 +14,9 @@ import os
 import socket
 from contextlib import contextmanager
 
-__all__ = ["WRITE_CONFLICTS", "bucket_of", "check_url", "client_error", "file_system",
-           "is_write_conflict", "named_errors", "protocol_error", "storage_error", "unreachable",
-           "url_of", "write_conflict_code"]
+__all__ = ["WRITE_CONFLICTS", "bucket_of", "check_url", "check_writable", "client_error",
+           "file_system", "is_write_conflict", "named_errors", "protocol_error",
+           "storage_error", "unreachable", "url_of", "write_conflict_code"]
 
 #: Schemes whose first part after ``scheme://`` is a host, not a bucket.
 _HOSTS = ("http", "https", "ftp", "sftp", "ssh", "webhdfs", "hdfs")
@@ -259,6 +259,68 @@ def file_system(url, what: str = "", storage_options: dict | None = None):
         if said is None:
             raise
         raise said from None
+
+
+def check_writable(url, what: str, folder: bool = False) -> None:
+    """Write and remove an empty file where ``url`` is to be written, before any work: what
+    its first write would meet, met now. ``os.access`` cannot tell (it says yes to root for
+    any folder, ``/proc`` and ``/sys`` included), nor can anything but a request tell an
+    object store's bucket and credentials. The one probe of a ``--save`` file, a checkpoint
+    folder and ``learn_online``'s versions.
+
+    Parameters
+    ----------
+    url : str or os.PathLike
+        A local path or an fsspec URL: a file to be written (``folder`` False: the probe
+        goes in its folder, ``.dask-ps-check-<random>``), or a folder (``folder`` True: the
+        probe goes in it or, locally, when it does not exist yet, in its nearest existing
+        parent, where it would be made). On an object store the probe is an empty object
+        under the same prefix (written with ``pipe_file``, then deleted): no bucket is
+        created.
+    what : str
+        What gives ``url`` (``"--save"``, ``"checkpoint"``...): each message starts
+        ``<what> '<url>'``.
+    folder : bool, default False
+
+    Raises
+    ------
+    OptionError
+        An empty ``url`` or an unknown protocol (:func:`file_system`).
+    ModuleNotFoundError
+        The protocol's package is not installed, naming it.
+    OSError
+        Of the system's error's type: locally naming the folder that is not writable
+        (``"--save '/sys/kernel/m.npz': the folder '/sys/kernel' is not writable
+        (Permission denied)"``) or where no folder can be made; on an object store what the
+        write met (:func:`storage_error`: a missing bucket, access denied).
+    """
+    import posixpath
+    import tempfile
+    import uuid
+
+    fs, path = file_system(url, what)
+    head = f"{what} {os.fspath(url)!r}"
+    if "file" not in ((fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol):
+        path = path.rstrip("/")
+        probe = f"{path if folder else posixpath.dirname(path) or path}/.dask-ps-check-" \
+                f"{uuid.uuid4().hex}"
+        try:
+            fs.pipe_file(probe, b"")
+            fs.rm(probe)
+        except OSError as exc:
+            raise storage_error(os.fspath(url), exc, what) from None
+        return
+    where = os.path.abspath(path) if folder else os.path.dirname(os.path.abspath(path))
+    while folder and where != os.path.dirname(where) and not os.path.lexists(where):
+        where = os.path.dirname(where)  # (a folder to be made: in its nearest parent)
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".dask-ps-check-", dir=where)
+        os.close(handle)
+        os.remove(probe)
+    except OSError as exc:
+        said = (f"the folder {where!r} is not writable" if where == os.path.abspath(path)
+                or not folder else f"no folder can be made in {where!r}")
+        raise type(exc)(f"{head}: {said} ({exc.strerror or exc})") from None
 
 
 @contextmanager
