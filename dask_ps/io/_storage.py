@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 __all__ = ["WRITE_CONFLICTS", "bucket_of", "check_url", "check_writable", "client_error",
            "file_system", "is_write_conflict", "named_errors", "protocol_error",
-           "storage_error", "unreachable", "url_of", "write_conflict_code"]
+           "storage_error", "unreachable", "url_of", "write_conflict_code", "write_error"]
 
 #: Schemes whose first part after ``scheme://`` is a host, not a bucket.
 _HOSTS = ("http", "https", "ftp", "sftp", "ssh", "webhdfs", "hdfs")
@@ -144,7 +144,8 @@ def storage_error(url: str, exc: OSError, what: str = "") -> OSError:
         return OSError(text)
 
 
-def client_error(url: str, exc: BaseException) -> OSError | None:
+def client_error(url: str, exc: BaseException, what: str = "",
+                 write: bool = False) -> OSError | None:
     """An ``OSError`` naming ``url`` for an error of an object store's client that is no
     ``OSError`` (so that callers, and ``dask-ps``, treat it as the storage's, as s3fs's
     mapped errors are), or None for any other error.
@@ -154,20 +155,43 @@ def client_error(url: str, exc: BaseException) -> OSError | None:
     unknown) as exceptions of its own; they become ``PermissionError`` (missing or partial
     credentials) and ``ConnectionError`` (the endpoint), any other botocore error an
     ``OSError``, each saying what to do.
+
+    Parameters
+    ----------
+    url : str
+    exc : BaseException
+        What the client raised.
+    what : str, default ""
+        What ``url`` is (``"--save"``): the message starts ``--save 's3://…'``.
+    write : bool, default False
+        ``url`` was to be written: "no credentials to write to bucket ...", without the
+        advice to read a public bucket anonymously.
     """
     names = {c.__name__ for c in type(exc).__mro__}
     if "BotoCoreError" not in names or isinstance(exc, OSError):
         return None
+    head = f"{what} {url!r}" if what else str(url)
     bucket = bucket_of(url)
     where = f"bucket {bucket!r}" if bucket else "it"
     if names & {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"}:
         return PermissionError(
-            f"{url}: no credentials to read {where} ({exc}); set them (e.g. "
-            f"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws), or, in "
-            f"Python, read a public bucket anonymously (storage_options={{'anon': True}})")
+            f"{head}: no credentials to {'write to' if write else 'read'} {where} ({exc}); "
+            f"set them (e.g. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in "
+            f"~/.aws)" + ("" if write else ", or, in Python, read a public bucket "
+                                           "anonymously (storage_options={'anon': True})"))
     if "ConnectionError" in names:
-        return ConnectionError(f"{url}: the storage cannot be reached ({exc})")
-    return OSError(f"{url}: {exc}")
+        return ConnectionError(f"{head}: the storage cannot be reached ({exc})")
+    return OSError(f"{head}: {exc}")
+
+
+def write_error(url: str, exc: BaseException, what: str = "") -> OSError | None:
+    """What writing (or looking before writing) at ``url`` met, in one line naming ``url``
+    and ``what`` gave it: :func:`storage_error` for an ``OSError``, :func:`client_error`
+    (``write=True``) for an object store client's own (no credentials); None for any other
+    error (to be raised as it is)."""
+    if isinstance(exc, OSError):
+        return storage_error(url, exc, what)
+    return client_error(url, exc, what, write=True)
 
 
 def check_url(url, what: str) -> None:
@@ -292,7 +316,9 @@ def check_writable(url, what: str, folder: bool = False) -> None:
         Of the system's error's type: locally naming the folder that is not writable
         (``"--save '/sys/kernel/m.npz': the folder '/sys/kernel' is not writable
         (Permission denied)"``) or where no folder can be made; on an object store what the
-        write met (:func:`storage_error`: a missing bucket, access denied).
+        write met (:func:`write_error`: a missing bucket, access denied, no credentials
+        as a ``PermissionError``, an endpoint not reached as a ``ConnectionError``); a
+        ``NotADirectoryError`` when ``folder`` and a file is where the folder would be.
     """
     import posixpath
     import tempfile
@@ -307,12 +333,18 @@ def check_writable(url, what: str, folder: bool = False) -> None:
         try:
             fs.pipe_file(probe, b"")
             fs.rm(probe)
-        except OSError as exc:
-            raise storage_error(os.fspath(url), exc, what) from None
+        except Exception as exc:  # noqa: BLE001 - botocore's own (no credentials, endpoint)
+            said = write_error(os.fspath(url), exc, what)
+            if said is None:
+                raise
+            raise said from None
         return
     where = os.path.abspath(path) if folder else os.path.dirname(os.path.abspath(path))
     while folder and where != os.path.dirname(where) and not os.path.lexists(where):
         where = os.path.dirname(where)  # (a folder to be made: in its nearest parent)
+    if folder and os.path.exists(where) and not os.path.isdir(where):
+        raise NotADirectoryError(f"{head}: a file, not a folder" if where == os.path.abspath(
+            path) else f"{head}: {where!r} is a file, so no folder can be made under it")
     try:
         handle, probe = tempfile.mkstemp(prefix=".dask-ps-check-", dir=where)
         os.close(handle)

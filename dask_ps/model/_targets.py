@@ -38,7 +38,7 @@ def check_store_url(url: str) -> None:
         system, no permission, ``/proc``), or on an object store what the write met (a
         missing bucket, access denied), of the system's error's type, with its reason.
     """
-    from ..io._storage import check_url, check_writable, protocol_error, storage_error
+    from ..io._storage import check_url, check_writable, protocol_error, write_error
 
     check_url(url, "checkpoint")
     try:
@@ -52,8 +52,11 @@ def check_store_url(url: str) -> None:
             raise ValueError(f"checkpoint {url!r} is a file: a checkpoint is a folder (new "
                              f"or holding earlier versions, v000001/...); name a folder "
                              f"instead")
-    except OSError as exc:  # on an object store: access denied (credentials)
-        raise storage_error(url, exc, "checkpoint") from None
+    except Exception as exc:  # noqa: BLE001 - on an object store: access denied, no
+        said = write_error(url, exc, "checkpoint")  # credentials (botocore's own)
+        if said is None:
+            raise
+        raise said from None
     if "file" in np.atleast_1d(fs.protocol) and not os.path.exists(root):
         if os.path.islink(root):
             raise ValueError(f"checkpoint {url!r} is a link to {os.readlink(root)!r}, which "
