@@ -384,14 +384,22 @@ def metrics_line(classes: np.ndarray, y: np.ndarray, proba: np.ndarray,
     if not y.shape[0]:
         return "test: no rows", []
     warnings = []
-    seen = np.isin(y, classes)
+    seen = np.isin(y, classes)  # (none: text test labels of classes that are numbers)
     if not seen.all():
+        unseen = np.unique(y[~seen])
+        kinds = [("text" if any(isinstance(v, (str, bytes)) for v in a.tolist()) else
+                  "numbers") for a in (unseen, classes)]
         warnings.append(
-            f"test labels {np.unique(y[~seen]).tolist()} ({int((~seen).sum()):,} of {len(y):,} "
-            f"rows) are not among the training classes {classes.tolist()}: those rows count "
-            f"as errors in the accuracy and are left out of AUC and log-loss")
+            f"test labels {unseen.tolist()} ({int((~seen).sum()):,} of {len(y):,} rows) are "
+            f"not among the training classes {classes.tolist()}"
+            + (f" (the test labels are {kinds[0]}, the classes {kinds[1]}: write the test "
+               f"labels as the training data does)" if kinds[0] != kinds[1] else "")
+            + ": those rows count as errors in the accuracy and are left out of AUC and "
+              "log-loss")
     sw = sample_weight
-    accuracy = accuracy_score(y, classes[proba.argmax(axis=1)], sample_weight=sw)
+    hits = np.zeros(y.shape[0], bool)  # (scikit-learn refuses labels of two types)
+    hits[seen] = y[seen] == classes[proba[seen].argmax(axis=1)]
+    accuracy = accuracy_score(np.ones_like(hits), hits, sample_weight=sw)
     y, proba = y[seen], proba[seen]
     sw = None if sw is None else sw[seen]
     present = np.unique(y)
