@@ -222,6 +222,26 @@ def test_metrics_line_single_class_and_unseen_labels():
     assert metrics_line(classes, np.zeros(0), np.zeros((0, 2))) == ("test: no rows", [])
 
 
+
+@pytest.mark.parametrize("classes, y", [(np.array(["no", "yes"]), np.array([0, 1, 1, 0])),
+                                        (np.array([0, 1]), np.array(["no", "yes", "yes", "no"]))])
+def test_metrics_line_test_labels_of_another_type_than_the_classes(classes, y):
+    """Text classes and test labels that are numbers, or the reverse: scikit-learn's
+    "Mix of label input types (string and number)", a bug's traceback, status 1. None is a
+    class: said as for labels 3/5 against classes 0/1, with the types."""
+    proba = np.array([[0.2, 0.8], [0.6, 0.4], [0.3, 0.7], [0.9, 0.1]])
+    line, warnings = metrics_line(classes, y, proba)
+    kinds = ("numbers", "text") if y.dtype.kind == "i" else ("text", "numbers")
+    assert warnings == [f"test labels {np.unique(y).tolist()} (4 of 4 rows) are not among the "
+                        f"training classes {classes.tolist()} (the test labels are {kinds[0]}, "
+                        f"the classes {kinds[1]}: write the test labels as the training data "
+                        f"does): those rows count as errors in the accuracy and are left out "
+                        f"of AUC and log-loss"]
+    assert line == ("test: AUC n/a (no test label is a training class)  accuracy 0.0000  "
+                    "log-loss n/a")
+    line, _ = metrics_line(classes, y, proba, np.array([1.0, 2.0, 0.0, 1.0]))
+    assert line.endswith("accuracy 0.0000  log-loss n/a  (weighted)")
+
 # --- the command line of issue 15/18: algorithms table, config file, saving, batch behaviour ---
 
 def _scheduler_file(client, tmp_path):

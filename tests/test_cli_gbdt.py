@@ -283,6 +283,55 @@ def test_csv_text_labels_a_byte_order_mark_and_a_binary_file(client1, tmp_path, 
         read_frame(str(cr))
 
 
+
+def test_test_labels_of_another_type_than_the_training_classes_are_scored(client1, tmp_path,
+                                                                          capsys):
+    """Text classes (no/yes) scored on test labels 0/1, or the reverse, by train and by
+    evaluate: "unexpected ValueError: Mix of label input types (string and number)" (a
+    bug's traceback, status 1). Said as for test labels 3/5 against classes 0/1: a warning
+    naming both, accuracy 0, the model saved and scored."""
+    rng = np.random.default_rng(4)
+    k = rng.integers(0, 2, 200)
+    a = [f"{v + rng.normal() * 0.3:.4f}" for v in k]
+    for name, labels in [("text", ["no", "yes"]), ("numbers", ["0", "1"])]:
+        (tmp_path / f"{name}.csv").write_text(
+            "y,a\n" + "".join(f"{labels[v]},{x}\n" for v, x in zip(k, a)))
+    sf = _scheduler_file(client1, tmp_path)
+    for train, test, kinds in [("text", "numbers", "numbers, the classes text"),
+                               ("numbers", "text", "text, the classes numbers")]:
+        model = str(tmp_path / f"{train}.npz")
+        capsys.readouterr()
+        assert main(["train", "gbdt", "--train", str(tmp_path / f"{train}.csv"), "--test",
+                     str(tmp_path / f"{test}.csv"), "--format", "csv", "--label", "y",
+                     "--n-estimators", "2", "--save", model, "--scheduler-file", sf]) == 0
+        trained = capsys.readouterr()
+        assert main(["evaluate", model, "--test", str(tmp_path / f"{test}.csv")]) == 0
+        for out in (trained, capsys.readouterr()):
+            assert f"(the test labels are {kinds}: write the test labels as the training " \
+                   f"data does)" in out.err, out.err
+            assert "test: AUC n/a (no test label is a training class)  accuracy 0.0000" \
+                in out.out, out.out
+
+
+def test_a_regression_test_label_of_text_is_named_before_the_fit(client1, tmp_path, capsys):
+    """gbdt-regression's --test label 'yes' was named only when the test rows were scored,
+    after the whole fit; the first rows of the file, read anyway when its reader is made,
+    name it before."""
+    rng = np.random.default_rng(5)
+    rows = "".join(f"{v:.3f},{v + rng.normal():.3f}\n" for v in rng.normal(size=100))
+    (tmp_path / "train.csv").write_text("y,a\n" + rows)
+    (tmp_path / "test.csv").write_text("y,a\n0.5,1\nyes,2\n")
+    assert main(["train", "gbdt-regression", "--train", str(tmp_path / "train.csv"), "--test",
+                 str(tmp_path / "test.csv"), "--format", "csv", "--label", "y",
+                 "--n-estimators", "2", "--scheduler-file",
+                 _scheduler_file(client1, tmp_path)]) == 2
+    out = capsys.readouterr()
+    assert "train wall" not in out.out and "round" not in out.out, out.out
+    assert out.err.strip().splitlines()[-1] == (
+        f"dask-ps: error: {tmp_path / 'test.csv'}, line 3: column 'y' (field 1): the label "
+        f"'yes' is not a number: labels read here must be numbers, such as 0 and 1; map text "
+        f"classes to numbers first (e.g. yes -> 1, no -> 0)")
+
 @pytest.mark.parametrize("content, extra, message", [
     ("", (), "no rows"),
     ("a,b,y\n", (), "no rows"),

@@ -87,6 +87,42 @@ def test_an_empty_path_is_refused_naming_the_option(good, capsys, argv, option):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("algorithm", ["lr", "gbdt"])
+def test_a_save_folder_that_cannot_be_written_is_refused_before_a_cluster(good, capsys,
+                                                                        algorithm):
+    """Run as root, ``os.access`` says any folder is writable: ``--save /proc/m.npz`` (or
+    ``/sys/kernel/...``) trained fully, then failed "the model file cannot be written in
+    '/proc' (...)", the model lost. An empty file is now written and removed there first,
+    as for a checkpoint."""
+    said = _error(capsys, ["train", algorithm, "--train", "good.svm", "--save", "/proc/m.npz"])
+    assert said.startswith("--save '/proc/m.npz': the folder '/proc' is not writable ("), said
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("argv, said", [
+    (["train", "lr", "--datset", "a9a"],
+     "dask-ps train lr: error: unrecognized arguments: --datset a9a (--datset: did you mean "
+     "--dataset?)"),
+    (["train", "lr", "--dataset=a9a", "--max-itr", "3", "--bogus"],
+     "dask-ps train lr: error: unrecognized arguments: --max-itr 3 --bogus (--max-itr: did "
+     "you mean --max-iter?)"),
+    (["evaluate", "m.npz", "--tset=t.svm"],
+     "dask-ps evaluate: error: unrecognized arguments: --tset=t.svm (--tset: did you mean "
+     "--test?)"),
+    (["train", "lr"], "dask-ps train lr: error: one of the arguments --train --dataset is "
+                      "required")])
+def test_an_unknown_option_is_named_before_a_missing_required_one(good, capsys, argv, said):
+    """``train lr --datset a9a`` (a typo of --dataset) said "one of the arguments --train
+    --dataset is required" (argparse checks the required options first), never naming
+    --datset."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: dask-ps ") and err.splitlines()[-1] == said, err
+
+
+@pytest.mark.timeout(60)
 def test_an_empty_checkpoint_is_refused_by_the_parser(good, capsys):
     """``--checkpoint ''`` was refused only once the cluster had started and read the
     data."""

@@ -417,6 +417,8 @@ def _check_versions(estimator, versions) -> None:
     batches in, after a batch was learnt)."""
     import fsspec
 
+    from ..io._storage import check_writable
+
     saved_params(estimator)
     name = os.fspath(versions)
     fs, root = fsspec.core.url_to_fs(name)
@@ -428,20 +430,10 @@ def _check_versions(estimator, versions) -> None:
     except OSError as exc:
         raise type(exc)(f"versions={name!r}: the folder cannot be made "
                         f"({exc.strerror or exc})") from None
-    probe = f"{root.rstrip('/')}/.learn_online-probe-{os.getpid()}"
-    try:  # the way versions are written: a local temporary file beside, or fs.open
-        if "://" in name:
-            with fs.open(probe, "wb") as f:
-                f.write(b"")
-            fs.rm(probe)
-        else:
-            with open(probe, "wb"):
-                pass
-            os.remove(probe)
+    try:  # a test file, written and removed (check_writable)
+        check_writable(name, "versions", folder=True)
     except OSError as exc:
-        raise type(exc)(f"versions={name!r}: no version can be written in the folder (a "
-                        f"test file there: {exc.strerror or exc}); no batch was "
-                        f"learnt") from None
+        raise type(exc)(f"{exc}; no batch was learnt") from None
 
 
 def _learn(estimator, b: int, X, y, classes) -> dict | None:

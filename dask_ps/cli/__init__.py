@@ -54,9 +54,45 @@ class Terminated(Exception):
     """SIGTERM arrived (a batch system's walltime or scancel)."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that names an unknown option before a missing required one:
+    argparse checks the required options (``--train``/``--dataset``, ``--test``) first, so
+    ``dask-ps train lr --datset a9a`` said "one of the arguments --train --dataset is
+    required", never naming the misspelt option. Its sub-parsers are of this class too."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        import copy
+        import difflib
+        import re
+
+        args = list(sys.argv[1:] if args is None else args)
+        required = [a for a in self._actions if a.required and a.option_strings] + \
+            [g for g in self._mutually_exclusive_groups if g.required]
+        for r in required:  # first without them: what is left over
+            r.required = False
+        try:
+            first = super().parse_known_args(list(args), copy.copy(namespace) if required
+                                             else namespace)
+        finally:
+            for r in required:
+                r.required = True
+        extras = first[1]
+        unknown = [a for a in extras
+                   if a.startswith("-") and a != "--" and not re.fullmatch(r"-\d*\.?\d+", a)]
+        if unknown:
+            known = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+            near = {u: difflib.get_close_matches(u.split("=", 1)[0], known, n=1)
+                    for u in unknown}
+            hint = ", ".join(f"{u.split('=', 1)[0]}: did you mean {m[0]}?"
+                             for u, m in near.items() if m)
+            self.error(f"unrecognized arguments: {' '.join(extras)}"
+                       + (f" ({hint})" if hint else ""))
+        return super().parse_known_args(args, namespace) if required else first
+
+
 def _parser() -> tuple[argparse.ArgumentParser, dict]:
     """The parser and the ``train`` sub-parser of each algorithm."""
-    p = argparse.ArgumentParser(prog="dask-ps", description="dask_ps: train, evaluate and "
+    p = _Parser(prog="dask-ps", description="dask_ps: train, evaluate and "
                                 "export models on a Dask parameter server")
     sub = p.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train a model",
@@ -385,14 +421,22 @@ def metrics_line(classes: np.ndarray, y: np.ndarray, proba: np.ndarray,
     if not y.shape[0]:
         return "test: no rows", []
     warnings = []
-    seen = np.isin(y, classes)
+    seen = np.isin(y, classes)  # (none: text test labels of classes that are numbers)
     if not seen.all():
+        unseen = np.unique(y[~seen])
+        kinds = [("text" if any(isinstance(v, (str, bytes)) for v in a.tolist()) else
+                  "numbers") for a in (unseen, classes)]
         warnings.append(
-            f"test labels {np.unique(y[~seen]).tolist()} ({int((~seen).sum()):,} of {len(y):,} "
-            f"rows) are not among the training classes {classes.tolist()}: those rows count "
-            f"as errors in the accuracy and are left out of AUC and log-loss")
+            f"test labels {unseen.tolist()} ({int((~seen).sum()):,} of {len(y):,} rows) are "
+            f"not among the training classes {classes.tolist()}"
+            + (f" (the test labels are {kinds[0]}, the classes {kinds[1]}: write the test "
+               f"labels as the training data does)" if kinds[0] != kinds[1] else "")
+            + ": those rows count as errors in the accuracy and are left out of AUC and "
+              "log-loss")
     sw = sample_weight
-    accuracy = accuracy_score(y, classes[proba.argmax(axis=1)], sample_weight=sw)
+    hits = np.zeros(y.shape[0], bool)  # (scikit-learn refuses labels of two types)
+    hits[seen] = y[seen] == classes[proba[seen].argmax(axis=1)]
+    accuracy = accuracy_score(np.ones_like(hits), hits, sample_weight=sw)
     y, proba = y[seen], proba[seen]
     sw = None if sw is None else sw[seen]
     present = np.unique(y)

@@ -195,27 +195,34 @@ def _opened(urlpath: str, option: str, folders: bool = True) -> tuple:
 
 
 def check_save(path: str) -> None:
-    """Fail before any cluster starts if the model could not be saved at ``path`` (a local
-    path: its folder must exist and be writable, and the path must not be a folder; an
-    fsspec URL is left to the save, but for an unknown protocol or one whose package is
-    missing; an empty path is refused)."""
+    """Fail before any cluster starts if the model could not be saved at ``path``: an empty
+    path, an unknown protocol or one whose package is missing, a local folder or a file in
+    a folder that does not exist, and wherever an empty file cannot be written and removed
+    beside it (:func:`~dask_ps.io._storage.check_writable`: a folder not writable, root's
+    ``/proc`` and ``/sys`` included; on an object store a missing bucket or access denied).
+
+    Raises
+    ------
+    OptionError
+        Naming ``--save`` and ``path``.
+    OSError
+        What the probe met, naming ``--save`` and ``path``.
+    """
     import os
 
-    from ..io._storage import file_system
+    from ..io._storage import check_writable, file_system
 
     file_system(path, "--save")
-    if "://" in path:
-        return
-    if os.path.isdir(path):
-        raise OptionError(f"--save {path}: a directory; give a file name such as "
-                          f"{os.path.join(path, 'model.npz')}")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise OptionError(f"--save {path}: no folder {folder}")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise OptionError(f"--save {path}: the folder {folder} is not writable")
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise OptionError(f"--save {path}: the file is not writable")
+    if "://" not in path:
+        if os.path.isdir(path):
+            raise OptionError(f"--save {path}: a directory; give a file name such as "
+                              f"{os.path.join(path, 'model.npz')}")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise OptionError(f"--save {path}: no folder {folder}")
+        if os.path.exists(path) and not os.access(path, os.W_OK):
+            raise OptionError(f"--save {path}: the file is not writable")
+    check_writable(path, "--save")
 
 
 def no_test_rows(urlpath: str, empty: str, paths: list | None = None) -> DataError:

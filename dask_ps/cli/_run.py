@@ -484,11 +484,12 @@ def export(args) -> int:
     """Write a saved model's weights as tables (Parquet or CSV) and a model.json, then say
     how the tables number the features (LIBSVM data: as its lines do) or LDA's terms (a UCI
     docword's wordID, from 1; an LDA-C id, from 0; or the vocabulary's words)."""
-    from ..io._storage import file_system
+    from ..io._storage import check_writable, file_system
     from ..saving import load_estimator, write_tables
 
     file_system(args.out, "out")  # (an empty one, an unknown protocol: before reading)
     check_model(args.model)
+    check_writable(args.out, "out", folder=True)  # (no credentials: before loading)
     est, extra = load_estimator(args.model)
     algo = by_estimator(type(est).__name__)
     tables, desc = algo.export(est, extra.get("data", {}))

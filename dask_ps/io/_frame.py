@@ -11,6 +11,7 @@ from ..exceptions import NOT_A_CLASS, DataError
 from ._blocks import Block, lines_before, open_paths, plan, read, skip_empty_files
 from ._csv import (
     LineError,
+    _bad_field,
     check_columns,
     check_sep,
     common_header,
@@ -82,6 +83,19 @@ def _refuse_text_features(fs, block: Block, sample: pa.Table, names: list[str],
                     f"column {name!r} (field {names.index(name) + 1}): {value!r} is not a "
                     f"number: {'is it' if len(text) == 1 else 'are these'} categorical? use "
                     f"categorical={text!r}")
+
+
+def _refuse_text_labels(fs, block: Block, sample: pa.Table, names: list[str], label: str,
+                        header: bool) -> None:
+    """Refuse labels read as numbers (no ``classes``: a regression's) of which one in the
+    sample is text, naming its file, line and column as the reader would once it read the
+    block (for ``--test``: after the fit); read now, with the sample read anyway."""
+    for row, value in enumerate(sample.column(label).to_pylist()):
+        problem = None if value is None else _bad_field(value, True, True)
+        if problem is not None and problem.startswith("the label"):  # (not inf: the reader's)
+            data, skipped = strip_header(read(fs, block), block, header)
+            raise LineError(block.path, skipped + line_of_row(data, row),
+                            f"column {label!r} (field {names.index(label) + 1}): {problem}")
 
 
 def _frame_block(block: Block, fs, names: list[str], types: dict, sep: str, header: bool,
@@ -167,7 +181,8 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
         or ``categorical`` column the files lack, a bad line in the first file's sample,
         or a feature column (not ``categorical``) of which at least half the sample's
         fields are words (a :class:`LineError` naming the first, asking whether the columns
-        are categorical);
+        are categorical), or (no ``classes``) a label of the sample that is text (a
+        :class:`LineError` naming it);
         when computed, a
         :class:`LineError` ``"<file>, line <n>: ..."`` (lines of the file, 1-based, the
         header being line 1) naming the first bad line of a block: a wrong number of
@@ -197,6 +212,8 @@ def read_frame(urlpath, label: str | None = None, *, categorical=(), classes: bo
     types = {n: pa.string() if n in categorical else pa.float64() for n in names}
     sample = sample_table(fs, paths[0], names, header, sep, blocks[0].compression)
     kind = _label_kind(sample, label, classes)
+    if not classes:
+        _refuse_text_labels(fs, blocks[0], sample, names, label, header)
     _refuse_text_features(fs, blocks[0], sample, names, [
         n for n in names if n != label and n != weight and n not in categorical], header)
     if kind == "text":

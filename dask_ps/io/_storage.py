@@ -14,9 +14,9 @@ import os
 import socket
 from contextlib import contextmanager
 
-__all__ = ["WRITE_CONFLICTS", "bucket_of", "check_url", "client_error", "file_system",
-           "is_write_conflict", "named_errors", "protocol_error", "storage_error", "unreachable",
-           "url_of", "write_conflict_code"]
+__all__ = ["WRITE_CONFLICTS", "bucket_of", "check_url", "check_writable", "client_error",
+           "file_system", "is_write_conflict", "named_errors", "protocol_error",
+           "storage_error", "unreachable", "url_of", "write_conflict_code", "write_error"]
 
 #: Schemes whose first part after ``scheme://`` is a host, not a bucket.
 _HOSTS = ("http", "https", "ftp", "sftp", "ssh", "webhdfs", "hdfs")
@@ -144,7 +144,8 @@ def storage_error(url: str, exc: OSError, what: str = "") -> OSError:
         return OSError(text)
 
 
-def client_error(url: str, exc: BaseException) -> OSError | None:
+def client_error(url: str, exc: BaseException, what: str = "",
+                 write: bool = False) -> OSError | None:
     """An ``OSError`` naming ``url`` for an error of an object store's client that is no
     ``OSError`` (so that callers, and ``dask-ps``, treat it as the storage's, as s3fs's
     mapped errors are), or None for any other error.
@@ -154,20 +155,43 @@ def client_error(url: str, exc: BaseException) -> OSError | None:
     unknown) as exceptions of its own; they become ``PermissionError`` (missing or partial
     credentials) and ``ConnectionError`` (the endpoint), any other botocore error an
     ``OSError``, each saying what to do.
+
+    Parameters
+    ----------
+    url : str
+    exc : BaseException
+        What the client raised.
+    what : str, default ""
+        What ``url`` is (``"--save"``): the message starts ``--save 's3://…'``.
+    write : bool, default False
+        ``url`` was to be written: "no credentials to write to bucket ...", without the
+        advice to read a public bucket anonymously.
     """
     names = {c.__name__ for c in type(exc).__mro__}
     if "BotoCoreError" not in names or isinstance(exc, OSError):
         return None
+    head = f"{what} {url!r}" if what else str(url)
     bucket = bucket_of(url)
     where = f"bucket {bucket!r}" if bucket else "it"
     if names & {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"}:
         return PermissionError(
-            f"{url}: no credentials to read {where} ({exc}); set them (e.g. "
-            f"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws), or, in "
-            f"Python, read a public bucket anonymously (storage_options={{'anon': True}})")
+            f"{head}: no credentials to {'write to' if write else 'read'} {where} ({exc}); "
+            f"set them (e.g. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in "
+            f"~/.aws)" + ("" if write else ", or, in Python, read a public bucket "
+                                           "anonymously (storage_options={'anon': True})"))
     if "ConnectionError" in names:
-        return ConnectionError(f"{url}: the storage cannot be reached ({exc})")
-    return OSError(f"{url}: {exc}")
+        return ConnectionError(f"{head}: the storage cannot be reached ({exc})")
+    return OSError(f"{head}: {exc}")
+
+
+def write_error(url: str, exc: BaseException, what: str = "") -> OSError | None:
+    """What writing (or looking before writing) at ``url`` met, in one line naming ``url``
+    and ``what`` gave it: :func:`storage_error` for an ``OSError``, :func:`client_error`
+    (``write=True``) for an object store client's own (no credentials); None for any other
+    error (to be raised as it is)."""
+    if isinstance(exc, OSError):
+        return storage_error(url, exc, what)
+    return client_error(url, exc, what, write=True)
 
 
 def check_url(url, what: str) -> None:
@@ -259,6 +283,76 @@ def file_system(url, what: str = "", storage_options: dict | None = None):
         if said is None:
             raise
         raise said from None
+
+
+def check_writable(url, what: str, folder: bool = False) -> None:
+    """Write and remove an empty file where ``url`` is to be written, before any work: what
+    its first write would meet, met now. ``os.access`` cannot tell (it says yes to root for
+    any folder, ``/proc`` and ``/sys`` included), nor can anything but a request tell an
+    object store's bucket and credentials. The one probe of a ``--save`` file, a checkpoint
+    folder and ``learn_online``'s versions.
+
+    Parameters
+    ----------
+    url : str or os.PathLike
+        A local path or an fsspec URL: a file to be written (``folder`` False: the probe
+        goes in its folder, ``.dask-ps-check-<random>``), or a folder (``folder`` True: the
+        probe goes in it or, locally, when it does not exist yet, in its nearest existing
+        parent, where it would be made). On an object store the probe is an empty object
+        under the same prefix (written with ``pipe_file``, then deleted): no bucket is
+        created.
+    what : str
+        What gives ``url`` (``"--save"``, ``"checkpoint"``...): each message starts
+        ``<what> '<url>'``.
+    folder : bool, default False
+
+    Raises
+    ------
+    OptionError
+        An empty ``url`` or an unknown protocol (:func:`file_system`).
+    ModuleNotFoundError
+        The protocol's package is not installed, naming it.
+    OSError
+        Of the system's error's type: locally naming the folder that is not writable
+        (``"--save '/sys/kernel/m.npz': the folder '/sys/kernel' is not writable
+        (Permission denied)"``) or where no folder can be made; on an object store what the
+        write met (:func:`write_error`: a missing bucket, access denied, no credentials
+        as a ``PermissionError``, an endpoint not reached as a ``ConnectionError``); a
+        ``NotADirectoryError`` when ``folder`` and a file is where the folder would be.
+    """
+    import posixpath
+    import tempfile
+    import uuid
+
+    fs, path = file_system(url, what)
+    head = f"{what} {os.fspath(url)!r}"
+    if "file" not in ((fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol):
+        path = path.rstrip("/")
+        probe = f"{path if folder else posixpath.dirname(path) or path}/.dask-ps-check-" \
+                f"{uuid.uuid4().hex}"
+        try:
+            fs.pipe_file(probe, b"")
+            fs.rm(probe)
+        except Exception as exc:  # noqa: BLE001 - botocore's own (no credentials, endpoint)
+            said = write_error(os.fspath(url), exc, what)
+            if said is None:
+                raise
+            raise said from None
+        return
+    where = os.path.abspath(path) if folder else os.path.dirname(os.path.abspath(path))
+    while folder and where != os.path.dirname(where) and not os.path.lexists(where):
+        where = os.path.dirname(where)  # (a folder to be made: in its nearest parent)
+    if folder and os.path.exists(where) and not os.path.isdir(where):
+        raise NotADirectoryError(f"{head}: a file, not a folder" if where == os.path.abspath(
+            path) else f"{head}: {where!r} is a file, so no folder can be made under it")
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".dask-ps-check-", dir=where)
+        os.close(handle)
+        os.remove(probe)
+    except OSError as exc:
+        said = (f"the folder {where!r} is not writable" if where == os.path.abspath(path)
+                or not folder else f"no folder can be made in {where!r}")
+        raise type(exc)(f"{head}: {said} ({exc.strerror or exc})") from None
 
 
 @contextmanager

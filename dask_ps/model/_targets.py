@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 
 import numpy as np
 
@@ -21,8 +20,9 @@ def check_store_url(url: str) -> None:
     """Refuse, before any training, a checkpoint URL where no checkpoint folder can be: an
     unknown protocol, an existing file, or on the local file system a link to nothing, a
     path under a file, or a folder that cannot be created or written to (tried by making
-    and removing a temporary folder in it, or in its nearest existing parent); on S3 one
-    where an empty object cannot be written and deleted (no bucket, wrong credentials).
+    and removing a temporary file in it, or in its nearest existing parent); on S3 one
+    where an empty object cannot be written and deleted (no bucket, wrong credentials):
+    :func:`~dask_ps.io._storage.check_writable`.
 
     Raises
     ------
@@ -38,7 +38,7 @@ def check_store_url(url: str) -> None:
         system, no permission, ``/proc``), or on an object store what the write met (a
         missing bucket, access denied), of the system's error's type, with its reason.
     """
-    from ..io._storage import check_url, protocol_error, storage_error
+    from ..io._storage import check_url, check_writable, protocol_error, write_error
 
     check_url(url, "checkpoint")
     try:
@@ -52,42 +52,23 @@ def check_store_url(url: str) -> None:
             raise ValueError(f"checkpoint {url!r} is a file: a checkpoint is a folder (new "
                              f"or holding earlier versions, v000001/...); name a folder "
                              f"instead")
-    except OSError as exc:  # on an object store: access denied (credentials)
-        raise storage_error(url, exc, "checkpoint") from None
-    if "file" not in np.atleast_1d(fs.protocol):
-        probe = f"{root}/.dask-ps-check-{uuid.uuid4().hex}"
-        try:  # what the first save would meet, met now (an object store has no folders)
-            fs.pipe_file(probe, b"")
-            fs.rm(probe)
-        except OSError as exc:
-            raise storage_error(url, exc, "checkpoint") from None
-        return
-    if os.path.exists(root):
-        _check_writable(url, root, "the folder")
-        return
-    if os.path.islink(root):
-        raise ValueError(f"checkpoint {url!r} is a link to {os.readlink(root)!r}, which does "
-                         f"not exist: name a folder (new or existing) instead")
-    up = os.path.dirname(root)
-    while up != os.path.dirname(up) and not os.path.lexists(up):
-        up = os.path.dirname(up)
-    if os.path.exists(up) and not os.path.isdir(up):
-        raise ValueError(f"checkpoint {url!r}: {up!r} is a file, so no folder can be made "
-                         f"under it")
-    _check_writable(url, up, "no folder can be made in")
-
-
-def _check_writable(url: str, folder: str, what: str) -> None:
-    """Make and remove a temporary folder in local ``folder`` (the checkpoint's, or its
-    nearest existing parent); an OSError naming ``url`` and ``folder`` if it fails."""
-    import tempfile
-
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".dask-ps-check-", dir=folder))
-    except OSError as exc:
-        where = f"{what} {folder!r} is not writable" if what == "the folder" else \
-            f"{what} {folder!r}"
-        raise type(exc)(f"checkpoint {url!r}: {where} ({exc.strerror or exc})") from None
+    except Exception as exc:  # noqa: BLE001 - on an object store: access denied, no
+        said = write_error(url, exc, "checkpoint")  # credentials (botocore's own)
+        if said is None:
+            raise
+        raise said from None
+    if "file" in np.atleast_1d(fs.protocol) and not os.path.exists(root):
+        if os.path.islink(root):
+            raise ValueError(f"checkpoint {url!r} is a link to {os.readlink(root)!r}, which "
+                             f"does not exist: name a folder (new or existing) instead")
+        up = os.path.dirname(root)
+        while up != os.path.dirname(up) and not os.path.lexists(up):
+            up = os.path.dirname(up)
+        if os.path.exists(up) and not os.path.isdir(up):
+            raise ValueError(f"checkpoint {url!r}: {up!r} is a file, so no folder can be "
+                             f"made under it")
+    # what the first save would meet, met now (an object store has no folders)
+    check_writable(url, "checkpoint", folder=True)
 
 
 def check_export_target(url: str) -> None:

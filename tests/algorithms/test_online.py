@@ -171,9 +171,9 @@ def test_a_versions_folder_that_cannot_be_written_is_refused_before_any_batch(tm
     finally:
         folder.chmod(0o755)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == (f"versions='{folder}': no version can be written in the "
-                                  f"folder (a test file there: Permission denied); no batch "
-                                  f"was learnt | 0 False")
+    assert out.stdout.strip() == (f"versions '{folder}': the folder '{folder}' is not "
+                                  f"writable (Permission denied); no batch was learnt | 0 "
+                                  f"False")
     assert list(folder.iterdir()) == []
 
 

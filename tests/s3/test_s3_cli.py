@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import fsspec
 import numpy as np
@@ -110,7 +111,7 @@ def test_evaluate_and_export_an_s3_model_on_s3_data(s3, capsys, tmp_path, monkey
     assert (f"dask-ps: error: {out} holds an earlier export (coef.parquet, model.json) and "
             f"also notes.txt, which are not part of it") in capsys.readouterr().err
     assert main(["export", model, "s3://no-such-bucket-4f1/export"]) == 2
-    assert ("dask-ps: error: s3://no-such-bucket-4f1/export/model.json: bucket "  # (first)
+    assert ("dask-ps: error: out 's3://no-such-bucket-4f1/export': bucket "  # (probed)
             "'no-such-bucket-4f1' does not exist") in capsys.readouterr().err
     assert not fs.exists("no-such-bucket-4f1")
 
@@ -159,6 +160,43 @@ def test_no_credentials_is_a_user_error_before_a_cluster(s3, capsys, monkeypatch
             assert "cluster:" not in out.out and "Traceback" not in out.err
             assert out.err.strip().splitlines()[-1].startswith(
                 f"dask-ps: error: {url}: no credentials to read bucket "), out.err
+    finally:
+        monkeypatch.undo()
+        s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.mark.timeout(120)
+def test_no_credentials_to_write_is_one_line_before_a_cluster(s3, capsys, monkeypatch,
+                                                              tmp_path):
+    """``--save``, ``--checkpoint`` and ``export`` to s3:// without credentials: "unexpected
+    NoCredentialsError: Unable to locate credentials (a bug of dask_ps? ...)", status 1,
+    ``--save`` after the whole training (the model lost), export at its end. Now the probe
+    written before the cluster starts (before the model is read) says it, naming the
+    option and the URL."""
+    import s3fs
+
+    monkeypatch.chdir(tmp_path)
+    Path("good.svm").write_text("1 1:1\n0 2:1\n")
+    Path("m.npz").write_bytes(b"PK")  # (not read)
+    for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"]:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    s3fs.S3FileSystem.clear_instance_cache()
+    bucket = s3.bucket.split("/")[0]
+    try:
+        for argv, head in [
+                (["train", "lr", "--train", "good.svm", "--save", s3.url("m.npz")],
+                 f"--save {s3.url('m.npz')!r}"),
+                (["train", "lr", "--train", "good.svm", "--checkpoint", s3.url("ck")],
+                 f"--checkpoint: checkpoint {s3.url('ck')!r}"),
+                (["export", "m.npz", s3.url("exp")], f"out {s3.url('exp')!r}")]:
+            assert main(argv) == 2
+            out = capsys.readouterr()
+            assert "cluster:" not in out.out and "Traceback" not in out.err, out.err
+            assert out.err.strip().splitlines() == [
+                f"dask-ps: error: {head}: no credentials to write to bucket {bucket!r} "
+                f"(Unable to locate credentials); set them (e.g. AWS_ACCESS_KEY_ID and "
+                f"AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws)"], out.err
     finally:
         monkeypatch.undo()
         s3fs.S3FileSystem.clear_instance_cache()
