@@ -19,6 +19,7 @@ from sklearn.metrics import accuracy_score
 from dask_ps import GBDTClassifier, GBDTRegressor
 from dask_ps.cluster import worker_info
 from dask_ps.exceptions import RecoveryError
+from dask_ps.model._versions import CLAIM
 
 # a hang guard only: the fits take seconds on an idle box, minutes when the box is shared
 pytestmark = pytest.mark.timeout(900)
@@ -257,8 +258,9 @@ def test_resume_goes_on_in_other_partitions_and_on_other_shards(client2, tmp_pat
     assert grown == [4, 5]
     whole = GBDTClassifier(n_estimators=5, **kw).fit(X, y)
     np.testing.assert_array_equal(resumed.predict_proba(X), whole.predict_proba(X))
-    for version in os.listdir(ck):  # the trees, no table
-        assert sorted(os.listdir(os.path.join(ck, version))) == ["manifest.json", "zarr.json"]
+    for version in os.listdir(ck):  # the trees, no table (and the save's claim of it)
+        assert sorted(os.listdir(os.path.join(ck, version))) == [CLAIM, "manifest.json",
+                                                                 "zarr.json"]
 
 
 def test_changed_trees_in_a_checkpoint_resume_from_the_version_before(tmp_path):
