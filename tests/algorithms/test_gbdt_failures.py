@@ -352,20 +352,13 @@ def test_a_checkpoint_without_trees_is_named_as_such_on_resume(tmp_path):
     same data and parameters were given. The resume now names the folder, the versions and
     the field missing (the trees), and says this fit cannot resume from them; nothing is
     saved."""
-    import json
 
     X, y = _toy(n=600)
     kw = dict(max_leaf_nodes=7, random_state=0, client="local")
     old = tmp_path / "old"
     GBDTClassifier(n_estimators=2, checkpoint=str(old), **kw).fit(X, y)
     versions = sorted(os.listdir(old))
-    for version in old.iterdir():  # as written then: no trees, no checksums of metadata
-        manifest = json.loads((version / "manifest.json").read_text())
-        del manifest["metadata"]
-        (version / "manifest.json").write_text(json.dumps(manifest))
-        meta = json.loads((version / "zarr.json").read_text())
-        del meta["attributes"]["extra"]["driver"]
-        (version / "zarr.json").write_text(json.dumps(meta))
+    _as_written_before(old, "driver")  # no trees, no checksums of metadata
     numbers = sorted((int(v[1:]) for v in versions), reverse=True)
     with pytest.raises(ValueError) as err:
         GBDTClassifier(n_estimators=3, checkpoint=str(old), resume=True, **kw).fit(X, y)
@@ -379,6 +372,21 @@ def test_a_checkpoint_without_trees_is_named_as_such_on_resume(tmp_path):
     assert sorted(os.listdir(old)) == versions  # nothing saved
 
 
+def _as_written_before(folder, field: str) -> None:
+    """Every version of checkpoint ``folder`` as a dask_ps that did not record
+    ``extra.<field>`` wrote it: that field gone, and the manifest without the checksums of
+    the metadata (which a later dask_ps added)."""
+    import json
+
+    for version in folder.iterdir():
+        manifest = json.loads((version / "manifest.json").read_text())
+        del manifest["metadata"]
+        (version / "manifest.json").write_text(json.dumps(manifest))
+        meta = json.loads((version / "zarr.json").read_text())
+        del meta["attributes"]["extra"][field]
+        (version / "zarr.json").write_text(json.dumps(meta))
+
+
 def test_a_checkpoint_of_another_estimator_is_named_on_resume(tmp_path):
     """A GBDTRegressor resumed from a GBDTClassifier's checkpoint was refused with a raw
     dict ("(the checkpoint's, this fit's) {'classes': (['-1.0', '1.0'], None)}"), and an FM
@@ -386,7 +394,6 @@ def test_a_checkpoint_of_another_estimator_is_named_on_resume(tmp_path):
     GBDT checkpoint recorded no estimator. Each difference is said as LR's are, the
     estimator among them; a GBDT checkpoint written before the estimator was recorded
     still resumes (a field a checkpoint lacks is not checked)."""
-    import json
 
     from dask_ps import FactorizationMachineClassifier
 
@@ -404,13 +411,7 @@ def test_a_checkpoint_of_another_estimator_is_named_on_resume(tmp_path):
                                          r"tables \[\] \(this fit's: \['v', 'w'\]\); resume"):
         FactorizationMachineClassifier(max_iter=1, checkpoint=str(ck), resume=True,
                                        client="local").fit(X, y)
-    for version in ck.iterdir():  # as written before the estimator was recorded
-        manifest = json.loads((version / "manifest.json").read_text())
-        del manifest["metadata"]
-        (version / "manifest.json").write_text(json.dumps(manifest))
-        meta = json.loads((version / "zarr.json").read_text())
-        del meta["attributes"]["extra"]["fit"]
-        (version / "zarr.json").write_text(json.dumps(meta))
+    _as_written_before(ck, "fit")  # before the estimator was recorded
     with pytest.raises(ValueError, match=r"each holds another fit: classes \['-1\.0', "
                                          r"'1\.0'\] \(this fit's: None\); resume"):
         GBDTRegressor(n_estimators=3, checkpoint=str(ck), resume=True, **kw).fit(X, y)
